@@ -1,0 +1,153 @@
+"""Benchmark: `python -m inference.bench [--json PATH] [--model SOURCE]`.
+
+Why the numbers look the way they do:
+- Prefill (time to first token) pushes the whole prompt through the model in one pass:
+  each weight read from memory is used for many tokens, so it is compute-bound and its
+  cost per token falls as the prompt grows.
+- Decode makes one token per pass: every weight is read for a single token, so it is
+  memory-bandwidth-bound and its time per token is nearly flat.
+- The engine records the full logits and a sampling view every step and still has to beat
+  `model.generate`, whose per-step machinery (input preparation, processors, stopping
+  criteria) costs more than our one forward call with a reused cache.
+
+Figures are reported, never asserted in tests: this machine's timings are noisy.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import transformers
+
+from inference.engine import new_trace
+from inference.loader import encode_prompt, load_model
+from inference.sampling import SamplingSettings, seen_mask
+from inference.views import step_view, trace_summary
+
+GREEDY = SamplingSettings(temperature=0)
+ALL_STAGES = SamplingSettings(temperature=0.8, top_k=50, top_p=0.9, min_p=0.05, repetition_penalty=1.2)
+BENCH_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her"
+
+
+def median_time(fn, repeats: int, warmup: int = 1) -> tuple[float, list[float]]:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), times
+
+
+def engine_vs_generate(model, tokenizer, new_tokens: int = 128, repeats: int = 5) -> dict:
+    ids = encode_prompt(tokenizer, BENCH_PROMPT)
+    counts = {}
+
+    def run_engine():
+        trace = new_trace(model, tokenizer, ids, new_tokens, stop_at_eos=False)  # exactly `new_tokens` steps
+        counts["engine"] = sum(1 for _ in trace.run(GREEDY))
+
+    input_ids = torch.tensor([ids])
+    mask = torch.ones_like(input_ids)
+
+    def run_generate():
+        with torch.inference_mode():
+            out = model.generate(input_ids, attention_mask=mask, do_sample=False, max_new_tokens=new_tokens,
+                                 min_new_tokens=new_tokens, pad_token_id=tokenizer.eos_token_id)
+        counts["generate"] = out.shape[1] - len(ids)
+
+    engine_s, _ = median_time(run_engine, repeats)
+    generate_s, _ = median_time(run_generate, repeats)
+    engine_tps, generate_tps = counts["engine"] / engine_s, counts["generate"] / generate_s
+    return {
+        "engine_tokens_per_s": round(engine_tps, 1),
+        "generate_tokens_per_s": round(generate_tps, 1),
+        "engine_vs_generate": round(engine_tps / generate_tps, 2),
+        "new_tokens": counts["engine"],
+    }
+
+
+def prefill_and_decode(model, tokenizer, prompt_tokens: int = 64, decode_tokens: int = 64, repeats: int = 5) -> dict:
+    base = encode_prompt(tokenizer, BENCH_PROMPT * 10)
+    ids = base[:prompt_tokens]
+    ttft, decode = [], []
+    for i in range(repeats + 1):
+        trace = new_trace(model, tokenizer, ids, decode_tokens, stop_at_eos=False)
+        records = list(trace.run(GREEDY))
+        if i == 0:
+            continue  # warm-up
+        ttft.append(records[0].forward_ms)
+        decode.append(statistics.median(r.forward_ms for r in records[1:]))
+    return {"ttft_ms": round(statistics.median(ttft), 2), "decode_ms_per_token": round(statistics.median(decode), 3),
+            "prompt_tokens": len(ids)}
+
+
+def view_ms(vocab: int, repeats: int = 50) -> float:
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(vocab, generator=gen) * 3
+    seen = seen_mask(list(range(0, vocab, 97)), vocab)
+    seconds, _ = median_time(lambda: step_view(logits, ALL_STAGES, seen, u=0.42), repeats, warmup=3)
+    return round(seconds * 1000, 3)
+
+
+def trace_view_ms(model, tokenizer, steps: int = 200, repeats: int = 10) -> float:
+    trace = new_trace(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT), steps, stop_at_eos=False)
+    list(trace.run(SamplingSettings(temperature=0.9)))
+    logits, seen = trace.logits_matrix(), trace.seen_masks()
+    us = torch.tensor([r.u for r in trace.records], dtype=torch.float64)
+    chosen = torch.tensor(trace.generated_ids)
+    seconds, _ = median_time(lambda: trace_summary(logits, seen, ALL_STAGES, us, chosen), repeats, warmup=2)
+    return round(seconds * 1000, 2)
+
+
+def run(model_source: str | None = None, include_quantization: bool = True) -> dict:
+    loaded = load_model(model_source)
+    model, tokenizer = loaded.model, loaded.tokenizer
+    results = {"model": loaded.info.name, "torch_threads": torch.get_num_threads(),
+               "transformers_version": transformers.__version__, "torch_version": torch.__version__}
+    results.update(engine_vs_generate(model, tokenizer))
+    results.update(prefill_and_decode(model, tokenizer))
+    results["view_ms_vocab_4k"] = view_ms(4096)
+    results["view_ms_vocab_50k"] = view_ms(50257)
+    results["trace_view_ms_200"] = trace_view_ms(model, tokenizer)
+    if include_quantization:
+        try:
+            from inference.quant_compare import benchmark_rows
+        except ImportError:
+            benchmark_rows = None
+        if benchmark_rows is not None:
+            results["quantization"] = benchmark_rows(loaded)
+    return results
+
+
+def print_table(results: dict) -> None:
+    goals = {"engine_vs_generate": "goal >= 1.5", "view_ms_vocab_4k": "goal <= 5", "view_ms_vocab_50k": "goal <= 5",
+             "trace_view_ms_200": "goal <= 100"}
+    width = max(len(k) for k in results)
+    for key, value in results.items():
+        if key == "quantization":
+            continue
+        print(f"{key:<{width}}  {value!s:<14} {goals.get(key, '')}")
+    for row in results.get("quantization", []):
+        print("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", help="also write the figures to this JSON file")
+    parser.add_argument("--model", default=None, help="model source (default: the bundled model)")
+    parser.add_argument("--no-quantization", action="store_true")
+    args = parser.parse_args(argv)
+    results = run(args.model, include_quantization=not args.no_quantization)
+    print_table(results)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

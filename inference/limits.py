@@ -1,0 +1,54 @@
+"""Every server limit in one place, with defaults for a classroom on one laptop.
+
+Change one with an environment variable before starting the app, e.g.
+    INFERENCE_LAB_MAX_NEW_TOKENS=400 streamlit run app.py
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from inference.paths import MODELS_DIR
+
+ENV_PREFIX = "INFERENCE_LAB_"
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_prompt_tokens: int = 1024  # longer prompts are cut from the left, and the UI says so
+    max_new_tokens: int = 300  # slider and URL values above this are capped, and the cap is shown
+    max_concurrent_generations: int = 4  # forward passes at once; other sessions wait, with a message
+    allow_hub: bool = True  # may a visitor load a Hugging Face hub id?
+    allow_local_folders: bool = True  # may a visitor load a folder on the server?
+    # When the server listens beyond localhost, folders must lie under this one, so a visitor
+    # cannot make the server read arbitrary paths.
+    models_folder: str = str(MODELS_DIR)
+    max_model_bytes: int = 6 * 10**9  # weights larger than this are refused before loading
+    max_cached_models: int = 3  # (model, precision) pairs kept in memory at once
+
+    @classmethod
+    def from_env(cls, env=None) -> "Limits":
+        env = os.environ if env is None else env
+        values = {}
+        for f in fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is None:
+                continue
+            if f.type in ("bool", bool):
+                values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
+            elif f.type in ("int", int):
+                values[f.name] = int(raw)
+            else:
+                values[f.name] = raw
+        return cls(**values)
+
+    def folder_allowed(self, folder: Path, server_is_public: bool) -> bool:
+        """Any folder for a local user; only folders inside `models_folder` when the
+        server listens beyond localhost."""
+        if not self.allow_local_folders:
+            return False
+        if not server_is_public:
+            return True
+        root = Path(self.models_folder).resolve()
+        return Path(folder).resolve().is_relative_to(root)

@@ -1,0 +1,333 @@
+"""One model at four precisions, side by side: bytes, quantize time, decode speed, greedy
+text and how far each next-token distribution drifts from float32's.
+
+    copies = quantize_all(model)                         # float32 is the model itself, only called
+    comparison = compare_precisions(copies, tokenizer, prompt_ids, max_new_tokens=48)
+    summary_table(comparison)                            # one row per precision
+    speed_findings(comparison)                           # what the measured speeds mean
+
+Quality is teacher-forced on one sequence, the prompt plus float32's greedy continuation:
+every precision reads the same tokens, so step t compares like with like even after a
+precision's own greedy text has gone another way.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from inference.engine import new_trace
+from inference.quantize import (
+    INT4_GROUP_SIZES, PRECISIONS, SPEED_NOTES, QuantizedModel, SkippedLayer, compare_to_reference,
+    quantized_copy, summarize_comparison, teacher_forced_logits, weight_bytes_by_kind,
+)
+from inference.sampling import SamplingSettings
+from inference.tokens import readable_tokens
+
+REFERENCE = "float32"
+GREEDY = SamplingSettings(temperature=0)
+WARMUP_TOKENS = 4  # the first calls allocate buffers and pick kernels: keep them out of the timing
+SAME_SPEED_BAND = 0.10  # timing on a shared CPU wobbles about this much between runs
+CACHE_SIZED_BYTES = 64 * 10**6  # weights this small sit mostly in the CPU caches, not RAM
+
+
+@dataclass(frozen=True)
+class PrecisionResult:
+    precision: str
+    bytes_by_kind: dict[str, int]  # measured from the tensors: embeddings, lm_head, linear, other
+    quantize_seconds: float | None  # None for the float32 reference: no copy is made
+    decode_tokens_per_s: float  # best of the timed rounds; nan when no decode step ran
+    greedy_ids: list[int]  # this precision's own greedy continuation of the prompt
+    greedy_tokens: list[str]  # their text, exactly as decoded
+    first_departure: int | None  # first step whose greedy token differs from float32's
+    quantized_layers: int
+    skipped_layers: list[SkippedLayer]
+    notes: list[str]
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(self.bytes_by_kind.values())
+
+
+@dataclass(frozen=True)
+class PrecisionComparison:
+    prompt_ids: list[int]
+    prompt_text: str
+    reference_ids: list[int]  # float32's greedy tokens: the sequence every precision is scored on
+    reference_tokens: list[str]  # readable labels for those tokens (whitespace made visible)
+    results: dict[str, PrecisionResult]  # in PRECISIONS order
+    steps: pd.DataFrame  # precision, step, kl_from_reference, top1_agrees, p_reference_token
+    step_tops: pd.DataFrame  # step, precision, rank, token, prob: float32's top tokens, then "other"
+    int4_group_size: int
+    conv1d_layers: int  # GPT-2 Conv1D layers in the original model (converted before quantizing)
+    rounds: int = 1
+    warnings: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------- copies
+
+def _conv1d_layers(model: nn.Module) -> list[nn.Module]:
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:  # transformers moved it: then nothing is a Conv1D to us
+        return []
+    return [m for m in model.modules() if isinstance(m, Conv1D)]
+
+
+def int4_group_size(model: nn.Module) -> int:
+    """The largest group size torchao's CPU int4 accepts that divides the input width of
+    every linear layer, so no layer is skipped for its width (SmolLM2's 576 needs 64)."""
+    widths = {m.in_features for m in model.modules() if isinstance(m, nn.Linear)}
+    widths |= {m.weight.shape[0] for m in _conv1d_layers(model)}  # Conv1D stores [in, out]
+    for size in sorted(INT4_GROUP_SIZES, reverse=True):
+        if all(width % size == 0 for width in widths):
+            return size
+    return min(INT4_GROUP_SIZES)  # some layers will be skipped, and listed as skipped
+
+
+def precision_copy(model: nn.Module, precision: str) -> QuantizedModel:
+    """The model at `precision`. float32 is the original itself (it is only ever called,
+    never changed, and a copy would double the memory); the others are new copies.
+    GPT-2's Conv1D layers are converted to nn.Linear first, so torchao can quantize them."""
+    if precision == REFERENCE:
+        return QuantizedModel(model, REFERENCE, 0.0, 0, [], [SPEED_NOTES[REFERENCE]])
+    return quantized_copy(model, precision, group_size=int4_group_size(model), convert_conv1d=True)
+
+
+def quantize_all(model: nn.Module, precisions=PRECISIONS) -> dict[str, QuantizedModel]:
+    return {precision: precision_copy(model, precision) for precision in precisions}
+
+
+# ---------------------------------------------------------------------------- measuring
+
+def greedy_records(model: nn.Module, tokenizer, prompt_ids: list[int], max_new_tokens: int):
+    """One greedy run through the step engine; every record carries its forward-pass time."""
+    return list(new_trace(model, tokenizer, prompt_ids, max_new_tokens).run(GREEDY))
+
+
+def decode_tokens_per_s(records) -> float:
+    """Decode steps per second of forward-pass time. The prefill step is left out: it reads
+    the whole prompt at once, a different kind of work (see the Prefill vs decode page)."""
+    decode_ms = [r.forward_ms for r in records if r.phase == "decode"]
+    if not decode_ms:
+        return math.nan
+    return len(decode_ms) / (sum(decode_ms) / 1000)
+
+
+def _measure_decode(models: Mapping[str, nn.Module], tokenizer, prompt_ids, max_new_tokens, rounds):
+    """Best decode speed per precision and its greedy records. Precisions take turns within
+    each round, so a burst of background load slows them all alike instead of one of them."""
+    for model in models.values():
+        greedy_records(model, tokenizer, prompt_ids, min(WARMUP_TOKENS, max_new_tokens))
+    best_rate = {precision: math.nan for precision in models}
+    records = {}
+    for _ in range(rounds):
+        for precision, model in models.items():
+            records[precision] = greedy_records(model, tokenizer, prompt_ids, max_new_tokens)
+            rate = decode_tokens_per_s(records[precision])
+            if math.isnan(best_rate[precision]) or rate > best_rate[precision]:
+                best_rate[precision] = rate
+    return best_rate, records
+
+
+def first_departure(ids: list[int], reference_ids: list[int]) -> int | None:
+    """First step where `ids` differs from the reference (a run that stops earlier or later
+    departs where the shorter one ends); None when they are identical."""
+    for step, (token, reference) in enumerate(zip(ids, reference_ids)):
+        if token != reference:
+            return step
+    return None if len(ids) == len(reference_ids) else min(len(ids), len(reference_ids))
+
+
+def _step_tops(reference_logits: torch.Tensor, logits: Mapping[str, torch.Tensor], tokenizer, top_n: int) -> pd.DataFrame:
+    """For every step, float32's top-n tokens and the probability each precision gives them,
+    plus the rest of the vocabulary as "other" (softmax over the full vocabulary first)."""
+    probs = {precision: F.softmax(rows.double(), dim=-1) for precision, rows in logits.items()}
+    top_ids = F.softmax(reference_logits.double(), dim=-1).topk(top_n, dim=-1).indices  # [T, top_n]
+    rows = []
+    for step, ids in enumerate(top_ids.tolist()):
+        names = readable_tokens(tokenizer, ids)
+        for precision, p in probs.items():
+            shown = p[step, ids].tolist()
+            for rank, (token_id, name, prob) in enumerate(zip(ids, names, shown), start=1):
+                rows.append((step, precision, rank, token_id, name, prob))
+            rows.append((step, precision, top_n + 1, -1, "other", max(0.0, 1.0 - sum(shown))))
+    return pd.DataFrame(rows, columns=["step", "precision", "rank", "token_id", "token", "prob"])
+
+
+def compare_precisions(copies: Mapping[str, QuantizedModel], tokenizer, prompt_ids: list[int],
+                       max_new_tokens: int = 48, rounds: int = 2, top_n: int = 15) -> PrecisionComparison:
+    """Measure every precision in `copies` (which must hold the float32 reference).
+    Nothing is changed on any model: they are only called."""
+    if REFERENCE not in copies:
+        raise ValueError(f"`copies` must include the {REFERENCE!r} reference, but has {sorted(copies)}")
+    if rounds < 1:
+        raise ValueError(f"`rounds` has to be at least 1, but is {rounds}")
+    ordered = [p for p in PRECISIONS if p in copies]
+    models = {p: copies[p].model for p in ordered}
+    prompt_ids = list(prompt_ids)
+
+    # 1. speed and greedy text: the step engine, same prompt, temperature 0
+    rates, records = _measure_decode(models, tokenizer, prompt_ids, max_new_tokens, rounds)
+    greedy = {p: [r.token_id for r in records[p]] for p in ordered}
+    reference_ids = greedy[REFERENCE]
+
+    # 2. quality: one forward pass per precision over prompt + float32's greedy tokens.
+    #    Row t of the kept logits predicts reference token t.
+    sequence = prompt_ids + reference_ids
+    first_row = len(prompt_ids) - 1
+    logits = {p: teacher_forced_logits(m, sequence)[first_row:first_row + len(reference_ids)]
+              for p, m in models.items()}  # each [T, vocab]
+    tables = []
+    for p in ordered:
+        table = compare_to_reference(logits[REFERENCE], logits[p], reference_ids)
+        tables.append(table.drop(columns="reference_token").assign(precision=p))
+    steps = pd.concat(tables, ignore_index=True)
+
+    results = {
+        p: PrecisionResult(
+            precision=p, bytes_by_kind=weight_bytes_by_kind(models[p]),
+            quantize_seconds=None if p == REFERENCE else copies[p].seconds,
+            decode_tokens_per_s=rates[p], greedy_ids=greedy[p],
+            greedy_tokens=[r.token_text for r in records[p]],
+            first_departure=first_departure(greedy[p], reference_ids),
+            quantized_layers=copies[p].quantized_linear_layers,
+            skipped_layers=list(copies[p].skipped_layers), notes=list(copies[p].notes),
+        )
+        for p in ordered
+    }
+    return PrecisionComparison(
+        prompt_ids=prompt_ids, prompt_text=tokenizer.decode(prompt_ids, skip_special_tokens=True),
+        reference_ids=reference_ids, reference_tokens=readable_tokens(tokenizer, reference_ids),
+        results=results, steps=steps, step_tops=_step_tops(logits[REFERENCE], logits, tokenizer, top_n),
+        int4_group_size=int4_group_size(models[REFERENCE]),
+        conv1d_layers=len(_conv1d_layers(models[REFERENCE])), rounds=rounds,
+    )
+
+
+# ---------------------------------------------------------------------------- reading
+
+def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
+    """One row per precision: what it costs, how fast it decodes, how far it drifts."""
+    reference = comparison.results[REFERENCE]
+    rows = []
+    for precision, result in comparison.results.items():
+        quality = summarize_comparison(comparison.steps[comparison.steps["precision"] == precision])
+        rows.append({
+            "precision": precision,
+            "weight_bytes": result.weight_bytes,
+            "size_vs_float32": result.weight_bytes / reference.weight_bytes,
+            "linear_bytes": result.bytes_by_kind["linear"],
+            "quantize_s": result.quantize_seconds,
+            "decode_tokens_per_s": result.decode_tokens_per_s,
+            "speed_vs_float32": result.decode_tokens_per_s / reference.decode_tokens_per_s,
+            "mean_kl_nats": quality["mean_kl_from_reference"],
+            "top1_agreement": quality["top1_agreement"],
+            "mean_p_float32_token": quality["mean_p_reference_token"],
+            "first_departure": result.first_departure,
+        })
+    table = pd.DataFrame(rows)
+    table["first_departure"] = table["first_departure"].astype("Int64")  # <NA>: never departs
+    return table
+
+
+# Why a precision is slower or no faster than float32 on this CPU, beside the measured ratio.
+SLOWER_BECAUSE = {
+    "bfloat16": (
+        "bf16 halves the bytes, but when the weights fit in the CPU's caches reading them is not "
+        "what limits a step; and a CPU without bf16 instructions converts to float32 inside every "
+        "multiply."
+    ),
+    "int8": (
+        "torchao's int8 weight-only path in eager PyTorch has no fused kernel: on every call it "
+        "turns the whole int8 weight back into a bf16 matrix, then multiplies. The memory is "
+        "saved, but each step does that conversion on top of the work bf16 does."
+    ),
+    "int4": (
+        "the int4 kernel unpacks 4-bit groups and applies their scales inside the multiply; on "
+        "small matrices that bookkeeping can cost more than the bytes it saves."
+    ),
+}
+FASTER_BECAUSE = {
+    "bfloat16": "it moves half the bytes, and a CPU with bf16 instructions (AVX-512 BF16, AMX) multiplies them directly.",
+    "int8": "moving fewer bytes per token outweighed the conversion back to bf16.",
+    "int4": ("its fused CPU kernel unpacks the 4-bit weights inside a multiply built for one token at a time, "
+             "and moves about a quarter of bf16's bytes."),
+}
+GPU_NOTE = (
+    "On a GPU the picture changes: decoding one token for one user reads every weight once and "
+    "does little arithmetic with it, so its speed is set by memory bandwidth. Fused int8 and "
+    "int4 kernels (in vLLM, TensorRT-LLM, llama.cpp and others) read the small integers and "
+    "convert them inside the multiply, so fewer bytes per weight gives close to "
+    "proportionally faster decode on large models — and lets a model fit on a card at all."
+)
+
+
+def speed_findings(comparison: PrecisionComparison) -> list[str]:
+    """Plain sentences about the measured speeds, each with the reason behind it."""
+    results = comparison.results
+    reference = results[REFERENCE]
+    findings = []
+    if reference.weight_bytes < CACHE_SIZED_BYTES:
+        findings.append(
+            f"This model's float32 weights take {reference.weight_bytes / 1e6:.1f} MB, small enough to stay "
+            "mostly in the CPU's caches. Decode is then limited by per-layer overheads (Python, kernel "
+            "launches, small matrices), not by reading weights from memory: fewer bytes alone buy little "
+            "speed here, and what differs between precisions is mostly which kernel does the multiply."
+        )
+    for precision, result in results.items():
+        if precision == REFERENCE:
+            continue
+        ratio = result.decode_tokens_per_s / reference.decode_tokens_per_s
+        if math.isnan(ratio):
+            continue
+        measured = (f"**{precision}** decoded {result.decode_tokens_per_s:,.0f} tokens/s, "
+                    f"{ratio:.2f}× float32's {reference.decode_tokens_per_s:,.0f}")
+        if ratio < 1 - SAME_SPEED_BAND:
+            findings.append(f"{measured}: slower on this CPU, because {SLOWER_BECAUSE[precision]}")
+        elif ratio > 1 + SAME_SPEED_BAND:
+            findings.append(f"{measured}: faster, because {FASTER_BECAUSE[precision]}")
+        else:
+            findings.append(f"{measured}: about the same (differences under {SAME_SPEED_BAND:.0%} are timing "
+                            f"noise on a shared CPU). Why no clear gain: {SLOWER_BECAUSE[precision]}")
+    findings.append(GPU_NOTE)
+    return findings
+
+
+def layer_notes(comparison: PrecisionComparison) -> list[str]:
+    """What was and was not converted: GPT-2's Conv1D layers, the tied lm_head, skips."""
+    notes = []
+    if comparison.conv1d_layers:
+        notes.append(
+            f"This is a GPT-2-style model: its {comparison.conv1d_layers} attention and MLP layers are "
+            "`Conv1D`, not `nn.Linear` (the same matrix multiply, with the weight stored transposed). "
+            "torchao only quantizes `nn.Linear`, so on their own they would stay unquantized; here each "
+            "copy converts them to `nn.Linear` first, so int8 and int4 really apply to them."
+        )
+    for precision in ("int8", "int4"):
+        result = comparison.results.get(precision)
+        if result is None:
+            continue
+        line = f"**{precision}**: {result.quantized_layers} linear layers quantized"
+        if precision == "int4":
+            line += f" (one scale and zero point per group of {comparison.int4_group_size} inputs)"
+        if result.skipped_layers:
+            kept = "; ".join(f"`{s.name}` ({s.reason})" for s in result.skipped_layers[:4])
+            more = len(result.skipped_layers) - 4
+            line += f"; left in bf16: {kept}" + (f" and {more} more" if more > 0 else "")
+        notes.append(line + ".")
+    return notes
+
+
+def benchmark_rows(model: nn.Module, tokenizer, prompt_ids: list[int], max_new_tokens: int = 48,
+                   rounds: int = 2) -> list[dict]:
+    """Per precision: measured weight bytes and decode tokens/s, for `python -m inference.bench`."""
+    comparison = compare_precisions(quantize_all(model), tokenizer, prompt_ids, max_new_tokens, rounds)
+    columns = ["precision", "weight_bytes", "size_vs_float32", "decode_tokens_per_s", "speed_vs_float32",
+               "mean_kl_nats", "top1_agreement"]
+    return summary_table(comparison)[columns].to_dict("records")

@@ -1,0 +1,233 @@
+"""Timing the two phases of generation on the real model: one run, and a sweep.
+
+    1. prefill: one forward pass reads all P prompt tokens at once. Each weight matrix is
+       read from memory once and used for P tokens, so for long prompts the pass is
+       limited by arithmetic (compute-bound) and tokens per second climb with P;
+    2. decode: each pass feeds one token. Every weight is read for a single token, so the
+       pass is limited by moving weights (and the cache) from memory (bandwidth-bound), or,
+       for a model as small as the bundled one, by the fixed cost of launching a hundred
+       small operations. Either way a decode pass costs about the same whatever its context.
+
+Times are wall clock (`time.perf_counter`) around the forward pass. The machine is shared,
+so every sweep point is the median of several runs after a warm-up, with min and max kept.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from statistics import median
+
+import pandas as pd
+import torch
+from transformers import DynamicCache
+
+from inference.engine import context_limit, new_trace
+from inference.sampling import SamplingSettings
+from inference.tokens import readable_token
+
+GREEDY = SamplingSettings(temperature=0)
+SHORTEST_PROMPT = 8
+LONGEST_PROMPT_CAP = 1024  # keeps a sweep on a hub model with a 128k context short
+DECODE_ROOM = 64  # the longest sweep prompt leaves this much context (at most an eighth) for decoding
+SATURATION = 0.8  # prefill tokens/s has "stopped growing" once it reaches 80% of its best;
+# a looser bar than 90%, because on a shared machine the medians still wobble by ~10%
+
+Progress = Callable[[int, int, str], None]  # (done, total, what is running now)
+
+
+# -- one generation --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GenerationTiming:
+    """One greedy generation, step by step: `steps` has one row per step with its phase,
+    `tokens_in_forward`, `start_ms`, `forward_ms`, `sample_ms`, `step_ms` and the `token`."""
+
+    steps: pd.DataFrame
+    prompt_tokens: int
+    stop_reason: str | None
+
+    @property
+    def prefill_ms(self) -> float:
+        return float(self.steps["forward_ms"].iloc[0])
+
+    @property
+    def ttft_ms(self) -> float:
+        """Time to first token: the prefill pass plus choosing the first token."""
+        return float(self.steps["step_ms"].iloc[0])
+
+    @property
+    def decode_steps(self) -> pd.DataFrame:
+        return self.steps[self.steps["phase"] == "decode"]
+
+    @property
+    def tpot_ms(self) -> float | None:
+        """Time per output token after the first: the mean decode step (None if there was none)."""
+        decode = self.decode_steps
+        return float(decode["step_ms"].mean()) if len(decode) else None
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        return self.prompt_tokens / self.prefill_ms * 1000
+
+    @property
+    def decode_tokens_per_s(self) -> float | None:
+        return 1000 / self.tpot_ms if self.tpot_ms else None
+
+
+def time_generation(model, tokenizer, prompt_ids: list[int], new_tokens: int) -> GenerationTiming:
+    """Generate greedily with the step engine and lay its measured steps end to end."""
+    trace = new_trace(model, tokenizer, prompt_ids, new_tokens)
+    for _ in trace.run(GREEDY):
+        pass
+    frame = trace.to_frame()
+    steps = pd.DataFrame({
+        "step": frame["step"], "phase": frame["phase"], "tokens_in_forward": frame["tokens_in_forward"],
+        "forward_ms": frame["forward_ms"], "sample_ms": frame["sample_ms"],
+        "token": [readable_token(tokenizer, t) for t in frame["token_id"]],
+    })
+    steps["step_ms"] = steps["forward_ms"] + steps["sample_ms"]
+    steps["start_ms"] = steps["step_ms"].cumsum() - steps["step_ms"]
+    return GenerationTiming(steps=steps, prompt_tokens=len(prompt_ids), stop_reason=trace.stop_reason)
+
+
+# -- the sweep -------------------------------------------------------------------------
+
+def default_prompt_lengths(context: int) -> list[int]:
+    """Powers of two from 8, then one long prompt that leaves room to decode:
+    8, 16, ..., 256, 448 for a context of 512."""
+    room = min(DECODE_ROOM, context // 8)
+    longest = min(context - room, LONGEST_PROMPT_CAP)
+    lengths, n = [], SHORTEST_PROMPT
+    while n < longest:
+        lengths.append(n)
+        n *= 2
+    return lengths + [longest]
+
+
+def filler_prompt(vocab_size: int, length: int) -> list[int]:
+    """Token ids for a timing prompt. What the tokens say does not change the arithmetic,
+    so they are fixed pseudo-random ids (a private generator, never the global one)."""
+    gen = torch.Generator().manual_seed(length)
+    return torch.randint(0, vocab_size, (length,), generator=gen).tolist()
+
+
+@torch.inference_mode()
+def _one_run(model, prompt_ids: list[int], decode_tokens: int) -> tuple[float, float]:
+    """(prefill ms, mean decode ms per token) for one prompt: a prefill pass, then
+    `decode_tokens` one-token passes on the cache it filled."""
+    cache = DynamicCache(config=model.config)
+    ids = torch.tensor([prompt_ids], dtype=torch.long)
+    start = time.perf_counter()
+    out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+    prefill_ms = (time.perf_counter() - start) * 1000
+    decode_ms = []
+    for _ in range(decode_tokens):
+        next_id = out.logits[:, -1].argmax(-1, keepdim=True)  # [1, 1]
+        start = time.perf_counter()
+        out = model(input_ids=next_id, cache=cache, use_cache=True, logits_to_keep=1)
+        decode_ms.append((time.perf_counter() - start) * 1000)
+    return prefill_ms, sum(decode_ms) / len(decode_ms)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """`runs`: one row per measured run (prompt_tokens, run, prefill_ms, prefill_tokens_per_s,
+    decode_ms_per_token). `summary`: one row per prompt length with the median of each
+    measure and its min and max over the runs (`*_min`, `*_max`), and `runs` counted."""
+
+    runs: pd.DataFrame
+    summary: pd.DataFrame
+    repeats: int
+    decode_tokens: int
+
+
+MEASURES = ("prefill_ms", "prefill_tokens_per_s", "decode_ms_per_token")
+
+
+def summarise_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    grouped = runs.groupby("prompt_tokens", sort=True)
+    summary = pd.DataFrame({"runs": grouped.size()})
+    for measure in MEASURES:
+        summary[measure] = grouped[measure].agg(lambda s: median(s.tolist()))
+        summary[f"{measure}_min"] = grouped[measure].min()
+        summary[f"{measure}_max"] = grouped[measure].max()
+    return summary.reset_index()
+
+
+def measure_sweep(model, prompt_lengths: list[int], repeats: int = 5, decode_tokens: int = 8,
+                  progress: Progress | None = None) -> Sweep:
+    """Prefill time and decode time per token at each prompt length.
+
+    One warm-up run per length first (new shapes make the math library pick kernels and
+    grow its buffers), then `repeats` rounds over all lengths, so a slow moment on the
+    shared machine spreads over every length instead of spoiling one."""
+    if repeats < 3:
+        raise ValueError(f"`repeats` has to be at least 3 for a median with a spread, but is {repeats}")
+    if decode_tokens < 1:
+        raise ValueError(f"`decode_tokens` has to be at least 1, but is {decode_tokens}")
+    context = context_limit(model.config)
+    lengths = sorted(set(prompt_lengths))
+    if not lengths or lengths[0] < 1 or lengths[-1] + decode_tokens > context:
+        raise ValueError(
+            f"`prompt_lengths` have to be from 1 to {context - decode_tokens} (context {context} minus "
+            f"{decode_tokens} decode tokens), but are {prompt_lengths}"
+        )
+    vocab_size = model.get_output_embeddings().weight.shape[0]
+    prompts = {n: filler_prompt(vocab_size, n) for n in lengths}
+    total, done = len(lengths) * (repeats + 1), 0
+    rows = []
+    for round_index in range(repeats + 1):  # round 0 is the warm-up
+        for n in lengths:
+            if progress:
+                label = "warm-up" if round_index == 0 else f"run {round_index} of {repeats}"
+                progress(done, total, f"{label}: {n}-token prompt")
+            prefill_ms, decode_ms = _one_run(model, prompts[n], decode_tokens)
+            if round_index > 0:
+                rows.append({"prompt_tokens": n, "run": round_index, "prefill_ms": prefill_ms,
+                             "prefill_tokens_per_s": n / prefill_ms * 1000, "decode_ms_per_token": decode_ms})
+            done += 1
+    if progress:
+        progress(total, total, "done")
+    runs = pd.DataFrame(rows)
+    return Sweep(runs=runs, summary=summarise_runs(runs), repeats=repeats, decode_tokens=decode_tokens)
+
+
+# -- what the sweep says ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SweepFindings:
+    """Numbers the page's explanation quotes, all read off one sweep."""
+
+    saturation_tokens: int  # shortest prompt whose prefill tokens/s reached 80% of the best
+    best_prefill_tokens_per_s: float
+    decode_ms_per_token: float  # median over all lengths
+    decode_tokens_per_s: float
+    longest_prompt: int
+    longest_prefill_ms: float
+    longest_prefill_in_decode_steps: float  # the longest prefill costs this many decode steps
+    free_ride_tokens: int | None  # longest prompt whose prefill cost at most two decode steps
+    prefill_gflops: float  # estimated: 2 x parameters FLOPs per token (attention left out)
+    decode_gflops: float
+
+
+def findings(sweep: Sweep, parameters: int) -> SweepFindings:
+    s = sweep.summary
+    best = float(s["prefill_tokens_per_s"].max())
+    saturated = s[s["prefill_tokens_per_s"] >= SATURATION * best]
+    decode_ms = float(median(s["decode_ms_per_token"].tolist()))
+    cheap = (s["prefill_ms"] <= 2 * decode_ms).cummin()  # from the shortest prompt up to the first that is not
+    longest = s.iloc[-1]
+    flops_per_token = 2 * parameters
+    return SweepFindings(
+        saturation_tokens=int(saturated["prompt_tokens"].iloc[0]),
+        best_prefill_tokens_per_s=best,
+        decode_ms_per_token=decode_ms,
+        decode_tokens_per_s=1000 / decode_ms,
+        longest_prompt=int(longest["prompt_tokens"]),
+        longest_prefill_ms=float(longest["prefill_ms"]),
+        longest_prefill_in_decode_steps=float(longest["prefill_ms"]) / decode_ms,
+        free_ride_tokens=int(s.loc[cheap, "prompt_tokens"].max()) if cheap.any() else None,
+        prefill_gflops=flops_per_token * best / 1e9,
+        decode_gflops=flops_per_token * (1000 / decode_ms) / 1e9,
+    )

@@ -1,0 +1,85 @@
+"""Figures for the Prefill vs decode page: pure functions from timing data to Plotly figures."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from inference.figures import base_layout, label
+from inference.timing import GenerationTiming, Sweep
+
+PREFILL_COLOUR = "#2a6fdb"
+DECODE_COLOUR = "#f28e2b"
+
+
+def _error_bars(summary, measure: str) -> dict:
+    """Asymmetric error bars from the median down to the min and up to the max."""
+    return dict(type="data", symmetric=False, array=summary[f"{measure}_max"] - summary[measure],
+                arrayminus=summary[measure] - summary[f"{measure}_min"], thickness=1.5, width=5)
+
+
+def timeline_figure(timing: GenerationTiming, presenter: bool = False) -> go.Figure:
+    """One lane of time: the prefill block (all prompt tokens in one pass), then one block
+    per decode step, each as wide as its measured time."""
+    steps = timing.steps
+    colours = [PREFILL_COLOUR if phase == "prefill" else DECODE_COLOUR for phase in steps["phase"]]
+    hover = [
+        f"step {s.step} ({s.phase}): fed {s.tokens_in_forward} token{'s' * (s.tokens_in_forward != 1)}<br>"
+        f"{s.step_ms:.1f} ms · chose '{label(s.token)}'"
+        for s in steps.itertuples()
+    ]
+    fig = go.Figure(go.Bar(
+        y=["time"] * len(steps), x=steps["step_ms"], base=steps["start_ms"], orientation="h",
+        marker=dict(color=colours, line=dict(color="white", width=1)), hovertext=hover, hoverinfo="text",
+        showlegend=False,
+    ))
+    # The bars carry no legend of their own (one trace, two colours): two empty traces name them.
+    fig.add_scatter(x=[None], y=[None], mode="markers", marker=dict(color=PREFILL_COLOUR, size=12, symbol="square"),
+                    name=f"prefill: {timing.prompt_tokens} prompt tokens in one pass")
+    fig.add_scatter(x=[None], y=[None], mode="markers", marker=dict(color=DECODE_COLOUR, size=12, symbol="square"),
+                    name=f"decode: {len(timing.decode_steps)} passes of one token each")
+    fig.add_vline(x=timing.ttft_ms, line=dict(color="#333", dash="dash", width=1.5))
+    fig.add_annotation(x=timing.ttft_ms, y=1.0, yref="paper", yanchor="bottom", xanchor="left", showarrow=False,
+                       text=f" first token at {timing.ttft_ms:.0f} ms")
+    fig.update_xaxes(title="time since the prompt arrived (ms)", rangemode="tozero")
+    fig.update_yaxes(visible=False)
+    fig = base_layout(fig, "One generation, pass by pass", presenter, height=250)
+    fig.update_layout(bargap=0.15, legend=dict(y=-0.55, yanchor="top", x=0, xanchor="left"),
+                      margin=dict(t=70, b=20))
+    return fig
+
+
+def sweep_time_figure(sweep: Sweep, presenter: bool = False) -> go.Figure:
+    """Milliseconds per forward pass: a prefill pass over P tokens against a decode pass of
+    one token with P tokens already in the cache."""
+    s = sweep.summary
+    fig = go.Figure()
+    fig.add_scatter(x=s["prompt_tokens"], y=s["prefill_ms"], error_y=_error_bars(s, "prefill_ms"),
+                    mode="lines+markers", name="prefill pass (reads P tokens)", line=dict(color=PREFILL_COLOUR),
+                    hovertemplate="P = %{x}<br>prefill %{y:.1f} ms<extra></extra>")
+    fig.add_scatter(x=s["prompt_tokens"], y=s["decode_ms_per_token"], error_y=_error_bars(s, "decode_ms_per_token"),
+                    mode="lines+markers", name="decode pass (1 token, P in cache)", line=dict(color=DECODE_COLOUR),
+                    hovertemplate="context %{x}<br>decode %{y:.1f} ms per token<extra></extra>")
+    fig.update_xaxes(type="log", title="prompt length P = tokens in the context (log scale)",
+                     tickvals=s["prompt_tokens"].tolist())
+    fig.update_yaxes(title="ms per forward pass", rangemode="tozero")
+    return base_layout(fig, "Time of one forward pass", presenter, height=420)
+
+
+def sweep_rate_figure(sweep: Sweep, saturation_tokens: int, presenter: bool = False) -> go.Figure:
+    """Tokens per second: prefill climbs with the prompt length until the arithmetic units
+    are busy; decode makes one token per pass whatever the context."""
+    s = sweep.summary
+    fig = go.Figure()
+    fig.add_scatter(x=s["prompt_tokens"], y=s["prefill_tokens_per_s"], error_y=_error_bars(s, "prefill_tokens_per_s"),
+                    mode="lines+markers", name="prefill: prompt tokens read per second", line=dict(color=PREFILL_COLOUR),
+                    hovertemplate="P = %{x}<br>%{y:,.0f} tokens/s<extra></extra>")
+    decode_rate = 1000 / s["decode_ms_per_token"]
+    fig.add_scatter(x=s["prompt_tokens"], y=decode_rate, mode="lines+markers",
+                    name="decode: new tokens written per second", line=dict(color=DECODE_COLOUR),
+                    hovertemplate="context %{x}<br>%{y:,.0f} tokens/s<extra></extra>")
+    fig.add_vline(x=saturation_tokens, line=dict(color="#666", dash="dot", width=1.5))
+    fig.add_annotation(x=saturation_tokens, y=1.0, yref="paper", xanchor="right", yanchor="top", showarrow=False,
+                       text=f"80% of the best rate at {saturation_tokens} tokens ", font=dict(color="#444"))
+    fig.update_xaxes(type="log", title="prompt length P = tokens in the context (log scale)",
+                     tickvals=s["prompt_tokens"].tolist())
+    fig.update_yaxes(title="tokens per second", rangemode="tozero", tickformat=",")
+    return base_layout(fig, "Tokens per second", presenter, height=420)

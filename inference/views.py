@@ -1,0 +1,176 @@
+"""What a chart needs about one step (or a whole trace) under one set of sampling settings.
+
+Computed from stored raw logits, so moving a slider never runs the model again. All
+probabilities are over the full vocabulary; `StepView.table` trims to the top N for display
+and reports the rest of the mass as an "other" row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from inference.sampling import (
+    STAGES,
+    SamplingSettings,
+    display_order,
+    entropy_bits,
+    inverse_cdf_index,
+    stage_logits,
+)
+from inference.tokens import readable_tokens
+
+FILTER_STAGES = ("temperature", "top_k", "top_p", "min_p")
+
+
+@dataclass(frozen=True)
+class StepView:
+    settings: SamplingSettings
+    order: torch.Tensor  # [V] token ids, most likely first
+    probs: dict[str, torch.Tensor]  # stage -> [V] probabilities in display order
+    kept: dict[str, int]  # stage -> tokens with probability > 0 after it
+    entropy_raw_bits: float
+    entropy_final_bits: float
+    nucleus_size: int  # tokens top-p kept
+    nucleus_mass: float  # probability they held in the distribution top-p saw
+    chosen_rank: int  # 0-based, in display order
+    chosen_id: int
+    u: float | None
+
+    @property
+    def final(self) -> torch.Tensor:
+        return self.probs["min_p"]
+
+    @property
+    def chosen_prob(self) -> float:
+        return float(self.final[self.chosen_rank])
+
+    @property
+    def cumulative_final(self) -> torch.Tensor:
+        return self.final.double().cumsum(0)
+
+    @property
+    def cumulative_before_top_p(self) -> torch.Tensor:
+        """Cumulative probability of the distribution top-p cuts (after temperature, top-k)."""
+        return self.probs["top_k"].double().cumsum(0)
+
+    def table(self, tokenizer, top_n: int = 20) -> pd.DataFrame:
+        """Top N rows in display order, plus one "other" row holding the remaining mass."""
+        n = min(top_n, len(self.order))
+        ids = self.order[:n].tolist()
+        frame = pd.DataFrame({
+            "rank": range(1, n + 1),
+            "token_id": ids,
+            "token": readable_tokens(tokenizer, ids),
+        })
+        for stage in STAGES:
+            frame[stage] = self.probs[stage][:n].double().numpy()
+        frame["cumulative_final"] = self.cumulative_final[:n].numpy()
+        frame["cumulative_before_top_p"] = self.cumulative_before_top_p[:n].numpy()
+        frame["removed_by"] = [self._removed_by(i) for i in range(n)]
+        frame["chosen"] = [i == self.chosen_rank for i in range(n)]
+        other = {"rank": None, "token_id": None, "token": f"other ({len(self.order) - n:,} tokens)",
+                 "removed_by": "", "chosen": self.chosen_rank >= n,
+                 "cumulative_final": 1.0, "cumulative_before_top_p": 1.0}
+        for stage in STAGES:
+            other[stage] = max(0.0, 1.0 - float(self.probs[stage][:n].double().sum()))
+        return pd.concat([frame, pd.DataFrame([other])], ignore_index=True)
+
+    def _removed_by(self, rank: int) -> str:
+        for stage in FILTER_STAGES:
+            if self.probs[stage][rank] == 0:
+                return stage
+        return ""
+
+
+def step_view(
+    logits: torch.Tensor,
+    settings: SamplingSettings,
+    seen: torch.Tensor,
+    u: float | None = None,
+    chosen_id: int | None = None,
+) -> StepView:
+    """One step's view. The chosen token is `chosen_id` if given (a recorded step);
+    otherwise where `u` falls (or the top token, for greedy or when u is None)."""
+    stages = stage_logits(logits, settings, seen)
+    order = display_order(stages["penalty"])
+    # float64 softmax: the displayed shares add up to 1 and the draw matches `sampling.draw`.
+    probs = {name: stages[name].double().softmax(-1)[order] for name in STAGES}
+    kept = {name: int((probs[name] > 0).sum()) for name in STAGES}
+    if chosen_id is not None:
+        chosen_rank = int((order == chosen_id).nonzero()[0, 0])
+    elif settings.greedy or u is None:
+        chosen_rank = 0
+    else:
+        chosen_rank = int(inverse_cdf_index(probs["min_p"].double(), u))
+    nucleus_mask = probs["top_p"] > 0
+    return StepView(
+        settings=settings,
+        order=order,
+        probs=probs,
+        kept=kept,
+        entropy_raw_bits=float(entropy_bits(probs["raw"].double())),
+        entropy_final_bits=float(entropy_bits(probs["min_p"].double())),
+        nucleus_size=int(nucleus_mask.sum()),
+        nucleus_mass=float(probs["top_k"][nucleus_mask].double().sum()),
+        chosen_rank=chosen_rank,
+        chosen_id=int(order[chosen_rank]),
+        u=u,
+    )
+
+
+def trace_summary(
+    logits: torch.Tensor, seen: torch.Tensor, settings: SamplingSettings, us: torch.Tensor, recorded_ids: torch.Tensor
+) -> pd.DataFrame:
+    """Every step of a trace re-read under `settings`, in one batched pass.
+
+    logits [S, V] raw; seen [S, V] repetition masks; us [S] the recorded uniforms;
+    recorded_ids [S] the tokens actually chosen. Per step: the probability and rank the
+    recorded token would have now, the token the same u would draw now, entropy and
+    how many tokens survive."""
+    stages = stage_logits(logits, settings, seen)
+    final = stages["min_p"].double().softmax(-1)
+    raw = logits.double().softmax(-1)
+    penalised = stages["penalty"]
+    recorded = recorded_ids.long().unsqueeze(-1)
+    recorded_logit = penalised.gather(-1, recorded)
+    order = display_order(penalised)
+    sorted_final = final.gather(-1, order)
+    if settings.greedy:
+        would_rank = torch.zeros(len(us), dtype=torch.long)
+    else:
+        would_rank = inverse_cdf_index(sorted_final, us.double())
+    return pd.DataFrame({
+        "step": range(len(us)),
+        "recorded_token_id": recorded_ids.tolist(),
+        "recorded_prob_now": final.gather(-1, recorded).squeeze(-1).double().numpy(),
+        "recorded_raw_prob": raw.gather(-1, recorded).squeeze(-1).double().numpy(),
+        "recorded_rank_now": ((penalised > recorded_logit).sum(-1) + 1).numpy(),
+        "would_draw_id": order.gather(-1, would_rank.unsqueeze(-1)).squeeze(-1).numpy(),
+        "entropy_raw_bits": entropy_bits(raw.double()).numpy(),
+        "entropy_final_bits": entropy_bits(final.double()).numpy(),
+        "tokens_kept": (final > 0).sum(-1).numpy(),
+    })
+
+
+def sample_many(view: StepView, n: int, seed: int, top_n: int = 10) -> pd.DataFrame:
+    """N seeded draws from the view's final distribution (inverse CDF, as the engine does),
+    counted per token for the top N and "other", next to the computed probabilities."""
+    gen = torch.Generator().manual_seed(seed)
+    us = torch.rand(n, generator=gen, dtype=torch.float64)
+    if view.settings.greedy:
+        ranks = torch.zeros(n, dtype=torch.long)
+    else:
+        ranks = inverse_cdf_index(view.final.double().expand(n, -1), us)
+    counts = torch.bincount(ranks, minlength=len(view.order)).double()
+    shown = min(top_n, len(view.order))
+    observed = (counts[:shown] / n).tolist()
+    computed = view.final[:shown].double().tolist()
+    return pd.DataFrame({
+        "rank": list(range(1, shown + 1)) + [None],
+        "token_id": view.order[:shown].tolist() + [None],
+        "computed": computed + [max(0.0, 1 - sum(computed))],
+        "observed": observed + [float(counts[shown:].sum() / n)],
+        "count": counts[:shown].long().tolist() + [int(counts[shown:].sum())],
+    })

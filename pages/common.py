@@ -1,0 +1,144 @@
+"""Streamlit glue shared by every page (not a page itself).
+
+Models live in `st.cache_resource` (one per model and precision, shared by every session,
+never mutated); everything per visitor lives in `st.session_state`.
+"""
+from __future__ import annotations
+
+import html
+import threading
+from contextlib import contextmanager
+
+import streamlit as st
+
+from inference.limits import Limits
+from inference.loader import LoadedModel, ModelLoadError, load_model
+from inference.paths import BUNDLED_MODEL_NAME
+
+MODEL_SOURCE_KEY = "model_source"  # what the visitor asked for ("" = bundled)
+MODEL_ERROR_KEY = "model_error"
+
+
+@st.cache_resource
+def limits() -> Limits:
+    return Limits.from_env()
+
+
+def server_is_public() -> bool:
+    """True unless the server listens on loopback only."""
+    address = (st.get_option("server.address") or "").strip()
+    return address not in ("localhost", "127.0.0.1", "::1")
+
+
+@st.cache_resource(max_entries=Limits.from_env().max_cached_models, show_spinner=False)
+def _cached_model(source: str, dtype: str, public: bool) -> LoadedModel:
+    return load_model(source, dtype, limits(), server_is_public=public)
+
+
+def bundled_model() -> LoadedModel:
+    return _cached_model("", "float32", False)
+
+
+def current_model() -> LoadedModel:
+    """The visitor's model. If loading fails, the message is kept for the sidebar and the
+    bundled model is used, so every page keeps working."""
+    source = st.session_state.get(MODEL_SOURCE_KEY, "")
+    if not source:
+        return bundled_model()
+    try:
+        with st.spinner(f"Loading {source}…"):
+            return _cached_model(source, "float32", server_is_public())
+    except ModelLoadError as err:
+        st.session_state[MODEL_ERROR_KEY] = str(err)
+        st.session_state[MODEL_SOURCE_KEY] = ""
+        return bundled_model()
+
+
+def model_sidebar() -> None:
+    """Model picker and presenter toggle, in the sidebar of every page."""
+    with st.sidebar:
+        st.markdown("### Model")
+        source = st.session_state.get(MODEL_SOURCE_KEY, "")
+        st.caption(f"In use: **{source or BUNDLED_MODEL_NAME + ' (bundled)'}**")
+        typed = st.text_input(
+            "Hub id or local folder", key="model_input", placeholder="e.g. gpt2 or HuggingFaceTB/SmolLM2-135M",
+            help="Leave empty for the bundled model. Hub models need internet the first time.",
+        )
+        col_load, col_reset = st.columns(2)
+        if col_load.button("Load model", key="model_load"):
+            attempt = typed.strip()
+            try:
+                if attempt:
+                    with st.spinner(f"Loading {attempt}…"):
+                        _cached_model(attempt, "float32", server_is_public())
+                st.session_state[MODEL_SOURCE_KEY] = attempt
+                st.session_state.pop(MODEL_ERROR_KEY, None)
+            except ModelLoadError as err:
+                st.session_state[MODEL_ERROR_KEY] = str(err)
+            st.rerun()
+        if col_reset.button("Bundled model", key="model_bundled"):
+            st.session_state[MODEL_SOURCE_KEY] = ""
+            st.session_state.pop(MODEL_ERROR_KEY, None)
+            st.rerun()
+        if st.session_state.get(MODEL_ERROR_KEY):
+            st.error(st.session_state[MODEL_ERROR_KEY], icon="⚠️")
+        st.divider()
+        st.toggle("Presenter mode", key="presenter", help="Larger text and charts for a projector")
+    if presenter():
+        st.markdown(
+            """<style>
+            html, body, [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.35rem !important; }
+            [data-testid="stMetricValue"] { font-size: 2.6rem !important; }
+            .token-chip { font-size: 1.6rem !important; }
+            </style>""",
+            unsafe_allow_html=True,
+        )
+
+
+def presenter() -> bool:
+    return bool(st.session_state.get("presenter", False))
+
+
+def model_summary(loaded: LoadedModel) -> None:
+    info = loaded.info
+    cols = st.columns(5)
+    cols[0].metric("Parameters", f"{info.parameters / 1e6:,.1f} M")
+    cols[1].metric("Layers", info.layers)
+    cols[2].metric("Heads / KV heads", f"{info.heads} / {info.kv_heads}")
+    cols[3].metric("Context", f"{info.context:,}")
+    cols[4].metric("Vocabulary", f"{info.vocab_size:,}")
+
+
+def caption(kind: str, text: str) -> None:
+    """The one line under every chart: what it shows, and how its numbers were obtained."""
+    tags = {"measured": "📏 Measured on this machine", "exact": "🧮 Computed exactly",
+            "illustrative": "🎨 Illustrative", "data": "📚 Published configs"}
+    st.caption(f"**{tags[kind]}.** {text}")
+
+
+def escape(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+@st.cache_resource
+def _generation_slots() -> tuple[threading.BoundedSemaphore, list[int]]:
+    return threading.BoundedSemaphore(limits().max_concurrent_generations), [0]
+
+
+@contextmanager
+def generation_slot():
+    """At most `max_concurrent_generations` model runs at once across all sessions; the
+    others wait here with a visible message instead of slowing everyone down."""
+    slots, waiting = _generation_slots()
+    if not slots.acquire(blocking=False):
+        waiting[0] += 1
+        note = st.info(f"The server is busy ({limits().max_concurrent_generations} generations running). Waiting for a free slot…")
+        try:
+            slots.acquire()
+        finally:
+            waiting[0] -= 1
+        note.empty()
+    try:
+        yield
+    finally:
+        slots.release()

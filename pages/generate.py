@@ -1,0 +1,218 @@
+"""Generate: the model writes one token at a time, and every choice is shown."""
+import streamlit as st
+
+from inference.engine import SEED_MAX, new_trace
+from inference.figures import cumulative_curve, next_token_bars, step_frame_for_table
+from inference.loader import encode_prompt
+from inference.prompting import prepare_prompt
+from inference.render import token_html
+from inference.sampling import SamplingSettings
+from inference.views import step_view
+from pages import common
+
+TRACE_KEY = "gen_trace"
+# URL parameter -> (widget key, type): a shared link reopens the same prompt, settings and seed.
+URL_PARAMS = {
+    "prompt": ("gen_prompt", str), "t": ("gen_temperature", float), "p": ("gen_top_p", float),
+    "k": ("gen_top_k", int), "minp": ("gen_min_p", float), "rep": ("gen_rep", float),
+    "seed": ("gen_seed", int), "max": ("gen_max_new", int), "n": ("gen_steps_in_url", int),
+}
+DEFAULTS = {"gen_prompt": "Once upon a time", "gen_temperature": 0.8, "gen_top_p": 0.95, "gen_top_k": 0,
+            "gen_min_p": 0.0, "gen_rep": 1.0, "gen_seed": 0, "gen_max_new": 60, "gen_steps_in_url": 0}
+RANGES = {"gen_temperature": (0.0, 2.0), "gen_top_p": (0.01, 1.0), "gen_top_k": (0, 200), "gen_min_p": (0.0, 1.0),
+          "gen_rep": (0.5, 2.0), "gen_seed": (0, SEED_MAX), "gen_steps_in_url": (0, 10_000)}
+
+limits = common.limits()
+RANGES["gen_max_new"] = (1, limits.max_new_tokens)
+loaded = common.current_model()
+model, tokenizer = loaded.model, loaded.tokenizer
+
+
+def read_url_once() -> list[str]:
+    """On a session's first run, copy URL parameters into the widgets (clamped to the
+    widget ranges; anything unreadable is reported and the default kept)."""
+    problems = []
+    if st.session_state.get("gen_url_read"):
+        return problems
+    st.session_state["gen_url_read"] = True
+    for key, value in DEFAULTS.items():
+        st.session_state.setdefault(key, value)
+    for param, (key, kind) in URL_PARAMS.items():
+        if param not in st.query_params:
+            continue
+        raw = st.query_params[param]
+        try:
+            value = kind(raw)
+            if kind is float and value != value:
+                raise ValueError
+        except ValueError:
+            problems.append(f"`{param}={raw[:30]}` in the link is not a {kind.__name__}; using the default.")
+            continue
+        if key in RANGES:
+            low, high = RANGES[key]
+            if not low <= value <= high:
+                problems.append(f"`{param}={raw}` is outside {low}–{high}; clamped.")
+                value = min(max(value, low), high)
+        st.session_state[key] = value
+    return problems
+
+
+url_problems = read_url_once()
+st.title("✍️ Generate, one token at a time")
+st.markdown(
+    "The model reads your prompt and gives a probability to **every** token in its vocabulary. "
+    "One is drawn, appended, and fed back in: that is the whole loop. Press **Step** to make one "
+    "choice, **Play** to run to the end."
+)
+for problem in url_problems:
+    st.warning(problem)
+
+# -- controls ----------------------------------------------------------------------------
+left, right = st.columns([3, 2])
+with left:
+    st.text_area("Prompt", key="gen_prompt", height=100, max_chars=20_000)
+    chat = False
+    if loaded.info.has_chat_template:
+        chat = st.checkbox("Wrap in the model's chat template", key="gen_chat")
+with right:
+    c1, c2 = st.columns(2)
+    c1.number_input("Seed", min_value=0, max_value=SEED_MAX, step=1, key="gen_seed",
+                    help="The same seed, prompt and settings always give the same tokens.")
+    c2.number_input("Max new tokens", min_value=1, max_value=limits.max_new_tokens, step=10, key="gen_max_new",
+                    help=f"Capped at {limits.max_new_tokens} on this server.")
+    b = st.columns(4)
+    step_clicked = b[0].button("Step", key="gen_step", type="primary", use_container_width=True)
+    play_clicked = b[1].button("Play", key="gen_play", use_container_width=True)
+    back_clicked = b[2].button("Back", key="gen_back", use_container_width=True)
+    reset_clicked = b[3].button("Reset", key="gen_reset", use_container_width=True)
+
+s = st.columns(5)
+s[0].slider("Temperature", 0.0, 2.0, step=0.05, key="gen_temperature", help="0 = greedy: always the most likely token.")
+s[1].slider("Top-p", 0.01, 1.0, step=0.01, key="gen_top_p", help="Keep the smallest set of likely tokens whose probability reaches p. 1 = off.")
+s[2].slider("Top-k", 0, 200, step=1, key="gen_top_k", help="Keep only the k most likely tokens. 0 = off.")
+s[3].slider("Min-p", 0.0, 1.0, step=0.01, key="gen_min_p", help="Drop tokens less likely than min-p × the top token's probability. 0 = off.")
+s[4].slider("Repetition penalty", 0.5, 2.0, step=0.05, key="gen_rep", help="Above 1 makes tokens already in the text less likely. 1 = off.")
+
+settings = SamplingSettings(
+    temperature=float(st.session_state.gen_temperature), top_k=int(st.session_state.gen_top_k),
+    top_p=float(st.session_state.gen_top_p), min_p=float(st.session_state.gen_min_p),
+    repetition_penalty=float(st.session_state.gen_rep),
+)
+seed = int(st.session_state.gen_seed)
+
+# -- the run -------------------------------------------------------------------------------
+prepared = prepare_prompt(tokenizer, st.session_state.gen_prompt, chat, loaded.info.context, limits)
+for note in prepared.notes:
+    st.info(note)
+trace = st.session_state.get(TRACE_KEY)
+run_key = (loaded.info.name, tuple(prepared.ids), int(st.session_state.gen_max_new))
+
+
+def start_new_trace():
+    st.session_state[TRACE_KEY] = new_trace(
+        model, tokenizer, prepared.ids, min(int(st.session_state.gen_max_new), prepared.max_new_tokens), seed
+    )
+    st.session_state["gen_run_key"] = run_key
+    return st.session_state[TRACE_KEY]
+
+
+if prepared.error:
+    st.warning(prepared.error)  # keep showing the last run below; nothing is lost
+elif trace is None or reset_clicked or st.session_state.get("gen_run_key") != run_key:
+    trace = start_new_trace()
+
+if trace is not None and not prepared.error:
+    with common.generation_slot():
+        if back_clicked:
+            trace.back()
+        if step_clicked:
+            trace.step(settings, seed)
+        # A shared link replays its steps once, so it shows the same tokens.
+        wanted = int(st.session_state.get("gen_steps_in_url", 0))
+        if wanted and not trace.records:
+            for _ in trace.run(settings, max_steps=wanted):
+                pass
+            st.session_state["gen_steps_in_url"] = 0
+
+text_box = st.empty()
+
+
+def show_text():
+    if trace is not None:
+        text_box.markdown(token_html(tokenizer, trace.prompt_ids, trace.records), unsafe_allow_html=True)
+
+
+if trace is not None and play_clicked and not prepared.error:
+    stop_box = st.empty()
+    stop_box.button("Stop", key="gen_stop", help="Stops after the current token; what was generated stays.")
+    with common.generation_slot():
+        for _ in trace.run(settings):
+            show_text()  # each Streamlit call is also where a Stop click interrupts the loop
+    stop_box.empty()
+
+show_text()
+if trace is not None:
+    n = len(trace.records)
+    status = {"eos": "stopped: the model chose its end-of-text token",
+              "max_new_tokens": f"stopped: reached max new tokens ({trace.max_new_tokens})",
+              "context_limit": f"stopped: the model's context of {trace.context} tokens is full"}
+    st.caption(f"{len(trace.prompt_ids)} prompt tokens · {n} generated · "
+               + (status[trace.stop_reason] if trace.finished else f"next: step {n}"))
+
+# URL mirrors the current settings: copy it to share this exact run.
+st.query_params.from_dict({
+    "prompt": st.session_state.gen_prompt[:1000], "t": f"{settings.temperature:g}", "p": f"{settings.top_p:g}",
+    "k": str(settings.top_k), "minp": f"{settings.min_p:g}", "rep": f"{settings.repetition_penalty:g}",
+    "seed": str(seed), "max": str(int(st.session_state.gen_max_new)), "n": str(len(trace.records) if trace else 0),
+})
+
+# -- the current step ------------------------------------------------------------------
+if trace is not None:
+    if not trace.finished:
+        with common.generation_slot():
+            logits = trace.peek()
+        view = step_view(logits, settings, trace.seen_now(), u=trace.next_uniform())
+        heading = f"Step {trace.next_index}: the choice about to be made"
+    else:
+        last = trace.records[-1]
+        seen = trace.seen_masks()[-1]
+        view = step_view(last.logits, settings, seen, u=last.u, chosen_id=last.token_id)
+        heading = f"Step {last.index}: the last choice"
+    st.subheader(heading)
+    top_n = st.slider("Tokens shown", 10, 50, 20, step=5, key="gen_top_n")
+    table = view.table(tokenizer, top_n=top_n)
+    chart_left, chart_right = st.columns([1, 1])
+    with chart_left:
+        st.plotly_chart(next_token_bars(table, common.presenter()), use_container_width=True, key="gen_bars")
+        common.caption("exact", "Top tokens by probability from this step's real logits over the full vocabulary; "
+                       "grey bars = the model's raw probability (T=1), blue = after your settings, orange = the draw, "
+                       "✂ = removed by that filter; 'other' = the rest of the vocabulary.")
+    with chart_right:
+        st.plotly_chart(cumulative_curve(view, tokenizer, settings.top_p, common.presenter()),
+                        use_container_width=True, key="gen_cumulative")
+        common.caption("exact", "Tokens in order, adding up their probability. Top-p keeps tokens until the "
+                       "red line is reached; the draw picks a random u and takes the token where the blue curve passes u.")
+    m = st.columns(4)
+    m[0].metric("Entropy before → after", f"{view.entropy_raw_bits:.2f} → {view.entropy_final_bits:.2f} bits")
+    m[1].metric("Tokens kept", f"{view.kept['min_p']:,} of {len(view.order):,}")
+    m[2].metric("Nucleus (top-p)", f"{view.nucleus_size:,} tokens, {view.nucleus_mass:.1%}")
+    m[3].metric("Draw", f"u = {view.u:.3f} → rank {view.chosen_rank + 1}" if not settings.greedy else "greedy: rank 1")
+
+    # -- fork ------------------------------------------------------------------------------
+    if trace.records:
+        with st.expander("Fork: go back to an earlier step and continue with other settings"):
+            f1, f2 = st.columns([3, 1])
+            fork_at = f1.number_input("Fork at step", min_value=0, max_value=len(trace.records) - 1,
+                                      value=max(0, len(trace.records) - 1), step=1, key="gen_fork_step")
+            if f2.button("Fork here", key="gen_fork"):
+                trace.rewind(int(fork_at))
+                st.rerun()
+            st.caption("Keeps steps before it and re-chooses that token with the current sliders. "
+                       "Its logits are reused: the prefix is not recomputed.")
+
+        st.subheader("Every step")
+        frame = trace.to_frame()
+        st.dataframe(step_frame_for_table(frame), hide_index=True, use_container_width=True, key="gen_table")
+        st.download_button("Download CSV", frame.to_csv(index=False).encode(), "inference_lab_steps.csv",
+                           "text/csv", key="gen_csv")
+        common.caption("measured", "Probabilities are exact; forward ms is the wall time of that step's forward pass here.")

@@ -1,0 +1,203 @@
+"""KV cache: what the model keeps between steps, what it costs, and what it saves."""
+import streamlit as st
+
+from inference.calculator import kv_table, load_public_models, model_entry_from_hf_config
+from inference.kv_cache import KVShape
+from inference.kv_experiments import cache_growth, compare_cache, greedy_trace, layer_breakdown
+from inference.kv_figures import (
+    cache_growth_figure, cumulative_time_figure, layer_bytes_figure, memory_figure, step_time_figure,
+)
+from inference.prompting import prepare_prompt
+from pages import common
+
+GROWTH_KEY = "kv_growth_run"
+COMPARISON_KEY = "kv_comparison_run"
+MAX_NEW_TOKENS = 300
+DEFAULT_NEW_TOKENS = 160  # long enough for the no-cache cost to bend clearly upward
+DEFAULT_PROMPT = "Once upon a time, there was a little dog named Max. Max liked to"
+CALCULATOR_DEFAULT_MODELS = ["GPT-2 (124M)", "Llama-3.2-1B", "Llama-3.1-8B", "Mistral-7B-v0.3", "Qwen2.5-7B",
+                             "Gemma-2-9B", "Llama-3.1-70B", "Mixtral-8x7B", "DeepSeek-V3"]
+CONTEXTS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+
+limits = common.limits()
+loaded = common.current_model()
+model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
+
+st.title("🗄️ The KV cache")
+st.markdown(
+    "In every layer, attention turns each token into a **key** and a **value** vector (per KV head). "
+    "They never change once computed, so the model keeps them: the **KV cache**. Each decode step then "
+    "computes keys and values for the one new token only and reads the rest from the cache."
+)
+
+left, right = st.columns([3, 1])
+left.text_area("Prompt", DEFAULT_PROMPT, key="kv_prompt", height=80, max_chars=20_000)
+prepared = prepare_prompt(tokenizer, st.session_state.kv_prompt, False, info.context, limits)
+for note in prepared.notes:
+    st.info(note)
+room = min(prepared.max_new_tokens, MAX_NEW_TOKENS)
+if room >= 2:
+    new_tokens = right.slider("New tokens", 1, room, min(room, DEFAULT_NEW_TOKENS), key="kv_new_tokens")
+else:
+    new_tokens = room
+    right.caption("The prompt fills the context: one new token fits.")
+shape = KVShape.from_config(model.config, next(model.parameters()).dtype)
+
+
+def step_by_step() -> None:
+    st.subheader("1. The cache, step by step")
+    run_key = (info.name, tuple(prepared.ids), new_tokens)
+    if st.session_state.get(GROWTH_KEY, (None,))[0] != run_key:
+        with common.generation_slot():
+            st.session_state[GROWTH_KEY] = (run_key, greedy_trace(model, tokenizer, prepared.ids, new_tokens))
+    trace = st.session_state[GROWTH_KEY][1]
+    growth, layers = cache_growth(trace), layer_breakdown(trace)
+
+    st.markdown(
+        f"Bytes per token = 2 (K and V) × {shape.layers} layers × {shape.kv_heads} KV heads × {shape.head_dim} "
+        f"dims × {shape.bytes_per_element} bytes ({info.dtype}) = **{shape.bytes_per_token():,} bytes**."
+    )
+    last = growth.iloc[-1]
+    m = st.columns(4)
+    m[0].metric("Tokens in the cache", f"{last.cache_tokens:,}", help="After the last step's forward pass. The last "
+                "chosen token is not in it yet: it is fed at the next step.")
+    m[1].metric("Measured from the tensors", f"{last.measured_bytes:,} B")
+    m[2].metric("Formula", f"{last.formula_bytes:,} B")
+    m[3].metric("Steps where they agree", f"{int(growth.agree.sum())} of {len(growth)}")
+
+    chart_left, chart_right = st.columns([3, 2])
+    with chart_left:
+        st.plotly_chart(cache_growth_figure(growth, common.presenter()), use_container_width=True, key="kv_growth")
+        common.caption("measured", "Dots: bytes of the real key and value tensors after each step. Line: the formula "
+                       "for that many tokens. Step 0 caches the whole prompt at once.")
+    with chart_right:
+        st.plotly_chart(layer_bytes_figure(layers, common.presenter()), use_container_width=True, key="kv_layers")
+        common.caption("measured", f"Bytes per layer after the last step ({last.cache_tokens} tokens), read from each "
+                       "layer's tensors; the red mark is the formula for one layer.")
+
+    with st.expander("Every step as a table"):
+        table = growth.rename(columns={"tokens_fed": "tokens fed", "cache_tokens": "tokens in cache",
+                                       "measured_bytes": "measured bytes", "formula_bytes": "formula bytes",
+                                       "agree": "equal"})
+        bytes_column = st.column_config.NumberColumn(format="localized")
+        st.dataframe(table, hide_index=True, use_container_width=True, key="kv_growth_table",
+                     column_config={"measured bytes": bytes_column, "formula bytes": bytes_column})
+        common.caption("measured", "Measured = element count × element size of every key and value tensor in the cache.")
+
+
+def with_and_without() -> None:
+    st.subheader("2. With and without the cache")
+    st.markdown(
+        f"The same {new_tokens} tokens, chosen greedily, decoded twice side by side: **with the cache** (one token per "
+        "pass) and **without** it (every pass recomputes keys and values for the whole sequence)."
+    )
+    comparison_key = (info.name, tuple(prepared.ids), new_tokens)
+    if st.button("Compare with and without the cache", key="kv_compare", type="primary"):
+        bar = st.progress(0.0, text="Decoding…")
+        with common.generation_slot():
+            comparison = compare_cache(model, prepared.ids, new_tokens,
+                                       progress=lambda done, total: bar.progress(done / total, text=f"token {done} of {total}"))
+        bar.empty()
+        st.session_state[COMPARISON_KEY] = (comparison_key, comparison)
+
+    stored = st.session_state.get(COMPARISON_KEY)
+    if stored is None or stored[0] != comparison_key:
+        st.info("Press the button to run it: a few seconds for 64 tokens, longer for more (without the cache, "
+                "the work grows with the square of the length).")
+    else:
+        comparison = stored[1]
+        steps = comparison.steps
+        m = st.columns(4)
+        m[0].metric(f"Speed-up at {new_tokens} tokens", f"{comparison.speedup:.1f}×")
+        m[1].metric("With cache", f"{steps.with_cache_cumulative_ms.iloc[-1] / 1e3:.2f} s")
+        m[2].metric("Without cache", f"{steps.without_cache_cumulative_ms.iloc[-1] / 1e3:.2f} s")
+        m[3].metric("Same tokens?", "yes ✓" if comparison.identical else "no ✗")
+        chart_left, chart_right = st.columns(2)
+        with chart_left:
+            st.plotly_chart(step_time_figure(steps, common.presenter()), use_container_width=True, key="kv_step_time")
+            common.caption("measured", "Forward-pass time of each step. With the cache each pass reads one new token; "
+                           "without it, the whole sequence so far. Step 0 (the prompt) costs the same either way.")
+        with chart_right:
+            st.plotly_chart(cumulative_time_figure(steps, comparison.speedup, common.presenter()),
+                            use_container_width=True, key="kv_cumulative")
+            common.caption("measured", "Running total of the same passes: with the cache it grows in a straight line, "
+                           "without it each step costs more than the last, so the total bends upward (quadratic).")
+        text = tokenizer.decode(comparison.tokens_with_cache, skip_special_tokens=False)
+        if comparison.identical:
+            st.success("Both ways chose exactly the same tokens: the cache changes the cost, not the result.")
+        else:
+            first = next(i for i, (a, b) in enumerate(zip(comparison.tokens_with_cache, comparison.tokens_without_cache)) if a != b)
+            st.error(f"The tokens differ from step {first}: rounding differences between the two ways of computing "
+                     "made a near-tie go the other way.")
+        st.caption("The continuation (with the cache):")
+        st.code(text, language=None, wrap_lines=True)
+
+
+def _size(gb: float) -> str:
+    return f"{gb:,.1f} GB" if gb >= 0.1 else f"{gb * 1e3:,.2f} MB"
+
+
+def calculator() -> None:
+    st.subheader("3. How big does it get for real models?")
+    st.markdown(
+        "KV cache = 2 × layers × KV heads × head dim × **tokens × batch** × bytes per number. It grows with every "
+        f"token of every sequence being served, and can outgrow the weights. At 512 tokens in {info.dtype}, the formula gives "
+        f"this app's model {shape.formula_bytes(512):,} bytes: the same formula the real tensors matched above."
+    )
+    public = load_public_models()
+    this_model = model_entry_from_hf_config(model.config.to_dict(), f"{info.name} (this app's model)", info.parameters)
+    by_name = {entry["name"]: entry for entry in [this_model, *public]}
+    c = st.columns([2, 1, 1])
+    context = c[0].select_slider("Context length (tokens per sequence)", CONTEXTS, value=8192, key="kv_calc_context",
+                                 format_func=lambda n: f"{n:,}")
+    batch = c[1].number_input("Batch (sequences at once)", 1, 1024, 1, key="kv_calc_batch")
+    precision = c[2].selectbox("Precision (weights and cache)", ["bfloat16", "float32", "float8", "int4"], key="kv_calc_precision")
+    chosen = st.multiselect("Models", list(by_name), [this_model["name"], *CALCULATOR_DEFAULT_MODELS], key="kv_calc_models")
+    if not chosen:
+        st.info("Pick at least one model.")
+        return
+    memory = kv_table([by_name[name] for name in chosen], context, int(batch), precision)
+    st.plotly_chart(memory_figure(memory, common.presenter()), use_container_width=True, key="kv_memory")
+    common.caption("data", f"From each model's published config (sources below) with the formula above, at {context:,} "
+                   f"tokens × batch {batch} in {precision}. Weights: parameters × bytes; MoE models count every expert.")
+    too_long = memory[memory.exceeds_context]["model"].tolist()
+    if too_long:
+        st.caption(f"⚠️ {context:,} tokens is beyond the context of: {', '.join(too_long)} (computed anyway).")
+
+    grouped = memory[memory.attention == "GQA"]
+    if len(grouped):
+        biggest = grouped.loc[grouped.kv_gb_without_gqa.idxmax()]
+        st.markdown(
+            f"**What grouped-query attention saves:** in {common.escape(biggest.model)}, {biggest.attention_heads} query "
+            f"heads share {biggest.kv_heads} KV heads, so at this length and batch its cache is "
+            f"**{_size(biggest.kv_gb)} instead of {_size(biggest.kv_gb_without_gqa)}** ({biggest.gqa_saving:.0f}× less). "
+            "The light bars show each model's cache with one K/V head per query head; the table gives the factor."
+        )
+    st.dataframe(
+        memory.drop(columns="exceeds_context"), hide_index=True, use_container_width=True, key="kv_calc_table",
+        column_config={
+            "model": "model", "attention_heads": "query heads", "kv_heads": "KV heads",
+            "kv_gb": st.column_config.NumberColumn("KV cache GB", format="%.3g"),
+            "kv_gb_without_gqa": st.column_config.NumberColumn("KV GB, one K/V head per query head", format="%.3g"),
+            "gqa_saving": st.column_config.NumberColumn("saving ×", format="%.1f"),
+            "weight_gb": st.column_config.NumberColumn("weights GB", format="%.3g"),
+            "kv_per_token_mb": st.column_config.NumberColumn("KV MB per token", format="%.3g"),
+        },
+    )
+    common.caption("data", "GB = 10⁹ bytes. Sliding-window layers (Mistral-7B-v0.1, Gemma-2) are counted as full layers; "
+                   "DeepSeek-V3 (MLA) caches a compressed latent instead of per-head keys and values.")
+    with st.expander("Sources"):
+        for entry in public:
+            if entry["name"] in chosen:
+                st.markdown(f"- **{entry['name']}**: [config.json]({entry['source']['config_json']}). "
+                            f"{entry['source']['parameter_count']}")
+        if this_model["name"] in chosen:
+            st.markdown(f"- **{common.escape(this_model['name'])}**: its own config.json; parameters counted from the loaded weights.")
+
+
+if prepared.error:
+    st.warning(prepared.error)
+else:
+    step_by_step()
+    with_and_without()
+calculator()

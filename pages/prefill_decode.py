@@ -1,0 +1,147 @@
+"""Prefill vs decode: why the first token and every later token cost so differently."""
+import streamlit as st
+
+from inference.prompting import prepare_prompt
+from inference.timing import default_prompt_lengths, findings, measure_sweep, time_generation
+from inference.timing_figures import sweep_rate_figure, sweep_time_figure, timeline_figure
+from pages import common
+
+RUN_KEY = "pd_timing"
+DECODE_TOKENS = 8  # one-token passes timed after each sweep prompt
+DEFAULT_PROMPT = ("Once upon a time, there was a little girl named Lily. She loved to play in the park with her "
+                  "friends. One day, she saw a big red ball under a tree.")
+
+limits = common.limits()
+loaded = common.current_model()
+model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
+
+
+@st.cache_resource
+def sweep_store() -> dict:
+    """The latest sweep of each model, shared by every visitor: measuring once is enough."""
+    return {}
+
+
+st.title("⏱️ Prefill vs decode")
+st.markdown(
+    "A reply is made in two phases. **Prefill** reads the whole prompt in *one* forward pass and "
+    "gives the first token. **Decode** then makes every later token with one pass each, feeding in "
+    "just the token chosen before. Below: one real generation, timed pass by pass, and a sweep over "
+    "prompt lengths."
+)
+
+# -- 1. one generation -------------------------------------------------------------------
+st.subheader("One generation, timed")
+left, right = st.columns([3, 1])
+left.text_area("Prompt", DEFAULT_PROMPT, key="pd_prompt", height=100, max_chars=20_000)
+new_tokens = right.slider("New tokens", 8, min(128, limits.max_new_tokens), 48, step=8, key="pd_new_tokens")
+run_again = right.button("Run again", key="pd_run", help="Timings change a little every run: the machine is shared.")
+
+prepared = prepare_prompt(tokenizer, st.session_state.pd_prompt, False, info.context, limits)
+for note in prepared.notes:
+    st.info(note)
+if prepared.error:
+    st.warning(prepared.error)
+    st.stop()
+
+run_key = (info.name, tuple(prepared.ids), min(new_tokens, prepared.max_new_tokens))
+stored = st.session_state.get(RUN_KEY)
+if stored is None or stored[0] != run_key or run_again:
+    with common.generation_slot():
+        st.session_state[RUN_KEY] = (run_key, time_generation(model, tokenizer, prepared.ids, run_key[2]))
+timing = st.session_state[RUN_KEY][1]
+
+st.plotly_chart(timeline_figure(timing, common.presenter()), use_container_width=True, key="pd_timeline")
+common.caption("measured", "Wall time of each step on this machine (forward pass + choosing the token), laid end "
+               "to end; hover a block for its token. The dashed line is the time to first token.")
+m = st.columns(4)
+m[0].metric("Time to first token", f"{timing.ttft_ms:.1f} ms", help="The prefill pass plus choosing the first token.")
+if timing.tpot_ms is not None:
+    m[1].metric("Time per output token", f"{timing.tpot_ms:.1f} ms", help="Mean decode step after the first token.")
+    m[3].metric("Decode speed", f"{timing.decode_tokens_per_s:,.0f} tokens/s", help="New tokens written per second.")
+m[2].metric("Prefill speed", f"{timing.prefill_tokens_per_s:,.0f} tokens/s",
+            help=f"{timing.prompt_tokens} prompt tokens ÷ the prefill pass ({timing.prefill_ms:.1f} ms).")
+if timing.stop_reason == "eos":
+    st.caption(f"The model chose its end-of-text token after {len(timing.steps)} tokens.")
+
+# -- 2. the sweep ------------------------------------------------------------------------
+st.subheader("Sweep: how time grows with the prompt")
+lengths = default_prompt_lengths(info.context)
+st.markdown(
+    f"Prompts of {', '.join(map(str, lengths))} tokens. For each: one prefill pass, then {DECODE_TOKENS} decode passes on the "
+    "cache it filled. One warm-up run, then every point is the **median** of several runs; the bars "
+    "reach from the fastest to the slowest run."
+)
+c1, c2 = st.columns([1, 3])
+repeats = c1.slider("Runs per point", 3, 9, 5, key="pd_repeats")
+if c2.button("Run the sweep", key="pd_sweep", type="primary"):
+    bar = st.progress(0.0, text="Starting…")
+
+    def show_progress(done: int, total: int, what: str) -> None:
+        bar.progress(done / total, text=f"{what} ({done} of {total})")
+
+    with common.generation_slot():
+        sweep_store()[info.name] = measure_sweep(
+            model, lengths, repeats=repeats, decode_tokens=DECODE_TOKENS, progress=show_progress
+        )
+    bar.empty()
+
+sweep = sweep_store().get(info.name)
+if sweep is None:
+    st.info("Press **Run the sweep** (about 5–15 s on the bundled model). The result is kept for everyone using this model.")
+    st.stop()
+
+found = findings(sweep, info.parameters)
+chart_left, chart_right = st.columns(2)
+with chart_left:
+    st.plotly_chart(sweep_time_figure(sweep, common.presenter()), use_container_width=True, key="pd_sweep_time")
+    common.caption("measured", f"Median of {sweep.repeats} runs per point after a warm-up; bars from the fastest "
+                   f"to the slowest run. Decode: mean of {sweep.decode_tokens} one-token passes per run.")
+with chart_right:
+    st.plotly_chart(sweep_rate_figure(sweep, found.saturation_tokens, common.presenter()),
+                    use_container_width=True, key="pd_sweep_rate")
+    common.caption("measured", "Prefill: prompt tokens ÷ prefill time. Decode: 1 ÷ time per decode pass. "
+                   "Same runs as the chart on the left.")
+
+# -- 3. what this run says -------------------------------------------------------------
+st.subheader("What these numbers say")
+shortest, longest = sweep.summary.iloc[0], sweep.summary.iloc[-1]
+longest_one_by_one_ms = found.longest_prompt * found.decode_ms_per_token
+st.markdown(f"""
+**📏 Measured on this machine, in the sweep above:**
+- **Prefill is one parallel pass.** Reading {int(shortest.prompt_tokens)} tokens ran at
+  {shortest.prefill_tokens_per_s:,.0f} tokens/s; longer prompts reached up to
+  **{found.best_prefill_tokens_per_s:,.0f} tokens/s**, and passed 80% of that best at
+  **{found.saturation_tokens} tokens**. Shorter prompts leave the arithmetic units idle part of the time;
+  longer ones gained at most a quarter more speed, because each extra token now costs about the same
+  arithmetic time: prefill has become *compute-bound*.
+- **Decode is one token per pass**: about **{found.decode_ms_per_token:.1f} ms per token**
+  ({found.decode_tokens_per_s:,.0f} tokens/s); {shortest.decode_ms_per_token:.1f} ms with
+  {int(shortest.prompt_tokens)} tokens in the cache, {longest.decode_ms_per_token:.1f} ms with {found.longest_prompt}.
+- **The crossover.** One prefill pass over {found.longest_prompt} tokens took {found.longest_prefill_ms:.0f} ms,
+  the cost of **{found.longest_prefill_in_decode_steps:.0f} decode steps**; writing those
+  {found.longest_prompt} tokens one by one would take about {longest_one_by_one_ms / 1e3:.1f} s,
+  {longest_one_by_one_ms / found.longest_prefill_ms:.0f}× longer.
+""" + (f"- Up to **{found.free_ride_tokens} prompt tokens**, a whole prefill pass cost no more than two decode "
+       "steps: those extra tokens rode along almost free.\n" if found.free_ride_tokens else ""))
+
+weight_mb = info.weight_bytes / 1e6
+st.markdown(f"""
+**🧮 Estimated from those measurements** (counting 2 × {info.parameters / 1e6:.1f} M FLOPs per token, one multiply
+and one add per weight, attention left out):
+- Prefill did about **{found.prefill_gflops:.1f} GFLOP/s** at its best, decode **{found.decode_gflops:.2f} GFLOP/s**:
+  the same processor does {found.prefill_gflops / found.decode_gflops:.0f}× less arithmetic per second while
+  decoding, because each pass has a single token to work on.
+- Every decode pass reads all {weight_mb:,.0f} MB of weights for that one token: {weight_mb / found.decode_ms_per_token:,.1f} GB/s
+  if it did nothing else.
+
+**🎨 Illustrative (not measured here):** this model is so small that its weights fit largely in the
+processor's caches, so a decode step here is probably limited by the fixed cost of running a few hundred
+small operations, not by memory. In a big model the weights dominate: Llama-3.1-8B has 16 GB of
+bfloat16 weights, and a GPU reading memory at 1 TB/s needs at least 16 ms just to read them once,
+so it cannot decode faster than about 60 tokens/s per sequence, however fast it computes. That is why
+decode is called *memory-bandwidth-bound*, and why serving many sequences at once (batching) helps.
+""")
+with st.expander("The sweep as a table"):
+    st.dataframe(sweep.summary.round(2), hide_index=True, use_container_width=True, key="pd_sweep_table")
+    common.caption("measured", "Median, fastest and slowest run per prompt length; times in ms.")

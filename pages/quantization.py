@@ -1,0 +1,171 @@
+"""Quantization: the same model at 32, 16, 8 and 4 bits per weight — what it saves, what it costs."""
+import streamlit as st
+
+from inference import quant_compare as qc
+from inference import quant_figures as qf
+from inference.calculator import DEFAULT_ACCELERATOR_GB, DEFAULT_BITS, GB, load_public_models, weight_bytes, weight_fit_table
+from inference.prompting import prepare_prompt
+from inference.quantize import PRECISIONS, SPEED_NOTES
+from pages import common
+
+DEFAULT_PROMPT = "Once upon a time"
+DEFAULT_NEW_TOKENS = 48
+
+
+# Shared by every session: built once per (model, precision). float32 is not cached here:
+# it is the loaded model itself, only ever called.
+@st.cache_resource(max_entries=6, show_spinner=False)  # two models' int8/int4/bf16 copies
+def cached_copy(model_key: str, precision: str, _model):
+    return qc.precision_copy(_model, precision)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def cached_comparison(model_key: str, prompt_ids: tuple, max_new_tokens: int, _loaded):
+    copies = {p: qc.precision_copy(_loaded.model, p) if p == qc.REFERENCE else cached_copy(model_key, p, _loaded.model)
+              for p in PRECISIONS}
+    return qc.compare_precisions(copies, _loaded.tokenizer, list(prompt_ids), max_new_tokens)
+
+
+@st.cache_data(show_spinner=False)
+def public_fit_table():
+    return weight_fit_table(load_public_models(), DEFAULT_BITS, DEFAULT_ACCELERATOR_GB)
+
+
+loaded = common.current_model()
+model_key = st.session_state.get(common.MODEL_SOURCE_KEY, "") or "bundled"
+presenter = common.presenter()
+
+st.title("🗜️ Quantization: fewer bits per weight")
+st.markdown(
+    f"The same model, **{loaded.info.name}**, stored four ways: float32 (4 bytes per weight), bfloat16 (2), "
+    "int8 (1, plus a scale per row) and int4 (½, plus a scale and zero point per group). Fewer bytes means "
+    "less memory and, on the right hardware, faster decoding. The price is a small change in every "
+    "prediction, measured below against float32."
+)
+
+with st.form("quant_form"):
+    left, right = st.columns([3, 1])
+    prompt = left.text_input("Prompt", DEFAULT_PROMPT, key="quant_prompt")
+    new_tokens = right.slider("New tokens", 16, 96, DEFAULT_NEW_TOKENS, step=8, key="quant_new_tokens")
+    st.form_submit_button("Run the comparison", type="primary")
+
+prepared = prepare_prompt(loaded.tokenizer, prompt, False, loaded.info.context, common.limits())
+for note in prepared.notes:
+    st.info(note)
+if prepared.error:
+    st.warning(prepared.error)
+    st.stop()
+new_tokens = min(new_tokens, prepared.max_new_tokens)
+
+# Runs once per (model, prompt, tokens); reruns for a slider only read the cached result.
+with common.generation_slot(), st.spinner("Quantizing, then timing and scoring all four precisions…"):
+    comparison = cached_comparison(model_key, tuple(prepared.ids), new_tokens, loaded)
+summary = qc.summary_table(comparison)
+
+# -- 1. cost ------------------------------------------------------------------------------
+st.header("What each precision saves, and what it costs")
+st.dataframe(
+    qf.summary_for_display(summary), hide_index=True, use_container_width=True, key="quant_summary",
+    column_config={
+        "weight bytes": st.column_config.NumberColumn(format="localized", help="Summed from the real tensors, quantized parts (integers, scales, zero points) included"),
+        "size vs float32": st.column_config.NumberColumn(format="%.2f×"),
+        "quantize (s)": st.column_config.NumberColumn(format="%.2f", help="Time to copy and convert; float32 is the loaded model itself"),
+        "decode tokens/s": st.column_config.NumberColumn(format="%.0f"),
+        "speed vs float32": st.column_config.NumberColumn(format="%.2f×"),
+        "mean KL (nats)": st.column_config.NumberColumn(format="%.1e", help="Average over the steps of KL(float32 ‖ this precision)"),
+        "top-1 agreement": st.column_config.NumberColumn(format="percent", help="Share of steps where the most likely token is float32's"),
+        "mean p(float32 token)": st.column_config.NumberColumn(format="percent", help="Average probability this precision gives the token float32 chose"),
+    },
+)
+common.caption("measured", f"Bytes read from the model tensors; decode speed = decode steps ÷ their forward-pass time, "
+               f"greedy, {len(comparison.reference_ids)} new tokens, best of {comparison.rounds} rounds after a warm-up. "
+               "Quality columns: teacher-forced on float32's greedy text (section 3).")
+
+memory_col, speed_col = st.columns(2)
+with memory_col:
+    st.plotly_chart(qf.memory_bars(comparison, presenter), use_container_width=True, key="quant_memory")
+    common.caption("measured", "Bytes of each kind of tensor, read from the copies. Embeddings are never "
+                   "quantized (only linear layers are), so on a small model they keep the total from shrinking 4×.")
+with speed_col:
+    st.plotly_chart(qf.speed_bars(summary, presenter), use_container_width=True, key="quant_speed")
+    common.caption("measured", "Decode tokens per second on this server's CPU, with the ratio to float32. "
+                   "Other work on the machine makes these numbers wobble by about 10%.")
+
+st.subheader("What these speeds mean")
+st.markdown("\n".join(f"- {finding}" for finding in qc.speed_findings(comparison)))
+with st.expander("How each copy was made, and which layers stayed as they were"):
+    st.markdown("\n".join(f"- {note}" for note in qc.layer_notes(comparison)))
+    for precision in PRECISIONS:
+        st.markdown(f"**{precision}.** {SPEED_NOTES[precision]}")
+
+# -- 2. text ------------------------------------------------------------------------------
+st.header("Same prompt, greedy decoding")
+st.markdown("Each precision continues the prompt with its own most likely token at every step. "
+            "The first token that differs from float32's is highlighted; what follows is a different path, in italics.")
+for column, (precision, result) in zip(st.columns(len(comparison.results)), comparison.results.items()):
+    with column:
+        if precision == qc.REFERENCE:
+            verdict = "the reference"
+        elif result.first_departure is None:
+            verdict = "identical to float32"
+        elif result.first_departure >= len(result.greedy_tokens):
+            verdict = f"stops early, at step {result.first_departure}"
+        else:
+            verdict = f"departs at step {result.first_departure}"
+        st.markdown(f"**{precision}** — {verdict}")
+        st.html(qf.greedy_text_html(comparison.prompt_text, result.greedy_tokens, result.first_departure, presenter))
+common.caption("exact", "Greedy (temperature 0) output of each copy: deterministic, so a rerun gives the same text.")
+
+# -- 3. quality -----------------------------------------------------------------------------
+st.header("How far each prediction drifts")
+st.markdown(
+    "Once two greedy texts part, comparing them step by step no longer compares like with like. So every "
+    "precision now reads **the same tokens** — the prompt and float32's greedy text (*teacher forcing*) — and "
+    "at every step we compare its next-token distribution with float32's: the KL divergence (0 = identical), "
+    "whether its top token is the same, and the probability it gives float32's token."
+)
+st.plotly_chart(qf.kl_over_steps(comparison, presenter), use_container_width=True, key="quant_kl")
+common.caption("measured", "KL(float32 ‖ precision) in nats over the full vocabulary at each step; log scale, so "
+               "each gridline is 10× more drift. float32 is 0 everywhere and not drawn. ✕ = that precision's top token differs.")
+
+steps = comparison.steps
+disagreeing = steps.loc[~steps["top1_agrees"], "step"]
+last_step = len(comparison.reference_ids) - 1
+step = st.slider(
+    "Step to inspect", 0, last_step, int(disagreeing.min()) if len(disagreeing) else 0,
+    key=f"quant_step_{last_step}", help="Starts at the first step where some precision's top token differs, if any.",
+)
+context = "".join(comparison.reference_tokens[max(0, step - 12):step])
+st.markdown(f"Context: `…{context}` → float32 chose **`{comparison.reference_tokens[step]}`**")
+st.plotly_chart(qf.step_distributions(comparison, step, presenter), use_container_width=True, key="quant_step_bars")
+common.caption("exact", "float32's 15 most likely tokens at this step and the probability each precision gives them "
+               "(softmax over the full vocabulary; 'other' = everything else). ▶ = the token float32 chose.")
+
+# -- 4. calculator --------------------------------------------------------------------------
+st.header("Will it fit? Weights of public models")
+st.markdown(
+    "Weight memory is parameters × bits ÷ 8. Halving the bits halves the memory, which decides whether a model "
+    "fits on one accelerator at all. These are weights only: the KV cache, activations and runtime need more."
+)
+fit = public_fit_table()
+st.plotly_chart(qf.fit_heatmap(fit, DEFAULT_ACCELERATOR_GB, presenter), use_container_width=True, key="quant_fit")
+common.caption("data", "Parameter counts from the models' published configs (assets/public_models.json); GB = 10⁹ bytes; "
+               f"accelerator sizes {', '.join(str(s) for s in DEFAULT_ACCELERATOR_GB)} GB. Scales and zero points "
+               "(about 3% more at 4 bits) are not counted.")
+
+calc_params, calc_bits, calc_result = st.columns([2, 2, 3])
+billions = calc_params.number_input("Parameters (billions)", 0.01, 2000.0, 7.0, step=1.0, key="quant_calc_params")
+bits = calc_bits.segmented_control("Bits per weight", DEFAULT_BITS, default=4, key="quant_calc_bits") or 4
+needed_gb = weight_bytes(round(billions * 1e9), bits) / GB
+holds = next((size for size in sorted(DEFAULT_ACCELERATOR_GB) if needed_gb <= size), None)
+calc_result.metric("Weight memory", f"{needed_gb:,.1f} GB",
+                   f"fits on a {holds} GB card" if holds else "no single listed accelerator holds it",
+                   delta_color="normal" if holds else "inverse")
+with st.expander("The same numbers as a table"):
+    st.dataframe(fit, hide_index=True, use_container_width=True, key="quant_fit_table", column_config={
+        "parameters": st.column_config.NumberColumn(format="localized"),
+        "weight_gb": st.column_config.NumberColumn("weight GB", format="%.1f"),
+        "fits_in_gb": st.column_config.NumberColumn("smallest that fits (GB)"),
+        "fits_on_one": st.column_config.CheckboxColumn("fits on one"),
+        "largest_needed": st.column_config.NumberColumn("141 GB cards needed"),
+    })

@@ -1,0 +1,124 @@
+"""Sampling lab: how each knob reshapes one step's distribution, without rerunning the model."""
+import streamlit as st
+
+from inference.figures import (
+    cumulative_curve, draw_histogram, live_slider_figure, next_token_bars, pipeline_figure, temperatures_side_by_side,
+)
+from inference.prompting import prepare_prompt
+from inference.engine import new_trace
+from inference.sampling import SamplingSettings, seen_mask
+from inference.tokens import readable_tokens
+from inference.views import sample_many, step_view
+from pages import common
+
+TEMPERATURE_GRID = [round(0.05 * i, 2) for i in range(41)]  # 0 .. 2
+TOP_P_GRID = [round(0.05 * i, 2) for i in range(1, 21)]  # 0.05 .. 1
+
+loaded = common.current_model()
+tokenizer = loaded.tokenizer
+presenter = common.presenter()
+
+st.title("🎲 Sampling lab")
+st.markdown(
+    "One step's next-token logits, and every knob that turns them into a choice. The model ran "
+    "**once**; everything below is recomputed from its stored logits over the full vocabulary."
+)
+
+trace = st.session_state.get("gen_trace")
+sources = ["A prompt typed here"] + (["The current step on Generate"] if trace is not None and trace.model is loaded.model else [])
+source = st.radio("Logits from", sources, index=len(sources) - 1, horizontal=True, key="lab_source")
+if source == "The current step on Generate":
+    if trace.finished:
+        logits, seen = trace.records[-1].logits, trace.seen_masks()[-1]
+        context_ids = trace.all_ids[:-1]
+    else:
+        with common.generation_slot():
+            logits = trace.peek()
+        seen, context_ids = trace.seen_now(), trace.all_ids
+else:
+    text = st.text_input("Prompt", "The little dog was very", key="lab_prompt")
+    prepared = prepare_prompt(tokenizer, text, False, loaded.info.context, common.limits())
+    for note in prepared.notes:
+        st.info(note)
+    if prepared.error:
+        st.warning(prepared.error)
+        st.stop()
+    cache = st.session_state.setdefault("lab_logits", {})
+    key = (loaded.info.name, tuple(prepared.ids))
+    if key not in cache:
+        with common.generation_slot():
+            cache.clear()  # one prompt's logits per session is all the page needs
+            cache[key] = new_trace(loaded.model, tokenizer, prepared.ids, 1).peek()
+    logits, context_ids = cache[key], prepared.ids
+    seen = seen_mask(prepared.ids, len(logits))
+
+tail = tokenizer.decode(context_ids[-40:])
+st.markdown(f"**Context (last part):** `…{tail[-200:]}` → **?**")
+
+s = st.columns(5)
+temperature = s[0].slider("Temperature", 0.0, 2.0, 1.0, step=0.05, key="lab_temperature")
+top_p = s[1].slider("Top-p", 0.05, 1.0, 1.0, step=0.05, key="lab_top_p")
+top_k = s[2].slider("Top-k", 0, 200, 0, key="lab_top_k")
+min_p = s[3].slider("Min-p", 0.0, 1.0, 0.0, step=0.01, key="lab_min_p")
+penalty = s[4].slider("Repetition penalty", 0.5, 2.0, 1.0, step=0.05, key="lab_rep")
+settings = SamplingSettings(temperature, top_k, top_p, min_p, penalty)
+view = step_view(logits, settings, seen, u=None)
+
+st.subheader("Drag to see it move")
+live_left, live_right = st.columns(2)
+with live_left:
+    st.plotly_chart(live_slider_figure(logits, tokenizer, "temperature", TEMPERATURE_GRID, temperature,
+                                       SamplingSettings(), presenter=presenter),
+                    use_container_width=True, key="lab_live_temperature")
+    common.caption("exact", "Temperature alone (no other filter), precomputed for T = 0 to 2 in steps of 0.05: "
+                   "the chart's own slider moves in your browser with no trip to the server.")
+with live_right:
+    st.plotly_chart(live_slider_figure(logits, tokenizer, "top_p", TOP_P_GRID, top_p,
+                                       SamplingSettings(temperature=temperature), presenter=presenter),
+                    use_container_width=True, key="lab_live_top_p")
+    common.caption("exact", f"Top-p at the temperature set above (T = {temperature:g}); grey = outside the nucleus.")
+
+st.subheader("All your settings together")
+chart_left, chart_right = st.columns(2)
+with chart_left:
+    st.plotly_chart(next_token_bars(view.table(tokenizer, 15), presenter), use_container_width=True, key="lab_bars")
+    common.caption("exact", "Raw probability (T=1) beside the final one after every stage; ✂ marks the stage that removed a token.")
+with chart_right:
+    st.plotly_chart(cumulative_curve(view, tokenizer, top_p, presenter), use_container_width=True, key="lab_cumulative")
+    common.caption("exact", "Cumulative probability by rank: where top-p cuts, and how many tokens remain.")
+m = st.columns(3)
+m[0].metric("Entropy before → after", f"{view.entropy_raw_bits:.2f} → {view.entropy_final_bits:.2f} bits")
+m[1].metric("Tokens kept", f"{view.kept['min_p']:,} of {len(view.order):,}")
+m[2].metric("Nucleus (top-p)", f"{view.nucleus_size:,} tokens holding {view.nucleus_mass:.1%}")
+
+st.subheader("Side by side")
+temps = st.multiselect("Temperatures to compare (2 to 4)", [0.0, 0.3, 0.5, 0.7, 1.0, 1.3, 1.5, 2.0],
+                       default=[0.3, 1.0, 1.5], max_selections=4, key="lab_temps")
+if len(temps) < 2:
+    st.info("Pick at least two temperatures.")
+else:
+    st.plotly_chart(temperatures_side_by_side(logits, tokenizer, sorted(temps), presenter=presenter),
+                    use_container_width=True, key="lab_side_by_side")
+    common.caption("exact", "The same step's probabilities at each temperature (no other filter).")
+
+st.subheader("Sample 1,000 times")
+h1, h2 = st.columns([1, 3])
+draw_seed = h1.number_input("Seed for the draws", 0, 2**32 - 1, 0, key="lab_draw_seed")
+if h1.button("Sample 1,000 times", key="lab_sample"):
+    st.session_state["lab_samples"] = (settings, int(draw_seed), tuple(context_ids))
+sampled = st.session_state.get("lab_samples")
+if sampled and sampled[0] == settings and sampled[1] == int(draw_seed) and sampled[2] == tuple(context_ids):
+    counts = sample_many(view, 1000, int(draw_seed))
+    names = readable_tokens(tokenizer, [int(t) for t in counts["token_id"][:-1]]) + ["other"]
+    counts["token"] = names
+    with h2:
+        st.plotly_chart(draw_histogram(counts, presenter), use_container_width=True, key="lab_histogram")
+        common.caption("exact", "1,000 seeded inverse-CDF draws (as Generate does) against the computed probabilities; "
+                       "they differ by sampling noise only, about ±1.5 points for a 30% token.")
+else:
+    h2.caption("Press the button to draw 1,000 tokens with the current settings.")
+
+st.subheader("The pipeline, stage by stage")
+st.plotly_chart(pipeline_figure(view, tokenizer, presenter=presenter), use_container_width=True, key="lab_pipeline")
+common.caption("exact", "Repetition penalty → temperature → top-k → top-p → min-p, in the order transformers applies "
+               "them; each panel is renormalised over the tokens still kept.")

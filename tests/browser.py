@@ -1,0 +1,91 @@
+"""Helpers to drive the real app in Debian's Chromium with Playwright (see ../shared/TESTING.md).
+
+Used by the browser tests and by `python -m tests.browser_bench`. Nothing here downloads a
+browser: without /usr/bin/chromium the browser tests skip and say how to install it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+SKIP_REASON = "Chromium not installed: apt-get install chromium (Debian) to run the browser tests"
+
+
+def chromium_available() -> bool:
+    return Path(CHROMIUM).exists()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def streamlit_server(env_extra: dict | None = None):
+    """Start `streamlit run app.py` on a free loopback port; yield its base URL; stop it."""
+    port = free_port()
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env_extra or {})}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+         "--browser.serverAddress", "localhost", "--server.fileWatcherType", "none"],
+        cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            if process.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(f"streamlit exited early:\n{log.read()[-3000:]}")
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                raise RuntimeError("streamlit did not become healthy in 90 s")
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+        os.unlink(log.name)
+
+
+def launch(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+
+
+def wait_idle(page, timeout: float = 120_000) -> None:
+    """Wait until the script has finished its rerun (after the change you expect)."""
+    page.wait_for_timeout(150)
+    page.wait_for_selector(IDLE, timeout=timeout)
+
+
+def full_screenshot(page, path: Path) -> None:
+    """Streamlit scrolls inside stMain: grow the viewport to its height first."""
+    width = page.viewport_size["width"]
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    page.set_viewport_size({"width": width, "height": max(int(height) + 40, 600)})
+    page.wait_for_timeout(400)
+    page.screenshot(path=str(path), full_page=True)

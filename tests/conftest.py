@@ -1,0 +1,38 @@
+"""Shared fixtures. Tests use the bundled model and models built from configs; the
+network is never touched."""
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported anywhere
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT_ROOT))
+APP_FILE = str(PROJECT_ROOT / "app.py")
+
+
+@pytest.fixture(scope="session")
+def bundled():
+    from inference.loader import load_model
+
+    return load_model()
+
+
+@pytest.fixture(scope="session")
+def gpt2(bundled):
+    """A small random GPT-2 (the other architecture family) with the bundled tokenizer."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tokenizer = bundled.tokenizer
+    config = GPT2Config(vocab_size=len(tokenizer), n_embd=64, n_layer=2, n_head=4, n_positions=128,
+                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(config).eval()
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.eos_token_id
+    return model, tokenizer

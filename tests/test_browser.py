@@ -1,0 +1,127 @@
+"""The real app in real Chromium: stepping, sliders, live charts, escaping, no error boxes.
+
+Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the repo.
+"""
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.browser import SKIP_REASON, chromium_available, full_screenshot, launch, streamlit_server, wait_idle
+
+pytestmark = pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)
+SHOTS = Path(os.environ.get("INFERENCE_LAB_SHOTS") or tempfile.mkdtemp(prefix="inference-lab-shots-"))
+SIZES = [(1280, 900), (800, 1000)]
+
+
+@pytest.fixture(scope="module")
+def server():
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = launch(p)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    yield page
+    context.close()
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def no_exception_box(page):
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
+def chip_count(page):
+    return page.locator(".token-chip[tabindex]").count()
+
+
+def chart_text(page, index):
+    return page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').nth(index).text_content()
+
+
+def test_generate_steps_and_temperature_moves_the_charts(server, page):
+    page.goto(server + "/")
+    wait_idle(page)
+    step = page.get_by_role("button", name="Step", exact=True)
+    for i in range(5):
+        step.click()
+        page.wait_for_function(f"document.querySelectorAll('.token-chip[tabindex]').length >= {i + 1}")
+        wait_idle(page)
+    assert chip_count(page) == 5
+    before = chart_text(page, 0)
+    slider = page.get_by_role("slider", name="Temperature")
+    slider.focus()
+    for _ in range(6):
+        slider.press("ArrowRight")
+    page.wait_for_function("(b) => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .js-plotly-plot')[0].textContent !== b",
+                           arg=before, timeout=30_000)
+    wait_idle(page)
+    assert chart_text(page, 0) != before
+    assert chip_count(page) == 5  # moving a slider never loses the run
+    no_exception_box(page)
+    for w, h in SIZES:
+        page.set_viewport_size({"width": w, "height": h})
+        full_screenshot(page, SHOTS / f"generate_{w}x{h}.png")
+
+
+def test_sampling_lab_plotly_slider_moves_in_the_browser(server, page):
+    page.goto(server + "/sampling")
+    wait_idle(page)
+    no_exception_box(page)
+    live = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first
+    title_before = live.locator(".gtitle").text_content()
+    rail = live.locator(".slider-rail-rect").first
+    box = rail.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.15, box["y"] + box["height"] / 2, steps=8)
+    page.mouse.up()
+    page.wait_for_timeout(300)
+    assert live.locator(".gtitle").text_content() != title_before
+    for w, h in SIZES:
+        page.set_viewport_size({"width": w, "height": h})
+        full_screenshot(page, SHOTS / f"sampling_{w}x{h}.png")
+
+
+def test_token_html_is_shown_as_text_and_never_runs(server, page):
+    """A prompt full of markup shows its characters; no script runs, no element appears."""
+    evil = '<script>window.__xss=1</script><img src=x onerror="window.__xss=1"><b>bold</b>'
+    page.goto(server + "/")
+    wait_idle(page)
+    box = page.get_by_label("Prompt")
+    box.fill(evil)
+    box.press("Control+Enter")
+    wait_idle(page)
+    page.get_by_role("button", name="Step", exact=True).click()
+    page.wait_for_function("document.querySelectorAll('.token-chip[tabindex]').length >= 1")
+    wait_idle(page)
+    assert page.evaluate("() => window.__xss") is None
+    token_box = page.locator(".token-box")
+    assert token_box.locator("script, img, b").count() == 0
+    assert "<script>" in token_box.text_content().replace("␣", " ")
+    no_exception_box(page)
+
+
+@pytest.mark.parametrize("path", ["/prefill-decode", "/kv-cache", "/quantization"])
+def test_other_pages_render_without_errors(server, page, path):
+    page.goto(server + path)
+    wait_idle(page, timeout=240_000)
+    no_exception_box(page)
+    for w, h in SIZES:
+        page.set_viewport_size({"width": w, "height": h})
+        full_screenshot(page, SHOTS / f"{path.strip('/')}_{w}x{h}.png")

@@ -1,0 +1,180 @@
+"""The step engine against transformers' own `generate`, the KV formula, and itself."""
+import threading
+
+import pytest
+import torch
+
+from inference.engine import STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace, run_uniforms
+from inference.kv_cache import KVShape
+from inference.loader import encode_prompt
+from inference.sampling import SamplingSettings
+
+GREEDY = SamplingSettings(temperature=0)
+WARM = SamplingSettings(temperature=0.9, top_p=0.9, top_k=50)
+
+
+def prompt_ids(tokenizer, text="Once upon a time, there was a little"):
+    return encode_prompt(tokenizer, text)
+
+
+def run_tokens(model, tokenizer, settings, n=20, seed=0, ids=None):
+    trace = new_trace(model, tokenizer, ids or prompt_ids(tokenizer), n, seed)
+    return [r.token_id for r in trace.run(settings)], trace
+
+
+def generate_tokens(model, ids, n):
+    out = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=n, attention_mask=torch.ones(1, len(ids), dtype=torch.long))
+    return out[0, len(ids):].tolist()
+
+
+@pytest.fixture(params=["bundled", "gpt2"])
+def any_model(request, bundled, gpt2):
+    if request.param == "bundled":
+        return bundled.model, bundled.tokenizer
+    return gpt2
+
+
+def test_greedy_equals_model_generate_token_for_token(any_model):
+    """Temperature 0 reproduces `model.generate(do_sample=False)` exactly, EOS included."""
+    model, tokenizer = any_model
+    ids = prompt_ids(tokenizer)
+    ours, _ = run_tokens(model, tokenizer, GREEDY, n=40, ids=ids)
+    assert ours == generate_tokens(model, ids, 40)
+
+
+def test_measured_kv_bytes_equal_the_formula_every_step(any_model):
+    """Bytes read from the cache tensors = 2 x layers x kv_heads x head_dim x tokens x bytes."""
+    model, tokenizer = any_model
+    _, trace = run_tokens(model, tokenizer, WARM, n=12)
+    shape = KVShape.from_config(model.config, torch.float32)
+    for r in trace.records:
+        assert r.cache_tokens == len(trace.prompt_ids) + r.index
+        assert r.cache_bytes == shape.formula_bytes(r.cache_tokens) > 0
+
+
+def test_seeded_runs_reproduce_exactly(bundled):
+    """Same prompt, settings and seed: the same tokens and the same uniforms."""
+    a, ta = run_tokens(bundled.model, bundled.tokenizer, WARM, n=25, seed=123)
+    b, tb = run_tokens(bundled.model, bundled.tokenizer, WARM, n=25, seed=123)
+    c, _ = run_tokens(bundled.model, bundled.tokenizer, WARM, n=25, seed=124)
+    assert a == b and [r.u for r in ta.records] == [r.u for r in tb.records]
+    assert a != c
+
+
+def test_rewind_then_continue_equals_a_fresh_run(bundled):
+    """Fork at step 6 with new settings = a fresh run that used those settings from step 6."""
+    model, tokenizer = bundled.model, bundled.tokenizer
+    other = SamplingSettings(temperature=1.3, min_p=0.05, repetition_penalty=1.2)
+    trace = new_trace(model, tokenizer, prompt_ids(tokenizer), 20, seed=5)
+    list(trace.run(WARM, max_steps=12))
+    trace.peek()  # a waiting forward pass must not confuse the rewind
+    trace.rewind(6)
+    forked = list(trace.run(other, max_steps=8))
+    assert forked[0].reused_forward and not forked[1].reused_forward
+
+    fresh = new_trace(model, tokenizer, prompt_ids(tokenizer), 20, seed=5)
+    list(fresh.run(WARM, max_steps=6))
+    fresh_rest = list(fresh.run(other, max_steps=8))
+    assert trace.generated_ids == fresh.generated_ids
+    for a, b in zip(forked, fresh_rest):
+        torch.testing.assert_close(a.logits, b.logits, atol=1e-5, rtol=1e-5)
+        assert a.cache_tokens == b.cache_tokens
+
+
+def test_back_undoes_one_step_and_step_redoes_it(bundled):
+    """Back then Step with the same settings gives back the same token."""
+    trace = new_trace(bundled.model, bundled.tokenizer, prompt_ids(bundled.tokenizer), 10, seed=9)
+    list(trace.run(WARM, max_steps=4))
+    before = trace.generated_ids
+    trace.back()
+    assert trace.generated_ids == before[:3]
+    trace.step(WARM)
+    assert trace.generated_ids == before
+
+
+def test_peeking_does_not_change_the_run(bundled):
+    """Showing the next distribution before each step changes nothing."""
+    plain, _ = run_tokens(bundled.model, bundled.tokenizer, WARM, n=15, seed=3)
+    trace = new_trace(bundled.model, bundled.tokenizer, prompt_ids(bundled.tokenizer), 15, seed=3)
+    while not trace.finished:
+        trace.peek()
+        trace.step(WARM)
+    assert trace.generated_ids == plain
+
+
+def test_stops_at_max_new_tokens_and_records_why(bundled):
+    trace = new_trace(bundled.model, bundled.tokenizer, prompt_ids(bundled.tokenizer), 7)
+    assert len(list(trace.run(WARM))) == 7 and trace.stop_reason == STOP_MAX_NEW_TOKENS
+    assert trace.step(WARM) is None
+
+
+def test_stops_at_eos(gpt2):
+    """When the chosen token is an end-of-sequence id, the run stops there and says so."""
+    import copy
+
+    model, tokenizer = gpt2
+    first, _ = run_tokens(model, tokenizer, GREEDY, n=1)
+    model = copy.deepcopy(model)  # its own generation config: the first greedy token is its EOS
+    model.generation_config.eos_token_id = [first[0]]
+    tokens, trace = run_tokens(model, tokenizer, GREEDY, n=30)
+    assert tokens == first and trace.stop_reason == STOP_EOS
+
+
+def test_stops_at_the_context_limit(gpt2):
+    """A model with a 128-token context stops when it is full."""
+    model, tokenizer = gpt2
+    ids = prompt_ids(tokenizer) * 10
+    ids = ids[:120]
+    trace = new_trace(model, tokenizer, ids, 100)
+    records = list(trace.run(SamplingSettings(temperature=1.0)))
+    assert trace.stop_reason in (STOP_CONTEXT, STOP_EOS)
+    if trace.stop_reason == STOP_CONTEXT:
+        assert len(ids) + len(records) == 128
+
+
+def test_prompt_longer_than_context_is_refused(gpt2):
+    model, tokenizer = gpt2
+    with pytest.raises(ValueError, match="context holds 128"):
+        new_trace(model, tokenizer, [1] * 128, 5)
+
+
+def test_two_threads_on_one_model_each_equal_their_solo_run(bundled):
+    """The shared model holds no per-run state: concurrent runs don't disturb each other."""
+    model, tokenizer = bundled.model, bundled.tokenizer
+    solo = {seed: run_tokens(model, tokenizer, WARM, n=30, seed=seed)[0] for seed in (1, 2)}
+    results = {}
+
+    def worker(seed):
+        results[seed] = run_tokens(model, tokenizer, WARM, n=30, seed=seed)[0]
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == solo
+
+
+def test_the_engine_never_changes_the_model(bundled):
+    before = {k: v.clone() for k, v in bundled.model.state_dict().items()}
+    run_tokens(bundled.model, bundled.tokenizer, WARM, n=10)
+    after = bundled.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_run_uniforms_depend_only_on_the_seed():
+    """Each seed has its own sequence; a longer run extends it without changing its start."""
+    a, b = run_uniforms(7, 50), run_uniforms(8, 50)
+    assert torch.equal(run_uniforms(7, 10), a[:10]) and not torch.equal(a, b)
+    assert ((a >= 0) & (a < 1)).all()
+    for bad in (-1, 2**32, 1.5, "3"):
+        with pytest.raises(ValueError, match="`seed`"):
+            run_uniforms(bad, 3)
+
+
+def test_trace_frame_has_one_row_per_step(bundled):
+    _, trace = run_tokens(bundled.model, bundled.tokenizer, WARM, n=5)
+    frame = trace.to_frame()
+    assert list(frame["step"]) == [0, 1, 2, 3, 4]
+    assert frame.loc[0, "phase"] == "prefill" and set(frame.loc[1:, "phase"]) == {"decode"}
+    assert (frame["forward_ms"] > 0).all()

@@ -1,0 +1,99 @@
+"""KV cache: the real tensors match the formula, and the cache never changes the tokens."""
+import json
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import APP_FILE
+from inference.calculator import kv_cache_bytes, model_entry_from_hf_config
+from inference.kv_experiments import cache_growth, compare_cache, greedy_trace, layer_breakdown
+
+torch.set_num_threads(1)  # a training job may share the machine
+PROMPT = "Once upon a time, there was a little dog named Max."
+
+
+@pytest.fixture(params=["bundled", "gpt2"])
+def model_and_tokenizer(request):
+    """The bundled Llama and a random GPT-2: the two cache layouts the app meets."""
+    loaded = request.getfixturevalue(request.param)
+    return (loaded.model, loaded.tokenizer) if request.param == "bundled" else loaded
+
+
+def prompt_ids(tokenizer):
+    return tokenizer(PROMPT)["input_ids"]
+
+
+def test_measured_kv_bytes_equal_the_formula_at_every_step(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    ids = prompt_ids(tokenizer)
+    growth = cache_growth(greedy_trace(model, tokenizer, ids, 12))
+    assert len(growth) >= 1 and growth["agree"].all()
+    assert (growth["measured_bytes"] > 0).all()
+    # The cache holds the prompt after step 0 and one more token per step after that.
+    assert growth["cache_tokens"].tolist() == [len(ids) + step for step in growth["step"]]
+
+
+def test_per_layer_bytes_are_equal_and_add_up_to_the_measured_total(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    trace = greedy_trace(model, tokenizer, prompt_ids(tokenizer), 5)
+    layers = layer_breakdown(trace)
+    assert len(layers) == trace.kv_shape.layers
+    assert (layers["measured_bytes"] == layers["formula_bytes"]).all()
+    assert layers["measured_bytes"].sum() == trace.records[-1].cache_bytes
+
+
+def test_with_and_without_the_cache_give_the_same_greedy_tokens(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    ids = prompt_ids(tokenizer)
+    comparison = compare_cache(model, ids, 16)
+    assert comparison.identical
+    # ... and the same tokens as the step engine's greedy run (up to where it stopped).
+    engine_tokens = greedy_trace(model, tokenizer, ids, 16).generated_ids
+    assert comparison.tokens_with_cache[:len(engine_tokens)] == engine_tokens
+
+
+def test_cache_feeds_one_token_per_step_and_recompute_feeds_the_whole_sequence(gpt2):
+    model, tokenizer = gpt2
+    ids = prompt_ids(tokenizer)
+    steps = compare_cache(model, ids, 6).steps
+    assert steps["tokens_fed_with_cache"].tolist() == [len(ids)] + [1] * 5
+    assert steps["tokens_fed_without_cache"].tolist() == [len(ids) + k for k in range(6)]
+    assert steps["with_cache_cumulative_ms"].tolist() == pytest.approx(steps["with_cache_ms"].cumsum().tolist())
+
+
+def test_compare_cache_refuses_a_run_longer_than_the_context(gpt2):
+    model, _ = gpt2
+    with pytest.raises(ValueError, match="context of 128"):
+        compare_cache(model, list(range(100)), 40)
+
+
+def test_compare_cache_leaves_the_global_rng_alone(gpt2):
+    model, tokenizer = gpt2
+    state = torch.get_rng_state()
+    compare_cache(model, prompt_ids(tokenizer), 3)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_calculator_entry_from_the_bundled_config_matches_the_real_cache(bundled):
+    """The calculator's formula, fed the bundled config, gives the bytes the tensors hold."""
+    entry = model_entry_from_hf_config(bundled.model.config.to_dict(), "bundled", bundled.info.parameters)
+    trace = greedy_trace(bundled.model, bundled.tokenizer, prompt_ids(bundled.tokenizer), 4)
+    last = trace.records[-1]
+    assert kv_cache_bytes(entry["layers"], entry["kv_heads"], entry["head_dim"], last.cache_tokens,
+                          bytes_per_element="float32") == last.cache_bytes
+    assert entry["kv_heads"] < entry["attention_heads"]  # grouped-query attention
+
+
+def test_kv_cache_page_runs_and_compares_with_and_without_the_cache():
+    at = AppTest.from_file(APP_FILE, default_timeout=120)
+    at.run()
+    at.switch_page("pages/kv_cache.py").run()
+    assert not at.exception
+    at.slider(key="kv_new_tokens").set_value(8).run()
+    at.button(key="kv_compare").click().run()
+    assert not at.exception
+    titles = [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in at.get("plotly_chart")]
+    assert "Time per step" in titles and "Total time so far" in titles and "Memory per model" in titles
+    assert any(m.label == "Same tokens?" and m.value == "yes ✓" for m in at.metric)
+    assert any(s.value.startswith("Both ways chose exactly the same tokens") for s in at.success)

@@ -1,0 +1,38 @@
+"""The Quantization page in Streamlit's AppTest: it runs, shows all four precisions, and a
+slider move re-renders from the cached comparison without measuring again."""
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from inference import quant_compare
+from inference.quantize import PRECISIONS
+
+APP_FILE = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def open_quantization_page() -> AppTest:
+    at = AppTest.from_file(APP_FILE, default_timeout=180)
+    at.run()
+    at.switch_page("pages/quantization.py").run()
+    return at
+
+
+def test_quantization_page_runs_and_its_table_shows_four_precisions():
+    """No exception, and the summary table has one row per precision, float32 first."""
+    at = open_quantization_page()
+    assert not at.exception
+    table = next(frame for frame in at.dataframe if frame.key == "quant_summary").value
+    assert table["precision"].tolist() == list(PRECISIONS)
+    assert len(at.get("plotly_chart")) == 5  # memory, speed, KL, one step, fit heatmap
+
+
+def test_moving_the_step_slider_does_not_rerun_the_comparison(monkeypatch):
+    """Slider moves only re-render: compare_precisions is not called again."""
+    at = open_quantization_page()
+    calls = []
+    original = quant_compare.compare_precisions
+    monkeypatch.setattr(quant_compare, "compare_precisions", lambda *a, **k: calls.append(1) or original(*a, **k))
+    step_slider = next(s for s in at.slider if s.key.startswith("quant_step_"))
+    step_slider.set_value(int(step_slider.proto.max)).run()
+    assert not at.exception
+    assert calls == []

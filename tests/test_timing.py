@@ -1,0 +1,112 @@
+"""Prefill/decode timing: the structure of what is measured (never the timings themselves)."""
+import json
+from statistics import median
+
+import pandas as pd
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import APP_FILE
+from inference.timing import (
+    Sweep, default_prompt_lengths, filler_prompt, findings, measure_sweep, summarise_runs, time_generation,
+)
+
+torch.set_num_threads(1)  # a training job may share the machine
+
+
+@pytest.fixture(scope="module")
+def tiny_sweep(gpt2):
+    model, _ = gpt2
+    calls = []
+    sweep = measure_sweep(model, [4, 8], repeats=3, decode_tokens=2, progress=lambda *a: calls.append(a))
+    return sweep, calls
+
+
+def test_sweep_returns_medians_over_at_least_three_runs_at_the_requested_lengths(tiny_sweep):
+    """One summary row per requested length; each is the median (and min, max) of 3 runs."""
+    sweep, _ = tiny_sweep
+    assert sweep.summary["prompt_tokens"].tolist() == [4, 8]
+    assert (sweep.summary["runs"] >= 3).all()
+    for row in sweep.summary.itertuples():
+        runs = sweep.runs[sweep.runs.prompt_tokens == row.prompt_tokens]
+        assert sorted(runs["run"]) == [1, 2, 3]  # the warm-up is not among them
+        for measure in ("prefill_ms", "prefill_tokens_per_s", "decode_ms_per_token"):
+            assert getattr(row, measure) == pytest.approx(median(runs[measure]))
+            assert getattr(row, f"{measure}_min") <= getattr(row, measure) <= getattr(row, f"{measure}_max")
+
+
+def test_sweep_prefill_rate_is_prompt_tokens_over_prefill_time(tiny_sweep):
+    """Prefill tokens/s of each run = P / prefill seconds."""
+    runs = tiny_sweep[0].runs
+    assert runs["prefill_tokens_per_s"].tolist() == pytest.approx((runs.prompt_tokens / runs.prefill_ms * 1000).tolist())
+
+
+def test_sweep_reports_progress_from_warm_up_to_done(tiny_sweep):
+    """Progress counts every run, warm-up included, and ends at done == total."""
+    _, calls = tiny_sweep
+    totals = {total for _, total, _ in calls}
+    assert totals == {2 * (3 + 1)}
+    assert calls[0][2].startswith("warm-up")
+    assert calls[-1][:2] == (8, 8)
+
+
+def test_sweep_refuses_fewer_than_three_runs_and_prompts_beyond_the_context(gpt2):
+    model, _ = gpt2
+    with pytest.raises(ValueError, match="repeats"):
+        measure_sweep(model, [4], repeats=2)
+    with pytest.raises(ValueError, match="prompt_lengths"):
+        measure_sweep(model, [127], repeats=3, decode_tokens=2)  # context is 128
+
+
+def test_default_prompt_lengths_run_from_8_and_leave_room_to_decode():
+    assert default_prompt_lengths(512) == [8, 16, 32, 64, 128, 256, 448]
+    for context in (128, 1024, 131072):
+        lengths = default_prompt_lengths(context)
+        assert lengths[0] == 8 and lengths == sorted(lengths) and lengths[-1] <= context - 16
+
+
+def test_filler_prompt_is_fixed_and_leaves_the_global_rng_alone():
+    state = torch.get_rng_state()
+    assert filler_prompt(4096, 32) == filler_prompt(4096, 32)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_generation_timing_is_one_prefill_then_decode_steps_laid_end_to_end(bundled):
+    ids = bundled.tokenizer("Once upon a time, there was a cat.")["input_ids"]
+    timing = time_generation(bundled.model, bundled.tokenizer, ids, 6)
+    steps = timing.steps
+    assert steps["phase"].iloc[0] == "prefill" and steps["tokens_in_forward"].iloc[0] == len(ids)
+    assert (steps["phase"].iloc[1:] == "decode").all() and (steps["tokens_in_forward"].iloc[1:] == 1).all()
+    assert steps["start_ms"].iloc[1:].tolist() == pytest.approx((steps["start_ms"] + steps["step_ms"]).iloc[:-1].tolist())
+    assert timing.ttft_ms == steps["step_ms"].iloc[0]
+    assert timing.prefill_tokens_per_s == pytest.approx(len(ids) / timing.prefill_ms * 1000)
+
+
+def test_findings_quote_the_sweep():
+    """Saturation, crossover and free-ride lengths read off a made-up sweep."""
+    medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.1), 64: (16.0, 2.0), 128: (30.0, 2.2)}
+    runs = pd.DataFrame([
+        {"prompt_tokens": n, "run": r, "prefill_ms": p, "prefill_tokens_per_s": n / p * 1000, "decode_ms_per_token": d}
+        for n, (p, d) in medians.items() for r in (1, 2, 3)
+    ])
+    found = findings(Sweep(runs=runs, summary=summarise_runs(runs), repeats=3, decode_tokens=2), parameters=1_000_000)
+    assert found.best_prefill_tokens_per_s == pytest.approx(128 / 30 * 1000)
+    assert found.saturation_tokens == 32  # 4,000 tokens/s >= 80% of 4,267
+    assert found.decode_ms_per_token == pytest.approx(2.0)
+    assert found.longest_prefill_in_decode_steps == pytest.approx(15.0)
+    assert found.free_ride_tokens == 8  # 4 ms <= 2 decode steps; 16 tokens took 5 ms
+    assert found.decode_gflops == pytest.approx(2e6 * 500 / 1e9)
+
+
+def test_prefill_decode_page_runs_and_its_sweep_button_draws_both_charts():
+    at = AppTest.from_file(APP_FILE, default_timeout=120)
+    at.run()
+    at.switch_page("pages/prefill_decode.py").run()
+    assert not at.exception
+    at.slider(key="pd_new_tokens").set_value(8).run()
+    at.slider(key="pd_repeats").set_value(3).run()
+    at.button(key="pd_sweep").click().run()
+    assert not at.exception
+    titles = [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in at.get("plotly_chart")]
+    assert titles == ["One generation, pass by pass", "Time of one forward pass", "Tokens per second"]
