@@ -2,13 +2,14 @@
 
     streamlit run app.py
 
-Every page is listed here; the model picker and presenter toggle in the sidebar are
-shared by all of them.
+Every page is listed here. Each page starts with `common.current_model()`, which also draws
+the shared sidebar (model picker, presenter toggle).
 """
 import streamlit as st
 
-from pages.common import model_sidebar
+from pages.common import use_app_navigation
 
+use_app_navigation()
 st.set_page_config(page_title="Inference Lab", page_icon="🔬", layout="wide")
 
 PAGES = [
@@ -19,6 +20,4 @@ PAGES = [
     st.Page("pages/quantization.py", title="Quantization", icon="🗜️", url_path="quantization"),
 ]
 
-navigation = st.navigation(PAGES)
-model_sidebar()
-navigation.run()
+st.navigation(PAGES).run()

@@ -94,7 +94,11 @@ def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max
                       annotation_position="bottom right")
         fig.add_vline(x=view.nucleus_size + 0.5, line=dict(color=CUTOFF_COLOUR, dash="dot"),
                       annotation_text=f"nucleus: {view.nucleus_size} tokens", annotation_position="top left")
-    if view.u is not None and not view.settings.greedy:
+    if view.u is not None and not view.settings.greedy and view.chosen_rank >= max_rank:
+        fig.add_hline(y=view.u, line=dict(color=CHOSEN_COLOUR, width=1.5),
+                      annotation_text=f"u = {view.u:.3f} lands at rank {view.chosen_rank + 1:,}, off this chart",
+                      annotation_position="top left")
+    elif view.u is not None and not view.settings.greedy:
         chosen = readable_tokens(tokenizer, [view.chosen_id])[0]
         fig.add_hline(y=view.u, line=dict(color=CHOSEN_COLOUR, width=1.5))
         fig.add_scatter(x=[view.chosen_rank + 1], y=[view.u], mode="markers+text", name="the draw",
@@ -103,7 +107,9 @@ def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max
                         hovertemplate="u %{y:.4f} lands on rank %{x}<extra></extra>")
     fig.update_xaxes(title="rank (most likely first)", range=[0.5, max_rank + 0.5])
     fig.update_yaxes(title="cumulative probability", range=[0, 1.03])
-    return base_layout(fig, "Cumulative probability and the draw", presenter, height=420)
+    fig = base_layout(fig, "Cumulative probability and the draw", presenter, height=440)
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0))
+    return fig
 
 
 def probability_colour(p: float) -> str:
@@ -222,6 +228,8 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
         colours = [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]
         fig.add_bar(x=shown, y=names, orientation="h", marker_color=colours, showlegend=False, row=1, col=i + 1,
                     hovertemplate="%{y}: %{x:.2%}<extra></extra>")
-        fig.update_xaxes(range=[0, 1], tickformat=".0%", row=1, col=i + 1, nticks=3)
+        fig.update_xaxes(range=[0, 1], tickvals=[0, 0.5], tickformat=".0%", row=1, col=i + 1)
     fig.update_yaxes(automargin=True)
-    return base_layout(fig, "The pipeline, stage by stage", presenter, height=160 + 26 * n)
+    fig = base_layout(fig, "", presenter, height=160 + 26 * n)
+    fig.update_layout(margin=dict(t=70))
+    return fig

@@ -1,10 +1,13 @@
 """Figures for the KV cache page: pure functions from experiment tables to Plotly figures."""
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import plotly.graph_objects as go
 
 from inference.figures import base_layout, label
+from inference.timing_figures import legend_below
 
 MEASURED_COLOUR = "#2a6fdb"
 FORMULA_COLOUR = "#c0392b"
@@ -13,47 +16,58 @@ WITHOUT_CACHE_COLOUR = "#c0392b"
 WEIGHT_COLOUR = "#7f8c8d"
 KV_COLOUR = "#2a6fdb"
 KV_WITHOUT_GQA_COLOUR = "#b8c4d6"
+SMOOTHING_STEPS = 9  # the per-step chart's trend line is a running median over this many steps
 
 
 def cache_growth_figure(growth: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """Cache size after each step: the bytes read from the tensors as dots, the formula as
-    a line through them."""
+    a dashed line drawn over them (so both stay visible where they coincide)."""
     kb_measured, kb_formula = growth["measured_bytes"] / 1e3, growth["formula_bytes"] / 1e3
     fig = go.Figure()
-    fig.add_scatter(x=growth["step"], y=kb_formula, mode="lines", name="formula", line=dict(color=FORMULA_COLOUR, width=2),
-                    hovertemplate="step %{x}<br>formula %{y:,.1f} kB<extra></extra>")
-    fig.add_scatter(x=growth["step"], y=kb_measured, mode="markers", name="measured from the tensors",
-                    marker=dict(color=MEASURED_COLOUR, size=6), customdata=growth["cache_tokens"],
+    fig.add_scatter(x=growth["step"], y=kb_measured, mode="markers", name="measured (cache tensors)",
+                    marker=dict(color=MEASURED_COLOUR, size=7), customdata=growth["cache_tokens"],
                     hovertemplate="step %{x}: %{customdata} tokens cached<br>measured %{y:,.1f} kB<extra></extra>")
-    fig.update_xaxes(title="step (0 = prefill of the whole prompt)")
+    fig.add_scatter(x=growth["step"], y=kb_formula, mode="lines", name="formula",
+                    line=dict(color=FORMULA_COLOUR, width=2, dash="dash"),
+                    hovertemplate="step %{x}<br>formula %{y:,.1f} kB<extra></extra>")
+    fig.update_xaxes(title="step (0 = prefill)")
     fig.update_yaxes(title="KV cache (kB)", rangemode="tozero", tickformat=",")
-    return base_layout(fig, "The cache grows by the same amount every token", presenter, height=380)
+    return legend_below(base_layout(fig, "Cache size after each step", presenter, height=420))
 
 
 def layer_bytes_figure(layers: pd.DataFrame, presenter: bool = False) -> go.Figure:
     fig = go.Figure()
-    fig.add_bar(x=[f"layer {i}" for i in layers["layer"]], y=layers["measured_bytes"] / 1e3, name="measured",
-                marker_color=MEASURED_COLOUR, text=[f"{b / 1e3:,.1f} kB" for b in layers["measured_bytes"]],
-                textposition="inside", hovertemplate="%{x}: %{y:,.1f} kB<extra></extra>")
-    fig.add_scatter(x=[f"layer {i}" for i in layers["layer"]], y=layers["formula_bytes"] / 1e3, mode="markers",
-                    name="formula for one layer", marker=dict(color=FORMULA_COLOUR, symbol="line-ew-open", size=40,
+    fig.add_bar(x=layers["layer"], y=layers["measured_bytes"] / 1e3, name="measured (layer tensors)",
+                marker_color=MEASURED_COLOUR, hovertemplate="layer %{x}: %{y:,.1f} kB<extra></extra>")
+    fig.add_scatter(x=layers["layer"], y=layers["formula_bytes"] / 1e3, mode="markers",
+                    name="formula for one layer", marker=dict(color=FORMULA_COLOUR, symbol="line-ew-open", size=36,
                                                               line=dict(width=3)),
                     hovertemplate="formula %{y:,.1f} kB<extra></extra>")
+    # A fixed range: the wide formula markers would otherwise stretch the axis past the layers.
+    fig.update_xaxes(title="layer", tickmode="linear", dtick=1, range=[-0.5, len(layers) - 0.5])
     fig.update_yaxes(title="keys + values (kB)", rangemode="tozero", tickformat=",")
-    return base_layout(fig, "Every layer keeps its own keys and values", presenter, height=380)
+    return legend_below(base_layout(fig, "Cache per layer", presenter, height=420))
 
 
 def step_time_figure(steps: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """Time of each step: flat with the cache (one new token per pass), growing without it
-    (the whole sequence again every pass)."""
+    (the whole sequence again every pass). Every step is drawn thin; a running median drawn
+    thick shows the trend through the hiccups of a shared machine; the axis is scaled to the
+    trend, so a rare spike runs off the top rather than flattening everything else."""
     fig = go.Figure()
-    fig.add_scatter(x=steps["context_tokens"], y=steps["without_cache_ms"], mode="lines", name="without cache",
-                    line=dict(color=WITHOUT_CACHE_COLOUR), hovertemplate="%{x} tokens: %{y:.1f} ms<extra></extra>")
-    fig.add_scatter(x=steps["context_tokens"], y=steps["with_cache_ms"], mode="lines", name="with cache",
-                    line=dict(color=WITH_CACHE_COLOUR), hovertemplate="%{x} tokens: %{y:.1f} ms<extra></extra>")
-    fig.update_xaxes(title="tokens in the sequence at that step")
-    fig.update_yaxes(title="ms for this step", rangemode="tozero")
-    return base_layout(fig, "Time per step", presenter, height=380)
+    highest_trend = 0.0
+    for column, name, colour in (("without_cache_ms", "without cache", WITHOUT_CACHE_COLOUR),
+                                 ("with_cache_ms", "with cache", WITH_CACHE_COLOUR)):
+        fig.add_scatter(x=steps["context_tokens"], y=steps[column], mode="lines", name=f"{name}, each step",
+                        line=dict(color=colour, width=1), opacity=0.35,
+                        hovertemplate="%{x} tokens: %{y:.1f} ms<extra></extra>")
+        trend = steps[column].rolling(SMOOTHING_STEPS, center=True, min_periods=1).median()
+        highest_trend = max(highest_trend, float(trend.max()))
+        fig.add_scatter(x=steps["context_tokens"], y=trend, mode="lines", name=f"{name}, median of {SMOOTHING_STEPS}",
+                        line=dict(color=colour, width=3), hoverinfo="skip")
+    fig.update_xaxes(title="tokens in the sequence")
+    fig.update_yaxes(title="ms for this step", range=[0, 1.5 * highest_trend])
+    return legend_below(base_layout(fig, "Time per step", presenter, height=420))
 
 
 def cumulative_time_figure(steps: pd.DataFrame, speedup: float, presenter: bool = False) -> go.Figure:
@@ -65,11 +79,11 @@ def cumulative_time_figure(steps: pd.DataFrame, speedup: float, presenter: bool 
                     line=dict(color=WITHOUT_CACHE_COLOUR), hovertemplate="%{x} tokens: %{y:.2f} s<extra></extra>")
     fig.add_scatter(x=tokens, y=seconds_with, mode="lines", name="with cache",
                     line=dict(color=WITH_CACHE_COLOUR), hovertemplate="%{x} tokens: %{y:.2f} s<extra></extra>")
-    fig.add_annotation(x=tokens.iloc[-1], y=seconds_without.iloc[-1], text=f"{speedup:.1f}× slower",
-                       showarrow=True, arrowhead=0, ax=-60, ay=-10, xanchor="right")
+    fig.add_annotation(x=tokens.iloc[-1], y=seconds_without.iloc[-1], text=f"{speedup:.1f}× slower<br>without cache",
+                       showarrow=True, arrowhead=0, ax=-30, ay=25, xanchor="right", yanchor="top", align="right")
     fig.update_xaxes(title="tokens generated")
     fig.update_yaxes(title="total time (s)", rangemode="tozero")
-    return base_layout(fig, "Total time so far", presenter, height=380)
+    return legend_below(base_layout(fig, "Total time so far", presenter, height=420))
 
 
 def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
@@ -84,7 +98,10 @@ def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
         fig.add_bar(y=names, x=rows[column], orientation="h", name=name, marker_color=colour,
                     text=[_gb(v) for v in rows[column]], textposition="outside", cliponaxis=False,
                     hovertemplate="%{y}<br>" + name + ": %{x:,.4g} GB<extra></extra>")
-    fig.update_xaxes(type="log", title="GB (10⁹ bytes, log scale)")
+    values = pd.concat([rows[column] for _, column, _ in bars])
+    # Log axes take log10 of the range; the extra decade on the right leaves room for the labels.
+    fig.update_xaxes(type="log", title="GB (10⁹ bytes, log scale)",
+                     range=[math.floor(math.log10(values.min())), math.log10(values.max()) + 1])
     fig.update_yaxes(automargin=True)
     fig.update_layout(barmode="group", bargap=0.25)
     return base_layout(fig, "Memory per model", presenter, height=140 + 62 * len(rows))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -66,7 +66,6 @@ class PrecisionComparison:
     int4_group_size: int
     conv1d_layers: int  # GPT-2 Conv1D layers in the original model (converted before quantizing)
     rounds: int = 1
-    warnings: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------- copies
@@ -236,12 +235,24 @@ def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
     return table
 
 
+def departure_verdict(result: PrecisionResult) -> str:
+    """A few words on how this precision's greedy text relates to float32's."""
+    if result.precision == REFERENCE:
+        return "the reference"
+    if result.first_departure is None:
+        return "same as float32"
+    if result.first_departure >= len(result.greedy_tokens):
+        return f"stops early, at step {result.first_departure}"
+    return f"departs at step {result.first_departure}"
+
+
 # Why a precision is slower or no faster than float32 on this CPU, beside the measured ratio.
 SLOWER_BECAUSE = {
     "bfloat16": (
         "bf16 halves the bytes, but when the weights fit in the CPU's caches reading them is not "
-        "what limits a step; and a CPU without bf16 instructions converts to float32 inside every "
-        "multiply."
+        "what limits a step. What remains is extra work: the model code converts to float32 and "
+        "back around every norm, and a CPU without bf16 instructions (AVX-512 BF16, AMX) also "
+        "converts inside every multiply."
     ),
     "int8": (
         "torchao's int8 weight-only path in eager PyTorch has no fused kernel: on every call it "

@@ -7,6 +7,7 @@ greedy texts are shown as HTML.
 from __future__ import annotations
 
 import html
+import math
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -40,8 +41,10 @@ def memory_bars(comparison, presenter: bool = False) -> go.Figure:
     fig.add_scatter(y=names, x=totals, mode="text", showlegend=False, hoverinfo="skip", textposition="middle right",
                     text=[f"  {mb:,.1f} MB ({r.weight_bytes / reference_bytes:.2f}×)" for mb, r in zip(totals, results)])
     fig.update_layout(barmode="stack")
-    fig.update_xaxes(title="weight memory (MB, measured from the tensors)", range=[0, max(totals) * 1.45])
-    return base_layout(fig, "Weight memory", presenter, height=330)
+    fig.update_xaxes(title="MB", range=[0, max(totals) * 1.75])
+    fig = base_layout(fig, "Weight memory", presenter, height=380)
+    fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=-0.25, yanchor="top"))  # below: 3 long names
+    return fig
 
 
 def speed_bars(summary: pd.DataFrame, presenter: bool = False) -> go.Figure:
@@ -54,9 +57,8 @@ def speed_bars(summary: pd.DataFrame, presenter: bool = False) -> go.Figure:
                                                                           rows["speed_vs_float32"])],
                 textposition="outside", cliponaxis=False,
                 hovertemplate="%{y}: %{x:,.1f} tokens/s<extra></extra>")
-    fig.update_xaxes(title="decode tokens per second (higher is faster)",
-                     range=[0, rows["decode_tokens_per_s"].max() * 1.45])
-    return base_layout(fig, "Decode speed on this CPU", presenter, height=330)
+    fig.update_xaxes(title="tokens per second (higher is faster)", range=[0, rows["decode_tokens_per_s"].max() * 1.75])
+    return base_layout(fig, "Decode speed on this CPU", presenter, height=380)
 
 
 def kl_over_steps(comparison, presenter: bool = False) -> go.Figure:
@@ -80,7 +82,11 @@ def kl_over_steps(comparison, presenter: bool = False) -> go.Figure:
             fig.add_scatter(x=disagree["step"], y=disagree["kl_from_reference"], mode="markers",
                             name=f"{precision}: top token differs", hoverinfo="skip",
                             marker=dict(symbol="x", size=14, color=colour, line=dict(width=1, color="black")))
-    fig.update_yaxes(type="log", title="KL from float32 (nats, log scale)", exponentformat="power")
+    # Whole decades only, one labelled gridline each: minor log ticks ("2 3 4 5") clutter a projector.
+    drawn = steps.loc[(steps["precision"] != "float32") & (steps["kl_from_reference"] > 0), "kl_from_reference"]
+    decades = [math.floor(math.log10(drawn.min())), math.ceil(math.log10(drawn.max()))] if len(drawn) else [-8, 0]
+    fig.update_yaxes(type="log", title="KL from float32 (nats)", exponentformat="power", dtick=1,
+                     range=[decades[0], max(decades[1], decades[0] + 1)])
     fig.update_xaxes(title="step (position in float32's greedy text)")
     return base_layout(fig, "How far each precision's next-token distribution is from float32's", presenter, height=400)
 
@@ -99,7 +105,15 @@ def step_distributions(comparison, step: int, presenter: bool = False) -> go.Fig
         fig.add_bar(y=names, x=rows["prob"], orientation="h", name=precision, marker_color=PRECISION_COLOURS[precision],
                     hovertemplate=f"{precision}: %{{y}} %{{x:.2%}}<extra></extra>")
     fig.update_layout(barmode="group", bargap=0.2, bargroupgap=0.05)
-    fig.update_xaxes(tickformat=".0%", title="probability", rangemode="tozero")
+    # Scale to the named tokens: when "other" holds most of the mass (a flat distribution)
+    # its bars run off the edge, and its share is written there instead.
+    named_max = tops.loc[tops["token_id"] >= 0, "prob"].max()
+    other_share = float(reference_rows.loc[reference_rows["token_id"] < 0, "prob"].iloc[0])
+    axis_max = min(1.0, named_max * 1.25)
+    if other_share > axis_max:
+        fig.add_annotation(x=axis_max, y="other", xanchor="right", showarrow=False, bgcolor="white",
+                           text=f"other: {other_share:.1%} (float32), bars cut ▸")
+    fig.update_xaxes(tickformat=".0%" if axis_max > 0.1 else ".1%", title="probability", range=[0, axis_max])
     fig.update_yaxes(automargin=True)
     return base_layout(fig, f"Step {step}: next-token probabilities, all four precisions", presenter,
                        height=140 + 34 * len(names))
@@ -113,7 +127,8 @@ def _fit_label(row) -> str:
 
 def fit_heatmap(fit: pd.DataFrame, accelerator_gb, presenter: bool = False) -> go.Figure:
     """Models (rows) × bits per weight (columns): weight GB and the smallest listed
-    accelerator memory that holds it. Colour = that accelerator, red = none holds it."""
+    accelerator memory that holds it. Colour = that accelerator, green (smallest) to red
+    (none holds it)."""
     sizes = sorted(accelerator_gb)
     order = fit.drop_duplicates("model").sort_values("parameters")["model"].tolist()
     bits = sorted(fit["bits"].unique(), reverse=True)
@@ -132,9 +147,7 @@ def fit_heatmap(fit: pd.DataFrame, accelerator_gb, presenter: bool = False) -> g
     fig = go.Figure(go.Heatmap(
         z=z, x=[f"{b} bits" for b in bits], y=order, text=text, texttemplate="%{text}", customdata=hover,
         hovertemplate="%{customdata}<extra></extra>", colorscale=colourscale, zmin=-0.5, zmax=len(sizes) + 0.5,
-        showscale=True, xgap=2, ygap=2,
-        colorbar=dict(title="smallest that fits", tickvals=list(range(steps)),
-                      ticktext=[f"{s} GB" for s in sizes] + ["none"]),
+        showscale=False, xgap=2, ygap=2,  # each cell names its accelerator: a colour bar would only take room
     ))
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_xaxes(side="top")
@@ -143,12 +156,15 @@ def fit_heatmap(fit: pd.DataFrame, accelerator_gb, presenter: bool = False) -> g
     return fig
 
 
-def greedy_text_html(prompt_text: str, tokens: list[str], departure: int | None, presenter: bool = False) -> str:
-    """The prompt, then the greedy tokens: the first one that differs from float32's is
-    highlighted, and everything after it (a different path) is set in italics."""
+def greedy_text_html(heading: str, prompt_text: str, tokens: list[str], departure: int | None,
+                     presenter: bool = False) -> str:
+    """A box with a heading line, the prompt, then the greedy tokens: the first one that
+    differs from float32's is highlighted, and everything after it (a different path) is
+    set in italics. The heading is inside the box so boxes side by side line up."""
     size = "1.35rem" if presenter else "1.02rem"
     parts = [f'<div style="font-size:{size};line-height:1.6;border:1px solid #ddd;border-radius:0.5rem;'
              f'padding:0.6rem 0.8rem;background:#fff;white-space:pre-wrap;word-break:break-word">',
+             f'<div style="font-weight:600;font-size:0.92em;border-bottom:1px solid #eee;margin-bottom:0.3rem">{html.escape(heading)}</div>',
              f'<span style="color:#777">{html.escape(prompt_text)}</span>']
     for step, token in enumerate(tokens):
         text = html.escape(token)
@@ -163,18 +179,36 @@ def greedy_text_html(prompt_text: str, tokens: list[str], departure: int | None,
     return "".join(parts)
 
 
-def summary_for_display(summary: pd.DataFrame) -> pd.DataFrame:
-    """The summary table with readable column names (number formats are the page's job)."""
-    departure = summary["first_departure"].map(lambda s: "none" if pd.isna(s) else f"step {int(s)}")
+def cost_for_display(summary: pd.DataFrame) -> pd.DataFrame:
+    """What each precision costs and saves, with readable column names (number formats are
+    the page's job). float32 was not converted, so its quantize time reads "reference"."""
     return pd.DataFrame({
         "precision": summary["precision"],
         "weight bytes": summary["weight_bytes"],
         "size vs float32": summary["size_vs_float32"],
-        "quantize (s)": summary["quantize_s"],
+        "time to quantize": summary["quantize_s"].map(lambda s: "reference" if pd.isna(s) else f"{s:.2f} s"),
         "decode tokens/s": summary["decode_tokens_per_s"],
         "speed vs float32": summary["speed_vs_float32"],
-        "mean KL (nats)": summary["mean_kl_nats"],
-        "top-1 agreement": summary["top1_agreement"],
-        "mean p(float32 token)": summary["mean_p_float32_token"],
-        "greedy text departs at": departure,
     })
+
+
+def quality_for_display(summary: pd.DataFrame) -> pd.DataFrame:
+    """How far each precision drifts from float32, averaged over the steps."""
+    return pd.DataFrame({
+        "precision": summary["precision"],
+        "mean KL from float32 (nats)": summary["mean_kl_nats"],
+        "top-1 agreement": summary["top1_agreement"],
+        "mean p(float32's token)": summary["mean_p_float32_token"],
+        "own greedy text departs at": summary["first_departure"].map(
+            lambda s: "never" if pd.isna(s) else f"step {int(s)}"),
+    })
+
+
+def step_context_html(comparison, step: int, presenter: bool = False, tail_chars: int = 90) -> str:
+    """The end of the text the model has read at `step`, then the token float32 chose there."""
+    read = comparison.prompt_text + "".join(comparison.results["float32"].greedy_tokens[:step])
+    shown = ("…" if len(read) > tail_chars else "") + read[-tail_chars:]
+    size = "1.3rem" if presenter else "1rem"
+    return (f'<div style="font-size:{size}">Text read so far: <span style="color:#555">{html.escape(shown)}</span> '
+            f'→ float32 chose <b style="background:#e6eefb;padding:0 0.2rem;border-radius:0.2rem">'
+            f"'{html.escape(comparison.reference_tokens[step])}'</b></div>")

@@ -55,7 +55,8 @@ def token_html(tokenizer, prompt_ids: list[int], records) -> str:
     coloured by the probability the model gave them; hovering (or focusing, for keyboard
     users) shows the top-5 alternatives."""
     special = set(tokenizer.all_special_ids)
-    parts = [CHIP_CSS, '<div class="token-box">']
+    generated = ",".join(str(r.token_id) for r in records)
+    parts = [CHIP_CSS, f'<div class="token-box" data-generated-ids="{generated}">']
     for token_id in prompt_ids:
         if token_id in special:
             parts.append(f'<span class="token-chip special" title="special token">{html.escape(tokenizer.convert_ids_to_tokens(token_id))}</span>')

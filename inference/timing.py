@@ -8,8 +8,10 @@
        for a model as small as the bundled one, by the fixed cost of launching a hundred
        small operations. Either way a decode pass costs about the same whatever its context.
 
-Times are wall clock (`time.perf_counter`) around the forward pass. The machine is shared,
-so every sweep point is the median of several runs after a warm-up, with min and max kept.
+Times are wall clock (`time.perf_counter`) around the forward pass, after an untimed warm-up
+pass (the first pass in a process pays for setting up kernels and buffers). The machine is
+shared, so every sweep point is the median of several runs, with their quartiles as the spread:
+one hiccup of another program moves the min or max, not the quartiles.
 """
 from __future__ import annotations
 
@@ -77,6 +79,7 @@ class GenerationTiming:
 
 def time_generation(model, tokenizer, prompt_ids: list[int], new_tokens: int) -> GenerationTiming:
     """Generate greedily with the step engine and lay its measured steps end to end."""
+    _one_run(model, prompt_ids, decode_tokens=1)  # warm-up, untimed
     trace = new_trace(model, tokenizer, prompt_ids, new_tokens)
     for _ in trace.run(GREEDY):
         pass
@@ -134,7 +137,8 @@ def _one_run(model, prompt_ids: list[int], decode_tokens: int) -> tuple[float, f
 class Sweep:
     """`runs`: one row per measured run (prompt_tokens, run, prefill_ms, prefill_tokens_per_s,
     decode_ms_per_token). `summary`: one row per prompt length with the median of each
-    measure and its min and max over the runs (`*_min`, `*_max`), and `runs` counted."""
+    measure, its quartiles and extremes over the runs (`*_q1`, `*_q3`, `*_min`, `*_max`),
+    and `runs` counted."""
 
     runs: pd.DataFrame
     summary: pd.DataFrame
@@ -150,6 +154,8 @@ def summarise_runs(runs: pd.DataFrame) -> pd.DataFrame:
     summary = pd.DataFrame({"runs": grouped.size()})
     for measure in MEASURES:
         summary[measure] = grouped[measure].agg(lambda s: median(s.tolist()))
+        summary[f"{measure}_q1"] = grouped[measure].quantile(0.25)
+        summary[f"{measure}_q3"] = grouped[measure].quantile(0.75)
         summary[f"{measure}_min"] = grouped[measure].min()
         summary[f"{measure}_max"] = grouped[measure].max()
     return summary.reset_index()

@@ -1,6 +1,8 @@
 """Figures for the Prefill vs decode page: pure functions from timing data to Plotly figures."""
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
 from inference.figures import base_layout, label
@@ -11,9 +13,21 @@ DECODE_COLOUR = "#f28e2b"
 
 
 def _error_bars(summary, measure: str) -> dict:
-    """Asymmetric error bars from the median down to the min and up to the max."""
-    return dict(type="data", symmetric=False, array=summary[f"{measure}_max"] - summary[measure],
-                arrayminus=summary[measure] - summary[f"{measure}_min"], thickness=1.5, width=5)
+    """Asymmetric error bars from the median down to the first quartile and up to the third."""
+    return dict(type="data", symmetric=False, array=summary[f"{measure}_q3"] - summary[measure],
+                arrayminus=summary[measure] - summary[f"{measure}_q1"], thickness=1.5, width=5)
+
+
+def legend_below(fig: go.Figure, gap: float = 0.22) -> go.Figure:
+    """Legend under the plot, one entry per line: in a half-width column, a legend at the top
+    covers the title."""
+    fig.update_layout(legend=dict(orientation="v", y=-gap, yanchor="top", x=0, xanchor="left"), margin=dict(t=50, b=20))
+    return fig
+
+
+def _sweep_layout(fig: go.Figure, title: str, presenter: bool) -> go.Figure:
+    fig.update_xaxes(type="log", title="prompt tokens P (log scale)")
+    return legend_below(base_layout(fig, title, presenter, height=440))
 
 
 def timeline_figure(timing: GenerationTiming, presenter: bool = False) -> go.Figure:
@@ -53,15 +67,14 @@ def sweep_time_figure(sweep: Sweep, presenter: bool = False) -> go.Figure:
     s = sweep.summary
     fig = go.Figure()
     fig.add_scatter(x=s["prompt_tokens"], y=s["prefill_ms"], error_y=_error_bars(s, "prefill_ms"),
-                    mode="lines+markers", name="prefill pass (reads P tokens)", line=dict(color=PREFILL_COLOUR),
+                    mode="lines+markers", name="prefill (P tokens per pass)", line=dict(color=PREFILL_COLOUR),
                     hovertemplate="P = %{x}<br>prefill %{y:.1f} ms<extra></extra>")
     fig.add_scatter(x=s["prompt_tokens"], y=s["decode_ms_per_token"], error_y=_error_bars(s, "decode_ms_per_token"),
-                    mode="lines+markers", name="decode pass (1 token, P in cache)", line=dict(color=DECODE_COLOUR),
+                    mode="lines+markers", name="decode (1 token per pass)", line=dict(color=DECODE_COLOUR),
                     hovertemplate="context %{x}<br>decode %{y:.1f} ms per token<extra></extra>")
-    fig.update_xaxes(type="log", title="prompt length P = tokens in the context (log scale)",
-                     tickvals=s["prompt_tokens"].tolist())
+    fig.update_xaxes(tickvals=s["prompt_tokens"].tolist())
     fig.update_yaxes(title="ms per forward pass", rangemode="tozero")
-    return base_layout(fig, "Time of one forward pass", presenter, height=420)
+    return _sweep_layout(fig, "Time of one forward pass", presenter)
 
 
 def sweep_rate_figure(sweep: Sweep, saturation_tokens: int, presenter: bool = False) -> go.Figure:
@@ -70,16 +83,18 @@ def sweep_rate_figure(sweep: Sweep, saturation_tokens: int, presenter: bool = Fa
     s = sweep.summary
     fig = go.Figure()
     fig.add_scatter(x=s["prompt_tokens"], y=s["prefill_tokens_per_s"], error_y=_error_bars(s, "prefill_tokens_per_s"),
-                    mode="lines+markers", name="prefill: prompt tokens read per second", line=dict(color=PREFILL_COLOUR),
+                    mode="lines+markers", name="prefill: prompt tokens/s", line=dict(color=PREFILL_COLOUR),
                     hovertemplate="P = %{x}<br>%{y:,.0f} tokens/s<extra></extra>")
     decode_rate = 1000 / s["decode_ms_per_token"]
     fig.add_scatter(x=s["prompt_tokens"], y=decode_rate, mode="lines+markers",
-                    name="decode: new tokens written per second", line=dict(color=DECODE_COLOUR),
+                    name="decode: new tokens/s", line=dict(color=DECODE_COLOUR),
                     hovertemplate="context %{x}<br>%{y:,.0f} tokens/s<extra></extra>")
     fig.add_vline(x=saturation_tokens, line=dict(color="#666", dash="dot", width=1.5))
-    fig.add_annotation(x=saturation_tokens, y=1.0, yref="paper", xanchor="right", yanchor="top", showarrow=False,
-                       text=f"80% of the best rate at {saturation_tokens} tokens ", font=dict(color="#444"))
-    fig.update_xaxes(type="log", title="prompt length P = tokens in the context (log scale)",
-                     tickvals=s["prompt_tokens"].tolist())
+    # Annotations on a log axis take log10 of the position (shapes such as the line do not).
+    # Top left of the line: shorter prompts are below 80% of the best, so the curve is never there.
+    fig.add_annotation(x=math.log10(saturation_tokens), y=1.0, yref="paper", xanchor="right", yanchor="top", xshift=-8,
+                       showarrow=False, text=f"80% of the best<br>rate at {saturation_tokens} tokens ",
+                       align="right", font=dict(color="#444"), bgcolor="rgba(255,255,255,0.8)")
+    fig.update_xaxes(tickvals=s["prompt_tokens"].tolist())
     fig.update_yaxes(title="tokens per second", rangemode="tozero", tickformat=",")
-    return base_layout(fig, "Tokens per second", presenter, height=420)
+    return _sweep_layout(fig, "Tokens per second", presenter)

@@ -10,6 +10,7 @@ import threading
 from contextlib import contextmanager
 
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
 
 from inference.limits import Limits
 from inference.loader import LoadedModel, ModelLoadError, load_model
@@ -17,6 +18,18 @@ from inference.paths import BUNDLED_MODEL_NAME
 
 MODEL_SOURCE_KEY = "model_source"  # what the visitor asked for ("" = bundled)
 MODEL_ERROR_KEY = "model_error"
+
+
+def use_app_navigation() -> None:
+    """Make sure app.py's `st.navigation` decides which page runs.
+
+    Because a `pages/` folder exists, a fresh Streamlit server starts in its old automatic
+    multipage mode: the very first run of a URL such as /quantization executes that page
+    file directly, without app.py (no navigation, wrong layout). Switching the flag off and
+    rerunning sends that run through app.py like every later one."""
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
 
 
 @st.cache_resource
@@ -40,8 +53,13 @@ def bundled_model() -> LoadedModel:
 
 
 def current_model() -> LoadedModel:
-    """The visitor's model. If loading fails, the message is kept for the sidebar and the
-    bundled model is used, so every page keeps working."""
+    """The visitor's model, after drawing the shared sidebar. If loading fails, the message
+    is kept for the sidebar and the bundled model is used, so every page keeps working.
+
+    The sidebar is drawn from here, by each page, rather than once in app.py: elements
+    app.py draws around `st.navigation(...).run()` vanish on reruns under AppTest."""
+    use_app_navigation()
+    model_sidebar()
     source = st.session_state.get(MODEL_SOURCE_KEY, "")
     if not source:
         return bundled_model()
@@ -114,6 +132,17 @@ def caption(kind: str, text: str) -> None:
     tags = {"measured": "📏 Measured on this machine", "exact": "🧮 Computed exactly",
             "illustrative": "🎨 Illustrative", "data": "📚 Published configs"}
     st.caption(f"**{tags[kind]}.** {text}")
+
+
+def view_summary(view) -> None:
+    """The step's key numbers in one readable line (metrics would truncate them)."""
+    draw = "greedy: the top token" if view.settings.greedy or view.u is None else \
+        f"u = {view.u:.3f} lands on rank {view.chosen_rank + 1:,}"
+    st.markdown(
+        f"**Entropy** {view.entropy_raw_bits:.2f} → {view.entropy_final_bits:.2f} bits &nbsp;·&nbsp; "
+        f"**Kept** {view.kept['min_p']:,} of {len(view.order):,} tokens &nbsp;·&nbsp; "
+        f"**Nucleus** {view.nucleus_size:,} tokens holding {view.nucleus_mass:.1%} &nbsp;·&nbsp; **Draw** {draw}"
+    )
 
 
 def escape(text: str) -> str:

@@ -81,10 +81,10 @@ with right:
     c2.number_input("Max new tokens", min_value=1, max_value=limits.max_new_tokens, step=10, key="gen_max_new",
                     help=f"Capped at {limits.max_new_tokens} on this server.")
     b = st.columns(4)
-    step_clicked = b[0].button("Step", key="gen_step", type="primary", use_container_width=True)
-    play_clicked = b[1].button("Play", key="gen_play", use_container_width=True)
-    back_clicked = b[2].button("Back", key="gen_back", use_container_width=True)
-    reset_clicked = b[3].button("Reset", key="gen_reset", use_container_width=True)
+    step_clicked = b[0].button("Step", key="gen_step", type="primary", width="stretch")
+    play_clicked = b[1].button("Play", key="gen_play", width="stretch")
+    back_clicked = b[2].button("Back", key="gen_back", width="stretch")
+    reset_clicked = b[3].button("Reset", key="gen_reset", width="stretch")
 
 s = st.columns(5)
 s[0].slider("Temperature", 0.0, 2.0, step=0.05, key="gen_temperature", help="0 = greedy: always the most likely token.")
@@ -183,20 +183,16 @@ if trace is not None:
     table = view.table(tokenizer, top_n=top_n)
     chart_left, chart_right = st.columns([1, 1])
     with chart_left:
-        st.plotly_chart(next_token_bars(table, common.presenter()), use_container_width=True, key="gen_bars")
+        st.plotly_chart(next_token_bars(table, common.presenter()), width="stretch", key="gen_bars")
         common.caption("exact", "Top tokens by probability from this step's real logits over the full vocabulary; "
                        "grey bars = the model's raw probability (T=1), blue = after your settings, orange = the draw, "
                        "✂ = removed by that filter; 'other' = the rest of the vocabulary.")
     with chart_right:
         st.plotly_chart(cumulative_curve(view, tokenizer, settings.top_p, common.presenter()),
-                        use_container_width=True, key="gen_cumulative")
+                        width="stretch", key="gen_cumulative")
         common.caption("exact", "Tokens in order, adding up their probability. Top-p keeps tokens until the "
                        "red line is reached; the draw picks a random u and takes the token where the blue curve passes u.")
-    m = st.columns(4)
-    m[0].metric("Entropy before → after", f"{view.entropy_raw_bits:.2f} → {view.entropy_final_bits:.2f} bits")
-    m[1].metric("Tokens kept", f"{view.kept['min_p']:,} of {len(view.order):,}")
-    m[2].metric("Nucleus (top-p)", f"{view.nucleus_size:,} tokens, {view.nucleus_mass:.1%}")
-    m[3].metric("Draw", f"u = {view.u:.3f} → rank {view.chosen_rank + 1}" if not settings.greedy else "greedy: rank 1")
+    common.view_summary(view)
 
     # -- fork ------------------------------------------------------------------------------
     if trace.records:
@@ -212,7 +208,7 @@ if trace is not None:
 
         st.subheader("Every step")
         frame = trace.to_frame()
-        st.dataframe(step_frame_for_table(frame), hide_index=True, use_container_width=True, key="gen_table")
+        st.dataframe(step_frame_for_table(frame), hide_index=True, width="stretch", key="gen_table")
         st.download_button("Download CSV", frame.to_csv(index=False).encode(), "inference_lab_steps.csv",
                            "text/csv", key="gen_csv")
         common.caption("measured", "Probabilities are exact; forward ms is the wall time of that step's forward pass here.")

@@ -5,7 +5,7 @@ from inference.calculator import kv_table, load_public_models, model_entry_from_
 from inference.kv_cache import KVShape
 from inference.kv_experiments import cache_growth, compare_cache, greedy_trace, layer_breakdown
 from inference.kv_figures import (
-    cache_growth_figure, cumulative_time_figure, layer_bytes_figure, memory_figure, step_time_figure,
+    SMOOTHING_STEPS, cache_growth_figure, cumulative_time_figure, layer_bytes_figure, memory_figure, step_time_figure,
 )
 from inference.prompting import prepare_prompt
 from pages import common
@@ -13,7 +13,8 @@ from pages import common
 GROWTH_KEY = "kv_growth_run"
 COMPARISON_KEY = "kv_comparison_run"
 MAX_NEW_TOKENS = 300
-DEFAULT_NEW_TOKENS = 160  # long enough for the no-cache cost to bend clearly upward
+DEFAULT_NEW_TOKENS = 200  # long enough for the no-cache cost to bend clearly upward, ~10 s to compare
+TREND_STEPS = 21  # enough steps to compare the first ten with the last ten
 DEFAULT_PROMPT = "Once upon a time, there was a little dog named Max. Max liked to"
 CALCULATOR_DEFAULT_MODELS = ["GPT-2 (124M)", "Llama-3.2-1B", "Llama-3.1-8B", "Mistral-7B-v0.3", "Qwen2.5-7B",
                              "Gemma-2-9B", "Llama-3.1-70B", "Mixtral-8x7B", "DeepSeek-V3"]
@@ -58,20 +59,20 @@ def step_by_step() -> None:
         f"dims × {shape.bytes_per_element} bytes ({info.dtype}) = **{shape.bytes_per_token():,} bytes**."
     )
     last = growth.iloc[-1]
-    m = st.columns(4)
+    m = st.columns(2) + st.columns(2)  # two rows of two: the byte counts stay whole on a narrow screen
     m[0].metric("Tokens in the cache", f"{last.cache_tokens:,}", help="After the last step's forward pass. The last "
                 "chosen token is not in it yet: it is fed at the next step.")
     m[1].metric("Measured from the tensors", f"{last.measured_bytes:,} B")
     m[2].metric("Formula", f"{last.formula_bytes:,} B")
     m[3].metric("Steps where they agree", f"{int(growth.agree.sum())} of {len(growth)}")
 
-    chart_left, chart_right = st.columns([3, 2])
+    chart_left, chart_right = st.columns(2)
     with chart_left:
-        st.plotly_chart(cache_growth_figure(growth, common.presenter()), use_container_width=True, key="kv_growth")
+        st.plotly_chart(cache_growth_figure(growth, common.presenter()), width="stretch", key="kv_growth")
         common.caption("measured", "Dots: bytes of the real key and value tensors after each step. Line: the formula "
                        "for that many tokens. Step 0 caches the whole prompt at once.")
     with chart_right:
-        st.plotly_chart(layer_bytes_figure(layers, common.presenter()), use_container_width=True, key="kv_layers")
+        st.plotly_chart(layer_bytes_figure(layers, common.presenter()), width="stretch", key="kv_layers")
         common.caption("measured", f"Bytes per layer after the last step ({last.cache_tokens} tokens), read from each "
                        "layer's tensors; the red mark is the formula for one layer.")
 
@@ -80,7 +81,7 @@ def step_by_step() -> None:
                                        "measured_bytes": "measured bytes", "formula_bytes": "formula bytes",
                                        "agree": "equal"})
         bytes_column = st.column_config.NumberColumn(format="localized")
-        st.dataframe(table, hide_index=True, use_container_width=True, key="kv_growth_table",
+        st.dataframe(table, hide_index=True, width="stretch", key="kv_growth_table",
                      column_config={"measured bytes": bytes_column, "formula bytes": bytes_column})
         common.caption("measured", "Measured = element count × element size of every key and value tensor in the cache.")
 
@@ -102,26 +103,36 @@ def with_and_without() -> None:
 
     stored = st.session_state.get(COMPARISON_KEY)
     if stored is None or stored[0] != comparison_key:
-        st.info("Press the button to run it: a few seconds for 64 tokens, longer for more (without the cache, "
-                "the work grows with the square of the length).")
+        st.info("Press the button to run it: about 10 s for 200 tokens on the bundled model, and the time grows "
+                "with the square of the length (that is the point).")
     else:
         comparison = stored[1]
         steps = comparison.steps
-        m = st.columns(4)
+        m = st.columns(2) + st.columns(2)
         m[0].metric(f"Speed-up at {new_tokens} tokens", f"{comparison.speedup:.1f}×")
         m[1].metric("With cache", f"{steps.with_cache_cumulative_ms.iloc[-1] / 1e3:.2f} s")
         m[2].metric("Without cache", f"{steps.without_cache_cumulative_ms.iloc[-1] / 1e3:.2f} s")
         m[3].metric("Same tokens?", "yes ✓" if comparison.identical else "no ✗")
         chart_left, chart_right = st.columns(2)
         with chart_left:
-            st.plotly_chart(step_time_figure(steps, common.presenter()), use_container_width=True, key="kv_step_time")
-            common.caption("measured", "Forward-pass time of each step. With the cache each pass reads one new token; "
-                           "without it, the whole sequence so far. Step 0 (the prompt) costs the same either way.")
+            st.plotly_chart(step_time_figure(steps, common.presenter()), width="stretch", key="kv_step_time")
+            common.caption("measured", f"Forward-pass time of each step (thin), and the running median of "
+                           f"{SMOOTHING_STEPS} steps (thick); rare spikes from other programs may run off the top. With the cache each pass reads one new token; without it, "
+                           "the whole sequence so far. Step 0 (the prompt) costs the same either way.")
         with chart_right:
             st.plotly_chart(cumulative_time_figure(steps, comparison.speedup, common.presenter()),
-                            use_container_width=True, key="kv_cumulative")
+                            width="stretch", key="kv_cumulative")
             common.caption("measured", "Running total of the same passes: with the cache it grows in a straight line, "
                            "without it each step costs more than the last, so the total bends upward (quadratic).")
+        if len(steps) >= TREND_STEPS:
+            first_steps, last_steps = steps.iloc[1:11], steps.iloc[-10:]  # step 0 is the prompt, the same both ways
+            st.markdown(
+                f"📏 **In this run**, a step with the cache took a median of {steps.with_cache_ms.iloc[1:].median():.1f} ms. "
+                f"Without it, a step took {first_steps.without_cache_ms.median():.1f} ms near the start and "
+                f"{last_steps.without_cache_ms.median():.1f} ms near the end ({int(last_steps.context_tokens.median())} "
+                "tokens recomputed every pass), and it keeps growing with the length. So the saving is small for a "
+                "short reply from this tiny model, whose every pass has a fixed cost, and large for long ones."
+            )
         text = tokenizer.decode(comparison.tokens_with_cache, skip_special_tokens=False)
         if comparison.identical:
             st.success("Both ways chose exactly the same tokens: the cache changes the cost, not the result.")
@@ -145,7 +156,7 @@ def calculator() -> None:
         f"this app's model {shape.formula_bytes(512):,} bytes: the same formula the real tensors matched above."
     )
     public = load_public_models()
-    this_model = model_entry_from_hf_config(model.config.to_dict(), f"{info.name} (this app's model)", info.parameters)
+    this_model = model_entry_from_hf_config(model.config.to_dict(), f"{info.name} (this app)", info.parameters)
     by_name = {entry["name"]: entry for entry in [this_model, *public]}
     c = st.columns([2, 1, 1])
     context = c[0].select_slider("Context length (tokens per sequence)", CONTEXTS, value=8192, key="kv_calc_context",
@@ -157,7 +168,7 @@ def calculator() -> None:
         st.info("Pick at least one model.")
         return
     memory = kv_table([by_name[name] for name in chosen], context, int(batch), precision)
-    st.plotly_chart(memory_figure(memory, common.presenter()), use_container_width=True, key="kv_memory")
+    st.plotly_chart(memory_figure(memory, common.presenter()), width="stretch", key="kv_memory")
     common.caption("data", f"From each model's published config (sources below) with the formula above, at {context:,} "
                    f"tokens × batch {batch} in {precision}. Weights: parameters × bytes; MoE models count every expert.")
     too_long = memory[memory.exceeds_context]["model"].tolist()
@@ -174,14 +185,20 @@ def calculator() -> None:
             "The light bars show each model's cache with one K/V head per query head; the table gives the factor."
         )
     st.dataframe(
-        memory.drop(columns="exceeds_context"), hide_index=True, use_container_width=True, key="kv_calc_table",
+        memory.drop(columns="exceeds_context"), hide_index=True, width="stretch", key="kv_calc_table",
         column_config={
-            "model": "model", "attention_heads": "query heads", "kv_heads": "KV heads",
-            "kv_gb": st.column_config.NumberColumn("KV cache GB", format="%.3g"),
-            "kv_gb_without_gqa": st.column_config.NumberColumn("KV GB, one K/V head per query head", format="%.3g"),
-            "gqa_saving": st.column_config.NumberColumn("saving ×", format="%.1f"),
-            "weight_gb": st.column_config.NumberColumn("weights GB", format="%.3g"),
-            "kv_per_token_mb": st.column_config.NumberColumn("KV MB per token", format="%.3g"),
+            "model": st.column_config.TextColumn("model", width="medium", pinned=True),
+            "attention": st.column_config.TextColumn("type", width="small"),
+            "attention_heads": st.column_config.NumberColumn("heads", width="small", help="Query heads"),
+            "kv_heads": st.column_config.NumberColumn("KV heads", width="small"),
+            "kv_gb": st.column_config.NumberColumn("KV GB", format="%.3g", width="small"),
+            "kv_gb_without_gqa": st.column_config.NumberColumn("MHA KV GB", format="%.3g", width="small",
+                                                              help="KV cache if every query head had its own K/V head "
+                                                                   "(plain multi-head attention)"),
+            "gqa_saving": st.column_config.NumberColumn("saving", format="%.1f×", width="small"),
+            "weight_gb": st.column_config.NumberColumn("weights GB", format="%.3g", width="small"),
+            "kv_per_token_mb": st.column_config.NumberColumn("MB/token", format="%.3g", width="small",
+                                                            help="KV cache added by one more token of one sequence"),
         },
     )
     common.caption("data", "GB = 10⁹ bytes. Sliding-window layers (Mistral-7B-v0.1, Gemma-2) are counted as full layers; "

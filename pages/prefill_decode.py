@@ -51,15 +51,15 @@ if stored is None or stored[0] != run_key or run_again:
         st.session_state[RUN_KEY] = (run_key, time_generation(model, tokenizer, prepared.ids, run_key[2]))
 timing = st.session_state[RUN_KEY][1]
 
-st.plotly_chart(timeline_figure(timing, common.presenter()), use_container_width=True, key="pd_timeline")
+st.plotly_chart(timeline_figure(timing, common.presenter()), width="stretch", key="pd_timeline")
 common.caption("measured", "Wall time of each step on this machine (forward pass + choosing the token), laid end "
                "to end; hover a block for its token. The dashed line is the time to first token.")
-m = st.columns(4)
+m = st.columns(2) + st.columns(2)  # two rows of two: the values stay whole on a narrow screen
 m[0].metric("Time to first token", f"{timing.ttft_ms:.1f} ms", help="The prefill pass plus choosing the first token.")
 if timing.tpot_ms is not None:
     m[1].metric("Time per output token", f"{timing.tpot_ms:.1f} ms", help="Mean decode step after the first token.")
-    m[3].metric("Decode speed", f"{timing.decode_tokens_per_s:,.0f} tokens/s", help="New tokens written per second.")
-m[2].metric("Prefill speed", f"{timing.prefill_tokens_per_s:,.0f} tokens/s",
+    m[3].metric("Decode, tokens/s", f"{timing.decode_tokens_per_s:,.0f}", help="New tokens written per second.")
+m[2].metric("Prefill, tokens/s", f"{timing.prefill_tokens_per_s:,.0f}",
             help=f"{timing.prompt_tokens} prompt tokens ÷ the prefill pass ({timing.prefill_ms:.1f} ms).")
 if timing.stop_reason == "eos":
     st.caption(f"The model chose its end-of-text token after {len(timing.steps)} tokens.")
@@ -70,7 +70,7 @@ lengths = default_prompt_lengths(info.context)
 st.markdown(
     f"Prompts of {', '.join(map(str, lengths))} tokens. For each: one prefill pass, then {DECODE_TOKENS} decode passes on the "
     "cache it filled. One warm-up run, then every point is the **median** of several runs; the bars "
-    "reach from the fastest to the slowest run."
+    "span the middle half of the runs, so one hiccup of another program on the machine does not stretch them."
 )
 c1, c2 = st.columns([1, 3])
 repeats = c1.slider("Runs per point", 3, 9, 5, key="pd_repeats")
@@ -94,12 +94,12 @@ if sweep is None:
 found = findings(sweep, info.parameters)
 chart_left, chart_right = st.columns(2)
 with chart_left:
-    st.plotly_chart(sweep_time_figure(sweep, common.presenter()), use_container_width=True, key="pd_sweep_time")
-    common.caption("measured", f"Median of {sweep.repeats} runs per point after a warm-up; bars from the fastest "
-                   f"to the slowest run. Decode: mean of {sweep.decode_tokens} one-token passes per run.")
+    st.plotly_chart(sweep_time_figure(sweep, common.presenter()), width="stretch", key="pd_sweep_time")
+    common.caption("measured", f"Median of {sweep.repeats} runs per point after a warm-up; bars span the middle "
+                   f"half of the runs (quartiles). Decode: mean of {sweep.decode_tokens} one-token passes per run.")
 with chart_right:
     st.plotly_chart(sweep_rate_figure(sweep, found.saturation_tokens, common.presenter()),
-                    use_container_width=True, key="pd_sweep_rate")
+                    width="stretch", key="pd_sweep_rate")
     common.caption("measured", "Prefill: prompt tokens ÷ prefill time. Decode: 1 ÷ time per decode pass. "
                    "Same runs as the chart on the left.")
 
@@ -135,13 +135,13 @@ and one add per weight, attention left out):
 - Every decode pass reads all {weight_mb:,.0f} MB of weights for that one token: {weight_mb / found.decode_ms_per_token:,.1f} GB/s
   if it did nothing else.
 
-**🎨 Illustrative (not measured here):** this model is so small that its weights fit largely in the
-processor's caches, so a decode step here is probably limited by the fixed cost of running a few hundred
-small operations, not by memory. In a big model the weights dominate: Llama-3.1-8B has 16 GB of
+**🎨 Illustrative (not measured here):** this model's weights are small enough that much of them can
+stay in the processor's caches (tens of MB on many CPUs), so a decode step here is probably limited by
+the fixed cost of running a few hundred small operations rather than by memory. In a big model the weights dominate: Llama-3.1-8B has 16 GB of
 bfloat16 weights, and a GPU reading memory at 1 TB/s needs at least 16 ms just to read them once,
 so it cannot decode faster than about 60 tokens/s per sequence, however fast it computes. That is why
 decode is called *memory-bandwidth-bound*, and why serving many sequences at once (batching) helps.
 """)
 with st.expander("The sweep as a table"):
-    st.dataframe(sweep.summary.round(2), hide_index=True, use_container_width=True, key="pd_sweep_table")
-    common.caption("measured", "Median, fastest and slowest run per prompt length; times in ms.")
+    st.dataframe(sweep.summary.round(2), hide_index=True, width="stretch", key="pd_sweep_table")
+    common.caption("measured", "Median, quartiles (q1, q3), fastest (min) and slowest (max) run per prompt length; times in ms.")

@@ -65,31 +65,28 @@ summary = qc.summary_table(comparison)
 # -- 1. cost ------------------------------------------------------------------------------
 st.header("What each precision saves, and what it costs")
 st.dataframe(
-    qf.summary_for_display(summary), hide_index=True, use_container_width=True, key="quant_summary",
+    qf.cost_for_display(summary), hide_index=True, width="stretch", key="quant_cost",
     column_config={
         "weight bytes": st.column_config.NumberColumn(format="localized", help="Summed from the real tensors, quantized parts (integers, scales, zero points) included"),
         "size vs float32": st.column_config.NumberColumn(format="%.2f×"),
-        "quantize (s)": st.column_config.NumberColumn(format="%.2f", help="Time to copy and convert; float32 is the loaded model itself"),
+        "time to quantize": st.column_config.TextColumn(help="Time to copy and convert; float32 is the loaded model itself"),
         "decode tokens/s": st.column_config.NumberColumn(format="%.0f"),
         "speed vs float32": st.column_config.NumberColumn(format="%.2f×"),
-        "mean KL (nats)": st.column_config.NumberColumn(format="%.1e", help="Average over the steps of KL(float32 ‖ this precision)"),
-        "top-1 agreement": st.column_config.NumberColumn(format="percent", help="Share of steps where the most likely token is float32's"),
-        "mean p(float32 token)": st.column_config.NumberColumn(format="percent", help="Average probability this precision gives the token float32 chose"),
     },
 )
 common.caption("measured", f"Bytes read from the model tensors; decode speed = decode steps ÷ their forward-pass time, "
-               f"greedy, {len(comparison.reference_ids)} new tokens, best of {comparison.rounds} rounds after a warm-up. "
-               "Quality columns: teacher-forced on float32's greedy text (section 3).")
+               f"greedy, {len(comparison.reference_ids)} new tokens, best of {comparison.rounds} rounds after a warm-up.")
 
 memory_col, speed_col = st.columns(2)
 with memory_col:
-    st.plotly_chart(qf.memory_bars(comparison, presenter), use_container_width=True, key="quant_memory")
+    st.plotly_chart(qf.memory_bars(comparison, presenter), width="stretch", key="quant_memory")
     common.caption("measured", "Bytes of each kind of tensor, read from the copies. Embeddings are never "
                    "quantized (only linear layers are), so on a small model they keep the total from shrinking 4×.")
 with speed_col:
-    st.plotly_chart(qf.speed_bars(summary, presenter), use_container_width=True, key="quant_speed")
+    st.plotly_chart(qf.speed_bars(summary, presenter), width="stretch", key="quant_speed")
     common.caption("measured", "Decode tokens per second on this server's CPU, with the ratio to float32. "
-                   "Other work on the machine makes these numbers wobble by about 10%.")
+                   "Anything else running here (other visitors, other programs) slows these numbers, sometimes a lot: "
+                   "compare the ratios, and try another prompt to see how much they move.")
 
 st.subheader("What these speeds mean")
 st.markdown("\n".join(f"- {finding}" for finding in qc.speed_findings(comparison)))
@@ -102,18 +99,14 @@ with st.expander("How each copy was made, and which layers stayed as they were")
 st.header("Same prompt, greedy decoding")
 st.markdown("Each precision continues the prompt with its own most likely token at every step. "
             "The first token that differs from float32's is highlighted; what follows is a different path, in italics.")
-for column, (precision, result) in zip(st.columns(len(comparison.results)), comparison.results.items()):
-    with column:
-        if precision == qc.REFERENCE:
-            verdict = "the reference"
-        elif result.first_departure is None:
-            verdict = "identical to float32"
-        elif result.first_departure >= len(result.greedy_tokens):
-            verdict = f"stops early, at step {result.first_departure}"
-        else:
-            verdict = f"departs at step {result.first_departure}"
-        st.markdown(f"**{precision}** — {verdict}")
-        st.html(qf.greedy_text_html(comparison.prompt_text, result.greedy_tokens, result.first_departure, presenter))
+per_row = 2 if presenter else 4  # presenter text is large: two boxes per row
+results = list(comparison.results.values())
+for start in range(0, len(results), per_row):
+    for column, result in zip(st.columns(per_row), results[start:start + per_row]):
+        with column:
+            heading = f"{result.precision} — {qc.departure_verdict(result)}"
+            st.html(qf.greedy_text_html(heading, comparison.prompt_text, result.greedy_tokens,
+                                        result.first_departure, presenter))
 common.caption("exact", "Greedy (temperature 0) output of each copy: deterministic, so a rerun gives the same text.")
 
 # -- 3. quality -----------------------------------------------------------------------------
@@ -124,7 +117,18 @@ st.markdown(
     "at every step we compare its next-token distribution with float32's: the KL divergence (0 = identical), "
     "whether its top token is the same, and the probability it gives float32's token."
 )
-st.plotly_chart(qf.kl_over_steps(comparison, presenter), use_container_width=True, key="quant_kl")
+st.dataframe(
+    qf.quality_for_display(summary), hide_index=True, width="stretch", key="quant_quality",
+    column_config={
+        "mean KL from float32 (nats)": st.column_config.NumberColumn(format="%.1e", help="Average over the steps of KL(float32 ‖ this precision)"),
+        "top-1 agreement": st.column_config.NumberColumn(format="percent", help="Share of steps where the most likely token is float32's"),
+        "mean p(float32's token)": st.column_config.NumberColumn(format="percent", help="Average probability this precision gives the token float32 chose"),
+        "own greedy text departs at": st.column_config.TextColumn(help="First step where this precision's own greedy text (section 2) differs from float32's"),
+    },
+)
+common.caption("exact", f"Means over the {len(comparison.reference_ids)} steps of float32's greedy text, every precision "
+               "reading the same tokens; float32 compared with itself is exactly 0 KL and 100% agreement.")
+st.plotly_chart(qf.kl_over_steps(comparison, presenter), width="stretch", key="quant_kl")
 common.caption("measured", "KL(float32 ‖ precision) in nats over the full vocabulary at each step; log scale, so "
                "each gridline is 10× more drift. float32 is 0 everywhere and not drawn. ✕ = that precision's top token differs.")
 
@@ -135,9 +139,8 @@ step = st.slider(
     "Step to inspect", 0, last_step, int(disagreeing.min()) if len(disagreeing) else 0,
     key=f"quant_step_{last_step}", help="Starts at the first step where some precision's top token differs, if any.",
 )
-context = "".join(comparison.reference_tokens[max(0, step - 12):step])
-st.markdown(f"Context: `…{context}` → float32 chose **`{comparison.reference_tokens[step]}`**")
-st.plotly_chart(qf.step_distributions(comparison, step, presenter), use_container_width=True, key="quant_step_bars")
+st.html(qf.step_context_html(comparison, step, presenter))
+st.plotly_chart(qf.step_distributions(comparison, step, presenter), width="stretch", key="quant_step_bars")
 common.caption("exact", "float32's 15 most likely tokens at this step and the probability each precision gives them "
                "(softmax over the full vocabulary; 'other' = everything else). ▶ = the token float32 chose.")
 
@@ -148,21 +151,21 @@ st.markdown(
     "fits on one accelerator at all. These are weights only: the KV cache, activations and runtime need more."
 )
 fit = public_fit_table()
-st.plotly_chart(qf.fit_heatmap(fit, DEFAULT_ACCELERATOR_GB, presenter), use_container_width=True, key="quant_fit")
-common.caption("data", "Parameter counts from the models' published configs (assets/public_models.json); GB = 10⁹ bytes; "
-               f"accelerator sizes {', '.join(str(s) for s in DEFAULT_ACCELERATOR_GB)} GB. Scales and zero points "
-               "(about 3% more at 4 bits) are not counted.")
+st.plotly_chart(qf.fit_heatmap(fit, DEFAULT_ACCELERATOR_GB, presenter), width="stretch", key="quant_fit")
+common.caption("data", "Parameter counts from the models' published configs (assets/public_models.json); GB = 10⁹ bytes. "
+               f"Each cell: weight size → the smallest of {', '.join(str(s) for s in DEFAULT_ACCELERATOR_GB)} GB that holds it "
+               "(dark green = 16 GB … red = none, so N of the 141 GB cards). Scales and zero points (about 3% more at 4 bits) are not counted.")
 
 calc_params, calc_bits, calc_result = st.columns([2, 2, 3])
 billions = calc_params.number_input("Parameters (billions)", 0.01, 2000.0, 7.0, step=1.0, key="quant_calc_params")
-bits = calc_bits.segmented_control("Bits per weight", DEFAULT_BITS, default=4, key="quant_calc_bits") or 4
+bits = calc_bits.segmented_control("Bits per weight", DEFAULT_BITS, default=4, required=True, key="quant_calc_bits")
 needed_gb = weight_bytes(round(billions * 1e9), bits) / GB
 holds = next((size for size in sorted(DEFAULT_ACCELERATOR_GB) if needed_gb <= size), None)
 calc_result.metric("Weight memory", f"{needed_gb:,.1f} GB",
-                   f"fits on a {holds} GB card" if holds else "no single listed accelerator holds it",
-                   delta_color="normal" if holds else "inverse")
+                   f"fits in {holds} GB" if holds else f"more than {max(DEFAULT_ACCELERATOR_GB)} GB: split across cards",
+                   delta_color="normal" if holds else "inverse", delta_arrow="off")
 with st.expander("The same numbers as a table"):
-    st.dataframe(fit, hide_index=True, use_container_width=True, key="quant_fit_table", column_config={
+    st.dataframe(fit, hide_index=True, width="stretch", key="quant_fit_table", column_config={
         "parameters": st.column_config.NumberColumn(format="localized"),
         "weight_gb": st.column_config.NumberColumn("weight GB", format="%.1f"),
         "fits_in_gb": st.column_config.NumberColumn("smallest that fits (GB)"),

@@ -69,27 +69,24 @@ live_left, live_right = st.columns(2)
 with live_left:
     st.plotly_chart(live_slider_figure(logits, tokenizer, "temperature", TEMPERATURE_GRID, temperature,
                                        SamplingSettings(), presenter=presenter),
-                    use_container_width=True, key="lab_live_temperature")
+                    width="stretch", key="lab_live_temperature")
     common.caption("exact", "Temperature alone (no other filter), precomputed for T = 0 to 2 in steps of 0.05: "
                    "the chart's own slider moves in your browser with no trip to the server.")
 with live_right:
     st.plotly_chart(live_slider_figure(logits, tokenizer, "top_p", TOP_P_GRID, top_p,
                                        SamplingSettings(temperature=temperature), presenter=presenter),
-                    use_container_width=True, key="lab_live_top_p")
+                    width="stretch", key="lab_live_top_p")
     common.caption("exact", f"Top-p at the temperature set above (T = {temperature:g}); grey = outside the nucleus.")
 
 st.subheader("All your settings together")
 chart_left, chart_right = st.columns(2)
 with chart_left:
-    st.plotly_chart(next_token_bars(view.table(tokenizer, 15), presenter), use_container_width=True, key="lab_bars")
+    st.plotly_chart(next_token_bars(view.table(tokenizer, 15), presenter), width="stretch", key="lab_bars")
     common.caption("exact", "Raw probability (T=1) beside the final one after every stage; ✂ marks the stage that removed a token.")
 with chart_right:
-    st.plotly_chart(cumulative_curve(view, tokenizer, top_p, presenter), use_container_width=True, key="lab_cumulative")
+    st.plotly_chart(cumulative_curve(view, tokenizer, top_p, presenter), width="stretch", key="lab_cumulative")
     common.caption("exact", "Cumulative probability by rank: where top-p cuts, and how many tokens remain.")
-m = st.columns(3)
-m[0].metric("Entropy before → after", f"{view.entropy_raw_bits:.2f} → {view.entropy_final_bits:.2f} bits")
-m[1].metric("Tokens kept", f"{view.kept['min_p']:,} of {len(view.order):,}")
-m[2].metric("Nucleus (top-p)", f"{view.nucleus_size:,} tokens holding {view.nucleus_mass:.1%}")
+common.view_summary(view)
 
 st.subheader("Side by side")
 temps = st.multiselect("Temperatures to compare (2 to 4)", [0.0, 0.3, 0.5, 0.7, 1.0, 1.3, 1.5, 2.0],
@@ -98,7 +95,7 @@ if len(temps) < 2:
     st.info("Pick at least two temperatures.")
 else:
     st.plotly_chart(temperatures_side_by_side(logits, tokenizer, sorted(temps), presenter=presenter),
-                    use_container_width=True, key="lab_side_by_side")
+                    width="stretch", key="lab_side_by_side")
     common.caption("exact", "The same step's probabilities at each temperature (no other filter).")
 
 st.subheader("Sample 1,000 times")
@@ -112,13 +109,13 @@ if sampled and sampled[0] == settings and sampled[1] == int(draw_seed) and sampl
     names = readable_tokens(tokenizer, [int(t) for t in counts["token_id"][:-1]]) + ["other"]
     counts["token"] = names
     with h2:
-        st.plotly_chart(draw_histogram(counts, presenter), use_container_width=True, key="lab_histogram")
+        st.plotly_chart(draw_histogram(counts, presenter), width="stretch", key="lab_histogram")
         common.caption("exact", "1,000 seeded inverse-CDF draws (as Generate does) against the computed probabilities; "
                        "they differ by sampling noise only, about ±1.5 points for a 30% token.")
 else:
     h2.caption("Press the button to draw 1,000 tokens with the current settings.")
 
 st.subheader("The pipeline, stage by stage")
-st.plotly_chart(pipeline_figure(view, tokenizer, presenter=presenter), use_container_width=True, key="lab_pipeline")
+st.plotly_chart(pipeline_figure(view, tokenizer, presenter=presenter), width="stretch", key="lab_pipeline")
 common.caption("exact", "Repetition penalty → temperature → top-k → top-p → min-p, in the order transformers applies "
                "them; each panel is renormalised over the tokens still kept.")

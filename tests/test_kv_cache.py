@@ -90,10 +90,11 @@ def test_kv_cache_page_runs_and_compares_with_and_without_the_cache():
     at.run()
     at.switch_page("pages/kv_cache.py").run()
     assert not at.exception
-    at.slider(key="kv_new_tokens").set_value(8).run()
+    at.slider(key="kv_new_tokens").set_value(24).run()
     at.button(key="kv_compare").click().run()
     assert not at.exception
     titles = [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in at.get("plotly_chart")]
     assert "Time per step" in titles and "Total time so far" in titles and "Memory per model" in titles
     assert any(m.label == "Same tokens?" and m.value == "yes ✓" for m in at.metric)
     assert any(s.value.startswith("Both ways chose exactly the same tokens") for s in at.success)
+    assert any("**In this run**" in m.value for m in at.markdown)

@@ -17,12 +17,12 @@ def open_quantization_page() -> AppTest:
     return at
 
 
-def test_quantization_page_runs_and_its_table_shows_four_precisions():
-    """No exception, and the summary table has one row per precision, float32 first."""
+def test_quantization_page_runs_and_its_tables_show_four_precisions():
+    """No exception, and the cost and quality tables have one row per precision, float32 first."""
     at = open_quantization_page()
     assert not at.exception
-    table = next(frame for frame in at.dataframe if frame.key == "quant_summary").value
-    assert table["precision"].tolist() == list(PRECISIONS)
+    cost, quality = at.dataframe[0].value, at.dataframe[1].value  # AppTest does not expose dataframe keys
+    assert cost["precision"].tolist() == quality["precision"].tolist() == list(PRECISIONS)
     assert len(at.get("plotly_chart")) == 5  # memory, speed, KL, one step, fit heatmap
 
 

@@ -24,7 +24,7 @@ def tiny_sweep(gpt2):
 
 
 def test_sweep_returns_medians_over_at_least_three_runs_at_the_requested_lengths(tiny_sweep):
-    """One summary row per requested length; each is the median (and min, max) of 3 runs."""
+    """One summary row per requested length; each is the median (with quartiles, min and max) of 3 runs."""
     sweep, _ = tiny_sweep
     assert sweep.summary["prompt_tokens"].tolist() == [4, 8]
     assert (sweep.summary["runs"] >= 3).all()
@@ -33,7 +33,9 @@ def test_sweep_returns_medians_over_at_least_three_runs_at_the_requested_lengths
         assert sorted(runs["run"]) == [1, 2, 3]  # the warm-up is not among them
         for measure in ("prefill_ms", "prefill_tokens_per_s", "decode_ms_per_token"):
             assert getattr(row, measure) == pytest.approx(median(runs[measure]))
-            assert getattr(row, f"{measure}_min") <= getattr(row, measure) <= getattr(row, f"{measure}_max")
+            spread = [getattr(row, f"{measure}_{end}") for end in ("min", "q1")] + [getattr(row, measure)] + [
+                getattr(row, f"{measure}_{end}") for end in ("q3", "max")]
+            assert spread == sorted(spread)
 
 
 def test_sweep_prefill_rate_is_prompt_tokens_over_prefill_time(tiny_sweep):

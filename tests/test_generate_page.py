@@ -1,0 +1,120 @@
+"""Generate page through Streamlit's AppTest: controls, stepping, chart data, shared URLs."""
+import base64
+import json
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+from inference.engine import new_trace
+from inference.loader import encode_prompt
+from inference.sampling import SamplingSettings
+from inference.views import step_view
+from tests.conftest import APP_FILE
+
+CONTROLS = {
+    "text_area": ["gen_prompt"], "slider": ["gen_temperature", "gen_top_p", "gen_top_k", "gen_min_p", "gen_rep", "gen_top_n"],
+    "number_input": ["gen_seed", "gen_max_new"], "button": ["gen_step", "gen_play", "gen_back", "gen_reset"],
+}
+
+
+def app(query=None):
+    at = AppTest.from_file(APP_FILE, default_timeout=180)
+    for k, v in (query or {}).items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception
+    return at
+
+
+def trace_of(at):
+    return at.session_state["gen_trace"]
+
+
+def plotly_figure(at, key_fragment):
+    for element in at.get("plotly_chart"):
+        spec = json.loads(element.proto.spec)
+        if key_fragment in element.proto.id or key_fragment in json.dumps(spec.get("layout", {}).get("title", {})):
+            return spec
+    raise AssertionError(f"no chart {key_fragment}")
+
+
+def decode(array):
+    if isinstance(array, dict) and "bdata" in array:
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
+    return np.asarray(array)
+
+
+def test_every_control_is_there_with_its_label():
+    at = app()
+    for kind, keys in CONTROLS.items():
+        for key in keys:
+            assert getattr(at, kind)(key=key) is not None
+    assert at.text_area(key="gen_prompt").value == "Once upon a time"
+    labels = {at.slider(key=k).label for k in CONTROLS["slider"]}
+    assert {"Temperature", "Top-p", "Top-k", "Min-p", "Repetition penalty"} <= labels
+    assert {at.button(key=k).label for k in CONTROLS["button"]} == {"Step", "Play", "Back", "Reset"}
+    assert at.number_input(key="gen_seed").label == "Seed" and at.number_input(key="gen_max_new").label == "Max new tokens"
+
+
+def test_step_back_reset_and_fork_change_the_trace():
+    at = app()
+    for _ in range(4):
+        at.button(key="gen_step").click().run()
+    assert len(trace_of(at).records) == 4
+    first_four = trace_of(at).generated_ids
+    at.button(key="gen_back").click().run()
+    assert trace_of(at).generated_ids == first_four[:3]
+    at.number_input(key="gen_fork_step").set_value(1).run()
+    at.slider(key="gen_temperature").set_value(0.0).run()
+    at.button(key="gen_fork").click().run()
+    assert trace_of(at).generated_ids == first_four[:1]
+    at.button(key="gen_step").click().run()
+    record = trace_of(at).records[-1]
+    assert record.reused_forward and record.settings.temperature == 0 and record.rank == 0
+    at.button(key="gen_reset").click().run()
+    assert trace_of(at).records == []
+    assert not at.exception
+
+
+def test_chart_data_equal_the_engine_numbers():
+    at = app()
+    at.slider(key="gen_temperature").set_value(0.7).run()
+    at.slider(key="gen_top_p").set_value(0.8).run()
+    trace = trace_of(at)
+    settings = SamplingSettings(temperature=0.7, top_p=0.8)
+    expected = step_view(trace.peek(), settings, trace.seen_now(), u=trace.next_uniform())
+    bars = plotly_figure(at, "Next-token")
+    final = decode(bars["data"][1]["x"])[::-1]  # bars are drawn bottom-up; 'other' comes last
+    raw = decode(bars["data"][0]["x"])[::-1]
+    n = len(final) - 1
+    np.testing.assert_allclose(final[:n], expected.final[:n].numpy(), atol=1e-12)
+    np.testing.assert_allclose(raw[:n], expected.probs["raw"][:n].numpy(), atol=1e-12)
+    np.testing.assert_allclose(final[n], 1 - expected.final[:n].sum().item(), atol=1e-9)
+    at.button(key="gen_step").click().run()
+    assert trace_of(at).records[-1].token_id == expected.chosen_id  # the draw shown is the draw made
+
+
+def test_a_shared_url_reproduces_the_same_tokens(bundled):
+    query = {"prompt": "The cat sat", "t": "0.9", "p": "0.9", "k": "40", "minp": "0.02", "rep": "1.1", "seed": "77",
+             "max": "50", "n": "12"}
+    at = app(query)
+    tokens = trace_of(at).generated_ids
+    settings = SamplingSettings(temperature=0.9, top_p=0.9, top_k=40, min_p=0.02, repetition_penalty=1.1)
+    solo = new_trace(bundled.model, bundled.tokenizer, encode_prompt(bundled.tokenizer, "The cat sat"), 50, seed=77)
+    assert tokens == [r.token_id for r in solo.run(settings, max_steps=12)]
+    assert at.query_params["n"] == ["12"] or at.query_params["n"] == "12"
+
+
+def test_the_url_follows_the_settings():
+    at = app()
+    at.slider(key="gen_temperature").set_value(1.3).run()
+    at.button(key="gen_step").click().run()
+    params = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert params["t"] == "1.3" and params["n"] == "1" and params["prompt"] == "Once upon a time"
+
+
+def test_presenter_mode_enlarges_text():
+    at = app()
+    at.toggle(key="presenter").set_value(True).run()
+    assert not at.exception
+    assert any("font-size: 1.35rem" in md.value for md in at.markdown)
