@@ -99,9 +99,9 @@ def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
                     text=[_gb(v) for v in rows[column]], textposition="outside", cliponaxis=False,
                     hovertemplate="%{y}<br>" + name + ": %{x:,.4g} GB<extra></extra>")
     values = pd.concat([rows[column] for _, column, _ in bars])
-    # Log axes take log10 of the range; the extra decade on the right leaves room for the labels.
+    # Log axes take log10 of the range; the extra room on the right is for the labels.
     fig.update_xaxes(type="log", title="GB (10⁹ bytes, log scale)",
-                     range=[math.floor(math.log10(values.min())), math.log10(values.max()) + 1])
+                     range=[math.floor(math.log10(values.min())), math.log10(values.max()) + 1.4])
     fig.update_yaxes(automargin=True)
     fig.update_layout(barmode="group", bargap=0.25)
     return base_layout(fig, "Memory per model", presenter, height=140 + 62 * len(rows))

@@ -5,8 +5,9 @@
        limited by arithmetic (compute-bound) and tokens per second climb with P;
     2. decode: each pass feeds one token. Every weight is read for a single token, so the
        pass is limited by moving weights (and the cache) from memory (bandwidth-bound), or,
-       for a model as small as the bundled one, by the fixed cost of launching a hundred
-       small operations. Either way a decode pass costs about the same whatever its context.
+       for a model as small as the bundled one, by the fixed cost of launching a few hundred
+       small operations. Either way, until the cache gets long, a decode pass costs about the
+       same whatever its context.
 
 Times are wall clock (`time.perf_counter`) around the forward pass, after an untimed warm-up
 pass (the first pass in a process pays for setting up kernels and buffers). The machine is

@@ -116,9 +116,10 @@ def with_and_without() -> None:
         chart_left, chart_right = st.columns(2)
         with chart_left:
             st.plotly_chart(step_time_figure(steps, common.presenter()), width="stretch", key="kv_step_time")
-            common.caption("measured", f"Forward-pass time of each step (thin), and the running median of "
-                           f"{SMOOTHING_STEPS} steps (thick); rare spikes from other programs may run off the top. With the cache each pass reads one new token; without it, "
-                           "the whole sequence so far. Step 0 (the prompt) costs the same either way.")
+            common.caption("measured", f"Forward-pass time of each step (thin) and the running median of "
+                           f"{SMOOTHING_STEPS} steps (thick); rare spikes from other programs may run off the top. "
+                           "With the cache each pass reads one new token; without it, the whole sequence so far. "
+                           "Step 0 (the prompt) costs the same either way.")
         with chart_right:
             st.plotly_chart(cumulative_time_figure(steps, comparison.speedup, common.presenter()),
                             width="stretch", key="kv_cumulative")
@@ -209,7 +210,8 @@ def calculator() -> None:
                 st.markdown(f"- **{entry['name']}**: [config.json]({entry['source']['config_json']}). "
                             f"{entry['source']['parameter_count']}")
         if this_model["name"] in chosen:
-            st.markdown(f"- **{common.escape(this_model['name'])}**: its own config.json; parameters counted from the loaded weights.")
+            st.markdown(f"- **{common.escape(this_model['name'])}**: its own config.json; "
+                        "parameters counted from the loaded weights.")
 
 
 if prepared.error:

@@ -132,16 +132,18 @@ and one add per weight, attention left out):
 - Prefill did about **{found.prefill_gflops:.1f} GFLOP/s** at its best, decode **{found.decode_gflops:.2f} GFLOP/s**:
   the same processor does {found.prefill_gflops / found.decode_gflops:.0f}× less arithmetic per second while
   decoding, because each pass has a single token to work on.
-- Every decode pass reads all {weight_mb:,.0f} MB of weights for that one token: {weight_mb / found.decode_ms_per_token:,.1f} GB/s
-  if it did nothing else.
+- Every decode pass reads all {weight_mb:,.0f} MB of weights for that one token:
+  {weight_mb / found.decode_ms_per_token:,.1f} GB/s if it did nothing else.
 
 **🎨 Illustrative (not measured here):** this model's weights are small enough that much of them can
 stay in the processor's caches (tens of MB on many CPUs), so a decode step here is probably limited by
-the fixed cost of running a few hundred small operations rather than by memory. In a big model the weights dominate: Llama-3.1-8B has 16 GB of
-bfloat16 weights, and a GPU reading memory at 1 TB/s needs at least 16 ms just to read them once,
-so it cannot decode faster than about 60 tokens/s per sequence, however fast it computes. That is why
-decode is called *memory-bandwidth-bound*, and why serving many sequences at once (batching) helps.
+the fixed cost of running a few hundred small operations rather than by memory. In a big model the
+weights dominate: Llama-3.1-8B has 16 GB of bfloat16 weights, and a GPU reading memory at 1 TB/s needs
+at least 16 ms just to read them once, so it cannot decode faster than about 60 tokens/s per sequence,
+however fast it computes. That is why decode is called *memory-bandwidth-bound*, and why serving many
+sequences at once (batching) helps.
 """)
 with st.expander("The sweep as a table"):
     st.dataframe(sweep.summary.round(2), hide_index=True, width="stretch", key="pd_sweep_table")
-    common.caption("measured", "Median, quartiles (q1, q3), fastest (min) and slowest (max) run per prompt length; times in ms.")
+    common.caption("measured", "Median, quartiles (q1, q3), fastest (min) and slowest (max) run per prompt length; "
+                   "times in ms.")
