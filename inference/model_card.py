@@ -8,12 +8,14 @@ The five samples are generated here with the project's engine, unedited: prompt
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
 from inference.engine import new_trace
 from inference.loader import encode_prompt, load_model
-from inference.paths import BUNDLED_MODEL_DIR
+from inference.evaluate import score_stream
+from inference.paths import BUNDLED_MODEL_DIR, DEFAULT_HELDOUT_FILE
 from inference.sampling import SamplingSettings
 
 SAMPLE_PROMPT = "Once upon a time"
@@ -78,7 +80,17 @@ Every token is scored once with at least 256 tokens of context where the text al
 | **held-out** (`shared/corpus/heldout/`, TinyStories V1 validation, never trained on) | {st.get('heldout_nats_per_token', float('nan')):.3f} | **{st.get('heldout_bits_per_byte', float('nan')):.3f}** |
 
 The held-out file separates paragraphs and stories with blank lines and does not mark story
-ends, unlike the training text; its score is measured on the raw file as it is.
+ends, unlike the training text; the score above is measured on the raw file as it is. With its
+blank lines folded to single newlines (the training layout; bytes counted after folding) it is
+{st['heldout_folded_bits_per_byte']:.3f} bits/byte.
+
+**Quality bar.** The target was at most 0.85 bits/byte on the held-out stories; this model
+reaches {st['heldout_bits_per_byte']:.3f} (raw file) and {st['val_bits_per_byte']:.3f} on validation stories. The limit is
+data, not time: the training folder holds {st['train_tokens_in_corpus']:,} tokens, seen
+{st['tokens_seen'] / st['train_tokens_in_corpus']:.1f} times, and the gap between train ({st['train_bits_per_byte']:.3f}) and validation
+({st['val_bits_per_byte']:.3f}) shows it has begun to memorise. More TinyStories text (the full set
+has about 470M tokens) is what would bring it under 0.85; a bigger model or longer run on
+the same 6 MB would mostly widen the gap.
 
 ## Five unedited samples
 Prompt "{SAMPLE_PROMPT}", temperature {SAMPLE_SETTINGS.temperature}, no other filter, seeds 0-4, Inference Lab's engine.
@@ -94,8 +106,19 @@ children's stories and knows little else.
 """
 
 
+def heldout_in_training_format(folder: Path, heldout: Path = DEFAULT_HELDOUT_FILE) -> float:
+    """Bits per byte on the held-out text with its blank lines folded to single newlines
+    (the training text's paragraph layout), bytes counted after folding. A second view of
+    the held-out score that separates "the model" from "the file's layout"."""
+    loaded = load_model(str(folder.resolve()))
+    text = re.sub(r"\n\s*\n", "\n", heldout.read_text(encoding="utf-8"))
+    ids = loaded.tokenizer(text)["input_ids"]
+    return score_stream(loaded.model, ids, len(text.encode("utf-8"))).bits_per_byte
+
+
 def write_card(folder: Path = BUNDLED_MODEL_DIR) -> Path:
     meta = json.loads((folder / "training_meta.json").read_text())
+    meta["stats"]["heldout_folded_bits_per_byte"] = round(heldout_in_training_format(folder), 4)
     card = render(meta, samples(folder), folder.name)
     path = folder / "MODEL_CARD.md"
     path.write_text(card)

@@ -6,6 +6,7 @@ never mutated); everything per visitor lives in `st.session_state`.
 from __future__ import annotations
 
 import html
+import runpy
 import threading
 from contextlib import contextmanager
 
@@ -14,22 +15,25 @@ from streamlit.runtime.pages_manager import PagesManager
 
 from inference.limits import Limits
 from inference.loader import LoadedModel, ModelLoadError, load_model
-from inference.paths import BUNDLED_MODEL_NAME
+from inference.paths import BUNDLED_MODEL_NAME, PROJECT_ROOT
 
+APP_FILE = PROJECT_ROOT / "app.py"
 MODEL_SOURCE_KEY = "model_source"  # what the visitor asked for ("" = bundled)
 MODEL_ERROR_KEY = "model_error"
 
 
 def use_app_navigation() -> None:
-    """Make sure app.py's `st.navigation` decides which page runs.
+    """Make sure app.py's `st.navigation` decides which page runs, and how.
 
-    Because a `pages/` folder exists, a fresh Streamlit server starts in its old automatic
-    multipage mode: the very first run of a URL such as /quantization executes that page
-    file directly, without app.py (no navigation, wrong layout). Switching the flag off and
-    rerunning sends that run through app.py like every later one."""
+    Because a `pages/` folder exists, Streamlit starts each fresh server (and each AppTest
+    run) in its old automatic multipage mode, where a URL such as /kv-cache executes
+    pages/kv-cache.py directly, without app.py (no navigation, no layout). Then this runs
+    app.py in its place, within the same run (so a button click is not lost), and stops the
+    direct run. The file names equal the URL paths, so app.py's navigation picks this page."""
     if PagesManager.uses_pages_directory:
         PagesManager.uses_pages_directory = False
-        st.rerun()
+        runpy.run_path(str(APP_FILE), run_name="__main__")
+        st.stop()
 
 
 @st.cache_resource

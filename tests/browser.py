@@ -82,6 +82,14 @@ def wait_idle(page, timeout: float = 120_000) -> None:
     page.wait_for_selector(IDLE, timeout=timeout)
 
 
+def open_page(page, url: str, timeout: float = 240_000) -> None:
+    """Go to a page and wait until its title is drawn and its script has finished. (On a
+    fresh server the first run is rerouted through app.py: idle alone can come too early.)"""
+    page.goto(url)
+    page.wait_for_selector('[data-testid="stMain"] h1', timeout=timeout)
+    wait_idle(page, timeout)
+
+
 def full_screenshot(page, path: Path) -> None:
     """Streamlit scrolls inside stMain: grow the viewport to its height first."""
     width = page.viewport_size["width"]

@@ -6,7 +6,7 @@
 import statistics
 import time
 
-from tests.browser import launch, streamlit_server, wait_idle
+from tests.browser import launch, open_page, streamlit_server, wait_idle
 
 CHART_TEXT = "() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .js-plotly-plot')[0].textContent"
 CHIPS = "(document.querySelector('.token-box')?.dataset.generatedIds || '').split(',').filter(Boolean).length"
@@ -18,8 +18,7 @@ def main():
     with streamlit_server() as url, sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.goto(url + "/?max=100&t=0.8")
-        wait_idle(page)
+        open_page(page, url + "/?max=100&t=0.8")
         page.get_by_role("button", name="Step", exact=True).click()
         page.wait_for_function(f"{CHIPS} >= 1")
         wait_idle(page)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import SKIP_REASON, chromium_available, full_screenshot, launch, streamlit_server, wait_idle
+from tests.browser import SKIP_REASON, chromium_available, full_screenshot, launch, open_page, streamlit_server, wait_idle
 
 pytestmark = pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)
 SHOTS = Path(os.environ.get("INFERENCE_LAB_SHOTS") or tempfile.mkdtemp(prefix="inference-lab-shots-"))
@@ -55,8 +55,7 @@ def chart_text(page, index):
 
 
 def test_generate_steps_and_temperature_moves_the_charts(server, page):
-    page.goto(server + "/")
-    wait_idle(page)
+    open_page(page, server + "/")
     step = page.get_by_role("button", name="Step", exact=True)
     for i in range(5):
         step.click()
@@ -80,8 +79,7 @@ def test_generate_steps_and_temperature_moves_the_charts(server, page):
 
 
 def test_sampling_lab_plotly_slider_moves_in_the_browser(server, page):
-    page.goto(server + "/sampling")
-    wait_idle(page)
+    open_page(page, server + "/sampling")
     no_exception_box(page)
     live = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first
     title_before = live.locator(".gtitle").text_content()
@@ -101,8 +99,7 @@ def test_sampling_lab_plotly_slider_moves_in_the_browser(server, page):
 def test_token_html_is_shown_as_text_and_never_runs(server, page):
     """A prompt full of markup shows its characters; no script runs, no element appears."""
     evil = '<script>window.__xss=1</script><img src=x onerror="window.__xss=1"><b>bold</b>'
-    page.goto(server + "/")
-    wait_idle(page)
+    open_page(page, server + "/")
     box = page.get_by_label("Prompt")
     box.fill(evil)
     box.press("Control+Enter")
@@ -119,8 +116,7 @@ def test_token_html_is_shown_as_text_and_never_runs(server, page):
 
 @pytest.mark.parametrize("path", ["/prefill-decode", "/kv-cache", "/quantization"])
 def test_other_pages_render_without_errors(server, page, path):
-    page.goto(server + path)
-    wait_idle(page, timeout=240_000)
+    open_page(page, server + path)
     no_exception_box(page)
     for w, h in SIZES:
         page.set_viewport_size({"width": w, "height": h})

@@ -11,7 +11,10 @@ from inference.sampling import SamplingSettings
 
 PROMPT = "Once upon a time, there was a little dog named Max."
 NEW_TOKENS = 40
-EXPECTED = None  # filled in below by `python -m tests.test_golden`
+EXPECTED = (
+    " Max loved to play with his ball. He would run and jump all day long. One day, Max saw a big box in the yard."
+    " He wanted to know what was inside.\nMax tried"
+)
 
 
 def greedy_continuation(loaded) -> str:

@@ -88,7 +88,7 @@ def test_calculator_entry_from_the_bundled_config_matches_the_real_cache(bundled
 def test_kv_cache_page_runs_and_compares_with_and_without_the_cache():
     at = AppTest.from_file(APP_FILE, default_timeout=120)
     at.run()
-    at.switch_page("pages/kv_cache.py").run()
+    at.switch_page("pages/kv-cache.py").run()
     assert not at.exception
     at.slider(key="kv_new_tokens").set_value(24).run()
     at.button(key="kv_compare").click().run()

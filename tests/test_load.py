@@ -12,7 +12,7 @@ import pytest
 from inference.engine import new_trace
 from inference.loader import encode_prompt
 from inference.sampling import SamplingSettings
-from tests.browser import SKIP_REASON, chromium_available, launch, streamlit_server, wait_idle
+from tests.browser import SKIP_REASON, chromium_available, launch, open_page, streamlit_server, wait_idle
 
 pytestmark = pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)
 SESSIONS, STEPS = 10, 30
@@ -46,10 +46,8 @@ def test_ten_sessions_step_at_once_and_each_gets_its_own_tokens(bundled):
             context = browser.new_context(viewport={"width": 1000, "height": 800})
             page = context.new_page()
             page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(f"{url}/?seed={seed}&t=0.9&p=0.95&max=60")
+            open_page(page, f"{url}/?seed={seed}&t=0.9&p=0.95&max=60")
             pages.append(page)
-        for page in pages:
-            wait_idle(page, 240_000)
         rss_start = server_rss(server_pid)
 
         # Playwright's sync API is single-threaded: interleave the sessions round-robin,
