@@ -120,7 +120,7 @@ def run(model_source: str | None = None, include_quantization: bool = True) -> d
         except ImportError:
             benchmark_rows = None
         if benchmark_rows is not None:
-            results["quantization"] = benchmark_rows(loaded)
+            results["quantization"] = benchmark_rows(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT))
     return results
 
 

@@ -139,6 +139,13 @@ def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     check_top_p(p)
     if p >= 1.0:
         return logits.clone()
+    finite = int(torch.isfinite(logits).sum(dim=-1).max())
+    if finite < logits.shape[-1] // 2:
+        # Top-k already removed most tokens: sort only the survivors (the -inf ones add 0 to
+        # every sum and are removed anyway). Same arithmetic, far less sorting.
+        top_logits, top_index = torch.topk(logits, finite, dim=-1)
+        kept = apply_top_p(top_logits, p)
+        return torch.full_like(logits, NEG_INF).scatter(-1, top_index, kept)
     sorted_logits, sorted_index = torch.sort(logits, dim=-1, descending=False)
     cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
     remove_sorted = cumulative <= (1 - p)
