@@ -93,7 +93,7 @@ def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max
         fig.add_hline(y=top_p, line=dict(color=CUTOFF_COLOUR, dash="dash"), annotation_text=f"top-p = {top_p:g}",
                       annotation_position="bottom right")
         fig.add_vline(x=view.nucleus_size + 0.5, line=dict(color=CUTOFF_COLOUR, dash="dot"),
-                      annotation_text=f"nucleus: {view.nucleus_size} tokens", annotation_position="top left")
+                      annotation_text=f"nucleus: {view.nucleus_size} tokens", annotation_position="bottom right")
     if view.u is not None and not view.settings.greedy and view.chosen_rank >= max_rank:
         fig.add_hline(y=view.u, line=dict(color=CHOSEN_COLOUR, width=1.5),
                       annotation_text=f"u = {view.u:.3f} lands at rank {view.chosen_rank + 1:,}, off this chart",
@@ -217,12 +217,14 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
     """The distribution after each stage, left to right, with how many tokens survive."""
     from plotly.subplots import make_subplots
 
-    from inference.sampling import STAGE_LABELS, STAGES
+    from inference.sampling import STAGES
 
     n = min(top_n, len(view.order))
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, view.order[:n].tolist())][::-1]
-    fig = make_subplots(rows=1, cols=len(STAGES), shared_yaxes=True,
-                        subplot_titles=[f"{STAGE_LABELS[s]}<br>{view.kept[s]:,} kept" for s in STAGES])
+    short = {"raw": "Raw<br>(T=1)", "penalty": "Repetition<br>penalty", "temperature": "Tempera-<br>ture",
+             "top_k": "Top-k<br>&nbsp;", "top_p": "Top-p<br>&nbsp;", "min_p": "Min-p<br>(final)"}
+    fig = make_subplots(rows=1, cols=len(STAGES), shared_yaxes=True, horizontal_spacing=0.025,
+                        subplot_titles=[f"{short[s]}<br><b>{view.kept[s]:,}</b> kept" for s in STAGES])
     for i, stage in enumerate(STAGES):
         shown = view.probs[stage][:n].numpy()[::-1]
         colours = [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]
@@ -230,6 +232,6 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
                     hovertemplate="%{y}: %{x:.2%}<extra></extra>")
         fig.update_xaxes(range=[0, 1], tickvals=[0, 0.5], tickformat=".0%", row=1, col=i + 1)
     fig.update_yaxes(automargin=True)
-    fig = base_layout(fig, "", presenter, height=160 + 26 * n)
-    fig.update_layout(margin=dict(t=70))
+    fig = base_layout(fig, "", presenter, height=190 + 26 * n)
+    fig.update_layout(margin=dict(t=100))
     return fig

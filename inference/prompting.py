@@ -22,7 +22,9 @@ def clean_text(text: str) -> tuple[str, int]:
     return "".join(kept), len(text) - len(kept)
 
 
-def prepare_prompt(tokenizer, text: str, chat: bool, context: int, limits) -> PreparedPrompt:
+def prepare_prompt(tokenizer, text: str, chat: bool, context: int, limits, new_tokens: int = 1) -> PreparedPrompt:
+    """Clean, encode and fit a prompt. A prompt too long for the context keeps its end and
+    leaves room for `new_tokens` of reply (at most half the context)."""
     out = PreparedPrompt()
     text, removed = clean_text(text or "")
     if removed:
@@ -35,13 +37,15 @@ def prepare_prompt(tokenizer, text: str, chat: bool, context: int, limits) -> Pr
     except ModelLoadError as err:
         out.notes.append(f"{err} Using the plain prompt.")
         ids = encode_prompt(tokenizer, text, False)
-    allowed = min(limits.max_prompt_tokens, context - 1)
+    room = max(1, min(new_tokens, context // 2))
+    allowed = min(limits.max_prompt_tokens, context - room)
     if len(ids) > allowed:
         keep_bos = tokenizer.bos_token_id is not None and ids[0] == tokenizer.bos_token_id
         tail = ids[-(allowed - keep_bos):]
         out.notes.append(
             f"The prompt has {len(ids):,} tokens; only the last {allowed:,} fit "
-            f"(model context {context:,}, server limit {limits.max_prompt_tokens:,}), so the start was cut off."
+            f"(model context {context:,} tokens with room for {room:,} new ones; server limit "
+            f"{limits.max_prompt_tokens:,}), so the start was cut off."
         )
         ids = ([ids[0]] if keep_bos else []) + tail
     out.ids = ids

@@ -140,13 +140,16 @@ def caption(kind: str, text: str) -> None:
 
 def view_summary(view) -> None:
     """The step's key numbers in one readable line (metrics would truncate them)."""
-    draw = "greedy: the top token" if view.settings.greedy or view.u is None else \
-        f"u = {view.u:.3f} lands on rank {view.chosen_rank + 1:,}"
-    st.markdown(
-        f"**Entropy** {view.entropy_raw_bits:.2f} → {view.entropy_final_bits:.2f} bits &nbsp;·&nbsp; "
-        f"**Kept** {view.kept['min_p']:,} of {len(view.order):,} tokens &nbsp;·&nbsp; "
-        f"**Nucleus** {view.nucleus_size:,} tokens holding {view.nucleus_mass:.1%} &nbsp;·&nbsp; **Draw** {draw}"
-    )
+    parts = [
+        f"**Entropy** {view.entropy_raw_bits:.2f} → {view.entropy_final_bits:.2f} bits",
+        f"**Kept** {view.kept['min_p']:,} of {len(view.order):,} tokens",
+        f"**Nucleus** {view.nucleus_size:,} tokens holding {view.nucleus_mass:.1%}",
+    ]
+    if view.settings.greedy:
+        parts.append("**Draw** greedy: always the top token")
+    elif view.u is not None:
+        parts.append(f"**Draw** u = {view.u:.3f} lands on rank {view.chosen_rank + 1:,}")
+    st.markdown(" &nbsp;·&nbsp; ".join(parts))
 
 
 def escape(text: str) -> str:

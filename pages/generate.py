@@ -101,7 +101,8 @@ settings = SamplingSettings(
 seed = int(st.session_state.gen_seed)
 
 # -- the run -------------------------------------------------------------------------------
-prepared = prepare_prompt(tokenizer, st.session_state.gen_prompt, chat, loaded.info.context, limits)
+prepared = prepare_prompt(tokenizer, st.session_state.gen_prompt, chat, loaded.info.context, limits,
+                          int(st.session_state.gen_max_new))
 for note in prepared.notes:
     st.info(note)
 trace = st.session_state.get(TRACE_KEY)

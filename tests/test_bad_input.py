@@ -70,7 +70,7 @@ def test_control_characters_and_nul_are_removed_with_a_note(app):
 
 def test_prompt_longer_than_the_context_is_cut_from_the_left_and_said(app):
     app.text_area(key="gen_prompt").input("The dog ran to the park. " * 400).run()
-    assert "only the last 511 fit" in messages(app)
+    assert "only the last 452 fit" in messages(app)  # 512 context - 60 new tokens (the default)
     step(app, 2)
     assert chips(app) == 2
 
@@ -118,6 +118,17 @@ def test_huge_max_new_tokens_is_capped_and_the_cap_shown(app):
 
 # -- models ------------------------------------------------------------------------------
 
+@pytest.fixture
+def local_server():
+    """The app as started by the README (listening on localhost): folders may be loaded."""
+    from streamlit import config
+
+    before = config.get_option("server.address")
+    config.set_option("server.address", "localhost")
+    yield
+    config.set_option("server.address", before)
+
+
 def load(at, source):
     at.text_input(key="model_input").input(source).run()
     at.button(key="model_load").click().run()
@@ -154,7 +165,7 @@ def make_folder(tmp_path, kind):
     ("encoder", "not a causal"),
     ("huge", "GB of memory"),
 ])
-def test_bad_model_folders_are_refused_and_the_app_keeps_working(app, tmp_path, kind, expected):
+def test_bad_model_folders_are_refused_and_the_app_keeps_working(local_server, app, tmp_path, kind, expected):
     step(app, 2)
     error = load(app, str(make_folder(tmp_path, kind)))
     assert expected in error
@@ -168,8 +179,15 @@ def test_bad_model_folders_are_refused_and_the_app_keeps_working(app, tmp_path, 
     ("someone/unknown-model-id", "Cannot reach the Hugging Face hub"),
     ("not a valid id!!", "not a hub id"),
 ])
-def test_unknown_ids_and_missing_folders_are_explained(app, source, expected):
+def test_unknown_ids_and_missing_folders_are_explained(local_server, app, source, expected):
     assert expected in load(app, source)
+    step(app)
+    assert chips(app) == 1
+
+
+def test_a_public_server_loads_folders_only_from_its_models_folder(app, tmp_path):
+    """Listening beyond localhost, a visitor cannot make the server read other paths."""
+    assert "limited on this server" in load(app, str(make_folder(tmp_path, "pickle")))
     step(app)
     assert chips(app) == 1
 

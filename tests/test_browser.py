@@ -82,15 +82,17 @@ def test_sampling_lab_plotly_slider_moves_in_the_browser(server, page):
     open_page(page, server + "/sampling")
     no_exception_box(page)
     live = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first
+    live.scroll_into_view_if_needed()
     title_before = live.locator(".gtitle").text_content()
-    rail = live.locator(".slider-rail-rect").first
-    box = rail.bounding_box()
-    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] / 2)
+    grip = live.locator(".slider-grip-rect").first.bounding_box()
+    rail = live.locator(".slider-rail-rect").first.bounding_box()
+    page.mouse.move(grip["x"] + grip["width"] / 2, grip["y"] + grip["height"] / 2)
     page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] * 0.15, box["y"] + box["height"] / 2, steps=8)
+    page.mouse.move(rail["x"] + rail["width"] * 0.15, grip["y"] + grip["height"] / 2, steps=10)
     page.mouse.up()
     page.wait_for_timeout(300)
-    assert live.locator(".gtitle").text_content() != title_before
+    title_after = live.locator(".gtitle").text_content()
+    assert title_after != title_before and title_after.startswith("temperature = 0.")  # moved in the browser
     for w, h in SIZES:
         page.set_viewport_size({"width": w, "height": h})
         full_screenshot(page, SHOTS / f"sampling_{w}x{h}.png")
