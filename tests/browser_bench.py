@@ -18,7 +18,7 @@ def main():
     with streamlit_server() as url, sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
-        open_page(page, url + "/?max=100&t=0.8")
+        open_page(page, url + "/?max=100&t=0.5&p=1")
         page.get_by_role("button", name="Step", exact=True).click()
         page.wait_for_function(f"{CHIPS} >= 1")
         wait_idle(page)
@@ -29,9 +29,10 @@ def main():
             slider.focus()
             start = time.perf_counter()
             slider.press("ArrowRight")
-            page.wait_for_function(f"(b) => ({CHART_TEXT})() !== b", arg=before)
-            moves.append(time.perf_counter() - start)
+            # Redrawn chart: its text changes (bar labels, u marker) once the rerun lands.
+            page.wait_for_function(f"(b) => ({CHART_TEXT})() !== b", arg=before, timeout=60_000)
             wait_idle(page)
+            moves.append(time.perf_counter() - start)
         page.get_by_role("button", name="Reset", exact=True).click()
         wait_idle(page)
         start = time.perf_counter()
