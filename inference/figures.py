@@ -146,6 +146,10 @@ def _top_tokens(logits: torch.Tensor, n: int):
     return order[:n]
 
 
+TEMPERATURE_GRID = [round(0.05 * i, 2) for i in range(41)]  # 0 .. 2
+TOP_P_GRID = [round(0.05 * i, 2) for i in range(1, 21)]  # 0.05 .. 1
+
+
 def live_slider_figure(logits: torch.Tensor, tokenizer, knob: str, values: list[float], start: float,
                        fixed: SamplingSettings, top_n: int = 15, presenter: bool = False) -> go.Figure:
     """A bar chart with its own Plotly slider over precomputed frames (temperature or

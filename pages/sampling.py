@@ -2,7 +2,8 @@
 import streamlit as st
 
 from inference.figures import (
-    cumulative_curve, draw_histogram, live_slider_figure, next_token_bars, pipeline_figure, temperatures_side_by_side,
+    TEMPERATURE_GRID, TOP_P_GRID, cumulative_curve, draw_histogram, live_slider_figure, next_token_bars,
+    pipeline_figure, temperatures_side_by_side,
 )
 from inference.prompting import prepare_prompt
 from inference.engine import new_trace
@@ -11,8 +12,6 @@ from inference.tokens import readable_tokens
 from inference.views import sample_many, step_view
 from pages import common
 
-TEMPERATURE_GRID = [round(0.05 * i, 2) for i in range(41)]  # 0 .. 2
-TOP_P_GRID = [round(0.05 * i, 2) for i in range(1, 21)]  # 0.05 .. 1
 
 loaded = common.current_model()
 tokenizer = loaded.tokenizer
