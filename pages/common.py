@@ -157,24 +157,31 @@ def escape(text: str) -> str:
 
 
 @st.cache_resource
-def _generation_slots() -> tuple[threading.BoundedSemaphore, list[int]]:
-    return threading.BoundedSemaphore(limits().max_concurrent_generations), [0]
+def _generation_slots() -> threading.BoundedSemaphore:
+    return threading.BoundedSemaphore(limits().max_concurrent_generations)
+
+
+def session_lock() -> threading.RLock:
+    """One visitor's runs take turns on their trace. A click during a run starts the next
+    run before the old one has reached a point where Streamlit can stop it, so without
+    this two runs could feed the same KV cache at once."""
+    return st.session_state.setdefault("_trace_lock", threading.RLock())
 
 
 @contextmanager
 def generation_slot():
-    """At most `max_concurrent_generations` model runs at once across all sessions; the
-    others wait here with a visible message instead of slowing everyone down."""
-    slots, waiting = _generation_slots()
-    if not slots.acquire(blocking=False):
-        waiting[0] += 1
-        note = st.info(f"The server is busy ({limits().max_concurrent_generations} generations running). Waiting for a free slot…")
-        try:
+    """Hold this session's trace and one of the server's `max_concurrent_generations`
+    model slots; others wait here with a visible message instead of slowing everyone."""
+    slots = _generation_slots()
+    with session_lock():
+        acquired = slots.acquire(blocking=False)
+        if not acquired:
+            note = st.info(f"The server is busy ({limits().max_concurrent_generations} generations running). "
+                           "Waiting for a free slot…")
             slots.acquire()
+        try:
+            if not acquired:
+                note.empty()
+            yield
         finally:
-            waiting[0] -= 1
-        note.empty()
-    try:
-        yield
-    finally:
-        slots.release()
+            slots.release()

@@ -146,9 +146,10 @@ def show_text():
 if trace is not None and play_clicked and not prepared.error:
     stop_box = st.empty()
     stop_box.button("Stop", key="gen_stop", help="Stops after the current token; what was generated stays.")
-    with common.generation_slot():
-        for _ in trace.run(settings):
-            show_text()  # each Streamlit call is also where a Stop click interrupts the loop
+    while not trace.finished:
+        with common.generation_slot():  # one step at a time, so other visitors get turns
+            trace.step(settings, seed)
+        show_text()  # each Streamlit call is also where a Stop click interrupts the loop
     stop_box.empty()
 
 show_text()
@@ -202,7 +203,8 @@ if trace is not None:
             fork_at = f1.number_input("Fork at step", min_value=0, max_value=len(trace.records) - 1,
                                       value=max(0, len(trace.records) - 1), step=1, key="gen_fork_step")
             if f2.button("Fork here", key="gen_fork"):
-                trace.rewind(int(fork_at))
+                with common.generation_slot():
+                    trace.rewind(int(fork_at))
                 st.rerun()
             st.caption("Keeps steps before it and re-chooses that token with the current sliders. "
                        "Its logits are reused: the prefix is not recomputed.")
