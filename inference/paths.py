@@ -4,7 +4,7 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ASSETS_DIR = PROJECT_ROOT / "assets"
 MODELS_DIR = ASSETS_DIR / "models"
-BUNDLED_MODEL_NAME = "tinystories-llama-6m"
+BUNDLED_MODEL_NAME = "storyteller-llama-6m"
 BUNDLED_MODEL_DIR = MODELS_DIR / BUNDLED_MODEL_NAME
 PUBLIC_MODELS_FILE = ASSETS_DIR / "public_models.json"
 
