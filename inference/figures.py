@@ -68,7 +68,9 @@ def next_token_bars(table: pd.DataFrame, presenter: bool = False, title: str = "
     fig.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05)
     fig.update_xaxes(tickformat=".0%", title="probability", rangemode="tozero")
     fig.update_yaxes(automargin=True)
-    return base_layout(fig, title, presenter, height=120 + 24 * len(rows))
+    fig = base_layout(fig, title, presenter, height=150 + 24 * len(rows))
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.1, xanchor="left", x=0))
+    return fig
 
 
 def repr_token(text: str) -> str:
@@ -172,7 +174,7 @@ def live_slider_figure(logits: torch.Tensor, tokenizer, knob: str, values: list[
             name=key,
             data=[go.Bar(x=shown, y=names, orientation="h", marker_color=colours,
                          text=[f"{v:.1%}" for v in shown], textposition="outside")],
-            layout=go.Layout(title_text=f"{knob.replace('_', '-')} = {value:g}: {kept:,} tokens kept, entropy {ent:.2f} bits"),
+            layout=go.Layout(title_text=f"{'T' if knob == 'temperature' else 'top-p'} = {value:g}: {kept:,} kept, {ent:.2f} bits"),
         ))
         steps.append(dict(method="animate", label=key,
                           args=[[key], dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))]))
@@ -225,17 +227,19 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
 
     n = min(top_n, len(view.order))
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, view.order[:n].tolist())][::-1]
-    short = {"raw": "Raw<br>(T=1)", "penalty": "Repetition<br>penalty", "temperature": "Tempera-<br>ture",
-             "top_k": "Top-k<br>&nbsp;", "top_p": "Top-p<br>&nbsp;", "min_p": "Min-p<br>(final)"}
-    fig = make_subplots(rows=1, cols=len(STAGES), shared_yaxes=True, horizontal_spacing=0.025,
-                        subplot_titles=[f"{short[s]}<br><b>{view.kept[s]:,}</b> kept" for s in STAGES])
+    short = {"raw": "Raw (T=1)", "penalty": "Rep. penalty", "temperature": "Temperature",
+             "top_k": "Top-k", "top_p": "Top-p", "min_p": "Min-p (final)"}
+    # Two rows of three: each panel stays wide enough to read on a laptop screen.
+    fig = make_subplots(rows=2, cols=3, shared_yaxes=True, horizontal_spacing=0.04, vertical_spacing=0.16,
+                        subplot_titles=[f"{i + 1}. {short[s]}: <b>{view.kept[s]:,}</b> kept" for i, s in enumerate(STAGES)])
     for i, stage in enumerate(STAGES):
         shown = view.probs[stage][:n].numpy()[::-1]
         colours = [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]
-        fig.add_bar(x=shown, y=names, orientation="h", marker_color=colours, showlegend=False, row=1, col=i + 1,
+        row, col = divmod(i, 3)
+        fig.add_bar(x=shown, y=names, orientation="h", marker_color=colours, showlegend=False, row=row + 1, col=col + 1,
                     hovertemplate="%{y}: %{x:.2%}<extra></extra>")
-        fig.update_xaxes(range=[0, 1], tickvals=[0, 0.5], tickformat=".0%", row=1, col=i + 1)
+        fig.update_xaxes(range=[0, 1], tickvals=[0, 0.5], tickformat=".0%", row=row + 1, col=col + 1)
     fig.update_yaxes(automargin=True)
-    fig = base_layout(fig, "", presenter, height=190 + 26 * n)
-    fig.update_layout(margin=dict(t=100))
+    fig = base_layout(fig, "", presenter, height=2 * (110 + 24 * n))
+    fig.update_layout(margin=dict(t=50))
     return fig

@@ -80,11 +80,12 @@ with right:
                     help="The same seed, prompt and settings always give the same tokens.")
     c2.number_input("Max new tokens", min_value=1, max_value=limits.max_new_tokens, step=10, key="gen_max_new",
                     help=f"Capped at {limits.max_new_tokens} on this server.")
-    b = st.columns(4)
-    step_clicked = b[0].button("Step", key="gen_step", type="primary", width="stretch")
-    play_clicked = b[1].button("Play", key="gen_play", width="stretch")
-    back_clicked = b[2].button("Back", key="gen_back", width="stretch")
-    reset_clicked = b[3].button("Reset", key="gen_reset", width="stretch")
+
+b = st.columns(4)  # a full-width row: the labels stay whole on narrow screens
+step_clicked = b[0].button("Step", key="gen_step", type="primary", width="stretch")
+play_clicked = b[1].button("Play", key="gen_play", width="stretch")
+back_clicked = b[2].button("Back", key="gen_back", width="stretch")
+reset_clicked = b[3].button("Reset", key="gen_reset", width="stretch")
 
 s = st.columns(5)
 s[0].slider("Temperature", 0.0, 2.0, step=0.05, key="gen_temperature", help="0 = greedy: always the most likely token.")
