@@ -92,7 +92,7 @@ def test_sampling_lab_plotly_slider_moves_in_the_browser(server, page):
     page.mouse.up()
     page.wait_for_timeout(300)
     title_after = live.locator(".gtitle").text_content()
-    assert title_after != title_before and title_after.startswith("temperature = 0.")  # moved in the browser
+    assert title_after != title_before and title_after.startswith("T = 0.")  # moved in the browser
     for w, h in SIZES:
         page.set_viewport_size({"width": w, "height": h})
         full_screenshot(page, SHOTS / f"sampling_{w}x{h}.png")
