@@ -20,14 +20,6 @@ from dataclasses import dataclass
 import torch
 
 STAGES = ("raw", "penalty", "temperature", "top_k", "top_p", "min_p")
-STAGE_LABELS = {
-    "raw": "Raw (T=1)",
-    "penalty": "Repetition penalty",
-    "temperature": "Temperature",
-    "top_k": "Top-k",
-    "top_p": "Top-p",
-    "min_p": "Min-p (final)",
-}
 NEG_INF = float("-inf")
 ALTERNATIVES = 5  # how many top tokens a step keeps for "what else could it have said"
 

@@ -36,3 +36,15 @@ def gpt2(bundled):
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.eos_token_id
     return model, tokenizer
+
+
+def run_app(query: dict | None = None):
+    """The whole app under AppTest, opened with these URL parameters, first run checked."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP_FILE, default_timeout=180)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception
+    return at

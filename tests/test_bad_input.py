@@ -4,19 +4,9 @@ import shutil
 
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
 
 from inference.paths import BUNDLED_MODEL_DIR
-from tests.conftest import APP_FILE
-
-
-def fresh_app(query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(APP_FILE, default_timeout=180)
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception
-    return at
+from tests.conftest import run_app
 
 
 def chips(at) -> int:
@@ -38,7 +28,7 @@ def messages(at) -> str:
 
 @pytest.fixture
 def app():
-    return fresh_app()
+    return run_app()
 
 
 # -- prompts -------------------------------------------------------------------------------
@@ -105,7 +95,7 @@ def test_all_sliders_at_their_ends_at_once(app):
     ({"n": "-3"}, "outside"),
 ])
 def test_bad_url_parameters_are_reported_and_defaulted(query, expected):
-    at = fresh_app(query)
+    at = run_app(query)
     assert expected in messages(at)
     step(at)
     assert chips(at) == 1

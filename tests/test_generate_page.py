@@ -3,27 +3,17 @@ import base64
 import json
 
 import numpy as np
-from streamlit.testing.v1 import AppTest
 
 from inference.engine import new_trace
 from inference.loader import encode_prompt
 from inference.sampling import SamplingSettings
 from inference.views import step_view
-from tests.conftest import APP_FILE
+from tests.conftest import run_app as app
 
 CONTROLS = {
     "text_area": ["gen_prompt"], "slider": ["gen_temperature", "gen_top_p", "gen_top_k", "gen_min_p", "gen_rep", "gen_top_n"],
     "number_input": ["gen_seed", "gen_max_new"], "button": ["gen_step", "gen_play", "gen_back", "gen_reset"],
 }
-
-
-def app(query=None):
-    at = AppTest.from_file(APP_FILE, default_timeout=180)
-    for k, v in (query or {}).items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception
-    return at
 
 
 def trace_of(at):
