@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 from transformers import DynamicCache
 
-from inference import kv_cache
+from inference import fast_decode, kv_cache
 from inference.sampling import SamplingSettings, draw, seen_mask
 from inference.tokens import token_text
 
@@ -130,6 +130,7 @@ class Trace:
         self.vocab_size = self.model.get_output_embeddings().weight.shape[0]
         self.kv_shape = kv_cache.KVShape.from_config(self.model.config, next(self.model.parameters()).dtype)
         self._cache = DynamicCache(config=self.model.config)
+        self._fast_decode = fast_decode.supports(self.model)  # same logits, less Python per step
         self._pending: _Forward | None = None  # computed, not yet sampled from
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
 
@@ -161,10 +162,13 @@ class Trace:
     @torch.inference_mode()
     def _forward(self, ids: list[int], phase: str) -> _Forward:
         start = time.perf_counter()
-        out = self.model(
-            input_ids=torch.tensor([ids], dtype=torch.long), cache=self._cache, use_cache=True, logits_to_keep=1
-        )
-        logits = out.logits[0, -1].float().clone()
+        if phase == "decode" and self._fast_decode:
+            logits = fast_decode.decode_logits(self.model, ids[0], self._cache).float()
+        else:
+            out = self.model(
+                input_ids=torch.tensor([ids], dtype=torch.long), cache=self._cache, use_cache=True, logits_to_keep=1
+            )
+            logits = out.logits[0, -1].float().clone()
         forward_ms = (time.perf_counter() - start) * 1000
         return _Forward(
             logits=logits, forward_ms=forward_ms, phase=phase, tokens_in_forward=len(ids),

@@ -12,11 +12,18 @@ import pandas as pd
 import torch
 
 from inference.sampling import (
+    MIN_SORTED,
     STAGES,
     SamplingSettings,
+    apply_repetition_penalty,
     display_order,
+    display_rank,
     entropy_bits,
     inverse_cdf_index,
+    finite_count,
+    probs_in_order,
+    ranked_stages,
+    stages_switched_off,
     stage_logits,
 )
 from inference.tokens import readable_tokens
@@ -27,8 +34,8 @@ FILTER_STAGES = ("temperature", "top_k", "top_p", "min_p")
 @dataclass(frozen=True)
 class StepView:
     settings: SamplingSettings
-    order: torch.Tensor  # [V] token ids, most likely first
-    probs: dict[str, torch.Tensor]  # stage -> [V] probabilities in display order
+    order: torch.Tensor  # [V] token ids, most likely first (see sorted_prefix)
+    probs: dict[str, torch.Tensor]  # stage -> [sorted_prefix] float64 probabilities in display order
     kept: dict[str, int]  # stage -> tokens with probability > 0 after it
     entropy_raw_bits: float
     entropy_final_bits: float
@@ -37,6 +44,10 @@ class StepView:
     chosen_rank: int  # 0-based, in display order
     chosen_id: int
     u: float | None
+    # order[:sorted_prefix] is exact display order and holds every token the final
+    # distribution keeps; past it come tokens top-k/top-p/min-p removed, in id order
+    # (sorting all of a 50k vocabulary costs more than everything else in a view).
+    sorted_prefix: int = 0
 
     @property
     def final(self) -> torch.Tensor:
@@ -58,6 +69,8 @@ class StepView:
     def table(self, tokenizer, top_n: int = 20) -> pd.DataFrame:
         """Top N rows in display order, plus one "other" row holding the remaining mass."""
         n = min(top_n, len(self.order))
+        if n > self.sorted_prefix:
+            raise ValueError(f"`top_n` can be at most {self.sorted_prefix} (the sorted part of this view), but is {top_n}")
         ids = self.order[:n].tolist()
         frame = pd.DataFrame({
             "rank": range(1, n + 1),
@@ -93,30 +106,43 @@ def step_view(
 ) -> StepView:
     """One step's view. The chosen token is `chosen_id` if given (a recorded step);
     otherwise where `u` falls (or the top token, for greedy or when u is None)."""
-    stages = stage_logits(logits, settings, seen)
-    order = display_order(stages["penalty"])
+    include_rank = 0 if chosen_id is None else display_rank(apply_repetition_penalty(logits, seen, settings.repetition_penalty), chosen_id)
+    ranked = ranked_stages(logits, settings, seen, min_sorted=MIN_SORTED, include_rank=include_rank)
+    stages, order = ranked.logits, ranked.order
+    shown = order[:ranked.sorted_prefix]  # every token with a final probability > 0 is in here
     # float64 softmax: the displayed shares add up to 1 and the draw matches `sampling.draw`.
-    probs = {name: stages[name].double().softmax(-1)[order] for name in STAGES}
-    kept = {name: int((probs[name] > 0).sum()) for name in STAGES}
+    # A stage that is switched off hands on its input unchanged: reuse the one before it.
+    unchanged = stages_switched_off(settings, len(order))
+    probs, kept = {}, {}
+    for previous, name in zip((None,) + STAGES, STAGES):
+        if name in unchanged:
+            probs[name], kept[name] = probs[previous], kept[previous]
+        elif finite_count(stages[name]) <= len(shown):  # every token this stage keeps is shown
+            probs[name] = probs_in_order(stages[name], shown)
+            kept[name] = int((probs[name] > 0).sum())
+        else:  # the shares need the whole vocabulary's sum
+            full = stages[name].double().softmax(-1)
+            probs[name], kept[name] = full[shown], int((full > 0).sum())
     if chosen_id is not None:
-        chosen_rank = int((order == chosen_id).nonzero()[0, 0])
+        chosen_rank = include_rank
     elif settings.greedy or u is None:
         chosen_rank = 0
     else:
-        chosen_rank = int(inverse_cdf_index(probs["min_p"].double(), u))
+        chosen_rank = int(inverse_cdf_index(probs["min_p"], u))
     nucleus_mask = probs["top_p"] > 0
     return StepView(
         settings=settings,
         order=order,
         probs=probs,
         kept=kept,
-        entropy_raw_bits=float(entropy_bits(probs["raw"].double())),
-        entropy_final_bits=float(entropy_bits(probs["min_p"].double())),
+        entropy_raw_bits=float(entropy_bits(logits.double().softmax(-1))),
+        entropy_final_bits=float(entropy_bits(probs["min_p"])),
         nucleus_size=int(nucleus_mask.sum()),
-        nucleus_mass=float(probs["top_k"][nucleus_mask].double().sum()),
+        nucleus_mass=float(probs["top_k"][nucleus_mask].sum()),
         chosen_rank=chosen_rank,
         chosen_id=int(order[chosen_rank]),
         u=u,
+        sorted_prefix=ranked.sorted_prefix,
     )
 
 

@@ -149,3 +149,60 @@ def test_view_reports_nucleus_and_other_mass():
     assert len(table) == 11
     assert abs(table["raw"].sum() - 1) < 1e-9 and abs(table["min_p"].sum() - 1) < 1e-9
     assert table.iloc[-1]["raw"] == pytest.approx(1 - float(full[:10].sum()))
+
+
+def test_partial_display_order_starts_exactly_like_the_full_sort():
+    """Sorting only the top gives the same leading ids, ties (broken by id) included."""
+    from inference.sampling import display_order, display_rank, partial_display_order
+
+    logits = (random_logits(9, batch=1, vocab=6000)[0] * 2).round() / 2  # coarse values: many ties
+    full = display_order(logits)
+    for at_least in (1, 5, 50, 256, 1000, 2000):
+        order, sorted_prefix = partial_display_order(logits, at_least)
+        assert sorted_prefix >= min(at_least, 6000)
+        assert torch.equal(order[:sorted_prefix], full[:sorted_prefix])
+        assert sorted(order.tolist()) == list(range(6000))  # a permutation: nothing lost
+    for token in full[[0, 3, 77, 5999]].tolist():
+        assert full[display_rank(logits, token)] == token
+
+
+def test_top_p_given_the_display_order_equals_top_p_sorting_itself():
+    from inference.sampling import display_order
+
+    logits = random_logits(10, batch=1, vocab=3000)[0]
+    for p in (0.1, 0.5, 0.9, 0.99):
+        assert torch.equal(apply_top_p(logits, p, descending_order=display_order(logits)), apply_top_p(logits, p))
+
+
+@pytest.mark.parametrize("settings", [
+    SamplingSettings(temperature=0.8, top_k=50, top_p=0.9, min_p=0.05, repetition_penalty=1.2),
+    SamplingSettings(temperature=1.0, top_p=0.8),  # top-p over everything: one full sort
+    SamplingSettings(temperature=0.7, min_p=0.1),  # no top-k/top-p: only the top is sorted
+    SamplingSettings(temperature=1.3),  # nothing removed: the draw may walk the whole order
+    SamplingSettings(temperature=0, repetition_penalty=1.5),
+])
+def test_fast_view_and_draw_equal_the_plain_full_sort_computation(settings):
+    """A view and a draw over a 6,000-token vocabulary, from the one-sort / top-only
+    pipeline, equal the straightforward one: every stage softmaxed over the whole
+    vocabulary and laid out in the full display order."""
+    from inference.sampling import display_order
+
+    vocab = 6000
+    logits = random_logits(11, batch=1, vocab=vocab)[0]
+    seen = seen_mask(list(range(0, vocab, 37)), vocab)
+    stages = stage_logits(logits, settings, seen)
+    order = display_order(stages["penalty"])
+    reference = {name: stages[name].double().softmax(-1)[order] for name in stages}
+    view = step_view(logits, settings, seen, u=0.37)
+    n = view.sorted_prefix
+    assert torch.equal(view.order[:n], order[:n])
+    for name in stages:
+        torch.testing.assert_close(view.probs[name][:50], reference[name][:50], atol=1e-12, rtol=0)
+        assert view.kept[name] == int((reference[name] > 0).sum())
+    assert abs(view.entropy_final_bits - float(-(reference["min_p"][reference["min_p"] > 0].log2() * reference["min_p"][reference["min_p"] > 0]).sum())) < 1e-9
+    for u in torch.rand(200, generator=torch.Generator().manual_seed(5), dtype=torch.float64).tolist():
+        expected = int(order[0]) if settings.greedy else int(order[inverse_cdf_index(reference["min_p"], u)])
+        chosen = draw(logits, settings, seen, u)
+        assert chosen.token_id == expected
+        assert chosen.rank == int((order == expected).nonzero()[0, 0])
+        assert chosen.kept == view.kept["min_p"]

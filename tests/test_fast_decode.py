@@ -1,0 +1,74 @@
+"""The lean decode step against transformers' own forward: the same logits, bit for bit."""
+import pytest
+import torch
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+
+from inference import fast_decode
+from inference.loader import encode_prompt
+
+
+def random_llama(**overrides):
+    settings = dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    settings.update(overrides)
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(**settings)).eval()
+
+
+def decode_both_ways(model, prompt: list[int], steps: int):
+    """Greedy steps fed the same tokens through `model(...)` and through `decode_logits`,
+    each with its own cache; returns both logits stacks and both caches."""
+    caches = [DynamicCache(config=model.config), DynamicCache(config=model.config)]
+    with torch.inference_mode():
+        first = model(input_ids=torch.tensor([prompt]), cache=caches[0], use_cache=True).logits[0, -1]
+        model(input_ids=torch.tensor([prompt]), cache=caches[1], use_cache=True)
+        theirs, ours, token = [], [], int(first.argmax())
+        for _ in range(steps):
+            theirs.append(model(input_ids=torch.tensor([[token]]), cache=caches[0], use_cache=True).logits[0, -1])
+            ours.append(fast_decode.decode_logits(model, token, caches[1]))
+            token = int(theirs[-1].argmax())
+    return torch.stack(theirs), torch.stack(ours), caches
+
+
+def test_bundled_model_logits_are_identical_to_transformers(bundled):
+    """60 decode steps of the shipped model: every logit equal, and the caches too."""
+    model = bundled.model
+    assert fast_decode.supports(model)
+    before = {name: p.clone() for name, p in model.state_dict().items()}
+    theirs, ours, caches = decode_both_ways(model, encode_prompt(bundled.tokenizer, "Once upon a time"), 60)
+    assert torch.equal(theirs, ours)
+    for a, b in zip(caches[0].layers, caches[1].layers):
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+    assert all(torch.equal(before[name], p) for name, p in model.state_dict().items())  # only read
+
+
+@pytest.mark.parametrize("overrides", [
+    {},  # grouped-query attention, 2 query heads per K/V head
+    {"num_key_value_heads": 4},  # plain multi-head attention
+    {"num_key_value_heads": 1, "head_dim": 32},  # multi-query, head_dim set apart from hidden/heads
+    {"rope_parameters": {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 32}},
+    {"tie_word_embeddings": True, "rms_norm_eps": 1e-5},
+    {"dtype": torch.bfloat16},
+])
+def test_llama_variants_match_transformers(overrides):
+    dtype = overrides.pop("dtype", None)
+    model = random_llama(**overrides)
+    if dtype is not None:
+        model = model.to(dtype)
+    assert fast_decode.supports(model)
+    theirs, ours, _ = decode_both_ways(model, [1, 5, 9, 200, 17], 20)
+    assert torch.equal(theirs, ours)
+
+
+def test_other_models_take_transformers_own_path(gpt2):
+    """Anything it cannot reproduce exactly is refused, and the engine uses model(...)."""
+    assert not fast_decode.supports(gpt2[0])
+    assert not fast_decode.supports(random_llama(attention_bias=True))
+    assert not fast_decode.supports(random_llama(hidden_act="gelu"))
+    assert not fast_decode.supports(random_llama(rope_parameters={"rope_type": "dynamic", "rope_theta": 1e4, "factor": 2.0}))
+    eager = random_llama()
+    eager.config._attn_implementation = "eager"
+    assert not fast_decode.supports(eager)
+    training = random_llama().train()
+    assert not fast_decode.supports(training)
