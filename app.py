@@ -17,6 +17,7 @@ PAGES = [
     st.Page("pages/prefill-decode.py", title="Prefill vs decode", icon="⏱️", url_path="prefill-decode"),
     st.Page("pages/kv-cache.py", title="KV cache", icon="🗄️", url_path="kv-cache"),
     st.Page("pages/quantization.py", title="Quantization", icon="🗜️", url_path="quantization"),
+    st.Page("pages/cost.py", title="Cost & MoE", icon="💰", url_path="cost"),
 ]
 
 st.navigation(PAGES).run()

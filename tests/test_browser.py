@@ -116,10 +116,23 @@ def test_token_html_is_shown_as_text_and_never_runs(server, page):
     no_exception_box(page)
 
 
-@pytest.mark.parametrize("path", ["/prefill-decode", "/kv-cache", "/quantization"])
+@pytest.mark.parametrize("path", ["/prefill-decode", "/kv-cache", "/quantization", "/cost"])
 def test_other_pages_render_without_errors(server, page, path):
     open_page(page, server + path)
     no_exception_box(page)
     for w, h in SIZES:
         page.set_viewport_size({"width": w, "height": h})
         full_screenshot(page, SHOTS / f"{path.strip('/')}_{w}x{h}.png")
+
+
+def test_cost_page_buttons_fill_its_charts(server, page):
+    """Both measurements run from the browser and draw their charts, with no error box."""
+    open_page(page, server + "/cost")
+    for charts, label in enumerate(("Measure batching", "Build and measure the three models"), start=2):
+        page.get_by_role("button", name=label).click()
+        page.locator(".stPlotlyChart").nth(charts - 1).wait_for(timeout=120_000)  # one more chart each time
+        wait_idle(page)
+    no_exception_box(page)
+    assert page.locator(".stPlotlyChart").count() == 3
+    page.set_viewport_size({"width": 1280, "height": 900})
+    full_screenshot(page, SHOTS / "cost_measured_1280x900.png")

@@ -1,0 +1,74 @@
+"""Figures for the Cost & MoE page: pure functions from measurements to Plotly figures."""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from inference.cost import AnswerCost
+from inference.figures import base_layout
+from inference.moe import DENSE_ACTIVE, DENSE_TOTAL, MOE
+from inference.timing_figures import DECODE_COLOUR, PREFILL_COLOUR
+
+MODEL_COLOURS = {DENSE_ACTIVE: "#9fb8e0", MOE: "#f28e2b", DENSE_TOTAL: "#2a4f8f"}
+
+
+def answer_split_figure(answer: AnswerCost, presenter: bool = False) -> go.Figure:
+    """Two stacked bars: where the tokens are (prompt vs reply) and where the time goes."""
+    fig = go.Figure()
+    rows = ["tokens", "time"]
+    prompt_share = answer.prompt_tokens / (answer.prompt_tokens + answer.reply_tokens)
+    segments = [
+        ("prompt → prefill", PREFILL_COLOUR, [prompt_share, 1 - answer.decode_share],
+         [f"{answer.prompt_tokens} prompt tokens", f"prefill {answer.prefill_ms:.0f} ms"]),
+        ("reply → decode", DECODE_COLOUR, [1 - prompt_share, answer.decode_share],
+         [f"{answer.reply_tokens} reply tokens", f"decode {answer.decode_ms:.0f} ms"]),
+    ]
+    for name, colour, shares, texts in segments:
+        # A label squeezed into a sliver becomes unreadable: slivers keep theirs for the hover.
+        fig.add_bar(y=rows, x=shares, orientation="h", name=name, marker_color=colour,
+                    text=[t if share >= 0.12 else "" for t, share in zip(texts, shares)], hovertext=texts,
+                    hoverinfo="text", textposition="inside", insidetextanchor="middle")
+    fig.update_layout(barmode="stack", legend_traceorder="normal")
+    fig.update_xaxes(tickformat=".0%", range=[0, 1], title="share")
+    fig.update_yaxes(autorange="reversed")
+    fig = base_layout(fig, "Share of the tokens vs share of the time", presenter, height=260)
+    fig.update_layout(legend=dict(orientation="h", y=-0.45, yanchor="top", x=0, xanchor="left"), margin=dict(t=60, b=20))
+    return fig
+
+
+def batching_figure(batches: pd.DataFrame, presenter: bool = False) -> go.Figure:
+    """Left: tokens per second from all sequences together. Right: machine time per token."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=["Tokens per second (all sequences)", "Machine time per token (ms)"])
+    fig.add_scatter(x=batches["batch"], y=batches["tokens_per_s"], mode="lines+markers", showlegend=False,
+                    line=dict(color=DECODE_COLOUR, width=3), row=1, col=1,
+                    hovertemplate="batch %{x}: %{y:,.0f} tokens/s<extra></extra>")
+    fig.add_scatter(x=batches["batch"], y=batches["ms_per_token"], mode="lines+markers", showlegend=False,
+                    line=dict(color=PREFILL_COLOUR, width=3), row=1, col=2,
+                    text=[f"{s:.1f}× cheaper" for s in batches["speedup_per_token"]],
+                    hovertemplate="batch %{x}: %{y:.3f} ms per token (%{text})<extra></extra>")
+    for col in (1, 2):
+        fig.update_xaxes(type="log", title="sequences decoded together (batch)", tickvals=list(batches["batch"]),
+                         row=1, col=col)
+    fig.update_yaxes(type="log", tickvals=[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100],
+                     title="ms (log scale)", row=1, col=2)
+    fig.update_yaxes(rangemode="tozero", row=1, col=1)
+    return base_layout(fig, "", presenter, height=400)
+
+
+def moe_figure(moe: pd.DataFrame, presenter: bool = False) -> go.Figure:
+    """Three panels, one bar per model: weights held, decode time per token, prefill time."""
+    panels = [("weight_bytes", "Weights held (MB)", 1e-6), ("decode_ms_per_token", "Decode: ms per token", 1),
+              ("prefill_ms", "Prefill: ms for the prompt", 1)]
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=[title for _, title, _ in panels])
+    for col, (column, _, scale) in enumerate(panels, start=1):
+        values = moe[column] * scale
+        fig.add_bar(x=moe["model"], y=values, marker_color=[MODEL_COLOURS[m] for m in moe["model"]],
+                    text=[f"{v:,.0f}" if v >= 100 else f"{v:.1f}" for v in values], textposition="outside",
+                    showlegend=False, row=1, col=col, hovertemplate="%{x}: %{y:,.1f}<extra></extra>")
+        fig.update_yaxes(range=[0, float(values.max()) * 1.2], row=1, col=col)
+        fig.update_xaxes(tickangle=0, row=1, col=col)
+    fig = base_layout(fig, "", presenter, height=420)
+    fig.update_xaxes(tickfont=dict(size=11 if not presenter else 15))
+    return fig

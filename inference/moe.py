@@ -1,0 +1,164 @@
+"""Mixture of Experts as a cost lever, measured on three models built here from configs.
+
+The three differ only in their feed-forward blocks (attention, embeddings, depth are equal):
+
+    small dense  one MLP as wide as the experts a token uses (k x expert width)
+    MoE          E expert MLPs, a router sends each token to k of them (Mixtral layout)
+    big dense    one MLP as wide as all experts together (E x expert width)
+
+A token in the MoE model is computed by k experts only, so per token it does the arithmetic
+and reads the weights of the small dense model, while it has to hold as many weights as the
+big one. Weights are random (from a private generator, never the global RNG): the models say
+nothing sensible, which does not matter, since speed and memory do not depend on what the
+weights have learned. No download is needed, so this runs offline.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from statistics import median
+
+import pandas as pd
+import torch
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
+
+DENSE_ACTIVE = "small dense"  # as many parameters as the MoE model uses per token
+MOE = "MoE"
+DENSE_TOTAL = "big dense"  # as many parameters as the MoE model holds
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class MoEDesign:
+    hidden: int = 512
+    layers: int = 4
+    heads: int = 8
+    kv_heads: int = 4
+    expert_width: int = 1024  # intermediate size of one expert MLP
+    experts: int = 8
+    experts_per_token: int = 2
+    vocab: int = 4096
+    context: int = 512
+
+    def __post_init__(self):
+        if not 1 <= self.experts_per_token <= self.experts:
+            raise ValueError(f"`experts_per_token` has to be from 1 to experts ({self.experts}), "
+                             f"but is {self.experts_per_token}")
+
+    def _shared(self) -> dict:
+        return dict(vocab_size=self.vocab, hidden_size=self.hidden, num_hidden_layers=self.layers,
+                    num_attention_heads=self.heads, num_key_value_heads=self.kv_heads,
+                    max_position_embeddings=self.context, tie_word_embeddings=True)
+
+    def configs(self) -> dict[str, object]:
+        moe = MixtralConfig(**self._shared(), intermediate_size=self.expert_width, num_local_experts=self.experts,
+                            num_experts_per_tok=self.experts_per_token)
+        return {
+            DENSE_ACTIVE: LlamaConfig(**self._shared(), intermediate_size=self.expert_width * self.experts_per_token),
+            MOE: moe,
+            DENSE_TOTAL: LlamaConfig(**self._shared(), intermediate_size=self.expert_width * self.experts),
+        }
+
+
+def random_model(config, seed: int):
+    """A model from `config` with random weights drawn from a private generator: built on the
+    meta device (no global RNG use), then filled: matrices N(0, 0.02), norm weights 1."""
+    model_class = MixtralForCausalLM if isinstance(config, MixtralConfig) else LlamaForCausalLM
+    with torch.device("meta"):
+        model = model_class(config)
+    model = model.to_empty(device="cpu").eval()
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if parameter.dim() == 1:
+                parameter.fill_(1.0)
+            else:
+                parameter.normal_(0.0, 0.02, generator=gen)
+    model.model.rotary_emb = type(model.model.rotary_emb)(config)  # computed buffers, not weights: rebuild
+    return model
+
+
+def parameter_counts(model) -> tuple[int, int]:
+    """(total, used per token). For an MoE model, a token uses the router and k experts per
+    layer; the other experts' weights sit idle for it."""
+    total = sum(p.numel() for p in model.parameters())
+    config = model.config
+    experts = getattr(config, "num_local_experts", None)
+    if not experts:
+        return total, total
+    per_expert = sum(p[0].numel() for name, p in model.named_parameters() if ".experts." in name) // config.num_hidden_layers
+    idle = (experts - config.num_experts_per_tok) * per_expert * config.num_hidden_layers
+    return total, total - idle
+
+
+@torch.inference_mode()
+def _time_model(model, prompt_tokens: int, decode_steps: int, seed: int) -> tuple[float, float]:
+    """(prefill ms, median decode ms per token) for one run."""
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, model.config.vocab_size, (1, prompt_tokens), generator=gen)
+    cache = DynamicCache(config=model.config)
+    start = time.perf_counter()
+    out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+    prefill_ms = (time.perf_counter() - start) * 1000
+    steps = []
+    for _ in range(decode_steps):
+        next_id = out.logits[:, -1].argmax(-1, keepdim=True)
+        start = time.perf_counter()
+        out = model(input_ids=next_id, cache=cache, use_cache=True, logits_to_keep=1)
+        steps.append((time.perf_counter() - start) * 1000)
+    return prefill_ms, median(steps)
+
+
+def measure(design: MoEDesign = MoEDesign(), prompt_tokens: int = 128, decode_steps: int = 24, repeats: int = 3,
+            seed: int = 0, progress: Progress | None = None) -> pd.DataFrame:
+    """One row per model: parameters (total and per token), weight bytes (from the tensors),
+    prefill ms for `prompt_tokens` and decode ms per token (medians of `repeats` runs after a
+    warm-up), each also relative to the dense model with the same active size. The three
+    runs of each repeat are interleaved, so a busy spell on the machine hits all alike."""
+    configs = design.configs()
+    models = {}
+    for i, (name, config) in enumerate(configs.items()):
+        if progress:
+            progress(i, len(configs) + repeats, f"building {name}")
+        models[name] = random_model(config, seed + i)
+    for model in models.values():
+        _time_model(model, 16, 2, seed)  # warm-up
+    runs = {name: [] for name in models}
+    for r in range(repeats):
+        if progress:
+            progress(len(configs) + r, len(configs) + repeats, f"timing, run {r + 1} of {repeats}")
+        for name, model in models.items():
+            runs[name].append(_time_model(model, prompt_tokens, decode_steps, seed + 100 + r))
+    if progress:
+        progress(len(configs) + repeats, len(configs) + repeats, "done")
+    rows = []
+    for name, model in models.items():
+        total, active = parameter_counts(model)
+        rows.append({
+            "model": name, "total_parameters": total, "active_parameters": active,
+            "weight_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+            "prefill_ms": median(r[0] for r in runs[name]), "decode_ms_per_token": median(r[1] for r in runs[name]),
+        })
+    frame = pd.DataFrame(rows)
+    base = frame.set_index("model").loc[DENSE_ACTIVE]
+    frame["decode_vs_dense_active"] = frame["decode_ms_per_token"] / base["decode_ms_per_token"]
+    frame["memory_vs_dense_active"] = frame["weight_bytes"] / base["weight_bytes"]
+    return frame
+
+
+def public_moe_table(models: list[dict]) -> pd.DataFrame:
+    """The MoE models among the public ones: total vs active parameters, and what each means
+    in bfloat16 (2 bytes a weight): memory to hold the model, bytes of weights one token uses."""
+    rows = []
+    for m in models:
+        if not m.get("experts"):
+            continue
+        rows.append({
+            "model": m["name"], "experts": m["experts"], "experts_per_token": m["experts_per_token"],
+            "total_parameters_b": m["parameters"] / 1e9, "active_parameters_b": m["active_parameters"] / 1e9,
+            "active_share": m["active_parameters"] / m["parameters"],
+            "memory_gb_bf16": m["parameters"] * 2 / 1e9, "weights_read_per_token_gb_bf16": m["active_parameters"] * 2 / 1e9,
+        })
+    return pd.DataFrame(rows)

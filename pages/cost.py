@@ -1,0 +1,185 @@
+"""Cost & MoE: why output tokens, batch size and active parameters set the price."""
+import streamlit as st
+
+from inference.batching import batch_sizes_for, measure_batches
+from inference.calculator import load_public_models
+from inference.cost import cost_per_million_tokens, measure_answer
+from inference.cost_figures import answer_split_figure, batching_figure, moe_figure
+from inference.moe import DENSE_ACTIVE, DENSE_TOTAL, MOE, MoEDesign, public_moe_table
+from inference.moe import measure as measure_moe
+from pages import common
+
+ANSWER_KEY = "cost_answer"
+DEFAULT_PRICE_PER_HOUR = 1.00  # illustrative; the page says so and lets the user type theirs
+
+limits = common.limits()
+loaded = common.current_model()
+model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
+
+
+@st.cache_resource
+def measurement_store() -> dict:
+    """The latest batching and MoE measurements, shared by every visitor: once is enough."""
+    return {}
+
+
+def progress_bar():
+    bar = st.progress(0.0, text="Starting…")
+
+    def show(done: int, total: int, what: str) -> None:
+        bar.progress(done / total, text=f"{what} ({done} of {total})")
+
+    return bar, show
+
+
+st.title("💰 Cost & Mixture of Experts")
+st.markdown(
+    "Serving a model costs **machine time**. Three things decide how much of it a token takes: whether it is "
+    "an input token (read in one parallel prefill pass) or an output token (one decode pass each), how many "
+    "users share each pass (the **batch**), and how many weights each token has to touch (**active "
+    "parameters**, which Mixture-of-Experts models cut). Each is measured below on this machine."
+)
+
+# -- 1. one answer -----------------------------------------------------------------------
+st.subheader("1. One answer: input tokens are cheap, output tokens are dear")
+longest_prompt = max(8, min(info.context - 64, limits.max_prompt_tokens, 448))
+c1, c2 = st.columns(2)
+prompt_tokens = c1.slider("Prompt tokens", 8, longest_prompt, min(256, longest_prompt), step=8, key="cost_prompt")
+reply_room = max(2, min(limits.max_new_tokens, info.context - prompt_tokens, 256))
+reply_tokens = c2.slider("Reply tokens", 2, reply_room, min(128, reply_room), key="cost_reply")
+again = st.button("Measure again", key="cost_again", help="Timings move a little every run: the machine is shared.")
+answer_key = (info.name, prompt_tokens, reply_tokens)
+stored = st.session_state.get(ANSWER_KEY)
+if stored is None or stored[0] != answer_key or again:
+    with common.generation_slot():
+        st.session_state[ANSWER_KEY] = (answer_key, measure_answer(model, tokenizer, prompt_tokens, reply_tokens))
+answer = st.session_state[ANSWER_KEY][1]
+
+st.plotly_chart(answer_split_figure(answer, common.presenter()), width="stretch", key="cost_split")
+common.caption("measured", f"One greedy answer with the step engine: the prefill pass over {answer.prompt_tokens} "
+               f"prompt tokens (median of 3), then {answer.reply_tokens - 1} decode passes (the first reply token "
+               "comes from the prefill pass). The prompt is fixed pseudo-random tokens: their meaning does not "
+               "change the time.")
+m = st.columns(3)
+m[0].metric("Per input token", f"{answer.ms_per_input_token:.3f} ms", help="Prefill pass ÷ prompt tokens.")
+m[1].metric("Per output token", f"{answer.ms_per_output_token:.2f} ms", help="Mean decode pass.")
+m[2].metric("Output ÷ input", f"{answer.output_vs_input:,.0f}×", help="How much more machine time an output token took.")
+st.markdown(
+    f"The reply is **{answer.reply_tokens / (answer.prompt_tokens + answer.reply_tokens):.0%} of the tokens** "
+    f"but took **{answer.decode_share:.0%} of the time**. A decode pass reads every weight of the model to make "
+    f"one token; the prefill pass read them once for all {answer.prompt_tokens} prompt tokens. That is why API "
+    "price lists charge more for output tokens than for input tokens, and why a long reply, not a long "
+    "prompt, is what makes you wait."
+)
+
+# -- 2. batching ---------------------------------------------------------------------------
+st.subheader("2. Batching: many users share every read of the weights")
+batch_sizes = batch_sizes_for(info.parameters)
+st.markdown(
+    f"Decode passes for {', '.join(map(str, batch_sizes))} sequences at once (32-token prompts; 24 timed passes "
+    "per size, in three rounds over all sizes; median). One pass reads the weights once however many sequences "
+    "it serves."
+)
+store = measurement_store()
+batch_key = ("batches", info.name)
+if st.button("Measure batching", key="cost_batches", type="primary"):
+    bar, show = progress_bar()
+    with common.generation_slot():
+        store[batch_key] = measure_batches(model, batch_sizes, progress=show)
+    bar.empty()
+batches = store.get(batch_key)
+if batches is None:
+    st.info("Press **Measure batching** (a few seconds on the bundled model). The result is kept for everyone "
+            "using this model.")
+else:
+    st.plotly_chart(batching_figure(batches, common.presenter()), width="stretch", key="cost_batch_chart")
+    common.caption("measured", "Median decode pass for each batch size after a warm-up; machine time per token = "
+                   "pass time ÷ batch. KV cache bytes are read from the cache tensors.")
+    first, best = batches.iloc[0], batches.loc[batches["ms_per_token"].idxmin()]
+    st.markdown(
+        f"One sequence: **{first.ms_per_pass:.1f} ms** per pass for 1 token. {int(best.batch)} sequences: "
+        f"**{best.ms_per_pass:.1f} ms** per pass for {int(best.batch)} tokens, so each token took "
+        f"**{best.speedup_per_token:.0f}× less** machine time. The gain flattens once a pass is limited by "
+        f"arithmetic rather than by reading weights, and the KV cache grows with every sequence "
+        f"({best.kv_cache_bytes / 1e6:,.1f} MB here at {int(best.batch)} sequences × 57 tokens): memory for the cache is "
+        "what caps the batch on a real server (see the KV cache page)."
+    )
+    st.markdown("**What a million output tokens cost at this machine's speed**")
+    price = st.number_input("Machine price per hour ($)", 0.0, 1000.0, DEFAULT_PRICE_PER_HOUR, step=0.25,
+                            key="cost_price", help="Type what your machine costs; the default is only an example.")
+    costs = batches[["batch", "ms_per_token"]].copy()
+    costs["cost per 1M output tokens ($)"] = [cost_per_million_tokens(ms, price) for ms in costs["ms_per_token"]]
+    input_cost = cost_per_million_tokens(answer.ms_per_input_token, price)
+    st.dataframe(costs.rename(columns={"ms_per_token": "ms per token"}), hide_index=True, width="stretch",
+                 column_config={"ms per token": st.column_config.NumberColumn(format="%.3f"),
+                                "cost per 1M output tokens ($)": st.column_config.NumberColumn(format="$%.4f")})
+    common.caption("illustrative", f"The price per hour (${price:,.2f}) is an example you can change; the times are "
+                   f"measured above. At that price, a million **input** tokens (prefill, from section 1) cost "
+                   f"${input_cost:,.4f}. Cost = price per hour ÷ 3,600,000 ms × ms per token × 1,000,000.")
+
+# -- 3. mixture of experts ----------------------------------------------------------------
+st.subheader("3. Mixture of Experts: hold every expert, pay for the ones you use")
+design = MoEDesign()
+st.markdown(
+    f"Three models built here from configs, equal except for their feed-forward blocks "
+    f"({design.layers} layers, hidden size {design.hidden}):\n"
+    f"- **{DENSE_ACTIVE}**: one MLP {design.expert_width * design.experts_per_token:,} wide, as many weights as "
+    f"the MoE model uses per token;\n"
+    f"- **{MOE}** (Mixture of Experts, Mixtral layout): {design.experts} expert MLPs {design.expert_width:,} wide, "
+    f"and a router that sends each token to {design.experts_per_token} of them in every layer;\n"
+    f"- **{DENSE_TOTAL}**: one MLP {design.expert_width * design.experts:,} wide, as many weights as all experts."
+)
+moe_key = ("moe", design)
+if st.button("Build and measure the three models", key="cost_moe", type="primary"):
+    bar, show = progress_bar()
+    with common.generation_slot():
+        store[moe_key] = measure_moe(design, progress=show)
+    bar.empty()
+moe = store.get(moe_key)
+if moe is None:
+    st.info("Press the button (about 5–10 s: builds three models with 20–58 M random weights and times them). "
+            "The result is kept for everyone.")
+else:
+    st.plotly_chart(moe_figure(moe, common.presenter()), width="stretch", key="cost_moe_chart")
+    common.caption("measured", "Random weights from a private seed (they produce nonsense text, which does not change "
+                   "speed or memory). Bytes from the weight tensors; times are medians of 3 interleaved runs: "
+                   "prefill of 128 tokens, decode per token.")
+    rows = moe.set_index("model")
+    st.markdown(
+        f"The MoE model holds **{rows.loc[MOE, 'memory_vs_dense_active']:.1f}×** the weights of the small dense "
+        f"model ({rows.loc[MOE, 'total_parameters'] / 1e6:,.1f} M parameters, like the big one), but a token "
+        f"uses only {rows.loc[MOE, 'active_parameters'] / 1e6:,.1f} M of them, so decoding took "
+        f"**{rows.loc[MOE, 'decode_ms_per_token']:.1f} ms** per token: "
+        f"{rows.loc[MOE, 'decode_vs_dense_active']:.2f}× the small model (the router and picking experts add a "
+        f"little), against "
+        f"{rows.loc[DENSE_TOTAL, 'decode_vs_dense_active']:.2f}× for the big dense one. You pay memory for total "
+        "parameters and time for active ones. With a large batch, different tokens pick different experts, so "
+        "more of the weights are read per pass and the advantage shrinks."
+    )
+    shown = moe.assign(total_m=moe["total_parameters"] / 1e6, active_m=moe["active_parameters"] / 1e6,
+                       weights_mb=moe["weight_bytes"] / 1e6)
+    st.dataframe(shown[["model", "total_m", "active_m", "weights_mb", "prefill_ms", "decode_ms_per_token",
+                        "decode_vs_dense_active", "memory_vs_dense_active"]],
+                 hide_index=True, width="stretch",
+                 column_config={
+                     "total_m": st.column_config.NumberColumn("params (M)", format="%.1f"),
+                     "active_m": st.column_config.NumberColumn("per token (M)", format="%.1f"),
+                     "weights_mb": st.column_config.NumberColumn("weights (MB)", format="%.1f"),
+                     "prefill_ms": st.column_config.NumberColumn("prefill ms", format="%.1f"),
+                     "decode_ms_per_token": st.column_config.NumberColumn("decode ms/token", format="%.2f"),
+                     "decode_vs_dense_active": st.column_config.NumberColumn(f"decode ÷ {DENSE_ACTIVE}", format="%.2f×"),
+                     "memory_vs_dense_active": st.column_config.NumberColumn(f"memory ÷ {DENSE_ACTIVE}", format="%.2f×"),
+                 })
+
+st.markdown("**Published MoE models**")
+public = public_moe_table(load_public_models())
+st.dataframe(public, hide_index=True, width="stretch", column_config={
+    "experts_per_token": st.column_config.NumberColumn("per token"),
+    "total_parameters_b": st.column_config.NumberColumn("params (B)", format="%.1f"),
+    "active_parameters_b": st.column_config.NumberColumn("active (B)", format="%.1f"),
+    "active_share": st.column_config.NumberColumn("active share", format="percent"),
+    "memory_gb_bf16": st.column_config.NumberColumn("memory, bf16 (GB)", format="%.1f"),
+    "weights_read_per_token_gb_bf16": st.column_config.NumberColumn("read per token (GB)", format="%.1f"),
+})
+common.caption("data", "Total and active parameters from each model's published config (sources in "
+               "assets/public_models.json); GB = parameters × 2 bytes (bfloat16). Arithmetic, not measured here.")

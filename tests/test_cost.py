@@ -1,0 +1,139 @@
+"""Cost & MoE: answer timing arithmetic, batched decoding, MoE parameter accounting, the page."""
+from pathlib import Path
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+from transformers import MixtralConfig, MixtralForCausalLM
+
+from inference import batching, moe
+from inference.batching import batch_sizes_for, measure_batches
+from inference.calculator import load_public_models
+from inference.cost import AnswerCost, cost_per_million_tokens, measure_answer
+from inference.kv_cache import KVShape
+
+APP_FILE = str(Path(__file__).resolve().parent.parent / "app.py")
+SMALL = moe.MoEDesign(hidden=64, layers=2, heads=4, kv_heads=2, expert_width=48, experts=4, experts_per_token=2,
+                      vocab=256, context=64)
+
+
+def test_answer_cost_arithmetic():
+    answer = AnswerCost(prompt_tokens=200, reply_tokens=101, prefill_ms=50.0, decode_ms=400.0)
+    assert answer.total_ms == 450.0
+    assert answer.ms_per_input_token == 0.25
+    assert answer.ms_per_output_token == 4.0  # 100 decode passes: the first reply token came from prefill
+    assert answer.output_vs_input == 16.0
+    assert answer.decode_share == pytest.approx(400 / 450)
+
+
+def test_measure_answer_times_exactly_the_asked_reply(bundled):
+    answer = measure_answer(bundled.model, bundled.tokenizer, 32, 12)
+    assert (answer.prompt_tokens, answer.reply_tokens) == (32, 12)
+    assert answer.prefill_ms > 0 and answer.decode_ms > 0
+    with pytest.raises(ValueError, match="2 reply tokens"):
+        measure_answer(bundled.model, bundled.tokenizer, 32, 1)
+
+
+def test_cost_per_million_tokens():
+    """$1 an hour, 3.6 ms per token: a million tokens take 3,600 s = one hour = $1."""
+    assert cost_per_million_tokens(3.6, 1.0) == pytest.approx(1.0)
+    assert cost_per_million_tokens(0.36, 2.5) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="price per hour"):
+        cost_per_million_tokens(1.0, -1)
+
+
+def test_batched_decode_cache_holds_every_sequence(bundled):
+    """One row per batch size; the measured cache = the KV formula x batch x tokens."""
+    frame = measure_batches(bundled.model, (1, 4), prompt_tokens=16, steps=3, rounds=2)
+    assert frame["batch"].tolist() == [1, 4]
+    shape = KVShape.from_config(bundled.model.config, torch.float32)
+    tokens = 16 + 1 + 2 * 3  # prompt, warm-up pass, two rounds of three passes
+    assert frame["kv_cache_bytes"].tolist() == [shape.formula_bytes(tokens, batch=b) for b in (1, 4)]
+    assert frame["tokens_per_s"].tolist() == pytest.approx((frame["batch"] / frame["ms_per_pass"] * 1000).tolist())
+    assert frame["speedup_per_token"].iloc[0] == 1.0
+
+
+def test_batch_sizes_shrink_for_big_models():
+    assert batch_sizes_for(5_770_496) == list(batching.BATCH_SIZES)
+    assert batch_sizes_for(124_439_808) == [1, 2, 4, 8, 16]
+    assert batch_sizes_for(7_000_000_000) == [1, 2, 4]
+
+
+def test_moe_parameter_counts_match_mixtral_8x7b_published_numbers():
+    """Built on the meta device (no memory): 46,702,792,704 total and 12,879,925,248 per token,
+    the numbers in assets/public_models.json (Mistral AI: 46.7B total, 12.9B active)."""
+    entry = next(m for m in load_public_models() if m["name"] == "Mixtral-8x7B")
+    config = MixtralConfig(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                           num_attention_heads=32, num_key_value_heads=8, num_local_experts=8, num_experts_per_tok=2,
+                           tie_word_embeddings=False)
+    with torch.device("meta"):
+        model = MixtralForCausalLM(config)
+    assert moe.parameter_counts(model) == (entry["parameters"], entry["active_parameters"])
+
+
+def test_the_three_models_differ_only_in_their_feed_forward_blocks():
+    models = {name: moe.random_model(config, seed=1) for name, config in SMALL.configs().items()}
+    counts = {name: moe.parameter_counts(m) for name, m in models.items()}
+    mlp = 3 * SMALL.hidden * SMALL.expert_width * SMALL.layers  # one expert (gate, up, down) in every layer
+    router = SMALL.experts * SMALL.hidden * SMALL.layers
+    assert counts[moe.DENSE_TOTAL][0] - counts[moe.DENSE_ACTIVE][0] == (SMALL.experts - SMALL.experts_per_token) * mlp
+    assert counts[moe.MOE][0] == counts[moe.DENSE_TOTAL][0] + router  # holds every expert, plus the router
+    assert counts[moe.MOE][1] == counts[moe.DENSE_ACTIVE][0] + router  # uses as many as the small dense model
+    assert counts[moe.DENSE_ACTIVE][0] == counts[moe.DENSE_ACTIVE][1]
+
+
+def test_random_models_are_seeded_privately():
+    """Same seed, same weights; the global torch RNG is never drawn from."""
+    config = SMALL.configs()[moe.MOE]
+    before = torch.random.get_rng_state()
+    a, b = moe.random_model(config, seed=3), moe.random_model(config, seed=3)
+    assert torch.equal(before, torch.random.get_rng_state())
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    with torch.inference_mode():
+        logits = a(input_ids=torch.tensor([[1, 2, 3]])).logits
+    assert torch.isfinite(logits).all()
+
+
+def test_moe_measurement_rows():
+    frame = moe.measure(SMALL, prompt_tokens=8, decode_steps=2, repeats=1)
+    assert frame["model"].tolist() == [moe.DENSE_ACTIVE, moe.MOE, moe.DENSE_TOTAL]
+    assert (frame["weight_bytes"] == frame["total_parameters"] * 4).all()  # float32
+    assert frame["decode_vs_dense_active"].iloc[0] == 1.0
+    assert (frame[["prefill_ms", "decode_ms_per_token"]] > 0).all().all()
+
+
+def test_public_moe_table_lists_the_mixture_of_experts_models():
+    table = moe.public_moe_table(load_public_models())
+    assert set(table["model"]) == {"Mixtral-8x7B", "Qwen3-30B-A3B", "DeepSeek-V3"}
+    assert ((table["active_share"] > 0) & (table["active_share"] < 1)).all()
+
+
+def test_experts_per_token_beyond_the_experts_is_refused():
+    with pytest.raises(ValueError, match="experts_per_token"):
+        moe.MoEDesign(experts=4, experts_per_token=5)
+
+
+def open_cost_page() -> AppTest:
+    at = AppTest.from_file(APP_FILE, default_timeout=180)
+    at.run()
+    at.switch_page("pages/cost.py").run()
+    assert not at.exception
+    return at
+
+
+def test_cost_page_measures_and_a_price_change_does_not_measure_again(monkeypatch):
+    """Both buttons fill their charts and tables; typing a price only re-renders."""
+    monkeypatch.setattr(moe, "MoEDesign", lambda: SMALL)  # the page builds the small design: quick
+    at = open_cost_page()
+    assert [m.label for m in at.metric] == ["Per input token", "Per output token", "Output ÷ input"]
+    at.button(key="cost_batches").click().run()
+    at.button(key="cost_moe").click().run()
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 3  # answer split, batching, MoE
+    calls = []
+    original = batching.measure_batches
+    monkeypatch.setattr(batching, "measure_batches", lambda *a, **k: calls.append(1) or original(*a, **k))
+    before = at.dataframe[0].value["cost per 1M output tokens ($)"].tolist()
+    at.number_input(key="cost_price").set_value(2.0).run()
+    after = at.dataframe[0].value["cost per 1M output tokens ($)"].tolist()
+    assert calls == [] and after == pytest.approx([2 * c for c in before])
