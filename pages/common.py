@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import runpy
 import threading
+from collections.abc import Callable, Hashable
 from contextlib import contextmanager
 
 import streamlit as st
@@ -185,3 +186,26 @@ def generation_slot():
             yield
         finally:
             slots.release()
+
+
+@st.cache_resource
+def shared_results() -> dict:
+    """Measurements kept for every visitor (a sweep, batching, MoE): measuring once is enough."""
+    return {}
+
+
+def measure_on_click(label: str, key: str, result_key: Hashable, measure: Callable, where=st) -> object | None:
+    """A primary button that runs `measure(progress)` in a generation slot with a progress bar
+    (progress is called with done, total, what), then the latest result kept under
+    `result_key` for every visitor, or None if nobody has measured yet."""
+    store = shared_results()
+    if where.button(label, key=key, type="primary"):
+        bar = st.progress(0.0, text="Starting…")
+
+        def show(done: int, total: int, what: str) -> None:
+            bar.progress(done / total, text=f"{what} ({done} of {total})")
+
+        with generation_slot():
+            store[result_key] = measure(show)
+        bar.empty()
+    return store.get(result_key)

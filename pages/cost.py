@@ -16,22 +16,6 @@ limits = common.limits()
 loaded = common.current_model()
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
-
-@st.cache_resource
-def measurement_store() -> dict:
-    """The latest batching and MoE measurements, shared by every visitor: once is enough."""
-    return {}
-
-
-def progress_bar():
-    bar = st.progress(0.0, text="Starting…")
-
-    def show(done: int, total: int, what: str) -> None:
-        bar.progress(done / total, text=f"{what} ({done} of {total})")
-
-    return bar, show
-
-
 st.title("💰 Cost & Mixture of Experts")
 st.markdown(
     "Serving a model costs **machine time**. Three things decide how much of it a token takes: whether it is "
@@ -80,14 +64,8 @@ st.markdown(
     "per size, in three rounds over all sizes; median). One pass reads the weights once however many sequences "
     "it serves."
 )
-store = measurement_store()
-batch_key = ("batches", info.name)
-if st.button("Measure batching", key="cost_batches", type="primary"):
-    bar, show = progress_bar()
-    with common.generation_slot():
-        store[batch_key] = measure_batches(model, batch_sizes, progress=show)
-    bar.empty()
-batches = store.get(batch_key)
+batches = common.measure_on_click("Measure batching", "cost_batches", ("batches", info.name),
+                                  lambda progress: measure_batches(model, batch_sizes, progress=progress))
 if batches is None:
     st.info("Press **Measure batching** (a few seconds on the bundled model). The result is kept for everyone "
             "using this model.")
@@ -129,13 +107,8 @@ st.markdown(
     f"and a router that sends each token to {design.experts_per_token} of them in every layer;\n"
     f"- **{DENSE_TOTAL}**: one MLP {design.expert_width * design.experts:,} wide, as many weights as all experts."
 )
-moe_key = ("moe", design)
-if st.button("Build and measure the three models", key="cost_moe", type="primary"):
-    bar, show = progress_bar()
-    with common.generation_slot():
-        store[moe_key] = measure_moe(design, progress=show)
-    bar.empty()
-moe = store.get(moe_key)
+moe = common.measure_on_click("Build and measure the three models", "cost_moe", ("moe", design),
+                              lambda progress: measure_moe(design, progress=progress))
 if moe is None:
     st.info("Press the button (about 5–10 s: builds three models with 20–58 M random weights and times them). "
             "The result is kept for everyone.")

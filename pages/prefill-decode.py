@@ -16,12 +16,6 @@ loaded = common.current_model()
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
 
-@st.cache_resource
-def sweep_store() -> dict:
-    """The latest sweep of each model, shared by every visitor: measuring once is enough."""
-    return {}
-
-
 st.title("⏱️ Prefill vs decode")
 st.markdown(
     "A reply is made in two phases. **Prefill** reads the whole prompt in *one* forward pass and "
@@ -74,19 +68,11 @@ st.markdown(
 )
 c1, c2 = st.columns([1, 3])
 repeats = c1.slider("Runs per point", 3, 9, 5, key="pd_repeats")
-if c2.button("Run the sweep", key="pd_sweep", type="primary"):
-    bar = st.progress(0.0, text="Starting…")
-
-    def show_progress(done: int, total: int, what: str) -> None:
-        bar.progress(done / total, text=f"{what} ({done} of {total})")
-
-    with common.generation_slot():
-        sweep_store()[info.name] = measure_sweep(
-            model, lengths, repeats=repeats, decode_tokens=DECODE_TOKENS, progress=show_progress
-        )
-    bar.empty()
-
-sweep = sweep_store().get(info.name)
+sweep = common.measure_on_click(
+    "Run the sweep", "pd_sweep", ("sweep", info.name),
+    lambda progress: measure_sweep(model, lengths, repeats=repeats, decode_tokens=DECODE_TOKENS, progress=progress),
+    where=c2,
+)
 if sweep is None:
     st.info("Press **Run the sweep** (about 5–15 s on the bundled model). The result is kept for everyone using this model.")
     st.stop()
