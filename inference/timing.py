@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 from transformers import DynamicCache
 
+from inference import fast_decode
 from inference.engine import context_limit, new_trace
 from inference.sampling import SamplingSettings
 from inference.tokens import readable_token
@@ -126,10 +127,15 @@ def _one_run(model, prompt_ids: list[int], decode_tokens: int) -> tuple[float, f
     out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
     prefill_ms = (time.perf_counter() - start) * 1000
     decode_ms = []
+    fast = fast_decode.supports(model)  # the engine's own decode step, so both sections agree
+    logits = out.logits[0, -1]
     for _ in range(decode_tokens):
-        next_id = out.logits[:, -1].argmax(-1, keepdim=True)  # [1, 1]
+        next_id = int(logits.argmax())
         start = time.perf_counter()
-        out = model(input_ids=next_id, cache=cache, use_cache=True, logits_to_keep=1)
+        if fast:
+            logits = fast_decode.decode_logits(model, next_id, cache)
+        else:
+            logits = model(input_ids=torch.tensor([[next_id]]), cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
         decode_ms.append((time.perf_counter() - start) * 1000)
     return prefill_ms, sum(decode_ms) / len(decode_ms)
 

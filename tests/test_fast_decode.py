@@ -72,3 +72,16 @@ def test_other_models_take_transformers_own_path(gpt2):
     assert not fast_decode.supports(eager)
     training = random_llama().train()
     assert not fast_decode.supports(training)
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "int8", "int4"])
+def test_quantized_copies_match_transformers(bundled, precision):
+    """torchao's quantized weights stay inside nn.Linear, and F.linear dispatches on them
+    exactly as nn.Linear.forward does: the quantized copies take the lean path too, with
+    the same logits as their own transformers forward."""
+    from inference.quantize import quantized_copy
+
+    model = quantized_copy(bundled.model, precision).model
+    assert fast_decode.supports(model)
+    theirs, ours, _ = decode_both_ways(model, encode_prompt(bundled.tokenizer, "One day, a girl"), 20)
+    assert torch.equal(theirs, ours)
