@@ -58,17 +58,18 @@ def batching_figure(batches: pd.DataFrame, presenter: bool = False) -> go.Figure
 
 
 def moe_figure(moe: pd.DataFrame, presenter: bool = False) -> go.Figure:
-    """Three panels, one bar per model: weights held, decode time per token, prefill time."""
-    panels = [("weight_bytes", "Weights held (MB)", 1e-6), ("decode_ms_per_token", "Decode: ms per token", 1),
-              ("prefill_ms", "Prefill: ms for the prompt", 1)]
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=[title for _, title, _ in panels])
-    for col, (column, _, scale) in enumerate(panels, start=1):
+    """Four panels, one bar per model: weights held, prefill, decode alone, decode in a batch."""
+    batch = int(moe["batch"].iloc[0])
+    panels = [("weight_bytes", "Weights held (MB)", 1e-6), ("prefill_ms", "Prefill: ms for the prompt", 1),
+              ("decode_ms_per_token", "Decode, 1 sequence: ms per token", 1),
+              ("batch_ms_per_pass", f"Decode, {batch} sequences: ms per pass", 1)]
+    fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.2,
+                        subplot_titles=[title for _, title, _ in panels])
+    for i, (column, _, scale) in enumerate(panels):
+        row, col = divmod(i, 2)
         values = moe[column] * scale
         fig.add_bar(x=moe["model"], y=values, marker_color=[MODEL_COLOURS[m] for m in moe["model"]],
                     text=[f"{v:,.0f}" if v >= 100 else f"{v:.1f}" for v in values], textposition="outside",
-                    showlegend=False, row=1, col=col, hovertemplate="%{x}: %{y:,.1f}<extra></extra>")
-        fig.update_yaxes(range=[0, float(values.max()) * 1.2], row=1, col=col)
-        fig.update_xaxes(tickangle=0, row=1, col=col)
-    fig = base_layout(fig, "", presenter, height=420)
-    fig.update_xaxes(tickfont=dict(size=11 if not presenter else 15))
-    return fig
+                    showlegend=False, row=row + 1, col=col + 1, hovertemplate="%{x}: %{y:,.1f}<extra></extra>")
+        fig.update_yaxes(range=[0, float(values.max()) * 1.25], row=row + 1, col=col + 1)
+    return base_layout(fig, "", presenter, height=620)

@@ -94,45 +94,70 @@ def parameter_counts(model) -> tuple[int, int]:
 
 
 @torch.inference_mode()
-def _time_model(model, prompt_tokens: int, decode_steps: int, seed: int) -> tuple[float, float]:
-    """(prefill ms, median decode ms per token) for one run."""
+def _time_model(model, prompt_tokens: int, decode_steps: int, seed: int, batch: int = 1) -> tuple[float, float]:
+    """(prefill ms, median decode ms per pass) for one run of `batch` sequences."""
     gen = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, model.config.vocab_size, (1, prompt_tokens), generator=gen)
+    ids = torch.randint(0, model.config.vocab_size, (batch, prompt_tokens), generator=gen)
     cache = DynamicCache(config=model.config)
     start = time.perf_counter()
     out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
     prefill_ms = (time.perf_counter() - start) * 1000
     steps = []
     for _ in range(decode_steps):
-        next_id = out.logits[:, -1].argmax(-1, keepdim=True)
+        next_ids = out.logits[:, -1].argmax(-1, keepdim=True)
         start = time.perf_counter()
-        out = model(input_ids=next_id, cache=cache, use_cache=True, logits_to_keep=1)
+        out = model(input_ids=next_ids, cache=cache, use_cache=True, logits_to_keep=1)
         steps.append((time.perf_counter() - start) * 1000)
     return prefill_ms, median(steps)
 
 
+@torch.inference_mode()
+def experts_read_per_pass(model, batch: int, seed: int = 0) -> float:
+    """Distinct experts the router picked in one decode pass of `batch` sequences, averaged
+    over layers: every picked expert's weights have to be read in that pass. (Hooks go on
+    this function's own model only, and come off again.)"""
+    picked = []
+    hooks = [layer.mlp.gate.register_forward_hook(lambda module, args, out: picked.append(out[2].unique().numel()))
+             for layer in model.model.layers]
+    try:
+        gen = torch.Generator().manual_seed(seed)
+        cache = DynamicCache(config=model.config)
+        out = model(input_ids=torch.randint(0, model.config.vocab_size, (batch, 8), generator=gen), cache=cache)
+        picked.clear()  # count the decode pass only
+        model(input_ids=out.logits[:, -1].argmax(-1, keepdim=True), cache=cache)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return sum(picked) / len(picked)
+
+
 def measure(design: MoEDesign = MoEDesign(), prompt_tokens: int = 128, decode_steps: int = 24, repeats: int = 3,
-            seed: int = 0, progress: Progress | None = None) -> pd.DataFrame:
+            batch: int = 16, seed: int = 0, progress: Progress | None = None) -> pd.DataFrame:
     """One row per model: parameters (total and per token), weight bytes (from the tensors),
-    prefill ms for `prompt_tokens` and decode ms per token (medians of `repeats` runs after a
-    warm-up), each also relative to the dense model with the same active size. The three
-    runs of each repeat are interleaved, so a busy spell on the machine hits all alike."""
+    prefill ms for `prompt_tokens`, decode ms per token for one sequence, and decode ms per
+    pass for `batch` sequences at once (8-token prompts: only the decode passes matter);
+    medians of `repeats` runs after a warm-up, each also relative to the small dense model.
+    The models' runs are interleaved, so a busy spell on the machine hits all alike."""
     configs = design.configs()
     models = {}
+    steps_total = len(configs) + repeats
     for i, (name, config) in enumerate(configs.items()):
         if progress:
-            progress(i, len(configs) + repeats, f"building {name}")
+            progress(i, steps_total, f"building {name}")
         models[name] = random_model(config, seed + i)
     for model in models.values():
         _time_model(model, 16, 2, seed)  # warm-up
+        _time_model(model, 8, 2, seed, batch)
     runs = {name: [] for name in models}
     for r in range(repeats):
         if progress:
-            progress(len(configs) + r, len(configs) + repeats, f"timing, run {r + 1} of {repeats}")
+            progress(len(configs) + r, steps_total, f"timing, run {r + 1} of {repeats}")
         for name, model in models.items():
-            runs[name].append(_time_model(model, prompt_tokens, decode_steps, seed + 100 + r))
+            prefill_ms, decode_ms = _time_model(model, prompt_tokens, decode_steps, seed + 100 + r)
+            _, batch_pass_ms = _time_model(model, 8, decode_steps, seed + 200 + r, batch)
+            runs[name].append((prefill_ms, decode_ms, batch_pass_ms))
     if progress:
-        progress(len(configs) + repeats, len(configs) + repeats, "done")
+        progress(steps_total, steps_total, "done")
     rows = []
     for name, model in models.items():
         total, active = parameter_counts(model)
@@ -140,10 +165,15 @@ def measure(design: MoEDesign = MoEDesign(), prompt_tokens: int = 128, decode_st
             "model": name, "total_parameters": total, "active_parameters": active,
             "weight_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
             "prefill_ms": median(r[0] for r in runs[name]), "decode_ms_per_token": median(r[1] for r in runs[name]),
+            "batch": batch, "batch_ms_per_pass": median(r[2] for r in runs[name]),
         })
     frame = pd.DataFrame(rows)
+    frame["experts_read_alone"] = [experts_read_per_pass(m, 1) if name == MOE else None for name, m in models.items()]
+    frame["experts_read_in_batch"] = [experts_read_per_pass(m, batch) if name == MOE else None
+                                      for name, m in models.items()]
     base = frame.set_index("model").loc[DENSE_ACTIVE]
     frame["decode_vs_dense_active"] = frame["decode_ms_per_token"] / base["decode_ms_per_token"]
+    frame["batch_vs_dense_active"] = frame["batch_ms_per_pass"] / base["batch_ms_per_pass"]
     frame["memory_vs_dense_active"] = frame["weight_bytes"] / base["weight_bytes"]
     return frame
 

@@ -110,13 +110,14 @@ st.markdown(
 moe = common.measure_on_click("Build and measure the three models", "cost_moe", ("moe", design),
                               lambda progress: measure_moe(design, progress=progress))
 if moe is None:
-    st.info("Press the button (about 5–10 s: builds three models with 20–58 M random weights and times them). "
+    st.info("Press the button (about 10–15 s: builds three models with 20–58 M random weights and times them). "
             "The result is kept for everyone.")
 else:
     st.plotly_chart(moe_figure(moe, common.presenter()), width="stretch", key="cost_moe_chart")
     common.caption("measured", "Random weights from a private seed (they produce nonsense text, which does not change "
                    "speed or memory). Bytes from the weight tensors; times are medians of 3 interleaved runs: "
-                   "prefill of 128 tokens, decode per token.")
+                   "prefill of 128 tokens; decode per token for one sequence; decode pass for a batch of 8-token "
+                   "prompts.")
     rows = moe.set_index("model")
     st.markdown(
         f"The MoE model holds **{rows.loc[MOE, 'memory_vs_dense_active']:.1f}×** the weights of the small dense "
@@ -126,21 +127,28 @@ else:
         f"{rows.loc[MOE, 'decode_vs_dense_active']:.2f}× the small model (the router and picking experts add a "
         f"little), against "
         f"{rows.loc[DENSE_TOTAL, 'decode_vs_dense_active']:.2f}× for the big dense one. You pay memory for total "
-        "parameters and time for active ones. With a large batch, different tokens pick different experts, so "
-        "more of the weights are read per pass and the advantage shrinks."
+        "parameters and time for active ones.\n\n"
+        f"**Batches blur it.** With {int(rows.loc[MOE, 'batch'])} sequences in one pass, different tokens pick "
+        f"different experts: the router picked {rows.loc[MOE, 'experts_read_in_batch']:.1f} of {design.experts} "
+        f"experts per layer in one pass (alone: {rows.loc[MOE, 'experts_read_alone']:.0f}), and every picked "
+        f"expert's weights are read. The MoE pass took "
+        f"**{rows.loc[MOE, 'batch_ms_per_pass']:.1f} ms**, {rows.loc[MOE, 'batch_vs_dense_active']:.2f}× the small "
+        f"model (the big dense one: {rows.loc[DENSE_TOTAL, 'batch_vs_dense_active']:.2f}×). Each token still does "
+        "only its experts' arithmetic, which is what counts once a server's batches are large enough to be "
+        "compute-bound."
     )
-    shown = moe.assign(total_m=moe["total_parameters"] / 1e6, active_m=moe["active_parameters"] / 1e6,
-                       weights_mb=moe["weight_bytes"] / 1e6)
-    st.dataframe(shown[["model", "total_m", "active_m", "weights_mb", "prefill_ms", "decode_ms_per_token",
-                        "decode_vs_dense_active", "memory_vs_dense_active"]],
+    shown = moe.assign(total_m=moe["total_parameters"] / 1e6, active_m=moe["active_parameters"] / 1e6)
+    st.dataframe(shown[["model", "total_m", "active_m", "prefill_ms", "decode_ms_per_token",
+                        "decode_vs_dense_active", "batch_ms_per_pass", "memory_vs_dense_active"]],
                  hide_index=True, width="stretch",
                  column_config={
                      "total_m": st.column_config.NumberColumn("params (M)", format="%.1f"),
                      "active_m": st.column_config.NumberColumn("per token (M)", format="%.1f"),
-                     "weights_mb": st.column_config.NumberColumn("weights (MB)", format="%.1f"),
                      "prefill_ms": st.column_config.NumberColumn("prefill ms", format="%.1f"),
                      "decode_ms_per_token": st.column_config.NumberColumn("decode ms/token", format="%.2f"),
                      "decode_vs_dense_active": st.column_config.NumberColumn(f"decode ÷ {DENSE_ACTIVE}", format="%.2f×"),
+                     "batch_ms_per_pass": st.column_config.NumberColumn(f"batch {int(moe['batch'].iloc[0])}: ms/pass",
+                                                                        format="%.1f"),
                      "memory_vs_dense_active": st.column_config.NumberColumn(f"memory ÷ {DENSE_ACTIVE}", format="%.2f×"),
                  })
 

@@ -95,11 +95,19 @@ def test_random_models_are_seeded_privately():
 
 
 def test_moe_measurement_rows():
-    frame = moe.measure(SMALL, prompt_tokens=8, decode_steps=2, repeats=1)
+    frame = moe.measure(SMALL, prompt_tokens=8, decode_steps=2, repeats=1, batch=4)
     assert frame["model"].tolist() == [moe.DENSE_ACTIVE, moe.MOE, moe.DENSE_TOTAL]
     assert (frame["weight_bytes"] == frame["total_parameters"] * 4).all()  # float32
-    assert frame["decode_vs_dense_active"].iloc[0] == 1.0
-    assert (frame[["prefill_ms", "decode_ms_per_token"]] > 0).all().all()
+    assert frame["decode_vs_dense_active"].iloc[0] == frame["batch_vs_dense_active"].iloc[0] == 1.0
+    assert (frame[["prefill_ms", "decode_ms_per_token", "batch_ms_per_pass"]] > 0).all().all()
+    assert frame.set_index("model").loc[moe.MOE, "experts_read_alone"] == SMALL.experts_per_token
+
+
+def test_one_token_reads_exactly_k_experts_and_a_batch_at_most_all():
+    model = moe.random_model(SMALL.configs()[moe.MOE], seed=5)
+    assert moe.experts_read_per_pass(model, 1) == SMALL.experts_per_token  # per layer, one token picks k distinct
+    assert SMALL.experts_per_token <= moe.experts_read_per_pass(model, 32) <= SMALL.experts
+    assert all(not layer.mlp.gate._forward_hooks for layer in model.model.layers)  # hooks taken off again
 
 
 def test_public_moe_table_lists_the_mixture_of_experts_models():
