@@ -41,6 +41,15 @@ def base_layout(fig: go.Figure, title: str, presenter: bool, height: int) -> go.
     )
     fig.update_xaxes(gridcolor="#eeeeee", zerolinecolor="#cccccc")
     fig.update_yaxes(gridcolor="#eeeeee", zerolinecolor="#cccccc")
+    if presenter:
+        # st.plotly_chart's Streamlit theme ignores layout.font (streamlit issue #7955): a
+        # projector needs every text's size set where the theme does not override it.
+        text = dict(size=size)
+        fig.update_xaxes(tickfont=text, title_font=text)
+        fig.update_yaxes(tickfont=text, title_font=text)
+        fig.update_layout(legend_font=text, hoverlabel_font=text, title_font_size=size + 3)
+        fig.update_annotations(font_size=size)  # subplot titles and notes on the chart
+        fig.update_traces(textfont_size=size - 2)
     return fig
 
 

@@ -87,8 +87,8 @@ def model_sidebar() -> None:
             "Hub id or local folder", key="model_input", placeholder="e.g. gpt2 or HuggingFaceTB/SmolLM2-135M",
             help="Leave empty for the bundled model. Hub models need internet the first time.",
         )
-        col_load, col_reset = st.columns(2)
-        if col_load.button("Load model", key="model_load"):
+        # One button a row: side by side, a projector's larger text cut their labels short.
+        if st.button("Load model", key="model_load", width="stretch"):
             attempt = typed.strip()
             try:
                 if attempt:
@@ -99,7 +99,7 @@ def model_sidebar() -> None:
             except ModelLoadError as err:
                 st.session_state[MODEL_ERROR_KEY] = str(err)
             st.rerun()
-        if col_reset.button("Bundled model", key="model_bundled"):
+        if st.button("Back to the bundled model", key="model_bundled", width="stretch"):
             st.session_state[MODEL_SOURCE_KEY] = ""
             st.session_state.pop(MODEL_ERROR_KEY, None)
             st.rerun()
@@ -111,8 +111,9 @@ def model_sidebar() -> None:
         st.markdown(
             """<style>
             html, body, [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.35rem !important; }
-            [data-testid="stMetricValue"] { font-size: 2.6rem !important; }
+            [data-testid="stMetricValue"] [data-testid="stMarkdownContainer"] p { font-size: 2.6rem !important; }
             .token-chip { font-size: 1.6rem !important; }
+            [data-testid="stSidebarNavLink"] [data-testid="stMarkdownContainer"] p { font-size: 0.8rem !important; }
             </style>""",
             unsafe_allow_html=True,
         )
@@ -130,6 +131,23 @@ def model_summary(loaded: LoadedModel) -> None:
     cols[2].metric("Heads / KV heads", f"{info.heads} / {info.kv_heads}")
     cols[3].metric("Context", f"{info.context:,}")
     cols[4].metric("Vocabulary", f"{info.vocab_size:,}")
+
+
+def side_by_side(spec=2) -> list:
+    """Columns for charts: side by side normally; stacked full width in presenter mode, where
+    projector-sized text would leave half-width charts no room for their bars."""
+    count = spec if isinstance(spec, int) else len(spec)
+    if presenter():
+        return [st.container() for _ in range(count)]
+    return st.columns(spec)
+
+
+def control_row(count: int) -> list:
+    """Columns for a row of sliders: in presenter mode at most three a row, so that their
+    larger labels stay whole."""
+    if not presenter() or count <= 3:
+        return st.columns(count)
+    return st.columns(3) + st.columns(3)[: count - 3]
 
 
 def caption(kind: str, text: str) -> None:

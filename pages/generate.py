@@ -87,7 +87,7 @@ play_clicked = b[1].button("Play", key="gen_play", width="stretch")
 back_clicked = b[2].button("Back", key="gen_back", width="stretch")
 reset_clicked = b[3].button("Reset", key="gen_reset", width="stretch")
 
-s = st.columns(5)
+s = common.control_row(5)
 s[0].slider("Temperature", 0.0, 2.0, step=0.05, key="gen_temperature", help="0 = greedy: always the most likely token.")
 s[1].slider("Top-p", 0.01, 1.0, step=0.01, key="gen_top_p", help="Keep the smallest set of likely tokens whose probability reaches p. 1 = off.")
 s[2].slider("Top-k", 0, 200, step=1, key="gen_top_k", help="Keep only the k most likely tokens. 0 = off.")
@@ -184,7 +184,7 @@ if trace is not None:
     st.subheader(heading)
     top_n = st.slider("Tokens shown", 10, 50, 20, step=5, key="gen_top_n")
     table = view.table(tokenizer, top_n=top_n)
-    chart_left, chart_right = st.columns([1, 1])
+    chart_left, chart_right = common.side_by_side(2)
     with chart_left:
         st.plotly_chart(next_token_bars(table, common.presenter()), width="stretch", key="gen_bars")
         common.caption("exact", "Top tokens by probability from this step's real logits over the full vocabulary; "

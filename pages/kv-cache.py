@@ -66,7 +66,7 @@ def step_by_step() -> None:
     m[2].metric("Formula", f"{last.formula_bytes:,} B")
     m[3].metric("Steps where they agree", f"{int(growth.agree.sum())} of {len(growth)}")
 
-    chart_left, chart_right = st.columns(2)
+    chart_left, chart_right = common.side_by_side(2)
     with chart_left:
         st.plotly_chart(cache_growth_figure(growth, common.presenter()), width="stretch", key="kv_growth")
         common.caption("measured", "Dots: bytes of the real key and value tensors after each step. Line: the formula "
@@ -113,7 +113,7 @@ def with_and_without() -> None:
         m[1].metric("With cache", f"{steps.with_cache_cumulative_ms.iloc[-1] / 1e3:.2f} s")
         m[2].metric("Without cache", f"{steps.without_cache_cumulative_ms.iloc[-1] / 1e3:.2f} s")
         m[3].metric("Same tokens?", "yes ✓" if comparison.identical else "no ✗")
-        chart_left, chart_right = st.columns(2)
+        chart_left, chart_right = common.side_by_side(2)
         with chart_left:
             st.plotly_chart(step_time_figure(steps, common.presenter()), width="stretch", key="kv_step_time")
             common.caption("measured", f"Forward-pass time of each step (thin) and the running median of "

@@ -78,7 +78,7 @@ if sweep is None:
     st.stop()
 
 found = findings(sweep, info.parameters)
-chart_left, chart_right = st.columns(2)
+chart_left, chart_right = common.side_by_side(2)
 with chart_left:
     st.plotly_chart(sweep_time_figure(sweep, common.presenter()), width="stretch", key="pd_sweep_time")
     common.caption("measured", f"Median of {sweep.repeats} runs per point after a warm-up; bars span the middle "

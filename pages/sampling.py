@@ -54,7 +54,7 @@ else:
 tail = tokenizer.decode(context_ids[-40:])
 st.markdown(f"**Context (last part):** `…{tail[-200:]}` → **?**")
 
-s = st.columns(5)
+s = common.control_row(5)
 temperature = s[0].slider("Temperature", 0.0, 2.0, 1.0, step=0.05, key="lab_temperature")
 top_p = s[1].slider("Top-p", 0.05, 1.0, 1.0, step=0.05, key="lab_top_p")
 top_k = s[2].slider("Top-k", 0, 200, 0, key="lab_top_k")
@@ -64,7 +64,7 @@ settings = SamplingSettings(temperature, top_k, top_p, min_p, penalty)
 view = step_view(logits, settings, seen, u=None)
 
 st.subheader("Drag to see it move")
-live_left, live_right = st.columns(2)
+live_left, live_right = common.side_by_side(2)
 with live_left:
     st.plotly_chart(live_slider_figure(logits, tokenizer, "temperature", TEMPERATURE_GRID, temperature,
                                        SamplingSettings(), presenter=presenter),
@@ -78,7 +78,7 @@ with live_right:
     common.caption("exact", f"Top-p at the temperature set above (T = {temperature:g}); grey = outside the nucleus.")
 
 st.subheader("All your settings together")
-chart_left, chart_right = st.columns(2)
+chart_left, chart_right = common.side_by_side(2)
 with chart_left:
     st.plotly_chart(next_token_bars(view.table(tokenizer, 15), presenter), width="stretch", key="lab_bars")
     common.caption("exact", "Raw probability (T=1) beside the final one after every stage; ✂ marks the stage that removed a token.")

@@ -145,3 +145,30 @@ def test_cost_page_measures_and_a_price_change_does_not_measure_again(monkeypatc
     at.number_input(key="cost_price").set_value(2.0).run()
     after = at.dataframe[0].value["cost per 1M output tokens ($)"].tolist()
     assert calls == [] and after == pytest.approx([2 * c for c in before])
+
+
+@pytest.fixture
+def localhost():
+    """The app as the README starts it (listening on localhost): local folders may be loaded."""
+    from streamlit import config
+
+    before = config.get_option("server.address")
+    config.set_option("server.address", "localhost")
+    yield
+    config.set_option("server.address", before)
+
+
+def test_cost_page_works_on_a_gpt2_folder(localhost, gpt2, tmp_path):
+    """Another architecture (no lean decode step: transformers' own forward) from a local
+    folder: the answer is measured and batching runs, with no exception."""
+    model, tokenizer = gpt2
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    at = open_cost_page()
+    at.text_input(key="model_input").input(str(tmp_path)).run()
+    at.button(key="model_load").click().run()
+    assert not at.exception and not at.sidebar.error
+    assert str(tmp_path) in " ".join(c.value for c in at.sidebar.caption)
+    at.button(key="cost_batches").click().run()
+    assert not at.exception
+    assert at.dataframe[0].value["batch"].tolist() == batch_sizes_for(sum(p.numel() for p in model.parameters()))

@@ -1,0 +1,34 @@
+"""Presenter mode (larger text for a projector) on every page: each page and its charts
+render without an exception, and the charts' text really is set larger."""
+import pytest
+
+from tests.conftest import APP_FILE
+
+PAGES = ["pages/generate.py", "pages/sampling.py", "pages/prefill-decode.py", "pages/kv-cache.py",
+         "pages/quantization.py", "pages/cost.py"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_in_presenter_mode(page):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP_FILE, default_timeout=300)
+    at.session_state["presenter"] = True
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception
+    assert at.toggle(key="presenter").value is True
+
+
+def test_presenter_figures_set_their_text_size():
+    """Streamlit's chart theme ignores layout.font, so presenter sizes go on axes, legend
+    and annotations themselves."""
+    import plotly.graph_objects as go
+
+    from inference.figures import base_layout
+
+    fig = go.Figure(go.Bar(x=[1, 2], y=[3, 4], text=["a", "b"]))
+    fig.add_annotation(text="note", x=1, y=3)
+    big, normal = base_layout(go.Figure(fig), "t", True, 300), base_layout(go.Figure(fig), "t", False, 300)
+    assert big.layout.xaxis.tickfont.size == big.layout.legend.font.size == big.layout.annotations[0].font.size == 20
+    assert normal.layout.xaxis.tickfont.size is None  # normal mode keeps the theme's own sizes
