@@ -21,6 +21,7 @@ from transformers import DynamicCache
 from inference import kv_cache
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+PROMPT_TOKENS, STEPS, ROUNDS = 32, 8, 3  # per sequence; timed passes per round; rounds over all sizes
 WORK_BUDGET = 2e9  # parameters x batch per pass: keeps a hub model's measurement to seconds, not minutes
 
 Progress = Callable[[int, int, str], None]
@@ -63,7 +64,7 @@ class _BatchRun:
 
 
 def measure_batches(
-    model, batch_sizes=BATCH_SIZES, prompt_tokens: int = 32, steps: int = 8, rounds: int = 3,
+    model, batch_sizes=BATCH_SIZES, prompt_tokens: int = PROMPT_TOKENS, steps: int = STEPS, rounds: int = ROUNDS,
     progress: Progress | None = None,
 ) -> pd.DataFrame:
     """One row per batch size: `ms_per_pass` (median decode pass), `tokens_per_s` (all
@@ -93,7 +94,8 @@ def measure_batches(
     for batch in batch_sizes:
         per_pass = median(times[batch])
         rows.append({"batch": batch, "ms_per_pass": per_pass, "tokens_per_s": batch / per_pass * 1000,
-                     "ms_per_token": per_pass / batch, "kv_cache_bytes": kv_cache.measured_bytes(runs[batch].cache)})
+                     "ms_per_token": per_pass / batch, "kv_cache_bytes": kv_cache.measured_bytes(runs[batch].cache),
+                     "tokens_per_sequence": kv_cache.cache_length(runs[batch].cache)})
     frame = pd.DataFrame(rows)
     frame["speedup_per_token"] = frame["ms_per_token"].iloc[0] / frame["ms_per_token"]
     return frame

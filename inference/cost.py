@@ -43,6 +43,11 @@ class AnswerCost:
         return self.ms_per_output_token / self.ms_per_input_token
 
     @property
+    def reply_share(self) -> float:
+        """The reply's share of all tokens (prompt and reply)."""
+        return self.reply_tokens / (self.prompt_tokens + self.reply_tokens)
+
+    @property
     def decode_share(self) -> float:
         return self.decode_ms / self.total_ms
 

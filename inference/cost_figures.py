@@ -17,11 +17,10 @@ def answer_split_figure(answer: AnswerCost, presenter: bool = False) -> go.Figur
     """Two stacked bars: where the tokens are (prompt vs reply) and where the time goes."""
     fig = go.Figure()
     rows = ["tokens", "time"]
-    prompt_share = answer.prompt_tokens / (answer.prompt_tokens + answer.reply_tokens)
     segments = [
-        ("prompt → prefill", PREFILL_COLOUR, [prompt_share, 1 - answer.decode_share],
+        ("prompt → prefill", PREFILL_COLOUR, [1 - answer.reply_share, 1 - answer.decode_share],
          [f"{answer.prompt_tokens} prompt tokens", f"prefill {answer.prefill_ms:.0f} ms"]),
-        ("reply → decode", DECODE_COLOUR, [1 - prompt_share, answer.decode_share],
+        ("reply → decode", DECODE_COLOUR, [answer.reply_share, answer.decode_share],
          [f"{answer.reply_tokens} reply tokens", f"decode {answer.decode_ms:.0f} ms"]),
     ]
     for name, colour, shares, texts in segments:

@@ -130,7 +130,6 @@ class Trace:
         self.vocab_size = self.model.get_output_embeddings().weight.shape[0]
         self.kv_shape = kv_cache.KVShape.from_config(self.model.config, next(self.model.parameters()).dtype)
         self._cache = DynamicCache(config=self.model.config)
-        self._fast_decode = fast_decode.supports(self.model)  # same logits, less Python per step
         self._pending: _Forward | None = None  # computed, not yet sampled from
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
 
@@ -162,8 +161,8 @@ class Trace:
     @torch.inference_mode()
     def _forward(self, ids: list[int], phase: str) -> _Forward:
         start = time.perf_counter()
-        if phase == "decode" and self._fast_decode:
-            logits = fast_decode.decode_logits(self.model, ids[0], self._cache).float()
+        if phase == "decode":  # the lean step where the architecture allows: same logits, less Python
+            logits = fast_decode.decode_step(self.model, ids[0], self._cache).float().clone()
         else:
             out = self.model(
                 input_ids=torch.tensor([ids], dtype=torch.long), cache=self._cache, use_cache=True, logits_to_keep=1

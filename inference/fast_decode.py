@@ -71,17 +71,18 @@ class _Layer:
     grouped: bool
 
 
-# Read-only views of each model's weights, dropped with the model.
-_LAYERS: "weakref.WeakKeyDictionary[nn.Module, list[_Layer]]" = weakref.WeakKeyDictionary()
+# Per model: its layers' tensors read out once, or None where `supports` said no. Dropped
+# with the model; only ever read from it.
+_PLANS: "weakref.WeakKeyDictionary[nn.Module, list[_Layer] | None]" = weakref.WeakKeyDictionary()
 
 
 def _weights(linear: nn.Linear) -> tuple:
     return linear.weight, linear.bias
 
 
-def _layers(model) -> list[_Layer]:
-    if model not in _LAYERS:
-        _LAYERS[model] = [
+def _plan(model) -> list[_Layer] | None:
+    if model not in _PLANS:
+        _PLANS[model] = [
             _Layer(
                 input_norm=layer.input_layernorm.weight, post_norm=layer.post_attention_layernorm.weight,
                 q=_weights(layer.self_attn.q_proj), k=_weights(layer.self_attn.k_proj),
@@ -91,8 +92,18 @@ def _layers(model) -> list[_Layer]:
                 scaling=layer.self_attn.scaling, grouped=layer.self_attn.num_key_value_groups > 1,
             )
             for layer in model.model.layers
-        ]
-    return _LAYERS[model]
+        ] if supports(model) else None
+    return _PLANS[model]
+
+
+@torch.inference_mode()
+def decode_step(model, token_id: int, cache) -> torch.Tensor:
+    """One decode step for any causal LM: feed `token_id` after `cache`, return the [vocab]
+    next-token logits. The lean path where `supports` says yes, transformers' forward elsewhere."""
+    if _plan(model) is not None:
+        return decode_logits(model, token_id, cache)
+    out = model(input_ids=torch.tensor([[token_id]], dtype=torch.long), cache=cache, use_cache=True, logits_to_keep=1)
+    return out.logits[0, -1]
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -112,11 +123,14 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 def decode_logits(model, token_id: int, cache) -> torch.Tensor:
     """Feed one token at the end of `cache` (updated in place, as transformers does) and
     return the next-token logits, shape [vocab]. Only for models `supports` accepts."""
+    layers = _plan(model)
+    if layers is None:
+        raise ValueError(f"{type(model).__name__} has no lean decode step: use `decode_step`")
     body = model.model
     x = body.embed_tokens.weight[token_id].view(1, 1, -1)
     cos, sin = body.rotary_emb(x, torch.tensor([[cache.get_seq_length()]]))
     cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [1, 1, 1, head_dim]: broadcast over heads
-    for index, layer in enumerate(_layers(model)):
+    for index, layer in enumerate(layers):
         h = _rms_norm(x, layer.input_norm, layer.eps)
         q = F.linear(h, *layer.q).view(1, 1, -1, layer.head_dim).transpose(1, 2)
         k = F.linear(h, *layer.k).view(1, 1, -1, layer.head_dim).transpose(1, 2)

@@ -190,11 +190,20 @@ def stages_switched_off(settings: SamplingSettings, vocab: int) -> set[str]:
 
 def stage_logits(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor) -> dict[str, torch.Tensor]:
     """Logits after each stage, in pipeline order, keyed by `STAGES`."""
+    return _stages_from_top_p(_stages_to_top_k(logits, settings, seen), settings)
+
+
+def _stages_to_top_k(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor) -> dict[str, torch.Tensor]:
     out = {"raw": logits}
     out["penalty"] = apply_repetition_penalty(logits, seen, settings.repetition_penalty)
     out["temperature"] = apply_temperature(out["penalty"], settings.temperature)
     out["top_k"] = apply_top_k(out["temperature"], settings.top_k)
-    out["top_p"] = apply_top_p(out["top_k"], settings.top_p)
+    return out
+
+
+def _stages_from_top_p(out: dict[str, torch.Tensor], settings: SamplingSettings,
+                       descending_order: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    out["top_p"] = apply_top_p(out["top_k"], settings.top_p, descending_order=descending_order)
     out["min_p"] = apply_min_p(out["top_p"], settings.min_p)
     return out
 
@@ -281,29 +290,26 @@ class RankedStages:
     logits: dict[str, torch.Tensor]  # stage -> [V] logits after it, keyed by `STAGES`
     order: torch.Tensor  # [V] token ids; the first `sorted_prefix` in display order
     sorted_prefix: int  # every token the final distribution keeps is inside it
+    token_rank: int | None = None  # display rank of `include_token`, inside the sorted prefix
 
 
 def ranked_stages(
-    logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor, min_sorted: int = 0, include_rank: int = 0
+    logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor, min_sorted: int = 0,
+    include_token: int | None = None,
 ) -> RankedStages:
     """`stage_logits` for one step, plus the display order, sorting the vocabulary at most
-    once: only the top `max(min_sorted, include_rank + 1, tokens kept)` when that is enough,
-    and top-p reuses the full sort when it needs one."""
+    once: top-p reuses the full sort when it needs one; otherwise only the top is sorted,
+    enough to hold `min_sorted` tokens, every token kept, and `include_token`."""
     vocab = logits.shape[-1]
-    out = {"raw": logits}
-    out["penalty"] = apply_repetition_penalty(logits, seen, settings.repetition_penalty)
-    out["temperature"] = apply_temperature(out["penalty"], settings.temperature)
-    out["top_k"] = apply_top_k(out["temperature"], settings.top_k)
+    out = _stages_to_top_k(logits, settings, seen)
+    token_rank = None if include_token is None else display_rank(out["penalty"], include_token)
     if settings.top_p < 1 and finite_count(out["top_k"]) >= vocab // 2:
         order = display_order(out["penalty"])  # top-p has to sort everything: share that sort
-        out["top_p"] = apply_top_p(out["top_k"], settings.top_p, descending_order=order)
-        out["min_p"] = apply_min_p(out["top_p"], settings.min_p)
-        return RankedStages(out, order, vocab)
-    out["top_p"] = apply_top_p(out["top_k"], settings.top_p)
-    out["min_p"] = apply_min_p(out["top_p"], settings.min_p)
-    needed = max(min_sorted, include_rank + 1, finite_count(out["min_p"]))
+        return RankedStages(_stages_from_top_p(out, settings, order), order, vocab, token_rank)
+    out = _stages_from_top_p(out, settings)
+    needed = max(min_sorted, (token_rank or 0) + 1, finite_count(out["min_p"]))
     order, sorted_prefix = partial_display_order(out["penalty"], needed)
-    return RankedStages(out, order, sorted_prefix)
+    return RankedStages(out, order, sorted_prefix, token_rank)
 
 
 def draw(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor, u: float) -> Draw:

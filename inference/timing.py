@@ -127,15 +127,11 @@ def _one_run(model, prompt_ids: list[int], decode_tokens: int) -> tuple[float, f
     out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
     prefill_ms = (time.perf_counter() - start) * 1000
     decode_ms = []
-    fast = fast_decode.supports(model)  # the engine's own decode step, so both sections agree
     logits = out.logits[0, -1]
     for _ in range(decode_tokens):
         next_id = int(logits.argmax())
         start = time.perf_counter()
-        if fast:
-            logits = fast_decode.decode_logits(model, next_id, cache)
-        else:
-            logits = model(input_ids=torch.tensor([[next_id]]), cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
+        logits = fast_decode.decode_step(model, next_id, cache)  # the engine's own step: both sections agree
         decode_ms.append((time.perf_counter() - start) * 1000)
     return prefill_ms, sum(decode_ms) / len(decode_ms)
 

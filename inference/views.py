@@ -15,9 +15,7 @@ from inference.sampling import (
     MIN_SORTED,
     STAGES,
     SamplingSettings,
-    apply_repetition_penalty,
     display_order,
-    display_rank,
     entropy_bits,
     inverse_cdf_index,
     finite_count,
@@ -47,7 +45,7 @@ class StepView:
     # order[:sorted_prefix] is exact display order and holds every token the final
     # distribution keeps; past it come tokens top-k/top-p/min-p removed, in id order
     # (sorting all of a 50k vocabulary costs more than everything else in a view).
-    sorted_prefix: int = 0
+    sorted_prefix: int
 
     @property
     def final(self) -> torch.Tensor:
@@ -106,15 +104,15 @@ def step_view(
 ) -> StepView:
     """One step's view. The chosen token is `chosen_id` if given (a recorded step);
     otherwise where `u` falls (or the top token, for greedy or when u is None)."""
-    include_rank = 0 if chosen_id is None else display_rank(apply_repetition_penalty(logits, seen, settings.repetition_penalty), chosen_id)
-    ranked = ranked_stages(logits, settings, seen, min_sorted=MIN_SORTED, include_rank=include_rank)
+    ranked = ranked_stages(logits, settings, seen, min_sorted=MIN_SORTED, include_token=chosen_id)
     stages, order = ranked.logits, ranked.order
     shown = order[:ranked.sorted_prefix]  # every token with a final probability > 0 is in here
     # float64 softmax: the displayed shares add up to 1 and the draw matches `sampling.draw`.
     # A stage that is switched off hands on its input unchanged: reuse the one before it.
     unchanged = stages_switched_off(settings, len(order))
-    probs, kept = {}, {}
-    for previous, name in zip((None,) + STAGES, STAGES):
+    raw = logits.double().softmax(-1)  # raw keeps every token: its shares and entropy need them all
+    probs, kept = {"raw": raw[shown]}, {"raw": int((raw > 0).sum())}
+    for previous, name in zip(STAGES, STAGES[1:]):
         if name in unchanged:
             probs[name], kept[name] = probs[previous], kept[previous]
         elif finite_count(stages[name]) <= len(shown):  # every token this stage keeps is shown
@@ -124,7 +122,7 @@ def step_view(
             full = stages[name].double().softmax(-1)
             probs[name], kept[name] = full[shown], int((full > 0).sum())
     if chosen_id is not None:
-        chosen_rank = include_rank
+        chosen_rank = ranked.token_rank
     elif settings.greedy or u is None:
         chosen_rank = 0
     else:
@@ -135,7 +133,7 @@ def step_view(
         order=order,
         probs=probs,
         kept=kept,
-        entropy_raw_bits=float(entropy_bits(logits.double().softmax(-1))),
+        entropy_raw_bits=float(entropy_bits(raw)),
         entropy_final_bits=float(entropy_bits(probs["min_p"])),
         nucleus_size=int(nucleus_mask.sum()),
         nucleus_mass=float(probs["top_k"][nucleus_mask].sum()),

@@ -133,13 +133,12 @@ def model_summary(loaded: LoadedModel) -> None:
     cols[4].metric("Vocabulary", f"{info.vocab_size:,}")
 
 
-def side_by_side(spec=2) -> list:
+def side_by_side(count: int = 2) -> list:
     """Columns for charts: side by side normally; stacked full width in presenter mode, where
     projector-sized text would leave half-width charts no room for their bars."""
-    count = spec if isinstance(spec, int) else len(spec)
     if presenter():
         return [st.container() for _ in range(count)]
-    return st.columns(spec)
+    return st.columns(count)
 
 
 def control_row(count: int) -> list:
@@ -212,10 +211,11 @@ def shared_results() -> dict:
     return {}
 
 
-def measure_on_click(label: str, key: str, result_key: Hashable, measure: Callable, where=st) -> object | None:
+def measure_on_click(label: str, key: str, result_key: Hashable, measure: Callable, not_yet: str,
+                     where=st) -> object | None:
     """A primary button that runs `measure(progress)` in a generation slot with a progress bar
     (progress is called with done, total, what), then the latest result kept under
-    `result_key` for every visitor, or None if nobody has measured yet."""
+    `result_key` for every visitor; or, if nobody has measured yet, the `not_yet` hint and None."""
     store = shared_results()
     if where.button(label, key=key, type="primary"):
         bar = st.progress(0.0, text="Starting…")
@@ -226,4 +226,6 @@ def measure_on_click(label: str, key: str, result_key: Hashable, measure: Callab
         with generation_slot():
             store[result_key] = measure(show)
         bar.empty()
+    if result_key not in store:
+        st.info(f"{not_yet} The result is kept for everyone.")
     return store.get(result_key)

@@ -1,7 +1,7 @@
 """Cost & MoE: why output tokens, batch size and active parameters set the price."""
 import streamlit as st
 
-from inference.batching import batch_sizes_for, measure_batches
+from inference.batching import PROMPT_TOKENS, ROUNDS, STEPS, batch_sizes_for, measure_batches
 from inference.calculator import load_public_models
 from inference.cost import cost_per_million_tokens, measure_answer
 from inference.cost_figures import answer_split_figure, batching_figure, moe_figure
@@ -49,7 +49,7 @@ m[0].metric("Per input token", f"{answer.ms_per_input_token:.3f} ms", help="Pref
 m[1].metric("Per output token", f"{answer.ms_per_output_token:.2f} ms", help="Mean decode pass.")
 m[2].metric("Output ÷ input", f"{answer.output_vs_input:,.0f}×", help="How much more machine time an output token took.")
 st.markdown(
-    f"The reply is **{answer.reply_tokens / (answer.prompt_tokens + answer.reply_tokens):.0%} of the tokens** "
+    f"The reply is **{answer.reply_share:.0%} of the tokens** "
     f"but took **{answer.decode_share:.0%} of the time**. A decode pass reads every weight of the model to make "
     f"one token; the prefill pass read them once for all {answer.prompt_tokens} prompt tokens. That is why API "
     "price lists charge more for output tokens than for input tokens, and why a long reply, not a long "
@@ -60,16 +60,14 @@ st.markdown(
 st.subheader("2. Batching: many users share every read of the weights")
 batch_sizes = batch_sizes_for(info.parameters)
 st.markdown(
-    f"Decode passes for {', '.join(map(str, batch_sizes))} sequences at once (32-token prompts; 24 timed passes "
-    "per size, in three rounds over all sizes; median). One pass reads the weights once however many sequences "
-    "it serves."
+    f"Decode passes for {', '.join(map(str, batch_sizes))} sequences at once ({PROMPT_TOKENS}-token prompts; "
+    f"{ROUNDS * STEPS} timed passes per size, in {ROUNDS} rounds over all sizes; median). One pass reads the "
+    "weights once however many sequences it serves."
 )
 batches = common.measure_on_click("Measure batching", "cost_batches", ("batches", info.name),
-                                  lambda progress: measure_batches(model, batch_sizes, progress=progress))
-if batches is None:
-    st.info("Press **Measure batching** (a few seconds on the bundled model). The result is kept for everyone "
-            "using this model.")
-else:
+                                  lambda progress: measure_batches(model, batch_sizes, progress=progress),
+                                  "Press **Measure batching** (a few seconds on the bundled model).")
+if batches is not None:
     st.plotly_chart(batching_figure(batches, common.presenter()), width="stretch", key="cost_batch_chart")
     common.caption("measured", "Median decode pass for each batch size after a warm-up; machine time per token = "
                    "pass time ÷ batch. KV cache bytes are read from the cache tensors.")
@@ -79,7 +77,7 @@ else:
         f"**{best.ms_per_pass:.1f} ms** per pass for {int(best.batch)} tokens, so each token took "
         f"**{best.speedup_per_token:.0f}× less** machine time. The gain flattens once a pass is limited by "
         f"arithmetic rather than by reading weights, and the KV cache grows with every sequence "
-        f"({best.kv_cache_bytes / 1e6:,.1f} MB here at {int(best.batch)} sequences × 57 tokens): memory for the cache is "
+        f"({best.kv_cache_bytes / 1e6:,.1f} MB here at {int(best.batch)} sequences × {int(best.tokens_per_sequence)} tokens): memory for the cache is "
         "what caps the batch on a real server (see the KV cache page)."
     )
     st.markdown("**What a million output tokens cost at this machine's speed**")
@@ -108,11 +106,9 @@ st.markdown(
     f"- **{DENSE_TOTAL}**: one MLP {design.expert_width * design.experts:,} wide, as many weights as all experts."
 )
 moe = common.measure_on_click("Build and measure the three models", "cost_moe", ("moe", design),
-                              lambda progress: measure_moe(design, progress=progress))
-if moe is None:
-    st.info("Press the button (about 10–15 s: builds three models with 20–58 M random weights and times them). "
-            "The result is kept for everyone.")
-else:
+                              lambda progress: measure_moe(design, progress=progress),
+                              "Press the button (about 10–15 s: builds the three models and times them).")
+if moe is not None:
     st.plotly_chart(moe_figure(moe, common.presenter()), width="stretch", key="cost_moe_chart")
     common.caption("measured", "Random weights from a private seed (they produce nonsense text, which does not change "
                    "speed or memory). Bytes from the weight tensors; times are medians of 3 interleaved runs: "

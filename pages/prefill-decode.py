@@ -71,10 +71,9 @@ repeats = c1.slider("Runs per point", 3, 9, 5, key="pd_repeats")
 sweep = common.measure_on_click(
     "Run the sweep", "pd_sweep", ("sweep", info.name),
     lambda progress: measure_sweep(model, lengths, repeats=repeats, decode_tokens=DECODE_TOKENS, progress=progress),
-    where=c2,
+    "Press **Run the sweep** (about 5–15 s on the bundled model).", where=c2,
 )
 if sweep is None:
-    st.info("Press **Run the sweep** (about 5–15 s on the bundled model). The result is kept for everyone using this model.")
     st.stop()
 
 found = findings(sweep, info.parameters)

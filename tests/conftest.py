@@ -48,3 +48,14 @@ def run_app(query: dict | None = None):
     at.run()
     assert not at.exception
     return at
+
+
+@pytest.fixture
+def local_server():
+    """The app as started by the README (listening on localhost): folders may be loaded."""
+    from streamlit import config
+
+    before = config.get_option("server.address")
+    config.set_option("server.address", "localhost")
+    yield
+    config.set_option("server.address", before)

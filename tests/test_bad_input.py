@@ -108,17 +108,6 @@ def test_huge_max_new_tokens_is_capped_and_the_cap_shown(app):
 
 # -- models ------------------------------------------------------------------------------
 
-@pytest.fixture
-def local_server():
-    """The app as started by the README (listening on localhost): folders may be loaded."""
-    from streamlit import config
-
-    before = config.get_option("server.address")
-    config.set_option("server.address", "localhost")
-    yield
-    config.set_option("server.address", before)
-
-
 def load(at, source):
     at.text_input(key="model_input").input(source).run()
     at.button(key="model_load").click().run()

@@ -147,18 +147,7 @@ def test_cost_page_measures_and_a_price_change_does_not_measure_again(monkeypatc
     assert calls == [] and after == pytest.approx([2 * c for c in before])
 
 
-@pytest.fixture
-def localhost():
-    """The app as the README starts it (listening on localhost): local folders may be loaded."""
-    from streamlit import config
-
-    before = config.get_option("server.address")
-    config.set_option("server.address", "localhost")
-    yield
-    config.set_option("server.address", before)
-
-
-def test_cost_page_works_on_a_gpt2_folder(localhost, gpt2, tmp_path):
+def test_cost_page_works_on_a_gpt2_folder(local_server, gpt2, tmp_path):
     """Another architecture (no lean decode step: transformers' own forward) from a local
     folder: the answer is measured and batching runs, with no exception."""
     model, tokenizer = gpt2
