@@ -8,7 +8,9 @@ Why the numbers look the way they do:
   memory-bandwidth-bound and its time per token is nearly flat.
 - The engine records the full logits and a sampling view every step and still beats
   `model.generate`: for Llama-architecture models its decode step is `fast_decode`, the same
-  operations as transformers' forward without the Python around them. What is left is
+  operations as transformers' forward without the Python around them, its float32
+  matrix-vector products done as torch's vectorised multiply and row sum on both cores
+  (MKL's one-token kernel is the slow part of `generate` on this AMD CPU). What is left is
   mostly reading every weight once per token (float32: 23 MB for the bundled model).
 
 Figures are reported, never asserted in tests: this machine's timings are noisy.

@@ -90,7 +90,9 @@ def test_sampling_lab_plotly_slider_moves_in_the_browser(server, page):
     page.mouse.down()
     page.mouse.move(rail["x"] + rail["width"] * 0.15, grip["y"] + grip["height"] / 2, steps=10)
     page.mouse.up()
-    page.wait_for_timeout(300)
+    # Plotly redraws the frame asynchronously: wait for the title to change (a loaded machine is slow).
+    page.wait_for_function("(b) => document.querySelector('[data-testid=\"stPlotlyChart\"] .js-plotly-plot .gtitle')"
+                           ".textContent !== b", arg=title_before, timeout=10_000)
     title_after = live.locator(".gtitle").text_content()
     assert title_after != title_before and title_after.startswith("T = 0.")  # moved in the browser
     for w, h in SIZES:

@@ -1,6 +1,11 @@
-"""The lean decode step against transformers' own forward: the same logits, bit for bit."""
+"""The lean decode step against transformers' own forward.
+
+float32 weights: the same logits but for the order of additions inside the matrix-vector
+products (within 1e-4 over 60 steps, the same greedy token every step). bfloat16 and
+quantized weights go through F.linear as transformers does: equal bit for bit."""
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
 from inference import fast_decode
@@ -30,16 +35,31 @@ def decode_both_ways(model, prompt: list[int], steps: int):
     return torch.stack(theirs), torch.stack(ours), caches
 
 
-def test_bundled_model_logits_are_identical_to_transformers(bundled):
-    """60 decode steps of the shipped model: every logit equal, and the caches too."""
+def assert_rounding_apart(theirs: torch.Tensor, ours: torch.Tensor):
+    """Equal up to float32 rounding (logits here reach ~18), and the same greedy token at every step."""
+    assert torch.allclose(theirs, ours, rtol=0, atol=1e-4)
+    assert torch.equal(theirs.argmax(-1), ours.argmax(-1))
+
+
+def test_bundled_model_logits_match_transformers(bundled):
+    """60 decode steps of the shipped model: every logit and every cached key and value."""
     model = bundled.model
     assert fast_decode.supports(model)
     before = {name: p.clone() for name, p in model.state_dict().items()}
     theirs, ours, caches = decode_both_ways(model, encode_prompt(bundled.tokenizer, "Once upon a time"), 60)
-    assert torch.equal(theirs, ours)
+    assert_rounding_apart(theirs, ours)
+    assert fast_decode._plan(model).lm_head.by_rows and fast_decode._plan(model).layers[0].down.by_rows
     for a, b in zip(caches[0].layers, caches[1].layers):
-        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+        assert torch.allclose(a.keys, b.keys, rtol=0, atol=1e-4) and torch.allclose(a.values, b.values, rtol=0, atol=1e-4)
     assert all(torch.equal(before[name], p) for name, p in model.state_dict().items())  # only read
+
+
+def test_everything_but_the_row_sums_is_transformers_own_arithmetic(bundled, monkeypatch):
+    """With F.linear back in place of the row sums, the lean step equals `model(...)` bit for
+    bit: norms, rotary embedding, cache and attention are the same operations in the same order."""
+    monkeypatch.setattr(fast_decode, "_matvec", lambda weight, x: F.linear(x.view(1, -1), weight).view(-1))
+    theirs, ours, _ = decode_both_ways(bundled.model, encode_prompt(bundled.tokenizer, "Once upon a time"), 30)
+    assert torch.equal(theirs, ours)
 
 
 @pytest.mark.parametrize("overrides", [
@@ -58,7 +78,21 @@ def test_llama_variants_match_transformers(overrides):
         model = model.to(dtype)
     assert fast_decode.supports(model)
     theirs, ours, _ = decode_both_ways(model, [1, 5, 9, 200, 17], 20)
-    assert torch.equal(theirs, ours)
+    if dtype is None:
+        assert_rounding_apart(theirs, ours)
+    else:  # bfloat16 weights keep F.linear
+        assert torch.equal(theirs, ours)
+
+
+def test_big_weights_are_multiplied_in_row_blocks(monkeypatch):
+    """A weight past BLOCK_ELEMENTS (a hub model's output layer) is done block by block:
+    the same numbers as in one piece, and as F.linear up to rounding."""
+    generator = torch.Generator().manual_seed(0)
+    weight, x = torch.randn(1000, 64, generator=generator), torch.randn(64, generator=generator)
+    whole = fast_decode._matvec(weight, x)
+    monkeypatch.setattr(fast_decode, "BLOCK_ELEMENTS", 64 * 7)  # 7 rows a block; 1000 is no multiple of 7
+    assert torch.equal(fast_decode._matvec(weight, x), whole)
+    assert torch.allclose(whole, torch.nn.functional.linear(x, weight), rtol=0, atol=1e-5)
 
 
 def test_other_models_take_transformers_own_path(gpt2):
@@ -83,5 +117,6 @@ def test_quantized_copies_match_transformers(bundled, precision):
 
     model = quantized_copy(bundled.model, precision).model
     assert fast_decode.supports(model)
+    assert not fast_decode._plan(model).layers[0].q.by_rows  # F.linear, as in transformers
     theirs, ours, _ = decode_both_ways(model, encode_prompt(bundled.tokenizer, "One day, a girl"), 20)
     assert torch.equal(theirs, ours)

@@ -106,11 +106,21 @@ def test_speed_findings_call_a_slower_precision_slower_and_say_why(comparison):
     assert any("GPU" in line for line in qc.speed_findings(slowed))
 
 
+def test_speed_findings_say_when_float32_has_the_faster_kernel(comparison):
+    """The bundled model's float32 decode products are row sums (fast_decode): the page says a
+    gap between precisions is partly that kernel; without them it says nothing of the kind."""
+    assert comparison.float32_row_sums
+    assert sum("row sum" in line for line in qc.speed_findings(comparison)) == 1
+    plain = dataclasses.replace(comparison, float32_row_sums=False)
+    assert not any("row sum" in line for line in qc.speed_findings(plain))
+
+
 def test_gpt2_conv1d_layers_are_converted_then_quantized(gpt2):
     """GPT-2's Conv1D layers are not nn.Linear: the copies convert them, so int8/int4 really apply."""
     model, tokenizer = gpt2
     comparison = qc.compare_precisions(qc.quantize_all(model), tokenizer, [0, 5, 9], 6, rounds=1)
     assert comparison.conv1d_layers == 8  # 2 blocks x (c_attn, c_proj, c_fc, mlp c_proj)
+    assert not comparison.float32_row_sums  # GPT-2 decodes through transformers' forward
     assert comparison.results["int8"].quantized_layers == 8
     assert comparison.results["int4"].quantized_layers == 8
     assert comparison.int4_group_size == 64  # n_embd 64: group 128 would skip every layer
