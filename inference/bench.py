@@ -22,6 +22,7 @@ import json
 import statistics
 import time
 
+import pandas as pd
 import torch
 import transformers
 
@@ -142,8 +143,9 @@ def print_table(results: dict) -> None:
         if key == "quantization":
             continue
         print(f"{key:<{width}}  {value!s:<14} {goals.get(key, '')}")
-    for row in results.get("quantization", []):
-        print("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
+    if results.get("quantization"):
+        print("\nquantization (the step engine, greedy):")
+        print(pd.DataFrame(results["quantization"]).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
 
 def main(argv=None):

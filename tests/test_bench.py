@@ -1,0 +1,28 @@
+"""`python -m inference.bench` runs on the bundled model and writes the keys issue #3 names.
+Its figures are reported, never asserted: only their presence and sense are checked."""
+import json
+from functools import partial
+
+from inference import bench
+
+ISSUE_KEYS = {"engine_tokens_per_s", "generate_tokens_per_s", "engine_vs_generate", "ttft_ms", "decode_ms_per_token",
+              "view_ms_vocab_4k", "view_ms_vocab_50k", "trace_view_ms_200", "model", "torch_threads",
+              "transformers_version"}
+
+
+def test_bench_writes_every_figure_to_json_and_prints_a_table(tmp_path, capsys, monkeypatch):
+    # Every measurement runs, on fewer tokens and repeats than the real benchmark (seconds, not minutes).
+    for name, fewer in {"engine_vs_generate": dict(new_tokens=16, repeats=1),
+                        "prefill_and_decode": dict(decode_tokens=8, repeats=1),
+                        "view_ms": dict(repeats=2), "trace_view_ms": dict(steps=20, repeats=1)}.items():
+        monkeypatch.setattr(bench, name, partial(getattr(bench, name), **fewer))
+    path = tmp_path / "bench.json"
+    bench.main(["--no-quantization", "--json", str(path)])
+    figures = json.loads(path.read_text())
+    assert ISSUE_KEYS <= figures.keys()
+    assert figures["new_tokens"] == 16 and figures["model"] == "storyteller-llama-6m"
+    assert all(figures[k] > 0 for k in ISSUE_KEYS - {"model", "transformers_version"})
+    ratio = figures["engine_tokens_per_s"] / figures["generate_tokens_per_s"]
+    assert abs(figures["engine_vs_generate"] - ratio) < 0.01
+    printed = capsys.readouterr().out
+    assert "engine_vs_generate" in printed and "goal >= 1.5" in printed
