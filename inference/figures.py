@@ -31,8 +31,9 @@ def label(text: str) -> str:
 
 def base_layout(fig: go.Figure, title: str, presenter: bool, height: int) -> go.Figure:
     size = 20 if presenter else 13
+    title_size = size + (6 if presenter else 3)
     fig.update_layout(
-        title=dict(text=title, font=dict(size=size + 3)),
+        title=dict(text=title, font=dict(size=title_size)),
         font=dict(size=size, **FONT),
         height=int(height * (1.35 if presenter else 1)),
         margin=dict(l=10, r=20, t=60, b=40),
@@ -41,13 +42,17 @@ def base_layout(fig: go.Figure, title: str, presenter: bool, height: int) -> go.
     )
     fig.update_xaxes(gridcolor="#eeeeee", zerolinecolor="#cccccc")
     fig.update_yaxes(gridcolor="#eeeeee", zerolinecolor="#cccccc")
+    # Plotly shrinks a bar's outside label to the bar's thickness (7 px on a thin bar) and
+    # clips it at the axis end: keep value labels at the text size, past the axis if needed.
+    fig.for_each_trace(lambda trace: trace.update(constraintext="none", cliponaxis=False, textfont_size=size - 2)
+                       if trace.type == "bar" and trace.textposition == "outside" else None)
     if presenter:
         # st.plotly_chart's Streamlit theme ignores layout.font (streamlit issue #7955): a
         # projector needs every text's size set where the theme does not override it.
         text = dict(size=size)
         fig.update_xaxes(tickfont=text, title_font=text)
         fig.update_yaxes(tickfont=text, title_font=text)
-        fig.update_layout(legend_font=text, hoverlabel_font=text, title_font_size=size + 3)
+        fig.update_layout(legend_font=text, hoverlabel_font=text, title_font_size=title_size)
         fig.update_annotations(font_size=size)  # subplot titles and notes on the chart
         fig.update_traces(textfont_size=size - 2)
     return fig
@@ -75,7 +80,9 @@ def next_token_bars(table: pd.DataFrame, presenter: bool = False, title: str = "
                 text=[f"{v:.1%}" if v >= 0.001 else "" for v in rows["min_p"]], textposition="outside",
                 hovertemplate="%{y}<br>final %{x:.2%}<extra></extra>")
     fig.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05)
-    fig.update_xaxes(tickformat=".0%", title="probability", rangemode="tozero")
+    longest = max(float(rows["raw"].max()), float(rows["min_p"].max()), 0.01)
+    # Room right of the longest bar for its value label.
+    fig.update_xaxes(tickformat=".0%", title="probability", range=[0, longest * (1.3 if presenter else 1.2)])
     fig.update_yaxes(automargin=True)
     fig = base_layout(fig, title, presenter, height=150 + 24 * len(rows))
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.1, xanchor="left", x=0))
