@@ -29,7 +29,7 @@ st.subheader("One generation, timed")
 left, right = st.columns([3, 1])
 left.text_area("Prompt", DEFAULT_PROMPT, key="pd_prompt", height=100, max_chars=20_000)
 new_tokens = right.slider("New tokens", 8, min(128, limits.max_new_tokens), 48, step=8, key="pd_new_tokens")
-run_again = right.button("Run again", key="pd_run", help="Timings change a little every run: the machine is shared.")
+run_again = right.button("Run again", key="pd_run", help="Timings change a little every time: the machine is shared.")
 
 prepared = prepare_prompt(tokenizer, st.session_state.pd_prompt, False, info.context, limits)
 for note in prepared.notes:
@@ -47,7 +47,9 @@ timing = st.session_state[RUN_KEY][1]
 
 st.plotly_chart(timeline_figure(timing, common.presenter()), width="stretch", key="pd_timeline")
 common.caption("measured", "Wall time of each step on this machine (forward pass + choosing the token), laid end "
-               "to end; hover a block for its token. The dashed line is the time to first token.")
+               "to end; hover a block for its token. The dashed line is the time to first token. "
+               + (f"The fastest of {timing.runs} identical greedy runs: other programs on a shared machine can only "
+                  "slow a run down." if timing.runs > 1 else ""))
 m = st.columns(2) + st.columns(2)  # two rows of two: the values stay whole on a narrow screen
 m[0].metric("Time to first token", f"{timing.ttft_ms:.1f} ms", help="The prefill pass plus choosing the first token.")
 if timing.tpot_ms is not None:

@@ -8,6 +8,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import APP_FILE
+from inference import timing as timing_module
 from inference.timing import (
     Sweep, default_prompt_lengths, filler_prompt, findings, measure_sweep, summarise_runs, time_generation,
 )
@@ -83,6 +84,19 @@ def test_generation_timing_is_one_prefill_then_decode_steps_laid_end_to_end(bund
     assert steps["start_ms"].iloc[1:].tolist() == pytest.approx((steps["start_ms"] + steps["step_ms"]).iloc[:-1].tolist())
     assert timing.ttft_ms == steps["step_ms"].iloc[0]
     assert timing.prefill_tokens_per_s == pytest.approx(len(ids) / timing.prefill_ms * 1000)
+
+
+def test_generation_timing_shows_the_fastest_of_its_runs(bundled, monkeypatch):
+    """Three greedy runs (a busy moment can only slow one); the timeline is the fastest.
+    A slow model stops after its first run once the time budget is spent."""
+    ids = bundled.tokenizer("Once upon a time, there was a cat.")["input_ids"]
+    timing = time_generation(bundled.model, bundled.tokenizer, ids, 6)
+    assert timing.runs == 3
+    assert timing.steps["step_ms"].sum() == pytest.approx(min(timing.run_totals_ms))
+    monkeypatch.setattr(timing_module, "TIMING_BUDGET_S", 0.0)
+    assert time_generation(bundled.model, bundled.tokenizer, ids, 6).runs == 1
+    with pytest.raises(ValueError, match="`runs`"):
+        time_generation(bundled.model, bundled.tokenizer, ids, 6, runs=0)
 
 
 def test_findings_quote_the_sweep():
