@@ -246,6 +246,9 @@ def load_model(source: str | None = None, dtype: str = "float32", limits=None, s
         raise ModelLoadError("The server ran out of memory loading this model. Pick a smaller model.") from None
     model.eval()
     model.requires_grad_(False)
+    from inference.engine import warm_up
+
+    warm_up(model, tokenizer)  # so the first pass a page times is not the process's first pass
     return LoadedModel(model=model, tokenizer=tokenizer, info=describe(model, tokenizer, name, kind, dtype))
 
 

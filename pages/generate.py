@@ -215,4 +215,6 @@ if trace is not None:
         st.dataframe(step_frame_for_table(frame), hide_index=True, width="stretch", key="gen_table")
         st.download_button("Download CSV", frame.to_csv(index=False).encode(), "inference_lab_steps.csv",
                            "text/csv", key="gen_csv")
-        common.caption("measured", "Probabilities are exact; forward ms is the wall time of that step's forward pass here.")
+        common.caption("measured", "Probabilities are exact; forward ms is the wall time of that step's forward pass here. "
+                       "It runs while your browser draws this page, so a step can take many times its usual time when "
+                       "both share one computer's CPU; the Prefill vs decode page times clean runs.")

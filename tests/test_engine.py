@@ -4,7 +4,7 @@ import threading
 import pytest
 import torch
 
-from inference.engine import STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace, run_uniforms
+from inference.engine import STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace, run_uniforms, warm_up
 from inference.kv_cache import KVShape
 from inference.loader import encode_prompt
 from inference.sampling import SamplingSettings
@@ -192,3 +192,14 @@ def test_trace_frame_has_one_row_per_step(bundled):
     assert list(frame["step"]) == [0, 1, 2, 3, 4]
     assert frame.loc[0, "phase"] == "prefill" and set(frame.loc[1:, "phase"]) == {"decode"}
     assert (frame["forward_ms"] > 0).all()
+
+
+def test_warm_up_only_reads_the_model_and_leaves_the_global_rng_alone(gpt2):
+    """load_model warms every model up with a short sampled run: the shared model is not
+    changed by it, and the global torch RNG is not drawn from."""
+    model, tokenizer = gpt2
+    before = {name: p.clone() for name, p in model.state_dict().items()}
+    rng = torch.get_rng_state()
+    warm_up(model, tokenizer)
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert all(torch.equal(before[name], p) for name, p in model.state_dict().items())
