@@ -8,8 +8,12 @@ Every page is listed here. Each page file is named after its URL path (pages/kv-
 shared sidebar (model picker, presenter toggle).
 """
 import streamlit as st
+import torch
+
+from inference.limits import Limits
 
 st.set_page_config(page_title="Inference Lab", page_icon="🔬", layout="wide")
+torch.set_num_threads(Limits.from_env().torch_threads)  # why one: see Limits.torch_threads
 
 PAGES = [
     st.Page("pages/generate.py", title="Generate", icon="✍️", default=True),

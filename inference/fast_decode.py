@@ -8,8 +8,8 @@ same weights and the same `DynamicCache`, and nothing else.
 One operation is computed differently: a float32 matrix-vector product is an element-wise
 product and a row sum (`_matvec`) instead of `F.linear`. Measured on our 2-core AMD EPYC, MKL's
 matrix-vector kernel (what `F.linear` calls for one token) reads the weights at ~9 GB/s; torch's
-own multiply and sum run vectorised on both cores, and the 43 products of a step take 1.2 ms
-instead of 2.6. Only the order of the additions differs, so logits differ from `model(...)` by
+own multiply and sum run vectorised, and the 43 products of a step take 1.2 ms on two threads
+(1.7 on one, as the app runs: see `Limits.torch_threads`) instead of 2.6. Only the order of the additions differs, so logits differ from `model(...)` by
 float rounding (tests: within 1e-4 over 60 steps, the same greedy token every step). bfloat16 and
 quantized weights keep `F.linear` and stay bit-for-bit equal to `model(...)`.
 

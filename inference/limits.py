@@ -26,6 +26,10 @@ class Limits:
     models_folder: str = str(MODELS_DIR)
     max_model_bytes: int = 6 * 10**9  # weights larger than this are refused before loading
     max_cached_models: int = 3  # (model, precision) pairs kept in memory at once
+    # torch threads per forward pass. One: the browser and other visitors share the CPU, and
+    # torch's spinning worker threads then stall each other (measured on the Generate page with
+    # Chromium on the same 2 cores: a decode step's forward pass 100 ms with 2 threads, 5.5 ms with 1).
+    torch_threads: int = 1
 
     @classmethod
     def from_env(cls, env=None) -> "Limits":
