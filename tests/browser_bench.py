@@ -8,7 +8,7 @@ import time
 
 from tests.browser import launch, open_page, streamlit_server, wait_idle
 
-CHART_TEXT = "() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .js-plotly-plot')[0].textContent"
+CHART_TEXT = "() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .js-plotly-plot')[0]?.textContent"
 CHIPS = "(document.querySelector('.token-box')?.dataset.generatedIds || '').split(',').filter(Boolean).length"
 
 
