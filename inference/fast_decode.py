@@ -9,9 +9,10 @@ One operation is computed differently: a float32 matrix-vector product is an ele
 product and a row sum (`_matvec`) instead of `F.linear`. Measured on our 2-core AMD EPYC, MKL's
 matrix-vector kernel (what `F.linear` calls for one token) reads the weights at ~9 GB/s; torch's
 own multiply and sum run vectorised, and the 43 products of a step take 1.2 ms on two threads
-(1.7 on one, as the app runs: see `Limits.torch_threads`) instead of 2.6. Only the order of the additions differs, so logits differ from `model(...)` by
-float rounding (tests: within 1e-4 over 60 steps, the same greedy token every step). bfloat16 and
-quantized weights keep `F.linear` and stay bit-for-bit equal to `model(...)`.
+(1.7 on one, as the app runs: see `Limits.torch_threads`) instead of 2.6. Only the order of the
+additions differs, so logits differ from `model(...)` by float rounding (tests: within 1e-4 over
+60 steps, the same greedy token every step). bfloat16 and quantized weights keep `F.linear` and
+stay bit-for-bit equal to `model(...)`.
 
 It is used only for one-token decode steps of models `supports` accepts; prefill and every
 other architecture go through transformers unchanged. The model is only read, never changed.
@@ -30,7 +31,8 @@ STATIC_ROPE_TYPES = {"default", "linear", "llama3"}
 
 
 def supports(model) -> bool:
-    """True when `decode_logits` computes exactly what `model(...)` would."""
+    """True when `decode_logits` computes what `model(...)` would (to float rounding for
+    float32 weights, bit for bit otherwise)."""
     if type(model).__name__ != "LlamaForCausalLM" or model.training:
         return False
     config = model.config
@@ -56,26 +58,6 @@ def supports(model) -> bool:
         if any(type(p) is not nn.Linear for p in projections):
             return False
     return True
-
-
-@dataclass(frozen=True)
-class _Layer:
-    """One decoder layer's tensors and sizes, read out once: attribute lookups on nn.Module
-    cost more than the small vector operations they feed."""
-
-    input_norm: torch.Tensor
-    q: "_Projection"
-    k: "_Projection"
-    v: "_Projection"
-    o: "_Projection"
-    post_norm: torch.Tensor
-    gate: "_Projection"
-    up: "_Projection"
-    down: "_Projection"
-    eps: float
-    head_dim: int
-    scaling: float
-    grouped: bool
 
 
 @dataclass(frozen=True)
@@ -116,6 +98,26 @@ def _matvec(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     for start in range(0, weight.shape[0], rows):
         torch.sum(weight[start:start + rows] * x, -1, out=out[start:start + rows])
     return out
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """One decoder layer's tensors and sizes, read out once: attribute lookups on nn.Module
+    cost more than the small vector operations they feed."""
+
+    input_norm: torch.Tensor
+    q: _Projection
+    k: _Projection
+    v: _Projection
+    o: _Projection
+    post_norm: torch.Tensor
+    gate: _Projection
+    up: _Projection
+    down: _Projection
+    eps: float
+    head_dim: int
+    scaling: float
+    grouped: bool
 
 
 # Per model: its layers' tensors read out once, or None where `supports` said no. Dropped

@@ -26,6 +26,9 @@ from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, MixtralCon
 DENSE_ACTIVE = "small dense"  # as many parameters as the MoE model uses per token
 MOE = "MoE"
 DENSE_TOTAL = "big dense"  # as many parameters as the MoE model holds
+PROMPT_TOKENS = 128  # the prefill timed for one sequence
+BATCH_PROMPT_TOKENS = 8  # prompts of the batched runs: only their decode passes are timed
+REPEATS = 3  # interleaved timing runs; medians are reported
 
 Progress = Callable[[int, int, str], None]
 
@@ -122,7 +125,8 @@ def experts_read_per_pass(model, batch: int, seed: int = 0) -> float:
     try:
         gen = torch.Generator().manual_seed(seed)
         cache = DynamicCache(config=model.config)
-        out = model(input_ids=torch.randint(0, model.config.vocab_size, (batch, 8), generator=gen), cache=cache)
+        prompts = torch.randint(0, model.config.vocab_size, (batch, BATCH_PROMPT_TOKENS), generator=gen)
+        out = model(input_ids=prompts, cache=cache)
         picked.clear()  # count the decode pass only
         model(input_ids=out.logits[:, -1].argmax(-1, keepdim=True), cache=cache)
     finally:
@@ -131,11 +135,12 @@ def experts_read_per_pass(model, batch: int, seed: int = 0) -> float:
     return sum(picked) / len(picked)
 
 
-def measure(design: MoEDesign = MoEDesign(), prompt_tokens: int = 128, decode_steps: int = 24, repeats: int = 3,
+def measure(design: MoEDesign = MoEDesign(), prompt_tokens: int = PROMPT_TOKENS, decode_steps: int = 24,
+            repeats: int = REPEATS,
             batch: int = 16, seed: int = 0, progress: Progress | None = None) -> pd.DataFrame:
     """One row per model: parameters (total and per token), weight bytes (from the tensors),
     prefill ms for `prompt_tokens`, decode ms per token for one sequence, and decode ms per
-    pass for `batch` sequences at once (8-token prompts: only the decode passes matter);
+    pass for `batch` sequences at once (BATCH_PROMPT_TOKENS-token prompts);
     medians of `repeats` runs after a warm-up, each also relative to the small dense model.
     The models' runs are interleaved, so a busy spell on the machine hits all alike."""
     configs = design.configs()
@@ -147,14 +152,14 @@ def measure(design: MoEDesign = MoEDesign(), prompt_tokens: int = 128, decode_st
         models[name] = random_model(config, seed + i)
     for model in models.values():
         _time_model(model, 16, 2, seed)  # warm-up
-        _time_model(model, 8, 2, seed, batch)
+        _time_model(model, BATCH_PROMPT_TOKENS, 2, seed, batch)
     runs = {name: [] for name in models}
     for r in range(repeats):
         if progress:
             progress(len(configs) + r, steps_total, f"timing, run {r + 1} of {repeats}")
         for name, model in models.items():
             prefill_ms, decode_ms = _time_model(model, prompt_tokens, decode_steps, seed + 100 + r)
-            _, batch_pass_ms = _time_model(model, 8, decode_steps, seed + 200 + r, batch)
+            _, batch_pass_ms = _time_model(model, BATCH_PROMPT_TOKENS, decode_steps, seed + 200 + r, batch)
             runs[name].append((prefill_ms, decode_ms, batch_pass_ms))
     if progress:
         progress(steps_total, steps_total, "done")

@@ -5,7 +5,8 @@ from inference.batching import PROMPT_TOKENS, ROUNDS, STEPS, batch_sizes_for, me
 from inference.calculator import load_public_models
 from inference.cost import cost_per_million_tokens, measure_answer
 from inference.cost_figures import answer_split_figure, batching_figure, moe_figure
-from inference.moe import DENSE_ACTIVE, DENSE_TOTAL, MOE, MoEDesign, public_moe_table
+from inference.moe import BATCH_PROMPT_TOKENS, DENSE_ACTIVE, DENSE_TOTAL, MOE, REPEATS, MoEDesign, public_moe_table
+from inference.moe import PROMPT_TOKENS as MOE_PROMPT_TOKENS
 from inference.moe import measure as measure_moe
 from pages import common
 
@@ -111,9 +112,9 @@ moe = common.measure_on_click("Build and measure the three models", "cost_moe", 
 if moe is not None:
     st.plotly_chart(moe_figure(moe, common.presenter()), width="stretch", key="cost_moe_chart")
     common.caption("measured", "Random weights from a private seed (they produce nonsense text, which does not change "
-                   "speed or memory). Bytes from the weight tensors; times are medians of 3 interleaved runs: "
-                   "prefill of 128 tokens; decode per token for one sequence; decode pass for a batch of 8-token "
-                   "prompts.")
+                   f"speed or memory). Bytes from the weight tensors; times are medians of {REPEATS} interleaved runs: "
+                   f"prefill of {MOE_PROMPT_TOKENS} tokens; decode per token for one sequence; decode pass for a batch "
+                   f"of {BATCH_PROMPT_TOKENS}-token prompts.")
     rows = moe.set_index("model")
     st.markdown(
         f"The MoE model holds **{rows.loc[MOE, 'memory_vs_dense_active']:.1f}×** the weights of the small dense "

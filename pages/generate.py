@@ -3,7 +3,6 @@ import streamlit as st
 
 from inference.engine import SEED_MAX, new_trace
 from inference.figures import cumulative_curve, next_token_bars, step_frame_for_table
-from inference.loader import encode_prompt
 from inference.prompting import prepare_prompt
 from inference.render import token_html
 from inference.sampling import SamplingSettings
