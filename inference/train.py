@@ -1,7 +1,13 @@
-"""Train the bundled model: a byte-level BPE tokenizer, then a small Llama, from scratch.
+"""Train the bundled models: a byte-level BPE tokenizer, then a small Llama (or MoE), from scratch.
 
-    python -m inference.train                       # corpus ../shared/corpus/tinystories
+    python -m inference.train                       # the dense model; corpus ../shared/corpus/tinystories
+    python -m inference.train --preset draft        # the speculative-decoding draft model
+    python -m inference.train --preset moe          # the Mixture-of-Experts model
     python -m inference.train --corpus DIR --steps 3000 --out assets/models/NAME
+
+The draft and MoE presets reuse the dense model's tokenizer (`--tokenizer-from`): a draft
+must share its target's vocabulary, and the MoE is compared with the dense model token for
+token.
 
 Writes a Hugging Face folder (config, generation config, safetensors weights, tokenizer,
 training log, MODEL_CARD.md) that `AutoModelForCausalLM.from_pretrained` loads with no
@@ -23,11 +29,19 @@ import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from tqdm import tqdm
-from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import (
+    AutoTokenizer,
+    GenerationConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MixtralConfig,
+    MixtralForCausalLM,
+    PreTrainedTokenizerFast,
+)
 
 from inference import corpus as corpus_io
 from inference.evaluate import score_stream
-from inference.paths import BUNDLED_MODEL_DIR, DEFAULT_CORPUS_DIR, DEFAULT_HELDOUT_FILE
+from inference.paths import BUNDLED_MODEL_DIR, DEFAULT_CORPUS_DIR, DEFAULT_HELDOUT_FILE, MODELS_DIR
 
 SEPARATOR = corpus_io.STORY_SEPARATOR
 
@@ -50,6 +64,27 @@ class TrainSettings:
     eval_every: int = 200
     seed: int = 1234
     bf16_autocast: bool = True
+    # Mixture-of-Experts (architecture "mixtral"): experts per layer, experts per token, and the
+    # weight of the router's load-balancing loss (Switch Transformer / Mixtral auxiliary loss).
+    architecture: str = "llama"
+    num_experts: int = 0
+    experts_per_token: int = 0
+    router_aux_loss_coef: float = 0.0
+    save_dtype: str = "float32"
+
+
+PRESETS = {
+    # The bundled dense model (the defaults above).
+    "dense": {},
+    # About 1M parameters, same tokenizer: cheap enough to guess for the dense model.
+    "draft": dict(hidden_size=128, intermediate_size=384, num_layers=2, num_heads=4, num_kv_heads=2),
+    # Same depth, width and attention as the dense model; 8 experts of half its MLP width,
+    # 2 per token, so the MLP work per token equals the dense model's while the total is ~3x.
+    # Stored in bfloat16 (float32 would pass the 40 MB a repository file may have).
+    "moe": dict(architecture="mixtral", intermediate_size=384, num_experts=8, experts_per_token=2,
+                router_aux_loss_coef=0.02, save_dtype="bfloat16"),
+}
+PRESET_FOLDERS = {"dense": "storyteller-llama-6m", "draft": "storyteller-draft-1m", "moe": "storyteller-moe-16m"}
 
 
 def train_tokenizer(stories: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
@@ -81,8 +116,8 @@ def encode_stories(tokenizer, stories: list[str]) -> list[int]:
     return corpus_io.stories_to_stream(token_lists, tokenizer.eos_token_id)
 
 
-def build_model(s: TrainSettings) -> LlamaForCausalLM:
-    config = LlamaConfig(
+def build_model(s: TrainSettings):
+    common = dict(
         vocab_size=s.vocab_size,
         hidden_size=s.hidden_size,
         intermediate_size=s.intermediate_size,
@@ -97,7 +132,17 @@ def build_model(s: TrainSettings) -> LlamaForCausalLM:
         initializer_range=0.02,
     )
     torch.manual_seed(s.seed)  # weight init is the only use of the global RNG, and it is seeded
-    return LlamaForCausalLM(config)
+    if s.architecture == "llama":
+        return LlamaForCausalLM(LlamaConfig(**common))
+    if s.architecture == "mixtral":
+        config = MixtralConfig(
+            **common, head_dim=s.hidden_size // s.num_heads, num_local_experts=s.num_experts,
+            num_experts_per_tok=s.experts_per_token, router_aux_loss_coef=s.router_aux_loss_coef,
+            output_router_logits=False, sliding_window=None, rms_norm_eps=1e-6,
+            rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},  # the dense model's attention
+        )
+        return MixtralForCausalLM(config)
+    raise ValueError(f"`architecture` has to be 'llama' or 'mixtral', but is {s.architecture!r}")
 
 
 def learning_rate(step: int, s: TrainSettings) -> float:
@@ -108,17 +153,37 @@ def learning_rate(step: int, s: TrainSettings) -> float:
     return s.peak_lr * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
 
 
+@torch.inference_mode()
+def expert_load(model, token_ids: list[int], window: int, max_tokens: int = 8192) -> list[list[float]]:
+    """[layer][expert]: the fraction of (token, slot) picks each expert got over the first
+    `max_tokens` validation tokens, from the router's own top-k (what the forward pass used)."""
+    ids = torch.tensor(token_ids[:max_tokens], dtype=torch.long)
+    k = model.config.num_experts_per_tok
+    counts = torch.zeros(model.config.num_hidden_layers, model.config.num_local_experts)
+    for start in range(0, len(ids), window):
+        out = model(ids[start : start + window].unsqueeze(0), output_router_logits=True)
+        for layer, router_logits in enumerate(out.router_logits):
+            picks = router_logits.float().topk(k, dim=-1).indices.reshape(-1)
+            counts[layer] += torch.bincount(picks, minlength=counts.shape[1]).float()
+    return (counts / counts.sum(dim=1, keepdim=True)).round(decimals=4).tolist()
+
+
 def random_windows(stream: torch.Tensor, batch: int, length: int, gen: torch.Generator) -> torch.Tensor:
     starts = torch.randint(0, len(stream) - length - 1, (batch,), generator=gen)
     return torch.stack([stream[i : i + length + 1] for i in starts.tolist()])
 
 
-def train(s: TrainSettings, corpus_dir: Path, out_dir: Path, heldout_file: Path | None) -> dict:
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+def train(s: TrainSettings, corpus_dir: Path, out_dir: Path, heldout_file: Path | None,
+          tokenizer_from: Path | None = None, preset: str = "dense") -> dict:
     started = time.time()
     stories = corpus_io.read_stories(corpus_dir)
     train_stories, val_stories = corpus_io.split_train_validation(stories, s.validation_fraction, s.seed)
-    tokenizer = train_tokenizer(train_stories, s.vocab_size)
+    if tokenizer_from is None:
+        tokenizer = train_tokenizer(train_stories, s.vocab_size)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_from)
+        if len(tokenizer) != s.vocab_size:
+            raise ValueError(f"The tokenizer in {tokenizer_from} has {len(tokenizer)} tokens, not {s.vocab_size}")
     train_stream = torch.tensor(encode_stories(tokenizer, train_stories), dtype=torch.long)
     val_ids = encode_stories(tokenizer, val_stories)
     print(
@@ -140,6 +205,7 @@ def train(s: TrainSettings, corpus_dir: Path, out_dir: Path, heldout_file: Path 
     data_rng = torch.Generator().manual_seed(s.seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     log_rows = []
+    load_log = []  # MoE only: the fraction of tokens each expert received, per layer, at each evaluation
     running = None
     progress = tqdm(range(s.steps), desc="training", mininterval=5, file=sys.stdout)
     for step in progress:
@@ -147,11 +213,17 @@ def train(s: TrainSettings, corpus_dir: Path, out_dir: Path, heldout_file: Path 
             group["lr"] = learning_rate(step, s)
         batch = random_windows(train_stream, s.batch_size, s.context, data_rng)
         model.train()
+        moe = s.architecture == "mixtral"
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16_autocast):
-            logits = model(batch[:, :-1]).logits
+            out = model(batch[:, :-1], output_router_logits=True) if moe else model(batch[:, :-1])
+        logits = out.logits
         loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        if moe:  # the balance loss pushes the router to spread tokens evenly over the experts
+            loss_for_grad = loss + s.router_aux_loss_coef * out.aux_loss.float()
+        else:
+            loss_for_grad = loss
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss_for_grad.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         running = loss.item() if running is None else 0.98 * running + 0.02 * loss.item()
@@ -167,6 +239,9 @@ def train(s: TrainSettings, corpus_dir: Path, out_dir: Path, heldout_file: Path 
                 "val_bits_per_byte": round(val.bits_per_byte, 4),
                 "elapsed_s": round(time.time() - started, 1),
             }
+            if s.architecture == "mixtral":
+                load_log.append({"step": step + 1, "fractions": expert_load(model, val_ids, s.context)})
+                (out_dir / "expert_load_log.json").write_text(json.dumps(load_log) + "\n")
             log_rows.append(row)
             print(json.dumps(row), flush=True)
             with open(out_dir / "training_log.csv", "w", newline="") as f:
@@ -197,6 +272,8 @@ def train(s: TrainSettings, corpus_dir: Path, out_dir: Path, heldout_file: Path 
         stats["heldout_bits_per_byte"] = round(held.bits_per_byte, 4)
     print(json.dumps(stats), flush=True)
 
+    if s.save_dtype != "float32":
+        model = model.to(getattr(torch, s.save_dtype))  # our own copy, not a shared one
     model.save_pretrained(out_dir, safe_serialization=True)
     GenerationConfig(bos_token_id=0, eos_token_id=0, pad_token_id=0, max_new_tokens=200).save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
@@ -205,6 +282,8 @@ def train(s: TrainSettings, corpus_dir: Path, out_dir: Path, heldout_file: Path 
         "stats": stats,
         "corpus": str(corpus_dir.name),
         "corpus_files": sorted(p.name for p in Path(corpus_dir).glob("*.txt")),
+        "preset": preset,
+        "tokenizer_from": None if tokenizer_from is None else str(tokenizer_from.name),
         "command": " ".join(["python", "-m", "inference.train", *sys.argv[1:]]),
         "torch": torch.__version__,
         "platform": platform.platform(),
@@ -217,19 +296,29 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS_DIR)
     parser.add_argument("--heldout", type=Path, default=DEFAULT_HELDOUT_FILE)
-    parser.add_argument("--out", type=Path, default=BUNDLED_MODEL_DIR)
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="dense",
+                        help="named settings; flags below override single values")
+    parser.add_argument("--out", type=Path, default=None, help="default: assets/models/<the preset's model name>")
+    parser.add_argument("--tokenizer-from", type=Path, default=None,
+                        help="reuse this model folder's tokenizer (default for draft and moe: the dense model's)")
     defaults = TrainSettings()
     for name, value in asdict(defaults).items():
         flag = "--" + name.replace("_", "-")
         if isinstance(value, bool):
-            parser.add_argument(flag, type=lambda v: v.lower() in ("1", "true", "yes"), default=value)
+            parser.add_argument(flag, type=lambda v: v.lower() in ("1", "true", "yes"), default=None)
         else:
-            parser.add_argument(flag, type=type(value), default=value)
+            parser.add_argument(flag, type=type(value), default=None)
     args = parser.parse_args(argv)
-    settings = TrainSettings(**{k: getattr(args, k) for k in asdict(defaults)})
+    values = {**asdict(defaults), **PRESETS[args.preset]}
+    values.update({k: getattr(args, k) for k in asdict(defaults) if getattr(args, k) is not None})
+    settings = TrainSettings(**values)
     if args.corpus.resolve() == args.heldout.resolve().parent:
         parser.error("the held-out folder is for evaluation only: never train on it")
-    train(settings, args.corpus, args.out, args.heldout)
+    out = args.out or MODELS_DIR / PRESET_FOLDERS[args.preset]
+    tokenizer_from = args.tokenizer_from
+    if tokenizer_from is None and args.preset != "dense":
+        tokenizer_from = BUNDLED_MODEL_DIR
+    train(settings, args.corpus, out, args.heldout, tokenizer_from, args.preset)
 
 
 if __name__ == "__main__":
