@@ -1,0 +1,113 @@
+"""Serving: the traffic trace, statistics from recorded timestamps."""
+import numpy as np
+import pytest
+
+from inference.serving.stats import SLO, RequestRecord, knee_index, percentile, request_table, summarize
+from inference.serving.trace import SHAPES, poisson_trace
+
+
+def test_trace_is_reproducible_from_its_seed():
+    """The same settings and seed give the same trace; another seed gives another."""
+    a = poisson_trace("short chat", 2.0, 20, seed=7, vocab_size=4096)
+    b = poisson_trace("short chat", 2.0, 20, seed=7, vocab_size=4096)
+    c = poisson_trace("short chat", 2.0, 20, seed=8, vocab_size=4096)
+    assert a == b
+    assert a.requests != c.requests
+
+
+def test_trace_rate_only_rescales_the_clock():
+    """Two rates with one seed: same prompts and lengths, arrival times scaled by the rate ratio."""
+    slow = poisson_trace("long document", 1.0, 12, seed=3, vocab_size=4096)
+    fast = poisson_trace("long document", 4.0, 12, seed=3, vocab_size=4096)
+    assert [r.prompt_ids for r in slow.requests] == [r.prompt_ids for r in fast.requests]
+    assert [r.reply_tokens for r in slow.requests] == [r.reply_tokens for r in fast.requests]
+    assert [r.arrival_s / 4 for r in slow.requests] == pytest.approx([r.arrival_s for r in fast.requests])
+
+
+def test_trace_arrivals_are_poisson_at_the_asked_rate():
+    """Many gaps: mean 1/λ and coefficient of variation 1 (exponential), lengths inside the shape's range."""
+    trace = poisson_trace("short chat", 5.0, 20_000, seed=1, vocab_size=4096)
+    gaps = np.diff([r.arrival_s for r in trace.requests])
+    assert trace.requests[0].arrival_s == 0.0
+    assert gaps.mean() == pytest.approx(1 / 5.0, rel=0.03)
+    assert gaps.std() / gaps.mean() == pytest.approx(1.0, rel=0.03)
+    shape = SHAPES["short chat"]
+    prompts = [r.prompt_tokens for r in trace.requests]
+    replies = [r.reply_tokens for r in trace.requests]
+    assert shape.prompt.low <= min(prompts) and max(prompts) <= shape.prompt.high
+    assert shape.reply.low <= min(replies) and max(replies) <= shape.reply.high
+    assert np.median(replies) == pytest.approx(shape.reply.median, abs=1)
+
+
+def test_trace_prompts_start_with_the_start_token_and_stay_in_the_vocabulary():
+    """Each prompt opens with the start token; the rest are ordinary ids."""
+    trace = poisson_trace("long document", 1.0, 5, seed=0, vocab_size=300)
+    for request in trace.requests:
+        assert request.prompt_ids[0] == 0
+        assert all(0 < t < 300 for t in request.prompt_ids[1:])
+
+
+def test_trace_rejects_bad_settings_with_a_message():
+    """A zero rate, no requests or an unknown shape: a clear ValueError."""
+    with pytest.raises(ValueError, match="rate"):
+        poisson_trace("short chat", 0, 5, seed=0, vocab_size=10)
+    with pytest.raises(ValueError, match="at least 1"):
+        poisson_trace("short chat", 1, 0, seed=0, vocab_size=10)
+    with pytest.raises(ValueError, match="short chat"):
+        poisson_trace("poetry", 1, 5, seed=0, vocab_size=10)
+
+
+def _record(index, sent, times, asked=None):
+    return RequestRecord(index=index, sent_s=sent, token_times_s=tuple(times),
+                         asked_tokens=len(times) if asked is None else asked)
+
+
+def test_percentiles_from_recorded_timestamps_match_a_hand_computed_example():
+    """Five requests with TTFTs 0.1..0.4 and 1.0 s: p50 0.3 s, p95 0.4 + 0.8 x 0.6 = 0.88 s; TPOT and e2e by hand."""
+    records = [
+        _record(0, 0.0, [0.1, 0.2, 0.3]),        # TTFT 0.1, TPOT 0.1, e2e 0.3
+        _record(1, 1.0, [1.2, 1.25]),            # TTFT 0.2, TPOT 0.05, e2e 0.25
+        _record(2, 2.0, [2.3, 2.5, 2.7, 2.9]),   # TTFT 0.3, TPOT 0.2, e2e 0.9
+        _record(3, 2.5, [2.9, 3.0]),             # TTFT 0.4, TPOT 0.1, e2e 0.5
+        _record(4, 3.0, [4.0]),                  # TTFT 1.0, no TPOT (one token), e2e 1.0
+    ]
+    summary = summarize(records, SLO(ttft_s=0.35))
+    assert summary.ttft_s[50] == pytest.approx(0.3)
+    assert summary.ttft_s[95] == pytest.approx(0.88)
+    # TPOT of four requests sorted 0.05, 0.1, 0.1, 0.2: p50 0.1, p95 at position 2.85 -> 0.1 + 0.85 x 0.1
+    assert summary.tpot_s[50] == pytest.approx(0.1)
+    assert summary.tpot_s[95] == pytest.approx(0.185)
+    # e2e sorted 0.25, 0.3, 0.5, 0.9, 1.0: p50 0.5, p95 at 3.8 -> 0.9 + 0.8 x 0.1
+    assert summary.e2e_s[50] == pytest.approx(0.5)
+    assert summary.e2e_s[95] == pytest.approx(0.98)
+    # 3 + 2 + 4 + 2 + 1 = 12 tokens from the first send (0.0) to the last token (4.0); 3 requests had TTFT <= 0.35 s
+    assert summary.reply_tokens == 12 and summary.duration_s == pytest.approx(4.0)
+    assert summary.throughput_tokens_per_s == pytest.approx(12 / 4.0)
+    assert summary.good_requests == 3 and summary.goodput_requests_per_s == pytest.approx(3 / 4.0)
+
+
+def test_incomplete_or_failed_requests_never_count_as_good():
+    """A request cut short or with an error misses the SLO however fast its first token came."""
+    short = _record(0, 0.0, [0.01, 0.02], asked=5)
+    failed = RequestRecord(index=1, sent_s=0.0, token_times_s=(0.01,), asked_tokens=1, error="refused")
+    summary = summarize([short, failed], SLO(ttft_s=1.0))
+    assert summary.completed == 0 and summary.good_requests == 0
+
+
+def test_waiting_time_is_ttft_minus_the_engines_prefill():
+    """With the engine's prefill time known, the Gantt splits TTFT into waiting and prefill."""
+    record = RequestRecord(index=0, sent_s=1.0, token_times_s=(1.5, 1.6), asked_tokens=2, server_prompt_ms=200.0)
+    assert record.waiting_s == pytest.approx(0.3)
+    row = request_table([record]).iloc[0]
+    assert row.prefill_start_s == pytest.approx(1.3) and row.ttft_ms == pytest.approx(500)
+
+
+def test_percentile_of_nothing_is_nan():
+    """No values (e.g. every request failed): NaN, not an exception."""
+    assert np.isnan(percentile([None, None], 95))
+
+
+def test_knee_is_the_first_rate_whose_p95_doubles():
+    """p95 0.5, 0.6, 1.1, 3.0 s at rates 1, 2, 4, 8: the knee is rate 4 (more than twice 0.5 s)."""
+    assert knee_index([1, 2, 4, 8], [0.5, 0.6, 1.1, 3.0]) == 2
+    assert knee_index([4, 1, 2], [0.9, 0.5, 0.6]) is None
