@@ -123,14 +123,31 @@ def apply_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     return logits.masked_fill(logits < kth, NEG_INF)
 
 
-def apply_top_p(logits: torch.Tensor, p: float, descending_order: torch.Tensor | None = None) -> torch.Tensor:
+def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     """Keep the smallest set of most likely tokens whose probability reaches p.
 
-    Same arithmetic as transformers' TopPLogitsWarper: sort ascending, drop tokens whose
-    cumulative probability from the bottom is <= 1 - p, always keep the top token.
+    Written as transformers' TopPLogitsWarper is: sort ascending, drop every token whose
+    cumulative probability from the bottom is <= 1 - p, always keep the top token. The
+    pipeline runs the same arithmetic on fewer tokens (`_top_p_fast`); tests prove both equal."""
+    check_top_p(p)
+    if p >= 1.0:
+        return logits.clone()
+    sorted_logits, sorted_index = torch.sort(logits, dim=-1, descending=False)
+    cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    remove_sorted = cumulative <= (1 - p)
+    remove_sorted[..., -1:] = False  # the most likely token always stays
+    remove = remove_sorted.scatter(-1, sorted_index, remove_sorted)
+    return logits.masked_fill(remove, NEG_INF)
+
+
+def _top_p_fast(logits: torch.Tensor, p: float, descending_order: torch.Tensor | None = None) -> torch.Tensor:
+    """`apply_top_p` without sorting what does not need sorting.
+
     `descending_order` (optional, one step) is a full most-likely-first order of these
     logits the caller already has, so the vocabulary is not sorted twice. Tied logits have
-    equal probabilities, so any order of ties gives the same cumulative sums."""
+    equal probabilities, so any order of ties gives the same cumulative sums. Without it,
+    when an earlier stage removed most tokens, only the survivors are sorted: the -inf
+    ones add 0 to every sum and are removed anyway."""
     check_top_p(p)
     if p >= 1.0:
         return logits.clone()
@@ -140,13 +157,11 @@ def apply_top_p(logits: torch.Tensor, p: float, descending_order: torch.Tensor |
         return torch.full_like(logits, NEG_INF).scatter(-1, ascending, kept)
     finite = finite_count(logits)
     if finite < logits.shape[-1] // 2:
-        # Top-k already removed most tokens: sort only the survivors (the -inf ones add 0 to
-        # every sum and are removed anyway). Same arithmetic, far less sorting.
         if logits.dim() == 1:
             survivors = torch.isfinite(logits).nonzero().squeeze(-1)
-            return torch.full_like(logits, NEG_INF).index_put((survivors,), apply_top_p(logits[survivors], p))
+            return torch.full_like(logits, NEG_INF).index_put((survivors,), _top_p_fast(logits[survivors], p))
         top_logits, top_index = torch.topk(logits, finite, dim=-1)  # rows keep different counts
-        kept = apply_top_p(top_logits, p)
+        kept = _top_p_fast(top_logits, p)
         return torch.full_like(logits, NEG_INF).scatter(-1, top_index, kept)
     sorted_logits, sorted_index = torch.sort(logits, dim=-1, descending=False)
     return torch.full_like(logits, NEG_INF).scatter(-1, sorted_index, _top_p_sorted(sorted_logits, p))
@@ -203,7 +218,7 @@ def _stages_to_top_k(logits: torch.Tensor, settings: SamplingSettings, seen: tor
 
 def _stages_from_top_p(out: dict[str, torch.Tensor], settings: SamplingSettings,
                        descending_order: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    out["top_p"] = apply_top_p(out["top_k"], settings.top_p, descending_order=descending_order)
+    out["top_p"] = _top_p_fast(out["top_k"], settings.top_p, descending_order=descending_order)
     out["min_p"] = apply_min_p(out["top_p"], settings.min_p)
     return out
 

@@ -166,12 +166,18 @@ def test_partial_display_order_starts_exactly_like_the_full_sort():
         assert full[display_rank(logits, token)] == token
 
 
-def test_top_p_given_the_display_order_equals_top_p_sorting_itself():
-    from inference.sampling import display_order
+def test_top_p_fast_paths_equal_the_plain_transformers_style_top_p():
+    """The pipeline's top-p (given the display order, or sorting only top-k's survivors)
+    keeps exactly the tokens the plain `apply_top_p` keeps, with the same logits."""
+    from inference.sampling import _top_p_fast, display_order
 
     logits = random_logits(10, batch=1, vocab=3000)[0]
+    after_top_k = apply_top_k(logits, 40)
+    batch = apply_top_k(random_logits(12, batch=4, vocab=3000), 30)
     for p in (0.1, 0.5, 0.9, 0.99):
-        assert torch.equal(apply_top_p(logits, p, descending_order=display_order(logits)), apply_top_p(logits, p))
+        assert torch.equal(_top_p_fast(logits, p, descending_order=display_order(logits)), apply_top_p(logits, p))
+        assert torch.equal(_top_p_fast(after_top_k, p), apply_top_p(after_top_k, p))
+        assert torch.equal(_top_p_fast(batch, p), apply_top_p(batch, p))
 
 
 @pytest.mark.parametrize("settings", [
