@@ -1,0 +1,161 @@
+"""Routing records of a Mixture-of-Experts model against the router recomputed from each layer's input."""
+import math
+
+import pytest
+import torch
+from transformers import MixtralConfig
+
+from inference import moe, routing
+from inference.evaluate import score_stream
+from inference.loader import encode_prompt
+
+STORIES = [
+    "Once upon a time, there was a little girl named Lily. She loved to play in the park with her red ball.",
+    "Tom had a big dog. The dog liked to run and jump. One day, the dog found a stick and gave it to Tom.",
+    "The sun was hot. Mia went to the beach with her mom. They built a sand castle and ate ice cream.",
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_moe(bundled):
+    """A seeded random Mixtral (2 layers, 4 experts, 2 per token) with the bundled tokenizer.
+    Router weights are drawn 10x larger than the rest, so its choices are not near-ties."""
+    tokenizer = bundled.tokenizer
+    config = MixtralConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=48, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
+                           num_experts_per_tok=2, max_position_embeddings=256, tie_word_embeddings=True,
+                           sliding_window=None, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    model = moe.random_model(config, seed=7)
+    model.tie_weights()  # random_model fills the meta-built tensors one by one, which unties them
+    gen = torch.Generator().manual_seed(8)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.mlp.gate.weight.normal_(0.0, 0.2, generator=gen)
+    model.eval().requires_grad_(False)
+    model.generation_config.eos_token_id = 0
+    model.generation_config.pad_token_id = 0
+    return model, tokenizer
+
+
+def stream(tokenizer) -> list[int]:
+    ids = [0]
+    for story in STORIES:
+        ids += tokenizer(story, add_special_tokens=False)["input_ids"] + [0]
+    return ids
+
+
+def test_routed_experts_equal_the_router_top_k_recomputed_from_each_layer_input(tiny_moe):
+    """The experts `route` records per token and layer = top-k of softmax(gate weight x the
+    layer's MLP input), that input recomputed from the layer's input through its own attention."""
+    model, tokenizer = tiny_moe
+    ids = stream(tokenizer)[:60]
+    recorded = routing.route(model, ids)
+    inputs = routing.mlp_inputs(model, ids)
+    for layer in range(recorded.layers):
+        probs = routing.router_from_input(model, layer, inputs[layer])
+        experts, weights = routing.top_k(probs, 2)
+        assert torch.equal(recorded.chosen()[0][layer], experts)
+        torch.testing.assert_close(recorded.chosen()[1][layer], weights, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(recorded.probabilities[layer], probs, atol=1e-5, rtol=1e-5)
+
+
+def test_load_counts_sum_to_tokens_times_k(tiny_moe):
+    """Each token makes k picks in every layer: every layer's counts add up to tokens x k."""
+    model, tokenizer = tiny_moe
+    ids = stream(tokenizer)
+    stats = routing.load_stats(routing.route(model, ids, window=32))
+    assert stats["tokens"] == len(ids)
+    assert [sum(row) for row in stats["counts"]] == [len(ids) * 2] * 2
+    assert [sum(row) for row in stats["first_choice_counts"]] == [len(ids)] * 2
+    assert all(math.isclose(sum(row), 1.0) for row in stats["fractions"])
+
+
+def test_top_tokens_count_exactly_what_the_router_sent(tiny_moe):
+    """An expert's token counts = occurrences of that token among the tokens routed to it."""
+    model, tokenizer = tiny_moe
+    ids = stream(tokenizer)
+    recorded = routing.route(model, ids)
+    table = routing.expert_top_tokens(recorded, tokenizer, top=5)
+    experts = recorded.chosen()[0]
+    for layer in range(2):
+        for expert in range(4):
+            for row in table[layer][expert]:
+                positions = [i for i, t in enumerate(ids) if t == row["token_id"]]
+                assert row["count"] == sum(int(expert in experts[layer, i].tolist()) for i in positions)
+                assert row["occurrences"] == len(positions) >= row["count"]
+
+
+def test_mixture_is_what_the_sparse_block_outputs(tiny_moe):
+    """Weighted sum of the chosen experts' outputs = the sparse block's own output for that token."""
+    model, tokenizer = tiny_moe
+    ids = stream(tokenizer)[:20]
+    inputs = routing.mlp_inputs(model, ids)
+    for layer in range(2):
+        block_out = model.model.layers[layer].mlp(inputs[layer].unsqueeze(0))[0]
+        for t in (0, 7, 19):
+            mix = routing.mixture(model, inputs[layer, t], layer)
+            assert math.isclose(sum(mix.weights), 1.0, rel_tol=1e-6)
+            torch.testing.assert_close(mix.mixture, block_out[t], atol=1e-5, rtol=1e-4)
+
+
+def test_top1_variant_routes_one_expert_and_its_bits_per_byte_are_measured(tiny_moe):
+    """The top-1 experiment: one expert per token, the shared model untouched, bits/byte scored."""
+    model, tokenizer = tiny_moe
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    ids = stream(tokenizer)
+    n_bytes = sum(len(s.encode()) for s in STORIES)
+    top1 = routing.variant(model, k=1)
+    recorded = routing.route(top1, ids)
+    assert recorded.k == 1 and [sum(r) for r in routing.load_stats(recorded)["counts"]] == [len(ids)] * 2
+    # In the first layer (same input) top-1 keeps each token's first choice of the full model;
+    # later layers see what the one expert wrote, so their choices may differ.
+    assert torch.equal(recorded.chosen()[0][0, :, 0], routing.route(model, ids).chosen()[0][0, :, 0])
+    base = score_stream(model, ids, n_bytes).bits_per_byte
+    one = score_stream(top1, ids, n_bytes).bits_per_byte
+    assert one > 0 and one != base
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert model.model.layers[0].mlp.gate.top_k == 2 and model.config.num_experts_per_tok == 2
+
+
+def test_switched_off_expert_never_gets_a_token(tiny_moe):
+    model, tokenizer = tiny_moe
+    ids = stream(tokenizer)
+    off = routing.variant(model, off=(1,))
+    counts = routing.route(off, ids).counts()
+    assert counts[:, 1].tolist() == [0, 0] and counts.sum(dim=1).tolist() == [len(ids) * 2] * 2
+    with pytest.raises(ValueError, match="switch off"):
+        routing.variant(model, off=(9,))
+    with pytest.raises(ValueError, match="`k`"):
+        routing.variant(model, k=4, off=(0,))
+
+
+def test_variant_with_the_same_routing_equals_the_model(tiny_moe):
+    """A variant with k=2 and nothing off computes the same logits: it shares the weights."""
+    model, tokenizer = tiny_moe
+    ids = torch.tensor([stream(tokenizer)[:40]])
+    twin = routing.variant(model)
+    with torch.inference_mode():
+        torch.testing.assert_close(twin(ids).logits, model(ids).logits, atol=1e-5, rtol=1e-5)
+    assert twin.model.embed_tokens.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+
+
+def test_budget_counts_active_parameters_and_bytes_read(tiny_moe, bundled):
+    """Active = total - (E - k) experts per layer; bytes read per token = held - unused experts
+    (tied embeddings: the output layer reads the whole table anyway). A dense model reads all."""
+    model, _ = tiny_moe
+    b = routing.budget(model)
+    one_expert = 2 * 48 * 64 + 64 * 48
+    assert b.expert_parameters == 2 * 4 * one_expert
+    assert b.active_parameters == b.total_parameters - 2 * 2 * one_expert
+    assert b.total_parameters == moe.parameter_counts(model)[0] and b.active_parameters == moe.parameter_counts(model)[1]
+    assert b.tied_embeddings and b.bytes_read_per_token == b.bytes_held - 2 * 2 * one_expert * 4
+    dense = routing.budget(bundled.model)
+    assert dense.active_parameters == dense.total_parameters == bundled.info.parameters
+    assert dense.bytes_read_per_token == dense.bytes_held
+
+
+def test_token_expert_information_is_bounded_by_the_expert_entropy(tiny_moe):
+    model, tokenizer = tiny_moe
+    info = routing.token_expert_information(routing.route(model, stream(tokenizer)))
+    for row in info:
+        assert 0 <= row["mutual_information_bits"] <= row["expert_entropy_bits"] + 1e-9 <= 2 + 1e-9
