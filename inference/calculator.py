@@ -1,35 +1,33 @@
-"""Memory arithmetic for LLM inference: KV-cache size and weight size.
+"""Memory arithmetic for serving a model: weights, KV cache, and how many accelerators they need.
 
-Plain Python and pandas, no Streamlit. Every size in a table is in **GB = 10**9
-bytes** (decimal gigabytes, the unit accelerator memory is sold in); columns end in
-``_gb``. ``GIB`` is provided for anyone who wants binary gibibytes instead.
+    python -m inference.calculator Llama-3.1-70B --tokens 8192 --batch 4 --dtype bfloat16 --json
 
-The KV cache formula for standard attention (MHA or GQA) is::
-
-    bytes = 2 (K and V) x layers x kv_heads x head_dim x tokens x batch x bytes_per_element
-
-Models that use Multi-head Latent Attention (DeepSeek-V3, ``"attention": "MLA"`` in
-``assets/public_models.json``) cache one compressed latent per token and layer
-instead, of ``kv_lora_rank + qk_rope_head_dim`` values; ``model_kv_cache_bytes``
-handles that case.
+Plain Python and pandas, no Streamlit; the KV Cache and Quantization pages call the same
+functions as the command line (`estimate`, `kv_table`, `fit_table`). Sizes in tables are in
+**GB = 10**9 bytes**; accelerators hold the bytes nvidia-smi reports for them
+(`assets/accelerators.json`), not their marketing label. The KV cache comes from the one
+formula in `inference.model_config` (sliding-window layers count min(tokens, window); MLA
+models cache a compressed latent).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
-import numbers
-from fractions import Fraction
+import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from inference.paths import PUBLIC_MODELS_FILE
+from inference import model_config
+from inference.model_config import positive_int, positive_number
+from inference.paths import ACCELERATORS_FILE, PUBLIC_MODELS_FILE
 
 GB = 10**9
 """One gigabyte (decimal). All ``*_gb`` columns use this."""
-GIB = 2**30
-"""One gibibyte (binary), for reference only."""
+MIB = 2**20
 
 BYTES_PER_ELEMENT: dict[str, float] = {
     "float32": 4,
@@ -40,154 +38,45 @@ BYTES_PER_ELEMENT: dict[str, float] = {
     "int4": 0.5,
 }
 """Bytes one stored number takes, per precision name."""
-
+CLI_DTYPES = ("bfloat16", "float16", "float32", "int8", "int4")
 DEFAULT_BITS = (32, 16, 8, 4)
-DEFAULT_ACCELERATOR_GB = (16, 24, 40, 80, 141)
+
+INT4_GROUP_SIZE = 128  # int4 weights: one bf16 scale and one bf16 zero point per group (as on the Quantization page)
+INT4_GROUP_EXTRA_BYTES = 2 + 2
+
+MAX_TOKENS = 10**8  # beyond any published context: larger numbers are typing mistakes
+MAX_BATCH = 10**6
 
 REQUIRED_MODEL_FIELDS = (
-    "name",
-    "hub_id",
-    "parameters",
-    "active_parameters",
-    "layers",
-    "attention_heads",
-    "kv_heads",
-    "head_dim",
-    "hidden_size",
-    "context",
-    "vocab_size",
-    "experts",
-    "experts_per_token",
-    "source",
-    "notes",
+    "name", "hub_id", "parameters", "active_parameters", "layers", "attention_heads", "kv_heads", "head_dim",
+    "hidden_size", "context", "vocab_size", "experts", "experts_per_token", "source", "notes",
 )
-_POSITIVE_INT_FIELDS = (
-    "parameters",
-    "active_parameters",
-    "layers",
-    "attention_heads",
-    "kv_heads",
-    "head_dim",
-    "hidden_size",
-    "context",
-    "vocab_size",
-)
+_POSITIVE_INT_FIELDS = ("parameters", "active_parameters", "layers", "attention_heads", "kv_heads", "head_dim",
+                        "hidden_size", "context", "vocab_size")
 _MLA_FIELDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 
 
-# --------------------------------------------------------------------------- checks
-
-
-def _positive_int(name: str, value: Any) -> int:
-    """Return ``value`` as an int, or raise ValueError naming the argument."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be a positive whole number, got {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive whole number, got {value!r}")
-    return int(value)
-
-
-def _positive_number(name: str, value: Any) -> Fraction:
-    """Return ``value`` as an exact Fraction, or raise ValueError naming the argument."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return Fraction(value)
+# ------------------------------------------------------------------------ precisions
 
 
 def resolve_bytes_per_element(precision: str | float | int) -> float:
     """Bytes per stored number for a precision name (see BYTES_PER_ELEMENT) or a number."""
     if isinstance(precision, str):
         if precision not in BYTES_PER_ELEMENT:
-            raise ValueError(
-                f"precision must be one of {sorted(BYTES_PER_ELEMENT)}, got {precision!r}"
-            )
+            raise ValueError(f"precision must be one of {sorted(BYTES_PER_ELEMENT)}, got {precision!r}")
         return BYTES_PER_ELEMENT[precision]
-    return float(_positive_number("bytes_per_element", precision))
-
-
-def _bytes(name_value_pairs: Iterable[tuple[str, Any]], bytes_per_element: Any) -> int:
-    """Exact product of positive whole counts times bytes per element, rounded up to whole bytes."""
-    count = 1
-    for name, value in name_value_pairs:
-        count *= _positive_int(name, value)
-    if isinstance(bytes_per_element, str):
-        bytes_per_element = resolve_bytes_per_element(bytes_per_element)
-    per_element = _positive_number("bytes_per_element", bytes_per_element)
-    return math.ceil(count * per_element)
-
-
-# ------------------------------------------------------------------------ formulas
-
-
-def kv_cache_bytes(
-    layers: int,
-    kv_heads: int,
-    head_dim: int,
-    tokens: int,
-    batch: int = 1,
-    bytes_per_element: float | str = 2,
-) -> int:
-    """KV-cache size in bytes for standard (MHA/GQA) attention.
-
-    ``2 x layers x kv_heads x head_dim x tokens x batch x bytes_per_element``: each
-    layer stores one key and one value vector of ``head_dim`` numbers per K/V head
-    for every token of every sequence in the batch. ``bytes_per_element`` may be a
-    number (2 for bfloat16) or a name from ``BYTES_PER_ELEMENT``.
-
-    Raises ValueError (naming the argument and its value) for a count that is not a
-    positive whole number or a non-positive ``bytes_per_element``.
-    """
-    return _bytes(
-        [
-            ("factor", 2),
-            ("layers", layers),
-            ("kv_heads", kv_heads),
-            ("head_dim", head_dim),
-            ("tokens", tokens),
-            ("batch", batch),
-        ],
-        bytes_per_element,
-    )
-
-
-def mla_kv_cache_bytes(
-    layers: int,
-    kv_lora_rank: int,
-    qk_rope_head_dim: int,
-    tokens: int,
-    batch: int = 1,
-    bytes_per_element: float | str = 2,
-) -> int:
-    """KV-cache size in bytes for Multi-head Latent Attention (DeepSeek-V2/V3).
-
-    Each layer caches one compressed latent of ``kv_lora_rank`` numbers plus one
-    shared RoPE key of ``qk_rope_head_dim`` numbers per token, with no separate K and
-    V copies and no per-head copies:
-    ``layers x (kv_lora_rank + qk_rope_head_dim) x tokens x batch x bytes_per_element``.
-    """
-    _positive_int("kv_lora_rank", kv_lora_rank)
-    _positive_int("qk_rope_head_dim", qk_rope_head_dim)
-    return _bytes(
-        [
-            ("layers", layers),
-            ("latent_width", kv_lora_rank + qk_rope_head_dim),
-            ("tokens", tokens),
-            ("batch", batch),
-        ],
-        bytes_per_element,
-    )
+    return float(positive_number("bytes_per_element", precision))
 
 
 def weight_bytes(parameters: int, bits: float) -> int:
-    """Bytes needed to store ``parameters`` weights at ``bits`` bits each (``parameters x bits / 8``).
+    """Bytes of ``parameters`` weights at ``bits`` bits each (parameters x bits / 8), rounded up to a whole byte."""
+    count = positive_int("parameters", parameters)
+    return math.ceil(count * positive_number("bits", bits) / 8)
 
-    Rounded up to a whole byte. Ignores quantization overhead such as per-group scales.
-    """
-    count = _positive_int("parameters", parameters)
-    width = _positive_number("bits", bits)
-    return math.ceil(count * width / 8)
+
+def int4_scale_bytes(parameters: int) -> int:
+    """Scales and zero points of int4 weights: one bf16 scale and zero per group of INT4_GROUP_SIZE weights."""
+    return math.ceil(positive_int("parameters", parameters) / INT4_GROUP_SIZE) * INT4_GROUP_EXTRA_BYTES
 
 
 def bytes_to_gb(n_bytes: int | float) -> float:
@@ -195,7 +84,31 @@ def bytes_to_gb(n_bytes: int | float) -> float:
     return n_bytes / GB
 
 
-# ---------------------------------------------------------------------- model data
+# ---------------------------------------------------------------------- accelerators
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    label: str  # the marketing name, e.g. "H200 141 GB"
+    usable_bytes: int  # what nvidia-smi reports as memory.total
+    source: str
+
+
+def load_accelerators(path: str | Path | None = None) -> list[Accelerator]:
+    """The accelerators of `assets/accelerators.json`, smallest memory first."""
+    file = Path(path) if path is not None else ACCELERATORS_FILE
+    data = json.loads(Path(file).read_text(encoding="utf-8"))
+    cards = [Accelerator(entry["label"], positive_int("nvidia_smi_mib", entry["nvidia_smi_mib"]) * MIB, entry["source"])
+             for entry in data["accelerators"]]
+    return sorted(cards, key=lambda card: card.usable_bytes)
+
+
+def cards_needed(n_bytes: int, accelerator: Accelerator) -> int:
+    """How many of these cards hold `n_bytes` (split evenly, nothing else on them)."""
+    return max(1, math.ceil(n_bytes / accelerator.usable_bytes))
+
+
+# ------------------------------------------------------------------------ model data
 
 
 def is_mla(model: Mapping[str, Any]) -> bool:
@@ -203,51 +116,8 @@ def is_mla(model: Mapping[str, Any]) -> bool:
     return model.get("attention") == "MLA"
 
 
-def model_kv_cache_bytes(
-    model: Mapping[str, Any], tokens: int, batch: int = 1, bytes_per_element: float | str = 2
-) -> int:
-    """KV-cache bytes for one model entry, with the formula that fits its attention (MHA/GQA or MLA).
-
-    Assumes every layer caches every token: sliding-window layers (Mistral-7B-v0.1,
-    Gemma-2) really store less beyond their window; see each entry's ``notes``.
-    """
-    if is_mla(model):
-        mla = model["mla"]
-        return mla_kv_cache_bytes(
-            model["layers"], mla["kv_lora_rank"], mla["qk_rope_head_dim"], tokens, batch,
-            bytes_per_element,
-        )
-    return kv_cache_bytes(
-        model["layers"], model["kv_heads"], model["head_dim"], tokens, batch, bytes_per_element
-    )
-
-
-def model_kv_cache_bytes_without_gqa(
-    model: Mapping[str, Any], tokens: int, batch: int = 1, bytes_per_element: float | str = 2
-) -> int:
-    """KV-cache bytes if every query head had its own K and V head (plain multi-head attention).
-
-    For GQA this sets kv_heads = attention_heads. For MLA it is the uncompressed
-    per-head cache: keys of ``qk_nope_head_dim + qk_rope_head_dim`` and values of
-    ``v_head_dim`` numbers for every head.
-    """
-    if is_mla(model):
-        mla = model["mla"]
-        per_head = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"] + mla["v_head_dim"]
-        return _bytes(
-            [
-                ("layers", model["layers"]),
-                ("attention_heads", model["attention_heads"]),
-                ("key_plus_value_width", per_head),
-                ("tokens", tokens),
-                ("batch", batch),
-            ],
-            bytes_per_element,
-        )
-    return kv_cache_bytes(
-        model["layers"], model["attention_heads"], model["head_dim"], tokens, batch,
-        bytes_per_element,
-    )
+def shape_of(model: Mapping[str, Any]) -> model_config.ModelShape:
+    return model_config.from_public_entry(model)
 
 
 def validate_model(model: Mapping[str, Any]) -> dict[str, Any]:
@@ -263,49 +133,35 @@ def validate_model(model: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"model {label!r} is missing field(s) {missing}")
     for field in _POSITIVE_INT_FIELDS:
         try:
-            _positive_int(field, model[field])
+            positive_int(field, model[field])
         except ValueError as exc:
             raise ValueError(f"model {label!r}: {exc}") from None
     if model["active_parameters"] > model["parameters"]:
-        raise ValueError(
-            f"model {label!r}: active_parameters {model['active_parameters']} exceeds "
-            f"parameters {model['parameters']}"
-        )
-    if model["attention_heads"] % model["kv_heads"] != 0:
-        raise ValueError(
-            f"model {label!r}: attention_heads {model['attention_heads']} is not a multiple "
-            f"of kv_heads {model['kv_heads']}"
-        )
+        raise ValueError(f"model {label!r}: active_parameters {model['active_parameters']} exceeds "
+                         f"parameters {model['parameters']}")
     experts, per_token = model["experts"], model["experts_per_token"]
     if (experts is None) != (per_token is None):
-        raise ValueError(
-            f"model {label!r}: experts ({experts!r}) and experts_per_token ({per_token!r}) "
-            "must both be null (dense) or both set (MoE)"
-        )
+        raise ValueError(f"model {label!r}: experts ({experts!r}) and experts_per_token ({per_token!r}) "
+                         "must both be null (dense) or both set (MoE)")
     if experts is None:
         if model["active_parameters"] != model["parameters"]:
-            raise ValueError(
-                f"model {label!r}: a dense model needs active_parameters == parameters"
-            )
+            raise ValueError(f"model {label!r}: a dense model needs active_parameters == parameters")
     else:
         try:
-            _positive_int("experts", experts)
-            _positive_int("experts_per_token", per_token)
+            positive_int("experts", experts)
+            positive_int("experts_per_token", per_token)
         except ValueError as exc:
             raise ValueError(f"model {label!r}: {exc}") from None
         if per_token > experts:
-            raise ValueError(
-                f"model {label!r}: experts_per_token {per_token} exceeds experts {experts}"
-            )
+            raise ValueError(f"model {label!r}: experts_per_token {per_token} exceeds experts {experts}")
     if is_mla(model):
         mla = model.get("mla")
         if not isinstance(mla, Mapping) or any(f not in mla for f in _MLA_FIELDS):
             raise ValueError(f"model {label!r}: attention 'MLA' needs an 'mla' object with {_MLA_FIELDS}")
-        for field in _MLA_FIELDS:
-            try:
-                _positive_int(field, mla[field])
-            except ValueError as exc:
-                raise ValueError(f"model {label!r}: {exc}") from None
+    try:
+        shape_of(model)  # the shape's own checks: kv_heads divides heads, windows, layer pattern
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ValueError(f"model {label!r}: {exc}") from None
     return dict(model)
 
 
@@ -324,154 +180,235 @@ def load_public_models(path: str | Path | None = None) -> list[dict[str, Any]]:
     return models
 
 
-def model_entry_from_hf_config(
-    config: Mapping[str, Any], name: str, parameters: int, hub_id: str = "", notes: str = ""
-) -> dict[str, Any]:
-    """Build a dense-model entry (same fields as public_models.json) from a Hugging Face config dict.
-
-    Intended for the bundled model: pass its config.json contents and its counted
-    parameters. Understands Llama-style keys (``num_hidden_layers``, ...) and GPT-2
-    keys (``n_layer``, ``n_head``, ``n_embd``, ``n_positions``).
-    """
-    def pick(*keys: str) -> Any:
-        for key in keys:
-            if config.get(key) is not None:
-                return config[key]
-        raise ValueError(f"config for {name!r} has none of the keys {keys}")
-
-    heads = pick("num_attention_heads", "n_head")
-    hidden = pick("hidden_size", "n_embd", "d_model")
-    kv_heads = config.get("num_key_value_heads") or heads
-    head_dim = config.get("head_dim") or hidden // heads
+def model_entry_from_hf_config(config: Any, name: str, parameters: int, hub_id: str = "",
+                               notes: str = "") -> dict[str, Any]:
+    """A dense-model entry (same fields as public_models.json) from a transformers config or a config.json dict,
+    read by `inference.model_config`, with the parameters counted elsewhere (loaded weights or a meta model)."""
+    shape = model_config.from_config(config)
+    pattern = list(shape.layer_types) if shape.sliding_layers else None
     entry = {
-        "name": name,
-        "hub_id": hub_id,
-        "parameters": parameters,
-        "active_parameters": parameters,
-        "layers": pick("num_hidden_layers", "n_layer"),
-        "attention_heads": heads,
-        "kv_heads": kv_heads,
-        "head_dim": head_dim,
-        "hidden_size": hidden,
-        "context": pick("max_position_embeddings", "n_positions", "n_ctx"),
-        "vocab_size": pick("vocab_size"),
-        "experts": None,
-        "experts_per_token": None,
-        "attention": "MHA" if kv_heads == heads else "GQA",
-        "sliding_window": config.get("sliding_window"),
-        "mla": None,
-        "source": {"config_json": "bundled config.json", "parameter_count": "counted from the loaded weights"},
+        "name": name, "hub_id": hub_id, "parameters": parameters, "active_parameters": parameters,
+        "layers": shape.layers, "attention_heads": shape.attention_heads, "kv_heads": shape.kv_heads,
+        "head_dim": shape.head_dim, "hidden_size": shape.hidden_size, "context": shape.context,
+        "vocab_size": shape.vocab_size, "experts": None, "experts_per_token": None, "attention": shape.attention,
+        "sliding_window": shape.sliding_window, "layer_types_pattern": pattern,
+        "mla": asdict(shape.mla) if shape.mla else None,
+        "source": {"config_json": "its own config.json", "parameter_count": "counted from the model's weights"},
         "notes": notes,
     }
     return validate_model(entry)
 
 
-# -------------------------------------------------------------------------- tables
+def count_parameters(config: Any) -> int:
+    """Parameters of the model a config describes, counted on a model built on the meta device (no memory,
+    no download, no code shipped with the model). Tied weights count once."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if isinstance(config, Mapping):
+        kwargs = {k: v for k, v in config.items() if k != "model_type"}
+        config = AutoConfig.for_model(config.get("model_type", ""), **kwargs)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
 
 
-def kv_table(
-    models: Sequence[Mapping[str, Any]],
-    context: int,
-    batch: int = 1,
-    precision: str = "bfloat16",
-) -> pd.DataFrame:
-    """KV cache and weight memory per model at ``context`` tokens x ``batch`` sequences.
+def load_config_entry(path: str | Path) -> dict[str, Any]:
+    """A model entry from a local config.json (or a folder holding one)."""
+    file = Path(path)
+    if file.is_dir():
+        file = file / "config.json"
+    config = json.loads(file.read_text(encoding="utf-8"))
+    if not isinstance(config, dict):
+        raise ValueError(f"{file} does not hold a JSON object")
+    return model_entry_from_hf_config(config, file.parent.name or str(file), count_parameters(config))
 
-    All sizes are in GB = 10**9 bytes. Columns:
 
-    - ``model``, ``attention`` (MHA / GQA / MLA), ``attention_heads``, ``kv_heads``
-    - ``kv_gb``: KV cache with the model's real K/V head count (MLA: compressed latent)
-    - ``kv_gb_without_gqa``: the same if every query head had its own K/V head
-    - ``gqa_saving``: ``kv_gb_without_gqa / kv_gb``. For GQA this is attention_heads / kv_heads; 1.0 for MHA
-    - ``weight_gb``: all parameters at the same precision (MoE: every expert, since all must be resident)
-    - ``kv_per_token_mb``: KV bytes added by one more token of one sequence, in MB (10**6 bytes)
-    - ``exceeds_context``: True when ``context`` is beyond the model's maximum positions
+def find_model(name: str, models: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """A public model by name (or hub id), or an entry built from a local config.json path."""
+    models = load_public_models() if models is None else models
+    for entry in models:
+        if name in (entry["name"], entry["hub_id"]):
+            return dict(entry)
+    if Path(name).exists():
+        return load_config_entry(name)
+    raise ValueError(f"unknown model {name!r}: use a name from assets/public_models.json "
+                     f"({', '.join(m['name'] for m in models)}) or a path to a config.json")
 
-    The KV and weight columns both use ``precision`` (a name in BYTES_PER_ELEMENT).
-    Sliding-window layers are treated as full layers (see each model's notes).
-    """
-    tokens = _positive_int("context", context)
-    batch = _positive_int("batch", batch)
-    bpe = resolve_bytes_per_element(precision)
-    bits = bpe * 8
-    rows = []
-    for model in models:
-        model = validate_model(model)
-        kv = model_kv_cache_bytes(model, tokens, batch, bpe)
-        kv_full = model_kv_cache_bytes_without_gqa(model, tokens, batch, bpe)
-        per_token = model_kv_cache_bytes(model, 1, 1, bpe)
-        rows.append(
-            {
-                "model": model["name"],
-                "attention": model.get("attention")
-                or ("MHA" if model["kv_heads"] == model["attention_heads"] else "GQA"),
-                "attention_heads": model["attention_heads"],
-                "kv_heads": model["kv_heads"],
-                "kv_gb": bytes_to_gb(kv),
-                "kv_gb_without_gqa": bytes_to_gb(kv_full),
-                "gqa_saving": kv_full / kv,
-                "weight_gb": bytes_to_gb(weight_bytes(model["parameters"], bits)),
-                "kv_per_token_mb": per_token / 10**6,
-                "exceeds_context": tokens > model["context"],
-            }
-        )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "model", "attention", "attention_heads", "kv_heads", "kv_gb", "kv_gb_without_gqa",
-            "gqa_saving", "weight_gb", "kv_per_token_mb", "exceeds_context",
-        ],
+
+# -------------------------------------------------------------------------- estimate
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Memory to serve `batch` sequences of `tokens` tokens with one model, and the cards it takes."""
+
+    model: str
+    tokens: int
+    batch: int
+    dtype: str  # weights
+    kv_dtype: str  # cache
+    kv_bytes_per_token: int  # one more token of one sequence, below every sliding window
+    kv_bytes: int  # the whole cache: sliding layers hold min(tokens, window)
+    kv_bytes_if_kv_heads_equal_heads: int  # MHA (MLA: the uncompressed per-head cache it avoids)
+    weight_bytes: int  # parameters x width (MoE: every expert)
+    scale_bytes: int  # int4: scales and zero points per group; 0 otherwise
+    total_bytes: int
+    cards: dict[str, int]  # accelerator label -> cards needed for weights + scales + KV
+    left_on_one_card: dict[str, int]  # accelerator label -> bytes left when one card holds it all (negative: short)
+    exceeds_context: bool
+    attention: str
+    sliding_layers: int
+    notes: str
+
+
+def estimate(model: Mapping[str, Any], tokens: int, batch: int = 1, dtype: str = "bfloat16",
+             kv_dtype: str | None = None, accelerators: Sequence[Accelerator] | None = None) -> Estimate:
+    """Weights, KV cache and cards for one model entry. Raises ValueError naming a bad value."""
+    model = validate_model(model)
+    tokens = positive_int("tokens", tokens)
+    batch = positive_int("batch", batch)
+    if tokens > MAX_TOKENS:
+        raise ValueError(f"tokens must be at most {MAX_TOKENS:,}, got {tokens}")
+    if batch > MAX_BATCH:
+        raise ValueError(f"batch must be at most {MAX_BATCH:,}, got {batch}")
+    kv_dtype = kv_dtype or dtype
+    width, kv_width = resolve_bytes_per_element(dtype), resolve_bytes_per_element(kv_dtype)
+    shape = shape_of(model)
+    kv = model_config.kv_cache_bytes(shape, tokens, batch, kv_width)
+    weights = weight_bytes(model["parameters"], width * 8)
+    scales = int4_scale_bytes(model["parameters"]) if dtype == "int4" else 0
+    total = weights + scales + kv
+    cards = accelerators if accelerators is not None else load_accelerators()
+    return Estimate(
+        model=model["name"], tokens=tokens, batch=batch, dtype=dtype, kv_dtype=kv_dtype,
+        kv_bytes_per_token=model_config.kv_bytes_per_token(shape, kv_width), kv_bytes=kv,
+        kv_bytes_if_kv_heads_equal_heads=model_config.kv_cache_bytes(shape, tokens, batch, kv_width,
+                                                                      one_kv_head_per_query_head=True),
+        weight_bytes=weights, scale_bytes=scales, total_bytes=total,
+        cards={card.label: cards_needed(total, card) for card in cards},
+        left_on_one_card={card.label: card.usable_bytes - total for card in cards},
+        exceeds_context=tokens > shape.context, attention=shape.attention, sliding_layers=shape.sliding_layers,
+        notes=model["notes"],
     )
 
 
-def weight_fit_table(
-    models: Sequence[Mapping[str, Any]],
-    bits_list: Sequence[float] = DEFAULT_BITS,
-    accelerator_gb: Sequence[float] = DEFAULT_ACCELERATOR_GB,
-) -> pd.DataFrame:
-    """Weight memory per model and bit width, and the smallest listed accelerator it fits on.
+# -------------------------------------------------------------------------- tables
 
-    Weights only: real serving also needs memory for the KV cache (see ``kv_table``),
-    activations, and runtime overhead (CUDA context, fragmentation), so a model that
-    "fits" here with little headroom will not serve in practice. Accelerator sizes and
-    weights are both in GB = 10**9 bytes. For MoE models every expert counts, because all
-    of them must be in memory even though only a few run per token.
 
-    Columns: ``model``, ``bits``, ``parameters``, ``weight_gb``, ``fits_in_gb`` (the smallest
-    listed accelerator memory >= weight_gb, or <NA> if none), ``fits_on_one`` (bool) and
-    ``largest_needed`` (how many of the largest listed accelerators the weights need).
+def kv_table(models: Sequence[Mapping[str, Any]], context: int, batch: int = 1,
+             precision: str = "bfloat16") -> pd.DataFrame:
+    """KV cache and weight memory per model at ``context`` tokens x ``batch`` sequences, both at ``precision``.
+
+    GB = 10**9 bytes. Columns: ``model``, ``attention`` (MHA / GQA / MLA), ``attention_heads``, ``kv_heads``,
+    ``sliding_layers`` (layers whose cache stops at the window), ``kv_gb``, ``kv_gb_without_gqa`` (one K/V
+    head per query head; for MLA the uncompressed per-head cache), ``gqa_saving`` (their ratio), ``weight_gb``
+    (MoE: every expert), ``kv_per_token_mb`` (one more token, below every window), ``exceeds_context``, ``notes``.
+    """
+    rows = []
+    for model in models:
+        result = estimate(model, context, batch, precision, accelerators=())
+        rows.append({
+            "model": result.model, "attention": result.attention, "attention_heads": model["attention_heads"],
+            "kv_heads": model["kv_heads"], "sliding_layers": result.sliding_layers,
+            "kv_gb": bytes_to_gb(result.kv_bytes), "kv_gb_without_gqa": bytes_to_gb(result.kv_bytes_if_kv_heads_equal_heads),
+            "gqa_saving": result.kv_bytes_if_kv_heads_equal_heads / result.kv_bytes,
+            "weight_gb": bytes_to_gb(result.weight_bytes), "kv_per_token_mb": result.kv_bytes_per_token / 10**6,
+            "exceeds_context": result.exceeds_context, "notes": result.notes,
+        })
+    return pd.DataFrame(rows, columns=["model", "attention", "attention_heads", "kv_heads", "sliding_layers", "kv_gb",
+                                       "kv_gb_without_gqa", "gqa_saving", "weight_gb", "kv_per_token_mb",
+                                       "exceeds_context", "notes"])
+
+
+def fit_table(models: Sequence[Mapping[str, Any]], bits_list: Sequence[float] = DEFAULT_BITS,
+              accelerators: Sequence[Accelerator] | None = None) -> pd.DataFrame:
+    """Weights only, every parameter at each width: the smallest listed card that holds them.
+
+    Columns: ``model``, ``bits``, ``parameters``, ``weight_gb``, ``fits_on`` (label of the smallest card whose
+    nvidia-smi memory holds the weights, or None), ``left_gb`` (what that card has left for the KV cache and
+    activations), ``largest`` (label of the largest card), ``largest_needed`` (how many of those the weights take).
     """
     if not bits_list:
         raise ValueError(f"bits_list must not be empty, got {bits_list!r}")
-    if not accelerator_gb:
-        raise ValueError(f"accelerator_gb must not be empty, got {accelerator_gb!r}")
     for bits in bits_list:
-        _positive_number("bits", bits)
-    for size in accelerator_gb:
-        _positive_number("accelerator_gb", size)
-    sizes = sorted(accelerator_gb)
-    largest = sizes[-1]
+        positive_number("bits", bits)
+    cards = load_accelerators() if accelerators is None else sorted(accelerators, key=lambda c: c.usable_bytes)
+    if not cards:
+        raise ValueError("accelerators must not be empty")
     rows = []
     for model in models:
         model = validate_model(model)
         for bits in bits_list:
             n_bytes = weight_bytes(model["parameters"], bits)
-            fits = next((size for size in sizes if n_bytes <= size * GB), None)
-            rows.append(
-                {
-                    "model": model["name"],
-                    "bits": bits,
-                    "parameters": model["parameters"],
-                    "weight_gb": bytes_to_gb(n_bytes),
-                    "fits_in_gb": fits,
-                    "fits_on_one": fits is not None,
-                    "largest_needed": math.ceil(n_bytes / (largest * GB)),
-                }
-            )
-    table = pd.DataFrame(
-        rows,
-        columns=["model", "bits", "parameters", "weight_gb", "fits_in_gb", "fits_on_one", "largest_needed"],
-    )
-    if all(float(s).is_integer() for s in sizes):
-        table["fits_in_gb"] = table["fits_in_gb"].astype("Int64")
-    return table
+            fits = next((card for card in cards if n_bytes <= card.usable_bytes), None)
+            rows.append({
+                "model": model["name"], "bits": bits, "parameters": model["parameters"],
+                "weight_gb": bytes_to_gb(n_bytes), "fits_on": fits.label if fits else None,
+                "left_gb": bytes_to_gb(fits.usable_bytes - n_bytes) if fits else None,
+                "largest": cards[-1].label, "largest_needed": cards_needed(n_bytes, cards[-1]),
+            })
+    return pd.DataFrame(rows, columns=["model", "bits", "parameters", "weight_gb", "fits_on", "left_gb", "largest",
+                                       "largest_needed"])
+
+
+DEFAULT_ACCELERATOR_GB = (16, 24, 40, 80, 141)  # TEMPORARY: the Quantization page's old call; goes with weight_fit_table
+
+
+def weight_fit_table(models, bits_list=DEFAULT_BITS, accelerator_gb=DEFAULT_ACCELERATOR_GB) -> pd.DataFrame:
+    """TEMPORARY bridge for the Quantization page until it calls `fit_table`: the old columns, each size
+    mapped to the listed card of that class, which now holds its nvidia-smi bytes."""
+    fit = fit_table(models, bits_list)
+    nominal = {card.label: int(card.label.split()[-2]) for card in load_accelerators()}
+    fit["fits_in_gb"] = fit["fits_on"].map(nominal).astype("Int64")
+    fit["fits_on_one"] = fit["fits_on"].notna()
+    return fit[["model", "bits", "parameters", "weight_gb", "fits_in_gb", "fits_on_one", "largest_needed"]]
+
+
+# ---------------------------------------------------------------------- command line
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit code 2 (argparse's own code for usage errors)
+        self.exit(2, f"error: {message}\n")
+
+
+def _human(n_bytes: int) -> str:
+    return f"{n_bytes / GB:,.2f} GB" if n_bytes >= 10**8 else f"{n_bytes / 10**6:,.2f} MB"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _Parser(prog="python -m inference.calculator",
+                     description="Weights, KV cache and accelerators needed to serve a model.")
+    parser.add_argument("model", help="a name from assets/public_models.json, or a path to a config.json")
+    parser.add_argument("--tokens", type=int, required=True, help="tokens per sequence (prompt + reply)")
+    parser.add_argument("--batch", type=int, default=1, help="sequences served at once")
+    parser.add_argument("--dtype", choices=CLI_DTYPES, default="bfloat16", help="weights (and, by default, the cache)")
+    parser.add_argument("--kv-dtype", choices=CLI_DTYPES, default=None, help="cache precision, if not --dtype")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    try:
+        result = estimate(find_model(args.model), args.tokens, args.batch, args.dtype, args.kv_dtype)
+    except (ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(asdict(result)))
+        return 0
+    print(f"{result.model}: {result.tokens:,} tokens x batch {result.batch}, weights {result.dtype}, "
+          f"cache {result.kv_dtype}")
+    print(f"  weights   {_human(result.weight_bytes)}" + (f" + {_human(result.scale_bytes)} int4 scales and zeros"
+                                                          if result.scale_bytes else ""))
+    print(f"  KV cache  {_human(result.kv_bytes)} ({result.kv_bytes_per_token:,} bytes per token"
+          + (f"; {result.sliding_layers} sliding-window layers hold at most their window" if result.sliding_layers
+             else "") + ")")
+    if result.exceeds_context:
+        print(f"  note: {result.tokens:,} tokens is beyond this model's context")
+    for label, count in result.cards.items():
+        left = result.left_on_one_card[label]
+        print(f"  {label}: {count} card{'s' if count > 1 else ''}" + (f" ({_human(left)} left)" if count == 1 else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 from transformers import DynamicCache
 
-from inference import fast_decode, kv_cache
+from inference import fast_decode, kv_cache, model_config
 from inference.sampling import SamplingSettings, draw, seen_mask
 from inference.tokens import token_text
 
@@ -54,11 +54,8 @@ def eos_token_ids(model, tokenizer) -> set[int]:
 
 
 def context_limit(config) -> int:
-    for name in ("max_position_embeddings", "n_positions", "n_ctx"):
-        value = getattr(config, name, None)
-        if value:
-            return int(value)
-    raise ValueError("The model config does not say its context length")
+    """Maximum positions of the model, read by the one config reader."""
+    return model_config.context_length(config)
 
 
 @dataclass(frozen=True)

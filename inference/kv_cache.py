@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
+from inference import model_config
+
 
 def layer_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(keys, values) per layer, each [batch, kv_heads, tokens, head_dim]."""
@@ -37,26 +39,31 @@ def measured_bytes(cache) -> int:
 
 @dataclass(frozen=True)
 class KVShape:
-    """The numbers the KV-cache formula needs, from a model config."""
+    """A model's shape (read by `inference.model_config`) with the cache's bytes per number: what the
+    KV formula needs. The formula itself is `model_config.kv_cache_bytes`, the one in the project."""
 
-    layers: int
-    kv_heads: int
-    head_dim: int
+    shape: model_config.ModelShape
     bytes_per_element: int
 
     @classmethod
     def from_config(cls, config, dtype: torch.dtype) -> "KVShape":
-        config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
-        heads = getattr(config, "num_attention_heads", None) or config.n_head
-        layers = getattr(config, "num_hidden_layers", None) or config.n_layer
-        hidden = getattr(config, "hidden_size", None) or config.n_embd
-        kv_heads = getattr(config, "num_key_value_heads", None) or heads
-        head_dim = getattr(config, "head_dim", None) or hidden // heads
-        return cls(layers, kv_heads, head_dim, torch.empty((), dtype=dtype).element_size())
+        return cls(model_config.from_config(config), torch.empty((), dtype=dtype).element_size())
+
+    @property
+    def layers(self) -> int:
+        return self.shape.layers
+
+    @property
+    def kv_heads(self) -> int:
+        return self.shape.kv_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.shape.head_dim
 
     def bytes_per_token(self) -> int:
-        """2 (K and V) x layers x kv_heads x head_dim x bytes per element."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * self.bytes_per_element
+        """2 (K and V) x layers x kv_heads x head_dim x bytes per element (below every sliding window)."""
+        return model_config.kv_bytes_per_token(self.shape, self.bytes_per_element)
 
     def formula_bytes(self, tokens: int, batch: int = 1) -> int:
-        return self.bytes_per_token() * tokens * batch
+        return model_config.kv_cache_bytes(self.shape, tokens, batch, self.bytes_per_element)

@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import torch
 
+from inference import model_config
 from inference.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -185,12 +186,7 @@ def download_from_hub(repo_id: str, max_model_bytes: int) -> Path:
 # -- loading -----------------------------------------------------------------------------
 
 def describe(model, tokenizer, name: str, source: str, dtype: str) -> ModelInfo:
-    from inference.engine import context_limit
-    from inference.kv_cache import KVShape
-
-    config = model.config
-    shape = KVShape.from_config(config, DTYPES[dtype])
-    heads = getattr(config, "num_attention_heads", None) or config.n_head
+    shape = model_config.from_config(model.config)
     seen, weight_bytes, parameters = set(), 0, 0
     for p in model.parameters():  # tied weights count once
         if p.data_ptr() in seen:
@@ -200,8 +196,8 @@ def describe(model, tokenizer, name: str, source: str, dtype: str) -> ModelInfo:
         weight_bytes += p.numel() * p.element_size()
     return ModelInfo(
         name=name, source=source, architecture=type(model).__name__, parameters=parameters,
-        layers=shape.layers, heads=heads, kv_heads=shape.kv_heads, head_dim=shape.head_dim,
-        context=context_limit(config), vocab_size=model.get_output_embeddings().weight.shape[0],
+        layers=shape.layers, heads=shape.attention_heads, kv_heads=shape.kv_heads, head_dim=shape.head_dim,
+        context=shape.context, vocab_size=model.get_output_embeddings().weight.shape[0],
         weight_bytes=weight_bytes, dtype=dtype, has_chat_template=bool(getattr(tokenizer, "chat_template", None)),
     )
 

@@ -7,6 +7,7 @@ MODELS_DIR = ASSETS_DIR / "models"
 BUNDLED_MODEL_NAME = "storyteller-llama-6m"
 BUNDLED_MODEL_DIR = MODELS_DIR / BUNDLED_MODEL_NAME
 PUBLIC_MODELS_FILE = ASSETS_DIR / "public_models.json"
+ACCELERATORS_FILE = ASSETS_DIR / "accelerators.json"  # nvidia-smi memory of the cards the calculator lists
 
 # The shared corpus sits beside the project checkout; it is never copied into the repo.
 DEFAULT_CORPUS_DIR = PROJECT_ROOT.parent / "shared" / "corpus" / "tinystories"

@@ -4,46 +4,20 @@ Every expected number below is worked out by hand in the test (as a literal or a
 plain arithmetic on the architecture numbers), never by calling the code under test.
 """
 import json
+import subprocess
+import sys
 
-import pandas as pd
 import pytest
 
 from inference import calculator as calc
 
 GB = 10**9
-GIB = 2**30
+MIB = 2**20
 
 
 @pytest.fixture(scope="module")
 def models():
     return {m["name"]: m for m in calc.load_public_models()}
-
-
-# ----------------------------------------------------------------- kv_cache_bytes
-
-
-def test_llama31_8b_full_context_bf16():
-    # 2 (K,V) x 32 layers x 8 kv heads x 128 head_dim x 131072 tokens x 2 bytes
-    assert calc.kv_cache_bytes(32, 8, 128, 131_072, batch=1, bytes_per_element=2) == 17_179_869_184
-    assert 17_179_869_184 == 16 * GIB  # exactly 16 GiB, i.e. 17.18 GB
-
-
-def test_gpt2_full_context_fp32():
-    # 2 x 12 layers x 12 heads x 64 head_dim x 1024 tokens x 4 bytes = 75,497,472
-    assert calc.kv_cache_bytes(12, 12, 64, 1024, bytes_per_element=4) == 75_497_472
-
-
-def test_batch_and_precision_name_scale_linearly():
-    # 2 x 32 x 8 x 128 x 1 token x 1 seq x 2 bytes = 131,072 bytes per token (128 KiB)
-    assert calc.kv_cache_bytes(32, 8, 128, 1) == 131_072
-    assert calc.kv_cache_bytes(32, 8, 128, 1000, batch=4, bytes_per_element="bfloat16") == 524_288_000
-    # int4 is half a byte per element: 2 x 32 x 8 x 128 x 0.5 = 32,768
-    assert calc.kv_cache_bytes(32, 8, 128, 1, bytes_per_element="int4") == 32_768
-
-
-def test_mla_cache_for_deepseek_v3():
-    # 61 layers x (512 latent + 64 rope) x 163840 tokens x 2 bytes, with no factor 2 for K/V
-    assert calc.mla_kv_cache_bytes(61, 512, 64, 163_840) == 11_513_364_480
 
 
 # ------------------------------------------------------------------- weight_bytes
@@ -107,80 +81,6 @@ def test_kv_table_weights_count_every_expert(models):
     assert table.iloc[0]["weight_gb"] == pytest.approx(93.405585408)  # 46,702,792,704 x 2
     # attention is shared across experts: same KV per token as Mistral-7B (2 x 32 x 8 x 128 x 2)
     assert table.iloc[0]["kv_per_token_mb"] == pytest.approx(0.131072)
-
-
-# --------------------------------------------------------------- weight_fit_table
-
-
-def test_weight_fit_table_llama(models):
-    table = calc.weight_fit_table(
-        [models["Llama-3.1-8B"], models["Llama-3.1-70B"]],
-        bits_list=(32, 16, 8, 4),
-        accelerator_gb=(16, 24, 40, 80, 141),
-    )
-    assert len(table) == 8
-    fit = {(r.model, r.bits): r for r in table.itertuples()}
-    # 8B: 32.12 GB -> 40, 16.06 GB -> 24 (just over 16), 8.03 GB -> 16, 4.02 GB -> 16
-    assert fit[("Llama-3.1-8B", 32)].fits_in_gb == 40
-    assert fit[("Llama-3.1-8B", 16)].weight_gb == pytest.approx(16.060522496)
-    assert fit[("Llama-3.1-8B", 16)].fits_in_gb == 24
-    assert fit[("Llama-3.1-8B", 8)].fits_in_gb == 16
-    assert fit[("Llama-3.1-8B", 4)].fits_in_gb == 16
-    # 70B: 16-bit weights are 141.107 GB, just over the 141 GB accelerator -> needs two
-    assert fit[("Llama-3.1-70B", 16)].weight_gb == pytest.approx(141.107412992)
-    assert pd.isna(fit[("Llama-3.1-70B", 16)].fits_in_gb)
-    assert not fit[("Llama-3.1-70B", 16)].fits_on_one
-    assert fit[("Llama-3.1-70B", 16)].largest_needed == 2
-    assert fit[("Llama-3.1-70B", 32)].largest_needed == 3  # 282.2 GB / 141
-    assert fit[("Llama-3.1-70B", 8)].fits_in_gb == 80  # 70.55 GB
-    assert fit[("Llama-3.1-70B", 4)].fits_in_gb == 40  # 35.28 GB
-
-
-def test_weight_fit_table_unsorted_accelerators(models):
-    table = calc.weight_fit_table([models["GPT-2 (124M)"]], bits_list=(16,), accelerator_gb=(80, 16))
-    assert table.iloc[0]["fits_in_gb"] == 16
-
-
-# ---------------------------------------------------------------- bad arguments
-
-
-@pytest.mark.parametrize(
-    "kwargs, fragment",
-    [
-        ({"tokens": 0}, "tokens must be a positive whole number, got 0"),
-        ({"tokens": -5}, "tokens must be a positive whole number, got -5"),
-        ({"layers": 2.5}, "layers must be a positive whole number, got 2.5"),
-        ({"kv_heads": 0}, "kv_heads must be a positive whole number, got 0"),
-        ({"head_dim": "128"}, "head_dim must be a positive whole number, got '128'"),
-        ({"batch": 0}, "batch must be a positive whole number, got 0"),
-        ({"batch": True}, "batch must be a positive whole number, got True"),
-        ({"bytes_per_element": 0}, "bytes_per_element must be a positive number, got 0"),
-        ({"bytes_per_element": "fp13"}, "precision must be one of"),
-    ],
-)
-def test_kv_cache_bytes_rejects_bad_arguments(kwargs, fragment):
-    args = {"layers": 32, "kv_heads": 8, "head_dim": 128, "tokens": 10}
-    args.update(kwargs)
-    with pytest.raises(ValueError) as info:
-        calc.kv_cache_bytes(**args)
-    assert fragment in str(info.value)
-
-
-def test_other_functions_reject_bad_arguments(models):
-    with pytest.raises(ValueError, match="parameters must be a positive whole number, got 0"):
-        calc.weight_bytes(0, 16)
-    with pytest.raises(ValueError, match="bits must be a positive number, got -4"):
-        calc.weight_bytes(1000, -4)
-    with pytest.raises(ValueError, match="context must be a positive whole number, got 0"):
-        calc.kv_table([models["GPT-2 (124M)"]], context=0)
-    with pytest.raises(ValueError, match="batch must be a positive whole number, got -1"):
-        calc.kv_table([models["GPT-2 (124M)"]], context=10, batch=-1)
-    with pytest.raises(ValueError, match="precision must be one of"):
-        calc.kv_table([models["GPT-2 (124M)"]], context=10, precision="float13")
-    with pytest.raises(ValueError, match="accelerator_gb must be a positive number, got 0"):
-        calc.weight_fit_table([models["GPT-2 (124M)"]], accelerator_gb=(0, 80))
-    with pytest.raises(ValueError, match="bits_list must not be empty"):
-        calc.weight_fit_table([models["GPT-2 (124M)"]], bits_list=())
 
 
 # ------------------------------------------------------------------ model data
@@ -257,6 +157,7 @@ def test_load_public_models_rejects_broken_entries(tmp_path, models):
 
 
 def test_model_entry_from_hf_config():
+    """A config.json dict becomes an entry whose KV bytes follow the hand formula."""
     config = {
         "num_hidden_layers": 8, "num_attention_heads": 8, "num_key_value_heads": 4,
         "hidden_size": 256, "max_position_embeddings": 512, "vocab_size": 32_000,
@@ -265,4 +166,126 @@ def test_model_entry_from_hf_config():
     assert entry["head_dim"] == 32  # 256 / 8
     assert entry["attention"] == "GQA"
     # 2 x 8 layers x 4 kv heads x 32 x 512 tokens x 4 bytes
-    assert calc.model_kv_cache_bytes(entry, 512, 1, 4) == 4_194_304
+    assert calc.estimate(entry, 512, 1, "float32", accelerators=()).kv_bytes == 4_194_304
+
+
+# ------------------------------------------------------------------ accelerators
+
+
+def test_accelerators_hold_the_bytes_nvidia_smi_reports():
+    """Cards are sized by nvidia-smi's MiB, not by their label: an H200 "141 GB" holds 143,771 MiB."""
+    cards = {card.label: card for card in calc.load_accelerators()}
+    assert cards["H200 141 GB"].usable_bytes == 143_771 * MIB == 150_754_820_096
+    assert cards["H100 80 GB"].usable_bytes == 81_559 * MIB
+    assert [c.usable_bytes for c in calc.load_accelerators()] == sorted(c.usable_bytes for c in cards.values())
+    assert {"T4 16 GB", "A10 24 GB", "A100 40 GB"} <= set(cards)
+    assert all(card.source for card in cards.values())
+
+
+def test_llama_70b_16_bit_weights_fit_one_h200_with_about_9_gb_left(models):
+    """141,107,412,992 bytes of weights on 150,754,820,096 usable: one card, 9.65 GB left."""
+    fit = calc.fit_table([models["Llama-3.1-70B"]], bits_list=(16, 8, 4))
+    rows = fit.set_index("bits")
+    assert rows.at[16, "weight_gb"] == pytest.approx(141.107412992)
+    assert rows.at[16, "fits_on"] == "H200 141 GB"
+    assert rows.at[16, "left_gb"] == pytest.approx((150_754_820_096 - 141_107_412_992) / GB)
+    assert rows.at[16, "largest_needed"] == 1
+    assert rows.at[8, "fits_on"] == "H100 80 GB"  # 70.55 GB < 85.52 GB
+    assert rows.at[4, "fits_on"] == "A100 40 GB"  # 35.28 GB < 42.95 GB
+
+
+def test_fit_table_uses_usable_bytes_at_the_edge(models):
+    """Llama-3.1-8B in 16 bits (16.06 GB) fits a T4's 16.11 GB of nvidia-smi memory."""
+    fit = calc.fit_table([models["Llama-3.1-8B"]], bits_list=(32, 16))
+    assert fit.set_index("bits").at[16, "fits_on"] == "T4 16 GB"
+    assert fit.set_index("bits").at[32, "fits_on"] == "A100 40 GB"  # 32.12 GB
+
+
+# ---------------------------------------------------------------------- estimate
+
+
+def test_estimate_counts_weights_int4_scales_and_kv_for_the_cards(models):
+    """Llama-3.1-8B, 8192 tokens x 4 in int4: 0.5 byte weights + 4 bytes per 128 weights + int4 cache."""
+    result = calc.estimate(models["Llama-3.1-8B"], 8192, 4, "int4", kv_dtype="bfloat16")
+    assert result.weight_bytes == 8_030_261_248 // 2
+    assert result.scale_bytes == 8_030_261_248 // 128 * 4  # 8,030,261,248 is a multiple of 128
+    assert result.kv_bytes_per_token == 2 * 32 * 8 * 128 * 2
+    assert result.kv_bytes == 131_072 * 8192 * 4
+    total = 4_015_130_624 + 250_945_664 + 4_294_967_296
+    assert result.total_bytes == total
+    assert result.cards["T4 16 GB"] == 1 and result.cards["H200 141 GB"] == 1
+    assert result.left_on_one_card["T4 16 GB"] == 15_360 * MIB - total
+
+
+def test_estimate_splits_across_cards_when_one_is_not_enough(models):
+    """Llama-3.1-70B in bf16 with 128K tokens: 141.1 GB weights + 42.9 GB cache need two H200s."""
+    result = calc.estimate(models["Llama-3.1-70B"], 131_072, 1, "bfloat16")
+    assert result.kv_bytes == 2 * 80 * 8 * 128 * 2 * 131_072
+    assert result.cards["H200 141 GB"] == 2
+    assert result.cards["H100 80 GB"] == -(-(141_107_412_992 + 42_949_672_960) // (81_559 * MIB))
+
+
+@pytest.mark.parametrize("tokens, batch, message", [
+    (-1, 1, "tokens must be a positive whole number, got -1"),
+    (10**9, 1, "tokens must be at most"),
+    (10, 0, "batch must be a positive whole number, got 0"),
+    (10, 10**7, "batch must be at most"),
+])
+def test_estimate_refuses_bad_sizes_naming_the_value(models, tokens, batch, message):
+    """Negative, zero and absurd sizes are refused with the value in the message."""
+    with pytest.raises(ValueError, match=message):
+        calc.estimate(models["GPT-2 (124M)"], tokens, batch)
+
+
+def test_kv_table_counts_sliding_windows_and_keeps_notes(models):
+    """Mistral-7B-v0.1's cache stops growing at 4096 tokens; each row carries the model's notes."""
+    table = calc.kv_table([models["Mistral-7B-v0.1"]], context=32_768).set_index("model")
+    assert table.at["Mistral-7B-v0.1", "kv_gb"] == pytest.approx(32 * 4096 * 4096 / GB)
+    assert table.at["Mistral-7B-v0.1", "sliding_layers"] == 32
+    assert "4096" in table.at["Mistral-7B-v0.1", "notes"]
+
+
+# ------------------------------------------------------------------ command line
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "inference.calculator", *args], capture_output=True, text=True,
+                          timeout=120, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+
+
+def test_cli_json_has_the_documented_keys_and_hand_computed_numbers():
+    """--json prints one object: Qwen2.5-7B at 32768 tokens x 2 in bf16, numbers worked out here."""
+    done = run_cli("Qwen2.5-7B", "--tokens", "32768", "--batch", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert {"model", "tokens", "batch", "dtype", "kv_bytes_per_token", "kv_bytes", "weight_bytes", "cards"} <= set(result)
+    assert (result["model"], result["tokens"], result["batch"], result["dtype"]) == ("Qwen2.5-7B", 32768, 2, "bfloat16")
+    assert result["kv_bytes_per_token"] == 2 * 28 * 4 * 128 * 2 == 57_344
+    assert result["kv_bytes"] == 57_344 * 32_768 * 2
+    assert result["weight_bytes"] == 7_615_616_512 * 2
+    assert result["cards"]["H100 80 GB"] == 1 and result["cards"]["T4 16 GB"] == 2
+
+
+def test_cli_reads_a_local_config_json_and_counts_its_parameters():
+    """A local config.json works: the bundled model's, with its 5,770,496 parameters counted on a meta model."""
+    done = run_cli(str(calc.PUBLIC_MODELS_FILE.parent / "models" / "storyteller-llama-6m" / "config.json"),
+                   "--tokens", "512", "--dtype", "float32", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["weight_bytes"] == 5_770_496 * 4
+    assert result["kv_bytes"] == 2 * 6 * 4 * 32 * 512 * 4
+
+
+@pytest.mark.parametrize("args, named", [
+    (("No-Such-Model", "--tokens", "10"), "No-Such-Model"),
+    (("GPT-2 (124M)", "--tokens", "-3"), "-3"),
+    (("GPT-2 (124M)", "--tokens", "100", "--batch", "99999999"), "99999999"),
+    (("GPT-2 (124M)", "--tokens", "10", "--dtype", "int3"), "int3"),
+])
+def test_cli_bad_input_is_one_line_naming_the_value_with_exit_code_2(args, named):
+    """Unknown model, negative or absurd sizes, unknown dtype: exit code 2 and one line that names the value."""
+    done = run_cli(*args)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0], done.stderr

@@ -6,7 +6,8 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import APP_FILE
-from inference.calculator import kv_cache_bytes, model_entry_from_hf_config
+from inference.calculator import model_entry_from_hf_config
+from inference.model_config import from_public_entry, kv_cache_bytes
 from inference.kv_experiments import cache_growth, compare_cache, greedy_trace, layer_breakdown
 
 torch.set_num_threads(1)  # a training job may share the machine
@@ -80,15 +81,14 @@ def test_calculator_entry_from_the_bundled_config_matches_the_real_cache(bundled
     entry = model_entry_from_hf_config(bundled.model.config.to_dict(), "bundled", bundled.info.parameters)
     trace = greedy_trace(bundled.model, bundled.tokenizer, prompt_ids(bundled.tokenizer), 4)
     last = trace.records[-1]
-    assert kv_cache_bytes(entry["layers"], entry["kv_heads"], entry["head_dim"], last.cache_tokens,
-                          bytes_per_element="float32") == last.cache_bytes
+    assert kv_cache_bytes(from_public_entry(entry), last.cache_tokens, bytes_per_element=4) == last.cache_bytes
     assert entry["kv_heads"] < entry["attention_heads"]  # grouped-query attention
 
 
 def test_kv_cache_page_runs_and_compares_with_and_without_the_cache():
     at = AppTest.from_file(APP_FILE, default_timeout=120)
     at.run()
-    at.switch_page("pages/kv-cache.py").run()
+    at.switch_page("app_pages/kv-cache.py").run()
     assert not at.exception
     at.slider(key="kv_new_tokens").set_value(24).run()
     at.button(key="kv_compare").click().run()
