@@ -301,8 +301,12 @@ class Trace:
 
 
 def new_trace(model, tokenizer, prompt_ids: list[int], max_new_tokens: int, seed: int = 0, stop_at_eos: bool = True) -> Trace:
-    return Trace(model=model, tokenizer=tokenizer, prompt_ids=list(prompt_ids), max_new_tokens=max_new_tokens,
-                 seed=seed, stop_at_eos=stop_at_eos)
+    """A run on a local model, or on a model a serving engine runs (`inference.engines.remote`)."""
+    kind = Trace
+    if getattr(model, "is_remote", False):
+        from inference.engines.remote import RemoteTrace as kind
+    return kind(model=model, tokenizer=tokenizer, prompt_ids=list(prompt_ids), max_new_tokens=max_new_tokens,
+                seed=seed, stop_at_eos=stop_at_eos)
 
 
 def warm_up(model, tokenizer) -> None:

@@ -30,6 +30,21 @@ class Limits:
     # torch's spinning worker threads then stall each other (measured on the Generate page with
     # Chromium on the same 2 cores: a decode step's forward pass 100 ms with 2 threads, 5.5 ms with 1).
     torch_threads: int = 1
+    # Serving engines visitors may use, as "name=url" pairs separated by commas, e.g.
+    # "llama.cpp=http://127.0.0.1:8080,vLLM=http://gpu-box:8000". The only engines a public server offers:
+    # a visitor who could type a URL could make the server fetch any address (request forgery).
+    engines: str = ""
+
+    def engine_urls(self) -> dict[str, str]:
+        """The `engines` list as {name: url}; an entry without "=" is named by its URL."""
+        out = {}
+        for entry in self.engines.split(","):
+            name, sep, url = entry.strip().partition("=")
+            if not sep:
+                name, url = name, name
+            if url.strip():
+                out[name.strip()] = url.strip()
+        return out
 
     @classmethod
     def from_env(cls, env=None) -> "Limits":

@@ -1,0 +1,566 @@
+"""One HTTP client for OpenAI-compatible serving engines, with the two dialects the pages need.
+
+- llama.cpp's `llama-server`: `/completion` with `n_probs` and token-id prompts (the whole vocabulary
+  can come back), `/tokenize`, `/detokenize`, `timings` in every answer, `/metrics`, `/slots`.
+- vLLM: `/v1/completions` with `logprobs` (top N only, 20 unless the server raised `--max-logprobs`) and
+  `prompt_logprobs`, `/tokenize`, `/detokenize`, `/metrics`.
+
+Every failure is an `EngineError` whose message is one sentence a page can show as it is: the server
+refused the connection, did not answer in time, answered 4xx/5xx, sent something too large or not shaped
+like its dialect, returned fewer probabilities than asked, or tokenizes differently from the app.
+Responses are read with a size cap and parsed defensively (never trusted to have a field).
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import httpx
+import torch
+
+LLAMACPP = "llama.cpp"
+VLLM = "vLLM"
+DIALECTS = (LLAMACPP, VLLM)
+DEFAULT_TIMEOUT_S = 30.0
+# A whole-vocabulary answer for a 4k vocabulary is ~350 KB; a 150k one would be ~13 MB.
+MAX_RESPONSE_BYTES = 32 * 2**20
+# Ask for the whole distribution only up to this vocabulary: beyond it the answer grows past a few MB
+# per step, and the top tokens hold all but a sliver of the mass anyway.
+FULL_VOCABULARY_LIMIT = 32_768
+TOP_N_FALLBACK = 1_000
+VLLM_DEFAULT_MAX_LOGPROBS = 20  # vLLM refuses more unless started with --max-logprobs
+TOKENIZER_PROBE = "Once upon a time, a little robot said: \"Hello, world!\" 123"
+
+
+class EngineError(Exception):
+    """A serving engine could not do what was asked; the message is one sentence for the page."""
+
+
+class EngineUnreachable(EngineError):
+    """Connection refused, broken off, or the address does not resolve."""
+
+
+class EngineTimeout(EngineError):
+    """No answer within the timeout."""
+
+
+class EngineHTTPError(EngineError):
+    """The server answered with a 4xx or 5xx status."""
+
+
+class EngineResponseError(EngineError):
+    """The answer is too large, not JSON, or not shaped like this dialect's answers."""
+
+
+class IncompleteDistribution(EngineError):
+    """The server returned fewer token probabilities than were asked for."""
+
+
+class TokenizerMismatch(EngineError):
+    """The server's tokenizer gives other ids than the app's for the same text."""
+
+
+def check_base_url(url: str) -> str:
+    """An http(s) URL with a host and nothing after the path, without a trailing slash."""
+    text = (url or "").strip().rstrip("/")
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise EngineError(f"'{text[:80]}' is not an engine address like http://127.0.0.1:8080.")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise EngineError(f"'{text[:80]}' has a query, fragment or password; give just scheme, host, port and path.")
+    return text
+
+
+@dataclass(frozen=True)
+class ServerTimings:
+    """The server's own timings of one request (llama.cpp's `timings`; vLLM reports none per request)."""
+
+    prompt_tokens: int = 0  # tokens the server evaluated for the prompt (after its prompt cache)
+    cached_tokens: int = 0  # prompt tokens it reused from its cache
+    prompt_ms: float | None = None
+    predicted_tokens: int = 0
+    predicted_ms: float | None = None
+    round_trip_ms: float = 0.0  # measured here: request sent to answer parsed
+
+    @property
+    def decode_tokens_per_s(self) -> float | None:
+        if not self.predicted_ms or self.predicted_tokens < 1:
+            return None
+        return self.predicted_tokens / self.predicted_ms * 1000
+
+
+@dataclass(frozen=True)
+class NextTokenDistribution:
+    """One next-token distribution as the server returned it, most likely first."""
+
+    token_ids: torch.Tensor  # [n] long
+    logprobs: torch.Tensor  # [n] float64: log-softmax over the whole vocabulary, before any sampler
+    vocab_size: int
+    timings: ServerTimings
+    chosen_by_server: int | None = None  # the token the server itself sampled (greedy here)
+
+    @property
+    def complete(self) -> bool:
+        """Every token of the vocabulary came back, so the distribution is exact."""
+        return len(self.token_ids) >= self.vocab_size
+
+    @property
+    def returned_mass(self) -> float:
+        return float(self.logprobs.exp().sum())
+
+    @property
+    def other_mass(self) -> float:
+        """Probability of the tokens the server did not return ("other, not returned by the server")."""
+        return 0.0 if self.complete else max(0.0, 1.0 - self.returned_mass)
+
+    def logits(self) -> torch.Tensor:
+        """[vocab] float32 logits for the app's pipeline: the log-probabilities where returned, -inf
+        elsewhere. Complete: softmax of these is the server's distribution. Truncated: the pipeline (and the
+        draw) can only see the returned tokens, renormalised over them."""
+        out = torch.full((self.vocab_size,), float("-inf"), dtype=torch.float32)
+        out[self.token_ids] = self.logprobs.float()
+        return out
+
+
+@dataclass(frozen=True)
+class Completion:
+    token_ids: list[int]
+    text: str
+    timings: ServerTimings
+    arrival_ms: list[float] = field(default_factory=list)  # per streamed token, since the request was sent
+    stop_reason: str = ""
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    name: str
+    vocab_size: int | None
+    context: int | None
+    parameters: int | None
+    size_bytes: int | None
+
+
+def _number(value, name: str, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and math.isnan(value)):
+        raise EngineResponseError(f"The engine's answer to {where} has no number in '{name}'.")
+    return value
+
+
+class EngineClient:
+    """A client for one server. `dialect` is `LLAMACPP` or `VLLM`; None asks the server (`/v1/models`)."""
+
+    def __init__(self, base_url: str, dialect: str | None = None, timeout: float = DEFAULT_TIMEOUT_S,
+                 max_response_bytes: int = MAX_RESPONSE_BYTES, model: str | None = None):
+        self.base_url = check_base_url(base_url)
+        self.timeout = timeout
+        self.max_response_bytes = max_response_bytes
+        self._http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
+                                  trust_env=False, follow_redirects=False)
+        self._models: list[dict] | None = None
+        self.dialect = dialect or self.detect_dialect()
+        if self.dialect not in DIALECTS:
+            raise EngineError(f"Unknown engine dialect '{self.dialect}'; expected one of {', '.join(DIALECTS)}.")
+        self.model = model
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- transport -----------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, payload: dict | None = None) -> bytes:
+        """The body of one request, read up to the size cap; every transport failure as an EngineError."""
+        try:
+            with self._http.stream(method, path, json=payload) as response:
+                body = self._read_capped(response, path)
+                if response.status_code >= 400:
+                    raise EngineHTTPError(
+                        f"The engine at {self.base_url} answered {path} with HTTP {response.status_code}: "
+                        f"{_error_message(body)}"
+                    )
+                return body
+        except httpx.TimeoutException:
+            raise EngineTimeout(f"The engine at {self.base_url} did not answer {path} within {self.timeout:g} s.") from None
+        except httpx.ConnectError:
+            raise EngineUnreachable(
+                f"Cannot connect to the engine at {self.base_url} (connection refused or no such host): is it running?"
+            ) from None
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+            raise EngineUnreachable(
+                f"The connection to the engine at {self.base_url} broke off during {path}: the server stopped or crashed."
+            ) from None
+        except httpx.HTTPError as err:
+            raise EngineError(f"The request to the engine at {self.base_url}{path} failed: {type(err).__name__}.") from None
+
+    def _read_capped(self, response: httpx.Response, path: str) -> bytes:
+        chunks, size = [], 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > self.max_response_bytes:
+                raise EngineResponseError(
+                    f"The engine's answer to {path} is larger than {self.max_response_bytes / 2**20:.0f} MB; "
+                    "it was not read further."
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _json(self, method: str, path: str, payload: dict | None = None):
+        body = self._request(method, path, payload)
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise EngineResponseError(f"The engine's answer to {path} is not JSON.") from None
+
+    def _stream_events(self, path: str, payload: dict) -> Iterator[tuple[float, dict]]:
+        """Server-sent events of a streamed request, each with its arrival time in ms since sending."""
+        start = time.perf_counter()
+        size = 0
+        try:
+            with self._http.stream("POST", path, json=payload) as response:
+                if response.status_code >= 400:
+                    body = self._read_capped(response, path)
+                    raise EngineHTTPError(f"The engine at {self.base_url} answered {path} with HTTP "
+                                          f"{response.status_code}: {_error_message(body)}")
+                for line in response.iter_lines():
+                    size += len(line)
+                    if size > self.max_response_bytes:
+                        raise EngineResponseError(f"The engine's streamed answer to {path} passed "
+                                                  f"{self.max_response_bytes / 2**20:.0f} MB; it was not read further.")
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        return
+                    try:
+                        event = json.loads(data)
+                    except ValueError:
+                        raise EngineResponseError(f"The engine streamed an event from {path} that is not JSON.") from None
+                    if not isinstance(event, dict):
+                        raise EngineResponseError(f"The engine streamed an event from {path} that is not an object.")
+                    yield (time.perf_counter() - start) * 1000, event
+        except httpx.TimeoutException:
+            raise EngineTimeout(f"The engine at {self.base_url} stopped streaming {path} for {self.timeout:g} s.") from None
+        except httpx.ConnectError:
+            raise EngineUnreachable(
+                f"Cannot connect to the engine at {self.base_url} (connection refused or no such host): is it running?"
+            ) from None
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+            raise EngineUnreachable(
+                f"The connection to the engine at {self.base_url} broke off during {path}: the server stopped or crashed."
+            ) from None
+
+    # -- what is served -------------------------------------------------------------------------
+
+    def models(self) -> list[dict]:
+        if self._models is None:
+            answer = self._json("GET", "/v1/models")
+            data = answer.get("data") if isinstance(answer, dict) else None
+            if not isinstance(data, list) or not data or not all(isinstance(m, dict) for m in data):
+                raise EngineResponseError("The engine's /v1/models answer lists no model.")
+            self._models = data
+        return self._models
+
+    def detect_dialect(self) -> str:
+        """llama-server says `owned_by: llamacpp` and carries a `meta` block; vLLM says `owned_by: vllm`."""
+        first = self.models()[0]
+        owner = str(first.get("owned_by", "")).lower()
+        if owner == "llamacpp" or "meta" in first:
+            return LLAMACPP
+        if owner == "vllm":
+            return VLLM
+        raise EngineError(f"The server at {self.base_url} is neither llama.cpp's nor vLLM's (owned_by '{owner[:40]}').")
+
+    def served_model(self) -> ServedModel:
+        first = self.models()[0]
+        name = str(first.get("id", "?"))[:200]
+        if self.dialect == LLAMACPP:
+            meta = first.get("meta") if isinstance(first.get("meta"), dict) else {}
+            return ServedModel(name=name, vocab_size=_int_or_none(meta.get("n_vocab")),
+                               context=_int_or_none(meta.get("n_ctx_train")),
+                               parameters=_int_or_none(meta.get("n_params")), size_bytes=_int_or_none(meta.get("size")))
+        return ServedModel(name=name, vocab_size=None, context=_int_or_none(first.get("max_model_len")),
+                           parameters=None, size_bytes=None)
+
+    def _model_name(self) -> str:
+        return self.model or self.served_model().name
+
+    def health(self) -> bool:
+        """True when the server answers `/health` with 200 (llama.cpp and vLLM both have it)."""
+        try:
+            self._request("GET", "/health")
+            return True
+        except EngineError:
+            return False
+
+    # -- tokenizer -------------------------------------------------------------------------------
+
+    def tokenize(self, text: str, add_special: bool = False) -> list[int]:
+        if self.dialect == LLAMACPP:
+            answer = self._json("POST", "/tokenize", {"content": text, "add_special": add_special})
+        else:
+            answer = self._json("POST", "/tokenize", {"model": self._model_name(), "prompt": text,
+                                                      "add_special_tokens": add_special})
+        tokens = answer.get("tokens") if isinstance(answer, dict) else None
+        if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+            raise EngineResponseError("The engine's /tokenize answer has no list of token ids.")
+        return tokens
+
+    def detokenize(self, token_ids: list[int]) -> str:
+        if self.dialect == LLAMACPP:
+            answer = self._json("POST", "/detokenize", {"tokens": list(token_ids)})
+            text = answer.get("content") if isinstance(answer, dict) else None
+        else:
+            answer = self._json("POST", "/detokenize", {"model": self._model_name(), "tokens": list(token_ids)})
+            text = answer.get("prompt") if isinstance(answer, dict) else None
+        if not isinstance(text, str):
+            raise EngineResponseError("The engine's /detokenize answer has no text.")
+        return text
+
+    def check_tokenizer(self, tokenizer, text: str = TOKENIZER_PROBE) -> None:
+        """Raise `TokenizerMismatch` unless the server and `tokenizer` give the same ids for `text`."""
+        ours = tokenizer(text, add_special_tokens=False)["input_ids"]
+        theirs = self.tokenize(text, add_special=False)
+        if list(ours) != list(theirs):
+            raise TokenizerMismatch(
+                f"The engine at {self.base_url} tokenizes a test sentence as {len(theirs)} tokens starting "
+                f"{theirs[:4]}, the app's tokenizer as {len(ours)} starting {list(ours)[:4]}: it serves another model."
+            )
+
+    # -- one token's distribution ------------------------------------------------------------------
+
+    def next_token(self, prompt_ids: list[int], n_probs: int, vocab_size: int) -> NextTokenDistribution:
+        """The next-token distribution after `prompt_ids` (the whole vocabulary when `n_probs >= vocab_size`,
+        else the top `n_probs`), raw: log-softmax of the logits before any sampler. The server's prompt
+        cache makes a prompt that extends the previous one cost one token."""
+        if not prompt_ids:
+            raise EngineError("The prompt has no tokens.")
+        wanted = min(n_probs, vocab_size)
+        if self.dialect == LLAMACPP:
+            return self._next_token_llamacpp(prompt_ids, wanted, vocab_size)
+        return self._next_token_vllm(prompt_ids, wanted, vocab_size)
+
+    def _next_token_llamacpp(self, prompt_ids, wanted, vocab_size) -> NextTokenDistribution:
+        payload = {"prompt": list(prompt_ids), "n_predict": 1, "n_probs": wanted, "cache_prompt": True,
+                   "temperature": 0, "samplers": [], "return_tokens": True}
+        start = time.perf_counter()
+        answer = self._json("POST", "/completion", payload)
+        round_trip_ms = (time.perf_counter() - start) * 1000
+        probs = answer.get("completion_probabilities") if isinstance(answer, dict) else None
+        if not isinstance(probs, list) or not probs or not isinstance(probs[0], dict):
+            raise EngineResponseError("The engine's /completion answer has no completion_probabilities.")
+        top = probs[0].get("top_logprobs")
+        if not isinstance(top, list):
+            raise EngineResponseError("The engine's /completion answer has no top_logprobs list.")
+        ids, logprobs = [], []
+        for item in top:
+            if not isinstance(item, dict):
+                raise EngineResponseError("The engine's top_logprobs list holds something that is not an object.")
+            ids.append(int(_number(item.get("id"), "id", "/completion")))
+            logprobs.append(float(_number(item.get("logprob"), "logprob", "/completion")))
+        self._check_count(len(ids), wanted, "/completion")
+        chosen = probs[0].get("id")
+        return NextTokenDistribution(
+            token_ids=torch.tensor(ids, dtype=torch.long), logprobs=torch.tensor(logprobs, dtype=torch.float64),
+            vocab_size=vocab_size, timings=_llamacpp_timings(answer.get("timings"), round_trip_ms),
+            chosen_by_server=chosen if isinstance(chosen, int) else None,
+        )
+
+    def _next_token_vllm(self, prompt_ids, wanted, vocab_size) -> NextTokenDistribution:
+        payload = {"model": self._model_name(), "prompt": list(prompt_ids), "max_tokens": 1, "logprobs": wanted,
+                   "temperature": 0, "return_tokens_as_token_ids": True}
+        start = time.perf_counter()
+        answer = self._json("POST", "/v1/completions", payload)
+        round_trip_ms = (time.perf_counter() - start) * 1000
+        choice = _first_choice(answer, "/v1/completions")
+        logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
+        top = logprobs.get("top_logprobs")
+        if not isinstance(top, list) or not top or not isinstance(top[0], dict):
+            raise EngineResponseError("The engine's /v1/completions answer has no top_logprobs.")
+        ids, values = [], []
+        for key, value in top[0].items():
+            ids.append(_token_id_from_vllm(key))
+            values.append(float(_number(value, "logprob", "/v1/completions")))
+        # vLLM adds the sampled token to the top N when it is not among them: keep N distinct ids.
+        self._check_count(len(set(ids)), wanted, "/v1/completions")
+        order = sorted(range(len(ids)), key=lambda i: -values[i])
+        usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
+        timings = ServerTimings(prompt_tokens=_int_or_none(usage.get("prompt_tokens")) or len(prompt_ids),
+                                round_trip_ms=round_trip_ms)
+        return NextTokenDistribution(
+            token_ids=torch.tensor([ids[i] for i in order], dtype=torch.long),
+            logprobs=torch.tensor([values[i] for i in order], dtype=torch.float64),
+            vocab_size=vocab_size, timings=timings,
+        )
+
+    def _check_count(self, got: int, wanted: int, path: str) -> None:
+        if got < wanted:
+            raise IncompleteDistribution(
+                f"The engine at {self.base_url} returned {got} token probabilities from {path}, {wanted} were asked for"
+                + (f" (vLLM allows {VLLM_DEFAULT_MAX_LOGPROBS} unless started with --max-logprobs)"
+                   if self.dialect == VLLM else "") + "."
+            )
+
+    # -- whole completions ------------------------------------------------------------------------
+
+    def complete(self, prompt_ids: list[int], max_tokens: int, stream: bool = False, ignore_eos: bool = True,
+                 cache_prompt: bool = False) -> Completion:
+        """Greedy continuation of `prompt_ids` (exactly `max_tokens` unless the context ends). Streaming
+        records each token's arrival time here, next to the server's own timings."""
+        if self.dialect == LLAMACPP:
+            payload = {"prompt": list(prompt_ids), "n_predict": max_tokens, "temperature": 0, "samplers": [],
+                       "ignore_eos": ignore_eos, "cache_prompt": cache_prompt, "return_tokens": True, "stream": stream}
+            return self._stream_llamacpp(payload) if stream else self._complete_llamacpp(payload)
+        payload = {"model": self._model_name(), "prompt": list(prompt_ids), "max_tokens": max_tokens,
+                   "temperature": 0, "ignore_eos": ignore_eos, "logprobs": 0, "return_tokens_as_token_ids": True,
+                   "stream": stream}
+        return self._stream_vllm(payload) if stream else self._complete_vllm(payload)
+
+    def _complete_llamacpp(self, payload) -> Completion:
+        start = time.perf_counter()
+        answer = self._json("POST", "/completion", payload)
+        round_trip_ms = (time.perf_counter() - start) * 1000
+        tokens = answer.get("tokens") if isinstance(answer, dict) else None
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            raise EngineResponseError("The engine's /completion answer has no token ids.")
+        return Completion(token_ids=tokens, text=str(answer.get("content", "")),
+                          timings=_llamacpp_timings(answer.get("timings"), round_trip_ms),
+                          stop_reason=str(answer.get("stop_type", "")))
+
+    def _stream_llamacpp(self, payload) -> Completion:
+        tokens, texts, arrivals, final = [], [], [], {}
+        for arrival_ms, event in self._stream_events("/completion", payload):
+            new = event.get("tokens")
+            if isinstance(new, list):
+                for token in new:
+                    if isinstance(token, int):
+                        tokens.append(token)
+                        arrivals.append(arrival_ms)
+            texts.append(str(event.get("content", "")))
+            if event.get("stop"):
+                final = event
+        timings = _llamacpp_timings(final.get("timings"), arrivals[-1] if arrivals else 0.0)
+        return Completion(token_ids=tokens, text="".join(texts), timings=timings, arrival_ms=arrivals,
+                          stop_reason=str(final.get("stop_type", "")))
+
+    def _complete_vllm(self, payload) -> Completion:
+        start = time.perf_counter()
+        answer = self._json("POST", "/v1/completions", payload)
+        round_trip_ms = (time.perf_counter() - start) * 1000
+        choice = _first_choice(answer, "/v1/completions")
+        logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
+        tokens = [_token_id_from_vllm(t) for t in logprobs.get("tokens") or []]
+        return Completion(token_ids=tokens, text=str(choice.get("text", "")),
+                          timings=ServerTimings(predicted_tokens=len(tokens), round_trip_ms=round_trip_ms),
+                          stop_reason=str(choice.get("finish_reason", "")))
+
+    def _stream_vllm(self, payload) -> Completion:
+        tokens, texts, arrivals, reason = [], [], [], ""
+        for arrival_ms, event in self._stream_events("/v1/completions", payload):
+            choice = _first_choice(event, "/v1/completions")
+            logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
+            for token in logprobs.get("tokens") or []:
+                tokens.append(_token_id_from_vllm(token))
+                arrivals.append(arrival_ms)
+            texts.append(str(choice.get("text", "")))
+            reason = str(choice.get("finish_reason") or reason)
+        return Completion(token_ids=tokens, text="".join(texts), arrival_ms=arrivals, stop_reason=reason,
+                          timings=ServerTimings(predicted_tokens=len(tokens), round_trip_ms=arrivals[-1] if arrivals else 0.0))
+
+    def prompt_logprobs(self, prompt_ids: list[int], n: int) -> list[dict[int, float]]:
+        """vLLM: for every prompt position after the first, the top `n` log-probabilities of the token there
+        (teacher forcing in one request). Position 0 has nothing before it and gives an empty dict."""
+        if self.dialect != VLLM:
+            raise EngineError("prompt_logprobs is a vLLM feature; with llama.cpp ask next_token for each prefix.")
+        payload = {"model": self._model_name(), "prompt": list(prompt_ids), "max_tokens": 1, "temperature": 0,
+                   "prompt_logprobs": n, "return_tokens_as_token_ids": True}
+        choice = _first_choice(self._json("POST", "/v1/completions", payload), "/v1/completions")
+        rows = choice.get("prompt_logprobs")
+        if not isinstance(rows, list) or len(rows) != len(prompt_ids):
+            raise EngineResponseError("The engine's answer has no prompt_logprobs for every prompt token.")
+        out = []
+        for row in rows:
+            entry = {}
+            for key, value in (row or {}).items():
+                logprob = value.get("logprob") if isinstance(value, dict) else value
+                entry[int(key)] = float(_number(logprob, "logprob", "prompt_logprobs"))
+            out.append(entry)
+        return out
+
+    # -- monitoring ---------------------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, float]:
+        """The Prometheus text of `/metrics` as {name{labels}: value} (llama-server needs `--metrics`)."""
+        text = self._request("GET", "/metrics").decode("utf-8", errors="replace")
+        out = {}
+        for line in text.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            name, _, value = line.rpartition(" ")
+            try:
+                out[name.strip()] = float(value)
+            except ValueError:
+                continue
+        return out
+
+    def slots(self) -> list[dict]:
+        """llama.cpp's slots: context size and whether each is busy."""
+        if self.dialect != LLAMACPP:
+            raise EngineError("/slots is a llama.cpp endpoint.")
+        answer = self._json("GET", "/slots")
+        if not isinstance(answer, list):
+            raise EngineResponseError("The engine's /slots answer is not a list.")
+        return [s for s in answer if isinstance(s, dict)]
+
+
+def _int_or_none(value) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _float_or_none(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _llamacpp_timings(raw, round_trip_ms: float) -> ServerTimings:
+    raw = raw if isinstance(raw, dict) else {}
+    return ServerTimings(
+        prompt_tokens=_int_or_none(raw.get("prompt_n")) or 0, cached_tokens=_int_or_none(raw.get("cache_n")) or 0,
+        prompt_ms=_float_or_none(raw.get("prompt_ms")), predicted_tokens=_int_or_none(raw.get("predicted_n")) or 0,
+        predicted_ms=_float_or_none(raw.get("predicted_ms")), round_trip_ms=round_trip_ms,
+    )
+
+
+def _first_choice(answer, path: str) -> dict:
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise EngineResponseError(f"The engine's answer to {path} has no choices.")
+    return choices[0]
+
+
+def _token_id_from_vllm(key) -> int:
+    """vLLM names tokens as "token_id:123" when asked `return_tokens_as_token_ids`."""
+    text = str(key)
+    if text.startswith("token_id:") and text[9:].lstrip("-").isdigit():
+        return int(text[9:])
+    raise EngineResponseError("The engine named a token by text, not by id (is it vLLM with return_tokens_as_token_ids?).")
+
+
+def _error_message(body: bytes) -> str:
+    """The server's own error text, short, from JSON `{"error": {"message": ...}}` or plain text."""
+    text = body[:2000].decode("utf-8", errors="replace")
+    try:
+        answer = json.loads(body)
+        error = answer.get("error", answer) if isinstance(answer, dict) else answer
+        text = str(error.get("message", error) if isinstance(error, dict) else error)
+    except ValueError:
+        pass
+    text = " ".join(text.split())[:200]
+    return (text or "no message") + ("" if text.endswith(".") else ".")
