@@ -9,6 +9,7 @@ temperature 0.8, seeds 0, 1, ..., up to 200 new tokens.
 """
 from __future__ import annotations
 
+import csv
 import json
 import re
 import sys
@@ -26,7 +27,11 @@ SAMPLE_PROMPT = "Once upon a time"
 SAMPLE_SETTINGS = SamplingSettings(temperature=0.8)
 SAMPLE_TOKENS = 200
 SAMPLE_COUNT = {"dense": 5, "draft": 2}  # presets not named here get 3
-ARCHITECTURES = {"llama": "`LlamaForCausalLM` (RMSNorm, RoPE, SwiGLU MLP, tied input/output embeddings)"}
+ARCHITECTURES = {
+    "llama": "`LlamaForCausalLM` (RMSNorm, RoPE, SwiGLU MLP, tied input/output embeddings)",
+    "mixtral": "`MixtralForCausalLM` (the dense model's RMSNorm, RoPE attention and tied embeddings; each MLP "
+               "replaced by a router and a set of SwiGLU experts, see below)",
+}
 
 
 def samples(folder: Path, n: int = 5, max_new_tokens: int = SAMPLE_TOKENS) -> list[str]:
@@ -66,6 +71,9 @@ def title_section(meta: dict, ctx: CardContext) -> str:
                  "(`inference/train.py`, preset `draft`) to be the **draft** of speculative decoding for the\n"
                  "bundled model: it uses that model's tokenizer, so every token id means the same in both, and is\n"
                  "much smaller, so guessing a token costs far less than a pass of the target.",
+        "moe": "A small **Mixture-of-Experts** language model trained from random initialisation by Inference Lab's\n"
+               "own code (`inference/train.py`, preset `moe`) on the same stories and the same number of tokens as\n"
+               "the bundled dense model, so the app can show which experts real tokens use.",
     }.get(preset_of(meta), f"A model trained by Inference Lab's own code (`inference/train.py`, preset `{preset_of(meta)}`).")
     return f"# {ctx.name}\n\n{intro}\n"
 
@@ -172,6 +180,186 @@ Prompt "{SAMPLE_PROMPT}", temperature {SAMPLE_SETTINGS.temperature}, no other fi
 """
 
 
+def _read_log(folder: Path) -> list[dict]:
+    path = folder / "training_log.csv"
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def moe_card_inputs(folder: Path) -> dict:
+    """What the MoE section reads besides training_meta.json: routing_stats.json (written by
+    `python -m inference.moe_stats`), the trainer's expert load log, and the dense model's
+    meta and log (the model whose tokenizer it reuses)."""
+    from inference import routing
+
+    stats = routing.read_stats(folder)
+    if stats is None:
+        raise FileNotFoundError(f"{folder / routing.STATS_FILE} is missing: run python -m inference.moe_stats {folder}")
+    meta = json.loads((folder / "training_meta.json").read_text())
+    dense_folder = MODELS_DIR / (meta.get("tokenizer_from") or BUNDLED_MODEL_DIR.name)
+    return {
+        "stats": stats, "load_log": routing.read_load_log(folder) or [], "log": _read_log(folder),
+        "dense_name": dense_folder.name, "dense": json.loads((dense_folder / "training_meta.json").read_text()),
+        "dense_log": _read_log(dense_folder),
+    }
+
+
+def _ms(timed: dict, name: str) -> str:
+    return f"{timed[name]:.2f}" if name in timed else "–"
+
+
+def _spread(fractions: list[float]) -> str:
+    return f"{min(fractions):.1%} – {max(fractions):.1%}"
+
+
+def moe_section(meta: dict, ctx: CardContext) -> str:
+    """Why this layout, total vs active size, quality next to the dense model, expert load early
+    and late, what the token identity says about the expert, and the two routing experiments."""
+    m, s, st = meta["moe"], meta["settings"], meta["stats"]
+    stats, dense, dense_name = m["stats"], m["dense"]["stats"], m["dense_name"]
+    shape, source, budget = stats["shape"], stats["source"], stats["budget"]
+    E, k, layers = shape["experts"], shape["k"], shape["layers"]
+    moe_b, dense_b = budget["moe"], budget["dense"]
+    uniform = 1 / E
+
+    gap_moe = st["val_bits_per_byte"] - st["train_bits_per_byte"]
+    gap_dense = dense["val_bits_per_byte"] - dense["train_bits_per_byte"]
+    held_diff = st["heldout_bits_per_byte"] - dense["heldout_bits_per_byte"]
+    verdict = (f"**{abs(held_diff):.3f} bits/byte better** than" if held_diff < 0 else
+               f"**{held_diff:.3f} bits/byte worse** than" if held_diff > 0 else "the same as")
+    memorises = ("it memorises more: its train score improved further than its validation score did"
+                 if gap_moe > gap_dense else "it does not memorise more than the dense model did")
+    quality_rows = "\n".join(
+        f"| {name} | {p:,} | {a:,} | {q['train_bits_per_byte']:.3f} | {q['val_bits_per_byte']:.3f} | "
+        f"**{q['heldout_bits_per_byte']:.3f}** | {q['val_bits_per_byte'] - q['train_bits_per_byte']:+.3f} |"
+        for name, p, a, q in [(ctx.name, moe_b["total_parameters"], moe_b["active_parameters"], st),
+                              (dense_name, dense_b["total_parameters"], dense_b["active_parameters"], dense)]
+    )
+
+    final = stats["load"]["fractions"]
+    load_rows = "\n".join(f"| {layer} | " + " | ".join(f"{f:.1%}" for f in row) + f" | {_spread(row)} |"
+                          for layer, row in enumerate(final))
+    log = m["load_log"]
+    if log:
+        early, late = log[0], log[-1]
+        early_worst = max(max(r) for r in early["fractions"])
+        late_worst = max(max(r) for r in late["fractions"])
+        early_line = (
+            f"The trainer logged the same shares on the first 8,192 validation tokens at every evaluation "
+            f"(`expert_load_log.json`). At step {early['step']:,} the busiest expert of any layer took "
+            f"{early_worst:.1%} of the picks; at step {late['step']:,}, {late_worst:.1%} (uniform: {uniform:.1%}). "
+            "Per layer, lowest – highest share: "
+            + "; ".join(f"layer {i} {_spread(a)} → {_spread(b)}"
+                        for i, (a, b) in enumerate(zip(early["fractions"], late["fractions"])))
+            + ". No model was trained without the balance loss, so what it prevented is not measured here; "
+              "what it achieved is the spread above."
+        )
+    else:
+        early_line = "No load log from training was kept, so the early balance cannot be shown."
+
+    info_rows = "\n".join(f"| {i} | {row['expert_entropy_bits']:.2f} | {row['mutual_information_bits']:.2f} |"
+                          for i, row in enumerate(stats["information"]))
+
+    base = stats["experiments"][0]["val_bits_per_byte"]
+    ms = stats["decode_ms_per_token"]
+    experiment_rows = "\n".join(
+        f"| {e['name']} | {e['k']} | {e['val_bits_per_byte']:.4f} | {e['val_bits_per_byte'] - base:+.4f} | "
+        f"{_ms(ms, e['name'])} |"
+        for e in stats["experiments"]
+    )
+    off = [e for e in stats["experiments"] if e["off"]]
+    off_line = ""
+    if off:
+        worst = max(off, key=lambda e: e["val_bits_per_byte"])
+        mildest = min(off, key=lambda e: e["val_bits_per_byte"])
+        off_line = (f" Switching one expert off (the same index in every layer; its tokens go to their next choices) "
+                    f"costs from {mildest['val_bits_per_byte'] - base:+.4f} ({mildest['name']}) to "
+                    f"{worst['val_bits_per_byte'] - base:+.4f} bits/byte ({worst['name']}).")
+    top1 = next((e for e in stats["experiments"] if e["name"] == "top-1"), None)
+    top1_line = (f" Routing each token to its first expert only (top-1, weight 1) costs "
+                 f"{top1['val_bits_per_byte'] - base:+.4f} bits/byte." if top1 else "")
+
+    dense_log = {row["step"]: row for row in m["dense_log"]}
+    log_rows = "\n".join(
+        f"| {int(row['step']):,} | {int(row['tokens_seen']):,} | {float(row['val_bits_per_byte']):.3f} | "
+        + (f"{float(dense_log[row['step']]['val_bits_per_byte']):.3f}" if row["step"] in dense_log else "–") + " |"
+        for row in m["log"]
+    )
+
+    return f"""## Mixture of Experts
+**Why the Mixtral layout.** `MixtralForCausalLM` is part of transformers: plain
+`AutoModelForCausalLM.from_pretrained` loads it from safetensors with no project code and no
+`trust_remote_code`. Its attention (RoPE, grouped-query, the same KV cache), norms and tied
+embeddings are the dense Llama's, so the only difference from `{dense_name}` is the MLP, and
+everything the app says about attention and the KV cache holds for both. (The engine's lean
+decode step is written for Llama's MLP; for this model the engine uses transformers' forward.)
+
+| | |
+|---|---|
+| experts per layer / per token | {E} / {k} (top-{k}: the router's softmax, the {k} largest kept and renormalised to sum to 1) |
+| expert width | {s['intermediate_size']} (the dense MLP's {m['dense']['settings']['intermediate_size']} / {k}: a token's MLP work equals the dense model's) |
+| router | one linear layer [{E} × {s['hidden_size']}] per layer |
+| load-balancing loss | coefficient {s['router_aux_loss_coef']} (the Switch Transformer / Mixtral auxiliary loss), added to the training loss |
+| parameters, total / active per token | {moe_b['total_parameters']:,} / {moe_b['active_parameters']:,} (dense: {dense_b['total_parameters']:,}); counted from the tensors |
+| weights held / read per decoded token | {moe_b['bytes_held'] / 1e6:.1f} MB / {moe_b['bytes_read_per_token'] / 1e6:.1f} MB in float32 as the app loads them (dense: {dense_b['bytes_held'] / 1e6:.1f} / {dense_b['bytes_read_per_token'] / 1e6:.1f} MB); the file is bfloat16, half that |
+
+### Quality next to the dense model (the same {st['tokens_seen']:,} tokens seen)
+| model | parameters | active | train bits/byte | validation | held-out | validation − train |
+|---|---|---|---|---|---|---|
+{quality_rows}
+
+On the held-out file the MoE is {verdict} the dense model, with {moe_b['total_parameters'] / dense_b['total_parameters']:.1f}×
+its parameters and {moe_b['active_parameters'] / dense_b['active_parameters']:.2f}× its active ones. The gap between validation and train
+is {gap_moe:+.3f} bits/byte against the dense model's {gap_dense:+.3f}: {memorises}. With only
+{st['train_tokens_in_corpus']:,} training tokens (about 6 MB of text, seen {st['tokens_seen'] / st['train_tokens_in_corpus']:.1f} times) a bigger model has
+more room to memorise; these are the measured figures, not a tuned comparison. (The trainer scored
+the float32 weights before rounding them to bfloat16 for the file; the stored weights score
+{base:.4f} on validation, first row of the experiments below.)
+
+### Expert load on validation stories
+Share of the (token, slot) picks each expert received, over {source['tokens']:,} tokens of
+{source['stories']:,} validation stories (each token makes {k} picks per layer); uniform is {uniform:.1%}.
+Computed exactly by `inference.moe_stats`; per-expert top tokens are in `routing_stats.json`.
+
+| layer | {' | '.join(f'e{e}' for e in range(E))} | lowest – highest |
+|---|{'---|' * E}---|
+{load_rows}
+
+{early_line}
+
+### What the experts learned
+How much the token's identity says about its first-choice expert, per layer (plug-in estimate
+over the same tokens: rare tokens make it read high, so it is an upper bound). Where it is far
+below the choice's entropy, the same token goes to different experts in different contexts:
+no clean one-expert-per-word specialisation.
+
+| layer | entropy of the first choice (bits) | explained by the token (bits) |
+|---|---|---|
+{info_rows}
+
+### Experiments, measured
+Validation bits/byte on the same stories, the model's stored weights, each variant built on
+the same tensors (`inference.routing.variant`). Decode time: {stats['timing']['how']};
+{stats['timing']['machine']}; {stats['timing']['conditions']}. Dense `{dense_name}` on the
+same path: {ms.get('dense', float('nan')):.2f} ms per token (its validation score here: {stats['dense']['val_bits_per_byte']:.4f}).
+
+| routing | experts per token | validation bits/byte | change | decode ms/token |
+|---|---|---|---|---|
+{experiment_rows}
+{top1_line}{off_line}
+
+### Training log
+Validation bits/byte at each evaluation (windows of {s['context']} tokens, no overlap), next to
+the dense model's at the same step; all rows in `training_log.csv`.
+
+| step | tokens seen | MoE | dense |
+|---|---|---|---|
+{log_rows}
+"""
+
+
 def licence_section(meta: dict, ctx: CardContext) -> str:
     return """## Data and licence
 Trained on TinyStories (Eldan & Li 2023, arXiv:2305.07759; Hugging Face dataset
@@ -186,6 +374,7 @@ BASE_SECTIONS: list[Section] = [title_section, architecture_section, training_se
 SECTIONS: dict[str, list[Section]] = {
     "dense": [*BASE_SECTIONS, quality_bar_section, samples_section, licence_section],
     "draft": [*BASE_SECTIONS, draft_role_section, samples_section, licence_section],
+    "moe": [*BASE_SECTIONS, moe_section, samples_section, licence_section],
 }
 
 
@@ -209,6 +398,8 @@ def heldout_in_training_format(folder: Path, heldout: Path = DEFAULT_HELDOUT_FIL
 def write_card(folder: Path = BUNDLED_MODEL_DIR) -> Path:
     meta = json.loads((folder / "training_meta.json").read_text())
     meta["stats"]["heldout_folded_bits_per_byte"] = round(heldout_in_training_format(folder), 4)
+    if preset_of(meta) == "moe":
+        meta["moe"] = moe_card_inputs(folder)
     stories = samples(folder, SAMPLE_COUNT.get(preset_of(meta), 3))
     card = render(meta, stories, folder.name)
     path = folder / "MODEL_CARD.md"

@@ -1,4 +1,6 @@
 """Routing records of a Mixture-of-Experts model against the router recomputed from each layer's input."""
+import copy
+import json
 import math
 
 import pytest
@@ -159,3 +161,74 @@ def test_token_expert_information_is_bounded_by_the_expert_entropy(tiny_moe):
     info = routing.token_expert_information(routing.route(model, stream(tokenizer)))
     for row in info:
         assert 0 <= row["mutual_information_bits"] <= row["expert_entropy_bits"] + 1e-9 <= 2 + 1e-9
+
+
+@pytest.fixture(scope="session")
+def tiny_moe_folder(tiny_moe, tmp_path_factory):
+    """The tiny MoE saved as a model folder (bfloat16, like the bundled one) with a training
+    meta, and a corpus folder whose validation split the stats read."""
+    model, tokenizer = tiny_moe
+    root = tmp_path_factory.mktemp("moe")
+    folder, corpus = root / "tiny-moe", root / "corpus"
+    copy.deepcopy(model).to(torch.bfloat16).save_pretrained(folder)  # the fixture keeps its float32 model
+    tokenizer.save_pretrained(folder)
+    settings = {"validation_fraction": 0.5, "seed": 1234}
+    (folder / "training_meta.json").write_text(json.dumps({"settings": settings}))
+    corpus.mkdir()
+    (corpus / "stories.txt").write_text("".join(s + "\n<|endoftext|>\n" for s in STORIES * 2))
+    return folder, corpus
+
+
+def test_stats_file_has_load_top_tokens_and_measured_experiments(tiny_moe_folder, bundled):
+    """moe_stats over the trainer's validation split: counts sum to tokens x k, top-1 and an
+    expert switched off are scored in bits/byte next to the dense model, decode times measured."""
+    from inference import corpus as corpus_io
+    from inference import moe_stats
+
+    folder, corpus = tiny_moe_folder
+    stats = moe_stats.compute(folder, corpus, switch_off=[1], log=lambda *_: None)
+    _, validation = corpus_io.split_train_validation(corpus_io.read_stories(corpus), 0.5, 1234)
+    assert stats["source"]["stories"] == len(validation) and stats["source"]["bytes"] == corpus_io.utf8_bytes(validation)
+    tokens = stats["source"]["tokens"]
+    assert [sum(row) for row in stats["load"]["counts"]] == [tokens * 2] * 2
+    names = [e["name"] for e in stats["experiments"]]
+    assert names == ["top-2 (as trained)", "top-1", "expert 1 off"]
+    bits = {e["name"]: e["val_bits_per_byte"] for e in stats["experiments"]}
+    assert all(v > 0 for v in bits.values()) and bits["top-1"] != bits["top-2 (as trained)"]
+    assert stats["dense"]["val_bits_per_byte"] > 0
+    assert set(stats["decode_ms_per_token"]) == {"dense", "top-2 (as trained)", "top-1", "expert 1 off"}
+    assert all(ms > 0 for ms in stats["decode_ms_per_token"].values())
+    path = moe_stats.write(folder, stats)
+    assert routing.read_stats(folder) == json.loads(path.read_text())
+
+
+def test_moe_card_reports_stored_stats_beside_the_dense_model(tiny_moe_folder, bundled):
+    """The MoE card section shows counted parameters, both models' held-out scores, the load
+    table and every experiment, each number from the files it describes."""
+    from dataclasses import asdict
+
+    from inference import model_card, moe_stats
+    from inference.train import PRESETS, TrainSettings
+
+    folder, corpus = tiny_moe_folder
+    stats = moe_stats.compute(folder, corpus, switch_off=[0], log=lambda *_: None)
+    moe_stats.write(folder, stats)
+    (folder / "expert_load_log.json").write_text(json.dumps([
+        {"step": 200, "fractions": [[0.7, 0.1, 0.1, 0.1]] * 2}, {"step": 400, "fractions": stats["load"]["fractions"]}]))
+    (folder / "training_log.csv").write_text("step,tokens_seen,val_bits_per_byte\n200,819200,1.5\n")
+    settings = {**asdict(TrainSettings()), **PRESETS["moe"]}
+    dense = json.loads((model_card.BUNDLED_MODEL_DIR / "training_meta.json").read_text())
+    meta = {"settings": settings, "preset": "moe", "tokenizer_from": model_card.BUNDLED_MODEL_DIR.name,
+            "corpus": "c", "corpus_files": ["a.txt"], "command": "python -m inference.train --preset moe", "torch": "t",
+            "stats": {**dense["stats"], "heldout_bits_per_byte": 0.99, "heldout_folded_bits_per_byte": 0.9}}
+    (folder / "training_meta.json").write_text(json.dumps(meta))
+    meta["moe"] = model_card.moe_card_inputs(folder)
+    card = model_card.render(meta, ["Once upon a time."], folder.name)
+    b = stats["budget"]["moe"]
+    assert "Why the Mixtral layout" in card and f"{b['total_parameters']:,} / {b['active_parameters']:,}" in card
+    assert "**0.990**" in card and f"**{dense['stats']['heldout_bits_per_byte']:.3f}**" in card
+    assert f"{dense['stats']['heldout_bits_per_byte'] - 0.99:.3f} bits/byte better" in card
+    assert "At step 200 the busiest expert of any layer took 70.0%" in card
+    for e in stats["experiments"]:
+        assert f"| {e['name']} | {e['k']} | {e['val_bits_per_byte']:.4f} |" in card
+    assert "| 200 | 819,200 | 1.500 |" in card
