@@ -34,7 +34,7 @@ LABEL = "random weights, timing only"
 DEFAULT_PUBLIC_MODEL = "SmolLM2-135M"
 CACHE_ENV = "INFERENCE_LAB_RANDOM_MODELS_DIR"
 DEFAULT_CACHE = Path.home() / ".cache" / "inference-lab" / "random-models"
-CONTEXT = 2048  # positions the config allows; a llama-server slot gets -c / --parallel of them
+CONTEXT = 1024  # positions the config allows: one llama-server slot (the traces need at most 464)
 INIT_STD = 0.02  # the usual initialiser spread for Llama weights
 MAX_FLOAT32_BYTES = 2_000_000_000  # builds stay seconds and fit in memory next to the app
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -139,7 +139,8 @@ def cache_dir() -> Path:
 
 
 def hf_folder(shape: LlamaShape, seed: int) -> Path:
-    return cache_dir() / f"{shape.slug}-v{shape.vocab_size}-seed{seed}" / "hf"
+    """The folder's name becomes the GGUF's model name, so it says what the model is."""
+    return cache_dir() / f"{shape.slug}-random-weights-v{shape.vocab_size}-seed{seed}"
 
 
 def build_hf_folder(shape: LlamaShape, seed: int = 0, tokenizer_dir: Path = BUNDLED_MODEL_DIR,
@@ -176,15 +177,11 @@ class BuiltModel:
     seed: int
     hf_dir: Path
     gguf: Path
-    build_s: float  # 0 when everything was already cached
+    build_s: float  # seconds this call took (a fraction of a second when everything was cached)
 
     @property
     def label(self) -> str:
         return f"{self.shape.name} shape, {LABEL}"
-
-
-def gguf_path(shape: LlamaShape, seed: int) -> Path:
-    return hf_folder(shape, seed).parent / "model-f32.gguf"
 
 
 def build(name: str = DEFAULT_PUBLIC_MODEL, seed: int = 0, vocab_size: int = 4096) -> BuiltModel:
@@ -196,11 +193,6 @@ def build(name: str = DEFAULT_PUBLIC_MODEL, seed: int = 0, vocab_size: int = 409
     if shape.float32_bytes() > MAX_FLOAT32_BYTES:
         raise ValueError(f"{name} would be {shape.float32_bytes() / 1e9:.1f} GB in float32: too big to build here")
     started = time.perf_counter()
-    target = gguf_path(shape, seed)
     folder = build_hf_folder(shape, seed)
-    if not target.is_file():
-        partial = target.with_name(target.name + ".partial")
-        llamacpp.convert(folder, partial, outtype="f32")
-        partial.rename(target)
-    built_s = time.perf_counter() - started
-    return BuiltModel(shape, seed, folder, target, built_s)
+    gguf = llamacpp.convert(str(folder), "f32")  # cached by the engines module, keyed by the weights' hash
+    return BuiltModel(shape, seed, folder, gguf, time.perf_counter() - started)

@@ -134,3 +134,40 @@ class Roof:
 
 def predicted_decode_tokens_per_s(model: ServedModel, roof: Roof, batch: int, context: int) -> float:
     return roof.tokens_per_s(decode_pass(model, batch, context))
+
+
+@dataclass(frozen=True)
+class MachineRoof:
+    roof: Roof
+    threads: int
+    how: str  # how the two numbers were measured
+    last_level_cache_bytes: int | None
+
+
+_MEASURE_SCRIPT = """
+import json, torch
+torch.set_num_threads({threads})
+from inference import machine
+flops, bandwidth = machine.peak_flops(torch.float32), machine.memory_bandwidth()
+print(json.dumps({{"flops": flops.value, "flops_how": flops.how, "bandwidth": bandwidth.value,
+                  "bandwidth_how": bandwidth.how, "llc": machine.last_level_cache_bytes()}}))
+"""
+
+
+def measure_machine_roof(threads: int | None = None) -> MachineRoof:
+    """Peak float32 FLOP/s and memory bandwidth from `inference.machine`, measured in a separate Python process on
+    `threads` threads (default: every CPU, as llama-server uses): the app itself runs torch on fewer threads, and
+    changing that process-wide setting would slow every other visitor."""
+    import json
+    import subprocess
+    import sys
+
+    from inference import machine
+    from inference.paths import PROJECT_ROOT
+
+    threads = threads or machine.logical_cpus()
+    out = subprocess.run([sys.executable, "-c", _MEASURE_SCRIPT.format(threads=threads)], cwd=PROJECT_ROOT,
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    values = json.loads(out.strip().splitlines()[-1])
+    how = f"peak: {values['flops_how']}; bandwidth: {values['bandwidth_how']}"
+    return MachineRoof(Roof(values["bandwidth"], values["flops"]), threads, how, values["llc"])

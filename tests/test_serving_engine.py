@@ -1,0 +1,52 @@
+"""Serving against the real llama-server (built by `python -m inference.engines llamacpp build`; skipped without it)."""
+import pytest
+
+from inference.engines import llamacpp
+from inference.engines.client import LLAMACPP, EngineClient
+from inference.serving.experiments import greedy_equals_solo
+from inference.serving.replay import EngineTarget, replay
+from inference.serving.trace import poisson_trace
+
+pytestmark = pytest.mark.skipif(not llamacpp.is_built(),
+                                reason="llama-server is not built: run python -m inference.engines llamacpp build")
+SLOTS = 4
+
+
+@pytest.fixture(scope="module")
+def engine():
+    """The bundled model on a llama-server with 4 batched slots, on a free loopback port, stopped afterwards."""
+    with llamacpp.serve(None, parallel=SLOTS) as server:
+        yield EngineTarget(server.url, LLAMACPP, "bundled", SLOTS)
+
+
+def test_replayed_requests_are_complete_and_greedy_equals_their_solo_runs(engine):
+    """8 requests arriving together into 4 slots: every reply has all its tokens, its streamed text is the
+    server's detokenization of those tokens, and each equals the same request run alone."""
+    trace = poisson_trace("short chat", rate_per_s=200.0, requests=8, seed=3, vocab_size=4096)
+    result = replay(trace, engine)
+    assert not result.cancelled and len(result.records) == 8
+    with EngineClient(engine.url, dialect=LLAMACPP) as client:
+        for record, request in zip(result.records, trace.requests):
+            assert record.error is None and record.complete, record.error
+            assert len(record.token_ids) == request.reply_tokens
+            assert record.text == client.detokenize(list(record.token_ids))
+            assert record.server_prompt_ms is not None and record.ttft_s > 0
+        busy_per_pass = client.metrics()["llamacpp:n_busy_slots_per_decode"]
+    assert greedy_equals_solo(result) == []
+    assert busy_per_pass > 1  # the burst really shared decode passes
+    assert len(result.engine_states) >= 1 and result.poller_error is None
+
+
+def test_cancelled_replay_keeps_what_arrived_and_leaves_the_engine_healthy(engine):
+    """Stopping after the first check: unsent requests are dropped, streams closed, the engine still answers."""
+    trace = poisson_trace("short chat", rate_per_s=2.0, requests=6, seed=1, vocab_size=4096)
+    checks = []
+
+    def stop_soon():
+        checks.append(1)
+        return len(checks) > 3
+
+    result = replay(trace, engine, should_stop=stop_soon)
+    assert result.cancelled and len(result.records) < 6
+    with EngineClient(engine.url, dialect=LLAMACPP) as client:
+        assert client.health()
