@@ -154,12 +154,13 @@ class EngineClient:
     """A client for one server. `dialect` is `LLAMACPP` or `VLLM`; None asks the server (`/v1/models`)."""
 
     def __init__(self, base_url: str, dialect: str | None = None, timeout: float = DEFAULT_TIMEOUT_S,
-                 max_response_bytes: int = MAX_RESPONSE_BYTES, model: str | None = None):
+                 max_response_bytes: int = MAX_RESPONSE_BYTES, model: str | None = None,
+                 transport: httpx.BaseTransport | None = None):
         self.base_url = check_base_url(base_url)
         self.timeout = timeout
         self.max_response_bytes = max_response_bytes
         self._http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
-                                  trust_env=False, follow_redirects=False)
+                                  trust_env=False, follow_redirects=False, transport=transport)
         self._models: list[dict] | None = None
         self.dialect = dialect or self.detect_dialect()
         if self.dialect not in DIALECTS:
@@ -192,7 +193,7 @@ class EngineClient:
             raise EngineTimeout(f"The engine at {self.base_url} did not answer {path} within {self.timeout:g} s.") from None
         except httpx.ConnectError:
             raise EngineUnreachable(
-                f"Cannot connect to the engine at {self.base_url} (connection refused or no such host): is it running?"
+                f"Cannot connect to the engine at {self.base_url}: the connection was refused or the host is unknown; is the server running?"
             ) from None
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
             raise EngineUnreachable(
@@ -251,7 +252,7 @@ class EngineClient:
             raise EngineTimeout(f"The engine at {self.base_url} stopped streaming {path} for {self.timeout:g} s.") from None
         except httpx.ConnectError:
             raise EngineUnreachable(
-                f"Cannot connect to the engine at {self.base_url} (connection refused or no such host): is it running?"
+                f"Cannot connect to the engine at {self.base_url}: the connection was refused or the host is unknown; is the server running?"
             ) from None
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
             raise EngineUnreachable(
