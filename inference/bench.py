@@ -125,6 +125,9 @@ def run(model_source: str | None = None, include_quantization: bool = True) -> d
     results["view_ms_vocab_4k"] = view_ms(4096)
     results["view_ms_vocab_50k"] = view_ms(50257)
     results["trace_view_ms_200"] = trace_view_ms(model, tokenizer)
+    from inference.engines.bench import engine_figures  # llama-server, when built or running
+
+    results.update(engine_figures(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT)))
     if include_quantization:
         try:
             from inference.quant_compare import benchmark_rows
