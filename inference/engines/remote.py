@@ -24,7 +24,7 @@ import pandas as pd
 from inference.engine import Trace, _Forward, run_uniforms
 from inference.engines.client import (
     FULL_VOCABULARY_LIMIT, LLAMACPP, TOP_N_FALLBACK, VLLM_DEFAULT_MAX_LOGPROBS, EngineClient, EngineError,
-    TokenizerMismatch,
+    EngineHTTPError, TokenizerMismatch,
 )
 from inference.loader import ModelInfo
 from inference.sampling import seen_mask
@@ -122,7 +122,7 @@ def connect(url: str, dialect: str | None = None, timeout: float = 30.0, n_probs
             if client.dialect == LLAMACPP:
                 n_probs = vocab if vocab <= FULL_VOCABULARY_LIMIT else TOP_N_FALLBACK
             else:
-                n_probs = VLLM_DEFAULT_MAX_LOGPROBS
+                n_probs = _vllm_logprobs_allowed(client, tokenizer, vocab)
         kv_bytes = None
         shape = None
         if config is not None and client.dialect == LLAMACPP:
@@ -147,6 +147,17 @@ def connect(url: str, dialect: str | None = None, timeout: float = 30.0, n_probs
     except BaseException:
         client.close()
         raise
+
+
+def _vllm_logprobs_allowed(client: EngineClient, tokenizer, vocab: int) -> int:
+    """The whole vocabulary when the vLLM server was started with --max-logprobs >= vocab (one trial request),
+    else vLLM's default top 20."""
+    probe = tokenizer("Once", add_special_tokens=True)["input_ids"] or [0]
+    try:
+        client.next_token(probe, vocab, vocab)
+        return vocab
+    except EngineHTTPError:
+        return VLLM_DEFAULT_MAX_LOGPROBS
 
 
 def _weights_type(served_name: str) -> str:
