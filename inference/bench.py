@@ -115,7 +115,7 @@ def trace_view_ms(model, tokenizer, steps: int = 200, repeats: int = 10) -> floa
     return round(seconds * 1000, 2)
 
 
-def run(model_source: str | None = None, include_quantization: bool = True) -> dict:
+def run(model_source: str | None = None, include_quantization: bool = True, include_serving: bool = True) -> dict:
     loaded = load_model(model_source)
     model, tokenizer = loaded.model, loaded.tokenizer
     results = {"model": loaded.info.name, "torch_threads": torch.get_num_threads(),
@@ -135,6 +135,10 @@ def run(model_source: str | None = None, include_quantization: bool = True) -> d
             benchmark_rows = None
         if benchmark_rows is not None:
             results["quantization"] = benchmark_rows(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT))
+    if include_serving:  # llama-server replays of one trace, 1 slot vs 8 (minutes; see inference/serving/benchmark.py)
+        from inference.serving import benchmark as serving_benchmark
+
+        results.update(serving_benchmark.run())
     return results
 
 
@@ -156,8 +160,9 @@ def main(argv=None):
     parser.add_argument("--json", help="also write the figures to this JSON file")
     parser.add_argument("--model", default=None, help="model source (default: the bundled model)")
     parser.add_argument("--no-quantization", action="store_true")
+    parser.add_argument("--no-serving", action="store_true", help="skip the llama-server replays (minutes)")
     args = parser.parse_args(argv)
-    results = run(args.model, include_quantization=not args.no_quantization)
+    results = run(args.model, include_quantization=not args.no_quantization, include_serving=not args.no_serving)
     print_table(results)
     if args.json:
         with open(args.json, "w") as f:

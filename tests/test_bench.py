@@ -17,7 +17,7 @@ def test_bench_writes_every_figure_to_json_and_prints_a_table(tmp_path, capsys, 
                         "view_ms": dict(repeats=2), "trace_view_ms": dict(steps=20, repeats=1)}.items():
         monkeypatch.setattr(bench, name, partial(getattr(bench, name), **fewer))
     path = tmp_path / "bench.json"
-    bench.main(["--no-quantization", "--json", str(path)])
+    bench.main(["--no-quantization", "--no-serving", "--json", str(path)])
     figures = json.loads(path.read_text())
     assert ISSUE_KEYS <= figures.keys()
     assert figures["new_tokens"] == 16 and figures["model"] == "storyteller-llama-6m"

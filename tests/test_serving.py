@@ -111,3 +111,27 @@ def test_knee_is_the_first_rate_whose_p95_doubles():
     """p95 0.5, 0.6, 1.1, 3.0 s at rates 1, 2, 4, 8: the knee is rate 4 (more than twice 0.5 s)."""
     assert knee_index([1, 2, 4, 8], [0.5, 0.6, 1.1, 3.0]) == 2
     assert knee_index([4, 1, 2], [0.9, 0.5, 0.6]) is None
+
+
+def test_gantt_bars_add_up_to_each_requests_measured_ttft_and_end_to_end():
+    """Waiting + prefill bars span the TTFT, and the three bars together the end-to-end time, per request."""
+    from inference.figures.serving import gantt_figure
+
+    records = [RequestRecord(index=0, sent_s=0.0, token_times_s=(0.5, 0.6, 0.9), asked_tokens=3, server_prompt_ms=200),
+               RequestRecord(index=1, sent_s=0.2, token_times_s=(0.4, 0.5), asked_tokens=2, server_prompt_ms=150)]
+    fig = gantt_figure(request_table(records), "test")
+    waiting, prefill, decode = (np.asarray(trace.x, dtype=float) for trace in fig.data[:3])
+    assert waiting + prefill == pytest.approx([500, 200])
+    assert waiting + prefill + decode == pytest.approx([900, 300])
+    assert np.asarray(fig.data[0].base, dtype=float) == pytest.approx([0, 200])  # each row starts when it was sent
+
+
+def test_traffic_figure_has_a_bar_per_request_at_its_arrival():
+    """The traffic chart shows every request of the trace at its arrival time with its prompt and reply lengths."""
+    from inference.figures.serving import traffic_figure
+
+    trace = poisson_trace("short chat", 3.0, 7, seed=2, vocab_size=4096)
+    fig = traffic_figure(trace)
+    assert list(fig.data[0].x) == [r.arrival_s for r in trace.requests]
+    assert list(fig.data[0].y) == [r.prompt_tokens for r in trace.requests]
+    assert list(fig.data[1].y) == [r.reply_tokens for r in trace.requests]

@@ -1,7 +1,7 @@
 """Replay a trace against a serving engine with streaming, and record when every token arrived.
 
-Each request is sent at its arrival time (seconds after the replay starts) on its own thread and
-connection, whether or not earlier ones have finished: that is what users do, and it is what lets a
+Each request is sent at its arrival time (seconds after the replay starts) on its own thread (its own
+connection from one shared pool), whether or not earlier ones have finished: that is what users do, and it is what lets a
 batching engine batch. Its reply streams back token by token; each token is timestamped on arrival with
 `time.perf_counter` (one monotonic clock for the whole replay). The engine is asked for exactly the trace's
 reply length, greedy, end-of-text ignored, without reusing cached prompts, so runs are comparable.
@@ -9,7 +9,7 @@ reply length, greedy, end-of-text ignored, without reusing cached prompts, so ru
 While it runs, `engine_state.StatePoller` reads the engine's own view (running and waiting requests, KV cache).
 A replay stops early when `should_stop()` says so or the progress callback raises (as Streamlit's does when
 the visitor cancels): requests not yet sent are dropped, streams in flight are closed (the engine then drops
-them too), and what arrived so far is kept.
+them too) and recorded as cancelled, and the requests that finished are kept.
 """
 from __future__ import annotations
 
@@ -66,11 +66,11 @@ class ReplayResult:
 
 
 class _InFlight:
-    """One request on its own thread and connection."""
+    """One request on its own thread (all share one connection pool: creating a client per request costs
+    milliseconds of CPU, which would delay the sends behind a burst)."""
 
-    def __init__(self, request: Request, target: EngineTarget, started: float):
-        self.request, self.target, self.started = request, target, started
-        self.client: EngineClient | None = None
+    def __init__(self, request: Request, client: EngineClient, started: float):
+        self.request, self.client, self.started = request, client, started
         self.record: RequestRecord | None = None
         self.cancelled = False
         self.thread = threading.Thread(target=self._run, name=f"request-{request.index}", daemon=True)
@@ -79,11 +79,6 @@ class _InFlight:
         request = self.request
         sent = time.perf_counter() - self.started
         try:
-            self.client = EngineClient(self.target.url, dialect=self.target.dialect, timeout=READ_TIMEOUT_S,
-                                       model=self.target.model)
-            if self.cancelled:
-                raise EngineError("cancelled")
-            sent = time.perf_counter() - self.started
             completion = self.client.complete(list(request.prompt_ids), request.reply_tokens, stream=True)
             self.record = RequestRecord(
                 index=request.index, sent_s=sent,
@@ -95,20 +90,16 @@ class _InFlight:
                                                           else f"{type(err).__name__}: {err}")
             self.record = RequestRecord(index=request.index, sent_s=sent, token_times_s=(),
                                         asked_tokens=request.reply_tokens, error=message)
-        finally:
-            if self.client is not None:
-                self.client.close()
 
-    def abort(self) -> None:
-        """Close the connection under the stream: the reading thread ends with an error, the engine drops it."""
-        self.cancelled = True
-        if self.client is not None:
-            self.client.close()
+
+def _client(target: EngineTarget) -> EngineClient:
+    return EngineClient(target.url, dialect=target.dialect, timeout=READ_TIMEOUT_S, model=target.model)
 
 
 def replay(trace: Trace, target: EngineTarget, progress: Progress | None = None,
            should_stop: Callable[[], bool] | None = None, poll_interval_s: float = 0.1) -> ReplayResult:
     """Send every request of `trace` to `target` at its arrival time and record its stream (module docstring)."""
+    client = _client(target)
     started = time.perf_counter()
     poller = StatePoller(target.url, target.dialect, started, poll_interval_s).start()
     pending = list(trace.requests)  # in arrival order
@@ -122,7 +113,7 @@ def replay(trace: Trace, target: EngineTarget, progress: Progress | None = None,
                 break
             now = time.perf_counter() - started
             while pending and pending[0].arrival_s <= now:
-                flight = _InFlight(pending.pop(0), target, started)
+                flight = _InFlight(pending.pop(0), client, started)
                 flight.thread.start()
                 running.append(flight)
             done = sum(1 for f in running if not f.thread.is_alive())
@@ -135,11 +126,13 @@ def replay(trace: Trace, target: EngineTarget, progress: Progress | None = None,
         cancelled = True
         raise
     finally:
-        if cancelled:
+        if cancelled:  # closing the pool breaks every stream in flight; the engine then drops those requests
             for flight in running:
-                flight.abort()
+                flight.cancelled = True
+            client.close()
         for flight in running:
             flight.thread.join(timeout=10)
+        client.close()
         states = poller.stop()
     wall = time.perf_counter() - started
     records = sorted((f.record for f in running if f.record is not None), key=lambda r: r.index)
@@ -149,7 +142,8 @@ def replay(trace: Trace, target: EngineTarget, progress: Progress | None = None,
 
 def solo_run(target: EngineTarget, request: Request) -> RequestRecord:
     """One request alone (nothing else sent meanwhile): the reference a batched run's text must equal."""
-    flight = _InFlight(request, target, time.perf_counter())
-    flight.thread.start()
-    flight.thread.join()
+    with _client(target) as client:
+        flight = _InFlight(request, client, time.perf_counter())
+        flight.thread.start()
+        flight.thread.join()
     return flight.record
