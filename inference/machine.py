@@ -172,3 +172,20 @@ def weights_fit_in_cache(weight_bytes: int) -> bool | None:
     """True when the weights are no larger than the last-level cache; None when the cache size is unknown."""
     cache = last_level_cache_bytes()
     return None if cache is None else weight_bytes <= cache
+
+
+def weights_vs_cache(weight_bytes: int, what: str = "This model's weights") -> str:
+    """One sentence, true for these weights on this machine: do they fit in the last-level cache, and what
+    that means for a decode step (which reads every weight once)."""
+    cache = last_level_cache_bytes()
+    size = f"{what} take {describe_bytes(weight_bytes)}"
+    if cache is None:
+        return (f"{size}; this machine does not report its cache size, so whether they stay in the CPU's cache "
+                "between decode steps is unknown here.")
+    where = f"this machine's last-level cache holds {describe_bytes(cache)} (as the system reports it)"
+    if weight_bytes <= cache:
+        return (f"{size} and {where}: they fit, so between decode steps they can stay in the cache, and a step "
+                "is limited more by the fixed cost of running its many small operations than by reading "
+                "weights from memory.")
+    return (f"{size}, more than {where}: every decode step reads most of them from memory, so decode speed "
+            "follows memory bandwidth and fewer bytes per weight can make it faster.")

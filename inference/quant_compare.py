@@ -21,11 +21,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inference import fast_decode
+from inference import fast_decode, machine
 from inference.engine import new_trace
 from inference.quantize import (
-    INT4_GROUP_SIZES, PRECISIONS, SPEED_NOTES, QuantizedModel, SkippedLayer, compare_to_reference,
-    quantized_copy, summarize_comparison, teacher_forced_logits, weight_bytes_by_kind,
+    INT4_GROUP_SIZES, PRECISIONS, SPEED_NOTES, QuantizationOverhead, QuantizedModel, SkippedLayer,
+    compare_to_reference, quantization_overhead, quantized_copy, summarize_comparison, teacher_forced_logits,
+    weight_bytes_by_kind,
 )
 from inference.sampling import SamplingSettings
 from inference.tokens import readable_tokens
@@ -34,7 +35,6 @@ REFERENCE = "float32"
 GREEDY = SamplingSettings(temperature=0)
 WARMUP_TOKENS = 4  # the first calls allocate buffers and pick kernels: keep them out of the timing
 SAME_SPEED_BAND = 0.10  # timing on a shared CPU wobbles about this much between runs
-CACHE_SIZED_BYTES = 64 * 10**6  # weights this small sit mostly in the CPU caches, not RAM
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class PrecisionResult:
     quantized_layers: int
     skipped_layers: list[SkippedLayer]
     notes: list[str]
+    overhead: QuantizationOverhead = QuantizationOverhead(0, 0)  # integers vs scales and zero points, from the copy
 
     @property
     def weight_bytes(self) -> int:
@@ -199,6 +200,7 @@ def compare_precisions(copies: Mapping[str, QuantizedModel], tokenizer, prompt_i
             first_departure=first_departure(greedy[p], reference_ids),
             quantized_layers=copies[p].quantized_linear_layers,
             skipped_layers=list(copies[p].skipped_layers), notes=list(copies[p].notes),
+            overhead=quantization_overhead(models[p]),
         )
         for p in ordered
     }
@@ -287,19 +289,13 @@ def speed_findings(comparison: PrecisionComparison) -> list[str]:
     results = comparison.results
     reference = results[REFERENCE]
     findings = []
-    if reference.weight_bytes < CACHE_SIZED_BYTES:
-        findings.append(
-            f"This model's float32 weights take {reference.weight_bytes / 1e6:.1f} MB, small enough to stay "
-            "mostly in the CPU's caches. Decode is then limited by per-layer overheads (Python, kernel "
-            "launches, small matrices), not by reading weights from memory: fewer bytes alone buy little "
-            "speed here, and what differs between precisions is mostly which kernel does the multiply."
-        )
+    findings.append(machine.weights_vs_cache(reference.weight_bytes, "This model's float32 weights"))
     if comparison.float32_row_sums:
         findings.append(
             "In this app's step engine, float32's matrix-vector products run as torch's vectorised multiply "
-            "and row sum, measured faster on this CPU than MKL's one-token kernel that transformers' own forward "
-            "uses (1.5x on one thread, 2x on two). bfloat16, int8 and int4 keep their own kernels, so part "
-            "of each gap below is the kernel, not the number format."
+            "and row sum instead of the one-token matrix kernel that transformers' own forward uses "
+            "(`python -m inference.bench` times the engine against transformers' `generate` on this machine). bfloat16, int8 and int4 keep their own "
+            "kernels, so part of each gap below is the kernel, not the number format."
         )
     for precision, result in results.items():
         if precision == REFERENCE:
@@ -337,6 +333,11 @@ def layer_notes(comparison: PrecisionComparison) -> list[str]:
         line = f"**{precision}**: {result.quantized_layers} linear layers quantized"
         if precision == "int4":
             line += f" (one scale and zero point per group of {comparison.int4_group_size} inputs)"
+        overhead = result.overhead
+        if overhead.value_bytes:
+            line += (f"; their integers take {overhead.value_bytes:,} bytes and the scales and zero points stored "
+                     f"beside them {overhead.scale_bytes:,} more (+{overhead.fraction:.2%}, read from the copy and "
+                     "counted in its weight bytes)")
         if result.skipped_layers:
             kept = "; ".join(f"`{s.name}` ({s.reason})" for s in result.skipped_layers[:4])
             more = len(result.skipped_layers) - 4

@@ -54,8 +54,9 @@ SPEED_NOTES = {
     "int4": (
         "Half a byte per weight plus a bf16 scale and zero point per group of inputs. "
         "torchao packs the weights for a fused CPU kernel that unpacks them inside the "
-        "multiply, so a decode step reads about 4x fewer weight bytes than bf16 and is "
-        "usually the fastest here. GPUs have such fused int4 kernels too, which is why 4-bit "
+        "multiply, so a decode step reads about a quarter of bf16's weight bytes (plus the "
+        "scales and zero points). Whether that makes it faster here is measured above. GPUs have "
+        "such fused int4 kernels too, which is why 4-bit "
         "weight-only models are common for local serving. The price is accuracy: check the KL."
     ),
 }
@@ -275,6 +276,40 @@ def weight_bytes_by_kind(model: nn.Module) -> dict[str, int]:
                     seen.add(key)
                     totals[kind] += nbytes
     return totals
+
+
+@dataclass(frozen=True)
+class QuantizationOverhead:
+    """Bytes of a copy's quantized weights: the integers, and what is stored beside them to undo the rounding."""
+
+    value_bytes: int  # the integer weights (torchao's `qdata`)
+    scale_bytes: int  # scales and zero points (every other component of the quantized tensors)
+
+    @property
+    def fraction(self) -> float:
+        """Scales and zero points as a share of the integer bytes (int4, bf16 scale + zero per group g: 8 / g)."""
+        return self.scale_bytes / self.value_bytes if self.value_bytes else 0.0
+
+
+def quantization_overhead(model: nn.Module) -> QuantizationOverhead:
+    """Read from the copy's own quantized tensors (storage bytes, shared storage once); zero for a plain model."""
+    values = scales = 0
+    seen: set[int] = set()
+    for param in model.parameters():
+        if not is_traceable_wrapper_subclass(param):
+            continue
+        names, _ = param.__tensor_flatten__()
+        for name in names:
+            for part in tensor_parts(getattr(param, name)):
+                key, nbytes = _storage_key_and_bytes(part)
+                if key in seen:
+                    continue
+                seen.add(key)
+                if name == "qdata":
+                    values += nbytes
+                else:
+                    scales += nbytes
+    return QuantizationOverhead(values, scales)
 
 
 def weight_bytes(model: nn.Module) -> int:

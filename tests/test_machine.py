@@ -59,3 +59,24 @@ def test_memory_bandwidth_reads_the_tensor_it_reports(monkeypatch):
     machine._memory_bandwidth.cache_clear()
     assert result.unit == "bytes/s" and result.value > 0
     assert "8 MiB" in result.how
+
+
+def weight_bytes_of(model):
+    return sum(p.numel() * p.element_size() for p in model.parameters())  # tied weights are one parameter
+
+
+def test_size_sentence_differs_for_the_bundled_model_and_a_gpt2_sized_model(bundled, monkeypatch):
+    """The bundled model's 23 MB fit a 32 MiB cache and GPT-2's ~498 MB (built from its config) do not: the text says so."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    with torch.device("meta"):  # GPT-2's real shape, no memory and no download
+        gpt2_bytes = weight_bytes_of(GPT2LMHeadModel(GPT2Config()))
+    assert gpt2_bytes == 124_439_808 * 4
+    bundled_text = machine.weights_vs_cache(bundled.info.weight_bytes)
+    gpt2_text = machine.weights_vs_cache(gpt2_bytes)
+    assert bundled_text != gpt2_text  # on this machine, whatever its cache
+    monkeypatch.setattr(machine, "last_level_cache_bytes", lambda: 32 * 2**20)
+    assert "they fit" in machine.weights_vs_cache(bundled.info.weight_bytes)
+    assert "more than" in machine.weights_vs_cache(gpt2_bytes) and "memory bandwidth" in machine.weights_vs_cache(gpt2_bytes)
+    monkeypatch.setattr(machine, "last_level_cache_bytes", lambda: None)
+    assert "unknown" in machine.weights_vs_cache(gpt2_bytes)

@@ -181,3 +181,22 @@ def test_quantize_module_never_imports_streamlit():
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom) and node.module}
     assert "streamlit" not in imported
+
+
+@pytest.mark.parametrize("group_size", [32, 64, 128])
+def test_int4_overhead_equals_the_scale_and_zero_bytes_of_the_copy(llama, group_size):
+    """Scales and zero points: one bf16 scale and zero per group, 4 bytes per group of g weights = 8/g of the int4 bytes."""
+    copy = q.quantized_copy(llama, "int4", group_size=group_size)
+    overhead = q.quantization_overhead(copy.model)
+    layers = [m for m in copy.model.modules() if isinstance(m, torch.nn.Linear) and q.is_quantized_tensor(m.weight)]
+    weights = sum(m.in_features * m.out_features for m in layers)
+    assert overhead.value_bytes == weights // 2
+    assert overhead.scale_bytes == weights // group_size * 4
+    assert overhead.fraction == pytest.approx(8 / group_size)  # 6.25% at 128, 12.5% at 64, 25% at 32
+    # and they are part of the bytes the page reports for the copy
+    assert q.weight_bytes_by_kind(copy.model)["linear"] == overhead.value_bytes + overhead.scale_bytes
+
+
+def test_a_plain_model_has_no_quantization_overhead(llama):
+    """float32 stores no scales: zero bytes of each."""
+    assert q.quantization_overhead(llama) == q.QuantizationOverhead(0, 0)
