@@ -2,10 +2,11 @@
 
     streamlit run app.py
 
-Every page is listed here. Each page file is named after its URL path (pages/kv-cache.py is
-/kv-cache), so the page Streamlit picks on a fresh server's first run is the same page
-`st.navigation` picks. Each page starts with `common.current_model()`, which also draws the
-shared sidebar (model picker, presenter toggle).
+Every page is listed here, in sections a class can walk top to bottom. Each page file is
+named after its URL path (app_pages/kv-cache.py is /kv-cache). The folder is not called
+`pages/`, so Streamlit's older automatic multipage mode never runs: `st.navigation` alone
+decides which page a URL opens. Each page starts with `common.current_model()`, which also
+draws the shared sidebar (model picker, presenter toggle).
 """
 import streamlit as st
 import torch
@@ -15,13 +16,21 @@ from inference.limits import Limits
 st.set_page_config(page_title="Inference Lab", page_icon="🔬", layout="wide")
 torch.set_num_threads(Limits.from_env().torch_threads)  # why one: see Limits.torch_threads
 
-PAGES = [
-    st.Page("pages/generate.py", title="Generate", icon="✍️", default=True),
-    st.Page("pages/sampling.py", title="Sampling lab", icon="🎲", url_path="sampling"),
-    st.Page("pages/prefill-decode.py", title="Prefill vs decode", icon="⏱️", url_path="prefill-decode"),
-    st.Page("pages/kv-cache.py", title="KV cache", icon="🗄️", url_path="kv-cache"),
-    st.Page("pages/quantization.py", title="Quantization", icon="🗜️", url_path="quantization"),
-    st.Page("pages/cost.py", title="Cost & MoE", icon="💰", url_path="cost"),
-]
+# Section -> pages, in teaching order. An empty section is left out of the sidebar.
+SECTIONS = {
+    "Watch it write": [
+        st.Page("app_pages/generate.py", title="Generate", icon="✍️", default=True),
+        st.Page("app_pages/sampling.py", title="Sampling lab", icon="🎲", url_path="sampling"),
+    ],
+    "Where the time goes": [
+        st.Page("app_pages/prefill-decode.py", title="Prefill vs decode", icon="⏱️", url_path="prefill-decode"),
+        st.Page("app_pages/kv-cache.py", title="KV cache", icon="🗄️", url_path="kv-cache"),
+    ],
+    "Make it cheaper": [
+        st.Page("app_pages/quantization.py", title="Quantization", icon="🗜️", url_path="quantization"),
+        st.Page("app_pages/cost.py", title="Cost & MoE", icon="💰", url_path="cost"),
+    ],
+    "Serve many": [],
+}
 
-st.navigation(PAGES).run()
+st.navigation({section: pages for section, pages in SECTIONS.items() if pages}).run()

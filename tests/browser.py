@@ -83,8 +83,8 @@ def wait_idle(page, timeout: float = 120_000) -> None:
 
 
 def open_page(page, url: str, timeout: float = 240_000) -> None:
-    """Go to a page and wait until its title is drawn and its script has finished. (On a
-    fresh server the first run is rerouted through app.py: idle alone can come too early.)"""
+    """Go to a page and wait until its title is drawn and its script has finished (idle
+    alone can come before the first run has started)."""
     page.goto(url)
     page.wait_for_selector('[data-testid="stMain"] h1', timeout=timeout)
     wait_idle(page, timeout)

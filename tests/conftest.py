@@ -5,6 +5,7 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported anywhere
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import re
 import sys
 from pathlib import Path
 
@@ -36,6 +37,11 @@ def gpt2(bundled):
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.eos_token_id
     return model, tokenizer
+
+
+def page_title(page_file: Path) -> str:
+    """The heading a page draws first: its `st.title("...")` literal."""
+    return re.search(r'^st\.title\("(.+?)"\)', page_file.read_text(), re.MULTILINE).group(1)
 
 
 def run_app(query: dict | None = None):

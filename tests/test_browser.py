@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser import SKIP_REASON, chromium_available, full_screenshot, launch, open_page, streamlit_server, wait_idle
+from tests.conftest import PROJECT_ROOT, page_title
 
 pytestmark = pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)
 SHOTS = Path(os.environ.get("INFERENCE_LAB_SHOTS") or tempfile.mkdtemp(prefix="inference-lab-shots-"))
@@ -42,6 +43,12 @@ def page(browser):
     assert not errors, f"JavaScript errors: {errors}"
 
 
+def assert_opened(page, page_file: str):
+    """The page on screen is this page file's (its heading is drawn)."""
+    heading = page.locator('[data-testid="stMain"] h1').first.inner_text()
+    assert page_title(PROJECT_ROOT / "app_pages" / page_file) in heading
+
+
 def no_exception_box(page):
     assert page.locator('[data-testid="stException"]').count() == 0
 
@@ -56,6 +63,7 @@ def chart_text(page, index):
 
 def test_generate_steps_and_temperature_moves_the_charts(server, page):
     open_page(page, server + "/")
+    assert_opened(page, "generate.py")
     step = page.get_by_role("button", name="Step", exact=True)
     for i in range(5):
         step.click()
@@ -83,6 +91,7 @@ def test_sampling_lab_plotly_slider_moves_in_the_browser(server, page):
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     open_page(page, server + "/sampling")
+    assert_opened(page, "sampling.py")
     no_exception_box(page)
     live = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first
     live.scroll_into_view_if_needed()
@@ -132,8 +141,9 @@ def test_token_html_is_shown_as_text_and_never_runs(server, page):
 
 
 @pytest.mark.parametrize("path", ["/prefill-decode", "/kv-cache", "/quantization", "/cost"])
-def test_other_pages_render_without_errors(server, page, path):
+def test_other_pages_open_at_their_url_and_render_without_errors(server, page, path):
     open_page(page, server + path)
+    assert_opened(page, path.strip("/") + ".py")
     no_exception_box(page)
     for w, h in SIZES:
         page.set_viewport_size({"width": w, "height": h})

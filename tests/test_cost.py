@@ -124,7 +124,7 @@ def test_experts_per_token_beyond_the_experts_is_refused():
 def open_cost_page() -> AppTest:
     at = AppTest.from_file(APP_FILE, default_timeout=180)
     at.run()
-    at.switch_page("pages/cost.py").run()
+    at.switch_page("app_pages/cost.py").run()
     assert not at.exception
     return at
 

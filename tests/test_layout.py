@@ -1,16 +1,54 @@
-"""inference/ is plain Python: importing every module of it never loads Streamlit."""
+"""inference/ is plain Python: importing every module of it (packages included) never loads
+Streamlit; a figure module imports only `style` from the figures package."""
+import ast
 import subprocess
 import sys
 
 from inference.paths import PROJECT_ROOT
 
+INFERENCE = PROJECT_ROOT / "inference"
+FIGURES = INFERENCE / "figures"
+
+
+def module_name(path) -> str:
+    parts = path.relative_to(PROJECT_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
 
 def test_no_inference_module_imports_streamlit():
-    modules = sorted(f"inference.{p.stem}" for p in (PROJECT_ROOT / "inference").glob("*.py") if p.stem != "__init__")
-    assert "inference.engine" in modules and "inference.moe" in modules
+    modules = sorted(module_name(p) for p in INFERENCE.rglob("*.py"))
+    assert {"inference.engine", "inference.moe", "inference.figures.style", "inference.figures.generate"} <= set(modules)
     code = ("import importlib, sys\n"
             f"for name in {modules!r}: importlib.import_module(name)\n"
             "print('streamlit' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+def imported_modules(path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_a_figure_module_never_imports_another_pages_figure_module():
+    """Each page's charts live in one module; what they share lives in `style`."""
+    page_modules = [p for p in FIGURES.glob("*.py") if p.stem not in ("__init__", "style")]
+    assert {p.stem for p in page_modules} >= {"generate", "sampling", "prefill_decode", "kv_cache", "quantization", "cost"}
+    for path in page_modules:
+        figure_imports = {name for name in imported_modules(path) if name.startswith("inference.figures")}
+        allowed = {"inference.figures", "inference.figures.style"}
+        assert all(name in allowed or name.startswith("inference.figures.style.") for name in figure_imports), (
+            f"{path.name} imports {sorted(figure_imports - allowed)}")
+
+
+def test_the_old_flat_figure_modules_are_gone():
+    """One obvious place per chart: no leftover figures.py, render.py or *_figures.py beside the package."""
+    leftovers = [p.name for p in INFERENCE.glob("*.py") if p.stem in ("figures", "render") or p.stem.endswith("_figures")]
+    assert leftovers == []

@@ -4,8 +4,8 @@ import pytest
 
 from tests.conftest import APP_FILE
 
-PAGES = ["pages/generate.py", "pages/sampling.py", "pages/prefill-decode.py", "pages/kv-cache.py",
-         "pages/quantization.py", "pages/cost.py"]
+PAGES = ["app_pages/generate.py", "app_pages/sampling.py", "app_pages/prefill-decode.py",
+         "app_pages/kv-cache.py", "app_pages/quantization.py", "app_pages/cost.py"]
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -25,7 +25,7 @@ def test_presenter_figures_set_their_text_size():
     and annotations themselves."""
     import plotly.graph_objects as go
 
-    from inference.figures import base_layout
+    from inference.figures.style import base_layout
 
     fig = go.Figure(go.Bar(x=[1, 2], y=[3, 4], text=["a", "b"]))
     fig.add_annotation(text="note", x=1, y=3)
@@ -39,7 +39,7 @@ def test_bar_value_labels_keep_their_size_and_fit():
     axis end: labels keep the text size, and the axis leaves room right of the longest bar."""
     import pandas as pd
 
-    from inference.figures import next_token_bars
+    from inference.figures.generate import next_token_bars
 
     table = pd.DataFrame({"token": ["a", "b", "other"], "rank": [0, 1, None], "raw": [0.8, 0.15, 0.05],
                           "min_p": [0.874, 0.126, 0.0], "chosen": [False, True, False], "removed_by": ["", "", ""]})

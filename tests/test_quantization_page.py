@@ -13,7 +13,7 @@ APP_FILE = str(Path(__file__).resolve().parent.parent / "app.py")
 def open_quantization_page() -> AppTest:
     at = AppTest.from_file(APP_FILE, default_timeout=180)
     at.run()
-    at.switch_page("pages/quantization.py").run()
+    at.switch_page("app_pages/quantization.py").run()
     return at
 
 

@@ -118,7 +118,7 @@ def test_findings_quote_the_sweep():
 def test_prefill_decode_page_runs_and_its_sweep_button_draws_both_charts():
     at = AppTest.from_file(APP_FILE, default_timeout=120)
     at.run()
-    at.switch_page("pages/prefill-decode.py").run()
+    at.switch_page("app_pages/prefill-decode.py").run()
     assert not at.exception
     at.slider(key="pd_new_tokens").set_value(8).run()
     at.slider(key="pd_repeats").set_value(3).run()

@@ -52,7 +52,7 @@ def test_live_plotly_frames_agree_with_the_streamlit_view(bundled):
 
     import numpy as np
 
-    from inference.figures import TEMPERATURE_GRID, live_slider_figure
+    from inference.figures.sampling import TEMPERATURE_GRID, live_slider_figure
     from inference.sampling import seen_mask
 
     trace = recorded(bundled, n=1)

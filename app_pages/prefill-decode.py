@@ -3,8 +3,8 @@ import streamlit as st
 
 from inference.prompting import prepare_prompt
 from inference.timing import default_prompt_lengths, findings, measure_sweep, time_generation
-from inference.timing_figures import sweep_rate_figure, sweep_time_figure, timeline_figure
-from pages import common
+from inference.figures.prefill_decode import sweep_rate_figure, sweep_time_figure, timeline_figure
+from app_pages import common
 
 RUN_KEY = "pd_timing"
 DECODE_TOKENS = 8  # one-token passes timed after each sweep prompt

@@ -6,11 +6,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from inference.cost import AnswerCost
-from inference.figures import base_layout
+from inference.figures.style import DECODE_COLOUR, PALETTE, PREFILL_COLOUR, base_layout, legend_below
 from inference.moe import DENSE_ACTIVE, DENSE_TOTAL, MOE
-from inference.timing_figures import DECODE_COLOUR, PREFILL_COLOUR
 
-MODEL_COLOURS = {DENSE_ACTIVE: "#9fb8e0", MOE: "#f28e2b", DENSE_TOTAL: "#2a4f8f"}
+MODEL_COLOURS = {DENSE_ACTIVE: PALETTE["light_blue"], MOE: PALETTE["orange"], DENSE_TOTAL: PALETTE["dark_blue"]}
 
 
 def answer_split_figure(answer: AnswerCost, presenter: bool = False) -> go.Figure:
@@ -32,8 +31,7 @@ def answer_split_figure(answer: AnswerCost, presenter: bool = False) -> go.Figur
     fig.update_xaxes(tickformat=".0%", range=[0, 1], title="share")
     fig.update_yaxes(autorange="reversed")
     fig = base_layout(fig, "Share of the tokens vs share of the time", presenter, height=260)
-    fig.update_layout(legend=dict(orientation="h", y=-0.45, yanchor="top", x=0, xanchor="left"), margin=dict(t=60, b=20))
-    return fig
+    return legend_below(fig, y=-0.45, t=60, b=20)
 
 
 def batching_figure(batches: pd.DataFrame, presenter: bool = False) -> go.Figure:

@@ -2,11 +2,11 @@
 import streamlit as st
 
 from inference import quant_compare as qc
-from inference import quant_figures as qf
+from inference.figures import quantization as qf
 from inference.calculator import DEFAULT_ACCELERATOR_GB, DEFAULT_BITS, GB, load_public_models, weight_bytes, weight_fit_table
 from inference.prompting import prepare_prompt
 from inference.quantize import PRECISIONS, SPEED_NOTES
-from pages import common
+from app_pages import common
 
 DEFAULT_PROMPT = "Once upon a time"
 DEFAULT_NEW_TOKENS = 48

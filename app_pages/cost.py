@@ -4,11 +4,11 @@ import streamlit as st
 from inference.batching import PROMPT_TOKENS, ROUNDS, STEPS, batch_sizes_for, measure_batches
 from inference.calculator import load_public_models
 from inference.cost import cost_per_million_tokens, measure_answer
-from inference.cost_figures import answer_split_figure, batching_figure, moe_figure
+from inference.figures.cost import answer_split_figure, batching_figure, moe_figure
 from inference.moe import BATCH_PROMPT_TOKENS, DENSE_ACTIVE, DENSE_TOTAL, MOE, REPEATS, MoEDesign, public_moe_table
 from inference.moe import PROMPT_TOKENS as MOE_PROMPT_TOKENS
 from inference.moe import measure as measure_moe
-from pages import common
+from app_pages import common
 
 ANSWER_KEY = "cost_answer"
 DEFAULT_PRICE_PER_HOUR = 1.00  # illustrative; the page says so and lets the user type theirs

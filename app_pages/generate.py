@@ -2,12 +2,11 @@
 import streamlit as st
 
 from inference.engine import SEED_MAX, new_trace
-from inference.figures import cumulative_curve, next_token_bars, step_frame_for_table
+from inference.figures.generate import cumulative_curve, next_token_bars, step_frame_for_table, token_html
 from inference.prompting import prepare_prompt
-from inference.render import token_html
 from inference.sampling import SamplingSettings
 from inference.views import step_view
-from pages import common
+from app_pages import common
 
 TRACE_KEY = "gen_trace"
 # URL parameter -> (widget key, type): a shared link reopens the same prompt, settings and seed.

@@ -4,11 +4,11 @@ import streamlit as st
 from inference.calculator import kv_table, load_public_models, model_entry_from_hf_config
 from inference.kv_cache import KVShape
 from inference.kv_experiments import cache_growth, compare_cache, greedy_trace, layer_breakdown
-from inference.kv_figures import (
+from inference.figures.kv_cache import (
     SMOOTHING_STEPS, cache_growth_figure, cumulative_time_figure, layer_bytes_figure, memory_figure, step_time_figure,
 )
 from inference.prompting import prepare_prompt
-from pages import common
+from app_pages import common
 
 GROWTH_KEY = "kv_growth_run"
 COMPARISON_KEY = "kv_comparison_run"

@@ -12,17 +12,19 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from inference.figures import base_layout, label
+from inference.figures.style import FIT_SCALE, PALETTE, base_layout, label, legend_below
 
-PRECISION_COLOURS = {"float32": "#1f3f7a", "bfloat16": "#5b9bd5", "int8": "#f28e2b", "int4": "#c0392b"}
+PRECISION_COLOURS = {"float32": PALETTE["navy"], "bfloat16": PALETTE["sky"], "int8": PALETTE["orange"],
+                     "int4": PALETTE["red"]}
 KIND_LABELS = {  # weight_bytes_by_kind keys, in stacking order
     "embeddings": "embeddings (tied with lm_head)",
     "lm_head": "lm_head (untied)",
     "linear": "linear layers (attention + MLP)",
     "other": "norms and biases",
 }
-KIND_COLOURS = {"embeddings": "#9aa9bf", "lm_head": "#c7b8e0", "linear": "#2a6fdb", "other": "#e0c36b"}
-DEPARTURE_COLOUR = "#f28e2b"
+KIND_COLOURS = {"embeddings": PALETTE["blue_grey"], "lm_head": PALETTE["lavender"], "linear": PALETTE["blue"],
+                "other": PALETTE["sand"]}
+DEPARTURE_COLOUR = PALETTE["orange"]
 
 
 def memory_bars(comparison, presenter: bool = False) -> go.Figure:
@@ -42,9 +44,7 @@ def memory_bars(comparison, presenter: bool = False) -> go.Figure:
                     text=[f"  {mb:,.1f} MB ({r.weight_bytes / reference_bytes:.2f}×)" for mb, r in zip(totals, results)])
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="MB", range=[0, max(totals) * 1.75])
-    fig = base_layout(fig, "Weight memory", presenter, height=380)
-    fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=-0.25, yanchor="top"))  # below: 3 long names
-    return fig
+    return legend_below(base_layout(fig, "Weight memory", presenter, height=380), y=-0.25)  # below: 3 long names
 
 
 def speed_bars(summary: pd.DataFrame, presenter: bool = False) -> go.Figure:
@@ -140,7 +140,7 @@ def fit_heatmap(fit: pd.DataFrame, accelerator_gb, presenter: bool = False) -> g
         text.append([f"{rows.at[b, 'weight_gb']:,.1f} GB<br>→ {_fit_label(rows.loc[b])}" for b in bits])
         hover.append([f"{model} at {b} bits: {rows.at[b, 'weight_gb']:,.2f} GB of weights" for b in bits])
     steps = len(sizes) + 1
-    palette = ["#2e8b57", "#66b36a", "#b5d96b", "#f2d15c", "#f29e4c", "#d9534f"][-steps:]
+    palette = FIT_SCALE[-steps:]
     colourscale = []
     for i, colour in enumerate(palette):  # one flat band per accelerator size
         colourscale += [(i / steps, colour), ((i + 1) / steps, colour)]

@@ -1,16 +1,16 @@
 """Sampling lab: how each knob reshapes one step's distribution, without rerunning the model."""
 import streamlit as st
 
-from inference.figures import (
-    TEMPERATURE_GRID, TOP_P_GRID, cumulative_curve, draw_histogram, live_slider_figure, next_token_bars,
-    pipeline_figure, temperatures_side_by_side,
+from inference.figures.generate import cumulative_curve, next_token_bars
+from inference.figures.sampling import (
+    TEMPERATURE_GRID, TOP_P_GRID, draw_histogram, live_slider_figure, pipeline_figure, temperatures_side_by_side,
 )
 from inference.prompting import prepare_prompt
 from inference.engine import new_trace
 from inference.sampling import SamplingSettings, seen_mask
 from inference.tokens import readable_tokens
 from inference.views import sample_many, step_view
-from pages import common
+from app_pages import common
 
 
 loaded = common.current_model()

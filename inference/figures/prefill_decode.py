@@ -5,11 +5,10 @@ import math
 
 import plotly.graph_objects as go
 
-from inference.figures import base_layout, label
+from inference.figures.style import (
+    DECODE_COLOUR, PALETTE, PREFILL_COLOUR, base_layout, label, legend_below, legend_below_in_column,
+)
 from inference.timing import GenerationTiming, Sweep
-
-PREFILL_COLOUR = "#2a6fdb"
-DECODE_COLOUR = "#f28e2b"
 
 
 def _error_bars(summary, measure: str) -> dict:
@@ -18,16 +17,9 @@ def _error_bars(summary, measure: str) -> dict:
                 arrayminus=summary[measure] - summary[f"{measure}_q1"], thickness=1.5, width=5)
 
 
-def legend_below(fig: go.Figure, gap: float = 0.22) -> go.Figure:
-    """Legend under the plot, one entry per line: in a half-width column, a legend at the top
-    covers the title."""
-    fig.update_layout(legend=dict(orientation="v", y=-gap, yanchor="top", x=0, xanchor="left"), margin=dict(t=50, b=20))
-    return fig
-
-
 def _sweep_layout(fig: go.Figure, title: str, presenter: bool) -> go.Figure:
     fig.update_xaxes(type="log", title="prompt tokens P (log scale)")
-    return legend_below(base_layout(fig, title, presenter, height=440))
+    return legend_below_in_column(base_layout(fig, title, presenter, height=440))
 
 
 def timeline_figure(timing: GenerationTiming, presenter: bool = False) -> go.Figure:
@@ -50,15 +42,14 @@ def timeline_figure(timing: GenerationTiming, presenter: bool = False) -> go.Fig
                     name=f"prefill: {timing.prompt_tokens} prompt tokens in one pass")
     fig.add_scatter(x=[None], y=[None], mode="markers", marker=dict(color=DECODE_COLOUR, size=12, symbol="square"),
                     name=f"decode: {len(timing.decode_steps)} passes of one token each")
-    fig.add_vline(x=timing.ttft_ms, line=dict(color="#333", dash="dash", width=1.5))
+    fig.add_vline(x=timing.ttft_ms, line=dict(color=PALETTE["ink"], dash="dash", width=1.5))
     fig.add_annotation(x=timing.ttft_ms, y=1.0, yref="paper", yanchor="bottom", xanchor="left", showarrow=False,
                        text=f" first token at {timing.ttft_ms:.0f} ms")
     fig.update_xaxes(title="time since the prompt arrived (ms)", rangemode="tozero")
     fig.update_yaxes(visible=False)
     fig = base_layout(fig, "One generation, pass by pass", presenter, height=250)
-    fig.update_layout(bargap=0.15, legend=dict(y=-0.55, yanchor="top", x=0, xanchor="left"),
-                      margin=dict(t=70, b=20))
-    return fig
+    fig.update_layout(bargap=0.15)
+    return legend_below(fig, y=-0.55, t=70, b=20)
 
 
 def sweep_time_figure(sweep: Sweep, presenter: bool = False) -> go.Figure:
@@ -89,12 +80,12 @@ def sweep_rate_figure(sweep: Sweep, saturation_tokens: int, presenter: bool = Fa
     fig.add_scatter(x=s["prompt_tokens"], y=decode_rate, mode="lines+markers",
                     name="decode: new tokens/s", line=dict(color=DECODE_COLOUR),
                     hovertemplate="context %{x}<br>%{y:,.0f} tokens/s<extra></extra>")
-    fig.add_vline(x=saturation_tokens, line=dict(color="#666", dash="dot", width=1.5))
+    fig.add_vline(x=saturation_tokens, line=dict(color=PALETTE["grey"], dash="dot", width=1.5))
     # Annotations on a log axis take log10 of the position (shapes such as the line do not).
     # Top left of the line: shorter prompts are below 80% of the best, so the curve is never there.
     fig.add_annotation(x=math.log10(saturation_tokens), y=1.0, yref="paper", xanchor="right", yanchor="top", xshift=-8,
                        showarrow=False, text=f"80% of the best<br>rate at {saturation_tokens} tokens ",
-                       align="right", font=dict(color="#444"), bgcolor="rgba(255,255,255,0.8)")
+                       align="right", font=dict(color=PALETTE["dark_grey"]), bgcolor="rgba(255,255,255,0.8)")
     fig.update_xaxes(tickvals=s["prompt_tokens"].tolist())
     fig.update_yaxes(title="tokens per second", rangemode="tozero", tickformat=",")
     return _sweep_layout(fig, "Tokens per second", presenter)

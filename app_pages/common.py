@@ -6,35 +6,18 @@ never mutated); everything per visitor lives in `st.session_state`.
 from __future__ import annotations
 
 import html
-import runpy
 import threading
 from collections.abc import Callable, Hashable
 from contextlib import contextmanager
 
 import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
 
 from inference.limits import Limits
 from inference.loader import LoadedModel, ModelLoadError, load_model
-from inference.paths import BUNDLED_MODEL_NAME, PROJECT_ROOT
+from inference.paths import BUNDLED_MODEL_NAME
 
-APP_FILE = PROJECT_ROOT / "app.py"
 MODEL_SOURCE_KEY = "model_source"  # what the visitor asked for ("" = bundled)
 MODEL_ERROR_KEY = "model_error"
-
-
-def use_app_navigation() -> None:
-    """Make sure app.py's `st.navigation` decides which page runs, and how.
-
-    Because a `pages/` folder exists, Streamlit starts each fresh server (and each AppTest
-    run) in its old automatic multipage mode, where a URL such as /kv-cache executes
-    pages/kv-cache.py directly, without app.py (no navigation, no layout). Then this runs
-    app.py in its place, within the same run (so a button click is not lost), and stops the
-    direct run. The file names equal the URL paths, so app.py's navigation picks this page."""
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        runpy.run_path(str(APP_FILE), run_name="__main__")
-        st.stop()
 
 
 @st.cache_resource
@@ -63,7 +46,6 @@ def current_model() -> LoadedModel:
 
     The sidebar is drawn from here, by each page, rather than once in app.py: elements
     app.py draws around `st.navigation(...).run()` vanish on reruns under AppTest."""
-    use_app_navigation()
     model_sidebar()
     source = st.session_state.get(MODEL_SOURCE_KEY, "")
     if not source:
@@ -152,7 +134,7 @@ def control_row(count: int) -> list:
 def caption(kind: str, text: str) -> None:
     """The one line under every chart: what it shows, and how its numbers were obtained."""
     tags = {"measured": "📏 Measured on this machine", "exact": "🧮 Computed exactly",
-            "illustrative": "🎨 Illustrative", "data": "📚 Published configs"}
+            "illustrative": "🎨 Illustrative", "data": "📚 Published configs", "simulated": "🎲 Simulated"}
     st.caption(f"**{tags[kind]}.** {text}")
 
 

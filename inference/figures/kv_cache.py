@@ -6,16 +6,15 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from inference.figures import base_layout, label
-from inference.timing_figures import legend_below
+from inference.figures.style import PALETTE, base_layout, label, legend_below_in_column
 
-MEASURED_COLOUR = "#2a6fdb"
-FORMULA_COLOUR = "#c0392b"
-WITH_CACHE_COLOUR = "#2a6fdb"
-WITHOUT_CACHE_COLOUR = "#c0392b"
-WEIGHT_COLOUR = "#7f8c8d"
-KV_COLOUR = "#2a6fdb"
-KV_WITHOUT_GQA_COLOUR = "#b8c4d6"
+MEASURED_COLOUR = PALETTE["blue"]
+FORMULA_COLOUR = PALETTE["red"]
+WITH_CACHE_COLOUR = PALETTE["blue"]
+WITHOUT_CACHE_COLOUR = PALETTE["red"]
+WEIGHT_COLOUR = PALETTE["slate"]
+KV_COLOUR = PALETTE["blue"]
+KV_WITHOUT_GQA_COLOUR = PALETTE["pale_blue"]
 SMOOTHING_STEPS = 9  # the per-step chart's trend line is a running median over this many steps
 
 
@@ -32,7 +31,7 @@ def cache_growth_figure(growth: pd.DataFrame, presenter: bool = False) -> go.Fig
                     hovertemplate="step %{x}<br>formula %{y:,.1f} kB<extra></extra>")
     fig.update_xaxes(title="step (0 = prefill)")
     fig.update_yaxes(title="KV cache (kB)", rangemode="tozero", tickformat=",")
-    return legend_below(base_layout(fig, "Cache size after each step", presenter, height=420))
+    return legend_below_in_column(base_layout(fig, "Cache size after each step", presenter, height=420))
 
 
 def layer_bytes_figure(layers: pd.DataFrame, presenter: bool = False) -> go.Figure:
@@ -46,7 +45,7 @@ def layer_bytes_figure(layers: pd.DataFrame, presenter: bool = False) -> go.Figu
     # A fixed range: the wide formula markers would otherwise stretch the axis past the layers.
     fig.update_xaxes(title="layer", tickmode="linear", dtick=1, range=[-0.5, len(layers) - 0.5])
     fig.update_yaxes(title="keys + values (kB)", rangemode="tozero", tickformat=",")
-    return legend_below(base_layout(fig, "Cache per layer", presenter, height=420))
+    return legend_below_in_column(base_layout(fig, "Cache per layer", presenter, height=420))
 
 
 def step_time_figure(steps: pd.DataFrame, presenter: bool = False) -> go.Figure:
@@ -67,7 +66,7 @@ def step_time_figure(steps: pd.DataFrame, presenter: bool = False) -> go.Figure:
                         line=dict(color=colour, width=3), hoverinfo="skip")
     fig.update_xaxes(title="tokens in the sequence")
     fig.update_yaxes(title="ms for this step", range=[0, 1.5 * highest_trend])
-    return legend_below(base_layout(fig, "Time per step", presenter, height=420))
+    return legend_below_in_column(base_layout(fig, "Time per step", presenter, height=420))
 
 
 def cumulative_time_figure(steps: pd.DataFrame, speedup: float, presenter: bool = False) -> go.Figure:
@@ -83,7 +82,7 @@ def cumulative_time_figure(steps: pd.DataFrame, speedup: float, presenter: bool 
                        showarrow=True, arrowhead=0, ax=-30, ay=25, xanchor="right", yanchor="top", align="right")
     fig.update_xaxes(title="tokens generated")
     fig.update_yaxes(title="total time (s)", rangemode="tozero")
-    return legend_below(base_layout(fig, "Total time so far", presenter, height=420))
+    return legend_below_in_column(base_layout(fig, "Total time so far", presenter, height=420))
 
 
 def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:

@@ -1,0 +1,8 @@
+"""Charts and HTML, one module per page, named like the page: `generate` (with the token
+chips), `sampling`, `prefill_decode`, `kv_cache`, `quantization`, `cost`. `style` holds what
+they share (palette, base layout, legends, token labels).
+
+Pure functions from data to a `plotly.graph_objects.Figure` or an HTML string: no
+Streamlit, no model runs. A figure module imports `style` and compute modules, never
+another page's figure module.
+"""

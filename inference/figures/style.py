@@ -1,0 +1,119 @@
+"""What every chart shares: the palette, the base layout, legend placement and token labels.
+
+Every figure module imports this one (and compute modules), never another page's figure
+module: a colour or a layout rule is defined here once.
+"""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import plotly.graph_objects as go
+
+FONT = dict(family="Inter, Segoe UI, sans-serif")
+GRID_COLOUR = "#eeeeee"
+ZERO_LINE_COLOUR = "#cccccc"
+
+# The one palette. Pages name their colours after what they mean (below), from these.
+PALETTE = {
+    "blue": "#2a6fdb",
+    "orange": "#f28e2b",
+    "red": "#c0392b",
+    "pale_blue": "#b8c4d6",
+    "light_blue": "#9fb8e0",
+    "blue_grey": "#9aa9bf",
+    "sky": "#5b9bd5",
+    "dark_blue": "#2a4f8f",
+    "navy": "#1f3f7a",
+    "lavender": "#c7b8e0",
+    "sand": "#e0c36b",
+    "slate": "#7f8c8d",
+    "light_grey": "#d9d9d9",
+    "ink": "#333",
+    "grey": "#666",
+    "dark_grey": "#444",
+}
+# Green (small) to red (none holds it): one flat band per step of a "which size fits" scale.
+FIT_SCALE = ["#2e8b57", "#66b36a", "#b5d96b", "#f2d15c", "#f29e4c", "#d9534f"]
+
+# A next-token distribution, on every chart that shows one.
+RAW_COLOUR = PALETTE["pale_blue"]  # the model's probability, T=1, no filters
+FINAL_COLOUR = PALETTE["blue"]  # after every setting: what the draw uses
+CHOSEN_COLOUR = PALETTE["orange"]  # the token drawn
+REMOVED_COLOUR = PALETTE["light_grey"]  # cut by a filter
+CUTOFF_COLOUR = PALETTE["red"]  # the top-p line
+
+# The two phases of a generation (Prefill vs decode, Cost).
+PREFILL_COLOUR = PALETTE["blue"]
+DECODE_COLOUR = PALETTE["orange"]
+
+
+def probability_colour(p: float) -> str:
+    """Chip colour for a probability: pale (unlikely) to deep blue (near certain)."""
+    p = min(max(p, 0.0), 1.0)
+    light, dark = np.array([255, 236, 210]), np.array([42, 111, 219])
+    low = np.array([250, 200, 200])
+    rgb = low + (light - low) * (p / 0.2) if p < 0.2 else light + (dark - light) * ((p - 0.2) / 0.8)
+    return "#%02x%02x%02x" % tuple(int(c) for c in rgb)
+
+
+def probability_text_colour(p: float) -> str:
+    """Text on a `probability_colour` background: white where the blue is deep, else black."""
+    return "#fff" if p > 0.65 else "#111"
+
+
+def label(text: str) -> str:
+    """Token text safe for Plotly: escaped, so '<b>' shows as '<b>', never as bold (Plotly
+    reads a small HTML subset in text: <b>, <a>, <br>)."""
+    return html.escape(text, quote=False)
+
+
+def repr_token(text: str) -> str:
+    """A token in quotes, so a leading space or an empty-looking token stays visible."""
+    return f"'{text}'"
+
+
+def base_layout(fig: go.Figure, title: str, presenter: bool, height: int) -> go.Figure:
+    """Title, fonts, height, margins, white plot and a legend at the top right; in presenter
+    mode every text larger."""
+    size = 20 if presenter else 13
+    title_size = size + (6 if presenter else 3)
+    fig.update_layout(
+        title=dict(text=title, font=dict(size=title_size)),
+        font=dict(size=size, **FONT),
+        height=int(height * (1.35 if presenter else 1)),
+        margin=dict(l=10, r=20, t=60, b=40),
+        plot_bgcolor="white",
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
+    )
+    fig.update_xaxes(gridcolor=GRID_COLOUR, zerolinecolor=ZERO_LINE_COLOUR)
+    fig.update_yaxes(gridcolor=GRID_COLOUR, zerolinecolor=ZERO_LINE_COLOUR)
+    # Plotly shrinks a bar's outside label to the bar's thickness (7 px on a thin bar) and
+    # clips it at the axis end: keep value labels at the text size, past the axis if needed.
+    fig.for_each_trace(lambda trace: trace.update(constraintext="none", cliponaxis=False, textfont_size=size - 2)
+                       if trace.type == "bar" and trace.textposition == "outside" else None)
+    if presenter:
+        # st.plotly_chart's Streamlit theme ignores layout.font (streamlit issue #7955): a
+        # projector needs every text's size set where the theme does not override it.
+        text = dict(size=size)
+        fig.update_xaxes(tickfont=text, title_font=text)
+        fig.update_yaxes(tickfont=text, title_font=text)
+        fig.update_layout(legend_font=text, hoverlabel_font=text, title_font_size=title_size)
+        fig.update_annotations(font_size=size)  # subplot titles and notes on the chart
+        fig.update_traces(textfont_size=size - 2)
+    return fig
+
+
+def legend_below(fig: go.Figure, y: float = -0.22, one_per_line: bool = False, **margin) -> go.Figure:
+    """Legend under the plot from its left edge, `y` (in plot heights) below it; one entry per
+    line where a row of long names would not fit. `margin` (t=, b=) adjusts the margins."""
+    fig.update_layout(legend=dict(orientation="v" if one_per_line else "h", y=y, yanchor="top", x=0, xanchor="left"))
+    if margin:
+        fig.update_layout(margin=margin)
+    return fig
+
+
+def legend_below_in_column(fig: go.Figure) -> go.Figure:
+    """Legend for a chart in a half-width column: under the plot, one entry per line (at the
+    top, it would cover the title)."""
+    return legend_below(fig, one_per_line=True, t=50, b=20)
