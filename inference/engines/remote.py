@@ -209,6 +209,7 @@ class RemoteTrace(Trace):
         self._pending: _Forward | None = None
         self._pending_server: ServerStep | None = None
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
+        self._records_routing = False  # router logits stay inside the server
 
     def _forward(self, ids: list[int], phase: str) -> _Forward:
         """One request: the whole text so far as ids (the server's prompt cache evaluates only what is new)."""
