@@ -131,11 +131,21 @@ def control_row(count: int) -> list:
     return st.columns(3) + st.columns(3)[: count - 3]
 
 
+CAPTION_KINDS = {  # the project's one vocabulary for how a number was obtained
+    "measured": "📏 Measured",  # timed or read on this machine
+    "exact": "🧮 Computed exactly",  # deterministic arithmetic on the model's outputs
+    "simulated": "🎲 Simulated",  # random draws
+    "published": "📚 Published",  # public configs and reports
+    "illustrative": "🎨 Illustrative",  # made-up numbers for a picture
+}
+
+
 def caption(kind: str, text: str) -> None:
-    """The one line under every chart: what it shows, and how its numbers were obtained."""
-    tags = {"measured": "📏 Measured on this machine", "exact": "🧮 Computed exactly",
-            "illustrative": "🎨 Illustrative", "data": "📚 Published configs", "simulated": "🎲 Simulated"}
-    st.caption(f"**{tags[kind]}.** {text}")
+    """The one line under every chart and table: what it shows, and how its numbers were obtained
+    (`kind` is one of CAPTION_KINDS)."""
+    if kind not in CAPTION_KINDS:
+        raise ValueError(f"caption kind must be one of {sorted(CAPTION_KINDS)}, got {kind!r}")
+    st.caption(f"**{CAPTION_KINDS[kind]}.** {text}")
 
 
 def view_summary(view) -> None:

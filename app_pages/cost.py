@@ -159,5 +159,5 @@ st.dataframe(public, hide_index=True, width="stretch", column_config={
     "memory_gb_bf16": st.column_config.NumberColumn("memory, bf16 (GB)", format="%.1f"),
     "weights_read_per_token_gb_bf16": st.column_config.NumberColumn("read per token (GB)", format="%.1f"),
 })
-common.caption("data", "Total and active parameters from each model's published config (sources in "
+common.caption("published", "Total and active parameters from each model's published config (sources in "
                "assets/public_models.json); GB = parameters × 2 bytes (bfloat16). Arithmetic, not measured here.")

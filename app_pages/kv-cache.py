@@ -170,7 +170,7 @@ def calculator() -> None:
         return
     memory = kv_table([by_name[name] for name in chosen], context, int(batch), precision)
     st.plotly_chart(memory_figure(memory, common.presenter()), width="stretch", key="kv_memory")
-    common.caption("data", f"From each model's published config (sources below) with the formula above, at {context:,} "
+    common.caption("published", f"From each model's published config (sources below) with the formula above, at {context:,} "
                    f"tokens × batch {batch} in {precision}. Weights: parameters × bytes; MoE models count every expert.")
     too_long = memory[memory.exceeds_context]["model"].tolist()
     if too_long:
@@ -202,7 +202,7 @@ def calculator() -> None:
                                                             help="KV cache added by one more token of one sequence"),
         },
     )
-    common.caption("data", "GB = 10⁹ bytes. Sliding-window layers (Mistral-7B-v0.1, Gemma-2) are counted as full layers; "
+    common.caption("published", "GB = 10⁹ bytes. Sliding-window layers (Mistral-7B-v0.1, Gemma-2) are counted as full layers; "
                    "DeepSeek-V3 (MLA) caches a compressed latent instead of per-head keys and values.")
     with st.expander("Sources"):
         for entry in public:

@@ -152,7 +152,7 @@ st.markdown(
 )
 fit = public_fit_table()
 st.plotly_chart(qf.fit_heatmap(fit, DEFAULT_ACCELERATOR_GB, presenter), width="stretch", key="quant_fit")
-common.caption("data", "Parameter counts from the models' published configs (assets/public_models.json); GB = 10⁹ bytes. "
+common.caption("published", "Parameter counts from the models' published configs (assets/public_models.json); GB = 10⁹ bytes. "
                f"Each cell: weight size → the smallest of {', '.join(str(s) for s in DEFAULT_ACCELERATOR_GB)} GB that holds it "
                "(dark green = 16 GB … red = none, so N of the 141 GB cards). Scales and zero points (about 3% more at 4 bits) are not counted.")
 
