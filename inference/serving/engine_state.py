@@ -63,7 +63,7 @@ class StatePoller:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="engine-state", daemon=True)
 
-    def start(self) -> "StatePoller":
+    def start(self) -> StatePoller:
         self._thread.start()
         return self
 

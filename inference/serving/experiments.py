@@ -19,13 +19,13 @@ import pandas as pd
 
 from inference.engines import llamacpp
 from inference.engines.client import LLAMACPP
+from inference.measuring import Progress
 from inference.serving import random_model
 from inference.serving.replay import EngineTarget, ReplayResult, replay, solo_run
 from inference.serving.roofline import Roof, ServedModel, decode_pass
 from inference.serving.stats import SLO
 from inference.serving.trace import SHAPES, Request, Trace, poisson_trace
 
-Progress = Callable[[int, int, str], None]
 BUNDLED = "bundled"
 DEFAULT_SLOTS = 8
 WARM_UP = Request(index=-1, arrival_s=0.0, prompt_ids=(0, 1, 2, 3), reply_tokens=4)
@@ -198,7 +198,7 @@ def roofline_verdict(table: pd.DataFrame, served: ServedModel, last_level_cache_
                     "cost of each pass (launching a few hundred small operations on 2 threads, sampling, the HTTP "
                     "server), which the roofline does not see.")
     else:
-        cache = "" if not last_level_cache_bytes else f" (more than the {last_level_cache_bytes / 2**20:,.0f} MiB cache)"
+        cache = f" (more than the {last_level_cache_bytes / 2**20:,.0f} MiB cache)" if last_level_cache_bytes else ""
         text.append(f"The weights ({weights_mb:,.0f} MB{cache}) come from memory on every pass, which is what "
                     "the roofline models. What it leaves out: kernels that reach neither roof (small matrix shapes, "
                     "2 threads shared with other work), the fixed cost of each pass, and, as the batch grows, "

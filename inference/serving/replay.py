@@ -1,8 +1,8 @@
 """Replay a trace against a serving engine with streaming, and record when every token arrived.
 
 Each request is sent at its arrival time (seconds after the replay starts) on its own thread (its own
-connection from one shared pool), whether or not earlier ones have finished: that is what users do, and it is what lets a
-batching engine batch. Its reply streams back token by token; each token is timestamped on arrival with
+connection from one shared pool), whether or not earlier ones have finished: that is what users do, and it
+is what lets a batching engine batch. Its reply streams back token by token; each token is timestamped on arrival with
 `time.perf_counter` (one monotonic clock for the whole replay). The engine is asked for exactly the trace's
 reply length, greedy, end-of-text ignored, without reusing cached prompts, so runs are comparable.
 
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from inference.engines.client import EngineClient, EngineError
+from inference.measuring import Progress
 from inference.serving.engine_state import StatePoller
 from inference.serving.stats import SLO, RequestRecord, RunSummary, request_table, summarize
 from inference.serving.trace import Request, Trace
 
-Progress = Callable[[int, int, str], None]  # (requests finished, requests in the trace, what is happening)
 READ_TIMEOUT_S = 600.0  # a request queued behind many others may wait minutes for its first byte
 TICK_S = 0.005  # how often the scheduling loop looks at the clock
 PROGRESS_S = 0.5

@@ -42,13 +42,13 @@ class ServedModel:
     bytes_per_cache_value: float = 4.0  # llama-server with -ctk f32 -ctv f32
 
     @classmethod
-    def from_safetensors(cls, path: str | Path, bytes_per_weight: float = 4.0) -> "ServedModel":
+    def from_safetensors(cls, path: str | Path, bytes_per_weight: float = 4.0) -> ServedModel:
         """Counts from a transformers Llama checkpoint's tensor shapes (no tensor is loaded). With tied embeddings
         the embedding table is also the output layer, so it is multiplied for every token; untied, only
         `lm_head` is, and the embedding table is a lookup of one row per token."""
         shapes = {}
         with safe_open(str(path), framework="pt") as f:
-            for name in f.keys():
+            for name in f.keys():  # noqa: SIM118 - safe_open is not iterable
                 shapes[name] = tuple(f.get_slice(name).get_shape())
         numel = {name: _product(shape) for name, shape in shapes.items()}
         matrices = {name for name, shape in shapes.items() if len(shape) == 2}

@@ -1,0 +1,55 @@
+"""The Serve many page under AppTest: without an engine it says how to get one; with llama-server it replays."""
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from inference.engines import llamacpp
+from tests.conftest import APP_FILE
+
+PAGE = "app_pages/serving.py"
+
+
+def open_serving_page(**widgets) -> AppTest:
+    at = AppTest.from_file(APP_FILE, default_timeout=600)
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    for key, value in widgets.items():
+        at.session_state[key] = value
+    if widgets:
+        at.run()
+        assert not at.exception
+    return at
+
+
+def charts(at) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def test_without_an_engine_the_page_says_how_to_get_one(monkeypatch):
+    """No llama-server build and no INFERENCE_LAB_ENGINES: the build command and the variable, no exception."""
+    monkeypatch.setattr(llamacpp, "is_built", lambda: False)
+    monkeypatch.delenv("INFERENCE_LAB_ENGINES", raising=False)
+    at = open_serving_page()
+    text = " ".join(w.value for w in at.warning)
+    assert "python -m inference.engines llamacpp build" in text and "INFERENCE_LAB_ENGINES" in text
+
+
+@pytest.mark.skipif(not llamacpp.is_built(), reason="llama-server is not built: python -m inference.engines "
+                                                    "llamacpp build")
+def test_replay_on_the_bundled_model_draws_every_request_and_the_comparison():
+    """Traffic shown before running; after the click: the 1-vs-N comparison, a Gantt row per request for each
+    server, the engine's state, and a cost per million tokens for each."""
+    at = open_serving_page(serving_requests=4, serving_rate=16.0, serving_slots=2)
+    traffic = charts(at)[0]
+    assert traffic["data"][0]["name"] == "prompt tokens"
+    at.button(key="serving_compare").click().run()
+    assert not at.exception
+    titles = [c["layout"].get("title", {}).get("text", "") for c in charts(at)]
+    assert "Each request, 1 slot (one at a time)" in titles and "Each request, 2 slots (batched)" in titles
+    assert "Inside the engine, 2 slots (batched)" in titles
+    by_title = {c["layout"].get("title", {}).get("text"): c for c in charts(at)}
+    gantt = by_title["Each request, 2 slots (batched)"]
+    assert len(gantt["data"][2]["y"]) == 4  # four decode bars, one per request
+    assert [m.label for m in at.metric if "slot" in m.label] == ["1 slot", "2 slots"]
