@@ -30,7 +30,9 @@ SECTIONS = {
         st.Page("app_pages/quantization.py", title="Quantization", icon="🗜️", url_path="quantization"),
         st.Page("app_pages/cost.py", title="Cost & MoE", icon="💰", url_path="cost"),
     ],
-    "Serve many": [],
+    "Serve many": [
+        st.Page("app_pages/serving.py", title="Serve many", icon="🚦", url_path="serving"),
+    ],
 }
 
 st.navigation({section: pages for section, pages in SECTIONS.items() if pages}).run()
