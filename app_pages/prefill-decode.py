@@ -2,12 +2,20 @@
 import streamlit as st
 
 from inference.prompting import prepare_prompt
-from inference.timing import default_prompt_lengths, findings, measure_sweep, time_generation
+from inference import machine
+from inference.engine import STOP_EOS
+from inference.calculator import load_public_models, weight_bytes
+from inference.flops import FlopCount
+from inference.timing import (
+    SATURATION, crossover_prompt_tokens, default_prompt_lengths, findings, measure_sweep, time_generation,
+)
 from inference.figures.prefill_decode import sweep_rate_figure, sweep_time_figure, timeline_figure
 from app_pages import common
 
 RUN_KEY = "pd_timing"
 DECODE_TOKENS = 8  # one-token passes timed after each sweep prompt
+ILLUSTRATIVE_MODEL = "Llama-3.1-8B"  # the big model of the GPU picture
+ILLUSTRATIVE_BANDWIDTH = 1e12  # bytes/s of the made-up GPU in that picture
 DEFAULT_PROMPT = ("Once upon a time, there was a little girl named Lily. She loved to play in the park with her "
                   "friends. One day, she saw a big red ball under a tree.")
 
@@ -57,7 +65,7 @@ if timing.tpot_ms is not None:
     m[3].metric("Decode, tokens/s", f"{timing.decode_tokens_per_s:,.0f}", help="New tokens written per second.")
 m[2].metric("Prefill, tokens/s", f"{timing.prefill_tokens_per_s:,.0f}",
             help=f"{timing.prompt_tokens} prompt tokens ÷ the prefill pass ({timing.prefill_ms:.1f} ms).")
-if timing.stop_reason == "eos":
+if timing.stop_reason == STOP_EOS:
     st.caption(f"The model chose its end-of-text token after {len(timing.steps)} tokens.")
 
 # -- 2. the sweep ------------------------------------------------------------------------
@@ -78,7 +86,8 @@ sweep = common.measure_on_click(
 if sweep is None:
     st.stop()
 
-found = findings(sweep, info.parameters)
+flop_count = FlopCount.of(model)
+found = findings(sweep, flop_count)
 chart_left, chart_right = common.side_by_side(2)
 with chart_left:
     st.plotly_chart(sweep_time_figure(sweep, common.presenter()), width="stretch", key="pd_sweep_time")
@@ -94,41 +103,64 @@ with chart_right:
 st.subheader("What these numbers say")
 shortest, longest = sweep.summary.iloc[0], sweep.summary.iloc[-1]
 longest_one_by_one_ms = found.longest_prompt * found.decode_ms_per_token
+reply = crossover_prompt_tokens(sweep, int(timing.steps.shape[0]))
+reply_line = {
+    "below": f"even the shortest prompt here ({int(shortest.prompt_tokens)} tokens) took longer to prefill",
+    "interpolated": f"a prompt of about **{reply.prompt_tokens:,.0f} tokens** takes as long to prefill",
+    "extrapolated": f"a prompt of about **{reply.prompt_tokens:,.0f} tokens** would take as long to prefill "
+                    f"(beyond the longest measured, {found.longest_prompt}: extended along the last two points)",
+}[reply.how]
 st.markdown(f"""
 **📏 Measured on this machine, in the sweep above:**
 - **Prefill is one parallel pass.** Reading {int(shortest.prompt_tokens)} tokens ran at
   {shortest.prefill_tokens_per_s:,.0f} tokens/s; longer prompts reached up to
-  **{found.best_prefill_tokens_per_s:,.0f} tokens/s**, and passed 80% of that best at
-  **{found.saturation_tokens} tokens**. Shorter prompts leave the arithmetic units idle part of the time;
-  longer ones gained at most a quarter more speed, because each extra token now costs about the same
-  arithmetic time: prefill has become *compute-bound*.
+  **{found.best_prefill_tokens_per_s:,.0f} tokens/s**, and passed {SATURATION:.0%} of that best at
+  **{found.saturation_tokens} tokens**.
 - **Decode is one token per pass**: about **{found.decode_ms_per_token:.1f} ms per token**
   ({found.decode_tokens_per_s:,.0f} tokens/s); {shortest.decode_ms_per_token:.1f} ms with
   {int(shortest.prompt_tokens)} tokens in the cache, {longest.decode_ms_per_token:.1f} ms with {found.longest_prompt}.
 - **The crossover.** One prefill pass over {found.longest_prompt} tokens took {found.longest_prefill_ms:.0f} ms,
   the cost of **{found.longest_prefill_in_decode_steps:.0f} decode steps**; writing those
   {found.longest_prompt} tokens one by one would take about {longest_one_by_one_ms / 1e3:.1f} s,
-  {longest_one_by_one_ms / found.longest_prefill_ms:.0f}× longer.
+  {longest_one_by_one_ms / found.longest_prefill_ms:.0f}× longer. The other way round: decoding the
+  {reply.reply_tokens} tokens of the run above takes about {reply.reply_ms:,.0f} ms, and {reply_line}.
 """ + (f"- Up to **{found.free_ride_tokens} prompt tokens**, a whole prefill pass cost no more than two decode "
        "steps: those extra tokens rode along almost free.\n" if found.free_ride_tokens else ""))
 
-weight_mb = info.weight_bytes / 1e6
-st.markdown(f"""
-**🧮 Estimated from those measurements** (counting 2 × {info.parameters / 1e6:.1f} M FLOPs per token, one multiply
-and one add per weight, attention left out):
-- Prefill did about **{found.prefill_gflops:.1f} GFLOP/s** at its best, decode **{found.decode_gflops:.2f} GFLOP/s**:
-  the same processor does {found.prefill_gflops / found.decode_gflops:.0f}× less arithmetic per second while
-  decoding, because each pass has a single token to work on.
-- Every decode pass reads all {weight_mb:,.0f} MB of weights for that one token:
-  {weight_mb / found.decode_ms_per_token:,.1f} GB/s if it did nothing else.
+if flop_count is not None:
+    dtype = next(model.parameters()).dtype
+    with st.spinner("Timing this CPU's fastest matrix product (once per server process)…"):
+        peak = machine.peak_flops(dtype)
+    share = found.prefill_flops_per_s / peak.value
+    verdict = ("most of what the arithmetic units can do: prefill is close to compute-bound here"
+               if share >= 0.5 else
+               "well below it: at these sizes something besides arithmetic (small matrices, moving data, the "
+               "Python between operations) still limits prefill here, so it is not compute-bound yet")
+    st.markdown(f"""
+**🧮 Computed exactly from the model, divided by the measured times:** a token costs
+2 × {flop_count.matmul_weights / 1e6:,.2f} M FLOPs in the layers' matrix products (a multiply and an add per
+weight), plus attention over every position before it (2 × 2 × {info.heads} heads × {info.head_dim} dims per
+position and layer), and each pass adds the output layer once (2 × {flop_count.output_weights / 1e6:,.2f} M: only
+the last position's next-token scores are computed).
+- Prefill did **{found.prefill_gflops:,.1f} GFLOP/s** at its best ({found.prefill_flops_prompt} tokens): **{share:.0%}**
+  of the {peak.value / 1e9:,.1f} GFLOP/s this CPU reached in one large matrix product ({peak.how}), {verdict}.
+- Decode did {found.decode_gflops:,.2f} GFLOP/s: the same processor does
+  {found.prefill_gflops / found.decode_gflops:,.0f}× less arithmetic per second while decoding, because each pass
+  has a single token to work on.
+- Every decode pass reads all {info.weight_bytes / 1e6:,.1f} MB of weights for that one token:
+  {info.weight_bytes / 1e6 / found.decode_ms_per_token:,.1f} GB/s if it did nothing else.
+  {machine.weights_vs_cache(info.weight_bytes)}
+""")
 
-**🎨 Illustrative (not measured here):** this model's weights are small enough that much of them can
-stay in the processor's caches (tens of MB on many CPUs), so a decode step here is probably limited by
-the fixed cost of running a few hundred small operations rather than by memory. In a big model the
-weights dominate: Llama-3.1-8B has 16 GB of bfloat16 weights, and a GPU reading memory at 1 TB/s needs
-at least 16 ms just to read them once, so it cannot decode faster than about 60 tokens/s per sequence,
-however fast it computes. That is why decode is called *memory-bandwidth-bound*, and why serving many
-sequences at once (batching) helps.
+big = next(m for m in load_public_models() if m["name"] == ILLUSTRATIVE_MODEL)
+big_bytes = weight_bytes(big["parameters"], 16)
+read_ms = big_bytes / ILLUSTRATIVE_BANDWIDTH * 1000
+st.markdown(f"""
+**🎨 Illustrative (a made-up GPU, not measured here):** in a big model the weights dominate.
+{ILLUSTRATIVE_MODEL} has {big_bytes / 1e9:,.1f} GB of bfloat16 weights (published config), and a GPU reading memory
+at {ILLUSTRATIVE_BANDWIDTH / 1e12:g} TB/s needs at least {read_ms:,.0f} ms just to read them once, so it cannot decode
+faster than about {1000 / read_ms:,.0f} tokens/s per sequence, however fast it computes. That is why decode on such
+hardware is called *memory-bandwidth-bound*, and why serving many sequences at once (batching) helps.
 """)
 with st.expander("The sweep as a table"):
     st.dataframe(sweep.summary.round(2), hide_index=True, width="stretch", key="pd_sweep_table")

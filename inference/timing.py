@@ -16,6 +16,7 @@ one hiccup of another program moves the min or max, not the quartiles.
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -230,7 +231,7 @@ def measure_sweep(model, prompt_lengths: list[int], repeats: int = 5, decode_tok
 class SweepFindings:
     """Numbers the page's explanation quotes, all read off one sweep."""
 
-    saturation_tokens: int  # shortest prompt whose prefill tokens/s reached 80% of the best
+    saturation_tokens: int  # shortest prompt whose prefill tokens/s reached SATURATION of the best
     best_prefill_tokens_per_s: float
     decode_ms_per_token: float  # median over all lengths
     decode_tokens_per_s: float
@@ -238,18 +239,31 @@ class SweepFindings:
     longest_prefill_ms: float
     longest_prefill_in_decode_steps: float  # the longest prefill costs this many decode steps
     free_ride_tokens: int | None  # longest prompt whose prefill cost at most two decode steps
-    prefill_gflops: float  # estimated: 2 x parameters FLOPs per token (attention left out)
-    decode_gflops: float
+    prefill_flops_per_s: float  # best over the prompt lengths, FLOPs counted by `inference.flops`
+    prefill_flops_prompt: int  # the prompt length where that was reached
+    decode_flops_per_s: float  # at the median decode time, with the shortest prompt's context
+
+    @property
+    def prefill_gflops(self) -> float:
+        return self.prefill_flops_per_s / 1e9
+
+    @property
+    def decode_gflops(self) -> float:
+        return self.decode_flops_per_s / 1e9
 
 
-def findings(sweep: Sweep, parameters: int) -> SweepFindings:
+def findings(sweep: Sweep, flop_count=None) -> SweepFindings:
+    """`flop_count`: an `inference.flops.FlopCount` (or anything with `prefill(n)` and `decode(context)`);
+    without one (a model behind a remote engine) the FLOP/s fields are nan."""
     s = sweep.summary
     best = float(s["prefill_tokens_per_s"].max())
     saturated = s[s["prefill_tokens_per_s"] >= SATURATION * best]
     decode_ms = float(median(s["decode_ms_per_token"].tolist()))
     cheap = (s["prefill_ms"] <= 2 * decode_ms).cummin()  # from the shortest prompt up to the first that is not
     longest = s.iloc[-1]
-    flops_per_token = 2 * parameters
+    achieved = [flop_count.prefill(int(n)) / (ms / 1000) if flop_count else math.nan
+                for n, ms in zip(s["prompt_tokens"], s["prefill_ms"])]
+    best_index = max(range(len(achieved)), key=achieved.__getitem__) if flop_count else len(achieved) - 1
     return SweepFindings(
         saturation_tokens=int(saturated["prompt_tokens"].iloc[0]),
         best_prefill_tokens_per_s=best,
@@ -259,6 +273,38 @@ def findings(sweep: Sweep, parameters: int) -> SweepFindings:
         longest_prefill_ms=float(longest["prefill_ms"]),
         longest_prefill_in_decode_steps=float(longest["prefill_ms"]) / decode_ms,
         free_ride_tokens=int(s.loc[cheap, "prompt_tokens"].max()) if cheap.any() else None,
-        prefill_gflops=flops_per_token * best / 1e9,
-        decode_gflops=flops_per_token * (1000 / decode_ms) / 1e9,
+        prefill_flops_per_s=achieved[best_index],
+        prefill_flops_prompt=int(s["prompt_tokens"].iloc[best_index]),
+        decode_flops_per_s=flop_count.decode(int(s["prompt_tokens"].iloc[0])) / (decode_ms / 1000) if flop_count
+        else math.nan,
     )
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """The prompt whose prefill takes as long as decoding a reply of `reply_tokens` tokens."""
+
+    reply_tokens: int
+    reply_ms: float  # reply_tokens x the median decode step
+    prompt_tokens: float
+    how: str  # "interpolated" between two measured prompt lengths, "extrapolated" past the longest, "below"
+
+
+def crossover_prompt_tokens(sweep: Sweep, reply_tokens: int) -> Crossover:
+    """Read off the sweep's medians: linear between measured prompt lengths, and past the longest along the
+    line through the last two (prefill time grows at least linearly with the prompt, so this errs long)."""
+    if reply_tokens < 1:
+        raise ValueError(f"`reply_tokens` has to be at least 1, but is {reply_tokens}")
+    s = sweep.summary
+    lengths, prefill = s["prompt_tokens"].astype(float).tolist(), s["prefill_ms"].tolist()
+    reply_ms = reply_tokens * float(median(s["decode_ms_per_token"].tolist()))
+    if reply_ms <= prefill[0]:
+        return Crossover(reply_tokens, reply_ms, lengths[0], "below")
+    for (n0, p0), (n1, p1) in zip(zip(lengths, prefill), zip(lengths[1:], prefill[1:])):
+        if p0 < reply_ms <= p1:
+            return Crossover(reply_tokens, reply_ms, n0 + (reply_ms - p0) * (n1 - n0) / (p1 - p0), "interpolated")
+    if len(lengths) < 2 or prefill[-1] <= prefill[-2]:
+        slope = prefill[-1] / lengths[-1]  # no rising pair to extend: through the origin
+    else:
+        slope = (prefill[-1] - prefill[-2]) / (lengths[-1] - lengths[-2])
+    return Crossover(reply_tokens, reply_ms, lengths[-1] + (reply_ms - prefill[-1]) / slope, "extrapolated")

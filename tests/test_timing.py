@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import APP_FILE
 from inference import timing as timing_module
 from inference.timing import (
-    Sweep, default_prompt_lengths, filler_prompt, findings, measure_sweep, summarise_runs, time_generation,
+    Sweep, crossover_prompt_tokens, default_prompt_lengths, filler_prompt, findings, measure_sweep, summarise_runs, time_generation,
 )
 
 torch.set_num_threads(1)  # a training job may share the machine
@@ -106,13 +106,40 @@ def test_findings_quote_the_sweep():
         {"prompt_tokens": n, "run": r, "prefill_ms": p, "prefill_tokens_per_s": n / p * 1000, "decode_ms_per_token": d}
         for n, (p, d) in medians.items() for r in (1, 2, 3)
     ])
-    found = findings(Sweep(runs=runs, summary=summarise_runs(runs), repeats=3, decode_tokens=2), parameters=1_000_000)
+    found = findings(Sweep(runs=runs, summary=summarise_runs(runs), repeats=3, decode_tokens=2), PerTokenFlops())
     assert found.best_prefill_tokens_per_s == pytest.approx(128 / 30 * 1000)
     assert found.saturation_tokens == 32  # 4,000 tokens/s >= 80% of 4,267
     assert found.decode_ms_per_token == pytest.approx(2.0)
     assert found.longest_prefill_in_decode_steps == pytest.approx(15.0)
     assert found.free_ride_tokens == 8  # 4 ms <= 2 decode steps; 16 tokens took 5 ms
     assert found.decode_gflops == pytest.approx(2e6 * 500 / 1e9)
+    assert found.prefill_flops_prompt == 128 and found.prefill_gflops == pytest.approx(2e6 * 128 / 0.030 / 1e9)
+
+
+class PerTokenFlops:
+    """2 x one million FLOPs per token, nothing else: a made-up model for made-up sweeps."""
+
+    def prefill(self, tokens):
+        return 2_000_000 * tokens
+
+    def decode(self, context):
+        return 2_000_000
+
+
+def test_crossover_prompt_is_read_off_the_sweep():
+    """Prefill 4, 5, 8, 16, 30 ms at 8..128 tokens, decode 2 ms: a 5-token reply (10 ms) matches a 40-token prompt;
+    a 40-token reply (80 ms) lies past 128 tokens, on the line through the last two points (14 ms per 64 tokens)."""
+    medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.0), 64: (16.0, 2.0), 128: (30.0, 2.0)}
+    runs = pd.DataFrame([
+        {"prompt_tokens": n, "run": r, "prefill_ms": p, "prefill_tokens_per_s": n / p * 1000, "decode_ms_per_token": d}
+        for n, (p, d) in medians.items() for r in (1, 2, 3)
+    ])
+    sweep = Sweep(runs=runs, summary=summarise_runs(runs), repeats=3, decode_tokens=2)
+    five = crossover_prompt_tokens(sweep, 5)
+    assert (five.reply_ms, five.prompt_tokens, five.how) == (10.0, 32 + 2 / 8 * 32, "interpolated")
+    forty = crossover_prompt_tokens(sweep, 40)
+    assert forty.how == "extrapolated" and forty.prompt_tokens == pytest.approx(128 + 50 / 14 * 64)
+    assert crossover_prompt_tokens(sweep, 1).how == "below"
 
 
 def test_prefill_decode_page_runs_and_its_sweep_button_draws_both_charts():

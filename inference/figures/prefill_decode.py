@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from inference.figures.style import (
     DECODE_COLOUR, PALETTE, PREFILL_COLOUR, base_layout, label, legend_below, legend_below_in_column,
 )
-from inference.timing import GenerationTiming, Sweep
+from inference.timing import SATURATION, GenerationTiming, Sweep
 
 
 def _error_bars(summary, measure: str) -> dict:
@@ -82,9 +82,9 @@ def sweep_rate_figure(sweep: Sweep, saturation_tokens: int, presenter: bool = Fa
                     hovertemplate="context %{x}<br>%{y:,.0f} tokens/s<extra></extra>")
     fig.add_vline(x=saturation_tokens, line=dict(color=PALETTE["grey"], dash="dot", width=1.5))
     # Annotations on a log axis take log10 of the position (shapes such as the line do not).
-    # Top left of the line: shorter prompts are below 80% of the best, so the curve is never there.
+    # Top left of the line: shorter prompts are below SATURATION of the best, so the curve is never there.
     fig.add_annotation(x=math.log10(saturation_tokens), y=1.0, yref="paper", xanchor="right", yanchor="top", xshift=-8,
-                       showarrow=False, text=f"80% of the best<br>rate at {saturation_tokens} tokens ",
+                       showarrow=False, text=f"{SATURATION:.0%} of the best<br>rate at {saturation_tokens} tokens ",
                        align="right", font=dict(color=PALETTE["dark_grey"]), bgcolor="rgba(255,255,255,0.8)")
     fig.update_xaxes(tickvals=s["prompt_tokens"].tolist())
     fig.update_yaxes(title="tokens per second", rangemode="tozero", tickformat=",")
