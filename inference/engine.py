@@ -22,7 +22,8 @@ import torch
 from transformers import DynamicCache
 
 from inference import fast_decode, kv_cache, model_config
-from inference.sampling import SamplingSettings, draw, seen_mask
+from inference.samplers import dry_breaker_ids, xtc_uniforms
+from inference.sampling import SamplingSettings, StepContext, draw, seen_mask
 from inference.tokens import token_text
 
 STOP_EOS = "eos"
@@ -92,6 +93,9 @@ class StepRecord:
     cache_tokens: int  # KV-cache length after this step's forward pass
     cache_bytes: int  # measured from the cache tensors
     reused_forward: bool = False  # logits kept from before a rewind: no forward pass ran
+    xtc_u: float | None = None  # XTC's own uniform for this step (its second seeded stream), when XTC was on
+    mirostat_mu: float | None = None  # mirostat's running target this step cut at, when mirostat was on
+    mirostat_mu_next: float | None = None  # ... and after this step's draw
 
 
 @dataclass
@@ -129,6 +133,8 @@ class Trace:
         self._cache = DynamicCache(config=self.model.config)
         self._pending: _Forward | None = None  # computed, not yet sampled from
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
+        self._xtc_uniforms: dict[int, torch.Tensor] = {}  # seed -> XTC's uniform per step
+        self._breaker_ids: dict[tuple[str, ...], frozenset[int]] = {}  # DRY breakers -> token ids
 
     # -- state ---------------------------------------------------------------------------
 
@@ -197,6 +203,23 @@ class Trace:
     def next_uniform(self) -> float:
         return self.uniform(len(self.records))
 
+    def step_context(self, step: int, settings: SamplingSettings) -> StepContext:
+        """What step `step`'s DRY, XTC and mirostat read: the ids before it, the DRY breakers
+        as token ids, XTC's uniform (a second stream of the run's seed, so two runs with one
+        seed share it too), and mirostat's mu as the step before left it (2·tau at the start)."""
+        if self.seed not in self._xtc_uniforms:
+            self._xtc_uniforms[self.seed] = xtc_uniforms(self.seed, self.context)
+        before = self.records[step - 1] if 0 < step <= len(self.records) else None
+        mu = before.mirostat_mu_next if before is not None and settings.mirostat else None
+        if mu is None and settings.mirostat:
+            mu = 2.0 * settings.mirostat_tau
+        breakers = settings.dry_sequence_breakers
+        if settings.dry_multiplier > 0 and breakers not in self._breaker_ids:
+            self._breaker_ids[breakers] = dry_breaker_ids(self.tokenizer, breakers)
+        return StepContext(history=tuple(self.all_ids[:len(self.prompt_ids) + step]),
+                           breaker_ids=self._breaker_ids.get(breakers, frozenset()),
+                           xtc_u=float(self._xtc_uniforms[self.seed][step]), mirostat_mu=mu)
+
     def step(self, settings: SamplingSettings, seed: int | None = None) -> StepRecord | None:
         """Choose one more token; None if the run has stopped."""
         if self.finished:
@@ -210,7 +233,8 @@ class Trace:
 
         start = time.perf_counter()
         u = self.uniform(n)
-        choice = draw(fwd.logits, settings, self._seen, u)
+        context = self.step_context(n, settings) if settings.needs_context else None
+        choice = draw(fwd.logits, settings, self._seen, u, context)
         sample_ms = (time.perf_counter() - start) * 1000
 
         record = StepRecord(
@@ -219,6 +243,8 @@ class Trace:
             prob=choice.prob, u=u, alternatives=choice.alternatives, entropy_bits=choice.entropy_bits, kept=choice.kept, forward_ms=fwd.forward_ms, sample_ms=sample_ms,
             tokens_in_forward=fwd.tokens_in_forward, cache_tokens=fwd.cache_tokens, cache_bytes=fwd.cache_bytes,
             reused_forward=fwd.reused,
+            xtc_u=context.xtc_u if settings.xtc_probability > 0 else None,
+            mirostat_mu=context.mirostat_mu if settings.mirostat else None, mirostat_mu_next=choice.mirostat_mu_next,
         )
         self.records.append(record)
         self._seen[choice.token_id] = True
