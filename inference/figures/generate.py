@@ -40,11 +40,11 @@ def next_token_bars(table: pd.DataFrame, presenter: bool = False, title: str = "
     fig = go.Figure()
     fig.add_bar(y=names, x=rows["raw"], orientation="h", name="raw (T=1, no filters)", marker_color=RAW_COLOUR,
                 hovertemplate="%{y}<br>raw %{x:.2%}<extra></extra>")
-    fig.add_bar(y=names, x=rows["min_p"], orientation="h", name="final (after all settings)", marker_color=final_colours,
-                text=[f"{v:.1%}" if v >= 0.001 else "" for v in rows["min_p"]], textposition="outside",
+    fig.add_bar(y=names, x=rows["final"], orientation="h", name="final (after all settings)", marker_color=final_colours,
+                text=[f"{v:.1%}" if v >= 0.001 else "" for v in rows["final"]], textposition="outside",
                 hovertemplate="%{y}<br>final %{x:.2%}<extra></extra>")
     fig.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05)
-    longest = max(float(rows["raw"].max()), float(rows["min_p"].max()), 0.01)
+    longest = max(float(rows["raw"].max()), float(rows["final"].max()), 0.01)
     # Room right of the longest bar for its value label.
     fig.update_xaxes(tickformat=".0%", title="probability", range=[0, longest * (1.3 if presenter else 1.2)])
     fig.update_yaxes(automargin=True)

@@ -12,7 +12,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from inference.figures.style import FINAL_COLOUR, RAW_COLOUR, REMOVED_COLOUR, base_layout, label, repr_token
-from inference.sampling import STAGES, SamplingSettings, apply_temperature, apply_top_p, display_order, entropy_bits
+from inference.sampling import SamplingSettings, apply_temperature, apply_top_p, display_order, entropy_bits
 from inference.tokens import readable_tokens
 
 TEMPERATURE_GRID = [round(0.05 * i, 2) for i in range(41)]  # 0 .. 2
@@ -88,12 +88,17 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
     """The distribution after each stage, left to right, with how many tokens survive."""
     n = min(top_n, len(view.order))
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, view.order[:n].tolist())][::-1]
-    short = {"raw": "Raw (T=1)", "penalty": "Rep. penalty", "temperature": "Temperature",
-             "top_k": "Top-k", "top_p": "Top-p", "min_p": "Min-p (final)"}
-    # Two rows of three: each panel stays wide enough to read on a laptop screen.
-    fig = make_subplots(rows=2, cols=3, shared_yaxes=True, horizontal_spacing=0.04, vertical_spacing=0.16,
-                        subplot_titles=[f"{i + 1}. {short[s]}: <b>{view.kept[s]:,}</b> kept" for i, s in enumerate(STAGES)])
-    for i, stage in enumerate(STAGES):
+    short = {"raw": "Raw (T=1)", "penalty": "Rep. penalty", "temperature": "Temperature", "top_k": "Top-k",
+             "top_p": "Top-p", "min_p": "Min-p", "typical_p": "Typical-p", "top_n_sigma": "Top-nσ", "xtc": "XTC",
+             "dry": "DRY", "mirostat": "Mirostat v2"}
+    stages = view.stages  # "raw", then the stages in the order they ran; the last is final
+    rows_needed = -(-len(stages) // 3)
+    titles = [f"{i + 1}. {short[s]}{' (final)' if s == stages[-1] else ''}: <b>{view.kept[s]:,}</b> kept"
+              for i, s in enumerate(stages)]
+    # Rows of three: each panel stays wide enough to read on a laptop screen.
+    fig = make_subplots(rows=rows_needed, cols=3, shared_yaxes=True, horizontal_spacing=0.04,
+                        vertical_spacing=0.32 / rows_needed, subplot_titles=titles)
+    for i, stage in enumerate(stages):
         shown = view.probs[stage][:n].numpy()[::-1]
         colours = [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]
         row, col = divmod(i, 3)
@@ -101,6 +106,6 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
                     hovertemplate="%{y}: %{x:.2%}<extra></extra>")
         fig.update_xaxes(range=[0, 1], tickvals=[0, 0.5], tickformat=".0%", row=row + 1, col=col + 1)
     fig.update_yaxes(automargin=True)
-    fig = base_layout(fig, "", presenter, height=2 * (110 + 24 * n))
+    fig = base_layout(fig, "", presenter, height=rows_needed * (110 + 24 * n))
     fig.update_layout(margin=dict(t=50))
     return fig
