@@ -12,12 +12,17 @@ from contextlib import contextmanager
 
 import streamlit as st
 
+from inference.engines.client import EngineError
+from inference.engines.remote import RemoteModel, connect, is_remote
 from inference.limits import Limits
 from inference.loader import LoadedModel, ModelLoadError, load_model
 from inference.paths import BUNDLED_MODEL_NAME
 
 MODEL_SOURCE_KEY = "model_source"  # what the visitor asked for ("" = bundled)
 MODEL_ERROR_KEY = "model_error"
+ENGINE_URL_KEY = "engine_url"  # the serving engine the visitor picked ("" = run the model in this process)
+ENGINE_ERROR_KEY = "engine_error"
+LOCAL_ENGINE = "In this app (transformers)"
 
 
 @st.cache_resource
@@ -40,13 +45,28 @@ def bundled_model() -> LoadedModel:
     return _cached_model("", "float32", False)
 
 
-def current_model() -> LoadedModel:
+def current_model(remote_ok: bool = False, needs_weights: str = "it works on the weights") -> LoadedModel | RemoteModel:
     """The visitor's model, after drawing the shared sidebar. If loading fails, the message
     is kept for the sidebar and the bundled model is used, so every page keeps working.
+    With a serving engine picked, pages that can run on it (`remote_ok`) get a `RemoteModel`; the
+    others say why they need the weights here (`needs_weights`) and get the local model.
 
     The sidebar is drawn from here, by each page, rather than once in app.py: elements
     app.py draws around `st.navigation(...).run()` vanish on reruns under AppTest."""
     model_sidebar()
+    url = st.session_state.get(ENGINE_URL_KEY, "")
+    if url:
+        if not remote_ok:
+            st.info(f"This page needs the model's weights in this process ({needs_weights}), so it runs on the local "
+                    "model, not on the serving engine picked in the sidebar. Generate, Sampling lab and Prefill vs "
+                    "decode run on the engine.", icon="ℹ️")
+        else:
+            try:
+                with st.spinner(f"Connecting to {url}…"):
+                    return _cached_engine(url)
+            except EngineError as err:
+                st.session_state[ENGINE_ERROR_KEY] = str(err)
+                st.session_state[ENGINE_URL_KEY] = ""
     source = st.session_state.get(MODEL_SOURCE_KEY, "")
     if not source:
         return bundled_model()
@@ -57,6 +77,61 @@ def current_model() -> LoadedModel:
         st.session_state[MODEL_ERROR_KEY] = str(err)
         st.session_state[MODEL_SOURCE_KEY] = ""
         return bundled_model()
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _cached_engine(url: str) -> RemoteModel:
+    """One connection per engine URL, shared by every session (httpx's client is thread-safe)."""
+    return connect(url)
+
+
+def _run_locally() -> None:
+    st.session_state[ENGINE_URL_KEY] = ""
+    st.session_state.pop(ENGINE_ERROR_KEY, None)
+
+
+def _pick_engine() -> None:
+    picked = st.session_state.get("engine_pick")
+    st.session_state[ENGINE_URL_KEY] = limits().engine_urls().get(picked, "")
+    st.session_state.pop(ENGINE_ERROR_KEY, None)
+
+
+def engine_sidebar() -> None:
+    """Where the model runs: in this process, or on a serving engine. A public server offers only the
+    engines INFERENCE_LAB_ENGINES names (a typed URL would let visitors make it fetch any address);
+    on localhost a URL may be typed. `?engine=<name>` in the link picks a named one."""
+    engines = limits().engine_urls()
+    typed_allowed = not server_is_public()
+    if not engines and not typed_allowed:
+        return
+    st.markdown("### Engine")
+    if not st.session_state.get("engine_link_read"):
+        st.session_state["engine_link_read"] = True
+        wanted = st.query_params.get("engine", "")
+        if wanted in engines:
+            st.session_state[ENGINE_URL_KEY] = engines[wanted]
+    url = st.session_state.get(ENGINE_URL_KEY, "")
+    # Widget state does not survive a page switch: set it from the engine in use on every run.
+    st.session_state["engine_pick"] = next((name for name, u in engines.items() if u == url), LOCAL_ENGINE)
+    st.selectbox("Runs the model", [LOCAL_ENGINE, *engines], key="engine_pick", on_change=_pick_engine,
+                 help="A serving engine runs the model; this app asks it for each step's distribution.")
+    if typed_allowed:
+        typed = st.text_input("Or an engine URL (this computer only)", key="engine_url_input",
+                              placeholder="http://127.0.0.1:8080",
+                              help="llama.cpp's llama-server or vLLM. Only offered when the app listens on localhost.")
+        if st.button("Connect", key="engine_connect", width="stretch") and typed.strip():
+            try:
+                _cached_engine(typed.strip())
+                st.session_state[ENGINE_URL_KEY] = typed.strip()
+                st.session_state.pop(ENGINE_ERROR_KEY, None)
+            except EngineError as err:
+                st.session_state[ENGINE_ERROR_KEY] = str(err)
+            st.rerun()
+    if url:
+        st.caption(f"Engine in use: `{url}`")
+        st.button("Run in this app instead", key="engine_local", width="stretch", on_click=_run_locally)
+    if st.session_state.get(ENGINE_ERROR_KEY):
+        st.error(st.session_state[ENGINE_ERROR_KEY], icon="⚠️")
 
 
 def model_sidebar() -> None:
@@ -87,6 +162,7 @@ def model_sidebar() -> None:
             st.rerun()
         if st.session_state.get(MODEL_ERROR_KEY):
             st.error(st.session_state[MODEL_ERROR_KEY], icon="⚠️")
+        engine_sidebar()
         st.divider()
         st.toggle("Presenter mode", key="presenter", help="Larger text and charts for a projector")
     if presenter():
@@ -152,7 +228,7 @@ def view_summary(view) -> None:
     """The step's key numbers in one readable line (metrics would truncate them)."""
     parts = [
         f"**Entropy** {view.entropy_raw_bits:.2f} → {view.entropy_final_bits:.2f} bits",
-        f"**Kept** {view.kept[view.final_stage]:,} of {len(view.order):,} tokens",
+        f"**Kept** {view.kept['min_p']:,} of {len(view.order):,} tokens",
         f"**Nucleus** {view.nucleus_size:,} tokens holding {view.nucleus_mass:.1%}",
     ]
     if view.settings.greedy:
@@ -195,6 +271,16 @@ def generation_slot():
             yield
         finally:
             slots.release()
+
+
+@contextmanager
+def engine_errors():
+    """A serving engine's failure (refused, timeout, HTTP error, short answer) shown as its one sentence. A
+    failed request changes nothing, so the run so far stays; the page goes on from here."""
+    try:
+        yield
+    except EngineError as err:
+        st.error(str(err), icon="⚠️")
 
 
 @st.cache_resource

@@ -7,6 +7,7 @@ from inference.prompting import prepare_prompt
 from inference.sampling import SamplingSettings
 from inference.views import step_view
 from app_pages import common
+from inference.engines.remote import distribution_note, is_remote
 
 TRACE_KEY = "gen_trace"
 # URL parameter -> (widget key, type): a shared link reopens the same prompt, settings and seed.
@@ -22,7 +23,8 @@ RANGES = {"gen_temperature": (0.0, 2.0), "gen_top_p": (0.01, 1.0), "gen_top_k": 
 
 limits = common.limits()
 RANGES["gen_max_new"] = (1, limits.max_new_tokens)
-loaded = common.current_model()
+loaded = common.current_model(remote_ok=True)
+remote = is_remote(loaded)
 model, tokenizer = loaded.model, loaded.tokenizer
 
 
@@ -122,7 +124,7 @@ elif trace is None or reset_clicked or st.session_state.get("gen_run_key") != ru
     trace = start_new_trace()
 
 if trace is not None and not prepared.error:
-    with common.generation_slot():
+    with common.generation_slot(), common.engine_errors():
         if back_clicked:
             trace.back()
         if step_clicked:
@@ -146,8 +148,12 @@ if trace is not None and play_clicked and not prepared.error:
     stop_box = st.empty()
     stop_box.button("Stop", key="gen_stop", help="Stops after the current token; what was generated stays.")
     while not trace.finished:
-        with common.generation_slot():  # one step at a time, so other visitors get turns
+        failed = True
+        with common.generation_slot(), common.engine_errors():  # one step at a time, so other visitors get turns
             trace.step(settings, seed)
+            failed = False
+        if failed:
+            break  # a serving engine failed: its message is shown, the run is kept
         show_text()  # each Streamlit call is also where a Stop click interrupts the loop
     stop_box.empty()
 
@@ -169,11 +175,15 @@ st.query_params.from_dict({
 
 # -- the current step ------------------------------------------------------------------
 if trace is not None:
+    logits = None
     if not trace.finished:
-        with common.generation_slot():
+        with common.generation_slot(), common.engine_errors():
             logits = trace.peek()
+    if logits is not None:
         view = step_view(logits, settings, trace.seen_now(), u=trace.next_uniform())
         heading = f"Step {trace.next_index}: the choice about to be made"
+    elif not trace.records:
+        st.stop()  # a serving engine failed before the first step: its message is above
     else:
         last = trace.records[-1]
         seen = trace.seen_masks()[-1]
@@ -188,6 +198,9 @@ if trace is not None:
         common.caption("exact", "Top tokens by probability from this step's real logits over the full vocabulary; "
                        "grey bars = the model's raw probability (T=1), blue = after your settings, orange = the draw, "
                        "✂ = removed by that filter; 'other' = the rest of the vocabulary.")
+        if remote:
+            server_step = trace.pending_server_step() if logits is not None else trace.server_steps[-1]
+            common.caption(*distribution_note(loaded.model, server_step))
     with chart_right:
         st.plotly_chart(cumulative_curve(view, tokenizer, settings.top_p, common.presenter()),
                         width="stretch", key="gen_cumulative")
@@ -213,6 +226,11 @@ if trace is not None:
         st.dataframe(step_frame_for_table(frame), hide_index=True, width="stretch", key="gen_table")
         st.download_button("Download CSV", frame.to_csv(index=False).encode(), "inference_lab_steps.csv",
                            "text/csv", key="gen_csv")
-        common.caption("measured", "Probabilities are exact; forward ms is the wall time of that step's forward pass here. "
-                       "It runs while your browser draws this page, so a step can take many times its usual time when "
-                       "both share one computer's CPU; the Prefill vs decode page times clean runs.")
+        if remote:
+            common.caption("measured", "Forward ms is the engine's own time to evaluate that step's new tokens (its "
+                           "`timings.prompt_ms`; its prompt cache kept the rest). The CSV adds round_trip_ms (the whole "
+                           "request measured here, answer parsed) and the tokens the engine evaluated and reused.")
+        else:
+            common.caption("measured", "Probabilities are exact; forward ms is the wall time of that step's forward pass here. "
+                           "It runs while your browser draws this page, so a step can take many times its usual time when "
+                           "both share one computer's CPU; the Prefill vs decode page times clean runs.")

@@ -11,9 +11,11 @@ from inference.sampling import SamplingSettings, seen_mask
 from inference.tokens import readable_tokens
 from inference.views import sample_many, step_view
 from app_pages import common
+from inference.engines.remote import is_remote, logits_note
 
 
-loaded = common.current_model()
+loaded = common.current_model(remote_ok=True)
+remote = is_remote(loaded)
 tokenizer = loaded.tokenizer
 presenter = common.presenter()
 
@@ -31,8 +33,11 @@ if source == "The current step on Generate":
         logits, seen = trace.records[-1].logits, trace.seen_masks()[-1]
         context_ids = trace.all_ids[:-1]
     else:
-        with common.generation_slot():
+        logits = None
+        with common.generation_slot(), common.engine_errors():
             logits = trace.peek()
+        if logits is None:
+            st.stop()  # a serving engine failed: its message is shown
         seen, context_ids = trace.seen_now(), trace.all_ids
 else:
     text = st.text_input("Prompt", "The little dog was very", key="lab_prompt")
@@ -45,13 +50,17 @@ else:
     cache = st.session_state.setdefault("lab_logits", {})
     key = (loaded.info.name, tuple(prepared.ids))
     if key not in cache:
-        with common.generation_slot():
+        with common.generation_slot(), common.engine_errors():
             cache.clear()  # one prompt's logits per session is all the page needs
             cache[key] = new_trace(loaded.model, tokenizer, prepared.ids, 1).peek()
+        if key not in cache:
+            st.stop()  # a serving engine failed: its message is shown
     logits, context_ids = cache[key], prepared.ids
     seen = seen_mask(prepared.ids, len(logits))
 
 tail = tokenizer.decode(context_ids[-40:])
+if remote:
+    common.caption(*logits_note(loaded.model, logits))
 st.markdown(f"**Context (last part):** `…{tail[-200:]}` → **?**")
 
 s = common.control_row(5)

@@ -3,6 +3,7 @@ distribution over the whole vocabulary, the same greedy tokens, the same sampled
 Step; a server killed mid-run gives one sentence and keeps the run. vLLM runs when INFERENCE_LAB_TEST_VLLM_URL
 points at a vLLM server serving the bundled model."""
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -197,3 +198,54 @@ def test_gguf_rows_measure_bytes_speed_and_drift_against_float32(bundled):
     assert table.loc["GGUF q4_K_M", "size_vs_float32"] < 0.3
     assert table.loc["GGUF q4_K_M", "mean_kl_nats"] > table.loc["GGUF f32", "mean_kl_nats"]
     assert results["q4_K_M"].file_bytes == llamacpp.gguf_path(None, "q4_K_M").stat().st_size
+
+
+def test_prefill_decode_page_times_the_engine_with_its_own_timings(llama_server, monkeypatch):
+    """The timeline's first block is the server's prefill (timings.prompt_ms); no exception on the page."""
+    import streamlit as st
+
+    from tests.conftest import run_app
+
+    monkeypatch.setenv("INFERENCE_LAB_ENGINES", f"llama.cpp={llama_server.url}")
+    st.cache_resource.clear()
+    try:
+        at = run_app({"engine": "llama.cpp"})
+        at.switch_page("app_pages/prefill-decode.py").run()
+        assert not at.exception
+        run_key, timing, server_timings = at.session_state["pd_timing"]
+        assert server_timings is not None and timing.prefill_ms == server_timings.prompt_ms
+        assert any("engine's own prefill time" in c.value for c in at.caption)
+    finally:
+        st.cache_resource.clear()
+
+
+def test_browser_generate_on_llama_server_does_five_steps_without_an_exception(llama_server):
+    from tests.browser import SKIP_REASON, chromium_available, launch, open_page, streamlit_server, wait_idle
+
+    if not chromium_available():
+        pytest.skip(SKIP_REASON)
+    from playwright.sync_api import sync_playwright
+
+    with streamlit_server({"INFERENCE_LAB_ENGINES": f"llama.cpp={llama_server.url}"}) as url, \
+            sync_playwright() as p:
+        browser = launch(p)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            open_page(page, url + "/?engine=llama.cpp&t=0.8")
+            step = page.get_by_role("button", name="Step", exact=True)
+            for i in range(5):
+                step.click()
+                page.wait_for_function(f"document.querySelectorAll('.token-chip[tabindex]').length >= {i + 1}")
+                wait_idle(page)
+            assert page.locator(".token-chip[tabindex]").count() == 5
+            assert page.locator('[data-testid="stException"]').count() == 0 and not errors
+            assert "returned all 4,096 token probabilities" in page.locator('[data-testid="stMain"]').inner_text()
+            shots = os.environ.get("INFERENCE_LAB_SHOTS")
+            if shots:
+                from tests.browser import full_screenshot
+
+                full_screenshot(page, Path(shots) / "generate_llamacpp_1280x900.png")
+        finally:
+            browser.close()

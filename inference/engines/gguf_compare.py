@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from inference.engines import llamacpp
-from inference.engines.client import EngineClient, LLAMACPP
+from inference.engines.client import LLAMACPP, EngineClient, EngineError  # noqa: F401  (EngineError: for the page)
 from inference.quantize import compare_to_reference, summarize_comparison, teacher_forced_logits
 
 # f32 first: the same engine's baseline for speed (and a check that the file itself changes nothing).
@@ -113,3 +113,18 @@ def gguf_table(results: dict[str, GGUFResult]) -> pd.DataFrame:
     if len(table):
         table["first_departure"] = table["first_departure"].astype("Int64")
     return table
+
+
+DISPLAY_COLUMNS = {"precision": "format", "engine": "runs in", "weight_bytes": "weight bytes",
+                   "size_vs_float32": "size vs float32", "decode_tokens_per_s": "decode tokens/s",
+                   "speed_vs_float32": "speed vs its float32", "mean_kl_nats": "mean KL from float32 (nats)",
+                   "top1_agreement": "top-1 agreement"}
+
+
+def side_by_side(torchao_summary: pd.DataFrame, gguf: pd.DataFrame) -> pd.DataFrame:
+    """The torchao rows (this app's engine) and the GGUF rows (llama-server) in one table. Speed is relative
+    to float32 on the same engine: the two engines' kernels differ, so only ratios within one compare."""
+    local = torchao_summary.assign(engine="this app (torch)")
+    served = gguf.assign(engine="llama-server")
+    both = pd.concat([local, served], ignore_index=True)
+    return both[list(DISPLAY_COLUMNS)].rename(columns=DISPLAY_COLUMNS)

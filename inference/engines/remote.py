@@ -275,14 +275,24 @@ class RemoteTrace(Trace):
 
 def distribution_note(engine: RemoteEngine, server: ServerStep | None) -> tuple[str, str]:
     """(caption kind, sentence) saying what on a chart is exact and what is truncated."""
-    if server is not None and server.complete:
-        return "exact", (f"The engine ({engine.dialect}) returned all {server.returned:,} token probabilities: the "
-                         "distribution is complete and every stage is computed exactly from it. The repetition penalty "
-                         "acts on the server's log-probabilities, not on raw logits.")
     if server is None:
         return "exact", f"The engine ({engine.dialect}) is asked for {engine.n_probs:,} token probabilities per step."
-    return "exact", (f"Truncated: the engine ({engine.dialect}) returned its top {server.returned:,} tokens, holding "
-                     f"{server.returned_mass:.2%} of the probability; the other {1 - server.returned_mass:.2%} "
-                     f"(other, not returned by the server) cannot be drawn, and the shares shown are renormalised "
-                     "over the returned tokens.")
+    return _note(engine, server.returned, server.returned_mass)
 
+
+def logits_note(engine: RemoteEngine, logits) -> tuple[str, str]:
+    """`distribution_note` for a stored [vocab] row of a remote step (log-probabilities, -inf where not returned)."""
+    import torch
+
+    returned = torch.isfinite(logits)
+    return _note(engine, int(returned.sum()), float(logits[returned].double().exp().sum()))
+
+
+def _note(engine: RemoteEngine, returned: int, mass: float) -> tuple[str, str]:
+    if returned >= engine.vocab_size:
+        return "exact", (f"The engine ({engine.dialect}) returned all {returned:,} token probabilities: the "
+                         "distribution is complete and every stage is computed exactly from it. The repetition penalty "
+                         "acts on the server's log-probabilities, not on raw logits.")
+    return "exact", (f"Truncated: the engine ({engine.dialect}) returned its top {returned:,} tokens, holding "
+                     f"{mass:.2%} of the probability; the other {1 - mass:.2%} (other, not returned by the "
+                     "server) cannot be drawn, and the shares shown are renormalised over the returned tokens.")

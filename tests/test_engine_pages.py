@@ -1,0 +1,74 @@
+"""Pages on a serving engine (AppTest, the stand-in llama.cpp server of tests/fake_engine.py): Generate steps
+through it, a stopped engine shows one sentence and keeps the run, pages that need the weights say so, and a
+public server offers only the engines INFERENCE_LAB_ENGINES names."""
+import pytest
+import streamlit as st
+
+from inference.engines.remote import RemoteTrace
+from tests.conftest import run_app
+from tests.fake_engine import FakeLlamaServer
+
+
+@pytest.fixture
+def fake(bundled, monkeypatch):
+    server = FakeLlamaServer(bundled)
+    monkeypatch.setenv("INFERENCE_LAB_ENGINES", f"fake={server.url}")
+    st.cache_resource.clear()  # limits() and engine connections are read again from this environment
+    yield server
+    server.stop()
+    st.cache_resource.clear()
+
+
+def test_generate_steps_five_times_on_a_named_engine(fake):
+    at = run_app({"engine": "fake", "t": "0.8"})
+    for _ in range(5):
+        at.button(key="gen_step").click().run()
+        assert not at.exception
+    trace = at.session_state["gen_trace"]
+    assert isinstance(trace, RemoteTrace) and len(trace.records) == 5
+    assert any("returned all 4,096 token probabilities" in c.value for c in at.caption)
+    assert sum(1 for path, _ in fake.requests if path == "/completion") >= 5
+
+
+def test_a_stopped_engine_shows_one_sentence_and_keeps_the_run(fake):
+    at = run_app({"engine": "fake"})
+    at.button(key="gen_step").click().run()
+    at.button(key="gen_step").click().run()
+    kept = list(at.session_state["gen_trace"].generated_ids)
+    fake.stop()
+    at.button(key="gen_step").click().run()
+    assert not at.exception
+    assert any("Cannot connect to the engine" in e.value for e in at.error)
+    assert at.session_state["gen_trace"].generated_ids[:len(kept)] == kept and len(kept) == 2
+
+
+def test_sampling_lab_reads_the_engines_distribution(fake):
+    at = run_app({"engine": "fake"})
+    at.switch_page("app_pages/sampling.py").run()
+    assert not at.exception
+    assert any("returned all 4,096" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("page", ["app_pages/kv-cache.py", "app_pages/quantization.py"])
+def test_pages_that_need_the_weights_say_why_and_run_locally(fake, page):
+    at = run_app({"engine": "fake"})
+    at.switch_page(page).run()
+    assert not at.exception
+    assert any("needs the model's weights in this process" in i.value for i in at.info)
+
+
+def test_a_public_server_offers_only_the_configured_engines(fake):
+    at = run_app()  # AppTest's server address is not loopback: a public server
+    assert at.selectbox(key="engine_pick").options == ["In this app (transformers)", "fake"]
+    assert not [t for t in at.text_input if t.key == "engine_url_input"]
+
+
+def test_a_local_server_also_accepts_a_typed_engine_url(fake, local_server, monkeypatch):
+    monkeypatch.delenv("INFERENCE_LAB_ENGINES")
+    st.cache_resource.clear()
+    at = run_app()
+    at.text_input(key="engine_url_input").set_value(fake.url).run()
+    at.button(key="engine_connect").click().run()
+    assert not at.exception and at.session_state["engine_url"] == fake.url
+    at.button(key="gen_step").click().run()
+    assert isinstance(at.session_state["gen_trace"], RemoteTrace)
