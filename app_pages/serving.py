@@ -73,7 +73,8 @@ if local and model_key != experiments.BUNDLED:
 
 # -- 1. traffic ---------------------------------------------------------------------------
 st.subheader("1. The traffic")
-c1, c2, c3, c4 = common.control_row(4)
+c1, c2 = st.columns(2)
+c3, c4 = st.columns(2)
 shape_name = c1.selectbox("Requests like", list(SHAPES), key="serving_shape")
 rate = c2.select_slider("Arrival rate λ (requests/s)", [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0], value=2.0,
                         key="serving_rate")

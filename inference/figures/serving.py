@@ -34,8 +34,8 @@ def traffic_figure(trace: Trace, presenter: bool = False) -> go.Figure:
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="arrival time (s)")
     fig.update_yaxes(title="tokens")
-    title = (f"{len(table)} requests, {trace.shape.name}, λ = {trace.rate_per_s:g} per second "
-             f"({trace.offered_tokens_per_s():.0f} reply tokens/s asked)")
+    title = (f"{len(table)} requests, {trace.shape.name}, λ = {trace.rate_per_s:g}/s<br>"
+             f"<sup>asking for {trace.offered_tokens_per_s():.0f} reply tokens/s</sup>")
     return legend_below(base_layout(fig, title, presenter, height=320), y=-0.25)
 
 
@@ -95,22 +95,23 @@ def engine_state_figure(states: pd.DataFrame, title: str, presenter: bool = Fals
 def comparison_figure(summaries: dict[str, RunSummary], presenter: bool = False) -> go.Figure:
     """Runs of the same trace side by side (e.g. one slot and N): throughput, TTFT and time per token (p50 and p95),
     goodput. `summaries` maps each run's name to its summary, in the order to draw them."""
-    panels = ["Throughput (tokens/s)", "TTFT (ms)", "Time per output token (ms)", "Goodput (good requests/s)"]
-    fig = make_subplots(rows=1, cols=4, subplot_titles=panels, horizontal_spacing=0.07)
+    panels = ["Throughput (tokens/s)", "Goodput (good requests/s)", "Time to first token (ms)",
+              "Time per output token (ms)"]
+    fig = make_subplots(rows=2, cols=2, subplot_titles=panels, horizontal_spacing=0.12, vertical_spacing=0.2)
     for i, (name, summary) in enumerate(summaries.items()):
         common = dict(name=name, marker_color=SLOT_COLOURS[min(i, len(SLOT_COLOURS) - 1)], legendgroup=name,
                       textposition="outside")
-        fig.add_bar(x=["all"], y=[summary.throughput_tokens_per_s], text=[f"{summary.throughput_tokens_per_s:.0f}"],
-                    row=1, col=1, **common)
-        for col, values in ((2, summary.ttft_s), (3, summary.tpot_s)):
-            ys = [values[50] * 1000, values[95] * 1000]
-            fig.add_bar(x=["p50", "p95"], y=ys, text=[_short(v) for v in ys], row=1, col=col, showlegend=False,
-                        **common)
+        fig.add_bar(x=["all requests"], y=[summary.throughput_tokens_per_s],
+                    text=[f"{summary.throughput_tokens_per_s:.0f}"], row=1, col=1, **common)
         fig.add_bar(x=[summary.slo.describe()], y=[summary.goodput_requests_per_s],
-                    text=[f"{summary.goodput_requests_per_s:.2f}"], row=1, col=4, showlegend=False, **common)
+                    text=[f"{summary.goodput_requests_per_s:.2f}"], row=1, col=2, showlegend=False, **common)
+        for col, values in ((1, summary.ttft_s), (2, summary.tpot_s)):
+            ys = [values[50] * 1000, values[95] * 1000]
+            fig.add_bar(x=["p50", "p95"], y=ys, text=[_short(v) for v in ys], row=2, col=col, showlegend=False,
+                        **common)
     fig.update_layout(barmode="group")
     fig.update_yaxes(rangemode="tozero")
-    return legend_below(base_layout(fig, "", presenter, height=360), y=-0.2, t=40, b=20)
+    return legend_below(base_layout(fig, "", presenter, height=560), y=-0.1, t=40, b=20)
 
 
 def _short(ms: float) -> str:

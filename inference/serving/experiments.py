@@ -198,8 +198,8 @@ def roofline_verdict(table: pd.DataFrame, served: ServedModel, last_level_cache_
                     "cost of each pass (launching a few hundred small operations on 2 threads, sampling, the HTTP "
                     "server), which the roofline does not see.")
     else:
-        cache = f" (more than the {last_level_cache_bytes / 2**20:,.0f} MiB cache)" if last_level_cache_bytes else ""
-        text.append(f"The weights ({weights_mb:,.0f} MB{cache}) come from memory on every pass, which is what "
+        cache = f", more than the {last_level_cache_bytes / 2**20:,.0f} MiB cache," if last_level_cache_bytes else ""
+        text.append(f"The weights, {weights_mb:,.0f} MB{cache} come from memory on every pass, which is what "
                     "the roofline models. What it leaves out: kernels that reach neither roof (small matrix shapes, "
                     "2 threads shared with other work), the fixed cost of each pass, and, as the batch grows, "
                     "attention and the KV cache growing with every sequence.")
