@@ -1,0 +1,365 @@
+"""Speculative decoding: the output is provably the target's, greedy and sampled.
+
+Oracles: plain greedy decoding with the step engine, transformers' assisted generation, and the
+target's own next-token distributions (20,000 draws against them, chi-square and total variation).
+"""
+import math
+
+import pytest
+import torch
+from scipy.stats import chisquare
+from transformers import DynamicCache
+
+from inference import kv_cache
+from inference import speculative as spec
+from inference.engine import new_trace
+from inference.loader import encode_prompt, load_model
+from inference.sampling import SamplingSettings, seen_mask
+
+GREEDY = SamplingSettings(temperature=0)
+PROMPTS = [
+    "Once upon a time, there was a little girl named Lily. She loved to play outside",
+    "Tom and his dog went to the park. The dog saw a ball and",
+    "The sun was hot. Ben wanted to swim in the lake, but his mom said",
+    "One day, a big red bird flew into the garden. The bird was sad because",
+]
+NEW_TOKENS = 150
+DRAWS = 20_000
+MIN_BIN = 0.005  # tokens above 0.5% get their own chi-square bin, the rest share one
+P_FLOOR = 0.001
+TV_CEILING = 0.02
+
+
+@pytest.fixture(scope="module")
+def draft(bundled):
+    return load_model(str(spec.BUNDLED_DRAFT_DIR))
+
+
+def plain_greedy(bundled, ids, new_tokens, stop_at_eos=False):
+    trace = new_trace(bundled.model, bundled.tokenizer, ids, new_tokens, stop_at_eos=stop_at_eos)
+    list(trace.run(GREEDY))
+    return trace.generated_ids
+
+
+def speculative_greedy(bundled, drafter, ids, new_tokens, gamma=4, stop_at_eos=False):
+    run = spec.new_run(bundled.model, bundled.tokenizer, drafter, ids, new_tokens, gamma=gamma, stop_at_eos=stop_at_eos)
+    list(run.run(GREEDY))
+    return run
+
+
+# -- greedy: token for token --------------------------------------------------------------------
+
+def test_greedy_speculation_with_the_draft_model_equals_plain_greedy_token_for_token(bundled, draft):
+    """4 prompts x 150 tokens: speculative greedy decoding with the draft model makes plain greedy's tokens."""
+    accepted = 0
+    for prompt in PROMPTS:
+        ids = encode_prompt(bundled.tokenizer, prompt)
+        run = speculative_greedy(bundled, spec.ModelDrafter(draft.model, draft.tokenizer), ids, NEW_TOKENS)
+        assert run.generated_ids == plain_greedy(bundled, ids, NEW_TOKENS), prompt
+        accepted += spec.summarise(run.rounds).accepted
+    assert accepted > 0  # the drafts were really used, not all thrown away
+
+
+def test_greedy_speculation_with_prompt_lookup_equals_plain_greedy_token_for_token(bundled):
+    """4 prompts x 150 tokens: speculative greedy decoding with prompt lookup makes plain greedy's tokens."""
+    accepted = 0
+    for prompt in PROMPTS:
+        ids = encode_prompt(bundled.tokenizer, prompt)
+        run = speculative_greedy(bundled, spec.PromptLookupDrafter(spec.vocabulary_rows(bundled.model)), ids, NEW_TOKENS)
+        assert run.generated_ids == plain_greedy(bundled, ids, NEW_TOKENS), prompt
+        accepted += spec.summarise(run.rounds).accepted
+    assert accepted > 0
+
+
+def test_transformers_assisted_generation_makes_our_greedy_tokens(bundled, draft):
+    """transformers' `assistant_model=` and `prompt_lookup_num_tokens=` give the tokens our greedy speculation gives."""
+    for prompt in PROMPTS[:2]:
+        ids = encode_prompt(bundled.tokenizer, prompt)
+        input_ids = torch.tensor([ids])
+        common = dict(attention_mask=torch.ones_like(input_ids), do_sample=False, max_new_tokens=NEW_TOKENS,
+                      pad_token_id=bundled.tokenizer.eos_token_id)
+        with torch.inference_mode():
+            assisted = bundled.model.generate(input_ids, assistant_model=draft.model, **common)[0, len(ids):].tolist()
+            lookup = bundled.model.generate(input_ids, prompt_lookup_num_tokens=4, **common)[0, len(ids):].tolist()
+        ours = speculative_greedy(bundled, spec.ModelDrafter(draft.model, draft.tokenizer), ids, NEW_TOKENS,
+                                  stop_at_eos=True).generated_ids
+        ours_lookup = speculative_greedy(bundled, spec.PromptLookupDrafter(4096), ids, NEW_TOKENS,
+                                         stop_at_eos=True).generated_ids
+        assert ours == assisted == lookup == ours_lookup, prompt
+
+
+# -- sampled: the target's own distribution ------------------------------------------------------
+
+class Tables:
+    """Final next-token distributions (the app's pipeline) of target and draft after a context, and
+    after the context plus any one token that can come first: everything the first two tokens need."""
+
+    def __init__(self, target, draft, ids, settings):
+        self.settings = settings
+        self.p1, self.q1 = self._rows(target, draft, [ids])
+        vocab = len(self.p1[0])
+        support = ((self.p1[0] > 0) | (self.q1[0] > 0)).nonzero().squeeze(-1).tolist()
+        p2, q2 = self._rows(target, draft, [ids + [a] for a in support])
+        self.p2 = dict(zip(support, p2))
+        self.q2 = dict(zip(support, q2))
+        self.p1, self.q1 = self.p1[0], self.q1[0]
+        # The target's own law of the second token: sum over a of p1(a) p(. | a).
+        self.second = sum(float(self.p1[a]) * self.p2[a] for a in support if self.p1[a] > 0)
+        assert len(support) < vocab // 4  # the settings keep few tokens, so the tables stay small
+
+    def _rows(self, target, draft, contexts):
+        batch = torch.tensor(contexts)
+        seen = torch.stack([seen_mask(c, target.config.vocab_size) for c in contexts])
+        with torch.inference_mode():
+            p = spec.final_probs(target(batch).logits[:, -1].float(), self.settings, seen)
+            q = spec.final_probs(draft(batch).logits[:, -1].float(), self.settings, seen)
+        return p, q
+
+
+def speculative_first_two(t: Tables, gamma: int, uniform) -> tuple[int, int]:
+    """The first two new tokens of a speculative run, with the library's own draw and accept/reject
+    rule on the real models' rows. gamma 2 reaches the second draft's test and its residual; gamma 1
+    the bonus token. A third token is never looked at, so its row is a stand-in."""
+    x1 = spec.sample_index(t.q1, uniform())
+    drafted, q_rows, p_rows = [x1], [t.q1], [t.p1, t.p2[x1]]
+    if gamma == 2:
+        x2 = spec.sample_index(t.q2[x1], uniform())
+        drafted.append(x2)
+        q_rows.append(t.q2[x1])
+        p_rows.append(t.p2[x1])  # stand-in for p(. | x1, x2): only the third token would come from it
+    verdict = spec.verify_sampled(torch.stack(p_rows), torch.stack(q_rows), drafted, uniform)
+    tokens = drafted[:verdict.accepted] + [verdict.token_id]
+    if len(tokens) >= 2:
+        return tokens[0], tokens[1]
+    first = tokens[0]  # the next round starts after it: draft one token, test it
+    x = spec.sample_index(t.q2[first], uniform())
+    verdict = spec.verify_sampled(torch.stack([t.p2[first], t.p2[first]]), t.q2[first].unsqueeze(0), [x], uniform)
+    return first, (x if verdict.accepted else verdict.token_id)
+
+
+def accept_every_draft(t: Tables, gamma: int, uniform) -> tuple[int, int]:
+    """A deliberately wrong speculative sampler: it keeps every drafted token unchecked."""
+    x1 = spec.sample_index(t.q1, uniform())
+    return x1, spec.sample_index(t.q2[x1], uniform())
+
+
+def agreement(samples: list[int], expected: torch.Tensor) -> tuple[float, float]:
+    """(chi-square p-value, total-variation distance) of draws against a distribution, over bins:
+    every token above 0.5%, plus one 'other' bin for the rest."""
+    big = (expected > MIN_BIN).nonzero().squeeze(-1).tolist()
+    index = {token: i for i, token in enumerate(big)}
+    observed = torch.zeros(len(big) + 1, dtype=torch.float64)
+    for token in samples:
+        observed[index.get(token, len(big))] += 1
+    probs = torch.cat([expected[big], (1 - expected[big].sum()).clamp(min=0).reshape(1)])
+    observed, probs = observed.numpy(), probs.numpy()
+    p_value = chisquare(observed, probs / probs.sum() * len(samples)).pvalue
+    return float(p_value), 0.5 * float(abs(observed / len(samples) - probs).sum())
+
+
+CASES = {
+    "T=1, top-k 40, gamma 2": ("Once upon a time, there was a little", SamplingSettings(temperature=1.0, top_k=40), 2),
+    "T=0.7, top-p 0.9, penalty 1.3, gamma 1": (
+        "Tom and his dog went to the park. The dog", SamplingSettings(temperature=0.7, top_p=0.9, repetition_penalty=1.3), 1),
+}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def case(request, bundled, draft):
+    prompt, settings, gamma = CASES[request.param]
+    return Tables(bundled.model, draft.model, encode_prompt(bundled.tokenizer, prompt), settings), gamma
+
+
+def draws(sampler, tables, gamma, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    uniform = lambda: float(torch.rand((), generator=gen, dtype=torch.float64))  # noqa: E731
+    pairs = [sampler(tables, gamma, uniform) for _ in range(DRAWS)]
+    return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+def test_speculative_draws_of_the_first_and_second_token_follow_the_targets_distribution(case):
+    """20,000 speculative draws: chi-square p > 0.001 and TV < 0.02 against the target's own first- and second-token law."""
+    tables, gamma = case
+    first, second = draws(speculative_first_two, tables, gamma)
+    for samples, expected in ((first, tables.p1), (second, tables.second)):
+        p_value, tv = agreement(samples, expected)
+        assert p_value > P_FLOOR and tv < TV_CEILING, (p_value, tv)
+
+
+def test_accepting_every_draft_token_fails_the_same_check(case):
+    """The same check catches a wrong sampler that never rejects (its text follows the draft, not the target)."""
+    tables, gamma = case
+    first, second = draws(accept_every_draft, tables, gamma)
+    for samples, expected in ((first, tables.p1), (second, tables.second)):
+        p_value, tv = agreement(samples, expected)
+        assert p_value < P_FLOOR or tv > TV_CEILING, (p_value, tv)
+
+
+def test_a_round_record_obeys_the_rule_it_shows(bundled, draft):
+    """Every recorded check: accepted iff u <= p/q, in order; the round's new tokens are the kept drafts and one target token."""
+    ids = encode_prompt(bundled.tokenizer, PROMPTS[0])
+    run = spec.new_run(bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 60,
+                       gamma=4, seed=7)
+    rounds = list(run.run(SamplingSettings(temperature=0.9)))
+    assert sum(r.token_kind == "residual" for r in rounds) > 0
+    for r in rounds:
+        statuses = [c.status for c in r.checks]
+        assert statuses == ["accepted"] * r.accepted + (["rejected"] + ["unchecked"] * (r.drafted - r.accepted - 1)
+                                                         if r.accepted < r.drafted else [])
+        for c in r.checks:
+            if c.status != "unchecked":
+                assert math.isclose(c.ratio, c.p / c.q) and (c.u <= c.ratio) == (c.status == "accepted")
+        assert r.new_tokens[:-1] == [c.token_id for c in r.checks[:r.accepted]]
+        assert r.new_tokens[-1] == r.token_id
+        if r.token_kind == "residual":
+            assert r.residual_top and abs(sum(x[4] for x in r.residual_top)) <= 1 + 1e-9
+            rejected = r.checks[r.accepted]
+            assert all(res >= max(0.0, p - q) - 1e-12 for _, _, p, q, res in r.residual_top)  # normalised: divided by <= 1
+            assert rejected.p < rejected.q
+    assert run.generated_ids == [t for r in rounds for t in r.new_tokens]
+
+
+def test_same_seed_same_text_and_the_global_rng_is_untouched(bundled, draft):
+    """A seed replays a sampled speculative run exactly, drawing only from the run's own generator."""
+    ids = encode_prompt(bundled.tokenizer, PROMPTS[1])
+    state = torch.get_rng_state()
+    texts = []
+    for _ in range(2):
+        run = spec.new_run(bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 40,
+                           gamma=3, seed=11)
+        list(run.run(SamplingSettings(temperature=1.0, top_p=0.95)))
+        texts.append(run.generated_ids)
+    assert texts[0] == texts[1]
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+# -- caches ------------------------------------------------------------------------------------------
+
+def test_after_a_rejection_both_caches_hold_exactly_the_accepted_prefix(bundled, draft):
+    """Lengths, bytes and contents: each cache equals a fresh prefill of the text minus its last token."""
+    ids = encode_prompt(bundled.tokenizer, PROMPTS[2])
+    drafter = spec.ModelDrafter(draft.model, draft.tokenizer)
+    run = spec.new_run(bundled.model, bundled.tokenizer, drafter, ids, 80, gamma=6, seed=3)
+    rejections = 0
+    for record in run.run(SamplingSettings(temperature=1.0)):
+        if record.token_kind != "residual":
+            continue
+        rejections += 1
+        prefix = run.all_ids[:-1]  # every accepted token; the target's own last token is fed next round
+        for model, cache in ((bundled.model, run.cache), (draft.model, drafter.cache)):
+            assert kv_cache.cache_length(cache) == len(prefix)
+            shape = kv_cache.KVShape.from_config(model.config, torch.float32)
+            assert kv_cache.measured_bytes(cache) == shape.formula_bytes(len(prefix))
+            fresh = DynamicCache(config=model.config)
+            with torch.inference_mode():
+                model(input_ids=torch.tensor([prefix]), cache=fresh, use_cache=True)
+            for (k, v), (fk, fv) in zip(kv_cache.layer_tensors(cache), kv_cache.layer_tensors(fresh)):
+                torch.testing.assert_close(k, fk, atol=1e-4, rtol=1e-4)
+                torch.testing.assert_close(v, fv, atol=1e-4, rtol=1e-4)
+        assert record.target_cache_tokens == record.draft_cache_tokens == len(prefix)
+        if rejections >= 3:
+            break
+    assert rejections >= 3
+
+
+# -- bad input -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gamma", [0, 17, -1, 2.5, True])
+def test_gamma_outside_1_to_16_is_refused_with_a_message(bundled, gamma):
+    """gamma must be an integer from 1 to 16; the message names it and the value."""
+    with pytest.raises(spec.SpeculationError, match=r"`gamma`.*from 1 to 16"):
+        spec.new_run(bundled.model, bundled.tokenizer, spec.PromptLookupDrafter(4096), [0, 1, 2], 10, gamma=gamma)
+
+
+class CountingForward:
+    def __init__(self, *models):
+        self.calls = 0
+        self.handles = [m.register_forward_pre_hook(self.count) for m in models]
+
+    def count(self, *_):
+        self.calls += 1
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+def test_a_draft_with_another_vocabulary_is_refused_before_any_forward_pass(bundled):
+    """A draft scoring other tokens gets "the draft must use the target's tokenizer", and no model runs."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    other = LlamaForCausalLM(LlamaConfig(vocab_size=1000, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1)).eval()
+    counter = CountingForward(bundled.model, other)
+    try:
+        with pytest.raises(spec.SpeculationError, match=spec.TOKENIZER_MISMATCH):
+            spec.new_run(bundled.model, bundled.tokenizer, spec.ModelDrafter(other, bundled.tokenizer), [0, 1], 10)
+    finally:
+        counter.remove()
+    assert counter.calls == 0
+
+
+def test_a_draft_with_the_same_size_but_other_tokens_is_refused(bundled, draft):
+    """Same vocabulary size is not enough: the token strings must be the same."""
+    class OtherTokens:
+        def get_vocab(self):
+            vocab = dict(bundled.tokenizer.get_vocab())
+            first, second = list(vocab)[:2]
+            vocab[first], vocab[second] = vocab[second], vocab[first]
+            return vocab
+
+    with pytest.raises(spec.SpeculationError, match=spec.TOKENIZER_MISMATCH):
+        spec.check_pair(bundled.model, bundled.tokenizer, draft.model, OtherTokens())
+
+
+def test_a_draft_larger_than_its_target_is_refused(bundled, gpt2):
+    """The bundled model cannot draft for a smaller model with the same tokenizer."""
+    small, tokenizer = gpt2
+    with pytest.raises(spec.SpeculationError, match="larger than the target"):
+        spec.new_run(small, tokenizer, spec.ModelDrafter(bundled.model, bundled.tokenizer), [0, 1], 10)
+
+
+def test_prompt_lookup_on_text_without_repeats_drafts_nothing_and_says_so(bundled):
+    """No earlier occurrence of the last tokens: the round drafts nothing, says so, and is one plain step."""
+    ids = [0, 11, 12, 13, 14, 15]
+    run = spec.new_run(bundled.model, bundled.tokenizer, spec.PromptLookupDrafter(4096), ids, 5)
+    record = run.step(GREEDY)
+    assert record.drafted == 0 and record.verify_positions == 1
+    assert "drafted nothing" in record.note
+    assert run.generated_ids == plain_greedy(bundled, ids, 1)
+
+
+def test_prompt_lookup_copies_what_followed_the_latest_match():
+    """The last 3 tokens (then fewer) are searched backwards; the tokens after the match are the draft."""
+    assert spec.find_lookup([5, 1, 2, 3, 9, 8, 1, 2, 3]) == spec.LookupMatch(3, 1, 4)
+    assert spec.find_lookup([1, 2, 7, 1, 2, 8, 4, 2]) == spec.LookupMatch(1, 4, 5)
+    assert spec.find_lookup([1, 2, 3]) is None
+    drafter = spec.PromptLookupDrafter(10)
+    proposal = drafter.propose([5, 1, 2, 3, 9, 8, 1, 2, 3], 3, GREEDY, torch.zeros(10, dtype=torch.bool), lambda: 0.5)
+    assert proposal.tokens == [9, 8, 1]
+
+
+def test_drafts_never_push_a_run_past_max_new_tokens(bundled, draft):
+    """A run stops at exactly max new tokens, the last rounds drafting fewer tokens and saying why."""
+    ids = encode_prompt(bundled.tokenizer, PROMPTS[0])
+    run = speculative_greedy(bundled, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 7, gamma=16)
+    assert len(run.generated_ids) == 7 and run.stop_reason == "max_new_tokens"
+    assert run.rounds[0].drafted <= 6 and "may add only" in run.rounds[0].note
+
+
+# -- theory --------------------------------------------------------------------------------------------
+
+def test_expected_tokens_per_pass_is_the_geometric_sum():
+    """(1 - a^(g+1)) / (1 - a): 1 at a = 0, g + 1 at a = 1, 1.9375 at a = 0.5, g = 4."""
+    assert spec.expected_tokens_per_pass(0.0, 4) == 1
+    assert spec.expected_tokens_per_pass(1.0, 4) == 5
+    assert spec.expected_tokens_per_pass(0.5, 4) == pytest.approx(1.9375)
+    assert spec.expected_tokens_per_pass(0.8, 3) == pytest.approx(sum(0.8**i for i in range(4)))
+
+
+def test_predicted_speedup_and_break_even():
+    """Speed-up = tokens per pass / (g c + 1); break-even alpha gives exactly 1; a costly draft always loses."""
+    assert spec.predicted_speedup(0.8, 4, 0.1) == pytest.approx(spec.expected_tokens_per_pass(0.8, 4) / 1.4)
+    alpha = spec.break_even_alpha(4, 0.3)
+    assert spec.predicted_speedup(alpha, 4, 0.3) == pytest.approx(1.0, abs=1e-9)
+    assert spec.break_even_alpha(4, 1.5) is None  # 5 tokens at best for the cost of 7 passes
