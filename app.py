@@ -21,6 +21,7 @@ SECTIONS = {
     "Watch it write": [
         st.Page("app_pages/generate.py", title="Generate", icon="✍️", default=True),
         st.Page("app_pages/sampling.py", title="Sampling lab", icon="🎲", url_path="sampling"),
+        st.Page("app_pages/compare.py", title="Same luck, two settings", icon="⚖️", url_path="compare"),
     ],
     "Where the time goes": [
         st.Page("app_pages/prefill-decode.py", title="Prefill vs decode", icon="⏱️", url_path="prefill-decode"),

@@ -228,7 +228,7 @@ def view_summary(view) -> None:
     """The step's key numbers in one readable line (metrics would truncate them)."""
     parts = [
         f"**Entropy** {view.entropy_raw_bits:.2f} → {view.entropy_final_bits:.2f} bits",
-        f"**Kept** {view.kept['min_p']:,} of {len(view.order):,} tokens",
+        f"**Kept** {view.kept[view.final_stage]:,} of {len(view.order):,} tokens",
         f"**Nucleus** {view.nucleus_size:,} tokens holding {view.nucleus_mass:.1%}",
     ]
     if view.settings.greedy:

@@ -7,6 +7,7 @@ from inference.prompting import prepare_prompt
 from inference.sampling import SamplingSettings
 from inference.views import step_view
 from app_pages import common
+from app_pages.widgets import sampler_controls as controls
 from inference.engines.remote import distribution_note, is_remote
 
 TRACE_KEY = "gen_trace"
@@ -94,8 +95,14 @@ s[2].slider("Top-k", 0, 200, step=1, key="gen_top_k", help="Keep only the k most
 s[3].slider("Min-p", 0.0, 1.0, step=0.01, key="gen_min_p", help="Drop tokens less likely than min-p × the top token's probability. 0 = off.")
 s[4].slider("Repetition penalty", 0.5, 2.0, step=0.05, key="gen_rep", help="Above 1 makes tokens already in the text less likely. 1 = off.")
 
-settings = SamplingSettings(
-    temperature=float(st.session_state.gen_temperature), top_k=int(st.session_state.gen_top_k),
+controls.set_defaults("gen", knobs=controls.MORE)
+if not st.session_state.get("gen_more_url_read"):  # the newer samplers and the order from a shared link
+    st.session_state["gen_more_url_read"] = True
+    for problem in controls.read_url("gen", "", st.query_params, knobs=controls.MORE):
+        st.warning(problem)
+controls.more_controls("gen")
+settings = controls.settings_from_state(
+    "gen", temperature=float(st.session_state.gen_temperature), top_k=int(st.session_state.gen_top_k),
     top_p=float(st.session_state.gen_top_p), min_p=float(st.session_state.gen_min_p),
     repetition_penalty=float(st.session_state.gen_rep),
 )
@@ -171,6 +178,7 @@ st.query_params.from_dict({
     "prompt": st.session_state.gen_prompt[:1000], "t": f"{settings.temperature:g}", "p": f"{settings.top_p:g}",
     "k": str(settings.top_k), "minp": f"{settings.min_p:g}", "rep": f"{settings.repetition_penalty:g}",
     "seed": str(seed), "max": str(int(st.session_state.gen_max_new)), "n": str(len(trace.records) if trace else 0),
+    **controls.url_values("gen", "", settings, knobs=controls.MORE),
 })
 
 # -- the current step ------------------------------------------------------------------
@@ -180,14 +188,16 @@ if trace is not None:
         with common.generation_slot(), common.engine_errors():
             logits = trace.peek()
     if logits is not None:
-        view = step_view(logits, settings, trace.seen_now(), u=trace.next_uniform())
+        context = trace.step_context(trace.next_index, settings) if settings.needs_context else None
+        view = step_view(logits, settings, trace.seen_now(), u=trace.next_uniform(), context=context)
         heading = f"Step {trace.next_index}: the choice about to be made"
     elif not trace.records:
         st.stop()  # a serving engine failed before the first step: its message is above
     else:
         last = trace.records[-1]
         seen = trace.seen_masks()[-1]
-        view = step_view(last.logits, settings, seen, u=last.u, chosen_id=last.token_id)
+        context = trace.step_context(last.index, settings) if settings.needs_context else None
+        view = step_view(last.logits, settings, seen, u=last.u, chosen_id=last.token_id, context=context)
         heading = f"Step {last.index}: the last choice"
     st.subheader(heading)
     top_n = st.slider("Tokens shown", 10, 50, 20, step=5, key="gen_top_n")

@@ -7,10 +7,11 @@ from inference.figures.sampling import (
 )
 from inference.prompting import prepare_prompt
 from inference.engine import new_trace
-from inference.sampling import SamplingSettings, seen_mask
+from inference.sampling import STAGE_NAMES, SamplingSettings, StepContext, seen_mask
 from inference.tokens import readable_tokens
 from inference.views import sample_many, step_view
 from app_pages import common
+from app_pages.widgets import sampler_controls as controls
 from inference.engines.remote import is_remote, logits_note
 
 
@@ -69,8 +70,17 @@ top_p = s[1].slider("Top-p", 0.05, 1.0, 1.0, step=0.05, key="lab_top_p")
 top_k = s[2].slider("Top-k", 0, 200, 0, key="lab_top_k")
 min_p = s[3].slider("Min-p", 0.0, 1.0, 0.0, step=0.01, key="lab_min_p")
 penalty = s[4].slider("Repetition penalty", 0.5, 2.0, 1.0, step=0.05, key="lab_rep")
-settings = SamplingSettings(temperature, top_k, top_p, min_p, penalty)
-view = step_view(logits, settings, seen, u=None)
+controls.set_defaults("lab", knobs=controls.MORE)
+controls.more_controls("lab")
+settings = controls.settings_from_state("lab", temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                                        repetition_penalty=penalty)
+# DRY reads the context, XTC is shown acting (as if its own coin came up), mirostat at its start (mu = 2·tau).
+lab_context = StepContext(history=tuple(context_ids), xtc_u=0.0, breaker_ids=controls.breaker_ids(
+    loaded.info.name, settings.dry_sequence_breakers, tokenizer) if settings.dry_multiplier > 0 else frozenset())
+view = step_view(logits, settings, seen, u=None, context=lab_context)
+if settings.xtc_probability > 0 or settings.mirostat:
+    st.caption("On this page XTC is shown at a step where it acts (a run draws whether it does, with its probability), "
+               f"and mirostat cuts at its starting μ = 2·τ = {2 * settings.mirostat_tau:g} bits.")
 
 st.subheader("Drag to see it move")
 live_left, live_right = common.side_by_side(2)
@@ -125,5 +135,5 @@ else:
 
 st.subheader("The pipeline, stage by stage")
 st.plotly_chart(pipeline_figure(view, tokenizer, presenter=presenter), width="stretch", key="lab_pipeline")
-common.caption("exact", "Repetition penalty → temperature → top-k → top-p → min-p, in the order transformers applies "
-               "them; each panel is renormalised over the tokens still kept.")
+common.caption("exact", " → ".join(STAGE_NAMES[s] for s in view.stages[1:]) + ", in the order set under More "
+               "samplers (transformers' order unless changed); each panel is renormalised over the tokens still kept.")

@@ -1,0 +1,243 @@
+"""Compare: two settings (or two models) on the same random draws, so every difference in the
+text is caused by the settings, never by luck."""
+import streamlit as st
+
+from app_pages import common
+from app_pages.widgets import sampler_controls as controls
+from inference import compare
+from inference import quant_compare as qc
+from inference.bundled import bundled_models
+from inference.engine import SEED_MAX
+from inference.figures import compare as cf
+from inference.prompting import prepare_prompt
+
+SIDES = ("A", "B")
+PREFIX = {"A": "cmp_a", "B": "cmp_b"}
+URL_PREFIX = {"A": "a_", "B": "b_"}
+DEFAULTS = {"A": {"temperature": 0.8, "top_p": 0.95},
+            "B": {"temperature": 0.8, "min_p": 0.1, "order_preset": "llama.cpp default"}}
+PAGE_DEFAULTS = {"cmp_prompt": "Once upon a time", "cmp_seed": 0, "cmp_max_new": 60, "cmp_seeds": 100}
+SEED_CHOICES = (20, 50, 100, 200)
+MULTI_NEW_TOKENS = 48  # per run in the many-seed comparison: long enough to loop, short enough to run in seconds
+PRECISIONS = ("float32", "bfloat16", "int8", "int4")
+
+loaded = common.current_model()
+tokenizer = loaded.tokenizer
+presenter = common.presenter()
+limits = common.limits()
+
+
+@st.cache_resource(max_entries=6, show_spinner=False)
+def precision_model(model_key: str, precision: str, _model):
+    """A bfloat16/int8/int4 copy of the loaded model, shared by every visitor (the original is never changed)."""
+    return qc.precision_copy(_model, precision).model
+
+
+@st.cache_data(ttl=300, show_spinner=False)
+def same_vocabulary_models(vocab: int) -> list[tuple[str, str]]:
+    """Other bundled models with this vocabulary (the same token ids, so the same draws mean the same thing)."""
+    out = []
+    for m in bundled_models():
+        if m.name == loaded.info.name:
+            continue
+        try:
+            model = common._cached_model(m.source, "float32", False)
+        except Exception:  # a folder still being written, say: not offered
+            continue
+        if model.model.get_output_embeddings().weight.shape[0] == vocab:
+            out.append((m.name, m.source))
+    return out
+
+
+def model_choices() -> list[str]:
+    vocab = loaded.model.get_output_embeddings().weight.shape[0]
+    names = [f"{loaded.info.name} · {p}" for p in PRECISIONS]
+    return names + [f"{name} · float32" for name, _ in same_vocabulary_models(vocab)]
+
+
+def model_for(choice: str):
+    name, precision = choice.rsplit(" · ", 1)
+    if name == loaded.info.name:
+        return loaded.model if precision == "float32" else precision_model(loaded.info.name, precision, loaded.model)
+    source = dict(same_vocabulary_models(loaded.model.get_output_embeddings().weight.shape[0]))[name]
+    return common._cached_model(source, "float32", False).model
+
+
+def read_url_once() -> list[str]:
+    # Defaults every run: Streamlit forgets a widget's value on a run of another page.
+    for key, value in PAGE_DEFAULTS.items():
+        st.session_state.setdefault(key, value)
+    for side in SIDES:
+        controls.set_defaults(PREFIX[side], DEFAULTS[side])
+        st.session_state.setdefault(f"cmp_model_{side}", model_choices()[0])
+    if st.session_state.get("cmp_url_read"):
+        return []
+    st.session_state["cmp_url_read"] = True
+    problems = []
+    for side in SIDES:
+        problems += controls.read_url(PREFIX[side], URL_PREFIX[side], st.query_params)
+        wanted = st.query_params.get(f"{URL_PREFIX[side]}model")
+        if wanted in model_choices():
+            st.session_state[f"cmp_model_{side}"] = wanted
+    for param, key, kind, low, high in (("prompt", "cmp_prompt", str, None, None), ("seed", "cmp_seed", int, 0, SEED_MAX),
+                                        ("max", "cmp_max_new", int, 1, limits.max_new_tokens)):
+        if param in st.query_params:
+            try:
+                value = kind(st.query_params[param])
+                st.session_state[key] = value if low is None else min(max(value, low), high)
+            except ValueError:
+                problems.append(f"`{param}` in the link is not a {kind.__name__}; using the default.")
+    return problems
+
+
+problems = read_url_once()
+st.title("⚖️ Same luck, two settings")
+st.markdown(
+    "Every run draws one random number **u** per step from its seed. Give runs **A** and **B** the same seed "
+    "and prompt and they draw the **same u at every step**: until they choose a different token they read the same "
+    "text, so the first difference, and everything after it, is caused by the settings (or the model), not by luck."
+)
+for problem in problems:
+    st.warning(problem)
+
+top = st.columns([3, 1, 1])
+top[0].text_input("Prompt", key="cmp_prompt", max_chars=2000)
+top[1].number_input("Seed (shared)", 0, SEED_MAX, step=1, key="cmp_seed")
+top[2].number_input("Max new tokens", 1, limits.max_new_tokens, step=10, key="cmp_max_new")
+
+columns = st.columns(2)
+settings, models = {}, {}
+for side, column in zip(SIDES, columns):
+    with column:
+        st.subheader(f"Settings {side}")
+        choices = model_choices()
+        if st.session_state.get(f"cmp_model_{side}") not in choices:
+            st.session_state[f"cmp_model_{side}"] = choices[0]
+        st.selectbox("Model", choices, key=f"cmp_model_{side}",
+                     help="A bfloat16/int8/int4 copy of this model, or another bundled model with the same vocabulary.")
+        controls.classic_controls(PREFIX[side], columns=3)
+        controls.more_controls(PREFIX[side], columns=3)
+        try:
+            settings[side] = controls.settings_from_state(PREFIX[side])
+        except ValueError as err:
+            st.warning(f"{side}: {err}")
+            st.stop()
+
+prepared = prepare_prompt(tokenizer, st.session_state.cmp_prompt, False, loaded.info.context, limits,
+                          int(st.session_state.cmp_max_new))
+for note in prepared.notes:
+    st.info(note)
+if prepared.error:
+    st.warning(prepared.error)
+    st.stop()
+seed, max_new = int(st.session_state.cmp_seed), min(int(st.session_state.cmp_max_new), prepared.max_new_tokens)
+
+query = {"prompt": st.session_state.cmp_prompt[:500], "seed": str(seed), "max": str(max_new)}
+for side in SIDES:
+    query.update(controls.url_values(PREFIX[side], URL_PREFIX[side], settings[side]))
+    if st.session_state[f"cmp_model_{side}"] != model_choices()[0]:
+        query[f"{URL_PREFIX[side]}model"] = st.session_state[f"cmp_model_{side}"]
+st.query_params.from_dict(query)
+
+# -- one seed --------------------------------------------------------------------------------
+run_key = (tuple(prepared.ids), seed, max_new, settings["A"], settings["B"],
+           st.session_state.cmp_model_A, st.session_state.cmp_model_B)
+pairs = st.session_state.setdefault("cmp_pairs", {})
+if run_key not in pairs:
+    with common.generation_slot():
+        model_a, model_b = model_for(st.session_state.cmp_model_A), model_for(st.session_state.cmp_model_B)
+        pairs.clear()  # one pair per session is all the page shows
+        pairs[run_key] = compare.shared_draw_pair(model_a, model_b, tokenizer, prepared.ids, settings["A"],
+                                                  settings["B"], seed, max_new)
+pair = pairs[run_key]
+parting = pair.parting
+text_columns = st.columns(2)
+for side, column, trace in zip(SIDES, text_columns, (pair.trace_a, pair.trace_b)):
+    with column:
+        st.markdown(f"**{side}** · {st.session_state[f'cmp_model_{side}']} · {len(trace.records)} tokens")
+        st.markdown(cf.parting_html(tokenizer, trace.prompt_ids, pair.trace_a.generated_ids, pair.trace_b.generated_ids,
+                                    None if parting is None else parting.step, side), unsafe_allow_html=True)
+if parting is None:
+    st.success(f"Same seed, same text: with these settings A and B chose the same token at all "
+               f"{len(pair.trace_a.records)} steps.")
+else:
+    st.info(f"**They part at step {parting.step}** (boxed above): {parting.reason}")
+    left, right = common.side_by_side(2)
+    with left:
+        st.plotly_chart(cf.final_distributions(parting, tokenizer, presenter), width="stretch", key="cmp_finals")
+        common.caption("exact", "Both final distributions at that step, from each run's recorded logits and settings; "
+                       "the outlined bar is the token each run chose.")
+    with right:
+        st.plotly_chart(cf.shared_u_cdfs(parting, tokenizer, presenter), width="stretch", key="cmp_cdfs")
+        common.caption("exact", f"Each run's cumulative probability in its own most-likely-first order and the one "
+                       f"u = {parting.u:.3f} both drew: each chose the token where its curve first passes u.")
+
+for side, trace in zip(SIDES, (pair.trace_a, pair.trace_b)):
+    if settings[side].mirostat and trace.records:
+        st.plotly_chart(cf.mirostat_figure(trace.records, side, presenter), width="stretch", key=f"cmp_miro_{side}")
+        common.caption("exact", f"{side}'s mirostat v2, step by step: the surprise −log₂ p of each chosen token, the cut "
+                       "μ that step used (tokens more surprising were removed), moving toward τ after every draw.")
+
+# -- the order lesson --------------------------------------------------------------------------
+st.subheader("Same settings, two orders")
+lesson = compare.order_lesson(pair.trace_a, settings["A"])
+if lesson is None:
+    st.markdown(f"With A's settings the transformers order and llama.cpp's order keep the same tokens at every one "
+                f"of the {len(pair.trace_a.records)} steps of A's run. They differ when temperature is not 1 and a "
+                "filter that reads probabilities (top-p, min-p, typical-p, XTC) is on: try T = 1.5 with min-p 0.1.")
+else:
+    t = settings["A"].temperature
+    st.markdown(
+        f"At **step {lesson.step}** of A's run, A's settings keep **{lesson.transformers.kept[lesson.transformers.final_stage]:,}** "
+        f"tokens in the transformers order (temperature {t:g} first, then the filters) and "
+        f"**{lesson.llama_cpp.kept[lesson.llama_cpp.final_stage]:,}** in llama.cpp's (filters on the T = 1 "
+        f"probabilities, temperature {t:g} last): {lesson.only_transformers:,} kept only by the first, "
+        f"{lesson.only_llama_cpp:,} only by the second."
+    )
+    st.plotly_chart(cf.order_lesson_figure(lesson, tokenizer, presenter), width="stretch", key="cmp_order")
+    common.caption("exact", "The first step of A's run where the two orders keep different tokens, found by re-reading "
+                   "every recorded step under both orders; ✂ marks a token that order removed.")
+
+# -- many seeds --------------------------------------------------------------------------------
+st.subheader("Over many seeds")
+st.markdown(
+    "One seed is one story. Run A and B on many seeds (seed i shared by both) and compare what their texts are "
+    "like: how often a 4-token phrase repeats, how varied the word pairs are, how likely the float32 model finds "
+    "the text, and how long it runs before the end-of-story token."
+)
+count = st.select_slider("Seeds", SEED_CHOICES, key="cmp_seeds")
+seeds = list(range(int(count)))
+multi_key = ("compare", loaded.info.name, tuple(prepared.ids), tuple(seeds), MULTI_NEW_TOKENS, settings["A"],
+             settings["B"], st.session_state.cmp_model_A, st.session_state.cmp_model_B)
+
+
+def measure(progress):
+    model_a, model_b = model_for(st.session_state.cmp_model_A), model_for(st.session_state.cmp_model_B)
+    return compare.many_seeds(model_a, model_b, tokenizer, loaded.model, prepared.ids, settings["A"], settings["B"],
+                              seeds, MULTI_NEW_TOKENS, progress)
+
+
+result = common.measure_on_click(f"Run A and B on {len(seeds)} seeds", "cmp_many", multi_key, measure,
+                                 f"Press the button to write {len(seeds)} stories with A and {len(seeds)} with B "
+                                 f"({MULTI_NEW_TOKENS} tokens at most each, all seeds decoded as one batch).")
+if result is not None:
+    verdicts = result.verdicts()
+    if verdicts:
+        for line in verdicts:
+            st.markdown(f"- **{line}**")
+    else:
+        st.markdown("- No verdict: for every statistic the 95% intervals of A and B overlap, so these "
+                    f"{len(result.seeds)} seeds cannot tell the settings apart.")
+    st.plotly_chart(cf.interval_figure(result.summary, presenter), width="stretch", key="cmp_intervals")
+    capped_a, capped_b = int((~result.stats_a["stopped"]).sum()), int((~result.stats_b["stopped"]).sum())
+    common.caption("simulated", f"{len(result.seeds)} seeded runs per side ({result.seconds:.1f} s here), each up to "
+                   f"{MULTI_NEW_TOKENS} tokens; the interval is a seeded percentile bootstrap "
+                   f"({compare.BOOTSTRAP_RESAMPLES:,} resamples) of the recorded runs' mean. Runs that never chose the "
+                   f"stop token count as {MULTI_NEW_TOKENS} long (A: {capped_a}, B: {capped_b}). Log-probability: the "
+                   f"float32 {loaded.info.name} reading each text at T = 1.")
+    hist = common.side_by_side(2)
+    for i, (metric, title) in enumerate(compare.METRICS.items()):
+        with hist[i % 2]:
+            st.plotly_chart(cf.distributions_figure(result.stats_a, result.stats_b, metric, title, presenter),
+                            width="stretch", key=f"cmp_hist_{metric}")
+    common.caption("simulated", "How each statistic spreads over the runs, A against B.")

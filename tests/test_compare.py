@@ -1,0 +1,142 @@
+"""Shared-draw A/B: two settings on the same u at every step, and the many-seed comparison."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from inference.compare import (
+    ManySeeds,
+    batched_runs,
+    bootstrap_interval,
+    distinct_n,
+    first_difference,
+    many_seeds,
+    order_lesson,
+    repetition_rate,
+    run_to_end,
+    shared_draw_pair,
+    summarize,
+)
+from inference.loader import encode_prompt
+from inference.sampling import SamplingSettings
+
+PROMPT = "Once upon a time"
+
+
+def prompt_ids(bundled):
+    return encode_prompt(bundled.tokenizer, PROMPT)
+
+
+def test_same_seed_and_settings_in_a_and_b_give_bit_identical_runs(bundled):
+    """A and B with one seed and one setting: every token, u, probability and logit is equal."""
+    settings = SamplingSettings(temperature=0.9, top_p=0.9, xtc_probability=0.5, dry_multiplier=0.8, mirostat=True)
+    pair = shared_draw_pair(bundled.model, bundled.model, bundled.tokenizer, prompt_ids(bundled), settings, settings,
+                            seed=11, max_new_tokens=30)
+    a, b = pair.trace_a.records, pair.trace_b.records
+    assert pair.parting is None and len(a) == len(b) > 0
+    for x, y in zip(a, b):
+        assert (x.token_id, x.u, x.prob, x.xtc_u, x.mirostat_mu) == (y.token_id, y.u, y.prob, y.xtc_u, y.mirostat_mu)
+        assert torch.equal(x.logits, y.logits)
+
+
+def test_a_setting_that_cannot_change_a_step_does_not_part_the_texts_there(bundled):
+    """B adds top-k 50 to A's top-p 0.5: at every step where A kept 50 tokens or fewer, B's
+    distribution is A's, so with the shared u the texts cannot part there."""
+    a_settings = SamplingSettings(temperature=1.0, top_p=0.5)
+    b_settings = SamplingSettings(temperature=1.0, top_p=0.5, top_k=50)
+    for seed in range(3):
+        pair = shared_draw_pair(bundled.model, bundled.model, bundled.tokenizer, prompt_ids(bundled), a_settings,
+                                b_settings, seed=seed, max_new_tokens=40)
+        if pair.parting is not None:
+            assert pair.trace_a.records[pair.parting.step].kept > 50
+        else:
+            assert pair.trace_a.generated_ids == pair.trace_b.generated_ids
+
+
+def test_parting_is_explained_by_the_stage_that_removed_a_token(bundled):
+    """A (T = 1.2) and B (T = 1.2, top-k 3) part at the first step where A's token is not in B's
+    top 3 (same u, same context before it), and the sentence names B's top-k."""
+    a_settings, b_settings = SamplingSettings(temperature=1.2), SamplingSettings(temperature=1.2, top_k=3)
+    pair = shared_draw_pair(bundled.model, bundled.model, bundled.tokenizer, prompt_ids(bundled), a_settings,
+                            b_settings, seed=5, max_new_tokens=40)
+    parting = pair.parting
+    assert parting is not None
+    step = parting.step
+    assert pair.trace_a.generated_ids[:step] == pair.trace_b.generated_ids[:step]
+    assert pair.trace_a.records[step].u == pair.trace_b.records[step].u
+    if pair.trace_a.records[step].rank >= 3:
+        assert "B's top-k removed" in parting.reason
+    assert f"{parting.u:.3f}" in parting.reason
+
+
+def test_order_lesson_finds_a_step_where_the_orders_keep_different_tokens(bundled):
+    """At T = 1.5 with min-p 0.1, cutting before (llama.cpp) or after (transformers) dividing by T
+    keeps different token sets at some step; the lesson's two views show exactly that."""
+    trace = run_to_end(bundled.model, bundled.tokenizer, prompt_ids(bundled), SamplingSettings(temperature=0.8), 2, 20)
+    lesson = order_lesson(trace, SamplingSettings(temperature=1.5, min_p=0.1))
+    assert lesson is not None
+    kept_t = lesson.transformers.kept[lesson.transformers.final_stage]
+    kept_l = lesson.llama_cpp.kept[lesson.llama_cpp.final_stage]
+    assert kept_t - lesson.only_transformers == kept_l - lesson.only_llama_cpp  # the tokens both keep
+    assert lesson.only_transformers + lesson.only_llama_cpp > 0
+
+
+def test_batched_runs_equal_single_runs_with_the_same_seeds(bundled):
+    """Row i of the batch draws seed i's u's: it writes what a single run with that seed writes."""
+    settings = SamplingSettings(temperature=0.8, top_p=0.95)
+    seeds = [0, 1, 2, 3]
+    runs = batched_runs(bundled.model, bundled.tokenizer, prompt_ids(bundled), settings, seeds, 30)
+    for seed, run in zip(seeds, runs):
+        single = run_to_end(bundled.model, bundled.tokenizer, prompt_ids(bundled), settings, seed, 30)
+        assert run == single.generated_ids
+
+
+def test_text_statistics_on_a_hand_counted_example():
+    """1 2 3 4 1 2 3 4 1: 6 four-grams of which 2 repeat an earlier one; 8 bigrams, 4 distinct."""
+    ids = [1, 2, 3, 4, 1, 2, 3, 4, 1]
+    assert repetition_rate(ids) == pytest.approx(2 / 6)
+    assert distinct_n(ids, 2) == pytest.approx(0.5)
+    assert np.isnan(repetition_rate([1, 2, 3]))
+    assert first_difference([1, 2, 3], [1, 2, 4]) == 2 and first_difference([1, 2], [1, 2]) is None
+    assert first_difference([1, 2], [1, 2, 3]) == 2
+
+
+def test_bootstrap_interval_is_seeded_and_brackets_the_mean():
+    """Same seed, same interval; the interval holds the sample mean and shrinks with more data."""
+    values = [0.1, 0.4, 0.35, 0.2, 0.5, 0.3, 0.25, 0.45]
+    low, high = bootstrap_interval(values, seed=3)
+    assert (low, high) == bootstrap_interval(values, seed=3)
+    assert low < np.mean(values) < high
+    wide = high - low
+    low4, high4 = bootstrap_interval(values * 4, seed=3)
+    assert high4 - low4 < wide
+
+
+def test_verdict_only_where_the_intervals_do_not_overlap():
+    """A tiny fixed example: B repeats far more (intervals apart: one verdict); the lengths
+    overlap (no verdict)."""
+    stats_a = pd.DataFrame({"repetition_rate": [0.0, 0.05, 0.02, 0.01, 0.03, 0.0], "distinct_2": [0.9] * 6,
+                            "mean_logprob": [-2.0, -2.1, -1.9, -2.2, -2.0, -2.05], "length": [20, 30, 25, 40, 35, 28]})
+    stats_b = pd.DataFrame({"repetition_rate": [0.5, 0.6, 0.55, 0.45, 0.62, 0.58], "distinct_2": [0.9] * 6,
+                            "mean_logprob": [-2.0, -2.1, -1.95, -2.15, -2.0, -2.1], "length": [22, 31, 27, 38, 33, 29]})
+    summary = summarize(stats_a, stats_b, bootstrap_seed=0)
+    result = ManySeeds(list(range(6)), [], [], stats_a, stats_b, summary, 0.0)
+    verdicts = result.verdicts()
+    assert summary.set_index("metric").loc["repetition_rate", "differs"]
+    assert not summary.set_index("metric").loc["length", "differs"]
+    assert len(verdicts) == 1 and verdicts[0].startswith("B has the higher repeated 4-grams")
+    # The intervals are computed from these recorded values: the means are theirs.
+    assert summary.set_index("metric").loc["repetition_rate", "mean_b"] == pytest.approx(stats_b["repetition_rate"].mean())
+
+
+def test_many_seeds_statistics_come_from_the_recorded_runs(bundled):
+    """Each run's statistics are recomputed from its recorded tokens, and A = B gives equal rows."""
+    settings = SamplingSettings(temperature=1.0, top_p=0.9)
+    result = many_seeds(bundled.model, bundled.model, bundled.tokenizer, bundled.model, prompt_ids(bundled),
+                        settings, settings, seeds=[0, 1, 2, 3, 4, 5], max_new_tokens=24)
+    assert result.runs_a == result.runs_b
+    pd.testing.assert_frame_equal(result.stats_a, result.stats_b)
+    for run, (_, row) in zip(result.runs_a, result.stats_a.iterrows()):
+        assert row["length"] == len(run)
+        assert row["distinct_2"] == pytest.approx(distinct_n(run, 2), nan_ok=True)
+    assert not result.summary["differs"].any() and result.verdicts() == []

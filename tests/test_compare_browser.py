@@ -1,0 +1,40 @@
+"""/compare in Chromium: the page opens with no error, the many-seed comparison runs in the
+browser on the bundled model behind its progress bar, and full-page screenshots at 1280x900
+and 800x1000 go to /tmp for a person to look at."""
+from pathlib import Path
+
+import pytest
+
+from tests.browser import SKIP_REASON, chromium_available, full_screenshot, launch, open_page, streamlit_server, wait_idle
+
+pytestmark = pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)
+SHOTS = Path("/tmp/inference_lab_compare")
+
+
+def test_compare_page_runs_many_seeds_in_the_browser():
+    """Press "Run A and B" (20 seeds): the progress bar shows, then the interval chart; no exception."""
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(exist_ok=True)
+    with streamlit_server() as url, sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        open_page(page, f"{url}/compare?seed=3")
+        assert page.locator('[data-testid="stException"]').count() == 0
+        page.get_by_role("slider", name="Seeds").focus()
+        page.keyboard.press("Home")  # 20 seeds: the smallest choice
+        wait_idle(page)
+        page.get_by_role("button", name="Run A and B on 20 seeds").click()
+        page.wait_for_selector('[data-testid="stProgress"]', timeout=120_000)
+        page.wait_for_function("() => document.body.innerText.includes('Mean per run, with bootstrap')",
+                               timeout=600_000)
+        wait_idle(page, 600_000)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert not errors
+        full_screenshot(page, SHOTS / "compare_1280.png")
+        page.set_viewport_size({"width": 800, "height": 1000})
+        page.wait_for_timeout(800)
+        full_screenshot(page, SHOTS / "compare_800.png")
+        browser.close()
