@@ -125,6 +125,9 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
     results["view_ms_vocab_4k"] = view_ms(4096)
     results["view_ms_vocab_50k"] = view_ms(50257)
     results["trace_view_ms_200"] = trace_view_ms(model, tokenizer)
+    from inference.speculative_timing import bundled_benchmark  # greedy, gamma 4, the bundled draft and prompt lookup
+
+    results.update(bundled_benchmark(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT)))
     from inference.engines.bench import engine_figures  # llama-server, when built or running
 
     results.update(engine_figures(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT)))

@@ -8,6 +8,8 @@ from inference import bench
 ISSUE_KEYS = {"engine_tokens_per_s", "generate_tokens_per_s", "engine_vs_generate", "ttft_ms", "decode_ms_per_token",
               "view_ms_vocab_4k", "view_ms_vocab_50k", "trace_view_ms_200", "model", "torch_threads",
               "transformers_version"}
+SPECULATIVE_KEYS = {"spec_greedy_identical", "spec_acceptance_rate", "spec_tokens_per_target_pass", "spec_speedup_vs_plain",
+                    "hf_assisted_speedup_vs_plain", "spec_prompt_lookup_speedup_vs_plain"}  # issue #14
 
 
 def test_bench_writes_every_figure_to_json_and_prints_a_table(tmp_path, capsys, monkeypatch):
@@ -16,10 +18,16 @@ def test_bench_writes_every_figure_to_json_and_prints_a_table(tmp_path, capsys, 
                         "prefill_and_decode": dict(decode_tokens=8, repeats=1),
                         "view_ms": dict(repeats=2), "trace_view_ms": dict(steps=20, repeats=1)}.items():
         monkeypatch.setattr(bench, name, partial(getattr(bench, name), **fewer))
+    from inference import speculative_timing
+
+    monkeypatch.setattr(speculative_timing, "bundled_benchmark",
+                        partial(speculative_timing.bundled_benchmark, new_tokens=24, repeats=1))
     path = tmp_path / "bench.json"
     bench.main(["--no-quantization", "--no-serving", "--json", str(path)])
     figures = json.loads(path.read_text())
     assert ISSUE_KEYS <= figures.keys()
+    assert SPECULATIVE_KEYS <= figures.keys() and figures["spec_greedy_identical"] is True
+    assert 0 <= figures["spec_acceptance_rate"] <= 1 and 1 <= figures["spec_tokens_per_target_pass"] <= 5
     assert figures["new_tokens"] == 16 and figures["model"] == "storyteller-llama-6m"
     assert all(figures[k] > 0 for k in ISSUE_KEYS - {"model", "transformers_version"})
     ratio = figures["engine_tokens_per_s"] / figures["generate_tokens_per_s"]

@@ -1,0 +1,109 @@
+"""The Speculative decoding page in Streamlit's AppTest: rounds, charts, URL settings, bad input."""
+import json
+
+from streamlit.testing.v1 import AppTest
+
+from inference import speculative as spec
+from inference.engine import new_trace
+from inference.sampling import SamplingSettings
+from tests.conftest import APP_FILE
+
+PAGE = "app_pages/speculative.py"
+
+
+def open_page(query: dict | None = None) -> AppTest:
+    at = AppTest.from_file(APP_FILE, default_timeout=300)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    return at
+
+
+def chart_titles(at) -> list[str]:
+    return [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+
+
+def test_step_runs_one_round_and_shows_its_test_residual_timeline_and_theory():
+    """A sampled round: drafts as chips, p vs q, u against p/q, the residual on a rejection, the timeline and theory."""
+    at = open_page({"t": "1.0", "seed": "3", "g": "6"})
+    for _ in range(6):
+        at.button(key="spec_step").click().run()
+        assert not at.exception
+        run = at.session_state["spec_run"]
+        if run.rounds[-1].token_kind == "residual":
+            break
+    assert run.rounds[-1].token_kind == "residual"
+    titles = " | ".join(chart_titles(at))
+    for expected in ("q (draft) vs p (target)", "u ≤ p/q", "residual", "Where the time went", "Speed-up against α"):
+        assert expected.lower() in titles.lower(), titles
+    assert len(run.rounds) == int(at.query_params["n"][0] if isinstance(at.query_params["n"], list) else at.query_params["n"])
+    assert any(m.label.startswith("α") for m in at.metric)
+
+
+def test_greedy_play_writes_plain_greedy_text_and_metrics():
+    """Play at temperature 0 makes exactly the tokens plain greedy decoding makes, and reports α and a speed-up."""
+    at = open_page({"t": "0", "max": "30", "prompt": "Tom and his dog went to the park."})
+    at.button(key="spec_play").click().run()
+    assert not at.exception
+    run = at.session_state["spec_run"]
+    assert run.finished
+    trace = new_trace(run.target, run.tokenizer, run.prompt_ids, 30)
+    list(trace.run(SamplingSettings(temperature=0)))
+    assert run.generated_ids == trace.generated_ids
+    labels = [m.label for m in at.metric]
+    assert "Measured speed-up" in labels and "Tokens per target pass" in labels
+
+
+def test_gamma_out_of_range_in_the_url_is_clamped_with_a_message():
+    """?g=40 opens with γ = 16 and says why, in one sentence."""
+    at = open_page({"g": "40"})
+    assert at.slider(key="spec_gamma").value == spec.GAMMA_MAX
+    assert any("g=40" in w.value and "1–16" in w.value for w in at.warning)
+
+
+def test_max_tokens_above_the_server_limit_is_capped_with_a_message():
+    """A link asking for more tokens than the server allows is capped at the limit, and says so."""
+    at = open_page({"max": "100000"})
+    assert any("max=100000" in w.value for w in at.warning)
+    assert at.number_input(key="spec_max_new").value <= 300
+
+
+def test_prompt_lookup_on_a_prompt_without_repeats_says_it_drafted_nothing():
+    """Prompt lookup with nothing to copy: the round drafts nothing, says so, and the run goes on."""
+    at = open_page({"d": "lookup", "prompt": "Blue frogs sing.", "t": "0"})
+    at.button(key="spec_step").click().run()
+    assert not at.exception
+    assert any("drafted nothing" in i.value for i in at.info)
+    assert len(at.session_state["spec_run"].generated_ids) == 1
+
+
+def test_the_sweep_button_measures_once_and_draws_measured_and_predicted_curves(monkeypatch):
+    """The sweep runs behind its button (fewer runs here) and its two charts appear with both curves."""
+    from inference import speculative_timing
+
+    monkeypatch.setattr(speculative_timing, "SWEEP_GAMMAS", (1, 2))
+    monkeypatch.setattr(speculative_timing, "SWEEP_TEMPERATURES", (0.0, 1.2))
+    original = speculative_timing.sweep
+    monkeypatch.setattr(speculative_timing, "sweep", lambda *a, **k: original(
+        *a, **{**k, "gammas": (1, 2), "temperatures": (0.0, 1.2)}))
+    at = open_page({"t": "0", "max": "12", "prompt": "The cat sat on the mat. The cat sat on the"})
+    at.button(key="spec_step").click().run()
+    at.button(key="spec_sweep_button").click().run()
+    assert not at.exception
+    titles = chart_titles(at)
+    assert any("by γ and temperature" in t for t in titles)
+
+
+def test_a_tokenizer_mismatch_falls_back_to_prompt_lookup_and_says_why(monkeypatch):
+    """A draft with another vocabulary is refused before any forward pass; the page runs prompt lookup."""
+    def refuse(*_):
+        raise spec.SpeculationError(f"Refused before any forward pass: {spec.TOKENIZER_MISMATCH} (test).")
+
+    monkeypatch.setattr(spec, "check_pair", refuse)
+    at = open_page()
+    assert any(spec.TOKENIZER_MISMATCH in w.value for w in at.warning)
+    at.button(key="spec_step").click().run()
+    assert not at.exception
+    assert at.session_state["spec_run"].drafter.kind == spec.PROMPT_LOOKUP
+
