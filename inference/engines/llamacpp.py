@@ -6,6 +6,7 @@ vendored in a pinned `llama-cpp-python` sdist, so the only download is from the 
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -16,6 +17,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,9 +93,28 @@ def fetch_sources() -> Path:
     return target
 
 
+@contextmanager
+def _file_lock(path: Path):
+    """One process at a time past this point for `path`: a second `build` (say CI starting while an earlier
+    one still compiles) waits for the first, then finds its result, instead of running ninja in the same folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _log(f"another process holds {path.name}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def build(jobs: int | None = None) -> Path:
     """Build `llama-server` and `llama-quantize` into the cache (skipped when both are there).
     Returns the folder holding the binaries."""
+    with _file_lock(cache_dir() / ".build.lock"):
+        return _build(jobs)
+
+
+def _build(jobs: int | None) -> Path:
     if is_built():
         _log(f"reusing the build in {binary('llama-server').parent}")
         return binary("llama-server").parent
@@ -157,6 +178,13 @@ def convert(source: str | None = None, gguf_type: str = "f32") -> Path:
     target = gguf_path(source, gguf_type)
     if target.is_file():
         return target
+    with _file_lock(target.with_suffix(".lock")):  # two pages or tests asking at once convert once
+        if target.is_file():
+            return target
+        return _convert(source, gguf_type, target)
+
+
+def _convert(source: str | None, gguf_type: str, target: Path) -> Path:
     folder, name = model_folder(source)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
