@@ -71,7 +71,8 @@ def is_remote(loaded) -> bool:
 
 def _tokenizer_candidates(served_name: str) -> list[tuple[str, Path | str]]:
     """Where the served model's tokenizer may be found here, most specific first: the model folder a GGUF of
-    ours was made from (its `.json` says), a local folder the server names, then the bundled model."""
+    ours was made from (its `.json` says), a local folder the server names, a hub id it names (vLLM), then the
+    bundled model."""
     from inference.paths import BUNDLED_MODEL_DIR
 
     candidates = []
@@ -83,6 +84,11 @@ def _tokenizer_candidates(served_name: str) -> list[tuple[str, Path | str]]:
             candidates.append(("served folder", Path(served_name)))
     except (OSError, ValueError, KeyError):
         pass
+    from inference.limits import Limits
+    from inference.loader import HUB_ID
+
+    if HUB_ID.match(served_name) and Limits.from_env().allow_hub:  # vLLM names a hub model by its id
+        candidates.append(("hub", served_name))
     candidates.append(("bundled", BUNDLED_MODEL_DIR))
     return candidates
 
