@@ -1,5 +1,7 @@
 """Compare: two settings (or two models) on the same random draws, so every difference in the
 text is caused by the settings, never by luck."""
+import json
+
 import streamlit as st
 
 from app_pages import common
@@ -35,16 +37,12 @@ def precision_model(model_key: str, precision: str, _model):
 
 @st.cache_data(ttl=300, show_spinner=False)
 def same_vocabulary_models(vocab: int) -> list[tuple[str, str]]:
-    """Other bundled models with this vocabulary (the same token ids, so the same draws mean the same thing)."""
+    """Other bundled models with this vocabulary (the same token ids, so the same draws mean the same
+    thing), read from their config.json: nothing is loaded until a column picks one."""
     out = []
     for m in bundled_models():
-        if m.name == loaded.info.name:
-            continue
-        try:
-            model = common._cached_model(m.source, "float32", False)
-        except Exception:  # a folder still being written, say: not offered
-            continue
-        if model.model.get_output_embeddings().weight.shape[0] == vocab:
+        config = json.loads((m.folder / "config.json").read_text())
+        if m.name != loaded.info.name and config.get("vocab_size") == vocab:
             out.append((m.name, m.source))
     return out
 

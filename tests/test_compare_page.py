@@ -8,7 +8,7 @@ PAGE = "app_pages/compare.py"
 
 
 def open_compare(query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(APP_FILE, default_timeout=300)
+    at = AppTest.from_file(APP_FILE, default_timeout=900)
     for key, value in (query or {}).items():
         at.query_params[key] = value
     at.switch_page(PAGE).run()
