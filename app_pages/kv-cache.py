@@ -3,15 +3,15 @@ import streamlit as st
 
 from inference.calculator import kv_table, load_public_models, model_entry_from_hf_config
 from inference.kv_cache import KVShape
-from inference.kv_experiments import cache_growth, compare_cache, greedy_trace, layer_breakdown
+from inference.kv_experiments import cache_growth, compare_cache, layer_breakdown
 from inference.figures.kv_cache import (
     SMOOTHING_STEPS, cache_growth_figure, cumulative_time_figure, layer_bytes_figure, memory_figure, step_time_figure,
 )
+from inference.measuring import run_greedy
 from inference.prompting import prepare_prompt
 from app_pages import common
 
 GROWTH_KEY = "kv_growth_run"
-COMPARISON_KEY = "kv_comparison_run"
 MAX_NEW_TOKENS = 300
 DEFAULT_NEW_TOKENS = 200  # long enough for the no-cache cost to bend clearly upward, ~10 s to compare
 TREND_STEPS = 21  # enough steps to compare the first ten with the last ten
@@ -21,7 +21,7 @@ CALCULATOR_DEFAULT_MODELS = ["GPT-2 (124M)", "Llama-3.2-1B", "Llama-3.1-8B", "Mi
 CONTEXTS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 
 limits = common.limits()
-loaded = common.current_model(needs_weights="it reads the KV cache tensors the model fills as it runs")
+loaded = common.current_model()
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
 st.title("🗄️ The KV cache")
@@ -50,7 +50,7 @@ def step_by_step() -> None:
     run_key = (info.name, tuple(prepared.ids), new_tokens)
     if st.session_state.get(GROWTH_KEY, (None,))[0] != run_key:
         with common.generation_slot():
-            st.session_state[GROWTH_KEY] = (run_key, greedy_trace(model, tokenizer, prepared.ids, new_tokens))
+            st.session_state[GROWTH_KEY] = (run_key, run_greedy(model, tokenizer, prepared.ids, new_tokens))
     trace = st.session_state[GROWTH_KEY][1]
     growth, layers = cache_growth(trace), layer_breakdown(trace)
 
@@ -92,21 +92,13 @@ def with_and_without() -> None:
         f"The same {new_tokens} tokens, chosen greedily, decoded twice side by side: **with the cache** (one token per "
         "pass) and **without** it (every pass recomputes keys and values for the whole sequence)."
     )
-    comparison_key = (info.name, tuple(prepared.ids), new_tokens)
-    if st.button("Compare with and without the cache", key="kv_compare", type="primary"):
-        bar = st.progress(0.0, text="Decoding…")
-        with common.generation_slot():
-            comparison = compare_cache(model, prepared.ids, new_tokens,
-                                       progress=lambda done, total: bar.progress(done / total, text=f"token {done} of {total}"))
-        bar.empty()
-        st.session_state[COMPARISON_KEY] = (comparison_key, comparison)
-
-    stored = st.session_state.get(COMPARISON_KEY)
-    if stored is None or stored[0] != comparison_key:
-        st.info("Press the button to run it: about 10 s for 200 tokens on the bundled model, and the time grows "
-                "with the square of the length (that is the point).")
-    else:
-        comparison = stored[1]
+    comparison = common.measure_on_click(
+        "Compare with and without the cache", "kv_compare", ("kv_compare", info.name, tuple(prepared.ids), new_tokens),
+        lambda progress: compare_cache(model, prepared.ids, new_tokens, progress=progress),
+        "Press the button to run it: about 10 s for 200 tokens on the bundled model, and the time grows "
+        "with the square of the length (that is the point).",
+    )
+    if comparison is not None:
         steps = comparison.steps
         m = st.columns(2) + st.columns(2)
         m[0].metric(f"Speed-up at {new_tokens} tokens", f"{comparison.speedup:.1f}×")

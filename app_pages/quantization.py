@@ -5,9 +5,9 @@ from inference import quant_compare as qc
 from inference.figures import quantization as qf
 from inference.calculator import DEFAULT_ACCELERATOR_GB, DEFAULT_BITS, GB, load_public_models, weight_bytes, weight_fit_table
 from inference.prompting import prepare_prompt
-from inference.quantize import PRECISIONS, SPEED_NOTES
+from inference.quant_text import SPEED_NOTES, departure_verdict, layer_notes, speed_findings
+from inference.quantize import PRECISIONS
 from app_pages import common
-from inference.engines import gguf_compare
 
 DEFAULT_PROMPT = "Once upon a time"
 DEFAULT_NEW_TOKENS = 48
@@ -20,11 +20,14 @@ def cached_copy(model_key: str, precision: str, _model):
     return qc.precision_copy(_model, precision)
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+# Runs only on a cache miss, so only then does it wait for one of the server's model slots: a
+# rerun for a slider reads the cached result at once, however busy the server is.
+@st.cache_data(max_entries=8, show_spinner="Quantizing, then timing and scoring all four precisions…")
 def cached_comparison(model_key: str, prompt_ids: tuple, max_new_tokens: int, _loaded):
-    copies = {p: qc.precision_copy(_loaded.model, p) if p == qc.REFERENCE else cached_copy(model_key, p, _loaded.model)
-              for p in PRECISIONS}
-    return qc.compare_precisions(copies, _loaded.tokenizer, list(prompt_ids), max_new_tokens)
+    with common.model_slot():
+        copies = {p: qc.precision_copy(_loaded.model, p) if p == qc.REFERENCE
+                  else cached_copy(model_key, p, _loaded.model) for p in PRECISIONS}
+        return qc.compare_precisions(copies, _loaded.tokenizer, list(prompt_ids), max_new_tokens)
 
 
 @st.cache_data(show_spinner=False)
@@ -32,7 +35,7 @@ def public_fit_table():
     return weight_fit_table(load_public_models(), DEFAULT_BITS, DEFAULT_ACCELERATOR_GB)
 
 
-loaded = common.current_model(needs_weights="it makes int8, int4 and bfloat16 copies of the weights and times them here")
+loaded = common.current_model()
 model_key = st.session_state.get(common.MODEL_SOURCE_KEY, "") or "bundled"
 presenter = common.presenter()
 
@@ -58,9 +61,7 @@ if prepared.error:
     st.stop()
 new_tokens = min(new_tokens, prepared.max_new_tokens)
 
-# Runs once per (model, prompt, tokens); reruns for a slider only read the cached result.
-with common.generation_slot(), st.spinner("Quantizing, then timing and scoring all four precisions…"):
-    comparison = cached_comparison(model_key, tuple(prepared.ids), new_tokens, loaded)
+comparison = cached_comparison(model_key, tuple(prepared.ids), new_tokens, loaded)
 summary = qc.summary_table(comparison)
 
 # -- 1. cost ------------------------------------------------------------------------------
@@ -90,9 +91,9 @@ with speed_col:
                    "compare the ratios, and try another prompt to see how much they move.")
 
 st.subheader("What these speeds mean")
-st.markdown("\n".join(f"- {finding}" for finding in qc.speed_findings(comparison)))
+st.markdown("\n".join(f"- {finding}" for finding in speed_findings(comparison)))
 with st.expander("How each copy was made, and which layers stayed as they were"):
-    st.markdown("\n".join(f"- {note}" for note in qc.layer_notes(comparison)))
+    st.markdown("\n".join(f"- {note}" for note in layer_notes(comparison)))
     for precision in PRECISIONS:
         st.markdown(f"**{precision}.** {SPEED_NOTES[precision]}")
 
@@ -105,7 +106,7 @@ results = list(comparison.results.values())
 for start in range(0, len(results), per_row):
     for column, result in zip(st.columns(per_row), results[start:start + per_row]):
         with column:
-            heading = f"{result.precision} — {qc.departure_verdict(result)}"
+            heading = f"{result.precision} — {departure_verdict(result)}"
             st.html(qf.greedy_text_html(heading, comparison.prompt_text, result.greedy_tokens,
                                         result.first_departure, presenter))
 common.caption("exact", "Greedy (temperature 0) output of each copy: deterministic, so a rerun gives the same text.")
@@ -144,52 +145,6 @@ st.html(qf.step_context_html(comparison, step, presenter))
 st.plotly_chart(qf.step_distributions(comparison, step, presenter), width="stretch", key="quant_step_bars")
 common.caption("exact", "float32's 15 most likely tokens at this step and the probability each precision gives them "
                "(softmax over the full vocabulary; 'other' = everything else). ▶ = the token float32 chose.")
-
-# -- GGUF: the files people download for llama.cpp ------------------------------------------
-st.header("The files people download: GGUF for llama.cpp")
-st.markdown(
-    "People who run a model on their own computer mostly download a **GGUF** file for llama.cpp (Ollama and LM "
-    "Studio read it too). Here the model is converted with llama.cpp's own converter, quantized by its "
-    "`llama-quantize` (q8_0: 8 bits and a scale per 32 weights; q4_K_M: mostly 4-bit blocks with 6-bit ones for "
-    "the most sensitive tensors), served by a `llama-server` built on this machine, and scored against float32 on "
-    "the same teacher-forced text as the rows above."
-)
-if not gguf_compare.available():
-    st.info("llama-server is not built on this server, so there are no GGUF rows: "
-            "`python -m inference.engines llamacpp build` (about 5 minutes) adds them.")
-elif loaded.info.source not in ("bundled", "folder"):
-    st.info("GGUF rows are made from the bundled model or a local model folder, not from a hub download.")
-else:
-    gguf_source = None if loaded.info.source == "bundled" else st.session_state.get(common.MODEL_SOURCE_KEY) or None
-    gguf_results = None
-    try:
-        gguf_results = common.measure_on_click(
-            "Measure the GGUF files", "quant_gguf",
-            ("gguf", model_key, tuple(comparison.prompt_ids), tuple(comparison.reference_ids)),
-            lambda progress: gguf_compare.measure_ggufs(loaded.model, comparison.prompt_ids, comparison.reference_ids,
-                                                        source=gguf_source, progress=progress),
-            "Press **Measure the GGUF files** (the first time converts the model: about half a minute).",
-        )
-    except (gguf_compare.EngineError, RuntimeError, OSError) as err:
-        st.error(f"The GGUF rows could not be measured: {err}", icon="⚠️")
-    if gguf_results:
-        st.dataframe(
-            gguf_compare.side_by_side(summary, gguf_compare.gguf_table(gguf_results)), hide_index=True,
-            width="stretch", key="quant_gguf_table",
-            column_config={
-                "weight bytes": st.column_config.NumberColumn(format="localized"),
-                "size vs float32": st.column_config.NumberColumn(format="%.2f×"),
-                "decode tokens/s": st.column_config.NumberColumn(format="%.0f"),
-                "speed vs its float32": st.column_config.NumberColumn(format="%.2f×"),
-                "mean KL from float32 (nats)": st.column_config.NumberColumn(format="%.1e"),
-                "top-1 agreement": st.column_config.NumberColumn(format="percent"),
-            },
-        )
-        common.caption("measured", "GGUF bytes are the file's size; its decode tokens/s is llama-server's own "
-                       "`timings` for a greedy run of the same length (best of "
-                       f"{gguf_compare.SPEED_ROUNDS}), relative to the GGUF f32 file on the same server. KL and top-1 "
-                       "agreement are computed exactly from the server's whole-vocabulary distributions at every "
-                       "position of the same teacher-forced text as the torchao rows.")
 
 # -- 4. calculator --------------------------------------------------------------------------
 st.header("Will it fit? Weights of public models")

@@ -10,8 +10,6 @@ alone would cost.
 """
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from statistics import median
 
 import pandas as pd
@@ -19,25 +17,17 @@ import torch
 from transformers import DynamicCache
 
 from inference import kv_cache
+from inference.measuring import Progress, filler_batch, timed_decode, timed_pass
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 PROMPT_TOKENS, STEPS, ROUNDS = 32, 8, 3  # per sequence; timed passes per round; rounds over all sizes
 WORK_BUDGET = 2e9  # parameters x batch per pass: keeps a hub model's measurement to seconds, not minutes
-
-Progress = Callable[[int, int, str], None]
 
 
 def batch_sizes_for(parameters: int) -> list[int]:
     """The batch sizes worth timing for a model this big: all of `BATCH_SIZES` for the
     bundled model (5.8 M parameters), fewer as models grow (at least 1, 2 and 4)."""
     return [b for b in BATCH_SIZES if b <= 4 or parameters * b <= WORK_BUDGET]
-
-
-def batch_prompts(vocab_size: int, batch: int, length: int) -> torch.Tensor:
-    """[batch, length] fixed pseudo-random token ids (a private generator): what the tokens
-    say does not change the arithmetic, and equal lengths need no padding."""
-    gen = torch.Generator().manual_seed(1000 + length)
-    return torch.randint(0, vocab_size, (batch, length), generator=gen)
 
 
 class _BatchRun:
@@ -48,18 +38,12 @@ class _BatchRun:
     def __init__(self, model, batch: int, prompt_tokens: int):
         self.model, self.batch = model, batch
         self.cache = DynamicCache(config=model.config)
-        ids = batch_prompts(model.config.vocab_size, batch, prompt_tokens)
-        self.out = model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=1)
+        ids = filler_batch(model.config.vocab_size, batch, prompt_tokens, seed=1000 + prompt_tokens)
+        self.logits, _ = timed_pass(model, ids, self.cache)
 
-    @torch.inference_mode()
     def decode(self, steps: int) -> list[float]:
         """Time `steps` decode passes (ms each), greedy, one new token per sequence each."""
-        times = []
-        for _ in range(steps):
-            next_ids = self.out.logits[:, -1].argmax(-1, keepdim=True)  # [batch, 1]
-            start = time.perf_counter()
-            self.out = self.model(input_ids=next_ids, cache=self.cache, use_cache=True, logits_to_keep=1)
-            times.append((time.perf_counter() - start) * 1000)
+        self.logits, times = timed_decode(self.model, self.logits, self.cache, steps)
         return times
 
 

@@ -10,11 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import median
 
-from inference.engine import new_trace
-from inference.sampling import SamplingSettings
-from inference.timing import filler_prompt
-
-GREEDY = SamplingSettings(temperature=0)
+from inference.measuring import filler_prompt, run_greedy
 
 
 @dataclass(frozen=True)
@@ -62,11 +58,10 @@ def measure_answer(model, tokenizer, prompt_tokens: int, reply_tokens: int, pref
         raise ValueError(f"need at least 1 prompt token and 2 reply tokens, not {prompt_tokens} and {reply_tokens}")
     ids = filler_prompt(model.config.vocab_size, prompt_tokens)
     # Warm-up, untimed: the first pass of a new prompt length pays for setting up kernels.
-    list(new_trace(model, tokenizer, ids, 2, stop_at_eos=False).run(GREEDY))
-    prefills = []
-    for _ in range(prefill_repeats - 1):
-        prefills.append(next(new_trace(model, tokenizer, ids, 1, stop_at_eos=False).run(GREEDY)).forward_ms)
-    records = list(new_trace(model, tokenizer, ids, reply_tokens, stop_at_eos=False).run(GREEDY))
+    run_greedy(model, tokenizer, ids, 2, stop_at_eos=False)
+    prefills = [run_greedy(model, tokenizer, ids, 1, stop_at_eos=False).records[0].forward_ms
+                for _ in range(prefill_repeats - 1)]
+    records = run_greedy(model, tokenizer, ids, reply_tokens, stop_at_eos=False).records
     prefills.append(records[0].forward_ms)
     return AnswerCost(prompt_tokens=prompt_tokens, reply_tokens=len(records), prefill_ms=median(prefills),
                       decode_ms=sum(r.forward_ms for r in records[1:]))

@@ -1,36 +1,25 @@
 """KV-cache experiments on the real model: how the cache grows, and what it saves.
 
-    1. growth: a greedy run of the step engine; each step's cache bytes, read from the real
-       tensors, beside the formula 2 x layers x kv_heads x head_dim x tokens x bytes;
+    1. growth: a greedy run of the step engine (`measuring.run_greedy`); each step's cache
+       bytes, read from the real tensors, beside the formula 2 x layers x kv_heads x head_dim
+       x tokens x bytes;
     2. with vs without: the same greedy tokens decoded twice in lockstep, once feeding one
        token per pass into the cache, once recomputing the whole sequence every pass
        (`use_cache=False`). Lockstep, so a slow moment on the shared machine hits both.
 """
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
 import torch
 from transformers import DynamicCache
 
-from inference.engine import Trace, context_limit, new_trace
-from inference.sampling import SamplingSettings
-
-GREEDY = SamplingSettings(temperature=0)
-Progress = Callable[[int, int], None]  # (steps done, steps in all)
+from inference.engine import Trace, context_limit
+from inference.measuring import Progress, timed_pass
 
 
 # -- 1. growth -------------------------------------------------------------------------
-
-def greedy_trace(model, tokenizer, prompt_ids: list[int], new_tokens: int) -> Trace:
-    trace = new_trace(model, tokenizer, prompt_ids, new_tokens)
-    for _ in trace.run(GREEDY):
-        pass
-    return trace
-
 
 def cache_growth(trace: Trace) -> pd.DataFrame:
     """One row per step: tokens in the cache after its forward pass, the bytes measured from
@@ -83,11 +72,9 @@ class CacheComparison:
 
 
 def _timed_next_token(model, ids: list[int], cache: DynamicCache | None) -> tuple[int, float]:
-    start = time.perf_counter()
-    out = model(input_ids=torch.tensor([ids], dtype=torch.long), cache=cache, use_cache=cache is not None,
-                logits_to_keep=1)
-    token = int(out.logits[0, -1].argmax())
-    return token, (time.perf_counter() - start) * 1000
+    """One timed pass over `ids` (reading and extending `cache`, or without one), and its greedy token."""
+    logits, ms = timed_pass(model, torch.tensor([ids], dtype=torch.long), cache)
+    return int(logits[0].argmax()), ms
 
 
 @torch.inference_mode()
@@ -119,7 +106,7 @@ def compare_cache(model, prompt_ids: list[int], new_tokens: int, progress: Progr
         with_ids.append(token_with)
         without_ids.append(token_without)
         if progress:
-            progress(step + 1, new_tokens)
+            progress(step + 1, new_tokens, f"token {step + 1} of {new_tokens}")
     steps = pd.DataFrame(rows)
     steps["with_cache_cumulative_ms"] = steps["with_cache_ms"].cumsum()
     steps["without_cache_cumulative_ms"] = steps["without_cache_ms"].cumsum()

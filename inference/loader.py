@@ -46,19 +46,6 @@ class ModelInfo:
     dtype: str
     has_chat_template: bool
 
-    def as_rows(self) -> list[tuple[str, str]]:
-        return [
-            ("Architecture", self.architecture),
-            ("Parameters", f"{self.parameters:,}"),
-            ("Layers", str(self.layers)),
-            ("Attention heads", str(self.heads)),
-            ("KV heads", f"{self.kv_heads}" + (" (grouped-query)" if self.kv_heads < self.heads else "")),
-            ("Head dim", str(self.head_dim)),
-            ("Context", f"{self.context:,} tokens"),
-            ("Vocabulary", f"{self.vocab_size:,} tokens"),
-            ("Weights", f"{self.weight_bytes / 1e6:,.1f} MB ({self.dtype})"),
-        ]
-
 
 @dataclass(frozen=True)
 class LoadedModel:

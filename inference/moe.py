@@ -14,8 +14,6 @@ weights have learned. No download is needed, so this runs offline.
 """
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median
 
@@ -23,14 +21,14 @@ import pandas as pd
 import torch
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
 
+from inference.measuring import Progress, filler_batch, timed_decode, timed_pass
+
 DENSE_ACTIVE = "small dense"  # as many parameters as the MoE model uses per token
 MOE = "MoE"
 DENSE_TOTAL = "big dense"  # as many parameters as the MoE model holds
 PROMPT_TOKENS = 128  # the prefill timed for one sequence
 BATCH_PROMPT_TOKENS = 8  # prompts of the batched runs: only their decode passes are timed
 REPEATS = 3  # interleaved timing runs; medians are reported
-
-Progress = Callable[[int, int, str], None]
 
 
 @dataclass(frozen=True)
@@ -74,7 +72,7 @@ def random_model(config, seed: int):
     model = model.to_empty(device="cpu").eval()
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for name, parameter in model.named_parameters():
+        for parameter in model.parameters():
             if parameter.dim() == 1:
                 parameter.fill_(1.0)
             else:
@@ -99,18 +97,9 @@ def parameter_counts(model) -> tuple[int, int]:
 @torch.inference_mode()
 def _time_model(model, prompt_tokens: int, decode_steps: int, seed: int, batch: int = 1) -> tuple[float, float]:
     """(prefill ms, median decode ms per pass) for one run of `batch` sequences."""
-    gen = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, model.config.vocab_size, (batch, prompt_tokens), generator=gen)
     cache = DynamicCache(config=model.config)
-    start = time.perf_counter()
-    out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
-    prefill_ms = (time.perf_counter() - start) * 1000
-    steps = []
-    for _ in range(decode_steps):
-        next_ids = out.logits[:, -1].argmax(-1, keepdim=True)
-        start = time.perf_counter()
-        out = model(input_ids=next_ids, cache=cache, use_cache=True, logits_to_keep=1)
-        steps.append((time.perf_counter() - start) * 1000)
+    logits, prefill_ms = timed_pass(model, filler_batch(model.config.vocab_size, batch, prompt_tokens, seed), cache)
+    _, steps = timed_decode(model, logits, cache, decode_steps)
     return prefill_ms, median(steps)
 
 
@@ -123,9 +112,8 @@ def experts_read_per_pass(model, batch: int, seed: int = 0) -> float:
     hooks = [layer.mlp.gate.register_forward_hook(lambda module, args, out: picked.append(out[2].unique().numel()))
              for layer in model.model.layers]
     try:
-        gen = torch.Generator().manual_seed(seed)
         cache = DynamicCache(config=model.config)
-        prompts = torch.randint(0, model.config.vocab_size, (batch, BATCH_PROMPT_TOKENS), generator=gen)
+        prompts = filler_batch(model.config.vocab_size, batch, BATCH_PROMPT_TOKENS, seed)
         out = model(input_ids=prompts, cache=cache)
         picked.clear()  # count the decode pass only
         model(input_ids=out.logits[:, -1].argmax(-1, keepdim=True), cache=cache)

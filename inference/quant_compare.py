@@ -21,20 +21,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inference import fast_decode, machine
-from inference.engine import new_trace
+from inference import fast_decode
+from inference.measuring import run_greedy
 from inference.quantize import (
-    INT4_GROUP_SIZES, PRECISIONS, SPEED_NOTES, QuantizationOverhead, QuantizedModel, SkippedLayer,
+    INT4_GROUP_SIZES, PRECISIONS, QuantizationOverhead, QuantizedModel, SkippedLayer,
     compare_to_reference, quantization_overhead, quantized_copy, summarize_comparison, teacher_forced_logits,
     weight_bytes_by_kind,
 )
-from inference.sampling import SamplingSettings
 from inference.tokens import readable_tokens
 
 REFERENCE = "float32"
-GREEDY = SamplingSettings(temperature=0)
 WARMUP_TOKENS = 4  # the first calls allocate buffers and pick kernels: keep them out of the timing
-SAME_SPEED_BAND = 0.10  # timing on a shared CPU wobbles about this much between runs
 
 
 @dataclass(frozen=True)
@@ -48,7 +45,6 @@ class PrecisionResult:
     first_departure: int | None  # first step whose greedy token differs from float32's
     quantized_layers: int
     skipped_layers: list[SkippedLayer]
-    notes: list[str]
     overhead: QuantizationOverhead = QuantizationOverhead(0, 0)  # integers vs scales and zero points, from the copy
 
     @property
@@ -97,7 +93,7 @@ def precision_copy(model: nn.Module, precision: str) -> QuantizedModel:
     never changed, and a copy would double the memory); the others are new copies.
     GPT-2's Conv1D layers are converted to nn.Linear first, so torchao can quantize them."""
     if precision == REFERENCE:
-        return QuantizedModel(model, REFERENCE, 0.0, 0, [], [SPEED_NOTES[REFERENCE]])
+        return QuantizedModel(model, REFERENCE, 0.0, 0, [])
     return quantized_copy(model, precision, group_size=int4_group_size(model), convert_conv1d=True)
 
 
@@ -106,11 +102,6 @@ def quantize_all(model: nn.Module, precisions=PRECISIONS) -> dict[str, Quantized
 
 
 # ---------------------------------------------------------------------------- measuring
-
-def greedy_records(model: nn.Module, tokenizer, prompt_ids: list[int], max_new_tokens: int):
-    """One greedy run through the step engine; every record carries its forward-pass time."""
-    return list(new_trace(model, tokenizer, prompt_ids, max_new_tokens).run(GREEDY))
-
 
 def decode_tokens_per_s(records) -> float:
     """Decode steps per second of forward-pass time. The prefill step is left out: it reads
@@ -125,12 +116,12 @@ def _measure_decode(models: Mapping[str, nn.Module], tokenizer, prompt_ids, max_
     """Best decode speed per precision and its greedy records. Precisions take turns within
     each round, so a burst of background load slows them all alike instead of one of them."""
     for model in models.values():
-        greedy_records(model, tokenizer, prompt_ids, min(WARMUP_TOKENS, max_new_tokens))
+        run_greedy(model, tokenizer, prompt_ids, min(WARMUP_TOKENS, max_new_tokens))
     best_rate = {precision: math.nan for precision in models}
     records = {}
     for _ in range(rounds):
         for precision, model in models.items():
-            records[precision] = greedy_records(model, tokenizer, prompt_ids, max_new_tokens)
+            records[precision] = run_greedy(model, tokenizer, prompt_ids, max_new_tokens).records
             rate = decode_tokens_per_s(records[precision])
             if math.isnan(best_rate[precision]) or rate > best_rate[precision]:
                 best_rate[precision] = rate
@@ -199,7 +190,7 @@ def compare_precisions(copies: Mapping[str, QuantizedModel], tokenizer, prompt_i
             greedy_tokens=[r.token_text for r in records[p]],
             first_departure=first_departure(greedy[p], reference_ids),
             quantized_layers=copies[p].quantized_linear_layers,
-            skipped_layers=list(copies[p].skipped_layers), notes=list(copies[p].notes),
+            skipped_layers=list(copies[p].skipped_layers),
             overhead=quantization_overhead(models[p]),
         )
         for p in ordered
@@ -238,112 +229,6 @@ def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     table["first_departure"] = table["first_departure"].astype("Int64")  # <NA>: never departs
     return table
-
-
-def departure_verdict(result: PrecisionResult) -> str:
-    """A few words on how this precision's greedy text relates to float32's."""
-    if result.precision == REFERENCE:
-        return "the reference"
-    if result.first_departure is None:
-        return "same as float32"
-    if result.first_departure >= len(result.greedy_tokens):
-        return f"stops early, at step {result.first_departure}"
-    return f"departs at step {result.first_departure}"
-
-
-# Why a precision is slower or no faster than float32 on this CPU, beside the measured ratio.
-SLOWER_BECAUSE = {
-    "bfloat16": (
-        "bf16 halves the bytes, but when the weights fit in the CPU's caches reading them is not "
-        "what limits a step. What remains is extra work: the model code converts to float32 and "
-        "back around every norm, and a CPU without bf16 instructions (AVX-512 BF16, AMX) also "
-        "converts inside every multiply."
-    ),
-    "int8": (
-        "torchao's int8 weight-only path in eager PyTorch has no fused kernel: on every call it "
-        "turns the whole int8 weight back into a bf16 matrix, then multiplies. The memory is "
-        "saved, but each step does that conversion on top of the work bf16 does."
-    ),
-    "int4": (
-        "the int4 kernel unpacks 4-bit groups and applies their scales inside the multiply; on "
-        "small matrices that bookkeeping can cost more than the bytes it saves."
-    ),
-}
-FASTER_BECAUSE = {
-    "bfloat16": "it moves half the bytes, and a CPU with bf16 instructions (AVX-512 BF16, AMX) multiplies them directly.",
-    "int8": "moving fewer bytes per token outweighed the conversion back to bf16.",
-    "int4": ("its fused CPU kernel unpacks the 4-bit weights inside a multiply built for one token at a time, "
-             "and moves about a quarter of bf16's bytes."),
-}
-GPU_NOTE = (
-    "On a GPU the picture changes: decoding one token for one user reads every weight once and "
-    "does little arithmetic with it, so its speed is set by memory bandwidth. Fused int8 and "
-    "int4 kernels (in vLLM, TensorRT-LLM, llama.cpp and others) read the small integers and "
-    "convert them inside the multiply, so fewer bytes per weight gives close to "
-    "proportionally faster decode on large models — and lets a model fit on a card at all."
-)
-
-
-def speed_findings(comparison: PrecisionComparison) -> list[str]:
-    """Plain sentences about the measured speeds, each with the reason behind it."""
-    results = comparison.results
-    reference = results[REFERENCE]
-    findings = []
-    findings.append(machine.weights_vs_cache(reference.weight_bytes, "This model's float32 weights"))
-    if comparison.float32_row_sums:
-        findings.append(
-            "In this app's step engine, float32's matrix-vector products run as torch's vectorised multiply "
-            "and row sum instead of the one-token matrix kernel that transformers' own forward uses "
-            "(`python -m inference.bench` times the engine against transformers' `generate` on this machine). bfloat16, int8 and int4 keep their own "
-            "kernels, so part of each gap below is the kernel, not the number format."
-        )
-    for precision, result in results.items():
-        if precision == REFERENCE:
-            continue
-        ratio = result.decode_tokens_per_s / reference.decode_tokens_per_s
-        if math.isnan(ratio):
-            continue
-        measured = (f"**{precision}** decoded {result.decode_tokens_per_s:,.0f} tokens/s, "
-                    f"{ratio:.2f}× float32's {reference.decode_tokens_per_s:,.0f}")
-        if ratio < 1 - SAME_SPEED_BAND:
-            findings.append(f"{measured}: slower on this CPU, because {SLOWER_BECAUSE[precision]}")
-        elif ratio > 1 + SAME_SPEED_BAND:
-            findings.append(f"{measured}: faster, because {FASTER_BECAUSE[precision]}")
-        else:
-            findings.append(f"{measured}: about the same (differences under {SAME_SPEED_BAND:.0%} are timing "
-                            f"noise on a shared CPU). Why no clear gain: {SLOWER_BECAUSE[precision]}")
-    findings.append(GPU_NOTE)
-    return findings
-
-
-def layer_notes(comparison: PrecisionComparison) -> list[str]:
-    """What was and was not converted: GPT-2's Conv1D layers, the tied lm_head, skips."""
-    notes = []
-    if comparison.conv1d_layers:
-        notes.append(
-            f"This is a GPT-2-style model: its {comparison.conv1d_layers} attention and MLP layers are "
-            "`Conv1D`, not `nn.Linear` (the same matrix multiply, with the weight stored transposed). "
-            "torchao only quantizes `nn.Linear`, so on their own they would stay unquantized; here each "
-            "copy converts them to `nn.Linear` first, so int8 and int4 really apply to them."
-        )
-    for precision in ("int8", "int4"):
-        result = comparison.results.get(precision)
-        if result is None:
-            continue
-        line = f"**{precision}**: {result.quantized_layers} linear layers quantized"
-        if precision == "int4":
-            line += f" (one scale and zero point per group of {comparison.int4_group_size} inputs)"
-        overhead = result.overhead
-        if overhead.value_bytes:
-            line += (f"; their integers take {overhead.value_bytes:,} bytes and the scales and zero points stored "
-                     f"beside them {overhead.scale_bytes:,} more (+{overhead.fraction:.2%}, read from the copy and "
-                     "counted in its weight bytes)")
-        if result.skipped_layers:
-            kept = "; ".join(f"`{s.name}` ({s.reason})" for s in result.skipped_layers[:4])
-            more = len(result.skipped_layers) - 4
-            line += f"; left in bf16: {kept}" + (f" and {more} more" if more > 0 else "")
-        notes.append(line + ".")
-    return notes
 
 
 def benchmark_rows(model: nn.Module, tokenizer, prompt_ids: list[int], max_new_tokens: int = 48,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median
 
@@ -26,19 +25,15 @@ import pandas as pd
 import torch
 from transformers import DynamicCache
 
-from inference import fast_decode
-from inference.engine import context_limit, new_trace
-from inference.sampling import SamplingSettings
+from inference.engine import context_limit
+from inference.measuring import Progress, filler_prompt, run_greedy, timed_decode, timed_pass
 from inference.tokens import readable_token
 
-GREEDY = SamplingSettings(temperature=0)
 SHORTEST_PROMPT = 8
 LONGEST_PROMPT_CAP = 1024  # keeps a sweep on a hub model with a 128k context short
 DECODE_ROOM = 64  # the longest sweep prompt leaves this much context (at most an eighth) for decoding
 SATURATION = 0.8  # prefill tokens/s has "stopped growing" once it reaches 80% of its best;
 # a looser bar than 90%, because on a shared machine the medians still wobble by ~10%
-
-Progress = Callable[[int, int, str], None]  # (done, total, what is running now)
 
 
 # -- one generation --------------------------------------------------------------------
@@ -101,9 +96,7 @@ def time_generation(model, tokenizer, prompt_ids: list[int], new_tokens: int, ru
     _one_run(model, prompt_ids, decode_tokens=1)  # warm-up, untimed
     frames, stop_reason, started = [], None, time.perf_counter()
     while len(frames) < runs and (not frames or time.perf_counter() - started < TIMING_BUDGET_S):
-        trace = new_trace(model, tokenizer, prompt_ids, new_tokens)
-        for _ in trace.run(GREEDY):
-            pass
+        trace = run_greedy(model, tokenizer, prompt_ids, new_tokens)
         frames.append(trace.to_frame())
         stop_reason = trace.stop_reason
     totals = [float((f["forward_ms"] + f["sample_ms"]).sum()) for f in frames]
@@ -133,29 +126,14 @@ def default_prompt_lengths(context: int) -> list[int]:
     return lengths + [longest]
 
 
-def filler_prompt(vocab_size: int, length: int) -> list[int]:
-    """Token ids for a timing prompt. What the tokens say does not change the arithmetic,
-    so they are fixed pseudo-random ids (a private generator, never the global one)."""
-    gen = torch.Generator().manual_seed(length)
-    return torch.randint(0, vocab_size, (length,), generator=gen).tolist()
-
-
 @torch.inference_mode()
 def _one_run(model, prompt_ids: list[int], decode_tokens: int) -> tuple[float, float]:
     """(prefill ms, mean decode ms per token) for one prompt: a prefill pass, then
     `decode_tokens` one-token passes on the cache it filled."""
     cache = DynamicCache(config=model.config)
-    ids = torch.tensor([prompt_ids], dtype=torch.long)
-    start = time.perf_counter()
-    out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
-    prefill_ms = (time.perf_counter() - start) * 1000
-    decode_ms = []
-    logits = out.logits[0, -1]
-    for _ in range(decode_tokens):
-        next_id = int(logits.argmax())
-        start = time.perf_counter()
-        logits = fast_decode.decode_step(model, next_id, cache)  # the engine's own step: both sections agree
-        decode_ms.append((time.perf_counter() - start) * 1000)
+    logits, prefill_ms = timed_pass(model, torch.tensor([prompt_ids], dtype=torch.long), cache)
+    # The engine's own decode step, so this sweep and the timeline above agree.
+    _, decode_ms = timed_decode(model, logits, cache, decode_tokens, engine_step=True)
     return prefill_ms, sum(decode_ms) / len(decode_ms)
 
 

@@ -4,6 +4,8 @@ The text returned here is plain (not HTML); whoever renders it as HTML escapes i
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
 
 
@@ -12,10 +14,16 @@ def token_text(tokenizer, token_id: int) -> str:
     return tokenizer.decode([token_id], skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
 
+@lru_cache(maxsize=16)
+def special_ids(tokenizer) -> frozenset[int]:
+    """The tokenizer's special token ids, collected once per tokenizer (charts label many tokens)."""
+    return frozenset(tokenizer.all_special_ids)
+
+
 def readable_token(tokenizer, token_id: int) -> str:
     """A label for charts and chips: spaces as ␣, newlines as ↵, special tokens as they are
     named, and a byte-fallback piece (an incomplete UTF-8 character) by its raw token name."""
-    if token_id in set(tokenizer.all_special_ids):
+    if token_id in special_ids(tokenizer):
         return tokenizer.convert_ids_to_tokens(token_id)
     text = token_text(tokenizer, token_id)
     if "\ufffd" in text or text == "":
@@ -24,12 +32,4 @@ def readable_token(tokenizer, token_id: int) -> str:
 
 
 def readable_tokens(tokenizer, token_ids) -> list[str]:
-    special = set(tokenizer.all_special_ids)
-    out = []
-    for tid in token_ids:
-        tid = int(tid)
-        if tid in special:
-            out.append(tokenizer.convert_ids_to_tokens(tid))
-        else:
-            out.append(readable_token(tokenizer, tid))
-    return out
+    return [readable_token(tokenizer, int(token_id)) for token_id in token_ids]

@@ -38,7 +38,7 @@ def free_port() -> int:
 def streamlit_server(env_extra: dict | None = None):
     """Start `streamlit run app.py` on a free loopback port; yield its base URL; stop it."""
     port = free_port()
-    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)  # noqa: SIM115 (closed in the finally below)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env_extra or {})}
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),

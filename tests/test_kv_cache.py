@@ -8,7 +8,8 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import APP_FILE
 from inference.calculator import model_entry_from_hf_config
 from inference.model_config import from_public_entry, kv_cache_bytes
-from inference.kv_experiments import cache_growth, compare_cache, greedy_trace, layer_breakdown
+from inference.kv_experiments import cache_growth, compare_cache, layer_breakdown
+from inference.measuring import run_greedy
 
 torch.set_num_threads(1)  # a training job may share the machine
 PROMPT = "Once upon a time, there was a little dog named Max."
@@ -28,7 +29,7 @@ def prompt_ids(tokenizer):
 def test_measured_kv_bytes_equal_the_formula_at_every_step(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
     ids = prompt_ids(tokenizer)
-    growth = cache_growth(greedy_trace(model, tokenizer, ids, 12))
+    growth = cache_growth(run_greedy(model, tokenizer, ids, 12))
     assert len(growth) >= 1 and growth["agree"].all()
     assert (growth["measured_bytes"] > 0).all()
     # The cache holds the prompt after step 0 and one more token per step after that.
@@ -37,7 +38,7 @@ def test_measured_kv_bytes_equal_the_formula_at_every_step(model_and_tokenizer):
 
 def test_per_layer_bytes_are_equal_and_add_up_to_the_measured_total(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
-    trace = greedy_trace(model, tokenizer, prompt_ids(tokenizer), 5)
+    trace = run_greedy(model, tokenizer, prompt_ids(tokenizer), 5)
     layers = layer_breakdown(trace)
     assert len(layers) == trace.kv_shape.layers
     assert (layers["measured_bytes"] == layers["formula_bytes"]).all()
@@ -50,7 +51,7 @@ def test_with_and_without_the_cache_give_the_same_greedy_tokens(model_and_tokeni
     comparison = compare_cache(model, ids, 16)
     assert comparison.identical
     # ... and the same tokens as the step engine's greedy run (up to where it stopped).
-    engine_tokens = greedy_trace(model, tokenizer, ids, 16).generated_ids
+    engine_tokens = run_greedy(model, tokenizer, ids, 16).generated_ids
     assert comparison.tokens_with_cache[:len(engine_tokens)] == engine_tokens
 
 
@@ -79,7 +80,7 @@ def test_compare_cache_leaves_the_global_rng_alone(gpt2):
 def test_calculator_entry_from_the_bundled_config_matches_the_real_cache(bundled):
     """The calculator's formula, fed the bundled config, gives the bytes the tensors hold."""
     entry = model_entry_from_hf_config(bundled.model.config.to_dict(), "bundled", bundled.info.parameters)
-    trace = greedy_trace(bundled.model, bundled.tokenizer, prompt_ids(bundled.tokenizer), 4)
+    trace = run_greedy(bundled.model, bundled.tokenizer, prompt_ids(bundled.tokenizer), 4)
     last = trace.records[-1]
     assert kv_cache_bytes(from_public_entry(entry), last.cache_tokens, bytes_per_element=4) == last.cache_bytes
     assert entry["kv_heads"] < entry["attention_heads"]  # grouped-query attention

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from inference import quant_compare as qc
+from inference import quant_text
 from inference.loader import encode_prompt
 from inference.quantize import PRECISIONS, linear_weight_bytes
 
@@ -101,18 +102,18 @@ def test_speed_findings_call_a_slower_precision_slower_and_say_why(comparison):
     slow_int8 = dataclasses.replace(comparison.results["int8"],
                                     decode_tokens_per_s=reference.decode_tokens_per_s * 0.5)
     slowed = dataclasses.replace(comparison, results={**comparison.results, "int8": slow_int8})
-    int8_lines = [line for line in qc.speed_findings(slowed) if line.startswith("**int8**")]
+    int8_lines = [line for line in quant_text.speed_findings(slowed) if line.startswith("**int8**")]
     assert len(int8_lines) == 1 and "slower" in int8_lines[0] and "no fused kernel" in int8_lines[0]
-    assert any("GPU" in line for line in qc.speed_findings(slowed))
+    assert any("GPU" in line for line in quant_text.speed_findings(slowed))
 
 
 def test_speed_findings_say_when_float32_has_the_faster_kernel(comparison):
     """The bundled model's float32 decode products are row sums (fast_decode): the page says a
     gap between precisions is partly that kernel; without them it says nothing of the kind."""
     assert comparison.float32_row_sums
-    assert sum("row sum" in line for line in qc.speed_findings(comparison)) == 1
+    assert sum("row sum" in line for line in quant_text.speed_findings(comparison)) == 1
     plain = dataclasses.replace(comparison, float32_row_sums=False)
-    assert not any("row sum" in line for line in qc.speed_findings(plain))
+    assert not any("row sum" in line for line in quant_text.speed_findings(plain))
 
 
 def test_gpt2_conv1d_layers_are_converted_then_quantized(gpt2):
@@ -124,7 +125,7 @@ def test_gpt2_conv1d_layers_are_converted_then_quantized(gpt2):
     assert comparison.results["int8"].quantized_layers == 8
     assert comparison.results["int4"].quantized_layers == 8
     assert comparison.int4_group_size == 64  # n_embd 64: group 128 would skip every layer
-    assert "Conv1D" in qc.layer_notes(comparison)[0]
+    assert "Conv1D" in quant_text.layer_notes(comparison)[0]
 
 
 def test_benchmark_rows_give_bytes_and_tokens_per_second_per_precision(bundled):

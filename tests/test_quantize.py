@@ -156,7 +156,7 @@ def test_every_precision_returns_a_new_model_sharing_no_tensor_with_the_original
         assert copy.model is not llama
         parts = [part for p in copy.model.parameters() for part in q.tensor_parts(p)]
         assert not original & {part.data_ptr() for part in parts}
-        assert copy.notes and copy.seconds > 0
+        assert copy.seconds > 0
 
 
 def test_quantizing_leaves_process_wide_inductor_settings_alone(llama):

@@ -16,9 +16,9 @@ import statistics
 import time
 
 from inference.engine import new_trace
+from inference.measuring import run_greedy
 from inference.sampling import SamplingSettings
 
-GREEDY = SamplingSettings(temperature=0)
 STEP_SETTINGS = SamplingSettings(temperature=0.8, top_p=0.95)
 
 
@@ -40,8 +40,8 @@ def engine_figures(model, tokenizer, prompt_ids: list[int], new_tokens: int = 12
         completion = client.complete(prompt_ids, new_tokens)
         server_rate = completion.timings.decode_tokens_per_s
 
-        local = new_trace(model, tokenizer, prompt_ids, new_tokens, stop_at_eos=False)
-        decode_ms = [r.forward_ms for r in local.run(GREEDY) if r.phase == "decode"]
+        local = run_greedy(model, tokenizer, prompt_ids, new_tokens, stop_at_eos=False)
+        decode_ms = [r.forward_ms for r in local.records if r.phase == "decode"]
         engine_rate = len(decode_ms) / (sum(decode_ms) / 1000)
 
         trace = new_trace(remote.model, remote.tokenizer, prompt_ids, 32, stop_at_eos=False)

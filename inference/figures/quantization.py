@@ -164,7 +164,8 @@ def greedy_text_html(heading: str, prompt_text: str, tokens: list[str], departur
     size = "1.35rem" if presenter else "1.02rem"
     parts = [f'<div style="font-size:{size};line-height:1.6;border:1px solid #ddd;border-radius:0.5rem;'
              f'padding:0.6rem 0.8rem;background:#fff;white-space:pre-wrap;word-break:break-word">',
-             f'<div style="font-weight:600;font-size:0.92em;border-bottom:1px solid #eee;margin-bottom:0.3rem">{html.escape(heading)}</div>',
+             '<div style="font-weight:600;font-size:0.92em;border-bottom:1px solid #eee;margin-bottom:0.3rem">'
+             f'{html.escape(heading)}</div>',
              f'<span style="color:#777">{html.escape(prompt_text)}</span>']
     for step, token in enumerate(tokens):
         text = html.escape(token)

@@ -54,7 +54,7 @@ def probability_colour(p: float) -> str:
     light, dark = np.array([255, 236, 210]), np.array([42, 111, 219])
     low = np.array([250, 200, 200])
     rgb = low + (light - low) * (p / 0.2) if p < 0.2 else light + (dark - light) * ((p - 0.2) / 0.8)
-    return "#%02x%02x%02x" % tuple(int(c) for c in rgb)
+    return "#" + "".join(f"{int(c):02x}" for c in rgb)
 
 
 def probability_text_colour(p: float) -> str:
