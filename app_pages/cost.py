@@ -14,7 +14,7 @@ ANSWER_KEY = "cost_answer"
 DEFAULT_PRICE_PER_HOUR = 1.00  # illustrative; the page says so and lets the user type theirs
 
 limits = common.limits()
-loaded = common.current_model()
+loaded = common.current_model(needs_weights="it times batches and Mixture-of-Experts routing in this process")
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
 st.title("💰 Cost & Mixture of Experts")

@@ -21,7 +21,7 @@ CALCULATOR_DEFAULT_MODELS = ["GPT-2 (124M)", "Llama-3.2-1B", "Llama-3.1-8B", "Mi
 CONTEXTS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 
 limits = common.limits()
-loaded = common.current_model()
+loaded = common.current_model(needs_weights="it reads the KV cache tensors the model fills as it runs")
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
 st.title("🗄️ The KV cache")

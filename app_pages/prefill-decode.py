@@ -11,6 +11,8 @@ from inference.timing import (
 )
 from inference.figures.prefill_decode import sweep_rate_figure, sweep_time_figure, timeline_figure
 from app_pages import common
+from inference.engines.remote import is_remote
+from inference.engines.timing import remote_generation_timing, remote_sweep
 
 RUN_KEY = "pd_timing"
 DECODE_TOKENS = 8  # one-token passes timed after each sweep prompt
@@ -20,7 +22,8 @@ DEFAULT_PROMPT = ("Once upon a time, there was a little girl named Lily. She lov
                   "friends. One day, she saw a big red ball under a tree.")
 
 limits = common.limits()
-loaded = common.current_model()
+loaded = common.current_model(remote_ok=True)
+remote = is_remote(loaded)
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
 
@@ -49,20 +52,36 @@ if prepared.error:
 run_key = (info.name, tuple(prepared.ids), min(new_tokens, prepared.max_new_tokens))
 stored = st.session_state.get(RUN_KEY)
 if stored is None or stored[0] != run_key or run_again:
-    with common.generation_slot():
-        st.session_state[RUN_KEY] = (run_key, time_generation(model, tokenizer, prepared.ids, run_key[2]))
-timing = st.session_state[RUN_KEY][1]
+    with common.generation_slot(), common.engine_errors():
+        if remote:  # the engine's own timings, streamed
+            timing, server_timings = remote_generation_timing(model, tokenizer, prepared.ids, run_key[2])
+        else:
+            timing, server_timings = time_generation(model, tokenizer, prepared.ids, run_key[2]), None
+        st.session_state[RUN_KEY] = (run_key, timing, server_timings)
+if RUN_KEY not in st.session_state:
+    st.stop()  # a serving engine failed on the first run: its message is shown
+timing, server_timings = st.session_state[RUN_KEY][1], st.session_state[RUN_KEY][2]
 
 st.plotly_chart(timeline_figure(timing, common.presenter()), width="stretch", key="pd_timeline")
-common.caption("measured", "Wall time of each step on this machine (forward pass + choosing the token), laid end "
-               "to end; hover a block for its token. The dashed line is the time to first token. "
-               + (f"The fastest of {timing.runs} identical greedy runs: other programs on a shared machine can only "
-                  "slow a run down." if timing.runs > 1 else ""))
+if remote:
+    common.caption("measured", f"On the engine at {loaded.url}: the first block is the engine's own prefill time "
+                   "(its `timings.prompt_ms`, prompt cache off); later blocks are the gaps between streamed tokens "
+                   "arriving here, each including one loopback HTTP chunk. Time per output token and decode tokens/s "
+                   "are the engine's own `predicted_ms` ÷ tokens. "
+                   + (f"The fastest of {timing.runs} identical greedy runs." if timing.runs > 1 else ""))
+else:
+    common.caption("measured", "Wall time of each step on this machine (forward pass + choosing the token), laid end "
+                   "to end; hover a block for its token. The dashed line is the time to first token. "
+                   + (f"The fastest of {timing.runs} identical greedy runs: other programs on a shared machine can only "
+                      "slow a run down." if timing.runs > 1 else ""))
+tpot_ms = timing.tpot_ms
+if server_timings is not None and server_timings.decode_tokens_per_s:
+    tpot_ms = 1000 / server_timings.decode_tokens_per_s
 m = st.columns(2) + st.columns(2)  # two rows of two: the values stay whole on a narrow screen
 m[0].metric("Time to first token", f"{timing.ttft_ms:.1f} ms", help="The prefill pass plus choosing the first token.")
-if timing.tpot_ms is not None:
-    m[1].metric("Time per output token", f"{timing.tpot_ms:.1f} ms", help="Mean decode step after the first token.")
-    m[3].metric("Decode, tokens/s", f"{timing.decode_tokens_per_s:,.0f}", help="New tokens written per second.")
+if tpot_ms is not None:
+    m[1].metric("Time per output token", f"{tpot_ms:.2f} ms", help="Mean decode step after the first token.")
+    m[3].metric("Decode, tokens/s", f"{1000 / tpot_ms:,.0f}", help="New tokens written per second.")
 m[2].metric("Prefill, tokens/s", f"{timing.prefill_tokens_per_s:,.0f}",
             help=f"{timing.prompt_tokens} prompt tokens ÷ the prefill pass ({timing.prefill_ms:.1f} ms).")
 if timing.stop_reason == STOP_EOS:
@@ -78,11 +97,14 @@ st.markdown(
 )
 c1, c2 = st.columns([1, 3])
 repeats = c1.slider("Runs per point", 3, 9, 5, key="pd_repeats")
-sweep = common.measure_on_click(
-    "Run the sweep", "pd_sweep", ("sweep", info.name),
-    lambda progress: measure_sweep(model, lengths, repeats=repeats, decode_tokens=DECODE_TOKENS, progress=progress),
-    "Press **Run the sweep** (about 5–15 s on the bundled model).", where=c2,
-)
+sweep = None
+with common.engine_errors():
+    sweep = common.measure_on_click(
+        "Run the sweep", "pd_sweep", ("sweep", info.name),
+        lambda progress: (remote_sweep if remote else measure_sweep)(model, lengths, repeats=repeats,
+                                                                     decode_tokens=DECODE_TOKENS, progress=progress),
+        "Press **Run the sweep** (about 5–15 s on the bundled model).", where=c2,
+    )
 if sweep is None:
     st.stop()
 

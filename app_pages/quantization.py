@@ -8,6 +8,7 @@ from inference.prompting import prepare_prompt
 from inference.quant_text import SPEED_NOTES, departure_verdict, layer_notes, speed_findings
 from inference.quantize import PRECISIONS
 from app_pages import common
+from inference.engines import gguf_compare
 
 DEFAULT_PROMPT = "Once upon a time"
 DEFAULT_NEW_TOKENS = 48
@@ -35,7 +36,7 @@ def public_fit_table():
     return weight_fit_table(load_public_models(), DEFAULT_BITS, DEFAULT_ACCELERATOR_GB)
 
 
-loaded = common.current_model()
+loaded = common.current_model(needs_weights="it makes int8, int4 and bfloat16 copies of the weights and times them here")
 model_key = st.session_state.get(common.MODEL_SOURCE_KEY, "") or "bundled"
 presenter = common.presenter()
 
@@ -145,6 +146,52 @@ st.html(qf.step_context_html(comparison, step, presenter))
 st.plotly_chart(qf.step_distributions(comparison, step, presenter), width="stretch", key="quant_step_bars")
 common.caption("exact", "float32's 15 most likely tokens at this step and the probability each precision gives them "
                "(softmax over the full vocabulary; 'other' = everything else). ▶ = the token float32 chose.")
+
+# -- GGUF: the files people download for llama.cpp ------------------------------------------
+st.header("The files people download: GGUF for llama.cpp")
+st.markdown(
+    "People who run a model on their own computer mostly download a **GGUF** file for llama.cpp (Ollama and LM "
+    "Studio read it too). Here the model is converted with llama.cpp's own converter, quantized by its "
+    "`llama-quantize` (q8_0: 8 bits and a scale per 32 weights; q4_K_M: mostly 4-bit blocks with 6-bit ones for "
+    "the most sensitive tensors), served by a `llama-server` built on this machine, and scored against float32 on "
+    "the same teacher-forced text as the rows above."
+)
+if not gguf_compare.available():
+    st.info("llama-server is not built on this server, so there are no GGUF rows: "
+            "`python -m inference.engines llamacpp build` (about 5 minutes) adds them.")
+elif loaded.info.source not in ("bundled", "folder"):
+    st.info("GGUF rows are made from the bundled model or a local model folder, not from a hub download.")
+else:
+    gguf_source = None if loaded.info.source == "bundled" else st.session_state.get(common.MODEL_SOURCE_KEY) or None
+    gguf_results = None
+    try:
+        gguf_results = common.measure_on_click(
+            "Measure the GGUF files", "quant_gguf",
+            ("gguf", model_key, tuple(comparison.prompt_ids), tuple(comparison.reference_ids)),
+            lambda progress: gguf_compare.measure_ggufs(loaded.model, comparison.prompt_ids, comparison.reference_ids,
+                                                        source=gguf_source, progress=progress),
+            "Press **Measure the GGUF files** (the first time converts the model: about half a minute).",
+        )
+    except (gguf_compare.EngineError, RuntimeError, OSError) as err:
+        st.error(f"The GGUF rows could not be measured: {err}", icon="⚠️")
+    if gguf_results:
+        st.dataframe(
+            gguf_compare.side_by_side(summary, gguf_compare.gguf_table(gguf_results)), hide_index=True,
+            width="stretch", key="quant_gguf_table",
+            column_config={
+                "weight bytes": st.column_config.NumberColumn(format="localized"),
+                "size vs float32": st.column_config.NumberColumn(format="%.2f×"),
+                "decode tokens/s": st.column_config.NumberColumn(format="%.0f"),
+                "speed vs its float32": st.column_config.NumberColumn(format="%.2f×"),
+                "mean KL from float32 (nats)": st.column_config.NumberColumn(format="%.1e"),
+                "top-1 agreement": st.column_config.NumberColumn(format="percent"),
+            },
+        )
+        common.caption("measured", "GGUF bytes are the file's size; its decode tokens/s is llama-server's own "
+                       "`timings` for a greedy run of the same length (best of "
+                       f"{gguf_compare.SPEED_ROUNDS}), relative to the GGUF f32 file on the same server. KL and top-1 "
+                       "agreement are computed exactly from the server's whole-vocabulary distributions at every "
+                       "position of the same teacher-forced text as the torchao rows.")
 
 # -- 4. calculator --------------------------------------------------------------------------
 st.header("Will it fit? Weights of public models")
