@@ -22,6 +22,7 @@ import torch
 from transformers import DynamicCache
 
 from inference import fast_decode, kv_cache, model_config
+from inference.routing import has_experts
 from inference.samplers import dry_breaker_ids, xtc_uniforms
 from inference.sampling import SamplingSettings, StepContext, draw, seen_mask
 from inference.tokens import token_text
@@ -70,6 +71,7 @@ class _Forward:
     cache_tokens: int
     cache_bytes: int
     reused: bool = False  # kept from before a rewind: no forward pass ran for it now
+    router_logits: torch.Tensor | None = None  # [layers, tokens_in_forward, experts] float32 (MoE models)
 
 
 @dataclass
@@ -96,6 +98,9 @@ class StepRecord:
     xtc_u: float | None = None  # XTC's own uniform for this step (its second seeded stream), when XTC was on
     mirostat_mu: float | None = None  # mirostat's running target this step cut at, when mirostat was on
     mirostat_mu_next: float | None = None  # ... and after this step's draw
+    # Mixture-of-Experts models: every router's logits for the tokens this step's forward pass
+    # fed, [layers, tokens_in_forward, experts] float32 (see inference.routing); None otherwise.
+    router_logits: torch.Tensor | None = None
 
 
 @dataclass
@@ -135,6 +140,7 @@ class Trace:
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
         self._xtc_uniforms: dict[int, torch.Tensor] = {}  # seed -> XTC's uniform per step
         self._breaker_ids: dict[tuple[str, ...], frozenset[int]] = {}  # DRY breakers -> token ids
+        self._records_routing = has_experts(self.model)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -164,17 +170,26 @@ class Trace:
     @torch.inference_mode()
     def _forward(self, ids: list[int], phase: str) -> _Forward:
         start = time.perf_counter()
-        if phase == "decode":  # the lean step where the architecture allows: same logits, less Python
+        router_logits = None
+        if phase == "decode" and not self._records_routing:  # the lean step where it applies: same logits
             logits = fast_decode.decode_step(self.model, ids[0], self._cache).float().clone()
         else:
+            # An MoE model also returns its routers' logits: collected per call by transformers
+            # (a ContextVar), so the shared model is not changed and concurrent runs stay apart.
+            extra = {"output_router_logits": True} if self._records_routing else {}
             out = self.model(
-                input_ids=torch.tensor([ids], dtype=torch.long), cache=self._cache, use_cache=True, logits_to_keep=1
+                input_ids=torch.tensor([ids], dtype=torch.long), cache=self._cache, use_cache=True, logits_to_keep=1,
+                **extra,
             )
             logits = out.logits[0, -1].float().clone()
+            if self._records_routing and out.router_logits:
+                layers = [r.float() for r in out.router_logits]  # each [tokens_in_forward, experts]
+                router_logits = torch.stack(layers).view(len(layers), len(ids), -1)
         forward_ms = (time.perf_counter() - start) * 1000
         return _Forward(
             logits=logits, forward_ms=forward_ms, phase=phase, tokens_in_forward=len(ids),
             cache_tokens=kv_cache.cache_length(self._cache), cache_bytes=kv_cache.measured_bytes(self._cache),
+            router_logits=router_logits,
         )
 
     def peek(self) -> torch.Tensor | None:
@@ -242,7 +257,7 @@ class Trace:
             token_id=choice.token_id, token_text=token_text(self.tokenizer, choice.token_id), rank=choice.rank,
             prob=choice.prob, u=u, alternatives=choice.alternatives, entropy_bits=choice.entropy_bits, kept=choice.kept, forward_ms=fwd.forward_ms, sample_ms=sample_ms,
             tokens_in_forward=fwd.tokens_in_forward, cache_tokens=fwd.cache_tokens, cache_bytes=fwd.cache_bytes,
-            reused_forward=fwd.reused,
+            reused_forward=fwd.reused, router_logits=fwd.router_logits,
             xtc_u=context.xtc_u if settings.xtc_probability > 0 else None,
             mirostat_mu=context.mirostat_mu if settings.mirostat else None, mirostat_mu_next=choice.mirostat_mu_next,
         )
@@ -276,6 +291,7 @@ class Trace:
         self._pending = _Forward(
             logits=kept.logits, forward_ms=kept.forward_ms, phase=kept.phase, tokens_in_forward=kept.tokens_in_forward,
             cache_tokens=kept.cache_tokens, cache_bytes=kept.cache_bytes, reused=True,
+            router_logits=kept.router_logits,
         )
         # Record k's logits came from a cache of prompt + k tokens; now it holds prompt + n - 1.
         if n - 1 > k:

@@ -263,6 +263,9 @@ def moe_section(meta: dict, ctx: CardContext) -> str:
                           for i, row in enumerate(stats["information"]))
 
     base = stats["experiments"][0]["val_bits_per_byte"]
+    scoring = source.get("scoring", "windows of 512 tokens")
+    last_eval = (f"; the trainer's last evaluation, float32 weights: {float(m['log'][-1]['val_bits_per_byte']):.4f}"
+                 if m["log"] else "")
     ms = stats["decode_ms_per_token"]
     experiment_rows = "\n".join(
         f"| {e['name']} | {e['k']} | {e['val_bits_per_byte']:.4f} | {e['val_bits_per_byte'] - base:+.4f} | "
@@ -315,8 +318,9 @@ its parameters and {moe_b['active_parameters'] / dense_b['active_parameters']:.2
 is {gap_moe:+.3f} bits/byte against the dense model's {gap_dense:+.3f}: {memorises}. With only
 {st['train_tokens_in_corpus']:,} training tokens (about 6 MB of text, seen {st['tokens_seen'] / st['train_tokens_in_corpus']:.1f} times) a bigger model has
 more room to memorise; these are the measured figures, not a tuned comparison. (The trainer scored
-the float32 weights before rounding them to bfloat16 for the file; the stored weights score
-{base:.4f} on validation, first row of the experiments below.)
+the float32 weights before rounding them to bfloat16 for the file. Scored like the trainer's
+periodic evaluations, in {scoring}, the stored weights reach {base:.4f} on validation, first row
+of the experiments below{last_eval}.)
 
 ### Expert load on validation stories
 Share of the (token, slot) picks each expert received, over {source['tokens']:,} tokens of
@@ -340,7 +344,7 @@ no clean one-expert-per-word specialisation.
 {info_rows}
 
 ### Experiments, measured
-Validation bits/byte on the same stories, the model's stored weights, each variant built on
+Validation bits/byte on the same stories ({scoring}), the model's stored weights, each variant built on
 the same tensors (`inference.routing.variant`). Decode time: {stats['timing']['how']};
 {stats['timing']['machine']}; {stats['timing']['conditions']}. Dense `{dense_name}` on the
 same path: {ms.get('dense', float('nan')):.2f} ms per token (its validation score here: {stats['dense']['val_bits_per_byte']:.4f}).

@@ -10,8 +10,9 @@ is computed here, once, and written to FOLDER/routing_stats.json:
   (token, slot) picks each expert received in every layer, and each layer's first choices;
 - top tokens: per layer and expert, the tokens most often routed to it, with counts;
 - experiments: bits per byte on the same stories with the model as trained (top-2), with one
-  expert per token (top-1), and with one expert switched off (each index in turn, in every
-  layer), next to the dense model; decode time per token of each, measured on this machine.
+  expert per token (top-1), and with one expert switched off in every layer (by default the
+  index with the largest mean share), next to the dense model; decode time per token of each,
+  measured on this machine.
 """
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from statistics import median
 
 import torch
 
@@ -30,12 +30,14 @@ from inference import corpus as corpus_io
 from inference import routing
 from inference.evaluate import score_stream
 from inference.loader import encode_prompt, load_model
-from inference.paths import BUNDLED_MODEL_DIR, DEFAULT_CORPUS_DIR, MODELS_DIR
+from inference.paths import BUNDLED_MODEL_DIR, DEFAULT_CORPUS_DIR
 
-MOE_MODEL_DIR = MODELS_DIR / "storyteller-moe-16m"
 TIMING_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to"
 TIMING_STEPS = 48
 TIMING_REPEATS = 5
+# Experiments are scored in windows of 512 tokens without overlap, as the trainer's evaluations
+# during training: half the work of the model card's overlapping windows, the same for every row.
+SCORE_WINDOW = 512
 
 
 def validation_stories(folder: Path, corpus_dir: Path) -> list[str]:
@@ -44,18 +46,6 @@ def validation_stories(folder: Path, corpus_dir: Path) -> list[str]:
     stories = corpus_io.read_stories(corpus_dir)
     _, validation = corpus_io.split_train_validation(stories, settings["validation_fraction"], settings["seed"])
     return validation
-
-
-def timings(models: dict[str, object], prompt_ids: list[int], repeats: int = TIMING_REPEATS,
-            steps: int = TIMING_STEPS) -> dict[str, float]:
-    """Median decode ms per token of each model, runs interleaved so a busy spell hits all alike."""
-    runs = {name: [] for name in models}
-    for model in models.values():
-        routing.decode_ms_per_token(model, prompt_ids, 4)  # warm-up
-    for _ in range(repeats):
-        for name, model in models.items():
-            runs[name].append(routing.decode_ms_per_token(model, prompt_ids, steps))
-    return {name: median(values) for name, values in runs.items()}
 
 
 def compute(folder: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR, dense_folder: Path = BUNDLED_MODEL_DIR,
@@ -77,7 +67,8 @@ def compute(folder: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR, dense_folder: P
         "source": {
             "text": "the trainer's validation split (corpus.split_train_validation with the model's settings), "
                     "never trained on",
-            "stories": len(stories), "tokens": len(ids), "bytes": n_bytes, "window": 512,
+            "stories": len(stories), "tokens": len(ids), "bytes": n_bytes, "window": SCORE_WINDOW,
+            "scoring": f"windows of {SCORE_WINDOW} tokens without overlap (as the trainer's periodic evaluation)",
         },
         "shape": asdict(shape),
         "load": routing.load_stats(recorded),
@@ -88,8 +79,11 @@ def compute(folder: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR, dense_folder: P
     }
     log(f"routing done ({time.time() - started:.0f} s)")
 
-    switch_off = list(range(shape.experts)) if switch_off is None else switch_off
-    variants = {"top-2 (as trained)": (shape.k, ())}
+    if switch_off is None:  # the busiest expert index over all layers: the one whose loss should cost most
+        load = torch.tensor(stats["load"]["fractions"]).mean(dim=0)
+        switch_off = [int(load.argmax())]
+    as_trained = f"top-{shape.k} (as trained)"
+    variants = {as_trained: (shape.k, ())}
     if shape.k > 1:
         variants["top-1"] = (1, ())
     for e in switch_off:
@@ -97,22 +91,22 @@ def compute(folder: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR, dense_folder: P
     experiments = []
     for name, (k, off) in variants.items():
         twin = routing.variant(model, k=k, off=off)
-        report = score_stream(twin, ids, n_bytes)
+        report = score_stream(twin, ids, n_bytes, window=SCORE_WINDOW, stride=SCORE_WINDOW)
         experiments.append({"name": name, "k": k, "off": list(off), "val_bits_per_byte": report.bits_per_byte,
                             "val_nats_per_token": report.nats_per_token})
         log(f"{name}: {report.bits_per_byte:.4f} bits/byte ({time.time() - started:.0f} s)")
-    dense_report = score_stream(dense.model, ids, n_bytes)
+    dense_report = score_stream(dense.model, ids, n_bytes, window=SCORE_WINDOW, stride=SCORE_WINDOW)
     stats["experiments"] = experiments
     stats["dense"] = {"model": dense_folder.name, "val_bits_per_byte": dense_report.bits_per_byte,
                       "val_nats_per_token": dense_report.nats_per_token}
 
     prompt = encode_prompt(tokenizer, TIMING_PROMPT)
-    timed = {"dense": dense.model, "top-2 (as trained)": model}
+    timed = {"dense": dense.model, as_trained: model}
     if shape.k > 1:
         timed["top-1"] = routing.variant(model, k=1)
     if switch_off:
         timed[f"expert {switch_off[0]} off"] = routing.variant(model, off=(switch_off[0],))
-    ms = timings(timed, prompt)
+    ms = routing.decode_timings(timed, prompt, TIMING_REPEATS, TIMING_STEPS)
     stats["decode_ms_per_token"] = ms
     stats["timing"] = {
         "how": f"median of {TIMING_REPEATS} interleaved runs of {TIMING_STEPS} greedy decode steps through "
@@ -133,7 +127,7 @@ def write(folder: Path, stats: dict) -> Path:
 
 def main(argv=None):
     args = sys.argv[1:] if argv is None else argv
-    folder = Path(args[0]) if args else MOE_MODEL_DIR
+    folder = Path(args[0]) if args else routing.BUNDLED_MOE_DIR
     print(write(folder, compute(folder)))
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -35,6 +36,10 @@ from torch import nn
 from transformers import DynamicCache
 from transformers.models.mixtral.modeling_mixtral import MixtralTopKRouter
 
+from inference.paths import MODELS_DIR
+
+BUNDLED_MOE_NAME = "storyteller-moe-16m"
+BUNDLED_MOE_DIR = MODELS_DIR / BUNDLED_MOE_NAME
 STATS_FILE = "routing_stats.json"
 LOAD_LOG_FILE = "expert_load_log.json"
 
@@ -315,17 +320,11 @@ def token_expert_information(routing: Routing) -> list[dict]:
     for layer in range(routing.layers):
         pairs = Counter(zip(ids, first[layer].tolist()))
         tokens, experts, n = Counter(ids), Counter(first[layer].tolist()), len(ids)
-        h_expert = -sum(c / n * _log2(c / n) for c in experts.values())
-        h_token = -sum(c / n * _log2(c / n) for c in tokens.values())
-        h_joint = -sum(c / n * _log2(c / n) for c in pairs.values())
+        h_expert = -sum(c / n * math.log2(c / n) for c in experts.values())
+        h_token = -sum(c / n * math.log2(c / n) for c in tokens.values())
+        h_joint = -sum(c / n * math.log2(c / n) for c in pairs.values())
         out.append({"expert_entropy_bits": h_expert, "mutual_information_bits": h_token + h_expert - h_joint})
     return out
-
-
-def _log2(x: float) -> float:
-    import math
-
-    return math.log2(x)
 
 
 # -- timing --------------------------------------------------------------------------------------
@@ -344,6 +343,23 @@ def decode_ms_per_token(model, prompt_ids: list[int], steps: int = 32) -> float:
         out = model(input_ids=token, cache=cache, use_cache=True, logits_to_keep=1)
         times.append((time.perf_counter() - start) * 1000)
     return median(times)
+
+
+def decode_timings(models: dict[str, object], prompt_ids: list[int], repeats: int = 5, steps: int = 48,
+                   progress=None) -> dict[str, float]:
+    """Median decode ms per token of each model (`decode_ms_per_token`), runs interleaved so a
+    busy spell on the machine hits all alike. `progress(done, total, what)` if given."""
+    runs = {name: [] for name in models}
+    for model in models.values():
+        decode_ms_per_token(model, prompt_ids, 4)  # warm-up
+    for r in range(repeats):
+        if progress:
+            progress(r, repeats, f"timing, run {r + 1} of {repeats}")
+        for name, model in models.items():
+            runs[name].append(decode_ms_per_token(model, prompt_ids, steps))
+    if progress:
+        progress(repeats, repeats, "done")
+    return {name: median(values) for name, values in runs.items()}
 
 
 def read_stats(folder: Path) -> dict | None:

@@ -232,3 +232,71 @@ def test_moe_card_reports_stored_stats_beside_the_dense_model(tiny_moe_folder, b
     for e in stats["experiments"]:
         assert f"| {e['name']} | {e['k']} | {e['val_bits_per_byte']:.4f} |" in card
     assert "| 200 | 819,200 | 1.500 |" in card
+
+
+def test_engine_on_the_moe_greedy_equals_model_generate(tiny_moe):
+    """The step engine runs an MoE model (transformers' forward: the lean step is Llama-only),
+    and greedy decoding gives model.generate's tokens."""
+    from inference import fast_decode
+    from inference.engine import new_trace
+    from inference.sampling import SamplingSettings
+
+    model, tokenizer = tiny_moe
+    assert not fast_decode.supports(model)
+    ids = encode_prompt(tokenizer, "Once upon a time, there was")
+    trace = new_trace(model, tokenizer, ids, 30, stop_at_eos=False)
+    ours = [r.token_id for r in trace.run(SamplingSettings(temperature=0))]
+    with torch.inference_mode():
+        out = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=30, min_new_tokens=30,
+                             attention_mask=torch.ones(1, len(ids), dtype=torch.long), pad_token_id=0)
+    assert ours == out[0, len(ids):].tolist()
+
+
+def test_routing_recorded_during_generation_equals_the_router_recomputed_from_layer_inputs(tiny_moe):
+    """Prefill and every decode step record each layer's routing of the tokens they fed; those
+    experts = the top-k of the router applied to each layer's MLP input, recomputed independently."""
+    from inference.engine import new_trace
+    from inference.sampling import SamplingSettings
+
+    model, tokenizer = tiny_moe
+    trace = new_trace(model, tokenizer, encode_prompt(tokenizer, "Tom had a big dog. The dog"), 25, seed=3,
+                      stop_at_eos=False)
+    list(trace.run(SamplingSettings(temperature=0.9)))
+    recorded = routing.trace_routing(trace)
+    fed = trace.all_ids[:-1]  # the last chosen token is fed at the next step
+    assert recorded.token_ids == fed and recorded.probabilities.shape == (2, len(fed), 4)
+    inputs = routing.mlp_inputs(model, fed)
+    for layer in range(2):
+        experts, weights = routing.top_k(routing.router_from_input(model, layer, inputs[layer]), 2)
+        assert torch.equal(recorded.chosen()[0][layer], experts)
+        torch.testing.assert_close(recorded.chosen()[1][layer], weights, atol=1e-5, rtol=1e-5)
+    assert recorded.counts().sum(dim=1).tolist() == [len(fed) * 2] * 2
+
+
+def test_rewound_trace_keeps_the_routing_of_the_steps_it_keeps(tiny_moe):
+    """Back and fork keep each kept step's routing; a fresh step records the new token's."""
+    from inference.engine import new_trace
+    from inference.sampling import SamplingSettings
+
+    model, tokenizer = tiny_moe
+    warm = SamplingSettings(temperature=1.0)
+    trace = new_trace(model, tokenizer, encode_prompt(tokenizer, "Mia went to"), 12, seed=1, stop_at_eos=False)
+    list(trace.run(warm, max_steps=8))
+    trace.rewind(4)
+    list(trace.run(SamplingSettings(temperature=0), max_steps=4))
+    recorded = routing.trace_routing(trace)
+    assert torch.allclose(recorded.probabilities, routing.route(model, recorded.token_ids).probabilities, atol=1e-5)
+    assert routing.trace_routing(new_trace(model, tokenizer, [0, 1, 2], 2)) is None  # nothing fed yet
+
+
+def test_quantized_copy_of_an_moe_lists_its_experts_as_left_in_bf16_and_still_runs(tiny_moe):
+    """torchao converts nn.Linear only: the experts' 3-D weights are named as skipped, with why."""
+    from inference.quantize import quantized_copy
+
+    model, _ = tiny_moe
+    copy8 = quantized_copy(model, "int8")
+    experts = [s for s in copy8.skipped_layers if s.name.endswith("mlp.experts")]
+    assert [s.name for s in experts] == ["model.layers.0.mlp.experts", "model.layers.1.mlp.experts"]
+    assert "3-D weight" in experts[0].reason and copy8.quantized_linear_layers == 2 * 4  # q, k, v, o per layer
+    with torch.inference_mode():
+        assert torch.isfinite(copy8.model(torch.tensor([[0, 5, 9]])).logits).all()
