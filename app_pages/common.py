@@ -181,16 +181,6 @@ def presenter() -> bool:
     return bool(st.session_state.get("presenter", False))
 
 
-def model_summary(loaded: LoadedModel) -> None:
-    info = loaded.info
-    cols = st.columns(5)
-    cols[0].metric("Parameters", f"{info.parameters / 1e6:,.1f} M")
-    cols[1].metric("Layers", info.layers)
-    cols[2].metric("Heads / KV heads", f"{info.heads} / {info.kv_heads}")
-    cols[3].metric("Context", f"{info.context:,}")
-    cols[4].metric("Vocabulary", f"{info.vocab_size:,}")
-
-
 def side_by_side(count: int = 2) -> list:
     """Columns for charts: side by side normally; stacked full width in presenter mode, where
     projector-sized text would leave half-width charts no room for their bars."""
@@ -252,6 +242,15 @@ def session_lock() -> threading.RLock:
     run before the old one has reached a point where Streamlit can stop it, so without
     this two runs could feed the same KV cache at once."""
     return st.session_state.setdefault("_trace_lock", threading.RLock())
+
+
+@contextmanager
+def model_slot():
+    """One of the server's `max_concurrent_generations` model slots, waiting silently. For work
+    inside an `st.cache_data` function: it runs only on a cache miss, so a hit never waits, and
+    it draws nothing (a message drawn there would be replayed on every hit)."""
+    with _generation_slots():
+        yield
 
 
 @contextmanager

@@ -28,10 +28,10 @@ import transformers
 
 from inference.engine import new_trace
 from inference.loader import encode_prompt, load_model
+from inference.measuring import run_greedy
 from inference.sampling import SamplingSettings, seen_mask
 from inference.views import step_view, trace_summary
 
-GREEDY = SamplingSettings(temperature=0)
 ALL_STAGES = SamplingSettings(temperature=0.8, top_k=50, top_p=0.9, min_p=0.05, repetition_penalty=1.2)
 BENCH_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her"
 
@@ -52,8 +52,8 @@ def engine_vs_generate(model, tokenizer, new_tokens: int = 128, repeats: int = 5
     counts = {}
 
     def run_engine():
-        trace = new_trace(model, tokenizer, ids, new_tokens, stop_at_eos=False)  # exactly `new_tokens` steps
-        counts["engine"] = sum(1 for _ in trace.run(GREEDY))
+        trace = run_greedy(model, tokenizer, ids, new_tokens, stop_at_eos=False)  # exactly `new_tokens` steps
+        counts["engine"] = len(trace.records)
 
     input_ids = torch.tensor([ids])
     mask = torch.ones_like(input_ids)
@@ -87,8 +87,7 @@ def prefill_and_decode(model, tokenizer, prompt_tokens: int = 64, decode_tokens:
     ids = base[:prompt_tokens]
     ttft, decode = [], []
     for i in range(repeats + 1):
-        trace = new_trace(model, tokenizer, ids, decode_tokens, stop_at_eos=False)
-        records = list(trace.run(GREEDY))
+        records = run_greedy(model, tokenizer, ids, decode_tokens, stop_at_eos=False).records
         if i == 0:
             continue  # warm-up
         ttft.append(records[0].forward_ms)
@@ -131,13 +130,10 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
     from inference.engines.bench import engine_figures  # llama-server, when built or running
 
     results.update(engine_figures(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT)))
-    if include_quantization:
-        try:
-            from inference.quant_compare import benchmark_rows
-        except ImportError:
-            benchmark_rows = None
-        if benchmark_rows is not None:
-            results["quantization"] = benchmark_rows(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT))
+    if include_quantization:  # imported here: torchao loads only when asked for
+        from inference.quant_compare import benchmark_rows
+
+        results["quantization"] = benchmark_rows(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT))
     if include_serving:  # llama-server replays of one trace, 1 slot vs 8 (minutes; see inference/serving/benchmark.py)
         from inference.serving import benchmark as serving_benchmark
 

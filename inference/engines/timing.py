@@ -7,12 +7,11 @@ so every prefill reads the whole prompt.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pandas as pd
 
 from inference.engines.client import EngineError, ServerTimings
-from inference.timing import GenerationTiming, Sweep, filler_prompt, summarise_runs
+from inference.measuring import Progress, filler_prompt
+from inference.timing import GenerationTiming, Sweep, summarise_runs
 from inference.tokens import readable_token
 
 
@@ -51,7 +50,7 @@ def remote_generation_timing(engine, tokenizer, prompt_ids: list[int], new_token
 
 
 def remote_sweep(engine, prompt_lengths: list[int], repeats: int = 5, decode_tokens: int = 8,
-                 progress: Callable | None = None) -> Sweep:
+                 progress: Progress | None = None) -> Sweep:
     """The local sweep's measures from the server's timings: prefill ms (`prompt_ms`, prompt cache off) and
     decode ms per token (`predicted_ms / predicted_n`), a warm-up round then `repeats` rounds."""
     if repeats < 3:

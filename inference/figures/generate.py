@@ -19,7 +19,7 @@ from inference.figures.style import (
     CHOSEN_COLOUR, CUTOFF_COLOUR, FINAL_COLOUR, RAW_COLOUR, REMOVED_COLOUR, base_layout, label, legend_below,
     probability_colour, probability_text_colour, repr_token,
 )
-from inference.tokens import VISIBLE_WHITESPACE, readable_token, readable_tokens
+from inference.tokens import VISIBLE_WHITESPACE, readable_token, readable_tokens, special_ids
 
 
 def next_token_bars(table: pd.DataFrame, presenter: bool = False, title: str = "Next-token probabilities") -> go.Figure:
@@ -150,14 +150,16 @@ def token_html(tokenizer, prompt_ids: list[int], records) -> str:
     """The prompt as grey dashed chips (token boundaries visible), then generated tokens
     coloured by the probability the model gave them; hovering (or focusing, for keyboard
     users) shows the top-5 alternatives."""
-    special = set(tokenizer.all_special_ids)
+    special = special_ids(tokenizer)
     generated = ",".join(str(r.token_id) for r in records)
     parts = [CHIP_CSS, f'<div class="token-box" data-generated-ids="{generated}">']
     for token_id in prompt_ids:
         if token_id in special:
-            parts.append(f'<span class="token-chip special" title="special token">{html.escape(tokenizer.convert_ids_to_tokens(token_id))}</span>')
+            name = html.escape(tokenizer.convert_ids_to_tokens(token_id))
+            parts.append(f'<span class="token-chip special" title="special token">{name}</span>')
         else:
-            parts.append(f'<span class="token-chip prompt" title="prompt token {token_id}">{chip_text(tokenizer.decode([token_id]))}</span>')
+            text = chip_text(tokenizer.decode([token_id]))
+            parts.append(f'<span class="token-chip prompt" title="prompt token {token_id}">{text}</span>')
     for r in records:
         raw_prob = next((raw for tid, raw, _ in r.alternatives if tid == r.token_id), None)
         if raw_prob is None:
@@ -166,7 +168,8 @@ def token_html(tokenizer, prompt_ids: list[int], records) -> str:
               f"u = {r.u:.3f}, T = {r.settings.temperature:g}\n"
         tip = _tip_escape(tip) + _alternatives_tip(tokenizer, r.alternatives)
         if r.token_id in special:
-            parts.append(f'<span class="token-chip special" tabindex="0">{html.escape(tokenizer.convert_ids_to_tokens(r.token_id))}<span class="tip">{tip}</span></span>')
+            name = html.escape(tokenizer.convert_ids_to_tokens(r.token_id))
+            parts.append(f'<span class="token-chip special" tabindex="0">{name}<span class="tip">{tip}</span></span>')
         else:
             colour = probability_colour(raw_prob)
             text_colour = probability_text_colour(raw_prob)
@@ -178,5 +181,6 @@ def token_html(tokenizer, prompt_ids: list[int], records) -> str:
     legend = "".join(
         f'<span style="background:{probability_colour(p)}"></span> {p:.0%} &nbsp;' for p in (0.02, 0.2, 0.5, 0.9)
     )
-    parts.append(f'<div class="token-legend">Grey dashed: your prompt. Chip colour = the model\'s probability for the chosen token (T=1, before filters): {legend}. Hover a chip for the top 5.</div>')
+    parts.append('<div class="token-legend">Grey dashed: your prompt. Chip colour = the model\'s probability for the '
+                 f'chosen token (T=1, before filters): {legend}. Hover a chip for the top 5.</div>')
     return "".join(parts)
