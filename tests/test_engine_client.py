@@ -186,3 +186,20 @@ def test_engines_a_server_offers_come_from_the_environment_only():
     limits = Limits.from_env({"INFERENCE_LAB_ENGINES": "llama.cpp=http://127.0.0.1:8080, gpu=http://10.0.0.5:8000"})
     assert limits.engine_urls() == {"llama.cpp": "http://127.0.0.1:8080", "gpu": "http://10.0.0.5:8000"}
     assert Limits().engine_urls() == {}
+
+
+def test_llamacpp_requests_never_send_an_empty_sampler_chain():
+    """llama-server appends a random draw to every chain: an empty one would sample at T = 1, not greedily."""
+    sent = []
+
+    def handler(request):
+        sent.append(json.loads(request.content))
+        if len(sent) == 1:
+            return httpx.Response(200, json=completion_with([(i, -2.0794) for i in range(8)]))
+        return httpx.Response(200, json={"tokens": [1, 2], "content": "ab", "timings": {}})
+
+    client = client_answering(handler)
+    client.next_token([0], 8, 8)
+    client.complete([0], 2)
+    assert [p["samplers"] for p in sent] == [["temperature"], ["temperature"]]
+    assert all(p["temperature"] == 0 for p in sent)

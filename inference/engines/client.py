@@ -33,6 +33,9 @@ MAX_RESPONSE_BYTES = 32 * 2**20
 FULL_VOCABULARY_LIMIT = 32_768
 TOP_N_FALLBACK = 1_000
 VLLM_DEFAULT_MAX_LOGPROBS = 20  # vLLM refuses more unless started with --max-logprobs
+# llama-server's sampler chain for our requests: temperature 0 keeps only the most likely token. Never an empty
+# list: the server always appends a random draw from the distribution, so an empty chain samples at T = 1.
+GREEDY_CHAIN = ["temperature"]
 TOKENIZER_PROBE = "Once upon a time, a little robot said: \"Hello, world!\" 123"
 
 
@@ -351,7 +354,7 @@ class EngineClient:
 
     def _next_token_llamacpp(self, prompt_ids, wanted, vocab_size) -> NextTokenDistribution:
         payload = {"prompt": list(prompt_ids), "n_predict": 1, "n_probs": wanted, "cache_prompt": True,
-                   "temperature": 0, "samplers": [], "return_tokens": True}
+                   "temperature": 0, "samplers": GREEDY_CHAIN, "return_tokens": True}
         start = time.perf_counter()
         answer = self._json("POST", "/completion", payload)
         round_trip_ms = (time.perf_counter() - start) * 1000
@@ -417,7 +420,7 @@ class EngineClient:
         """Greedy continuation of `prompt_ids` (exactly `max_tokens` unless the context ends). Streaming
         records each token's arrival time here, next to the server's own timings."""
         if self.dialect == LLAMACPP:
-            payload = {"prompt": list(prompt_ids), "n_predict": max_tokens, "temperature": 0, "samplers": [],
+            payload = {"prompt": list(prompt_ids), "n_predict": max_tokens, "temperature": 0, "samplers": GREEDY_CHAIN,
                        "ignore_eos": ignore_eos, "cache_prompt": cache_prompt, "return_tokens": True, "stream": stream}
             return self._stream_llamacpp(payload) if stream else self._complete_llamacpp(payload)
         payload = {"model": self._model_name(), "prompt": list(prompt_ids), "max_tokens": max_tokens,
