@@ -15,7 +15,6 @@ up to the first step where they part, both saw the same context and the same u.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -24,6 +23,7 @@ import torch
 from transformers import DynamicCache
 
 from inference.engine import Trace, eos_token_ids, new_trace, run_uniforms
+from inference.measuring import Progress
 from inference.samplers import dry_breaker_ids, xtc_uniforms
 from inference.sampling import (
     LLAMA_CPP_ORDER,
@@ -38,7 +38,6 @@ from inference.sampling import (
 from inference.tokens import readable_tokens
 from inference.views import StepView, step_view
 
-Progress = Callable[[int, int, str], None]
 METRICS = {  # column -> (label, which way is "more")
     "repetition_rate": "repeated 4-grams (share)",
     "distinct_2": "distinct 2-grams (share)",

@@ -21,15 +21,12 @@ import torch
 from transformers import DynamicCache
 
 from inference import speculative as spec
-from inference.engine import new_trace
+from inference.measuring import GREEDY, Progress, run_greedy
 from inference.sampling import SamplingSettings, draw, seen_mask
 
-GREEDY = SamplingSettings(temperature=0)
 SWEEP_GAMMAS = tuple(range(1, 9))
 SWEEP_TEMPERATURES = (0.0, 0.8, 1.2)
 SWEEP_NEW_TOKENS = 48
-
-Progress = Callable[[int, int, str], None]
 
 
 @dataclass(frozen=True)
@@ -150,9 +147,7 @@ def benchmark(target, tokenizer, draft, draft_tokenizer, prompt_ids: list[int], 
     out: dict = {}
 
     def plain():
-        trace = new_trace(target, tokenizer, prompt_ids, new_tokens, stop_at_eos=False)
-        list(trace.run(GREEDY))
-        out["plain"] = trace.generated_ids
+        out["plain"] = run_greedy(target, tokenizer, prompt_ids, new_tokens, stop_at_eos=False).generated_ids
 
     def speculative(name, drafter):
         def go():
