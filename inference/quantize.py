@@ -30,38 +30,6 @@ PRECISIONS = ("float32", "bfloat16", "int8", "int4")
 INT4_GROUP_SIZES = (32, 64, 128)  # what torchao's CPU int4 packing accepts
 INT4_OUT_FEATURES_MULTIPLE = 16  # `_convert_weight_to_int4pack_for_cpu` raises otherwise
 
-# Why each precision is (or is not) faster: shown beside the measured speed.
-SPEED_NOTES = {
-    "float32": (
-        "The reference: 4 bytes per weight. Decoding one token reads every weight once, so "
-        "for a model larger than the CPU's caches the speed of decode is set mostly by how "
-        "many bytes the weights take. A model of a few MB fits in the cache: then per-layer "
-        "overheads dominate and fewer bytes help little."
-    ),
-    "bfloat16": (
-        "2 bytes per weight, half the memory to read per token. It pays off on large models "
-        "and on CPUs that multiply bf16 natively (AVX-512 BF16 or AMX); on small models or "
-        "older CPUs bf16 can be slower than float32."
-    ),
-    "int8": (
-        "1 byte per weight plus one scale per output row. In eager PyTorch, torchao's int8 "
-        "weight-only path converts the whole int8 weight back to bf16 on every call and then "
-        "runs an ordinary bf16 matrix multiply: memory is saved, but each step does the "
-        "conversion on top, so it is no faster than bf16 on a CPU. A fused kernel (from "
-        "torch.compile, or the int8 kernels on GPUs) converts inside the multiply and reads "
-        "only the int8 bytes: that is where the speed comes from."
-    ),
-    "int4": (
-        "Half a byte per weight plus a bf16 scale and zero point per group of inputs. "
-        "torchao packs the weights for a fused CPU kernel that unpacks them inside the "
-        "multiply, so a decode step reads about a quarter of bf16's weight bytes (plus the "
-        "scales and zero points). Whether that makes it faster here is measured above. GPUs have "
-        "such fused int4 kernels too, which is why 4-bit "
-        "weight-only models are common for local serving. The price is accuracy: check the KL."
-    ),
-}
-
-
 @dataclass(frozen=True)
 class SkippedLayer:
     name: str  # module name, e.g. "transformer.h.0.attn.c_attn"
@@ -75,7 +43,6 @@ class QuantizedModel:
     seconds: float  # time to copy and convert
     quantized_linear_layers: int
     skipped_layers: list[SkippedLayer] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
 
 def _conv1d_class():
@@ -204,11 +171,8 @@ def quantized_copy(model: nn.Module, precision: str, group_size: int = 128,
     start = time.perf_counter()
     new = copy.deepcopy(model)  # deepcopy keeps tied parameters tied
     new.eval()
-    notes: list[str] = []
     if convert_conv1d:
-        replaced = _conv1d_to_linear(new)
-        if replaced:
-            notes.append(f"{replaced} GPT-2 Conv1D layers were converted to nn.Linear first.")
+        _conv1d_to_linear(new)
     _cast_parameters(new, torch.float32 if precision == "float32" else torch.bfloat16)
 
     quantized = 0
@@ -228,12 +192,8 @@ def quantized_copy(model: nn.Module, precision: str, group_size: int = 128,
                 quantized += 1
             else:
                 skipped.append(SkippedLayer(name, "torchao left this layer unquantized"))
-        notes.append("Activations, embeddings and norms stay in bf16; only linear weights are integers.")
-        if precision == "int4":
-            notes.append(f"One bf16 scale and zero point per group of {group_size} inputs.")
     seconds = time.perf_counter() - start
-    notes.append(SPEED_NOTES[precision])
-    return QuantizedModel(new, precision, seconds, quantized, skipped, notes)
+    return QuantizedModel(new, precision, seconds, quantized, skipped)
 
 
 # ---------------------------------------------------------------------------- bytes
