@@ -1,4 +1,6 @@
 """KV cache: what the model keeps between steps, what it costs, and what it saves."""
+from statistics import median
+
 import streamlit as st
 
 from inference.calculator import kv_table, load_public_models, model_entry_from_hf_config
@@ -95,7 +97,7 @@ def with_and_without() -> None:
     comparison = common.measure_on_click(
         "Compare with and without the cache", "kv_compare", ("kv_compare", info.name, tuple(prepared.ids), new_tokens),
         lambda progress: compare_cache(model, prepared.ids, new_tokens, progress=progress),
-        "Press the button to run it: about 10 s for 200 tokens on the bundled model, and the time grows "
+        f"Press the button to run it: it decodes the {new_tokens} tokens twice, and the time without the cache grows "
         "with the square of the length (that is the point).",
     )
     if comparison is not None:
@@ -105,13 +107,18 @@ def with_and_without() -> None:
         m[1].metric("With cache", f"{steps.with_cache_cumulative_ms.iloc[-1] / 1e3:.2f} s")
         m[2].metric("Without cache", f"{steps.without_cache_cumulative_ms.iloc[-1] / 1e3:.2f} s")
         m[3].metric("Same tokens?", "yes ✓" if comparison.identical else "no ✗")
+        growth_run = st.session_state.get(GROWTH_KEY)
+        engine_steps = [r.forward_ms for r in growth_run[1].records if r.phase == "decode"] if growth_run else []
+        engine_note = (f"; the engine's own lean step (section 1's run, as on Generate) took a median "
+                       f"{median(engine_steps):.2f} ms per decode step" if engine_steps else "")
         chart_left, chart_right = common.side_by_side(2)
         with chart_left:
             st.plotly_chart(step_time_figure(steps, common.presenter()), width="stretch", key="kv_step_time")
             common.caption("measured", f"Forward-pass time of each step (thin) and the running median of "
                            f"{SMOOTHING_STEPS} steps (thick); rare spikes from other programs may run off the top. "
                            "With the cache each pass reads one new token; without it, the whole sequence so far. "
-                           "Step 0 (the prompt) costs the same either way.")
+                           "Step 0 (the prompt) costs the same either way. Both run transformers' own forward, so "
+                           "only the cache differs" + engine_note + ".")
         with chart_right:
             st.plotly_chart(cumulative_time_figure(steps, comparison.speedup, common.presenter()),
                             width="stretch", key="kv_cumulative")
@@ -144,26 +151,30 @@ def _size(gb: float) -> str:
 def calculator() -> None:
     st.subheader("3. How big does it get for real models?")
     st.markdown(
-        "KV cache = 2 × layers × KV heads × head dim × **tokens × batch** × bytes per number. It grows with every "
+        "KV cache = 2 × layers × KV heads × head dim × **tokens × batch** × bytes per number (a layer with a sliding "
+        "window keeps at most its window of tokens; an MLA model caches one compressed latent instead). It grows with every "
         f"token of every sequence being served, and can outgrow the weights. At 512 tokens in {info.dtype}, the formula gives "
         f"this app's model {shape.formula_bytes(512):,} bytes: the same formula the real tensors matched above."
     )
     public = load_public_models()
-    this_model = model_entry_from_hf_config(model.config.to_dict(), f"{info.name} (this app)", info.parameters)
+    this_model = model_entry_from_hf_config(model.config, f"{info.name} (this app)", info.parameters)
     by_name = {entry["name"]: entry for entry in [this_model, *public]}
     c = st.columns([2, 1, 1])
     context = c[0].select_slider("Context length (tokens per sequence)", CONTEXTS, value=8192, key="kv_calc_context",
                                  format_func=lambda n: f"{n:,}")
     batch = c[1].number_input("Batch (sequences at once)", 1, 1024, 1, key="kv_calc_batch")
-    precision = c[2].selectbox("Precision (weights and cache)", ["bfloat16", "float32", "float8", "int4"], key="kv_calc_precision")
+    precision = c[2].selectbox("Precision (weights and cache)", ["bfloat16", "float16", "float32", "float8", "int8", "int4"],
+                               key="kv_calc_precision")
     chosen = st.multiselect("Models", list(by_name), [this_model["name"], *CALCULATOR_DEFAULT_MODELS], key="kv_calc_models")
     if not chosen:
         st.info("Pick at least one model.")
         return
     memory = kv_table([by_name[name] for name in chosen], context, int(batch), precision)
     st.plotly_chart(memory_figure(memory, common.presenter()), width="stretch", key="kv_memory")
-    common.caption("published", f"From each model's published config (sources below) with the formula above, at {context:,} "
-                   f"tokens × batch {batch} in {precision}. Weights: parameters × bytes; MoE models count every expert.")
+    common.caption("published", f"From each model's published config (sources and notes below) with the formula above, at "
+                   f"{context:,} tokens × batch {batch} in {precision}: sliding-window layers count min(tokens, window). "
+                   "Weights: parameters × bytes; MoE models count every expert. For an MLA model the light bar is the "
+                   "uncompressed per-head cache it would need without its latent.")
     too_long = memory[memory.exceeds_context]["model"].tolist()
     if too_long:
         st.caption(f"⚠️ {context:,} tokens is beyond the context of: {', '.join(too_long)} (computed anyway).")
@@ -178,28 +189,32 @@ def calculator() -> None:
             "The light bars show each model's cache with one K/V head per query head; the table gives the factor."
         )
     st.dataframe(
-        memory.drop(columns="exceeds_context"), hide_index=True, width="stretch", key="kv_calc_table",
+        memory.drop(columns=["exceeds_context", "notes"]), hide_index=True, width="stretch", key="kv_calc_table",
         column_config={
             "model": st.column_config.TextColumn("model", width="medium", pinned=True),
             "attention": st.column_config.TextColumn("type", width="small"),
             "attention_heads": st.column_config.NumberColumn("heads", width="small", help="Query heads"),
             "kv_heads": st.column_config.NumberColumn("KV heads", width="small"),
+            "sliding_layers": st.column_config.NumberColumn("window layers", width="small",
+                                                            help="Layers that keep at most their sliding window of tokens"),
             "kv_gb": st.column_config.NumberColumn("KV GB", format="%.3g", width="small"),
             "kv_gb_without_gqa": st.column_config.NumberColumn("MHA KV GB", format="%.3g", width="small",
                                                               help="KV cache if every query head had its own K/V head "
-                                                                   "(plain multi-head attention)"),
+                                                                   "(plain multi-head attention; for MLA, the uncompressed "
+                                                                   "per-head keys and values)"),
             "gqa_saving": st.column_config.NumberColumn("saving", format="%.1f×", width="small"),
             "weight_gb": st.column_config.NumberColumn("weights GB", format="%.3g", width="small"),
             "kv_per_token_mb": st.column_config.NumberColumn("MB/token", format="%.3g", width="small",
                                                             help="KV cache added by one more token of one sequence"),
         },
     )
-    common.caption("published", "GB = 10⁹ bytes. Sliding-window layers (Mistral-7B-v0.1, Gemma-2) are counted as full layers; "
-                   "DeepSeek-V3 (MLA) caches a compressed latent instead of per-head keys and values.")
-    with st.expander("Sources"):
+    common.caption("published", "GB = 10⁹ bytes. Window layers keep at most their window (Mistral-7B-v0.1: all 32; "
+                   "Gemma-2: every other layer); MLA models (DeepSeek-V3) cache a compressed latent instead of per-head "
+                   "keys and values, and their MHA column is the uncompressed cache. Each model's notes are below.")
+    with st.expander("Sources and notes", expanded=True):
         for entry in public:
             if entry["name"] in chosen:
-                st.markdown(f"- **{entry['name']}**: [config.json]({entry['source']['config_json']}). "
+                st.markdown(f"- **{entry['name']}**: {entry['notes']} [config.json]({entry['source']['config_json']}). "
                             f"{entry['source']['parameter_count']}")
         if this_model["name"] in chosen:
             st.markdown(f"- **{common.escape(this_model['name'])}**: its own config.json; "

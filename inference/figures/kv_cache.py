@@ -93,10 +93,16 @@ def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     fig = go.Figure()
     bars = [("weights", "weight_gb", WEIGHT_COLOUR), ("KV cache", "kv_gb", KV_COLOUR),
             ("KV cache if KV heads = heads", "kv_gb_without_gqa", KV_WITHOUT_GQA_COLOUR)]
+    mla = (rows["attention"] == "MLA").tolist() if "attention" in rows else [False] * len(rows)
     for name, column, colour in bars:
-        fig.add_bar(y=names, x=rows[column], orientation="h", name=name, marker_color=colour,
-                    text=[_gb(v) for v in rows[column]], textposition="outside", cliponaxis=False,
-                    hovertemplate="%{y}<br>" + name + ": %{x:,.4g} GB<extra></extra>")
+        uncompressed = column == "kv_gb_without_gqa"
+        # An MLA model's light bar is the uncompressed per-head cache its latent replaces: say so on the bar.
+        text = [("uncompressed: " if uncompressed and is_mla else "") + _gb(v) for v, is_mla in zip(rows[column], mla)]
+        hover = [name + (" (MLA: the uncompressed per-head cache)" if uncompressed and is_mla else "") for is_mla in mla]
+        fig.add_bar(y=names, x=rows[column], orientation="h", name=name + (" (MLA: uncompressed)" if uncompressed
+                                                                              and any(mla) else ""),
+                    marker_color=colour, text=text, textposition="outside", cliponaxis=False, customdata=hover,
+                    hovertemplate="%{y}<br>%{customdata}: %{x:,.4g} GB<extra></extra>")
     values = pd.concat([rows[column] for _, column, _ in bars])
     # Log axes take log10 of the range; the extra room on the right is for the labels.
     fig.update_xaxes(type="log", title="GB (10⁹ bytes, log scale)",
