@@ -3,7 +3,9 @@ import streamlit as st
 
 from inference.batching import PROMPT_TOKENS, ROUNDS, STEPS, batch_sizes_for, measure_batches
 from inference.calculator import load_public_models
-from inference.cost import cost_per_million_tokens, measure_answer
+from inference import machine
+from inference.cost import PREFILL_REPEATS, cost_per_million_tokens, measure_answer
+from inference.timing import crossover_prompt_tokens, default_prompt_lengths, measure_sweep
 from inference.figures.cost import answer_split_figure, batching_figure, moe_figure
 from inference.moe import BATCH_PROMPT_TOKENS, DENSE_ACTIVE, DENSE_TOTAL, MOE, REPEATS, MoEDesign, public_moe_table
 from inference.moe import PROMPT_TOKENS as MOE_PROMPT_TOKENS
@@ -19,10 +21,11 @@ model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
 st.title("💰 Cost & Mixture of Experts")
 st.markdown(
-    "Serving a model costs **machine time**. Three things decide how much of it a token takes: whether it is "
+    "Serving a model costs **machine time**. Four things decide how much of it a token takes: whether it is "
     "an input token (read in one parallel prefill pass) or an output token (one decode pass each), how many "
-    "users share each pass (the **batch**), and how many weights each token has to touch (**active "
-    "parameters**, which Mixture-of-Experts models cut). Each is measured below on this machine."
+    "users share each pass (the **batch**), how long the **context** is (every decode step reads the whole KV "
+    "cache), and how many weights each token has to touch (**active parameters**, which Mixture-of-Experts models "
+    "cut). Each is measured below on this machine."
 )
 
 # -- 1. one answer -----------------------------------------------------------------------
@@ -42,19 +45,42 @@ answer = st.session_state[ANSWER_KEY][1]
 
 st.plotly_chart(answer_split_figure(answer, common.presenter()), width="stretch", key="cost_split")
 common.caption("measured", f"One greedy answer with the step engine: the prefill pass over {answer.prompt_tokens} "
-               f"prompt tokens (median of 3), then {answer.reply_tokens - 1} decode passes (the first reply token "
+               f"prompt tokens (median of {PREFILL_REPEATS}), then {answer.reply_tokens - 1} decode passes (the first reply token "
                "comes from the prefill pass). The prompt is fixed pseudo-random tokens: their meaning does not "
                "change the time.")
 m = st.columns(3)
 m[0].metric("Per input token", f"{answer.ms_per_input_token:.3f} ms", help="Prefill pass ÷ prompt tokens.")
 m[1].metric("Per output token", f"{answer.ms_per_output_token:.2f} ms", help="Mean decode pass.")
 m[2].metric("Output ÷ input", f"{answer.output_vs_input:,.0f}×", help="How much more machine time an output token took.")
+sweep = common.shared_results().get(("sweep", info.name))  # the Prefill vs decode page's sweep, if run
+if sweep is not None:
+    crossing = crossover_prompt_tokens(sweep, answer.reply_tokens - 1)
+    crossover = (f"the Prefill vs decode sweep puts the prompt whose prefill takes as long at about "
+                 f"**{crossing.prompt_tokens:,.0f} tokens** ({crossing.how})")
+else:
+    crossover = (f"a prompt of about **{answer.crossover_prompt_tokens:,.0f} tokens** would take as long to read, "
+                 f"if prefill time grew in proportion to the prompt at the rate measured here (run the sweep on "
+                 "the Prefill vs decode page for the measured curve)")
+fits = machine.weights_fit_in_cache(info.weight_bytes)
+mechanism = {
+    True: "so what a decode pass costs here is mostly the fixed cost of running its many small operations once "
+          "per token, which the prefill pass pays once for all its tokens",
+    False: "so a decode pass here mostly waits for every weight to be read from memory for a single token, while "
+           "the prefill pass reads them once for all its tokens",
+    None: "whether reading them or the fixed cost of each pass dominates cannot be said without the cache size",
+}[fits]
 st.markdown(
     f"The reply is **{answer.reply_share:.0%} of the tokens** "
-    f"but took **{answer.decode_share:.0%} of the time**. A decode pass reads every weight of the model to make "
-    f"one token; the prefill pass read them once for all {answer.prompt_tokens} prompt tokens. That is why API "
-    "price lists charge more for output tokens than for input tokens, and why a long reply, not a long "
-    "prompt, is what makes you wait."
+    f"but took **{answer.decode_share:.0%} of the time**. {machine.weights_vs_cache(info.weight_bytes)} Here that "
+    f"means: {mechanism}.\n\n"
+    f"**When the prompt is what makes you wait.** These {answer.reply_tokens - 1} decode passes took "
+    f"{answer.decode_ms:,.0f} ms; {crossover}. Below that length the reply dominates the wait, above it the prompt."
+)
+st.markdown(
+    "🎨 **The GPU picture (illustrative, not measured here):** a model of many GB does not fit any cache, so on a GPU a "
+    "decode pass for one sequence is limited by reading every weight from memory, while prefill turns the same "
+    "read into arithmetic for every prompt token. That asymmetry is why API price lists charge more for output "
+    "tokens than for input tokens."
 )
 
 # -- 2. batching ---------------------------------------------------------------------------
@@ -70,14 +96,20 @@ batches = common.measure_on_click("Measure batching", "cost_batches", ("batches"
                                   "Press **Measure batching** (a few seconds on the bundled model).")
 if batches is not None:
     st.plotly_chart(batching_figure(batches, common.presenter()), width="stretch", key="cost_batch_chart")
-    common.caption("measured", "Median decode pass for each batch size after a warm-up; machine time per token = "
+    common.caption("measured", "Median decode pass for each batch size after a warm-up, through transformers' own "
+                   "forward (the engine's lean step serves one sequence at a time); machine time per token = "
                    "pass time ÷ batch. KV cache bytes are read from the cache tensors.")
     first, best = batches.iloc[0], batches.loc[batches["ms_per_token"].idxmin()]
+    fixed_cost = ("the fixed cost of running its operations (the weights sit in the cache here)" if fits
+                  else "reading every weight (they do not fit the cache here)" if fits is False
+                  else "reading the weights and running its operations")
     st.markdown(
-        f"One sequence: **{first.ms_per_pass:.1f} ms** per pass for 1 token. {int(best.batch)} sequences: "
+        f"One sequence: **{first.ms_per_pass:.1f} ms** per pass for 1 token through transformers' forward (the "
+        f"engine's own step, section 1: {answer.ms_per_output_token:.2f} ms). {int(best.batch)} sequences: "
         f"**{best.ms_per_pass:.1f} ms** per pass for {int(best.batch)} tokens, so each token took "
-        f"**{best.speedup_per_token:.0f}× less** machine time. The gain flattens once a pass is limited by "
-        f"arithmetic rather than by reading weights, and the KV cache grows with every sequence "
+        f"**{best.speedup_per_token:.0f}× less** machine time: a pass pays {fixed_cost} once, however many "
+        f"sequences it serves. The gain flattens once the work that grows with the batch (arithmetic for every "
+        f"token, reading every sequence's cache) takes over, and the KV cache grows with every sequence "
         f"({best.kv_cache_bytes / 1e6:,.1f} MB here at {int(best.batch)} sequences × {int(best.tokens_per_sequence)} tokens): memory for the cache is "
         "what caps the batch on a real server (see the KV cache page)."
     )
@@ -94,8 +126,35 @@ if batches is not None:
                    f"measured above. At that price, a million **input** tokens (prefill, from section 1) cost "
                    f"${input_cost:,.4f}. Cost = price per hour ÷ 3,600,000 ms × ms per token × 1,000,000.")
 
-# -- 3. mixture of experts ----------------------------------------------------------------
-st.subheader("3. Mixture of Experts: hold every expert, pay for the ones you use")
+# -- 3. context length ----------------------------------------------------------------------
+st.subheader("3. Context: every decode step reads the whole cache")
+context_lengths = default_prompt_lengths(info.context)
+st.markdown(
+    "A decode step attends over every token before it, so its keys and values are read from the cache at every "
+    f"step. The Prefill vs decode sweep times decode steps after prompts of {', '.join(map(str, context_lengths))} "
+    "tokens; the same measurement is shared here."
+)
+context_sweep = common.measure_on_click(
+    "Measure decode against context", "cost_context", ("sweep", info.name),
+    lambda progress: measure_sweep(model, context_lengths, repeats=3, progress=progress),
+    "Press the button (the Prefill vs decode page's sweep: about 5–15 s on the bundled model).")
+if context_sweep is not None:
+    rows = context_sweep.summary
+    short, long = rows.iloc[0], rows.iloc[-1]
+    growth = long.decode_ms_per_token / short.decode_ms_per_token
+    st.markdown(
+        f"A decode step took **{short.decode_ms_per_token:.2f} ms** with {int(short.prompt_tokens):,} tokens before it "
+        f"and **{long.decode_ms_per_token:.2f} ms** with {int(long.prompt_tokens):,} ({growth:.2f}×). "
+        + ("On this model the weights and the fixed cost of a pass still outweigh the cache at these lengths; "
+           "on long contexts and large batches the cache is what every step reads most of."
+           if growth < 1.25 else
+           "The cache already shows: the longer the conversation, the dearer every further token.")
+    )
+    common.caption("measured", f"Median of {context_sweep.repeats} runs per context length; each run is "
+                   f"{context_sweep.decode_tokens} decode steps with the engine's own step after one prefill.")
+
+# -- 4. mixture of experts ----------------------------------------------------------------
+st.subheader("4. Mixture of Experts: hold every expert, pay for the ones you use")
 design = MoEDesign()
 st.markdown(
     f"Three models built here from configs, equal except for their feed-forward blocks "

@@ -13,6 +13,9 @@ from statistics import median
 from inference.measuring import filler_prompt, run_greedy
 
 
+PREFILL_REPEATS = 3  # prefill passes timed per answer; the median is kept
+
+
 @dataclass(frozen=True)
 class AnswerCost:
     prompt_tokens: int
@@ -47,8 +50,15 @@ class AnswerCost:
     def decode_share(self) -> float:
         return self.decode_ms / self.total_ms
 
+    @property
+    def crossover_prompt_tokens(self) -> float:
+        """The prompt whose prefill would take as long as this reply's decode passes, if prefill time grew in
+        proportion to the prompt at the rate measured here (the Prefill vs decode sweep measures the real curve)."""
+        return self.decode_ms / self.ms_per_input_token
 
-def measure_answer(model, tokenizer, prompt_tokens: int, reply_tokens: int, prefill_repeats: int = 3) -> AnswerCost:
+
+def measure_answer(model, tokenizer, prompt_tokens: int, reply_tokens: int,
+                   prefill_repeats: int = PREFILL_REPEATS) -> AnswerCost:
     """Time one greedy answer of exactly `reply_tokens` tokens to a `prompt_tokens`-token
     prompt (fixed pseudo-random ids: what they say does not change the arithmetic), with the
     step engine, after an untimed warm-up. The decode time is the sum of that answer's decode
