@@ -3,7 +3,7 @@ import streamlit as st
 
 from inference import quant_compare as qc
 from inference.figures import quantization as qf
-from inference.calculator import DEFAULT_ACCELERATOR_GB, DEFAULT_BITS, GB, load_public_models, weight_bytes, weight_fit_table
+from inference.calculator import DEFAULT_BITS, GB, cards_needed, fit_table, load_accelerators, load_public_models, weight_bytes
 from inference.prompting import prepare_prompt
 from inference.quant_text import SPEED_NOTES, departure_verdict, layer_notes, speed_findings
 from inference.quantize import PRECISIONS
@@ -33,7 +33,7 @@ def cached_comparison(model_key: str, prompt_ids: tuple, max_new_tokens: int, _l
 
 @st.cache_data(show_spinner=False)
 def public_fit_table():
-    return weight_fit_table(load_public_models(), DEFAULT_BITS, DEFAULT_ACCELERATOR_GB)
+    return fit_table(load_public_models(), DEFAULT_BITS)
 
 
 loaded = common.current_model(needs_weights="it makes int8, int4 and bfloat16 copies of the weights and times them here")
@@ -83,8 +83,10 @@ common.caption("measured", f"Bytes read from the model tensors; decode speed = d
 memory_col, speed_col = st.columns(2)
 with memory_col:
     st.plotly_chart(qf.memory_bars(comparison, presenter), width="stretch", key="quant_memory")
-    common.caption("measured", "Bytes of each kind of tensor, read from the copies. Embeddings are never "
-                   "quantized (only linear layers are), so on a small model they keep the total from shrinking 4×.")
+    int4_shrink = comparison.results["float32"].weight_bytes / comparison.results["int4"].weight_bytes
+    common.caption("measured", "Bytes of each kind of tensor, read from the copies (int4 and int8 include their scales "
+                   "and zero points). Embeddings and norms stay in bf16 (only linear layers are quantized), so the int4 "
+                   f"copy is {int4_shrink:.1f}× smaller than float32, where 4-bit weights throughout would be 8×.")
 with speed_col:
     st.plotly_chart(qf.speed_bars(summary, presenter), width="stretch", key="quant_speed")
     common.caption("measured", "Decode tokens per second on this server's CPU, with the ratio to float32. "
@@ -132,7 +134,7 @@ st.dataframe(
 common.caption("exact", f"Means over the {len(comparison.reference_ids)} steps of float32's greedy text, every precision "
                "reading the same tokens; float32 compared with itself is exactly 0 KL and 100% agreement.")
 st.plotly_chart(qf.kl_over_steps(comparison, presenter), width="stretch", key="quant_kl")
-common.caption("measured", "KL(float32 ‖ precision) in nats over the full vocabulary at each step; log scale, so "
+common.caption("exact", "KL(float32 ‖ precision) in nats over the full vocabulary at each step; log scale, so "
                "each gridline is 10× more drift. float32 is 0 everywhere and not drawn. ✕ = that precision's top token differs.")
 
 steps = comparison.steps
@@ -144,7 +146,8 @@ step = st.slider(
 )
 st.html(qf.step_context_html(comparison, step, presenter))
 st.plotly_chart(qf.step_distributions(comparison, step, presenter), width="stretch", key="quant_step_bars")
-common.caption("exact", "float32's 15 most likely tokens at this step and the probability each precision gives them "
+top_n = int(comparison.step_tops["rank"].max()) - 1  # the last rank is "other"
+common.caption("exact", f"float32's {top_n} most likely tokens at this step and the probability each precision gives them "
                "(softmax over the full vocabulary; 'other' = everything else). ▶ = the token float32 chose.")
 
 # -- GGUF: the files people download for llama.cpp ------------------------------------------
@@ -200,24 +203,34 @@ st.markdown(
     "fits on one accelerator at all. These are weights only: the KV cache, activations and runtime need more."
 )
 fit = public_fit_table()
-st.plotly_chart(qf.fit_heatmap(fit, DEFAULT_ACCELERATOR_GB, presenter), width="stretch", key="quant_fit")
-common.caption("published", "Parameter counts from the models' published configs (assets/public_models.json); GB = 10⁹ bytes. "
-               f"Each cell: weight size → the smallest of {', '.join(str(s) for s in DEFAULT_ACCELERATOR_GB)} GB that holds it "
-               "(dark green = 16 GB … red = none, so N of the 141 GB cards). Scales and zero points (about 3% more at 4 bits) are not counted.")
+cards = load_accelerators()
+labels = [card.label for card in cards]
+st.plotly_chart(qf.fit_heatmap(fit, labels, presenter), width="stretch", key="quant_fit")
+int4_copy = comparison.results["int4"].overhead
+common.caption("published", "Parameter counts from the models' published configs (assets/public_models.json); GB = 10⁹ "
+               "bytes. **Every parameter counted at the width shown**, embeddings included; the copies above keep "
+               "embeddings and norms in bf16 instead. Each cell: weight size → the smallest of "
+               f"{', '.join(labels)} that holds it, by the memory nvidia-smi reports for that card "
+               f"(assets/accelerators.json), and what is left for the KV cache; red = none, so N of the {labels[-1]}. "
+               "Scales and zero points are not counted here: the int4 copy above stores "
+               f"{int4_copy.fraction:.2%} more than its integers for them (one bf16 scale and zero per group of "
+               f"{comparison.int4_group_size}).")
 
 calc_params, calc_bits, calc_result = st.columns([2, 2, 3])
 billions = calc_params.number_input("Parameters (billions)", 0.01, 2000.0, 7.0, step=1.0, key="quant_calc_params")
 bits = calc_bits.segmented_control("Bits per weight", DEFAULT_BITS, default=4, required=True, key="quant_calc_bits")
 needed_gb = weight_bytes(round(billions * 1e9), bits) / GB
-holds = next((size for size in sorted(DEFAULT_ACCELERATOR_GB) if needed_gb <= size), None)
+holds = next((card for card in cards if needed_gb * GB <= card.usable_bytes), None)
 calc_result.metric("Weight memory", f"{needed_gb:,.1f} GB",
-                   f"fits in {holds} GB" if holds else f"more than {max(DEFAULT_ACCELERATOR_GB)} GB: split across cards",
+                   f"fits one {holds.label} ({(holds.usable_bytes - needed_gb * GB) / GB:,.1f} GB left)" if holds
+                   else f"needs {cards_needed(round(needed_gb * GB), cards[-1])} × {cards[-1].label}",
                    delta_color="normal" if holds else "inverse", delta_arrow="off")
 with st.expander("The same numbers as a table"):
     st.dataframe(fit, hide_index=True, width="stretch", key="quant_fit_table", column_config={
         "parameters": st.column_config.NumberColumn(format="localized"),
         "weight_gb": st.column_config.NumberColumn("weight GB", format="%.1f"),
-        "fits_in_gb": st.column_config.NumberColumn("smallest that fits (GB)"),
-        "fits_on_one": st.column_config.CheckboxColumn("fits on one"),
-        "largest_needed": st.column_config.NumberColumn("141 GB cards needed"),
+        "fits_on": st.column_config.TextColumn("smallest card that holds it"),
+        "left_gb": st.column_config.NumberColumn("GB left on it", format="%.1f"),
+        "largest": st.column_config.TextColumn("largest card"),
+        "largest_needed": st.column_config.NumberColumn("largest cards needed"),
     })

@@ -352,19 +352,6 @@ def fit_table(models: Sequence[Mapping[str, Any]], bits_list: Sequence[float] = 
                                        "largest_needed"])
 
 
-DEFAULT_ACCELERATOR_GB = (16, 24, 40, 80, 141)  # TEMPORARY: the Quantization page's old call; goes with weight_fit_table
-
-
-def weight_fit_table(models, bits_list=DEFAULT_BITS, accelerator_gb=DEFAULT_ACCELERATOR_GB) -> pd.DataFrame:
-    """TEMPORARY bridge for the Quantization page until it calls `fit_table`: the old columns, each size
-    mapped to the listed card of that class, which now holds its nvidia-smi bytes."""
-    fit = fit_table(models, bits_list)
-    nominal = {card.label: int(card.label.split()[-2]) for card in load_accelerators()}
-    fit["fits_in_gb"] = fit["fits_on"].map(nominal).astype("Int64")
-    fit["fits_on_one"] = fit["fits_on"].notna()
-    return fit[["model", "bits", "parameters", "weight_gb", "fits_in_gb", "fits_on_one", "largest_needed"]]
-
-
 # ---------------------------------------------------------------------- command line
 
 

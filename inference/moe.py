@@ -171,9 +171,18 @@ def measure(design: MoEDesign = MoEDesign(), prompt_tokens: int = PROMPT_TOKENS,
     return frame
 
 
+def weights_read_per_token(model: dict) -> int:
+    """Parameters one decoded token reads, from a public entry: its active parameters, except that the input
+    embedding is a lookup of one row. Untied, the table is apart from the output layer, so all but one row of it
+    go unread; tied, the output layer reads the shared table whole anyway."""
+    if model["tied_embeddings"]:
+        return model["active_parameters"]
+    return model["active_parameters"] - model["vocab_size"] * model["hidden_size"] + model["hidden_size"]
+
+
 def public_moe_table(models: list[dict]) -> pd.DataFrame:
     """The MoE models among the public ones: total vs active parameters, and what each means
-    in bfloat16 (2 bytes a weight): memory to hold the model, bytes of weights one token uses."""
+    in bfloat16 (2 bytes a weight): memory to hold the model, bytes of weights one token reads."""
     rows = []
     for m in models:
         if not m.get("experts"):
@@ -182,6 +191,7 @@ def public_moe_table(models: list[dict]) -> pd.DataFrame:
             "model": m["name"], "experts": m["experts"], "experts_per_token": m["experts_per_token"],
             "total_parameters_b": m["parameters"] / 1e9, "active_parameters_b": m["active_parameters"] / 1e9,
             "active_share": m["active_parameters"] / m["parameters"],
-            "memory_gb_bf16": m["parameters"] * 2 / 1e9, "weights_read_per_token_gb_bf16": m["active_parameters"] * 2 / 1e9,
+            "memory_gb_bf16": m["parameters"] * 2 / 1e9,
+            "weights_read_per_token_gb_bf16": weights_read_per_token(m) * 2 / 1e9,
         })
     return pd.DataFrame(rows)

@@ -289,3 +289,25 @@ def test_cli_bad_input_is_one_line_naming_the_value_with_exit_code_2(args, named
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and named in lines[0], done.stderr
+
+
+def test_moe_read_per_token_counts_one_embedding_row(models):
+    """Mixtral (untied): active parameters minus the 32,000 x 4,096 input table plus the one row a token looks up."""
+    from inference.moe import public_moe_table, weights_read_per_token
+
+    assert weights_read_per_token(models["Mixtral-8x7B"]) == 12_879_925_248 - 32_000 * 4096 + 4096
+    assert weights_read_per_token(models["Gemma-2-9B"]) == 9_241_705_984  # tied: the output layer reads it whole
+    table = public_moe_table(list(models.values())).set_index("model")
+    assert table.at["Mixtral-8x7B", "weights_read_per_token_gb_bf16"] == pytest.approx(
+        (12_879_925_248 - 32_000 * 4096 + 4096) * 2 / GB)
+
+
+def test_fit_heatmap_names_the_card_and_what_is_left(models):
+    """The Quantization page's heatmap says the 16-bit Llama-3.1-70B fits one H200 with 9.6 GB left."""
+    from inference.figures.quantization import fit_heatmap
+
+    cards = [card.label for card in calc.load_accelerators()]
+    figure = fit_heatmap(calc.fit_table([models["Llama-3.1-70B"]], (32, 16)), cards)
+    cells = figure.data[0].text[0]
+    assert cells[1] == "141.1 GB<br>→ H200 141 GB, 9.6 GB left"
+    assert cells[0] == "282.2 GB<br>→ 2 × H200 141 GB"

@@ -120,38 +120,38 @@ def step_distributions(comparison, step: int, presenter: bool = False) -> go.Fig
 
 
 def _fit_label(row) -> str:
-    if pd.isna(row["fits_in_gb"]):
-        return f"{row['largest_needed']} × 141 GB"
-    return f"{int(row['fits_in_gb'])} GB"
+    if row["fits_on"] is None or pd.isna(row["fits_on"]):
+        return f"{row['largest_needed']} × {row['largest']}"
+    return f"{row['fits_on']}, {row['left_gb']:,.1f} GB left"
 
 
-def fit_heatmap(fit: pd.DataFrame, accelerator_gb, presenter: bool = False) -> go.Figure:
-    """Models (rows) × bits per weight (columns): weight GB and the smallest listed
-    accelerator memory that holds it. Colour = that accelerator, green (smallest) to red
-    (none holds it)."""
-    sizes = sorted(accelerator_gb)
+def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -> go.Figure:
+    """Models (rows) × bits per weight (columns), from `calculator.fit_table`: weight GB and the smallest listed
+    card whose nvidia-smi memory holds it, with what is left. Colour = that card (`labels`, smallest first),
+    green to red (none holds it)."""
     order = fit.drop_duplicates("model").sort_values("parameters")["model"].tolist()
     bits = sorted(fit["bits"].unique(), reverse=True)
     z, text, hover = [], [], []
     for model in order:
         rows = fit[fit["model"] == model].set_index("bits")
-        z.append([sizes.index(rows.at[b, "fits_in_gb"]) if pd.notna(rows.at[b, "fits_in_gb"]) else len(sizes)
+        z.append([labels.index(rows.at[b, "fits_on"]) if rows.at[b, "fits_on"] in labels else len(labels)
                   for b in bits])
         text.append([f"{rows.at[b, 'weight_gb']:,.1f} GB<br>→ {_fit_label(rows.loc[b])}" for b in bits])
         hover.append([f"{model} at {b} bits: {rows.at[b, 'weight_gb']:,.2f} GB of weights" for b in bits])
-    steps = len(sizes) + 1
+    steps = len(labels) + 1
     palette = FIT_SCALE[-steps:]
     colourscale = []
-    for i, colour in enumerate(palette):  # one flat band per accelerator size
+    for i, colour in enumerate(palette):  # one flat band per card
         colourscale += [(i / steps, colour), ((i + 1) / steps, colour)]
     fig = go.Figure(go.Heatmap(
         z=z, x=[f"{b} bits" for b in bits], y=order, text=text, texttemplate="%{text}", customdata=hover,
-        hovertemplate="%{customdata}<extra></extra>", colorscale=colourscale, zmin=-0.5, zmax=len(sizes) + 0.5,
-        showscale=False, xgap=2, ygap=2,  # each cell names its accelerator: a colour bar would only take room
+        hovertemplate="%{customdata}<extra></extra>", colorscale=colourscale, zmin=-0.5, zmax=len(labels) + 0.5,
+        showscale=False, xgap=2, ygap=2,  # each cell names its card: a colour bar would only take room
     ))
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_xaxes(side="top")
-    fig = base_layout(fig, "Weights only: which accelerator memory holds them", presenter, height=130 + 42 * len(order))
+    fig = base_layout(fig, "Weights only, every parameter at the width shown: the smallest card that holds them",
+                      presenter, height=130 + 42 * len(order))
     fig.update_layout(margin=dict(t=100))
     return fig
 
