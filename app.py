@@ -18,6 +18,9 @@ torch.set_num_threads(Limits.from_env().torch_threads)  # why one: see Limits.to
 
 # Section -> pages, in teaching order. An empty section is left out of the sidebar.
 SECTIONS = {
+    "Start": [
+        st.Page("app_pages/start.py", title="Start here", icon="🧭", url_path="start"),
+    ],
     "Watch it write": [
         st.Page("app_pages/generate.py", title="Generate", icon="✍️", default=True),
         st.Page("app_pages/sampling.py", title="Sampling lab", icon="🎲", url_path="sampling"),

@@ -1,0 +1,50 @@
+"""Start here: its five results are the loaded model's own numbers, computed once per model."""
+import torch
+from transformers import DynamicCache
+
+from inference.first_look import PROMPT, first_look
+from inference.kv_cache import measured_bytes
+from inference.loader import encode_prompt
+from tests.conftest import run_app
+
+torch.set_num_threads(1)  # other jobs may share the machine
+
+
+def check_against_the_model(model, tokenizer, ids):
+    look = first_look(model, tokenizer, ids, seed=3, timed_runs=2)
+    cache = DynamicCache(config=model.config)
+    with torch.inference_mode():
+        logits = model(input_ids=torch.tensor([ids]), cache=cache, use_cache=True).logits[0, -1]
+    probs = logits.double().softmax(-1)
+    assert look.vocab_size == len(probs) and look.prompt_length == len(ids)
+    assert [round(p, 6) for _, p in look.top] == [round(p, 6) for p in probs.topk(3).values.tolist()]
+    assert look.greedy_probability == max(p for _, p in look.top)
+    assert look.cache_tokens == len(ids) and look.cache_bytes == measured_bytes(cache) == look.formula_bytes
+    assert 1 <= look.drawn_rank and 0 <= look.u < 1 and look.prefill_ms > 0 and look.decode_ms > 0
+    return look
+
+
+def test_first_look_reports_the_bundled_models_distribution_and_cache(bundled):
+    look = check_against_the_model(bundled.model, bundled.tokenizer, encode_prompt(bundled.tokenizer, PROMPT))
+    assert look.formula_is_the_plain_product
+
+
+def test_first_look_works_for_another_architecture(gpt2):
+    model, tokenizer = gpt2
+    check_against_the_model(model, tokenizer, encode_prompt(tokenizer, PROMPT))
+
+
+def test_start_page_shows_five_steps_with_links_and_a_rerun_does_not_run_the_model(monkeypatch):
+    import inference.first_look as module
+
+    at = run_app()
+    at.switch_page("app_pages/start.py").run()
+    assert not at.exception
+    headings = [h.value for h in at.subheader]
+    assert [h.split(".")[0] for h in headings[:5]] == ["1", "2", "3", "4", "5"]
+    text = " ".join(m.value for m in at.markdown)
+    assert "tokens" in text and "bytes" in text and " ms" in text
+    calls = []
+    monkeypatch.setattr(module, "first_look", lambda *a, **k: calls.append(1))
+    at.run()
+    assert not at.exception and calls == []  # the page's cached result, not a new run
