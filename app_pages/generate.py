@@ -1,7 +1,7 @@
 """Generate: the model writes one token at a time, and every choice is shown."""
 import streamlit as st
 
-from inference.engine import SEED_MAX, new_trace
+from inference.engine import SEED_MAX, STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace
 from inference.figures.generate import cumulative_curve, next_token_bars, step_frame_for_table, token_html
 from inference.prompting import prepare_prompt
 from inference.sampling import SamplingSettings
@@ -78,7 +78,8 @@ with left:
 with right:
     c1, c2 = st.columns(2)
     c1.number_input("Seed", min_value=0, max_value=SEED_MAX, step=1, key="gen_seed",
-                    help="The same seed, prompt and settings always give the same tokens.")
+                    help="The same seed, prompt and settings give the same tokens on this server. Another machine or "
+                         "thread count can round a near-tie the other way and take another path from there.")
     c2.number_input("Max new tokens", min_value=1, max_value=limits.max_new_tokens, step=10, key="gen_max_new",
                     help=f"Capped at {limits.max_new_tokens} on this server.")
 
@@ -92,8 +93,11 @@ s = common.control_row(5)
 s[0].slider("Temperature", 0.0, 2.0, step=0.05, key="gen_temperature", help="0 = greedy: always the most likely token.")
 s[1].slider("Top-p", 0.01, 1.0, step=0.01, key="gen_top_p", help="Keep the smallest set of likely tokens whose probability reaches p. 1 = off.")
 s[2].slider("Top-k", 0, 200, step=1, key="gen_top_k", help="Keep only the k most likely tokens. 0 = off.")
-s[3].slider("Min-p", 0.0, 1.0, step=0.01, key="gen_min_p", help="Drop tokens less likely than min-p × the top token's probability. 0 = off.")
-s[4].slider("Repetition penalty", 0.5, 2.0, step=0.05, key="gen_rep", help="Above 1 makes tokens already in the text less likely. 1 = off.")
+s[3].slider("Min-p", 0.0, 1.0, step=0.01, key="gen_min_p", help="Drop tokens less likely than min-p × the top token's probability, measured after the "
+            "penalty, temperature, top-k and top-p (so a higher temperature lets more tokens through). 0 = off.")
+s[4].slider("Repetition penalty", 0.5, 2.0, step=0.05, key="gen_rep", help="Divides the logit of every token already in the text when it is positive and multiplies it "
+            "when negative: above 1 a seen token usually becomes less likely, though its probability can still rise "
+            "when others lose more. Below 1 favours repetition. 1 = off.")
 
 controls.set_defaults("gen", knobs=controls.MORE)
 if not st.session_state.get("gen_more_url_read"):  # the newer samplers and the order from a shared link
@@ -167,9 +171,9 @@ if trace is not None and play_clicked and not prepared.error:
 show_text()
 if trace is not None:
     n = len(trace.records)
-    status = {"eos": "stopped: the model chose its end-of-text token",
-              "max_new_tokens": f"stopped: reached max new tokens ({trace.max_new_tokens})",
-              "context_limit": f"stopped: the model's context of {trace.context} tokens is full"}
+    status = {STOP_EOS: "stopped: the model chose its end-of-text token",
+              STOP_MAX_NEW_TOKENS: f"stopped: reached max new tokens ({trace.max_new_tokens})",
+              STOP_CONTEXT: f"stopped: the model's context of {trace.context} tokens is full"}
     st.caption(f"{len(trace.prompt_ids)} prompt tokens · {n} generated · "
                + (status[trace.stop_reason] if trace.finished else f"next: step {n}"))
 

@@ -3,7 +3,7 @@ import streamlit as st
 
 from inference.figures.generate import cumulative_curve, next_token_bars
 from inference.figures.sampling import (
-    TEMPERATURE_GRID, TOP_P_GRID, draw_histogram, live_slider_figure, pipeline_figure, temperatures_side_by_side,
+    TEMPERATURE_GRID, TOP_P_GRID, draw_band, draw_histogram, live_slider_figure, pipeline_figure, temperatures_side_by_side,
 )
 from inference.prompting import prepare_prompt
 from inference.engine import new_trace
@@ -14,6 +14,7 @@ from app_pages import common
 from app_pages.widgets import sampler_controls as controls
 from inference.engines.remote import is_remote, logits_note
 
+DRAWS = 1000  # draws of "Sample N times": enough for a ±3-point band on a 30% token
 
 loaded = common.current_model(remote_ok=True)
 remote = is_remote(loaded)
@@ -91,10 +92,11 @@ with live_left:
     common.caption("exact", "Temperature alone (no other filter), precomputed for T = 0 to 2 in steps of 0.05: "
                    "the chart's own slider moves in your browser with no trip to the server.")
 with live_right:
-    st.plotly_chart(live_slider_figure(logits, tokenizer, "top_p", TOP_P_GRID, top_p,
-                                       SamplingSettings(temperature=temperature), presenter=presenter),
+    st.plotly_chart(live_slider_figure(logits, tokenizer, "top_p", TOP_P_GRID, top_p, settings, presenter=presenter,
+                                       seen=seen),
                     width="stretch", key="lab_live_top_p")
-    common.caption("exact", f"Top-p at the temperature set above (T = {temperature:g}); grey = outside the nucleus.")
+    common.caption("exact", f"Top-p with every other setting above applied (penalty {penalty:g}, T = {temperature:g}, "
+                   f"top-k {top_k or 'off'}, min-p {min_p:g}); grey = removed by one of them.")
 
 st.subheader("All your settings together")
 chart_left, chart_right = common.side_by_side(2)
@@ -116,22 +118,25 @@ else:
                     width="stretch", key="lab_side_by_side")
     common.caption("exact", "The same step's probabilities at each temperature (no other filter).")
 
-st.subheader("Sample 1,000 times")
+st.subheader(f"Sample {DRAWS:,} times")
 h1, h2 = st.columns([1, 3])
 draw_seed = h1.number_input("Seed for the draws", 0, 2**32 - 1, 0, key="lab_draw_seed")
-if h1.button("Sample 1,000 times", key="lab_sample"):
+if h1.button(f"Sample {DRAWS:,} times", key="lab_sample"):
     st.session_state["lab_samples"] = (settings, int(draw_seed), tuple(context_ids))
 sampled = st.session_state.get("lab_samples")
 if sampled and sampled[0] == settings and sampled[1] == int(draw_seed) and sampled[2] == tuple(context_ids):
-    counts = sample_many(view, 1000, int(draw_seed))
+    counts = sample_many(view, DRAWS, int(draw_seed))
     names = readable_tokens(tokenizer, [int(t) for t in counts["token_id"][:-1]]) + ["other"]
     counts["token"] = names
     with h2:
-        st.plotly_chart(draw_histogram(counts, presenter), width="stretch", key="lab_histogram")
-        common.caption("exact", "1,000 seeded inverse-CDF draws (as Generate does) against the computed probabilities; "
-                       "they differ by sampling noise only, about ±1.5 points for a 30% token.")
+        st.plotly_chart(draw_histogram(counts, DRAWS, presenter), width="stretch", key="lab_histogram")
+        top = float(counts["computed"].max())
+        common.caption("simulated", f"{DRAWS:,} seeded inverse-CDF draws (as Generate does) against the computed "
+                       f"probabilities. They differ by sampling noise only: the whiskers are the 95% band (1.96 "
+                       f"standard deviations), ±{100 * float(draw_band(top, DRAWS)):.1f} points for the top token's "
+                       f"{top:.0%}, where 19 seeds in 20 land.")
 else:
-    h2.caption("Press the button to draw 1,000 tokens with the current settings.")
+    h2.caption(f"Press the button to draw {DRAWS:,} tokens with the current settings.")
 
 st.subheader("The pipeline, stage by stage")
 st.plotly_chart(pipeline_figure(view, tokenizer, presenter=presenter), width="stretch", key="lab_pipeline")

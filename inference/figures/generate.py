@@ -19,7 +19,7 @@ from inference.figures.style import (
     CHOSEN_COLOUR, CUTOFF_COLOUR, FINAL_COLOUR, RAW_COLOUR, REMOVED_COLOUR, base_layout, label, legend_below,
     probability_colour, probability_text_colour, repr_token,
 )
-from inference.tokens import VISIBLE_WHITESPACE, readable_token, readable_tokens, special_ids
+from inference.tokens import VISIBLE_WHITESPACE, readable_token, readable_tokens, special_ids, token_text
 
 
 def next_token_bars(table: pd.DataFrame, presenter: bool = False, title: str = "Next-token probabilities") -> go.Figure:
@@ -158,7 +158,7 @@ def token_html(tokenizer, prompt_ids: list[int], records) -> str:
             name = html.escape(tokenizer.convert_ids_to_tokens(token_id))
             parts.append(f'<span class="token-chip special" title="special token">{name}</span>')
         else:
-            text = chip_text(tokenizer.decode([token_id]))
+            text = chip_text(token_text(tokenizer, token_id))  # the one decoding, as for generated chips
             parts.append(f'<span class="token-chip prompt" title="prompt token {token_id}">{text}</span>')
     for r in records:
         raw_prob = next((raw for tid, raw, _ in r.alternatives if tid == r.token_id), None)

@@ -5,6 +5,8 @@ and cumulative curve, also shown here, are in `inference.figures.generate`).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -12,7 +14,9 @@ import torch
 from plotly.subplots import make_subplots
 
 from inference.figures.style import FINAL_COLOUR, RAW_COLOUR, REMOVED_COLOUR, base_layout, label, repr_token
-from inference.sampling import SamplingSettings, apply_temperature, apply_top_p, display_order, entropy_bits
+from inference.sampling import (
+    SamplingSettings, apply_stage, apply_temperature, display_order, entropy_bits, final_stage, stage_logits,
+)
 from inference.tokens import readable_tokens
 
 TEMPERATURE_GRID = [round(0.05 * i, 2) for i in range(41)]  # 0 .. 2
@@ -20,18 +24,20 @@ TOP_P_GRID = [round(0.05 * i, 2) for i in range(1, 21)]  # 0.05 .. 1
 
 
 def live_slider_figure(logits: torch.Tensor, tokenizer, knob: str, values: list[float], start: float,
-                       fixed: SamplingSettings, top_n: int = 15, presenter: bool = False) -> go.Figure:
+                       fixed: SamplingSettings, top_n: int = 15, presenter: bool = False,
+                       seen: torch.Tensor | None = None) -> go.Figure:
     """A bar chart with its own Plotly slider over precomputed frames (temperature or
     top-p), so it moves while the thumb is dragged with no server round trip. Each frame
-    is computed exactly over the full vocabulary; the other knob stays at `fixed`."""
-    order = display_order(logits)[:top_n]
+    is the whole pipeline of `fixed` with `knob` set to the frame's value, computed exactly over
+    the full vocabulary: every other knob of `fixed` applies (the repetition penalty to the
+    tokens in `seen`; without `seen`, no token counts as seen)."""
+    seen = torch.zeros(len(logits), dtype=torch.bool) if seen is None else seen
+    order = display_order(apply_stage("penalty", logits, fixed, seen))[:top_n]
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, order.tolist())][::-1]  # most likely on top
     frames, steps = [], []
     for value in values:
-        t = value if knob == "temperature" else fixed.temperature
-        p = value if knob == "top_p" else fixed.top_p
-        scaled = apply_temperature(logits, t)
-        probs = apply_top_p(scaled, p).double().softmax(-1)
+        settings = replace(fixed, **{knob: value})
+        probs = stage_logits(logits, settings, seen)[final_stage(settings)].double().softmax(-1)
         shown = probs[order].numpy()[::-1]
         kept = int((probs > 0).sum())
         ent = float(entropy_bits(probs))
@@ -73,11 +79,20 @@ def temperatures_side_by_side(logits: torch.Tensor, tokenizer, temperatures: lis
     return base_layout(fig, "The same step at different temperatures", presenter, height=140 + 26 * top_n)
 
 
-def draw_histogram(counts: pd.DataFrame, presenter: bool = False) -> go.Figure:
-    """Observed share of N seeded draws next to the computed final probabilities."""
+def draw_band(probability, draws: int):
+    """Half-width of the 95% band of the share of `draws` independent draws that land on a token of this
+    probability: 1.96 standard deviations of a binomial share, 1.96 x sqrt(p (1 - p) / draws)."""
+    return 1.96 * np.sqrt(np.asarray(probability) * (1 - np.asarray(probability)) / draws)
+
+
+def draw_histogram(counts: pd.DataFrame, draws: int, presenter: bool = False) -> go.Figure:
+    """Observed share of `draws` seeded draws next to the computed final probabilities, with the 95% band
+    the share falls in for 19 seeds out of 20."""
     fig = go.Figure()
     names = [label(repr_token(t)) if t != "other" else t for t in counts["token"]]
-    fig.add_bar(x=names, y=counts["computed"], name="computed probability", marker_color=RAW_COLOUR)
+    fig.add_bar(x=names, y=counts["computed"], name="computed probability (95% band of the share)",
+                marker_color=RAW_COLOUR, error_y=dict(type="data", array=draw_band(counts["computed"], draws),
+                                                      visible=True, color="#444"))
     fig.add_bar(x=names, y=counts["observed"], name="share of draws", marker_color=FINAL_COLOUR)
     fig.update_layout(barmode="group")
     fig.update_yaxes(tickformat=".0%", title="probability / share")

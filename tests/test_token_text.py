@@ -1,0 +1,23 @@
+"""One decoding of a token's text for every place that shows it (prompt chips, generated chips, chart labels)."""
+from inference.figures.generate import token_html
+from inference.tokens import readable_token, token_text
+
+
+class CleaningTokenizer:
+    """A tokenizer whose default decode 'cleans up' a space before punctuation, as WordPiece-style ones do."""
+
+    all_special_ids = []
+
+    def decode(self, ids, skip_special_tokens=False, clean_up_tokenization_spaces=True):
+        return " ." if clean_up_tokenization_spaces is False else "."
+
+    def convert_ids_to_tokens(self, token_id):
+        return "Ġ."
+
+
+def test_prompt_chips_show_the_exact_token_text_like_generated_chips_and_labels():
+    """A prompt token ' .' shows its space (␣.), the same text token_text and chart labels give."""
+    tokenizer = CleaningTokenizer()
+    assert token_text(tokenizer, 7) == " ."
+    assert readable_token(tokenizer, 7) == "␣."
+    assert "␣." in token_html(tokenizer, [7], [])
