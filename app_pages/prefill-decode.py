@@ -108,7 +108,7 @@ with common.engine_errors():
 if sweep is None:
     st.stop()
 
-flop_count = FlopCount.of(model)
+flop_count = None if remote else FlopCount.of(model)
 found = findings(sweep, flop_count)
 chart_left, chart_right = common.side_by_side(2)
 with chart_left:
