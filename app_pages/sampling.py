@@ -3,7 +3,8 @@ import streamlit as st
 
 from inference.figures.generate import cumulative_curve, next_token_bars
 from inference.figures.sampling import (
-    TEMPERATURE_GRID, TOP_P_GRID, draw_band, draw_histogram, live_slider_figure, pipeline_figure, temperatures_side_by_side,
+    TEMPERATURE_GRID, TOP_P_GRID, draw_band, draw_histogram, live_slider_figure, pipeline_figure,
+    temperatures_side_by_side,
 )
 from inference.prompting import prepare_prompt
 from inference.engine import new_trace
