@@ -8,8 +8,17 @@ import httpx
 import pytest
 
 from inference.engines.client import (
-    LLAMACPP, VLLM, EngineClient, EngineError, EngineHTTPError, EngineResponseError, EngineTimeout, EngineUnreachable,
-    IncompleteDistribution, TokenizerMismatch, check_base_url,
+    LLAMACPP,
+    VLLM,
+    EngineClient,
+    EngineError,
+    EngineHTTPError,
+    EngineResponseError,
+    EngineTimeout,
+    EngineUnreachable,
+    IncompleteDistribution,
+    TokenizerMismatch,
+    check_base_url,
 )
 from inference.limits import Limits
 

@@ -208,8 +208,9 @@ def _convert(source: str | None, gguf_type: str, target: Path) -> Path:
             raise RuntimeError(f"llama-quantize failed: {' / '.join(result.stderr.strip().splitlines()[-3:])}")
     partial.rename(target)
     config = json.loads((folder / "config.json").read_text())
-    from inference.engine import context_limit
     from transformers import PretrainedConfig
+
+    from inference.engine import context_limit
 
     sidecar = {"name": name, "source": str(folder), "type": gguf_type, "bytes": target.stat().st_size,
                "context": context_limit(PretrainedConfig(**config)), "seconds": round(time.perf_counter() - started, 1)}

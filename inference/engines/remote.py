@@ -23,8 +23,14 @@ import pandas as pd
 
 from inference.engine import Trace, _Forward, run_uniforms
 from inference.engines.client import (
-    FULL_VOCABULARY_LIMIT, LLAMACPP, TOP_N_FALLBACK, VLLM_DEFAULT_MAX_LOGPROBS, EngineClient, EngineError,
-    EngineHTTPError, TokenizerMismatch,
+    FULL_VOCABULARY_LIMIT,
+    LLAMACPP,
+    TOP_N_FALLBACK,
+    VLLM_DEFAULT_MAX_LOGPROBS,
+    EngineClient,
+    EngineError,
+    EngineHTTPError,
+    TokenizerMismatch,
 )
 from inference.loader import ModelInfo
 from inference.sampling import seen_mask
