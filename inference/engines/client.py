@@ -224,12 +224,16 @@ class EngineClient:
         except ValueError:
             raise EngineResponseError(f"The engine's answer to {path} is not JSON.") from None
 
-    def _stream_events(self, path: str, payload: dict) -> Iterator[tuple[float, dict]]:
-        """Server-sent events of a streamed request, each with its arrival time in ms since sending."""
+    def _stream_events(self, path: str, payload: dict, on_open=None) -> Iterator[tuple[float, dict]]:
+        """Server-sent events of a streamed request, each with its arrival time in ms since sending. `on_open`, if
+        given, gets the httpx response as soon as its headers arrive (the serving replay keeps it to cut the stream
+        off when a run is cancelled)."""
         start = time.perf_counter()
         size = 0
         try:
             with self._http.stream("POST", path, json=payload) as response:
+                if on_open is not None:
+                    on_open(response)
                 if response.status_code >= 400:
                     body = self._read_capped(response, path)
                     raise EngineHTTPError(f"The engine at {self.base_url} answered {path} with HTTP "
@@ -416,17 +420,17 @@ class EngineClient:
     # -- whole completions ------------------------------------------------------------------------
 
     def complete(self, prompt_ids: list[int], max_tokens: int, stream: bool = False, ignore_eos: bool = True,
-                 cache_prompt: bool = False) -> Completion:
+                 cache_prompt: bool = False, on_stream_open=None) -> Completion:
         """Greedy continuation of `prompt_ids` (exactly `max_tokens` unless the context ends). Streaming
         records each token's arrival time here, next to the server's own timings."""
         if self.dialect == LLAMACPP:
             payload = {"prompt": list(prompt_ids), "n_predict": max_tokens, "temperature": 0, "samplers": GREEDY_CHAIN,
                        "ignore_eos": ignore_eos, "cache_prompt": cache_prompt, "return_tokens": True, "stream": stream}
-            return self._stream_llamacpp(payload) if stream else self._complete_llamacpp(payload)
+            return self._stream_llamacpp(payload, on_stream_open) if stream else self._complete_llamacpp(payload)
         payload = {"model": self._model_name(), "prompt": list(prompt_ids), "max_tokens": max_tokens,
                    "temperature": 0, "ignore_eos": ignore_eos, "logprobs": 0, "return_tokens_as_token_ids": True,
                    "stream": stream}
-        return self._stream_vllm(payload) if stream else self._complete_vllm(payload)
+        return self._stream_vllm(payload, on_stream_open) if stream else self._complete_vllm(payload)
 
     def _complete_llamacpp(self, payload) -> Completion:
         start = time.perf_counter()
@@ -439,9 +443,9 @@ class EngineClient:
                           timings=_llamacpp_timings(answer.get("timings"), round_trip_ms),
                           stop_reason=str(answer.get("stop_type", "")))
 
-    def _stream_llamacpp(self, payload) -> Completion:
+    def _stream_llamacpp(self, payload, on_open=None) -> Completion:
         tokens, texts, arrivals, final = [], [], [], {}
-        for arrival_ms, event in self._stream_events("/completion", payload):
+        for arrival_ms, event in self._stream_events("/completion", payload, on_open):
             new = event.get("tokens")
             if isinstance(new, list):
                 for token in new:
@@ -466,9 +470,9 @@ class EngineClient:
                           timings=ServerTimings(predicted_tokens=len(tokens), round_trip_ms=round_trip_ms),
                           stop_reason=str(choice.get("finish_reason", "")))
 
-    def _stream_vllm(self, payload) -> Completion:
+    def _stream_vllm(self, payload, on_open=None) -> Completion:
         tokens, texts, arrivals, reason = [], [], [], ""
-        for arrival_ms, event in self._stream_events("/v1/completions", payload):
+        for arrival_ms, event in self._stream_events("/v1/completions", payload, on_open):
             choice = _first_choice(event, "/v1/completions")
             logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
             for token in logprobs.get("tokens") or []:

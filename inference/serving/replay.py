@@ -13,6 +13,8 @@ them too) and recorded as cancelled, and the requests that finished are kept.
 """
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -73,13 +75,15 @@ class _InFlight:
         self.request, self.client, self.started = request, client, started
         self.record: RequestRecord | None = None
         self.cancelled = False
+        self.response = None  # the streaming httpx response, once its headers arrived
         self.thread = threading.Thread(target=self._run, name=f"request-{request.index}", daemon=True)
 
     def _run(self) -> None:
         request = self.request
         sent = time.perf_counter() - self.started
         try:
-            completion = self.client.complete(list(request.prompt_ids), request.reply_tokens, stream=True)
+            completion = self.client.complete(list(request.prompt_ids), request.reply_tokens, stream=True,
+                                              on_stream_open=self._opened)
             self.record = RequestRecord(
                 index=request.index, sent_s=sent,
                 token_times_s=tuple(sent + ms / 1000 for ms in completion.arrival_ms),
@@ -90,6 +94,22 @@ class _InFlight:
                                                           else f"{type(err).__name__}: {err}")
             self.record = RequestRecord(index=request.index, sent_s=sent, token_times_s=(),
                                         asked_tokens=request.reply_tokens, error=message)
+
+
+    def _opened(self, response) -> None:
+        self.response = response
+        if self.cancelled:
+            self.abort()
+
+    def abort(self) -> None:
+        """Cut the stream off: shutting the socket down wakes a read blocked on it (a request still queued in the
+        engine sends nothing for a long time) and tells the engine the client is gone, so it drops the request."""
+        self.cancelled = True
+        stream = None if self.response is None else self.response.extensions.get("network_stream")
+        sock = None if stream is None else stream.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 def _client(target: EngineTarget) -> EngineClient:
@@ -126,10 +146,9 @@ def replay(trace: Trace, target: EngineTarget, progress: Progress | None = None,
         cancelled = True
         raise
     finally:
-        if cancelled:  # closing the pool breaks every stream in flight; the engine then drops those requests
+        if cancelled:
             for flight in running:
-                flight.cancelled = True
-            client.close()
+                flight.abort()
         for flight in running:
             flight.thread.join(timeout=10)
         client.close()
