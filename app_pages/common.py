@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 import streamlit as st
 
+from inference.bundled import BundledModel, bundled_models
 from inference.engines.client import EngineError
 from inference.engines.remote import RemoteModel, connect, is_remote
 from inference.limits import Limits
@@ -134,12 +135,37 @@ def engine_sidebar() -> None:
         st.error(st.session_state[ENGINE_ERROR_KEY], icon="⚠️")
 
 
+@st.cache_data(ttl=300, show_spinner=False)
+def _bundled_models() -> list[BundledModel]:
+    return bundled_models()
+
+
+def _pick_bundled() -> None:
+    picked = st.session_state.get("model_bundled_pick")
+    for m in _bundled_models():
+        if m.name == picked:
+            st.session_state[MODEL_SOURCE_KEY] = m.source
+            st.session_state.pop(MODEL_ERROR_KEY, None)
+
+
+def bundled_picker(source: str) -> None:
+    """The models shipped in assets/models, by name with one line each; picking one loads it."""
+    models = _bundled_models()
+    if len(models) < 2:
+        return
+    current = next((m.name for m in models if m.source == source), None)
+    st.session_state["model_bundled_pick"] = current  # follows loads made elsewhere (typed folder, page buttons)
+    st.radio("Bundled models", [m.name for m in models], key="model_bundled_pick", on_change=_pick_bundled,
+             captions=[m.line for m in models])
+
+
 def model_sidebar() -> None:
     """Model picker and presenter toggle, in the sidebar of every page."""
     with st.sidebar:
         st.markdown("### Model")
         source = st.session_state.get(MODEL_SOURCE_KEY, "")
         st.caption(f"In use: **{source or BUNDLED_MODEL_NAME + ' (bundled)'}**")
+        bundled_picker(source)
         typed = st.text_input(
             "Hub id or local folder", key="model_input", placeholder="e.g. gpt2 or HuggingFaceTB/SmolLM2-135M",
             help="Leave empty for the bundled model. Hub models need internet the first time.",

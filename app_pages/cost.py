@@ -2,14 +2,10 @@
 import streamlit as st
 
 from inference.batching import PROMPT_TOKENS, ROUNDS, STEPS, batch_sizes_for, measure_batches
-from inference.calculator import load_public_models
 from inference import machine
 from inference.cost import PREFILL_REPEATS, cost_per_million_tokens, measure_answer
 from inference.timing import crossover_prompt_tokens, default_prompt_lengths, measure_sweep
-from inference.figures.cost import answer_split_figure, batching_figure, moe_figure
-from inference.moe import BATCH_PROMPT_TOKENS, DENSE_ACTIVE, DENSE_TOTAL, MOE, REPEATS, MoEDesign, public_moe_table
-from inference.moe import PROMPT_TOKENS as MOE_PROMPT_TOKENS
-from inference.moe import measure as measure_moe
+from inference.figures.cost import answer_split_figure, batching_figure
 from app_pages import common
 
 ANSWER_KEY = "cost_answer"
@@ -153,70 +149,12 @@ if context_sweep is not None:
     common.caption("measured", f"Median of {context_sweep.repeats} runs per context length; each run is "
                    f"{context_sweep.decode_tokens} decode steps with the engine's own step after one prefill.")
 
-# -- 4. mixture of experts ----------------------------------------------------------------
-st.subheader("4. Mixture of Experts: hold every expert, pay for the ones you use")
-design = MoEDesign()
+# -- 4. mixture of experts: its own page --------------------------------------------
+st.subheader("4. Mixture of Experts: pay for the experts a token uses")
 st.markdown(
-    f"Three models built here from configs, equal except for their feed-forward blocks "
-    f"({design.layers} layers, hidden size {design.hidden}):\n"
-    f"- **{DENSE_ACTIVE}**: one MLP {design.expert_width * design.experts_per_token:,} wide, as many weights as "
-    f"the MoE model uses per token;\n"
-    f"- **{MOE}** (Mixture of Experts, Mixtral layout): {design.experts} expert MLPs {design.expert_width:,} wide, "
-    f"and a router that sends each token to {design.experts_per_token} of them in every layer;\n"
-    f"- **{DENSE_TOTAL}**: one MLP {design.expert_width * design.experts:,} wide, as many weights as all experts."
+    "A Mixture-of-Experts model holds many expert MLPs but runs only a few for each token: memory is paid for its "
+    "total parameters, time for its active ones. The Mixture of Experts page runs a real MoE trained here, shows "
+    "its router token by token, measures what sparsity costs and buys, and times MoE against dense models at scale "
+    "with the published MoE models beside them."
 )
-moe = common.measure_on_click("Build and measure the three models", "cost_moe", ("moe", design),
-                              lambda progress: measure_moe(design, progress=progress),
-                              "Press the button (about 10–15 s: builds the three models and times them).")
-if moe is not None:
-    st.plotly_chart(moe_figure(moe, common.presenter()), width="stretch", key="cost_moe_chart")
-    common.caption("measured", "Random weights from a private seed (they produce nonsense text, which does not change "
-                   f"speed or memory). Bytes from the weight tensors; times are medians of {REPEATS} interleaved runs: "
-                   f"prefill of {MOE_PROMPT_TOKENS} tokens; decode per token for one sequence; decode pass for a batch "
-                   f"of {BATCH_PROMPT_TOKENS}-token prompts.")
-    rows = moe.set_index("model")
-    st.markdown(
-        f"The MoE model holds **{rows.loc[MOE, 'memory_vs_dense_active']:.1f}×** the weights of the small dense "
-        f"model ({rows.loc[MOE, 'total_parameters'] / 1e6:,.1f} M parameters, like the big one), but a token "
-        f"uses only {rows.loc[MOE, 'active_parameters'] / 1e6:,.1f} M of them, so decoding took "
-        f"**{rows.loc[MOE, 'decode_ms_per_token']:.1f} ms** per token: "
-        f"{rows.loc[MOE, 'decode_vs_dense_active']:.2f}× the small model (the router and picking experts add a "
-        f"little), against "
-        f"{rows.loc[DENSE_TOTAL, 'decode_vs_dense_active']:.2f}× for the big dense one. You pay memory for total "
-        "parameters and time for active ones.\n\n"
-        f"**Batches blur it.** With {int(rows.loc[MOE, 'batch'])} sequences in one pass, different tokens pick "
-        f"different experts: the router picked {rows.loc[MOE, 'experts_read_in_batch']:.1f} of {design.experts} "
-        f"experts per layer in one pass (alone: {rows.loc[MOE, 'experts_read_alone']:.0f}), and every picked "
-        f"expert's weights are read. The MoE pass took "
-        f"**{rows.loc[MOE, 'batch_ms_per_pass']:.1f} ms**, {rows.loc[MOE, 'batch_vs_dense_active']:.2f}× the small "
-        f"model (the big dense one: {rows.loc[DENSE_TOTAL, 'batch_vs_dense_active']:.2f}×). Each token still does "
-        "only its experts' arithmetic, which is what counts once a server's batches are large enough to be "
-        "compute-bound."
-    )
-    shown = moe.assign(total_m=moe["total_parameters"] / 1e6, active_m=moe["active_parameters"] / 1e6)
-    st.dataframe(shown[["model", "total_m", "active_m", "prefill_ms", "decode_ms_per_token",
-                        "decode_vs_dense_active", "batch_ms_per_pass", "memory_vs_dense_active"]],
-                 hide_index=True, width="stretch",
-                 column_config={
-                     "total_m": st.column_config.NumberColumn("params (M)", format="%.1f"),
-                     "active_m": st.column_config.NumberColumn("per token (M)", format="%.1f"),
-                     "prefill_ms": st.column_config.NumberColumn("prefill ms", format="%.1f"),
-                     "decode_ms_per_token": st.column_config.NumberColumn("decode ms/token", format="%.2f"),
-                     "decode_vs_dense_active": st.column_config.NumberColumn(f"decode ÷ {DENSE_ACTIVE}", format="%.2f×"),
-                     "batch_ms_per_pass": st.column_config.NumberColumn(f"batch {int(moe['batch'].iloc[0])}: ms/pass",
-                                                                        format="%.1f"),
-                     "memory_vs_dense_active": st.column_config.NumberColumn(f"memory ÷ {DENSE_ACTIVE}", format="%.2f×"),
-                 })
-
-st.markdown("**Published MoE models**")
-public = public_moe_table(load_public_models())
-st.dataframe(public, hide_index=True, width="stretch", column_config={
-    "experts_per_token": st.column_config.NumberColumn("per token"),
-    "total_parameters_b": st.column_config.NumberColumn("params (B)", format="%.1f"),
-    "active_parameters_b": st.column_config.NumberColumn("active (B)", format="%.1f"),
-    "active_share": st.column_config.NumberColumn("active share", format="percent"),
-    "memory_gb_bf16": st.column_config.NumberColumn("memory, bf16 (GB)", format="%.1f"),
-    "weights_read_per_token_gb_bf16": st.column_config.NumberColumn("read per token (GB)", format="%.1f"),
-})
-common.caption("published", "Total and active parameters from each model's published config (sources in "
-               "assets/public_models.json); GB = parameters × 2 bytes (bfloat16). Arithmetic, not measured here.")
+st.page_link("app_pages/moe.py", label="Mixture of Experts", icon="🧩")

@@ -131,13 +131,11 @@ def open_cost_page() -> AppTest:
 
 def test_cost_page_measures_and_a_price_change_does_not_measure_again(monkeypatch):
     """Both buttons fill their charts and tables; typing a price only re-renders."""
-    monkeypatch.setattr(moe, "MoEDesign", lambda: SMALL)  # the page builds the small design: quick
     at = open_cost_page()
     assert [m.label for m in at.metric] == ["Per input token", "Per output token", "Output ÷ input"]
     at.button(key="cost_batches").click().run()
-    at.button(key="cost_moe").click().run()
     assert not at.exception
-    assert len(at.get("plotly_chart")) == 3  # answer split, batching, MoE
+    assert len(at.get("plotly_chart")) == 2  # answer split, batching (MoE moved to /moe)
     calls = []
     original = batching.measure_batches
     monkeypatch.setattr(batching, "measure_batches", lambda *a, **k: calls.append(1) or original(*a, **k))

@@ -1,0 +1,93 @@
+"""The /moe page under AppTest: every section on a (tiny) MoE folder, a dense model's offer of the
+bundled MoE, and layer/expert indices from a URL clamped and said."""
+import json
+from dataclasses import asdict
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from inference import moe_stats, routing
+from tests.conftest import APP_FILE
+from tests.test_routing import tiny_moe, tiny_moe_folder  # noqa: F401  (fixtures)
+
+PAGE = "app_pages/moe.py"
+
+
+@pytest.fixture(scope="module")
+def moe_folder(tiny_moe_folder):  # noqa: F811
+    """The tiny MoE folder with what a bundled MoE carries: stats, training meta, load log."""
+    from inference.paths import BUNDLED_MODEL_DIR
+    from inference.train import PRESETS, TrainSettings
+
+    folder, corpus = tiny_moe_folder
+    if routing.read_stats(folder) is None or "decode_ms_per_token" not in routing.read_stats(folder):
+        moe_stats.write(folder, moe_stats.compute(folder, corpus, switch_off=[0], log=lambda *_: None, timing_repeats=1,
+                                                    timing_steps=4))
+    stats = routing.read_stats(folder)
+    dense = json.loads((BUNDLED_MODEL_DIR / "training_meta.json").read_text())
+    meta = {"settings": {**asdict(TrainSettings()), **PRESETS["moe"]}, "preset": "moe",
+            "tokenizer_from": BUNDLED_MODEL_DIR.name, "stats": {**dense["stats"], "heldout_bits_per_byte": 1.5}}
+    (folder / "training_meta.json").write_text(json.dumps(meta))
+    (folder / "expert_load_log.json").write_text(json.dumps([
+        {"step": 200, "fractions": [[0.7, 0.1, 0.1, 0.1]] * 2}, {"step": 400, "fractions": stats["load"]["fractions"]}]))
+    return folder
+
+
+def open_moe_page(query: dict | None = None) -> AppTest:
+    at = AppTest.from_file(APP_FILE, default_timeout=240)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    return at
+
+
+def load_folder(at: AppTest, folder) -> AppTest:
+    at.text_input(key="model_input").input(str(folder)).run()
+    at.button(key="model_load").click().run()
+    assert not at.exception and not at.sidebar.error
+    return at
+
+
+def test_dense_model_says_it_has_no_experts_and_offers_the_bundled_moe_in_one_click(local_server, moe_folder,
+                                                                                   monkeypatch):
+    monkeypatch.setattr(routing, "BUNDLED_MOE_DIR", moe_folder)
+    monkeypatch.setattr(routing, "BUNDLED_MOE_NAME", moe_folder.name)
+    at = open_moe_page()
+    assert any("has no experts" in i.value for i in at.info)
+    at.button(key="moe_load_bundled").click().run()
+    assert not at.exception
+    assert any("Routing, live" in h.value for h in at.subheader)
+    assert str(moe_folder) in " ".join(c.value for c in at.sidebar.caption)
+
+
+def test_every_section_renders_for_an_moe_and_step_play_route_new_tokens(local_server, moe_folder):
+    at = load_folder(open_moe_page(), moe_folder)
+    headings = [h.value for h in at.subheader]
+    for number in range(1, 7):
+        assert any(h.startswith(f"{number}.") for h in headings), headings
+    charts = {c.proto.id for c in at.get("plotly_chart")}
+    assert len(charts) >= 7  # heat map, router, mixture, load, balance, sparsity, experiments
+    chips = [m.value for m in at.markdown if "token-chip" in m.value]
+    assert chips and "<script" not in chips[0]
+    before = at.slider(key="moe_token").max
+    at.button(key="moe_step").click().run()
+    assert not at.exception and at.slider(key="moe_token").max == before + 1
+    at.button(key="moe_play").click().run()
+    assert not at.exception and at.slider(key="moe_token").max > before + 1
+    at.slider(key="moe_layer").set_value(1).run()
+    at.selectbox(key="moe_expert").set_value(3).run()
+    assert not at.exception
+    table = next(d.value for d in at.dataframe if "times routed here" in d.value.columns)
+    assert (table["times routed here"] <= table["times in the text"]).all() and len(table) > 0
+
+
+def test_layer_and_expert_beyond_the_model_from_a_url_are_clamped_and_said(local_server, moe_folder):
+    at = load_folder(open_moe_page(), moe_folder)
+    at.query_params["layer"] = "9"
+    at.query_params["expert"] = "-3"
+    at.run()
+    warnings = " ".join(w.value for w in at.warning)
+    assert "`layer=9` is outside layers 0–1" in warnings and "`expert=-3` is outside experts 0–3" in warnings
+    assert at.slider(key="moe_layer").value == 1 and at.selectbox(key="moe_expert").value == 0
