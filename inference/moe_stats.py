@@ -49,7 +49,8 @@ def validation_stories(folder: Path, corpus_dir: Path) -> list[str]:
 
 
 def compute(folder: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR, dense_folder: Path = BUNDLED_MODEL_DIR,
-            switch_off: list[int] | None = None, log=print) -> dict:
+            switch_off: list[int] | None = None, log=print, timing_repeats: int = TIMING_REPEATS,
+            timing_steps: int = TIMING_STEPS) -> dict:
     started = time.time()
     torch.set_num_threads(1)  # as the app runs (Limits.torch_threads)
     moe = load_model(str(folder.resolve()))
@@ -106,10 +107,10 @@ def compute(folder: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR, dense_folder: P
         timed["top-1"] = routing.variant(model, k=1)
     if switch_off:
         timed[f"expert {switch_off[0]} off"] = routing.variant(model, off=(switch_off[0],))
-    ms = routing.decode_timings(timed, prompt, TIMING_REPEATS, TIMING_STEPS)
+    ms = routing.decode_timings(timed, prompt, timing_repeats, timing_steps)
     stats["decode_ms_per_token"] = ms
     stats["timing"] = {
-        "how": f"median of {TIMING_REPEATS} interleaved runs of {TIMING_STEPS} greedy decode steps through "
+        "how": f"median of {timing_repeats} interleaved runs of {timing_steps} greedy decode steps through "
                f"transformers' forward with a KV cache, {len(prompt)}-token prompt, one torch thread, float32",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
         "conditions": "measured while a model trained and other jobs ran on the same 2 cores: "

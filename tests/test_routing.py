@@ -186,7 +186,7 @@ def test_stats_file_has_load_top_tokens_and_measured_experiments(tiny_moe_folder
     from inference import moe_stats
 
     folder, corpus = tiny_moe_folder
-    stats = moe_stats.compute(folder, corpus, switch_off=[1], log=lambda *_: None)
+    stats = moe_stats.compute(folder, corpus, switch_off=[1], log=lambda *_: None, timing_repeats=1, timing_steps=4)
     _, validation = corpus_io.split_train_validation(corpus_io.read_stories(corpus), 0.5, 1234)
     assert stats["source"]["stories"] == len(validation) and stats["source"]["bytes"] == corpus_io.utf8_bytes(validation)
     tokens = stats["source"]["tokens"]
@@ -211,7 +211,7 @@ def test_moe_card_reports_stored_stats_beside_the_dense_model(tiny_moe_folder, b
     from inference.train import PRESETS, TrainSettings
 
     folder, corpus = tiny_moe_folder
-    stats = moe_stats.compute(folder, corpus, switch_off=[0], log=lambda *_: None)
+    stats = moe_stats.compute(folder, corpus, switch_off=[0], log=lambda *_: None, timing_repeats=1, timing_steps=4)
     moe_stats.write(folder, stats)
     (folder / "expert_load_log.json").write_text(json.dumps([
         {"step": 200, "fractions": [[0.7, 0.1, 0.1, 0.1]] * 2}, {"step": 400, "fractions": stats["load"]["fractions"]}]))
