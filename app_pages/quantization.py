@@ -3,7 +3,9 @@ import streamlit as st
 
 from inference import quant_compare as qc
 from inference.figures import quantization as qf
-from inference.calculator import DEFAULT_BITS, GB, cards_needed, fit_table, load_accelerators, load_public_models, weight_bytes
+from inference.calculator import (
+    DEFAULT_BITS, GB, cards_needed, fit_table, load_accelerators, load_public_models, smallest_card, weight_bytes,
+)
 from inference.prompting import prepare_prompt
 from inference.quant_text import SPEED_NOTES, departure_verdict, layer_notes, speed_findings
 from inference.quantize import PRECISIONS
@@ -219,11 +221,11 @@ common.caption("published", "Parameter counts from the models' published configs
 calc_params, calc_bits, calc_result = st.columns([2, 2, 3])
 billions = calc_params.number_input("Parameters (billions)", 0.01, 2000.0, 7.0, step=1.0, key="quant_calc_params")
 bits = calc_bits.segmented_control("Bits per weight", DEFAULT_BITS, default=4, required=True, key="quant_calc_bits")
-needed_gb = weight_bytes(round(billions * 1e9), bits) / GB
-holds = next((card for card in cards if needed_gb * GB <= card.usable_bytes), None)
-calc_result.metric("Weight memory", f"{needed_gb:,.1f} GB",
-                   f"fits one {holds.label} ({(holds.usable_bytes - needed_gb * GB) / GB:,.1f} GB left)" if holds
-                   else f"needs {cards_needed(round(needed_gb * GB), cards[-1])} × {cards[-1].label}",
+needed = weight_bytes(round(billions * 1e9), bits)
+holds = smallest_card(needed, cards)  # the calculator's rule, as in the heatmap above
+calc_result.metric("Weight memory", f"{needed / GB:,.1f} GB",
+                   f"fits one {holds.label} ({(holds.usable_bytes - needed) / GB:,.1f} GB left)" if holds
+                   else f"needs {cards_needed(needed, cards[-1])} × {cards[-1].label}",
                    delta_color="normal" if holds else "inverse", delta_arrow="off")
 with st.expander("The same numbers as a table"):
     st.dataframe(fit, hide_index=True, width="stretch", key="quant_fit_table", column_config={

@@ -13,6 +13,11 @@ def cached_first_look(model_name: str, prompt_ids: tuple, _loaded):
         return first_look(_loaded.model, _loaded.tokenizer, list(prompt_ids))
 
 
+def percent(p: float) -> str:
+    """A probability readable at any size: 43.0%, 0.012% (a rare draw must not read 0.0%)."""
+    return f"{p:.1%}" if p >= 0.001 else f"{p * 100:.2g}%"
+
+
 loaded = common.current_model(needs_weights="it times a forward pass and reads the KV cache's tensors here")
 info = loaded.info
 
@@ -25,7 +30,7 @@ st.markdown(
 
 look = cached_first_look(info.name, tuple(encode_prompt(loaded.tokenizer, PROMPT)), loaded)
 chips = " ".join(f"`{token}`" for token in look.prompt_tokens)
-top = ", ".join(f"`{token}` {probability:.1%}" for token, probability in look.top)
+top = ", ".join(f"`{token}` {percent(probability)}" for token, probability in look.top)
 
 st.subheader("1. Text becomes tokens")
 st.markdown(f"The prompt *{PROMPT}* is read as **{look.prompt_length} tokens**: {chips}")
@@ -38,9 +43,9 @@ st.page_link("app_pages/sampling.py", label="Sampling lab: what temperature, top
 
 st.subheader("3. One token is chosen")
 st.markdown(
-    f"Greedy decoding always takes the top token, `{look.greedy_token}` ({look.greedy_probability:.1%}). "
+    f"Greedy decoding always takes the top token, `{look.greedy_token}` ({percent(look.greedy_probability)}). "
     f"Sampling draws one: at temperature {DRAW_SETTINGS.temperature:g} with seed {look.seed}, u = {look.u:.3f} "
-    f"landed on `{look.drawn_token}` ({look.drawn_probability:.1%}, rank {look.drawn_rank}). "
+    f"landed on `{look.drawn_token}` ({percent(look.drawn_probability)}, rank {look.drawn_rank}). "
     "The chosen token is appended and the loop starts again."
 )
 st.page_link("app_pages/sampling.py", label="Sampling lab: 1,000 draws against the computed probabilities",

@@ -103,6 +103,12 @@ def load_accelerators(path: str | Path | None = None) -> list[Accelerator]:
     return sorted(cards, key=lambda card: card.usable_bytes)
 
 
+def smallest_card(n_bytes: int, cards: Sequence[Accelerator]) -> Accelerator | None:
+    """The first of `cards` (smallest memory first, as `load_accelerators` lists them) whose nvidia-smi
+    memory holds `n_bytes`, or None when none does."""
+    return next((card for card in cards if n_bytes <= card.usable_bytes), None)
+
+
 def cards_needed(n_bytes: int, accelerator: Accelerator) -> int:
     """How many of these cards hold `n_bytes` (split evenly, nothing else on them)."""
     return max(1, math.ceil(n_bytes / accelerator.usable_bytes))
@@ -341,7 +347,7 @@ def fit_table(models: Sequence[Mapping[str, Any]], bits_list: Sequence[float] = 
         model = validate_model(model)
         for bits in bits_list:
             n_bytes = weight_bytes(model["parameters"], bits)
-            fits = next((card for card in cards if n_bytes <= card.usable_bytes), None)
+            fits = smallest_card(n_bytes, cards)
             rows.append({
                 "model": model["name"], "bits": bits, "parameters": model["parameters"],
                 "weight_gb": bytes_to_gb(n_bytes), "fits_on": fits.label if fits else None,

@@ -140,7 +140,7 @@ def test_token_html_is_shown_as_text_and_never_runs(server, page):
     no_exception_box(page)
 
 
-@pytest.mark.parametrize("path", ["/prefill-decode", "/kv-cache", "/quantization", "/cost"])
+@pytest.mark.parametrize("path", ["/start", "/prefill-decode", "/kv-cache", "/quantization", "/cost"])
 def test_other_pages_open_at_their_url_and_render_without_errors(server, page, path):
     open_page(page, server + path)
     assert_opened(page, path.strip("/") + ".py")

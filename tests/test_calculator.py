@@ -194,6 +194,13 @@ def test_llama_70b_16_bit_weights_fit_one_h200_with_about_9_gb_left(models):
     assert rows.at[4, "fits_on"] == "A100 40 GB"  # 35.28 GB < 42.95 GB
 
 
+def test_smallest_card_is_the_first_that_holds_the_bytes_exactly_at_its_edge():
+    cards = calc.load_accelerators()
+    assert calc.smallest_card(cards[0].usable_bytes, cards) is cards[0]
+    assert calc.smallest_card(cards[0].usable_bytes + 1, cards) is cards[1]
+    assert calc.smallest_card(cards[-1].usable_bytes + 1, cards) is None
+
+
 def test_fit_table_uses_usable_bytes_at_the_edge(models):
     """Llama-3.1-8B in 16 bits (16.06 GB) fits a T4's 16.11 GB of nvidia-smi memory."""
     fit = calc.fit_table([models["Llama-3.1-8B"]], bits_list=(32, 16))
