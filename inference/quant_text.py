@@ -72,7 +72,8 @@ SLOWER_BECAUSE = {
     ),
 }
 FASTER_BECAUSE = {
-    "bfloat16": "it moves half the bytes, and a CPU with bf16 instructions (AVX-512 BF16, AMX) multiplies them directly.",
+    "bfloat16": ("it moves half the bytes, and a CPU with bf16 instructions (AVX-512 BF16, AMX) multiplies them "
+                 "directly."),
     "int8": "moving fewer bytes per token outweighed the conversion back to bf16.",
     "int4": ("its fused CPU kernel unpacks the 4-bit weights inside a multiply built for one token at a time, "
              "and moves about a quarter of bf16's bytes."),
