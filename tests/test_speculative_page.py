@@ -35,7 +35,7 @@ def test_step_runs_one_round_and_shows_its_test_residual_timeline_and_theory():
             break
     assert run.rounds[-1].token_kind == "residual"
     titles = " | ".join(chart_titles(at))
-    for expected in ("q (draft) vs p (target)", "u ≤ p/q", "residual", "Where the time went", "Speed-up against α"):
+    for expected in ("q (draft) vs p (target)", "u ≤ p/q", "after the rejection", "Where the time went", "Speed-up against α"):
         assert expected.lower() in titles.lower(), titles
     assert len(run.rounds) == int(at.query_params["n"][0] if isinstance(at.query_params["n"], list) else at.query_params["n"])
     assert any(m.label.startswith("α") for m in at.metric)
