@@ -24,6 +24,7 @@ TRACE_KEY = "moe_trace"
 INPUTS_KEY = "moe_mlp_inputs"  # (token ids, [layers, tokens, hidden]): recomputed only when the text changes
 ROUTER_NOISE = 0.10  # decode timings on a shared CPU wobble about this much
 TIMING_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to"
+IDLE_SHARE = 0.01  # an expert with less than this share of a layer's picks is counted as idle
 
 limits = common.limits()
 loaded = common.current_model()
@@ -226,11 +227,17 @@ if moe_loaded:
         busiest = [max(max(r) for r in row["fractions"]) for row in (first, last)]
         common.caption("exact", f"From the trainer's load log (`expert_load_log.json`): the largest and smallest "
                        f"share of any expert in any layer at each evaluation, over the first 8,192 validation tokens.")
+        idle = [sum(f < IDLE_SHARE for r in row["fractions"] for f in r) for row in (first, last)]
+        slots = shape.layers * shape.experts
         st.markdown(
             f"**What the balance loss did.** Training adds a small penalty that grows when a few experts take most "
-            f"tokens. At step {first['step']:,} the busiest expert took {busiest[0]:.1%} of a layer's picks; at step "
-            f"{last['step']:,}, {busiest[1]:.1%} (even: {uniform:.1%}). No copy was trained without the penalty, so "
-            "what it prevented is not measured here; without it, routers often collapse onto a few experts.")
+            f"tokens. At step {first['step']:,} the busiest expert took {busiest[0]:.1%} of a layer's picks and "
+            f"{idle[0]} of the {slots} experts got under {IDLE_SHARE:.0%}; at step {last['step']:,}: {busiest[1]:.1%}, "
+            f"and {idle[1]} under {IDLE_SHARE:.0%} (even: {uniform:.1%} each). "
+            + ("The penalty did not bring the idle experts back: their parameters are held but almost never used. "
+               if idle[1] else "Every expert gets a share of the work. ")
+            + "No copy was trained without the penalty or with a stronger one, so what it prevented or could have "
+              "done is not measured here.")
     elif stats is not None:
         st.caption("No training load log was kept for this model, so the balance early in training cannot be shown.")
 

@@ -210,6 +210,10 @@ def _ms(timed: dict, name: str) -> str:
     return f"{timed[name]:.2f}" if name in timed else "–"
 
 
+def _idle(row: dict, below: float = 0.01) -> int:
+    return sum(f < below for layer in row["fractions"] for f in layer)
+
+
 def _spread(fractions: list[float]) -> str:
     return f"{min(fractions):.1%} – {max(fractions):.1%}"
 
@@ -253,8 +257,12 @@ def moe_section(meta: dict, ctx: CardContext) -> str:
             "Per layer, lowest – highest share: "
             + "; ".join(f"layer {i} {_spread(a)} → {_spread(b)}"
                         for i, (a, b) in enumerate(zip(early["fractions"], late["fractions"])))
-            + ". No model was trained without the balance loss, so what it prevented is not measured here; "
-              "what it achieved is the spread above."
+            + f". Experts with under 1% of their layer's picks: {_idle(early)} of {layers * E} at step "
+              f"{early['step']:,}, {_idle(late)} at step {late['step']:,}"
+            + (": at this coefficient the balance loss did not bring them back, so their parameters are held but "
+               "almost never used." if _idle(late) else ".")
+            + " No model was trained without the balance loss or with a stronger one, so what it prevented or "
+              "could have done is not measured here."
         )
     else:
         early_line = "No load log from training was kept, so the early balance cannot be shown."
