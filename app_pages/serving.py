@@ -91,7 +91,8 @@ common.caption("simulated",
 # -- 2. one at a time vs batched ------------------------------------------------------------
 st.subheader("2. One at a time vs batched")
 c1, c2 = st.columns(2)
-slots = c1.select_slider("Slots in the batched server (--parallel)", [2, 4, 8, 16], value=8, key="serving_slots")
+slots = (c1.select_slider("Slots in the batched server (--parallel)", [2, 4, 8, 16], value=8, key="serving_slots")
+         if local else None)  # an engine started elsewhere has the slots it was started with
 slo_ms = c2.number_input("SLO: time to first token at most (ms)", 50, 60_000, 1000, step=50, key="serving_slo")
 slo = SLO(ttft_s=slo_ms / 1000)
 model_label = model_key if local else engine
