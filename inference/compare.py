@@ -93,6 +93,13 @@ def _final_prob(view: StepView, token_id: int) -> float:
     return float(view.final[int(where[0, 0])]) if len(where) else 0.0
 
 
+def _mass_before(view: StepView, token_id: int) -> float:
+    """Final probability of the tokens ranked before `token_id` (where the cumulative curve starts its step)."""
+    where = (view.order[:view.sorted_prefix] == token_id).nonzero()
+    rank = int(where[0, 0]) if len(where) else view.sorted_prefix
+    return float(view.final[:rank].sum())
+
+
 @dataclass(frozen=True)
 class Parting:
     step: int  # first generated step where A and B chose different tokens
@@ -118,11 +125,12 @@ def explain_parting(trace_a: Trace, trace_b: Trace, step: int) -> Parting:
         reason = (f"A's {STAGE_NAMES[removed_in_a]} removed {tok_b}, the token u = {u:.3f} landed on in B, "
                   f"so on A's curve u fell on {tok_a}.")
     else:
-        pa, pb = _final_prob(view_a, id_a), _final_prob(view_b, id_a)
+        before_a, before_b = _mass_before(view_a, id_a), _mass_before(view_b, id_a)
         same_logits = torch.equal(trace_a.records[step].logits, trace_b.records[step].logits)
         cause = "B's settings" if same_logits else "B's model"
-        reason = (f"Both kept both tokens, but {cause} gave {tok_a} {pb:.1%} instead of {pa:.1%} and moved the "
-                  f"tokens before it, so the shared u = {u:.3f} fell on {tok_b} in B and on {tok_a} in A.")
+        reason = (f"Both kept both tokens, but {cause} moved the curve: the tokens ranked before {tok_a} hold "
+                  f"{before_b:.1%} in B against {before_a:.1%} in A, so the shared u = {u:.3f} fell on {tok_b} in B "
+                  f"and on {tok_a} in A.")
     return Parting(step, u, view_a, view_b, tok_a, tok_b, reason)
 
 

@@ -40,10 +40,12 @@ def test_same_seed_and_settings_in_a_and_b_give_bit_identical_runs(bundled):
 
 
 def test_a_setting_that_cannot_change_a_step_does_not_part_the_texts_there(bundled):
-    """B adds top-k 50 to A's top-p 0.5: at every step where A kept 50 tokens or fewer, B's
-    distribution is A's, so with the shared u the texts cannot part there."""
-    a_settings = SamplingSettings(temperature=1.0, top_p=0.5)
-    b_settings = SamplingSettings(temperature=1.0, top_p=0.5, top_k=50)
+    """B adds top-k 50 to A's min-p 0.05: at every step where min-p kept 50 tokens or fewer, they are
+    the top 50 anyway and min-p's cut (a share of the top token's probability) does not move when
+    top-k renormalises first, so B's distribution is A's and with the shared u the texts cannot
+    part there. (Top-p would not do: its cut moves when top-k renormalises.)"""
+    a_settings = SamplingSettings(temperature=1.0, min_p=0.05)
+    b_settings = SamplingSettings(temperature=1.0, min_p=0.05, top_k=50)
     for seed in range(3):
         pair = shared_draw_pair(bundled.model, bundled.model, bundled.tokenizer, prompt_ids(bundled), a_settings,
                                 b_settings, seed=seed, max_new_tokens=40)

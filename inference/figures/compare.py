@@ -111,7 +111,11 @@ def order_lesson_figure(lesson, tokenizer, presenter: bool = False) -> go.Figure
     """The same step and settings, final distribution under the transformers order and under
     llama.cpp's default order, token by token."""
     views = {"transformers order": lesson.transformers, "llama.cpp order": lesson.llama_cpp}
-    ids = _top_union(lesson.transformers, lesson.llama_cpp, n=14)
+    # The top tokens, then the ones around where the stricter order stops keeping them (both
+    # orders rank tokens alike: the same settings reweight the same way).
+    wider = max(views.values(), key=lambda v: v.sorted_prefix)
+    edge = min(v.kept[v.final_stage] for v in views.values())
+    ids = list(dict.fromkeys(wider.order[:8].tolist() + wider.order[max(edge - 2, 8):edge + 3].tolist()))
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, ids)]
     fig = go.Figure()
     for (name, view), colour in zip(views.items(), (A_COLOUR, B_COLOUR)):
@@ -147,8 +151,9 @@ def mirostat_figure(records, side: str, presenter: bool = False) -> go.Figure:
 
 def interval_figure(summary, presenter: bool = False) -> go.Figure:
     """Each statistic's mean for A and B with its bootstrap 95% interval, one panel per statistic."""
-    fig = make_subplots(rows=1, cols=len(summary), subplot_titles=[label(t) for t in summary["label"]],
-                        horizontal_spacing=0.08)
+    # Titles on two lines: four panels side by side leave each a quarter of the width.
+    titles = [label(t).replace(" (", "<br>(").replace(" under float32", "<br>under float32") for t in summary["label"]]
+    fig = make_subplots(rows=1, cols=len(summary), subplot_titles=titles, horizontal_spacing=0.08)
     for col, row in enumerate(summary.itertuples(), start=1):
         for side, colour in (("A", A_COLOUR), ("B", B_COLOUR)):
             mean, low, high = (getattr(row, f"{k}_{side.lower()}") for k in ("mean", "low", "high"))
@@ -158,7 +163,8 @@ def interval_figure(summary, presenter: bool = False) -> go.Figure:
                             showlegend=False, row=1, col=col,
                             hovertemplate=f"{side}: %{{y:.4g}} (95% interval {low:.4g} to {high:.4g})<extra></extra>")
     fig.update_annotations(font_size=12 if not presenter else 18)
-    return base_layout(fig, "Mean per run, with bootstrap 95% intervals", presenter, height=380)
+    fig = base_layout(fig, "Mean per run, with bootstrap 95% intervals", presenter, height=420)
+    return fig.update_layout(margin=dict(t=110))
 
 
 def distributions_figure(stats_a, stats_b, metric: str, title: str, presenter: bool = False) -> go.Figure:
