@@ -113,8 +113,8 @@ for side, column in zip(SIDES, columns):
             st.session_state[f"cmp_model_{side}"] = choices[0]
         st.selectbox("Model", choices, key=f"cmp_model_{side}",
                      help="A bfloat16/int8/int4 copy of this model, or another bundled model with the same vocabulary.")
-        controls.classic_controls(PREFIX[side], columns=3)
-        controls.more_controls(PREFIX[side], columns=3)
+        controls.classic_controls(PREFIX[side], columns=2)  # two a row: labels stay whole in a half-width column
+        controls.more_controls(PREFIX[side], columns=2)
         try:
             settings[side] = controls.settings_from_state(PREFIX[side])
         except ValueError as err:
@@ -160,15 +160,13 @@ if parting is None:
                f"{len(pair.trace_a.records)} steps.")
 else:
     st.info(f"**They part at step {parting.step}** (boxed above): {parting.reason}")
-    left, right = common.side_by_side(2)
-    with left:
-        st.plotly_chart(cf.final_distributions(parting, tokenizer, presenter), width="stretch", key="cmp_finals")
-        common.caption("exact", "Both final distributions at that step, from each run's recorded logits and settings; "
-                       "the outlined bar is the token each run chose.")
-    with right:
-        st.plotly_chart(cf.shared_u_cdfs(parting, tokenizer, presenter), width="stretch", key="cmp_cdfs")
-        common.caption("exact", f"Each run's cumulative probability in its own most-likely-first order and the one "
-                       f"u = {parting.u:.3f} both drew: each chose the token where its curve first passes u.")
+    # One under the other: each chart needs the page's width for its token labels.
+    st.plotly_chart(cf.final_distributions(parting, tokenizer, presenter), width="stretch", key="cmp_finals")
+    common.caption("exact", "Both final distributions at that step, from each run's recorded logits and settings; "
+                   "the outlined bar is the token each run chose.")
+    st.plotly_chart(cf.shared_u_cdfs(parting, tokenizer, presenter), width="stretch", key="cmp_cdfs")
+    common.caption("exact", f"Each run's cumulative probability in its own most-likely-first order and the one "
+                   f"u = {parting.u:.3f} both drew: each chose the token where its curve first passes u.")
 
 for side, trace in zip(SIDES, (pair.trace_a, pair.trace_b)):
     if settings[side].mirostat and trace.records:
