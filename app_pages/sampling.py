@@ -94,7 +94,7 @@ with live_left:
                    "the chart's own slider moves in your browser with no trip to the server.")
 with live_right:
     st.plotly_chart(live_slider_figure(logits, tokenizer, "top_p", TOP_P_GRID, top_p, settings, presenter=presenter,
-                                       seen=seen),
+                                       seen=seen, context=lab_context),
                     width="stretch", key="lab_live_top_p")
     common.caption("exact", f"Top-p with every other setting above applied (penalty {penalty:g}, T = {temperature:g}, "
                    f"top-k {top_k or 'off'}, min-p {min_p:g}); grey = removed by one of them.")

@@ -25,19 +25,19 @@ TOP_P_GRID = [round(0.05 * i, 2) for i in range(1, 21)]  # 0.05 .. 1
 
 def live_slider_figure(logits: torch.Tensor, tokenizer, knob: str, values: list[float], start: float,
                        fixed: SamplingSettings, top_n: int = 15, presenter: bool = False,
-                       seen: torch.Tensor | None = None) -> go.Figure:
+                       seen: torch.Tensor | None = None, context=None) -> go.Figure:
     """A bar chart with its own Plotly slider over precomputed frames (temperature or
     top-p), so it moves while the thumb is dragged with no server round trip. Each frame
     is the whole pipeline of `fixed` with `knob` set to the frame's value, computed exactly over
     the full vocabulary: every other knob of `fixed` applies (the repetition penalty to the
-    tokens in `seen`; without `seen`, no token counts as seen)."""
+    tokens in `seen`; without `seen`, no token counts as seen; `context` feeds DRY, XTC and mirostat)."""
     seen = torch.zeros(len(logits), dtype=torch.bool) if seen is None else seen
     order = display_order(apply_stage("penalty", logits, fixed, seen))[:top_n]
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, order.tolist())][::-1]  # most likely on top
     frames, steps = [], []
     for value in values:
         settings = replace(fixed, **{knob: value})
-        probs = stage_logits(logits, settings, seen)[final_stage(settings)].double().softmax(-1)
+        probs = stage_logits(logits, settings, seen, context)[final_stage(settings)].double().softmax(-1)
         shown = probs[order].numpy()[::-1]
         kept = int((probs > 0).sum())
         ent = float(entropy_bits(probs))
