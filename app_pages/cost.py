@@ -59,9 +59,9 @@ else:
                  "the Prefill vs decode page for the measured curve)")
 fits = machine.weights_fit_in_cache(info.weight_bytes)
 mechanism = {
-    True: "so what a decode pass costs here is mostly the fixed cost of running its many small operations once "
+    True: "what a decode pass costs is mostly the fixed cost of running its many small operations once "
           "per token, which the prefill pass pays once for all its tokens",
-    False: "so a decode pass here mostly waits for every weight to be read from memory for a single token, while "
+    False: "a decode pass mostly waits for every weight to be read from memory for a single token, while "
            "the prefill pass reads them once for all its tokens",
     None: "whether reading them or the fixed cost of each pass dominates cannot be said without the cache size",
 }[fits]
