@@ -2,6 +2,7 @@
 server (stdlib, one thread) answering /v1/models, /health, /tokenize, /detokenize, /completion and /metrics in
 llama.cpp's shapes, its distributions computed by the bundled model in this process. The real server is tested
 against our engine in tests/test_engines.py; this one tests what the app does with the answers."""
+
 from __future__ import annotations
 
 import json
@@ -34,9 +35,23 @@ class FakeLlamaServer:
             def do_GET(self):
                 if self.path == "/v1/models":
                     info = fake.loaded.info
-                    self._send(200, {"data": [{"id": "/fake/storyteller-model-f32.gguf", "owned_by": "llamacpp", "meta": {
-                        "n_vocab": info.vocab_size, "n_ctx_train": info.context, "n_params": info.parameters,
-                        "size": info.weight_bytes}}]})
+                    self._send(
+                        200,
+                        {
+                            "data": [
+                                {
+                                    "id": "/fake/storyteller-model-f32.gguf",
+                                    "owned_by": "llamacpp",
+                                    "meta": {
+                                        "n_vocab": info.vocab_size,
+                                        "n_ctx_train": info.context,
+                                        "n_params": info.parameters,
+                                        "size": info.weight_bytes,
+                                    },
+                                }
+                            ]
+                        },
+                    )
                 elif self.path == "/health":
                     self._send(200, {"status": "ok"})
                 elif self.path == "/metrics":
@@ -72,9 +87,13 @@ class FakeLlamaServer:
         top = torch.topk(logprobs, n)
         items = [{"id": int(i), "token": "", "bytes": [], "logprob": float(v)} for v, i in zip(top.values, top.indices)]
         chosen = int(logprobs.argmax())
-        return {"content": "", "tokens": [chosen], "stop": True,
-                "completion_probabilities": [{"id": chosen, "logprob": float(logprobs[chosen]), "top_logprobs": items}],
-                "timings": {"cache_n": 0, "prompt_n": len(ids), "prompt_ms": 1.0, "predicted_n": 1, "predicted_ms": 0.0}}
+        return {
+            "content": "",
+            "tokens": [chosen],
+            "stop": True,
+            "completion_probabilities": [{"id": chosen, "logprob": float(logprobs[chosen]), "top_logprobs": items}],
+            "timings": {"cache_n": 0, "prompt_n": len(ids), "prompt_ms": 1.0, "predicted_n": 1, "predicted_ms": 0.0},
+        }
 
     def stop(self):
         self.httpd.shutdown()

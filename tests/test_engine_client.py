@@ -1,5 +1,6 @@
 """The engine client turns every failure into one sentence and parses answers defensively (no server needed:
 answers come from httpx's MockTransport, a listening socket that never answers, or a closed port)."""
+
 import json
 import socket
 import threading
@@ -22,8 +23,17 @@ from inference.engines.client import (
 )
 from inference.limits import Limits
 
-LLAMA_MODELS = {"object": "list", "data": [{"id": "/cache/model-f32.gguf", "object": "model", "owned_by": "llamacpp",
-                                            "meta": {"n_vocab": 8, "n_ctx_train": 512, "n_params": 1000, "size": 4000}}]}
+LLAMA_MODELS = {
+    "object": "list",
+    "data": [
+        {
+            "id": "/cache/model-f32.gguf",
+            "object": "model",
+            "owned_by": "llamacpp",
+            "meta": {"n_vocab": 8, "n_ctx_train": 512, "n_params": 1000, "size": 4000},
+        }
+    ],
+}
 
 
 def client_answering(handler, dialect=LLAMACPP, **kwargs) -> EngineClient:
@@ -31,9 +41,17 @@ def client_answering(handler, dialect=LLAMACPP, **kwargs) -> EngineClient:
 
 
 def completion_with(top: list[tuple[int, float]]) -> dict:
-    return {"content": "x", "completion_probabilities": [{"id": top[0][0], "logprob": top[0][1], "top_logprobs": [
-        {"id": i, "token": "t", "bytes": [116], "logprob": lp} for i, lp in top]}],
-        "timings": {"cache_n": 3, "prompt_n": 1, "prompt_ms": 0.5, "predicted_n": 1, "predicted_ms": 0.001}}
+    return {
+        "content": "x",
+        "completion_probabilities": [
+            {
+                "id": top[0][0],
+                "logprob": top[0][1],
+                "top_logprobs": [{"id": i, "token": "t", "bytes": [116], "logprob": lp} for i, lp in top],
+            }
+        ],
+        "timings": {"cache_n": 3, "prompt_n": 1, "prompt_ms": 0.5, "predicted_n": 1, "predicted_ms": 0.001},
+    }
 
 
 def assert_one_sentence(err: Exception) -> None:
@@ -70,8 +88,9 @@ def test_a_truncated_answer_keeps_the_other_mass_and_leaves_the_rest_undrawable(
     """Top 2 of 8 asked for: complete is False, the rest of the mass is reported, the rest of the logits are -inf."""
     import math
 
-    client = client_answering(lambda request: httpx.Response(200, json=completion_with([(3, math.log(0.6)),
-                                                                                        (1, math.log(0.3))])))
+    client = client_answering(
+        lambda request: httpx.Response(200, json=completion_with([(3, math.log(0.6)), (1, math.log(0.3))]))
+    )
     dist = client.next_token([0], n_probs=2, vocab_size=8)
     assert not dist.complete and dist.other_mass == pytest.approx(0.1)
     logits = dist.logits()
@@ -86,13 +105,18 @@ def test_fewer_probabilities_than_asked_is_an_error_sentence():
     assert_one_sentence(err.value)
 
 
-@pytest.mark.parametrize("body, message", [
-    (b"<html>busy</html>", "not JSON"),
-    (json.dumps({"content": "x"}).encode(), "no completion_probabilities"),
-    (json.dumps({"completion_probabilities": [{"top_logprobs": [{"id": "seven", "logprob": -1}]}]}).encode(),
-     "no number in 'id'"),
-    (json.dumps([1, 2]).encode(), "no completion_probabilities"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (b"<html>busy</html>", "not JSON"),
+        (json.dumps({"content": "x"}).encode(), "no completion_probabilities"),
+        (
+            json.dumps({"completion_probabilities": [{"top_logprobs": [{"id": "seven", "logprob": -1}]}]}).encode(),
+            "no number in 'id'",
+        ),
+        (json.dumps([1, 2]).encode(), "no completion_probabilities"),
+    ],
+)
 def test_malformed_answers_are_refused_with_a_sentence(body, message):
     client = client_answering(lambda request: httpx.Response(200, content=body))
     with pytest.raises(EngineResponseError) as err:
@@ -137,7 +161,8 @@ def test_a_server_that_never_answers_times_out_with_a_sentence():
     try:
         with pytest.raises(EngineTimeout) as err:
             EngineClient(f"http://127.0.0.1:{listener.getsockname()[1]}", dialect=LLAMACPP, timeout=0.5).next_token(
-                [0], 8, 8)
+                [0], 8, 8
+            )
         assert "did not answer /completion within 0.5 s" in str(err.value)
     finally:
         listener.close()
@@ -152,13 +177,24 @@ def test_the_dialect_is_read_from_v1_models():
     vllm = client_answering(lambda request: httpx.Response(200, json=vllm_models), dialect=None)
     assert vllm.dialect == VLLM and vllm.served_model().context == 32768
     with pytest.raises(EngineError):
-        client_answering(lambda request: httpx.Response(200, json={"data": [{"id": "x", "owned_by": "openai"}]}),
-                         dialect=None)
+        client_answering(
+            lambda request: httpx.Response(200, json={"data": [{"id": "x", "owned_by": "openai"}]}), dialect=None
+        )
 
 
 def test_vllm_top_logprobs_are_read_by_token_id_and_sorted():
-    answer = {"choices": [{"text": "a", "logprobs": {"tokens": ["token_id:4"], "top_logprobs": [
-        {"token_id:4": -0.5, "token_id:2": -1.5, "token_id:7": -0.2}]}}], "usage": {"prompt_tokens": 3}}
+    answer = {
+        "choices": [
+            {
+                "text": "a",
+                "logprobs": {
+                    "tokens": ["token_id:4"],
+                    "top_logprobs": [{"token_id:4": -0.5, "token_id:2": -1.5, "token_id:7": -0.2}],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 3},
+    }
     seen = {}
 
     def handler(request):
@@ -184,8 +220,9 @@ def test_prometheus_metrics_are_parsed_to_numbers():
     assert client.metrics() == {"llamacpp:tokens_predicted_total": 42.0, "llamacpp:requests_processing": 1.0}
 
 
-@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://x", "localhost:8080", "http://", "http://a:1/?q=1",
-                                 "http://user:pw@host:1"])
+@pytest.mark.parametrize(
+    "url", ["file:///etc/passwd", "ftp://x", "localhost:8080", "http://", "http://a:1/?q=1", "http://user:pw@host:1"]
+)
 def test_only_plain_http_engine_addresses_are_accepted(url):
     with pytest.raises(EngineError):
         check_base_url(url)

@@ -1,6 +1,7 @@
 """Pages on a serving engine (AppTest, the stand-in llama.cpp server of tests/fake_engine.py): Generate steps
 through it, a stopped engine shows one sentence and keeps the run, pages that need the weights say so, and a
 public server offers only the engines INFERENCE_LAB_ENGINES names."""
+
 import pytest
 import streamlit as st
 
@@ -39,7 +40,7 @@ def test_a_stopped_engine_shows_one_sentence_and_keeps_the_run(fake):
     at.button(key="gen_step").click().run()
     assert not at.exception
     assert any("Cannot connect to the engine" in e.value for e in at.error)
-    assert at.session_state["gen_trace"].generated_ids[:len(kept)] == kept and len(kept) == 2
+    assert at.session_state["gen_trace"].generated_ids[: len(kept)] == kept and len(kept) == 2
 
 
 def test_sampling_lab_reads_the_engines_distribution(fake):

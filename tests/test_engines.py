@@ -2,6 +2,7 @@
 distribution over the whole vocabulary, the same greedy tokens, the same sampled tokens through the remote
 Step; a server killed mid-run gives one sentence and keeps the run. vLLM runs when INFERENCE_LAB_TEST_VLLM_URL
 points at a vLLM server serving the bundled model."""
+
 import os
 from pathlib import Path
 
@@ -15,8 +16,12 @@ from inference.engines.remote import RemoteTrace, connect
 from inference.loader import encode_prompt
 from inference.sampling import SamplingSettings
 
-PROMPTS = ["Once upon a time", "The little dog wanted to", "Lily and her mom went to the park. They saw a big",
-           "Tom had a red ball. He"]
+PROMPTS = [
+    "Once upon a time",
+    "The little dog wanted to",
+    "Lily and her mom went to the park. They saw a big",
+    "Tom had a red ball. He",
+]
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 VLLM_URL = os.environ.get("INFERENCE_LAB_TEST_VLLM_URL", "").strip()
 
@@ -25,8 +30,10 @@ def start_server_or_skip(tmp_path_factory, **kwargs) -> llamacpp.LlamaServer:
     """A llama-server for the bundled model's f32 GGUF on a free loopback port. Skips (saying how to build it)
     only outside CI when the build is missing; in CI (CI=true) a missing build or a failed start fails."""
     if not llamacpp.is_built():
-        reason = ("llama-server is not built here: run `python -m inference.engines llamacpp build` "
-                  f"(about 5 minutes; cache {llamacpp.cache_dir()})")
+        reason = (
+            "llama-server is not built here: run `python -m inference.engines llamacpp build` "
+            f"(about 5 minutes; cache {llamacpp.cache_dir()})"
+        )
         if IN_CI:
             pytest.fail("CI must build llama-server before the tests: " + reason)
         pytest.skip(reason)
@@ -51,7 +58,7 @@ def remote(llama_server):
 
 
 def test_llama_server_distribution_equals_our_softmax_on_the_whole_vocabulary(bundled, remote):
-    """max |p_server - p_engine| < 1e-4 over all tokens, for four prompts (f32 GGUF, f32 KV cache, no flash attention)."""
+    """max |p_server - p_engine| < 1e-4 over all tokens, four prompts (f32 GGUF, f32 KV cache, no flash attention)."""
     client, vocab = remote.model.client, remote.model.vocab_size
     assert vocab == bundled.info.vocab_size and remote.model.exact
     for prompt in PROMPTS:
@@ -151,8 +158,11 @@ def test_an_invalid_token_id_is_the_servers_http_error_in_one_sentence(remote):
     assert "HTTP 4" in str(err.value) or "HTTP 5" in str(err.value)
 
 
-@pytest.mark.skipif(not VLLM_URL, reason="set INFERENCE_LAB_TEST_VLLM_URL to a vLLM server serving the bundled model "
-                                         "(README: Serving engines) to run the vLLM test")
+@pytest.mark.skipif(
+    not VLLM_URL,
+    reason="set INFERENCE_LAB_TEST_VLLM_URL to a vLLM server serving the bundled model "
+    "(README: Serving engines) to run the vLLM test",
+)
 def test_vllm_top_logprobs_and_greedy_tokens_equal_the_engine(bundled):
     """vLLM's top 20 log-probabilities equal our log-softmax within 1e-3, and its greedy tokens equal ours."""
     loaded = connect(VLLM_URL)
@@ -163,8 +173,9 @@ def test_vllm_top_logprobs_and_greedy_tokens_equal_the_engine(bundled):
         dist = loaded.model.client.next_token(ids, loaded.model.n_probs, loaded.model.vocab_size)
         assert (dist.logprobs - ours[dist.token_ids]).abs().max().item() < 1e-3
         trace = new_trace(bundled.model, bundled.tokenizer, ids, 20, stop_at_eos=False)
-        assert loaded.model.client.complete(ids, 20).token_ids == [r.token_id for r in
-                                                                   trace.run(SamplingSettings(temperature=0))]
+        assert loaded.model.client.complete(ids, 20).token_ids == [
+            r.token_id for r in trace.run(SamplingSettings(temperature=0))
+        ]
 
 
 def test_the_client_never_imports_vllm():
@@ -190,7 +201,9 @@ def test_gguf_rows_measure_bytes_speed_and_drift_against_float32(bundled):
     from inference.engines.gguf_compare import gguf_table, measure_ggufs
 
     ids = encode_prompt(bundled.tokenizer, PROMPTS[0])
-    reference = [r.token_id for r in new_trace(bundled.model, bundled.tokenizer, ids, 12).run(SamplingSettings(temperature=0))]
+    reference = [
+        r.token_id for r in new_trace(bundled.model, bundled.tokenizer, ids, 12).run(SamplingSettings(temperature=0))
+    ]
     results = measure_ggufs(bundled.model, ids, reference, types=("f32", "q4_K_M"))
     table = gguf_table(results).set_index("precision")
     assert table.loc["GGUF f32", "mean_kl_nats"] < 1e-6 and table.loc["GGUF f32", "top1_agreement"] == 1.0
@@ -226,8 +239,7 @@ def test_browser_generate_on_llama_server_does_five_steps_without_an_exception(l
         pytest.skip(SKIP_REASON)
     from playwright.sync_api import sync_playwright
 
-    with streamlit_server({"INFERENCE_LAB_ENGINES": f"llama.cpp={llama_server.url}"}) as url, \
-            sync_playwright() as p:
+    with streamlit_server({"INFERENCE_LAB_ENGINES": f"llama.cpp={llama_server.url}"}) as url, sync_playwright() as p:
         browser = launch(p)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})

@@ -1,5 +1,6 @@
 """The remote Step on a stand-in llama.cpp server (tests/fake_engine.py) whose distributions come from the bundled
 model: the same records as the local engine, truncation made visible, failures keep the run."""
+
 import pytest
 import torch
 

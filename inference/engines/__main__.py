@@ -7,6 +7,7 @@
 The cache is ~/.cache/inference-lab/llama.cpp (INFERENCE_LAB_LLAMACPP_DIR moves it). MODEL is empty for the
 bundled model, a Hugging Face model folder, or a .gguf file (serve only).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,9 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m inference.engines", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m inference.engines", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     engines = parser.add_subparsers(dest="engine", required=True)
     llamacpp = engines.add_parser("llamacpp", help="llama.cpp's llama-server")
     commands = llamacpp.add_subparsers(dest="command", required=True)
@@ -39,8 +41,11 @@ def main(argv: list[str] | None = None) -> int:
         print(lc.convert(args.model or None, args.type))
     elif args.command == "serve":
         server = lc.serve(args.model or None, parallel=args.parallel, port=args.port, threads=args.threads)
-        print(f"{server.url}  ({server.gguf.name}, {args.parallel} slot(s), ready in {server.started_s:.2f} s; "
-              f"log {server.log_path}). Ctrl-C stops it.", flush=True)
+        print(
+            f"{server.url}  ({server.gguf.name}, {args.parallel} slot(s), ready in {server.started_s:.2f} s; "
+            f"log {server.log_path}). Ctrl-C stops it.",
+            flush=True,
+        )
         try:
             server.process.wait()
         except KeyboardInterrupt:

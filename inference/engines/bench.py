@@ -9,6 +9,7 @@
 Uses the server at INFERENCE_LAB_BENCH_LLAMACPP_URL when set, else starts one from the cached build (and stops
 it); returns {} when neither is possible, saying why.
 """
+
 from __future__ import annotations
 
 import os

@@ -10,6 +10,7 @@ refused the connection, did not answer in time, answered 4xx/5xx, sent something
 like its dialect, returned fewer probabilities than asked, or tokenizes differently from the app.
 Responses are read with a size cap and parsed defensively (never trusted to have a field).
 """
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,7 @@ VLLM_DEFAULT_MAX_LOGPROBS = 20  # vLLM refuses more unless started with --max-lo
 # llama-server's sampler chain for our requests: temperature 0 keeps only the most likely token. Never an empty
 # list: the server always appends a random draw from the distribution, so an empty chain samples at T = 1.
 GREEDY_CHAIN = ["temperature"]
-TOKENIZER_PROBE = "Once upon a time, a little robot said: \"Hello, world!\" 123"
+TOKENIZER_PROBE = 'Once upon a time, a little robot said: "Hello, world!" 123'
 
 
 class EngineError(Exception):
@@ -148,7 +149,11 @@ class ServedModel:
 
 
 def _number(value, name: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and math.isnan(value)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (isinstance(value, float) and math.isnan(value))
+    ):
         raise EngineResponseError(f"The engine's answer to {where} has no number in '{name}'.")
     return value
 
@@ -156,14 +161,25 @@ def _number(value, name: str, where: str) -> float:
 class EngineClient:
     """A client for one server. `dialect` is `LLAMACPP` or `VLLM`; None asks the server (`/v1/models`)."""
 
-    def __init__(self, base_url: str, dialect: str | None = None, timeout: float = DEFAULT_TIMEOUT_S,
-                 max_response_bytes: int = MAX_RESPONSE_BYTES, model: str | None = None,
-                 transport: httpx.BaseTransport | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        dialect: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        model: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ):
         self.base_url = check_base_url(base_url)
         self.timeout = timeout
         self.max_response_bytes = max_response_bytes
-        self._http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
-                                  trust_env=False, follow_redirects=False, transport=transport)
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
+            trust_env=False,
+            follow_redirects=False,
+            transport=transport,
+        )
         self._models: list[dict] | None = None
         self.dialect = dialect or self.detect_dialect()
         if self.dialect not in DIALECTS:
@@ -193,17 +209,23 @@ class EngineClient:
                     )
                 return body
         except httpx.TimeoutException:
-            raise EngineTimeout(f"The engine at {self.base_url} did not answer {path} within {self.timeout:g} s.") from None
+            raise EngineTimeout(
+                f"The engine at {self.base_url} did not answer {path} within {self.timeout:g} s."
+            ) from None
         except httpx.ConnectError:
             raise EngineUnreachable(
-                f"Cannot connect to the engine at {self.base_url}: the connection was refused or the host is unknown; is the server running?"
+                f"Cannot connect to the engine at {self.base_url}: the connection was refused or the host is "
+                "unknown; is the server running?"
             ) from None
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
             raise EngineUnreachable(
-                f"The connection to the engine at {self.base_url} broke off during {path}: the server stopped or crashed."
+                f"The connection to the engine at {self.base_url} broke off during {path}: "
+                "the server stopped or crashed."
             ) from None
         except httpx.HTTPError as err:
-            raise EngineError(f"The request to the engine at {self.base_url}{path} failed: {type(err).__name__}.") from None
+            raise EngineError(
+                f"The request to the engine at {self.base_url}{path} failed: {type(err).__name__}."
+            ) from None
 
     def _read_capped(self, response: httpx.Response, path: str) -> bytes:
         chunks, size = [], 0
@@ -236,13 +258,17 @@ class EngineClient:
                     on_open(response)
                 if response.status_code >= 400:
                     body = self._read_capped(response, path)
-                    raise EngineHTTPError(f"The engine at {self.base_url} answered {path} with HTTP "
-                                          f"{response.status_code}: {_error_message(body)}")
+                    raise EngineHTTPError(
+                        f"The engine at {self.base_url} answered {path} with HTTP "
+                        f"{response.status_code}: {_error_message(body)}"
+                    )
                 for line in response.iter_lines():
                     size += len(line)
                     if size > self.max_response_bytes:
-                        raise EngineResponseError(f"The engine's streamed answer to {path} passed "
-                                                  f"{self.max_response_bytes / 2**20:.0f} MB; it was not read further.")
+                        raise EngineResponseError(
+                            f"The engine's streamed answer to {path} passed "
+                            f"{self.max_response_bytes / 2**20:.0f} MB; it was not read further."
+                        )
                     if not line.startswith("data:"):
                         continue
                     data = line[5:].strip()
@@ -251,19 +277,25 @@ class EngineClient:
                     try:
                         event = json.loads(data)
                     except ValueError:
-                        raise EngineResponseError(f"The engine streamed an event from {path} that is not JSON.") from None
+                        raise EngineResponseError(
+                            f"The engine streamed an event from {path} that is not JSON."
+                        ) from None
                     if not isinstance(event, dict):
                         raise EngineResponseError(f"The engine streamed an event from {path} that is not an object.")
                     yield (time.perf_counter() - start) * 1000, event
         except httpx.TimeoutException:
-            raise EngineTimeout(f"The engine at {self.base_url} stopped streaming {path} for {self.timeout:g} s.") from None
+            raise EngineTimeout(
+                f"The engine at {self.base_url} stopped streaming {path} for {self.timeout:g} s."
+            ) from None
         except httpx.ConnectError:
             raise EngineUnreachable(
-                f"Cannot connect to the engine at {self.base_url}: the connection was refused or the host is unknown; is the server running?"
+                f"Cannot connect to the engine at {self.base_url}: the connection was refused or the host is "
+                "unknown; is the server running?"
             ) from None
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
             raise EngineUnreachable(
-                f"The connection to the engine at {self.base_url} broke off during {path}: the server stopped or crashed."
+                f"The connection to the engine at {self.base_url} broke off during {path}: "
+                "the server stopped or crashed."
             ) from None
 
     # -- what is served -------------------------------------------------------------------------
@@ -292,11 +324,20 @@ class EngineClient:
         name = str(first.get("id", "?"))[:200]
         if self.dialect == LLAMACPP:
             meta = first.get("meta") if isinstance(first.get("meta"), dict) else {}
-            return ServedModel(name=name, vocab_size=_int_or_none(meta.get("n_vocab")),
-                               context=_int_or_none(meta.get("n_ctx_train")),
-                               parameters=_int_or_none(meta.get("n_params")), size_bytes=_int_or_none(meta.get("size")))
-        return ServedModel(name=name, vocab_size=None, context=_int_or_none(first.get("max_model_len")),
-                           parameters=None, size_bytes=None)
+            return ServedModel(
+                name=name,
+                vocab_size=_int_or_none(meta.get("n_vocab")),
+                context=_int_or_none(meta.get("n_ctx_train")),
+                parameters=_int_or_none(meta.get("n_params")),
+                size_bytes=_int_or_none(meta.get("size")),
+            )
+        return ServedModel(
+            name=name,
+            vocab_size=None,
+            context=_int_or_none(first.get("max_model_len")),
+            parameters=None,
+            size_bytes=None,
+        )
 
     def _model_name(self) -> str:
         return self.model or self.served_model().name
@@ -315,8 +356,9 @@ class EngineClient:
         if self.dialect == LLAMACPP:
             answer = self._json("POST", "/tokenize", {"content": text, "add_special": add_special})
         else:
-            answer = self._json("POST", "/tokenize", {"model": self._model_name(), "prompt": text,
-                                                      "add_special_tokens": add_special})
+            answer = self._json(
+                "POST", "/tokenize", {"model": self._model_name(), "prompt": text, "add_special_tokens": add_special}
+            )
         tokens = answer.get("tokens") if isinstance(answer, dict) else None
         if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
             raise EngineResponseError("The engine's /tokenize answer has no list of token ids.")
@@ -357,8 +399,15 @@ class EngineClient:
         return self._next_token_vllm(prompt_ids, wanted, vocab_size)
 
     def _next_token_llamacpp(self, prompt_ids, wanted, vocab_size) -> NextTokenDistribution:
-        payload = {"prompt": list(prompt_ids), "n_predict": 1, "n_probs": wanted, "cache_prompt": True,
-                   "temperature": 0, "samplers": GREEDY_CHAIN, "return_tokens": True}
+        payload = {
+            "prompt": list(prompt_ids),
+            "n_predict": 1,
+            "n_probs": wanted,
+            "cache_prompt": True,
+            "temperature": 0,
+            "samplers": GREEDY_CHAIN,
+            "return_tokens": True,
+        }
         start = time.perf_counter()
         answer = self._json("POST", "/completion", payload)
         round_trip_ms = (time.perf_counter() - start) * 1000
@@ -377,14 +426,22 @@ class EngineClient:
         self._check_count(len(ids), wanted, "/completion")
         chosen = probs[0].get("id")
         return NextTokenDistribution(
-            token_ids=torch.tensor(ids, dtype=torch.long), logprobs=torch.tensor(logprobs, dtype=torch.float64),
-            vocab_size=vocab_size, timings=_llamacpp_timings(answer.get("timings"), round_trip_ms),
+            token_ids=torch.tensor(ids, dtype=torch.long),
+            logprobs=torch.tensor(logprobs, dtype=torch.float64),
+            vocab_size=vocab_size,
+            timings=_llamacpp_timings(answer.get("timings"), round_trip_ms),
             chosen_by_server=chosen if isinstance(chosen, int) else None,
         )
 
     def _next_token_vllm(self, prompt_ids, wanted, vocab_size) -> NextTokenDistribution:
-        payload = {"model": self._model_name(), "prompt": list(prompt_ids), "max_tokens": 1, "logprobs": wanted,
-                   "temperature": 0, "return_tokens_as_token_ids": True}
+        payload = {
+            "model": self._model_name(),
+            "prompt": list(prompt_ids),
+            "max_tokens": 1,
+            "logprobs": wanted,
+            "temperature": 0,
+            "return_tokens_as_token_ids": True,
+        }
         start = time.perf_counter()
         answer = self._json("POST", "/v1/completions", payload)
         round_trip_ms = (time.perf_counter() - start) * 1000
@@ -401,35 +458,63 @@ class EngineClient:
         self._check_count(len(set(ids)), wanted, "/v1/completions")
         order = sorted(range(len(ids)), key=lambda i: -values[i])
         usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
-        timings = ServerTimings(prompt_tokens=_int_or_none(usage.get("prompt_tokens")) or len(prompt_ids),
-                                round_trip_ms=round_trip_ms)
+        timings = ServerTimings(
+            prompt_tokens=_int_or_none(usage.get("prompt_tokens")) or len(prompt_ids), round_trip_ms=round_trip_ms
+        )
         return NextTokenDistribution(
             token_ids=torch.tensor([ids[i] for i in order], dtype=torch.long),
             logprobs=torch.tensor([values[i] for i in order], dtype=torch.float64),
-            vocab_size=vocab_size, timings=timings,
+            vocab_size=vocab_size,
+            timings=timings,
         )
 
     def _check_count(self, got: int, wanted: int, path: str) -> None:
         if got < wanted:
             raise IncompleteDistribution(
                 f"The engine at {self.base_url} returned {got} token probabilities from {path}, {wanted} were asked for"
-                + (f" (vLLM allows {VLLM_DEFAULT_MAX_LOGPROBS} unless started with --max-logprobs)"
-                   if self.dialect == VLLM else "") + "."
+                + (
+                    f" (vLLM allows {VLLM_DEFAULT_MAX_LOGPROBS} unless started with --max-logprobs)"
+                    if self.dialect == VLLM
+                    else ""
+                )
+                + "."
             )
 
     # -- whole completions ------------------------------------------------------------------------
 
-    def complete(self, prompt_ids: list[int], max_tokens: int, stream: bool = False, ignore_eos: bool = True,
-                 cache_prompt: bool = False, on_stream_open=None) -> Completion:
+    def complete(
+        self,
+        prompt_ids: list[int],
+        max_tokens: int,
+        stream: bool = False,
+        ignore_eos: bool = True,
+        cache_prompt: bool = False,
+        on_stream_open=None,
+    ) -> Completion:
         """Greedy continuation of `prompt_ids` (exactly `max_tokens` unless the context ends). Streaming
         records each token's arrival time here, next to the server's own timings."""
         if self.dialect == LLAMACPP:
-            payload = {"prompt": list(prompt_ids), "n_predict": max_tokens, "temperature": 0, "samplers": GREEDY_CHAIN,
-                       "ignore_eos": ignore_eos, "cache_prompt": cache_prompt, "return_tokens": True, "stream": stream}
+            payload = {
+                "prompt": list(prompt_ids),
+                "n_predict": max_tokens,
+                "temperature": 0,
+                "samplers": GREEDY_CHAIN,
+                "ignore_eos": ignore_eos,
+                "cache_prompt": cache_prompt,
+                "return_tokens": True,
+                "stream": stream,
+            }
             return self._stream_llamacpp(payload, on_stream_open) if stream else self._complete_llamacpp(payload)
-        payload = {"model": self._model_name(), "prompt": list(prompt_ids), "max_tokens": max_tokens,
-                   "temperature": 0, "ignore_eos": ignore_eos, "logprobs": 0, "return_tokens_as_token_ids": True,
-                   "stream": stream}
+        payload = {
+            "model": self._model_name(),
+            "prompt": list(prompt_ids),
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            "ignore_eos": ignore_eos,
+            "logprobs": 0,
+            "return_tokens_as_token_ids": True,
+            "stream": stream,
+        }
         return self._stream_vllm(payload, on_stream_open) if stream else self._complete_vllm(payload)
 
     def _complete_llamacpp(self, payload) -> Completion:
@@ -439,9 +524,12 @@ class EngineClient:
         tokens = answer.get("tokens") if isinstance(answer, dict) else None
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
             raise EngineResponseError("The engine's /completion answer has no token ids.")
-        return Completion(token_ids=tokens, text=str(answer.get("content", "")),
-                          timings=_llamacpp_timings(answer.get("timings"), round_trip_ms),
-                          stop_reason=str(answer.get("stop_type", "")))
+        return Completion(
+            token_ids=tokens,
+            text=str(answer.get("content", "")),
+            timings=_llamacpp_timings(answer.get("timings"), round_trip_ms),
+            stop_reason=str(answer.get("stop_type", "")),
+        )
 
     def _stream_llamacpp(self, payload, on_open=None) -> Completion:
         tokens, texts, arrivals, final = [], [], [], {}
@@ -456,8 +544,13 @@ class EngineClient:
             if event.get("stop"):
                 final = event
         timings = _llamacpp_timings(final.get("timings"), arrivals[-1] if arrivals else 0.0)
-        return Completion(token_ids=tokens, text="".join(texts), timings=timings, arrival_ms=arrivals,
-                          stop_reason=str(final.get("stop_type", "")))
+        return Completion(
+            token_ids=tokens,
+            text="".join(texts),
+            timings=timings,
+            arrival_ms=arrivals,
+            stop_reason=str(final.get("stop_type", "")),
+        )
 
     def _complete_vllm(self, payload) -> Completion:
         start = time.perf_counter()
@@ -466,9 +559,12 @@ class EngineClient:
         choice = _first_choice(answer, "/v1/completions")
         logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
         tokens = [_token_id_from_vllm(t) for t in logprobs.get("tokens") or []]
-        return Completion(token_ids=tokens, text=str(choice.get("text", "")),
-                          timings=ServerTimings(predicted_tokens=len(tokens), round_trip_ms=round_trip_ms),
-                          stop_reason=str(choice.get("finish_reason", "")))
+        return Completion(
+            token_ids=tokens,
+            text=str(choice.get("text", "")),
+            timings=ServerTimings(predicted_tokens=len(tokens), round_trip_ms=round_trip_ms),
+            stop_reason=str(choice.get("finish_reason", "")),
+        )
 
     def _stream_vllm(self, payload, on_open=None) -> Completion:
         tokens, texts, arrivals, reason = [], [], [], ""
@@ -480,16 +576,27 @@ class EngineClient:
                 arrivals.append(arrival_ms)
             texts.append(str(choice.get("text", "")))
             reason = str(choice.get("finish_reason") or reason)
-        return Completion(token_ids=tokens, text="".join(texts), arrival_ms=arrivals, stop_reason=reason,
-                          timings=ServerTimings(predicted_tokens=len(tokens), round_trip_ms=arrivals[-1] if arrivals else 0.0))
+        return Completion(
+            token_ids=tokens,
+            text="".join(texts),
+            arrival_ms=arrivals,
+            stop_reason=reason,
+            timings=ServerTimings(predicted_tokens=len(tokens), round_trip_ms=arrivals[-1] if arrivals else 0.0),
+        )
 
     def prompt_logprobs(self, prompt_ids: list[int], n: int) -> list[dict[int, float]]:
         """vLLM: for every prompt position after the first, the top `n` log-probabilities of the token there
         (teacher forcing in one request). Position 0 has nothing before it and gives an empty dict."""
         if self.dialect != VLLM:
             raise EngineError("prompt_logprobs is a vLLM feature; with llama.cpp ask next_token for each prefix.")
-        payload = {"model": self._model_name(), "prompt": list(prompt_ids), "max_tokens": 1, "temperature": 0,
-                   "prompt_logprobs": n, "return_tokens_as_token_ids": True}
+        payload = {
+            "model": self._model_name(),
+            "prompt": list(prompt_ids),
+            "max_tokens": 1,
+            "temperature": 0,
+            "prompt_logprobs": n,
+            "return_tokens_as_token_ids": True,
+        }
         choice = _first_choice(self._json("POST", "/v1/completions", payload), "/v1/completions")
         rows = choice.get("prompt_logprobs")
         if not isinstance(rows, list) or len(rows) != len(prompt_ids):
@@ -540,9 +647,12 @@ def _float_or_none(value) -> float | None:
 def _llamacpp_timings(raw, round_trip_ms: float) -> ServerTimings:
     raw = raw if isinstance(raw, dict) else {}
     return ServerTimings(
-        prompt_tokens=_int_or_none(raw.get("prompt_n")) or 0, cached_tokens=_int_or_none(raw.get("cache_n")) or 0,
-        prompt_ms=_float_or_none(raw.get("prompt_ms")), predicted_tokens=_int_or_none(raw.get("predicted_n")) or 0,
-        predicted_ms=_float_or_none(raw.get("predicted_ms")), round_trip_ms=round_trip_ms,
+        prompt_tokens=_int_or_none(raw.get("prompt_n")) or 0,
+        cached_tokens=_int_or_none(raw.get("cache_n")) or 0,
+        prompt_ms=_float_or_none(raw.get("prompt_ms")),
+        predicted_tokens=_int_or_none(raw.get("predicted_n")) or 0,
+        predicted_ms=_float_or_none(raw.get("predicted_ms")),
+        round_trip_ms=round_trip_ms,
     )
 
 
@@ -558,7 +668,9 @@ def _token_id_from_vllm(key) -> int:
     text = str(key)
     if text.startswith("token_id:") and text[9:].lstrip("-").isdigit():
         return int(text[9:])
-    raise EngineResponseError("The engine named a token by text, not by id (is it vLLM with return_tokens_as_token_ids?).")
+    raise EngineResponseError(
+        "The engine named a token by text, not by id (is it vLLM with return_tokens_as_token_ids?)."
+    )
 
 
 def _error_message(body: bytes) -> str:

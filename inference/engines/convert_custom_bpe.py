@@ -10,6 +10,7 @@ recognized". The hash cannot be added once and for all: it changes with every re
 tokenizer.json pre-tokenizes with `ByteLevel(use_regex=true)`, which is GPT-2's split regex, so "gpt-2" is
 the right name; anything else is refused rather than guessed.
 """
+
 import json
 import os
 import runpy

@@ -5,6 +5,7 @@ the app's float32 model over the same teacher-forced text the torchao rows use (
 tokens): at every position the server returns its whole next-token distribution, compared with float32's
 (KL, top-1 agreement, probability of float32's token), plus where the server's own greedy text departs.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,19 +38,26 @@ def available() -> bool:
     return llamacpp.is_built()
 
 
-def server_distributions(client: EngineClient, sequence: list[int], first_row: int, steps: int,
-                         vocab_size: int) -> torch.Tensor:
+def server_distributions(
+    client: EngineClient, sequence: list[int], first_row: int, steps: int, vocab_size: int
+) -> torch.Tensor:
     """[steps, vocab] log-probabilities the server gives after each prefix sequence[:first_row + 1 + t]
     (the prompt cache makes each request evaluate one new token)."""
     rows = torch.empty(steps, vocab_size, dtype=torch.float64)
     for t in range(steps):
-        dist = client.next_token(sequence[:first_row + 1 + t], vocab_size, vocab_size)
+        dist = client.next_token(sequence[: first_row + 1 + t], vocab_size, vocab_size)
         rows[t] = torch.full((vocab_size,), -math.inf, dtype=torch.float64).index_put_((dist.token_ids,), dist.logprobs)
     return rows
 
 
-def measure_gguf(model, prompt_ids: list[int], reference_ids: list[int], gguf_type: str, source: str | None = None,
-                 reference_logits: torch.Tensor | None = None) -> GGUFResult:
+def measure_gguf(
+    model,
+    prompt_ids: list[int],
+    reference_ids: list[int],
+    gguf_type: str,
+    source: str | None = None,
+    reference_logits: torch.Tensor | None = None,
+) -> GGUFResult:
     """One GGUF type of the model (bundled, or a local folder `source`) measured on a llama-server started
     for it and stopped after."""
     from inference.quant_compare import first_departure
@@ -59,7 +67,7 @@ def measure_gguf(model, prompt_ids: list[int], reference_ids: list[int], gguf_ty
     first_row = len(prompt_ids) - 1
     if reference_logits is None:
         with torch.inference_mode():
-            reference_logits = teacher_forced_logits(model, sequence)[first_row:first_row + len(reference_ids)]
+            reference_logits = teacher_forced_logits(model, sequence)[first_row : first_row + len(reference_ids)]
     vocab = reference_logits.shape[-1]
     with llamacpp.serve(gguf) as server, EngineClient(server.url, dialect=LLAMACPP) as client:
         logprobs = server_distributions(client, sequence, first_row, len(reference_ids), vocab)
@@ -71,17 +79,28 @@ def measure_gguf(model, prompt_ids: list[int], reference_ids: list[int], gguf_ty
             if rate is not None and (math.isnan(best) or rate > best):
                 best = rate
     steps = compare_to_reference(reference_logits, logprobs.float(), reference_ids).drop(columns="reference_token")
-    return GGUFResult(gguf_type=gguf_type, file_bytes=gguf.stat().st_size, decode_tokens_per_s=best,
-                      greedy_ids=list(greedy), first_departure=first_departure(list(greedy), list(reference_ids)),
-                      steps=steps)
+    return GGUFResult(
+        gguf_type=gguf_type,
+        file_bytes=gguf.stat().st_size,
+        decode_tokens_per_s=best,
+        greedy_ids=list(greedy),
+        first_departure=first_departure(list(greedy), list(reference_ids)),
+        steps=steps,
+    )
 
 
-def measure_ggufs(model, prompt_ids: list[int], reference_ids: list[int], source: str | None = None,
-                  types=GGUF_ROWS, progress: Callable | None = None) -> dict[str, GGUFResult]:
+def measure_ggufs(
+    model,
+    prompt_ids: list[int],
+    reference_ids: list[int],
+    source: str | None = None,
+    types=GGUF_ROWS,
+    progress: Callable | None = None,
+) -> dict[str, GGUFResult]:
     sequence = list(prompt_ids) + list(reference_ids)
     first_row = len(prompt_ids) - 1
     with torch.inference_mode():
-        reference = teacher_forced_logits(model, sequence)[first_row:first_row + len(reference_ids)]
+        reference = teacher_forced_logits(model, sequence)[first_row : first_row + len(reference_ids)]
     out = {}
     for done, gguf_type in enumerate(types):
         if progress:
@@ -101,24 +120,35 @@ def gguf_table(results: dict[str, GGUFResult]) -> pd.DataFrame:
     rows = []
     for gguf_type, result in results.items():
         quality = summarize_comparison(result.steps)
-        rows.append({
-            "precision": f"GGUF {gguf_type}", "weight_bytes": result.file_bytes,
-            "size_vs_float32": result.file_bytes / float32_bytes,
-            "decode_tokens_per_s": result.decode_tokens_per_s,
-            "speed_vs_float32": result.decode_tokens_per_s / float32_tokens_per_s,
-            "mean_kl_nats": quality["mean_kl_from_reference"], "top1_agreement": quality["top1_agreement"],
-            "mean_p_float32_token": quality["mean_p_reference_token"], "first_departure": result.first_departure,
-        })
+        rows.append(
+            {
+                "precision": f"GGUF {gguf_type}",
+                "weight_bytes": result.file_bytes,
+                "size_vs_float32": result.file_bytes / float32_bytes,
+                "decode_tokens_per_s": result.decode_tokens_per_s,
+                "speed_vs_float32": result.decode_tokens_per_s / float32_tokens_per_s,
+                "mean_kl_nats": quality["mean_kl_from_reference"],
+                "top1_agreement": quality["top1_agreement"],
+                "mean_p_float32_token": quality["mean_p_reference_token"],
+                "first_departure": result.first_departure,
+            }
+        )
     table = pd.DataFrame(rows)
     if len(table):
         table["first_departure"] = table["first_departure"].astype("Int64")
     return table
 
 
-DISPLAY_COLUMNS = {"precision": "format", "engine": "runs in", "weight_bytes": "weight bytes",
-                   "size_vs_float32": "size vs float32", "decode_tokens_per_s": "decode tokens/s",
-                   "speed_vs_float32": "speed vs its float32", "mean_kl_nats": "mean KL from float32 (nats)",
-                   "top1_agreement": "top-1 agreement"}
+DISPLAY_COLUMNS = {
+    "precision": "format",
+    "engine": "runs in",
+    "weight_bytes": "weight bytes",
+    "size_vs_float32": "size vs float32",
+    "decode_tokens_per_s": "decode tokens/s",
+    "speed_vs_float32": "speed vs its float32",
+    "mean_kl_nats": "mean KL from float32 (nats)",
+    "top1_agreement": "top-1 agreement",
+}
 
 
 def side_by_side(torchao_summary: pd.DataFrame, gguf: pd.DataFrame) -> pd.DataFrame:

@@ -4,6 +4,7 @@ The recipe (versions, flags, measured speeds, pitfalls) is `ENGINES.md` in the p
 commands are `python -m inference.engines llamacpp build|convert|serve`. The sources come from the llama.cpp
 vendored in a pinned `llama-cpp-python` sdist, so the only download is from the Python package index.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -29,12 +30,17 @@ CACHE_ENV = "INFERENCE_LAB_LLAMACPP_DIR"
 DEFAULT_CACHE = Path.home() / ".cache" / "inference-lab" / "llama.cpp"
 
 CMAKE_FLAGS = [
-    "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF",
+    "-G",
+    "Ninja",
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
     # Portable: still AVX2/FMA (x86-64-v3), but runs on any such CPU, not only on the build machine.
     "-DGGML_NATIVE=OFF",
-    "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
     # The prebuilt web UI would be downloaded from Hugging Face at build time; the API does not need it.
-    "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
     # OpenSSL is only for downloading models over HTTPS; we serve local files.
     "-DLLAMA_OPENSSL=OFF",
     f"-DLLAMA_BUILD_COMMIT={LLAMA_CPP_COMMIT}",
@@ -71,8 +77,22 @@ def fetch_sources() -> Path:
     cache_dir().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache_dir(), prefix="download-") as tmp:
         _log(f"pip download {SDIST_PACKAGE}=={SDIST_VERSION} (sdist)")
-        subprocess.run([sys.executable, "-m", "pip", "download", f"{SDIST_PACKAGE}=={SDIST_VERSION}",
-                        "--no-binary", SDIST_PACKAGE, "--no-deps", "-q", "-d", tmp], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                f"{SDIST_PACKAGE}=={SDIST_VERSION}",
+                "--no-binary",
+                SDIST_PACKAGE,
+                "--no-deps",
+                "-q",
+                "-d",
+                tmp,
+            ],
+            check=True,
+        )
         archives = list(Path(tmp).glob("*.tar.gz"))
         if len(archives) != 1:
             raise RuntimeError(f"expected one sdist archive in {tmp}, found {[a.name for a in archives]}")
@@ -83,7 +103,7 @@ def fetch_sources() -> Path:
             members = []
             for member in tar.getmembers():
                 if member.name.startswith(prefix) and member.name != prefix.rstrip("/"):
-                    member.name = member.name[len(prefix):]
+                    member.name = member.name[len(prefix) :]
                     members.append(member)
             tar.extractall(unpacked, members=members, filter="data")
         # The vendored .git is a file pointing at a submodule folder that is not in the sdist: git would fail on it.
@@ -193,8 +213,21 @@ def _convert(source: str | None, gguf_type: str, target: Path) -> Path:
         src = fetch_sources()
         env = {**os.environ, "LLAMA_CPP": str(src)}
         result = subprocess.run(
-            [sys.executable, str(CONVERTER), str(folder), "--model-name", name, "--outtype", gguf_type,
-             "--outfile", str(partial)], env=env, capture_output=True, text=True)
+            [
+                sys.executable,
+                str(CONVERTER),
+                str(folder),
+                "--model-name",
+                name,
+                "--outtype",
+                gguf_type,
+                "--outfile",
+                str(partial),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if result.returncode != 0:
             tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
             raise RuntimeError(f"convert_hf_to_gguf.py failed for {folder}: {' / '.join(tail)}")
@@ -202,8 +235,9 @@ def _convert(source: str | None, gguf_type: str, target: Path) -> Path:
         if not is_built():
             raise RuntimeError("llama-quantize is not built: run python -m inference.engines llamacpp build")
         f32 = convert(source, "f32")
-        result = subprocess.run([str(binary("llama-quantize")), str(f32), str(partial), gguf_type.upper()],
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            [str(binary("llama-quantize")), str(f32), str(partial), gguf_type.upper()], capture_output=True, text=True
+        )
         if result.returncode != 0:
             raise RuntimeError(f"llama-quantize failed: {' / '.join(result.stderr.strip().splitlines()[-3:])}")
     partial.rename(target)
@@ -212,8 +246,14 @@ def _convert(source: str | None, gguf_type: str, target: Path) -> Path:
 
     from inference.engine import context_limit
 
-    sidecar = {"name": name, "source": str(folder), "type": gguf_type, "bytes": target.stat().st_size,
-               "context": context_limit(PretrainedConfig(**config)), "seconds": round(time.perf_counter() - started, 1)}
+    sidecar = {
+        "name": name,
+        "source": str(folder),
+        "type": gguf_type,
+        "bytes": target.stat().st_size,
+        "context": context_limit(PretrainedConfig(**config)),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
     target.with_suffix(".json").write_text(json.dumps(sidecar, indent=1))
     _log(f"{target} ({target.stat().st_size / 1e6:.1f} MB) in {sidecar['seconds']} s")
     return target
@@ -276,8 +316,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(model: str | Path | None = None, parallel: int = 1, port: int | None = None, threads: int | None = None,
-          log_path: Path | None = None, extra_args: list[str] | None = None) -> LlamaServer:
+def serve(
+    model: str | Path | None = None,
+    parallel: int = 1,
+    port: int | None = None,
+    threads: int | None = None,
+    log_path: Path | None = None,
+    extra_args: list[str] | None = None,
+) -> LlamaServer:
     """Start `llama-server` on 127.0.0.1 for a GGUF file (or the f32 GGUF of the bundled model / a model
     folder, converted once), wait until `/health` answers, and return it. Each of `parallel` slots holds
     the model's whole context. The caller stops it: `server.stop()` or `with serve(...) as server:`.
@@ -286,15 +332,29 @@ def serve(model: str | Path | None = None, parallel: int = 1, port: int | None =
     """
     if not is_built():
         raise RuntimeError("llama-server is not built: run python -m inference.engines llamacpp build")
-    gguf = Path(model) if model and str(model).endswith(".gguf") else convert(None if model is None else str(model), "f32")
+    gguf = (
+        Path(model) if model and str(model).endswith(".gguf") else convert(None if model is None else str(model), "f32")
+    )
     if not gguf.is_file():
         raise FileNotFoundError(f"No GGUF file at {gguf}")
     if parallel < 1:
         raise ValueError(f"`parallel` has to be at least 1, but is {parallel}")
     port = port or free_port()
     context = gguf_context(gguf)
-    args = [str(binary("llama-server")), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
-            "--parallel", str(parallel), "-c", str(context * parallel if context else 0), *SERVER_FLAGS]
+    args = [
+        str(binary("llama-server")),
+        "-m",
+        str(gguf),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--parallel",
+        str(parallel),
+        "-c",
+        str(context * parallel if context else 0),
+        *SERVER_FLAGS,
+    ]
     if threads:
         args += ["-t", str(threads)]
     args += extra_args or []
@@ -303,8 +363,9 @@ def serve(model: str | Path | None = None, parallel: int = 1, port: int | None =
     started = time.perf_counter()
     with open(log_path, "wb") as log:
         process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-    server = LlamaServer(url=f"http://127.0.0.1:{port}", process=process, gguf=gguf, parallel=parallel,
-                         log_path=log_path)
+    server = LlamaServer(
+        url=f"http://127.0.0.1:{port}", process=process, gguf=gguf, parallel=parallel, log_path=log_path
+    )
     try:
         _wait_healthy(server)
     except BaseException:

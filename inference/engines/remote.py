@@ -13,8 +13,10 @@ Two differences from a local step, said on the pages:
 - A server that returns only the top N (vLLM: 20 unless raised) leaves the rest of the mass unknown: the
   pipeline and the draw see the N returned tokens, renormalised, and the page shows what was left out.
 """
+
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,10 +126,8 @@ def connect(url: str, dialect: str | None = None, timeout: float = 30.0, n_probs
         else:
             raise mismatch or TokenizerMismatch(f"No local tokenizer matches the model the engine at {url} serves.")
         config = None
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a tokenizer-only folder: no layer counts then
             config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
-        except (OSError, ValueError):
-            pass
         vocab = served.vocab_size or (config.vocab_size if config is not None else len(tokenizer))
         context = served.context or (context_limit(config) if config is not None else 2048)
         if n_probs is None:
@@ -144,15 +144,28 @@ def connect(url: str, dialect: str | None = None, timeout: float = 30.0, n_probs
             kv_bytes = shape.bytes_per_token()
         eos = {int(tokenizer.eos_token_id)} if tokenizer.eos_token_id is not None else set()
         name = Path(served.name).name if client.dialect == LLAMACPP else served.name
-        engine = RemoteEngine(client=client, name=name, vocab_size=vocab, context=context, n_probs=n_probs,
-                              eos_ids=frozenset(eos), kv_bytes_per_token=kv_bytes)
+        engine = RemoteEngine(
+            client=client,
+            name=name,
+            vocab_size=vocab,
+            context=context,
+            n_probs=n_probs,
+            eos_ids=frozenset(eos),
+            kv_bytes_per_token=kv_bytes,
+        )
         info = ModelInfo(
-            name=f"{name} on {client.dialect} at {client.base_url}", source="engine",
+            name=f"{name} on {client.dialect} at {client.base_url}",
+            source="engine",
             architecture=f"{client.dialect} server",
-            parameters=served.parameters or 0, layers=shape.layers if shape else 0,
-            heads=int(getattr(config, "num_attention_heads", 0) or 0), kv_heads=shape.kv_heads if shape else 0,
-            head_dim=shape.head_dim if shape else 0, context=context, vocab_size=vocab,
-            weight_bytes=served.size_bytes or 0, dtype=_weights_type(served.name),
+            parameters=served.parameters or 0,
+            layers=shape.layers if shape else 0,
+            heads=int(getattr(config, "num_attention_heads", 0) or 0),
+            kv_heads=shape.kv_heads if shape else 0,
+            head_dim=shape.head_dim if shape else 0,
+            context=context,
+            vocab_size=vocab,
+            weight_bytes=served.size_bytes or 0,
+            dtype=_weights_type(served.name),
             has_chat_template=bool(getattr(tokenizer, "chat_template", None)),
         )
         return RemoteModel(model=engine, tokenizer=tokenizer, info=info, url=client.base_url)
@@ -230,13 +243,21 @@ class RemoteTrace(Trace):
         dist = engine.client.next_token(text_ids, engine.n_probs, engine.vocab_size)
         t = dist.timings
         self._pending_server = ServerStep(
-            returned=len(dist.token_ids), returned_mass=dist.returned_mass, complete=dist.complete,
-            server_ms=t.prompt_ms, round_trip_ms=t.round_trip_ms, evaluated_tokens=t.prompt_tokens,
-            cached_tokens=t.cached_tokens, server_choice=dist.chosen_by_server,
+            returned=len(dist.token_ids),
+            returned_mass=dist.returned_mass,
+            complete=dist.complete,
+            server_ms=t.prompt_ms,
+            round_trip_ms=t.round_trip_ms,
+            evaluated_tokens=t.prompt_tokens,
+            cached_tokens=t.cached_tokens,
+            server_choice=dist.chosen_by_server,
         )
         return _Forward(
-            logits=dist.logits(), forward_ms=t.prompt_ms if t.prompt_ms is not None else t.round_trip_ms,
-            phase=phase, tokens_in_forward=t.prompt_tokens or len(ids), cache_tokens=len(text_ids),
+            logits=dist.logits(),
+            forward_ms=t.prompt_ms if t.prompt_ms is not None else t.round_trip_ms,
+            phase=phase,
+            tokens_in_forward=t.prompt_tokens or len(ids),
+            cache_tokens=len(text_ids),
             cache_bytes=(engine.kv_bytes_per_token or 0) * len(text_ids),
         )
 
@@ -258,8 +279,13 @@ class RemoteTrace(Trace):
             raise ValueError(f"Can rewind to a step from 0 to {n - 1}, not {k}")
         kept = self.records[k]
         self._pending = _Forward(
-            logits=kept.logits, forward_ms=kept.forward_ms, phase=kept.phase, tokens_in_forward=kept.tokens_in_forward,
-            cache_tokens=kept.cache_tokens, cache_bytes=kept.cache_bytes, reused=True,
+            logits=kept.logits,
+            forward_ms=kept.forward_ms,
+            phase=kept.phase,
+            tokens_in_forward=kept.tokens_in_forward,
+            cache_tokens=kept.cache_tokens,
+            cache_bytes=kept.cache_bytes,
+            reused=True,
         )
         self._pending_server = self.server_steps[k]
         self.records, self.server_steps = self.records[:k], self.server_steps[:k]
@@ -267,7 +293,9 @@ class RemoteTrace(Trace):
         self.stop_reason = None
 
     def cache_layer_bytes(self) -> list[int]:
-        raise EngineError("The KV cache of a remote model lives in the engine's memory: its tensors cannot be read here.")
+        raise EngineError(
+            "The KV cache of a remote model lives in the engine's memory: its tensors cannot be read here."
+        )
 
     def pending_server_step(self) -> ServerStep | None:
         """What the server said about the distribution the next step will draw from (after `peek`)."""
@@ -302,9 +330,13 @@ def logits_note(engine: RemoteEngine, logits) -> tuple[str, str]:
 
 def _note(engine: RemoteEngine, returned: int, mass: float) -> tuple[str, str]:
     if returned >= engine.vocab_size:
-        return "exact", (f"The engine ({engine.dialect}) returned all {returned:,} token probabilities: the "
-                         "distribution is complete and every stage is computed exactly from it. The repetition penalty "
-                         "acts on the server's log-probabilities, not on raw logits.")
-    return "exact", (f"Truncated: the engine ({engine.dialect}) returned its top {returned:,} tokens, holding "
-                     f"{mass:.2%} of the probability; the other {1 - mass:.2%} (other, not returned by the "
-                     "server) cannot be drawn, and the shares shown are renormalised over the returned tokens.")
+        return "exact", (
+            f"The engine ({engine.dialect}) returned all {returned:,} token probabilities: the "
+            "distribution is complete and every stage is computed exactly from it. The repetition penalty "
+            "acts on the server's log-probabilities, not on raw logits."
+        )
+    return "exact", (
+        f"Truncated: the engine ({engine.dialect}) returned its top {returned:,} tokens, holding "
+        f"{mass:.2%} of the probability; the other {1 - mass:.2%} (other, not returned by the "
+        "server) cannot be drawn, and the shares shown are renormalised over the returned tokens."
+    )

@@ -5,6 +5,7 @@ The timeline's decode blocks are the gaps between streamed tokens arriving here 
 HTTP chunk); the metrics come from the server's figures. The prompt cache is switched off for these requests,
 so every prefill reads the whole prompt.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -15,8 +16,9 @@ from inference.timing import GenerationTiming, Sweep, summarise_runs
 from inference.tokens import readable_token
 
 
-def remote_generation_timing(engine, tokenizer, prompt_ids: list[int], new_tokens: int,
-                             runs: int = 3) -> tuple[GenerationTiming, ServerTimings]:
+def remote_generation_timing(
+    engine, tokenizer, prompt_ids: list[int], new_tokens: int, runs: int = 3
+) -> tuple[GenerationTiming, ServerTimings]:
     """Greedy streamed generations (the fastest of `runs` is kept): step 0 is the server's prefill
     (`timings.prompt_ms`), later steps the measured gaps between streamed tokens. Also returns the kept
     run's own server timings."""
@@ -35,30 +37,35 @@ def remote_generation_timing(engine, tokenizer, prompt_ids: list[int], new_token
     prefill_ms = float(completion.timings.prompt_ms)
     gaps = [b - a for a, b in zip(completion.arrival_ms, completion.arrival_ms[1:])]
     n = len(completion.token_ids)
-    steps = pd.DataFrame({
-        "step": range(n), "phase": ["prefill"] + ["decode"] * (n - 1),
-        "tokens_in_forward": [completion.timings.prompt_tokens or len(prompt_ids)] + [1] * (n - 1),
-        "forward_ms": [prefill_ms] + gaps, "sample_ms": [0.0] * n,
-        "token": [readable_token(tokenizer, t) for t in completion.token_ids],
-    })
+    steps = pd.DataFrame(
+        {
+            "step": range(n),
+            "phase": ["prefill"] + ["decode"] * (n - 1),
+            "tokens_in_forward": [completion.timings.prompt_tokens or len(prompt_ids)] + [1] * (n - 1),
+            "forward_ms": [prefill_ms] + gaps,
+            "sample_ms": [0.0] * n,
+            "token": [readable_token(tokenizer, t) for t in completion.token_ids],
+        }
+    )
     steps["step_ms"] = steps["forward_ms"] + steps["sample_ms"]
     steps["start_ms"] = steps["step_ms"].cumsum() - steps["step_ms"]
     stop = "max_new_tokens" if n >= new_tokens else "eos"
-    timing = GenerationTiming(steps=steps, prompt_tokens=len(prompt_ids), stop_reason=stop,
-                              run_totals_ms=tuple(totals))
+    timing = GenerationTiming(steps=steps, prompt_tokens=len(prompt_ids), stop_reason=stop, run_totals_ms=tuple(totals))
     return timing, completion.timings
 
 
-def remote_sweep(engine, prompt_lengths: list[int], repeats: int = 5, decode_tokens: int = 8,
-                 progress: Progress | None = None) -> Sweep:
+def remote_sweep(
+    engine, prompt_lengths: list[int], repeats: int = 5, decode_tokens: int = 8, progress: Progress | None = None
+) -> Sweep:
     """The local sweep's measures from the server's timings: prefill ms (`prompt_ms`, prompt cache off) and
     decode ms per token (`predicted_ms / predicted_n`), a warm-up round then `repeats` rounds."""
     if repeats < 3:
         raise ValueError(f"`repeats` has to be at least 3 for a median with a spread, but is {repeats}")
     lengths = sorted(set(prompt_lengths))
     if not lengths or lengths[0] < 1 or lengths[-1] + decode_tokens + 1 > engine.context:
-        raise ValueError(f"`prompt_lengths` have to be from 1 to {engine.context - decode_tokens - 1}, but are "
-                         f"{prompt_lengths}")
+        raise ValueError(
+            f"`prompt_lengths` have to be from 1 to {engine.context - decode_tokens - 1}, but are {prompt_lengths}"
+        )
     prompts = {n: filler_prompt(engine.vocab_size, n) for n in lengths}
     total, done, rows = len(lengths) * (repeats + 1), 0, []
     for round_index in range(repeats + 1):
@@ -70,9 +77,15 @@ def remote_sweep(engine, prompt_lengths: list[int], repeats: int = 5, decode_tok
             if timings.prompt_ms is None or not timings.predicted_ms or timings.predicted_tokens < 1:
                 raise EngineError("The engine's answer has no prefill or decode timings, so it cannot be swept.")
             if round_index > 0:
-                rows.append({"prompt_tokens": n, "run": round_index, "prefill_ms": timings.prompt_ms,
-                             "prefill_tokens_per_s": n / timings.prompt_ms * 1000,
-                             "decode_ms_per_token": timings.predicted_ms / timings.predicted_tokens})
+                rows.append(
+                    {
+                        "prompt_tokens": n,
+                        "run": round_index,
+                        "prefill_ms": timings.prompt_ms,
+                        "prefill_tokens_per_s": n / timings.prompt_ms * 1000,
+                        "decode_ms_per_token": timings.predicted_ms / timings.predicted_tokens,
+                    }
+                )
             done += 1
     if progress:
         progress(total, total, "done")
