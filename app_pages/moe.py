@@ -165,9 +165,11 @@ if moe_loaded:
 
         # -- 2. one token's router -----------------------------------------------------------
         st.subheader("2. One token's router")
-        if st.session_state.get("moe_token_run") != run_key or st.session_state.get("moe_token", 0) >= fed:
-            st.session_state["moe_token"] = fed - 1  # a new run (or a shorter one) starts at its last token
-            st.session_state["moe_token_run"] = run_key
+        if st.session_state.get("moe_token_fed") != (run_key, fed) or st.session_state.get("moe_token", 0) >= fed:
+            # The text grew (Step, Play) or changed: show the newest routed token. (The slider's range
+            # changes with it, and Streamlit would otherwise reset it to token 0.)
+            st.session_state["moe_token"] = fed - 1
+            st.session_state["moe_token_fed"] = (run_key, fed)
         token = st.slider("Token", 0, fed - 1, key="moe_token",
                           help="Position in the text above (0 = the first prompt token).") if fed > 1 else 0
         probs = recorded.probabilities[layer, token].tolist()
