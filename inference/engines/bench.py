@@ -1,4 +1,5 @@
-"""llama-server figures for `python -m inference.bench`: same model, same prompt, greedy, f32, one run each.
+"""llama-server figures for `python -m inference.bench`: same model, same prompt, greedy, f32, one timed run
+each after an untimed warm-up.
 
 - llamacpp_decode_tokens_per_s: the server's own `timings.predicted_per_second` for `new_tokens` greedy tokens.
 - llamacpp_vs_engine: that rate over the step engine's decode rate (decode steps / their forward time) on the
@@ -38,6 +39,9 @@ def engine_figures(model, tokenizer, prompt_ids: list[int], new_tokens: int = 12
     try:
         remote = connect(url)
         client = remote.model.client
+        # One untimed short run each first: a first request or pass pays for allocations and thread start-up.
+        client.complete(prompt_ids, 8)
+        run_greedy(model, tokenizer, prompt_ids, 8, stop_at_eos=False)
         completion = client.complete(prompt_ids, new_tokens)
         server_rate = completion.timings.decode_tokens_per_s
 
