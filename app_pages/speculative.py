@@ -138,7 +138,7 @@ step_clicked = b[0].button("Step (one round)", key="spec_step", type="primary", 
 play_clicked = b[1].button("Play", key="spec_play", width="stretch")
 reset_clicked = b[2].button("Reset", key="spec_reset", width="stretch")
 
-s = common.control_row(5)
+s = st.columns(2) + st.columns(3)  # two rows: labels stay whole on a narrow screen
 s[0].slider("γ: tokens drafted per round", spec.GAMMA_MIN, spec.GAMMA_MAX, step=1, key="spec_gamma",
             help="How many tokens the drafter guesses before the target checks them.")
 s[1].slider("Temperature", 0.0, 2.0, step=0.05, key="spec_temperature",
@@ -241,7 +241,7 @@ verdict = {"residual": f"draft token {record.accepted + 1} failed its test, so t
 st.markdown(f"**Round {record.index}:** {record.accepted} of {record.drafted} draft tokens accepted; {verdict}. "
             f"**{len(record.new_tokens)} token(s) from one target pass.**")
 if record.checks:
-    left, right = common.side_by_side(2)
+    left, right = st.container(), st.container()  # one under the other: each draft token needs the width
     with left:
         st.plotly_chart(p_q_figure(record, settings.greedy, common.presenter()), width="stretch", key="spec_pq")
         common.caption("exact", "q and p of each drafted token under the same sampling settings, from the two models' "

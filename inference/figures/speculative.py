@@ -49,16 +49,18 @@ CHIP_CSS = """
 """
 
 
-def _chip(text: str, kind: str, title: str = "", latest: bool = False) -> str:
-    visible = html.escape(text.translate(VISIBLE_WHITESPACE), quote=True).replace("↵", "↵<br>")
+def _chip(text: str, kind: str, title: str = "", latest: bool = False, token: bool = True) -> str:
+    shown = text.translate(VISIBLE_WHITESPACE) if token else text  # a token's spaces are shown as ␣
+    visible = html.escape(shown, quote=True).replace("↵", "↵<br>")
     extra = " latest" if latest else ""
     return f'<span class="spec-chip {kind}{extra}" title="{html.escape(title, quote=True)}">{visible}</span>'
 
 
 LEGEND_HTML = (
     '<div class="spec-legend">'
-    + _chip("draft, accepted", "accepted") + " " + _chip("target's own token", "target") + " "
-    + _chip("draft, rejected", "rejected") + " " + _chip("drafted after a rejection, never checked", "unchecked")
+    + _chip("draft, accepted", "accepted", token=False) + " " + _chip("target's own token", "target", token=False) + " "
+    + _chip("draft, rejected", "rejected", token=False) + " "
+    + _chip("drafted after a rejection, never checked", "unchecked", token=False)
     + " &nbsp;a bar │ separates the rounds: each round is ONE pass of the target.</div>"
 )
 
@@ -99,7 +101,8 @@ def round_html(record) -> str:
 
 
 def _token_names(record) -> list[str]:
-    return [f"{c.position + 1}. {label(repr_token(c.text.translate(VISIBLE_WHITESPACE)))}" for c in record.checks]
+    """Axis labels on two lines (position, then the token), so neighbours never run together."""
+    return [f"{c.position + 1}<br>{label(repr_token(c.text.translate(VISIBLE_WHITESPACE)))}" for c in record.checks]
 
 
 def p_q_figure(record, greedy: bool, presenter: bool = False) -> go.Figure:
@@ -110,10 +113,10 @@ def p_q_figure(record, greedy: bool, presenter: bool = False) -> go.Figure:
     if greedy:
         q = [c.q_raw if c.q_raw is not None else 1.0 for c in record.checks]
         p = [c.p_raw for c in record.checks]
-        title = "Each draft token: q (draft) vs p (target), at T=1"
+        title = "q (draft) vs p (target) per draft token, T=1"
     else:
         q, p = [c.q for c in record.checks], [c.p for c in record.checks]
-        title = "Each draft token: q (draft) vs p (target)"
+        title = "q (draft) vs p (target) per draft token"
     fig = go.Figure()
     fig.add_bar(x=names, y=q, name="q: the draft's probability", marker_color=DRAFT_COLOUR,
                 text=[f"{v:.0%}" if v >= 0.005 else f"{v:.1%}" for v in q], textposition="outside")
@@ -140,7 +143,7 @@ def acceptance_figure(record, presenter: bool = False) -> go.Figure:
                     text=[f"u = {c.u:.2f}" for c in checked], textposition="middle right")
     fig.update_yaxes(range=[0, 1.18], title="")
     fig.update_xaxes(tickangle=0, automargin=True)
-    return legend_below(base_layout(fig, "Accept while u ≤ p/q (green passed, red failed)", presenter, height=360), y=-0.18)
+    return legend_below(base_layout(fig, "Accept while u ≤ p/q: green passed, red failed", presenter, height=360), y=-0.18)
 
 
 def residual_figure(record, presenter: bool = False) -> go.Figure:
@@ -219,7 +222,8 @@ def theory_figure(gamma: int, cost_ratio: float, verify_cost: float, alpha: floa
     if alpha is not None and measured_speedup is not None:
         fig.add_scatter(x=[alpha], y=[measured_speedup], mode="markers+text", name="this run, measured",
                         marker=dict(size=16, color=TARGET_COLOUR, symbol="star"),
-                        text=[f"  measured {measured_speedup:.2f}×"], textposition="middle right")
+                        text=[f"measured {measured_speedup:.2f}×  "],
+                        textposition="middle left" if alpha > 0.5 else "middle right")  # stays inside the plot
     fig.update_xaxes(title="α: chance the target accepts a draft token", range=[0, 1.02])
     fig.update_yaxes(title="speed-up over plain decoding (×)", rangemode="tozero")
     return legend_below(base_layout(fig, f"Speed-up against α at γ = {gamma}", presenter, height=430), y=-0.2,
