@@ -1,0 +1,48 @@
+"""/moe in real Chromium at 1280x900 and 800x1000: from the dense model, one click loads the bundled
+MoE; every section is drawn, Step routes one more token, no error box.
+
+Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the repo.
+"""
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from inference.routing import BUNDLED_MOE_DIR
+from tests.browser import SKIP_REASON, chromium_available, full_screenshot, launch, open_page, streamlit_server, wait_idle
+
+pytestmark = [pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON),
+              pytest.mark.skipif(not BUNDLED_MOE_DIR.is_dir(), reason="the bundled MoE model is not in this checkout")]
+SHOTS = Path(os.environ.get("INFERENCE_LAB_SHOTS") or tempfile.mkdtemp(prefix="inference-lab-shots-"))
+SECTIONS = ["1. Routing, live", "2. One token's router", "3. Load", "4. What the experts learned",
+            "5. What sparsity costs and buys", "6. At scale"]
+
+
+@pytest.mark.parametrize("size", [(1280, 900), (800, 1000)])
+def test_moe_page_draws_every_section_for_the_bundled_moe(size):
+    from playwright.sync_api import sync_playwright
+
+    with streamlit_server() as url, sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_context(viewport={"width": size[0], "height": size[1]}).new_page()
+        page.set_default_navigation_timeout(240_000)  # a first load on a busy machine can pass the 30 s default
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        open_page(page, f"{url}/moe?layer=99")
+        page.get_by_role("button", name="Load the bundled MoE").click()
+        page.get_by_text("1. Routing, live").wait_for(timeout=240_000)
+        wait_idle(page, 240_000)
+        main = page.locator('[data-testid="stMain"]')
+        for heading in SECTIONS:
+            assert main.get_by_text(heading).count() >= 1, heading
+        assert main.get_by_text("is outside layers").count() == 1  # ?layer=99 was clamped and said
+        chips = page.locator(".token-chip").count()
+        page.get_by_role("button", name="Step", exact=True).click()
+        page.wait_for_function(f"() => document.querySelectorAll('.token-chip').length > {chips}", timeout=120_000)
+        wait_idle(page, 240_000)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count() >= 7
+        full_screenshot(page, SHOTS / f"moe_{size[0]}x{size[1]}.png")
+        browser.close()
+        assert not errors, f"JavaScript errors: {errors}"
