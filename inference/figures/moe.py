@@ -85,7 +85,7 @@ def routing_heatmap(texts: list[str], experts, weights, probabilities, presenter
     step = max(1, tokens // 40)
     fig.update_xaxes(tickvals=list(range(0, tokens, step)),
                      ticktext=[label(texts[t].strip()[:8] or "·") for t in range(0, tokens, step)], tickangle=-60,
-                     title="token (first choice's colour; hover for both experts and their weights)")
+                     title="token (hover: both experts, weights)")
     fig.update_yaxes(autorange="reversed")
     return base_layout(fig, "First-choice expert of every token in every layer", presenter, height=150 + 45 * layers)
 
@@ -94,7 +94,7 @@ def router_figure(probabilities: list[float], kept: list[int], weights: list[flo
     """Left: every expert's router probability, the kept ones coloured. Right: the kept experts'
     renormalised weights, one stacked bar: the mixture the layer adds."""
     fig = make_subplots(rows=1, cols=2, column_widths=[0.68, 0.32], horizontal_spacing=0.12,
-                        subplot_titles=["Router probability of every expert", "Renormalised: the mixture"])
+                        subplot_titles=["Every expert's probability", "Kept, renormalised"])
     count = len(probabilities)
     colours = [expert_colour(e) if e in kept else NOT_KEPT_COLOUR for e in range(count)]
     fig.add_bar(x=[f"expert {e}" for e in range(count)], y=probabilities, marker_color=colours, showlegend=False,
