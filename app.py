@@ -8,6 +8,7 @@ named after its URL path (app_pages/kv-cache.py is /kv-cache). The folder is not
 decides which page a URL opens. Each page starts with `common.current_model()`, which also
 draws the shared sidebar (model picker, presenter toggle).
 """
+
 import streamlit as st
 import torch
 

@@ -1,5 +1,6 @@
 """Compare: two settings (or two models) on the same random draws, so every difference in the
 text is caused by the settings, never by luck."""
+
 import json
 
 import streamlit as st
@@ -16,8 +17,10 @@ from inference.prompting import prepare_prompt
 SIDES = ("A", "B")
 PREFIX = {"A": "cmp_a", "B": "cmp_b"}
 URL_PREFIX = {"A": "a_", "B": "b_"}
-DEFAULTS = {"A": {"temperature": 0.8, "top_p": 0.95},
-            "B": {"temperature": 0.8, "min_p": 0.1, "order_preset": "llama.cpp default"}}
+DEFAULTS = {
+    "A": {"temperature": 0.8, "top_p": 0.95},
+    "B": {"temperature": 0.8, "min_p": 0.1, "order_preset": "llama.cpp default"},
+}
 PAGE_DEFAULTS = {"cmp_prompt": "Once upon a time", "cmp_seed": 0, "cmp_max_new": 60, "cmp_seeds": 100}
 SEED_CHOICES = (20, 50, 100, 200)
 MULTI_NEW_TOKENS = 48  # per run in the many-seed comparison: long enough to loop, short enough to run in seconds
@@ -77,8 +80,11 @@ def read_url_once() -> list[str]:
         wanted = st.query_params.get(f"{URL_PREFIX[side]}model")
         if wanted in model_choices():
             st.session_state[f"cmp_model_{side}"] = wanted
-    for param, key, kind, low, high in (("prompt", "cmp_prompt", str, None, None), ("seed", "cmp_seed", int, 0, SEED_MAX),
-                                        ("max", "cmp_max_new", int, 1, limits.max_new_tokens)):
+    for param, key, kind, low, high in (
+        ("prompt", "cmp_prompt", str, None, None),
+        ("seed", "cmp_seed", int, 0, SEED_MAX),
+        ("max", "cmp_max_new", int, 1, limits.max_new_tokens),
+    ):
         if param in st.query_params:
             try:
                 value = kind(st.query_params[param])
@@ -111,8 +117,12 @@ for side, column in zip(SIDES, columns):
         choices = model_choices()
         if st.session_state.get(f"cmp_model_{side}") not in choices:
             st.session_state[f"cmp_model_{side}"] = choices[0]
-        st.selectbox("Model", choices, key=f"cmp_model_{side}",
-                     help="A bfloat16/int8/int4 copy of this model, or another bundled model with the same vocabulary.")
+        st.selectbox(
+            "Model",
+            choices,
+            key=f"cmp_model_{side}",
+            help="A bfloat16/int8/int4 copy of this model, or another bundled model with the same vocabulary.",
+        )
         controls.classic_controls(PREFIX[side], columns=2)  # two a row: labels stay whole in a half-width column
         controls.more_controls(PREFIX[side], columns=2)
         try:
@@ -121,8 +131,9 @@ for side, column in zip(SIDES, columns):
             st.warning(f"{side}: {err}")
             st.stop()
 
-prepared = prepare_prompt(tokenizer, st.session_state.cmp_prompt, False, loaded.info.context, limits,
-                          int(st.session_state.cmp_max_new))
+prepared = prepare_prompt(
+    tokenizer, st.session_state.cmp_prompt, False, loaded.info.context, limits, int(st.session_state.cmp_max_new)
+)
 for note in prepared.notes:
     st.info(note)
 if prepared.error:
@@ -138,49 +149,79 @@ for side in SIDES:
 st.query_params.from_dict(query)
 
 # -- one seed --------------------------------------------------------------------------------
-run_key = (tuple(prepared.ids), seed, max_new, settings["A"], settings["B"],
-           st.session_state.cmp_model_A, st.session_state.cmp_model_B)
+run_key = (
+    tuple(prepared.ids),
+    seed,
+    max_new,
+    settings["A"],
+    settings["B"],
+    st.session_state.cmp_model_A,
+    st.session_state.cmp_model_B,
+)
 pairs = st.session_state.setdefault("cmp_pairs", {})
 if run_key not in pairs:
     with common.generation_slot():
         model_a, model_b = model_for(st.session_state.cmp_model_A), model_for(st.session_state.cmp_model_B)
         pairs.clear()  # one pair per session is all the page shows
-        pairs[run_key] = compare.shared_draw_pair(model_a, model_b, tokenizer, prepared.ids, settings["A"],
-                                                  settings["B"], seed, max_new)
+        pairs[run_key] = compare.shared_draw_pair(
+            model_a, model_b, tokenizer, prepared.ids, settings["A"], settings["B"], seed, max_new
+        )
 pair = pairs[run_key]
 parting = pair.parting
 text_columns = st.columns(2)
 for side, column, trace in zip(SIDES, text_columns, (pair.trace_a, pair.trace_b)):
     with column:
         st.markdown(f"**{side}** · {st.session_state[f'cmp_model_{side}']} · {len(trace.records)} tokens")
-        st.markdown(cf.parting_html(tokenizer, trace.prompt_ids, pair.trace_a.generated_ids, pair.trace_b.generated_ids,
-                                    None if parting is None else parting.step, side), unsafe_allow_html=True)
+        st.markdown(
+            cf.parting_html(
+                tokenizer,
+                trace.prompt_ids,
+                pair.trace_a.generated_ids,
+                pair.trace_b.generated_ids,
+                None if parting is None else parting.step,
+                side,
+            ),
+            unsafe_allow_html=True,
+        )
 if parting is None:
-    st.success(f"Same seed, same text: with these settings A and B chose the same token at all "
-               f"{len(pair.trace_a.records)} steps.")
+    st.success(
+        f"Same seed, same text: with these settings A and B chose the same token at all "
+        f"{len(pair.trace_a.records)} steps."
+    )
 else:
     st.info(f"**They part at step {parting.step}** (boxed above): {parting.reason}")
     # One under the other: each chart needs the page's width for its token labels.
     st.plotly_chart(cf.final_distributions(parting, tokenizer, presenter), width="stretch", key="cmp_finals")
-    common.caption("exact", "Both final distributions at that step, from each run's recorded logits and settings; "
-                   "the outlined bar is the token each run chose.")
+    common.caption(
+        "exact",
+        "Both final distributions at that step, from each run's recorded logits and settings; "
+        "the outlined bar is the token each run chose.",
+    )
     st.plotly_chart(cf.shared_u_cdfs(parting, tokenizer, presenter), width="stretch", key="cmp_cdfs")
-    common.caption("exact", f"Each run's cumulative probability in its own most-likely-first order and the one "
-                   f"u = {parting.u:.3f} both drew: each chose the token where its curve first passes u.")
+    common.caption(
+        "exact",
+        f"Each run's cumulative probability in its own most-likely-first order and the one "
+        f"u = {parting.u:.3f} both drew: each chose the token where its curve first passes u.",
+    )
 
 for side, trace in zip(SIDES, (pair.trace_a, pair.trace_b)):
     if settings[side].mirostat and trace.records:
         st.plotly_chart(cf.mirostat_figure(trace.records, side, presenter), width="stretch", key=f"cmp_miro_{side}")
-        common.caption("exact", f"{side}'s mirostat v2, step by step: the surprise −log₂ p of each chosen token, the cut "
-                       "μ that step used (tokens more surprising were removed), moving toward τ after every draw.")
+        common.caption(
+            "exact",
+            f"{side}'s mirostat v2, step by step: the surprise −log₂ p of each chosen token, the cut "
+            "μ that step used (tokens more surprising were removed), moving toward τ after every draw.",
+        )
 
 # -- the order lesson --------------------------------------------------------------------------
 st.subheader("Same settings, two orders")
 lesson = compare.order_lesson(pair.trace_a, settings["A"])
 if lesson is None:
-    st.markdown(f"With A's settings the transformers order and llama.cpp's order keep the same tokens at every one "
-                f"of the {len(pair.trace_a.records)} steps of A's run. They differ when temperature is not 1 and a "
-                "filter that reads probabilities (top-p, min-p, typical-p, XTC) is on: try T = 1.5 with min-p 0.1.")
+    st.markdown(
+        f"With A's settings the transformers order and llama.cpp's order keep the same tokens at every one "
+        f"of the {len(pair.trace_a.records)} steps of A's run. They differ when temperature is not 1 and a "
+        "filter that reads probabilities (top-p, min-p, typical-p, XTC) is on: try T = 1.5 with min-p 0.1."
+    )
 else:
     t = settings["A"].temperature
     st.markdown(
@@ -191,8 +232,11 @@ else:
         f"{lesson.only_llama_cpp:,} only by the second."
     )
     st.plotly_chart(cf.order_lesson_figure(lesson, tokenizer, presenter), width="stretch", key="cmp_order")
-    common.caption("exact", "The first step of A's run where the two orders keep different tokens, found by re-reading "
-                   "every recorded step under both orders; ✂ marks a token that order removed.")
+    common.caption(
+        "exact",
+        "The first step of A's run where the two orders keep different tokens, found by re-reading "
+        "every recorded step under both orders; ✂ marks a token that order removed.",
+    )
 
 # -- many seeds --------------------------------------------------------------------------------
 st.subheader("Over many seeds")
@@ -203,37 +247,69 @@ st.markdown(
 )
 count = st.select_slider("Seeds", SEED_CHOICES, key="cmp_seeds")
 seeds = list(range(int(count)))
-multi_key = ("compare", loaded.info.name, tuple(prepared.ids), tuple(seeds), MULTI_NEW_TOKENS, settings["A"],
-             settings["B"], st.session_state.cmp_model_A, st.session_state.cmp_model_B)
+multi_key = (
+    "compare",
+    loaded.info.name,
+    tuple(prepared.ids),
+    tuple(seeds),
+    MULTI_NEW_TOKENS,
+    settings["A"],
+    settings["B"],
+    st.session_state.cmp_model_A,
+    st.session_state.cmp_model_B,
+)
 
 
 def measure(progress):
     model_a, model_b = model_for(st.session_state.cmp_model_A), model_for(st.session_state.cmp_model_B)
-    return compare.many_seeds(model_a, model_b, tokenizer, loaded.model, prepared.ids, settings["A"], settings["B"],
-                              seeds, MULTI_NEW_TOKENS, progress)
+    return compare.many_seeds(
+        model_a,
+        model_b,
+        tokenizer,
+        loaded.model,
+        prepared.ids,
+        settings["A"],
+        settings["B"],
+        seeds,
+        MULTI_NEW_TOKENS,
+        progress,
+    )
 
 
-result = common.measure_on_click(f"Run A and B on {len(seeds)} seeds", "cmp_many", multi_key, measure,
-                                 f"Press the button to write {len(seeds)} stories with A and {len(seeds)} with B "
-                                 f"({MULTI_NEW_TOKENS} tokens at most each, all seeds decoded as one batch).")
+result = common.measure_on_click(
+    f"Run A and B on {len(seeds)} seeds",
+    "cmp_many",
+    multi_key,
+    measure,
+    f"Press the button to write {len(seeds)} stories with A and {len(seeds)} with B "
+    f"({MULTI_NEW_TOKENS} tokens at most each, all seeds decoded as one batch).",
+)
 if result is not None:
     verdicts = result.verdicts()
     if verdicts:
         for line in verdicts:
             st.markdown(f"- **{line}**")
     else:
-        st.markdown("- No verdict: for every statistic the 95% intervals of A and B overlap, so these "
-                    f"{len(result.seeds)} seeds cannot tell the settings apart.")
+        st.markdown(
+            "- No verdict: for every statistic the 95% intervals of A and B overlap, so these "
+            f"{len(result.seeds)} seeds cannot tell the settings apart."
+        )
     st.plotly_chart(cf.interval_figure(result.summary, presenter), width="stretch", key="cmp_intervals")
     capped_a, capped_b = int((~result.stats_a["stopped"]).sum()), int((~result.stats_b["stopped"]).sum())
-    common.caption("simulated", f"{len(result.seeds)} seeded runs per side ({result.seconds:.1f} s here), each up to "
-                   f"{MULTI_NEW_TOKENS} tokens; the interval is a seeded percentile bootstrap "
-                   f"({compare.BOOTSTRAP_RESAMPLES:,} resamples) of the recorded runs' mean. Runs that never chose the "
-                   f"stop token count as {MULTI_NEW_TOKENS} long (A: {capped_a}, B: {capped_b}). Log-probability: the "
-                   f"float32 {loaded.info.name} reading each text at T = 1.")
+    common.caption(
+        "simulated",
+        f"{len(result.seeds)} seeded runs per side ({result.seconds:.1f} s here), each up to "
+        f"{MULTI_NEW_TOKENS} tokens; the interval is a seeded percentile bootstrap "
+        f"({compare.BOOTSTRAP_RESAMPLES:,} resamples) of the recorded runs' mean. Runs that never chose the "
+        f"stop token count as {MULTI_NEW_TOKENS} long (A: {capped_a}, B: {capped_b}). Log-probability: the "
+        f"float32 {loaded.info.name} reading each text at T = 1.",
+    )
     hist = common.side_by_side(2)
     for i, (metric, title) in enumerate(compare.METRICS.items()):
         with hist[i % 2]:
-            st.plotly_chart(cf.distributions_figure(result.stats_a, result.stats_b, metric, title, presenter),
-                            width="stretch", key=f"cmp_hist_{metric}")
+            st.plotly_chart(
+                cf.distributions_figure(result.stats_a, result.stats_b, metric, title, presenter),
+                width="stretch",
+                key=f"cmp_hist_{metric}",
+            )
     common.caption("simulated", "How each statistic spreads over the runs, A against B.")

@@ -1,12 +1,13 @@
 """Cost & MoE: why output tokens, batch size and active parameters set the price."""
+
 import streamlit as st
 
-from inference.batching import PROMPT_TOKENS, ROUNDS, STEPS, batch_sizes_for, measure_batches
-from inference import machine
-from inference.cost import PREFILL_REPEATS, cost_per_million_tokens, measure_answer
-from inference.timing import crossover_prompt_tokens, default_prompt_lengths, measure_sweep
-from inference.figures.cost import answer_split_figure, batching_figure
 from app_pages import common
+from inference import machine
+from inference.batching import PROMPT_TOKENS, ROUNDS, STEPS, batch_sizes_for, measure_batches
+from inference.cost import PREFILL_REPEATS, cost_per_million_tokens, measure_answer
+from inference.figures.cost import answer_split_figure, batching_figure
+from inference.timing import crossover_prompt_tokens, default_prompt_lengths, measure_sweep
 
 ANSWER_KEY = "cost_answer"
 DEFAULT_PRICE_PER_HOUR = 1.00  # illustrative; the page says so and lets the user type theirs
@@ -40,29 +41,38 @@ if stored is None or stored[0] != answer_key or again:
 answer = st.session_state[ANSWER_KEY][1]
 
 st.plotly_chart(answer_split_figure(answer, common.presenter()), width="stretch", key="cost_split")
-common.caption("measured", f"One greedy answer with the step engine: the prefill pass over {answer.prompt_tokens} "
-               f"prompt tokens (median of {PREFILL_REPEATS}), then {answer.reply_tokens - 1} decode passes (the first reply token "
-               "comes from the prefill pass). The prompt is fixed pseudo-random tokens: their meaning does not "
-               "change the time.")
+common.caption(
+    "measured",
+    f"One greedy answer with the step engine: the prefill pass over {answer.prompt_tokens} "
+    f"prompt tokens (median of {PREFILL_REPEATS}), then {answer.reply_tokens - 1} decode passes (the first reply token "
+    "comes from the prefill pass). The prompt is fixed pseudo-random tokens: their meaning does not "
+    "change the time.",
+)
 m = st.columns(3)
 m[0].metric("Per input token", f"{answer.ms_per_input_token:.3f} ms", help="Prefill pass ÷ prompt tokens.")
 m[1].metric("Per output token", f"{answer.ms_per_output_token:.2f} ms", help="Mean decode pass.")
-m[2].metric("Output ÷ input", f"{answer.output_vs_input:,.0f}×", help="How much more machine time an output token took.")
+m[2].metric(
+    "Output ÷ input", f"{answer.output_vs_input:,.0f}×", help="How much more machine time an output token took."
+)
 sweep = common.shared_results().get(("sweep", info.name))  # the Prefill vs decode page's sweep, if run
 if sweep is not None:
     crossing = crossover_prompt_tokens(sweep, answer.reply_tokens - 1)
-    crossover = (f"the Prefill vs decode sweep puts the prompt whose prefill takes as long at about "
-                 f"**{crossing.prompt_tokens:,.0f} tokens** ({crossing.how})")
+    crossover = (
+        f"the Prefill vs decode sweep puts the prompt whose prefill takes as long at about "
+        f"**{crossing.prompt_tokens:,.0f} tokens** ({crossing.how})"
+    )
 else:
-    crossover = (f"a prompt of about **{answer.crossover_prompt_tokens:,.0f} tokens** would take as long to read, "
-                 f"if prefill time grew in proportion to the prompt at the rate measured here (run the sweep on "
-                 "the Prefill vs decode page for the measured curve)")
+    crossover = (
+        f"a prompt of about **{answer.crossover_prompt_tokens:,.0f} tokens** would take as long to read, "
+        f"if prefill time grew in proportion to the prompt at the rate measured here (run the sweep on "
+        "the Prefill vs decode page for the measured curve)"
+    )
 fits = machine.weights_fit_in_cache(info.weight_bytes)
 mechanism = {
     True: "what a decode pass costs is mostly the fixed cost of running its many small operations once "
-          "per token, which the prefill pass pays once for all its tokens",
+    "per token, which the prefill pass pays once for all its tokens",
     False: "a decode pass mostly waits for every weight to be read from memory for a single token, while "
-           "the prefill pass reads them once for all its tokens",
+    "the prefill pass reads them once for all its tokens",
     None: "whether reading them or the fixed cost of each pass dominates cannot be said without the cache size",
 }[fits]
 st.markdown(
@@ -87,18 +97,29 @@ st.markdown(
     f"{ROUNDS * STEPS} timed passes per size, in {ROUNDS} rounds over all sizes; median). One pass reads the "
     "weights once however many sequences it serves."
 )
-batches = common.measure_on_click("Measure batching", "cost_batches", ("batches", info.name),
-                                  lambda progress: measure_batches(model, batch_sizes, progress=progress),
-                                  "Press **Measure batching** (a few seconds on the bundled model).")
+batches = common.measure_on_click(
+    "Measure batching",
+    "cost_batches",
+    ("batches", info.name),
+    lambda progress: measure_batches(model, batch_sizes, progress=progress),
+    "Press **Measure batching** (a few seconds on the bundled model).",
+)
 if batches is not None:
     st.plotly_chart(batching_figure(batches, common.presenter()), width="stretch", key="cost_batch_chart")
-    common.caption("measured", "Median decode pass for each batch size after a warm-up, through transformers' own "
-                   "forward (the engine's lean step serves one sequence at a time); machine time per token = "
-                   "pass time ÷ batch. KV cache bytes are read from the cache tensors.")
+    common.caption(
+        "measured",
+        "Median decode pass for each batch size after a warm-up, through transformers' own "
+        "forward (the engine's lean step serves one sequence at a time); machine time per token = "
+        "pass time ÷ batch. KV cache bytes are read from the cache tensors.",
+    )
     first, best = batches.iloc[0], batches.loc[batches["ms_per_token"].idxmin()]
-    fixed_cost = ("the fixed cost of running its operations (the weights sit in the cache here)" if fits
-                  else "reading every weight (they do not fit the cache here)" if fits is False
-                  else "reading the weights and running its operations")
+    fixed_cost = (
+        "the fixed cost of running its operations (the weights sit in the cache here)"
+        if fits
+        else "reading every weight (they do not fit the cache here)"
+        if fits is False
+        else "reading the weights and running its operations"
+    )
     st.markdown(
         f"One sequence: **{first.ms_per_pass:.1f} ms** per pass for 1 token through transformers' forward (the "
         f"engine's own step, section 1: {answer.ms_per_output_token:.2f} ms). {int(best.batch)} sequences: "
@@ -110,17 +131,33 @@ if batches is not None:
         "what caps the batch on a real server (see the KV cache page)."
     )
     st.markdown("**What a million output tokens cost at this machine's speed**")
-    price = st.number_input("Machine price per hour ($)", 0.0, 1000.0, DEFAULT_PRICE_PER_HOUR, step=0.25,
-                            key="cost_price", help="Type what your machine costs; the default is only an example.")
+    price = st.number_input(
+        "Machine price per hour ($)",
+        0.0,
+        1000.0,
+        DEFAULT_PRICE_PER_HOUR,
+        step=0.25,
+        key="cost_price",
+        help="Type what your machine costs; the default is only an example.",
+    )
     costs = batches[["batch", "ms_per_token"]].copy()
     costs["cost per 1M output tokens ($)"] = [cost_per_million_tokens(ms, price) for ms in costs["ms_per_token"]]
     input_cost = cost_per_million_tokens(answer.ms_per_input_token, price)
-    st.dataframe(costs.rename(columns={"ms_per_token": "ms per token"}), hide_index=True, width="stretch",
-                 column_config={"ms per token": st.column_config.NumberColumn(format="%.3f"),
-                                "cost per 1M output tokens ($)": st.column_config.NumberColumn(format="$%.4f")})
-    common.caption("illustrative", f"The price per hour (${price:,.2f}) is an example you can change; the times are "
-                   f"measured above. At that price, a million **input** tokens (prefill, from section 1) cost "
-                   f"${input_cost:,.4f}. Cost = price per hour ÷ 3,600,000 ms × ms per token × 1,000,000.")
+    st.dataframe(
+        costs.rename(columns={"ms_per_token": "ms per token"}),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "ms per token": st.column_config.NumberColumn(format="%.3f"),
+            "cost per 1M output tokens ($)": st.column_config.NumberColumn(format="$%.4f"),
+        },
+    )
+    common.caption(
+        "illustrative",
+        f"The price per hour (${price:,.2f}) is an example you can change; the times are "
+        f"measured above. At that price, a million **input** tokens (prefill, from section 1) cost "
+        f"${input_cost:,.4f}. Cost = price per hour ÷ 3,600,000 ms × ms per token × 1,000,000.",
+    )
 
 # -- 3. context length ----------------------------------------------------------------------
 st.subheader("3. Context: every decode step reads the whole cache")
@@ -131,9 +168,12 @@ st.markdown(
     "tokens; the same measurement is shared here."
 )
 context_sweep = common.measure_on_click(
-    "Measure decode against context", "cost_context", ("sweep", info.name),
+    "Measure decode against context",
+    "cost_context",
+    ("sweep", info.name),
     lambda progress: measure_sweep(model, context_lengths, repeats=3, progress=progress),
-    "Press the button (the Prefill vs decode page's sweep: about 5–15 s on the bundled model).")
+    "Press the button (the Prefill vs decode page's sweep: about 5–15 s on the bundled model).",
+)
 if context_sweep is not None:
     rows = context_sweep.summary
     short, long = rows.iloc[0], rows.iloc[-1]
@@ -141,13 +181,18 @@ if context_sweep is not None:
     st.markdown(
         f"A decode step took **{short.decode_ms_per_token:.2f} ms** with {int(short.prompt_tokens):,} tokens before it "
         f"and **{long.decode_ms_per_token:.2f} ms** with {int(long.prompt_tokens):,} ({growth:.2f}×). "
-        + ("On this model the weights and the fixed cost of a pass still outweigh the cache at these lengths; "
-           "on long contexts and large batches the cache is what every step reads most of."
-           if growth < 1.25 else
-           "The cache already shows: the longer the conversation, the dearer every further token.")
+        + (
+            "On this model the weights and the fixed cost of a pass still outweigh the cache at these lengths; "
+            "on long contexts and large batches the cache is what every step reads most of."
+            if growth < 1.25
+            else "The cache already shows: the longer the conversation, the dearer every further token."
+        )
     )
-    common.caption("measured", f"Median of {context_sweep.repeats} runs per context length; each run is "
-                   f"{context_sweep.decode_tokens} decode steps with the engine's own step after one prefill.")
+    common.caption(
+        "measured",
+        f"Median of {context_sweep.repeats} runs per context length; each run is "
+        f"{context_sweep.decode_tokens} decode steps with the engine's own step after one prefill.",
+    )
 
 # -- 4. mixture of experts: its own page --------------------------------------------
 st.subheader("4. Mixture of Experts: pay for the experts a token uses")

@@ -1,26 +1,48 @@
 """Generate: the model writes one token at a time, and every choice is shown."""
+
 import streamlit as st
 
-from inference.engine import SEED_MAX, STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace
-from inference.figures.generate import cumulative_curve, next_token_bars, step_frame_for_table, token_html
-from inference.prompting import prepare_prompt
-from inference.sampling import SamplingSettings
-from inference.views import step_view
 from app_pages import common
 from app_pages.widgets import sampler_controls as controls
+from inference.engine import SEED_MAX, STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace
 from inference.engines.remote import distribution_note, is_remote
+from inference.figures.generate import cumulative_curve, next_token_bars, step_frame_for_table, token_html
+from inference.prompting import prepare_prompt
+from inference.views import step_view
 
 TRACE_KEY = "gen_trace"
 # URL parameter -> (widget key, type): a shared link reopens the same prompt, settings and seed.
 URL_PARAMS = {
-    "prompt": ("gen_prompt", str), "t": ("gen_temperature", float), "p": ("gen_top_p", float),
-    "k": ("gen_top_k", int), "minp": ("gen_min_p", float), "rep": ("gen_rep", float),
-    "seed": ("gen_seed", int), "max": ("gen_max_new", int), "n": ("gen_steps_in_url", int),
+    "prompt": ("gen_prompt", str),
+    "t": ("gen_temperature", float),
+    "p": ("gen_top_p", float),
+    "k": ("gen_top_k", int),
+    "minp": ("gen_min_p", float),
+    "rep": ("gen_rep", float),
+    "seed": ("gen_seed", int),
+    "max": ("gen_max_new", int),
+    "n": ("gen_steps_in_url", int),
 }
-DEFAULTS = {"gen_prompt": "Once upon a time", "gen_temperature": 0.8, "gen_top_p": 0.95, "gen_top_k": 0,
-            "gen_min_p": 0.0, "gen_rep": 1.0, "gen_seed": 0, "gen_max_new": 60, "gen_steps_in_url": 0}
-RANGES = {"gen_temperature": (0.0, 2.0), "gen_top_p": (0.01, 1.0), "gen_top_k": (0, 200), "gen_min_p": (0.0, 1.0),
-          "gen_rep": (0.5, 2.0), "gen_seed": (0, SEED_MAX), "gen_steps_in_url": (0, 10_000)}
+DEFAULTS = {
+    "gen_prompt": "Once upon a time",
+    "gen_temperature": 0.8,
+    "gen_top_p": 0.95,
+    "gen_top_k": 0,
+    "gen_min_p": 0.0,
+    "gen_rep": 1.0,
+    "gen_seed": 0,
+    "gen_max_new": 60,
+    "gen_steps_in_url": 0,
+}
+RANGES = {
+    "gen_temperature": (0.0, 2.0),
+    "gen_top_p": (0.01, 1.0),
+    "gen_top_k": (0, 200),
+    "gen_min_p": (0.0, 1.0),
+    "gen_rep": (0.5, 2.0),
+    "gen_seed": (0, SEED_MAX),
+    "gen_steps_in_url": (0, 10_000),
+}
 
 limits = common.limits()
 RANGES["gen_max_new"] = (1, limits.max_new_tokens)
@@ -77,11 +99,23 @@ with left:
         chat = st.checkbox("Wrap in the model's chat template", key="gen_chat")
 with right:
     c1, c2 = st.columns(2)
-    c1.number_input("Seed", min_value=0, max_value=SEED_MAX, step=1, key="gen_seed",
-                    help="The same seed, prompt and settings give the same tokens on this server. Another machine or "
-                         "thread count can round a near-tie the other way and take another path from there.")
-    c2.number_input("Max new tokens", min_value=1, max_value=limits.max_new_tokens, step=10, key="gen_max_new",
-                    help=f"Capped at {limits.max_new_tokens} on this server.")
+    c1.number_input(
+        "Seed",
+        min_value=0,
+        max_value=SEED_MAX,
+        step=1,
+        key="gen_seed",
+        help="The same seed, prompt and settings give the same tokens on this server. Another machine or "
+        "thread count can round a near-tie the other way and take another path from there.",
+    )
+    c2.number_input(
+        "Max new tokens",
+        min_value=1,
+        max_value=limits.max_new_tokens,
+        step=10,
+        key="gen_max_new",
+        help=f"Capped at {limits.max_new_tokens} on this server.",
+    )
 
 b = st.columns(4)  # a full-width row: the labels stay whole on narrow screens
 step_clicked = b[0].button("Step", key="gen_step", type="primary", width="stretch")
@@ -91,13 +125,34 @@ reset_clicked = b[3].button("Reset", key="gen_reset", width="stretch")
 
 s = common.control_row(5)
 s[0].slider("Temperature", 0.0, 2.0, step=0.05, key="gen_temperature", help="0 = greedy: always the most likely token.")
-s[1].slider("Top-p", 0.01, 1.0, step=0.01, key="gen_top_p", help="Keep the smallest set of likely tokens whose probability reaches p. 1 = off.")
+s[1].slider(
+    "Top-p",
+    0.01,
+    1.0,
+    step=0.01,
+    key="gen_top_p",
+    help="Keep the smallest set of likely tokens whose probability reaches p. 1 = off.",
+)
 s[2].slider("Top-k", 0, 200, step=1, key="gen_top_k", help="Keep only the k most likely tokens. 0 = off.")
-s[3].slider("Min-p", 0.0, 1.0, step=0.01, key="gen_min_p", help="Drop tokens less likely than min-p × the top token's probability, measured after the "
-            "penalty, temperature, top-k and top-p (so a higher temperature lets more tokens through). 0 = off.")
-s[4].slider("Repetition penalty", 0.5, 2.0, step=0.05, key="gen_rep", help="Divides the logit of every token already in the text when it is positive and multiplies it "
-            "when negative: above 1 a seen token usually becomes less likely, though its probability can still rise "
-            "when others lose more. Below 1 favours repetition. 1 = off.")
+s[3].slider(
+    "Min-p",
+    0.0,
+    1.0,
+    step=0.01,
+    key="gen_min_p",
+    help="Drop tokens less likely than min-p × the top token's probability, measured after the "
+    "penalty, temperature, top-k and top-p (so a higher temperature lets more tokens through). 0 = off.",
+)
+s[4].slider(
+    "Repetition penalty",
+    0.5,
+    2.0,
+    step=0.05,
+    key="gen_rep",
+    help="Divides the logit of every token already in the text when it is positive and multiplies it "
+    "when negative: above 1 a seen token usually becomes less likely, though its probability can still rise "
+    "when others lose more. Below 1 favours repetition. 1 = off.",
+)
 
 controls.set_defaults("gen", knobs=controls.MORE)
 if not st.session_state.get("gen_more_url_read"):  # the newer samplers and the order from a shared link
@@ -106,15 +161,19 @@ if not st.session_state.get("gen_more_url_read"):  # the newer samplers and the 
         st.warning(problem)
 controls.more_controls("gen")
 settings = controls.settings_from_state(
-    "gen", temperature=float(st.session_state.gen_temperature), top_k=int(st.session_state.gen_top_k),
-    top_p=float(st.session_state.gen_top_p), min_p=float(st.session_state.gen_min_p),
+    "gen",
+    temperature=float(st.session_state.gen_temperature),
+    top_k=int(st.session_state.gen_top_k),
+    top_p=float(st.session_state.gen_top_p),
+    min_p=float(st.session_state.gen_min_p),
     repetition_penalty=float(st.session_state.gen_rep),
 )
 seed = int(st.session_state.gen_seed)
 
 # -- the run -------------------------------------------------------------------------------
-prepared = prepare_prompt(tokenizer, st.session_state.gen_prompt, chat, loaded.info.context, limits,
-                          int(st.session_state.gen_max_new))
+prepared = prepare_prompt(
+    tokenizer, st.session_state.gen_prompt, chat, loaded.info.context, limits, int(st.session_state.gen_max_new)
+)
 for note in prepared.notes:
     st.info(note)
 trace = st.session_state.get(TRACE_KEY)
@@ -171,19 +230,31 @@ if trace is not None and play_clicked and not prepared.error:
 show_text()
 if trace is not None:
     n = len(trace.records)
-    status = {STOP_EOS: "stopped: the model chose its end-of-text token",
-              STOP_MAX_NEW_TOKENS: f"stopped: reached max new tokens ({trace.max_new_tokens})",
-              STOP_CONTEXT: f"stopped: the model's context of {trace.context} tokens is full"}
-    st.caption(f"{len(trace.prompt_ids)} prompt tokens · {n} generated · "
-               + (status[trace.stop_reason] if trace.finished else f"next: step {n}"))
+    status = {
+        STOP_EOS: "stopped: the model chose its end-of-text token",
+        STOP_MAX_NEW_TOKENS: f"stopped: reached max new tokens ({trace.max_new_tokens})",
+        STOP_CONTEXT: f"stopped: the model's context of {trace.context} tokens is full",
+    }
+    st.caption(
+        f"{len(trace.prompt_ids)} prompt tokens · {n} generated · "
+        + (status[trace.stop_reason] if trace.finished else f"next: step {n}")
+    )
 
 # URL mirrors the current settings: copy it to share this exact run.
-st.query_params.from_dict({
-    "prompt": st.session_state.gen_prompt[:1000], "t": f"{settings.temperature:g}", "p": f"{settings.top_p:g}",
-    "k": str(settings.top_k), "minp": f"{settings.min_p:g}", "rep": f"{settings.repetition_penalty:g}",
-    "seed": str(seed), "max": str(int(st.session_state.gen_max_new)), "n": str(len(trace.records) if trace else 0),
-    **controls.url_values("gen", "", settings, knobs=controls.MORE),
-})
+st.query_params.from_dict(
+    {
+        "prompt": st.session_state.gen_prompt[:1000],
+        "t": f"{settings.temperature:g}",
+        "p": f"{settings.top_p:g}",
+        "k": str(settings.top_k),
+        "minp": f"{settings.min_p:g}",
+        "rep": f"{settings.repetition_penalty:g}",
+        "seed": str(seed),
+        "max": str(int(st.session_state.gen_max_new)),
+        "n": str(len(trace.records) if trace else 0),
+        **controls.url_values("gen", "", settings, knobs=controls.MORE),
+    }
+)
 
 # -- the current step ------------------------------------------------------------------
 if trace is not None:
@@ -209,42 +280,64 @@ if trace is not None:
     chart_left, chart_right = common.side_by_side(2)
     with chart_left:
         st.plotly_chart(next_token_bars(table, common.presenter()), width="stretch", key="gen_bars")
-        common.caption("exact", "Top tokens by probability from this step's real logits over the full vocabulary; "
-                       "grey bars = the model's raw probability (T=1), blue = after your settings, orange = the draw, "
-                       "✂ = removed by that filter; 'other' = the rest of the vocabulary.")
+        common.caption(
+            "exact",
+            "Top tokens by probability from this step's real logits over the full vocabulary; "
+            "grey bars = the model's raw probability (T=1), blue = after your settings, orange = the draw, "
+            "✂ = removed by that filter; 'other' = the rest of the vocabulary.",
+        )
         if remote:
             server_step = trace.pending_server_step() if logits is not None else trace.server_steps[-1]
             common.caption(*distribution_note(loaded.model, server_step))
     with chart_right:
-        st.plotly_chart(cumulative_curve(view, tokenizer, settings.top_p, common.presenter()),
-                        width="stretch", key="gen_cumulative")
-        common.caption("exact", "Tokens in order, adding up their probability. Top-p keeps tokens until the "
-                       "red line is reached; the draw picks a random u and takes the token where the blue curve passes u.")
+        st.plotly_chart(
+            cumulative_curve(view, tokenizer, settings.top_p, common.presenter()), width="stretch", key="gen_cumulative"
+        )
+        common.caption(
+            "exact",
+            "Tokens in order, adding up their probability. Top-p keeps tokens until the "
+            "red line is reached; the draw picks a random u and takes the token where the blue curve passes u.",
+        )
     common.view_summary(view)
 
     # -- fork ------------------------------------------------------------------------------
     if trace.records:
         with st.expander("Fork: go back to an earlier step and continue with other settings"):
             f1, f2 = st.columns([3, 1])
-            fork_at = f1.number_input("Fork at step", min_value=0, max_value=len(trace.records) - 1,
-                                      value=max(0, len(trace.records) - 1), step=1, key="gen_fork_step")
+            fork_at = f1.number_input(
+                "Fork at step",
+                min_value=0,
+                max_value=len(trace.records) - 1,
+                value=max(0, len(trace.records) - 1),
+                step=1,
+                key="gen_fork_step",
+            )
             if f2.button("Fork here", key="gen_fork"):
                 with common.generation_slot():
                     trace.rewind(int(fork_at))
                 st.rerun()
-            st.caption("Keeps steps before it and re-chooses that token with the current sliders. "
-                       "Its logits are reused: the prefix is not recomputed.")
+            st.caption(
+                "Keeps steps before it and re-chooses that token with the current sliders. "
+                "Its logits are reused: the prefix is not recomputed."
+            )
 
         st.subheader("Every step")
         frame = trace.to_frame()
         st.dataframe(step_frame_for_table(frame), hide_index=True, width="stretch", key="gen_table")
-        st.download_button("Download CSV", frame.to_csv(index=False).encode(), "inference_lab_steps.csv",
-                           "text/csv", key="gen_csv")
+        st.download_button(
+            "Download CSV", frame.to_csv(index=False).encode(), "inference_lab_steps.csv", "text/csv", key="gen_csv"
+        )
         if remote:
-            common.caption("measured", "Forward ms is the engine's own time to evaluate that step's new tokens (its "
-                           "`timings.prompt_ms`; its prompt cache kept the rest). The CSV adds round_trip_ms (the whole "
-                           "request measured here, answer parsed) and the tokens the engine evaluated and reused.")
+            common.caption(
+                "measured",
+                "Forward ms is the engine's own time to evaluate that step's new tokens (its "
+                "`timings.prompt_ms`; its prompt cache kept the rest). The CSV adds round_trip_ms (the whole "
+                "request measured here, answer parsed) and the tokens the engine evaluated and reused.",
+            )
         else:
-            common.caption("measured", "Probabilities are exact; forward ms is the wall time of that step's forward pass here. "
-                           "It runs while your browser draws this page, so a step can take many times its usual time when "
-                           "both share one computer's CPU; the Prefill vs decode page times clean runs.")
+            common.caption(
+                "measured",
+                "Probabilities are exact; forward ms is the wall time of that step's forward pass here. "
+                "It runs while your browser draws this page, so a step can take many times its usual time when "
+                "both share one computer's CPU; the Prefill vs decode page times clean runs.",
+            )

@@ -1,25 +1,40 @@
 """KV cache: what the model keeps between steps, what it costs, and what it saves."""
+
 from statistics import median
 
 import streamlit as st
 
+from app_pages import common
 from inference.calculator import kv_table, load_public_models, model_entry_from_hf_config
+from inference.figures.kv_cache import (
+    SMOOTHING_STEPS,
+    cache_growth_figure,
+    cumulative_time_figure,
+    layer_bytes_figure,
+    memory_figure,
+    step_time_figure,
+)
 from inference.kv_cache import KVShape
 from inference.kv_experiments import cache_growth, compare_cache, layer_breakdown
-from inference.figures.kv_cache import (
-    SMOOTHING_STEPS, cache_growth_figure, cumulative_time_figure, layer_bytes_figure, memory_figure, step_time_figure,
-)
 from inference.measuring import run_greedy
 from inference.prompting import prepare_prompt
-from app_pages import common
 
 GROWTH_KEY = "kv_growth_run"
 MAX_NEW_TOKENS = 300
 DEFAULT_NEW_TOKENS = 200  # long enough for the no-cache cost to bend clearly upward, ~10 s to compare
 TREND_STEPS = 21  # enough steps to compare the first ten with the last ten
 DEFAULT_PROMPT = "Once upon a time, there was a little dog named Max. Max liked to"
-CALCULATOR_DEFAULT_MODELS = ["GPT-2 (124M)", "Llama-3.2-1B", "Llama-3.1-8B", "Mistral-7B-v0.3", "Qwen2.5-7B",
-                             "Gemma-2-9B", "Llama-3.1-70B", "Mixtral-8x7B", "DeepSeek-V3"]
+CALCULATOR_DEFAULT_MODELS = [
+    "GPT-2 (124M)",
+    "Llama-3.2-1B",
+    "Llama-3.1-8B",
+    "Mistral-7B-v0.3",
+    "Qwen2.5-7B",
+    "Gemma-2-9B",
+    "Llama-3.1-70B",
+    "Mixtral-8x7B",
+    "DeepSeek-V3",
+]
 CONTEXTS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 
 limits = common.limits()
@@ -62,8 +77,11 @@ def step_by_step() -> None:
     )
     last = growth.iloc[-1]
     m = st.columns(2) + st.columns(2)  # two rows of two: the byte counts stay whole on a narrow screen
-    m[0].metric("Tokens in the cache", f"{last.cache_tokens:,}", help="After the last step's forward pass. The last "
-                "chosen token is not in it yet: it is fed at the next step.")
+    m[0].metric(
+        "Tokens in the cache",
+        f"{last.cache_tokens:,}",
+        help="After the last step's forward pass. The last chosen token is not in it yet: it is fed at the next step.",
+    )
     m[1].metric("Measured from the tensors", f"{last.measured_bytes:,} B")
     m[2].metric("Formula", f"{last.formula_bytes:,} B")
     m[3].metric("Steps where they agree", f"{int(growth.agree.sum())} of {len(growth)}")
@@ -71,21 +89,40 @@ def step_by_step() -> None:
     chart_left, chart_right = common.side_by_side(2)
     with chart_left:
         st.plotly_chart(cache_growth_figure(growth, common.presenter()), width="stretch", key="kv_growth")
-        common.caption("measured", "Dots: bytes of the real key and value tensors after each step. Line: the formula "
-                       "for that many tokens. Step 0 caches the whole prompt at once.")
+        common.caption(
+            "measured",
+            "Dots: bytes of the real key and value tensors after each step. Line: the formula "
+            "for that many tokens. Step 0 caches the whole prompt at once.",
+        )
     with chart_right:
         st.plotly_chart(layer_bytes_figure(layers, common.presenter()), width="stretch", key="kv_layers")
-        common.caption("measured", f"Bytes per layer after the last step ({last.cache_tokens} tokens), read from each "
-                       "layer's tensors; the red mark is the formula for one layer.")
+        common.caption(
+            "measured",
+            f"Bytes per layer after the last step ({last.cache_tokens} tokens), read from each "
+            "layer's tensors; the red mark is the formula for one layer.",
+        )
 
     with st.expander("Every step as a table"):
-        table = growth.rename(columns={"tokens_fed": "tokens fed", "cache_tokens": "tokens in cache",
-                                       "measured_bytes": "measured bytes", "formula_bytes": "formula bytes",
-                                       "agree": "equal"})
+        table = growth.rename(
+            columns={
+                "tokens_fed": "tokens fed",
+                "cache_tokens": "tokens in cache",
+                "measured_bytes": "measured bytes",
+                "formula_bytes": "formula bytes",
+                "agree": "equal",
+            }
+        )
         bytes_column = st.column_config.NumberColumn(format="localized")
-        st.dataframe(table, hide_index=True, width="stretch", key="kv_growth_table",
-                     column_config={"measured bytes": bytes_column, "formula bytes": bytes_column})
-        common.caption("measured", "Measured = element count × element size of every key and value tensor in the cache.")
+        st.dataframe(
+            table,
+            hide_index=True,
+            width="stretch",
+            key="kv_growth_table",
+            column_config={"measured bytes": bytes_column, "formula bytes": bytes_column},
+        )
+        common.caption(
+            "measured", "Measured = element count × element size of every key and value tensor in the cache."
+        )
 
 
 def with_and_without() -> None:
@@ -95,7 +132,9 @@ def with_and_without() -> None:
         "pass) and **without** it (every pass recomputes keys and values for the whole sequence)."
     )
     comparison = common.measure_on_click(
-        "Compare with and without the cache", "kv_compare", ("kv_compare", info.name, tuple(prepared.ids), new_tokens),
+        "Compare with and without the cache",
+        "kv_compare",
+        ("kv_compare", info.name, tuple(prepared.ids), new_tokens),
         lambda progress: compare_cache(model, prepared.ids, new_tokens, progress=progress),
         f"Press the button to run it: it decodes the {new_tokens} tokens twice, and the time without the cache grows "
         "with the square of the length (that is the point).",
@@ -109,21 +148,34 @@ def with_and_without() -> None:
         m[3].metric("Same tokens?", "yes ✓" if comparison.identical else "no ✗")
         growth_run = st.session_state.get(GROWTH_KEY)
         engine_steps = [r.forward_ms for r in growth_run[1].records if r.phase == "decode"] if growth_run else []
-        engine_note = (f"; the engine's own lean step (section 1's run, as on Generate) took a median "
-                       f"{median(engine_steps):.2f} ms per decode step" if engine_steps else "")
+        engine_note = (
+            f"; the engine's own lean step (section 1's run, as on Generate) took a median "
+            f"{median(engine_steps):.2f} ms per decode step"
+            if engine_steps
+            else ""
+        )
         chart_left, chart_right = common.side_by_side(2)
         with chart_left:
             st.plotly_chart(step_time_figure(steps, common.presenter()), width="stretch", key="kv_step_time")
-            common.caption("measured", f"Forward-pass time of each step (thin) and the running median of "
-                           f"{SMOOTHING_STEPS} steps (thick); rare spikes from other programs may run off the top. "
-                           "With the cache each pass reads one new token; without it, the whole sequence so far. "
-                           "Step 0 (the prompt) costs the same either way. Both run transformers' own forward, so "
-                           "only the cache differs" + engine_note + ".")
+            common.caption(
+                "measured",
+                f"Forward-pass time of each step (thin) and the running median of "
+                f"{SMOOTHING_STEPS} steps (thick); rare spikes from other programs may run off the top. "
+                "With the cache each pass reads one new token; without it, the whole sequence so far. "
+                "Step 0 (the prompt) costs the same either way. Both run transformers' own forward, so "
+                "only the cache differs" + engine_note + ".",
+            )
         with chart_right:
-            st.plotly_chart(cumulative_time_figure(steps, comparison.speedup, common.presenter()),
-                            width="stretch", key="kv_cumulative")
-            common.caption("measured", "Running total of the same passes: with the cache it grows in a straight line, "
-                           "without it each step costs more than the last, so the total bends upward (quadratic).")
+            st.plotly_chart(
+                cumulative_time_figure(steps, comparison.speedup, common.presenter()),
+                width="stretch",
+                key="kv_cumulative",
+            )
+            common.caption(
+                "measured",
+                "Running total of the same passes: with the cache it grows in a straight line, "
+                "without it each step costs more than the last, so the total bends upward (quadratic).",
+            )
         if len(steps) >= TREND_STEPS:
             first_steps, last_steps = steps.iloc[1:11], steps.iloc[-10:]  # step 0 is the prompt, the same both ways
             st.markdown(
@@ -137,9 +189,15 @@ def with_and_without() -> None:
         if comparison.identical:
             st.success("Both ways chose exactly the same tokens: the cache changes the cost, not the result.")
         else:
-            first = next(i for i, (a, b) in enumerate(zip(comparison.tokens_with_cache, comparison.tokens_without_cache)) if a != b)
-            st.error(f"The tokens differ from step {first}: rounding differences between the two ways of computing "
-                     "made a near-tie go the other way.")
+            first = next(
+                i
+                for i, (a, b) in enumerate(zip(comparison.tokens_with_cache, comparison.tokens_without_cache))
+                if a != b
+            )
+            st.error(
+                f"The tokens differ from step {first}: rounding differences between the two ways of computing "
+                "made a near-tie go the other way."
+            )
         st.caption("The continuation (with the cache):")
         st.code(text, language=None, wrap_lines=True)
 
@@ -160,21 +218,34 @@ def calculator() -> None:
     this_model = model_entry_from_hf_config(model.config, f"{info.name} (this app)", info.parameters)
     by_name = {entry["name"]: entry for entry in [this_model, *public]}
     c = st.columns([2, 1, 1])
-    context = c[0].select_slider("Context length (tokens per sequence)", CONTEXTS, value=8192, key="kv_calc_context",
-                                 format_func=lambda n: f"{n:,}")
+    context = c[0].select_slider(
+        "Context length (tokens per sequence)",
+        CONTEXTS,
+        value=8192,
+        key="kv_calc_context",
+        format_func=lambda n: f"{n:,}",
+    )
     batch = c[1].number_input("Batch (sequences at once)", 1, 1024, 1, key="kv_calc_batch")
-    precision = c[2].selectbox("Precision (weights and cache)", ["bfloat16", "float16", "float32", "float8", "int8", "int4"],
-                               key="kv_calc_precision")
-    chosen = st.multiselect("Models", list(by_name), [this_model["name"], *CALCULATOR_DEFAULT_MODELS], key="kv_calc_models")
+    precision = c[2].selectbox(
+        "Precision (weights and cache)",
+        ["bfloat16", "float16", "float32", "float8", "int8", "int4"],
+        key="kv_calc_precision",
+    )
+    chosen = st.multiselect(
+        "Models", list(by_name), [this_model["name"], *CALCULATOR_DEFAULT_MODELS], key="kv_calc_models"
+    )
     if not chosen:
         st.info("Pick at least one model.")
         return
     memory = kv_table([by_name[name] for name in chosen], context, int(batch), precision)
     st.plotly_chart(memory_figure(memory, common.presenter()), width="stretch", key="kv_memory")
-    common.caption("published", f"From each model's published config (sources and notes below) with the formula above, at "
-                   f"{context:,} tokens × batch {batch} in {precision}: sliding-window layers count min(tokens, window). "
-                   "Weights: parameters × bytes; MoE models count every expert. For an MLA model the light bar is the "
-                   "uncompressed per-head cache it would need without its latent.")
+    common.caption(
+        "published",
+        f"From each model's published config (sources and notes below) with the formula above, at "
+        f"{context:,} tokens × batch {batch} in {precision}: sliding-window layers count min(tokens, window). "
+        "Weights: parameters × bytes; MoE models count every expert. For an MLA model the light bar is the "
+        "uncompressed per-head cache it would need without its latent.",
+    )
     too_long = memory[memory.exceeds_context]["model"].tolist()
     if too_long:
         st.caption(f"⚠️ {context:,} tokens is beyond the context of: {', '.join(too_long)} (computed anyway).")
@@ -189,36 +260,52 @@ def calculator() -> None:
             "The light bars show each model's cache with one K/V head per query head; the table gives the factor."
         )
     st.dataframe(
-        memory.drop(columns=["exceeds_context", "notes"]), hide_index=True, width="stretch", key="kv_calc_table",
+        memory.drop(columns=["exceeds_context", "notes"]),
+        hide_index=True,
+        width="stretch",
+        key="kv_calc_table",
         column_config={
             "model": st.column_config.TextColumn("model", width="medium", pinned=True),
             "attention": st.column_config.TextColumn("type", width="small"),
             "attention_heads": st.column_config.NumberColumn("heads", width="small", help="Query heads"),
             "kv_heads": st.column_config.NumberColumn("KV heads", width="small"),
-            "sliding_layers": st.column_config.NumberColumn("window layers", width="small",
-                                                            help="Layers that keep at most their sliding window of tokens"),
+            "sliding_layers": st.column_config.NumberColumn(
+                "window layers", width="small", help="Layers that keep at most their sliding window of tokens"
+            ),
             "kv_gb": st.column_config.NumberColumn("KV GB", format="%.3g", width="small"),
-            "kv_gb_without_gqa": st.column_config.NumberColumn("MHA KV GB", format="%.3g", width="small",
-                                                              help="KV cache if every query head had its own K/V head "
-                                                                   "(plain multi-head attention; for MLA, the uncompressed "
-                                                                   "per-head keys and values)"),
+            "kv_gb_without_gqa": st.column_config.NumberColumn(
+                "MHA KV GB",
+                format="%.3g",
+                width="small",
+                help="KV cache if every query head had its own K/V head "
+                "(plain multi-head attention; for MLA, the uncompressed "
+                "per-head keys and values)",
+            ),
             "gqa_saving": st.column_config.NumberColumn("saving", format="%.1f×", width="small"),
             "weight_gb": st.column_config.NumberColumn("weights GB", format="%.3g", width="small"),
-            "kv_per_token_mb": st.column_config.NumberColumn("MB/token", format="%.3g", width="small",
-                                                            help="KV cache added by one more token of one sequence"),
+            "kv_per_token_mb": st.column_config.NumberColumn(
+                "MB/token", format="%.3g", width="small", help="KV cache added by one more token of one sequence"
+            ),
         },
     )
-    common.caption("published", "GB = 10⁹ bytes. Window layers keep at most their window (Mistral-7B-v0.1: all 32; "
-                   "Gemma-2: every other layer); MLA models (DeepSeek-V3) cache a compressed latent instead of per-head "
-                   "keys and values, and their MHA column is the uncompressed cache. Each model's notes are below.")
+    common.caption(
+        "published",
+        "GB = 10⁹ bytes. Window layers keep at most their window (Mistral-7B-v0.1: all 32; "
+        "Gemma-2: every other layer); MLA models (DeepSeek-V3) cache a compressed latent instead of per-head "
+        "keys and values, and their MHA column is the uncompressed cache. Each model's notes are below.",
+    )
     with st.expander("Sources and notes", expanded=True):
         for entry in public:
             if entry["name"] in chosen:
-                st.markdown(f"- **{entry['name']}**: {entry['notes']} [config.json]({entry['source']['config_json']}). "
-                            f"{entry['source']['parameter_count']}")
+                st.markdown(
+                    f"- **{entry['name']}**: {entry['notes']} [config.json]({entry['source']['config_json']}). "
+                    f"{entry['source']['parameter_count']}"
+                )
         if this_model["name"] in chosen:
-            st.markdown(f"- **{common.escape(this_model['name'])}**: its own config.json; "
-                        "parameters counted from the loaded weights.")
+            st.markdown(
+                f"- **{common.escape(this_model['name'])}**: its own config.json; "
+                "parameters counted from the loaded weights."
+            )
 
 
 if prepared.error:

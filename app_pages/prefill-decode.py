@@ -1,25 +1,33 @@
 """Prefill vs decode: why the first token and every later token cost so differently."""
+
 import streamlit as st
 
-from inference.prompting import prepare_prompt
-from inference import machine
-from inference.engine import STOP_EOS
-from inference.calculator import load_public_models, weight_bytes
-from inference.flops import FlopCount
-from inference.timing import (
-    SATURATION, crossover_prompt_tokens, default_prompt_lengths, findings, measure_sweep, time_generation,
-)
-from inference.figures.prefill_decode import sweep_rate_figure, sweep_time_figure, timeline_figure
 from app_pages import common
+from inference import machine
+from inference.calculator import load_public_models, weight_bytes
+from inference.engine import STOP_EOS
 from inference.engines.remote import is_remote
 from inference.engines.timing import remote_generation_timing, remote_sweep
+from inference.figures.prefill_decode import sweep_rate_figure, sweep_time_figure, timeline_figure
+from inference.flops import FlopCount
+from inference.prompting import prepare_prompt
+from inference.timing import (
+    SATURATION,
+    crossover_prompt_tokens,
+    default_prompt_lengths,
+    findings,
+    measure_sweep,
+    time_generation,
+)
 
 RUN_KEY = "pd_timing"
 DECODE_TOKENS = 8  # one-token passes timed after each sweep prompt
 ILLUSTRATIVE_MODEL = "Llama-3.1-8B"  # the big model of the GPU picture
 ILLUSTRATIVE_BANDWIDTH = 1e12  # bytes/s of the made-up GPU in that picture
-DEFAULT_PROMPT = ("Once upon a time, there was a little girl named Lily. She loved to play in the park with her "
-                  "friends. One day, she saw a big red ball under a tree.")
+DEFAULT_PROMPT = (
+    "Once upon a time, there was a little girl named Lily. She loved to play in the park with her "
+    "friends. One day, she saw a big red ball under a tree."
+)
 
 limits = common.limits()
 loaded = common.current_model(remote_ok=True)
@@ -64,16 +72,26 @@ timing, server_timings = st.session_state[RUN_KEY][1], st.session_state[RUN_KEY]
 
 st.plotly_chart(timeline_figure(timing, common.presenter()), width="stretch", key="pd_timeline")
 if remote:
-    common.caption("measured", f"On the engine at {loaded.url}: the first block is the engine's own prefill time "
-                   "(its `timings.prompt_ms`, prompt cache off); later blocks are the gaps between streamed tokens "
-                   "arriving here, each including one loopback HTTP chunk. Time per output token and decode tokens/s "
-                   "are the engine's own `predicted_ms` ÷ tokens. "
-                   + (f"The fastest of {timing.runs} identical greedy runs." if timing.runs > 1 else ""))
+    common.caption(
+        "measured",
+        f"On the engine at {loaded.url}: the first block is the engine's own prefill time "
+        "(its `timings.prompt_ms`, prompt cache off); later blocks are the gaps between streamed tokens "
+        "arriving here, each including one loopback HTTP chunk. Time per output token and decode tokens/s "
+        "are the engine's own `predicted_ms` ÷ tokens. "
+        + (f"The fastest of {timing.runs} identical greedy runs." if timing.runs > 1 else ""),
+    )
 else:
-    common.caption("measured", "Wall time of each step on this machine (forward pass + choosing the token), laid end "
-                   "to end; hover a block for its token. The dashed line is the time to first token. "
-                   + (f"The fastest of {timing.runs} identical greedy runs: other programs on a shared machine can only "
-                      "slow a run down." if timing.runs > 1 else ""))
+    common.caption(
+        "measured",
+        "Wall time of each step on this machine (forward pass + choosing the token), laid end "
+        "to end; hover a block for its token. The dashed line is the time to first token. "
+        + (
+            f"The fastest of {timing.runs} identical greedy runs: other programs on a shared machine can only "
+            "slow a run down."
+            if timing.runs > 1
+            else ""
+        ),
+    )
 tpot_ms = timing.tpot_ms
 if server_timings is not None and server_timings.decode_tokens_per_s:
     tpot_ms = 1000 / server_timings.decode_tokens_per_s
@@ -82,8 +100,11 @@ m[0].metric("Time to first token", f"{timing.ttft_ms:.1f} ms", help="The prefill
 if tpot_ms is not None:
     m[1].metric("Time per output token", f"{tpot_ms:.2f} ms", help="Mean decode step after the first token.")
     m[3].metric("Decode, tokens/s", f"{1000 / tpot_ms:,.0f}", help="New tokens written per second.")
-m[2].metric("Prefill, tokens/s", f"{timing.prefill_tokens_per_s:,.0f}",
-            help=f"{timing.prompt_tokens} prompt tokens ÷ the prefill pass ({timing.prefill_ms:.1f} ms).")
+m[2].metric(
+    "Prefill, tokens/s",
+    f"{timing.prefill_tokens_per_s:,.0f}",
+    help=f"{timing.prompt_tokens} prompt tokens ÷ the prefill pass ({timing.prefill_ms:.1f} ms).",
+)
 if timing.stop_reason == STOP_EOS:
     st.caption(f"The model chose its end-of-text token after {len(timing.steps)} tokens.")
 
@@ -100,10 +121,14 @@ repeats = c1.slider("Runs per point", 3, 9, 5, key="pd_repeats")
 sweep = None
 with common.engine_errors():
     sweep = common.measure_on_click(
-        "Run the sweep", "pd_sweep", ("sweep", info.name),
-        lambda progress: (remote_sweep if remote else measure_sweep)(model, lengths, repeats=repeats,
-                                                                     decode_tokens=DECODE_TOKENS, progress=progress),
-        "Press **Run the sweep** (about 5–15 s on the bundled model).", where=c2,
+        "Run the sweep",
+        "pd_sweep",
+        ("sweep", info.name),
+        lambda progress: (remote_sweep if remote else measure_sweep)(
+            model, lengths, repeats=repeats, decode_tokens=DECODE_TOKENS, progress=progress
+        ),
+        "Press **Run the sweep** (about 5–15 s on the bundled model).",
+        where=c2,
     )
 if sweep is None:
     st.stop()
@@ -113,13 +138,19 @@ found = findings(sweep, flop_count)
 chart_left, chart_right = common.side_by_side(2)
 with chart_left:
     st.plotly_chart(sweep_time_figure(sweep, common.presenter()), width="stretch", key="pd_sweep_time")
-    common.caption("measured", f"Median of {sweep.repeats} runs per point after a warm-up; bars span the middle "
-                   f"half of the runs (quartiles). Decode: mean of {sweep.decode_tokens} one-token passes per run.")
+    common.caption(
+        "measured",
+        f"Median of {sweep.repeats} runs per point after a warm-up; bars span the middle "
+        f"half of the runs (quartiles). Decode: mean of {sweep.decode_tokens} one-token passes per run.",
+    )
 with chart_right:
-    st.plotly_chart(sweep_rate_figure(sweep, found.saturation_tokens, common.presenter()),
-                    width="stretch", key="pd_sweep_rate")
-    common.caption("measured", "Prefill: prompt tokens ÷ prefill time. Decode: 1 ÷ time per decode pass. "
-                   "Same runs as the chart on the left.")
+    st.plotly_chart(
+        sweep_rate_figure(sweep, found.saturation_tokens, common.presenter()), width="stretch", key="pd_sweep_rate"
+    )
+    common.caption(
+        "measured",
+        "Prefill: prompt tokens ÷ prefill time. Decode: 1 ÷ time per decode pass. Same runs as the chart on the left.",
+    )
 
 # -- 3. what this run says -------------------------------------------------------------
 st.subheader("What these numbers say")
@@ -130,9 +161,10 @@ reply_line = {
     "below": f"even the shortest prompt here ({int(shortest.prompt_tokens)} tokens) took longer to prefill",
     "interpolated": f"a prompt of about **{reply.prompt_tokens:,.0f} tokens** takes as long to prefill",
     "extrapolated": f"a prompt of about **{reply.prompt_tokens:,.0f} tokens** would take as long to prefill "
-                    f"(beyond the longest measured, {found.longest_prompt}: extended along the last two points)",
+    f"(beyond the longest measured, {found.longest_prompt}: extended along the last two points)",
 }[reply.how]
-st.markdown(f"""
+st.markdown(
+    f"""
 **📏 Measured on this machine, in the sweep above:**
 - **Prefill is one parallel pass.** Reading {int(shortest.prompt_tokens)} tokens ran at
   {shortest.prefill_tokens_per_s:,.0f} tokens/s; longer prompts reached up to
@@ -146,18 +178,26 @@ st.markdown(f"""
   {found.longest_prompt} tokens one by one would take about {longest_one_by_one_ms / 1e3:.1f} s,
   {longest_one_by_one_ms / found.longest_prefill_ms:.0f}× longer. The other way round: decoding the
   {reply.reply_tokens} tokens of the run above takes about {reply.reply_ms:,.0f} ms, and {reply_line}.
-""" + (f"- Up to **{found.free_ride_tokens} prompt tokens**, a whole prefill pass cost no more than two decode "
-       "steps: those extra tokens rode along almost free.\n" if found.free_ride_tokens else ""))
+"""
+    + (
+        f"- Up to **{found.free_ride_tokens} prompt tokens**, a whole prefill pass cost no more than two decode "
+        "steps: those extra tokens rode along almost free.\n"
+        if found.free_ride_tokens
+        else ""
+    )
+)
 
 if flop_count is not None:
     dtype = next(model.parameters()).dtype
     with st.spinner("Timing this CPU's fastest matrix product (once per server process)…"):
         peak = machine.peak_flops(dtype)
     share = found.prefill_flops_per_s / peak.value
-    verdict = ("most of what the arithmetic units can do: prefill is close to compute-bound here"
-               if share >= 0.5 else
-               "well below it: at these sizes something besides arithmetic (small matrices, moving data, the "
-               "Python between operations) still limits prefill here, so it is not compute-bound yet")
+    verdict = (
+        "most of what the arithmetic units can do: prefill is close to compute-bound here"
+        if share >= 0.5
+        else "well below it: at these sizes something besides arithmetic (small matrices, moving data, the "
+        "Python between operations) still limits prefill here, so it is not compute-bound yet"
+    )
     st.markdown(f"""
 **🧮 Computed exactly from the model, divided by the measured times:** a token costs
 2 × {flop_count.matmul_weights / 1e6:,.2f} M FLOPs in the layers' matrix products (a multiply and an add per
@@ -186,5 +226,6 @@ hardware is called *memory-bandwidth-bound*, and why serving many sequences at o
 """)
 with st.expander("The sweep as a table"):
     st.dataframe(sweep.summary.round(2), hide_index=True, width="stretch", key="pd_sweep_table")
-    common.caption("measured", "Median, quartiles (q1, q3), fastest (min) and slowest (max) run per prompt length; "
-                   "times in ms.")
+    common.caption(
+        "measured", "Median, quartiles (q1, q3), fastest (min) and slowest (max) run per prompt length; times in ms."
+    )

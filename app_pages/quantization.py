@@ -1,16 +1,24 @@
 """Quantization: the same model at 32, 16, 8 and 4 bits per weight — what it saves, what it costs."""
+
 import streamlit as st
 
+from app_pages import common
 from inference import quant_compare as qc
-from inference.figures import quantization as qf
 from inference.calculator import (
-    DEFAULT_BITS, GB, cards_needed, fit_table, load_accelerators, load_public_models, smallest_card, weight_bytes,
+    DEFAULT_BITS,
+    GB,
+    cards_needed,
+    fit_table,
+    load_accelerators,
+    load_public_models,
+    smallest_card,
+    weight_bytes,
 )
+from inference.engines import gguf_compare
+from inference.figures import quantization as qf
 from inference.prompting import prepare_prompt
 from inference.quant_text import SPEED_NOTES, departure_verdict, layer_notes, speed_findings
 from inference.quantize import PRECISIONS
-from app_pages import common
-from inference.engines import gguf_compare
 
 DEFAULT_PROMPT = "Once upon a time"
 DEFAULT_NEW_TOKENS = 48
@@ -28,8 +36,10 @@ def cached_copy(model_key: str, precision: str, _model):
 @st.cache_data(max_entries=8, show_spinner="Quantizing, then timing and scoring all four precisions…")
 def cached_comparison(model_key: str, prompt_ids: tuple, max_new_tokens: int, _loaded):
     with common.model_slot():
-        copies = {p: qc.precision_copy(_loaded.model, p) if p == qc.REFERENCE
-                  else cached_copy(model_key, p, _loaded.model) for p in PRECISIONS}
+        copies = {
+            p: qc.precision_copy(_loaded.model, p) if p == qc.REFERENCE else cached_copy(model_key, p, _loaded.model)
+            for p in PRECISIONS
+        }
         return qc.compare_precisions(copies, _loaded.tokenizer, list(prompt_ids), max_new_tokens)
 
 
@@ -38,7 +48,9 @@ def public_fit_table():
     return fit_table(load_public_models(), DEFAULT_BITS)
 
 
-loaded = common.current_model(needs_weights="it makes int8, int4 and bfloat16 copies of the weights and times them here")
+loaded = common.current_model(
+    needs_weights="it makes int8, int4 and bfloat16 copies of the weights and times them here"
+)
 model_key = st.session_state.get(common.MODEL_SOURCE_KEY, "") or "bundled"
 presenter = common.presenter()
 
@@ -70,30 +82,47 @@ summary = qc.summary_table(comparison)
 # -- 1. cost ------------------------------------------------------------------------------
 st.header("What each precision saves, and what it costs")
 st.dataframe(
-    qf.cost_for_display(summary), hide_index=True, width="stretch", key="quant_cost",
+    qf.cost_for_display(summary),
+    hide_index=True,
+    width="stretch",
+    key="quant_cost",
     column_config={
-        "weight bytes": st.column_config.NumberColumn(format="localized", help="Summed from the real tensors, quantized parts (integers, scales, zero points) included"),
+        "weight bytes": st.column_config.NumberColumn(
+            format="localized",
+            help="Summed from the real tensors, quantized parts (integers, scales, zero points) included",
+        ),
         "size vs float32": st.column_config.NumberColumn(format="%.2f×"),
-        "time to quantize": st.column_config.TextColumn(help="Time to copy and convert; float32 is the loaded model itself"),
+        "time to quantize": st.column_config.TextColumn(
+            help="Time to copy and convert; float32 is the loaded model itself"
+        ),
         "decode tokens/s": st.column_config.NumberColumn(format="%.0f"),
         "speed vs float32": st.column_config.NumberColumn(format="%.2f×"),
     },
 )
-common.caption("measured", f"Bytes read from the model tensors; decode speed = decode steps ÷ their forward-pass time, "
-               f"greedy, {len(comparison.reference_ids)} new tokens, best of {comparison.rounds} rounds after a warm-up.")
+common.caption(
+    "measured",
+    f"Bytes read from the model tensors; decode speed = decode steps ÷ their forward-pass time, "
+    f"greedy, {len(comparison.reference_ids)} new tokens, best of {comparison.rounds} rounds after a warm-up.",
+)
 
 memory_col, speed_col = st.columns(2)
 with memory_col:
     st.plotly_chart(qf.memory_bars(comparison, presenter), width="stretch", key="quant_memory")
     int4_shrink = comparison.results["float32"].weight_bytes / comparison.results["int4"].weight_bytes
-    common.caption("measured", "Bytes of each kind of tensor, read from the copies (int4 and int8 include their scales "
-                   "and zero points). Embeddings and norms stay in bf16 (only linear layers are quantized), so the int4 "
-                   f"copy is {int4_shrink:.1f}× smaller than float32, where 4-bit weights throughout would be 8×.")
+    common.caption(
+        "measured",
+        "Bytes of each kind of tensor, read from the copies (int4 and int8 include their scales "
+        "and zero points). Embeddings and norms stay in bf16 (only linear layers are quantized), so the int4 "
+        f"copy is {int4_shrink:.1f}× smaller than float32, where 4-bit weights throughout would be 8×.",
+    )
 with speed_col:
     st.plotly_chart(qf.speed_bars(summary, presenter), width="stretch", key="quant_speed")
-    common.caption("measured", "Decode tokens per second on this server's CPU, with the ratio to float32. "
-                   "Anything else running here (other visitors, other programs) slows these numbers, sometimes a lot: "
-                   "compare the ratios, and try another prompt to see how much they move.")
+    common.caption(
+        "measured",
+        "Decode tokens per second on this server's CPU, with the ratio to float32. "
+        "Anything else running here (other visitors, other programs) slows these numbers, sometimes a lot: "
+        "compare the ratios, and try another prompt to see how much they move.",
+    )
 
 st.subheader("What these speeds mean")
 st.markdown("\n".join(f"- {finding}" for finding in speed_findings(comparison)))
@@ -104,16 +133,21 @@ with st.expander("How each copy was made, and which layers stayed as they were")
 
 # -- 2. text ------------------------------------------------------------------------------
 st.header("Same prompt, greedy decoding")
-st.markdown("Each precision continues the prompt with its own most likely token at every step. "
-            "The first token that differs from float32's is highlighted; what follows is a different path, in italics.")
+st.markdown(
+    "Each precision continues the prompt with its own most likely token at every step. "
+    "The first token that differs from float32's is highlighted; what follows is a different path, in italics."
+)
 per_row = 2 if presenter else 4  # presenter text is large: two boxes per row
 results = list(comparison.results.values())
 for start in range(0, len(results), per_row):
-    for column, result in zip(st.columns(per_row), results[start:start + per_row]):
+    for column, result in zip(st.columns(per_row), results[start : start + per_row]):
         with column:
             heading = f"{result.precision} — {departure_verdict(result)}"
-            st.html(qf.greedy_text_html(heading, comparison.prompt_text, result.greedy_tokens,
-                                        result.first_departure, presenter))
+            st.html(
+                qf.greedy_text_html(
+                    heading, comparison.prompt_text, result.greedy_tokens, result.first_departure, presenter
+                )
+            )
 common.caption("exact", "Greedy (temperature 0) output of each copy: deterministic, so a rerun gives the same text.")
 
 # -- 3. quality -----------------------------------------------------------------------------
@@ -125,32 +159,56 @@ st.markdown(
     "whether its top token is the same, and the probability it gives float32's token."
 )
 st.dataframe(
-    qf.quality_for_display(summary), hide_index=True, width="stretch", key="quant_quality",
+    qf.quality_for_display(summary),
+    hide_index=True,
+    width="stretch",
+    key="quant_quality",
     column_config={
-        "mean KL from float32 (nats)": st.column_config.NumberColumn(format="%.1e", help="Average over the steps of KL(float32 ‖ this precision)"),
-        "top-1 agreement": st.column_config.NumberColumn(format="percent", help="Share of steps where the most likely token is float32's"),
-        "mean p(float32's token)": st.column_config.NumberColumn(format="percent", help="Average probability this precision gives the token float32 chose"),
-        "own greedy text departs at": st.column_config.TextColumn(help="First step where this precision's own greedy text (section 2) differs from float32's"),
+        "mean KL from float32 (nats)": st.column_config.NumberColumn(
+            format="%.1e", help="Average over the steps of KL(float32 ‖ this precision)"
+        ),
+        "top-1 agreement": st.column_config.NumberColumn(
+            format="percent", help="Share of steps where the most likely token is float32's"
+        ),
+        "mean p(float32's token)": st.column_config.NumberColumn(
+            format="percent", help="Average probability this precision gives the token float32 chose"
+        ),
+        "own greedy text departs at": st.column_config.TextColumn(
+            help="First step where this precision's own greedy text (section 2) differs from float32's"
+        ),
     },
 )
-common.caption("exact", f"Means over the {len(comparison.reference_ids)} steps of float32's greedy text, every precision "
-               "reading the same tokens; float32 compared with itself is exactly 0 KL and 100% agreement.")
+common.caption(
+    "exact",
+    f"Means over the {len(comparison.reference_ids)} steps of float32's greedy text, every precision "
+    "reading the same tokens; float32 compared with itself is exactly 0 KL and 100% agreement.",
+)
 st.plotly_chart(qf.kl_over_steps(comparison, presenter), width="stretch", key="quant_kl")
-common.caption("exact", "KL(float32 ‖ precision) in nats over the full vocabulary at each step; log scale, so "
-               "each gridline is 10× more drift. float32 is 0 everywhere and not drawn. ✕ = that precision's top token differs.")
+common.caption(
+    "exact",
+    "KL(float32 ‖ precision) in nats over the full vocabulary at each step; log scale, so "
+    "each gridline is 10× more drift. float32 is 0 everywhere and not drawn. ✕ = that precision's top token differs.",
+)
 
 steps = comparison.steps
 disagreeing = steps.loc[~steps["top1_agrees"], "step"]
 last_step = len(comparison.reference_ids) - 1
 step = st.slider(
-    "Step to inspect", 0, last_step, int(disagreeing.min()) if len(disagreeing) else 0,
-    key=f"quant_step_{last_step}", help="Starts at the first step where some precision's top token differs, if any.",
+    "Step to inspect",
+    0,
+    last_step,
+    int(disagreeing.min()) if len(disagreeing) else 0,
+    key=f"quant_step_{last_step}",
+    help="Starts at the first step where some precision's top token differs, if any.",
 )
 st.html(qf.step_context_html(comparison, step, presenter))
 st.plotly_chart(qf.step_distributions(comparison, step, presenter), width="stretch", key="quant_step_bars")
 top_n = int(comparison.step_tops["rank"].max()) - 1  # the last rank is "other"
-common.caption("exact", f"float32's {top_n} most likely tokens at this step and the probability each precision gives them "
-               "(softmax over the full vocabulary; 'other' = everything else). ▶ = the token float32 chose.")
+common.caption(
+    "exact",
+    f"float32's {top_n} most likely tokens at this step and the probability each precision gives them "
+    "(softmax over the full vocabulary; 'other' = everything else). ▶ = the token float32 chose.",
+)
 
 # -- GGUF: the files people download for llama.cpp ------------------------------------------
 st.header("The files people download: GGUF for llama.cpp")
@@ -162,8 +220,10 @@ st.markdown(
     "the same teacher-forced text as the rows above."
 )
 if not gguf_compare.available():
-    st.info("llama-server is not built on this server, so there are no GGUF rows: "
-            "`python -m inference.engines llamacpp build` (about 5 minutes) adds them.")
+    st.info(
+        "llama-server is not built on this server, so there are no GGUF rows: "
+        "`python -m inference.engines llamacpp build` (about 5 minutes) adds them."
+    )
 elif loaded.info.source not in ("bundled", "folder"):
     st.info("GGUF rows are made from the bundled model or a local model folder, not from a hub download.")
 else:
@@ -171,18 +231,22 @@ else:
     gguf_results = None
     try:
         gguf_results = common.measure_on_click(
-            "Measure the GGUF files", "quant_gguf",
+            "Measure the GGUF files",
+            "quant_gguf",
             ("gguf", model_key, tuple(comparison.prompt_ids), tuple(comparison.reference_ids)),
-            lambda progress: gguf_compare.measure_ggufs(loaded.model, comparison.prompt_ids, comparison.reference_ids,
-                                                        source=gguf_source, progress=progress),
+            lambda progress: gguf_compare.measure_ggufs(
+                loaded.model, comparison.prompt_ids, comparison.reference_ids, source=gguf_source, progress=progress
+            ),
             "Press **Measure the GGUF files** (the first time converts the model: about half a minute).",
         )
     except (gguf_compare.EngineError, RuntimeError, OSError) as err:
         st.error(f"The GGUF rows could not be measured: {err}", icon="⚠️")
     if gguf_results:
         st.dataframe(
-            gguf_compare.side_by_side(summary, gguf_compare.gguf_table(gguf_results)), hide_index=True,
-            width="stretch", key="quant_gguf_table",
+            gguf_compare.side_by_side(summary, gguf_compare.gguf_table(gguf_results)),
+            hide_index=True,
+            width="stretch",
+            key="quant_gguf_table",
             column_config={
                 "weight bytes": st.column_config.NumberColumn(format="localized"),
                 "size vs float32": st.column_config.NumberColumn(format="%.2f×"),
@@ -192,11 +256,14 @@ else:
                 "top-1 agreement": st.column_config.NumberColumn(format="percent"),
             },
         )
-        common.caption("measured", "GGUF bytes are the file's size; its decode tokens/s is llama-server's own "
-                       "`timings` for a greedy run of the same length (best of "
-                       f"{gguf_compare.SPEED_ROUNDS}), relative to the GGUF f32 file on the same server. KL and top-1 "
-                       "agreement are computed exactly from the server's whole-vocabulary distributions at every "
-                       "position of the same teacher-forced text as the torchao rows.")
+        common.caption(
+            "measured",
+            "GGUF bytes are the file's size; its decode tokens/s is llama-server's own "
+            "`timings` for a greedy run of the same length (best of "
+            f"{gguf_compare.SPEED_ROUNDS}), relative to the GGUF f32 file on the same server. KL and top-1 "
+            "agreement are computed exactly from the server's whole-vocabulary distributions at every "
+            "position of the same teacher-forced text as the torchao rows.",
+        )
 
 # -- 4. calculator --------------------------------------------------------------------------
 st.header("Will it fit? Weights of public models")
@@ -209,30 +276,44 @@ cards = load_accelerators()
 labels = [card.label for card in cards]
 st.plotly_chart(qf.fit_heatmap(fit, labels, presenter), width="stretch", key="quant_fit")
 int4_copy = comparison.results["int4"].overhead
-common.caption("published", "Parameter counts from the models' published configs (assets/public_models.json); GB = 10⁹ "
-               "bytes. **Every parameter counted at the width shown**, embeddings included; the copies above keep "
-               "embeddings and norms in bf16 instead. Each cell: weight size → the smallest of "
-               f"{', '.join(labels)} that holds it, by the memory nvidia-smi reports for that card "
-               f"(assets/accelerators.json), and what is left for the KV cache; red = none, so N of the {labels[-1]}. "
-               "Scales and zero points are not counted here: the int4 copy above stores "
-               f"{int4_copy.fraction:.2%} more than its integers for them (one bf16 scale and zero per group of "
-               f"{comparison.int4_group_size}).")
+common.caption(
+    "published",
+    "Parameter counts from the models' published configs (assets/public_models.json); GB = 10⁹ "
+    "bytes. **Every parameter counted at the width shown**, embeddings included; the copies above keep "
+    "embeddings and norms in bf16 instead. Each cell: weight size → the smallest of "
+    f"{', '.join(labels)} that holds it, by the memory nvidia-smi reports for that card "
+    f"(assets/accelerators.json), and what is left for the KV cache; red = none, so N of the {labels[-1]}. "
+    "Scales and zero points are not counted here: the int4 copy above stores "
+    f"{int4_copy.fraction:.2%} more than its integers for them (one bf16 scale and zero per group of "
+    f"{comparison.int4_group_size}).",
+)
 
 calc_params, calc_bits, calc_result = st.columns([2, 2, 3])
 billions = calc_params.number_input("Parameters (billions)", 0.01, 2000.0, 7.0, step=1.0, key="quant_calc_params")
 bits = calc_bits.segmented_control("Bits per weight", DEFAULT_BITS, default=4, required=True, key="quant_calc_bits")
 needed = weight_bytes(round(billions * 1e9), bits)
 holds = smallest_card(needed, cards)  # the calculator's rule, as in the heatmap above
-calc_result.metric("Weight memory", f"{needed / GB:,.1f} GB",
-                   f"fits one {holds.label} ({(holds.usable_bytes - needed) / GB:,.1f} GB left)" if holds
-                   else f"needs {cards_needed(needed, cards[-1])} × {cards[-1].label}",
-                   delta_color="normal" if holds else "inverse", delta_arrow="off")
+calc_result.metric(
+    "Weight memory",
+    f"{needed / GB:,.1f} GB",
+    f"fits one {holds.label} ({(holds.usable_bytes - needed) / GB:,.1f} GB left)"
+    if holds
+    else f"needs {cards_needed(needed, cards[-1])} × {cards[-1].label}",
+    delta_color="normal" if holds else "inverse",
+    delta_arrow="off",
+)
 with st.expander("The same numbers as a table"):
-    st.dataframe(fit, hide_index=True, width="stretch", key="quant_fit_table", column_config={
-        "parameters": st.column_config.NumberColumn(format="localized"),
-        "weight_gb": st.column_config.NumberColumn("weight GB", format="%.1f"),
-        "fits_on": st.column_config.TextColumn("smallest card that holds it"),
-        "left_gb": st.column_config.NumberColumn("GB left on it", format="%.1f"),
-        "largest": st.column_config.TextColumn("largest card"),
-        "largest_needed": st.column_config.NumberColumn("largest cards needed"),
-    })
+    st.dataframe(
+        fit,
+        hide_index=True,
+        width="stretch",
+        key="quant_fit_table",
+        column_config={
+            "parameters": st.column_config.NumberColumn(format="localized"),
+            "weight_gb": st.column_config.NumberColumn("weight GB", format="%.1f"),
+            "fits_on": st.column_config.TextColumn("smallest card that holds it"),
+            "left_gb": st.column_config.NumberColumn("GB left on it", format="%.1f"),
+            "largest": st.column_config.TextColumn("largest card"),
+            "largest_needed": st.column_config.NumberColumn("largest cards needed"),
+        },
+    )

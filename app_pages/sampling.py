@@ -1,19 +1,25 @@
 """Sampling lab: how each knob reshapes one step's distribution, without rerunning the model."""
+
 import streamlit as st
 
+from app_pages import common
+from app_pages.widgets import sampler_controls as controls
+from inference.engine import new_trace
+from inference.engines.remote import is_remote, logits_note
 from inference.figures.generate import cumulative_curve, next_token_bars
 from inference.figures.sampling import (
-    TEMPERATURE_GRID, TOP_P_GRID, draw_band, draw_histogram, live_slider_figure, pipeline_figure,
+    TEMPERATURE_GRID,
+    TOP_P_GRID,
+    draw_band,
+    draw_histogram,
+    live_slider_figure,
+    pipeline_figure,
     temperatures_side_by_side,
 )
 from inference.prompting import prepare_prompt
-from inference.engine import new_trace
 from inference.sampling import STAGE_NAMES, SamplingSettings, StepContext, seen_mask
 from inference.tokens import readable_tokens
 from inference.views import sample_many, step_view
-from app_pages import common
-from app_pages.widgets import sampler_controls as controls
-from inference.engines.remote import is_remote, logits_note
 
 DRAWS = 1000  # draws of "Sample N times": enough for a ±3-point band on a 30% token
 
@@ -29,7 +35,9 @@ st.markdown(
 )
 
 trace = st.session_state.get("gen_trace")
-sources = ["A prompt typed here"] + (["The current step on Generate"] if trace is not None and trace.model is loaded.model else [])
+sources = ["A prompt typed here"] + (
+    ["The current step on Generate"] if trace is not None and trace.model is loaded.model else []
+)
 source = st.radio("Logits from", sources, index=len(sources) - 1, horizontal=True, key="lab_source")
 if source == "The current step on Generate":
     if trace.finished:
@@ -74,49 +82,81 @@ min_p = s[3].slider("Min-p", 0.0, 1.0, 0.0, step=0.01, key="lab_min_p")
 penalty = s[4].slider("Repetition penalty", 0.5, 2.0, 1.0, step=0.05, key="lab_rep")
 controls.set_defaults("lab", knobs=controls.MORE)
 controls.more_controls("lab")
-settings = controls.settings_from_state("lab", temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                                        repetition_penalty=penalty)
+settings = controls.settings_from_state(
+    "lab", temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repetition_penalty=penalty
+)
 # DRY reads the context, XTC is shown acting (as if its own coin came up), mirostat at its start (mu = 2·tau).
-lab_context = StepContext(history=tuple(context_ids), xtc_u=0.0, breaker_ids=controls.breaker_ids(
-    loaded.info.name, settings.dry_sequence_breakers, tokenizer) if settings.dry_multiplier > 0 else frozenset())
+lab_context = StepContext(
+    history=tuple(context_ids),
+    xtc_u=0.0,
+    breaker_ids=controls.breaker_ids(loaded.info.name, settings.dry_sequence_breakers, tokenizer)
+    if settings.dry_multiplier > 0
+    else frozenset(),
+)
 view = step_view(logits, settings, seen, u=None, context=lab_context)
 if settings.xtc_probability > 0 or settings.mirostat:
-    st.caption("On this page XTC is shown at a step where it acts (a run draws whether it does, with its probability), "
-               f"and mirostat cuts at its starting μ = 2·τ = {2 * settings.mirostat_tau:g} bits.")
+    st.caption(
+        "On this page XTC is shown at a step where it acts (a run draws whether it does, with its probability), "
+        f"and mirostat cuts at its starting μ = 2·τ = {2 * settings.mirostat_tau:g} bits."
+    )
 
 st.subheader("Drag to see it move")
 live_left, live_right = common.side_by_side(2)
 with live_left:
-    st.plotly_chart(live_slider_figure(logits, tokenizer, "temperature", TEMPERATURE_GRID, temperature,
-                                       SamplingSettings(), presenter=presenter),
-                    width="stretch", key="lab_live_temperature")
-    common.caption("exact", "Temperature alone (no other filter), precomputed for T = 0 to 2 in steps of 0.05: "
-                   "the chart's own slider moves in your browser with no trip to the server.")
+    st.plotly_chart(
+        live_slider_figure(
+            logits, tokenizer, "temperature", TEMPERATURE_GRID, temperature, SamplingSettings(), presenter=presenter
+        ),
+        width="stretch",
+        key="lab_live_temperature",
+    )
+    common.caption(
+        "exact",
+        "Temperature alone (no other filter), precomputed for T = 0 to 2 in steps of 0.05: "
+        "the chart's own slider moves in your browser with no trip to the server.",
+    )
 with live_right:
-    st.plotly_chart(live_slider_figure(logits, tokenizer, "top_p", TOP_P_GRID, top_p, settings, presenter=presenter,
-                                       seen=seen, context=lab_context),
-                    width="stretch", key="lab_live_top_p")
-    common.caption("exact", f"Top-p with every other setting above applied (penalty {penalty:g}, T = {temperature:g}, "
-                   f"top-k {top_k or 'off'}, min-p {min_p:g}); grey = removed by one of them.")
+    st.plotly_chart(
+        live_slider_figure(
+            logits, tokenizer, "top_p", TOP_P_GRID, top_p, settings, presenter=presenter, seen=seen, context=lab_context
+        ),
+        width="stretch",
+        key="lab_live_top_p",
+    )
+    common.caption(
+        "exact",
+        f"Top-p with every other setting above applied (penalty {penalty:g}, T = {temperature:g}, "
+        f"top-k {top_k or 'off'}, min-p {min_p:g}); grey = removed by one of them.",
+    )
 
 st.subheader("All your settings together")
 chart_left, chart_right = common.side_by_side(2)
 with chart_left:
     st.plotly_chart(next_token_bars(view.table(tokenizer, 15), presenter), width="stretch", key="lab_bars")
-    common.caption("exact", "Raw probability (T=1) beside the final one after every stage; ✂ marks the stage that removed a token.")
+    common.caption(
+        "exact", "Raw probability (T=1) beside the final one after every stage; ✂ marks the stage that removed a token."
+    )
 with chart_right:
     st.plotly_chart(cumulative_curve(view, tokenizer, top_p, presenter), width="stretch", key="lab_cumulative")
     common.caption("exact", "Cumulative probability by rank: where top-p cuts, and how many tokens remain.")
 common.view_summary(view)
 
 st.subheader("Side by side")
-temps = st.multiselect("Temperatures to compare (2 to 4)", [0.0, 0.3, 0.5, 0.7, 1.0, 1.3, 1.5, 2.0],
-                       default=[0.3, 1.0, 1.5], max_selections=4, key="lab_temps")
+temps = st.multiselect(
+    "Temperatures to compare (2 to 4)",
+    [0.0, 0.3, 0.5, 0.7, 1.0, 1.3, 1.5, 2.0],
+    default=[0.3, 1.0, 1.5],
+    max_selections=4,
+    key="lab_temps",
+)
 if len(temps) < 2:
     st.info("Pick at least two temperatures.")
 else:
-    st.plotly_chart(temperatures_side_by_side(logits, tokenizer, sorted(temps), presenter=presenter),
-                    width="stretch", key="lab_side_by_side")
+    st.plotly_chart(
+        temperatures_side_by_side(logits, tokenizer, sorted(temps), presenter=presenter),
+        width="stretch",
+        key="lab_side_by_side",
+    )
     common.caption("exact", "The same step's probabilities at each temperature (no other filter).")
 
 st.subheader(f"Sample {DRAWS:,} times")
@@ -132,14 +172,20 @@ if sampled and sampled[0] == settings and sampled[1] == int(draw_seed) and sampl
     with h2:
         st.plotly_chart(draw_histogram(counts, DRAWS, presenter), width="stretch", key="lab_histogram")
         top = float(counts["computed"].max())
-        common.caption("simulated", f"{DRAWS:,} seeded inverse-CDF draws (as Generate does) against the computed "
-                       f"probabilities. They differ by sampling noise only: the whiskers are the 95% band (1.96 "
-                       f"standard deviations), ±{100 * float(draw_band(top, DRAWS)):.1f} points for the top token's "
-                       f"{top:.0%}, where 19 seeds in 20 land.")
+        common.caption(
+            "simulated",
+            f"{DRAWS:,} seeded inverse-CDF draws (as Generate does) against the computed "
+            f"probabilities. They differ by sampling noise only: the whiskers are the 95% band (1.96 "
+            f"standard deviations), ±{100 * float(draw_band(top, DRAWS)):.1f} points for the top token's "
+            f"{top:.0%}, where 19 seeds in 20 land.",
+        )
 else:
     h2.caption(f"Press the button to draw {DRAWS:,} tokens with the current settings.")
 
 st.subheader("The pipeline, stage by stage")
 st.plotly_chart(pipeline_figure(view, tokenizer, presenter=presenter), width="stretch", key="lab_pipeline")
-common.caption("exact", " → ".join(STAGE_NAMES[s] for s in view.stages[1:]) + ", in the order set under More "
-               "samplers (transformers' order unless changed); each panel is renormalised over the tokens still kept.")
+common.caption(
+    "exact",
+    " → ".join(STAGE_NAMES[s] for s in view.stages[1:]) + ", in the order set under More "
+    "samplers (transformers' order unless changed); each panel is renormalised over the tokens still kept.",
+)

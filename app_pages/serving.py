@@ -1,4 +1,5 @@
 """Serve many: one engine answering many requests at once, measured on a real llama-server."""
+
 import streamlit as st
 
 from app_pages import common
@@ -45,7 +46,7 @@ if not engine_options:
         "come from the Python package index) and reload this page:\n\n"
         "`python -m inference.engines llamacpp build`\n\n"
         "or point the app at engines that already run: "
-        "`INFERENCE_LAB_ENGINES=\"llama.cpp=http://127.0.0.1:8080\" streamlit run app.py`."
+        '`INFERENCE_LAB_ENGINES="llama.cpp=http://127.0.0.1:8080" streamlit run app.py`.'
     )
     st.stop()
 c1, c2 = st.columns(2)
@@ -53,46 +54,63 @@ engine = c1.radio("Engine", engine_options, horizontal=True, key="serving_engine
 local = engine == LOCAL
 model_options = [experiments.BUNDLED] + random_model.buildable_public_models(VOCAB)
 model_key = c2.radio(
-    "Model on the engine", model_options if local else [engine], horizontal=True, key="serving_model",
-    format_func=lambda k: ("bundled (trained, 23 MB)" if k == experiments.BUNDLED
-                           else f"{k} shape, {random_model.LABEL}" if local else k))
+    "Model on the engine",
+    model_options if local else [engine],
+    horizontal=True,
+    key="serving_model",
+    format_func=lambda k: (
+        "bundled (trained, 23 MB)" if k == experiments.BUNDLED else f"{k} shape, {random_model.LABEL}" if local else k
+    ),
+)
 if local:
-    st.caption(f"The app starts `llama-server` on 127.0.0.1 from the cached build in `{llamacpp.cache_dir()}` for "
-               "each measurement (float32 weights and KV cache, unified KV cache so parallel slots batch) and stops "
-               "it afterwards.")
+    st.caption(
+        f"The app starts `llama-server` on 127.0.0.1 from the cached build in `{llamacpp.cache_dir()}` for "
+        "each measurement (float32 weights and KV cache, unified KV cache so parallel slots batch) and stops "
+        "it afterwards."
+    )
 else:
-    st.caption(f"`{engine}` from `INFERENCE_LAB_ENGINES`, at {configured[engine]}: its slots are its own, so only the "
-               "trace is replayed (the 1-vs-N comparison needs a server started here).")
+    st.caption(
+        f"`{engine}` from `INFERENCE_LAB_ENGINES`, at {configured[engine]}: its slots are its own, so only the "
+        "trace is replayed (the 1-vs-N comparison needs a server started here)."
+    )
 
 if local and model_key != experiments.BUNDLED:
     shape = random_model.public_shape(model_key, VOCAB)
-    st.info(f"**{model_key} shape, {random_model.LABEL}.** {shape.layers} layers, width {shape.hidden}, MLP "
-            f"{shape.mlp_width}, {shape.heads}/{shape.kv_heads} heads, our {VOCAB:,}-token vocabulary: "
-            f"{shape.parameters() / 1e6:,.0f} M parameters, {shape.float32_bytes() / 1e6:,.0f} MB in float32, "
-            "read once per decode pass. Its text is nonsense; its timing is real.")
+    st.info(
+        f"**{model_key} shape, {random_model.LABEL}.** {shape.layers} layers, width {shape.hidden}, MLP "
+        f"{shape.mlp_width}, {shape.heads}/{shape.kv_heads} heads, our {VOCAB:,}-token vocabulary: "
+        f"{shape.parameters() / 1e6:,.0f} M parameters, {shape.float32_bytes() / 1e6:,.0f} MB in float32, "
+        "read once per decode pass. Its text is nonsense; its timing is real."
+    )
 
 # -- 1. traffic ---------------------------------------------------------------------------
 st.subheader("1. The traffic")
 c1, c2 = st.columns(2)
 c3, c4 = st.columns(2)
 shape_name = c1.selectbox("Requests like", list(SHAPES), key="serving_shape")
-rate = c2.select_slider("Arrival rate λ (requests/s)", [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0], value=2.0,
-                        key="serving_rate")
+rate = c2.select_slider(
+    "Arrival rate λ (requests/s)", [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0], value=2.0, key="serving_rate"
+)
 count = c3.slider("Requests", 4, 48, 16, step=4, key="serving_requests")
 seed = int(c4.number_input("Seed", 0, 10_000, 0, key="serving_seed"))
 trace = poisson_trace(shape_name, rate, count, seed, VOCAB)
 st.plotly_chart(traffic_figure(trace, presenter), width="stretch")
-common.caption("simulated",
-               f"Arrival gaps are random exponential draws (a Poisson process of rate {rate:g}/s) and lengths "
-               f"log-normal draws ({SHAPES[shape_name].description}), all from seed {seed}: the same settings give "
-               f"the same trace. Prompts are random token ids; the engine is asked for exactly each reply length, "
-               "greedy, end-of-text ignored.")
+common.caption(
+    "simulated",
+    f"Arrival gaps are random exponential draws (a Poisson process of rate {rate:g}/s) and lengths "
+    f"log-normal draws ({SHAPES[shape_name].description}), all from seed {seed}: the same settings give "
+    f"the same trace. Prompts are random token ids; the engine is asked for exactly each reply length, "
+    "greedy, end-of-text ignored.",
+)
 
 # -- 2. one at a time vs batched ------------------------------------------------------------
 st.subheader("2. One at a time vs batched")
 c1, c2 = st.columns(2)
-slots = (c1.select_slider("Slots in the batched server (--parallel)", [2, 4, 8, 16], value=8, key="serving_slots")
-         if local else None)  # an engine started elsewhere has the slots it was started with
+slots = (
+    c1.select_slider("Slots in the batched server (--parallel)", [2, 4, 8, 16], value=8, key="serving_slots")
+    if local
+    else None
+)  # an engine started elsewhere has the slots it was started with
 slo_ms = c2.number_input("SLO: time to first token at most (ms)", 50, 60_000, 1000, step=50, key="serving_slo")
 slo = SLO(ttft_s=slo_ms / 1000)
 model_label = model_key if local else engine
@@ -109,10 +127,12 @@ def run_external(progress):
 
 results = common.measure_on_click(
     f"Replay the trace: 1 slot, then {slots} slots" if local else f"Replay the trace against {engine}",
-    key="serving_compare", result_key=("serving", engine, model_label, trace.key, slots if local else None),
+    key="serving_compare",
+    result_key=("serving", engine, model_label, trace.key, slots if local else None),
     measure=run_comparison if local else run_external,
     not_yet="Nobody has replayed this trace on this engine yet: press the button (a memory-bound model takes a "
-            "minute or two).")
+    "minute or two).",
+)
 
 
 def run_name(n: int) -> str:
@@ -129,57 +149,78 @@ if results:
             f"With {slots} slots the engine streamed **{many.throughput_tokens_per_s:,.0f} tokens/s** against "
             f"{one.throughput_tokens_per_s:,.0f} one at a time (**{gain:.1f}×**); p95 time to first token "
             f"{many.ttft_s[95] * 1000:,.0f} ms against {one.ttft_s[95] * 1000:,.0f} ms; "
-            f"{many.good_requests} of {many.requests} requests met {slo.describe()} against {one.good_requests}.")
+            f"{many.good_requests} of {many.requests} requests met {slo.describe()} against {one.good_requests}."
+        )
     longest = max(r.wall_s for r in results.values())
     columns = common.side_by_side(len(results))
     for column, (n, result) in zip(columns, sorted(results.items())):
         name = run_name(n)
         with column:
-            st.plotly_chart(gantt_figure(result.table(), f"Each request, {name}", presenter, longest),
-                            width="stretch")
-            st.plotly_chart(engine_state_figure(result.engine_states, f"Inside the engine, {name}", presenter,
-                                                longest), width="stretch")
+            st.plotly_chart(gantt_figure(result.table(), f"Each request, {name}", presenter, longest), width="stretch")
+            st.plotly_chart(
+                engine_state_figure(result.engine_states, f"Inside the engine, {name}", presenter, longest),
+                width="stretch",
+            )
             failed = [r for r in result.records if r.error]
             if failed:
                 st.warning(f"{len(failed)} request(s) failed: {failed[0].error}")
-    common.caption("measured", "Each bar is one request: sent at its arrival time, grey while it waits for a free "
-                   "slot, blue for its prefill (the engine's own prompt time, so grey + blue is the measured time "
-                   "to first token), orange while its tokens stream, each token timestamped as it arrived. The "
-                   "engine's running and waiting requests and the KV-cache tokens its running requests hold are "
-                   "read from its `/slots` and `/metrics` every 0.1 s. One run each; the machine is shared, so "
-                   "timings move by tens of percent between runs.")
+    common.caption(
+        "measured",
+        "Each bar is one request: sent at its arrival time, grey while it waits for a free "
+        "slot, blue for its prefill (the engine's own prompt time, so grey + blue is the measured time "
+        "to first token), orange while its tokens stream, each token timestamped as it arrived. The "
+        "engine's running and waiting requests and the KV-cache tokens its running requests hold are "
+        "read from its `/slots` and `/metrics` every 0.1 s. One run each; the machine is shared, so "
+        "timings move by tens of percent between runs.",
+    )
 
 # -- 3. the throughput-latency curve ---------------------------------------------------------
 if local:
     st.subheader("3. The throughput-latency curve")
     c1, c2 = st.columns(2)
-    low, high = c1.select_slider("Arrival rates swept (requests/s)", [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0],
-                                 value=(0.5, 8.0), key="serving_sweep_rates")
+    low, high = c1.select_slider(
+        "Arrival rates swept (requests/s)",
+        [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0],
+        value=(0.5, 8.0),
+        key="serving_sweep_rates",
+    )
     per_rate = c2.slider("Requests per rate", 4, 32, 12, step=4, key="serving_sweep_requests")
     rates = sorted({round(low * (high / low) ** (i / (SWEEP_POINTS - 1)), 3) for i in range(SWEEP_POINTS)})
     sweep = common.measure_on_click(
-        "Sweep the arrival rate", key="serving_sweep",
+        "Sweep the arrival rate",
+        key="serving_sweep",
         result_key=("serving-sweep", model_label, shape_name, tuple(rates), per_rate, seed, slots),
-        measure=lambda progress: experiments.rate_sweep(experiments.model_on_engine(model_key), shape_name, rates,
-                                                        per_rate, seed, VOCAB, slots, slo, progress),
-        not_yet="No sweep for these settings yet.")
+        measure=lambda progress: experiments.rate_sweep(
+            experiments.model_on_engine(model_key), shape_name, rates, per_rate, seed, VOCAB, slots, slo, progress
+        ),
+        not_yet="No sweep for these settings yet.",
+    )
     if sweep is not None:
         knee = knee_index(list(sweep["rate_per_s"]), list(sweep["e2e_p95_ms"]))
         st.plotly_chart(sweep_figure(sweep, knee, presenter), width="stretch")
-        where = (f"the knee is at λ = {sweep['rate_per_s'].iloc[knee]:g}/s, where p95 end-to-end latency first "
-                 "passes twice its value at the lightest load" if knee is not None
-                 else "no knee within these rates: p95 latency never doubled")
-        common.caption("measured", f"One run per rate ({int(sweep['runs'].sum())} runs, {per_rate} requests each, "
-                       f"the same requests on a faster or slower clock), {slots} slots; {where}. Past the knee the "
-                       "server cannot keep up: throughput stops following the traffic and requests queue.")
+        where = (
+            f"the knee is at λ = {sweep['rate_per_s'].iloc[knee]:g}/s, where p95 end-to-end latency first "
+            "passes twice its value at the lightest load"
+            if knee is not None
+            else "no knee within these rates: p95 latency never doubled"
+        )
+        common.caption(
+            "measured",
+            f"One run per rate ({int(sweep['runs'].sum())} runs, {per_rate} requests each, "
+            f"the same requests on a faster or slower clock), {slots} slots; {where}. Past the knee the "
+            "server cannot keep up: throughput stops following the traffic and requests queue.",
+        )
 
 # -- 4. the roofline ------------------------------------------------------------------------
 if local:
     st.subheader("4. What the hardware allows: the roofline")
     machine = common.measure_on_click(
-        "Measure this machine (bandwidth and peak FLOP/s, ~20 s)", key="serving_machine",
-        result_key="serving-machine", measure=lambda progress: measure_machine_roof(),
-        not_yet="This machine's memory bandwidth and peak arithmetic are not measured yet.")
+        "Measure this machine (bandwidth and peak FLOP/s, ~20 s)",
+        key="serving_machine",
+        result_key="serving-machine",
+        measure=lambda progress: measure_machine_roof(),
+        not_yet="This machine's memory bandwidth and peak arithmetic are not measured yet.",
+    )
     if machine is not None:
         roof = machine.roof
         if model_key == experiments.BUNDLED:
@@ -199,33 +240,50 @@ if local:
             c2.metric("Peak float32", f"{roof.peak_flops / 1e9:.0f} GFLOP/s")
             c3.metric("Weights read per pass", f"{served.weight_bytes_per_pass / 1e6:,.0f} MB")
             st.plotly_chart(roofline_figure(roof, points, presenter), width="stretch")
-            common.caption("measured", f"Roof: {machine.how}. Passes placed by FLOPs and bytes computed exactly "
-                           f"from the weight file (prompt of {mean_prompt} tokens, the trace's mean).")
+            common.caption(
+                "measured",
+                f"Roof: {machine.how}. Passes placed by FLOPs and bytes computed exactly "
+                f"from the weight file (prompt of {mean_prompt} tokens, the trace's mean).",
+            )
             measured = common.measure_on_click(
-                "Measure decode at batch 1, 2, 4, 8", key="serving_batches",
-                result_key=("serving-batches", model_label), not_yet="Decode at batch B is not measured yet.",
-                measure=lambda progress: experiments.decode_batches(experiments.model_on_engine(model_key), BATCHES,
-                                                                   progress))
+                "Measure decode at batch 1, 2, 4, 8",
+                key="serving_batches",
+                result_key=("serving-batches", model_label),
+                not_yet="Decode at batch B is not measured yet.",
+                measure=lambda progress: experiments.decode_batches(
+                    experiments.model_on_engine(model_key), BATCHES, progress
+                ),
+            )
             if measured is not None:
                 table = experiments.predicted_vs_measured(served, roof, measured)
                 st.plotly_chart(predicted_vs_measured_figure(table, presenter), width="stretch")
                 st.markdown(experiments.roofline_verdict(table, served, machine.last_level_cache_bytes))
-                common.caption("measured", "Measured: tokens that streamed while all B requests were decoding "
-                               "together, divided by that time (B requests of 16 prompt and 64 reply tokens sent "
-                               "at once, one run). Predicted: B ÷ max(bytes ÷ bandwidth, FLOPs ÷ peak) for one "
-                               "pass at the mean context.")
+                common.caption(
+                    "measured",
+                    "Measured: tokens that streamed while all B requests were decoding "
+                    "together, divided by that time (B requests of 16 prompt and 64 reply tokens sent "
+                    "at once, one run). Predicted: B ÷ max(bytes ÷ bandwidth, FLOPs ÷ peak) for one "
+                    "pass at the mean context.",
+                )
 
 # -- 5. cost --------------------------------------------------------------------------------
 if results and local:
     st.subheader("5. What a million tokens costs")
-    price = st.number_input("Price of this machine per hour ($)", 0.0, 1000.0, DEFAULT_PRICE_PER_HOUR, step=0.1,
-                            key="serving_price")
+    price = st.number_input(
+        "Price of this machine per hour ($)", 0.0, 1000.0, DEFAULT_PRICE_PER_HOUR, step=0.1, key="serving_price"
+    )
     cols = st.columns(len(summaries))
     for column, (n, summary) in zip(cols, sorted(summaries.items())):
         if summary.throughput_tokens_per_s > 0:
             cost = cost_per_million_tokens(1000 / summary.throughput_tokens_per_s, price)
-            column.metric(f"{n} slot{'s' if n > 1 else ''}", f"${cost:,.2f} per M tokens",
-                          help=f"{summary.throughput_tokens_per_s:,.0f} tokens/s measured")
-    common.caption("measured", f"Measured throughput of the replay above turned into money at ${price:,.2f} per "
-                   "hour (a price you type; the default is illustrative): the same machine, the same traffic, "
-                   "and the batched server's tokens cost less by the throughput ratio.")
+            column.metric(
+                f"{n} slot{'s' if n > 1 else ''}",
+                f"${cost:,.2f} per M tokens",
+                help=f"{summary.throughput_tokens_per_s:,.0f} tokens/s measured",
+            )
+    common.caption(
+        "measured",
+        f"Measured throughput of the replay above turned into money at ${price:,.2f} per "
+        "hour (a price you type; the default is illustrative): the same machine, the same traffic, "
+        "and the batched server's tokens cost less by the throughput ratio.",
+    )

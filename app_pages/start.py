@@ -1,4 +1,5 @@
 """Start here: what inference is, in five steps, each one a live result from the loaded model."""
+
 import streamlit as st
 
 from app_pages import common
@@ -37,8 +38,10 @@ st.markdown(f"The prompt *{PROMPT}* is read as **{look.prompt_length} tokens**: 
 st.page_link("app_pages/generate.py", label="Generate: watch every token being chosen", icon="✍️")
 
 st.subheader("2. One forward pass scores every token")
-st.markdown(f"The model gives each of its **{look.vocab_size:,} tokens** a probability for what comes next. "
-            f"The most likely: {top}.")
+st.markdown(
+    f"The model gives each of its **{look.vocab_size:,} tokens** a probability for what comes next. "
+    f"The most likely: {top}."
+)
 st.page_link("app_pages/sampling.py", label="Sampling lab: what temperature, top-k and top-p do to them", icon="🎲")
 
 st.subheader("3. One token is chosen")
@@ -48,8 +51,7 @@ st.markdown(
     f"landed on `{look.drawn_token}` ({percent(look.drawn_probability)}, rank {look.drawn_rank}). "
     "The chosen token is appended and the loop starts again."
 )
-st.page_link("app_pages/sampling.py", label="Sampling lab: 1,000 draws against the computed probabilities",
-             icon="🎲")
+st.page_link("app_pages/sampling.py", label="Sampling lab: 1,000 draws against the computed probabilities", icon="🎲")
 
 st.subheader("4. Reading the prompt is one pass; every new token is another")
 st.markdown(
@@ -57,26 +59,33 @@ st.markdown(
     f"(prefill); one more token then took **{look.decode_ms:.1f} ms** (a decode step). A reply of a hundred "
     "tokens is a hundred decode steps: that is where the time goes."
 )
-st.page_link("app_pages/prefill-decode.py", label="Prefill vs decode: the timeline and a sweep over prompt lengths",
-             icon="⏱️")
+st.page_link(
+    "app_pages/prefill-decode.py", label="Prefill vs decode: the timeline and a sweep over prompt lengths", icon="⏱️"
+)
 
 st.subheader("5. The model keeps what it has read: the KV cache")
 if look.formula_is_the_plain_product:
-    formula = (f"2 (keys and values) × {look.layers} layers × {look.kv_heads} KV heads × {look.head_dim} dims × "
-               f"{look.cache_tokens} tokens × {look.bytes_per_element} bytes = {look.formula_bytes:,}")
+    formula = (
+        f"2 (keys and values) × {look.layers} layers × {look.kv_heads} KV heads × {look.head_dim} dims × "
+        f"{look.cache_tokens} tokens × {look.bytes_per_element} bytes = {look.formula_bytes:,}"
+    )
 else:
     formula = f"the formula for this model's layers (sliding windows or a latent cache) gives {look.formula_bytes:,}"
 st.markdown(
     f"After the prompt, the cache holds **{look.cache_bytes:,} bytes**, read from its tensors; {formula}. It grows "
     "with every token, so a decode step computes one token's keys and values instead of the whole text's."
 )
-st.page_link("app_pages/kv-cache.py", label="KV cache: how it grows, what it saves, how big it gets for real models",
-             icon="🗄️")
+st.page_link(
+    "app_pages/kv-cache.py", label="KV cache: how it grows, what it saves, how big it gets for real models", icon="🗄️"
+)
 
-common.caption("measured", f"One run of {info.name} on this machine, computed once per model and kept. Steps 1–3 "
-               "and 5 are exact (the model's own outputs and cache tensors); the times in step 4 are the fastest "
-               f"of {look.timed_runs} runs, timed by the step engine, and move a little with what else this machine "
-               "is doing.")
+common.caption(
+    "measured",
+    f"One run of {info.name} on this machine, computed once per model and kept. Steps 1–3 "
+    "and 5 are exact (the model's own outputs and cache tensors); the times in step 4 are the fastest "
+    f"of {look.timed_runs} runs, timed by the step engine, and move a little with what else this machine "
+    "is doing.",
+)
 
 st.subheader("Then: making it cheaper")
 st.page_link("app_pages/quantization.py", label="Quantization: the same model in fewer bits", icon="🗜️")

@@ -8,6 +8,7 @@ the gain flattens once the pass becomes compute-bound or the cache no longer fit
 why a server that answers many users at once charges far less per token than one user
 alone would cost.
 """
+
 from __future__ import annotations
 
 from statistics import median
@@ -48,7 +49,11 @@ class _BatchRun:
 
 
 def measure_batches(
-    model, batch_sizes=BATCH_SIZES, prompt_tokens: int = PROMPT_TOKENS, steps: int = STEPS, rounds: int = ROUNDS,
+    model,
+    batch_sizes=BATCH_SIZES,
+    prompt_tokens: int = PROMPT_TOKENS,
+    steps: int = STEPS,
+    rounds: int = ROUNDS,
     progress: Progress | None = None,
 ) -> pd.DataFrame:
     """One row per batch size: `ms_per_pass` (median decode pass), `tokens_per_s` (all
@@ -77,9 +82,16 @@ def measure_batches(
     rows = []
     for batch in batch_sizes:
         per_pass = median(times[batch])
-        rows.append({"batch": batch, "ms_per_pass": per_pass, "tokens_per_s": batch / per_pass * 1000,
-                     "ms_per_token": per_pass / batch, "kv_cache_bytes": kv_cache.measured_bytes(runs[batch].cache),
-                     "tokens_per_sequence": kv_cache.cache_length(runs[batch].cache)})
+        rows.append(
+            {
+                "batch": batch,
+                "ms_per_pass": per_pass,
+                "tokens_per_s": batch / per_pass * 1000,
+                "ms_per_token": per_pass / batch,
+                "kv_cache_bytes": kv_cache.measured_bytes(runs[batch].cache),
+                "tokens_per_sequence": kv_cache.cache_length(runs[batch].cache),
+            }
+        )
     frame = pd.DataFrame(rows)
     frame["speedup_per_token"] = frame["ms_per_token"].iloc[0] / frame["ms_per_token"]
     return frame

@@ -15,6 +15,7 @@ Why the numbers look the way they do:
 
 Figures are reported, never asserted in tests: this machine's timings are noisy.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,14 @@ def engine_vs_generate(model, tokenizer, new_tokens: int = 128, repeats: int = 5
 
     def run_generate():
         with torch.inference_mode():
-            out = model.generate(input_ids, attention_mask=mask, do_sample=False, max_new_tokens=new_tokens,
-                                 min_new_tokens=new_tokens, pad_token_id=tokenizer.eos_token_id)
+            out = model.generate(
+                input_ids,
+                attention_mask=mask,
+                do_sample=False,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                pad_token_id=tokenizer.eos_token_id,
+            )
         counts["generate"] = out.shape[1] - len(ids)
 
     # Alternate the two, so a slow spell on a shared machine hits both alike.
@@ -92,8 +99,11 @@ def prefill_and_decode(model, tokenizer, prompt_tokens: int = 64, decode_tokens:
             continue  # warm-up
         ttft.append(records[0].forward_ms)
         decode.append(statistics.median(r.forward_ms for r in records[1:]))
-    return {"ttft_ms": round(statistics.median(ttft), 2), "decode_ms_per_token": round(statistics.median(decode), 3),
-            "prompt_tokens": len(ids)}
+    return {
+        "ttft_ms": round(statistics.median(ttft), 2),
+        "decode_ms_per_token": round(statistics.median(decode), 3),
+        "prompt_tokens": len(ids),
+    }
 
 
 def view_ms(vocab: int, repeats: int = 50) -> float:
@@ -117,8 +127,12 @@ def trace_view_ms(model, tokenizer, steps: int = 200, repeats: int = 10) -> floa
 def run(model_source: str | None = None, include_quantization: bool = True, include_serving: bool = True) -> dict:
     loaded = load_model(model_source)
     model, tokenizer = loaded.model, loaded.tokenizer
-    results = {"model": loaded.info.name, "torch_threads": torch.get_num_threads(),
-               "transformers_version": transformers.__version__, "torch_version": torch.__version__}
+    results = {
+        "model": loaded.info.name,
+        "torch_threads": torch.get_num_threads(),
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+    }
     results.update(engine_vs_generate(model, tokenizer))
     results.update(prefill_and_decode(model, tokenizer))
     results["view_ms_vocab_4k"] = view_ms(4096)
@@ -142,8 +156,12 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
 
 
 def print_table(results: dict) -> None:
-    goals = {"engine_vs_generate": "goal >= 1.5", "view_ms_vocab_4k": "goal <= 5", "view_ms_vocab_50k": "goal <= 5",
-             "trace_view_ms_200": "goal <= 100"}
+    goals = {
+        "engine_vs_generate": "goal >= 1.5",
+        "view_ms_vocab_4k": "goal <= 5",
+        "view_ms_vocab_50k": "goal <= 5",
+        "trace_view_ms_200": "goal <= 100",
+    }
     width = max(len(k) for k in results)
     for key, value in results.items():
         if key == "quantization":

@@ -3,6 +3,7 @@
 The line is read from each folder's own files (config.json, training_meta.json), never typed:
 what kind of model it is, its parameter count and its held-out score where the trainer measured it.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,9 @@ def describe_folder(folder: Path) -> str:
     meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
     stats = meta.get("stats", {})
     if config.get("num_local_experts"):
-        kind = f"Mixture of Experts: {config['num_local_experts']} experts, {config.get('num_experts_per_tok')} per token"
+        kind = (
+            f"Mixture of Experts: {config['num_local_experts']} experts, {config.get('num_experts_per_tok')} per token"
+        )
     else:
         kind = ROLES.get(meta.get("preset", "dense"), (config.get("architectures") or ["model"])[0])
     parts = [kind]

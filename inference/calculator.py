@@ -9,15 +9,17 @@ functions as the command line (`estimate`, `kv_table`, `fit_table`). Sizes in ta
 formula in `inference.model_config` (sliding-window layers count min(tokens, window); MLA
 models cache a compressed latent).
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import math
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -48,11 +50,33 @@ MAX_TOKENS = 10**8  # beyond any published context: larger numbers are typing mi
 MAX_BATCH = 10**6
 
 REQUIRED_MODEL_FIELDS = (
-    "name", "hub_id", "parameters", "active_parameters", "layers", "attention_heads", "kv_heads", "head_dim",
-    "hidden_size", "context", "vocab_size", "experts", "experts_per_token", "source", "notes",
+    "name",
+    "hub_id",
+    "parameters",
+    "active_parameters",
+    "layers",
+    "attention_heads",
+    "kv_heads",
+    "head_dim",
+    "hidden_size",
+    "context",
+    "vocab_size",
+    "experts",
+    "experts_per_token",
+    "source",
+    "notes",
 )
-_POSITIVE_INT_FIELDS = ("parameters", "active_parameters", "layers", "attention_heads", "kv_heads", "head_dim",
-                        "hidden_size", "context", "vocab_size")
+_POSITIVE_INT_FIELDS = (
+    "parameters",
+    "active_parameters",
+    "layers",
+    "attention_heads",
+    "kv_heads",
+    "head_dim",
+    "hidden_size",
+    "context",
+    "vocab_size",
+)
 _MLA_FIELDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 
 
@@ -98,8 +122,10 @@ def load_accelerators(path: str | Path | None = None) -> list[Accelerator]:
     """The accelerators of `assets/accelerators.json`, smallest memory first."""
     file = Path(path) if path is not None else ACCELERATORS_FILE
     data = json.loads(Path(file).read_text(encoding="utf-8"))
-    cards = [Accelerator(entry["label"], positive_int("nvidia_smi_mib", entry["nvidia_smi_mib"]) * MIB, entry["source"])
-             for entry in data["accelerators"]]
+    cards = [
+        Accelerator(entry["label"], positive_int("nvidia_smi_mib", entry["nvidia_smi_mib"]) * MIB, entry["source"])
+        for entry in data["accelerators"]
+    ]
     return sorted(cards, key=lambda card: card.usable_bytes)
 
 
@@ -143,12 +169,15 @@ def validate_model(model: Mapping[str, Any]) -> dict[str, Any]:
         except ValueError as exc:
             raise ValueError(f"model {label!r}: {exc}") from None
     if model["active_parameters"] > model["parameters"]:
-        raise ValueError(f"model {label!r}: active_parameters {model['active_parameters']} exceeds "
-                         f"parameters {model['parameters']}")
+        raise ValueError(
+            f"model {label!r}: active_parameters {model['active_parameters']} exceeds parameters {model['parameters']}"
+        )
     experts, per_token = model["experts"], model["experts_per_token"]
     if (experts is None) != (per_token is None):
-        raise ValueError(f"model {label!r}: experts ({experts!r}) and experts_per_token ({per_token!r}) "
-                         "must both be null (dense) or both set (MoE)")
+        raise ValueError(
+            f"model {label!r}: experts ({experts!r}) and experts_per_token ({per_token!r}) "
+            "must both be null (dense) or both set (MoE)"
+        )
     if experts is None:
         if model["active_parameters"] != model["parameters"]:
             raise ValueError(f"model {label!r}: a dense model needs active_parameters == parameters")
@@ -186,18 +215,30 @@ def load_public_models(path: str | Path | None = None) -> list[dict[str, Any]]:
     return models
 
 
-def model_entry_from_hf_config(config: Any, name: str, parameters: int, hub_id: str = "",
-                               notes: str = "") -> dict[str, Any]:
+def model_entry_from_hf_config(
+    config: Any, name: str, parameters: int, hub_id: str = "", notes: str = ""
+) -> dict[str, Any]:
     """A dense-model entry (same fields as public_models.json) from a transformers config or a config.json dict,
     read by `inference.model_config`, with the parameters counted elsewhere (loaded weights or a meta model)."""
     shape = model_config.from_config(config)
     pattern = list(shape.layer_types) if shape.sliding_layers else None
     entry = {
-        "name": name, "hub_id": hub_id, "parameters": parameters, "active_parameters": parameters,
-        "layers": shape.layers, "attention_heads": shape.attention_heads, "kv_heads": shape.kv_heads,
-        "head_dim": shape.head_dim, "hidden_size": shape.hidden_size, "context": shape.context,
-        "vocab_size": shape.vocab_size, "experts": None, "experts_per_token": None, "attention": shape.attention,
-        "sliding_window": shape.sliding_window, "layer_types_pattern": pattern,
+        "name": name,
+        "hub_id": hub_id,
+        "parameters": parameters,
+        "active_parameters": parameters,
+        "layers": shape.layers,
+        "attention_heads": shape.attention_heads,
+        "kv_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
+        "hidden_size": shape.hidden_size,
+        "context": shape.context,
+        "vocab_size": shape.vocab_size,
+        "experts": None,
+        "experts_per_token": None,
+        "attention": shape.attention,
+        "sliding_window": shape.sliding_window,
+        "layer_types_pattern": pattern,
         "mla": asdict(shape.mla) if shape.mla else None,
         "source": {"config_json": "its own config.json", "parameter_count": "counted from the model's weights"},
         "notes": notes,
@@ -238,8 +279,10 @@ def find_model(name: str, models: Sequence[Mapping[str, Any]] | None = None) -> 
             return dict(entry)
     if Path(name).exists():
         return load_config_entry(name)
-    raise ValueError(f"unknown model {name!r}: use a name from assets/public_models.json "
-                     f"({', '.join(m['name'] for m in models)}) or a path to a config.json")
+    raise ValueError(
+        f"unknown model {name!r}: use a name from assets/public_models.json "
+        f"({', '.join(m['name'] for m in models)}) or a path to a config.json"
+    )
 
 
 # -------------------------------------------------------------------------- estimate
@@ -268,8 +311,14 @@ class Estimate:
     notes: str
 
 
-def estimate(model: Mapping[str, Any], tokens: int, batch: int = 1, dtype: str = "bfloat16",
-             kv_dtype: str | None = None, accelerators: Sequence[Accelerator] | None = None) -> Estimate:
+def estimate(
+    model: Mapping[str, Any],
+    tokens: int,
+    batch: int = 1,
+    dtype: str = "bfloat16",
+    kv_dtype: str | None = None,
+    accelerators: Sequence[Accelerator] | None = None,
+) -> Estimate:
     """Weights, KV cache and cards for one model entry. Raises ValueError naming a bad value."""
     model = validate_model(model)
     tokens = positive_int("tokens", tokens)
@@ -287,14 +336,24 @@ def estimate(model: Mapping[str, Any], tokens: int, batch: int = 1, dtype: str =
     total = weights + scales + kv
     cards = accelerators if accelerators is not None else load_accelerators()
     return Estimate(
-        model=model["name"], tokens=tokens, batch=batch, dtype=dtype, kv_dtype=kv_dtype,
-        kv_bytes_per_token=model_config.kv_bytes_per_token(shape, kv_width), kv_bytes=kv,
-        kv_bytes_if_kv_heads_equal_heads=model_config.kv_cache_bytes(shape, tokens, batch, kv_width,
-                                                                      one_kv_head_per_query_head=True),
-        weight_bytes=weights, scale_bytes=scales, total_bytes=total,
+        model=model["name"],
+        tokens=tokens,
+        batch=batch,
+        dtype=dtype,
+        kv_dtype=kv_dtype,
+        kv_bytes_per_token=model_config.kv_bytes_per_token(shape, kv_width),
+        kv_bytes=kv,
+        kv_bytes_if_kv_heads_equal_heads=model_config.kv_cache_bytes(
+            shape, tokens, batch, kv_width, one_kv_head_per_query_head=True
+        ),
+        weight_bytes=weights,
+        scale_bytes=scales,
+        total_bytes=total,
         cards={card.label: cards_needed(total, card) for card in cards},
         left_on_one_card={card.label: card.usable_bytes - total for card in cards},
-        exceeds_context=tokens > shape.context, attention=shape.attention, sliding_layers=shape.sliding_layers,
+        exceeds_context=tokens > shape.context,
+        attention=shape.attention,
+        sliding_layers=shape.sliding_layers,
         notes=model["notes"],
     )
 
@@ -302,8 +361,9 @@ def estimate(model: Mapping[str, Any], tokens: int, batch: int = 1, dtype: str =
 # -------------------------------------------------------------------------- tables
 
 
-def kv_table(models: Sequence[Mapping[str, Any]], context: int, batch: int = 1,
-             precision: str = "bfloat16") -> pd.DataFrame:
+def kv_table(
+    models: Sequence[Mapping[str, Any]], context: int, batch: int = 1, precision: str = "bfloat16"
+) -> pd.DataFrame:
     """KV cache and weight memory per model at ``context`` tokens x ``batch`` sequences, both at ``precision``.
 
     GB = 10**9 bytes. Columns: ``model``, ``attention`` (MHA / GQA / MLA), ``attention_heads``, ``kv_heads``,
@@ -314,21 +374,46 @@ def kv_table(models: Sequence[Mapping[str, Any]], context: int, batch: int = 1,
     rows = []
     for model in models:
         result = estimate(model, context, batch, precision, accelerators=())
-        rows.append({
-            "model": result.model, "attention": result.attention, "attention_heads": model["attention_heads"],
-            "kv_heads": model["kv_heads"], "sliding_layers": result.sliding_layers,
-            "kv_gb": bytes_to_gb(result.kv_bytes), "kv_gb_without_gqa": bytes_to_gb(result.kv_bytes_if_kv_heads_equal_heads),
-            "gqa_saving": result.kv_bytes_if_kv_heads_equal_heads / result.kv_bytes,
-            "weight_gb": bytes_to_gb(result.weight_bytes), "kv_per_token_mb": result.kv_bytes_per_token / 10**6,
-            "exceeds_context": result.exceeds_context, "notes": result.notes,
-        })
-    return pd.DataFrame(rows, columns=["model", "attention", "attention_heads", "kv_heads", "sliding_layers", "kv_gb",
-                                       "kv_gb_without_gqa", "gqa_saving", "weight_gb", "kv_per_token_mb",
-                                       "exceeds_context", "notes"])
+        rows.append(
+            {
+                "model": result.model,
+                "attention": result.attention,
+                "attention_heads": model["attention_heads"],
+                "kv_heads": model["kv_heads"],
+                "sliding_layers": result.sliding_layers,
+                "kv_gb": bytes_to_gb(result.kv_bytes),
+                "kv_gb_without_gqa": bytes_to_gb(result.kv_bytes_if_kv_heads_equal_heads),
+                "gqa_saving": result.kv_bytes_if_kv_heads_equal_heads / result.kv_bytes,
+                "weight_gb": bytes_to_gb(result.weight_bytes),
+                "kv_per_token_mb": result.kv_bytes_per_token / 10**6,
+                "exceeds_context": result.exceeds_context,
+                "notes": result.notes,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "model",
+            "attention",
+            "attention_heads",
+            "kv_heads",
+            "sliding_layers",
+            "kv_gb",
+            "kv_gb_without_gqa",
+            "gqa_saving",
+            "weight_gb",
+            "kv_per_token_mb",
+            "exceeds_context",
+            "notes",
+        ],
+    )
 
 
-def fit_table(models: Sequence[Mapping[str, Any]], bits_list: Sequence[float] = DEFAULT_BITS,
-              accelerators: Sequence[Accelerator] | None = None) -> pd.DataFrame:
+def fit_table(
+    models: Sequence[Mapping[str, Any]],
+    bits_list: Sequence[float] = DEFAULT_BITS,
+    accelerators: Sequence[Accelerator] | None = None,
+) -> pd.DataFrame:
     """Weights only, every parameter at each width: the smallest listed card that holds them.
 
     Columns: ``model``, ``bits``, ``parameters``, ``weight_gb``, ``fits_on`` (label of the smallest card whose
@@ -348,14 +433,21 @@ def fit_table(models: Sequence[Mapping[str, Any]], bits_list: Sequence[float] = 
         for bits in bits_list:
             n_bytes = weight_bytes(model["parameters"], bits)
             fits = smallest_card(n_bytes, cards)
-            rows.append({
-                "model": model["name"], "bits": bits, "parameters": model["parameters"],
-                "weight_gb": bytes_to_gb(n_bytes), "fits_on": fits.label if fits else None,
-                "left_gb": bytes_to_gb(fits.usable_bytes - n_bytes) if fits else None,
-                "largest": cards[-1].label, "largest_needed": cards_needed(n_bytes, cards[-1]),
-            })
-    return pd.DataFrame(rows, columns=["model", "bits", "parameters", "weight_gb", "fits_on", "left_gb", "largest",
-                                       "largest_needed"])
+            rows.append(
+                {
+                    "model": model["name"],
+                    "bits": bits,
+                    "parameters": model["parameters"],
+                    "weight_gb": bytes_to_gb(n_bytes),
+                    "fits_on": fits.label if fits else None,
+                    "left_gb": bytes_to_gb(fits.usable_bytes - n_bytes) if fits else None,
+                    "largest": cards[-1].label,
+                    "largest_needed": cards_needed(n_bytes, cards[-1]),
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["model", "bits", "parameters", "weight_gb", "fits_on", "left_gb", "largest", "largest_needed"]
+    )
 
 
 # ---------------------------------------------------------------------- command line
@@ -371,8 +463,9 @@ def _human(n_bytes: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(prog="python -m inference.calculator",
-                     description="Weights, KV cache and accelerators needed to serve a model.")
+    parser = _Parser(
+        prog="python -m inference.calculator", description="Weights, KV cache and accelerators needed to serve a model."
+    )
     parser.add_argument("model", help="a name from assets/public_models.json, or a path to a config.json")
     parser.add_argument("--tokens", type=int, required=True, help="tokens per sequence (prompt + reply)")
     parser.add_argument("--batch", type=int, default=1, help="sequences served at once")
@@ -388,13 +481,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(asdict(result)))
         return 0
-    print(f"{result.model}: {result.tokens:,} tokens x batch {result.batch}, weights {result.dtype}, "
-          f"cache {result.kv_dtype}")
-    print(f"  weights   {_human(result.weight_bytes)}" + (f" + {_human(result.scale_bytes)} int4 scales and zeros"
-                                                          if result.scale_bytes else ""))
-    print(f"  KV cache  {_human(result.kv_bytes)} ({result.kv_bytes_per_token:,} bytes per token"
-          + (f"; {result.sliding_layers} sliding-window layers hold at most their window" if result.sliding_layers
-             else "") + ")")
+    print(
+        f"{result.model}: {result.tokens:,} tokens x batch {result.batch}, weights {result.dtype}, "
+        f"cache {result.kv_dtype}"
+    )
+    print(
+        f"  weights   {_human(result.weight_bytes)}"
+        + (f" + {_human(result.scale_bytes)} int4 scales and zeros" if result.scale_bytes else "")
+    )
+    print(
+        f"  KV cache  {_human(result.kv_bytes)} ({result.kv_bytes_per_token:,} bytes per token"
+        + (
+            f"; {result.sliding_layers} sliding-window layers hold at most their window"
+            if result.sliding_layers
+            else ""
+        )
+        + ")"
+    )
     if result.exceeds_context:
         print(f"  note: {result.tokens:,} tokens is beyond this model's context")
     for label, count in result.cards.items():

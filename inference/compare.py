@@ -12,6 +12,7 @@ up to the first step where they part, both saw the same context and the same u.
 - `many_seeds`: the same comparison over many seeds, batched, with per-run text statistics
   and seeded bootstrap intervals; a verdict only where the intervals do not overlap.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,8 +50,10 @@ BOOTSTRAP_RESAMPLES = 2000
 
 # -- one seed, two settings --------------------------------------------------------------
 
-def run_to_end(model, tokenizer, prompt_ids: list[int], settings: SamplingSettings, seed: int,
-               max_new_tokens: int) -> Trace:
+
+def run_to_end(
+    model, tokenizer, prompt_ids: list[int], settings: SamplingSettings, seed: int, max_new_tokens: int
+) -> Trace:
     trace = new_trace(model, tokenizer, prompt_ids, max_new_tokens, seed)
     for _ in trace.run(settings):
         pass
@@ -71,7 +74,7 @@ def recorded_view(trace: Trace, step: int) -> StepView:
     context = trace.step_context(step, record.settings) if record.settings.needs_context else None
     if context is not None and record.settings.mirostat:
         context = replace(context, mirostat_mu=record.mirostat_mu)
-    seen = seen_mask(trace.all_ids[:len(trace.prompt_ids) + step], trace.vocab_size)
+    seen = seen_mask(trace.all_ids[: len(trace.prompt_ids) + step], trace.vocab_size)
     return step_view(record.logits, record.settings, seen, u=record.u, chosen_id=record.token_id, context=context)
 
 
@@ -81,7 +84,7 @@ def _remover(trace: Trace, step: int, token_id: int) -> str | None:
     context = trace.step_context(step, record.settings) if record.settings.needs_context else None
     if context is not None and record.settings.mirostat:
         context = replace(context, mirostat_mu=record.mirostat_mu)
-    seen = seen_mask(trace.all_ids[:len(trace.prompt_ids) + step], trace.vocab_size)
+    seen = seen_mask(trace.all_ids[: len(trace.prompt_ids) + step], trace.vocab_size)
     for name, logits in list(stage_logits(record.logits, record.settings, seen, context).items())[1:]:
         if not math.isfinite(float(logits[token_id])):
             return name
@@ -89,13 +92,13 @@ def _remover(trace: Trace, step: int, token_id: int) -> str | None:
 
 
 def _final_prob(view: StepView, token_id: int) -> float:
-    where = (view.order[:view.sorted_prefix] == token_id).nonzero()
+    where = (view.order[: view.sorted_prefix] == token_id).nonzero()
     return float(view.final[int(where[0, 0])]) if len(where) else 0.0
 
 
 def _mass_before(view: StepView, token_id: int) -> float:
     """Final probability of the tokens ranked before `token_id` (where the cumulative curve starts its step)."""
-    where = (view.order[:view.sorted_prefix] == token_id).nonzero()
+    where = (view.order[: view.sorted_prefix] == token_id).nonzero()
     rank = int(where[0, 0]) if len(where) else view.sorted_prefix
     return float(view.final[:rank].sum())
 
@@ -119,18 +122,24 @@ def explain_parting(trace_a: Trace, trace_b: Trace, step: int) -> Parting:
     u = trace_a.records[step].u
     removed_in_b, removed_in_a = _remover(trace_b, step, id_a), _remover(trace_a, step, id_b)
     if removed_in_b:
-        reason = (f"B's {STAGE_NAMES[removed_in_b]} removed {tok_a}, the token u = {u:.3f} landed on in A, "
-                  f"so on B's curve u fell on {tok_b}.")
+        reason = (
+            f"B's {STAGE_NAMES[removed_in_b]} removed {tok_a}, the token u = {u:.3f} landed on in A, "
+            f"so on B's curve u fell on {tok_b}."
+        )
     elif removed_in_a:
-        reason = (f"A's {STAGE_NAMES[removed_in_a]} removed {tok_b}, the token u = {u:.3f} landed on in B, "
-                  f"so on A's curve u fell on {tok_a}.")
+        reason = (
+            f"A's {STAGE_NAMES[removed_in_a]} removed {tok_b}, the token u = {u:.3f} landed on in B, "
+            f"so on A's curve u fell on {tok_a}."
+        )
     else:
         before_a, before_b = _mass_before(view_a, id_a), _mass_before(view_b, id_a)
         same_logits = torch.equal(trace_a.records[step].logits, trace_b.records[step].logits)
         cause = "B's settings" if same_logits else "B's model"
-        reason = (f"Both kept both tokens, but {cause} moved the curve: the tokens ranked before {tok_a} hold "
-                  f"{before_b:.1%} in B against {before_a:.1%} in A, so the shared u = {u:.3f} fell on {tok_b} in B "
-                  f"and on {tok_a} in A.")
+        reason = (
+            f"Both kept both tokens, but {cause} moved the curve: the tokens ranked before {tok_a} hold "
+            f"{before_b:.1%} in B against {before_a:.1%} in A, so the shared u = {u:.3f} fell on {tok_b} in B "
+            f"and on {tok_a} in A."
+        )
     return Parting(step, u, view_a, view_b, tok_a, tok_b, reason)
 
 
@@ -141,8 +150,16 @@ class SharedDrawPair:
     parting: Parting | None  # None: the texts are the same
 
 
-def shared_draw_pair(model_a, model_b, tokenizer, prompt_ids: list[int], settings_a: SamplingSettings,
-                     settings_b: SamplingSettings, seed: int, max_new_tokens: int) -> SharedDrawPair:
+def shared_draw_pair(
+    model_a,
+    model_b,
+    tokenizer,
+    prompt_ids: list[int],
+    settings_a: SamplingSettings,
+    settings_b: SamplingSettings,
+    seed: int,
+    max_new_tokens: int,
+) -> SharedDrawPair:
     """Runs A and B with one seed (so the same u at every step) and where they part, if they do."""
     trace_a = run_to_end(model_a, tokenizer, prompt_ids, settings_a, seed, max_new_tokens)
     trace_b = run_to_end(model_b, tokenizer, prompt_ids, settings_b, seed, max_new_tokens)
@@ -154,6 +171,7 @@ def shared_draw_pair(model_a, model_b, tokenizer, prompt_ids: list[int], setting
 
 
 # -- the order lesson -------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class OrderLesson:
@@ -167,11 +185,13 @@ class OrderLesson:
 def order_lesson(trace: Trace, settings: SamplingSettings) -> OrderLesson | None:
     """The first recorded step of `trace` where the same settings in the transformers order and
     in llama.cpp's default order keep different sets of tokens (None if they never do)."""
-    orders = {"transformers": replace_order(settings, TRANSFORMERS_ORDER),
-              "llama.cpp": replace_order(settings, LLAMA_CPP_ORDER)}
+    orders = {
+        "transformers": replace_order(settings, TRANSFORMERS_ORDER),
+        "llama.cpp": replace_order(settings, LLAMA_CPP_ORDER),
+    }
     for record in trace.records:
         step = record.index
-        seen = seen_mask(trace.all_ids[:len(trace.prompt_ids) + step], trace.vocab_size)
+        seen = seen_mask(trace.all_ids[: len(trace.prompt_ids) + step], trace.vocab_size)
         finals = {}
         for name, s in orders.items():
             context = trace.step_context(step, s) if s.needs_context else None
@@ -194,9 +214,10 @@ def replace_order(settings: SamplingSettings, order: tuple[str, ...]) -> Samplin
 
 # -- many seeds ------------------------------------------------------------------------------
 
+
 def repetition_rate(ids: list[int], n: int = 4) -> float:
     """Share of the n-grams of `ids` that already occurred earlier in it (nan if none)."""
-    grams = [tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)]
+    grams = [tuple(ids[i : i + n]) for i in range(len(ids) - n + 1)]
     if not grams:
         return float("nan")
     seen, repeated = set(), 0
@@ -208,13 +229,21 @@ def repetition_rate(ids: list[int], n: int = 4) -> float:
 
 def distinct_n(ids: list[int], n: int = 2) -> float:
     """Distinct n-grams over all n-grams (nan if none)."""
-    grams = [tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)]
+    grams = [tuple(ids[i : i + n]) for i in range(len(ids) - n + 1)]
     return len(set(grams)) / len(grams) if grams else float("nan")
 
 
 @torch.inference_mode()
-def batched_runs(model, tokenizer, prompt_ids: list[int], settings: SamplingSettings, seeds: list[int],
-                 max_new_tokens: int, progress: Progress | None = None, label: str = "") -> list[list[int]]:
+def batched_runs(
+    model,
+    tokenizer,
+    prompt_ids: list[int],
+    settings: SamplingSettings,
+    seeds: list[int],
+    max_new_tokens: int,
+    progress: Progress | None = None,
+    label: str = "",
+) -> list[list[int]]:
     """One sampled run per seed, decoded together as one batch (every row the same prompt, so no
     padding): row i draws run_uniforms(seeds[i]) exactly as a single run with that seed does.
     A batch's logits match a single run's to float rounding, so a u that lands within that of a
@@ -224,7 +253,9 @@ def batched_runs(model, tokenizer, prompt_ids: list[int], settings: SamplingSett
     vocab = model.get_output_embeddings().weight.shape[0]
     us = torch.stack([run_uniforms(s, max_new_tokens) for s in seeds])
     xtc = torch.stack([xtc_uniforms(s, max_new_tokens) for s in seeds]) if settings.xtc_probability > 0 else None
-    breakers = dry_breaker_ids(tokenizer, settings.dry_sequence_breakers) if settings.dry_multiplier > 0 else frozenset()
+    breakers = (
+        dry_breaker_ids(tokenizer, settings.dry_sequence_breakers) if settings.dry_multiplier > 0 else frozenset()
+    )
     cache = DynamicCache(config=model.config)
     out = model(input_ids=torch.tensor([prompt_ids] * batch), cache=cache, use_cache=True, logits_to_keep=1)
     seen = seen_mask(prompt_ids, vocab).repeat(batch, 1)
@@ -240,8 +271,12 @@ def batched_runs(model, tokenizer, prompt_ids: list[int], settings: SamplingSett
                 continue
             context = None
             if settings.needs_context:
-                context = StepContext(history=tuple(prompt_ids + generated[row]), breaker_ids=breakers,
-                                      xtc_u=None if xtc is None else float(xtc[row, step]), mirostat_mu=mu[row])
+                context = StepContext(
+                    history=tuple(prompt_ids + generated[row]),
+                    breaker_ids=breakers,
+                    xtc_u=None if xtc is None else float(xtc[row, step]),
+                    mirostat_mu=mu[row],
+                )
             choice = draw(logits[row], settings, seen[row], float(us[row, step]), context)
             if choice.mirostat_mu_next is not None:
                 mu[row] = choice.mirostat_mu_next
@@ -264,7 +299,7 @@ def mean_logprobs(reference_model, prompt_ids: list[int], runs: list[list[int]],
     runs padded at the end, which a causal model never reads back)."""
     out = []
     for start in range(0, len(runs), chunk):
-        part = runs[start:start + chunk]
+        part = runs[start : start + chunk]
         longest = max(len(r) for r in part)
         ids = torch.tensor([prompt_ids + r + [0] * (longest - len(r)) for r in part])
         logp = torch.log_softmax(reference_model(input_ids=ids).logits.double(), dim=-1)
@@ -280,16 +315,20 @@ def mean_logprobs(reference_model, prompt_ids: list[int], runs: list[list[int]],
 def run_statistics(prompt_ids: list[int], runs: list[list[int]], eos: set[int], reference_model) -> pd.DataFrame:
     """One row per run: the four statistics the comparison reads."""
     logprobs = mean_logprobs(reference_model, prompt_ids, runs)
-    return pd.DataFrame({
-        "repetition_rate": [repetition_rate(r) for r in runs],
-        "distinct_2": [distinct_n(r) for r in runs],
-        "mean_logprob": logprobs,
-        "length": [len(r) for r in runs],
-        "stopped": [bool(r) and r[-1] in eos for r in runs],
-    })
+    return pd.DataFrame(
+        {
+            "repetition_rate": [repetition_rate(r) for r in runs],
+            "distinct_2": [distinct_n(r) for r in runs],
+            "mean_logprob": logprobs,
+            "length": [len(r) for r in runs],
+            "stopped": [bool(r) and r[-1] in eos for r in runs],
+        }
+    )
 
 
-def bootstrap_interval(values, seed: int, resamples: int = BOOTSTRAP_RESAMPLES, level: float = 0.95) -> tuple[float, float]:
+def bootstrap_interval(
+    values, seed: int, resamples: int = BOOTSTRAP_RESAMPLES, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean, from a seeded generator (nan values left out)."""
     values = np.asarray(values, dtype=float)
     values = values[~np.isnan(values)]
@@ -317,8 +356,10 @@ class ManySeeds:
         for row in self.summary.itertuples():
             if row.differs:
                 higher, lower = ("B", "A") if row.mean_b > row.mean_a else ("A", "B")
-                lines.append(f"{higher} has the higher {row.label}: {max(row.mean_a, row.mean_b):.3g} against "
-                             f"{min(row.mean_a, row.mean_b):.3g} for {lower} (95% intervals do not overlap).")
+                lines.append(
+                    f"{higher} has the higher {row.label}: {max(row.mean_a, row.mean_b):.3g} against "
+                    f"{min(row.mean_a, row.mean_b):.3g} for {lower} (95% intervals do not overlap)."
+                )
         return lines
 
 
@@ -327,16 +368,35 @@ def summarize(stats_a: pd.DataFrame, stats_b: pd.DataFrame, bootstrap_seed: int 
     for i, (metric, label) in enumerate(METRICS.items()):
         low_a, high_a = bootstrap_interval(stats_a[metric], bootstrap_seed + 2 * i)
         low_b, high_b = bootstrap_interval(stats_b[metric], bootstrap_seed + 2 * i + 1)
-        rows.append({"metric": metric, "label": label,
-                     "mean_a": float(stats_a[metric].mean()), "low_a": low_a, "high_a": high_a,
-                     "mean_b": float(stats_b[metric].mean()), "low_b": low_b, "high_b": high_b,
-                     "differs": bool(high_a < low_b or high_b < low_a)})
+        rows.append(
+            {
+                "metric": metric,
+                "label": label,
+                "mean_a": float(stats_a[metric].mean()),
+                "low_a": low_a,
+                "high_a": high_a,
+                "mean_b": float(stats_b[metric].mean()),
+                "low_b": low_b,
+                "high_b": high_b,
+                "differs": bool(high_a < low_b or high_b < low_a),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def many_seeds(model_a, model_b, tokenizer, reference_model, prompt_ids: list[int], settings_a: SamplingSettings,
-               settings_b: SamplingSettings, seeds: list[int], max_new_tokens: int,
-               progress: Progress | None = None, bootstrap_seed: int = 0) -> ManySeeds:
+def many_seeds(
+    model_a,
+    model_b,
+    tokenizer,
+    reference_model,
+    prompt_ids: list[int],
+    settings_a: SamplingSettings,
+    settings_b: SamplingSettings,
+    seeds: list[int],
+    max_new_tokens: int,
+    progress: Progress | None = None,
+    bootstrap_seed: int = 0,
+) -> ManySeeds:
     """A and B over many seeds (seed i shared by both), with per-run statistics and intervals."""
     import time
 
@@ -349,8 +409,9 @@ def many_seeds(model_a, model_b, tokenizer, reference_model, prompt_ids: list[in
         return lambda done, _total, _label: progress(offset + done, total, label)
 
     runs_a = batched_runs(model_a, tokenizer, prompt_ids, settings_a, seeds, max_new_tokens, part(0, "A"), "A")
-    runs_b = batched_runs(model_b, tokenizer, prompt_ids, settings_b, seeds, max_new_tokens,
-                          part(max_new_tokens, "B"), "B")
+    runs_b = batched_runs(
+        model_b, tokenizer, prompt_ids, settings_b, seeds, max_new_tokens, part(max_new_tokens, "B"), "B"
+    )
     eos = eos_token_ids(model_a, tokenizer)
     stats_a = run_statistics(prompt_ids, runs_a, eos, reference_model)
     stats_b = run_statistics(prompt_ids, runs_b, eos, reference_model)

@@ -3,6 +3,7 @@
 The corpus files put `<|endoftext|>` alone on a line after every story. The held-out file
 does not mark stories at all, so it is read as running text.
 """
+
 from __future__ import annotations
 
 import random

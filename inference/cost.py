@@ -5,13 +5,13 @@ prefill pass uses every weight it reads for all P prompt tokens at once; a decod
 every weight again for a single token. So, per token, reading the prompt is cheap and
 writing the reply is dear: this module measures by how much, on the model in use.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from statistics import median
 
 from inference.measuring import filler_prompt, run_greedy
-
 
 PREFILL_REPEATS = 3  # prefill passes timed per answer; the median is kept
 
@@ -57,8 +57,9 @@ class AnswerCost:
         return self.decode_ms / self.ms_per_input_token
 
 
-def measure_answer(model, tokenizer, prompt_tokens: int, reply_tokens: int,
-                   prefill_repeats: int = PREFILL_REPEATS) -> AnswerCost:
+def measure_answer(
+    model, tokenizer, prompt_tokens: int, reply_tokens: int, prefill_repeats: int = PREFILL_REPEATS
+) -> AnswerCost:
     """Time one greedy answer of exactly `reply_tokens` tokens to a `prompt_tokens`-token
     prompt (fixed pseudo-random ids: what they say does not change the arithmetic), with the
     step engine, after an untimed warm-up. The decode time is the sum of that answer's decode
@@ -69,12 +70,18 @@ def measure_answer(model, tokenizer, prompt_tokens: int, reply_tokens: int,
     ids = filler_prompt(model.config.vocab_size, prompt_tokens)
     # Warm-up, untimed: the first pass of a new prompt length pays for setting up kernels.
     run_greedy(model, tokenizer, ids, 2, stop_at_eos=False)
-    prefills = [run_greedy(model, tokenizer, ids, 1, stop_at_eos=False).records[0].forward_ms
-                for _ in range(prefill_repeats - 1)]
+    prefills = [
+        run_greedy(model, tokenizer, ids, 1, stop_at_eos=False).records[0].forward_ms
+        for _ in range(prefill_repeats - 1)
+    ]
     records = run_greedy(model, tokenizer, ids, reply_tokens, stop_at_eos=False).records
     prefills.append(records[0].forward_ms)
-    return AnswerCost(prompt_tokens=prompt_tokens, reply_tokens=len(records), prefill_ms=median(prefills),
-                      decode_ms=sum(r.forward_ms for r in records[1:]))
+    return AnswerCost(
+        prompt_tokens=prompt_tokens,
+        reply_tokens=len(records),
+        prefill_ms=median(prefills),
+        decode_ms=sum(r.forward_ms for r in records[1:]),
+    )
 
 
 def cost_per_million_tokens(ms_per_token: float, price_per_hour: float) -> float:

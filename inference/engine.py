@@ -11,6 +11,7 @@ per-run state in a `Trace`: the shared model is only ever called, never changed.
 The chosen token is fed lazily, at the start of the next step, so the last step of a run
 never pays for a forward pass nobody reads, and a rewound step can reuse its stored logits.
 """
+
 from __future__ import annotations
 
 import time
@@ -178,7 +179,10 @@ class Trace:
             # (a ContextVar), so the shared model is not changed and concurrent runs stay apart.
             extra = {"output_router_logits": True} if self._records_routing else {}
             out = self.model(
-                input_ids=torch.tensor([ids], dtype=torch.long), cache=self._cache, use_cache=True, logits_to_keep=1,
+                input_ids=torch.tensor([ids], dtype=torch.long),
+                cache=self._cache,
+                use_cache=True,
+                logits_to_keep=1,
                 **extra,
             )
             logits = out.logits[0, -1].float().clone()
@@ -187,8 +191,12 @@ class Trace:
                 router_logits = torch.stack(layers).view(len(layers), len(ids), -1)
         forward_ms = (time.perf_counter() - start) * 1000
         return _Forward(
-            logits=logits, forward_ms=forward_ms, phase=phase, tokens_in_forward=len(ids),
-            cache_tokens=kv_cache.cache_length(self._cache), cache_bytes=kv_cache.measured_bytes(self._cache),
+            logits=logits,
+            forward_ms=forward_ms,
+            phase=phase,
+            tokens_in_forward=len(ids),
+            cache_tokens=kv_cache.cache_length(self._cache),
+            cache_bytes=kv_cache.measured_bytes(self._cache),
             router_logits=router_logits,
         )
 
@@ -231,9 +239,12 @@ class Trace:
         breakers = settings.dry_sequence_breakers
         if settings.dry_multiplier > 0 and breakers not in self._breaker_ids:
             self._breaker_ids[breakers] = dry_breaker_ids(self.tokenizer, breakers)
-        return StepContext(history=tuple(self.all_ids[:len(self.prompt_ids) + step]),
-                           breaker_ids=self._breaker_ids.get(breakers, frozenset()),
-                           xtc_u=float(self._xtc_uniforms[self.seed][step]), mirostat_mu=mu)
+        return StepContext(
+            history=tuple(self.all_ids[: len(self.prompt_ids) + step]),
+            breaker_ids=self._breaker_ids.get(breakers, frozenset()),
+            xtc_u=float(self._xtc_uniforms[self.seed][step]),
+            mirostat_mu=mu,
+        )
 
     def step(self, settings: SamplingSettings, seed: int | None = None) -> StepRecord | None:
         """Choose one more token; None if the run has stopped."""
@@ -253,13 +264,29 @@ class Trace:
         sample_ms = (time.perf_counter() - start) * 1000
 
         record = StepRecord(
-            index=n, phase=fwd.phase, logits=fwd.logits, settings=settings, seed=self.seed,
-            token_id=choice.token_id, token_text=token_text(self.tokenizer, choice.token_id), rank=choice.rank,
-            prob=choice.prob, u=u, alternatives=choice.alternatives, entropy_bits=choice.entropy_bits, kept=choice.kept, forward_ms=fwd.forward_ms, sample_ms=sample_ms,
-            tokens_in_forward=fwd.tokens_in_forward, cache_tokens=fwd.cache_tokens, cache_bytes=fwd.cache_bytes,
-            reused_forward=fwd.reused, router_logits=fwd.router_logits,
+            index=n,
+            phase=fwd.phase,
+            logits=fwd.logits,
+            settings=settings,
+            seed=self.seed,
+            token_id=choice.token_id,
+            token_text=token_text(self.tokenizer, choice.token_id),
+            rank=choice.rank,
+            prob=choice.prob,
+            u=u,
+            alternatives=choice.alternatives,
+            entropy_bits=choice.entropy_bits,
+            kept=choice.kept,
+            forward_ms=fwd.forward_ms,
+            sample_ms=sample_ms,
+            tokens_in_forward=fwd.tokens_in_forward,
+            cache_tokens=fwd.cache_tokens,
+            cache_bytes=fwd.cache_bytes,
+            reused_forward=fwd.reused,
+            router_logits=fwd.router_logits,
             xtc_u=context.xtc_u if settings.xtc_probability > 0 else None,
-            mirostat_mu=context.mirostat_mu if settings.mirostat else None, mirostat_mu_next=choice.mirostat_mu_next,
+            mirostat_mu=context.mirostat_mu if settings.mirostat else None,
+            mirostat_mu_next=choice.mirostat_mu_next,
         )
         self.records.append(record)
         self._seen[choice.token_id] = True
@@ -289,8 +316,13 @@ class Trace:
             self._pending = None
         kept = self.records[k]
         self._pending = _Forward(
-            logits=kept.logits, forward_ms=kept.forward_ms, phase=kept.phase, tokens_in_forward=kept.tokens_in_forward,
-            cache_tokens=kept.cache_tokens, cache_bytes=kept.cache_bytes, reused=True,
+            logits=kept.logits,
+            forward_ms=kept.forward_ms,
+            phase=kept.phase,
+            tokens_in_forward=kept.tokens_in_forward,
+            cache_tokens=kept.cache_tokens,
+            cache_bytes=kept.cache_bytes,
+            reused=True,
             router_logits=kept.router_logits,
         )
         # Record k's logits came from a cache of prompt + k tokens; now it holds prompt + n - 1.
@@ -330,25 +362,50 @@ class Trace:
         rows = []
         for r in self.records:
             probs = r.logits.softmax(-1)
-            rows.append({
-                "step": r.index, "phase": r.phase, "token_id": r.token_id, "token": r.token_text,
-                "rank": r.rank + 1, "prob": r.prob, "entropy_bits": r.entropy_bits, "tokens_kept": r.kept, "u": r.u, "temperature": r.settings.temperature, "top_k": r.settings.top_k,
-                "top_p": r.settings.top_p, "min_p": r.settings.min_p,
-                "repetition_penalty": r.settings.repetition_penalty, "seed": r.seed,
-                "raw_prob": float(probs[r.token_id]), "forward_ms": r.forward_ms, "sample_ms": r.sample_ms,
-                "tokens_in_forward": r.tokens_in_forward, "cache_tokens": r.cache_tokens,
-                "cache_bytes": r.cache_bytes, "reused_forward": r.reused_forward,
-            })
+            rows.append(
+                {
+                    "step": r.index,
+                    "phase": r.phase,
+                    "token_id": r.token_id,
+                    "token": r.token_text,
+                    "rank": r.rank + 1,
+                    "prob": r.prob,
+                    "entropy_bits": r.entropy_bits,
+                    "tokens_kept": r.kept,
+                    "u": r.u,
+                    "temperature": r.settings.temperature,
+                    "top_k": r.settings.top_k,
+                    "top_p": r.settings.top_p,
+                    "min_p": r.settings.min_p,
+                    "repetition_penalty": r.settings.repetition_penalty,
+                    "seed": r.seed,
+                    "raw_prob": float(probs[r.token_id]),
+                    "forward_ms": r.forward_ms,
+                    "sample_ms": r.sample_ms,
+                    "tokens_in_forward": r.tokens_in_forward,
+                    "cache_tokens": r.cache_tokens,
+                    "cache_bytes": r.cache_bytes,
+                    "reused_forward": r.reused_forward,
+                }
+            )
         return pd.DataFrame(rows)
 
 
-def new_trace(model, tokenizer, prompt_ids: list[int], max_new_tokens: int, seed: int = 0, stop_at_eos: bool = True) -> Trace:
+def new_trace(
+    model, tokenizer, prompt_ids: list[int], max_new_tokens: int, seed: int = 0, stop_at_eos: bool = True
+) -> Trace:
     """A run on a local model, or on a model a serving engine runs (`inference.engines.remote`)."""
     kind = Trace
     if getattr(model, "is_remote", False):
         from inference.engines.remote import RemoteTrace as kind
-    return kind(model=model, tokenizer=tokenizer, prompt_ids=list(prompt_ids), max_new_tokens=max_new_tokens,
-                seed=seed, stop_at_eos=stop_at_eos)
+    return kind(
+        model=model,
+        tokenizer=tokenizer,
+        prompt_ids=list(prompt_ids),
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        stop_at_eos=stop_at_eos,
+    )
 
 
 def warm_up(model, tokenizer) -> None:

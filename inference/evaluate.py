@@ -4,6 +4,7 @@ bits per byte = (sum of next-token losses in nats) / ln 2 / (UTF-8 bytes of the 
 A tokenizer with longer tokens has a higher loss per token but fewer tokens, so nats per
 token alone cannot compare models; bits per byte can.
 """
+
 from __future__ import annotations
 
 import math

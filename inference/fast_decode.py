@@ -17,6 +17,7 @@ stay bit-for-bit equal to `model(...)`.
 It is used only for one-token decode steps of models `supports` accepts; prefill and every
 other architecture go through transformers unchanged. The model is only read, never changed.
 """
+
 from __future__ import annotations
 
 import weakref
@@ -51,8 +52,15 @@ def supports(model) -> bool:
         return False
     for layer in body.layers:
         attention, mlp = layer.self_attn, layer.mlp
-        projections = (attention.q_proj, attention.k_proj, attention.v_proj, attention.o_proj,
-                       mlp.gate_proj, mlp.up_proj, mlp.down_proj)
+        projections = (
+            attention.q_proj,
+            attention.k_proj,
+            attention.v_proj,
+            attention.o_proj,
+            mlp.gate_proj,
+            mlp.up_proj,
+            mlp.down_proj,
+        )
         # Exactly nn.Linear (a quantized weight inside is fine: F.linear dispatches on it
         # just as nn.Linear.forward does); any other module class may compute differently.
         if any(type(p) is not nn.Linear for p in projections):
@@ -69,7 +77,7 @@ class _Projection:
     by_rows: bool
 
     @classmethod
-    def of(cls, linear: nn.Linear) -> "_Projection":
+    def of(cls, linear: nn.Linear) -> _Projection:
         weight = linear.weight
         plain = type(weight) in (torch.Tensor, nn.Parameter) and weight.dtype == torch.float32
         return cls(weight, linear.bias, plain)
@@ -96,7 +104,7 @@ def _matvec(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         return (weight * x).sum(-1)
     out = torch.empty(weight.shape[0], dtype=weight.dtype)
     for start in range(0, weight.shape[0], rows):
-        torch.sum(weight[start:start + rows] * x, -1, out=out[start:start + rows])
+        torch.sum(weight[start : start + rows] * x, -1, out=out[start : start + rows])
     return out
 
 
@@ -122,7 +130,7 @@ class _Layer:
 
 # Per model: its layers' tensors read out once, or None where `supports` said no. Dropped
 # with the model; only ever read from it.
-_PLANS: "weakref.WeakKeyDictionary[nn.Module, _Plan | None]" = weakref.WeakKeyDictionary()
+_PLANS: weakref.WeakKeyDictionary[nn.Module, _Plan | None] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -134,22 +142,32 @@ class _Plan:
 
 def _plan(model) -> _Plan | None:
     if model not in _PLANS:
-        _PLANS[model] = _Plan(
-            layers=[
-                _Layer(
-                    input_norm=layer.input_layernorm.weight, post_norm=layer.post_attention_layernorm.weight,
-                    q=_Projection.of(layer.self_attn.q_proj), k=_Projection.of(layer.self_attn.k_proj),
-                    v=_Projection.of(layer.self_attn.v_proj), o=_Projection.of(layer.self_attn.o_proj),
-                    gate=_Projection.of(layer.mlp.gate_proj), up=_Projection.of(layer.mlp.up_proj),
-                    down=_Projection.of(layer.mlp.down_proj),
-                    eps=layer.input_layernorm.variance_epsilon, head_dim=layer.self_attn.head_dim,
-                    scaling=layer.self_attn.scaling, grouped=layer.self_attn.num_key_value_groups > 1,
-                )
-                for layer in model.model.layers
-            ],
-            lm_head=_Projection.of(model.lm_head),
-            rotation=_rotation(model.model.layers[0].self_attn.head_dim),
-        ) if supports(model) else None
+        _PLANS[model] = (
+            _Plan(
+                layers=[
+                    _Layer(
+                        input_norm=layer.input_layernorm.weight,
+                        post_norm=layer.post_attention_layernorm.weight,
+                        q=_Projection.of(layer.self_attn.q_proj),
+                        k=_Projection.of(layer.self_attn.k_proj),
+                        v=_Projection.of(layer.self_attn.v_proj),
+                        o=_Projection.of(layer.self_attn.o_proj),
+                        gate=_Projection.of(layer.mlp.gate_proj),
+                        up=_Projection.of(layer.mlp.up_proj),
+                        down=_Projection.of(layer.mlp.down_proj),
+                        eps=layer.input_layernorm.variance_epsilon,
+                        head_dim=layer.self_attn.head_dim,
+                        scaling=layer.self_attn.scaling,
+                        grouped=layer.self_attn.num_key_value_groups > 1,
+                    )
+                    for layer in model.model.layers
+                ],
+                lm_head=_Projection.of(model.lm_head),
+                rotation=_rotation(model.model.layers[0].self_attn.head_dim),
+            )
+            if supports(model)
+            else None
+        )
     return _PLANS[model]
 
 

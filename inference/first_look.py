@@ -8,6 +8,7 @@
 
 Everything comes from the step engine, the same code the deeper pages use.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -71,13 +72,24 @@ def first_look(model, tokenizer, prompt_ids: list[int], seed: int = 0, timed_run
     runs = [run_greedy(model, tokenizer, prompt_ids, 2, stop_at_eos=False).records for _ in range(timed_runs)]
     shape = trace.kv_shape
     return FirstLook(
-        prompt_tokens=readable_tokens(tokenizer, prompt_ids), vocab_size=len(probs),
+        prompt_tokens=readable_tokens(tokenizer, prompt_ids),
+        vocab_size=len(probs),
         top=list(zip(readable_tokens(tokenizer, top.indices.tolist()), top.values.tolist())),
-        greedy_token=readable_token(tokenizer, greedy_id), greedy_probability=float(probs[greedy_id]),
-        drawn_token=readable_token(tokenizer, record.token_id), drawn_probability=float(probs[record.token_id]),
-        drawn_rank=record.rank + 1, u=record.u, seed=seed,
-        prefill_ms=min(r[0].forward_ms for r in runs), decode_ms=min(r[1].forward_ms for r in runs),
-        timed_runs=timed_runs, cache_tokens=record.cache_tokens, cache_bytes=record.cache_bytes,
-        formula_bytes=shape.formula_bytes(record.cache_tokens), layers=shape.layers, kv_heads=shape.kv_heads,
-        head_dim=shape.head_dim, bytes_per_element=shape.bytes_per_element,
+        greedy_token=readable_token(tokenizer, greedy_id),
+        greedy_probability=float(probs[greedy_id]),
+        drawn_token=readable_token(tokenizer, record.token_id),
+        drawn_probability=float(probs[record.token_id]),
+        drawn_rank=record.rank + 1,
+        u=record.u,
+        seed=seed,
+        prefill_ms=min(r[0].forward_ms for r in runs),
+        decode_ms=min(r[1].forward_ms for r in runs),
+        timed_runs=timed_runs,
+        cache_tokens=record.cache_tokens,
+        cache_bytes=record.cache_bytes,
+        formula_bytes=shape.formula_bytes(record.cache_tokens),
+        layers=shape.layers,
+        kv_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        bytes_per_element=shape.bytes_per_element,
     )

@@ -12,6 +12,7 @@ FLOPs each; a sliding-window layer attends to at most its window). The output la
 Embedding lookups, norms, activations and softmax are left out: they are a few FLOPs per number,
 not per weight.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,10 +33,11 @@ class FlopCount:
     output_weights: int  # hidden x vocabulary
 
     @classmethod
-    def of(cls, model: nn.Module) -> "FlopCount":
+    def of(cls, model: nn.Module) -> FlopCount:
         output = model.get_output_embeddings()
-        layers = sum(m.weight.numel() for m in model.modules()
-                     if (isinstance(m, nn.Linear) or _is_conv1d(m)) and m is not output)
+        layers = sum(
+            m.weight.numel() for m in model.modules() if (isinstance(m, nn.Linear) or _is_conv1d(m)) and m is not output
+        )
         return cls(model_config.from_config(model.config), layers, output.weight.numel())
 
     def attention(self, new_tokens: int, cached_tokens: int = 0) -> int:

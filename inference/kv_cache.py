@@ -3,6 +3,7 @@
 `layer_tensors` is the ONE function that reads transformers' cache internals; when an
 upgrade moves them (as `key_cache` became `cache.layers[i].keys`), only it changes.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ class KVShape:
     bytes_per_element: int
 
     @classmethod
-    def from_config(cls, config, dtype: torch.dtype) -> "KVShape":
+    def from_config(cls, config, dtype: torch.dtype) -> KVShape:
         return cls(model_config.from_config(config), torch.empty((), dtype=dtype).element_size())
 
     @property

@@ -1,12 +1,13 @@
 """KV-cache experiments on the real model: how the cache grows, and what it saves.
 
-    1. growth: a greedy run of the step engine (`measuring.run_greedy`); each step's cache
-       bytes, read from the real tensors, beside the formula 2 x layers x kv_heads x head_dim
-       x tokens x bytes;
-    2. with vs without: the same greedy tokens decoded twice in lockstep, once feeding one
-       token per pass into the cache, once recomputing the whole sequence every pass
-       (`use_cache=False`). Lockstep, so a slow moment on the shared machine hits both.
+1. growth: a greedy run of the step engine (`measuring.run_greedy`); each step's cache
+   bytes, read from the real tensors, beside the formula 2 x layers x kv_heads x head_dim
+   x tokens x bytes;
+2. with vs without: the same greedy tokens decoded twice in lockstep, once feeding one
+   token per pass into the cache, once recomputing the whole sequence every pass
+   (`use_cache=False`). Lockstep, so a slow moment on the shared machine hits both.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,17 +19,26 @@ from transformers import DynamicCache
 from inference.engine import Trace, context_limit
 from inference.measuring import Progress, timed_pass
 
-
 # -- 1. growth -------------------------------------------------------------------------
+
 
 def cache_growth(trace: Trace) -> pd.DataFrame:
     """One row per step: tokens in the cache after its forward pass, the bytes measured from
     the cache tensors then, the formula's bytes for that many tokens, and whether they agree."""
-    rows = [{
-        "step": r.index, "phase": r.phase, "tokens_fed": r.tokens_in_forward, "cache_tokens": r.cache_tokens,
-        "measured_bytes": r.cache_bytes, "formula_bytes": trace.kv_shape.formula_bytes(r.cache_tokens),
-    } for r in trace.records]
-    frame = pd.DataFrame(rows, columns=["step", "phase", "tokens_fed", "cache_tokens", "measured_bytes", "formula_bytes"])
+    rows = [
+        {
+            "step": r.index,
+            "phase": r.phase,
+            "tokens_fed": r.tokens_in_forward,
+            "cache_tokens": r.cache_tokens,
+            "measured_bytes": r.cache_bytes,
+            "formula_bytes": trace.kv_shape.formula_bytes(r.cache_tokens),
+        }
+        for r in trace.records
+    ]
+    frame = pd.DataFrame(
+        rows, columns=["step", "phase", "tokens_fed", "cache_tokens", "measured_bytes", "formula_bytes"]
+    )
     frame["agree"] = frame["measured_bytes"] == frame["formula_bytes"]
     return frame
 
@@ -43,6 +53,7 @@ def layer_breakdown(trace: Trace) -> pd.DataFrame:
 
 
 # -- 2. with vs without the cache ------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class CacheComparison:
@@ -68,7 +79,9 @@ class CacheComparison:
     @property
     def speedup(self) -> float:
         """Total time without the cache over total time with it, for all the tokens."""
-        return float(self.steps["without_cache_cumulative_ms"].iloc[-1] / self.steps["with_cache_cumulative_ms"].iloc[-1])
+        return float(
+            self.steps["without_cache_cumulative_ms"].iloc[-1] / self.steps["with_cache_cumulative_ms"].iloc[-1]
+        )
 
 
 def _timed_next_token(model, ids: list[int], cache: DynamicCache | None) -> tuple[int, float]:
@@ -98,11 +111,18 @@ def compare_cache(model, prompt_ids: list[int], new_tokens: int, progress: Progr
         fed_with = with_ids if step == 0 else with_ids[-1:]  # prefill once, then one token per pass
         token_with, with_ms = _timed_next_token(model, fed_with, cache)
         token_without, without_ms = _timed_next_token(model, without_ids, None)  # the whole sequence, every pass
-        rows.append({
-            "step": step, "context_tokens": len(without_ids), "tokens_fed_with_cache": len(fed_with),
-            "tokens_fed_without_cache": len(without_ids), "with_cache_ms": with_ms, "without_cache_ms": without_ms,
-            "token_with_cache": token_with, "token_without_cache": token_without,
-        })
+        rows.append(
+            {
+                "step": step,
+                "context_tokens": len(without_ids),
+                "tokens_fed_with_cache": len(fed_with),
+                "tokens_fed_without_cache": len(without_ids),
+                "with_cache_ms": with_ms,
+                "without_cache_ms": without_ms,
+                "token_with_cache": token_with,
+                "token_without_cache": token_without,
+            }
+        )
         with_ids.append(token_with)
         without_ids.append(token_without)
         if progress:

@@ -3,6 +3,7 @@
 Change one with an environment variable before starting the app, e.g.
     INFERENCE_LAB_MAX_NEW_TOKENS=400 streamlit run app.py
 """
+
 from __future__ import annotations
 
 import os
@@ -47,7 +48,7 @@ class Limits:
         return out
 
     @classmethod
-    def from_env(cls, env=None) -> "Limits":
+    def from_env(cls, env=None) -> Limits:
         env = os.environ if env is None else env
         values = {}
         for f in fields(cls):

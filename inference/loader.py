@@ -5,6 +5,7 @@ run code when loaded), never `trust_remote_code`, causal language models only, a
 check before any weights are read. Every failure is a `ModelLoadError` whose message a
 person can act on; no traceback reaches the user.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,6 +56,7 @@ class LoadedModel:
 
 
 # -- resolving a source to a folder --------------------------------------------------------
+
 
 def classify_source(source: str | None) -> str:
     """'bundled', 'folder' or 'hub' for what a user typed."""
@@ -134,11 +136,16 @@ def download_from_hub(repo_id: str, max_model_bytes: int) -> Path:
     when offline. Size is checked before anything large is downloaded."""
     from huggingface_hub import HfApi, snapshot_download
     from huggingface_hub.errors import (
-        GatedRepoError, HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError,
+        GatedRepoError,
+        HFValidationError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
     )
 
     if not HUB_ID.match(repo_id):
-        raise ModelLoadError(f"'{repo_id}' is not a hub id (like gpt2 or HuggingFaceTB/SmolLM2-135M) nor an existing folder.")
+        raise ModelLoadError(
+            f"'{repo_id}' is not a hub id (like gpt2 or HuggingFaceTB/SmolLM2-135M) nor an existing folder."
+        )
     try:
         try:
             info = HfApi().model_info(repo_id, files_metadata=True)
@@ -158,7 +165,9 @@ def download_from_hub(repo_id: str, max_model_bytes: int) -> Path:
         except Exception:  # offline or unreachable: fall back to what is cached
             return Path(snapshot_download(repo_id, allow_patterns=HUB_PATTERNS, local_files_only=True))
     except RepositoryNotFoundError:
-        raise ModelLoadError(f"No model '{repo_id}' on the Hugging Face hub (or it is private). Check the spelling.") from None
+        raise ModelLoadError(
+            f"No model '{repo_id}' on the Hugging Face hub (or it is private). Check the spelling."
+        ) from None
     except GatedRepoError:
         raise ModelLoadError(f"'{repo_id}' is gated: accept its licence on the hub and log in first.") from None
     except HFValidationError as err:
@@ -172,6 +181,7 @@ def download_from_hub(repo_id: str, max_model_bytes: int) -> Path:
 
 # -- loading -----------------------------------------------------------------------------
 
+
 def describe(model, tokenizer, name: str, source: str, dtype: str) -> ModelInfo:
     shape = model_config.from_config(model.config)
     seen, weight_bytes, parameters = set(), 0, 0
@@ -182,14 +192,25 @@ def describe(model, tokenizer, name: str, source: str, dtype: str) -> ModelInfo:
         parameters += p.numel()
         weight_bytes += p.numel() * p.element_size()
     return ModelInfo(
-        name=name, source=source, architecture=type(model).__name__, parameters=parameters,
-        layers=shape.layers, heads=shape.attention_heads, kv_heads=shape.kv_heads, head_dim=shape.head_dim,
-        context=shape.context, vocab_size=model.get_output_embeddings().weight.shape[0],
-        weight_bytes=weight_bytes, dtype=dtype, has_chat_template=bool(getattr(tokenizer, "chat_template", None)),
+        name=name,
+        source=source,
+        architecture=type(model).__name__,
+        parameters=parameters,
+        layers=shape.layers,
+        heads=shape.attention_heads,
+        kv_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        context=shape.context,
+        vocab_size=model.get_output_embeddings().weight.shape[0],
+        weight_bytes=weight_bytes,
+        dtype=dtype,
+        has_chat_template=bool(getattr(tokenizer, "chat_template", None)),
     )
 
 
-def load_model(source: str | None = None, dtype: str = "float32", limits=None, server_is_public: bool = False) -> LoadedModel:
+def load_model(
+    source: str | None = None, dtype: str = "float32", limits=None, server_is_public: bool = False
+) -> LoadedModel:
     """Load a model and its tokenizer in eval mode. `source`: empty for the bundled model,
     a folder path, or a hub id. Raises ModelLoadError with a readable message."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -203,7 +224,9 @@ def load_model(source: str | None = None, dtype: str = "float32", limits=None, s
     if kind == "bundled":
         folder, name = BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
         if not folder.exists():
-            raise ModelLoadError(f"The bundled model is missing from {folder}. Re-clone the project or run python -m inference.train.")
+            raise ModelLoadError(
+                f"The bundled model is missing from {folder}. Re-clone the project or run python -m inference.train."
+            )
     elif kind == "folder":
         folder, name = Path(source.strip()).expanduser(), Path(source.strip()).name
         if not limits.folder_allowed(folder, server_is_public):

@@ -10,6 +10,7 @@ serving roofline ask for them freely. They are disturbed by whatever else runs o
 so a Measurement says how it was taken and the best run is reported (others can only slow a run
 down). Nothing here touches the global RNG.
 """
+
 from __future__ import annotations
 
 import functools
@@ -38,6 +39,7 @@ class Measurement:
 
 # ------------------------------------------------------------------------ read, not timed
 
+
 def _parse_size(text: str) -> int | None:
     """'32768K', '300 MiB', '2048K', '314572800' -> bytes."""
     match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(i?B)?\s*", text, flags=re.IGNORECASE)
@@ -63,8 +65,9 @@ def _llc_from_sysfs(root: Path) -> int | None:
 
 def _llc_from_lscpu() -> int | None:
     try:
-        out = subprocess.run(["lscpu", "-B", "-C=LEVEL,ONE-SIZE,TYPE"], capture_output=True, text=True,
-                             timeout=5, check=True).stdout
+        out = subprocess.run(
+            ["lscpu", "-B", "-C=LEVEL,ONE-SIZE,TYPE"], capture_output=True, text=True, timeout=5, check=True
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     best: tuple[int, int] | None = None
@@ -114,6 +117,7 @@ def logical_cpus() -> int:
 
 # ------------------------------------------------------------------------------- measured
 
+
 def _best_seconds(run, runs: int = RUNS, budget_s: float = BUDGET_S) -> tuple[float, int]:
     """Fastest of up to `runs` calls after one warm-up, stopping once `budget_s` is spent."""
     run()  # warm-up: first-call allocation, kernel selection
@@ -136,10 +140,13 @@ def _peak_flops(dtype: torch.dtype, threads: int) -> Measurement:
     with torch.inference_mode():
         seconds, runs = _best_seconds(lambda: torch.mm(a, b))
     flops = 2 * MATMUL_SIZE**3  # a multiply and an add per term
-    return Measurement(flops / seconds, "FLOP/s",
-                       f"fastest of {runs} {MATMUL_SIZE}×{MATMUL_SIZE} {str(dtype).removeprefix('torch.')} matrix "
-                       f"products (2·n³ FLOPs each) after a warm-up, on {threads} torch thread"
-                       f"{'s' if threads > 1 else ''}")
+    return Measurement(
+        flops / seconds,
+        "FLOP/s",
+        f"fastest of {runs} {MATMUL_SIZE}×{MATMUL_SIZE} {str(dtype).removeprefix('torch.')} matrix "
+        f"products (2·n³ FLOPs each) after a warm-up, on {threads} torch thread"
+        f"{'s' if threads > 1 else ''}",
+    )
 
 
 def peak_flops(dtype: torch.dtype = torch.float32) -> Measurement:
@@ -158,9 +165,12 @@ def _memory_bandwidth(threads: int) -> Measurement:
     data = torch.ones(n_bytes // 4, dtype=torch.float32)
     with torch.inference_mode():
         seconds, runs = _best_seconds(lambda: data.sum())
-    return Measurement(n_bytes / seconds, "bytes/s",
-                       f"fastest of {runs} sums over a {n_bytes / 2**20:,.0f} MiB float32 tensor (read once each) "
-                       f"after a warm-up, on {threads} torch thread{'s' if threads > 1 else ''}")
+    return Measurement(
+        n_bytes / seconds,
+        "bytes/s",
+        f"fastest of {runs} sums over a {n_bytes / 2**20:,.0f} MiB float32 tensor (read once each) "
+        f"after a warm-up, on {threads} torch thread{'s' if threads > 1 else ''}",
+    )
 
 
 def memory_bandwidth() -> Measurement:
@@ -180,12 +190,18 @@ def weights_vs_cache(weight_bytes: int, what: str = "This model's weights") -> s
     cache = last_level_cache_bytes()
     size = f"{what} take {describe_bytes(weight_bytes)}"
     if cache is None:
-        return (f"{size}; this machine does not report its cache size, so whether they stay in the CPU's cache "
-                "between decode steps is unknown here.")
+        return (
+            f"{size}; this machine does not report its cache size, so whether they stay in the CPU's cache "
+            "between decode steps is unknown here."
+        )
     where = f"this machine's last-level cache holds {describe_bytes(cache)} (as the system reports it)"
     if weight_bytes <= cache:
-        return (f"{size} and {where}: they fit, so between decode steps they can stay in the cache, and a step "
-                "is limited more by the fixed cost of running its many small operations than by reading "
-                "weights from memory.")
-    return (f"{size}, more than {where}: every decode step reads most of them from memory, so decode speed "
-            "follows memory bandwidth and fewer bytes per weight can make it faster.")
+        return (
+            f"{size} and {where}: they fit, so between decode steps they can stay in the cache, and a step "
+            "is limited more by the fixed cost of running its many small operations than by reading "
+            "weights from memory."
+        )
+    return (
+        f"{size}, more than {where}: every decode step reads most of them from memory, so decode speed "
+        "follows memory bandwidth and fewer bytes per weight can make it faster."
+    )

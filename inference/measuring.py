@@ -4,6 +4,7 @@ filler tokens, one timed forward pass and the timed decode loop, and a greedy ru
 Times are wall clock (`time.perf_counter`) around the forward pass only. Greedy decoding
 makes a run repeatable, so two runs differ only in how long they took.
 """
+
 from __future__ import annotations
 
 import time
@@ -45,8 +46,9 @@ def timed_pass(model, input_ids: torch.Tensor, cache=None) -> tuple[torch.Tensor
 
 
 @torch.inference_mode()
-def timed_decode(model, logits: torch.Tensor, cache, steps: int,
-                 engine_step: bool = False) -> tuple[torch.Tensor, list[float]]:
+def timed_decode(
+    model, logits: torch.Tensor, cache, steps: int, engine_step: bool = False
+) -> tuple[torch.Tensor, list[float]]:
     """`steps` greedy decode passes continuing from `logits` [batch, vocab] on `cache`, each
     timed: (the last logits, ms per pass). `engine_step` times the step engine's own decode
     step (`fast_decode.decode_step`, one sequence) instead of the model's forward pass."""

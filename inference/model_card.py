@@ -7,6 +7,7 @@ function (meta, context) -> Markdown, so a preset adds its own section by append
 The samples are generated here with the project's engine, unedited: prompt "Once upon a time",
 temperature 0.8, seeds 0, 1, ..., up to 200 new tokens.
 """
+
 from __future__ import annotations
 
 import csv
@@ -30,7 +31,7 @@ SAMPLE_COUNT = {"dense": 5, "draft": 2}  # presets not named here get 3
 ARCHITECTURES = {
     "llama": "`LlamaForCausalLM` (RMSNorm, RoPE, SwiGLU MLP, tied input/output embeddings)",
     "mixtral": "`MixtralForCausalLM` (the dense model's RMSNorm, RoPE attention and tied embeddings; each MLP "
-               "replaced by a router and a set of SwiGLU experts, see below)",
+    "replaced by a router and a set of SwiGLU experts, see below)",
 }
 
 
@@ -38,7 +39,9 @@ def samples(folder: Path, n: int = 5, max_new_tokens: int = SAMPLE_TOKENS) -> li
     loaded = load_model(str(folder.resolve()))
     out = []
     for seed in range(n):
-        trace = new_trace(loaded.model, loaded.tokenizer, encode_prompt(loaded.tokenizer, SAMPLE_PROMPT), max_new_tokens, seed)
+        trace = new_trace(
+            loaded.model, loaded.tokenizer, encode_prompt(loaded.tokenizer, SAMPLE_PROMPT), max_new_tokens, seed
+        )
         list(trace.run(SAMPLE_SETTINGS))
         text = loaded.tokenizer.decode(trace.generated_ids, skip_special_tokens=True)
         ending = "" if trace.stop_reason == "eos" else f" […cut at {max_new_tokens} tokens]"
@@ -63,18 +66,22 @@ def preset_of(meta: dict) -> str:
 
 # -- sections ------------------------------------------------------------------------------
 
+
 def title_section(meta: dict, ctx: CardContext) -> str:
     intro = {
         "dense": "A small Llama-architecture language model trained from random initialisation by Inference\n"
-                 "Lab's own code (`inference/train.py`), so the app has a real model that works offline.",
+        "Lab's own code (`inference/train.py`), so the app has a real model that works offline.",
         "draft": "A tiny Llama-architecture model trained from random initialisation by Inference Lab's own code\n"
-                 "(`inference/train.py`, preset `draft`) to be the **draft** of speculative decoding for the\n"
-                 "bundled model: it uses that model's tokenizer, so every token id means the same in both, and is\n"
-                 "much smaller, so guessing a token costs far less than a pass of the target.",
+        "(`inference/train.py`, preset `draft`) to be the **draft** of speculative decoding for the\n"
+        "bundled model: it uses that model's tokenizer, so every token id means the same in both, and is\n"
+        "much smaller, so guessing a token costs far less than a pass of the target.",
         "moe": "A small **Mixture-of-Experts** language model trained from random initialisation by Inference Lab's\n"
-               "own code (`inference/train.py`, preset `moe`) on the same stories and the same number of tokens as\n"
-               "the bundled dense model, so the app can show which experts real tokens use.",
-    }.get(preset_of(meta), f"A model trained by Inference Lab's own code (`inference/train.py`, preset `{preset_of(meta)}`).")
+        "own code (`inference/train.py`, preset `moe`) on the same stories and the same number of tokens as\n"
+        "the bundled dense model, so the app can show which experts real tokens use.",
+    }.get(
+        preset_of(meta),
+        f"A model trained by Inference Lab's own code (`inference/train.py`, preset `{preset_of(meta)}`).",
+    )
     return f"# {ctx.name}\n\n{intro}\n"
 
 
@@ -82,41 +89,48 @@ def architecture_section(meta: dict, ctx: CardContext) -> str:
     s, st = meta["settings"], meta["stats"]
     kind = ARCHITECTURES.get(s.get("architecture", "llama"), f"`{s.get('architecture')}`")
     if meta.get("tokenizer_from"):
-        tokenizer = (f"the tokenizer of `{meta['tokenizer_from']}`, reused unchanged (vocabulary {s['vocab_size']:,}, "
-                     "the same ids); `<|endoftext|>` (id 0) is BOS, EOS, story separator and padding")
+        tokenizer = (
+            f"the tokenizer of `{meta['tokenizer_from']}`, reused unchanged (vocabulary {s['vocab_size']:,}, "
+            "the same ids); `<|endoftext|>` (id 0) is BOS, EOS, story separator and padding"
+        )
     else:
-        tokenizer = (f"byte-level BPE trained on the same training split, vocabulary {s['vocab_size']:,}; "
-                     "`<|endoftext|>` (id 0) is BOS, EOS, story separator and padding")
+        tokenizer = (
+            f"byte-level BPE trained on the same training split, vocabulary {s['vocab_size']:,}; "
+            "`<|endoftext|>` (id 0) is BOS, EOS, story separator and padding"
+        )
     return f"""## Architecture
 | | |
 |---|---|
 | type | {kind} |
-| parameters | {st['parameters']:,} |
-| layers | {s['num_layers']} |
-| hidden size / intermediate size | {s['hidden_size']} / {s['intermediate_size']} (multiples of 128, so group-wise int4 covers every layer) |
-| attention heads / KV heads | {s['num_heads']} / {s['num_kv_heads']} (grouped-query attention: the KV cache is {s['num_heads'] // s['num_kv_heads']}× smaller than with one KV head per head) |
-| head dim | {s['hidden_size'] // s['num_heads']} |
-| context | {s['context']} tokens |
+| parameters | {st["parameters"]:,} |
+| layers | {s["num_layers"]} |
+| hidden size / intermediate size | {s["hidden_size"]} / {s["intermediate_size"]} (multiples of 128, so group-wise int4 covers every layer) |
+| attention heads / KV heads | {s["num_heads"]} / {s["num_kv_heads"]} (grouped-query attention: the KV cache is {s["num_heads"] // s["num_kv_heads"]}× smaller than with one KV head per head) |
+| head dim | {s["hidden_size"] // s["num_heads"]} |
+| context | {s["context"]} tokens |
 | tokenizer | {tokenizer} |
-| weights | `model.safetensors`, {s.get('save_dtype', 'float32')} |
+| weights | `model.safetensors`, {s.get("save_dtype", "float32")} |
 """
 
 
 def training_section(meta: dict, ctx: CardContext) -> str:
     s, st = meta["settings"], meta["stats"]
     hours = st["wall_time_s"] / 3600
-    defaults = ("defaults in `TrainSettings` reproduce this model" if preset_of(meta) == "dense"
-                else f"the `{preset_of(meta)}` preset in `inference/train.py` reproduces this model")
+    defaults = (
+        "defaults in `TrainSettings` reproduce this model"
+        if preset_of(meta) == "dense"
+        else f"the `{preset_of(meta)}` preset in `inference/train.py` reproduces this model"
+    )
     return f"""## Training
 | | |
 |---|---|
-| corpus | `{meta['corpus']}`: {', '.join(meta['corpus_files'])} ({st['train_tokens_in_corpus']:,} training tokens after a {s['validation_fraction']:.0%} validation split of whole stories) |
-| tokens seen | {st['tokens_seen']:,} ({st['tokens_seen'] / st['train_tokens_in_corpus']:.1f} passes over the training split) |
-| steps × batch × length | {s['steps']:,} × {s['batch_size']} × {s['context']} |
-| optimiser | AdamW (β 0.9/0.95, weight decay {s['weight_decay']}), peak LR {s['peak_lr']}, {s['warmup_steps']} warm-up steps, cosine decay to 10%, gradient clip 1.0, bf16 autocast: {s['bf16_autocast']} |
-| wall time | {st['wall_time_s'] / 60:.0f} min ({hours:.2f} h) on 2 CPU cores, torch {meta['torch']} |
-| seed | {s['seed']} (weight init, data order and validation split) |
-| reproduce | `{meta['command']}` from the project root ({defaults}) |
+| corpus | `{meta["corpus"]}`: {", ".join(meta["corpus_files"])} ({st["train_tokens_in_corpus"]:,} training tokens after a {s["validation_fraction"]:.0%} validation split of whole stories) |
+| tokens seen | {st["tokens_seen"]:,} ({st["tokens_seen"] / st["train_tokens_in_corpus"]:.1f} passes over the training split) |
+| steps × batch × length | {s["steps"]:,} × {s["batch_size"]} × {s["context"]} |
+| optimiser | AdamW (β 0.9/0.95, weight decay {s["weight_decay"]}), peak LR {s["peak_lr"]}, {s["warmup_steps"]} warm-up steps, cosine decay to 10%, gradient clip 1.0, bf16 autocast: {s["bf16_autocast"]} |
+| wall time | {st["wall_time_s"] / 60:.0f} min ({hours:.2f} h) on 2 CPU cores, torch {meta["torch"]} |
+| seed | {s["seed"]} (weight init, data order and validation split) |
+| reproduce | `{meta["command"]}` from the project root ({defaults}) |
 
 The per-evaluation train/validation losses are in `training_log.csv` beside this card.
 """
@@ -130,24 +144,24 @@ Every token is scored once with at least 256 tokens of context where the text al
 
 | split | nats/token | bits/byte |
 |---|---|---|
-| train (a sample of {s['validation_fraction']:.0%} of the training stories) | {st['train_nats_per_token']:.3f} | {st['train_bits_per_byte']:.3f} |
-| validation (held back from the training folder) | {st['val_nats_per_token']:.3f} | {st['val_bits_per_byte']:.3f} |
-| **held-out** (`shared/corpus/heldout/`, TinyStories V1 validation, never trained on) | {st.get('heldout_nats_per_token', float('nan')):.3f} | **{st.get('heldout_bits_per_byte', float('nan')):.3f}** |
+| train (a sample of {s["validation_fraction"]:.0%} of the training stories) | {st["train_nats_per_token"]:.3f} | {st["train_bits_per_byte"]:.3f} |
+| validation (held back from the training folder) | {st["val_nats_per_token"]:.3f} | {st["val_bits_per_byte"]:.3f} |
+| **held-out** (`shared/corpus/heldout/`, TinyStories V1 validation, never trained on) | {st.get("heldout_nats_per_token", float("nan")):.3f} | **{st.get("heldout_bits_per_byte", float("nan")):.3f}** |
 
 The held-out file separates paragraphs and stories with blank lines and does not mark story
 ends, unlike the training text; the score above is measured on the raw file as it is. With its
 blank lines folded to single newlines (the training layout; bytes counted after folding) it is
-{st['heldout_folded_bits_per_byte']:.3f} bits/byte.
+{st["heldout_folded_bits_per_byte"]:.3f} bits/byte.
 """
 
 
 def quality_bar_section(meta: dict, ctx: CardContext) -> str:
     st = meta["stats"]
     return f"""**Quality bar.** The target was at most 0.85 bits/byte on the held-out stories; this model
-reaches {st['heldout_bits_per_byte']:.3f} (raw file) and {st['val_bits_per_byte']:.3f} on validation stories. The limit is
-data, not time: the training folder holds {st['train_tokens_in_corpus']:,} tokens, seen
-{st['tokens_seen'] / st['train_tokens_in_corpus']:.1f} times, and the gap between train ({st['train_bits_per_byte']:.3f}) and validation
-({st['val_bits_per_byte']:.3f}) shows it has begun to memorise. More TinyStories text (the full set
+reaches {st["heldout_bits_per_byte"]:.3f} (raw file) and {st["val_bits_per_byte"]:.3f} on validation stories. The limit is
+data, not time: the training folder holds {st["train_tokens_in_corpus"]:,} tokens, seen
+{st["tokens_seen"] / st["train_tokens_in_corpus"]:.1f} times, and the gap between train ({st["train_bits_per_byte"]:.3f}) and validation
+({st["val_bits_per_byte"]:.3f}) shows it has begun to memorise. More TinyStories text (the full set
 has about 470M tokens) is what would bring it under 0.85; a bigger model or longer run on
 the same 6 MB would mostly widen the gap.
 """
@@ -171,7 +185,9 @@ acceptance rate against `{target_name}` on this machine.{comparison}
 
 
 def samples_section(meta: dict, ctx: CardContext) -> str:
-    sample_text = "\n\n".join(f"**Seed {i}.**\n\n> " + story.replace("\n", "\n> ") for i, story in enumerate(ctx.stories))
+    sample_text = "\n\n".join(
+        f"**Seed {i}.**\n\n> " + story.replace("\n", "\n> ") for i, story in enumerate(ctx.stories)
+    )
     count = {5: "Five", 2: "Two", 3: "Three"}.get(len(ctx.stories), str(len(ctx.stories)))
     return f"""## {count} unedited samples
 Prompt "{SAMPLE_PROMPT}", temperature {SAMPLE_SETTINGS.temperature}, no other filter, seeds 0-{len(ctx.stories) - 1}, Inference Lab's engine.
@@ -200,8 +216,11 @@ def moe_card_inputs(folder: Path) -> dict:
     meta = json.loads((folder / "training_meta.json").read_text())
     dense_folder = MODELS_DIR / (meta.get("tokenizer_from") or BUNDLED_MODEL_DIR.name)
     return {
-        "stats": stats, "load_log": routing.read_load_log(folder) or [], "log": _read_log(folder),
-        "dense_name": dense_folder.name, "dense": json.loads((dense_folder / "training_meta.json").read_text()),
+        "stats": stats,
+        "load_log": routing.read_load_log(folder) or [],
+        "log": _read_log(folder),
+        "dense_name": dense_folder.name,
+        "dense": json.loads((dense_folder / "training_meta.json").read_text()),
         "dense_log": _read_log(dense_folder),
     }
 
@@ -231,20 +250,32 @@ def moe_section(meta: dict, ctx: CardContext) -> str:
     gap_moe = st["val_bits_per_byte"] - st["train_bits_per_byte"]
     gap_dense = dense["val_bits_per_byte"] - dense["train_bits_per_byte"]
     held_diff = st["heldout_bits_per_byte"] - dense["heldout_bits_per_byte"]
-    verdict = (f"**{abs(held_diff):.3f} bits/byte better** than" if held_diff < 0 else
-               f"**{held_diff:.3f} bits/byte worse** than" if held_diff > 0 else "the same as")
-    memorises = ("it memorises more: its train score improved further than its validation score did"
-                 if gap_moe > gap_dense else "it does not memorise more than the dense model did")
+    verdict = (
+        f"**{abs(held_diff):.3f} bits/byte better** than"
+        if held_diff < 0
+        else f"**{held_diff:.3f} bits/byte worse** than"
+        if held_diff > 0
+        else "the same as"
+    )
+    memorises = (
+        "it memorises more: its train score improved further than its validation score did"
+        if gap_moe > gap_dense
+        else "it does not memorise more than the dense model did"
+    )
     quality_rows = "\n".join(
         f"| {name} | {p:,} | {a:,} | {q['train_bits_per_byte']:.3f} | {q['val_bits_per_byte']:.3f} | "
         f"**{q['heldout_bits_per_byte']:.3f}** | {q['val_bits_per_byte'] - q['train_bits_per_byte']:+.3f} |"
-        for name, p, a, q in [(ctx.name, moe_b["total_parameters"], moe_b["active_parameters"], st),
-                              (dense_name, dense_b["total_parameters"], dense_b["active_parameters"], dense)]
+        for name, p, a, q in [
+            (ctx.name, moe_b["total_parameters"], moe_b["active_parameters"], st),
+            (dense_name, dense_b["total_parameters"], dense_b["active_parameters"], dense),
+        ]
     )
 
     final = stats["load"]["fractions"]
-    load_rows = "\n".join(f"| {layer} | " + " | ".join(f"{f:.1%}" for f in row) + f" | {_spread(row)} |"
-                          for layer, row in enumerate(final))
+    load_rows = "\n".join(
+        f"| {layer} | " + " | ".join(f"{f:.1%}" for f in row) + f" | {_spread(row)} |"
+        for layer, row in enumerate(final)
+    )
     log = m["load_log"]
     if log:
         early, late = log[0], log[-1]
@@ -255,25 +286,36 @@ def moe_section(meta: dict, ctx: CardContext) -> str:
             f"(`expert_load_log.json`). At step {early['step']:,} the busiest expert of any layer took "
             f"{early_worst:.1%} of the picks; at step {late['step']:,}, {late_worst:.1%} (uniform: {uniform:.1%}). "
             "Per layer, lowest – highest share: "
-            + "; ".join(f"layer {i} {_spread(a)} → {_spread(b)}"
-                        for i, (a, b) in enumerate(zip(early["fractions"], late["fractions"])))
+            + "; ".join(
+                f"layer {i} {_spread(a)} → {_spread(b)}"
+                for i, (a, b) in enumerate(zip(early["fractions"], late["fractions"]))
+            )
             + f". Experts with under 1% of their layer's picks: {_idle(early)} of {layers * E} at step "
-              f"{early['step']:,}, {_idle(late)} at step {late['step']:,}"
-            + (": at this coefficient the balance loss did not bring them back, so their parameters are held but "
-               "almost never used." if _idle(late) else ".")
+            f"{early['step']:,}, {_idle(late)} at step {late['step']:,}"
+            + (
+                ": at this coefficient the balance loss did not bring them back, so their parameters are held but "
+                "almost never used."
+                if _idle(late)
+                else "."
+            )
             + " No model was trained without the balance loss or with a stronger one, so what it prevented or "
-              "could have done is not measured here."
+            "could have done is not measured here."
         )
     else:
         early_line = "No load log from training was kept, so the early balance cannot be shown."
 
-    info_rows = "\n".join(f"| {i} | {row['expert_entropy_bits']:.2f} | {row['mutual_information_bits']:.2f} |"
-                          for i, row in enumerate(stats["information"]))
+    info_rows = "\n".join(
+        f"| {i} | {row['expert_entropy_bits']:.2f} | {row['mutual_information_bits']:.2f} |"
+        for i, row in enumerate(stats["information"])
+    )
 
     base = stats["experiments"][0]["val_bits_per_byte"]
     scoring = source.get("scoring", "windows of 512 tokens")
-    last_eval = (f"; the trainer's last evaluation, float32 weights: {float(m['log'][-1]['val_bits_per_byte']):.4f}"
-                 if m["log"] else "")
+    last_eval = (
+        f"; the trainer's last evaluation, float32 weights: {float(m['log'][-1]['val_bits_per_byte']):.4f}"
+        if m["log"]
+        else ""
+    )
     ms = stats["decode_ms_per_token"]
     experiment_rows = "\n".join(
         f"| {e['name']} | {e['k']} | {e['val_bits_per_byte']:.4f} | {e['val_bits_per_byte'] - base:+.4f} | "
@@ -285,17 +327,24 @@ def moe_section(meta: dict, ctx: CardContext) -> str:
     if off:
         worst = max(off, key=lambda e: e["val_bits_per_byte"])
         mildest = min(off, key=lambda e: e["val_bits_per_byte"])
-        off_line = (f" Switching one expert off (the same index in every layer; its tokens go to their next choices) "
-                    f"costs from {mildest['val_bits_per_byte'] - base:+.4f} ({mildest['name']}) to "
-                    f"{worst['val_bits_per_byte'] - base:+.4f} bits/byte ({worst['name']}).")
+        off_line = (
+            f" Switching one expert off (the same index in every layer; its tokens go to their next choices) "
+            f"costs from {mildest['val_bits_per_byte'] - base:+.4f} ({mildest['name']}) to "
+            f"{worst['val_bits_per_byte'] - base:+.4f} bits/byte ({worst['name']})."
+        )
     top1 = next((e for e in stats["experiments"] if e["name"] == "top-1"), None)
-    top1_line = (f" Routing each token to its first expert only (top-1, weight 1) costs "
-                 f"{top1['val_bits_per_byte'] - base:+.4f} bits/byte." if top1 else "")
+    top1_line = (
+        f" Routing each token to its first expert only (top-1, weight 1) costs "
+        f"{top1['val_bits_per_byte'] - base:+.4f} bits/byte."
+        if top1
+        else ""
+    )
 
     dense_log = {row["step"]: row for row in m["dense_log"]}
     log_rows = "\n".join(
         f"| {int(row['step']):,} | {int(row['tokens_seen']):,} | {float(row['val_bits_per_byte']):.3f} | "
-        + (f"{float(dense_log[row['step']]['val_bits_per_byte']):.3f}" if row["step"] in dense_log else "–") + " |"
+        + (f"{float(dense_log[row['step']]['val_bits_per_byte']):.3f}" if row["step"] in dense_log else "–")
+        + " |"
         for row in m["log"]
     )
 
@@ -310,33 +359,33 @@ decode step is written for Llama's MLP; for this model the engine uses transform
 | | |
 |---|---|
 | experts per layer / per token | {E} / {k} (top-{k}: the router's softmax, the {k} largest kept and renormalised to sum to 1) |
-| expert width | {s['intermediate_size']} (the dense MLP's {m['dense']['settings']['intermediate_size']} / {k}: a token's MLP work equals the dense model's) |
-| router | one linear layer [{E} × {s['hidden_size']}] per layer |
-| load-balancing loss | coefficient {s['router_aux_loss_coef']} (the Switch Transformer / Mixtral auxiliary loss), added to the training loss |
-| parameters, total / active per token | {moe_b['total_parameters']:,} / {moe_b['active_parameters']:,} (dense: {dense_b['total_parameters']:,}); counted from the tensors |
-| weights held / read per decoded token | {moe_b['bytes_held'] / 1e6:.1f} MB / {moe_b['bytes_read_per_token'] / 1e6:.1f} MB in float32 as the app loads them (dense: {dense_b['bytes_held'] / 1e6:.1f} / {dense_b['bytes_read_per_token'] / 1e6:.1f} MB); the file is bfloat16, half that |
+| expert width | {s["intermediate_size"]} (the dense MLP's {m["dense"]["settings"]["intermediate_size"]} / {k}: a token's MLP work equals the dense model's) |
+| router | one linear layer [{E} × {s["hidden_size"]}] per layer |
+| load-balancing loss | coefficient {s["router_aux_loss_coef"]} (the Switch Transformer / Mixtral auxiliary loss), added to the training loss |
+| parameters, total / active per token | {moe_b["total_parameters"]:,} / {moe_b["active_parameters"]:,} (dense: {dense_b["total_parameters"]:,}); counted from the tensors |
+| weights held / read per decoded token | {moe_b["bytes_held"] / 1e6:.1f} MB / {moe_b["bytes_read_per_token"] / 1e6:.1f} MB in float32 as the app loads them (dense: {dense_b["bytes_held"] / 1e6:.1f} / {dense_b["bytes_read_per_token"] / 1e6:.1f} MB); the file is bfloat16, half that |
 
-### Quality next to the dense model (the same {st['tokens_seen']:,} tokens seen)
+### Quality next to the dense model (the same {st["tokens_seen"]:,} tokens seen)
 | model | parameters | active | train bits/byte | validation | held-out | validation − train |
 |---|---|---|---|---|---|---|
 {quality_rows}
 
-On the held-out file the MoE is {verdict} the dense model, with {moe_b['total_parameters'] / dense_b['total_parameters']:.1f}×
-its parameters and {moe_b['active_parameters'] / dense_b['active_parameters']:.2f}× its active ones. The gap between validation and train
+On the held-out file the MoE is {verdict} the dense model, with {moe_b["total_parameters"] / dense_b["total_parameters"]:.1f}×
+its parameters and {moe_b["active_parameters"] / dense_b["active_parameters"]:.2f}× its active ones. The gap between validation and train
 is {gap_moe:+.3f} bits/byte against the dense model's {gap_dense:+.3f}: {memorises}. With only
-{st['train_tokens_in_corpus']:,} training tokens (about 6 MB of text, seen {st['tokens_seen'] / st['train_tokens_in_corpus']:.1f} times) a bigger model has
+{st["train_tokens_in_corpus"]:,} training tokens (about 6 MB of text, seen {st["tokens_seen"] / st["train_tokens_in_corpus"]:.1f} times) a bigger model has
 more room to memorise; these are the measured figures, not a tuned comparison. (The trainer scored
 the float32 weights before rounding them to bfloat16 for the file. Scored like the trainer's
 periodic evaluations, in {scoring}, the stored weights reach {base:.4f} on validation, first row
 of the experiments below{last_eval}.)
 
 ### Expert load on validation stories
-Share of the (token, slot) picks each expert received, over {source['tokens']:,} tokens of
-{source['stories']:,} validation stories (each token makes {k} picks per layer); uniform is {uniform:.1%}.
+Share of the (token, slot) picks each expert received, over {source["tokens"]:,} tokens of
+{source["stories"]:,} validation stories (each token makes {k} picks per layer); uniform is {uniform:.1%}.
 Computed exactly by `inference.moe_stats`; per-expert top tokens are in `routing_stats.json`.
 
-| layer | {' | '.join(f'e{e}' for e in range(E))} | lowest – highest |
-|---|{'---|' * E}---|
+| layer | {" | ".join(f"e{e}" for e in range(E))} | lowest – highest |
+|---|{"---|" * E}---|
 {load_rows}
 
 {early_line}
@@ -353,9 +402,9 @@ no clean one-expert-per-word specialisation.
 
 ### Experiments, measured
 Validation bits/byte on the same stories ({scoring}), the model's stored weights, each variant built on
-the same tensors (`inference.routing.variant`). Decode time: {stats['timing']['how']};
-{stats['timing']['machine']}; {stats['timing']['conditions']}. Dense `{dense_name}` on the
-same path: {ms.get('dense', float('nan')):.2f} ms per token (its validation score here: {stats['dense']['val_bits_per_byte']:.4f}).
+the same tensors (`inference.routing.variant`). Decode time: {stats["timing"]["how"]};
+{stats["timing"]["machine"]}; {stats["timing"]["conditions"]}. Dense `{dense_name}` on the
+same path: {ms.get("dense", float("nan")):.2f} ms per token (its validation score here: {stats["dense"]["val_bits_per_byte"]:.4f}).
 
 | routing | experts per token | validation bits/byte | change | decode ms/token |
 |---|---|---|---|---|
@@ -363,7 +412,7 @@ same path: {ms.get('dense', float('nan')):.2f} ms per token (its validation scor
 {top1_line}{off_line}
 
 ### Training log
-Validation bits/byte at each evaluation (windows of {s['context']} tokens, no overlap), next to
+Validation bits/byte at each evaluation (windows of {s["context"]} tokens, no overlap), next to
 the dense model's at the same step; all rows in `training_log.csv`.
 
 | step | tokens seen | MoE | dense |

@@ -17,6 +17,7 @@ compressed latent of `kv_lora_rank + qk_rope_head_dim` numbers per token, with n
 and V. transformers' sliding layers keep `window - 1` tokens between steps and attend over
 `window` with the new one; we count `min(tokens, window)`, the positions attended.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,6 +33,7 @@ LAYER_TYPES = (FULL, SLIDING)
 
 
 # ------------------------------------------------------------------------------ checks
+
 
 def positive_int(name: str, value: Any) -> int:
     """`value` as an int, or ValueError naming the argument and the value."""
@@ -50,6 +52,7 @@ def positive_number(name: str, value: Any) -> Fraction:
 
 
 # ------------------------------------------------------------------------------- shape
+
 
 @dataclass(frozen=True)
 class MLARanks:
@@ -89,7 +92,7 @@ class ModelShape:
 
     @property
     def attention(self) -> str:
-        """"MLA", "MHA" (one K/V head per query head) or "GQA" (query heads share K/V heads)."""
+        """ "MLA", "MHA" (one K/V head per query head) or "GQA" (query heads share K/V heads)."""
         if self.mla is not None:
             return "MLA"
         return "MHA" if self.kv_heads == self.attention_heads else "GQA"
@@ -115,8 +118,13 @@ class ModelShape:
         return 2 * heads * self.head_dim  # 2: a key and a value
 
 
-def kv_cache_bytes(shape: ModelShape, tokens: int, batch: int = 1, bytes_per_element: float = 2,
-                   one_kv_head_per_query_head: bool = False) -> int:
+def kv_cache_bytes(
+    shape: ModelShape,
+    tokens: int,
+    batch: int = 1,
+    bytes_per_element: float = 2,
+    one_kv_head_per_query_head: bool = False,
+) -> int:
     """THE KV-cache formula: bytes for `batch` sequences of `tokens` tokens, rounded up to whole bytes.
 
     sum over layers of cached tokens (min(tokens, window) on sliding layers) x values per token
@@ -134,6 +142,7 @@ def kv_bytes_per_token(shape: ModelShape, bytes_per_element: float = 2) -> int:
 
 
 # ----------------------------------------------------------------------------- readers
+
 
 def _lookup(source: Any, *names: str) -> Any:
     """The first of `names` that `source` (a dict or a config object) sets to something other than None."""
@@ -189,14 +198,24 @@ def from_config(config: Any) -> ModelShape:
     kv_heads = 1 if _lookup(config, "multi_query") is True else _lookup(config, "num_key_value_heads") or heads
     mla = None
     if _lookup(config, "kv_lora_rank") is not None:
-        mla = MLARanks(*(positive_int(name, _require(config, name))
-                         for name in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")))
+        mla = MLARanks(
+            *(
+                positive_int(name, _require(config, name))
+                for name in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+            )
+        )
     types = _layer_types(config, layers)
     return ModelShape(
-        layers=layers, attention_heads=heads, kv_heads=kv_heads,
-        head_dim=_lookup(config, "head_dim") or hidden // heads, hidden_size=hidden,
-        context=context_length(config), vocab_size=_require(config, "vocab_size"), layer_types=types,
-        sliding_window=_lookup(config, "sliding_window") if SLIDING in types else None, mla=mla,
+        layers=layers,
+        attention_heads=heads,
+        kv_heads=kv_heads,
+        head_dim=_lookup(config, "head_dim") or hidden // heads,
+        hidden_size=hidden,
+        context=context_length(config),
+        vocab_size=_require(config, "vocab_size"),
+        layer_types=types,
+        sliding_window=_lookup(config, "sliding_window") if SLIDING in types else None,
+        mla=mla,
     )
 
 
@@ -222,9 +241,16 @@ def from_public_entry(entry: Mapping[str, Any]) -> ModelShape:
         types = (SLIDING if window is not None else FULL,) * layers
     mla = entry.get("mla")
     return ModelShape(
-        layers=layers, attention_heads=entry["attention_heads"], kv_heads=entry["kv_heads"],
-        head_dim=entry["head_dim"], hidden_size=entry["hidden_size"], context=entry["context"],
-        vocab_size=entry["vocab_size"], layer_types=types, sliding_window=window if SLIDING in types else None,
+        layers=layers,
+        attention_heads=entry["attention_heads"],
+        kv_heads=entry["kv_heads"],
+        head_dim=entry["head_dim"],
+        hidden_size=entry["hidden_size"],
+        context=entry["context"],
+        vocab_size=entry["vocab_size"],
+        layer_types=types,
+        sliding_window=window if SLIDING in types else None,
         mla=MLARanks(mla["kv_lora_rank"], mla["qk_rope_head_dim"], mla["qk_nope_head_dim"], mla["v_head_dim"])
-        if mla else None,
+        if mla
+        else None,
     )

@@ -12,6 +12,7 @@ big one. Weights are random (from a private generator, never the global RNG): th
 nothing sensible, which does not matter, since speed and memory do not depend on what the
 weights have learned. No download is needed, so this runs offline.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -45,17 +46,28 @@ class MoEDesign:
 
     def __post_init__(self):
         if not 1 <= self.experts_per_token <= self.experts:
-            raise ValueError(f"`experts_per_token` has to be from 1 to experts ({self.experts}), "
-                             f"but is {self.experts_per_token}")
+            raise ValueError(
+                f"`experts_per_token` has to be from 1 to experts ({self.experts}), but is {self.experts_per_token}"
+            )
 
     def _shared(self) -> dict:
-        return dict(vocab_size=self.vocab, hidden_size=self.hidden, num_hidden_layers=self.layers,
-                    num_attention_heads=self.heads, num_key_value_heads=self.kv_heads,
-                    max_position_embeddings=self.context, tie_word_embeddings=True)
+        return dict(
+            vocab_size=self.vocab,
+            hidden_size=self.hidden,
+            num_hidden_layers=self.layers,
+            num_attention_heads=self.heads,
+            num_key_value_heads=self.kv_heads,
+            max_position_embeddings=self.context,
+            tie_word_embeddings=True,
+        )
 
     def configs(self) -> dict[str, object]:
-        moe = MixtralConfig(**self._shared(), intermediate_size=self.expert_width, num_local_experts=self.experts,
-                            num_experts_per_tok=self.experts_per_token)
+        moe = MixtralConfig(
+            **self._shared(),
+            intermediate_size=self.expert_width,
+            num_local_experts=self.experts,
+            num_experts_per_tok=self.experts_per_token,
+        )
         return {
             DENSE_ACTIVE: LlamaConfig(**self._shared(), intermediate_size=self.expert_width * self.experts_per_token),
             MOE: moe,
@@ -89,7 +101,9 @@ def parameter_counts(model) -> tuple[int, int]:
     experts = getattr(config, "num_local_experts", None)
     if not experts:
         return total, total
-    per_expert = sum(p[0].numel() for name, p in model.named_parameters() if ".experts." in name) // config.num_hidden_layers
+    per_expert = (
+        sum(p[0].numel() for name, p in model.named_parameters() if ".experts." in name) // config.num_hidden_layers
+    )
     idle = (experts - config.num_experts_per_tok) * per_expert * config.num_hidden_layers
     return total, total - idle
 
@@ -109,8 +123,10 @@ def experts_read_per_pass(model, batch: int, seed: int = 0) -> float:
     over layers: every picked expert's weights have to be read in that pass. (Hooks go on
     this function's own model only, and come off again.)"""
     picked = []
-    hooks = [layer.mlp.gate.register_forward_hook(lambda module, args, out: picked.append(out[2].unique().numel()))
-             for layer in model.model.layers]
+    hooks = [
+        layer.mlp.gate.register_forward_hook(lambda module, args, out: picked.append(out[2].unique().numel()))
+        for layer in model.model.layers
+    ]
     try:
         cache = DynamicCache(config=model.config)
         prompts = filler_batch(model.config.vocab_size, batch, BATCH_PROMPT_TOKENS, seed)
@@ -123,9 +139,15 @@ def experts_read_per_pass(model, batch: int, seed: int = 0) -> float:
     return sum(picked) / len(picked)
 
 
-def measure(design: MoEDesign = MoEDesign(), prompt_tokens: int = PROMPT_TOKENS, decode_steps: int = 24,
-            repeats: int = REPEATS,
-            batch: int = 16, seed: int = 0, progress: Progress | None = None) -> pd.DataFrame:
+def measure(
+    design: MoEDesign = MoEDesign(),
+    prompt_tokens: int = PROMPT_TOKENS,
+    decode_steps: int = 24,
+    repeats: int = REPEATS,
+    batch: int = 16,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
     """One row per model: parameters (total and per token), weight bytes (from the tensors),
     prefill ms for `prompt_tokens`, decode ms per token for one sequence, and decode ms per
     pass for `batch` sequences at once (BATCH_PROMPT_TOKENS-token prompts);
@@ -154,16 +176,23 @@ def measure(design: MoEDesign = MoEDesign(), prompt_tokens: int = PROMPT_TOKENS,
     rows = []
     for name, model in models.items():
         total, active = parameter_counts(model)
-        rows.append({
-            "model": name, "total_parameters": total, "active_parameters": active,
-            "weight_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
-            "prefill_ms": median(r[0] for r in runs[name]), "decode_ms_per_token": median(r[1] for r in runs[name]),
-            "batch": batch, "batch_ms_per_pass": median(r[2] for r in runs[name]),
-        })
+        rows.append(
+            {
+                "model": name,
+                "total_parameters": total,
+                "active_parameters": active,
+                "weight_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+                "prefill_ms": median(r[0] for r in runs[name]),
+                "decode_ms_per_token": median(r[1] for r in runs[name]),
+                "batch": batch,
+                "batch_ms_per_pass": median(r[2] for r in runs[name]),
+            }
+        )
     frame = pd.DataFrame(rows)
     frame["experts_read_alone"] = [experts_read_per_pass(m, 1) if name == MOE else None for name, m in models.items()]
-    frame["experts_read_in_batch"] = [experts_read_per_pass(m, batch) if name == MOE else None
-                                      for name, m in models.items()]
+    frame["experts_read_in_batch"] = [
+        experts_read_per_pass(m, batch) if name == MOE else None for name, m in models.items()
+    ]
     base = frame.set_index("model").loc[DENSE_ACTIVE]
     frame["decode_vs_dense_active"] = frame["decode_ms_per_token"] / base["decode_ms_per_token"]
     frame["batch_vs_dense_active"] = frame["batch_ms_per_pass"] / base["batch_ms_per_pass"]
@@ -187,11 +216,16 @@ def public_moe_table(models: list[dict]) -> pd.DataFrame:
     for m in models:
         if not m.get("experts"):
             continue
-        rows.append({
-            "model": m["name"], "experts": m["experts"], "experts_per_token": m["experts_per_token"],
-            "total_parameters_b": m["parameters"] / 1e9, "active_parameters_b": m["active_parameters"] / 1e9,
-            "active_share": m["active_parameters"] / m["parameters"],
-            "memory_gb_bf16": m["parameters"] * 2 / 1e9,
-            "weights_read_per_token_gb_bf16": weights_read_per_token(m) * 2 / 1e9,
-        })
+        rows.append(
+            {
+                "model": m["name"],
+                "experts": m["experts"],
+                "experts_per_token": m["experts_per_token"],
+                "total_parameters_b": m["parameters"] / 1e9,
+                "active_parameters_b": m["active_parameters"] / 1e9,
+                "active_share": m["active_parameters"] / m["parameters"],
+                "memory_gb_bf16": m["parameters"] * 2 / 1e9,
+                "weights_read_per_token_gb_bf16": weights_read_per_token(m) * 2 / 1e9,
+            }
+        )
     return pd.DataFrame(rows)

@@ -14,6 +14,7 @@ is computed here, once, and written to FOLDER/routing_stats.json:
   index with the largest mean share), next to the dense model; decode time per token of each,
   measured on this machine.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,9 +49,15 @@ def validation_stories(folder: Path, corpus_dir: Path) -> list[str]:
     return validation
 
 
-def compute(folder: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR, dense_folder: Path = BUNDLED_MODEL_DIR,
-            switch_off: list[int] | None = None, log=print, timing_repeats: int = TIMING_REPEATS,
-            timing_steps: int = TIMING_STEPS) -> dict:
+def compute(
+    folder: Path,
+    corpus_dir: Path = DEFAULT_CORPUS_DIR,
+    dense_folder: Path = BUNDLED_MODEL_DIR,
+    switch_off: list[int] | None = None,
+    log=print,
+    timing_repeats: int = TIMING_REPEATS,
+    timing_steps: int = TIMING_STEPS,
+) -> dict:
     started = time.time()
     torch.set_num_threads(1)  # as the app runs (Limits.torch_threads)
     moe = load_model(str(folder.resolve()))
@@ -67,16 +74,22 @@ def compute(folder: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR, dense_folder: P
         "model": folder.name,
         "source": {
             "text": "the trainer's validation split (corpus.split_train_validation with the model's settings), "
-                    "never trained on",
-            "stories": len(stories), "tokens": len(ids), "bytes": n_bytes, "window": SCORE_WINDOW,
+            "never trained on",
+            "stories": len(stories),
+            "tokens": len(ids),
+            "bytes": n_bytes,
+            "window": SCORE_WINDOW,
             "scoring": f"windows of {SCORE_WINDOW} tokens without overlap (as the trainer's periodic evaluation)",
         },
         "shape": asdict(shape),
         "load": routing.load_stats(recorded),
         "top_tokens": routing.expert_top_tokens(recorded, tokenizer),
         "information": routing.token_expert_information(recorded),
-        "budget": {"moe": asdict(routing.budget(model)), "dense": asdict(routing.budget(dense.model)),
-                   "dtype": "float32 (as the app loads them)"},
+        "budget": {
+            "moe": asdict(routing.budget(model)),
+            "dense": asdict(routing.budget(dense.model)),
+            "dtype": "float32 (as the app loads them)",
+        },
     }
     log(f"routing done ({time.time() - started:.0f} s)")
 
@@ -93,13 +106,23 @@ def compute(folder: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR, dense_folder: P
     for name, (k, off) in variants.items():
         twin = routing.variant(model, k=k, off=off)
         report = score_stream(twin, ids, n_bytes, window=SCORE_WINDOW, stride=SCORE_WINDOW)
-        experiments.append({"name": name, "k": k, "off": list(off), "val_bits_per_byte": report.bits_per_byte,
-                            "val_nats_per_token": report.nats_per_token})
+        experiments.append(
+            {
+                "name": name,
+                "k": k,
+                "off": list(off),
+                "val_bits_per_byte": report.bits_per_byte,
+                "val_nats_per_token": report.nats_per_token,
+            }
+        )
         log(f"{name}: {report.bits_per_byte:.4f} bits/byte ({time.time() - started:.0f} s)")
     dense_report = score_stream(dense.model, ids, n_bytes, window=SCORE_WINDOW, stride=SCORE_WINDOW)
     stats["experiments"] = experiments
-    stats["dense"] = {"model": dense_folder.name, "val_bits_per_byte": dense_report.bits_per_byte,
-                      "val_nats_per_token": dense_report.nats_per_token}
+    stats["dense"] = {
+        "model": dense_folder.name,
+        "val_bits_per_byte": dense_report.bits_per_byte,
+        "val_nats_per_token": dense_report.nats_per_token,
+    }
 
     prompt = encode_prompt(tokenizer, TIMING_PROMPT)
     timed = {"dense": dense.model, as_trained: model}
@@ -111,10 +134,10 @@ def compute(folder: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR, dense_folder: P
     stats["decode_ms_per_token"] = ms
     stats["timing"] = {
         "how": f"median of {timing_repeats} interleaved runs of {timing_steps} greedy decode steps through "
-               f"transformers' forward with a KV cache, {len(prompt)}-token prompt, one torch thread, float32",
+        f"transformers' forward with a KV cache, {len(prompt)}-token prompt, one torch thread, float32",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
         "conditions": "measured while a model trained and other jobs ran on the same 2 cores: "
-                      "ratios between models are steadier than the times themselves",
+        "ratios between models are steadier than the times themselves",
     }
     stats["elapsed_s"] = round(time.time() - started, 1)
     return stats

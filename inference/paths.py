@@ -1,4 +1,5 @@
 """Where things live, relative to the project root (never the working directory)."""
+
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

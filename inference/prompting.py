@@ -1,4 +1,5 @@
 """Turning what a visitor typed into prompt token ids, with every adjustment said aloud."""
+
 from __future__ import annotations
 
 import unicodedata
@@ -41,7 +42,7 @@ def prepare_prompt(tokenizer, text: str, chat: bool, context: int, limits, new_t
     allowed = min(limits.max_prompt_tokens, context - room)
     if len(ids) > allowed:
         keep_bos = tokenizer.bos_token_id is not None and ids[0] == tokenizer.bos_token_id
-        tail = ids[-(allowed - keep_bos):]
+        tail = ids[-(allowed - keep_bos) :]
         out.notes.append(
             f"The prompt has {len(ids):,} tokens; only the last {allowed:,} fit "
             f"(model context {context:,} tokens with room for {room:,} new ones; server limit "

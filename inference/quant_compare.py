@@ -10,6 +10,7 @@ Quality is teacher-forced on one sequence, the prompt plus float32's greedy cont
 every precision reads the same tokens, so step t compares like with like even after a
 precision's own greedy text has gone another way.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,16 @@ from torch import nn
 from inference import fast_decode
 from inference.measuring import run_greedy
 from inference.quantize import (
-    INT4_GROUP_SIZES, PRECISIONS, QuantizationOverhead, QuantizedModel, SkippedLayer,
-    compare_to_reference, quantization_overhead, quantized_copy, summarize_comparison, teacher_forced_logits,
+    INT4_GROUP_SIZES,
+    PRECISIONS,
+    QuantizationOverhead,
+    QuantizedModel,
+    SkippedLayer,
+    compare_to_reference,
+    quantization_overhead,
+    quantized_copy,
+    summarize_comparison,
+    teacher_forced_logits,
     weight_bytes_by_kind,
 )
 from inference.tokens import readable_tokens
@@ -69,6 +78,7 @@ class PrecisionComparison:
 
 # ---------------------------------------------------------------------------- copies
 
+
 def _conv1d_layers(model: nn.Module) -> list[nn.Module]:
     try:
         from transformers.pytorch_utils import Conv1D
@@ -102,6 +112,7 @@ def quantize_all(model: nn.Module, precisions=PRECISIONS) -> dict[str, Quantized
 
 
 # ---------------------------------------------------------------------------- measuring
+
 
 def decode_tokens_per_s(records) -> float:
     """Decode steps per second of forward-pass time. The prefill step is left out: it reads
@@ -137,7 +148,9 @@ def first_departure(ids: list[int], reference_ids: list[int]) -> int | None:
     return None if len(ids) == len(reference_ids) else min(len(ids), len(reference_ids))
 
 
-def _step_tops(reference_logits: torch.Tensor, logits: Mapping[str, torch.Tensor], tokenizer, top_n: int) -> pd.DataFrame:
+def _step_tops(
+    reference_logits: torch.Tensor, logits: Mapping[str, torch.Tensor], tokenizer, top_n: int
+) -> pd.DataFrame:
     """For every step, float32's top-n tokens and the probability each precision gives them,
     plus the rest of the vocabulary as "other" (softmax over the full vocabulary first)."""
     probs = {precision: F.softmax(rows.double(), dim=-1) for precision, rows in logits.items()}
@@ -153,8 +166,14 @@ def _step_tops(reference_logits: torch.Tensor, logits: Mapping[str, torch.Tensor
     return pd.DataFrame(rows, columns=["step", "precision", "rank", "token_id", "token", "prob"])
 
 
-def compare_precisions(copies: Mapping[str, QuantizedModel], tokenizer, prompt_ids: list[int],
-                       max_new_tokens: int = 48, rounds: int = 2, top_n: int = 15) -> PrecisionComparison:
+def compare_precisions(
+    copies: Mapping[str, QuantizedModel],
+    tokenizer,
+    prompt_ids: list[int],
+    max_new_tokens: int = 48,
+    rounds: int = 2,
+    top_n: int = 15,
+) -> PrecisionComparison:
     """Measure every precision in `copies` (which must hold the float32 reference).
     Nothing is changed on any model: they are only called."""
     if REFERENCE not in copies:
@@ -174,8 +193,9 @@ def compare_precisions(copies: Mapping[str, QuantizedModel], tokenizer, prompt_i
     #    Row t of the kept logits predicts reference token t.
     sequence = prompt_ids + reference_ids
     first_row = len(prompt_ids) - 1
-    logits = {p: teacher_forced_logits(m, sequence)[first_row:first_row + len(reference_ids)]
-              for p, m in models.items()}  # each [T, vocab]
+    logits = {
+        p: teacher_forced_logits(m, sequence)[first_row : first_row + len(reference_ids)] for p, m in models.items()
+    }  # each [T, vocab]
     tables = []
     for p in ordered:
         table = compare_to_reference(logits[REFERENCE], logits[p], reference_ids)
@@ -184,9 +204,11 @@ def compare_precisions(copies: Mapping[str, QuantizedModel], tokenizer, prompt_i
 
     results = {
         p: PrecisionResult(
-            precision=p, bytes_by_kind=weight_bytes_by_kind(models[p]),
+            precision=p,
+            bytes_by_kind=weight_bytes_by_kind(models[p]),
             quantize_seconds=None if p == REFERENCE else copies[p].seconds,
-            decode_tokens_per_s=rates[p], greedy_ids=greedy[p],
+            decode_tokens_per_s=rates[p],
+            greedy_ids=greedy[p],
             greedy_tokens=[r.token_text for r in records[p]],
             first_departure=first_departure(greedy[p], reference_ids),
             quantized_layers=copies[p].quantized_linear_layers,
@@ -196,16 +218,22 @@ def compare_precisions(copies: Mapping[str, QuantizedModel], tokenizer, prompt_i
         for p in ordered
     }
     return PrecisionComparison(
-        prompt_ids=prompt_ids, prompt_text=tokenizer.decode(prompt_ids, skip_special_tokens=True),
-        reference_ids=reference_ids, reference_tokens=readable_tokens(tokenizer, reference_ids),
-        results=results, steps=steps, step_tops=_step_tops(logits[REFERENCE], logits, tokenizer, top_n),
+        prompt_ids=prompt_ids,
+        prompt_text=tokenizer.decode(prompt_ids, skip_special_tokens=True),
+        reference_ids=reference_ids,
+        reference_tokens=readable_tokens(tokenizer, reference_ids),
+        results=results,
+        steps=steps,
+        step_tops=_step_tops(logits[REFERENCE], logits, tokenizer, top_n),
         int4_group_size=int4_group_size(models[REFERENCE]),
-        conv1d_layers=len(_conv1d_layers(models[REFERENCE])), rounds=rounds,
+        conv1d_layers=len(_conv1d_layers(models[REFERENCE])),
+        rounds=rounds,
         float32_row_sums=fast_decode.float32_row_sums(models[REFERENCE]),
     )
 
 
 # ---------------------------------------------------------------------------- reading
+
 
 def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
     """One row per precision: what it costs, how fast it decodes, how far it drifts."""
@@ -213,28 +241,38 @@ def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
     rows = []
     for precision, result in comparison.results.items():
         quality = summarize_comparison(comparison.steps[comparison.steps["precision"] == precision])
-        rows.append({
-            "precision": precision,
-            "weight_bytes": result.weight_bytes,
-            "size_vs_float32": result.weight_bytes / reference.weight_bytes,
-            "linear_bytes": result.bytes_by_kind["linear"],
-            "quantize_s": result.quantize_seconds,
-            "decode_tokens_per_s": result.decode_tokens_per_s,
-            "speed_vs_float32": result.decode_tokens_per_s / reference.decode_tokens_per_s,
-            "mean_kl_nats": quality["mean_kl_from_reference"],
-            "top1_agreement": quality["top1_agreement"],
-            "mean_p_float32_token": quality["mean_p_reference_token"],
-            "first_departure": result.first_departure,
-        })
+        rows.append(
+            {
+                "precision": precision,
+                "weight_bytes": result.weight_bytes,
+                "size_vs_float32": result.weight_bytes / reference.weight_bytes,
+                "linear_bytes": result.bytes_by_kind["linear"],
+                "quantize_s": result.quantize_seconds,
+                "decode_tokens_per_s": result.decode_tokens_per_s,
+                "speed_vs_float32": result.decode_tokens_per_s / reference.decode_tokens_per_s,
+                "mean_kl_nats": quality["mean_kl_from_reference"],
+                "top1_agreement": quality["top1_agreement"],
+                "mean_p_float32_token": quality["mean_p_reference_token"],
+                "first_departure": result.first_departure,
+            }
+        )
     table = pd.DataFrame(rows)
     table["first_departure"] = table["first_departure"].astype("Int64")  # <NA>: never departs
     return table
 
 
-def benchmark_rows(model: nn.Module, tokenizer, prompt_ids: list[int], max_new_tokens: int = 48,
-                   rounds: int = 2) -> list[dict]:
+def benchmark_rows(
+    model: nn.Module, tokenizer, prompt_ids: list[int], max_new_tokens: int = 48, rounds: int = 2
+) -> list[dict]:
     """Per precision: measured weight bytes and decode tokens/s, for `python -m inference.bench`."""
     comparison = compare_precisions(quantize_all(model), tokenizer, prompt_ids, max_new_tokens, rounds)
-    columns = ["precision", "weight_bytes", "size_vs_float32", "decode_tokens_per_s", "speed_vs_float32",
-               "mean_kl_nats", "top1_agreement"]
+    columns = [
+        "precision",
+        "weight_bytes",
+        "size_vs_float32",
+        "decode_tokens_per_s",
+        "speed_vs_float32",
+        "mean_kl_nats",
+        "top1_agreement",
+    ]
     return summary_table(comparison)[columns].to_dict("records")

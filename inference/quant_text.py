@@ -1,6 +1,7 @@
 """Every sentence the Quantization page says about its measurements: why each precision is
 (or is not) faster, what each copy converted, and how its greedy text relates to float32's.
 Plain text (Markdown); the numbers come from the comparison (`inference.quant_compare`)."""
+
 from __future__ import annotations
 
 import math
@@ -72,11 +73,14 @@ SLOWER_BECAUSE = {
     ),
 }
 FASTER_BECAUSE = {
-    "bfloat16": ("it moves half the bytes, and a CPU with bf16 instructions (AVX-512 BF16, AMX) multiplies them "
-                 "directly."),
+    "bfloat16": (
+        "it moves half the bytes, and a CPU with bf16 instructions (AVX-512 BF16, AMX) multiplies them directly."
+    ),
     "int8": "moving fewer bytes per token outweighed the conversion back to bf16.",
-    "int4": ("its fused CPU kernel unpacks the 4-bit weights inside a multiply built for one token at a time, "
-             "and moves about a quarter of bf16's bytes."),
+    "int4": (
+        "its fused CPU kernel unpacks the 4-bit weights inside a multiply built for one token at a time, "
+        "and moves about a quarter of bf16's bytes."
+    ),
 }
 GPU_NOTE = (
     "On a GPU the picture changes: decoding one token for one user reads every weight once and "
@@ -107,15 +111,19 @@ def speed_findings(comparison: PrecisionComparison) -> list[str]:
         ratio = result.decode_tokens_per_s / reference.decode_tokens_per_s
         if math.isnan(ratio):
             continue
-        measured = (f"**{precision}** decoded {result.decode_tokens_per_s:,.0f} tokens/s, "
-                    f"{ratio:.2f}× float32's {reference.decode_tokens_per_s:,.0f}")
+        measured = (
+            f"**{precision}** decoded {result.decode_tokens_per_s:,.0f} tokens/s, "
+            f"{ratio:.2f}× float32's {reference.decode_tokens_per_s:,.0f}"
+        )
         if ratio < 1 - SAME_SPEED_BAND:
             findings.append(f"{measured}: slower on this CPU, because {SLOWER_BECAUSE[precision]}")
         elif ratio > 1 + SAME_SPEED_BAND:
             findings.append(f"{measured}: faster, because {FASTER_BECAUSE[precision]}")
         else:
-            findings.append(f"{measured}: about the same (differences under {SAME_SPEED_BAND:.0%} are timing "
-                            f"noise on a shared CPU). Why no clear gain: {SLOWER_BECAUSE[precision]}")
+            findings.append(
+                f"{measured}: about the same (differences under {SAME_SPEED_BAND:.0%} are timing "
+                f"noise on a shared CPU). Why no clear gain: {SLOWER_BECAUSE[precision]}"
+            )
     findings.append(GPU_NOTE)
     return findings
 
@@ -139,9 +147,11 @@ def layer_notes(comparison: PrecisionComparison) -> list[str]:
             line += f" (one scale and zero point per group of {comparison.int4_group_size} inputs)"
         overhead = result.overhead
         if overhead.value_bytes:
-            line += (f"; their integers take {overhead.value_bytes:,} bytes and the scales and zero points stored "
-                     f"beside them {overhead.scale_bytes:,} more (+{overhead.fraction:.2%}, read from the copy and "
-                     "counted in its weight bytes)")
+            line += (
+                f"; their integers take {overhead.value_bytes:,} bytes and the scales and zero points stored "
+                f"beside them {overhead.scale_bytes:,} more (+{overhead.fraction:.2%}, read from the copy and "
+                "counted in its weight bytes)"
+            )
         if result.skipped_layers:
             kept = "; ".join(f"`{s.name}` ({s.reason})" for s in result.skipped_layers[:4])
             more = len(result.skipped_layers) - 4

@@ -13,6 +13,7 @@ activations, and embeddings are never quantized, so starting from bf16 halves th
 Only `nn.Linear` layers are quantized. Every linear-like layer that is left alone is listed
 in `QuantizedModel.skipped_layers` with the reason, because torchao skips some silently.
 """
+
 from __future__ import annotations
 
 import copy
@@ -29,6 +30,7 @@ from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 PRECISIONS = ("float32", "bfloat16", "int8", "int4")
 INT4_GROUP_SIZES = (32, 64, 128)  # what torchao's CPU int4 packing accepts
 INT4_OUT_FEATURES_MULTIPLE = 16  # `_convert_weight_to_int4pack_for_cpu` raises otherwise
+
 
 @dataclass(frozen=True)
 class SkippedLayer:
@@ -106,8 +108,13 @@ def _conv1d_to_linear(model: nn.Module) -> int:
         if not _is_conv1d(module):
             continue
         in_features, out_features = module.weight.shape  # Conv1D stores [in, out]
-        linear = nn.Linear(in_features, out_features, bias=module.bias is not None,
-                           dtype=module.weight.dtype, device=module.weight.device)
+        linear = nn.Linear(
+            in_features,
+            out_features,
+            bias=module.bias is not None,
+            dtype=module.weight.dtype,
+            device=module.weight.device,
+        )
         with torch.no_grad():
             linear.weight.copy_(module.weight.t())
             if module.bias is not None:
@@ -125,9 +132,14 @@ def _plan_layers(model: nn.Module, precision: str, group_size: int) -> tuple[set
     skipped: list[SkippedLayer] = []
     for name, module in model.named_modules():
         if any(p.dim() == 3 for p in module.parameters(recurse=False)):
-            skipped.append(SkippedLayer(name, "Mixture-of-Experts experts: each projection is one 3-D weight "
-                                        "[experts, out, in], not an nn.Linear, and torchao's weight-only configs "
-                                        "here convert nn.Linear only, so the experts stay bf16"))
+            skipped.append(
+                SkippedLayer(
+                    name,
+                    "Mixture-of-Experts experts: each projection is one 3-D weight "
+                    "[experts, out, in], not an nn.Linear, and torchao's weight-only configs "
+                    "here convert nn.Linear only, so the experts stay bf16",
+                )
+            )
             continue
         if _is_conv1d(module):
             skipped.append(SkippedLayer(name, "Conv1D (GPT-2) is not nn.Linear; torchao only converts nn.Linear"))
@@ -136,26 +148,36 @@ def _plan_layers(model: nn.Module, precision: str, group_size: int) -> tuple[set
             continue
         shared_with = [other for other in owners[id(module.weight)] if other != name]
         if shared_with:
-            skipped.append(SkippedLayer(
-                name, f"tied lm_head: weight shared with {shared_with[0]}; quantizing it alone "
-                "would break the tie and store a second copy"))
+            skipped.append(
+                SkippedLayer(
+                    name,
+                    f"tied lm_head: weight shared with {shared_with[0]}; quantizing it alone "
+                    "would break the tie and store a second copy",
+                )
+            )
             continue
         if precision == "int4":
             if module.in_features % group_size != 0:
-                skipped.append(SkippedLayer(
-                    name, f"input width {module.in_features} not divisible by group size {group_size}"))
+                skipped.append(
+                    SkippedLayer(name, f"input width {module.in_features} not divisible by group size {group_size}")
+                )
                 continue
             if module.out_features % INT4_OUT_FEATURES_MULTIPLE != 0:
-                skipped.append(SkippedLayer(
-                    name, f"output width {module.out_features} not divisible by "
-                    f"{INT4_OUT_FEATURES_MULTIPLE} (torchao's CPU int4 packing needs it)"))
+                skipped.append(
+                    SkippedLayer(
+                        name,
+                        f"output width {module.out_features} not divisible by "
+                        f"{INT4_OUT_FEATURES_MULTIPLE} (torchao's CPU int4 packing needs it)",
+                    )
+                )
                 continue
         chosen.add(name)
     return chosen, skipped
 
 
-def quantized_copy(model: nn.Module, precision: str, group_size: int = 128,
-                   convert_conv1d: bool = False) -> QuantizedModel:
+def quantized_copy(
+    model: nn.Module, precision: str, group_size: int = 128, convert_conv1d: bool = False
+) -> QuantizedModel:
     """A converted deep copy of `model`; `model` itself is left bit-for-bit unchanged.
 
     int8: torchao `Int8WeightOnlyConfig` (per output row) on a bf16 copy.
@@ -197,6 +219,7 @@ def quantized_copy(model: nn.Module, precision: str, group_size: int = 128,
 
 
 # ---------------------------------------------------------------------------- bytes
+
 
 def tensor_parts(tensor: torch.Tensor) -> list[torch.Tensor]:
     """The plain tensors that hold a tensor's data: itself, or for a torchao subclass its
@@ -290,6 +313,7 @@ def linear_weight_bytes(model: nn.Module) -> int:
 
 # ---------------------------------------------------------------------------- quality
 
+
 @torch.inference_mode()
 def teacher_forced_logits(model: nn.Module, token_ids) -> torch.Tensor:
     """Logits at every position of `token_ids` in one forward pass: [T, vocab] float32.
@@ -318,22 +342,24 @@ def compare_to_reference(ref_logits: torch.Tensor, logits: torch.Tensor, referen
     p_reference_token (probability this precision gives the reference's token).
     """
     if ref_logits.shape != logits.shape or ref_logits.dim() != 2:
-        raise ValueError(f"logits must both be [T, vocab], but are {tuple(ref_logits.shape)} "
-                         f"and {tuple(logits.shape)}")
+        raise ValueError(f"logits must both be [T, vocab], but are {tuple(ref_logits.shape)} and {tuple(logits.shape)}")
     if reference_tokens is None:
         reference_tokens = ref_logits.argmax(dim=-1)
     reference_tokens = torch.as_tensor(reference_tokens, dtype=torch.long).reshape(-1)
     if len(reference_tokens) != len(ref_logits):
-        raise ValueError(f"`reference_tokens` needs one token per row ({len(ref_logits)}), "
-                         f"but has {len(reference_tokens)}")
+        raise ValueError(
+            f"`reference_tokens` needs one token per row ({len(ref_logits)}), but has {len(reference_tokens)}"
+        )
     probs = F.softmax(logits.double(), dim=-1)
-    return pd.DataFrame({
-        "step": range(len(ref_logits)),
-        "reference_token": reference_tokens.tolist(),
-        "kl_from_reference": kl_divergence(ref_logits, logits).tolist(),
-        "top1_agrees": (logits.argmax(dim=-1) == ref_logits.argmax(dim=-1)).tolist(),
-        "p_reference_token": probs[torch.arange(len(probs)), reference_tokens].tolist(),
-    })
+    return pd.DataFrame(
+        {
+            "step": range(len(ref_logits)),
+            "reference_token": reference_tokens.tolist(),
+            "kl_from_reference": kl_divergence(ref_logits, logits).tolist(),
+            "top1_agrees": (logits.argmax(dim=-1) == ref_logits.argmax(dim=-1)).tolist(),
+            "p_reference_token": probs[torch.arange(len(probs)), reference_tokens].tolist(),
+        }
+    )
 
 
 def summarize_comparison(table: pd.DataFrame) -> dict[str, float]:

@@ -19,6 +19,7 @@ model object that shares the weight tensors (read-only) and has its own routers.
 Nothing here reads the corpus: statistics over the validation stories are computed at card
 time (`inference.moe_stats`) and stored next to the weights as `routing_stats.json`.
 """
+
 from __future__ import annotations
 
 import copy
@@ -57,7 +58,7 @@ class ExpertShape:
     k: int  # experts per token
 
     @classmethod
-    def of(cls, model) -> "ExpertShape":
+    def of(cls, model) -> ExpertShape:
         c = model.config
         return cls(c.num_hidden_layers, c.num_local_experts, c.num_experts_per_tok)
 
@@ -272,8 +273,13 @@ def budget(model) -> Budget:
     # Held bytes minus: the experts not used, and (untied) the embedding rows not looked up.
     read = held - round(expert_bytes * (1 - share)) - (0 if tied else embedding_bytes) + (0 if tied else row_bytes)
     return Budget(
-        total_parameters=total, active_parameters=total - round(experts * (1 - share)), expert_parameters=experts,
-        bytes_held=held, bytes_read_per_token=read, embedding_bytes=embedding_bytes, tied_embeddings=tied,
+        total_parameters=total,
+        active_parameters=total - round(experts * (1 - share)),
+        expert_parameters=experts,
+        bytes_held=held,
+        bytes_read_per_token=read,
+        embedding_bytes=embedding_bytes,
+        tied_embeddings=tied,
     )
 
 
@@ -292,8 +298,12 @@ def expert_top_tokens(routing: Routing, tokenizer, top: int = 12) -> list[list[l
         for expert in range(routing.experts_count):
             hit = (experts[layer] == expert).any(dim=-1)  # a token goes to an expert at most once
             counts = Counter(ids[hit].tolist()).most_common(top)
-            rows.append([{"token_id": t, "token": tokenizer.decode([t]), "count": c, "occurrences": occurrences[t]}
-                         for t, c in counts])
+            rows.append(
+                [
+                    {"token_id": t, "token": tokenizer.decode([t]), "count": c, "occurrences": occurrences[t]}
+                    for t, c in counts
+                ]
+            )
         table.append(rows)
     return table
 
@@ -305,8 +315,9 @@ def load_stats(routing: Routing) -> dict:
         "k": routing.k,
         "counts": counts.tolist(),
         "fractions": (counts.double() / counts.sum(dim=1, keepdim=True)).tolist(),
-        "first_choice_counts": [torch.bincount(layer[:, 0], minlength=routing.experts_count).tolist()
-                                for layer in routing.chosen()[0]],
+        "first_choice_counts": [
+            torch.bincount(layer[:, 0], minlength=routing.experts_count).tolist() for layer in routing.chosen()[0]
+        ],
     }
 
 
@@ -345,8 +356,9 @@ def decode_ms_per_token(model, prompt_ids: list[int], steps: int = 32) -> float:
     return median(times)
 
 
-def decode_timings(models: dict[str, object], prompt_ids: list[int], repeats: int = 5, steps: int = 48,
-                   progress=None) -> dict[str, float]:
+def decode_timings(
+    models: dict[str, object], prompt_ids: list[int], repeats: int = 5, steps: int = 48, progress=None
+) -> dict[str, float]:
     """Median decode ms per token of each model (`decode_ms_per_token`), runs interleaved so a
     busy spell on the machine hits all alike. `progress(done, total, what)` if given."""
     runs = {name: [] for name in models}

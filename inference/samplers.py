@@ -19,6 +19,7 @@ stages in `inference.sampling`. Definitions, with where they come from:
   Controls Perplexity"; as llama.cpp `llama_sampler_mirostat_v2_apply`: drop tokens whose
   surprise -log2 p exceeds mu; after the draw, mu -= eta · (observed surprise - tau).
 """
+
 from __future__ import annotations
 
 import math
@@ -36,6 +37,7 @@ def _number(name: str, value) -> float:
 
 
 # -- argument checks: each names the argument and the value it got -------------------------
+
 
 def check_typical_p(p) -> None:
     if not 0 < _number("typical_p", p) <= 1:
@@ -72,6 +74,7 @@ def check_mirostat(tau, eta) -> None:
 
 # -- typical-p -----------------------------------------------------------------------------
 
+
 def apply_typical_p(logits: torch.Tensor, mass: float) -> torch.Tensor:
     """Keep the tokens whose surprise -log p is closest to the entropy (the expected
     surprise), adding them closest first until their probability exceeds `mass`.
@@ -96,6 +99,7 @@ def apply_typical_p(logits: torch.Tensor, mass: float) -> torch.Tensor:
 
 # -- top-nσ --------------------------------------------------------------------------------
 
+
 def apply_top_n_sigma(logits: torch.Tensor, n: float) -> torch.Tensor:
     """Keep logits within n standard deviations of the largest: l >= max - n·σ.
 
@@ -115,6 +119,7 @@ def apply_top_n_sigma(logits: torch.Tensor, n: float) -> torch.Tensor:
 
 
 # -- XTC ------------------------------------------------------------------------------------
+
 
 def apply_xtc(logits: torch.Tensor, probability: float, threshold: float, u: float | torch.Tensor) -> torch.Tensor:
     """Exclude top choices: when its own uniform draw `u` is <= `probability`, every token at
@@ -138,6 +143,7 @@ def apply_xtc(logits: torch.Tensor, probability: float, threshold: float, u: flo
 
 # -- DRY ------------------------------------------------------------------------------------
 
+
 def _reversed_match_lengths(history: list[int]) -> list[int]:
     """z[k] = how many tokens end-aligned at position len - 1 - k repeat the end of the
     history (the Z-function of the reversed history; z[0] is unused)."""
@@ -155,8 +161,13 @@ def _reversed_match_lengths(history: list[int]) -> list[int]:
     return z
 
 
-def dry_penalties(history: list[int], multiplier: float, base: float, allowed_length: int,
-                  breaker_ids: frozenset[int] | set[int] = frozenset()) -> dict[int, float]:
+def dry_penalties(
+    history: list[int],
+    multiplier: float,
+    base: float,
+    allowed_length: int,
+    breaker_ids: frozenset[int] | set[int] = frozenset(),
+) -> dict[int, float]:
     """Token id -> the amount DRY subtracts from its logit after this history.
 
     For every earlier place where the last n tokens of the history already occurred
@@ -193,12 +204,18 @@ def dry_penalties(history: list[int], multiplier: float, base: float, allowed_le
         exponent = repeat - allowed_length
         if max_exponent > 0:
             exponent = min(exponent, max_exponent)
-        penalties[token] = multiplier * base ** exponent
+        penalties[token] = multiplier * base**exponent
     return penalties
 
 
-def apply_dry(logits: torch.Tensor, history: list[int], multiplier: float, base: float, allowed_length: int,
-              breaker_ids: frozenset[int] | set[int] = frozenset()) -> torch.Tensor:
+def apply_dry(
+    logits: torch.Tensor,
+    history: list[int],
+    multiplier: float,
+    base: float,
+    allowed_length: int,
+    breaker_ids: frozenset[int] | set[int] = frozenset(),
+) -> torch.Tensor:
     """One step's logits [vocab] minus the DRY penalty of each token (see `dry_penalties`)."""
     penalties = dry_penalties(history, multiplier, base, allowed_length, breaker_ids)
     out = logits.clone()
@@ -230,6 +247,7 @@ def xtc_uniforms(seed: int, steps: int) -> torch.Tensor:
 
 
 # -- mirostat v2 ---------------------------------------------------------------------------
+
 
 def mirostat_start(tau: float) -> float:
     """The running target mu before the first step: 2·tau (as llama.cpp and the paper)."""

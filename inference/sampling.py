@@ -17,6 +17,7 @@ The draw is inverse-CDF sampling: one uniform number u in [0, 1) from a caller-o
 generator; the chosen token is where u falls on the cumulative distribution of the final
 probabilities, in display order (most likely first). Temperature 0 means greedy (argmax).
 """
+
 from __future__ import annotations
 
 import math
@@ -44,14 +45,44 @@ STAGES = ("raw", "penalty", "temperature", "top_k", "top_p", "min_p")  # the cla
 NEG_INF = float("-inf")
 ALTERNATIVES = 5  # how many top tokens a step keeps for "what else could it have said"
 
-TRANSFORMERS_ORDER = ("penalty", "dry", "temperature", "top_k", "top_p", "min_p", "typical_p", "top_n_sigma", "xtc",
-                      "mirostat")
-LLAMA_CPP_ORDER = ("penalty", "dry", "top_n_sigma", "top_k", "typical_p", "top_p", "min_p", "xtc", "temperature",
-                   "mirostat")
+TRANSFORMERS_ORDER = (
+    "penalty",
+    "dry",
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "typical_p",
+    "top_n_sigma",
+    "xtc",
+    "mirostat",
+)
+LLAMA_CPP_ORDER = (
+    "penalty",
+    "dry",
+    "top_n_sigma",
+    "top_k",
+    "typical_p",
+    "top_p",
+    "min_p",
+    "xtc",
+    "temperature",
+    "mirostat",
+)
 ORDER_PRESETS = {"transformers": TRANSFORMERS_ORDER, "llama.cpp default": LLAMA_CPP_ORDER}
-STAGE_NAMES = {"raw": "raw (T=1)", "penalty": "repetition penalty", "dry": "DRY", "temperature": "temperature",
-               "top_k": "top-k", "top_p": "top-p", "min_p": "min-p", "typical_p": "typical-p",
-               "top_n_sigma": "top-nσ", "xtc": "XTC", "mirostat": "mirostat v2"}
+STAGE_NAMES = {
+    "raw": "raw (T=1)",
+    "penalty": "repetition penalty",
+    "dry": "DRY",
+    "temperature": "temperature",
+    "top_k": "top-k",
+    "top_p": "top-p",
+    "min_p": "min-p",
+    "typical_p": "typical-p",
+    "top_n_sigma": "top-nσ",
+    "xtc": "XTC",
+    "mirostat": "mirostat v2",
+}
 # Stages that change which token is more likely than which (the others only remove tokens,
 # and temperature divides every logit by the same T > 0).
 _REWEIGHTING = ("penalty", "dry")
@@ -122,13 +153,21 @@ class SamplingSettings:
         object.__setattr__(self, "_plan", _order_plan(self))
         names = self.pipeline
         last_shaping = max((i for i, n in enumerate(names) if n in _REWEIGHTING), default=-1)
-        object.__setattr__(self, "_filters_keep_prefix", all(
-            n in _REWEIGHTING or (n in _PREFIX_FILTERS and i > last_shaping) for i, n in enumerate(names)))
+        object.__setattr__(
+            self,
+            "_filters_keep_prefix",
+            all(n in _REWEIGHTING or (n in _PREFIX_FILTERS and i > last_shaping) for i, n in enumerate(names)),
+        )
 
     def switched_on(self) -> set[str]:
         """The newer stages these settings switch on."""
-        flags = {"typical_p": self.typical_p < 1, "top_n_sigma": self.top_n_sigma > 0,
-                 "xtc": self.xtc_probability > 0, "dry": self.dry_multiplier > 0, "mirostat": self.mirostat}
+        flags = {
+            "typical_p": self.typical_p < 1,
+            "top_n_sigma": self.top_n_sigma > 0,
+            "xtc": self.xtc_probability > 0,
+            "dry": self.dry_multiplier > 0,
+            "mirostat": self.mirostat,
+        }
         return {name for name, on in flags.items() if on}
 
     @property
@@ -159,6 +198,7 @@ def mirostat_mu_for(settings: SamplingSettings, context: StepContext | None) -> 
 
 
 # -- argument checks: each names the argument and the value it got -------------------------
+
 
 def _number(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -192,6 +232,7 @@ def check_repetition_penalty(r) -> None:
 
 
 # -- the stages ------------------------------------------------------------------------
+
 
 def seen_mask(histories: list[list[int]] | list[int], vocab_size: int) -> torch.Tensor:
     """Boolean [batch, vocab] (or [vocab]) marking tokens already in each history."""
@@ -314,8 +355,13 @@ def stages_switched_off(settings: SamplingSettings, vocab: int) -> set[str]:
     return {name for name, is_off in off.items() if is_off}
 
 
-def apply_stage(name: str, logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor,
-                context: StepContext | list[StepContext] | None = None) -> torch.Tensor:
+def apply_stage(
+    name: str,
+    logits: torch.Tensor,
+    settings: SamplingSettings,
+    seen: torch.Tensor,
+    context: StepContext | list[StepContext] | None = None,
+) -> torch.Tensor:
     """One named stage under these settings. `context` is one StepContext, or one per row
     of a batch; only DRY, XTC and mirostat read it."""
     if name == "penalty":
@@ -351,8 +397,12 @@ def apply_stage(name: str, logits: torch.Tensor, settings: SamplingSettings, see
     raise ValueError(f"Unknown stage {name!r}")
 
 
-def stage_logits(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor,
-                 context: StepContext | list[StepContext] | None = None) -> dict[str, torch.Tensor]:
+def stage_logits(
+    logits: torch.Tensor,
+    settings: SamplingSettings,
+    seen: torch.Tensor,
+    context: StepContext | list[StepContext] | None = None,
+) -> dict[str, torch.Tensor]:
     """Logits after each stage, "raw" first, then `settings.pipeline` in order; the last is
     the final distribution's."""
     out = {"raw": logits}
@@ -380,11 +430,15 @@ def _order_plan(settings: SamplingSettings) -> tuple[tuple[str, ...], str | None
     if not active:
         return (), "raw"
     last_dry = max((i for i, n in enumerate(names) if n == "dry"), default=-1)
-    shaping = tuple(n for i, n in enumerate(names)
-                    if n in active or (n == "temperature" and settings.temperature > 0 and i < last_dry))
+    shaping = tuple(
+        n
+        for i, n in enumerate(names)
+        if n in active or (n == "temperature" and settings.temperature > 0 and i < last_dry)
+    )
     last = names.index(shaping[-1])
-    prefix_only_reweights = all(n in _REWEIGHTING or (n == "temperature" and settings.temperature > 0)
-                                for n in names[:last + 1])
+    prefix_only_reweights = all(
+        n in _REWEIGHTING or (n == "temperature" and settings.temperature > 0) for n in names[: last + 1]
+    )
     return shaping, (shaping[-1] if prefix_only_reweights else None)
 
 
@@ -466,9 +520,13 @@ def probs_in_order(stage_logits: torch.Tensor, order: torch.Tensor) -> torch.Ten
     return probs
 
 
-def ranking_logits(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor,
-                   context: StepContext | list[StepContext] | None = None,
-                   stages: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+def ranking_logits(
+    logits: torch.Tensor,
+    settings: SamplingSettings,
+    seen: torch.Tensor,
+    context: StepContext | list[StepContext] | None = None,
+    stages: dict[str, torch.Tensor] | None = None,
+) -> torch.Tensor:
     """The logits display order ranks by (see `_order_plan`); `stages` (from `stage_logits`)
     saves recomputing them when a pipeline stage already holds them."""
     shaping, holder = settings._plan
@@ -496,8 +554,12 @@ class RankedStages:
 
 
 def ranked_stages(
-    logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor, min_sorted: int = 0,
-    include_token: int | None = None, context: StepContext | None = None,
+    logits: torch.Tensor,
+    settings: SamplingSettings,
+    seen: torch.Tensor,
+    min_sorted: int = 0,
+    include_token: int | None = None,
+    context: StepContext | None = None,
 ) -> RankedStages:
     """`stage_logits` for one step, plus the display order, sorting the vocabulary at most
     once: top-p reuses the full sort when it needs one; otherwise only the top is sorted,
@@ -536,11 +598,12 @@ def _kept_extent(final_logits: torch.Tensor, order_logits: torch.Tensor, setting
     return int((order_logits >= order_logits[kept].min()).sum())
 
 
-def draw(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor, u: float,
-         context: StepContext | None = None) -> Draw:
+def draw(
+    logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor, u: float, context: StepContext | None = None
+) -> Draw:
     """The fast path the engine uses every step: final distribution, then inverse CDF."""
     ranked = ranked_stages(logits, settings, seen, min_sorted=ALTERNATIVES, context=context)
-    order = ranked.order[:ranked.sorted_prefix]  # holds every token the draw can pick
+    order = ranked.order[: ranked.sorted_prefix]  # holds every token the draw can pick
     sorted_final = probs_in_order(ranked.final, order)
     if settings.greedy:  # the one token left; the most likely unless XTC removed it first
         rank = 0 if sorted_final[0] > 0 else int((sorted_final > 0).nonzero()[0, 0])
@@ -552,9 +615,16 @@ def draw(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor, u
     prob = float(sorted_final[rank])
     mu_next = None
     if settings.mirostat:
-        mu_next = mirostat_next_mu(mirostat_mu_for(settings, context), settings.mirostat_tau,
-                                   settings.mirostat_eta, prob)
+        mu_next = mirostat_next_mu(
+            mirostat_mu_for(settings, context), settings.mirostat_tau, settings.mirostat_eta, prob
+        )
     return Draw(
-        token_id=int(order[rank]), rank=rank, prob=prob, u=u, alternatives=alternatives,
-        entropy_bits=float(entropy_bits(sorted_final)), kept=int((sorted_final > 0).sum()), mirostat_mu_next=mu_next,
+        token_id=int(order[rank]),
+        rank=rank,
+        prob=prob,
+        u=u,
+        alternatives=alternatives,
+        entropy_bits=float(entropy_bits(sorted_final)),
+        kept=int((sorted_final > 0).sum()),
+        mirostat_mu_next=mu_next,
     )

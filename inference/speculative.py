@@ -23,6 +23,7 @@ agrees" and the output is plain greedy decoding's, token for token (no uniform i
 Every uniform comes from the run's private `torch.Generator` (the global RNG is never used), so a
 seed replays a run exactly. Each round returns a `RoundRecord` with everything a page draws.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,6 +58,7 @@ class SpeculationError(ValueError):
 
 
 # -- checks ------------------------------------------------------------------------------
+
 
 def check_gamma(gamma) -> None:
     if isinstance(gamma, bool) or not isinstance(gamma, int) or not GAMMA_MIN <= gamma <= GAMMA_MAX:
@@ -103,6 +105,7 @@ def check_pair(target, target_tokenizer, draft, draft_tokenizer) -> None:
 
 # -- the pipeline, reused from inference.sampling ------------------------------------------
 
+
 def final_logits(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor) -> torch.Tensor:
     """Logits after the app's whole pipeline ([..., vocab]; removed tokens -inf): the last
     stage `stage_logits` returns is the one the draw samples from."""
@@ -137,11 +140,12 @@ def running_seen(base: torch.Tensor, tokens: list[int]) -> torch.Tensor:
     the text so far, plus the drafted tokens before that position."""
     rows = base.unsqueeze(0).repeat(len(tokens) + 1, 1)
     for i, token in enumerate(tokens):
-        rows[i + 1:, token] = True
+        rows[i + 1 :, token] = True
     return rows
 
 
 # -- the accept / reject rule: pure functions of p, q and uniforms ---------------------------
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -161,8 +165,9 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return residual / total if total > 0 else p  # total is 0 only if p == q, where no rejection happens
 
 
-def verify_sampled(p_rows: torch.Tensor, q_rows: torch.Tensor, drafted: list[int],
-                   uniform: Callable[[], float]) -> Verdict:
+def verify_sampled(
+    p_rows: torch.Tensor, q_rows: torch.Tensor, drafted: list[int], uniform: Callable[[], float]
+) -> Verdict:
     """Speculative sampling's accept/reject step. p_rows: [n + 1, vocab] target distributions,
     q_rows: [n, vocab] draft distributions the n drafted tokens were drawn from; `uniform()`
     gives the next recorded uniform number in [0, 1)."""
@@ -194,6 +199,7 @@ def verify_greedy(target_choices: list[int], drafted: list[int]) -> Verdict:
 
 
 # -- drafters ----------------------------------------------------------------------------------
+
 
 @dataclass
 class Proposal:
@@ -241,12 +247,19 @@ class ModelDrafter:
         return self.context - committed + 1
 
     @torch.inference_mode()
-    def propose(self, committed: list[int], gamma: int, settings: SamplingSettings, seen: torch.Tensor,
-                uniform: Callable[[], float], stop_at_eos: bool = True) -> Proposal:
+    def propose(
+        self,
+        committed: list[int],
+        gamma: int,
+        settings: SamplingSettings,
+        seen: torch.Tensor,
+        uniform: Callable[[], float],
+        stop_at_eos: bool = True,
+    ) -> Proposal:
         tokens, q_rows, q_raw, pass_ms = [], [], [], []
         seen = seen.clone()
         start = time.perf_counter()
-        logits = _feed(self.model, self.cache, committed[self.cache_tokens:])[0]
+        logits = _feed(self.model, self.cache, committed[self.cache_tokens :])[0]
         pass_ms.append((time.perf_counter() - start) * 1000)
         for i in range(gamma):
             if settings.greedy:
@@ -284,7 +297,7 @@ def find_lookup(ids: list[int], max_ngram: int = LOOKUP_MAX_NGRAM) -> LookupMatc
     for n in range(min(max_ngram, len(ids) - 1), 0, -1):
         tail = ids[-n:]
         for start in range(len(ids) - n - 1, -1, -1):
-            if ids[start:start + n] == tail:
+            if ids[start : start + n] == tail:
                 return LookupMatch(n, start, start + n)
     return None
 
@@ -303,16 +316,25 @@ class PromptLookupDrafter:
     def room(self, committed: int) -> int:
         return GAMMA_MAX
 
-    def propose(self, committed: list[int], gamma: int, settings: SamplingSettings, seen: torch.Tensor,
-                uniform: Callable[[], float], stop_at_eos: bool = True) -> Proposal:
+    def propose(
+        self,
+        committed: list[int],
+        gamma: int,
+        settings: SamplingSettings,
+        seen: torch.Tensor,
+        uniform: Callable[[], float],
+        stop_at_eos: bool = True,
+    ) -> Proposal:
         start = time.perf_counter()
         match = self.last_match = find_lookup(committed, self.max_ngram)
         if match is None:
             shown = min(self.max_ngram, len(committed))
-            note = (f"Prompt lookup found no earlier occurrence of the last {shown} token(s): it drafted nothing, "
-                    "so this round is one plain decoding step.")
+            note = (
+                f"Prompt lookup found no earlier occurrence of the last {shown} token(s): it drafted nothing, "
+                "so this round is one plain decoding step."
+            )
             return Proposal([], None, [], [(time.perf_counter() - start) * 1000], note)
-        tokens = committed[match.continuation_start:match.continuation_start + gamma]
+        tokens = committed[match.continuation_start : match.continuation_start + gamma]
         q_rows = None
         if not settings.greedy:  # a copied token is certain: q is a point mass on it
             q_rows = torch.zeros(len(tokens), self.vocab_size, dtype=torch.float64)
@@ -325,6 +347,7 @@ class PromptLookupDrafter:
 
 
 # -- one round's record ------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class DraftCheck:
@@ -385,6 +408,7 @@ def _residual_top(residual: torch.Tensor, p: torch.Tensor, q: torch.Tensor, toke
 
 
 # -- the run -------------------------------------------------------------------------------
+
 
 @dataclass
 class SpeculativeRun:
@@ -459,7 +483,7 @@ class SpeculativeRun:
         drafted = proposal.tokens
 
         # 2. verify: one target pass scores every drafted position and the one after them.
-        feed = committed[kv_cache.cache_length(self.cache):] + drafted
+        feed = committed[kv_cache.cache_length(self.cache) :] + drafted
         verify_start = time.perf_counter()
         logits = _feed(self.target, self.cache, feed, keep=len(drafted) + 1)  # [n + 1, vocab]
         verify_ms = (time.perf_counter() - verify_start) * 1000
@@ -475,11 +499,11 @@ class SpeculativeRun:
             p_rows = final_probs(logits, settings, seen_rows)
             q_rows = proposal.q_rows if drafted else torch.zeros(0, self.vocab_size, dtype=torch.float64)
             verdict = verify_sampled(p_rows, q_rows, drafted, self.uniform)
-        new_tokens = drafted[:verdict.accepted] + [verdict.token_id]
+        new_tokens = drafted[: verdict.accepted] + [verdict.token_id]
         if self.stop_at_eos:
             for i, token in enumerate(new_tokens):
                 if token in self.eos_ids:
-                    new_tokens = new_tokens[:i + 1]
+                    new_tokens = new_tokens[: i + 1]
                     break
 
         # 4. commit, then crop both caches to the accepted prefix (all committed tokens but the last).
@@ -515,26 +539,44 @@ class SpeculativeRun:
             else:
                 q = float(proposal.q_rows[i, token])
                 overlap = float(torch.minimum(p_rows[i], proposal.q_rows[i]).sum())
-            checks.append(DraftCheck(
-                position=i, token_id=token, text=token_text(self.tokenizer, token),
-                q=q, p=p,
-                q_raw=proposal.q_raw[i], p_raw=float(raw_p[i, token]),
-                ratio=verdict.ratios[i] if checked else None,
-                u=verdict.uniforms[i] if checked and verdict.uniforms else None, status=status,
-                overlap=overlap if checked else None,
-            ))
+            checks.append(
+                DraftCheck(
+                    position=i,
+                    token_id=token,
+                    text=token_text(self.tokenizer, token),
+                    q=q,
+                    p=p,
+                    q_raw=proposal.q_raw[i],
+                    p_raw=float(raw_p[i, token]),
+                    ratio=verdict.ratios[i] if checked else None,
+                    u=verdict.uniforms[i] if checked and verdict.uniforms else None,
+                    status=status,
+                    overlap=overlap if checked else None,
+                )
+            )
         residual_top = []
         if verdict.residual is not None:
             i = verdict.accepted
             residual_top = _residual_top(verdict.residual, p_rows[i], proposal.q_rows[i], self.tokenizer)
         return RoundRecord(
-            index=len(self.rounds), drafter=self.drafter.kind, gamma=self.gamma,
-            context_tokens=len(self.all_ids) - len(new_tokens), checks=checks, accepted=verdict.accepted,
-            token_id=verdict.token_id, token_text=token_text(self.tokenizer, verdict.token_id),
-            token_kind=verdict.kind, token_u=verdict.final_u, residual_top=residual_top, new_tokens=new_tokens,
-            draft_ms=proposal.pass_ms, verify_ms=verify_ms, verify_positions=len(drafted) + 1,
+            index=len(self.rounds),
+            drafter=self.drafter.kind,
+            gamma=self.gamma,
+            context_tokens=len(self.all_ids) - len(new_tokens),
+            checks=checks,
+            accepted=verdict.accepted,
+            token_id=verdict.token_id,
+            token_text=token_text(self.tokenizer, verdict.token_id),
+            token_kind=verdict.kind,
+            token_u=verdict.final_u,
+            residual_top=residual_top,
+            new_tokens=new_tokens,
+            draft_ms=proposal.pass_ms,
+            verify_ms=verify_ms,
+            verify_positions=len(drafted) + 1,
             round_ms=(time.perf_counter() - round_start) * 1000,
-            target_cache_tokens=kv_cache.cache_length(self.cache), draft_cache_tokens=self.drafter.cache_tokens,
+            target_cache_tokens=kv_cache.cache_length(self.cache),
+            draft_cache_tokens=self.drafter.cache_tokens,
             note=note,
         )
 
@@ -549,20 +591,49 @@ class SpeculativeRun:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per round, for a table or a CSV."""
-        return pd.DataFrame([{
-            "round": r.index, "drafted": r.drafted, "accepted": r.accepted, "target_token": r.token_text,
-            "how": r.token_kind, "new_tokens": len(r.new_tokens), "draft_ms": sum(r.draft_ms),
-            "draft_passes": len(r.draft_ms), "verify_ms": r.verify_ms, "round_ms": r.round_ms,
-        } for r in self.rounds])
+        return pd.DataFrame(
+            [
+                {
+                    "round": r.index,
+                    "drafted": r.drafted,
+                    "accepted": r.accepted,
+                    "target_token": r.token_text,
+                    "how": r.token_kind,
+                    "new_tokens": len(r.new_tokens),
+                    "draft_ms": sum(r.draft_ms),
+                    "draft_passes": len(r.draft_ms),
+                    "verify_ms": r.verify_ms,
+                    "round_ms": r.round_ms,
+                }
+                for r in self.rounds
+            ]
+        )
 
 
-def new_run(target, tokenizer, drafter, prompt_ids: list[int], max_new_tokens: int, gamma: int = 4, seed: int = 0,
-            stop_at_eos: bool = True) -> SpeculativeRun:
-    return SpeculativeRun(target=target, tokenizer=tokenizer, drafter=drafter, prompt_ids=list(prompt_ids),
-                          max_new_tokens=max_new_tokens, gamma=gamma, seed=seed, stop_at_eos=stop_at_eos)
+def new_run(
+    target,
+    tokenizer,
+    drafter,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    gamma: int = 4,
+    seed: int = 0,
+    stop_at_eos: bool = True,
+) -> SpeculativeRun:
+    return SpeculativeRun(
+        target=target,
+        tokenizer=tokenizer,
+        drafter=drafter,
+        prompt_ids=list(prompt_ids),
+        max_new_tokens=max_new_tokens,
+        gamma=gamma,
+        seed=seed,
+        stop_at_eos=stop_at_eos,
+    )
 
 
 # -- what a run says ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class RunSummary:
@@ -595,13 +666,18 @@ class RunSummary:
 def summarise(rounds: list[RoundRecord]) -> RunSummary:
     # Round 0's first draft pass reads the whole prompt; every later pass feeds one token (two
     # after a fully accepted round).
-    draft_passes = [ms for r in rounds if r.drafter == DRAFT_MODEL
-                    for i, ms in enumerate(r.draft_ms) if r.index > 0 or i > 0]
+    draft_passes = [
+        ms for r in rounds if r.drafter == DRAFT_MODEL for i, ms in enumerate(r.draft_ms) if r.index > 0 or i > 0
+    ]
     verify = [r.verify_ms for r in rounds[1:]] or [r.verify_ms for r in rounds] or [float("nan")]
     return RunSummary(
-        rounds=len(rounds), new_tokens=sum(len(r.new_tokens) for r in rounds), drafted=sum(r.drafted for r in rounds),
-        checked=sum(r.checked for r in rounds), accepted=sum(r.accepted for r in rounds),
-        draft_ms=sum(sum(r.draft_ms) for r in rounds), verify_ms=sum(r.verify_ms for r in rounds),
+        rounds=len(rounds),
+        new_tokens=sum(len(r.new_tokens) for r in rounds),
+        drafted=sum(r.drafted for r in rounds),
+        checked=sum(r.checked for r in rounds),
+        accepted=sum(r.accepted for r in rounds),
+        draft_ms=sum(sum(r.draft_ms) for r in rounds),
+        verify_ms=sum(r.verify_ms for r in rounds),
         total_ms=sum(r.round_ms for r in rounds),
         draft_pass_ms=statistics.median(draft_passes) if draft_passes else None,
         verify_pass_ms=statistics.median(verify),
@@ -609,6 +685,7 @@ def summarise(rounds: list[RoundRecord]) -> RunSummary:
 
 
 # -- theory ------------------------------------------------------------------------------------
+
 
 def expected_tokens_per_pass(alpha: float, gamma: int) -> float:
     """Expected tokens one round (one target pass) yields when each draft is accepted with

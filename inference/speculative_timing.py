@@ -9,6 +9,7 @@ sampled run it is what plain decoding would cost to write that text.
 Times are wall clock (`time.perf_counter`). On a shared machine one run can be stretched by
 other programs, so the benchmark alternates the contenders and takes medians.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -94,18 +95,28 @@ class Comparison:
         alpha = self.summary.acceptance_rate
         if alpha is None:
             return None
-        return spec.predicted_speedup(alpha, self.gamma, self.cost_ratio or 0.0,
-                                      self.verify_cost if measured_verify else 1.0)
+        return spec.predicted_speedup(
+            alpha, self.gamma, self.cost_ratio or 0.0, self.verify_cost if measured_verify else 1.0
+        )
 
 
 def compare(run: spec.SpeculativeRun, settings: SamplingSettings) -> Comparison:
-    return Comparison(spec.summarise(run.rounds), time_plain(run.target, run.prompt_ids, run.generated_ids, settings),
-                      run.gamma)
+    return Comparison(
+        spec.summarise(run.rounds), time_plain(run.target, run.prompt_ids, run.generated_ids, settings), run.gamma
+    )
 
 
-def sweep(target, tokenizer, make_drafter: Callable[[], object], prompt_ids: list[int], new_tokens: int = SWEEP_NEW_TOKENS,
-          gammas=SWEEP_GAMMAS, temperatures=SWEEP_TEMPERATURES, seed: int = 0,
-          progress: Progress | None = None) -> pd.DataFrame:
+def sweep(
+    target,
+    tokenizer,
+    make_drafter: Callable[[], object],
+    prompt_ids: list[int],
+    new_tokens: int = SWEEP_NEW_TOKENS,
+    gammas=SWEEP_GAMMAS,
+    temperatures=SWEEP_TEMPERATURES,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
     """Measured and predicted speed-up at each gamma and temperature: one speculative run each
     (a fresh drafter), and plain decoding of its text. Temperature is the only sampling knob on."""
     rows, total = [], len(gammas) * len(temperatures)
@@ -114,20 +125,29 @@ def sweep(target, tokenizer, make_drafter: Callable[[], object], prompt_ids: lis
         for g in gammas:
             if progress:
                 progress(len(rows), total, f"γ = {g}, temperature {t:g}")
-            run = spec.new_run(target, tokenizer, make_drafter(), prompt_ids, new_tokens, gamma=g, seed=seed,
-                               stop_at_eos=False)
+            run = spec.new_run(
+                target, tokenizer, make_drafter(), prompt_ids, new_tokens, gamma=g, seed=seed, stop_at_eos=False
+            )
             list(run.run(settings))
             result = compare(run, settings)
-            rows.append({
-                "temperature": t, "gamma": g, "alpha": result.summary.acceptance_rate,
-                "tokens_per_pass": result.summary.tokens_per_target_pass,
-                "predicted_tokens_per_pass": spec.expected_tokens_per_pass(result.summary.acceptance_rate or 0.0, g),
-                "speculative_ms_per_token": result.summary.ms_per_token,
-                "plain_ms_per_token": result.plain.total_ms / len(run.generated_ids),
-                "measured_speedup": result.measured_speedup, "cost_ratio": result.cost_ratio,
-                "verify_cost": result.verify_cost, "predicted_speedup": result.predicted_speedup(),
-                "predicted_speedup_measured_verify": result.predicted_speedup(measured_verify=True),
-            })
+            rows.append(
+                {
+                    "temperature": t,
+                    "gamma": g,
+                    "alpha": result.summary.acceptance_rate,
+                    "tokens_per_pass": result.summary.tokens_per_target_pass,
+                    "predicted_tokens_per_pass": spec.expected_tokens_per_pass(
+                        result.summary.acceptance_rate or 0.0, g
+                    ),
+                    "speculative_ms_per_token": result.summary.ms_per_token,
+                    "plain_ms_per_token": result.plain.total_ms / len(run.generated_ids),
+                    "measured_speedup": result.measured_speedup,
+                    "cost_ratio": result.cost_ratio,
+                    "verify_cost": result.verify_cost,
+                    "predicted_speedup": result.predicted_speedup(),
+                    "predicted_speedup_measured_verify": result.predicted_speedup(measured_verify=True),
+                }
+            )
     if progress:
         progress(total, total, "done")
     return pd.DataFrame(rows)
@@ -135,15 +155,29 @@ def sweep(target, tokenizer, make_drafter: Callable[[], object], prompt_ids: lis
 
 # -- the benchmark's figures -------------------------------------------------------------------
 
-def benchmark(target, tokenizer, draft, draft_tokenizer, prompt_ids: list[int], new_tokens: int = 128, gamma: int = 4,
-              repeats: int = 3) -> dict:
+
+def benchmark(
+    target,
+    tokenizer,
+    draft,
+    draft_tokenizer,
+    prompt_ids: list[int],
+    new_tokens: int = 128,
+    gamma: int = 4,
+    repeats: int = 3,
+) -> dict:
     """Greedy, gamma 4: our speculation with the draft model and with prompt lookup, plain
     decoding with the step engine, and transformers' `generate` plain and assisted (with the same
     draft, its default schedule); each the median of `repeats` alternated runs."""
     vocab = spec.vocabulary_rows(target)
     input_ids = torch.tensor([prompt_ids])
-    hf_common = dict(attention_mask=torch.ones_like(input_ids), do_sample=False, max_new_tokens=new_tokens,
-                     min_new_tokens=new_tokens, pad_token_id=tokenizer.eos_token_id)
+    hf_common = dict(
+        attention_mask=torch.ones_like(input_ids),
+        do_sample=False,
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        pad_token_id=tokenizer.eos_token_id,
+    )
     out: dict = {}
 
     def plain():
@@ -154,12 +188,14 @@ def benchmark(target, tokenizer, draft, draft_tokenizer, prompt_ids: list[int], 
             run = spec.new_run(target, tokenizer, drafter(), prompt_ids, new_tokens, gamma=gamma, stop_at_eos=False)
             list(run.run(GREEDY))
             out[name] = run
+
         return go
 
     def hf(name, **extra):
         def go():
             with torch.inference_mode():
-                out[name] = target.generate(input_ids, **hf_common, **extra)[0, len(prompt_ids):].tolist()
+                out[name] = target.generate(input_ids, **hf_common, **extra)[0, len(prompt_ids) :].tolist()
+
         return go
 
     contenders = {

@@ -14,6 +14,7 @@ pass (the first pass in a process pays for setting up kernels and buffers). The 
 shared, so every sweep point is the median of several runs, with their quartiles as the spread:
 one hiccup of another program moves the min or max, not the quartiles.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,6 +38,7 @@ SATURATION = 0.8  # prefill tokens/s has "stopped growing" once it reaches 80% o
 
 
 # -- one generation --------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GenerationTiming:
@@ -88,7 +90,9 @@ TIMED_RUNS = 3
 TIMING_BUDGET_S = 1.5
 
 
-def time_generation(model, tokenizer, prompt_ids: list[int], new_tokens: int, runs: int = TIMED_RUNS) -> GenerationTiming:
+def time_generation(
+    model, tokenizer, prompt_ids: list[int], new_tokens: int, runs: int = TIMED_RUNS
+) -> GenerationTiming:
     """Generate greedily with the step engine up to `runs` times (at least once), and lay
     the fastest run's measured steps end to end."""
     if runs < 1:
@@ -101,18 +105,25 @@ def time_generation(model, tokenizer, prompt_ids: list[int], new_tokens: int, ru
         stop_reason = trace.stop_reason
     totals = [float((f["forward_ms"] + f["sample_ms"]).sum()) for f in frames]
     frame = frames[totals.index(min(totals))]
-    steps = pd.DataFrame({
-        "step": frame["step"], "phase": frame["phase"], "tokens_in_forward": frame["tokens_in_forward"],
-        "forward_ms": frame["forward_ms"], "sample_ms": frame["sample_ms"],
-        "token": [readable_token(tokenizer, t) for t in frame["token_id"]],
-    })
+    steps = pd.DataFrame(
+        {
+            "step": frame["step"],
+            "phase": frame["phase"],
+            "tokens_in_forward": frame["tokens_in_forward"],
+            "forward_ms": frame["forward_ms"],
+            "sample_ms": frame["sample_ms"],
+            "token": [readable_token(tokenizer, t) for t in frame["token_id"]],
+        }
+    )
     steps["step_ms"] = steps["forward_ms"] + steps["sample_ms"]
     steps["start_ms"] = steps["step_ms"].cumsum() - steps["step_ms"]
-    return GenerationTiming(steps=steps, prompt_tokens=len(prompt_ids), stop_reason=stop_reason,
-                            run_totals_ms=tuple(totals))
+    return GenerationTiming(
+        steps=steps, prompt_tokens=len(prompt_ids), stop_reason=stop_reason, run_totals_ms=tuple(totals)
+    )
 
 
 # -- the sweep -------------------------------------------------------------------------
+
 
 def default_prompt_lengths(context: int) -> list[int]:
     """Powers of two from 8, then one long prompt that leaves room to decode:
@@ -165,8 +176,9 @@ def summarise_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return summary.reset_index()
 
 
-def measure_sweep(model, prompt_lengths: list[int], repeats: int = 5, decode_tokens: int = 8,
-                  progress: Progress | None = None) -> Sweep:
+def measure_sweep(
+    model, prompt_lengths: list[int], repeats: int = 5, decode_tokens: int = 8, progress: Progress | None = None
+) -> Sweep:
     """Prefill time and decode time per token at each prompt length.
 
     One warm-up run per length first (new shapes make the math library pick kernels and
@@ -194,8 +206,15 @@ def measure_sweep(model, prompt_lengths: list[int], repeats: int = 5, decode_tok
                 progress(done, total, f"{label}: {n}-token prompt")
             prefill_ms, decode_ms = _one_run(model, prompts[n], decode_tokens)
             if round_index > 0:
-                rows.append({"prompt_tokens": n, "run": round_index, "prefill_ms": prefill_ms,
-                             "prefill_tokens_per_s": n / prefill_ms * 1000, "decode_ms_per_token": decode_ms})
+                rows.append(
+                    {
+                        "prompt_tokens": n,
+                        "run": round_index,
+                        "prefill_ms": prefill_ms,
+                        "prefill_tokens_per_s": n / prefill_ms * 1000,
+                        "decode_ms_per_token": decode_ms,
+                    }
+                )
             done += 1
     if progress:
         progress(total, total, "done")
@@ -204,6 +223,7 @@ def measure_sweep(model, prompt_lengths: list[int], repeats: int = 5, decode_tok
 
 
 # -- what the sweep says ---------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SweepFindings:
@@ -239,8 +259,10 @@ def findings(sweep: Sweep, flop_count=None) -> SweepFindings:
     decode_ms = float(median(s["decode_ms_per_token"].tolist()))
     cheap = (s["prefill_ms"] <= 2 * decode_ms).cummin()  # from the shortest prompt up to the first that is not
     longest = s.iloc[-1]
-    achieved = [flop_count.prefill(int(n)) / (ms / 1000) if flop_count else math.nan
-                for n, ms in zip(s["prompt_tokens"], s["prefill_ms"])]
+    achieved = [
+        flop_count.prefill(int(n)) / (ms / 1000) if flop_count else math.nan
+        for n, ms in zip(s["prompt_tokens"], s["prefill_ms"])
+    ]
     best_index = max(range(len(achieved)), key=achieved.__getitem__) if flop_count else len(achieved) - 1
     return SweepFindings(
         saturation_tokens=int(saturated["prompt_tokens"].iloc[0]),
@@ -253,7 +275,8 @@ def findings(sweep: Sweep, flop_count=None) -> SweepFindings:
         free_ride_tokens=int(s.loc[cheap, "prompt_tokens"].max()) if cheap.any() else None,
         prefill_flops_per_s=achieved[best_index],
         prefill_flops_prompt=int(s["prompt_tokens"].iloc[best_index]),
-        decode_flops_per_s=flop_count.decode(int(s["prompt_tokens"].iloc[0])) / (decode_ms / 1000) if flop_count
+        decode_flops_per_s=flop_count.decode(int(s["prompt_tokens"].iloc[0])) / (decode_ms / 1000)
+        if flop_count
         else math.nan,
     )
 

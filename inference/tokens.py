@@ -2,6 +2,7 @@
 
 The text returned here is plain (not HTML); whoever renders it as HTML escapes it.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

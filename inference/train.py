@@ -13,6 +13,7 @@ Writes a Hugging Face folder (config, generation config, safetensors weights, to
 training log, MODEL_CARD.md) that `AutoModelForCausalLM.from_pretrained` loads with no
 project code. The held-out file is only ever scored, never trained on.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,8 +82,14 @@ PRESETS = {
     # Same depth, width and attention as the dense model; 8 experts of half its MLP width,
     # 2 per token, so the MLP work per token equals the dense model's while the total is ~3x.
     # Stored in bfloat16 (float32 would pass the 40 MB a repository file may have).
-    "moe": dict(architecture="mixtral", intermediate_size=384, num_experts=8, experts_per_token=2,
-                router_aux_loss_coef=0.02, save_dtype="bfloat16"),
+    "moe": dict(
+        architecture="mixtral",
+        intermediate_size=384,
+        num_experts=8,
+        experts_per_token=2,
+        router_aux_loss_coef=0.02,
+        save_dtype="bfloat16",
+    ),
 }
 PRESET_FOLDERS = {"dense": "storyteller-llama-6m", "draft": "storyteller-draft-1m", "moe": "storyteller-moe-16m"}
 
@@ -106,7 +113,10 @@ def train_tokenizer(stories: list[str], vocab_size: int) -> PreTrainedTokenizerF
         single=f"{SEPARATOR} $A", pair=f"{SEPARATOR} $A {SEPARATOR} $B", special_tokens=[(SEPARATOR, separator_id)]
     )
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=SEPARATOR, eos_token=SEPARATOR, pad_token=SEPARATOR,
+        tokenizer_object=tok,
+        bos_token=SEPARATOR,
+        eos_token=SEPARATOR,
+        pad_token=SEPARATOR,
         model_max_length=512,
     )
 
@@ -136,9 +146,14 @@ def build_model(s: TrainSettings):
         return LlamaForCausalLM(LlamaConfig(**common))
     if s.architecture == "mixtral":
         config = MixtralConfig(
-            **common, head_dim=s.hidden_size // s.num_heads, num_local_experts=s.num_experts,
-            num_experts_per_tok=s.experts_per_token, router_aux_loss_coef=s.router_aux_loss_coef,
-            output_router_logits=False, sliding_window=None, rms_norm_eps=1e-6,
+            **common,
+            head_dim=s.hidden_size // s.num_heads,
+            num_local_experts=s.num_experts,
+            num_experts_per_tok=s.experts_per_token,
+            router_aux_loss_coef=s.router_aux_loss_coef,
+            output_router_logits=False,
+            sliding_window=None,
+            rms_norm_eps=1e-6,
             rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},  # the dense model's attention
         )
         return MixtralForCausalLM(config)
@@ -173,8 +188,14 @@ def random_windows(stream: torch.Tensor, batch: int, length: int, gen: torch.Gen
     return torch.stack([stream[i : i + length + 1] for i in starts.tolist()])
 
 
-def train(s: TrainSettings, corpus_dir: Path, out_dir: Path, heldout_file: Path | None,
-          tokenizer_from: Path | None = None, preset: str = "dense") -> dict:
+def train(
+    s: TrainSettings,
+    corpus_dir: Path,
+    out_dir: Path,
+    heldout_file: Path | None,
+    tokenizer_from: Path | None = None,
+    preset: str = "dense",
+) -> dict:
     started = time.time()
     stories = corpus_io.read_stories(corpus_dir)
     train_stories, val_stories = corpus_io.split_train_validation(stories, s.validation_fraction, s.seed)
@@ -200,7 +221,8 @@ def train(s: TrainSettings, corpus_dir: Path, out_dir: Path, heldout_file: Path 
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=s.peak_lr, betas=(0.9, 0.95),
+        lr=s.peak_lr,
+        betas=(0.9, 0.95),
     )
     data_rng = torch.Generator().manual_seed(s.seed)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -296,11 +318,16 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS_DIR)
     parser.add_argument("--heldout", type=Path, default=DEFAULT_HELDOUT_FILE)
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="dense",
-                        help="named settings; flags below override single values")
+    parser.add_argument(
+        "--preset", choices=sorted(PRESETS), default="dense", help="named settings; flags below override single values"
+    )
     parser.add_argument("--out", type=Path, default=None, help="default: assets/models/<the preset's model name>")
-    parser.add_argument("--tokenizer-from", type=Path, default=None,
-                        help="reuse this model folder's tokenizer (default for draft and moe: the dense model's)")
+    parser.add_argument(
+        "--tokenizer-from",
+        type=Path,
+        default=None,
+        help="reuse this model folder's tokenizer (default for draft and moe: the dense model's)",
+    )
     defaults = TrainSettings()
     for name, value in asdict(defaults).items():
         flag = "--" + name.replace("_", "-")

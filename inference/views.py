@@ -4,6 +4,7 @@ Computed from stored raw logits, so moving a slider never runs the model again. 
 probabilities are over the full vocabulary; `StepView.table` trims to the top N for display
 and reports the rest of the mass as an "other" row.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ class StepView:
 
     @property
     def stages(self) -> tuple[str, ...]:
-        """"raw", then the stages in the order they ran."""
+        """ "raw", then the stages in the order they ran."""
         return tuple(self.probs)
 
     @property
@@ -82,13 +83,17 @@ class StepView:
         One column per stage (in run order) and "final", the distribution the draw uses."""
         n = min(top_n, len(self.order))
         if n > self.sorted_prefix:
-            raise ValueError(f"`top_n` can be at most {self.sorted_prefix} (the sorted part of this view), but is {top_n}")
+            raise ValueError(
+                f"`top_n` can be at most {self.sorted_prefix} (the sorted part of this view), but is {top_n}"
+            )
         ids = self.order[:n].tolist()
-        frame = pd.DataFrame({
-            "rank": range(1, n + 1),
-            "token_id": ids,
-            "token": readable_tokens(tokenizer, ids),
-        })
+        frame = pd.DataFrame(
+            {
+                "rank": range(1, n + 1),
+                "token_id": ids,
+                "token": readable_tokens(tokenizer, ids),
+            }
+        )
         for stage in self.stages:
             frame[stage] = self.probs[stage][:n].double().numpy()
         frame["final"] = self.final[:n].double().numpy()
@@ -96,9 +101,15 @@ class StepView:
         frame["cumulative_before_top_p"] = self.cumulative_before_top_p[:n].numpy()
         frame["removed_by"] = [self._removed_by(i) for i in range(n)]
         frame["chosen"] = [i == self.chosen_rank for i in range(n)]
-        other = {"rank": None, "token_id": None, "token": f"other ({len(self.order) - n:,} tokens)",
-                 "removed_by": "", "chosen": self.chosen_rank >= n,
-                 "cumulative_final": 1.0, "cumulative_before_top_p": 1.0}
+        other = {
+            "rank": None,
+            "token_id": None,
+            "token": f"other ({len(self.order) - n:,} tokens)",
+            "removed_by": "",
+            "chosen": self.chosen_rank >= n,
+            "cumulative_final": 1.0,
+            "cumulative_before_top_p": 1.0,
+        }
         for stage in self.stages:
             other[stage] = max(0.0, 1.0 - float(self.probs[stage][:n].double().sum()))
         other["final"] = other[self.final_stage]
@@ -124,7 +135,7 @@ def step_view(
     `context` feeds DRY, XTC and mirostat (see `sampling.StepContext`)."""
     ranked = ranked_stages(logits, settings, seen, min_sorted=MIN_SORTED, include_token=chosen_id, context=context)
     stages, order = ranked.logits, ranked.order
-    shown = order[:ranked.sorted_prefix]  # every token with a final probability > 0 is in here
+    shown = order[: ranked.sorted_prefix]  # every token with a final probability > 0 is in here
     # float64 softmax: the displayed shares add up to 1 and the draw matches `sampling.draw`.
     # A stage that is switched off hands on its input unchanged: reuse the one before it.
     unchanged = stages_switched_off(settings, len(order))
@@ -169,7 +180,11 @@ def step_view(
 
 
 def trace_summary(
-    logits: torch.Tensor, seen: torch.Tensor, settings: SamplingSettings, us: torch.Tensor, recorded_ids: torch.Tensor,
+    logits: torch.Tensor,
+    seen: torch.Tensor,
+    settings: SamplingSettings,
+    us: torch.Tensor,
+    recorded_ids: torch.Tensor,
     contexts: list[StepContext] | None = None,
 ) -> pd.DataFrame:
     """Every step of a trace re-read under `settings`, in one batched pass.
@@ -190,17 +205,19 @@ def trace_summary(
         would_rank = (sorted_final > 0).long().argmax(-1)
     else:
         would_rank = inverse_cdf_index(sorted_final, us.double())
-    return pd.DataFrame({
-        "step": range(len(us)),
-        "recorded_token_id": recorded_ids.tolist(),
-        "recorded_prob_now": final.gather(-1, recorded).squeeze(-1).double().numpy(),
-        "recorded_raw_prob": raw.gather(-1, recorded).squeeze(-1).double().numpy(),
-        "recorded_rank_now": ((penalised > recorded_logit).sum(-1) + 1).numpy(),
-        "would_draw_id": order.gather(-1, would_rank.unsqueeze(-1)).squeeze(-1).numpy(),
-        "entropy_raw_bits": entropy_bits(raw.double()).numpy(),
-        "entropy_final_bits": entropy_bits(final.double()).numpy(),
-        "tokens_kept": (final > 0).sum(-1).numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "step": range(len(us)),
+            "recorded_token_id": recorded_ids.tolist(),
+            "recorded_prob_now": final.gather(-1, recorded).squeeze(-1).double().numpy(),
+            "recorded_raw_prob": raw.gather(-1, recorded).squeeze(-1).double().numpy(),
+            "recorded_rank_now": ((penalised > recorded_logit).sum(-1) + 1).numpy(),
+            "would_draw_id": order.gather(-1, would_rank.unsqueeze(-1)).squeeze(-1).numpy(),
+            "entropy_raw_bits": entropy_bits(raw.double()).numpy(),
+            "entropy_final_bits": entropy_bits(final.double()).numpy(),
+            "tokens_kept": (final > 0).sum(-1).numpy(),
+        }
+    )
 
 
 def sample_many(view: StepView, n: int, seed: int, top_n: int = 10) -> pd.DataFrame:
@@ -216,10 +233,12 @@ def sample_many(view: StepView, n: int, seed: int, top_n: int = 10) -> pd.DataFr
     shown = min(top_n, len(view.order))
     observed = (counts[:shown] / n).tolist()
     computed = view.final[:shown].double().tolist()
-    return pd.DataFrame({
-        "rank": list(range(1, shown + 1)) + [None],
-        "token_id": view.order[:shown].tolist() + [None],
-        "computed": computed + [max(0.0, 1 - sum(computed))],
-        "observed": observed + [float(counts[shown:].sum() / n)],
-        "count": counts[:shown].long().tolist() + [int(counts[shown:].sum())],
-    })
+    return pd.DataFrame(
+        {
+            "rank": list(range(1, shown + 1)) + [None],
+            "token_id": view.order[:shown].tolist() + [None],
+            "computed": computed + [max(0.0, 1 - sum(computed))],
+            "observed": observed + [float(counts[shown:].sum() / n)],
+            "count": counts[:shown].long().tolist() + [int(counts[shown:].sum())],
+        }
+    )

@@ -3,6 +3,7 @@
 Used by the browser tests and by `python -m tests.browser_bench`. Nothing here downloads a
 browser: without /usr/bin/chromium the browser tests skip and say how to install it.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,16 @@ from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 SKIP_REASON = "Chromium not installed: apt-get install chromium (Debian) to run the browser tests"
 
@@ -41,10 +50,30 @@ def streamlit_server(env_extra: dict | None = None):
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)  # noqa: SIM115 (closed in the finally below)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env_extra or {})}
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-         "--browser.serverAddress", "localhost", "--server.fileWatcherType", "none"],
-        cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+            "--browser.serverAddress",
+            "localhost",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=PROJECT_ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -3,6 +3,7 @@
 - slider release -> chart updated: p50 over 10 Temperature moves on Generate;
 - Play: generated tokens rendered per second, from the click to the last chip.
 """
+
 import statistics
 import time
 
@@ -41,8 +42,10 @@ def main():
         elapsed = time.perf_counter() - start
         tokens = page.evaluate(CHIPS)
         browser.close()
-    print(f"slider release -> chart updated: p50 {statistics.median(moves) * 1000:.0f} ms "
-          f"(min {min(moves) * 1000:.0f}, max {max(moves) * 1000:.0f}) over {len(moves)} moves")
+    print(
+        f"slider release -> chart updated: p50 {statistics.median(moves) * 1000:.0f} ms "
+        f"(min {min(moves) * 1000:.0f}, max {max(moves) * 1000:.0f}) over {len(moves)} moves"
+    )
     print(f"Play: {tokens} tokens rendered in {elapsed:.2f} s = {tokens / elapsed:.1f} tokens/s")
 
 

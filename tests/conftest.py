@@ -1,5 +1,6 @@
 """Shared fixtures. Tests use the bundled model and models built from configs; the
 network is never touched."""
+
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported anywhere
@@ -30,8 +31,15 @@ def gpt2(bundled):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     tokenizer = bundled.tokenizer
-    config = GPT2Config(vocab_size=len(tokenizer), n_embd=64, n_layer=2, n_head=4, n_positions=128,
-                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        n_positions=128,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     torch.manual_seed(0)
     model = GPT2LMHeadModel(config).eval()
     model.generation_config.eos_token_id = tokenizer.eos_token_id

@@ -4,6 +4,7 @@ one forward pass per token on its own KV cache, and streams each token as llama.
 `content` and `tokens`, a last event with `stop` and `timings`). It also answers `/slots` and `/metrics` in
 llama.cpp's shapes. The real server is tested in tests/test_serving_engine.py; this one tests what the replay does
 with streams that overlap."""
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,10 @@ class StreamingStandIn:
                 with fake.lock:
                     active = dict(fake.active)
                 if self.path == "/slots":
-                    slots = [{"id": i, "n_ctx": 512, "is_processing": True, "n_prompt_tokens": n}
-                             for i, n in enumerate(active.values())]
+                    slots = [
+                        {"id": i, "n_ctx": 512, "is_processing": True, "n_prompt_tokens": n}
+                        for i, n in enumerate(active.values())
+                    ]
                     self._send(json.dumps(slots).encode(), "application/json")
                 elif self.path == "/metrics":
                     text = f"llamacpp:requests_processing {len(active)}\nllamacpp:requests_deferred 0\n"
@@ -96,8 +99,14 @@ class StreamingStandIn:
         finally:
             with self.lock:
                 self.active.pop(number, None)
-        send({"content": "", "tokens": [], "stop": True,
-              "timings": {"prompt_n": len(payload["prompt"]), "prompt_ms": prompt_ms, "cache_n": 0}})
+        send(
+            {
+                "content": "",
+                "tokens": [],
+                "stop": True,
+                "timings": {"prompt_n": len(payload["prompt"]), "prompt_ms": prompt_ms, "cache_n": 0},
+            }
+        )
 
     def stop(self):
         self.httpd.shutdown()

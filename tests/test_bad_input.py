@@ -1,4 +1,5 @@
 """Bad input, through the UI: a clear message each time, and the app and the run intact."""
+
 import json
 import shutil
 
@@ -11,8 +12,11 @@ from tests.conftest import run_app
 
 def chips(at) -> int:
     """Generated-token chips in the running text."""
-    return sum(md.value.count('class="token-chip" tabindex') + md.value.count('class="token-chip special" tabindex')
-               for md in at.markdown if "token-box" in md.value)
+    return sum(
+        md.value.count('class="token-chip" tabindex') + md.value.count('class="token-chip special" tabindex')
+        for md in at.markdown
+        if "token-box" in md.value
+    )
 
 
 def step(at, times=1):
@@ -32,6 +36,7 @@ def app():
 
 
 # -- prompts -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("prompt", ["", "   \n\t  "])
 def test_empty_prompt_says_so_and_keeps_the_run(app, prompt):
@@ -67,10 +72,21 @@ def test_prompt_longer_than_the_context_is_cut_from_the_left_and_said(app):
 
 # -- sliders and numbers --------------------------------------------------------------------
 
-@pytest.mark.parametrize("key,value", [
-    ("gen_temperature", 0.0), ("gen_temperature", 2.0), ("gen_top_p", 0.01), ("gen_top_p", 1.0),
-    ("gen_top_k", 1), ("gen_top_k", 200), ("gen_min_p", 1.0), ("gen_rep", 0.5), ("gen_rep", 2.0),
-])
+
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("gen_temperature", 0.0),
+        ("gen_temperature", 2.0),
+        ("gen_top_p", 0.01),
+        ("gen_top_p", 1.0),
+        ("gen_top_k", 1),
+        ("gen_top_k", 200),
+        ("gen_min_p", 1.0),
+        ("gen_rep", 0.5),
+        ("gen_rep", 2.0),
+    ],
+)
 def test_every_slider_at_its_limits_still_steps(app, key, value):
     app.slider(key=key).set_value(value).run()
     step(app, 2)
@@ -78,22 +94,31 @@ def test_every_slider_at_its_limits_still_steps(app, key, value):
 
 
 def test_all_sliders_at_their_ends_at_once(app):
-    for key, value in [("gen_temperature", 2.0), ("gen_top_p", 0.01), ("gen_top_k", 200), ("gen_min_p", 1.0), ("gen_rep", 2.0)]:
+    for key, value in [
+        ("gen_temperature", 2.0),
+        ("gen_top_p", 0.01),
+        ("gen_top_k", 200),
+        ("gen_min_p", 1.0),
+        ("gen_rep", 2.0),
+    ]:
         app.slider(key=key).set_value(value)
     app.run()
     step(app, 3)
     assert chips(app) == 3
 
 
-@pytest.mark.parametrize("query,expected", [
-    ({"t": "abc"}, "not a float"),
-    ({"seed": "-5"}, "outside"),
-    ({"seed": "banana"}, "not a int"),
-    ({"t": "99"}, "clamped"),
-    ({"max": "100000"}, "clamped"),
-    ({"p": "nan"}, "not a float"),
-    ({"n": "-3"}, "outside"),
-])
+@pytest.mark.parametrize(
+    "query,expected",
+    [
+        ({"t": "abc"}, "not a float"),
+        ({"seed": "-5"}, "outside"),
+        ({"seed": "banana"}, "not a int"),
+        ({"t": "99"}, "clamped"),
+        ({"max": "100000"}, "clamped"),
+        ({"p": "nan"}, "not a float"),
+        ({"n": "-3"}, "outside"),
+    ],
+)
 def test_bad_url_parameters_are_reported_and_defaulted(query, expected):
     at = run_app(query)
     assert expected in messages(at)
@@ -107,6 +132,7 @@ def test_huge_max_new_tokens_is_capped_and_the_cap_shown(app):
 
 
 # -- models ------------------------------------------------------------------------------
+
 
 def load(at, source):
     at.text_input(key="model_input").input(source).run()
@@ -137,13 +163,16 @@ def make_folder(tmp_path, kind):
     return folder
 
 
-@pytest.mark.parametrize("kind,expected", [
-    ("empty", "no config.json"),
-    ("pickle", "only pickle weights"),
-    ("custom_code", "never runs code"),
-    ("encoder", "not a causal"),
-    ("huge", "GB of memory"),
-])
+@pytest.mark.parametrize(
+    "kind,expected",
+    [
+        ("empty", "no config.json"),
+        ("pickle", "only pickle weights"),
+        ("custom_code", "never runs code"),
+        ("encoder", "not a causal"),
+        ("huge", "GB of memory"),
+    ],
+)
 def test_bad_model_folders_are_refused_and_the_app_keeps_working(local_server, app, tmp_path, kind, expected):
     step(app, 2)
     error = load(app, str(make_folder(tmp_path, kind)))
@@ -153,11 +182,14 @@ def test_bad_model_folders_are_refused_and_the_app_keeps_working(local_server, a
     assert chips(app) == 3
 
 
-@pytest.mark.parametrize("source,expected", [
-    ("/no/such/folder", "Folder not found"),
-    ("someone/unknown-model-id", "Cannot reach the Hugging Face hub"),
-    ("not a valid id!!", "not a hub id"),
-])
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("/no/such/folder", "Folder not found"),
+        ("someone/unknown-model-id", "Cannot reach the Hugging Face hub"),
+        ("not a valid id!!", "not a hub id"),
+    ],
+)
 def test_unknown_ids_and_missing_folders_are_explained(local_server, app, source, expected):
     assert expected in load(app, source)
     step(app)
@@ -173,8 +205,9 @@ def test_a_public_server_loads_folders_only_from_its_models_folder(app, tmp_path
 
 # -- escaping ---------------------------------------------------------------------------
 
+
 def test_markup_in_the_prompt_is_escaped(app):
-    app.text_area(key="gen_prompt").input('<script>alert(1)</script><img src=x onerror=alert(2)>').run()
+    app.text_area(key="gen_prompt").input("<script>alert(1)</script><img src=x onerror=alert(2)>").run()
     step(app)
     box = next(md.value for md in app.markdown if "token-box" in md.value)
     assert "<script>" not in box and "<img" not in box
@@ -182,6 +215,7 @@ def test_markup_in_the_prompt_is_escaped(app):
 
 
 # -- odd orders -------------------------------------------------------------------------
+
 
 def test_buttons_in_odd_orders(app):
     app.button(key="gen_back").click().run()  # Back with nothing to undo

@@ -1,32 +1,53 @@
 """`python -m inference.bench` runs on the bundled model and writes the keys issue #3 names.
 Its figures are reported, never asserted: only their presence and sense are checked."""
+
 import json
 from functools import partial
 
 from inference import bench
 
-ISSUE_KEYS = {"engine_tokens_per_s", "generate_tokens_per_s", "engine_vs_generate", "ttft_ms", "decode_ms_per_token",
-              "view_ms_vocab_4k", "view_ms_vocab_50k", "trace_view_ms_200", "model", "torch_threads",
-              "transformers_version"}
-SPECULATIVE_KEYS = {"spec_greedy_identical", "spec_acceptance_rate", "spec_tokens_per_target_pass", "spec_speedup_vs_plain",
-                    "hf_assisted_speedup_vs_plain", "spec_prompt_lookup_speedup_vs_plain"}  # issue #14
+ISSUE_KEYS = {
+    "engine_tokens_per_s",
+    "generate_tokens_per_s",
+    "engine_vs_generate",
+    "ttft_ms",
+    "decode_ms_per_token",
+    "view_ms_vocab_4k",
+    "view_ms_vocab_50k",
+    "trace_view_ms_200",
+    "model",
+    "torch_threads",
+    "transformers_version",
+}
+SPECULATIVE_KEYS = {
+    "spec_greedy_identical",
+    "spec_acceptance_rate",
+    "spec_tokens_per_target_pass",
+    "spec_speedup_vs_plain",
+    "hf_assisted_speedup_vs_plain",
+    "spec_prompt_lookup_speedup_vs_plain",
+}  # issue #14
 
 
 def test_bench_writes_every_figure_to_json_and_prints_a_table(tmp_path, capsys, monkeypatch):
     # Every measurement runs, on fewer tokens and repeats than the real benchmark (seconds, not minutes).
-    for name, fewer in {"engine_vs_generate": dict(new_tokens=16, repeats=1),
-                        "prefill_and_decode": dict(decode_tokens=8, repeats=1),
-                        "view_ms": dict(repeats=2), "trace_view_ms": dict(steps=20, repeats=1)}.items():
+    for name, fewer in {
+        "engine_vs_generate": dict(new_tokens=16, repeats=1),
+        "prefill_and_decode": dict(decode_tokens=8, repeats=1),
+        "view_ms": dict(repeats=2),
+        "trace_view_ms": dict(steps=20, repeats=1),
+    }.items():
         monkeypatch.setattr(bench, name, partial(getattr(bench, name), **fewer))
     from inference import speculative_timing
 
-    monkeypatch.setattr(speculative_timing, "bundled_benchmark",
-                        partial(speculative_timing.bundled_benchmark, new_tokens=24, repeats=1))
+    monkeypatch.setattr(
+        speculative_timing, "bundled_benchmark", partial(speculative_timing.bundled_benchmark, new_tokens=24, repeats=1)
+    )
     path = tmp_path / "bench.json"
     bench.main(["--no-quantization", "--no-serving", "--json", str(path)])
     figures = json.loads(path.read_text())
-    assert ISSUE_KEYS <= figures.keys()
-    assert SPECULATIVE_KEYS <= figures.keys() and figures["spec_greedy_identical"] is True
+    assert figures.keys() >= ISSUE_KEYS
+    assert figures.keys() >= SPECULATIVE_KEYS and figures["spec_greedy_identical"] is True
     assert 0 <= figures["spec_acceptance_rate"] <= 1 and 1 <= figures["spec_tokens_per_target_pass"] <= 5
     assert figures["new_tokens"] == 16 and figures["model"] == "storyteller-llama-6m"
     assert all(figures[k] > 0 for k in ISSUE_KEYS - {"model", "transformers_version"})

@@ -2,13 +2,22 @@
 
 Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the repo.
 """
+
 import os
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.browser import SKIP_REASON, chromium_available, full_screenshot, launch, open_page, streamlit_server, wait_idle
+from tests.browser import (
+    SKIP_REASON,
+    chromium_available,
+    full_screenshot,
+    launch,
+    open_page,
+    streamlit_server,
+    wait_idle,
+)
 from tests.conftest import PROJECT_ROOT, page_title
 
 pytestmark = pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)
@@ -75,9 +84,12 @@ def test_generate_steps_and_temperature_moves_the_charts(server, page):
     slider.focus()
     for _ in range(6):
         slider.press("ArrowRight")
-    page.wait_for_function("(b) => { const c = document.querySelector('[data-testid=\"stPlotlyChart\"] .js-plotly-plot');"
-                           " return c !== null && c.textContent !== b; }",
-                           arg=before, timeout=30_000)
+    page.wait_for_function(
+        "(b) => { const c = document.querySelector('[data-testid=\"stPlotlyChart\"] .js-plotly-plot');"
+        " return c !== null && c.textContent !== b; }",
+        arg=before,
+        timeout=30_000,
+    )
     wait_idle(page)
     assert chart_text(page, 0) != before
     assert chip_count(page) == 5  # moving a slider never loses the run
@@ -96,8 +108,10 @@ def test_sampling_lab_plotly_slider_moves_in_the_browser(server, page):
     live = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first
     live.scroll_into_view_if_needed()
     title_before = live.locator(".gtitle").text_content()
-    title_changed = ("(b) => { const t = document.querySelector('[data-testid=\"stPlotlyChart\"] .js-plotly-plot .gtitle');"
-                     " return t !== null && t.textContent !== b; }")
+    title_changed = (
+        "(b) => { const t = document.querySelector('[data-testid=\"stPlotlyChart\"] .js-plotly-plot .gtitle');"
+        " return t !== null && t.textContent !== b; }"
+    )
     # Right after the page loads, a late layout change can scroll the chart away between finding
     # the grip and dragging it (seen on a fresh server's first page): scroll to it and drag
     # again, as a person would, at most three times.

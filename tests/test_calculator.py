@@ -3,6 +3,7 @@
 Every expected number below is worked out by hand in the test (as a literal or as
 plain arithmetic on the architecture numbers), never by calling the code under test.
 """
+
 import json
 import subprocess
 import sys
@@ -87,13 +88,21 @@ def test_kv_table_weights_count_every_expert(models):
 
 
 REQUIRED = {
-    "GPT-2 (124M)", "SmolLM2-135M", "Llama-3.1-8B", "Llama-3.1-70B", "Qwen2.5-7B",
-    "Gemma-2-9B", "Qwen2.5-0.5B", "SmolLM2-1.7B", "Llama-3.2-1B", "Mixtral-8x7B",
+    "GPT-2 (124M)",
+    "SmolLM2-135M",
+    "Llama-3.1-8B",
+    "Llama-3.1-70B",
+    "Qwen2.5-7B",
+    "Gemma-2-9B",
+    "Qwen2.5-0.5B",
+    "SmolLM2-1.7B",
+    "Llama-3.2-1B",
+    "Mixtral-8x7B",
 }
 
 
 def test_public_models_cover_the_required_list(models):
-    assert REQUIRED <= set(models)
+    assert set(models) >= REQUIRED
     assert any(name.startswith("Mistral-7B") for name in models)
     assert {"Qwen3-30B-A3B", "DeepSeek-V3"} & set(models)
 
@@ -159,8 +168,12 @@ def test_load_public_models_rejects_broken_entries(tmp_path, models):
 def test_model_entry_from_hf_config():
     """A config.json dict becomes an entry whose KV bytes follow the hand formula."""
     config = {
-        "num_hidden_layers": 8, "num_attention_heads": 8, "num_key_value_heads": 4,
-        "hidden_size": 256, "max_position_embeddings": 512, "vocab_size": 32_000,
+        "num_hidden_layers": 8,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "hidden_size": 256,
+        "max_position_embeddings": 512,
+        "vocab_size": 32_000,
     }
     entry = calc.model_entry_from_hf_config(config, name="tiny", parameters=6_000_000)
     assert entry["head_dim"] == 32  # 256 / 8
@@ -232,12 +245,15 @@ def test_estimate_splits_across_cards_when_one_is_not_enough(models):
     assert result.cards["H100 80 GB"] == -(-(141_107_412_992 + 42_949_672_960) // (81_559 * MIB))
 
 
-@pytest.mark.parametrize("tokens, batch, message", [
-    (-1, 1, "tokens must be a positive whole number, got -1"),
-    (10**9, 1, "tokens must be at most"),
-    (10, 0, "batch must be a positive whole number, got 0"),
-    (10, 10**7, "batch must be at most"),
-])
+@pytest.mark.parametrize(
+    "tokens, batch, message",
+    [
+        (-1, 1, "tokens must be a positive whole number, got -1"),
+        (10**9, 1, "tokens must be at most"),
+        (10, 0, "batch must be a positive whole number, got 0"),
+        (10, 10**7, "batch must be at most"),
+    ],
+)
 def test_estimate_refuses_bad_sizes_naming_the_value(models, tokens, batch, message):
     """Negative, zero and absurd sizes are refused with the value in the message."""
     with pytest.raises(ValueError, match=message):
@@ -256,8 +272,13 @@ def test_kv_table_counts_sliding_windows_and_keeps_notes(models):
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "inference.calculator", *args], capture_output=True, text=True,
-                          timeout=120, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "inference.calculator", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"},
+    )
 
 
 def test_cli_json_has_the_documented_keys_and_hand_computed_numbers():
@@ -265,7 +286,9 @@ def test_cli_json_has_the_documented_keys_and_hand_computed_numbers():
     done = run_cli("Qwen2.5-7B", "--tokens", "32768", "--batch", "2", "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert {"model", "tokens", "batch", "dtype", "kv_bytes_per_token", "kv_bytes", "weight_bytes", "cards"} <= set(result)
+    assert {"model", "tokens", "batch", "dtype", "kv_bytes_per_token", "kv_bytes", "weight_bytes", "cards"} <= set(
+        result
+    )
     assert (result["model"], result["tokens"], result["batch"], result["dtype"]) == ("Qwen2.5-7B", 32768, 2, "bfloat16")
     assert result["kv_bytes_per_token"] == 2 * 28 * 4 * 128 * 2 == 57_344
     assert result["kv_bytes"] == 57_344 * 32_768 * 2
@@ -275,20 +298,29 @@ def test_cli_json_has_the_documented_keys_and_hand_computed_numbers():
 
 def test_cli_reads_a_local_config_json_and_counts_its_parameters():
     """A local config.json works: the bundled model's, with its 5,770,496 parameters counted on a meta model."""
-    done = run_cli(str(calc.PUBLIC_MODELS_FILE.parent / "models" / "storyteller-llama-6m" / "config.json"),
-                   "--tokens", "512", "--dtype", "float32", "--json")
+    done = run_cli(
+        str(calc.PUBLIC_MODELS_FILE.parent / "models" / "storyteller-llama-6m" / "config.json"),
+        "--tokens",
+        "512",
+        "--dtype",
+        "float32",
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["weight_bytes"] == 5_770_496 * 4
     assert result["kv_bytes"] == 2 * 6 * 4 * 32 * 512 * 4
 
 
-@pytest.mark.parametrize("args, named", [
-    (("No-Such-Model", "--tokens", "10"), "No-Such-Model"),
-    (("GPT-2 (124M)", "--tokens", "-3"), "-3"),
-    (("GPT-2 (124M)", "--tokens", "100", "--batch", "99999999"), "99999999"),
-    (("GPT-2 (124M)", "--tokens", "10", "--dtype", "int3"), "int3"),
-])
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (("No-Such-Model", "--tokens", "10"), "No-Such-Model"),
+        (("GPT-2 (124M)", "--tokens", "-3"), "-3"),
+        (("GPT-2 (124M)", "--tokens", "100", "--batch", "99999999"), "99999999"),
+        (("GPT-2 (124M)", "--tokens", "10", "--dtype", "int3"), "int3"),
+    ],
+)
 def test_cli_bad_input_is_one_line_naming_the_value_with_exit_code_2(args, named):
     """Unknown model, negative or absurd sizes, unknown dtype: exit code 2 and one line that names the value."""
     done = run_cli(*args)
@@ -306,7 +338,8 @@ def test_moe_read_per_token_counts_one_embedding_row(models):
     assert weights_read_per_token(models["Gemma-2-9B"]) == 9_241_705_984  # tied: the output layer reads it whole
     table = public_moe_table(list(models.values())).set_index("model")
     assert table.at["Mixtral-8x7B", "weights_read_per_token_gb_bf16"] == pytest.approx(
-        (12_879_925_248 - 32_000 * 4096 + 4096) * 2 / GB)
+        (12_879_925_248 - 32_000 * 4096 + 4096) * 2 / GB
+    )
 
 
 def test_fit_heatmap_names_the_card_and_what_is_left(models):

@@ -1,5 +1,6 @@
 """One label vocabulary: every caption on every page is Measured, Computed exactly, Simulated, Published or
 Illustrative."""
+
 import ast
 from pathlib import Path
 
@@ -16,8 +17,12 @@ def caption_kinds(path: Path) -> list[tuple[int, object]]:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        shared = (isinstance(func, ast.Attribute) and func.attr == "caption" and isinstance(func.value, ast.Name)
-                  and func.value.id == "common") or (isinstance(func, ast.Name) and func.id == "caption")
+        shared = (
+            isinstance(func, ast.Attribute)
+            and func.attr == "caption"
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "common"
+        ) or (isinstance(func, ast.Name) and func.id == "caption")
         if not shared:  # st.caption / column.caption are Streamlit's own small text
             continue
         if not node.args:

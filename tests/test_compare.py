@@ -1,4 +1,5 @@
 """Shared-draw A/B: two settings on the same u at every step, and the many-seed comparison."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -30,8 +31,16 @@ def prompt_ids(bundled):
 def test_same_seed_and_settings_in_a_and_b_give_bit_identical_runs(bundled):
     """A and B with one seed and one setting: every token, u, probability and logit is equal."""
     settings = SamplingSettings(temperature=0.9, top_p=0.9, xtc_probability=0.5, dry_multiplier=0.8, mirostat=True)
-    pair = shared_draw_pair(bundled.model, bundled.model, bundled.tokenizer, prompt_ids(bundled), settings, settings,
-                            seed=11, max_new_tokens=30)
+    pair = shared_draw_pair(
+        bundled.model,
+        bundled.model,
+        bundled.tokenizer,
+        prompt_ids(bundled),
+        settings,
+        settings,
+        seed=11,
+        max_new_tokens=30,
+    )
     a, b = pair.trace_a.records, pair.trace_b.records
     assert pair.parting is None and len(a) == len(b) > 0
     for x, y in zip(a, b):
@@ -47,8 +56,16 @@ def test_a_setting_that_cannot_change_a_step_does_not_part_the_texts_there(bundl
     a_settings = SamplingSettings(temperature=1.0, min_p=0.05)
     b_settings = SamplingSettings(temperature=1.0, min_p=0.05, top_k=50)
     for seed in range(3):
-        pair = shared_draw_pair(bundled.model, bundled.model, bundled.tokenizer, prompt_ids(bundled), a_settings,
-                                b_settings, seed=seed, max_new_tokens=40)
+        pair = shared_draw_pair(
+            bundled.model,
+            bundled.model,
+            bundled.tokenizer,
+            prompt_ids(bundled),
+            a_settings,
+            b_settings,
+            seed=seed,
+            max_new_tokens=40,
+        )
         if pair.parting is not None:
             assert pair.trace_a.records[pair.parting.step].kept > 50
         else:
@@ -59,8 +76,16 @@ def test_parting_is_explained_by_the_stage_that_removed_a_token(bundled):
     """A (T = 1.2) and B (T = 1.2, top-k 3) part at the first step where A's token is not in B's
     top 3 (same u, same context before it), and the sentence names B's top-k."""
     a_settings, b_settings = SamplingSettings(temperature=1.2), SamplingSettings(temperature=1.2, top_k=3)
-    pair = shared_draw_pair(bundled.model, bundled.model, bundled.tokenizer, prompt_ids(bundled), a_settings,
-                            b_settings, seed=5, max_new_tokens=40)
+    pair = shared_draw_pair(
+        bundled.model,
+        bundled.model,
+        bundled.tokenizer,
+        prompt_ids(bundled),
+        a_settings,
+        b_settings,
+        seed=5,
+        max_new_tokens=40,
+    )
     parting = pair.parting
     assert parting is not None
     step = parting.step
@@ -117,10 +142,22 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_mean():
 def test_verdict_only_where_the_intervals_do_not_overlap():
     """A tiny fixed example: B repeats far more (intervals apart: one verdict); the lengths
     overlap (no verdict)."""
-    stats_a = pd.DataFrame({"repetition_rate": [0.0, 0.05, 0.02, 0.01, 0.03, 0.0], "distinct_2": [0.9] * 6,
-                            "mean_logprob": [-2.0, -2.1, -1.9, -2.2, -2.0, -2.05], "length": [20, 30, 25, 40, 35, 28]})
-    stats_b = pd.DataFrame({"repetition_rate": [0.5, 0.6, 0.55, 0.45, 0.62, 0.58], "distinct_2": [0.9] * 6,
-                            "mean_logprob": [-2.0, -2.1, -1.95, -2.15, -2.0, -2.1], "length": [22, 31, 27, 38, 33, 29]})
+    stats_a = pd.DataFrame(
+        {
+            "repetition_rate": [0.0, 0.05, 0.02, 0.01, 0.03, 0.0],
+            "distinct_2": [0.9] * 6,
+            "mean_logprob": [-2.0, -2.1, -1.9, -2.2, -2.0, -2.05],
+            "length": [20, 30, 25, 40, 35, 28],
+        }
+    )
+    stats_b = pd.DataFrame(
+        {
+            "repetition_rate": [0.5, 0.6, 0.55, 0.45, 0.62, 0.58],
+            "distinct_2": [0.9] * 6,
+            "mean_logprob": [-2.0, -2.1, -1.95, -2.15, -2.0, -2.1],
+            "length": [22, 31, 27, 38, 33, 29],
+        }
+    )
     summary = summarize(stats_a, stats_b, bootstrap_seed=0)
     result = ManySeeds(list(range(6)), [], [], stats_a, stats_b, summary, 0.0)
     verdicts = result.verdicts()
@@ -128,14 +165,25 @@ def test_verdict_only_where_the_intervals_do_not_overlap():
     assert not summary.set_index("metric").loc["length", "differs"]
     assert len(verdicts) == 1 and verdicts[0].startswith("B has the higher repeated 4-grams")
     # The intervals are computed from these recorded values: the means are theirs.
-    assert summary.set_index("metric").loc["repetition_rate", "mean_b"] == pytest.approx(stats_b["repetition_rate"].mean())
+    assert summary.set_index("metric").loc["repetition_rate", "mean_b"] == pytest.approx(
+        stats_b["repetition_rate"].mean()
+    )
 
 
 def test_many_seeds_statistics_come_from_the_recorded_runs(bundled):
     """Each run's statistics are recomputed from its recorded tokens, and A = B gives equal rows."""
     settings = SamplingSettings(temperature=1.0, top_p=0.9)
-    result = many_seeds(bundled.model, bundled.model, bundled.tokenizer, bundled.model, prompt_ids(bundled),
-                        settings, settings, seeds=[0, 1, 2, 3, 4, 5], max_new_tokens=24)
+    result = many_seeds(
+        bundled.model,
+        bundled.model,
+        bundled.tokenizer,
+        bundled.model,
+        prompt_ids(bundled),
+        settings,
+        settings,
+        seeds=[0, 1, 2, 3, 4, 5],
+        max_new_tokens=24,
+    )
     assert result.runs_a == result.runs_b
     pd.testing.assert_frame_equal(result.stats_a, result.stats_b)
     for run, (_, row) in zip(result.runs_a, result.stats_a.iterrows()):

@@ -1,11 +1,20 @@
 """/compare in Chromium: the page opens with no error, the many-seed comparison runs in the
 browser on the bundled model behind its progress bar, and full-page screenshots at 1280x900
 and 800x1000 go to /tmp for a person to look at."""
+
 from pathlib import Path
 
 import pytest
 
-from tests.browser import SKIP_REASON, chromium_available, full_screenshot, launch, open_page, streamlit_server, wait_idle
+from tests.browser import (
+    SKIP_REASON,
+    chromium_available,
+    full_screenshot,
+    launch,
+    open_page,
+    streamlit_server,
+    wait_idle,
+)
 
 pytestmark = pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)
 SHOTS = Path("/tmp/inference_lab_compare")
@@ -28,8 +37,9 @@ def test_compare_page_runs_many_seeds_in_the_browser():
         wait_idle(page)
         page.get_by_role("button", name="Run A and B on 20 seeds").click()
         page.wait_for_selector('[data-testid="stProgress"]', timeout=120_000)
-        page.wait_for_function("() => document.body.innerText.includes('Mean per run, with bootstrap')",
-                               timeout=600_000)
+        page.wait_for_function(
+            "() => document.body.innerText.includes('Mean per run, with bootstrap')", timeout=600_000
+        )
         wait_idle(page, 600_000)
         assert page.locator('[data-testid="stException"]').count() == 0
         assert not errors

@@ -1,5 +1,6 @@
 """The /compare page through Streamlit's AppTest: two settings on one seed, settings in the URL,
 and the many-seed comparison run from its button."""
+
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import APP_FILE
@@ -30,7 +31,7 @@ def test_compare_page_shows_both_runs_and_where_they_part():
         assert "Same seed, same text" in " ".join(s.value for s in at.success)
     else:
         assert f"They part at step {pair.parting.step}" in text
-        assert pair.trace_a.generated_ids[:pair.parting.step] == pair.trace_b.generated_ids[:pair.parting.step]
+        assert pair.trace_a.generated_ids[: pair.parting.step] == pair.trace_b.generated_ids[: pair.parting.step]
     assert at.query_params["b_minp"] == ["0.1"] or at.query_params["b_minp"] == "0.1"
 
 

@@ -1,4 +1,5 @@
 """Cost & MoE: answer timing arithmetic, batched decoding, MoE parameter accounting, the page."""
+
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,9 @@ from inference.cost import AnswerCost, cost_per_million_tokens, measure_answer
 from inference.kv_cache import KVShape
 
 APP_FILE = str(Path(__file__).resolve().parent.parent / "app.py")
-SMALL = moe.MoEDesign(hidden=64, layers=2, heads=4, kv_heads=2, expert_width=48, experts=4, experts_per_token=2,
-                      vocab=256, context=64)
+SMALL = moe.MoEDesign(
+    hidden=64, layers=2, heads=4, kv_heads=2, expert_width=48, experts=4, experts_per_token=2, vocab=256, context=64
+)
 
 
 def test_answer_cost_arithmetic():
@@ -63,9 +65,17 @@ def test_moe_parameter_counts_match_mixtral_8x7b_published_numbers():
     """Built on the meta device (no memory): 46,702,792,704 total and 12,879,925,248 per token,
     the numbers in assets/public_models.json (Mistral AI: 46.7B total, 12.9B active)."""
     entry = next(m for m in load_public_models() if m["name"] == "Mixtral-8x7B")
-    config = MixtralConfig(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                           num_attention_heads=32, num_key_value_heads=8, num_local_experts=8, num_experts_per_tok=2,
-                           tie_word_embeddings=False)
+    config = MixtralConfig(
+        vocab_size=32000,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        num_local_experts=8,
+        num_experts_per_tok=2,
+        tie_word_embeddings=False,
+    )
     with torch.device("meta"):
         model = MixtralForCausalLM(config)
     assert moe.parameter_counts(model) == (entry["parameters"], entry["active_parameters"])

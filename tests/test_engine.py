@@ -1,4 +1,5 @@
 """The step engine against transformers' own `generate`, the KV formula, and itself."""
+
 import threading
 
 import pytest
@@ -23,8 +24,10 @@ def run_tokens(model, tokenizer, settings, n=20, seed=0, ids=None):
 
 
 def generate_tokens(model, ids, n):
-    out = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=n, attention_mask=torch.ones(1, len(ids), dtype=torch.long))
-    return out[0, len(ids):].tolist()
+    out = model.generate(
+        torch.tensor([ids]), do_sample=False, max_new_tokens=n, attention_mask=torch.ones(1, len(ids), dtype=torch.long)
+    )
+    return out[0, len(ids) :].tolist()
 
 
 @pytest.fixture(params=["bundled", "gpt2"])
@@ -42,8 +45,9 @@ def test_greedy_equals_model_generate_token_for_token(any_model):
     assert ours == generate_tokens(model, ids, 40)
 
 
-@pytest.mark.parametrize("prompt", ["Once upon a time", "Tom and his dog went to the", "The sun was hot. Mia said,",
-                                    "One day, a big bird"])
+@pytest.mark.parametrize(
+    "prompt", ["Once upon a time", "Tom and his dog went to the", "The sun was hot. Mia said,", "One day, a big bird"]
+)
 def test_long_greedy_runs_equal_model_generate(bundled, prompt):
     """The engine's decode step adds up its float32 products in another order than
     transformers (fast_decode): 150 greedy tokens from several prompts still match exactly."""
@@ -51,9 +55,15 @@ def test_long_greedy_runs_equal_model_generate(bundled, prompt):
     trace = new_trace(bundled.model, bundled.tokenizer, ids, 150, stop_at_eos=False)
     ours = [r.token_id for r in trace.run(GREEDY)]
     with torch.inference_mode():
-        out = bundled.model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=150, min_new_tokens=150,
-                                     attention_mask=torch.ones(1, len(ids), dtype=torch.long), pad_token_id=0)
-    assert ours == out[0, len(ids):].tolist()
+        out = bundled.model.generate(
+            torch.tensor([ids]),
+            do_sample=False,
+            max_new_tokens=150,
+            min_new_tokens=150,
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            pad_token_id=0,
+        )
+    assert ours == out[0, len(ids) :].tolist()
 
 
 def test_measured_kv_bytes_equal_the_formula_every_step(any_model):

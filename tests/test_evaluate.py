@@ -1,4 +1,5 @@
 """Bits per byte: every token scored exactly once, whatever the window and stride."""
+
 import math
 
 import pytest

@@ -3,6 +3,7 @@
 float32 weights: the same logits but for the order of additions inside the matrix-vector
 products (within 1e-4 over 60 steps, the same greedy token every step). bfloat16 and
 quantized weights go through F.linear as transformers does: equal bit for bit."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,8 +14,15 @@ from inference.loader import encode_prompt
 
 
 def random_llama(**overrides):
-    settings = dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    settings = dict(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
     settings.update(overrides)
     torch.manual_seed(0)
     return LlamaForCausalLM(LlamaConfig(**settings)).eval()
@@ -50,7 +58,9 @@ def test_bundled_model_logits_match_transformers(bundled):
     assert_rounding_apart(theirs, ours)
     assert fast_decode._plan(model).lm_head.by_rows and fast_decode._plan(model).layers[0].down.by_rows
     for a, b in zip(caches[0].layers, caches[1].layers):
-        assert torch.allclose(a.keys, b.keys, rtol=0, atol=1e-4) and torch.allclose(a.values, b.values, rtol=0, atol=1e-4)
+        assert torch.allclose(a.keys, b.keys, rtol=0, atol=1e-4) and torch.allclose(
+            a.values, b.values, rtol=0, atol=1e-4
+        )
     assert all(torch.equal(before[name], p) for name, p in model.state_dict().items())  # only read
 
 
@@ -62,15 +72,26 @@ def test_everything_but_the_row_sums_is_transformers_own_arithmetic(bundled, mon
     assert torch.equal(theirs, ours)
 
 
-@pytest.mark.parametrize("overrides", [
-    {},  # grouped-query attention, 2 query heads per K/V head
-    {"num_key_value_heads": 4},  # plain multi-head attention
-    {"num_key_value_heads": 1, "head_dim": 32},  # multi-query, head_dim set apart from hidden/heads
-    {"rope_parameters": {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
-                         "high_freq_factor": 4.0, "original_max_position_embeddings": 32}},
-    {"tie_word_embeddings": True, "rms_norm_eps": 1e-5},
-    {"dtype": torch.bfloat16},
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},  # grouped-query attention, 2 query heads per K/V head
+        {"num_key_value_heads": 4},  # plain multi-head attention
+        {"num_key_value_heads": 1, "head_dim": 32},  # multi-query, head_dim set apart from hidden/heads
+        {
+            "rope_parameters": {
+                "rope_type": "llama3",
+                "rope_theta": 10000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 32,
+            }
+        },
+        {"tie_word_embeddings": True, "rms_norm_eps": 1e-5},
+        {"dtype": torch.bfloat16},
+    ],
+)
 def test_llama_variants_match_transformers(overrides):
     dtype = overrides.pop("dtype", None)
     model = random_llama(**overrides)
@@ -100,7 +121,9 @@ def test_other_models_take_transformers_own_path(gpt2):
     assert not fast_decode.supports(gpt2[0])
     assert not fast_decode.supports(random_llama(attention_bias=True))
     assert not fast_decode.supports(random_llama(hidden_act="gelu"))
-    assert not fast_decode.supports(random_llama(rope_parameters={"rope_type": "dynamic", "rope_theta": 1e4, "factor": 2.0}))
+    assert not fast_decode.supports(
+        random_llama(rope_parameters={"rope_type": "dynamic", "rope_theta": 1e4, "factor": 2.0})
+    )
     eager = random_llama()
     eager.config._attn_implementation = "eager"
     assert not fast_decode.supports(eager)

@@ -1,4 +1,5 @@
 """FLOPs of a forward pass, counted from the model and checked against hand arithmetic."""
+
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -17,7 +18,10 @@ def test_bundled_model_prefill_flops_by_hand(bundled):
     attention = info.layers * 2 * 2 * info.heads * info.head_dim * sum(range(1, prompt + 1))
     assert count.prefill(prompt) == 2 * count.matmul_weights * prompt + attention + 2 * count.output_weights
     # one decode step with 10 tokens before it attends to 11 positions
-    assert count.decode(10) == 2 * count.matmul_weights + info.layers * 4 * info.heads * info.head_dim * 11 + 2 * hidden * info.vocab_size
+    assert (
+        count.decode(10)
+        == 2 * count.matmul_weights + info.layers * 4 * info.heads * info.head_dim * 11 + 2 * hidden * info.vocab_size
+    )
 
 
 def test_gpt2_conv1d_layers_are_counted_and_the_tied_output_layer_is_not_a_layer():

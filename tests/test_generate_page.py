@@ -1,4 +1,5 @@
 """Generate page through Streamlit's AppTest: controls, stepping, chart data, shared URLs."""
+
 import base64
 import json
 
@@ -11,8 +12,10 @@ from inference.views import step_view
 from tests.conftest import run_app as app
 
 CONTROLS = {
-    "text_area": ["gen_prompt"], "slider": ["gen_temperature", "gen_top_p", "gen_top_k", "gen_min_p", "gen_rep", "gen_top_n"],
-    "number_input": ["gen_seed", "gen_max_new"], "button": ["gen_step", "gen_play", "gen_back", "gen_reset"],
+    "text_area": ["gen_prompt"],
+    "slider": ["gen_temperature", "gen_top_p", "gen_top_k", "gen_min_p", "gen_rep", "gen_top_n"],
+    "number_input": ["gen_seed", "gen_max_new"],
+    "button": ["gen_step", "gen_play", "gen_back", "gen_reset"],
 }
 
 
@@ -43,7 +46,9 @@ def test_every_control_is_there_with_its_label():
     labels = {at.slider(key=k).label for k in CONTROLS["slider"]}
     assert {"Temperature", "Top-p", "Top-k", "Min-p", "Repetition penalty"} <= labels
     assert {at.button(key=k).label for k in CONTROLS["button"]} == {"Step", "Play", "Back", "Reset"}
-    assert at.number_input(key="gen_seed").label == "Seed" and at.number_input(key="gen_max_new").label == "Max new tokens"
+    assert (
+        at.number_input(key="gen_seed").label == "Seed" and at.number_input(key="gen_max_new").label == "Max new tokens"
+    )
 
 
 def test_step_back_reset_and_fork_change_the_trace():
@@ -85,8 +90,17 @@ def test_chart_data_equal_the_engine_numbers():
 
 
 def test_a_shared_url_reproduces_the_same_tokens(bundled):
-    query = {"prompt": "The cat sat", "t": "0.9", "p": "0.9", "k": "40", "minp": "0.02", "rep": "1.1", "seed": "77",
-             "max": "50", "n": "12"}
+    query = {
+        "prompt": "The cat sat",
+        "t": "0.9",
+        "p": "0.9",
+        "k": "40",
+        "minp": "0.02",
+        "rep": "1.1",
+        "seed": "77",
+        "max": "50",
+        "n": "12",
+    }
     at = app(query)
     tokens = trace_of(at).generated_ids
     settings = SamplingSettings(temperature=0.9, top_p=0.9, top_k=40, min_p=0.02, repetition_penalty=1.1)

@@ -3,6 +3,7 @@
 Any change to the weights, the tokenizer, the engine or the sampling math that alters a
 single token fails here. If the model is retrained on purpose, regenerate with
 `python -m tests.test_golden` and commit the new string with the new weights."""
+
 import sys
 
 from inference.engine import new_trace

@@ -1,15 +1,16 @@
 """KV cache: the real tensors match the formula, and the cache never changes the tokens."""
+
 import json
 
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import APP_FILE
 from inference.calculator import model_entry_from_hf_config
-from inference.model_config import from_public_entry, kv_cache_bytes
 from inference.kv_experiments import cache_growth, compare_cache, layer_breakdown
 from inference.measuring import run_greedy
+from inference.model_config import from_public_entry, kv_cache_bytes
+from tests.conftest import APP_FILE
 
 torch.set_num_threads(1)  # a training job may share the machine
 PROMPT = "Once upon a time, there was a little dog named Max."
@@ -52,7 +53,7 @@ def test_with_and_without_the_cache_give_the_same_greedy_tokens(model_and_tokeni
     assert comparison.identical
     # ... and the same tokens as the step engine's greedy run (up to where it stopped).
     engine_tokens = run_greedy(model, tokenizer, ids, 16).generated_ids
-    assert comparison.tokens_with_cache[:len(engine_tokens)] == engine_tokens
+    assert comparison.tokens_with_cache[: len(engine_tokens)] == engine_tokens
 
 
 def test_cache_feeds_one_token_per_step_and_recompute_feeds_the_whole_sequence(gpt2):

@@ -1,5 +1,6 @@
 """inference/ is plain Python: importing every module of it (packages included) never loads
 Streamlit; a figure module imports only `style` from the figures package."""
+
 import ast
 import subprocess
 import sys
@@ -17,10 +18,14 @@ def module_name(path) -> str:
 
 def test_no_inference_module_imports_streamlit():
     modules = sorted(module_name(p) for p in INFERENCE.rglob("*.py"))
-    assert {"inference.engine", "inference.moe", "inference.figures.style", "inference.figures.kv_cache"} <= set(modules)
-    code = ("import importlib, sys\n"
-            f"for name in {modules!r}: importlib.import_module(name)\n"
-            "print('streamlit' in sys.modules)")
+    assert {"inference.engine", "inference.moe", "inference.figures.style", "inference.figures.kv_cache"} <= set(
+        modules
+    )
+    code = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}: importlib.import_module(name)\n"
+        "print('streamlit' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "False"
@@ -46,7 +51,8 @@ def test_a_figure_module_never_imports_another_pages_figure_module():
         figure_imports = {name for name in imported_modules(path) if name.startswith("inference.figures")}
         allowed = {"inference.figures", "inference.figures.style"}
         assert all(name in allowed or name.startswith("inference.figures.style.") for name in figure_imports), (
-            f"{path.name} imports {sorted(figure_imports - allowed)}")
+            f"{path.name} imports {sorted(figure_imports - allowed)}"
+        )
 
 
 def test_the_old_flat_figure_modules_are_gone():

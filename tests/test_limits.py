@@ -1,4 +1,5 @@
 """Server limits come from INFERENCE_LAB_* environment variables; the app applies the thread count."""
+
 import threading
 
 import torch
@@ -9,10 +10,21 @@ from tests.conftest import APP_FILE
 
 
 def test_limits_read_ints_bools_and_paths_from_the_environment():
-    limits = Limits.from_env({"INFERENCE_LAB_MAX_NEW_TOKENS": "400", "INFERENCE_LAB_ALLOW_HUB": "no",
-                              "INFERENCE_LAB_MODELS_FOLDER": "/srv/models", "INFERENCE_LAB_TORCH_THREADS": "4",
-                              "OTHER_VARIABLE": "ignored"})
-    assert (limits.max_new_tokens, limits.allow_hub, limits.models_folder, limits.torch_threads) == (400, False, "/srv/models", 4)
+    limits = Limits.from_env(
+        {
+            "INFERENCE_LAB_MAX_NEW_TOKENS": "400",
+            "INFERENCE_LAB_ALLOW_HUB": "no",
+            "INFERENCE_LAB_MODELS_FOLDER": "/srv/models",
+            "INFERENCE_LAB_TORCH_THREADS": "4",
+            "OTHER_VARIABLE": "ignored",
+        }
+    )
+    assert (limits.max_new_tokens, limits.allow_hub, limits.models_folder, limits.torch_threads) == (
+        400,
+        False,
+        "/srv/models",
+        4,
+    )
     assert Limits.from_env({}) == Limits()
     assert Limits().torch_threads == 1  # the browser and other visitors share the CPU: see Limits
 

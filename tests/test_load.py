@@ -3,6 +3,7 @@
 Checks: no errors; each session's tokens equal a solo engine run with its seed; the server's
 memory stays bounded. Prints p50/p95 step latency and server RSS (reported, not asserted).
 """
+
 import statistics
 import time
 
@@ -61,7 +62,8 @@ def test_ten_sessions_step_at_once_and_each_gets_its_own_tokens(bundled, capsys)
             for seed in active:
                 pages[seed].wait_for_function(
                     f"(document.querySelector('.token-box')?.dataset.generatedIds || '').split(',').filter(Boolean).length >= {step}",
-                    timeout=120_000)
+                    timeout=120_000,
+                )
                 latencies.append(time.perf_counter() - started[seed])
         for seed, page in enumerate(pages):
             wait_idle(page)
@@ -76,5 +78,7 @@ def test_ten_sessions_step_at_once_and_each_gets_its_own_tokens(bundled, capsys)
     assert rss_end < rss_start + 500 * 2**20, "server memory grew by more than 500 MB for 10 sessions"
     p50, p95 = statistics.median(latencies), statistics.quantiles(latencies, n=20)[18]
     with capsys.disabled():  # reported in every run's output, never asserted
-        print(f"\n[load] {SESSIONS} sessions x {STEPS} steps: step latency p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms; "
-              f"server RSS {rss_start / 2**20:.0f} MB -> {rss_end / 2**20:.0f} MB")
+        print(
+            f"\n[load] {SESSIONS} sessions x {STEPS} steps: step latency p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms; "
+            f"server RSS {rss_start / 2**20:.0f} MB -> {rss_end / 2**20:.0f} MB"
+        )

@@ -1,4 +1,5 @@
 """One loader for the bundled model, local folders and hub ids; every refusal explained."""
+
 import json
 import shutil
 
@@ -87,7 +88,9 @@ def test_custom_code_is_refused(tmp_path):
 
 
 def test_non_causal_model_is_refused(tmp_path):
-    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    config = BertConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64
+    )
     BertForMaskedLM(config).save_pretrained(tmp_path)
     with pytest.raises(ModelLoadError, match="not a causal"):
         load_model(str(tmp_path))
@@ -104,10 +107,9 @@ def test_hub_unreachable_and_not_cached_is_explained():
 
 
 def test_unknown_hub_id_is_explained(monkeypatch):
+    import httpx2
     from huggingface_hub import HfApi
     from huggingface_hub.errors import RepositoryNotFoundError
-
-    import httpx2
 
     def not_found(self, repo_id, **kwargs):
         response = httpx2.Response(404, request=httpx2.Request("GET", f"https://hub.invalid/{repo_id}"))

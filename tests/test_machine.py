@@ -1,4 +1,5 @@
 """Machine facts: the cache size is read from the system's own files, measurements are kept per process."""
+
 import torch
 
 from inference import machine
@@ -15,8 +16,9 @@ def fake_cache(root, entries):
 
 def test_last_level_cache_is_the_highest_unified_level_in_sysfs(tmp_path):
     """L1 data, L1 instruction, L2 and L3 listed: the L3's size is the answer, in bytes."""
-    fake_cache(tmp_path, [(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"),
-                          (3, "Unified", "307200K")])
+    fake_cache(
+        tmp_path, [(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"), (3, "Unified", "307200K")]
+    )
     assert machine._llc_from_sysfs(tmp_path) == 307_200 * 1024 == 314_572_800
 
 
@@ -77,6 +79,8 @@ def test_size_sentence_differs_for_the_bundled_model_and_a_gpt2_sized_model(bund
     assert bundled_text != gpt2_text  # on this machine, whatever its cache
     monkeypatch.setattr(machine, "last_level_cache_bytes", lambda: 32 * 2**20)
     assert "they fit" in machine.weights_vs_cache(bundled.info.weight_bytes)
-    assert "more than" in machine.weights_vs_cache(gpt2_bytes) and "memory bandwidth" in machine.weights_vs_cache(gpt2_bytes)
+    assert "more than" in machine.weights_vs_cache(gpt2_bytes) and "memory bandwidth" in machine.weights_vs_cache(
+        gpt2_bytes
+    )
     monkeypatch.setattr(machine, "last_level_cache_bytes", lambda: None)
     assert "unknown" in machine.weights_vs_cache(gpt2_bytes)

@@ -1,5 +1,6 @@
 """The shared measuring helpers: fixed filler prompts, timed passes that compute what the model
 computes, and a greedy run that equals `model.generate`."""
+
 import torch
 from transformers import DynamicCache
 
@@ -44,7 +45,13 @@ def test_run_greedy_equals_model_generate(bundled):
     ids = tokenizer("Once upon a time")["input_ids"]
     trace = run_greedy(model, tokenizer, ids, 12, stop_at_eos=False)
     with torch.inference_mode():
-        out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                             do_sample=False, max_new_tokens=12, min_new_tokens=12, pad_token_id=tokenizer.eos_token_id)
-    assert trace.generated_ids == out[0, len(ids):].tolist()
+        out = model.generate(
+            torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            do_sample=False,
+            max_new_tokens=12,
+            min_new_tokens=12,
+            pad_token_id=tokenizer.eos_token_id,
+        )
+    assert trace.generated_ids == out[0, len(ids) :].tolist()
     assert GREEDY.greedy and len(trace.records) == 12

@@ -2,12 +2,19 @@
 
 Expected byte counts are worked out by hand in each test, never by calling the code under test.
 """
+
 import json
 
 import pytest
 import torch
 from transformers import (
-    DynamicCache, Gemma2Config, Gemma2ForCausalLM, GPT2Config, LlamaConfig, MistralConfig, MistralForCausalLM,
+    DynamicCache,
+    Gemma2Config,
+    Gemma2ForCausalLM,
+    GPT2Config,
+    LlamaConfig,
+    MistralConfig,
+    MistralForCausalLM,
     Qwen2Config,
 )
 
@@ -24,8 +31,16 @@ def public():
 
 
 def tiny(config_class, **extra):
-    return config_class(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
-                        num_key_value_heads=2, max_position_embeddings=64, **extra)
+    return config_class(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        **extra,
+    )
 
 
 def test_gpt2_keys_are_read_like_llama_keys():
@@ -54,9 +69,17 @@ def test_gemma2_alternates_local_and_global_layers_even_when_config_json_does_no
 def test_mistral_window_covers_every_layer_and_qwen2_window_is_off_unless_used():
     """Mistral's sliding_window applies to all layers; Qwen2's sliding_window with use_sliding_window false to none."""
     assert from_config(tiny(MistralConfig, sliding_window=4096)).layer_types == (SLIDING,) * 4
-    qwen = {"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
-            "num_key_value_heads": 2, "vocab_size": 10, "max_position_embeddings": 100, "sliding_window": 131072,
-            "use_sliding_window": False}
+    qwen = {
+        "model_type": "qwen2",
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 10,
+        "max_position_embeddings": 100,
+        "sliding_window": 131072,
+        "use_sliding_window": False,
+    }
     assert from_config(qwen).layer_types == (FULL, FULL)
     assert from_config(qwen).sliding_window is None
     assert from_config(tiny(Qwen2Config)).sliding_layers == 0
@@ -65,8 +88,16 @@ def test_mistral_window_covers_every_layer_and_qwen2_window_is_off_unless_used()
 def test_public_gemma2_entry_equals_transformers_reading_of_the_same_numbers(public):
     """The JSON's layer_types_pattern gives the layers transformers' Gemma2Config gives for the published config."""
     entry = public["Gemma-2-9B"]
-    config = Gemma2Config(num_hidden_layers=42, num_attention_heads=16, num_key_value_heads=8, head_dim=256,
-                          hidden_size=3584, max_position_embeddings=8192, vocab_size=256000, sliding_window=4096)
+    config = Gemma2Config(
+        num_hidden_layers=42,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=256,
+        hidden_size=3584,
+        max_position_embeddings=8192,
+        vocab_size=256000,
+        sliding_window=4096,
+    )
     assert from_public_entry(entry) == from_config(config)
 
 
@@ -95,8 +126,9 @@ def test_mla_cache_is_the_latent_and_uncompressed_is_per_head(public):
     assert kv_cache_bytes(shape, 1, 1, 2, one_kv_head_per_query_head=True) == 61 * 128 * 320 * 2
 
 
-@pytest.mark.parametrize("model_class, config_class", [(Gemma2ForCausalLM, Gemma2Config),
-                                                       (MistralForCausalLM, MistralConfig)])
+@pytest.mark.parametrize(
+    "model_class, config_class", [(Gemma2ForCausalLM, Gemma2Config), (MistralForCausalLM, MistralConfig)]
+)
 def test_sliding_layers_read_from_the_config_are_the_ones_transformers_cache_trims(model_class, config_class):
     """A real forward pass: layers we count as sliding are those whose cache stops at the window."""
     config = tiny(config_class, sliding_window=6, **({"head_dim": 8} if config_class is Gemma2Config else {}))
@@ -120,12 +152,21 @@ def test_kv_shape_formula_equals_the_measured_cache_of_the_bundled_model(bundled
     with torch.no_grad():
         bundled.model(input_ids=torch.arange(1, 21).unsqueeze(0), past_key_values=cache, use_cache=True)
     info = bundled.info
-    assert kv_cache.measured_bytes(cache) == shape.formula_bytes(20) == 2 * info.layers * info.kv_heads * info.head_dim * 20 * 4
+    assert (
+        kv_cache.measured_bytes(cache)
+        == shape.formula_bytes(20)
+        == 2 * info.layers * info.kv_heads * info.head_dim * 20 * 4
+    )
 
 
-@pytest.mark.parametrize("tokens, message", [(0, "tokens must be a positive whole number, got 0"),
-                                             (-5, "tokens must be a positive whole number, got -5"),
-                                             (2.5, "tokens must be a positive whole number, got 2.5")])
+@pytest.mark.parametrize(
+    "tokens, message",
+    [
+        (0, "tokens must be a positive whole number, got 0"),
+        (-5, "tokens must be a positive whole number, got -5"),
+        (2.5, "tokens must be a positive whole number, got 2.5"),
+    ],
+)
 def test_bad_token_counts_are_refused_with_the_value(public, tokens, message):
     """A count that is not a positive whole number is refused, naming it."""
     with pytest.raises(ValueError, match=message):

@@ -3,6 +3,7 @@ MoE; every section is drawn, Step routes one more token, no error box.
 
 Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the repo.
 """
+
 import os
 import tempfile
 from pathlib import Path
@@ -10,13 +11,29 @@ from pathlib import Path
 import pytest
 
 from inference.routing import BUNDLED_MOE_DIR
-from tests.browser import SKIP_REASON, chromium_available, full_screenshot, launch, open_page, streamlit_server, wait_idle
+from tests.browser import (
+    SKIP_REASON,
+    chromium_available,
+    full_screenshot,
+    launch,
+    open_page,
+    streamlit_server,
+    wait_idle,
+)
 
-pytestmark = [pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON),
-              pytest.mark.skipif(not BUNDLED_MOE_DIR.is_dir(), reason="the bundled MoE model is not in this checkout")]
+pytestmark = [
+    pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON),
+    pytest.mark.skipif(not BUNDLED_MOE_DIR.is_dir(), reason="the bundled MoE model is not in this checkout"),
+]
 SHOTS = Path(os.environ.get("INFERENCE_LAB_SHOTS") or tempfile.mkdtemp(prefix="inference-lab-shots-"))
-SECTIONS = ["1. Routing, live", "2. One token's router", "3. Load", "4. What the experts learned",
-            "5. What sparsity costs and buys", "6. At scale"]
+SECTIONS = [
+    "1. Routing, live",
+    "2. One token's router",
+    "3. Load",
+    "4. What the experts learned",
+    "5. What sparsity costs and buys",
+    "6. At scale",
+]
 
 
 @pytest.mark.parametrize("size", [(1280, 900), (800, 1000)])

@@ -1,5 +1,6 @@
 """The /moe page under AppTest: every section on a (tiny) MoE folder, a dense model's offer of the
 bundled MoE, and layer/expert indices from a URL clamped and said."""
+
 import json
 from dataclasses import asdict
 
@@ -21,15 +22,27 @@ def moe_folder(tiny_moe_folder):  # noqa: F811
 
     folder, corpus = tiny_moe_folder
     if routing.read_stats(folder) is None or "decode_ms_per_token" not in routing.read_stats(folder):
-        moe_stats.write(folder, moe_stats.compute(folder, corpus, switch_off=[0], log=lambda *_: None, timing_repeats=1,
-                                                    timing_steps=4))
+        moe_stats.write(
+            folder,
+            moe_stats.compute(folder, corpus, switch_off=[0], log=lambda *_: None, timing_repeats=1, timing_steps=4),
+        )
     stats = routing.read_stats(folder)
     dense = json.loads((BUNDLED_MODEL_DIR / "training_meta.json").read_text())
-    meta = {"settings": {**asdict(TrainSettings()), **PRESETS["moe"]}, "preset": "moe",
-            "tokenizer_from": BUNDLED_MODEL_DIR.name, "stats": {**dense["stats"], "heldout_bits_per_byte": 1.5}}
+    meta = {
+        "settings": {**asdict(TrainSettings()), **PRESETS["moe"]},
+        "preset": "moe",
+        "tokenizer_from": BUNDLED_MODEL_DIR.name,
+        "stats": {**dense["stats"], "heldout_bits_per_byte": 1.5},
+    }
     (folder / "training_meta.json").write_text(json.dumps(meta))
-    (folder / "expert_load_log.json").write_text(json.dumps([
-        {"step": 200, "fractions": [[0.7, 0.1, 0.1, 0.1]] * 2}, {"step": 400, "fractions": stats["load"]["fractions"]}]))
+    (folder / "expert_load_log.json").write_text(
+        json.dumps(
+            [
+                {"step": 200, "fractions": [[0.7, 0.1, 0.1, 0.1]] * 2},
+                {"step": 400, "fractions": stats["load"]["fractions"]},
+            ]
+        )
+    )
     return folder
 
 
@@ -50,8 +63,9 @@ def load_folder(at: AppTest, folder) -> AppTest:
     return at
 
 
-def test_dense_model_says_it_has_no_experts_and_offers_the_bundled_moe_in_one_click(local_server, moe_folder,
-                                                                                   monkeypatch):
+def test_dense_model_says_it_has_no_experts_and_offers_the_bundled_moe_in_one_click(
+    local_server, moe_folder, monkeypatch
+):
     monkeypatch.setattr(routing, "BUNDLED_MOE_DIR", moe_folder)
     monkeypatch.setattr(routing, "BUNDLED_MOE_NAME", moe_folder.name)
     at = open_moe_page()

@@ -1,5 +1,6 @@
 """Navigation: app.py's `st.navigation` alone decides which page a URL opens, and every page
 file is listed there under a URL path equal to its file name."""
+
 import ast
 
 import pytest

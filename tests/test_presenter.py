@@ -1,11 +1,18 @@
 """Presenter mode (larger text for a projector) on every page: each page and its charts
 render without an exception, and the charts' text really is set larger."""
+
 import pytest
 
 from tests.conftest import APP_FILE
 
-PAGES = ["app_pages/generate.py", "app_pages/sampling.py", "app_pages/prefill-decode.py",
-         "app_pages/kv-cache.py", "app_pages/quantization.py", "app_pages/cost.py"]
+PAGES = [
+    "app_pages/generate.py",
+    "app_pages/sampling.py",
+    "app_pages/prefill-decode.py",
+    "app_pages/kv-cache.py",
+    "app_pages/quantization.py",
+    "app_pages/cost.py",
+]
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -41,8 +48,16 @@ def test_bar_value_labels_keep_their_size_and_fit():
 
     from inference.figures.generate import next_token_bars
 
-    table = pd.DataFrame({"token": ["a", "b", "other"], "rank": [0, 1, None], "raw": [0.8, 0.15, 0.05],
-                          "min_p": [0.874, 0.126, 0.0], "chosen": [False, True, False], "removed_by": ["", "", ""]})
+    table = pd.DataFrame(
+        {
+            "token": ["a", "b", "other"],
+            "rank": [0, 1, None],
+            "raw": [0.8, 0.15, 0.05],
+            "min_p": [0.874, 0.126, 0.0],
+            "chosen": [False, True, False],
+            "removed_by": ["", "", ""],
+        }
+    )
     for presenter, size in ((False, 11), (True, 18)):
         fig = next_token_bars(table, presenter)
         labelled = [t for t in fig.data if t.text is not None]

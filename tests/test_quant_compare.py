@@ -1,5 +1,6 @@
 """The four-precision comparison: real byte savings, a zero-drift reference, fluent quantized
 text, honest speed notes, and the shared model left untouched."""
+
 import dataclasses
 import math
 
@@ -99,8 +100,7 @@ def test_first_departure_is_the_first_differing_step_or_none():
 def test_speed_findings_call_a_slower_precision_slower_and_say_why(comparison):
     """A precision well under float32's speed is reported as slower, with the int8 reason."""
     reference = comparison.results["float32"]
-    slow_int8 = dataclasses.replace(comparison.results["int8"],
-                                    decode_tokens_per_s=reference.decode_tokens_per_s * 0.5)
+    slow_int8 = dataclasses.replace(comparison.results["int8"], decode_tokens_per_s=reference.decode_tokens_per_s * 0.5)
     slowed = dataclasses.replace(comparison, results={**comparison.results, "int8": slow_int8})
     int8_lines = [line for line in quant_text.speed_findings(slowed) if line.startswith("**int8**")]
     assert len(int8_lines) == 1 and "slower" in int8_lines[0] and "no fused kernel" in int8_lines[0]
@@ -130,7 +130,8 @@ def test_gpt2_conv1d_layers_are_converted_then_quantized(gpt2):
 
 def test_benchmark_rows_give_bytes_and_tokens_per_second_per_precision(bundled):
     """One row per precision with measured bytes and decode speed, for the bench script."""
-    rows = qc.benchmark_rows(bundled.model, bundled.tokenizer, encode_prompt(bundled.tokenizer, "The cat"),
-                             max_new_tokens=8, rounds=1)
+    rows = qc.benchmark_rows(
+        bundled.model, bundled.tokenizer, encode_prompt(bundled.tokenizer, "The cat"), max_new_tokens=8, rounds=1
+    )
     assert [row["precision"] for row in rows] == list(PRECISIONS)
     assert all(row["weight_bytes"] > 0 and row["decode_tokens_per_s"] > 0 for row in rows)

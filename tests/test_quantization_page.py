@@ -1,5 +1,6 @@
 """The Quantization page in Streamlit's AppTest: it runs, shows all four precisions, and a
 slider move re-renders from the cached comparison without measuring again."""
+
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest

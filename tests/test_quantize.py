@@ -1,4 +1,5 @@
 """Quantized copies: really smaller, the original untouched, KL computed right, skips reported."""
+
 import math
 
 import pytest
@@ -8,14 +9,17 @@ from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausa
 from inference import quantize as q
 
 
-
-
 @pytest.fixture(scope="module")
 def llama():
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=512, hidden_size=256, intermediate_size=768, num_hidden_layers=2,
-        num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=128,
+        vocab_size=512,
+        hidden_size=256,
+        intermediate_size=768,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        max_position_embeddings=128,
         tie_word_embeddings=True,
     )
     return LlamaForCausalLM(config).eval()
@@ -48,8 +52,7 @@ def test_int8_and_int4_copies_shrink_linear_weights_and_hold_torchao_tensors(lla
     assert q.linear_weight_bytes(llama_copies["float32"].model) == 2 * bf16
     for precision in ("int8", "int4"):
         copy = llama_copies[precision]
-        layers = [m for name, m in copy.model.named_modules()
-                  if isinstance(m, torch.nn.Linear) and name != "lm_head"]
+        layers = [m for name, m in copy.model.named_modules() if isinstance(m, torch.nn.Linear) and name != "lm_head"]
         assert copy.quantized_linear_layers == len(layers) == 14  # 2 layers x (4 attention + 3 MLP)
         assert all(q.is_quantized_tensor(m.weight) for m in layers)
         assert [s.name for s in copy.skipped_layers] == ["lm_head"]
@@ -131,8 +134,9 @@ def test_gpt2_conv1d_layers_are_reported_as_skipped(gpt2, token_ids):
     """GPT-2's Conv1D layers are not nn.Linear: listed as skipped, and the model still runs."""
     copy = q.quantized_copy(gpt2, "int8")
     names = {s.name: s.reason for s in copy.skipped_layers}
-    conv1d = [f"transformer.h.{i}.{m}" for i in range(2)
-              for m in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")]
+    conv1d = [
+        f"transformer.h.{i}.{m}" for i in range(2) for m in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+    ]
     assert all("Conv1D" in names[name] for name in conv1d)
     assert "tied lm_head" in names["lm_head"]
     assert copy.quantized_linear_layers == 0
@@ -175,11 +179,15 @@ def test_quantize_module_never_imports_streamlit():
     import inspect
 
     tree = ast.parse(inspect.getsource(q))
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
-                if isinstance(node, (ast.Import, ast.ImportFrom))
-                for alias in getattr(node, "names", [])}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.module}
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in getattr(node, "names", [])
+    }
+    imported |= {
+        node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
     assert "streamlit" not in imported
 
 

@@ -1,4 +1,5 @@
 """Routing records of a Mixture-of-Experts model against the router recomputed from each layer's input."""
+
 import copy
 import json
 import math
@@ -23,10 +24,23 @@ def tiny_moe(bundled):
     """A seeded random Mixtral (2 layers, 4 experts, 2 per token) with the bundled tokenizer.
     Router weights are drawn 10x larger than the rest, so its choices are not near-ties."""
     tokenizer = bundled.tokenizer
-    config = MixtralConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=48, num_hidden_layers=2,
-                           num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
-                           num_experts_per_tok=2, max_position_embeddings=256, tie_word_embeddings=True,
-                           sliding_window=None, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    config = MixtralConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        sliding_window=None,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
     model = moe.random_model(config, seed=7)
     model.tie_weights()  # random_model fills the meta-built tensors one by one, which unties them
     gen = torch.Generator().manual_seed(8)
@@ -149,7 +163,9 @@ def test_budget_counts_active_parameters_and_bytes_read(tiny_moe, bundled):
     one_expert = 2 * 48 * 64 + 64 * 48
     assert b.expert_parameters == 2 * 4 * one_expert
     assert b.active_parameters == b.total_parameters - 2 * 2 * one_expert
-    assert b.total_parameters == moe.parameter_counts(model)[0] and b.active_parameters == moe.parameter_counts(model)[1]
+    assert (
+        b.total_parameters == moe.parameter_counts(model)[0] and b.active_parameters == moe.parameter_counts(model)[1]
+    )
     assert b.tied_embeddings and b.bytes_read_per_token == b.bytes_held - 2 * 2 * one_expert * 4
     dense = routing.budget(bundled.model)
     assert dense.active_parameters == dense.total_parameters == bundled.info.parameters
@@ -188,7 +204,9 @@ def test_stats_file_has_load_top_tokens_and_measured_experiments(tiny_moe_folder
     folder, corpus = tiny_moe_folder
     stats = moe_stats.compute(folder, corpus, switch_off=[1], log=lambda *_: None, timing_repeats=1, timing_steps=4)
     _, validation = corpus_io.split_train_validation(corpus_io.read_stories(corpus), 0.5, 1234)
-    assert stats["source"]["stories"] == len(validation) and stats["source"]["bytes"] == corpus_io.utf8_bytes(validation)
+    assert stats["source"]["stories"] == len(validation) and stats["source"]["bytes"] == corpus_io.utf8_bytes(
+        validation
+    )
     tokens = stats["source"]["tokens"]
     assert [sum(row) for row in stats["load"]["counts"]] == [tokens * 2] * 2
     names = [e["name"] for e in stats["experiments"]]
@@ -213,14 +231,27 @@ def test_moe_card_reports_stored_stats_beside_the_dense_model(tiny_moe_folder, b
     folder, corpus = tiny_moe_folder
     stats = moe_stats.compute(folder, corpus, switch_off=[0], log=lambda *_: None, timing_repeats=1, timing_steps=4)
     moe_stats.write(folder, stats)
-    (folder / "expert_load_log.json").write_text(json.dumps([
-        {"step": 200, "fractions": [[0.7, 0.1, 0.1, 0.1]] * 2}, {"step": 400, "fractions": stats["load"]["fractions"]}]))
+    (folder / "expert_load_log.json").write_text(
+        json.dumps(
+            [
+                {"step": 200, "fractions": [[0.7, 0.1, 0.1, 0.1]] * 2},
+                {"step": 400, "fractions": stats["load"]["fractions"]},
+            ]
+        )
+    )
     (folder / "training_log.csv").write_text("step,tokens_seen,val_bits_per_byte\n200,819200,1.5\n")
     settings = {**asdict(TrainSettings()), **PRESETS["moe"]}
     dense = json.loads((model_card.BUNDLED_MODEL_DIR / "training_meta.json").read_text())
-    meta = {"settings": settings, "preset": "moe", "tokenizer_from": model_card.BUNDLED_MODEL_DIR.name,
-            "corpus": "c", "corpus_files": ["a.txt"], "command": "python -m inference.train --preset moe", "torch": "t",
-            "stats": {**dense["stats"], "heldout_bits_per_byte": 0.99, "heldout_folded_bits_per_byte": 0.9}}
+    meta = {
+        "settings": settings,
+        "preset": "moe",
+        "tokenizer_from": model_card.BUNDLED_MODEL_DIR.name,
+        "corpus": "c",
+        "corpus_files": ["a.txt"],
+        "command": "python -m inference.train --preset moe",
+        "torch": "t",
+        "stats": {**dense["stats"], "heldout_bits_per_byte": 0.99, "heldout_folded_bits_per_byte": 0.9},
+    }
     (folder / "training_meta.json").write_text(json.dumps(meta))
     meta["moe"] = model_card.moe_card_inputs(folder)
     card = model_card.render(meta, ["Once upon a time."], folder.name)
@@ -247,9 +278,15 @@ def test_engine_on_the_moe_greedy_equals_model_generate(tiny_moe):
     trace = new_trace(model, tokenizer, ids, 30, stop_at_eos=False)
     ours = [r.token_id for r in trace.run(SamplingSettings(temperature=0))]
     with torch.inference_mode():
-        out = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=30, min_new_tokens=30,
-                             attention_mask=torch.ones(1, len(ids), dtype=torch.long), pad_token_id=0)
-    assert ours == out[0, len(ids):].tolist()
+        out = model.generate(
+            torch.tensor([ids]),
+            do_sample=False,
+            max_new_tokens=30,
+            min_new_tokens=30,
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            pad_token_id=0,
+        )
+    assert ours == out[0, len(ids) :].tolist()
 
 
 def test_routing_recorded_during_generation_equals_the_router_recomputed_from_layer_inputs(tiny_moe):
@@ -259,8 +296,9 @@ def test_routing_recorded_during_generation_equals_the_router_recomputed_from_la
     from inference.sampling import SamplingSettings
 
     model, tokenizer = tiny_moe
-    trace = new_trace(model, tokenizer, encode_prompt(tokenizer, "Tom had a big dog. The dog"), 25, seed=3,
-                      stop_at_eos=False)
+    trace = new_trace(
+        model, tokenizer, encode_prompt(tokenizer, "Tom had a big dog. The dog"), 25, seed=3, stop_at_eos=False
+    )
     list(trace.run(SamplingSettings(temperature=0.9)))
     recorded = routing.trace_routing(trace)
     fed = trace.all_ids[:-1]  # the last chosen token is fed at the next step

@@ -1,6 +1,7 @@
 """The newer samplers (typical-p, top-nσ, XTC, DRY, mirostat v2) and the stage order: transformers'
 processor where it has one, hand-computed cases from llama.cpp's definitions where it does not,
 and 20,000 seeded draws against each computed distribution."""
+
 import math
 
 import pytest
@@ -75,7 +76,9 @@ def test_xtc_removes_all_top_choices_but_the_least_likely_when_its_draw_says_so(
     assert torch.isfinite(apply_xtc(logits, 1.0, 0.35, u=0.0)).all()
     batch = torch.stack([logits, logits])
     assert torch.isfinite(apply_xtc(batch, 0.5, 0.15, u=torch.tensor([0.1, 0.9]))).tolist() == [
-        [False, False, True, True], [True, True, True, True]]
+        [False, False, True, True],
+        [True, True, True, True],
+    ]
 
 
 def test_dry_penalises_the_tokens_that_would_extend_a_repeat():
@@ -98,7 +101,7 @@ def test_dry_long_repeat_grows_exponentially():
     """A 6-token phrase repeated: the next token of the phrase loses multiplier·base^(6 - 2)."""
     phrase = [10, 11, 12, 13, 14, 15, 16]
     history = phrase + [99] + phrase[:6]
-    assert dry_penalties(history, 1.0, 2.0, 2) == pytest.approx({16: 2.0 ** 4})
+    assert dry_penalties(history, 1.0, 2.0, 2) == pytest.approx({16: 2.0**4})
 
 
 def test_mirostat_cuts_at_surprise_mu_and_moves_mu_toward_tau():
@@ -120,20 +123,23 @@ def test_mirostat_through_the_draw_reports_the_next_mu():
     assert chosen.mirostat_mu_next == pytest.approx(2.5 - 0.5 * (math.log2(3) - 1.25))
 
 
-@pytest.mark.parametrize("call,message", [
-    (lambda: SamplingSettings(typical_p=0), "`typical_p`"),
-    (lambda: SamplingSettings(top_n_sigma=-1), "`top_n_sigma`"),
-    (lambda: SamplingSettings(xtc_probability=1.5), "`xtc_probability`"),
-    (lambda: SamplingSettings(xtc_threshold=-0.1), "`xtc_threshold`"),
-    (lambda: SamplingSettings(dry_multiplier=-1), "`dry_multiplier`"),
-    (lambda: SamplingSettings(dry_base=0.5), "`dry_base`"),
-    (lambda: SamplingSettings(dry_allowed_length=0), "`dry_allowed_length`"),
-    (lambda: SamplingSettings(mirostat_tau=0), "`mirostat_tau`"),
-    (lambda: SamplingSettings(mirostat_eta=2), "`mirostat_eta`"),
-    (lambda: SamplingSettings(order=("temperature", "nucleus")), "unknown stages"),
-    (lambda: SamplingSettings(order=("top_k", "top_k")), "twice"),
-    (lambda: apply_typical_p(torch.zeros(4), 1.5), "but is 1.5"),
-])
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: SamplingSettings(typical_p=0), "`typical_p`"),
+        (lambda: SamplingSettings(top_n_sigma=-1), "`top_n_sigma`"),
+        (lambda: SamplingSettings(xtc_probability=1.5), "`xtc_probability`"),
+        (lambda: SamplingSettings(xtc_threshold=-0.1), "`xtc_threshold`"),
+        (lambda: SamplingSettings(dry_multiplier=-1), "`dry_multiplier`"),
+        (lambda: SamplingSettings(dry_base=0.5), "`dry_base`"),
+        (lambda: SamplingSettings(dry_allowed_length=0), "`dry_allowed_length`"),
+        (lambda: SamplingSettings(mirostat_tau=0), "`mirostat_tau`"),
+        (lambda: SamplingSettings(mirostat_eta=2), "`mirostat_eta`"),
+        (lambda: SamplingSettings(order=("temperature", "nucleus")), "unknown stages"),
+        (lambda: SamplingSettings(order=("top_k", "top_k")), "twice"),
+        (lambda: apply_typical_p(torch.zeros(4), 1.5), "but is 1.5"),
+    ],
+)
 def test_bad_arguments_of_new_samplers_are_rejected_with_their_name_and_value(call, message):
     """A bad knob raises ValueError naming the argument and its value."""
     with pytest.raises(ValueError, match=message.replace("`", "\\`").replace(".", "\\.")):
@@ -167,16 +173,27 @@ def test_temperature_before_or_after_min_p_keeps_different_tokens():
     assert step_view(logits, llama, seen).kept[llama.pipeline[-1]] == 2
 
 
-CONTEXT = StepContext(history=tuple([5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7]), breaker_ids=frozenset({40}), xtc_u=0.2,
-                      mirostat_mu=4.0)
+CONTEXT = StepContext(
+    history=tuple([5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7]), breaker_ids=frozenset({40}), xtc_u=0.2, mirostat_mu=4.0
+)
 NEW_SAMPLER_SETTINGS = [
     SamplingSettings(typical_p=0.9),
     SamplingSettings(temperature=1.2, top_n_sigma=1.5),
     SamplingSettings(xtc_probability=0.5, xtc_threshold=0.08),
     SamplingSettings(dry_multiplier=0.8, dry_base=1.75, dry_allowed_length=2),
     SamplingSettings(mirostat=True, mirostat_tau=3.0),
-    SamplingSettings(temperature=0.8, top_k=40, top_p=0.9, min_p=0.05, typical_p=0.95, repetition_penalty=1.3,
-                     dry_multiplier=0.8, xtc_probability=1.0, xtc_threshold=0.05, order=LLAMA_CPP_ORDER),
+    SamplingSettings(
+        temperature=0.8,
+        top_k=40,
+        top_p=0.9,
+        min_p=0.05,
+        typical_p=0.95,
+        repetition_penalty=1.3,
+        dry_multiplier=0.8,
+        xtc_probability=1.0,
+        xtc_threshold=0.05,
+        order=LLAMA_CPP_ORDER,
+    ),
     SamplingSettings(temperature=0.7, dry_multiplier=2.0, top_k=30, order=("top_k", "temperature", "dry")),
     SamplingSettings(temperature=0, xtc_probability=1.0, xtc_threshold=0.02, order=LLAMA_CPP_ORDER),
 ]
@@ -200,13 +217,17 @@ def test_fast_view_and_draw_with_new_samplers_equal_the_plain_computation(settin
     n = view.sorted_prefix
     assert torch.equal(view.order[:n], order[:n])
     for name in stages:
-        torch.testing.assert_close(view.probs[name][:60], stages[name].double().softmax(-1)[order][:60],
-                                   atol=1e-12, rtol=0)
+        torch.testing.assert_close(
+            view.probs[name][:60], stages[name].double().softmax(-1)[order][:60], atol=1e-12, rtol=0
+        )
     assert view.kept[view.final_stage] == int((final > 0).sum())
     for u in torch.rand(100, generator=torch.Generator().manual_seed(5), dtype=torch.float64).tolist():
         sorted_final = final[order]
-        expected = int(order[(sorted_final > 0).nonzero()[0, 0]]) if settings.greedy else int(
-            order[inverse_cdf_index(sorted_final, u)])
+        expected = (
+            int(order[(sorted_final > 0).nonzero()[0, 0]])
+            if settings.greedy
+            else int(order[inverse_cdf_index(sorted_final, u)])
+        )
         assert draw(logits, settings, seen, u, CONTEXT).token_id == expected
 
 

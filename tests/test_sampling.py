@@ -1,4 +1,5 @@
 """Our sampling stages against transformers' own logits processors (the oracle)."""
+
 import itertools
 
 import pytest
@@ -37,7 +38,11 @@ def random_logits(seed, batch=3, vocab=VOCAB, scale=3.0):
 def hf_stages(logits, history, s: SamplingSettings):
     """The same pipeline built from transformers' processors, in generate's order."""
     out = {}
-    scores = RepetitionPenaltyLogitsProcessor(s.repetition_penalty)(history, logits.clone()) if s.repetition_penalty != 1 else logits
+    scores = (
+        RepetitionPenaltyLogitsProcessor(s.repetition_penalty)(history, logits.clone())
+        if s.repetition_penalty != 1
+        else logits
+    )
     out["penalty"] = scores
     scores = TemperatureLogitsWarper(s.temperature)(history, scores)
     out["temperature"] = scores
@@ -85,17 +90,20 @@ def test_temperature_zero_is_greedy_without_division():
     assert torch.equal(probs.max(-1).values, torch.ones(3))
 
 
-@pytest.mark.parametrize("call,message", [
-    (lambda: SamplingSettings(temperature=-0.1), "`temperature`"),
-    (lambda: SamplingSettings(temperature=float("nan")), "`temperature`"),
-    (lambda: SamplingSettings(top_k=-1), "`top_k`"),
-    (lambda: SamplingSettings(top_k=2.5), "`top_k`"),
-    (lambda: SamplingSettings(top_p=0.0), "`top_p`"),
-    (lambda: SamplingSettings(top_p=1.5), "`top_p`"),
-    (lambda: SamplingSettings(min_p=-0.2), "`min_p`"),
-    (lambda: SamplingSettings(repetition_penalty=0), "`repetition_penalty`"),
-    (lambda: apply_top_p(torch.zeros(4), 2.0), "but is 2.0"),
-])
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: SamplingSettings(temperature=-0.1), "`temperature`"),
+        (lambda: SamplingSettings(temperature=float("nan")), "`temperature`"),
+        (lambda: SamplingSettings(top_k=-1), "`top_k`"),
+        (lambda: SamplingSettings(top_k=2.5), "`top_k`"),
+        (lambda: SamplingSettings(top_p=0.0), "`top_p`"),
+        (lambda: SamplingSettings(top_p=1.5), "`top_p`"),
+        (lambda: SamplingSettings(min_p=-0.2), "`min_p`"),
+        (lambda: SamplingSettings(repetition_penalty=0), "`repetition_penalty`"),
+        (lambda: apply_top_p(torch.zeros(4), 2.0), "but is 2.0"),
+    ],
+)
 def test_bad_arguments_are_rejected_with_their_name_and_value(call, message):
     """A bad knob raises ValueError naming the argument and its value."""
     with pytest.raises(ValueError, match=message.replace("`", "\\`").replace(".", "\\.")):
@@ -142,8 +150,12 @@ def test_view_reports_nucleus_and_other_mass():
 
     class Tok:
         all_special_ids = []
-        def decode(self, ids, **kw): return f"t{ids[0]}"
-        def convert_ids_to_tokens(self, i): return f"t{i}"
+
+        def decode(self, ids, **kw):
+            return f"t{ids[0]}"
+
+        def convert_ids_to_tokens(self, i):
+            return f"t{i}"
 
     table = view.table(Tok(), top_n=10)
     assert len(table) == 11
@@ -180,13 +192,16 @@ def test_top_p_fast_paths_equal_the_plain_transformers_style_top_p():
         assert torch.equal(_top_p_fast(batch, p), apply_top_p(batch, p))
 
 
-@pytest.mark.parametrize("settings", [
-    SamplingSettings(temperature=0.8, top_k=50, top_p=0.9, min_p=0.05, repetition_penalty=1.2),
-    SamplingSettings(temperature=1.0, top_p=0.8),  # top-p over everything: one full sort
-    SamplingSettings(temperature=0.7, min_p=0.1),  # no top-k/top-p: only the top is sorted
-    SamplingSettings(temperature=1.3),  # nothing removed: the draw may walk the whole order
-    SamplingSettings(temperature=0, repetition_penalty=1.5),
-])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        SamplingSettings(temperature=0.8, top_k=50, top_p=0.9, min_p=0.05, repetition_penalty=1.2),
+        SamplingSettings(temperature=1.0, top_p=0.8),  # top-p over everything: one full sort
+        SamplingSettings(temperature=0.7, min_p=0.1),  # no top-k/top-p: only the top is sorted
+        SamplingSettings(temperature=1.3),  # nothing removed: the draw may walk the whole order
+        SamplingSettings(temperature=0, repetition_penalty=1.5),
+    ],
+)
 def test_fast_view_and_draw_equal_the_plain_full_sort_computation(settings):
     """A view and a draw over a 6,000-token vocabulary, from the one-sort / top-only
     pipeline, equal the straightforward one: every stage softmaxed over the whole
@@ -205,7 +220,15 @@ def test_fast_view_and_draw_equal_the_plain_full_sort_computation(settings):
     for name in stages:
         torch.testing.assert_close(view.probs[name][:50], reference[name][:50], atol=1e-12, rtol=0)
         assert view.kept[name] == int((reference[name] > 0).sum())
-    assert abs(view.entropy_final_bits - float(-(reference["min_p"][reference["min_p"] > 0].log2() * reference["min_p"][reference["min_p"] > 0]).sum())) < 1e-9
+    assert (
+        abs(
+            view.entropy_final_bits
+            - float(
+                -(reference["min_p"][reference["min_p"] > 0].log2() * reference["min_p"][reference["min_p"] > 0]).sum()
+            )
+        )
+        < 1e-9
+    )
     for u in torch.rand(200, generator=torch.Generator().manual_seed(5), dtype=torch.float64).tolist():
         expected = int(order[0]) if settings.greedy else int(order[inverse_cdf_index(reference["min_p"], u)])
         chosen = draw(logits, settings, seen, u)

@@ -1,4 +1,5 @@
 """Serving: the traffic trace, statistics from recorded timestamps."""
+
 import numpy as np
 import pytest
 
@@ -58,18 +59,19 @@ def test_trace_rejects_bad_settings_with_a_message():
 
 
 def _record(index, sent, times, asked=None):
-    return RequestRecord(index=index, sent_s=sent, token_times_s=tuple(times),
-                         asked_tokens=len(times) if asked is None else asked)
+    return RequestRecord(
+        index=index, sent_s=sent, token_times_s=tuple(times), asked_tokens=len(times) if asked is None else asked
+    )
 
 
 def test_percentiles_from_recorded_timestamps_match_a_hand_computed_example():
     """Five requests with TTFTs 0.1..0.4 and 1.0 s: p50 0.3 s, p95 0.4 + 0.8 x 0.6 = 0.88 s; TPOT and e2e by hand."""
     records = [
-        _record(0, 0.0, [0.1, 0.2, 0.3]),        # TTFT 0.1, TPOT 0.1, e2e 0.3
-        _record(1, 1.0, [1.2, 1.25]),            # TTFT 0.2, TPOT 0.05, e2e 0.25
-        _record(2, 2.0, [2.3, 2.5, 2.7, 2.9]),   # TTFT 0.3, TPOT 0.2, e2e 0.9
-        _record(3, 2.5, [2.9, 3.0]),             # TTFT 0.4, TPOT 0.1, e2e 0.5
-        _record(4, 3.0, [4.0]),                  # TTFT 1.0, no TPOT (one token), e2e 1.0
+        _record(0, 0.0, [0.1, 0.2, 0.3]),  # TTFT 0.1, TPOT 0.1, e2e 0.3
+        _record(1, 1.0, [1.2, 1.25]),  # TTFT 0.2, TPOT 0.05, e2e 0.25
+        _record(2, 2.0, [2.3, 2.5, 2.7, 2.9]),  # TTFT 0.3, TPOT 0.2, e2e 0.9
+        _record(3, 2.5, [2.9, 3.0]),  # TTFT 0.4, TPOT 0.1, e2e 0.5
+        _record(4, 3.0, [4.0]),  # TTFT 1.0, no TPOT (one token), e2e 1.0
     ]
     summary = summarize(records, SLO(ttft_s=0.35))
     assert summary.ttft_s[50] == pytest.approx(0.3)
@@ -117,8 +119,10 @@ def test_gantt_bars_add_up_to_each_requests_measured_ttft_and_end_to_end():
     """Waiting + prefill bars span the TTFT, and the three bars together the end-to-end time, per request."""
     from inference.figures.serving import gantt_figure
 
-    records = [RequestRecord(index=0, sent_s=0.0, token_times_s=(0.5, 0.6, 0.9), asked_tokens=3, server_prompt_ms=200),
-               RequestRecord(index=1, sent_s=0.2, token_times_s=(0.4, 0.5), asked_tokens=2, server_prompt_ms=150)]
+    records = [
+        RequestRecord(index=0, sent_s=0.0, token_times_s=(0.5, 0.6, 0.9), asked_tokens=3, server_prompt_ms=200),
+        RequestRecord(index=1, sent_s=0.2, token_times_s=(0.4, 0.5), asked_tokens=2, server_prompt_ms=150),
+    ]
     fig = gantt_figure(request_table(records), "test")
     waiting, prefill, decode = (np.asarray(trace.x, dtype=float) for trace in fig.data[:3])
     assert waiting + prefill == pytest.approx([500, 200])

@@ -1,4 +1,5 @@
 """Serving against the real llama-server (built by `python -m inference.engines llamacpp build`; skipped without it)."""
+
 import pytest
 
 from inference.engines import llamacpp
@@ -7,8 +8,9 @@ from inference.serving.experiments import greedy_equals_solo
 from inference.serving.replay import EngineTarget, replay
 from inference.serving.trace import poisson_trace
 
-pytestmark = pytest.mark.skipif(not llamacpp.is_built(),
-                                reason="llama-server is not built: run python -m inference.engines llamacpp build")
+pytestmark = pytest.mark.skipif(
+    not llamacpp.is_built(), reason="llama-server is not built: run python -m inference.engines llamacpp build"
+)
 SLOTS = 4
 
 

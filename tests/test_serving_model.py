@@ -1,4 +1,5 @@
 """The memory-bound model for serving: a public model's shape with our vocabulary and seeded random weights."""
+
 import json
 
 import pytest
@@ -9,8 +10,17 @@ from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 from inference.serving import random_model
 from inference.serving.random_model import LlamaShape, public_shape, shape_from_public_entry
 
-TINY = LlamaShape("Tiny test", layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, mlp_width=128,
-                  tied_embeddings=True, vocab_size=4096)
+TINY = LlamaShape(
+    "Tiny test",
+    layers=2,
+    hidden=64,
+    heads=4,
+    kv_heads=2,
+    head_dim=16,
+    mlp_width=128,
+    tied_embeddings=True,
+    vocab_size=4096,
+)
 
 
 def test_smollm2_135m_shape_is_solved_from_its_published_parameter_count():

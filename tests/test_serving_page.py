@@ -1,4 +1,5 @@
 """The Serve many page under AppTest: without an engine it says how to get one; with llama-server it replays."""
+
 import json
 
 import pytest
@@ -36,8 +37,9 @@ def test_without_an_engine_the_page_says_how_to_get_one(monkeypatch):
     assert "python -m inference.engines llamacpp build" in text and "INFERENCE_LAB_ENGINES" in text
 
 
-@pytest.mark.skipif(not llamacpp.is_built(), reason="llama-server is not built: python -m inference.engines "
-                                                    "llamacpp build")
+@pytest.mark.skipif(
+    not llamacpp.is_built(), reason="llama-server is not built: python -m inference.engines llamacpp build"
+)
 def test_replay_on_the_bundled_model_draws_every_request_and_the_comparison():
     """Traffic shown before running; after the click: the 1-vs-N comparison, a Gantt row per request for each
     server, the engine's state, and a cost per million tokens for each."""

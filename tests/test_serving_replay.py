@@ -1,5 +1,6 @@
 """The replay against a streaming stand-in for llama-server (the bundled model decoding greedily in this process):
 overlapping streams are recorded whole, token by token, and cancelling keeps what finished."""
+
 import threading
 
 import pytest

@@ -1,4 +1,5 @@
 """The roofline arithmetic: counts read from the weight file, pass costs and the bound that binds."""
+
 import pytest
 
 from inference.paths import BUNDLED_MODEL_DIR

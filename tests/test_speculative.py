@@ -3,6 +3,7 @@
 Oracles: plain greedy decoding with the step engine, transformers' assisted generation, and the
 target's own next-token distributions (20,000 draws against them, chi-square and total variation).
 """
+
 import math
 
 import pytest
@@ -49,6 +50,7 @@ def speculative_greedy(bundled, drafter, ids, new_tokens, gamma=4, stop_at_eos=F
 
 # -- greedy: token for token --------------------------------------------------------------------
 
+
 def test_greedy_speculation_with_the_draft_model_equals_plain_greedy_token_for_token(bundled, draft):
     """4 prompts x 150 tokens: speculative greedy decoding with the draft model makes plain greedy's tokens."""
     accepted = 0
@@ -65,7 +67,9 @@ def test_greedy_speculation_with_prompt_lookup_equals_plain_greedy_token_for_tok
     accepted = 0
     for prompt in PROMPTS:
         ids = encode_prompt(bundled.tokenizer, prompt)
-        run = speculative_greedy(bundled, spec.PromptLookupDrafter(spec.vocabulary_rows(bundled.model)), ids, NEW_TOKENS)
+        run = speculative_greedy(
+            bundled, spec.PromptLookupDrafter(spec.vocabulary_rows(bundled.model)), ids, NEW_TOKENS
+        )
         assert run.generated_ids == plain_greedy(bundled, ids, NEW_TOKENS), prompt
         accepted += spec.summarise(run.rounds).accepted
     assert accepted > 0
@@ -76,19 +80,26 @@ def test_transformers_assisted_generation_makes_our_greedy_tokens(bundled, draft
     for prompt in PROMPTS[:2]:
         ids = encode_prompt(bundled.tokenizer, prompt)
         input_ids = torch.tensor([ids])
-        common = dict(attention_mask=torch.ones_like(input_ids), do_sample=False, max_new_tokens=NEW_TOKENS,
-                      pad_token_id=bundled.tokenizer.eos_token_id)
+        common = dict(
+            attention_mask=torch.ones_like(input_ids),
+            do_sample=False,
+            max_new_tokens=NEW_TOKENS,
+            pad_token_id=bundled.tokenizer.eos_token_id,
+        )
         with torch.inference_mode():
-            assisted = bundled.model.generate(input_ids, assistant_model=draft.model, **common)[0, len(ids):].tolist()
-            lookup = bundled.model.generate(input_ids, prompt_lookup_num_tokens=4, **common)[0, len(ids):].tolist()
-        ours = speculative_greedy(bundled, spec.ModelDrafter(draft.model, draft.tokenizer), ids, NEW_TOKENS,
-                                  stop_at_eos=True).generated_ids
-        ours_lookup = speculative_greedy(bundled, spec.PromptLookupDrafter(4096), ids, NEW_TOKENS,
-                                         stop_at_eos=True).generated_ids
+            assisted = bundled.model.generate(input_ids, assistant_model=draft.model, **common)[0, len(ids) :].tolist()
+            lookup = bundled.model.generate(input_ids, prompt_lookup_num_tokens=4, **common)[0, len(ids) :].tolist()
+        ours = speculative_greedy(
+            bundled, spec.ModelDrafter(draft.model, draft.tokenizer), ids, NEW_TOKENS, stop_at_eos=True
+        ).generated_ids
+        ours_lookup = speculative_greedy(
+            bundled, spec.PromptLookupDrafter(4096), ids, NEW_TOKENS, stop_at_eos=True
+        ).generated_ids
         assert ours == assisted == lookup == ours_lookup, prompt
 
 
 # -- sampled: the target's own distribution ------------------------------------------------------
+
 
 class Tables:
     """Final next-token distributions (the app's pipeline) of target and draft after a context, and
@@ -128,7 +139,7 @@ def speculative_first_two(t: Tables, gamma: int, uniform) -> tuple[int, int]:
         q_rows.append(t.q2[x1])
         p_rows.append(t.p2[x1])  # stand-in for p(. | x1, x2): only the third token would come from it
     verdict = spec.verify_sampled(torch.stack(p_rows), torch.stack(q_rows), drafted, uniform)
-    tokens = drafted[:verdict.accepted] + [verdict.token_id]
+    tokens = drafted[: verdict.accepted] + [verdict.token_id]
     if len(tokens) >= 2:
         return tokens[0], tokens[1]
     first = tokens[0]  # the next round starts after it: draft one token, test it
@@ -160,7 +171,10 @@ def agreement(samples: list[int], expected: torch.Tensor) -> tuple[float, float]
 CASES = {
     "T=1, top-k 40, gamma 2": ("Once upon a time, there was a little", SamplingSettings(temperature=1.0, top_k=40), 2),
     "T=0.7, top-p 0.9, penalty 1.3, gamma 1": (
-        "Tom and his dog went to the park. The dog", SamplingSettings(temperature=0.7, top_p=0.9, repetition_penalty=1.3), 1),
+        "Tom and his dog went to the park. The dog",
+        SamplingSettings(temperature=0.7, top_p=0.9, repetition_penalty=1.3),
+        1,
+    ),
 }
 
 
@@ -198,23 +212,27 @@ def test_accepting_every_draft_token_fails_the_same_check(case):
 def test_a_round_record_obeys_the_rule_it_shows(bundled, draft):
     """Every recorded check: accepted iff u <= p/q, in order; the round's new tokens are the kept drafts and one target token."""
     ids = encode_prompt(bundled.tokenizer, PROMPTS[0])
-    run = spec.new_run(bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 60,
-                       gamma=4, seed=7)
+    run = spec.new_run(
+        bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 60, gamma=4, seed=7
+    )
     rounds = list(run.run(SamplingSettings(temperature=0.9)))
     assert sum(r.token_kind == "residual" for r in rounds) > 0
     for r in rounds:
         statuses = [c.status for c in r.checks]
-        assert statuses == ["accepted"] * r.accepted + (["rejected"] + ["unchecked"] * (r.drafted - r.accepted - 1)
-                                                         if r.accepted < r.drafted else [])
+        assert statuses == ["accepted"] * r.accepted + (
+            ["rejected"] + ["unchecked"] * (r.drafted - r.accepted - 1) if r.accepted < r.drafted else []
+        )
         for c in r.checks:
             if c.status != "unchecked":
                 assert math.isclose(c.ratio, c.p / c.q) and (c.u <= c.ratio) == (c.status == "accepted")
-        assert r.new_tokens[:-1] == [c.token_id for c in r.checks[:r.accepted]]
+        assert r.new_tokens[:-1] == [c.token_id for c in r.checks[: r.accepted]]
         assert r.new_tokens[-1] == r.token_id
         if r.token_kind == "residual":
             assert r.residual_top and abs(sum(x[4] for x in r.residual_top)) <= 1 + 1e-9
             rejected = r.checks[r.accepted]
-            assert all(res >= max(0.0, p - q) - 1e-12 for _, _, p, q, res in r.residual_top)  # normalised: divided by <= 1
+            assert all(
+                res >= max(0.0, p - q) - 1e-12 for _, _, p, q, res in r.residual_top
+            )  # normalised: divided by <= 1
             assert rejected.p < rejected.q
     assert run.generated_ids == [t for r in rounds for t in r.new_tokens]
 
@@ -225,8 +243,9 @@ def test_same_seed_same_text_and_the_global_rng_is_untouched(bundled, draft):
     state = torch.get_rng_state()
     texts = []
     for _ in range(2):
-        run = spec.new_run(bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 40,
-                           gamma=3, seed=11)
+        run = spec.new_run(
+            bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 40, gamma=3, seed=11
+        )
         list(run.run(SamplingSettings(temperature=1.0, top_p=0.95)))
         texts.append(run.generated_ids)
     assert texts[0] == texts[1]
@@ -234,6 +253,7 @@ def test_same_seed_same_text_and_the_global_rng_is_untouched(bundled, draft):
 
 
 # -- caches ------------------------------------------------------------------------------------------
+
 
 def test_after_a_rejection_both_caches_hold_exactly_the_accepted_prefix(bundled, draft):
     """Lengths, bytes and contents: each cache equals a fresh prefill of the text minus its last token."""
@@ -264,6 +284,7 @@ def test_after_a_rejection_both_caches_hold_exactly_the_accepted_prefix(bundled,
 
 # -- bad input -----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("gamma", [0, 17, -1, 2.5, True])
 def test_gamma_outside_1_to_16_is_refused_with_a_message(bundled, gamma):
     """gamma must be an integer from 1 to 16; the message names it and the value."""
@@ -288,8 +309,16 @@ def test_a_draft_with_another_vocabulary_is_refused_before_any_forward_pass(bund
     """A draft scoring other tokens gets "the draft must use the target's tokenizer", and no model runs."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    other = LlamaForCausalLM(LlamaConfig(vocab_size=1000, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                         num_attention_heads=2, num_key_value_heads=1)).eval()
+    other = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=1000,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+        )
+    ).eval()
     counter = CountingForward(bundled.model, other)
     try:
         with pytest.raises(spec.SpeculationError, match=spec.TOKENIZER_MISMATCH):
@@ -301,6 +330,7 @@ def test_a_draft_with_another_vocabulary_is_refused_before_any_forward_pass(bund
 
 def test_a_draft_with_the_same_size_but_other_tokens_is_refused(bundled, draft):
     """Same vocabulary size is not enough: the token strings must be the same."""
+
     class OtherTokens:
         def get_vocab(self):
             vocab = dict(bundled.tokenizer.get_vocab())
@@ -348,6 +378,7 @@ def test_drafts_never_push_a_run_past_max_new_tokens(bundled, draft):
 
 
 # -- theory --------------------------------------------------------------------------------------------
+
 
 def test_expected_tokens_per_pass_is_the_geometric_sum():
     """(1 - a^(g+1)) / (1 - a): 1 at a = 0, g + 1 at a = 1, 1.9375 at a = 0.5, g = 4."""

@@ -1,4 +1,5 @@
 """The Speculative decoding page in Streamlit's AppTest: rounds, charts, URL settings, bad input."""
+
 import json
 
 from streamlit.testing.v1 import AppTest
@@ -35,9 +36,17 @@ def test_step_runs_one_round_and_shows_its_test_residual_timeline_and_theory():
             break
     assert run.rounds[-1].token_kind == "residual"
     titles = " | ".join(chart_titles(at))
-    for expected in ("q (draft) vs p (target)", "u ≤ p/q", "after the rejection", "Where the time went", "Speed-up against α"):
+    for expected in (
+        "q (draft) vs p (target)",
+        "u ≤ p/q",
+        "after the rejection",
+        "Where the time went",
+        "Speed-up against α",
+    ):
         assert expected.lower() in titles.lower(), titles
-    assert len(run.rounds) == int(at.query_params["n"][0] if isinstance(at.query_params["n"], list) else at.query_params["n"])
+    assert len(run.rounds) == int(
+        at.query_params["n"][0] if isinstance(at.query_params["n"], list) else at.query_params["n"]
+    )
     assert any(m.label.startswith("α") for m in at.metric)
 
 
@@ -85,8 +94,9 @@ def test_the_sweep_button_measures_once_and_draws_measured_and_predicted_curves(
     monkeypatch.setattr(speculative_timing, "SWEEP_GAMMAS", (1, 2))
     monkeypatch.setattr(speculative_timing, "SWEEP_TEMPERATURES", (0.0, 1.2))
     original = speculative_timing.sweep
-    monkeypatch.setattr(speculative_timing, "sweep", lambda *a, **k: original(
-        *a, **{**k, "gammas": (1, 2), "temperatures": (0.0, 1.2)}))
+    monkeypatch.setattr(
+        speculative_timing, "sweep", lambda *a, **k: original(*a, **{**k, "gammas": (1, 2), "temperatures": (0.0, 1.2)})
+    )
     at = open_page({"t": "0", "max": "12", "prompt": "The cat sat on the mat. The cat sat on the"})
     at.button(key="spec_step").click().run()
     at.button(key="spec_sweep_button").click().run()
@@ -97,6 +107,7 @@ def test_the_sweep_button_measures_once_and_draws_measured_and_predicted_curves(
 
 def test_a_tokenizer_mismatch_falls_back_to_prompt_lookup_and_says_why(monkeypatch):
     """A draft with another vocabulary is refused before any forward pass; the page runs prompt lookup."""
+
     def refuse(*_):
         raise spec.SpeculationError(f"Refused before any forward pass: {spec.TOKENIZER_MISMATCH} (test).")
 
@@ -106,4 +117,3 @@ def test_a_tokenizer_mismatch_falls_back_to_prompt_lookup_and_says_why(monkeypat
     at.button(key="spec_step").click().run()
     assert not at.exception
     assert at.session_state["spec_run"].drafter.kind == spec.PROMPT_LOOKUP
-

@@ -1,4 +1,5 @@
 """Prefill/decode timing: the structure of what is measured (never the timings themselves)."""
+
 import json
 from statistics import median
 
@@ -7,11 +8,18 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import APP_FILE
 from inference import timing as timing_module
 from inference.timing import (
-    Sweep, crossover_prompt_tokens, default_prompt_lengths, filler_prompt, findings, measure_sweep, summarise_runs, time_generation,
+    Sweep,
+    crossover_prompt_tokens,
+    default_prompt_lengths,
+    filler_prompt,
+    findings,
+    measure_sweep,
+    summarise_runs,
+    time_generation,
 )
+from tests.conftest import APP_FILE
 
 torch.set_num_threads(1)  # a training job may share the machine
 
@@ -34,15 +42,20 @@ def test_sweep_returns_medians_over_at_least_three_runs_at_the_requested_lengths
         assert sorted(runs["run"]) == [1, 2, 3]  # the warm-up is not among them
         for measure in ("prefill_ms", "prefill_tokens_per_s", "decode_ms_per_token"):
             assert getattr(row, measure) == pytest.approx(median(runs[measure]))
-            spread = [getattr(row, f"{measure}_{end}") for end in ("min", "q1")] + [getattr(row, measure)] + [
-                getattr(row, f"{measure}_{end}") for end in ("q3", "max")]
+            spread = (
+                [getattr(row, f"{measure}_{end}") for end in ("min", "q1")]
+                + [getattr(row, measure)]
+                + [getattr(row, f"{measure}_{end}") for end in ("q3", "max")]
+            )
             assert spread == sorted(spread)
 
 
 def test_sweep_prefill_rate_is_prompt_tokens_over_prefill_time(tiny_sweep):
     """Prefill tokens/s of each run = P / prefill seconds."""
     runs = tiny_sweep[0].runs
-    assert runs["prefill_tokens_per_s"].tolist() == pytest.approx((runs.prompt_tokens / runs.prefill_ms * 1000).tolist())
+    assert runs["prefill_tokens_per_s"].tolist() == pytest.approx(
+        (runs.prompt_tokens / runs.prefill_ms * 1000).tolist()
+    )
 
 
 def test_sweep_reports_progress_from_warm_up_to_done(tiny_sweep):
@@ -81,7 +94,9 @@ def test_generation_timing_is_one_prefill_then_decode_steps_laid_end_to_end(bund
     steps = timing.steps
     assert steps["phase"].iloc[0] == "prefill" and steps["tokens_in_forward"].iloc[0] == len(ids)
     assert (steps["phase"].iloc[1:] == "decode").all() and (steps["tokens_in_forward"].iloc[1:] == 1).all()
-    assert steps["start_ms"].iloc[1:].tolist() == pytest.approx((steps["start_ms"] + steps["step_ms"]).iloc[:-1].tolist())
+    assert steps["start_ms"].iloc[1:].tolist() == pytest.approx(
+        (steps["start_ms"] + steps["step_ms"]).iloc[:-1].tolist()
+    )
     assert timing.ttft_ms == steps["step_ms"].iloc[0]
     assert timing.prefill_tokens_per_s == pytest.approx(len(ids) / timing.prefill_ms * 1000)
 
@@ -102,10 +117,19 @@ def test_generation_timing_shows_the_fastest_of_its_runs(bundled, monkeypatch):
 def test_findings_quote_the_sweep():
     """Saturation, crossover and free-ride lengths read off a made-up sweep."""
     medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.1), 64: (16.0, 2.0), 128: (30.0, 2.2)}
-    runs = pd.DataFrame([
-        {"prompt_tokens": n, "run": r, "prefill_ms": p, "prefill_tokens_per_s": n / p * 1000, "decode_ms_per_token": d}
-        for n, (p, d) in medians.items() for r in (1, 2, 3)
-    ])
+    runs = pd.DataFrame(
+        [
+            {
+                "prompt_tokens": n,
+                "run": r,
+                "prefill_ms": p,
+                "prefill_tokens_per_s": n / p * 1000,
+                "decode_ms_per_token": d,
+            }
+            for n, (p, d) in medians.items()
+            for r in (1, 2, 3)
+        ]
+    )
     found = findings(Sweep(runs=runs, summary=summarise_runs(runs), repeats=3, decode_tokens=2), PerTokenFlops())
     assert found.best_prefill_tokens_per_s == pytest.approx(128 / 30 * 1000)
     assert found.saturation_tokens == 32  # 4,000 tokens/s >= 80% of 4,267
@@ -130,10 +154,19 @@ def test_crossover_prompt_is_read_off_the_sweep():
     """Prefill 4, 5, 8, 16, 30 ms at 8..128 tokens, decode 2 ms: a 5-token reply (10 ms) matches a 40-token prompt;
     a 40-token reply (80 ms) lies past 128 tokens, on the line through the last two points (14 ms per 64 tokens)."""
     medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.0), 64: (16.0, 2.0), 128: (30.0, 2.0)}
-    runs = pd.DataFrame([
-        {"prompt_tokens": n, "run": r, "prefill_ms": p, "prefill_tokens_per_s": n / p * 1000, "decode_ms_per_token": d}
-        for n, (p, d) in medians.items() for r in (1, 2, 3)
-    ])
+    runs = pd.DataFrame(
+        [
+            {
+                "prompt_tokens": n,
+                "run": r,
+                "prefill_ms": p,
+                "prefill_tokens_per_s": n / p * 1000,
+                "decode_ms_per_token": d,
+            }
+            for n, (p, d) in medians.items()
+            for r in (1, 2, 3)
+        ]
+    )
     sweep = Sweep(runs=runs, summary=summarise_runs(runs), repeats=3, decode_tokens=2)
     five = crossover_prompt_tokens(sweep, 5)
     assert (five.reply_ms, five.prompt_tokens, five.how) == (10.0, 32 + 2 / 8 * 32, "interpolated")

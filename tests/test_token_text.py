@@ -1,4 +1,5 @@
 """One decoding of a token's text for every place that shows it (prompt chips, generated chips, chart labels)."""
+
 from inference.figures.generate import token_html
 from inference.tokens import readable_token, token_text
 

@@ -1,4 +1,5 @@
 """Views over recorded steps agree with the engine's own draws."""
+
 import torch
 
 from inference.engine import new_trace
@@ -58,12 +59,23 @@ def test_live_plotly_frames_agree_with_the_streamlit_view(bundled):
     trace = recorded(bundled, n=1)
     logits = trace.records[0].logits
     no_penalty = seen_mask([], len(logits))
-    for knob, value, fixed in [("temperature", 0.7, SamplingSettings()), ("top_p", 0.6, SamplingSettings(temperature=0.8))]:
+    for knob, value, fixed in [
+        ("temperature", 0.7, SamplingSettings()),
+        ("top_p", 0.6, SamplingSettings(temperature=0.8)),
+    ]:
         values = TEMPERATURE_GRID if knob == "temperature" else [0.2, 0.6, 1.0]
         fig = live_slider_figure(logits, bundled.tokenizer, knob, values, value, fixed, top_n=10)
         frame = next(f for f in fig.frames if f.name == f"{value:g}")
         shown = frame.data[0].x
-        shown = np.frombuffer(base64.b64decode(shown["bdata"]), shown["dtype"]) if isinstance(shown, dict) else np.asarray(shown)
-        settings = SamplingSettings(temperature=value) if knob == "temperature" else SamplingSettings(temperature=0.8, top_p=value)
+        shown = (
+            np.frombuffer(base64.b64decode(shown["bdata"]), shown["dtype"])
+            if isinstance(shown, dict)
+            else np.asarray(shown)
+        )
+        settings = (
+            SamplingSettings(temperature=value)
+            if knob == "temperature"
+            else SamplingSettings(temperature=0.8, top_p=value)
+        )
         view = step_view(logits, settings, no_penalty)
         np.testing.assert_allclose(shown[::-1], view.final[:10].numpy(), atol=1e-12)

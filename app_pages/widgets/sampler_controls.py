@@ -3,6 +3,7 @@ knobs, so a slider's range, its URL parameter and its default are written once.
 
 The newer samplers sit in an expander ("More samplers"), and the stage order is a preset or
 a list the visitor edits (a multiselect keeps the order stages are picked in)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,23 +34,85 @@ CLASSIC = [
     Knob("t", "temperature", "Temperature", 0.0, 2.0, 0.05, 1.0, "0 = greedy: always the most likely token."),
     Knob("p", "top_p", "Top-p", 0.01, 1.0, 0.01, 1.0, "Keep the smallest set of likely tokens reaching p. 1 = off."),
     Knob("k", "top_k", "Top-k", 0, 200, 1, 0, "Keep only the k most likely tokens. 0 = off."),
-    Knob("minp", "min_p", "Min-p", 0.0, 1.0, 0.01, 0.0, "Drop tokens below min-p × the top token's probability. 0 = off."),
-    Knob("rep", "repetition_penalty", "Repetition penalty", 0.5, 2.0, 0.05, 1.0, "Above 1: tokens already in the text less likely. 1 = off."),
+    Knob(
+        "minp", "min_p", "Min-p", 0.0, 1.0, 0.01, 0.0, "Drop tokens below min-p × the top token's probability. 0 = off."
+    ),
+    Knob(
+        "rep",
+        "repetition_penalty",
+        "Repetition penalty",
+        0.5,
+        2.0,
+        0.05,
+        1.0,
+        "Above 1: tokens already in the text less likely. 1 = off.",
+    ),
 ]
 MORE = [
-    Knob("typ", "typical_p", "Typical-p", 0.05, 1.0, 0.01, 1.0,
-         "Keep the tokens whose surprise is closest to the average surprise (entropy) until they hold p. 1 = off."),
-    Knob("nsig", "top_n_sigma", "Top-nσ", 0.0, 4.0, 0.1, 0.0,
-         "Keep logits within n standard deviations of the largest. 0 = off."),
-    Knob("xtcp", "xtc_probability", "XTC probability", 0.0, 1.0, 0.05, 0.0,
-         "How often XTC acts (its own seeded draw each step). 0 = off."),
-    Knob("xtct", "xtc_threshold", "XTC threshold", 0.0, 0.5, 0.01, 0.1,
-         "When XTC acts, every token at or above this probability goes, except the least likely of them."),
-    Knob("dry", "dry_multiplier", "DRY multiplier", 0.0, 3.0, 0.05, 0.0,
-         "Penalty for a token that would extend a repeated sequence. 0 = off."),
-    Knob("drybase", "dry_base", "DRY base", 1.0, 4.0, 0.05, 1.75, "The penalty grows as base^(repeat length - allowed)."),
+    Knob(
+        "typ",
+        "typical_p",
+        "Typical-p",
+        0.05,
+        1.0,
+        0.01,
+        1.0,
+        "Keep the tokens whose surprise is closest to the average surprise (entropy) until they hold p. 1 = off.",
+    ),
+    Knob(
+        "nsig",
+        "top_n_sigma",
+        "Top-nσ",
+        0.0,
+        4.0,
+        0.1,
+        0.0,
+        "Keep logits within n standard deviations of the largest. 0 = off.",
+    ),
+    Knob(
+        "xtcp",
+        "xtc_probability",
+        "XTC probability",
+        0.0,
+        1.0,
+        0.05,
+        0.0,
+        "How often XTC acts (its own seeded draw each step). 0 = off.",
+    ),
+    Knob(
+        "xtct",
+        "xtc_threshold",
+        "XTC threshold",
+        0.0,
+        0.5,
+        0.01,
+        0.1,
+        "When XTC acts, every token at or above this probability goes, except the least likely of them.",
+    ),
+    Knob(
+        "dry",
+        "dry_multiplier",
+        "DRY multiplier",
+        0.0,
+        3.0,
+        0.05,
+        0.0,
+        "Penalty for a token that would extend a repeated sequence. 0 = off.",
+    ),
+    Knob(
+        "drybase", "dry_base", "DRY base", 1.0, 4.0, 0.05, 1.75, "The penalty grows as base^(repeat length - allowed)."
+    ),
     Knob("drylen", "dry_allowed_length", "DRY allowed length", 1, 8, 1, 2, "Repeats up to this long go unpenalised."),
-    Knob("tau", "mirostat_tau", "Mirostat τ (bits)", 0.5, 10.0, 0.25, 5.0, "The surprise per token mirostat steers toward."),
+    Knob(
+        "tau",
+        "mirostat_tau",
+        "Mirostat τ (bits)",
+        0.5,
+        10.0,
+        0.25,
+        5.0,
+        "The surprise per token mirostat steers toward.",
+    ),
     Knob("eta", "mirostat_eta", "Mirostat η", 0.01, 1.0, 0.01, 0.1, "How fast mirostat's cut μ follows the surprise."),
 ]
 MIROSTAT_PARAM = "miro"
@@ -106,8 +169,9 @@ def read_url(prefix: str, url_prefix: str, params, knobs: list[Knob] | None = No
     return problems
 
 
-def url_values(prefix: str, url_prefix: str, settings: SamplingSettings,
-               knobs: list[Knob] | None = None) -> dict[str, str]:
+def url_values(
+    prefix: str, url_prefix: str, settings: SamplingSettings, knobs: list[Knob] | None = None
+) -> dict[str, str]:
     """The URL parameters of these settings (only the ones away from their defaults)."""
     out = {}
     for knob in CLASSIC + MORE if knobs is None else knobs:
@@ -125,15 +189,21 @@ def url_values(prefix: str, url_prefix: str, settings: SamplingSettings,
 
 
 def _slider(where, prefix: str, knob: Knob) -> None:
-    where.slider(knob.label, knob.kind(knob.low), knob.kind(knob.high), step=knob.kind(knob.step),
-                 key=_key(prefix, knob.field), help=knob.help)
+    where.slider(
+        knob.label,
+        knob.kind(knob.low),
+        knob.kind(knob.high),
+        step=knob.kind(knob.step),
+        key=_key(prefix, knob.field),
+        help=knob.help,
+    )
 
 
 def classic_controls(prefix: str, columns: int = 5) -> None:
     """The five classic sliders, `columns` to a row."""
     for start in range(0, len(CLASSIC), columns):
         row = st.columns(columns)
-        for cell, knob in zip(row, CLASSIC[start:start + columns]):
+        for cell, knob in zip(row, CLASSIC[start : start + columns]):
             _slider(cell, prefix, knob)
 
 
@@ -142,7 +212,7 @@ def more_controls(prefix: str, columns: int = 3) -> None:
     with st.expander("More samplers (typical-p, top-nσ, XTC, DRY, mirostat) and the stage order"):
         for start in range(0, len(MORE), columns):
             row = st.columns(columns)
-            for cell, knob in zip(row, MORE[start:start + columns]):
+            for cell, knob in zip(row, MORE[start : start + columns]):
                 _slider(cell, prefix, knob)
         st.checkbox("Mirostat v2 (a running cut on surprise; set τ and η above)", key=_key(prefix, "mirostat"))
         order_control(prefix)
@@ -150,14 +220,23 @@ def more_controls(prefix: str, columns: int = 3) -> None:
 
 def order_control(prefix: str) -> None:
     choices = list(ORDER_PRESETS) + [CUSTOM]
-    preset = st.radio("Stage order", choices, key=_key(prefix, "order_preset"), horizontal=True,
-                      help="transformers: penalty → temperature → top-k → top-p → min-p → typical-p. llama.cpp's "
-                           "default chain: penalties → DRY → top-nσ → top-k → typical-p → top-p → min-p → XTC → "
-                           "temperature (last).")
+    preset = st.radio(
+        "Stage order",
+        choices,
+        key=_key(prefix, "order_preset"),
+        horizontal=True,
+        help="transformers: penalty → temperature → top-k → top-p → min-p → typical-p. llama.cpp's "
+        "default chain: penalties → DRY → top-nσ → top-k → typical-p → top-p → min-p → XTC → "
+        "temperature (last).",
+    )
     if preset == CUSTOM:
-        st.multiselect("Your order (stages run left to right; remove a stage and add it back to move it to the end; "
-                       "stages left out run after these)", list(TRANSFORMERS_ORDER), key=_key(prefix, "order_custom"),
-                       format_func=lambda n: STAGE_NAMES[n])
+        st.multiselect(
+            "Your order (stages run left to right; remove a stage and add it back to move it to the end; "
+            "stages left out run after these)",
+            list(TRANSFORMERS_ORDER),
+            key=_key(prefix, "order_custom"),
+            format_func=lambda n: STAGE_NAMES[n],
+        )
     order = current_order(prefix)
     st.caption("Runs as: " + " → ".join(STAGE_NAMES[n] for n in order))
 
@@ -171,8 +250,9 @@ def current_order(prefix: str) -> tuple[str, ...]:
 
 def settings_from_state(prefix: str, **fixed) -> SamplingSettings:
     """The settings the widgets under `prefix` hold (`fixed` overrides, e.g. a page's own sliders)."""
-    values = {knob.field: knob.kind(st.session_state.get(_key(prefix, knob.field), knob.default))
-              for knob in CLASSIC + MORE}
+    values = {
+        knob.field: knob.kind(st.session_state.get(_key(prefix, knob.field), knob.default)) for knob in CLASSIC + MORE
+    }
     values["mirostat"] = bool(st.session_state.get(_key(prefix, "mirostat"), False))
     values["order"] = current_order(prefix)
     values.update(fixed)

@@ -1,5 +1,6 @@
 """Figures for the Compare page: two settings (or models) on the same random draws. Pure
 functions from `inference.compare` results to Plotly figures or escaped HTML."""
+
 from __future__ import annotations
 
 import html
@@ -28,8 +29,9 @@ def _esc(text: str) -> str:
     return html.escape(text).replace("\n", "↵<br>")
 
 
-def parting_html(tokenizer, prompt_ids: list[int], ids_a: list[int], ids_b: list[int], step: int | None,
-                 side: str) -> str:
+def parting_html(
+    tokenizer, prompt_ids: list[int], ids_a: list[int], ids_b: list[int], step: int | None, side: str
+) -> str:
     """One run's text: the prompt in grey, the tokens both runs share, then (from the step where
     they part) this run's own tokens highlighted, the first of them boxed."""
     own = ids_a if side == "A" else ids_b
@@ -44,8 +46,10 @@ def parting_html(tokenizer, prompt_ids: list[int], ids_a: list[int], ids_b: list
         first = _esc(tokenizer.decode(rest[:1]))
         parts.append(f'<span style="background:{colour};outline:2px solid #c0392b;border-radius:3px">{first}</span>')
         parts.append(f'<span style="background:{colour}">{_esc(tokenizer.decode(rest[1:]))}</span>')
-    return ('<div style="font-size:1.05rem;line-height:1.6;white-space:normal;border:1px solid #ddd;'
-            f'border-radius:6px;padding:0.6rem 0.8rem">{"".join(parts)}</div>')
+    return (
+        '<div style="font-size:1.05rem;line-height:1.6;white-space:normal;border:1px solid #ddd;'
+        f'border-radius:6px;padding:0.6rem 0.8rem">{"".join(parts)}</div>'
+    )
 
 
 def _top_union(view_a, view_b, n: int = TOP_N) -> list[int]:
@@ -60,7 +64,7 @@ def _top_union(view_a, view_b, n: int = TOP_N) -> list[int]:
 
 
 def _prob_of(view, token_id: int) -> float:
-    where = (view.order[:view.sorted_prefix] == token_id).nonzero()
+    where = (view.order[: view.sorted_prefix] == token_id).nonzero()
     return float(view.final[int(where[0, 0])]) if len(where) else 0.0
 
 
@@ -72,11 +76,20 @@ def final_distributions(parting, tokenizer, presenter: bool = False) -> go.Figur
     fig = go.Figure()
     for side, view, colour in (("A", parting.view_a, A_COLOUR), ("B", parting.view_b, B_COLOUR)):
         values = [_prob_of(view, t) for t in ids]
-        fig.add_bar(y=names[::-1], x=values[::-1], orientation="h", name=f"{side} final", marker_color=colour,
-                    marker_line=dict(color=["#000" if t == view.chosen_id else colour for t in ids[::-1]],
-                                     width=[3 if t == view.chosen_id else 0 for t in ids[::-1]]),
-                    text=[f"{v:.1%}" if v >= 0.001 else "0" for v in values[::-1]], textposition="outside",
-                    hovertemplate="%{y}<br>" + side + " %{x:.2%}<extra></extra>")
+        fig.add_bar(
+            y=names[::-1],
+            x=values[::-1],
+            orientation="h",
+            name=f"{side} final",
+            marker_color=colour,
+            marker_line=dict(
+                color=["#000" if t == view.chosen_id else colour for t in ids[::-1]],
+                width=[3 if t == view.chosen_id else 0 for t in ids[::-1]],
+            ),
+            text=[f"{v:.1%}" if v >= 0.001 else "0" for v in values[::-1]],
+            textposition="outside",
+            hovertemplate="%{y}<br>" + side + " %{x:.2%}<extra></extra>",
+        )
     fig.update_layout(barmode="group", bargap=0.25)
     fig.update_xaxes(tickformat=".0%", title="probability (0 = removed)")
     fig.update_yaxes(automargin=True)
@@ -87,23 +100,55 @@ def final_distributions(parting, tokenizer, presenter: bool = False) -> go.Figur
 def shared_u_cdfs(parting, tokenizer, presenter: bool = False) -> go.Figure:
     """Each run's cumulative curve (its own display order) with the one u both runs drew: the
     token under the line where it crosses u is the one chosen."""
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
-                        subplot_titles=[f"A chose {label(parting.token_a)}", f"B chose {label(parting.token_b)}"])
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        shared_yaxes=True,
+        horizontal_spacing=0.06,
+        subplot_titles=[f"A chose {label(parting.token_a)}", f"B chose {label(parting.token_b)}"],
+    )
     for col, (view, colour) in enumerate(((parting.view_a, A_COLOUR), (parting.view_b, B_COLOUR)), start=1):
         cumulative = view.cumulative_final.numpy()
         n = int(min(view.sorted_prefix, max(8, view.chosen_rank + 3, int(np.searchsorted(cumulative, 0.97)) + 1), 20))
-        names = [f"{i + 1}. {label(repr_token(t))}" for i, t in enumerate(readable_tokens(tokenizer, view.order[:n].tolist()))]
-        fig.add_scatter(x=names, y=cumulative[:n], mode="lines+markers", line=dict(color=colour, width=3, shape="hv"),
-                        showlegend=False, row=1, col=col, hovertemplate="%{x}<br>cumulative %{y:.3f}<extra></extra>")
+        names = [
+            f"{i + 1}. {label(repr_token(t))}"
+            for i, t in enumerate(readable_tokens(tokenizer, view.order[:n].tolist()))
+        ]
+        fig.add_scatter(
+            x=names,
+            y=cumulative[:n],
+            mode="lines+markers",
+            line=dict(color=colour, width=3, shape="hv"),
+            showlegend=False,
+            row=1,
+            col=col,
+            hovertemplate="%{x}<br>cumulative %{y:.3f}<extra></extra>",
+        )
         fig.add_hline(y=parting.u, line=dict(color=PALETTE["red"], dash="dash", width=2), row=1, col=col)
         if view.chosen_rank < n:
-            fig.add_scatter(x=[names[view.chosen_rank]], y=[parting.u], mode="markers", showlegend=False,
-                            marker=dict(color=CHOSEN_COLOUR, size=15, symbol="diamond"), row=1, col=col,
-                            hovertemplate=f"u = {parting.u:.3f} lands here<extra></extra>")
+            fig.add_scatter(
+                x=[names[view.chosen_rank]],
+                y=[parting.u],
+                mode="markers",
+                showlegend=False,
+                marker=dict(color=CHOSEN_COLOUR, size=15, symbol="diamond"),
+                row=1,
+                col=col,
+                hovertemplate=f"u = {parting.u:.3f} lands here<extra></extra>",
+            )
         fig.update_xaxes(tickangle=-45, row=1, col=col)
     fig.update_yaxes(range=[0, 1.03], title="cumulative probability", row=1, col=1)
-    fig.add_annotation(text=f"shared u = {parting.u:.3f}", xref="paper", yref="y", x=1.0, y=parting.u,
-                       showarrow=False, yshift=10, xanchor="right", font=dict(color=PALETTE["red"]))
+    fig.add_annotation(
+        text=f"shared u = {parting.u:.3f}",
+        xref="paper",
+        yref="y",
+        x=1.0,
+        y=parting.u,
+        showarrow=False,
+        yshift=10,
+        xanchor="right",
+        font=dict(color=PALETTE["red"]),
+    )
     return base_layout(fig, "The same u on both cumulative curves", presenter, height=470)
 
 
@@ -115,18 +160,27 @@ def order_lesson_figure(lesson, tokenizer, presenter: bool = False) -> go.Figure
     # orders rank tokens alike: the same settings reweight the same way).
     wider = max(views.values(), key=lambda v: v.sorted_prefix)
     edge = min(v.kept[v.final_stage] for v in views.values())
-    ids = list(dict.fromkeys(wider.order[:8].tolist() + wider.order[max(edge - 2, 8):edge + 3].tolist()))
+    ids = list(dict.fromkeys(wider.order[:8].tolist() + wider.order[max(edge - 2, 8) : edge + 3].tolist()))
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, ids)]
     fig = go.Figure()
     for (name, view), colour in zip(views.items(), (A_COLOUR, B_COLOUR)):
         values = [_prob_of(view, t) for t in ids]
-        fig.add_bar(y=names[::-1], x=values[::-1], orientation="h", name=f"{name}: {view.kept[view.final_stage]:,} kept",
-                    marker_color=colour, text=[f"{v:.1%}" if v > 0 else "✂" for v in values[::-1]],
-                    textposition="outside", hovertemplate="%{y}<br>%{x:.2%}<extra></extra>")
+        fig.add_bar(
+            y=names[::-1],
+            x=values[::-1],
+            orientation="h",
+            name=f"{name}: {view.kept[view.final_stage]:,} kept",
+            marker_color=colour,
+            text=[f"{v:.1%}" if v > 0 else "✂" for v in values[::-1]],
+            textposition="outside",
+            hovertemplate="%{y}<br>%{x:.2%}<extra></extra>",
+        )
     fig.update_layout(barmode="group", bargap=0.25)
     fig.update_xaxes(tickformat=".0%", title="final probability (✂ = removed)")
     fig.update_yaxes(automargin=True)
-    fig = base_layout(fig, f"Step {lesson.step}: the same settings in two orders", presenter, height=170 + 34 * len(ids))
+    fig = base_layout(
+        fig, f"Step {lesson.step}: the same settings in two orders", presenter, height=170 + 34 * len(ids)
+    )
     return legend_below(fig, y=-0.12)
 
 
@@ -136,13 +190,28 @@ def mirostat_figure(records, side: str, presenter: bool = False) -> go.Figure:
     steps = [r.index for r in records]
     surprise = [-np.log2(r.prob) for r in records]
     fig = go.Figure()
-    fig.add_scatter(x=steps, y=surprise, mode="markers+lines", name="observed surprise −log₂ p (bits)",
-                    line=dict(color=RAW_COLOUR), marker=dict(color=FINAL_COLOUR, size=7))
-    fig.add_scatter(x=steps, y=[r.mirostat_mu for r in records], mode="lines", name="μ (cut: surprise above it removed)",
-                    line=dict(color=CHOSEN_COLOUR, width=3, shape="hv"))
+    fig.add_scatter(
+        x=steps,
+        y=surprise,
+        mode="markers+lines",
+        name="observed surprise −log₂ p (bits)",
+        line=dict(color=RAW_COLOUR),
+        marker=dict(color=FINAL_COLOUR, size=7),
+    )
+    fig.add_scatter(
+        x=steps,
+        y=[r.mirostat_mu for r in records],
+        mode="lines",
+        name="μ (cut: surprise above it removed)",
+        line=dict(color=CHOSEN_COLOUR, width=3, shape="hv"),
+    )
     tau = records[0].settings.mirostat_tau if records else 0
-    fig.add_hline(y=tau, line=dict(color=PALETTE["red"], dash="dash"), annotation_text=f"τ = {tau:g}",
-                  annotation_position="top left")
+    fig.add_hline(
+        y=tau,
+        line=dict(color=PALETTE["red"], dash="dash"),
+        annotation_text=f"τ = {tau:g}",
+        annotation_position="top left",
+    )
     fig.update_xaxes(title="step")
     fig.update_yaxes(title="bits", rangemode="tozero")
     fig = base_layout(fig, f"{side}: mirostat v2 surprise vs τ", presenter, height=380)
@@ -157,11 +226,25 @@ def interval_figure(summary, presenter: bool = False) -> go.Figure:
     for col, row in enumerate(summary.itertuples(), start=1):
         for side, colour in (("A", A_COLOUR), ("B", B_COLOUR)):
             mean, low, high = (getattr(row, f"{k}_{side.lower()}") for k in ("mean", "low", "high"))
-            fig.add_scatter(x=[side], y=[mean], mode="markers", marker=dict(color=colour, size=13),
-                            error_y=dict(type="data", symmetric=False, array=[high - mean], arrayminus=[mean - low],
-                                         thickness=2.5, width=10, color=colour),
-                            showlegend=False, row=1, col=col,
-                            hovertemplate=f"{side}: %{{y:.4g}} (95% interval {low:.4g} to {high:.4g})<extra></extra>")
+            fig.add_scatter(
+                x=[side],
+                y=[mean],
+                mode="markers",
+                marker=dict(color=colour, size=13),
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=[high - mean],
+                    arrayminus=[mean - low],
+                    thickness=2.5,
+                    width=10,
+                    color=colour,
+                ),
+                showlegend=False,
+                row=1,
+                col=col,
+                hovertemplate=f"{side}: %{{y:.4g}} (95% interval {low:.4g} to {high:.4g})<extra></extra>",
+            )
     fig.update_annotations(font_size=12 if not presenter else 18)
     fig = base_layout(fig, "Mean per run, with bootstrap 95% intervals", presenter, height=420)
     return fig.update_layout(margin=dict(t=110))

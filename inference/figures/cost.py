@@ -1,4 +1,5 @@
 """Figures for the Cost & MoE page: pure functions from measurements to Plotly figures."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -17,16 +18,33 @@ def answer_split_figure(answer: AnswerCost, presenter: bool = False) -> go.Figur
     fig = go.Figure()
     rows = ["tokens", "time"]
     segments = [
-        ("prompt → prefill", PREFILL_COLOUR, [1 - answer.reply_share, 1 - answer.decode_share],
-         [f"{answer.prompt_tokens} prompt tokens", f"prefill {answer.prefill_ms:.0f} ms"]),
-        ("reply → decode", DECODE_COLOUR, [answer.reply_share, answer.decode_share],
-         [f"{answer.reply_tokens} reply tokens", f"decode {answer.decode_ms:.0f} ms"]),
+        (
+            "prompt → prefill",
+            PREFILL_COLOUR,
+            [1 - answer.reply_share, 1 - answer.decode_share],
+            [f"{answer.prompt_tokens} prompt tokens", f"prefill {answer.prefill_ms:.0f} ms"],
+        ),
+        (
+            "reply → decode",
+            DECODE_COLOUR,
+            [answer.reply_share, answer.decode_share],
+            [f"{answer.reply_tokens} reply tokens", f"decode {answer.decode_ms:.0f} ms"],
+        ),
     ]
     for name, colour, shares, texts in segments:
         # A label squeezed into a sliver becomes unreadable: slivers keep theirs for the hover.
-        fig.add_bar(y=rows, x=shares, orientation="h", name=name, marker_color=colour,
-                    text=[t if share >= 0.12 else "" for t, share in zip(texts, shares)], hovertext=texts,
-                    hoverinfo="text", textposition="inside", insidetextanchor="middle")
+        fig.add_bar(
+            y=rows,
+            x=shares,
+            orientation="h",
+            name=name,
+            marker_color=colour,
+            text=[t if share >= 0.12 else "" for t, share in zip(texts, shares)],
+            hovertext=texts,
+            hoverinfo="text",
+            textposition="inside",
+            insidetextanchor="middle",
+        )
     fig.update_layout(barmode="stack", legend_traceorder="normal")
     fig.update_xaxes(tickformat=".0%", range=[0, 1], title="share")
     fig.update_yaxes(autorange="reversed")
@@ -36,20 +54,44 @@ def answer_split_figure(answer: AnswerCost, presenter: bool = False) -> go.Figur
 
 def batching_figure(batches: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """Left: tokens per second from all sequences together. Right: machine time per token."""
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
-                        subplot_titles=["Tokens per second (all sequences)", "Machine time per token (ms)"])
-    fig.add_scatter(x=batches["batch"], y=batches["tokens_per_s"], mode="lines+markers", showlegend=False,
-                    line=dict(color=DECODE_COLOUR, width=3), row=1, col=1,
-                    hovertemplate="batch %{x}: %{y:,.0f} tokens/s<extra></extra>")
-    fig.add_scatter(x=batches["batch"], y=batches["ms_per_token"], mode="lines+markers", showlegend=False,
-                    line=dict(color=PREFILL_COLOUR, width=3), row=1, col=2,
-                    text=[f"{s:.1f}× cheaper" for s in batches["speedup_per_token"]],
-                    hovertemplate="batch %{x}: %{y:.3f} ms per token (%{text})<extra></extra>")
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.12,
+        subplot_titles=["Tokens per second (all sequences)", "Machine time per token (ms)"],
+    )
+    fig.add_scatter(
+        x=batches["batch"],
+        y=batches["tokens_per_s"],
+        mode="lines+markers",
+        showlegend=False,
+        line=dict(color=DECODE_COLOUR, width=3),
+        row=1,
+        col=1,
+        hovertemplate="batch %{x}: %{y:,.0f} tokens/s<extra></extra>",
+    )
+    fig.add_scatter(
+        x=batches["batch"],
+        y=batches["ms_per_token"],
+        mode="lines+markers",
+        showlegend=False,
+        line=dict(color=PREFILL_COLOUR, width=3),
+        row=1,
+        col=2,
+        text=[f"{s:.1f}× cheaper" for s in batches["speedup_per_token"]],
+        hovertemplate="batch %{x}: %{y:.3f} ms per token (%{text})<extra></extra>",
+    )
     for col in (1, 2):
-        fig.update_xaxes(type="log", title="sequences decoded together (batch)", tickvals=list(batches["batch"]),
-                         row=1, col=col)
-    fig.update_yaxes(type="log", tickvals=[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100],
-                     title="ms (log scale)", row=1, col=2)
+        fig.update_xaxes(
+            type="log", title="sequences decoded together (batch)", tickvals=list(batches["batch"]), row=1, col=col
+        )
+    fig.update_yaxes(
+        type="log",
+        tickvals=[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100],
+        title="ms (log scale)",
+        row=1,
+        col=2,
+    )
     fig.update_yaxes(rangemode="tozero", row=1, col=1)
     return base_layout(fig, "", presenter, height=400)
 
@@ -57,16 +99,28 @@ def batching_figure(batches: pd.DataFrame, presenter: bool = False) -> go.Figure
 def moe_figure(moe: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """Four panels, one bar per model: weights held, prefill, decode alone, decode in a batch."""
     batch = int(moe["batch"].iloc[0])
-    panels = [("weight_bytes", "Weights held (MB)", 1e-6), ("prefill_ms", "Prefill: ms for the prompt", 1),
-              ("decode_ms_per_token", "Decode, 1 sequence: ms per token", 1),
-              ("batch_ms_per_pass", f"Decode, {batch} sequences: ms per pass", 1)]
-    fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.2,
-                        subplot_titles=[title for _, title, _ in panels])
+    panels = [
+        ("weight_bytes", "Weights held (MB)", 1e-6),
+        ("prefill_ms", "Prefill: ms for the prompt", 1),
+        ("decode_ms_per_token", "Decode, 1 sequence: ms per token", 1),
+        ("batch_ms_per_pass", f"Decode, {batch} sequences: ms per pass", 1),
+    ]
+    fig = make_subplots(
+        rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.2, subplot_titles=[title for _, title, _ in panels]
+    )
     for i, (column, _, scale) in enumerate(panels):
         row, col = divmod(i, 2)
         values = moe[column] * scale
-        fig.add_bar(x=moe["model"], y=values, marker_color=[MODEL_COLOURS[m] for m in moe["model"]],
-                    text=[f"{v:,.0f}" if v >= 100 else f"{v:.1f}" for v in values], textposition="outside",
-                    showlegend=False, row=row + 1, col=col + 1, hovertemplate="%{x}: %{y:,.1f}<extra></extra>")
+        fig.add_bar(
+            x=moe["model"],
+            y=values,
+            marker_color=[MODEL_COLOURS[m] for m in moe["model"]],
+            text=[f"{v:,.0f}" if v >= 100 else f"{v:.1f}" for v in values],
+            textposition="outside",
+            showlegend=False,
+            row=row + 1,
+            col=col + 1,
+            hovertemplate="%{x}: %{y:,.1f}<extra></extra>",
+        )
         fig.update_yaxes(range=[0, float(values.max()) * 1.25], row=row + 1, col=col + 1)
     return base_layout(fig, "", presenter, height=620)

@@ -7,6 +7,7 @@ Every piece of token text is escaped: chart labels go through `style.label`, and
 escaped here, in one place, so a token that spells `<script>` shows those characters and
 never runs.
 """
+
 from __future__ import annotations
 
 import html
@@ -16,8 +17,17 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from inference.figures.style import (
-    CHOSEN_COLOUR, CUTOFF_COLOUR, FINAL_COLOUR, RAW_COLOUR, REMOVED_COLOUR, base_layout, label, legend_below,
-    probability_colour, probability_text_colour, repr_token,
+    CHOSEN_COLOUR,
+    CUTOFF_COLOUR,
+    FINAL_COLOUR,
+    RAW_COLOUR,
+    REMOVED_COLOUR,
+    base_layout,
+    label,
+    legend_below,
+    probability_colour,
+    probability_text_colour,
+    repr_token,
 )
 from inference.tokens import VISIBLE_WHITESPACE, readable_token, readable_tokens, special_ids, token_text
 
@@ -34,15 +44,30 @@ def next_token_bars(table: pd.DataFrame, presenter: bool = False, title: str = "
         prefix = f"{int(r['rank'])}. " if pd.notna(r["rank"]) else ""
         names.append(f"{mark}{prefix}{label(repr_token(r['token']) if pd.notna(r['rank']) else r['token'])}{cut}")
     final_colours = [
-        CHOSEN_COLOUR if (r["chosen"] and pd.notna(r["rank"])) else (REMOVED_COLOUR if r["removed_by"] else FINAL_COLOUR)
+        CHOSEN_COLOUR
+        if (r["chosen"] and pd.notna(r["rank"]))
+        else (REMOVED_COLOUR if r["removed_by"] else FINAL_COLOUR)
         for _, r in rows.iterrows()
     ]
     fig = go.Figure()
-    fig.add_bar(y=names, x=rows["raw"], orientation="h", name="raw (T=1, no filters)", marker_color=RAW_COLOUR,
-                hovertemplate="%{y}<br>raw %{x:.2%}<extra></extra>")
-    fig.add_bar(y=names, x=rows["final"], orientation="h", name="final (after all settings)", marker_color=final_colours,
-                text=[f"{v:.1%}" if v >= 0.001 else "" for v in rows["final"]], textposition="outside",
-                hovertemplate="%{y}<br>final %{x:.2%}<extra></extra>")
+    fig.add_bar(
+        y=names,
+        x=rows["raw"],
+        orientation="h",
+        name="raw (T=1, no filters)",
+        marker_color=RAW_COLOUR,
+        hovertemplate="%{y}<br>raw %{x:.2%}<extra></extra>",
+    )
+    fig.add_bar(
+        y=names,
+        x=rows["final"],
+        orientation="h",
+        name="final (after all settings)",
+        marker_color=final_colours,
+        text=[f"{v:.1%}" if v >= 0.001 else "" for v in rows["final"]],
+        textposition="outside",
+        hovertemplate="%{y}<br>final %{x:.2%}<extra></extra>",
+    )
     fig.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05)
     longest = max(float(rows["raw"].max()), float(rows["final"].max()), 0.01)
     # Room right of the longest bar for its value label.
@@ -61,26 +86,55 @@ def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max
         max_rank = int(min(len(before), max(10, reach, view.chosen_rank + 3, view.nucleus_size + 3), 200))
     ranks = np.arange(1, max_rank + 1)
     fig = go.Figure()
-    fig.add_scatter(x=ranks, y=before[:max_rank], mode="lines", name="before top-p", line=dict(color=RAW_COLOUR, width=3),
-                    hovertemplate="rank %{x}<br>cumulative %{y:.3f}<extra></extra>")
-    fig.add_scatter(x=ranks, y=final[:max_rank], mode="lines", name="final (draw walks this)", line=dict(color=FINAL_COLOUR, width=3, shape="hv"),
-                    hovertemplate="rank %{x}<br>cumulative %{y:.3f}<extra></extra>")
+    fig.add_scatter(
+        x=ranks,
+        y=before[:max_rank],
+        mode="lines",
+        name="before top-p",
+        line=dict(color=RAW_COLOUR, width=3),
+        hovertemplate="rank %{x}<br>cumulative %{y:.3f}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=ranks,
+        y=final[:max_rank],
+        mode="lines",
+        name="final (draw walks this)",
+        line=dict(color=FINAL_COLOUR, width=3, shape="hv"),
+        hovertemplate="rank %{x}<br>cumulative %{y:.3f}<extra></extra>",
+    )
     if top_p < 1:
-        fig.add_hline(y=top_p, line=dict(color=CUTOFF_COLOUR, dash="dash"), annotation_text=f"top-p = {top_p:g}",
-                      annotation_position="bottom right")
-        fig.add_vline(x=view.nucleus_size + 0.5, line=dict(color=CUTOFF_COLOUR, dash="dot"),
-                      annotation_text=f"nucleus: {view.nucleus_size} tokens", annotation_position="bottom right")
+        fig.add_hline(
+            y=top_p,
+            line=dict(color=CUTOFF_COLOUR, dash="dash"),
+            annotation_text=f"top-p = {top_p:g}",
+            annotation_position="bottom right",
+        )
+        fig.add_vline(
+            x=view.nucleus_size + 0.5,
+            line=dict(color=CUTOFF_COLOUR, dash="dot"),
+            annotation_text=f"nucleus: {view.nucleus_size} tokens",
+            annotation_position="bottom right",
+        )
     if view.u is not None and not view.settings.greedy and view.chosen_rank >= max_rank:
-        fig.add_hline(y=view.u, line=dict(color=CHOSEN_COLOUR, width=1.5),
-                      annotation_text=f"u = {view.u:.3f} lands at rank {view.chosen_rank + 1:,}, off this chart",
-                      annotation_position="top left")
+        fig.add_hline(
+            y=view.u,
+            line=dict(color=CHOSEN_COLOUR, width=1.5),
+            annotation_text=f"u = {view.u:.3f} lands at rank {view.chosen_rank + 1:,}, off this chart",
+            annotation_position="top left",
+        )
     elif view.u is not None and not view.settings.greedy:
         chosen = readable_tokens(tokenizer, [view.chosen_id])[0]
         fig.add_hline(y=view.u, line=dict(color=CHOSEN_COLOUR, width=1.5))
-        fig.add_scatter(x=[view.chosen_rank + 1], y=[view.u], mode="markers+text", name="the draw",
-                        marker=dict(color=CHOSEN_COLOUR, size=14, symbol="diamond"),
-                        text=[f"u = {view.u:.3f} → {label(repr_token(chosen))}"], textposition="middle right",
-                        hovertemplate="u %{y:.4f} lands on rank %{x}<extra></extra>")
+        fig.add_scatter(
+            x=[view.chosen_rank + 1],
+            y=[view.u],
+            mode="markers+text",
+            name="the draw",
+            marker=dict(color=CHOSEN_COLOUR, size=14, symbol="diamond"),
+            text=[f"u = {view.u:.3f} → {label(repr_token(chosen))}"],
+            textposition="middle right",
+            hovertemplate="u %{y:.4f} lands on rank %{x}<extra></extra>",
+        )
     fig.update_xaxes(title="rank (most likely first)", range=[0.5, max_rank + 0.5])
     fig.update_yaxes(title="cumulative probability", range=[0, 1.03])
     return legend_below(base_layout(fig, "Cumulative probability and the draw", presenter, height=440))
@@ -90,18 +144,20 @@ def step_frame_for_table(frame: pd.DataFrame) -> pd.DataFrame:
     """The step table shown under Generate: one row per generated token."""
     if frame.empty:
         return frame
-    return pd.DataFrame({
-        "step": frame["step"],
-        "token": frame["token"].map(lambda t: t.replace("\n", "↵")),
-        "probability": frame["prob"].round(4),
-        "model probability (T=1)": frame["raw_prob"].round(4),
-        "rank": frame["rank"],
-        "entropy (bits)": frame["entropy_bits"].round(3),
-        "tokens kept": frame["tokens_kept"],
-        "u": frame["u"].round(4),
-        "forward ms": frame["forward_ms"].round(2),
-        "phase": frame["phase"],
-    })
+    return pd.DataFrame(
+        {
+            "step": frame["step"],
+            "token": frame["token"].map(lambda t: t.replace("\n", "↵")),
+            "probability": frame["prob"].round(4),
+            "model probability (T=1)": frame["raw_prob"].round(4),
+            "rank": frame["rank"],
+            "entropy (bits)": frame["entropy_bits"].round(3),
+            "tokens kept": frame["tokens_kept"],
+            "u": frame["u"].round(4),
+            "forward ms": frame["forward_ms"].round(2),
+            "phase": frame["phase"],
+        }
+    )
 
 
 # -- the running text as chips ---------------------------------------------------------
@@ -165,8 +221,10 @@ def token_html(tokenizer, prompt_ids: list[int], records) -> str:
         raw_prob = next((raw for tid, raw, _ in r.alternatives if tid == r.token_id), None)
         if raw_prob is None:
             raw_prob = float(r.logits.double().softmax(-1)[r.token_id])
-        tip = f"step {r.index}: p = {r.prob:.1%} (model T=1: {raw_prob:.1%}), rank {r.rank + 1}\n" \
-              f"u = {r.u:.3f}, T = {r.settings.temperature:g}\n"
+        tip = (
+            f"step {r.index}: p = {r.prob:.1%} (model T=1: {raw_prob:.1%}), rank {r.rank + 1}\n"
+            f"u = {r.u:.3f}, T = {r.settings.temperature:g}\n"
+        )
         tip = _tip_escape(tip) + _alternatives_tip(tokenizer, r.alternatives)
         if r.token_id in special:
             name = html.escape(tokenizer.convert_ids_to_tokens(r.token_id))
@@ -182,6 +240,8 @@ def token_html(tokenizer, prompt_ids: list[int], records) -> str:
     legend = "".join(
         f'<span style="background:{probability_colour(p)}"></span> {p:.0%} &nbsp;' for p in (0.02, 0.2, 0.5, 0.9)
     )
-    parts.append('<div class="token-legend">Grey dashed: your prompt. Chip colour = the model\'s probability for the '
-                 f'chosen token (T=1, before filters): {legend}. Hover a chip for the top 5.</div>')
+    parts.append(
+        '<div class="token-legend">Grey dashed: your prompt. Chip colour = the model\'s probability for the '
+        f"chosen token (T=1, before filters): {legend}. Hover a chip for the top 5.</div>"
+    )
     return "".join(parts)

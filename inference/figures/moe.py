@@ -1,5 +1,6 @@
 """Figures for the Mixture-of-Experts page: pure functions from routing data to Plotly figures
 or HTML. No Streamlit, no model runs."""
+
 from __future__ import annotations
 
 import html
@@ -29,8 +30,13 @@ def _weights_text(experts: list[int], weights: list[float]) -> str:
     return ", ".join(f"expert {e}: {w:.0%}" for e, w in zip(experts, weights))
 
 
-def routing_chips(texts: list[str], experts: list[list[int]], weights: list[list[float]], pending: str | None = None,
-                  presenter: bool = False) -> str:
+def routing_chips(
+    texts: list[str],
+    experts: list[list[int]],
+    weights: list[list[float]],
+    pending: str | None = None,
+    presenter: bool = False,
+) -> str:
     """One chip per token, split in bands coloured by the experts it went to in one layer, each
     band as wide as that expert's weight; hover (title) names the experts and weights. Token text
     is escaped. `pending`: the last chosen token, not fed to the model yet (no routing)."""
@@ -43,21 +49,28 @@ def routing_chips(texts: list[str], experts: list[list[int]], weights: list[list
             at += share
         shown = html.escape(text.replace("\n", "↵"), quote=True) or "&nbsp;"
         tip = html.escape(f"{repr_token(text)} → {_weights_text(chosen, w)}", quote=True)
-        chips.append(f'<span class="token-chip" title="{tip}" style="background:linear-gradient(90deg,{",".join(stops)});'
-                     f'padding:2px 3px;margin:1px;border-radius:4px;display:inline-block;white-space:pre;'
-                     f'font-size:{size};color:#111">{shown}</span>')
+        chips.append(
+            f'<span class="token-chip" title="{tip}" style="background:linear-gradient(90deg,{",".join(stops)});'
+            f"padding:2px 3px;margin:1px;border-radius:4px;display:inline-block;white-space:pre;"
+            f'font-size:{size};color:#111">{shown}</span>'
+        )
     if pending is not None:
         shown = html.escape(pending.replace("\n", "↵"), quote=True)
-        chips.append(f'<span class="token-chip" title="chosen, fed to the model at the next step" style="border:1px '
-                     f'dashed #999;padding:2px 3px;margin:1px;border-radius:4px;display:inline-block;white-space:pre;'
-                     f'font-size:{size};color:#555">{shown}</span>')
+        chips.append(
+            f'<span class="token-chip" title="chosen, fed to the model at the next step" style="border:1px '
+            f"dashed #999;padding:2px 3px;margin:1px;border-radius:4px;display:inline-block;white-space:pre;"
+            f'font-size:{size};color:#555">{shown}</span>'
+        )
     return f'<div style="line-height:2.1">{"".join(chips)}</div>'
 
 
 def expert_legend(count: int, presenter: bool = False) -> str:
     size = "1.3rem" if presenter else "0.9rem"
-    items = "".join(f'<span style="background:{expert_colour(e)};padding:1px 8px;margin:2px;border-radius:4px;'
-                    f'display:inline-block;font-size:{size}">expert {e}</span>' for e in range(count))
+    items = "".join(
+        f'<span style="background:{expert_colour(e)};padding:1px 8px;margin:2px;border-radius:4px;'
+        f'display:inline-block;font-size:{size}">expert {e}</span>'
+        for e in range(count)
+    )
     return f"<div>{items}</div>"
 
 
@@ -68,80 +81,161 @@ def routing_heatmap(texts: list[str], experts, weights, probabilities, presenter
     layers, tokens, k = experts.shape
     count = probabilities.shape[2]
     z = experts[..., 0].tolist()
-    hover = [[f"layer {layer}, token {t} {label(repr_token(texts[t]))}<br>"
-              + "<br>".join(f"expert {int(experts[layer, t, i])}: weight {float(weights[layer, t, i]):.2f} "
-                            f"(router probability {float(probabilities[layer, t, int(experts[layer, t, i])]):.2f})"
-                            for i in range(k))
-              for t in range(tokens)] for layer in range(layers)]
+    hover = [
+        [
+            f"layer {layer}, token {t} {label(repr_token(texts[t]))}<br>"
+            + "<br>".join(
+                f"expert {int(experts[layer, t, i])}: weight {float(weights[layer, t, i]):.2f} "
+                f"(router probability {float(probabilities[layer, t, int(experts[layer, t, i])]):.2f})"
+                for i in range(k)
+            )
+            for t in range(tokens)
+        ]
+        for layer in range(layers)
+    ]
     # A discrete colour scale: expert e fills [e, e + 1) / count.
     scale = []
     for e in range(count):
         scale += [[e / count, expert_colour(e)], [(e + 1) / count, expert_colour(e)]]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=list(range(tokens)), y=[f"layer {i}" for i in range(layers)], zmin=-0.5, zmax=count - 0.5,
-        colorscale=scale, text=hover, hovertemplate="%{text}<extra></extra>", xgap=1, ygap=1,
-        colorbar=dict(title="expert", tickvals=list(range(count)), len=0.9),
-    ))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(range(tokens)),
+            y=[f"layer {i}" for i in range(layers)],
+            zmin=-0.5,
+            zmax=count - 0.5,
+            colorscale=scale,
+            text=hover,
+            hovertemplate="%{text}<extra></extra>",
+            xgap=1,
+            ygap=1,
+            colorbar=dict(title="expert", tickvals=list(range(count)), len=0.9),
+        )
+    )
     step = max(1, tokens // 40)
-    fig.update_xaxes(tickvals=list(range(0, tokens, step)),
-                     ticktext=[label(texts[t].strip()[:8] or "·") for t in range(0, tokens, step)], tickangle=-60,
-                     title="token (hover: both experts, weights)")
+    fig.update_xaxes(
+        tickvals=list(range(0, tokens, step)),
+        ticktext=[label(texts[t].strip()[:8] or "·") for t in range(0, tokens, step)],
+        tickangle=-60,
+        title="token (hover: both experts, weights)",
+    )
     fig.update_yaxes(autorange="reversed")
     return base_layout(fig, "First-choice expert of every token in every layer", presenter, height=150 + 45 * layers)
 
 
-def router_figure(probabilities: list[float], kept: list[int], weights: list[float], presenter: bool = False) -> go.Figure:
+def router_figure(
+    probabilities: list[float], kept: list[int], weights: list[float], presenter: bool = False
+) -> go.Figure:
     """Left: every expert's router probability, the kept ones coloured. Right: the kept experts'
     renormalised weights, one stacked bar: the mixture the layer adds."""
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.68, 0.32], horizontal_spacing=0.12,
-                        subplot_titles=["Every expert's probability", "Kept, renormalised"])
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.68, 0.32],
+        horizontal_spacing=0.12,
+        subplot_titles=["Every expert's probability", "Kept, renormalised"],
+    )
     count = len(probabilities)
     colours = [expert_colour(e) if e in kept else NOT_KEPT_COLOUR for e in range(count)]
-    fig.add_bar(x=[f"expert {e}" for e in range(count)], y=probabilities, marker_color=colours, showlegend=False,
-                text=[f"{p:.0%}" for p in probabilities], textposition="outside", row=1, col=1,
-                hovertemplate="%{x}: probability %{y:.3f}<extra></extra>")
-    fig.add_hline(y=1 / count, line_dash="dot", line_color=UNIFORM_COLOUR, row=1, col=1,
-                  annotation_text=f"uniform {1 / count:.0%}", annotation_position="top left")
+    fig.add_bar(
+        x=[f"expert {e}" for e in range(count)],
+        y=probabilities,
+        marker_color=colours,
+        showlegend=False,
+        text=[f"{p:.0%}" for p in probabilities],
+        textposition="outside",
+        row=1,
+        col=1,
+        hovertemplate="%{x}: probability %{y:.3f}<extra></extra>",
+    )
+    fig.add_hline(
+        y=1 / count,
+        line_dash="dot",
+        line_color=UNIFORM_COLOUR,
+        row=1,
+        col=1,
+        annotation_text=f"uniform {1 / count:.0%}",
+        annotation_position="top left",
+    )
     for e, w in zip(kept, weights):
-        fig.add_bar(x=["mixture"], y=[w], marker_color=expert_colour(e), name=f"expert {e}", row=1, col=2,
-                    text=[f"expert {e}<br>{w:.0%}"], textposition="inside", insidetextanchor="middle",
-                    hovertemplate=f"expert {e}: weight {w:.3f} (probability {probabilities[e]:.3f})<extra></extra>")
+        fig.add_bar(
+            x=["mixture"],
+            y=[w],
+            marker_color=expert_colour(e),
+            name=f"expert {e}",
+            row=1,
+            col=2,
+            text=[f"expert {e}<br>{w:.0%}"],
+            textposition="inside",
+            insidetextanchor="middle",
+            hovertemplate=f"expert {e}: weight {w:.3f} (probability {probabilities[e]:.3f})<extra></extra>",
+        )
     fig.update_layout(barmode="stack", showlegend=False)
     fig.update_yaxes(range=[0, max(probabilities) * 1.25 + 0.02], tickformat=".0%", row=1, col=1)
     fig.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=2)
     return base_layout(fig, "", presenter, height=380)
 
 
-def mixture_figure(experts: list[int], weights: list[float], outputs, mixture, dims: int = 24,
-                   presenter: bool = False) -> go.Figure:
+def mixture_figure(
+    experts: list[int], weights: list[float], outputs, mixture, dims: int = 24, presenter: bool = False
+) -> go.Figure:
     """The first `dims` numbers of each kept expert's weighted output (bars) and their sum (the
     layer's MLP output, black markers). outputs [k, hidden], mixture [hidden]."""
     fig = go.Figure()
     x = list(range(dims))
     for e, w, out in zip(experts, weights, outputs):
         fig.add_bar(x=x, y=(w * out[:dims]).tolist(), name=f"{w:.2f} × expert {e}", marker_color=expert_colour(e))
-    fig.add_scatter(x=x, y=mixture[:dims].tolist(), mode="markers", name="sum: what the layer adds",
-                    marker=dict(color=PALETTE["ink"], size=9, symbol="diamond"))
+    fig.add_scatter(
+        x=x,
+        y=mixture[:dims].tolist(),
+        mode="markers",
+        name="sum: what the layer adds",
+        marker=dict(color=PALETTE["ink"], size=9, symbol="diamond"),
+    )
     fig.update_layout(barmode="relative")
     fig.update_xaxes(title=f"hidden dimension (first {dims} of {len(mixture)})")
     fig = base_layout(fig, "Weighted expert outputs and their sum", presenter, height=360)
     return legend_below(fig, y=-0.25)
 
 
-def load_figure(final: list[float], early: list[float] | None, k: int, layer: int, early_step: int | None,
-                final_label: str, presenter: bool = False) -> go.Figure:
+def load_figure(
+    final: list[float],
+    early: list[float] | None,
+    k: int,
+    layer: int,
+    early_step: int | None,
+    final_label: str,
+    presenter: bool = False,
+) -> go.Figure:
     """One layer: each expert's share of the picks (final, and early in training if known),
     against the uniform share."""
     count = len(final)
     x = [f"expert {e}" for e in range(count)]
     fig = go.Figure()
     if early is not None:
-        fig.add_bar(x=x, y=early, name=f"step {early_step:,} (training log)", marker_color=EARLY_COLOUR,
-                    hovertemplate="%{x}: %{y:.1%}<extra></extra>")
-    fig.add_bar(x=x, y=final, name=final_label, marker_color=[expert_colour(e) for e in range(count)],
-                text=[f"{f:.0%}" for f in final], textposition="outside", hovertemplate="%{x}: %{y:.1%}<extra></extra>")
-    fig.add_hline(y=1 / count, line_dash="dot", line_color=UNIFORM_COLOUR,
-                  annotation_text=f"uniform share {1 / count:.1%}", annotation_position="top right")
+        fig.add_bar(
+            x=x,
+            y=early,
+            name=f"step {early_step:,} (training log)",
+            marker_color=EARLY_COLOUR,
+            hovertemplate="%{x}: %{y:.1%}<extra></extra>",
+        )
+    fig.add_bar(
+        x=x,
+        y=final,
+        name=final_label,
+        marker_color=[expert_colour(e) for e in range(count)],
+        text=[f"{f:.0%}" for f in final],
+        textposition="outside",
+        hovertemplate="%{x}: %{y:.1%}<extra></extra>",
+    )
+    fig.add_hline(
+        y=1 / count,
+        line_dash="dot",
+        line_color=UNIFORM_COLOUR,
+        annotation_text=f"uniform share {1 / count:.1%}",
+        annotation_position="top right",
+    )
     top = max(max(final), max(early) if early else 0)
     fig.update_yaxes(tickformat=".0%", range=[0, top * 1.25], title="share of the picks")
     fig = base_layout(fig, f"Layer {layer}: share of the (token, slot) picks, {k} per token", presenter, height=380)
@@ -155,10 +249,20 @@ def balance_over_training(load_log: list[dict], presenter: bool = False) -> go.F
     idlest = [min(min(layer) for layer in row["fractions"]) for row in load_log]
     count = len(load_log[0]["fractions"][0])
     fig = go.Figure()
-    fig.add_scatter(x=steps, y=busiest, mode="lines+markers", name="busiest expert (any layer)",
-                    line=dict(color=PALETTE["orange"], width=3))
-    fig.add_scatter(x=steps, y=idlest, mode="lines+markers", name="idlest expert (any layer)",
-                    line=dict(color=PALETTE["blue"], width=3))
+    fig.add_scatter(
+        x=steps,
+        y=busiest,
+        mode="lines+markers",
+        name="busiest expert (any layer)",
+        line=dict(color=PALETTE["orange"], width=3),
+    )
+    fig.add_scatter(
+        x=steps,
+        y=idlest,
+        mode="lines+markers",
+        name="idlest expert (any layer)",
+        line=dict(color=PALETTE["blue"], width=3),
+    )
     fig.add_hline(y=1 / count, line_dash="dot", line_color=UNIFORM_COLOUR, annotation_text="uniform")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", title="share of the picks")
     fig.update_xaxes(title="training step")
@@ -169,17 +273,30 @@ def balance_over_training(load_log: list[dict], presenter: bool = False) -> go.F
 def sparsity_figure(rows: pd.DataFrame, quality_title: str, presenter: bool = False) -> go.Figure:
     """Four panels, one bar per model (columns: model, total, active, decode_ms, bits_per_byte):
     what it holds, what a token uses, its decode time, its quality (`quality_title` says which text)."""
-    panels = [("total", "Parameters held (M)", 1e-6), ("active", "Parameters a token uses (M)", 1e-6),
-              ("decode_ms", "Decode: ms per token", 1), ("bits_per_byte", quality_title, 1)]
-    fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.22,
-                        subplot_titles=[t for _, t, _ in panels])
+    panels = [
+        ("total", "Parameters held (M)", 1e-6),
+        ("active", "Parameters a token uses (M)", 1e-6),
+        ("decode_ms", "Decode: ms per token", 1),
+        ("bits_per_byte", quality_title, 1),
+    ]
+    fig = make_subplots(
+        rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.22, subplot_titles=[t for _, t, _ in panels]
+    )
     colours = [PALETTE["orange"] if i == 0 else PALETTE["dark_blue"] for i in range(len(rows))]
     for i, (column, _, scale) in enumerate(panels):
         row, col = divmod(i, 2)
         values = rows[column] * scale
-        fig.add_bar(x=rows["model"], y=values, marker_color=colours, showlegend=False, row=row + 1, col=col + 1,
-                    text=[f"{v:.3f}" if column == "bits_per_byte" else f"{v:.2f}" if v < 100 else f"{v:,.0f}"
-                          for v in values], textposition="outside", hovertemplate="%{x}: %{y:,.3f}<extra></extra>")
+        fig.add_bar(
+            x=rows["model"],
+            y=values,
+            marker_color=colours,
+            showlegend=False,
+            row=row + 1,
+            col=col + 1,
+            text=[f"{v:.3f}" if column == "bits_per_byte" else f"{v:.2f}" if v < 100 else f"{v:,.0f}" for v in values],
+            textposition="outside",
+            hovertemplate="%{x}: %{y:,.3f}<extra></extra>",
+        )
         fig.update_yaxes(range=[0, float(values.max()) * 1.3], row=row + 1, col=col + 1)
     return base_layout(fig, "", presenter, height=600)
 
@@ -188,29 +305,47 @@ def experiments_figure(experiments: pd.DataFrame, presenter: bool = False) -> go
     """Change in validation bits per byte against the model as trained, per routing experiment."""
     base = experiments["bits_per_byte"].iloc[0]
     change = experiments["bits_per_byte"] - base
-    fig = go.Figure(go.Bar(x=experiments["name"], y=change,
-                           marker_color=[PALETTE["slate"] if c == 0 else PALETTE["red"] if c > 0 else PALETTE["blue"]
-                                         for c in change],
-                           text=[f"{c:+.3f}" for c in change], textposition="outside",
-                           hovertemplate="%{x}: %{y:+.4f} bits/byte<extra></extra>"))
-    fig.update_yaxes(title="bits/byte vs as trained", range=[min(0, float(change.min())) * 1.3,
-                                                              max(0.01, float(change.max())) * 1.3])
+    fig = go.Figure(
+        go.Bar(
+            x=experiments["name"],
+            y=change,
+            marker_color=[PALETTE["slate"] if c == 0 else PALETTE["red"] if c > 0 else PALETTE["blue"] for c in change],
+            text=[f"{c:+.3f}" for c in change],
+            textposition="outside",
+            hovertemplate="%{x}: %{y:+.4f} bits/byte<extra></extra>",
+        )
+    )
+    fig.update_yaxes(
+        title="bits/byte vs as trained", range=[min(0, float(change.min())) * 1.3, max(0.01, float(change.max())) * 1.3]
+    )
     return base_layout(fig, "What each routing change costs in quality", presenter, height=360)
 
 
 def moe_figure(moe: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """Four panels, one bar per model: weights held, prefill, decode alone, decode in a batch."""
     batch = int(moe["batch"].iloc[0])
-    panels = [("weight_bytes", "Weights held (MB)", 1e-6), ("prefill_ms", "Prefill: ms for the prompt", 1),
-              ("decode_ms_per_token", "Decode, 1 sequence: ms per token", 1),
-              ("batch_ms_per_pass", f"Decode, {batch} sequences: ms per pass", 1)]
-    fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.2,
-                        subplot_titles=[title for _, title, _ in panels])
+    panels = [
+        ("weight_bytes", "Weights held (MB)", 1e-6),
+        ("prefill_ms", "Prefill: ms for the prompt", 1),
+        ("decode_ms_per_token", "Decode, 1 sequence: ms per token", 1),
+        ("batch_ms_per_pass", f"Decode, {batch} sequences: ms per pass", 1),
+    ]
+    fig = make_subplots(
+        rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.2, subplot_titles=[title for _, title, _ in panels]
+    )
     for i, (column, _, scale) in enumerate(panels):
         row, col = divmod(i, 2)
         values = moe[column] * scale
-        fig.add_bar(x=moe["model"], y=values, marker_color=[MODEL_COLOURS[m] for m in moe["model"]],
-                    text=[f"{v:,.0f}" if v >= 100 else f"{v:.1f}" for v in values], textposition="outside",
-                    showlegend=False, row=row + 1, col=col + 1, hovertemplate="%{x}: %{y:,.1f}<extra></extra>")
+        fig.add_bar(
+            x=moe["model"],
+            y=values,
+            marker_color=[MODEL_COLOURS[m] for m in moe["model"]],
+            text=[f"{v:,.0f}" if v >= 100 else f"{v:.1f}" for v in values],
+            textposition="outside",
+            showlegend=False,
+            row=row + 1,
+            col=col + 1,
+            hovertemplate="%{x}: %{y:,.1f}<extra></extra>",
+        )
         fig.update_yaxes(range=[0, float(values.max()) * 1.25], row=row + 1, col=col + 1)
     return base_layout(fig, "", presenter, height=620)

@@ -1,4 +1,5 @@
 """Figures for the Prefill vs decode page: pure functions from timing data to Plotly figures."""
+
 from __future__ import annotations
 
 import math
@@ -6,15 +7,27 @@ import math
 import plotly.graph_objects as go
 
 from inference.figures.style import (
-    DECODE_COLOUR, PALETTE, PREFILL_COLOUR, base_layout, label, legend_below, legend_below_in_column,
+    DECODE_COLOUR,
+    PALETTE,
+    PREFILL_COLOUR,
+    base_layout,
+    label,
+    legend_below,
+    legend_below_in_column,
 )
 from inference.timing import SATURATION, GenerationTiming, Sweep
 
 
 def _error_bars(summary, measure: str) -> dict:
     """Asymmetric error bars from the median down to the first quartile and up to the third."""
-    return dict(type="data", symmetric=False, array=summary[f"{measure}_q3"] - summary[measure],
-                arrayminus=summary[measure] - summary[f"{measure}_q1"], thickness=1.5, width=5)
+    return dict(
+        type="data",
+        symmetric=False,
+        array=summary[f"{measure}_q3"] - summary[measure],
+        arrayminus=summary[measure] - summary[f"{measure}_q1"],
+        thickness=1.5,
+        width=5,
+    )
 
 
 def _sweep_layout(fig: go.Figure, title: str, presenter: bool) -> go.Figure:
@@ -32,19 +45,43 @@ def timeline_figure(timing: GenerationTiming, presenter: bool = False) -> go.Fig
         f"{s.step_ms:.1f} ms · chose '{label(s.token)}'"
         for s in steps.itertuples()
     ]
-    fig = go.Figure(go.Bar(
-        y=["time"] * len(steps), x=steps["step_ms"], base=steps["start_ms"], orientation="h",
-        marker=dict(color=colours, line=dict(color="white", width=1)), hovertext=hover, hoverinfo="text",
-        showlegend=False,
-    ))
+    fig = go.Figure(
+        go.Bar(
+            y=["time"] * len(steps),
+            x=steps["step_ms"],
+            base=steps["start_ms"],
+            orientation="h",
+            marker=dict(color=colours, line=dict(color="white", width=1)),
+            hovertext=hover,
+            hoverinfo="text",
+            showlegend=False,
+        )
+    )
     # The bars carry no legend of their own (one trace, two colours): two empty traces name them.
-    fig.add_scatter(x=[None], y=[None], mode="markers", marker=dict(color=PREFILL_COLOUR, size=12, symbol="square"),
-                    name=f"prefill: {timing.prompt_tokens} prompt tokens in one pass")
-    fig.add_scatter(x=[None], y=[None], mode="markers", marker=dict(color=DECODE_COLOUR, size=12, symbol="square"),
-                    name=f"decode: {len(timing.decode_steps)} passes of one token each")
+    fig.add_scatter(
+        x=[None],
+        y=[None],
+        mode="markers",
+        marker=dict(color=PREFILL_COLOUR, size=12, symbol="square"),
+        name=f"prefill: {timing.prompt_tokens} prompt tokens in one pass",
+    )
+    fig.add_scatter(
+        x=[None],
+        y=[None],
+        mode="markers",
+        marker=dict(color=DECODE_COLOUR, size=12, symbol="square"),
+        name=f"decode: {len(timing.decode_steps)} passes of one token each",
+    )
     fig.add_vline(x=timing.ttft_ms, line=dict(color=PALETTE["ink"], dash="dash", width=1.5))
-    fig.add_annotation(x=timing.ttft_ms, y=1.0, yref="paper", yanchor="bottom", xanchor="left", showarrow=False,
-                       text=f" first token at {timing.ttft_ms:.0f} ms")
+    fig.add_annotation(
+        x=timing.ttft_ms,
+        y=1.0,
+        yref="paper",
+        yanchor="bottom",
+        xanchor="left",
+        showarrow=False,
+        text=f" first token at {timing.ttft_ms:.0f} ms",
+    )
     fig.update_xaxes(title="time since the prompt arrived (ms)", rangemode="tozero")
     fig.update_yaxes(visible=False)
     fig = base_layout(fig, "One generation, pass by pass", presenter, height=250)
@@ -57,12 +94,24 @@ def sweep_time_figure(sweep: Sweep, presenter: bool = False) -> go.Figure:
     one token with P tokens already in the cache."""
     s = sweep.summary
     fig = go.Figure()
-    fig.add_scatter(x=s["prompt_tokens"], y=s["prefill_ms"], error_y=_error_bars(s, "prefill_ms"),
-                    mode="lines+markers", name="prefill (P tokens per pass)", line=dict(color=PREFILL_COLOUR),
-                    hovertemplate="P = %{x}<br>prefill %{y:.1f} ms<extra></extra>")
-    fig.add_scatter(x=s["prompt_tokens"], y=s["decode_ms_per_token"], error_y=_error_bars(s, "decode_ms_per_token"),
-                    mode="lines+markers", name="decode (1 token per pass)", line=dict(color=DECODE_COLOUR),
-                    hovertemplate="context %{x}<br>decode %{y:.1f} ms per token<extra></extra>")
+    fig.add_scatter(
+        x=s["prompt_tokens"],
+        y=s["prefill_ms"],
+        error_y=_error_bars(s, "prefill_ms"),
+        mode="lines+markers",
+        name="prefill (P tokens per pass)",
+        line=dict(color=PREFILL_COLOUR),
+        hovertemplate="P = %{x}<br>prefill %{y:.1f} ms<extra></extra>",
+    )
+    fig.add_scatter(
+        x=s["prompt_tokens"],
+        y=s["decode_ms_per_token"],
+        error_y=_error_bars(s, "decode_ms_per_token"),
+        mode="lines+markers",
+        name="decode (1 token per pass)",
+        line=dict(color=DECODE_COLOUR),
+        hovertemplate="context %{x}<br>decode %{y:.1f} ms per token<extra></extra>",
+    )
     fig.update_xaxes(tickvals=s["prompt_tokens"].tolist())
     fig.update_yaxes(title="ms per forward pass", rangemode="tozero")
     return _sweep_layout(fig, "Time of one forward pass", presenter)
@@ -73,19 +122,40 @@ def sweep_rate_figure(sweep: Sweep, saturation_tokens: int, presenter: bool = Fa
     are busy; decode makes one token per pass whatever the context."""
     s = sweep.summary
     fig = go.Figure()
-    fig.add_scatter(x=s["prompt_tokens"], y=s["prefill_tokens_per_s"], error_y=_error_bars(s, "prefill_tokens_per_s"),
-                    mode="lines+markers", name="prefill: prompt tokens/s", line=dict(color=PREFILL_COLOUR),
-                    hovertemplate="P = %{x}<br>%{y:,.0f} tokens/s<extra></extra>")
+    fig.add_scatter(
+        x=s["prompt_tokens"],
+        y=s["prefill_tokens_per_s"],
+        error_y=_error_bars(s, "prefill_tokens_per_s"),
+        mode="lines+markers",
+        name="prefill: prompt tokens/s",
+        line=dict(color=PREFILL_COLOUR),
+        hovertemplate="P = %{x}<br>%{y:,.0f} tokens/s<extra></extra>",
+    )
     decode_rate = 1000 / s["decode_ms_per_token"]
-    fig.add_scatter(x=s["prompt_tokens"], y=decode_rate, mode="lines+markers",
-                    name="decode: new tokens/s", line=dict(color=DECODE_COLOUR),
-                    hovertemplate="context %{x}<br>%{y:,.0f} tokens/s<extra></extra>")
+    fig.add_scatter(
+        x=s["prompt_tokens"],
+        y=decode_rate,
+        mode="lines+markers",
+        name="decode: new tokens/s",
+        line=dict(color=DECODE_COLOUR),
+        hovertemplate="context %{x}<br>%{y:,.0f} tokens/s<extra></extra>",
+    )
     fig.add_vline(x=saturation_tokens, line=dict(color=PALETTE["grey"], dash="dot", width=1.5))
     # Annotations on a log axis take log10 of the position (shapes such as the line do not).
     # Top left of the line: shorter prompts are below SATURATION of the best, so the curve is never there.
-    fig.add_annotation(x=math.log10(saturation_tokens), y=1.0, yref="paper", xanchor="right", yanchor="top", xshift=-8,
-                       showarrow=False, text=f"{SATURATION:.0%} of the best<br>rate at {saturation_tokens} tokens ",
-                       align="right", font=dict(color=PALETTE["dark_grey"]), bgcolor="rgba(255,255,255,0.8)")
+    fig.add_annotation(
+        x=math.log10(saturation_tokens),
+        y=1.0,
+        yref="paper",
+        xanchor="right",
+        yanchor="top",
+        xshift=-8,
+        showarrow=False,
+        text=f"{SATURATION:.0%} of the best<br>rate at {saturation_tokens} tokens ",
+        align="right",
+        font=dict(color=PALETTE["dark_grey"]),
+        bgcolor="rgba(255,255,255,0.8)",
+    )
     fig.update_xaxes(tickvals=s["prompt_tokens"].tolist())
     fig.update_yaxes(title="tokens per second", rangemode="tozero", tickformat=",")
     return _sweep_layout(fig, "Tokens per second", presenter)

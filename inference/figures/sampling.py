@@ -3,6 +3,7 @@ logits to a `plotly.graph_objects.Figure`; every probability is computed over th
 vocabulary with the pipeline in `inference.sampling` (the Generate page's next-token chart
 and cumulative curve, also shown here, are in `inference.figures.generate`).
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -15,7 +16,13 @@ from plotly.subplots import make_subplots
 
 from inference.figures.style import FINAL_COLOUR, RAW_COLOUR, REMOVED_COLOUR, base_layout, label, repr_token
 from inference.sampling import (
-    SamplingSettings, apply_stage, apply_temperature, display_order, entropy_bits, final_stage, stage_logits,
+    SamplingSettings,
+    apply_stage,
+    apply_temperature,
+    display_order,
+    entropy_bits,
+    final_stage,
+    stage_logits,
 )
 from inference.tokens import readable_tokens
 
@@ -23,9 +30,18 @@ TEMPERATURE_GRID = [round(0.05 * i, 2) for i in range(41)]  # 0 .. 2
 TOP_P_GRID = [round(0.05 * i, 2) for i in range(1, 21)]  # 0.05 .. 1
 
 
-def live_slider_figure(logits: torch.Tensor, tokenizer, knob: str, values: list[float], start: float,
-                       fixed: SamplingSettings, top_n: int = 15, presenter: bool = False,
-                       seen: torch.Tensor | None = None, context=None) -> go.Figure:
+def live_slider_figure(
+    logits: torch.Tensor,
+    tokenizer,
+    knob: str,
+    values: list[float],
+    start: float,
+    fixed: SamplingSettings,
+    top_n: int = 15,
+    presenter: bool = False,
+    seen: torch.Tensor | None = None,
+    context=None,
+) -> go.Figure:
     """A bar chart with its own Plotly slider over precomputed frames (temperature or
     top-p), so it moves while the thumb is dragged with no server round trip. Each frame
     is the whole pipeline of `fixed` with `knob` set to the frame's value, computed exactly over
@@ -43,19 +59,40 @@ def live_slider_figure(logits: torch.Tensor, tokenizer, knob: str, values: list[
         ent = float(entropy_bits(probs))
         colours = [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]
         key = f"{value:g}"
-        frames.append(go.Frame(
-            name=key,
-            data=[go.Bar(x=shown, y=names, orientation="h", marker_color=colours,
-                         text=[f"{v:.1%}" for v in shown], textposition="outside")],
-            layout=go.Layout(title_text=f"{'T' if knob == 'temperature' else 'top-p'} = {value:g}: {kept:,} kept, {ent:.2f} bits"),
-        ))
-        steps.append(dict(method="animate", label=key,
-                          args=[[key], dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))]))
+        frames.append(
+            go.Frame(
+                name=key,
+                data=[
+                    go.Bar(
+                        x=shown,
+                        y=names,
+                        orientation="h",
+                        marker_color=colours,
+                        text=[f"{v:.1%}" for v in shown],
+                        textposition="outside",
+                    )
+                ],
+                layout=go.Layout(
+                    title_text=f"{'T' if knob == 'temperature' else 'top-p'} = {value:g}: {kept:,} kept, {ent:.2f} bits"
+                ),
+            )
+        )
+        steps.append(
+            dict(
+                method="animate",
+                label=key,
+                args=[[key], dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))],
+            )
+        )
     start_index = int(np.argmin([abs(v - start) for v in values]))
     first = frames[start_index]
     fig = go.Figure(data=first.data, frames=frames, layout=first.layout)
     fig.update_layout(
-        sliders=[dict(active=start_index, currentvalue=dict(prefix=f"{knob.replace('_', '-')}: "), pad=dict(t=40), steps=steps)],
+        sliders=[
+            dict(
+                active=start_index, currentvalue=dict(prefix=f"{knob.replace('_', '-')}: "), pad=dict(t=40), steps=steps
+            )
+        ],
     )
     fig.update_xaxes(range=[0, 1.08], tickformat=".0%", title="probability")
     fig.update_yaxes(automargin=True)
@@ -63,17 +100,30 @@ def live_slider_figure(logits: torch.Tensor, tokenizer, knob: str, values: list[
     return fig
 
 
-def temperatures_side_by_side(logits: torch.Tensor, tokenizer, temperatures: list[float], top_n: int = 12,
-                              presenter: bool = False) -> go.Figure:
+def temperatures_side_by_side(
+    logits: torch.Tensor, tokenizer, temperatures: list[float], top_n: int = 12, presenter: bool = False
+) -> go.Figure:
     order = display_order(logits)[:top_n]
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, order.tolist())][::-1]
-    fig = make_subplots(rows=1, cols=len(temperatures), shared_yaxes=True,
-                        subplot_titles=[f"T = {t:g}" + (" (greedy)" if t == 0 else "") for t in temperatures])
+    fig = make_subplots(
+        rows=1,
+        cols=len(temperatures),
+        shared_yaxes=True,
+        subplot_titles=[f"T = {t:g}" + (" (greedy)" if t == 0 else "") for t in temperatures],
+    )
     for i, t in enumerate(temperatures):
         probs = apply_temperature(logits, t).double().softmax(-1)
         shown = probs[order].numpy()[::-1]
-        fig.add_bar(x=shown, y=names, orientation="h", marker_color=FINAL_COLOUR, showlegend=False,
-                    row=1, col=i + 1, hovertemplate="%{y}: %{x:.2%}<extra></extra>")
+        fig.add_bar(
+            x=shown,
+            y=names,
+            orientation="h",
+            marker_color=FINAL_COLOUR,
+            showlegend=False,
+            row=1,
+            col=i + 1,
+            hovertemplate="%{y}: %{x:.2%}<extra></extra>",
+        )
         fig.update_xaxes(range=[0, 1], tickformat=".0%", row=1, col=i + 1)
     fig.update_yaxes(automargin=True)
     return base_layout(fig, "The same step at different temperatures", presenter, height=140 + 26 * top_n)
@@ -90,9 +140,13 @@ def draw_histogram(counts: pd.DataFrame, draws: int, presenter: bool = False) ->
     the share falls in for 19 seeds out of 20."""
     fig = go.Figure()
     names = [label(repr_token(t)) if t != "other" else t for t in counts["token"]]
-    fig.add_bar(x=names, y=counts["computed"], name="computed probability (95% band of the share)",
-                marker_color=RAW_COLOUR, error_y=dict(type="data", array=draw_band(counts["computed"], draws),
-                                                      visible=True, color="#444"))
+    fig.add_bar(
+        x=names,
+        y=counts["computed"],
+        name="computed probability (95% band of the share)",
+        marker_color=RAW_COLOUR,
+        error_y=dict(type="data", array=draw_band(counts["computed"], draws), visible=True, color="#444"),
+    )
     fig.add_bar(x=names, y=counts["observed"], name="share of draws", marker_color=FINAL_COLOUR)
     fig.update_layout(barmode="group")
     fig.update_yaxes(tickformat=".0%", title="probability / share")
@@ -103,22 +157,48 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
     """The distribution after each stage, left to right, with how many tokens survive."""
     n = min(top_n, len(view.order))
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, view.order[:n].tolist())][::-1]
-    short = {"raw": "Raw (T=1)", "penalty": "Rep. penalty", "temperature": "Temperature", "top_k": "Top-k",
-             "top_p": "Top-p", "min_p": "Min-p", "typical_p": "Typical-p", "top_n_sigma": "Top-nσ", "xtc": "XTC",
-             "dry": "DRY", "mirostat": "Mirostat v2"}
+    short = {
+        "raw": "Raw (T=1)",
+        "penalty": "Rep. penalty",
+        "temperature": "Temperature",
+        "top_k": "Top-k",
+        "top_p": "Top-p",
+        "min_p": "Min-p",
+        "typical_p": "Typical-p",
+        "top_n_sigma": "Top-nσ",
+        "xtc": "XTC",
+        "dry": "DRY",
+        "mirostat": "Mirostat v2",
+    }
     stages = view.stages  # "raw", then the stages in the order they ran; the last is final
     rows_needed = -(-len(stages) // 3)
-    titles = [f"{i + 1}. {short[s]}{' (final)' if s == stages[-1] else ''}: <b>{view.kept[s]:,}</b> kept"
-              for i, s in enumerate(stages)]
+    titles = [
+        f"{i + 1}. {short[s]}{' (final)' if s == stages[-1] else ''}: <b>{view.kept[s]:,}</b> kept"
+        for i, s in enumerate(stages)
+    ]
     # Rows of three: each panel stays wide enough to read on a laptop screen.
-    fig = make_subplots(rows=rows_needed, cols=3, shared_yaxes=True, horizontal_spacing=0.04,
-                        vertical_spacing=0.32 / rows_needed, subplot_titles=titles)
+    fig = make_subplots(
+        rows=rows_needed,
+        cols=3,
+        shared_yaxes=True,
+        horizontal_spacing=0.04,
+        vertical_spacing=0.32 / rows_needed,
+        subplot_titles=titles,
+    )
     for i, stage in enumerate(stages):
         shown = view.probs[stage][:n].numpy()[::-1]
         colours = [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]
         row, col = divmod(i, 3)
-        fig.add_bar(x=shown, y=names, orientation="h", marker_color=colours, showlegend=False, row=row + 1, col=col + 1,
-                    hovertemplate="%{y}: %{x:.2%}<extra></extra>")
+        fig.add_bar(
+            x=shown,
+            y=names,
+            orientation="h",
+            marker_color=colours,
+            showlegend=False,
+            row=row + 1,
+            col=col + 1,
+            hovertemplate="%{y}: %{x:.2%}<extra></extra>",
+        )
         fig.update_xaxes(range=[0, 1], tickvals=[0, 0.5], tickformat=".0%", row=row + 1, col=col + 1)
     fig.update_yaxes(automargin=True)
     fig = base_layout(fig, "", presenter, height=rows_needed * (110 + 24 * n))

@@ -3,6 +3,7 @@ round's drafts and their tests, the residual distribution, the measured timeline
 decoding, the theory curve and the gamma sweep. Pure functions from data to a Plotly figure (or
 an HTML string); no Streamlit here. Every token text is escaped (`style.label` for charts,
 `html.escape` for chips)."""
+
 from __future__ import annotations
 
 import html
@@ -58,8 +59,12 @@ def _chip(text: str, kind: str, title: str = "", latest: bool = False, token: bo
 
 LEGEND_HTML = (
     '<div class="spec-legend">'
-    + _chip("draft, accepted", "accepted", token=False) + " " + _chip("target's own token", "target", token=False) + " "
-    + _chip("draft, rejected", "rejected", token=False) + " "
+    + _chip("draft, accepted", "accepted", token=False)
+    + " "
+    + _chip("target's own token", "target", token=False)
+    + " "
+    + _chip("draft, rejected", "rejected", token=False)
+    + " "
     + _chip("drafted after a rejection, never checked", "unchecked", token=False)
     + " &nbsp;a bar │ separates the rounds: each round is ONE pass of the target.</div>"
 )
@@ -77,10 +82,20 @@ def text_html(tokenizer, prompt_ids: list[int], rounds: list) -> str:
         parts.append('<span class="spec-round-sep"></span>')
         for i, token_id in enumerate(r.new_tokens):
             own = i == len(r.new_tokens) - 1 and token_id == r.token_id and i == r.accepted
-            text = tokenizer.convert_ids_to_tokens(token_id) if token_id in special else (
-                r.token_text if own else r.checks[i].text)
-            how = {"residual": "drawn from the residual max(0, p − q)", "bonus": "bonus: every draft was accepted",
-                   "target": "nothing was drafted: a plain step"}[r.token_kind] if own else "draft accepted"
+            text = (
+                tokenizer.convert_ids_to_tokens(token_id)
+                if token_id in special
+                else (r.token_text if own else r.checks[i].text)
+            )
+            how = (
+                {
+                    "residual": "drawn from the residual max(0, p − q)",
+                    "bonus": "bonus: every draft was accepted",
+                    "target": "nothing was drafted: a plain step",
+                }[r.token_kind]
+                if own
+                else "draft accepted"
+            )
             parts.append(_chip(text, "target" if own else "accepted", f"round {r.index}: {how}"))
     parts.append("</div>")
     parts.append(LEGEND_HTML)
@@ -118,11 +133,23 @@ def p_q_figure(record, greedy: bool, presenter: bool = False) -> go.Figure:
         q, p = [c.q for c in record.checks], [c.p for c in record.checks]
         title = "q (draft) vs p (target) per draft token"
     fig = go.Figure()
-    fig.add_bar(x=names, y=q, name="q: the draft's probability", marker_color=DRAFT_COLOUR,
-                text=[f"{v:.0%}" if v >= 0.005 else f"{v:.1%}" for v in q], textposition="outside")
-    fig.add_bar(x=names, y=p, name="p: the target's probability", marker_color=PROB_COLOUR,
-                marker_line=dict(color=[STATUS_COLOURS[c.status] for c in record.checks], width=3),
-                text=[f"{v:.0%}" if v >= 0.005 else f"{v:.1%}" for v in p], textposition="outside")
+    fig.add_bar(
+        x=names,
+        y=q,
+        name="q: the draft's probability",
+        marker_color=DRAFT_COLOUR,
+        text=[f"{v:.0%}" if v >= 0.005 else f"{v:.1%}" for v in q],
+        textposition="outside",
+    )
+    fig.add_bar(
+        x=names,
+        y=p,
+        name="p: the target's probability",
+        marker_color=PROB_COLOUR,
+        marker_line=dict(color=[STATUS_COLOURS[c.status] for c in record.checks], width=3),
+        text=[f"{v:.0%}" if v >= 0.005 else f"{v:.1%}" for v in p],
+        textposition="outside",
+    )
     fig.update_layout(barmode="group", bargap=0.3)
     fig.update_yaxes(tickformat=".0%", range=[0, 1.18], title="probability")
     fig.update_xaxes(tickangle=0, automargin=True)
@@ -133,37 +160,66 @@ def acceptance_figure(record, presenter: bool = False) -> go.Figure:
     """The test itself: for each checked token the bar is min(1, p/q), the chance it passes; the
     diamond is the uniform u drawn for it. u at or under the bar: accepted."""
     checked = [c for c in record.checks if c.status != "unchecked"]
-    names = _token_names(record)[:len(checked)]
+    names = _token_names(record)[: len(checked)]
     bars = [min(1.0, c.ratio) for c in checked]
     fig = go.Figure()
-    fig.add_bar(x=names, y=bars, name="min(1, p/q): chance to accept", marker_color=[STATUS_COLOURS[c.status] for c in checked],
-                text=[f"p/q = {c.ratio:.2f}" if c.ratio < 100 else "p/q > 100" for c in checked], textposition="outside")
-    fig.add_scatter(x=names, y=[c.u for c in checked], mode="markers+text", name="u: the uniform drawn",
-                    marker=dict(symbol="diamond", size=16, color=PALETTE["ink"], line=dict(color="white", width=1)),
-                    text=[f"u = {c.u:.2f}" for c in checked], textposition="middle right")
+    fig.add_bar(
+        x=names,
+        y=bars,
+        name="min(1, p/q): chance to accept",
+        marker_color=[STATUS_COLOURS[c.status] for c in checked],
+        text=[f"p/q = {c.ratio:.2f}" if c.ratio < 100 else "p/q > 100" for c in checked],
+        textposition="outside",
+    )
+    fig.add_scatter(
+        x=names,
+        y=[c.u for c in checked],
+        mode="markers+text",
+        name="u: the uniform drawn",
+        marker=dict(symbol="diamond", size=16, color=PALETTE["ink"], line=dict(color="white", width=1)),
+        text=[f"u = {c.u:.2f}" for c in checked],
+        textposition="middle right",
+    )
     fig.update_yaxes(range=[0, 1.18], title="")
     fig.update_xaxes(tickangle=0, automargin=True)
-    return legend_below(base_layout(fig, "Accept while u ≤ p/q: green passed, red failed", presenter, height=360), y=-0.18)
+    return legend_below(
+        base_layout(fig, "Accept while u ≤ p/q: green passed, red failed", presenter, height=360), y=-0.18
+    )
 
 
 def residual_figure(record, presenter: bool = False) -> go.Figure:
     """At the rejection: p, q and normalise(max(0, p − q)) for the tokens that matter most; the
     target's token (drawn from the residual) is marked."""
     rows = record.residual_top[::-1]  # most likely at the top
-    names = [("▶ " if token_id == record.token_id else "") + label(repr_token(text.translate(VISIBLE_WHITESPACE)))
-             for token_id, text, *_ in rows]
+    names = [
+        ("▶ " if token_id == record.token_id else "") + label(repr_token(text.translate(VISIBLE_WHITESPACE)))
+        for token_id, text, *_ in rows
+    ]
     fig = go.Figure()
     fig.add_bar(y=names, x=[r[3] for r in rows], orientation="h", name="q (draft)", marker_color=DRAFT_COLOUR)
     fig.add_bar(y=names, x=[r[2] for r in rows], orientation="h", name="p (target)", marker_color=PROB_COLOUR)
-    fig.add_bar(y=names, x=[r[4] for r in rows], orientation="h", name="residual: normalise(max(0, p − q))",
-                marker_color=RESIDUAL_COLOUR, text=[f"{r[4]:.0%}" if r[4] > 0 else "0" for r in rows],
-                textposition="outside")
+    fig.add_bar(
+        y=names,
+        x=[r[4] for r in rows],
+        orientation="h",
+        name="residual: normalise(max(0, p − q))",
+        marker_color=RESIDUAL_COLOUR,
+        text=[f"{r[4]:.0%}" if r[4] > 0 else "0" for r in rows],
+        textposition="outside",
+    )
     longest = max([max(r[2], r[3], r[4]) for r in rows] + [0.01])
     fig.update_layout(barmode="group", bargap=0.2)
     fig.update_xaxes(tickformat=".0%", range=[0, longest * 1.25], title="probability")
     fig.update_yaxes(automargin=True)
-    return legend_below(base_layout(fig, "After the rejection: the target draws from what p has beyond q", presenter,
-                                    height=170 + 58 * len(rows)), y=-0.12)
+    return legend_below(
+        base_layout(
+            fig,
+            "After the rejection: the target draws from what p has beyond q",
+            presenter,
+            height=170 + 58 * len(rows),
+        ),
+        y=-0.12,
+    )
 
 
 def timeline_figure(rounds: list, plain: PlainTiming, presenter: bool = False) -> go.Figure:
@@ -179,31 +235,62 @@ def timeline_figure(rounds: list, plain: PlainTiming, presenter: bool = False) -
             segments["draft pass"].append((clock, ms, f"round {r.index}: draft pass {ms:.2f} ms"))
             clock += ms
         segments["verify pass (target)"].append(
-            (clock, r.verify_ms, f"round {r.index}: verify {r.verify_positions} positions, {r.verify_ms:.2f} ms, "
-                                 f"{len(r.new_tokens)} token(s) out"))
+            (
+                clock,
+                r.verify_ms,
+                f"round {r.index}: verify {r.verify_positions} positions, {r.verify_ms:.2f} ms, "
+                f"{len(r.new_tokens)} token(s) out",
+            )
+        )
         clock += r.verify_ms
         segments["sampling, bookkeeping"].append((clock, other, f"round {r.index}: {other:.2f} ms"))
         clock += other
-    colours = {"draft pass": DRAFT_PASS_COLOUR, "verify pass (target)": VERIFY_COLOUR,
-               "sampling, bookkeeping": PALETTE["light_grey"]}
+    colours = {
+        "draft pass": DRAFT_PASS_COLOUR,
+        "verify pass (target)": VERIFY_COLOUR,
+        "sampling, bookkeeping": PALETTE["light_grey"],
+    }
     for name, items in segments.items():
         if items:
-            fig.add_bar(y=[spec_row] * len(items), x=[i[1] for i in items], base=[i[0] for i in items], orientation="h",
-                        name=name, marker_color=colours[name], marker_line=dict(color="white", width=0.5),
-                        hovertext=[i[2] for i in items], hoverinfo="text")
-    starts = np.concatenate([[0.0], np.cumsum(plain.step_ms)[:-1]])
-    fig.add_bar(y=[plain_row] * len(plain.step_ms), x=plain.step_ms, base=starts, orientation="h",
-                name="plain: one target pass per token", marker_color=PLAIN_COLOUR,
+            fig.add_bar(
+                y=[spec_row] * len(items),
+                x=[i[1] for i in items],
+                base=[i[0] for i in items],
+                orientation="h",
+                name=name,
+                marker_color=colours[name],
                 marker_line=dict(color="white", width=0.5),
-                hovertext=[f"token {i}: {ms:.2f} ms" for i, ms in enumerate(plain.step_ms)], hoverinfo="text")
+                hovertext=[i[2] for i in items],
+                hoverinfo="text",
+            )
+    starts = np.concatenate([[0.0], np.cumsum(plain.step_ms)[:-1]])
+    fig.add_bar(
+        y=[plain_row] * len(plain.step_ms),
+        x=plain.step_ms,
+        base=starts,
+        orientation="h",
+        name="plain: one target pass per token",
+        marker_color=PLAIN_COLOUR,
+        marker_line=dict(color="white", width=0.5),
+        hovertext=[f"token {i}: {ms:.2f} ms" for i, ms in enumerate(plain.step_ms)],
+        hoverinfo="text",
+    )
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(title="milliseconds since the start (measured)", rangemode="tozero")
     fig.update_yaxes(categoryorder="array", categoryarray=[plain_row, spec_row], automargin=True)
-    return legend_below(base_layout(fig, "Where the time went, this run vs plain decoding", presenter, height=300), y=-0.35)
+    return legend_below(
+        base_layout(fig, "Where the time went, this run vs plain decoding", presenter, height=300), y=-0.35
+    )
 
 
-def theory_figure(gamma: int, cost_ratio: float, verify_cost: float, alpha: float | None,
-                  measured_speedup: float | None, presenter: bool = False) -> go.Figure:
+def theory_figure(
+    gamma: int,
+    cost_ratio: float,
+    verify_cost: float,
+    alpha: float | None,
+    measured_speedup: float | None,
+    presenter: bool = False,
+) -> go.Figure:
     """Predicted speed-up against the acceptance rate alpha for this gamma: Leviathan et al.'s
     formula at the measured draft cost c, the same with the measured verify cost, and a draft
     as expensive as the target (c = 1). Under the line at 1, speculation loses."""
@@ -211,23 +298,43 @@ def theory_figure(gamma: int, cost_ratio: float, verify_cost: float, alpha: floa
     fig = go.Figure()
     curves = [
         (f"theory, c = {cost_ratio:.2f} (measured), verify = 1 pass", cost_ratio, 1.0, "solid"),
-        (f"theory, c = {cost_ratio:.2f}, verify = {verify_cost:.2f} passes (measured)", cost_ratio, verify_cost, "dash"),
+        (
+            f"theory, c = {cost_ratio:.2f}, verify = {verify_cost:.2f} passes (measured)",
+            cost_ratio,
+            verify_cost,
+            "dash",
+        ),
         ("theory, c = 1 (a draft as slow as the target)", 1.0, 1.0, "dot"),
     ]
     for name, c, v, dash in curves:
-        fig.add_scatter(x=alphas, y=[spec.predicted_speedup(a, gamma, c, v) for a in alphas], mode="lines", name=name,
-                        line=dict(dash=dash, width=3 if dash == "solid" else 2))
-    fig.add_hline(y=1, line=dict(color=PALETTE["red"], width=2),
-                  annotation_text="break-even: below this line speculation is SLOWER", annotation_position="top left")
+        fig.add_scatter(
+            x=alphas,
+            y=[spec.predicted_speedup(a, gamma, c, v) for a in alphas],
+            mode="lines",
+            name=name,
+            line=dict(dash=dash, width=3 if dash == "solid" else 2),
+        )
+    fig.add_hline(
+        y=1,
+        line=dict(color=PALETTE["red"], width=2),
+        annotation_text="break-even: below this line speculation is SLOWER",
+        annotation_position="top left",
+    )
     if alpha is not None and measured_speedup is not None:
-        fig.add_scatter(x=[alpha], y=[measured_speedup], mode="markers+text", name="this run, measured",
-                        marker=dict(size=16, color=TARGET_COLOUR, symbol="star"),
-                        text=[f"measured {measured_speedup:.2f}×  "],
-                        textposition="middle left" if alpha > 0.5 else "middle right")  # stays inside the plot
+        fig.add_scatter(
+            x=[alpha],
+            y=[measured_speedup],
+            mode="markers+text",
+            name="this run, measured",
+            marker=dict(size=16, color=TARGET_COLOUR, symbol="star"),
+            text=[f"measured {measured_speedup:.2f}×  "],
+            textposition="middle left" if alpha > 0.5 else "middle right",
+        )  # stays inside the plot
     fig.update_xaxes(title="α: chance the target accepts a draft token", range=[0, 1.02])
     fig.update_yaxes(title="speed-up over plain decoding (×)", rangemode="tozero")
-    return legend_below(base_layout(fig, f"Speed-up against α at γ = {gamma}", presenter, height=430), y=-0.2,
-                        one_per_line=True, b=10)
+    return legend_below(
+        base_layout(fig, f"Speed-up against α at γ = {gamma}", presenter, height=430), y=-0.2, one_per_line=True, b=10
+    )
 
 
 TEMPERATURE_COLOURS = [PALETTE["blue"], PALETTE["orange"], PALETTE["red"], PALETTE["slate"]]
@@ -238,12 +345,24 @@ def sweep_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     same run's alpha and measured costs (dashed)."""
     fig = go.Figure()
     for colour, (t, rows) in zip(TEMPERATURE_COLOURS, table.groupby("temperature", sort=True)):
-        fig.add_scatter(x=rows["gamma"], y=rows["measured_speedup"], mode="lines+markers", name=f"T = {t:g}, measured",
-                        line=dict(color=colour, width=3), marker=dict(size=9))
-        fig.add_scatter(x=rows["gamma"], y=rows["predicted_speedup_measured_verify"], mode="lines",
-                        name=f"T = {t:g}, predicted", line=dict(color=colour, dash="dash"))
-    fig.add_hline(y=1, line=dict(color=PALETTE["red"], width=2), annotation_text="break-even",
-                  annotation_position="bottom right")
+        fig.add_scatter(
+            x=rows["gamma"],
+            y=rows["measured_speedup"],
+            mode="lines+markers",
+            name=f"T = {t:g}, measured",
+            line=dict(color=colour, width=3),
+            marker=dict(size=9),
+        )
+        fig.add_scatter(
+            x=rows["gamma"],
+            y=rows["predicted_speedup_measured_verify"],
+            mode="lines",
+            name=f"T = {t:g}, predicted",
+            line=dict(color=colour, dash="dash"),
+        )
+    fig.add_hline(
+        y=1, line=dict(color=PALETTE["red"], width=2), annotation_text="break-even", annotation_position="bottom right"
+    )
     fig.update_xaxes(title="γ: tokens drafted per round", dtick=1)
     fig.update_yaxes(title="speed-up over plain decoding (×)", rangemode="tozero")
     return legend_below(base_layout(fig, "Speed-up by γ and temperature", presenter, height=440), y=-0.2)
@@ -253,10 +372,21 @@ def sweep_alpha_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figur
     """Tokens per target pass against gamma: measured, and (1 − α^(γ+1)) / (1 − α) from the same run's α."""
     fig = go.Figure()
     for colour, (t, rows) in zip(TEMPERATURE_COLOURS, table.groupby("temperature", sort=True)):
-        fig.add_scatter(x=rows["gamma"], y=rows["tokens_per_pass"], mode="lines+markers", name=f"T = {t:g}, measured",
-                        line=dict(color=colour, width=3), marker=dict(size=9))
-        fig.add_scatter(x=rows["gamma"], y=rows["predicted_tokens_per_pass"], mode="lines",
-                        name=f"T = {t:g}, (1 − α^(γ+1)) / (1 − α)", line=dict(color=colour, dash="dash"))
+        fig.add_scatter(
+            x=rows["gamma"],
+            y=rows["tokens_per_pass"],
+            mode="lines+markers",
+            name=f"T = {t:g}, measured",
+            line=dict(color=colour, width=3),
+            marker=dict(size=9),
+        )
+        fig.add_scatter(
+            x=rows["gamma"],
+            y=rows["predicted_tokens_per_pass"],
+            mode="lines",
+            name=f"T = {t:g}, (1 − α^(γ+1)) / (1 − α)",
+            line=dict(color=colour, dash="dash"),
+        )
     fig.update_xaxes(title="γ: tokens drafted per round", dtick=1)
     fig.update_yaxes(title="tokens per target pass", rangemode="tozero")
     return legend_below(base_layout(fig, "Tokens per target pass by γ and temperature", presenter, height=440), y=-0.2)
@@ -268,7 +398,17 @@ def rounds_for_display(frame: pd.DataFrame) -> pd.DataFrame:
     for col in ("draft_ms", "verify_ms", "round_ms"):
         out[col] = out[col].round(2)
     out["target_token"] = [repr_token(t.translate(VISIBLE_WHITESPACE)) for t in out["target_token"]]
-    return out.rename(columns={"round": "round", "drafted": "drafted", "accepted": "accepted",
-                               "target_token": "target's token", "how": "how", "new_tokens": "tokens out",
-                               "draft_ms": "draft ms", "draft_passes": "draft passes", "verify_ms": "verify ms",
-                               "round_ms": "round ms"})
+    return out.rename(
+        columns={
+            "round": "round",
+            "drafted": "drafted",
+            "accepted": "accepted",
+            "target_token": "target's token",
+            "how": "how",
+            "new_tokens": "tokens out",
+            "draft_ms": "draft ms",
+            "draft_passes": "draft passes",
+            "verify_ms": "verify ms",
+            "round_ms": "round ms",
+        }
+    )

@@ -3,6 +3,7 @@
 Every figure module imports this one (and compute modules), never another page's figure
 module: a colour or a layout rule is defined here once.
 """
+
 from __future__ import annotations
 
 import html
@@ -90,8 +91,13 @@ def base_layout(fig: go.Figure, title: str, presenter: bool, height: int) -> go.
     fig.update_yaxes(gridcolor=GRID_COLOUR, zerolinecolor=ZERO_LINE_COLOUR)
     # Plotly shrinks a bar's outside label to the bar's thickness (7 px on a thin bar) and
     # clips it at the axis end: keep value labels at the text size, past the axis if needed.
-    fig.for_each_trace(lambda trace: trace.update(constraintext="none", cliponaxis=False, textfont_size=size - 2)
-                       if trace.type == "bar" and trace.textposition == "outside" else None)
+    fig.for_each_trace(
+        lambda trace: (
+            trace.update(constraintext="none", cliponaxis=False, textfont_size=size - 2)
+            if trace.type == "bar" and trace.textposition == "outside"
+            else None
+        )
+    )
     if presenter:
         # st.plotly_chart's Streamlit theme ignores layout.font (streamlit issue #7955): a
         # projector needs every text's size set where the theme does not override it.

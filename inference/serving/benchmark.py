@@ -4,6 +4,7 @@ Each model gets a trace that arrives faster than one slot can answer (so through
 do, not what the traffic asks): the same trace with 1 slot and with `SLOTS`, on fresh llama-servers. One run each;
 the machine is shared, so these move by tens of percent between runs.
 """
+
 from __future__ import annotations
 
 from inference.engines import llamacpp
@@ -21,9 +22,11 @@ RUNS = (("_bundled", experiments.BUNDLED, 64.0, 32), ("", random_model.DEFAULT_P
 
 def run(log=print) -> dict:
     machine = measure_machine_roof()
-    out = {"roofline_bandwidth_gbs": round(machine.roof.bandwidth_bytes_per_s / 1e9, 2),
-           "roofline_peak_gflops_fp32": round(machine.roof.peak_flops / 1e9, 1),
-           "roofline_how": machine.how}
+    out = {
+        "roofline_bandwidth_gbs": round(machine.roof.bandwidth_bytes_per_s / 1e9, 2),
+        "roofline_peak_gflops_fp32": round(machine.roof.peak_flops / 1e9, 1),
+        "roofline_how": machine.how,
+    }
     if not llamacpp.is_built():
         out["serving_skipped"] = "llama-server is not built: python -m inference.engines llamacpp build"
         return out
@@ -34,7 +37,8 @@ def run(log=print) -> dict:
         results = experiments.single_vs_batched(model, trace, SLOTS)
         one, many = results[1].summary(), results[SLOTS].summary()
         out[f"serving_batched_vs_single_throughput{suffix}"] = round(
-            many.throughput_tokens_per_s / one.throughput_tokens_per_s, 2)
+            many.throughput_tokens_per_s / one.throughput_tokens_per_s, 2
+        )
         out[f"serving_tokens_per_s_single{suffix}"] = round(one.throughput_tokens_per_s, 1)
         out[f"serving_tokens_per_s_batched{suffix}"] = round(many.throughput_tokens_per_s, 1)
         if suffix == "":

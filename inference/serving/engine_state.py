@@ -7,6 +7,7 @@ Read from the engine itself, not inferred from the client's timestamps:
 - vLLM: `/metrics` gives `vllm:num_requests_running`, `vllm:num_requests_waiting` and the KV cache's used
   fraction (`vllm:kv_cache_usage_perc`, `vllm:gpu_cache_usage_perc` in older versions).
 """
+
 from __future__ import annotations
 
 import threading
@@ -49,8 +50,9 @@ def read_state(client: EngineClient, t_s: float) -> EngineSample:
     waiting = _metric(metrics, "vllm:num_requests_waiting")
     used = _metric(metrics, "vllm:kv_cache_usage_perc")
     used = _metric(metrics, "vllm:gpu_cache_usage_perc") if used is None else used
-    return EngineSample(t_s, None if running is None else int(running), None if waiting is None else int(waiting),
-                        None, used)
+    return EngineSample(
+        t_s, None if running is None else int(running), None if waiting is None else int(waiting), None, used
+    )
 
 
 class StatePoller:

@@ -9,6 +9,7 @@ Two models: the bundled one (bound by fixed per-pass costs on this CPU, so batch
 memory-bound random-weights model (`random_model`, timing only), where one pass reads hundreds of MB of
 weights for every request in the batch.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -47,8 +48,13 @@ def model_on_engine(key: str = BUNDLED, seed: int = 0) -> ModelOnEngine:
     if key == BUNDLED:
         from inference.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 
-        return ModelOnEngine(BUNDLED, f"{BUNDLED_MODEL_NAME} (bundled, trained)", llamacpp.convert(None, "f32"),
-                             BUNDLED_MODEL_DIR / "model.safetensors", False)
+        return ModelOnEngine(
+            BUNDLED,
+            f"{BUNDLED_MODEL_NAME} (bundled, trained)",
+            llamacpp.convert(None, "f32"),
+            BUNDLED_MODEL_DIR / "model.safetensors",
+            False,
+        )
     built = random_model.build(key, seed=seed)
     return ModelOnEngine(key, built.label, built.gguf, built.hf_dir / "model.safetensors", True)
 
@@ -60,8 +66,13 @@ def _scaled(progress: Progress | None, offset: int, span: int, total: int) -> Pr
     return lambda done, of, what: progress(offset + round(span * done / max(of, 1)), total, what)
 
 
-def run_trace(model: ModelOnEngine, trace: Trace, slots: int, progress: Progress | None = None,
-              should_stop: Callable[[], bool] | None = None) -> ReplayResult:
+def run_trace(
+    model: ModelOnEngine,
+    trace: Trace,
+    slots: int,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> ReplayResult:
     """`trace` against a fresh llama-server with `slots` parallel slots, started and stopped here."""
     with llamacpp.serve(model.gguf, parallel=slots) as server:
         target = EngineTarget(server.url, LLAMACPP, model.label, slots)
@@ -69,8 +80,9 @@ def run_trace(model: ModelOnEngine, trace: Trace, slots: int, progress: Progress
         return replay(trace, target, progress=progress, should_stop=should_stop)
 
 
-def single_vs_batched(model: ModelOnEngine, trace: Trace, slots: int = DEFAULT_SLOTS,
-                      progress: Progress | None = None) -> dict[int, ReplayResult]:
+def single_vs_batched(
+    model: ModelOnEngine, trace: Trace, slots: int = DEFAULT_SLOTS, progress: Progress | None = None
+) -> dict[int, ReplayResult]:
     """The same trace with one slot (one request at a time) and with `slots` slots batched together."""
     total = 2 * len(trace.requests)
     one = run_trace(model, trace, 1, _scaled(progress, 0, len(trace.requests), total))
@@ -78,8 +90,17 @@ def single_vs_batched(model: ModelOnEngine, trace: Trace, slots: int = DEFAULT_S
     return {1: one, slots: many}
 
 
-def rate_sweep(model: ModelOnEngine, shape: str, rates: list[float], requests: int, seed: int, vocab_size: int,
-               slots: int = DEFAULT_SLOTS, slo: SLO = SLO(), progress: Progress | None = None) -> pd.DataFrame:
+def rate_sweep(
+    model: ModelOnEngine,
+    shape: str,
+    rates: list[float],
+    requests: int,
+    seed: int,
+    vocab_size: int,
+    slots: int = DEFAULT_SLOTS,
+    slo: SLO = SLO(),
+    progress: Progress | None = None,
+) -> pd.DataFrame:
     """One server, one trace per arrival rate (same requests, squeezed clock): a row per rate with throughput,
     p50/p95 TTFT and end-to-end latency and goodput, each from one run (`runs`)."""
     rows = []
@@ -91,14 +112,22 @@ def rate_sweep(model: ModelOnEngine, shape: str, rates: list[float], requests: i
             trace = poisson_trace(shape, rate, requests, seed, vocab_size)
             result = replay(trace, target, progress=_scaled(progress, i * requests, requests, total))
             summary = result.summary(slo)
-            rows.append({
-                "rate_per_s": rate, "offered_tokens_per_s": trace.offered_tokens_per_s(),
-                "throughput_tokens_per_s": summary.throughput_tokens_per_s,
-                "ttft_p50_ms": summary.ttft_s[50] * 1000, "ttft_p95_ms": summary.ttft_s[95] * 1000,
-                "e2e_p50_ms": summary.e2e_s[50] * 1000, "e2e_p95_ms": summary.e2e_s[95] * 1000,
-                "goodput_requests_per_s": summary.goodput_requests_per_s, "good_share": summary.good_share,
-                "completed": summary.completed, "requests": summary.requests, "runs": 1,
-            })
+            rows.append(
+                {
+                    "rate_per_s": rate,
+                    "offered_tokens_per_s": trace.offered_tokens_per_s(),
+                    "throughput_tokens_per_s": summary.throughput_tokens_per_s,
+                    "ttft_p50_ms": summary.ttft_s[50] * 1000,
+                    "ttft_p95_ms": summary.ttft_s[95] * 1000,
+                    "e2e_p50_ms": summary.e2e_s[50] * 1000,
+                    "e2e_p95_ms": summary.e2e_s[95] * 1000,
+                    "goodput_requests_per_s": summary.goodput_requests_per_s,
+                    "good_share": summary.good_share,
+                    "completed": summary.completed,
+                    "requests": summary.requests,
+                    "runs": 1,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -110,16 +139,18 @@ class BatchDecode:
     window_s: float
 
 
-def decode_at_batch(target: EngineTarget, batch: int, prompt_tokens: int = 16, reply_tokens: int = 64,
-                    seed: int = 0) -> BatchDecode:
+def decode_at_batch(
+    target: EngineTarget, batch: int, prompt_tokens: int = 16, reply_tokens: int = 64, seed: int = 0
+) -> BatchDecode:
     """`batch` identical-length requests sent at once; the decode rate is the number of tokens that arrived
     between the last request's first token and the first request's last token (when all `batch` were decoding
     together), divided by that time."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    requests = tuple(Request(i, 0.0, (0, *map(int, rng.integers(1, 4096, prompt_tokens - 1))), reply_tokens)
-                     for i in range(batch))
+    requests = tuple(
+        Request(i, 0.0, (0, *map(int, rng.integers(1, 4096, prompt_tokens - 1))), reply_tokens) for i in range(batch)
+    )
     trace = Trace(shape=SHAPES["short chat"], rate_per_s=float("inf"), seed=seed, requests=requests)  # a burst
     result = replay(trace, target, poll_interval_s=1.0)
     streams = [r.token_times_s for r in result.records if r.complete]
@@ -132,8 +163,9 @@ def decode_at_batch(target: EngineTarget, batch: int, prompt_tokens: int = 16, r
     return BatchDecode(batch, inside / (end - start), prompt_tokens + reply_tokens / 2, end - start)
 
 
-def decode_batches(model: ModelOnEngine, batches: tuple[int, ...] = (1, 2, 4, 8),
-                   progress: Progress | None = None) -> list[BatchDecode]:
+def decode_batches(
+    model: ModelOnEngine, batches: tuple[int, ...] = (1, 2, 4, 8), progress: Progress | None = None
+) -> list[BatchDecode]:
     """Measured decode tokens/s at each batch size, on one server with as many slots as the largest batch."""
     out = []
     with llamacpp.serve(model.gguf, parallel=max(batches)) as server:
@@ -174,9 +206,16 @@ def predicted_vs_measured(served: ServedModel, roof: Roof, measured: list[BatchD
     for m in measured:
         cost = decode_pass(served, m.batch, round(m.context))
         predicted = roof.tokens_per_s(cost)
-        rows.append({"batch": m.batch, "measured_tokens_per_s": m.tokens_per_s, "predicted_tokens_per_s": predicted,
-                     "measured_vs_predicted": m.tokens_per_s / predicted, "bound": roof.bound(cost),
-                     "intensity": cost.intensity})
+        rows.append(
+            {
+                "batch": m.batch,
+                "measured_tokens_per_s": m.tokens_per_s,
+                "predicted_tokens_per_s": predicted,
+                "measured_vs_predicted": m.tokens_per_s / predicted,
+                "bound": roof.bound(cost),
+                "intensity": cost.intensity,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -186,21 +225,27 @@ def roofline_verdict(table: pd.DataFrame, served: ServedModel, last_level_cache_
     gain_measured = last.measured_tokens_per_s / first.measured_tokens_per_s
     gain_predicted = last.predicted_tokens_per_s / first.predicted_tokens_per_s
     weights_mb = served.weight_bytes_per_pass / 1e6
-    text = [f"At batch {int(first.batch)} the engine made **{first.measured_tokens_per_s:,.0f} tokens/s**, "
-            f"{first.measured_vs_predicted:.0%} of the roofline's {first.predicted_tokens_per_s:,.0f}; at batch "
-            f"{int(last.batch)} **{last.measured_tokens_per_s:,.0f}**, {last.measured_vs_predicted:.0%} of "
-            f"{last.predicted_tokens_per_s:,.0f}. Batching multiplied the measured rate by {gain_measured:.1f}, "
-            f"the roofline by {gain_predicted:.1f}."]
+    text = [
+        f"At batch {int(first.batch)} the engine made **{first.measured_tokens_per_s:,.0f} tokens/s**, "
+        f"{first.measured_vs_predicted:.0%} of the roofline's {first.predicted_tokens_per_s:,.0f}; at batch "
+        f"{int(last.batch)} **{last.measured_tokens_per_s:,.0f}**, {last.measured_vs_predicted:.0%} of "
+        f"{last.predicted_tokens_per_s:,.0f}. Batching multiplied the measured rate by {gain_measured:.1f}, "
+        f"the roofline by {gain_predicted:.1f}."
+    ]
     if last_level_cache_bytes and served.weight_bytes_per_pass <= last_level_cache_bytes:
-        text.append(f"The weights ({weights_mb:,.0f} MB) fit in this CPU's last-level cache "
-                    f"({last_level_cache_bytes / 2**20:,.0f} MiB), so a pass need not read them from memory at the "
-                    "measured bandwidth: the sloped roof is too low for this model, and what limits it is the fixed "
-                    "cost of each pass (launching a few hundred small operations on 2 threads, sampling, the HTTP "
-                    "server), which the roofline does not see.")
+        text.append(
+            f"The weights ({weights_mb:,.0f} MB) fit in this CPU's last-level cache "
+            f"({last_level_cache_bytes / 2**20:,.0f} MiB), so a pass need not read them from memory at the "
+            "measured bandwidth: the sloped roof is too low for this model, and what limits it is the fixed "
+            "cost of each pass (launching a few hundred small operations on 2 threads, sampling, the HTTP "
+            "server), which the roofline does not see."
+        )
     else:
         cache = f", more than the {last_level_cache_bytes / 2**20:,.0f} MiB cache," if last_level_cache_bytes else ""
-        text.append(f"The weights, {weights_mb:,.0f} MB{cache} come from memory on every pass, which is what "
-                    "the roofline models. What it leaves out: kernels that reach neither roof (small matrix shapes, "
-                    "2 threads shared with other work), the fixed cost of each pass, and, as the batch grows, "
-                    "attention and the KV cache growing with every sequence.")
+        text.append(
+            f"The weights, {weights_mb:,.0f} MB{cache} come from memory on every pass, which is what "
+            "the roofline models. What it leaves out: kernels that reach neither roof (small matrix shapes, "
+            "2 threads shared with other work), the fixed cost of each pass, and, as the batch grows, "
+            "attention and the KV cache growing with every sequence."
+        )
     return " ".join(text)

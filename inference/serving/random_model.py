@@ -16,6 +16,7 @@ tells tied from untied embeddings for the models listed (e.g. SmolLM2-135M: 1,53
 
 Built on demand into `~/.cache/inference-lab/random-models/` (outside the repo), reused afterwards.
 """
+
 from __future__ import annotations
 
 import json
@@ -69,13 +70,24 @@ class LlamaShape:
 
     def hf_config(self, bos_token_id: int, eos_token_id: int) -> dict:
         return {
-            "architectures": ["LlamaForCausalLM"], "model_type": "llama",
-            "hidden_size": self.hidden, "intermediate_size": self.mlp_width, "num_hidden_layers": self.layers,
-            "num_attention_heads": self.heads, "num_key_value_heads": self.kv_heads, "head_dim": self.head_dim,
-            "vocab_size": self.vocab_size, "max_position_embeddings": CONTEXT,
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": self.hidden,
+            "intermediate_size": self.mlp_width,
+            "num_hidden_layers": self.layers,
+            "num_attention_heads": self.heads,
+            "num_key_value_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "vocab_size": self.vocab_size,
+            "max_position_embeddings": CONTEXT,
             "tie_word_embeddings": self.tied_embeddings,
-            "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu", "torch_dtype": "float32",
-            "bos_token_id": bos_token_id, "eos_token_id": eos_token_id, "pad_token_id": eos_token_id,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 10000.0,
+            "hidden_act": "silu",
+            "torch_dtype": "float32",
+            "bos_token_id": bos_token_id,
+            "eos_token_id": eos_token_id,
+            "pad_token_id": eos_token_id,
         }
 
 
@@ -85,8 +97,9 @@ def shape_from_public_entry(entry: dict, vocab_size: int) -> LlamaShape:
     name = entry["name"]
     if entry.get("experts") or entry.get("mla") or entry.get("sliding_window"):
         raise ValueError(f"{name} is not a dense model with full attention: only those can be rebuilt here")
-    h, layers, heads, kv, dh, vocab = (entry[k] for k in ("hidden_size", "layers", "attention_heads", "kv_heads",
-                                                           "head_dim", "vocab_size"))
+    h, layers, heads, kv, dh, vocab = (
+        entry[k] for k in ("hidden_size", "layers", "attention_heads", "kv_heads", "head_dim", "vocab_size")
+    )
     attention_and_norms = h * heads * dh * 2 + 2 * h * kv * dh + 2 * h
     for tied in (True, False):
         rest = entry["parameters"] - vocab * h * (1 if tied else 2) - layers * attention_and_norms - h
@@ -143,8 +156,9 @@ def hf_folder(shape: LlamaShape, seed: int) -> Path:
     return cache_dir() / f"{shape.slug}-random-weights-v{shape.vocab_size}-seed{seed}"
 
 
-def build_hf_folder(shape: LlamaShape, seed: int = 0, tokenizer_dir: Path = BUNDLED_MODEL_DIR,
-                    folder: Path | None = None) -> Path:
+def build_hf_folder(
+    shape: LlamaShape, seed: int = 0, tokenizer_dir: Path = BUNDLED_MODEL_DIR, folder: Path | None = None
+) -> Path:
     """Write the random model as a Hugging Face folder (config.json, model.safetensors, our tokenizer files and a
     model card saying what it is). Reused when already complete; written to a temporary folder and renamed, so a
     half-written build is never taken for a finished one."""
@@ -165,7 +179,8 @@ def build_hf_folder(shape: LlamaShape, seed: int = 0, tokenizer_dir: Path = BUND
         f"# {shape.name} shape, {LABEL}\n\nThe layers and widths of {shape.name} ({shape.layers} layers, width "
         f"{shape.hidden}, MLP {shape.mlp_width}, {shape.heads}/{shape.kv_heads} heads) with the Inference Lab "
         f"{shape.vocab_size}-token vocabulary, weights normal(0, {INIT_STD}) from seed {seed}. Its text is nonsense; "
-        f"it exists to time serving. Tokenizer config: {tokenizer_config.get('tokenizer_class', 'fast tokenizer')}.\n")
+        f"it exists to time serving. Tokenizer config: {tokenizer_config.get('tokenizer_class', 'fast tokenizer')}.\n"
+    )
     shutil.rmtree(folder, ignore_errors=True)
     partial.rename(folder)
     return folder

@@ -11,6 +11,7 @@ A replay stops early when `should_stop()` says so or the progress callback raise
 the visitor cancels): requests not yet sent are dropped, streams in flight are closed (the engine then drops
 them too) and recorded as cancelled, and the requests that finished are kept.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -82,19 +83,27 @@ class _InFlight:
         request = self.request
         sent = time.perf_counter() - self.started
         try:
-            completion = self.client.complete(list(request.prompt_ids), request.reply_tokens, stream=True,
-                                              on_stream_open=self._opened)
+            completion = self.client.complete(
+                list(request.prompt_ids), request.reply_tokens, stream=True, on_stream_open=self._opened
+            )
             self.record = RequestRecord(
-                index=request.index, sent_s=sent,
+                index=request.index,
+                sent_s=sent,
                 token_times_s=tuple(sent + ms / 1000 for ms in completion.arrival_ms),
-                token_ids=tuple(completion.token_ids), text=completion.text, asked_tokens=request.reply_tokens,
-                server_prompt_ms=completion.timings.prompt_ms)
+                token_ids=tuple(completion.token_ids),
+                text=completion.text,
+                asked_tokens=request.reply_tokens,
+                server_prompt_ms=completion.timings.prompt_ms,
+            )
         except Exception as err:  # noqa: BLE001 - every failure is kept as this request's error
-            message = "cancelled" if self.cancelled else (str(err) if isinstance(err, EngineError)
-                                                          else f"{type(err).__name__}: {err}")
-            self.record = RequestRecord(index=request.index, sent_s=sent, token_times_s=(),
-                                        asked_tokens=request.reply_tokens, error=message)
-
+            message = (
+                "cancelled"
+                if self.cancelled
+                else (str(err) if isinstance(err, EngineError) else f"{type(err).__name__}: {err}")
+            )
+            self.record = RequestRecord(
+                index=request.index, sent_s=sent, token_times_s=(), asked_tokens=request.reply_tokens, error=message
+            )
 
     def _opened(self, response) -> None:
         self.response = response
@@ -116,8 +125,13 @@ def _client(target: EngineTarget) -> EngineClient:
     return EngineClient(target.url, dialect=target.dialect, timeout=READ_TIMEOUT_S, model=target.model)
 
 
-def replay(trace: Trace, target: EngineTarget, progress: Progress | None = None,
-           should_stop: Callable[[], bool] | None = None, poll_interval_s: float = 0.1) -> ReplayResult:
+def replay(
+    trace: Trace,
+    target: EngineTarget,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    poll_interval_s: float = 0.1,
+) -> ReplayResult:
     """Send every request of `trace` to `target` at its arrival time and record its stream (module docstring)."""
     client = _client(target)
     started = time.perf_counter()
@@ -155,8 +169,15 @@ def replay(trace: Trace, target: EngineTarget, progress: Progress | None = None,
         states = poller.stop()
     wall = time.perf_counter() - started
     records = sorted((f.record for f in running if f.record is not None), key=lambda r: r.index)
-    return ReplayResult(trace=trace, target=target, records=records, engine_states=states, cancelled=cancelled,
-                        poller_error=poller.error, wall_s=wall)
+    return ReplayResult(
+        trace=trace,
+        target=target,
+        records=records,
+        engine_states=states,
+        cancelled=cancelled,
+        poller_error=poller.error,
+        wall_s=wall,
+    )
 
 
 def solo_run(target: EngineTarget, request: Request) -> RequestRecord:

@@ -18,6 +18,7 @@ measured decode misses it): the fixed cost of each pass (thread synchronisation,
 operations, sampling, the HTTP server), which dominates for a model as small as the bundled one; weights that
 fit in the last-level cache (read faster than DRAM bandwidth); and kernels that reach neither roof.
 """
+
 from __future__ import annotations
 
 import re
@@ -58,8 +59,14 @@ class ServedModel:
         q = next(shape for name, shape in shapes.items() if name.endswith("layers.0.self_attn.q_proj.weight"))
         k = next(shape for name, shape in shapes.items() if name.endswith("layers.0.self_attn.k_proj.weight"))
         layers = 1 + max(int(m.group(1)) for name in shapes if (m := LAYER_INDEX.search(name)))
-        return cls(matmul_parameters=matmul, other_parameters=sum(numel.values()) - matmul, layers=layers,
-                   query_width=q[0], kv_width=k[0], bytes_per_weight=bytes_per_weight)
+        return cls(
+            matmul_parameters=matmul,
+            other_parameters=sum(numel.values()) - matmul,
+            layers=layers,
+            query_width=q[0],
+            kv_width=k[0],
+            bytes_per_weight=bytes_per_weight,
+        )
 
     @property
     def weight_bytes_per_pass(self) -> float:
@@ -166,8 +173,14 @@ def measure_machine_roof(threads: int | None = None) -> MachineRoof:
     from inference.paths import PROJECT_ROOT
 
     threads = threads or machine.logical_cpus()
-    out = subprocess.run([sys.executable, "-c", _MEASURE_SCRIPT.format(threads=threads)], cwd=PROJECT_ROOT,
-                         capture_output=True, text=True, timeout=300, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", _MEASURE_SCRIPT.format(threads=threads)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
     values = json.loads(out.strip().splitlines()[-1])
     how = f"peak: {values['flops_how']}; bandwidth: {values['bandwidth_how']}"
     return MachineRoof(Roof(values["bandwidth"], values["flops"]), threads, how, values["llc"])

@@ -14,6 +14,7 @@ Overall:
 - Goodput: requests per second that met the service-level objective (SLO), e.g. TTFT <= 1 s: what the
   server delivers that users count as good service, over the same duration.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -122,12 +123,17 @@ def summarize(records: list[RequestRecord], slo: SLO = SLO()) -> RunSummary:
         duration = 0.0
     tokens = sum(r.tokens for r in records)
     return RunSummary(
-        requests=len(records), completed=sum(r.complete for r in records), reply_tokens=tokens,
-        duration_s=duration, throughput_tokens_per_s=tokens / duration if duration > 0 else 0.0,
+        requests=len(records),
+        completed=sum(r.complete for r in records),
+        reply_tokens=tokens,
+        duration_s=duration,
+        throughput_tokens_per_s=tokens / duration if duration > 0 else 0.0,
         ttft_s={q: percentile([r.ttft_s for r in records], q) for q in PERCENTILES},
         tpot_s={q: percentile([r.tpot_s for r in records], q) for q in PERCENTILES},
         e2e_s={q: percentile([r.e2e_s for r in records], q) for q in PERCENTILES},
-        slo=slo, good_requests=sum(slo.met_by(r) for r in records))
+        slo=slo,
+        good_requests=sum(slo.met_by(r) for r in records),
+    )
 
 
 def request_table(records: list[RequestRecord]) -> pd.DataFrame:
@@ -136,17 +142,21 @@ def request_table(records: list[RequestRecord]) -> pd.DataFrame:
     rows = []
     for r in records:
         waiting = r.waiting_s
-        rows.append({
-            "request": r.index, "sent_s": r.sent_s,
-            "prefill_start_s": None if waiting is None else r.sent_s + waiting,
-            "first_token_s": r.token_times_s[0] if r.token_times_s else None,
-            "last_token_s": r.token_times_s[-1] if r.token_times_s else None,
-            "tokens": r.tokens, "asked_tokens": r.asked_tokens,
-            "ttft_ms": None if r.ttft_s is None else r.ttft_s * 1000,
-            "tpot_ms": None if r.tpot_s is None else r.tpot_s * 1000,
-            "e2e_ms": None if r.e2e_s is None else r.e2e_s * 1000,
-            "error": r.error,
-        })
+        rows.append(
+            {
+                "request": r.index,
+                "sent_s": r.sent_s,
+                "prefill_start_s": None if waiting is None else r.sent_s + waiting,
+                "first_token_s": r.token_times_s[0] if r.token_times_s else None,
+                "last_token_s": r.token_times_s[-1] if r.token_times_s else None,
+                "tokens": r.tokens,
+                "asked_tokens": r.asked_tokens,
+                "ttft_ms": None if r.ttft_s is None else r.ttft_s * 1000,
+                "tpot_ms": None if r.tpot_s is None else r.tpot_s * 1000,
+                "e2e_ms": None if r.e2e_s is None else r.e2e_s * 1000,
+                "error": r.error,
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -10,6 +10,7 @@ The gaps are drawn at rate 1 and divided by λ, so traces that differ only in λ
 (prompts and lengths) arriving on a stretched or squeezed clock: a sweep over λ changes the load and
 nothing else.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,13 +50,17 @@ class TrafficShape:
 # Both shapes fit a 512-token slot (the bundled model's context) with room to spare.
 SHAPES = {
     "short chat": TrafficShape(
-        "short chat", "short questions, replies a little longer than the question",
+        "short chat",
+        "short questions, replies a little longer than the question",
         prompt=LengthDistribution(median=24, sigma=0.5, low=4, high=128),
-        reply=LengthDistribution(median=48, sigma=0.4, low=8, high=160)),
+        reply=LengthDistribution(median=48, sigma=0.4, low=8, high=160),
+    ),
     "long document": TrafficShape(
-        "long document", "a long text to read and a short answer (summaries, questions about a document)",
+        "long document",
+        "a long text to read and a short answer (summaries, questions about a document)",
         prompt=LengthDistribution(median=300, sigma=0.2, low=160, high=400),
-        reply=LengthDistribution(median=24, sigma=0.3, low=8, high=64)),
+        reply=LengthDistribution(median=24, sigma=0.3, low=8, high=64),
+    ),
 }
 
 
@@ -101,16 +106,19 @@ class Trace:
         return self.rate_per_s * self.reply_tokens / max(1, len(self.requests))
 
     def table(self) -> pd.DataFrame:
-        return pd.DataFrame({
-            "request": [r.index for r in self.requests],
-            "arrival_s": [r.arrival_s for r in self.requests],
-            "prompt_tokens": [r.prompt_tokens for r in self.requests],
-            "reply_tokens": [r.reply_tokens for r in self.requests],
-        })
+        return pd.DataFrame(
+            {
+                "request": [r.index for r in self.requests],
+                "arrival_s": [r.arrival_s for r in self.requests],
+                "prompt_tokens": [r.prompt_tokens for r in self.requests],
+                "reply_tokens": [r.reply_tokens for r in self.requests],
+            }
+        )
 
 
-def poisson_trace(shape: TrafficShape | str, rate_per_s: float, requests: int, seed: int, vocab_size: int,
-                  start_token: int = 0) -> Trace:
+def poisson_trace(
+    shape: TrafficShape | str, rate_per_s: float, requests: int, seed: int, vocab_size: int, start_token: int = 0
+) -> Trace:
     """`requests` requests arriving as a Poisson process of `rate_per_s`, the first at time 0, with prompt and reply
     lengths from `shape` and prompt token ids drawn uniformly from the vocabulary (what they say does not change the
     arithmetic); each prompt starts with `start_token`. One `numpy` generator seeded with `seed` draws everything."""
@@ -130,6 +138,12 @@ def poisson_trace(shape: TrafficShape | str, rate_per_s: float, requests: int, s
     items = []
     for i in range(requests):
         body = rng.integers(1, vocab_size, size=int(prompt_lengths[i]) - 1)  # 0 is the start/end token
-        items.append(Request(index=i, arrival_s=float(arrivals[i]), prompt_ids=(start_token, *map(int, body)),
-                             reply_tokens=int(reply_lengths[i])))
+        items.append(
+            Request(
+                index=i,
+                arrival_s=float(arrivals[i]),
+                prompt_ids=(start_token, *map(int, body)),
+                reply_tokens=int(reply_lengths[i]),
+            )
+        )
     return Trace(shape=shape, rate_per_s=float(rate_per_s), seed=seed, requests=tuple(items))
