@@ -3,6 +3,7 @@
 Models live in `st.cache_resource` (one per model and precision, shared by every session,
 never mutated); everything per visitor lives in `st.session_state`.
 """
+
 from __future__ import annotations
 
 import html
@@ -14,7 +15,7 @@ import streamlit as st
 
 from inference.bundled import BundledModel, bundled_models
 from inference.engines.client import EngineError
-from inference.engines.remote import RemoteModel, connect, is_remote
+from inference.engines.remote import RemoteModel, connect
 from inference.limits import Limits
 from inference.loader import LoadedModel, ModelLoadError, load_model
 from inference.paths import BUNDLED_MODEL_NAME
@@ -58,9 +59,12 @@ def current_model(remote_ok: bool = False, needs_weights: str = "it works on the
     url = st.session_state.get(ENGINE_URL_KEY, "")
     if url:
         if not remote_ok:
-            st.info(f"This page needs the model's weights in this process ({needs_weights}), so it runs on the local "
-                    "model, not on the serving engine picked in the sidebar. Generate, Sampling lab and Prefill vs "
-                    "decode run on the engine.", icon="ℹ️")
+            st.info(
+                f"This page needs the model's weights in this process ({needs_weights}), so it runs on the local "
+                "model, not on the serving engine picked in the sidebar. Generate, Sampling lab and Prefill vs "
+                "decode run on the engine.",
+                icon="ℹ️",
+            )
         else:
             try:
                 with st.spinner(f"Connecting to {url}…"):
@@ -78,6 +82,35 @@ def current_model(remote_ok: bool = False, needs_weights: str = "it works on the
         st.session_state[MODEL_ERROR_KEY] = str(err)
         st.session_state[MODEL_SOURCE_KEY] = ""
         return bundled_model()
+
+
+@st.cache_data(ttl=300, show_spinner=False)
+def _bundled_models() -> list[BundledModel]:
+    return bundled_models()
+
+
+def _pick_bundled() -> None:
+    picked = st.session_state.get("model_bundled_pick")
+    for m in _bundled_models():
+        if m.name == picked:
+            st.session_state[MODEL_SOURCE_KEY] = m.source
+            st.session_state.pop(MODEL_ERROR_KEY, None)
+
+
+def bundled_picker(source: str) -> None:
+    """The models shipped in assets/models, by name with one line each; picking one loads it."""
+    models = _bundled_models()
+    if len(models) < 2:
+        return
+    current = next((m.name for m in models if m.source == source), None)
+    st.session_state["model_bundled_pick"] = current  # follows loads made elsewhere (typed folder, page buttons)
+    st.radio(
+        "Bundled models",
+        [m.name for m in models],
+        key="model_bundled_pick",
+        on_change=_pick_bundled,
+        captions=[m.line for m in models],
+    )
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -114,12 +147,20 @@ def engine_sidebar() -> None:
     url = st.session_state.get(ENGINE_URL_KEY, "")
     # Widget state does not survive a page switch: set it from the engine in use on every run.
     st.session_state["engine_pick"] = next((name for name, u in engines.items() if u == url), LOCAL_ENGINE)
-    st.selectbox("Runs the model", [LOCAL_ENGINE, *engines], key="engine_pick", on_change=_pick_engine,
-                 help="A serving engine runs the model; this app asks it for each step's distribution.")
+    st.selectbox(
+        "Runs the model",
+        [LOCAL_ENGINE, *engines],
+        key="engine_pick",
+        on_change=_pick_engine,
+        help="A serving engine runs the model; this app asks it for each step's distribution.",
+    )
     if typed_allowed:
-        typed = st.text_input("Or an engine URL (this computer only)", key="engine_url_input",
-                              placeholder="http://127.0.0.1:8080",
-                              help="llama.cpp's llama-server or vLLM. Only offered when the app listens on localhost.")
+        typed = st.text_input(
+            "Or an engine URL (this computer only)",
+            key="engine_url_input",
+            placeholder="http://127.0.0.1:8080",
+            help="llama.cpp's llama-server or vLLM. Only offered when the app listens on localhost.",
+        )
         if st.button("Connect", key="engine_connect", width="stretch") and typed.strip():
             try:
                 _cached_engine(typed.strip())
@@ -135,30 +176,6 @@ def engine_sidebar() -> None:
         st.error(st.session_state[ENGINE_ERROR_KEY], icon="⚠️")
 
 
-@st.cache_data(ttl=300, show_spinner=False)
-def _bundled_models() -> list[BundledModel]:
-    return bundled_models()
-
-
-def _pick_bundled() -> None:
-    picked = st.session_state.get("model_bundled_pick")
-    for m in _bundled_models():
-        if m.name == picked:
-            st.session_state[MODEL_SOURCE_KEY] = m.source
-            st.session_state.pop(MODEL_ERROR_KEY, None)
-
-
-def bundled_picker(source: str) -> None:
-    """The models shipped in assets/models, by name with one line each; picking one loads it."""
-    models = _bundled_models()
-    if len(models) < 2:
-        return
-    current = next((m.name for m in models if m.source == source), None)
-    st.session_state["model_bundled_pick"] = current  # follows loads made elsewhere (typed folder, page buttons)
-    st.radio("Bundled models", [m.name for m in models], key="model_bundled_pick", on_change=_pick_bundled,
-             captions=[m.line for m in models])
-
-
 def model_sidebar() -> None:
     """Model picker and presenter toggle, in the sidebar of every page."""
     with st.sidebar:
@@ -167,7 +184,9 @@ def model_sidebar() -> None:
         st.caption(f"In use: **{source or BUNDLED_MODEL_NAME + ' (bundled)'}**")
         bundled_picker(source)
         typed = st.text_input(
-            "Hub id or local folder", key="model_input", placeholder="e.g. gpt2 or HuggingFaceTB/SmolLM2-135M",
+            "Hub id or local folder",
+            key="model_input",
+            placeholder="e.g. gpt2 or HuggingFaceTB/SmolLM2-135M",
             help="Leave empty for the bundled model. Hub models need internet the first time.",
         )
         # One button a row: side by side, a projector's larger text cut their labels short.
@@ -287,8 +306,10 @@ def generation_slot():
     with session_lock():
         acquired = slots.acquire(blocking=False)
         if not acquired:
-            note = st.info(f"The server is busy ({limits().max_concurrent_generations} generations running). "
-                           "Waiting for a free slot…")
+            note = st.info(
+                f"The server is busy ({limits().max_concurrent_generations} generations running). "
+                "Waiting for a free slot…"
+            )
             slots.acquire()
         try:
             if not acquired:
@@ -314,8 +335,9 @@ def shared_results() -> dict:
     return {}
 
 
-def measure_on_click(label: str, key: str, result_key: Hashable, measure: Callable, not_yet: str,
-                     where=st) -> object | None:
+def measure_on_click(
+    label: str, key: str, result_key: Hashable, measure: Callable, not_yet: str, where=st
+) -> object | None:
     """A primary button that runs `measure(progress)` in a generation slot with a progress bar
     (progress is called with done, total, what), then the latest result kept under
     `result_key` for every visitor; or, if nobody has measured yet, the `not_yet` hint and None."""
