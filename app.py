@@ -33,9 +33,9 @@ SECTIONS = {
     ],
     "Make it cheaper": [
         st.Page("app_pages/quantization.py", title="Quantization", icon="🗜️", url_path="quantization"),
-        st.Page("app_pages/cost.py", title="Cost & MoE", icon="💰", url_path="cost"),
-        st.Page("app_pages/speculative.py", title="Speculative decoding", icon="🎯", url_path="speculative"),
         st.Page("app_pages/moe.py", title="Mixture of Experts", icon="🧩", url_path="moe"),
+        st.Page("app_pages/speculative.py", title="Speculative decoding", icon="🎯", url_path="speculative"),
+        st.Page("app_pages/cost.py", title="Cost", icon="💰", url_path="cost"),
     ],
     "Serve many": [
         st.Page("app_pages/serving.py", title="Serve many", icon="🚦", url_path="serving"),

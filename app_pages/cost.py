@@ -1,4 +1,4 @@
-"""Cost & MoE: why output tokens, batch size and active parameters set the price."""
+"""Cost: why output tokens, batch size and context set the price (Mixture of Experts has its own page, /moe)."""
 
 import streamlit as st
 
@@ -16,7 +16,7 @@ limits = common.limits()
 loaded = common.current_model(needs_weights="it times batches and Mixture-of-Experts routing in this process")
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
-st.title("💰 Cost & Mixture of Experts")
+st.title("💰 What a token costs")
 st.markdown(
     "Serving a model costs **machine time**. Four things decide how much of it a token takes: whether it is "
     "an input token (read in one parallel prefill pass) or an output token (one decode pass each), how many "

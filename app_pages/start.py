@@ -89,4 +89,9 @@ common.caption(
 
 st.subheader("Then: making it cheaper")
 st.page_link("app_pages/quantization.py", label="Quantization: the same model in fewer bits", icon="🗜️")
-st.page_link("app_pages/cost.py", label="Cost & MoE: what a token costs, batching, Mixture of Experts", icon="💰")
+st.page_link("app_pages/moe.py", label="Mixture of Experts: only part of the model works on each token", icon="🧩")
+st.page_link(
+    "app_pages/speculative.py", label="Speculative decoding: a small model guesses, the big one checks", icon="🎯"
+)
+st.page_link("app_pages/cost.py", label="Cost: what a token costs, and what batching does to it", icon="💰")
+st.page_link("app_pages/serving.py", label="Serve many: one engine batching a whole class's requests", icon="🚦")

@@ -1,4 +1,4 @@
-"""Cost & MoE: answer timing arithmetic, batched decoding, MoE parameter accounting, the page."""
+"""Cost: answer timing arithmetic, batched decoding, MoE parameter accounting, the page."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""Figures for the Cost & MoE page: pure functions from measurements to Plotly figures."""
+"""Figures for the Cost page: pure functions from measurements to Plotly figures."""
 
 from __future__ import annotations
 
