@@ -54,6 +54,7 @@ def test_bar_value_labels_keep_their_size_and_fit():
             "rank": [0, 1, None],
             "raw": [0.8, 0.15, 0.05],
             "min_p": [0.874, 0.126, 0.0],
+            "final": [0.874, 0.126, 0.0],
             "chosen": [False, True, False],
             "removed_by": ["", "", ""],
         }

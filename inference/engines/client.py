@@ -253,7 +253,9 @@ class EngineClient:
         start = time.perf_counter()
         size = 0
         try:
-            with self._http.stream("POST", path, json=payload) as response:
+            # "Connection: close": llama-server drops the connection after a stream, and a pooled
+            # connection it has dropped would break the next request ("server disconnected").
+            with self._http.stream("POST", path, json=payload, headers={"Connection": "close"}) as response:
                 if on_open is not None:
                     on_open(response)
                 if response.status_code >= 400:
