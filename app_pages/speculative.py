@@ -4,7 +4,7 @@ import streamlit as st
 
 from app_pages import common
 from inference import speculative as spec
-from inference.engine import SEED_MAX
+from inference.engine import SEED_MAX, STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS
 from inference.figures.speculative import (
     acceptance_figure,
     p_q_figure,
@@ -301,9 +301,9 @@ st.query_params.from_dict(
 if run is None:
     st.stop()
 status = {
-    "eos": "stopped: the target chose its end-of-text token",
-    "max_new_tokens": f"stopped: reached max new tokens ({run.max_new_tokens})",
-    "context_limit": f"stopped: the model's context of {run.context} tokens is full",
+    STOP_EOS: "stopped: the target chose its end-of-text token",
+    STOP_MAX_NEW_TOKENS: f"stopped: reached max new tokens ({run.max_new_tokens})",
+    STOP_CONTEXT: f"stopped: the model's context of {run.context} tokens is full",
 }
 drafter_label = f"draft model {draft_name}" if use_draft else "prompt lookup"
 st.caption(

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from inference.engine import new_trace
+from inference.engine import STOP_EOS, new_trace
 from inference.evaluate import score_stream
 from inference.loader import encode_prompt, load_model
 from inference.paths import BUNDLED_MODEL_DIR, DEFAULT_HELDOUT_FILE, MODELS_DIR
@@ -44,7 +44,7 @@ def samples(folder: Path, n: int = 5, max_new_tokens: int = SAMPLE_TOKENS) -> li
         )
         list(trace.run(SAMPLE_SETTINGS))
         text = loaded.tokenizer.decode(trace.generated_ids, skip_special_tokens=True)
-        ending = "" if trace.stop_reason == "eos" else f" […cut at {max_new_tokens} tokens]"
+        ending = "" if trace.stop_reason == STOP_EOS else f" […cut at {max_new_tokens} tokens]"
         out.append(SAMPLE_PROMPT + text + ending)
     return out
 

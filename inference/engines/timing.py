@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from inference.engine import STOP_EOS, STOP_MAX_NEW_TOKENS
 from inference.engines.client import EngineError, ServerTimings
 from inference.measuring import Progress, filler_prompt
 from inference.timing import GenerationTiming, Sweep, summarise_runs
@@ -49,7 +50,7 @@ def remote_generation_timing(
     )
     steps["step_ms"] = steps["forward_ms"] + steps["sample_ms"]
     steps["start_ms"] = steps["step_ms"].cumsum() - steps["step_ms"]
-    stop = "max_new_tokens" if n >= new_tokens else "eos"
+    stop = STOP_MAX_NEW_TOKENS if n >= new_tokens else STOP_EOS
     timing = GenerationTiming(steps=steps, prompt_tokens=len(prompt_ids), stop_reason=stop, run_totals_ms=tuple(totals))
     return timing, completion.timings
 
