@@ -133,12 +133,15 @@ st.radio(
 draft_model = draft_tokenizer = None
 draft_name = None
 if st.session_state.spec_drafter == "draft":
-    if info.source == "bundled":
-        try:
-            draft = bundled_draft()
-            draft_model, draft_tokenizer, draft_name = draft.model, draft.tokenizer, draft.info.name
-        except ModelLoadError as err:
-            st.warning(f"The bundled draft could not be loaded ({err}); using prompt lookup.")
+    # The bundled draft serves every target with its tokenizer (the dense and the MoE model), whatever its name.
+    bundled_problem = None
+    try:
+        bundled = bundled_draft()
+        spec.check_pair(model, tokenizer, bundled.model, bundled.tokenizer)
+    except (ModelLoadError, spec.SpeculationError) as err:
+        bundled_problem = str(err)
+    if bundled_problem is None:
+        draft_model, draft_tokenizer, draft_name = bundled.model, bundled.tokenizer, bundled.info.name
     else:
         typed = st.text_input(
             "Draft model for this target (hub id or folder)",
@@ -153,10 +156,9 @@ if st.session_state.spec_drafter == "draft":
             except ModelLoadError as err:
                 st.warning(f"{err} Using prompt lookup instead.")
         else:
-            st.info(
-                f"The bundled draft uses the bundled model's tokenizer, not {info.name}'s: "
-                f"{spec.TOKENIZER_MISMATCH}. Type a hub draft that shares {info.name}'s tokenizer, "
-                "or use prompt lookup (running now)."
+            st.warning(
+                f"The bundled draft cannot serve {info.name}: {bundled_problem} Type a hub draft that shares "
+                f"{info.name}'s tokenizer, or use prompt lookup (running now)."
             )
     if draft_model is not None:
         try:
