@@ -7,10 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from inference.cost import AnswerCost
-from inference.figures.style import DECODE_COLOUR, PALETTE, PREFILL_COLOUR, base_layout, legend_below
-from inference.moe import DENSE_ACTIVE, DENSE_TOTAL, MOE
-
-MODEL_COLOURS = {DENSE_ACTIVE: PALETTE["light_blue"], MOE: PALETTE["orange"], DENSE_TOTAL: PALETTE["dark_blue"]}
+from inference.figures.style import DECODE_COLOUR, PREFILL_COLOUR, base_layout, legend_below
 
 
 def answer_split_figure(answer: AnswerCost, presenter: bool = False) -> go.Figure:
@@ -94,33 +91,3 @@ def batching_figure(batches: pd.DataFrame, presenter: bool = False) -> go.Figure
     )
     fig.update_yaxes(rangemode="tozero", row=1, col=1)
     return base_layout(fig, "", presenter, height=400)
-
-
-def moe_figure(moe: pd.DataFrame, presenter: bool = False) -> go.Figure:
-    """Four panels, one bar per model: weights held, prefill, decode alone, decode in a batch."""
-    batch = int(moe["batch"].iloc[0])
-    panels = [
-        ("weight_bytes", "Weights held (MB)", 1e-6),
-        ("prefill_ms", "Prefill: ms for the prompt", 1),
-        ("decode_ms_per_token", "Decode, 1 sequence: ms per token", 1),
-        ("batch_ms_per_pass", f"Decode, {batch} sequences: ms per pass", 1),
-    ]
-    fig = make_subplots(
-        rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.2, subplot_titles=[title for _, title, _ in panels]
-    )
-    for i, (column, _, scale) in enumerate(panels):
-        row, col = divmod(i, 2)
-        values = moe[column] * scale
-        fig.add_bar(
-            x=moe["model"],
-            y=values,
-            marker_color=[MODEL_COLOURS[m] for m in moe["model"]],
-            text=[f"{v:,.0f}" if v >= 100 else f"{v:.1f}" for v in values],
-            textposition="outside",
-            showlegend=False,
-            row=row + 1,
-            col=col + 1,
-            hovertemplate="%{x}: %{y:,.1f}<extra></extra>",
-        )
-        fig.update_yaxes(range=[0, float(values.max()) * 1.25], row=row + 1, col=col + 1)
-    return base_layout(fig, "", presenter, height=620)
