@@ -17,6 +17,7 @@ import json
 import math
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -197,21 +198,14 @@ class EngineClient:
 
     # -- transport -----------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, payload: dict | None = None) -> bytes:
-        """The body of one request, read up to the size cap; every transport failure as an EngineError."""
+    @contextmanager
+    def _transport_errors(self, path: str, timed_out: str):
+        """Every transport failure of a request to `path` as an EngineError with one sentence; `timed_out` is what
+        the engine did not do in time ("did not answer /completion within")."""
         try:
-            with self._http.stream(method, path, json=payload) as response:
-                body = self._read_capped(response, path)
-                if response.status_code >= 400:
-                    raise EngineHTTPError(
-                        f"The engine at {self.base_url} answered {path} with HTTP {response.status_code}: "
-                        f"{_error_message(body)}"
-                    )
-                return body
+            yield
         except httpx.TimeoutException:
-            raise EngineTimeout(
-                f"The engine at {self.base_url} did not answer {path} within {self.timeout:g} s."
-            ) from None
+            raise EngineTimeout(f"The engine at {self.base_url} {timed_out} {self.timeout:g} s.") from None
         except httpx.ConnectError:
             raise EngineUnreachable(
                 f"Cannot connect to the engine at {self.base_url}: the connection was refused or the host is "
@@ -226,6 +220,23 @@ class EngineClient:
             raise EngineError(
                 f"The request to the engine at {self.base_url}{path} failed: {type(err).__name__}."
             ) from None
+
+    def _check_status(self, response: httpx.Response, path: str, body: bytes) -> None:
+        if response.status_code >= 400:
+            raise EngineHTTPError(
+                f"The engine at {self.base_url} answered {path} with HTTP {response.status_code}: "
+                f"{_error_message(body)}"
+            )
+
+    def _request(self, method: str, path: str, payload: dict | None = None) -> bytes:
+        """The body of one request, read up to the size cap; every transport failure as an EngineError."""
+        with (
+            self._transport_errors(path, f"did not answer {path} within"),
+            self._http.stream(method, path, json=payload) as response,
+        ):
+            body = self._read_capped(response, path)
+            self._check_status(response, path, body)
+            return body
 
     def _read_capped(self, response: httpx.Response, path: str) -> bytes:
         chunks, size = [], 0
@@ -252,53 +263,35 @@ class EngineClient:
         off when a run is cancelled)."""
         start = time.perf_counter()
         size = 0
-        try:
-            # "Connection: close": llama-server drops the connection after a stream, and a pooled
-            # connection it has dropped would break the next request ("server disconnected").
-            with self._http.stream("POST", path, json=payload, headers={"Connection": "close"}) as response:
-                if on_open is not None:
-                    on_open(response)
-                if response.status_code >= 400:
-                    body = self._read_capped(response, path)
-                    raise EngineHTTPError(
-                        f"The engine at {self.base_url} answered {path} with HTTP "
-                        f"{response.status_code}: {_error_message(body)}"
+        # "Connection: close": llama-server drops the connection after a stream, and a pooled
+        # connection it has dropped would break the next request ("server disconnected").
+        with (
+            self._transport_errors(path, f"stopped streaming {path} for"),
+            self._http.stream("POST", path, json=payload, headers={"Connection": "close"}) as response,
+        ):
+            if on_open is not None:
+                on_open(response)
+            if response.status_code >= 400:
+                self._check_status(response, path, self._read_capped(response, path))
+            for line in response.iter_lines():
+                size += len(line)
+                if size > self.max_response_bytes:
+                    raise EngineResponseError(
+                        f"The engine's streamed answer to {path} passed "
+                        f"{self.max_response_bytes / 2**20:.0f} MB; it was not read further."
                     )
-                for line in response.iter_lines():
-                    size += len(line)
-                    if size > self.max_response_bytes:
-                        raise EngineResponseError(
-                            f"The engine's streamed answer to {path} passed "
-                            f"{self.max_response_bytes / 2**20:.0f} MB; it was not read further."
-                        )
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        return
-                    try:
-                        event = json.loads(data)
-                    except ValueError:
-                        raise EngineResponseError(
-                            f"The engine streamed an event from {path} that is not JSON."
-                        ) from None
-                    if not isinstance(event, dict):
-                        raise EngineResponseError(f"The engine streamed an event from {path} that is not an object.")
-                    yield (time.perf_counter() - start) * 1000, event
-        except httpx.TimeoutException:
-            raise EngineTimeout(
-                f"The engine at {self.base_url} stopped streaming {path} for {self.timeout:g} s."
-            ) from None
-        except httpx.ConnectError:
-            raise EngineUnreachable(
-                f"Cannot connect to the engine at {self.base_url}: the connection was refused or the host is "
-                "unknown; is the server running?"
-            ) from None
-        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
-            raise EngineUnreachable(
-                f"The connection to the engine at {self.base_url} broke off during {path}: "
-                "the server stopped or crashed."
-            ) from None
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return
+                try:
+                    event = json.loads(data)
+                except ValueError:
+                    raise EngineResponseError(f"The engine streamed an event from {path} that is not JSON.") from None
+                if not isinstance(event, dict):
+                    raise EngineResponseError(f"The engine streamed an event from {path} that is not an object.")
+                yield (time.perf_counter() - start) * 1000, event
 
     # -- what is served -------------------------------------------------------------------------
 
