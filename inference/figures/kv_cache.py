@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from inference.figures.style import PALETTE, base_layout, label, legend_below_in_column
+from inference.figures.style import PALETTE, add_line, base_layout, hover, label, legend_below_in_column
 
 MEASURED_COLOUR = PALETTE["blue"]
 FORMULA_COLOUR = PALETTE["red"]
@@ -16,6 +16,8 @@ WITHOUT_CACHE_COLOUR = PALETTE["red"]
 WEIGHT_COLOUR = PALETTE["slate"]
 KV_COLOUR = PALETTE["blue"]
 KV_WITHOUT_GQA_COLOUR = PALETTE["pale_blue"]
+# The two decoders of the with/without comparison: (column prefix in its table, legend name, colour).
+CACHE_RUNS = (("without_cache", "without cache", WITHOUT_CACHE_COLOUR), ("with_cache", "with cache", WITH_CACHE_COLOUR))
 SMOOTHING_STEPS = 9  # the per-step chart's trend line is a running median over this many steps
 
 
@@ -75,30 +77,14 @@ def step_time_figure(steps: pd.DataFrame, presenter: bool = False) -> go.Figure:
     thick shows the trend through the hiccups of a shared machine; the axis is scaled to the
     trend, so a rare spike runs off the top rather than flattening everything else."""
     fig = go.Figure()
+    tokens, each_step = steps["context_tokens"], hover("%{x} tokens: %{y:.1f} ms")
     highest_trend = 0.0
-    for column, name, colour in (
-        ("without_cache_ms", "without cache", WITHOUT_CACHE_COLOUR),
-        ("with_cache_ms", "with cache", WITH_CACHE_COLOUR),
-    ):
-        fig.add_scatter(
-            x=steps["context_tokens"],
-            y=steps[column],
-            mode="lines",
-            name=f"{name}, each step",
-            line=dict(color=colour, width=1),
-            opacity=0.35,
-            hovertemplate="%{x} tokens: %{y:.1f} ms<extra></extra>",
-        )
-        trend = steps[column].rolling(SMOOTHING_STEPS, center=True, min_periods=1).median()
+    for run, name, colour in CACHE_RUNS:
+        times = steps[f"{run}_ms"]
+        add_line(fig, tokens, times, f"{name}, each step", colour, width=1, opacity=0.35, hovertemplate=each_step)
+        trend = times.rolling(SMOOTHING_STEPS, center=True, min_periods=1).median()
         highest_trend = max(highest_trend, float(trend.max()))
-        fig.add_scatter(
-            x=steps["context_tokens"],
-            y=trend,
-            mode="lines",
-            name=f"{name}, median of {SMOOTHING_STEPS}",
-            line=dict(color=colour, width=3),
-            hoverinfo="skip",
-        )
+        add_line(fig, tokens, trend, f"{name}, median of {SMOOTHING_STEPS}", colour, width=3, hoverinfo="skip")
     fig.update_xaxes(title="tokens in the sequence")
     fig.update_yaxes(title="ms for this step", range=[0, 1.5 * highest_trend])
     return legend_below_in_column(base_layout(fig, "Time per step", presenter, height=420))
@@ -106,25 +92,12 @@ def step_time_figure(steps: pd.DataFrame, presenter: bool = False) -> go.Figure:
 
 def cumulative_time_figure(steps: pd.DataFrame, speedup: float, presenter: bool = False) -> go.Figure:
     """Total time so far: about linear with the cache, about quadratic without."""
-    seconds_without, seconds_with = steps["without_cache_cumulative_ms"] / 1e3, steps["with_cache_cumulative_ms"] / 1e3
     tokens = steps["step"] + 1
     fig = go.Figure()
-    fig.add_scatter(
-        x=tokens,
-        y=seconds_without,
-        mode="lines",
-        name="without cache",
-        line=dict(color=WITHOUT_CACHE_COLOUR),
-        hovertemplate="%{x} tokens: %{y:.2f} s<extra></extra>",
-    )
-    fig.add_scatter(
-        x=tokens,
-        y=seconds_with,
-        mode="lines",
-        name="with cache",
-        line=dict(color=WITH_CACHE_COLOUR),
-        hovertemplate="%{x} tokens: %{y:.2f} s<extra></extra>",
-    )
+    for run, name, colour in CACHE_RUNS:
+        seconds = steps[f"{run}_cumulative_ms"] / 1e3
+        add_line(fig, tokens, seconds, name, colour, hovertemplate=hover("%{x} tokens: %{y:.2f} s"))
+    seconds_without = steps["without_cache_cumulative_ms"] / 1e3
     fig.add_annotation(
         x=tokens.iloc[-1],
         y=seconds_without.iloc[-1],

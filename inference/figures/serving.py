@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from inference.figures.style import DECODE_COLOUR, PALETTE, PREFILL_COLOUR, base_layout, legend_below
+from inference.figures.style import DECODE_COLOUR, PALETTE, PREFILL_COLOUR, add_line, base_layout, hover, legend_below
 from inference.serving.roofline import PassCost, Roof
 from inference.serving.stats import RunSummary
 from inference.serving.trace import Trace
@@ -199,51 +199,33 @@ def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False)
         rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=["Throughput vs what the traffic asks", "p95 latency"]
     )
     x = table["rate_per_s"]
-    fig.add_scatter(
-        x=x,
-        y=table["offered_tokens_per_s"],
-        name="asked (λ × mean reply)",
-        mode="lines",
-        line=dict(color=PALETTE["blue_grey"], dash="dash"),
-        row=1,
-        col=1,
+    add_line(
+        fig, x, table["offered_tokens_per_s"], "asked (λ × mean reply)", PALETTE["blue_grey"], dash="dash", row=1, col=1
     )
-    fig.add_scatter(
-        x=x,
-        y=table["throughput_tokens_per_s"],
-        name="measured throughput",
-        mode="lines+markers",
-        line=dict(color=MEASURED_COLOUR, width=3),
+    add_line(
+        fig,
+        x,
+        table["throughput_tokens_per_s"],
+        "measured throughput",
+        MEASURED_COLOUR,
+        "lines+markers",
+        width=3,
         row=1,
         col=1,
         text=[f"{r} run" + ("s" if r > 1 else "") for r in table["runs"]],
-        hovertemplate="λ %{x:g}/s: %{y:.0f} tokens/s (%{text})<extra></extra>",
+        hovertemplate=hover("λ %{x:g}/s: %{y:.0f} tokens/s (%{text})"),
     )
-    fig.add_scatter(
-        x=x,
-        y=table["ttft_p95_ms"],
-        name="p95 TTFT",
-        mode="lines+markers",
-        line=dict(color=PREFILL_COLOUR, width=3),
-        row=1,
-        col=2,
-    )
-    fig.add_scatter(
-        x=x,
-        y=table["e2e_p95_ms"],
-        name="p95 end to end",
-        mode="lines+markers",
-        line=dict(color=DECODE_COLOUR, width=3),
-        row=1,
-        col=2,
-    )
+    for column, name, colour in (
+        ("ttft_p95_ms", "p95 TTFT", PREFILL_COLOUR),
+        ("e2e_p95_ms", "p95 end to end", DECODE_COLOUR),
+    ):
+        add_line(fig, x, table[column], name, colour, "lines+markers", width=3, row=1, col=2)
     if knee is not None:
+        knee_rate = float(x.iloc[knee])
         for col in (1, 2):
-            fig.add_vline(
-                x=float(table["rate_per_s"].iloc[knee]), line=dict(color=PALETTE["red"], dash="dot"), row=1, col=col
-            )
+            fig.add_vline(x=knee_rate, line=dict(color=PALETTE["red"], dash="dot"), row=1, col=col)
         fig.add_annotation(
-            x=float(table["rate_per_s"].iloc[knee]),
+            x=knee_rate,
             y=1.0,
             yref="y2 domain",
             xref="x2",

@@ -123,3 +123,30 @@ def legend_below_in_column(fig: go.Figure) -> go.Figure:
     """Legend for a chart in a half-width column: under the plot, one entry per line (at the
     top, it would cover the title)."""
     return legend_below(fig, one_per_line=True, t=50, b=20)
+
+
+def hover(*lines: str) -> str:
+    """A hover template: `lines` one under the other, without the trace-name box Plotly adds beside it."""
+    return "<br>".join(lines) + "<extra></extra>"
+
+
+def add_line(
+    fig: go.Figure,
+    x,
+    y,
+    name: str | None,
+    colour: str,
+    mode: str = "lines",
+    width: float | None = None,
+    dash: str | None = None,
+    **trace,
+) -> go.Figure:
+    """A named line (with markers if `mode` says so) in one colour; `width` and `dash` style the line, `trace`
+    goes to `add_scatter` as it is (hovertemplate, marker, row and col...)."""
+    line = {"color": colour} | {key: value for key, value in (("width", width), ("dash", dash)) if value is not None}
+    return fig.add_scatter(x=x, y=y, mode=mode, name=name, line=line, **trace)
+
+
+def add_hbar(fig: go.Figure, names, values, **trace) -> go.Figure:
+    """Horizontal bars: one per name (Plotly draws the first name at the bottom), `values` their lengths."""
+    return fig.add_bar(y=names, x=values, orientation="h", **trace)
