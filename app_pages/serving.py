@@ -3,6 +3,7 @@
 import streamlit as st
 
 from app_pages import common
+from inference import machine as machine_facts
 from inference.cost import cost_per_million_tokens
 from inference.engines import llamacpp
 from inference.figures.serving import (
@@ -59,7 +60,11 @@ model_key = c2.radio(
     horizontal=True,
     key="serving_model",
     format_func=lambda k: (
-        "bundled (trained, 23 MB)" if k == experiments.BUNDLED else f"{k} shape, {random_model.LABEL}" if local else k
+        f"bundled (trained, {experiments.weight_file().stat().st_size / 1e6:,.0f} MB)"
+        if k == experiments.BUNDLED
+        else f"{k} shape, {random_model.LABEL}"
+        if local
+        else k
     ),
 )
 if local:
@@ -143,14 +148,9 @@ if results:
     summaries = {n: r.summary(slo) for n, r in sorted(results.items())}
     st.plotly_chart(comparison_figure({run_name(n): s for n, s in summaries.items()}, presenter), width="stretch")
     if local:
-        one, many = summaries[1], summaries[slots]
-        gain = many.throughput_tokens_per_s / one.throughput_tokens_per_s if one.throughput_tokens_per_s else 0
-        st.markdown(
-            f"With {slots} slots the engine streamed **{many.throughput_tokens_per_s:,.0f} tokens/s** against "
-            f"{one.throughput_tokens_per_s:,.0f} one at a time (**{gain:.1f}×**); p95 time to first token "
-            f"{many.ttft_s[95] * 1000:,.0f} ms against {one.ttft_s[95] * 1000:,.0f} ms; "
-            f"{many.good_requests} of {many.requests} requests met {slo.describe()} against {one.good_requests}."
-        )
+        weights = experiments.weight_file(model_key, vocab_size=VOCAB).stat().st_size
+        llc = machine_facts.last_level_cache_bytes()
+        st.markdown(experiments.comparison_verdict(summaries[1], summaries[slots], slots, trace, weights, llc))
     longest = max(r.wall_s for r in results.values())
     columns = common.side_by_side(len(results))
     for column, (n, result) in zip(columns, sorted(results.items())):
@@ -223,12 +223,7 @@ if local:
     )
     if machine is not None:
         roof = machine.roof
-        if model_key == experiments.BUNDLED:
-            from inference.paths import BUNDLED_MODEL_DIR
-
-            weights = BUNDLED_MODEL_DIR / "model.safetensors"
-        else:
-            weights = random_model.hf_folder(random_model.public_shape(model_key, VOCAB), 0) / "model.safetensors"
+        weights = experiments.weight_file(model_key, vocab_size=VOCAB)
         if not weights.is_file():
             st.info("The model is built by the first replay above; then its roofline appears here.")
         else:
@@ -261,8 +256,8 @@ if local:
                 common.caption(
                     "measured",
                     "Measured: tokens that streamed while all B requests were decoding "
-                    "together, divided by that time (B requests of 16 prompt and 64 reply tokens sent "
-                    "at once, one run). Predicted: B ÷ max(bytes ÷ bandwidth, FLOPs ÷ peak) for one "
+                    f"together, divided by that time (B requests of {experiments.BATCH_PROMPT_TOKENS} prompt and "
+                    f"{experiments.BATCH_REPLY_TOKENS} reply tokens sent at once, one run). Predicted: B ÷ max(bytes ÷ bandwidth, FLOPs ÷ peak) for one "
                     "pass at the mean context.",
                 )
 
@@ -277,13 +272,14 @@ if results and local:
         if summary.throughput_tokens_per_s > 0:
             cost = cost_per_million_tokens(1000 / summary.throughput_tokens_per_s, price)
             column.metric(
-                f"{n} slot{'s' if n > 1 else ''}",
-                f"${cost:,.2f} per M tokens",
+                f"{n} slot{'s' if n > 1 else ''}: per million tokens",
+                f"${cost:,.2f}",
                 help=f"{summary.throughput_tokens_per_s:,.0f} tokens/s measured",
             )
+    ratio = summaries[slots].throughput_tokens_per_s / summaries[1].throughput_tokens_per_s
     common.caption(
         "measured",
         f"Measured throughput of the replay above turned into money at ${price:,.2f} per "
-        "hour (a price you type; the default is illustrative): the same machine, the same traffic, "
-        "and the batched server's tokens cost less by the throughput ratio.",
+        "hour (a price you type; the default is illustrative): the same machine, the same traffic, so the "
+        f"costs differ by the throughput ratio, {ratio:.2f}×.",
     )

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from inference.serving.stats import SLO, RequestRecord, knee_index, percentile, request_table, summarize
+from inference.serving.stats import SLO, RequestRecord, RunSummary, knee_index, percentile, request_table, summarize
 from inference.serving.trace import SHAPES, poisson_trace
 
 
@@ -139,3 +139,33 @@ def test_traffic_figure_has_a_bar_per_request_at_its_arrival():
     assert list(fig.data[0].x) == [r.arrival_s for r in trace.requests]
     assert list(fig.data[0].y) == [r.prompt_tokens for r in trace.requests]
     assert list(fig.data[1].y) == [r.reply_tokens for r in trace.requests]
+
+
+def _summary(tokens_per_s: float) -> RunSummary:
+    return RunSummary(16, 16, 1000, 10.0, tokens_per_s, {50: 0.02, 95: 0.1}, {}, {}, SLO(), 16)
+
+
+def test_comparison_verdict_says_nothing_was_gained_when_one_slot_kept_up():
+    """A trace one slot streams in full says batching had nothing to gain and to raise λ; a trace that outruns one
+    slot says requests queued. Each figure in the sentence is the summary's own."""
+    from inference.serving.experiments import comparison_verdict
+
+    trace = poisson_trace("short chat", 2.0, 16, 0, 4096)
+    asked = trace.reply_tokens / trace.duration_s
+    kept_up = comparison_verdict(_summary(asked * 0.95), _summary(asked), 8, trace, 23_000_000, 300 * 2**20)
+    assert "nothing to gain" in kept_up and "Raise the arrival rate" in kept_up
+    assert f"{asked:,.0f} tokens/s" in kept_up
+    fell_behind = comparison_verdict(_summary(asked * 0.3), _summary(asked * 0.6), 8, trace, 23_000_000, None)
+    assert "requests queue" in fell_behind and "(**2.0×**)" in fell_behind
+
+
+def test_comparison_verdict_explains_by_whether_the_weights_fit_the_last_level_cache():
+    """Weights within the last-level cache: the shared read is cheap; beyond it: the read from memory dominates."""
+    from inference.serving.experiments import comparison_verdict
+
+    trace = poisson_trace("short chat", 64.0, 16, 0, 4096)
+    cache = 300 * 2**20
+    small = comparison_verdict(_summary(100), _summary(150), 8, trace, 23_000_000, cache)
+    large = comparison_verdict(_summary(10), _summary(40), 8, trace, 434_000_000, cache)
+    assert "fit in this CPU's 300 MiB last-level cache" in small and "23 MB" in small
+    assert "434 MB of weights from memory" in large and "last-level cache" not in large

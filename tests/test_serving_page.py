@@ -54,4 +54,9 @@ def test_replay_on_the_bundled_model_draws_every_request_and_the_comparison():
     by_title = {c["layout"].get("title", {}).get("text"): c for c in charts(at)}
     gantt = by_title["Each request, 2 slots (batched)"]
     assert len(gantt["data"][2]["y"]) == 4  # four decode bars, one per request
-    assert [m.label for m in at.metric if "slot" in m.label] == ["1 slot", "2 slots"]
+    assert [m.label for m in at.metric if "slot" in m.label] == [
+        "1 slot: per million tokens",
+        "2 slots: per million tokens",
+    ]
+    verdict = next(m.value for m in at.markdown if m.value.startswith("With 2 slots"))
+    assert "last-level cache" in verdict or "from memory" in verdict  # the why, for this model on this machine

@@ -12,6 +12,7 @@ weights for every request in the batch.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +25,13 @@ from inference.measuring import Progress
 from inference.serving import random_model
 from inference.serving.replay import EngineTarget, ReplayResult, replay, solo_run
 from inference.serving.roofline import Roof, ServedModel, decode_pass
-from inference.serving.stats import SLO
+from inference.serving.stats import SLO, RunSummary
 from inference.serving.trace import SHAPES, Request, Trace, poisson_trace
 
 BUNDLED = "bundled"
 DEFAULT_SLOTS = 8
+# decode at batch B: each of the B requests sent at once has this many prompt and reply tokens
+BATCH_PROMPT_TOKENS, BATCH_REPLY_TOKENS = 16, 64
 WARM_UP = Request(index=-1, arrival_s=0.0, prompt_ids=(0, 1, 2, 3), reply_tokens=4)
 
 
@@ -41,6 +44,16 @@ class ModelOnEngine:
     gguf: Path
     safetensors: Path  # the same weights, for counting FLOPs and bytes (roofline)
     timing_only: bool  # random weights: the text is nonsense
+
+
+def weight_file(key: str = BUNDLED, seed: int = 0, vocab_size: int = 4096) -> Path:
+    """The safetensors file of the model `key` serves (the random-weights one may not be built yet), without
+    converting or building anything: for labels and byte counts on every rerun."""
+    if key == BUNDLED:
+        from inference.paths import BUNDLED_MODEL_DIR
+
+        return BUNDLED_MODEL_DIR / "model.safetensors"
+    return random_model.hf_folder(random_model.public_shape(key, vocab_size), seed) / "model.safetensors"
 
 
 def model_on_engine(key: str = BUNDLED, seed: int = 0) -> ModelOnEngine:
@@ -140,7 +153,11 @@ class BatchDecode:
 
 
 def decode_at_batch(
-    target: EngineTarget, batch: int, prompt_tokens: int = 16, reply_tokens: int = 64, seed: int = 0
+    target: EngineTarget,
+    batch: int,
+    prompt_tokens: int = BATCH_PROMPT_TOKENS,
+    reply_tokens: int = BATCH_REPLY_TOKENS,
+    seed: int = 0,
 ) -> BatchDecode:
     """`batch` identical-length requests sent at once; the decode rate is the number of tokens that arrived
     between the last request's first token and the first request's last token (when all `batch` were decoding
@@ -237,7 +254,7 @@ def roofline_verdict(table: pd.DataFrame, served: ServedModel, last_level_cache_
             f"The weights ({weights_mb:,.0f} MB) fit in this CPU's last-level cache "
             f"({last_level_cache_bytes / 2**20:,.0f} MiB), so a pass need not read them from memory at the "
             "measured bandwidth: the sloped roof is too low for this model, and what limits it is the fixed "
-            "cost of each pass (launching a few hundred small operations on 2 threads, sampling, the HTTP "
+            f"cost of each pass (launching a few hundred small operations on {os.cpu_count()} cores, sampling, the HTTP "
             "server), which the roofline does not see."
         )
     else:
@@ -245,7 +262,55 @@ def roofline_verdict(table: pd.DataFrame, served: ServedModel, last_level_cache_
         text.append(
             f"The weights, {weights_mb:,.0f} MB{cache} come from memory on every pass, which is what "
             "the roofline models. What it leaves out: kernels that reach neither roof (small matrix shapes, "
-            "2 threads shared with other work), the fixed cost of each pass, and, as the batch grows, "
+            f"{os.cpu_count()} cores shared with other work), the fixed cost of each pass, and, as the batch grows, "
             "attention and the KV cache growing with every sequence."
+        )
+    return " ".join(text)
+
+
+# one slot "kept up" when it streamed at least this share of what the traffic asked for
+KEPT_UP_SHARE = 0.8
+
+
+def comparison_verdict(
+    one: RunSummary, many: RunSummary, slots: int, trace: Trace, weight_bytes: int, last_level_cache_bytes: int | None
+) -> str:
+    """What the 1-slot vs `slots`-slot replay shows, in sentences built from the measured summaries: the gain, or
+    that there was nothing to gain (the traffic asked for less than one slot can stream), and why batching pays
+    little for weights that fit the CPU's last-level cache and much for weights read from memory every pass."""
+    # what these draws ask for over their span (λ x mean reply is the long-run figure; a short trace strays)
+    asked = trace.reply_tokens / trace.duration_s if trace.duration_s > 0 else float("inf")
+    gain = many.throughput_tokens_per_s / one.throughput_tokens_per_s if one.throughput_tokens_per_s else 0.0
+    text = [
+        f"With {slots} slots the engine streamed **{many.throughput_tokens_per_s:,.0f} tokens/s** against "
+        f"{one.throughput_tokens_per_s:,.0f} one at a time (**{gain:.1f}×**); p95 time to first token "
+        f"{many.ttft_s[95] * 1000:,.0f} ms against {one.ttft_s[95] * 1000:,.0f} ms; {many.good_requests} of "
+        f"{many.requests} requests met {many.slo.describe()} against {one.good_requests}."
+    ]
+    if one.throughput_tokens_per_s >= KEPT_UP_SHARE * asked:
+        text.append(
+            f"Over its {trace.duration_s:,.1f} s of arrivals the trace asks for {asked:,.0f} tokens/s and one slot "
+            "alone streamed "
+            f"{one.throughput_tokens_per_s / asked:.0%} of that: when nobody waits, batching has nothing to gain. "
+            "Raise the arrival rate λ until one slot falls behind."
+        )
+    else:
+        text.append(
+            f"Over its {trace.duration_s:,.1f} s of arrivals the trace asks for {asked:,.0f} tokens/s, more than one "
+            "slot streamed: requests queue for it, "
+            "and batching lets them share passes instead."
+        )
+    weights = f"{weight_bytes / 1e6:,.0f} MB of weights"
+    if last_level_cache_bytes and weight_bytes <= last_level_cache_bytes:
+        text.append(
+            f"Why batching can gain only so much here: the {weights} fit in this CPU's {last_level_cache_bytes / 2**20:,.0f} MiB "
+            "last-level cache, so the read a batch shares is cheap; what it does not share grows with every "
+            "request: each token's arithmetic, sampling over the vocabulary, and streaming every token over HTTP "
+            f"to a client running on the same {os.cpu_count()} cores."
+        )
+    else:
+        text.append(
+            f"Each decode pass reads all {weights} from memory once for every request in the batch: that read "
+            "dominates a pass, so a batch of B requests costs little more than one until the arithmetic catches up."
         )
     return " ".join(text)
