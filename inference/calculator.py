@@ -49,23 +49,6 @@ INT4_GROUP_EXTRA_BYTES = 2 + 2
 MAX_TOKENS = 10**8  # beyond any published context: larger numbers are typing mistakes
 MAX_BATCH = 10**6
 
-REQUIRED_MODEL_FIELDS = (
-    "name",
-    "hub_id",
-    "parameters",
-    "active_parameters",
-    "layers",
-    "attention_heads",
-    "kv_heads",
-    "head_dim",
-    "hidden_size",
-    "context",
-    "vocab_size",
-    "experts",
-    "experts_per_token",
-    "source",
-    "notes",
-)
 _POSITIVE_INT_FIELDS = (
     "parameters",
     "active_parameters",
@@ -77,6 +60,7 @@ _POSITIVE_INT_FIELDS = (
     "context",
     "vocab_size",
 )
+REQUIRED_MODEL_FIELDS = ("name", "hub_id", *_POSITIVE_INT_FIELDS, "experts", "experts_per_token", "source", "notes")
 _MLA_FIELDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 
 
