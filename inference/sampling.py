@@ -355,6 +355,18 @@ def stages_switched_off(settings: SamplingSettings, vocab: int) -> set[str]:
     return {name for name, is_off in off.items() if is_off}
 
 
+# Stages that read only the logits and the one setting named like the stage (`settings.top_p` for "top_p").
+# top-p runs its survivor-sort path here, proven equal to `apply_top_p` by the tests.
+_ONE_SETTING_STAGES = {
+    "temperature": apply_temperature,
+    "top_k": apply_top_k,
+    "top_p": _top_p_fast,
+    "min_p": apply_min_p,
+    "typical_p": apply_typical_p,
+    "top_n_sigma": apply_top_n_sigma,
+}
+
+
 def apply_stage(
     name: str,
     logits: torch.Tensor,
@@ -366,18 +378,8 @@ def apply_stage(
     of a batch; only DRY, XTC and mirostat read it."""
     if name == "penalty":
         return apply_repetition_penalty(logits, seen, settings.repetition_penalty)
-    if name == "temperature":
-        return apply_temperature(logits, settings.temperature)
-    if name == "top_k":
-        return apply_top_k(logits, settings.top_k)
-    if name == "top_p":
-        return _top_p_fast(logits, settings.top_p)
-    if name == "min_p":
-        return apply_min_p(logits, settings.min_p)
-    if name == "typical_p":
-        return apply_typical_p(logits, settings.typical_p)
-    if name == "top_n_sigma":
-        return apply_top_n_sigma(logits, settings.top_n_sigma)
+    if name in _ONE_SETTING_STAGES:
+        return _ONE_SETTING_STAGES[name](logits, getattr(settings, name))
     rows = context if isinstance(context, list) else [context]
     if any(c is None for c in rows):
         raise ValueError(f"The {STAGE_NAMES[name]} stage needs the step's context (history, uniform, mu)")
