@@ -258,7 +258,7 @@ def moe_section(meta: dict, ctx: CardContext) -> str:
         else "the same as"
     )
     memorises = (
-        "it memorises more: its train score improved further than its validation score did"
+        "it memorises more (its train score improved further than its validation score did)"
         if gap_moe > gap_dense
         else "it does not memorise more than the dense model did"
     )
@@ -375,8 +375,8 @@ its parameters and {moe_b["active_parameters"] / dense_b["active_parameters"]:.2
 is {gap_moe:+.3f} bits/byte against the dense model's {gap_dense:+.3f}: {memorises}. With only
 {st["train_tokens_in_corpus"]:,} training tokens (about 6 MB of text, seen {st["tokens_seen"] / st["train_tokens_in_corpus"]:.1f} times) a bigger model has
 more room to memorise; these are the measured figures, not a tuned comparison. (The trainer scored
-the float32 weights before rounding them to bfloat16 for the file. Scored like the trainer's
-periodic evaluations, in {scoring}, the stored weights reach {base:.4f} on validation, first row
+the float32 weights before rounding them to bfloat16 for the file. Scored in {scoring}, the
+stored weights reach {base:.4f} on validation, first row
 of the experiments below{last_eval}.)
 
 ### Expert load on validation stories
@@ -401,7 +401,7 @@ no clean one-expert-per-word specialisation.
 {info_rows}
 
 ### Experiments, measured
-Validation bits/byte on the same stories ({scoring}), the model's stored weights, each variant built on
+Validation bits/byte on the same stories, scored as in the quality section, the model's stored weights, each variant built on
 the same tensors (`inference.routing.variant`). Decode time: {stats["timing"]["how"]};
 {stats["timing"]["machine"]}; {stats["timing"]["conditions"]}. Dense `{dense_name}` on the
 same path: {ms.get("dense", float("nan")):.2f} ms per token (its validation score here: {stats["dense"]["val_bits_per_byte"]:.4f}).
