@@ -10,7 +10,9 @@ from inference.figures.style import (
     DECODE_COLOUR,
     PALETTE,
     PREFILL_COLOUR,
+    add_line,
     base_layout,
+    hover,
     label,
     legend_below,
     legend_below_in_column,
@@ -27,6 +29,21 @@ def _error_bars(summary, measure: str) -> dict:
         arrayminus=summary[measure] - summary[f"{measure}_q1"],
         thickness=1.5,
         width=5,
+    )
+
+
+def _phase_curve(fig: go.Figure, s, y, phase: str, name: str, value_text: str, error_bars: dict | None = None) -> None:
+    """One phase's curve against the prompt length P (for decode, the context it reads), in the phase's colour."""
+    colour, x_text = (PREFILL_COLOUR, "P = %{x}") if phase == "prefill" else (DECODE_COLOUR, "context %{x}")
+    add_line(
+        fig,
+        s["prompt_tokens"],
+        y,
+        name,
+        colour,
+        "lines+markers",
+        error_y=error_bars,
+        hovertemplate=hover(x_text, value_text),
     )
 
 
@@ -94,24 +111,11 @@ def sweep_time_figure(sweep: Sweep, presenter: bool = False) -> go.Figure:
     one token with P tokens already in the cache."""
     s = sweep.summary
     fig = go.Figure()
-    fig.add_scatter(
-        x=s["prompt_tokens"],
-        y=s["prefill_ms"],
-        error_y=_error_bars(s, "prefill_ms"),
-        mode="lines+markers",
-        name="prefill (P tokens per pass)",
-        line=dict(color=PREFILL_COLOUR),
-        hovertemplate="P = %{x}<br>prefill %{y:.1f} ms<extra></extra>",
-    )
-    fig.add_scatter(
-        x=s["prompt_tokens"],
-        y=s["decode_ms_per_token"],
-        error_y=_error_bars(s, "decode_ms_per_token"),
-        mode="lines+markers",
-        name="decode (1 token per pass)",
-        line=dict(color=DECODE_COLOUR),
-        hovertemplate="context %{x}<br>decode %{y:.1f} ms per token<extra></extra>",
-    )
+    for phase, measure, name, value_text in (
+        ("prefill", "prefill_ms", "prefill (P tokens per pass)", "prefill %{y:.1f} ms"),
+        ("decode", "decode_ms_per_token", "decode (1 token per pass)", "decode %{y:.1f} ms per token"),
+    ):
+        _phase_curve(fig, s, s[measure], phase, name, value_text, _error_bars(s, measure))
     fig.update_xaxes(tickvals=s["prompt_tokens"].tolist())
     fig.update_yaxes(title="ms per forward pass", rangemode="tozero")
     return _sweep_layout(fig, "Time of one forward pass", presenter)
@@ -122,24 +126,11 @@ def sweep_rate_figure(sweep: Sweep, saturation_tokens: int, presenter: bool = Fa
     are busy; decode makes one token per pass whatever the context."""
     s = sweep.summary
     fig = go.Figure()
-    fig.add_scatter(
-        x=s["prompt_tokens"],
-        y=s["prefill_tokens_per_s"],
-        error_y=_error_bars(s, "prefill_tokens_per_s"),
-        mode="lines+markers",
-        name="prefill: prompt tokens/s",
-        line=dict(color=PREFILL_COLOUR),
-        hovertemplate="P = %{x}<br>%{y:,.0f} tokens/s<extra></extra>",
+    rate, prefill_rate = "%{y:,.0f} tokens/s", s["prefill_tokens_per_s"]
+    _phase_curve(
+        fig, s, prefill_rate, "prefill", "prefill: prompt tokens/s", rate, _error_bars(s, "prefill_tokens_per_s")
     )
-    decode_rate = 1000 / s["decode_ms_per_token"]
-    fig.add_scatter(
-        x=s["prompt_tokens"],
-        y=decode_rate,
-        mode="lines+markers",
-        name="decode: new tokens/s",
-        line=dict(color=DECODE_COLOUR),
-        hovertemplate="context %{x}<br>%{y:,.0f} tokens/s<extra></extra>",
-    )
+    _phase_curve(fig, s, 1000 / s["decode_ms_per_token"], "decode", "decode: new tokens/s", rate)
     fig.add_vline(x=saturation_tokens, line=dict(color=PALETTE["grey"], dash="dot", width=1.5))
     # Annotations on a log axis take log10 of the position (shapes such as the line do not).
     # Top left of the line: shorter prompts are below SATURATION of the best, so the curve is never there.

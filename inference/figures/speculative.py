@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from inference import speculative as spec
-from inference.figures.style import PALETTE, base_layout, label, legend_below, repr_token
+from inference.figures.style import PALETTE, add_line, base_layout, label, legend_below, repr_token
 from inference.speculative_timing import PlainTiming
 from inference.tokens import VISIBLE_WHITESPACE
 
@@ -340,30 +340,25 @@ def theory_figure(
 TEMPERATURE_COLOURS = [PALETTE["blue"], PALETTE["orange"], PALETTE["red"], PALETTE["slate"]]
 
 
+def _measured_and_predicted(fig: go.Figure, table: pd.DataFrame, measured: str, predicted: str, predicted_name: str):
+    """Against γ, one colour per temperature: the `measured` column thick with points, the `predicted` one dashed."""
+    for colour, (t, rows) in zip(TEMPERATURE_COLOURS, table.groupby("temperature", sort=True)):
+        at_t = f"T = {t:g}, "
+        add_line(
+            fig, rows["gamma"], rows[measured], at_t + "measured", colour, "lines+markers", width=3, marker=dict(size=9)
+        )
+        add_line(fig, rows["gamma"], rows[predicted], at_t + predicted_name, colour, dash="dash")
+    fig.update_xaxes(title="γ: tokens drafted per round", dtick=1)
+
+
 def sweep_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """Speed-up against gamma at each temperature: measured (solid, points) and predicted from the
     same run's alpha and measured costs (dashed)."""
     fig = go.Figure()
-    for colour, (t, rows) in zip(TEMPERATURE_COLOURS, table.groupby("temperature", sort=True)):
-        fig.add_scatter(
-            x=rows["gamma"],
-            y=rows["measured_speedup"],
-            mode="lines+markers",
-            name=f"T = {t:g}, measured",
-            line=dict(color=colour, width=3),
-            marker=dict(size=9),
-        )
-        fig.add_scatter(
-            x=rows["gamma"],
-            y=rows["predicted_speedup_measured_verify"],
-            mode="lines",
-            name=f"T = {t:g}, predicted",
-            line=dict(color=colour, dash="dash"),
-        )
+    _measured_and_predicted(fig, table, "measured_speedup", "predicted_speedup_measured_verify", "predicted")
     fig.add_hline(
         y=1, line=dict(color=PALETTE["red"], width=2), annotation_text="break-even", annotation_position="bottom right"
     )
-    fig.update_xaxes(title="γ: tokens drafted per round", dtick=1)
     fig.update_yaxes(title="speed-up over plain decoding (×)", rangemode="tozero")
     return legend_below(base_layout(fig, "Speed-up by γ and temperature", presenter, height=440), y=-0.2)
 
@@ -371,23 +366,7 @@ def sweep_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
 def sweep_alpha_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """Tokens per target pass against gamma: measured, and (1 − α^(γ+1)) / (1 − α) from the same run's α."""
     fig = go.Figure()
-    for colour, (t, rows) in zip(TEMPERATURE_COLOURS, table.groupby("temperature", sort=True)):
-        fig.add_scatter(
-            x=rows["gamma"],
-            y=rows["tokens_per_pass"],
-            mode="lines+markers",
-            name=f"T = {t:g}, measured",
-            line=dict(color=colour, width=3),
-            marker=dict(size=9),
-        )
-        fig.add_scatter(
-            x=rows["gamma"],
-            y=rows["predicted_tokens_per_pass"],
-            mode="lines",
-            name=f"T = {t:g}, (1 − α^(γ+1)) / (1 − α)",
-            line=dict(color=colour, dash="dash"),
-        )
-    fig.update_xaxes(title="γ: tokens drafted per round", dtick=1)
+    _measured_and_predicted(fig, table, "tokens_per_pass", "predicted_tokens_per_pass", "(1 − α^(γ+1)) / (1 − α)")
     fig.update_yaxes(title="tokens per target pass", rangemode="tozero")
     return legend_below(base_layout(fig, "Tokens per target pass by γ and temperature", presenter, height=440), y=-0.2)
 
