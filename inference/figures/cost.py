@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from inference.cost import AnswerCost
-from inference.figures.style import DECODE_COLOUR, PREFILL_COLOUR, base_layout, legend_below
+from inference.figures.style import DECODE_COLOUR, PREFILL_COLOUR, add_hbar, add_line, base_layout, hover, legend_below
 
 
 def answer_split_figure(answer: AnswerCost, presenter: bool = False) -> go.Figure:
@@ -30,10 +30,10 @@ def answer_split_figure(answer: AnswerCost, presenter: bool = False) -> go.Figur
     ]
     for name, colour, shares, texts in segments:
         # A label squeezed into a sliver becomes unreadable: slivers keep theirs for the hover.
-        fig.add_bar(
-            y=rows,
-            x=shares,
-            orientation="h",
+        add_hbar(
+            fig,
+            rows,
+            shares,
             name=name,
             marker_color=colour,
             text=[t if share >= 0.12 else "" for t, share in zip(texts, shares)],
@@ -57,28 +57,25 @@ def batching_figure(batches: pd.DataFrame, presenter: bool = False) -> go.Figure
         horizontal_spacing=0.12,
         subplot_titles=["Tokens per second (all sequences)", "Machine time per token (ms)"],
     )
-    fig.add_scatter(
-        x=batches["batch"],
-        y=batches["tokens_per_s"],
-        mode="lines+markers",
-        showlegend=False,
-        line=dict(color=DECODE_COLOUR, width=3),
-        row=1,
-        col=1,
-        hovertemplate="batch %{x}: %{y:,.0f} tokens/s<extra></extra>",
-    )
-    fig.add_scatter(
-        x=batches["batch"],
-        y=batches["ms_per_token"],
-        mode="lines+markers",
-        showlegend=False,
-        line=dict(color=PREFILL_COLOUR, width=3),
-        row=1,
-        col=2,
-        text=[f"{s:.1f}× cheaper" for s in batches["speedup_per_token"]],
-        hovertemplate="batch %{x}: %{y:.3f} ms per token (%{text})<extra></extra>",
-    )
-    for col in (1, 2):
+    cheaper = [f"{s:.1f}× cheaper" for s in batches["speedup_per_token"]]
+    for col, column, colour, text, value_text in (
+        (1, "tokens_per_s", DECODE_COLOUR, None, "%{y:,.0f} tokens/s"),
+        (2, "ms_per_token", PREFILL_COLOUR, cheaper, "%{y:.3f} ms per token (%{text})"),
+    ):
+        add_line(
+            fig,
+            batches["batch"],
+            batches[column],
+            None,
+            colour,
+            "lines+markers",
+            width=3,
+            showlegend=False,
+            row=1,
+            col=col,
+            text=text,
+            hovertemplate=hover("batch %{x}: " + value_text),
+        )
         fig.update_xaxes(
             type="log", title="sequences decoded together (batch)", tickvals=list(batches["batch"]), row=1, col=col
         )
