@@ -5,7 +5,6 @@ memory stays bounded. Prints p50/p95 step latency and server RSS (reported, not 
 """
 
 import statistics
-import time
 
 import psutil
 import pytest
@@ -13,16 +12,12 @@ import pytest
 from inference.engine import new_trace
 from inference.loader import encode_prompt
 from inference.sampling import SamplingSettings
-from tests.browser import SKIP_REASON, chromium_available, launch, open_page, streamlit_server, wait_idle
+from tests.browser import SKIP_REASON, chromium_available, launch, streamlit_server, wait_idle
+from tests.load_sessions import EXCEPTION_BOX, generated_ids, open_sessions, step_interleaved
 
 pytestmark = pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)
 SESSIONS, STEPS = 10, 30
 SETTINGS = SamplingSettings(temperature=0.9, top_p=0.95)
-
-
-def generated_ids(page):
-    ids = page.locator(".token-box").get_attribute("data-generated-ids")
-    return [int(i) for i in ids.split(",")] if ids else []
 
 
 def server_rss(pid):
@@ -38,37 +33,18 @@ def test_ten_sessions_step_at_once_and_each_gets_its_own_tokens(bundled, capsys)
     for seed in range(SESSIONS):
         solo = new_trace(model, tokenizer, encode_prompt(tokenizer, "Once upon a time"), 60, seed)
         expected[seed] = [r.token_id for r in solo.run(SETTINGS, max_steps=STEPS)]  # may stop early at EOS
-    latencies, results, errors = [], {}, []
+    results, errors = {}, []
     with streamlit_server() as url, sync_playwright() as p:
         server_pid = next(c.pid for c in psutil.Process().children() if "streamlit" in " ".join(c.cmdline()))
         browser = launch(p)
-        pages = []
-        for seed in range(SESSIONS):
-            context = browser.new_context(viewport={"width": 1000, "height": 800})
-            page = context.new_page()
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            open_page(page, f"{url}/?seed={seed}&t=0.9&p=0.95&max=60")
-            pages.append(page)
+        pages = open_sessions(browser, [f"{url}/?seed={seed}&t=0.9&p=0.95&max=60" for seed in range(SESSIONS)], errors)
         rss_start = server_rss(server_pid)
-
-        # Playwright's sync API is single-threaded: interleave the sessions round-robin,
-        # clicking all of them before waiting on any, so their steps overlap on the server.
-        for step in range(1, STEPS + 1):
-            started = {}
-            active = [seed for seed in range(SESSIONS) if len(expected[seed]) >= step]
-            for seed in active:
-                pages[seed].get_by_role("button", name="Step", exact=True).click()
-                started[seed] = time.perf_counter()
-            for seed in active:
-                pages[seed].wait_for_function(
-                    f"(document.querySelector('.token-box')?.dataset.generatedIds || '').split(',').filter(Boolean).length >= {step}",
-                    timeout=120_000,
-                )
-                latencies.append(time.perf_counter() - started[seed])
+        # Every session's Step clicked before any is waited on, so their steps overlap on the server.
+        latencies = step_interleaved(pages, [len(expected[seed]) for seed in range(SESSIONS)])
         for seed, page in enumerate(pages):
             wait_idle(page)
             results[seed] = generated_ids(page)
-            assert page.locator('[data-testid="stException"]').count() == 0
+            assert page.locator(EXCEPTION_BOX).count() == 0
         rss_end = server_rss(server_pid)
         browser.close()
 

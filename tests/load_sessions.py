@@ -1,0 +1,81 @@
+"""Many browser sessions pressing Step on the Generate page at once (the load tests' shared driver).
+
+Playwright's sync API is single-threaded: the sessions are interleaved round-robin, every session's Step
+clicked before any is waited on, so their steps overlap on the app processes (and on an engine behind them).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+EXCEPTION_BOX = '[data-testid="stException"]'
+
+
+@dataclass
+class LoadRun:
+    """What the sessions saw: each one's generated ids, every Step's latency, page errors, exception boxes."""
+
+    tokens: list[list[int]] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)  # seconds, click to the new token on the page
+    page_errors: list[str] = field(default_factory=list)
+    exception_boxes: int = 0
+
+    def percentiles_ms(self) -> tuple[float, float]:
+        """(p50, p95) of the Step latencies in milliseconds."""
+        return statistics.median(self.latencies) * 1000, statistics.quantiles(self.latencies, n=20)[18] * 1000
+
+
+def generated_ids(page) -> list[int]:
+    ids = page.locator(".token-box").get_attribute("data-generated-ids")
+    return [int(i) for i in ids.split(",")] if ids else []
+
+
+def open_sessions(browser, urls: list[str], errors: list[str]) -> list:
+    """One browser context (its own Streamlit session) per URL, each page loaded and idle."""
+    from tests.browser import open_page
+
+    pages = []
+    for url in urls:
+        page = browser.new_context(viewport={"width": 1000, "height": 800}).new_page()
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        open_page(page, url)
+        pages.append(page)
+    return pages
+
+
+def step_interleaved(pages: list, steps: list[int], timeout_ms: float = 120_000) -> list[float]:
+    """Press Step `steps[i]` times on page i, round-robin: in each round click every page still going, then
+    wait for each to show its new token. Returns the latencies in seconds, click to token seen (pages are
+    waited on in order, so a later page's figure can include the wait for an earlier one)."""
+    latencies = []
+    for step in range(1, max(steps, default=0) + 1):
+        started = {}
+        active = [i for i, wanted in enumerate(steps) if wanted >= step]
+        for i in active:
+            pages[i].get_by_role("button", name="Step", exact=True).click()
+            started[i] = time.perf_counter()
+        for i in active:
+            pages[i].wait_for_function(
+                "(document.querySelector('.token-box')?.dataset.generatedIds || '')"
+                f".split(',').filter(Boolean).length >= {step}",
+                timeout=timeout_ms,
+            )
+            latencies.append(time.perf_counter() - started[i])
+    return latencies
+
+
+def run_sessions(browser, urls: list[str], steps: list[int]) -> LoadRun:
+    """Open a session per URL, step them all interleaved, then read each one's tokens and exception boxes."""
+    from tests.browser import wait_idle
+
+    run = LoadRun()
+    pages = open_sessions(browser, urls, run.page_errors)
+    run.latencies = step_interleaved(pages, steps)
+    for page in pages:
+        wait_idle(page)
+        run.tokens.append(generated_ids(page))
+        run.exception_boxes += page.locator(EXCEPTION_BOX).count()
+        page.context.close()
+    return run
