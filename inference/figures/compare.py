@@ -14,7 +14,10 @@ from inference.figures.style import (
     FINAL_COLOUR,
     PALETTE,
     RAW_COLOUR,
+    add_hbar,
+    add_line,
     base_layout,
+    hover,
     label,
     legend_below,
     repr_token,
@@ -68,6 +71,33 @@ def _prob_of(view, token_id: int) -> float:
     return float(view.final[int(where[0, 0])]) if len(where) else 0.0
 
 
+def _add_final_bars(fig: go.Figure, view, ids: list[int], names: list[str], colour: str, text, **trace) -> None:
+    """`view`'s final probability of each token in `ids` (labelled `names`) as horizontal bars, the first token at
+    the top; `text(p)` is the label beside a bar, `trace` the rest of the bar trace (name, hover...)."""
+    values = [_prob_of(view, t) for t in ids][::-1]  # Plotly draws the first category at the bottom
+    add_hbar(
+        fig, names[::-1], values, marker_color=colour, text=[text(p) for p in values], textposition="outside", **trace
+    )
+
+
+def _percent_or_zero(p: float) -> str:
+    """A bar's label where the runs part: under 0.1% it reads 0."""
+    return f"{p:.1%}" if p >= 0.001 else "0"
+
+
+def _percent_or_cut(p: float) -> str:
+    """A bar's label in the order lesson: ✂ where that order removed the token."""
+    return f"{p:.1%}" if p > 0 else "✂"
+
+
+def _by_token_layout(fig: go.Figure, title: str, x_title: str, tokens: int, presenter: bool) -> go.Figure:
+    """The layout of the charts with one group of bars per token: a row per token, the legend below."""
+    fig.update_layout(barmode="group", bargap=0.25)
+    fig.update_xaxes(tickformat=".0%", title=x_title)
+    fig.update_yaxes(automargin=True)
+    return legend_below(base_layout(fig, title, presenter, height=170 + 34 * tokens), y=-0.12)
+
+
 def final_distributions(parting, tokenizer, presenter: bool = False) -> go.Figure:
     """Both final distributions at the step where the runs part, token by token (A's top first);
     each run's chosen token is outlined."""
@@ -75,26 +105,12 @@ def final_distributions(parting, tokenizer, presenter: bool = False) -> go.Figur
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, ids)]
     fig = go.Figure()
     for side, view, colour in (("A", parting.view_a, A_COLOUR), ("B", parting.view_b, B_COLOUR)):
-        values = [_prob_of(view, t) for t in ids]
-        fig.add_bar(
-            y=names[::-1],
-            x=values[::-1],
-            orientation="h",
-            name=f"{side} final",
-            marker_color=colour,
-            marker_line=dict(
-                color=["#000" if t == view.chosen_id else colour for t in ids[::-1]],
-                width=[3 if t == view.chosen_id else 0 for t in ids[::-1]],
-            ),
-            text=[f"{v:.1%}" if v >= 0.001 else "0" for v in values[::-1]],
-            textposition="outside",
-            hovertemplate="%{y}<br>" + side + " %{x:.2%}<extra></extra>",
-        )
-    fig.update_layout(barmode="group", bargap=0.25)
-    fig.update_xaxes(tickformat=".0%", title="probability (0 = removed)")
-    fig.update_yaxes(automargin=True)
-    fig = base_layout(fig, f"Step {parting.step}: both final distributions", presenter, height=170 + 34 * len(ids))
-    return legend_below(fig, y=-0.12)
+        chosen = [t == view.chosen_id for t in ids[::-1]]
+        outline = dict(color=["#000" if c else colour for c in chosen], width=[3 if c else 0 for c in chosen])
+        trace = dict(name=f"{side} final", marker_line=outline, hovertemplate=hover("%{y}", side + " %{x:.2%}"))
+        _add_final_bars(fig, view, ids, names, colour, _percent_or_zero, **trace)
+    title = f"Step {parting.step}: both final distributions"
+    return _by_token_layout(fig, title, "probability (0 = removed)", len(ids), presenter)
 
 
 def shared_u_cdfs(parting, tokenizer, presenter: bool = False) -> go.Figure:
@@ -163,25 +179,12 @@ def order_lesson_figure(lesson, tokenizer, presenter: bool = False) -> go.Figure
     ids = list(dict.fromkeys(wider.order[:8].tolist() + wider.order[max(edge - 2, 8) : edge + 3].tolist()))
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, ids)]
     fig = go.Figure()
+    tip = hover("%{y}", "%{x:.2%}")
     for (name, view), colour in zip(views.items(), (A_COLOUR, B_COLOUR)):
-        values = [_prob_of(view, t) for t in ids]
-        fig.add_bar(
-            y=names[::-1],
-            x=values[::-1],
-            orientation="h",
-            name=f"{name}: {view.kept[view.final_stage]:,} kept",
-            marker_color=colour,
-            text=[f"{v:.1%}" if v > 0 else "✂" for v in values[::-1]],
-            textposition="outside",
-            hovertemplate="%{y}<br>%{x:.2%}<extra></extra>",
-        )
-    fig.update_layout(barmode="group", bargap=0.25)
-    fig.update_xaxes(tickformat=".0%", title="final probability (✂ = removed)")
-    fig.update_yaxes(automargin=True)
-    fig = base_layout(
-        fig, f"Step {lesson.step}: the same settings in two orders", presenter, height=170 + 34 * len(ids)
-    )
-    return legend_below(fig, y=-0.12)
+        legend = f"{name}: {view.kept[view.final_stage]:,} kept"
+        _add_final_bars(fig, view, ids, names, colour, _percent_or_cut, name=legend, hovertemplate=tip)
+    title = f"Step {lesson.step}: the same settings in two orders"
+    return _by_token_layout(fig, title, "final probability (✂ = removed)", len(ids), presenter)
 
 
 def mirostat_figure(records, side: str, presenter: bool = False) -> go.Figure:
@@ -190,21 +193,10 @@ def mirostat_figure(records, side: str, presenter: bool = False) -> go.Figure:
     steps = [r.index for r in records]
     surprise = [-np.log2(r.prob) for r in records]
     fig = go.Figure()
-    fig.add_scatter(
-        x=steps,
-        y=surprise,
-        mode="markers+lines",
-        name="observed surprise −log₂ p (bits)",
-        line=dict(color=RAW_COLOUR),
-        marker=dict(color=FINAL_COLOUR, size=7),
-    )
-    fig.add_scatter(
-        x=steps,
-        y=[r.mirostat_mu for r in records],
-        mode="lines",
-        name="μ (cut: surprise above it removed)",
-        line=dict(color=CHOSEN_COLOUR, width=3, shape="hv"),
-    )
+    surprise_name = "observed surprise −log₂ p (bits)"
+    add_line(fig, steps, surprise, surprise_name, RAW_COLOUR, "markers+lines", marker=dict(color=FINAL_COLOUR, size=7))
+    mu = [r.mirostat_mu for r in records]
+    add_line(fig, steps, mu, "μ (cut: surprise above it removed)", CHOSEN_COLOUR, width=3, shape="hv")
     tau = records[0].settings.mirostat_tau if records else 0
     fig.add_hline(
         y=tau,

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from inference.figures.style import PALETTE, base_layout, label, legend_below, repr_token
+from inference.figures.style import PALETTE, add_line, base_layout, label, legend_below, repr_token
 from inference.moe import DENSE_ACTIVE, DENSE_TOTAL, MOE
 
 # One colour per expert id, the same on every chart of the page (Plotly's "Set2" + "Dark2"
@@ -249,20 +249,8 @@ def balance_over_training(load_log: list[dict], presenter: bool = False) -> go.F
     idlest = [min(min(layer) for layer in row["fractions"]) for row in load_log]
     count = len(load_log[0]["fractions"][0])
     fig = go.Figure()
-    fig.add_scatter(
-        x=steps,
-        y=busiest,
-        mode="lines+markers",
-        name="busiest expert (any layer)",
-        line=dict(color=PALETTE["orange"], width=3),
-    )
-    fig.add_scatter(
-        x=steps,
-        y=idlest,
-        mode="lines+markers",
-        name="idlest expert (any layer)",
-        line=dict(color=PALETTE["blue"], width=3),
-    )
+    for shares, name, colour in ((busiest, "busiest", PALETTE["orange"]), (idlest, "idlest", PALETTE["blue"])):
+        add_line(fig, steps, shares, f"{name} expert (any layer)", colour, "lines+markers", width=3)
     fig.add_hline(y=1 / count, line_dash="dot", line_color=UNIFORM_COLOUR, annotation_text="uniform")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", title="share of the picks")
     fig.update_xaxes(title="training step")

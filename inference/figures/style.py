@@ -139,11 +139,13 @@ def add_line(
     mode: str = "lines",
     width: float | None = None,
     dash: str | None = None,
+    shape: str | None = None,
     **trace,
 ) -> go.Figure:
-    """A named line (with markers if `mode` says so) in one colour; `width` and `dash` style the line, `trace`
-    goes to `add_scatter` as it is (hovertemplate, marker, row and col...)."""
-    line = {"color": colour} | {key: value for key, value in (("width", width), ("dash", dash)) if value is not None}
+    """A named line (with markers if `mode` says so) in one colour; `width`, `dash` and `shape` ("hv": steps) style
+    the line, `trace` goes to `add_scatter` as it is (hovertemplate, marker, row and col...)."""
+    style = {"width": width, "dash": dash, "shape": shape}
+    line = {"color": colour} | {key: value for key, value in style.items() if value is not None}
     return fig.add_scatter(x=x, y=y, mode=mode, name=name, line=line, **trace)
 
 
