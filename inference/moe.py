@@ -77,11 +77,13 @@ class MoEDesign:
 
 def random_model(config, seed: int):
     """A model from `config` with random weights drawn from a private generator: built on the
-    meta device (no global RNG use), then filled: matrices N(0, 0.02), norm weights 1."""
+    meta device (no global RNG use), then filled: matrices N(0, 0.02), norm weights 1. Tied
+    embeddings (`tie_word_embeddings`) stay one tensor, counted and held once."""
     model_class = MixtralForCausalLM if isinstance(config, MixtralConfig) else LlamaForCausalLM
     with torch.device("meta"):
         model = model_class(config)
     model = model.to_empty(device="cpu").eval()
+    model.tie_weights()  # to_empty gives every tensor its own storage: tie the output layer again, as configured
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for parameter in model.parameters():

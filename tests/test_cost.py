@@ -104,6 +104,15 @@ def test_random_models_are_seeded_privately():
     assert torch.isfinite(logits).all()
 
 
+def test_random_models_keep_tied_embeddings_one_tensor():
+    """A config with tied embeddings builds one table shared by the input and output layers, held and counted once."""
+    model = moe.random_model(SMALL.configs()[moe.DENSE_ACTIVE], seed=2)
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    table = SMALL.vocab * SMALL.hidden
+    separate = sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False))
+    assert moe.parameter_counts(model)[0] == separate - table
+
+
 def test_moe_measurement_rows():
     frame = moe.measure(SMALL, prompt_tokens=8, decode_steps=2, repeats=1, batch=4)
     assert frame["model"].tolist() == [moe.DENSE_ACTIVE, moe.MOE, moe.DENSE_TOTAL]
