@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from inference.figures.style import PALETTE, add_line, base_layout, label, legend_below, repr_token
+from inference.figures.style import PALETTE, add_line, base_layout, hover, label, legend_below, repr_token
 from inference.moe import DENSE_ACTIVE, DENSE_TOTAL, MOE
 
 # One colour per expert id, the same on every chart of the page (Plotly's "Set2" + "Dark2"
@@ -258,6 +258,50 @@ def balance_over_training(load_log: list[dict], presenter: bool = False) -> go.F
     return legend_below(fig, y=-0.3)
 
 
+def _bars_per_model(
+    table: pd.DataFrame,
+    panels: list,
+    colours: list[str],
+    label_of,
+    value_format: str,
+    headroom: float,
+    vertical_spacing: float,
+) -> go.Figure:
+    """A 2 x 2 grid with one panel per (column, title, scale) of `panels` and one bar per model (`table["model"]`)
+    in each; `label_of(column, value)` is a bar's label, `headroom` the room above the tallest bar for it."""
+    fig = make_subplots(
+        rows=2,
+        cols=2,
+        horizontal_spacing=0.1,
+        vertical_spacing=vertical_spacing,
+        subplot_titles=[title for _, title, _ in panels],
+    )
+    for i, (column, _, scale) in enumerate(panels):
+        row, col = divmod(i, 2)
+        values = table[column] * scale
+        fig.add_bar(
+            x=table["model"],
+            y=values,
+            marker_color=colours,
+            text=[label_of(column, v) for v in values],
+            textposition="outside",
+            showlegend=False,
+            row=row + 1,
+            col=col + 1,
+            hovertemplate=hover(f"%{{x}}: %{{y:{value_format}}}"),
+        )
+        fig.update_yaxes(range=[0, float(values.max()) * headroom], row=row + 1, col=col + 1)
+    return fig
+
+
+def _sparsity_label(column: str, value: float) -> str:
+    return f"{value:.3f}" if column == "bits_per_byte" else f"{value:.2f}" if value < 100 else f"{value:,.0f}"
+
+
+def _timing_label(column: str, value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
 def sparsity_figure(rows: pd.DataFrame, quality_title: str, presenter: bool = False) -> go.Figure:
     """Four panels, one bar per model (columns: model, total, active, decode_ms, bits_per_byte):
     what it holds, what a token uses, its decode time, its quality (`quality_title` says which text)."""
@@ -267,25 +311,8 @@ def sparsity_figure(rows: pd.DataFrame, quality_title: str, presenter: bool = Fa
         ("decode_ms", "Decode: ms per token", 1),
         ("bits_per_byte", quality_title, 1),
     ]
-    fig = make_subplots(
-        rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.22, subplot_titles=[t for _, t, _ in panels]
-    )
     colours = [PALETTE["orange"] if i == 0 else PALETTE["dark_blue"] for i in range(len(rows))]
-    for i, (column, _, scale) in enumerate(panels):
-        row, col = divmod(i, 2)
-        values = rows[column] * scale
-        fig.add_bar(
-            x=rows["model"],
-            y=values,
-            marker_color=colours,
-            showlegend=False,
-            row=row + 1,
-            col=col + 1,
-            text=[f"{v:.3f}" if column == "bits_per_byte" else f"{v:.2f}" if v < 100 else f"{v:,.0f}" for v in values],
-            textposition="outside",
-            hovertemplate="%{x}: %{y:,.3f}<extra></extra>",
-        )
-        fig.update_yaxes(range=[0, float(values.max()) * 1.3], row=row + 1, col=col + 1)
+    fig = _bars_per_model(rows, panels, colours, _sparsity_label, ",.3f", headroom=1.3, vertical_spacing=0.22)
     return base_layout(fig, "", presenter, height=600)
 
 
@@ -318,22 +345,6 @@ def moe_figure(moe: pd.DataFrame, presenter: bool = False) -> go.Figure:
         ("decode_ms_per_token", "Decode, 1 sequence: ms per token", 1),
         ("batch_ms_per_pass", f"Decode, {batch} sequences: ms per pass", 1),
     ]
-    fig = make_subplots(
-        rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.2, subplot_titles=[title for _, title, _ in panels]
-    )
-    for i, (column, _, scale) in enumerate(panels):
-        row, col = divmod(i, 2)
-        values = moe[column] * scale
-        fig.add_bar(
-            x=moe["model"],
-            y=values,
-            marker_color=[MODEL_COLOURS[m] for m in moe["model"]],
-            text=[f"{v:,.0f}" if v >= 100 else f"{v:.1f}" for v in values],
-            textposition="outside",
-            showlegend=False,
-            row=row + 1,
-            col=col + 1,
-            hovertemplate="%{x}: %{y:,.1f}<extra></extra>",
-        )
-        fig.update_yaxes(range=[0, float(values.max()) * 1.25], row=row + 1, col=col + 1)
+    colours = [MODEL_COLOURS[m] for m in moe["model"]]
+    fig = _bars_per_model(moe, panels, colours, _timing_label, ",.1f", headroom=1.25, vertical_spacing=0.2)
     return base_layout(fig, "", presenter, height=620)

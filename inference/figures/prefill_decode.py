@@ -75,20 +75,13 @@ def timeline_figure(timing: GenerationTiming, presenter: bool = False) -> go.Fig
         )
     )
     # The bars carry no legend of their own (one trace, two colours): two empty traces name them.
-    fig.add_scatter(
-        x=[None],
-        y=[None],
-        mode="markers",
-        marker=dict(color=PREFILL_COLOUR, size=12, symbol="square"),
-        name=f"prefill: {timing.prompt_tokens} prompt tokens in one pass",
-    )
-    fig.add_scatter(
-        x=[None],
-        y=[None],
-        mode="markers",
-        marker=dict(color=DECODE_COLOUR, size=12, symbol="square"),
-        name=f"decode: {len(timing.decode_steps)} passes of one token each",
-    )
+    for colour, name in (
+        (PREFILL_COLOUR, f"prefill: {timing.prompt_tokens} prompt tokens in one pass"),
+        (DECODE_COLOUR, f"decode: {len(timing.decode_steps)} passes of one token each"),
+    ):
+        fig.add_scatter(
+            x=[None], y=[None], mode="markers", marker=dict(color=colour, size=12, symbol="square"), name=name
+        )
     fig.add_vline(x=timing.ttft_ms, line=dict(color=PALETTE["ink"], dash="dash", width=1.5))
     fig.add_annotation(
         x=timing.ttft_ms,

@@ -299,22 +299,14 @@ def predicted_vs_measured_figure(batches: pd.DataFrame, presenter: bool = False)
     """Decode tokens/s at each batch size: what the roofline predicts and what the engine did."""
     fig = go.Figure()
     x = [str(b) for b in batches["batch"]]
-    fig.add_bar(
-        x=x,
-        y=batches["predicted_tokens_per_s"],
-        name="roofline predicts",
-        marker_color=PREDICTED_COLOUR,
-        text=[f"{v:.0f}" for v in batches["predicted_tokens_per_s"]],
-        textposition="outside",
-    )
-    fig.add_bar(
-        x=x,
-        y=batches["measured_tokens_per_s"],
-        name="measured",
-        marker_color=MEASURED_COLOUR,
-        text=[f"{v:.0f}" for v in batches["measured_tokens_per_s"]],
-        textposition="outside",
-    )
+    for column, name, colour in (
+        ("predicted_tokens_per_s", "roofline predicts", PREDICTED_COLOUR),
+        ("measured_tokens_per_s", "measured", MEASURED_COLOUR),
+    ):
+        values = batches[column]
+        fig.add_bar(
+            x=x, y=values, name=name, marker_color=colour, text=[f"{v:.0f}" for v in values], textposition="outside"
+        )
     fig.update_layout(barmode="group")
     fig.update_xaxes(title="requests decoding together (batch)", type="category")
     fig.update_yaxes(title="decode tokens/s (all requests)", rangemode="tozero")
