@@ -22,7 +22,9 @@ from inference.figures.style import (
     FINAL_COLOUR,
     RAW_COLOUR,
     REMOVED_COLOUR,
+    add_hbar,
     base_layout,
+    hover,
     label,
     legend_below,
     probability_colour,
@@ -50,23 +52,17 @@ def next_token_bars(table: pd.DataFrame, presenter: bool = False, title: str = "
         for _, r in rows.iterrows()
     ]
     fig = go.Figure()
-    fig.add_bar(
-        y=names,
-        x=rows["raw"],
-        orientation="h",
-        name="raw (T=1, no filters)",
-        marker_color=RAW_COLOUR,
-        hovertemplate="%{y}<br>raw %{x:.2%}<extra></extra>",
-    )
-    fig.add_bar(
-        y=names,
-        x=rows["final"],
-        orientation="h",
+    raw_hover, final_hover = hover("%{y}", "raw %{x:.2%}"), hover("%{y}", "final %{x:.2%}")
+    add_hbar(fig, names, rows["raw"], name="raw (T=1, no filters)", marker_color=RAW_COLOUR, hovertemplate=raw_hover)
+    add_hbar(
+        fig,
+        names,
+        rows["final"],
         name="final (after all settings)",
         marker_color=final_colours,
         text=[f"{v:.1%}" if v >= 0.001 else "" for v in rows["final"]],
         textposition="outside",
-        hovertemplate="%{y}<br>final %{x:.2%}<extra></extra>",
+        hovertemplate=final_hover,
     )
     fig.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05)
     longest = max(float(rows["raw"].max()), float(rows["final"].max()), 0.01)

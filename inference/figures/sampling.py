@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from inference.figures.style import FINAL_COLOUR, RAW_COLOUR, REMOVED_COLOUR, base_layout, label, repr_token
+from inference.figures.style import FINAL_COLOUR, RAW_COLOUR, REMOVED_COLOUR, add_hbar, base_layout, label, repr_token
 from inference.sampling import (
     SamplingSettings,
     apply_stage,
@@ -100,6 +100,13 @@ def live_slider_figure(
     return fig
 
 
+def _probability_panel(fig: go.Figure, names: list[str], shown, colours, row: int, col: int, **x_axis) -> None:
+    """One subplot: each named token's probability as a horizontal bar (`names` bottom first), the axis 0 to 100%."""
+    hovertemplate = "%{y}: %{x:.2%}<extra></extra>"
+    add_hbar(fig, names, shown, marker_color=colours, showlegend=False, row=row, col=col, hovertemplate=hovertemplate)
+    fig.update_xaxes(range=[0, 1], tickformat=".0%", row=row, col=col, **x_axis)
+
+
 def temperatures_side_by_side(
     logits: torch.Tensor, tokenizer, temperatures: list[float], top_n: int = 12, presenter: bool = False
 ) -> go.Figure:
@@ -114,17 +121,7 @@ def temperatures_side_by_side(
     for i, t in enumerate(temperatures):
         probs = apply_temperature(logits, t).double().softmax(-1)
         shown = probs[order].numpy()[::-1]
-        fig.add_bar(
-            x=shown,
-            y=names,
-            orientation="h",
-            marker_color=FINAL_COLOUR,
-            showlegend=False,
-            row=1,
-            col=i + 1,
-            hovertemplate="%{y}: %{x:.2%}<extra></extra>",
-        )
-        fig.update_xaxes(range=[0, 1], tickformat=".0%", row=1, col=i + 1)
+        _probability_panel(fig, names, shown, FINAL_COLOUR, 1, i + 1)
     fig.update_yaxes(automargin=True)
     return base_layout(fig, "The same step at different temperatures", presenter, height=140 + 26 * top_n)
 
@@ -189,17 +186,7 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
         shown = view.probs[stage][:n].numpy()[::-1]
         colours = [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]
         row, col = divmod(i, 3)
-        fig.add_bar(
-            x=shown,
-            y=names,
-            orientation="h",
-            marker_color=colours,
-            showlegend=False,
-            row=row + 1,
-            col=col + 1,
-            hovertemplate="%{y}: %{x:.2%}<extra></extra>",
-        )
-        fig.update_xaxes(range=[0, 1], tickvals=[0, 0.5], tickformat=".0%", row=row + 1, col=col + 1)
+        _probability_panel(fig, names, shown, colours, row + 1, col + 1, tickvals=[0, 0.5])
     fig.update_yaxes(automargin=True)
     fig = base_layout(fig, "", presenter, height=rows_needed * (110 + 24 * n))
     fig.update_layout(margin=dict(t=50))
