@@ -8,6 +8,7 @@
 - `random_model`: a model with a public model's layers and widths and random weights, for timing only.
 - `roofline`: what the machine's bandwidth and peak FLOP/s predict for prefill and batched decode.
 - `experiments`: one at a time vs batched, and the throughput-latency sweep.
+- `students`: how many students at a human pace one server takes within a p95 Step latency (in-process vs engine).
 
 Nothing here imports Streamlit.
 """
