@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable
 from contextlib import contextmanager
 
 import streamlit as st
@@ -273,6 +273,49 @@ def view_summary(view) -> None:
     st.markdown(" &nbsp;·&nbsp; ".join(parts))
 
 
+def read_url_once(
+    flag: str,
+    url_params: dict[str, tuple[str, type]],
+    defaults: dict[str, object],
+    ranges: dict[str, tuple],
+    names: dict[str, str] | None = None,
+    choices: dict[str, tuple[Collection, str]] | None = None,
+) -> list[str]:
+    """On a session's first run (session key `flag` unset), give every widget key its default, then copy each
+    URL parameter (`param -> (widget key, type)`) into its widget: a number outside `ranges` is clamped (`names`
+    says what it sets), a value that cannot be read or that `choices` (key -> allowed values, the rest of the
+    sentence) does not allow keeps the default. Returns one sentence per problem; nothing on later runs."""
+    problems = []
+    if st.session_state.get(flag):
+        return problems
+    st.session_state[flag] = True
+    for key, value in defaults.items():
+        st.session_state.setdefault(key, value)
+    for param, (key, kind) in url_params.items():
+        if param not in st.query_params:
+            continue
+        raw = st.query_params[param]
+        try:
+            value = kind(raw)
+            if kind is float and value != value:
+                raise ValueError
+        except ValueError:
+            problems.append(f"`{param}={raw[:30]}` in the link is not a {kind.__name__}; using the default.")
+            continue
+        if choices and key in choices and value not in choices[key][0]:
+            problems.append(f"`{param}={raw[:30]}` {choices[key][1]}")
+            continue
+        if key in ranges:
+            low, high = ranges[key]
+            if not low <= value <= high:
+                clamped = min(max(value, low), high)
+                named = f" for {names[key]}" if names and key in names else ""
+                problems.append(f"`{param}={raw}` is outside {low}–{high}{named}; clamped to {clamped}.")
+                value = clamped
+        st.session_state[key] = value
+    return problems
+
+
 def escape(text: str) -> str:
     return html.escape(text, quote=True)
 
@@ -327,6 +370,23 @@ def engine_errors():
         yield
     except EngineError as err:
         st.error(str(err), icon="⚠️")
+
+
+def play(run, step: Callable[[], object], show: Callable[[], None], stop_key: str, stop_help: str) -> None:
+    """Step `run` to its end, one step per generation slot so other visitors get turns, `show`ing the text after each.
+    A Stop button ends it (its click reruns the page at the next Streamlit call), and so does a serving engine's
+    failure (its sentence is shown); what was generated stays."""
+    stop_box = st.empty()
+    stop_box.button("Stop", key=stop_key, help=stop_help)
+    while not run.finished:
+        failed = True
+        with generation_slot(), engine_errors():
+            step()
+            failed = False
+        if failed:
+            break
+        show()
+    stop_box.empty()
 
 
 @st.cache_resource

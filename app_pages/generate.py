@@ -51,36 +51,7 @@ remote = is_remote(loaded)
 model, tokenizer = loaded.model, loaded.tokenizer
 
 
-def read_url_once() -> list[str]:
-    """On a session's first run, copy URL parameters into the widgets (clamped to the
-    widget ranges; anything unreadable is reported and the default kept)."""
-    problems = []
-    if st.session_state.get("gen_url_read"):
-        return problems
-    st.session_state["gen_url_read"] = True
-    for key, value in DEFAULTS.items():
-        st.session_state.setdefault(key, value)
-    for param, (key, kind) in URL_PARAMS.items():
-        if param not in st.query_params:
-            continue
-        raw = st.query_params[param]
-        try:
-            value = kind(raw)
-            if kind is float and value != value:
-                raise ValueError
-        except ValueError:
-            problems.append(f"`{param}={raw[:30]}` in the link is not a {kind.__name__}; using the default.")
-            continue
-        if key in RANGES:
-            low, high = RANGES[key]
-            if not low <= value <= high:
-                problems.append(f"`{param}={raw}` is outside {low}–{high}; clamped.")
-                value = min(max(value, low), high)
-        st.session_state[key] = value
-    return problems
-
-
-url_problems = read_url_once()
+url_problems = common.read_url_once("gen_url_read", URL_PARAMS, DEFAULTS, RANGES)
 st.title("✍️ Generate, one token at a time")
 st.markdown(
     "The model reads your prompt and gives a probability to **every** token in its vocabulary. "
@@ -215,17 +186,13 @@ def show_text():
 
 
 if trace is not None and play_clicked and not prepared.error:
-    stop_box = st.empty()
-    stop_box.button("Stop", key="gen_stop", help="Stops after the current token; what was generated stays.")
-    while not trace.finished:
-        failed = True
-        with common.generation_slot(), common.engine_errors():  # one step at a time, so other visitors get turns
-            trace.step(settings, seed)
-            failed = False
-        if failed:
-            break  # a serving engine failed: its message is shown, the run is kept
-        show_text()  # each Streamlit call is also where a Stop click interrupts the loop
-    stop_box.empty()
+    common.play(
+        trace,
+        lambda: trace.step(settings, seed),
+        show_text,
+        "gen_stop",
+        "Stops after the current token; what was generated stays.",
+    )
 
 show_text()
 if trace is not None:

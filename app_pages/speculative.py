@@ -73,42 +73,14 @@ def bundled_draft():
     return load_model(str(spec.BUNDLED_DRAFT_DIR), "float32", Limits())
 
 
-def read_url_once() -> list[str]:
-    """On a session's first run, copy URL parameters into the widgets, clamped to their ranges,
-    each problem reported in one sentence."""
-    problems = []
-    if st.session_state.get("spec_url_read"):
-        return problems
-    st.session_state["spec_url_read"] = True
-    for key, value in DEFAULTS.items():
-        st.session_state.setdefault(key, value)
-    for param, (key, kind) in URL_PARAMS.items():
-        if param not in st.query_params:
-            continue
-        raw = st.query_params[param]
-        try:
-            value = kind(raw)
-            if kind is float and value != value:
-                raise ValueError
-        except ValueError:
-            problems.append(f"`{param}={raw[:30]}` in the link is not a {kind.__name__}; using the default.")
-            continue
-        if key == "spec_drafter" and value not in DRAFTERS:
-            problems.append(f"`d={raw[:30]}` is not a drafter (use `draft` or `lookup`); using the draft model.")
-            continue
-        if key in RANGES:
-            low, high = RANGES[key]
-            if not low <= value <= high:
-                clamped = min(max(value, low), high)
-                problems.append(
-                    f"`{param}={raw}` is outside {low}–{high} for {NAMES.get(key, param)}; using {clamped}."
-                )
-                value = clamped
-        st.session_state[key] = value
-    return problems
-
-
-url_problems = read_url_once()
+url_problems = common.read_url_once(
+    "spec_url_read",
+    URL_PARAMS,
+    DEFAULTS,
+    RANGES,
+    names=NAMES,
+    choices={"spec_drafter": (DRAFTERS, "is not a drafter (use `draft` or `lookup`); using the draft model.")},
+)
 st.title("🎯 Speculative decoding: guess cheap, check in one pass")
 st.markdown(
     "A decode step of the big model reads every weight to make **one** token. Speculative decoding lets "
@@ -276,13 +248,13 @@ def show_text():
 
 
 if run is not None and play_clicked and not prepared.error:
-    stop_box = st.empty()
-    stop_box.button("Stop", key="spec_stop", help="Stops after the current round; what was generated stays.")
-    while not run.finished:
-        with common.generation_slot():  # one round at a time, so other visitors get turns
-            run.step(settings)
-        show_text()
-    stop_box.empty()
+    common.play(
+        run,
+        lambda: run.step(settings),
+        show_text,
+        "spec_stop",
+        "Stops after the current round; what was generated stays.",
+    )
 show_text()
 
 st.query_params.from_dict(
