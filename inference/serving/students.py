@@ -9,14 +9,18 @@ How the students are simulated (Simulated pacing, Measured latencies):
   `Limits.max_concurrent_generations` per app process) `trace.step(settings, seed)`, then in the slot again
   `trace.peek()` (the forward pass for the next choice, which the page draws), then `step_view(...)` for the charts.
   The trace is made and peeked before the clock starts, as opening the page does.
+- The page's drawing work, on by default (`--step-only` leaves it out): after the step the page builds the token
+  chips, two Plotly charts (serialised to JSON, as `st.plotly_chart` sends them), the step table and its CSV, all
+  `inference/` functions the students call too. The table's "draw ms" column is its mean share of a Step.
 - In-process: one app process (a worker process here), the bundled model shared by every thread, torch with
   `Limits.torch_threads` threads, as `app.py` sets.
 - Engine: `app_processes` worker processes (students split between them), each connected to one llama-server
   (`--parallel` slots, batching every student's requests) as the app connects, each step a `RemoteTrace.step`.
 - Human pace: every `period_s` (2 s) from a random phase in [0, period_s) (seeded); a student whose Step is still
   running clicks again when it ends. Latency is click to the step's result computed.
-- Left out: Streamlit's rerun of the page script and the browser drawing the page, which cost more than the step
-  itself for this small model; the browser load test (tests/test_load_engine.py) measures the whole Step.
+- Left out: Streamlit's own share of a rerun (running the script, widgets, protobuf, the WebSocket) and the
+  browser, which runs on each student's computer; the browser load test (tests/test_load_engine.py) measures the
+  whole Step with Chromium on the same machine.
 
 Nothing here imports Streamlit.
 """
@@ -137,22 +141,39 @@ class Level:
     p50_ms: float
     p95_ms: float
     steps_per_s: float  # Steps completed / wall time of the level
+    draw_ms: float  # mean time of the page's drawing work within a Step (0 with --step-only)
     offered_per_s: float  # what the students ask for: N / period
 
 
-def _page_step(trace, settings, seed: int, slot: threading.Semaphore) -> None:
-    """What the Generate page's Step does in `inference/` (app_pages/generate.py)."""
+def _page_step(trace, tokenizer, settings, seed: int, slot: threading.Semaphore, draw: bool) -> float:
+    """What a Step on the Generate page computes in `inference/` (app_pages/generate.py): the step and the next
+    distribution, each in the page's generation slot, and the step's view. With `draw`, also what the page's rerun
+    builds from them: the token chips, the two charts serialised as `st.plotly_chart` sends them, the step table
+    and its CSV. Returns the seconds the drawing took."""
+    from inference.figures.generate import cumulative_curve, next_token_bars, step_frame_for_table, token_html
     from inference.views import step_view
 
     with slot:
         trace.step(settings, seed)
     with slot:
         logits = trace.peek()
-    if logits is not None:
-        step_view(logits, settings, trace.seen_now(), u=trace.next_uniform())
+    if logits is None:
+        return 0.0
+    view = step_view(logits, settings, trace.seen_now(), u=trace.next_uniform())
+    started = time.perf_counter()
+    if draw:
+        token_html(tokenizer, trace.prompt_ids, trace.records)
+        next_token_bars(view.table(tokenizer, top_n=20)).to_json()
+        cumulative_curve(view, tokenizer, settings.top_p).to_json()
+        frame = trace.to_frame()
+        step_frame_for_table(frame)
+        frame.to_csv(index=False)
+    return time.perf_counter() - started
 
 
-def _worker(mode: str, url: str, students: list[int], steps: int, period_s: float, seed: int, barrier, results):
+def _worker(
+    mode: str, url: str, students: list[int], steps: int, period_s: float, draw: bool, seed: int, barrier, results
+):
     """One app process: set up its students' traces, wait for the others, then step them on a human schedule."""
     import torch
 
@@ -174,6 +195,11 @@ def _worker(mode: str, url: str, students: list[int], steps: int, period_s: floa
         loaded = connect(url)
     slot = threading.BoundedSemaphore(limits.max_concurrent_generations)
     settings = SamplingSettings(temperature=0.8, top_p=0.95)  # the Generate page's defaults
+    # An app process has drawn pages before: pay the first-call costs (Plotly's JSON encoder, pandas) untimed.
+    rehearsal = new_trace(loaded.model, loaded.tokenizer, encode_prompt(loaded.tokenizer, PROMPTS[0]), 3, seed=seed)
+    rehearsal.peek()
+    for _ in range(2):
+        _page_step(rehearsal, loaded.tokenizer, settings, seed, slot, draw)
     traces = []
     for student in students:
         ids = encode_prompt(loaded.tokenizer, PROMPTS[student % len(PROMPTS)])
@@ -182,6 +208,7 @@ def _worker(mode: str, url: str, students: list[int], steps: int, period_s: floa
         traces.append(trace)
     schedule = click_schedule(max(students, default=-1) + 1, steps, period_s, seed)
     spans: dict[int, list[tuple[float, float]]] = {}
+    drawing: list[float] = []  # list.append is atomic: the threads share it
     barrier.wait()
     start = time.monotonic()
 
@@ -190,7 +217,10 @@ def _worker(mode: str, url: str, students: list[int], steps: int, period_s: floa
 
     def student_thread(student: int, trace) -> None:
         spans[student] = run_student(
-            lambda: _page_step(trace, settings, student, slot), schedule[student], clock, time.sleep
+            lambda: drawing.append(_page_step(trace, loaded.tokenizer, settings, student, slot, draw)),
+            schedule[student],
+            clock,
+            time.sleep,
         )
 
     threads = [threading.Thread(target=student_thread, args=pair) for pair in zip(students, traces, strict=True)]
@@ -200,11 +230,17 @@ def _worker(mode: str, url: str, students: list[int], steps: int, period_s: floa
         thread.join()
     if mode == ENGINE:
         loaded.model.client.close()
-    results.put([span for student in students for span in spans[student]])
+    results.put(([span for student in students for span in spans[student]], drawing))
 
 
 def measure_level(
-    mode: str, students: int, steps: int = STEPS, url: str = "", app_processes: int = 1, period_s: float = PERIOD_S
+    mode: str,
+    students: int,
+    steps: int = STEPS,
+    url: str = "",
+    app_processes: int = 1,
+    period_s: float = PERIOD_S,
+    draw: bool = True,
 ) -> Level:
     """Run `students` simulated students for `steps` Steps each, split between `app_processes` worker processes."""
     context = multiprocessing.get_context("spawn")  # fresh interpreters: no threads or torch state inherited
@@ -212,16 +248,18 @@ def measure_level(
     barrier, results = context.Barrier(processes), context.Queue()
     groups = [list(range(students))[p::processes] for p in range(processes)]
     workers = [
-        context.Process(target=_worker, args=(mode, url, group, steps, period_s, 0, barrier, results))
+        context.Process(target=_worker, args=(mode, url, group, steps, period_s, draw, 0, barrier, results))
         for group in groups
     ]
     for worker in workers:
         worker.start()
-    spans, reported = [], 0
+    spans, drawing, reported = [], [], 0
     try:
         while reported < len(workers):
             try:
-                spans += results.get(timeout=5)
+                worker_spans, worker_drawing = results.get(timeout=5)
+                spans += worker_spans
+                drawing += worker_drawing
                 reported += 1
             except queue.Empty:
                 failed = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
@@ -241,6 +279,7 @@ def measure_level(
         p50_ms=percentile(latencies, 50) * 1000,
         p95_ms=percentile(latencies, 95) * 1000,
         steps_per_s=len(latencies) / wall,
+        draw_ms=sum(drawing) / len(drawing) * 1000,
         offered_per_s=students / period_s,
     )
 
@@ -273,10 +312,17 @@ def sweep(
     max_students: int = MAX_STUDENTS,
     app_processes: int = APP_PROCESSES,
     slots: int = ENGINE_SLOTS,
+    draw: bool = True,
     log=print,
 ) -> dict:
     """Both threshold searches, every level measured, the conditions before and after."""
-    out = {"conditions": conditions(), "limit_ms": limit_s * 1000, "period_s": PERIOD_S, "steps": steps}
+    out = {
+        "conditions": conditions(),
+        "limit_ms": limit_s * 1000,
+        "period_s": PERIOD_S,
+        "steps": steps,
+        "step": "model step and the page's drawing work" if draw else "model step only",
+    }
     for mode in modes:
         levels: list[Level] = []
         server = None
@@ -294,11 +340,11 @@ def sweep(
         out[mode]["app_processes"] = processes
 
         def p95_at(n: int, mode=mode, server=server, processes=processes, levels=levels) -> float:
-            level = measure_level(mode, n, steps, server.url if server else "", processes)
+            level = measure_level(mode, n, steps, server.url if server else "", processes, PERIOD_S, draw)
             levels.append(level)
             log(
                 f"{mode:>10}  {n:>4} students  p50 {level.p50_ms:7.0f} ms  p95 {level.p95_ms:7.0f} ms  "
-                f"{level.steps_per_s:6.1f} Steps/s (asked {level.offered_per_s:.1f})"
+                f"(drawing {level.draw_ms:.0f} ms)  {level.steps_per_s:6.1f} Steps/s (asked {level.offered_per_s:.1f})"
             )
             return level.p95_ms / 1000
 
@@ -339,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=f"{IN_PROCESS},{ENGINE}")
     parser.add_argument("--app-processes", type=int, default=APP_PROCESSES, help="app processes in front of the engine")
     parser.add_argument("--slots", type=int, default=ENGINE_SLOTS, help="llama-server --parallel")
+    parser.add_argument(
+        "--step-only", action="store_true", help="time the model step alone, without the page's drawing work"
+    )
     args = parser.parse_args(argv)
     import sys
 
@@ -352,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         args.max_students,
         args.app_processes,
         args.slots,
+        not args.step_only,
         log,
     )
     if args.json:
@@ -359,15 +409,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     c = result["conditions"]
     print(
-        f"\nSimulated students, one Step every {PERIOD_S:g} s each (random phase), {args.steps} Steps per level; "
+        f"\nSimulated students, one Step every {PERIOD_S:g} s each (random phase), {args.steps} Steps per level, "
+        f"each Step the {result['step']}; "
         f"Measured on {c['cpu']} ({c['logical_cpus']} logical CPUs), {c['model']}, {c['date_utc']}, "
         f"load average {c['load_average_1_5_15']} before, {result['conditions_after']['load_average_1_5_15']} after."
     )
-    print(f"{'mode':>10} {'N':>5} {'p50 ms':>8} {'p95 ms':>8} {'Steps/s':>8} {'asked/s':>8}")
+    print(f"{'mode':>10} {'N':>5} {'p50 ms':>8} {'p95 ms':>8} {'draw ms':>8} {'Steps/s':>8} {'asked/s':>8}")
     for mode in (IN_PROCESS, ENGINE):
         for level in result.get(mode, {}).get("levels", []):
             print(
                 f"{mode:>10} {level['students']:>5} {level['p50_ms']:>8.0f} {level['p95_ms']:>8.0f} "
+                f"{level['draw_ms']:>8.0f} "
                 f"{level['steps_per_s']:>8.1f} {level['offered_per_s']:>8.1f}"
             )
     for mode in (IN_PROCESS, ENGINE):
