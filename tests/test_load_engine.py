@@ -4,9 +4,11 @@ one in-process app run first, for the figure to compare with.
 
 Every session is greedy with its own prompt: the engine's logits move by up to ~1e-5 between a request alone
 and the same request batched with others (measured), so a seeded draw could in rare cases land on the other
-side of a boundary, while a greedy token only changes at a near-tie. Checks, for both set-ups: no page errors,
-no exception boxes, each session's tokens equal its prompt's solo greedy run on our in-process engine, and the
-engine served every Step. Prints p50/p95 Step latency of both runs (reported, never asserted).
+side of a boundary, while a greedy token only changes at a near-tie (the smallest gap between the top two
+logits in these 300 steps is 0.003, measured: 150 times the engine's difference from transformers).
+Checks, for both set-ups: no page errors, no exception boxes, each session's tokens equal its prompt's solo
+greedy run on our in-process engine, and the engine served every Step. Prints p50/p95 Step latency of both
+runs (reported, never asserted).
 
 Takes a few minutes, so it carries the `load` marker: `python -m pytest -m load` (run by .ci/run).
 """
