@@ -400,10 +400,17 @@ def measure_on_click(
 ) -> object | None:
     """A primary button that runs `measure(progress)` in a generation slot with a progress bar
     (progress is called with done, total, what), then the latest result kept under
-    `result_key` for every visitor; or, if nobody has measured yet, the `not_yet` hint and None."""
+    `result_key` for every visitor; or, if nobody has measured yet, the `not_yet` hint and None.
+    A Cancel button under the bar ends the run: its click reruns the page, which stops this one at its next
+    progress update; nothing is kept, and an earlier result stays."""
     store = shared_results()
+    cancel_key = f"{key}_cancel"
+    if st.session_state.get(cancel_key):
+        st.info("Cancelled: nothing from that run was kept.")
     if where.button(label, key=key, type="primary"):
         bar = st.progress(0.0, text="Starting…")
+        cancel = st.empty()
+        cancel.button("Cancel", key=cancel_key, help="Stop this measurement; nothing from it is kept")
 
         def show(done: int, total: int, what: str) -> None:
             bar.progress(done / total, text=f"{what} ({done} of {total})")
@@ -411,6 +418,7 @@ def measure_on_click(
         with generation_slot():
             store[result_key] = measure(show)
         bar.empty()
+        cancel.empty()
     if result_key not in store:
         st.info(f"{not_yet} The result is kept for everyone.")
     return store.get(result_key)
