@@ -295,10 +295,12 @@ def _bars_per_model(
 
 
 def _sparsity_label(column: str, value: float) -> str:
+    """Bits per byte to three decimals (models differ in the second); other values to two, whole from 100 up."""
     return f"{value:.3f}" if column == "bits_per_byte" else f"{value:.2f}" if value < 100 else f"{value:,.0f}"
 
 
 def _timing_label(column: str, value: float) -> str:
+    """Whole numbers from 100 up, one decimal below (every panel of the timing chart)."""
     return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
 
 
