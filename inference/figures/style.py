@@ -1,4 +1,5 @@
-"""What every chart shares: the palette, the base layout, legend placement and token labels.
+"""What every chart shares: the palette, the base layout, legend placement, token labels, and the trace
+helpers (`add_line`, `add_hbar`, `hover`) for the labelled lines and bars most charts draw.
 
 Every figure module imports this one (and compute modules), never another page's figure
 module: a colour or a layout rule is defined here once.
