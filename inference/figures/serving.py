@@ -236,7 +236,7 @@ def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False)
         )
     fig.update_xaxes(title="arrival rate λ (requests/s)")
     fig.update_yaxes(title="tokens/s", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title="ms", type="log", row=1, col=2)
+    fig.update_yaxes(title="ms", type="log", dtick=1, row=1, col=2)  # labels at powers of ten only
     return legend_below(base_layout(fig, "", presenter, height=380), y=-0.25, t=40, b=20)
 
 
@@ -290,9 +290,11 @@ def roofline_figure(
                 marker=dict(color=MEASURED_COLOUR, size=10, symbol="diamond-open", line=dict(width=2)),
                 hovertemplate=f"{point.name} measured: %{{y:.1f}} GFLOP/s<extra></extra>",
             )
-    fig.update_xaxes(type="log", title="arithmetic intensity (FLOPs per byte moved)")
-    fig.update_yaxes(type="log", title="GFLOP/s")
-    return base_layout(fig, "Roofline of this machine", presenter, height=420)
+    # labels at powers of ten only (a log axis otherwise labels every digit); legend under the plot, where the
+    # ridge label above it cannot cover it
+    fig.update_xaxes(type="log", dtick=1, title="arithmetic intensity (FLOPs per byte moved)")
+    fig.update_yaxes(type="log", dtick=1, title="GFLOP/s")
+    return legend_below(base_layout(fig, "Roofline of this machine", presenter, height=440), y=-0.2)
 
 
 def predicted_vs_measured_figure(batches: pd.DataFrame, presenter: bool = False) -> go.Figure:
