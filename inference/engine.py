@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import pandas as pd
 import torch
@@ -56,6 +56,24 @@ def eos_token_ids(model, tokenizer) -> set[int]:
     return {int(i) for i in (ids if isinstance(ids, (list, tuple)) else [ids])}
 
 
+def vocabulary_rows(model) -> int:
+    """Rows of the output layer: the tokens each next-token distribution is over."""
+    return int(model.get_output_embeddings().weight.shape[0])
+
+
+def check_run(prompt_ids: list[int], context: int, max_new_tokens: int, error: type[ValueError] = ValueError) -> None:
+    """Refuse a run that cannot start: an empty prompt, one that fills the context, or nothing to generate."""
+    if not prompt_ids:
+        raise error("The prompt has no tokens")
+    if len(prompt_ids) >= context:
+        raise error(
+            f"The prompt has {len(prompt_ids)} tokens; this model's context holds {context}, "
+            "and at least one more is needed for the reply"
+        )
+    if max_new_tokens < 1:
+        raise error(f"`max_new_tokens` has to be at least 1, but is {max_new_tokens}")
+
+
 def context_limit(config) -> int:
     """Maximum positions of the model, read by the one config reader."""
     return model_config.context_length(config)
@@ -73,6 +91,16 @@ class _Forward:
     cache_bytes: int
     reused: bool = False  # kept from before a rewind: no forward pass ran for it now
     router_logits: torch.Tensor | None = None  # [layers, tokens_in_forward, experts] float32 (MoE models)
+
+    @classmethod
+    def kept(cls, record: StepRecord) -> _Forward:
+        """A recorded step's forward pass, waiting again after a rewind (no pass runs for it now)."""
+        return cls(**_pass_fields(record), reused=True)
+
+
+def _pass_fields(source: _Forward | StepRecord) -> dict:
+    """What a step record keeps of its forward pass: the fields `_Forward` and `StepRecord` share by name."""
+    return {f.name: getattr(source, f.name) for f in fields(_Forward) if f.name != "reused"}
 
 
 @dataclass
@@ -104,8 +132,43 @@ class StepRecord:
     router_logits: torch.Tensor | None = None
 
 
+class Generation:
+    """What every step-by-step run shares, a `Trace` (one token a step) or a `speculative.SpeculativeRun` (one
+    round a step): its text so far, when it stops, and stepping until then. A run holds `prompt_ids`,
+    `generated_ids`, `eos_ids`, `stop_at_eos`, `max_new_tokens`, `context`, `stop_reason` and a `step(settings)`."""
+
+    @property
+    def all_ids(self) -> list[int]:
+        return self.prompt_ids + self.generated_ids
+
+    @property
+    def finished(self) -> bool:
+        return self.stop_reason is not None
+
+    def _reason_to_stop(self) -> str | None:
+        """Why the run stops after the tokens it has generated, or None to go on."""
+        generated = self.generated_ids
+        if self.stop_at_eos and generated[-1] in self.eos_ids:
+            return STOP_EOS
+        if len(generated) >= self.max_new_tokens:
+            return STOP_MAX_NEW_TOKENS
+        if len(self.prompt_ids) + len(generated) >= self.context:
+            return STOP_CONTEXT
+        return None
+
+    def _steps(self, settings: SamplingSettings, most: int | None) -> Iterator:
+        """`step(settings)` until the run stops or `most` steps were taken, yielding each step's record."""
+        taken = 0
+        while not self.finished and (most is None or taken < most):
+            record = self.step(settings)
+            if record is None:
+                break
+            taken += 1
+            yield record
+
+
 @dataclass
-class Trace:
+class Trace(Generation):
     """One run: a prompt, the records of its steps, and the KV cache that goes with them.
 
     Invariant: with n records and no forward pass waiting, the cache holds the prompt and
@@ -122,49 +185,28 @@ class Trace:
     stop_reason: str | None = None
 
     def __post_init__(self):
-        if not self.prompt_ids:
-            raise ValueError("The prompt has no tokens")
-        self.context = context_limit(self.model.config)
-        if len(self.prompt_ids) >= self.context:
-            raise ValueError(
-                f"The prompt has {len(self.prompt_ids)} tokens; this model's context holds {self.context}, "
-                "and at least one more is needed for the reply"
-            )
-        if self.max_new_tokens < 1:
-            raise ValueError(f"`max_new_tokens` has to be at least 1, but is {self.max_new_tokens}")
-        self._uniforms = {self.seed: run_uniforms(self.seed, self.context)}  # never more steps than context
-        self.eos_ids = eos_token_ids(self.model, self.tokenizer)
-        self.vocab_size = self.model.get_output_embeddings().weight.shape[0]
+        self._start(
+            context_limit(self.model.config), eos_token_ids(self.model, self.tokenizer), vocabulary_rows(self.model)
+        )
         self.kv_shape = kv_cache.KVShape.from_config(self.model.config, next(self.model.parameters()).dtype)
         self._cache = DynamicCache(config=self.model.config)
+        self._records_routing = has_experts(self.model)
+
+    def _start(self, context: int, eos_ids: set[int], vocab_size: int) -> None:
+        """The checks and per-run state every trace shares, whoever runs the forward passes."""
+        check_run(self.prompt_ids, context, self.max_new_tokens)
+        self.context, self.eos_ids, self.vocab_size = context, eos_ids, vocab_size
+        self._uniforms = {self.seed: run_uniforms(self.seed, self.context)}  # never more steps than context
         self._pending: _Forward | None = None  # computed, not yet sampled from
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
         self._xtc_uniforms: dict[int, torch.Tensor] = {}  # seed -> XTC's uniform per step
         self._breaker_ids: dict[tuple[str, ...], frozenset[int]] = {}  # DRY breakers -> token ids
-        self._records_routing = has_experts(self.model)
 
     # -- state ---------------------------------------------------------------------------
 
     @property
     def generated_ids(self) -> list[int]:
         return [r.token_id for r in self.records]
-
-    @property
-    def all_ids(self) -> list[int]:
-        return self.prompt_ids + self.generated_ids
-
-    @property
-    def finished(self) -> bool:
-        return self.stop_reason is not None
-
-    def _stop_reason_after(self, record: StepRecord) -> str | None:
-        if self.stop_at_eos and record.token_id in self.eos_ids:
-            return STOP_EOS
-        if len(self.records) >= self.max_new_tokens:
-            return STOP_MAX_NEW_TOKENS
-        if len(self.prompt_ids) + len(self.records) >= self.context:
-            return STOP_CONTEXT
-        return None
 
     # -- stepping ------------------------------------------------------------------------
 
@@ -264,9 +306,8 @@ class Trace:
         sample_ms = (time.perf_counter() - start) * 1000
 
         record = StepRecord(
+            **_pass_fields(fwd),
             index=n,
-            phase=fwd.phase,
-            logits=fwd.logits,
             settings=settings,
             seed=self.seed,
             token_id=choice.token_id,
@@ -277,31 +318,20 @@ class Trace:
             alternatives=choice.alternatives,
             entropy_bits=choice.entropy_bits,
             kept=choice.kept,
-            forward_ms=fwd.forward_ms,
             sample_ms=sample_ms,
-            tokens_in_forward=fwd.tokens_in_forward,
-            cache_tokens=fwd.cache_tokens,
-            cache_bytes=fwd.cache_bytes,
             reused_forward=fwd.reused,
-            router_logits=fwd.router_logits,
             xtc_u=context.xtc_u if settings.xtc_probability > 0 else None,
             mirostat_mu=context.mirostat_mu if settings.mirostat else None,
             mirostat_mu_next=choice.mirostat_mu_next,
         )
         self.records.append(record)
         self._seen[choice.token_id] = True
-        self.stop_reason = self._stop_reason_after(record)
+        self.stop_reason = self._reason_to_stop()
         return record
 
     def run(self, settings: SamplingSettings, max_steps: int | None = None) -> Iterator[StepRecord]:
         """Step until a stop (EOS, max new tokens, context) or `max_steps`, yielding each record."""
-        taken = 0
-        while not self.finished and (max_steps is None or taken < max_steps):
-            record = self.step(settings)
-            if record is None:
-                break
-            taken += 1
-            yield record
+        return self._steps(settings, max_steps)
 
     def rewind(self, k: int) -> None:
         """Keep the first k steps; the next step re-chooses token k (maybe with other
@@ -314,17 +344,7 @@ class Trace:
             # the last chosen token: take it out of the cache, back to the invariant.
             self._cache.crop(-1)
             self._pending = None
-        kept = self.records[k]
-        self._pending = _Forward(
-            logits=kept.logits,
-            forward_ms=kept.forward_ms,
-            phase=kept.phase,
-            tokens_in_forward=kept.tokens_in_forward,
-            cache_tokens=kept.cache_tokens,
-            cache_bytes=kept.cache_bytes,
-            reused=True,
-            router_logits=kept.router_logits,
-        )
+        self._pending = _Forward.kept(self.records[k])
         # Record k's logits came from a cache of prompt + k tokens; now it holds prompt + n - 1.
         if n - 1 > k:
             self._cache.crop(-(n - 1 - k))

@@ -37,7 +37,14 @@ import torch
 from transformers import DynamicCache
 
 from inference import fast_decode, kv_cache
-from inference.engine import STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, check_seed, context_limit, eos_token_ids
+from inference.engine import (
+    Generation,
+    check_run,
+    check_seed,
+    context_limit,
+    eos_token_ids,
+    vocabulary_rows,
+)
 from inference.paths import MODELS_DIR
 from inference.sampling import SamplingSettings, inverse_cdf_index, seen_mask, stage_logits
 from inference.tokens import token_text
@@ -75,10 +82,6 @@ def parameter_count(model) -> int:
             seen.add(p.data_ptr())
             total += p.numel()
     return total
-
-
-def vocabulary_rows(model) -> int:
-    return int(model.get_output_embeddings().weight.shape[0])
 
 
 def check_pair(target, target_tokenizer, draft, draft_tokenizer) -> None:
@@ -201,6 +204,19 @@ def verify_greedy(target_choices: list[int], drafted: list[int]) -> Verdict:
 # -- drafters ----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class DraftRequest:
+    """What a drafter is given each round: the text so far, how many tokens it may draft, and how the run
+    samples (its settings, the tokens the penalty sees, its next recorded uniform number)."""
+
+    committed: list[int]
+    gamma: int
+    settings: SamplingSettings
+    seen: torch.Tensor  # [vocab] bool: the tokens of the committed text
+    uniform: Callable[[], float]
+    stop_at_eos: bool = True
+
+
 @dataclass
 class Proposal:
     tokens: list[int]
@@ -247,31 +263,24 @@ class ModelDrafter:
         return self.context - committed + 1
 
     @torch.inference_mode()
-    def propose(
-        self,
-        committed: list[int],
-        gamma: int,
-        settings: SamplingSettings,
-        seen: torch.Tensor,
-        uniform: Callable[[], float],
-        stop_at_eos: bool = True,
-    ) -> Proposal:
+    def propose(self, request: DraftRequest) -> Proposal:
+        settings, gamma = request.settings, request.gamma
         tokens, q_rows, q_raw, pass_ms = [], [], [], []
-        seen = seen.clone()
+        seen = request.seen.clone()
         start = time.perf_counter()
-        logits = _feed(self.model, self.cache, committed[self.cache_tokens :])[0]
+        logits = _feed(self.model, self.cache, request.committed[self.cache_tokens :])[0]
         pass_ms.append((time.perf_counter() - start) * 1000)
         for i in range(gamma):
             if settings.greedy:
                 token = int(final_logits(logits, settings, seen).argmax())
             else:
                 q = final_probs(logits, settings, seen)
-                token = sample_index(q, uniform())
+                token = sample_index(q, request.uniform())
                 q_rows.append(q)
             q_raw.append(float(logits.double().softmax(-1)[token]))
             tokens.append(token)
             seen[token] = True
-            if i == gamma - 1 or (stop_at_eos and token in self.eos_ids):
+            if i == gamma - 1 or (request.stop_at_eos and token in self.eos_ids):
                 break  # nothing after an end-of-text token is ever kept
             start = time.perf_counter()
             logits = _feed(self.model, self.cache, [token])[0]
@@ -316,15 +325,8 @@ class PromptLookupDrafter:
     def room(self, committed: int) -> int:
         return GAMMA_MAX
 
-    def propose(
-        self,
-        committed: list[int],
-        gamma: int,
-        settings: SamplingSettings,
-        seen: torch.Tensor,
-        uniform: Callable[[], float],
-        stop_at_eos: bool = True,
-    ) -> Proposal:
+    def propose(self, request: DraftRequest) -> Proposal:
+        committed = request.committed
         start = time.perf_counter()
         match = self.last_match = find_lookup(committed, self.max_ngram)
         if match is None:
@@ -334,9 +336,9 @@ class PromptLookupDrafter:
                 "so this round is one plain decoding step."
             )
             return Proposal([], None, [], [(time.perf_counter() - start) * 1000], note)
-        tokens = committed[match.continuation_start : match.continuation_start + gamma]
+        tokens = committed[match.continuation_start : match.continuation_start + request.gamma]
         q_rows = None
-        if not settings.greedy:  # a copied token is certain: q is a point mass on it
+        if not request.settings.greedy:  # a copied token is certain: q is a point mass on it
             q_rows = torch.zeros(len(tokens), self.vocab_size, dtype=torch.float64)
             q_rows[torch.arange(len(tokens)), torch.tensor(tokens)] = 1.0
         note = f"Copied what followed the last {match.ngram} token(s) at position {match.position}."
@@ -411,7 +413,7 @@ def _residual_top(residual: torch.Tensor, p: torch.Tensor, q: torch.Tensor, toke
 
 
 @dataclass
-class SpeculativeRun:
+class SpeculativeRun(Generation):
     """One speculative generation: a prompt, a target, a drafter, and the records of its rounds.
 
     Invariant between rounds: the target's cache holds every committed token but the last (it
@@ -434,29 +436,13 @@ class SpeculativeRun:
         check_seed(self.seed)
         if isinstance(self.drafter, ModelDrafter):
             check_pair(self.target, self.tokenizer, self.drafter.model, self.drafter.tokenizer)
-        if not self.prompt_ids:
-            raise SpeculationError("The prompt has no tokens")
         self.context = context_limit(self.target.config)
-        if len(self.prompt_ids) >= self.context:
-            raise SpeculationError(
-                f"The prompt has {len(self.prompt_ids)} tokens; this model's context holds {self.context}, "
-                "and at least one more is needed for the reply"
-            )
-        if self.max_new_tokens < 1:
-            raise SpeculationError(f"`max_new_tokens` has to be at least 1, but is {self.max_new_tokens}")
+        check_run(self.prompt_ids, self.context, self.max_new_tokens, SpeculationError)
         self.vocab_size = vocabulary_rows(self.target)
         self.eos_ids = eos_token_ids(self.target, self.tokenizer)
         self.cache = DynamicCache(config=self.target.config)
         self._generator = torch.Generator().manual_seed(self.seed)
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
-
-    @property
-    def all_ids(self) -> list[int]:
-        return self.prompt_ids + self.generated_ids
-
-    @property
-    def finished(self) -> bool:
-        return self.stop_reason is not None
 
     def uniform(self) -> float:
         return float(torch.rand((), generator=self._generator, dtype=torch.float64))
@@ -476,7 +462,9 @@ class SpeculativeRun:
             why = f"the run may add only {left} more" if gamma == left - 1 else "the context is nearly full"
             note = f"Drafted at most {max(gamma, 0)} token(s): {why}."
         if gamma > 0:
-            proposal = self.drafter.propose(committed, gamma, settings, self._seen, self.uniform, self.stop_at_eos)
+            proposal = self.drafter.propose(
+                DraftRequest(committed, gamma, settings, self._seen, self.uniform, self.stop_at_eos)
+            )
         else:
             proposal = Proposal([], None, [], [])
         note = proposal.note or note
@@ -514,17 +502,8 @@ class SpeculativeRun:
         self.drafter.crop_to(prefix)
         record = self._record(settings, proposal, verdict, logits, p_rows, new_tokens, verify_ms, round_start, note)
         self.rounds.append(record)
-        self.stop_reason = self._stop_reason(new_tokens)
+        self.stop_reason = self._reason_to_stop()
         return record
-
-    def _stop_reason(self, new_tokens: list[int]) -> str | None:
-        if self.stop_at_eos and new_tokens[-1] in self.eos_ids:
-            return STOP_EOS
-        if len(self.generated_ids) >= self.max_new_tokens:
-            return STOP_MAX_NEW_TOKENS
-        if len(self.all_ids) >= self.context:
-            return STOP_CONTEXT
-        return None
 
     def _record(self, settings, proposal, verdict, logits, p_rows, new_tokens, verify_ms, round_start, note):
         drafted = proposal.tokens
@@ -581,13 +560,8 @@ class SpeculativeRun:
         )
 
     def run(self, settings: SamplingSettings, max_rounds: int | None = None) -> Iterator[RoundRecord]:
-        done = 0
-        while not self.finished and (max_rounds is None or done < max_rounds):
-            record = self.step(settings)
-            if record is None:
-                break
-            done += 1
-            yield record
+        """Round after round until a stop (EOS, max new tokens, context) or `max_rounds`, yielding each record."""
+        return self._steps(settings, max_rounds)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per round, for a table or a CSV."""

@@ -15,9 +15,9 @@ from inference import kv_cache
 from inference import speculative as spec
 from inference.engine import new_trace
 from inference.loader import encode_prompt, load_model
+from inference.measuring import GREEDY
 from inference.sampling import SamplingSettings, seen_mask
 
-GREEDY = SamplingSettings(temperature=0)
 PROMPTS = [
     "Once upon a time, there was a little girl named Lily. She loved to play outside",
     "Tom and his dog went to the park. The dog saw a ball and",
@@ -368,7 +368,8 @@ def test_prompt_lookup_copies_what_followed_the_latest_match():
     assert spec.find_lookup([1, 2, 7, 1, 2, 8, 4, 2]) == spec.LookupMatch(1, 4, 5)
     assert spec.find_lookup([1, 2, 3]) is None
     drafter = spec.PromptLookupDrafter(10)
-    proposal = drafter.propose([5, 1, 2, 3, 9, 8, 1, 2, 3], 3, GREEDY, torch.zeros(10, dtype=torch.bool), lambda: 0.5)
+    request = spec.DraftRequest([5, 1, 2, 3, 9, 8, 1, 2, 3], 3, GREEDY, torch.zeros(10, dtype=torch.bool), lambda: 0.5)
+    proposal = drafter.propose(request)
     assert proposal.tokens == [9, 8, 1]
 
 

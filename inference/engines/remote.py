@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from inference.engine import Trace, _Forward, run_uniforms
+from inference.engine import Trace, _Forward
 from inference.engines.client import (
     FULL_VOCABULARY_LIMIT,
     LLAMACPP,
@@ -216,24 +216,10 @@ class RemoteTrace(Trace):
 
     def __post_init__(self):
         engine: RemoteEngine = self.model
-        if not self.prompt_ids:
-            raise ValueError("The prompt has no tokens")
-        self.context = engine.context
-        if len(self.prompt_ids) >= self.context:
-            raise ValueError(
-                f"The prompt has {len(self.prompt_ids)} tokens; this model's context holds {self.context}, "
-                "and at least one more is needed for the reply"
-            )
-        if self.max_new_tokens < 1:
-            raise ValueError(f"`max_new_tokens` has to be at least 1, but is {self.max_new_tokens}")
-        self._uniforms = {self.seed: run_uniforms(self.seed, self.context)}
-        self.eos_ids = set(engine.eos_ids)
-        self.vocab_size = engine.vocab_size
+        self._start(engine.context, set(engine.eos_ids), engine.vocab_size)
         self.kv_shape = None
         self._cache = None  # the KV cache lives in the server
-        self._pending: _Forward | None = None
         self._pending_server: ServerStep | None = None
-        self._seen = seen_mask(self.prompt_ids, self.vocab_size)
         self._records_routing = False  # router logits stay inside the server
 
     def _forward(self, ids: list[int], phase: str) -> _Forward:
@@ -277,16 +263,7 @@ class RemoteTrace(Trace):
         n = len(self.records)
         if not 0 <= k < n:
             raise ValueError(f"Can rewind to a step from 0 to {n - 1}, not {k}")
-        kept = self.records[k]
-        self._pending = _Forward(
-            logits=kept.logits,
-            forward_ms=kept.forward_ms,
-            phase=kept.phase,
-            tokens_in_forward=kept.tokens_in_forward,
-            cache_tokens=kept.cache_tokens,
-            cache_bytes=kept.cache_bytes,
-            reused=True,
-        )
+        self._pending = _Forward.kept(self.records[k])
         self._pending_server = self.server_steps[k]
         self.records, self.server_steps = self.records[:k], self.server_steps[:k]
         self._seen = seen_mask(self.all_ids, self.vocab_size)
