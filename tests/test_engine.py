@@ -8,9 +8,9 @@ import torch
 from inference.engine import STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace, run_uniforms, warm_up
 from inference.kv_cache import KVShape
 from inference.loader import encode_prompt
+from inference.measuring import GREEDY
 from inference.sampling import SamplingSettings
 
-GREEDY = SamplingSettings(temperature=0)
 WARM = SamplingSettings(temperature=0.9, top_p=0.9, top_k=50)
 
 

@@ -47,6 +47,18 @@ def test_remote_steps_equal_local_steps_with_the_same_seed(remote, bundled):
     assert len(far.server_steps) == 12 and all(s.complete for s in far.server_steps)
 
 
+def test_remote_steps_with_dry_and_xtc_equal_local_steps(remote, bundled):
+    """The stages that read the step's context (DRY's history and breakers, XTC's own uniform) run on a remote
+    model too, and pick the local engine's tokens with the same seed."""
+    settings = SamplingSettings(temperature=0.9, dry_multiplier=0.8, xtc_probability=0.5, xtc_threshold=0.1)
+    ids = encode_prompt(bundled.tokenizer, "The little dog wanted to")
+    local = new_trace(bundled.model, bundled.tokenizer, ids, 12, seed=5, stop_at_eos=False)
+    far = new_trace(remote.model, remote.tokenizer, ids, 12, seed=5, stop_at_eos=False)
+    ours, theirs = list(local.run(settings)), list(far.run(settings))
+    assert [r.token_id for r in theirs] == [r.token_id for r in ours]
+    assert [r.xtc_u for r in theirs] == [r.xtc_u for r in ours] and ours[0].xtc_u is not None
+
+
 def test_each_request_sends_the_whole_text_with_the_chosen_token_and_asks_for_the_prompt_cache(fake, remote, bundled):
     ids = encode_prompt(bundled.tokenizer, "Tom had a red ball.")
     trace = new_trace(remote.model, remote.tokenizer, ids, 3, seed=1)

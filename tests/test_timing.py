@@ -9,11 +9,11 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from inference import timing as timing_module
+from inference.measuring import filler_prompt
 from inference.timing import (
     Sweep,
     crossover_prompt_tokens,
     default_prompt_lengths,
-    filler_prompt,
     findings,
     measure_sweep,
     summarise_runs,
