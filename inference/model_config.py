@@ -254,3 +254,22 @@ def from_public_entry(entry: Mapping[str, Any]) -> ModelShape:
         if mla
         else None,
     )
+
+
+# ------------------------------------------------------------------------------ the other way: a shape to a config
+
+
+def decoder_config_fields(
+    vocab: int, hidden: int, layers: int, heads: int, kv_heads: int, context: int, tied_embeddings: bool = True
+) -> dict[str, Any]:
+    """transformers' config fields for a decoder of this shape (Llama and Mixtral name them alike), for the
+    models this project builds: the trainer's, the MoE lesson's and the serving page's random-weight one."""
+    return dict(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=context,
+        tie_word_embeddings=tied_embeddings,
+    )

@@ -23,6 +23,7 @@ import torch
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
 
 from inference.measuring import Progress, filler_batch, timed_decode, timed_pass
+from inference.model_config import decoder_config_fields
 
 DENSE_ACTIVE = "small dense"  # as many parameters as the MoE model uses per token
 MOE = "MoE"
@@ -51,15 +52,7 @@ class MoEDesign:
             )
 
     def _shared(self) -> dict:
-        return dict(
-            vocab_size=self.vocab,
-            hidden_size=self.hidden,
-            num_hidden_layers=self.layers,
-            num_attention_heads=self.heads,
-            num_key_value_heads=self.kv_heads,
-            max_position_embeddings=self.context,
-            tie_word_embeddings=True,
-        )
+        return decoder_config_fields(self.vocab, self.hidden, self.layers, self.heads, self.kv_heads, self.context)
 
     def configs(self) -> dict[str, object]:
         moe = MixtralConfig(

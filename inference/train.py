@@ -42,6 +42,7 @@ from transformers import (
 
 from inference import corpus as corpus_io
 from inference.evaluate import score_stream
+from inference.model_config import decoder_config_fields
 from inference.paths import BUNDLED_MODEL_DIR, DEFAULT_CORPUS_DIR, DEFAULT_HELDOUT_FILE, MODELS_DIR
 
 SEPARATOR = corpus_io.STORY_SEPARATOR
@@ -128,14 +129,8 @@ def encode_stories(tokenizer, stories: list[str]) -> list[int]:
 
 def build_model(s: TrainSettings):
     common = dict(
-        vocab_size=s.vocab_size,
-        hidden_size=s.hidden_size,
+        **decoder_config_fields(s.vocab_size, s.hidden_size, s.num_layers, s.num_heads, s.num_kv_heads, s.context),
         intermediate_size=s.intermediate_size,
-        num_hidden_layers=s.num_layers,
-        num_attention_heads=s.num_heads,
-        num_key_value_heads=s.num_kv_heads,
-        max_position_embeddings=s.context,
-        tie_word_embeddings=True,
         bos_token_id=0,
         eos_token_id=0,
         pad_token_id=0,

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from inference.model_config import decoder_config_fields
 from inference.paths import BUNDLED_MODEL_DIR, PUBLIC_MODELS_FILE
 
 LABEL = "random weights, timing only"
@@ -72,15 +73,11 @@ class LlamaShape:
         return {
             "architectures": ["LlamaForCausalLM"],
             "model_type": "llama",
-            "hidden_size": self.hidden,
+            **decoder_config_fields(
+                self.vocab_size, self.hidden, self.layers, self.heads, self.kv_heads, CONTEXT, self.tied_embeddings
+            ),
             "intermediate_size": self.mlp_width,
-            "num_hidden_layers": self.layers,
-            "num_attention_heads": self.heads,
-            "num_key_value_heads": self.kv_heads,
             "head_dim": self.head_dim,
-            "vocab_size": self.vocab_size,
-            "max_position_embeddings": CONTEXT,
-            "tie_word_embeddings": self.tied_embeddings,
             "rms_norm_eps": 1e-5,
             "rope_theta": 10000.0,
             "hidden_act": "silu",
