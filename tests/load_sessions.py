@@ -32,16 +32,20 @@ def generated_ids(page) -> list[int]:
     return [int(i) for i in ids.split(",")] if ids else []
 
 
-def open_sessions(browser, urls: list[str], errors: list[str]) -> list:
-    """One browser context (its own Streamlit session) per URL, each page loaded and idle."""
-    from tests.browser import open_page
+def open_sessions(browser, urls: list[str], errors: list[str], timeout_ms: float = 240_000) -> list:
+    """One browser context (its own Streamlit session) per URL, all loading at once; returns when every page has
+    drawn its title and finished its first run."""
+    from tests.browser import IDLE
 
     pages = []
     for url in urls:
         page = browser.new_context(viewport={"width": 1000, "height": 800}).new_page()
         page.on("pageerror", lambda e: errors.append(str(e)))
-        open_page(page, url)
+        page.goto(url, wait_until="commit", timeout=timeout_ms)
         pages.append(page)
+    for page in pages:
+        page.wait_for_selector('[data-testid="stMain"] h1', timeout=timeout_ms)  # idle alone can come before the run
+        page.wait_for_selector(IDLE, timeout=timeout_ms)
     return pages
 
 
