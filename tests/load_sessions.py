@@ -52,7 +52,10 @@ def open_sessions(browser, urls: list[str], errors: list[str], timeout_ms: float
 def step_interleaved(pages: list, steps: list[int], timeout_ms: float = 120_000) -> list[float]:
     """Press Step `steps[i]` times on page i, round-robin: in each round click every page still going, then
     wait for each to show its new token. Returns the latencies in seconds, click to token seen (pages are
-    waited on in order, so a later page's figure can include the wait for an earlier one)."""
+    waited on in order, so a later page's figure can include the wait for an earlier one). Before the next
+    round every page finishes its rerun (untimed), so no click lands on a script still drawing the last step."""
+    from tests.browser import wait_idle
+
     latencies = []
     for step in range(1, max(steps, default=0) + 1):
         started = {}
@@ -61,13 +64,24 @@ def step_interleaved(pages: list, steps: list[int], timeout_ms: float = 120_000)
             pages[i].get_by_role("button", name="Step", exact=True).click()
             started[i] = time.perf_counter()
         for i in active:
-            pages[i].wait_for_function(
-                "(document.querySelector('.token-box')?.dataset.generatedIds || '')"
-                f".split(',').filter(Boolean).length >= {step}",
-                timeout=timeout_ms,
-            )
+            try:
+                pages[i].wait_for_function(
+                    "(document.querySelector('.token-box')?.dataset.generatedIds || '')"
+                    f".split(',').filter(Boolean).length >= {step}",
+                    timeout=timeout_ms,
+                )
+            except Exception as error:  # say what the stuck page shows, not only that it timed out
+                raise AssertionError(f"session {i}, step {step}: no new token; {page_state(pages[i])}") from error
             latencies.append(time.perf_counter() - started[i])
+        for i in active:
+            wait_idle(pages[i], timeout_ms)
     return latencies
+
+
+def page_state(page) -> str:
+    """The tokens a page shows and its alert and exception texts, for a failure message."""
+    alerts = page.locator('[data-testid="stAlert"], ' + EXCEPTION_BOX).all_inner_texts()
+    return f"{len(generated_ids(page))} tokens shown; alerts: {[a[:200] for a in alerts]}"
 
 
 def run_sessions(browser, urls: list[str], steps: list[int]) -> LoadRun:

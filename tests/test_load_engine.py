@@ -1,16 +1,19 @@
-"""A class that outgrows one server: 10 browser sessions on two app processes (5 each), all pointed at one
-llama-server with 8 parallel slots, press Step 30 times at once on the Generate page; the same 10 sessions on
-one in-process app run first, for the figure to compare with.
+"""A class on one server, then a class that outgrows it: 10 browser sessions press Step 30 times at once on the
+Generate page, first on one app process running the model in-process, then on two app processes (5 sessions each)
+pointed at one llama-server with 8 parallel slots.
 
-Every session is greedy with its own prompt: the engine's logits move by up to ~1e-5 between a request alone
-and the same request batched with others (measured), so a seeded draw could in rare cases land on the other
-side of a boundary, while a greedy token only changes at a near-tie (the smallest gap between the top two
-logits in these 300 steps is 0.003, measured: 150 times the engine's difference from transformers).
-Checks, for both set-ups: no page errors, no exception boxes, each session's tokens equal its prompt's solo
-greedy run on our in-process engine, and the engine served every Step. Prints p50/p95 Step latency of both
-runs (reported, never asserted).
+In-process, every session samples (temperature 0.9, top-p 0.95) with its own prompt and its own seed: each one's
+tokens must equal its solo run with that seed (sessions never share random numbers) and the app's memory stays
+bounded. On the engine every session is greedy with the same prompts: the engine's logits move by up to ~1e-5
+between a request alone and the same request batched with others (measured), so a seeded draw could in rare cases
+land on the other side of a boundary, while a greedy token only changes at a near-tie (the smallest gap between
+the top two logits in these 300 steps is 0.003, measured: 150 times the engine's difference from transformers).
+Each engine session's tokens must equal its prompt's solo greedy run on our in-process engine, and the engine
+must have served every Step. Both runs do the same work per Step (the page computes the whole distribution and its
+charts either way). Checks for both: no page errors, no exception boxes. Prints p50/p95 Step latency of both runs
+(reported, never asserted).
 
-Takes a few minutes, so it carries the `load` marker: `python -m pytest -m load` (run by .ci/run).
+Takes minutes, so it carries the `load` marker: `python -m pytest -m load` (run by .ci/run).
 """
 
 from __future__ import annotations
@@ -18,13 +21,15 @@ from __future__ import annotations
 from contextlib import ExitStack
 from urllib.parse import urlencode
 
+import psutil
 import pytest
 
 from inference.engine import new_trace
 from inference.engines.client import EngineClient
 from inference.loader import encode_prompt
 from inference.measuring import GREEDY
-from tests.browser import SKIP_REASON, chromium_available, launch, streamlit_server
+from inference.sampling import SamplingSettings
+from tests.browser import SKIP_REASON, chromium_available, launch, open_page, streamlit_server
 from tests.load_sessions import run_sessions
 from tests.test_engines import start_server_or_skip
 
@@ -43,54 +48,79 @@ PROMPTS = [
     "Mia was sad because her toy",
 ]
 MAX_NEW_TOKENS = 60  # more than STEPS: the run never ends at the cap
+SAMPLED = SamplingSettings(temperature=0.9, top_p=0.95)  # the in-process sessions, seed = session number
+MEMORY_GROWTH_LIMIT = 500 * 2**20  # bytes the in-process app may grow by for 10 sessions
 
 
-def session_url(base: str, prompt: str, engine: str | None = None) -> str:
-    query = {"prompt": prompt, "t": 0, "max": MAX_NEW_TOKENS, **({"engine": engine} if engine else {})}
+def app_rss(port_url: str) -> int:
+    """Resident memory of the streamlit process serving `port_url` and its children."""
+    port = port_url.rsplit(":", 1)[1]
+    app = next(c for c in psutil.Process().children() if port in " ".join(c.cmdline()))
+    return sum(p.memory_info().rss for p in [app, *app.children(recursive=True)])
+
+
+def greedy_url(base: str, prompt: str, engine: str) -> str:
+    return f"{base}/?{urlencode({'prompt': prompt, 't': 0, 'max': MAX_NEW_TOKENS, 'engine': engine})}"
+
+
+def sampled_url(base: str, prompt: str, seed: int) -> str:
+    query = {"prompt": prompt, "seed": seed, "t": SAMPLED.temperature, "p": SAMPLED.top_p, "max": MAX_NEW_TOKENS}
     return f"{base}/?{urlencode(query)}"
 
 
-def test_ten_greedy_sessions_on_two_app_processes_and_one_llama_server_get_their_solo_tokens(
+def solo_tokens(bundled, prompt: str, settings: SamplingSettings, seed: int = 0) -> list[int]:
+    """The session's run alone on our in-process engine (may stop early at end-of-text)."""
+    ids = encode_prompt(bundled.tokenizer, prompt)
+    solo = new_trace(bundled.model, bundled.tokenizer, ids, MAX_NEW_TOKENS, seed)
+    return [r.token_id for r in solo.run(settings, max_steps=STEPS)]
+
+
+def test_ten_sessions_in_process_then_on_two_apps_sharing_one_llama_server_each_get_their_solo_tokens(
     bundled, tmp_path_factory, capsys
 ):
-    """Two app processes sharing one llama-server (--parallel 8): every session's greedy tokens equal its solo run."""
+    """One app process, each session its own seed: tokens equal the solo seeded run, memory bounded; two app
+    processes sharing one llama-server (--parallel 8): every session's greedy tokens equal its solo run."""
     from playwright.sync_api import sync_playwright
 
-    expected = []
-    for prompt in PROMPTS:
-        solo = new_trace(bundled.model, bundled.tokenizer, encode_prompt(bundled.tokenizer, prompt), MAX_NEW_TOKENS)
-        expected.append([r.token_id for r in solo.run(GREEDY, max_steps=STEPS)])  # may stop early at EOS
-    steps = [len(tokens) for tokens in expected]
+    sampled = [solo_tokens(bundled, prompt, SAMPLED, seed) for seed, prompt in enumerate(PROMPTS)]
+    greedy = [solo_tokens(bundled, prompt, GREEDY) for prompt in PROMPTS]
     server = start_server_or_skip(tmp_path_factory, parallel=ENGINE_SLOTS)  # fails in CI when not built
     with server, sync_playwright() as p:
         browser = launch(p)
         try:
             with streamlit_server() as url:
-                in_process = run_sessions(browser, [session_url(url, prompt) for prompt in PROMPTS], steps)
+                warm_up = browser.new_page()  # the first visit loads the model: memory is counted from after it
+                open_page(warm_up, url)
+                warm_up.close()
+                rss_start = app_rss(url)
+                urls = [sampled_url(url, prompt, seed) for seed, prompt in enumerate(PROMPTS)]
+                in_process = run_sessions(browser, urls, [len(t) for t in sampled])
+                rss_end = app_rss(url)
             client = EngineClient(server.url)
             before = client.metrics()
             with ExitStack() as apps:
                 env = {"INFERENCE_LAB_ENGINES": f"llama.cpp={server.url}"}
                 bases = [apps.enter_context(streamlit_server(env)) for _ in range(APP_PROCESSES)]
-                urls = [session_url(bases[i % APP_PROCESSES], prompt, "llama.cpp") for i, prompt in enumerate(PROMPTS)]
-                on_engine = run_sessions(browser, urls, steps)
+                urls = [greedy_url(bases[i % APP_PROCESSES], prompt, "llama.cpp") for i, prompt in enumerate(PROMPTS)]
+                on_engine = run_sessions(browser, urls, [len(t) for t in greedy])
             after = client.metrics()
             client.close()
         finally:
             browser.close()
 
-    for name, run in (("in-process", in_process), ("engine", on_engine)):
+    for name, run, expected in (("in-process", in_process, sampled), ("engine", on_engine, greedy)):
         assert not run.page_errors, f"{name}: {run.page_errors[:3]}"
         assert run.exception_boxes == 0, f"{name}: {run.exception_boxes} exception boxes"
         for prompt, tokens, solo in zip(PROMPTS, run.tokens, expected, strict=True):
             assert tokens == solo, f"{name}: the session with prompt {prompt!r} differs from its solo run"
+    assert rss_end < rss_start + MEMORY_GROWTH_LIMIT, "the app grew by more than 500 MB for 10 sessions"
     evaluated = after["llamacpp:prompt_tokens_total"] - before["llamacpp:prompt_tokens_total"]
-    assert evaluated >= sum(steps), "the engine evaluated fewer tokens than the sessions stepped"
+    assert evaluated >= sum(len(t) for t in greedy), "the engine evaluated fewer tokens than the sessions stepped"
     busy_per_decode = after["llamacpp:n_busy_slots_per_decode"]  # the server is ours: its average since start
     with capsys.disabled():  # reported in every run's output, never asserted
         for name, run, where in (
-            ("in-process", in_process, "1 app process, the model in it"),
-            ("engine", on_engine, f"{APP_PROCESSES} app processes + llama-server --parallel {ENGINE_SLOTS}"),
+            ("in-process", in_process, "1 app process, the model in it, seeded sampling"),
+            ("engine", on_engine, f"{APP_PROCESSES} app processes + llama-server --parallel {ENGINE_SLOTS}, greedy"),
         ):
             p50, p95 = run.percentiles_ms()
             print(
@@ -101,3 +131,4 @@ def test_ten_greedy_sessions_on_two_app_processes_and_one_llama_server_get_their
             f"[load engine] llama-server evaluated {evaluated:.0f} tokens; on average {busy_per_decode:.2f} slots "
             "(sessions) shared each of its forward passes"
         )
+        print(f"[load in-process] app memory {rss_start / 2**20:.0f} MB -> {rss_end / 2**20:.0f} MB")
