@@ -9,7 +9,16 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from inference.figures.style import DECODE_COLOUR, PALETTE, PREFILL_COLOUR, add_line, base_layout, hover, legend_below
+from inference.figures.style import (
+    DECODE_COLOUR,
+    PALETTE,
+    PREFILL_COLOUR,
+    add_line,
+    base_layout,
+    hover,
+    legend_below,
+    log_ticks,
+)
 from inference.serving.roofline import PassCost, Roof
 from inference.serving.stats import RunSummary
 from inference.serving.trace import Trace
@@ -229,14 +238,16 @@ def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False)
             y=1.0,
             yref="y2 domain",
             xref="x2",
-            text="knee: queues grow",
+            text="knee: queues grow ",
             showarrow=False,
-            yanchor="bottom",
+            yanchor="top",
+            xanchor="right",
             font=dict(color=PALETTE["red"]),
         )
     fig.update_xaxes(title="arrival rate λ (requests/s)")
     fig.update_yaxes(title="tokens/s", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title="ms", type="log", dtick=1, row=1, col=2)  # labels at powers of ten only
+    latencies = table[["ttft_p95_ms", "e2e_p95_ms"]].to_numpy()
+    fig.update_yaxes(title="ms", type="log", **log_ticks(latencies), row=1, col=2)
     return legend_below(base_layout(fig, "", presenter, height=380), y=-0.25, t=40, b=20)
 
 
@@ -274,7 +285,7 @@ def roofline_figure(
             mode="markers+text",
             name=point.name,
             text=[point.name],
-            textposition="top left",
+            textposition="bottom right" if point.name.startswith("prefill") else "top left",  # clear of the ridge label
             showlegend=False,
             marker=dict(color=colour, size=12, line=dict(color="white", width=1)),
             hovertemplate=f"{point.name}: %{{x:.2f}} FLOP/byte, roof %{{y:.1f}} GFLOP/s "
@@ -290,10 +301,9 @@ def roofline_figure(
                 marker=dict(color=MEASURED_COLOUR, size=10, symbol="diamond-open", line=dict(width=2)),
                 hovertemplate=f"{point.name} measured: %{{y:.1f}} GFLOP/s<extra></extra>",
             )
-    # labels at powers of ten only (a log axis otherwise labels every digit); legend under the plot, where the
-    # ridge label above it cannot cover it
-    fig.update_xaxes(type="log", dtick=1, title="arithmetic intensity (FLOPs per byte moved)")
-    fig.update_yaxes(type="log", dtick=1, title="GFLOP/s")
+    # legend under the plot, where the ridge label above it cannot cover it
+    fig.update_xaxes(type="log", **log_ticks([low, high]), title="arithmetic intensity (FLOPs per byte moved)")
+    fig.update_yaxes(type="log", **log_ticks([roof.attainable_flops(x) / 1e9 for x in (low, high)]), title="GFLOP/s")
     return legend_below(base_layout(fig, "Roofline of this machine", presenter, height=440), y=-0.2)
 
 

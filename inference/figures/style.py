@@ -8,6 +8,7 @@ module: a colour or a layout rule is defined here once.
 from __future__ import annotations
 
 import html
+import math
 
 import numpy as np
 import plotly.graph_objects as go
@@ -153,3 +154,15 @@ def add_line(
 def add_hbar(fig: go.Figure, names, values, **trace) -> go.Figure:
     """Horizontal bars: one per name (Plotly draws the first name at the bottom), `values` their lengths."""
     return fig.add_bar(y=names, x=values, orientation="h", **trace)
+
+
+def log_ticks(values) -> dict:
+    """Axis settings for a log axis over `values`: ticks at 1, 2 and 5 times each power of ten in their range,
+    written in full (Plotly's own log ticks label every digit, or only the powers of ten)."""
+    finite = [float(v) for v in np.ravel(values) if np.isfinite(v) and v > 0]
+    if not finite:
+        return {}
+    low, high = math.floor(math.log10(min(finite))), math.ceil(math.log10(max(finite)))
+    ticks = [m * 10.0**e for e in range(low, high + 1) for m in (1, 2, 5)]
+    ticks = [t for t in ticks if min(finite) / 2 <= t <= max(finite) * 2]
+    return dict(tickvals=ticks, ticktext=[f"{t:,.10g}" for t in ticks])
