@@ -231,9 +231,9 @@ if local:
             mean_prompt = round(trace.prompt_tokens / len(trace.requests))
             points = [prefill_pass(served, mean_prompt)] + [decode_pass(served, b, mean_prompt) for b in BATCHES]
             c1, c2, c3 = st.columns(3)
-            c1.metric("Memory bandwidth", f"{roof.bandwidth_bytes_per_s / 1e9:.1f} GB/s")
-            c2.metric("Peak float32", f"{roof.peak_flops / 1e9:.0f} GFLOP/s")
-            c3.metric("Weights read per pass", f"{served.weight_bytes_per_pass / 1e6:,.0f} MB")
+            c1.metric("Memory bandwidth, GB/s", f"{roof.bandwidth_bytes_per_s / 1e9:.1f}")
+            c2.metric("Peak float32, GFLOP/s", f"{roof.peak_flops / 1e9:.0f}")
+            c3.metric("Weights read per pass, MB", f"{served.weight_bytes_per_pass / 1e6:,.0f}")
             st.plotly_chart(roofline_figure(roof, points, presenter), width="stretch")
             common.caption(
                 "measured",

@@ -101,7 +101,7 @@ def gantt_figure(
             name="no token (error/cancelled)",
         )
     fig.update_layout(barmode="overlay", bargap=0.25)
-    fig.update_xaxes(title="time since the trace started (ms)", range=[0, time_range * 1000] if time_range else None)
+    fig.update_xaxes(title="time since the start (ms)", range=[0, time_range * 1000] if time_range else None)
     fig.update_yaxes(autorange="reversed", title="request", showticklabels=len(table) <= 40)
     height = 140 + 14 * max(len(table), 8)
     return legend_below(base_layout(fig, title, presenter, height=height), y=-60 / height - 0.12)
@@ -145,7 +145,7 @@ def engine_state_figure(
             line=dict(color=KV_COLOUR, width=2, shape="hv"),
             secondary_y=True,
         )
-    fig.update_xaxes(title="time since the trace started (ms)", range=[0, time_range * 1000] if time_range else None)
+    fig.update_xaxes(title="time since the start (ms)", range=[0, time_range * 1000] if time_range else None)
     fig.update_yaxes(title="requests", rangemode="tozero", secondary_y=False)
     fig.update_yaxes(title="KV cache", rangemode="tozero", secondary_y=True, showgrid=False)
     return legend_below(base_layout(fig, title, presenter, height=300), y=-0.3)
