@@ -285,7 +285,8 @@ def roofline_figure(
             mode="markers+text",
             name=point.name,
             text=[point.name],
-            textposition="bottom right" if point.name.startswith("prefill") else "top left",  # clear of the ridge label
+            # below the roof, away from the ridge label and the plot's left and right edges
+            textposition="bottom left" if point.name.startswith("prefill") else "bottom right",
             showlegend=False,
             marker=dict(color=colour, size=12, line=dict(color="white", width=1)),
             hovertemplate=f"{point.name}: %{{x:.2f}} FLOP/byte, roof %{{y:.1f}} GFLOP/s "

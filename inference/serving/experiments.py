@@ -253,9 +253,10 @@ def roofline_verdict(table: pd.DataFrame, served: ServedModel, last_level_cache_
         text.append(
             f"The weights ({weights_mb:,.0f} MB) fit in this CPU's last-level cache "
             f"({last_level_cache_bytes / 2**20:,.0f} MiB), so a pass need not read them from memory at the "
-            "measured bandwidth: the sloped roof is too low for this model, and what limits it is the fixed "
-            f"cost of each pass (launching a few hundred small operations on {os.cpu_count()} cores, sampling, the HTTP "
-            "server), which the roofline does not see."
+            "measured bandwidth: the sloped roof is too low for this model, and what limits it is work the "
+            "roofline does not count: launching each pass's few hundred small operations and, for every request "
+            f"in the batch, sampling over the vocabulary and streaming each token over HTTP, on the same "
+            f"{os.cpu_count()} cores."
         )
     else:
         cache = f", more than the {last_level_cache_bytes / 2**20:,.0f} MiB cache," if last_level_cache_bytes else ""
