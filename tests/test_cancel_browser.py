@@ -2,16 +2,13 @@
 so the click always lands mid-run) stops at the Cancel button, the page says nothing was kept, and no
 llama-server started for it is left running."""
 
-import os
-
 import psutil
 import pytest
 
-from inference.engines import llamacpp
 from tests.browser import SKIP_REASON, chromium_available, launch, open_page, streamlit_server, wait_idle
+from tests.test_engines import require_llama_server
 
 pytestmark = pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)
-IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
 def llama_servers_under(pid: int) -> list[int]:
@@ -21,8 +18,7 @@ def llama_servers_under(pid: int) -> list[int]:
 def test_cancel_stops_a_replay_keeps_nothing_and_stops_its_server():
     """Replay (16 requests at 2/s: about 8 s of arrivals), Cancel after 2 s: 'Cancelled' and the not-yet hint
     show, no exception, the app's llama-server is gone; the next click on another button clears the note."""
-    if not llamacpp.is_built():
-        pytest.fail("llama-server is not built") if IN_CI else pytest.skip("llama-server is not built here")
+    require_llama_server()
     from playwright.sync_api import sync_playwright
 
     with streamlit_server() as url, sync_playwright() as p:

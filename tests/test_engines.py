@@ -26,9 +26,9 @@ IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 VLLM_URL = os.environ.get("INFERENCE_LAB_TEST_VLLM_URL", "").strip()
 
 
-def start_server_or_skip(tmp_path_factory, **kwargs) -> llamacpp.LlamaServer:
-    """A llama-server for the bundled model's f32 GGUF on a free loopback port. Skips (saying how to build it)
-    only outside CI when the build is missing; in CI (CI=true) a missing build or a failed start fails."""
+def require_llama_server() -> None:
+    """Skip (saying how to build it) when the llama-server build is missing, only outside CI; in CI (CI=true)
+    a missing build fails."""
     if not llamacpp.is_built():
         reason = (
             "llama-server is not built here: run `python -m inference.engines llamacpp build` "
@@ -37,6 +37,12 @@ def start_server_or_skip(tmp_path_factory, **kwargs) -> llamacpp.LlamaServer:
         if IN_CI:
             pytest.fail("CI must build llama-server before the tests: " + reason)
         pytest.skip(reason)
+
+
+def start_server_or_skip(tmp_path_factory, **kwargs) -> llamacpp.LlamaServer:
+    """A llama-server for the bundled model's f32 GGUF on a free loopback port (see `require_llama_server`
+    for when a missing build skips or fails; a failed start fails)."""
+    require_llama_server()
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     return llamacpp.serve(None, log_path=log, **kwargs)
 
@@ -196,8 +202,7 @@ def test_bench_reports_llamacpp_speed_its_ratio_to_the_engine_and_the_remote_ste
 
 def test_gguf_rows_measure_bytes_speed_and_drift_against_float32(bundled):
     """f32 GGUF drifts ~0 from float32 (KL < 1e-6, top-1 always agrees); q4_K_M is smaller and drifts more."""
-    if not llamacpp.is_built():
-        pytest.fail("llama-server is not built") if IN_CI else pytest.skip("llama-server is not built here")
+    require_llama_server()
     from inference.engines.gguf_compare import gguf_table, measure_ggufs
 
     ids = encode_prompt(bundled.tokenizer, PROMPTS[0])

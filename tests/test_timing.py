@@ -114,9 +114,8 @@ def test_generation_timing_shows_the_fastest_of_its_runs(bundled, monkeypatch):
         time_generation(bundled.model, bundled.tokenizer, ids, 6, runs=0)
 
 
-def test_findings_quote_the_sweep():
-    """Saturation, crossover and free-ride lengths read off a made-up sweep."""
-    medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.1), 64: (16.0, 2.0), 128: (30.0, 2.2)}
+def sweep_of(medians: dict[int, tuple[float, float]]) -> Sweep:
+    """A made-up sweep: three identical runs per prompt length of (prefill ms, decode ms per token)."""
     runs = pd.DataFrame(
         [
             {
@@ -130,7 +129,13 @@ def test_findings_quote_the_sweep():
             for r in (1, 2, 3)
         ]
     )
-    found = findings(Sweep(runs=runs, summary=summarise_runs(runs), repeats=3, decode_tokens=2), PerTokenFlops())
+    return Sweep(runs=runs, summary=summarise_runs(runs), repeats=3, decode_tokens=2)
+
+
+def test_findings_quote_the_sweep():
+    """Saturation, crossover and free-ride lengths read off a made-up sweep."""
+    medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.1), 64: (16.0, 2.0), 128: (30.0, 2.2)}
+    found = findings(sweep_of(medians), PerTokenFlops())
     assert found.best_prefill_tokens_per_s == pytest.approx(128 / 30 * 1000)
     assert found.saturation_tokens == 32  # 4,000 tokens/s >= 80% of 4,267
     assert found.decode_ms_per_token == pytest.approx(2.0)
@@ -154,20 +159,7 @@ def test_crossover_prompt_is_read_off_the_sweep():
     """Prefill 4, 5, 8, 16, 30 ms at 8..128 tokens, decode 2 ms: a 5-token reply (10 ms) matches a 40-token prompt;
     a 40-token reply (80 ms) lies past 128 tokens, on the line through the last two points (14 ms per 64 tokens)."""
     medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.0), 64: (16.0, 2.0), 128: (30.0, 2.0)}
-    runs = pd.DataFrame(
-        [
-            {
-                "prompt_tokens": n,
-                "run": r,
-                "prefill_ms": p,
-                "prefill_tokens_per_s": n / p * 1000,
-                "decode_ms_per_token": d,
-            }
-            for n, (p, d) in medians.items()
-            for r in (1, 2, 3)
-        ]
-    )
-    sweep = Sweep(runs=runs, summary=summarise_runs(runs), repeats=3, decode_tokens=2)
+    sweep = sweep_of(medians)
     five = crossover_prompt_tokens(sweep, 5)
     assert (five.reply_ms, five.prompt_tokens, five.how) == (10.0, 32 + 2 / 8 * 32, "interpolated")
     forty = crossover_prompt_tokens(sweep, 40)
