@@ -257,8 +257,8 @@ if local:
                     "measured",
                     "Measured: tokens that streamed while all B requests were decoding "
                     f"together, divided by that time (B requests of {experiments.BATCH_PROMPT_TOKENS} prompt and "
-                    f"{experiments.BATCH_REPLY_TOKENS} reply tokens sent at once, one run). Predicted: B ÷ max(bytes ÷ bandwidth, FLOPs ÷ peak) for one "
-                    "pass at the mean context.",
+                    f"{experiments.BATCH_REPLY_TOKENS} reply tokens sent at once, one run). Predicted: "
+                    "B ÷ max(bytes ÷ bandwidth, FLOPs ÷ peak) for one pass at the mean context.",
                 )
 
 # -- 5. cost --------------------------------------------------------------------------------
@@ -276,10 +276,11 @@ if results and local:
                 f"${cost:,.2f}",
                 help=f"{summary.throughput_tokens_per_s:,.0f} tokens/s measured",
             )
-    ratio = summaries[slots].throughput_tokens_per_s / summaries[1].throughput_tokens_per_s
+    one, many = summaries[1].throughput_tokens_per_s, summaries[slots].throughput_tokens_per_s
+    ratio = f", {many / one:.2f}×" if one > 0 else ""  # a run whose requests all failed has no ratio
     common.caption(
         "measured",
         f"Measured throughput of the replay above turned into money at ${price:,.2f} per "
         "hour (a price you type; the default is illustrative): the same machine, the same traffic, so the "
-        f"costs differ by the throughput ratio, {ratio:.2f}×.",
+        f"costs differ by the throughput ratio{ratio}.",
     )
