@@ -12,7 +12,7 @@ draws the shared sidebar (model picker, presenter toggle).
 import streamlit as st
 import torch
 
-from inference.limits import Limits
+from inference.core.limits import Limits
 
 st.set_page_config(page_title="Inference Lab", page_icon="🔬", layout="wide")
 torch.set_num_threads(Limits.from_env().torch_threads)  # why one: see Limits.torch_threads

@@ -13,12 +13,12 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-from inference.bundled import BundledModel, bundled_models
+from inference.core.bundled import BundledModel, bundled_models
+from inference.core.limits import Limits
+from inference.core.loader import LoadedModel, ModelLoadError, load_model
+from inference.core.paths import BUNDLED_MODEL_NAME
+from inference.core.remote import RemoteModel, connect
 from inference.engines.client import EngineError
-from inference.engines.remote import RemoteModel, connect
-from inference.limits import Limits
-from inference.loader import LoadedModel, ModelLoadError, load_model
-from inference.paths import BUNDLED_MODEL_NAME
 
 MODEL_SOURCE_KEY = "model_source"  # what the visitor asked for ("" = bundled)
 MODEL_ERROR_KEY = "model_error"

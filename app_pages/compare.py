@@ -7,12 +7,12 @@ import streamlit as st
 
 from app_pages import common
 from app_pages.widgets import sampler_controls as controls
-from inference import compare
-from inference import quant_compare as qc
-from inference.bundled import bundled_models
-from inference.engine import SEED_MAX
-from inference.figures import compare as cf
-from inference.prompting import prepare_prompt
+from inference.core.bundled import bundled_models
+from inference.core.prompting import prepare_prompt
+from inference.core.run import SEED_MAX
+from inference.lessons.compare import figures as cf
+from inference.lessons.compare import shared_draws as compare
+from inference.lessons.quantization import experiments as qc
 
 SIDES = ("A", "B")
 PREFIX = {"A": "cmp_a", "B": "cmp_b"}

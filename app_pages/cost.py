@@ -3,11 +3,11 @@
 import streamlit as st
 
 from app_pages import common
-from inference import machine
-from inference.batching import PROMPT_TOKENS, ROUNDS, STEPS, batch_sizes_for, measure_batches
-from inference.cost import PREFILL_REPEATS, cost_per_million_tokens, measure_answer
-from inference.figures.cost import answer_split_figure, batching_figure
-from inference.timing import crossover_prompt_tokens, default_prompt_lengths, measure_sweep
+from inference.core import machine
+from inference.lessons.cost.batching import PROMPT_TOKENS, ROUNDS, STEPS, batch_sizes_for, measure_batches
+from inference.lessons.cost.experiments import PREFILL_REPEATS, cost_per_million_tokens, measure_answer
+from inference.lessons.cost.figures import answer_split_figure, batching_figure
+from inference.lessons.prefill_decode.timing import crossover_prompt_tokens, default_prompt_lengths, measure_sweep
 
 ANSWER_KEY = "cost_answer"
 DEFAULT_PRICE_PER_HOUR = 1.00  # illustrative; the page says so and lets the user type theirs

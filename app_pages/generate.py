@@ -4,11 +4,11 @@ import streamlit as st
 
 from app_pages import common
 from app_pages.widgets import sampler_controls as controls
-from inference.engine import SEED_MAX, STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace
-from inference.engines.remote import distribution_note, is_remote
-from inference.figures.generate import cumulative_curve, next_token_bars, step_frame_for_table, token_html
-from inference.prompting import prepare_prompt
-from inference.views import step_view
+from inference.core.prompting import prepare_prompt
+from inference.core.remote import distribution_note, is_remote
+from inference.core.run import SEED_MAX, STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace
+from inference.lessons.generate.figures import cumulative_curve, next_token_bars, step_frame_for_table, token_html
+from inference.sampling.step_view import step_view
 
 TRACE_KEY = "gen_trace"
 # URL parameter -> (widget key, type): a shared link reopens the same prompt, settings and seed.

@@ -5,8 +5,12 @@ from statistics import median
 import streamlit as st
 
 from app_pages import common
-from inference.calculator import kv_table, load_public_models, model_entry_from_hf_config
-from inference.figures.kv_cache import (
+from inference.core.calculator import kv_table, load_public_models, model_entry_from_hf_config
+from inference.core.kv_cache import KVShape
+from inference.core.measuring import run_greedy
+from inference.core.prompting import prepare_prompt
+from inference.lessons.kv_cache.experiments import cache_growth, compare_cache, layer_breakdown
+from inference.lessons.kv_cache.figures import (
     SMOOTHING_STEPS,
     cache_growth_figure,
     cumulative_time_figure,
@@ -14,10 +18,6 @@ from inference.figures.kv_cache import (
     memory_figure,
     step_time_figure,
 )
-from inference.kv_cache import KVShape
-from inference.kv_experiments import cache_growth, compare_cache, layer_breakdown
-from inference.measuring import run_greedy
-from inference.prompting import prepare_prompt
 
 GROWTH_KEY = "kv_growth_run"
 MAX_NEW_TOKENS = 300

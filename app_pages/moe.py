@@ -6,10 +6,13 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import common
-from inference import routing
-from inference.calculator import load_public_models
-from inference.engine import SEED_MAX, new_trace
-from inference.figures.moe import (
+from inference.core import routing
+from inference.core.calculator import load_public_models
+from inference.core.loader import encode_prompt
+from inference.core.paths import BUNDLED_MODEL_DIR
+from inference.core.run import SEED_MAX, new_trace
+from inference.core.tokens import token_text
+from inference.lessons.moe.figures import (
     balance_over_training,
     experiments_figure,
     expert_legend,
@@ -21,13 +24,18 @@ from inference.figures.moe import (
     routing_heatmap,
     sparsity_figure,
 )
-from inference.loader import encode_prompt
-from inference.moe import BATCH_PROMPT_TOKENS, DENSE_ACTIVE, DENSE_TOTAL, MOE, REPEATS, MoEDesign, public_moe_table
-from inference.moe import PROMPT_TOKENS as RANDOM_PROMPT_TOKENS
-from inference.moe import measure as measure_random_moe
-from inference.paths import BUNDLED_MODEL_DIR
-from inference.sampling import SamplingSettings
-from inference.tokens import token_text
+from inference.lessons.moe.scale import (
+    BATCH_PROMPT_TOKENS,
+    DENSE_ACTIVE,
+    DENSE_TOTAL,
+    MOE,
+    REPEATS,
+    MoEDesign,
+    public_moe_table,
+)
+from inference.lessons.moe.scale import PROMPT_TOKENS as RANDOM_PROMPT_TOKENS
+from inference.lessons.moe.scale import measure as measure_random_moe
+from inference.sampling.pipeline import SamplingSettings
 
 TRACE_KEY = "moe_trace"
 INPUTS_KEY = "moe_mlp_inputs"  # (token ids, [layers, tokens, hidden]): recomputed only when the text changes
@@ -94,7 +102,7 @@ if not routing.has_experts(model):
     else:
         st.warning(
             f"The bundled MoE model is not in this checkout ({routing.BUNDLED_MOE_DIR.name} under assets/models): "
-            "train it with `python -m inference.train --preset moe`. The section at the end needs no model."
+            "train it with `python -m inference.training.train --preset moe`. The section at the end needs no model."
         )
     moe_loaded = False
 else:

@@ -3,15 +3,15 @@
 import streamlit as st
 
 from app_pages import common
-from inference import machine
-from inference.calculator import load_public_models, weight_bytes
-from inference.engine import STOP_EOS
-from inference.engines.remote import is_remote
-from inference.engines.timing import remote_generation_timing, remote_sweep
-from inference.figures.prefill_decode import sweep_rate_figure, sweep_time_figure, timeline_figure
-from inference.flops import FlopCount
-from inference.prompting import prepare_prompt
-from inference.timing import (
+from inference.core import machine
+from inference.core.calculator import load_public_models, weight_bytes
+from inference.core.flops import FlopCount
+from inference.core.prompting import prepare_prompt
+from inference.core.remote import is_remote
+from inference.core.run import STOP_EOS
+from inference.lessons.prefill_decode.engine_timing import remote_generation_timing, remote_sweep
+from inference.lessons.prefill_decode.figures import sweep_rate_figure, sweep_time_figure, timeline_figure
+from inference.lessons.prefill_decode.timing import (
     SATURATION,
     crossover_prompt_tokens,
     default_prompt_lengths,

@@ -3,8 +3,7 @@
 import streamlit as st
 
 from app_pages import common
-from inference import quant_compare as qc
-from inference.calculator import (
+from inference.core.calculator import (
     DEFAULT_BITS,
     GB,
     cards_needed,
@@ -14,11 +13,12 @@ from inference.calculator import (
     smallest_card,
     weight_bytes,
 )
-from inference.engines import gguf_compare
-from inference.figures import quantization as qf
-from inference.prompting import prepare_prompt
-from inference.quant_text import SPEED_NOTES, departure_verdict, layer_notes, speed_findings
-from inference.quantize import PRECISIONS
+from inference.core.prompting import prepare_prompt
+from inference.core.quantize import PRECISIONS
+from inference.lessons.quantization import experiments as qc
+from inference.lessons.quantization import figures as qf
+from inference.lessons.quantization import gguf as gguf_compare
+from inference.lessons.quantization.text import SPEED_NOTES, departure_verdict, layer_notes, speed_findings
 
 DEFAULT_PROMPT = "Once upon a time"
 DEFAULT_NEW_TOKENS = 48

@@ -4,10 +4,12 @@ import streamlit as st
 
 from app_pages import common
 from app_pages.widgets import sampler_controls as controls
-from inference.engine import new_trace
-from inference.engines.remote import is_remote, logits_note
-from inference.figures.generate import cumulative_curve, next_token_bars
-from inference.figures.sampling import (
+from inference.core.prompting import prepare_prompt
+from inference.core.remote import is_remote, logits_note
+from inference.core.run import new_trace
+from inference.core.tokens import readable_tokens
+from inference.lessons.generate.figures import cumulative_curve, next_token_bars
+from inference.lessons.sampling_lab.figures import (
     TEMPERATURE_GRID,
     TOP_P_GRID,
     draw_band,
@@ -16,10 +18,8 @@ from inference.figures.sampling import (
     pipeline_figure,
     temperatures_side_by_side,
 )
-from inference.prompting import prepare_prompt
-from inference.sampling import STAGE_NAMES, SamplingSettings, StepContext, seen_mask
-from inference.tokens import readable_tokens
-from inference.views import sample_many, step_view
+from inference.sampling.pipeline import STAGE_NAMES, SamplingSettings, StepContext, seen_mask
+from inference.sampling.step_view import sample_many, step_view
 
 DRAWS = 1000  # draws of "Sample N times": enough for a ±3-point band on a 30% token
 

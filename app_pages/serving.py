@@ -3,10 +3,11 @@
 import streamlit as st
 
 from app_pages import common
-from inference import machine as machine_facts
-from inference.cost import cost_per_million_tokens
+from inference.core import machine as machine_facts
 from inference.engines import llamacpp
-from inference.figures.serving import (
+from inference.lessons.cost.experiments import cost_per_million_tokens
+from inference.lessons.serving import experiments, random_model
+from inference.lessons.serving.figures import (
     comparison_figure,
     engine_state_figure,
     gantt_figure,
@@ -15,10 +16,9 @@ from inference.figures.serving import (
     sweep_figure,
     traffic_figure,
 )
-from inference.serving import experiments, random_model
-from inference.serving.roofline import ServedModel, decode_pass, measure_machine_roof, prefill_pass
-from inference.serving.stats import SLO, knee_index
-from inference.serving.trace import SHAPES, poisson_trace
+from inference.lessons.serving.request_trace import SHAPES, poisson_trace
+from inference.lessons.serving.roofline import ServedModel, decode_pass, measure_machine_roof, prefill_pass
+from inference.lessons.serving.stats import SLO, knee_index
 
 LOCAL = "llama-server started here"
 VOCAB = 4096  # the bundled tokenizer's: trace prompts are ids below it

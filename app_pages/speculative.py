@@ -3,9 +3,12 @@
 import streamlit as st
 
 from app_pages import common
-from inference import speculative as spec
-from inference.engine import SEED_MAX, STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS
-from inference.figures.speculative import (
+from inference.core.limits import Limits
+from inference.core.loader import ModelLoadError, load_model
+from inference.core.prompting import prepare_prompt
+from inference.core.run import SEED_MAX, STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS
+from inference.lessons.speculative import run as spec
+from inference.lessons.speculative.figures import (
     acceptance_figure,
     p_q_figure,
     residual_figure,
@@ -17,11 +20,8 @@ from inference.figures.speculative import (
     theory_figure,
     timeline_figure,
 )
-from inference.limits import Limits
-from inference.loader import ModelLoadError, load_model
-from inference.prompting import prepare_prompt
-from inference.sampling import SamplingSettings
-from inference.speculative_timing import SWEEP_GAMMAS, SWEEP_NEW_TOKENS, SWEEP_TEMPERATURES, compare, sweep
+from inference.lessons.speculative.timing import SWEEP_GAMMAS, SWEEP_NEW_TOKENS, SWEEP_TEMPERATURES, compare, sweep
+from inference.sampling.pipeline import SamplingSettings
 
 RUN_KEY = "spec_run"
 DRAFTERS = {"draft": "Draft model", "lookup": "Prompt lookup (no model)"}

@@ -3,8 +3,8 @@
 import streamlit as st
 
 from app_pages import common
-from inference.first_look import DRAW_SETTINGS, PROMPT, first_look
-from inference.loader import encode_prompt
+from inference.core.loader import encode_prompt
+from inference.lessons.start.first_look import DRAW_SETTINGS, PROMPT, first_look
 
 
 # Runs only on a cache miss (once per model), so only then does it wait for a model slot.

@@ -1,5 +1,15 @@
-"""Inference Lab's engine room: plain Python, no Streamlit.
+"""Inference Lab's engine room: plain Python, no Streamlit anywhere under this package.
 
-Each module has one job: loading models, training the bundled model, sampling math,
-the step engine, KV-cache accounting, timing, quantization and figure building.
+- `core`: what every lesson stands on: loading models (`loader`, `bundled`), their shapes (`model_config`),
+  a generation run and its forward pass (`run`: `Trace`, `StepRecord`; `fast_decode`; `remote` for a model a
+  serving engine runs), the KV cache, tokens, prompts, limits, paths, machine facts, measuring helpers,
+  FLOPs, MoE routing records, quantized copies and the public-model calculator.
+- `sampling`: the sampling pipeline and its stages (`pipeline`, `samplers`) and the step views the charts read.
+- `engines`: serving engines over HTTP (`client`: llama.cpp and vLLM dialects) and llama.cpp's build/convert/serve.
+- `training`: the bundled models' trainer, corpus split, evaluation and model cards.
+- `lessons`: one folder per page, each with its computation, sentences and figures: start, generate,
+  sampling_lab, compare, prefill_decode, kv_cache, quantization, moe, cost, speculative, serving.
+
+Rule (tests/test_layout_rule.py): lessons import core, sampling and engines; core, sampling, engines and
+training never import a lesson; no import circle.
 """

@@ -27,11 +27,11 @@ import pandas as pd
 import torch
 import transformers
 
-from inference.engine import new_trace
-from inference.loader import encode_prompt, load_model
-from inference.measuring import run_greedy
-from inference.sampling import SamplingSettings, seen_mask
-from inference.views import step_view, trace_summary
+from inference.core.loader import encode_prompt, load_model
+from inference.core.measuring import run_greedy
+from inference.core.run import new_trace
+from inference.sampling.pipeline import SamplingSettings, seen_mask
+from inference.sampling.step_view import step_view, trace_summary
 
 ALL_STAGES = SamplingSettings(temperature=0.8, top_k=50, top_p=0.9, min_p=0.05, repetition_penalty=1.2)
 BENCH_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her"
@@ -138,18 +138,22 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
     results["view_ms_vocab_4k"] = view_ms(4096)
     results["view_ms_vocab_50k"] = view_ms(50257)
     results["trace_view_ms_200"] = trace_view_ms(model, tokenizer)
-    from inference.speculative_timing import bundled_benchmark  # greedy, gamma 4, the bundled draft and prompt lookup
+    from inference.lessons.speculative.timing import (
+        bundled_benchmark,  # greedy, gamma 4, the bundled draft and prompt lookup
+    )
 
     results.update(bundled_benchmark(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT)))
-    from inference.engines.bench import engine_figures  # llama-server, when built or running
+    from inference.engines.bench_keys import engine_figures  # llama-server, when built or running
 
     results.update(engine_figures(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT)))
     if include_quantization:  # imported here: torchao loads only when asked for
-        from inference.quant_compare import benchmark_rows
+        from inference.lessons.quantization.experiments import benchmark_rows
 
         results["quantization"] = benchmark_rows(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT))
-    if include_serving:  # llama-server replays of one trace, 1 slot vs 8 (minutes; see inference/serving/benchmark.py)
-        from inference.serving import benchmark as serving_benchmark
+    if (
+        include_serving
+    ):  # llama-server replays of one trace, 1 slot vs 8 (minutes; see inference/lessons/serving/bench_keys.py)
+        from inference.lessons.serving import bench_keys as serving_benchmark
 
         results.update(serving_benchmark.run())
     return results

@@ -20,7 +20,7 @@ APP_FILE = str(PROJECT_ROOT / "app.py")
 
 @pytest.fixture(scope="session")
 def bundled():
-    from inference.loader import load_model
+    from inference.core.loader import load_model
 
     return load_model()
 

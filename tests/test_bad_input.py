@@ -6,7 +6,7 @@ import shutil
 import pytest
 import torch
 
-from inference.paths import BUNDLED_MODEL_DIR
+from inference.core.paths import BUNDLED_MODEL_DIR
 from tests.conftest import run_app
 
 

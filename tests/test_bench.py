@@ -38,7 +38,7 @@ def test_bench_writes_every_figure_to_json_and_prints_a_table(tmp_path, capsys, 
         "trace_view_ms": dict(steps=20, repeats=1),
     }.items():
         monkeypatch.setattr(bench, name, partial(getattr(bench, name), **fewer))
-    from inference import speculative_timing
+    from inference.lessons.speculative import timing as speculative_timing
 
     monkeypatch.setattr(
         speculative_timing, "bundled_benchmark", partial(speculative_timing.bundled_benchmark, new_tokens=24, repeats=1)

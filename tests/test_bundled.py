@@ -2,8 +2,8 @@
 
 import json
 
-from inference.bundled import bundled_models
-from inference.paths import BUNDLED_MODEL_NAME
+from inference.core.bundled import bundled_models
+from inference.core.paths import BUNDLED_MODEL_NAME
 
 
 def test_bundled_list_starts_with_the_default_model_and_reads_its_meta():

@@ -1,4 +1,4 @@
-"""Tests for inference/calculator.py and assets/public_models.json.
+"""Tests for inference/core/calculator.py and assets/public_models.json.
 
 Every expected number below is worked out by hand in the test (as a literal or as
 plain arithmetic on the architecture numbers), never by calling the code under test.
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from inference import calculator as calc
+from inference.core import calculator as calc
 
 GB = 10**9
 MIB = 2**20
@@ -273,7 +273,7 @@ def test_kv_table_counts_sliding_windows_and_keeps_notes(models):
 
 def run_cli(*args):
     return subprocess.run(
-        [sys.executable, "-m", "inference.calculator", *args],
+        [sys.executable, "-m", "inference.core.calculator", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -332,7 +332,7 @@ def test_cli_bad_input_is_one_line_naming_the_value_with_exit_code_2(args, named
 
 def test_moe_read_per_token_counts_one_embedding_row(models):
     """Mixtral (untied): active parameters minus the 32,000 x 4,096 input table plus the one row a token looks up."""
-    from inference.moe import public_moe_table, weights_read_per_token
+    from inference.lessons.moe.scale import public_moe_table, weights_read_per_token
 
     assert weights_read_per_token(models["Mixtral-8x7B"]) == 12_879_925_248 - 32_000 * 4096 + 4096
     assert weights_read_per_token(models["Gemma-2-9B"]) == 9_241_705_984  # tied: the output layer reads it whole
@@ -344,7 +344,7 @@ def test_moe_read_per_token_counts_one_embedding_row(models):
 
 def test_fit_heatmap_names_the_card_and_what_is_left(models):
     """The Quantization page's heatmap says the 16-bit Llama-3.1-70B fits one H200 with 9.6 GB left."""
-    from inference.figures.quantization import fit_heatmap
+    from inference.lessons.quantization.figures import fit_heatmap
 
     cards = [card.label for card in calc.load_accelerators()]
     figure = fit_heatmap(calc.fit_table([models["Llama-3.1-70B"]], (32, 16)), cards)

@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 import torch
 
-from inference.compare import (
+from inference.core.loader import encode_prompt
+from inference.lessons.compare.shared_draws import (
     ManySeeds,
     batched_runs,
     bootstrap_interval,
@@ -18,8 +19,7 @@ from inference.compare import (
     shared_draw_pair,
     summarize,
 )
-from inference.loader import encode_prompt
-from inference.sampling import SamplingSettings
+from inference.sampling.pipeline import SamplingSettings
 
 PROMPT = "Once upon a time"
 

@@ -7,11 +7,12 @@ import torch
 from streamlit.testing.v1 import AppTest
 from transformers import MixtralConfig, MixtralForCausalLM
 
-from inference import batching, moe
-from inference.batching import batch_sizes_for, measure_batches
-from inference.calculator import load_public_models
-from inference.cost import AnswerCost, cost_per_million_tokens, measure_answer
-from inference.kv_cache import KVShape
+from inference.core.calculator import load_public_models
+from inference.core.kv_cache import KVShape
+from inference.lessons.cost import batching
+from inference.lessons.cost.batching import batch_sizes_for, measure_batches
+from inference.lessons.cost.experiments import AnswerCost, cost_per_million_tokens, measure_answer
+from inference.lessons.moe import scale as moe
 
 APP_FILE = str(Path(__file__).resolve().parent.parent / "app.py")
 SMALL = moe.MoEDesign(

@@ -5,11 +5,11 @@ import threading
 import pytest
 import torch
 
-from inference.engine import STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace, run_uniforms, warm_up
-from inference.kv_cache import KVShape
-from inference.loader import encode_prompt
-from inference.measuring import GREEDY
-from inference.sampling import SamplingSettings
+from inference.core.kv_cache import KVShape
+from inference.core.loader import encode_prompt
+from inference.core.measuring import GREEDY
+from inference.core.run import STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace, run_uniforms, warm_up
+from inference.sampling.pipeline import SamplingSettings
 
 WARM = SamplingSettings(temperature=0.9, top_p=0.9, top_k=50)
 

@@ -8,6 +8,7 @@ import threading
 import httpx
 import pytest
 
+from inference.core.limits import Limits
 from inference.engines.client import (
     LLAMACPP,
     VLLM,
@@ -21,7 +22,6 @@ from inference.engines.client import (
     TokenizerMismatch,
     check_base_url,
 )
-from inference.limits import Limits
 
 LLAMA_MODELS = {
     "object": "list",

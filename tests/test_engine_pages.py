@@ -5,7 +5,7 @@ public server offers only the engines INFERENCE_LAB_ENGINES names."""
 import pytest
 import streamlit as st
 
-from inference.engines.remote import RemoteTrace
+from inference.core.remote import RemoteTrace
 from tests.conftest import run_app
 from tests.fake_engine import FakeLlamaServer
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from inference.engine import new_trace
+from inference.core.loader import encode_prompt
+from inference.core.remote import RemoteTrace, connect
+from inference.core.run import new_trace
 from inference.engines import llamacpp
 from inference.engines.client import LLAMACPP, VLLM, EngineClient, EngineError, EngineUnreachable
-from inference.engines.remote import RemoteTrace, connect
-from inference.loader import encode_prompt
-from inference.sampling import SamplingSettings
+from inference.sampling.pipeline import SamplingSettings
 
 PROMPTS = [
     "Once upon a time",
@@ -192,7 +192,7 @@ def test_the_client_never_imports_vllm():
 
 
 def test_bench_reports_llamacpp_speed_its_ratio_to_the_engine_and_the_remote_step(bundled, llama_server, monkeypatch):
-    from inference.engines.bench import engine_figures
+    from inference.engines.bench_keys import engine_figures
 
     monkeypatch.setenv("INFERENCE_LAB_BENCH_LLAMACPP_URL", llama_server.url)
     figures = engine_figures(bundled.model, bundled.tokenizer, encode_prompt(bundled.tokenizer, PROMPTS[2]), 16)
@@ -203,7 +203,7 @@ def test_bench_reports_llamacpp_speed_its_ratio_to_the_engine_and_the_remote_ste
 def test_gguf_rows_measure_bytes_speed_and_drift_against_float32(bundled):
     """f32 GGUF drifts ~0 from float32 (KL < 1e-6, top-1 always agrees); q4_K_M is smaller and drifts more."""
     require_llama_server()
-    from inference.engines.gguf_compare import gguf_table, measure_ggufs
+    from inference.lessons.quantization.gguf import gguf_table, measure_ggufs
 
     ids = encode_prompt(bundled.tokenizer, PROMPTS[0])
     reference = [

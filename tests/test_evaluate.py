@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from inference.evaluate import score_stream
+from inference.training.evaluate import score_stream
 
 
 class UniformModel:

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
-from inference import fast_decode
-from inference.loader import encode_prompt
+from inference.core import fast_decode
+from inference.core.loader import encode_prompt
 
 
 def random_llama(**overrides):
@@ -136,7 +136,7 @@ def test_quantized_copies_match_transformers(bundled, precision):
     """torchao's quantized weights stay inside nn.Linear, and F.linear dispatches on them
     exactly as nn.Linear.forward does: the quantized copies take the lean path too, with
     the same logits as their own transformers forward."""
-    from inference.quantize import quantized_copy
+    from inference.core.quantize import quantized_copy
 
     model = quantized_copy(bundled.model, precision).model
     assert fast_decode.supports(model)

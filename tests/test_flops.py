@@ -3,7 +3,7 @@
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from inference.flops import FlopCount
+from inference.core.flops import FlopCount
 
 
 def test_bundled_model_prefill_flops_by_hand(bundled):

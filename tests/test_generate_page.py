@@ -5,10 +5,10 @@ import json
 
 import numpy as np
 
-from inference.engine import new_trace
-from inference.loader import encode_prompt
-from inference.sampling import SamplingSettings
-from inference.views import step_view
+from inference.core.loader import encode_prompt
+from inference.core.run import new_trace
+from inference.sampling.pipeline import SamplingSettings
+from inference.sampling.step_view import step_view
 from tests.conftest import run_app as app
 
 CONTROLS = {

@@ -6,9 +6,9 @@ single token fails here. If the model is retrained on purpose, regenerate with
 
 import sys
 
-from inference.engine import new_trace
-from inference.loader import encode_prompt, load_model
-from inference.sampling import SamplingSettings
+from inference.core.loader import encode_prompt, load_model
+from inference.core.run import new_trace
+from inference.sampling.pipeline import SamplingSettings
 
 PROMPT = "Once upon a time, there was a little dog named Max."
 NEW_TOKENS = 40

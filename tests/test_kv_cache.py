@@ -6,10 +6,10 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from inference.calculator import model_entry_from_hf_config
-from inference.kv_experiments import cache_growth, compare_cache, layer_breakdown
-from inference.measuring import run_greedy
-from inference.model_config import from_public_entry, kv_cache_bytes
+from inference.core.calculator import model_entry_from_hf_config
+from inference.core.measuring import run_greedy
+from inference.core.model_config import from_public_entry, kv_cache_bytes
+from inference.lessons.kv_cache.experiments import cache_growth, compare_cache, layer_breakdown
 from tests.conftest import APP_FILE
 
 torch.set_num_threads(1)  # a training job may share the machine

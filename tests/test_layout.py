@@ -5,7 +5,7 @@ import ast
 import subprocess
 import sys
 
-from inference.paths import PROJECT_ROOT
+from inference.core.paths import PROJECT_ROOT
 
 INFERENCE = PROJECT_ROOT / "inference"
 FIGURES = INFERENCE / "figures"
@@ -18,9 +18,12 @@ def module_name(path) -> str:
 
 def test_no_inference_module_imports_streamlit():
     modules = sorted(module_name(p) for p in INFERENCE.rglob("*.py"))
-    assert {"inference.engine", "inference.moe", "inference.figures.style", "inference.figures.kv_cache"} <= set(
-        modules
-    )
+    assert {
+        "inference.core.run",
+        "inference.lessons.moe.scale",
+        "inference.lessons.style",
+        "inference.lessons.kv_cache.figures",
+    } <= set(modules)
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}: importlib.import_module(name)\n"
@@ -49,8 +52,8 @@ def test_a_figure_module_never_imports_another_pages_figure_module():
     assert pages <= {p.stem for p in page_modules}
     for path in page_modules:
         figure_imports = {name for name in imported_modules(path) if name.startswith("inference.figures")}
-        allowed = {"inference.figures", "inference.figures.style"}
-        assert all(name in allowed or name.startswith("inference.figures.style.") for name in figure_imports), (
+        allowed = {"inference.figures", "inference.lessons.style"}
+        assert all(name in allowed or name.startswith("inference.lessons.style.") for name in figure_imports), (
             f"{path.name} imports {sorted(figure_imports - allowed)}"
         )
 

@@ -5,7 +5,7 @@ import threading
 import torch
 from streamlit.testing.v1 import AppTest
 
-from inference.limits import Limits
+from inference.core.limits import Limits
 from tests.conftest import APP_FILE
 
 

@@ -5,10 +5,10 @@ import base64
 import numpy as np
 import pytest
 
-from inference.engine import new_trace
-from inference.figures.sampling import draw_band, live_slider_figure
-from inference.sampling import SamplingSettings, seen_mask
-from inference.views import step_view
+from inference.core.run import new_trace
+from inference.lessons.sampling_lab.figures import draw_band, live_slider_figure
+from inference.sampling.pipeline import SamplingSettings, seen_mask
+from inference.sampling.step_view import step_view
 
 
 def test_live_top_p_frames_equal_the_whole_pipeline_with_penalty_top_k_and_min_p(bundled):

@@ -24,11 +24,11 @@ from urllib.parse import urlencode
 import psutil
 import pytest
 
-from inference.engine import new_trace
+from inference.core.loader import encode_prompt
+from inference.core.measuring import GREEDY
+from inference.core.run import new_trace
 from inference.engines.client import EngineClient
-from inference.loader import encode_prompt
-from inference.measuring import GREEDY
-from inference.sampling import SamplingSettings
+from inference.sampling.pipeline import SamplingSettings
 from tests.browser import SKIP_REASON, chromium_available, launch, open_page, streamlit_server
 from tests.load_sessions import run_sessions
 from tests.test_engines import start_server_or_skip

@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, BertConfig, BertForMaskedLM
 
-from inference.limits import Limits
-from inference.loader import ModelLoadError, classify_source, encode_prompt, load_model
-from inference.paths import BUNDLED_MODEL_DIR
+from inference.core.limits import Limits
+from inference.core.loader import ModelLoadError, classify_source, encode_prompt, load_model
+from inference.core.paths import BUNDLED_MODEL_DIR
 
 
 def test_bundled_model_loads_with_its_description(bundled):

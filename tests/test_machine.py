@@ -2,7 +2,7 @@
 
 import torch
 
-from inference import machine
+from inference.core import machine
 
 
 def fake_cache(root, entries):

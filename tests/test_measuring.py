@@ -4,7 +4,7 @@ computes, and a greedy run that equals `model.generate`."""
 import torch
 from transformers import DynamicCache
 
-from inference.measuring import GREEDY, filler_batch, filler_prompt, run_greedy, timed_decode, timed_pass
+from inference.core.measuring import GREEDY, filler_batch, filler_prompt, run_greedy, timed_decode, timed_pass
 
 torch.set_num_threads(1)  # other jobs may share the machine
 

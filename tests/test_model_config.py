@@ -18,9 +18,9 @@ from transformers import (
     Qwen2Config,
 )
 
-from inference import calculator, kv_cache, model_config
-from inference.model_config import FULL, SLIDING, from_config, from_public_entry, kv_cache_bytes
-from inference.paths import BUNDLED_MODEL_DIR
+from inference.core import calculator, kv_cache, model_config
+from inference.core.model_config import FULL, SLIDING, from_config, from_public_entry, kv_cache_bytes
+from inference.core.paths import BUNDLED_MODEL_DIR
 
 torch.set_num_threads(1)
 

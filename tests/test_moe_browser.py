@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from inference.routing import BUNDLED_MOE_DIR
+from inference.core.routing import BUNDLED_MOE_DIR
 from tests.browser import (
     SKIP_REASON,
     chromium_available,

@@ -7,7 +7,8 @@ from dataclasses import asdict
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from inference import moe_stats, routing
+from inference.core import routing
+from inference.training import moe_stats
 from tests.conftest import APP_FILE
 from tests.test_routing import tiny_moe, tiny_moe_folder  # noqa: F401  (fixtures)
 
@@ -17,8 +18,8 @@ PAGE = "app_pages/moe.py"
 @pytest.fixture(scope="module")
 def moe_folder(tiny_moe_folder):  # noqa: F811
     """The tiny MoE folder with what a bundled MoE carries: stats, training meta, load log."""
-    from inference.paths import BUNDLED_MODEL_DIR
-    from inference.train import PRESETS, TrainSettings
+    from inference.core.paths import BUNDLED_MODEL_DIR
+    from inference.training.train import PRESETS, TrainSettings
 
     folder, corpus = tiny_moe_folder
     if routing.read_stats(folder) is None or "decode_ms_per_token" not in routing.read_stats(folder):

@@ -32,7 +32,7 @@ def test_presenter_figures_set_their_text_size():
     and annotations themselves."""
     import plotly.graph_objects as go
 
-    from inference.figures.style import base_layout
+    from inference.lessons.style import base_layout
 
     fig = go.Figure(go.Bar(x=[1, 2], y=[3, 4], text=["a", "b"]))
     fig.add_annotation(text="note", x=1, y=3)
@@ -46,7 +46,7 @@ def test_bar_value_labels_keep_their_size_and_fit():
     axis end: labels keep the text size, and the axis leaves room right of the longest bar."""
     import pandas as pd
 
-    from inference.figures.generate import next_token_bars
+    from inference.lessons.generate.figures import next_token_bars
 
     table = pd.DataFrame(
         {

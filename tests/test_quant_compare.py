@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from inference import quant_compare as qc
-from inference import quant_text
-from inference.loader import encode_prompt
-from inference.quantize import PRECISIONS, linear_weight_bytes
+from inference.core.loader import encode_prompt
+from inference.core.quantize import PRECISIONS, linear_weight_bytes
+from inference.lessons.quantization import experiments as qc
+from inference.lessons.quantization import text as quant_text
 
 NEW_TOKENS = 24
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from inference import quant_compare
-from inference.quantize import PRECISIONS
+from inference.core.quantize import PRECISIONS
+from inference.lessons.quantization import experiments as quant_compare
 
 APP_FILE = str(Path(__file__).resolve().parent.parent / "app.py")
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
-from inference import quantize as q
+from inference.core import quantize as q
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,11 @@ model: the same records as the local engine, truncation made visible, failures k
 import pytest
 import torch
 
-from inference.engine import new_trace
+from inference.core.loader import encode_prompt
+from inference.core.remote import RemoteTrace, connect, distribution_note, is_remote
+from inference.core.run import new_trace
 from inference.engines.client import EngineError, TokenizerMismatch
-from inference.engines.remote import RemoteTrace, connect, distribution_note, is_remote
-from inference.loader import encode_prompt
-from inference.sampling import SamplingSettings
+from inference.sampling.pipeline import SamplingSettings
 from tests.fake_engine import FakeLlamaServer
 
 SETTINGS = SamplingSettings(temperature=0.9, top_k=40, top_p=0.95, min_p=0.01)

@@ -8,9 +8,10 @@ import pytest
 import torch
 from transformers import MixtralConfig
 
-from inference import moe, routing
-from inference.evaluate import score_stream
-from inference.loader import encode_prompt
+from inference.core import routing
+from inference.core.loader import encode_prompt
+from inference.lessons.moe import scale as moe
+from inference.training.evaluate import score_stream
 
 STORIES = [
     "Once upon a time, there was a little girl named Lily. She loved to play in the park with her red ball.",
@@ -197,8 +198,8 @@ def tiny_moe_folder(tiny_moe, tmp_path_factory):
 def test_stats_file_has_load_top_tokens_and_measured_experiments(tiny_moe_folder, bundled):
     """moe_stats over the trainer's validation split: counts sum to tokens x k, top-1 and an
     expert switched off are scored in bits/byte next to the dense model, decode times measured."""
-    from inference import corpus as corpus_io
-    from inference import moe_stats
+    from inference.training import corpus as corpus_io
+    from inference.training import moe_stats
 
     folder, corpus = tiny_moe_folder
     stats = moe_stats.compute(folder, corpus, switch_off=[1], log=lambda *_: None, timing_repeats=1, timing_steps=4)
@@ -224,8 +225,8 @@ def test_moe_card_reports_stored_stats_beside_the_dense_model(tiny_moe_folder, b
     table and every experiment, each number from the files it describes."""
     from dataclasses import asdict
 
-    from inference import model_card, moe_stats
-    from inference.train import PRESETS, TrainSettings
+    from inference.training import model_card, moe_stats
+    from inference.training.train import PRESETS, TrainSettings
 
     folder, corpus = tiny_moe_folder
     stats = moe_stats.compute(folder, corpus, switch_off=[0], log=lambda *_: None, timing_repeats=1, timing_steps=4)
@@ -247,7 +248,7 @@ def test_moe_card_reports_stored_stats_beside_the_dense_model(tiny_moe_folder, b
         "tokenizer_from": model_card.BUNDLED_MODEL_DIR.name,
         "corpus": "c",
         "corpus_files": ["a.txt"],
-        "command": "python -m inference.train --preset moe",
+        "command": "python -m inference.training.train --preset moe",
         "torch": "t",
         "stats": {**dense["stats"], "heldout_bits_per_byte": 0.99, "heldout_folded_bits_per_byte": 0.9},
     }
@@ -267,9 +268,9 @@ def test_moe_card_reports_stored_stats_beside_the_dense_model(tiny_moe_folder, b
 def test_engine_on_the_moe_greedy_equals_model_generate(tiny_moe):
     """The step engine runs an MoE model (transformers' forward: the lean step is Llama-only),
     and greedy decoding gives model.generate's tokens."""
-    from inference import fast_decode
-    from inference.engine import new_trace
-    from inference.sampling import SamplingSettings
+    from inference.core import fast_decode
+    from inference.core.run import new_trace
+    from inference.sampling.pipeline import SamplingSettings
 
     model, tokenizer = tiny_moe
     assert not fast_decode.supports(model)
@@ -291,8 +292,8 @@ def test_engine_on_the_moe_greedy_equals_model_generate(tiny_moe):
 def test_routing_recorded_during_generation_equals_the_router_recomputed_from_layer_inputs(tiny_moe):
     """Prefill and every decode step record each layer's routing of the tokens they fed; those
     experts = the top-k of the router applied to each layer's MLP input, recomputed independently."""
-    from inference.engine import new_trace
-    from inference.sampling import SamplingSettings
+    from inference.core.run import new_trace
+    from inference.sampling.pipeline import SamplingSettings
 
     model, tokenizer = tiny_moe
     trace = new_trace(
@@ -312,8 +313,8 @@ def test_routing_recorded_during_generation_equals_the_router_recomputed_from_la
 
 def test_rewound_trace_keeps_the_routing_of_the_steps_it_keeps(tiny_moe):
     """Back and fork keep each kept step's routing; a fresh step records the new token's."""
-    from inference.engine import new_trace
-    from inference.sampling import SamplingSettings
+    from inference.core.run import new_trace
+    from inference.sampling.pipeline import SamplingSettings
 
     model, tokenizer = tiny_moe
     warm = SamplingSettings(temperature=1.0)
@@ -328,7 +329,7 @@ def test_rewound_trace_keeps_the_routing_of_the_steps_it_keeps(tiny_moe):
 
 def test_quantized_copy_of_an_moe_lists_its_experts_as_left_in_bf16_and_still_runs(tiny_moe):
     """torchao converts nn.Linear only: the experts' 3-D weights are named as skipped, with why."""
-    from inference.quantize import quantized_copy
+    from inference.core.quantize import quantized_copy
 
     model, _ = tiny_moe
     copy8 = quantized_copy(model, "int8")

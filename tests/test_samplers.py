@@ -9,16 +9,7 @@ import torch
 from scipy import stats as scipy_stats
 from transformers.generation.logits_process import TypicalLogitsWarper
 
-from inference.samplers import (
-    apply_dry,
-    apply_mirostat,
-    apply_top_n_sigma,
-    apply_typical_p,
-    apply_xtc,
-    dry_penalties,
-    mirostat_next_mu,
-)
-from inference.sampling import (
+from inference.sampling.pipeline import (
     LLAMA_CPP_ORDER,
     SamplingSettings,
     StepContext,
@@ -28,7 +19,16 @@ from inference.sampling import (
     seen_mask,
     stage_logits,
 )
-from inference.views import step_view
+from inference.sampling.samplers import (
+    apply_dry,
+    apply_mirostat,
+    apply_top_n_sigma,
+    apply_typical_p,
+    apply_xtc,
+    dry_penalties,
+    mirostat_next_mu,
+)
+from inference.sampling.step_view import step_view
 
 A, B, C, Y = 0, 1, 2, 3  # token ids for the hand-made DRY histories
 
@@ -211,7 +211,7 @@ def test_fast_view_and_draw_with_new_samplers_equal_the_plain_computation(settin
     stages = stage_logits(logits, settings, seen, CONTEXT)
     final = stages[settings.pipeline[-1]].double().softmax(-1)
     view = step_view(logits, settings, seen, u=0.37, context=CONTEXT)
-    from inference.sampling import ranking_logits
+    from inference.sampling.pipeline import ranking_logits
 
     order = display_order(ranking_logits(logits, settings, seen, CONTEXT))
     n = view.sorted_prefix

@@ -13,7 +13,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from inference.sampling import (
+from inference.sampling.pipeline import (
     SamplingSettings,
     apply_min_p,
     apply_repetition_penalty,
@@ -25,7 +25,7 @@ from inference.sampling import (
     seen_mask,
     stage_logits,
 )
-from inference.views import step_view
+from inference.sampling.step_view import step_view
 
 VOCAB = 512
 GRID = list(itertools.product([0.3, 1.0, 1.7], [0, 5, 50], [0.5, 0.9, 1.0], [0.0, 0.05, 0.3], [1.0, 1.3, 0.8]))
@@ -165,7 +165,7 @@ def test_view_reports_nucleus_and_other_mass():
 
 def test_partial_display_order_starts_exactly_like_the_full_sort():
     """Sorting only the top gives the same leading ids, ties (broken by id) included."""
-    from inference.sampling import display_order, display_rank, partial_display_order
+    from inference.sampling.pipeline import display_order, display_rank, partial_display_order
 
     logits = (random_logits(9, batch=1, vocab=6000)[0] * 2).round() / 2  # coarse values: many ties
     full = display_order(logits)
@@ -181,7 +181,7 @@ def test_partial_display_order_starts_exactly_like_the_full_sort():
 def test_top_p_fast_paths_equal_the_plain_transformers_style_top_p():
     """The pipeline's top-p (given the display order, or sorting only top-k's survivors)
     keeps exactly the tokens the plain `apply_top_p` keeps, with the same logits."""
-    from inference.sampling import _top_p_fast, display_order
+    from inference.sampling.pipeline import _top_p_fast, display_order
 
     logits = random_logits(10, batch=1, vocab=3000)[0]
     after_top_k = apply_top_k(logits, 40)
@@ -206,7 +206,7 @@ def test_fast_view_and_draw_equal_the_plain_full_sort_computation(settings):
     """A view and a draw over a 6,000-token vocabulary, from the one-sort / top-only
     pipeline, equal the straightforward one: every stage softmaxed over the whole
     vocabulary and laid out in the full display order."""
-    from inference.sampling import display_order
+    from inference.sampling.pipeline import display_order
 
     vocab = 6000
     logits = random_logits(11, batch=1, vocab=vocab)[0]

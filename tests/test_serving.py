@@ -3,8 +3,16 @@
 import numpy as np
 import pytest
 
-from inference.serving.stats import SLO, RequestRecord, RunSummary, knee_index, percentile, request_table, summarize
-from inference.serving.trace import SHAPES, poisson_trace
+from inference.lessons.serving.request_trace import SHAPES, poisson_trace
+from inference.lessons.serving.stats import (
+    SLO,
+    RequestRecord,
+    RunSummary,
+    knee_index,
+    percentile,
+    request_table,
+    summarize,
+)
 
 
 def test_trace_is_reproducible_from_its_seed():
@@ -117,7 +125,7 @@ def test_knee_is_the_first_rate_whose_p95_doubles():
 
 def test_gantt_bars_add_up_to_each_requests_measured_ttft_and_end_to_end():
     """Waiting + prefill bars span the TTFT, and the three bars together the end-to-end time, per request."""
-    from inference.figures.serving import gantt_figure
+    from inference.lessons.serving.figures import gantt_figure
 
     records = [
         RequestRecord(index=0, sent_s=0.0, token_times_s=(0.5, 0.6, 0.9), asked_tokens=3, server_prompt_ms=200),
@@ -132,7 +140,7 @@ def test_gantt_bars_add_up_to_each_requests_measured_ttft_and_end_to_end():
 
 def test_traffic_figure_has_a_bar_per_request_at_its_arrival():
     """The traffic chart shows every request of the trace at its arrival time with its prompt and reply lengths."""
-    from inference.figures.serving import traffic_figure
+    from inference.lessons.serving.figures import traffic_figure
 
     trace = poisson_trace("short chat", 3.0, 7, seed=2, vocab_size=4096)
     fig = traffic_figure(trace)
@@ -148,7 +156,7 @@ def _summary(tokens_per_s: float) -> RunSummary:
 def test_comparison_verdict_says_nothing_was_gained_when_one_slot_kept_up():
     """A trace one slot streams in full says batching had nothing to gain and to raise λ; a trace that outruns one
     slot says requests queued. Each figure in the sentence is the summary's own."""
-    from inference.serving.experiments import comparison_verdict
+    from inference.lessons.serving.experiments import comparison_verdict
 
     trace = poisson_trace("short chat", 2.0, 16, 0, 4096)
     asked = trace.reply_tokens / trace.duration_s
@@ -161,7 +169,7 @@ def test_comparison_verdict_says_nothing_was_gained_when_one_slot_kept_up():
 
 def test_comparison_verdict_explains_by_whether_the_weights_fit_the_last_level_cache():
     """Weights within the last-level cache: the shared read is cheap; beyond it: the read from memory dominates."""
-    from inference.serving.experiments import comparison_verdict
+    from inference.lessons.serving.experiments import comparison_verdict
 
     trace = poisson_trace("short chat", 64.0, 16, 0, 4096)
     cache = 300 * 2**20

@@ -4,9 +4,9 @@ import pytest
 
 from inference.engines import llamacpp
 from inference.engines.client import LLAMACPP, EngineClient
-from inference.serving.experiments import greedy_equals_solo
-from inference.serving.replay import EngineTarget, replay
-from inference.serving.trace import poisson_trace
+from inference.lessons.serving.experiments import greedy_equals_solo
+from inference.lessons.serving.replay import EngineTarget, replay
+from inference.lessons.serving.request_trace import poisson_trace
 
 pytestmark = pytest.mark.skipif(
     not llamacpp.is_built(), reason="llama-server is not built: run python -m inference.engines llamacpp build"

@@ -7,8 +7,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from inference.serving import random_model
-from inference.serving.random_model import LlamaShape, public_shape, shape_from_public_entry
+from inference.lessons.serving import random_model
+from inference.lessons.serving.random_model import LlamaShape, public_shape, shape_from_public_entry
 
 TINY = LlamaShape(
     "Tiny test",

@@ -6,9 +6,9 @@ import threading
 import pytest
 
 from inference.engines.client import LLAMACPP
-from inference.serving.experiments import greedy_equals_solo
-from inference.serving.replay import EngineTarget, replay
-from inference.serving.trace import poisson_trace
+from inference.lessons.serving.experiments import greedy_equals_solo
+from inference.lessons.serving.replay import EngineTarget, replay
+from inference.lessons.serving.request_trace import poisson_trace
 from tests.streaming_standin import StreamingStandIn
 
 

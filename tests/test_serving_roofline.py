@@ -2,8 +2,14 @@
 
 import pytest
 
-from inference.paths import BUNDLED_MODEL_DIR
-from inference.serving.roofline import Roof, ServedModel, decode_pass, predicted_decode_tokens_per_s, prefill_pass
+from inference.core.paths import BUNDLED_MODEL_DIR
+from inference.lessons.serving.roofline import (
+    Roof,
+    ServedModel,
+    decode_pass,
+    predicted_decode_tokens_per_s,
+    prefill_pass,
+)
 
 TOY = ServedModel(matmul_parameters=1000, other_parameters=10, layers=2, query_width=8, kv_width=4)
 

@@ -11,12 +11,12 @@ import torch
 from scipy.stats import chisquare
 from transformers import DynamicCache
 
-from inference import kv_cache
-from inference import speculative as spec
-from inference.engine import new_trace
-from inference.loader import encode_prompt, load_model
-from inference.measuring import GREEDY
-from inference.sampling import SamplingSettings, seen_mask
+from inference.core import kv_cache
+from inference.core.loader import encode_prompt, load_model
+from inference.core.measuring import GREEDY
+from inference.core.run import new_trace
+from inference.lessons.speculative import run as spec
+from inference.sampling.pipeline import SamplingSettings, seen_mask
 
 PROMPTS = [
     "Once upon a time, there was a little girl named Lily. She loved to play outside",

@@ -4,9 +4,9 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
-from inference import speculative as spec
-from inference.engine import new_trace
-from inference.sampling import SamplingSettings
+from inference.core.run import new_trace
+from inference.lessons.speculative import run as spec
+from inference.sampling.pipeline import SamplingSettings
 from tests.conftest import APP_FILE
 
 PAGE = "app_pages/speculative.py"
@@ -89,7 +89,7 @@ def test_prompt_lookup_on_a_prompt_without_repeats_says_it_drafted_nothing():
 
 def test_the_sweep_button_measures_once_and_draws_measured_and_predicted_curves(monkeypatch):
     """The sweep runs behind its button (fewer runs here) and its two charts appear with both curves."""
-    from inference import speculative_timing
+    from inference.lessons.speculative import timing as speculative_timing
 
     monkeypatch.setattr(speculative_timing, "SWEEP_GAMMAS", (1, 2))
     monkeypatch.setattr(speculative_timing, "SWEEP_TEMPERATURES", (0.0, 1.2))

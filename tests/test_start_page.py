@@ -3,9 +3,9 @@
 import torch
 from transformers import DynamicCache
 
-from inference.first_look import PROMPT, first_look
-from inference.kv_cache import measured_bytes
-from inference.loader import encode_prompt
+from inference.core.kv_cache import measured_bytes
+from inference.core.loader import encode_prompt
+from inference.lessons.start.first_look import PROMPT, first_look
 from tests.conftest import run_app
 
 torch.set_num_threads(1)  # other jobs may share the machine
@@ -36,7 +36,7 @@ def test_first_look_works_for_another_architecture(gpt2):
 
 
 def test_start_page_shows_five_steps_with_links_and_a_rerun_does_not_run_the_model(monkeypatch):
-    import inference.first_look as module
+    import inference.lessons.start.first_look as module
 
     at = run_app()
     at.switch_page("app_pages/start.py").run()

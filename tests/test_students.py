@@ -1,9 +1,9 @@
-"""The pure parts of `python -m inference.serving.students`: the human-pace click schedule, one student's loop on
+"""The pure parts of `python -m inference.lessons.serving.students`: the human-pace click schedule, one student's loop on
 a fake clock with a fake step, and the threshold search on a made-up latency curve. Nothing here is timed."""
 
 import pytest
 
-from inference.serving.students import click_schedule, largest_within, run_student
+from inference.lessons.serving.students import click_schedule, largest_within, run_student
 
 
 def test_click_schedule_is_seeded_and_clicks_every_period_from_a_phase_within_the_first_period():

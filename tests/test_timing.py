@@ -8,9 +8,9 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from inference import timing as timing_module
-from inference.measuring import filler_prompt
-from inference.timing import (
+from inference.core.measuring import filler_prompt
+from inference.lessons.prefill_decode import timing as timing_module
+from inference.lessons.prefill_decode.timing import (
     Sweep,
     crossover_prompt_tokens,
     default_prompt_lengths,

@@ -1,7 +1,7 @@
 """One decoding of a token's text for every place that shows it (prompt chips, generated chips, chart labels)."""
 
-from inference.figures.generate import token_html
-from inference.tokens import readable_token, token_text
+from inference.core.tokens import readable_token, token_text
+from inference.lessons.generate.figures import token_html
 
 
 class CleaningTokenizer:

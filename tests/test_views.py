@@ -2,10 +2,10 @@
 
 import torch
 
-from inference.engine import new_trace
-from inference.loader import encode_prompt
-from inference.sampling import SamplingSettings
-from inference.views import sample_many, step_view, trace_summary
+from inference.core.loader import encode_prompt
+from inference.core.run import new_trace
+from inference.sampling.pipeline import SamplingSettings
+from inference.sampling.step_view import sample_many, step_view, trace_summary
 
 SETTINGS = SamplingSettings(temperature=0.9, top_k=40, top_p=0.9, repetition_penalty=1.1)
 
@@ -53,8 +53,8 @@ def test_live_plotly_frames_agree_with_the_streamlit_view(bundled):
 
     import numpy as np
 
-    from inference.figures.sampling import TEMPERATURE_GRID, live_slider_figure
-    from inference.sampling import seen_mask
+    from inference.lessons.sampling_lab.figures import TEMPERATURE_GRID, live_slider_figure
+    from inference.sampling.pipeline import seen_mask
 
     trace = recorded(bundled, n=1)
     logits = trace.records[0].logits

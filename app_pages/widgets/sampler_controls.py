@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from inference.samplers import dry_breaker_ids
-from inference.sampling import ORDER_PRESETS, STAGE_NAMES, TRANSFORMERS_ORDER, SamplingSettings
+from inference.sampling.pipeline import ORDER_PRESETS, STAGE_NAMES, TRANSFORMERS_ORDER, SamplingSettings
+from inference.sampling.samplers import dry_breaker_ids
 
 
 @dataclass(frozen=True)

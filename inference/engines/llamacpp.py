@@ -162,8 +162,8 @@ CONVERTER = Path(__file__).with_name("convert_custom_bpe.py")
 
 def model_folder(source: str | None) -> tuple[Path, str]:
     """A Hugging Face model folder and its name: the bundled model for an empty source, else a local folder."""
-    from inference.loader import check_folder, classify_source
-    from inference.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
+    from inference.core.loader import check_folder, classify_source
+    from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 
     if classify_source(source) == "bundled":
         return BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
@@ -244,7 +244,7 @@ def _convert(source: str | None, gguf_type: str, target: Path) -> Path:
     config = json.loads((folder / "config.json").read_text())
     from transformers import PretrainedConfig
 
-    from inference.engine import context_limit
+    from inference.core.run import context_limit
 
     sidecar = {
         "name": name,

@@ -1,0 +1,55 @@
+"""The models shipped in `assets/models/`: a name and one line each, for the model picker.
+
+The line is read from each folder's own files (config.json, training_meta.json), never typed:
+what kind of model it is, its parameter count and its held-out score where the trainer measured it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from inference.core.paths import BUNDLED_MODEL_NAME, MODELS_DIR
+
+ROLES = {"dense": "dense Llama", "draft": "draft for speculative decoding"}
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    name: str
+    folder: Path
+    line: str
+
+    @property
+    def source(self) -> str:
+        """What the loader is given: "" for the default bundled model, else the folder."""
+        return "" if self.name == BUNDLED_MODEL_NAME else str(self.folder)
+
+
+def describe_folder(folder: Path) -> str:
+    config = json.loads((folder / "config.json").read_text())
+    meta_file = folder / "training_meta.json"
+    meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+    stats = meta.get("stats", {})
+    if config.get("num_local_experts"):
+        kind = (
+            f"Mixture of Experts: {config['num_local_experts']} experts, {config.get('num_experts_per_tok')} per token"
+        )
+    else:
+        kind = ROLES.get(meta.get("preset", "dense"), (config.get("architectures") or ["model"])[0])
+    parts = [kind]
+    if "parameters" in stats:
+        parts.append(f"{stats['parameters'] / 1e6:.1f}M parameters")
+    if "heldout_bits_per_byte" in stats:
+        parts.append(f"{stats['heldout_bits_per_byte']:.2f} bits/byte held-out")
+    return "; ".join(parts)
+
+
+def bundled_models(models_dir: Path = MODELS_DIR) -> list[BundledModel]:
+    """Every complete model folder (config and safetensors weights), the default one first."""
+    found = []
+    for folder in sorted(Path(models_dir).iterdir()) if Path(models_dir).exists() else []:
+        if (folder / "config.json").exists() and any(folder.glob("*.safetensors")):
+            found.append(BundledModel(folder.name, folder, describe_folder(folder)))
+    return sorted(found, key=lambda m: m.name != BUNDLED_MODEL_NAME)

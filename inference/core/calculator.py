@@ -1,0 +1,495 @@
+"""Memory arithmetic for serving a model: weights, KV cache, and how many accelerators they need.
+
+    python -m inference.core.calculator Llama-3.1-70B --tokens 8192 --batch 4 --dtype bfloat16 --json
+
+Plain Python and pandas, no Streamlit; the KV Cache and Quantization pages call the same
+functions as the command line (`estimate`, `kv_table`, `fit_table`). Sizes in tables are in
+**GB = 10**9 bytes**; accelerators hold the bytes nvidia-smi reports for them
+(`assets/accelerators.json`), not their marketing label. The KV cache comes from the one
+formula in `inference.core.model_config` (sliding-window layers count min(tokens, window); MLA
+models cache a compressed latent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from inference.core import model_config
+from inference.core.model_config import positive_int, positive_number
+from inference.core.paths import ACCELERATORS_FILE, PUBLIC_MODELS_FILE
+
+GB = 10**9
+"""One gigabyte (decimal). All ``*_gb`` columns use this."""
+MIB = 2**20
+
+BYTES_PER_ELEMENT: dict[str, float] = {
+    "float32": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "float8": 1,
+    "int8": 1,
+    "int4": 0.5,
+}
+"""Bytes one stored number takes, per precision name."""
+CLI_DTYPES = ("bfloat16", "float16", "float32", "int8", "int4")
+DEFAULT_BITS = (32, 16, 8, 4)
+
+INT4_GROUP_SIZE = 128  # int4 weights: one bf16 scale and one bf16 zero point per group (as on the Quantization page)
+INT4_GROUP_EXTRA_BYTES = 2 + 2
+
+MAX_TOKENS = 10**8  # beyond any published context: larger numbers are typing mistakes
+MAX_BATCH = 10**6
+
+_POSITIVE_INT_FIELDS = (
+    "parameters",
+    "active_parameters",
+    "layers",
+    "attention_heads",
+    "kv_heads",
+    "head_dim",
+    "hidden_size",
+    "context",
+    "vocab_size",
+)
+REQUIRED_MODEL_FIELDS = ("name", "hub_id", *_POSITIVE_INT_FIELDS, "experts", "experts_per_token", "source", "notes")
+_MLA_FIELDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+
+
+# ------------------------------------------------------------------------ precisions
+
+
+def resolve_bytes_per_element(precision: str | float | int) -> float:
+    """Bytes per stored number for a precision name (see BYTES_PER_ELEMENT) or a number."""
+    if isinstance(precision, str):
+        if precision not in BYTES_PER_ELEMENT:
+            raise ValueError(f"precision must be one of {sorted(BYTES_PER_ELEMENT)}, got {precision!r}")
+        return BYTES_PER_ELEMENT[precision]
+    return float(positive_number("bytes_per_element", precision))
+
+
+def weight_bytes(parameters: int, bits: float) -> int:
+    """Bytes of ``parameters`` weights at ``bits`` bits each (parameters x bits / 8), rounded up to a whole byte."""
+    count = positive_int("parameters", parameters)
+    return math.ceil(count * positive_number("bits", bits) / 8)
+
+
+def int4_scale_bytes(parameters: int) -> int:
+    """Scales and zero points of int4 weights: one bf16 scale and zero per group of INT4_GROUP_SIZE weights."""
+    return math.ceil(positive_int("parameters", parameters) / INT4_GROUP_SIZE) * INT4_GROUP_EXTRA_BYTES
+
+
+def bytes_to_gb(n_bytes: int | float) -> float:
+    """Bytes to decimal gigabytes (GB = 10**9 bytes)."""
+    return n_bytes / GB
+
+
+# ---------------------------------------------------------------------- accelerators
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    label: str  # the marketing name, e.g. "H200 141 GB"
+    usable_bytes: int  # what nvidia-smi reports as memory.total
+    source: str
+
+
+def load_accelerators(path: str | Path | None = None) -> list[Accelerator]:
+    """The accelerators of `assets/accelerators.json`, smallest memory first."""
+    file = Path(path) if path is not None else ACCELERATORS_FILE
+    data = json.loads(Path(file).read_text(encoding="utf-8"))
+    cards = [
+        Accelerator(entry["label"], positive_int("nvidia_smi_mib", entry["nvidia_smi_mib"]) * MIB, entry["source"])
+        for entry in data["accelerators"]
+    ]
+    return sorted(cards, key=lambda card: card.usable_bytes)
+
+
+def smallest_card(n_bytes: int, cards: Sequence[Accelerator]) -> Accelerator | None:
+    """The first of `cards` (smallest memory first, as `load_accelerators` lists them) whose nvidia-smi
+    memory holds `n_bytes`, or None when none does."""
+    return next((card for card in cards if n_bytes <= card.usable_bytes), None)
+
+
+def cards_needed(n_bytes: int, accelerator: Accelerator) -> int:
+    """How many of these cards hold `n_bytes` (split evenly, nothing else on them)."""
+    return max(1, math.ceil(n_bytes / accelerator.usable_bytes))
+
+
+# ------------------------------------------------------------------------ model data
+
+
+def is_mla(model: Mapping[str, Any]) -> bool:
+    """True when the model uses Multi-head Latent Attention, so the standard formula does not apply."""
+    return model.get("attention") == "MLA"
+
+
+def shape_of(model: Mapping[str, Any]) -> model_config.ModelShape:
+    return model_config.from_public_entry(model)
+
+
+def validate_model(model: Mapping[str, Any]) -> dict[str, Any]:
+    """Check one model entry has every field the calculators need; return it as a dict.
+
+    Raises ValueError naming the model and the bad field.
+    """
+    if not isinstance(model, Mapping):
+        raise ValueError(f"model entry must be an object, got {model!r}")
+    label = model.get("name", "<unnamed>")
+    missing = [f for f in REQUIRED_MODEL_FIELDS if f not in model]
+    if missing:
+        raise ValueError(f"model {label!r} is missing field(s) {missing}")
+    for field in _POSITIVE_INT_FIELDS:
+        try:
+            positive_int(field, model[field])
+        except ValueError as exc:
+            raise ValueError(f"model {label!r}: {exc}") from None
+    if model["active_parameters"] > model["parameters"]:
+        raise ValueError(
+            f"model {label!r}: active_parameters {model['active_parameters']} exceeds parameters {model['parameters']}"
+        )
+    experts, per_token = model["experts"], model["experts_per_token"]
+    if (experts is None) != (per_token is None):
+        raise ValueError(
+            f"model {label!r}: experts ({experts!r}) and experts_per_token ({per_token!r}) "
+            "must both be null (dense) or both set (MoE)"
+        )
+    if experts is None:
+        if model["active_parameters"] != model["parameters"]:
+            raise ValueError(f"model {label!r}: a dense model needs active_parameters == parameters")
+    else:
+        try:
+            positive_int("experts", experts)
+            positive_int("experts_per_token", per_token)
+        except ValueError as exc:
+            raise ValueError(f"model {label!r}: {exc}") from None
+        if per_token > experts:
+            raise ValueError(f"model {label!r}: experts_per_token {per_token} exceeds experts {experts}")
+    if is_mla(model):
+        mla = model.get("mla")
+        if not isinstance(mla, Mapping) or any(f not in mla for f in _MLA_FIELDS):
+            raise ValueError(f"model {label!r}: attention 'MLA' needs an 'mla' object with {_MLA_FIELDS}")
+    try:
+        shape_of(model)  # the shape's own checks: kv_heads divides heads, windows, layer pattern
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ValueError(f"model {label!r}: {exc}") from None
+    return dict(model)
+
+
+def load_public_models(path: str | Path | None = None) -> list[dict[str, Any]]:
+    """Read and validate the public model list (``assets/public_models.json`` by default)."""
+    file = Path(path) if path is not None else PUBLIC_MODELS_FILE
+    with open(file, encoding="utf-8") as handle:
+        data = json.load(handle)
+    if not isinstance(data, list):
+        raise ValueError(f"{file} must hold a JSON list of models, got {type(data).__name__}")
+    models = [validate_model(entry) for entry in data]
+    names = [m["name"] for m in models]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"{file} has duplicate model names: {duplicates}")
+    return models
+
+
+def model_entry_from_hf_config(
+    config: Any, name: str, parameters: int, hub_id: str = "", notes: str = ""
+) -> dict[str, Any]:
+    """A dense-model entry (same fields as public_models.json) from a transformers config or a config.json dict,
+    read by `inference.core.model_config`, with the parameters counted elsewhere (loaded weights or a meta model)."""
+    shape = model_config.from_config(config)
+    pattern = list(shape.layer_types) if shape.sliding_layers else None
+    entry = {
+        "name": name,
+        "hub_id": hub_id,
+        "parameters": parameters,
+        "active_parameters": parameters,
+        "layers": shape.layers,
+        "attention_heads": shape.attention_heads,
+        "kv_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
+        "hidden_size": shape.hidden_size,
+        "context": shape.context,
+        "vocab_size": shape.vocab_size,
+        "experts": None,
+        "experts_per_token": None,
+        "attention": shape.attention,
+        "sliding_window": shape.sliding_window,
+        "layer_types_pattern": pattern,
+        "mla": asdict(shape.mla) if shape.mla else None,
+        "source": {"config_json": "its own config.json", "parameter_count": "counted from the model's weights"},
+        "notes": notes,
+    }
+    return validate_model(entry)
+
+
+def count_parameters(config: Any) -> int:
+    """Parameters of the model a config describes, counted on a model built on the meta device (no memory,
+    no download, no code shipped with the model). Tied weights count once."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if isinstance(config, Mapping):
+        kwargs = {k: v for k, v in config.items() if k != "model_type"}
+        config = AutoConfig.for_model(config.get("model_type", ""), **kwargs)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def load_config_entry(path: str | Path) -> dict[str, Any]:
+    """A model entry from a local config.json (or a folder holding one)."""
+    file = Path(path)
+    if file.is_dir():
+        file = file / "config.json"
+    config = json.loads(file.read_text(encoding="utf-8"))
+    if not isinstance(config, dict):
+        raise ValueError(f"{file} does not hold a JSON object")
+    return model_entry_from_hf_config(config, file.parent.name or str(file), count_parameters(config))
+
+
+def find_model(name: str, models: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """A public model by name (or hub id), or an entry built from a local config.json path."""
+    models = load_public_models() if models is None else models
+    for entry in models:
+        if name in (entry["name"], entry["hub_id"]):
+            return dict(entry)
+    if Path(name).exists():
+        return load_config_entry(name)
+    raise ValueError(
+        f"unknown model {name!r}: use a name from assets/public_models.json "
+        f"({', '.join(m['name'] for m in models)}) or a path to a config.json"
+    )
+
+
+# -------------------------------------------------------------------------- estimate
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Memory to serve `batch` sequences of `tokens` tokens with one model, and the cards it takes."""
+
+    model: str
+    tokens: int
+    batch: int
+    dtype: str  # weights
+    kv_dtype: str  # cache
+    kv_bytes_per_token: int  # one more token of one sequence, below every sliding window
+    kv_bytes: int  # the whole cache: sliding layers hold min(tokens, window)
+    kv_bytes_if_kv_heads_equal_heads: int  # MHA (MLA: the uncompressed per-head cache it avoids)
+    weight_bytes: int  # parameters x width (MoE: every expert)
+    scale_bytes: int  # int4: scales and zero points per group; 0 otherwise
+    total_bytes: int
+    cards: dict[str, int]  # accelerator label -> cards needed for weights + scales + KV
+    left_on_one_card: dict[str, int]  # accelerator label -> bytes left when one card holds it all (negative: short)
+    exceeds_context: bool
+    attention: str
+    sliding_layers: int
+    notes: str
+
+
+def estimate(
+    model: Mapping[str, Any],
+    tokens: int,
+    batch: int = 1,
+    dtype: str = "bfloat16",
+    kv_dtype: str | None = None,
+    accelerators: Sequence[Accelerator] | None = None,
+) -> Estimate:
+    """Weights, KV cache and cards for one model entry. Raises ValueError naming a bad value."""
+    model = validate_model(model)
+    tokens = positive_int("tokens", tokens)
+    batch = positive_int("batch", batch)
+    if tokens > MAX_TOKENS:
+        raise ValueError(f"tokens must be at most {MAX_TOKENS:,}, got {tokens}")
+    if batch > MAX_BATCH:
+        raise ValueError(f"batch must be at most {MAX_BATCH:,}, got {batch}")
+    kv_dtype = kv_dtype or dtype
+    width, kv_width = resolve_bytes_per_element(dtype), resolve_bytes_per_element(kv_dtype)
+    shape = shape_of(model)
+    kv = model_config.kv_cache_bytes(shape, tokens, batch, kv_width)
+    weights = weight_bytes(model["parameters"], width * 8)
+    scales = int4_scale_bytes(model["parameters"]) if dtype == "int4" else 0
+    total = weights + scales + kv
+    cards = accelerators if accelerators is not None else load_accelerators()
+    return Estimate(
+        model=model["name"],
+        tokens=tokens,
+        batch=batch,
+        dtype=dtype,
+        kv_dtype=kv_dtype,
+        kv_bytes_per_token=model_config.kv_bytes_per_token(shape, kv_width),
+        kv_bytes=kv,
+        kv_bytes_if_kv_heads_equal_heads=model_config.kv_cache_bytes(
+            shape, tokens, batch, kv_width, one_kv_head_per_query_head=True
+        ),
+        weight_bytes=weights,
+        scale_bytes=scales,
+        total_bytes=total,
+        cards={card.label: cards_needed(total, card) for card in cards},
+        left_on_one_card={card.label: card.usable_bytes - total for card in cards},
+        exceeds_context=tokens > shape.context,
+        attention=shape.attention,
+        sliding_layers=shape.sliding_layers,
+        notes=model["notes"],
+    )
+
+
+# -------------------------------------------------------------------------- tables
+
+
+def kv_table(
+    models: Sequence[Mapping[str, Any]], context: int, batch: int = 1, precision: str = "bfloat16"
+) -> pd.DataFrame:
+    """KV cache and weight memory per model at ``context`` tokens x ``batch`` sequences, both at ``precision``.
+
+    GB = 10**9 bytes. Columns: ``model``, ``attention`` (MHA / GQA / MLA), ``attention_heads``, ``kv_heads``,
+    ``sliding_layers`` (layers whose cache stops at the window), ``kv_gb``, ``kv_gb_without_gqa`` (one K/V
+    head per query head; for MLA the uncompressed per-head cache), ``gqa_saving`` (their ratio), ``weight_gb``
+    (MoE: every expert), ``kv_per_token_mb`` (one more token, below every window), ``exceeds_context``, ``notes``.
+    """
+    rows = []
+    for model in models:
+        result = estimate(model, context, batch, precision, accelerators=())
+        rows.append(
+            {
+                "model": result.model,
+                "attention": result.attention,
+                "attention_heads": model["attention_heads"],
+                "kv_heads": model["kv_heads"],
+                "sliding_layers": result.sliding_layers,
+                "kv_gb": bytes_to_gb(result.kv_bytes),
+                "kv_gb_without_gqa": bytes_to_gb(result.kv_bytes_if_kv_heads_equal_heads),
+                "gqa_saving": result.kv_bytes_if_kv_heads_equal_heads / result.kv_bytes,
+                "weight_gb": bytes_to_gb(result.weight_bytes),
+                "kv_per_token_mb": result.kv_bytes_per_token / 10**6,
+                "exceeds_context": result.exceeds_context,
+                "notes": result.notes,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "model",
+            "attention",
+            "attention_heads",
+            "kv_heads",
+            "sliding_layers",
+            "kv_gb",
+            "kv_gb_without_gqa",
+            "gqa_saving",
+            "weight_gb",
+            "kv_per_token_mb",
+            "exceeds_context",
+            "notes",
+        ],
+    )
+
+
+def fit_table(
+    models: Sequence[Mapping[str, Any]],
+    bits_list: Sequence[float] = DEFAULT_BITS,
+    accelerators: Sequence[Accelerator] | None = None,
+) -> pd.DataFrame:
+    """Weights only, every parameter at each width: the smallest listed card that holds them.
+
+    Columns: ``model``, ``bits``, ``parameters``, ``weight_gb``, ``fits_on`` (label of the smallest card whose
+    nvidia-smi memory holds the weights, or None), ``left_gb`` (what that card has left for the KV cache and
+    activations), ``largest`` (label of the largest card), ``largest_needed`` (how many of those the weights take).
+    """
+    if not bits_list:
+        raise ValueError(f"bits_list must not be empty, got {bits_list!r}")
+    for bits in bits_list:
+        positive_number("bits", bits)
+    cards = load_accelerators() if accelerators is None else sorted(accelerators, key=lambda c: c.usable_bytes)
+    if not cards:
+        raise ValueError("accelerators must not be empty")
+    rows = []
+    for model in models:
+        model = validate_model(model)
+        for bits in bits_list:
+            n_bytes = weight_bytes(model["parameters"], bits)
+            fits = smallest_card(n_bytes, cards)
+            rows.append(
+                {
+                    "model": model["name"],
+                    "bits": bits,
+                    "parameters": model["parameters"],
+                    "weight_gb": bytes_to_gb(n_bytes),
+                    "fits_on": fits.label if fits else None,
+                    "left_gb": bytes_to_gb(fits.usable_bytes - n_bytes) if fits else None,
+                    "largest": cards[-1].label,
+                    "largest_needed": cards_needed(n_bytes, cards[-1]),
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["model", "bits", "parameters", "weight_gb", "fits_on", "left_gb", "largest", "largest_needed"]
+    )
+
+
+# ---------------------------------------------------------------------- command line
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit code 2 (argparse's own code for usage errors)
+        self.exit(2, f"error: {message}\n")
+
+
+def _human(n_bytes: int) -> str:
+    return f"{n_bytes / GB:,.2f} GB" if n_bytes >= 10**8 else f"{n_bytes / 10**6:,.2f} MB"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _Parser(
+        prog="python -m inference.core.calculator",
+        description="Weights, KV cache and accelerators needed to serve a model.",
+    )
+    parser.add_argument("model", help="a name from assets/public_models.json, or a path to a config.json")
+    parser.add_argument("--tokens", type=int, required=True, help="tokens per sequence (prompt + reply)")
+    parser.add_argument("--batch", type=int, default=1, help="sequences served at once")
+    parser.add_argument("--dtype", choices=CLI_DTYPES, default="bfloat16", help="weights (and, by default, the cache)")
+    parser.add_argument("--kv-dtype", choices=CLI_DTYPES, default=None, help="cache precision, if not --dtype")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    try:
+        result = estimate(find_model(args.model), args.tokens, args.batch, args.dtype, args.kv_dtype)
+    except (ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(asdict(result)))
+        return 0
+    print(
+        f"{result.model}: {result.tokens:,} tokens x batch {result.batch}, weights {result.dtype}, "
+        f"cache {result.kv_dtype}"
+    )
+    print(
+        f"  weights   {_human(result.weight_bytes)}"
+        + (f" + {_human(result.scale_bytes)} int4 scales and zeros" if result.scale_bytes else "")
+    )
+    print(
+        f"  KV cache  {_human(result.kv_bytes)} ({result.kv_bytes_per_token:,} bytes per token"
+        + (
+            f"; {result.sliding_layers} sliding-window layers hold at most their window"
+            if result.sliding_layers
+            else ""
+        )
+        + ")"
+    )
+    if result.exceeds_context:
+        print(f"  note: {result.tokens:,} tokens is beyond this model's context")
+    for label, count in result.cards.items():
+        left = result.left_on_one_card[label]
+        print(f"  {label}: {count} card{'s' if count > 1 else ''}" + (f" ({_human(left)} left)" if count == 1 else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,74 @@
+"""Every server limit in one place, with defaults for a classroom on one laptop.
+
+Change one with an environment variable before starting the app, e.g.
+    INFERENCE_LAB_MAX_NEW_TOKENS=400 streamlit run app.py
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from inference.core.paths import MODELS_DIR
+
+ENV_PREFIX = "INFERENCE_LAB_"
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_prompt_tokens: int = 1024  # longer prompts are cut from the left, and the UI says so
+    max_new_tokens: int = 300  # slider and URL values above this are capped, and the cap is shown
+    max_concurrent_generations: int = 4  # forward passes at once; other sessions wait, with a message
+    allow_hub: bool = True  # may a visitor load a Hugging Face hub id?
+    allow_local_folders: bool = True  # may a visitor load a folder on the server?
+    # When the server listens beyond localhost, folders must lie under this one, so a visitor
+    # cannot make the server read arbitrary paths.
+    models_folder: str = str(MODELS_DIR)
+    max_model_bytes: int = 6 * 10**9  # weights larger than this are refused before loading
+    max_cached_models: int = 3  # (model, precision) pairs kept in memory at once
+    # torch threads per forward pass. One: the browser and other visitors share the CPU, and
+    # torch's spinning worker threads then stall each other (measured on the Generate page with
+    # Chromium on the same 2 cores: a decode step's forward pass 100 ms with 2 threads, 5.5 ms with 1).
+    torch_threads: int = 1
+    # Serving engines visitors may use, as "name=url" pairs separated by commas, e.g.
+    # "llama.cpp=http://127.0.0.1:8080,vLLM=http://gpu-box:8000". The only engines a public server offers:
+    # a visitor who could type a URL could make the server fetch any address (request forgery).
+    engines: str = ""
+
+    def engine_urls(self) -> dict[str, str]:
+        """The `engines` list as {name: url}; an entry without "=" is named by its URL."""
+        out = {}
+        for entry in self.engines.split(","):
+            name, sep, url = entry.strip().partition("=")
+            if not sep:
+                name, url = name, name
+            if url.strip():
+                out[name.strip()] = url.strip()
+        return out
+
+    @classmethod
+    def from_env(cls, env=None) -> Limits:
+        env = os.environ if env is None else env
+        values = {}
+        for f in fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is None:
+                continue
+            if f.type in ("bool", bool):
+                values[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
+            elif f.type in ("int", int):
+                values[f.name] = int(raw)
+            else:
+                values[f.name] = raw
+        return cls(**values)
+
+    def folder_allowed(self, folder: Path, server_is_public: bool) -> bool:
+        """Any folder for a local user; only folders inside `models_folder` when the
+        server listens beyond localhost."""
+        if not self.allow_local_folders:
+            return False
+        if not server_is_public:
+            return True
+        root = Path(self.models_folder).resolve()
+        return Path(folder).resolve().is_relative_to(root)

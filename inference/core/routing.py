@@ -1,0 +1,384 @@
+"""Which experts each token goes to in a Mixture-of-Experts model, read from the router itself.
+
+A Mixtral-layout layer has a router (`mlp.gate`, one weight matrix [experts, hidden]) and E
+expert MLPs. For every token the router computes E logits, turns them into probabilities with
+a softmax, keeps the k largest, renormalises those k to sum to 1, and the layer's output is
+the k experts' outputs weighted by them. This module repeats exactly those operations on the
+router logits the model returns, so what it records is what the forward pass used.
+
+How routing is recorded without touching the shared model: transformers returns every
+router's logits when a forward pass is called with `output_router_logits=True`. The values
+are gathered in a per-call collector (a `ContextVar`, so concurrent sessions in other
+threads each get their own); the hooks that feed it are installed once by transformers
+itself, under a lock, and are inert for calls that do not ask. We add no hooks, set no
+attribute and copy no weights: the step engine asks for router logits on its own forward
+passes (`StepRecord.router_logits`), and `route` does the same for a whole text. The
+experiments (top-1 instead of top-2, one expert switched off) run on a `variant`: a second
+model object that shares the weight tensors (read-only) and has its own routers.
+
+Nothing here reads the corpus: statistics over the validation stories are computed at card
+time (`inference.training.moe_stats`) and stored next to the weights as `routing_stats.json`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import DynamicCache
+from transformers.models.mixtral.modeling_mixtral import MixtralTopKRouter
+
+from inference.core.paths import MODELS_DIR
+
+BUNDLED_MOE_NAME = "storyteller-moe-16m"
+BUNDLED_MOE_DIR = MODELS_DIR / BUNDLED_MOE_NAME
+STATS_FILE = "routing_stats.json"
+LOAD_LOG_FILE = "expert_load_log.json"
+
+
+def has_experts(model) -> bool:
+    """True for a sparse Mixtral-layout model: a router and `num_local_experts` experts per layer."""
+    config = model.config
+    return bool(getattr(config, "num_local_experts", 0)) and bool(getattr(config, "num_experts_per_tok", 0))
+
+
+@dataclass(frozen=True)
+class ExpertShape:
+    layers: int
+    experts: int
+    k: int  # experts per token
+
+    @classmethod
+    def of(cls, model) -> ExpertShape:
+        c = model.config
+        return cls(c.num_hidden_layers, c.num_local_experts, c.num_experts_per_tok)
+
+
+def router_probabilities(router_logits) -> torch.Tensor:
+    """[layers, tokens, experts]: each router's softmax in float32, as the router computes it."""
+    return torch.stack([F.softmax(logits.float(), dim=-1) for logits in router_logits])
+
+
+def top_k(probabilities: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(experts, weights), each [..., k]: the k most probable experts, most probable first, and
+    their probabilities renormalised to sum to 1 (transformers' MixtralTopKRouter, step by step)."""
+    kept, experts = torch.topk(probabilities, k, dim=-1)
+    return experts, kept / kept.sum(dim=-1, keepdim=True)
+
+
+@dataclass(frozen=True)
+class Routing:
+    """The router's decision for a run of tokens, in every layer."""
+
+    token_ids: list[int]
+    probabilities: torch.Tensor  # [layers, tokens, experts] float32
+    k: int
+
+    @property
+    def layers(self) -> int:
+        return self.probabilities.shape[0]
+
+    @property
+    def experts_count(self) -> int:
+        return self.probabilities.shape[2]
+
+    def chosen(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(experts, weights): [layers, tokens, k] each; see `top_k`."""
+        return top_k(self.probabilities, self.k)
+
+    def counts(self) -> torch.Tensor:
+        """[layers, experts] int64: (token, slot) picks each expert received; each row sums to tokens x k."""
+        experts, _ = self.chosen()
+        return torch.stack([torch.bincount(layer.reshape(-1), minlength=self.experts_count) for layer in experts])
+
+
+@torch.inference_mode()
+def route(model, token_ids: list[int], window: int = 512) -> Routing:
+    """Routing of every token of `token_ids`, from forward passes over consecutive windows of
+    `window` tokens (each window starts a fresh context, as the trainer's load log does)."""
+    chunks = []
+    for start in range(0, len(token_ids), window):
+        ids = torch.tensor([token_ids[start : start + window]], dtype=torch.long)
+        out = model(input_ids=ids, output_router_logits=True, logits_to_keep=1)
+        chunks.append(router_probabilities(out.router_logits))
+    return Routing(list(token_ids), torch.cat(chunks, dim=1), model.config.num_experts_per_tok)
+
+
+def trace_routing(trace) -> Routing | None:
+    """The routing the engine recorded during a generation: every token fed to the model so far
+    (the prompt, then each chosen token once the next step has fed it). None for a dense model
+    or before the first step."""
+    parts = [r.router_logits for r in trace.records if r.router_logits is not None]
+    if not parts:
+        return None
+    logits = torch.cat(parts, dim=1)  # [layers, tokens fed, experts]
+    fed = trace.all_ids[: logits.shape[1]]
+    return Routing(fed, F.softmax(logits, dim=-1), trace.model.config.num_experts_per_tok)
+
+
+# -- one layer, recomputed from its input ------------------------------------------------------
+
+
+@torch.inference_mode()
+def mlp_inputs(model, token_ids: list[int]) -> torch.Tensor:
+    """[layers, tokens, hidden]: what each layer's sparse block receives, recomputed from each
+    layer's input (the residual stream transformers returns as hidden state) through the
+    layer's own norm, attention (causal mask given explicitly) and post-attention norm. An
+    independent path to the router's input: it does not use the router's output at all."""
+    ids = torch.tensor([token_ids], dtype=torch.long)
+    out = model(input_ids=ids, output_hidden_states=True, logits_to_keep=1)
+    n = len(token_ids)
+    positions = torch.arange(n).unsqueeze(0)
+    causal = torch.ones(n, n, dtype=torch.bool).tril().view(1, 1, n, n)
+    inputs = []
+    for index, layer in enumerate(model.model.layers):
+        residual = out.hidden_states[index]  # [1, tokens, hidden]: the layer's input
+        normed = layer.input_layernorm(residual)
+        cos_sin = model.model.rotary_emb(normed, positions)
+        attended, _ = layer.self_attn(hidden_states=normed, position_embeddings=cos_sin, attention_mask=causal)
+        inputs.append(layer.post_attention_layernorm(residual + attended)[0])
+    return torch.stack(inputs)
+
+
+def router_from_input(model, layer: int, mlp_input: torch.Tensor) -> torch.Tensor:
+    """[tokens, experts] probabilities: the router's weight applied to its input, then softmax."""
+    weight = model.model.layers[layer].mlp.gate.weight
+    return F.softmax(F.linear(mlp_input, weight).float(), dim=-1)
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """One token in one layer: each chosen expert's output, its weight, and their weighted sum."""
+
+    experts: list[int]
+    weights: list[float]
+    outputs: torch.Tensor  # [k, hidden]: each chosen expert's output, before weighting
+    mixture: torch.Tensor  # [hidden]: sum of weight x output, what the layer adds to the residual
+
+
+@torch.inference_mode()
+def mixture(model, mlp_input: torch.Tensor, layer: int) -> Mixture:
+    """The sparse block's work for one token (`mlp_input` [hidden]), expert by expert."""
+    block = model.model.layers[layer].mlp
+    probs = router_from_input(model, layer, mlp_input.unsqueeze(0))[0]
+    experts, weights = top_k(probs, model.config.num_experts_per_tok)
+    outputs = []
+    for e in experts.tolist():
+        gate, up = F.linear(mlp_input, block.experts.gate_up_proj[e]).chunk(2, dim=-1)
+        outputs.append(F.linear(block.experts.act_fn(gate) * up, block.experts.down_proj[e]))
+    outputs = torch.stack(outputs)
+    return Mixture(experts.tolist(), weights.tolist(), outputs, (weights.unsqueeze(-1) * outputs).sum(0))
+
+
+# -- experiments on a variant that shares the weights --------------------------------------------
+
+
+class RestrictedRouter(MixtralTopKRouter):
+    """A Mixtral router with the original's weight (shared, read only), its own k, and experts
+    that can be switched off: their logits become -inf, so they get probability 0 and are
+    never among the top k. Returns what MixtralTopKRouter returns, and is one (so that
+    `output_router_logits` records it)."""
+
+    def __init__(self, weight: torch.Tensor, k: int, off: tuple[int, ...] = ()):
+        nn.Module.__init__(self)  # not the parent's: it would allocate a new weight from a config
+        self.weight = weight
+        self.top_k = k
+        self.num_experts, self.hidden_dim = weight.shape
+        self.off = off
+
+    def forward(self, hidden_states: torch.Tensor):
+        hidden_states = hidden_states.reshape(-1, self.weight.shape[1])
+        logits = F.linear(hidden_states, self.weight)
+        if self.off:
+            logits = logits.clone()
+            logits[:, list(self.off)] = float("-inf")
+        experts, weights = top_k(F.softmax(logits.float(), dim=-1), self.top_k)
+        return logits, weights, experts
+
+
+def variant(model, k: int | None = None, off: tuple[int, ...] = ()):
+    """A second model object for an experiment: the same weight tensors (shared, never written:
+    built on the meta device and filled with `assign=True`), routers that keep `k` experts per
+    token and never pick the experts in `off` (the same index in every layer). The shared model
+    is only read."""
+    shape = ExpertShape.of(model)
+    k = shape.k if k is None else k
+    if not 1 <= k <= shape.experts - len(off):
+        raise ValueError(f"`k` has to be from 1 to {shape.experts - len(off)} with {len(off)} experts off, but is {k}")
+    if any(not 0 <= e < shape.experts for e in off):
+        raise ValueError(f"Experts to switch off have to be from 0 to {shape.experts - 1}, but are {off}")
+    config = copy.deepcopy(model.config)
+    config.num_experts_per_tok = k
+    with torch.device("meta"):
+        twin = type(model)(config)
+    twin.load_state_dict(model.state_dict(), assign=True)
+    twin.model.rotary_emb = type(model.model.rotary_emb)(config)  # computed buffers, not weights: rebuild
+    twin.eval().requires_grad_(False)
+    for layer in twin.model.layers:
+        layer.mlp.gate = RestrictedRouter(layer.mlp.gate.weight, k, tuple(off))
+        layer.mlp.top_k = k
+    twin.generation_config = copy.deepcopy(model.generation_config)
+    return twin
+
+
+# -- what sparsity costs: parameters and bytes, counted from the tensors --------------------------
+
+
+def _unique_parameters(model) -> list[tuple[str, torch.Tensor]]:
+    seen, out = set(), []
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if p.data_ptr() not in seen:
+            seen.add(p.data_ptr())
+            out.append((name, p))
+    return out
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Parameters and weight bytes a model holds, and what one decoded token uses of them."""
+
+    total_parameters: int
+    active_parameters: int  # all but the experts a token does not use (the usual "active" count)
+    expert_parameters: int  # all experts of all layers
+    bytes_held: int
+    bytes_read_per_token: int  # one embedding row, every other weight a token multiplies by
+    embedding_bytes: int
+    tied_embeddings: bool
+
+
+def budget(model) -> Budget:
+    """Counted from the tensors. A decoded token reads one row of the input embedding table, all
+    of attention, norms and routers, the k chosen experts of each layer, and the whole output
+    layer (which, with tied embeddings, is the embedding table read as a matrix)."""
+    params = _unique_parameters(model)
+    total = sum(p.numel() for _, p in params)
+    held = sum(p.numel() * p.element_size() for _, p in params)
+    experts = sum(p.numel() for name, p in params if ".experts." in name)
+    expert_bytes = sum(p.numel() * p.element_size() for name, p in params if ".experts." in name)
+    share = model.config.num_experts_per_tok / model.config.num_local_experts if has_experts(model) else 1.0
+    embedding = model.get_input_embeddings().weight
+    output = model.get_output_embeddings().weight
+    tied = embedding.data_ptr() == output.data_ptr()
+    embedding_bytes = embedding.numel() * embedding.element_size()
+    row_bytes = embedding.shape[1] * embedding.element_size()
+    # Held bytes minus: the experts not used, and (untied) the embedding rows not looked up.
+    read = held - round(expert_bytes * (1 - share)) - (0 if tied else embedding_bytes) + (0 if tied else row_bytes)
+    return Budget(
+        total_parameters=total,
+        active_parameters=total - round(experts * (1 - share)),
+        expert_parameters=experts,
+        bytes_held=held,
+        bytes_read_per_token=read,
+        embedding_bytes=embedding_bytes,
+        tied_embeddings=tied,
+    )
+
+
+# -- statistics over a text, for routing_stats.json ----------------------------------------------
+
+
+def expert_top_tokens(routing: Routing, tokenizer, top: int = 12) -> list[list[list[dict]]]:
+    """[layer][expert] -> the `top` tokens most often routed to that expert, each with its count,
+    how often the token occurs in the text, and the token's text (exact counts)."""
+    experts, _ = routing.chosen()  # [layers, tokens, k]
+    ids = torch.tensor(routing.token_ids)
+    occurrences = Counter(routing.token_ids)
+    table = []
+    for layer in range(routing.layers):
+        rows = []
+        for expert in range(routing.experts_count):
+            hit = (experts[layer] == expert).any(dim=-1)  # a token goes to an expert at most once
+            counts = Counter(ids[hit].tolist()).most_common(top)
+            rows.append(
+                [
+                    {"token_id": t, "token": tokenizer.decode([t]), "count": c, "occurrences": occurrences[t]}
+                    for t, c in counts
+                ]
+            )
+        table.append(rows)
+    return table
+
+
+def load_stats(routing: Routing) -> dict:
+    counts = routing.counts()
+    return {
+        "tokens": len(routing.token_ids),
+        "k": routing.k,
+        "counts": counts.tolist(),
+        "fractions": (counts.double() / counts.sum(dim=1, keepdim=True)).tolist(),
+        "first_choice_counts": [
+            torch.bincount(layer[:, 0], minlength=routing.experts_count).tolist() for layer in routing.chosen()[0]
+        ],
+    }
+
+
+def token_expert_information(routing: Routing) -> list[dict]:
+    """Per layer: the entropy of the expert choice (first choice) and how much of it the token's
+    identity explains (mutual information, bits, plug-in estimate over this text: it reads high
+    for rare tokens, so it is an upper bound)."""
+    first = routing.chosen()[0][..., 0]  # [layers, tokens]
+    ids = routing.token_ids
+    out = []
+    for layer in range(routing.layers):
+        pairs = Counter(zip(ids, first[layer].tolist()))
+        tokens, experts, n = Counter(ids), Counter(first[layer].tolist()), len(ids)
+        h_expert = -sum(c / n * math.log2(c / n) for c in experts.values())
+        h_token = -sum(c / n * math.log2(c / n) for c in tokens.values())
+        h_joint = -sum(c / n * math.log2(c / n) for c in pairs.values())
+        out.append({"expert_entropy_bits": h_expert, "mutual_information_bits": h_token + h_expert - h_joint})
+    return out
+
+
+# -- timing --------------------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def decode_ms_per_token(model, prompt_ids: list[int], steps: int = 32) -> float:
+    """Median time of one greedy decode step through transformers' forward with a KV cache
+    (the same path for every model compared, dense or sparse)."""
+    cache = DynamicCache(config=model.config)
+    out = model(input_ids=torch.tensor([prompt_ids]), cache=cache, use_cache=True, logits_to_keep=1)
+    times = []
+    for _ in range(steps):
+        token = out.logits[:, -1].argmax(-1, keepdim=True)
+        start = time.perf_counter()
+        out = model(input_ids=token, cache=cache, use_cache=True, logits_to_keep=1)
+        times.append((time.perf_counter() - start) * 1000)
+    return median(times)
+
+
+def decode_timings(
+    models: dict[str, object], prompt_ids: list[int], repeats: int = 5, steps: int = 48, progress=None
+) -> dict[str, float]:
+    """Median decode ms per token of each model (`decode_ms_per_token`), runs interleaved so a
+    busy spell on the machine hits all alike. `progress(done, total, what)` if given."""
+    runs = {name: [] for name in models}
+    for model in models.values():
+        decode_ms_per_token(model, prompt_ids, 4)  # warm-up
+    for r in range(repeats):
+        if progress:
+            progress(r, repeats, f"timing, run {r + 1} of {repeats}")
+        for name, model in models.items():
+            runs[name].append(decode_ms_per_token(model, prompt_ids, steps))
+    if progress:
+        progress(repeats, repeats, "done")
+    return {name: median(values) for name, values in runs.items()}
+
+
+def read_stats(folder: Path) -> dict | None:
+    path = Path(folder) / STATS_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def read_load_log(folder: Path) -> list[dict] | None:
+    path = Path(folder) / LOAD_LOG_FILE
+    return json.loads(path.read_text()) if path.exists() else None

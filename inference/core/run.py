@@ -1,0 +1,438 @@
+"""The step engine: drives a causal LM one token at a time and records every step.
+
+It works on token ids (the tokenizer is only used to label the chosen token) and keeps all
+per-run state in a `Trace`: the shared model is only ever called, never changed.
+
+    1. prefill: one forward pass over the whole prompt fills the KV cache and gives the
+       first next-token distribution;
+    2. decode: each later step feeds the one token chosen before, reusing the cache;
+    3. sample: the sampling pipeline picks a token with one recorded uniform number u.
+
+The chosen token is fed lazily, at the start of the next step, so the last step of a run
+never pays for a forward pass nobody reads, and a rewound step can reuse its stored logits.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+
+import pandas as pd
+import torch
+from transformers import DynamicCache
+
+from inference.core import fast_decode, kv_cache, model_config
+from inference.core.routing import has_experts
+from inference.core.tokens import token_text
+from inference.sampling.pipeline import SamplingSettings, StepContext, draw, seen_mask
+from inference.sampling.samplers import dry_breaker_ids, xtc_uniforms
+
+STOP_EOS = "eos"
+STOP_MAX_NEW_TOKENS = "max_new_tokens"
+STOP_CONTEXT = "context_limit"
+SEED_MAX = 2**32 - 1
+
+
+def check_seed(seed) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise ValueError(f"`seed` has to be an integer from 0 to {SEED_MAX}, but is {seed!r}")
+
+
+def run_uniforms(seed: int, steps: int) -> torch.Tensor:
+    """The uniform numbers u_0, u_1, ... of a run with this seed, from a private generator
+    (the global torch RNG is never touched). Step i always gets the i-th number, so a
+    rewound or forked run gets exactly the numbers a fresh run would."""
+    check_seed(seed)
+    return torch.rand(steps, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def eos_token_ids(model, tokenizer) -> set[int]:
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if ids is None:
+        ids = tokenizer.eos_token_id
+    if ids is None:
+        return set()
+    return {int(i) for i in (ids if isinstance(ids, (list, tuple)) else [ids])}
+
+
+def vocabulary_rows(model) -> int:
+    """Rows of the output layer: the tokens each next-token distribution is over."""
+    return int(model.get_output_embeddings().weight.shape[0])
+
+
+def check_run(prompt_ids: list[int], context: int, max_new_tokens: int, error: type[ValueError] = ValueError) -> None:
+    """Refuse a run that cannot start: an empty prompt, one that fills the context, or nothing to generate."""
+    if not prompt_ids:
+        raise error("The prompt has no tokens")
+    if len(prompt_ids) >= context:
+        raise error(
+            f"The prompt has {len(prompt_ids)} tokens; this model's context holds {context}, "
+            "and at least one more is needed for the reply"
+        )
+    if max_new_tokens < 1:
+        raise error(f"`max_new_tokens` has to be at least 1, but is {max_new_tokens}")
+
+
+def context_limit(config) -> int:
+    """Maximum positions of the model, read by the one config reader."""
+    return model_config.context_length(config)
+
+
+@dataclass(frozen=True)
+class _Forward:
+    """One forward pass's output, waiting to be sampled from."""
+
+    logits: torch.Tensor  # [vocab] float32
+    forward_ms: float
+    phase: str
+    tokens_in_forward: int
+    cache_tokens: int
+    cache_bytes: int
+    reused: bool = False  # kept from before a rewind: no forward pass ran for it now
+    router_logits: torch.Tensor | None = None  # [layers, tokens_in_forward, experts] float32 (MoE models)
+
+    @classmethod
+    def kept(cls, record: StepRecord) -> _Forward:
+        """A recorded step's forward pass, waiting again after a rewind (no pass runs for it now)."""
+        return cls(**_pass_fields(record), reused=True)
+
+
+def _pass_fields(source: _Forward | StepRecord) -> dict:
+    """What a step record keeps of its forward pass: the fields `_Forward` and `StepRecord` share by name."""
+    return {f.name: getattr(source, f.name) for f in fields(_Forward) if f.name != "reused"}
+
+
+@dataclass
+class StepRecord:
+    index: int
+    phase: str  # "prefill" (the forward pass read the whole prompt) or "decode" (one token)
+    logits: torch.Tensor  # [vocab] float32: the raw next-token logits of this step
+    settings: SamplingSettings
+    seed: int
+    token_id: int
+    token_text: str
+    rank: int  # 0-based rank of the chosen token in display order
+    prob: float  # its probability in the final (sampled-from) distribution
+    u: float
+    alternatives: list[tuple[int, float, float]]  # top 5 (token id, raw prob, final prob)
+    entropy_bits: float  # of the final distribution
+    kept: int  # tokens the settings left in it
+    forward_ms: float
+    sample_ms: float
+    tokens_in_forward: int
+    cache_tokens: int  # KV-cache length after this step's forward pass
+    cache_bytes: int  # measured from the cache tensors
+    reused_forward: bool = False  # logits kept from before a rewind: no forward pass ran
+    xtc_u: float | None = None  # XTC's own uniform for this step (its second seeded stream), when XTC was on
+    mirostat_mu: float | None = None  # mirostat's running target this step cut at, when mirostat was on
+    mirostat_mu_next: float | None = None  # ... and after this step's draw
+    # Mixture-of-Experts models: every router's logits for the tokens this step's forward pass
+    # fed, [layers, tokens_in_forward, experts] float32 (see inference.core.routing); None otherwise.
+    router_logits: torch.Tensor | None = None
+
+
+class Generation:
+    """What every step-by-step run shares, a `Trace` (one token a step) or a `speculative.SpeculativeRun` (one
+    round a step): its text so far, when it stops, and stepping until then. A run holds `prompt_ids`,
+    `generated_ids`, `eos_ids`, `stop_at_eos`, `max_new_tokens`, `context`, `stop_reason` and a `step(settings)`."""
+
+    @property
+    def all_ids(self) -> list[int]:
+        return self.prompt_ids + self.generated_ids
+
+    @property
+    def finished(self) -> bool:
+        return self.stop_reason is not None
+
+    def _reason_to_stop(self) -> str | None:
+        """Why the run stops after the tokens it has generated, or None to go on."""
+        generated = self.generated_ids
+        if self.stop_at_eos and generated[-1] in self.eos_ids:
+            return STOP_EOS
+        if len(generated) >= self.max_new_tokens:
+            return STOP_MAX_NEW_TOKENS
+        if len(self.prompt_ids) + len(generated) >= self.context:
+            return STOP_CONTEXT
+        return None
+
+    def _steps(self, settings: SamplingSettings, most: int | None) -> Iterator:
+        """`step(settings)` until the run stops or `most` steps were taken, yielding each step's record."""
+        taken = 0
+        while not self.finished and (most is None or taken < most):
+            record = self.step(settings)
+            if record is None:
+                break
+            taken += 1
+            yield record
+
+
+@dataclass
+class Trace(Generation):
+    """One run: a prompt, the records of its steps, and the KV cache that goes with them.
+
+    Invariant: with n records and no forward pass waiting, the cache holds the prompt and
+    the first n - 1 chosen tokens (the last chosen token is fed at the next step); a waiting
+    pass (`peek`, or logits kept by `rewind`) has fed it already."""
+
+    model: object
+    tokenizer: object
+    prompt_ids: list[int]
+    max_new_tokens: int
+    seed: int = 0
+    stop_at_eos: bool = True  # benchmarks switch it off to time an exact number of steps
+    records: list[StepRecord] = field(default_factory=list)
+    stop_reason: str | None = None
+
+    def __post_init__(self):
+        self._start(
+            context_limit(self.model.config), eos_token_ids(self.model, self.tokenizer), vocabulary_rows(self.model)
+        )
+        self.kv_shape = kv_cache.KVShape.from_config(self.model.config, next(self.model.parameters()).dtype)
+        self._cache = DynamicCache(config=self.model.config)
+        self._records_routing = has_experts(self.model)
+
+    def _start(self, context: int, eos_ids: set[int], vocab_size: int) -> None:
+        """The checks and per-run state every trace shares, whoever runs the forward passes."""
+        check_run(self.prompt_ids, context, self.max_new_tokens)
+        self.context, self.eos_ids, self.vocab_size = context, eos_ids, vocab_size
+        self._uniforms = {self.seed: run_uniforms(self.seed, self.context)}  # never more steps than context
+        self._pending: _Forward | None = None  # computed, not yet sampled from
+        self._seen = seen_mask(self.prompt_ids, self.vocab_size)
+        self._xtc_uniforms: dict[int, torch.Tensor] = {}  # seed -> XTC's uniform per step
+        self._breaker_ids: dict[tuple[str, ...], frozenset[int]] = {}  # DRY breakers -> token ids
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def generated_ids(self) -> list[int]:
+        return [r.token_id for r in self.records]
+
+    # -- stepping ------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def _forward(self, ids: list[int], phase: str) -> _Forward:
+        start = time.perf_counter()
+        router_logits = None
+        if phase == "decode" and not self._records_routing:  # the lean step where it applies: same logits
+            logits = fast_decode.decode_step(self.model, ids[0], self._cache).float().clone()
+        else:
+            # An MoE model also returns its routers' logits: collected per call by transformers
+            # (a ContextVar), so the shared model is not changed and concurrent runs stay apart.
+            extra = {"output_router_logits": True} if self._records_routing else {}
+            out = self.model(
+                input_ids=torch.tensor([ids], dtype=torch.long),
+                cache=self._cache,
+                use_cache=True,
+                logits_to_keep=1,
+                **extra,
+            )
+            logits = out.logits[0, -1].float().clone()
+            if self._records_routing and out.router_logits:
+                layers = [r.float() for r in out.router_logits]  # each [tokens_in_forward, experts]
+                router_logits = torch.stack(layers).view(len(layers), len(ids), -1)
+        forward_ms = (time.perf_counter() - start) * 1000
+        return _Forward(
+            logits=logits,
+            forward_ms=forward_ms,
+            phase=phase,
+            tokens_in_forward=len(ids),
+            cache_tokens=kv_cache.cache_length(self._cache),
+            cache_bytes=kv_cache.measured_bytes(self._cache),
+            router_logits=router_logits,
+        )
+
+    def peek(self) -> torch.Tensor | None:
+        """The raw logits the next step will sample from (running its forward pass now if
+        needed), so a page can show the coming choice before it is made. None once stopped."""
+        if self.finished:
+            return None
+        if self._pending is None:
+            n = len(self.records)
+            if n == 0:
+                self._pending = self._forward(self.prompt_ids, "prefill")
+            else:
+                self._pending = self._forward([self.records[-1].token_id], "decode")
+        return self._pending.logits
+
+    @property
+    def next_index(self) -> int:
+        return len(self.records)
+
+    def uniform(self, step: int, seed: int | None = None) -> float:
+        seed = self.seed if seed is None else seed
+        if seed not in self._uniforms:
+            self._uniforms[seed] = run_uniforms(seed, self.context)
+        return float(self._uniforms[seed][step])
+
+    def next_uniform(self) -> float:
+        return self.uniform(len(self.records))
+
+    def step_context(self, step: int, settings: SamplingSettings) -> StepContext:
+        """What step `step`'s DRY, XTC and mirostat read: the ids before it, the DRY breakers
+        as token ids, XTC's uniform (a second stream of the run's seed, so two runs with one
+        seed share it too), and mirostat's mu as the step before left it (2·tau at the start)."""
+        if self.seed not in self._xtc_uniforms:
+            self._xtc_uniforms[self.seed] = xtc_uniforms(self.seed, self.context)
+        before = self.records[step - 1] if 0 < step <= len(self.records) else None
+        mu = before.mirostat_mu_next if before is not None and settings.mirostat else None
+        if mu is None and settings.mirostat:
+            mu = 2.0 * settings.mirostat_tau
+        breakers = settings.dry_sequence_breakers
+        if settings.dry_multiplier > 0 and breakers not in self._breaker_ids:
+            self._breaker_ids[breakers] = dry_breaker_ids(self.tokenizer, breakers)
+        return StepContext(
+            history=tuple(self.all_ids[: len(self.prompt_ids) + step]),
+            breaker_ids=self._breaker_ids.get(breakers, frozenset()),
+            xtc_u=float(self._xtc_uniforms[self.seed][step]),
+            mirostat_mu=mu,
+        )
+
+    def step(self, settings: SamplingSettings, seed: int | None = None) -> StepRecord | None:
+        """Choose one more token; None if the run has stopped."""
+        if self.finished:
+            return None
+        if seed is not None and seed != self.seed:
+            check_seed(seed)
+            self.seed = seed
+        self.peek()
+        fwd, self._pending = self._pending, None
+        n = len(self.records)
+
+        start = time.perf_counter()
+        u = self.uniform(n)
+        context = self.step_context(n, settings) if settings.needs_context else None
+        choice = draw(fwd.logits, settings, self._seen, u, context)
+        sample_ms = (time.perf_counter() - start) * 1000
+
+        record = StepRecord(
+            **_pass_fields(fwd),
+            index=n,
+            settings=settings,
+            seed=self.seed,
+            token_id=choice.token_id,
+            token_text=token_text(self.tokenizer, choice.token_id),
+            rank=choice.rank,
+            prob=choice.prob,
+            u=u,
+            alternatives=choice.alternatives,
+            entropy_bits=choice.entropy_bits,
+            kept=choice.kept,
+            sample_ms=sample_ms,
+            reused_forward=fwd.reused,
+            xtc_u=context.xtc_u if settings.xtc_probability > 0 else None,
+            mirostat_mu=context.mirostat_mu if settings.mirostat else None,
+            mirostat_mu_next=choice.mirostat_mu_next,
+        )
+        self.records.append(record)
+        self._seen[choice.token_id] = True
+        self.stop_reason = self._reason_to_stop()
+        return record
+
+    def run(self, settings: SamplingSettings, max_steps: int | None = None) -> Iterator[StepRecord]:
+        """Step until a stop (EOS, max new tokens, context) or `max_steps`, yielding each record."""
+        return self._steps(settings, max_steps)
+
+    def rewind(self, k: int) -> None:
+        """Keep the first k steps; the next step re-chooses token k (maybe with other
+        settings) from the logits already computed for it: nothing is recomputed."""
+        n = len(self.records)
+        if not 0 <= k < n:
+            raise ValueError(f"Can rewind to a step from 0 to {n - 1}, not {k}")
+        if self._pending is not None:
+            # A waiting forward pass (peeked, or kept by an earlier rewind) has already fed
+            # the last chosen token: take it out of the cache, back to the invariant.
+            self._cache.crop(-1)
+            self._pending = None
+        self._pending = _Forward.kept(self.records[k])
+        # Record k's logits came from a cache of prompt + k tokens; now it holds prompt + n - 1.
+        if n - 1 > k:
+            self._cache.crop(-(n - 1 - k))
+        self.records = self.records[:k]
+        self._seen = seen_mask(self.all_ids, self.vocab_size)
+        self.stop_reason = None
+
+    def back(self) -> None:
+        """Undo one step."""
+        if self.records:
+            self.rewind(len(self.records) - 1)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def seen_now(self) -> torch.Tensor:
+        """[vocab] tokens the next step's repetition penalty sees (prompt and all chosen)."""
+        return self._seen.clone()
+
+    def cache_layer_bytes(self) -> list[int]:
+        return kv_cache.measured_bytes_per_layer(self._cache)
+
+    def logits_matrix(self) -> torch.Tensor:
+        return torch.stack([r.logits for r in self.records]) if self.records else torch.empty(0, self.vocab_size)
+
+    def seen_masks(self) -> torch.Tensor:
+        """[steps, vocab]: which tokens each step's repetition penalty saw."""
+        masks = torch.zeros(len(self.records), self.vocab_size, dtype=torch.bool)
+        running = seen_mask(self.prompt_ids, self.vocab_size)
+        for i, record in enumerate(self.records):
+            masks[i] = running
+            running[record.token_id] = True
+        return masks
+
+    def to_frame(self) -> pd.DataFrame:
+        rows = []
+        for r in self.records:
+            probs = r.logits.softmax(-1)
+            rows.append(
+                {
+                    "step": r.index,
+                    "phase": r.phase,
+                    "token_id": r.token_id,
+                    "token": r.token_text,
+                    "rank": r.rank + 1,
+                    "prob": r.prob,
+                    "entropy_bits": r.entropy_bits,
+                    "tokens_kept": r.kept,
+                    "u": r.u,
+                    "temperature": r.settings.temperature,
+                    "top_k": r.settings.top_k,
+                    "top_p": r.settings.top_p,
+                    "min_p": r.settings.min_p,
+                    "repetition_penalty": r.settings.repetition_penalty,
+                    "seed": r.seed,
+                    "raw_prob": float(probs[r.token_id]),
+                    "forward_ms": r.forward_ms,
+                    "sample_ms": r.sample_ms,
+                    "tokens_in_forward": r.tokens_in_forward,
+                    "cache_tokens": r.cache_tokens,
+                    "cache_bytes": r.cache_bytes,
+                    "reused_forward": r.reused_forward,
+                }
+            )
+        return pd.DataFrame(rows)
+
+
+def new_trace(
+    model, tokenizer, prompt_ids: list[int], max_new_tokens: int, seed: int = 0, stop_at_eos: bool = True
+) -> Trace:
+    """A run on a local model, or on a model a serving engine runs (`inference.core.remote`)."""
+    kind = Trace
+    if getattr(model, "is_remote", False):
+        from inference.core.remote import RemoteTrace as kind
+    return kind(
+        model=model,
+        tokenizer=tokenizer,
+        prompt_ids=list(prompt_ids),
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        stop_at_eos=stop_at_eos,
+    )
+
+
+def warm_up(model, tokenizer) -> None:
+    """A short untimed run (4-token prefill, 2 decode steps, sampled), so the first pass a
+    page measures does not pay this process's one-time setup: thread pool start, kernel
+    choice, first allocations. Measured on the bundled model in a fresh process: the first
+    prefill took 25 ms and the first decode steps 7.7 and 6.0 ms; later ones 9.5 and ~4.3 ms."""
+    trace = new_trace(model, tokenizer, [0, 1, 2, 3], 3, stop_at_eos=False)
+    for _ in trace.run(SamplingSettings(temperature=0.8, top_p=0.95)):
+        pass

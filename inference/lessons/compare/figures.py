@@ -1,0 +1,254 @@
+"""Figures for the Compare page: two settings (or models) on the same random draws. Pure
+functions from `inference.lessons.compare.shared_draws` results to Plotly figures or escaped HTML."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from inference.core.tokens import readable_tokens
+from inference.lessons.style import (
+    CHOSEN_COLOUR,
+    FINAL_COLOUR,
+    PALETTE,
+    RAW_COLOUR,
+    add_hbar,
+    add_line,
+    base_layout,
+    hover,
+    label,
+    legend_below,
+    repr_token,
+)
+
+A_COLOUR, B_COLOUR = FINAL_COLOUR, PALETTE["orange"]
+TOP_N = 10
+
+
+def _esc(text: str) -> str:
+    return html.escape(text).replace("\n", "↵<br>")
+
+
+def parting_html(
+    tokenizer, prompt_ids: list[int], ids_a: list[int], ids_b: list[int], step: int | None, side: str
+) -> str:
+    """One run's text: the prompt in grey, the tokens both runs share, then (from the step where
+    they part) this run's own tokens highlighted, the first of them boxed."""
+    own = ids_a if side == "A" else ids_b
+    colour = "#dbe7fb" if side == "A" else "#fde3c8"
+    prompt = _esc(tokenizer.decode(prompt_ids))
+    if step is None:
+        shared, rest = own, []
+    else:
+        shared, rest = own[:step], own[step:]
+    parts = [f'<span style="color:#777">{prompt}</span>', _esc(tokenizer.decode(shared))]
+    if rest:
+        first = _esc(tokenizer.decode(rest[:1]))
+        parts.append(f'<span style="background:{colour};outline:2px solid #c0392b;border-radius:3px">{first}</span>')
+        parts.append(f'<span style="background:{colour}">{_esc(tokenizer.decode(rest[1:]))}</span>')
+    return (
+        '<div style="font-size:1.05rem;line-height:1.6;white-space:normal;border:1px solid #ddd;'
+        f'border-radius:6px;padding:0.6rem 0.8rem">{"".join(parts)}</div>'
+    )
+
+
+def _top_union(view_a, view_b, n: int = TOP_N) -> list[int]:
+    """Token ids: the top of each final distribution, A's first, plus both chosen tokens."""
+    ids = []
+    for view in (view_a, view_b):
+        for i in range(min(view.sorted_prefix, n)):
+            if view.final[i] > 0 or i < 3:
+                ids.append(int(view.order[i]))
+        ids.append(view.chosen_id)
+    return list(dict.fromkeys(ids))[: n + 4]
+
+
+def _prob_of(view, token_id: int) -> float:
+    where = (view.order[: view.sorted_prefix] == token_id).nonzero()
+    return float(view.final[int(where[0, 0])]) if len(where) else 0.0
+
+
+def _add_final_bars(fig: go.Figure, view, ids: list[int], names: list[str], colour: str, text, **trace) -> None:
+    """`view`'s final probability of each token in `ids` (labelled `names`) as horizontal bars, the first token at
+    the top; `text(p)` is the label beside a bar, `trace` the rest of the bar trace (name, hover...)."""
+    values = [_prob_of(view, t) for t in ids][::-1]  # Plotly draws the first category at the bottom
+    add_hbar(
+        fig, names[::-1], values, marker_color=colour, text=[text(p) for p in values], textposition="outside", **trace
+    )
+
+
+def _percent_or_zero(p: float) -> str:
+    """A bar's label where the runs part: under 0.1% it reads 0."""
+    return f"{p:.1%}" if p >= 0.001 else "0"
+
+
+def _percent_or_cut(p: float) -> str:
+    """A bar's label in the order lesson: ✂ where that order removed the token."""
+    return f"{p:.1%}" if p > 0 else "✂"
+
+
+def _by_token_layout(fig: go.Figure, title: str, x_title: str, tokens: int, presenter: bool) -> go.Figure:
+    """The layout of the charts with one group of bars per token: a row per token, the legend below."""
+    fig.update_layout(barmode="group", bargap=0.25)
+    fig.update_xaxes(tickformat=".0%", title=x_title)
+    fig.update_yaxes(automargin=True)
+    return legend_below(base_layout(fig, title, presenter, height=170 + 34 * tokens), y=-0.12)
+
+
+def final_distributions(parting, tokenizer, presenter: bool = False) -> go.Figure:
+    """Both final distributions at the step where the runs part, token by token (A's top first);
+    each run's chosen token is outlined."""
+    ids = _top_union(parting.view_a, parting.view_b)
+    names = [label(repr_token(t)) for t in readable_tokens(tokenizer, ids)]
+    fig = go.Figure()
+    for side, view, colour in (("A", parting.view_a, A_COLOUR), ("B", parting.view_b, B_COLOUR)):
+        chosen = [t == view.chosen_id for t in ids[::-1]]
+        outline = dict(color=["#000" if c else colour for c in chosen], width=[3 if c else 0 for c in chosen])
+        trace = dict(name=f"{side} final", marker_line=outline, hovertemplate=hover("%{y}", side + " %{x:.2%}"))
+        _add_final_bars(fig, view, ids, names, colour, _percent_or_zero, **trace)
+    title = f"Step {parting.step}: both final distributions"
+    return _by_token_layout(fig, title, "probability (0 = removed)", len(ids), presenter)
+
+
+def shared_u_cdfs(parting, tokenizer, presenter: bool = False) -> go.Figure:
+    """Each run's cumulative curve (its own display order) with the one u both runs drew: the
+    token under the line where it crosses u is the one chosen."""
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        shared_yaxes=True,
+        horizontal_spacing=0.06,
+        subplot_titles=[f"A chose {label(parting.token_a)}", f"B chose {label(parting.token_b)}"],
+    )
+    for col, (view, colour) in enumerate(((parting.view_a, A_COLOUR), (parting.view_b, B_COLOUR)), start=1):
+        cumulative = view.cumulative_final.numpy()
+        n = int(min(view.sorted_prefix, max(8, view.chosen_rank + 3, int(np.searchsorted(cumulative, 0.97)) + 1), 20))
+        names = [
+            f"{i + 1}. {label(repr_token(t))}"
+            for i, t in enumerate(readable_tokens(tokenizer, view.order[:n].tolist()))
+        ]
+        fig.add_scatter(
+            x=names,
+            y=cumulative[:n],
+            mode="lines+markers",
+            line=dict(color=colour, width=3, shape="hv"),
+            showlegend=False,
+            row=1,
+            col=col,
+            hovertemplate="%{x}<br>cumulative %{y:.3f}<extra></extra>",
+        )
+        fig.add_hline(y=parting.u, line=dict(color=PALETTE["red"], dash="dash", width=2), row=1, col=col)
+        if view.chosen_rank < n:
+            fig.add_scatter(
+                x=[names[view.chosen_rank]],
+                y=[parting.u],
+                mode="markers",
+                showlegend=False,
+                marker=dict(color=CHOSEN_COLOUR, size=15, symbol="diamond"),
+                row=1,
+                col=col,
+                hovertemplate=f"u = {parting.u:.3f} lands here<extra></extra>",
+            )
+        fig.update_xaxes(tickangle=-45, row=1, col=col)
+    fig.update_yaxes(range=[0, 1.03], title="cumulative probability", row=1, col=1)
+    fig.add_annotation(
+        text=f"shared u = {parting.u:.3f}",
+        xref="paper",
+        yref="y",
+        x=1.0,
+        y=parting.u,
+        showarrow=False,
+        yshift=10,
+        xanchor="right",
+        font=dict(color=PALETTE["red"]),
+    )
+    return base_layout(fig, "The same u on both cumulative curves", presenter, height=470)
+
+
+def order_lesson_figure(lesson, tokenizer, presenter: bool = False) -> go.Figure:
+    """The same step and settings, final distribution under the transformers order and under
+    llama.cpp's default order, token by token."""
+    views = {"transformers order": lesson.transformers, "llama.cpp order": lesson.llama_cpp}
+    # The top tokens, then the ones around where the stricter order stops keeping them (both
+    # orders rank tokens alike: the same settings reweight the same way).
+    wider = max(views.values(), key=lambda v: v.sorted_prefix)
+    edge = min(v.kept[v.final_stage] for v in views.values())
+    ids = list(dict.fromkeys(wider.order[:8].tolist() + wider.order[max(edge - 2, 8) : edge + 3].tolist()))
+    names = [label(repr_token(t)) for t in readable_tokens(tokenizer, ids)]
+    fig = go.Figure()
+    tip = hover("%{y}", "%{x:.2%}")
+    for (name, view), colour in zip(views.items(), (A_COLOUR, B_COLOUR)):
+        legend = f"{name}: {view.kept[view.final_stage]:,} kept"
+        _add_final_bars(fig, view, ids, names, colour, _percent_or_cut, name=legend, hovertemplate=tip)
+    title = f"Step {lesson.step}: the same settings in two orders"
+    return _by_token_layout(fig, title, "final probability (✂ = removed)", len(ids), presenter)
+
+
+def mirostat_figure(records, side: str, presenter: bool = False) -> go.Figure:
+    """Mirostat v2 step by step: the observed surprise of each chosen token, the running target
+    mu it cut at, and tau, the surprise it steers toward."""
+    steps = [r.index for r in records]
+    surprise = [-np.log2(r.prob) for r in records]
+    fig = go.Figure()
+    surprise_name = "observed surprise −log₂ p (bits)"
+    add_line(fig, steps, surprise, surprise_name, RAW_COLOUR, "markers+lines", marker=dict(color=FINAL_COLOUR, size=7))
+    mu = [r.mirostat_mu for r in records]
+    add_line(fig, steps, mu, "μ (cut: surprise above it removed)", CHOSEN_COLOUR, width=3, shape="hv")
+    tau = records[0].settings.mirostat_tau if records else 0
+    fig.add_hline(
+        y=tau,
+        line=dict(color=PALETTE["red"], dash="dash"),
+        annotation_text=f"τ = {tau:g}",
+        annotation_position="top left",
+    )
+    fig.update_xaxes(title="step")
+    fig.update_yaxes(title="bits", rangemode="tozero")
+    fig = base_layout(fig, f"{side}: mirostat v2 surprise vs τ", presenter, height=380)
+    return legend_below(fig)
+
+
+def interval_figure(summary, presenter: bool = False) -> go.Figure:
+    """Each statistic's mean for A and B with its bootstrap 95% interval, one panel per statistic."""
+    # Titles on two lines: four panels side by side leave each a quarter of the width.
+    titles = [label(t).replace(" (", "<br>(").replace(" under float32", "<br>under float32") for t in summary["label"]]
+    fig = make_subplots(rows=1, cols=len(summary), subplot_titles=titles, horizontal_spacing=0.08)
+    for col, row in enumerate(summary.itertuples(), start=1):
+        for side, colour in (("A", A_COLOUR), ("B", B_COLOUR)):
+            mean, low, high = (getattr(row, f"{k}_{side.lower()}") for k in ("mean", "low", "high"))
+            fig.add_scatter(
+                x=[side],
+                y=[mean],
+                mode="markers",
+                marker=dict(color=colour, size=13),
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=[high - mean],
+                    arrayminus=[mean - low],
+                    thickness=2.5,
+                    width=10,
+                    color=colour,
+                ),
+                showlegend=False,
+                row=1,
+                col=col,
+                hovertemplate=f"{side}: %{{y:.4g}} (95% interval {low:.4g} to {high:.4g})<extra></extra>",
+            )
+    fig.update_annotations(font_size=12 if not presenter else 18)
+    fig = base_layout(fig, "Mean per run, with bootstrap 95% intervals", presenter, height=420)
+    return fig.update_layout(margin=dict(t=110))
+
+
+def distributions_figure(stats_a, stats_b, metric: str, title: str, presenter: bool = False) -> go.Figure:
+    """One statistic's spread over the runs, A against B."""
+    fig = go.Figure()
+    fig.add_histogram(x=stats_a[metric], name="A", marker_color=A_COLOUR, opacity=0.65, nbinsx=20)
+    fig.add_histogram(x=stats_b[metric], name="B", marker_color=B_COLOUR, opacity=0.65, nbinsx=20)
+    fig.update_layout(barmode="overlay")
+    fig.update_xaxes(title=label(title))
+    fig.update_yaxes(title="runs")
+    fig = base_layout(fig, label(title), presenter, height=300)
+    return legend_below(fig)

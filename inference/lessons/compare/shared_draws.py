@@ -1,0 +1,419 @@
+"""Two sampling settings (or two models) on the same random draws.
+
+Every run with one seed draws the same uniform u at step i (`engine.run_uniforms`; XTC's own
+numbers are a second stream of the same seed). So when runs A and B share a seed and a
+prompt, any difference in their text is caused by the settings or the model, never by luck:
+up to the first step where they part, both saw the same context and the same u.
+
+- `shared_draw_pair`: the two runs, the step where they part, both views of that step and a
+  sentence saying why.
+- `order_lesson`: a step of a trace where the transformers and llama.cpp orders of the same
+  settings keep different tokens.
+- `many_seeds`: the same comparison over many seeds, batched, with per-run text statistics
+  and seeded bootstrap intervals; a verdict only where the intervals do not overlap.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+import torch
+from transformers import DynamicCache
+
+from inference.core.measuring import Progress
+from inference.core.run import Trace, eos_token_ids, new_trace, run_uniforms
+from inference.core.tokens import readable_tokens
+from inference.sampling.pipeline import (
+    LLAMA_CPP_ORDER,
+    STAGE_NAMES,
+    TRANSFORMERS_ORDER,
+    SamplingSettings,
+    StepContext,
+    draw,
+    seen_mask,
+    stage_logits,
+)
+from inference.sampling.samplers import dry_breaker_ids, xtc_uniforms
+from inference.sampling.step_view import StepView, step_view
+
+METRICS = {  # column -> (label, which way is "more")
+    "repetition_rate": "repeated 4-grams (share)",
+    "distinct_2": "distinct 2-grams (share)",
+    "mean_logprob": "mean log-probability under float32 (nats/token)",
+    "length": "tokens to the stop token",
+}
+BOOTSTRAP_RESAMPLES = 2000
+
+
+# -- one seed, two settings --------------------------------------------------------------
+
+
+def run_to_end(
+    model, tokenizer, prompt_ids: list[int], settings: SamplingSettings, seed: int, max_new_tokens: int
+) -> Trace:
+    trace = new_trace(model, tokenizer, prompt_ids, max_new_tokens, seed)
+    for _ in trace.run(settings):
+        pass
+    return trace
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    """The first step where two generated id lists differ (one ending earlier counts), or None."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def recorded_view(trace: Trace, step: int) -> StepView:
+    """The view of a recorded step, with the u it drew and the context its stages read."""
+    record = trace.records[step]
+    context = trace.step_context(step, record.settings) if record.settings.needs_context else None
+    if context is not None and record.settings.mirostat:
+        context = replace(context, mirostat_mu=record.mirostat_mu)
+    seen = seen_mask(trace.all_ids[: len(trace.prompt_ids) + step], trace.vocab_size)
+    return step_view(record.logits, record.settings, seen, u=record.u, chosen_id=record.token_id, context=context)
+
+
+def _remover(trace: Trace, step: int, token_id: int) -> str | None:
+    """The first stage of that step's pipeline that removed `token_id` (None: it survived)."""
+    record = trace.records[step]
+    context = trace.step_context(step, record.settings) if record.settings.needs_context else None
+    if context is not None and record.settings.mirostat:
+        context = replace(context, mirostat_mu=record.mirostat_mu)
+    seen = seen_mask(trace.all_ids[: len(trace.prompt_ids) + step], trace.vocab_size)
+    for name, logits in list(stage_logits(record.logits, record.settings, seen, context).items())[1:]:
+        if not math.isfinite(float(logits[token_id])):
+            return name
+    return None
+
+
+def _final_prob(view: StepView, token_id: int) -> float:
+    where = (view.order[: view.sorted_prefix] == token_id).nonzero()
+    return float(view.final[int(where[0, 0])]) if len(where) else 0.0
+
+
+def _mass_before(view: StepView, token_id: int) -> float:
+    """Final probability of the tokens ranked before `token_id` (where the cumulative curve starts its step)."""
+    where = (view.order[: view.sorted_prefix] == token_id).nonzero()
+    rank = int(where[0, 0]) if len(where) else view.sorted_prefix
+    return float(view.final[:rank].sum())
+
+
+@dataclass(frozen=True)
+class Parting:
+    step: int  # first generated step where A and B chose different tokens
+    u: float  # the uniform both runs drew there
+    view_a: StepView
+    view_b: StepView
+    token_a: str
+    token_b: str
+    reason: str  # one sentence
+
+
+def explain_parting(trace_a: Trace, trace_b: Trace, step: int) -> Parting:
+    """Why A and B, with the same context and the same u, chose different tokens at `step`."""
+    view_a, view_b = recorded_view(trace_a, step), recorded_view(trace_b, step)
+    id_a, id_b = trace_a.records[step].token_id, trace_b.records[step].token_id
+    tok_a, tok_b = (repr(t) for t in readable_tokens(trace_a.tokenizer, [id_a, id_b]))
+    u = trace_a.records[step].u
+    removed_in_b, removed_in_a = _remover(trace_b, step, id_a), _remover(trace_a, step, id_b)
+    if removed_in_b:
+        reason = (
+            f"B's {STAGE_NAMES[removed_in_b]} removed {tok_a}, the token u = {u:.3f} landed on in A, "
+            f"so on B's curve u fell on {tok_b}."
+        )
+    elif removed_in_a:
+        reason = (
+            f"A's {STAGE_NAMES[removed_in_a]} removed {tok_b}, the token u = {u:.3f} landed on in B, "
+            f"so on A's curve u fell on {tok_a}."
+        )
+    else:
+        before_a, before_b = _mass_before(view_a, id_a), _mass_before(view_b, id_a)
+        same_logits = torch.equal(trace_a.records[step].logits, trace_b.records[step].logits)
+        cause = "B's settings" if same_logits else "B's model"
+        reason = (
+            f"Both kept both tokens, but {cause} moved the curve: the tokens ranked before {tok_a} hold "
+            f"{before_b:.1%} in B against {before_a:.1%} in A, so the shared u = {u:.3f} fell on {tok_b} in B "
+            f"and on {tok_a} in A."
+        )
+    return Parting(step, u, view_a, view_b, tok_a, tok_b, reason)
+
+
+@dataclass(frozen=True)
+class SharedDrawPair:
+    trace_a: Trace
+    trace_b: Trace
+    parting: Parting | None  # None: the texts are the same
+
+
+def shared_draw_pair(
+    model_a,
+    model_b,
+    tokenizer,
+    prompt_ids: list[int],
+    settings_a: SamplingSettings,
+    settings_b: SamplingSettings,
+    seed: int,
+    max_new_tokens: int,
+) -> SharedDrawPair:
+    """Runs A and B with one seed (so the same u at every step) and where they part, if they do."""
+    trace_a = run_to_end(model_a, tokenizer, prompt_ids, settings_a, seed, max_new_tokens)
+    trace_b = run_to_end(model_b, tokenizer, prompt_ids, settings_b, seed, max_new_tokens)
+    step = first_difference(trace_a.generated_ids, trace_b.generated_ids)
+    parting = None
+    if step is not None and step < min(len(trace_a.records), len(trace_b.records)):
+        parting = explain_parting(trace_a, trace_b, step)
+    return SharedDrawPair(trace_a, trace_b, parting)
+
+
+# -- the order lesson -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OrderLesson:
+    step: int
+    transformers: StepView
+    llama_cpp: StepView
+    only_transformers: int  # tokens kept by the transformers order alone
+    only_llama_cpp: int
+
+
+def order_lesson(trace: Trace, settings: SamplingSettings) -> OrderLesson | None:
+    """The first recorded step of `trace` where the same settings in the transformers order and
+    in llama.cpp's default order keep different sets of tokens (None if they never do)."""
+    orders = {
+        "transformers": replace_order(settings, TRANSFORMERS_ORDER),
+        "llama.cpp": replace_order(settings, LLAMA_CPP_ORDER),
+    }
+    for record in trace.records:
+        step = record.index
+        seen = seen_mask(trace.all_ids[: len(trace.prompt_ids) + step], trace.vocab_size)
+        finals = {}
+        for name, s in orders.items():
+            context = trace.step_context(step, s) if s.needs_context else None
+            stages = stage_logits(record.logits, s, seen, context)
+            finals[name] = torch.isfinite(stages[s.pipeline[-1]])
+        if not torch.equal(finals["transformers"], finals["llama.cpp"]):
+            views = {}
+            for name, s in orders.items():
+                context = trace.step_context(step, s) if s.needs_context else None
+                views[name] = step_view(record.logits, s, seen, u=record.u, context=context)
+            only_t = int((finals["transformers"] & ~finals["llama.cpp"]).sum())
+            only_l = int((finals["llama.cpp"] & ~finals["transformers"]).sum())
+            return OrderLesson(step, views["transformers"], views["llama.cpp"], only_t, only_l)
+    return None
+
+
+def replace_order(settings: SamplingSettings, order: tuple[str, ...]) -> SamplingSettings:
+    return replace(settings, order=order)
+
+
+# -- many seeds ------------------------------------------------------------------------------
+
+
+def repetition_rate(ids: list[int], n: int = 4) -> float:
+    """Share of the n-grams of `ids` that already occurred earlier in it (nan if none)."""
+    grams = [tuple(ids[i : i + n]) for i in range(len(ids) - n + 1)]
+    if not grams:
+        return float("nan")
+    seen, repeated = set(), 0
+    for gram in grams:
+        repeated += gram in seen
+        seen.add(gram)
+    return repeated / len(grams)
+
+
+def distinct_n(ids: list[int], n: int = 2) -> float:
+    """Distinct n-grams over all n-grams (nan if none)."""
+    grams = [tuple(ids[i : i + n]) for i in range(len(ids) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else float("nan")
+
+
+@torch.inference_mode()
+def batched_runs(
+    model,
+    tokenizer,
+    prompt_ids: list[int],
+    settings: SamplingSettings,
+    seeds: list[int],
+    max_new_tokens: int,
+    progress: Progress | None = None,
+    label: str = "",
+) -> list[list[int]]:
+    """One sampled run per seed, decoded together as one batch (every row the same prompt, so no
+    padding): row i draws run_uniforms(seeds[i]) exactly as a single run with that seed does.
+    A batch's logits match a single run's to float rounding, so a u that lands within that of a
+    cumulative boundary could pick the neighbouring token. Each run stops at the stop token."""
+    batch = len(seeds)
+    eos = eos_token_ids(model, tokenizer)
+    vocab = model.get_output_embeddings().weight.shape[0]
+    us = torch.stack([run_uniforms(s, max_new_tokens) for s in seeds])
+    xtc = torch.stack([xtc_uniforms(s, max_new_tokens) for s in seeds]) if settings.xtc_probability > 0 else None
+    breakers = (
+        dry_breaker_ids(tokenizer, settings.dry_sequence_breakers) if settings.dry_multiplier > 0 else frozenset()
+    )
+    cache = DynamicCache(config=model.config)
+    out = model(input_ids=torch.tensor([prompt_ids] * batch), cache=cache, use_cache=True, logits_to_keep=1)
+    seen = seen_mask(prompt_ids, vocab).repeat(batch, 1)
+    generated: list[list[int]] = [[] for _ in seeds]
+    done = [False] * batch
+    mu = [2.0 * settings.mirostat_tau] * batch
+    for step in range(max_new_tokens):
+        logits = out.logits[:, -1].float()
+        next_ids = []
+        for row in range(batch):
+            if done[row]:
+                next_ids.append(generated[row][-1])
+                continue
+            context = None
+            if settings.needs_context:
+                context = StepContext(
+                    history=tuple(prompt_ids + generated[row]),
+                    breaker_ids=breakers,
+                    xtc_u=None if xtc is None else float(xtc[row, step]),
+                    mirostat_mu=mu[row],
+                )
+            choice = draw(logits[row], settings, seen[row], float(us[row, step]), context)
+            if choice.mirostat_mu_next is not None:
+                mu[row] = choice.mirostat_mu_next
+            generated[row].append(choice.token_id)
+            seen[row, choice.token_id] = True
+            done[row] = choice.token_id in eos
+            next_ids.append(choice.token_id)
+        if progress is not None:
+            progress(step + 1, max_new_tokens, label)
+        if all(done) or step == max_new_tokens - 1:
+            break
+        out = model(input_ids=torch.tensor(next_ids).unsqueeze(-1), cache=cache, use_cache=True, logits_to_keep=1)
+    return generated
+
+
+@torch.inference_mode()
+def mean_logprobs(reference_model, prompt_ids: list[int], runs: list[list[int]], chunk: int = 64) -> list[float]:
+    """Mean log-probability (nats per token) of each run's generated tokens under the reference
+    model at T = 1 with no filters: one teacher-forced forward pass per chunk of runs (shorter
+    runs padded at the end, which a causal model never reads back)."""
+    out = []
+    for start in range(0, len(runs), chunk):
+        part = runs[start : start + chunk]
+        longest = max(len(r) for r in part)
+        ids = torch.tensor([prompt_ids + r + [0] * (longest - len(r)) for r in part])
+        logp = torch.log_softmax(reference_model(input_ids=ids).logits.double(), dim=-1)
+        for row, run in enumerate(part):
+            if not run:
+                out.append(float("nan"))
+                continue
+            positions = torch.arange(len(prompt_ids) - 1, len(prompt_ids) - 1 + len(run))
+            out.append(float(logp[row, positions, torch.tensor(run)].mean()))
+    return out
+
+
+def run_statistics(prompt_ids: list[int], runs: list[list[int]], eos: set[int], reference_model) -> pd.DataFrame:
+    """One row per run: the four statistics the comparison reads."""
+    logprobs = mean_logprobs(reference_model, prompt_ids, runs)
+    return pd.DataFrame(
+        {
+            "repetition_rate": [repetition_rate(r) for r in runs],
+            "distinct_2": [distinct_n(r) for r in runs],
+            "mean_logprob": logprobs,
+            "length": [len(r) for r in runs],
+            "stopped": [bool(r) and r[-1] in eos for r in runs],
+        }
+    )
+
+
+def bootstrap_interval(
+    values, seed: int, resamples: int = BOOTSTRAP_RESAMPLES, level: float = 0.95
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean, from a seeded generator (nan values left out)."""
+    values = np.asarray(values, dtype=float)
+    values = values[~np.isnan(values)]
+    if len(values) == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = rng.choice(values, size=(resamples, len(values)), replace=True).mean(axis=1)
+    tail = (1 - level) / 2 * 100
+    return float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))
+
+
+@dataclass(frozen=True)
+class ManySeeds:
+    seeds: list[int]
+    runs_a: list[list[int]]
+    runs_b: list[list[int]]
+    stats_a: pd.DataFrame
+    stats_b: pd.DataFrame
+    summary: pd.DataFrame  # metric, mean/low/high for A and B, differs
+    seconds: float
+
+    def verdicts(self) -> list[str]:
+        """One sentence per metric whose intervals do not overlap; nothing for the others."""
+        lines = []
+        for row in self.summary.itertuples():
+            if row.differs:
+                higher, lower = ("B", "A") if row.mean_b > row.mean_a else ("A", "B")
+                lines.append(
+                    f"{higher} has the higher {row.label}: {max(row.mean_a, row.mean_b):.3g} against "
+                    f"{min(row.mean_a, row.mean_b):.3g} for {lower} (95% intervals do not overlap)."
+                )
+        return lines
+
+
+def summarize(stats_a: pd.DataFrame, stats_b: pd.DataFrame, bootstrap_seed: int = 0) -> pd.DataFrame:
+    rows = []
+    for i, (metric, label) in enumerate(METRICS.items()):
+        low_a, high_a = bootstrap_interval(stats_a[metric], bootstrap_seed + 2 * i)
+        low_b, high_b = bootstrap_interval(stats_b[metric], bootstrap_seed + 2 * i + 1)
+        rows.append(
+            {
+                "metric": metric,
+                "label": label,
+                "mean_a": float(stats_a[metric].mean()),
+                "low_a": low_a,
+                "high_a": high_a,
+                "mean_b": float(stats_b[metric].mean()),
+                "low_b": low_b,
+                "high_b": high_b,
+                "differs": bool(high_a < low_b or high_b < low_a),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def many_seeds(
+    model_a,
+    model_b,
+    tokenizer,
+    reference_model,
+    prompt_ids: list[int],
+    settings_a: SamplingSettings,
+    settings_b: SamplingSettings,
+    seeds: list[int],
+    max_new_tokens: int,
+    progress: Progress | None = None,
+    bootstrap_seed: int = 0,
+) -> ManySeeds:
+    """A and B over many seeds (seed i shared by both), with per-run statistics and intervals."""
+    import time
+
+    start = time.perf_counter()
+    total = 2 * max_new_tokens
+
+    def part(offset: int, label: str) -> Progress | None:
+        if progress is None:
+            return None
+        return lambda done, _total, _label: progress(offset + done, total, label)
+
+    runs_a = batched_runs(model_a, tokenizer, prompt_ids, settings_a, seeds, max_new_tokens, part(0, "A"), "A")
+    runs_b = batched_runs(
+        model_b, tokenizer, prompt_ids, settings_b, seeds, max_new_tokens, part(max_new_tokens, "B"), "B"
+    )
+    eos = eos_token_ids(model_a, tokenizer)
+    stats_a = run_statistics(prompt_ids, runs_a, eos, reference_model)
+    stats_b = run_statistics(prompt_ids, runs_b, eos, reference_model)
+    summary = summarize(stats_a, stats_b, bootstrap_seed)
+    return ManySeeds(list(seeds), runs_a, runs_b, stats_a, stats_b, summary, time.perf_counter() - start)

@@ -1,0 +1,1 @@
+"""Cost: input vs output token time (experiments), decode batches (batching), figures."""

@@ -1,0 +1,90 @@
+"""Figures for the Cost page: pure functions from measurements to Plotly figures."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from inference.lessons.cost.experiments import AnswerCost
+from inference.lessons.style import DECODE_COLOUR, PREFILL_COLOUR, add_hbar, add_line, base_layout, hover, legend_below
+
+
+def answer_split_figure(answer: AnswerCost, presenter: bool = False) -> go.Figure:
+    """Two stacked bars: where the tokens are (prompt vs reply) and where the time goes."""
+    fig = go.Figure()
+    rows = ["tokens", "time"]
+    segments = [
+        (
+            "prompt → prefill",
+            PREFILL_COLOUR,
+            [1 - answer.reply_share, 1 - answer.decode_share],
+            [f"{answer.prompt_tokens} prompt tokens", f"prefill {answer.prefill_ms:.0f} ms"],
+        ),
+        (
+            "reply → decode",
+            DECODE_COLOUR,
+            [answer.reply_share, answer.decode_share],
+            [f"{answer.reply_tokens} reply tokens", f"decode {answer.decode_ms:.0f} ms"],
+        ),
+    ]
+    for name, colour, shares, texts in segments:
+        # A label squeezed into a sliver becomes unreadable: slivers keep theirs for the hover.
+        add_hbar(
+            fig,
+            rows,
+            shares,
+            name=name,
+            marker_color=colour,
+            text=[t if share >= 0.12 else "" for t, share in zip(texts, shares)],
+            hovertext=texts,
+            hoverinfo="text",
+            textposition="inside",
+            insidetextanchor="middle",
+        )
+    fig.update_layout(barmode="stack", legend_traceorder="normal")
+    fig.update_xaxes(tickformat=".0%", range=[0, 1], title="share")
+    fig.update_yaxes(autorange="reversed")
+    fig = base_layout(fig, "Share of the tokens vs share of the time", presenter, height=260)
+    return legend_below(fig, y=-0.45, t=60, b=20)
+
+
+def batching_figure(batches: pd.DataFrame, presenter: bool = False) -> go.Figure:
+    """Left: tokens per second from all sequences together. Right: machine time per token."""
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.12,
+        subplot_titles=["Tokens per second (all sequences)", "Machine time per token (ms)"],
+    )
+    cheaper = [f"{s:.1f}× cheaper" for s in batches["speedup_per_token"]]
+    for col, column, colour, text, value_text in (
+        (1, "tokens_per_s", DECODE_COLOUR, None, "%{y:,.0f} tokens/s"),
+        (2, "ms_per_token", PREFILL_COLOUR, cheaper, "%{y:.3f} ms per token (%{text})"),
+    ):
+        add_line(
+            fig,
+            batches["batch"],
+            batches[column],
+            None,
+            colour,
+            "lines+markers",
+            width=3,
+            showlegend=False,
+            row=1,
+            col=col,
+            text=text,
+            hovertemplate=hover("batch %{x}: " + value_text),
+        )
+        fig.update_xaxes(
+            type="log", title="sequences decoded together (batch)", tickvals=list(batches["batch"]), row=1, col=col
+        )
+    fig.update_yaxes(
+        type="log",
+        tickvals=[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100],
+        title="ms (log scale)",
+        row=1,
+        col=2,
+    )
+    fig.update_yaxes(rangemode="tozero", row=1, col=1)
+    return base_layout(fig, "", presenter, height=400)

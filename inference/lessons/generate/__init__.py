@@ -1,0 +1,1 @@
+"""Generate: token chips, the next-token chart and the cumulative curve."""

@@ -1,0 +1,1 @@
+"""Mixture of Experts: random-weight models at scale (scale) and figures."""

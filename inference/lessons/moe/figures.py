@@ -1,0 +1,352 @@
+"""Figures for the Mixture-of-Experts page: pure functions from routing data to Plotly figures
+or HTML. No Streamlit, no model runs."""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from inference.lessons.moe.scale import DENSE_ACTIVE, DENSE_TOTAL, MOE
+from inference.lessons.style import PALETTE, add_line, base_layout, hover, label, legend_below, repr_token
+
+# One colour per expert id, the same on every chart of the page (Plotly's "Set2" + "Dark2"
+# qualitative sets: distinct, readable under dark text).
+EXPERT_COLOURS = qualitative.Set2 + qualitative.Pastel1
+NOT_KEPT_COLOUR = PALETTE["light_grey"]
+UNIFORM_COLOUR = PALETTE["red"]
+MODEL_COLOURS = {DENSE_ACTIVE: PALETTE["light_blue"], MOE: PALETTE["orange"], DENSE_TOTAL: PALETTE["dark_blue"]}
+EARLY_COLOUR, FINAL_COLOUR = PALETTE["pale_blue"], PALETTE["blue"]
+
+
+def expert_colour(expert: int) -> str:
+    return EXPERT_COLOURS[expert % len(EXPERT_COLOURS)]
+
+
+def _weights_text(experts: list[int], weights: list[float]) -> str:
+    return ", ".join(f"expert {e}: {w:.0%}" for e, w in zip(experts, weights))
+
+
+def routing_chips(
+    texts: list[str],
+    experts: list[list[int]],
+    weights: list[list[float]],
+    pending: str | None = None,
+    presenter: bool = False,
+) -> str:
+    """One chip per token, split in bands coloured by the experts it went to in one layer, each
+    band as wide as that expert's weight; hover (title) names the experts and weights. Token text
+    is escaped. `pending`: the last chosen token, not fed to the model yet (no routing)."""
+    size = "1.6rem" if presenter else "1.05rem"
+    chips = []
+    for text, chosen, w in zip(texts, experts, weights):
+        stops, at = [], 0.0
+        for e, share in zip(chosen, w):
+            stops.append(f"{expert_colour(e)} {at:.1%} {at + share:.1%}")
+            at += share
+        shown = html.escape(text.replace("\n", "↵"), quote=True) or "&nbsp;"
+        tip = html.escape(f"{repr_token(text)} → {_weights_text(chosen, w)}", quote=True)
+        chips.append(
+            f'<span class="token-chip" title="{tip}" style="background:linear-gradient(90deg,{",".join(stops)});'
+            f"padding:2px 3px;margin:1px;border-radius:4px;display:inline-block;white-space:pre;"
+            f'font-size:{size};color:#111">{shown}</span>'
+        )
+    if pending is not None:
+        shown = html.escape(pending.replace("\n", "↵"), quote=True)
+        chips.append(
+            f'<span class="token-chip" title="chosen, fed to the model at the next step" style="border:1px '
+            f"dashed #999;padding:2px 3px;margin:1px;border-radius:4px;display:inline-block;white-space:pre;"
+            f'font-size:{size};color:#555">{shown}</span>'
+        )
+    return f'<div style="line-height:2.1">{"".join(chips)}</div>'
+
+
+def expert_legend(count: int, presenter: bool = False) -> str:
+    size = "1.3rem" if presenter else "0.9rem"
+    items = "".join(
+        f'<span style="background:{expert_colour(e)};padding:1px 8px;margin:2px;border-radius:4px;'
+        f'display:inline-block;font-size:{size}">expert {e}</span>'
+        for e in range(count)
+    )
+    return f"<div>{items}</div>"
+
+
+def routing_heatmap(texts: list[str], experts, weights, probabilities, presenter: bool = False) -> go.Figure:
+    """Tokens (x) by layers (y), each cell coloured by the token's first-choice expert in that
+    layer; hover: every kept expert with its renormalised weight, and the router's top probability.
+    experts/weights [layers, tokens, k], probabilities [layers, tokens, experts]."""
+    layers, tokens, k = experts.shape
+    count = probabilities.shape[2]
+    z = experts[..., 0].tolist()
+    hover = [
+        [
+            f"layer {layer}, token {t} {label(repr_token(texts[t]))}<br>"
+            + "<br>".join(
+                f"expert {int(experts[layer, t, i])}: weight {float(weights[layer, t, i]):.2f} "
+                f"(router probability {float(probabilities[layer, t, int(experts[layer, t, i])]):.2f})"
+                for i in range(k)
+            )
+            for t in range(tokens)
+        ]
+        for layer in range(layers)
+    ]
+    # A discrete colour scale: expert e fills [e, e + 1) / count.
+    scale = []
+    for e in range(count):
+        scale += [[e / count, expert_colour(e)], [(e + 1) / count, expert_colour(e)]]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(range(tokens)),
+            y=[f"layer {i}" for i in range(layers)],
+            zmin=-0.5,
+            zmax=count - 0.5,
+            colorscale=scale,
+            text=hover,
+            hovertemplate="%{text}<extra></extra>",
+            xgap=1,
+            ygap=1,
+            colorbar=dict(title="expert", tickvals=list(range(count)), len=0.9),
+        )
+    )
+    step = max(1, tokens // 40)
+    fig.update_xaxes(
+        tickvals=list(range(0, tokens, step)),
+        ticktext=[label(texts[t].strip()[:8] or "·") for t in range(0, tokens, step)],
+        tickangle=-60,
+        title="token (hover: both experts, weights)",
+    )
+    fig.update_yaxes(autorange="reversed")
+    return base_layout(fig, "First-choice expert of every token in every layer", presenter, height=150 + 45 * layers)
+
+
+def router_figure(
+    probabilities: list[float], kept: list[int], weights: list[float], presenter: bool = False
+) -> go.Figure:
+    """Left: every expert's router probability, the kept ones coloured. Right: the kept experts'
+    renormalised weights, one stacked bar: the mixture the layer adds."""
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.68, 0.32],
+        horizontal_spacing=0.12,
+        subplot_titles=["Every expert's probability", "Kept, renormalised"],
+    )
+    count = len(probabilities)
+    colours = [expert_colour(e) if e in kept else NOT_KEPT_COLOUR for e in range(count)]
+    fig.add_bar(
+        x=[f"expert {e}" for e in range(count)],
+        y=probabilities,
+        marker_color=colours,
+        showlegend=False,
+        text=[f"{p:.0%}" for p in probabilities],
+        textposition="outside",
+        row=1,
+        col=1,
+        hovertemplate="%{x}: probability %{y:.3f}<extra></extra>",
+    )
+    fig.add_hline(
+        y=1 / count,
+        line_dash="dot",
+        line_color=UNIFORM_COLOUR,
+        row=1,
+        col=1,
+        annotation_text=f"uniform {1 / count:.0%}",
+        annotation_position="top left",
+    )
+    for e, w in zip(kept, weights):
+        fig.add_bar(
+            x=["mixture"],
+            y=[w],
+            marker_color=expert_colour(e),
+            name=f"expert {e}",
+            row=1,
+            col=2,
+            text=[f"expert {e}<br>{w:.0%}"],
+            textposition="inside",
+            insidetextanchor="middle",
+            hovertemplate=f"expert {e}: weight {w:.3f} (probability {probabilities[e]:.3f})<extra></extra>",
+        )
+    fig.update_layout(barmode="stack", showlegend=False)
+    fig.update_yaxes(range=[0, max(probabilities) * 1.25 + 0.02], tickformat=".0%", row=1, col=1)
+    fig.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=2)
+    return base_layout(fig, "", presenter, height=380)
+
+
+def mixture_figure(
+    experts: list[int], weights: list[float], outputs, mixture, dims: int = 24, presenter: bool = False
+) -> go.Figure:
+    """The first `dims` numbers of each kept expert's weighted output (bars) and their sum (the
+    layer's MLP output, black markers). outputs [k, hidden], mixture [hidden]."""
+    fig = go.Figure()
+    x = list(range(dims))
+    for e, w, out in zip(experts, weights, outputs):
+        fig.add_bar(x=x, y=(w * out[:dims]).tolist(), name=f"{w:.2f} × expert {e}", marker_color=expert_colour(e))
+    fig.add_scatter(
+        x=x,
+        y=mixture[:dims].tolist(),
+        mode="markers",
+        name="sum: what the layer adds",
+        marker=dict(color=PALETTE["ink"], size=9, symbol="diamond"),
+    )
+    fig.update_layout(barmode="relative")
+    fig.update_xaxes(title=f"hidden dimension (first {dims} of {len(mixture)})")
+    fig = base_layout(fig, "Weighted expert outputs and their sum", presenter, height=360)
+    return legend_below(fig, y=-0.25)
+
+
+def load_figure(
+    final: list[float],
+    early: list[float] | None,
+    k: int,
+    layer: int,
+    early_step: int | None,
+    final_label: str,
+    presenter: bool = False,
+) -> go.Figure:
+    """One layer: each expert's share of the picks (final, and early in training if known),
+    against the uniform share."""
+    count = len(final)
+    x = [f"expert {e}" for e in range(count)]
+    fig = go.Figure()
+    if early is not None:
+        fig.add_bar(
+            x=x,
+            y=early,
+            name=f"step {early_step:,} (training log)",
+            marker_color=EARLY_COLOUR,
+            hovertemplate="%{x}: %{y:.1%}<extra></extra>",
+        )
+    fig.add_bar(
+        x=x,
+        y=final,
+        name=final_label,
+        marker_color=[expert_colour(e) for e in range(count)],
+        text=[f"{f:.0%}" for f in final],
+        textposition="outside",
+        hovertemplate="%{x}: %{y:.1%}<extra></extra>",
+    )
+    fig.add_hline(
+        y=1 / count,
+        line_dash="dot",
+        line_color=UNIFORM_COLOUR,
+        annotation_text=f"uniform share {1 / count:.1%}",
+        annotation_position="top right",
+    )
+    top = max(max(final), max(early) if early else 0)
+    fig.update_yaxes(tickformat=".0%", range=[0, top * 1.25], title="share of the picks")
+    fig = base_layout(fig, f"Layer {layer}: share of the (token, slot) picks, {k} per token", presenter, height=380)
+    return legend_below(fig, y=-0.15)
+
+
+def balance_over_training(load_log: list[dict], presenter: bool = False) -> go.Figure:
+    """At every evaluation: the busiest and the idlest expert's share, over all layers."""
+    steps = [row["step"] for row in load_log]
+    busiest = [max(max(layer) for layer in row["fractions"]) for row in load_log]
+    idlest = [min(min(layer) for layer in row["fractions"]) for row in load_log]
+    count = len(load_log[0]["fractions"][0])
+    fig = go.Figure()
+    for shares, name, colour in ((busiest, "busiest", PALETTE["orange"]), (idlest, "idlest", PALETTE["blue"])):
+        add_line(fig, steps, shares, f"{name} expert (any layer)", colour, "lines+markers", width=3)
+    fig.add_hline(y=1 / count, line_dash="dot", line_color=UNIFORM_COLOUR, annotation_text="uniform")
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", title="share of the picks")
+    fig.update_xaxes(title="training step")
+    fig = base_layout(fig, "How even the load was during training", presenter, height=340)
+    return legend_below(fig, y=-0.3)
+
+
+def _bars_per_model(
+    table: pd.DataFrame,
+    panels: list,
+    colours: list[str],
+    label_of,
+    value_format: str,
+    headroom: float,
+    vertical_spacing: float,
+) -> go.Figure:
+    """A 2 x 2 grid with one panel per (column, title, scale) of `panels` and one bar per model (`table["model"]`)
+    in each; `label_of(column, value)` is a bar's label, `headroom` the room above the tallest bar for it."""
+    fig = make_subplots(
+        rows=2,
+        cols=2,
+        horizontal_spacing=0.1,
+        vertical_spacing=vertical_spacing,
+        subplot_titles=[title for _, title, _ in panels],
+    )
+    for i, (column, _, scale) in enumerate(panels):
+        row, col = divmod(i, 2)
+        values = table[column] * scale
+        fig.add_bar(
+            x=table["model"],
+            y=values,
+            marker_color=colours,
+            text=[label_of(column, v) for v in values],
+            textposition="outside",
+            showlegend=False,
+            row=row + 1,
+            col=col + 1,
+            hovertemplate=hover(f"%{{x}}: %{{y:{value_format}}}"),
+        )
+        fig.update_yaxes(range=[0, float(values.max()) * headroom], row=row + 1, col=col + 1)
+    return fig
+
+
+def _sparsity_label(column: str, value: float) -> str:
+    """Bits per byte to three decimals (models differ in the second); other values to two, whole from 100 up."""
+    return f"{value:.3f}" if column == "bits_per_byte" else f"{value:.2f}" if value < 100 else f"{value:,.0f}"
+
+
+def _timing_label(column: str, value: float) -> str:
+    """Whole numbers from 100 up, one decimal below (every panel of the timing chart)."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def sparsity_figure(rows: pd.DataFrame, quality_title: str, presenter: bool = False) -> go.Figure:
+    """Four panels, one bar per model (columns: model, total, active, decode_ms, bits_per_byte):
+    what it holds, what a token uses, its decode time, its quality (`quality_title` says which text)."""
+    panels = [
+        ("total", "Parameters held (M)", 1e-6),
+        ("active", "Parameters a token uses (M)", 1e-6),
+        ("decode_ms", "Decode: ms per token", 1),
+        ("bits_per_byte", quality_title, 1),
+    ]
+    colours = [PALETTE["orange"] if i == 0 else PALETTE["dark_blue"] for i in range(len(rows))]
+    fig = _bars_per_model(rows, panels, colours, _sparsity_label, ",.3f", headroom=1.3, vertical_spacing=0.22)
+    return base_layout(fig, "", presenter, height=600)
+
+
+def experiments_figure(experiments: pd.DataFrame, presenter: bool = False) -> go.Figure:
+    """Change in validation bits per byte against the model as trained, per routing experiment."""
+    base = experiments["bits_per_byte"].iloc[0]
+    change = experiments["bits_per_byte"] - base
+    fig = go.Figure(
+        go.Bar(
+            x=experiments["name"],
+            y=change,
+            marker_color=[PALETTE["slate"] if c == 0 else PALETTE["red"] if c > 0 else PALETTE["blue"] for c in change],
+            text=[f"{c:+.3f}" for c in change],
+            textposition="outside",
+            hovertemplate="%{x}: %{y:+.4f} bits/byte<extra></extra>",
+        )
+    )
+    fig.update_yaxes(
+        title="bits/byte vs as trained", range=[min(0, float(change.min())) * 1.3, max(0.01, float(change.max())) * 1.3]
+    )
+    return base_layout(fig, "What each routing change costs in quality", presenter, height=360)
+
+
+def moe_figure(moe: pd.DataFrame, presenter: bool = False) -> go.Figure:
+    """Four panels, one bar per model: weights held, prefill, decode alone, decode in a batch."""
+    batch = int(moe["batch"].iloc[0])
+    panels = [
+        ("weight_bytes", "Weights held (MB)", 1e-6),
+        ("prefill_ms", "Prefill: ms for the prompt", 1),
+        ("decode_ms_per_token", "Decode, 1 sequence: ms per token", 1),
+        ("batch_ms_per_pass", f"Decode, {batch} sequences: ms per pass", 1),
+    ]
+    colours = [MODEL_COLOURS[m] for m in moe["model"]]
+    fig = _bars_per_model(moe, panels, colours, _timing_label, ",.1f", headroom=1.25, vertical_spacing=0.2)
+    return base_layout(fig, "", presenter, height=620)

@@ -1,0 +1,226 @@
+"""Mixture of Experts as a cost lever, measured on three models built here from configs.
+
+The three differ only in their feed-forward blocks (attention, embeddings, depth are equal):
+
+    small dense  one MLP as wide as the experts a token uses (k x expert width)
+    MoE          E expert MLPs, a router sends each token to k of them (Mixtral layout)
+    big dense    one MLP as wide as all experts together (E x expert width)
+
+A token in the MoE model is computed by k experts only, so per token it does the arithmetic
+and reads the weights of the small dense model, while it has to hold as many weights as the
+big one. Weights are random (from a private generator, never the global RNG): the models say
+nothing sensible, which does not matter, since speed and memory do not depend on what the
+weights have learned. No download is needed, so this runs offline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+
+import pandas as pd
+import torch
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
+
+from inference.core.measuring import Progress, filler_batch, timed_decode, timed_pass
+from inference.core.model_config import decoder_config_fields
+
+DENSE_ACTIVE = "small dense"  # as many parameters as the MoE model uses per token
+MOE = "MoE"
+DENSE_TOTAL = "big dense"  # as many parameters as the MoE model holds
+PROMPT_TOKENS = 128  # the prefill timed for one sequence
+BATCH_PROMPT_TOKENS = 8  # prompts of the batched runs: only their decode passes are timed
+REPEATS = 3  # interleaved timing runs; medians are reported
+
+
+@dataclass(frozen=True)
+class MoEDesign:
+    hidden: int = 512
+    layers: int = 4
+    heads: int = 8
+    kv_heads: int = 4
+    expert_width: int = 1024  # intermediate size of one expert MLP
+    experts: int = 8
+    experts_per_token: int = 2
+    vocab: int = 4096
+    context: int = 512
+
+    def __post_init__(self):
+        if not 1 <= self.experts_per_token <= self.experts:
+            raise ValueError(
+                f"`experts_per_token` has to be from 1 to experts ({self.experts}), but is {self.experts_per_token}"
+            )
+
+    def _shared(self) -> dict:
+        return decoder_config_fields(self.vocab, self.hidden, self.layers, self.heads, self.kv_heads, self.context)
+
+    def configs(self) -> dict[str, object]:
+        moe = MixtralConfig(
+            **self._shared(),
+            intermediate_size=self.expert_width,
+            num_local_experts=self.experts,
+            num_experts_per_tok=self.experts_per_token,
+        )
+        return {
+            DENSE_ACTIVE: LlamaConfig(**self._shared(), intermediate_size=self.expert_width * self.experts_per_token),
+            MOE: moe,
+            DENSE_TOTAL: LlamaConfig(**self._shared(), intermediate_size=self.expert_width * self.experts),
+        }
+
+
+def random_model(config, seed: int):
+    """A model from `config` with random weights drawn from a private generator: built on the
+    meta device (no global RNG use), then filled: matrices N(0, 0.02), norm weights 1. Tied
+    embeddings (`tie_word_embeddings`) stay one tensor, counted and held once."""
+    model_class = MixtralForCausalLM if isinstance(config, MixtralConfig) else LlamaForCausalLM
+    with torch.device("meta"):
+        model = model_class(config)
+    model = model.to_empty(device="cpu").eval()
+    model.tie_weights()  # to_empty gives every tensor its own storage: tie the output layer again, as configured
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() == 1:
+                parameter.fill_(1.0)
+            else:
+                parameter.normal_(0.0, 0.02, generator=gen)
+    model.model.rotary_emb = type(model.model.rotary_emb)(config)  # computed buffers, not weights: rebuild
+    return model
+
+
+def parameter_counts(model) -> tuple[int, int]:
+    """(total, used per token). For an MoE model, a token uses the router and k experts per
+    layer; the other experts' weights sit idle for it."""
+    total = sum(p.numel() for p in model.parameters())
+    config = model.config
+    experts = getattr(config, "num_local_experts", None)
+    if not experts:
+        return total, total
+    per_expert = (
+        sum(p[0].numel() for name, p in model.named_parameters() if ".experts." in name) // config.num_hidden_layers
+    )
+    idle = (experts - config.num_experts_per_tok) * per_expert * config.num_hidden_layers
+    return total, total - idle
+
+
+@torch.inference_mode()
+def _time_model(model, prompt_tokens: int, decode_steps: int, seed: int, batch: int = 1) -> tuple[float, float]:
+    """(prefill ms, median decode ms per pass) for one run of `batch` sequences."""
+    cache = DynamicCache(config=model.config)
+    logits, prefill_ms = timed_pass(model, filler_batch(model.config.vocab_size, batch, prompt_tokens, seed), cache)
+    _, steps = timed_decode(model, logits, cache, decode_steps)
+    return prefill_ms, median(steps)
+
+
+@torch.inference_mode()
+def experts_read_per_pass(model, batch: int, seed: int = 0) -> float:
+    """Distinct experts the router picked in one decode pass of `batch` sequences, averaged
+    over layers: every picked expert's weights have to be read in that pass. (Hooks go on
+    this function's own model only, and come off again.)"""
+    picked = []
+    hooks = [
+        layer.mlp.gate.register_forward_hook(lambda module, args, out: picked.append(out[2].unique().numel()))
+        for layer in model.model.layers
+    ]
+    try:
+        cache = DynamicCache(config=model.config)
+        prompts = filler_batch(model.config.vocab_size, batch, BATCH_PROMPT_TOKENS, seed)
+        out = model(input_ids=prompts, cache=cache)
+        picked.clear()  # count the decode pass only
+        model(input_ids=out.logits[:, -1].argmax(-1, keepdim=True), cache=cache)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return sum(picked) / len(picked)
+
+
+def measure(
+    design: MoEDesign = MoEDesign(),
+    prompt_tokens: int = PROMPT_TOKENS,
+    decode_steps: int = 24,
+    repeats: int = REPEATS,
+    batch: int = 16,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
+    """One row per model: parameters (total and per token), weight bytes (from the tensors),
+    prefill ms for `prompt_tokens`, decode ms per token for one sequence, and decode ms per
+    pass for `batch` sequences at once (BATCH_PROMPT_TOKENS-token prompts);
+    medians of `repeats` runs after a warm-up, each also relative to the small dense model.
+    The models' runs are interleaved, so a busy spell on the machine hits all alike."""
+    configs = design.configs()
+    models = {}
+    steps_total = len(configs) + repeats
+    for i, (name, config) in enumerate(configs.items()):
+        if progress:
+            progress(i, steps_total, f"building {name}")
+        models[name] = random_model(config, seed + i)
+    for model in models.values():
+        _time_model(model, 16, 2, seed)  # warm-up
+        _time_model(model, BATCH_PROMPT_TOKENS, 2, seed, batch)
+    runs = {name: [] for name in models}
+    for r in range(repeats):
+        if progress:
+            progress(len(configs) + r, steps_total, f"timing, run {r + 1} of {repeats}")
+        for name, model in models.items():
+            prefill_ms, decode_ms = _time_model(model, prompt_tokens, decode_steps, seed + 100 + r)
+            _, batch_pass_ms = _time_model(model, BATCH_PROMPT_TOKENS, decode_steps, seed + 200 + r, batch)
+            runs[name].append((prefill_ms, decode_ms, batch_pass_ms))
+    if progress:
+        progress(steps_total, steps_total, "done")
+    rows = []
+    for name, model in models.items():
+        total, active = parameter_counts(model)
+        rows.append(
+            {
+                "model": name,
+                "total_parameters": total,
+                "active_parameters": active,
+                "weight_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+                "prefill_ms": median(r[0] for r in runs[name]),
+                "decode_ms_per_token": median(r[1] for r in runs[name]),
+                "batch": batch,
+                "batch_ms_per_pass": median(r[2] for r in runs[name]),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    frame["experts_read_alone"] = [experts_read_per_pass(m, 1) if name == MOE else None for name, m in models.items()]
+    frame["experts_read_in_batch"] = [
+        experts_read_per_pass(m, batch) if name == MOE else None for name, m in models.items()
+    ]
+    base = frame.set_index("model").loc[DENSE_ACTIVE]
+    frame["decode_vs_dense_active"] = frame["decode_ms_per_token"] / base["decode_ms_per_token"]
+    frame["batch_vs_dense_active"] = frame["batch_ms_per_pass"] / base["batch_ms_per_pass"]
+    frame["memory_vs_dense_active"] = frame["weight_bytes"] / base["weight_bytes"]
+    return frame
+
+
+def weights_read_per_token(model: dict) -> int:
+    """Parameters one decoded token reads, from a public entry: its active parameters, except that the input
+    embedding is a lookup of one row. Untied, the table is apart from the output layer, so all but one row of it
+    go unread; tied, the output layer reads the shared table whole anyway."""
+    if model["tied_embeddings"]:
+        return model["active_parameters"]
+    return model["active_parameters"] - model["vocab_size"] * model["hidden_size"] + model["hidden_size"]
+
+
+def public_moe_table(models: list[dict]) -> pd.DataFrame:
+    """The MoE models among the public ones: total vs active parameters, and what each means
+    in bfloat16 (2 bytes a weight): memory to hold the model, bytes of weights one token reads."""
+    rows = []
+    for m in models:
+        if not m.get("experts"):
+            continue
+        rows.append(
+            {
+                "model": m["name"],
+                "experts": m["experts"],
+                "experts_per_token": m["experts_per_token"],
+                "total_parameters_b": m["parameters"] / 1e9,
+                "active_parameters_b": m["active_parameters"] / 1e9,
+                "active_share": m["active_parameters"] / m["parameters"],
+                "memory_gb_bf16": m["parameters"] * 2 / 1e9,
+                "weights_read_per_token_gb_bf16": weights_read_per_token(m) * 2 / 1e9,
+            }
+        )
+    return pd.DataFrame(rows)

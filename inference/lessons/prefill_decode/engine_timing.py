@@ -1,0 +1,94 @@
+"""Prefill vs decode on a serving engine, in the shapes `inference.lessons.prefill_decode.timing` gives for a local model.
+
+The engine's own `timings` are the source: `prompt_ms` is its prefill pass, `predicted_ms` its decode passes.
+The timeline's decode blocks are the gaps between streamed tokens arriving here (each includes a loopback
+HTTP chunk); the metrics come from the server's figures. The prompt cache is switched off for these requests,
+so every prefill reads the whole prompt.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from inference.core.measuring import Progress, filler_prompt
+from inference.core.run import STOP_EOS, STOP_MAX_NEW_TOKENS
+from inference.core.tokens import readable_token
+from inference.engines.client import EngineError, ServerTimings
+from inference.lessons.prefill_decode.timing import GenerationTiming, Sweep, summarise_runs
+
+
+def remote_generation_timing(
+    engine, tokenizer, prompt_ids: list[int], new_tokens: int, runs: int = 3
+) -> tuple[GenerationTiming, ServerTimings]:
+    """Greedy streamed generations (the fastest of `runs` is kept): step 0 is the server's prefill
+    (`timings.prompt_ms`), later steps the measured gaps between streamed tokens. Also returns the kept
+    run's own server timings."""
+    client = engine.client
+    client.complete(list(prompt_ids), 2, stream=False)  # warm-up, untimed
+    best, totals = None, []
+    for _ in range(runs):
+        completion = client.complete(list(prompt_ids), new_tokens, stream=True)
+        if not completion.token_ids or completion.timings.prompt_ms is None:
+            raise EngineError("The engine streamed no tokens or no timings for the timed generation.")
+        total = completion.arrival_ms[-1]
+        totals.append(total)
+        if best is None or total < best[0]:
+            best = (total, completion)
+    completion = best[1]
+    prefill_ms = float(completion.timings.prompt_ms)
+    gaps = [b - a for a, b in zip(completion.arrival_ms, completion.arrival_ms[1:])]
+    n = len(completion.token_ids)
+    steps = pd.DataFrame(
+        {
+            "step": range(n),
+            "phase": ["prefill"] + ["decode"] * (n - 1),
+            "tokens_in_forward": [completion.timings.prompt_tokens or len(prompt_ids)] + [1] * (n - 1),
+            "forward_ms": [prefill_ms] + gaps,
+            "sample_ms": [0.0] * n,
+            "token": [readable_token(tokenizer, t) for t in completion.token_ids],
+        }
+    )
+    steps["step_ms"] = steps["forward_ms"] + steps["sample_ms"]
+    steps["start_ms"] = steps["step_ms"].cumsum() - steps["step_ms"]
+    stop = STOP_MAX_NEW_TOKENS if n >= new_tokens else STOP_EOS
+    timing = GenerationTiming(steps=steps, prompt_tokens=len(prompt_ids), stop_reason=stop, run_totals_ms=tuple(totals))
+    return timing, completion.timings
+
+
+def remote_sweep(
+    engine, prompt_lengths: list[int], repeats: int = 5, decode_tokens: int = 8, progress: Progress | None = None
+) -> Sweep:
+    """The local sweep's measures from the server's timings: prefill ms (`prompt_ms`, prompt cache off) and
+    decode ms per token (`predicted_ms / predicted_n`), a warm-up round then `repeats` rounds."""
+    if repeats < 3:
+        raise ValueError(f"`repeats` has to be at least 3 for a median with a spread, but is {repeats}")
+    lengths = sorted(set(prompt_lengths))
+    if not lengths or lengths[0] < 1 or lengths[-1] + decode_tokens + 1 > engine.context:
+        raise ValueError(
+            f"`prompt_lengths` have to be from 1 to {engine.context - decode_tokens - 1}, but are {prompt_lengths}"
+        )
+    prompts = {n: filler_prompt(engine.vocab_size, n) for n in lengths}
+    total, done, rows = len(lengths) * (repeats + 1), 0, []
+    for round_index in range(repeats + 1):
+        for n in lengths:
+            if progress:
+                label = "warm-up" if round_index == 0 else f"run {round_index} of {repeats}"
+                progress(done, total, f"{label}: {n}-token prompt on the engine")
+            timings = engine.client.complete(prompts[n], decode_tokens + 1).timings
+            if timings.prompt_ms is None or not timings.predicted_ms or timings.predicted_tokens < 1:
+                raise EngineError("The engine's answer has no prefill or decode timings, so it cannot be swept.")
+            if round_index > 0:
+                rows.append(
+                    {
+                        "prompt_tokens": n,
+                        "run": round_index,
+                        "prefill_ms": timings.prompt_ms,
+                        "prefill_tokens_per_s": n / timings.prompt_ms * 1000,
+                        "decode_ms_per_token": timings.predicted_ms / timings.predicted_tokens,
+                    }
+                )
+            done += 1
+    if progress:
+        progress(total, total, "done")
+    runs = pd.DataFrame(rows)
+    return Sweep(runs=runs, summary=summarise_runs(runs), repeats=repeats, decode_tokens=decode_tokens)

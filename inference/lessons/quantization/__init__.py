@@ -1,0 +1,1 @@
+"""Quantization: torchao copies measured (experiments), GGUF rows (gguf), sentences (text), figures."""

@@ -1,0 +1,305 @@
+"""Figures and HTML for the Quantization page: pure functions from data to a Plotly figure
+(or an HTML string). No Streamlit here.
+
+Every piece of token text is escaped: Plotly reads a small HTML subset in labels, and the
+greedy texts are shown as HTML.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from inference.lessons.style import FIT_SCALE, PALETTE, base_layout, label, legend_below
+
+PRECISION_COLOURS = {
+    "float32": PALETTE["navy"],
+    "bfloat16": PALETTE["sky"],
+    "int8": PALETTE["orange"],
+    "int4": PALETTE["red"],
+}
+KIND_LABELS = {  # weight_bytes_by_kind keys, in stacking order
+    "embeddings": "embeddings (tied with lm_head)",
+    "lm_head": "lm_head (untied)",
+    "linear": "linear layers (attention + MLP)",
+    "other": "norms and biases",
+}
+KIND_COLOURS = {
+    "embeddings": PALETTE["blue_grey"],
+    "lm_head": PALETTE["lavender"],
+    "linear": PALETTE["blue"],
+    "other": PALETTE["sand"],
+}
+DEPARTURE_COLOUR = PALETTE["orange"]
+
+
+def memory_bars(comparison, presenter: bool = False) -> go.Figure:
+    """Measured weight bytes per precision, stacked by kind of tensor, largest at the top."""
+    results = list(comparison.results.values())[::-1]  # Plotly draws the first category at the bottom
+    names = [r.precision for r in results]
+    reference_bytes = comparison.results["float32"].weight_bytes
+    fig = go.Figure()
+    for kind, kind_label in KIND_LABELS.items():
+        megabytes = [r.bytes_by_kind[kind] / 1e6 for r in results]
+        if not any(megabytes):
+            continue
+        fig.add_bar(
+            y=names,
+            x=megabytes,
+            orientation="h",
+            name=kind_label,
+            marker_color=KIND_COLOURS[kind],
+            hovertemplate="%{y}: %{x:,.2f} MB<extra>" + kind_label + "</extra>",
+        )
+    totals = [r.weight_bytes / 1e6 for r in results]
+    fig.add_scatter(
+        y=names,
+        x=totals,
+        mode="text",
+        showlegend=False,
+        hoverinfo="skip",
+        textposition="middle right",
+        text=[f"  {mb:,.1f} MB ({r.weight_bytes / reference_bytes:.2f}×)" for mb, r in zip(totals, results)],
+    )
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title="MB", range=[0, max(totals) * 1.75])
+    return legend_below(base_layout(fig, "Weight memory", presenter, height=380), y=-0.25)  # below: 3 long names
+
+
+def speed_bars(summary: pd.DataFrame, presenter: bool = False) -> go.Figure:
+    """Measured decode tokens per second per precision, with the ratio to float32."""
+    rows = summary.iloc[::-1]
+    fig = go.Figure()
+    fig.add_bar(
+        y=rows["precision"],
+        x=rows["decode_tokens_per_s"],
+        orientation="h",
+        showlegend=False,
+        marker_color=[PRECISION_COLOURS[p] for p in rows["precision"]],
+        text=[
+            f"{rate:,.0f} tok/s ({ratio:.2f}×)"
+            for rate, ratio in zip(rows["decode_tokens_per_s"], rows["speed_vs_float32"])
+        ],
+        textposition="outside",
+        cliponaxis=False,
+        hovertemplate="%{y}: %{x:,.1f} tokens/s<extra></extra>",
+    )
+    fig.update_xaxes(title="tokens per second (higher is faster)", range=[0, rows["decode_tokens_per_s"].max() * 1.75])
+    return base_layout(fig, "Decode speed on this CPU", presenter, height=380)
+
+
+def kl_over_steps(comparison, presenter: bool = False) -> go.Figure:
+    """KL from float32 at every step, log scale, with an ✕ where the top token differs.
+    float32 itself is 0 everywhere, which a log axis cannot show, so it is not drawn."""
+    steps = comparison.steps
+    tokens = [label(t) for t in comparison.reference_tokens]
+    fig = go.Figure()
+    for precision in comparison.results:
+        if precision == "float32":
+            continue
+        rows = steps[steps["precision"] == precision]
+        colour = PRECISION_COLOURS[precision]
+        fig.add_scatter(
+            x=rows["step"],
+            y=rows["kl_from_reference"],
+            mode="lines+markers",
+            name=precision,
+            line=dict(color=colour, width=2.5),
+            marker=dict(size=5),
+            customdata=[[tokens[s], p] for s, p in zip(rows["step"], rows["p_reference_token"])],
+            hovertemplate=f"{precision}, step %{{x}} ('%{{customdata[0]}}')<br>KL %{{y:.2e}} nats"
+            "<br>p(float32 token) %{customdata[1]:.1%}<extra></extra>",
+        )
+        disagree = rows[~rows["top1_agrees"]]
+        if len(disagree):
+            fig.add_scatter(
+                x=disagree["step"],
+                y=disagree["kl_from_reference"],
+                mode="markers",
+                name=f"{precision}: top token differs",
+                hoverinfo="skip",
+                marker=dict(symbol="x", size=14, color=colour, line=dict(width=1, color="black")),
+            )
+    # Whole decades only, one labelled gridline each: minor log ticks ("2 3 4 5") clutter a projector.
+    drawn = steps.loc[(steps["precision"] != "float32") & (steps["kl_from_reference"] > 0), "kl_from_reference"]
+    decades = [math.floor(math.log10(drawn.min())), math.ceil(math.log10(drawn.max()))] if len(drawn) else [-8, 0]
+    fig.update_yaxes(
+        type="log",
+        title="KL from float32 (nats)",
+        exponentformat="power",
+        dtick=1,
+        range=[decades[0], max(decades[1], decades[0] + 1)],
+    )
+    fig.update_xaxes(title="step (position in float32's greedy text)")
+    return base_layout(fig, "How far each precision's next-token distribution is from float32's", presenter, height=400)
+
+
+def step_distributions(comparison, step: int, presenter: bool = False) -> go.Figure:
+    """float32's top tokens at one step and the probability every precision gives them,
+    with the rest of the vocabulary as "other"; ▶ marks the token float32 chose."""
+    tops = comparison.step_tops[comparison.step_tops["step"] == step]
+    chosen = comparison.reference_ids[step]
+    reference_rows = tops[tops["precision"] == "float32"].sort_values("rank", ascending=False)
+    names = [
+        ("▶ " if token_id == chosen else "") + (f"{rank}. '{label(token)}'" if token_id >= 0 else "other")
+        for rank, token_id, token in zip(reference_rows["rank"], reference_rows["token_id"], reference_rows["token"])
+    ]
+    fig = go.Figure()
+    for precision in comparison.results:
+        rows = tops[tops["precision"] == precision].sort_values("rank", ascending=False)
+        fig.add_bar(
+            y=names,
+            x=rows["prob"],
+            orientation="h",
+            name=precision,
+            marker_color=PRECISION_COLOURS[precision],
+            hovertemplate=f"{precision}: %{{y}} %{{x:.2%}}<extra></extra>",
+        )
+    fig.update_layout(barmode="group", bargap=0.2, bargroupgap=0.05)
+    # Scale to the named tokens: when "other" holds most of the mass (a flat distribution)
+    # its bars run off the edge, and its share is written there instead.
+    named_max = tops.loc[tops["token_id"] >= 0, "prob"].max()
+    other_share = float(reference_rows.loc[reference_rows["token_id"] < 0, "prob"].iloc[0])
+    axis_max = min(1.0, named_max * 1.25)
+    if other_share > axis_max:
+        fig.add_annotation(
+            x=axis_max,
+            y="other",
+            xanchor="right",
+            showarrow=False,
+            bgcolor="white",
+            text=f"other: {other_share:.1%} (float32), bars cut ▸",
+        )
+    fig.update_xaxes(tickformat=".0%" if axis_max > 0.1 else ".1%", title="probability", range=[0, axis_max])
+    fig.update_yaxes(automargin=True)
+    return base_layout(
+        fig, f"Step {step}: next-token probabilities, all four precisions", presenter, height=140 + 34 * len(names)
+    )
+
+
+def _fit_label(row) -> str:
+    if row["fits_on"] is None or pd.isna(row["fits_on"]):
+        return f"{row['largest_needed']} × {row['largest']}"
+    return f"{row['fits_on']}, {row['left_gb']:,.1f} GB left"
+
+
+def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -> go.Figure:
+    """Models (rows) × bits per weight (columns), from `calculator.fit_table`: weight GB and the smallest listed
+    card whose nvidia-smi memory holds it, with what is left. Colour = that card (`labels`, smallest first),
+    green to red (none holds it)."""
+    order = fit.drop_duplicates("model").sort_values("parameters")["model"].tolist()
+    bits = sorted(fit["bits"].unique(), reverse=True)
+    z, text, hover = [], [], []
+    for model in order:
+        rows = fit[fit["model"] == model].set_index("bits")
+        z.append(
+            [labels.index(rows.at[b, "fits_on"]) if rows.at[b, "fits_on"] in labels else len(labels) for b in bits]
+        )
+        text.append([f"{rows.at[b, 'weight_gb']:,.1f} GB<br>→ {_fit_label(rows.loc[b])}" for b in bits])
+        hover.append([f"{model} at {b} bits: {rows.at[b, 'weight_gb']:,.2f} GB of weights" for b in bits])
+    steps = len(labels) + 1
+    palette = FIT_SCALE[-steps:]
+    colourscale = []
+    for i, colour in enumerate(palette):  # one flat band per card
+        colourscale += [(i / steps, colour), ((i + 1) / steps, colour)]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[f"{b} bits" for b in bits],
+            y=order,
+            text=text,
+            texttemplate="%{text}",
+            customdata=hover,
+            hovertemplate="%{customdata}<extra></extra>",
+            colorscale=colourscale,
+            zmin=-0.5,
+            zmax=len(labels) + 0.5,
+            showscale=False,
+            xgap=2,
+            ygap=2,  # each cell names its card: a colour bar would only take room
+        )
+    )
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_xaxes(side="top")
+    fig = base_layout(
+        fig,
+        "Weights only, every parameter at the width shown: the smallest card that holds them",
+        presenter,
+        height=130 + 42 * len(order),
+    )
+    fig.update_layout(margin=dict(t=100))
+    return fig
+
+
+def greedy_text_html(
+    heading: str, prompt_text: str, tokens: list[str], departure: int | None, presenter: bool = False
+) -> str:
+    """A box with a heading line, the prompt, then the greedy tokens: the first one that
+    differs from float32's is highlighted, and everything after it (a different path) is
+    set in italics. The heading is inside the box so boxes side by side line up."""
+    size = "1.35rem" if presenter else "1.02rem"
+    parts = [
+        f'<div style="font-size:{size};line-height:1.6;border:1px solid #ddd;border-radius:0.5rem;'
+        f'padding:0.6rem 0.8rem;background:#fff;white-space:pre-wrap;word-break:break-word">',
+        '<div style="font-weight:600;font-size:0.92em;border-bottom:1px solid #eee;margin-bottom:0.3rem">'
+        f"{html.escape(heading)}</div>",
+        f'<span style="color:#777">{html.escape(prompt_text)}</span>',
+    ]
+    for step, token in enumerate(tokens):
+        text = html.escape(token)
+        if departure is not None and step == departure:
+            parts.append(
+                f'<mark style="background:{DEPARTURE_COLOUR};color:#000;border-radius:0.2rem;'
+                f'padding:0 0.1rem" title="step {step}: first token that differs from float32">{text}</mark>'
+            )
+        elif departure is not None and step > departure:
+            parts.append(f'<i style="color:#8a4b08">{text}</i>')
+        else:
+            parts.append(text)
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def cost_for_display(summary: pd.DataFrame) -> pd.DataFrame:
+    """What each precision costs and saves, with readable column names (number formats are
+    the page's job). float32 was not converted, so its quantize time reads "reference"."""
+    return pd.DataFrame(
+        {
+            "precision": summary["precision"],
+            "weight bytes": summary["weight_bytes"],
+            "size vs float32": summary["size_vs_float32"],
+            "time to quantize": summary["quantize_s"].map(lambda s: "reference" if pd.isna(s) else f"{s:.2f} s"),
+            "decode tokens/s": summary["decode_tokens_per_s"],
+            "speed vs float32": summary["speed_vs_float32"],
+        }
+    )
+
+
+def quality_for_display(summary: pd.DataFrame) -> pd.DataFrame:
+    """How far each precision drifts from float32, averaged over the steps."""
+    return pd.DataFrame(
+        {
+            "precision": summary["precision"],
+            "mean KL from float32 (nats)": summary["mean_kl_nats"],
+            "top-1 agreement": summary["top1_agreement"],
+            "mean p(float32's token)": summary["mean_p_float32_token"],
+            "own greedy text departs at": summary["first_departure"].map(
+                lambda s: "never" if pd.isna(s) else f"step {int(s)}"
+            ),
+        }
+    )
+
+
+def step_context_html(comparison, step: int, presenter: bool = False, tail_chars: int = 90) -> str:
+    """The end of the text the model has read at `step`, then the token float32 chose there."""
+    read = comparison.prompt_text + "".join(comparison.results["float32"].greedy_tokens[:step])
+    shown = ("…" if len(read) > tail_chars else "") + read[-tail_chars:]
+    size = "1.3rem" if presenter else "1rem"
+    return (
+        f'<div style="font-size:{size}">Text read so far: <span style="color:#555">{html.escape(shown)}</span> '
+        f'→ float32 chose <b style="background:#e6eefb;padding:0 0.2rem;border-radius:0.2rem">'
+        f"'{html.escape(comparison.reference_tokens[step])}'</b></div>"
+    )

@@ -1,0 +1,1 @@
+"""Sampling lab: one step's logits under every knob, figures."""

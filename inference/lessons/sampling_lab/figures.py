@@ -1,0 +1,193 @@
+"""Figures for the Sampling lab: one step's distribution under each knob. Pure functions from
+logits to a `plotly.graph_objects.Figure`; every probability is computed over the full
+vocabulary with the pipeline in `inference.sampling.pipeline` (the Generate page's next-token chart
+and cumulative curve, also shown here, are in `inference.lessons.generate.figures`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from inference.core.tokens import readable_tokens
+from inference.lessons.style import FINAL_COLOUR, RAW_COLOUR, REMOVED_COLOUR, add_hbar, base_layout, label, repr_token
+from inference.sampling.pipeline import (
+    SamplingSettings,
+    apply_stage,
+    apply_temperature,
+    display_order,
+    entropy_bits,
+    final_stage,
+    stage_logits,
+)
+
+TEMPERATURE_GRID = [round(0.05 * i, 2) for i in range(41)]  # 0 .. 2
+TOP_P_GRID = [round(0.05 * i, 2) for i in range(1, 21)]  # 0.05 .. 1
+
+
+def live_slider_figure(
+    logits: torch.Tensor,
+    tokenizer,
+    knob: str,
+    values: list[float],
+    start: float,
+    fixed: SamplingSettings,
+    top_n: int = 15,
+    presenter: bool = False,
+    seen: torch.Tensor | None = None,
+    context=None,
+) -> go.Figure:
+    """A bar chart with its own Plotly slider over precomputed frames (temperature or
+    top-p), so it moves while the thumb is dragged with no server round trip. Each frame
+    is the whole pipeline of `fixed` with `knob` set to the frame's value, computed exactly over
+    the full vocabulary: every other knob of `fixed` applies (the repetition penalty to the
+    tokens in `seen`; without `seen`, no token counts as seen; `context` feeds DRY, XTC and mirostat)."""
+    seen = torch.zeros(len(logits), dtype=torch.bool) if seen is None else seen
+    order = display_order(apply_stage("penalty", logits, fixed, seen))[:top_n]
+    names = [label(repr_token(t)) for t in readable_tokens(tokenizer, order.tolist())][::-1]  # most likely on top
+    frames, steps = [], []
+    for value in values:
+        settings = replace(fixed, **{knob: value})
+        probs = stage_logits(logits, settings, seen, context)[final_stage(settings)].double().softmax(-1)
+        shown = probs[order].numpy()[::-1]
+        kept = int((probs > 0).sum())
+        ent = float(entropy_bits(probs))
+        colours = [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]
+        key = f"{value:g}"
+        frames.append(
+            go.Frame(
+                name=key,
+                data=[
+                    go.Bar(
+                        x=shown,
+                        y=names,
+                        orientation="h",
+                        marker_color=colours,
+                        text=[f"{v:.1%}" for v in shown],
+                        textposition="outside",
+                    )
+                ],
+                layout=go.Layout(
+                    title_text=f"{'T' if knob == 'temperature' else 'top-p'} = {value:g}: {kept:,} kept, {ent:.2f} bits"
+                ),
+            )
+        )
+        steps.append(
+            dict(
+                method="animate",
+                label=key,
+                args=[[key], dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))],
+            )
+        )
+    start_index = int(np.argmin([abs(v - start) for v in values]))
+    first = frames[start_index]
+    fig = go.Figure(data=first.data, frames=frames, layout=first.layout)
+    fig.update_layout(
+        sliders=[
+            dict(
+                active=start_index, currentvalue=dict(prefix=f"{knob.replace('_', '-')}: "), pad=dict(t=40), steps=steps
+            )
+        ],
+    )
+    fig.update_xaxes(range=[0, 1.08], tickformat=".0%", title="probability")
+    fig.update_yaxes(automargin=True)
+    base_layout(fig, first.layout.title.text, presenter, height=170 + 26 * len(names))
+    return fig
+
+
+def _probability_panel(fig: go.Figure, names: list[str], shown, colours, row: int, col: int, **x_axis) -> None:
+    """One subplot: each named token's probability as a horizontal bar (`names` bottom first), the axis 0 to 100%."""
+    hovertemplate = "%{y}: %{x:.2%}<extra></extra>"
+    add_hbar(fig, names, shown, marker_color=colours, showlegend=False, row=row, col=col, hovertemplate=hovertemplate)
+    fig.update_xaxes(range=[0, 1], tickformat=".0%", row=row, col=col, **x_axis)
+
+
+def temperatures_side_by_side(
+    logits: torch.Tensor, tokenizer, temperatures: list[float], top_n: int = 12, presenter: bool = False
+) -> go.Figure:
+    order = display_order(logits)[:top_n]
+    names = [label(repr_token(t)) for t in readable_tokens(tokenizer, order.tolist())][::-1]
+    fig = make_subplots(
+        rows=1,
+        cols=len(temperatures),
+        shared_yaxes=True,
+        subplot_titles=[f"T = {t:g}" + (" (greedy)" if t == 0 else "") for t in temperatures],
+    )
+    for i, t in enumerate(temperatures):
+        probs = apply_temperature(logits, t).double().softmax(-1)
+        shown = probs[order].numpy()[::-1]
+        _probability_panel(fig, names, shown, FINAL_COLOUR, 1, i + 1)
+    fig.update_yaxes(automargin=True)
+    return base_layout(fig, "The same step at different temperatures", presenter, height=140 + 26 * top_n)
+
+
+def draw_band(probability, draws: int):
+    """Half-width of the 95% band of the share of `draws` independent draws that land on a token of this
+    probability: 1.96 standard deviations of a binomial share, 1.96 x sqrt(p (1 - p) / draws)."""
+    return 1.96 * np.sqrt(np.asarray(probability) * (1 - np.asarray(probability)) / draws)
+
+
+def draw_histogram(counts: pd.DataFrame, draws: int, presenter: bool = False) -> go.Figure:
+    """Observed share of `draws` seeded draws next to the computed final probabilities, with the 95% band
+    the share falls in for 19 seeds out of 20."""
+    fig = go.Figure()
+    names = [label(repr_token(t)) if t != "other" else t for t in counts["token"]]
+    fig.add_bar(
+        x=names,
+        y=counts["computed"],
+        name="computed probability (95% band of the share)",
+        marker_color=RAW_COLOUR,
+        error_y=dict(type="data", array=draw_band(counts["computed"], draws), visible=True, color="#444"),
+    )
+    fig.add_bar(x=names, y=counts["observed"], name="share of draws", marker_color=FINAL_COLOUR)
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(tickformat=".0%", title="probability / share")
+    return base_layout(fig, "Sampled vs computed", presenter, height=420)
+
+
+def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -> go.Figure:
+    """The distribution after each stage, left to right, with how many tokens survive."""
+    n = min(top_n, len(view.order))
+    names = [label(repr_token(t)) for t in readable_tokens(tokenizer, view.order[:n].tolist())][::-1]
+    short = {
+        "raw": "Raw (T=1)",
+        "penalty": "Rep. penalty",
+        "temperature": "Temperature",
+        "top_k": "Top-k",
+        "top_p": "Top-p",
+        "min_p": "Min-p",
+        "typical_p": "Typical-p",
+        "top_n_sigma": "Top-nσ",
+        "xtc": "XTC",
+        "dry": "DRY",
+        "mirostat": "Mirostat v2",
+    }
+    stages = view.stages  # "raw", then the stages in the order they ran; the last is final
+    rows_needed = -(-len(stages) // 3)
+    titles = [
+        f"{i + 1}. {short[s]}{' (final)' if s == stages[-1] else ''}: <b>{view.kept[s]:,}</b> kept"
+        for i, s in enumerate(stages)
+    ]
+    # Rows of three: each panel stays wide enough to read on a laptop screen.
+    fig = make_subplots(
+        rows=rows_needed,
+        cols=3,
+        shared_yaxes=True,
+        horizontal_spacing=0.04,
+        vertical_spacing=0.32 / rows_needed,
+        subplot_titles=titles,
+    )
+    for i, stage in enumerate(stages):
+        shown = view.probs[stage][:n].numpy()[::-1]
+        colours = [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]
+        row, col = divmod(i, 3)
+        _probability_panel(fig, names, shown, colours, row + 1, col + 1, tickvals=[0, 0.5])
+    fig.update_yaxes(automargin=True)
+    fig = base_layout(fig, "", presenter, height=rows_needed * (110 + 24 * n))
+    fig.update_layout(margin=dict(t=50))
+    return fig

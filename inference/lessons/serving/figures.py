@@ -1,0 +1,326 @@
+"""Figures for the Serve many page: pure functions from a trace and measured runs to Plotly figures."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from inference.lessons.serving.request_trace import Trace
+from inference.lessons.serving.roofline import PassCost, Roof
+from inference.lessons.serving.stats import RunSummary
+from inference.lessons.style import (
+    DECODE_COLOUR,
+    PALETTE,
+    PREFILL_COLOUR,
+    add_line,
+    base_layout,
+    hover,
+    legend_below,
+    log_ticks,
+)
+
+WAITING_COLOUR = PALETTE["light_grey"]
+RUNNING_COLOUR = PALETTE["blue"]
+KV_COLOUR = PALETTE["sand"]
+MEASURED_COLOUR = PALETTE["orange"]
+PREDICTED_COLOUR = PALETTE["blue_grey"]
+SLOT_COLOURS = [PALETTE["slate"], PALETTE["blue"]]  # one slot, N slots
+
+
+def traffic_figure(trace: Trace, presenter: bool = False) -> go.Figure:
+    """One bar per request at its arrival time: prompt tokens up, reply tokens stacked on top."""
+    table = trace.table()
+    fig = go.Figure()
+    width = max(trace.duration_s, 1e-3) / max(len(table), 1) * 0.6
+    for column, name, colour in (
+        ("prompt_tokens", "prompt tokens", PREFILL_COLOUR),
+        ("reply_tokens", "reply tokens", DECODE_COLOUR),
+    ):
+        fig.add_bar(
+            x=table["arrival_s"],
+            y=table[column],
+            name=name,
+            marker_color=colour,
+            width=width,
+            customdata=table["request"],
+            hovertemplate=f"request %{{customdata}} at %{{x:.2f}} s: %{{y}} {name}<extra></extra>",
+        )
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title="arrival time (s)")
+    fig.update_yaxes(title="tokens")
+    title = (
+        f"{len(table)} requests, {trace.shape.name}, λ = {trace.rate_per_s:g}/s<br>"
+        f"<sup>asking for {trace.offered_tokens_per_s():.0f} reply tokens/s</sup>"
+    )
+    return legend_below(base_layout(fig, title, presenter, height=320), y=-0.25)
+
+
+def gantt_figure(
+    table: pd.DataFrame, title: str, presenter: bool = False, time_range: float | None = None
+) -> go.Figure:
+    """One row per request: waiting (sent until the engine starts its prefill), prefill (until the first token),
+    decode (until the last token). Without the engine's prefill time, waiting and prefill are one grey-blue bar."""
+    fig = go.Figure()
+    rows = table.dropna(subset=["first_token_s"])
+    y = [f"#{int(r)}" for r in rows["request"]]
+    has_split = rows["prefill_start_s"].notna()
+    wait_end = rows["prefill_start_s"].where(has_split, rows["sent_s"])
+    segments = [
+        ("waiting for a slot", WAITING_COLOUR, rows["sent_s"], wait_end - rows["sent_s"]),
+        ("prefill (until the first token)", PREFILL_COLOUR, wait_end, rows["first_token_s"] - wait_end),
+        (
+            "decode (until the last token)",
+            DECODE_COLOUR,
+            rows["first_token_s"],
+            rows["last_token_s"] - rows["first_token_s"],
+        ),
+    ]
+    for name, colour, base, length in segments:
+        fig.add_bar(
+            y=y,
+            x=length * 1000,
+            base=base * 1000,
+            orientation="h",
+            name=name,
+            marker_color=colour,
+            customdata=np.stack([rows["ttft_ms"], rows["e2e_ms"], rows["tokens"]], axis=-1),
+            hovertemplate=f"%{{y}} {name}: %{{x:.0f}} ms<br>TTFT %{{customdata[0]:.0f}} ms, end to end "
+            f"%{{customdata[1]:.0f}} ms, %{{customdata[2]}} tokens<extra></extra>",
+        )
+    failed = table[table["first_token_s"].isna()]
+    if len(failed):
+        fig.add_scatter(
+            y=[f"#{int(r)}" for r in failed["request"]],
+            x=failed["sent_s"] * 1000,
+            mode="markers",
+            marker=dict(symbol="x", size=10, color=PALETTE["red"]),
+            name="no token (error/cancelled)",
+        )
+    fig.update_layout(barmode="overlay", bargap=0.25)
+    fig.update_xaxes(title="time since the start (ms)", range=[0, time_range * 1000] if time_range else None)
+    fig.update_yaxes(autorange="reversed", title="request", showticklabels=len(table) <= 40)
+    height = 140 + 14 * max(len(table), 8)
+    return legend_below(base_layout(fig, title, presenter, height=height), y=-60 / height - 0.12)
+
+
+def engine_state_figure(
+    states: pd.DataFrame, title: str, presenter: bool = False, time_range: float | None = None
+) -> go.Figure:
+    """Running and waiting requests (left axis) and KV-cache tokens held by running requests (right axis), as the
+    engine reported them while the trace ran."""
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    for column, name, colour in (
+        ("running", "running (in a slot)", RUNNING_COLOUR),
+        ("waiting", "waiting for a slot", PALETTE["red"]),
+    ):
+        if states[column].notna().any():
+            fig.add_scatter(
+                x=states["t_s"] * 1000,
+                y=states[column],
+                name=name,
+                mode="lines",
+                line=dict(color=colour, width=2, shape="hv"),
+                secondary_y=False,
+            )
+    if states["kv_tokens"].notna().any():
+        fig.add_scatter(
+            x=states["t_s"] * 1000,
+            y=states["kv_tokens"],
+            name="KV cache (tokens)",
+            mode="lines",
+            line=dict(color=KV_COLOUR, width=2, shape="hv"),
+            fill="tozeroy",
+            secondary_y=True,
+        )
+    elif states["kv_used"].notna().any():
+        fig.add_scatter(
+            x=states["t_s"] * 1000,
+            y=states["kv_used"] * 100,
+            name="KV cache used (%)",
+            mode="lines",
+            line=dict(color=KV_COLOUR, width=2, shape="hv"),
+            secondary_y=True,
+        )
+    fig.update_xaxes(title="time since the start (ms)", range=[0, time_range * 1000] if time_range else None)
+    fig.update_yaxes(title="requests", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title="KV cache", rangemode="tozero", secondary_y=True, showgrid=False)
+    return legend_below(base_layout(fig, title, presenter, height=300), y=-0.3)
+
+
+def comparison_figure(summaries: dict[str, RunSummary], presenter: bool = False) -> go.Figure:
+    """Runs of the same trace side by side (e.g. one slot and N): throughput, TTFT and time per token (p50 and p95),
+    goodput. `summaries` maps each run's name to its summary, in the order to draw them."""
+    panels = [
+        "Throughput (tokens/s)",
+        "Goodput (good requests/s)",
+        "Time to first token (ms)",
+        "Time per output token (ms)",
+    ]
+    fig = make_subplots(rows=2, cols=2, subplot_titles=panels, horizontal_spacing=0.12, vertical_spacing=0.2)
+    for i, (name, summary) in enumerate(summaries.items()):
+        common = dict(
+            name=name,
+            marker_color=SLOT_COLOURS[min(i, len(SLOT_COLOURS) - 1)],
+            legendgroup=name,
+            textposition="outside",
+        )
+        fig.add_bar(
+            x=["all requests"],
+            y=[summary.throughput_tokens_per_s],
+            text=[f"{summary.throughput_tokens_per_s:.0f}"],
+            row=1,
+            col=1,
+            **common,
+        )
+        fig.add_bar(
+            x=[summary.slo.describe()],
+            y=[summary.goodput_requests_per_s],
+            text=[f"{summary.goodput_requests_per_s:.2f}"],
+            row=1,
+            col=2,
+            showlegend=False,
+            **common,
+        )
+        for col, values in ((1, summary.ttft_s), (2, summary.tpot_s)):
+            ys = [values[50] * 1000, values[95] * 1000]
+            fig.add_bar(
+                x=["p50", "p95"], y=ys, text=[_short(v) for v in ys], row=2, col=col, showlegend=False, **common
+            )
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(rangemode="tozero")
+    return legend_below(base_layout(fig, "", presenter, height=560), y=-0.1, t=40, b=20)
+
+
+def _short(ms: float) -> str:
+    if not math.isfinite(ms):
+        return "–"
+    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f}"
+
+
+def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False) -> go.Figure:
+    """Left: throughput and the offered load against the arrival rate. Right: p95 TTFT and end-to-end latency.
+    The knee (where queues start to grow) is marked on both."""
+    fig = make_subplots(
+        rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=["Throughput vs what the traffic asks", "p95 latency"]
+    )
+    x = table["rate_per_s"]
+    add_line(
+        fig, x, table["offered_tokens_per_s"], "asked (λ × mean reply)", PALETTE["blue_grey"], dash="dash", row=1, col=1
+    )
+    add_line(
+        fig,
+        x,
+        table["throughput_tokens_per_s"],
+        "measured throughput",
+        MEASURED_COLOUR,
+        "lines+markers",
+        width=3,
+        row=1,
+        col=1,
+        text=[f"{r} run" + ("s" if r > 1 else "") for r in table["runs"]],
+        hovertemplate=hover("λ %{x:g}/s: %{y:.0f} tokens/s (%{text})"),
+    )
+    for column, name, colour in (
+        ("ttft_p95_ms", "p95 TTFT", PREFILL_COLOUR),
+        ("e2e_p95_ms", "p95 end to end", DECODE_COLOUR),
+    ):
+        add_line(fig, x, table[column], name, colour, "lines+markers", width=3, row=1, col=2)
+    if knee is not None:
+        knee_rate = float(x.iloc[knee])
+        for col in (1, 2):
+            fig.add_vline(x=knee_rate, line=dict(color=PALETTE["red"], dash="dot"), row=1, col=col)
+        fig.add_annotation(
+            x=knee_rate,
+            y=1.0,
+            yref="y2 domain",
+            xref="x2",
+            text="knee: queues grow ",
+            showarrow=False,
+            yanchor="top",
+            xanchor="right",
+            font=dict(color=PALETTE["red"]),
+        )
+    fig.update_xaxes(title="arrival rate λ (requests/s)")
+    fig.update_yaxes(title="tokens/s", rangemode="tozero", row=1, col=1)
+    latencies = table[["ttft_p95_ms", "e2e_p95_ms"]].to_numpy()
+    fig.update_yaxes(title="ms", type="log", **log_ticks(latencies), row=1, col=2)
+    return legend_below(base_layout(fig, "", presenter, height=380), y=-0.25, t=40, b=20)
+
+
+def roofline_figure(
+    roof: Roof, points: list[PassCost], presenter: bool = False, measured_flops: dict[str, float] | None = None
+) -> go.Figure:
+    """Log-log roofline: attainable FLOP/s against arithmetic intensity (FLOPs per byte), the ridge marked, and
+    each pass where the roofline puts it (on the roof); measured FLOP/s, where known, as a second marker."""
+    intensities = [p.intensity for p in points] + [roof.ridge_intensity]
+    low, high = min(intensities) / 4, max(intensities) * 4
+    xs = np.geomspace(low, high, 200)
+    fig = go.Figure()
+    fig.add_scatter(
+        x=xs,
+        y=[roof.attainable_flops(x) / 1e9 for x in xs],
+        mode="lines",
+        name="roof of this machine",
+        line=dict(color=PALETTE["ink"], width=3),
+        hoverinfo="skip",
+    )
+    fig.add_vline(x=roof.ridge_intensity, line=dict(color=PALETTE["grey"], dash="dot"))
+    fig.add_annotation(
+        x=math.log10(roof.ridge_intensity),
+        y=1.0,
+        yref="paper",
+        showarrow=False,
+        yanchor="bottom",
+        text=f"ridge: {roof.ridge_intensity:.1f} FLOP/byte",
+    )
+    for point in points:
+        colour = PREFILL_COLOUR if point.name.startswith("prefill") else DECODE_COLOUR
+        fig.add_scatter(
+            x=[point.intensity],
+            y=[roof.attainable_flops(point.intensity) / 1e9],
+            mode="markers+text",
+            name=point.name,
+            text=[point.name],
+            # below the roof, away from the ridge label and the plot's left and right edges
+            textposition="bottom left" if point.name.startswith("prefill") else "bottom right",
+            showlegend=False,
+            marker=dict(color=colour, size=12, line=dict(color="white", width=1)),
+            hovertemplate=f"{point.name}: %{{x:.2f}} FLOP/byte, roof %{{y:.1f}} GFLOP/s "
+            f"({roof.bound(point)}-bound)<extra></extra>",
+        )
+        if measured_flops and point.name in measured_flops:
+            fig.add_scatter(
+                x=[point.intensity],
+                y=[measured_flops[point.name] / 1e9],
+                mode="markers",
+                name="measured",
+                showlegend=False,
+                marker=dict(color=MEASURED_COLOUR, size=10, symbol="diamond-open", line=dict(width=2)),
+                hovertemplate=f"{point.name} measured: %{{y:.1f}} GFLOP/s<extra></extra>",
+            )
+    # legend under the plot, where the ridge label above it cannot cover it
+    fig.update_xaxes(type="log", **log_ticks([low, high]), title="arithmetic intensity (FLOPs per byte moved)")
+    fig.update_yaxes(type="log", **log_ticks([roof.attainable_flops(x) / 1e9 for x in (low, high)]), title="GFLOP/s")
+    return legend_below(base_layout(fig, "Roofline of this machine", presenter, height=440), y=-0.2)
+
+
+def predicted_vs_measured_figure(batches: pd.DataFrame, presenter: bool = False) -> go.Figure:
+    """Decode tokens/s at each batch size: what the roofline predicts and what the engine did."""
+    fig = go.Figure()
+    x = [str(b) for b in batches["batch"]]
+    for column, name, colour in (
+        ("predicted_tokens_per_s", "roofline predicts", PREDICTED_COLOUR),
+        ("measured_tokens_per_s", "measured", MEASURED_COLOUR),
+    ):
+        values = batches[column]
+        fig.add_bar(
+            x=x, y=values, name=name, marker_color=colour, text=[f"{v:.0f}" for v in values], textposition="outside"
+        )
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(title="requests decoding together (batch)", type="category")
+    fig.update_yaxes(title="decode tokens/s (all requests)", rangemode="tozero")
+    return legend_below(base_layout(fig, "Decode at batch B: predicted vs measured", presenter, height=360), y=-0.25)

@@ -1,0 +1,1 @@
+"""Speculative decoding: the run (run), its timing and sweep (timing), figures."""

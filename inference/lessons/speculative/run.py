@@ -1,0 +1,690 @@
+"""Speculative decoding: a cheap drafter guesses several tokens, the target checks them all in one pass.
+
+One round (Leviathan, Kalman & Matias 2023, "Fast Inference from Transformers via Speculative
+Decoding"; Chen et al. 2023, "Accelerating Large Language Model Decoding with Speculative Sampling"):
+
+    1. draft: the drafter proposes up to gamma tokens x_1..x_gamma. A draft model draws each from
+       its own next-token distribution q_i under the app's sampling pipeline (`inference.sampling.pipeline`:
+       penalty, temperature, top-k, top-p, min-p); prompt lookup copies what followed an earlier
+       occurrence of the last few tokens (a point mass: q_i(x_i) = 1);
+    2. verify: ONE forward pass of the target over [last token, x_1..x_gamma], on top of its KV
+       cache, gives its distributions p_1..p_{gamma+1} under the same pipeline;
+    3. accept: in order, x_i is kept when u_i <= p_i(x_i) / q_i(x_i) for a recorded uniform u_i.
+       At the first rejection the target's token is drawn from normalise(max(0, p_i - q_i)) and the
+       round ends; if every draft is kept, p_{gamma+1} gives one bonus token;
+    4. crop: both KV caches drop every position after the accepted prefix.
+
+Why the text's distribution is exactly the target's: a token x comes out of step 3 either as an
+accepted draft, probability q(x) min(1, p(x)/q(x)) = min(p, q)(x), or from the residual, probability
+(1 - sum min(p, q)) (p - q)+(x) / sum (p - q)+ = p(x) - min(p, q)(x); together p(x).
+At temperature 0 p and q are one-hot on their argmax, so the rule is "accept while the argmax
+agrees" and the output is plain greedy decoding's, token for token (no uniform is needed).
+
+Every uniform comes from the run's private `torch.Generator` (the global RNG is never used), so a
+seed replays a run exactly. Each round returns a `RoundRecord` with everything a page draws.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+from transformers import DynamicCache
+
+from inference.core import fast_decode, kv_cache
+from inference.core.paths import MODELS_DIR
+from inference.core.run import (
+    Generation,
+    check_run,
+    check_seed,
+    context_limit,
+    eos_token_ids,
+    vocabulary_rows,
+)
+from inference.core.tokens import token_text
+from inference.sampling.pipeline import SamplingSettings, inverse_cdf_index, seen_mask, stage_logits
+
+BUNDLED_DRAFT_NAME = "storyteller-draft-1m"
+BUNDLED_DRAFT_DIR = MODELS_DIR / BUNDLED_DRAFT_NAME
+GAMMA_MIN, GAMMA_MAX = 1, 16
+TOKENIZER_MISMATCH = "the draft must use the target's tokenizer"
+RESIDUAL_TOP = 8  # tokens a record keeps of the residual distribution, for the page's chart
+LOOKUP_MAX_NGRAM = 3  # prompt lookup tries the last 3, then 2, then 1 token(s)
+
+DRAFT_MODEL = "draft model"
+PROMPT_LOOKUP = "prompt lookup"
+
+
+class SpeculationError(ValueError):
+    """A speculative run cannot start with these inputs; the message says why."""
+
+
+# -- checks ------------------------------------------------------------------------------
+
+
+def check_gamma(gamma) -> None:
+    if isinstance(gamma, bool) or not isinstance(gamma, int) or not GAMMA_MIN <= gamma <= GAMMA_MAX:
+        raise SpeculationError(
+            f"`gamma` (tokens drafted per round) has to be an integer from {GAMMA_MIN} to {GAMMA_MAX}, but is {gamma!r}"
+        )
+
+
+def parameter_count(model) -> int:
+    """Parameters, tied weights counted once."""
+    seen, total = set(), 0
+    for p in model.parameters():
+        if p.data_ptr() not in seen:
+            seen.add(p.data_ptr())
+            total += p.numel()
+    return total
+
+
+def check_pair(target, target_tokenizer, draft, draft_tokenizer) -> None:
+    """Refuse a draft that cannot serve this target, from configs and tokenizers alone (no
+    forward pass runs): p and q must be over the same tokens, and the draft must be smaller."""
+    target_rows, draft_rows = vocabulary_rows(target), vocabulary_rows(draft)
+    if target_rows != draft_rows:
+        raise SpeculationError(
+            f"Refused before any forward pass: {TOKENIZER_MISMATCH} (the target scores {target_rows:,} tokens, "
+            f"the draft {draft_rows:,})."
+        )
+    if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
+        raise SpeculationError(
+            f"Refused before any forward pass: {TOKENIZER_MISMATCH} (both have {target_rows:,} tokens, "
+            "but the tokens differ)."
+        )
+    target_params, draft_params = parameter_count(target), parameter_count(draft)
+    if draft_params > target_params:
+        raise SpeculationError(
+            f"Refused: the draft ({draft_params:,} parameters) is larger than the target ({target_params:,}); "
+            "a draft only pays off when it is much cheaper to run."
+        )
+
+
+# -- the pipeline, reused from inference.sampling.pipeline ------------------------------------------
+
+
+def final_logits(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor) -> torch.Tensor:
+    """Logits after the app's whole pipeline ([..., vocab]; removed tokens -inf): the last
+    stage `stage_logits` returns is the one the draw samples from."""
+    stages = stage_logits(logits, settings, seen)
+    return stages[next(reversed(stages))]
+
+
+def check_settings(settings: SamplingSettings) -> None:
+    """Speculative sampling needs p and q to be fixed functions of the text so far. Samplers with
+    their own running state (a per-step random cut, a target that moves with each choice) are not."""
+    if getattr(settings, "needs_context", False):
+        raise SpeculationError(
+            "Speculative sampling here runs the penalty, temperature, top-k, top-p, min-p and the other "
+            "stateless filters; switch off DRY, XTC and mirostat (they carry state from step to step)."
+        )
+
+
+def final_probs(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor) -> torch.Tensor:
+    """The distribution the app samples from, float64 over the full vocabulary."""
+    return final_logits(logits, settings, seen).double().softmax(dim=-1)
+
+
+def sample_index(probs: torch.Tensor, u: float) -> int:
+    """Inverse-CDF draw from a [vocab] distribution in display order (most likely first), as
+    the app's `sampling.draw` does, so one u always picks the same token on every page."""
+    order = torch.sort(probs, descending=True, stable=True).indices
+    return int(order[inverse_cdf_index(probs[order], u)])
+
+
+def running_seen(base: torch.Tensor, tokens: list[int]) -> torch.Tensor:
+    """[len(tokens) + 1, vocab]: what the repetition penalty sees at each position of a round:
+    the text so far, plus the drafted tokens before that position."""
+    rows = base.unsqueeze(0).repeat(len(tokens) + 1, 1)
+    for i, token in enumerate(tokens):
+        rows[i + 1 :, token] = True
+    return rows
+
+
+# -- the accept / reject rule: pure functions of p, q and uniforms ---------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    accepted: int  # drafted tokens kept, from the first
+    token_id: int  # the target's own token after them (from the residual, or the bonus)
+    kind: str  # "residual" (a draft was rejected), "bonus" (all kept) or "target" (nothing was drafted)
+    ratios: list[float]  # p/q of each token checked (inf where q = 0 cannot happen: drafts come from q)
+    uniforms: list[float]  # u of each token checked
+    final_u: float | None  # the uniform of the residual or bonus draw (None for greedy)
+    residual: torch.Tensor | None  # [vocab] normalise(max(0, p - q)) at the rejection
+
+
+def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """normalise(max(0, p - q)): what is left of p once the draft's accepted share is taken."""
+    residual = (p - q).clamp(min=0)
+    total = residual.sum()
+    return residual / total if total > 0 else p  # total is 0 only if p == q, where no rejection happens
+
+
+def verify_sampled(
+    p_rows: torch.Tensor, q_rows: torch.Tensor, drafted: list[int], uniform: Callable[[], float]
+) -> Verdict:
+    """Speculative sampling's accept/reject step. p_rows: [n + 1, vocab] target distributions,
+    q_rows: [n, vocab] draft distributions the n drafted tokens were drawn from; `uniform()`
+    gives the next recorded uniform number in [0, 1)."""
+    ratios, uniforms = [], []
+    for i, token in enumerate(drafted):
+        p, q = float(p_rows[i, token]), float(q_rows[i, token])
+        ratio = p / q if q > 0 else math.inf
+        u = uniform()
+        ratios.append(ratio)
+        uniforms.append(u)
+        if u > ratio:  # rejected: the target's token comes from what p has beyond q
+            residual = residual_distribution(p_rows[i], q_rows[i])
+            final_u = uniform()
+            return Verdict(i, sample_index(residual, final_u), "residual", ratios, uniforms, final_u, residual)
+    final_u = uniform()
+    kind = "bonus" if drafted else "target"
+    return Verdict(len(drafted), sample_index(p_rows[len(drafted)], final_u), kind, ratios, uniforms, final_u, None)
+
+
+def verify_greedy(target_choices: list[int], drafted: list[int]) -> Verdict:
+    """Temperature 0: accept while the draft's token is the target's argmax; at the first
+    disagreement (or after all) the target's argmax is the next token."""
+    accepted = 0
+    while accepted < len(drafted) and drafted[accepted] == target_choices[accepted]:
+        accepted += 1
+    kind = "residual" if accepted < len(drafted) else ("bonus" if drafted else "target")
+    ratios = [1.0] * accepted + ([0.0] if accepted < len(drafted) else [])
+    return Verdict(accepted, target_choices[accepted], kind, ratios, [], None, None)
+
+
+# -- drafters ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DraftRequest:
+    """What a drafter is given each round: the text so far, how many tokens it may draft, and how the run
+    samples (its settings, the tokens the penalty sees, its next recorded uniform number)."""
+
+    committed: list[int]
+    gamma: int
+    settings: SamplingSettings
+    seen: torch.Tensor  # [vocab] bool: the tokens of the committed text
+    uniform: Callable[[], float]
+    stop_at_eos: bool = True
+
+
+@dataclass
+class Proposal:
+    tokens: list[int]
+    q_rows: torch.Tensor | None  # [n, vocab] float64 distributions the tokens were drawn from (None: greedy)
+    q_raw: list[float | None]  # the draft model's probability of each token at temperature 1 (None: no model)
+    pass_ms: list[float]  # each draft forward pass
+    note: str | None = None  # e.g. prompt lookup found no match
+
+
+def _crop_to(cache, length: int) -> None:
+    extra = kv_cache.cache_length(cache) - length
+    if extra > 0:
+        cache.crop(-extra)  # transformers' DynamicCache.crop takes a negative count of tokens to drop
+
+
+def _feed(model, cache, ids: list[int], keep: int = 1) -> torch.Tensor:
+    """Run `ids` after `cache` (updated in place); the last `keep` positions' logits, [keep, vocab] float32.
+    One token goes through the engine's lean decode step, exactly as plain decoding does."""
+    if len(ids) == 1 and keep == 1:
+        return fast_decode.decode_step(model, ids[0], cache).float().unsqueeze(0)
+    out = model(input_ids=torch.tensor([ids], dtype=torch.long), cache=cache, use_cache=True, logits_to_keep=keep)
+    return out.logits[0].float()
+
+
+class ModelDrafter:
+    """A small language model with its own KV cache. Its cache always holds a prefix of the
+    committed text; each round first feeds what it has not seen (the prompt at first, then
+    the target's last token, or two tokens after a fully accepted round)."""
+
+    kind = DRAFT_MODEL
+
+    def __init__(self, model, tokenizer):
+        self.model, self.tokenizer = model, tokenizer
+        self.context = context_limit(model.config)
+        self.cache = DynamicCache(config=model.config)
+        self.eos_ids = eos_token_ids(model, tokenizer)
+
+    @property
+    def cache_tokens(self) -> int:
+        return kv_cache.cache_length(self.cache)
+
+    def room(self, committed: int) -> int:
+        """Most tokens it can draft after `committed` tokens without passing its context."""
+        return self.context - committed + 1
+
+    @torch.inference_mode()
+    def propose(self, request: DraftRequest) -> Proposal:
+        settings, gamma = request.settings, request.gamma
+        tokens, q_rows, q_raw, pass_ms = [], [], [], []
+        seen = request.seen.clone()
+        start = time.perf_counter()
+        logits = _feed(self.model, self.cache, request.committed[self.cache_tokens :])[0]
+        pass_ms.append((time.perf_counter() - start) * 1000)
+        for i in range(gamma):
+            if settings.greedy:
+                token = int(final_logits(logits, settings, seen).argmax())
+            else:
+                q = final_probs(logits, settings, seen)
+                token = sample_index(q, request.uniform())
+                q_rows.append(q)
+            q_raw.append(float(logits.double().softmax(-1)[token]))
+            tokens.append(token)
+            seen[token] = True
+            if i == gamma - 1 or (request.stop_at_eos and token in self.eos_ids):
+                break  # nothing after an end-of-text token is ever kept
+            start = time.perf_counter()
+            logits = _feed(self.model, self.cache, [token])[0]
+            pass_ms.append((time.perf_counter() - start) * 1000)
+        return Proposal(tokens, torch.stack(q_rows) if q_rows else None, q_raw, pass_ms)
+
+    def crop_to(self, length: int) -> None:
+        _crop_to(self.cache, length)
+
+
+@dataclass(frozen=True)
+class LookupMatch:
+    ngram: int  # how many of the last tokens matched
+    position: int  # where the earlier occurrence starts in the text
+    continuation_start: int
+
+
+def find_lookup(ids: list[int], max_ngram: int = LOOKUP_MAX_NGRAM) -> LookupMatch | None:
+    """The most recent earlier occurrence of the text's last `max_ngram` tokens (then fewer)
+    that has at least one token after it: transformers' prompt lookup and llama.cpp's lookup
+    decoding search the same way (transformers takes the leftmost match; the latest one follows
+    the text's most recent habit)."""
+    for n in range(min(max_ngram, len(ids) - 1), 0, -1):
+        tail = ids[-n:]
+        for start in range(len(ids) - n - 1, -1, -1):
+            if ids[start : start + n] == tail:
+                return LookupMatch(n, start, start + n)
+    return None
+
+
+class PromptLookupDrafter:
+    """Drafts by copying: find the last few tokens earlier in the text, propose what followed.
+    No model, no cache, no cost beyond a search; useless on text that never repeats itself."""
+
+    kind = PROMPT_LOOKUP
+    cache_tokens = 0
+
+    def __init__(self, vocab_size: int, max_ngram: int = LOOKUP_MAX_NGRAM):
+        self.vocab_size, self.max_ngram = vocab_size, max_ngram
+        self.last_match: LookupMatch | None = None
+
+    def room(self, committed: int) -> int:
+        return GAMMA_MAX
+
+    def propose(self, request: DraftRequest) -> Proposal:
+        committed = request.committed
+        start = time.perf_counter()
+        match = self.last_match = find_lookup(committed, self.max_ngram)
+        if match is None:
+            shown = min(self.max_ngram, len(committed))
+            note = (
+                f"Prompt lookup found no earlier occurrence of the last {shown} token(s): it drafted nothing, "
+                "so this round is one plain decoding step."
+            )
+            return Proposal([], None, [], [(time.perf_counter() - start) * 1000], note)
+        tokens = committed[match.continuation_start : match.continuation_start + request.gamma]
+        q_rows = None
+        if not request.settings.greedy:  # a copied token is certain: q is a point mass on it
+            q_rows = torch.zeros(len(tokens), self.vocab_size, dtype=torch.float64)
+            q_rows[torch.arange(len(tokens)), torch.tensor(tokens)] = 1.0
+        note = f"Copied what followed the last {match.ngram} token(s) at position {match.position}."
+        return Proposal(tokens, q_rows, [None] * len(tokens), [(time.perf_counter() - start) * 1000], note)
+
+    def crop_to(self, length: int) -> None:
+        pass
+
+
+# -- one round's record ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DraftCheck:
+    """One drafted token and its test."""
+
+    position: int  # 0-based within the round
+    token_id: int
+    text: str
+    q: float  # draft probability in the final distribution (1 for a copied token; 1 when greedy)
+    p: float  # target probability in the final distribution
+    q_raw: float | None  # draft model's probability at temperature 1 (None for prompt lookup)
+    p_raw: float  # target's probability at temperature 1
+    ratio: float | None  # p / q (None if never checked)
+    u: float | None  # the uniform it was tested with (None when greedy or never checked)
+    status: str  # "accepted", "rejected" or "unchecked" (after a rejection)
+    overlap: float | None  # sum over the vocabulary of min(p, q): the chance this check passes
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    index: int
+    drafter: str
+    gamma: int  # asked for
+    context_tokens: int  # committed tokens before the round
+    checks: list[DraftCheck]
+    accepted: int
+    token_id: int  # the target's token after the accepted drafts
+    token_text: str
+    token_kind: str  # "residual", "bonus" or "target"
+    token_u: float | None
+    residual_top: list[tuple[int, str, float, float, float]]  # (id, text, p, q, residual) on a rejection
+    new_tokens: list[int]  # accepted drafts + the target's token (cut after an end-of-text token)
+    draft_ms: list[float]
+    verify_ms: float
+    verify_positions: int  # next-token distributions the verify pass scored
+    round_ms: float  # the whole round: drafting, verifying, sampling, bookkeeping
+    target_cache_tokens: int
+    draft_cache_tokens: int
+    note: str | None = None
+
+    @property
+    def drafted(self) -> int:
+        return len(self.checks)
+
+    @property
+    def checked(self) -> int:
+        return sum(c.status != "unchecked" for c in self.checks)
+
+
+def _residual_top(residual: torch.Tensor, p: torch.Tensor, q: torch.Tensor, tokenizer) -> list:
+    picks = []
+    for values in (residual, p, q):
+        for token in torch.topk(values, min(RESIDUAL_TOP, len(values))).indices.tolist():
+            if token not in picks and float(values[token]) > 0:
+                picks.append(token)
+    picks.sort(key=lambda t: (-float(residual[t]), -float(p[t])))
+    return [(t, token_text(tokenizer, t), float(p[t]), float(q[t]), float(residual[t])) for t in picks[:RESIDUAL_TOP]]
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+@dataclass
+class SpeculativeRun(Generation):
+    """One speculative generation: a prompt, a target, a drafter, and the records of its rounds.
+
+    Invariant between rounds: the target's cache holds every committed token but the last (it
+    is fed at the start of the next verify pass), the drafter's cache a prefix of that."""
+
+    target: object
+    tokenizer: object
+    drafter: object
+    prompt_ids: list[int]
+    max_new_tokens: int
+    gamma: int = 4
+    seed: int = 0
+    stop_at_eos: bool = True
+    rounds: list[RoundRecord] = field(default_factory=list)
+    generated_ids: list[int] = field(default_factory=list)
+    stop_reason: str | None = None
+
+    def __post_init__(self):
+        check_gamma(self.gamma)
+        check_seed(self.seed)
+        if isinstance(self.drafter, ModelDrafter):
+            check_pair(self.target, self.tokenizer, self.drafter.model, self.drafter.tokenizer)
+        self.context = context_limit(self.target.config)
+        check_run(self.prompt_ids, self.context, self.max_new_tokens, SpeculationError)
+        self.vocab_size = vocabulary_rows(self.target)
+        self.eos_ids = eos_token_ids(self.target, self.tokenizer)
+        self.cache = DynamicCache(config=self.target.config)
+        self._generator = torch.Generator().manual_seed(self.seed)
+        self._seen = seen_mask(self.prompt_ids, self.vocab_size)
+
+    def uniform(self) -> float:
+        return float(torch.rand((), generator=self._generator, dtype=torch.float64))
+
+    @torch.inference_mode()
+    def step(self, settings: SamplingSettings) -> RoundRecord | None:
+        """One round: draft, verify in one target pass, accept or resample, crop. None once stopped."""
+        if self.finished:
+            return None
+        check_settings(settings)
+        round_start = time.perf_counter()
+        committed = self.all_ids
+        left = self.max_new_tokens - len(self.generated_ids)
+        gamma = min(self.gamma, left - 1, self.context - len(committed), self.drafter.room(len(committed)))
+        note = None
+        if gamma < self.gamma:
+            why = f"the run may add only {left} more" if gamma == left - 1 else "the context is nearly full"
+            note = f"Drafted at most {max(gamma, 0)} token(s): {why}."
+        if gamma > 0:
+            proposal = self.drafter.propose(
+                DraftRequest(committed, gamma, settings, self._seen, self.uniform, self.stop_at_eos)
+            )
+        else:
+            proposal = Proposal([], None, [], [])
+        note = proposal.note or note
+        drafted = proposal.tokens
+
+        # 2. verify: one target pass scores every drafted position and the one after them.
+        feed = committed[kv_cache.cache_length(self.cache) :] + drafted
+        verify_start = time.perf_counter()
+        logits = _feed(self.target, self.cache, feed, keep=len(drafted) + 1)  # [n + 1, vocab]
+        verify_ms = (time.perf_counter() - verify_start) * 1000
+
+        # 3. accept or reject, under the same pipeline for p as for q.
+        seen_rows = running_seen(self._seen, drafted)
+        if settings.greedy:
+            choices = final_logits(logits, settings, seen_rows).argmax(dim=-1).tolist()
+            verdict = verify_greedy(choices, drafted)
+            p_rows = torch.zeros(len(drafted) + 1, self.vocab_size, dtype=torch.float64)  # one-hot on each argmax
+            p_rows[torch.arange(len(choices)), torch.tensor(choices)] = 1.0
+        else:
+            p_rows = final_probs(logits, settings, seen_rows)
+            q_rows = proposal.q_rows if drafted else torch.zeros(0, self.vocab_size, dtype=torch.float64)
+            verdict = verify_sampled(p_rows, q_rows, drafted, self.uniform)
+        new_tokens = drafted[: verdict.accepted] + [verdict.token_id]
+        if self.stop_at_eos:
+            for i, token in enumerate(new_tokens):
+                if token in self.eos_ids:
+                    new_tokens = new_tokens[: i + 1]
+                    break
+
+        # 4. commit, then crop both caches to the accepted prefix (all committed tokens but the last).
+        self.generated_ids.extend(new_tokens)
+        self._seen[torch.tensor(new_tokens)] = True
+        prefix = len(self.all_ids) - 1
+        _crop_to(self.cache, prefix)
+        self.drafter.crop_to(prefix)
+        record = self._record(settings, proposal, verdict, logits, p_rows, new_tokens, verify_ms, round_start, note)
+        self.rounds.append(record)
+        self.stop_reason = self._reason_to_stop()
+        return record
+
+    def _record(self, settings, proposal, verdict, logits, p_rows, new_tokens, verify_ms, round_start, note):
+        drafted = proposal.tokens
+        raw_p = logits.double().softmax(dim=-1)
+        checks = []
+        for i, token in enumerate(drafted):
+            checked = i <= verdict.accepted and i < len(verdict.ratios)
+            status = "accepted" if i < verdict.accepted else ("rejected" if checked else "unchecked")
+            p = float(p_rows[i, token])
+            if proposal.q_rows is None:  # greedy: q is one-hot on the drafted token
+                q, overlap = 1.0, p
+            else:
+                q = float(proposal.q_rows[i, token])
+                overlap = float(torch.minimum(p_rows[i], proposal.q_rows[i]).sum())
+            checks.append(
+                DraftCheck(
+                    position=i,
+                    token_id=token,
+                    text=token_text(self.tokenizer, token),
+                    q=q,
+                    p=p,
+                    q_raw=proposal.q_raw[i],
+                    p_raw=float(raw_p[i, token]),
+                    ratio=verdict.ratios[i] if checked else None,
+                    u=verdict.uniforms[i] if checked and verdict.uniforms else None,
+                    status=status,
+                    overlap=overlap if checked else None,
+                )
+            )
+        residual_top = []
+        if verdict.residual is not None:
+            i = verdict.accepted
+            residual_top = _residual_top(verdict.residual, p_rows[i], proposal.q_rows[i], self.tokenizer)
+        return RoundRecord(
+            index=len(self.rounds),
+            drafter=self.drafter.kind,
+            gamma=self.gamma,
+            context_tokens=len(self.all_ids) - len(new_tokens),
+            checks=checks,
+            accepted=verdict.accepted,
+            token_id=verdict.token_id,
+            token_text=token_text(self.tokenizer, verdict.token_id),
+            token_kind=verdict.kind,
+            token_u=verdict.final_u,
+            residual_top=residual_top,
+            new_tokens=new_tokens,
+            draft_ms=proposal.pass_ms,
+            verify_ms=verify_ms,
+            verify_positions=len(drafted) + 1,
+            round_ms=(time.perf_counter() - round_start) * 1000,
+            target_cache_tokens=kv_cache.cache_length(self.cache),
+            draft_cache_tokens=self.drafter.cache_tokens,
+            note=note,
+        )
+
+    def run(self, settings: SamplingSettings, max_rounds: int | None = None) -> Iterator[RoundRecord]:
+        """Round after round until a stop (EOS, max new tokens, context) or `max_rounds`, yielding each record."""
+        return self._steps(settings, max_rounds)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per round, for a table or a CSV."""
+        return pd.DataFrame(
+            [
+                {
+                    "round": r.index,
+                    "drafted": r.drafted,
+                    "accepted": r.accepted,
+                    "target_token": r.token_text,
+                    "how": r.token_kind,
+                    "new_tokens": len(r.new_tokens),
+                    "draft_ms": sum(r.draft_ms),
+                    "draft_passes": len(r.draft_ms),
+                    "verify_ms": r.verify_ms,
+                    "round_ms": r.round_ms,
+                }
+                for r in self.rounds
+            ]
+        )
+
+
+def new_run(
+    target,
+    tokenizer,
+    drafter,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    gamma: int = 4,
+    seed: int = 0,
+    stop_at_eos: bool = True,
+) -> SpeculativeRun:
+    return SpeculativeRun(
+        target=target,
+        tokenizer=tokenizer,
+        drafter=drafter,
+        prompt_ids=list(prompt_ids),
+        max_new_tokens=max_new_tokens,
+        gamma=gamma,
+        seed=seed,
+        stop_at_eos=stop_at_eos,
+    )
+
+
+# -- what a run says ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    rounds: int
+    new_tokens: int
+    drafted: int
+    checked: int
+    accepted: int
+    draft_ms: float
+    verify_ms: float
+    total_ms: float
+    draft_pass_ms: float | None  # median one-token draft pass (None: no draft model)
+    verify_pass_ms: float  # median verify pass after the first round (whose pass also reads the prompt)
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """alpha: accepted / checked. Drafts after a rejection are never checked, so this (the
+        maximum-likelihood estimate of a per-token acceptance chance) is what the theory's alpha is."""
+        return self.accepted / self.checked if self.checked else None
+
+    @property
+    def tokens_per_target_pass(self) -> float:
+        return self.new_tokens / self.rounds if self.rounds else 0.0
+
+    @property
+    def ms_per_token(self) -> float:
+        return self.total_ms / self.new_tokens if self.new_tokens else float("nan")
+
+
+def summarise(rounds: list[RoundRecord]) -> RunSummary:
+    # Round 0's first draft pass reads the whole prompt; every later pass feeds one token (two
+    # after a fully accepted round).
+    draft_passes = [
+        ms for r in rounds if r.drafter == DRAFT_MODEL for i, ms in enumerate(r.draft_ms) if r.index > 0 or i > 0
+    ]
+    verify = [r.verify_ms for r in rounds[1:]] or [r.verify_ms for r in rounds] or [float("nan")]
+    return RunSummary(
+        rounds=len(rounds),
+        new_tokens=sum(len(r.new_tokens) for r in rounds),
+        drafted=sum(r.drafted for r in rounds),
+        checked=sum(r.checked for r in rounds),
+        accepted=sum(r.accepted for r in rounds),
+        draft_ms=sum(sum(r.draft_ms) for r in rounds),
+        verify_ms=sum(r.verify_ms for r in rounds),
+        total_ms=sum(r.round_ms for r in rounds),
+        draft_pass_ms=statistics.median(draft_passes) if draft_passes else None,
+        verify_pass_ms=statistics.median(verify),
+    )
+
+
+# -- theory ------------------------------------------------------------------------------------
+
+
+def expected_tokens_per_pass(alpha: float, gamma: int) -> float:
+    """Expected tokens one round (one target pass) yields when each draft is accepted with
+    chance alpha independently: 1 + alpha + ... + alpha^gamma = (1 - alpha^(gamma+1)) / (1 - alpha)."""
+    if not 0 <= alpha <= 1:
+        raise ValueError(f"`alpha` has to be from 0 to 1, but is {alpha}")
+    if alpha == 1:
+        return gamma + 1.0
+    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def predicted_speedup(alpha: float, gamma: int, cost_ratio: float, verify_cost: float = 1.0) -> float:
+    """Leviathan et al.'s speed-up over plain decoding: tokens per round divided by the round's
+    cost in target decode steps, gamma draft passes at c each plus the verify pass (1 in the paper,
+    which assumes scoring gamma + 1 positions costs one step; pass the measured ratio instead)."""
+    return expected_tokens_per_pass(alpha, gamma) / (gamma * cost_ratio + verify_cost)
+
+
+def break_even_alpha(gamma: int, cost_ratio: float, verify_cost: float = 1.0) -> float | None:
+    """The smallest alpha at which speculation stops losing (predicted speed-up 1), or None if
+    even alpha = 1 loses."""
+    if predicted_speedup(1.0, gamma, cost_ratio, verify_cost) < 1:
+        return None
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if predicted_speedup(mid, gamma, cost_ratio, verify_cost) < 1 else (low, mid)
+    return high

@@ -1,0 +1,245 @@
+"""Timing speculative decoding against plain decoding on this machine: the page's timeline and
+sweep, and the benchmark's figures.
+
+Plain decoding is timed on the same text: a prefill, then one decode pass per token (the engine's
+own lean step) plus the app's draw, feeding the tokens the speculative run produced. For greedy
+runs that is exactly what plain greedy decoding would do (the tokens are equal, tested); for a
+sampled run it is what plain decoding would cost to write that text.
+
+Times are wall clock (`time.perf_counter`). On a shared machine one run can be stretched by
+other programs, so the benchmark alternates the contenders and takes medians.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+from transformers import DynamicCache
+
+from inference.core.measuring import GREEDY, Progress, run_greedy
+from inference.lessons.speculative import run as spec
+from inference.sampling.pipeline import SamplingSettings, draw, seen_mask
+
+SWEEP_GAMMAS = tuple(range(1, 9))
+SWEEP_TEMPERATURES = (0.0, 0.8, 1.2)
+SWEEP_NEW_TOKENS = 48
+
+
+@dataclass(frozen=True)
+class PlainTiming:
+    forward_ms: list[float]  # one per token: the prefill, then one decode pass each
+    step_ms: list[float]  # forward pass + the app's draw
+
+    @property
+    def total_ms(self) -> float:
+        return sum(self.step_ms)
+
+    @property
+    def decode_pass_ms(self) -> float:
+        """Median one-token decode pass: the unit the draft's cost ratio c is measured in."""
+        return statistics.median(self.forward_ms[1:] or self.forward_ms)
+
+    @property
+    def decode_ms(self) -> float:
+        """Every step after the prefill (speculation's first round pays a prefill too)."""
+        return sum(self.step_ms[1:])
+
+
+@torch.inference_mode()
+def time_plain(target, prompt_ids: list[int], token_ids: list[int], settings: SamplingSettings) -> PlainTiming:
+    """Plain decoding's cost for exactly these tokens (see the module docstring)."""
+    cache = DynamicCache(config=target.config)
+    seen = seen_mask(prompt_ids, spec.vocabulary_rows(target))
+    forward_ms, step_ms = [], []
+    feed = list(prompt_ids)
+    for token in token_ids:
+        start = time.perf_counter()
+        logits = spec._feed(target, cache, feed)[0]
+        forward_ms.append((time.perf_counter() - start) * 1000)
+        draw(logits, settings, seen, 0.5)
+        step_ms.append((time.perf_counter() - start) * 1000)
+        seen[token] = True
+        feed = [token]
+    return PlainTiming(forward_ms, step_ms)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One speculative run against plain decoding of its text."""
+
+    summary: spec.RunSummary
+    plain: PlainTiming
+    gamma: int
+
+    @property
+    def measured_speedup(self) -> float:
+        return self.plain.total_ms / self.summary.total_ms
+
+    @property
+    def cost_ratio(self) -> float | None:
+        """c: one draft pass over one target decode pass (None: prompt lookup has no draft pass)."""
+        pass_ms = self.summary.draft_pass_ms
+        return None if pass_ms is None else pass_ms / self.plain.decode_pass_ms
+
+    @property
+    def verify_cost(self) -> float:
+        """The verify pass (gamma + 1 positions) over one target decode pass."""
+        return self.summary.verify_pass_ms / self.plain.decode_pass_ms
+
+    def predicted_speedup(self, measured_verify: bool = False) -> float | None:
+        alpha = self.summary.acceptance_rate
+        if alpha is None:
+            return None
+        return spec.predicted_speedup(
+            alpha, self.gamma, self.cost_ratio or 0.0, self.verify_cost if measured_verify else 1.0
+        )
+
+
+def compare(run: spec.SpeculativeRun, settings: SamplingSettings) -> Comparison:
+    return Comparison(
+        spec.summarise(run.rounds), time_plain(run.target, run.prompt_ids, run.generated_ids, settings), run.gamma
+    )
+
+
+def sweep(
+    target,
+    tokenizer,
+    make_drafter: Callable[[], object],
+    prompt_ids: list[int],
+    new_tokens: int = SWEEP_NEW_TOKENS,
+    gammas=SWEEP_GAMMAS,
+    temperatures=SWEEP_TEMPERATURES,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
+    """Measured and predicted speed-up at each gamma and temperature: one speculative run each
+    (a fresh drafter), and plain decoding of its text. Temperature is the only sampling knob on."""
+    rows, total = [], len(gammas) * len(temperatures)
+    for t in temperatures:
+        settings = SamplingSettings(temperature=t)
+        for g in gammas:
+            if progress:
+                progress(len(rows), total, f"γ = {g}, temperature {t:g}")
+            run = spec.new_run(
+                target, tokenizer, make_drafter(), prompt_ids, new_tokens, gamma=g, seed=seed, stop_at_eos=False
+            )
+            list(run.run(settings))
+            result = compare(run, settings)
+            rows.append(
+                {
+                    "temperature": t,
+                    "gamma": g,
+                    "alpha": result.summary.acceptance_rate,
+                    "tokens_per_pass": result.summary.tokens_per_target_pass,
+                    "predicted_tokens_per_pass": spec.expected_tokens_per_pass(
+                        result.summary.acceptance_rate or 0.0, g
+                    ),
+                    "speculative_ms_per_token": result.summary.ms_per_token,
+                    "plain_ms_per_token": result.plain.total_ms / len(run.generated_ids),
+                    "measured_speedup": result.measured_speedup,
+                    "cost_ratio": result.cost_ratio,
+                    "verify_cost": result.verify_cost,
+                    "predicted_speedup": result.predicted_speedup(),
+                    "predicted_speedup_measured_verify": result.predicted_speedup(measured_verify=True),
+                }
+            )
+    if progress:
+        progress(total, total, "done")
+    return pd.DataFrame(rows)
+
+
+# -- the benchmark's figures -------------------------------------------------------------------
+
+
+def benchmark(
+    target,
+    tokenizer,
+    draft,
+    draft_tokenizer,
+    prompt_ids: list[int],
+    new_tokens: int = 128,
+    gamma: int = 4,
+    repeats: int = 3,
+) -> dict:
+    """Greedy, gamma 4: our speculation with the draft model and with prompt lookup, plain
+    decoding with the step engine, and transformers' `generate` plain and assisted (with the same
+    draft, its default schedule); each the median of `repeats` alternated runs."""
+    vocab = spec.vocabulary_rows(target)
+    input_ids = torch.tensor([prompt_ids])
+    hf_common = dict(
+        attention_mask=torch.ones_like(input_ids),
+        do_sample=False,
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        pad_token_id=tokenizer.eos_token_id,
+    )
+    out: dict = {}
+
+    def plain():
+        out["plain"] = run_greedy(target, tokenizer, prompt_ids, new_tokens, stop_at_eos=False).generated_ids
+
+    def speculative(name, drafter):
+        def go():
+            run = spec.new_run(target, tokenizer, drafter(), prompt_ids, new_tokens, gamma=gamma, stop_at_eos=False)
+            list(run.run(GREEDY))
+            out[name] = run
+
+        return go
+
+    def hf(name, **extra):
+        def go():
+            with torch.inference_mode():
+                out[name] = target.generate(input_ids, **hf_common, **extra)[0, len(prompt_ids) :].tolist()
+
+        return go
+
+    contenders = {
+        "plain": plain,
+        "spec": speculative("spec", lambda: spec.ModelDrafter(draft, draft_tokenizer)),
+        "lookup": speculative("lookup", lambda: spec.PromptLookupDrafter(vocab)),
+        "hf_plain": hf("hf_plain"),
+        "hf_assisted": hf("hf_assisted", assistant_model=draft),
+    }
+    for fn in contenders.values():
+        fn()  # warm-up, untimed
+    times = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    seconds = {name: statistics.median(values) for name, values in times.items()}
+    summary = spec.summarise(out["spec"].rounds)
+    lookup = spec.summarise(out["lookup"].rounds)
+    return {
+        "spec_greedy_identical": out["spec"].generated_ids == out["plain"] == out["lookup"].generated_ids,
+        "hf_assisted_identical": out["hf_assisted"] == out["hf_plain"],  # both keep EOS out until the end
+        "spec_gamma": gamma,
+        "spec_new_tokens": len(out["plain"]),
+        "spec_acceptance_rate": round(summary.acceptance_rate, 3),
+        "spec_tokens_per_target_pass": round(summary.tokens_per_target_pass, 2),
+        "spec_speedup_vs_plain": round(seconds["plain"] / seconds["spec"], 2),
+        "spec_prompt_lookup_acceptance_rate": round(lookup.acceptance_rate or 0.0, 3),
+        "spec_prompt_lookup_speedup_vs_plain": round(seconds["plain"] / seconds["lookup"], 2),
+        "hf_assisted_speedup_vs_plain": round(seconds["hf_plain"] / seconds["hf_assisted"], 2),
+        "spec_tokens_per_s": round(len(out["plain"]) / seconds["spec"], 1),
+        "hf_assisted_tokens_per_s": round(len(out["plain"]) / seconds["hf_assisted"], 1),
+        "spec_vs_hf_assisted": round(seconds["hf_assisted"] / seconds["spec"], 2),
+    }
+
+
+def bundled_benchmark(target, tokenizer, prompt_ids: list[int], **options) -> dict:
+    """`benchmark` with the bundled draft model, when it can draft for this target."""
+    from inference.core.loader import load_model
+
+    draft = load_model(str(spec.BUNDLED_DRAFT_DIR))
+    try:
+        spec.check_pair(target, tokenizer, draft.model, draft.tokenizer)
+    except spec.SpeculationError as err:
+        return {"spec_skipped": str(err)}
+    return benchmark(target, tokenizer, draft.model, draft.tokenizer, prompt_ids, **options)

@@ -1,0 +1,95 @@
+"""The Start here page's five live results, from one short run of the loaded model.
+
+    1. tokens: the prompt as the model reads it;
+    2. one forward pass: a probability for every token of the vocabulary (the top few shown);
+    3. the draw: the most likely token (greedy) against a seeded draw at temperature 1;
+    4. prefill vs decode: the pass over the whole prompt against one decode step, timed;
+    5. the KV cache: its bytes after the prompt, read from the cache tensors, and the formula.
+
+Everything comes from the step engine, the same code the deeper pages use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inference.core.measuring import run_greedy
+from inference.core.run import new_trace
+from inference.core.tokens import readable_token, readable_tokens
+from inference.sampling.pipeline import SamplingSettings
+
+PROMPT = "Once upon a time, there was a little"
+TOP_TOKENS = 3
+DRAW_SETTINGS = SamplingSettings(temperature=1.0)  # the model's own distribution, no filter
+TIMED_RUNS = 3  # the fastest is kept: other programs on a shared machine can only slow a run
+
+
+@dataclass(frozen=True)
+class FirstLook:
+    prompt_tokens: list[str]  # readable, whitespace made visible
+    vocab_size: int
+    top: list[tuple[str, float]]  # the most likely next tokens and their probabilities (T=1)
+    greedy_token: str
+    greedy_probability: float
+    drawn_token: str  # a seeded draw at T=1
+    drawn_probability: float
+    drawn_rank: int  # 1 = the most likely
+    u: float  # the uniform number the draw used
+    seed: int
+    prefill_ms: float  # one pass over the whole prompt (fastest of the timed runs)
+    decode_ms: float  # one decode step with the prompt in the cache (fastest of the timed runs)
+    timed_runs: int
+    cache_tokens: int
+    cache_bytes: int  # measured from the cache tensors after the prompt's pass
+    formula_bytes: int  # 2 x layers x KV heads x head dim x tokens x bytes per number
+    layers: int
+    kv_heads: int
+    head_dim: int
+    bytes_per_element: int
+
+    @property
+    def prompt_length(self) -> int:
+        return len(self.prompt_tokens)
+
+    @property
+    def formula_is_the_plain_product(self) -> bool:
+        """True unless the model's layers have sliding windows or a latent (MLA) cache, where the
+        formula is more than 2 x layers x KV heads x head dim x tokens x bytes."""
+        plain = 2 * self.layers * self.kv_heads * self.head_dim * self.cache_tokens * self.bytes_per_element
+        return plain == self.formula_bytes
+
+
+def first_look(model, tokenizer, prompt_ids: list[int], seed: int = 0, timed_runs: int = TIMED_RUNS) -> FirstLook:
+    """One sampled step (T=1, `seed`) for the distribution, the draw and the cache; then
+    `timed_runs` greedy two-step runs, each step timed by the engine, the fastest kept."""
+    if not prompt_ids:
+        raise ValueError("`prompt_ids` must hold at least one token")
+    trace = new_trace(model, tokenizer, prompt_ids, 1, seed=seed, stop_at_eos=False)
+    record = trace.step(DRAW_SETTINGS, seed)
+    probs = record.logits.double().softmax(-1)
+    top = probs.topk(TOP_TOKENS)
+    greedy_id = int(top.indices[0])
+    runs = [run_greedy(model, tokenizer, prompt_ids, 2, stop_at_eos=False).records for _ in range(timed_runs)]
+    shape = trace.kv_shape
+    return FirstLook(
+        prompt_tokens=readable_tokens(tokenizer, prompt_ids),
+        vocab_size=len(probs),
+        top=list(zip(readable_tokens(tokenizer, top.indices.tolist()), top.values.tolist())),
+        greedy_token=readable_token(tokenizer, greedy_id),
+        greedy_probability=float(probs[greedy_id]),
+        drawn_token=readable_token(tokenizer, record.token_id),
+        drawn_probability=float(probs[record.token_id]),
+        drawn_rank=record.rank + 1,
+        u=record.u,
+        seed=seed,
+        prefill_ms=min(r[0].forward_ms for r in runs),
+        decode_ms=min(r[1].forward_ms for r in runs),
+        timed_runs=timed_runs,
+        cache_tokens=record.cache_tokens,
+        cache_bytes=record.cache_bytes,
+        formula_bytes=shape.formula_bytes(record.cache_tokens),
+        layers=shape.layers,
+        kv_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        bytes_per_element=shape.bytes_per_element,
+    )

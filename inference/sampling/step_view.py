@@ -1,0 +1,244 @@
+"""What a chart needs about one step (or a whole trace) under one set of sampling settings.
+
+Computed from stored raw logits, so moving a slider never runs the model again. All
+probabilities are over the full vocabulary; `StepView.table` trims to the top N for display
+and reports the rest of the mass as an "other" row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from inference.core.tokens import readable_tokens
+from inference.sampling.pipeline import (
+    MIN_SORTED,
+    SamplingSettings,
+    StepContext,
+    display_order,
+    entropy_bits,
+    finite_count,
+    inverse_cdf_index,
+    probs_in_order,
+    ranked_stages,
+    ranking_logits,
+    stage_logits,
+    stages_switched_off,
+)
+
+
+@dataclass(frozen=True)
+class StepView:
+    settings: SamplingSettings
+    order: torch.Tensor  # [V] token ids, most likely first (see sorted_prefix)
+    probs: dict[str, torch.Tensor]  # stage -> [sorted_prefix] float64 probabilities in display order
+    # ("raw", then settings.pipeline: the stages in the order they ran; the last is final)
+    kept: dict[str, int]  # stage -> tokens with probability > 0 after it
+    entropy_raw_bits: float
+    entropy_final_bits: float
+    nucleus_size: int  # tokens top-p kept
+    nucleus_mass: float  # probability they held in the distribution top-p saw
+    chosen_rank: int  # 0-based, in display order
+    chosen_id: int
+    u: float | None
+    # order[:sorted_prefix] is exact display order and holds every token the final
+    # distribution keeps; past it come tokens top-k/top-p/min-p removed, in id order
+    # (sorting all of a 50k vocabulary costs more than everything else in a view).
+    sorted_prefix: int
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """ "raw", then the stages in the order they ran."""
+        return tuple(self.probs)
+
+    @property
+    def final_stage(self) -> str:
+        return self.stages[-1]
+
+    @property
+    def final(self) -> torch.Tensor:
+        return self.probs[self.final_stage]
+
+    def before(self, stage: str) -> torch.Tensor:
+        """The distribution `stage` received (the one before it in the run order)."""
+        return self.probs[self.stages[self.stages.index(stage) - 1]]
+
+    @property
+    def chosen_prob(self) -> float:
+        return float(self.final[self.chosen_rank])
+
+    @property
+    def cumulative_final(self) -> torch.Tensor:
+        return self.final.double().cumsum(0)
+
+    @property
+    def cumulative_before_top_p(self) -> torch.Tensor:
+        """Cumulative probability of the distribution top-p cuts (whatever ran before it)."""
+        return self.before("top_p").double().cumsum(0)
+
+    def table(self, tokenizer, top_n: int = 20) -> pd.DataFrame:
+        """Top N rows in display order, plus one "other" row holding the remaining mass.
+        One column per stage (in run order) and "final", the distribution the draw uses."""
+        n = min(top_n, len(self.order))
+        if n > self.sorted_prefix:
+            raise ValueError(
+                f"`top_n` can be at most {self.sorted_prefix} (the sorted part of this view), but is {top_n}"
+            )
+        ids = self.order[:n].tolist()
+        frame = pd.DataFrame(
+            {
+                "rank": range(1, n + 1),
+                "token_id": ids,
+                "token": readable_tokens(tokenizer, ids),
+            }
+        )
+        for stage in self.stages:
+            frame[stage] = self.probs[stage][:n].double().numpy()
+        frame["final"] = self.final[:n].double().numpy()
+        frame["cumulative_final"] = self.cumulative_final[:n].numpy()
+        frame["cumulative_before_top_p"] = self.cumulative_before_top_p[:n].numpy()
+        frame["removed_by"] = [self._removed_by(i) for i in range(n)]
+        frame["chosen"] = [i == self.chosen_rank for i in range(n)]
+        other = {
+            "rank": None,
+            "token_id": None,
+            "token": f"other ({len(self.order) - n:,} tokens)",
+            "removed_by": "",
+            "chosen": self.chosen_rank >= n,
+            "cumulative_final": 1.0,
+            "cumulative_before_top_p": 1.0,
+        }
+        for stage in self.stages:
+            other[stage] = max(0.0, 1.0 - float(self.probs[stage][:n].double().sum()))
+        other["final"] = other[self.final_stage]
+        return pd.concat([frame, pd.DataFrame([other])], ignore_index=True)
+
+    def _removed_by(self, rank: int) -> str:
+        for stage in self.stages[1:]:
+            if self.probs[stage][rank] == 0:
+                return stage
+        return ""
+
+
+def step_view(
+    logits: torch.Tensor,
+    settings: SamplingSettings,
+    seen: torch.Tensor,
+    u: float | None = None,
+    chosen_id: int | None = None,
+    context: StepContext | None = None,
+) -> StepView:
+    """One step's view. The chosen token is `chosen_id` if given (a recorded step);
+    otherwise where `u` falls (or the one greedy keeps, or the top token when u is None).
+    `context` feeds DRY, XTC and mirostat (see `sampling.StepContext`)."""
+    ranked = ranked_stages(logits, settings, seen, min_sorted=MIN_SORTED, include_token=chosen_id, context=context)
+    stages, order = ranked.logits, ranked.order
+    shown = order[: ranked.sorted_prefix]  # every token with a final probability > 0 is in here
+    # float64 softmax: the displayed shares add up to 1 and the draw matches `sampling.draw`.
+    # A stage that is switched off hands on its input unchanged: reuse the one before it.
+    unchanged = stages_switched_off(settings, len(order))
+    raw = logits.double().softmax(-1)  # raw keeps every token: its shares and entropy need them all
+    probs, kept = {"raw": raw[shown]}, {"raw": int((raw > 0).sum())}
+    names = list(stages)
+    for previous, name in zip(names, names[1:]):
+        if name in unchanged:
+            probs[name], kept[name] = probs[previous], kept[previous]
+            continue
+        finite = finite_count(stages[name])
+        if finite <= len(shown):
+            probs[name] = probs_in_order(stages[name], shown)
+            kept[name] = int((probs[name] > 0).sum())
+            if kept[name] == finite:  # every token this stage keeps is shown
+                continue
+        full = stages[name].double().softmax(-1)  # the shares need the whole vocabulary's sum
+        probs[name], kept[name] = full[shown], int((full > 0).sum())
+    final = probs[names[-1]]
+    if chosen_id is not None:
+        chosen_rank = ranked.token_rank
+    elif settings.greedy or u is None:
+        chosen_rank = int((final > 0).nonzero()[0, 0]) if settings.greedy else 0
+    else:
+        chosen_rank = int(inverse_cdf_index(final, u))
+    nucleus_mask = probs["top_p"] > 0
+    before_top_p = probs[names[names.index("top_p") - 1]]
+    return StepView(
+        settings=settings,
+        order=order,
+        probs=probs,
+        kept=kept,
+        entropy_raw_bits=float(entropy_bits(raw)),
+        entropy_final_bits=float(entropy_bits(final)),
+        nucleus_size=int(nucleus_mask.sum()),
+        nucleus_mass=float(before_top_p[nucleus_mask].sum()),
+        chosen_rank=chosen_rank,
+        chosen_id=int(order[chosen_rank]),
+        u=u,
+        sorted_prefix=ranked.sorted_prefix,
+    )
+
+
+def trace_summary(
+    logits: torch.Tensor,
+    seen: torch.Tensor,
+    settings: SamplingSettings,
+    us: torch.Tensor,
+    recorded_ids: torch.Tensor,
+    contexts: list[StepContext] | None = None,
+) -> pd.DataFrame:
+    """Every step of a trace re-read under `settings`, in one batched pass.
+
+    logits [S, V] raw; seen [S, V] repetition masks; us [S] the recorded uniforms;
+    recorded_ids [S] the tokens actually chosen; contexts (one per step) when DRY, XTC or
+    mirostat are on. Per step: the probability and rank the recorded token would have
+    now, the token the same u would draw now, entropy and how many tokens survive."""
+    stages = stage_logits(logits, settings, seen, contexts)
+    final = stages[settings.pipeline[-1]].double().softmax(-1)
+    raw = logits.double().softmax(-1)
+    penalised = ranking_logits(logits, settings, seen, contexts, stages)
+    recorded = recorded_ids.long().unsqueeze(-1)
+    recorded_logit = penalised.gather(-1, recorded)
+    order = display_order(penalised)
+    sorted_final = final.gather(-1, order)
+    if settings.greedy:
+        would_rank = (sorted_final > 0).long().argmax(-1)
+    else:
+        would_rank = inverse_cdf_index(sorted_final, us.double())
+    return pd.DataFrame(
+        {
+            "step": range(len(us)),
+            "recorded_token_id": recorded_ids.tolist(),
+            "recorded_prob_now": final.gather(-1, recorded).squeeze(-1).double().numpy(),
+            "recorded_raw_prob": raw.gather(-1, recorded).squeeze(-1).double().numpy(),
+            "recorded_rank_now": ((penalised > recorded_logit).sum(-1) + 1).numpy(),
+            "would_draw_id": order.gather(-1, would_rank.unsqueeze(-1)).squeeze(-1).numpy(),
+            "entropy_raw_bits": entropy_bits(raw.double()).numpy(),
+            "entropy_final_bits": entropy_bits(final.double()).numpy(),
+            "tokens_kept": (final > 0).sum(-1).numpy(),
+        }
+    )
+
+
+def sample_many(view: StepView, n: int, seed: int, top_n: int = 10) -> pd.DataFrame:
+    """N seeded draws from the view's final distribution (inverse CDF, as the engine does),
+    counted per token for the top N and "other", next to the computed probabilities."""
+    gen = torch.Generator().manual_seed(seed)
+    us = torch.rand(n, generator=gen, dtype=torch.float64)
+    if view.settings.greedy:
+        ranks = torch.full((n,), int((view.final > 0).nonzero()[0, 0]), dtype=torch.long)  # the one token kept
+    else:
+        ranks = inverse_cdf_index(view.final.double().expand(n, -1), us)
+    counts = torch.bincount(ranks, minlength=len(view.order)).double()
+    shown = min(top_n, len(view.order))
+    observed = (counts[:shown] / n).tolist()
+    computed = view.final[:shown].double().tolist()
+    return pd.DataFrame(
+        {
+            "rank": list(range(1, shown + 1)) + [None],
+            "token_id": view.order[:shown].tolist() + [None],
+            "computed": computed + [max(0.0, 1 - sum(computed))],
+            "observed": observed + [float(counts[shown:].sum() / n)],
+            "count": counts[:shown].long().tolist() + [int(counts[shown:].sum())],
+        }
+    )

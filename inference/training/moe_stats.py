@@ -1,0 +1,159 @@
+"""Routing statistics and experiments of a trained MoE model, stored next to its weights.
+
+    python -m inference.training.moe_stats [FOLDER]      # default: assets/models/storyteller-moe-16m
+
+The app cannot read the corpus at run time, so everything that needs the validation stories
+is computed here, once, and written to FOLDER/routing_stats.json:
+
+- load: over the trainer's own validation split (`corpus.split_train_validation(stories,
+  validation_fraction, seed)` with the settings in training_meta.json, never trained on), the
+  (token, slot) picks each expert received in every layer, and each layer's first choices;
+- top tokens: per layer and expert, the tokens most often routed to it, with counts;
+- experiments: bits per byte on the same stories with the model as trained (top-2), with one
+  expert per token (top-1), and with one expert switched off in every layer (by default the
+  index with the largest mean share), next to the dense model; decode time per token of each,
+  measured on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from inference.core import routing
+from inference.core.loader import encode_prompt, load_model
+from inference.core.paths import BUNDLED_MODEL_DIR, DEFAULT_CORPUS_DIR
+from inference.training import corpus as corpus_io
+from inference.training.evaluate import score_stream
+
+TIMING_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to"
+TIMING_STEPS = 48
+TIMING_REPEATS = 5
+# Experiments are scored in windows of 512 tokens without overlap, as the trainer's evaluations
+# during training: half the work of the model card's overlapping windows, the same for every row.
+SCORE_WINDOW = 512
+
+
+def validation_stories(folder: Path, corpus_dir: Path) -> list[str]:
+    """The stories the trainer held back for this model (its own split settings)."""
+    settings = json.loads((folder / "training_meta.json").read_text())["settings"]
+    stories = corpus_io.read_stories(corpus_dir)
+    _, validation = corpus_io.split_train_validation(stories, settings["validation_fraction"], settings["seed"])
+    return validation
+
+
+def compute(
+    folder: Path,
+    corpus_dir: Path = DEFAULT_CORPUS_DIR,
+    dense_folder: Path = BUNDLED_MODEL_DIR,
+    switch_off: list[int] | None = None,
+    log=print,
+    timing_repeats: int = TIMING_REPEATS,
+    timing_steps: int = TIMING_STEPS,
+) -> dict:
+    started = time.time()
+    torch.set_num_threads(1)  # as the app runs (Limits.torch_threads)
+    moe = load_model(str(folder.resolve()))
+    dense = load_model(str(dense_folder.resolve()))
+    model, tokenizer = moe.model, moe.tokenizer
+    shape = routing.ExpertShape.of(model)
+    stories = validation_stories(folder, corpus_dir)
+    ids = corpus_io.stories_to_stream(tokenizer(stories, add_special_tokens=False)["input_ids"], tokenizer.eos_token_id)
+    n_bytes = corpus_io.utf8_bytes(stories)
+    log(f"{len(stories)} validation stories, {len(ids):,} tokens, {n_bytes:,} bytes")
+
+    recorded = routing.route(model, ids)
+    stats = {
+        "model": folder.name,
+        "source": {
+            "text": "the trainer's validation split (corpus.split_train_validation with the model's settings), "
+            "never trained on",
+            "stories": len(stories),
+            "tokens": len(ids),
+            "bytes": n_bytes,
+            "window": SCORE_WINDOW,
+            "scoring": f"windows of {SCORE_WINDOW} tokens without overlap (as the trainer's periodic evaluation)",
+        },
+        "shape": asdict(shape),
+        "load": routing.load_stats(recorded),
+        "top_tokens": routing.expert_top_tokens(recorded, tokenizer),
+        "information": routing.token_expert_information(recorded),
+        "budget": {
+            "moe": asdict(routing.budget(model)),
+            "dense": asdict(routing.budget(dense.model)),
+            "dtype": "float32 (as the app loads them)",
+        },
+    }
+    log(f"routing done ({time.time() - started:.0f} s)")
+
+    if switch_off is None:  # the busiest expert index over all layers: the one whose loss should cost most
+        load = torch.tensor(stats["load"]["fractions"]).mean(dim=0)
+        switch_off = [int(load.argmax())]
+    as_trained = f"top-{shape.k} (as trained)"
+    variants = {as_trained: (shape.k, ())}
+    if shape.k > 1:
+        variants["top-1"] = (1, ())
+    for e in switch_off:
+        variants[f"expert {e} off"] = (shape.k, (e,))
+    experiments = []
+    for name, (k, off) in variants.items():
+        twin = routing.variant(model, k=k, off=off)
+        report = score_stream(twin, ids, n_bytes, window=SCORE_WINDOW, stride=SCORE_WINDOW)
+        experiments.append(
+            {
+                "name": name,
+                "k": k,
+                "off": list(off),
+                "val_bits_per_byte": report.bits_per_byte,
+                "val_nats_per_token": report.nats_per_token,
+            }
+        )
+        log(f"{name}: {report.bits_per_byte:.4f} bits/byte ({time.time() - started:.0f} s)")
+    dense_report = score_stream(dense.model, ids, n_bytes, window=SCORE_WINDOW, stride=SCORE_WINDOW)
+    stats["experiments"] = experiments
+    stats["dense"] = {
+        "model": dense_folder.name,
+        "val_bits_per_byte": dense_report.bits_per_byte,
+        "val_nats_per_token": dense_report.nats_per_token,
+    }
+
+    prompt = encode_prompt(tokenizer, TIMING_PROMPT)
+    timed = {"dense": dense.model, as_trained: model}
+    if shape.k > 1:
+        timed["top-1"] = routing.variant(model, k=1)
+    if switch_off:
+        timed[f"expert {switch_off[0]} off"] = routing.variant(model, off=(switch_off[0],))
+    ms = routing.decode_timings(timed, prompt, timing_repeats, timing_steps)
+    stats["decode_ms_per_token"] = ms
+    stats["timing"] = {
+        "how": f"median of {timing_repeats} interleaved runs of {timing_steps} greedy decode steps through "
+        f"transformers' forward with a KV cache, {len(prompt)}-token prompt, one torch thread, float32",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
+        "conditions": "measured while a model trained and other jobs ran on the same 2 cores: "
+        "ratios between models are steadier than the times themselves",
+    }
+    stats["elapsed_s"] = round(time.time() - started, 1)
+    return stats
+
+
+def write(folder: Path, stats: dict) -> Path:
+    path = folder / routing.STATS_FILE
+    path.write_text(json.dumps(stats, indent=1) + "\n")
+    return path
+
+
+def main(argv=None):
+    args = sys.argv[1:] if argv is None else argv
+    folder = Path(args[0]) if args else routing.BUNDLED_MOE_DIR
+    print(write(folder, compute(folder)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+"""Train the bundled models: a byte-level BPE tokenizer, then a small Llama (or MoE), from scratch.
+
+    python -m inference.training.train                       # the dense model; corpus ../shared/corpus/tinystories
+    python -m inference.training.train --preset draft        # the speculative-decoding draft model
+    python -m inference.training.train --preset moe          # the Mixture-of-Experts model
+    python -m inference.training.train --corpus DIR --steps 3000 --out assets/models/NAME
+
+The draft and MoE presets reuse the dense model's tokenizer (`--tokenizer-from`): a draft
+must share its target's vocabulary, and the MoE is compared with the dense model token for
+token.
+
+Writes a Hugging Face folder (config, generation config, safetensors weights, tokenizer,
+training log, MODEL_CARD.md) that `AutoModelForCausalLM.from_pretrained` loads with no
+project code. The held-out file is only ever scored, never trained on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tqdm import tqdm
+from transformers import (
+    AutoTokenizer,
+    GenerationConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MixtralConfig,
+    MixtralForCausalLM,
+    PreTrainedTokenizerFast,
+)
+
+from inference.core.model_config import decoder_config_fields
+from inference.core.paths import BUNDLED_MODEL_DIR, DEFAULT_CORPUS_DIR, DEFAULT_HELDOUT_FILE, MODELS_DIR
+from inference.training import corpus as corpus_io
+from inference.training.evaluate import score_stream
+
+SEPARATOR = corpus_io.STORY_SEPARATOR
+
+
+@dataclass
+class TrainSettings:
+    vocab_size: int = 4096
+    hidden_size: int = 256
+    intermediate_size: int = 768
+    num_layers: int = 6
+    num_heads: int = 8
+    num_kv_heads: int = 4
+    context: int = 512
+    batch_size: int = 8
+    steps: int = 2000
+    peak_lr: float = 2e-3
+    warmup_steps: int = 100
+    weight_decay: float = 0.1
+    validation_fraction: float = 0.02
+    eval_every: int = 200
+    seed: int = 1234
+    bf16_autocast: bool = True
+    # Mixture-of-Experts (architecture "mixtral"): experts per layer, experts per token, and the
+    # weight of the router's load-balancing loss (Switch Transformer / Mixtral auxiliary loss).
+    architecture: str = "llama"
+    num_experts: int = 0
+    experts_per_token: int = 0
+    router_aux_loss_coef: float = 0.0
+    save_dtype: str = "float32"
+
+
+PRESETS = {
+    # The bundled dense model (the defaults above).
+    "dense": {},
+    # About 1M parameters, same tokenizer: cheap enough to guess for the dense model.
+    "draft": dict(hidden_size=128, intermediate_size=384, num_layers=2, num_heads=4, num_kv_heads=2),
+    # Same depth, width and attention as the dense model; 8 experts of half its MLP width,
+    # 2 per token, so the MLP work per token equals the dense model's while the total is ~3x.
+    # Stored in bfloat16 (float32 would pass the 40 MB a repository file may have).
+    "moe": dict(
+        architecture="mixtral",
+        intermediate_size=384,
+        num_experts=8,
+        experts_per_token=2,
+        router_aux_loss_coef=0.02,
+        save_dtype="bfloat16",
+    ),
+}
+PRESET_FOLDERS = {"dense": "storyteller-llama-6m", "draft": "storyteller-draft-1m", "moe": "storyteller-moe-16m"}
+
+
+def train_tokenizer(stories: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """Byte-level BPE (any UTF-8 text encodes, no unknown token) with `<|endoftext|>` as
+    id 0, used as BOS, EOS, story separator and padding. The post-processor puts it in
+    front of every encoded prompt, so a prompt starts the way every training story does."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[SEPARATOR],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(stories, trainer=trainer)
+    separator_id = tok.token_to_id(SEPARATOR)
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{SEPARATOR} $A", pair=f"{SEPARATOR} $A {SEPARATOR} $B", special_tokens=[(SEPARATOR, separator_id)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=SEPARATOR,
+        eos_token=SEPARATOR,
+        pad_token=SEPARATOR,
+        model_max_length=512,
+    )
+
+
+def encode_stories(tokenizer, stories: list[str]) -> list[int]:
+    token_lists = tokenizer(stories, add_special_tokens=False)["input_ids"]
+    return corpus_io.stories_to_stream(token_lists, tokenizer.eos_token_id)
+
+
+def build_model(s: TrainSettings):
+    common = dict(
+        **decoder_config_fields(s.vocab_size, s.hidden_size, s.num_layers, s.num_heads, s.num_kv_heads, s.context),
+        intermediate_size=s.intermediate_size,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+        initializer_range=0.02,
+    )
+    torch.manual_seed(s.seed)  # weight init is the only use of the global RNG, and it is seeded
+    if s.architecture == "llama":
+        return LlamaForCausalLM(LlamaConfig(**common))
+    if s.architecture == "mixtral":
+        config = MixtralConfig(
+            **common,
+            head_dim=s.hidden_size // s.num_heads,
+            num_local_experts=s.num_experts,
+            num_experts_per_tok=s.experts_per_token,
+            router_aux_loss_coef=s.router_aux_loss_coef,
+            output_router_logits=False,
+            sliding_window=None,
+            rms_norm_eps=1e-6,
+            rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},  # the dense model's attention
+        )
+        return MixtralForCausalLM(config)
+    raise ValueError(f"`architecture` has to be 'llama' or 'mixtral', but is {s.architecture!r}")
+
+
+def learning_rate(step: int, s: TrainSettings) -> float:
+    """Linear warm-up, then cosine decay to a tenth of the peak."""
+    if step < s.warmup_steps:
+        return s.peak_lr * (step + 1) / s.warmup_steps
+    progress = (step - s.warmup_steps) / max(1, s.steps - s.warmup_steps)
+    return s.peak_lr * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
+
+
+@torch.inference_mode()
+def expert_load(model, token_ids: list[int], window: int, max_tokens: int = 8192) -> list[list[float]]:
+    """[layer][expert]: the fraction of (token, slot) picks each expert got over the first
+    `max_tokens` validation tokens, from the router's own top-k (what the forward pass used)."""
+    ids = torch.tensor(token_ids[:max_tokens], dtype=torch.long)
+    k = model.config.num_experts_per_tok
+    counts = torch.zeros(model.config.num_hidden_layers, model.config.num_local_experts)
+    for start in range(0, len(ids), window):
+        out = model(ids[start : start + window].unsqueeze(0), output_router_logits=True)
+        for layer, router_logits in enumerate(out.router_logits):
+            picks = router_logits.float().topk(k, dim=-1).indices.reshape(-1)
+            counts[layer] += torch.bincount(picks, minlength=counts.shape[1]).float()
+    return (counts / counts.sum(dim=1, keepdim=True)).round(decimals=4).tolist()
+
+
+def random_windows(stream: torch.Tensor, batch: int, length: int, gen: torch.Generator) -> torch.Tensor:
+    starts = torch.randint(0, len(stream) - length - 1, (batch,), generator=gen)
+    return torch.stack([stream[i : i + length + 1] for i in starts.tolist()])
+
+
+def train(
+    s: TrainSettings,
+    corpus_dir: Path,
+    out_dir: Path,
+    heldout_file: Path | None,
+    tokenizer_from: Path | None = None,
+    preset: str = "dense",
+) -> dict:
+    started = time.time()
+    stories = corpus_io.read_stories(corpus_dir)
+    train_stories, val_stories = corpus_io.split_train_validation(stories, s.validation_fraction, s.seed)
+    if tokenizer_from is None:
+        tokenizer = train_tokenizer(train_stories, s.vocab_size)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_from)
+        if len(tokenizer) != s.vocab_size:
+            raise ValueError(f"The tokenizer in {tokenizer_from} has {len(tokenizer)} tokens, not {s.vocab_size}")
+    train_stream = torch.tensor(encode_stories(tokenizer, train_stories), dtype=torch.long)
+    val_ids = encode_stories(tokenizer, val_stories)
+    print(
+        f"{len(train_stories)} train / {len(val_stories)} validation stories; "
+        f"{len(train_stream):,} train tokens, {len(val_ids):,} validation tokens; "
+        f"{corpus_io.utf8_bytes(train_stories) / len(train_stream):.2f} bytes/token",
+        flush=True,
+    )
+
+    model = build_model(s)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"model: {n_params:,} parameters", flush=True)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=s.peak_lr,
+        betas=(0.9, 0.95),
+    )
+    data_rng = torch.Generator().manual_seed(s.seed)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_rows = []
+    load_log = []  # MoE only: the fraction of tokens each expert received, per layer, at each evaluation
+    running = None
+    progress = tqdm(range(s.steps), desc="training", mininterval=5, file=sys.stdout)
+    for step in progress:
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, s)
+        batch = random_windows(train_stream, s.batch_size, s.context, data_rng)
+        model.train()
+        moe = s.architecture == "mixtral"
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16_autocast):
+            out = model(batch[:, :-1], output_router_logits=True) if moe else model(batch[:, :-1])
+        logits = out.logits
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        if moe:  # the balance loss pushes the router to spread tokens evenly over the experts
+            loss_for_grad = loss + s.router_aux_loss_coef * out.aux_loss.float()
+        else:
+            loss_for_grad = loss
+        optimizer.zero_grad(set_to_none=True)
+        loss_for_grad.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        running = loss.item() if running is None else 0.98 * running + 0.02 * loss.item()
+        progress.set_postfix(loss=f"{running:.3f}")
+        if (step + 1) % s.eval_every == 0 or step + 1 == s.steps:
+            model.eval()
+            val = score_stream(model, val_ids, corpus_io.utf8_bytes(val_stories), window=s.context, stride=s.context)
+            row = {
+                "step": step + 1,
+                "tokens_seen": (step + 1) * s.batch_size * s.context,
+                "train_loss_smoothed": round(running, 4),
+                "val_nats_per_token": round(val.nats_per_token, 4),
+                "val_bits_per_byte": round(val.bits_per_byte, 4),
+                "elapsed_s": round(time.time() - started, 1),
+            }
+            if s.architecture == "mixtral":
+                load_log.append({"step": step + 1, "fractions": expert_load(model, val_ids, s.context)})
+                (out_dir / "expert_load_log.json").write_text(json.dumps(load_log) + "\n")
+            log_rows.append(row)
+            print(json.dumps(row), flush=True)
+            with open(out_dir / "training_log.csv", "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(row))
+                writer.writeheader()
+                writer.writerows(log_rows)
+
+    model.eval()
+    train_seconds = time.time() - started
+    # Final figures with overlapping windows (each token sees at least half a window of context).
+    train_sample = train_stories[: len(val_stories)]
+    final_train = score_stream(model, encode_stories(tokenizer, train_sample), corpus_io.utf8_bytes(train_sample))
+    final_val = score_stream(model, val_ids, corpus_io.utf8_bytes(val_stories))
+    stats = {
+        "parameters": n_params,
+        "tokens_seen": s.steps * s.batch_size * s.context,
+        "train_tokens_in_corpus": len(train_stream),
+        "wall_time_s": round(train_seconds, 1),
+        "train_nats_per_token": round(final_train.nats_per_token, 4),
+        "train_bits_per_byte": round(final_train.bits_per_byte, 4),
+        "val_nats_per_token": round(final_val.nats_per_token, 4),
+        "val_bits_per_byte": round(final_val.bits_per_byte, 4),
+    }
+    if heldout_file is not None and heldout_file.exists():
+        text = heldout_file.read_text(encoding="utf-8")
+        held = score_stream(model, tokenizer(text)["input_ids"], len(text.encode("utf-8")))
+        stats["heldout_nats_per_token"] = round(held.nats_per_token, 4)
+        stats["heldout_bits_per_byte"] = round(held.bits_per_byte, 4)
+    print(json.dumps(stats), flush=True)
+
+    if s.save_dtype != "float32":
+        model = model.to(getattr(torch, s.save_dtype))  # our own copy, not a shared one
+    model.save_pretrained(out_dir, safe_serialization=True)
+    GenerationConfig(bos_token_id=0, eos_token_id=0, pad_token_id=0, max_new_tokens=200).save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    meta = {
+        "settings": asdict(s),
+        "stats": stats,
+        "corpus": str(corpus_dir.name),
+        "corpus_files": sorted(p.name for p in Path(corpus_dir).glob("*.txt")),
+        "preset": preset,
+        "tokenizer_from": None if tokenizer_from is None else str(tokenizer_from.name),
+        "command": " ".join(["python", "-m", "inference.training.train", *sys.argv[1:]]),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+    }
+    (out_dir / "training_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS_DIR)
+    parser.add_argument("--heldout", type=Path, default=DEFAULT_HELDOUT_FILE)
+    parser.add_argument(
+        "--preset", choices=sorted(PRESETS), default="dense", help="named settings; flags below override single values"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="default: assets/models/<the preset's model name>")
+    parser.add_argument(
+        "--tokenizer-from",
+        type=Path,
+        default=None,
+        help="reuse this model folder's tokenizer (default for draft and moe: the dense model's)",
+    )
+    defaults = TrainSettings()
+    for name, value in asdict(defaults).items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            parser.add_argument(flag, type=lambda v: v.lower() in ("1", "true", "yes"), default=None)
+        else:
+            parser.add_argument(flag, type=type(value), default=None)
+    args = parser.parse_args(argv)
+    values = {**asdict(defaults), **PRESETS[args.preset]}
+    values.update({k: getattr(args, k) for k in asdict(defaults) if getattr(args, k) is not None})
+    settings = TrainSettings(**values)
+    if args.corpus.resolve() == args.heldout.resolve().parent:
+        parser.error("the held-out folder is for evaluation only: never train on it")
+    out = args.out or MODELS_DIR / PRESET_FOLDERS[args.preset]
+    tokenizer_from = args.tokenizer_from
+    if tokenizer_from is None and args.preset != "dense":
+        tokenizer_from = BUNDLED_MODEL_DIR
+    train(settings, args.corpus, out, args.heldout, tokenizer_from, args.preset)
+
+
+if __name__ == "__main__":
+    main()
