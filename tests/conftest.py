@@ -73,3 +73,24 @@ def local_server():
     config.set_option("server.address", "localhost")
     yield
     config.set_option("server.address", before)
+
+
+TIERS = ("unit", "page", "browser", "engine", "load")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Every test has exactly one tier marker (see pytest.ini), so `-m unit` and the other tiers split the suite
+    with nothing left out: collection fails, naming the tests, before any `-m` selection runs."""
+    wrong = []
+    for item in items:
+        tiers = sorted({mark.name for mark in item.iter_markers() if mark.name in TIERS})
+        if len(tiers) != 1:
+            wrong.append(f"  {item.nodeid}: {', '.join(tiers) or 'no tier marker'}")
+    if wrong:
+        raise pytest.UsageError(
+            "every test needs exactly one tier marker of "
+            + ", ".join(TIERS)
+            + " (add `pytestmark = pytest.mark.<tier>` under the test module's imports; see pytest.ini):\n"
+            + "\n".join(wrong)
+        )

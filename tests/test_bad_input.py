@@ -9,6 +9,8 @@ import torch
 from inference.core.paths import BUNDLED_MODEL_DIR
 from tests.conftest import run_app
 
+pytestmark = pytest.mark.page
+
 
 def chips(at) -> int:
     """Generated-token chips in the running text."""

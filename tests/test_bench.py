@@ -4,7 +4,11 @@ Its figures are reported, never asserted: only their presence and sense are chec
 import json
 from functools import partial
 
+import pytest
+
 from inference import bench
+
+pytestmark = pytest.mark.unit
 
 ISSUE_KEYS = {
     "engine_tokens_per_s",

@@ -20,7 +20,7 @@ from tests.browser import (
 )
 from tests.conftest import PROJECT_ROOT, page_title
 
-pytestmark = pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
 SHOTS = Path(os.environ.get("INFERENCE_LAB_SHOTS") or tempfile.mkdtemp(prefix="inference-lab-shots-"))
 SIZES = [(1280, 900), (800, 1000)]
 

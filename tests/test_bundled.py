@@ -2,8 +2,12 @@
 
 import json
 
+import pytest
+
 from inference.core.bundled import bundled_models
 from inference.core.paths import BUNDLED_MODEL_NAME
+
+pytestmark = pytest.mark.unit
 
 
 def test_bundled_list_starts_with_the_default_model_and_reads_its_meta():

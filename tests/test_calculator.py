@@ -12,6 +12,8 @@ import pytest
 
 from inference.core import calculator as calc
 
+pytestmark = pytest.mark.unit
+
 GB = 10**9
 MIB = 2**20
 

@@ -8,7 +8,7 @@ import pytest
 from tests.browser import SKIP_REASON, chromium_available, launch, open_page, streamlit_server, wait_idle
 from tests.test_engines import require_llama_server
 
-pytestmark = pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)
+pytestmark = [pytest.mark.engine, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
 
 
 def llama_servers_under(pid: int) -> list[int]:

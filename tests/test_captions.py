@@ -4,7 +4,11 @@ Illustrative."""
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import PROJECT_ROOT
+
+pytestmark = pytest.mark.unit
 
 FIVE = {"measured", "exact", "simulated", "published", "illustrative"}
 PAGES = sorted((PROJECT_ROOT / "app_pages").glob("*.py"))

@@ -21,6 +21,8 @@ from inference.lessons.compare.shared_draws import (
 )
 from inference.sampling.pipeline import SamplingSettings
 
+pytestmark = pytest.mark.unit
+
 PROMPT = "Once upon a time"
 
 

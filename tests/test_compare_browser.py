@@ -16,7 +16,7 @@ from tests.browser import (
     wait_idle,
 )
 
-pytestmark = pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
 SHOTS = Path("/tmp/inference_lab_compare")
 
 

@@ -1,9 +1,12 @@
 """The /compare page through Streamlit's AppTest: two settings on one seed, settings in the URL,
 and the many-seed comparison run from its button."""
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import APP_FILE
+
+pytestmark = pytest.mark.page
 
 PAGE = "app_pages/compare.py"
 

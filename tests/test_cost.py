@@ -14,6 +14,8 @@ from inference.lessons.cost.batching import batch_sizes_for, measure_batches
 from inference.lessons.cost.experiments import AnswerCost, cost_per_million_tokens, measure_answer
 from inference.lessons.moe import scale as moe
 
+pytestmark = pytest.mark.page
+
 APP_FILE = str(Path(__file__).resolve().parent.parent / "app.py")
 SMALL = moe.MoEDesign(
     hidden=64, layers=2, heads=4, kv_heads=2, expert_width=48, experts=4, experts_per_token=2, vocab=256, context=64

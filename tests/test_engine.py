@@ -11,6 +11,8 @@ from inference.core.measuring import GREEDY
 from inference.core.run import STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace, run_uniforms, warm_up
 from inference.sampling.pipeline import SamplingSettings
 
+pytestmark = pytest.mark.unit
+
 WARM = SamplingSettings(temperature=0.9, top_p=0.9, top_k=50)
 
 

@@ -23,6 +23,8 @@ from inference.engines.client import (
     check_base_url,
 )
 
+pytestmark = pytest.mark.unit
+
 LLAMA_MODELS = {
     "object": "list",
     "data": [

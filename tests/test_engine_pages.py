@@ -9,6 +9,8 @@ from inference.core.remote import RemoteTrace
 from tests.conftest import run_app
 from tests.fake_engine import FakeLlamaServer
 
+pytestmark = pytest.mark.page
+
 
 @pytest.fixture
 def fake(bundled, monkeypatch):

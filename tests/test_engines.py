@@ -16,6 +16,8 @@ from inference.engines import llamacpp
 from inference.engines.client import LLAMACPP, VLLM, EngineClient, EngineError, EngineUnreachable
 from inference.sampling.pipeline import SamplingSettings
 
+pytestmark = pytest.mark.engine
+
 PROMPTS = [
     "Once upon a time",
     "The little dog wanted to",

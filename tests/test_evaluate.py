@@ -7,6 +7,8 @@ import torch
 
 from inference.training.evaluate import score_stream
 
+pytestmark = pytest.mark.unit
+
 
 class UniformModel:
     """Logits of zeros: every next token costs exactly ln(vocab) nats."""

@@ -12,6 +12,8 @@ from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 from inference.core import fast_decode
 from inference.core.loader import encode_prompt
 
+pytestmark = pytest.mark.unit
+
 
 def random_llama(**overrides):
     settings = dict(

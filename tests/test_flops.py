@@ -1,9 +1,12 @@
 """FLOPs of a forward pass, counted from the model and checked against hand arithmetic."""
 
+import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from inference.core.flops import FlopCount
+
+pytestmark = pytest.mark.unit
 
 
 def test_bundled_model_prefill_flops_by_hand(bundled):

@@ -4,12 +4,15 @@ import base64
 import json
 
 import numpy as np
+import pytest
 
 from inference.core.loader import encode_prompt
 from inference.core.run import new_trace
 from inference.sampling.pipeline import SamplingSettings
 from inference.sampling.step_view import step_view
 from tests.conftest import run_app as app
+
+pytestmark = pytest.mark.page
 
 CONTROLS = {
     "text_area": ["gen_prompt"],

@@ -6,9 +6,13 @@ single token fails here. If the model is retrained on purpose, regenerate with
 
 import sys
 
+import pytest
+
 from inference.core.loader import encode_prompt, load_model
 from inference.core.run import new_trace
 from inference.sampling.pipeline import SamplingSettings
+
+pytestmark = pytest.mark.unit
 
 PROMPT = "Once upon a time, there was a little dog named Max."
 NEW_TOKENS = 40

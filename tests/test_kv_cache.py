@@ -12,6 +12,8 @@ from inference.core.model_config import from_public_entry, kv_cache_bytes
 from inference.lessons.kv_cache.experiments import cache_growth, compare_cache, layer_breakdown
 from tests.conftest import APP_FILE
 
+pytestmark = pytest.mark.page
+
 torch.set_num_threads(1)  # a training job may share the machine
 PROMPT = "Once upon a time, there was a little dog named Max."
 

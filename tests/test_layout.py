@@ -5,7 +5,11 @@ import ast
 import subprocess
 import sys
 
+import pytest
+
 from inference.core.paths import PROJECT_ROOT
+
+pytestmark = pytest.mark.unit
 
 INFERENCE = PROJECT_ROOT / "inference"
 FIGURES = INFERENCE / "figures"

@@ -2,11 +2,14 @@
 
 import threading
 
+import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
 from inference.core.limits import Limits
 from tests.conftest import APP_FILE
+
+pytestmark = pytest.mark.page
 
 
 def test_limits_read_ints_bools_and_paths_from_the_environment():

@@ -10,6 +10,8 @@ from inference.lessons.sampling_lab.figures import draw_band, live_slider_figure
 from inference.sampling.pipeline import SamplingSettings, seen_mask
 from inference.sampling.step_view import step_view
 
+pytestmark = pytest.mark.unit
+
 
 def test_live_top_p_frames_equal_the_whole_pipeline_with_penalty_top_k_and_min_p(bundled):
     """Each frame is the final distribution of every setting together, the penalty on the tokens seen."""

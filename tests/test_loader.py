@@ -11,6 +11,8 @@ from inference.core.limits import Limits
 from inference.core.loader import ModelLoadError, classify_source, encode_prompt, load_model
 from inference.core.paths import BUNDLED_MODEL_DIR
 
+pytestmark = pytest.mark.unit
+
 
 def test_bundled_model_loads_with_its_description(bundled):
     info = bundled.info

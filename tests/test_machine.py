@@ -1,8 +1,11 @@
 """Machine facts: the cache size is read from the system's own files, measurements are kept per process."""
 
+import pytest
 import torch
 
 from inference.core import machine
+
+pytestmark = pytest.mark.unit
 
 
 def fake_cache(root, entries):

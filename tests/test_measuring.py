@@ -1,10 +1,13 @@
 """The shared measuring helpers: fixed filler prompts, timed passes that compute what the model
 computes, and a greedy run that equals `model.generate`."""
 
+import pytest
 import torch
 from transformers import DynamicCache
 
 from inference.core.measuring import GREEDY, filler_batch, filler_prompt, run_greedy, timed_decode, timed_pass
+
+pytestmark = pytest.mark.unit
 
 torch.set_num_threads(1)  # other jobs may share the machine
 

@@ -22,6 +22,8 @@ from inference.core import calculator, kv_cache, model_config
 from inference.core.model_config import FULL, SLIDING, from_config, from_public_entry, kv_cache_bytes
 from inference.core.paths import BUNDLED_MODEL_DIR
 
+pytestmark = pytest.mark.unit
+
 torch.set_num_threads(1)
 
 

@@ -22,6 +22,7 @@ from tests.browser import (
 )
 
 pytestmark = [
+    pytest.mark.browser,
     pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON),
     pytest.mark.skipif(not BUNDLED_MOE_DIR.is_dir(), reason="the bundled MoE model is not in this checkout"),
 ]

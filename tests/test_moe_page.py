@@ -12,6 +12,8 @@ from inference.training import moe_stats
 from tests.conftest import APP_FILE
 from tests.test_routing import tiny_moe, tiny_moe_folder  # noqa: F401  (fixtures)
 
+pytestmark = pytest.mark.page
+
 PAGE = "app_pages/moe.py"
 
 

@@ -7,6 +7,8 @@ import pytest
 
 from tests.conftest import APP_FILE, PROJECT_ROOT, page_title, run_app
 
+pytestmark = pytest.mark.page
+
 PAGE_FILES = sorted(p for p in (PROJECT_ROOT / "app_pages").glob("*.py") if p.stem != "common")
 
 

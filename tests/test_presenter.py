@@ -5,6 +5,8 @@ import pytest
 
 from tests.conftest import APP_FILE
 
+pytestmark = pytest.mark.page
+
 PAGES = [
     "app_pages/generate.py",
     "app_pages/sampling.py",

@@ -12,6 +12,8 @@ from inference.core.quantize import PRECISIONS, linear_weight_bytes
 from inference.lessons.quantization import experiments as qc
 from inference.lessons.quantization import text as quant_text
 
+pytestmark = pytest.mark.unit
+
 NEW_TOKENS = 24
 
 

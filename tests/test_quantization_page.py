@@ -3,10 +3,13 @@ slider move re-renders from the cached comparison without measuring again."""
 
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from inference.core.quantize import PRECISIONS
 from inference.lessons.quantization import experiments as quant_compare
+
+pytestmark = pytest.mark.page
 
 APP_FILE = str(Path(__file__).resolve().parent.parent / "app.py")
 

@@ -8,6 +8,8 @@ from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausa
 
 from inference.core import quantize as q
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def llama():

@@ -11,6 +11,8 @@ from inference.engines.client import EngineError, TokenizerMismatch
 from inference.sampling.pipeline import SamplingSettings
 from tests.fake_engine import FakeLlamaServer
 
+pytestmark = pytest.mark.unit
+
 SETTINGS = SamplingSettings(temperature=0.9, top_k=40, top_p=0.95, min_p=0.01)
 
 

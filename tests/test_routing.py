@@ -13,6 +13,8 @@ from inference.core.loader import encode_prompt
 from inference.lessons.moe import scale as moe
 from inference.training.evaluate import score_stream
 
+pytestmark = pytest.mark.unit
+
 STORIES = [
     "Once upon a time, there was a little girl named Lily. She loved to play in the park with her red ball.",
     "Tom had a big dog. The dog liked to run and jump. One day, the dog found a stick and gave it to Tom.",

@@ -30,6 +30,8 @@ from inference.sampling.samplers import (
 )
 from inference.sampling.step_view import step_view
 
+pytestmark = pytest.mark.unit
+
 A, B, C, Y = 0, 1, 2, 3  # token ids for the hand-made DRY histories
 
 

@@ -27,6 +27,8 @@ from inference.sampling.pipeline import (
 )
 from inference.sampling.step_view import step_view
 
+pytestmark = pytest.mark.unit
+
 VOCAB = 512
 GRID = list(itertools.product([0.3, 1.0, 1.7], [0, 5, 50], [0.5, 0.9, 1.0], [0.0, 0.05, 0.3], [1.0, 1.3, 0.8]))
 

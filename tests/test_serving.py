@@ -14,6 +14,8 @@ from inference.lessons.serving.stats import (
     summarize,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def test_trace_is_reproducible_from_its_seed():
     """The same settings and seed give the same trace; another seed gives another."""

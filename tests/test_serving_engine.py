@@ -8,9 +8,12 @@ from inference.lessons.serving.experiments import greedy_equals_solo
 from inference.lessons.serving.replay import EngineTarget, replay
 from inference.lessons.serving.request_trace import poisson_trace
 
-pytestmark = pytest.mark.skipif(
-    not llamacpp.is_built(), reason="llama-server is not built: run python -m inference.engines llamacpp build"
-)
+pytestmark = [
+    pytest.mark.engine,
+    pytest.mark.skipif(
+        not llamacpp.is_built(), reason="llama-server is not built: run python -m inference.engines llamacpp build"
+    ),
+]
 SLOTS = 4
 
 

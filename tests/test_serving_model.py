@@ -10,6 +10,8 @@ from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 from inference.lessons.serving import random_model
 from inference.lessons.serving.random_model import LlamaShape, public_shape, shape_from_public_entry
 
+pytestmark = pytest.mark.unit
+
 TINY = LlamaShape(
     "Tiny test",
     layers=2,

@@ -8,6 +8,8 @@ from streamlit.testing.v1 import AppTest
 from inference.engines import llamacpp
 from tests.conftest import APP_FILE
 
+pytestmark = pytest.mark.engine
+
 PAGE = "app_pages/serving.py"
 
 

@@ -11,6 +11,8 @@ from inference.lessons.serving.replay import EngineTarget, replay
 from inference.lessons.serving.request_trace import poisson_trace
 from tests.streaming_standin import StreamingStandIn
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def standin(bundled):

@@ -11,6 +11,8 @@ from inference.lessons.serving.roofline import (
     prefill_pass,
 )
 
+pytestmark = pytest.mark.unit
+
 TOY = ServedModel(matmul_parameters=1000, other_parameters=10, layers=2, query_width=8, kv_width=4)
 
 

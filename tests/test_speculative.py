@@ -18,6 +18,8 @@ from inference.core.run import new_trace
 from inference.lessons.speculative import run as spec
 from inference.sampling.pipeline import SamplingSettings, seen_mask
 
+pytestmark = pytest.mark.unit
+
 PROMPTS = [
     "Once upon a time, there was a little girl named Lily. She loved to play outside",
     "Tom and his dog went to the park. The dog saw a ball and",

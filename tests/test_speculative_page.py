@@ -2,12 +2,15 @@
 
 import json
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from inference.core.run import new_trace
 from inference.lessons.speculative import run as spec
 from inference.sampling.pipeline import SamplingSettings
 from tests.conftest import APP_FILE
+
+pytestmark = pytest.mark.page
 
 PAGE = "app_pages/speculative.py"
 

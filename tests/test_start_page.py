@@ -1,5 +1,6 @@
 """Start here: its five results are the loaded model's own numbers, computed once per model."""
 
+import pytest
 import torch
 from transformers import DynamicCache
 
@@ -7,6 +8,8 @@ from inference.core.kv_cache import measured_bytes
 from inference.core.loader import encode_prompt
 from inference.lessons.start.first_look import PROMPT, first_look
 from tests.conftest import run_app
+
+pytestmark = pytest.mark.page
 
 torch.set_num_threads(1)  # other jobs may share the machine
 

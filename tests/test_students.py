@@ -5,6 +5,8 @@ import pytest
 
 from inference.lessons.serving.students import click_schedule, largest_within, run_student
 
+pytestmark = pytest.mark.unit
+
 
 def test_click_schedule_is_seeded_and_clicks_every_period_from_a_phase_within_the_first_period():
     """Each student: phase in [0, period), then every period; the same seed gives the same schedule."""

@@ -21,6 +21,8 @@ from inference.lessons.prefill_decode.timing import (
 )
 from tests.conftest import APP_FILE
 
+pytestmark = pytest.mark.page
+
 torch.set_num_threads(1)  # a training job may share the machine
 
 

@@ -1,7 +1,11 @@
 """One decoding of a token's text for every place that shows it (prompt chips, generated chips, chart labels)."""
 
+import pytest
+
 from inference.core.tokens import readable_token, token_text
 from inference.lessons.generate.figures import token_html
+
+pytestmark = pytest.mark.unit
 
 
 class CleaningTokenizer:

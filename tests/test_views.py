@@ -1,11 +1,14 @@
 """Views over recorded steps agree with the engine's own draws."""
 
+import pytest
 import torch
 
 from inference.core.loader import encode_prompt
 from inference.core.run import new_trace
 from inference.sampling.pipeline import SamplingSettings
 from inference.sampling.step_view import sample_many, step_view, trace_summary
+
+pytestmark = pytest.mark.unit
 
 SETTINGS = SamplingSettings(temperature=0.9, top_k=40, top_p=0.9, repetition_penalty=1.1)
 
