@@ -5,8 +5,8 @@
 Every page is listed here, in sections a class can walk top to bottom. Each page file is
 named after its URL path (app_pages/kv-cache.py is /kv-cache). The folder is not called
 `pages/`, so Streamlit's older automatic multipage mode never runs: `st.navigation` alone
-decides which page a URL opens. Each page starts with `common.current_model()`, which also
-draws the shared sidebar (model picker, presenter toggle).
+decides which page a URL opens. Each page starts with `current_model()` (app_pages/shared/sidebar.py),
+which also draws the shared sidebar (model picker, presenter toggle).
 """
 
 import streamlit as st

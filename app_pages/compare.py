@@ -5,8 +5,12 @@ import json
 
 import streamlit as st
 
-from app_pages import common
-from app_pages.widgets import sampler_controls as controls
+from app_pages.shared import layout, models
+from app_pages.shared import sampler_controls as controls
+from app_pages.shared.captions import caption
+from app_pages.shared.shared_results import measure_on_click
+from app_pages.shared.sidebar import current_model
+from app_pages.shared.slots import generation_slot
 from inference.core.bundled import bundled_models
 from inference.core.prompting import prepare_prompt
 from inference.core.run import SEED_MAX
@@ -26,10 +30,10 @@ SEED_CHOICES = (20, 50, 100, 200)
 MULTI_NEW_TOKENS = 48  # per run in the many-seed comparison: long enough to loop, short enough to run in seconds
 PRECISIONS = ("float32", "bfloat16", "int8", "int4")
 
-loaded = common.current_model()
+loaded = current_model()
 tokenizer = loaded.tokenizer
-presenter = common.presenter()
-limits = common.limits()
+presenter = layout.presenter()
+limits = models.limits()
 
 
 @st.cache_resource(max_entries=6, show_spinner=False)
@@ -61,7 +65,7 @@ def model_for(choice: str):
     if name == loaded.info.name:
         return loaded.model if precision == "float32" else precision_model(loaded.info.name, precision, loaded.model)
     source = dict(same_vocabulary_models(loaded.model.get_output_embeddings().weight.shape[0]))[name]
-    return common._cached_model(source, "float32", False).model
+    return models.cached_model(source, "float32", False).model
 
 
 def read_url_once() -> list[str]:
@@ -160,7 +164,7 @@ run_key = (
 )
 pairs = st.session_state.setdefault("cmp_pairs", {})
 if run_key not in pairs:
-    with common.generation_slot():
+    with generation_slot():
         model_a, model_b = model_for(st.session_state.cmp_model_A), model_for(st.session_state.cmp_model_B)
         pairs.clear()  # one pair per session is all the page shows
         pairs[run_key] = compare.shared_draw_pair(
@@ -192,13 +196,13 @@ else:
     st.info(f"**They part at step {parting.step}** (boxed above): {parting.reason}")
     # One under the other: each chart needs the page's width for its token labels.
     st.plotly_chart(cf.final_distributions(parting, tokenizer, presenter), width="stretch", key="cmp_finals")
-    common.caption(
+    caption(
         "exact",
         "Both final distributions at that step, from each run's recorded logits and settings; "
         "the outlined bar is the token each run chose.",
     )
     st.plotly_chart(cf.shared_u_cdfs(parting, tokenizer, presenter), width="stretch", key="cmp_cdfs")
-    common.caption(
+    caption(
         "exact",
         f"Each run's cumulative probability in its own most-likely-first order and the one "
         f"u = {parting.u:.3f} both drew: each chose the token where its curve first passes u.",
@@ -207,7 +211,7 @@ else:
 for side, trace in zip(SIDES, (pair.trace_a, pair.trace_b)):
     if settings[side].mirostat and trace.records:
         st.plotly_chart(cf.mirostat_figure(trace.records, side, presenter), width="stretch", key=f"cmp_miro_{side}")
-        common.caption(
+        caption(
             "exact",
             f"{side}'s mirostat v2, step by step: the surprise −log₂ p of each chosen token, the cut "
             "μ that step used (tokens more surprising were removed), moving toward τ after every draw.",
@@ -232,7 +236,7 @@ else:
         f"{lesson.only_llama_cpp:,} only by the second."
     )
     st.plotly_chart(cf.order_lesson_figure(lesson, tokenizer, presenter), width="stretch", key="cmp_order")
-    common.caption(
+    caption(
         "exact",
         "The first step of A's run where the two orders keep different tokens, found by re-reading "
         "every recorded step under both orders; ✂ marks a token that order removed.",
@@ -276,7 +280,7 @@ def measure(progress):
     )
 
 
-result = common.measure_on_click(
+result = measure_on_click(
     f"Run A and B on {len(seeds)} seeds",
     "cmp_many",
     multi_key,
@@ -296,7 +300,7 @@ if result is not None:
         )
     st.plotly_chart(cf.interval_figure(result.summary, presenter), width="stretch", key="cmp_intervals")
     capped_a, capped_b = int((~result.stats_a["stopped"]).sum()), int((~result.stats_b["stopped"]).sum())
-    common.caption(
+    caption(
         "simulated",
         f"{len(result.seeds)} seeded runs per side ({result.seconds:.1f} s here), each up to "
         f"{MULTI_NEW_TOKENS} tokens; the interval is a seeded percentile bootstrap "
@@ -304,7 +308,7 @@ if result is not None:
         f"stop token count as {MULTI_NEW_TOKENS} long (A: {capped_a}, B: {capped_b}). Log-probability: the "
         f"float32 {loaded.info.name} reading each text at T = 1.",
     )
-    hist = common.side_by_side(2)
+    hist = layout.side_by_side(2)
     for i, (metric, title) in enumerate(compare.METRICS.items()):
         with hist[i % 2]:
             st.plotly_chart(
@@ -312,4 +316,4 @@ if result is not None:
                 width="stretch",
                 key=f"cmp_hist_{metric}",
             )
-    common.caption("simulated", "How each statistic spreads over the runs, A against B.")
+    caption("simulated", "How each statistic spreads over the runs, A against B.")

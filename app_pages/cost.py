@@ -2,7 +2,11 @@
 
 import streamlit as st
 
-from app_pages import common
+from app_pages.shared import layout, models
+from app_pages.shared.captions import caption
+from app_pages.shared.shared_results import measure_on_click, shared_results
+from app_pages.shared.sidebar import current_model
+from app_pages.shared.slots import generation_slot
 from inference.core import machine
 from inference.lessons.cost.batching import PROMPT_TOKENS, ROUNDS, STEPS, batch_sizes_for, measure_batches
 from inference.lessons.cost.experiments import PREFILL_REPEATS, cost_per_million_tokens, measure_answer
@@ -12,8 +16,8 @@ from inference.lessons.prefill_decode.timing import crossover_prompt_tokens, def
 ANSWER_KEY = "cost_answer"
 DEFAULT_PRICE_PER_HOUR = 1.00  # illustrative; the page says so and lets the user type theirs
 
-limits = common.limits()
-loaded = common.current_model(needs_weights="it times batches and Mixture-of-Experts routing in this process")
+limits = models.limits()
+loaded = current_model(needs_weights="it times batches and Mixture-of-Experts routing in this process")
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
 st.title("💰 What a token costs")
@@ -36,12 +40,12 @@ again = st.button("Measure again", key="cost_again", help="Timings move a little
 answer_key = (info.name, prompt_tokens, reply_tokens)
 stored = st.session_state.get(ANSWER_KEY)
 if stored is None or stored[0] != answer_key or again:
-    with common.generation_slot():
+    with generation_slot():
         st.session_state[ANSWER_KEY] = (answer_key, measure_answer(model, tokenizer, prompt_tokens, reply_tokens))
 answer = st.session_state[ANSWER_KEY][1]
 
-st.plotly_chart(answer_split_figure(answer, common.presenter()), width="stretch", key="cost_split")
-common.caption(
+st.plotly_chart(answer_split_figure(answer, layout.presenter()), width="stretch", key="cost_split")
+caption(
     "measured",
     f"One greedy answer with the step engine: the prefill pass over {answer.prompt_tokens} "
     f"prompt tokens (median of {PREFILL_REPEATS}), then {answer.reply_tokens - 1} decode passes (the first reply token "
@@ -54,7 +58,7 @@ m[1].metric("Per output token", f"{answer.ms_per_output_token:.2f} ms", help="Me
 m[2].metric(
     "Output ÷ input", f"{answer.output_vs_input:,.0f}×", help="How much more machine time an output token took."
 )
-sweep = common.shared_results().get(("sweep", info.name))  # the Prefill vs decode page's sweep, if run
+sweep = shared_results().get(("sweep", info.name))  # the Prefill vs decode page's sweep, if run
 if sweep is not None:
     crossing = crossover_prompt_tokens(sweep, answer.reply_tokens - 1)
     crossover = (
@@ -97,7 +101,7 @@ st.markdown(
     f"{ROUNDS * STEPS} timed passes per size, in {ROUNDS} rounds over all sizes; median). One pass reads the "
     "weights once however many sequences it serves."
 )
-batches = common.measure_on_click(
+batches = measure_on_click(
     "Measure batching",
     "cost_batches",
     ("batches", info.name),
@@ -105,8 +109,8 @@ batches = common.measure_on_click(
     "Press **Measure batching** (a few seconds on the bundled model).",
 )
 if batches is not None:
-    st.plotly_chart(batching_figure(batches, common.presenter()), width="stretch", key="cost_batch_chart")
-    common.caption(
+    st.plotly_chart(batching_figure(batches, layout.presenter()), width="stretch", key="cost_batch_chart")
+    caption(
         "measured",
         "Median decode pass for each batch size after a warm-up, through transformers' own "
         "forward (the engine's lean step serves one sequence at a time); machine time per token = "
@@ -152,7 +156,7 @@ if batches is not None:
             "cost per 1M output tokens ($)": st.column_config.NumberColumn(format="$%.4f"),
         },
     )
-    common.caption(
+    caption(
         "illustrative",
         f"The price per hour (${price:,.2f}) is an example you can change; the times are "
         f"measured above. At that price, a million **input** tokens (prefill, from section 1) cost "
@@ -167,7 +171,7 @@ st.markdown(
     f"step. The Prefill vs decode sweep times decode steps after prompts of {', '.join(map(str, context_lengths))} "
     "tokens; the same measurement is shared here."
 )
-context_sweep = common.measure_on_click(
+context_sweep = measure_on_click(
     "Measure decode against context",
     "cost_context",
     ("sweep", info.name),
@@ -188,7 +192,7 @@ if context_sweep is not None:
             else "The cache already shows: the longer the conversation, the dearer every further token."
         )
     )
-    common.caption(
+    caption(
         "measured",
         f"Median of {context_sweep.repeats} runs per context length; each run is "
         f"{context_sweep.decode_tokens} decode steps with the engine's own step after one prefill.",

@@ -2,8 +2,13 @@
 
 import streamlit as st
 
-from app_pages import common
-from app_pages.widgets import sampler_controls as controls
+from app_pages.shared import layout, models
+from app_pages.shared import sampler_controls as controls
+from app_pages.shared.captions import caption, view_summary
+from app_pages.shared.sidebar import current_model
+from app_pages.shared.slots import engine_errors, generation_slot
+from app_pages.shared.stepper import play
+from app_pages.shared.url_state import read_url_once
 from inference.core.prompting import prepare_prompt
 from inference.core.remote import distribution_note, is_remote
 from inference.core.run import SEED_MAX, STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace
@@ -44,14 +49,14 @@ RANGES = {
     "gen_steps_in_url": (0, 10_000),
 }
 
-limits = common.limits()
+limits = models.limits()
 RANGES["gen_max_new"] = (1, limits.max_new_tokens)
-loaded = common.current_model(remote_ok=True)
+loaded = current_model(remote_ok=True)
 remote = is_remote(loaded)
 model, tokenizer = loaded.model, loaded.tokenizer
 
 
-url_problems = common.read_url_once("gen_url_read", URL_PARAMS, DEFAULTS, RANGES)
+url_problems = read_url_once("gen_url_read", URL_PARAMS, DEFAULTS, RANGES)
 st.title("✍️ Generate, one token at a time")
 st.markdown(
     "The model reads your prompt and gives a probability to **every** token in its vocabulary. "
@@ -94,7 +99,7 @@ play_clicked = b[1].button("Play", key="gen_play", width="stretch")
 back_clicked = b[2].button("Back", key="gen_back", width="stretch")
 reset_clicked = b[3].button("Reset", key="gen_reset", width="stretch")
 
-s = common.control_row(5)
+s = layout.control_row(5)
 s[0].slider("Temperature", 0.0, 2.0, step=0.05, key="gen_temperature", help="0 = greedy: always the most likely token.")
 s[1].slider(
     "Top-p",
@@ -165,7 +170,7 @@ elif trace is None or reset_clicked or st.session_state.get("gen_run_key") != ru
     trace = start_new_trace()
 
 if trace is not None and not prepared.error:
-    with common.generation_slot(), common.engine_errors():
+    with generation_slot(), engine_errors():
         if back_clicked:
             trace.back()
         if step_clicked:
@@ -186,7 +191,7 @@ def show_text():
 
 
 if trace is not None and play_clicked and not prepared.error:
-    common.play(
+    play(
         trace,
         lambda: trace.step(settings, seed),
         show_text,
@@ -227,7 +232,7 @@ st.query_params.from_dict(
 if trace is not None:
     logits = None
     if not trace.finished:
-        with common.generation_slot(), common.engine_errors():
+        with generation_slot(), engine_errors():
             logits = trace.peek()
     if logits is not None:
         context = trace.step_context(trace.next_index, settings) if settings.needs_context else None
@@ -244,10 +249,10 @@ if trace is not None:
     st.subheader(heading)
     top_n = st.slider("Tokens shown", 10, 50, 20, step=5, key="gen_top_n")
     table = view.table(tokenizer, top_n=top_n)
-    chart_left, chart_right = common.side_by_side(2)
+    chart_left, chart_right = layout.side_by_side(2)
     with chart_left:
-        st.plotly_chart(next_token_bars(table, common.presenter()), width="stretch", key="gen_bars")
-        common.caption(
+        st.plotly_chart(next_token_bars(table, layout.presenter()), width="stretch", key="gen_bars")
+        caption(
             "exact",
             "Top tokens by probability from this step's real logits over the full vocabulary; "
             "grey bars = the model's raw probability (T=1), blue = after your settings, orange = the draw, "
@@ -255,17 +260,17 @@ if trace is not None:
         )
         if remote:
             server_step = trace.pending_server_step() if logits is not None else trace.server_steps[-1]
-            common.caption(*distribution_note(loaded.model, server_step))
+            caption(*distribution_note(loaded.model, server_step))
     with chart_right:
         st.plotly_chart(
-            cumulative_curve(view, tokenizer, settings.top_p, common.presenter()), width="stretch", key="gen_cumulative"
+            cumulative_curve(view, tokenizer, settings.top_p, layout.presenter()), width="stretch", key="gen_cumulative"
         )
-        common.caption(
+        caption(
             "exact",
             "Tokens in order, adding up their probability. Top-p keeps tokens until the "
             "red line is reached; the draw picks a random u and takes the token where the blue curve passes u.",
         )
-    common.view_summary(view)
+    view_summary(view)
 
     # -- fork ------------------------------------------------------------------------------
     if trace.records:
@@ -280,7 +285,7 @@ if trace is not None:
                 key="gen_fork_step",
             )
             if f2.button("Fork here", key="gen_fork"):
-                with common.generation_slot():
+                with generation_slot():
                     trace.rewind(int(fork_at))
                 st.rerun()
             st.caption(
@@ -295,14 +300,14 @@ if trace is not None:
             "Download CSV", frame.to_csv(index=False).encode(), "inference_lab_steps.csv", "text/csv", key="gen_csv"
         )
         if remote:
-            common.caption(
+            caption(
                 "measured",
                 "Forward ms is the engine's own time to evaluate that step's new tokens (its "
                 "`timings.prompt_ms`; its prompt cache kept the rest). The CSV adds round_trip_ms (the whole "
                 "request measured here, answer parsed) and the tokens the engine evaluated and reused.",
             )
         else:
-            common.caption(
+            caption(
                 "measured",
                 "Probabilities are exact; forward ms is the wall time of that step's forward pass here. "
                 "It runs while your browser draws this page, so a step can take many times its usual time when "

@@ -4,7 +4,12 @@ from statistics import median
 
 import streamlit as st
 
-from app_pages import common
+from app_pages.shared import layout, models
+from app_pages.shared.captions import caption
+from app_pages.shared.escaping import escape
+from app_pages.shared.shared_results import measure_on_click
+from app_pages.shared.sidebar import current_model
+from app_pages.shared.slots import generation_slot
 from inference.core.calculator import kv_table, load_public_models, model_entry_from_hf_config
 from inference.core.kv_cache import KVShape
 from inference.core.measuring import run_greedy
@@ -37,8 +42,8 @@ CALCULATOR_DEFAULT_MODELS = [
 ]
 CONTEXTS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 
-limits = common.limits()
-loaded = common.current_model(needs_weights="it reads the KV cache tensors the model fills as it runs")
+limits = models.limits()
+loaded = current_model(needs_weights="it reads the KV cache tensors the model fills as it runs")
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
 st.title("🗄️ The KV cache")
@@ -66,7 +71,7 @@ def step_by_step() -> None:
     st.subheader("1. The cache, step by step")
     run_key = (info.name, tuple(prepared.ids), new_tokens)
     if st.session_state.get(GROWTH_KEY, (None,))[0] != run_key:
-        with common.generation_slot():
+        with generation_slot():
             st.session_state[GROWTH_KEY] = (run_key, run_greedy(model, tokenizer, prepared.ids, new_tokens))
     trace = st.session_state[GROWTH_KEY][1]
     growth, layers = cache_growth(trace), layer_breakdown(trace)
@@ -86,17 +91,17 @@ def step_by_step() -> None:
     m[2].metric("Formula", f"{last.formula_bytes:,} B")
     m[3].metric("Steps where they agree", f"{int(growth.agree.sum())} of {len(growth)}")
 
-    chart_left, chart_right = common.side_by_side(2)
+    chart_left, chart_right = layout.side_by_side(2)
     with chart_left:
-        st.plotly_chart(cache_growth_figure(growth, common.presenter()), width="stretch", key="kv_growth")
-        common.caption(
+        st.plotly_chart(cache_growth_figure(growth, layout.presenter()), width="stretch", key="kv_growth")
+        caption(
             "measured",
             "Dots: bytes of the real key and value tensors after each step. Line: the formula "
             "for that many tokens. Step 0 caches the whole prompt at once.",
         )
     with chart_right:
-        st.plotly_chart(layer_bytes_figure(layers, common.presenter()), width="stretch", key="kv_layers")
-        common.caption(
+        st.plotly_chart(layer_bytes_figure(layers, layout.presenter()), width="stretch", key="kv_layers")
+        caption(
             "measured",
             f"Bytes per layer after the last step ({last.cache_tokens} tokens), read from each "
             "layer's tensors; the red mark is the formula for one layer.",
@@ -120,9 +125,7 @@ def step_by_step() -> None:
             key="kv_growth_table",
             column_config={"measured bytes": bytes_column, "formula bytes": bytes_column},
         )
-        common.caption(
-            "measured", "Measured = element count × element size of every key and value tensor in the cache."
-        )
+        caption("measured", "Measured = element count × element size of every key and value tensor in the cache.")
 
 
 def with_and_without() -> None:
@@ -131,7 +134,7 @@ def with_and_without() -> None:
         f"The same {new_tokens} tokens, chosen greedily, decoded twice side by side: **with the cache** (one token per "
         "pass) and **without** it (every pass recomputes keys and values for the whole sequence)."
     )
-    comparison = common.measure_on_click(
+    comparison = measure_on_click(
         "Compare with and without the cache",
         "kv_compare",
         ("kv_compare", info.name, tuple(prepared.ids), new_tokens),
@@ -154,10 +157,10 @@ def with_and_without() -> None:
             if engine_steps
             else ""
         )
-        chart_left, chart_right = common.side_by_side(2)
+        chart_left, chart_right = layout.side_by_side(2)
         with chart_left:
-            st.plotly_chart(step_time_figure(steps, common.presenter()), width="stretch", key="kv_step_time")
-            common.caption(
+            st.plotly_chart(step_time_figure(steps, layout.presenter()), width="stretch", key="kv_step_time")
+            caption(
                 "measured",
                 f"Forward-pass time of each step (thin) and the running median of "
                 f"{SMOOTHING_STEPS} steps (thick); rare spikes from other programs may run off the top. "
@@ -167,11 +170,11 @@ def with_and_without() -> None:
             )
         with chart_right:
             st.plotly_chart(
-                cumulative_time_figure(steps, comparison.speedup, common.presenter()),
+                cumulative_time_figure(steps, comparison.speedup, layout.presenter()),
                 width="stretch",
                 key="kv_cumulative",
             )
-            common.caption(
+            caption(
                 "measured",
                 "Running total of the same passes: with the cache it grows in a straight line, "
                 "without it each step costs more than the last, so the total bends upward (quadratic).",
@@ -238,8 +241,8 @@ def calculator() -> None:
         st.info("Pick at least one model.")
         return
     memory = kv_table([by_name[name] for name in chosen], context, int(batch), precision)
-    st.plotly_chart(memory_figure(memory, common.presenter()), width="stretch", key="kv_memory")
-    common.caption(
+    st.plotly_chart(memory_figure(memory, layout.presenter()), width="stretch", key="kv_memory")
+    caption(
         "published",
         f"From each model's published config (sources and notes below) with the formula above, at "
         f"{context:,} tokens × batch {batch} in {precision}: sliding-window layers count min(tokens, window). "
@@ -254,7 +257,7 @@ def calculator() -> None:
     if len(grouped):
         biggest = grouped.loc[grouped.kv_gb_without_gqa.idxmax()]
         st.markdown(
-            f"**What grouped-query attention saves:** in {common.escape(biggest.model)}, {biggest.attention_heads} query "
+            f"**What grouped-query attention saves:** in {escape(biggest.model)}, {biggest.attention_heads} query "
             f"heads share {biggest.kv_heads} KV heads, so at this length and batch its cache is "
             f"**{_size(biggest.kv_gb)} instead of {_size(biggest.kv_gb_without_gqa)}** ({biggest.gqa_saving:.0f}× less). "
             "The light bars show each model's cache with one K/V head per query head; the table gives the factor."
@@ -288,7 +291,7 @@ def calculator() -> None:
             ),
         },
     )
-    common.caption(
+    caption(
         "published",
         "GB = 10⁹ bytes. Window layers keep at most their window (Mistral-7B-v0.1: all 32; "
         "Gemma-2: every other layer); MLA models (DeepSeek-V3) cache a compressed latent instead of per-head "
@@ -303,8 +306,7 @@ def calculator() -> None:
                 )
         if this_model["name"] in chosen:
             st.markdown(
-                f"- **{common.escape(this_model['name'])}**: its own config.json; "
-                "parameters counted from the loaded weights."
+                f"- **{escape(this_model['name'])}**: its own config.json; parameters counted from the loaded weights."
             )
 
 

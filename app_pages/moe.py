@@ -5,7 +5,11 @@ import json
 import pandas as pd
 import streamlit as st
 
-from app_pages import common
+from app_pages.shared import layout, models
+from app_pages.shared.captions import caption
+from app_pages.shared.shared_results import measure_on_click
+from app_pages.shared.sidebar import current_model
+from app_pages.shared.slots import generation_slot
 from inference.core import routing
 from inference.core.calculator import load_public_models
 from inference.core.loader import encode_prompt
@@ -43,10 +47,10 @@ ROUTER_NOISE = 0.10  # decode timings on a shared CPU wobble about this much
 TIMING_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to"
 IDLE_SHARE = 0.01  # an expert with less than this share of a layer's picks is counted as idle
 
-limits = common.limits()
-loaded = common.current_model()
+limits = models.limits()
+loaded = current_model()
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
-presenter = common.presenter()
+presenter = layout.presenter()
 
 st.title("🧩 Mixture of Experts")
 st.markdown(
@@ -61,7 +65,7 @@ def model_folder():
     """The loaded model's folder, where its stored routing statistics live (None for hub models)."""
     from pathlib import Path
 
-    source = st.session_state.get(common.MODEL_SOURCE_KEY, "")
+    source = st.session_state.get(models.MODEL_SOURCE_KEY, "")
     folder = Path(source) if source else BUNDLED_MODEL_DIR
     return folder if folder.is_dir() else None
 
@@ -96,8 +100,8 @@ if not routing.has_experts(model):
         if st.button(
             f"Load the bundled MoE model ({routing.BUNDLED_MOE_NAME})", key="moe_load_bundled", type="primary"
         ):
-            st.session_state[common.MODEL_SOURCE_KEY] = str(routing.BUNDLED_MOE_DIR)
-            st.session_state.pop(common.MODEL_ERROR_KEY, None)
+            st.session_state[models.MODEL_SOURCE_KEY] = str(routing.BUNDLED_MOE_DIR)
+            st.session_state.pop(models.MODEL_ERROR_KEY, None)
             st.rerun()
     else:
         st.warning(
@@ -157,7 +161,7 @@ if moe_loaded:
         st.session_state[TRACE_KEY], st.session_state["moe_run_key"] = trace, run_key
 
     if trace is not None:
-        with common.generation_slot():
+        with generation_slot():
             if step_clicked or not trace.records:  # the first step routes the prompt: show it at once
                 trace.step(settings)
     chips_box = st.empty()
@@ -174,7 +178,7 @@ if moe_loaded:
 
     if trace is not None and play_clicked:
         while not trace.finished:
-            with common.generation_slot():
+            with generation_slot():
                 trace.step(settings)
             show_chips()
 
@@ -183,7 +187,7 @@ if moe_loaded:
         show_chips()
         st.markdown(expert_legend(shape.experts, presenter), unsafe_allow_html=True)
         fed = len(recorded.token_ids)
-        common.caption(
+        caption(
             "exact",
             f"Layer {layer}: each token's chip is split between the {shape.k} experts the router "
             f"chose, each band as wide as that expert's weight (hover for the numbers). Read from the "
@@ -197,7 +201,7 @@ if moe_loaded:
             width="stretch",
             key="moe_heatmap",
         )
-        common.caption(
+        caption(
             "exact",
             "Every token (across) in every layer (down), coloured by its first-choice expert; "
             "hover a cell for both kept experts, their renormalised weights and router probabilities. "
@@ -228,7 +232,7 @@ if moe_loaded:
             f"**{' + '.join(f'{w:.2f} × expert {e}' for e, w in zip(kept, kept_weights))}**."
         )
         st.plotly_chart(router_figure(probs, kept, kept_weights, presenter), width="stretch", key="moe_router")
-        common.caption(
+        caption(
             "exact",
             "Router probabilities of this token in this layer (coloured: kept), and the kept "
             "experts' renormalised weights, from the recorded router logits.",
@@ -236,7 +240,7 @@ if moe_loaded:
         ids_now = tuple(recorded.token_ids)
         cached = st.session_state.get(INPUTS_KEY)
         if cached is None or cached[0] != (info.name, ids_now):
-            with common.generation_slot():
+            with generation_slot():
                 st.session_state[INPUTS_KEY] = ((info.name, ids_now), routing.mlp_inputs(model, list(ids_now)))
         mix = routing.mixture(model, st.session_state[INPUTS_KEY][1][layer, token], layer)
         st.plotly_chart(
@@ -244,7 +248,7 @@ if moe_loaded:
             width="stretch",
             key="moe_mixture",
         )
-        common.caption(
+        caption(
             "exact",
             "Each kept expert's output for this token, times its weight (bars), and their sum "
             "(diamonds): what this layer adds to the token's running vector. Recomputed from the "
@@ -273,7 +277,7 @@ if moe_loaded:
             width="stretch",
             key="moe_load",
         )
-        common.caption(
+        caption(
             "exact",
             f"Share of the (token, slot) picks each expert got in layer {layer}, counted over "
             f"{source['tokens']:,} tokens of the {source['stories']:,} stories the trainer held back "
@@ -300,7 +304,7 @@ if moe_loaded:
             st.plotly_chart(
                 load_figure(share, None, shape.k, layer, None, "this text", presenter), width="stretch", key="moe_load"
             )
-            common.caption(
+            caption(
                 "exact",
                 f"Share of the picks in layer {layer} over the {len(recorded.token_ids)} tokens of the text above.",
             )
@@ -308,7 +312,7 @@ if moe_loaded:
         st.plotly_chart(balance_over_training(load_log, presenter), width="stretch", key="moe_balance")
         first, last = load_log[0], load_log[-1]
         busiest = [max(max(r) for r in row["fractions"]) for row in (first, last)]
-        common.caption(
+        caption(
             "exact",
             "From the trainer's load log (`expert_load_log.json`): the largest and smallest "
             "share of any expert in any layer at each evaluation, over the first 8,192 validation tokens.",
@@ -362,7 +366,7 @@ if moe_loaded:
                 "share sent here": st.column_config.ProgressColumn(format="percent", min_value=0, max_value=1)
             },
         )
-        common.caption(
+        caption(
             "exact",
             f"The tokens most often routed to expert {expert} in layer {layer} ({picks:,} picks in "
             f"all), counted over the same {stats['source']['tokens']:,} validation tokens; 'share sent "
@@ -387,7 +391,7 @@ if moe_loaded:
 
     # -- 5. what sparsity costs and buys -----------------------------------------------------------
     st.subheader("5. What sparsity costs and buys, measured")
-    dense = common.bundled_model()
+    dense = models.bundled_model()
     mine, theirs = routing.budget(model), routing.budget(dense.model)
     m = st.columns(4)
     m[0].metric(
@@ -404,7 +408,7 @@ if moe_loaded:
     )
     m[2].metric("Weights held", f"{mine.bytes_held / 1e6:.1f} MB")
     m[3].metric("Read per token", f"{mine.bytes_read_per_token / 1e6:.1f} MB")
-    common.caption(
+    caption(
         "exact",
         f"Counted from the loaded tensors ({info.dtype}). A decoded token reads one row of the "
         f"embedding table, all attention, norm and router weights, its {shape.k} experts in each layer, and "
@@ -444,7 +448,7 @@ if moe_loaded:
             width="stretch",
             key="moe_sparsity",
         )
-        common.caption(
+        caption(
             "measured",
             f"Parameters counted from the tensors; held-out bits per byte from each model's "
             f"training run (the same {q['tokens_seen']:,} training tokens seen). Decode: "
@@ -491,7 +495,7 @@ if moe_loaded:
                 "decode ms/token": st.column_config.NumberColumn(format="%.2f"),
             },
         )
-        common.caption(
+        caption(
             "measured",
             f"Bits per byte on the {stats['source']['stories']:,} validation stories with the "
             "stored weights; each variant shares the model's tensors and changes only the router (top-1: "
@@ -504,7 +508,7 @@ if moe_loaded:
         )
 
     st.markdown("**Measure decode speed here, now**")
-    timed = common.measure_on_click(
+    timed = measure_on_click(
         "Time the MoE, its top-1 variant and the dense model",
         "moe_time",
         ("moe_time", info.name),
@@ -524,7 +528,7 @@ if moe_loaded:
             width="stretch",
             key="moe_timed",
         )
-        common.caption(
+        caption(
             "measured",
             "Median of 3 interleaved runs of 24 greedy decode steps through transformers' "
             "forward with a KV cache, on this machine now (shared with other visitors).",
@@ -542,7 +546,7 @@ st.markdown(
     f"and a router that sends each token to {design.experts_per_token} of them in every layer;\n"
     f"- **{DENSE_TOTAL}**: one MLP {design.expert_width * design.experts:,} wide, as many weights as all experts."
 )
-scale = common.measure_on_click(
+scale = measure_on_click(
     "Build and measure the three models",
     "moe_scale",
     ("moe", design),
@@ -551,7 +555,7 @@ scale = common.measure_on_click(
 )
 if scale is not None:
     st.plotly_chart(moe_figure(scale, presenter), width="stretch", key="moe_scale_chart")
-    common.caption(
+    caption(
         "measured",
         "Random weights from a private seed (they produce nonsense text, which does not change "
         f"speed or memory). Bytes from the weight tensors; times are medians of {REPEATS} interleaved runs: "
@@ -601,7 +605,7 @@ st.dataframe(
         "weights_read_per_token_gb_bf16": st.column_config.NumberColumn("read per token (GB)", format="%.1f"),
     },
 )
-common.caption(
+caption(
     "published",
     "Total and active parameters from each model's published config (sources in "
     "assets/public_models.json); GB = parameters × 2 bytes (bfloat16). Read per token: the active "

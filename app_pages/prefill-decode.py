@@ -2,7 +2,11 @@
 
 import streamlit as st
 
-from app_pages import common
+from app_pages.shared import layout, models
+from app_pages.shared.captions import caption
+from app_pages.shared.shared_results import measure_on_click
+from app_pages.shared.sidebar import current_model
+from app_pages.shared.slots import engine_errors, generation_slot
 from inference.core import machine
 from inference.core.calculator import load_public_models, weight_bytes
 from inference.core.flops import FlopCount
@@ -29,8 +33,8 @@ DEFAULT_PROMPT = (
     "friends. One day, she saw a big red ball under a tree."
 )
 
-limits = common.limits()
-loaded = common.current_model(remote_ok=True)
+limits = models.limits()
+loaded = current_model(remote_ok=True)
 remote = is_remote(loaded)
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
@@ -60,7 +64,7 @@ if prepared.error:
 run_key = (info.name, tuple(prepared.ids), min(new_tokens, prepared.max_new_tokens))
 stored = st.session_state.get(RUN_KEY)
 if stored is None or stored[0] != run_key or run_again:
-    with common.generation_slot(), common.engine_errors():
+    with generation_slot(), engine_errors():
         if remote:  # the engine's own timings, streamed
             timing, server_timings = remote_generation_timing(model, tokenizer, prepared.ids, run_key[2])
         else:
@@ -70,9 +74,9 @@ if RUN_KEY not in st.session_state:
     st.stop()  # a serving engine failed on the first run: its message is shown
 timing, server_timings = st.session_state[RUN_KEY][1], st.session_state[RUN_KEY][2]
 
-st.plotly_chart(timeline_figure(timing, common.presenter()), width="stretch", key="pd_timeline")
+st.plotly_chart(timeline_figure(timing, layout.presenter()), width="stretch", key="pd_timeline")
 if remote:
-    common.caption(
+    caption(
         "measured",
         f"On the engine at {loaded.url}: the first block is the engine's own prefill time "
         "(its `timings.prompt_ms`, prompt cache off); later blocks are the gaps between streamed tokens "
@@ -81,7 +85,7 @@ if remote:
         + (f"The fastest of {timing.runs} identical greedy runs." if timing.runs > 1 else ""),
     )
 else:
-    common.caption(
+    caption(
         "measured",
         "Wall time of each step on this machine (forward pass + choosing the token), laid end "
         "to end; hover a block for its token. The dashed line is the time to first token. "
@@ -119,8 +123,8 @@ st.markdown(
 c1, c2 = st.columns([1, 3])
 repeats = c1.slider("Runs per point", 3, 9, 5, key="pd_repeats")
 sweep = None
-with common.engine_errors():
-    sweep = common.measure_on_click(
+with engine_errors():
+    sweep = measure_on_click(
         "Run the sweep",
         "pd_sweep",
         ("sweep", info.name),
@@ -135,19 +139,19 @@ if sweep is None:
 
 flop_count = None if remote else FlopCount.of(model)
 found = findings(sweep, flop_count)
-chart_left, chart_right = common.side_by_side(2)
+chart_left, chart_right = layout.side_by_side(2)
 with chart_left:
-    st.plotly_chart(sweep_time_figure(sweep, common.presenter()), width="stretch", key="pd_sweep_time")
-    common.caption(
+    st.plotly_chart(sweep_time_figure(sweep, layout.presenter()), width="stretch", key="pd_sweep_time")
+    caption(
         "measured",
         f"Median of {sweep.repeats} runs per point after a warm-up; bars span the middle "
         f"half of the runs (quartiles). Decode: mean of {sweep.decode_tokens} one-token passes per run.",
     )
 with chart_right:
     st.plotly_chart(
-        sweep_rate_figure(sweep, found.saturation_tokens, common.presenter()), width="stretch", key="pd_sweep_rate"
+        sweep_rate_figure(sweep, found.saturation_tokens, layout.presenter()), width="stretch", key="pd_sweep_rate"
     )
-    common.caption(
+    caption(
         "measured",
         "Prefill: prompt tokens ÷ prefill time. Decode: 1 ÷ time per decode pass. Same runs as the chart on the left.",
     )
@@ -226,6 +230,6 @@ hardware is called *memory-bandwidth-bound*, and why serving many sequences at o
 """)
 with st.expander("The sweep as a table"):
     st.dataframe(sweep.summary.round(2), hide_index=True, width="stretch", key="pd_sweep_table")
-    common.caption(
+    caption(
         "measured", "Median, quartiles (q1, q3), fastest (min) and slowest (max) run per prompt length; times in ms."
     )

@@ -2,7 +2,11 @@
 
 import streamlit as st
 
-from app_pages import common
+from app_pages.shared import layout, models
+from app_pages.shared.captions import caption
+from app_pages.shared.shared_results import measure_on_click
+from app_pages.shared.sidebar import current_model
+from app_pages.shared.slots import model_slot
 from inference.core.calculator import (
     DEFAULT_BITS,
     GB,
@@ -35,7 +39,7 @@ def cached_copy(model_key: str, precision: str, _model):
 # rerun for a slider reads the cached result at once, however busy the server is.
 @st.cache_data(max_entries=8, show_spinner="Quantizing, then timing and scoring all four precisions…")
 def cached_comparison(model_key: str, prompt_ids: tuple, max_new_tokens: int, _loaded):
-    with common.model_slot():
+    with model_slot():
         copies = {
             p: qc.precision_copy(_loaded.model, p) if p == qc.REFERENCE else cached_copy(model_key, p, _loaded.model)
             for p in PRECISIONS
@@ -48,11 +52,9 @@ def public_fit_table():
     return fit_table(load_public_models(), DEFAULT_BITS)
 
 
-loaded = common.current_model(
-    needs_weights="it makes int8, int4 and bfloat16 copies of the weights and times them here"
-)
-model_key = st.session_state.get(common.MODEL_SOURCE_KEY, "") or "bundled"
-presenter = common.presenter()
+loaded = current_model(needs_weights="it makes int8, int4 and bfloat16 copies of the weights and times them here")
+model_key = st.session_state.get(models.MODEL_SOURCE_KEY, "") or "bundled"
+presenter = layout.presenter()
 
 st.title("🗜️ Quantization: fewer bits per weight")
 st.markdown(
@@ -68,7 +70,7 @@ with st.form("quant_form"):
     new_tokens = right.slider("New tokens", 16, 96, DEFAULT_NEW_TOKENS, step=8, key="quant_new_tokens")
     st.form_submit_button("Run the comparison", type="primary")
 
-prepared = prepare_prompt(loaded.tokenizer, prompt, False, loaded.info.context, common.limits())
+prepared = prepare_prompt(loaded.tokenizer, prompt, False, loaded.info.context, models.limits())
 for note in prepared.notes:
     st.info(note)
 if prepared.error:
@@ -99,7 +101,7 @@ st.dataframe(
         "speed vs float32": st.column_config.NumberColumn(format="%.2f×"),
     },
 )
-common.caption(
+caption(
     "measured",
     f"Bytes read from the model tensors; decode speed = decode steps ÷ their forward-pass time, "
     f"greedy, {len(comparison.reference_ids)} new tokens, best of {comparison.rounds} rounds after a warm-up.",
@@ -109,7 +111,7 @@ memory_col, speed_col = st.columns(2)
 with memory_col:
     st.plotly_chart(qf.memory_bars(comparison, presenter), width="stretch", key="quant_memory")
     int4_shrink = comparison.results["float32"].weight_bytes / comparison.results["int4"].weight_bytes
-    common.caption(
+    caption(
         "measured",
         "Bytes of each kind of tensor, read from the copies (int4 and int8 include their scales "
         "and zero points). Embeddings and norms stay in bf16 (only linear layers are quantized), so the int4 "
@@ -117,7 +119,7 @@ with memory_col:
     )
 with speed_col:
     st.plotly_chart(qf.speed_bars(summary, presenter), width="stretch", key="quant_speed")
-    common.caption(
+    caption(
         "measured",
         "Decode tokens per second on this server's CPU, with the ratio to float32. "
         "Anything else running here (other visitors, other programs) slows these numbers, sometimes a lot: "
@@ -148,7 +150,7 @@ for start in range(0, len(results), per_row):
                     heading, comparison.prompt_text, result.greedy_tokens, result.first_departure, presenter
                 )
             )
-common.caption("exact", "Greedy (temperature 0) output of each copy: deterministic, so a rerun gives the same text.")
+caption("exact", "Greedy (temperature 0) output of each copy: deterministic, so a rerun gives the same text.")
 
 # -- 3. quality -----------------------------------------------------------------------------
 st.header("How far each prediction drifts")
@@ -178,13 +180,13 @@ st.dataframe(
         ),
     },
 )
-common.caption(
+caption(
     "exact",
     f"Means over the {len(comparison.reference_ids)} steps of float32's greedy text, every precision "
     "reading the same tokens; float32 compared with itself is exactly 0 KL and 100% agreement.",
 )
 st.plotly_chart(qf.kl_over_steps(comparison, presenter), width="stretch", key="quant_kl")
-common.caption(
+caption(
     "exact",
     "KL(float32 ‖ precision) in nats over the full vocabulary at each step; log scale, so "
     "each gridline is 10× more drift. float32 is 0 everywhere and not drawn. ✕ = that precision's top token differs.",
@@ -204,7 +206,7 @@ step = st.slider(
 st.html(qf.step_context_html(comparison, step, presenter))
 st.plotly_chart(qf.step_distributions(comparison, step, presenter), width="stretch", key="quant_step_bars")
 top_n = int(comparison.step_tops["rank"].max()) - 1  # the last rank is "other"
-common.caption(
+caption(
     "exact",
     f"float32's {top_n} most likely tokens at this step and the probability each precision gives them "
     "(softmax over the full vocabulary; 'other' = everything else). ▶ = the token float32 chose.",
@@ -227,10 +229,10 @@ if not gguf_compare.available():
 elif loaded.info.source not in ("bundled", "folder"):
     st.info("GGUF rows are made from the bundled model or a local model folder, not from a hub download.")
 else:
-    gguf_source = None if loaded.info.source == "bundled" else st.session_state.get(common.MODEL_SOURCE_KEY) or None
+    gguf_source = None if loaded.info.source == "bundled" else st.session_state.get(models.MODEL_SOURCE_KEY) or None
     gguf_results = None
     try:
-        gguf_results = common.measure_on_click(
+        gguf_results = measure_on_click(
             "Measure the GGUF files",
             "quant_gguf",
             ("gguf", model_key, tuple(comparison.prompt_ids), tuple(comparison.reference_ids)),
@@ -256,7 +258,7 @@ else:
                 "top-1 agreement": st.column_config.NumberColumn(format="percent"),
             },
         )
-        common.caption(
+        caption(
             "measured",
             "GGUF bytes are the file's size; its decode tokens/s is llama-server's own "
             "`timings` for a greedy run of the same length (best of "
@@ -276,7 +278,7 @@ cards = load_accelerators()
 labels = [card.label for card in cards]
 st.plotly_chart(qf.fit_heatmap(fit, labels, presenter), width="stretch", key="quant_fit")
 int4_copy = comparison.results["int4"].overhead
-common.caption(
+caption(
     "published",
     "Parameter counts from the models' published configs (assets/public_models.json); GB = 10⁹ "
     "bytes. **Every parameter counted at the width shown**, embeddings included; the copies above keep "

@@ -2,8 +2,11 @@
 
 import streamlit as st
 
-from app_pages import common
-from app_pages.widgets import sampler_controls as controls
+from app_pages.shared import layout, models
+from app_pages.shared import sampler_controls as controls
+from app_pages.shared.captions import caption, view_summary
+from app_pages.shared.sidebar import current_model
+from app_pages.shared.slots import engine_errors, generation_slot
 from inference.core.prompting import prepare_prompt
 from inference.core.remote import is_remote, logits_note
 from inference.core.run import new_trace
@@ -23,10 +26,10 @@ from inference.sampling.step_view import sample_many, step_view
 
 DRAWS = 1000  # draws of "Sample N times": enough for a ±3-point band on a 30% token
 
-loaded = common.current_model(remote_ok=True)
+loaded = current_model(remote_ok=True)
 remote = is_remote(loaded)
 tokenizer = loaded.tokenizer
-presenter = common.presenter()
+presenter = layout.presenter()
 
 st.title("🎲 Sampling lab")
 st.markdown(
@@ -45,14 +48,14 @@ if source == "The current step on Generate":
         context_ids = trace.all_ids[:-1]
     else:
         logits = None
-        with common.generation_slot(), common.engine_errors():
+        with generation_slot(), engine_errors():
             logits = trace.peek()
         if logits is None:
             st.stop()  # a serving engine failed: its message is shown
         seen, context_ids = trace.seen_now(), trace.all_ids
 else:
     text = st.text_input("Prompt", "The little dog was very", key="lab_prompt")
-    prepared = prepare_prompt(tokenizer, text, False, loaded.info.context, common.limits())
+    prepared = prepare_prompt(tokenizer, text, False, loaded.info.context, models.limits())
     for note in prepared.notes:
         st.info(note)
     if prepared.error:
@@ -61,7 +64,7 @@ else:
     cache = st.session_state.setdefault("lab_logits", {})
     key = (loaded.info.name, tuple(prepared.ids))
     if key not in cache:
-        with common.generation_slot(), common.engine_errors():
+        with generation_slot(), engine_errors():
             cache.clear()  # one prompt's logits per session is all the page needs
             cache[key] = new_trace(loaded.model, tokenizer, prepared.ids, 1).peek()
         if key not in cache:
@@ -71,10 +74,10 @@ else:
 
 tail = tokenizer.decode(context_ids[-40:])
 if remote:
-    common.caption(*logits_note(loaded.model, logits))
+    caption(*logits_note(loaded.model, logits))
 st.markdown(f"**Context (last part):** `…{tail[-200:]}` → **?**")
 
-s = common.control_row(5)
+s = layout.control_row(5)
 temperature = s[0].slider("Temperature", 0.0, 2.0, 1.0, step=0.05, key="lab_temperature")
 top_p = s[1].slider("Top-p", 0.05, 1.0, 1.0, step=0.05, key="lab_top_p")
 top_k = s[2].slider("Top-k", 0, 200, 0, key="lab_top_k")
@@ -101,7 +104,7 @@ if settings.xtc_probability > 0 or settings.mirostat:
     )
 
 st.subheader("Drag to see it move")
-live_left, live_right = common.side_by_side(2)
+live_left, live_right = layout.side_by_side(2)
 with live_left:
     st.plotly_chart(
         live_slider_figure(
@@ -110,7 +113,7 @@ with live_left:
         width="stretch",
         key="lab_live_temperature",
     )
-    common.caption(
+    caption(
         "exact",
         "Temperature alone (no other filter), precomputed for T = 0 to 2 in steps of 0.05: "
         "the chart's own slider moves in your browser with no trip to the server.",
@@ -123,23 +126,23 @@ with live_right:
         width="stretch",
         key="lab_live_top_p",
     )
-    common.caption(
+    caption(
         "exact",
         f"Top-p with every other setting above applied (penalty {penalty:g}, T = {temperature:g}, "
         f"top-k {top_k or 'off'}, min-p {min_p:g}); grey = removed by one of them.",
     )
 
 st.subheader("All your settings together")
-chart_left, chart_right = common.side_by_side(2)
+chart_left, chart_right = layout.side_by_side(2)
 with chart_left:
     st.plotly_chart(next_token_bars(view.table(tokenizer, 15), presenter), width="stretch", key="lab_bars")
-    common.caption(
+    caption(
         "exact", "Raw probability (T=1) beside the final one after every stage; ✂ marks the stage that removed a token."
     )
 with chart_right:
     st.plotly_chart(cumulative_curve(view, tokenizer, top_p, presenter), width="stretch", key="lab_cumulative")
-    common.caption("exact", "Cumulative probability by rank: where top-p cuts, and how many tokens remain.")
-common.view_summary(view)
+    caption("exact", "Cumulative probability by rank: where top-p cuts, and how many tokens remain.")
+view_summary(view)
 
 st.subheader("Side by side")
 temps = st.multiselect(
@@ -157,7 +160,7 @@ else:
         width="stretch",
         key="lab_side_by_side",
     )
-    common.caption("exact", "The same step's probabilities at each temperature (no other filter).")
+    caption("exact", "The same step's probabilities at each temperature (no other filter).")
 
 st.subheader(f"Sample {DRAWS:,} times")
 h1, h2 = st.columns([1, 3])
@@ -172,7 +175,7 @@ if sampled and sampled[0] == settings and sampled[1] == int(draw_seed) and sampl
     with h2:
         st.plotly_chart(draw_histogram(counts, DRAWS, presenter), width="stretch", key="lab_histogram")
         top = float(counts["computed"].max())
-        common.caption(
+        caption(
             "simulated",
             f"{DRAWS:,} seeded inverse-CDF draws (as Generate does) against the computed "
             f"probabilities. They differ by sampling noise only: the whiskers are the 95% band (1.96 "
@@ -184,7 +187,7 @@ else:
 
 st.subheader("The pipeline, stage by stage")
 st.plotly_chart(pipeline_figure(view, tokenizer, presenter=presenter), width="stretch", key="lab_pipeline")
-common.caption(
+caption(
     "exact",
     " → ".join(STAGE_NAMES[s] for s in view.stages[1:]) + ", in the order set under More "
     "samplers (transformers' order unless changed); each panel is renormalised over the tokens still kept.",

@@ -2,7 +2,10 @@
 
 import streamlit as st
 
-from app_pages import common
+from app_pages.shared import layout, models
+from app_pages.shared.captions import caption
+from app_pages.shared.shared_results import measure_on_click
+from app_pages.shared.sidebar import current_model
 from inference.core import machine as machine_facts
 from inference.engines import llamacpp
 from inference.lessons.cost.experiments import cost_per_million_tokens
@@ -26,9 +29,9 @@ DEFAULT_PRICE_PER_HOUR = 1.00  # illustrative; the visitor types theirs
 SWEEP_POINTS = 5
 BATCHES = (1, 2, 4, 8)
 
-limits = common.limits()
-common.current_model()  # draws the shared sidebar
-presenter = common.presenter()
+limits = models.limits()
+current_model()  # draws the shared sidebar
+presenter = layout.presenter()
 
 st.title("🚦 Serve many")
 st.markdown(
@@ -100,7 +103,7 @@ count = c3.slider("Requests", 4, 48, 16, step=4, key="serving_requests")
 seed = int(c4.number_input("Seed", 0, 10_000, 0, key="serving_seed"))
 trace = poisson_trace(shape_name, rate, count, seed, VOCAB)
 st.plotly_chart(traffic_figure(trace, presenter), width="stretch")
-common.caption(
+caption(
     "simulated",
     f"Arrival gaps are random exponential draws (a Poisson process of rate {rate:g}/s) and lengths "
     f"log-normal draws ({SHAPES[shape_name].description}), all from seed {seed}: the same settings give "
@@ -130,7 +133,7 @@ def run_external(progress):
     return {0: experiments.run_trace_on_engine(configured[engine], trace, progress)}
 
 
-results = common.measure_on_click(
+results = measure_on_click(
     f"Replay the trace: 1 slot, then {slots} slots" if local else f"Replay the trace against {engine}",
     key="serving_compare",
     result_key=("serving", engine, model_label, trace.key, slots if local else None),
@@ -152,7 +155,7 @@ if results:
         llc = machine_facts.last_level_cache_bytes()
         st.markdown(experiments.comparison_verdict(summaries[1], summaries[slots], slots, trace, weights, llc))
     longest = max(r.wall_s for r in results.values())
-    columns = common.side_by_side(len(results))
+    columns = layout.side_by_side(len(results))
     for column, (n, result) in zip(columns, sorted(results.items())):
         name = run_name(n)
         with column:
@@ -164,7 +167,7 @@ if results:
             failed = [r for r in result.records if r.error]
             if failed:
                 st.warning(f"{len(failed)} request(s) failed: {failed[0].error}")
-    common.caption(
+    caption(
         "measured",
         "Each bar is one request: sent at its arrival time, grey while it waits for a free "
         "slot, blue for its prefill (the engine's own prompt time, so grey + blue is the measured time "
@@ -186,7 +189,7 @@ if local:
     )
     per_rate = c2.slider("Requests per rate", 4, 32, 12, step=4, key="serving_sweep_requests")
     rates = sorted({round(low * (high / low) ** (i / (SWEEP_POINTS - 1)), 3) for i in range(SWEEP_POINTS)})
-    sweep = common.measure_on_click(
+    sweep = measure_on_click(
         "Sweep the arrival rate",
         key="serving_sweep",
         result_key=("serving-sweep", model_label, shape_name, tuple(rates), per_rate, seed, slots),
@@ -204,7 +207,7 @@ if local:
             if knee is not None
             else "no knee within these rates: p95 latency never doubled"
         )
-        common.caption(
+        caption(
             "measured",
             f"One run per rate ({int(sweep['runs'].sum())} runs, {per_rate} requests each, "
             f"the same requests on a faster or slower clock), {slots} slots; {where}. Past the knee the "
@@ -214,7 +217,7 @@ if local:
 # -- 4. the roofline ------------------------------------------------------------------------
 if local:
     st.subheader("4. What the hardware allows: the roofline")
-    machine = common.measure_on_click(
+    machine = measure_on_click(
         "Measure this machine (bandwidth and peak FLOP/s, ~20 s)",
         key="serving_machine",
         result_key="serving-machine",
@@ -235,12 +238,12 @@ if local:
             c2.metric("Peak float32, GFLOP/s", f"{roof.peak_flops / 1e9:.0f}")
             c3.metric("Weights read per pass, MB", f"{served.weight_bytes_per_pass / 1e6:,.0f}")
             st.plotly_chart(roofline_figure(roof, points, presenter), width="stretch")
-            common.caption(
+            caption(
                 "measured",
                 f"Roof: {machine.how}. Passes placed by FLOPs and bytes computed exactly "
                 f"from the weight file (prompt of {mean_prompt} tokens, the trace's mean).",
             )
-            measured = common.measure_on_click(
+            measured = measure_on_click(
                 "Measure decode at batch 1, 2, 4, 8",
                 key="serving_batches",
                 result_key=("serving-batches", model_label),
@@ -253,7 +256,7 @@ if local:
                 table = experiments.predicted_vs_measured(served, roof, measured)
                 st.plotly_chart(predicted_vs_measured_figure(table, presenter), width="stretch")
                 st.markdown(experiments.roofline_verdict(table, served, machine.last_level_cache_bytes))
-                common.caption(
+                caption(
                     "measured",
                     "Measured: tokens that streamed while all B requests were decoding "
                     f"together, divided by that time (B requests of {experiments.BATCH_PROMPT_TOKENS} prompt and "
@@ -278,7 +281,7 @@ if results and local:
             )
     one, many = summaries[1].throughput_tokens_per_s, summaries[slots].throughput_tokens_per_s
     ratio = f", {many / one:.2f}×" if one > 0 else ""  # a run whose requests all failed has no ratio
-    common.caption(
+    caption(
         "measured",
         f"Measured throughput of the replay above turned into money at ${price:,.2f} per "
         "hour (a price you type; the default is illustrative): the same machine, the same traffic, so the "

@@ -2,7 +2,14 @@
 
 import streamlit as st
 
-from app_pages import common
+from app_pages.shared import layout, models
+from app_pages.shared.captions import caption
+from app_pages.shared.escaping import escape
+from app_pages.shared.shared_results import measure_on_click
+from app_pages.shared.sidebar import current_model
+from app_pages.shared.slots import generation_slot
+from app_pages.shared.stepper import play
+from app_pages.shared.url_state import read_url_once
 from inference.core.limits import Limits
 from inference.core.loader import ModelLoadError, load_model
 from inference.core.prompting import prepare_prompt
@@ -61,9 +68,9 @@ RANGES = {
 }
 NAMES = {"spec_gamma": "γ (tokens drafted per round)", "spec_max_new": "max new tokens"}
 
-limits = common.limits()
+limits = models.limits()
 RANGES["spec_max_new"] = (1, limits.max_new_tokens)
-loaded = common.current_model()
+loaded = current_model()
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
 
@@ -73,7 +80,7 @@ def bundled_draft():
     return load_model(str(spec.BUNDLED_DRAFT_DIR), "float32", Limits())
 
 
-url_problems = common.read_url_once(
+url_problems = read_url_once(
     "spec_url_read",
     URL_PARAMS,
     DEFAULTS,
@@ -123,7 +130,7 @@ if st.session_state.spec_drafter == "draft":
         if typed.strip():
             try:
                 with st.spinner(f"Loading {typed.strip()}…"):
-                    draft = common._cached_model(typed.strip(), "float32", common.server_is_public())
+                    draft = models.cached_model(typed.strip(), "float32", models.server_is_public())
                 draft_model, draft_tokenizer, draft_name = draft.model, draft.tokenizer, draft.info.name
             except ModelLoadError as err:
                 st.warning(f"{err} Using prompt lookup instead.")
@@ -231,7 +238,7 @@ elif run is None or reset_clicked or st.session_state.get("spec_run_key") != run
         st.warning(str(err))
 
 if run is not None and not prepared.error:
-    with common.generation_slot():
+    with generation_slot():
         if step_clicked:
             run.step(settings)
         wanted = int(st.session_state.get("spec_rounds_in_url", 0))
@@ -248,7 +255,7 @@ def show_text():
 
 
 if run is not None and play_clicked and not prepared.error:
-    common.play(
+    play(
         run,
         lambda: run.step(settings),
         show_text,
@@ -300,10 +307,10 @@ if record.note:
     st.info(record.note)
 verdict = {
     "residual": f"draft token {record.accepted + 1} failed its test, so the target drew its own token "
-    f"'{common.escape(record.token_text)}' from the residual",
+    f"'{escape(record.token_text)}' from the residual",
     "bonus": f"all {record.drafted} draft tokens passed, and the same target pass gave a bonus token "
-    f"'{common.escape(record.token_text)}'",
-    "target": f"nothing was drafted, so this pass made one token '{common.escape(record.token_text)}', as plain "
+    f"'{escape(record.token_text)}'",
+    "target": f"nothing was drafted, so this pass made one token '{escape(record.token_text)}', as plain "
     "decoding would",
 }[record.token_kind]
 st.markdown(
@@ -313,8 +320,8 @@ st.markdown(
 if record.checks:
     left, right = st.container(), st.container()  # one under the other: each draft token needs the width
     with left:
-        st.plotly_chart(p_q_figure(record, settings.greedy, common.presenter()), width="stretch", key="spec_pq")
-        common.caption(
+        st.plotly_chart(p_q_figure(record, settings.greedy, layout.presenter()), width="stretch", key="spec_pq")
+        caption(
             "exact",
             "q and p of each drafted token under the same sampling settings, from the two models' "
             "real logits (greedy runs show T=1 probabilities). Outline: green accepted, red rejected, grey "
@@ -327,15 +334,15 @@ if record.checks:
                 "draft token exactly while it is the target's top token, and no random number is needed."
             )
         elif record.checked:
-            st.plotly_chart(acceptance_figure(record, common.presenter()), width="stretch", key="spec_accept")
-            common.caption(
+            st.plotly_chart(acceptance_figure(record, layout.presenter()), width="stretch", key="spec_accept")
+            caption(
                 "simulated",
                 "u is the uniform number drawn for each test (seeded generator); the bar is "
                 "min(1, p/q), computed exactly. Drafts after the first failure are never tested.",
             )
     if record.residual_top:
-        st.plotly_chart(residual_figure(record, common.presenter()), width="stretch", key="spec_residual")
-        common.caption(
+        st.plotly_chart(residual_figure(record, layout.presenter()), width="stretch", key="spec_residual")
+        caption(
             "exact",
             "p, q and the residual normalise(max(0, p − q)) at the rejected position, for the "
             "tokens where any of them is largest; ▶ marks the token drawn from the residual. The residual "
@@ -347,7 +354,7 @@ if record.checks:
 st.subheader("Faster? Measured against plain decoding of the same text")
 cache_key = (st.session_state.get("spec_run_key"), len(run.generated_ids))
 if st.session_state.get("spec_comparison_key") != cache_key:
-    with common.generation_slot():
+    with generation_slot():
         st.session_state["spec_comparison"] = compare(run, settings)
     st.session_state["spec_comparison_key"] = cache_key
 result = st.session_state["spec_comparison"]
@@ -387,8 +394,8 @@ m[5].metric(
     help="(1 − α^(γ+1)) / (1 − α) tokens per round ÷ (γ·c + verify cost), from this run's α and costs.",
 )
 
-st.plotly_chart(timeline_figure(run.rounds, result.plain, common.presenter()), width="stretch", key="spec_timeline")
-common.caption(
+st.plotly_chart(timeline_figure(run.rounds, result.plain, layout.presenter()), width="stretch", key="spec_timeline")
+caption(
     "measured",
     f"Wall time on this machine: every draft pass and verify pass of this run, and plain decoding "
     f"(one target pass and one draw per token) of the same {len(run.generated_ids)} tokens, timed just now. "
@@ -397,11 +404,11 @@ common.caption(
 
 cost = c or 0.0
 st.plotly_chart(
-    theory_figure(gamma, cost, result.verify_cost, alpha, result.measured_speedup, common.presenter()),
+    theory_figure(gamma, cost, result.verify_cost, alpha, result.measured_speedup, layout.presenter()),
     width="stretch",
     key="spec_theory",
 )
-common.caption(
+caption(
     "exact",
     "Leviathan et al.'s formula (1 − α^(γ+1)) / ((1 − α)(γc + 1)), with c measured here; the dashed "
     "curve also charges the verify pass its measured cost. The star is this run, measured.",
@@ -436,7 +443,7 @@ st.subheader(
     f"Sweep: γ = {SWEEP_GAMMAS[0]}…{SWEEP_GAMMAS[-1]} at temperature " + ", ".join(f"{t:g}" for t in SWEEP_TEMPERATURES)
 )
 sweep_key = ("spec_sweep", info.name, drafter_kind, draft_name, tuple(prepared.ids))
-table = common.measure_on_click(
+table = measure_on_click(
     "Measure the sweep",
     "spec_sweep_button",
     sweep_key,
@@ -445,17 +452,17 @@ table = common.measure_on_click(
     "plain decoding of its text.",
 )
 if table is not None:
-    left, right = common.side_by_side(2)
+    left, right = layout.side_by_side(2)
     with left:
-        st.plotly_chart(sweep_figure(table, common.presenter()), width="stretch", key="spec_sweep_speed")
-        common.caption(
+        st.plotly_chart(sweep_figure(table, layout.presenter()), width="stretch", key="spec_sweep_speed")
+        caption(
             "measured",
             f"Solid: measured speed-up of each run ({SWEEP_NEW_TOKENS} tokens, seed 0, temperature "
             "the only sampling setting). Dashed: predicted from the same run's α, c and verify cost.",
         )
     with right:
-        st.plotly_chart(sweep_alpha_figure(table, common.presenter()), width="stretch", key="spec_sweep_tokens")
-        common.caption(
+        st.plotly_chart(sweep_alpha_figure(table, layout.presenter()), width="stretch", key="spec_sweep_tokens")
+        caption(
             "measured",
             "Solid: tokens per target pass counted in each run. Dashed: (1 − α^(γ+1)) / (1 − α), "
             "computed exactly from that run's α.",
@@ -484,4 +491,4 @@ st.download_button(
     "text/csv",
     key="spec_csv",
 )
-common.caption("measured", "One row per round (one target pass each). Times are wall time on this machine.")
+caption("measured", "One row per round (one target pass each). Times are wall time on this machine.")

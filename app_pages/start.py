@@ -2,7 +2,9 @@
 
 import streamlit as st
 
-from app_pages import common
+from app_pages.shared.captions import caption
+from app_pages.shared.sidebar import current_model
+from app_pages.shared.slots import model_slot
 from inference.core.loader import encode_prompt
 from inference.lessons.start.first_look import DRAW_SETTINGS, PROMPT, first_look
 
@@ -10,7 +12,7 @@ from inference.lessons.start.first_look import DRAW_SETTINGS, PROMPT, first_look
 # Runs only on a cache miss (once per model), so only then does it wait for a model slot.
 @st.cache_data(max_entries=8, show_spinner="Running the model once…")
 def cached_first_look(model_name: str, prompt_ids: tuple, _loaded):
-    with common.model_slot():
+    with model_slot():
         return first_look(_loaded.model, _loaded.tokenizer, list(prompt_ids))
 
 
@@ -19,7 +21,7 @@ def percent(p: float) -> str:
     return f"{p:.1%}" if p >= 0.001 else f"{p * 100:.2g}%"
 
 
-loaded = common.current_model(needs_weights="it times a forward pass and reads the KV cache's tensors here")
+loaded = current_model(needs_weights="it times a forward pass and reads the KV cache's tensors here")
 info = loaded.info
 
 st.title("🧭 Start here: how a model writes")
@@ -79,7 +81,7 @@ st.page_link(
     "app_pages/kv-cache.py", label="KV cache: how it grows, what it saves, how big it gets for real models", icon="🗄️"
 )
 
-common.caption(
+caption(
     "measured",
     f"One run of {info.name} on this machine, computed once per model and kept. Steps 1–3 "
     "and 5 are exact (the model's own outputs and cache tensors); the times in step 4 are the fastest "

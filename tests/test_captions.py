@@ -15,7 +15,7 @@ PAGES = sorted((PROJECT_ROOT / "app_pages").glob("*.py"))
 
 
 def caption_kinds(path: Path) -> list[tuple[int, object]]:
-    """(line, kind) of every `common.caption(...)` call; kind is None when it is not a literal."""
+    """(line, kind) of every `caption(...)` call (app_pages.shared.captions); kind is None when it is not a literal."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if not isinstance(node, ast.Call):
@@ -45,7 +45,7 @@ def test_the_common_module_offers_exactly_the_five_kinds():
     """caption() knows the five kinds and nothing else."""
     import importlib
 
-    common = importlib.import_module("app_pages.common")
+    common = importlib.import_module("app_pages.shared.captions")
     assert set(common.CAPTION_KINDS) == FIVE
 
 
@@ -63,6 +63,6 @@ def test_caption_refuses_a_kind_outside_the_vocabulary():
 
     import pytest
 
-    common = importlib.import_module("app_pages.common")
+    common = importlib.import_module("app_pages.shared.captions")
     with pytest.raises(ValueError, match="caption kind must be one of"):
         common.caption("data", "an old tag")

@@ -44,15 +44,15 @@ def test_moving_the_step_slider_does_not_rerun_the_comparison(monkeypatch):
 
 def test_a_slider_move_on_a_cached_comparison_never_waits_for_a_model_slot():
     """With every model slot of the server taken by others, moving a slider still reruns at once."""
-    from app_pages import common
+    from app_pages.shared import models, slots
 
     at = open_quantization_page()
-    slots = common._generation_slots()
+    slots = slots.generation_slots()
     taken = 0
     try:
         while slots.acquire(blocking=False):
             taken += 1
-        assert taken == common.limits().max_concurrent_generations
+        assert taken == models.limits().max_concurrent_generations
         step_slider = next(s for s in at.slider if s.key.startswith("quant_step_"))
         step_slider.set_value(int(step_slider.proto.max)).run(timeout=60)  # waiting for a slot would time out
         assert not at.exception

@@ -1,0 +1,35 @@
+"""The one line under every chart and table, in the project's one vocabulary for how a number was
+obtained; and the step summary line of the pages that show a sampling step."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+CAPTION_KINDS = {  # the project's one vocabulary for how a number was obtained
+    "measured": "📏 Measured",  # timed or read on this machine
+    "exact": "🧮 Computed exactly",  # deterministic arithmetic on the model's outputs
+    "simulated": "🎲 Simulated",  # random draws
+    "published": "📚 Published",  # public configs and reports
+    "illustrative": "🎨 Illustrative",  # made-up numbers for a picture
+}
+
+
+def caption(kind: str, text: str) -> None:
+    """What a chart or table shows, and how its numbers were obtained (`kind` is one of CAPTION_KINDS)."""
+    if kind not in CAPTION_KINDS:
+        raise ValueError(f"caption kind must be one of {sorted(CAPTION_KINDS)}, got {kind!r}")
+    st.caption(f"**{CAPTION_KINDS[kind]}.** {text}")
+
+
+def view_summary(view) -> None:
+    """The step's key numbers in one readable line (metrics would truncate them)."""
+    parts = [
+        f"**Entropy** {view.entropy_raw_bits:.2f} → {view.entropy_final_bits:.2f} bits",
+        f"**Kept** {view.kept[view.final_stage]:,} of {len(view.order):,} tokens",
+        f"**Nucleus** {view.nucleus_size:,} tokens holding {view.nucleus_mass:.1%}",
+    ]
+    if view.settings.greedy:
+        parts.append("**Draw** greedy: always the top token")
+    elif view.u is not None:
+        parts.append(f"**Draw** u = {view.u:.3f} lands on rank {view.chosen_rank + 1:,}")
+    st.markdown(" &nbsp;·&nbsp; ".join(parts))

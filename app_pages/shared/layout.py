@@ -1,0 +1,33 @@
+"""Presenter mode, and the column helpers that follow it (projector-sized text needs wider cells)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+# Larger text and charts for a projector; the sidebar's page links stay small so every section fits.
+PRESENTER_CSS = """<style>
+            html, body, [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.35rem !important; }
+            [data-testid="stMetricValue"] [data-testid="stMarkdownContainer"] p { font-size: 2.6rem !important; }
+            .token-chip { font-size: 1.6rem !important; }
+            [data-testid="stSidebarNavLink"] [data-testid="stMarkdownContainer"] p { font-size: 0.8rem !important; }
+            </style>"""
+
+
+def presenter() -> bool:
+    return bool(st.session_state.get("presenter", False))
+
+
+def side_by_side(count: int = 2) -> list:
+    """Columns for charts: side by side normally; stacked full width in presenter mode, where
+    projector-sized text would leave half-width charts no room for their bars."""
+    if presenter():
+        return [st.container() for _ in range(count)]
+    return st.columns(count)
+
+
+def control_row(count: int) -> list:
+    """Columns for a row of sliders: in presenter mode at most three a row, so that their
+    larger labels stay whole."""
+    if not presenter() or count <= 3:
+        return st.columns(count)
+    return st.columns(3) + st.columns(3)[: count - 3]

@@ -1,0 +1,52 @@
+"""The model and engine caches shared by every session, and the session keys naming the visitor's model.
+
+Models live in `st.cache_resource` (one per model and precision, shared by every session, never mutated);
+which model a visitor uses lives in `st.session_state`.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from inference.core.bundled import BundledModel, bundled_models
+from inference.core.limits import Limits
+from inference.core.loader import LoadedModel, load_model
+from inference.core.remote import RemoteModel, connect
+
+MODEL_SOURCE_KEY = "model_source"  # what the visitor asked for ("" = bundled)
+MODEL_ERROR_KEY = "model_error"
+ENGINE_URL_KEY = "engine_url"  # the serving engine the visitor picked ("" = run the model in this process)
+ENGINE_ERROR_KEY = "engine_error"
+
+
+@st.cache_resource
+def limits() -> Limits:
+    return Limits.from_env()
+
+
+def server_is_public() -> bool:
+    """True unless the server listens on loopback only."""
+    address = (st.get_option("server.address") or "").strip()
+    return address not in ("localhost", "127.0.0.1", "::1")
+
+
+@st.cache_resource(max_entries=Limits.from_env().max_cached_models, show_spinner=False)
+def cached_model(source: str, dtype: str, public: bool) -> LoadedModel:
+    """One loaded model per (source, precision), shared by every session: only ever called, never changed."""
+    return load_model(source, dtype, limits(), server_is_public=public)
+
+
+def bundled_model() -> LoadedModel:
+    return cached_model("", "float32", False)
+
+
+@st.cache_data(ttl=300, show_spinner=False)
+def shipped_models() -> list[BundledModel]:
+    """The models shipped in assets/models (re-read every five minutes)."""
+    return bundled_models()
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def cached_engine(url: str) -> RemoteModel:
+    """One connection per engine URL, shared by every session (httpx's client is thread-safe)."""
+    return connect(url)

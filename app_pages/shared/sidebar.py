@@ -1,0 +1,182 @@
+"""The sidebar every page draws (model picker, engine picker, presenter toggle), and `current_model()`,
+which draws it and returns the visitor's model."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages.shared.layout import PRESENTER_CSS, presenter
+from app_pages.shared.models import (
+    ENGINE_ERROR_KEY,
+    ENGINE_URL_KEY,
+    MODEL_ERROR_KEY,
+    MODEL_SOURCE_KEY,
+    bundled_model,
+    cached_engine,
+    cached_model,
+    limits,
+    server_is_public,
+    shipped_models,
+)
+from inference.core.loader import LoadedModel, ModelLoadError
+from inference.core.paths import BUNDLED_MODEL_NAME
+from inference.core.remote import RemoteModel
+from inference.engines.client import EngineError
+
+LOCAL_ENGINE = "In this app (transformers)"
+
+
+def current_model(remote_ok: bool = False, needs_weights: str = "it works on the weights") -> LoadedModel | RemoteModel:
+    """The visitor's model, after drawing the shared sidebar. If loading fails, the message
+    is kept for the sidebar and the bundled model is used, so every page keeps working.
+    With a serving engine picked, pages that can run on it (`remote_ok`) get a `RemoteModel`; the
+    others say why they need the weights here (`needs_weights`) and get the local model.
+
+    The sidebar is drawn from here, by each page, rather than once in app.py: elements
+    app.py draws around `st.navigation(...).run()` vanish on reruns under AppTest."""
+    model_sidebar()
+    url = st.session_state.get(ENGINE_URL_KEY, "")
+    if url:
+        if not remote_ok:
+            st.info(
+                f"This page needs the model's weights in this process ({needs_weights}), so it runs on the local "
+                "model, not on the serving engine picked in the sidebar. Generate, Sampling lab and Prefill vs "
+                "decode run on the engine.",
+                icon="ℹ️",
+            )
+        else:
+            try:
+                with st.spinner(f"Connecting to {url}…"):
+                    return cached_engine(url)
+            except EngineError as err:
+                st.session_state[ENGINE_ERROR_KEY] = str(err)
+                st.session_state[ENGINE_URL_KEY] = ""
+    source = st.session_state.get(MODEL_SOURCE_KEY, "")
+    if not source:
+        return bundled_model()
+    try:
+        with st.spinner(f"Loading {source}…"):
+            return cached_model(source, "float32", server_is_public())
+    except ModelLoadError as err:
+        st.session_state[MODEL_ERROR_KEY] = str(err)
+        st.session_state[MODEL_SOURCE_KEY] = ""
+        return bundled_model()
+
+
+def _pick_bundled() -> None:
+    picked = st.session_state.get("model_bundled_pick")
+    for m in shipped_models():
+        if m.name == picked:
+            st.session_state[MODEL_SOURCE_KEY] = m.source
+            st.session_state.pop(MODEL_ERROR_KEY, None)
+
+
+def bundled_picker(source: str) -> None:
+    """The models shipped in assets/models, by name with one line each; picking one loads it."""
+    models = shipped_models()
+    if len(models) < 2:
+        return
+    current = next((m.name for m in models if m.source == source), None)
+    st.session_state["model_bundled_pick"] = current  # follows loads made elsewhere (typed folder, page buttons)
+    st.radio(
+        "Bundled models",
+        [m.name for m in models],
+        key="model_bundled_pick",
+        on_change=_pick_bundled,
+        captions=[m.line for m in models],
+    )
+
+
+def _run_locally() -> None:
+    st.session_state[ENGINE_URL_KEY] = ""
+    st.session_state.pop(ENGINE_ERROR_KEY, None)
+
+
+def _pick_engine() -> None:
+    picked = st.session_state.get("engine_pick")
+    st.session_state[ENGINE_URL_KEY] = limits().engine_urls().get(picked, "")
+    st.session_state.pop(ENGINE_ERROR_KEY, None)
+
+
+def engine_sidebar() -> None:
+    """Where the model runs: in this process, or on a serving engine. A public server offers only the
+    engines INFERENCE_LAB_ENGINES names (a typed URL would let visitors make it fetch any address);
+    on localhost a URL may be typed. `?engine=<name>` in the link picks a named one."""
+    engines = limits().engine_urls()
+    typed_allowed = not server_is_public()
+    if not engines and not typed_allowed:
+        return
+    st.markdown("### Engine")
+    if not st.session_state.get("engine_link_read"):
+        st.session_state["engine_link_read"] = True
+        wanted = st.query_params.get("engine", "")
+        if wanted in engines:
+            st.session_state[ENGINE_URL_KEY] = engines[wanted]
+    url = st.session_state.get(ENGINE_URL_KEY, "")
+    # Widget state does not survive a page switch: set it from the engine in use on every run.
+    st.session_state["engine_pick"] = next((name for name, u in engines.items() if u == url), LOCAL_ENGINE)
+    st.selectbox(
+        "Runs the model",
+        [LOCAL_ENGINE, *engines],
+        key="engine_pick",
+        on_change=_pick_engine,
+        help="A serving engine runs the model; this app asks it for each step's distribution.",
+    )
+    if typed_allowed:
+        typed = st.text_input(
+            "Or an engine URL (this computer only)",
+            key="engine_url_input",
+            placeholder="http://127.0.0.1:8080",
+            help="llama.cpp's llama-server or vLLM. Only offered when the app listens on localhost.",
+        )
+        if st.button("Connect", key="engine_connect", width="stretch") and typed.strip():
+            try:
+                cached_engine(typed.strip())
+                st.session_state[ENGINE_URL_KEY] = typed.strip()
+                st.session_state.pop(ENGINE_ERROR_KEY, None)
+            except EngineError as err:
+                st.session_state[ENGINE_ERROR_KEY] = str(err)
+            st.rerun()
+    if url:
+        st.caption(f"Engine in use: `{url}`")
+        st.button("Run in this app instead", key="engine_local", width="stretch", on_click=_run_locally)
+    if st.session_state.get(ENGINE_ERROR_KEY):
+        st.error(st.session_state[ENGINE_ERROR_KEY], icon="⚠️")
+
+
+def model_sidebar() -> None:
+    """Model picker and presenter toggle, in the sidebar of every page."""
+    with st.sidebar:
+        st.markdown("### Model")
+        source = st.session_state.get(MODEL_SOURCE_KEY, "")
+        st.caption(f"In use: **{source or BUNDLED_MODEL_NAME + ' (bundled)'}**")
+        bundled_picker(source)
+        typed = st.text_input(
+            "Hub id or local folder",
+            key="model_input",
+            placeholder="e.g. gpt2 or HuggingFaceTB/SmolLM2-135M",
+            help="Leave empty for the bundled model. Hub models need internet the first time.",
+        )
+        # One button a row: side by side, a projector's larger text cut their labels short.
+        if st.button("Load model", key="model_load", width="stretch"):
+            attempt = typed.strip()
+            try:
+                if attempt:
+                    with st.spinner(f"Loading {attempt}…"):
+                        cached_model(attempt, "float32", server_is_public())
+                st.session_state[MODEL_SOURCE_KEY] = attempt
+                st.session_state.pop(MODEL_ERROR_KEY, None)
+            except ModelLoadError as err:
+                st.session_state[MODEL_ERROR_KEY] = str(err)
+            st.rerun()
+        if st.button("Back to the bundled model", key="model_bundled", width="stretch"):
+            st.session_state[MODEL_SOURCE_KEY] = ""
+            st.session_state.pop(MODEL_ERROR_KEY, None)
+            st.rerun()
+        if st.session_state.get(MODEL_ERROR_KEY):
+            st.error(st.session_state[MODEL_ERROR_KEY], icon="⚠️")
+        engine_sidebar()
+        st.divider()
+        st.toggle("Presenter mode", key="presenter", help="Larger text and charts for a projector")
+    if presenter():
+        st.markdown(PRESENTER_CSS, unsafe_allow_html=True)

@@ -1,0 +1,64 @@
+"""The server's model slots and each visitor's run lock, and a serving engine's failure shown as a sentence."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+
+import streamlit as st
+
+from app_pages.shared.models import limits
+from inference.engines.client import EngineError
+
+
+@st.cache_resource
+def generation_slots() -> threading.BoundedSemaphore:
+    """The server's `max_concurrent_generations` model slots, one semaphore for every session."""
+    return threading.BoundedSemaphore(limits().max_concurrent_generations)
+
+
+def session_lock() -> threading.RLock:
+    """One visitor's runs take turns on their trace. A click during a run starts the next
+    run before the old one has reached a point where Streamlit can stop it, so without
+    this two runs could feed the same KV cache at once."""
+    return st.session_state.setdefault("_trace_lock", threading.RLock())
+
+
+@contextmanager
+def model_slot():
+    """One of the server's `max_concurrent_generations` model slots, waiting silently. For work
+    inside an `st.cache_data` function: it runs only on a cache miss, so a hit never waits, and
+    it draws nothing (a message drawn there would be replayed on every hit)."""
+    with generation_slots():
+        yield
+
+
+@contextmanager
+def generation_slot():
+    """Hold this session's trace and one of the server's `max_concurrent_generations`
+    model slots; others wait here with a visible message instead of slowing everyone."""
+    slots = generation_slots()
+    with session_lock():
+        acquired = slots.acquire(blocking=False)
+        if not acquired:
+            note = st.info(
+                f"The server is busy ({limits().max_concurrent_generations} generations running). "
+                "Waiting for a free slot…"
+            )
+            slots.acquire()
+        try:
+            if not acquired:
+                note.empty()
+            yield
+        finally:
+            slots.release()
+
+
+@contextmanager
+def engine_errors():
+    """A serving engine's failure (refused, timeout, HTTP error, short answer) shown as its one sentence. A
+    failed request changes nothing, so the run so far stays; the page goes on from here."""
+    try:
+        yield
+    except EngineError as err:
+        st.error(str(err), icon="⚠️")

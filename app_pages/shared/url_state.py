@@ -1,0 +1,71 @@
+"""Settings read from a shared link, once per session: a link reopens a page as it was copied."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import streamlit as st
+
+
+def read_url_once(
+    flag: str,
+    url_params: dict[str, tuple[str, type]],
+    defaults: dict[str, object],
+    ranges: dict[str, tuple],
+    names: dict[str, str] | None = None,
+    choices: dict[str, tuple[Collection, str]] | None = None,
+) -> list[str]:
+    """On a session's first run (session key `flag` unset), give every widget key its default, then copy each
+    URL parameter (`param -> (widget key, type)`) into its widget: a number outside `ranges` is clamped (`names`
+    says what it sets), a value that cannot be read or that `choices` (key -> allowed values, the rest of the
+    sentence) does not allow keeps the default. Returns one sentence per problem; nothing on later runs."""
+    problems = []
+    if st.session_state.get(flag):
+        return problems
+    st.session_state[flag] = True
+    for key, value in defaults.items():
+        st.session_state.setdefault(key, value)
+    for param, (key, kind) in url_params.items():
+        if param not in st.query_params:
+            continue
+        raw = st.query_params[param]
+        try:
+            value = kind(raw)
+            if kind is float and value != value:
+                raise ValueError
+        except ValueError:
+            problems.append(f"`{param}={raw[:30]}` in the link is not a {kind.__name__}; using the default.")
+            continue
+        if choices and key in choices and value not in choices[key][0]:
+            problems.append(f"`{param}={raw[:30]}` {choices[key][1]}")
+            continue
+        if key in ranges:
+            low, high = ranges[key]
+            if not low <= value <= high:
+                clamped = min(max(value, low), high)
+                named = f" for {names[key]}" if names and key in names else ""
+                problems.append(f"`{param}={raw}` is outside {low}–{high}{named}; clamped to {clamped}.")
+                value = clamped
+        st.session_state[key] = value
+    return problems
+
+
+def read_url_index(param: str, key: str, upper: int, what: str) -> list[str]:
+    """Once per session: an index (a layer, an expert) from the URL into its widget, clamped to 0..upper.
+    Unlike `read_url_once` the range is known only once the model is, so each index is read on its own."""
+    flag = f"{key}_url_read"
+    if st.session_state.get(flag) or param not in st.query_params:
+        return []
+    st.session_state[flag] = True
+    raw = st.query_params[param]
+    try:
+        value = int(raw)
+    except ValueError:
+        return [f"`{param}={raw[:20]}` in the link is not a whole number; showing {what} 0."]
+    clamped = min(max(value, 0), upper)
+    st.session_state[key] = clamped
+    return (
+        []
+        if clamped == value
+        else [f"`{param}={value}` is outside {what}s 0–{upper} of this model; showing {what} {clamped}."]
+    )
