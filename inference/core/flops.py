@@ -5,7 +5,8 @@
     count.decode(context_tokens=300)      # one pass for one new token with 300 tokens before it
 
 Per token, every matrix product of the layers costs 2 x its weights (`matmul_weights`: the
-non-embedding parameters without norms and biases). Attention adds, per layer and head, a
+non-embedding parameters without norms and biases; in a Mixture-of-Experts layer the router and
+the k of E experts a token uses, whose weights transformers keeps as 3-D tensors, not nn.Linear). Attention adds, per layer and head, a
 query-key product and a weighted sum of values over every position attended (2 x 2 x head_dim
 FLOPs each; a sliding-window layer attends to at most its window). The output layer
 (hidden x vocabulary) runs once per pass: the engine asks for the last position's logits only.
@@ -26,6 +27,21 @@ def _is_conv1d(module: nn.Module) -> bool:
     return type(module).__name__ == "Conv1D"  # GPT-2's linear layer with a transposed weight
 
 
+def _sparse_weights_per_token(model: nn.Module) -> int:
+    """Mixtral-layout MoE: each router's weight [experts, hidden], and k / E of each layer's experts
+    (`gate_up_proj` and `down_proj`, [experts, ...] each): the weights one token multiplies by."""
+    k, experts = getattr(model.config, "num_experts_per_tok", None), getattr(model.config, "num_local_experts", None)
+    if not k or not experts:
+        return 0
+    total = 0
+    for m in model.modules():
+        if type(m).__name__.endswith("TopKRouter"):
+            total += m.weight.numel()
+        elif type(m).__name__.endswith("Experts"):
+            total += sum(p.numel() for p in m.parameters(recurse=False)) // experts * k
+    return total
+
+
 @dataclass(frozen=True)
 class FlopCount:
     shape: model_config.ModelShape
@@ -38,6 +54,7 @@ class FlopCount:
         layers = sum(
             m.weight.numel() for m in model.modules() if (isinstance(m, nn.Linear) or _is_conv1d(m)) and m is not output
         )
+        layers += _sparse_weights_per_token(model)
         return cls(model_config.from_config(model.config), layers, output.weight.numel())
 
     def attention(self, new_tokens: int, cached_tokens: int = 0) -> int:
