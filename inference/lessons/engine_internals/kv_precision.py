@@ -1,0 +1,269 @@
+"""KV-cache precision on llama-server: bytes per token from each ggml type's block layout, and what a quantized
+cache does to the next-token distribution and to decode speed.
+
+Bytes, computed exactly. llama.cpp stores each layer's keys as one row of `kv_width` (= KV heads x head dim) values
+per token, in blocks: f32 is 4 bytes a value, f16 and bf16 2; q8_0 keeps 32 values as one f16 scale and 32 int8
+(2 + 32 = 34 bytes per 32 values), q4_0 as one f16 scale and 32 four-bit values (2 + 16 = 18 bytes per 32). A token
+holds a key row and a value row in every layer:
+
+    bytes per token = layers x kv_width x (type_size_K / block_K + type_size_V / block_V)
+
+The server prints the cache it allocated (`llama_kv_cache: ... K (q8_0): x MiB, V (q8_0): y MiB` for its cells);
+`reported_bytes_per_token` reads that line, which the tests and the page set against the formula.
+
+Quality, measured. Teacher forcing over a fixed text: for every position the server returns the whole next-token
+distribution (`n_probs` = the vocabulary), each request one token longer than the last, so with `cache_prompt` the
+server evaluates just the new token against the cache it holds, as decoding does. KL(reference || config) and
+whether the most likely token is the same, per position, against f32 keys and values with flash attention off
+(the exact configuration: 2e-5 from transformers). A quantized V cache needs flash attention in llama.cpp (it
+refuses to start otherwise), so f16 with flash attention on is the second baseline: it separates what flash
+attention changes from what the quantization does.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from inference.core.measuring import Progress
+from inference.engines import llamacpp
+from inference.engines.client import LLAMACPP, EngineClient
+
+# ggml type -> (values per block, bytes per block): ggml-common.h's block structs (the -ctk / -ctv choices).
+BLOCK_LAYOUT = {
+    "f32": (1, 4),
+    "f16": (1, 2),
+    "bf16": (1, 2),
+    "q8_0": (32, 34),  # f16 scale + 32 x int8
+    "q5_1": (32, 24),  # f16 scale + f16 min + 32 high bits + 32 x 4 low bits
+    "q5_0": (32, 22),  # f16 scale + 32 high bits + 32 x 4 low bits
+    "q4_1": (32, 20),  # f16 scale + f16 min + 32 x 4 bits
+    "q4_0": (32, 18),  # f16 scale + 32 x 4 bits
+    "iq4_nl": (32, 18),  # f16 scale + 32 x 4-bit indices into a fixed non-linear table
+}
+EVALUATION_TEXT_FILE = Path(__file__).with_name("evaluation_stories.txt")
+EVALUATION_TEXT_WHAT = "three short stories written for this lesson (not from the training corpus)"
+# The server prints MiB with two decimals: over 16,384 cells that is 0.005 x 2^20 / 16,384 = 0.32 bytes per token
+# for K and for V, under half a byte, so the printed line pins each row's bytes to one whole number.
+BYTES_CHECK_CELLS = 16_384
+DECODE_TOKENS = 128
+DECODE_RUNS = 3
+
+
+def bytes_per_value(ggml_type: str) -> float:
+    if ggml_type not in BLOCK_LAYOUT:
+        raise ValueError(f"`ggml_type` has to be one of {', '.join(BLOCK_LAYOUT)}, but is {ggml_type!r}")
+    values, size = BLOCK_LAYOUT[ggml_type]
+    return size / values
+
+
+def row_bytes(ggml_type: str, width: int) -> int:
+    """Bytes of one row of `width` values (ggml_row_size): whole blocks only."""
+    values, size = BLOCK_LAYOUT[ggml_type]
+    if width % values:
+        raise ValueError(f"a {ggml_type} row holds whole blocks of {values} values; {width} is not a multiple")
+    return width // values * size
+
+
+def kv_bytes_per_token(layers: int, kv_width: int, type_k: str, type_v: str | None = None) -> int:
+    """One token's keys and values in every layer (module docstring)."""
+    return layers * (row_bytes(type_k, kv_width) + row_bytes(type_v or type_k, kv_width))
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """One way to run the server's KV cache."""
+
+    type_k: str
+    type_v: str
+    flash_attention: bool
+
+    @property
+    def label(self) -> str:
+        types = self.type_k if self.type_k == self.type_v else f"K {self.type_k}, V {self.type_v}"
+        return f"{types}, flash attention {'on' if self.flash_attention else 'off'}"
+
+    def server_args(self) -> list[str]:
+        # after the engines module's defaults (-ctk f32 -ctv f32 -fa off): the last value of a flag wins
+        return ["-ctk", self.type_k, "-ctv", self.type_v, "-fa", "on" if self.flash_attention else "off"]
+
+
+REFERENCE = CacheConfig("f32", "f32", False)
+FLASH_BASELINE = CacheConfig("f16", "f16", True)
+CONFIGS = (
+    REFERENCE,
+    CacheConfig("f16", "f16", False),
+    FLASH_BASELINE,
+    CacheConfig("q8_0", "q8_0", True),
+    CacheConfig("q4_0", "q4_0", True),
+)
+
+_KV_LINE = re.compile(
+    r"llama_kv_cache: size = +[\d.]+ MiB \( *(?P<cells>\d+) cells, +(?P<layers>\d+) layers.*?"
+    r"K \((?P<k>\w+)\): +(?P<kmib>[\d.]+) MiB, V \((?P<v>\w+)\): +(?P<vmib>[\d.]+) MiB"
+)
+
+
+@dataclass(frozen=True)
+class ReportedCache:
+    """The KV cache llama-server says it allocated (its log line)."""
+
+    cells: int
+    layers: int
+    type_k: str
+    type_v: str
+    k_mib: float
+    v_mib: float
+
+    @property
+    def k_bytes_per_token(self) -> float:
+        return self.k_mib * 2**20 / self.cells
+
+    @property
+    def v_bytes_per_token(self) -> float:
+        return self.v_mib * 2**20 / self.cells
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.k_bytes_per_token + self.v_bytes_per_token
+
+    @property
+    def resolution_bytes_per_token(self) -> float:
+        """How far from the truth K's (or V's) bytes per token can be, the MiB being printed with two decimals."""
+        return 0.005 * 2**20 / self.cells
+
+    def agrees_with(self, layers: int, kv_width: int) -> bool:
+        """K's and V's bytes per token each within the print's resolution of the block-layout formula."""
+        k = layers * row_bytes(self.type_k, kv_width)
+        v = layers * row_bytes(self.type_v, kv_width)
+        tolerance = self.resolution_bytes_per_token + 1e-9
+        return abs(self.k_bytes_per_token - k) <= tolerance and abs(self.v_bytes_per_token - v) <= tolerance
+
+
+def reported_cache(log_text: str) -> ReportedCache | None:
+    """The last `llama_kv_cache: size = ...` line of a server log, or None."""
+    matches = list(_KV_LINE.finditer(log_text))
+    if not matches:
+        return None
+    m = matches[-1]
+    return ReportedCache(int(m["cells"]), int(m["layers"]), m["k"], m["v"], float(m["kmib"]), float(m["vmib"]))
+
+
+def evaluation_ids(client: EngineClient, limit: int) -> list[int]:
+    """The evaluation text as the server tokenizes it, BOS first, at most `limit` tokens."""
+    return client.tokenize(EVALUATION_TEXT_FILE.read_text(), add_special=True)[:limit]
+
+
+@dataclass
+class ConfigResult:
+    config: CacheConfig
+    reported: ReportedCache | None
+    logprobs: torch.Tensor  # [positions, vocab] float32, log-softmax of the raw logits
+    decode_tokens_per_s: float | None
+    decode_runs: list[float] = field(default_factory=list)
+
+
+def cache_server(gguf: Path, config: CacheConfig) -> llamacpp.LlamaServer:
+    """A one-slot llama-server with this KV cache and BYTES_CHECK_CELLS cells (the caller stops it)."""
+    return llamacpp.serve(gguf, parallel=1, extra_args=[*config.server_args(), "-c", str(BYTES_CHECK_CELLS)])
+
+
+def measure_on(
+    server: llamacpp.LlamaServer,
+    client: EngineClient,
+    config: CacheConfig,
+    ids: list[int],
+    vocab: int,
+    progress: Progress | None = None,
+) -> ConfigResult:
+    """On a server started with `config`: its reported cache, the teacher-forced distributions over `ids`, and
+    the median decode speed of DECODE_RUNS greedy runs of DECODE_TOKENS tokens."""
+    reported = reported_cache(server.log_path.read_text(errors="replace"))
+    rows = []
+    for position in range(1, len(ids)):
+        dist = client.next_token(ids[:position], n_probs=vocab, vocab_size=vocab)
+        row = torch.full((vocab,), float("-inf"), dtype=torch.float32)
+        row[dist.token_ids] = dist.logprobs.float()
+        rows.append(row)
+        if progress is not None and position % 16 == 0:
+            progress(position, len(ids), f"{config.label}: position {position} of {len(ids) - 1}")
+    runs = []
+    for _ in range(DECODE_RUNS):
+        rate = client.complete(ids[:8], DECODE_TOKENS).timings.decode_tokens_per_s
+        if rate:
+            runs.append(rate)
+    return ConfigResult(config, reported, torch.stack(rows), statistics.median(runs) if runs else None, runs)
+
+
+def kl_and_top1(reference: torch.Tensor, other: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per position: KL(reference || other) in nats over the whole vocabulary, and whether the argmax agrees."""
+    ref, oth = reference.double(), other.double()
+    kl = (ref.exp() * (ref - oth)).nan_to_num(0.0).sum(-1)  # 0 x log 0 = 0 where the reference gives -inf
+    return kl.clamp_min(0.0), ref.argmax(-1) == oth.argmax(-1)
+
+
+@dataclass
+class PrecisionComparison:
+    table: pd.DataFrame  # one row per config
+    positions: int
+    text_what: str
+    layers: int
+    kv_width: int
+
+
+def compare(
+    gguf: Path, layers: int, kv_width: int, tokens: int = 160, progress: Progress | None = None
+) -> PrecisionComparison:
+    """Every config in CONFIGS on a fresh server each (see module docstring)."""
+    results, ids, vocab = [], None, None
+    for i, config in enumerate(CONFIGS):
+        with cache_server(gguf, config) as server, EngineClient(server.url, dialect=LLAMACPP) as client:
+            if ids is None:  # the server's own tokens for the text, BOS first
+                ids = evaluation_ids(client, tokens + 1)
+                vocab = client.served_model().vocab_size
+            inner = None
+            if progress is not None:
+                inner = lambda done, total, what, i=i: progress(i * total + done, len(CONFIGS) * total, what)  # noqa: E731
+            results.append(measure_on(server, client, config, ids, vocab, inner))
+    reference = results[0].logprobs
+    flash = next(r for r in results if r.config == FLASH_BASELINE).logprobs
+    rows = []
+    for r in results:
+        kl, top1 = kl_and_top1(reference, r.logprobs)
+        kl_flash, top1_flash = kl_and_top1(flash, r.logprobs)
+        computed = kv_bytes_per_token(layers, kv_width, r.config.type_k, r.config.type_v)
+        rows.append(
+            {
+                "cache": r.config.label,
+                "type_k": r.config.type_k,
+                "type_v": r.config.type_v,
+                "flash_attention": r.config.flash_attention,
+                "bytes_per_token": computed,
+                "reported_bytes_per_token": None if r.reported is None else r.reported.bytes_per_token,
+                "mean_kl_vs_f32": float(kl.mean()),
+                "max_kl_vs_f32": float(kl.max()),
+                "top1_agreement_vs_f32": float(top1.double().mean()),
+                "mean_kl_vs_f16_flash": float(kl_flash.mean()),
+                "top1_agreement_vs_f16_flash": float(top1_flash.double().mean()),
+                "decode_tokens_per_s": r.decode_tokens_per_s,
+            }
+        )
+    return PrecisionComparison(pd.DataFrame(rows), len(ids) - 1, EVALUATION_TEXT_WHAT, layers, kv_width)
+
+
+def bytes_for_context(bytes_per_token: float, context_tokens: int, sequences: int = 1) -> float:
+    return bytes_per_token * context_tokens * sequences
+
+
+def mib(value: float) -> float:
+    return value / 2**20
+
+
+def ceil_mib(value: float) -> int:
+    return math.ceil(value / 2**20)
