@@ -7,48 +7,26 @@ from app_pages.shared import sampler_controls as controls
 from app_pages.shared.captions import caption, view_summary
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import engine_errors, generation_slot
-from app_pages.shared.stepper import play
-from app_pages.shared.url_state import read_url_once
+from app_pages.shared.stepper import Stepper
 from inference.core.prompting import prepare_prompt
 from inference.core.remote import distribution_note, is_remote
-from inference.core.run import SEED_MAX, STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace
+from inference.core.run import SEED_MAX, new_trace
 from inference.lessons.generate.figures import cumulative_curve, next_token_bars, step_frame_for_table, token_html
 from inference.sampling.step_view import step_view
 
-TRACE_KEY = "gen_trace"
-# URL parameter -> (widget key, type): a shared link reopens the same prompt, settings and seed.
+# URL parameter -> (widget key, type): a shared link reopens the same prompt, settings and seed (the sampling
+# knobs' parameters come from their one table, sampler_controls).
 URL_PARAMS = {
     "prompt": ("gen_prompt", str),
-    "t": ("gen_temperature", float),
-    "p": ("gen_top_p", float),
-    "k": ("gen_top_k", int),
-    "minp": ("gen_min_p", float),
-    "rep": ("gen_rep", float),
+    **controls.url_params("gen", controls.CLASSIC),
     "seed": ("gen_seed", int),
     "max": ("gen_max_new", int),
-    "n": ("gen_steps_in_url", int),
 }
-DEFAULTS = {
-    "gen_prompt": "Once upon a time",
-    "gen_temperature": 0.8,
-    "gen_top_p": 0.95,
-    "gen_top_k": 0,
-    "gen_min_p": 0.0,
-    "gen_rep": 1.0,
-    "gen_seed": 0,
-    "gen_max_new": 60,
-    "gen_steps_in_url": 0,
-}
-RANGES = {
-    "gen_temperature": (0.0, 2.0),
-    "gen_top_p": (0.01, 1.0),
-    "gen_top_k": (0, 200),
-    "gen_min_p": (0.0, 1.0),
-    "gen_rep": (0.5, 2.0),
-    "gen_seed": (0, SEED_MAX),
-    "gen_steps_in_url": (0, 10_000),
-}
+DEFAULTS = {"gen_prompt": "Once upon a time", "gen_seed": 0, "gen_max_new": 60}
+SAMPLING_DEFAULTS = {"temperature": 0.8, "top_p": 0.95}  # Generate opens on typical chat settings
+RANGES = {**controls.ranges("gen", controls.CLASSIC), "gen_seed": (0, SEED_MAX)}
 
+stepper = Stepper("gen", "gen_trace", steps_done=lambda trace: len(trace.records), with_back=True)
 limits = models.limits()
 RANGES["gen_max_new"] = (1, limits.max_new_tokens)
 loaded = current_model(remote_ok=True)
@@ -56,7 +34,8 @@ remote = is_remote(loaded)
 model, tokenizer = loaded.model, loaded.tokenizer
 
 
-url_problems = read_url_once("gen_url_read", URL_PARAMS, DEFAULTS, RANGES)
+controls.set_defaults("gen", SAMPLING_DEFAULTS, knobs=controls.CLASSIC)
+url_problems = stepper.read_url(URL_PARAMS, DEFAULTS, RANGES)
 st.title("✍️ Generate, one token at a time")
 st.markdown(
     "The model reads your prompt and gives a probability to **every** token in its vocabulary. "
@@ -93,42 +72,8 @@ with right:
         help=f"Capped at {limits.max_new_tokens} on this server.",
     )
 
-b = st.columns(4)  # a full-width row: the labels stay whole on narrow screens
-step_clicked = b[0].button("Step", key="gen_step", type="primary", width="stretch")
-play_clicked = b[1].button("Play", key="gen_play", width="stretch")
-back_clicked = b[2].button("Back", key="gen_back", width="stretch")
-reset_clicked = b[3].button("Reset", key="gen_reset", width="stretch")
-
-s = layout.control_row(5)
-s[0].slider("Temperature", 0.0, 2.0, step=0.05, key="gen_temperature", help="0 = greedy: always the most likely token.")
-s[1].slider(
-    "Top-p",
-    0.01,
-    1.0,
-    step=0.01,
-    key="gen_top_p",
-    help="Keep the smallest set of likely tokens whose probability reaches p. 1 = off.",
-)
-s[2].slider("Top-k", 0, 200, step=1, key="gen_top_k", help="Keep only the k most likely tokens. 0 = off.")
-s[3].slider(
-    "Min-p",
-    0.0,
-    1.0,
-    step=0.01,
-    key="gen_min_p",
-    help="Drop tokens less likely than min-p × the top token's probability, measured after the "
-    "penalty, temperature, top-k and top-p (so a higher temperature lets more tokens through). 0 = off.",
-)
-s[4].slider(
-    "Repetition penalty",
-    0.5,
-    2.0,
-    step=0.05,
-    key="gen_rep",
-    help="Divides the logit of every token already in the text when it is positive and multiplies it "
-    "when negative: above 1 a seen token usually becomes less likely, though its probability can still rise "
-    "when others lose more. Below 1 favours repetition. 1 = off.",
-)
+stepper.buttons()
+controls.classic_controls("gen", cells=layout.control_row(len(controls.CLASSIC)))
 
 controls.set_defaults("gen", knobs=controls.MORE)
 if not st.session_state.get("gen_more_url_read"):  # the newer samplers and the order from a shared link
@@ -136,14 +81,7 @@ if not st.session_state.get("gen_more_url_read"):  # the newer samplers and the 
     for problem in controls.read_url("gen", "", st.query_params, knobs=controls.MORE):
         st.warning(problem)
 controls.more_controls("gen")
-settings = controls.settings_from_state(
-    "gen",
-    temperature=float(st.session_state.gen_temperature),
-    top_k=int(st.session_state.gen_top_k),
-    top_p=float(st.session_state.gen_top_p),
-    min_p=float(st.session_state.gen_min_p),
-    repetition_penalty=float(st.session_state.gen_rep),
-)
+settings = controls.settings_from_state("gen")
 seed = int(st.session_state.gen_seed)
 
 # -- the run -------------------------------------------------------------------------------
@@ -152,35 +90,24 @@ prepared = prepare_prompt(
 )
 for note in prepared.notes:
     st.info(note)
-trace = st.session_state.get(TRACE_KEY)
 run_key = (loaded.info.name, tuple(prepared.ids), int(st.session_state.gen_max_new))
 
 
 def start_new_trace():
-    st.session_state[TRACE_KEY] = new_trace(
+    return new_trace(
         model, tokenizer, prepared.ids, min(int(st.session_state.gen_max_new), prepared.max_new_tokens), seed
     )
-    st.session_state["gen_run_key"] = run_key
-    return st.session_state[TRACE_KEY]
 
 
 if prepared.error:
     st.warning(prepared.error)  # keep showing the last run below; nothing is lost
-elif trace is None or reset_clicked or st.session_state.get("gen_run_key") != run_key:
-    trace = start_new_trace()
-
+trace = stepper.current_run(run_key, start_new_trace, can_start=not prepared.error)
 if trace is not None and not prepared.error:
-    with generation_slot(), engine_errors():
-        if back_clicked:
-            trace.back()
-        if step_clicked:
-            trace.step(settings, seed)
-        # A shared link replays its steps once, so it shows the same tokens.
-        wanted = int(st.session_state.get("gen_steps_in_url", 0))
-        if wanted and not trace.records:
-            for _ in trace.run(settings, max_steps=wanted):
-                pass
-            st.session_state["gen_steps_in_url"] = 0
+    stepper.advance(
+        trace,
+        lambda: trace.step(settings, seed),
+        replay=lambda steps: list(trace.run(settings, max_steps=steps)),
+    )
 
 text_box = st.empty()
 
@@ -190,42 +117,23 @@ def show_text():
         text_box.markdown(token_html(tokenizer, trace.prompt_ids, trace.records), unsafe_allow_html=True)
 
 
-if trace is not None and play_clicked and not prepared.error:
-    play(
-        trace,
-        lambda: trace.step(settings, seed),
-        show_text,
-        "gen_stop",
-        "Stops after the current token; what was generated stays.",
-    )
+if trace is not None and not prepared.error:
+    stepper.play_if_clicked(trace, lambda: trace.step(settings, seed), show_text)
 
 show_text()
 if trace is not None:
     n = len(trace.records)
-    status = {
-        STOP_EOS: "stopped: the model chose its end-of-text token",
-        STOP_MAX_NEW_TOKENS: f"stopped: reached max new tokens ({trace.max_new_tokens})",
-        STOP_CONTEXT: f"stopped: the model's context of {trace.context} tokens is full",
-    }
-    st.caption(
-        f"{len(trace.prompt_ids)} prompt tokens · {n} generated · "
-        + (status[trace.stop_reason] if trace.finished else f"next: step {n}")
-    )
+    stepper.status_line(trace, f"{len(trace.prompt_ids)} prompt tokens · {n} generated", f"next: step {n}")
 
-# URL mirrors the current settings: copy it to share this exact run.
-st.query_params.from_dict(
+stepper.mirror_url(
+    trace,
     {
         "prompt": st.session_state.gen_prompt[:1000],
-        "t": f"{settings.temperature:g}",
-        "p": f"{settings.top_p:g}",
-        "k": str(settings.top_k),
-        "minp": f"{settings.min_p:g}",
-        "rep": f"{settings.repetition_penalty:g}",
+        **{knob.param: f"{getattr(settings, knob.field):g}" for knob in controls.CLASSIC},
         "seed": str(seed),
         "max": str(int(st.session_state.gen_max_new)),
-        "n": str(len(trace.records) if trace else 0),
-        **controls.url_values("gen", "", settings, knobs=controls.MORE),
-    }
+    },
+    extra=controls.url_values("gen", "", settings, knobs=controls.MORE),
 )
 
 # -- the current step ------------------------------------------------------------------

@@ -85,8 +85,8 @@ def test_prompt_longer_than_the_context_is_cut_from_the_left_and_said(app):
         ("gen_top_k", 1),
         ("gen_top_k", 200),
         ("gen_min_p", 1.0),
-        ("gen_rep", 0.5),
-        ("gen_rep", 2.0),
+        ("gen_repetition_penalty", 0.5),
+        ("gen_repetition_penalty", 2.0),
     ],
 )
 def test_every_slider_at_its_limits_still_steps(app, key, value):
@@ -101,7 +101,7 @@ def test_all_sliders_at_their_ends_at_once(app):
         ("gen_top_p", 0.01),
         ("gen_top_k", 200),
         ("gen_min_p", 1.0),
-        ("gen_rep", 2.0),
+        ("gen_repetition_penalty", 2.0),
     ]:
         app.slider(key=key).set_value(value)
     app.run()

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.page
 
 CONTROLS = {
     "text_area": ["gen_prompt"],
-    "slider": ["gen_temperature", "gen_top_p", "gen_top_k", "gen_min_p", "gen_rep", "gen_top_n"],
+    "slider": ["gen_temperature", "gen_top_p", "gen_top_k", "gen_min_p", "gen_repetition_penalty", "gen_top_n"],
     "number_input": ["gen_seed", "gen_max_new"],
     "button": ["gen_step", "gen_play", "gen_back", "gen_reset"],
 }

@@ -32,10 +32,28 @@ class Knob:
 
 CLASSIC = [
     Knob("t", "temperature", "Temperature", 0.0, 2.0, 0.05, 1.0, "0 = greedy: always the most likely token."),
-    Knob("p", "top_p", "Top-p", 0.01, 1.0, 0.01, 1.0, "Keep the smallest set of likely tokens reaching p. 1 = off."),
+    Knob(
+        "p",
+        "top_p",
+        "Top-p",
+        0.01,
+        1.0,
+        0.01,
+        1.0,
+        "Keep the smallest set of likely tokens whose probability reaches p. 1 = off.",
+    ),
     Knob("k", "top_k", "Top-k", 0, 200, 1, 0, "Keep only the k most likely tokens. 0 = off."),
     Knob(
-        "minp", "min_p", "Min-p", 0.0, 1.0, 0.01, 0.0, "Drop tokens below min-p × the top token's probability. 0 = off."
+        "minp",
+        "min_p",
+        "Min-p",
+        0.0,
+        1.0,
+        0.01,
+        0.0,
+        "Drop tokens less likely than min-p × the top token's probability, measured where min-p runs in the stage "
+        "order (in transformers' order after the penalty, temperature, top-k and top-p, so a higher temperature "
+        "lets more tokens through). 0 = off.",
     ),
     Knob(
         "rep",
@@ -45,7 +63,9 @@ CLASSIC = [
         2.0,
         0.05,
         1.0,
-        "Above 1: tokens already in the text less likely. 1 = off.",
+        "Divides the logit of every token already in the text when it is positive and multiplies it when negative: "
+        "above 1 a seen token usually becomes less likely, though its probability can still rise when others lose "
+        "more. Below 1 favours repetition. 1 = off.",
     ),
 ]
 MORE = [
@@ -188,23 +208,44 @@ def url_values(
     return out
 
 
-def _slider(where, prefix: str, knob: Knob) -> None:
+def _slider(where, prefix: str, knob: Knob, help_text: str | None = None) -> None:
     where.slider(
         knob.label,
         knob.kind(knob.low),
         knob.kind(knob.high),
         step=knob.kind(knob.step),
         key=_key(prefix, knob.field),
-        help=knob.help,
+        help=help_text or knob.help,
     )
 
 
-def classic_controls(prefix: str, columns: int = 5) -> None:
-    """The five classic sliders, `columns` to a row."""
+def classic_controls(prefix: str, columns: int = 5, cells: list | None = None) -> None:
+    """The five classic sliders, `columns` to a row, or one in each of `cells` (e.g. layout.control_row(5))."""
+    if cells is not None:
+        for cell, knob in zip(cells, CLASSIC, strict=True):
+            _slider(cell, prefix, knob)
+        return
     for start in range(0, len(CLASSIC), columns):
         row = st.columns(columns)
         for cell, knob in zip(row, CLASSIC[start : start + columns]):
             _slider(cell, prefix, knob)
+
+
+def knob_sliders(prefix: str, knobs: list[Knob], cells: list, helps: dict[str, str] | None = None) -> None:
+    """One slider per knob, one in each of `cells`; `helps` (field -> text) replaces a knob's help where a page
+    means something more precise (Speculative: the knob acts on p and q alike)."""
+    for cell, knob in zip(cells, knobs, strict=True):
+        _slider(cell, prefix, knob, (helps or {}).get(knob.field))
+
+
+def url_params(prefix: str, knobs: list[Knob]) -> dict[str, tuple[str, type]]:
+    """URL parameter -> (widget key, type) of these knobs, for url_state.read_url_once."""
+    return {knob.param: (_key(prefix, knob.field), knob.kind) for knob in knobs}
+
+
+def ranges(prefix: str, knobs: list[Knob]) -> dict[str, tuple]:
+    """Widget key -> (low, high) of these knobs, for url_state.read_url_once."""
+    return {_key(prefix, knob.field): (knob.kind(knob.low), knob.kind(knob.high)) for knob in knobs}
 
 
 def more_controls(prefix: str, columns: int = 3) -> None:
