@@ -147,15 +147,16 @@ def test_stops_at_eos(gpt2):
 
 
 def test_stops_at_the_context_limit(gpt2):
-    """A model with a 128-token context stops when it is full."""
+    """A model with a 128-token context stops when it is full: a 120-token prompt gets exactly 8 tokens of the 100
+    asked (EOS stopping is off, so a drawn end-of-sequence token cannot end the run before the context does)."""
     model, tokenizer = gpt2
-    ids = prompt_ids(tokenizer) * 10
-    ids = ids[:120]
-    trace = new_trace(model, tokenizer, ids, 100)
+    ids = (prompt_ids(tokenizer) * 20)[:120]
+    assert len(ids) == 120
+    trace = new_trace(model, tokenizer, ids, 100, stop_at_eos=False)
     records = list(trace.run(SamplingSettings(temperature=1.0)))
-    assert trace.stop_reason in (STOP_CONTEXT, STOP_EOS)
-    if trace.stop_reason == STOP_CONTEXT:
-        assert len(ids) + len(records) == 128
+    assert trace.stop_reason == STOP_CONTEXT
+    assert len(records) == 8 and len(trace.all_ids) == 128
+    assert trace.step(SamplingSettings(temperature=1.0)) is None
 
 
 def test_prompt_longer_than_context_is_refused(gpt2):
@@ -207,7 +208,7 @@ def test_trace_frame_has_one_row_per_step(bundled):
 
 
 def test_warm_up_only_reads_the_model_and_leaves_the_global_rng_alone(gpt2):
-    """load_model warms every model up with a short sampled run: the shared model is not
+    """The app's model cache warms every model up with a short sampled run: the shared model is not
     changed by it, and the global torch RNG is not drawn from."""
     model, tokenizer = gpt2
     before = {name: p.clone() for name, p in model.state_dict().items()}
