@@ -39,6 +39,7 @@ SECTIONS = {
     ],
     "Serve many": [
         st.Page("app_pages/serving.py", title="Serve many", icon="🚦", url_path="serving"),
+        st.Page("app_pages/engine-internals.py", title="Inside the engine", icon="🔧", url_path="engine-internals"),
     ],
 }
 

@@ -218,18 +218,25 @@ class PrecisionComparison:
 
 
 def compare(
-    gguf: Path, layers: int, kv_width: int, tokens: int = 160, progress: Progress | None = None
+    gguf: Path,
+    layers: int,
+    kv_width: int,
+    tokens: int = 192,
+    progress: Progress | None = None,
+    configs: tuple[CacheConfig, ...] = CONFIGS,
 ) -> PrecisionComparison:
-    """Every config in CONFIGS on a fresh server each (see module docstring)."""
+    """Each config (REFERENCE first, then FLASH_BASELINE among them) on a fresh server (see module docstring)."""
+    if configs[0] != REFERENCE or FLASH_BASELINE not in configs:
+        raise ValueError("`configs` start with the f32 reference and include the f16 flash-attention baseline")
     results, ids, vocab = [], None, None
-    for i, config in enumerate(CONFIGS):
+    for i, config in enumerate(configs):
         with cache_server(gguf, config) as server, EngineClient(server.url, dialect=LLAMACPP) as client:
             if ids is None:  # the server's own tokens for the text, BOS first
                 ids = evaluation_ids(client, tokens + 1)
                 vocab = client.served_model().vocab_size
             inner = None
             if progress is not None:
-                inner = lambda done, total, what, i=i: progress(i * total + done, len(CONFIGS) * total, what)  # noqa: E731
+                inner = lambda done, total, what, i=i: progress(i * total + done, len(configs) * total, what)  # noqa: E731
             results.append(measure_on(server, client, config, ids, vocab, inner))
     reference = results[0].logprobs
     flash = next(r for r in results if r.config == FLASH_BASELINE).logprobs

@@ -134,16 +134,22 @@ class SlotSetting:
         return ["--cache-ram", str(self.cache_ram_mib)]
 
 
-def alternation_settings(conversation_bytes: float) -> list[SlotSetting]:
-    """Fewer slots than conversations with the RAM cache off, too small for both, and at its default; then one
-    slot per conversation. The small RAM cache holds 1.5 conversations' states."""
-    small = max(1, math.ceil(1.5 * conversation_bytes / 2**20))
+def alternation_settings(longest_state_bytes: float) -> list[SlotSetting]:
+    """Fewer slots than conversations with the RAM cache off, big enough for one conversation's saved state but not
+    for two (whole MiB, the flag's unit), and at its default; then one slot per conversation."""
+    small = max(1, math.ceil(longest_state_bytes / 2**20))
     return [
         SlotSetting("1 slot, RAM cache off (--cache-ram 0)", 1, 0),
-        SlotSetting(f"1 slot, RAM cache {small} MiB (holds one conversation)", 1, small),
+        SlotSetting(f"1 slot, RAM cache {small} MiB (one conversation, not two)", 1, small),
         SlotSetting(f"1 slot, RAM cache {DEFAULT_CACHE_RAM_MIB:,} MiB (default)", 1, DEFAULT_CACHE_RAM_MIB),
         SlotSetting("2 slots, RAM cache off", 2, 0),
     ]
+
+
+def saved_state_bytes(tokens: int, layers: int, kv_width: int) -> float:
+    """A slot's state in the RAM cache: its tokens' f32 keys and values, plus a margin for the cells' positions and
+    headers `llama_state_seq_get_data` writes beside them (a few bytes per token, a few kB per layer)."""
+    return 1.05 * tokens * kv_bytes_per_token(layers, kv_width, "f32") + 65_536
 
 
 def conversation_prompts(vocab: int, prefix_tokens: int, turn_tokens: int, turns: int, seed: int) -> list[list[int]]:
@@ -167,13 +173,14 @@ def alternating_conversations(
     progress: Progress | None = None,
 ) -> pd.DataFrame:
     """Conversations A and B take turns (A1, B1, A2, B2, ...) on each setting of `alternation_settings`, a fresh
-    server each, cache on."""
+    server each, cache on. The small RAM cache misses as meant while two first-turn states are larger than the
+    longest one rounded up to a MiB (a prefix long against its turns)."""
     chats = {
         name: conversation_prompts(vocab, prefix_tokens, turn_tokens, turns, PREFIX_SEED + 10 + k)
         for k, name in enumerate("AB")
     }
     longest = prefix_tokens + turns * turn_tokens + 1  # the last turn's prompt and its one reply token
-    settings = alternation_settings(longest * kv_bytes_per_token(layers, kv_width, "f32"))
+    settings = alternation_settings(saved_state_bytes(longest, layers, kv_width))
     rows, total = [], len(settings) * 2 * turns
     for s, setting in enumerate(settings):
         with (

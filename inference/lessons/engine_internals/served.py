@@ -1,0 +1,69 @@
+"""Which model the engine serves for this lesson, and its shape, known without building or converting anything
+(every rerun of the page reads it): the bundled model (trained, so its distributions mean something), or the
+random-weights copy of SmolLM2-135M's shape from the serving lesson (memory-bound, timing only)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from inference.core import model_config
+from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
+from inference.lessons.serving import experiments, random_model
+from inference.lessons.serving.roofline import ServedModel
+
+BUNDLED = experiments.BUNDLED
+MEMORY_BOUND = random_model.DEFAULT_PUBLIC_MODEL
+VOCAB = 4096  # the bundled tokenizer's, which the random-weights model shares
+
+
+@dataclass(frozen=True)
+class EngineModel:
+    key: str
+    label: str
+    layers: int
+    kv_width: int  # KV heads x head dim: one key row (and one value row) per layer per token
+    context: int  # positions in one llama-server slot
+    vocab: int
+    arithmetic: ServedModel  # weights multiplied per token etc., for FLOPs
+    timing_only: bool
+
+
+def engine_model(key: str = BUNDLED) -> EngineModel:
+    if key == BUNDLED:
+        shape = model_config.from_config(json.loads((BUNDLED_MODEL_DIR / "config.json").read_text()))
+        return EngineModel(
+            key,
+            f"{BUNDLED_MODEL_NAME} (bundled, trained)",
+            shape.layers,
+            shape.kv_heads * shape.head_dim,
+            shape.context,
+            shape.vocab_size,
+            ServedModel.from_safetensors(BUNDLED_MODEL_DIR / "model.safetensors"),
+            False,
+        )
+    shape = random_model.public_shape(key, VOCAB)
+    matmul = shape.layers * (shape.layer_parameters() - 2 * shape.hidden) + VOCAB * shape.hidden  # tied output
+    arithmetic = ServedModel(
+        matmul_parameters=matmul,
+        other_parameters=shape.parameters() - matmul,
+        layers=shape.layers,
+        query_width=shape.heads * shape.head_dim,
+        kv_width=shape.kv_heads * shape.head_dim,
+    )
+    return EngineModel(
+        key,
+        f"{key} shape, {random_model.LABEL}",
+        shape.layers,
+        shape.kv_heads * shape.head_dim,
+        random_model.CONTEXT,
+        VOCAB,
+        arithmetic,
+        True,
+    )
+
+
+def gguf(key: str = BUNDLED) -> Path:
+    """The float32 GGUF the engine serves (converted, or built and converted, once and cached)."""
+    return experiments.model_on_engine(key).gguf

@@ -1,0 +1,93 @@
+"""The page's sentences, every number passed in from the measurement or computation it describes."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from inference.lessons.engine_internals.chunked_prefill import StallRun
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.0f} ms" if value >= 10 else f"{value:,.1f} ms"
+
+
+def prefix_verdict(table: pd.DataFrame) -> str:
+    """What the cache-on run did against the cache-off run (`prefix_cache.shared_prefix`'s table)."""
+    on, off = table[table["cache"]], table[~table["cache"]]
+    cold, warm = on.iloc[0], on.iloc[1:]
+    if warm.empty:
+        return "Only one request was sent: nothing could be reused."
+    warm_ms = warm["ttft_ms"].median()
+    ratio = cold["ttft_ms"] / warm_ms if warm_ms > 0 else float("nan")
+    return (
+        f"With the cache on, the first request evaluated all {int(cold['evaluated_tokens']):,} prompt tokens in "
+        f"{_ms(cold['ttft_ms'])}; the next {len(warm)} reused {int(warm['cached_tokens'].median()):,} tokens each "
+        f"(`cache_n`) and evaluated only {int(warm['evaluated_tokens'].median()):,} (`prompt_n`): "
+        f"{_ms(warm_ms)} to the first token, the median, **{ratio:,.1f}× faster**. With the cache off, every "
+        f"request evaluated its {int(off['evaluated_tokens'].median()):,} tokens again "
+        f"({_ms(off['ttft_ms'].min())} to {_ms(off['ttft_ms'].max())})."
+    )
+
+
+def flops_sentence(saved_flops: float, cold_flops: float, cached_tokens: int) -> str:
+    return (
+        f"Reusing {cached_tokens:,} tokens skips {saved_flops / 1e9:,.1f} GFLOP of the "
+        f"{cold_flops / 1e9:,.1f} GFLOP a cold prefill of this prompt costs ({saved_flops / cold_flops:.0%})."
+    )
+
+
+def alternation_verdicts(table: pd.DataFrame) -> list[str]:
+    """One line per setting: how many of the returning turns found their prefix, and their time to first token."""
+    lines = []
+    for _, rows in table.sort_values("order").groupby("order", sort=True):
+        returning = rows[rows["turn"] > 1]
+        hits = returning[returning["cached_tokens"] > 0]
+        misses = returning[returning["cached_tokens"] == 0]
+        parts = [f"**{rows['setting'].iloc[0]}**: {len(hits)} of {len(returning)} returning turns reused their prefix"]
+        if len(hits):
+            parts.append(f"{_ms(hits['ttft_ms'].median())} to the first token when they did")
+        if len(misses):
+            parts.append(f"{_ms(misses['ttft_ms'].median())} when they were evaluated again")
+        lines.append(", ".join(parts) + ".")
+    return lines
+
+
+def stall_verdict(run: StallRun) -> str:
+    stalls = [g for c in range(run.cotenants) for g in run.stalled_gaps(c)]
+    usual = sorted(run.usual_gap_s)[len(run.usual_gap_s) // 2] * 1000
+    agree = "as predicted" if run.measured == run.predicted else f"against {run.predicted} predicted"
+    stretch = f", the longest {_ms(max(stalls) * 1000)} against a usual {_ms(usual)}" if stalls else ""
+    return (
+        f"While the newcomer's {run.prompt_tokens:,}-token prompt was prefilled ({_ms(run.newcomer_prompt_ms)} by "
+        f"the server's clock), each of the {run.cotenants} co-tenants waited through **{run.measured} stretched "
+        f"gaps**, {agree}{stretch}. The newcomer got its first token {_ms(run.ttft_s * 1000)} after it was sent."
+    )
+
+
+def sweep_verdict(table: pd.DataFrame) -> str:
+    small, large = table.iloc[0], table.iloc[-1]
+    matched = int((table["stalls_measured"] == table["stalls_predicted"]).sum())
+    return (
+        f"From `{small['setting']}` to `{large['setting']}` the newcomer's first token came after "
+        f"{_ms(small['newcomer_ttft_ms'])} and {_ms(large['newcomer_ttft_ms'])}, while the co-tenants' longest gap "
+        f"went from {_ms(small['longest_gap_ms'])} to {_ms(large['longest_gap_ms'])} and their stalls from "
+        f"{int(small['stalls_measured'])} to {int(large['stalls_measured'])}. The measured stall count equals "
+        f"ceil(P / (n_batch − N)) in {matched} of {len(table)} settings."
+    )
+
+
+def kv_verdict(table: pd.DataFrame, positions: int, text_what: str, context: int) -> str:
+    ref = table.iloc[0]
+    rows = table.set_index("type_k")
+    parts = []
+    for kind in ("q8_0", "q4_0"):
+        if kind in rows.index:
+            r = rows.loc[kind]
+            parts.append(
+                f"{kind} holds a token in {int(r['bytes_per_token']):,} bytes instead of "
+                f"{int(ref['bytes_per_token']):,} ({r['bytes_per_token'] / ref['bytes_per_token']:.0%}; "
+                f"{r['bytes_per_token'] * context / 2**20:,.2f} MiB for a full {context:,}-token context), at a mean KL "
+                f"of {r['mean_kl_vs_f32']:.1e} nats from f32 and the same top token at "
+                f"{r['top1_agreement_vs_f32']:.1%} of positions"
+            )
+    return f"Over {positions:,} positions of {text_what}: " + "; ".join(parts) + "."

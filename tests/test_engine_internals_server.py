@@ -1,0 +1,83 @@
+"""Inside the engine, against the real llama-server (bundled model, f32): a warm request evaluates only its new
+tokens; a prefix pushed out of the only slot is evaluated again unless the RAM prompt cache still holds it; the
+stalls a long prompt causes for a fixed -b/-ub are the predicted iterations (and -ub does not change them); the KV
+bytes per token the server allocates equal the block-layout formula for every cache type; a quantized cache moves
+the distribution further from f32 than f16 does."""
+
+import pytest
+
+from inference.lessons.engine_internals import chunked_prefill, kv_precision, prefix_cache, served
+from tests.test_engines import require_llama_server
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(scope="module")
+def bundled_gguf():
+    require_llama_server()
+    return served.gguf(served.BUNDLED)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return served.engine_model(served.BUNDLED)
+
+
+def test_a_warm_request_evaluates_only_its_new_tokens(bundled_gguf, model):
+    table = prefix_cache.shared_prefix(bundled_gguf, model.vocab, prefix_tokens=256, suffix_tokens=8, requests=3)
+    on, off = table[table["cache"]], table[~table["cache"]]
+    assert list(on["cached_tokens"]) == [0, 256, 256]
+    assert list(on["evaluated_tokens"]) == [264, 8, 8]
+    assert list(off["cached_tokens"]) == [0, 0, 0] and list(off["evaluated_tokens"]) == [264, 264, 264]
+
+
+def test_an_evicted_prefix_is_evaluated_again_unless_the_ram_cache_holds_it(bundled_gguf, model):
+    """A, B, A, B on one slot: with --cache-ram 0 or a RAM cache too small for both, B pushes A out and A's second
+    turn is evaluated from scratch; the default RAM cache copies A back (its whole first prompt reused); with two
+    slots each conversation keeps its own."""
+    table = prefix_cache.alternating_conversations(
+        bundled_gguf, model.vocab, model.layers, model.kv_width, prefix_tokens=400, turn_tokens=16, turns=2
+    )
+    second = table[table["turn"] == 2].set_index(["order", "conversation"])
+    first_prompt = 400 + 16  # the whole first-turn prompt of each conversation
+    for conversation in "AB":
+        assert second.loc[(0, conversation), "cached_tokens"] == 0  # 1 slot, RAM cache off
+        assert second.loc[(1, conversation), "cached_tokens"] == 0  # 1 slot, RAM cache for one conversation
+        assert second.loc[(2, conversation), "cached_tokens"] == first_prompt  # 1 slot, default RAM cache
+        assert second.loc[(3, conversation), "cached_tokens"] == first_prompt  # 2 slots
+    assert (table.loc[table["turn"] == 1, "cached_tokens"] == 0).all()
+
+
+@pytest.mark.parametrize(("n_batch", "n_ubatch"), [(64, 64), (128, 32)])
+def test_the_stalls_for_a_fixed_batch_are_the_predicted_iterations(bundled_gguf, model, n_batch, n_ubatch):
+    """400 prompt tokens, 2 decoding: ceil(400 / 62) = 7 iterations at -b 64; ceil(400 / 126) = 4 at -b 128,
+    whatever -ub splits each iteration into."""
+    run = chunked_prefill.measure_stalls(bundled_gguf, model.vocab, model.context, 400, n_batch, n_ubatch, 2)
+    assert run.newcomer_evaluated == 400
+    assert run.stalls() == [run.predicted] * 2, run.stalls()
+    assert run.predicted == {64: 7, 128: 4}[n_batch]
+
+
+def test_the_servers_kv_bytes_per_token_equal_the_formula_for_every_type(bundled_gguf, model):
+    for config in kv_precision.CONFIGS + (kv_precision.CacheConfig("q8_0", "f16", True),):
+        with kv_precision.cache_server(bundled_gguf, config) as server:
+            reported = kv_precision.reported_cache(server.log_path.read_text(errors="replace"))
+        assert (reported.type_k, reported.type_v, reported.layers) == (config.type_k, config.type_v, model.layers)
+        assert reported.agrees_with(model.layers, model.kv_width), (config, reported)
+
+
+def test_a_quantized_v_cache_without_flash_attention_refuses_to_start(bundled_gguf):
+    with pytest.raises(RuntimeError, match="llama-server exited"):
+        kv_precision.cache_server(bundled_gguf, kv_precision.CacheConfig("f16", "q8_0", False)).stop()
+
+
+def test_quantized_caches_move_the_distribution_further_than_f16(bundled_gguf, model):
+    configs = (kv_precision.REFERENCE, kv_precision.CONFIGS[1], kv_precision.FLASH_BASELINE) + tuple(
+        c for c in kv_precision.CONFIGS if c.type_k in ("q8_0", "q4_0")
+    )
+    kv = kv_precision.compare(bundled_gguf, model.layers, model.kv_width, 48, configs=configs).table
+    kl = dict(zip(kv["cache"], kv["mean_kl_vs_f32"]))
+    assert kl[kv_precision.REFERENCE.label] == 0
+    f16 = kl["f16, flash attention off"]
+    q8, q4 = kl["q8_0, flash attention on"], kl["q4_0, flash attention on"]
+    assert 0 < f16 < q8 < q4, kl
