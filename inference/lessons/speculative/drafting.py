@@ -1,0 +1,42 @@
+"""Which drafter a speculative run uses: a draft model that fits the target, or prompt lookup when none does.
+
+The page tries the bundled draft first, then a draft the visitor names; whatever cannot serve the target (it did
+not load, or it uses another tokenizer) leaves prompt lookup running, which needs no second model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from inference.core.forward import vocabulary_rows
+from inference.core.loader import LoadedModel, ModelLoadError
+from inference.lessons.speculative import run as spec  # the module, so a test can refuse every pair in one place
+
+
+@dataclass(frozen=True)
+class DraftAttempt:
+    """A draft model that can serve the target, or why not (`load_failed`: it did not even load)."""
+
+    draft: LoadedModel | None
+    problem: str | None = None
+    load_failed: bool = False
+
+
+def try_draft(target, target_tokenizer, load: Callable[[], LoadedModel]) -> DraftAttempt:
+    """Load a draft with `load()` (which may raise ModelLoadError) and check it can draft for the target."""
+    try:
+        draft = load()
+    except ModelLoadError as err:
+        return DraftAttempt(None, str(err), load_failed=True)
+    try:
+        spec.check_pair(target, target_tokenizer, draft.model, draft.tokenizer)
+    except spec.SpeculationError as err:
+        return DraftAttempt(None, str(err))
+    return DraftAttempt(draft)
+
+
+def new_drafter(target, draft: LoadedModel | None):
+    """A fresh drafter for one run: the draft model's, or prompt lookup over the target's vocabulary."""
+    if draft is not None:
+        return spec.ModelDrafter(draft.model, draft.tokenizer)
+    return spec.PromptLookupDrafter(vocabulary_rows(target))
