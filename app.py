@@ -29,6 +29,7 @@ SECTIONS = {
     ],
     "Where the time goes": [
         st.Page("app_pages/prefill-decode.py", title="Prefill vs decode", icon="⏱️", url_path="prefill-decode"),
+        st.Page("app_pages/inside.py", title="Inside one pass", icon="🔬", url_path="inside"),
         st.Page("app_pages/kv-cache.py", title="KV cache", icon="🗄️", url_path="kv-cache"),
     ],
     "Make it cheaper": [

@@ -1,0 +1,175 @@
+"""Inside one forward pass: what each layer would predict, what each head read from the cache, where the time goes."""
+
+import streamlit as st
+
+from app_pages.shared import layout, models
+from app_pages.shared.captions import caption
+from app_pages.shared.sidebar import current_model
+from app_pages.shared.slots import generation_slot
+from app_pages.shared.url_state import read_url_index
+from inference.core import machine
+from inference.core.calculator import find_model, load_public_models
+from inference.core.prompting import prepare_prompt
+from inference.core.tokens import readable_token, readable_tokens
+from inference.lessons.inside import tables, text
+from inference.lessons.inside.adapters import adapter_for
+from inference.lessons.inside.figures import attention_grid, followed_token_figure, parts_figure, rank_heatmap
+from inference.lessons.inside.forward_pass import UnsupportedModel, look_inside, part_groups, public_shares
+
+RESULTS_KEY = "inside_results"  # (model, dtype, token ids, followed token) -> Inside: a picker never reruns the model
+KEPT_RESULTS = 8
+DRAWN_POSITIONS = 96  # attention bars drawn per head; the rest are summed in a sentence
+GENERATE_RUN = "My Generate run"
+TYPED = "A prompt typed here"
+DEFAULT_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play in the park with her"
+PUBLIC_MODEL, PUBLIC_CONTEXTS = "Llama-3.1-8B", (1024, 32768)
+
+loaded = current_model(
+    needs_weights="it reads the hidden states and attention weights inside the forward pass, which a serving "
+    "engine does not return"
+)
+model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
+
+st.title("🔬 Inside one forward pass")
+st.markdown(
+    "Every page so far showed what comes *out* of a forward pass. Here is the pass itself, for one new token: "
+    "what each layer would predict, what each attention head read from the KV cache, and which parts the time "
+    "and the bytes go to."
+)
+try:
+    adapter_for(model)
+except UnsupportedModel as err:
+    st.warning(str(err), icon="⚠️")
+    st.stop()
+
+# -- which pass ----------------------------------------------------------------------------------
+trace = st.session_state.get("gen_trace")
+follows = trace is not None and getattr(trace, "model", None) is model and bool(trace.records)
+source = st.radio("Which pass", [GENERATE_RUN, TYPED] if follows else [TYPED], key="inside_source", horizontal=True)
+if trace is not None and not follows and trace.records:
+    st.caption("Your Generate run was made with another model or on a serving engine: type a prompt here instead.")
+if source == GENERATE_RUN and follows:
+    steps = len(trace.records)
+    for problem in read_url_index("step", "inside_step", steps - 1, "step"):
+        st.warning(problem)
+    if st.session_state.get("inside_step", steps - 1) > steps - 1:  # the run was reset or rewound
+        st.session_state["inside_step"] = steps - 1
+    st.session_state.setdefault("inside_step", steps - 1)
+    step = st.slider("Step of the run", 0, steps - 1, key="inside_step") if steps > 1 else 0
+    ids = trace.all_ids[: len(trace.prompt_ids) + step]
+    followed, role = trace.records[step].token_id, "token the run chose"
+    st.caption(
+        f"Step {step}: the pass that read {len(ids):,} tokens and gave the distribution this token was drawn from."
+    )
+else:
+    st.text_area("Prompt", DEFAULT_PROMPT, key="inside_prompt", height=80, max_chars=20_000)
+    prepared = prepare_prompt(tokenizer, st.session_state.inside_prompt, False, info.context, models.limits())
+    for note in prepared.notes:
+        st.info(note)
+    if prepared.error:
+        st.warning(prepared.error)
+        st.stop()
+    ids, followed, role = prepared.ids, None, "model's top token"
+
+key = (info.name, info.dtype, tuple(ids), followed)
+results = st.session_state.setdefault(RESULTS_KEY, {})
+if key not in results:
+    with generation_slot(), st.spinner("Walking the forward pass…"):
+        results[key] = look_inside(model, ids, followed)
+    while len(results) > KEPT_RESULTS:
+        results.pop(next(iter(results)))
+inside = results[key]
+presenter = layout.presenter()
+name = lambda token_id: readable_token(tokenizer, token_id)  # noqa: E731
+
+# -- 1. logit lens -----------------------------------------------------------------------------------
+st.subheader("1. What each layer would say")
+left, right = layout.side_by_side(2)
+with left:
+    st.dataframe(
+        tables.lens_table(inside, name),
+        hide_index=True,
+        width="stretch",
+        column_config={"followed": st.column_config.ProgressColumn(f"p({name(inside.followed_id)})", format="percent")},
+    )
+    caption("exact", f"Each layer's top 3 tokens and the {role}'s probability, read through the lens below.")
+with right:
+    probs = inside.followed_probs()
+    st.plotly_chart(
+        followed_token_figure(probs, name(inside.followed_id), presenter), width="stretch", key="inside_lens"
+    )
+    caption("exact", "The same probability as a line: the softmax over all tokens of each layer's lens.")
+top_ids = [inside.lens_top(layer, 1)[0][0] for layer in range(inside.layers + 1)]
+st.markdown(text.lens_story(name(inside.followed_id), probs, top_ids, inside.followed_id, role))
+st.plotly_chart(
+    rank_heatmap(
+        inside.ranks,
+        readable_tokens(tokenizer, [inside.token_ids[p] for p in inside.rank_positions]),
+        readable_tokens(tokenizer, inside.rank_targets),
+        inside.rank_positions,
+        presenter,
+    ),
+    width="stretch",
+    key="inside_ranks",
+)
+caption(
+    "exact",
+    f"Columns: the last {len(inside.rank_positions)} positions (the token read); each cell: where the token that "
+    "came next ranks among all tokens in that layer's lens (last column: the "
+    f"{role}). The last row is the model's own distribution.",
+)
+caption("published", text.LENS_SOURCE)
+
+# -- 2. attention ------------------------------------------------------------------------------------
+st.subheader("2. What each head read")
+for problem in read_url_index("layer", "inside_layer", inside.layers - 1, "layer"):
+    st.warning(problem)
+layer = st.slider("Layer", 0, inside.layers - 1, key="inside_layer") if inside.layers > 1 else 0
+weights = inside.attention[layer]
+drawn = min(DRAWN_POSITIONS, inside.context)
+first = inside.context - drawn
+labels = readable_tokens(tokenizer, inside.token_ids[first:])
+st.plotly_chart(
+    attention_grid(weights[:, first:].tolist(), labels, inside.kv_groups, first, 1 if presenter else 2, presenter),
+    width="stretch",
+    key="inside_attention",
+)
+hidden_weight = float(weights[:, :first].sum(-1).max()) if first else 0.0
+caption(
+    "exact",
+    f"The new token's attention weights in layer {layer}: softmax(q·K/√d) of its query against every key in the "
+    "KV cache, each head summing to 1 (equal to transformers' eager attention in the tests). Hover a bar for its "
+    f"token. {text.drawn_cap(drawn, inside.context, hidden_weight)}",
+)
+st.markdown(
+    text.grouped_query(
+        inside.heads, len(inside.kv_groups), inside.kv_groups, inside.cache_bytes_per_layer[layer], inside.context
+    )
+)
+st.dataframe(tables.kv_table(inside, layer), hide_index=True, width="stretch")
+caption("measured", "Bytes read from this layer's cache tensors, split evenly over its K/V heads.")
+
+# -- 3. parts ----------------------------------------------------------------------------------------
+st.subheader("3. Where the pass's time and bytes go")
+groups = part_groups(inside.parts)
+st.plotly_chart(parts_figure(inside.parts, presenter), width="stretch", key="inside_parts")
+caption(
+    "measured",
+    f"Time: each part timed inside one prefill pass over the {inside.context:,} tokens and the median of 5 "
+    "decode passes of the last one, on a shared machine (it varies from run to run). Work: FLOPs and bytes "
+    f"computed exactly from the weights; they add up to {inside.parts.flops.sum():,} FLOPs (flops.py's decode "
+    f"count) and {inside.parts.bytes.sum():,} weight bytes (the loaded weights).",
+)
+st.markdown(text.dominant_part(groups, machine.cpu_name()) + " " + text.output_layer_share(groups, info.vocab_size))
+shares = public_shares(find_model(PUBLIC_MODEL, load_public_models()), PUBLIC_CONTEXTS)
+st.markdown(text.public_comparison(shares))
+caption(
+    "published",
+    f"{PUBLIC_MODEL}'s shape from its published config (assets/public_models.json), FLOPs computed exactly from it.",
+)
+with st.expander("Every part as a table"):
+    st.dataframe(tables.parts_table(inside.parts), hide_index=True, width="stretch")
+    caption(
+        "measured",
+        "ms measured; FLOPs and bytes computed exactly (a tied embedding table counts under the output layer, which reads all of it).",
+    )

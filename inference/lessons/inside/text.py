@@ -1,0 +1,81 @@
+"""Every sentence the Inside page says about its numbers. Plain Markdown; each number is passed in
+from the measurement or the arithmetic it describes (`inference.lessons.inside.forward_pass`)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from inference.lessons.inside.forward_pass import PublicShares
+
+LENS_SOURCE = (
+    "The logit lens (nostalgebraist, 2020) reads the residual stream after each layer through the model's own "
+    "final norm and output layer. Only the last layer was trained to be read that way: a middle row is what that "
+    "layer would say through a head trained for the last one, a view, not the layer's own prediction. The tuned "
+    "lens (Belrose et al., 2023) trains one small map per layer instead; it is not used here."
+)
+REMOTE = (
+    "A serving engine returns tokens and probabilities, not the hidden states and attention weights inside its "
+    "forward pass, so this page runs on the model in this process."
+)
+
+
+def lens_story(token: str, probs: list[float], top_ids: list[int], followed_id: int, role: str) -> str:
+    """When the followed token becomes each layer's top guess, and how likely each layer found it."""
+    layers = len(probs) - 1
+    first = next((i for i, top in enumerate(top_ids) if top == followed_id), None)
+    start = f"The {role} **{token}** has probability {probs[0]:.1%} at the embeddings and {probs[-1]:.1%} after the last layer."
+    if first is None:
+        return start + " It is not the top guess of any layer: the last layer's top token was not drawn."
+    if first == 0:
+        return start + " It is the top guess from the embeddings on: the token before it alone predicts it."
+    return start + f" It first becomes the top guess after layer {first} of {layers}."
+
+
+def grouped_query(heads: int, kv_heads: int, groups: list[list[int]], bytes_per_layer: int, tokens: int) -> str:
+    """Which query heads share a K/V head, and what the cache they read weighs (measured from its tensors)."""
+    cache = f"This layer's cache holds {tokens:,} tokens: {bytes_per_layer:,} bytes of keys and values (measured from the tensors, the bytes the KV cache page counts)."
+    if kv_heads == heads:
+        return f"Every one of the {heads} query heads has its own K/V head (multi-head attention). " + cache
+    shared = "; ".join(f"heads {g[0]}–{g[-1]} read K/V head {i}" for i, g in enumerate(groups))
+    return (
+        f"Grouped-query attention: {heads} query heads share {kv_heads} K/V heads ({shared}), so the cache stores "
+        f"{kv_heads} keys and values per token instead of {heads}, {heads // kv_heads}× fewer bytes. " + cache
+    )
+
+
+def drawn_cap(drawn: int, tokens: int, hidden_weight: float) -> str:
+    if drawn >= tokens:
+        return ""
+    return (
+        f"Only the last {drawn:,} of {tokens:,} positions are drawn (a chart per head over every position gets slow "
+        f"to draw); the earlier positions hold at most {hidden_weight:.1%} of any head's weight in this layer."
+    )
+
+
+def dominant_part(groups: pd.DataFrame, cpu: str) -> str:
+    """Which kind of part took the most measured time in the decode pass, with its share of time and FLOPs."""
+    total_ms, total_flops = groups.decode_ms.sum(), groups.flops.sum()
+    top = groups.sort_values("decode_ms", ascending=False).iloc[0]
+    return (
+        f"On this machine ({cpu}), **{top.group}** took the largest share of the decode pass: "
+        f"{top.decode_ms:.2f} of {total_ms:.2f} ms ({top.decode_ms / total_ms:.0%}), for "
+        f"{top.flops / total_flops:.0%} of its FLOPs."
+    )
+
+
+def output_layer_share(groups: pd.DataFrame, vocab: int) -> str:
+    out = groups[groups.group == "output layer"].iloc[0]
+    return (
+        f"The output layer (a {vocab:,}-token vocabulary) is {out.flops / groups.flops.sum():.0%} of this model's "
+        f"decode FLOPs and {out.bytes / groups.bytes.sum():.0%} of its weight bytes."
+    )
+
+
+def public_comparison(shares: PublicShares) -> str:
+    first, last = 0, len(shares.contexts) - 1
+    return (
+        f"For **{shares.name}** ({shares.vocab_size:,}-token vocabulary, {shares.hidden_size:,} wide) the output "
+        f"layer is {shares.output_share[first]:.0%} of a decode step's FLOPs at {shares.contexts[first]:,} tokens of "
+        f"context, and attention over the cache grows from {shares.attention_share[first]:.0%} there to "
+        f"{shares.attention_share[last]:.0%} at {shares.contexts[last]:,} tokens."
+    )

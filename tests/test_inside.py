@@ -1,0 +1,226 @@
+"""Inside one forward pass: the logit lens, the attention weights and the parts' arithmetic against transformers."""
+
+import copy
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from transformers import (
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    MixtralConfig,
+    MixtralForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    T5Config,
+)
+
+from inference.core.flops import FlopCount
+from inference.core.kv_cache import KVShape
+from inference.core.loader import encode_prompt, load_model
+from inference.core.paths import MODELS_DIR, PROJECT_ROOT
+from inference.lessons.inside import text
+from inference.lessons.inside.adapters import UnsupportedModel, adapter_for
+from inference.lessons.inside.forward_pass import look_inside, part_groups
+
+pytestmark = pytest.mark.unit
+
+PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play in the park with her"
+SHAPE = dict(vocab_size=96, hidden_size=64, num_hidden_layers=3, num_attention_heads=4, max_position_embeddings=64)
+
+
+def seeded(model, seed: int = 0):
+    """Random weights from a private generator (never the global RNG), 0.2 wide so the layers differ."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.2 + (1.0 if p.ndim == 1 else 0.0))
+    return model.eval().requires_grad_(False)
+
+
+TINY = {
+    "llama": lambda: LlamaForCausalLM(LlamaConfig(**SHAPE, num_key_value_heads=2)),
+    "mistral (sliding window 8)": lambda: MistralForCausalLM(
+        MistralConfig(**SHAPE, num_key_value_heads=2, sliding_window=8)
+    ),
+    "qwen2": lambda: Qwen2ForCausalLM(Qwen2Config(**SHAPE, num_key_value_heads=1)),
+    "mixtral": lambda: MixtralForCausalLM(
+        MixtralConfig(**SHAPE, num_key_value_heads=2, intermediate_size=48, num_local_experts=4, num_experts_per_tok=2)
+    ),
+    "gpt2": lambda: GPT2LMHeadModel(GPT2Config(vocab_size=96, n_embd=64, n_layer=3, n_head=4, n_positions=64)),
+}
+IDS = [(7 * i + 3) % 96 for i in range(21)]
+
+
+@pytest.fixture(scope="module", params=list(TINY))
+def tiny(request):
+    return seeded(TINY[request.param]())
+
+
+@pytest.fixture(scope="module")
+def moe():
+    return load_model(str(MODELS_DIR / "storyteller-moe-16m"))
+
+
+def eager_twin(model):
+    """A private copy that computes attention eagerly and can return its weights (the shared model is never switched)."""
+    twin = copy.deepcopy(model)
+    twin.set_attn_implementation("eager")
+    return twin
+
+
+def lens_from_hidden_states(model, ids) -> torch.Tensor:
+    """[layers + 1, vocab]: transformers' hidden states of the last position through the final norm and output
+    layer; its last hidden state is already normed (tie_last_hidden_states)."""
+    out = model(input_ids=torch.tensor([ids]), output_hidden_states=True)
+    adapter = adapter_for(model)
+    rows = [adapter.final_norm()(h[0, -1]) for h in out.hidden_states[:-1]] + [out.hidden_states[-1][0, -1]]
+    return torch.softmax(adapter.output_layer(torch.stack(rows)).float(), dim=-1), out.logits[0, -1]
+
+
+@torch.inference_mode()
+def check_oracles(model, ids, weight_bytes=None):
+    inside = look_inside(model, ids, decode_repeats=2)
+    recomputed, logits = lens_from_hidden_states(model, ids)
+    assert (inside.lens_probs[-1] - torch.softmax(logits.float(), -1)).abs().max() <= 1e-5
+    assert (inside.lens_probs - recomputed).abs().max() <= 1e-5
+    assert inside.attention.shape == (model.config.num_hidden_layers, model.config.num_attention_heads, len(ids))
+    assert (inside.attention.sum(-1) - 1).abs().max() <= 1e-5
+    eager = eager_twin(model)(input_ids=torch.tensor([ids]), output_attentions=True)
+    expected = torch.stack([a[0, :, -1] for a in eager.attentions]).float()
+    assert (inside.attention - expected).abs().max() <= 1e-5
+    count = FlopCount.of(model)
+    assert inside.parts.flops.sum() == count.decode(len(ids) - 1)
+    assert inside.parts.prefill_flops.sum() == count.prefill(len(ids))
+    held = {p.data_ptr(): p.numel() * p.element_size() for p in model.parameters()}
+    assert inside.parts.bytes.sum() == (weight_bytes or sum(held.values()))
+    return inside
+
+
+def test_every_architecture_agrees_with_transformers(tiny):
+    """Lens = hidden states read out; last row = the model's softmax; attention = eager attention; totals = flops.py."""
+    inside = check_oracles(tiny, IDS)
+    assert inside.ranks.shape == (tiny.config.num_hidden_layers + 1, len(IDS))
+
+
+def test_sliding_window_heads_attend_to_the_window_only():
+    """Mistral with a window of 8: the new token's weights are 0 outside the last 8 positions."""
+    inside = look_inside(seeded(TINY["mistral (sliding window 8)"]()), IDS, decode_repeats=1)
+    assert inside.attention[..., : len(IDS) - 8].abs().max() == 0
+    assert (inside.attention[..., -8:].sum(-1) - 1).abs().max() <= 1e-5
+
+
+def test_bundled_model_lens_and_attention_match_transformers(bundled):
+    """The bundled Llama: every oracle, on a real prompt; bytes = the loader's weight bytes."""
+    ids = encode_prompt(bundled.tokenizer, PROMPT)
+    inside = check_oracles(bundled.model, ids, bundled.info.weight_bytes)
+    assert inside.followed_id == int(inside.logits.argmax())
+
+
+def test_attention_equals_a_recomputation_from_the_cache_the_step_engine_fills(bundled):
+    """The keys the step engine's DynamicCache holds and the new token's query give the page's weights."""
+    from transformers import DynamicCache
+
+    model, ids = bundled.model, encode_prompt(bundled.tokenizer, PROMPT)
+    inside = look_inside(model, ids, decode_repeats=1)
+    cache = DynamicCache(config=model.config)
+    with torch.inference_mode():
+        model(input_ids=torch.tensor([ids[:-1]]), cache=cache, use_cache=True)
+        out = model(input_ids=torch.tensor([ids[-1:]]), cache=cache, use_cache=True, output_hidden_states=True)
+    shape = KVShape.from_config(model.config, torch.float32)
+    groups = model.config.num_attention_heads // model.config.num_key_value_heads
+    for index, layer in enumerate(model.model.layers):
+        attention = layer.self_attn
+        x = layer.input_layernorm(out.hidden_states[index][0, -1])
+        q = attention.q_proj(x).view(-1, attention.head_dim)  # [heads, head_dim], before RoPE
+        cos, sin = model.model.rotary_emb(x, torch.tensor([[len(ids) - 1]]))
+        half = attention.head_dim // 2
+        rotated = torch.cat((-q[:, half:], q[:, :half]), dim=-1)
+        q = q * cos[0] + rotated * sin[0]
+        keys = cache.layers[index].keys[0].repeat_interleave(groups, dim=0)  # [heads, tokens, head_dim]
+        weights = torch.softmax(torch.einsum("hd,htd->ht", q, keys) * attention.head_dim**-0.5, dim=-1)
+        assert (inside.attention[index] - weights).abs().max() <= 1e-5
+    assert sum(inside.cache_bytes_per_layer) == shape.formula_bytes(len(ids))
+
+
+def test_mixture_of_experts_parts_name_router_and_experts(moe):
+    """The bundled Mixtral: router and experts are parts; the experts a decode reads are the k it chose."""
+    ids = encode_prompt(moe.tokenizer, PROMPT)
+    inside = check_oracles(moe.model, ids, moe.info.weight_bytes)
+    kinds = set(inside.parts.kind)
+    assert {"router", "experts"} <= kinds and "MLP" not in kinds
+    experts = inside.parts[inside.parts.kind == "experts"]
+    k, count = moe.model.config.num_experts_per_tok, moe.model.config.num_local_experts
+    assert all(len(set(chosen)) == k for chosen in inside.experts)
+    assert (experts.read_bytes * count == experts.bytes * k).all()
+
+
+def test_one_token_context_is_a_pass_over_an_empty_cache(bundled):
+    """A context of one token: the decode pass reads an empty cache, attention is all on itself."""
+    inside = look_inside(bundled.model, [0], decode_repeats=1)
+    assert torch.allclose(inside.attention, torch.ones_like(inside.attention))
+    assert inside.parts.flops.sum() == FlopCount.of(bundled.model).decode(0)
+
+
+def test_unknown_architecture_and_remote_model_say_why_in_one_sentence():
+    """A T5 (not a decoder this page knows) and a serving engine each get one sentence naming the reason."""
+    with torch.device("meta"):
+        from transformers import T5ForConditionalGeneration
+
+        t5 = T5ForConditionalGeneration(T5Config(d_model=8, num_layers=1, num_heads=1, d_kv=8, d_ff=8, vocab_size=8))
+    with pytest.raises(UnsupportedModel, match="not T5ForConditionalGeneration"):
+        adapter_for(t5)
+
+    class Remote:
+        is_remote = True
+
+    with pytest.raises(UnsupportedModel, match="hidden states"):
+        adapter_for(Remote())
+    with pytest.raises(ValueError, match="no tokens"):
+        look_inside(seeded(TINY["llama"]()), [])
+
+
+def test_shared_model_is_not_changed(bundled):
+    """No hook, no attribute, no attention implementation: the model's state is the same after a look inside."""
+    model = bundled.model
+    before = (model.config._attn_implementation, len(model._forward_hooks), sorted(vars(model)))
+    hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+    look_inside(model, encode_prompt(bundled.tokenizer, PROMPT), decode_repeats=1)
+    assert (model.config._attn_implementation, len(model._forward_hooks), sorted(vars(model))) == before
+    assert sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules()) == hooks
+
+
+def test_sentences_carry_the_measured_numbers(bundled):
+    """The verdict names the part with the most measured decode time, and its share, from the table."""
+    inside = look_inside(bundled.model, encode_prompt(bundled.tokenizer, PROMPT), decode_repeats=2)
+    groups = part_groups(inside.parts)
+    top = groups.sort_values("decode_ms", ascending=False).iloc[0]
+    sentence = text.dominant_part(groups, "this CPU")
+    assert top.group in sentence and f"{top.decode_ms / groups.decode_ms.sum():.0%}" in sentence
+
+
+def test_command_line_json_has_lens_attention_and_parts():
+    """`python -m inference.inside --json`: one lens entry per layer (0 = embeddings), float weights, parts."""
+    folder = str(MODELS_DIR / "storyteller-llama-6m")
+    done = subprocess.run(
+        [sys.executable, "-m", "inference.inside", "--model", folder, "--prompt", PROMPT, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    assert [entry["layer"] for entry in out["lens"]] == list(range(7))
+    last = out["lens"][-1]
+    assert len(last["top_ids"]) == len(last["top_probs"]) == 10 and last["chosen_prob"] == last["top_probs"][0]
+    assert len(out["attention"]) == 6 and len(out["attention"][0]) == 8
+    assert abs(sum(out["attention"][5][3]) - 1) <= 1e-5
+    assert {"name", "flops", "bytes", "decode_ms"} <= set(out["parts"][0])
+    assert sum(p["bytes"] for p in out["parts"]) == load_model().info.weight_bytes
