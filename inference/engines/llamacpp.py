@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from inference.engines.lifetime import die_with_parent, stop_process
+
 SDIST_PACKAGE = "llama-cpp-python"
 SDIST_VERSION = "0.3.36"
 # The sdist has no .git, so cmake cannot find the commit by itself: this is the one its CHANGELOG names.
@@ -289,13 +291,7 @@ class LlamaServer:
         return self.process.poll() is None
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        stop_process(self.process, timeout)
 
     def log_tail(self, lines: int = 5) -> str:
         try:
@@ -361,8 +357,10 @@ def serve(
     log_path = Path(log_path) if log_path else cache_dir() / "logs" / f"llama-server-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    with open(log_path, "wb") as log:  # die_with_parent: no orphaned server if this process is killed
+        process = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+        )
     server = LlamaServer(
         url=f"http://127.0.0.1:{port}", process=process, gguf=gguf, parallel=parallel, log_path=log_path
     )

@@ -1,0 +1,84 @@
+"""An engine server lives exactly as long as whoever started it.
+
+Two ways a server could outlive its starter, both closed here:
+- The starter is told to stop (SIGTERM from a supervisor, SIGINT from Ctrl-C, SIGHUP when its terminal
+  closes): `stop_signals` turns each into an exception, so the caller's `finally` stops the server.
+- The starter dies without running any code (SIGKILL, a crash, the OOM killer): Linux's parent-death signal
+  (`prctl(PR_SET_PDEATHSIG)`, set in the child between fork and exec by `die_with_parent`) sends the server
+  SIGTERM. Linux sends it when the *thread* that started the server ends, so start a server on a thread that
+  outlives it (the main thread, or the thread holding the `with serve(...)` block).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+# Looked up here, before any fork: the child then only calls a resolved function between fork and exec.
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def die_with_parent() -> None:
+    """`preexec_fn` for `subprocess.Popen`: the child gets SIGTERM when its parent (thread) dies."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def stop_process(process: subprocess.Popen, timeout: float = 10.0, group: bool = False) -> None:
+    """SIGTERM, then SIGKILL after `timeout` s. `group`: the process leads its own session (started with
+    `start_new_session=True`), and the signals go to every process in it (an engine's own workers too)."""
+    if process.poll() is not None and not group:
+        return
+
+    def send(sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if group:
+                os.killpg(process.pid, sig)
+            else:
+                process.send_signal(sig)
+
+    send(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        send(signal.SIGKILL)
+        process.wait(5)
+    if group:  # workers that ignored SIGTERM after their leader exited
+        send(signal.SIGKILL)
+
+
+class Stopped(Exception):
+    """Raised in the main thread when a stop signal arrives inside `stop_signals()`."""
+
+
+@contextlib.contextmanager
+def stop_signals():
+    """While inside, SIGTERM, SIGINT and SIGHUP raise `Stopped` in the main thread, so `finally` blocks (the
+    server's `stop()`) run, also while a server is still starting; the previous handlers come back after."""
+
+    def on_signal(signum, frame):
+        raise Stopped(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_until_signalled(process: subprocess.Popen) -> str:
+    """Wait for `process` to exit or for SIGTERM/SIGINT/SIGHUP, whichever comes first; returns what happened.
+    The caller stops the server afterwards (in a `finally`)."""
+    try:
+        with stop_signals():
+            return f"the server exited with code {process.wait()}"
+    except Stopped as stop:
+        return f"stopped by {stop}"

