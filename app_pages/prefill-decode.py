@@ -13,10 +13,10 @@ from inference.core.flops import FlopCount
 from inference.core.prompting import prepare_prompt
 from inference.core.remote import is_remote
 from inference.core.run import STOP_EOS
+from inference.lessons.prefill_decode import text as pd_text
 from inference.lessons.prefill_decode.engine_timing import remote_generation_timing, remote_sweep
 from inference.lessons.prefill_decode.figures import sweep_rate_figure, sweep_time_figure, timeline_figure
 from inference.lessons.prefill_decode.timing import (
-    SATURATION,
     crossover_prompt_tokens,
     default_prompt_lengths,
     findings,
@@ -115,11 +115,7 @@ if timing.stop_reason == STOP_EOS:
 # -- 2. the sweep ------------------------------------------------------------------------
 st.subheader("Sweep: how time grows with the prompt")
 lengths = default_prompt_lengths(info.context)
-st.markdown(
-    f"Prompts of {', '.join(map(str, lengths))} tokens. For each: one prefill pass, then {DECODE_TOKENS} decode passes on the "
-    "cache it filled. One warm-up run, then every point is the **median** of several runs; the bars "
-    "span the middle half of the runs, so one hiccup of another program on the machine does not stretch them."
-)
+st.markdown(pd_text.sweep_intro(lengths, DECODE_TOKENS))
 c1, c2 = st.columns([1, 3])
 repeats = c1.slider("Runs per point", 3, 9, 5, key="pd_repeats")
 sweep = None
@@ -158,76 +154,20 @@ with chart_right:
 
 # -- 3. what this run says -------------------------------------------------------------
 st.subheader("What these numbers say")
-shortest, longest = sweep.summary.iloc[0], sweep.summary.iloc[-1]
-longest_one_by_one_ms = found.longest_prompt * found.decode_ms_per_token
 reply = crossover_prompt_tokens(sweep, int(timing.steps.shape[0]))
-reply_line = {
-    "below": f"even the shortest prompt here ({int(shortest.prompt_tokens)} tokens) took longer to prefill",
-    "interpolated": f"a prompt of about **{reply.prompt_tokens:,.0f} tokens** takes as long to prefill",
-    "extrapolated": f"a prompt of about **{reply.prompt_tokens:,.0f} tokens** would take as long to prefill "
-    f"(beyond the longest measured, {found.longest_prompt}: extended along the last two points)",
-}[reply.how]
-st.markdown(
-    f"""
-**📏 Measured on this machine, in the sweep above:**
-- **Prefill is one parallel pass.** Reading {int(shortest.prompt_tokens)} tokens ran at
-  {shortest.prefill_tokens_per_s:,.0f} tokens/s; longer prompts reached up to
-  **{found.best_prefill_tokens_per_s:,.0f} tokens/s**, and passed {SATURATION:.0%} of that best at
-  **{found.saturation_tokens} tokens**.
-- **Decode is one token per pass**: about **{found.decode_ms_per_token:.1f} ms per token**
-  ({found.decode_tokens_per_s:,.0f} tokens/s); {shortest.decode_ms_per_token:.1f} ms with
-  {int(shortest.prompt_tokens)} tokens in the cache, {longest.decode_ms_per_token:.1f} ms with {found.longest_prompt}.
-- **The crossover.** One prefill pass over {found.longest_prompt} tokens took {found.longest_prefill_ms:.0f} ms,
-  the cost of **{found.longest_prefill_in_decode_steps:.0f} decode steps**; writing those
-  {found.longest_prompt} tokens one by one would take about {longest_one_by_one_ms / 1e3:.1f} s,
-  {longest_one_by_one_ms / found.longest_prefill_ms:.0f}× longer. The other way round: decoding the
-  {reply.reply_tokens} tokens of the run above takes about {reply.reply_ms:,.0f} ms, and {reply_line}.
-"""
-    + (
-        f"- Up to **{found.free_ride_tokens} prompt tokens**, a whole prefill pass cost no more than two decode "
-        "steps: those extra tokens rode along almost free.\n"
-        if found.free_ride_tokens
-        else ""
-    )
-)
+st.markdown(pd_text.measured_findings(sweep, found, reply))
 
 if flop_count is not None:
     dtype = next(model.parameters()).dtype
     with st.spinner("Timing this CPU's fastest matrix product (once per server process)…"):
         peak = machine.peak_flops(dtype)
-    share = found.prefill_flops_per_s / peak.value
-    verdict = (
-        "most of what the arithmetic units can do: prefill is close to compute-bound here"
-        if share >= 0.5
-        else "well below it: at these sizes something besides arithmetic (small matrices, moving data, the "
-        "Python between operations) still limits prefill here, so it is not compute-bound yet"
+    weights_note = machine.weights_vs_cache(info.weight_bytes)
+    st.markdown(
+        pd_text.flops_findings(found, flop_count, info.heads, info.head_dim, info.weight_bytes, peak, weights_note)
     )
-    st.markdown(f"""
-**🧮 Computed exactly from the model, divided by the measured times:** a token costs
-2 × {flop_count.matmul_weights / 1e6:,.2f} M FLOPs in the layers' matrix products (a multiply and an add per
-weight), plus attention over every position before it (2 × 2 × {info.heads} heads × {info.head_dim} dims per
-position and layer), and each pass adds the output layer once (2 × {flop_count.output_weights / 1e6:,.2f} M: only
-the last position's next-token scores are computed).
-- Prefill did **{found.prefill_gflops:,.1f} GFLOP/s** at its best ({found.prefill_flops_prompt} tokens): **{share:.0%}**
-  of the {peak.value / 1e9:,.1f} GFLOP/s this CPU reached in one large matrix product ({peak.how}), {verdict}.
-- Decode did {found.decode_gflops:,.2f} GFLOP/s: the same processor does
-  {found.prefill_gflops / found.decode_gflops:,.0f}× less arithmetic per second while decoding, because each pass
-  has a single token to work on.
-- Every decode pass reads all {info.weight_bytes / 1e6:,.1f} MB of weights for that one token:
-  {info.weight_bytes / 1e6 / found.decode_ms_per_token:,.1f} GB/s if it did nothing else.
-  {machine.weights_vs_cache(info.weight_bytes)}
-""")
 
 big = next(m for m in load_public_models() if m["name"] == ILLUSTRATIVE_MODEL)
-big_bytes = weight_bytes(big["parameters"], 16)
-read_ms = big_bytes / ILLUSTRATIVE_BANDWIDTH * 1000
-st.markdown(f"""
-**🎨 Illustrative (a made-up GPU, not measured here):** in a big model the weights dominate.
-{ILLUSTRATIVE_MODEL} has {big_bytes / 1e9:,.1f} GB of bfloat16 weights (published config), and a GPU reading memory
-at {ILLUSTRATIVE_BANDWIDTH / 1e12:g} TB/s needs at least {read_ms:,.0f} ms just to read them once, so it cannot decode
-faster than about {1000 / read_ms:,.0f} tokens/s per sequence, however fast it computes. That is why decode on such
-hardware is called *memory-bandwidth-bound*, and why serving many sequences at once (batching) helps.
-""")
+st.markdown(pd_text.illustrative_gpu(ILLUSTRATIVE_MODEL, weight_bytes(big["parameters"], 16), ILLUSTRATIVE_BANDWIDTH))
 with st.expander("The sweep as a table"):
     st.dataframe(sweep.summary.round(2), hide_index=True, width="stretch", key="pd_sweep_table")
     caption(

@@ -22,6 +22,7 @@ from inference.core.quantize import PRECISIONS
 from inference.lessons.quantization import experiments as qc
 from inference.lessons.quantization import figures as qf
 from inference.lessons.quantization import gguf as gguf_compare
+from inference.lessons.quantization import text as qt
 from inference.lessons.quantization.text import SPEED_NOTES, departure_verdict, layer_notes, speed_findings
 
 DEFAULT_PROMPT = "Once upon a time"
@@ -57,12 +58,7 @@ model_key = st.session_state.get(models.MODEL_SOURCE_KEY, "") or "bundled"
 presenter = layout.presenter()
 
 st.title("🗜️ Quantization: fewer bits per weight")
-st.markdown(
-    f"The same model, **{loaded.info.name}**, stored four ways: float32 (4 bytes per weight), bfloat16 (2), "
-    "int8 (1, plus a scale per row) and int4 (½, plus a scale and zero point per group). Fewer bytes means "
-    "less memory and, on the right hardware, faster decoding. The price is a small change in every "
-    "prediction, measured below against float32."
-)
+st.markdown(qt.intro(loaded.info.name))
 
 with st.form("quant_form"):
     left, right = st.columns([3, 1])
@@ -101,22 +97,13 @@ st.dataframe(
         "speed vs float32": st.column_config.NumberColumn(format="%.2f×"),
     },
 )
-caption(
-    "measured",
-    f"Bytes read from the model tensors; decode speed = decode steps ÷ their forward-pass time, "
-    f"greedy, {len(comparison.reference_ids)} new tokens, best of {comparison.rounds} rounds after a warm-up.",
-)
+caption("measured", qt.cost_caption(len(comparison.reference_ids), comparison.rounds))
 
 memory_col, speed_col = st.columns(2)
 with memory_col:
     st.plotly_chart(qf.memory_bars(comparison, presenter), width="stretch", key="quant_memory")
     int4_shrink = comparison.results["float32"].weight_bytes / comparison.results["int4"].weight_bytes
-    caption(
-        "measured",
-        "Bytes of each kind of tensor, read from the copies (int4 and int8 include their scales "
-        "and zero points). Embeddings and norms stay in bf16 (only linear layers are quantized), so the int4 "
-        f"copy is {int4_shrink:.1f}× smaller than float32, where 4-bit weights throughout would be 8×.",
-    )
+    caption("measured", qt.memory_caption(int4_shrink))
 with speed_col:
     st.plotly_chart(qf.speed_bars(summary, presenter), width="stretch", key="quant_speed")
     caption(
@@ -180,11 +167,7 @@ st.dataframe(
         ),
     },
 )
-caption(
-    "exact",
-    f"Means over the {len(comparison.reference_ids)} steps of float32's greedy text, every precision "
-    "reading the same tokens; float32 compared with itself is exactly 0 KL and 100% agreement.",
-)
+caption("exact", qt.quality_caption(len(comparison.reference_ids)))
 st.plotly_chart(qf.kl_over_steps(comparison, presenter), width="stretch", key="quant_kl")
 caption(
     "exact",
@@ -206,11 +189,7 @@ step = st.slider(
 st.html(qf.step_context_html(comparison, step, presenter))
 st.plotly_chart(qf.step_distributions(comparison, step, presenter), width="stretch", key="quant_step_bars")
 top_n = int(comparison.step_tops["rank"].max()) - 1  # the last rank is "other"
-caption(
-    "exact",
-    f"float32's {top_n} most likely tokens at this step and the probability each precision gives them "
-    "(softmax over the full vocabulary; 'other' = everything else). ▶ = the token float32 chose.",
-)
+caption("exact", qt.step_caption(top_n))
 
 # -- GGUF: the files people download for llama.cpp ------------------------------------------
 st.header("The files people download: GGUF for llama.cpp")
@@ -258,14 +237,7 @@ else:
                 "top-1 agreement": st.column_config.NumberColumn(format="percent"),
             },
         )
-        caption(
-            "measured",
-            "GGUF bytes are the file's size; its decode tokens/s is llama-server's own "
-            "`timings` for a greedy run of the same length (best of "
-            f"{gguf_compare.SPEED_ROUNDS}), relative to the GGUF f32 file on the same server. KL and top-1 "
-            "agreement are computed exactly from the server's whole-vocabulary distributions at every "
-            "position of the same teacher-forced text as the torchao rows.",
-        )
+        caption("measured", qt.gguf_caption(gguf_compare.SPEED_ROUNDS))
 
 # -- 4. calculator --------------------------------------------------------------------------
 st.header("Will it fit? Weights of public models")
@@ -278,17 +250,7 @@ cards = load_accelerators()
 labels = [card.label for card in cards]
 st.plotly_chart(qf.fit_heatmap(fit, labels, presenter), width="stretch", key="quant_fit")
 int4_copy = comparison.results["int4"].overhead
-caption(
-    "published",
-    "Parameter counts from the models' published configs (assets/public_models.json); GB = 10⁹ "
-    "bytes. **Every parameter counted at the width shown**, embeddings included; the copies above keep "
-    "embeddings and norms in bf16 instead. Each cell: weight size → the smallest of "
-    f"{', '.join(labels)} that holds it, by the memory nvidia-smi reports for that card "
-    f"(assets/accelerators.json), and what is left for the KV cache; red = none, so N of the {labels[-1]}. "
-    "Scales and zero points are not counted here: the int4 copy above stores "
-    f"{int4_copy.fraction:.2%} more than its integers for them (one bf16 scale and zero per group of "
-    f"{comparison.int4_group_size}).",
-)
+caption("published", qt.fit_caption(labels, int4_copy.fraction, comparison.int4_group_size))
 
 calc_params, calc_bits, calc_result = st.columns([2, 2, 3])
 billions = calc_params.number_input("Parameters (billions)", 0.01, 2000.0, 7.0, step=1.0, key="quant_calc_params")
@@ -298,9 +260,12 @@ holds = smallest_card(needed, cards)  # the calculator's rule, as in the heatmap
 calc_result.metric(
     "Weight memory",
     f"{needed / GB:,.1f} GB",
-    f"fits one {holds.label} ({(holds.usable_bytes - needed) / GB:,.1f} GB left)"
-    if holds
-    else f"needs {cards_needed(needed, cards[-1])} × {cards[-1].label}",
+    qt.fits(
+        holds.label if holds else None,
+        (holds.usable_bytes - needed) / GB if holds else None,
+        cards_needed(needed, cards[-1]),
+        cards[-1].label,
+    ),
     delta_color="normal" if holds else "inverse",
     delta_arrow="off",
 )

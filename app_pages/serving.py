@@ -10,6 +10,7 @@ from inference.core import machine as machine_facts
 from inference.engines import llamacpp
 from inference.lessons.cost.experiments import cost_per_million_tokens
 from inference.lessons.serving import experiments, random_model
+from inference.lessons.serving import text as serving_text
 from inference.lessons.serving.figures import (
     comparison_figure,
     engine_state_figure,
@@ -71,25 +72,13 @@ model_key = c2.radio(
     ),
 )
 if local:
-    st.caption(
-        f"The app starts `llama-server` on 127.0.0.1 from the cached build in `{llamacpp.cache_dir()}` for "
-        "each measurement (float32 weights and KV cache, unified KV cache so parallel slots batch) and stops "
-        "it afterwards."
-    )
+    st.caption(serving_text.local_engine_note(llamacpp.cache_dir()))
 else:
-    st.caption(
-        f"`{engine}` from `INFERENCE_LAB_ENGINES`, at {configured[engine]}: its slots are its own, so only the "
-        "trace is replayed (the 1-vs-N comparison needs a server started here)."
-    )
+    st.caption(serving_text.external_engine_note(engine, configured[engine]))
 
 if local and model_key != experiments.BUNDLED:
     shape = random_model.public_shape(model_key, VOCAB)
-    st.info(
-        f"**{model_key} shape, {random_model.LABEL}.** {shape.layers} layers, width {shape.hidden}, MLP "
-        f"{shape.mlp_width}, {shape.heads}/{shape.kv_heads} heads, our {VOCAB:,}-token vocabulary: "
-        f"{shape.parameters() / 1e6:,.0f} M parameters, {shape.float32_bytes() / 1e6:,.0f} MB in float32, "
-        "read once per decode pass. Its text is nonsense; its timing is real."
-    )
+    st.info(serving_text.random_shape_note(model_key, random_model.LABEL, shape, VOCAB))
 
 # -- 1. traffic ---------------------------------------------------------------------------
 st.subheader("1. The traffic")
@@ -103,13 +92,7 @@ count = c3.slider("Requests", 4, 48, 16, step=4, key="serving_requests")
 seed = int(c4.number_input("Seed", 0, 10_000, 0, key="serving_seed"))
 trace = poisson_trace(shape_name, rate, count, seed, VOCAB)
 st.plotly_chart(traffic_figure(trace, presenter), width="stretch")
-caption(
-    "simulated",
-    f"Arrival gaps are random exponential draws (a Poisson process of rate {rate:g}/s) and lengths "
-    f"log-normal draws ({SHAPES[shape_name].description}), all from seed {seed}: the same settings give "
-    f"the same trace. Prompts are random token ids; the engine is asked for exactly each reply length, "
-    "greedy, end-of-text ignored.",
-)
+caption("simulated", serving_text.traffic_caption(rate, SHAPES[shape_name].description, seed))
 
 # -- 2. one at a time vs batched ------------------------------------------------------------
 st.subheader("2. One at a time vs batched")
@@ -201,18 +184,8 @@ if local:
     if sweep is not None:
         knee = knee_index(list(sweep["rate_per_s"]), list(sweep["e2e_p95_ms"]))
         st.plotly_chart(sweep_figure(sweep, knee, presenter), width="stretch")
-        where = (
-            f"the knee is at λ = {sweep['rate_per_s'].iloc[knee]:g}/s, where p95 end-to-end latency first "
-            "passes twice its value at the lightest load"
-            if knee is not None
-            else "no knee within these rates: p95 latency never doubled"
-        )
-        caption(
-            "measured",
-            f"One run per rate ({int(sweep['runs'].sum())} runs, {per_rate} requests each, "
-            f"the same requests on a faster or slower clock), {slots} slots; {where}. Past the knee the "
-            "server cannot keep up: throughput stops following the traffic and requests queue.",
-        )
+        knee_rate = sweep["rate_per_s"].iloc[knee] if knee is not None else None
+        caption("measured", serving_text.sweep_caption(int(sweep["runs"].sum()), per_rate, slots, knee_rate))
 
 # -- 4. the roofline ------------------------------------------------------------------------
 if local:
@@ -280,10 +253,4 @@ if results and local:
                 help=f"{summary.throughput_tokens_per_s:,.0f} tokens/s measured",
             )
     one, many = summaries[1].throughput_tokens_per_s, summaries[slots].throughput_tokens_per_s
-    ratio = f", {many / one:.2f}×" if one > 0 else ""  # a run whose requests all failed has no ratio
-    caption(
-        "measured",
-        f"Measured throughput of the replay above turned into money at ${price:,.2f} per "
-        "hour (a price you type; the default is illustrative): the same machine, the same traffic, so the "
-        f"costs differ by the throughput ratio{ratio}.",
-    )
+    caption("measured", serving_text.cost_caption(price, many / one if one > 0 else None))

@@ -158,3 +158,73 @@ def layer_notes(comparison: PrecisionComparison) -> list[str]:
             line += f"; left in bf16: {kept}" + (f" and {more} more" if more > 0 else "")
         notes.append(line + ".")
     return notes
+
+
+def intro(model_name: str) -> str:
+    return (
+        f"The same model, **{model_name}**, stored four ways: float32 (4 bytes per weight), bfloat16 (2), "
+        "int8 (1, plus a scale per row) and int4 (½, plus a scale and zero point per group). Fewer bytes means "
+        "less memory and, on the right hardware, faster decoding. The price is a small change in every "
+        "prediction, measured below against float32."
+    )
+
+
+def cost_caption(new_tokens: int, rounds: int) -> str:
+    return (
+        "Bytes read from the model tensors; decode speed = decode steps ÷ their forward-pass time, "
+        f"greedy, {new_tokens} new tokens, best of {rounds} rounds after a warm-up."
+    )
+
+
+def memory_caption(int4_shrink: float) -> str:
+    """`int4_shrink`: float32's weight bytes over the int4 copy's, measured from the copies."""
+    return (
+        "Bytes of each kind of tensor, read from the copies (int4 and int8 include their scales "
+        "and zero points). Embeddings and norms stay in bf16 (only linear layers are quantized), so the int4 "
+        f"copy is {int4_shrink:.1f}× smaller than float32, where 4-bit weights throughout would be 8×."
+    )
+
+
+def quality_caption(steps: int) -> str:
+    return (
+        f"Means over the {steps} steps of float32's greedy text, every precision "
+        "reading the same tokens; float32 compared with itself is exactly 0 KL and 100% agreement."
+    )
+
+
+def step_caption(top_n: int) -> str:
+    return (
+        f"float32's {top_n} most likely tokens at this step and the probability each precision gives them "
+        "(softmax over the full vocabulary; 'other' = everything else). ▶ = the token float32 chose."
+    )
+
+
+def gguf_caption(speed_rounds: int) -> str:
+    return (
+        "GGUF bytes are the file's size; its decode tokens/s is llama-server's own "
+        f"`timings` for a greedy run of the same length (best of {speed_rounds}), relative to the GGUF f32 file "
+        "on the same server. KL and top-1 agreement are computed exactly from the server's whole-vocabulary "
+        "distributions at every position of the same teacher-forced text as the torchao rows."
+    )
+
+
+def fit_caption(labels: list[str], overhead_fraction: float, group_size: int) -> str:
+    """The fit heatmap's caption; `overhead_fraction`: what the int4 copy stores beyond its integers."""
+    return (
+        "Parameter counts from the models' published configs (assets/public_models.json); GB = 10⁹ "
+        "bytes. **Every parameter counted at the width shown**, embeddings included; the copies above keep "
+        "embeddings and norms in bf16 instead. Each cell: weight size → the smallest of "
+        f"{', '.join(labels)} that holds it, by the memory nvidia-smi reports for that card "
+        f"(assets/accelerators.json), and what is left for the KV cache; red = none, so N of the {labels[-1]}. "
+        "Scales and zero points are not counted here: the int4 copy above stores "
+        f"{overhead_fraction:.2%} more than its integers for them (one bf16 scale and zero per group of "
+        f"{group_size})."
+    )
+
+
+def fits(card_label: str | None, left_gb: float | None, cards_needed: int, largest_label: str) -> str:
+    """The calculator's answer: the smallest card that holds the weights and what is left, or how many of the
+    largest card they need (`card_label` None)."""
+    if card_label is not None:
+        return f"fits one {card_label} ({left_gb:,.1f} GB left)"
+    return f"needs {cards_needed} × {largest_label}"
