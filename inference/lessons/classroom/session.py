@@ -1,0 +1,142 @@
+"""A class follows the teacher's run: what the teacher publishes after every change, and the reveal.
+
+The teacher's session holds the real run (a `Trace` on the loaded model); students never run the model.
+After every Step, Back, settings change or guess opened, the teacher's page publishes a small JSON state:
+the text so far (token labels), the settings, the coming step's top tokens with their raw and final
+probabilities, and the last reveal (the class's answers beside the model's probabilities and the draw).
+Followers poll it (one SQLite read a second) and redraw only when its version changed.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from dataclasses import asdict
+
+import torch
+
+from inference.core.tokens import readable_token
+from inference.lessons.classroom.store import SOMETHING_ELSE, Tally
+from inference.sampling.pipeline import SamplingSettings
+from inference.sampling.step_view import step_view
+
+OFFERED = 10  # students pick among the top 10 tokens of the final distribution, or "something else"
+SHOWN = 15  # bars on the followers' chart
+
+
+def step_key(run_id: str, step: int, seed: int) -> str:
+    """Names one guessing round: the run, the step and the seed (repeating a step with another seed is a new
+    round, so answers of the first round are not counted in the second)."""
+    return f"{run_id}:{step}:{seed}"
+
+
+def next_choices(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor, tokenizer) -> list[dict]:
+    """The coming step's most likely tokens, computed exactly by the app's own pipeline: id, label, raw and
+    final probability, in the model's order (most likely first, by final probability)."""
+    view = step_view(logits, settings, seen)
+    n = min(SHOWN, view.sorted_prefix)
+    ids = view.order[:n].tolist()
+    raw, final = view.probs["raw"][:n].tolist(), view.final[:n].tolist()
+    return [
+        {"id": int(t), "label": readable_token(tokenizer, int(t)), "raw": float(r), "final": float(f)}
+        for t, r, f in zip(ids, raw, final)
+    ]
+
+
+def options_for_guessing(choices: list[dict], shuffle_seed: int) -> list[dict]:
+    """The top tokens offered to students, in a shuffled order: offered in the model's order, the order itself
+    would give the answer away."""
+    offered = [dict(id=c["id"], label=c["label"]) for c in choices[:OFFERED]]
+    random.Random(shuffle_seed).shuffle(offered)
+    return offered
+
+
+def published_state(
+    *,
+    run_id: str,
+    step: int,
+    seed: int,
+    settings: SamplingSettings,
+    prompt_labels: list[str],
+    generated_labels: list[str],
+    choices: list[dict],
+    finished: bool,
+    guess_open: bool,
+    reveal: dict | None,
+    model_name: str,
+) -> dict:
+    """What every follower's screen shows, as JSON-safe values (no tensors, no HTML: followers escape)."""
+    return {
+        "run_id": run_id,
+        "step": step,
+        "seed": seed,
+        "settings": {k: v for k, v in asdict(settings).items() if isinstance(v, (int, float, str, bool))},
+        "prompt": prompt_labels,
+        "generated": generated_labels,
+        "choices": choices,
+        "options": options_for_guessing(choices, shuffle_seed=zlib.crc32(f"{run_id}:{step}".encode())),
+        "finished": finished,
+        "guess_open": guess_open,
+        "reveal": reveal,
+        "model": model_name,
+    }
+
+
+def reveal(tally: Tally, choices: list[dict], record) -> dict:
+    """The class's answers beside the model's probabilities and the draw that was made, for one step.
+
+    `choices` are the step's top tokens as they were offered (computed before the draw); `record` is the
+    `StepRecord` of the draw.
+    """
+    by_id = {c["id"]: c for c in choices}
+    rows = []
+    for c in choices[:OFFERED]:
+        stated = tally.stated_probs.get(c["id"], [])
+        rows.append(
+            {
+                "id": c["id"],
+                "label": c["label"],
+                "answers": tally.counts.get(c["id"], 0),
+                "share": tally.counts.get(c["id"], 0) / tally.answers if tally.answers else 0.0,
+                "model_prob": c["final"],
+                "stated_mean": sum(stated) / len(stated) if stated else None,
+                "names": tally.names.get(c["id"], []),
+            }
+        )
+    chosen_label = by_id[record.token_id]["label"] if record.token_id in by_id else record.token_text
+    return {
+        "answers": tally.answers,
+        "something_else": tally.counts.get(SOMETHING_ELSE, 0),
+        "rows": rows,
+        "chosen_id": int(record.token_id),
+        "chosen_label": chosen_label,
+        "chosen_rank": int(record.rank) + 1,  # 1-based for people
+        "chosen_prob": float(record.prob),
+        "u": float(record.u),
+        "step": int(record.index),
+        "seed": int(record.seed),
+    }
+
+
+def percent(p: float) -> str:
+    return f"{100 * p:.1f}%" if p < 0.1 else f"{100 * p:.0f}%"
+
+
+def reveal_sentence(rv: dict) -> str:
+    """One sentence for every screen: what most of the class picked, what the model gave it, what the draw
+    picked. Plain text; the page escapes it."""
+    if not rv["answers"]:
+        head = "Nobody guessed this step"
+    else:
+        top = max(rv["rows"], key=lambda r: r["answers"])
+        if top["answers"] == 0 or rv["something_else"] > top["answers"]:
+            head = f"{rv['something_else']} of {rv['answers']} picked something outside the top {OFFERED}"
+        else:
+            head = (
+                f"{top['answers']} of {rv['answers']} picked {top['label']}, "
+                f"the model gave it {percent(top['model_prob'])}"
+            )
+    return (
+        f"{head}; the draw (u = {rv['u']:.3f}) picked {rv['chosen_label']} at rank {rv['chosen_rank']}, "
+        f"which the model gave {percent(rv['chosen_prob'])}."
+    )

@@ -1,0 +1,123 @@
+"""The teacher's side of a class: the run on the real model, and what it publishes after every change.
+
+`TeacherRun` wraps a generation `Trace`; every action (a setting moved, guessing opened, Step, the same step
+with another seed, Back) ends by publishing the state followers draw. Only the store checks who may publish,
+with the teacher's secret, so this class holds no authority of its own.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+
+from inference.core.run import Trace, new_trace
+from inference.core.tokens import readable_tokens
+from inference.lessons.classroom import session
+from inference.lessons.classroom.store import ClassStore
+from inference.sampling.pipeline import SamplingSettings
+
+
+@dataclass
+class TeacherRun:
+    store: ClassStore
+    code: str
+    secret: str
+    trace: Trace
+    model_name: str
+    settings: SamplingSettings
+    run_id: str = field(default_factory=lambda: secrets.token_hex(4))
+    guess_step: str | None = None  # the round open for guesses (session.step_key), or None
+    guessed_choices: list[dict] | None = None  # the top tokens as they were when guessing opened
+    last_reveal: dict | None = None
+    published_version: int = 0
+
+    @classmethod
+    def start(cls, store, code, secret, model, tokenizer, prompt_ids, max_new_tokens, settings, seed, model_name):
+        trace = new_trace(model, tokenizer, prompt_ids, max_new_tokens, seed=seed)
+        run = cls(store, code, secret, trace, model_name, settings)
+        run.publish()
+        return run
+
+    # -- what followers see ---------------------------------------------------------------------
+    def choices(self) -> list[dict]:
+        logits = self.trace.peek()
+        if logits is None:
+            return []
+        return session.next_choices(logits, self.settings, self.trace.seen_now(), self.trace.tokenizer)
+
+    def text(self) -> str:
+        return self.trace.tokenizer.decode(self.trace.all_ids, skip_special_tokens=True)
+
+    def publish(self) -> int:
+        tok = self.trace.tokenizer
+        state = session.published_state(
+            run_id=self.run_id,
+            step=self.trace.next_index,
+            seed=self.trace.seed,
+            settings=self.settings,
+            prompt_labels=readable_tokens(tok, self.trace.prompt_ids),
+            generated_labels=readable_tokens(tok, self.trace.generated_ids),
+            choices=self.choices(),
+            finished=self.trace.finished,
+            guess_open=self.guess_step is not None,
+            reveal=self.last_reveal,
+            model_name=self.model_name,
+        )
+        state["text"] = self.text()
+        self.published_version = self.store.publish(self.code, self.secret, state)
+        return self.published_version
+
+    # -- the teacher's actions -------------------------------------------------------------------
+    def change_settings(self, settings: SamplingSettings) -> None:
+        """Temperature or top-p moved: the same logits (no forward pass), a new distribution on every screen."""
+        if settings != self.settings:
+            self.settings = settings
+            self.publish()
+
+    def open_guessing(self) -> str:
+        self.guess_step = session.step_key(self.run_id, self.trace.next_index, self.trace.seed)
+        self.guessed_choices = self.choices()
+        self.last_reveal = None
+        self.store.open_guess(self.code, self.secret, self.guess_step)
+        self.publish()
+        return self.guess_step
+
+    def answers_so_far(self) -> int:
+        return self.store.tally(self.code, self.guess_step).answers if self.guess_step else 0
+
+    def step(self, seed: int | None = None):
+        """Draw the next token; if guessing was open, close it and reveal the answers beside the draw."""
+        if self.trace.finished:
+            return None
+        choices = self.guessed_choices or self.choices()
+        record = self.trace.step(self.settings, seed=seed)
+        tally_step = self.guess_step or (self.last_reveal or {}).get("round")
+        if self.guess_step is not None:
+            self.store.open_guess(self.code, self.secret, None)  # closed: late answers are refused
+        if tally_step is not None:
+            tally = self.store.tally(self.code, tally_step)
+            self.last_reveal = session.reveal(tally, choices, record) | {"round": tally_step, "choices": choices}
+        else:
+            self.last_reveal = None
+        self.guess_step = None
+        self.guessed_choices = None
+        self.publish()
+        return record
+
+    def same_step_another_seed(self):
+        """Undo the last draw and draw it again with the next seed: the same distribution, another u, maybe
+        another token. The class's answers for that step stay and are shown against the new draw."""
+        if not self.trace.records:
+            return None
+        previous = self.last_reveal
+        self.trace.back()
+        self.guessed_choices = (previous or {}).get("choices")
+        return self.step(seed=self.trace.seed + 1)
+
+    def back(self) -> None:
+        if self.trace.records:
+            self.trace.back()
+            self.last_reveal = None
+            self.guess_step = None
+            self.store.open_guess(self.code, self.secret, None)
+            self.publish()
