@@ -21,11 +21,13 @@ torch.set_num_threads(Limits.from_env().torch_threads)  # why one: see Limits.to
 SECTIONS = {
     "Start": [
         st.Page("app_pages/start.py", title="Start here", icon="🧭", url_path="start"),
+        st.Page("app_pages/class_mode.py", title="Class mode", icon="🧑‍🏫", url_path="class"),
     ],
     "Watch it write": [
         st.Page("app_pages/generate.py", title="Generate", icon="✍️", default=True),
         st.Page("app_pages/sampling.py", title="Sampling lab", icon="🎲", url_path="sampling"),
         st.Page("app_pages/compare.py", title="Same luck, two settings", icon="⚖️", url_path="compare"),
+        st.Page("app_pages/constrained.py", title="Constrained decoding", icon="🧷", url_path="constrained"),
     ],
     "Where the time goes": [
         st.Page("app_pages/prefill-decode.py", title="Prefill vs decode", icon="⏱️", url_path="prefill-decode"),

@@ -35,6 +35,11 @@ class Limits:
     # "llama.cpp=http://127.0.0.1:8080,vLLM=http://gpu-box:8000". The only engines a public server offers:
     # a visitor who could type a URL could make the server fetch any address (request forgery).
     engines: str = ""
+    # Class mode (app_pages/class_mode.py): one SQLite file every app process on this machine opens, so a
+    # student served by another process than the teacher's follows the same class; its folder must be writable.
+    class_db: str = str(Path.home() / ".cache" / "inference-lab" / "classes.sqlite3")
+    max_class_size: int = 60  # students per class; the next one is told the class is full
+    class_idle_minutes: int = 120  # a class nobody touched this long is gone (its code stops working)
 
     def engine_urls(self) -> dict[str, str]:
         """The `engines` list as {name: url}; an entry without "=" is named by its URL."""
