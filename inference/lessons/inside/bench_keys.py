@@ -1,0 +1,35 @@
+"""Bench key of the Inside page: `inside_ms_300`, the page's computation (`look_inside`: one prefill walked
+part by part, five timed decode passes, the lens, the rank heat map, the attention) for a 300-token context.
+Goal: <= 200 ms, so a step or prompt change redraws the page quickly (a layer pick reruns nothing)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from inference.core.loader import encode_prompt
+from inference.lessons.inside.forward_pass import look_inside
+
+CONTEXT_TOKENS = 300
+STORY = (
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her "
+    "friends. One day, she found a big red ball under a tree and ran to show her mom. "
+)
+
+
+def context_ids(tokenizer, tokens: int = CONTEXT_TOKENS) -> list[int]:
+    text = STORY
+    while len(encode_prompt(tokenizer, text)) < tokens:
+        text += STORY
+    return encode_prompt(tokenizer, text)[:tokens]
+
+
+def inside_figures(model, tokenizer, repeats: int = 5) -> dict:
+    ids = context_ids(tokenizer)
+    look_inside(model, ids)  # warm-up: first allocations for this shape
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        look_inside(model, ids)
+        times.append((time.perf_counter() - start) * 1000)
+    return {"inside_ms_300": round(statistics.median(times), 1)}
