@@ -8,6 +8,13 @@ Stages one tool lacks sit where the other puts them (DRY after the penalty; top-
 mirostat after transformers' own); mirostat v2 runs last in both. The newer samplers
 (typical-p, top-nσ, XTC, DRY, mirostat) are defined in `inference.sampling.samplers`.
 
+Constrained decoding adds one more stage, the format mask ("mask"): it removes every token a
+format (JSON schema, regex, choices) does not allow at this step. Its allowed set changes every
+step, so it travels in the step's settings (`SamplingSettings.allowed_tokens`, packed bits);
+without one the stage does not exist and every other step runs exactly as before. It runs first
+unless `order` names it elsewhere (vLLM masks the logits before its sampler; llama.cpp, when it
+resamples, applies the grammar before its chain): after a filter it can leave nothing.
+
 Every stage takes logits of shape [..., vocab] (one step, or a batch of steps) and returns a
 NEW tensor; removed tokens get -inf, so the softmax of a stage's output is the
 distribution after that stage. Everything runs over the full vocabulary; trimming to the top
@@ -70,7 +77,9 @@ LLAMA_CPP_ORDER = (
     "mirostat",
 )
 ORDER_PRESETS = {"transformers": TRANSFORMERS_ORDER, "llama.cpp default": LLAMA_CPP_ORDER}
+MASK = "mask"  # the format mask: a stage only in steps whose settings carry an allowed set
 STAGE_NAMES = {
+    MASK: "format mask",
     "raw": "raw (T=1)",
     "penalty": "repetition penalty",
     "dry": "DRY",
@@ -94,9 +103,10 @@ def check_order(order) -> tuple[str, ...]:
     """The full stage order: the stages given, in that order, then any left out in the
     transformers preset's order. Unknown or repeated names are refused."""
     order = tuple(order)
-    unknown = [name for name in order if name not in TRANSFORMERS_ORDER]
+    unknown = [name for name in order if name not in TRANSFORMERS_ORDER and name != MASK]
     if unknown:
-        raise ValueError(f"`order` has unknown stages {unknown}; known: {', '.join(TRANSFORMERS_ORDER)}")
+        known = ", ".join((*TRANSFORMERS_ORDER, MASK))
+        raise ValueError(f"`order` has unknown stages {unknown}; known: {known}")
     if len(set(order)) != len(order):
         raise ValueError(f"`order` names a stage twice: {list(order)}")
     return order + tuple(name for name in TRANSFORMERS_ORDER if name not in order)
@@ -108,7 +118,9 @@ class SamplingSettings:
     repetition_penalty 1, top_k 0, top_p 1, min_p 0, typical_p 1, top_n_sigma 0,
     xtc_probability 0, dry_multiplier 0, mirostat False. Temperature 0 means greedy.
     `order` is the order the stages run in (see `ORDER_PRESETS`); stages left out follow in
-    the transformers order."""
+    the transformers order, and the format mask, when not named, runs first.
+    `allowed_tokens` (None: no format) is one step's format mask: bit i (byte i // 8, bit
+    i % 8, llguidance's little-endian int32 words) set when token i is allowed."""
 
     temperature: float = 1.0
     top_k: int = 0
@@ -127,7 +139,9 @@ class SamplingSettings:
     mirostat_tau: float = 5.0
     mirostat_eta: float = 0.1
     order: tuple[str, ...] = TRANSFORMERS_ORDER
+    allowed_tokens: bytes | None = field(default=None, repr=False)
     pipeline: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _allowed_bits: torch.Tensor | None = field(init=False, repr=False, compare=False)  # [8 x bytes] bool
     # Worked out once here, read every step: see `_order_plan` and `_kept_extent`.
     _plan: tuple = field(init=False, repr=False, compare=False)
     _filters_keep_prefix: bool = field(init=False, repr=False, compare=False)
@@ -147,9 +161,13 @@ class SamplingSettings:
         check_mirostat(self.mirostat_tau, self.mirostat_eta)
         object.__setattr__(self, "dry_sequence_breakers", tuple(self.dry_sequence_breakers))
         object.__setattr__(self, "order", check_order(self.order))
+        object.__setattr__(self, "_allowed_bits", unpack_allowed(self.allowed_tokens))
         on = self.switched_on()
         # The stages a step runs: the classic five always (as before), a newer one when on.
-        object.__setattr__(self, "pipeline", tuple(n for n in self.order if n in STAGES or n in on))
+        pipeline = tuple(n for n in self.order if n in STAGES or n in on)
+        if MASK in on and MASK not in pipeline:
+            pipeline = (MASK, *pipeline)
+        object.__setattr__(self, "pipeline", pipeline)
         object.__setattr__(self, "_plan", _order_plan(self))
         names = self.pipeline
         last_shaping = max((i for i, n in enumerate(names) if n in _REWEIGHTING), default=-1)
@@ -167,8 +185,18 @@ class SamplingSettings:
             "xtc": self.xtc_probability > 0,
             "dry": self.dry_multiplier > 0,
             "mirostat": self.mirostat,
+            MASK: self.allowed_tokens is not None,
         }
         return {name for name, on in flags.items() if on}
+
+    def allowed_mask(self, vocab: int) -> torch.Tensor:
+        """[vocab] bool: the tokens this step's format allows (bits past the vocabulary are ignored)."""
+        bits = self._allowed_bits
+        if bits is None:
+            raise ValueError("These settings carry no format mask (`allowed_tokens` is None)")
+        if len(bits) >= vocab:
+            return bits[:vocab]
+        return torch.cat([bits, torch.zeros(vocab - len(bits), dtype=torch.bool)])
 
     @property
     def greedy(self) -> bool:
@@ -229,6 +257,24 @@ def check_min_p(p) -> None:
 def check_repetition_penalty(r) -> None:
     if _number("repetition_penalty", r) <= 0:
         raise ValueError(f"`repetition_penalty` has to be a float > 0 (1 switches it off), but is {r}")
+
+
+def unpack_allowed(packed: bytes | None) -> torch.Tensor | None:
+    """Packed little-endian bits -> bool [8 x len(packed)]; None stays None."""
+    if packed is None:
+        return None
+    if not isinstance(packed, bytes):
+        raise ValueError(f"`allowed_tokens` has to be bytes (packed bits) or None, but is {type(packed).__name__}")
+    data = torch.frombuffer(bytearray(packed), dtype=torch.uint8)
+    return ((data.unsqueeze(-1) >> torch.arange(8, dtype=torch.uint8)) & 1).bool().flatten()
+
+
+def pack_allowed(allowed: torch.Tensor) -> bytes:
+    """bool [vocab] -> packed little-endian bits (the inverse of `unpack_allowed`)."""
+    padded = torch.zeros((len(allowed) + 7) // 8 * 8, dtype=torch.uint8)
+    padded[: len(allowed)] = allowed.to(torch.uint8)
+    weights = 2 ** torch.arange(8, dtype=torch.int32)
+    return bytes((padded.view(-1, 8).int() * weights).sum(-1).to(torch.uint8).tolist())
 
 
 # -- the stages ------------------------------------------------------------------------
@@ -343,6 +389,18 @@ def apply_min_p(logits: torch.Tensor, min_p: float) -> torch.Tensor:
     return logits.masked_fill(remove, NEG_INF)
 
 
+def apply_format_mask(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Remove every token the format does not allow at this step (allowed: [vocab] bool). A
+    step where nothing the format allows is left (the stages before it removed them all, or no
+    token of this tokenizer can continue the format) cannot be drawn from: refused, with why."""
+    masked = logits.masked_fill(~allowed, NEG_INF)
+    if not bool(torch.isfinite(masked).any(dim=-1).all()):
+        if not bool(allowed.any()):
+            raise ValueError("No token of this tokenizer can continue the format here")
+        raise ValueError("No token the format allows was left by the stages before the format mask")
+    return masked
+
+
 def stages_switched_off(settings: SamplingSettings, vocab: int) -> set[str]:
     """Stages whose output equals their input under these settings (x / 1.0 == x exactly)."""
     off = {
@@ -378,6 +436,8 @@ def apply_stage(
     of a batch; only DRY, XTC and mirostat read it."""
     if name == "penalty":
         return apply_repetition_penalty(logits, seen, settings.repetition_penalty)
+    if name == MASK:
+        return apply_format_mask(logits, settings.allowed_mask(logits.shape[-1]))
     if name in _ONE_SETTING_STAGES:
         return _ONE_SETTING_STAGES[name](logits, getattr(settings, name))
     rows = context if isinstance(context, list) else [context]
