@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from inference.core.forward import vocabulary_rows
 from inference.core.loader import LoadedModel, ModelLoadError
 from inference.lessons.speculative import run as spec  # the module, so a test can refuse every pair in one place
 
@@ -39,4 +38,4 @@ def new_drafter(target, draft: LoadedModel | None):
     """A fresh drafter for one run: the draft model's, or prompt lookup over the target's vocabulary."""
     if draft is not None:
         return spec.ModelDrafter(draft.model, draft.tokenizer)
-    return spec.PromptLookupDrafter(vocabulary_rows(target))
+    return spec.PromptLookupDrafter(spec.vocabulary_rows(target))
