@@ -1,7 +1,6 @@
 """llama.cpp's llama-server, built here and serving the bundled model, agrees with our engine: the same
 distribution over the whole vocabulary, the same greedy tokens, the same sampled tokens through the remote
-Step; a server killed mid-run gives one sentence and keeps the run. vLLM runs when INFERENCE_LAB_TEST_VLLM_URL
-points at a vLLM server serving the bundled model."""
+Step; a server killed mid-run gives one sentence and keeps the run. vLLM's tests are tests/test_vllm.py."""
 
 import os
 from pathlib import Path
@@ -25,7 +24,6 @@ PROMPTS = [
     "Tom had a red ball. He",
 ]
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-VLLM_URL = os.environ.get("INFERENCE_LAB_TEST_VLLM_URL", "").strip()
 
 
 def require_llama_server() -> None:
@@ -164,26 +162,6 @@ def test_an_invalid_token_id_is_the_servers_http_error_in_one_sentence(remote):
     with pytest.raises(EngineError) as err:
         remote.model.client.next_token([0, 10**6], 8, remote.model.vocab_size)
     assert "HTTP 4" in str(err.value) or "HTTP 5" in str(err.value)
-
-
-@pytest.mark.skipif(
-    not VLLM_URL,
-    reason="set INFERENCE_LAB_TEST_VLLM_URL to a vLLM server serving the bundled model "
-    "(README: Serving engines) to run the vLLM test",
-)
-def test_vllm_top_logprobs_and_greedy_tokens_equal_the_engine(bundled):
-    """vLLM's top 20 log-probabilities equal our log-softmax within 1e-3, and its greedy tokens equal ours."""
-    loaded = connect(VLLM_URL)
-    assert loaded.model.dialect == VLLM and not loaded.model.exact
-    for prompt in PROMPTS:
-        ids = encode_prompt(bundled.tokenizer, prompt)
-        ours = new_trace(bundled.model, bundled.tokenizer, ids, 1).peek().double().log_softmax(-1)
-        dist = loaded.model.client.next_token(ids, loaded.model.n_probs, loaded.model.vocab_size)
-        assert (dist.logprobs - ours[dist.token_ids]).abs().max().item() < 1e-3
-        trace = new_trace(bundled.model, bundled.tokenizer, ids, 20, stop_at_eos=False)
-        assert loaded.model.client.complete(ids, 20).token_ids == [
-            r.token_id for r in trace.run(SamplingSettings(temperature=0))
-        ]
 
 
 def test_the_client_never_imports_vllm():
