@@ -73,7 +73,8 @@ else:
 
 key = (info.name, info.dtype, tuple(ids), followed)
 results = st.session_state.setdefault(RESULTS_KEY, {})
-if key not in results:
+again = st.button("Time the pass again", key="inside_again", help="The machine is shared: times vary between runs.")
+if key not in results or again:
     with generation_slot(), st.spinner("Walking the forward pass…"):
         results[key] = look_inside(model, ids, followed)
     while len(results) > KEPT_RESULTS:
@@ -90,9 +91,12 @@ with left:
         tables.lens_table(inside, name),
         hide_index=True,
         width="stretch",
-        column_config={"followed": st.column_config.ProgressColumn(f"p({name(inside.followed_id)})", format="percent")},
+        column_config={"followed": st.column_config.NumberColumn(f"p({name(inside.followed_id)})", format="percent")},
     )
-    caption("exact", f"Each layer's top 3 tokens and the {role}'s probability, read through the lens below.")
+    caption(
+        "exact",
+        f"Each layer's top 3 tokens (layer 0 = the embeddings) and the {role}'s probability, through the lens below.",
+    )
 with right:
     probs = inside.followed_probs()
     st.plotly_chart(

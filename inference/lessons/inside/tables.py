@@ -25,7 +25,7 @@ def lens_table(inside: Inside, name: Callable[[int], str], top: int = 3) -> pd.D
     followed = inside.followed_probs()
     for layer in range(inside.layers + 1):
         ids, probs = inside.lens_top(layer, top)
-        row = {"layer": "embeddings" if layer == 0 else str(layer)}
+        row = {"layer": layer}
         row.update({f"#{i + 1}": f"{name(t)}  {p:.0%}" for i, (t, p) in enumerate(zip(ids, probs))})
         row["followed"] = followed[layer]
         rows.append(row)

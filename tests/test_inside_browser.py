@@ -1,0 +1,61 @@
+"""/inside in real Chromium at 1280x900 and 800x1000: after two Generate steps it follows the run; every
+section and chart is drawn, the layer slider redraws the attention, no error box.
+
+Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the repo.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.browser import (
+    SKIP_REASON,
+    chromium_available,
+    full_screenshot,
+    launch,
+    open_page,
+    streamlit_server,
+    wait_idle,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
+SHOTS = Path(os.environ.get("INFERENCE_LAB_SHOTS") or tempfile.mkdtemp(prefix="inference-lab-shots-"))
+SECTIONS = ["1. What each layer would say", "2. What each head read", "3. Where the pass's time and bytes go"]
+
+
+@pytest.mark.parametrize("size", [(1280, 900), (800, 1000)])
+def test_inside_page_follows_the_generate_run_and_draws_every_section(size):
+    from playwright.sync_api import sync_playwright
+
+    with streamlit_server() as url, sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_context(viewport={"width": size[0], "height": size[1]}).new_page()
+        page.set_default_navigation_timeout(240_000)
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        open_page(page, f"{url}/?prompt=Once+upon+a+time&t=0")
+        for _ in range(2):
+            page.get_by_role("button", name="Step", exact=True).click()
+            wait_idle(page, 240_000)
+        page.get_by_role("link", name="Inside one pass").click()
+        page.get_by_text(SECTIONS[-1]).wait_for(timeout=240_000)
+        wait_idle(page, 240_000)
+        main = page.locator('[data-testid="stMain"]')
+        for heading in SECTIONS:
+            assert main.get_by_text(heading).count() >= 1, heading
+        assert main.get_by_text("My Generate run").count() == 1  # it follows the run
+        assert main.get_by_text("token the run chose").count() >= 1
+        charts = '[data-testid="stPlotlyChart"] .js-plotly-plot'
+        page.wait_for_selector(charts)
+        assert page.locator(charts).count() == 4
+        slider = page.get_by_role("slider", name="Layer")
+        slider.focus()
+        slider.press("End")
+        main.get_by_text("attention weights in layer 5").wait_for(timeout=120_000)  # the rerun redrew the heads
+        wait_idle(page, 240_000)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        full_screenshot(page, SHOTS / f"inside_{size[0]}x{size[1]}.png")
+        browser.close()
+        assert not errors, f"JavaScript errors: {errors}"

@@ -1,0 +1,122 @@
+"""The /inside page under AppTest: a typed prompt, following a Generate run step by step, a layer pick that
+reruns no model, and bad input (an empty prompt, a step beyond the run, an unknown architecture, an engine)."""
+
+import shutil
+
+import pytest
+from transformers import OPTConfig, OPTForCausalLM
+
+from inference.core.paths import BUNDLED_MODEL_DIR
+from tests.conftest import run_app
+
+pytestmark = pytest.mark.page
+
+PAGE = "app_pages/inside.py"
+
+
+def open_inside(query: dict | None = None, at=None):
+    at = at or run_app(query)
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    return at
+
+
+def captions(at) -> str:
+    return " ".join(c.value for c in at.caption)
+
+
+def test_typed_prompt_draws_every_section_with_its_vocabulary():
+    """Four charts (lens line, rank heat map, heads, parts) and captions in the one vocabulary."""
+    at = open_inside()
+    assert len(at.get("plotly_chart")) == 4
+    text = captions(at)
+    for kind in ("🧮 Computed exactly.", "📏 Measured.", "📚 Published."):
+        assert kind in text
+    assert "nostalgebraist" in text and "tuned lens" in text
+    assert any("took the largest share of the decode pass" in m.value for m in at.markdown)
+    assert any("Grouped-query attention: 8 query heads share 4 K/V heads" in m.value for m in at.markdown)
+
+
+def test_a_layer_pick_reruns_no_model():
+    """Moving the layer slider redraws the heads from the stored pass: the stored result is the same object."""
+    at = open_inside()
+    (stored,) = at.session_state["inside_results"].values()
+    at.slider(key="inside_layer").set_value(4).run()
+    assert not at.exception
+    assert any("attention weights in layer 4" in c.value for c in at.caption)
+    (again,) = at.session_state["inside_results"].values()
+    assert again is stored
+
+
+def test_the_page_follows_the_generate_run_and_its_steps():
+    """After three greedy steps, step 2's pass is the one that read the prompt and the first two tokens."""
+    at = run_app({"t": "0"})
+    for _ in range(3):
+        at.button(key="gen_step").click().run()
+    trace = at.session_state["gen_trace"]
+    at = open_inside(at=at)
+    assert at.radio(key="inside_source").value == "My Generate run"
+    assert at.slider(key="inside_step").value == 2
+    (inside,) = at.session_state["inside_results"].values()
+    assert inside.token_ids == trace.all_ids[: len(trace.prompt_ids) + 2]
+    assert inside.followed_id == trace.records[2].token_id == int(inside.logits.argmax())  # greedy
+    at.slider(key="inside_step").set_value(0).run()
+    assert not at.exception
+    assert any(r.token_ids == trace.prompt_ids for r in at.session_state["inside_results"].values())
+
+
+def test_a_step_beyond_the_run_is_clamped_and_said():
+    at = run_app({"t": "0"})
+    at.button(key="gen_step").click().run()
+    at.button(key="gen_step").click().run()
+    at.query_params["step"] = "99"  # a link to /inside?step=99 opened in the same session
+    at = open_inside(at=at)
+    assert at.slider(key="inside_step").value == 1
+    assert any("`step=99` is outside steps 0–1" in w.value for w in at.warning)
+
+
+def test_an_empty_prompt_says_so():
+    at = open_inside()
+    at.text_area(key="inside_prompt").input("   ").run()
+    assert not at.exception
+    assert any("The prompt is empty" in w.value for w in at.warning)
+
+
+def test_a_serving_engine_is_told_why_the_page_runs_locally():
+    at = run_app()
+    at.session_state["engine_url"] = "http://127.0.0.1:9"  # never contacted: the page needs the weights here
+    at = open_inside(at=at)
+    assert any("hidden states and attention weights" in i.value for i in at.info)
+    assert len(at.get("plotly_chart")) == 4
+
+
+@pytest.fixture
+def opt_folder(tmp_path):
+    """A tiny random OPT (a causal LM this page has no adapter for) with the bundled tokenizer."""
+    config = OPTConfig(
+        vocab_size=4096,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        ffn_dim=32,
+        max_position_embeddings=64,
+        word_embed_proj_dim=16,
+    )
+    model = OPTForCausalLM(config).eval()  # its weights do not matter: the page stops before using them
+    model.save_pretrained(tmp_path)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(BUNDLED_MODEL_DIR / name, tmp_path)
+    return tmp_path
+
+
+def test_an_unknown_architecture_gets_one_sentence_and_the_app_keeps_working(local_server, opt_folder):
+    at = run_app()
+    at.text_input(key="model_input").input(str(opt_folder)).run()
+    at.button(key="model_load").click().run()
+    assert not at.exception and not at.sidebar.error
+    at = open_inside(at=at)
+    assert any("not OPTForCausalLM" in w.value for w in at.warning)
+    assert not at.get("plotly_chart")
+    at.switch_page("app_pages/generate.py").run()
+    at.button(key="gen_step").click().run()
+    assert not at.exception
