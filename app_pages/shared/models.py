@@ -25,9 +25,8 @@ def limits() -> Limits:
 
 
 def server_is_public() -> bool:
-    """True unless the server listens on loopback only."""
-    address = (st.get_option("server.address") or "").strip()
-    return address not in ("localhost", "127.0.0.1", "::1")
+    """INFERENCE_LAB_PUBLIC (1 or 0), or when it is auto: true unless the app listens on loopback only."""
+    return limits().is_public(st.get_option("server.address"))
 
 
 @st.cache_resource(max_entries=Limits.from_env().max_cached_models, show_spinner=False)

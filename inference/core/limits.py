@@ -6,6 +6,7 @@ Change one with an environment variable before starting the app, e.g.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -35,6 +36,11 @@ class Limits:
     # "llama.cpp=http://127.0.0.1:8080,vLLM=http://gpu-box:8000". The only engines a public server offers:
     # a visitor who could type a URL could make the server fetch any address (request forgery).
     engines: str = ""
+    # Is every visitor a member of the public (no typed engine URLs, folders only under models_folder)?
+    # "auto": yes unless the app listens on a loopback address only (a developer's own machine). Behind a proxy
+    # on the same machine the app listens on loopback and every visitor arrives from there, so the bind address
+    # cannot tell: the README's class set-up says "1". "0": never (a developer's machine reached otherwise).
+    public: str = "auto"
     # Class mode (app_pages/class_mode.py): one SQLite file every app process on this machine opens, so a
     # student served by another process than the teacher's follows the same class; its folder must be writable.
     class_db: str = str(Path.home() / ".cache" / "inference-lab" / "classes.sqlite3")
@@ -67,6 +73,23 @@ class Limits:
             else:
                 values[f.name] = raw
         return cls(**values)
+
+    def is_public(self, bind_address: str | None) -> bool:
+        """The `public` setting, with "auto" decided by the address the app listens on (empty: every interface)."""
+        setting = self.public.strip().lower()
+        if setting in ("1", "true", "yes", "on"):
+            return True
+        if setting in ("0", "false", "no", "off"):
+            return False
+        if setting != "auto":
+            raise ValueError(f"INFERENCE_LAB_PUBLIC has to be auto, 1 or 0, but is {self.public!r}")
+        address = (bind_address or "").strip().strip("[]")
+        if address == "localhost":
+            return False
+        try:
+            return not ipaddress.ip_address(address).is_loopback  # 127.0.0.0/8 and ::1
+        except ValueError:  # empty (every interface) or a host name
+            return True
 
     def folder_allowed(self, folder: Path, server_is_public: bool) -> bool:
         """Any folder for a local user; only folders inside `models_folder` when the
