@@ -5,7 +5,7 @@ public server offers only the engines INFERENCE_LAB_ENGINES names."""
 import pytest
 import streamlit as st
 
-from inference.core.remote import RemoteTrace
+from inference.core.remote import RemoteForward
 from tests.conftest import run_app
 from tests.fake_engine import FakeLlamaServer
 
@@ -28,7 +28,7 @@ def test_generate_steps_five_times_on_a_named_engine(fake):
         at.button(key="gen_step").click().run()
         assert not at.exception
     trace = at.session_state["gen_trace"]
-    assert isinstance(trace, RemoteTrace) and len(trace.records) == 5
+    assert isinstance(trace.forward, RemoteForward) and len(trace.records) == 5
     assert any("returned all 4,096 token probabilities" in c.value for c in at.caption)
     assert sum(1 for path, _ in fake.requests if path == "/completion") >= 5
 
@@ -74,4 +74,4 @@ def test_a_local_server_also_accepts_a_typed_engine_url(fake, local_server, monk
     at.button(key="engine_connect").click().run()
     assert not at.exception and at.session_state["engine_url"] == fake.url
     at.button(key="gen_step").click().run()
-    assert isinstance(at.session_state["gen_trace"], RemoteTrace)
+    assert isinstance(at.session_state["gen_trace"].forward, RemoteForward)

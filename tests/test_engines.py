@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from inference.core.loader import encode_prompt
-from inference.core.remote import RemoteTrace, connect
+from inference.core.remote import RemoteForward, connect
 from inference.core.run import new_trace
 from inference.engines import llamacpp
 from inference.engines.client import LLAMACPP, VLLM, EngineClient, EngineError, EngineUnreachable
@@ -94,7 +94,7 @@ def test_the_remote_step_draws_the_engines_tokens_with_the_same_seed(bundled, re
     settings = SamplingSettings(temperature=0.9, top_k=50, top_p=0.95, min_p=0.02)
     local = new_trace(bundled.model, bundled.tokenizer, ids, 30, seed=7, stop_at_eos=False)
     far = new_trace(remote.model, remote.tokenizer, ids, 30, seed=7, stop_at_eos=False)
-    assert isinstance(far, RemoteTrace)
+    assert isinstance(far.forward, RemoteForward)
     ours = [r.token_id for r in local.run(settings)]
     theirs = list(far.run(settings))
     assert [r.token_id for r in theirs] == ours

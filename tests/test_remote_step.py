@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from inference.core.loader import encode_prompt
-from inference.core.remote import RemoteTrace, connect, distribution_note, is_remote
+from inference.core.remote import RemoteForward, connect, distribution_note, is_remote
 from inference.core.run import new_trace
 from inference.engines.client import EngineError, TokenizerMismatch
 from inference.sampling.pipeline import SamplingSettings
@@ -41,7 +41,7 @@ def test_remote_steps_equal_local_steps_with_the_same_seed(remote, bundled):
     ids = encode_prompt(bundled.tokenizer, "The little dog wanted to")
     local = new_trace(bundled.model, bundled.tokenizer, ids, 12, seed=11, stop_at_eos=False)
     far = new_trace(remote.model, remote.tokenizer, ids, 12, seed=11, stop_at_eos=False)
-    assert isinstance(far, RemoteTrace)
+    assert isinstance(far.forward, RemoteForward)
     ours, theirs = list(local.run(SETTINGS)), list(far.run(SETTINGS))
     assert [r.token_id for r in theirs] == [r.token_id for r in ours]
     assert [r.u for r in theirs] == [r.u for r in ours]

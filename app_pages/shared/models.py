@@ -12,6 +12,7 @@ from inference.core.bundled import BundledModel, bundled_models
 from inference.core.limits import Limits
 from inference.core.loader import LoadedModel, load_model
 from inference.core.remote import RemoteModel, connect
+from inference.core.run import warm_up
 
 MODEL_SOURCE_KEY = "model_source"  # what the visitor asked for ("" = bundled)
 MODEL_ERROR_KEY = "model_error"
@@ -31,8 +32,11 @@ def server_is_public() -> bool:
 
 @st.cache_resource(max_entries=Limits.from_env().max_cached_models, show_spinner=False)
 def cached_model(source: str, dtype: str, public: bool) -> LoadedModel:
-    """One loaded model per (source, precision), shared by every session: only ever called, never changed."""
-    return load_model(source, dtype, limits(), server_is_public=public)
+    """One loaded model per (source, precision), shared by every session: only ever called, never changed. Warmed
+    up once here, so the first pass a page times is not this process's first pass."""
+    loaded = load_model(source, dtype, limits(), server_is_public=public)
+    warm_up(loaded.model, loaded.tokenizer)
+    return loaded
 
 
 def bundled_model() -> LoadedModel:

@@ -17,6 +17,7 @@ import psutil
 import torch
 
 from inference.core import model_config
+from inference.core.limits import Limits
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -212,10 +213,9 @@ def load_model(
     source: str | None = None, dtype: str = "float32", limits=None, server_is_public: bool = False
 ) -> LoadedModel:
     """Load a model and its tokenizer in eval mode. `source`: empty for the bundled model,
-    a folder path, or a hub id. Raises ModelLoadError with a readable message."""
+    a folder path, or a hub id. Raises ModelLoadError with a readable message. Whoever keeps the
+    model to time its passes warms it up first (`inference.core.run.warm_up`; the app's model cache does)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from inference.core.limits import Limits
 
     limits = limits or Limits.from_env()
     if dtype not in DTYPES:
@@ -252,9 +252,6 @@ def load_model(
         raise ModelLoadError("The server ran out of memory loading this model. Pick a smaller model.") from None
     model.eval()
     model.requires_grad_(False)
-    from inference.core.run import warm_up
-
-    warm_up(model, tokenizer)  # so the first pass a page times is not the process's first pass
     return LoadedModel(model=model, tokenizer=tokenizer, info=describe(model, tokenizer, name, kind, dtype))
 
 

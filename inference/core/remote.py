@@ -2,8 +2,8 @@
 
 A remote step asks the server for ONE token's distribution (the whole vocabulary where the server allows
 it, as llama-server does; else the top N), runs the app's own sampling pipeline on it and draws with the
-recorded u, exactly as a local step does (`RemoteTrace` is the engine's `Trace` with the forward pass
-swapped for a request). The next request sends the whole text again as token ids, chosen token included;
+recorded u, exactly as a local step does (a `Trace` whose `Forward` is a `RemoteForward`: each forward pass is
+a request). The next request sends the whole text again as token ids, chosen token included;
 the server's prompt cache sees the shared prefix and evaluates only the new token.
 
 Two differences from a local step, said on the pages:
@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
+import torch
+from transformers import AutoConfig, AutoTokenizer
 
-from inference.core.loader import ModelInfo
-from inference.core.run import Trace, _Forward
+from inference.core.forward import Forward, ForwardPass, ServerStep, context_limit
+from inference.core.kv_cache import KVShape
+from inference.core.limits import Limits
+from inference.core.loader import HUB_ID, ModelInfo
+from inference.core.paths import BUNDLED_MODEL_DIR
 from inference.engines.client import (
     FULL_VOCABULARY_LIMIT,
     LLAMACPP,
@@ -35,13 +39,12 @@ from inference.engines.client import (
     EngineHTTPError,
     TokenizerMismatch,
 )
-from inference.sampling.pipeline import seen_mask
 
 
 @dataclass(frozen=True)
 class RemoteEngine:
     """The `model` of a remote `LoadedModel`: where to ask and what it serves. Shared by every session (httpx's
-    client is thread-safe); per-run state lives in a `RemoteTrace`."""
+    client is thread-safe); per-run state lives in a run's `RemoteForward`."""
 
     client: EngineClient
     name: str
@@ -50,7 +53,7 @@ class RemoteEngine:
     n_probs: int  # token probabilities asked for per step
     eos_ids: frozenset[int]
     kv_bytes_per_token: int | None = None  # known when the served model's config is here
-    is_remote = True  # what `inference.core.run.new_trace` dispatches on
+    is_remote = True  # what `inference.core.run.forward_for` dispatches on
 
     @property
     def dialect(self) -> str:
@@ -81,8 +84,6 @@ def _tokenizer_candidates(served_name: str) -> list[tuple[str, Path | str]]:
     """Where the served model's tokenizer may be found here, most specific first: the model folder a GGUF of
     ours was made from (its `.json` says), a local folder the server names, a hub id it names (vLLM), then the
     bundled model."""
-    from inference.core.paths import BUNDLED_MODEL_DIR
-
     candidates = []
     sidecar = Path(served_name).with_suffix(".json")
     try:
@@ -92,9 +93,6 @@ def _tokenizer_candidates(served_name: str) -> list[tuple[str, Path | str]]:
             candidates.append(("served folder", Path(served_name)))
     except (OSError, ValueError, KeyError):
         pass
-    from inference.core.limits import Limits
-    from inference.core.loader import HUB_ID
-
     if HUB_ID.match(served_name) and Limits.from_env().allow_hub:  # vLLM names a hub model by its id
         candidates.append(("hub", served_name))
     candidates.append(("bundled", BUNDLED_MODEL_DIR))
@@ -104,11 +102,6 @@ def _tokenizer_candidates(served_name: str) -> list[tuple[str, Path | str]]:
 def connect(url: str, dialect: str | None = None, timeout: float = 30.0, n_probs: int | None = None) -> RemoteModel:
     """Connect to an engine and pair it with a local tokenizer that tokenizes exactly as the server does
     (checked on a test sentence). Raises `EngineError` with one sentence when it cannot."""
-    from transformers import AutoConfig, AutoTokenizer
-
-    from inference.core.kv_cache import KVShape
-    from inference.core.run import context_limit
-
     client = EngineClient(url, dialect=dialect, timeout=timeout)
     try:
         served = client.served_model()
@@ -138,8 +131,6 @@ def connect(url: str, dialect: str | None = None, timeout: float = 30.0, n_probs
         kv_bytes = None
         shape = None
         if config is not None and client.dialect == LLAMACPP:
-            import torch
-
             shape = KVShape.from_config(config, torch.float32)  # served with -ctk f32 -ctv f32
             kv_bytes = shape.bytes_per_token()
         eos = {int(tokenizer.eos_token_id)} if tokenizer.eos_token_id is not None else set()
@@ -193,114 +184,66 @@ def _weights_type(served_name: str) -> str:
     return "served"
 
 
-@dataclass(frozen=True)
-class ServerStep:
-    """What the server said about one step's request."""
+class RemoteForward(Forward):
+    """Each forward pass is one request to the engine: the whole text so far as ids (the server's prompt cache
+    evaluates only what is new). The KV cache lives in the server; `cached_tokens` is what its prompt cache holds
+    of this run's text, as far as this run knows."""
 
-    returned: int  # token probabilities that came back
-    returned_mass: float  # their total probability (1 when complete)
-    complete: bool
-    server_ms: float | None  # the server's own prompt-evaluation time for this request
-    round_trip_ms: float  # measured here, request to parsed answer
-    evaluated_tokens: int  # tokens the server ran through the model (after its prompt cache)
-    cached_tokens: int  # tokens it reused from its prompt cache
-    server_choice: int | None = None  # the token llama-server's own greedy sampler picked
+    def __init__(self, engine: RemoteEngine):
+        self.engine = engine
+        self.context, self.eos_ids, self.vocab_size = engine.context, set(engine.eos_ids), engine.vocab_size
+        self._cached = 0
 
+    @property
+    def cached_tokens(self) -> int:
+        return self._cached
 
-@dataclass
-class RemoteTrace(Trace):
-    """The engine's `Trace` with each forward pass replaced by one request to the engine. Same records, same
-    draws from the same u; `server_steps[i]` says what the server did for record i."""
-
-    server_steps: list[ServerStep] = field(default_factory=list)
-
-    def __post_init__(self):
-        engine: RemoteEngine = self.model
-        self._start(engine.context, set(engine.eos_ids), engine.vocab_size)
-        self.kv_shape = None
-        self._cache = None  # the KV cache lives in the server
-        self._pending_server: ServerStep | None = None
-        self._records_routing = False  # router logits stay inside the server
-
-    def _forward(self, ids: list[int], phase: str) -> _Forward:
-        """One request: the whole text so far as ids (the server's prompt cache evaluates only what is new)."""
-        engine: RemoteEngine = self.model
-        text_ids = self.all_ids
-        dist = engine.client.next_token(text_ids, engine.n_probs, engine.vocab_size)
+    def next_pass(self, text_ids: list[int], phase: str) -> ForwardPass:
+        engine = self.engine
+        dist = engine.client.next_token(text_ids, engine.n_probs, engine.vocab_size)  # EngineError: nothing changed
+        new_tokens = len(text_ids) - self._cached
+        self._cached = len(text_ids)
         t = dist.timings
-        self._pending_server = ServerStep(
-            returned=len(dist.token_ids),
-            returned_mass=dist.returned_mass,
-            complete=dist.complete,
-            server_ms=t.prompt_ms,
-            round_trip_ms=t.round_trip_ms,
-            evaluated_tokens=t.prompt_tokens,
-            cached_tokens=t.cached_tokens,
-            server_choice=dist.chosen_by_server,
-        )
-        return _Forward(
+        return ForwardPass(
             logits=dist.logits(),
             forward_ms=t.prompt_ms if t.prompt_ms is not None else t.round_trip_ms,
             phase=phase,
-            tokens_in_forward=t.prompt_tokens or len(ids),
+            tokens_in_forward=t.prompt_tokens or new_tokens,
             cache_tokens=len(text_ids),
             cache_bytes=(engine.kv_bytes_per_token or 0) * len(text_ids),
+            server_step=ServerStep(
+                returned=len(dist.token_ids),
+                returned_mass=dist.returned_mass,
+                complete=dist.complete,
+                server_ms=t.prompt_ms,
+                round_trip_ms=t.round_trip_ms,
+                evaluated_tokens=t.prompt_tokens,
+                cached_tokens=t.cached_tokens,
+                server_choice=dist.chosen_by_server,
+            ),
         )
 
-    def step(self, settings, seed=None):
-        """One remote step. A failed request raises `EngineError` before anything changes: the run so far stays."""
-        if self.finished:
-            return None
-        self.peek()
-        server = self._pending_server
-        record = super().step(settings, seed)
-        if record is not None:
-            self.server_steps.append(server)
-        return record
-
-    def rewind(self, k: int) -> None:
-        """Keep the first k steps; step k is re-chosen from its stored distribution, with no request."""
-        n = len(self.records)
-        if not 0 <= k < n:
-            raise ValueError(f"Can rewind to a step from 0 to {n - 1}, not {k}")
-        self._pending = _Forward.kept(self.records[k])
-        self._pending_server = self.server_steps[k]
-        self.records, self.server_steps = self.records[:k], self.server_steps[:k]
-        self._seen = seen_mask(self.all_ids, self.vocab_size)
-        self.stop_reason = None
+    def crop_to(self, length: int) -> None:
+        self._cached = min(self._cached, length)  # the server keeps its cache; the next request re-sends the text
 
     def cache_layer_bytes(self) -> list[int]:
         raise EngineError(
             "The KV cache of a remote model lives in the engine's memory: its tensors cannot be read here."
         )
 
-    def pending_server_step(self) -> ServerStep | None:
-        """What the server said about the distribution the next step will draw from (after `peek`)."""
-        return self._pending_server if self._pending is not None else None
-
-    def to_frame(self) -> pd.DataFrame:
-        frame = super().to_frame()
-        if len(frame):
-            frame["server_ms"] = [s.server_ms for s in self.server_steps]
-            frame["round_trip_ms"] = [s.round_trip_ms for s in self.server_steps]
-            frame["server_evaluated_tokens"] = [s.evaluated_tokens for s in self.server_steps]
-            frame["server_cached_tokens"] = [s.cached_tokens for s in self.server_steps]
-            frame["returned_probabilities"] = [s.returned for s in self.server_steps]
-            frame["returned_mass"] = [s.returned_mass for s in self.server_steps]
-        return frame
-
 
 def distribution_note(engine: RemoteEngine, server: ServerStep | None) -> tuple[str, str]:
-    """(caption kind, sentence) saying what on a chart is exact and what is truncated."""
+    """(caption kind, sentence) saying what on a chart is exact and what is truncated: "exact" only for a whole
+    vocabulary; the engine's top N, renormalised, is what was read from it ("measured")."""
     if server is None:
-        return "exact", f"The engine ({engine.dialect}) is asked for {engine.n_probs:,} token probabilities per step."
+        return "exact" if engine.exact else "measured", (
+            f"The engine ({engine.dialect}) is asked for {engine.n_probs:,} token probabilities per step."
+        )
     return _note(engine, server.returned, server.returned_mass)
 
 
 def logits_note(engine: RemoteEngine, logits) -> tuple[str, str]:
     """`distribution_note` for a stored [vocab] row of a remote step (log-probabilities, -inf where not returned)."""
-    import torch
-
     returned = torch.isfinite(logits)
     return _note(engine, int(returned.sum()), float(logits[returned].double().exp().sum()))
 
@@ -312,7 +255,7 @@ def _note(engine: RemoteEngine, returned: int, mass: float) -> tuple[str, str]:
             "distribution is complete and every stage is computed exactly from it. The repetition penalty "
             "acts on the server's log-probabilities, not on raw logits."
         )
-    return "exact", (
+    return "measured", (
         f"Truncated: the engine ({engine.dialect}) returned its top {returned:,} tokens, holding "
         f"{mass:.2%} of the probability; the other {1 - mass:.2%} (other, not returned by the "
         "server) cannot be drawn, and the shares shown are renormalised over the returned tokens."

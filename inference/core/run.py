@@ -16,13 +16,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
-from transformers import DynamicCache
 
-from inference.core import fast_decode, kv_cache, model_config
+from inference.core.forward import (
+    DECODE,
+    PREFILL,
+    FastDecodeForward,
+    Forward,
+    ForwardPass,
+    ServerStep,
+    TransformersForward,
+    pass_fields,
+)
+from inference.core.forward import context_limit as context_limit  # the run's names, defined with the pass
+from inference.core.forward import eos_token_ids as eos_token_ids
+from inference.core.forward import vocabulary_rows as vocabulary_rows
+from inference.core.remote import RemoteForward, is_remote
 from inference.core.routing import has_experts
 from inference.core.tokens import token_text
 from inference.sampling.pipeline import SamplingSettings, StepContext, draw, seen_mask
@@ -47,20 +59,6 @@ def run_uniforms(seed: int, steps: int) -> torch.Tensor:
     return torch.rand(steps, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
-def eos_token_ids(model, tokenizer) -> set[int]:
-    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if ids is None:
-        ids = tokenizer.eos_token_id
-    if ids is None:
-        return set()
-    return {int(i) for i in (ids if isinstance(ids, (list, tuple)) else [ids])}
-
-
-def vocabulary_rows(model) -> int:
-    """Rows of the output layer: the tokens each next-token distribution is over."""
-    return int(model.get_output_embeddings().weight.shape[0])
-
-
 def check_run(prompt_ids: list[int], context: int, max_new_tokens: int, error: type[ValueError] = ValueError) -> None:
     """Refuse a run that cannot start: an empty prompt, one that fills the context, or nothing to generate."""
     if not prompt_ids:
@@ -72,35 +70,6 @@ def check_run(prompt_ids: list[int], context: int, max_new_tokens: int, error: t
         )
     if max_new_tokens < 1:
         raise error(f"`max_new_tokens` has to be at least 1, but is {max_new_tokens}")
-
-
-def context_limit(config) -> int:
-    """Maximum positions of the model, read by the one config reader."""
-    return model_config.context_length(config)
-
-
-@dataclass(frozen=True)
-class _Forward:
-    """One forward pass's output, waiting to be sampled from."""
-
-    logits: torch.Tensor  # [vocab] float32
-    forward_ms: float
-    phase: str
-    tokens_in_forward: int
-    cache_tokens: int
-    cache_bytes: int
-    reused: bool = False  # kept from before a rewind: no forward pass ran for it now
-    router_logits: torch.Tensor | None = None  # [layers, tokens_in_forward, experts] float32 (MoE models)
-
-    @classmethod
-    def kept(cls, record: StepRecord) -> _Forward:
-        """A recorded step's forward pass, waiting again after a rewind (no pass runs for it now)."""
-        return cls(**_pass_fields(record), reused=True)
-
-
-def _pass_fields(source: _Forward | StepRecord) -> dict:
-    """What a step record keeps of its forward pass: the fields `_Forward` and `StepRecord` share by name."""
-    return {f.name: getattr(source, f.name) for f in fields(_Forward) if f.name != "reused"}
 
 
 @dataclass
@@ -130,6 +99,7 @@ class StepRecord:
     # Mixture-of-Experts models: every router's logits for the tokens this step's forward pass
     # fed, [layers, tokens_in_forward, experts] float32 (see inference.core.routing); None otherwise.
     router_logits: torch.Tensor | None = None
+    server_step: ServerStep | None = None  # what the serving engine said, when one ran the forward pass
 
 
 class Generation:
@@ -169,11 +139,12 @@ class Generation:
 
 @dataclass
 class Trace(Generation):
-    """One run: a prompt, the records of its steps, and the KV cache that goes with them.
+    """One run: a prompt, the records of its steps, and the `Forward` (with its KV cache) that goes with them.
 
     Invariant: with n records and no forward pass waiting, the cache holds the prompt and
     the first n - 1 chosen tokens (the last chosen token is fed at the next step); a waiting
-    pass (`peek`, or logits kept by `rewind`) has fed it already."""
+    pass (`peek`, or logits kept by `rewind`) has fed it already. A remote run's cache is the
+    engine's prompt cache: each request sends the whole text, and a failed one changes nothing."""
 
     model: object
     tokenizer: object
@@ -183,21 +154,16 @@ class Trace(Generation):
     stop_at_eos: bool = True  # benchmarks switch it off to time an exact number of steps
     records: list[StepRecord] = field(default_factory=list)
     stop_reason: str | None = None
+    forward: Forward | None = field(default=None, repr=False)  # None: `forward_for(model, tokenizer)`
 
     def __post_init__(self):
-        self._start(
-            context_limit(self.model.config), eos_token_ids(self.model, self.tokenizer), vocabulary_rows(self.model)
-        )
-        self.kv_shape = kv_cache.KVShape.from_config(self.model.config, next(self.model.parameters()).dtype)
-        self._cache = DynamicCache(config=self.model.config)
-        self._records_routing = has_experts(self.model)
-
-    def _start(self, context: int, eos_ids: set[int], vocab_size: int) -> None:
-        """The checks and per-run state every trace shares, whoever runs the forward passes."""
-        check_run(self.prompt_ids, context, self.max_new_tokens)
-        self.context, self.eos_ids, self.vocab_size = context, eos_ids, vocab_size
+        if self.forward is None:
+            self.forward = forward_for(self.model, self.tokenizer)
+        forward = self.forward
+        check_run(self.prompt_ids, forward.context, self.max_new_tokens)
+        self.context, self.eos_ids, self.vocab_size = forward.context, forward.eos_ids, forward.vocab_size
         self._uniforms = {self.seed: run_uniforms(self.seed, self.context)}  # never more steps than context
-        self._pending: _Forward | None = None  # computed, not yet sampled from
+        self._pending: ForwardPass | None = None  # computed, not yet sampled from
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
         self._xtc_uniforms: dict[int, torch.Tensor] = {}  # seed -> XTC's uniform per step
         self._breaker_ids: dict[tuple[str, ...], frozenset[int]] = {}  # DRY breakers -> token ids
@@ -208,39 +174,21 @@ class Trace(Generation):
     def generated_ids(self) -> list[int]:
         return [r.token_id for r in self.records]
 
-    # -- stepping ------------------------------------------------------------------------
+    @property
+    def kv_shape(self):
+        """The model's KV shape (`kv_cache.KVShape`); None when the cache lives in a serving engine."""
+        return self.forward.kv_shape
 
-    @torch.inference_mode()
-    def _forward(self, ids: list[int], phase: str) -> _Forward:
-        start = time.perf_counter()
-        router_logits = None
-        if phase == "decode" and not self._records_routing:  # the lean step where it applies: same logits
-            logits = fast_decode.decode_step(self.model, ids[0], self._cache).float().clone()
-        else:
-            # An MoE model also returns its routers' logits: collected per call by transformers
-            # (a ContextVar), so the shared model is not changed and concurrent runs stay apart.
-            extra = {"output_router_logits": True} if self._records_routing else {}
-            out = self.model(
-                input_ids=torch.tensor([ids], dtype=torch.long),
-                cache=self._cache,
-                use_cache=True,
-                logits_to_keep=1,
-                **extra,
-            )
-            logits = out.logits[0, -1].float().clone()
-            if self._records_routing and out.router_logits:
-                layers = [r.float() for r in out.router_logits]  # each [tokens_in_forward, experts]
-                router_logits = torch.stack(layers).view(len(layers), len(ids), -1)
-        forward_ms = (time.perf_counter() - start) * 1000
-        return _Forward(
-            logits=logits,
-            forward_ms=forward_ms,
-            phase=phase,
-            tokens_in_forward=len(ids),
-            cache_tokens=kv_cache.cache_length(self._cache),
-            cache_bytes=kv_cache.measured_bytes(self._cache),
-            router_logits=router_logits,
-        )
+    @property
+    def server_steps(self) -> list[ServerStep | None]:
+        """What the serving engine said about each record's request (None for a step a local model computed)."""
+        return [r.server_step for r in self.records]
+
+    def pending_server_step(self) -> ServerStep | None:
+        """What the engine said about the distribution the next step will draw from (after `peek`)."""
+        return self._pending.server_step if self._pending is not None else None
+
+    # -- stepping ------------------------------------------------------------------------
 
     def peek(self) -> torch.Tensor | None:
         """The raw logits the next step will sample from (running its forward pass now if
@@ -248,11 +196,7 @@ class Trace(Generation):
         if self.finished:
             return None
         if self._pending is None:
-            n = len(self.records)
-            if n == 0:
-                self._pending = self._forward(self.prompt_ids, "prefill")
-            else:
-                self._pending = self._forward([self.records[-1].token_id], "decode")
+            self._pending = self.forward.next_pass(self.all_ids, DECODE if self.records else PREFILL)
         return self._pending.logits
 
     @property
@@ -289,13 +233,15 @@ class Trace(Generation):
         )
 
     def step(self, settings: SamplingSettings, seed: int | None = None) -> StepRecord | None:
-        """Choose one more token; None if the run has stopped."""
+        """Choose one more token; None if the run has stopped. A failed forward pass (a serving engine that
+        does not answer) raises before anything changes: the run so far stays."""
         if self.finished:
             return None
-        if seed is not None and seed != self.seed:
+        if seed is not None:
             check_seed(seed)
-            self.seed = seed
         self.peek()
+        if seed is not None:
+            self.seed = seed
         fwd, self._pending = self._pending, None
         n = len(self.records)
 
@@ -306,7 +252,7 @@ class Trace(Generation):
         sample_ms = (time.perf_counter() - start) * 1000
 
         record = StepRecord(
-            **_pass_fields(fwd),
+            **pass_fields(fwd),
             index=n,
             settings=settings,
             seed=self.seed,
@@ -339,15 +285,10 @@ class Trace(Generation):
         n = len(self.records)
         if not 0 <= k < n:
             raise ValueError(f"Can rewind to a step from 0 to {n - 1}, not {k}")
-        if self._pending is not None:
-            # A waiting forward pass (peeked, or kept by an earlier rewind) has already fed
-            # the last chosen token: take it out of the cache, back to the invariant.
-            self._cache.crop(-1)
-            self._pending = None
-        self._pending = _Forward.kept(self.records[k])
-        # Record k's logits came from a cache of prompt + k tokens; now it holds prompt + n - 1.
-        if n - 1 > k:
-            self._cache.crop(-(n - 1 - k))
+        # Record k's logits came from a cache of prompt + k tokens; now it holds prompt + n - 1, or prompt + n
+        # when a forward pass is waiting (peeked, or kept by an earlier rewind).
+        self.forward.crop_to(len(self.prompt_ids) + k)
+        self._pending = ForwardPass.kept(self.records[k])
         self.records = self.records[:k]
         self._seen = seen_mask(self.all_ids, self.vocab_size)
         self.stop_reason = None
@@ -364,7 +305,8 @@ class Trace(Generation):
         return self._seen.clone()
 
     def cache_layer_bytes(self) -> list[int]:
-        return kv_cache.measured_bytes_per_layer(self._cache)
+        """Bytes of each layer's key and value tensors; `EngineError` when the cache lives in a serving engine."""
+        return self.forward.cache_layer_bytes()
 
     def logits_matrix(self) -> torch.Tensor:
         return torch.stack([r.logits for r in self.records]) if self.records else torch.empty(0, self.vocab_size)
@@ -406,25 +348,34 @@ class Trace(Generation):
                     "cache_tokens": r.cache_tokens,
                     "cache_bytes": r.cache_bytes,
                     "reused_forward": r.reused_forward,
+                    **(r.server_step.frame_columns() if r.server_step is not None else {}),
                 }
             )
         return pd.DataFrame(rows)
+
+
+def forward_for(model, tokenizer) -> Forward:
+    """The forward pass a run on `model` uses: one request per step to a serving engine; transformers' forward for
+    a Mixture-of-Experts model (its routers' logits are recorded each step); else the lean decode step."""
+    if is_remote(model):
+        return RemoteForward(model)
+    if has_experts(model):
+        return TransformersForward(model, tokenizer)
+    return FastDecodeForward(model, tokenizer)
 
 
 def new_trace(
     model, tokenizer, prompt_ids: list[int], max_new_tokens: int, seed: int = 0, stop_at_eos: bool = True
 ) -> Trace:
     """A run on a local model, or on a model a serving engine runs (`inference.core.remote`)."""
-    kind = Trace
-    if getattr(model, "is_remote", False):
-        from inference.core.remote import RemoteTrace as kind
-    return kind(
+    return Trace(
         model=model,
         tokenizer=tokenizer,
         prompt_ids=list(prompt_ids),
         max_new_tokens=max_new_tokens,
         seed=seed,
         stop_at_eos=stop_at_eos,
+        forward=forward_for(model, tokenizer),
     )
 
 

@@ -34,18 +34,10 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
-from transformers import DynamicCache
 
-from inference.core import fast_decode, kv_cache
+from inference.core.forward import FastDecodeForward, vocabulary_rows
 from inference.core.paths import MODELS_DIR
-from inference.core.run import (
-    Generation,
-    check_run,
-    check_seed,
-    context_limit,
-    eos_token_ids,
-    vocabulary_rows,
-)
+from inference.core.run import Generation, check_run, check_seed
 from inference.core.tokens import token_text
 from inference.sampling.pipeline import SamplingSettings, inverse_cdf_index, seen_mask, stage_logits
 
@@ -226,21 +218,6 @@ class Proposal:
     note: str | None = None  # e.g. prompt lookup found no match
 
 
-def _crop_to(cache, length: int) -> None:
-    extra = kv_cache.cache_length(cache) - length
-    if extra > 0:
-        cache.crop(-extra)  # transformers' DynamicCache.crop takes a negative count of tokens to drop
-
-
-def _feed(model, cache, ids: list[int], keep: int = 1) -> torch.Tensor:
-    """Run `ids` after `cache` (updated in place); the last `keep` positions' logits, [keep, vocab] float32.
-    One token goes through the engine's lean decode step, exactly as plain decoding does."""
-    if len(ids) == 1 and keep == 1:
-        return fast_decode.decode_step(model, ids[0], cache).float().unsqueeze(0)
-    out = model(input_ids=torch.tensor([ids], dtype=torch.long), cache=cache, use_cache=True, logits_to_keep=keep)
-    return out.logits[0].float()
-
-
 class ModelDrafter:
     """A small language model with its own KV cache. Its cache always holds a prefix of the
     committed text; each round first feeds what it has not seen (the prompt at first, then
@@ -250,13 +227,17 @@ class ModelDrafter:
 
     def __init__(self, model, tokenizer):
         self.model, self.tokenizer = model, tokenizer
-        self.context = context_limit(model.config)
-        self.cache = DynamicCache(config=model.config)
-        self.eos_ids = eos_token_ids(model, tokenizer)
+        # One token a pass goes through the engine's lean decode step, exactly as plain decoding does.
+        self.forward = FastDecodeForward(model, tokenizer)
+        self.context, self.eos_ids = self.forward.context, self.forward.eos_ids
+
+    @property
+    def cache(self):
+        return self.forward.cache
 
     @property
     def cache_tokens(self) -> int:
-        return kv_cache.cache_length(self.cache)
+        return self.forward.cached_tokens
 
     def room(self, committed: int) -> int:
         """Most tokens it can draft after `committed` tokens without passing its context."""
@@ -268,7 +249,7 @@ class ModelDrafter:
         tokens, q_rows, q_raw, pass_ms = [], [], [], []
         seen = request.seen.clone()
         start = time.perf_counter()
-        logits = _feed(self.model, self.cache, request.committed[self.cache_tokens :])[0]
+        logits = self.forward.logits(request.committed[self.cache_tokens :])[0]
         pass_ms.append((time.perf_counter() - start) * 1000)
         for i in range(gamma):
             if settings.greedy:
@@ -283,12 +264,12 @@ class ModelDrafter:
             if i == gamma - 1 or (request.stop_at_eos and token in self.eos_ids):
                 break  # nothing after an end-of-text token is ever kept
             start = time.perf_counter()
-            logits = _feed(self.model, self.cache, [token])[0]
+            logits = self.forward.logits([token])[0]
             pass_ms.append((time.perf_counter() - start) * 1000)
         return Proposal(tokens, torch.stack(q_rows) if q_rows else None, q_raw, pass_ms)
 
     def crop_to(self, length: int) -> None:
-        _crop_to(self.cache, length)
+        self.forward.crop_to(length)
 
 
 @dataclass(frozen=True)
@@ -436,13 +417,16 @@ class SpeculativeRun(Generation):
         check_seed(self.seed)
         if isinstance(self.drafter, ModelDrafter):
             check_pair(self.target, self.tokenizer, self.drafter.model, self.drafter.tokenizer)
-        self.context = context_limit(self.target.config)
+        forward = self.forward = FastDecodeForward(self.target, self.tokenizer)
+        self.context, self.vocab_size, self.eos_ids = forward.context, forward.vocab_size, forward.eos_ids
         check_run(self.prompt_ids, self.context, self.max_new_tokens, SpeculationError)
-        self.vocab_size = vocabulary_rows(self.target)
-        self.eos_ids = eos_token_ids(self.target, self.tokenizer)
-        self.cache = DynamicCache(config=self.target.config)
         self._generator = torch.Generator().manual_seed(self.seed)
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
+
+    @property
+    def cache(self):
+        """The target's KV cache."""
+        return self.forward.cache
 
     def uniform(self) -> float:
         return float(torch.rand((), generator=self._generator, dtype=torch.float64))
@@ -471,9 +455,9 @@ class SpeculativeRun(Generation):
         drafted = proposal.tokens
 
         # 2. verify: one target pass scores every drafted position and the one after them.
-        feed = committed[kv_cache.cache_length(self.cache) :] + drafted
+        feed = committed[self.forward.cached_tokens :] + drafted
         verify_start = time.perf_counter()
-        logits = _feed(self.target, self.cache, feed, keep=len(drafted) + 1)  # [n + 1, vocab]
+        logits = self.forward.logits(feed, keep=len(drafted) + 1)  # [n + 1, vocab]
         verify_ms = (time.perf_counter() - verify_start) * 1000
 
         # 3. accept or reject, under the same pipeline for p as for q.
@@ -498,7 +482,7 @@ class SpeculativeRun(Generation):
         self.generated_ids.extend(new_tokens)
         self._seen[torch.tensor(new_tokens)] = True
         prefix = len(self.all_ids) - 1
-        _crop_to(self.cache, prefix)
+        self.forward.crop_to(prefix)
         self.drafter.crop_to(prefix)
         record = self._record(settings, proposal, verdict, logits, p_rows, new_tokens, verify_ms, round_start, note)
         self.rounds.append(record)
@@ -554,7 +538,7 @@ class SpeculativeRun(Generation):
             verify_ms=verify_ms,
             verify_positions=len(drafted) + 1,
             round_ms=(time.perf_counter() - round_start) * 1000,
-            target_cache_tokens=kv_cache.cache_length(self.cache),
+            target_cache_tokens=self.forward.cached_tokens,
             draft_cache_tokens=self.drafter.cache_tokens,
             note=note,
         )

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 import torch
-from transformers import DynamicCache
 
+from inference.core.forward import FastDecodeForward
+from inference.core.loader import load_model
 from inference.core.measuring import GREEDY, Progress, run_greedy
+from inference.core.run import warm_up
 from inference.lessons.speculative import run as spec
 from inference.sampling.pipeline import SamplingSettings, draw, seen_mask
 
@@ -53,13 +55,13 @@ class PlainTiming:
 @torch.inference_mode()
 def time_plain(target, prompt_ids: list[int], token_ids: list[int], settings: SamplingSettings) -> PlainTiming:
     """Plain decoding's cost for exactly these tokens (see the module docstring)."""
-    cache = DynamicCache(config=target.config)
-    seen = seen_mask(prompt_ids, spec.vocabulary_rows(target))
+    forward = FastDecodeForward(target, None)
+    seen = seen_mask(prompt_ids, forward.vocab_size)
     forward_ms, step_ms = [], []
     feed = list(prompt_ids)
     for token in token_ids:
         start = time.perf_counter()
-        logits = spec._feed(target, cache, feed)[0]
+        logits = forward.logits(feed)[0]
         forward_ms.append((time.perf_counter() - start) * 1000)
         draw(logits, settings, seen, 0.5)
         step_ms.append((time.perf_counter() - start) * 1000)
@@ -235,9 +237,8 @@ def benchmark(
 
 def bundled_benchmark(target, tokenizer, prompt_ids: list[int], **options) -> dict:
     """`benchmark` with the bundled draft model, when it can draft for this target."""
-    from inference.core.loader import load_model
-
     draft = load_model(str(spec.BUNDLED_DRAFT_DIR))
+    warm_up(draft.model, draft.tokenizer)
     try:
         spec.check_pair(target, tokenizer, draft.model, draft.tokenizer)
     except spec.SpeculationError as err:

@@ -1,0 +1,204 @@
+"""The forward pass behind every run: one `Forward` interface, three ways to compute it.
+
+- `TransformersForward`: transformers' own forward on a local model, over the run's `DynamicCache`; a
+  Mixture-of-Experts model also returns its routers' logits (collected per call by transformers, so the shared
+  model is not changed and concurrent runs stay apart).
+- `FastDecodeForward`: the same, but a one-token decode pass goes through `fast_decode.decode_step` (the lean
+  step for Llama-architecture models; transformers' forward for every other one).
+- `RemoteForward` (in `inference.core.remote`, beside the engine it asks): one request to a serving engine,
+  whose prompt cache plays the KV cache.
+
+A forward holds one run's cache. `next_pass(text_ids, phase)` feeds the tokens of the text its cache has not
+seen yet and returns a `ForwardPass` for the run to sample from; `crop_to(length)` forgets every position after
+the first `length`. The step engine (`inference.core.run.Trace`) and speculative decoding
+(`inference.lessons.speculative.run`) feed their models through these classes only.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, fields
+
+import torch
+from transformers import DynamicCache
+
+from inference.core import fast_decode, kv_cache, model_config
+from inference.core.routing import has_experts
+
+PREFILL, DECODE = "prefill", "decode"
+
+
+def eos_token_ids(model, tokenizer) -> set[int]:
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if ids is None:
+        ids = getattr(tokenizer, "eos_token_id", None)
+    if ids is None:
+        return set()
+    return {int(i) for i in (ids if isinstance(ids, (list, tuple)) else [ids])}
+
+
+def vocabulary_rows(model) -> int:
+    """Rows of the output layer: the tokens each next-token distribution is over."""
+    return int(model.get_output_embeddings().weight.shape[0])
+
+
+def context_limit(config) -> int:
+    """Maximum positions of the model, read by the one config reader."""
+    return model_config.context_length(config)
+
+
+@dataclass(frozen=True)
+class ServerStep:
+    """What a serving engine said about one step's request."""
+
+    returned: int  # token probabilities that came back
+    returned_mass: float  # their total probability (1 when complete)
+    complete: bool
+    server_ms: float | None  # the server's own prompt-evaluation time for this request
+    round_trip_ms: float  # measured here, request to parsed answer
+    evaluated_tokens: int  # tokens the server ran through the model (after its prompt cache)
+    cached_tokens: int  # tokens it reused from its prompt cache
+    server_choice: int | None = None  # the token llama-server's own greedy sampler picked
+
+    def frame_columns(self) -> dict:
+        """This step's columns in a run's table (`Trace.to_frame`)."""
+        return {
+            "server_ms": self.server_ms,
+            "round_trip_ms": self.round_trip_ms,
+            "server_evaluated_tokens": self.evaluated_tokens,
+            "server_cached_tokens": self.cached_tokens,
+            "returned_probabilities": self.returned,
+            "returned_mass": self.returned_mass,
+        }
+
+
+@dataclass(frozen=True)
+class ForwardPass:
+    """One forward pass's output, waiting to be sampled from."""
+
+    logits: torch.Tensor  # [vocab] float32
+    forward_ms: float
+    phase: str
+    tokens_in_forward: int
+    cache_tokens: int
+    cache_bytes: int
+    reused: bool = False  # kept from before a rewind: no forward pass ran for it now
+    router_logits: torch.Tensor | None = None  # [layers, tokens_in_forward, experts] float32 (MoE models)
+    server_step: ServerStep | None = None  # what the engine said, when a serving engine ran the pass
+
+    @classmethod
+    def kept(cls, record) -> ForwardPass:
+        """A recorded step's forward pass, waiting again after a rewind (no pass runs for it now)."""
+        return cls(**pass_fields(record), reused=True)
+
+
+def pass_fields(source) -> dict:
+    """What a step record keeps of its forward pass: the fields `ForwardPass` and `StepRecord` share by name."""
+    return {f.name: getattr(source, f.name) for f in fields(ForwardPass) if f.name != "reused"}
+
+
+class Forward(ABC):
+    """One run's forward passes and the cache that goes with them. `context`, `eos_ids` and `vocab_size` are what
+    the run's checks and stopping rule read; `kv_shape` is None when the cache's tensors are not here."""
+
+    context: int
+    eos_ids: set[int]
+    vocab_size: int
+    kv_shape: kv_cache.KVShape | None = None
+
+    @property
+    @abstractmethod
+    def cached_tokens(self) -> int:
+        """Positions of the text the cache holds."""
+
+    @abstractmethod
+    def next_pass(self, text_ids: list[int], phase: str) -> ForwardPass:
+        """Feed what the cache lacks of `text_ids` (all of it at the prefill) and return the next-token pass."""
+
+    @abstractmethod
+    def crop_to(self, length: int) -> None:
+        """Keep the cache's first `length` positions."""
+
+    @abstractmethod
+    def cache_layer_bytes(self) -> list[int]:
+        """Bytes of each layer's key and value tensors, read from the tensors."""
+
+
+class TransformersForward(Forward):
+    """transformers' forward on a local model, over a `DynamicCache` of this run's own (the model is only called)."""
+
+    def __init__(self, model, tokenizer):
+        self.model = model
+        self.cache = DynamicCache(config=model.config)
+        self.context = context_limit(model.config)
+        self.eos_ids = eos_token_ids(model, tokenizer)
+        self.vocab_size = vocabulary_rows(model)
+        self.kv_shape = kv_cache.KVShape.from_config(model.config, next(model.parameters()).dtype)
+        self.records_routing = has_experts(model)
+
+    @property
+    def cached_tokens(self) -> int:
+        return kv_cache.cache_length(self.cache)
+
+    def _run(self, ids: list[int], keep: int, prefill: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Run `ids` after the cache (updated in place): the last `keep` positions' logits [keep, vocab] float32,
+        and the routers' logits [layers, len(ids), experts] when this forward records them."""
+        extra = {"output_router_logits": True} if self.records_routing else {}
+        out = self.model(
+            input_ids=torch.tensor([ids], dtype=torch.long),
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=keep,
+            **extra,
+        )
+        router_logits = None
+        if self.records_routing and out.router_logits:
+            layers = [r.float() for r in out.router_logits]  # each [tokens_in_forward, experts]
+            router_logits = torch.stack(layers).view(len(layers), len(ids), -1)
+        return out.logits[0].float(), router_logits
+
+    @torch.inference_mode()
+    def logits(self, ids: list[int], keep: int = 1) -> torch.Tensor:
+        """Run `ids` after the cache; the last `keep` positions' logits, [keep, vocab] float32."""
+        return self._run(ids, keep, prefill=False)[0]
+
+    @torch.inference_mode()
+    def next_pass(self, text_ids: list[int], phase: str) -> ForwardPass:
+        ids = text_ids[self.cached_tokens :]
+        start = time.perf_counter()
+        logits, router_logits = self._run(ids, 1, prefill=phase == PREFILL)
+        logits = logits[0].clone()
+        forward_ms = (time.perf_counter() - start) * 1000
+        return ForwardPass(
+            logits=logits,
+            forward_ms=forward_ms,
+            phase=phase,
+            tokens_in_forward=len(ids),
+            cache_tokens=self.cached_tokens,
+            cache_bytes=kv_cache.measured_bytes(self.cache),
+            router_logits=router_logits,
+        )
+
+    def crop_to(self, length: int) -> None:
+        extra = self.cached_tokens - length
+        if extra > 0:
+            self.cache.crop(-extra)  # transformers' DynamicCache.crop takes a negative count of tokens to drop
+
+    def cache_layer_bytes(self) -> list[int]:
+        return kv_cache.measured_bytes_per_layer(self.cache)
+
+
+class FastDecodeForward(TransformersForward):
+    """`TransformersForward` whose one-token decode passes run the lean step (`fast_decode.decode_step`): the
+    same logits to float rounding, without the Python around transformers' forward. A prompt, even of one token,
+    is a prefill and goes through transformers. Routers' logits are never recorded here."""
+
+    def __init__(self, model, tokenizer):
+        super().__init__(model, tokenizer)
+        self.records_routing = False
+
+    def _run(self, ids: list[int], keep: int, prefill: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if len(ids) == 1 and keep == 1 and not prefill:
+            return fast_decode.decode_step(self.model, ids[0], self.cache).float().unsqueeze(0), None
+        return super()._run(ids, keep, prefill)
