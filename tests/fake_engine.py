@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import torch
 
 
 class FakeLlamaServer:
-    def __init__(self, loaded, n_probs_cap: int | None = None):
+    def __init__(self, loaded, n_probs_cap: int | None = None, tamper: dict[str, Callable[[dict], dict]] | None = None):
         self.loaded = loaded
         self.n_probs_cap = n_probs_cap  # answer at most this many probabilities (a server that truncates)
+        # A misbehaving server: {"/v1/models" or "/completion": answer -> the answer sent instead}.
+        self.tamper = tamper or {}
         self.requests: list[tuple[str, dict]] = []
         self.lock = threading.Lock()
         fake = self
@@ -25,6 +28,8 @@ class FakeLlamaServer:
                 pass
 
             def _send(self, status: int, body, content_type="application/json"):
+                if status == 200 and self.path in fake.tamper:
+                    body = fake.tamper[self.path](body)
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)

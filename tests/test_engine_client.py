@@ -178,10 +178,11 @@ def test_the_dialect_is_read_from_v1_models():
     vllm_models = {"data": [{"id": "Qwen/Qwen2.5-0.5B", "owned_by": "vllm", "max_model_len": 32768}]}
     vllm = client_answering(lambda request: httpx.Response(200, json=vllm_models), dialect=None)
     assert vllm.dialect == VLLM and vllm.served_model().context == 32768
+    neither = client_answering(
+        lambda request: httpx.Response(200, json={"data": [{"id": "x", "owned_by": "openai"}]}), dialect=None
+    )
     with pytest.raises(EngineError):
-        client_answering(
-            lambda request: httpx.Response(200, json={"data": [{"id": "x", "owned_by": "openai"}]}), dialect=None
-        )
+        neither.served_model()
 
 
 def test_vllm_top_logprobs_are_read_by_token_id_and_sorted():

@@ -1,14 +1,19 @@
-"""One HTTP client for OpenAI-compatible serving engines, with the two dialects the pages need.
+"""One HTTP client for OpenAI-compatible serving engines: one transport and the two dialects the pages need.
 
-- llama.cpp's `llama-server`: `/completion` with `n_probs` and token-id prompts (the whole vocabulary
+`EngineClient` sends every request through one `HttpTransport` (httpx, size-capped reads, one sentence per
+failure) and asks its dialect what to send and how to read the answer:
+
+- `LlamaCppDialect`, llama.cpp's `llama-server`: `/completion` with `n_probs` and token-id prompts (the whole vocabulary
   can come back), `/tokenize`, `/detokenize`, `timings` in every answer, `/metrics`, `/slots`.
-- vLLM: `/v1/completions` with `logprobs` (top N only, 20 unless the server raised `--max-logprobs`) and
+- `VllmDialect`, vLLM: `/v1/completions` with `logprobs` (top N only, 20 unless the server raised `--max-logprobs`) and
   `prompt_logprobs`, `/tokenize`, `/detokenize`, `/metrics`.
 
 Every failure is an `EngineError` whose message is one sentence a page can show as it is: the server
 refused the connection, did not answer in time, answered 4xx/5xx, sent something too large or not shaped
-like its dialect, returned fewer probabilities than asked, or tokenizes differently from the app.
-Responses are read with a size cap and parsed defensively (never trusted to have a field).
+like its dialect, named a token outside the vocabulary (or one token twice), returned fewer probabilities
+than asked, or tokenizes differently from the app. Responses are read with a size cap and parsed
+defensively (never trusted to have a field, nor its token ids to be indices). Making a client sends
+nothing: the dialect, when not given, is asked of the server (`/v1/models`) at the first request.
 """
 
 from __future__ import annotations
@@ -100,13 +105,35 @@ class ServerTimings:
 
 @dataclass(frozen=True)
 class NextTokenDistribution:
-    """One next-token distribution as the server returned it, most likely first."""
+    """One next-token distribution as the server returned it, most likely first. Made only from ids that are
+    indices of the vocabulary, each once: anything else raises `EngineResponseError` naming the endpoint."""
 
     token_ids: torch.Tensor  # [n] long
     logprobs: torch.Tensor  # [n] float64: log-softmax over the whole vocabulary, before any sampler
     vocab_size: int
     timings: ServerTimings
     chosen_by_server: int | None = None  # the token the server itself sampled (greedy here)
+    endpoint: str = "the engine"  # where the answer came from, for the error sentences
+
+    def __post_init__(self):
+        if len(self.token_ids) == 0:
+            return
+        lowest, highest = int(self.token_ids.min()), int(self.token_ids.max())
+        if lowest < 0:
+            raise EngineResponseError(
+                f"The engine's answer from {self.endpoint} names token id {lowest}: ids are never negative."
+            )
+        if highest >= self.vocab_size:
+            raise EngineResponseError(
+                f"The engine's answer from {self.endpoint} names token id {highest:,}, outside the model's "
+                f"{self.vocab_size:,}-token vocabulary (ids 0 to {self.vocab_size - 1:,})."
+            )
+        distinct, counts = torch.unique(self.token_ids, return_counts=True)
+        if len(distinct) < len(self.token_ids):
+            raise EngineResponseError(
+                f"The engine's answer from {self.endpoint} names token id {int(distinct[counts > 1][0]):,} "
+                "more than once in one distribution."
+            )
 
     @property
     def complete(self) -> bool:
@@ -124,8 +151,9 @@ class NextTokenDistribution:
 
     def logits(self) -> torch.Tensor:
         """[vocab] float32 logits for the app's pipeline: the log-probabilities where returned, -inf
-        elsewhere. Complete: softmax of these is the server's distribution. Truncated: the pipeline (and the
-        draw) can only see the returned tokens, renormalised over them."""
+        elsewhere (each id was checked to be a row of the vocabulary, once). Complete: softmax of these is the
+        server's distribution. Truncated: the pipeline (and the draw) can only see the returned tokens,
+        renormalised over them."""
         out = torch.full((self.vocab_size,), float("-inf"), dtype=torch.float32)
         out[self.token_ids] = self.logprobs.float()
         return out
@@ -159,16 +187,15 @@ def _number(value, name: str, where: str) -> float:
     return value
 
 
-class EngineClient:
-    """A client for one server. `dialect` is `LLAMACPP` or `VLLM`; None asks the server (`/v1/models`)."""
+class HttpTransport:
+    """Requests to one server over one httpx client: bodies read up to a size cap, every failure an `EngineError`
+    with one sentence. Making it sends nothing (httpx connects at the first request)."""
 
     def __init__(
         self,
         base_url: str,
-        dialect: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
-        model: str | None = None,
         transport: httpx.BaseTransport | None = None,
     ):
         self.base_url = check_base_url(base_url)
@@ -181,27 +208,20 @@ class EngineClient:
             follow_redirects=False,
             transport=transport,
         )
-        self._models: list[dict] | None = None
-        self.dialect = dialect or self.detect_dialect()
-        if self.dialect not in DIALECTS:
-            raise EngineError(f"Unknown engine dialect '{self.dialect}'; expected one of {', '.join(DIALECTS)}.")
-        self.model = model
 
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    # -- transport -----------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._http.is_closed
 
     @contextmanager
     def _transport_errors(self, path: str, timed_out: str):
         """Every transport failure of a request to `path` as an EngineError with one sentence; `timed_out` is what
         the engine did not do in time ("did not answer /completion within")."""
+        if self._http.is_closed:
+            raise EngineError(f"The client for the engine at {self.base_url} was closed; connect again.")
         try:
             yield
         except httpx.TimeoutException:
@@ -228,7 +248,7 @@ class EngineClient:
                 f"{_error_message(body)}"
             )
 
-    def _request(self, method: str, path: str, payload: dict | None = None) -> bytes:
+    def request(self, method: str, path: str, payload: dict | None = None) -> bytes:
         """The body of one request, read up to the size cap; every transport failure as an EngineError."""
         with (
             self._transport_errors(path, f"did not answer {path} within"),
@@ -250,14 +270,20 @@ class EngineClient:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _json(self, method: str, path: str, payload: dict | None = None):
-        body = self._request(method, path, payload)
+    def json(self, method: str, path: str, payload: dict | None = None):
+        body = self.request(method, path, payload)
         try:
             return json.loads(body)
         except ValueError:
             raise EngineResponseError(f"The engine's answer to {path} is not JSON.") from None
 
-    def _stream_events(self, path: str, payload: dict, on_open=None) -> Iterator[tuple[float, dict]]:
+    def timed_json(self, method: str, path: str, payload: dict | None = None) -> tuple[object, float]:
+        """`json`, and the round trip in ms measured here (request sent to answer parsed)."""
+        start = time.perf_counter()
+        answer = self.json(method, path, payload)
+        return answer, (time.perf_counter() - start) * 1000
+
+    def stream_events(self, path: str, payload: dict, on_open=None) -> Iterator[tuple[float, dict]]:
         """Server-sent events of a streamed request, each with its arrival time in ms since sending. `on_open`, if
         given, gets the httpx response as soon as its headers arrive (the serving replay keeps it to cut the stream
         off when a run is cancelled)."""
@@ -293,107 +319,87 @@ class EngineClient:
                     raise EngineResponseError(f"The engine streamed an event from {path} that is not an object.")
                 yield (time.perf_counter() - start) * 1000, event
 
-    # -- what is served -------------------------------------------------------------------------
 
-    def models(self) -> list[dict]:
-        if self._models is None:
-            answer = self._json("GET", "/v1/models")
-            data = answer.get("data") if isinstance(answer, dict) else None
-            if not isinstance(data, list) or not data or not all(isinstance(m, dict) for m in data):
-                raise EngineResponseError("The engine's /v1/models answer lists no model.")
-            self._models = data
-        return self._models
+class Dialect:
+    """What one engine's API looks like: the payload of each request and the shape of each answer. The requests
+    go through the client's transport; what only one engine offers raises `EngineError` on the other."""
 
-    def detect_dialect(self) -> str:
-        """llama-server says `owned_by: llamacpp` and carries a `meta` block; vLLM says `owned_by: vllm`."""
-        first = self.models()[0]
-        owner = str(first.get("owned_by", "")).lower()
-        if owner == "llamacpp" or "meta" in first:
-            return LLAMACPP
-        if owner == "vllm":
-            return VLLM
-        raise EngineError(f"The server at {self.base_url} is neither llama.cpp's nor vLLM's (owned_by '{owner[:40]}').")
+    name = ""
+    completion_path = ""
+    detokenized_key = ""  # where /detokenize's answer holds the text
 
-    def served_model(self) -> ServedModel:
-        first = self.models()[0]
-        name = str(first.get("id", "?"))[:200]
-        if self.dialect == LLAMACPP:
-            meta = first.get("meta") if isinstance(first.get("meta"), dict) else {}
-            return ServedModel(
-                name=name,
-                vocab_size=_int_or_none(meta.get("n_vocab")),
-                context=_int_or_none(meta.get("n_ctx_train")),
-                parameters=_int_or_none(meta.get("n_params")),
-                size_bytes=_int_or_none(meta.get("size")),
+    def __init__(self, client: EngineClient):
+        self.client = client
+        self.http = client.transport
+
+    def served_model(self, first: dict) -> ServedModel:
+        raise NotImplementedError
+
+    def tokenize_payload(self, text: str, add_special: bool) -> dict:
+        raise NotImplementedError
+
+    def detokenize_payload(self, token_ids: list[int]) -> dict:
+        raise NotImplementedError
+
+    def next_token(self, prompt_ids: list[int], wanted: int, vocab_size: int) -> NextTokenDistribution:
+        raise NotImplementedError
+
+    def complete(self, prompt_ids, max_tokens, stream, ignore_eos, cache_prompt, on_open) -> Completion:
+        raise NotImplementedError
+
+    def prompt_logprobs(self, prompt_ids: list[int], n: int) -> list[dict[int, float]]:
+        raise EngineError("prompt_logprobs is a vLLM feature; with llama.cpp ask next_token for each prefix.")
+
+    def slots(self) -> list[dict]:
+        raise EngineError("/slots is a llama.cpp endpoint.")
+
+    def count_hint(self) -> str:
+        """What to add when fewer probabilities came back than were asked for."""
+        return ""
+
+    def distribution(self, ids, logprobs, vocab_size, wanted, timings, chosen=None) -> NextTokenDistribution:
+        """The checked distribution of one answer: ids within the vocabulary and each once, then as many as asked."""
+        dist = NextTokenDistribution(
+            token_ids=torch.tensor(ids, dtype=torch.long),
+            logprobs=torch.tensor(logprobs, dtype=torch.float64),
+            vocab_size=vocab_size,
+            timings=timings,
+            chosen_by_server=chosen,
+            endpoint=f"{self.http.base_url}{self.completion_path}",
+        )
+        if len(ids) < wanted:
+            raise IncompleteDistribution(
+                f"The engine at {self.http.base_url} returned {len(ids)} token probabilities from "
+                f"{self.completion_path}, {wanted} were asked for{self.count_hint()}."
             )
+        return dist
+
+
+class LlamaCppDialect(Dialect):
+    """llama.cpp's `llama-server`: `/completion` with `n_probs` (the whole vocabulary can come back), `timings` in
+    every answer, `/slots`."""
+
+    name = LLAMACPP
+    completion_path = "/completion"
+    detokenized_key = "content"
+
+    def served_model(self, first: dict) -> ServedModel:
+        meta = first.get("meta") if isinstance(first.get("meta"), dict) else {}
         return ServedModel(
-            name=name,
-            vocab_size=None,
-            context=_int_or_none(first.get("max_model_len")),
-            parameters=None,
-            size_bytes=None,
+            name=str(first.get("id", "?"))[:200],
+            vocab_size=_int_or_none(meta.get("n_vocab")),
+            context=_int_or_none(meta.get("n_ctx_train")),
+            parameters=_int_or_none(meta.get("n_params")),
+            size_bytes=_int_or_none(meta.get("size")),
         )
 
-    def _model_name(self) -> str:
-        return self.model or self.served_model().name
+    def tokenize_payload(self, text: str, add_special: bool) -> dict:
+        return {"content": text, "add_special": add_special}
 
-    def health(self) -> bool:
-        """True when the server answers `/health` with 200 (llama.cpp and vLLM both have it)."""
-        try:
-            self._request("GET", "/health")
-            return True
-        except EngineError:
-            return False
+    def detokenize_payload(self, token_ids: list[int]) -> dict:
+        return {"tokens": list(token_ids)}
 
-    # -- tokenizer -------------------------------------------------------------------------------
-
-    def tokenize(self, text: str, add_special: bool = False) -> list[int]:
-        if self.dialect == LLAMACPP:
-            answer = self._json("POST", "/tokenize", {"content": text, "add_special": add_special})
-        else:
-            answer = self._json(
-                "POST", "/tokenize", {"model": self._model_name(), "prompt": text, "add_special_tokens": add_special}
-            )
-        tokens = answer.get("tokens") if isinstance(answer, dict) else None
-        if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
-            raise EngineResponseError("The engine's /tokenize answer has no list of token ids.")
-        return tokens
-
-    def detokenize(self, token_ids: list[int]) -> str:
-        if self.dialect == LLAMACPP:
-            answer = self._json("POST", "/detokenize", {"tokens": list(token_ids)})
-            text = answer.get("content") if isinstance(answer, dict) else None
-        else:
-            answer = self._json("POST", "/detokenize", {"model": self._model_name(), "tokens": list(token_ids)})
-            text = answer.get("prompt") if isinstance(answer, dict) else None
-        if not isinstance(text, str):
-            raise EngineResponseError("The engine's /detokenize answer has no text.")
-        return text
-
-    def check_tokenizer(self, tokenizer, text: str = TOKENIZER_PROBE) -> None:
-        """Raise `TokenizerMismatch` unless the server and `tokenizer` give the same ids for `text`."""
-        ours = tokenizer(text, add_special_tokens=False)["input_ids"]
-        theirs = self.tokenize(text, add_special=False)
-        if list(ours) != list(theirs):
-            raise TokenizerMismatch(
-                f"The engine at {self.base_url} tokenizes a test sentence as {len(theirs)} tokens starting "
-                f"{theirs[:4]}, the app's tokenizer as {len(ours)} starting {list(ours)[:4]}: it serves another model."
-            )
-
-    # -- one token's distribution ------------------------------------------------------------------
-
-    def next_token(self, prompt_ids: list[int], n_probs: int, vocab_size: int) -> NextTokenDistribution:
-        """The next-token distribution after `prompt_ids` (the whole vocabulary when `n_probs >= vocab_size`,
-        else the top `n_probs`), raw: log-softmax of the logits before any sampler. The server's prompt
-        cache makes a prompt that extends the previous one cost one token."""
-        if not prompt_ids:
-            raise EngineError("The prompt has no tokens.")
-        wanted = min(n_probs, vocab_size)
-        if self.dialect == LLAMACPP:
-            return self._next_token_llamacpp(prompt_ids, wanted, vocab_size)
-        return self._next_token_vllm(prompt_ids, wanted, vocab_size)
-
-    def _next_token_llamacpp(self, prompt_ids, wanted, vocab_size) -> NextTokenDistribution:
+    def next_token(self, prompt_ids: list[int], wanted: int, vocab_size: int) -> NextTokenDistribution:
         payload = {
             "prompt": list(prompt_ids),
             "n_predict": 1,
@@ -403,9 +409,7 @@ class EngineClient:
             "samplers": GREEDY_CHAIN,
             "return_tokens": True,
         }
-        start = time.perf_counter()
-        answer = self._json("POST", "/completion", payload)
-        round_trip_ms = (time.perf_counter() - start) * 1000
+        answer, round_trip_ms = self.http.timed_json("POST", "/completion", payload)
         probs = answer.get("completion_probabilities") if isinstance(answer, dict) else None
         if not isinstance(probs, list) or not probs or not isinstance(probs[0], dict):
             raise EngineResponseError("The engine's /completion answer has no completion_probabilities.")
@@ -418,104 +422,26 @@ class EngineClient:
                 raise EngineResponseError("The engine's top_logprobs list holds something that is not an object.")
             ids.append(int(_number(item.get("id"), "id", "/completion")))
             logprobs.append(float(_number(item.get("logprob"), "logprob", "/completion")))
-        self._check_count(len(ids), wanted, "/completion")
         chosen = probs[0].get("id")
-        return NextTokenDistribution(
-            token_ids=torch.tensor(ids, dtype=torch.long),
-            logprobs=torch.tensor(logprobs, dtype=torch.float64),
-            vocab_size=vocab_size,
-            timings=_llamacpp_timings(answer.get("timings"), round_trip_ms),
-            chosen_by_server=chosen if isinstance(chosen, int) else None,
+        timings = _llamacpp_timings(answer.get("timings"), round_trip_ms)
+        return self.distribution(
+            ids, logprobs, vocab_size, wanted, timings, chosen if isinstance(chosen, int) else None
         )
 
-    def _next_token_vllm(self, prompt_ids, wanted, vocab_size) -> NextTokenDistribution:
+    def complete(self, prompt_ids, max_tokens, stream, ignore_eos, cache_prompt, on_open) -> Completion:
         payload = {
-            "model": self._model_name(),
             "prompt": list(prompt_ids),
-            "max_tokens": 1,
-            "logprobs": wanted,
+            "n_predict": max_tokens,
             "temperature": 0,
-            "return_tokens_as_token_ids": True,
-        }
-        start = time.perf_counter()
-        answer = self._json("POST", "/v1/completions", payload)
-        round_trip_ms = (time.perf_counter() - start) * 1000
-        choice = _first_choice(answer, "/v1/completions")
-        logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
-        top = logprobs.get("top_logprobs")
-        if not isinstance(top, list) or not top or not isinstance(top[0], dict):
-            raise EngineResponseError("The engine's /v1/completions answer has no top_logprobs.")
-        ids, values = [], []
-        for key, value in top[0].items():
-            ids.append(_token_id_from_vllm(key))
-            values.append(float(_number(value, "logprob", "/v1/completions")))
-        # vLLM adds the sampled token to the top N when it is not among them: keep N distinct ids.
-        self._check_count(len(set(ids)), wanted, "/v1/completions")
-        order = sorted(range(len(ids)), key=lambda i: -values[i])
-        usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
-        timings = ServerTimings(
-            prompt_tokens=_int_or_none(usage.get("prompt_tokens")) or len(prompt_ids), round_trip_ms=round_trip_ms
-        )
-        return NextTokenDistribution(
-            token_ids=torch.tensor([ids[i] for i in order], dtype=torch.long),
-            logprobs=torch.tensor([values[i] for i in order], dtype=torch.float64),
-            vocab_size=vocab_size,
-            timings=timings,
-        )
-
-    def _check_count(self, got: int, wanted: int, path: str) -> None:
-        if got < wanted:
-            raise IncompleteDistribution(
-                f"The engine at {self.base_url} returned {got} token probabilities from {path}, {wanted} were asked for"
-                + (
-                    f" (vLLM allows {VLLM_DEFAULT_MAX_LOGPROBS} unless started with --max-logprobs)"
-                    if self.dialect == VLLM
-                    else ""
-                )
-                + "."
-            )
-
-    # -- whole completions ------------------------------------------------------------------------
-
-    def complete(
-        self,
-        prompt_ids: list[int],
-        max_tokens: int,
-        stream: bool = False,
-        ignore_eos: bool = True,
-        cache_prompt: bool = False,
-        on_stream_open=None,
-    ) -> Completion:
-        """Greedy continuation of `prompt_ids` (exactly `max_tokens` unless the context ends). Streaming
-        records each token's arrival time here, next to the server's own timings."""
-        if self.dialect == LLAMACPP:
-            payload = {
-                "prompt": list(prompt_ids),
-                "n_predict": max_tokens,
-                "temperature": 0,
-                "samplers": GREEDY_CHAIN,
-                "ignore_eos": ignore_eos,
-                "cache_prompt": cache_prompt,
-                "return_tokens": True,
-                "stream": stream,
-            }
-            return self._stream_llamacpp(payload, on_stream_open) if stream else self._complete_llamacpp(payload)
-        payload = {
-            "model": self._model_name(),
-            "prompt": list(prompt_ids),
-            "max_tokens": max_tokens,
-            "temperature": 0,
+            "samplers": GREEDY_CHAIN,
             "ignore_eos": ignore_eos,
-            "logprobs": 0,
-            "return_tokens_as_token_ids": True,
+            "cache_prompt": cache_prompt,
+            "return_tokens": True,
             "stream": stream,
         }
-        return self._stream_vllm(payload, on_stream_open) if stream else self._complete_vllm(payload)
-
-    def _complete_llamacpp(self, payload) -> Completion:
-        start = time.perf_counter()
-        answer = self._json("POST", "/completion", payload)
-        round_trip_ms = (time.perf_counter() - start) * 1000
+        if stream:
+            return self._stream(payload, on_open)
+        answer, round_trip_ms = self.http.timed_json("POST", "/completion", payload)
         tokens = answer.get("tokens") if isinstance(answer, dict) else None
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
             raise EngineResponseError("The engine's /completion answer has no token ids.")
@@ -526,9 +452,9 @@ class EngineClient:
             stop_reason=str(answer.get("stop_type", "")),
         )
 
-    def _stream_llamacpp(self, payload, on_open=None) -> Completion:
+    def _stream(self, payload, on_open=None) -> Completion:
         tokens, texts, arrivals, final = [], [], [], {}
-        for arrival_ms, event in self._stream_events("/completion", payload, on_open):
+        for arrival_ms, event in self.http.stream_events("/completion", payload, on_open):
             new = event.get("tokens")
             if isinstance(new, list):
                 for token in new:
@@ -547,13 +473,82 @@ class EngineClient:
             stop_reason=str(final.get("stop_type", "")),
         )
 
-    def _complete_vllm(self, payload) -> Completion:
-        start = time.perf_counter()
-        answer = self._json("POST", "/v1/completions", payload)
-        round_trip_ms = (time.perf_counter() - start) * 1000
+    def slots(self) -> list[dict]:
+        answer = self.http.json("GET", "/slots")
+        if not isinstance(answer, list):
+            raise EngineResponseError("The engine's /slots answer is not a list.")
+        return [s for s in answer if isinstance(s, dict)]
+
+
+class VllmDialect(Dialect):
+    """vLLM: `/v1/completions` with `logprobs` (top N only, 20 unless the server raised `--max-logprobs`) and
+    `prompt_logprobs`; every request names the served model."""
+
+    name = VLLM
+    completion_path = "/v1/completions"
+    detokenized_key = "prompt"
+
+    def served_model(self, first: dict) -> ServedModel:
+        return ServedModel(
+            name=str(first.get("id", "?"))[:200],
+            vocab_size=None,
+            context=_int_or_none(first.get("max_model_len")),
+            parameters=None,
+            size_bytes=None,
+        )
+
+    def tokenize_payload(self, text: str, add_special: bool) -> dict:
+        return {"model": self.client.model_name(), "prompt": text, "add_special_tokens": add_special}
+
+    def detokenize_payload(self, token_ids: list[int]) -> dict:
+        return {"model": self.client.model_name(), "tokens": list(token_ids)}
+
+    def count_hint(self) -> str:
+        return f" (vLLM allows {VLLM_DEFAULT_MAX_LOGPROBS} unless started with --max-logprobs)"
+
+    def next_token(self, prompt_ids: list[int], wanted: int, vocab_size: int) -> NextTokenDistribution:
+        payload = {
+            "model": self.client.model_name(),
+            "prompt": list(prompt_ids),
+            "max_tokens": 1,
+            "logprobs": wanted,
+            "temperature": 0,
+            "return_tokens_as_token_ids": True,
+        }
+        answer, round_trip_ms = self.http.timed_json("POST", "/v1/completions", payload)
         choice = _first_choice(answer, "/v1/completions")
         logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
-        tokens = [_token_id_from_vllm(t) for t in logprobs.get("tokens") or []]
+        top = logprobs.get("top_logprobs")
+        if not isinstance(top, list) or not top or not isinstance(top[0], dict):
+            raise EngineResponseError("The engine's /v1/completions answer has no top_logprobs.")
+        ids, values = [], []
+        for key, value in top[0].items():
+            ids.append(_token_id_from_vllm(key))
+            values.append(float(_number(value, "logprob", "/v1/completions")))
+        # vLLM adds the sampled token to the top N when it is not among them: N + 1 distinct ids then.
+        order = sorted(range(len(ids)), key=lambda i: -values[i])
+        usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
+        timings = ServerTimings(
+            prompt_tokens=_int_or_none(usage.get("prompt_tokens")) or len(prompt_ids), round_trip_ms=round_trip_ms
+        )
+        return self.distribution([ids[i] for i in order], [values[i] for i in order], vocab_size, wanted, timings)
+
+    def complete(self, prompt_ids, max_tokens, stream, ignore_eos, cache_prompt, on_open) -> Completion:
+        payload = {
+            "model": self.client.model_name(),
+            "prompt": list(prompt_ids),
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            "ignore_eos": ignore_eos,
+            "logprobs": 0,
+            "return_tokens_as_token_ids": True,
+            "stream": stream,
+        }
+        if stream:
+            return self._stream(payload, on_open)
+        answer, round_trip_ms = self.http.timed_json("POST", "/v1/completions", payload)
+        choice = _first_choice(answer, "/v1/completions")
+        tokens = _vllm_tokens(choice)
         return Completion(
             token_ids=tokens,
             text=str(choice.get("text", "")),
@@ -561,13 +556,12 @@ class EngineClient:
             stop_reason=str(choice.get("finish_reason", "")),
         )
 
-    def _stream_vllm(self, payload, on_open=None) -> Completion:
+    def _stream(self, payload, on_open=None) -> Completion:
         tokens, texts, arrivals, reason = [], [], [], ""
-        for arrival_ms, event in self._stream_events("/v1/completions", payload, on_open):
+        for arrival_ms, event in self.http.stream_events("/v1/completions", payload, on_open):
             choice = _first_choice(event, "/v1/completions")
-            logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
-            for token in logprobs.get("tokens") or []:
-                tokens.append(_token_id_from_vllm(token))
+            for token in _vllm_tokens(choice):
+                tokens.append(token)
                 arrivals.append(arrival_ms)
             texts.append(str(choice.get("text", "")))
             reason = str(choice.get("finish_reason") or reason)
@@ -580,19 +574,15 @@ class EngineClient:
         )
 
     def prompt_logprobs(self, prompt_ids: list[int], n: int) -> list[dict[int, float]]:
-        """vLLM: for every prompt position after the first, the top `n` log-probabilities of the token there
-        (teacher forcing in one request). Position 0 has nothing before it and gives an empty dict."""
-        if self.dialect != VLLM:
-            raise EngineError("prompt_logprobs is a vLLM feature; with llama.cpp ask next_token for each prefix.")
         payload = {
-            "model": self._model_name(),
+            "model": self.client.model_name(),
             "prompt": list(prompt_ids),
             "max_tokens": 1,
             "temperature": 0,
             "prompt_logprobs": n,
             "return_tokens_as_token_ids": True,
         }
-        choice = _first_choice(self._json("POST", "/v1/completions", payload), "/v1/completions")
+        choice = _first_choice(self.http.json("POST", "/v1/completions", payload), "/v1/completions")
         rows = choice.get("prompt_logprobs")
         if not isinstance(rows, list) or len(rows) != len(prompt_ids):
             raise EngineResponseError("The engine's answer has no prompt_logprobs for every prompt token.")
@@ -605,11 +595,152 @@ class EngineClient:
             out.append(entry)
         return out
 
+
+DIALECT_CLASSES = {LLAMACPP: LlamaCppDialect, VLLM: VllmDialect}
+
+
+class EngineClient:
+    """A client for one server. `dialect` is `LLAMACPP` or `VLLM`; None asks the server (`/v1/models`) at the first
+    request that needs it. Making a client sends nothing."""
+
+    def __init__(
+        self,
+        base_url: str,
+        dialect: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        model: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ):
+        if dialect is not None and dialect not in DIALECTS:
+            raise EngineError(f"Unknown engine dialect '{dialect}'; expected one of {', '.join(DIALECTS)}.")
+        self.transport = HttpTransport(base_url, timeout, max_response_bytes, transport)
+        self.base_url, self.timeout, self.max_response_bytes = self.transport.base_url, timeout, max_response_bytes
+        self.model = model
+        self._models: list[dict] | None = None
+        self._dialect: Dialect | None = DIALECT_CLASSES[dialect](self) if dialect else None
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- what is served -------------------------------------------------------------------------
+
+    @property
+    def api(self) -> Dialect:
+        """This server's dialect, asked of it the first time (a failed answer closes this client's connections)."""
+        if self._dialect is None:
+            try:
+                name = self.detect_dialect()
+            except BaseException:
+                self.close()
+                raise
+            self._dialect = DIALECT_CLASSES[name](self)
+        return self._dialect
+
+    @property
+    def dialect(self) -> str:
+        return self.api.name
+
+    def models(self) -> list[dict]:
+        if self._models is None:
+            answer = self.transport.json("GET", "/v1/models")
+            data = answer.get("data") if isinstance(answer, dict) else None
+            if not isinstance(data, list) or not data or not all(isinstance(m, dict) for m in data):
+                raise EngineResponseError("The engine's /v1/models answer lists no model.")
+            self._models = data
+        return self._models
+
+    def detect_dialect(self) -> str:
+        """llama-server says `owned_by: llamacpp` and carries a `meta` block; vLLM says `owned_by: vllm`."""
+        first = self.models()[0]
+        owner = str(first.get("owned_by", "")).lower()
+        if owner == "llamacpp" or "meta" in first:
+            return LLAMACPP
+        if owner == "vllm":
+            return VLLM
+        raise EngineError(f"The server at {self.base_url} is neither llama.cpp's nor vLLM's (owned_by '{owner[:40]}').")
+
+    def served_model(self) -> ServedModel:
+        return self.api.served_model(self.models()[0])
+
+    def model_name(self) -> str:
+        """The served model's name, as requests that name it send it."""
+        return self.model or self.served_model().name
+
+    def health(self) -> bool:
+        """True when the server answers `/health` with 200 (llama.cpp and vLLM both have it)."""
+        try:
+            self.transport.request("GET", "/health")
+            return True
+        except EngineError:
+            return False
+
+    # -- tokenizer -------------------------------------------------------------------------------
+
+    def tokenize(self, text: str, add_special: bool = False) -> list[int]:
+        answer = self.transport.json("POST", "/tokenize", self.api.tokenize_payload(text, add_special))
+        tokens = answer.get("tokens") if isinstance(answer, dict) else None
+        if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+            raise EngineResponseError("The engine's /tokenize answer has no list of token ids.")
+        return tokens
+
+    def detokenize(self, token_ids: list[int]) -> str:
+        dialect = self.api
+        answer = self.transport.json("POST", "/detokenize", dialect.detokenize_payload(token_ids))
+        text = answer.get(dialect.detokenized_key) if isinstance(answer, dict) else None
+        if not isinstance(text, str):
+            raise EngineResponseError("The engine's /detokenize answer has no text.")
+        return text
+
+    def check_tokenizer(self, tokenizer, text: str = TOKENIZER_PROBE) -> None:
+        """Raise `TokenizerMismatch` unless the server and `tokenizer` give the same ids for `text`."""
+        ours = tokenizer(text, add_special_tokens=False)["input_ids"]
+        theirs = self.tokenize(text, add_special=False)
+        if list(ours) != list(theirs):
+            raise TokenizerMismatch(
+                f"The engine at {self.base_url} tokenizes a test sentence as {len(theirs)} tokens starting "
+                f"{theirs[:4]}, the app's tokenizer as {len(ours)} starting {list(ours)[:4]}: it serves another model."
+            )
+
+    # -- one token's distribution, whole completions ----------------------------------------------
+
+    def next_token(self, prompt_ids: list[int], n_probs: int, vocab_size: int) -> NextTokenDistribution:
+        """The next-token distribution after `prompt_ids` (the whole vocabulary when `n_probs >= vocab_size`,
+        else the top `n_probs`), raw: log-softmax of the logits before any sampler. The server's prompt
+        cache makes a prompt that extends the previous one cost one token."""
+        if not prompt_ids:
+            raise EngineError("The prompt has no tokens.")
+        return self.api.next_token(prompt_ids, min(n_probs, vocab_size), vocab_size)
+
+    def complete(
+        self,
+        prompt_ids: list[int],
+        max_tokens: int,
+        stream: bool = False,
+        ignore_eos: bool = True,
+        cache_prompt: bool = False,
+        on_stream_open=None,
+    ) -> Completion:
+        """Greedy continuation of `prompt_ids` (exactly `max_tokens` unless the context ends). Streaming
+        records each token's arrival time here, next to the server's own timings."""
+        return self.api.complete(prompt_ids, max_tokens, stream, ignore_eos, cache_prompt, on_stream_open)
+
+    def prompt_logprobs(self, prompt_ids: list[int], n: int) -> list[dict[int, float]]:
+        """vLLM: for every prompt position after the first, the top `n` log-probabilities of the token there
+        (teacher forcing in one request). Position 0 has nothing before it and gives an empty dict."""
+        return self.api.prompt_logprobs(prompt_ids, n)
+
     # -- monitoring ---------------------------------------------------------------------------------
 
     def metrics(self) -> dict[str, float]:
         """The Prometheus text of `/metrics` as {name{labels}: value} (llama-server needs `--metrics`)."""
-        text = self._request("GET", "/metrics").decode("utf-8", errors="replace")
+        text = self.transport.request("GET", "/metrics").decode("utf-8", errors="replace")
         out = {}
         for line in text.splitlines():
             if not line or line.startswith("#"):
@@ -623,12 +754,13 @@ class EngineClient:
 
     def slots(self) -> list[dict]:
         """llama.cpp's slots: context size and whether each is busy."""
-        if self.dialect != LLAMACPP:
-            raise EngineError("/slots is a llama.cpp endpoint.")
-        answer = self._json("GET", "/slots")
-        if not isinstance(answer, list):
-            raise EngineResponseError("The engine's /slots answer is not a list.")
-        return [s for s in answer if isinstance(s, dict)]
+        return self.api.slots()
+
+
+def _vllm_tokens(choice: dict) -> list[int]:
+    """The generated tokens' ids of one vLLM choice (asked with `logprobs` and `return_tokens_as_token_ids`)."""
+    logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
+    return [_token_id_from_vllm(t) for t in logprobs.get("tokens") or []]
 
 
 def _int_or_none(value) -> int | None:
