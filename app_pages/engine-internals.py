@@ -108,7 +108,7 @@ if table is not None:
         cheap = prefix_cache.input_cost(evaluated, reused, price, discount / 100) * 1e6 / len(on)
         st.markdown(
             f"Billed per million such requests: **${full:,.0f}** without the discount, **${cheap:,.0f}** with "
-            f"{discount}% off the {reused:,} of {evaluated + reused:,} input tokens the server reused."
+            f"{discount}% off the input tokens the server reused ({reused:,} of the run's {evaluated + reused:,})."
         )
         caption(
             "exact",
@@ -120,8 +120,8 @@ if table is not None:
 st.markdown("#### What the server keeps")
 st.markdown(
     "On this build a request goes to the idle slot that already holds the largest share of its prompt (above "
-    "10%), else to the least recently used one. Beside the slots sits a **prompt cache in RAM** (`--cache-ram`, "
-    "MiB, 8,192 by default): before a slot takes another prompt, its state is copied there, and the best-matching "
+    f"{prefix_cache.SLOT_SIMILARITY:.0%}), else to the least recently used one. Beside the slots sits a **prompt "
+    f"cache in RAM** (`--cache-ram`, MiB, {prefix_cache.DEFAULT_CACHE_RAM_MIB:,} by default): before a slot takes another prompt, its state is copied there, and the best-matching "
     "saved state is copied back; when it is full, the oldest is dropped. Two conversations take turns below on one "
     "slot (fewer slots than conversations) and on two."
 )

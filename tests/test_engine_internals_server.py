@@ -50,12 +50,13 @@ def test_an_evicted_prefix_is_evaluated_again_unless_the_ram_cache_holds_it(bund
 
 @pytest.mark.parametrize(("n_batch", "n_ubatch"), [(64, 64), (128, 32)])
 def test_the_stalls_for_a_fixed_batch_are_the_predicted_iterations(bundled_gguf, model, n_batch, n_ubatch):
-    """400 prompt tokens, 2 decoding: ceil(400 / 62) = 7 iterations at -b 64; ceil(400 / 126) = 4 at -b 128,
-    whatever -ub splits each iteration into."""
-    run = chunked_prefill.measure_stalls(bundled_gguf, model.vocab, model.context, 400, n_batch, n_ubatch, 2)
-    assert run.newcomer_evaluated == 400
-    assert run.stalls() == [run.predicted] * 2, run.stalls()
-    assert run.predicted == {64: 7, 128: 4}[n_batch]
+    """372 prompt tokens, 2 decoding: 372 / 62 = 6 iterations at -b 64; ceil(372 / 126) = 3 at -b 128, whatever -ub
+    splits each iteration into. (372 = 6 x 62: no small last chunk whose stall would be hard to tell from a usual
+    gap.)"""
+    run = chunked_prefill.measure_stalls(bundled_gguf, model.vocab, model.context, 372, n_batch, n_ubatch, 2)
+    assert run.newcomer_evaluated == 372
+    assert run.stalls() == [run.predicted] * 2, (run.stalls(), [g * 1000 for g in run.stalled_gaps(0)])
+    assert run.predicted == {64: 6, 128: 3}[n_batch]
 
 
 def test_the_servers_kv_bytes_per_token_equal_the_formula_for_every_type(bundled_gguf, model):

@@ -183,8 +183,11 @@ def measure_stalls(
                     raise EngineError(f"A co-tenant's stream failed before the newcomer was sent: {short[0]}")
                 usual = [statistics.median(b - a for a, b in zip(s.times, s.times[1:])) for s in streams]
                 sent = time.perf_counter() - started
-                answer = client.complete(filler_prompt(vocab, prompt_tokens, 99), 1)
-                first = time.perf_counter() - started
+                # streamed, so its token is timed like the co-tenants' (on arrival of its event, not after parsing)
+                answer = client.complete(filler_prompt(vocab, prompt_tokens, 99), 1, stream=True)
+                if not answer.arrival_ms:
+                    raise EngineError("The newcomer's request streamed no token.")
+                first = sent + answer.arrival_ms[0] / 1000
                 counts = [len(s.times) for s in streams]
                 _wait_for(
                     lambda: all(

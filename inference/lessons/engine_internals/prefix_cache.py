@@ -34,6 +34,7 @@ from inference.lessons.serving.roofline import ServedModel
 
 WARM_UP_IDS = [0, 1, 2, 3]
 DEFAULT_CACHE_RAM_MIB = 8192  # common.h's cache_ram_mib
+SLOT_SIMILARITY = 0.1  # common.h's slot_prompt_similarity: the share of a prompt a slot must hold to be picked
 PREFIX_SEED = 1000  # filler prompts: what the tokens say does not change the arithmetic or the cache
 
 
