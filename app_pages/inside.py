@@ -18,7 +18,8 @@ from inference.lessons.inside.forward_pass import UnsupportedModel, look_inside,
 
 RESULTS_KEY = "inside_results"  # (model, dtype, token ids, followed token) -> Inside: a picker never reruns the model
 KEPT_RESULTS = 8
-DRAWN_POSITIONS = 96  # attention bars drawn per head; the rest are summed in a sentence
+DRAWN_POSITIONS = 128  # the last positions drawn per head, after the first few; the rest are summed in a sentence
+FIRST_POSITIONS = 4  # the first tokens, where heads often put much of their weight, are always drawn
 GENERATE_RUN = "My Generate run"
 TYPED = "A prompt typed here"
 DEFAULT_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play in the park with her"
@@ -130,15 +131,17 @@ for problem in read_url_index("layer", "inside_layer", inside.layers - 1, "layer
     st.warning(problem)
 layer = st.slider("Layer", 0, inside.layers - 1, key="inside_layer") if inside.layers > 1 else 0
 weights = inside.attention[layer]
-drawn = min(DRAWN_POSITIONS, inside.context)
-first = inside.context - drawn
-labels = readable_tokens(tokenizer, inside.token_ids[first:])
+drawn = sorted(
+    set(range(min(FIRST_POSITIONS, inside.context)))
+    | set(range(max(0, inside.context - DRAWN_POSITIONS), inside.context))
+)
+labels = readable_tokens(tokenizer, [inside.token_ids[p] for p in drawn])
 st.plotly_chart(
-    attention_grid(weights[:, first:].tolist(), labels, inside.kv_groups, first, 1 if presenter else 2, presenter),
+    attention_grid(weights[:, drawn].tolist(), labels, inside.kv_groups, drawn, 1 if presenter else 2, presenter),
     width="stretch",
     key="inside_attention",
 )
-hidden_weight = float(weights[:, :first].sum(-1).max()) if first else 0.0
+hidden_weight = float((weights.sum(-1) - weights[:, drawn].sum(-1)).max())  # the most any head puts outside
 caption(
     "exact",
     f"The new token's attention weights in layer {layer}: softmax(q·K/√d) of its query against every key in the "
@@ -150,7 +153,12 @@ st.markdown(
         inside.heads, len(inside.kv_groups), inside.kv_groups, inside.cache_bytes_per_layer[layer], inside.context
     )
 )
-st.dataframe(tables.kv_table(inside, layer), hide_index=True, width="stretch")
+st.dataframe(
+    tables.kv_table(inside, layer),
+    hide_index=True,
+    width="stretch",
+    column_config={"K and V bytes": st.column_config.NumberColumn(format="localized")},
+)
 caption("measured", "Bytes read from this layer's cache tensors, split evenly over its K/V heads.")
 
 # -- 3. parts ----------------------------------------------------------------------------------------
@@ -172,7 +180,15 @@ caption(
     f"{PUBLIC_MODEL}'s shape from its published config (assets/public_models.json), FLOPs computed exactly from it.",
 )
 with st.expander("Every part as a table"):
-    st.dataframe(tables.parts_table(inside.parts), hide_index=True, width="stretch")
+    numbers = st.column_config.NumberColumn(format="localized")
+    st.dataframe(
+        tables.parts_table(inside.parts),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            name: numbers for name in ("decode FLOPs", "prefill FLOPs", "weight bytes", "bytes a decode reads")
+        },
+    )
     caption(
         "measured",
         "ms measured; FLOPs and bytes computed exactly (a tied embedding table counts under the output layer, which reads all of it).",

@@ -87,10 +87,15 @@ def rank_heatmap(
 
 
 def attention_grid(
-    weights, token_labels: list[str], kv_groups: list[list[int]], first: int, columns: int = 2, presenter: bool = False
+    weights,
+    token_labels: list[str],
+    kv_groups: list[list[int]],
+    positions: list[int],
+    columns: int = 2,
+    presenter: bool = False,
 ) -> go.Figure:
-    """One small chart per head: the new token's weight on each drawn position (`first` is the first drawn
-    position). Bars share their K/V head's colour: those heads read the same cached keys and values."""
+    """One small chart per head: the new token's weight (`weights` [heads][drawn]) on each drawn position.
+    Bars share their K/V head's colour: those heads read the same cached keys and values."""
     heads = len(weights)
     rows = math.ceil(heads / columns)
     kv_of = {head: g for g, group in enumerate(kv_groups) for head in group}
@@ -98,7 +103,6 @@ def attention_grid(
     fig = make_subplots(
         rows=rows, cols=columns, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.3 / rows + 0.02
     )
-    positions = list(range(first, first + len(token_labels)))
     top = max(max(row) for row in weights)
     for head, row in enumerate(weights):
         fig.add_bar(

@@ -32,7 +32,7 @@ from inference.lessons.inside.adapters import Clock, UnsupportedModel, adapter_f
 
 DECODE_REPEATS = 5  # decode passes timed (median per part): one takes ~5 ms on the bundled model
 PREFILL_REPEATS = 1  # prefill passes timed; the first gives the residual streams (most of the cost)
-RANK_POSITIONS = 24  # positions of the lens heat map, ending at the new token
+RANK_POSITIONS = 16  # positions of the lens heat map, ending at the new token (their ranks stay legible)
 TOP = 10  # tokens kept per lens row for the tables and the JSON
 
 __all__ = ["Inside", "UnsupportedModel", "look_inside"]

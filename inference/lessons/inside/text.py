@@ -43,12 +43,15 @@ def grouped_query(heads: int, kv_heads: int, groups: list[list[int]], bytes_per_
     )
 
 
-def drawn_cap(drawn: int, tokens: int, hidden_weight: float) -> str:
-    if drawn >= tokens:
+def drawn_cap(positions: list[int], tokens: int, hidden_weight: float) -> str:
+    """What the attention chart leaves out: the positions between the first few and the last ones."""
+    if len(positions) >= tokens:
         return ""
+    gap = [p for p in range(tokens) if p not in set(positions)]
     return (
-        f"Only the last {drawn:,} of {tokens:,} positions are drawn (a chart per head over every position gets slow "
-        f"to draw); the earlier positions hold at most {hidden_weight:.1%} of any head's weight in this layer."
+        f"Drawn: positions {positions[0]}–{gap[0] - 1} (the first tokens: heads often put much weight there) and "
+        f"{gap[-1] + 1}–{tokens - 1}; positions {gap[0]}–{gap[-1]} are left out (a chart per head over every "
+        f"position gets slow to draw) and hold at most {hidden_weight:.1%} of any head's weight in this layer."
     )
 
 
@@ -56,11 +59,18 @@ def dominant_part(groups: pd.DataFrame, cpu: str) -> str:
     """Which kind of part took the most measured time in the decode pass, with its share of time and FLOPs."""
     total_ms, total_flops = groups.decode_ms.sum(), groups.flops.sum()
     top = groups.sort_values("decode_ms", ascending=False).iloc[0]
-    return (
+    time_share, flop_share = top.decode_ms / total_ms, top.flops / total_flops
+    sentence = (
         f"On this machine ({cpu}), **{top.group}** took the largest share of the decode pass: "
-        f"{top.decode_ms:.2f} of {total_ms:.2f} ms ({top.decode_ms / total_ms:.0%}), for "
-        f"{top.flops / total_flops:.0%} of its FLOPs."
+        f"{top.decode_ms:.2f} of {total_ms:.2f} ms ({time_share:.0%}), for {flop_share:.0%} of its FLOPs."
     )
+    if time_share > 2 * flop_share:
+        sentence += (
+            " Its time is out of proportion to its arithmetic: in a model this small each of the pass's many "
+            "small operations costs a fixed few microseconds, and those costs, not the FLOPs or the bytes, set "
+            "the decode time. In a large model reading the weights dominates instead."
+        )
+    return sentence
 
 
 def output_layer_share(groups: pd.DataFrame, vocab: int) -> str:
