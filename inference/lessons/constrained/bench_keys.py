@@ -1,0 +1,50 @@
+"""Bench keys for constrained decoding (`python -m inference.bench`), on the JSON-schema preset, greedy:
+
+- `constrained_mask_us_p50`: the median time llguidance takes to compute one step's allowed set;
+- `constrained_step_overhead`: a masked step (mask, its settings, forward pass, pipeline with the mask stage, the
+  matcher advancing) over a plain step (forward pass, pipeline) of the same run length, medians of each;
+- `constrained_first_sample_valid`, `constrained_mask_all_us_p50`, `constrained_sample_first_us_p50`: the two
+  strategies replayed on the run's states (see strategies.py);
+- `constrained_compile_ms`: compiling the format against the tokenizer, once.
+The first run of a format pays its compile; the run measured here is the second, as a page's would be.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from inference.lessons.constrained.experiment import unconstrained_twin
+from inference.lessons.constrained.formats import PRESETS
+from inference.lessons.constrained.run import ConstrainedRun
+from inference.lessons.constrained.strategies import compare_strategies
+from inference.sampling.pipeline import SamplingSettings
+
+BENCH_FORMAT = "JSON: a name and an age"
+GREEDY = SamplingSettings(temperature=0)
+
+
+def constrained_figures(model, tokenizer, prompt_ids: list[int], max_new_tokens: int = 60, repeats: int = 3) -> dict:
+    fmt = PRESETS[BENCH_FORMAT][0]
+    masked, plain, mask_us = [], [], []
+    for i in range(repeats + 1):
+        run = ConstrainedRun(model, tokenizer, prompt_ids, fmt, max_new_tokens)
+        run.run(GREEDY)
+        twin = unconstrained_twin(run, GREEDY)
+        if i == 0:
+            continue  # warm-up: the compile and the first allocations
+        mask_us += [s.mask_us for s in run.steps]
+        masked += [
+            (s.mask_us + s.prepare_us + s.advance_us) / 1000 + r.forward_ms + r.sample_ms
+            for s, r in zip(run.steps, run.records)
+        ]
+        plain += [r.forward_ms + r.sample_ms for r in twin.records]
+    cost = compare_strategies(run)
+    return {
+        "constrained_mask_us_p50": round(statistics.median(mask_us), 1),
+        "constrained_step_overhead": round(statistics.median(masked) / statistics.median(plain), 3),
+        "constrained_first_sample_valid": round(cost.first_valid_share, 3),
+        "constrained_mask_all_us_p50": round(cost.mask_all_us_p50, 1),
+        "constrained_sample_first_us_p50": round(cost.sample_first_us_p50, 1),
+        "constrained_compile_ms": round(fmt.compile_ms(tokenizer, run.trace.vocab_size), 2),
+        "constrained_tokens": len(run.records),
+    }

@@ -1,0 +1,66 @@
+"""The same format on llama.cpp's server, greedy: its `json_schema` (converted to a GBNF grammar by
+llama.cpp itself) or a GBNF `grammar` for a list of choices, and the server's own timings.
+
+A regex has no llama.cpp request field of its own (only a JSON string's `pattern`, which adds the
+quotes), so regex formats are not sent. Both engines use the same token ids (the GGUF carries the
+bundled tokenizer) and pick the most likely allowed token, so the texts agree unless two allowed
+tokens tie or the two grammars allow different texts (llguidance's JSON whitespace is set to
+llama.cpp's `space` rule for this reason). The request goes only to a server this process started
+(`inference.engines.llamacpp.serve`), never to an address a visitor typed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import httpx
+
+from inference.lessons.constrained.formats import CHOICES, JSON_SCHEMA, Format
+
+TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class EngineText:
+    token_ids: list[int]
+    text: str
+    predicted_ms: float | None  # the server's own time for the generated tokens (grammar included)
+    prompt_ms: float | None
+    stop_type: str
+
+
+def llama_cpp_request(fmt: Format) -> dict | None:
+    """The llama-server request fields for this format; None where llama.cpp has none (a regex)."""
+    if fmt.kind == JSON_SCHEMA:
+        return {"json_schema": fmt.schema}
+    if fmt.kind == CHOICES:
+        return {"grammar": "root ::= " + " | ".join(json.dumps(c) for c in fmt.choice_list)}
+    return None
+
+
+def engine_greedy(server_url: str, prompt_ids: list[int], fmt: Format, max_tokens: int) -> EngineText:
+    """llama-server's greedy completion of `prompt_ids` under the format, stopping at end-of-text like our run."""
+    fields = llama_cpp_request(fmt)
+    if fields is None:
+        raise ValueError("llama.cpp's server takes a JSON schema or a grammar, not a bare regex")
+    payload = {
+        **fields,
+        "prompt": list(prompt_ids),
+        "n_predict": max_tokens,
+        "temperature": 0,
+        "samplers": ["temperature"],  # temperature 0 keeps the most likely token (after the grammar)
+        "return_tokens": True,
+        "cache_prompt": False,
+    }
+    answer = httpx.post(f"{server_url}/completion", json=payload, timeout=TIMEOUT_S)
+    answer.raise_for_status()
+    body = answer.json()
+    timings = body.get("timings") or {}
+    return EngineText(
+        token_ids=[int(t) for t in body.get("tokens", [])],
+        text=str(body.get("content", "")),
+        predicted_ms=timings.get("predicted_ms"),
+        prompt_ms=timings.get("prompt_ms"),
+        stop_type=str(body.get("stop_type", "")),
+    )

@@ -1,0 +1,74 @@
+"""The constrained-decoding page's sentences: every number passed in, never typed."""
+
+from __future__ import annotations
+
+import math
+
+INTRO = (
+    "Structured output (JSON mode, a JSON schema, a regex, a list of choices) is one more stage in the "
+    "sampling pipeline: a **mask** that removes every token the format does not allow at this point. "
+    "A real library (llguidance) compiles the format against this model's tokenizer; each step it "
+    "says which of the vocabulary's tokens can continue a text the format accepts, and the pipeline "
+    "sets every other token to −∞. **Z<sub>t</sub>**, the probability the model itself had put on the "
+    "allowed tokens, says how hard the format fights the model at that step."
+)
+
+
+def step_sentence(
+    index: int, allowed: int, vocab: int, mass: float, token: str, removed: list[tuple[str, float]]
+) -> str:
+    """One recorded step in words."""
+    wanted = ", ".join(f"{name} ({p:.1%})" for name, p in removed[:3])
+    lead = (
+        f"Step {index}: the format allowed **{allowed:,} of {vocab:,}** tokens, which held "
+        f"**Z = {mass:.3g}** of the model's probability; it drew {token}."
+    )
+    return lead + (f" Removed, though the model wanted them most: {wanted}." if wanted else "")
+
+
+def story_model_sentence(logprob: float, logprob_plain: float, tokens: int, hardest: float, hardest_step: int) -> str:
+    """How far the format pushed the model from where it would have gone."""
+    gap = logprob_plain - logprob
+    times = f"e^{gap:.0f}" if gap > 40 else f"{math.exp(gap):,.0f}"
+    return (
+        f"This is a story model: nothing it was trained on looks like this format, so the mask forces it. "
+        f"Under the model's own distribution the constrained text has log p **{logprob:.1f}** over {tokens} "
+        f"tokens, its own continuation of the same length **{logprob_plain:.1f}**: {times} times less likely. "
+        f"It fought hardest at step {hardest_step}, where the allowed tokens held only {hardest:.2g} of the model's "
+        "probability."
+    )
+
+
+def cost_sentence(mask_us_p50: float, forward_ms_p50: float, compile_ms: float, tokenizer_note: str) -> str:
+    share = mask_us_p50 / (forward_ms_p50 * 1000 + mask_us_p50) if forward_ms_p50 > 0 else 0.0
+    return (
+        f"Compiling the format took {compile_ms:.1f} ms once ({tokenizer_note}); then computing the mask took "
+        f"**{mask_us_p50:,.0f} µs** per token (median) beside a forward pass of **{forward_ms_p50:.2f} ms**: "
+        f"{share:.0%} of a step on this machine, for a {forward_ms_p50:.2f} ms model. On a large model the forward "
+        "pass grows and the mask does not (it depends on the format and the vocabulary), which is why engines overlap "
+        "it with the GPU's forward pass."
+    )
+
+
+def strategy_sentence(first_valid: int, steps: int, mask_all_us: float, sample_first_us: float, same: int) -> str:
+    faster = "faster" if sample_first_us < mask_all_us else "slower"
+    return (
+        f"Sample first, then check: the unmasked draw was already allowed at **{first_valid} of {steps}** steps "
+        f"({first_valid / steps:.0%}); there one token is checked instead of the whole vocabulary. "
+        f"Median per step {sample_first_us:,.0f} µs against {mask_all_us:,.0f} µs for masking every token: {faster} "
+        f"here. Both picked the same token at {same} of {steps} steps (greedy: always the same)."
+    )
+
+
+def engine_sentence(same: bool, ours: str, theirs: str, predicted_ms: float | None, tokens: int) -> str:
+    timing = (
+        f" llama-server reported {predicted_ms:.1f} ms for its {tokens} generated tokens, grammar included."
+        if predicted_ms is not None
+        else ""
+    )
+    if same:
+        return f"llama.cpp's server, given the same format and greedy, wrote **the same text** as our run.{timing}"
+    return (
+        "llama.cpp's server wrote a different text: its grammar (converted by llama.cpp itself) allows other "
+        f"texts than llguidance's, or two allowed tokens tie.{timing}"
+    )
