@@ -1,0 +1,221 @@
+"""Constrained decoding: a mask that forces a format, how hard it fights the model, and what it costs per token."""
+
+import statistics
+
+import streamlit as st
+
+from app_pages.shared import layout, models
+from app_pages.shared.captions import caption
+from app_pages.shared.escaping import escape
+from app_pages.shared.sidebar import current_model
+from app_pages.shared.slots import generation_slot
+from app_pages.shared.stepper import Stepper
+from inference.core.prompting import prepare_prompt
+from inference.core.run import SEED_MAX
+from inference.core.tokens import readable_token
+from inference.engines import llamacpp
+from inference.lessons.constrained import figures, text
+from inference.lessons.constrained.experiment import unconstrained_twin
+from inference.lessons.constrained.formats import CHOICES, JSON_SCHEMA, PRESETS, REGEX, Format, FormatError
+from inference.lessons.constrained.on_engine import engine_greedy, llama_cpp_request
+from inference.lessons.constrained.run import ConstrainedRun
+from inference.lessons.constrained.strategies import compare_strategies
+from inference.sampling.pipeline import MASK, SamplingSettings
+
+OWN = {"Your own JSON schema": JSON_SCHEMA, "Your own regex": REGEX, "Your own choices (one per line)": CHOICES}
+POSITIONS = {
+    "first (before every other stage)": (),
+    "after temperature, top-k and top-p": ("temperature", "top_k", "top_p", MASK),
+}
+FIRST_PRESET = next(iter(PRESETS))
+
+stepper = Stepper("con", "con_run", steps_done=lambda run: len(run.records), with_back=True)
+limits = models.limits()
+loaded = current_model(needs_weights="the format mask runs in this process's sampling pipeline")
+model, tokenizer = loaded.model, loaded.tokenizer
+presenter = layout.presenter()
+
+
+def fill_preset():
+    """A preset fills the format box and the prompt; 'your own' keeps what is typed."""
+    chosen = st.session_state.con_preset
+    if chosen in PRESETS:
+        fmt, prompt = PRESETS[chosen]
+        st.session_state.con_spec, st.session_state.con_prompt = fmt.spec, prompt
+
+
+st.session_state.setdefault("con_preset", FIRST_PRESET)
+st.session_state.setdefault("con_spec", PRESETS[FIRST_PRESET][0].spec)
+st.session_state.setdefault("con_prompt", PRESETS[FIRST_PRESET][1])
+st.title("🧷 Constrained decoding: a mask that forces a format")
+st.markdown(text.INTRO, unsafe_allow_html=True)
+
+left, right = st.columns([3, 2])
+with left:
+    st.selectbox("Format", list(PRESETS) + list(OWN), key="con_preset", on_change=fill_preset)
+    st.text_area(
+        "The format (a JSON schema, a regex, or choices one per line)", key="con_spec", height=150, max_chars=5000
+    )
+    st.text_area("Prompt", key="con_prompt", height=80, max_chars=5000)
+with right:
+    c1, c2 = st.columns(2)
+    c1.number_input("Seed", min_value=0, max_value=SEED_MAX, step=1, key="con_seed", value=0)
+    c2.number_input("Max new tokens", min_value=1, max_value=limits.max_new_tokens, key="con_max", value=60)
+    st.slider("Temperature (0 = greedy)", 0.0, 2.0, 0.0, 0.05, key="con_t")
+    c3, c4 = st.columns(2)
+    c3.slider("top-k (0 = off)", 0, 100, 0, key="con_k")
+    c4.slider("top-p", 0.05, 1.0, 1.0, 0.05, key="con_p")
+    st.radio(
+        "Where the mask runs",
+        list(POSITIONS),
+        key="con_position",
+        help="First, it keeps every allowed token; "
+        "after the filters it can only keep the allowed tokens they left, and that can be none.",
+    )
+
+kind = (
+    PRESETS[st.session_state.con_preset][0].kind
+    if st.session_state.con_preset in PRESETS
+    else OWN[st.session_state.con_preset]
+)
+settings = SamplingSettings(
+    temperature=float(st.session_state.con_t),
+    top_k=int(st.session_state.con_k),
+    top_p=float(st.session_state.con_p),
+    order=POSITIONS[st.session_state.con_position] or SamplingSettings().order,
+)
+problem, fmt = None, None
+try:
+    fmt = Format(kind, st.session_state.con_spec.strip())
+    fmt.compile_ms(tokenizer, model.get_output_embeddings().weight.shape[0])  # compiles once per (tokenizer, format)
+except FormatError as error:
+    problem = str(error)
+prepared = prepare_prompt(
+    tokenizer, st.session_state.con_prompt, False, loaded.info.context, limits, int(st.session_state.con_max)
+)
+for note in prepared.notes:
+    st.info(note)
+problem = problem or prepared.error
+if problem:
+    st.warning(problem)  # the last run stays below
+
+stepper.buttons()
+run_key = (loaded.info.name, tuple(prepared.ids), fmt, int(st.session_state.con_max), int(st.session_state.con_seed))
+run = stepper.current_run(
+    run_key,
+    lambda: ConstrainedRun(
+        model, tokenizer, prepared.ids, fmt, int(st.session_state.con_max), int(st.session_state.con_seed)
+    ),
+    can_start=problem is None,
+)
+if run is None:
+    st.stop()
+if stepper.clicked.get("play"):
+    run.halted = None
+if not problem:
+    stepper.advance(run, lambda: run.step_or_halt(settings))
+text_box = st.empty()
+
+
+def show_text():
+    text_box.markdown(figures.text_by_fight(tokenizer, run.records, run.steps), unsafe_allow_html=True)
+
+
+if not problem:
+    stepper.play_if_clicked(run, lambda: run.step_or_halt(settings), show_text)
+show_text()
+n = len(run.records)
+status = f"{len(run.trace.prompt_ids)} prompt tokens · {n} generated"
+if run.trace.finished:
+    status += f" · stopped: {'the format was complete' if run.complete else 'the format is not complete'}"
+st.caption(status)
+message = run.halted or run.unfinished_sentence()
+if message:
+    st.warning(message)
+if not run.steps:
+    st.info("Press **Step** to make the first choice under the format, **Play** to run to the end.")
+    st.stop()
+
+# -- the last step -----------------------------------------------------------------------------
+record, step = run.records[-1], run.steps[-1]
+vocab = len(record.logits)
+metrics = [
+    ("Allowed tokens", f"{step.allowed:,} of {vocab:,}"),
+    ("Zₜ, mass allowed", f"{step.allowed_mass:.3g}"),
+    ("Mask time", f"{step.mask_us:,.0f} µs"),
+    ("Forward pass", f"{record.forward_ms:.2f} ms"),
+]
+cells = st.columns(2) + st.columns(2)  # two a row: whole values at 800 px and on a projector
+for cell, (name, value) in zip(cells, metrics):
+    cell.metric(name, value)
+removed = [(escape(repr(readable_token(tokenizer, t))), p) for t, p in step.removed_wanted]
+st.markdown(
+    text.step_sentence(step.index, step.allowed, vocab, step.allowed_mass, escape(repr(record.token_text)), removed)
+)
+st.plotly_chart(
+    figures.step_bars(tokenizer, record.logits, record.settings.allowed_mask(vocab), record.token_id, presenter),
+    width="stretch",
+)
+caption(
+    "exact",
+    "The model's own probabilities (its softmax at T = 1) for this step; grey bars are tokens the "
+    "format removed, the allowed set is llguidance's for this tokenizer.",
+)
+
+# -- over the run --------------------------------------------------------------------------------
+st.subheader("Over the run")
+st.plotly_chart(figures.fight_over_run(run.steps, presenter), width="stretch")
+caption("exact", "Zₜ per step from the recorded logits and allowed sets.")
+if run.trace.finished and run.steps:
+    key = ("con_twin", id(run), n)
+    if st.session_state.get("con_twin_key") != key:
+        with generation_slot():
+            st.session_state.con_twin = unconstrained_twin(run, settings)
+            st.session_state.con_twin_key = key
+    plain = st.session_state.con_twin
+    hardest = min(run.steps, key=lambda s: s.allowed_mass)
+    a, b = st.columns(2)
+    a.markdown("**The constrained text**" + (" (fits the format)" if fmt and fmt.matches(run.text) else ""))
+    a.code(run.text or " ", language=None, wrap_lines=True)
+    b.markdown("**Where the model would have gone** (same prompt, settings, seed; mask off)")
+    b.code(plain.text or " ", language=None, wrap_lines=True)
+    st.markdown(text.story_model_sentence(run.logprob(), plain.logprob(), n, hardest.allowed_mass, hardest.index))
+    caption("exact", "Log-probabilities summed over the generated tokens under the model's raw distribution.")
+
+    # -- cost ------------------------------------------------------------------------------------
+    st.subheader("What the mask costs")
+    st.plotly_chart(figures.cost_per_step(run.steps, run.records, presenter), width="stretch")
+    mask_p50 = statistics.median(s.mask_us for s in run.steps)
+    forward_p50 = statistics.median(r.forward_ms for r in run.records)
+    note = "the tokenizer was wrapped for llguidance once before, ~0.1 s"
+    st.markdown(text.cost_sentence(mask_p50, forward_p50, run.format.compile_ms(tokenizer, vocab), note))
+    if st.session_state.get("con_cost_key") != key:
+        st.session_state.con_cost, st.session_state.con_cost_key = compare_strategies(run), key
+    cost = st.session_state.con_cost
+    st.plotly_chart(figures.strategy_bars(cost, presenter), width="stretch")
+    st.markdown(
+        text.strategy_sentence(
+            sum(cost.first_valid), cost.steps, cost.mask_all_us_p50, cost.sample_first_us_p50, sum(cost.same_token)
+        )
+    )
+    caption(
+        "measured",
+        "perf_counter around llguidance's mask and our pipeline's draw, replayed on this run's own "
+        "steps on this machine, shared with other visitors; a busy moment shows as spikes.",
+    )
+
+    # -- the same format on llama.cpp ---------------------------------------------------------------
+    st.subheader("The same format on llama.cpp's server")
+    if llama_cpp_request(run.format) is None:
+        st.info("llama.cpp's server takes a JSON schema or a GBNF grammar; a bare regex is not sent.")
+    elif not llamacpp.is_built() or loaded.info.name != "storyteller-llama-6m":
+        st.info("Needs llama-server built here (`python -m inference.engines llamacpp build`) and the bundled model.")
+    elif settings.temperature != 0:
+        st.info("Set the temperature to 0: the comparison is greedy, where both engines must write the same text.")
+    elif st.button("Run it on llama-server (starts it for one request)", key="con_engine"):
+        with generation_slot(), st.spinner("Starting llama-server…"), llamacpp.serve(None) as server:
+            theirs = engine_greedy(server.url, run.trace.prompt_ids, run.format, run.max_new_tokens)
+        same = theirs.token_ids == run.text_ids
+        st.markdown(text.engine_sentence(same, run.text, theirs.text, theirs.predicted_ms, len(theirs.token_ids)))
+        st.code(theirs.text or " ", language=None, wrap_lines=True)
+        caption("measured", "llama-server's own `timings` for this request.")

@@ -1,0 +1,97 @@
+"""The Constrained decoding page in Streamlit's AppTest: Step and Play under a format, the run's charts, the
+cost, and bad input (an invalid schema or regex, a format no token can produce, too few tokens) as one
+sentence with the run so far kept."""
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import APP_FILE
+
+pytestmark = pytest.mark.page
+
+PAGE = "app_pages/constrained.py"
+
+
+def open_page() -> AppTest:
+    at = AppTest.from_file(APP_FILE, default_timeout=300)
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    return at
+
+
+def chart_titles(at) -> list[str]:
+    return [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+
+
+def click(at, key: str) -> AppTest:
+    at.button(key=key).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_step_shows_the_allowed_set_its_mass_and_the_draw():
+    at = click(open_page(), "con_step")
+    run = at.session_state["con_run"]
+    assert len(run.records) == 1 and run.records[0].token_text == "{"
+    labels = {m.label: m.value for m in at.metric}
+    assert labels["Allowed tokens"] == "1 of 4,096"
+    assert "The model's favourites and the allowed ones" in chart_titles(at)
+
+
+def test_play_runs_the_json_preset_to_a_valid_object_with_cost_and_the_unconstrained_twin():
+    at = click(open_page(), "con_play")
+    run = at.session_state["con_run"]
+    assert run.trace.finished and run.complete and run.format.matches(run.text)
+    titles = " | ".join(chart_titles(at))
+    for expected in ("How hard the format fights", "Time per step", "Two ways to apply the format"):
+        assert expected in titles, titles
+    markdown = " ".join(m.value for m in at.markdown)
+    assert "This is a story model" in markdown and "Sample first, then check" in markdown
+    assert at.code[0].value == run.text and at.code[1].value == at.session_state["con_twin"].text
+
+
+def test_an_invalid_schema_is_one_sentence_and_the_run_so_far_stays():
+    at = click(click(open_page(), "con_step"), "con_step")
+    at.text_area(key="con_spec").set_value('{"type": "object",').run()
+    assert not at.exception
+    assert [w.value for w in at.warning] == [
+        "The schema is not valid JSON: Expecting property name enclosed in double quotes at line 1, column 19."
+    ]
+    assert len(at.session_state["con_run"].records) == 2  # the last run is still shown
+
+
+def test_an_invalid_regex_is_one_sentence():
+    at = open_page()
+    at.selectbox(key="con_preset").set_value("Your own regex").run()
+    at.text_area(key="con_spec").set_value("[a-").run()
+    assert not at.exception
+    assert [w.value for w in at.warning] == ["The regex cannot be used: unclosed character class."]
+
+
+def test_a_format_no_token_can_produce_halts_play_with_one_sentence():
+    at = open_page()
+    at.selectbox(key="con_preset").set_value("Your own regex").run()
+    at.text_area(key="con_spec").set_value(r"[^\s\S]").run()
+    at = click(at, "con_play")
+    assert any("No token of this tokenizer can continue the format" in w.value for w in at.warning)
+    assert at.session_state["con_run"].records == []
+
+
+def test_too_few_tokens_keeps_the_text_and_says_the_format_needs_more():
+    at = open_page()
+    at.number_input(key="con_max").set_value(3).run()
+    at = click(at, "con_play")
+    run = at.session_state["con_run"]
+    assert len(run.records) == 3
+    assert any(w.value.startswith("The format needs more tokens than the 3 allowed") for w in at.warning)
+
+
+def test_token_text_is_escaped_in_the_chips():
+    at = open_page()
+    at.selectbox(key="con_preset").set_value("Your own choices (one per line)").run()
+    at.text_area(key="con_spec").set_value("<b>bold</b>").run()
+    at = click(at, "con_play")
+    html = next(m.value for m in at.markdown if "token-box" in m.value)
+    assert "<b>" not in html and "&lt;" in html
