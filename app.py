@@ -28,7 +28,6 @@ SECTIONS = {
         st.Page("app_pages/sampling.py", title="Sampling lab", icon="🎲", url_path="sampling"),
         st.Page("app_pages/compare.py", title="Same luck, two settings", icon="⚖️", url_path="compare"),
         st.Page("app_pages/constrained.py", title="Constrained decoding", icon="🧷", url_path="constrained"),
-        st.Page("app_pages/constrained.py", title="Constrained decoding", icon="🧷", url_path="constrained"),
     ],
     "Where the time goes": [
         st.Page("app_pages/prefill-decode.py", title="Prefill vs decode", icon="⏱️", url_path="prefill-decode"),
