@@ -30,6 +30,7 @@ import transformers
 from inference.core.loader import encode_prompt, load_model
 from inference.core.measuring import run_greedy
 from inference.core.run import new_trace
+from inference.lessons.constrained.bench_keys import constrained_figures  # JSON-schema preset, greedy
 from inference.lessons.inside.bench_keys import inside_figures  # the Inside page, 300 tokens
 from inference.sampling.pipeline import SamplingSettings, seen_mask
 from inference.sampling.step_view import step_view, trace_summary
@@ -148,6 +149,7 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
     from inference.engines.bench_keys import engine_figures  # llama-server, when built or running
 
     results.update(engine_figures(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT)))
+    results.update(constrained_figures(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT)))
     if include_quantization:  # imported here: torchao loads only when asked for
         from inference.lessons.quantization.experiments import benchmark_rows
 
