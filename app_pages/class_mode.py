@@ -25,6 +25,16 @@ def class_store(path: str, idle_minutes: int, max_members: int) -> SqliteClassSt
     return SqliteClassStore(path, idle_seconds=idle_minutes * 60, max_members=max_members)
 
 
+@st.cache_resource(max_entries=64, show_spinner=False)
+def charts(code: str, version: int, presenter: bool, _state: dict) -> tuple:
+    """The two charts of one published state, built once for every follower (building a Plotly figure costs
+    ~100x reading the class): (code, version) names the state, which a publish never changes afterwards.
+    The figures are shared between sessions: never modified after this."""
+    choices = choices_chart(_state["choices"], presenter) if _state["choices"] else None
+    revealed = reveal_chart(_state["reveal"], presenter) if _state["reveal"] else None
+    return choices, revealed
+
+
 def store() -> SqliteClassStore:
     lim = limits()
     return class_store(lim.class_db, lim.class_idle_minutes, lim.max_class_size)
@@ -35,7 +45,7 @@ def text_line(state: dict) -> str:
     prompt = "".join(escape(t) for t in state["prompt"])
     written = "".join(escape(t) for t in state["generated"])
     return (
-        f'<div style="font-size:1.25rem;line-height:1.7"><span style="color:#777">{prompt}</span>'
+        f'<div class="class-text" style="font-size:1.25rem;line-height:1.7"><span style="color:#777">{prompt}</span>'
         f"<b>{written}</b>▍</div>"
     )
 
@@ -48,9 +58,9 @@ def settings_line(state: dict) -> str:
     )
 
 
-def show_reveal(rv: dict) -> None:
+def show_reveal(rv: dict, figure) -> None:
     st.success(escape(session.reveal_sentence(rv)))
-    st.plotly_chart(reveal_chart(rv, layout.presenter()), width="stretch", key=f"class_reveal_{id(rv)}")
+    st.plotly_chart(figure, width="stretch", key="class_reveal")
     caption(
         "exact",
         "The model's probabilities are computed exactly by the teacher's run after the settings; the class's "
@@ -89,12 +99,14 @@ def teacher_view(run: TeacherRun, loaded) -> None:
         del st.session_state[TEACHER_KEY]
         st.rerun()
     answers_counter(run)
-    state = store().info(run.code).state
+    info = store().info(run.code)
+    state = info.state
+    choices_fig, reveal_fig = charts(info.code, info.version, layout.presenter(), state)
     st.markdown(text_line(state), unsafe_allow_html=True)
-    if run.last_reveal:
-        show_reveal(run.last_reveal)
-    if state["choices"]:
-        st.plotly_chart(choices_chart(state["choices"], layout.presenter()), width="stretch", key="class_choices")
+    if state["reveal"]:
+        show_reveal(state["reveal"], reveal_fig)
+    if choices_fig is not None:
+        st.plotly_chart(choices_fig, width="stretch", key="class_choices")
         caption("exact", "The coming step's top tokens, from the teacher's model and settings, over all its tokens.")
 
 
@@ -108,7 +120,7 @@ def answers_counter(run: TeacherRun) -> None:
     if run.guess_step:
         st.info(f"Guessing is open: {run.answers_so_far()} of {info.members} students have answered.")
     else:
-        st.caption(f"{info.members} students have joined.")
+        st.caption(f"{info.members} student{'' if info.members == 1 else 's'} joined.")
 
 
 def start_class(loaded) -> None:
@@ -156,14 +168,15 @@ def follow(code: str) -> None:
     if member is None or state is None:
         st.info("Waiting for the teacher…")
         return
+    choices_fig, reveal_fig = charts(info.code, info.version, layout.presenter(), state)
     st.caption(settings_line(state))
     st.markdown(text_line(state), unsafe_allow_html=True)
     if state["guess_open"] and info.guess_step:
         guess_form(code, member, info.guess_step, state)
     elif state["reveal"]:
-        show_reveal(state["reveal"])
-    if not state["guess_open"] and state["choices"]:
-        st.plotly_chart(choices_chart(state["choices"], layout.presenter()), width="stretch", key="follow_choices")
+        show_reveal(state["reveal"], reveal_fig)
+    if not state["guess_open"] and choices_fig is not None:
+        st.plotly_chart(choices_fig, width="stretch", key="follow_choices")
         caption("exact", "The teacher's model and settings, live: the coming step's top tokens.")
     if st.button("Fork: continue this text in my own Generate run", key="class_fork"):
         fork_into_generate(state)

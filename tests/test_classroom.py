@@ -146,5 +146,5 @@ def test_reveal_puts_answers_beside_the_models_probabilities_and_the_draw(bundle
     assert rv["rows"][0]["stated_mean"] == 0.5
     assert rv["chosen_id"] == record.token_id and rv["chosen_rank"] == record.rank + 1
     sentence = session.reveal_sentence(rv)
-    assert sentence.startswith(f"3 of 4 picked {choices[0]['label']}, the model gave it")
+    assert sentence.startswith(f"3 of 4 picked '{choices[0]['label']}', the model gave it")
     assert f"rank {record.rank + 1}" in sentence

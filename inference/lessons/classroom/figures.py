@@ -62,7 +62,7 @@ def reveal_chart(reveal: dict, presenter: bool = False) -> go.Figure:
         [r["share"] for r in rows],
         name=f"the class ({reveal['answers']} answers)",
         marker_color=CLASS_COLOUR,
-        text=[f"{r['answers']}" for r in rows],
+        text=[f"{r['answers']}" if r["answers"] else "" for r in rows],
         textposition="outside",
         hovertemplate=hover("%{y}", "class: %{x:.0%}"),
     )

@@ -133,10 +133,10 @@ def reveal_sentence(rv: dict) -> str:
             head = f"{rv['something_else']} of {rv['answers']} picked something outside the top {OFFERED}"
         else:
             head = (
-                f"{top['answers']} of {rv['answers']} picked {top['label']}, "
+                f"{top['answers']} of {rv['answers']} picked '{top['label']}', "
                 f"the model gave it {percent(top['model_prob'])}"
             )
     return (
-        f"{head}; the draw (u = {rv['u']:.3f}) picked {rv['chosen_label']} at rank {rv['chosen_rank']}, "
+        f"{head}; the draw (u = {rv['u']:.3f}) picked '{rv['chosen_label']}' at rank {rv['chosen_rank']}, "
         f"which the model gave {percent(rv['chosen_prob'])}."
     )
