@@ -28,10 +28,16 @@ import torch
 import transformers
 
 from inference.core.loader import encode_prompt, load_model
+from inference.core.machine import cpu_name, logical_cpus
 from inference.core.measuring import run_greedy
 from inference.core.run import new_trace
+from inference.engines.bench_keys import engine_figures  # llama-server, when built or running
+from inference.lessons.classroom.bench_keys import class_figures  # 30 followers polling one class
 from inference.lessons.constrained.bench_keys import constrained_figures  # JSON-schema preset, greedy
 from inference.lessons.inside.bench_keys import inside_figures  # the Inside page, 300 tokens
+from inference.lessons.quantization.experiments import benchmark_rows
+from inference.lessons.serving import bench_keys as serving_benchmark
+from inference.lessons.speculative.timing import bundled_benchmark  # greedy, gamma 4, the draft and prompt lookup
 from inference.sampling.pipeline import SamplingSettings, seen_mask
 from inference.sampling.step_view import step_view, trace_summary
 
@@ -134,6 +140,8 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
         "torch_threads": torch.get_num_threads(),
         "transformers_version": transformers.__version__,
         "torch_version": torch.__version__,
+        "cpu": cpu_name(),
+        "logical_cpus": logical_cpus(),
     }
     results.update(engine_vs_generate(model, tokenizer))
     results.update(prefill_and_decode(model, tokenizer))
@@ -141,24 +149,15 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
     results["view_ms_vocab_50k"] = view_ms(50257)
     results["trace_view_ms_200"] = trace_view_ms(model, tokenizer)
     results.update(inside_figures(model, tokenizer))
-    from inference.lessons.speculative.timing import (
-        bundled_benchmark,  # greedy, gamma 4, the bundled draft and prompt lookup
-    )
-
     results.update(bundled_benchmark(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT)))
-    from inference.engines.bench_keys import engine_figures  # llama-server, when built or running
-
     results.update(engine_figures(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT)))
     results.update(constrained_figures(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT)))
-    if include_quantization:  # imported here: torchao loads only when asked for
-        from inference.lessons.quantization.experiments import benchmark_rows
-
+    results.update(class_figures())
+    if include_quantization:  # torchao loads only then (inference.core.quantize imports it when asked)
         results["quantization"] = benchmark_rows(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT))
     if (
         include_serving
     ):  # llama-server replays of one trace, 1 slot vs 8 (minutes; see inference/lessons/serving/bench_keys.py)
-        from inference.lessons.serving import bench_keys as serving_benchmark
-
         results.update(serving_benchmark.run())
     return results
 
