@@ -13,7 +13,7 @@ we would use; this project runs on one machine and does not ship one.
 
 Security: the teacher's secret never leaves the teacher's session (the link carries the code alone) and only
 its SHA-256 is stored; every teacher operation checks it here, server side, so a student cannot drive the
-run by crafting a request. Codes are drawn by `secrets` from 32**8 (about 10**12) values: not enumerable.
+run by crafting a request. Codes are drawn by `secrets` from 31**8 (about 8.5 x 10**11) values: not enumerable.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ class SqliteClassStore(ClassStore):
         now = self.clock()
         with self._connect() as db:
             self._sweep(db)
-            for _ in range(10):  # a clash among 10**12 codes is unlikely; never reuse a live one
+            for _ in range(10):  # a clash among 8.5e11 codes is unlikely; never reuse a live one
                 code = new_code()
                 try:
                     db.execute(
