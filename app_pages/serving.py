@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app_pages.shared import layout, models
+from app_pages.shared import engine_pair, layout, models
 from app_pages.shared.captions import caption
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
@@ -159,6 +159,10 @@ if results:
         "read from its `/slots` and `/metrics` every 0.1 s. One run each; the machine is shared, so "
         "timings move by tens of percent between runs.",
     )
+
+# -- the same trace on llama.cpp and vLLM ------------------------------------------------------
+if local:
+    engine_pair.section(model_key, trace, slots, slo, presenter)
 
 # -- 3. the throughput-latency curve ---------------------------------------------------------
 if local:
