@@ -105,7 +105,12 @@ with right:
     )
     caption("exact", "The same probability as a line: the softmax over all tokens of each layer's lens.")
 top_ids = [inside.lens_top(layer, 1)[0][0] for layer in range(inside.layers + 1)]
-st.markdown(text.lens_story(name(inside.followed_id), probs, top_ids, inside.followed_id, role))
+tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
+reads_itself = top_ids[0] == inside.token_ids[-1]
+st.markdown(
+    text.lens_story(name(inside.followed_id), probs, top_ids, inside.followed_id, role)
+    + text.embedding_row(name(inside.token_ids[-1]), reads_itself, tied)
+)
 st.plotly_chart(
     rank_heatmap(
         inside.ranks,

@@ -31,6 +31,18 @@ def lens_story(token: str, probs: list[float], top_ids: list[int], followed_id: 
     return start + f" It first becomes the top guess after layer {first} of {layers}."
 
 
+def embedding_row(token: str, reads_itself: bool, tied: bool) -> str:
+    """Why layer 0's lens so often says the token just read: with tied embeddings it is the token's own row."""
+    if not reads_itself:
+        return ""
+    why = (
+        "the output layer is the embedding table itself (tied), and a row scores highest against itself"
+        if tied
+        else "nothing has mixed in the context yet"
+    )
+    return f" Row 0 guesses the token just read, **{token}**: {why}."
+
+
 def grouped_query(heads: int, kv_heads: int, groups: list[list[int]], bytes_per_layer: int, tokens: int) -> str:
     """Which query heads share a K/V head, and what the cache they read weighs (measured from its tensors)."""
     cache = f"This layer's cache holds {tokens:,} tokens: {bytes_per_layer:,} bytes of keys and values (measured from the tensors, the bytes the KV cache page counts)."
