@@ -153,7 +153,7 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
     results.update(engine_figures(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT)))
     results.update(constrained_figures(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT)))
     results.update(class_figures())
-    if include_quantization:  # torchao loads only then (inference.core.quantize imports it when asked)
+    if include_quantization:
         results["quantization"] = benchmark_rows(model, tokenizer, encode_prompt(tokenizer, BENCH_PROMPT))
     if (
         include_serving

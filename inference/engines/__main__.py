@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from inference.engines import llamacpp as lc
 from inference.engines import vllm as vllm_engine
 from inference.engines.lifetime import Stopped, run_until_signalled, stop_signals
 
@@ -49,9 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.engine == "vllm":
         return _vllm(args)
-
-    from inference.engines import llamacpp as lc
-
     if args.command == "build":
         print(lc.build(jobs=args.jobs))
     elif args.command == "convert":

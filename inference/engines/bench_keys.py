@@ -18,16 +18,15 @@ import statistics
 import time
 
 from inference.core.measuring import run_greedy
+from inference.core.remote import connect
 from inference.core.run import new_trace
+from inference.engines import llamacpp
 from inference.sampling.pipeline import SamplingSettings
 
 STEP_SETTINGS = SamplingSettings(temperature=0.8, top_p=0.95)
 
 
 def engine_figures(model, tokenizer, prompt_ids: list[int], new_tokens: int = 128) -> dict:
-    from inference.core.remote import connect
-    from inference.engines import llamacpp
-
     url = os.environ.get("INFERENCE_LAB_BENCH_LLAMACPP_URL", "").strip()
     server = None
     if not url:

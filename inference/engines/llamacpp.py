@@ -22,6 +22,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from inference.core.loader import check_folder, classify_source
+from inference.core.model_config import context_length
+from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.engines.lifetime import die_with_parent, stop_process
 
 SDIST_PACKAGE = "llama-cpp-python"
@@ -164,9 +167,6 @@ CONVERTER = Path(__file__).with_name("convert_custom_bpe.py")
 
 def model_folder(source: str | None) -> tuple[Path, str]:
     """A Hugging Face model folder and its name: the bundled model for an empty source, else a local folder."""
-    from inference.core.loader import check_folder, classify_source
-    from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
-
     if classify_source(source) == "bundled":
         return BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
     folder = Path(str(source).strip()).expanduser()
@@ -246,14 +246,12 @@ def _convert(source: str | None, gguf_type: str, target: Path) -> Path:
     config = json.loads((folder / "config.json").read_text())
     from transformers import PretrainedConfig
 
-    from inference.core.run import context_limit
-
     sidecar = {
         "name": name,
         "source": str(folder),
         "type": gguf_type,
         "bytes": target.stat().st_size,
-        "context": context_limit(PretrainedConfig(**config)),
+        "context": context_length(PretrainedConfig(**config)),
         "seconds": round(time.perf_counter() - started, 1),
     }
     target.with_suffix(".json").write_text(json.dumps(sidecar, indent=1))

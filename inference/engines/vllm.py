@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from inference.core.model_config import context_length
 from inference.engines.lifetime import die_with_parent, stop_process
 from inference.engines.llamacpp import _file_lock, free_port, model_folder
 
@@ -152,9 +153,7 @@ def _context(folder: Path) -> int:
     """The model's context from its config.json (the same rule as `run.context_limit`)."""
     from transformers import PretrainedConfig
 
-    from inference.core.run import context_limit
-
-    return context_limit(PretrainedConfig(**json.loads((folder / "config.json").read_text())))
+    return context_length(PretrainedConfig(**json.loads((folder / "config.json").read_text())))
 
 
 def serve(

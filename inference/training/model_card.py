@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from inference.core import routing
 from inference.core.loader import encode_prompt, load_model
 from inference.core.paths import BUNDLED_MODEL_DIR, DEFAULT_HELDOUT_FILE, MODELS_DIR
 from inference.core.run import STOP_EOS, new_trace
@@ -208,8 +209,6 @@ def moe_card_inputs(folder: Path) -> dict:
     """What the MoE section reads besides training_meta.json: routing_stats.json (written by
     `python -m inference.training.moe_stats`), the trainer's expert load log, and the dense model's
     meta and log (the model whose tokenizer it reuses)."""
-    from inference.core import routing
-
     stats = routing.read_stats(folder)
     if stats is None:
         raise FileNotFoundError(

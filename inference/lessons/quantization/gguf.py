@@ -18,6 +18,7 @@ import torch
 from inference.core.quantize import compare_to_reference, summarize_comparison, teacher_forced_logits
 from inference.engines import llamacpp
 from inference.engines.client import LLAMACPP, EngineClient, EngineError  # noqa: F401  (EngineError: for the page)
+from inference.lessons.quantization.experiments import first_departure
 
 # f32 first: the same engine's baseline for speed (and a check that the file itself changes nothing).
 GGUF_ROWS = ("f32", "q8_0", "q4_K_M")
@@ -60,8 +61,6 @@ def measure_gguf(
 ) -> GGUFResult:
     """One GGUF type of the model (bundled, or a local folder `source`) measured on a llama-server started
     for it and stopped after."""
-    from inference.lessons.quantization.experiments import first_departure
-
     gguf = llamacpp.convert(source, gguf_type)
     sequence = list(prompt_ids) + list(reference_ids)
     first_row = len(prompt_ids) - 1

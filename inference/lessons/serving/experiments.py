@@ -20,8 +20,9 @@ from pathlib import Path
 import pandas as pd
 
 from inference.core.measuring import Progress
+from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.engines import llamacpp
-from inference.engines.client import LLAMACPP
+from inference.engines.client import LLAMACPP, EngineClient
 from inference.lessons.serving import random_model
 from inference.lessons.serving.replay import EngineTarget, ReplayResult, replay, solo_run
 from inference.lessons.serving.request_trace import SHAPES, Request, Trace, poisson_trace
@@ -50,8 +51,6 @@ def weight_file(key: str = BUNDLED, seed: int = 0, vocab_size: int = 4096) -> Pa
     """The safetensors file of the model `key` serves (the random-weights one may not be built yet), without
     converting or building anything: for labels and byte counts on every rerun."""
     if key == BUNDLED:
-        from inference.core.paths import BUNDLED_MODEL_DIR
-
         return BUNDLED_MODEL_DIR / "model.safetensors"
     return random_model.hf_folder(random_model.public_shape(key, vocab_size), seed) / "model.safetensors"
 
@@ -59,8 +58,6 @@ def weight_file(key: str = BUNDLED, seed: int = 0, vocab_size: int = 4096) -> Pa
 def model_on_engine(key: str = BUNDLED, seed: int = 0) -> ModelOnEngine:
     """The bundled model's float32 GGUF, or the random-weights copy of the public model `key` (built on demand)."""
     if key == BUNDLED:
-        from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
-
         return ModelOnEngine(
             BUNDLED,
             f"{BUNDLED_MODEL_NAME} (bundled, trained)",
@@ -209,8 +206,6 @@ def greedy_equals_solo(result: ReplayResult) -> list[int]:
 
 def run_trace_on_engine(url: str, trace: Trace, progress: Progress | None = None) -> ReplayResult:
     """`trace` against an engine started elsewhere (its dialect read from `/v1/models`), as it is configured."""
-    from inference.engines.client import EngineClient
-
     with EngineClient(url) as client:
         target = EngineTarget(client.base_url, client.dialect, client.served_model().name, None)
     return replay(trace, target, progress=progress)

@@ -31,6 +31,7 @@ from safetensors.torch import save_file
 
 from inference.core.model_config import decoder_config_fields
 from inference.core.paths import BUNDLED_MODEL_DIR, PUBLIC_MODELS_FILE
+from inference.engines import llamacpp
 
 LABEL = "random weights, timing only"
 DEFAULT_PUBLIC_MODEL = "SmolLM2-135M"
@@ -199,8 +200,6 @@ class BuiltModel:
 def build(name: str = DEFAULT_PUBLIC_MODEL, seed: int = 0, vocab_size: int = 4096) -> BuiltModel:
     """The random model's HF folder and its float32 GGUF (converted with the engines' converter), built on demand
     and cached. The HF folder is kept beside the GGUF, so transformers can load the same weights."""
-    from inference.engines import llamacpp
-
     shape = public_shape(name, vocab_size)
     if shape.float32_bytes() > MAX_FLOAT32_BYTES:
         raise ValueError(f"{name} would be {shape.float32_bytes() / 1e9:.1f} GB in float32: too big to build here")

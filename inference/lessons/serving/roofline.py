@@ -21,11 +21,17 @@ fit in the last-level cache (read faster than DRAM bandwidth); and kernels that 
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from safetensors import safe_open
+
+from inference.core import machine
+from inference.core.paths import PROJECT_ROOT
 
 LAYER_INDEX = re.compile(r"\.layers\.(\d+)\.")
 
@@ -165,13 +171,6 @@ def measure_machine_roof(threads: int | None = None) -> MachineRoof:
     """Peak float32 FLOP/s and memory bandwidth from `inference.core.machine`, measured in a separate Python process on
     `threads` threads (default: every CPU, as llama-server uses): the app itself runs torch on fewer threads, and
     changing that process-wide setting would slow every other visitor."""
-    import json
-    import subprocess
-    import sys
-
-    from inference.core import machine
-    from inference.core.paths import PROJECT_ROOT
-
     threads = threads or machine.logical_cpus()
     out = subprocess.run(
         [sys.executable, "-c", _MEASURE_SCRIPT.format(threads=threads)],

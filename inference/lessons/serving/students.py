@@ -15,7 +15,7 @@ How the students are simulated (Simulated pacing, Measured latencies):
 - In-process: one app process (a worker process here), the bundled model shared by every thread, torch with
   `Limits.torch_threads` threads, as `app.py` sets.
 - Engine: `app_processes` worker processes (students split between them), each connected to one llama-server
-  (`--parallel` slots, batching every student's requests) as the app connects, each step a `RemoteTrace.step`.
+  (`--parallel` slots, batching every student's requests) as the app connects, each step a remote `Trace.step`.
 - Human pace: every `period_s` (2 s) from a random phase in [0, period_s) (seeded); a student whose Step is still
   running clicks again when it ends. Latency is click to the step's result computed.
 - Left out: Streamlit's own share of a rerun (running the script, widgets, protobuf, the WebSocket) and the
@@ -33,12 +33,25 @@ import multiprocessing
 import os
 import queue
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+import torch
+
+from inference.core.limits import Limits
+from inference.core.loader import encode_prompt, load_model
+from inference.core.machine import cpu_name, logical_cpus
+from inference.core.paths import BUNDLED_MODEL_NAME
+from inference.core.remote import connect
+from inference.core.run import new_trace, warm_up
+from inference.engines import llamacpp
+from inference.lessons.generate.figures import cumulative_curve, next_token_bars, step_frame_for_table, token_html
 from inference.lessons.serving.stats import percentile
+from inference.sampling.pipeline import SamplingSettings
+from inference.sampling.step_view import step_view
 
 IN_PROCESS, ENGINE = "in-process", "engine"
 PERIOD_S = 2.0
@@ -150,9 +163,6 @@ def _page_step(trace, tokenizer, settings, seed: int, slot: threading.Semaphore,
     distribution, each in the page's generation slot, and the step's view. With `draw`, also what the page's rerun
     builds from them: the token chips, the two charts serialised as `st.plotly_chart` sends them, the step table
     and its CSV. Returns the seconds the drawing took."""
-    from inference.lessons.generate.figures import cumulative_curve, next_token_bars, step_frame_for_table, token_html
-    from inference.sampling.step_view import step_view
-
     with slot:
         trace.step(settings, seed)
     with slot:
@@ -175,23 +185,12 @@ def _worker(
     mode: str, url: str, students: list[int], steps: int, period_s: float, draw: bool, seed: int, barrier, results
 ):
     """One app process: set up its students' traces, wait for the others, then step them on a human schedule."""
-    import torch
-
-    from inference.core.limits import Limits
-    from inference.core.loader import encode_prompt
-    from inference.core.run import new_trace, warm_up
-    from inference.sampling.pipeline import SamplingSettings
-
     limits = Limits.from_env()
     torch.set_num_threads(limits.torch_threads)  # as app.py does
     if mode == IN_PROCESS:
-        from inference.core.loader import load_model
-
         loaded = load_model()
         warm_up(loaded.model, loaded.tokenizer)
     else:
-        from inference.core.remote import connect
-
         loaded = connect(url)
     slot = threading.BoundedSemaphore(limits.max_concurrent_generations)
     settings = SamplingSettings(temperature=0.8, top_p=0.95)  # the Generate page's defaults
@@ -289,10 +288,6 @@ def measure_level(
 
 def conditions() -> dict:
     """What the figures depend on: CPU, model, date, how busy the machine was."""
-    from inference.core.limits import Limits
-    from inference.core.machine import cpu_name, logical_cpus
-    from inference.core.paths import BUNDLED_MODEL_NAME
-
     limits = Limits.from_env()
     return {
         "date_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -327,8 +322,6 @@ def sweep(
         levels: list[Level] = []
         server = None
         if mode == ENGINE:
-            from inference.engines import llamacpp
-
             if not llamacpp.is_built():
                 out[mode] = {"skipped": "llama-server is not built: python -m inference.engines llamacpp build"}
                 continue
@@ -391,8 +384,6 @@ def main(argv: list[str] | None = None) -> int:
         "--step-only", action="store_true", help="time the model step alone, without the page's drawing work"
     )
     args = parser.parse_args(argv)
-    import sys
-
     log = (
         (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
     )
