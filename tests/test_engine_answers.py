@@ -114,7 +114,7 @@ def test_a_truncated_remote_distribution_is_not_captioned_computed_exactly(bundl
         trace = new_trace(loaded.model, loaded.tokenizer, encode_prompt(bundled.tokenizer, "Once upon a time"), 2)
         record = trace.step(SETTINGS)
         for kind, text in (
-            distribution_note(loaded.model, record.server_step),
+            distribution_note(loaded.model, trace.server_steps[0]),
             logits_note(loaded.model, record.logits),
             distribution_note(loaded.model, None),
         ):
