@@ -43,13 +43,14 @@ def precision_model(model_key: str, precision: str, _model):
 
 
 @st.cache_data(ttl=300, show_spinner=False)
-def same_vocabulary_models(vocab: int) -> list[tuple[str, str]]:
-    """Other bundled models with this vocabulary (the same token ids, so the same draws mean the same
-    thing), read from their config.json: nothing is loaded until a column picks one."""
+def same_vocabulary_models(vocab: int, loaded_name: str) -> list[tuple[str, str]]:
+    """Other bundled models than `loaded_name` with this vocabulary (the same token ids, so the same draws mean
+    the same thing), read from their config.json: nothing is loaded until a column picks one. Cached for every
+    visitor, so everything it reads is in its arguments (another visitor's model must not decide this list)."""
     out = []
     for m in bundled_models():
         config = json.loads((m.folder / "config.json").read_text())
-        if m.name != loaded.info.name and config.get("vocab_size") == vocab:
+        if m.name != loaded_name and config.get("vocab_size") == vocab:
             out.append((m.name, m.source))
     return out
 
@@ -57,14 +58,14 @@ def same_vocabulary_models(vocab: int) -> list[tuple[str, str]]:
 def model_choices() -> list[str]:
     vocab = loaded.model.get_output_embeddings().weight.shape[0]
     names = [f"{loaded.info.name} · {p}" for p in PRECISIONS]
-    return names + [f"{name} · float32" for name, _ in same_vocabulary_models(vocab)]
+    return names + [f"{name} · float32" for name, _ in same_vocabulary_models(vocab, loaded.info.name)]
 
 
 def model_for(choice: str):
     name, precision = choice.rsplit(" · ", 1)
     if name == loaded.info.name:
         return loaded.model if precision == "float32" else precision_model(loaded.info.name, precision, loaded.model)
-    source = dict(same_vocabulary_models(loaded.model.get_output_embeddings().weight.shape[0]))[name]
+    source = dict(same_vocabulary_models(loaded.model.get_output_embeddings().weight.shape[0], loaded.info.name))[name]
     return models.cached_model(source, "float32", False).model
 
 

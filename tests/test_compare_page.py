@@ -57,3 +57,20 @@ def test_many_seeds_run_from_the_button_and_show_intervals():
     text = page_text(at)
     assert "95% intervals" in text or "No verdict" in text
     assert any("cmp_intervals" in chart.proto.id for chart in at.get("plotly_chart"))
+
+
+def test_another_visitors_model_does_not_decide_the_model_list():
+    """Two sessions on different bundled models: each is offered every other model with its vocabulary, never
+    itself as "another model" (the list was cached by vocabulary size alone while it read the session's model)."""
+    moe = open_compare()
+    moe.radio(key="model_bundled_pick").set_value("storyteller-moe-16m").run()
+    assert not moe.exception
+    dense = open_compare()
+    for at, own, other in (
+        (moe, "storyteller-moe-16m", "storyteller-llama-6m"),
+        (dense, "storyteller-llama-6m", "storyteller-moe-16m"),
+    ):
+        options = list(at.selectbox(key="cmp_model_A").options)
+        assert options.count(f"{own} · float32") == 1, options
+        assert options.count(f"{other} · float32") == 1, options
+        assert "storyteller-draft-1m · float32" in options
