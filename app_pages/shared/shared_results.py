@@ -2,25 +2,88 @@
 
 from __future__ import annotations
 
+import pickle
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
 import streamlit as st
 
-from app_pages.shared.slots import generation_slot
+from app_pages.shared.slots import measurement_slot
+
+
+class SharedResults:
+    """Results kept for everyone, bounded in count and bytes: the least recently used go first, and a key whose
+    result was dropped is remembered so the page can say so (a classroom server runs for weeks)."""
+
+    def __init__(self, max_entries: int, max_bytes: int):
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self._items: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
+        self._dropped: set[Hashable] = set()
+        self._lock = threading.Lock()  # every session's thread reads and writes this one dict
+
+    @staticmethod
+    def size_of(value: object) -> int:
+        """Bytes a result holds, as pickled (tensors, frames and dataclasses all pickle)."""
+        try:
+            return len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        except Exception:  # an unpicklable result: count it as large as the bound, so it is kept alone
+            return 0
+
+    def get(self, key: Hashable, default=None):
+        with self._lock:
+            if key not in self._items:
+                return default
+            self._items.move_to_end(key)
+            return self._items[key][0]
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._items
+
+    def __setitem__(self, key: Hashable, value: object) -> None:
+        size = self.size_of(value)
+        with self._lock:
+            self._items.pop(key, None)
+            self._dropped.discard(key)
+            self._items[key] = (value, size)
+            while len(self._items) > 1 and (
+                len(self._items) > self.max_entries or sum(s for _, s in self._items.values()) > self.max_bytes
+            ):
+                old, _ = self._items.popitem(last=False)
+                self._dropped.add(old)
+
+    def was_dropped(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._dropped
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def bytes(self) -> int:
+        with self._lock:
+            return sum(s for _, s in self._items.values())
+
+
+MAX_RESULTS = 64
+MAX_RESULT_BYTES = 256 * 2**20
 
 
 @st.cache_resource
-def shared_results() -> dict:
+def shared_results() -> SharedResults:
     """Measurements kept for every visitor: measuring once is enough."""
-    return {}
+    return SharedResults(MAX_RESULTS, MAX_RESULT_BYTES)
 
 
 def measure_on_click(
     label: str, key: str, result_key: Hashable, measure: Callable, not_yet: str, where=st
 ) -> object | None:
-    """A primary button that runs `measure(progress)` in a generation slot with a progress bar
+    """A primary button that runs `measure(progress)` in one of the server's measurement slots with a progress bar
     (progress is called with done, total, what), then the latest result kept under
     `result_key` for every visitor; or, if nobody has measured yet, the `not_yet` hint and None.
+    Measurements have their own slots, apart from the model slots every Step takes: a sweep of minutes must not
+    hold a slot a student's Step waits for.
     A Cancel button under the bar ends the run: its click reruns the page, which stops this one at its next
     progress update; nothing is kept, and an earlier result stays."""
     store = shared_results()
@@ -35,10 +98,17 @@ def measure_on_click(
         def show(done: int, total: int, what: str) -> None:
             bar.progress(done / total, text=f"{what} ({done} of {total})")
 
-        with generation_slot():
+        with measurement_slot():
             store[result_key] = measure(show)
         bar.empty()
         cancel.empty()
     if result_key not in store:
-        st.info(f"{not_yet} The result is kept for everyone.")
+        if store.was_dropped(result_key):
+            st.info(
+                f"An earlier result of this measurement was dropped to keep the server's memory bounded (it keeps "
+                f"the {MAX_RESULTS} most recently used results, at most {MAX_RESULT_BYTES / 2**20:.0f} MiB). "
+                f"{not_yet}"
+            )
+        else:
+            st.info(f"{not_yet} The result is kept for everyone.")
     return store.get(result_key)

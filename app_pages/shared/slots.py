@@ -33,6 +33,31 @@ def model_slot():
         yield
 
 
+@st.cache_resource
+def measurement_slots() -> threading.BoundedSemaphore:
+    """The server's `max_concurrent_measurements` slots for long measurements (sweeps, replays), apart from the
+    model slots: a measurement of minutes never holds a slot a Step waits for."""
+    return threading.BoundedSemaphore(limits().max_concurrent_measurements)
+
+
+@contextmanager
+def measurement_slot():
+    """One of the measurement slots; others wait here with a visible message."""
+    slots = measurement_slots()
+    acquired = slots.acquire(blocking=False)
+    if not acquired:
+        note = st.info(
+            f"Another visitor's measurement is running ({limits().max_concurrent_measurements} at a time). "
+            "Waiting for it to finish…"
+        )
+        slots.acquire()
+        note.empty()
+    try:
+        yield
+    finally:
+        slots.release()
+
+
 @contextmanager
 def generation_slot():
     """Hold this session's trace and one of the server's `max_concurrent_generations`

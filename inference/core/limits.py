@@ -21,6 +21,8 @@ class Limits:
     max_prompt_tokens: int = 1024  # longer prompts are cut from the left, and the UI says so
     max_new_tokens: int = 300  # slider and URL values above this are capped, and the cap is shown
     max_concurrent_generations: int = 4  # forward passes at once; other sessions wait, with a message
+    # Long measurements (sweeps, replays, batching) at once, in slots of their own: a Step never waits for one.
+    max_concurrent_measurements: int = 1
     allow_hub: bool = True  # may a visitor load a Hugging Face hub id?
     allow_local_folders: bool = True  # may a visitor load a folder on the server?
     # When the server listens beyond localhost, folders must lie under this one, so a visitor
