@@ -1,25 +1,40 @@
-"""A lean decode step for Llama-architecture models: transformers' forward, computed faster.
+"""Lean forward passes for Llama-architecture models: transformers' forward, computed faster.
 
 Why it exists: a decode step of the 6M-parameter bundled model is 43 matrix-vector products
 and ~150 small element-wise operations. transformers' forward adds mask building, module calls
-and output objects around them; this module runs the same operations in the same order on the
-same weights and the same `DynamicCache`, and nothing else.
+and output objects around them; this module runs the same operations on the same weights and
+the same `DynamicCache`, and nothing else. Two entry points:
 
-One operation is computed differently: a float32 matrix-vector product is an element-wise
-product and a row sum (`_matvec`) instead of `F.linear`. Measured on our 2-core AMD EPYC, MKL's
-matrix-vector kernel (what `F.linear` calls for one token) reads the weights at ~9 GB/s; torch's
-own multiply and sum run vectorised, and the 43 products of a step take 1.2 ms on two threads
-(1.7 on one, as the app runs: see `Limits.torch_threads`) instead of 2.6. Only the order of the
-additions differs, so logits differ from `model(...)` by float rounding (tests: within 1e-4 over
-60 steps, the same greedy token every step). bfloat16 and quantized weights keep `F.linear` and
-stay bit-for-bit equal to `model(...)`.
+- `decode_logits`: one token (a decode step), the hot path of every page;
+- `forward_logits`: several tokens at once on top of the cache (a speculative verify pass of
+  gamma + 1 tokens, a prompt or a chunk of one), with the last `keep` positions' logits.
 
-It is used only for one-token decode steps of models `supports` accepts; prefill and every
-other architecture go through transformers unchanged. The model is only read, never changed.
+`forward_logits`: transformers' own operations in its own order (F.linear, its causal mask and
+its attention call), so the logits equal `model(...)` bit for bit in every precision (tests).
+
+`decode_logits`, float32 weights: three things are computed differently, each measured or proven:
+- a matrix-vector product is an element-wise product and a row sum (`_matvec`) instead of
+  `F.linear`. Measured on our 2-core AMD EPYC, MKL's matrix-vector kernel reads the weights at
+  ~9 GB/s; torch's own multiply and sum run vectorised, and the 43 products of a step took 1.2 ms
+  on two threads (1.7 on one, as the app runs: see `Limits.torch_threads`) instead of 2.6. Only
+  the order of the additions differs, so logits differ from `model(...)` by float rounding
+  (tests: within 1e-4 over 60 steps, the same greedy token every step);
+- q, k and v are one product with their weights stacked, and so are the MLP's gate and up
+  (`_Layer.qkv`, `_Layer.gate_up`): each output is one row's sum either way, so the numbers are
+  the same (tested), for 2 operations per layer instead of 6;
+- the rotary cos/sin come from a table of every position computed once (`_RopeTable`) with
+  transformers' own rotary module: the same values (tested) without its 7 operations a step.
+bfloat16 and quantized weights keep `F.linear` and transformers' order throughout, and stay
+bit-for-bit equal to `model(...)`.
+
+Only models `supports` accepts take these paths; every other architecture goes through
+transformers unchanged (`decode_step`, `forward_step`). The model is only read, never changed:
+what this module keeps (stacked weights, the rotary table) lives beside it, dropped with it.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from dataclasses import dataclass
 
@@ -29,11 +44,16 @@ from torch import nn
 
 # Rotary variants whose cos/sin depend only on the position (not on the sequence length).
 STATIC_ROPE_TYPES = {"default", "linear", "llama3"}
+# transformers hands grouped-query attention to sdpa's own `enable_gqa` only up to this head size.
+MAX_GQA_HEAD_DIM = 256
+# Stacked q/k/v and gate/up weights are copies: made only while they stay this small in all
+# (the bundled model: 17 MB), so a hub model does not double its projections' memory.
+MAX_STACKED_BYTES = 64 * 2**20
 
 
 def supports(model) -> bool:
-    """True when `decode_logits` computes what `model(...)` would (to float rounding for
-    float32 weights, bit for bit otherwise)."""
+    """True when the lean passes compute what `model(...)` would (to float rounding for one
+    float32 token, bit for bit otherwise)."""
     if type(model).__name__ != "LlamaForCausalLM" or model.training:
         return False
     config = model.config
@@ -48,10 +68,14 @@ def supports(model) -> bool:
     ):
         return False
     body = getattr(model, "model", None)
-    if body is None or type(getattr(model, "lm_head", None)) is not nn.Linear:
+    if body is None or type(getattr(model, "lm_head", None)) is not nn.Linear or model.lm_head.bias is not None:
+        return False
+    if type(body.embed_tokens) is not nn.Embedding or len(body.layers) != config.num_hidden_layers:
         return False
     for layer in body.layers:
         attention, mlp = layer.self_attn, layer.mlp
+        if attention.head_dim > MAX_GQA_HEAD_DIM:
+            return False
         projections = (
             attention.q_proj,
             attention.k_proj,
@@ -70,7 +94,7 @@ def supports(model) -> bool:
 
 @dataclass(frozen=True)
 class _Projection:
-    """One nn.Linear's tensors, and whether `_matvec` computes it (plain float32 weights)."""
+    """One nn.Linear's tensors, and whether `_matvec` computes it for one token (plain float32 weights)."""
 
     weight: torch.Tensor
     bias: torch.Tensor | None
@@ -82,14 +106,9 @@ class _Projection:
         plain = type(weight) in (torch.Tensor, nn.Parameter) and weight.dtype == torch.float32
         return cls(weight, linear.bias, plain)
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [..., in] for one token -> [..., out], as `F.linear(x, weight, bias)`."""
-        if not self.by_rows:
-            return F.linear(x, self.weight, self.bias)
-        out = _matvec(self.weight, x.reshape(-1))
-        if self.bias is not None:
-            out = out + self.bias
-        return out.view(*x.shape[:-1], -1)
+    def linear(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [..., in] -> [..., out], as nn.Linear.forward computes it."""
+        return F.linear(x, self.weight, self.bias)
 
 
 # A weight bigger than this (a hub model's output layer: 49,152 x 576 for SmolLM2) is multiplied
@@ -124,67 +143,133 @@ class _Layer:
     down: _Projection
     eps: float
     head_dim: int
+    heads: int
+    kv_heads: int
     scaling: float
-    grouped: bool
+    groups: int  # query heads per K/V head
+    qkv: torch.Tensor | None  # q, k, v weights stacked (float32 one-token steps), None where not made
+    gate_up: torch.Tensor | None  # gate, up weights stacked, likewise
+
+    @property
+    def grouped(self) -> bool:
+        return self.groups > 1
+
+
+class _RopeTable:
+    """cos and sin · sign (see `_rotation`) for positions 0, 1, ..., from the model's own rotary
+    module, grown (doubling) as longer sequences arrive. Element-wise functions of the position,
+    so one row equals what the module gives for that position alone (tested). Shared by every
+    run of the model: a grown table replaces the old one in one assignment."""
+
+    def __init__(self, rotary: nn.Module, dtype: torch.dtype, sign: torch.Tensor):
+        self._rotary, self._dtype, self._sign = rotary, dtype, sign
+        self._table: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._lock = threading.Lock()
+
+    def rows(self, start: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """([count, head_dim] cos, [count, head_dim] signed sin) for positions start .. start + count - 1."""
+        table = self._table
+        if table is None or table[0].shape[0] < start + count:
+            with self._lock:
+                table = self._table
+                if table is None or table[0].shape[0] < start + count:
+                    size = max(start + count, 2 * (0 if table is None else table[0].shape[0]), 256)
+                    probe = torch.empty(0, dtype=self._dtype)  # the module reads only its dtype
+                    cos, sin = self._rotary(probe, torch.arange(size).unsqueeze(0))
+                    table = (cos[0], sin[0] * self._sign.to(sin.dtype))
+                    self._table = table
+        return table[0][start : start + count], table[1][start : start + count]
 
 
 # Per model: its layers' tensors read out once, or None where `supports` said no. Dropped
 # with the model; only ever read from it.
 _PLANS: weakref.WeakKeyDictionary[nn.Module, _Plan | None] = weakref.WeakKeyDictionary()
+_PLANS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
 class _Plan:
     layers: list[_Layer]
+    embed: torch.Tensor
+    final_norm: torch.Tensor
+    final_eps: float
     lm_head: _Projection
-    rotation: tuple[torch.Tensor, torch.Tensor]  # see `_rotation`
+    rotated: torch.Tensor  # see `_rotation`
+    rope: _RopeTable
+    float32: bool  # every product's weight plain float32: one token takes `_one_float32_token`
+
+
+def _stacked(projections: list[_Projection], budget: list[int]) -> torch.Tensor | None:
+    """The projections' float32 weights stacked row-wise, while `budget` (bytes, shared) lasts."""
+    if not all(p.by_rows and p.bias is None for p in projections):
+        return None
+    size = sum(p.weight.numel() for p in projections) * 4
+    if size > budget[0]:
+        return None
+    budget[0] -= size
+    return torch.cat([p.weight.detach() for p in projections])
+
+
+def _layer(layer, budget: list[int]) -> _Layer:
+    attention, mlp = layer.self_attn, layer.mlp
+    q, k, v = (_Projection.of(attention.q_proj), _Projection.of(attention.k_proj), _Projection.of(attention.v_proj))
+    gate, up = _Projection.of(mlp.gate_proj), _Projection.of(mlp.up_proj)
+    return _Layer(
+        input_norm=layer.input_layernorm.weight,
+        post_norm=layer.post_attention_layernorm.weight,
+        q=q,
+        k=k,
+        v=v,
+        o=_Projection.of(attention.o_proj),
+        gate=gate,
+        up=up,
+        down=_Projection.of(mlp.down_proj),
+        eps=layer.input_layernorm.variance_epsilon,
+        head_dim=attention.head_dim,
+        heads=attention.q_proj.out_features // attention.head_dim,
+        kv_heads=attention.k_proj.out_features // attention.head_dim,
+        scaling=attention.scaling,
+        groups=attention.num_key_value_groups,
+        qkv=_stacked([q, k, v], budget),
+        gate_up=_stacked([gate, up], budget),
+    )
 
 
 def _plan(model) -> _Plan | None:
-    if model not in _PLANS:
-        _PLANS[model] = (
-            _Plan(
-                layers=[
-                    _Layer(
-                        input_norm=layer.input_layernorm.weight,
-                        post_norm=layer.post_attention_layernorm.weight,
-                        q=_Projection.of(layer.self_attn.q_proj),
-                        k=_Projection.of(layer.self_attn.k_proj),
-                        v=_Projection.of(layer.self_attn.v_proj),
-                        o=_Projection.of(layer.self_attn.o_proj),
-                        gate=_Projection.of(layer.mlp.gate_proj),
-                        up=_Projection.of(layer.mlp.up_proj),
-                        down=_Projection.of(layer.mlp.down_proj),
-                        eps=layer.input_layernorm.variance_epsilon,
-                        head_dim=layer.self_attn.head_dim,
-                        scaling=layer.self_attn.scaling,
-                        grouped=layer.self_attn.num_key_value_groups > 1,
-                    )
-                    for layer in model.model.layers
-                ],
-                lm_head=_Projection.of(model.lm_head),
-                rotation=_rotation(model.model.layers[0].self_attn.head_dim),
-            )
-            if supports(model)
-            else None
-        )
-    return _PLANS[model]
+    plan = _PLANS.get(model, False)
+    if plan is not False:
+        return plan
+    with _PLANS_LOCK:
+        if model not in _PLANS:
+            _PLANS[model] = _make_plan(model) if supports(model) else None
+        return _PLANS[model]
+
+
+@torch.inference_mode()
+def _make_plan(model) -> _Plan:
+    body = model.model
+    budget = [MAX_STACKED_BYTES]
+    rotated, sign = _rotation(body.layers[0].self_attn.head_dim)
+    layers = [_layer(layer, budget) for layer in body.layers]
+    lm_head = _Projection.of(model.lm_head)
+    projections = [lm_head] + [p for layer in layers for p in (layer.q, layer.k, layer.v, layer.o)]
+    projections += [p for layer in layers for p in (layer.gate, layer.up, layer.down)]
+    return _Plan(
+        layers=layers,
+        embed=body.embed_tokens.weight,
+        final_norm=body.norm.weight,
+        final_eps=body.norm.variance_epsilon,
+        lm_head=lm_head,
+        rotated=rotated,
+        rope=_RopeTable(body.rotary_emb, body.embed_tokens.weight.dtype, sign),
+        float32=all(p.by_rows for p in projections),
+    )
 
 
 def float32_row_sums(model) -> bool:
     """True when the lean step does this model's products as row sums (float32 weights)."""
     plan = _plan(model)
-    return plan is not None and plan.lm_head.by_rows
-
-
-@torch.inference_mode()
-def decode_step(model, token_id: int, cache) -> torch.Tensor:
-    """One decode step for any causal LM: feed `token_id` after `cache`, return the [vocab]
-    next-token logits. The lean path where `supports` says yes, transformers' forward elsewhere."""
-    if _plan(model) is not None:
-        return decode_logits(model, token_id, cache)
-    out = model(input_ids=torch.tensor([[token_id]], dtype=torch.long), cache=cache, use_cache=True, logits_to_keep=1)
-    return out.logits[0, -1]
+    return plan is not None and plan.float32
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -206,31 +291,128 @@ def _rotation(head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
     return order, sign
 
 
+def _repeat_kv(states: torch.Tensor, groups: int) -> torch.Tensor:
+    """transformers' repeat_kv: [1, kv_heads, length, head_dim] -> [1, kv_heads * groups, length, head_dim]."""
+    batch, kv_heads, length, head_dim = states.shape
+    expanded = states[:, :, None, :, :].expand(batch, kv_heads, groups, length, head_dim)
+    return expanded.reshape(batch, kv_heads * groups, length, head_dim)
+
+
+# -- entry points --------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def decode_step(model, token_id: int, cache) -> torch.Tensor:
+    """One decode step for any causal LM: feed `token_id` after `cache`, return the [vocab]
+    next-token logits. The lean path where `supports` says yes, transformers' forward elsewhere."""
+    if _plan(model) is not None:
+        return decode_logits(model, token_id, cache)
+    out = model(input_ids=torch.tensor([[token_id]], dtype=torch.long), cache=cache, use_cache=True, logits_to_keep=1)
+    return out.logits[0, -1]
+
+
+@torch.inference_mode()
+def forward_step(model, token_ids: list[int], cache, keep: int = 1) -> torch.Tensor:
+    """Feed `token_ids` after `cache` (updated in place) on any causal LM; the last `keep`
+    positions' logits, [keep, vocab] in the model's dtype, equal to transformers' bit for bit:
+    `forward_logits` where `supports` says yes, transformers' forward elsewhere."""
+    if _plan(model) is not None:
+        return forward_logits(model, token_ids, cache, keep)
+    ids = torch.tensor([list(token_ids)], dtype=torch.long)
+    return model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=keep).logits[0]
+
+
+def _lean_plan(model) -> _Plan:
+    plan = _plan(model)
+    if plan is None:
+        raise ValueError(f"{type(model).__name__} has no lean forward pass: use `decode_step` or `forward_step`")
+    return plan
+
+
 @torch.inference_mode()
 def decode_logits(model, token_id: int, cache) -> torch.Tensor:
     """Feed one token at the end of `cache` (updated in place, as transformers does) and
     return the next-token logits, shape [vocab]. Only for models `supports` accepts."""
-    plan = _plan(model)
-    if plan is None:
-        raise ValueError(f"{type(model).__name__} has no lean decode step: use `decode_step`")
-    body = model.model
-    x = body.embed_tokens.weight[token_id].view(1, 1, -1)
-    cos, sin = body.rotary_emb(x, torch.tensor([[cache.get_seq_length()]]))
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [1, 1, 1, head_dim]: broadcast over heads
-    rotated, sign = plan.rotation
-    signed_sin = sin * sign.to(sin.dtype)
+    plan = _lean_plan(model)
+    if plan.float32:
+        return _one_float32_token(plan, token_id, cache)
+    return _tokens(plan, [token_id], cache, 1)[0]
+
+
+@torch.inference_mode()
+def forward_logits(model, token_ids: list[int], cache, keep: int = 1) -> torch.Tensor:
+    """Feed `token_ids` at the end of `cache` (updated in place) and return the last `keep`
+    positions' next-token logits, [keep, vocab]: transformers' arithmetic in every precision,
+    even for one token (a one-token decode step is `decode_logits`). Only for models `supports` accepts."""
+    plan = _lean_plan(model)
+    if not token_ids or not 1 <= keep <= len(token_ids):
+        raise ValueError(f"Feed at least one token and keep 1 to {len(token_ids)} positions, not {keep}")
+    return _tokens(plan, list(token_ids), cache, keep)
+
+
+def _one_float32_token(plan: _Plan, token_id: int, cache) -> torch.Tensor:
+    """One token through float32 weights: row sums, stacked projections, the rotary table
+    (see the module docstring). Vectors stay 1-D until attention needs heads."""
+    x = plan.embed[token_id]
+    cos, signed_sin = plan.rope.rows(cache.get_seq_length(), 1)
+    rotated = plan.rotated
     for index, layer in enumerate(plan.layers):
         h = _rms_norm(x, layer.input_norm, layer.eps)
-        q = layer.q(h).view(1, 1, -1, layer.head_dim).transpose(1, 2)
-        k = layer.k(h).view(1, 1, -1, layer.head_dim).transpose(1, 2)
-        v = layer.v(h).view(1, 1, -1, layer.head_dim).transpose(1, 2)
-        q = q * cos + q.index_select(-1, rotated) * signed_sin
-        k = k * cos + k.index_select(-1, rotated) * signed_sin
+        if layer.qkv is not None:
+            qkv = _matvec(layer.qkv, h)
+        else:
+            qkv = torch.cat([_matvec(layer.q.weight, h), _matvec(layer.k.weight, h), _matvec(layer.v.weight, h)])
+        heads, kv_heads, head_dim = layer.heads, layer.kv_heads, layer.head_dim
+        # q and k rotate together: [heads + kv_heads, head_dim] rows, one position.
+        qk = qkv[: (heads + kv_heads) * head_dim].view(heads + kv_heads, head_dim)
+        qk = qk * cos + qk.index_select(-1, rotated) * signed_sin
+        q = qk[:heads].view(1, heads, 1, head_dim)
+        k = qk[heads:].view(1, kv_heads, 1, head_dim)
+        v = qkv[(heads + kv_heads) * head_dim :].view(1, kv_heads, 1, head_dim)
         k, v = cache.update(k, v, index)
         # One query attends to every cached position, so no mask; GQA shares K/V heads.
         attended = F.scaled_dot_product_attention(q, k, v, scale=layer.scaling, enable_gqa=layer.grouped)
-        x = x + layer.o(attended.transpose(1, 2).reshape(1, 1, -1))
+        x = x + _matvec(layer.o.weight, attended.view(-1))
         h = _rms_norm(x, layer.post_norm, layer.eps)
-        x = x + layer.down(F.silu(layer.gate(h)) * layer.up(h))
-    final = _rms_norm(x, body.norm.weight, body.norm.variance_epsilon)
-    return plan.lm_head(final[0, -1])
+        if layer.gate_up is not None:
+            gate, up = _matvec(layer.gate_up, h).split(layer.gate.weight.shape[0])
+        else:
+            gate, up = _matvec(layer.gate.weight, h), _matvec(layer.up.weight, h)
+        x = x + _matvec(layer.down.weight, F.silu(gate) * up)
+    return _matvec(plan.lm_head.weight, _rms_norm(x, plan.final_norm, plan.final_eps))
+
+
+def _tokens(plan: _Plan, token_ids: list[int], cache, keep: int) -> torch.Tensor:
+    """Any number of tokens, transformers' operations in its order: F.linear, and for several
+    tokens its causal mask (none from an empty cache, where sdpa's own causal flag does it)."""
+    n, past = len(token_ids), cache.get_seq_length()
+    x = F.embedding(torch.tensor([token_ids], dtype=torch.long), plan.embed)  # [1, n, hidden]
+    cos, signed_sin = plan.rope.rows(past, n)
+    cos, signed_sin = cos.view(1, 1, n, -1), signed_sin.view(1, 1, n, -1)  # broadcast over heads
+    # transformers' sdpa mask: position past + i sees keys 0 .. past + i (True = attend).
+    mask = None
+    if n > 1 and past > 0:
+        mask = (torch.arange(past + n) <= torch.arange(past, past + n).unsqueeze(-1)).view(1, 1, n, past + n)
+    rotated = plan.rotated
+    for index, layer in enumerate(plan.layers):
+        head_dim = layer.head_dim
+        h = _rms_norm(x, layer.input_norm, layer.eps)
+        q = layer.q.linear(h).view(1, n, -1, head_dim).transpose(1, 2)
+        k = layer.k.linear(h).view(1, n, -1, head_dim).transpose(1, 2)
+        v = layer.v.linear(h).view(1, n, -1, head_dim).transpose(1, 2)
+        q = q * cos + q.index_select(-1, rotated) * signed_sin
+        k = k * cos + k.index_select(-1, rotated) * signed_sin
+        k, v = cache.update(k, v, index)
+        if mask is None:  # one token, or a causal block from an empty cache: sdpa's own GQA
+            attended = F.scaled_dot_product_attention(
+                q, k, v, scale=layer.scaling, is_causal=n > 1, enable_gqa=layer.grouped
+            )
+        else:  # transformers repeats K/V heads when it passes a mask
+            if layer.grouped:
+                k, v = _repeat_kv(k, layer.groups), _repeat_kv(v, layer.groups)
+            attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=layer.scaling)
+        x = x + layer.o.linear(attended.transpose(1, 2).reshape(1, n, -1))
+        h = _rms_norm(x, layer.post_norm, layer.eps)
+        x = x + layer.down.linear(F.silu(layer.gate.linear(h)) * layer.up.linear(h))
+    final = _rms_norm(x[:, n - keep :], plan.final_norm, plan.final_eps)
+    return plan.lm_head.linear(final)[0]

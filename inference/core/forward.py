@@ -190,9 +190,10 @@ class TransformersForward(Forward):
 
 
 class FastDecodeForward(TransformersForward):
-    """`TransformersForward` whose one-token decode passes run the lean step (`fast_decode.decode_step`): the
-    same logits to float rounding, without the Python around transformers' forward. A prompt, even of one token,
-    is a prefill and goes through transformers. Routers' logits are never recorded here."""
+    """`TransformersForward` on fast_decode's lean passes: a one-token decode pass runs the lean step
+    (`fast_decode.decode_step`: the same logits to float rounding); a prompt, even of one token, and a pass of
+    several tokens (a verify pass) run `fast_decode.forward_step` (transformers' arithmetic, bit for bit),
+    without the Python around transformers' forward. Routers' logits are never recorded here."""
 
     def __init__(self, model, tokenizer):
         super().__init__(model, tokenizer)
@@ -201,4 +202,4 @@ class FastDecodeForward(TransformersForward):
     def _run(self, ids: list[int], keep: int, prefill: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         if len(ids) == 1 and keep == 1 and not prefill:
             return fast_decode.decode_step(self.model, ids[0], self.cache).float().unsqueeze(0), None
-        return super()._run(ids, keep, prefill)
+        return fast_decode.forward_step(self.model, ids, self.cache, keep).float(), None
