@@ -31,6 +31,12 @@ CHROMIUM_ARGS = [
 ]
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 SKIP_REASON = "Chromium not installed: apt-get install chromium (Debian) to run the browser tests"
+# Waits sized for a loaded 2-core machine (the suite runs beside other jobs, Chromium and the app share the cores):
+# Playwright's own 30 s default timed out a llama-server Step that passes alone in seconds. Every page a test opens
+# through `launch` waits this long for an action, a selector or a function before failing.
+ACTION_TIMEOUT_MS = 180_000
+NAVIGATION_TIMEOUT_MS = 240_000
+SERVER_START_S = 240  # the app's first import of torch and transformers, on a busy machine
 
 
 def chromium_available() -> bool:
@@ -77,7 +83,7 @@ def streamlit_server(env_extra: dict | None = None):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 90
+        deadline = time.time() + SERVER_START_S
         while True:
             if process.poll() is not None:
                 log.seek(0)
@@ -88,7 +94,7 @@ def streamlit_server(env_extra: dict | None = None):
             except OSError:
                 pass
             if time.time() > deadline:
-                raise RuntimeError("streamlit did not become healthy in 90 s")
+                raise RuntimeError(f"streamlit did not become healthy in {SERVER_START_S} s")
             time.sleep(0.5)
         yield url
     finally:
@@ -102,16 +108,27 @@ def streamlit_server(env_extra: dict | None = None):
 
 
 def launch(playwright):
-    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    """Debian's Chromium, headless; its pages and contexts wait ACTION_TIMEOUT_MS / NAVIGATION_TIMEOUT_MS."""
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    new_page, new_context = browser.new_page, browser.new_context
+
+    def sized(target):
+        target.set_default_timeout(ACTION_TIMEOUT_MS)
+        target.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
+        return target
+
+    browser.new_page = lambda *args, **kwargs: sized(new_page(*args, **kwargs))
+    browser.new_context = lambda *args, **kwargs: sized(new_context(*args, **kwargs))
+    return browser
 
 
-def wait_idle(page, timeout: float = 120_000) -> None:
+def wait_idle(page, timeout: float = ACTION_TIMEOUT_MS) -> None:
     """Wait until the script has finished its rerun (after the change you expect)."""
     page.wait_for_timeout(150)
     page.wait_for_selector(IDLE, timeout=timeout)
 
 
-def open_page(page, url: str, timeout: float = 240_000) -> None:
+def open_page(page, url: str, timeout: float = NAVIGATION_TIMEOUT_MS) -> None:
     """Go to a page and wait until its title is drawn and its script has finished (idle
     alone can come before the first run has started)."""
     page.goto(url)

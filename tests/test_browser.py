@@ -88,8 +88,7 @@ def test_generate_steps_and_temperature_moves_the_charts(server, page):
         "(b) => { const c = document.querySelector('[data-testid=\"stPlotlyChart\"] .js-plotly-plot');"
         " return c !== null && c.textContent !== b; }",
         arg=before,
-        timeout=30_000,
-    )
+    )  # the page's default wait (tests.browser.ACTION_TIMEOUT_MS): a rerun on a loaded machine
     wait_idle(page)
     assert chart_text(page, 0) != before
     assert chip_count(page) == 5  # moving a slider never loses the run
@@ -124,7 +123,7 @@ def test_sampling_lab_plotly_slider_moves_in_the_browser(server, page):
         page.mouse.move(rail["x"] + rail["width"] * 0.15, grip["y"] + grip["height"] / 2, steps=10)
         page.mouse.up()
         try:  # Plotly redraws the frame asynchronously
-            page.wait_for_function(title_changed, arg=title_before, timeout=5_000)
+            page.wait_for_function(title_changed, arg=title_before, timeout=20_000)
             break
         except PlaywrightTimeout:
             if attempt == 2:
