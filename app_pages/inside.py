@@ -86,19 +86,17 @@ name = lambda token_id: readable_token(tokenizer, token_id)  # noqa: E731
 
 # -- 1. logit lens -----------------------------------------------------------------------------------
 st.subheader("1. What each layer would say")
-left, right = st.container(), st.container()
-if not presenter:  # the table takes the wider side: at 800 px a half column cut its last columns off
-    left, right = st.columns([3, 2])
+left, right = st.container(), st.container()  # stacked: side by side, 800 px cut the table and the axis
 with left:
     st.dataframe(
-        tables.lens_table(inside, name, top=2),
+        tables.lens_table(inside, name),
         hide_index=True,
         width="stretch",
         column_config={"followed": st.column_config.NumberColumn(f"p({name(inside.followed_id)})", format="percent")},
     )
     caption(
         "exact",
-        f"Each layer's top 2 tokens (layer 0 = the embeddings) and the {role}'s probability, through the lens below.",
+        f"Each layer's top 3 tokens (layer 0 = the embeddings) and the {role}'s probability, through the lens below.",
     )
 with right:
     probs = inside.followed_probs()
