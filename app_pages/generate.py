@@ -12,6 +12,7 @@ from inference.core.prompting import prepare_prompt
 from inference.core.remote import distribution_note, is_remote
 from inference.core.run import SEED_MAX, new_trace
 from inference.lessons.generate.figures import cumulative_curve, next_token_bars, step_frame_for_table, token_html
+from inference.lessons.generate.links import LinkError, schedule_param, step_plan
 from inference.sampling.step_view import step_view
 
 # URL parameter -> (widget key, type): a shared link reopens the same prompt, settings and seed (the sampling
@@ -21,8 +22,9 @@ URL_PARAMS = {
     **controls.url_params("gen", controls.CLASSIC),
     "seed": ("gen_seed", int),
     "max": ("gen_max_new", int),
+    "sched": ("gen_sched", str),  # steps drawn with other settings or seeds than the sliders' (lessons/generate/links)
 }
-DEFAULTS = {"gen_prompt": "Once upon a time", "gen_seed": 0, "gen_max_new": 60}
+DEFAULTS = {"gen_prompt": "Once upon a time", "gen_seed": 0, "gen_max_new": 60, "gen_sched": ""}
 SAMPLING_DEFAULTS = {"temperature": 0.8, "top_p": 0.95}  # Generate opens on typical chat settings
 RANGES = {**controls.ranges("gen", controls.CLASSIC), "gen_seed": (0, SEED_MAX)}
 
@@ -99,6 +101,18 @@ def start_new_trace():
     )
 
 
+def replay_link(trace, steps: int) -> None:
+    """A shared link's steps, each with the settings and seed it was drawn with (the link's schedule)."""
+    try:
+        plan = step_plan(st.session_state.get("gen_sched", ""), steps, settings, seed)
+    except LinkError as err:
+        st.warning(str(err))
+        plan = step_plan("", steps, settings, seed)
+    for step_settings, step_seed in plan:
+        if trace.step(step_settings, step_seed) is None:
+            break
+
+
 if prepared.error:
     st.warning(prepared.error)  # keep showing the last run below; nothing is lost
 trace = stepper.current_run(run_key, start_new_trace, can_start=not prepared.error)
@@ -106,7 +120,7 @@ if trace is not None and not prepared.error:
     stepper.advance(
         trace,
         lambda: trace.step(settings, seed),
-        replay=lambda steps: list(trace.run(settings, max_steps=steps)),
+        replay=lambda steps: replay_link(trace, steps),
     )
 
 text_box = st.empty()
@@ -133,7 +147,8 @@ stepper.mirror_url(
         "seed": str(seed),
         "max": str(int(st.session_state.gen_max_new)),
     },
-    extra=controls.url_values("gen", "", settings, knobs=controls.MORE),
+    extra=controls.url_values("gen", "", settings, knobs=controls.MORE)
+    | ({"sched": sched} if trace is not None and (sched := schedule_param(trace.records, settings, seed)) else {}),
 )
 
 # -- the current step ------------------------------------------------------------------

@@ -125,3 +125,25 @@ def test_presenter_mode_enlarges_text():
     at.toggle(key="presenter").set_value(True).run()
     assert not at.exception
     assert any("font-size: 1.35rem" in md.value for md in at.markdown)
+
+
+def test_a_link_copied_after_a_mid_run_change_replays_the_same_tokens():
+    """Temperature changed at step 10 of 30, then a fork re-chosen with another seed: the copied link opened in
+    a fresh session gives the same 30 tokens (it replayed every step with the URL's sliders before)."""
+    at = app({"prompt": "Once upon a time", "max": "30", "t": "0.9", "p": "0.95", "seed": "5"})
+    for _ in range(10):
+        at.button(key="gen_step").click().run()
+    at.slider(key="gen_temperature").set_value(1.6).run()
+    at.button(key="gen_play").click().run()
+    at.number_input(key="gen_seed").set_value(6).run()
+    at.number_input(key="gen_fork_step").set_value(20).run()
+    at.button(key="gen_fork").click().run()
+    at.button(key="gen_play").click().run()
+    assert not at.exception
+    tokens = trace_of(at).generated_ids
+    assert len(tokens) == 30 or trace_of(at).stop_reason
+    assert {r.settings.temperature for r in trace_of(at).records} == {0.9, 1.6}
+    params = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert "sched" in params
+    fresh = app(params)
+    assert trace_of(fresh).generated_ids == tokens
