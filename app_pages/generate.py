@@ -6,12 +6,19 @@ from app_pages.shared import layout, models
 from app_pages.shared import sampler_controls as controls
 from app_pages.shared.captions import caption, view_summary
 from app_pages.shared.sidebar import current_model
-from app_pages.shared.slots import engine_errors, generation_slot
+from app_pages.shared.slots import engine_errors, generation_slot, session_lock
 from app_pages.shared.stepper import Stepper
 from inference.core.prompting import prepare_prompt
 from inference.core.remote import distribution_note, is_remote
 from inference.core.run import SEED_MAX, new_trace
-from inference.lessons.generate.figures import cumulative_curve, next_token_bars, step_frame_for_table, token_html
+from inference.lessons.generate.figures import (
+    cumulative_curve,
+    next_token_bars,
+    prompt_chips,
+    record_chip,
+    step_frame_for_table,
+    token_html,
+)
 from inference.lessons.generate.links import LinkError, schedule_param, step_plan
 from inference.sampling.step_view import step_view
 
@@ -113,6 +120,17 @@ def replay_link(trace, steps: int) -> None:
             break
 
 
+def frame_of(trace):
+    """The step table, made once per state of the run (a softmax per record) and kept in the session."""
+    with session_lock():
+        records = tuple(trace.records)  # held, so a kept frame is matched to these very record objects
+        kept = st.session_state.get("gen_frame")
+        fresh = kept is None or kept[1] is not trace or len(kept[0]) != len(records)
+        if fresh or any(a is not b for a, b in zip(kept[0], records)):
+            kept = st.session_state["gen_frame"] = (records, trace, trace.to_frame())
+        return kept[2]
+
+
 if prepared.error:
     st.warning(prepared.error)  # keep showing the last run below; nothing is lost
 trace = stepper.current_run(run_key, start_new_trace, can_start=not prepared.error)
@@ -126,9 +144,31 @@ if trace is not None and not prepared.error:
 text_box = st.empty()
 
 
+def chips_of(trace) -> tuple[str, list[str]]:
+    """The run's chips, made once per record and kept in the session: a Step makes one chip, not one per token so
+    far. A kept chip is reused only for the very record object it was made from (Back and Fork replace records)."""
+    kept = st.session_state.get("gen_chips")
+    if kept is None or kept["trace"] is not trace:
+        kept = st.session_state["gen_chips"] = {
+            "trace": trace,
+            "prompt": prompt_chips(tokenizer, trace.prompt_ids),
+            "records": [],
+        }
+    made = kept["records"]
+    same = 0
+    while same < min(len(made), len(trace.records)) and made[same][0] is trace.records[same]:
+        same += 1
+    del made[same:]
+    made.extend((r, record_chip(tokenizer, r)) for r in trace.records[same:])
+    return kept["prompt"], [chip for _, chip in made]
+
+
 def show_text():
     if trace is not None:
-        text_box.markdown(token_html(tokenizer, trace.prompt_ids, trace.records), unsafe_allow_html=True)
+        with session_lock():  # another run of this session may be stepping the same trace
+            prompt, chips = chips_of(trace)
+            html = token_html(tokenizer, trace.prompt_ids, trace.records, chips=chips, prompt=prompt)
+        text_box.markdown(html, unsafe_allow_html=True)
 
 
 if trace is not None and not prepared.error:
@@ -157,18 +197,19 @@ if trace is not None:
     if not trace.finished:
         with generation_slot(), engine_errors():
             logits = trace.peek()
-    if logits is not None:
-        context = trace.step_context(trace.next_index, settings) if settings.needs_context else None
-        view = step_view(logits, settings, trace.seen_now(), u=trace.next_uniform(), context=context)
-        heading = f"Step {trace.next_index}: the choice about to be made"
-    elif not trace.records:
+    if logits is None and not trace.records:
         st.stop()  # a serving engine failed before the first step: its message is above
-    else:
-        last = trace.records[-1]
-        seen = trace.seen_masks()[-1]
-        context = trace.step_context(last.index, settings) if settings.needs_context else None
-        view = step_view(last.logits, settings, seen, u=last.u, chosen_id=last.token_id, context=context)
-        heading = f"Step {last.index}: the last choice"
+    with session_lock():  # the view reads the trace: never while another run of this session steps it
+        if logits is not None:
+            context = trace.step_context(trace.next_index, settings) if settings.needs_context else None
+            view = step_view(logits, settings, trace.seen_now(), u=trace.next_uniform(), context=context)
+            heading = f"Step {trace.next_index}: the choice about to be made"
+        else:
+            last = trace.records[-1]
+            seen = trace.seen_masks()[-1]
+            context = trace.step_context(last.index, settings) if settings.needs_context else None
+            view = step_view(last.logits, settings, seen, u=last.u, chosen_id=last.token_id, context=context)
+            heading = f"Step {last.index}: the last choice"
     st.subheader(heading)
     top_n = st.slider("Tokens shown", 10, 50, 20, step=5, key="gen_top_n")
     table = view.table(tokenizer, top_n=top_n)
@@ -217,10 +258,14 @@ if trace is not None:
             )
 
         st.subheader("Every step")
-        frame = trace.to_frame()
+        frame = frame_of(trace)
         st.dataframe(step_frame_for_table(frame), hide_index=True, width="stretch", key="gen_table")
-        st.download_button(
-            "Download CSV", frame.to_csv(index=False).encode(), "inference_lab_steps.csv", "text/csv", key="gen_csv"
+        st.download_button(  # the CSV is made when it is downloaded, not on every rerun
+            "Download CSV",
+            lambda: frame.to_csv(index=False).encode(),
+            "inference_lab_steps.csv",
+            "text/csv",
+            key="gen_csv",
         )
         if remote:
             caption(

@@ -199,13 +199,10 @@ def _alternatives_tip(tokenizer, alternatives) -> str:
     return _tip_escape("\n".join(lines))
 
 
-def token_html(tokenizer, prompt_ids: list[int], records) -> str:
-    """The prompt as grey dashed chips (token boundaries visible), then generated tokens
-    coloured by the probability the model gave them; hovering (or focusing, for keyboard
-    users) shows the top-5 alternatives."""
+def prompt_chips(tokenizer, prompt_ids: list[int]) -> str:
+    """The prompt as grey dashed chips (special tokens named)."""
     special = special_ids(tokenizer)
-    generated = ",".join(str(r.token_id) for r in records)
-    parts = [CHIP_CSS, f'<div class="token-box" data-generated-ids="{generated}">']
+    parts = []
     for token_id in prompt_ids:
         if token_id in special:
             name = html.escape(tokenizer.convert_ids_to_tokens(token_id))
@@ -213,25 +210,41 @@ def token_html(tokenizer, prompt_ids: list[int], records) -> str:
         else:
             text = chip_text(token_text(tokenizer, token_id))  # the one decoding, as for generated chips
             parts.append(f'<span class="token-chip prompt" title="prompt token {token_id}">{text}</span>')
-    for r in records:
-        raw_prob = next((raw for tid, raw, _ in r.alternatives if tid == r.token_id), None)
-        if raw_prob is None:
-            raw_prob = float(r.logits.double().softmax(-1)[r.token_id])
-        tip = (
-            f"step {r.index}: p = {r.prob:.1%} (model T=1: {raw_prob:.1%}), rank {r.rank + 1}\n"
-            f"u = {r.u:.3f}, T = {r.settings.temperature:g}\n"
-        )
-        tip = _tip_escape(tip) + _alternatives_tip(tokenizer, r.alternatives)
-        if r.token_id in special:
-            name = html.escape(tokenizer.convert_ids_to_tokens(r.token_id))
-            parts.append(f'<span class="token-chip special" tabindex="0">{name}<span class="tip">{tip}</span></span>')
-        else:
-            colour = probability_colour(raw_prob)
-            text_colour = probability_text_colour(raw_prob)
-            parts.append(
-                f'<span class="token-chip" tabindex="0" style="background:{colour};color:{text_colour}">'
-                f'{chip_text(r.token_text)}<span class="tip">{tip}</span></span>'
-            )
+    return "".join(parts)
+
+
+def record_chip(tokenizer, r) -> str:
+    """One generated token's chip, coloured by the probability the model gave it, its top 5 in the tip."""
+    raw_prob = next((raw for tid, raw, _ in r.alternatives if tid == r.token_id), None)
+    if raw_prob is None:
+        raw_prob = float(r.logits.double().softmax(-1)[r.token_id])
+    tip = (
+        f"step {r.index}: p = {r.prob:.1%} (model T=1: {raw_prob:.1%}), rank {r.rank + 1}\n"
+        f"u = {r.u:.3f}, T = {r.settings.temperature:g}\n"
+    )
+    tip = _tip_escape(tip) + _alternatives_tip(tokenizer, r.alternatives)
+    if r.token_id in special_ids(tokenizer):
+        name = html.escape(tokenizer.convert_ids_to_tokens(r.token_id))
+        return f'<span class="token-chip special" tabindex="0">{name}<span class="tip">{tip}</span></span>'
+    colour = probability_colour(raw_prob)
+    text_colour = probability_text_colour(raw_prob)
+    return (
+        f'<span class="token-chip" tabindex="0" style="background:{colour};color:{text_colour}">'
+        f'{chip_text(r.token_text)}<span class="tip">{tip}</span></span>'
+    )
+
+
+def token_html(
+    tokenizer, prompt_ids: list[int], records, chips: list[str] | None = None, prompt: str | None = None
+) -> str:
+    """The prompt as grey dashed chips (token boundaries visible), then generated tokens
+    coloured by the probability the model gave them; hovering (or focusing, for keyboard
+    users) shows the top-5 alternatives. `chips` and `prompt`, when given, are the chips already made for these
+    records and this prompt (a page keeps them, so a Step makes one chip, not one per token so far)."""
+    generated = ",".join(str(r.token_id) for r in records)
+    parts = [CHIP_CSS, f'<div class="token-box" data-generated-ids="{generated}">']
+    parts.append(prompt if prompt is not None else prompt_chips(tokenizer, prompt_ids))
+    parts.extend(chips if chips is not None else (record_chip(tokenizer, r) for r in records))
     parts.append("</div>")
     legend = "".join(
         f'<span style="background:{probability_colour(p)}"></span> {p:.0%} &nbsp;' for p in (0.02, 0.2, 0.5, 0.9)

@@ -1,0 +1,142 @@
+"""What one Step costs the Streamlit server: its process's CPU time (user + system) per Step, over Steps pressed
+in real Chromium against the real app (`python -m inference.lessons.generate.page_bench`, also run by
+`python -m inference.bench --pages`). This, not the model's own ~2-3 ms step, bounds how many students press Step
+together on one server. Needs Debian's chromium and playwright (tests/requirements.txt); nothing is imported from
+Streamlit here: the app runs as its own process, whose CPU time psutil reads.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import psutil
+
+from inference.core.paths import PROJECT_ROOT
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking"]
+IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+CHIPS = "(document.querySelector('.token-box')?.dataset.generatedIds || '').split(',').filter(Boolean).length"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_app() -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (the app process writes to it until it ends)
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
+               str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none"]  # fmt: skip
+    process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"})  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(180):
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                return process, url
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise RuntimeError("the app did not start in 90 s")
+
+
+def _server_cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def _idle(page) -> None:
+    page.wait_for_timeout(100)
+    page.wait_for_selector(IDLE, timeout=120_000)
+
+
+def step_cpu(page, server: psutil.Process, steps: int) -> tuple[float, int, int]:
+    """Server CPU ms per Step over `steps` Steps; returns (ms, first position, last position)."""
+    first = page.evaluate(CHIPS)
+    cpu0 = _server_cpu(server)
+    done = 0
+    for _ in range(steps):
+        before = page.evaluate(CHIPS)
+        page.get_by_role("button", name="Step", exact=True).click()
+        try:
+            page.wait_for_function(f"{CHIPS} > {before}", timeout=60_000)
+        except Exception:  # the run stopped (the stop token): count what was stepped
+            break
+        _idle(page)
+        done += 1
+    return 1000 * (_server_cpu(server) - cpu0) / max(done, 1), first, page.evaluate(CHIPS)
+
+
+def back_and_step_cpu(page, server: psutil.Process, pairs: int) -> tuple[float, int]:
+    """Server CPU ms per rerun at the end of a long run: Back then Step, `pairs` times (a run that ended at its
+    stop token before 300 cannot take more Steps; Back and Step redraw the page at its full length)."""
+    position = page.evaluate(CHIPS)
+    cpu0 = _server_cpu(server)
+    for _ in range(pairs):
+        for name, expect in (("Back", position - 1), ("Step", position)):
+            page.get_by_role("button", name=name, exact=True).click()
+            page.wait_for_function(f"{CHIPS} == {expect}", timeout=60_000)
+            _idle(page)
+    return 1000 * (_server_cpu(server) - cpu0) / (2 * pairs), position
+
+
+def slider_cpu(page, server: psutil.Process, moves: int = 20) -> float:
+    """Server CPU ms per Temperature slider release on the Sampling lab (each release reruns the page)."""
+    slider = page.get_by_role("slider", name="Temperature").first
+    cpu0 = _server_cpu(server)
+    for i in range(moves):
+        slider.focus()
+        slider.press("ArrowRight" if i % 2 == 0 else "ArrowLeft")
+        _idle(page)
+    return 1000 * (_server_cpu(server) - cpu0) / moves
+
+
+def page_figures(steps: int = 30) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    process, url = _start_app()
+    server = psutil.Process(process.pid)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{url}/?max=300&t=0.7&p=0.9&seed=1")
+            page.wait_for_selector('[data-testid="stMain"] h1', timeout=240_000)
+            _idle(page)
+            page.get_by_role("button", name="Step", exact=True).click()  # the untimed first Step (prefill, warm-up)
+            page.wait_for_function(f"{CHIPS} >= 1", timeout=120_000)
+            _idle(page)
+            ms, first, last = step_cpu(page, server, steps)
+            out = {"page_step_server_cpu_ms": round(ms, 1), "page_step_positions": f"{first}-{last}"}
+            page.get_by_role("button", name="Play", exact=True).click()  # on towards 300 tokens (or the stop token)
+            page.wait_for_function("document.body.innerText.includes('stopped') || " + f"{CHIPS} >= 270",
+                                   timeout=600_000)  # fmt: skip
+            _idle(page)
+            ms, position = back_and_step_cpu(page, server, steps // 2)
+            out |= {"page_step_server_cpu_ms_300": round(ms, 1), "page_step_300_position": position}
+            page.goto(f"{url}/sampling")
+            page.wait_for_selector('[data-testid="stMain"] h1', timeout=240_000)
+            _idle(page)
+            out["page_sampling_slider_server_cpu_ms"] = round(slider_cpu(page, server), 1)
+            browser.close()
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return out
+
+
+if __name__ == "__main__":
+    print(page_figures())
