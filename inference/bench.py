@@ -37,6 +37,7 @@ from inference.lessons.constrained.bench_keys import constrained_figures  # JSON
 from inference.lessons.inside.bench_keys import inside_figures  # the Inside page, 300 tokens
 from inference.lessons.quantization.experiments import benchmark_rows
 from inference.lessons.serving import bench_keys as serving_benchmark
+from inference.lessons.serving import capacity as serving_capacity  # closed loop, 1 slot vs 8, and the roofline
 from inference.lessons.speculative.timing import bundled_benchmark  # greedy, gamma 4, the draft and prompt lookup
 from inference.sampling.pipeline import SamplingSettings, seen_mask
 from inference.sampling.step_view import step_view, trace_summary
@@ -159,6 +160,7 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
         include_serving
     ):  # llama-server replays of one trace, 1 slot vs 8 (minutes; see inference/lessons/serving/bench_keys.py)
         results.update(serving_benchmark.run())
+        results.update(serving_capacity.benchmark())
     return results
 
 
@@ -169,6 +171,13 @@ def print_table(results: dict) -> None:
         "view_ms_vocab_50k": "goal <= 5",
         "trace_view_ms_200": "goal <= 100",
         "inside_ms_300": "goal <= 200",
+        "page_step_server_cpu_ms": "goal <= 20",
+        "page_step_server_cpu_ms_300": "goal <= 30",
+        "spec_speedup_vs_plain": "goal >= 1.5",
+        "spec_speedup_vs_plain_t0.8": "goal >= 1.2",
+        "spec_prompt_lookup_speedup_vs_plain": "goal >= 1.0",
+        "llamacpp_vs_engine": "goal <= 2.0",
+        "serving_capacity_8_vs_1": "goal >= 2.5",
     }
     width = max(len(k) for k in results)
     for key, value in results.items():
@@ -186,8 +195,15 @@ def main(argv=None):
     parser.add_argument("--model", default=None, help="model source (default: the bundled model)")
     parser.add_argument("--no-quantization", action="store_true")
     parser.add_argument("--no-serving", action="store_true", help="skip the llama-server replays (minutes)")
+    parser.add_argument(
+        "--pages", action="store_true", help="also the Streamlit server's CPU per Step in real Chromium (minutes)"
+    )
     args = parser.parse_args(argv)
     results = run(args.model, include_quantization=not args.no_quantization, include_serving=not args.no_serving)
+    if args.pages:  # the app in its own process, driven by Chromium: nothing of Streamlit is imported here
+        from inference.lessons.generate.page_bench import page_figures  # needs playwright (tests/requirements.txt)
+
+        results.update(page_figures())
     print_table(results)
     if args.json:
         with open(args.json, "w") as f:
