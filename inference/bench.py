@@ -33,7 +33,10 @@ from inference.core.measuring import run_greedy
 from inference.core.run import new_trace
 from inference.engines.bench_keys import engine_figures  # llama-server, when built or running
 from inference.lessons.classroom.bench_keys import class_figures  # 30 followers polling one class
-from inference.lessons.constrained.bench_keys import constrained_figures  # JSON-schema preset, greedy
+from inference.lessons.constrained.bench_keys import constrained_figures
+from inference.lessons.generate.page_bench import (
+    page_figures,  # --pages: needs playwright (tests/requirements.txt)  # JSON-schema preset, greedy
+)
 from inference.lessons.inside.bench_keys import inside_figures  # the Inside page, 300 tokens
 from inference.lessons.quantization.experiments import benchmark_rows
 from inference.lessons.serving import bench_keys as serving_benchmark
@@ -201,8 +204,6 @@ def main(argv=None):
     args = parser.parse_args(argv)
     results = run(args.model, include_quantization=not args.no_quantization, include_serving=not args.no_serving)
     if args.pages:  # the app in its own process, driven by Chromium: nothing of Streamlit is imported here
-        from inference.lessons.generate.page_bench import page_figures  # needs playwright (tests/requirements.txt)
-
         results.update(page_figures())
     print_table(results)
     if args.json:
