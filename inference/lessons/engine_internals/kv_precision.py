@@ -170,8 +170,10 @@ class ConfigResult:
 
 
 def cache_server(gguf: Path, config: CacheConfig) -> llamacpp.LlamaServer:
-    """A one-slot llama-server with this KV cache and BYTES_CHECK_CELLS cells (the caller stops it)."""
-    return llamacpp.serve(gguf, parallel=1, extra_args=[*config.server_args(), "-c", str(BYTES_CHECK_CELLS)])
+    """A one-slot llama-server with this KV cache and BYTES_CHECK_CELLS cells (the caller stops it); log level 4,
+    the first that prints the cache it allocated."""
+    args = [*config.server_args(), "-c", str(BYTES_CHECK_CELLS), "-lv", "4"]
+    return llamacpp.serve(gguf, parallel=1, extra_args=args)
 
 
 def measure_on(
@@ -230,7 +232,7 @@ def compare(
         raise ValueError("`configs` start with the f32 reference and include the f16 flash-attention baseline")
     results, ids, vocab = [], None, None
     for i, config in enumerate(configs):
-        with cache_server(gguf, config) as server, EngineClient(server.url, dialect=LLAMACPP) as client:
+        with cache_server(gguf, config) as server, EngineClient(server.url, dialect=LLAMACPP, timeout=600) as client:
             if ids is None:  # the server's own tokens for the text, BOS first
                 ids = evaluation_ids(client, tokens + 1)
                 vocab = client.served_model().vocab_size
