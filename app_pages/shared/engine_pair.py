@@ -19,9 +19,9 @@ def section(model_key: str, trace: Trace, slots: int, slo: SLO, presenter: bool)
     st.subheader("Two engines, one trace: llama.cpp and vLLM")
     st.markdown(
         "The same requests at the same arrival times, sent to llama.cpp's `llama-server` and to **vLLM**, each "
-        f"allowed {slots} requests in a batch. llama.cpp keeps fixed *slots*, each with room for a whole context "
-        "reserved at start; vLLM batches continuously and pages its KV cache in small blocks handed out as "
-        "requests grow."
+        f"allowed {slots} requests in a batch. llama.cpp keeps {slots} fixed *slots* over a KV cache reserved at "
+        f"start ({slots} × the model's context); vLLM batches continuously and pages its KV cache in blocks "
+        "handed out as requests grow."
     )
     missing = two_engines.available()
     picked = st.multiselect(
@@ -43,8 +43,8 @@ def section(model_key: str, trace: Trace, slots: int, slo: SLO, presenter: bool)
         measure=lambda progress: two_engines.replay_on_engines(
             experiments.model_on_engine(model_key), trace, slots, runnable, progress
         ),
-        not_yet="Nobody has replayed this trace on these engines yet: press the button (vLLM takes a minute or "
-        "more to start on 2 cores).",
+        not_yet="Nobody has replayed this trace on these engines yet: press the button (vLLM takes one to three "
+        "minutes to start on 2 cores).",
     )
     if not runs:
         return
