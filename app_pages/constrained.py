@@ -6,13 +6,12 @@ import streamlit as st
 
 from app_pages.shared import layout, models
 from app_pages.shared.captions import caption
-from app_pages.shared.escaping import escape
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
 from app_pages.shared.stepper import Stepper
 from inference.core.prompting import prepare_prompt
 from inference.core.run import SEED_MAX
-from inference.core.tokens import readable_token
+from inference.core.tokens import markdown_token_text, readable_token
 from inference.engines import llamacpp
 from inference.lessons.constrained import figures, text
 from inference.lessons.constrained.experiment import unconstrained_twin
@@ -148,9 +147,11 @@ metrics = [
 cells = st.columns(2) + st.columns(2)  # two a row: whole values at 800 px and on a projector
 for cell, (name, value) in zip(cells, metrics):
     cell.metric(name, value)
-removed = [(escape(repr(readable_token(tokenizer, t))), p) for t, p in step.removed_wanted]
+removed = [(markdown_token_text(repr(readable_token(tokenizer, t))), p) for t, p in step.removed_wanted]
 st.markdown(
-    text.step_sentence(step.index, step.allowed, vocab, step.allowed_mass, escape(repr(record.token_text)), removed)
+    text.step_sentence(
+        step.index, step.allowed, vocab, step.allowed_mass, markdown_token_text(repr(record.token_text)), removed
+    )
 )
 st.plotly_chart(
     figures.step_bars(tokenizer, record.logits, record.settings.allowed_mask(vocab), record.token_id, presenter),
@@ -215,7 +216,7 @@ if run.trace.finished and run.steps:
     elif st.button("Run it on llama-server (starts it for one request)", key="con_engine"):
         with generation_slot(), st.spinner("Starting llama-server…"), llamacpp.serve(None) as server:
             theirs = engine_greedy(server.url, run.trace.prompt_ids, run.format, run.max_new_tokens)
-        same = theirs.token_ids == run.text_ids
+        same = theirs.without_eos(run.trace.eos_ids) == run.text_ids
         st.markdown(text.engine_sentence(same, run.text, theirs.text, theirs.predicted_ms, len(theirs.token_ids)))
         st.code(theirs.text or " ", language=None, wrap_lines=True)
         caption("measured", "llama-server's own `timings` for this request.")

@@ -94,4 +94,4 @@ def test_token_text_is_escaped_in_the_chips():
     at.text_area(key="con_spec").set_value("<b>bold</b>").run()
     at = click(at, "con_play")
     html = next(m.value for m in at.markdown if "token-box" in m.value)
-    assert "<b>" not in html and "&lt;" in html
+    assert "<b>" not in html and "&#60;" in html

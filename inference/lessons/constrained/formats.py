@@ -27,6 +27,7 @@ import llguidance.hf
 JSON_SCHEMA, REGEX, CHOICES = "json_schema", "regex", "choices"
 KINDS = (JSON_SCHEMA, REGEX, CHOICES)
 LLAMA_CPP_SPACE = r"( |\n{1,2}[ \t]{0,20})?"
+NO_FORCING = '%llguidance {"no_forcing": true}'  # allow every spelling of forced text (see Format.grammar)
 
 
 class FormatError(ValueError):
@@ -55,19 +56,25 @@ class Format:
         return _parse_schema(self.spec)
 
     def grammar(self) -> str:
-        """llguidance's grammar for this format (not yet checked against a tokenizer)."""
+        """llguidance's grammar for this format (not yet checked against a tokenizer), a Lark grammar with
+        forcing off: where the format forces text (a key, a closing quote) every token that spells it is
+        allowed, as in llama.cpp's grammars, not only the tokenizer's own tokenization of it."""
         if self.kind == JSON_SCHEMA:
-            return llguidance.LLMatcher.grammar_from_json_schema(
-                json.dumps(self.schema), overrides={"whitespace_pattern": LLAMA_CPP_SPACE}
-            )
-        if self.kind == REGEX:
+            schema = {**self.schema, "x-guidance": {"whitespace_pattern": LLAMA_CPP_SPACE}}
+            body = "%json " + json.dumps(schema)
+        elif self.kind == REGEX:
             if not self.spec:
                 raise FormatError("The regex is empty: type a pattern such as \\d{4}-\\d{2}-\\d{2}.")
-            return llguidance.LLMatcher.grammar_from_regex(self.spec)
-        options = self.choice_list
-        if not options:
-            raise FormatError("The list of choices is empty: type one choice per line.")
-        return llguidance.grammar_from("choice", options)
+            try:
+                body = "/" + llguidance.regex_to_lark(self.spec) + "/"
+            except ValueError as error:
+                raise FormatError(library_error_sentence(self, str(error))) from None
+        else:
+            options = self.choice_list
+            if not options:
+                raise FormatError("The list of choices is empty: type one choice per line.")
+            body = " | ".join(json.dumps(option) for option in options)
+        return llguidance.LLMatcher.grammar_from_lark(f"{NO_FORCING}\nstart: {body}")
 
     def matches(self, text: str) -> bool:
         """The oracle, independent of llguidance: the schema validates (jsonschema), the regex

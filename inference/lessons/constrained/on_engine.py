@@ -4,8 +4,9 @@ llama.cpp itself) or a GBNF `grammar` for a list of choices, and the server's ow
 A regex has no llama.cpp request field of its own (only a JSON string's `pattern`, which adds the
 quotes), so regex formats are not sent. Both engines use the same token ids (the GGUF carries the
 bundled tokenizer) and pick the most likely allowed token, so the texts agree unless two allowed
-tokens tie or the two grammars allow different texts (llguidance's JSON whitespace is set to
-llama.cpp's `space` rule for this reason). The request goes only to a server this process started
+tokens tie or the two grammars allow different texts: llama.cpp's converter allows its `space` only in some
+places (not after a string with a maxLength), llguidance's JSON between any two tokens (its whitespace set to
+llama.cpp's `space` rule). The request goes only to a server this process started
 (`inference.engines.llamacpp.serve`), never to an address a visitor typed.
 """
 
@@ -28,6 +29,11 @@ class EngineText:
     predicted_ms: float | None  # the server's own time for the generated tokens (grammar included)
     prompt_ms: float | None
     stop_type: str
+
+    def without_eos(self, eos_ids) -> list[int]:
+        """The generated ids without the end-of-text token llama-server returns last (our text leaves it out)."""
+        ids = self.token_ids
+        return ids[:-1] if ids and ids[-1] in eos_ids else ids
 
 
 def llama_cpp_request(fmt: Format) -> dict | None:
