@@ -9,6 +9,7 @@ from app_pages.shared.models import limits
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import engine_errors, generation_slot
 from inference.core.prompting import prepare_prompt
+from inference.core.tokens import html_token_text, markdown_token_text
 from inference.lessons.classroom import session
 from inference.lessons.classroom.figures import choices_chart, reveal_chart
 from inference.lessons.classroom.store import SOMETHING_ELSE, ClassError, SqliteClassStore, normalise_code
@@ -42,8 +43,8 @@ def store() -> SqliteClassStore:
 
 def text_line(state: dict) -> str:
     """The run so far as HTML: the prompt grey, the generated tokens dark, every label escaped."""
-    prompt = "".join(escape(t) for t in state["prompt"])
-    written = "".join(escape(t) for t in state["generated"])
+    prompt = "".join(html_token_text(t) for t in state["prompt"])
+    written = "".join(html_token_text(t) for t in state["generated"])
     return (
         f'<div class="class-text" style="font-size:1.25rem;line-height:1.7"><span style="color:#777">{prompt}</span>'
         f"<b>{written}</b>▍</div>"
@@ -59,7 +60,7 @@ def settings_line(state: dict) -> str:
 
 
 def show_reveal(rv: dict, figure) -> None:
-    st.success(escape(session.reveal_sentence(rv)))
+    st.success(markdown_token_text(session.reveal_sentence(rv)))
     st.plotly_chart(figure, width="stretch", key="class_reveal")
     caption(
         "exact",
@@ -195,7 +196,7 @@ def guess_form(code: str, member: str, step: str, state: dict) -> None:
             except ClassError as err:
                 st.error(str(err))
     if f"answered_{step}" in st.session_state:
-        st.caption(f"Your guess is in: {escape(st.session_state[f'answered_{step}'])}. You can change it.")
+        st.caption(f"Your guess is in: {markdown_token_text(st.session_state[f'answered_{step}'])}. You can change it.")
 
 
 def fork_into_generate(state: dict) -> None:

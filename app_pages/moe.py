@@ -15,7 +15,7 @@ from inference.core.calculator import load_public_models
 from inference.core.loader import encode_prompt
 from inference.core.paths import BUNDLED_MODEL_DIR
 from inference.core.run import SEED_MAX, new_trace
-from inference.core.tokens import token_text
+from inference.core.tokens import markdown_token_text, token_text
 from inference.lessons.moe import stored
 from inference.lessons.moe import text as moe_text
 from inference.lessons.moe.figures import (
@@ -147,7 +147,11 @@ if moe_loaded:
             )
         probs = recorded.probabilities[layer, token].tolist()
         kept, kept_weights = experts[layer, token].tolist(), weights[layer, token].tolist()
-        st.markdown(moe_text.token_router(token, texts[token], layer, shape.experts, probs, kept, kept_weights))
+        st.markdown(
+            moe_text.token_router(
+                token, markdown_token_text(repr(texts[token])), layer, shape.experts, probs, kept, kept_weights
+            )
+        )
         st.plotly_chart(router_figure(probs, kept, kept_weights, presenter), width="stretch", key="moe_router")
         caption("exact", moe_text.CAPTIONS["router"])
         ids_now = tuple(recorded.token_ids)

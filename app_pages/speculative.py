@@ -5,7 +5,6 @@ import streamlit as st
 from app_pages.shared import layout, models
 from app_pages.shared import sampler_controls as controls
 from app_pages.shared.captions import caption
-from app_pages.shared.escaping import escape
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
@@ -14,6 +13,7 @@ from inference.core.limits import Limits
 from inference.core.loader import load_model
 from inference.core.prompting import prepare_prompt
 from inference.core.run import SEED_MAX, warm_up
+from inference.core.tokens import markdown_token_text
 from inference.lessons.speculative import drafting
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative import text as spec_text
@@ -256,7 +256,7 @@ record = run.rounds[shown]
 st.markdown(round_html(record), unsafe_allow_html=True)
 if record.note:
     st.info(record.note)
-st.markdown(spec_text.round_sentence(record, escape(record.token_text)))
+st.markdown(spec_text.round_sentence(record, markdown_token_text(record.token_text)))
 if record.checks:
     left, right = st.container(), st.container()  # one under the other: each draft token needs the width
     with left:

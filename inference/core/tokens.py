@@ -34,3 +34,27 @@ def readable_token(tokenizer, token_id: int) -> str:
 
 def readable_tokens(tokenizer, token_ids) -> list[str]:
     return [readable_token(tokenizer, int(token_id)) for token_id in token_ids]
+
+
+# Characters Markdown (and Streamlit's LaTeX, tables and strikethrough) would read as syntax, as HTML character
+# references: a reference renders as the character itself in Markdown, in inline HTML and inside an HTML block.
+# HTML's own (&, <, >, quotes) are among them: one pass, so no reference is escaped twice.
+REFERENCES = {ch: f"&#{ord(ch)};" for ch in "&<>\"'\\`*_{}[]()#+-.!|$~:"}
+
+
+def _references(text: str) -> str:
+    return "".join(REFERENCES.get(ch, ch) for ch in text)
+
+
+def html_token_text(text: str) -> str:
+    """Token text for HTML shown with `st.markdown(..., unsafe_allow_html=True)` (chips, boxes): escaped, every
+    Markdown/LaTeX character a reference, a newline as ↵ then a real line break, a tab as ⇥, and never a raw
+    newline (a blank line would end the HTML block, and Markdown would read what follows)."""
+    visible = _references(text.replace("\r", "␍").replace("\t", "⇥"))
+    return visible.replace("\n", "↵<br>")
+
+
+def markdown_token_text(text: str) -> str:
+    """Token text inside a Markdown sentence (`st.markdown`, `st.caption`, `st.info`...): shown literally, on one
+    line (a newline as ↵), so `**b**`, `$x$`, backticks, `|` or `<script>` are characters, not syntax."""
+    return _references(text.replace("\r", "␍").replace("\t", "⇥").replace("\n", "↵"))

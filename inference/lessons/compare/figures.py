@@ -3,13 +3,11 @@ functions from `inference.lessons.compare.shared_draws` results to Plotly figure
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from inference.core.tokens import readable_tokens
+from inference.core.tokens import html_token_text, readable_tokens
 from inference.lessons.style import (
     CHOSEN_COLOUR,
     FINAL_COLOUR,
@@ -29,7 +27,7 @@ TOP_N = 10
 
 
 def _esc(text: str) -> str:
-    return html.escape(text).replace("\n", "↵<br>")
+    return html_token_text(text)
 
 
 def parting_html(

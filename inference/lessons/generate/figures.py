@@ -16,7 +16,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from inference.core.tokens import VISIBLE_WHITESPACE, readable_token, readable_tokens, special_ids, token_text
+from inference.core.tokens import (
+    VISIBLE_WHITESPACE,
+    html_token_text,
+    readable_token,
+    readable_tokens,
+    special_ids,
+    token_text,
+)
 from inference.lessons.style import (
     CHOSEN_COLOUR,
     CUTOFF_COLOUR,
@@ -180,9 +187,7 @@ CHIP_CSS = """
 def chip_text(text: str) -> str:
     """What a chip shows: the token's characters with whitespace made visible, escaped.
     A newline shows as ↵ and then really breaks the line, so the text keeps its shape."""
-    visible = text.translate(VISIBLE_WHITESPACE)
-    escaped = html.escape(visible, quote=True)
-    return escaped.replace("↵", "↵<br>")
+    return html_token_text(text.translate(VISIBLE_WHITESPACE)).replace("↵", "↵<br>")
 
 
 def _tip_escape(text: str) -> str:
@@ -205,7 +210,7 @@ def prompt_chips(tokenizer, prompt_ids: list[int]) -> str:
     parts = []
     for token_id in prompt_ids:
         if token_id in special:
-            name = html.escape(tokenizer.convert_ids_to_tokens(token_id))
+            name = html_token_text(tokenizer.convert_ids_to_tokens(token_id))
             parts.append(f'<span class="token-chip special" title="special token">{name}</span>')
         else:
             text = chip_text(token_text(tokenizer, token_id))  # the one decoding, as for generated chips
@@ -224,7 +229,7 @@ def record_chip(tokenizer, r) -> str:
     )
     tip = _tip_escape(tip) + _alternatives_tip(tokenizer, r.alternatives)
     if r.token_id in special_ids(tokenizer):
-        name = html.escape(tokenizer.convert_ids_to_tokens(r.token_id))
+        name = html_token_text(tokenizer.convert_ids_to_tokens(r.token_id))
         return f'<span class="token-chip special" tabindex="0">{name}<span class="tip">{tip}</span></span>'
     colour = probability_colour(raw_prob)
     text_colour = probability_text_colour(raw_prob)

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from inference.core.tokens import html_token_text
 from inference.lessons.moe.scale import DENSE_ACTIVE, DENSE_TOTAL, MOE
 from inference.lessons.style import PALETTE, add_line, base_layout, hover, label, legend_below, repr_token
 
@@ -47,15 +48,15 @@ def routing_chips(
         for e, share in zip(chosen, w):
             stops.append(f"{expert_colour(e)} {at:.1%} {at + share:.1%}")
             at += share
-        shown = html.escape(text.replace("\n", "↵"), quote=True) or "&nbsp;"
-        tip = html.escape(f"{repr_token(text)} → {_weights_text(chosen, w)}", quote=True)
+        shown = html_token_text(text).replace("<br>", "") or "&nbsp;"
+        tip = html.escape(f"{repr_token(text)} → {_weights_text(chosen, w)}", quote=True).replace("\n", "&#10;")
         chips.append(
             f'<span class="token-chip" title="{tip}" style="background:linear-gradient(90deg,{",".join(stops)});'
             f"padding:2px 3px;margin:1px;border-radius:4px;display:inline-block;white-space:pre;"
             f'font-size:{size};color:#111">{shown}</span>'
         )
     if pending is not None:
-        shown = html.escape(pending.replace("\n", "↵"), quote=True)
+        shown = html_token_text(pending).replace("<br>", "")
         chips.append(
             f'<span class="token-chip" title="chosen, fed to the model at the next step" style="border:1px '
             f"dashed #999;padding:2px 3px;margin:1px;border-radius:4px;display:inline-block;white-space:pre;"

@@ -78,9 +78,10 @@ def chips_caption(layer: int, k: int, routed: int) -> str:
 def token_router(
     token: int, text: str, layer: int, experts: int, probs: list[float], kept: list[int], weights: list[float]
 ) -> str:
-    """One token's routing in one layer: its kept experts' probabilities and the renormalised weights."""
+    """One token's routing in one layer: its kept experts' probabilities and the renormalised weights. `text`: the
+    token as the page shows it in Markdown (quoted and escaped by `core.tokens.markdown_token_text`)."""
     return (
-        f"Token {token}, `{text!r}`, in layer {layer}: the router gives every expert a "
+        f"Token {token}, {text}, in layer {layer}: the router gives every expert a "
         f"probability (softmax of its {experts} scores), keeps the top {len(kept)} "
         f"({', '.join(f'expert {e}: {probs[e]:.1%}' for e in kept)}, together "
         f"{sum(probs[e] for e in kept):.1%}) and rescales them to sum to 1: "

@@ -13,6 +13,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from inference.core.tokens import html_token_text
 from inference.lessons.style import FIT_SCALE, PALETTE, base_layout, label, legend_below
 
 PRECISION_COLOURS = {
@@ -246,10 +247,10 @@ def greedy_text_html(
         f'padding:0.6rem 0.8rem;background:#fff;white-space:pre-wrap;word-break:break-word">',
         '<div style="font-weight:600;font-size:0.92em;border-bottom:1px solid #eee;margin-bottom:0.3rem">'
         f"{html.escape(heading)}</div>",
-        f'<span style="color:#777">{html.escape(prompt_text)}</span>',
+        f'<span style="color:#777">{html_token_text(prompt_text)}</span>',
     ]
     for step, token in enumerate(tokens):
-        text = html.escape(token)
+        text = html_token_text(token)
         if departure is not None and step == departure:
             parts.append(
                 f'<mark style="background:{DEPARTURE_COLOUR};color:#000;border-radius:0.2rem;'
@@ -299,7 +300,7 @@ def step_context_html(comparison, step: int, presenter: bool = False, tail_chars
     shown = ("…" if len(read) > tail_chars else "") + read[-tail_chars:]
     size = "1.3rem" if presenter else "1rem"
     return (
-        f'<div style="font-size:{size}">Text read so far: <span style="color:#555">{html.escape(shown)}</span> '
+        f'<div style="font-size:{size}">Text read so far: <span style="color:#555">{html_token_text(shown)}</span> '
         f'→ float32 chose <b style="background:#e6eefb;padding:0 0.2rem;border-radius:0.2rem">'
-        f"'{html.escape(comparison.reference_tokens[step])}'</b></div>"
+        f"'{html_token_text(comparison.reference_tokens[step])}'</b></div>"
     )
