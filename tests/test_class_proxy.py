@@ -1,0 +1,354 @@
+"""The README's class set-up, run as written: `llamacpp serve --parallel 8`, two app processes started with the
+README's flags and variables, and nginx (Debian's) with the config block copied out of README.md, only its ports
+changed. Browser sessions go through nginx only; everything stays on 127.0.0.1.
+
+Checked: every session stays on one app process for every request (nginx's access log: one upstream per
+cookie) and its WebSocket upgrade succeeds (status 101 on /_stcore/stream); every Step's tokens equal the
+prompt's solo greedy run on our in-process engine; the app is in public mode (no typed engine URL) although it
+listens on loopback. Then one app process is killed: its sessions reconnect by themselves through nginx to the
+other process (a new session there: their next Step starts the run over from the URL's settings, and equals the
+solo run again), and the other process's sessions go on with their steps untouched.
+
+Marker `load` (minutes: two app processes, nginx, llama-server and Chromium on the same cores); `.ci/run` runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import defaultdict
+from contextlib import ExitStack
+from pathlib import Path
+from urllib.parse import urlencode
+
+import psutil
+import pytest
+
+from inference.core.loader import encode_prompt
+from inference.core.measuring import GREEDY
+from inference.core.run import new_trace
+from tests.browser import SKIP_REASON, chromium_available, free_port, launch, wait_idle
+from tests.load_sessions import EXCEPTION_BOX, generated_ids, step_interleaved
+from tests.test_engines import IN_CI, require_llama_server
+
+pytestmark = [pytest.mark.load, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+README = PROJECT_ROOT / "README.md"
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+PROMPTS = [
+    "Once upon a time",
+    "The little dog wanted to",
+    "Lily and her mom went to the park. They saw a big",
+    "Tom had a red ball. He",
+    "One day, a girl named Sue found a",
+    "The sun was hot and the cat",
+    "Ben liked to build towers with his blocks.",
+    "In a small house by the sea lived an old man",
+    "The bird could not fly, so it",
+    "Mia was sad because her toy",
+]
+STEPS_BEFORE, STEPS_AFTER, MAX_NEW_TOKENS = 4, 4, 40
+SESSIONS_PER_PROCESS = 2  # sessions are opened until each app process has at least this many
+# What the README's app command says; the test runs exactly these flags.
+README_APP_FLAGS = [
+    "--server.headless",
+    "true",
+    "--server.address",
+    "127.0.0.1",
+    "--server.fileWatcherType",
+    "none",
+    "--browser.gatherUsageStats",
+    "false",
+]
+README_ENV = {
+    "INFERENCE_LAB_ALLOW_LOCAL_FOLDERS": "0",
+    "INFERENCE_LAB_ALLOW_HUB": "0",
+    "INFERENCE_LAB_PUBLIC": "1",
+}
+MAIN_CONF = """\
+{user}
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log info;
+events {{ worker_connections 512; }}
+http {{
+    # Debian's nginx.conf holds the http block the README's file is included into; ours adds a log that names
+    # each request's cookie key and the app process (upstream) that served it.
+    log_format sticky '$msec|$inference_lab_key|$upstream_addr|$status|$request_uri';
+    access_log {dir}/access.log sticky;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    include {dir}/inference-lab.conf;
+}}
+"""
+
+
+def readme_nginx_conf(app_ports: list[int], nginx_port: int) -> str:
+    """The README's nginx block with its ports changed (8501/8502 -> the app ports, 80 -> a free loopback port)."""
+    text = README.read_text()
+    found = re.search(r"```\n(# /etc/nginx/conf\.d/inference-lab\.conf.*?)```", text, re.S)
+    assert found, "README.md has no nginx block starting with '# /etc/nginx/conf.d/inference-lab.conf'"
+    conf = found.group(1)
+    for old in ("server 127.0.0.1:8501;", "server 127.0.0.1:8502;", "listen 80;"):
+        assert old in conf, f"the README's nginx block changed: no {old!r}"
+    conf = conf.replace("127.0.0.1:8501", f"127.0.0.1:{app_ports[0]}").replace(
+        "127.0.0.1:8502", f"127.0.0.1:{app_ports[1]}"
+    )
+    return conf.replace("listen 80;", f"listen 127.0.0.1:{nginx_port};")
+
+
+def test_the_readme_still_gives_the_flags_and_settings_this_test_runs():
+    text = README.read_text()
+    assert "streamlit run app.py --server.headless true --server.address 127.0.0.1 --server.port $port" in text
+    assert "--server.fileWatcherType none --browser.gatherUsageStats false &" in text
+    assert "python -m inference.engines llamacpp serve --parallel 8 --port 8080 &" in text
+    for name, value in README_ENV.items():
+        assert f"{name}={value}" in text, name
+
+
+def wait_http(url: str, timeout_s: float, process: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"{what} exited with code {process.returncode}"
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except OSError:
+            time.sleep(0.3)
+    raise AssertionError(f"{what} did not answer {url} within {timeout_s:g} s")
+
+
+def started(stack: ExitStack, args: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
+    """A process stopped (SIGTERM, then SIGKILL) when the test ends, whatever happens."""
+    handle = open(log, "w")  # noqa: SIM115 - closed by the stack
+    stack.callback(handle.close)
+    process = subprocess.Popen(
+        args, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT, env=env
+    )
+
+    def stop():
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+    stack.callback(stop)
+    return process
+
+
+def websockets_on(port: int) -> int:
+    """Established connections into an app port: nginx holds one per open WebSocket (it keeps no idle upstream
+    connections without `keepalive`), so the count is that process's open sessions."""
+    return sum(
+        1
+        for c in psutil.net_connections("tcp")
+        if c.laddr and c.laddr.port == port and c.status == psutil.CONN_ESTABLISHED
+    )
+
+
+def session_url(base: str, prompt: str) -> str:
+    return f"{base}/?{urlencode({'prompt': prompt, 't': 0, 'max': MAX_NEW_TOKENS, 'engine': 'llama.cpp'})}"
+
+
+def solo(bundled, prompt: str, steps: int) -> list[int]:
+    trace = new_trace(bundled.model, bundled.tokenizer, encode_prompt(bundled.tokenizer, prompt), MAX_NEW_TOKENS)
+    return [r.token_id for r in trace.run(GREEDY, max_steps=steps)]
+
+
+def access_log(path: Path) -> dict[str, list[tuple[float, str, str, str]]]:
+    """{cookie key: [(logged at, app process that answered, status, uri), ...]} from nginx's access log; when nginx
+    tried several processes, the one that answered is the last of its `$upstream_addr` list."""
+    out = defaultdict(list)
+    for line in path.read_text().splitlines():
+        msec, key, upstream, status, uri = line.split("|", 4)
+        out[key].append((float(msec), upstream.split(",")[-1].strip(), status, uri))
+    return out
+
+
+def websocket_upstreams(lines) -> list[str]:
+    return [upstream for _, upstream, status, uri in lines if status == "101" and uri.startswith("/_stcore/stream")]
+
+
+def test_a_class_behind_the_readmes_nginx_is_sticky_exact_and_survives_losing_an_app_process(bundled, tmp_path):
+    require_llama_server()
+    if not os.access(NGINX, os.X_OK):
+        if IN_CI:
+            pytest.fail("CI must install nginx (Debian: apt-get install nginx) before the tests")
+        pytest.skip("nginx is not installed: apt-get install nginx (Debian) to run the class proxy test")
+    from playwright.sync_api import sync_playwright
+
+    expected = {p: solo(bundled, p, STEPS_BEFORE + STEPS_AFTER) for p in PROMPTS}
+    engine_port, app_ports, nginx_port = free_port(), [free_port(), free_port()], free_port()
+    with ExitStack() as stack:
+        # 1. The README's commands, its ports changed.
+        engine = started(
+            stack,
+            [
+                sys.executable,
+                "-m",
+                "inference.engines",
+                "llamacpp",
+                "serve",
+                "--parallel",
+                "8",
+                "--port",
+                str(engine_port),
+            ],
+            tmp_path / "engine.log",
+        )
+        wait_http(f"http://127.0.0.1:{engine_port}/health", 120, engine, "llamacpp serve")
+        env = {**os.environ, **README_ENV, "INFERENCE_LAB_ENGINES": f"llama.cpp=http://127.0.0.1:{engine_port}"}
+        apps = {}
+        for port in app_ports:
+            command = [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                *README_APP_FLAGS,
+                "--server.port",
+                str(port),
+            ]
+            apps[port] = started(stack, command, tmp_path / f"app-{port}.log", env)
+        for port, app in apps.items():
+            wait_http(f"http://127.0.0.1:{port}/_stcore/health", 120, app, f"the app on port {port}")
+        (tmp_path / "inference-lab.conf").write_text(readme_nginx_conf(app_ports, nginx_port))
+        user = "user root;" if os.geteuid() == 0 else ""  # workers must write the temp folders in tmp_path
+        (tmp_path / "nginx.conf").write_text(MAIN_CONF.format(user=user, dir=tmp_path))
+        nginx = started(
+            stack,
+            [
+                NGINX,
+                "-p",
+                str(tmp_path),
+                "-c",
+                str(tmp_path / "nginx.conf"),
+                "-e",
+                str(tmp_path / "error.log"),
+                "-g",
+                "daemon off;",
+            ],
+            tmp_path / "nginx.out",
+        )
+        base = f"http://127.0.0.1:{nginx_port}"
+        wait_http(base + "/_stcore/health", 30, nginx, "nginx")
+
+        playwright = stack.enter_context(sync_playwright())
+        browser = launch(playwright)
+        stack.callback(browser.close)
+        errors: list[str] = []
+
+        # 2. Sessions through nginx until each app process has SESSIONS_PER_PROCESS (the cookie is random).
+        sessions: dict[int, list[tuple[object, str]]] = {port: [] for port in app_ports}
+        for prompt in PROMPTS:
+            if all(len(s) >= SESSIONS_PER_PROCESS for s in sessions.values()):
+                break
+            before = {port: websockets_on(port) for port in app_ports}
+            page = browser.new_context(viewport={"width": 1000, "height": 800}).new_page()
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(session_url(base, prompt), timeout=240_000)
+            page.wait_for_selector('[data-testid="stMain"] h1', timeout=240_000)
+            wait_idle(page, 240_000)
+            grown = [port for port in app_ports if websockets_on(port) == before[port] + 1]
+            assert len(grown) == 1, f"a new session should open one WebSocket on one app process: {before}, {grown}"
+            sessions[grown[0]].append((page, prompt))
+        assert all(len(s) >= SESSIONS_PER_PROCESS for s in sessions.values()), (
+            f"{len(PROMPTS)} sessions all landed on one process: {[len(s) for s in sessions.values()]}"
+        )
+        everyone = [item for port in app_ports for item in sessions[port]]
+        sidebar = everyone[0][0].locator('[data-testid="stSidebar"]').inner_text()
+        assert "Or an engine URL" not in sidebar, "INFERENCE_LAB_PUBLIC=1: a visitor must not type engine URLs"
+
+        # 3. Every session steps; its tokens equal the solo run.
+        step_interleaved([page for page, _ in everyone], [STEPS_BEFORE] * len(everyone))
+        for page, prompt in everyone:
+            assert generated_ids(page) == expected[prompt][:STEPS_BEFORE], prompt
+        assert "returned all 4,096 token probabilities" in everyone[0][0].locator('[data-testid="stMain"]').inner_text()
+
+        keys = {id(page): _cookie(page) for page, _ in everyone}
+
+        # 4. One app process dies without a word.
+        killed, survivor = app_ports
+        killed_at = time.time()
+        apps[killed].send_signal(signal.SIGKILL)
+        apps[killed].wait(10)
+        moved = sessions[killed]
+        # Streamlit's frontend reconnects by itself; nginx sends it to the survivor: a fresh session there.
+        deadline = time.monotonic() + 120
+        while websockets_on(survivor) < len(everyone) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert websockets_on(survivor) == len(everyone), "the killed process's sessions did not reconnect"
+        for page, _ in moved:
+            wait_idle(page, 120_000)
+            assert page.locator(EXCEPTION_BOX).count() == 0
+        # The reconnected pages still show what they drew (the frontend keeps its elements), over a new session.
+        for page, prompt in everyone:
+            assert generated_ids(page) == expected[prompt][:STEPS_BEFORE], prompt
+
+        # 5. Everyone steps again: the survivor's sessions go on from their steps; the moved sessions' first click
+        # runs their new session from the URL's settings, so they start over (and must equal the solo run again).
+        step_pages = [page for page, _ in sessions[survivor]] + [page for page, _ in moved]
+        _step_more(step_pages, [STEPS_BEFORE] * len(sessions[survivor]) + [0] * len(moved), STEPS_AFTER)
+        for page, prompt in sessions[survivor]:
+            assert generated_ids(page) == expected[prompt][: STEPS_BEFORE + STEPS_AFTER], prompt
+        for page, prompt in moved:
+            assert generated_ids(page) == expected[prompt][:STEPS_AFTER], prompt
+        for page, _ in everyone:
+            assert page.locator(EXCEPTION_BOX).count() == 0
+        assert not errors, errors[:3]
+        for page, _ in everyone:
+            page.context.close()
+
+    # 6. nginx's own record: before the kill every request of a session went to one app process (sticky), and
+    # every session's WebSocket upgraded (101; logged when the socket closed): the survivor's sessions only ever
+    # on the survivor, the moved ones first on the killed process, then on the survivor.
+    log = access_log(tmp_path / "access.log")
+    by_port = {port: f"127.0.0.1:{port}" for port in app_ports}
+    for port in app_ports:
+        for page, prompt in sessions[port]:
+            lines = log[keys[id(page)]]
+            before = {upstream for at, upstream, _, _ in lines if at < killed_at}
+            assert before == {by_port[port]}, (prompt, before)
+            sockets = websocket_upstreams(lines)
+            if port == survivor:
+                assert {upstream for _, upstream, _, _ in lines} == {by_port[survivor]}, prompt
+                assert sockets == [by_port[survivor]], (prompt, sockets)
+            else:
+                assert sockets[:1] == [by_port[killed]] and by_port[survivor] in sockets[1:], (prompt, sockets)
+
+
+def _cookie(page) -> str:
+    """The session's sticky key: the cookie nginx set on its first response."""
+    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+    assert "inference_lab" in cookies, f"nginx set no inference_lab cookie: {sorted(cookies)}"
+    return cookies["inference_lab"]
+
+
+def _step_more(pages: list, already: list[int], more: int) -> None:
+    """Press Step `more` times on each page, interleaved; page i shows exactly `already[i]` + k tokens after its
+    k-th click (exactly: a reconnected page still shows its old session's tokens until its first rerun)."""
+    from tests.browser import wait_idle
+
+    for step in range(1, more + 1):
+        for page in pages:
+            page.get_by_role("button", name="Step", exact=True).click()
+        for page, start in zip(pages, already):
+            page.wait_for_function(
+                "(document.querySelector('.token-box')?.dataset.generatedIds || '')"
+                f".split(',').filter(Boolean).length === {start + step}",
+                timeout=120_000,
+            )
+        for page in pages:
+            wait_idle(page)
