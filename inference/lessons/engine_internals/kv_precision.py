@@ -52,7 +52,7 @@ EVALUATION_TEXT_WHAT = "three short stories written for this lesson (not from th
 # The server prints MiB with two decimals: over 16,384 cells that is 0.005 x 2^20 / 16,384 = 0.32 bytes per token
 # for K and for V, under half a byte, so the printed line pins each row's bytes to one whole number.
 BYTES_CHECK_CELLS = 16_384
-DECODE_TOKENS = 128
+DECODE_TOKENS = 64
 DECODE_RUNS = 3
 
 
@@ -183,10 +183,14 @@ def measure_on(
     ids: list[int],
     vocab: int,
     progress: Progress | None = None,
+    decode_runs: int = DECODE_RUNS,
 ) -> ConfigResult:
-    """On a server started with `config`: its reported cache, the teacher-forced distributions over `ids`, and
-    the median decode speed of DECODE_RUNS greedy runs of DECODE_TOKENS tokens."""
-    reported = reported_cache(server.log_path.read_text(errors="replace"))
+    """On a server started with `config` (one slot of the model's context): the teacher-forced distributions over
+    `ids`, and the median decode speed of DECODE_RUNS greedy runs of DECODE_TOKENS tokens. The reported cache is
+    read from a separate `cache_server` start: BYTES_CHECK_CELLS cells make every pass slower (about 3x measured
+    here with flash attention), so the distributions and speeds come from a server of the usual size."""
+    with cache_server(server.gguf, config) as sized:
+        reported = reported_cache(sized.log_path.read_text(errors="replace"))
     rows = []
     for position in range(1, len(ids)):
         dist = client.next_token(ids[:position], n_probs=vocab, vocab_size=vocab)
@@ -196,7 +200,7 @@ def measure_on(
         if progress is not None and position % 16 == 0:
             progress(position, len(ids), f"{config.label}: position {position} of {len(ids) - 1}")
     runs = []
-    for _ in range(DECODE_RUNS):
+    for _ in range(decode_runs):
         rate = client.complete(ids[:8], DECODE_TOKENS).timings.decode_tokens_per_s
         if rate:
             runs.append(rate)
@@ -226,20 +230,24 @@ def compare(
     tokens: int = 192,
     progress: Progress | None = None,
     configs: tuple[CacheConfig, ...] = CONFIGS,
+    decode_runs: int = DECODE_RUNS,
 ) -> PrecisionComparison:
     """Each config (REFERENCE first, then FLASH_BASELINE among them) on a fresh server (see module docstring)."""
     if configs[0] != REFERENCE or FLASH_BASELINE not in configs:
         raise ValueError("`configs` start with the f32 reference and include the f16 flash-attention baseline")
     results, ids, vocab = [], None, None
     for i, config in enumerate(configs):
-        with cache_server(gguf, config) as server, EngineClient(server.url, dialect=LLAMACPP, timeout=600) as client:
+        with (
+            llamacpp.serve(gguf, parallel=1, extra_args=config.server_args()) as server,
+            EngineClient(server.url, dialect=LLAMACPP, timeout=600) as client,
+        ):
             if ids is None:  # the server's own tokens for the text, BOS first
                 ids = evaluation_ids(client, tokens + 1)
                 vocab = client.served_model().vocab_size
             inner = None
             if progress is not None:
                 inner = lambda done, total, what, i=i: progress(i * total + done, len(configs) * total, what)  # noqa: E731
-            results.append(measure_on(server, client, config, ids, vocab, inner))
+            results.append(measure_on(server, client, config, ids, vocab, inner, decode_runs))
     reference = results[0].logprobs
     flash = next(r for r in results if r.config == FLASH_BASELINE).logprobs
     rows = []
