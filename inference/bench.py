@@ -34,6 +34,7 @@ from inference.core.run import new_trace
 from inference.engines.bench_keys import engine_figures  # llama-server, when built or running
 from inference.lessons.classroom.bench_keys import class_figures  # 30 followers polling one class
 from inference.lessons.constrained.bench_keys import constrained_figures
+from inference.lessons.engine_internals import bench_keys as internals_benchmark  # prefix cache, stalls, KV
 from inference.lessons.generate.page_bench import (
     page_figures,  # --pages: needs playwright (tests/requirements.txt)  # JSON-schema preset, greedy
 )
@@ -163,6 +164,7 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
         include_serving
     ):  # llama-server replays of one trace, 1 slot vs 8 (minutes; see inference/lessons/serving/bench_keys.py)
         results.update(serving_benchmark.run())
+        results.update(internals_benchmark.run())
         results.update(serving_capacity.benchmark())
     return results
 
