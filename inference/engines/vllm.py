@@ -149,7 +149,7 @@ def command(model: Path, port: int, max_num_seqs: int, context: int) -> list[str
     ]
 
 
-def _context(folder: Path) -> int:
+def model_context(folder: Path) -> int:
     """The model's context from its config.json (the same rule as `run.context_limit`)."""
     from transformers import PretrainedConfig
 
@@ -172,7 +172,7 @@ def serve(
         raise ValueError(f"`max_num_seqs` has to be at least 1, but is {max_num_seqs}")
     folder, _ = model_folder(None if model is None else str(model))
     port = port or free_port()
-    args = command(folder, port, max_num_seqs, _context(folder)) + (extra_args or [])
+    args = command(folder, port, max_num_seqs, model_context(folder)) + (extra_args or [])
     env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
     env.pop("VLLM_CPU_KVCACHE_SPACE", None)  # it would override --kv-cache-memory-bytes
     if threads:
