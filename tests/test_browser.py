@@ -153,11 +153,35 @@ def test_token_html_is_shown_as_text_and_never_runs(server, page):
     no_exception_box(page)
 
 
-@pytest.mark.parametrize("path", ["/start", "/prefill-decode", "/kv-cache", "/quantization", "/cost"])
+# What each page draws on its first run, before any button: headings of its sections and its Plotly charts.
+FIRST_RUN = {
+    "/start": (["1. Text becomes tokens", "3. One token is chosen", "5. The model keeps what it has read"], 0),
+    "/prefill-decode": (["One generation, timed", "Sweep: how time grows with the prompt"], 1),
+    "/kv-cache": (["1. The cache, step by step", "2. With and without the cache"], 2),
+    "/quantization": (["What each precision saves, and what it costs", "How far each prediction drifts"], 4),
+    "/cost": (["1. One answer: input tokens are cheap, output tokens are dear", "2. Batching"], 1),
+}
+
+
+@pytest.mark.parametrize("path", list(FIRST_RUN))
 def test_other_pages_open_at_their_url_and_render_without_errors(server, page, path):
+    """Each page opens at its URL with no exception box and shows its sections and its drawn charts."""
     open_page(page, server + path)
     assert_opened(page, path.strip("/") + ".py")
     no_exception_box(page)
+    headings, charts = FIRST_RUN[path]
+    main_text = page.locator('[data-testid="stMain"]').inner_text()
+    for heading in headings:
+        assert heading in main_text, f"{path} should show {heading!r}"
+    containers = page.locator('[data-testid="stPlotlyChart"]')
+    for i in range(min(charts, containers.count())):  # Plotly draws a chart once it is on screen
+        containers.nth(i).scroll_into_view_if_needed()
+    page.wait_for_function(
+        "(n) => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .js-plotly-plot').length >= n", arg=charts
+    )
+    drawn = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot')
+    for i in range(charts):  # Plotly drew each one: a title, or at least one trace
+        assert drawn.nth(i).locator(".gtitle, .trace").count() > 0
     for w, h in SIZES:
         page.set_viewport_size({"width": w, "height": h})
         full_screenshot(page, SHOTS / f"{path.strip('/')}_{w}x{h}.png")
@@ -171,6 +195,8 @@ def test_cost_page_buttons_fill_its_charts(server, page):
     page.locator(".stPlotlyChart").nth(before).wait_for(timeout=120_000)  # one more chart
     wait_idle(page)
     no_exception_box(page)
+    new_chart = page.locator(".stPlotlyChart").nth(before)
+    assert new_chart.locator(".js-plotly-plot .trace").count() > 0  # the measured batches are drawn
     page.set_viewport_size({"width": 1280, "height": 900})
     full_screenshot(page, SHOTS / "cost_measured_1280x900.png")
 
@@ -183,3 +209,4 @@ def test_moe_at_scale_button_builds_and_times_three_models(server, page):
     page.locator(".stPlotlyChart").nth(before).wait_for(timeout=180_000)
     wait_idle(page)
     no_exception_box(page)
+    assert page.locator(".stPlotlyChart").nth(before).locator(".js-plotly-plot .trace").count() > 0
