@@ -119,6 +119,8 @@ def reveal(tally: Tally, choices: list[dict], record) -> dict:
 
 
 def percent(p: float) -> str:
+    if p < 0.001:  # a rare draw must not read 0.0%
+        return f"{100 * p:.2g}%"
     return f"{100 * p:.1f}%" if p < 0.1 else f"{100 * p:.0f}%"
 
 
