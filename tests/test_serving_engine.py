@@ -4,9 +4,17 @@ import pytest
 
 from inference.engines import llamacpp
 from inference.engines.client import LLAMACPP, EngineClient
-from inference.lessons.serving.experiments import greedy_equals_solo
+from inference.lessons.serving.experiments import (
+    BATCH_REPLY_TOKENS,
+    decode_at_batch,
+    greedy_equals_solo,
+    model_on_engine,
+)
+from inference.lessons.serving.random_model import DEFAULT_PUBLIC_MODEL
 from inference.lessons.serving.replay import EngineTarget, replay
-from inference.lessons.serving.request_trace import poisson_trace
+from inference.lessons.serving.request_trace import SHAPES, Request, Trace, poisson_trace
+from inference.lessons.serving.stats import RequestRecord
+from inference.lessons.serving.text import incomplete_batch_sentence
 
 pytestmark = [
     pytest.mark.engine,
@@ -55,3 +63,32 @@ def test_cancelled_replay_keeps_what_arrived_and_leaves_the_engine_healthy(engin
     assert result.cancelled and len(result.records) < 6
     with EngineClient(engine.url, dialect=LLAMACPP) as client:
         assert client.health()
+
+
+def test_eight_requests_at_once_on_random_weights_record_every_token():
+    """SmolLM2-135M's shape with random weights (its greedy text is full of byte tokens that end mid-way through
+    a UTF-8 character, which llama-server holds back from the stream): 8 requests sent at once into 8 slots, every
+    request records an arrival for each of its tokens, and decode at batch 8 is measured (it raised before)."""
+    model = model_on_engine(DEFAULT_PUBLIC_MODEL)
+    with llamacpp.serve(model.gguf, parallel=8) as server:
+        target = EngineTarget(server.url, LLAMACPP, model.label, 8)
+        requests = tuple(Request(i, 0.0, (0, *range(100 + 15 * i, 115 + 15 * i)), BATCH_REPLY_TOKENS) for i in range(8))
+        trace = Trace(shape=SHAPES["short chat"], rate_per_s=float("inf"), seed=0, requests=requests)
+        result = replay(trace, target)
+        assert len(result.records) == 8
+        for record in result.records:
+            assert record.error is None and record.complete, (record.index, record.tokens, record.error)
+            assert list(record.token_times_s) == sorted(record.token_times_s)
+        assert decode_at_batch(target, 8).tokens_per_s > 0
+
+
+def test_a_batch_that_did_not_complete_names_the_failing_request():
+    records = [
+        RequestRecord(0, 0.0, (0.1, 0.2), asked_tokens=2),
+        RequestRecord(1, 0.0, (0.1,), asked_tokens=2),
+        RequestRecord(2, 0.0, (), asked_tokens=2, error="The engine at x broke off."),
+    ]
+    sentence = incomplete_batch_sentence(records, 3)
+    assert sentence == (
+        "Only 1 of 3 requests sent together completed: request 2 failed (it received 1 of its 2 tokens)."
+    )

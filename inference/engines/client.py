@@ -164,8 +164,11 @@ class Completion:
     token_ids: list[int]
     text: str
     timings: ServerTimings
-    arrival_ms: list[float] = field(default_factory=list)  # per streamed token, since the request was sent
+    arrival_ms: list[float] = field(default_factory=list)  # per decoded token, since the request was sent
     stop_reason: str = ""
+    # tokens whose ids the stream did not carry (llama-server holds back a token ending mid-way through a UTF-8
+    # character): then `arrival_ms` has this many more entries than `token_ids`
+    unstreamed_ids: int = 0
 
 
 @dataclass(frozen=True)
@@ -317,6 +320,11 @@ class HttpTransport:
                     raise EngineResponseError(f"The engine streamed an event from {path} that is not JSON.") from None
                 if not isinstance(event, dict):
                     raise EngineResponseError(f"The engine streamed an event from {path} that is not an object.")
+                if "error" in event:  # an engine failing mid-stream sends its error as the last event
+                    raise EngineHTTPError(
+                        f"The engine at {self.base_url} stopped streaming {path} with an error: "
+                        f"{_error_message(json.dumps(event).encode())}"
+                    )
                 yield (time.perf_counter() - start) * 1000, event
 
 
@@ -453,14 +461,19 @@ class LlamaCppDialect(Dialect):
         )
 
     def _stream(self, payload, on_open=None) -> Completion:
-        tokens, texts, arrivals, final = [], [], [], {}
+        """Every decoded token with its arrival time. llama-server streams one event per token, except that a token
+        ending part-way through a UTF-8 character is held back: its bytes come with the event of the token that
+        completes the character (or with none, at the end), and only that token's id is sent. Each event says how
+        many tokens were decoded so far (`tokens_predicted`), so held-back tokens are counted as arriving with the
+        event that brought their text; their ids are not streamed (`unstreamed_ids`)."""
+        tokens, texts, arrivals, final, unstreamed = [], [], [], {}, 0
         for arrival_ms, event in self.http.stream_events("/completion", payload, on_open):
-            new = event.get("tokens")
-            if isinstance(new, list):
-                for token in new:
-                    if isinstance(token, int):
-                        tokens.append(token)
-                        arrivals.append(arrival_ms)
+            new = [t for t in event.get("tokens") or [] if isinstance(t, int) and not isinstance(t, bool)]
+            decoded = _int_or_none(event.get("tokens_predicted"))
+            held_back = max(0, decoded - len(arrivals) - len(new)) if decoded is not None else 0
+            unstreamed += held_back
+            arrivals.extend([arrival_ms] * (held_back + len(new)))
+            tokens.extend(new)
             texts.append(str(event.get("content", "")))
             if event.get("stop"):
                 final = event
@@ -471,6 +484,7 @@ class LlamaCppDialect(Dialect):
             timings=timings,
             arrival_ms=arrivals,
             stop_reason=str(final.get("stop_type", "")),
+            unstreamed_ids=unstreamed,
         )
 
     def slots(self) -> list[dict]:

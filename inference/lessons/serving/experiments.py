@@ -22,12 +22,13 @@ import pandas as pd
 from inference.core.measuring import Progress
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.engines import llamacpp
-from inference.engines.client import LLAMACPP, EngineClient
+from inference.engines.client import LLAMACPP, EngineClient, EngineError
 from inference.lessons.serving import random_model
 from inference.lessons.serving.replay import EngineTarget, ReplayResult, replay, solo_run
 from inference.lessons.serving.request_trace import SHAPES, Request, Trace, poisson_trace
 from inference.lessons.serving.roofline import Roof, ServedModel, decode_pass
 from inference.lessons.serving.stats import SLO, RunSummary
+from inference.lessons.serving.text import incomplete_batch_sentence
 
 BUNDLED = "bundled"
 DEFAULT_SLOTS = 8
@@ -169,7 +170,7 @@ def decode_at_batch(
     result = replay(trace, target, poll_interval_s=1.0)
     streams = [r.token_times_s for r in result.records if r.complete]
     if len(streams) < batch:
-        raise RuntimeError(f"only {len(streams)} of {batch} requests completed: {result.records[0].error}")
+        raise EngineError(incomplete_batch_sentence(result.records, batch))
     start, end = max(s[0] for s in streams), min(s[-1] for s in streams)
     if end <= start:
         raise RuntimeError(f"the {batch} requests never decoded together (the engine has fewer slots?)")

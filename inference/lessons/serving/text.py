@@ -3,6 +3,8 @@ measured run). The longer verdicts on measured runs live beside their arithmetic
 
 from __future__ import annotations
 
+from inference.lessons.serving.stats import RequestRecord
+
 
 def local_engine_note(cache_dir) -> str:
     return (
@@ -62,3 +64,13 @@ def cost_caption(price_per_hour: float, throughput_ratio: float | None) -> str:
         "hour (a price you type; the default is illustrative): the same machine, the same traffic, so the "
         f"costs differ by the throughput ratio{ratio}."
     )
+
+
+def incomplete_batch_sentence(records: list[RequestRecord], batch: int) -> str:
+    """One sentence naming the first request that did not complete and why (its own error, or its token count)."""
+    failed = next((r for r in records if not r.complete), None)
+    done = sum(r.complete for r in records)
+    if failed is None:
+        return f"Only {len(records)} of {batch} requests sent together came back."
+    why = failed.error or f"it received {failed.tokens} of its {failed.asked_tokens} tokens"
+    return f"Only {done} of {batch} requests sent together completed: request {failed.index + 1} failed ({why})."
