@@ -400,3 +400,24 @@ def test_predicted_speedup_and_break_even():
     alpha = spec.break_even_alpha(4, 0.3)
     assert spec.predicted_speedup(alpha, 4, 0.3) == pytest.approx(1.0, abs=1e-9)
     assert spec.break_even_alpha(4, 1.5) is None  # 5 tokens at best for the cost of 7 passes
+
+
+def test_sample_index_picks_what_the_whole_display_order_picks():
+    """The draw decided in the head (the most likely tokens and their ties) is the draw over the whole stable
+    order: peaked and flat distributions, many exact ties, filtered (zero) tokens, u at both ends."""
+    from inference.sampling.pipeline import inverse_cdf_index
+
+    def whole_order(probs, u):
+        order = torch.sort(probs, descending=True, stable=True).indices
+        return int(order[inverse_cdf_index(probs[order], u)])
+
+    generator = torch.Generator().manual_seed(0)
+    for trial in range(150):
+        logits = torch.randn(4096, generator=generator, dtype=torch.float64) * (0.3 + trial % 7)
+        if trial % 3 == 0:
+            logits = logits.round()  # thousands of exact ties, some across the head's cut
+        if trial % 5 == 0:
+            logits[torch.rand(4096, generator=generator) < 0.6] = -math.inf
+        probs = logits.softmax(-1)
+        for u in torch.rand(12, generator=generator, dtype=torch.float64).tolist() + [0.0, 1 - 1e-12]:
+            assert spec.sample_index(probs, u) == whole_order(probs, u), (trial, u)

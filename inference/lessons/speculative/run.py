@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -123,11 +124,37 @@ def final_probs(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Te
     return final_logits(logits, settings, seen).double().softmax(dim=-1)
 
 
+# A draw first looks among the most likely tokens (and any tied with the last of them): nearly always
+# where u lands, for a fraction of the cost of ordering the whole vocabulary.
+HEAD_TOKENS = 64
+
+
 def sample_index(probs: torch.Tensor, u: float) -> int:
-    """Inverse-CDF draw from a [vocab] distribution in display order (most likely first), as
-    the app's `sampling.draw` does, so one u always picks the same token on every page."""
+    """Inverse-CDF draw from a [vocab] distribution in display order (most likely first, ties by id), as
+    the app's `sampling.draw` does, so one u always picks the same token on every page.
+
+    The head, every token at least as likely as the HEAD_TOKENS-th, is exactly the start of that order
+    (ties across the cut included), so when its running sum passes u the draw is decided there, with the
+    same sums as over the whole order (numpy's cumsum adds left to right, as torch's does); otherwise the
+    whole order is used. numpy: a draw is a handful of small operations, each cheaper there than in torch."""
+    p = probs.detach().numpy()
+    if p.shape[-1] > 4 * HEAD_TOKENS:
+        threshold = p[np.argpartition(p, p.shape[-1] - HEAD_TOKENS)[-HEAD_TOKENS:]].min()
+        head = np.flatnonzero(p >= threshold)  # id order, so the stable sort breaks ties by id
+        head = head[np.argsort(-p[head], kind="stable")]
+        cumulative = np.cumsum(p[head])
+        if cumulative[-1] > u:  # decided in the head, at a token of positive probability
+            return int(head[np.searchsorted(cumulative, u, side="right")])
     order = torch.sort(probs, descending=True, stable=True).indices
     return int(order[inverse_cdf_index(probs[order], u)])
+
+
+def raw_probabilities(logits: torch.Tensor, tokens: list[int]) -> list[float]:
+    """Each row's probability of its token at temperature 1 ([n, vocab] logits, n tokens): one softmax for all rows."""
+    if not tokens:
+        return []
+    probs = logits[: len(tokens)].double().softmax(dim=-1)
+    return probs[torch.arange(len(tokens)), torch.tensor(tokens)].tolist()
 
 
 def running_seen(base: torch.Tensor, tokens: list[int]) -> torch.Tensor:
@@ -246,7 +273,7 @@ class ModelDrafter:
     @torch.inference_mode()
     def propose(self, request: DraftRequest) -> Proposal:
         settings, gamma = request.settings, request.gamma
-        tokens, q_rows, q_raw, pass_ms = [], [], [], []
+        tokens, q_rows, raw_rows, pass_ms = [], [], [], []
         seen = request.seen.clone()
         start = time.perf_counter()
         logits = self.forward.logits(request.committed[self.cache_tokens :])[0]
@@ -258,7 +285,7 @@ class ModelDrafter:
                 q = final_probs(logits, settings, seen)
                 token = sample_index(q, request.uniform())
                 q_rows.append(q)
-            q_raw.append(float(logits.double().softmax(-1)[token]))
+            raw_rows.append(logits)
             tokens.append(token)
             seen[token] = True
             if i == gamma - 1 or (request.stop_at_eos and token in self.eos_ids):
@@ -266,6 +293,7 @@ class ModelDrafter:
             start = time.perf_counter()
             logits = self.forward.logits([token])[0]
             pass_ms.append((time.perf_counter() - start) * 1000)
+        q_raw = raw_probabilities(torch.stack(raw_rows), tokens)  # after the passes: not in their timing
         return Proposal(tokens, torch.stack(q_rows) if q_rows else None, q_raw, pass_ms)
 
     def crop_to(self, length: int) -> None:
@@ -462,15 +490,16 @@ class SpeculativeRun(Generation):
 
         # 3. accept or reject, under the same pipeline for p as for q.
         seen_rows = running_seen(self._seen, drafted)
-        if settings.greedy:
+        if settings.greedy:  # p is one-hot on each position's argmax: kept as the argmaxes alone
             choices = final_logits(logits, settings, seen_rows).argmax(dim=-1).tolist()
             verdict = verify_greedy(choices, drafted)
-            p_rows = torch.zeros(len(drafted) + 1, self.vocab_size, dtype=torch.float64)  # one-hot on each argmax
-            p_rows[torch.arange(len(choices)), torch.tensor(choices)] = 1.0
+            p_rows = None
+            p_drafted = [1.0 if choice == token else 0.0 for choice, token in zip(choices, drafted)]
         else:
             p_rows = final_probs(logits, settings, seen_rows)
             q_rows = proposal.q_rows if drafted else torch.zeros(0, self.vocab_size, dtype=torch.float64)
             verdict = verify_sampled(p_rows, q_rows, drafted, self.uniform)
+            p_drafted = p_rows[torch.arange(len(drafted)), torch.tensor(drafted, dtype=torch.long)].tolist()
         new_tokens = drafted[: verdict.accepted] + [verdict.token_id]
         if self.stop_at_eos:
             for i, token in enumerate(new_tokens):
@@ -484,24 +513,27 @@ class SpeculativeRun(Generation):
         prefix = len(self.all_ids) - 1
         self.forward.crop_to(prefix)
         self.drafter.crop_to(prefix)
-        record = self._record(settings, proposal, verdict, logits, p_rows, new_tokens, verify_ms, round_start, note)
+        record = self._record(proposal, verdict, logits, p_rows, p_drafted, new_tokens, verify_ms, round_start, note)
         self.rounds.append(record)
         self.stop_reason = self._reason_to_stop()
         return record
 
-    def _record(self, settings, proposal, verdict, logits, p_rows, new_tokens, verify_ms, round_start, note):
+    def _record(self, proposal, verdict, logits, p_rows, p_drafted, new_tokens, verify_ms, round_start, note):
+        """The round's record: only the numbers the page shows, each computed once here from what the round
+        already holds (`p_rows`: the target's final distributions, None when greedy; `p_drafted`: p of each
+        drafted token)."""
         drafted = proposal.tokens
-        raw_p = logits.double().softmax(dim=-1)
+        p_raw = raw_probabilities(logits, drafted)
         checks = []
         for i, token in enumerate(drafted):
             checked = i <= verdict.accepted and i < len(verdict.ratios)
             status = "accepted" if i < verdict.accepted else ("rejected" if checked else "unchecked")
-            p = float(p_rows[i, token])
+            p = p_drafted[i]
             if proposal.q_rows is None:  # greedy: q is one-hot on the drafted token
                 q, overlap = 1.0, p
             else:
                 q = float(proposal.q_rows[i, token])
-                overlap = float(torch.minimum(p_rows[i], proposal.q_rows[i]).sum())
+                overlap = float(torch.minimum(p_rows[i], proposal.q_rows[i]).sum()) if checked else None
             checks.append(
                 DraftCheck(
                     position=i,
@@ -510,7 +542,7 @@ class SpeculativeRun(Generation):
                     q=q,
                     p=p,
                     q_raw=proposal.q_raw[i],
-                    p_raw=float(raw_p[i, token]),
+                    p_raw=p_raw[i],
                     ratio=verdict.ratios[i] if checked else None,
                     u=verdict.uniforms[i] if checked and verdict.uniforms else None,
                     status=status,

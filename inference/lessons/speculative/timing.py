@@ -23,13 +23,15 @@ import torch
 from inference.core.forward import FastDecodeForward
 from inference.core.loader import load_model
 from inference.core.measuring import GREEDY, Progress, run_greedy
-from inference.core.run import warm_up
+from inference.core.run import new_trace, warm_up
 from inference.lessons.speculative import run as spec
 from inference.sampling.pipeline import SamplingSettings, draw, seen_mask
 
 SWEEP_GAMMAS = tuple(range(1, 9))
 SWEEP_TEMPERATURES = (0.0, 0.8, 1.2)
 SWEEP_NEW_TOKENS = 48
+SAMPLED = SamplingSettings(temperature=0.8)  # the benchmark's sampled pair: temperature the only knob on
+SAMPLED_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,8 @@ def benchmark(
 ) -> dict:
     """Greedy, gamma 4: our speculation with the draft model and with prompt lookup, plain
     decoding with the step engine, and transformers' `generate` plain and assisted (with the same
-    draft, its default schedule); each the median of `repeats` alternated runs."""
+    draft, its default schedule); and at temperature 0.8 (seeded), speculation with the draft model
+    against plain sampled decoding of as many tokens. Each the median of `repeats` alternated runs."""
     vocab = spec.vocabulary_rows(target)
     input_ids = torch.tensor([prompt_ids])
     hf_common = dict(
@@ -185,10 +188,17 @@ def benchmark(
     def plain():
         out["plain"] = run_greedy(target, tokenizer, prompt_ids, new_tokens, stop_at_eos=False).generated_ids
 
-    def speculative(name, drafter):
+    def plain_sampled():
+        trace = new_trace(target, tokenizer, prompt_ids, new_tokens, seed=SAMPLED_SEED, stop_at_eos=False)
+        list(trace.run(SAMPLED))
+        out["plain_sampled"] = trace.generated_ids
+
+    def speculative(name, drafter, settings=GREEDY):
         def go():
-            run = spec.new_run(target, tokenizer, drafter(), prompt_ids, new_tokens, gamma=gamma, stop_at_eos=False)
-            list(run.run(GREEDY))
+            run = spec.new_run(
+                target, tokenizer, drafter(), prompt_ids, new_tokens, gamma=gamma, seed=SAMPLED_SEED, stop_at_eos=False
+            )
+            list(run.run(settings))
             out[name] = run
 
         return go
@@ -204,6 +214,8 @@ def benchmark(
         "plain": plain,
         "spec": speculative("spec", lambda: spec.ModelDrafter(draft, draft_tokenizer)),
         "lookup": speculative("lookup", lambda: spec.PromptLookupDrafter(vocab)),
+        "plain_sampled": plain_sampled,
+        "spec_sampled": speculative("spec_sampled", lambda: spec.ModelDrafter(draft, draft_tokenizer), SAMPLED),
         "hf_plain": hf("hf_plain"),
         "hf_assisted": hf("hf_assisted", assistant_model=draft),
     }
@@ -226,6 +238,10 @@ def benchmark(
         "spec_acceptance_rate": round(summary.acceptance_rate, 3),
         "spec_tokens_per_target_pass": round(summary.tokens_per_target_pass, 2),
         "spec_speedup_vs_plain": round(seconds["plain"] / seconds["spec"], 2),
+        f"spec_speedup_vs_plain_t{SAMPLED.temperature:g}": round(seconds["plain_sampled"] / seconds["spec_sampled"], 2),
+        f"spec_acceptance_rate_t{SAMPLED.temperature:g}": round(
+            spec.summarise(out["spec_sampled"].rounds).acceptance_rate, 3
+        ),
         "spec_prompt_lookup_acceptance_rate": round(lookup.acceptance_rate or 0.0, 3),
         "spec_prompt_lookup_speedup_vs_plain": round(seconds["plain"] / seconds["lookup"], 2),
         "hf_assisted_speedup_vs_plain": round(seconds["hf_plain"] / seconds["hf_assisted"], 2),
