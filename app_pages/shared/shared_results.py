@@ -10,6 +10,7 @@ from collections.abc import Callable, Hashable
 import streamlit as st
 
 from app_pages.shared.slots import measurement_slot
+from inference.engines.client import EngineError
 
 
 class SharedResults:
@@ -98,10 +99,15 @@ def measure_on_click(
         def show(done: int, total: int, what: str) -> None:
             bar.progress(done / total, text=f"{what} ({done} of {total})")
 
-        with measurement_slot():
-            store[result_key] = measure(show)
-        bar.empty()
-        cancel.empty()
+        try:
+            with measurement_slot():
+                store[result_key] = measure(show)
+        except (EngineError, RuntimeError, ValueError, OSError) as err:
+            # a failed measurement is one sentence and the page goes on; an earlier result stays shown below
+            st.error(f"The measurement failed: {str(err).strip() or type(err).__name__}")
+        finally:
+            bar.empty()
+            cancel.empty()
     if result_key not in store:
         if store.was_dropped(result_key):
             st.info(
