@@ -8,7 +8,8 @@ import pytest
 
 from inference import bench
 
-pytestmark = pytest.mark.unit
+# engine: since the inside-the-engine keys (b603d2b) the bench starts llama-server when it is built (454 s here).
+pytestmark = pytest.mark.engine
 
 ISSUE_KEYS = {
     "engine_tokens_per_s",
