@@ -1,5 +1,5 @@
 """inference/ is plain Python: importing every module of it (packages included) never loads
-Streamlit; a figure module imports only `style` from the figures package."""
+Streamlit; a lesson's figure module imports no other lesson's figures (what they share is `lessons.style`)."""
 
 import ast
 import subprocess
@@ -12,7 +12,7 @@ from inference.core.paths import PROJECT_ROOT
 pytestmark = pytest.mark.unit
 
 INFERENCE = PROJECT_ROOT / "inference"
-FIGURES = INFERENCE / "figures"
+LESSONS = INFERENCE / "lessons"
 
 
 def module_name(path) -> str:
@@ -49,17 +49,25 @@ def imported_modules(path) -> set[str]:
     return names
 
 
-def test_a_figure_module_never_imports_another_pages_figure_module():
-    """Each page's charts live in one module; what they share lives in `style`."""
-    page_modules = [p for p in FIGURES.glob("*.py") if p.stem not in ("__init__", "style")]
-    pages = {"generate", "sampling", "prefill_decode", "kv_cache", "quantization", "cost"}
-    assert pages <= {p.stem for p in page_modules}
-    for path in page_modules:
-        figure_imports = {name for name in imported_modules(path) if name.startswith("inference.figures")}
-        allowed = {"inference.figures", "inference.lessons.style"}
-        assert all(name in allowed or name.startswith("inference.lessons.style.") for name in figure_imports), (
-            f"{path.name} imports {sorted(figure_imports - allowed)}"
-        )
+def test_a_figure_module_never_imports_another_lessons_figure_module():
+    """Each lesson's charts live in its own figures.py; what they share lives in `inference.lessons.style`."""
+    figure_modules = sorted(LESSONS.glob("*/figures.py"))
+    lessons = {
+        "generate",
+        "sampling_lab",
+        "prefill_decode",
+        "kv_cache",
+        "quantization",
+        "cost",
+        "inside",
+        "constrained",
+    }
+    assert lessons <= {p.parent.name for p in figure_modules}
+    for path in figure_modules:
+        own = f"inference.lessons.{path.parent.name}"
+        figure_imports = {name for name in imported_modules(path) if name.endswith(".figures") or ".figures." in name}
+        foreign = {name for name in figure_imports if not name.startswith(own)}
+        assert not foreign, f"{path} imports {sorted(foreign)}"
 
 
 def test_the_old_flat_figure_modules_are_gone():

@@ -13,6 +13,8 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
+from inference.core.tokens import VISIBLE_WHITESPACE, html_token_text
+
 FONT = dict(family="Inter, Segoe UI, sans-serif")
 GRID_COLOUR = "#eeeeee"
 ZERO_LINE_COLOUR = "#cccccc"
@@ -166,3 +168,29 @@ def log_ticks(values) -> dict:
     ticks = [m * 10.0**e for e in range(low, high + 1) for m in (1, 2, 5)]
     ticks = [t for t in ticks if min(finite) / 2 <= t <= max(finite) * 2]
     return dict(tickvals=ticks, ticktext=[f"{t:,.10g}" for t in ticks])
+
+
+# Token chips, shared by the pages that draw a run's text as chips (Generate, Constrained decoding).
+CHIP_CSS = """
+<style>
+.token-box { line-height: 2.3; font-size: 1.15rem; padding: 0.6rem 0.8rem; border: 1px solid #ddd;
+             border-radius: 0.5rem; background: #fff; word-break: break-word; }
+.token-chip { display: inline-block; padding: 0 0.25rem; margin: 0.08rem 0.06rem; border-radius: 0.3rem;
+              white-space: pre; position: relative; cursor: help; color: #111; }
+.token-chip.prompt { background: #eceff3; color: #555; border: 1px dashed #b9c0ca; }
+.token-chip.special { font-family: monospace; font-size: 0.8em; background: #444; color: #fff; }
+.token-chip .tip { visibility: hidden; position: absolute; z-index: 10; left: 0; top: 2.1em; min-width: 13rem;
+                   background: #222; color: #fff; font-size: 0.85rem; line-height: 1.35; padding: 0.45rem 0.6rem;
+                   border-radius: 0.35rem; white-space: pre; text-align: left; font-family: monospace; }
+.token-chip:hover .tip, .token-chip:focus .tip { visibility: visible; }
+.token-legend { font-size: 0.85rem; color: #555; margin-top: 0.3rem; }
+.token-legend span { display: inline-block; width: 2.2rem; height: 0.8rem; border-radius: 0.2rem;
+                     vertical-align: middle; }
+</style>
+"""
+
+
+def chip_text(text: str) -> str:
+    """What a chip shows: the token's characters with whitespace made visible, escaped.
+    A newline shows as ↵ and then really breaks the line, so the text keeps its shape."""
+    return html_token_text(text.translate(VISIBLE_WHITESPACE)).replace("↵", "↵<br>")

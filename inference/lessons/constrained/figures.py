@@ -8,13 +8,14 @@ import plotly.graph_objects as go
 import torch
 
 from inference.core.tokens import readable_token, readable_tokens
-from inference.lessons.generate.figures import CHIP_CSS, chip_text
 from inference.lessons.style import (
+    CHIP_CSS,
     CHOSEN_COLOUR,
     FINAL_COLOUR,
     PALETTE,
     REMOVED_COLOUR,
     base_layout,
+    chip_text,
     hover,
     label,
     legend_below,
