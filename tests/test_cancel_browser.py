@@ -26,7 +26,7 @@ def test_cancel_stops_a_replay_keeps_nothing_and_stops_its_server():
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         open_page(page, f"{url}/serving")
-        page.get_by_role("button", name="Replay the trace").click()
+        page.get_by_role("button", name="Replay the trace").first.click()  # the 1-vs-N replay (not the two-engine one)
         page.get_by_role("button", name="Cancel").wait_for(timeout=60_000)
         page.wait_for_function(
             "() => [...document.querySelectorAll('[data-testid=\"stProgress\"]')].some(e => /request/.test(e.innerText))",
@@ -36,7 +36,7 @@ def test_cancel_stops_a_replay_keeps_nothing_and_stops_its_server():
         page.get_by_role("button", name="Cancel").click()
         wait_idle(page)
         assert page.get_by_text("Cancelled: nothing from that run was kept.").count() == 1
-        assert page.get_by_text("Nobody has replayed this trace").count() == 1
+        assert page.get_by_text("Nobody has replayed this trace").count() >= 1  # the two-engine section says it too
         assert page.locator('[data-testid="stException"]').count() == 0
         page.wait_for_timeout(1000)
         assert not llama_servers_under(app_pid), "cancelling must stop the llama-server it started"

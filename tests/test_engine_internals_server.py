@@ -53,9 +53,15 @@ def test_the_stalls_for_a_fixed_batch_are_the_predicted_iterations(bundled_gguf,
     """372 prompt tokens, 2 decoding: 372 / 62 = 6 iterations at -b 64; ceil(372 / 126) = 3 at -b 128, whatever -ub
     splits each iteration into. (372 = 6 x 62: no small last chunk whose stall would be hard to tell from a usual
     gap.)"""
-    run = chunked_prefill.measure_stalls(bundled_gguf, model.vocab, model.context, 372, n_batch, n_ubatch, 2)
-    assert run.newcomer_evaluated == 372
-    assert run.stalls() == [run.predicted] * 2, (run.stalls(), [g * 1000 for g in run.stalled_gaps(0)])
+    seen = []
+    for _ in range(3):  # the prefill window's edges come from the server's timings and this process's clock: a
+        # co-tenant token landing on an edge on a busy machine is counted on the wrong side, so up to 3 runs
+        run = chunked_prefill.measure_stalls(bundled_gguf, model.vocab, model.context, 372, n_batch, n_ubatch, 2)
+        assert run.newcomer_evaluated == 372
+        seen.append((run.stalls(), [round(g * 1000) for g in run.stalled_gaps(0)]))
+        if run.stalls() == [run.predicted] * 2:
+            break
+    assert run.stalls() == [run.predicted] * 2, seen
     assert run.predicted == {64: 6, 128: 3}[n_batch]
 
 
