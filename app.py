@@ -21,7 +21,7 @@ torch.set_num_threads(Limits.from_env().torch_threads)  # why one: see Limits.to
 SECTIONS = {
     "Start": [
         st.Page("app_pages/start.py", title="Start here", icon="🧭", url_path="start"),
-        st.Page("app_pages/class_mode.py", title="Class mode", icon="🧑‍🏫", url_path="class"),
+        st.Page("app_pages/class.py", title="Class mode", icon="🧑‍🏫", url_path="class"),
     ],
     "Watch it write": [
         st.Page("app_pages/generate.py", title="Generate", icon="✍️", default=True),

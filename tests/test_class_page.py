@@ -24,7 +24,7 @@ def open_class_page(query=None):
     """The class page, opened as a link would open it (AppTest starts on Generate, whose URL mirror would
     replace a query string given before the switch)."""
     at = run_app()
-    at.switch_page("app_pages/class_mode.py").run()
+    at.switch_page("app_pages/class.py").run()
     for key, value in (query or {}).items():
         at.query_params[key] = value
     at.run()
