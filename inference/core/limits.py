@@ -43,7 +43,7 @@ class Limits:
     # on the same machine the app listens on loopback and every visitor arrives from there, so the bind address
     # cannot tell: the README's class set-up says "1". "0": never (a developer's machine reached otherwise).
     public: str = "auto"
-    # Class mode (app_pages/class_mode.py): one SQLite file every app process on this machine opens, so a
+    # Class mode (app_pages/class.py): one SQLite file every app process on this machine opens, so a
     # student served by another process than the teacher's follows the same class; its folder must be writable.
     class_db: str = str(Path.home() / ".cache" / "inference-lab" / "classes.sqlite3")
     max_class_size: int = 60  # students per class; the next one is told the class is full

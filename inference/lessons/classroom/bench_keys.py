@@ -20,7 +20,7 @@ from pathlib import Path
 from inference.lessons.classroom.figures import choices_chart, reveal_chart
 from inference.lessons.classroom.store import SqliteClassStore
 
-POLL_SECONDS = 1.0  # the student's fragment: run_every=1.0 in app_pages/class_mode.py
+POLL_SECONDS = 1.0  # the student's fragment: run_every=1.0 in app_pages/class.py
 
 
 def _state(step: int) -> dict:
