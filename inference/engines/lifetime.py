@@ -17,6 +17,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -82,3 +84,29 @@ def run_until_signalled(process: subprocess.Popen) -> str:
             return f"the server exited with code {process.wait()}"
     except Stopped as stop:
         return f"stopped by {stop}"
+
+
+def log_tail(log_path: Path, lines: int = 5) -> str:
+    """The last `lines` of a server's log file (empty if it cannot be read): what an error sentence quotes."""
+    try:
+        return "\n".join(Path(log_path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def wait_healthy(server, name: str, timeout: float, poll_s: float) -> None:
+    """Wait until `server` (with `url`, `process`, `alive()` and `log_tail()`) answers /health with 200; a server
+    that exits first, or stays unhealthy past `timeout`, raises a RuntimeError quoting its log."""
+    import httpx  # the engines' HTTP client; imported here so the stop helpers above stay light
+
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        if not server.alive():
+            raise RuntimeError(f"{name} exited with code {server.process.returncode}: {server.log_tail(3)}")
+        try:
+            if httpx.get(server.url + "/health", timeout=2.0, trust_env=False).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(poll_s)
+    raise RuntimeError(f"{name} did not become healthy within {timeout:g} s: {server.log_tail(3)}")

