@@ -75,13 +75,13 @@ def teacher_view(run: TeacherRun, loaded) -> None:
     link = f"{base}?class={run.code}"
     st.markdown(f"### Class code: `{run.code}`")
     st.markdown(f"Project this link: `{escape(link)}`")
-    c1, c2, c3 = layout.control_row(3)
+    c1, c2 = st.columns(2)  # two sliders a row: their labels stay whole at 800 px and in presenter mode
     temperature = c1.slider("Temperature", 0.0, 2.0, run.settings.temperature, 0.05, key="class_t")
     top_p = c2.slider("Top-p", 0.01, 1.0, run.settings.top_p, 0.01, key="class_p")
-    c3.markdown(f"Seed **{run.trace.seed}** · step **{run.trace.next_index + 1}**")
+    st.markdown(f"Seed **{run.trace.seed}** · step **{run.trace.next_index + 1}**")
     run.change_settings(SamplingSettings(temperature=temperature, top_p=top_p))
 
-    b = st.columns(5)
+    b = layout.control_row(5)  # at most three a row in presenter mode, so the labels stay whole
     actions = {
         "open": b[0].button(
             "Open guessing", disabled=run.guess_step is not None or run.trace.finished, key="class_open"
