@@ -81,21 +81,27 @@ def teacher_view(run: TeacherRun, loaded) -> None:
     st.markdown(f"Seed **{run.trace.seed}** · step **{run.trace.next_index + 1}**")
     run.change_settings(SamplingSettings(temperature=temperature, top_p=top_p))
 
-    b = layout.control_row(5)  # at most three a row in presenter mode, so the labels stay whole
+    # Two a row in presenter mode (projector-sized labels), five otherwise; each button fills its cell.
+    b = st.columns(2) + st.columns(2) + st.columns(2)[:1] if layout.presenter() else st.columns(5)
     actions = {
         "open": b[0].button(
-            "Open guessing", disabled=run.guess_step is not None or run.trace.finished, key="class_open"
+            "Open guessing",
+            disabled=run.guess_step is not None or run.trace.finished,
+            key="class_open",
+            width="stretch",
         ),
-        "step": b[1].button("Step: draw and reveal", type="primary", disabled=run.trace.finished, key="class_step"),
-        "again": b[2].button("Same step, another seed", disabled=not run.trace.records, key="class_again"),
-        "back": b[3].button("Back", disabled=not run.trace.records, key="class_back"),
+        "step": b[1].button(
+            "Draw and reveal", type="primary", disabled=run.trace.finished, key="class_step", width="stretch"
+        ),
+        "again": b[2].button("Another seed", disabled=not run.trace.records, key="class_again", width="stretch"),
+        "back": b[3].button("Back", disabled=not run.trace.records, key="class_back", width="stretch"),
     }
     act = {"open": run.open_guessing, "step": run.step, "again": run.same_step_another_seed, "back": run.back}
     for name, clicked in actions.items():
         if clicked:
             with generation_slot(), engine_errors():
                 act[name]()
-    if b[4].button("End class", key="class_end"):
+    if b[4].button("End class", key="class_end", width="stretch"):
         store().end(run.code, run.secret)
         del st.session_state[TEACHER_KEY]
         st.rerun()

@@ -53,7 +53,7 @@ def test_a_step_in_one_process_reaches_a_student_of_the_other_within_two_seconds
         follow_seconds = []
         for _ in range(3):
             before = generated_text(student)
-            teacher.get_by_role("button", name="Step: draw and reveal").click()
+            teacher.get_by_role("button", name="Draw and reveal").click()
             stepped = time.perf_counter()
             deadline = stepped + 60
             while (written := generated_text(teacher)) == before:
@@ -72,7 +72,7 @@ def test_a_step_in_one_process_reaches_a_student_of_the_other_within_two_seconds
         student.get_by_text("What will the model write next?").wait_for(timeout=10_000)
         student.get_by_role("button", name="Send my guess").click()
         teacher.get_by_text("1 of 1 students have answered").wait_for(timeout=10_000)
-        teacher.get_by_role("button", name="Step: draw and reveal").click()
+        teacher.get_by_role("button", name="Draw and reveal").click()
         wait_idle(teacher)
         student.get_by_text("the draw (u = ").first.wait_for(timeout=10_000)
         full_screenshot(teacher, SHOTS / "class_teacher_1280.png")
