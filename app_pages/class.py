@@ -76,8 +76,10 @@ def teacher_view(run: TeacherRun, loaded) -> None:
     st.markdown(f"### Class code: `{run.code}`")
     st.markdown(f"Project this link: `{escape(link)}`")
     c1, c2 = st.columns(2)  # two sliders a row: their labels stay whole at 800 px and in presenter mode
-    temperature = c1.slider("Temperature", 0.0, 2.0, run.settings.temperature, 0.05, key="class_t")
-    top_p = c2.slider("Top-p", 0.01, 1.0, run.settings.top_p, 0.01, key="class_p")
+    temperature = c1.slider(
+        "Temperature", 0.0, 2.0, run.settings.temperature, 0.05, key="class_t", persist_state="session"
+    )
+    top_p = c2.slider("Top-p", 0.01, 1.0, run.settings.top_p, 0.01, key="class_p", persist_state="session")
     st.markdown(f"Seed **{run.trace.seed}** · step **{run.trace.next_index + 1}**")
     run.change_settings(SamplingSettings(temperature=temperature, top_p=top_p))
 
@@ -132,8 +134,10 @@ def answers_counter(run: TeacherRun) -> None:
 
 def start_class(loaded) -> None:
     st.markdown("#### Teach: start a class")
-    prompt = st.text_input("Prompt", "Once upon a time, there was a little", key="class_prompt")
-    names_on = st.checkbox("Show students' names with their answers", key="class_names_on")
+    prompt = st.text_input(
+        "Prompt", "Once upon a time, there was a little", key="class_prompt", persist_state="session"
+    )
+    names_on = st.checkbox("Show students' names with their answers", key="class_names_on", persist_state="session")
     if st.button("Start a class", type="primary", key="class_start"):
         lim = limits()
         prepared = prepare_prompt(loaded.tokenizer, prompt, False, loaded.info.context, lim, 60)
@@ -155,7 +159,9 @@ def member_of(code: str, info) -> str | None:
     if code not in members and not info.names_on:
         members[code] = store().join(code)
     if code not in members:
-        name = st.text_input("Your name (the teacher shows names with answers)", max_chars=40, key="class_name")
+        name = st.text_input(
+            "Your name (the teacher shows names with answers)", max_chars=40, key="class_name", persist_state="session"
+        )
         if st.button("Join", key="class_join") and name.strip():
             members[code] = store().join(code, name.strip())
             st.rerun()
@@ -193,8 +199,24 @@ def guess_form(code: str, member: str, step: str, state: dict) -> None:
     labels = {o["id"]: o["label"] for o in state["options"]} | {SOMETHING_ELSE: "something else"}
     with st.form(f"guess_{step}"):
         st.markdown("**What will the model write next?**")
-        pick = st.radio("Your guess", list(labels), format_func=lambda i: labels[i], horizontal=True, key="class_guess")
-        stated = st.slider("How likely do you think it is? (optional)", 0, 100, 0, 5, format="%d%%", key="class_stated")
+        pick = st.radio(
+            "Your guess",
+            list(labels),
+            format_func=lambda i: labels[i],
+            horizontal=True,
+            key="class_guess",
+            persist_state="session",
+        )
+        stated = st.slider(
+            "How likely do you think it is? (optional)",
+            0,
+            100,
+            0,
+            5,
+            format="%d%%",
+            key="class_stated",
+            persist_state="session",
+        )
         if st.form_submit_button("Send my guess"):
             try:
                 store().answer(code, member, step, pick, stated / 100 if stated else None)
@@ -242,7 +264,7 @@ else:
         start_class(loaded)
     with right:
         st.markdown("#### Learn: join a class")
-        typed = st.text_input("Class code", max_chars=12, key="class_code_typed")
+        typed = st.text_input("Class code", max_chars=12, key="class_code_typed", persist_state="session")
         if st.button("Join the class", key="class_join_code") and typed.strip():
             st.query_params["class"] = normalise_code(typed)
             st.rerun()

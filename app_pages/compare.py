@@ -110,9 +110,9 @@ for problem in problems:
     st.warning(problem)
 
 top = st.columns([3, 1, 1])
-top[0].text_input("Prompt", key="cmp_prompt", max_chars=2000)
-top[1].number_input("Seed (shared)", 0, SEED_MAX, step=1, key="cmp_seed")
-top[2].number_input("Max new tokens", 1, limits.max_new_tokens, step=10, key="cmp_max_new")
+top[0].text_input("Prompt", key="cmp_prompt", persist_state="session", max_chars=2000)
+top[1].number_input("Seed (shared)", 0, SEED_MAX, step=1, key="cmp_seed", persist_state="session")
+top[2].number_input("Max new tokens", 1, limits.max_new_tokens, step=10, key="cmp_max_new", persist_state="session")
 
 columns = st.columns(2)
 settings, models = {}, {}
@@ -126,6 +126,7 @@ for side, column in zip(SIDES, columns):
             "Model",
             choices,
             key=f"cmp_model_{side}",
+            persist_state="session",
             help="A bfloat16/int8/int4 copy of this model, or another bundled model with the same vocabulary.",
         )
         controls.classic_controls(PREFIX[side], columns=2)  # two a row: labels stay whole in a half-width column
@@ -250,7 +251,7 @@ st.markdown(
     "like: how often a 4-token phrase repeats, how varied the word pairs are, how likely the float32 model finds "
     "the text, and how long it runs before the end-of-story token."
 )
-count = st.select_slider("Seeds", SEED_CHOICES, key="cmp_seeds")
+count = st.select_slider("Seeds", SEED_CHOICES, key="cmp_seeds", persist_state="session")
 seeds = list(range(int(count)))
 multi_key = (
     "compare",

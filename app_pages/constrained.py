@@ -51,23 +51,30 @@ st.markdown(text.INTRO, unsafe_allow_html=True)
 
 left, right = st.columns([3, 2])
 with left:
-    st.selectbox("Format", list(PRESETS) + list(OWN), key="con_preset", on_change=fill_preset)
+    st.selectbox("Format", list(PRESETS) + list(OWN), key="con_preset", persist_state="session", on_change=fill_preset)
     st.text_area(
-        "The format (a JSON schema, a regex, or choices one per line)", key="con_spec", height=150, max_chars=5000
+        "The format (a JSON schema, a regex, or choices one per line)",
+        key="con_spec",
+        persist_state="session",
+        height=150,
+        max_chars=5000,
     )
-    st.text_area("Prompt", key="con_prompt", height=80, max_chars=5000)
+    st.text_area("Prompt", key="con_prompt", persist_state="session", height=80, max_chars=5000)
 with right:
     c1, c2 = st.columns(2)
-    c1.number_input("Seed", min_value=0, max_value=SEED_MAX, step=1, key="con_seed", value=0)
-    c2.number_input("Max new tokens", min_value=1, max_value=limits.max_new_tokens, key="con_max", value=60)
-    st.slider("Temperature (0 = greedy)", 0.0, 2.0, 0.0, 0.05, key="con_t")
+    c1.number_input("Seed", min_value=0, max_value=SEED_MAX, step=1, key="con_seed", persist_state="session", value=0)
+    c2.number_input(
+        "Max new tokens", min_value=1, max_value=limits.max_new_tokens, key="con_max", persist_state="session", value=60
+    )
+    st.slider("Temperature (0 = greedy)", 0.0, 2.0, 0.0, 0.05, key="con_t", persist_state="session")
     c3, c4 = st.columns(2)
-    c3.slider("top-k (0 = off)", 0, 100, 0, key="con_k")
-    c4.slider("top-p", 0.05, 1.0, 1.0, 0.05, key="con_p")
+    c3.slider("top-k (0 = off)", 0, 100, 0, key="con_k", persist_state="session")
+    c4.slider("top-p", 0.05, 1.0, 1.0, 0.05, key="con_p", persist_state="session")
     st.radio(
         "Where the mask runs",
         list(POSITIONS),
         key="con_position",
+        persist_state="session",
         help="First, it keeps every allowed token; "
         "after the filters it can only keep the allowed tokens they left, and that can be none.",
     )

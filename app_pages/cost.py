@@ -33,9 +33,11 @@ st.markdown(
 st.subheader("1. One answer: input tokens are cheap, output tokens are dear")
 longest_prompt = max(8, min(info.context - 64, limits.max_prompt_tokens, 448))
 c1, c2 = st.columns(2)
-prompt_tokens = c1.slider("Prompt tokens", 8, longest_prompt, min(256, longest_prompt), step=8, key="cost_prompt")
+prompt_tokens = c1.slider(
+    "Prompt tokens", 8, longest_prompt, min(256, longest_prompt), step=8, key="cost_prompt", persist_state="session"
+)
 reply_room = max(2, min(limits.max_new_tokens, info.context - prompt_tokens, 256))
-reply_tokens = c2.slider("Reply tokens", 2, reply_room, min(128, reply_room), key="cost_reply")
+reply_tokens = c2.slider("Reply tokens", 2, reply_room, min(128, reply_room), key="cost_reply", persist_state="session")
 again = st.button("Measure again", key="cost_again", help="Timings move a little every run: the machine is shared.")
 answer_key = (info.name, prompt_tokens, reply_tokens)
 stored = st.session_state.get(ANSWER_KEY)
@@ -142,6 +144,7 @@ if batches is not None:
         DEFAULT_PRICE_PER_HOUR,
         step=0.25,
         key="cost_price",
+        persist_state="session",
         help="Type what your machine costs; the default is only an example.",
     )
     costs = batches[["batch", "ms_per_token"]].copy()

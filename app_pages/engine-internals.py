@@ -49,6 +49,7 @@ key = st.radio(
     [served.BUNDLED, served.MEMORY_BOUND],
     horizontal=True,
     key="internals_model",
+    persist_state="session",
     format_func=lambda k: served.engine_model(k).label,
 )
 model = served.engine_model(key)
@@ -68,10 +69,16 @@ st.markdown(
 )
 c1, c2, c3 = layout.control_row(3)
 prefix_tokens = c1.slider(
-    "Shared prefix (tokens)", 64, model.context - 64, min(512, model.context - 128), step=32, key="internals_prefix"
+    "Shared prefix (tokens)",
+    64,
+    model.context - 64,
+    min(512, model.context - 128),
+    step=32,
+    key="internals_prefix",
+    persist_state="session",
 )
-suffix_tokens = c2.slider("Own tokens after it", 1, 64, 16, key="internals_suffix")
-requests = c3.slider("Requests", 2, 8, 4, key="internals_requests")
+suffix_tokens = c2.slider("Own tokens after it", 1, 64, 16, key="internals_suffix", persist_state="session")
+requests = c3.slider("Requests", 2, 8, 4, key="internals_requests", persist_state="session")
 table = None
 with engine_errors():
     table = measure_on_click(
@@ -99,9 +106,17 @@ if table is not None:
         st.markdown(text.flops_sentence(saved, prefix_cache.prefill_flops(model.arithmetic, prompt), cached))
         c1, c2 = st.columns(2)
         price = c1.number_input(
-            "Input price, $ per million tokens", 0.0, 100.0, DEFAULT_PRICE, step=0.25, key="internals_price"
+            "Input price, $ per million tokens",
+            0.0,
+            100.0,
+            DEFAULT_PRICE,
+            step=0.25,
+            key="internals_price",
+            persist_state="session",
         )
-        discount = c2.slider("Discount on cached input (%)", 0, 100, DEFAULT_DISCOUNT, key="internals_discount")
+        discount = c2.slider(
+            "Discount on cached input (%)", 0, 100, DEFAULT_DISCOUNT, key="internals_discount", persist_state="session"
+        )
         on = table[table["cache"]]
         evaluated, reused = int(on["evaluated_tokens"].sum()), int(on["cached_tokens"].sum())
         full = prefix_cache.input_cost(evaluated + reused, 0, price, 0) * 1e6 / len(on)
@@ -126,8 +141,8 @@ st.markdown(
     "slot (fewer slots than conversations) and on two."
 )
 c1, c2 = st.columns(2)
-turn_tokens = c1.slider("New tokens per turn", 8, 64, 32, step=8, key="internals_turn")
-turns = c2.slider("Turns per conversation", 2, 4, 3, key="internals_turns")
+turn_tokens = c1.slider("New tokens per turn", 8, 64, 32, step=8, key="internals_turn", persist_state="session")
+turns = c2.slider("Turns per conversation", 2, 4, 3, key="internals_turns", persist_state="session")
 alt_prefix = min(prefix_tokens, model.context - turns * turn_tokens - 2)
 alternation = None
 with engine_errors():
@@ -161,11 +176,21 @@ st.markdown(
 )
 c1, c2, c3 = layout.control_row(3)
 long_prompt = c1.slider(
-    "Newcomer's prompt (tokens)", 64, model.context - 16, min(768, model.context - 112), step=16, key="internals_long"
+    "Newcomer's prompt (tokens)",
+    64,
+    model.context - 16,
+    min(768, model.context - 112),
+    step=16,
+    key="internals_long",
+    persist_state="session",
 )
-cotenants = c2.slider("Requests decoding (co-tenants)", 1, 4, 2, key="internals_cotenants")
+cotenants = c2.slider("Requests decoding (co-tenants)", 1, 4, 2, key="internals_cotenants", persist_state="session")
 chosen = c3.multiselect(
-    "Batch settings", list(BATCH_SETTINGS), list(BATCH_SETTINGS)[:2] + ["-b 512 -ub 64"], key="internals_batches"
+    "Batch settings",
+    list(BATCH_SETTINGS),
+    list(BATCH_SETTINGS)[:2] + ["-b 512 -ub 64"],
+    key="internals_batches",
+    persist_state="session",
 )
 settings = sorted({BATCH_SETTINGS[s] for s in chosen}, key=lambda s: (s[0], s[1]))
 runs = None
@@ -183,7 +208,11 @@ with engine_errors():
     )
 if runs:
     names = [f"-b {r.n_batch} -ub {r.n_ubatch}" for r in runs]
-    shown = st.selectbox("Timeline of", names, key="internals_timeline") if len(runs) > 1 else names[0]
+    shown = (
+        st.selectbox("Timeline of", names, key="internals_timeline", persist_state="session")
+        if len(runs) > 1
+        else names[0]
+    )
     run = runs[names.index(shown)]
     st.plotly_chart(stall_timeline_figure(run, presenter), width="stretch")
     st.markdown(text.stall_verdict(run))
@@ -215,7 +244,9 @@ st.markdown(
 )
 st.page_link("app_pages/quantization.py", label="Weight quantization: bytes, speed and KL", icon="🗜️")
 bundled = served.engine_model(served.BUNDLED)  # trained: its distributions mean something
-positions = st.slider("Positions of text scored", 32, 300, 192, step=16, key="internals_positions")
+positions = st.slider(
+    "Positions of text scored", 32, 300, 192, step=16, key="internals_positions", persist_state="session"
+)
 comparison = None
 with engine_errors():
     comparison = measure_on_click(

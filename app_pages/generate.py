@@ -57,10 +57,10 @@ for problem in url_problems:
 # -- controls ----------------------------------------------------------------------------
 left, right = st.columns([3, 2])
 with left:
-    st.text_area("Prompt", key="gen_prompt", height=100, max_chars=20_000)
+    st.text_area("Prompt", key="gen_prompt", persist_state="session", height=100, max_chars=20_000)
     chat = False
     if loaded.info.has_chat_template:
-        chat = st.checkbox("Wrap in the model's chat template", key="gen_chat")
+        chat = st.checkbox("Wrap in the model's chat template", key="gen_chat", persist_state="session")
 with right:
     c1, c2 = st.columns(2)
     c1.number_input(
@@ -69,6 +69,7 @@ with right:
         max_value=SEED_MAX,
         step=1,
         key="gen_seed",
+        persist_state="session",
         help="The same seed, prompt and settings give the same tokens on this server. Another machine or "
         "thread count can round a near-tie the other way and take another path from there.",
     )
@@ -78,6 +79,7 @@ with right:
         max_value=limits.max_new_tokens,
         step=10,
         key="gen_max_new",
+        persist_state="session",
         help=f"Capped at {limits.max_new_tokens} on this server.",
     )
 
@@ -211,7 +213,7 @@ if trace is not None:
             view = step_view(last.logits, settings, seen, u=last.u, chosen_id=last.token_id, context=context)
             heading = f"Step {last.index}: the last choice"
     st.subheader(heading)
-    top_n = st.slider("Tokens shown", 10, 50, 20, step=5, key="gen_top_n")
+    top_n = st.slider("Tokens shown", 10, 50, 20, step=5, key="gen_top_n", persist_state="session")
     table = view.table(tokenizer, top_n=top_n)
     chart_left, chart_right = layout.side_by_side(2)
     with chart_left:
@@ -247,6 +249,7 @@ if trace is not None:
                 value=max(0, len(trace.records) - 1),
                 step=1,
                 key="gen_fork_step",
+                persist_state="session",
             )
             if f2.button("Fork here", key="gen_fork"):
                 with generation_slot():

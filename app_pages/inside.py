@@ -46,7 +46,13 @@ except UnsupportedModel as err:
 # -- which pass ----------------------------------------------------------------------------------
 trace = st.session_state.get("gen_trace")
 follows = trace is not None and getattr(trace, "model", None) is model and bool(trace.records)
-source = st.radio("Which pass", [GENERATE_RUN, TYPED] if follows else [TYPED], key="inside_source", horizontal=True)
+source = st.radio(
+    "Which pass",
+    [GENERATE_RUN, TYPED] if follows else [TYPED],
+    key="inside_source",
+    persist_state="session",
+    horizontal=True,
+)
 if trace is not None and not follows and trace.records:
     st.caption("Your Generate run was made with another model or on a serving engine: type a prompt here instead.")
 if source == GENERATE_RUN and follows:
@@ -56,14 +62,14 @@ if source == GENERATE_RUN and follows:
     if st.session_state.get("inside_step", steps - 1) > steps - 1:  # the run was reset or rewound
         st.session_state["inside_step"] = steps - 1
     st.session_state.setdefault("inside_step", steps - 1)
-    step = st.slider("Step of the run", 0, steps - 1, key="inside_step") if steps > 1 else 0
+    step = st.slider("Step of the run", 0, steps - 1, key="inside_step", persist_state="session") if steps > 1 else 0
     ids = trace.all_ids[: len(trace.prompt_ids) + step]
     followed, role = trace.records[step].token_id, "token the run chose"
     st.caption(
         f"Step {step}: the pass that read {len(ids):,} tokens and gave the distribution this token was drawn from."
     )
 else:
-    st.text_area("Prompt", DEFAULT_PROMPT, key="inside_prompt", height=80, max_chars=20_000)
+    st.text_area("Prompt", DEFAULT_PROMPT, key="inside_prompt", persist_state="session", height=80, max_chars=20_000)
     prepared = prepare_prompt(tokenizer, st.session_state.inside_prompt, False, info.context, models.limits())
     for note in prepared.notes:
         st.info(note)
@@ -134,7 +140,9 @@ caption("published", text.LENS_SOURCE)
 st.subheader("2. What each head read")
 for problem in read_url_index("layer", "inside_layer", inside.layers - 1, "layer"):
     st.warning(problem)
-layer = st.slider("Layer", 0, inside.layers - 1, key="inside_layer") if inside.layers > 1 else 0
+layer = (
+    st.slider("Layer", 0, inside.layers - 1, key="inside_layer", persist_state="session") if inside.layers > 1 else 0
+)
 weights = inside.attention[layer]
 drawn = sorted(
     set(range(min(FIRST_POSITIONS, inside.context)))

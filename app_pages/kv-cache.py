@@ -54,13 +54,15 @@ st.markdown(
 )
 
 left, right = st.columns([3, 1])
-left.text_area("Prompt", DEFAULT_PROMPT, key="kv_prompt", height=80, max_chars=20_000)
+left.text_area("Prompt", DEFAULT_PROMPT, key="kv_prompt", persist_state="session", height=80, max_chars=20_000)
 prepared = prepare_prompt(tokenizer, st.session_state.kv_prompt, False, info.context, limits)
 for note in prepared.notes:
     st.info(note)
 room = min(prepared.max_new_tokens, MAX_NEW_TOKENS)
 if room >= 2:
-    new_tokens = right.slider("New tokens", 1, room, min(room, DEFAULT_NEW_TOKENS), key="kv_new_tokens")
+    new_tokens = right.slider(
+        "New tokens", 1, room, min(room, DEFAULT_NEW_TOKENS), key="kv_new_tokens", persist_state="session"
+    )
 else:
     new_tokens = room
     right.caption("The prompt fills the context: one new token fits.")
@@ -226,16 +228,22 @@ def calculator() -> None:
         CONTEXTS,
         value=8192,
         key="kv_calc_context",
+        persist_state="session",
         format_func=lambda n: f"{n:,}",
     )
-    batch = c[1].number_input("Batch (sequences at once)", 1, 1024, 1, key="kv_calc_batch")
+    batch = c[1].number_input("Batch (sequences at once)", 1, 1024, 1, key="kv_calc_batch", persist_state="session")
     precision = c[2].selectbox(
         "Precision (weights and cache)",
         ["bfloat16", "float16", "float32", "float8", "int8", "int4"],
         key="kv_calc_precision",
+        persist_state="session",
     )
     chosen = st.multiselect(
-        "Models", list(by_name), [this_model["name"], *CALCULATOR_DEFAULT_MODELS], key="kv_calc_models"
+        "Models",
+        list(by_name),
+        [this_model["name"], *CALCULATOR_DEFAULT_MODELS],
+        key="kv_calc_models",
+        persist_state="session",
     )
     if not chosen:
         st.info("Pick at least one model.")

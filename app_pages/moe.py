@@ -76,10 +76,14 @@ if moe_loaded:
     # -- 1. routing, live ---------------------------------------------------------------------
     st.subheader("1. Routing, live: which experts each token goes to")
     left, right = st.columns([3, 2])
-    left.text_input("Prompt", "Once upon a time, there was a little girl", key="moe_prompt", max_chars=2000)
+    left.text_input(
+        "Prompt", "Once upon a time, there was a little girl", key="moe_prompt", persist_state="session", max_chars=2000
+    )
     r = right.columns(2)
-    r[0].slider("Temperature", 0.0, 1.5, 0.8, step=0.05, key="moe_temperature", help="0 = greedy.")
-    r[1].number_input("Seed", 0, SEED_MAX, 0, key="moe_seed")
+    r[0].slider(
+        "Temperature", 0.0, 1.5, 0.8, step=0.05, key="moe_temperature", persist_state="session", help="0 = greedy."
+    )
+    r[1].number_input("Seed", 0, SEED_MAX, 0, key="moe_seed", persist_state="session")
     stepper.buttons()
     # A model with fewer layers or experts than the last one keeps the widgets in range.
     st.session_state["moe_layer"] = min(int(st.session_state.get("moe_layer", 0)), shape.layers - 1)
@@ -87,7 +91,12 @@ if moe_loaded:
     layer = 0
     if shape.layers > 1:
         layer = st.slider(
-            "Layer", 0, shape.layers - 1, key="moe_layer", help="The layer whose experts colour the text."
+            "Layer",
+            0,
+            shape.layers - 1,
+            key="moe_layer",
+            persist_state="session",
+            help="The layer whose experts colour the text.",
         )
 
     settings = SamplingSettings(temperature=float(st.session_state.moe_temperature))
@@ -143,7 +152,12 @@ if moe_loaded:
         token = 0
         if fed > 1:
             token = st.slider(
-                "Token", 0, fed - 1, key="moe_token", help="Position in the text above (0 = the first prompt token)."
+                "Token",
+                0,
+                fed - 1,
+                key="moe_token",
+                persist_state="session",
+                help="Position in the text above (0 = the first prompt token).",
             )
         probs = recorded.probabilities[layer, token].tolist()
         kept, kept_weights = experts[layer, token].tolist(), weights[layer, token].tolist()
@@ -210,7 +224,8 @@ if moe_loaded:
     expert = st.selectbox(
         "Expert",
         list(range(shape.experts)),
-        key="moe_expert",  # kept in range above
+        key="moe_expert",
+        persist_state="session",  # kept in range above
         format_func=lambda e: f"expert {e}",
     )
     if stats is not None:

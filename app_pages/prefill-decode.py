@@ -50,8 +50,10 @@ st.markdown(
 # -- 1. one generation -------------------------------------------------------------------
 st.subheader("One generation, timed")
 left, right = st.columns([3, 1])
-left.text_area("Prompt", DEFAULT_PROMPT, key="pd_prompt", height=100, max_chars=20_000)
-new_tokens = right.slider("New tokens", 8, min(128, limits.max_new_tokens), 48, step=8, key="pd_new_tokens")
+left.text_area("Prompt", DEFAULT_PROMPT, key="pd_prompt", persist_state="session", height=100, max_chars=20_000)
+new_tokens = right.slider(
+    "New tokens", 8, min(128, limits.max_new_tokens), 48, step=8, key="pd_new_tokens", persist_state="session"
+)
 run_again = right.button("Run again", key="pd_run", help="Timings change a little every time: the machine is shared.")
 
 prepared = prepare_prompt(tokenizer, st.session_state.pd_prompt, False, info.context, limits)
@@ -117,7 +119,7 @@ st.subheader("Sweep: how time grows with the prompt")
 lengths = default_prompt_lengths(info.context)
 st.markdown(pd_text.sweep_intro(lengths, DECODE_TOKENS))
 c1, c2 = st.columns([1, 3])
-repeats = c1.slider("Runs per point", 3, 9, 5, key="pd_repeats")
+repeats = c1.slider("Runs per point", 3, 9, 5, key="pd_repeats", persist_state="session")
 sweep = None
 with engine_errors():
     sweep = measure_on_click(

@@ -62,8 +62,10 @@ st.markdown(qt.intro(loaded.info.name))
 
 with st.form("quant_form"):
     left, right = st.columns([3, 1])
-    prompt = left.text_input("Prompt", DEFAULT_PROMPT, key="quant_prompt")
-    new_tokens = right.slider("New tokens", 16, 96, DEFAULT_NEW_TOKENS, step=8, key="quant_new_tokens")
+    prompt = left.text_input("Prompt", DEFAULT_PROMPT, key="quant_prompt", persist_state="session")
+    new_tokens = right.slider(
+        "New tokens", 16, 96, DEFAULT_NEW_TOKENS, step=8, key="quant_new_tokens", persist_state="session"
+    )
     st.form_submit_button("Run the comparison", type="primary")
 
 prepared = prepare_prompt(loaded.tokenizer, prompt, False, loaded.info.context, models.limits())
@@ -184,6 +186,7 @@ step = st.slider(
     last_step,
     int(disagreeing.min()) if len(disagreeing) else 0,
     key=f"quant_step_{last_step}",
+    persist_state="session",
     help="Starts at the first step where some precision's top token differs, if any.",
 )
 st.html(qf.step_context_html(comparison, step, presenter))
@@ -253,8 +256,12 @@ int4_copy = comparison.results["int4"].overhead
 caption("published", qt.fit_caption(labels, int4_copy.fraction, comparison.int4_group_size))
 
 calc_params, calc_bits, calc_result = st.columns([2, 2, 3])
-billions = calc_params.number_input("Parameters (billions)", 0.01, 2000.0, 7.0, step=1.0, key="quant_calc_params")
-bits = calc_bits.segmented_control("Bits per weight", DEFAULT_BITS, default=4, required=True, key="quant_calc_bits")
+billions = calc_params.number_input(
+    "Parameters (billions)", 0.01, 2000.0, 7.0, step=1.0, key="quant_calc_params", persist_state="session"
+)
+bits = calc_bits.segmented_control(
+    "Bits per weight", DEFAULT_BITS, default=4, required=True, key="quant_calc_bits", persist_state="session"
+)
 needed = weight_bytes(round(billions * 1e9), bits)
 holds = smallest_card(needed, cards)  # the calculator's rule, as in the heatmap above
 calc_result.metric(

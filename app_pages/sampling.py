@@ -41,7 +41,9 @@ trace = st.session_state.get("gen_trace")
 sources = ["A prompt typed here"] + (
     ["The current step on Generate"] if trace is not None and trace.model is loaded.model else []
 )
-source = st.radio("Logits from", sources, index=len(sources) - 1, horizontal=True, key="lab_source")
+source = st.radio(
+    "Logits from", sources, index=len(sources) - 1, horizontal=True, key="lab_source", persist_state="session"
+)
 if source == "The current step on Generate":
     if trace.finished:
         logits, seen = trace.records[-1].logits, trace.seen_masks()[-1]
@@ -54,7 +56,7 @@ if source == "The current step on Generate":
             st.stop()  # a serving engine failed: its message is shown
         seen, context_ids = trace.seen_now(), trace.all_ids
 else:
-    text = st.text_input("Prompt", "The little dog was very", key="lab_prompt")
+    text = st.text_input("Prompt", "The little dog was very", key="lab_prompt", persist_state="session")
     prepared = prepare_prompt(tokenizer, text, False, loaded.info.context, models.limits())
     for note in prepared.notes:
         st.info(note)
@@ -78,11 +80,11 @@ if remote:
 st.markdown(f"**Context (last part):** `…{tail[-200:]}` → **?**")
 
 s = layout.control_row(5)
-temperature = s[0].slider("Temperature", 0.0, 2.0, 1.0, step=0.05, key="lab_temperature")
-top_p = s[1].slider("Top-p", 0.05, 1.0, 1.0, step=0.05, key="lab_top_p")
-top_k = s[2].slider("Top-k", 0, 200, 0, key="lab_top_k")
-min_p = s[3].slider("Min-p", 0.0, 1.0, 0.0, step=0.01, key="lab_min_p")
-penalty = s[4].slider("Repetition penalty", 0.5, 2.0, 1.0, step=0.05, key="lab_rep")
+temperature = s[0].slider("Temperature", 0.0, 2.0, 1.0, step=0.05, key="lab_temperature", persist_state="session")
+top_p = s[1].slider("Top-p", 0.05, 1.0, 1.0, step=0.05, key="lab_top_p", persist_state="session")
+top_k = s[2].slider("Top-k", 0, 200, 0, key="lab_top_k", persist_state="session")
+min_p = s[3].slider("Min-p", 0.0, 1.0, 0.0, step=0.01, key="lab_min_p", persist_state="session")
+penalty = s[4].slider("Repetition penalty", 0.5, 2.0, 1.0, step=0.05, key="lab_rep", persist_state="session")
 controls.set_defaults("lab", knobs=controls.MORE)
 controls.more_controls("lab")
 settings = controls.settings_from_state(
@@ -151,6 +153,7 @@ temps = st.multiselect(
     default=[0.3, 1.0, 1.5],
     max_selections=4,
     key="lab_temps",
+    persist_state="session",
 )
 if len(temps) < 2:
     st.info("Pick at least two temperatures.")
@@ -164,7 +167,7 @@ else:
 
 st.subheader(f"Sample {DRAWS:,} times")
 h1, h2 = st.columns([1, 3])
-draw_seed = h1.number_input("Seed for the draws", 0, 2**32 - 1, 0, key="lab_draw_seed")
+draw_seed = h1.number_input("Seed for the draws", 0, 2**32 - 1, 0, key="lab_draw_seed", persist_state="session")
 if h1.button(f"Sample {DRAWS:,} times", key="lab_sample"):
     st.session_state["lab_samples"] = (settings, int(draw_seed), tuple(context_ids))
 sampled = st.session_state.get("lab_samples")

@@ -55,7 +55,7 @@ if not engine_options:
     )
     st.stop()
 c1, c2 = st.columns(2)
-engine = c1.radio("Engine", engine_options, horizontal=True, key="serving_engine")
+engine = c1.radio("Engine", engine_options, horizontal=True, key="serving_engine", persist_state="session")
 local = engine == LOCAL
 model_options = [experiments.BUNDLED] + random_model.buildable_public_models(VOCAB)
 model_key = c2.radio(
@@ -63,6 +63,7 @@ model_key = c2.radio(
     model_options if local else [engine],
     horizontal=True,
     key="serving_model",
+    persist_state="session",
     format_func=lambda k: (
         f"bundled (trained, {experiments.weight_file().stat().st_size / 1e6:,.0f} MB)"
         if k == experiments.BUNDLED
@@ -84,12 +85,16 @@ if local and model_key != experiments.BUNDLED:
 st.subheader("1. The traffic")
 c1, c2 = st.columns(2)
 c3, c4 = st.columns(2)
-shape_name = c1.selectbox("Requests like", list(SHAPES), key="serving_shape")
+shape_name = c1.selectbox("Requests like", list(SHAPES), key="serving_shape", persist_state="session")
 rate = c2.select_slider(
-    "Arrival rate λ (requests/s)", [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0], value=2.0, key="serving_rate"
+    "Arrival rate λ (requests/s)",
+    [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+    value=2.0,
+    key="serving_rate",
+    persist_state="session",
 )
-count = c3.slider("Requests", 4, 48, 16, step=4, key="serving_requests")
-seed = int(c4.number_input("Seed", 0, 10_000, 0, key="serving_seed"))
+count = c3.slider("Requests", 4, 48, 16, step=4, key="serving_requests", persist_state="session")
+seed = int(c4.number_input("Seed", 0, 10_000, 0, key="serving_seed", persist_state="session"))
 trace = poisson_trace(shape_name, rate, count, seed, VOCAB)
 st.plotly_chart(traffic_figure(trace, presenter), width="stretch")
 caption("simulated", serving_text.traffic_caption(rate, SHAPES[shape_name].description, seed))
@@ -98,11 +103,15 @@ caption("simulated", serving_text.traffic_caption(rate, SHAPES[shape_name].descr
 st.subheader("2. One at a time vs batched")
 c1, c2 = st.columns(2)
 slots = (
-    c1.select_slider("Slots in the batched server (--parallel)", [2, 4, 8, 16], value=8, key="serving_slots")
+    c1.select_slider(
+        "Slots in the batched server (--parallel)", [2, 4, 8, 16], value=8, key="serving_slots", persist_state="session"
+    )
     if local
     else None
 )  # an engine started elsewhere has the slots it was started with
-slo_ms = c2.number_input("SLO: time to first token at most (ms)", 50, 60_000, 1000, step=50, key="serving_slo")
+slo_ms = c2.number_input(
+    "SLO: time to first token at most (ms)", 50, 60_000, 1000, step=50, key="serving_slo", persist_state="session"
+)
 slo = SLO(ttft_s=slo_ms / 1000)
 model_label = model_key if local else engine
 
@@ -173,8 +182,9 @@ if local:
         [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0],
         value=(0.5, 8.0),
         key="serving_sweep_rates",
+        persist_state="session",
     )
-    per_rate = c2.slider("Requests per rate", 4, 32, 12, step=4, key="serving_sweep_requests")
+    per_rate = c2.slider("Requests per rate", 4, 32, 12, step=4, key="serving_sweep_requests", persist_state="session")
     rates = sorted({round(low * (high / low) ** (i / (SWEEP_POINTS - 1)), 3) for i in range(SWEEP_POINTS)})
     sweep = measure_on_click(
         "Sweep the arrival rate",
@@ -245,7 +255,13 @@ if local:
 if results and local:
     st.subheader("5. What a million tokens costs")
     price = st.number_input(
-        "Price of this machine per hour ($)", 0.0, 1000.0, DEFAULT_PRICE_PER_HOUR, step=0.1, key="serving_price"
+        "Price of this machine per hour ($)",
+        0.0,
+        1000.0,
+        DEFAULT_PRICE_PER_HOUR,
+        step=0.1,
+        key="serving_price",
+        persist_state="session",
     )
     cols = st.columns(len(summaries))
     for column, (n, summary) in zip(cols, sorted(summaries.items())):

@@ -109,6 +109,7 @@ st.radio(
     list(DRAFTERS),
     format_func=DRAFTERS.get,
     key="spec_drafter",
+    persist_state="session",
     horizontal=True,
     help="A draft model guesses with its own (small) network; prompt lookup copies what followed the "
     "last few tokens earlier in the text, and needs no model at all.",
@@ -122,6 +123,7 @@ if st.session_state.spec_drafter == "draft":
         typed = st.text_input(
             "Draft model for this target (hub id or folder)",
             key="spec_draft_source",
+            persist_state="session",
             help="It must use the target's tokenizer, e.g. distilgpt2 for gpt2, SmolLM2-135M for SmolLM2-360M.",
         )
         if typed.strip():
@@ -138,7 +140,7 @@ draft_name = draft.info.name if draft is not None else None
 
 # -- controls ----------------------------------------------------------------------------
 left, right = st.columns([3, 2])
-left.text_area("Prompt", key="spec_prompt", height=100, max_chars=20_000)
+left.text_area("Prompt", key="spec_prompt", persist_state="session", height=100, max_chars=20_000)
 with right:
     c1, c2 = st.columns(2)
     c1.number_input(
@@ -147,6 +149,7 @@ with right:
         max_value=SEED_MAX,
         step=1,
         key="spec_seed",
+        persist_state="session",
         help="The same seed, prompt and settings always give the same tokens.",
     )
     c2.number_input(
@@ -155,6 +158,7 @@ with right:
         max_value=limits.max_new_tokens,
         step=10,
         key="spec_max_new",
+        persist_state="session",
         help=f"Capped at {limits.max_new_tokens} on this server.",
     )
 
@@ -167,6 +171,7 @@ s[0].slider(
     spec.GAMMA_MAX,
     step=1,
     key="spec_gamma",
+    persist_state="session",
     help="How many tokens the drafter guesses before the target checks them.",
 )
 controls.knob_sliders("spec", SAMPLING_KNOBS, s[1:], helps=SAMPLING_HELPS)
@@ -251,7 +256,14 @@ if not run.rounds:
 st.subheader("One round, opened up")
 shown = len(run.rounds) - 1
 if len(run.rounds) > 1:
-    shown = st.slider("Round", 0, len(run.rounds) - 1, len(run.rounds) - 1, key=f"spec_round_{len(run.rounds)}")
+    shown = st.slider(
+        "Round",
+        0,
+        len(run.rounds) - 1,
+        len(run.rounds) - 1,
+        key=f"spec_round_{len(run.rounds)}",
+        persist_state="session",
+    )
 record = run.rounds[shown]
 st.markdown(round_html(record), unsafe_allow_html=True)
 if record.note:

@@ -55,3 +55,36 @@ def test_a_direct_visit_to_a_url_path_opens_that_page(page_file):
     at.switch_page(f"app_pages/{page_file.name}").run()
     assert not at.exception
     assert at.title[0].value == page_title(page_file)
+
+
+def test_a_visit_to_another_page_keeps_every_setting_of_the_page_left():
+    """Streamlit drops a widget's value when a run does not draw it, so without persist_state="session" coming back
+    to Generate found an empty prompt and Max new tokens at its minimum, 1 (seen in CI: five Steps drew no token)."""
+    at = run_app()
+    at.text_area(key="gen_prompt").input("The dragon").run()
+    at.number_input(key="gen_max_new").set_value(7).run()
+    at.slider(key="gen_temperature").set_value(1.3).run()
+    at.switch_page("app_pages/sampling.py").run()
+    assert not at.exception
+    at.switch_page("app_pages/generate.py").run()
+    assert not at.exception
+    assert at.text_area(key="gen_prompt").value == "The dragon"
+    assert at.number_input(key="gen_max_new").value == 7
+    assert at.slider(key="gen_temperature").value == pytest.approx(1.3)
+
+
+def test_every_keyed_input_widget_keeps_its_value_across_pages():
+    """The rule behind the test above, for every page: each input widget with a key says persist_state="session"."""
+    import ast
+
+    widgets = {"slider", "select_slider", "number_input", "text_area", "text_input", "selectbox", "radio", "checkbox"}
+    widgets |= {"toggle", "segmented_control", "pills", "multiselect"}
+    missing = []
+    for path in sorted((PROJECT_ROOT / "app_pages").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in widgets:
+                keywords = {k.arg: k.value for k in node.keywords}
+                persist = keywords.get("persist_state")
+                if "key" in keywords and not (isinstance(persist, ast.Constant) and persist.value == "session"):
+                    missing.append(f"{path.relative_to(PROJECT_ROOT)}:{node.lineno} {node.func.attr}")
+    assert not missing, missing

@@ -29,6 +29,7 @@ def section(model_key: str, trace: Trace, slots: int, slo: SLO, presenter: bool)
         list(two_engines.ENGINES),
         default=[e for e in two_engines.ENGINES if e not in missing],
         key="serving_pair_engines",
+        persist_state="session",
     )
     for engine in picked:
         if engine in missing:

@@ -215,6 +215,7 @@ def _slider(where, prefix: str, knob: Knob, help_text: str | None = None) -> Non
         knob.kind(knob.high),
         step=knob.kind(knob.step),
         key=_key(prefix, knob.field),
+        persist_state="session",
         help=help_text or knob.help,
     )
 
@@ -255,7 +256,11 @@ def more_controls(prefix: str, columns: int = 3) -> None:
             row = st.columns(columns)
             for cell, knob in zip(row, MORE[start : start + columns]):
                 _slider(cell, prefix, knob)
-        st.checkbox("Mirostat v2 (a running cut on surprise; set τ and η above)", key=_key(prefix, "mirostat"))
+        st.checkbox(
+            "Mirostat v2 (a running cut on surprise; set τ and η above)",
+            key=_key(prefix, "mirostat"),
+            persist_state="session",
+        )
         order_control(prefix)
 
 
@@ -265,6 +270,7 @@ def order_control(prefix: str) -> None:
         "Stage order",
         choices,
         key=_key(prefix, "order_preset"),
+        persist_state="session",
         horizontal=True,
         help="transformers: penalty → temperature → top-k → top-p → min-p → typical-p. llama.cpp's "
         "default chain: penalties → DRY → top-nσ → top-k → typical-p → top-p → min-p → XTC → "
@@ -276,6 +282,7 @@ def order_control(prefix: str) -> None:
             "stages left out run after these)",
             list(TRANSFORMERS_ORDER),
             key=_key(prefix, "order_custom"),
+            persist_state="session",
             format_func=lambda n: STAGE_NAMES[n],
         )
     order = current_order(prefix)

@@ -82,6 +82,7 @@ def bundled_picker(source: str) -> None:
         "Bundled models",
         [m.name for m in models],
         key="model_bundled_pick",
+        persist_state="session",
         on_change=_pick_bundled,
         captions=[m.line for m in models],
     )
@@ -119,6 +120,7 @@ def engine_sidebar() -> None:
         "Runs the model",
         [LOCAL_ENGINE, *engines],
         key="engine_pick",
+        persist_state="session",
         on_change=_pick_engine,
         help="A serving engine runs the model; this app asks it for each step's distribution.",
     )
@@ -126,6 +128,7 @@ def engine_sidebar() -> None:
         typed = st.text_input(
             "Or an engine URL (this computer only)",
             key="engine_url_input",
+            persist_state="session",
             placeholder="http://127.0.0.1:8080",
             help="llama.cpp's llama-server or vLLM. Only offered when the app listens on localhost.",
         )
@@ -154,6 +157,7 @@ def model_sidebar() -> None:
         typed = st.text_input(
             "Hub id or local folder",
             key="model_input",
+            persist_state="session",
             placeholder="e.g. gpt2 or HuggingFaceTB/SmolLM2-135M",
             help="Leave empty for the bundled model. Hub models need internet the first time.",
         )
@@ -177,6 +181,8 @@ def model_sidebar() -> None:
             st.error(st.session_state[MODEL_ERROR_KEY], icon="⚠️")
         engine_sidebar()
         st.divider()
-        st.toggle("Presenter mode", key="presenter", help="Larger text and charts for a projector")
+        st.toggle(
+            "Presenter mode", key="presenter", persist_state="session", help="Larger text and charts for a projector"
+        )
     if presenter():
         st.markdown(PRESENTER_CSS, unsafe_allow_html=True)

@@ -15,16 +15,16 @@ def read_url_once(
     names: dict[str, str] | None = None,
     choices: dict[str, tuple[Collection, str]] | None = None,
 ) -> list[str]:
-    """On a session's first run (session key `flag` unset), give every widget key its default, then copy each
-    URL parameter (`param -> (widget key, type)`) into its widget: a number outside `ranges` is clamped (`names`
+    """On every run, give each widget key still unset its default; on a session's first run (session key `flag`
+    unset), then copy each URL parameter (`param -> (widget key, type)`) into its widget: a number outside `ranges` is clamped (`names`
     says what it sets), a value that cannot be read or that `choices` (key -> allowed values, the rest of the
     sentence) does not allow keeps the default. Returns one sentence per problem; nothing on later runs."""
     problems = []
+    for key, value in defaults.items():  # every run: a widget whose key was dropped gets its default, not its minimum
+        st.session_state.setdefault(key, value)
     if st.session_state.get(flag):
         return problems
     st.session_state[flag] = True
-    for key, value in defaults.items():
-        st.session_state.setdefault(key, value)
     for param, (key, kind) in url_params.items():
         if param not in st.query_params:
             continue
