@@ -52,16 +52,18 @@ def test_an_evicted_prefix_is_evaluated_again_unless_the_ram_cache_holds_it(bund
 def test_the_stalls_for_a_fixed_batch_are_the_predicted_iterations(bundled_gguf, model, n_batch, n_ubatch):
     """372 prompt tokens, 2 decoding: 372 / 62 = 6 iterations at -b 64; ceil(372 / 126) = 3 at -b 128, whatever -ub
     splits each iteration into. (372 = 6 x 62: no small last chunk whose stall would be hard to tell from a usual
-    gap.)"""
+    gap.) The server's own progress events must give exactly the predicted chunks; the co-tenants' stretched gaps,
+    timed on this process's clock, within one of them (a busy machine moves a token across the window's edge: CI
+    saw 5, 6 and 7 where 6 were predicted)."""
     seen = []
-    for _ in range(3):  # the prefill window's edges come from the server's timings and this process's clock: a
-        # co-tenant token landing on an edge on a busy machine is counted on the wrong side, so up to 3 runs
+    for _ in range(3):  # and on a busy machine the clock can be off by more than a token: up to 3 runs
         run = chunked_prefill.measure_stalls(bundled_gguf, model.vocab, model.context, 372, n_batch, n_ubatch, 2)
         assert run.newcomer_evaluated == 372
+        assert run.server_chunks == chunked_prefill.chunk_sizes(372, n_batch, 2)
         seen.append((run.stalls(), [round(g * 1000) for g in run.stalled_gaps(0)]))
-        if run.stalls() == [run.predicted] * 2:
+        if all(abs(s - run.predicted) <= 1 for s in run.stalls()):
             break
-    assert run.stalls() == [run.predicted] * 2, seen
+    assert all(abs(s - run.predicted) <= 1 for s in run.stalls()), seen
     assert run.predicted == {64: 6, 128: 3}[n_batch]
 
 

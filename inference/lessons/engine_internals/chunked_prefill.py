@@ -17,6 +17,11 @@ once each has streamed a few tokens, the newcomer's prompt is sent asking for on
 are its tokens that arrive while the newcomer's prefill runs: from the newcomer's first token minus the server's
 own prompt time for it, to that first token, each end moved by half of the co-tenant's usual gap (a token of the
 iteration before the prefill arrives about when it starts, the one of the last chunk about when it ends).
+
+The server also says how the prompt was split: asked with `return_progress`, the newcomer's stream carries one
+`prompt_progress` event per iteration that evaluated a chunk of its prompt (after one at 0 %), with the tokens
+processed so far and the server's elapsed time. Those counts are exact whatever the machine's load; the co-tenants'
+stretched gaps are timed on this process's clock, and a busy machine can move a token across the window's edge.
 """
 
 from __future__ import annotations
@@ -97,6 +102,52 @@ class _Streamer:
             self.error = f"{type(err).__name__}: {err}"
 
 
+@dataclass(frozen=True)
+class _Newcomer:
+    first_token_s: float  # arrival of its first token's event, on the shared clock
+    prompt_ms: float  # the server's prompt time
+    evaluated: int  # prompt tokens the server evaluated
+    chunks: list[int]  # prompt tokens each iteration evaluated, from the server's progress events
+
+
+def _stream_newcomer(url: str, prompt_ids: list[int], started: float) -> _Newcomer:
+    """The newcomer's one-token request, streamed with the server's prompt progress (module docstring)."""
+    payload = {
+        "prompt": prompt_ids,
+        "n_predict": 1,
+        "temperature": 0,
+        "samplers": GREEDY_CHAIN,
+        "cache_prompt": False,
+        "return_tokens": True,
+        "return_progress": True,
+        "stream": True,
+    }
+    processed, first, timings = [], None, {}
+    try:
+        with (
+            httpx.Client(base_url=url, timeout=600, trust_env=False) as http,
+            http.stream("POST", "/completion", json=payload, headers={"Connection": "close"}) as response,
+        ):
+            response.raise_for_status()
+            for line in response.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                now = time.perf_counter() - started
+                event = json.loads(line[5:])
+                if "prompt_progress" in event:  # a progress event's "tokens" is a placeholder, not a token
+                    processed.append(int(event["prompt_progress"]["processed"]))
+                elif event.get("tokens") and first is None:
+                    first = now
+                timings = event.get("timings") or timings
+    except (httpx.HTTPError, ValueError, KeyError) as err:
+        raise EngineError(f"The newcomer's request failed: {type(err).__name__}: {err}") from err
+    if first is None:
+        raise EngineError("The newcomer's request streamed no token.")
+    done = [p for p in processed if p > 0]
+    chunks = [b - a for a, b in zip([0, *done], done) if b > a]  # a repeated progress event adds no chunk
+    return _Newcomer(first, float(timings.get("prompt_ms") or 0.0), int(timings.get("prompt_n") or 0), chunks)
+
+
 @dataclass
 class StallRun:
     n_batch: int
@@ -109,6 +160,7 @@ class StallRun:
     newcomer_evaluated: int
     times: list[list[float]]  # each co-tenant's token arrivals (s, one clock)
     usual_gap_s: list[float] = field(default_factory=list)  # each co-tenant's median gap before the newcomer
+    server_chunks: list[int] = field(default_factory=list)  # prompt tokens per iteration, from the server's progress
 
     @property
     def predicted(self) -> int:
@@ -184,10 +236,8 @@ def measure_stalls(
                 usual = [statistics.median(b - a for a, b in zip(s.times, s.times[1:])) for s in streams]
                 sent = time.perf_counter() - started
                 # streamed, so its token is timed like the co-tenants' (on arrival of its event, not after parsing)
-                answer = client.complete(filler_prompt(vocab, prompt_tokens, 99), 1, stream=True)
-                if not answer.arrival_ms:
-                    raise EngineError("The newcomer's request streamed no token.")
-                first = sent + answer.arrival_ms[0] / 1000
+                newcomer = _stream_newcomer(server.url, filler_prompt(vocab, prompt_tokens, 99), started)
+                first = newcomer.first_token_s
                 counts = [len(s.times) for s in streams]
                 _wait_for(
                     lambda: all(
@@ -212,10 +262,11 @@ def measure_stalls(
         prompt_tokens,
         sent,
         first,
-        answer.timings.prompt_ms or 0.0,
-        answer.timings.prompt_tokens,
+        newcomer.prompt_ms,
+        newcomer.evaluated,
         [list(s.times) for s in streams],
         usual,
+        newcomer.chunks,
     )
 
 
@@ -246,6 +297,7 @@ def sweep_table(runs: list[StallRun]) -> pd.DataFrame:
                 "setting": f"-b {r.n_batch} -ub {r.n_ubatch}",
                 "stalls_measured": r.measured,
                 "stalls_predicted": r.predicted,
+                "iterations_by_server": len(r.server_chunks) or None,
                 "stalls_issue_formula": math.ceil(r.prompt_tokens / r.n_batch),
                 "newcomer_ttft_ms": r.ttft_s * 1000,
                 "newcomer_prompt_ms": r.newcomer_prompt_ms,

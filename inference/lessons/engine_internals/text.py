@@ -61,6 +61,18 @@ def stall_verdict(run: StallRun) -> str:
         f"While the newcomer's {run.prompt_tokens:,}-token prompt was prefilled ({_ms(run.newcomer_prompt_ms)} by "
         f"the server's clock), each of the {run.cotenants} co-tenants waited through **{run.measured} stretched "
         f"gaps**, {agree}{stretch}. The newcomer got its first token {_ms(run.ttft_s * 1000)} after it was sent."
+        + _server_chunks(run)
+    )
+
+
+def _server_chunks(run: StallRun) -> str:
+    """What the server itself reported: its progress events, one per iteration that carried a chunk."""
+    if not run.server_chunks:
+        return ""
+    sizes = ", ".join(f"{n:,}" for n in run.server_chunks)
+    return (
+        f" The server's own progress events counted **{len(run.server_chunks)} iterations** carrying the prompt "
+        f"({sizes} tokens): the stall count on the co-tenants' clock can be one off on a busy machine, this one cannot."
     )
 
 
