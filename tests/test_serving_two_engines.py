@@ -18,7 +18,9 @@ SLOTS = 8  # the shared vLLM's --max-num-seqs
 @pytest.fixture(scope="module")
 def runs():
     require_llama_server()
-    trace = poisson_trace("short chat", rate_per_s=40.0, requests=12, seed=5, vocab_size=4096)
+    # 24 requests over ~1.2 s: the replay lasts long enough for the 0.1 s state poll to see the cache in use even
+    # when a busy machine slows the engine's /metrics answers (CI once saw no sample of vLLM's cache with 12 at 40/s)
+    trace = poisson_trace("short chat", rate_per_s=20.0, requests=24, seed=5, vocab_size=4096)
     model = experiments.model_on_engine(experiments.BUNDLED)
     return trace, two_engines.replay_on_engines(model, trace, SLOTS, running={VLLM: vllm_url()})
 
@@ -42,8 +44,8 @@ def test_each_schedulers_counters_account_for_the_tokens_received_and_show_batch
         assert received == trace.reply_tokens
         passes = facts["forward_passes"]
         assert passes and facts["generated_per_pass"] == pytest.approx(received / passes), engine
-        assert facts["generated_per_pass"] > 1, f"{engine}: 12 requests at 40/s never shared a pass"
-        assert facts["peak_kv_tokens"] > 0, engine
+        assert facts["generated_per_pass"] > 1, f"{engine}: 24 requests at 20/s never shared a pass"
+        assert facts["peak_kv_tokens"] is not None and facts["peak_kv_tokens"] > 0, (engine, run.result.engine_states)
     llama, other = (two_engines.scheduler_facts(both[e]) for e in (LLAMACPP, VLLM))
     assert llama["peak_kv_tokens"] <= both[LLAMACPP].context * SLOTS  # within the cells reserved at start
     assert other["preemptions"] == 0  # 256 MiB of blocks hold far more than 8 short requests

@@ -10,6 +10,7 @@ Read from the engine itself, not inferred from the client's timestamps:
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ class StatePoller:
         self.url, self.dialect, self.started, self.interval_s = url, dialect, started, interval_s
         self.samples: list[EngineSample] = []
         self.error: str | None = None
+        self.answered = threading.Event()  # set after the first read, answered or not: its connection is warm
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="engine-state", daemon=True)
 
@@ -74,17 +76,22 @@ class StatePoller:
             with EngineClient(self.url, dialect=self.dialect, timeout=5.0) as client:
                 while not self._stop.is_set():
                     try:
-                        self.samples.append(read_state(client, time.perf_counter() - self.started))
+                        self.samples.append(read_state(client, time.perf_counter()))  # re-based in stop()
                     except EngineError as err:
                         self.error = str(err)  # keep polling: one slow answer under load is not the end
+                    self.answered.set()
                     self._stop.wait(self.interval_s)
         except Exception as err:  # noqa: BLE001 - a poller failure must never break the replay
             self.error = f"{type(err).__name__}: {err}"
+        finally:
+            self.answered.set()
 
     def stop(self) -> pd.DataFrame:
         self._stop.set()
         self._thread.join(timeout=10)
-        return samples_table(self.samples)
+        # times from `started` (which the replay may set after the poller's first read), without reads before it
+        rebased = [dataclasses.replace(s, t_s=s.t_s - self.started) for s in self.samples]
+        return samples_table([s for s in rebased if s.t_s >= 0])
 
 
 def samples_table(samples: list[EngineSample]) -> pd.DataFrame:

@@ -32,6 +32,7 @@ from inference.lessons.serving.stats import SLO, RequestRecord, RunSummary, requ
 READ_TIMEOUT_S = 600.0  # a request queued behind many others may wait minutes for its first byte
 TICK_S = 0.005  # how often the scheduling loop looks at the clock
 PROGRESS_S = 0.5
+POLLER_READY_S = 5.0  # longest wait for the state poller's first read before the trace starts
 
 
 @dataclass(frozen=True)
@@ -134,8 +135,11 @@ def replay(
 ) -> ReplayResult:
     """Send every request of `trace` to `target` at its arrival time and record its stream (module docstring)."""
     client = _client(target)
-    started = time.perf_counter()
-    poller = StatePoller(target.url, target.dialect, started, poll_interval_s).start()
+    poller = StatePoller(target.url, target.dialect, time.perf_counter(), poll_interval_s).start()
+    # the trace's clock starts once the poller has read the engine once (or given up for now): on a busy machine its
+    # first connection and answer took longer than a short replay, which then had no sample of the engine's state
+    poller.answered.wait(POLLER_READY_S)
+    started = poller.started = time.perf_counter()
     pending = list(trace.requests)  # in arrival order
     running: list[_InFlight] = []
     total, cancelled = len(pending), False
