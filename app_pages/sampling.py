@@ -12,6 +12,7 @@ from inference.core.remote import is_remote, logits_note
 from inference.core.run import new_trace
 from inference.core.tokens import readable_tokens
 from inference.lessons.generate.figures import cumulative_curve, next_token_bars
+from inference.lessons.sampling_lab import text as lab_text
 from inference.lessons.sampling_lab.figures import (
     TEMPERATURE_GRID,
     TOP_P_GRID,
@@ -32,10 +33,7 @@ tokenizer = loaded.tokenizer
 presenter = layout.presenter()
 
 st.title("🎲 Sampling lab")
-st.markdown(
-    "One step's next-token logits, and every knob that turns them into a choice. The model ran "
-    "**once**; everything below is recomputed from its stored logits over the full vocabulary."
-)
+st.markdown(lab_text.INTRO)
 
 trace = st.session_state.get("gen_trace")
 sources = ["A prompt typed here"] + (
@@ -56,7 +54,7 @@ if source == "The current step on Generate":
             st.stop()  # a serving engine failed: its message is shown
         seen, context_ids = trace.seen_now(), trace.all_ids
 else:
-    text = st.text_input("Prompt", "The little dog was very", key="lab_prompt", persist_state="session")
+    text = st.text_input("Prompt", lab_text.OPENING_PROMPT, key="lab_prompt", persist_state="session")
     prepared = prepare_prompt(tokenizer, text, False, loaded.info.context, models.limits())
     for note in prepared.notes:
         st.info(note)
@@ -79,12 +77,17 @@ if remote:
     caption(*logits_note(loaded.model, logits))
 st.markdown(f"**Context (last part):** `…{tail[-200:]}` → **?**")
 
+opening = lab_text.OPENING_SETTINGS
 s = layout.control_row(5)
-temperature = s[0].slider("Temperature", 0.0, 2.0, 1.0, step=0.05, key="lab_temperature", persist_state="session")
-top_p = s[1].slider("Top-p", 0.05, 1.0, 1.0, step=0.05, key="lab_top_p", persist_state="session")
-top_k = s[2].slider("Top-k", 0, 200, 0, key="lab_top_k", persist_state="session")
-min_p = s[3].slider("Min-p", 0.0, 1.0, 0.0, step=0.01, key="lab_min_p", persist_state="session")
-penalty = s[4].slider("Repetition penalty", 0.5, 2.0, 1.0, step=0.05, key="lab_rep", persist_state="session")
+temperature = s[0].slider(
+    "Temperature", 0.0, 2.0, opening.temperature, step=0.05, key="lab_temperature", persist_state="session"
+)
+top_p = s[1].slider("Top-p", 0.05, 1.0, opening.top_p, step=0.05, key="lab_top_p", persist_state="session")
+top_k = s[2].slider("Top-k", 0, 200, opening.top_k, key="lab_top_k", persist_state="session")
+min_p = s[3].slider("Min-p", 0.0, 1.0, opening.min_p, step=0.01, key="lab_min_p", persist_state="session")
+penalty = s[4].slider(
+    "Repetition penalty", 0.5, 2.0, opening.repetition_penalty, step=0.05, key="lab_rep", persist_state="session"
+)
 controls.set_defaults("lab", knobs=controls.MORE)
 controls.more_controls("lab")
 settings = controls.settings_from_state(
@@ -128,11 +131,7 @@ with live_right:
         width="stretch",
         key="lab_live_top_p",
     )
-    caption(
-        "exact",
-        f"Top-p with every other setting above applied (penalty {penalty:g}, T = {temperature:g}, "
-        f"top-k {top_k or 'off'}, min-p {min_p:g}); grey = removed by one of them.",
-    )
+    caption("exact", lab_text.settings_caption(settings))
 
 st.subheader("All your settings together")
 chart_left, chart_right = layout.side_by_side(2)
@@ -177,14 +176,7 @@ if sampled and sampled[0] == settings and sampled[1] == int(draw_seed) and sampl
     counts["token"] = names
     with h2:
         st.plotly_chart(draw_histogram(counts, DRAWS, presenter), width="stretch", key="lab_histogram")
-        top = float(counts["computed"].max())
-        caption(
-            "simulated",
-            f"{DRAWS:,} seeded inverse-CDF draws (as Generate does) against the computed "
-            f"probabilities. They differ by sampling noise only: the whiskers are the 95% band (1.96 "
-            f"standard deviations), ±{100 * float(draw_band(top, DRAWS)):.1f} points for the top token's "
-            f"{top:.0%}, where 19 seeds in 20 land.",
-        )
+        caption("simulated", lab_text.draws_caption(counts, DRAWS, draw_band))
 else:
     h2.caption(f"Press the button to draw {DRAWS:,} tokens with the current settings.")
 

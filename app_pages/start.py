@@ -7,6 +7,7 @@ from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import model_slot
 from inference.core.loader import encode_prompt
 from inference.lessons.start.first_look import DRAW_SETTINGS, PROMPT, first_look
+from inference.lessons.start.text import chip, choosing, percent
 
 
 # Runs only on a cache miss (once per model), so only then does it wait for a model slot.
@@ -14,11 +15,6 @@ from inference.lessons.start.first_look import DRAW_SETTINGS, PROMPT, first_look
 def cached_first_look(model_name: str, prompt_ids: tuple, _loaded):
     with model_slot():
         return first_look(_loaded.model, _loaded.tokenizer, list(prompt_ids))
-
-
-def percent(p: float) -> str:
-    """A probability readable at any size: 43.0%, 0.012% (a rare draw must not read 0.0%)."""
-    return f"{p:.1%}" if p >= 0.001 else f"{p * 100:.2g}%"
 
 
 loaded = current_model(needs_weights="it times a forward pass and reads the KV cache's tensors here")
@@ -32,8 +28,8 @@ st.markdown(
 )
 
 look = cached_first_look(info.name, tuple(encode_prompt(loaded.tokenizer, PROMPT)), loaded)
-chips = " ".join(f"`{token}`" for token in look.prompt_tokens)
-top = ", ".join(f"`{token}` {percent(probability)}" for token, probability in look.top)
+chips = " ".join(chip(token) for token in look.prompt_tokens)
+top = ", ".join(f"{chip(token)} {percent(probability)}" for token, probability in look.top)
 
 st.subheader("1. Text becomes tokens")
 st.markdown(f"The prompt *{PROMPT}* is read as **{look.prompt_length} tokens**: {chips}")
@@ -47,12 +43,7 @@ st.markdown(
 st.page_link("app_pages/sampling.py", label="Sampling lab: what temperature, top-k and top-p do to them", icon="🎲")
 
 st.subheader("3. One token is chosen")
-st.markdown(
-    f"Greedy decoding always takes the top token, `{look.greedy_token}` ({percent(look.greedy_probability)}). "
-    f"Sampling draws one: at temperature {DRAW_SETTINGS.temperature:g} with seed {look.seed}, u = {look.u:.3f} "
-    f"landed on `{look.drawn_token}` ({percent(look.drawn_probability)}, rank {look.drawn_rank}). "
-    "The chosen token is appended and the loop starts again."
-)
+st.markdown(choosing(look, DRAW_SETTINGS.temperature))
 st.page_link("app_pages/sampling.py", label="Sampling lab: 1,000 draws against the computed probabilities", icon="🎲")
 
 st.subheader("4. Reading the prompt is one pass; every new token is another")

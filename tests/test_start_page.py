@@ -6,8 +6,9 @@ from transformers import DynamicCache
 
 from inference.core.kv_cache import measured_bytes
 from inference.core.loader import encode_prompt
+from inference.core.run import new_trace
 from inference.core.tokens import readable_tokens
-from inference.lessons.start.first_look import PROMPT, first_look
+from inference.lessons.start.first_look import DRAW_SEEDS, DRAW_SETTINGS, PROMPT, first_look
 from tests.conftest import run_app
 
 pytestmark = pytest.mark.page
@@ -30,7 +31,23 @@ def check_against_the_model(model, tokenizer, ids):
     assert look.greedy_probability == max(p for _, p in look.top)
     assert look.cache_tokens == len(ids) and look.cache_bytes == measured_bytes(cache) == look.formula_bytes
     assert look.drawn_rank >= 1 and 0 <= look.u < 1 and look.prefill_ms > 0 and look.decode_ms > 0
+    check_the_seeded_draws(model, tokenizer, ids, look, probs)
     return look
+
+
+def check_the_seeded_draws(model, tokenizer, ids, look, probs):
+    """Each seed's draw is the token a fresh run with that seed chooses first, and "this far down" is the
+    probability of its rank and every rank below it, from the sorted distribution."""
+    assert [d.seed for d in look.draws] == list(range(3, 3 + DRAW_SEEDS))
+    assert (look.draws[0].token, look.draws[0].rank, look.draws[0].u) == (look.drawn_token, look.drawn_rank, look.u)
+    ranked = probs.sort(descending=True).values
+    for d in look.draws:
+        record = new_trace(model, tokenizer, ids, 1, seed=d.seed, stop_at_eos=False).step(DRAW_SETTINGS, d.seed)
+        assert readable_tokens(tokenizer, [record.token_id])[0] == d.token and record.rank + 1 == d.rank
+        assert d.this_far_down == pytest.approx(float(ranked[d.rank - 1 :].sum()), abs=1e-6)
+    assert (
+        float(ranked[: look.half_of_draws_within].sum()) >= 0.5 > float(ranked[: look.half_of_draws_within - 1].sum())
+    )
 
 
 def test_first_look_reports_the_bundled_models_distribution_and_cache(bundled):
@@ -53,6 +70,9 @@ def test_start_page_shows_five_steps_with_links_and_a_rerun_does_not_run_the_mod
     assert [h.split(".")[0] for h in headings[:5]] == ["1", "2", "3", "4", "5"]
     text = " ".join(m.value for m in at.markdown)
     assert "tokens" in text and "bytes" in text and " ms" in text
+    # Several seeds, each with how usual its draw is (the issue: one seed alone landed on rank 78, 0.018%).
+    assert sum(f"- seed {s}: u = " in text for s in range(DRAW_SEEDS)) == DRAW_SEEDS
+    assert "where half of all draws land" in text and "goes that far down" in text
     calls = []
     monkeypatch.setattr(module, "first_look", lambda *a, **k: calls.append(1))
     at.run()

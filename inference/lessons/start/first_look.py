@@ -2,7 +2,8 @@
 
     1. tokens: the prompt as the model reads it;
     2. one forward pass: a probability for every token of the vocabulary (the top few shown);
-    3. the draw: the most likely token (greedy) against a seeded draw at temperature 1;
+    3. the draw: the most likely token (greedy) against seeded draws at temperature 1 (a few seeds, each with how
+       often a draw lands that far down the list, so one unusual seed is not the whole picture);
     4. prefill vs decode: the pass over the whole prompt against one decode step, timed;
     5. the KV cache: its bytes after the prompt, read from the cache tensors, and the formula.
 
@@ -13,15 +14,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from inference.core.measuring import run_greedy
-from inference.core.run import new_trace
+from inference.core.run import new_trace, run_uniforms
 from inference.core.tokens import readable_token, readable_tokens
-from inference.sampling.pipeline import SamplingSettings
+from inference.sampling.pipeline import SamplingSettings, draw, seen_mask
 
 PROMPT = "Once upon a time, there was a little"
 TOP_TOKENS = 3
 DRAW_SETTINGS = SamplingSettings(temperature=1.0)  # the model's own distribution, no filter
 TIMED_RUNS = 3  # the fastest is kept: other programs on a shared machine can only slow a run
+DRAW_SEEDS = 5  # seeds shown drawing the first token: enough to see what is typical and what is rare
+
+
+@dataclass(frozen=True)
+class SeededDraw:
+    """One seed's first draw at temperature 1, as the engine makes it (inverse CDF, most likely first)."""
+
+    seed: int
+    u: float
+    token: str  # readable
+    probability: float
+    rank: int  # 1 = the most likely
+    this_far_down: float  # probability that a draw lands at this rank or further down the list
+
+    @property
+    def one_in(self) -> int:
+        """How rare a draw this far down is, as "one draw in N"."""
+        return max(1, round(1 / self.this_far_down)) if self.this_far_down > 0 else 0
 
 
 @dataclass(frozen=True)
@@ -46,6 +67,8 @@ class FirstLook:
     kv_heads: int
     head_dim: int
     bytes_per_element: int
+    draws: tuple[SeededDraw, ...] = ()  # seeds `seed`, `seed` + 1, ...: the first is the draw above
+    half_of_draws_within: int = 0  # the fewest most-likely tokens that together hold half the probability
 
     @property
     def prompt_length(self) -> int:
@@ -69,6 +92,23 @@ def first_look(model, tokenizer, prompt_ids: list[int], seed: int = 0, timed_run
     probs = record.logits.double().softmax(-1)
     top = probs.topk(TOP_TOKENS)
     greedy_id = int(top.indices[0])
+    sorted_probs = probs.sort(descending=True).values
+    above = torch.cat([torch.zeros(1, dtype=sorted_probs.dtype), sorted_probs.cumsum(0)])  # mass of ranks < r
+    seen = seen_mask(prompt_ids, len(probs))
+    draws = []
+    for s in range(seed, seed + DRAW_SEEDS):
+        u = float(run_uniforms(s, 1)[0])  # the number a run with this seed draws at its first step
+        picked = draw(record.logits, DRAW_SETTINGS, seen, u)
+        draws.append(
+            SeededDraw(
+                seed=s,
+                u=u,
+                token=readable_token(tokenizer, picked.token_id),
+                probability=float(probs[picked.token_id]),
+                rank=picked.rank + 1,
+                this_far_down=float(max(0.0, 1 - above[picked.rank])),
+            )
+        )
     runs = [run_greedy(model, tokenizer, prompt_ids, 2, stop_at_eos=False).records for _ in range(timed_runs)]
     shape = trace.kv_shape
     return FirstLook(
@@ -92,4 +132,6 @@ def first_look(model, tokenizer, prompt_ids: list[int], seed: int = 0, timed_run
         kv_heads=shape.kv_heads,
         head_dim=shape.head_dim,
         bytes_per_element=shape.bytes_per_element,
+        draws=tuple(draws),
+        half_of_draws_within=int((above[1:] < 0.5).sum()) + 1,
     )

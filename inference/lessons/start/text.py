@@ -1,0 +1,47 @@
+"""The Start here page's sentences, every number passed in from the first look (`first_look.FirstLook`)."""
+
+from __future__ import annotations
+
+from inference.lessons.start.first_look import FirstLook, SeededDraw
+
+
+def percent(p: float) -> str:
+    """A probability readable at any size: 43.0%, 0.012% (a rare draw must not read 0.0%)."""
+    return f"{p:.1%}" if p >= 0.001 else f"{p * 100:.2g}%"
+
+
+def chip(token: str) -> str:
+    """A readable token as inline code (a backtick inside it would end the code span)."""
+    return f"`{token.replace('`', 'ˋ')}`"
+
+
+def _draw_line(d: SeededDraw, half_within: int) -> str:
+    how_rare = (
+        f"among the {half_within} most likely, where half of all draws land"
+        if d.rank <= half_within
+        else f"{percent(d.this_far_down)} of draws land this far down the list or further (one in {d.one_in:,})"
+    )
+    return f"- seed {d.seed}: u = {d.u:.3f} → {chip(d.token)} ({percent(d.probability)}, rank {d.rank:,}): {how_rare}"
+
+
+def choosing(look: FirstLook, temperature: float) -> str:
+    """Step 3: greedy against a few seeded draws, with how usual each draw is, computed from the distribution."""
+    half = look.half_of_draws_within
+    typical = sum(d.rank <= half for d in look.draws)
+    most_likely = "most likely token holds" if half == 1 else f"{half} most likely tokens hold"
+    lines = "\n".join(_draw_line(d, half) for d in look.draws)
+    rarest = max(look.draws, key=lambda d: d.rank)
+    rarest_line = (
+        f" The rarest, seed {rarest.seed}'s, reaches rank {rarest.rank:,}: about one draw in {rarest.one_in:,} goes "
+        "that far down."
+        if rarest.rank > half
+        else ""
+    )
+    return (
+        f"Greedy decoding always takes the top token, {chip(look.greedy_token)} ({percent(look.greedy_probability)}). "
+        "Sampling draws a number u between 0 and 1 from the run's seed and takes the token where the running total "
+        f"of the probabilities, most likely first, passes u. At temperature {temperature:g} the {most_likely} "
+        f"half the probability; {len(look.draws)} seeds drew:\n\n{lines}\n\n"
+        f"{typical} of these {len(look.draws)} draws landed among the top {half}, as half of all draws do."
+        f"{rarest_line} The chosen token is appended and the loop starts again."
+    )

@@ -1,0 +1,75 @@
+"""The Sampling lab through Streamlit's AppTest: it opens with every classic filter acting (each pipeline panel
+differs from the one before it), and the sentence under the 1,000 draws names the most likely token's share,
+never the "other" bucket's."""
+
+import base64
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from inference.lessons.sampling_lab.figures import draw_band
+from inference.lessons.sampling_lab.text import draws_caption
+from tests.conftest import APP_FILE
+
+pytestmark = pytest.mark.page
+
+PAGE = "app_pages/sampling.py"
+
+
+def open_lab() -> AppTest:
+    at = AppTest.from_file(APP_FILE, default_timeout=600)
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    return at
+
+
+def chart(at, key: str) -> dict:
+    for element in at.get("plotly_chart"):
+        if element.proto.id.endswith(key) or key in element.proto.id:
+            return json.loads(element.proto.spec)
+    raise AssertionError(f"no chart {key}")
+
+
+def values(array) -> np.ndarray:
+    if isinstance(array, dict):
+        return np.frombuffer(base64.b64decode(array["bdata"]), array["dtype"])
+    return np.asarray(array, dtype=float)
+
+
+def test_the_lab_opens_with_each_pipeline_stage_changing_the_distribution():
+    """Every panel of the stage-by-stage chart differs from the one before it: no filter opens switched off."""
+    at = open_lab()
+    panels = [values(trace["x"]) for trace in chart(at, "lab_pipeline")["data"]]
+    assert len(panels) == 6  # raw, then penalty, temperature, top-k, top-p, min-p
+    for stage, (before, after) in enumerate(zip(panels, panels[1:]), start=1):
+        assert not np.allclose(before, after), f"panel {stage + 1} shows the same bars as panel {stage}"
+
+
+def test_the_draws_sentence_names_the_top_tokens_share_and_its_band():
+    """After "Sample 1,000 times" the caption names the rank-1 token, its computed share and its own band."""
+    at = open_lab()
+    at.button(key="lab_sample").click().run()
+    assert not at.exception
+    text = " ".join(c.value for c in at.caption)
+    assert "The top token," in text and ("inside the band" in text or "outside the band" in text)
+
+
+def test_draws_caption_never_takes_the_other_bucket_for_the_top_token():
+    """The issue's case: "other" holds 38%, the top token 26.8%; the sentence gives 26.8% and its band."""
+    counts = pd.DataFrame(
+        {
+            "rank": [1, 2, None],
+            "token_id": [5, 9, None],
+            "computed": [0.268, 0.352, 0.38],
+            "observed": [0.27, 0.35, 0.38],
+            "count": [270, 350, 380],
+            "token": [" excited", " sad", "other"],
+        }
+    )
+    text = draws_caption(counts, 1000, draw_band)
+    assert "excited" in text and "26.8%" in text
+    assert f"±{100 * float(draw_band(0.268, 1000)):.1f} points" in text
+    assert "38" not in text and "other" not in text
