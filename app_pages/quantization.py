@@ -7,22 +7,22 @@ from app_pages.shared.captions import caption
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import model_slot
-from inference.core.calculator import (
-    DEFAULT_BITS,
-    GB,
-    cards_needed,
-    fit_table,
-    load_accelerators,
-    load_public_models,
-    smallest_card,
-    weight_bytes,
-)
+from inference.core.calculator import DEFAULT_BITS, GB, load_accelerators, load_public_models, weight_bytes
 from inference.core.prompting import prepare_prompt
 from inference.core.quantize import PRECISIONS
+from inference.engines import llamacpp
+from inference.lessons.engine_internals import kv_precision, served
 from inference.lessons.quantization import experiments as qc
 from inference.lessons.quantization import figures as qf
 from inference.lessons.quantization import gguf as gguf_compare
 from inference.lessons.quantization import text as qt
+from inference.lessons.quantization.fit import (
+    RUNTIME_RESERVE_BYTES,
+    RUNTIME_RESERVE_WHAT,
+    reserved_fit_table,
+    smallest_card_after_reserve,
+)
+from inference.lessons.quantization.kv_types import KV_POSITIONS, kv_types_table
 from inference.lessons.quantization.text import SPEED_NOTES, departure_verdict, layer_notes, speed_findings
 
 DEFAULT_PROMPT = "Once upon a time"
@@ -48,9 +48,18 @@ def cached_comparison(model_key: str, prompt_ids: tuple, max_new_tokens: int, _l
         return qc.compare_precisions(copies, _loaded.tokenizer, list(prompt_ids), max_new_tokens)
 
 
+def show_table(frame, key: str, column_config: dict, presenter_formats: dict) -> None:
+    """st.dataframe normally; in presenter mode an HTML table, whose text follows the presenter font size (the
+    dataframe's canvas keeps ~8 px text on a projector at 800 px)."""
+    if presenter:
+        st.table(frame.style.format(presenter_formats, na_rep="–").hide(axis="index"))
+    else:
+        st.dataframe(frame, hide_index=True, width="stretch", key=key, column_config=column_config)
+
+
 @st.cache_data(show_spinner=False)
 def public_fit_table():
-    return fit_table(load_public_models(), DEFAULT_BITS)
+    return reserved_fit_table(load_public_models(), load_accelerators(), DEFAULT_BITS)
 
 
 loaded = current_model(needs_weights="it makes int8, int4 and bfloat16 copies of the weights and times them here")
@@ -81,12 +90,10 @@ summary = qc.summary_table(comparison)
 
 # -- 1. cost ------------------------------------------------------------------------------
 st.header("What each precision saves, and what it costs")
-st.dataframe(
+show_table(
     qf.cost_for_display(summary),
-    hide_index=True,
-    width="stretch",
-    key="quant_cost",
-    column_config={
+    "quant_cost",
+    {
         "weight bytes": st.column_config.NumberColumn(
             format="localized",
             help="Summed from the real tensors, quantized parts (integers, scales, zero points) included",
@@ -96,24 +103,22 @@ st.dataframe(
             help="Time to copy and convert; float32 is the loaded model itself"
         ),
         "decode tokens/s": st.column_config.NumberColumn(format="%.0f"),
-        "speed vs float32": st.column_config.NumberColumn(format="%.2f×"),
+        "speed vs float32": st.column_config.NumberColumn(format="%.2f×", help="Median of the rounds' ratios"),
+        "range over rounds": st.column_config.TextColumn(help="Smallest and largest ratio of a single round"),
     },
+    qf.COST_FORMATS,
 )
 caption("measured", qt.cost_caption(len(comparison.reference_ids), comparison.rounds))
 
-memory_col, speed_col = st.columns(2)
+memory_col, speed_col = layout.side_by_side(2)
 with memory_col:
     st.plotly_chart(qf.memory_bars(comparison, presenter), width="stretch", key="quant_memory")
     int4_shrink = comparison.results["float32"].weight_bytes / comparison.results["int4"].weight_bytes
     caption("measured", qt.memory_caption(int4_shrink))
 with speed_col:
     st.plotly_chart(qf.speed_bars(summary, presenter), width="stretch", key="quant_speed")
-    caption(
-        "measured",
-        "Decode tokens per second on this server's CPU, with the ratio to float32. "
-        "Anything else running here (other visitors, other programs) slows these numbers, sometimes a lot: "
-        "compare the ratios, and try another prompt to see how much they move.",
-    )
+    caption("measured", qt.SPEED_CAPTION)
+st.markdown(qt.speed_spread(summary))
 
 st.subheader("What these speeds mean")
 st.markdown("\n".join(f"- {finding}" for finding in speed_findings(comparison)))
@@ -124,10 +129,7 @@ with st.expander("How each copy was made, and which layers stayed as they were")
 
 # -- 2. text ------------------------------------------------------------------------------
 st.header("Same prompt, greedy decoding")
-st.markdown(
-    "Each precision continues the prompt with its own most likely token at every step. "
-    "The first token that differs from float32's is highlighted; what follows is a different path, in italics."
-)
+st.markdown(qt.GREEDY_INTRO)
 per_row = 2 if presenter else 4  # presenter text is large: two boxes per row
 results = list(comparison.results.values())
 for start in range(0, len(results), per_row):
@@ -143,18 +145,11 @@ caption("exact", "Greedy (temperature 0) output of each copy: deterministic, so 
 
 # -- 3. quality -----------------------------------------------------------------------------
 st.header("How far each prediction drifts")
-st.markdown(
-    "Once two greedy texts part, comparing them step by step no longer compares like with like. So every "
-    "precision now reads **the same tokens** — the prompt and float32's greedy text (*teacher forcing*) — and "
-    "at every step we compare its next-token distribution with float32's: the KL divergence (0 = identical), "
-    "whether its top token is the same, and the probability it gives float32's token."
-)
-st.dataframe(
+st.markdown(qt.QUALITY_INTRO)
+show_table(
     qf.quality_for_display(summary),
-    hide_index=True,
-    width="stretch",
-    key="quant_quality",
-    column_config={
+    "quant_quality",
+    {
         "mean KL from float32 (nats)": st.column_config.NumberColumn(
             format="%.1e", help="Average over the steps of KL(float32 ‖ this precision)"
         ),
@@ -168,14 +163,11 @@ st.dataframe(
             help="First step where this precision's own greedy text (section 2) differs from float32's"
         ),
     },
+    qf.QUALITY_FORMATS,
 )
 caption("exact", qt.quality_caption(len(comparison.reference_ids)))
 st.plotly_chart(qf.kl_over_steps(comparison, presenter), width="stretch", key="quant_kl")
-caption(
-    "exact",
-    "KL(float32 ‖ precision) in nats over the full vocabulary at each step; log scale, so "
-    "each gridline is 10× more drift. float32 is 0 everywhere and not drawn. ✕ = that precision's top token differs.",
-)
+caption("exact", qt.KL_CAPTION)
 
 steps = comparison.steps
 disagreeing = steps.loc[~steps["top1_agrees"], "step"]
@@ -196,13 +188,7 @@ caption("exact", qt.step_caption(top_n))
 
 # -- GGUF: the files people download for llama.cpp ------------------------------------------
 st.header("The files people download: GGUF for llama.cpp")
-st.markdown(
-    "People who run a model on their own computer mostly download a **GGUF** file for llama.cpp (Ollama and LM "
-    "Studio read it too). Here the model is converted with llama.cpp's own converter, quantized by its "
-    "`llama-quantize` (q8_0: 8 bits and a scale per 32 weights; q4_K_M: mostly 4-bit blocks with 6-bit ones for "
-    "the most sensitive tensors), served by a `llama-server` built on this machine, and scored against float32 on "
-    "the same teacher-forced text as the rows above."
-)
+st.markdown(qt.GGUF_INTRO)
 if not gguf_compare.available():
     st.info(
         "llama-server is not built on this server, so there are no GGUF rows: "
@@ -241,19 +227,66 @@ else:
             },
         )
         caption("measured", qt.gguf_caption(gguf_compare.SPEED_ROUNDS))
+        if "f32" in gguf_results:
+            why = qt.gguf_speed_explanation(
+                comparison.results[qc.REFERENCE].decode_tokens_per_s,
+                gguf_results["f32"].decode_tokens_per_s,
+                comparison.decode_flops,
+                comparison.leaf_modules,
+            )
+            if why:
+                st.markdown(why)
+
+# -- the KV cache's number types, beside the weights' (the Inside-the-engine lesson's) ----------
+st.subheader("The KV cache has a number type too")
+st.markdown(qt.KV_TYPES_INTRO)
+kv_width = loaded.info.kv_heads * loaded.info.head_dim
+kv_measured = None
+if llamacpp.is_built() and loaded.info.source == "bundled":
+    bundled_engine = served.engine_model(served.BUNDLED)
+    try:  # the same measurement, under the same key, as the Inside the engine page's section 3
+        kv_measured = measure_on_click(
+            f"Measure the {len(kv_precision.CONFIGS)} KV cache types on llama-server",
+            "quant_kv_types",
+            ("internals-kv", KV_POSITIONS),
+            lambda progress: kv_precision.compare(
+                served.gguf(served.BUNDLED), bundled_engine.layers, bundled_engine.kv_width, KV_POSITIONS, progress
+            ),
+            "KL and speed come from llama-server (about two minutes).",
+        )
+    except (gguf_compare.EngineError, RuntimeError, OSError) as err:
+        st.error(f"The KV cache types could not be measured: {err}", icon="⚠️")
+kv_table = kv_types_table(loaded.info.layers, kv_width, loaded.info.context, kv_measured and kv_measured.table)
+st.dataframe(
+    kv_table,
+    hide_index=True,
+    width="stretch",
+    key="quant_kv_types",
+    column_config={
+        "bits per number": st.column_config.NumberColumn(format="%.1f"),
+        "bytes per token": st.column_config.NumberColumn(format="localized"),
+        "MiB for the full context": st.column_config.NumberColumn(format="%.2f"),
+        "size vs f16": st.column_config.NumberColumn(format="%.2f×"),
+        "mean_kl_vs_f32": st.column_config.NumberColumn("mean KL vs f32 cache", format="%.1e"),
+        "top1_agreement_vs_f32": st.column_config.NumberColumn("top-1 agreement", format="percent"),
+        "decode_tokens_per_s": st.column_config.NumberColumn("decode tokens/s", format="%.0f"),
+    },
+)
+caption("exact", qt.kv_types_caption(loaded.info.name, loaded.info.layers, kv_width, loaded.info.context))
+if kv_measured is not None:
+    caption("measured", qt.kv_measured_caption(kv_measured.positions, kv_measured.text_what))
+st.page_link("app_pages/engine-internals.py", label="Inside the engine: the KV cache types measured", icon="🔧")
 
 # -- 4. calculator --------------------------------------------------------------------------
 st.header("Will it fit? Weights of public models")
-st.markdown(
-    "Weight memory is parameters × bits ÷ 8. Halving the bits halves the memory, which decides whether a model "
-    "fits on one accelerator at all. These are weights only: the KV cache, activations and runtime need more."
-)
+reserve_gb = RUNTIME_RESERVE_BYTES / GB
+st.markdown(qt.fit_rule(reserve_gb, RUNTIME_RESERVE_WHAT))
 fit = public_fit_table()
 cards = load_accelerators()
 labels = [card.label for card in cards]
 st.plotly_chart(qf.fit_heatmap(fit, labels, presenter), width="stretch", key="quant_fit")
 int4_copy = comparison.results["int4"].overhead
-caption("published", qt.fit_caption(labels, int4_copy.fraction, comparison.int4_group_size))
+caption("published", qt.fit_caption(labels, int4_copy.fraction, comparison.int4_group_size, reserve_gb))
 
 calc_params, calc_bits, calc_result = st.columns([2, 2, 3])
 billions = calc_params.number_input(
@@ -263,15 +296,16 @@ bits = calc_bits.segmented_control(
     "Bits per weight", DEFAULT_BITS, default=4, required=True, key="quant_calc_bits", persist_state="session"
 )
 needed = weight_bytes(round(billions * 1e9), bits)
-holds = smallest_card(needed, cards)  # the calculator's rule, as in the heatmap above
+holds, largest_needed = smallest_card_after_reserve(needed, cards)  # the heatmap's rule, reserve kept
 calc_result.metric(
     "Weight memory",
     f"{needed / GB:,.1f} GB",
     qt.fits(
         holds.label if holds else None,
         (holds.usable_bytes - needed) / GB if holds else None,
-        cards_needed(needed, cards[-1]),
+        largest_needed,
         cards[-1].label,
+        reserve_gb,
     ),
     delta_color="normal" if holds else "inverse",
     delta_arrow="off",
@@ -286,7 +320,7 @@ with st.expander("The same numbers as a table"):
             "parameters": st.column_config.NumberColumn(format="localized"),
             "weight_gb": st.column_config.NumberColumn("weight GB", format="%.1f"),
             "fits_on": st.column_config.TextColumn("smallest card that holds it"),
-            "left_gb": st.column_config.NumberColumn("GB left on it", format="%.1f"),
+            "left_gb": st.column_config.NumberColumn("GB left for the KV cache", format="%.1f"),
             "largest": st.column_config.TextColumn("largest card"),
             "largest_needed": st.column_config.NumberColumn("largest cards needed"),
         },

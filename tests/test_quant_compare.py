@@ -15,6 +15,7 @@ from inference.lessons.quantization import text as quant_text
 pytestmark = pytest.mark.unit
 
 NEW_TOKENS = 24
+ROUNDS = 3
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def copies(bundled, bundled_state):
 @pytest.fixture(scope="module")
 def comparison(bundled, copies):
     prompt_ids = encode_prompt(bundled.tokenizer, "Once upon a time")
-    return qc.compare_precisions(copies, bundled.tokenizer, prompt_ids, NEW_TOKENS, rounds=1)
+    return qc.compare_precisions(copies, bundled.tokenizer, prompt_ids, NEW_TOKENS, rounds=ROUNDS)
 
 
 def test_int8_and_int4_linear_storage_shrinks_about_2x_and_4x_versus_bf16(copies):
@@ -137,3 +138,94 @@ def test_benchmark_rows_give_bytes_and_tokens_per_second_per_precision(bundled):
     )
     assert [row["precision"] for row in rows] == list(PRECISIONS)
     assert all(row["weight_bytes"] > 0 and row["decode_tokens_per_s"] > 0 for row in rows)
+
+
+def test_every_round_is_kept_and_the_speed_shown_is_their_median(comparison):
+    """Each precision keeps one rate per timed round; the figure is the median round, not the best."""
+    for result in comparison.results.values():
+        assert len(result.round_rates) == ROUNDS == comparison.rounds
+        assert result.decode_tokens_per_s == sorted(result.round_rates)[ROUNDS // 2]
+
+
+def test_the_speed_ratio_is_the_median_of_same_round_ratios_with_its_range():
+    """Rounds pair each precision with float32's run of the same round: the table's ratio is the median of those
+    pairs and the range their extremes (a slow round for both cancels)."""
+    reference = _result("float32", (100.0, 50.0, 100.0))
+    bf16 = _result("bfloat16", (120.0, 60.0, 150.0))  # ratios 1.2, 1.2, 1.5
+    comparison = _comparison({"float32": reference, "bfloat16": bf16})
+    row = qc.summary_table(comparison).set_index("precision").loc["bfloat16"]
+    assert row["speed_vs_float32"] == pytest.approx(1.2)
+    assert (row["speed_low"], row["speed_high"]) == (pytest.approx(1.2), pytest.approx(1.5))
+    assert (row["rate_low"], row["rate_high"]) == (60.0, 150.0)
+    assert "1.20× and 1.50×" in quant_text.speed_spread(qc.summary_table(comparison))
+
+
+def test_the_round_order_rotates_so_each_precision_takes_every_place():
+    order = list(PRECISIONS)
+    firsts = {qc.round_order(order, r)[0] for r in range(len(order))}
+    assert firsts == set(order)
+    assert all(sorted(qc.round_order(order, r)) == sorted(order) for r in range(7))
+
+
+@pytest.mark.parametrize("fits_in_cache", [True, False])
+def test_a_faster_precision_is_explained_by_bytes_from_memory_only_when_float32_does_not_fit_the_cache(
+    comparison, fits_in_cache
+):
+    """Issue #23 item 7: "moves fewer bytes" right after "the weights sit in cache" contradicted itself."""
+    reference = comparison.results["float32"]
+    fast = dataclasses.replace(comparison.results["bfloat16"], decode_tokens_per_s=reference.decode_tokens_per_s * 2)
+    faster = dataclasses.replace(comparison, results={**comparison.results, "bfloat16": fast})
+    cache = reference.weight_bytes * (2 if fits_in_cache else 0.25)
+    lines = quant_text.speed_findings(faster, cache_bytes=int(cache))
+    bf16 = next(line for line in lines if line.startswith("**bfloat16**"))
+    assert "faster" in bf16
+    assert ("from memory per token" in bf16) is not fits_in_cache
+    assert ("already stay in the cache" in bf16) is fits_in_cache
+    assert ("they fit" in lines[0]) is fits_in_cache  # the sentence before says the same about the cache
+
+
+def test_a_copy_that_fits_the_cache_where_float32_does_not_is_said_so(comparison):
+    reference, int4 = comparison.results["float32"], comparison.results["int4"]
+    cache = (reference.weight_bytes + int4.weight_bytes) // 2
+    int4_line = next(line for line in quant_text.speed_findings(comparison, cache) if line.startswith("**int4**"))
+    assert "fit in the" in int4_line and "where float32's" in int4_line
+
+
+def test_the_gguf_speed_gap_is_explained_from_the_measured_times():
+    """llama-server 5x faster than torch on the same f32 weights: the extra time per torch token, per module."""
+    text = quant_text.gguf_speed_explanation(50.0, 250.0, 11_500_000, 100)
+    assert "20.00 ms" in text and "4.00 ms" in text and "5.0×" in text  # 1000/50, 1000/250
+    assert "16.00 ms" in text and "80%" in text and "160 µs" in text and "11.5 million FLOPs" in text
+    assert quant_text.gguf_speed_explanation(250.0, 50.0, 1, 1) is None  # torch faster: nothing to explain
+
+
+def test_the_comparison_counts_the_decode_arithmetic_and_the_modules_torch_dispatches(bundled, comparison):
+    assert comparison.decode_flops > 2 * bundled.info.parameters * 0.5
+    assert comparison.leaf_modules == qc.leaf_modules(bundled.model) > bundled.info.layers * 5
+
+
+def _result(precision: str, rates: tuple[float, ...]) -> qc.PrecisionResult:
+    return qc.PrecisionResult(
+        precision=precision,
+        bytes_by_kind={"embeddings": 1, "lm_head": 0, "linear": 1, "other": 0},
+        quantize_seconds=None,
+        decode_tokens_per_s=qc.median_rate(rates),
+        greedy_ids=[1],
+        greedy_tokens=["a"],
+        first_departure=None,
+        quantized_layers=0,
+        skipped_layers=[],
+        round_rates=rates,
+    )
+
+
+def _comparison(results: dict) -> qc.PrecisionComparison:
+    import pandas as pd
+
+    steps = pd.DataFrame(
+        [
+            {"precision": p, "step": 0, "kl_from_reference": 0.0, "top1_agrees": True, "p_reference_token": 1.0}
+            for p in results
+        ]
+    )
+    return qc.PrecisionComparison([1], "a", [1], ["a"], results, steps, pd.DataFrame(), 64, 0, rounds=3)

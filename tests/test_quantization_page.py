@@ -59,3 +59,29 @@ def test_a_slider_move_on_a_cached_comparison_never_waits_for_a_model_slot():
     finally:
         for _ in range(taken):
             slots.release()
+
+
+def test_the_page_shows_the_kv_cache_types_the_runtime_reserve_and_the_speed_spread():
+    """Issue #27: the KV cache types beside the weights, for the loaded model; issue #23 item 7: the fit keeps a
+    named reserve, and the speed is a median of rounds with its range on the page."""
+    from inference.lessons.engine_internals import kv_precision
+    from inference.lessons.quantization.fit import RUNTIME_RESERVE_BYTES
+
+    at = open_quantization_page()
+    assert not at.exception
+    kv = next(frame.value for frame in at.dataframe if "cache type" in frame.value.columns)
+    assert kv["cache type"].tolist() == ["f32", "f16", "q8_0", "q4_0"]
+    assert kv["bytes per token"].iloc[2] == kv_precision.kv_bytes_per_token(6, 4 * 32, "q8_0")  # the bundled shape
+    captions = " ".join(c.value for c in at.caption)
+    assert f"median of {quant_compare.SPEED_ROUNDS} rounds" in captions
+    assert f"{RUNTIME_RESERVE_BYTES / 1e9:g} GB runtime reserve" in captions
+    cost = at.dataframe[0].value
+    assert cost["range over rounds"].str.contains("×").all()
+    assert any("widest spread" in m.value for m in at.markdown)
+
+
+def test_presenter_mode_shows_the_tables_as_html_in_the_presenter_font():
+    at = open_quantization_page()
+    at.toggle(key="presenter").set_value(True).run()
+    assert not at.exception
+    assert len(at.table) >= 2  # cost and quality as st.table, whose text follows the presenter CSS

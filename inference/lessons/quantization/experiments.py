@@ -14,6 +14,7 @@ precision's own greedy text has gone another way.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from inference.core import fast_decode
+from inference.core.flops import FlopCount
 from inference.core.measuring import run_greedy
 from inference.core.quantize import (
     INT4_GROUP_SIZES,
@@ -41,6 +43,9 @@ from inference.core.tokens import readable_tokens
 
 REFERENCE = "float32"
 WARMUP_TOKENS = 4  # the first calls allocate buffers and pick kernels: keep them out of the timing
+# Timed rounds per comparison. "Best of 2" moved the ratios ~15% between runs on this shared 2-core machine; the
+# median of 5 interleaved rounds, each precision taking every place in the order, is what the page shows.
+SPEED_ROUNDS = 5
 
 
 @dataclass(frozen=True)
@@ -48,13 +53,14 @@ class PrecisionResult:
     precision: str
     bytes_by_kind: dict[str, int]  # measured from the tensors: embeddings, lm_head, linear, other
     quantize_seconds: float | None  # None for the float32 reference: no copy is made
-    decode_tokens_per_s: float  # best of the timed rounds; nan when no decode step ran
+    decode_tokens_per_s: float  # median of the timed rounds; nan when no decode step ran
     greedy_ids: list[int]  # this precision's own greedy continuation of the prompt
     greedy_tokens: list[str]  # their text, exactly as decoded
     first_departure: int | None  # first step whose greedy token differs from float32's
     quantized_layers: int
     skipped_layers: list[SkippedLayer]
     overhead: QuantizationOverhead = QuantizationOverhead(0, 0)  # integers vs scales and zero points, from the copy
+    round_rates: tuple[float, ...] = ()  # decode tokens/s of each timed round, in round order
 
     @property
     def weight_bytes(self) -> int:
@@ -74,6 +80,8 @@ class PrecisionComparison:
     conv1d_layers: int  # GPT-2 Conv1D layers in the original model (converted before quantizing)
     rounds: int = 1
     float32_row_sums: bool = False  # the engine's float32 decode products are row sums (fast_decode)
+    decode_flops: int = 0  # one decode pass's arithmetic at the prompt's end (FlopCount): the same in every engine
+    leaf_modules: int = 0  # modules without children: roughly the operations torch dispatches per token
 
 
 # ---------------------------------------------------------------------------- copies
@@ -107,6 +115,12 @@ def precision_copy(model: nn.Module, precision: str) -> QuantizedModel:
     return quantized_copy(model, precision, group_size=int4_group_size(model), convert_conv1d=True)
 
 
+def leaf_modules(model: nn.Module) -> int:
+    """Modules with no children (linear layers, norms, activations, embeddings): each is at least one operation
+    that eager PyTorch dispatches from Python for every token."""
+    return sum(1 for module in model.modules() if next(module.children(), None) is None)
+
+
 def quantize_all(model: nn.Module, precisions=PRECISIONS) -> dict[str, QuantizedModel]:
     return {precision: precision_copy(model, precision) for precision in precisions}
 
@@ -123,20 +137,41 @@ def decode_tokens_per_s(records) -> float:
     return len(decode_ms) / (sum(decode_ms) / 1000)
 
 
+def round_order(precisions: list[str], round_index: int) -> list[str]:
+    """The order precisions run in during one round: rotated by one each round, so none is always first
+    (the first run after another model's can find colder caches) and a burst of background load is spread."""
+    shift = round_index % len(precisions)
+    return precisions[shift:] + precisions[:shift]
+
+
 def _measure_decode(models: Mapping[str, nn.Module], tokenizer, prompt_ids, max_new_tokens, rounds):
-    """Best decode speed per precision and its greedy records. Precisions take turns within
+    """Every timed round's decode speed per precision, and its greedy records. Precisions take turns within
     each round, so a burst of background load slows them all alike instead of one of them."""
     for model in models.values():
         run_greedy(model, tokenizer, prompt_ids, min(WARMUP_TOKENS, max_new_tokens))
-    best_rate = {precision: math.nan for precision in models}
+    rates = {precision: [] for precision in models}
     records = {}
-    for _ in range(rounds):
-        for precision, model in models.items():
-            records[precision] = run_greedy(model, tokenizer, prompt_ids, max_new_tokens).records
-            rate = decode_tokens_per_s(records[precision])
-            if math.isnan(best_rate[precision]) or rate > best_rate[precision]:
-                best_rate[precision] = rate
-    return best_rate, records
+    for index in range(rounds):
+        for precision in round_order(list(models), index):
+            records[precision] = run_greedy(models[precision], tokenizer, prompt_ids, max_new_tokens).records
+            rates[precision].append(decode_tokens_per_s(records[precision]))
+    return rates, records
+
+
+def median_rate(rates) -> float:
+    """The median of the rounds' rates that are numbers; nan when none is."""
+    numbers = [r for r in rates if not math.isnan(r)]
+    return statistics.median(numbers) if numbers else math.nan
+
+
+def round_ratios(result: PrecisionResult, reference: PrecisionResult) -> list[float]:
+    """This precision's speed over float32's, round by round: each pair ran within the same round, so the
+    machine's load at that moment mostly cancels."""
+    return [
+        rate / base
+        for rate, base in zip(result.round_rates, reference.round_rates)
+        if not (math.isnan(rate) or math.isnan(base) or base == 0)
+    ]
 
 
 def first_departure(ids: list[int], reference_ids: list[int]) -> int | None:
@@ -171,7 +206,7 @@ def compare_precisions(
     tokenizer,
     prompt_ids: list[int],
     max_new_tokens: int = 48,
-    rounds: int = 2,
+    rounds: int = SPEED_ROUNDS,
     top_n: int = 15,
 ) -> PrecisionComparison:
     """Measure every precision in `copies` (which must hold the float32 reference).
@@ -207,13 +242,14 @@ def compare_precisions(
             precision=p,
             bytes_by_kind=weight_bytes_by_kind(models[p]),
             quantize_seconds=None if p == REFERENCE else copies[p].seconds,
-            decode_tokens_per_s=rates[p],
+            decode_tokens_per_s=median_rate(rates[p]),
             greedy_ids=greedy[p],
             greedy_tokens=[r.token_text for r in records[p]],
             first_departure=first_departure(greedy[p], reference_ids),
             quantized_layers=copies[p].quantized_linear_layers,
             skipped_layers=list(copies[p].skipped_layers),
             overhead=quantization_overhead(models[p]),
+            round_rates=tuple(rates[p]),
         )
         for p in ordered
     }
@@ -229,6 +265,8 @@ def compare_precisions(
         conv1d_layers=len(_conv1d_layers(models[REFERENCE])),
         rounds=rounds,
         float32_row_sums=fast_decode.float32_row_sums(models[REFERENCE]),
+        decode_flops=FlopCount.of(models[REFERENCE]).decode(len(prompt_ids)),
+        leaf_modules=leaf_modules(models[REFERENCE]),
     )
 
 
@@ -236,10 +274,12 @@ def compare_precisions(
 
 
 def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
-    """One row per precision: what it costs, how fast it decodes, how far it drifts."""
+    """One row per precision: what it costs, how fast it decodes, how far it drifts. `speed_vs_float32` is the
+    median of the round-by-round ratios (`round_ratios`), `speed_low` and `speed_high` their smallest and largest."""
     reference = comparison.results[REFERENCE]
     rows = []
     for precision, result in comparison.results.items():
+        ratios = round_ratios(result, reference) or [result.decode_tokens_per_s / reference.decode_tokens_per_s]
         quality = summarize_comparison(comparison.steps[comparison.steps["precision"] == precision])
         rows.append(
             {
@@ -249,7 +289,11 @@ def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
                 "linear_bytes": result.bytes_by_kind["linear"],
                 "quantize_s": result.quantize_seconds,
                 "decode_tokens_per_s": result.decode_tokens_per_s,
-                "speed_vs_float32": result.decode_tokens_per_s / reference.decode_tokens_per_s,
+                "speed_vs_float32": statistics.median(ratios),
+                "speed_low": min(ratios),
+                "speed_high": max(ratios),
+                "rate_low": min(result.round_rates, default=result.decode_tokens_per_s),
+                "rate_high": max(result.round_rates, default=result.decode_tokens_per_s),
                 "mean_kl_nats": quality["mean_kl_from_reference"],
                 "top1_agreement": quality["top1_agreement"],
                 "mean_p_float32_token": quality["mean_p_reference_token"],
@@ -262,7 +306,7 @@ def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
 
 
 def benchmark_rows(
-    model: nn.Module, tokenizer, prompt_ids: list[int], max_new_tokens: int = 48, rounds: int = 2
+    model: nn.Module, tokenizer, prompt_ids: list[int], max_new_tokens: int = 48, rounds: int = SPEED_ROUNDS
 ) -> list[dict]:
     """Per precision: measured weight bytes and decode tokens/s, for `python -m inference.bench`."""
     comparison = compare_precisions(quantize_all(model), tokenizer, prompt_ids, max_new_tokens, rounds)

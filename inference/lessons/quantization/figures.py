@@ -23,10 +23,10 @@ PRECISION_COLOURS = {
     "int4": PALETTE["red"],
 }
 KIND_LABELS = {  # weight_bytes_by_kind keys, in stacking order
-    "embeddings": "embeddings (tied with lm_head)",
+    "embeddings": "embeddings (tied lm_head)",  # short: a legend at 800 px has ~200 px a column
     "lm_head": "lm_head (untied)",
-    "linear": "linear layers (attention + MLP)",
-    "other": "norms and biases",
+    "linear": "linear (attention, MLP)",
+    "other": "norms, biases",
 }
 KIND_COLOURS = {
     "embeddings": PALETTE["blue_grey"],
@@ -66,12 +66,13 @@ def memory_bars(comparison, presenter: bool = False) -> go.Figure:
         text=[f"  {mb:,.1f} MB ({r.weight_bytes / reference_bytes:.2f}×)" for mb, r in zip(totals, results)],
     )
     fig.update_layout(barmode="stack")
-    fig.update_xaxes(title="MB", range=[0, max(totals) * 1.75])
+    fig.update_xaxes(title="MB", range=[0, max(totals) * 2.2])  # room for the labels in a half-width column
     return legend_below(base_layout(fig, "Weight memory", presenter, height=380), y=-0.25)  # below: 3 long names
 
 
 def speed_bars(summary: pd.DataFrame, presenter: bool = False) -> go.Figure:
-    """Measured decode tokens per second per precision, with the ratio to float32."""
+    """Measured decode tokens per second per precision (the median round), with the ratio to float32 and, as a
+    whisker, the slowest and fastest round."""
     rows = summary.iloc[::-1]
     fig = go.Figure()
     fig.add_bar(
@@ -80,15 +81,22 @@ def speed_bars(summary: pd.DataFrame, presenter: bool = False) -> go.Figure:
         orientation="h",
         showlegend=False,
         marker_color=[PRECISION_COLOURS[p] for p in rows["precision"]],
+        error_x=dict(
+            type="data",
+            symmetric=False,
+            array=(rows["rate_high"] - rows["decode_tokens_per_s"]).clip(lower=0),
+            arrayminus=(rows["decode_tokens_per_s"] - rows["rate_low"]).clip(lower=0),
+            color=PALETTE["ink"],
+            thickness=1.5,
+        ),
         text=[
-            f"{rate:,.0f} tok/s ({ratio:.2f}×)"
-            for rate, ratio in zip(rows["decode_tokens_per_s"], rows["speed_vs_float32"])
+            f"{rate:,.0f} ({ratio:.2f}×)" for rate, ratio in zip(rows["decode_tokens_per_s"], rows["speed_vs_float32"])
         ],
         textposition="outside",
         cliponaxis=False,
         hovertemplate="%{y}: %{x:,.1f} tokens/s<extra></extra>",
     )
-    fig.update_xaxes(title="tokens per second (higher is faster)", range=[0, rows["decode_tokens_per_s"].max() * 1.75])
+    fig.update_xaxes(title="decode tokens/s", range=[0, rows["rate_high"].max() * 1.9])
     return base_layout(fig, "Decode speed on this CPU", presenter, height=380)
 
 
@@ -181,10 +189,15 @@ def step_distributions(comparison, step: int, presenter: bool = False) -> go.Fig
     )
 
 
+def _short(card_label: str) -> str:
+    """'A100 40 GB' -> 'A100': the memory is in the caption's list, and short cells stay legible at 800 px."""
+    return card_label.split()[0]
+
+
 def _fit_label(row) -> str:
     if row["fits_on"] is None or pd.isna(row["fits_on"]):
-        return f"{row['largest_needed']} × {row['largest']}"
-    return f"{row['fits_on']}, {row['left_gb']:,.1f} GB left"
+        return f"{row['largest_needed']} × {_short(row['largest'])}"
+    return f"{_short(row['fits_on'])}, {row['left_gb']:,.1f} left"
 
 
 def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -> go.Figure:
@@ -199,8 +212,18 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
         z.append(
             [labels.index(rows.at[b, "fits_on"]) if rows.at[b, "fits_on"] in labels else len(labels) for b in bits]
         )
-        text.append([f"{rows.at[b, 'weight_gb']:,.1f} GB<br>→ {_fit_label(rows.loc[b])}" for b in bits])
-        hover.append([f"{model} at {b} bits: {rows.at[b, 'weight_gb']:,.2f} GB of weights" for b in bits])
+        text.append([f"{rows.at[b, 'weight_gb']:,.1f} GB<br>{_fit_label(rows.loc[b])}" for b in bits])
+        hover.append(
+            [
+                f"{model} at {b} bits: {rows.at[b, 'weight_gb']:,.2f} GB of weights"
+                + (
+                    f"; on one {rows.at[b, 'fits_on']}, {rows.at[b, 'left_gb']:,.2f} GB left for the KV cache"
+                    if isinstance(rows.at[b, "fits_on"], str)
+                    else f"; needs {rows.at[b, 'largest_needed']} × {rows.at[b, 'largest']}"
+                )
+                for b in bits
+            ]
+        )
     steps = len(labels) + 1
     palette = FIT_SCALE[-steps:]
     colourscale = []
@@ -227,7 +250,7 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
     fig.update_xaxes(side="top")
     fig = base_layout(
         fig,
-        "Weights only, every parameter at the width shown: the smallest card that holds them",
+        "The smallest card that holds the weights",
         presenter,
         height=130 + 42 * len(order),
     )
@@ -264,6 +287,20 @@ def greedy_text_html(
     return "".join(parts)
 
 
+# Python formats for the tables as HTML (presenter mode), matching the page's dataframe column formats.
+COST_FORMATS = {
+    "weight bytes": "{:,}",
+    "size vs float32": "{:.2f}×",
+    "decode tokens/s": "{:,.0f}",
+    "speed vs float32": "{:.2f}×",
+}
+QUALITY_FORMATS = {
+    "mean KL from float32 (nats)": "{:.1e}",
+    "top-1 agreement": "{:.0%}",
+    "mean p(float32's token)": "{:.1%}",
+}
+
+
 def cost_for_display(summary: pd.DataFrame) -> pd.DataFrame:
     """What each precision costs and saves, with readable column names (number formats are
     the page's job). float32 was not converted, so its quantize time reads "reference"."""
@@ -275,6 +312,9 @@ def cost_for_display(summary: pd.DataFrame) -> pd.DataFrame:
             "time to quantize": summary["quantize_s"].map(lambda s: "reference" if pd.isna(s) else f"{s:.2f} s"),
             "decode tokens/s": summary["decode_tokens_per_s"],
             "speed vs float32": summary["speed_vs_float32"],
+            "range over rounds": [
+                f"{low:.2f}–{high:.2f}×" for low, high in zip(summary["speed_low"], summary["speed_high"])
+            ],
         }
     )
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from inference.core import machine
+from inference.core.machine import describe_bytes
 from inference.lessons.quantization.experiments import REFERENCE, PrecisionComparison, PrecisionResult
 
 SAME_SPEED_BAND = 0.10  # timing on a shared CPU wobbles about this much between runs
@@ -54,14 +55,23 @@ def departure_verdict(result: PrecisionResult) -> str:
     return f"departs at step {result.first_departure}"
 
 
-# Why a precision is slower or no faster than float32 on this CPU, beside the measured ratio.
+# Why a precision is slower or no faster than float32 on this CPU, beside the measured ratio. Keyed by where
+# float32's weights live between decode steps ("cache", "memory", or "unknown" when the machine does not say):
+# a reason about bytes read from memory is only given when they do not fit in the cache.
 SLOWER_BECAUSE = {
-    "bfloat16": (
-        "bf16 halves the bytes, but when the weights fit in the CPU's caches reading them is not "
-        "what limits a step. What remains is extra work: the model code converts to float32 and "
-        "back around every norm, and a CPU without bf16 instructions (AVX-512 BF16, AMX) also "
-        "converts inside every multiply."
-    ),
+    "bfloat16": {
+        "cache": (
+            "bf16 halves the bytes, but float32's weights already stay in this CPU's cache, so reading them is "
+            "not what limits a step. What remains is extra work: the model code converts to float32 and back "
+            "around every norm, and a CPU without bf16 instructions (AVX-512 BF16, AMX) also converts inside "
+            "every multiply."
+        ),
+        "memory": (
+            "bf16 halves the bytes read from memory, but the model code converts to float32 and back around "
+            "every norm, and a CPU without bf16 instructions (AVX-512 BF16, AMX) also converts inside every "
+            "multiply: here that extra work cost more than the bytes saved."
+        ),
+    },
     "int8": (
         "torchao's int8 weight-only path in eager PyTorch has no fused kernel: on every call it "
         "turns the whole int8 weight back into a bf16 matrix, then multiplies. The memory is "
@@ -73,15 +83,54 @@ SLOWER_BECAUSE = {
     ),
 }
 FASTER_BECAUSE = {
-    "bfloat16": (
-        "it moves half the bytes, and a CPU with bf16 instructions (AVX-512 BF16, AMX) multiplies them directly."
-    ),
-    "int8": "moving fewer bytes per token outweighed the conversion back to bf16.",
-    "int4": (
-        "its fused CPU kernel unpacks the 4-bit weights inside a multiply built for one token at a time, "
-        "and moves about a quarter of bf16's bytes."
-    ),
+    "bfloat16": {
+        "cache": (
+            "this CPU multiplies bf16 with its own instructions (AVX-512 BF16 or AMX), twice as many numbers "
+            "per instruction as float32. Not because fewer bytes come from memory: float32's weights already "
+            "stay in the cache"
+        ),
+        "memory": (
+            "it reads half the bytes from memory per token, and a CPU with bf16 instructions (AVX-512 BF16, "
+            "AMX) multiplies them directly"
+        ),
+    },
+    "int8": {
+        "cache": (
+            "its bf16 multiply ran faster than float32's path here, even with the conversion back to bf16 on "
+            "top. Not because fewer bytes come from memory: float32's weights already stay in the cache"
+        ),
+        "memory": "reading a quarter of float32's bytes from memory outweighed the conversion back to bf16",
+    },
+    "int4": {
+        "cache": (
+            "its fused CPU kernel, built for one token at a time, unpacks the 4-bit weights inside the "
+            "multiply and does less work per weight than float32's path. Not because fewer bytes come from "
+            "memory: float32's weights already stay in the cache"
+        ),
+        "memory": (
+            "its fused CPU kernel unpacks the 4-bit weights inside a multiply built for one token at a time, "
+            "and reads about an eighth of float32's bytes from memory"
+        ),
+    },
 }
+
+
+def weights_home(weight_bytes: int, cache_bytes: int | None) -> str:
+    """Where weights of this size stay between decode steps on this machine: "cache", "memory" or "unknown"."""
+    if cache_bytes is None:
+        return "unknown"
+    return "cache" if weight_bytes <= cache_bytes else "memory"
+
+
+def _reason(reasons, home: str) -> str:
+    """The reason for where float32's weights live; with an unknown cache, the memory reading, said as an if."""
+    if isinstance(reasons, str):
+        return reasons
+    if home == "unknown":
+        return reasons["memory"] + " (if the weights do not fit in this machine's cache, whose size it does not report)"
+    return reasons[home]
+
+
 GPU_NOTE = (
     "On a GPU the picture changes: decoding one token for one user reads every weight once and "
     "does little arithmetic with it, so its speed is set by memory bandwidth. Fused int8 and "
@@ -91,12 +140,36 @@ GPU_NOTE = (
 )
 
 
-def speed_findings(comparison: PrecisionComparison) -> list[str]:
-    """Plain sentences about the measured speeds, each with the reason behind it."""
+def cache_sentence(weight_bytes: int, cache_bytes: int | None) -> str:
+    """Where float32's weights stay between decode steps: the premise every reason below is chosen by."""
+    size = f"This model's float32 weights take {describe_bytes(weight_bytes)}"
+    if cache_bytes is None:
+        return (
+            f"{size}; this machine does not report its cache size, so whether they stay in the CPU's cache "
+            "between decode steps is unknown here."
+        )
+    where = f"this machine's last-level cache holds {describe_bytes(cache_bytes)} (as the system reports it)"
+    if weight_bytes <= cache_bytes:
+        return (
+            f"{size} and {where}: they fit, so between decode steps they can stay in the cache, and a step is "
+            "limited more by the fixed cost of running its many small operations than by reading weights from "
+            "memory. Fewer bytes per weight therefore cannot speed it up by reading less from memory; any gain "
+            "below comes from the kernels."
+        )
+    return (
+        f"{size}, more than {where}: every decode step reads most of them from memory, so decode speed "
+        "follows memory bandwidth and fewer bytes per weight can make it faster."
+    )
+
+
+def speed_findings(comparison: PrecisionComparison, cache_bytes: int | None = None) -> list[str]:
+    """Plain sentences about the measured speeds, each with a reason that holds for this model's size against
+    this machine's last-level cache (`cache_bytes`, read from the machine when None)."""
+    cache = machine.last_level_cache_bytes() if cache_bytes is None else cache_bytes
     results = comparison.results
     reference = results[REFERENCE]
-    findings = []
-    findings.append(machine.weights_vs_cache(reference.weight_bytes, "This model's float32 weights"))
+    home = weights_home(reference.weight_bytes, cache)
+    findings = [cache_sentence(reference.weight_bytes, cache)]
     if comparison.float32_row_sums:
         findings.append(
             "In this app's step engine, float32's matrix-vector products run as torch's vectorised multiply "
@@ -115,14 +188,21 @@ def speed_findings(comparison: PrecisionComparison) -> list[str]:
             f"**{precision}** decoded {result.decode_tokens_per_s:,.0f} tokens/s, "
             f"{ratio:.2f}× float32's {reference.decode_tokens_per_s:,.0f}"
         )
+        if home == "memory" and weights_home(result.weight_bytes, cache) == "cache":
+            fits = (
+                f" Its weights ({describe_bytes(result.weight_bytes)}) fit in the "
+                f"{describe_bytes(cache)} cache where float32's ({describe_bytes(reference.weight_bytes)}) do not."
+            )
+        else:
+            fits = ""
         if ratio < 1 - SAME_SPEED_BAND:
-            findings.append(f"{measured}: slower on this CPU, because {SLOWER_BECAUSE[precision]}")
+            findings.append(f"{measured}: slower on this CPU, because {_reason(SLOWER_BECAUSE[precision], home)}{fits}")
         elif ratio > 1 + SAME_SPEED_BAND:
-            findings.append(f"{measured}: faster, because {FASTER_BECAUSE[precision]}")
+            findings.append(f"{measured}: faster, because {_reason(FASTER_BECAUSE[precision], home)}.{fits}")
         else:
             findings.append(
                 f"{measured}: about the same (differences under {SAME_SPEED_BAND:.0%} are timing "
-                f"noise on a shared CPU). Why no clear gain: {SLOWER_BECAUSE[precision]}"
+                f"noise on a shared CPU). Why no clear gain: {_reason(SLOWER_BECAUSE[precision], home)}{fits}"
             )
     findings.append(GPU_NOTE)
     return findings
@@ -172,7 +252,46 @@ def intro(model_name: str) -> str:
 def cost_caption(new_tokens: int, rounds: int) -> str:
     return (
         "Bytes read from the model tensors; decode speed = decode steps ÷ their forward-pass time, "
-        f"greedy, {new_tokens} new tokens, best of {rounds} rounds after a warm-up."
+        f"greedy, {new_tokens} new tokens, the median of {rounds} rounds after a warm-up. The precisions take "
+        "turns within each round (the order rotates every round), and the speed ratio is the median of the "
+        "rounds' own ratios, each precision against float32 in the same round; the range is the smallest and "
+        "largest of those ratios: how much one timing can move on this shared machine."
+    )
+
+
+def speed_spread(summary) -> str:
+    """One sentence on how far the round-by-round ratios spread, the widest first."""
+    rows = summary[summary["precision"] != REFERENCE]
+    if rows.empty:
+        return ""
+    widest = rows.loc[(rows["speed_high"] - rows["speed_low"]).idxmax()]
+    return (
+        f"The widest spread: **{widest['precision']}** between {widest['speed_low']:.2f}× and "
+        f"{widest['speed_high']:.2f}× in single rounds (median {widest['speed_vs_float32']:.2f}×). A ratio that "
+        "moves less than that between two visits is noise, not a change."
+    )
+
+
+def gguf_speed_explanation(
+    torch_tokens_per_s: float, server_tokens_per_s: float, decode_flops: int, leaf_modules: int
+) -> str | None:
+    """Why llama-server's f32 GGUF decodes faster than torch's float32 copy of the same weights, from what was
+    measured: the same arithmetic per token in both, so the time one engine spends beyond the other is per-token
+    overhead, not compute. None when either speed is missing or torch is not the slower."""
+    if not (torch_tokens_per_s > 0 and server_tokens_per_s > 0) or server_tokens_per_s <= torch_tokens_per_s:
+        return None
+    torch_ms, server_ms = 1000 / torch_tokens_per_s, 1000 / server_tokens_per_s
+    extra_ms = torch_ms - server_ms
+    return (
+        f"Both engines hold the same float32 weights and do the same arithmetic per token, about "
+        f"{decode_flops / 1e6:,.1f} million FLOPs (counted from the model). llama-server needs {server_ms:.2f} ms "
+        f"per token for it, torch {torch_ms:.2f} ms: {server_tokens_per_s / torch_tokens_per_s:.1f}× as long. The "
+        f"arithmetic takes at most llama-server's {server_ms:.2f} ms, so at least {extra_ms:.2f} ms of every torch "
+        f"token ({extra_ms / torch_ms:.0%}) is not compute but per-token framework overhead: eager PyTorch "
+        f"dispatches each of this model's {leaf_modules} modules from Python, one small kernel call after another "
+        f"(about {extra_ms * 1000 / leaf_modules:.0f} µs each on average, if it all went there), where "
+        "llama-server runs one compiled graph. For a model this small that overhead dominates; on a model of "
+        "billions of weights the arithmetic and the weight reads dwarf it and the two engines come closer."
     )
 
 
@@ -202,29 +321,94 @@ def step_caption(top_n: int) -> str:
 def gguf_caption(speed_rounds: int) -> str:
     return (
         "GGUF bytes are the file's size; its decode tokens/s is llama-server's own "
-        f"`timings` for a greedy run of the same length (best of {speed_rounds}), relative to the GGUF f32 file "
+        f"`timings` for a greedy run of the same length (median of {speed_rounds}), relative to the GGUF f32 file "
         "on the same server. KL and top-1 agreement are computed exactly from the server's whole-vocabulary "
         "distributions at every position of the same teacher-forced text as the torchao rows."
     )
 
 
-def fit_caption(labels: list[str], overhead_fraction: float, group_size: int) -> str:
+def fit_rule(reserve_gb: float, reserve_what: str) -> str:
+    """The rule the fit chart and the calculator both use, said once above them."""
+    return (
+        "Weight memory is parameters × bits ÷ 8. Halving the bits halves the memory, which decides whether a model "
+        f"fits on one accelerator at all. A card is not all the model's: **{reserve_gb:g} GB of every card is kept "
+        f"for {reserve_what}** (an assumption, stated here, not measured), and a model fits a card only if its "
+        "weights fit in what remains. What is left after that is the room for the KV cache."
+    )
+
+
+def fit_caption(labels: list[str], overhead_fraction: float, group_size: int, reserve_gb: float) -> str:
     """The fit heatmap's caption; `overhead_fraction`: what the int4 copy stores beyond its integers."""
     return (
         "Parameter counts from the models' published configs (assets/public_models.json); GB = 10⁹ "
         "bytes. **Every parameter counted at the width shown**, embeddings included; the copies above keep "
         "embeddings and norms in bf16 instead. Each cell: weight size → the smallest of "
-        f"{', '.join(labels)} that holds it, by the memory nvidia-smi reports for that card "
-        f"(assets/accelerators.json), and what is left for the KV cache; red = none, so N of the {labels[-1]}. "
+        f"{', '.join(labels)} that holds it beside the {reserve_gb:g} GB runtime reserve, by the memory nvidia-smi "
+        f"reports for that card (assets/accelerators.json), and what is then left for the KV cache; red = none, "
+        f"so N of the {labels[-1]}. "
         "Scales and zero points are not counted here: the int4 copy above stores "
         f"{overhead_fraction:.2%} more than its integers for them (one bf16 scale and zero per group of "
         f"{group_size})."
     )
 
 
-def fits(card_label: str | None, left_gb: float | None, cards_needed: int, largest_label: str) -> str:
-    """The calculator's answer: the smallest card that holds the weights and what is left, or how many of the
-    largest card they need (`card_label` None)."""
+def fits(
+    card_label: str | None, left_gb: float | None, cards_needed: int, largest_label: str, reserve_gb: float
+) -> str:
+    """The calculator's answer: the smallest card that holds the weights beside the runtime reserve and what is
+    left for the KV cache, or how many of the largest card they need (`card_label` None)."""
     if card_label is not None:
-        return f"fits one {card_label} ({left_gb:,.1f} GB left)"
-    return f"needs {cards_needed} × {largest_label}"
+        return f"fits one {card_label}: {left_gb:,.1f} GB left for the KV cache after the {reserve_gb:g} GB reserve"
+    return f"needs {cards_needed} × {largest_label} (each keeping its {reserve_gb:g} GB reserve)"
+
+
+SPEED_CAPTION = (
+    "Decode tokens per second on this server's CPU (the median round), with the ratio to float32; the whisker "
+    "runs from the slowest to the fastest round. Anything else running here (other visitors, other programs) "
+    "slows these numbers: compare the ratios."
+)
+GREEDY_INTRO = (
+    "Each precision continues the prompt with its own most likely token at every step. "
+    "The first token that differs from float32's is highlighted; what follows is a different path, in italics."
+)
+QUALITY_INTRO = (
+    "Once two greedy texts part, comparing them step by step no longer compares like with like. So every "
+    "precision now reads **the same tokens** — the prompt and float32's greedy text (*teacher forcing*) — and "
+    "at every step we compare its next-token distribution with float32's: the KL divergence (0 = identical), "
+    "whether its top token is the same, and the probability it gives float32's token."
+)
+KL_CAPTION = (
+    "KL(float32 ‖ precision) in nats over the full vocabulary at each step; log scale, so "
+    "each gridline is 10× more drift. float32 is 0 everywhere and not drawn. ✕ = that precision's top token differs."
+)
+GGUF_INTRO = (
+    "People who run a model on their own computer mostly download a **GGUF** file for llama.cpp (Ollama and LM "
+    "Studio read it too). Here the model is converted with llama.cpp's own converter, quantized by its "
+    "`llama-quantize` (q8_0: 8 bits and a scale per 32 weights; q4_K_M: mostly 4-bit blocks with 6-bit ones for "
+    "the most sensitive tensors), served by a `llama-server` built on this machine, and scored against float32 on "
+    "the same teacher-forced text as the rows above."
+)
+KV_TYPES_INTRO = (
+    "The weights are not the only numbers an engine can store in fewer bits. Every token in the context leaves a "
+    "key and a value row in every layer, the **KV cache**, and llama-server stores them in a type of its own "
+    "(`-ctk` for keys, `-ctv` for values), in the same kind of blocks as the GGUF weights above: q8_0 keeps 32 "
+    "numbers as 32 int8 and one f16 scale, q4_0 as 32 four-bit numbers and one scale. The weights are paid once; "
+    "the cache is paid per token, per sequence."
+)
+
+
+def kv_types_caption(model_name: str, layers: int, kv_width: int, context: int) -> str:
+    return (
+        f"Bytes computed exactly for {model_name}: {layers} layers × a key row and a value row of {kv_width} numbers "
+        "per token, in each type's blocks (f32 4 bytes a number, f16 2, q8_0 34 bytes per 32, q4_0 18 per 32; "
+        f"the Inside the engine lesson's formula, checked there against what llama-server allocates); full context = "
+        f"{context:,} tokens of one sequence."
+    )
+
+
+def kv_measured_caption(positions: int, text_what: str) -> str:
+    return (
+        "KL, top-1 agreement and decode speed measured on llama-server with the bundled model's float32 weights, "
+        f"against an f32 cache, over {positions:,} positions of {text_what} (q8_0 and q4_0 with flash attention on, "
+        "which a quantized V cache needs; f16 too). The same result as on the Inside the engine page."
+    )
