@@ -8,12 +8,14 @@ from app_pages.shared.shared_results import measure_on_click, shared_results
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
 from inference.core import machine
+from inference.lessons.cost import text as cost_text
 from inference.lessons.cost.batching import PROMPT_TOKENS, ROUNDS, STEPS, batch_sizes_for, measure_batches
 from inference.lessons.cost.experiments import PREFILL_REPEATS, cost_per_million_tokens, measure_answer
-from inference.lessons.cost.figures import answer_split_figure, batching_figure
+from inference.lessons.cost.figures import answer_split_figure, batching_figure, context_figure
 from inference.lessons.prefill_decode.timing import crossover_prompt_tokens, default_prompt_lengths, measure_sweep
 
 ANSWER_KEY = "cost_answer"
+CONTEXT_REPEATS = 3  # runs per context length: the decode-vs-context chart's medians
 DEFAULT_PRICE_PER_HOUR = 1.00  # illustrative; the page says so and lets the user type theirs
 
 limits = models.limits()
@@ -60,33 +62,20 @@ m[1].metric("Per output token", f"{answer.ms_per_output_token:.2f} ms", help="Me
 m[2].metric(
     "Output ÷ input", f"{answer.output_vs_input:,.0f}×", help="How much more machine time an output token took."
 )
-sweep = shared_results().get(("sweep", info.name))  # the Prefill vs decode page's sweep, if run
-if sweep is not None:
-    crossing = crossover_prompt_tokens(sweep, answer.reply_tokens - 1)
-    crossover = (
-        f"the Prefill vs decode sweep puts the prompt whose prefill takes as long at about "
-        f"**{crossing.prompt_tokens:,.0f} tokens** ({crossing.how})"
-    )
-else:
-    crossover = (
-        f"a prompt of about **{answer.crossover_prompt_tokens:,.0f} tokens** would take as long to read, "
-        f"if prefill time grew in proportion to the prompt at the rate measured here (run the sweep on "
-        "the Prefill vs decode page for the measured curve)"
-    )
+sweep = shared_results().get(("sweep", info.name))  # the Prefill vs decode page's sweep, if run (read only)
+crossing = crossover_prompt_tokens(sweep, answer.reply_tokens - 1) if sweep is not None else None
 fits = machine.weights_fit_in_cache(info.weight_bytes)
+# weights_vs_cache says what limits a decode pass; this adds only how prefill and decode pay for it
 mechanism = {
-    True: "what a decode pass costs is mostly the fixed cost of running its many small operations once "
-    "per token, which the prefill pass pays once for all its tokens",
-    False: "a decode pass mostly waits for every weight to be read from memory for a single token, while "
-    "the prefill pass reads them once for all its tokens",
-    None: "whether reading them or the fixed cost of each pass dominates cannot be said without the cache size",
+    True: "The prefill pass pays that fixed cost once for all its prompt tokens; the reply pays it once per token.",
+    False: "The prefill pass reads the weights once for all its prompt tokens; each decode pass reads them again "
+    "for one token.",
+    None: "",
 }[fits]
 st.markdown(
     f"The reply is **{answer.reply_share:.0%} of the tokens** "
-    f"but took **{answer.decode_share:.0%} of the time**. {machine.weights_vs_cache(info.weight_bytes)} Here that "
-    f"means: {mechanism}.\n\n"
-    f"**When the prompt is what makes you wait.** These {answer.reply_tokens - 1} decode passes took "
-    f"{answer.decode_ms:,.0f} ms; {crossover}. Below that length the reply dominates the wait, above it the prompt."
+    f"but took **{answer.decode_share:.0%} of the time**. {machine.weights_vs_cache(info.weight_bytes)} {mechanism}"
+    f"\n\n{cost_text.wait_sentence(answer, info.context, crossing)}"
 )
 st.markdown(
     "🎨 **The GPU picture (illustrative, not measured here):** a model of many GB does not fit any cache, so on a GPU a "
@@ -108,7 +97,7 @@ batches = measure_on_click(
     "cost_batches",
     ("batches", info.name),
     lambda progress: measure_batches(model, batch_sizes, progress=progress),
-    "Press **Measure batching** (a few seconds on the bundled model).",
+    f"Press **Measure batching** ({len(batch_sizes)} batch sizes × {ROUNDS * STEPS} timed passes).",
 )
 if batches is not None:
     st.plotly_chart(batching_figure(batches, layout.presenter()), width="stretch", key="cost_batch_chart")
@@ -171,34 +160,29 @@ st.subheader("3. Context: every decode step reads the whole cache")
 context_lengths = default_prompt_lengths(info.context)
 st.markdown(
     "A decode step attends over every token before it, so its keys and values are read from the cache at every "
-    f"step. The Prefill vs decode sweep times decode steps after prompts of {', '.join(map(str, context_lengths))} "
-    "tokens; the same measurement is shared here."
+    f"step. This times decode steps after prompts of {', '.join(map(str, context_lengths))} tokens: the same kind "
+    "of run as the Prefill vs decode page's sweep, kept apart from it."
 )
 context_sweep = measure_on_click(
     "Measure decode against context",
     "cost_context",
-    ("sweep", info.name),
-    lambda progress: measure_sweep(model, context_lengths, repeats=3, progress=progress),
-    "Press the button (the Prefill vs decode page's sweep: about 5–15 s on the bundled model).",
+    ("cost-context", info.name),
+    lambda progress: measure_sweep(model, context_lengths, repeats=CONTEXT_REPEATS, progress=progress),
+    f"Press the button ({len(context_lengths)} context lengths × {CONTEXT_REPEATS} runs, after a warm-up round).",
 )
 if context_sweep is not None:
     rows = context_sweep.summary
     short, long = rows.iloc[0], rows.iloc[-1]
-    growth = long.decode_ms_per_token / short.decode_ms_per_token
+    st.plotly_chart(context_figure(rows, layout.presenter()), width="stretch", key="cost_context_chart")
     st.markdown(
-        f"A decode step took **{short.decode_ms_per_token:.2f} ms** with {int(short.prompt_tokens):,} tokens before it "
-        f"and **{long.decode_ms_per_token:.2f} ms** with {int(long.prompt_tokens):,} ({growth:.2f}×). "
-        + (
-            "On this model the weights and the fixed cost of a pass still outweigh the cache at these lengths; "
-            "on long contexts and large batches the cache is what every step reads most of."
-            if growth < 1.25
-            else "The cache already shows: the longer the conversation, the dearer every further token."
+        cost_text.context_sentence(
+            int(short.prompt_tokens), short.decode_ms_per_token, int(long.prompt_tokens), long.decode_ms_per_token
         )
     )
     caption(
         "measured",
-        f"Median of {context_sweep.repeats} runs per context length; each run is "
-        f"{context_sweep.decode_tokens} decode steps with the engine's own step after one prefill.",
+        f"Median of {context_sweep.repeats} runs per context length, bars from the first quartile to the third; "
+        f"each run is {context_sweep.decode_tokens} decode steps with the engine's own step after one prefill.",
     )
 
 # -- 4. mixture of experts: its own page --------------------------------------------

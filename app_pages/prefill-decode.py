@@ -1,6 +1,7 @@
 """Prefill vs decode: why the first token and every later token cost so differently."""
 
 import streamlit as st
+import torch
 
 from app_pages.shared import layout, models
 from app_pages.shared.captions import caption
@@ -129,7 +130,7 @@ with engine_errors():
         lambda progress: (remote_sweep if remote else measure_sweep)(
             model, lengths, repeats=repeats, decode_tokens=DECODE_TOKENS, progress=progress
         ),
-        "Press **Run the sweep** (about 5–15 s on the bundled model).",
+        f"Press **Run the sweep** ({len(lengths)} prompt lengths × {repeats} runs, after a warm-up round).",
         where=c2,
     )
 if sweep is None:
@@ -157,15 +158,26 @@ with chart_right:
 # -- 3. what this run says -------------------------------------------------------------
 st.subheader("What these numbers say")
 reply = crossover_prompt_tokens(sweep, int(timing.steps.shape[0]))
-st.markdown(pd_text.measured_findings(sweep, found, reply))
+st.markdown(pd_text.measured_findings(sweep, found, reply, info.context))
 
 if flop_count is not None:
     dtype = next(model.parameters()).dtype
+    threads = torch.get_num_threads()  # machine.peak_flops measures (and keeps) one peak per torch thread count
     with st.spinner("Timing this CPU's fastest matrix product (once per server process)…"):
         peak = machine.peak_flops(dtype)
     weights_note = machine.weights_vs_cache(info.weight_bytes)
     st.markdown(
-        pd_text.flops_findings(found, flop_count, info.heads, info.head_dim, info.weight_bytes, peak, weights_note)
+        pd_text.flops_findings(
+            found,
+            flop_count,
+            info.heads,
+            info.head_dim,
+            info.weight_bytes,
+            peak,
+            threads,
+            weights_note,
+            machine.logical_cpus(),
+        )
     )
 
 big = next(m for m in load_public_models() if m["name"] == ILLUSTRATIVE_MODEL)

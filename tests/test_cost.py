@@ -1,5 +1,6 @@
 """Cost: answer timing arithmetic, batched decoding, MoE parameter accounting, the page."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,22 @@ def test_experts_per_token_beyond_the_experts_is_refused():
         moe.MoEDesign(experts=4, experts_per_token=5)
 
 
+def test_a_wait_past_the_context_is_said_to_be_no_prompt_the_model_can_read():
+    """1 ms per input token, 1,552 ms of decode: in proportion a 1,552-token prompt, past a 512-token context; the
+    sentence says no prompt this model can read takes as long, and what its whole context would take."""
+    from inference.lessons.cost.text import wait_sentence
+    from inference.lessons.prefill_decode.timing import Crossover
+
+    answer = AnswerCost(prompt_tokens=256, reply_tokens=129, prefill_ms=256.0, decode_ms=1552.0)
+    beyond = wait_sentence(answer, 512, None)
+    assert "no prompt this model can read takes as long" in beyond and "512-token context" in beyond
+    assert "about 512 ms" in beyond and "1,552 tokens, past the context (an extrapolation" in beyond
+    within = wait_sentence(answer, 2048, None)
+    assert "a prompt of about **1,552 tokens** would take as long" in within
+    swept = wait_sentence(answer, 512, Crossover(128, 1552.0, 608.0, "extrapolated"))
+    assert "no prompt this model can read" in swept and "about 608 tokens" in swept
+
+
 def open_cost_page() -> AppTest:
     at = AppTest.from_file(APP_FILE, default_timeout=180)
     at.run()
@@ -165,6 +182,28 @@ def test_cost_page_measures_and_a_price_change_does_not_measure_again(monkeypatc
     at.number_input(key="cost_price").set_value(2.0).run()
     after = at.dataframe[0].value["cost per 1M output tokens ($)"].tolist()
     assert calls == [] and after == pytest.approx([2 * c for c in before])
+
+
+def test_context_measurement_keeps_its_own_result_and_draws_its_chart():
+    """Cost's decode-against-context run is kept apart from the Prefill vs decode sweep (it used to overwrite that
+    sweep with fewer runs), draws its chart, and no sentence on the page says the same thing twice."""
+    import re
+
+    from app_pages.shared.shared_results import shared_results
+
+    at = open_cost_page()
+    sweeps_before = {k for k in shared_results()._items if isinstance(k, tuple) and k[0] == "sweep"}
+    at.button(key="cost_context").click().run()
+    assert not at.exception
+    keys = set(shared_results()._items)
+    assert {k for k in keys if isinstance(k, tuple) and k[0] == "sweep"} == sweeps_before
+    assert any(isinstance(k, tuple) and k[0] == "cost-context" for k in keys)
+    titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text") for c in at.get("plotly_chart")]
+    assert "Decode step time against context" in titles
+    sentences = [s.strip() for m in at.markdown for s in re.split(r"(?<=[.:;])\s+", m.value) if len(s.strip()) > 40]
+    assert len(sentences) == len(set(sentences))
+    text = " ".join(m.value for m in at.markdown)
+    assert text.count("small operations") <= 1  # said once, by machine.weights_vs_cache (it was said twice)
 
 
 def test_cost_page_works_on_a_gpt2_folder(local_server, gpt2, tmp_path):

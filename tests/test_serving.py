@@ -1,6 +1,7 @@
 """Serving: the traffic trace, statistics from recorded timestamps."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from inference.lessons.serving.request_trace import SHAPES, poisson_trace
@@ -155,18 +156,115 @@ def _summary(tokens_per_s: float) -> RunSummary:
     return RunSummary(16, 16, 1000, 10.0, tokens_per_s, {50: 0.02, 95: 0.1}, {}, {}, SLO(), 16)
 
 
+def test_asked_rate_is_the_reply_tokens_before_the_last_arrival_over_the_arrival_span():
+    """n requests make n - 1 gaps: the tokens of the first n - 1 requests over the time from the first to the last
+    arrival (not λ x the mean reply, which these draws stray from); NaN without a window."""
+    trace = poisson_trace("short chat", 2.0, 16, 0, 4096)
+    by_hand = sum(r.reply_tokens for r in trace.requests[:15]) / trace.requests[15].arrival_s
+    assert trace.asked_tokens_per_s() == pytest.approx(by_hand)
+    assert np.isnan(poisson_trace("short chat", 2.0, 1, 0, 4096).asked_tokens_per_s())
+
+
+def test_the_traffic_chart_and_the_verdict_quote_the_same_asked_rate():
+    """One definition, computed once: the chart's subtitle and the 1-vs-N verdict give the same tokens/s."""
+    from inference.lessons.serving.experiments import comparison_verdict
+    from inference.lessons.serving.figures import traffic_figure
+
+    trace = poisson_trace("short chat", 2.0, 16, 0, 4096)
+    asked = f"{trace.asked_tokens_per_s():,.0f}"
+    verdict = comparison_verdict(_summary(50), _summary(50), 8, trace, 23_000_000, None, 50.0)
+    assert f"asking for {asked} reply tokens/s" in traffic_figure(trace).layout.title.text
+    assert f"asks for {asked} tokens/s" in verdict
+
+
+def _served_at_once(trace, gap_s: float = 1e-6) -> list[RequestRecord]:
+    """Each request answered the moment it arrives, its tokens `gap_s` apart: a server that always keeps up."""
+    return [
+        RequestRecord(
+            r.index,
+            r.arrival_s,
+            tuple(r.arrival_s + gap_s * (k + 1) for k in range(r.reply_tokens)),
+            asked_tokens=r.reply_tokens,
+        )
+        for r in trace.requests
+    ]
+
+
+def test_a_server_that_keeps_up_streams_what_was_asked_over_the_same_window():
+    """At 0.5 requests/s a server that answers at once streams exactly what the trace asked during its arrivals:
+    the sweep's asked line cannot stand above the measured one; one that delivers half as fast falls below it."""
+    from inference.lessons.serving.stats import streamed_tokens_per_s
+
+    trace = poisson_trace("short chat", 0.5, 12, 0, 4096)
+    kept_up = streamed_tokens_per_s(_served_at_once(trace), trace.duration_s)
+    assert kept_up == pytest.approx(trace.asked_tokens_per_s())
+    slow = [  # one slot, every token 0.2 s: the queue outgrows the window
+        RequestRecord(0, 0.0, tuple(0.2 * (k + 1) for k in range(sum(r.reply_tokens for r in trace.requests))))
+    ]
+    assert streamed_tokens_per_s(slow, trace.duration_s) < 0.5 * trace.asked_tokens_per_s()
+    assert np.isnan(streamed_tokens_per_s(slow, 0.0))
+
+
 def test_comparison_verdict_says_nothing_was_gained_when_one_slot_kept_up():
-    """A trace one slot streams in full says batching had nothing to gain and to raise λ; a trace that outruns one
-    slot says requests queued. Each figure in the sentence is the summary's own."""
+    """One slot that streamed what the trace asked over its arrivals kept up: batching had nothing to gain, raise λ;
+    one that streamed less fell behind and requests queued. Each figure in the sentence is the run's own."""
     from inference.lessons.serving.experiments import comparison_verdict
 
     trace = poisson_trace("short chat", 2.0, 16, 0, 4096)
-    asked = trace.reply_tokens / trace.duration_s
-    kept_up = comparison_verdict(_summary(asked * 0.95), _summary(asked), 8, trace, 23_000_000, 300 * 2**20)
+    asked = trace.asked_tokens_per_s()
+    kept_up = comparison_verdict(_summary(asked * 0.9), _summary(asked), 8, trace, 23_000_000, 300 * 2**20, asked)
     assert "nothing to gain" in kept_up and "Raise the arrival rate" in kept_up
-    assert f"{asked:,.0f} tokens/s" in kept_up
-    fell_behind = comparison_verdict(_summary(asked * 0.3), _summary(asked * 0.6), 8, trace, 23_000_000, None)
-    assert "requests queue" in fell_behind and "(**2.0×**)" in fell_behind
+    assert f"{asked:,.0f} tokens/s" in kept_up and "(100%)" in kept_up
+    fell_behind = comparison_verdict(
+        _summary(asked * 0.3), _summary(asked * 0.6), 8, trace, 23_000_000, None, asked * 0.3
+    )
+    assert "fell behind" in fell_behind and "requests queue" in fell_behind and "(**2.0×**)" in fell_behind
+    assert "(30%)" in fell_behind
+
+
+def test_time_per_token_labels_keep_their_digits():
+    """0.65 ms reads 0.65, not 1; larger values round as their size allows; seconds from 1,000 ms."""
+    from inference.lessons.serving.figures import comparison_figure, ms_label
+
+    assert [ms_label(v) for v in (0.65, 3.14159, 12.34, 345.6, 1500.0)] == ["0.65", "3.14", "12.3", "346", "1.5 s"]
+    summary = RunSummary(4, 4, 40, 1.0, 40.0, {50: 0.02, 95: 0.03}, {50: 0.00065, 95: 0.0012}, {}, SLO(), 4)
+    fig = comparison_figure({"one": summary})
+    assert ["0.65", "1.2"] in [list(trace.text) for trace in fig.data]
+
+
+def test_sweep_caption_counts_one_replay_per_rate():
+    """The caption's counts agree with each other: one replay at each rate, rates x requests in all."""
+    from inference.lessons.serving.text import sweep_caption
+
+    text = sweep_caption(5, 12, 8, 4.0)
+    assert "One replay of 12 requests at each of the 5 rates (60 requests in all" in text
+    assert "runs" not in text and "knee is at λ = 4/s" in text
+
+
+def test_sweep_figure_plots_asked_and_streamed_over_the_same_window():
+    from inference.lessons.serving.figures import sweep_figure
+
+    table = pd.DataFrame(
+        {
+            "rate_per_s": [0.5, 2.0, 8.0],
+            "asked_tokens_per_s": [25.0, 100.0, 400.0],
+            "streamed_tokens_per_s": [25.0, 99.0, 210.0],
+            "throughput_tokens_per_s": [24.0, 95.0, 205.0],
+            "ttft_p95_ms": [20.0, 25.0, 900.0],
+            "e2e_p95_ms": [80.0, 90.0, 2000.0],
+        }
+    )
+    fig = sweep_figure(table, 2)
+    lines = {trace.name: list(trace.y) for trace in fig.data}
+    assert lines["asked during the arrivals"] == [25.0, 100.0, 400.0]
+    assert lines["streamed in the same window"] == [25.0, 99.0, 210.0]
+
+
+def test_cost_caption_prices_from_capacity():
+    from inference.lessons.serving.text import cost_caption
+
+    text = cost_caption(1.0, 480.0, 620.0, 8)
+    assert "Priced at capacity" in text and "480 tokens/s with 1 slot and 620 with 8" in text
 
 
 def test_comparison_verdict_explains_by_whether_the_weights_fit_the_last_level_cache():
@@ -175,7 +273,7 @@ def test_comparison_verdict_explains_by_whether_the_weights_fit_the_last_level_c
 
     trace = poisson_trace("short chat", 64.0, 16, 0, 4096)
     cache = 300 * 2**20
-    small = comparison_verdict(_summary(100), _summary(150), 8, trace, 23_000_000, cache)
-    large = comparison_verdict(_summary(10), _summary(40), 8, trace, 434_000_000, cache)
+    small = comparison_verdict(_summary(100), _summary(150), 8, trace, 23_000_000, cache, 100.0)
+    large = comparison_verdict(_summary(10), _summary(40), 8, trace, 434_000_000, cache, 10.0)
     assert "fit in this CPU's 300 MiB last-level cache" in small and "23 MB" in small
     assert "434 MB of weights from memory" in large and "last-level cache" not in large

@@ -169,6 +169,35 @@ def test_crossover_prompt_is_read_off_the_sweep():
     assert crossover_prompt_tokens(sweep, 1).how == "below"
 
 
+def test_a_crossover_past_the_models_context_is_said_to_be_one():
+    """A 40-token reply crosses at about 357 tokens on the line through the last two points: for a 512-token
+    context that is an extrapolation within it; for a 256-token context no prompt the model can read takes as long,
+    and the sentence says so instead of offering a 357-token prompt."""
+    from inference.lessons.prefill_decode.text import crossover_line
+
+    medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.0), 64: (16.0, 2.0), 128: (30.0, 2.0)}
+    forty = crossover_prompt_tokens(sweep_of(medians), 40)
+    within, beyond = crossover_line(forty, 8, 128, 30.0, 512), crossover_line(forty, 8, 128, 30.0, 256)
+    assert "would take as long" in within and "extrapolation" in within and "512-token context" in within
+    assert forty.beyond(256) and not forty.beyond(512)
+    assert "no prompt this model can read takes as long" in beyond and "past the context" in beyond
+    assert f"{forty.prompt_tokens:,.0f} tokens" in beyond and "256-token context" in beyond
+
+
+def test_the_flops_sentence_names_the_thread_count_of_its_peak():
+    from types import SimpleNamespace
+
+    from inference.lessons.prefill_decode.text import flops_findings
+
+    medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.0)}
+    found = findings(sweep_of(medians), PerTokenFlops())
+    count = SimpleNamespace(matmul_weights=1_000_000, output_weights=0)
+    peak = SimpleNamespace(value=117.8e9, how="fastest of 5 products, on 1 torch thread")
+    one = flops_findings(found, count, 8, 32, 23_000_000, peak, 1, "", 2)
+    assert "117.8 GFLOP/s this CPU reached **on 1 thread**" in one and "all 2 CPU threads" in one
+    assert "all 2 CPU threads" not in flops_findings(found, count, 8, 32, 23_000_000, peak, 2, "", 2)
+
+
 def test_prefill_decode_page_runs_and_its_sweep_button_draws_both_charts():
     at = AppTest.from_file(APP_FILE, default_timeout=120)
     at.run()

@@ -88,3 +88,34 @@ def batching_figure(batches: pd.DataFrame, presenter: bool = False) -> go.Figure
     )
     fig.update_yaxes(rangemode="tozero", row=1, col=1)
     return base_layout(fig, "", presenter, height=400)
+
+
+def context_figure(summary: pd.DataFrame, presenter: bool = False) -> go.Figure:
+    """Decode step time against the tokens already in the cache: the median of the runs, bars from the first
+    quartile to the third (a sweep's `summary`: prompt_tokens, decode_ms_per_token and its _q1 / _q3)."""
+    fig = go.Figure()
+    median_ms = summary["decode_ms_per_token"]
+    add_line(
+        fig,
+        summary["prompt_tokens"],
+        median_ms,
+        "decode step",
+        DECODE_COLOUR,
+        "lines+markers",
+        width=3,
+        showlegend=False,
+        error_y=dict(
+            type="data",
+            symmetric=False,
+            array=summary["decode_ms_per_token_q3"] - median_ms,
+            arrayminus=median_ms - summary["decode_ms_per_token_q1"],
+            thickness=1.5,
+            width=5,
+        ),
+        hovertemplate=hover("%{x} tokens in the cache: %{y:.2f} ms per step"),
+    )
+    fig.update_xaxes(
+        type="log", title="tokens already in the cache (log scale)", tickvals=summary["prompt_tokens"].tolist()
+    )
+    fig.update_yaxes(title="ms per decode step", rangemode="tozero")
+    return base_layout(fig, "Decode step time against context", presenter, height=360)

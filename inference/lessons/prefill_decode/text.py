@@ -16,16 +16,37 @@ def sweep_intro(lengths: list[int], decode_tokens: int) -> str:
     )
 
 
-def measured_findings(sweep: Sweep, found: SweepFindings, reply: Crossover) -> str:
-    """What the sweep measured: prefill's parallel pass, decode's one token per pass, and where they cross."""
+def crossover_line(
+    reply: Crossover, shortest_prompt: int, longest_prompt: int, longest_prefill_ms: float, context: int
+) -> str:
+    """Which prompt prefills in as long as the reply decodes: measured, extended past the sweep, or (when that
+    lands beyond the model's `context`) none this model can read, said as such."""
+    if reply.how == "below":
+        return f"even the shortest prompt here ({shortest_prompt} tokens) took longer to prefill"
+    if reply.how == "interpolated":
+        return f"a prompt of about **{reply.prompt_tokens:,.0f} tokens** takes as long to prefill"
+    if reply.beyond(context):
+        return (
+            f"**no prompt this model can read takes as long**: the longest measured, {longest_prompt} tokens of its "
+            f"{context:,}-token context, prefilled in {longest_prefill_ms:,.0f} ms. The line through the last two "
+            f"points reaches {reply.reply_ms:,.0f} ms at about {reply.prompt_tokens:,.0f} tokens, past the context: "
+            "an extrapolation, not a prompt this model could be given"
+        )
+    return (
+        f"a prompt of about **{reply.prompt_tokens:,.0f} tokens** would take as long to prefill (beyond the "
+        f"longest measured, {longest_prompt}, but within the {context:,}-token context: extended along the last "
+        "two points, an extrapolation)"
+    )
+
+
+def measured_findings(sweep: Sweep, found: SweepFindings, reply: Crossover, context: int) -> str:
+    """What the sweep measured: prefill's parallel pass, decode's one token per pass, and where they cross (for the
+    loaded model's `context`)."""
     shortest, longest = sweep.summary.iloc[0], sweep.summary.iloc[-1]
     longest_one_by_one_ms = found.longest_prompt * found.decode_ms_per_token
-    reply_line = {
-        "below": f"even the shortest prompt here ({int(shortest.prompt_tokens)} tokens) took longer to prefill",
-        "interpolated": f"a prompt of about **{reply.prompt_tokens:,.0f} tokens** takes as long to prefill",
-        "extrapolated": f"a prompt of about **{reply.prompt_tokens:,.0f} tokens** would take as long to prefill "
-        f"(beyond the longest measured, {found.longest_prompt}: extended along the last two points)",
-    }[reply.how]
+    reply_line = crossover_line(
+        reply, int(shortest.prompt_tokens), found.longest_prompt, found.longest_prefill_ms, context
+    )
     return f"""
 **📏 Measured on this machine, in the sweep above:**
 - **Prefill is one parallel pass.** Reading {int(shortest.prompt_tokens)} tokens ran at
@@ -49,10 +70,25 @@ def measured_findings(sweep: Sweep, found: SweepFindings, reply: Crossover) -> s
 
 
 def flops_findings(
-    found: SweepFindings, flop_count, heads: int, head_dim: int, weight_bytes: int, peak, weights_vs_cache: str
+    found: SweepFindings,
+    flop_count,
+    heads: int,
+    head_dim: int,
+    weight_bytes: int,
+    peak,
+    threads: int,
+    weights_vs_cache: str,
+    cpu_threads: int,
 ) -> str:
-    """The model's FLOPs divided by the measured times, against this CPU's measured peak (`peak.value`, `peak.how`);
-    `weights_vs_cache` is machine.weights_vs_cache's sentence for these weights."""
+    """The model's FLOPs divided by the measured times, against this CPU's measured peak (`peak.value`, `peak.how`)
+    on `threads` torch threads (the thread count the peak was measured on, the one the sweep ran on);
+    `weights_vs_cache` is machine.weights_vs_cache's sentence for these weights; `cpu_threads` the CPU's threads,
+    which Serve many's roofline measures on."""
+    elsewhere = (
+        f" (Serve many's roofline measures on all {cpu_threads} CPU threads, as llama-server runs.)"
+        if cpu_threads != threads
+        else ""
+    )
     share = found.prefill_flops_per_s / peak.value
     verdict = (
         "most of what the arithmetic units can do: prefill is close to compute-bound here"
@@ -67,7 +103,8 @@ weight), plus attention over every position before it (2 × 2 × {heads} heads �
 position and layer), and each pass adds the output layer once (2 × {flop_count.output_weights / 1e6:,.2f} M: only
 the last position's next-token scores are computed).
 - Prefill did **{found.prefill_gflops:,.1f} GFLOP/s** at its best ({found.prefill_flops_prompt} tokens): **{share:.0%}**
-  of the {peak.value / 1e9:,.1f} GFLOP/s this CPU reached in one large matrix product ({peak.how}), {verdict}.
+  of the {peak.value / 1e9:,.1f} GFLOP/s this CPU reached **on {threads} thread{"s" if threads > 1 else ""}**, the
+  app's own torch threads that the sweep ran on, in one large matrix product ({peak.how}), {verdict}.{elsewhere}
 - Decode did {found.decode_gflops:,.2f} GFLOP/s: the same processor does
   {found.prefill_gflops / found.decode_gflops:,.0f}× less arithmetic per second while decoding, because each pass
   has a single token to work on.

@@ -290,6 +290,10 @@ class Crossover:
     prompt_tokens: float
     how: str  # "interpolated" between two measured prompt lengths, "extrapolated" past the longest, "below"
 
+    def beyond(self, context: int) -> bool:
+        """True when the crossing prompt is longer than the model's context: no prompt it can read takes as long."""
+        return self.prompt_tokens > context
+
 
 def crossover_prompt_tokens(sweep: Sweep, reply_tokens: int) -> Crossover:
     """Read off the sweep's medians: linear between measured prompt lengths, and past the longest along the

@@ -12,6 +12,7 @@ weights for every request in the batch.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from inference.lessons.serving import random_model
 from inference.lessons.serving.replay import EngineTarget, ReplayResult, replay, solo_run
 from inference.lessons.serving.request_trace import SHAPES, Request, Trace, poisson_trace
 from inference.lessons.serving.roofline import Roof, ServedModel, decode_pass
-from inference.lessons.serving.stats import SLO, RunSummary
+from inference.lessons.serving.stats import SLO, RunSummary, streamed_tokens_per_s
 from inference.lessons.serving.text import incomplete_batch_sentence
 
 BUNDLED = "bundled"
@@ -112,8 +113,9 @@ def rate_sweep(
     slo: SLO = SLO(),
     progress: Progress | None = None,
 ) -> pd.DataFrame:
-    """One server, one trace per arrival rate (same requests, squeezed clock): a row per rate with throughput,
-    p50/p95 TTFT and end-to-end latency and goodput, each from one run (`runs`)."""
+    """One server, one trace per arrival rate (same requests, squeezed clock): a row per rate with what the trace
+    asked over its arrivals and what the server streamed over the same window, the whole run's throughput,
+    p50/p95 TTFT and end-to-end latency and goodput, each from one replay (`runs`)."""
     rows = []
     total = len(rates) * requests
     with llamacpp.serve(model.gguf, parallel=slots) as server:
@@ -126,7 +128,8 @@ def rate_sweep(
             rows.append(
                 {
                     "rate_per_s": rate,
-                    "offered_tokens_per_s": trace.offered_tokens_per_s(),
+                    "asked_tokens_per_s": trace.asked_tokens_per_s(),
+                    "streamed_tokens_per_s": streamed_tokens_per_s(result.records, trace.duration_s),
                     "throughput_tokens_per_s": summary.throughput_tokens_per_s,
                     "ttft_p50_ms": summary.ttft_s[50] * 1000,
                     "ttft_p95_ms": summary.ttft_s[95] * 1000,
@@ -270,13 +273,19 @@ KEPT_UP_SHARE = 0.8
 
 
 def comparison_verdict(
-    one: RunSummary, many: RunSummary, slots: int, trace: Trace, weight_bytes: int, last_level_cache_bytes: int | None
+    one: RunSummary,
+    many: RunSummary,
+    slots: int,
+    trace: Trace,
+    weight_bytes: int,
+    last_level_cache_bytes: int | None,
+    one_streamed_tokens_per_s: float,
 ) -> str:
-    """What the 1-slot vs `slots`-slot replay shows, in sentences built from the measured summaries: the gain, or
-    that there was nothing to gain (the traffic asked for less than one slot can stream), and why batching pays
-    little for weights that fit the CPU's last-level cache and much for weights read from memory every pass."""
-    # what these draws ask for over their span (λ x mean reply is the long-run figure; a short trace strays)
-    asked = trace.reply_tokens / trace.duration_s if trace.duration_s > 0 else float("inf")
+    """What the 1-slot vs `slots`-slot replay shows, in sentences built from the measured summaries: the gain, and
+    whether one slot kept up (`one_streamed_tokens_per_s`: what it streamed during the trace's arrivals, against
+    what the trace asked over the same window, `Trace.asked_tokens_per_s`), and why batching pays little for
+    weights that fit the CPU's last-level cache and much for weights read from memory every pass."""
+    asked = trace.asked_tokens_per_s()
     gain = many.throughput_tokens_per_s / one.throughput_tokens_per_s if one.throughput_tokens_per_s else 0.0
     text = [
         f"With {slots} slots the engine streamed **{many.throughput_tokens_per_s:,.0f} tokens/s** against "
@@ -284,19 +293,20 @@ def comparison_verdict(
         f"{many.ttft_s[95] * 1000:,.0f} ms against {one.ttft_s[95] * 1000:,.0f} ms; {many.good_requests} of "
         f"{many.requests} requests met {many.slo.describe()} against {one.good_requests}."
     ]
-    if one.throughput_tokens_per_s >= KEPT_UP_SHARE * asked:
-        text.append(
-            f"Over its {trace.duration_s:,.1f} s of arrivals the trace asks for {asked:,.0f} tokens/s and one slot "
-            "alone streamed "
-            f"{one.throughput_tokens_per_s / asked:.0%} of that: when nobody waits, batching has nothing to gain. "
-            "Raise the arrival rate λ until one slot falls behind."
+    if math.isfinite(asked) and asked > 0:
+        window = (
+            f"Over its {trace.duration_s:,.1f} s of arrivals the trace asks for {asked:,.0f} tokens/s, and one slot "
+            f"streamed {one_streamed_tokens_per_s:,.0f} tokens/s in that window ({one_streamed_tokens_per_s / asked:.0%})"
         )
-    else:
-        text.append(
-            f"Over its {trace.duration_s:,.1f} s of arrivals the trace asks for {asked:,.0f} tokens/s, more than one "
-            "slot streamed: requests queue for it, "
-            "and batching lets them share passes instead."
-        )
+        if one_streamed_tokens_per_s >= KEPT_UP_SHARE * asked:
+            text.append(
+                f"{window}: it kept up, and when nobody waits, batching has nothing to gain. Raise the arrival rate "
+                "λ until one slot falls behind."
+            )
+        else:
+            text.append(
+                f"{window}: it fell behind, requests queue for it, and batching lets them share passes instead."
+            )
     weights = f"{weight_bytes / 1e6:,.0f} MB of weights"
     if last_level_cache_bytes and weight_bytes <= last_level_cache_bytes:
         text.append(

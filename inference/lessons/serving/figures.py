@@ -54,7 +54,7 @@ def traffic_figure(trace: Trace, presenter: bool = False) -> go.Figure:
     fig.update_yaxes(title="tokens")
     title = (
         f"{len(table)} requests, {trace.shape.name}, λ = {trace.rate_per_s:g}/s<br>"
-        f"<sup>asking for {trace.offered_tokens_per_s():.0f} reply tokens/s</sup>"
+        f"<sup>asking for {trace.asked_tokens_per_s():.0f} reply tokens/s over {trace.duration_s:.1f} s</sup>"
     )
     return legend_below(base_layout(fig, title, presenter, height=320), y=-0.25)
 
@@ -188,41 +188,54 @@ def comparison_figure(summaries: dict[str, RunSummary], presenter: bool = False)
         for col, values in ((1, summary.ttft_s), (2, summary.tpot_s)):
             ys = [values[50] * 1000, values[95] * 1000]
             fig.add_bar(
-                x=["p50", "p95"], y=ys, text=[_short(v) for v in ys], row=2, col=col, showlegend=False, **common
+                x=["p50", "p95"], y=ys, text=[ms_label(v) for v in ys], row=2, col=col, showlegend=False, **common
             )
     fig.update_layout(barmode="group")
     fig.update_yaxes(rangemode="tozero")
     return legend_below(base_layout(fig, "", presenter, height=560), y=-0.1, t=40, b=20)
 
 
-def _short(ms: float) -> str:
+def ms_label(ms: float) -> str:
+    """A bar's label in ms with enough digits for its size (0.65 ms stays 0.65, not 1); seconds from 1,000 ms."""
     if not math.isfinite(ms):
         return "–"
-    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f}"
+    if ms >= 1000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
 
 
 def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False) -> go.Figure:
-    """Left: throughput and the offered load against the arrival rate. Right: p95 TTFT and end-to-end latency.
-    The knee (where queues start to grow) is marked on both."""
+    """Left: what each trace asked for over its arrivals and what the server streamed over the same window, against
+    the arrival rate (the measured line falls below the asked one where the server stops keeping up). Right: p95
+    TTFT and end-to-end latency. The knee (where queues start to grow) is marked on both."""
     fig = make_subplots(
-        rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=["Throughput vs what the traffic asks", "p95 latency"]
+        rows=1, cols=2, horizontal_spacing=0.14, subplot_titles=["Streamed vs asked, tokens/s", "p95 latency"]
     )
     x = table["rate_per_s"]
     add_line(
-        fig, x, table["offered_tokens_per_s"], "asked (λ × mean reply)", PALETTE["blue_grey"], dash="dash", row=1, col=1
+        fig,
+        x,
+        table["asked_tokens_per_s"],
+        "asked during the arrivals",
+        PALETTE["blue_grey"],
+        "lines+markers",
+        dash="dash",
+        row=1,
+        col=1,
+        hovertemplate=hover("λ %{x:g}/s: the trace asked %{y:.0f} tokens/s"),
     )
     add_line(
         fig,
         x,
-        table["throughput_tokens_per_s"],
-        "measured throughput",
+        table["streamed_tokens_per_s"],
+        "streamed in the same window",
         MEASURED_COLOUR,
         "lines+markers",
         width=3,
         row=1,
         col=1,
-        text=[f"{r} run" + ("s" if r > 1 else "") for r in table["runs"]],
-        hovertemplate=hover("λ %{x:g}/s: %{y:.0f} tokens/s (%{text})"),
+        customdata=table["throughput_tokens_per_s"],
+        hovertemplate=hover("λ %{x:g}/s: streamed %{y:.0f} tokens/s (whole run %{customdata:.0f})"),
     )
     for column, name, colour in (
         ("ttft_p95_ms", "p95 TTFT", PREFILL_COLOUR),
@@ -234,7 +247,7 @@ def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False)
         for col in (1, 2):
             fig.add_vline(x=knee_rate, line=dict(color=PALETTE["red"], dash="dot"), row=1, col=col)
         fig.add_annotation(
-            x=knee_rate,
+            x=math.log10(knee_rate),  # annotations on a log axis take log10 of the position (lines do not)
             y=1.0,
             yref="y2 domain",
             xref="x2",
@@ -244,7 +257,7 @@ def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False)
             xanchor="right",
             font=dict(color=PALETTE["red"]),
         )
-    fig.update_xaxes(title="arrival rate λ (requests/s)")
+    fig.update_xaxes(title="arrival rate λ (requests/s)", type="log", **log_ticks(x))
     fig.update_yaxes(title="tokens/s", rangemode="tozero", row=1, col=1)
     latencies = table[["ttft_p95_ms", "e2e_p95_ms"]].to_numpy()
     fig.update_yaxes(title="ms", type="log", **log_ticks(latencies), row=1, col=2)

@@ -101,9 +101,16 @@ class Trace:
     def prompt_tokens(self) -> int:
         return sum(r.prompt_tokens for r in self.requests)
 
-    def offered_tokens_per_s(self) -> float:
-        """The reply tokens per second this traffic asks for: λ x the mean reply length."""
-        return self.rate_per_s * self.reply_tokens / max(1, len(self.requests))
+    def asked_tokens_per_s(self) -> float:
+        """The reply tokens per second these draws ask for, over their arrivals: the reply tokens of the requests
+        that arrive before the last one, divided by the time from the first arrival to the last (n requests
+        make n - 1 gaps; the last request's tokens cannot be served inside the window). The one definition
+        the traffic chart, the 1-vs-N verdict and the rate sweep use; `stats.streamed_tokens_per_s` measures
+        what a server streamed over the same window. NaN for a single request (no window). Over a short trace it
+        strays from the long-run λ x mean reply: the gaps and lengths are random draws."""
+        if self.duration_s <= 0:
+            return float("nan")
+        return sum(r.reply_tokens for r in self.requests[:-1]) / self.duration_s
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(

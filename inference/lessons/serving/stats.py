@@ -13,6 +13,9 @@ Overall:
 - Throughput: reply tokens received / (last token of the run - first request sent).
 - Goodput: requests per second that met the service-level objective (SLO), e.g. TTFT <= 1 s: what the
   server delivers that users count as good service, over the same duration.
+- Streamed during the arrivals (`streamed_tokens_per_s`): reply tokens that arrived between the first request
+  and the last one, per second; compared with what the trace asked over that same window (`Trace.
+  asked_tokens_per_s`), it says whether the server kept up.
 """
 
 from __future__ import annotations
@@ -134,6 +137,16 @@ def summarize(records: list[RequestRecord], slo: SLO = SLO()) -> RunSummary:
         slo=slo,
         good_requests=sum(slo.met_by(r) for r in records),
     )
+
+
+def streamed_tokens_per_s(records: list[RequestRecord], window_s: float) -> float:
+    """Reply tokens that arrived in the first `window_s` seconds of the run (the trace's arrivals, from its first
+    request to its last: `Trace.asked_tokens_per_s`'s window), per second. A server that keeps up streams about
+    what the traffic asks over that window; one that falls behind, less (the rest arrives after it). NaN for an
+    empty window."""
+    if window_s <= 0:
+        return float("nan")
+    return sum(1 for r in records for t in r.token_times_s if t <= window_s) / window_s
 
 
 def request_table(records: list[RequestRecord]) -> pd.DataFrame:

@@ -40,29 +40,46 @@ def traffic_caption(rate: float, description: str, seed: int) -> str:
     )
 
 
-def sweep_caption(runs: int, per_rate: int, slots: int, knee_rate: float | None) -> str:
-    """The throughput-latency sweep: how it was run, and where its knee is (None: no knee in these rates)."""
+def sweep_caption(rates: int, per_rate: int, slots: int, knee_rate: float | None) -> str:
+    """The throughput-latency sweep: how it was run (one replay at each of `rates` rates), what its two lines
+    are, and where its knee is (None: no knee in these rates)."""
     where = (
-        f"the knee is at λ = {knee_rate:g}/s, where p95 end-to-end latency first "
-        "passes twice its value at the lightest load"
+        f"the knee is at λ = {knee_rate:g}/s, where p95 end-to-end latency first passes twice its value at the "
+        "lightest load"
         if knee_rate is not None
         else "no knee within these rates: p95 latency never doubled"
     )
     return (
-        f"One run per rate ({runs} runs, {per_rate} requests each, "
-        f"the same requests on a faster or slower clock), {slots} slots; {where}. Past the knee the "
-        "server cannot keep up: throughput stops following the traffic and requests queue."
+        f"One replay of {per_rate} requests at each of the {rates} rates ({rates * per_rate} requests in all, the "
+        f"same requests on a faster or slower clock), on one server with {slots} slots. Asked: the reply tokens of "
+        "the requests that arrive before the last one ÷ the time from the first arrival to the last. Streamed: the "
+        "reply tokens that reached the client in that same window ÷ its length (the first prefill falls inside it, "
+        "so a very short window reads a little low). While the server keeps up the two lines meet; where streamed "
+        f"falls below asked, requests queue. Latency on a log scale; {where}."
     )
 
 
-def cost_caption(price_per_hour: float, throughput_ratio: float | None) -> str:
-    """The replay's throughput in money (`throughput_ratio`: batched over one slot; None when one slot streamed
-    nothing, as when all its requests failed)."""
-    ratio = "" if throughput_ratio is None else f", {throughput_ratio:.2f}×"
+def capacity_note(slots: int, requests_per_client: int, reply_tokens: int) -> str:
+    """What the capacity button measures, before it is pressed."""
     return (
-        f"Measured throughput of the replay above turned into money at ${price_per_hour:,.2f} per "
-        "hour (a price you type; the default is illustrative): the same machine, the same traffic, so the "
-        f"costs differ by the throughput ratio{ratio}."
+        f"Price a server by what it can do, not by what one trace happened to ask: {slots} clients in a closed "
+        f"loop (each sends its next request the moment its reply ends, {requests_per_client} requests of "
+        f"{reply_tokens} reply tokens each), so the engine is never short of work; once with 1 slot, once with "
+        f"{slots}."
+    )
+
+
+def cost_caption(price_per_hour: float, one_tokens_per_s: float, many_tokens_per_s: float, slots: int) -> str:
+    """Cost per million tokens priced at capacity (the closed loop's tokens/s with 1 slot and with `slots`)."""
+    return (
+        f"Priced at capacity: the closed loop streamed {one_tokens_per_s:,.0f} tokens/s with 1 slot and "
+        f"{many_tokens_per_s:,.0f} with {slots} (reply tokens that arrived while every client was in the loop, "
+        "the prefills of new requests included), at "
+        f"${price_per_hour:,.2f} per hour (a price you type; the default is illustrative): cost = price per hour "
+        "÷ 3,600 s ÷ tokens/s × 1,000,000. Not the replay's throughput above: a server that keeps up streams what "
+        "its traffic asks, so pricing from it would make a quiet hour look dear. The Cost page prices "
+        "transformers' decode passes at each batch size the same way (machine time per token at full load); "
+        "llama-server is another engine, so its figures differ."
     )
 
 
