@@ -16,6 +16,7 @@ from inference.core.prompting import prepare_prompt
 from inference.core.run import SEED_MAX
 from inference.lessons.compare import figures as cf
 from inference.lessons.compare import shared_draws as compare
+from inference.lessons.compare import text as cmp_text
 from inference.lessons.quantization import experiments as qc
 
 SIDES = ("A", "B")
@@ -101,11 +102,7 @@ def read_url_once() -> list[str]:
 
 problems = read_url_once()
 st.title("⚖️ Same luck, two settings")
-st.markdown(
-    "Every run draws one random number **u** per step from its seed. Give runs **A** and **B** the same seed "
-    "and prompt and they draw the **same u at every step**: until they choose a different token they read the same "
-    "text, so the first difference, and everything after it, is caused by the settings (or the model), not by luck."
-)
+st.markdown(cmp_text.INTRO)
 for problem in problems:
     st.warning(problem)
 
@@ -190,67 +187,33 @@ for side, column, trace in zip(SIDES, text_columns, (pair.trace_a, pair.trace_b)
             unsafe_allow_html=True,
         )
 if parting is None:
-    st.success(
-        f"Same seed, same text: with these settings A and B chose the same token at all "
-        f"{len(pair.trace_a.records)} steps."
-    )
+    st.success(cmp_text.same_text(len(pair.trace_a.records)))
 else:
     st.info(f"**They part at step {parting.step}** (boxed above): {parting.reason}")
     # One under the other: each chart needs the page's width for its token labels.
     st.plotly_chart(cf.final_distributions(parting, tokenizer, presenter), width="stretch", key="cmp_finals")
-    caption(
-        "exact",
-        "Both final distributions at that step, from each run's recorded logits and settings; "
-        "the outlined bar is the token each run chose.",
-    )
+    caption("exact", cmp_text.CAPTIONS["finals"])
     st.plotly_chart(cf.shared_u_cdfs(parting, tokenizer, presenter), width="stretch", key="cmp_cdfs")
-    caption(
-        "exact",
-        f"Each run's cumulative probability in its own most-likely-first order and the one "
-        f"u = {parting.u:.3f} both drew: each chose the token where its curve first passes u.",
-    )
+    caption("exact", cmp_text.shared_u(parting.u))
 
 for side, trace in zip(SIDES, (pair.trace_a, pair.trace_b)):
     if settings[side].mirostat and trace.records:
         st.plotly_chart(cf.mirostat_figure(trace.records, side, presenter), width="stretch", key=f"cmp_miro_{side}")
-        caption(
-            "exact",
-            f"{side}'s mirostat v2, step by step: the surprise −log₂ p of each chosen token, the cut "
-            "μ that step used (tokens more surprising were removed), moving toward τ after every draw.",
-        )
+        caption("exact", cmp_text.CAPTIONS["mirostat"].format(side=side))
 
 # -- the order lesson --------------------------------------------------------------------------
 st.subheader("Same settings, two orders")
 lesson = compare.order_lesson(pair.trace_a, settings["A"])
 if lesson is None:
-    st.markdown(
-        f"With A's settings the transformers order and llama.cpp's order keep the same tokens at every one "
-        f"of the {len(pair.trace_a.records)} steps of A's run. They differ when temperature is not 1 and a "
-        "filter that reads probabilities (top-p, min-p, typical-p, XTC) is on: try T = 1.5 with min-p 0.1."
-    )
+    st.markdown(cmp_text.orders_agree(len(pair.trace_a.records)))
 else:
-    t = settings["A"].temperature
-    st.markdown(
-        f"At **step {lesson.step}** of A's run, A's settings keep **{lesson.transformers.kept[lesson.transformers.final_stage]:,}** "
-        f"tokens in the transformers order (temperature {t:g} first, then the filters) and "
-        f"**{lesson.llama_cpp.kept[lesson.llama_cpp.final_stage]:,}** in llama.cpp's (filters on the T = 1 "
-        f"probabilities, temperature {t:g} last): {lesson.only_transformers:,} kept only by the first, "
-        f"{lesson.only_llama_cpp:,} only by the second."
-    )
+    st.markdown(cmp_text.orders_differ(lesson, settings["A"].temperature))
     st.plotly_chart(cf.order_lesson_figure(lesson, tokenizer, presenter), width="stretch", key="cmp_order")
-    caption(
-        "exact",
-        "The first step of A's run where the two orders keep different tokens, found by re-reading "
-        "every recorded step under both orders; ✂ marks a token that order removed.",
-    )
+    caption("exact", cmp_text.CAPTIONS["order"])
 
 # -- many seeds --------------------------------------------------------------------------------
 st.subheader("Over many seeds")
-st.markdown(
-    "One seed is one story. Run A and B on many seeds (seed i shared by both) and compare what their texts are "
-    "like: how often a 4-token phrase repeats, how varied the word pairs are, how likely the float32 model finds "
-    "the text, and how long it runs before the end-of-story token."
-)
+st.markdown(cmp_text.MANY_SEEDS_INTRO)
 count = st.select_slider("Seeds", SEED_CHOICES, key="cmp_seeds", persist_state="session")
 seeds = list(range(int(count)))
 multi_key = (
@@ -287,8 +250,7 @@ result = measure_on_click(
     "cmp_many",
     multi_key,
     measure,
-    f"Press the button to write {len(seeds)} stories with A and {len(seeds)} with B "
-    f"({MULTI_NEW_TOKENS} tokens at most each, all seeds decoded as one batch).",
+    cmp_text.not_yet(len(seeds), MULTI_NEW_TOKENS),
 )
 if result is not None:
     verdicts = result.verdicts()
@@ -296,26 +258,15 @@ if result is not None:
         for line in verdicts:
             st.markdown(f"- **{line}**")
     else:
-        st.markdown(
-            "- No verdict: for every statistic the 95% intervals of A and B overlap, so these "
-            f"{len(result.seeds)} seeds cannot tell the settings apart."
-        )
+        st.markdown(f"- {cmp_text.no_verdict(len(result.seeds))}")
     st.plotly_chart(cf.interval_figure(result.summary, presenter), width="stretch", key="cmp_intervals")
-    capped_a, capped_b = int((~result.stats_a["stopped"]).sum()), int((~result.stats_b["stopped"]).sum())
-    caption(
-        "simulated",
-        f"{len(result.seeds)} seeded runs per side ({result.seconds:.1f} s here), each up to "
-        f"{MULTI_NEW_TOKENS} tokens; the interval is a seeded percentile bootstrap "
-        f"({compare.BOOTSTRAP_RESAMPLES:,} resamples) of the recorded runs' mean. Runs that never chose the "
-        f"stop token count as {MULTI_NEW_TOKENS} long (A: {capped_a}, B: {capped_b}). Log-probability: the "
-        f"float32 {loaded.info.name} reading each text at T = 1.",
-    )
+    caption("simulated", cmp_text.intervals_caption(result, MULTI_NEW_TOKENS, loaded.info.name))
     hist = layout.side_by_side(2)
-    for i, (metric, title) in enumerate(compare.METRICS.items()):
+    for i, (metric, title) in enumerate(result.metrics.items()):
         with hist[i % 2]:
             st.plotly_chart(
                 cf.distributions_figure(result.stats_a, result.stats_b, metric, title, presenter),
                 width="stretch",
                 key=f"cmp_hist_{metric}",
             )
-    caption("simulated", "How each statistic spreads over the runs, A against B.")
+    caption("simulated", cmp_text.CAPTIONS["spread"])

@@ -78,7 +78,7 @@ if remote:
 st.markdown(f"**Context (last part):** `…{tail[-200:]}` → **?**")
 
 opening = lab_text.OPENING_SETTINGS
-s = layout.control_row(5)
+s = controls.slider_cells(5)
 temperature = s[0].slider(
     "Temperature", 0.0, 2.0, opening.temperature, step=0.05, key="lab_temperature", persist_state="session"
 )
@@ -165,20 +165,19 @@ else:
     caption("exact", "The same step's probabilities at each temperature (no other filter).")
 
 st.subheader(f"Sample {DRAWS:,} times")
-h1, h2 = st.columns([1, 3])
+h1, h2 = st.columns(2, vertical_alignment="bottom")  # the chart below, full width: a quarter column cut the button
 draw_seed = h1.number_input("Seed for the draws", 0, 2**32 - 1, 0, key="lab_draw_seed", persist_state="session")
-if h1.button(f"Sample {DRAWS:,} times", key="lab_sample"):
+if h2.button(f"Sample {DRAWS:,} times", key="lab_sample"):
     st.session_state["lab_samples"] = (settings, int(draw_seed), tuple(context_ids))
 sampled = st.session_state.get("lab_samples")
 if sampled and sampled[0] == settings and sampled[1] == int(draw_seed) and sampled[2] == tuple(context_ids):
     counts = sample_many(view, DRAWS, int(draw_seed))
     names = readable_tokens(tokenizer, [int(t) for t in counts["token_id"][:-1]]) + ["other"]
     counts["token"] = names
-    with h2:
-        st.plotly_chart(draw_histogram(counts, DRAWS, presenter), width="stretch", key="lab_histogram")
-        caption("simulated", lab_text.draws_caption(counts, DRAWS, draw_band))
+    st.plotly_chart(draw_histogram(counts, DRAWS, presenter), width="stretch", key="lab_histogram")
+    caption("simulated", lab_text.draws_caption(counts, DRAWS, draw_band))
 else:
-    h2.caption(f"Press the button to draw {DRAWS:,} tokens with the current settings.")
+    st.caption(f"Press the button to draw {DRAWS:,} tokens with the current settings.")
 
 st.subheader("The pipeline, stage by stage")
 st.plotly_chart(pipeline_figure(view, tokenizer, presenter=presenter), width="stretch", key="lab_pipeline")

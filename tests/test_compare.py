@@ -188,6 +188,7 @@ def test_verdict_only_where_the_intervals_do_not_overlap():
             "distinct_2": [0.9] * 6,
             "mean_logprob": [-2.0, -2.1, -1.9, -2.2, -2.0, -2.05],
             "length": [20, 30, 25, 40, 35, 28],
+            "stopped": [True] * 6,
         }
     )
     stats_b = pd.DataFrame(
@@ -196,6 +197,7 @@ def test_verdict_only_where_the_intervals_do_not_overlap():
             "distinct_2": [0.9] * 6,
             "mean_logprob": [-2.0, -2.1, -1.95, -2.15, -2.0, -2.1],
             "length": [22, 31, 27, 38, 33, 29],
+            "stopped": [True] * 6,
         }
     )
     summary = summarize(stats_a, stats_b, bootstrap_seed=0)
@@ -208,6 +210,30 @@ def test_verdict_only_where_the_intervals_do_not_overlap():
     assert summary.set_index("metric").loc["repetition_rate", "mean_b"] == pytest.approx(
         stats_b["repetition_rate"].mean()
     )
+
+
+def test_the_length_is_left_out_only_when_every_run_hit_the_cap():
+    """48 tokens for every run of A and B (none chose the stop token): "tokens to the stop token" compares 48 with
+    48, so it is not a statistic; one run that stopped brings it back, and the other intervals never move."""
+
+    def stats(stopped):
+        return pd.DataFrame(
+            {
+                "repetition_rate": [0.0, 0.1, 0.2, 0.05],
+                "distinct_2": [0.9, 0.8, 0.85, 0.95],
+                "mean_logprob": [-2.0, -2.1, -1.9, -2.2],
+                "length": [48 if not s else 30 for s in stopped],
+                "stopped": stopped,
+            }
+        )
+
+    capped = summarize(stats([False] * 4), stats([False] * 4))
+    assert "length" not in set(capped["metric"]) and len(capped) == 3
+    result = ManySeeds(list(range(4)), [], [], stats([False] * 4), stats([False] * 4), capped, 0.0)
+    assert result.every_run_capped and "length" not in result.metrics
+    one_stopped = summarize(stats([False] * 4), stats([False, True, False, False]))
+    assert "length" in set(one_stopped["metric"])
+    pd.testing.assert_frame_equal(one_stopped[one_stopped.metric != "length"].reset_index(drop=True), capped)
 
 
 def test_many_seeds_statistics_come_from_the_recorded_runs(bundled):

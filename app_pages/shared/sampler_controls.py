@@ -1,140 +1,18 @@
-"""Sampling widgets shared by the pages that set sampling (not a page itself): one table of
-knobs, so a slider's range, its URL parameter and its default are written once.
+"""Sampling widgets shared by the pages that set sampling (not a page itself), read from one table of knobs
+(`inference.lessons.sampling_lab.knobs`), so a slider's range, its URL parameter and its default are written once.
 
 The newer samplers sit in an expander ("More samplers"), and the stage order is a preset or
 a list the visitor edits (a multiselect keeps the order stages are picked in)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import streamlit as st
 
+from app_pages.shared.layout import presenter
+from inference.lessons.sampling_lab.knobs import CLASSIC, MORE, Knob
 from inference.sampling.pipeline import ORDER_PRESETS, STAGE_NAMES, TRANSFORMERS_ORDER, SamplingSettings
 from inference.sampling.samplers import dry_breaker_ids
 
-
-@dataclass(frozen=True)
-class Knob:
-    param: str  # URL parameter (after the page's prefix)
-    field: str  # SamplingSettings field
-    label: str
-    low: float
-    high: float
-    step: float
-    default: float | int | bool
-    help: str
-
-    @property
-    def kind(self):
-        return type(self.default)
-
-
-CLASSIC = [
-    Knob("t", "temperature", "Temperature", 0.0, 2.0, 0.05, 1.0, "0 = greedy: always the most likely token."),
-    Knob(
-        "p",
-        "top_p",
-        "Top-p",
-        0.01,
-        1.0,
-        0.01,
-        1.0,
-        "Keep the smallest set of likely tokens whose probability reaches p. 1 = off.",
-    ),
-    Knob("k", "top_k", "Top-k", 0, 200, 1, 0, "Keep only the k most likely tokens. 0 = off."),
-    Knob(
-        "minp",
-        "min_p",
-        "Min-p",
-        0.0,
-        1.0,
-        0.01,
-        0.0,
-        "Drop tokens less likely than min-p × the top token's probability, measured where min-p runs in the stage "
-        "order (in transformers' order after the penalty, temperature, top-k and top-p, so a higher temperature "
-        "lets more tokens through). 0 = off.",
-    ),
-    Knob(
-        "rep",
-        "repetition_penalty",
-        "Repetition penalty",
-        0.5,
-        2.0,
-        0.05,
-        1.0,
-        "Divides the logit of every token already in the text when it is positive and multiplies it when negative: "
-        "above 1 a seen token usually becomes less likely, though its probability can still rise when others lose "
-        "more. Below 1 favours repetition. 1 = off.",
-    ),
-]
-MORE = [
-    Knob(
-        "typ",
-        "typical_p",
-        "Typical-p",
-        0.05,
-        1.0,
-        0.01,
-        1.0,
-        "Keep the tokens whose surprise is closest to the average surprise (entropy) until they hold p. 1 = off.",
-    ),
-    Knob(
-        "nsig",
-        "top_n_sigma",
-        "Top-nσ",
-        0.0,
-        4.0,
-        0.1,
-        0.0,
-        "Keep logits within n standard deviations of the largest. 0 = off.",
-    ),
-    Knob(
-        "xtcp",
-        "xtc_probability",
-        "XTC probability",
-        0.0,
-        1.0,
-        0.05,
-        0.0,
-        "How often XTC acts (its own seeded draw each step). 0 = off.",
-    ),
-    Knob(
-        "xtct",
-        "xtc_threshold",
-        "XTC threshold",
-        0.0,
-        0.5,
-        0.01,
-        0.1,
-        "When XTC acts, every token at or above this probability goes, except the least likely of them.",
-    ),
-    Knob(
-        "dry",
-        "dry_multiplier",
-        "DRY multiplier",
-        0.0,
-        3.0,
-        0.05,
-        0.0,
-        "Penalty for a token that would extend a repeated sequence. 0 = off.",
-    ),
-    Knob(
-        "drybase", "dry_base", "DRY base", 1.0, 4.0, 0.05, 1.75, "The penalty grows as base^(repeat length - allowed)."
-    ),
-    Knob("drylen", "dry_allowed_length", "DRY allowed length", 1, 8, 1, 2, "Repeats up to this long go unpenalised."),
-    Knob(
-        "tau",
-        "mirostat_tau",
-        "Mirostat τ (bits)",
-        0.5,
-        10.0,
-        0.25,
-        5.0,
-        "The surprise per token mirostat steers toward.",
-    ),
-    Knob("eta", "mirostat_eta", "Mirostat η", 0.01, 1.0, 0.01, 0.1, "How fast mirostat's cut μ follows the surprise."),
-]
 MIROSTAT_PARAM = "miro"
 ORDER_PARAM = "order"
 CUSTOM = "custom"
@@ -218,6 +96,14 @@ def _slider(where, prefix: str, knob: Knob, help_text: str | None = None) -> Non
         persist_state="session",
         help=help_text or knob.help,
     )
+
+
+def slider_cells(count: int) -> list:
+    """Cells for a row of `count` sliders: all in one row normally; two a row in presenter mode, where three
+    projector-sized labels a row broke mid-word ("Temperatu re") once the sidebar is open at 800 px."""
+    if not presenter():
+        return st.columns(count)
+    return [cell for _ in range(0, count, 2) for cell in st.columns(2)][:count]
 
 
 def classic_controls(prefix: str, columns: int = 5, cells: list | None = None) -> None:

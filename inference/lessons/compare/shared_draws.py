@@ -16,6 +16,7 @@ up to the first step where they part, both saw the same context and the same u.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -350,6 +351,15 @@ class ManySeeds:
     summary: pd.DataFrame  # metric, mean/low/high for A and B, differs
     seconds: float
 
+    @property
+    def metrics(self) -> dict[str, str]:
+        """The statistics shown (column -> label): the length is left out when every run was capped."""
+        return metrics_for(self.stats_a, self.stats_b)
+
+    @property
+    def every_run_capped(self) -> bool:
+        return every_run_capped(self.stats_a, self.stats_b)
+
     def verdicts(self) -> list[str]:
         """One sentence per metric whose intervals do not overlap; nothing for the others."""
         lines = []
@@ -363,9 +373,28 @@ class ManySeeds:
         return lines
 
 
+def every_run_capped(stats_a: pd.DataFrame, stats_b: pd.DataFrame) -> bool:
+    """True when no run of A or B chose the stop token: every length is the cap, and "tokens to the stop token"
+    would compare two columns of the same number."""
+    return not (stats_a["stopped"].any() or stats_b["stopped"].any())
+
+
+def metrics_for(stats_a: pd.DataFrame, stats_b: pd.DataFrame) -> dict[str, str]:
+    """The statistics worth comparing for these runs: all of METRICS, without the length when every run was
+    capped."""
+    if every_run_capped(stats_a, stats_b):
+        return {metric: label for metric, label in METRICS.items() if metric != "length"}
+    return dict(METRICS)
+
+
 def summarize(stats_a: pd.DataFrame, stats_b: pd.DataFrame, bootstrap_seed: int = 0) -> pd.DataFrame:
+    """Mean and bootstrap interval of each statistic of `metrics_for` the runs, for A and B (the seeds depend on
+    the statistic's place in METRICS, so leaving the length out changes no other interval)."""
     rows = []
+    shown = metrics_for(stats_a, stats_b)
     for i, (metric, label) in enumerate(METRICS.items()):
+        if metric not in shown:
+            continue
         low_a, high_a = bootstrap_interval(stats_a[metric], bootstrap_seed + 2 * i)
         low_b, high_b = bootstrap_interval(stats_b[metric], bootstrap_seed + 2 * i + 1)
         rows.append(
@@ -398,8 +427,6 @@ def many_seeds(
     bootstrap_seed: int = 0,
 ) -> ManySeeds:
     """A and B over many seeds (seed i shared by both), with per-run statistics and intervals."""
-    import time
-
     start = time.perf_counter()
     total = 2 * max_new_tokens
 

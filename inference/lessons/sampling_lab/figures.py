@@ -15,7 +15,15 @@ import torch
 from plotly.subplots import make_subplots
 
 from inference.core.tokens import readable_tokens
-from inference.lessons.style import FINAL_COLOUR, RAW_COLOUR, REMOVED_COLOUR, add_hbar, base_layout, label, repr_token
+from inference.lessons.style import (
+    FINAL_COLOUR,
+    RAW_COLOUR,
+    REMOVED_COLOUR,
+    add_hbar,
+    base_layout,
+    label,
+    repr_token,
+)
 from inference.sampling.pipeline import (
     SamplingSettings,
     apply_stage,
@@ -90,11 +98,16 @@ def live_slider_figure(
     fig.update_layout(
         sliders=[
             dict(
-                active=start_index, currentvalue=dict(prefix=f"{knob.replace('_', '-')}: "), pad=dict(t=40), steps=steps
+                active=start_index,
+                currentvalue=dict(prefix=f"{knob.replace('_', '-')}: "),
+                pad=dict(t=50 if presenter else 40),
+                steps=steps,
             )
         ],
     )
-    fig.update_xaxes(range=[0, 1.08], tickformat=".0%", title="probability")
+    # No axis title: the chart's own slider label ("temperature: 0.8") sits just below the ticks, and the two
+    # overlapped at 800 px and in presenter mode. The % ticks say what the axis is.
+    fig.update_xaxes(range=[0, 1.08], tickformat=".0%", tickvals=[0, 0.5, 1])
     fig.update_yaxes(automargin=True)
     base_layout(fig, first.layout.title.text, presenter, height=170 + 26 * len(names))
     return fig
@@ -121,9 +134,9 @@ def temperatures_side_by_side(
     for i, t in enumerate(temperatures):
         probs = apply_temperature(logits, t).double().softmax(-1)
         shown = probs[order].numpy()[::-1]
-        _probability_panel(fig, names, shown, FINAL_COLOUR, 1, i + 1)
+        _probability_panel(fig, names, shown, FINAL_COLOUR, 1, i + 1, tickvals=[0, 0.5])
     fig.update_yaxes(automargin=True)
-    return base_layout(fig, "The same step at different temperatures", presenter, height=140 + 26 * top_n)
+    return base_layout(fig, "One step, each temperature", presenter, height=140 + 26 * top_n)
 
 
 def draw_band(probability, draws: int):
@@ -147,7 +160,11 @@ def draw_histogram(counts: pd.DataFrame, draws: int, presenter: bool = False) ->
     fig.add_bar(x=names, y=counts["observed"], name="share of draws", marker_color=FINAL_COLOUR)
     fig.update_layout(barmode="group")
     fig.update_yaxes(tickformat=".0%", title="probability / share")
-    return base_layout(fig, "Sampled vs computed", presenter, height=420)
+    # No title (the section's heading says it): the legend takes the top line, where a title beside it was cut
+    # and overlapped at 800 px.
+    fig = base_layout(fig, "", presenter, height=480 if presenter else 420)
+    fig.update_layout(legend=dict(orientation="v", y=1.02, yanchor="bottom", x=0, xanchor="left"), margin=dict(t=90))
+    return fig
 
 
 def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -> go.Figure:
@@ -168,15 +185,17 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
         "mirostat": "Mirostat v2",
     }
     stages = view.stages  # "raw", then the stages in the order they ran; the last is final
-    rows_needed = -(-len(stages) // 3)
+    # Rows of three (two in presenter mode): each panel stays wide enough to read; titles on two lines, so that
+    # neighbouring titles never run into each other at 800 px.
+    columns = 2 if presenter else 3
+    rows_needed = -(-len(stages) // columns)
     titles = [
-        f"{i + 1}. {short[s]}{' (final)' if s == stages[-1] else ''}: <b>{view.kept[s]:,}</b> kept"
+        f"{i + 1}. {short[s]}{' (final)' if s == stages[-1] else ''}<br><b>{view.kept[s]:,}</b> kept"
         for i, s in enumerate(stages)
     ]
-    # Rows of three: each panel stays wide enough to read on a laptop screen.
     fig = make_subplots(
         rows=rows_needed,
-        cols=3,
+        cols=columns,
         shared_yaxes=True,
         horizontal_spacing=0.04,
         vertical_spacing=0.32 / rows_needed,
@@ -185,9 +204,9 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
     for i, stage in enumerate(stages):
         shown = view.probs[stage][:n].numpy()[::-1]
         colours = [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]
-        row, col = divmod(i, 3)
+        row, col = divmod(i, columns)
         _probability_panel(fig, names, shown, colours, row + 1, col + 1, tickvals=[0, 0.5])
     fig.update_yaxes(automargin=True)
-    fig = base_layout(fig, "", presenter, height=rows_needed * (110 + 24 * n))
-    fig.update_layout(margin=dict(t=50))
+    fig = base_layout(fig, "", presenter, height=rows_needed * (130 + (30 if presenter else 24) * n))
+    fig.update_layout(margin=dict(t=70))
     return fig

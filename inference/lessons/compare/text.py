@@ -1,0 +1,88 @@
+"""The Compare page's sentences, every number passed in (from the two runs, the order lesson or the many-seed
+comparison)."""
+
+from __future__ import annotations
+
+from inference.lessons.compare.shared_draws import BOOTSTRAP_RESAMPLES, ManySeeds, OrderLesson
+
+INTRO = (
+    "Every run draws one random number **u** per step from its seed. Give runs **A** and **B** the same seed "
+    "and prompt and they draw the **same u at every step**: until they choose a different token they read the same "
+    "text, so the first difference, and everything after it, is caused by the settings (or the model), not by luck."
+)
+MANY_SEEDS_INTRO = (
+    "One seed is one story. Run A and B on many seeds (seed i shared by both) and compare what their texts are "
+    "like: how often a 4-token phrase repeats, how varied the word pairs are, how likely the float32 model finds "
+    "the text, and how long it runs before the end-of-story token (when any run reaches it before the cap)."
+)
+CAPTIONS = {
+    "finals": "Both final distributions at that step, from each run's recorded logits and settings; "
+    "the outlined bar is the token each run chose.",
+    "order": "The first step of A's run where the two orders keep different tokens, found by re-reading "
+    "every recorded step under both orders; ✂ marks a token that order removed.",
+    "spread": "How each statistic spreads over the runs, A against B.",
+    "mirostat": "{side}'s mirostat v2, step by step: the surprise −log₂ p of each chosen token, the cut "
+    "μ that step used (tokens more surprising were removed), moving toward τ after every draw.",
+}
+
+
+def same_text(steps: int) -> str:
+    return f"Same seed, same text: with these settings A and B chose the same token at all {steps} steps."
+
+
+def shared_u(u: float) -> str:
+    return (
+        f"Each run's cumulative probability in its own most-likely-first order and the one u = {u:.3f} both drew: "
+        "each chose the token where its curve first passes u."
+    )
+
+
+def orders_agree(steps: int) -> str:
+    return (
+        f"With A's settings the transformers order and llama.cpp's order keep the same tokens at every one of the "
+        f"{steps} steps of A's run. They differ when temperature is not 1 and a filter that reads probabilities "
+        "(top-p, min-p, typical-p, XTC) is on: try T = 1.5 with min-p 0.1."
+    )
+
+
+def orders_differ(lesson: OrderLesson, temperature: float) -> str:
+    kept_transformers = lesson.transformers.kept[lesson.transformers.final_stage]
+    kept_llama_cpp = lesson.llama_cpp.kept[lesson.llama_cpp.final_stage]
+    return (
+        f"At **step {lesson.step}** of A's run, A's settings keep **{kept_transformers:,}** tokens in the "
+        f"transformers order (temperature {temperature:g} first, then the filters) and **{kept_llama_cpp:,}** in "
+        f"llama.cpp's (filters on the T = 1 probabilities, temperature {temperature:g} last): "
+        f"{lesson.only_transformers:,} kept only by the first, {lesson.only_llama_cpp:,} only by the second."
+    )
+
+
+def not_yet(seeds: int, max_new_tokens: int) -> str:
+    return (
+        f"Press the button to write {seeds} stories with A and {seeds} with B ({max_new_tokens} tokens at most "
+        "each, all seeds decoded as one batch)."
+    )
+
+
+def no_verdict(seeds: int) -> str:
+    return (
+        "No verdict: for every statistic the 95% intervals of A and B overlap, so these "
+        f"{seeds} seeds cannot tell the settings apart."
+    )
+
+
+def intervals_caption(result: ManySeeds, max_new_tokens: int, reference_name: str) -> str:
+    """How the interval chart's numbers were made, and what happened to the length statistic."""
+    capped_a, capped_b = int((~result.stats_a["stopped"]).sum()), int((~result.stats_b["stopped"]).sum())
+    if result.every_run_capped:
+        length = (
+            f"'Tokens to the stop token' is left out: all {len(result.seeds)} runs of A and all of B reached the "
+            f"{max_new_tokens}-token cap without choosing it, so it would compare {max_new_tokens} with "
+            f"{max_new_tokens}."
+        )
+    else:
+        length = f"Runs that never chose the stop token count as {max_new_tokens} long (A: {capped_a}, B: {capped_b})."
+    return (
+        f"{len(result.seeds)} seeded runs per side ({result.seconds:.1f} s here), each up to {max_new_tokens} "
+        f"tokens; the interval is a seeded percentile bootstrap ({BOOTSTRAP_RESAMPLES:,} resamples) of the "
+        f"recorded runs' mean. {length} Log-probability: the float32 {reference_name} reading each text at T = 1."
+    )
