@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -87,39 +88,25 @@ class StepView:
                 f"`top_n` can be at most {self.sorted_prefix} (the sorted part of this view), but is {top_n}"
             )
         ids = self.order[:n].tolist()
-        frame = pd.DataFrame(
-            {
-                "rank": range(1, n + 1),
-                "token_id": ids,
-                "token": readable_tokens(tokenizer, ids),
-            }
-        )
-        for stage in self.stages:
-            frame[stage] = self.probs[stage][:n].double().numpy()
-        frame["final"] = self.final[:n].double().numpy()
-        frame["cumulative_final"] = self.cumulative_final[:n].numpy()
-        frame["cumulative_before_top_p"] = self.cumulative_before_top_p[:n].numpy()
-        frame["removed_by"] = [self._removed_by(i) for i in range(n)]
-        frame["chosen"] = [i == self.chosen_rank for i in range(n)]
-        other = {
-            "rank": None,
-            "token_id": None,
-            "token": f"other ({len(self.order) - n:,} tokens)",
-            "removed_by": "",
-            "chosen": self.chosen_rank >= n,
-            "cumulative_final": 1.0,
-            "cumulative_before_top_p": 1.0,
+        # built as numpy columns and one frame (a Step redraws this table: pandas' per-column inserts and concat
+        # cost more than the step itself)
+        top = {stage: self.probs[stage][:n].double().numpy() for stage in self.stages}
+        zero = np.array([top[stage] == 0 for stage in self.stages[1:]]).reshape(len(self.stages) - 1, n)
+        first = zero.argmax(axis=0)  # the first stage (after the logits) that removed each token, if any
+        removed = [self.stages[1 + first[i]] if zero[:, i].any() else "" for i in range(n)]
+        columns = {
+            "rank": np.array([*range(1, n + 1), None], dtype=object),  # whole numbers, none for "other"
+            "token_id": np.array([*ids, None], dtype=object),
+            "token": [*readable_tokens(tokenizer, ids), f"other ({len(self.order) - n:,} tokens)"],
         }
         for stage in self.stages:
-            other[stage] = max(0.0, 1.0 - float(self.probs[stage][:n].double().sum()))
-        other["final"] = other[self.final_stage]
-        return pd.concat([frame, pd.DataFrame([other])], ignore_index=True)
-
-    def _removed_by(self, rank: int) -> str:
-        for stage in self.stages[1:]:
-            if self.probs[stage][rank] == 0:
-                return stage
-        return ""
+            columns[stage] = np.append(top[stage], max(0.0, 1.0 - float(top[stage].sum())))
+        columns["final"] = columns[self.final_stage].copy()
+        columns["cumulative_final"] = np.append(self.cumulative_final[:n].numpy(), 1.0)
+        columns["cumulative_before_top_p"] = np.append(self.cumulative_before_top_p[:n].numpy(), 1.0)
+        columns["removed_by"] = [*removed, ""]
+        columns["chosen"] = [*(i == self.chosen_rank for i in range(n)), self.chosen_rank >= n]
+        return pd.DataFrame(columns)
 
 
 def step_view(

@@ -30,118 +30,134 @@ from inference.lessons.style import (
     FINAL_COLOUR,
     RAW_COLOUR,
     REMOVED_COLOUR,
-    add_hbar,
-    base_layout,
     chip_text,
+    hline,
     hover,
     label,
-    legend_below,
+    plain_figure,
     probability_colour,
     probability_text_colour,
     repr_token,
+    vline,
 )
 
 
 def next_token_bars(table: pd.DataFrame, presenter: bool = False, title: str = "Next-token probabilities") -> go.Figure:
     """Top-N tokens (most likely at the top): the raw probability (T=1, no filters) beside
     the final one the draw uses. Removed tokens keep their raw bar and are greyed; the
-    chosen token is orange; the last bar is the rest of the vocabulary ("other")."""
+    chosen token is orange; the last bar is the rest of the vocabulary ("other").
+    Redrawn on every Step: built from plain dicts (`style.plain_figure`)."""
     rows = table.iloc[::-1]  # Plotly draws the first category at the bottom
-    names = []
-    for _, r in rows.iterrows():
-        mark = "▶ " if r["chosen"] and pd.notna(r["rank"]) else ""
-        cut = f"  ✂ {r['removed_by'].replace('_', '-')}" if r["removed_by"] else ""
-        prefix = f"{int(r['rank'])}. " if pd.notna(r["rank"]) else ""
-        names.append(f"{mark}{prefix}{label(repr_token(r['token']) if pd.notna(r['rank']) else r['token'])}{cut}")
-    final_colours = [
-        CHOSEN_COLOUR
-        if (r["chosen"] and pd.notna(r["rank"]))
-        else (REMOVED_COLOUR if r["removed_by"] else FINAL_COLOUR)
-        for _, r in rows.iterrows()
+    names, final_colours = [], []
+    for token, rank, chosen, removed_by in zip(rows["token"], rows["rank"], rows["chosen"], rows["removed_by"]):
+        ranked = pd.notna(rank)
+        mark = "▶ " if chosen and ranked else ""
+        cut = f"  ✂ {removed_by.replace('_', '-')}" if removed_by else ""
+        prefix = f"{int(rank)}. " if ranked else ""
+        names.append(f"{mark}{prefix}{label(repr_token(token) if ranked else token)}{cut}")
+        final_colours.append(CHOSEN_COLOUR if chosen and ranked else (REMOVED_COLOUR if removed_by else FINAL_COLOUR))
+    raw, final = rows["raw"].to_numpy(dtype=float), rows["final"].to_numpy(dtype=float)
+    bars = {"type": "bar", "orientation": "h", "y": names}
+    data = [
+        bars
+        | {
+            "x": raw,
+            "name": "raw (T=1, no filters)",
+            "marker": {"color": RAW_COLOUR},
+            "hovertemplate": hover("%{y}", "raw %{x:.2%}"),
+        },
+        bars
+        | {
+            "x": final,
+            "name": "final (after all settings)",
+            "marker": {"color": final_colours},
+            "text": [f"{v:.1%}" if v >= 0.001 else "" for v in final],
+            "textposition": "outside",
+            "hovertemplate": hover("%{y}", "final %{x:.2%}"),
+        },
     ]
-    fig = go.Figure()
-    raw_hover, final_hover = hover("%{y}", "raw %{x:.2%}"), hover("%{y}", "final %{x:.2%}")
-    add_hbar(fig, names, rows["raw"], name="raw (T=1, no filters)", marker_color=RAW_COLOUR, hovertemplate=raw_hover)
-    add_hbar(
-        fig,
-        names,
-        rows["final"],
-        name="final (after all settings)",
-        marker_color=final_colours,
-        text=[f"{v:.1%}" if v >= 0.001 else "" for v in rows["final"]],
-        textposition="outside",
-        hovertemplate=final_hover,
-    )
-    fig.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05)
-    longest = max(float(rows["raw"].max()), float(rows["final"].max()), 0.01)
-    # Room right of the longest bar for its value label.
-    fig.update_xaxes(tickformat=".0%", title="probability", range=[0, longest * (1.3 if presenter else 1.2)])
-    fig.update_yaxes(automargin=True)
-    return legend_below(base_layout(fig, title, presenter, height=150 + 24 * len(rows)), y=-0.1)
+    longest = max(float(raw.max()), float(final.max()), 0.01)
+    layout = {
+        "barmode": "group",
+        "bargap": 0.25,
+        "bargroupgap": 0.05,
+        # room right of the longest bar for its value label
+        "xaxis": {
+            "tickformat": ".0%",
+            "title": {"text": "probability"},
+            "range": [0, longest * (1.3 if presenter else 1.2)],
+        },
+        "yaxis": {"automargin": True},
+    }
+    legend = {"orientation": "h", "y": -0.1, "yanchor": "top", "x": 0, "xanchor": "left"}
+    return plain_figure(data, layout, title, presenter, height=150 + 24 * len(rows), legend=legend)
 
 
 def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max_rank: int | None = None) -> go.Figure:
     """Cumulative probability by rank: the curve top-p cuts (before top-p), the final
-    curve the draw walks, the top-p line and cutoff, and where u landed."""
+    curve the draw walks, the top-p line and cutoff, and where u landed.
+    Redrawn on every Step: built from plain dicts (`style.plain_figure`)."""
     before = view.cumulative_before_top_p.numpy()
     final = view.cumulative_final.numpy()
     if max_rank is None:
         reach = int(np.searchsorted(before, 0.995)) + 1
         max_rank = int(min(len(before), max(10, reach, view.chosen_rank + 3, view.nucleus_size + 3), 200))
     ranks = np.arange(1, max_rank + 1)
-    fig = go.Figure()
-    fig.add_scatter(
-        x=ranks,
-        y=before[:max_rank],
-        mode="lines",
-        name="before top-p",
-        line=dict(color=RAW_COLOUR, width=3),
-        hovertemplate="rank %{x}<br>cumulative %{y:.3f}<extra></extra>",
-    )
-    fig.add_scatter(
-        x=ranks,
-        y=final[:max_rank],
-        mode="lines",
-        name="final (draw walks this)",
-        line=dict(color=FINAL_COLOUR, width=3, shape="hv"),
-        hovertemplate="rank %{x}<br>cumulative %{y:.3f}<extra></extra>",
-    )
+    curve_hover = "rank %{x}<br>cumulative %{y:.3f}<extra></extra>"
+    data = [
+        {
+            "type": "scatter",
+            "x": ranks,
+            "y": before[:max_rank],
+            "mode": "lines",
+            "name": "before top-p",
+            "line": {"color": RAW_COLOUR, "width": 3},
+            "hovertemplate": curve_hover,
+        },
+        {
+            "type": "scatter",
+            "x": ranks,
+            "y": final[:max_rank],
+            "mode": "lines",
+            "name": "final (draw walks this)",
+            "line": {"color": FINAL_COLOUR, "width": 3, "shape": "hv"},
+            "hovertemplate": curve_hover,
+        },
+    ]
+    lines = []
     if top_p < 1:
-        fig.add_hline(
-            y=top_p,
-            line=dict(color=CUTOFF_COLOUR, dash="dash"),
-            annotation_text=f"top-p = {top_p:g}",
-            annotation_position="bottom right",
-        )
-        fig.add_vline(
-            x=view.nucleus_size + 0.5,
-            line=dict(color=CUTOFF_COLOUR, dash="dot"),
-            annotation_text=f"nucleus: {view.nucleus_size} tokens",
-            annotation_position="bottom right",
-        )
-    if view.u is not None and not view.settings.greedy and view.chosen_rank >= max_rank:
-        fig.add_hline(
-            y=view.u,
-            line=dict(color=CHOSEN_COLOUR, width=1.5),
-            annotation_text=f"u = {view.u:.3f} lands at rank {view.chosen_rank + 1:,}, off this chart",
-            annotation_position="top left",
-        )
-    elif view.u is not None and not view.settings.greedy:
+        cutoff = {"color": CUTOFF_COLOUR}
+        lines.append(hline(top_p, cutoff | {"dash": "dash"}, f"top-p = {top_p:g}"))
+        lines.append(vline(view.nucleus_size + 0.5, cutoff | {"dash": "dot"}, f"nucleus: {view.nucleus_size} tokens"))
+    drawn = view.u is not None and not view.settings.greedy
+    u_line = {"color": CHOSEN_COLOUR, "width": 1.5}
+    if drawn and view.chosen_rank >= max_rank:
+        note = f"u = {view.u:.3f} lands at rank {view.chosen_rank + 1:,}, off this chart"
+        lines.append(hline(view.u, u_line, note, "top left"))
+    elif drawn:
         chosen = readable_tokens(tokenizer, [view.chosen_id])[0]
-        fig.add_hline(y=view.u, line=dict(color=CHOSEN_COLOUR, width=1.5))
-        fig.add_scatter(
-            x=[view.chosen_rank + 1],
-            y=[view.u],
-            mode="markers+text",
-            name="the draw",
-            marker=dict(color=CHOSEN_COLOUR, size=14, symbol="diamond"),
-            text=[f"u = {view.u:.3f} → {label(repr_token(chosen))}"],
-            textposition="middle right",
-            hovertemplate="u %{y:.4f} lands on rank %{x}<extra></extra>",
+        lines.append(hline(view.u, u_line))
+        data.append(
+            {
+                "type": "scatter",
+                "x": [view.chosen_rank + 1],
+                "y": [view.u],
+                "mode": "markers+text",
+                "name": "the draw",
+                "marker": {"color": CHOSEN_COLOUR, "size": 14, "symbol": "diamond"},
+                "text": [f"u = {view.u:.3f} → {label(repr_token(chosen))}"],
+                "textposition": "middle right",
+                "hovertemplate": "u %{y:.4f} lands on rank %{x}<extra></extra>",
+            }
         )
-    fig.update_xaxes(title="rank (most likely first)", range=[0.5, max_rank + 0.5])
-    fig.update_yaxes(title="cumulative probability", range=[0, 1.03])
-    return legend_below(base_layout(fig, "Cumulative probability and the draw", presenter, height=440))
+    layout = {
+        "shapes": [shape for shape, _ in lines],
+        "annotations": [note for _, note in lines if note is not None],
+        "xaxis": {"title": {"text": "rank (most likely first)"}, "range": [0.5, max_rank + 0.5]},
+        "yaxis": {"title": {"text": "cumulative probability"}, "range": [0, 1.03]},
+    }
+    legend = {"orientation": "h", "y": -0.22, "yanchor": "top", "x": 0, "xanchor": "left"}
+    return plain_figure(data, layout, "Cumulative probability and the draw", presenter, height=440, legend=legend)
 
 
 def step_frame_for_table(frame: pd.DataFrame) -> pd.DataFrame:

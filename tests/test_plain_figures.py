@@ -1,0 +1,93 @@
+"""The charts redrawn on every Step are built from plain dicts without Plotly's validation (`style.plain_figure`):
+each must equal what Plotly's own builders make (the oracle: `add_*`, `base_layout`, `legend_below`) and pass
+Plotly's validation when checked."""
+
+import base64
+import json
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from inference.core.loader import encode_prompt
+from inference.core.run import new_trace
+from inference.lessons.generate.figures import cumulative_curve, next_token_bars
+from inference.lessons.style import base_layout, hline, legend_below, plain_figure, vline
+from inference.sampling.pipeline import SamplingSettings
+from inference.sampling.step_view import step_view
+
+pytestmark = pytest.mark.unit
+
+
+def values(array) -> list[float]:
+    """A trace's array as numbers (Plotly writes numpy arrays as base64 "bdata")."""
+    if isinstance(array, dict) and "bdata" in array:
+        return list(np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"]))
+    return list(array)
+
+
+def validated(fig: go.Figure) -> dict:
+    """The figure through Plotly's validation (raises on a wrong property), as JSON, without the template."""
+    out = json.loads(go.Figure(fig.to_dict()).to_json())
+    out["layout"].pop("template", None)
+    return out
+
+
+@pytest.mark.parametrize("presenter", [False, True])
+def test_a_plain_figure_equals_the_one_plotlys_builders_make(presenter):
+    built = go.Figure()
+    built.add_bar(y=["a", "b"], x=[0.2, 0.8], orientation="h", name="bars", text=["20%", "80%"], textposition="outside")
+    built.add_scatter(x=[1, 2], y=[0.5, 0.9], mode="lines", name="line")
+    built.add_hline(y=0.9, line=dict(dash="dash"), annotation_text="top", annotation_position="bottom right")
+    built.add_hline(y=0.1, line=dict(width=1.5), annotation_text="low", annotation_position="top left")
+    built.add_vline(x=1.5, line=dict(dash="dot"), annotation_text="cut", annotation_position="bottom right")
+    built.update_xaxes(title="x", range=[0, 3])
+    built = legend_below(base_layout(built, "Title", presenter, height=300), y=-0.1)
+
+    lines = [
+        hline(0.9, {"dash": "dash"}, "top"),
+        hline(0.1, {"width": 1.5}, "low", "top left"),
+        vline(1.5, {"dash": "dot"}, "cut"),
+    ]
+    bars = {"type": "bar", "y": ["a", "b"], "x": [0.2, 0.8], "orientation": "h", "name": "bars"}
+    data = [bars | {"text": ["20%", "80%"], "textposition": "outside"}]
+    data.append({"type": "scatter", "x": [1, 2], "y": [0.5, 0.9], "mode": "lines", "name": "line"})
+    layout = {
+        "shapes": [shape for shape, _ in lines],
+        "annotations": [note for _, note in lines],
+        "xaxis": {"title": {"text": "x"}, "range": [0, 3]},
+    }
+    legend = {"orientation": "h", "y": -0.1, "yanchor": "top", "x": 0, "xanchor": "left"}
+    plain = plain_figure(data, layout, "Title", presenter, height=300, legend=legend)
+    assert validated(plain) == validated(built)
+
+
+@pytest.fixture(scope="module")
+def step(bundled):
+    model, tokenizer = bundled.model, bundled.tokenizer
+    trace = new_trace(model, tokenizer, encode_prompt(tokenizer, "Once upon a time"), 20, 1)
+    for _ in range(3):
+        trace.step(SamplingSettings())
+    return trace, tokenizer, trace.peek()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [SamplingSettings(temperature=0.7, top_p=0.9), SamplingSettings(temperature=0.0), SamplingSettings(top_p=1.0)],
+    ids=["top-p", "greedy", "no top-p"],
+)
+@pytest.mark.parametrize("u", [0.3, 0.999999], ids=["u on the chart", "u off the chart"])
+@pytest.mark.parametrize("presenter", [False, True], ids=["normal", "presenter"])
+def test_the_step_charts_pass_plotlys_validation_and_show_the_step(step, settings, u, presenter):
+    trace, tokenizer, logits = step
+    view = step_view(logits, settings, trace.seen_now(), u=u)
+    table = view.table(tokenizer, top_n=20)
+    bars = next_token_bars(table, presenter)
+    validated(bars)
+    assert values(bars.to_dict()["data"][1]["x"]) == pytest.approx(list(table["final"].iloc[::-1]))
+    curve = cumulative_curve(view, tokenizer, settings.top_p, presenter)
+    validated(curve)
+    layout, shown = curve.to_dict()["layout"], len(values(curve.to_dict()["data"][0]["x"]))
+    notes = " ".join(a["text"] for a in layout["annotations"])
+    assert ("top-p = 0.9" in notes) == (settings.top_p < 1)
+    assert ("off this chart" in notes) == (not settings.greedy and view.chosen_rank >= shown)
