@@ -15,31 +15,14 @@ from inference.core.prompting import prepare_prompt
 from inference.core.run import SEED_MAX, warm_up
 from inference.core.tokens import markdown_token_text
 from inference.lessons.speculative import drafting
+from inference.lessons.speculative import figures as spec_fig
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative import text as spec_text
-from inference.lessons.speculative.figures import (
-    acceptance_figure,
-    p_q_figure,
-    residual_figure,
-    round_html,
-    rounds_for_display,
-    sweep_alpha_figure,
-    sweep_figure,
-    text_html,
-    theory_figure,
-    timeline_figure,
-)
 from inference.lessons.speculative.timing import SWEEP_GAMMAS, SWEEP_NEW_TOKENS, SWEEP_TEMPERATURES, compare, sweep
 from inference.sampling.pipeline import SamplingSettings
 
-DRAFTERS = {"draft": "Draft model", "lookup": "Prompt lookup (no model)"}
+DRAFTERS = drafting.DRAFTERS
 SAMPLING_KNOBS = controls.CLASSIC[:4]  # temperature, top-p, top-k, min-p: applied to p and q alike
-SAMPLING_HELPS = {
-    "temperature": "0 = greedy: a draft token is kept while it is the target's top token.",
-    "top_p": "Applied to p and q alike. 1 = off.",
-    "top_k": "Applied to p and q alike. 0 = off.",
-    "min_p": "Applied to p and q alike. 0 = off.",
-}
 # URL parameter -> (widget key, type): a shared link reopens the same prompt, drafter, settings and seed.
 URL_PARAMS = {
     "prompt": ("spec_prompt", str),
@@ -49,17 +32,7 @@ URL_PARAMS = {
     "seed": ("spec_seed", int),
     "max": ("spec_max_new", int),
 }
-DEFAULTS = {
-    "spec_prompt": "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.",
-    "spec_drafter": "draft",
-    "spec_gamma": 4,
-    "spec_temperature": 0.8,
-    "spec_top_p": 1.0,
-    "spec_top_k": 0,
-    "spec_min_p": 0.0,
-    "spec_seed": 0,
-    "spec_max_new": 60,
-}
+DEFAULTS = drafting.PAGE_DEFAULTS
 RANGES = {
     "spec_gamma": (spec.GAMMA_MIN, spec.GAMMA_MAX),
     **controls.ranges("spec", SAMPLING_KNOBS),
@@ -71,6 +44,7 @@ stepper = Stepper(
 )
 
 limits = models.limits()
+presenter = layout.presenter()
 RANGES["spec_max_new"] = (1, limits.max_new_tokens)
 loaded = current_model()
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
@@ -93,13 +67,7 @@ url_problems = stepper.read_url(
     replay_max=1000,
 )
 st.title("🎯 Speculative decoding: guess cheap, check in one pass")
-st.markdown(
-    "A decode step of the big model reads every weight to make **one** token. Speculative decoding lets "
-    "something cheap **draft** γ tokens, then the big model (the **target**) scores all of them in **one** "
-    "forward pass. Each draft token passes a random test, u ≤ p/q; at the first failure the target draws its "
-    "own token from what is left, max(0, p − q). The result is **exactly** the text plain decoding would "
-    "sample (greedy: the very same tokens) — only faster when the drafts are good and cheap."
-)
+st.markdown(spec_text.INTRO)
 for problem in url_problems:
     st.warning(problem)
 
@@ -111,8 +79,7 @@ st.radio(
     key="spec_drafter",
     persist_state="session",
     horizontal=True,
-    help="A draft model guesses with its own (small) network; prompt lookup copies what followed the "
-    "last few tokens earlier in the text, and needs no model at all.",
+    help=spec_text.DRAFTER_HELP,
 )
 draft = None  # a draft model that can serve the target; None: prompt lookup drafts
 if st.session_state.spec_drafter == "draft":
@@ -124,7 +91,7 @@ if st.session_state.spec_drafter == "draft":
             "Draft model for this target (hub id or folder)",
             key="spec_draft_source",
             persist_state="session",
-            help="It must use the target's tokenizer, e.g. distilgpt2 for gpt2, SmolLM2-135M for SmolLM2-360M.",
+            help=spec_text.DRAFT_SOURCE_HELP,
         )
         if typed.strip():
             with st.spinner(f"Loading {typed.strip()}…"):
@@ -137,29 +104,22 @@ if st.session_state.spec_drafter == "draft":
         else:
             st.warning(spec_text.bundled_draft_unusable(info.name, bundled.problem))
 draft_name = draft.info.name if draft is not None else None
+drafter_label = spec_text.drafter_label(draft_name)
 
 # -- controls ----------------------------------------------------------------------------
 left, right = st.columns([3, 2])
 left.text_area("Prompt", key="spec_prompt", persist_state="session", height=100, max_chars=20_000)
 with right:
     c1, c2 = st.columns(2)
-    c1.number_input(
-        "Seed",
-        min_value=0,
-        max_value=SEED_MAX,
-        step=1,
-        key="spec_seed",
-        persist_state="session",
-        help="The same seed, prompt and settings always give the same tokens.",
-    )
-    c2.number_input(
-        "Max new tokens",
-        min_value=1,
-        max_value=limits.max_new_tokens,
+    c1.number_input("Seed", 0, SEED_MAX, step=1, key="spec_seed", persist_state="session", help=spec_text.SEED_HELP)
+    c2.number_input(  # "Max tokens": "Max new tokens" broke over two lines at 800 px
+        "Max tokens",
+        1,
+        limits.max_new_tokens,
         step=10,
         key="spec_max_new",
         persist_state="session",
-        help=f"Capped at {limits.max_new_tokens} on this server.",
+        help=spec_text.max_tokens_help(limits.max_new_tokens),
     )
 
 stepper.buttons()
@@ -174,7 +134,7 @@ s[0].slider(
     persist_state="session",
     help="How many tokens the drafter guesses before the target checks them.",
 )
-controls.knob_sliders("spec", SAMPLING_KNOBS, s[1:], helps=SAMPLING_HELPS)
+controls.knob_sliders("spec", SAMPLING_KNOBS, s[1:], helps=spec_text.SAMPLING_HELPS)
 
 settings = SamplingSettings(
     temperature=float(st.session_state.spec_temperature),
@@ -225,7 +185,7 @@ text_box = st.empty()
 
 def show_text():
     if run is not None:
-        text_box.markdown(text_html(tokenizer, run.prompt_ids, run.rounds), unsafe_allow_html=True)
+        text_box.markdown(spec_fig.text_html(tokenizer, run.prompt_ids, run.rounds), unsafe_allow_html=True)
 
 
 if run is not None and not prepared.error:
@@ -256,32 +216,26 @@ if not run.rounds:
 st.subheader("One round, opened up")
 shown = len(run.rounds) - 1
 if len(run.rounds) > 1:
-    shown = st.slider(
-        "Round",
-        0,
-        len(run.rounds) - 1,
-        len(run.rounds) - 1,
-        key=f"spec_round_{len(run.rounds)}",
-        persist_state="session",
-    )
+    last = len(run.rounds) - 1
+    shown = st.slider("Round", 0, last, last, key=f"spec_round_{last + 1}", persist_state="session")
 record = run.rounds[shown]
-st.markdown(round_html(record), unsafe_allow_html=True)
+st.markdown(spec_fig.round_html(record), unsafe_allow_html=True)
 if record.note:
     st.info(record.note)
 st.markdown(spec_text.round_sentence(record, markdown_token_text(record.token_text)))
 if record.checks:
     left, right = st.container(), st.container()  # one under the other: each draft token needs the width
     with left:
-        st.plotly_chart(p_q_figure(record, settings.greedy, layout.presenter()), width="stretch", key="spec_pq")
+        st.plotly_chart(spec_fig.p_q_figure(record, settings.greedy, presenter), width="stretch", key="spec_pq")
         caption("exact", spec_text.CAPTIONS["pq"])
     with right:
         if settings.greedy:
             st.markdown(spec_text.GREEDY_TEST)
         elif record.checked:
-            st.plotly_chart(acceptance_figure(record, layout.presenter()), width="stretch", key="spec_accept")
+            st.plotly_chart(spec_fig.acceptance_figure(record, presenter), width="stretch", key="spec_accept")
             caption("simulated", spec_text.CAPTIONS["accept"])
     if record.residual_top:
-        st.plotly_chart(residual_figure(record, layout.presenter()), width="stretch", key="spec_residual")
+        st.plotly_chart(spec_fig.residual_figure(record, presenter), width="stretch", key="spec_residual")
         caption("exact", spec_text.CAPTIONS["residual"])
 
 # -- the run against plain decoding -------------------------------------------------------------
@@ -292,25 +246,24 @@ if st.session_state.get("spec_comparison_key") != cache_key:
         st.session_state["spec_comparison"] = compare(run, settings)
     st.session_state["spec_comparison_key"] = cache_key
 result = st.session_state["spec_comparison"]
-summary = result.summary
-alpha, c = summary.acceptance_rate, result.cost_ratio
-for cell, (label, value, help_text) in zip(st.columns(3) + st.columns(3), spec_text.run_metrics(result, gamma)):
+alpha, c = result.summary.acceptance_rate, result.cost_ratio
+cells = st.columns(2) + st.columns(2) + st.columns(2)  # two a row: the labels stay whole at 800 px
+for cell, (label, value, help_text) in zip(cells, spec_text.run_metrics(result, gamma)):
     cell.metric(label, value, help=help_text)
+st.markdown(spec_text.ALPHA_DEFINITION)
 
-st.plotly_chart(timeline_figure(run.rounds, result.plain, layout.presenter()), width="stretch", key="spec_timeline")
+st.plotly_chart(spec_fig.timeline_figure(run.rounds, result.plain, presenter), width="stretch", key="spec_timeline")
 caption("measured", spec_text.timeline_caption(len(run.generated_ids)))
 
 cost = c or 0.0
 st.plotly_chart(
-    theory_figure(gamma, cost, result.verify_cost, alpha, result.measured_speedup, layout.presenter()),
+    spec_fig.theory_figure(gamma, cost, result.verify_cost, alpha, result.measured_speedup, presenter),
     width="stretch",
     key="spec_theory",
 )
 caption("exact", spec_text.CAPTIONS["theory"])
 
-# When it loses, said with this run's numbers.
-even = spec.break_even_alpha(gamma, cost, result.verify_cost)
-st.markdown(spec_text.when_it_loses(result.measured_speedup, gamma, cost, result.verify_cost, even, alpha))
+st.markdown("\n\n".join(spec_text.run_verdict(result)))  # when it loses, what c is, what the formula leaves out
 
 # -- sweep -----------------------------------------------------------------------------------------
 st.subheader(spec_text.sweep_heading(SWEEP_GAMMAS, SWEEP_TEMPERATURES))
@@ -320,23 +273,20 @@ table = measure_on_click(
     "spec_sweep_button",
     sweep_key,
     lambda progress: sweep(model, tokenizer, new_drafter, prepared.ids, SWEEP_NEW_TOKENS, progress=progress),
-    spec_text.sweep_not_yet(len(SWEEP_GAMMAS) * len(SWEEP_TEMPERATURES), SWEEP_NEW_TOKENS),
+    spec_text.sweep_not_yet(len(SWEEP_GAMMAS) * len(SWEEP_TEMPERATURES), SWEEP_NEW_TOKENS, drafter_label),
 )
-if table is not None:
-    left, right = layout.side_by_side(2)
-    with left:
-        st.plotly_chart(sweep_figure(table, layout.presenter()), width="stretch", key="spec_sweep_speed")
-        caption("measured", spec_text.sweep_speed_caption(SWEEP_NEW_TOKENS))
-    with right:
-        st.plotly_chart(sweep_alpha_figure(table, layout.presenter()), width="stretch", key="spec_sweep_tokens")
-        caption("measured", spec_text.CAPTIONS["sweep_tokens"])
+if table is not None:  # one under the other: side by side, the legends and titles were cut at 800 px
+    st.plotly_chart(spec_fig.sweep_figure(table, presenter), width="stretch", key="spec_sweep_speed")
+    caption("measured", spec_text.sweep_speed_caption(SWEEP_NEW_TOKENS, drafter_label))
+    st.plotly_chart(spec_fig.sweep_alpha_figure(table, presenter), width="stretch", key="spec_sweep_tokens")
+    caption("measured", spec_text.sweep_tokens_caption(drafter_label))
     for finding in spec_text.sweep_findings(table):
         st.markdown(finding)
 
 # -- every round -------------------------------------------------------------------------------------
 st.subheader("Every round")
 frame = run.to_frame()
-st.dataframe(rounds_for_display(frame), hide_index=True, width="stretch", key="spec_table")
+st.dataframe(spec_fig.rounds_for_display(frame), hide_index=True, width="stretch", key="spec_table")
 st.download_button(
     "Download CSV",
     frame.to_csv(index=False).encode(),

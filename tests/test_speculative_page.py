@@ -105,7 +105,9 @@ def test_the_sweep_button_measures_once_and_draws_measured_and_predicted_curves(
     at.button(key="spec_sweep_button").click().run()
     assert not at.exception
     titles = chart_titles(at)
-    assert any("by γ and temperature" in t for t in titles)
+    assert any(t.startswith("Speed-up, by γ") for t in titles), titles
+    assert any("Tokens per target pass" in t for t in titles)
+    assert any("Drafter: draft model" in c.value for c in at.caption)  # the sweep names its drafter
 
 
 def test_a_tokenizer_mismatch_falls_back_to_prompt_lookup_and_says_why(monkeypatch):
@@ -120,3 +122,15 @@ def test_a_tokenizer_mismatch_falls_back_to_prompt_lookup_and_says_why(monkeypat
     at.button(key="spec_step").click().run()
     assert not at.exception
     assert at.session_state["spec_run"].drafter.kind == spec.PROMPT_LOOKUP
+
+
+def test_alpha_is_defined_once_on_the_page_and_c_comes_with_how_it_was_measured():
+    """Issue #23 item 9: α = accepted ÷ checked, said on the page beside the metric; c with its measurement."""
+    at = open_page({"t": "1.0", "seed": "3", "g": "6"})
+    at.button(key="spec_step").click().run()
+    at.button(key="spec_step").click().run()
+    assert not at.exception
+    assert any(m.label == "α = accepted ÷ checked" for m in at.metric)
+    text = " ".join(m.value for m in at.markdown)
+    assert text.count("always means accepted ÷ checked") == 1
+    assert "is measured, not a constant" in text and "checked" in text

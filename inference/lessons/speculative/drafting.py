@@ -39,3 +39,17 @@ def new_drafter(target, draft: LoadedModel | None):
     if draft is not None:
         return spec.ModelDrafter(draft.model, draft.tokenizer)
     return spec.PromptLookupDrafter(spec.vocabulary_rows(target))
+
+
+DRAFTERS = {"draft": "Draft model", "lookup": "Prompt lookup (no model)"}  # the page's choice -> its label
+PAGE_DEFAULTS = {  # what the Speculative page opens on (widget key -> value)
+    "spec_prompt": "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.",
+    "spec_drafter": "draft",
+    "spec_gamma": 4,
+    "spec_temperature": 0.8,
+    "spec_top_p": 1.0,
+    "spec_top_k": 0,
+    "spec_min_p": 0.0,
+    "spec_seed": 0,
+    "spec_max_new": 60,
+}

@@ -222,6 +222,28 @@ def residual_figure(record, presenter: bool = False) -> go.Figure:
     )
 
 
+COINCIDE_TOLERANCE = 0.01  # of the tallest line's span: closer than this, one line hides the other on screen
+
+
+def mark_coinciding(fig: go.Figure, tolerance: float = COINCIDE_TOLERANCE) -> go.Figure:
+    """A line drawn over an earlier one (same x, every y within `tolerance` of the lines' span) would leave a
+    legend entry for a curve nobody can see: its legend name says which line it coincides with."""
+    lines = [t for t in fig.data if t.type == "scatter" and t.mode and "lines" in t.mode]
+    ys = [pd.to_numeric(pd.Series(t.y, dtype="object"), errors="coerce").to_numpy(float) for t in lines]
+    finite = [y[np.isfinite(y)] for y in ys]
+    span = max([float(y.max() - y.min()) for y in finite if len(y)] + [0.0]) or 1.0
+    for j, line in enumerate(lines):
+        for i in range(j):
+            same_x = len(lines[i].x) == len(line.x) and list(lines[i].x) == list(line.x)
+            if not same_x or np.isfinite(ys[i]).sum() == 0:
+                continue
+            gap = np.abs(ys[i] - ys[j])
+            if np.array_equal(np.isfinite(ys[i]), np.isfinite(ys[j])) and np.nanmax(gap) <= tolerance * span:
+                line.name = f"{line.name} (coincides with {lines[i].name})"
+                break
+    return fig
+
+
 def timeline_figure(rounds: list, plain: PlainTiming, presenter: bool = False) -> go.Figure:
     """Measured wall time, end to end: the speculative run's draft passes and verify passes (and
     the sampling and bookkeeping between them), above plain decoding of the same tokens."""
@@ -330,7 +352,8 @@ def theory_figure(
             text=[f"measured {measured_speedup:.2f}×  "],
             textposition="middle left" if alpha > 0.5 else "middle right",
         )  # stays inside the plot
-    fig.update_xaxes(title="α: chance the target accepts a draft token", range=[0, 1.02])
+    mark_coinciding(fig)
+    fig.update_xaxes(title="α = accepted ÷ checked", range=[0, 1.02])
     fig.update_yaxes(title="speed-up over plain decoding (×)", rangemode="tozero")
     return legend_below(
         base_layout(fig, f"Speed-up against α at γ = {gamma}", presenter, height=430), y=-0.2, one_per_line=True, b=10
@@ -348,6 +371,7 @@ def _measured_and_predicted(fig: go.Figure, table: pd.DataFrame, measured: str, 
             fig, rows["gamma"], rows[measured], at_t + "measured", colour, "lines+markers", width=3, marker=dict(size=9)
         )
         add_line(fig, rows["gamma"], rows[predicted], at_t + predicted_name, colour, dash="dash")
+    mark_coinciding(fig)
     fig.update_xaxes(title="γ: tokens drafted per round", dtick=1)
 
 
@@ -360,15 +384,15 @@ def sweep_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
         y=1, line=dict(color=PALETTE["red"], width=2), annotation_text="break-even", annotation_position="bottom right"
     )
     fig.update_yaxes(title="speed-up over plain decoding (×)", rangemode="tozero")
-    return legend_below(base_layout(fig, "Speed-up by γ and temperature", presenter, height=440), y=-0.2)
+    return legend_below(base_layout(fig, "Speed-up, by γ", presenter, height=440), y=-0.2)
 
 
 def sweep_alpha_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """Tokens per target pass against gamma: measured, and (1 − α^(γ+1)) / (1 − α) from the same run's α."""
     fig = go.Figure()
-    _measured_and_predicted(fig, table, "tokens_per_pass", "predicted_tokens_per_pass", "(1 − α^(γ+1)) / (1 − α)")
+    _measured_and_predicted(fig, table, "tokens_per_pass", "predicted_tokens_per_pass", "formula")
     fig.update_yaxes(title="tokens per target pass", rangemode="tozero")
-    return legend_below(base_layout(fig, "Tokens per target pass by γ and temperature", presenter, height=440), y=-0.2)
+    return legend_below(base_layout(fig, "Tokens per target pass, by γ", presenter, height=440), y=-0.2)
 
 
 def rounds_for_display(frame: pd.DataFrame) -> pd.DataFrame:

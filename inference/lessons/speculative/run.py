@@ -653,12 +653,14 @@ class RunSummary:
         return self.total_ms / self.new_tokens if self.new_tokens else float("nan")
 
 
+def draft_passes(rounds: list[RoundRecord]) -> list[float]:
+    """The draft model's one-token passes, in ms: round 0's first pass reads the whole prompt and is left out;
+    every later pass feeds one token (two after a fully accepted round). Empty for prompt lookup."""
+    return [ms for r in rounds if r.drafter == DRAFT_MODEL for i, ms in enumerate(r.draft_ms) if r.index > 0 or i > 0]
+
+
 def summarise(rounds: list[RoundRecord]) -> RunSummary:
-    # Round 0's first draft pass reads the whole prompt; every later pass feeds one token (two
-    # after a fully accepted round).
-    draft_passes = [
-        ms for r in rounds if r.drafter == DRAFT_MODEL for i, ms in enumerate(r.draft_ms) if r.index > 0 or i > 0
-    ]
+    draft_passes_ms = draft_passes(rounds)
     verify = [r.verify_ms for r in rounds[1:]] or [r.verify_ms for r in rounds] or [float("nan")]
     return RunSummary(
         rounds=len(rounds),
@@ -669,7 +671,7 @@ def summarise(rounds: list[RoundRecord]) -> RunSummary:
         draft_ms=sum(sum(r.draft_ms) for r in rounds),
         verify_ms=sum(r.verify_ms for r in rounds),
         total_ms=sum(r.round_ms for r in rounds),
-        draft_pass_ms=statistics.median(draft_passes) if draft_passes else None,
+        draft_pass_ms=statistics.median(draft_passes_ms) if draft_passes_ms else None,
         verify_pass_ms=statistics.median(verify),
     )
 

@@ -4,8 +4,43 @@ from __future__ import annotations
 
 import pandas as pd
 
+from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.run import RoundRecord
 from inference.lessons.speculative.timing import Comparison
+
+INTRO = (
+    "A decode step of the big model reads every weight to make **one** token. Speculative decoding lets "
+    "something cheap **draft** γ tokens, then the big model (the **target**) scores all of them in **one** "
+    "forward pass. Each draft token passes a random test, u ≤ p/q; at the first failure the target draws its "
+    "own token from what is left, max(0, p − q). The result is **exactly** the text plain decoding would "
+    "sample (greedy: the very same tokens) — only faster when the drafts are good and cheap."
+)
+DRAFTER_HELP = (
+    "A draft model guesses with its own (small) network; prompt lookup copies what followed the "
+    "last few tokens earlier in the text, and needs no model at all."
+)
+DRAFT_SOURCE_HELP = "It must use the target's tokenizer, e.g. distilgpt2 for gpt2, SmolLM2-135M for SmolLM2-360M."
+SAMPLING_HELPS = {
+    "temperature": "0 = greedy: a draft token is kept while it is the target's top token.",
+    "top_p": "Applied to p and q alike. 1 = off.",
+    "top_k": "Applied to p and q alike. 0 = off.",
+    "min_p": "Applied to p and q alike. 0 = off.",
+}
+# α, defined once: every α on this page (metric, theory axis, sweep) is this ratio.
+ALPHA_DEFINITION = (
+    "**α, the acceptance rate, on this page always means accepted ÷ checked.** A round stops testing at the "
+    "first rejection, so the drafts after it are never checked, and counting them would charge the drafter for "
+    "tests that never happened. Accepted ÷ checked is the chance that one tested draft token passes: the α of "
+    "Leviathan et al.'s formula. Some tools report accepted ÷ drafted instead (llama.cpp's server logs its "
+    "'draft acceptance rate' that way; see llama.cpp issue #14104): that number is lower whenever a round "
+    "rejects early."
+)
+SEED_HELP = "The same seed, prompt and settings always give the same tokens."
+
+
+def max_tokens_help(cap: int) -> str:
+    return f"New tokens to write at most; capped at {cap} on this server."
+
 
 NEXT_ROUND = "press Step for the next round"
 NO_ROUND_YET = "Press **Step** to run one round: the drafter guesses, the target checks every guess in one pass."
@@ -23,7 +58,7 @@ CAPTIONS = {  # what each chart and table shows, and how its numbers were obtain
     "tokens where any of them is largest; ▶ marks the token drawn from the residual. The residual "
     "gives back exactly the probability the draft took too much of: that is why the text keeps the "
     "target's distribution.",
-    "theory": "Leviathan et al.'s formula (1 − α^(γ+1)) / ((1 − α)(γc + 1)), with c measured here; the dashed "
+    "theory": "α = accepted ÷ checked. Leviathan et al.'s formula (1 − α^(γ+1)) / ((1 − α)(γc + 1)), with c measured here; the dashed "
     "curve also charges the verify pass its measured cost. The star is this run, measured.",
     "sweep_tokens": "Solid: tokens per target pass counted in each run. Dashed: (1 − α^(γ+1)) / (1 − α), "
     "computed exactly from that run's α.",
@@ -61,9 +96,11 @@ def round_sentence(record: RoundRecord, token: str) -> str:
         "bonus": f"all {record.drafted} draft tokens passed, and the same target pass gave a bonus token '{token}'",
         "target": f"nothing was drafted, so this pass made one token '{token}', as plain decoding would",
     }[record.token_kind]
+    unchecked = record.drafted - record.checked
+    never = f" ({unchecked} after the rejection were never checked)" if unchecked else ""
     return (
-        f"**Round {record.index}:** {record.accepted} of {record.drafted} draft tokens accepted; {verdict}. "
-        f"**{len(record.new_tokens)} token(s) from one target pass.**"
+        f"**Round {record.index}:** {record.drafted} drafted, {record.checked} checked, {record.accepted} "
+        f"accepted{never}; {verdict}. **{len(record.new_tokens)} token(s) from one target pass.**"
     )
 
 
@@ -71,11 +108,13 @@ def run_metrics(result: Comparison, gamma: int) -> list[tuple[str, str, str]]:
     """The run's six metrics against plain decoding, as (label, value, hover help)."""
     summary, alpha, c = result.summary, result.summary.acceptance_rate, result.cost_ratio
     predicted = result.predicted_speedup(measured_verify=True)
+    per_drafted = f" Accepted ÷ drafted would be {summary.accepted / summary.drafted:.0%}." if summary.drafted else ""
     return [
         (
-            "α: acceptance rate",
-            "–" if alpha is None else f"{alpha:.0%}",
-            f"{summary.accepted} accepted of {summary.checked} draft tokens checked.",
+            "α = accepted ÷ checked",
+            "–" if alpha is None else f"{alpha:.0%} ({summary.accepted} of {summary.checked})",
+            f"{summary.accepted} accepted of {summary.checked} draft tokens checked; {summary.drafted} were drafted, "
+            f"{summary.drafted - summary.checked} of them after a rejection, never checked.{per_drafted}",
         ),
         (
             "Tokens per target pass",
@@ -88,12 +127,12 @@ def run_metrics(result: Comparison, gamma: int) -> list[tuple[str, str, str]]:
             f"Plain decoding {result.plain.total_ms:.0f} ms vs speculative {summary.total_ms:.0f} ms for these tokens.",
         ),
         (
-            "c: draft pass / target pass",
+            "c: draft ÷ target pass",
             "≈ 0 (a search)" if c is None else f"{c:.2f}",
             "Median one-token draft pass over the median one-token target pass, both measured.",
         ),
         (
-            "Verify pass / target pass",
+            "Verify ÷ target pass",
             f"{result.verify_cost:.2f}",
             f"Scoring γ + 1 = {gamma + 1} positions in one pass, against one position.",
         ),
@@ -103,6 +142,67 @@ def run_metrics(result: Comparison, gamma: int) -> list[tuple[str, str, str]]:
             "(1 − α^(γ+1)) / (1 − α) tokens per round ÷ (γ·c + verify cost), from this run's α and costs.",
         ),
     ]
+
+
+def cost_sentence(result: Comparison, sweep_costs: list[float] | None = None) -> str:
+    """How c was measured in this run and how far it moves: within the run (the draft passes' quartiles) and, once
+    the sweep has run, across its runs. None of it is a property of the models alone: both are wall times here."""
+    if result.cost_ratio is None:
+        return (
+            "c = 0 for prompt lookup: no draft model runs. Its search is not free, though; its time is in the "
+            "round's other costs below."
+        )
+    spread = result.cost_ratio_range()
+    within = (
+        ""
+        if spread is None
+        else f" The middle half of this run's {len(result.draft_passes_ms)} draft passes gives c from "
+        f"{spread[0]:.2f} to {spread[1]:.2f}."
+    )
+    across = (
+        f" Across the sweep's {len(sweep_costs)} runs c ran from {min(sweep_costs):.2f} to {max(sweep_costs):.2f}."
+        if sweep_costs
+        else ""
+    )
+    return (
+        f"**c = {result.cost_ratio:.2f}** is measured, not a constant: the median one-token draft pass "
+        f"({result.summary.draft_pass_ms:.2f} ms) over the median one-token target pass of plain decoding "
+        f"({result.plain.decode_pass_ms:.2f} ms), both wall times on this shared CPU.{within}{across} "
+        "A burst of other work on the machine, or a model whose passes are mostly fixed overhead, moves it between runs."
+    )
+
+
+def overhead_sentence(result: Comparison) -> str | None:
+    """Why the formula's prediction beats the measurement, from what the run measured: the formula charges a round
+    γ·c + verify target passes and nothing else; a round also searches (prompt lookup) or samples and keeps books.
+    None when the prediction is not above the measurement by more than 10%."""
+    predicted = result.predicted_speedup(measured_verify=True)
+    overhead = result.overhead_passes_per_round()
+    charged = result.predicted_with_overheads()
+    if predicted is None or overhead is None or charged is None or predicted <= result.measured_speedup * 1.1:
+        return None
+    what = "the lookup's search, sampling and bookkeeping" if result.cost_ratio is None else "sampling and bookkeeping"
+    return (
+        f"The formula predicts **{predicted:.2f}×**, the run measured **{result.measured_speedup:.2f}×**. The formula "
+        f"charges a round only its target passes (γ·c + verify). Measured here, a round also spends "
+        f"{overhead:.2f} target passes on {what} (the median round's time outside the model passes), while plain "
+        f"decoding pays only one draw per token. Charging the median measured round in full gives "
+        f"**{charged:.2f}×**: that is the gap."
+    )
+
+
+def run_verdict(result: Comparison, sweep_costs: list[float] | None = None) -> list[str]:
+    """This run's paragraphs under the theory chart: when speculation loses, how c was measured, and what the
+    formula leaves out (when its prediction beats the measurement)."""
+    cost = result.cost_ratio or 0.0
+    even = spec.break_even_alpha(result.gamma, cost, result.verify_cost)
+    alpha = result.summary.acceptance_rate
+    paragraphs = [
+        when_it_loses(result.measured_speedup, result.gamma, cost, result.verify_cost, even, alpha),
+        cost_sentence(result, sweep_costs),
+    ]
+    overhead = overhead_sentence(result)
+    return paragraphs + ([overhead] if overhead else [])
 
 
 def when_it_loses(
@@ -133,6 +233,7 @@ def when_it_loses(
 def sweep_findings(table: pd.DataFrame) -> list[str]:
     """The sweep's mean α per temperature, and its best and worst run."""
     by_temperature = table.groupby("temperature")["alpha"].mean().dropna()
+    costs = table["cost_ratio"].dropna()
     best = table.loc[table["measured_speedup"].idxmax()]
     worst = table.loc[table["measured_speedup"].idxmin()]
     return [
@@ -141,7 +242,14 @@ def sweep_findings(table: pd.DataFrame) -> list[str]:
         f"{best['temperature']:g}. Worst: **{worst['measured_speedup']:.2f}×** at γ = {int(worst['gamma'])}, "
         f"temperature {worst['temperature']:g}"
         + (" — slower than plain decoding." if worst["measured_speedup"] < 1 else "."),
-    ]
+    ] + (
+        [
+            f"c, measured in each run, ran from **{costs.min():.2f}** to **{costs.max():.2f}** (median "
+            f"{costs.median():.2f}): the same two models, timed on a shared CPU."
+        ]
+        if len(costs)
+        else []
+    )
 
 
 def timeline_caption(tokens: int) -> str:
@@ -156,12 +264,20 @@ def sweep_heading(gammas, temperatures) -> str:
     return f"Sweep: γ = {gammas[0]}…{gammas[-1]} at temperature " + ", ".join(f"{t:g}" for t in temperatures)
 
 
-def sweep_not_yet(runs: int, tokens: int) -> str:
-    return f"{runs} speculative runs of {tokens} tokens, each timed against plain decoding of its text."
+def drafter_label(draft_name: str | None) -> str:
+    return f"draft model {draft_name}" if draft_name else "prompt lookup (no model)"
 
 
-def sweep_speed_caption(tokens: int) -> str:
+def sweep_not_yet(runs: int, tokens: int, drafter: str) -> str:
+    return f"{runs} speculative runs of {tokens} tokens with {drafter}, each timed against plain decoding of its text."
+
+
+def sweep_speed_caption(tokens: int, drafter: str) -> str:
     return (
-        f"Solid: measured speed-up of each run ({tokens} tokens, seed 0, temperature "
-        "the only sampling setting). Dashed: predicted from the same run's α, c and verify cost."
+        f"Drafter: {drafter}. Solid: measured speed-up of each run ({tokens} tokens, seed 0, temperature "
+        "the only sampling setting). Dashed: predicted from the same run's α (accepted ÷ checked), c and verify cost."
     )
+
+
+def sweep_tokens_caption(drafter: str) -> str:
+    return f"Drafter: {drafter}. " + CAPTIONS["sweep_tokens"]

@@ -79,6 +79,9 @@ class Comparison:
     summary: spec.RunSummary
     plain: PlainTiming
     gamma: int
+    draft_passes_ms: tuple[float, ...] = ()  # every one-token draft pass that sets c (summarise's rule)
+    rounds_ms: tuple[float, ...] = ()  # each round's wall time, after round 0 (whose passes read the prompt)
+    outside_passes_ms: tuple[float, ...] = ()  # per round after round 0: its time not in draft or verify passes
 
     @property
     def measured_speedup(self) -> float:
@@ -95,6 +98,30 @@ class Comparison:
         """The verify pass (gamma + 1 positions) over one target decode pass."""
         return self.summary.verify_pass_ms / self.plain.decode_pass_ms
 
+    def cost_ratio_range(self) -> tuple[float, float] | None:
+        """c from the lower and upper quartile of the draft passes, over the median target pass: how far c moves
+        within this run (None without a draft model, or with under 4 draft passes)."""
+        if len(self.draft_passes_ms) < 4:
+            return None
+        low, _, high = statistics.quantiles(self.draft_passes_ms, n=4)
+        return low / self.plain.decode_pass_ms, high / self.plain.decode_pass_ms
+
+    def overhead_passes_per_round(self) -> float | None:
+        """What a round spends outside the target's verify pass and the draft model's passes (prompt lookup's
+        search, sampling, bookkeeping), in target decode passes: a cost the formula does not charge."""
+        if not self.outside_passes_ms:
+            return None
+        return statistics.median(self.outside_passes_ms) / self.plain.decode_pass_ms
+
+    def predicted_with_overheads(self) -> float | None:
+        """The formula's tokens per round from α, over what a round measurably costs (median round after round 0)
+        in plain decoding's median step (its pass and its draw): the prediction charged with every measured cost."""
+        alpha = self.summary.acceptance_rate
+        if alpha is None or not self.rounds_ms:
+            return None
+        plain_step = statistics.median(self.plain.step_ms[1:] or self.plain.step_ms)
+        return spec.expected_tokens_per_pass(alpha, self.gamma) * plain_step / statistics.median(self.rounds_ms)
+
     def predicted_speedup(self, measured_verify: bool = False) -> float | None:
         alpha = self.summary.acceptance_rate
         if alpha is None:
@@ -105,8 +132,16 @@ class Comparison:
 
 
 def compare(run: spec.SpeculativeRun, settings: SamplingSettings) -> Comparison:
+    later = run.rounds[1:] or run.rounds
     return Comparison(
-        spec.summarise(run.rounds), time_plain(run.target, run.prompt_ids, run.generated_ids, settings), run.gamma
+        spec.summarise(run.rounds),
+        time_plain(run.target, run.prompt_ids, run.generated_ids, settings),
+        run.gamma,
+        draft_passes_ms=tuple(spec.draft_passes(run.rounds)),
+        rounds_ms=tuple(r.round_ms for r in later),
+        outside_passes_ms=tuple(
+            r.round_ms - r.verify_ms - (sum(r.draft_ms) if r.drafter == spec.DRAFT_MODEL else 0.0) for r in later
+        ),
     )
 
 
@@ -147,6 +182,7 @@ def sweep(
                     "plain_ms_per_token": result.plain.total_ms / len(run.generated_ids),
                     "measured_speedup": result.measured_speedup,
                     "cost_ratio": result.cost_ratio,
+                    "predicted_with_overheads": result.predicted_with_overheads(),
                     "verify_cost": result.verify_cost,
                     "predicted_speedup": result.predicted_speedup(),
                     "predicted_speedup_measured_verify": result.predicted_speedup(measured_verify=True),

@@ -1,0 +1,99 @@
+"""What the Speculative page says about its numbers (issue #23 item 9): one α, c with its spread, the cost the
+formula leaves out, the drafter named, and no legend entry for a curve hidden under another."""
+
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from inference.lessons.speculative import figures as spec_fig
+from inference.lessons.speculative import run as spec
+from inference.lessons.speculative import text as spec_text
+from inference.lessons.speculative.timing import Comparison, PlainTiming
+
+pytestmark = pytest.mark.unit
+
+
+def _comparison(draft_pass_ms=2.0, rounds_ms=(30.0, 30.0, 30.0), outside_ms=(12.0, 12.0, 12.0), drafts=(1, 2, 3, 4)):
+    summary = spec.RunSummary(
+        rounds=4,
+        new_tokens=10,
+        drafted=16,
+        checked=10,
+        accepted=8,
+        draft_ms=40.0,
+        verify_ms=40.0,
+        total_ms=100.0,
+        draft_pass_ms=draft_pass_ms,
+        verify_pass_ms=10.0,
+    )
+    plain = PlainTiming(forward_ms=[50.0] + [10.0] * 10, step_ms=[51.0] + [11.0] * 10)
+    return Comparison(
+        summary,
+        plain,
+        gamma=4,
+        draft_passes_ms=tuple(float(d) for d in drafts) if draft_pass_ms else (),
+        rounds_ms=rounds_ms,
+        outside_passes_ms=outside_ms,
+    )
+
+
+def test_alpha_is_accepted_over_checked_and_the_metric_says_both_counts():
+    """8 accepted of 10 checked (16 drafted): α = 80%, and the help gives accepted ÷ drafted apart, as 50%."""
+    result = _comparison()
+    label, value, help_text = spec_text.run_metrics(result, 4)[0]
+    assert label == "α = accepted ÷ checked" and value == "80% (8 of 10)"
+    assert (
+        "16 were drafted, 6 of them after a rejection" in help_text and "Accepted ÷ drafted would be 50%" in help_text
+    )
+    assert "accepted ÷ checked" in spec_text.ALPHA_DEFINITION and "14104" in spec_text.ALPHA_DEFINITION
+
+
+def test_c_is_shown_with_how_it_was_measured_and_its_spread():
+    result = _comparison(drafts=(1.0, 2.0, 2.0, 3.0, 4.0))
+    low, high = result.cost_ratio_range()
+    assert result.cost_ratio == pytest.approx(0.2) and low < 0.2 < high
+    sentence = spec_text.cost_sentence(result, sweep_costs=[0.28, 0.52, 0.4])
+    assert "c = 0.20" in sentence and "2.00 ms" in sentence and "10.00 ms" in sentence
+    assert f"from {low:.2f} to {high:.2f}" in sentence and "from 0.28 to 0.52" in sentence
+    table = pd.DataFrame({"temperature": [0.0, 0.8], "gamma": [1, 2], "alpha": [0.9, 0.7],
+                          "measured_speedup": [1.5, 0.9], "cost_ratio": [0.28, 0.52]})  # fmt: skip
+    assert any("from **0.28** to **0.52**" in line for line in spec_text.sweep_findings(table))
+
+
+def test_the_formulas_gap_to_the_measurement_is_the_measured_cost_outside_the_model_passes():
+    """Prompt lookup: c = 0 in the formula, yet every round searches, samples and keeps books."""
+    result = _comparison(draft_pass_ms=None, rounds_ms=(30.0,) * 3, outside_ms=(12.0,) * 3)
+    assert result.overhead_passes_per_round() == pytest.approx(1.2)  # 12 ms over a 10 ms target pass
+    expected = spec.expected_tokens_per_pass(0.8, 4) * 11.0 / 30.0  # plain's step (pass + draw) over a round
+    assert result.predicted_with_overheads() == pytest.approx(expected)
+    sentence = spec_text.overhead_sentence(result)
+    assert sentence is not None and "1.20 target passes on the lookup's search" in sentence
+    assert f"{expected:.2f}×" in sentence
+    assert any(sentence == p for p in spec_text.run_verdict(result))
+
+
+def test_no_gap_sentence_when_the_prediction_does_not_beat_the_measurement():
+    result = _comparison(rounds_ms=(5.0,) * 3)  # the measured run faster than the formula: nothing to explain
+    fast = Comparison(spec.RunSummary(4, 10, 16, 10, 8, 1.0, 1.0, 1.0, 2.0, 10.0), result.plain, 4, (), (5.0,), (1.0,))
+    assert spec_text.overhead_sentence(fast) is None
+
+
+def test_the_sweep_captions_name_the_drafter():
+    label = spec_text.drafter_label("storyteller-draft-1m")
+    assert "draft model storyteller-draft-1m" in spec_text.sweep_speed_caption(48, label)
+    assert "prompt lookup" in spec_text.sweep_tokens_caption(spec_text.drafter_label(None))
+
+
+def test_a_line_drawn_under_another_says_so_in_its_legend_and_distinct_lines_do_not():
+    fig = go.Figure()
+    for name, y in (("a", [1.0, 2.0, 3.0]), ("b", [1.0, 2.0, 3.001]), ("c", [1.0, 2.5, 3.0])):
+        fig.add_scatter(x=[1, 2, 3], y=y, mode="lines", name=name)
+    spec_fig.mark_coinciding(fig)
+    assert [t.name for t in fig.data] == ["a", "b (coincides with a)", "c"]
+
+
+def test_the_theory_chart_marks_its_verify_curve_when_the_measured_verify_is_one_pass():
+    fig = spec_fig.theory_figure(4, 0.2, 1.0, 0.8, 1.4)
+    names = [t.name for t in fig.data]
+    assert sum("coincides" in n for n in names) == 1
+    assert fig.layout.xaxis.title.text == "α = accepted ÷ checked"
