@@ -14,15 +14,16 @@ from inference.core.calculator import kv_table, load_public_models, model_entry_
 from inference.core.kv_cache import KVShape
 from inference.core.measuring import run_greedy
 from inference.core.prompting import prepare_prompt
+from inference.lessons.kv_cache import text as kv_text
 from inference.lessons.kv_cache.experiments import cache_growth, compare_cache, layer_breakdown
 from inference.lessons.kv_cache.figures import (
-    SMOOTHING_STEPS,
     cache_growth_figure,
     cumulative_time_figure,
     layer_bytes_figure,
     memory_figure,
     step_time_figure,
 )
+from inference.lessons.kv_cache.repetition import repeated_phrase
 
 GROWTH_KEY = "kv_growth_run"
 MAX_NEW_TOKENS = 300
@@ -40,6 +41,8 @@ CALCULATOR_DEFAULT_MODELS = [
     "Mixtral-8x7B",
     "DeepSeek-V3",
 ]
+SHAPE_COLUMNS = ["attention", "attention_heads", "kv_heads", "sliding_layers"]
+MEMORY_COLUMNS = ["kv_gb", "kv_gb_without_gqa", "gqa_saving", "weight_gb", "kv_per_token_mb"]
 CONTEXTS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 
 limits = models.limits()
@@ -47,11 +50,7 @@ loaded = current_model(needs_weights="it reads the KV cache tensors the model fi
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
 st.title("🗄️ The KV cache")
-st.markdown(
-    "In every layer, attention turns each token into a **key** and a **value** vector (per KV head). "
-    "They never change once computed, so the model keeps them: the **KV cache**. Each decode step then "
-    "computes keys and values for the one new token only and reads the rest from the cache."
-)
+st.markdown(kv_text.INTRO)
 
 left, right = st.columns([3, 1])
 left.text_area("Prompt", DEFAULT_PROMPT, key="kv_prompt", persist_state="session", height=80, max_chars=20_000)
@@ -78,10 +77,7 @@ def step_by_step() -> None:
     trace = st.session_state[GROWTH_KEY][1]
     growth, layers = cache_growth(trace), layer_breakdown(trace)
 
-    st.markdown(
-        f"Bytes per token = 2 (K and V) × {shape.layers} layers × {shape.kv_heads} KV heads × {shape.head_dim} "
-        f"dims × {shape.bytes_per_element} bytes ({info.dtype}) = **{shape.bytes_per_token():,} bytes**."
-    )
+    st.markdown(kv_text.bytes_per_token(shape, info.dtype))
     last = growth.iloc[-1]
     m = st.columns(2) + st.columns(2)  # two rows of two: the byte counts stay whole on a narrow screen
     m[0].metric(
@@ -96,18 +92,10 @@ def step_by_step() -> None:
     chart_left, chart_right = layout.side_by_side(2)
     with chart_left:
         st.plotly_chart(cache_growth_figure(growth, layout.presenter()), width="stretch", key="kv_growth")
-        caption(
-            "measured",
-            "Dots: bytes of the real key and value tensors after each step. Line: the formula "
-            "for that many tokens. Step 0 caches the whole prompt at once.",
-        )
+        caption("measured", kv_text.CAPTIONS["growth"])
     with chart_right:
         st.plotly_chart(layer_bytes_figure(layers, layout.presenter()), width="stretch", key="kv_layers")
-        caption(
-            "measured",
-            f"Bytes per layer after the last step ({last.cache_tokens} tokens), read from each "
-            "layer's tensors; the red mark is the formula for one layer.",
-        )
+        caption("measured", kv_text.layers_caption(last.cache_tokens))
 
     with st.expander("Every step as a table"):
         table = growth.rename(
@@ -127,22 +115,18 @@ def step_by_step() -> None:
             key="kv_growth_table",
             column_config={"measured bytes": bytes_column, "formula bytes": bytes_column},
         )
-        caption("measured", "Measured = element count × element size of every key and value tensor in the cache.")
+        caption("measured", kv_text.CAPTIONS["table"])
 
 
 def with_and_without() -> None:
     st.subheader("2. With and without the cache")
-    st.markdown(
-        f"The same {new_tokens} tokens, chosen greedily, decoded twice side by side: **with the cache** (one token per "
-        "pass) and **without** it (every pass recomputes keys and values for the whole sequence)."
-    )
+    st.markdown(kv_text.with_and_without_intro(new_tokens))
     comparison = measure_on_click(
         "Compare with and without the cache",
         "kv_compare",
         ("kv_compare", info.name, tuple(prepared.ids), new_tokens),
         lambda progress: compare_cache(model, prepared.ids, new_tokens, progress=progress),
-        f"Press the button to run it: it decodes the {new_tokens} tokens twice, and the time without the cache grows "
-        "with the square of the length (that is the point).",
+        kv_text.compare_not_yet(new_tokens),
     )
     if comparison is not None:
         steps = comparison.steps
@@ -153,42 +137,26 @@ def with_and_without() -> None:
         m[3].metric("Same tokens?", "yes ✓" if comparison.identical else "no ✗")
         growth_run = st.session_state.get(GROWTH_KEY)
         engine_steps = [r.forward_ms for r in growth_run[1].records if r.phase == "decode"] if growth_run else []
-        engine_note = (
-            f"; the engine's own lean step (section 1's run, as on Generate) took a median "
-            f"{median(engine_steps):.2f} ms per decode step"
-            if engine_steps
-            else ""
-        )
         chart_left, chart_right = layout.side_by_side(2)
         with chart_left:
             st.plotly_chart(step_time_figure(steps, layout.presenter()), width="stretch", key="kv_step_time")
-            caption(
-                "measured",
-                f"Forward-pass time of each step (thin) and the running median of "
-                f"{SMOOTHING_STEPS} steps (thick); rare spikes from other programs may run off the top. "
-                "With the cache each pass reads one new token; without it, the whole sequence so far. "
-                "Step 0 (the prompt) costs the same either way. Both run transformers' own forward, so "
-                "only the cache differs" + engine_note + ".",
-            )
+            caption("measured", kv_text.step_time_caption(median(engine_steps) if engine_steps else None))
         with chart_right:
             st.plotly_chart(
                 cumulative_time_figure(steps, comparison.speedup, layout.presenter()),
                 width="stretch",
                 key="kv_cumulative",
             )
-            caption(
-                "measured",
-                "Running total of the same passes: with the cache it grows in a straight line, "
-                "without it each step costs more than the last, so the total bends upward (quadratic).",
-            )
+            caption("measured", kv_text.CAPTIONS["cumulative"])
         if len(steps) >= TREND_STEPS:
             first_steps, last_steps = steps.iloc[1:11], steps.iloc[-10:]  # step 0 is the prompt, the same both ways
             st.markdown(
-                f"📏 **In this run**, a step with the cache took a median of {steps.with_cache_ms.iloc[1:].median():.1f} ms. "
-                f"Without it, a step took {first_steps.without_cache_ms.median():.1f} ms near the start and "
-                f"{last_steps.without_cache_ms.median():.1f} ms near the end ({int(last_steps.context_tokens.median())} "
-                "tokens recomputed every pass), and it keeps growing with the length. So the saving is small for a "
-                "short reply from this tiny model, whose every pass has a fixed cost, and large for long ones."
+                kv_text.trend(
+                    steps.with_cache_ms.iloc[1:].median(),
+                    first_steps.without_cache_ms.median(),
+                    last_steps.without_cache_ms.median(),
+                    int(last_steps.context_tokens.median()),
+                )
             )
         text = tokenizer.decode(comparison.tokens_with_cache, skip_special_tokens=False)
         if comparison.identical:
@@ -199,12 +167,24 @@ def with_and_without() -> None:
                 for i, (a, b) in enumerate(zip(comparison.tokens_with_cache, comparison.tokens_without_cache))
                 if a != b
             )
-            st.error(
-                f"The tokens differ from step {first}: rounding differences between the two ways of computing "
-                "made a near-tie go the other way."
-            )
+            st.error(kv_text.tokens_differ(first))
         st.caption("The continuation (with the cache):")
         st.code(text, language=None, wrap_lines=True)
+        loop_link(comparison.tokens_with_cache)
+
+
+def loop_link(generated_ids: list[int]) -> None:
+    """If the greedy text loops, say so in one line and link to the repetition penalty."""
+    phrase = repeated_phrase(generated_ids)
+    if phrase is None:
+        return
+    st.markdown(kv_text.loop_note(phrase, tokenizer.decode(list(phrase.ids)), len(generated_ids)))
+    st.page_link(
+        "app_pages/generate.py",
+        label="Generate: the same prompt, greedy, with the Repetition penalty slider at 1.2",
+        icon="✍️",
+        query_params={"prompt": st.session_state.kv_prompt[:1000], "t": "0", "rep": "1.2", "max": str(new_tokens)},
+    )
 
 
 def _size(gb: float) -> str:
@@ -213,12 +193,7 @@ def _size(gb: float) -> str:
 
 def calculator() -> None:
     st.subheader("3. How big does it get for real models?")
-    st.markdown(
-        "KV cache = 2 × layers × KV heads × head dim × **tokens × batch** × bytes per number (a layer with a sliding "
-        "window keeps at most its window of tokens; an MLA model caches one compressed latent instead). It grows with every "
-        f"token of every sequence being served, and can outgrow the weights. At 512 tokens in {info.dtype}, the formula gives "
-        f"this app's model {shape.formula_bytes(512):,} bytes: the same formula the real tensors matched above."
-    )
+    st.markdown(f"{kv_text.CALCULATOR_INTRO} {kv_text.at_this_model(info.dtype, shape.formula_bytes(512))}")
     public = load_public_models()
     this_model = model_entry_from_hf_config(model.config, f"{info.name} (this app)", info.parameters)
     by_name = {entry["name"]: entry for entry in [this_model, *public]}
@@ -250,13 +225,7 @@ def calculator() -> None:
         return
     memory = kv_table([by_name[name] for name in chosen], context, int(batch), precision)
     st.plotly_chart(memory_figure(memory, layout.presenter()), width="stretch", key="kv_memory")
-    caption(
-        "published",
-        f"From each model's published config (sources and notes below) with the formula above, at "
-        f"{context:,} tokens × batch {batch} in {precision}: sliding-window layers count min(tokens, window). "
-        "Weights: parameters × bytes; MoE models count every expert. For an MLA model the light bar is the "
-        "uncompressed per-head cache it would need without its latent.",
-    )
+    caption("published", kv_text.calculator_caption(context, int(batch), precision))
     too_long = memory[memory.exceeds_context]["model"].tolist()
     if too_long:
         st.caption(f"⚠️ {context:,} tokens is beyond the context of: {', '.join(too_long)} (computed anyway).")
@@ -265,46 +234,45 @@ def calculator() -> None:
     if len(grouped):
         biggest = grouped.loc[grouped.kv_gb_without_gqa.idxmax()]
         st.markdown(
-            f"**What grouped-query attention saves:** in {escape(biggest.model)}, {biggest.attention_heads} query "
-            f"heads share {biggest.kv_heads} KV heads, so at this length and batch its cache is "
-            f"**{_size(biggest.kv_gb)} instead of {_size(biggest.kv_gb_without_gqa)}** ({biggest.gqa_saving:.0f}× less). "
-            "The light bars show each model's cache with one K/V head per query head; the table gives the factor."
+            kv_text.gqa_saving(
+                escape(biggest.model),
+                biggest.attention_heads,
+                biggest.kv_heads,
+                _size(biggest.kv_gb),
+                _size(biggest.kv_gb_without_gqa),
+                biggest.gqa_saving,
+            )
         )
-    st.dataframe(
-        memory.drop(columns=["exceeds_context", "notes"]),
-        hide_index=True,
-        width="stretch",
-        key="kv_calc_table",
-        column_config={
-            "model": st.column_config.TextColumn("model", width="medium", pinned=True),
-            "attention": st.column_config.TextColumn("type", width="small"),
-            "attention_heads": st.column_config.NumberColumn("heads", width="small", help="Query heads"),
-            "kv_heads": st.column_config.NumberColumn("KV heads", width="small"),
-            "sliding_layers": st.column_config.NumberColumn(
-                "window layers", width="small", help="Layers that keep at most their sliding window of tokens"
-            ),
-            "kv_gb": st.column_config.NumberColumn("KV GB", format="%.3g", width="small"),
-            "kv_gb_without_gqa": st.column_config.NumberColumn(
-                "MHA KV GB",
-                format="%.3g",
-                width="small",
-                help="KV cache if every query head had its own K/V head "
-                "(plain multi-head attention; for MLA, the uncompressed "
-                "per-head keys and values)",
-            ),
-            "gqa_saving": st.column_config.NumberColumn("saving", format="%.1f×", width="small"),
-            "weight_gb": st.column_config.NumberColumn("weights GB", format="%.3g", width="small"),
-            "kv_per_token_mb": st.column_config.NumberColumn(
-                "MB/token", format="%.3g", width="small", help="KV cache added by one more token of one sequence"
-            ),
-        },
-    )
-    caption(
-        "published",
-        "GB = 10⁹ bytes. Window layers keep at most their window (Mistral-7B-v0.1: all 32; "
-        "Gemma-2: every other layer); MLA models (DeepSeek-V3) cache a compressed latent instead of per-head "
-        "keys and values, and their MHA column is the uncompressed cache. Each model's notes are below.",
-    )
+    # Two narrow tables, not one wide one: eleven columns were cut at the right edge at 800 px.
+    small = st.column_config.NumberColumn
+    for key, columns in (("kv_calc_shapes", SHAPE_COLUMNS), ("kv_calc_table", MEMORY_COLUMNS)):
+        st.dataframe(
+            memory[["model", *columns]],
+            hide_index=True,
+            width="stretch",
+            key=key,
+            column_config={
+                "model": st.column_config.TextColumn("model", width="medium", pinned=True),
+                "attention": st.column_config.TextColumn("type", width="small"),
+                "attention_heads": small("heads", width="small", help="Query heads"),
+                "kv_heads": small("KV heads", width="small"),
+                "sliding_layers": small("window layers", help="Layers that keep at most their sliding window"),
+                "kv_gb": small("KV GB", format="%.3g", width="small"),
+                "kv_gb_without_gqa": small(
+                    "MHA KV GB",
+                    format="%.3g",
+                    width="small",
+                    help="KV cache if every query head had its own K/V head (plain multi-head attention; for MLA, "
+                    "the uncompressed per-head keys and values)",
+                ),
+                "gqa_saving": small("saving", format="%.1f×", width="small"),
+                "weight_gb": small("weights GB", format="%.3g", width="small"),
+                "kv_per_token_mb": small(
+                    "MB/token", format="%.3g", width="small", help="KV cache added by one more token of one sequence"
+                ),
+            },
+        )
+    caption("published", kv_text.CAPTIONS["public_table"])
     with st.expander("Sources and notes", expanded=True):
         for entry in public:
             if entry["name"] in chosen:

@@ -10,6 +10,7 @@ from inference.core.calculator import model_entry_from_hf_config
 from inference.core.measuring import run_greedy
 from inference.core.model_config import from_public_entry, kv_cache_bytes
 from inference.lessons.kv_cache.experiments import cache_growth, compare_cache, layer_breakdown
+from inference.lessons.kv_cache.repetition import repeated_phrase
 from tests.conftest import APP_FILE
 
 pytestmark = pytest.mark.page
@@ -102,3 +103,29 @@ def test_kv_cache_page_runs_and_compares_with_and_without_the_cache():
     assert any(m.label == "Same tokens?" and m.value == "yes ✓" for m in at.metric)
     assert any(s.value.startswith("Both ways chose exactly the same tokens") for s in at.success)
     assert any("**In this run**" in m.value for m in at.markdown)
+
+
+def test_a_looping_greedy_text_is_named_with_how_often_it_repeats():
+    """The phrase that covers most of the text, said at least three times without overlapping; ordinary text and
+    a phrase said twice are no loop."""
+    loop = [7, 8, 9, 10, 11, 12]
+    ids = [1, 2, 3] + loop + [4] + loop + [5, 6] + loop + loop
+    phrase = repeated_phrase(ids)
+    assert phrase is not None and phrase.ids == tuple(loop) and phrase.times == 4
+    assert repeated_phrase(list(range(50))) is None
+    assert repeated_phrase([1, 2] + loop + [3] + loop) is None  # twice: a refrain, not a loop
+    assert repeated_phrase([5] * 18).times == 3  # 18 equal tokens: three non-overlapping copies of six
+
+
+def test_the_page_says_when_the_greedy_text_loops_and_links_to_the_repetition_penalty():
+    """The default prompt's 200 greedy tokens loop: the page names the phrase and how often, and links to
+    Generate's repetition penalty."""
+    at = AppTest.from_file(APP_FILE, default_timeout=300)
+    at.run()
+    at.switch_page("app_pages/kv-cache.py").run()
+    at.button(key="kv_compare").click().run()
+    assert not at.exception
+    notes = [m.value for m in at.markdown if "The greedy text loops" in m.value]
+    assert len(notes) == 1 and " times in these 200 tokens" in notes[0]
+    links = [el for el in at.get("page_link") if "Repetition penalty" in el.proto.label]
+    assert len(links) == 1

@@ -114,11 +114,12 @@ def final_distributions(parting, tokenizer, presenter: bool = False) -> go.Figur
 def shared_u_cdfs(parting, tokenizer, presenter: bool = False) -> go.Figure:
     """Each run's cumulative curve (its own display order) with the one u both runs drew: the
     token under the line where it crosses u is the one chosen."""
+    # One above the other, each the chart's full width: side by side, up to 20 rank labels a panel overlapped at
+    # 800 px and in presenter mode. Labels stand upright (one text line wide each).
     fig = make_subplots(
-        rows=1,
-        cols=2,
-        shared_yaxes=True,
-        horizontal_spacing=0.06,
+        rows=2,
+        cols=1,
+        vertical_spacing=0.3,
         subplot_titles=[f"A chose {label(parting.token_a)}", f"B chose {label(parting.token_b)}"],
     )
     for col, (view, colour) in enumerate(((parting.view_a, A_COLOUR), (parting.view_b, B_COLOUR)), start=1):
@@ -134,11 +135,11 @@ def shared_u_cdfs(parting, tokenizer, presenter: bool = False) -> go.Figure:
             mode="lines+markers",
             line=dict(color=colour, width=3, shape="hv"),
             showlegend=False,
-            row=1,
-            col=col,
+            row=col,
+            col=1,
             hovertemplate="%{x}<br>cumulative %{y:.3f}<extra></extra>",
         )
-        fig.add_hline(y=parting.u, line=dict(color=PALETTE["red"], dash="dash", width=2), row=1, col=col)
+        fig.add_hline(y=parting.u, line=dict(color=PALETTE["red"], dash="dash", width=2), row=col, col=1)
         if view.chosen_rank < n:
             fig.add_scatter(
                 x=[names[view.chosen_rank]],
@@ -146,24 +147,24 @@ def shared_u_cdfs(parting, tokenizer, presenter: bool = False) -> go.Figure:
                 mode="markers",
                 showlegend=False,
                 marker=dict(color=CHOSEN_COLOUR, size=15, symbol="diamond"),
-                row=1,
-                col=col,
+                row=col,
+                col=1,
                 hovertemplate=f"u = {parting.u:.3f} lands here<extra></extra>",
             )
-        fig.update_xaxes(tickangle=-45, row=1, col=col)
-    fig.update_yaxes(range=[0, 1.03], title="cumulative probability", row=1, col=1)
-    fig.add_annotation(
-        text=f"shared u = {parting.u:.3f}",
-        xref="paper",
-        yref="y",
-        x=1.0,
-        y=parting.u,
-        showarrow=False,
-        yshift=10,
-        xanchor="right",
-        font=dict(color=PALETTE["red"]),
-    )
-    return base_layout(fig, "The same u on both cumulative curves", presenter, height=470)
+        fig.update_xaxes(tickangle=-90, row=col, col=1)
+        fig.update_yaxes(range=[0, 1.03], title="cumulative", row=col, col=1)
+        fig.add_annotation(
+            text=f"shared u = {parting.u:.3f}",
+            xref="x domain" if col == 1 else "x2 domain",
+            yref="y" if col == 1 else "y2",
+            x=1.0,
+            y=parting.u,
+            showarrow=False,
+            yshift=-14,
+            xanchor="right",
+            font=dict(color=PALETTE["red"]),
+        )
+    return base_layout(fig, "The same u on both cumulative curves", presenter, height=900 if presenter else 760)
 
 
 def order_lesson_figure(lesson, tokenizer, presenter: bool = False) -> go.Figure:
@@ -246,7 +247,6 @@ def distributions_figure(stats_a, stats_b, metric: str, title: str, presenter: b
     fig.add_histogram(x=stats_a[metric], name="A", marker_color=A_COLOUR, opacity=0.65, nbinsx=20)
     fig.add_histogram(x=stats_b[metric], name="B", marker_color=B_COLOUR, opacity=0.65, nbinsx=20)
     fig.update_layout(barmode="overlay")
-    fig.update_xaxes(title=label(title))
-    fig.update_yaxes(title="runs")
-    fig = base_layout(fig, label(title), presenter, height=300)
-    return legend_below(fig)
+    fig.update_yaxes(title="runs")  # no x title: the chart's title names the statistic (it sat on the legend)
+    fig = base_layout(fig, label(title), presenter, height=340 if presenter else 300)
+    return legend_below(fig, y=-0.2 if presenter else -0.15)
