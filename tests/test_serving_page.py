@@ -44,7 +44,8 @@ def test_without_an_engine_the_page_says_how_to_get_one(monkeypatch):
 )
 def test_replay_on_the_bundled_model_draws_every_request_and_the_comparison():
     """Traffic shown before running; after the click: the 1-vs-N comparison, a Gantt row per request for each
-    server, the engine's state, and a cost per million tokens for each."""
+    server, the engine's state, the verdict quoting the chart's asked rate; the capacity button then prices a
+    million tokens for each slot count."""
     at = open_serving_page(serving_requests=4, serving_rate=16.0, serving_slots=2)
     traffic = charts(at)[0]
     assert traffic["data"][0]["name"] == "prompt tokens"
@@ -56,9 +57,15 @@ def test_replay_on_the_bundled_model_draws_every_request_and_the_comparison():
     by_title = {c["layout"].get("title", {}).get("text"): c for c in charts(at)}
     gantt = by_title["Each request, 2 slots (batched)"]
     assert len(gantt["data"][2]["y"]) == 4  # four decode bars, one per request
-    assert [m.label for m in at.metric if "slot" in m.label] == [
+    verdict = next(m.value for m in at.markdown if m.value.startswith("With 2 slots"))
+    assert "last-level cache" in verdict or "from memory" in verdict  # the why, for this model on this machine
+    asked = traffic["layout"]["title"]["text"].split("asking for ")[1].split(" reply tokens/s")[0]
+    assert f"asks for {asked} tokens/s" in verdict  # one definition of what the trace asked, in both places
+    assert not [m for m in at.metric if "per million tokens" in m.label]  # priced at capacity, not from the replay
+    at.button(key="serving_capacity").click().run()
+    assert not at.exception
+    assert [m.label for m in at.metric if "per million tokens" in m.label] == [
         "1 slot: per million tokens",
         "2 slots: per million tokens",
     ]
-    verdict = next(m.value for m in at.markdown if m.value.startswith("With 2 slots"))
-    assert "last-level cache" in verdict or "from memory" in verdict  # the why, for this model on this machine
+    assert any("Priced at capacity" in c.value for c in at.caption)

@@ -52,12 +52,19 @@ def wait_sentence(answer: AnswerCost, context: int, crossing: Crossover | None) 
 def context_sentence(short_tokens: int, short_ms: float, long_tokens: int, long_ms: float) -> str:
     """Decode step time at the shortest and longest context measured, and what the growth says."""
     growth = long_ms / short_ms
-    verdict = (
-        "On this model the weights and the fixed cost of a pass still outweigh the cache at these lengths; on long "
-        "contexts and large batches the cache is what every step reads most of."
-        if growth < 1.25
-        else "The cache already shows: the longer the conversation, the dearer every further token."
-    )
+    if growth < 1:
+        verdict = (
+            "A longer cache cannot make a step cheaper: the difference is the shared machine's noise, and on this "
+            "model the weights and the fixed cost of a pass outweigh the cache at these lengths; on long contexts "
+            "and large batches the cache is what every step reads most of."
+        )
+    elif growth < 1.25:
+        verdict = (
+            "On this model the weights and the fixed cost of a pass still outweigh the cache at these lengths; on "
+            "long contexts and large batches the cache is what every step reads most of."
+        )
+    else:
+        verdict = "The cache already shows: the longer the conversation, the dearer every further token."
     return (
         f"A decode step took **{short_ms:.2f} ms** with {short_tokens:,} tokens before it and **{long_ms:.2f} ms** "
         f"with {long_tokens:,} ({growth:.2f}×). {verdict}"

@@ -229,7 +229,7 @@ def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False)
         x,
         table["streamed_tokens_per_s"],
         "streamed in the same window",
-        MEASURED_COLOUR,
+        PALETTE["ink"],
         "lines+markers",
         width=3,
         row=1,
@@ -290,21 +290,29 @@ def roofline_figure(
         yanchor="bottom",
         text=f"ridge: {roof.ridge_intensity:.1f} FLOP/byte",
     )
+    # Each pass is a marker with its batch size (decode) or "P" (prefill) written inside, named once in the
+    # legend: text beside the markers overlapped wherever two passes sat close (decode at batch 8 and prefill, on a
+    # machine with a low ridge, or on any narrow screen).
+    named = set()
     for point in points:
-        colour = PREFILL_COLOUR if point.name.startswith("prefill") else DECODE_COLOUR
+        prefill = point.name.startswith("prefill")
+        colour = PREFILL_COLOUR if prefill else DECODE_COLOUR
+        kind = point.name if prefill else "decode, batch B (B in the marker)"
         fig.add_scatter(
             x=[point.intensity],
             y=[roof.attainable_flops(point.intensity) / 1e9],
             mode="markers+text",
-            name=point.name,
-            text=[point.name],
-            # below the roof, away from the ridge label and the plot's left and right edges
-            textposition="bottom left" if point.name.startswith("prefill") else "bottom right",
-            showlegend=False,
-            marker=dict(color=colour, size=12, line=dict(color="white", width=1)),
+            name=kind,
+            legendgroup=kind,
+            showlegend=kind not in named,
+            text=["P" if prefill else str(point.tokens)],
+            textposition="middle center",
+            textfont=dict(color="white"),
+            marker=dict(color=colour, size=30 if presenter else 22, line=dict(color="white", width=1)),
             hovertemplate=f"{point.name}: %{{x:.2f}} FLOP/byte, roof %{{y:.1f}} GFLOP/s "
             f"({roof.bound(point)}-bound)<extra></extra>",
         )
+        named.add(kind)
         if measured_flops and point.name in measured_flops:
             fig.add_scatter(
                 x=[point.intensity],
