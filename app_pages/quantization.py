@@ -305,7 +305,6 @@ calc_result.metric(
         (holds.usable_bytes - needed) / GB if holds else None,
         largest_needed,
         cards[-1].label,
-        reserve_gb,
     ),
     delta_color="normal" if holds else "inverse",
     delta_arrow="off",

@@ -103,7 +103,7 @@ def test_first_departure_is_the_first_differing_step_or_none():
 def test_speed_findings_call_a_slower_precision_slower_and_say_why(comparison):
     """A precision well under float32's speed is reported as slower, with the int8 reason."""
     reference = comparison.results["float32"]
-    slow_int8 = dataclasses.replace(comparison.results["int8"], decode_tokens_per_s=reference.decode_tokens_per_s * 0.5)
+    slow_int8 = _scaled(comparison.results["int8"], reference, 0.5)
     slowed = dataclasses.replace(comparison, results={**comparison.results, "int8": slow_int8})
     int8_lines = [line for line in quant_text.speed_findings(slowed) if line.startswith("**int8**")]
     assert len(int8_lines) == 1 and "slower" in int8_lines[0] and "no fused kernel" in int8_lines[0]
@@ -173,7 +173,7 @@ def test_a_faster_precision_is_explained_by_bytes_from_memory_only_when_float32_
 ):
     """Issue #23 item 7: "moves fewer bytes" right after "the weights sit in cache" contradicted itself."""
     reference = comparison.results["float32"]
-    fast = dataclasses.replace(comparison.results["bfloat16"], decode_tokens_per_s=reference.decode_tokens_per_s * 2)
+    fast = _scaled(comparison.results["bfloat16"], reference, 2.0)
     faster = dataclasses.replace(comparison, results={**comparison.results, "bfloat16": fast})
     cache = reference.weight_bytes * (2 if fits_in_cache else 0.25)
     lines = quant_text.speed_findings(faster, cache_bytes=int(cache))
@@ -202,6 +202,15 @@ def test_the_gguf_speed_gap_is_explained_from_the_measured_times():
 def test_the_comparison_counts_the_decode_arithmetic_and_the_modules_torch_dispatches(bundled, comparison):
     assert comparison.decode_flops > 2 * bundled.info.parameters * 0.5
     assert comparison.leaf_modules == qc.leaf_modules(bundled.model) > bundled.info.layers * 5
+
+
+def _scaled(result, reference, factor: float):
+    """`result` timed at `factor` x float32's speed in every round (the page's ratio is the rounds' median)."""
+    return dataclasses.replace(
+        result,
+        decode_tokens_per_s=reference.decode_tokens_per_s * factor,
+        round_rates=tuple(rate * factor for rate in reference.round_rates),
+    )
 
 
 def _result(precision: str, rates: tuple[float, ...]) -> qc.PrecisionResult:

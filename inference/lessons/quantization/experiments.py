@@ -129,12 +129,14 @@ def quantize_all(model: nn.Module, precisions=PRECISIONS) -> dict[str, Quantized
 
 
 def decode_tokens_per_s(records) -> float:
-    """Decode steps per second of forward-pass time. The prefill step is left out: it reads
-    the whole prompt at once, a different kind of work (see the Prefill vs decode page)."""
+    """Decode tokens per second from the median decode step's forward-pass time. The median, not the sum: a
+    burst of other work on this shared machine stretches a few steps, and a sum would carry them into the
+    figure. The prefill step is left out: it reads the whole prompt at once, a different kind of work (see the
+    Prefill vs decode page)."""
     decode_ms = [r.forward_ms for r in records if r.phase == "decode"]
     if not decode_ms:
         return math.nan
-    return len(decode_ms) / (sum(decode_ms) / 1000)
+    return 1000 / statistics.median(decode_ms)
 
 
 def round_order(precisions: list[str], round_index: int) -> list[str]:
@@ -162,6 +164,13 @@ def median_rate(rates) -> float:
     """The median of the rounds' rates that are numbers; nan when none is."""
     numbers = [r for r in rates if not math.isnan(r)]
     return statistics.median(numbers) if numbers else math.nan
+
+
+def speed_ratio(result: PrecisionResult, reference: PrecisionResult) -> float:
+    """The page's speed ratio to float32: the median of the same-round ratios (one definition for the table, the
+    chart and the sentences)."""
+    ratios = round_ratios(result, reference)
+    return statistics.median(ratios) if ratios else result.decode_tokens_per_s / reference.decode_tokens_per_s
 
 
 def round_ratios(result: PrecisionResult, reference: PrecisionResult) -> list[float]:
@@ -289,7 +298,7 @@ def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
                 "linear_bytes": result.bytes_by_kind["linear"],
                 "quantize_s": result.quantize_seconds,
                 "decode_tokens_per_s": result.decode_tokens_per_s,
-                "speed_vs_float32": statistics.median(ratios),
+                "speed_vs_float32": speed_ratio(result, reference),
                 "speed_low": min(ratios),
                 "speed_high": max(ratios),
                 "rate_low": min(result.round_rates, default=result.decode_tokens_per_s),

@@ -89,12 +89,19 @@ def speed_bars(summary: pd.DataFrame, presenter: bool = False) -> go.Figure:
             color=PALETTE["ink"],
             thickness=1.5,
         ),
+        hovertemplate="%{y}: %{x:,.1f} tokens/s (median round)<extra></extra>",
+    )
+    fig.add_scatter(  # the labels right of the whiskers, so a whisker never crosses its number
+        y=rows["precision"],
+        x=rows["rate_high"],
+        mode="text",
+        showlegend=False,
+        hoverinfo="skip",
+        textposition="middle right",
         text=[
-            f"{rate:,.0f} ({ratio:.2f}×)" for rate, ratio in zip(rows["decode_tokens_per_s"], rows["speed_vs_float32"])
+            f"  {rate:,.0f} ({ratio:.2f}×)"
+            for rate, ratio in zip(rows["decode_tokens_per_s"], rows["speed_vs_float32"])
         ],
-        textposition="outside",
-        cliponaxis=False,
-        hovertemplate="%{y}: %{x:,.1f} tokens/s<extra></extra>",
     )
     fig.update_xaxes(title="decode tokens/s", range=[0, rows["rate_high"].max() * 1.9])
     return base_layout(fig, "Decode speed on this CPU", presenter, height=380)
@@ -143,7 +150,7 @@ def kl_over_steps(comparison, presenter: bool = False) -> go.Figure:
         range=[decades[0], max(decades[1], decades[0] + 1)],
     )
     fig.update_xaxes(title="step (position in float32's greedy text)")
-    return base_layout(fig, "How far each precision's next-token distribution is from float32's", presenter, height=400)
+    return base_layout(fig, "Drift from float32's next-token distribution", presenter, height=400)
 
 
 def step_distributions(comparison, step: int, presenter: bool = False) -> go.Figure:

@@ -8,7 +8,7 @@ import math
 
 from inference.core import machine
 from inference.core.machine import describe_bytes
-from inference.lessons.quantization.experiments import REFERENCE, PrecisionComparison, PrecisionResult
+from inference.lessons.quantization.experiments import REFERENCE, PrecisionComparison, PrecisionResult, speed_ratio
 
 SAME_SPEED_BAND = 0.10  # timing on a shared CPU wobbles about this much between runs
 
@@ -181,7 +181,7 @@ def speed_findings(comparison: PrecisionComparison, cache_bytes: int | None = No
     for precision, result in results.items():
         if precision == REFERENCE:
             continue
-        ratio = result.decode_tokens_per_s / reference.decode_tokens_per_s
+        ratio = speed_ratio(result, reference)
         if math.isnan(ratio):
             continue
         measured = (
@@ -251,8 +251,8 @@ def intro(model_name: str) -> str:
 
 def cost_caption(new_tokens: int, rounds: int) -> str:
     return (
-        "Bytes read from the model tensors; decode speed = decode steps ÷ their forward-pass time, "
-        f"greedy, {new_tokens} new tokens, the median of {rounds} rounds after a warm-up. The precisions take "
+        "Bytes read from the model tensors; decode speed = 1 ÷ the median decode step's forward-pass time "
+        f"(greedy, {new_tokens} new tokens), the median of {rounds} rounds after a warm-up. The precisions take "
         "turns within each round (the order rotates every round), and the speed ratio is the median of the "
         "rounds' own ratios, each precision against float32 in the same round; the range is the smallest and "
         "largest of those ratios: how much one timing can move on this shared machine."
@@ -352,14 +352,13 @@ def fit_caption(labels: list[str], overhead_fraction: float, group_size: int, re
     )
 
 
-def fits(
-    card_label: str | None, left_gb: float | None, cards_needed: int, largest_label: str, reserve_gb: float
-) -> str:
-    """The calculator's answer: the smallest card that holds the weights beside the runtime reserve and what is
-    left for the KV cache, or how many of the largest card they need (`card_label` None)."""
+def fits(card_label: str | None, left_gb: float | None, cards_needed: int, largest_label: str) -> str:
+    """The calculator's answer: the smallest card that holds the weights beside the runtime reserve (named in the
+    rule above the calculator) and what is left for the KV cache, or how many of the largest card they need
+    (`card_label` None). Short: a metric's delta is cut at about 40 characters."""
     if card_label is not None:
-        return f"fits one {card_label}: {left_gb:,.1f} GB left for the KV cache after the {reserve_gb:g} GB reserve"
-    return f"needs {cards_needed} × {largest_label} (each keeping its {reserve_gb:g} GB reserve)"
+        return f"one {card_label}, {left_gb:,.1f} GB left for KV cache"
+    return f"needs {cards_needed} × {largest_label}"
 
 
 SPEED_CAPTION = (
