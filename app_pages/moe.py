@@ -16,7 +16,7 @@ from inference.core.loader import encode_prompt
 from inference.core.paths import BUNDLED_MODEL_DIR
 from inference.core.run import SEED_MAX, new_trace
 from inference.core.tokens import markdown_token_text, token_text
-from inference.lessons.moe import stored
+from inference.lessons.moe import stored, timing
 from inference.lessons.moe import text as moe_text
 from inference.lessons.moe.figures import (
     balance_over_training,
@@ -30,13 +30,12 @@ from inference.lessons.moe.figures import (
     routing_heatmap,
     sparsity_figure,
 )
-from inference.lessons.moe.scale import BATCH_PROMPT_TOKENS, REPEATS, MoEDesign, public_moe_table
+from inference.lessons.moe.scale import BATCH_PROMPT_TOKENS, PUBLIC_COLUMNS, REPEATS, MoEDesign, public_moe_table
 from inference.lessons.moe.scale import PROMPT_TOKENS as RANDOM_PROMPT_TOKENS
 from inference.lessons.moe.scale import measure as measure_random_moe
 from inference.sampling.pipeline import SamplingSettings
 
 INPUTS_KEY = "moe_mlp_inputs"  # (token ids, [layers, tokens, hidden]): recomputed only when the text changes
-TIMING_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to"
 
 limits = models.limits()
 loaded = current_model()
@@ -76,9 +75,7 @@ if moe_loaded:
     # -- 1. routing, live ---------------------------------------------------------------------
     st.subheader("1. Routing, live: which experts each token goes to")
     left, right = st.columns([3, 2])
-    left.text_input(
-        "Prompt", "Once upon a time, there was a little girl", key="moe_prompt", persist_state="session", max_chars=2000
-    )
+    left.text_input("Prompt", moe_text.PROMPT, key="moe_prompt", persist_state="session", max_chars=2000)
     r = right.columns(2)
     r[0].slider(
         "Temperature", 0.0, 1.5, 0.8, step=0.05, key="moe_temperature", persist_state="session", help="0 = greedy."
@@ -91,12 +88,7 @@ if moe_loaded:
     layer = 0
     if shape.layers > 1:
         layer = st.slider(
-            "Layer",
-            0,
-            shape.layers - 1,
-            key="moe_layer",
-            persist_state="session",
-            help="The layer whose experts colour the text.",
+            "Layer", 0, shape.layers - 1, key="moe_layer", persist_state="session", help=moe_text.HELP["layer"]
         )
 
     settings = SamplingSettings(temperature=float(st.session_state.moe_temperature))
@@ -152,12 +144,7 @@ if moe_loaded:
         token = 0
         if fed > 1:
             token = st.slider(
-                "Token",
-                0,
-                fed - 1,
-                key="moe_token",
-                persist_state="session",
-                help="Position in the text above (0 = the first prompt token).",
+                "Token", 0, fed - 1, key="moe_token", persist_state="session", help=moe_text.HELP["token"]
             )
         probs = recorded.probabilities[layer, token].tolist()
         kept, kept_weights = experts[layer, token].tolist(), weights[layer, token].tolist()
@@ -184,25 +171,14 @@ if moe_loaded:
     # -- 3. load ------------------------------------------------------------------------------
     st.subheader("3. Load: does every expert get work?")
     if stats is not None:
-        final = stats["load"]["fractions"][layer]
-        source = stats["source"]
-        early_row = load_log[0] if load_log else None
-        early_step = early_row["step"] if early_row else None
+        load = stored.stored_load(stats, load_log, layer)
         st.plotly_chart(
-            load_figure(
-                final,
-                early_row["fractions"][layer] if early_row else None,
-                shape.k,
-                layer,
-                early_step,
-                f"validation stories ({source['tokens']:,} tokens)",
-                presenter,
-            ),
+            load_figure(load.final, load.early, shape.k, layer, load.early_step, load.source_label, presenter),
             width="stretch",
             key="moe_load",
         )
-        caption("exact", moe_text.stored_load_caption(layer, source["tokens"], source["stories"], early_step))
-        st.markdown(moe_text.layer_load(layer, final))
+        caption("exact", moe_text.stored_load_caption(layer, load.tokens, load.stories, load.early_step))
+        st.markdown(moe_text.layer_load(layer, load.final))
     else:
         counts = recorded.counts()[layer] if recorded is not None else None
         st.info(moe_text.NO_STATS)
@@ -257,36 +233,19 @@ if moe_loaded:
     moe_meta, dense_meta = stored.training_stats(folder), stored.training_stats(BUNDLED_MODEL_DIR)
     if stats is not None and moe_meta is not None and dense_meta is not None and info.name != dense.info.name:
         pair = stored.trained_pair(stats, moe_meta, dense_meta)
-        st.plotly_chart(
-            sparsity_figure(
-                stored.sparsity_rows(pair, info.name, dense.info.name, mine, theirs),
-                "Held-out bits per byte (lower: better)",
-                presenter,
-            ),
-            width="stretch",
-            key="moe_sparsity",
-        )
-        caption("measured", moe_text.sparsity_caption(pair.tokens_seen, stats["timing"]))
+        rows = stored.sparsity_rows(pair, info.name, dense.info.name, mine, theirs)
+        st.plotly_chart(sparsity_figure(rows, moe_text.QUALITY_TITLE, presenter), width="stretch", key="moe_sparsity")
+        caption("measured", moe_text.sparsity_caption(pair.tokens_seen))
         st.markdown(moe_text.trained_finding(pair))
         experiments = stored.experiments_table(stats)
         st.markdown(moe_text.EXPERIMENTS_HEADING)
         st.plotly_chart(experiments_figure(experiments, presenter), width="stretch", key="moe_experiments")
         st.dataframe(
-            experiments.rename(
-                columns={
-                    "name": "routing",
-                    "k": "experts per token",
-                    "bits_per_byte": "validation bits/byte",
-                    "decode_ms": "decode ms/token",
-                }
-            ),
+            experiments.rename(columns={"name": "routing", "k": "experts per token", "bits_per_byte": "bits/byte"}),
             hide_index=True,
             width="stretch",
             key="moe_experiments_table",
-            column_config={
-                "validation bits/byte": st.column_config.NumberColumn(format="%.4f"),
-                "decode ms/token": st.column_config.NumberColumn(format="%.2f"),
-            },
+            column_config={"bits/byte": st.column_config.NumberColumn(format="%.4f")},
         )
         caption("measured", moe_text.experiments_caption(stats["source"]["stories"]))
     else:
@@ -297,26 +256,22 @@ if moe_loaded:
         "Time the MoE, its top-1 variant and the dense model",
         "moe_time",
         ("moe_time", info.name),
-        lambda progress: routing.decode_timings(
-            {"dense": dense.model, "MoE, top-2": model, "MoE, top-1": routing.variant(model, k=1)},
-            encode_prompt(tokenizer, TIMING_PROMPT),
-            repeats=3,
-            steps=24,
-            progress=progress,
-        ),
+        lambda progress: timing.measure(dense.model, model, encode_prompt(tokenizer, timing.PROMPT), progress),
         moe_text.TIMING_NOT_YET,
     )
     if timed is not None:
         st.dataframe(
-            pd.DataFrame([{"model": k, "decode ms per token": v} for k, v in timed.items()]),
+            pd.DataFrame([{"model": k, "decode ms per token": v} for k, v in timed.ms_per_token.items()]),
             hide_index=True,
             width="stretch",
             key="moe_timed",
+            column_config={"decode ms per token": st.column_config.NumberColumn(format="%.2f")},
         )
-        caption("measured", moe_text.CAPTIONS["timed"])
+        caption("measured", moe_text.timed_caption(timed, info.dtype))
+        st.markdown(moe_text.timed_finding(timed.ms_per_token, timing.DENSE, timing.MOE))
 
 # -- 6. at scale ------------------------------------------------------------------------------------
-st.subheader("6. At scale: the same trade on bigger models (random weights)")
+st.subheader(moe_text.section(6, "At scale: the same trade on bigger models (random weights)", moe_loaded))
 design = MoEDesign()
 st.markdown(moe_text.scale_intro(design))
 scale = measure_on_click(
@@ -337,13 +292,6 @@ st.dataframe(
     hide_index=True,
     width="stretch",
     key="moe_public",
-    column_config={
-        "experts_per_token": st.column_config.NumberColumn("per token"),
-        "total_parameters_b": st.column_config.NumberColumn("params (B)", format="%.1f"),
-        "active_parameters_b": st.column_config.NumberColumn("active (B)", format="%.1f"),
-        "active_share": st.column_config.NumberColumn("active share", format="percent"),
-        "memory_gb_bf16": st.column_config.NumberColumn("memory, bf16 (GB)", format="%.1f"),
-        "weights_read_per_token_gb_bf16": st.column_config.NumberColumn("read per token (GB)", format="%.1f"),
-    },
+    column_config={c: st.column_config.NumberColumn(name, format=f) for c, (name, f) in PUBLIC_COLUMNS.items()},
 )
 caption("published", moe_text.CAPTIONS["public"])

@@ -73,6 +73,9 @@ def test_dense_model_says_it_has_no_experts_and_offers_the_bundled_moe_in_one_cl
     monkeypatch.setattr(routing, "BUNDLED_MOE_NAME", moe_folder.name)
     at = open_moe_page()
     assert any("has no experts" in i.value for i in at.info)
+    # Sections 1-5 need experts: the one section a dense model shows is not numbered "6.".
+    headings = [h.value for h in at.subheader]
+    assert any(h.startswith("At scale") for h in headings) and not any(h[:2] == "6." for h in headings), headings
     at.button(key="moe_load_bundled").click().run()
     assert not at.exception
     assert any("Routing, live" in h.value for h in at.subheader)
@@ -136,3 +139,27 @@ def test_play_shows_stop_and_stop_ends_play_with_the_routed_tokens_kept(local_se
     assert at.slider(key="moe_token").max == routed - 1
     at.button(key="moe_step").click().run()
     assert not at.exception and len(trace.records) == 5 and at.slider(key="moe_token").max == routed
+
+
+def test_decode_speed_has_one_definition_measured_on_the_page(local_server, moe_folder):
+    """The stored decode times (taken while a model trained) are on no chart or table; the page's own
+    measurement says which CPU, how many threads and which forward path."""
+    from inference.core.machine import cpu_name
+
+    at = load_folder(open_moe_page(), moe_folder)
+    sparsity = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "moe_sparsity" in c.proto.id)
+    titles = [a["text"] for a in sparsity["layout"]["annotations"]]
+    assert len(titles) == 3 and not any("ms" in t for t in titles), titles
+    experiments = next(d.value for d in at.dataframe if "routing" in d.value.columns)
+    assert not any("ms" in column for column in experiments.columns)
+    at.button(key="moe_time").click().run()
+    assert not at.exception
+    timed = next(d.value for d in at.dataframe if "decode ms per token" in d.value.columns)
+    assert set(timed["model"]) == {"dense", "MoE, top-2", "MoE, top-1"} and (timed["decode ms per token"] > 0).all()
+    captions = " ".join(c.value for c in at.caption)
+    assert (
+        cpu_name() in captions
+        and "torch thread" in captions
+        and "transformers' own forward with a KV cache" in captions
+    )
+    assert any("Measured now: the MoE" in m.value for m in at.markdown)

@@ -113,7 +113,8 @@ def routing_heatmap(texts: list[str], experts, weights, probabilities, presenter
             colorbar=dict(title="expert", tickvals=list(range(count)), len=0.9),
         )
     )
-    step = max(1, tokens // 40)
+    # At most 20 labels (12 in presenter mode): 70 tokens' labels, one each, overlapped. Hover names every token.
+    step = -(-tokens // (12 if presenter else 20))
     fig.update_xaxes(
         tickvals=list(range(0, tokens, step)),
         ticktext=[label(texts[t].strip()[:8] or "·") for t in range(0, tokens, step)],
@@ -267,18 +268,20 @@ def _bars_per_model(
     value_format: str,
     headroom: float,
     vertical_spacing: float,
+    columns: int = 2,
 ) -> go.Figure:
-    """A 2 x 2 grid with one panel per (column, title, scale) of `panels` and one bar per model (`table["model"]`)
-    in each; `label_of(column, value)` is a bar's label, `headroom` the room above the tallest bar for it."""
+    """A grid of `columns` panels a row, one per (column, title, scale) of `panels`, one bar per model
+    (`table["model"]`) in each; `label_of(column, value)` is a bar's label, `headroom` the room above the tallest
+    bar for it."""
     fig = make_subplots(
-        rows=2,
-        cols=2,
+        rows=-(-len(panels) // columns),
+        cols=columns,
         horizontal_spacing=0.1,
         vertical_spacing=vertical_spacing,
         subplot_titles=[title for _, title, _ in panels],
     )
     for i, (column, _, scale) in enumerate(panels):
-        row, col = divmod(i, 2)
+        row, col = divmod(i, columns)
         values = table[column] * scale
         fig.add_bar(
             x=table["model"],
@@ -306,17 +309,20 @@ def _timing_label(column: str, value: float) -> str:
 
 
 def sparsity_figure(rows: pd.DataFrame, quality_title: str, presenter: bool = False) -> go.Figure:
-    """Four panels, one bar per model (columns: model, total, active, decode_ms, bits_per_byte):
-    what it holds, what a token uses, its decode time, its quality (`quality_title` says which text)."""
+    """Three panels, one bar per model (columns: model, total, active, bits_per_byte): what it holds, what a token
+    uses, its quality (`quality_title` says which text). Decode speed is measured on the page, not stored."""
     panels = [
         ("total", "Parameters held (M)", 1e-6),
         ("active", "Parameters a token uses (M)", 1e-6),
-        ("decode_ms", "Decode: ms per token", 1),
         ("bits_per_byte", quality_title, 1),
     ]
     colours = [PALETTE["orange"] if i == 0 else PALETTE["dark_blue"] for i in range(len(rows))]
-    fig = _bars_per_model(rows, panels, colours, _sparsity_label, ",.3f", headroom=1.3, vertical_spacing=0.22)
-    return base_layout(fig, "", presenter, height=600)
+    # The model names under each bar are long: one panel a row in presenter mode, three a row otherwise.
+    columns = 1 if presenter else 3
+    fig = _bars_per_model(
+        rows, panels, colours, _sparsity_label, ",.3f", headroom=1.3, vertical_spacing=0.12, columns=columns
+    )
+    return base_layout(fig, "", presenter, height=330 * (len(panels) // columns) + (0 if presenter else 40))
 
 
 def experiments_figure(experiments: pd.DataFrame, presenter: bool = False) -> go.Figure:

@@ -204,6 +204,16 @@ def weights_read_per_token(model: dict) -> int:
     return model["active_parameters"] - model["vocab_size"] * model["hidden_size"] + model["hidden_size"]
 
 
+PUBLIC_COLUMNS = {  # public_moe_table's columns as the page shows them: (label, number format)
+    "experts_per_token": ("per token", None),
+    "total_parameters_b": ("params (B)", "%.1f"),
+    "active_parameters_b": ("active (B)", "%.1f"),
+    "active_share": ("active share", "percent"),
+    "memory_gb_bf16": ("memory, bf16 (GB)", "%.1f"),
+    "weights_read_per_token_gb_bf16": ("read per token (GB)", "%.1f"),
+}
+
+
 def public_moe_table(models: list[dict]) -> pd.DataFrame:
     """The MoE models among the public ones: total vs active parameters, and what each means
     in bfloat16 (2 bytes a weight): memory to hold the model, bytes of weights one token reads."""

@@ -7,6 +7,7 @@ import pandas as pd
 
 from inference.lessons.moe.scale import DENSE_ACTIVE, DENSE_TOTAL, MOE, MoEDesign
 from inference.lessons.moe.stored import IDLE_SHARE, Balance, TrainedPair, WordInformation
+from inference.lessons.moe.timing import DecodeTimes
 
 ROUTER_NOISE = 0.10  # decode timings on a shared CPU wobble about this much
 
@@ -24,12 +25,16 @@ CAPTIONS = {  # what each chart and table shows, and how its numbers were obtain
     "experts' renormalised weights, from the recorded router logits.",
     "balance": "From the trainer's load log (`expert_load_log.json`): the largest and smallest "
     "share of any expert in any layer at each evaluation, over the first 8,192 validation tokens.",
-    "timed": "Median of 3 interleaved runs of 24 greedy decode steps through transformers' "
-    "forward with a KV cache, on this machine now (shared with other visitors).",
     "public": "Total and active parameters from each model's published config (sources in "
     "assets/public_models.json); GB = parameters × 2 bytes (bfloat16). Read per token: the active "
     "parameters, with one row of the input embedding table instead of all of it (the output layer still "
     "reads its whole matrix). Arithmetic, not measured here.",
+}
+PROMPT = "Once upon a time, there was a little girl"
+QUALITY_TITLE = "Held-out bits per byte (lower: better)"
+HELP = {
+    "layer": "The layer whose experts colour the text.",
+    "token": "Position in the text above (0 = the first prompt token).",
 }
 NO_STATS = (
     "This model has no stored routing statistics (routing_stats.json, written when a model is bundled): "
@@ -191,21 +196,20 @@ def budget_caption(dtype: str, k: int, mine, dense_name: str, theirs) -> str:
     )
 
 
-def sparsity_caption(tokens_seen: int, timing: dict) -> str:
+def sparsity_caption(tokens_seen: int) -> str:
     return (
-        "Parameters counted from the tensors; held-out bits per byte from each model's "
-        f"training run (the same {tokens_seen:,} training tokens seen). Decode: "
-        f"{timing['how']}; {timing['machine']}; {timing['conditions']}."
+        "Parameters counted from the tensors; held-out bits per byte from each model's training run (the same "
+        f"{tokens_seen:,} training tokens seen). Decode speed is not in this chart: it is measured below, on this "
+        "machine now, for every model the same way."
     )
 
 
 def trained_finding(pair: TrainedPair) -> str:
-    """The MoE against the dense model as trained: quality, stored decode time, memorisation."""
+    """The MoE against the dense model as trained: quality and memorisation."""
     return (
         f"At about the same work per token, the MoE scores **{pair.moe_heldout:.3f}** bits per byte on "
         f"held-out stories against the dense model's **{pair.dense_heldout:.3f}** "
-        f"({'better' if pair.moe_better else 'worse'}), and decodes at {pair.moe_decode_ms:.2f} ms per token "
-        f"against {pair.dense_decode_ms:.2f} ms through the same code. Memorising: its validation score is "
+        f"({'better' if pair.moe_better else 'worse'}). Memorising: its validation score is "
         f"{pair.moe_gap:+.3f} bits/byte off its training score, the dense model's {pair.dense_gap:+.3f}"
         + (" — the bigger model memorises more of the 6 MB of stories." if pair.moe_memorises_more else ".")
     )
@@ -215,9 +219,40 @@ def experiments_caption(stories: int) -> str:
     return (
         f"Bits per byte on the {stories:,} validation stories with the "
         "stored weights; each variant shares the model's tensors and changes only the router (top-1: "
-        "the first choice gets weight 1; expert off: that index, in every layer, never chosen). "
-        "Decode times as above, for the variants timed."
+        "the first choice gets weight 1; expert off: that index, in every layer, never chosen)."
     )
+
+
+def timed_caption(timed: DecodeTimes, dtype: str) -> str:
+    """How the page's own decode timings were made: the one definition of decode speed on this page."""
+    return (
+        f"On this machine now ({timed.cpu}, {timed.threads} torch thread{'s' if timed.threads != 1 else ''}, shared "
+        f"with other visitors and jobs): the median of {timed.repeats} interleaved runs of {timed.steps} greedy "
+        "decode steps, each one forward pass of one token through transformers' own forward with a KV cache after a "
+        f"{timed.prompt_tokens}-token "
+        f"prompt, in {dtype}; the same path for every model. Runs are interleaved so a busy spell slows all alike: "
+        "the ratios are steadier than the times. The decode times stored when the model was bundled were taken "
+        "while it trained on the same cores, so the page does not show them."
+    )
+
+
+def timed_finding(timed: dict[str, float], dense: str, moe: str, noise: float = ROUTER_NOISE) -> str:
+    """The measured MoE / dense ratio, in words."""
+    ratio = timed[moe] / timed[dense]
+    if abs(ratio - 1) <= noise:
+        verdict = f"within {noise:.0%} of the dense model, the timing noise here"
+    else:
+        verdict = f"{ratio:.2f}× the dense model's time per token"
+    return (
+        f"Measured now: the MoE ({moe}) took **{timed[moe]:.2f} ms** per token, the dense model "
+        f"**{timed[dense]:.2f} ms**: {verdict}."
+    )
+
+
+def section(number: int, title: str, numbered: bool) -> str:
+    """A section heading, numbered only when the numbered sections before it are on the page (a dense model shows
+    only the last one)."""
+    return f"{number}. {title}" if numbered else title
 
 
 def scale_intro(design: MoEDesign) -> str:
