@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-# Larger text and charts for a projector; the sidebar's page links stay small so every section fits.
+# Larger text and charts for a projector; the sidebar's page links stay small so every section fits. A slider's
+# value is lifted above its track (at the larger size it sat on the track) and the slider gets the room for it.
 PRESENTER_CSS = """<style>
             html, body, [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.35rem !important; }
             [data-testid="stMetricValue"] [data-testid="stMarkdownContainer"] p { font-size: 2.6rem !important; }
             .token-chip { font-size: 1.6rem !important; }
             [data-testid="stSidebarNavLink"] [data-testid="stMarkdownContainer"] p { font-size: 0.8rem !important; }
+            [data-testid="stSliderThumbValue"] { transform: translateY(-0.55em); }
+            [data-testid="stSlider"] > div { padding-top: 0.4em; }
             </style>"""
 
 
