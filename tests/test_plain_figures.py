@@ -91,3 +91,17 @@ def test_the_step_charts_pass_plotlys_validation_and_show_the_step(step, setting
     notes = " ".join(a["text"] for a in layout["annotations"])
     assert ("top-p = 0.9" in notes) == (settings.top_p < 1)
     assert ("off this chart" in notes) == (not settings.greedy and view.chosen_rank >= shown)
+
+
+@pytest.mark.parametrize("presenter", [False, True], ids=["normal", "presenter"])
+def test_the_live_slider_figure_passes_plotlys_validation_with_a_frame_per_value(step, presenter):
+    from inference.lessons.sampling_lab.figures import TOP_P_GRID, live_slider_figure
+
+    trace, tokenizer, logits = step
+    settings = SamplingSettings(temperature=0.7, top_k=30)
+    fig = live_slider_figure(logits, tokenizer, "top_p", TOP_P_GRID, 0.9, settings, presenter=presenter)
+    checked = go.Figure(fig.to_dict())  # raises on a wrong property, frames included
+    assert [f.name for f in checked.frames] == [f"{v:g}" for v in TOP_P_GRID]
+    assert checked.layout.sliders[0].active == TOP_P_GRID.index(0.9)
+    assert checked.layout.title.text == checked.frames[TOP_P_GRID.index(0.9)].layout.title.text
+    assert checked.layout.title.text.startswith("top-p = 0.9: ")

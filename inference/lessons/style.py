@@ -115,7 +115,13 @@ def base_layout(fig: go.Figure, title: str, presenter: bool, height: int) -> go.
 
 
 def plain_figure(
-    data: list[dict], layout: dict, title: str, presenter: bool, height: int, legend: dict | None = None
+    data: list[dict],
+    layout: dict,
+    title: str,
+    presenter: bool,
+    height: int,
+    legend: dict | None = None,
+    frames: list[dict] | None = None,
 ) -> go.Figure:
     """The figure `base_layout` and `legend_below` would make, built from plain dicts in one go and not validated.
 
@@ -123,7 +129,7 @@ def plain_figure(
     a chart on this CPU, ten times the chart's data. Nothing here is checked as it is built, so each caller has a
     test that validates what it returns (`go.Figure(fig.to_dict())` raises on a wrong property).
     `layout` holds the chart's own settings (axes as "xaxis"/"yaxis" dicts, "shapes", "annotations", ...);
-    `legend` the legend's placement (default: at the top right, as `base_layout`)."""
+    `legend` the legend's placement (default: at the top right, as `base_layout`); `frames` a Plotly slider's frames."""
     size = 20 if presenter else 13
     title_size = size + (6 if presenter else 3)
     grid = {"gridcolor": GRID_COLOUR, "zerolinecolor": ZERO_LINE_COLOUR}
@@ -155,7 +161,7 @@ def plain_figure(
         if presenter:
             trace = {**trace, "textfont": {"size": size - 2}}
         traces.append(trace)
-    return go.Figure({"data": traces, "layout": full}, _validate=False)
+    return go.Figure({"data": traces, "layout": full} | ({"frames": frames} if frames else {}), _validate=False)
 
 
 def hline(y: float, line: dict, text: str | None = None, position: str = "bottom right") -> tuple[dict, dict | None]:

@@ -22,6 +22,7 @@ from inference.lessons.style import (
     add_hbar,
     base_layout,
     label,
+    plain_figure,
     repr_token,
 )
 from inference.sampling.pipeline import (
@@ -59,58 +60,52 @@ def live_slider_figure(
     order = display_order(apply_stage("penalty", logits, fixed, seen))[:top_n]
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, order.tolist())][::-1]  # most likely on top
     frames, steps = [], []
-    for value in values:
+    for value in values:  # plain dicts, one figure built at the end (style.plain_figure): 61 frames a rerun
         settings = replace(fixed, **{knob: value})
         probs = stage_logits(logits, settings, seen, context)[final_stage(settings)].double().softmax(-1)
         shown = probs[order].numpy()[::-1]
         kept = int((probs > 0).sum())
         ent = float(entropy_bits(probs))
-        colours = [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]
         key = f"{value:g}"
-        frames.append(
-            go.Frame(
-                name=key,
-                data=[
-                    go.Bar(
-                        x=shown,
-                        y=names,
-                        orientation="h",
-                        marker_color=colours,
-                        text=[f"{v:.1%}" for v in shown],
-                        textposition="outside",
-                    )
-                ],
-                layout=go.Layout(
-                    title_text=f"{'T' if knob == 'temperature' else 'top-p'} = {value:g}: {kept:,} kept, {ent:.2f} bits"
-                ),
-            )
-        )
+        bar = {
+            "type": "bar",
+            "x": shown,
+            "y": names,
+            "orientation": "h",
+            "marker": {"color": [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]},
+            "text": [f"{v:.1%}" for v in shown],
+            "textposition": "outside",
+        }
+        title = f"{'T' if knob == 'temperature' else 'top-p'} = {value:g}: {kept:,} kept, {ent:.2f} bits"
+        frames.append({"name": key, "data": [bar], "layout": {"title": {"text": title}}})
         steps.append(
-            dict(
-                method="animate",
-                label=key,
-                args=[[key], dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))],
-            )
+            {
+                "method": "animate",
+                "label": key,
+                "args": [
+                    [key],
+                    {"mode": "immediate", "frame": {"duration": 0, "redraw": True}, "transition": {"duration": 0}},
+                ],
+            }
         )
     start_index = int(np.argmin([abs(v - start) for v in values]))
     first = frames[start_index]
-    fig = go.Figure(data=first.data, frames=frames, layout=first.layout)
-    fig.update_layout(
-        sliders=[
-            dict(
-                active=start_index,
-                currentvalue=dict(prefix=f"{knob.replace('_', '-')}: "),
-                pad=dict(t=50 if presenter else 40),
-                steps=steps,
-            )
+    layout = {
+        "sliders": [
+            {
+                "active": start_index,
+                "currentvalue": {"prefix": f"{knob.replace('_', '-')}: "},
+                "pad": {"t": 50 if presenter else 40},
+                "steps": steps,
+            }
         ],
-    )
-    # No axis title: the chart's own slider label ("temperature: 0.8") sits just below the ticks, and the two
-    # overlapped at 800 px and in presenter mode. The % ticks say what the axis is.
-    fig.update_xaxes(range=[0, 1.08], tickformat=".0%", tickvals=[0, 0.5, 1])
-    fig.update_yaxes(automargin=True)
-    base_layout(fig, first.layout.title.text, presenter, height=170 + 26 * len(names))
-    return fig
+        # No axis title: the chart's own slider label ("temperature: 0.8") sits just below the ticks, and the two
+        # overlapped at 800 px and in presenter mode. The % ticks say what the axis is.
+        "xaxis": {"range": [0, 1.08], "tickformat": ".0%", "tickvals": [0, 0.5, 1]},
+        "yaxis": {"automargin": True},
+    }
+    title, height = first["layout"]["title"]["text"], 170 + 26 * len(names)
+    return plain_figure(first["data"], layout, title, presenter, height=height, frames=frames)
 
 
 def _probability_panel(fig: go.Figure, names: list[str], shown, colours, row: int, col: int, **x_axis) -> None:
