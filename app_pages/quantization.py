@@ -22,7 +22,7 @@ from inference.lessons.quantization.fit import (
     reserved_fit_table,
     smallest_card_after_reserve,
 )
-from inference.lessons.quantization.kv_types import KV_POSITIONS, kv_types_table
+from inference.lessons.quantization.kv_types import KV_FORMATS, KV_POSITIONS, KV_TEXT_FORMATS, kv_types_table
 from inference.lessons.quantization.text import SPEED_NOTES, departure_verdict, layer_notes, speed_findings
 
 DEFAULT_PROMPT = "Once upon a time"
@@ -227,15 +227,7 @@ else:
             },
         )
         caption("measured", qt.gguf_caption(gguf_compare.SPEED_ROUNDS))
-        if "f32" in gguf_results:
-            why = qt.gguf_speed_explanation(
-                comparison.results[qc.REFERENCE].decode_tokens_per_s,
-                gguf_results["f32"].decode_tokens_per_s,
-                comparison.decode_flops,
-                comparison.leaf_modules,
-            )
-            if why:
-                st.markdown(why)
+        st.markdown(qt.gguf_speed_gap(comparison, gguf_results))
 
 # -- the KV cache's number types, beside the weights' (the Inside-the-engine lesson's) ----------
 st.subheader("The KV cache has a number type too")
@@ -244,33 +236,21 @@ kv_width = loaded.info.kv_heads * loaded.info.head_dim
 kv_measured = None
 if llamacpp.is_built() and loaded.info.source == "bundled":
     bundled_engine = served.engine_model(served.BUNDLED)
-    try:  # the same measurement, under the same key, as the Inside the engine page's section 3
-        kv_measured = measure_on_click(
-            f"Measure the {len(kv_precision.CONFIGS)} KV cache types on llama-server",
-            "quant_kv_types",
-            ("internals-kv", KV_POSITIONS),
-            lambda progress: kv_precision.compare(
-                served.gguf(served.BUNDLED), bundled_engine.layers, bundled_engine.kv_width, KV_POSITIONS, progress
-            ),
-            "KL and speed come from llama-server (about two minutes).",
-        )
-    except (gguf_compare.EngineError, RuntimeError, OSError) as err:
-        st.error(f"The KV cache types could not be measured: {err}", icon="⚠️")
+    kv_measured = measure_on_click(  # the same measurement, under the same key, as Inside the engine's section 3
+        f"Measure the {len(kv_precision.CONFIGS)} KV cache types on llama-server",
+        "quant_kv_measure",
+        ("internals-kv", KV_POSITIONS),
+        lambda progress: kv_precision.compare(
+            served.gguf(served.BUNDLED), bundled_engine.layers, bundled_engine.kv_width, KV_POSITIONS, progress
+        ),
+        "KL and speed come from llama-server (about two minutes).",
+    )
 kv_table = kv_types_table(loaded.info.layers, kv_width, loaded.info.context, kv_measured and kv_measured.table)
-st.dataframe(
+show_table(
     kv_table,
-    hide_index=True,
-    width="stretch",
-    key="quant_kv_types",
-    column_config={
-        "bits per number": st.column_config.NumberColumn(format="%.1f"),
-        "bytes per token": st.column_config.NumberColumn(format="localized"),
-        "MiB for the full context": st.column_config.NumberColumn(format="%.2f"),
-        "size vs f16": st.column_config.NumberColumn(format="%.2f×"),
-        "mean_kl_vs_f32": st.column_config.NumberColumn("mean KL vs f32 cache", format="%.1e"),
-        "top1_agreement_vs_f32": st.column_config.NumberColumn("top-1 agreement", format="percent"),
-        "decode_tokens_per_s": st.column_config.NumberColumn("decode tokens/s", format="%.0f"),
-    },
+    "quant_kv_types",
+    {c: st.column_config.NumberColumn(format=f) for c, f in KV_FORMATS.items()},
+    KV_TEXT_FORMATS,
 )
 caption("exact", qt.kv_types_caption(loaded.info.name, loaded.info.layers, kv_width, loaded.info.context))
 if kv_measured is not None:
@@ -280,6 +260,7 @@ st.page_link("app_pages/engine-internals.py", label="Inside the engine: the KV c
 # -- 4. calculator --------------------------------------------------------------------------
 st.header("Will it fit? Weights of public models")
 reserve_gb = RUNTIME_RESERVE_BYTES / GB
+FORMAT_LOCALIZED = st.column_config.NumberColumn(format="localized")
 st.markdown(qt.fit_rule(reserve_gb, RUNTIME_RESERVE_WHAT))
 fit = public_fit_table()
 cards = load_accelerators()
@@ -310,17 +291,4 @@ calc_result.metric(
     delta_arrow="off",
 )
 with st.expander("The same numbers as a table"):
-    st.dataframe(
-        fit,
-        hide_index=True,
-        width="stretch",
-        key="quant_fit_table",
-        column_config={
-            "parameters": st.column_config.NumberColumn(format="localized"),
-            "weight_gb": st.column_config.NumberColumn("weight GB", format="%.1f"),
-            "fits_on": st.column_config.TextColumn("smallest card that holds it"),
-            "left_gb": st.column_config.NumberColumn("GB left for the KV cache", format="%.1f"),
-            "largest": st.column_config.TextColumn("largest card"),
-            "largest_needed": st.column_config.NumberColumn("largest cards needed"),
-        },
-    )
+    show_table(qf.fit_for_display(fit), "quant_fit_table", {"parameters": FORMAT_LOCALIZED}, qf.FIT_FORMATS)

@@ -82,5 +82,20 @@ def test_measured_kv_figures_come_from_the_flash_attention_row_where_both_ran():
         ]
     )
     table = kv_types.kv_types_table(6, 128, 512, measured).set_index("cache type")
-    assert table.at["f16", "mean_kl_vs_f32"] == 2e-6 and table.at["q4_0", "mean_kl_vs_f32"] == 1e-2
-    assert table.at["f32", "mean_kl_vs_f32"] == 0.0
+    assert table.at["f16", "mean KL vs f32 cache"] == 2e-6 and table.at["q4_0", "mean KL vs f32 cache"] == 1e-2
+    assert table.at["f32", "mean KL vs f32 cache"] == 0.0 and table.at["q8_0", "decode tokens/s"] == 100.0
+
+
+def test_the_gguf_gap_sentence_is_empty_without_an_f32_file_or_when_torch_is_faster():
+    from types import SimpleNamespace
+
+    from inference.lessons.quantization import text as quant_text
+
+    comparison = SimpleNamespace(
+        results={"float32": SimpleNamespace(decode_tokens_per_s=50.0)}, decode_flops=1, leaf_modules=1
+    )
+    assert quant_text.gguf_speed_gap(comparison, {}) == ""
+    assert quant_text.gguf_speed_gap(comparison, {"f32": SimpleNamespace(decode_tokens_per_s=40.0)}) == ""
+    assert "per-token framework overhead" in quant_text.gguf_speed_gap(
+        comparison, {"f32": SimpleNamespace(decode_tokens_per_s=250.0)}
+    )

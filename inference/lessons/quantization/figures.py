@@ -308,6 +308,25 @@ QUALITY_FORMATS = {
 }
 
 
+FIT_COLUMNS = {  # calculator.fit_table's columns -> the page's headers
+    "model": "model",
+    "bits": "bits",
+    "parameters": "parameters",
+    "weight_gb": "weight GB",
+    "fits_on": "smallest card that holds it",
+    "left_gb": "GB left for the KV cache",
+    "largest": "largest card",
+    "largest_needed": "largest cards needed",
+}
+FIT_FORMATS = {"parameters": "{:,}", "weight GB": "{:,.1f}", "GB left for the KV cache": "{:,.1f}"}
+
+
+def fit_for_display(fit: pd.DataFrame) -> pd.DataFrame:
+    """The fit table with readable headers, GB rounded to 0.1 (what the heatmap's cells say)."""
+    out = fit[list(FIT_COLUMNS)].rename(columns=FIT_COLUMNS)
+    return out.round({"weight GB": 1, "GB left for the KV cache": 1})
+
+
 def cost_for_display(summary: pd.DataFrame) -> pd.DataFrame:
     """What each precision costs and saves, with readable column names (number formats are
     the page's job). float32 was not converted, so its quantize time reads "reference"."""

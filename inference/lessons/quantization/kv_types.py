@@ -14,7 +14,29 @@ from inference.lessons.engine_internals import kv_precision
 
 KV_POSITIONS = 192  # positions of text scored: the Inside the engine page's default, so the two share one result
 KV_TYPES = ("f32", "f16", "q8_0", "q4_0")  # the cache types the Inside-the-engine lesson measures
-MEASURED_COLUMNS = ("mean_kl_vs_f32", "top1_agreement_vs_f32", "decode_tokens_per_s")
+MEASURED_COLUMNS = {  # kv_precision's column -> this table's
+    "mean_kl_vs_f32": "mean KL vs f32 cache",
+    "top1_agreement_vs_f32": "top-1 agreement",
+    "decode_tokens_per_s": "decode tokens/s",
+}
+KV_FORMATS = {  # printf formats for the page's table (a dataframe's column formats)
+    "bits per number": "%.1f",
+    "bytes per token": "localized",
+    "MiB for the full context": "%.2f",
+    "size vs f16": "%.2f×",
+    "mean KL vs f32 cache": "%.1e",
+    "top-1 agreement": "percent",
+    "decode tokens/s": "%.0f",
+}
+KV_TEXT_FORMATS = {  # the same as Python formats, for the HTML table of presenter mode
+    "bits per number": "{:.1f}",
+    "bytes per token": "{:,.0f}",
+    "MiB for the full context": "{:.2f}",
+    "size vs f16": "{:.2f}×",
+    "mean KL vs f32 cache": "{:.1e}",
+    "top-1 agreement": "{:.0%}",
+    "decode tokens/s": "{:,.0f}",
+}
 
 
 def _measured_row(measured: pd.DataFrame, ggml_type: str) -> pd.Series | None:
@@ -49,7 +71,7 @@ def kv_types_table(layers: int, kv_width: int, context: int, measured: pd.DataFr
         }
         if measured is not None:
             found = _measured_row(measured, ggml_type)
-            for column in MEASURED_COLUMNS:
-                row[column] = None if found is None else found[column]
+            for column, shown in MEASURED_COLUMNS.items():
+                row[shown] = None if found is None else found[column]
         rows.append(row)
     return pd.DataFrame(rows)

@@ -272,6 +272,15 @@ def speed_spread(summary) -> str:
     )
 
 
+def gguf_speed_gap(comparison: PrecisionComparison, gguf_results: dict) -> str:
+    """`gguf_speed_explanation` for the torch float32 row and the GGUF f32 file; "" when there is nothing to say."""
+    if "f32" not in gguf_results:
+        return ""
+    torch_rate = comparison.results[REFERENCE].decode_tokens_per_s
+    server_rate = gguf_results["f32"].decode_tokens_per_s
+    return gguf_speed_explanation(torch_rate, server_rate, comparison.decode_flops, comparison.leaf_modules) or ""
+
+
 def gguf_speed_explanation(
     torch_tokens_per_s: float, server_tokens_per_s: float, decode_flops: int, leaf_modules: int
 ) -> str | None:

@@ -31,9 +31,9 @@ ALPHA_DEFINITION = (
     "**α, the acceptance rate, on this page always means accepted ÷ checked.** A round stops testing at the "
     "first rejection, so the drafts after it are never checked, and counting them would charge the drafter for "
     "tests that never happened. Accepted ÷ checked is the chance that one tested draft token passes: the α of "
-    "Leviathan et al.'s formula. Some tools report accepted ÷ drafted instead (llama.cpp's server logs its "
-    "'draft acceptance rate' that way; see llama.cpp issue #14104): that number is lower whenever a round "
-    "rejects early."
+    "Leviathan et al.'s formula. Some tools report accepted ÷ drafted instead: llama-server's 'draft acceptance' "
+    "line counts every draft token it sent to the target, those after a rejection too (llama.cpp pull request "
+    "#14104 only stopped it counting drafts it never sent). That number is lower whenever a round rejects early."
 )
 SEED_HELP = "The same seed, prompt and settings always give the same tokens."
 
@@ -174,8 +174,8 @@ def cost_sentence(result: Comparison, sweep_costs: list[float] | None = None) ->
 
 def overhead_sentence(result: Comparison) -> str | None:
     """Why the formula's prediction beats the measurement, from what the run measured: the formula charges a round
-    γ·c + verify target passes and nothing else; a round also searches (prompt lookup) or samples and keeps books.
-    None when the prediction is not above the measurement by more than 10%."""
+    γ·c + verify target passes and nothing else; a round also searches (prompt lookup) or samples and keeps books,
+    and plain decoding draws once per token. None unless the prediction beats the measurement by more than 10%."""
     predicted = result.predicted_speedup(measured_verify=True)
     overhead = result.overhead_passes_per_round()
     charged = result.predicted_with_overheads()
@@ -184,10 +184,10 @@ def overhead_sentence(result: Comparison) -> str | None:
     what = "the lookup's search, sampling and bookkeeping" if result.cost_ratio is None else "sampling and bookkeeping"
     return (
         f"The formula predicts **{predicted:.2f}×**, the run measured **{result.measured_speedup:.2f}×**. The formula "
-        f"charges a round only its target passes (γ·c + verify). Measured here, a round also spends "
-        f"{overhead:.2f} target passes on {what} (the median round's time outside the model passes), while plain "
-        f"decoding pays only one draw per token. Charging the median measured round in full gives "
-        f"**{charged:.2f}×**: that is the gap."
+        f"charges a round only its target passes (γ·c + verify). Measured here, the median round also spends "
+        f"{overhead:.2f} target passes on {what}, outside the model passes, while plain decoding spends "
+        f"{result.draw_passes_per_token():.2f} per token on its draw. With both in the formula it predicts "
+        f"**{charged:.2f}×**."
     )
 
 

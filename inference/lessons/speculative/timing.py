@@ -80,7 +80,6 @@ class Comparison:
     plain: PlainTiming
     gamma: int
     draft_passes_ms: tuple[float, ...] = ()  # every one-token draft pass that sets c (summarise's rule)
-    rounds_ms: tuple[float, ...] = ()  # each round's wall time, after round 0 (whose passes read the prompt)
     outside_passes_ms: tuple[float, ...] = ()  # per round after round 0: its time not in draft or verify passes
 
     @property
@@ -113,14 +112,20 @@ class Comparison:
             return None
         return statistics.median(self.outside_passes_ms) / self.plain.decode_pass_ms
 
+    def draw_passes_per_token(self) -> float:
+        """Plain decoding's own cost beyond its pass, per token (the draw), in target decode passes."""
+        draws = [step - forward for step, forward in zip(self.plain.step_ms[1:], self.plain.forward_ms[1:])]
+        return statistics.median(draws) / self.plain.decode_pass_ms if draws else 0.0
+
     def predicted_with_overheads(self) -> float | None:
-        """The formula's tokens per round from α, over what a round measurably costs (median round after round 0)
-        in plain decoding's median step (its pass and its draw): the prediction charged with every measured cost."""
-        alpha = self.summary.acceptance_rate
-        if alpha is None or not self.rounds_ms:
+        """Leviathan et al.'s formula with every measured cost in it, in the same unit (one target decode pass):
+        tokens per round from α, times plain decoding's cost per token (its pass and its draw), over a round's
+        γ·c + verify + what it spends outside the model passes."""
+        alpha, overhead = self.summary.acceptance_rate, self.overhead_passes_per_round()
+        if alpha is None or overhead is None:
             return None
-        plain_step = statistics.median(self.plain.step_ms[1:] or self.plain.step_ms)
-        return spec.expected_tokens_per_pass(alpha, self.gamma) * plain_step / statistics.median(self.rounds_ms)
+        rounds_cost = self.gamma * (self.cost_ratio or 0.0) + self.verify_cost + overhead
+        return spec.expected_tokens_per_pass(alpha, self.gamma) * (1 + self.draw_passes_per_token()) / rounds_cost
 
     def predicted_speedup(self, measured_verify: bool = False) -> float | None:
         alpha = self.summary.acceptance_rate
@@ -138,7 +143,6 @@ def compare(run: spec.SpeculativeRun, settings: SamplingSettings) -> Comparison:
         time_plain(run.target, run.prompt_ids, run.generated_ids, settings),
         run.gamma,
         draft_passes_ms=tuple(spec.draft_passes(run.rounds)),
-        rounds_ms=tuple(r.round_ms for r in later),
         outside_passes_ms=tuple(
             r.round_ms - r.verify_ms - (sum(r.draft_ms) if r.drafter == spec.DRAFT_MODEL else 0.0) for r in later
         ),
