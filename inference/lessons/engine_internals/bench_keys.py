@@ -4,7 +4,8 @@
   sharing a 512-token prefix (16 own tokens each, one token asked), on the memory-bound SmolLM2-135M shape
   (random weights); prefix_cache_reused_tokens: the warm requests' `timings.cache_n` (the median).
 - chunked_prefill_stalls_measured / _predicted: the stretched gaps each of 2 decoding co-tenants sees while a
-  760-token prompt is prefilled with -b 256 -ub 256 (same model), and ceil(P / (b - N)).
+  760-token prompt is prefilled with -b 256 -ub 256 (same model), and ceil(P / (b - N));
+  chunked_prefill_iterations_by_server: the iterations the server's own progress events counted.
 - kv_cache_kl_q8_0 / _q4_0 (and _top1_): mean KL (nats) and top-1 agreement against f32 keys and values, over the
   lesson's evaluation text, on the bundled model; kv_cache_bytes_per_token: per type, computed from the block
   layout and checked against the server's own line (a mismatch is reported, not hidden).
@@ -40,6 +41,7 @@ def run(log=print) -> dict:
     )
     out["chunked_prefill_stalls_measured"] = stalls.measured
     out["chunked_prefill_stalls_predicted"] = stalls.predicted
+    out["chunked_prefill_iterations_by_server"] = len(stalls.server_chunks)  # its progress events: exact
     out["chunked_prefill_setting"] = (
         f"{big.label}, {STALL_PROMPT}-token prompt, {COTENANTS} co-tenants, -b {STALL_BATCH} -ub {STALL_BATCH}"
     )
