@@ -33,6 +33,15 @@ DEFAULT_RATE = 16.0
 SWEEP_POINTS = 5
 BATCHES = (1, 2, 4, 8)
 
+
+def metric_cells(count: int) -> list:
+    """Cells for metrics, two a row (three a row cut their labels to "Memory bandwidth, G…" at 800 px); one a row
+    in presenter mode, where the labels are projector-sized."""
+    if layout.presenter():
+        return [st.container() for _ in range(count)]
+    return [cell for _ in range((count + 1) // 2) for cell in st.columns(2)][:count]
+
+
 limits = models.limits()
 current_model()  # draws the shared sidebar
 presenter = layout.presenter()
@@ -107,7 +116,12 @@ st.subheader("2. One at a time vs batched")
 c1, c2 = st.columns(2)
 slots = (
     c1.select_slider(
-        "Slots in the batched server (--parallel)", [2, 4, 8, 16], value=8, key="serving_slots", persist_state="session"
+        "Slots in the batched server",
+        [2, 4, 8, 16],
+        value=8,
+        key="serving_slots",
+        persist_state="session",
+        help="llama-server's --parallel: requests it decodes together in one batch.",
     )
     if local
     else None
@@ -157,9 +171,12 @@ if results:
     for column, (n, result) in zip(columns, sorted(results.items())):
         name = run_name(n)
         with column:
-            st.plotly_chart(gantt_figure(result.table(), f"Each request, {name}", presenter, longest), width="stretch")
+            # two-line titles: a half-width chart at 800 px cut "Each request, 1 slot (one at a time)"
             st.plotly_chart(
-                engine_state_figure(result.engine_states, f"Inside the engine, {name}", presenter, longest),
+                gantt_figure(result.table(), f"Each request<br>{name}", presenter, longest), width="stretch"
+            )
+            st.plotly_chart(
+                engine_state_figure(result.engine_states, f"Inside the engine<br>{name}", presenter, longest),
                 width="stretch",
             )
             failed = [r for r in result.records if r.error]
@@ -226,15 +243,15 @@ if local:
             served = ServedModel.from_safetensors(weights)
             mean_prompt = round(trace.prompt_tokens / len(trace.requests))
             points = [prefill_pass(served, mean_prompt)] + [decode_pass(served, b, mean_prompt) for b in BATCHES]
-            c1, c2, c3 = st.columns(3)
-            c1.metric("Memory bandwidth, GB/s", f"{roof.bandwidth_bytes_per_s / 1e9:.1f}")
+            c1, c2, c3 = metric_cells(3)
+            c1.metric("GB/s memory bandwidth", f"{roof.bandwidth_bytes_per_s / 1e9:.1f}")
             c2.metric(
-                f"Peak float32 on {machine.threads} thread{'s' if machine.threads > 1 else ''}, GFLOP/s",
+                f"GFLOP/s peak, {machine.threads} thread{'s' if machine.threads > 1 else ''}",
                 f"{roof.peak_flops / 1e9:.0f}",
                 help="Measured on every CPU thread, as llama-server runs (Prefill vs decode measures on the app's "
                 "own torch threads).",
             )
-            c3.metric("Weights read per pass, MB", f"{served.weight_bytes_per_pass / 1e6:,.0f}")
+            c3.metric("MB of weights per pass", f"{served.weight_bytes_per_pass / 1e6:,.0f}")
             st.plotly_chart(roofline_figure(roof, points, presenter), width="stretch")
             caption(
                 "measured",
@@ -283,7 +300,7 @@ if local:
             key="serving_price",
             persist_state="session",
         )
-        cols = st.columns(len(at_capacity))
+        cols = metric_cells(len(at_capacity))
         for column, (n, run) in zip(cols, sorted(at_capacity.items())):
             cost = cost_per_million_tokens(1000 / run.tokens_per_s, price)
             column.metric(

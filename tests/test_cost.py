@@ -220,3 +220,15 @@ def test_cost_page_works_on_a_gpt2_folder(local_server, gpt2, tmp_path):
     at.button(key="cost_batches").click().run()
     assert not at.exception
     assert at.dataframe[0].value["batch"].tolist() == batch_sizes_for(sum(p.numel() for p in model.parameters()))
+
+
+def test_batching_figure_stacks_its_two_panels():
+    """Side by side, the two panels' titles and axis titles ran into each other at 800 px: one above the other."""
+    import pandas as pd
+
+    from inference.lessons.cost.figures import batching_figure
+
+    frame = pd.DataFrame({"batch": [1, 2, 4], "tokens_per_s": [100.0, 190.0, 350.0], "ms_per_token": [10.0, 5.3, 2.9]})
+    frame["speedup_per_token"] = frame["ms_per_token"].iloc[0] / frame["ms_per_token"]
+    layout = batching_figure(frame).layout
+    assert layout.yaxis.domain[0] > layout.yaxis2.domain[1] and layout.xaxis.domain == layout.xaxis2.domain

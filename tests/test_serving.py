@@ -277,3 +277,26 @@ def test_comparison_verdict_explains_by_whether_the_weights_fit_the_last_level_c
     large = comparison_verdict(_summary(10), _summary(40), 8, trace, 434_000_000, cache, 10.0)
     assert "fit in this CPU's 300 MiB last-level cache" in small and "23 MB" in small
     assert "434 MB of weights from memory" in large and "last-level cache" not in large
+
+
+def test_half_width_charts_keep_their_titles_short_and_the_sweep_stacks_its_panels():
+    """At 800 px a half-width chart holds about 22 characters of title: the comparison's panel titles come in short
+    lines, and the sweep's two panels stand one above the other (side by side, an axis title sat on the other)."""
+    from inference.lessons.serving.figures import comparison_figure, sweep_figure
+
+    summary = RunSummary(4, 4, 40, 1.0, 40.0, {50: 0.02, 95: 0.03}, {50: 0.001, 95: 0.002}, {}, SLO(), 4)
+    titles = [a.text for a in comparison_figure({"one": summary}).layout.annotations]
+    assert len(titles) == 4 and all(len(line) <= 22 for t in titles for line in t.split("<br>"))
+    table = pd.DataFrame(
+        {
+            "rate_per_s": [1.0, 4.0],
+            "asked_tokens_per_s": [50.0, 200.0],
+            "streamed_tokens_per_s": [50.0, 120.0],
+            "throughput_tokens_per_s": [49.0, 118.0],
+            "ttft_p95_ms": [20.0, 400.0],
+            "e2e_p95_ms": [80.0, 900.0],
+        }
+    )
+    layout = sweep_figure(table, None).layout
+    assert layout.yaxis.domain[0] > layout.yaxis2.domain[1]  # throughput above latency, each full width
+    assert layout.xaxis.domain == layout.xaxis2.domain

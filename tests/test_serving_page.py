@@ -52,10 +52,10 @@ def test_replay_on_the_bundled_model_draws_every_request_and_the_comparison():
     at.button(key="serving_compare").click().run()
     assert not at.exception
     titles = [c["layout"].get("title", {}).get("text", "") for c in charts(at)]
-    assert "Each request, 1 slot (one at a time)" in titles and "Each request, 2 slots (batched)" in titles
-    assert "Inside the engine, 2 slots (batched)" in titles
+    assert "Each request<br>1 slot (one at a time)" in titles and "Each request<br>2 slots (batched)" in titles
+    assert "Inside the engine<br>2 slots (batched)" in titles
     by_title = {c["layout"].get("title", {}).get("text"): c for c in charts(at)}
-    gantt = by_title["Each request, 2 slots (batched)"]
+    gantt = by_title["Each request<br>2 slots (batched)"]
     assert len(gantt["data"][2]["y"]) == 4  # four decode bars, one per request
     verdict = next(m.value for m in at.markdown if m.value.startswith("With 2 slots"))
     assert "last-level cache" in verdict or "from memory" in verdict  # the why, for this model on this machine

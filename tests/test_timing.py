@@ -209,3 +209,12 @@ def test_prefill_decode_page_runs_and_its_sweep_button_draws_both_charts():
     assert not at.exception
     titles = [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in at.get("plotly_chart")]
     assert titles == ["One generation, pass by pass", "Time of one forward pass", "Tokens per second"]
+
+
+def test_the_saturation_line_is_named_in_the_legend_not_written_over_the_curve():
+    from inference.lessons.prefill_decode.figures import sweep_rate_figure
+
+    medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.0), 64: (16.0, 2.0), 128: (30.0, 2.0)}
+    fig = sweep_rate_figure(sweep_of(medians), 32)
+    assert "80% of the best rate, at 32 tokens" in [trace.name for trace in fig.data]
+    assert not fig.layout.annotations

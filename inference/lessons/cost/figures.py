@@ -51,14 +51,15 @@ def answer_split_figure(answer: AnswerCost, presenter: bool = False) -> go.Figur
 
 def batching_figure(batches: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """Left: tokens per second from all sequences together. Right: machine time per token."""
+    # one panel above the other: side by side, their titles and axis titles ran into each other at 800 px
     fig = make_subplots(
-        rows=1,
-        cols=2,
-        horizontal_spacing=0.12,
+        rows=2,
+        cols=1,
+        vertical_spacing=0.22,
         subplot_titles=["Tokens per second (all sequences)", "Machine time per token (ms)"],
     )
     cheaper = [f"{s:.1f}× cheaper" for s in batches["speedup_per_token"]]
-    for col, column, colour, text, value_text in (
+    for row, column, colour, text, value_text in (
         (1, "tokens_per_s", DECODE_COLOUR, None, "%{y:,.0f} tokens/s"),
         (2, "ms_per_token", PREFILL_COLOUR, cheaper, "%{y:.3f} ms per token (%{text})"),
     ):
@@ -71,23 +72,23 @@ def batching_figure(batches: pd.DataFrame, presenter: bool = False) -> go.Figure
             "lines+markers",
             width=3,
             showlegend=False,
-            row=1,
-            col=col,
+            row=row,
+            col=1,
             text=text,
             hovertemplate=hover("batch %{x}: " + value_text),
         )
         fig.update_xaxes(
-            type="log", title="sequences decoded together (batch)", tickvals=list(batches["batch"]), row=1, col=col
+            type="log", title="sequences decoded together (batch)", tickvals=list(batches["batch"]), row=row, col=1
         )
     fig.update_yaxes(
         type="log",
         tickvals=[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100],
         title="ms (log scale)",
-        row=1,
-        col=2,
+        row=2,
+        col=1,
     )
-    fig.update_yaxes(rangemode="tozero", row=1, col=1)
-    return base_layout(fig, "", presenter, height=400)
+    fig.update_yaxes(title="tokens/s", rangemode="tozero", row=1, col=1)
+    return base_layout(fig, "", presenter, height=640)
 
 
 def context_figure(summary: pd.DataFrame, presenter: bool = False) -> go.Figure:

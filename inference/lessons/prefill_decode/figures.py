@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import plotly.graph_objects as go
 
 from inference.lessons.prefill_decode.timing import SATURATION, GenerationTiming, Sweep
@@ -48,7 +46,7 @@ def _phase_curve(fig: go.Figure, s, y, phase: str, name: str, value_text: str, e
 
 
 def _sweep_layout(fig: go.Figure, title: str, presenter: bool) -> go.Figure:
-    fig.update_xaxes(type="log", title="prompt tokens P (log scale)")
+    fig.update_xaxes(type="log", title="prompt tokens P (log)")  # short: a half-width chart at 800 px cut it
     return legend_below_in_column(base_layout(fig, title, presenter, height=440))
 
 
@@ -120,25 +118,19 @@ def sweep_rate_figure(sweep: Sweep, saturation_tokens: int, presenter: bool = Fa
     s = sweep.summary
     fig = go.Figure()
     rate, prefill_rate = "%{y:,.0f} tokens/s", s["prefill_tokens_per_s"]
-    _phase_curve(
-        fig, s, prefill_rate, "prefill", "prefill: prompt tokens/s", rate, _error_bars(s, "prefill_tokens_per_s")
-    )
-    _phase_curve(fig, s, 1000 / s["decode_ms_per_token"], "decode", "decode: new tokens/s", rate)
-    fig.add_vline(x=saturation_tokens, line=dict(color=PALETTE["grey"], dash="dot", width=1.5))
-    # Annotations on a log axis take log10 of the position (shapes such as the line do not).
-    # Top left of the line: shorter prompts are below SATURATION of the best, so the curve is never there.
-    fig.add_annotation(
-        x=math.log10(saturation_tokens),
-        y=1.0,
-        yref="paper",
-        xanchor="right",
-        yanchor="top",
-        xshift=-8,
-        showarrow=False,
-        text=f"{SATURATION:.0%} of the best<br>rate at {saturation_tokens} tokens ",
-        align="right",
-        font=dict(color=PALETTE["dark_grey"]),
-        bgcolor="rgba(255,255,255,0.8)",
+    _phase_curve(fig, s, prefill_rate, "prefill", "prefill (prompt)", rate, _error_bars(s, "prefill_tokens_per_s"))
+    _phase_curve(fig, s, 1000 / s["decode_ms_per_token"], "decode", "decode (new tokens)", rate)
+    # The saturation line is a trace named in the legend: a note beside it sat on the prefill curve at 800 px.
+    top = float(s["prefill_tokens_per_s_q3"].max())
+    add_line(
+        fig,
+        [saturation_tokens, saturation_tokens],
+        [0, top],
+        f"{SATURATION:.0%} of the best rate, at {saturation_tokens} tokens",
+        PALETTE["grey"],
+        dash="dot",
+        width=1.5,
+        hoverinfo="skip",
     )
     fig.update_xaxes(tickvals=s["prompt_tokens"].tolist())
     fig.update_yaxes(title="tokens per second", rangemode="tozero", tickformat=",")

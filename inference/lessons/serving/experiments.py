@@ -290,12 +290,12 @@ def comparison_verdict(
     text = [
         f"With {slots} slots the engine streamed **{many.throughput_tokens_per_s:,.0f} tokens/s** against "
         f"{one.throughput_tokens_per_s:,.0f} one at a time (**{gain:.1f}×**); p95 time to first token "
-        f"{many.ttft_s[95] * 1000:,.0f} ms against {one.ttft_s[95] * 1000:,.0f} ms; {many.good_requests} of "
+        f"{many.ttft_s[95] * 1000:,.0f}\u00a0ms against {one.ttft_s[95] * 1000:,.0f}\u00a0ms; {many.good_requests} of "
         f"{many.requests} requests met {many.slo.describe()} against {one.good_requests}."
     ]
     if math.isfinite(asked) and asked > 0:
         window = (
-            f"Over its {trace.duration_s:,.1f} s of arrivals the trace asks for {asked:,.0f} tokens/s, and one slot "
+            f"Over its {trace.duration_s:,.1f}\u00a0s of arrivals the trace asks for {asked:,.0f} tokens/s, and one slot "
             f"streamed {one_streamed_tokens_per_s:,.0f} tokens/s in that window ({one_streamed_tokens_per_s / asked:.0%})"
         )
         if one_streamed_tokens_per_s >= KEPT_UP_SHARE * asked:

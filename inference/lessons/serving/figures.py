@@ -154,13 +154,14 @@ def engine_state_figure(
 def comparison_figure(summaries: dict[str, RunSummary], presenter: bool = False) -> go.Figure:
     """Runs of the same trace side by side (e.g. one slot and N): throughput, TTFT and time per token (p50 and p95),
     goodput. `summaries` maps each run's name to its summary, in the order to draw them."""
+    # two short lines each: a half-width panel at 800 px cut "Time per output token (ms)" at its right edge
     panels = [
-        "Throughput (tokens/s)",
-        "Goodput (good requests/s)",
-        "Time to first token (ms)",
-        "Time per output token (ms)",
+        "Throughput<br>tokens/s",
+        "Goodput<br>good requests/s",
+        "Time to first token<br>ms",
+        "Time per token<br>ms",
     ]
-    fig = make_subplots(rows=2, cols=2, subplot_titles=panels, horizontal_spacing=0.12, vertical_spacing=0.2)
+    fig = make_subplots(rows=2, cols=2, subplot_titles=panels, horizontal_spacing=0.12, vertical_spacing=0.24)
     for i, (name, summary) in enumerate(summaries.items()):
         common = dict(
             name=name,
@@ -192,7 +193,7 @@ def comparison_figure(summaries: dict[str, RunSummary], presenter: bool = False)
             )
     fig.update_layout(barmode="group")
     fig.update_yaxes(rangemode="tozero")
-    return legend_below(base_layout(fig, "", presenter, height=560), y=-0.1, t=40, b=20)
+    return legend_below(base_layout(fig, "", presenter, height=600), y=-0.1, t=70, b=20)
 
 
 def ms_label(ms: float) -> str:
@@ -208,9 +209,8 @@ def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False)
     """Left: what each trace asked for over its arrivals and what the server streamed over the same window, against
     the arrival rate (the measured line falls below the asked one where the server stops keeping up). Right: p95
     TTFT and end-to-end latency. The knee (where queues start to grow) is marked on both."""
-    fig = make_subplots(
-        rows=1, cols=2, horizontal_spacing=0.14, subplot_titles=["Streamed vs asked, tokens/s", "p95 latency"]
-    )
+    # one panel above the other: side by side, the right panel's axis title sat on the left panel at 800 px
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2, subplot_titles=["Streamed vs asked", "p95 latency"])
     x = table["rate_per_s"]
     add_line(
         fig,
@@ -234,18 +234,29 @@ def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False)
         width=3,
         row=1,
         col=1,
-        customdata=table["throughput_tokens_per_s"],
-        hovertemplate=hover("λ %{x:g}/s: streamed %{y:.0f} tokens/s (whole run %{customdata:.0f})"),
+        hovertemplate=hover("λ %{x:g}/s: streamed %{y:.0f} tokens/s during the arrivals"),
+    )
+    add_line(
+        fig,
+        x,
+        table["throughput_tokens_per_s"],
+        "whole run (to the last token)",
+        PALETTE["slate"],
+        "lines+markers",
+        dash="dot",
+        row=1,
+        col=1,
+        hovertemplate=hover("λ %{x:g}/s: %{y:.0f} tokens/s from the first request to the last token"),
     )
     for column, name, colour in (
         ("ttft_p95_ms", "p95 TTFT", PREFILL_COLOUR),
         ("e2e_p95_ms", "p95 end to end", DECODE_COLOUR),
     ):
-        add_line(fig, x, table[column], name, colour, "lines+markers", width=3, row=1, col=2)
+        add_line(fig, x, table[column], name, colour, "lines+markers", width=3, row=2, col=1)
     if knee is not None:
         knee_rate = float(x.iloc[knee])
-        for col in (1, 2):
-            fig.add_vline(x=knee_rate, line=dict(color=PALETTE["red"], dash="dot"), row=1, col=col)
+        for row in (1, 2):
+            fig.add_vline(x=knee_rate, line=dict(color=PALETTE["red"], dash="dot"), row=row, col=1)
         fig.add_annotation(
             x=math.log10(knee_rate),  # annotations on a log axis take log10 of the position (lines do not)
             y=1.0,
@@ -260,8 +271,8 @@ def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False)
     fig.update_xaxes(title="arrival rate λ (requests/s)", type="log", **log_ticks(x))
     fig.update_yaxes(title="tokens/s", rangemode="tozero", row=1, col=1)
     latencies = table[["ttft_p95_ms", "e2e_p95_ms"]].to_numpy()
-    fig.update_yaxes(title="ms", type="log", **log_ticks(latencies), row=1, col=2)
-    return legend_below(base_layout(fig, "", presenter, height=380), y=-0.25, t=40, b=20)
+    fig.update_yaxes(title="ms (log scale)", type="log", **log_ticks(latencies), row=2, col=1)
+    return legend_below(base_layout(fig, "", presenter, height=640), y=-0.12, t=40, b=20)
 
 
 def roofline_figure(
