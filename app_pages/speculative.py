@@ -107,7 +107,8 @@ draft_name = draft.info.name if draft is not None else None
 drafter_label = spec_text.drafter_label(draft_name)
 
 # -- controls ----------------------------------------------------------------------------
-left, right = st.columns([3, 2])
+# presenter: the prompt full width, seed and max tokens a row of their own (at 800 px labels broke: "See d")
+left, right = (st.container(), st.container()) if presenter else st.columns([3, 2])
 left.text_area("Prompt", key="spec_prompt", persist_state="session", height=100, max_chars=20_000)
 with right:
     c1, c2 = st.columns(2)
@@ -124,15 +125,14 @@ with right:
 
 stepper.buttons()
 
-s = st.columns(2) + st.columns(3)  # two rows: labels stay whole on a narrow screen
+s = st.columns(2) + (st.columns(2) + st.columns(1) if presenter else st.columns(3))  # labels stay whole
 s[0].slider(
-    "γ: tokens drafted per round",
-    spec.GAMMA_MIN,
-    spec.GAMMA_MAX,
+    "γ: drafted per round",
+    *RANGES["spec_gamma"],
     step=1,
     key="spec_gamma",
     persist_state="session",
-    help="How many tokens the drafter guesses before the target checks them.",
+    help=spec_text.GAMMA,
 )
 controls.knob_sliders("spec", SAMPLING_KNOBS, s[1:], helps=spec_text.SAMPLING_HELPS)
 
@@ -247,9 +247,11 @@ if st.session_state.get("spec_comparison_key") != cache_key:
     st.session_state["spec_comparison_key"] = cache_key
 result = st.session_state["spec_comparison"]
 alpha, c = result.summary.acceptance_rate, result.cost_ratio
-cells = st.columns(2) + st.columns(2) + st.columns(2)  # two a row: the labels stay whole at 800 px
-for cell, (label, value, help_text) in zip(cells, spec_text.run_metrics(result, gamma)):
-    cell.metric(label, value, help=help_text)
+if presenter:  # an HTML table wraps its text: projector-sized metrics were cut at 800 px ("89% (8 …")
+    st.table(spec_fig.metrics_table(spec_text.run_metrics(result, gamma)))
+else:
+    for cell, (label, value, help_text) in zip(st.columns(2) * 3, spec_text.run_metrics(result, gamma)):
+        cell.metric(label, value, help=help_text)
 st.markdown(spec_text.ALPHA_DEFINITION)
 
 st.plotly_chart(spec_fig.timeline_figure(run.rounds, result.plain, presenter), width="stretch", key="spec_timeline")

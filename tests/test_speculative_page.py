@@ -134,3 +134,13 @@ def test_alpha_is_defined_once_on_the_page_and_c_comes_with_how_it_was_measured(
     text = " ".join(m.value for m in at.markdown)
     assert text.count("always means accepted ÷ checked") == 1
     assert "is measured, not a constant" in text and "checked" in text
+
+
+def test_presenter_mode_shows_the_run_metrics_as_a_table_that_wraps():
+    """At 800 px, projector-sized metrics were cut ("89% (8 …"): presenter mode gives them an HTML table."""
+    at = open_page({"t": "0", "max": "12"})
+    at.toggle(key="presenter").set_value(True).run()
+    at.button(key="spec_step").click().run()
+    assert not at.exception
+    measures = at.table[0].value
+    assert "α = accepted ÷ checked" in measures.index and len(measures) == 6

@@ -128,10 +128,10 @@ def p_q_figure(record, greedy: bool, presenter: bool = False) -> go.Figure:
     if greedy:
         q = [c.q_raw if c.q_raw is not None else 1.0 for c in record.checks]
         p = [c.p_raw for c in record.checks]
-        title = "q (draft) vs p (target) per draft token, T=1"
+        title = "q (draft) vs p (target), T=1"
     else:
         q, p = [c.q for c in record.checks], [c.p for c in record.checks]
-        title = "q (draft) vs p (target) per draft token"
+        title = "q (draft) vs p (target)"
     fig = go.Figure()
     fig.add_bar(
         x=names,
@@ -153,7 +153,7 @@ def p_q_figure(record, greedy: bool, presenter: bool = False) -> go.Figure:
     fig.update_layout(barmode="group", bargap=0.3)
     fig.update_yaxes(tickformat=".0%", range=[0, 1.18], title="probability")
     fig.update_xaxes(tickangle=0, automargin=True)
-    return legend_below(base_layout(fig, title, presenter, height=360), y=-0.18)
+    return legend_below(base_layout(fig, title, presenter, height=360), y=-0.3 if presenter else -0.22)
 
 
 def acceptance_figure(record, presenter: bool = False) -> go.Figure:
@@ -166,9 +166,9 @@ def acceptance_figure(record, presenter: bool = False) -> go.Figure:
     fig.add_bar(
         x=names,
         y=bars,
-        name="min(1, p/q): chance to accept",
+        name="min(1, p/q): chance to accept (label: p/q)",
         marker_color=[STATUS_COLOURS[c.status] for c in checked],
-        text=[f"p/q = {c.ratio:.2f}" if c.ratio < 100 else "p/q > 100" for c in checked],
+        text=[f"{c.ratio:.2f}" if c.ratio < 100 else "> 100" for c in checked],  # short: neighbours overlapped
         textposition="outside",
     )
     fig.add_scatter(
@@ -182,9 +182,7 @@ def acceptance_figure(record, presenter: bool = False) -> go.Figure:
     )
     fig.update_yaxes(range=[0, 1.18], title="")
     fig.update_xaxes(tickangle=0, automargin=True)
-    return legend_below(
-        base_layout(fig, "Accept while u ≤ p/q: green passed, red failed", presenter, height=360), y=-0.18
-    )
+    return legend_below(base_layout(fig, "Accept while u ≤ p/q", presenter, height=360), y=-0.3 if presenter else -0.22)
 
 
 def residual_figure(record, presenter: bool = False) -> go.Figure:
@@ -300,9 +298,7 @@ def timeline_figure(rounds: list, plain: PlainTiming, presenter: bool = False) -
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(title="milliseconds since the start (measured)", rangemode="tozero")
     fig.update_yaxes(categoryorder="array", categoryarray=[plain_row, spec_row], automargin=True)
-    return legend_below(
-        base_layout(fig, "Where the time went, this run vs plain decoding", presenter, height=300), y=-0.35
-    )
+    return legend_below(base_layout(fig, "Where the time went", presenter, height=300), y=-0.35)
 
 
 def theory_figure(
@@ -393,6 +389,11 @@ def sweep_alpha_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figur
     _measured_and_predicted(fig, table, "tokens_per_pass", "predicted_tokens_per_pass", "formula")
     fig.update_yaxes(title="tokens per target pass", rangemode="tozero")
     return legend_below(base_layout(fig, "Tokens per target pass, by γ", presenter, height=440), y=-0.2)
+
+
+def metrics_table(metrics: list[tuple[str, str, str]]) -> pd.DataFrame:
+    """The run's metrics (label, value, explanation) as a table: presenter mode shows it as HTML, which wraps."""
+    return pd.DataFrame(metrics, columns=["measure", "value", "how"]).set_index("measure")
 
 
 def rounds_for_display(frame: pd.DataFrame) -> pd.DataFrame:

@@ -35,6 +35,7 @@ ALPHA_DEFINITION = (
     "line counts every draft token it sent to the target, those after a rejection too (llama.cpp pull request "
     "#14104 only stopped it counting drafts it never sent). That number is lower whenever a round rejects early."
 )
+GAMMA = "How many tokens the drafter guesses before the target checks them."
 SEED_HELP = "The same seed, prompt and settings always give the same tokens."
 
 
@@ -52,8 +53,8 @@ CAPTIONS = {  # what each chart and table shows, and how its numbers were obtain
     "pq": "q and p of each drafted token under the same sampling settings, from the two models' "
     "real logits (greedy runs show T=1 probabilities). Outline: green accepted, red rejected, grey "
     "never checked.",
-    "accept": "u is the uniform number drawn for each test (seeded generator); the bar is "
-    "min(1, p/q), computed exactly. Drafts after the first failure are never tested.",
+    "accept": "Green passed, red failed. u is the uniform number drawn for each test (seeded generator); the bar "
+    "is min(1, p/q), computed exactly, and its label p/q. Drafts after the first failure are never tested.",
     "residual": "p, q and the residual normalise(max(0, p − q)) at the rejected position, for the "
     "tokens where any of them is largest; ▶ marks the token drawn from the residual. The residual "
     "gives back exactly the probability the draft took too much of: that is why the text keeps the "
