@@ -11,8 +11,8 @@ PRESENTER_CSS = """<style>
             [data-testid="stMetricValue"] [data-testid="stMarkdownContainer"] p { font-size: 2.6rem !important; }
             .token-chip { font-size: 1.6rem !important; }
             [data-testid="stSidebarNavLink"] [data-testid="stMarkdownContainer"] p { font-size: 0.8rem !important; }
-            [data-testid="stSliderThumbValue"] { transform: translateY(-0.55em); }
-            [data-testid="stSlider"] > div { padding-top: 0.4em; }
+            [data-testid="stSliderThumbValue"] { transform: translateY(-0.75em); }
+            [data-testid="stSlider"] > div { padding-top: 0.5em; }
             </style>"""
 
 

@@ -136,7 +136,8 @@ def ranges(prefix: str, knobs: list[Knob]) -> dict[str, tuple]:
 
 
 def more_controls(prefix: str, columns: int = 3) -> None:
-    """The newer samplers and the order, in an expander."""
+    """The newer samplers and the order, in an expander (two a row in presenter mode, as `slider_cells`)."""
+    columns = min(columns, 2) if presenter() else columns
     with st.expander("More samplers (typical-p, top-nσ, XTC, DRY, mirostat) and the stage order"):
         for start in range(0, len(MORE), columns):
             row = st.columns(columns)

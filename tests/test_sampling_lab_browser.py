@@ -1,0 +1,53 @@
+"""The Sampling lab in real Chromium, in presenter mode at 1280x900 and 800x1000: no error box, every slider's
+value stands clear above its track (at projector size it used to sit on the track), and no slider label is
+broken inside a word."""
+
+import pytest
+
+from tests.browser import SKIP_REASON, chromium_available, launch, open_page, streamlit_server, wait_idle
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
+
+# For each slider: the bottom of its value's text against the middle of its thumb (where the track runs), and whether its label holds a
+# word split across two lines (a line that starts with a lower-case letter right after a letter).
+GEOMETRY = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stSlider"]')]
+  .filter(s => s.getBoundingClientRect().height > 0)  // the closed "More samplers" expander's sliders are hidden
+  .map(s => {
+    const value = s.querySelector('[data-testid="stSliderThumbValue"]');
+    const thumb = value.parentElement;
+    const label = s.querySelector('[data-testid="stWidgetLabel"] p');
+    const range = document.createRange();
+    range.selectNodeContents(label);
+    const lines = [...range.getClientRects()].map(r => Math.round(r.top));
+    const words = label.textContent.trim().split(/\\s+/).length;
+    const text = document.createRange();
+    text.selectNodeContents(value);
+    const t = thumb.getBoundingClientRect();
+    return {label: label.textContent, valueBottom: text.getBoundingClientRect().bottom,
+            trackMiddle: (t.top + t.bottom) / 2, lines: new Set(lines).size, words};
+})"""
+
+
+@pytest.mark.parametrize("size", [(1280, 900), (800, 1000)])
+def test_presenter_mode_keeps_slider_values_off_the_tracks_and_labels_whole(size):
+    from playwright.sync_api import sync_playwright
+
+    with streamlit_server() as url, sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_context(viewport={"width": size[0], "height": size[1]}).new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        open_page(page, f"{url}/sampling")
+        toggle = page.locator('[data-testid="stSidebar"]').get_by_text("Presenter mode").first
+        toggle.scroll_into_view_if_needed()
+        toggle.click()
+        page.wait_for_function("() => getComputedStyle(document.body).fontSize !== '16px'")
+        wait_idle(page)
+        page.wait_for_timeout(500)
+        sliders = page.evaluate(GEOMETRY)
+        assert len(sliders) >= 5
+        for s in sliders:
+            assert s["valueBottom"] < s["trackMiddle"] - 3, f"{s['label']}: its value sits on the track"
+            assert s["lines"] <= s["words"], f"{s['label']}: a word of its label is broken across lines"
+        assert page.locator('[data-testid="stException"]').count() == 0 and errors == []
+        browser.close()
