@@ -4,6 +4,8 @@ Every expected number below is worked out by hand in the test (as a literal or a
 plain arithmetic on the architecture numbers), never by calling the code under test.
 """
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -274,6 +276,7 @@ def test_kv_table_counts_sliding_windows_and_keeps_notes(models):
 
 
 def run_cli(*args):
+    """The command as `python -m inference.core.calculator` runs it (one test), its exit code and output."""
     return subprocess.run(
         [sys.executable, "-m", "inference.core.calculator", *args],
         capture_output=True,
@@ -281,6 +284,18 @@ def run_cli(*args):
         timeout=120,
         env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"},
     )
+
+
+def call_cli(*args) -> subprocess.CompletedProcess:
+    """`calculator.main` called here (a new Python for each case cost seconds of imports): the same exit code and
+    output as the command, argparse's own exits included."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = calc.main(list(args))
+        except SystemExit as exit_:
+            code = exit_.code
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def test_cli_json_has_the_documented_keys_and_hand_computed_numbers():
@@ -300,7 +315,7 @@ def test_cli_json_has_the_documented_keys_and_hand_computed_numbers():
 
 def test_cli_reads_a_local_config_json_and_counts_its_parameters():
     """A local config.json works: the bundled model's, with its 5,770,496 parameters counted on a meta model."""
-    done = run_cli(
+    done = call_cli(
         str(calc.PUBLIC_MODELS_FILE.parent / "models" / "storyteller-llama-6m" / "config.json"),
         "--tokens",
         "512",
@@ -325,7 +340,7 @@ def test_cli_reads_a_local_config_json_and_counts_its_parameters():
 )
 def test_cli_bad_input_is_one_line_naming_the_value_with_exit_code_2(args, named):
     """Unknown model, negative or absurd sizes, unknown dtype: exit code 2 and one line that names the value."""
-    done = run_cli(*args)
+    done = call_cli(*args)
     assert done.returncode == 2
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
