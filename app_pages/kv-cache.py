@@ -41,8 +41,12 @@ CALCULATOR_DEFAULT_MODELS = [
     "Mixtral-8x7B",
     "DeepSeek-V3",
 ]
-SHAPE_COLUMNS = ["attention", "attention_heads", "kv_heads", "sliding_layers"]
-MEMORY_COLUMNS = ["kv_gb", "kv_gb_without_gqa", "gqa_saving", "weight_gb", "kv_per_token_mb"]
+# Three narrow tables of at most four numbers each, not one wide one: its right columns were cut at 800 px.
+TABLES = {
+    "kv_calc_shapes": ["attention", "attention_heads", "kv_heads", "sliding_layers"],
+    "kv_calc_table": ["kv_gb", "kv_gb_without_gqa", "gqa_saving"],
+    "kv_calc_sizes": ["weight_gb", "kv_per_token_mb"],
+}
 CONTEXTS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 
 limits = models.limits()
@@ -181,7 +185,7 @@ def loop_link(generated_ids: list[int]) -> None:
     st.markdown(kv_text.loop_note(phrase, tokenizer.decode(list(phrase.ids)), len(generated_ids)))
     st.page_link(
         "app_pages/generate.py",
-        label="Generate: the same prompt, greedy, with the Repetition penalty slider at 1.2",
+        label="Generate: this prompt with a repetition penalty",
         icon="✍️",
         query_params={"prompt": st.session_state.kv_prompt[:1000], "t": "0", "rep": "1.2", "max": str(new_tokens)},
     )
@@ -243,20 +247,21 @@ def calculator() -> None:
                 biggest.gqa_saving,
             )
         )
-    # Two narrow tables, not one wide one: eleven columns were cut at the right edge at 800 px.
     small = st.column_config.NumberColumn
-    for key, columns in (("kv_calc_shapes", SHAPE_COLUMNS), ("kv_calc_table", MEMORY_COLUMNS)):
+    for key, columns in TABLES.items():
         st.dataframe(
             memory[["model", *columns]],
             hide_index=True,
             width="stretch",
             key=key,
             column_config={
-                "model": st.column_config.TextColumn("model", width="medium", pinned=True),
+                "model": st.column_config.TextColumn("model", width=140, pinned=True),
                 "attention": st.column_config.TextColumn("type", width="small"),
                 "attention_heads": small("heads", width="small", help="Query heads"),
                 "kv_heads": small("KV heads", width="small"),
-                "sliding_layers": small("window layers", help="Layers that keep at most their sliding window"),
+                "sliding_layers": small(
+                    "windowed", width="small", help="Layers that keep at most their sliding window"
+                ),
                 "kv_gb": small("KV GB", format="%.3g", width="small"),
                 "kv_gb_without_gqa": small(
                     "MHA KV GB",

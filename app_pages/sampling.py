@@ -165,9 +165,9 @@ else:
     caption("exact", "The same step's probabilities at each temperature (no other filter).")
 
 st.subheader(f"Sample {DRAWS:,} times")
-h1, h2 = st.columns(2, vertical_alignment="bottom")  # the chart below, full width: a quarter column cut the button
-draw_seed = h1.number_input("Seed for the draws", 0, 2**32 - 1, 0, key="lab_draw_seed", persist_state="session")
-if h2.button(f"Sample {DRAWS:,} times", key="lab_sample"):
+# Seed and button one under the other, the chart full width below: in narrow columns the button's label was cut.
+draw_seed = st.number_input("Seed for the draws", 0, 2**32 - 1, 0, key="lab_draw_seed", persist_state="session")
+if st.button(f"Sample {DRAWS:,} times", key="lab_sample"):
     st.session_state["lab_samples"] = (settings, int(draw_seed), tuple(context_ids))
 sampled = st.session_state.get("lab_samples")
 if sampled and sampled[0] == settings and sampled[1] == int(draw_seed) and sampled[2] == tuple(context_ids):

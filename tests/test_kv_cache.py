@@ -127,5 +127,5 @@ def test_the_page_says_when_the_greedy_text_loops_and_links_to_the_repetition_pe
     assert not at.exception
     notes = [m.value for m in at.markdown if "The greedy text loops" in m.value]
     assert len(notes) == 1 and " times in these 200 tokens" in notes[0]
-    links = [el for el in at.get("page_link") if "Repetition penalty" in el.proto.label]
+    links = [el for el in at.get("page_link") if "repetition penalty" in el.proto.label]
     assert len(links) == 1

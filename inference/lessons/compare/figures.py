@@ -91,9 +91,13 @@ def _percent_or_cut(p: float) -> str:
 def _by_token_layout(fig: go.Figure, title: str, x_title: str, tokens: int, presenter: bool) -> go.Figure:
     """The layout of the charts with one group of bars per token: a row per token, the legend below."""
     fig.update_layout(barmode="group", bargap=0.25)
-    fig.update_xaxes(tickformat=".0%", title=x_title)
+    # Room right of a 100% bar for its label, and the legend a fixed ~80 px under the plot, below the axis title
+    # (a fraction of a short plot's height put it on the title).
+    fig.update_xaxes(tickformat=".0%", title=x_title, range=[0, 1.16], tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1])
     fig.update_yaxes(automargin=True)
-    return legend_below(base_layout(fig, title, presenter, height=170 + 34 * tokens), y=-0.12)
+    height = 170 + 34 * tokens + (40 if presenter else 0)
+    plot_height = height - 150  # base_layout's margins and the legend's room
+    return legend_below(base_layout(fig, title, presenter, height=height), y=-(90 if presenter else 70) / plot_height)
 
 
 def final_distributions(parting, tokenizer, presenter: bool = False) -> go.Figure:

@@ -155,7 +155,12 @@ def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     )
     fig.update_yaxes(automargin=True)
     fig.update_layout(barmode="group", bargap=0.25)
-    return base_layout(fig, "Memory per model", presenter, height=140 + 62 * len(rows))
+    fig = base_layout(fig, "Memory per model", presenter, height=200 + 62 * len(rows))
+    # The legend on its own lines between the title and the plot (beside the title it covered it at 800 px).
+    return fig.update_layout(
+        legend=dict(orientation="v", y=1.0, yanchor="bottom", x=0, xanchor="left"),
+        margin=dict(t=150 if presenter else 130),
+    )
 
 
 def _gb(value: float) -> str:

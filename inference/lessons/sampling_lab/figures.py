@@ -148,7 +148,7 @@ def draw_histogram(counts: pd.DataFrame, draws: int, presenter: bool = False) ->
     fig.add_bar(
         x=names,
         y=counts["computed"],
-        name="computed probability (95% band of the share)",
+        name="computed (whisker: 95% band)",
         marker_color=RAW_COLOUR,
         error_y=dict(type="data", array=draw_band(counts["computed"], draws), visible=True, color="#444"),
     )
@@ -184,8 +184,10 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
     # neighbouring titles never run into each other at 800 px.
     columns = 2 if presenter else 3
     rows_needed = -(-len(stages) // columns)
+    if presenter:  # projector-sized titles in half-width panels: the shortest names ("Raw", no "(final)")
+        short = {**short, "raw": "Raw", "penalty": "Penalty"}
     titles = [
-        f"{i + 1}. {short[s]}{' (final)' if s == stages[-1] else ''}<br><b>{view.kept[s]:,}</b> kept"
+        f"{i + 1}. {short[s]}{' (final)' if s == stages[-1] and not presenter else ''}<br><b>{view.kept[s]:,}</b> kept"
         for i, s in enumerate(stages)
     ]
     fig = make_subplots(
