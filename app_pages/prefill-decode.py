@@ -18,6 +18,7 @@ from inference.lessons.prefill_decode import text as pd_text
 from inference.lessons.prefill_decode.engine_timing import remote_generation_timing, remote_sweep
 from inference.lessons.prefill_decode.figures import sweep_rate_figure, sweep_time_figure, timeline_figure
 from inference.lessons.prefill_decode.timing import (
+    SATURATION,
     crossover_prompt_tokens,
     default_prompt_lengths,
     findings,
@@ -33,6 +34,15 @@ DEFAULT_PROMPT = (
     "Once upon a time, there was a little girl named Lily. She loved to play in the park with her "
     "friends. One day, she saw a big red ball under a tree."
 )
+
+
+def metric_cells(count: int, per_row: int = 2) -> list:
+    """Cells for metrics, `per_row` a row; one a row in presenter mode, where projector-sized labels were cut to
+    "Per inp…" and "Time to first t…" at 800 px."""
+    if layout.presenter():
+        return [st.container() for _ in range(count)]
+    return [cell for _ in range(-(-count // per_row)) for cell in st.columns(per_row)][:count]
+
 
 limits = models.limits()
 loaded = current_model(remote_ok=True)
@@ -50,7 +60,8 @@ st.markdown(
 
 # -- 1. one generation -------------------------------------------------------------------
 st.subheader("One generation, timed")
-left, right = st.columns([3, 1])
+# presenter mode: the prompt and its controls one above the other (a quarter of 800 px squeezed the slider)
+left, right = (st.container(), st.container()) if layout.presenter() else st.columns([3, 1])
 left.text_area("Prompt", DEFAULT_PROMPT, key="pd_prompt", persist_state="session", height=100, max_chars=20_000)
 new_tokens = right.slider(
     "New tokens", 8, min(128, limits.max_new_tokens), 48, step=8, key="pd_new_tokens", persist_state="session"
@@ -102,7 +113,7 @@ else:
 tpot_ms = timing.tpot_ms
 if server_timings is not None and server_timings.decode_tokens_per_s:
     tpot_ms = 1000 / server_timings.decode_tokens_per_s
-m = st.columns(2) + st.columns(2)  # two rows of two: the values stay whole on a narrow screen
+m = metric_cells(4)  # two rows of two (one a row in presenter mode): the values stay whole on a narrow screen
 m[0].metric("Time to first token", f"{timing.ttft_ms:.1f} ms", help="The prefill pass plus choosing the first token.")
 if tpot_ms is not None:
     m[1].metric("Time per output token", f"{tpot_ms:.2f} ms", help="Mean decode step after the first token.")
@@ -119,7 +130,7 @@ if timing.stop_reason == STOP_EOS:
 st.subheader("Sweep: how time grows with the prompt")
 lengths = default_prompt_lengths(info.context)
 st.markdown(pd_text.sweep_intro(lengths, DECODE_TOKENS))
-c1, c2 = st.columns([1, 3])
+c1, c2 = st.columns([1, 1] if layout.presenter() else [1, 3])  # "Runs per point" broke into three lines
 repeats = c1.slider("Runs per point", 3, 9, 5, key="pd_repeats", persist_state="session")
 sweep = None
 with engine_errors():
@@ -152,7 +163,8 @@ with chart_right:
     )
     caption(
         "measured",
-        "Prefill: prompt tokens ÷ prefill time. Decode: 1 ÷ time per decode pass. Same runs as the chart on the left.",
+        "Prefill: prompt tokens ÷ prefill time. Decode: 1 ÷ time per decode pass. Same runs as the chart on the left. "
+        f"Dotted: the shortest prompt P whose prefill reached {SATURATION:.0%} of the best rate.",
     )
 
 # -- 3. what this run says -------------------------------------------------------------

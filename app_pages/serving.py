@@ -34,12 +34,12 @@ SWEEP_POINTS = 5
 BATCHES = (1, 2, 4, 8)
 
 
-def metric_cells(count: int) -> list:
-    """Cells for metrics, two a row (three a row cut their labels to "Memory bandwidth, G…" at 800 px); one a row
-    in presenter mode, where the labels are projector-sized."""
+def metric_cells(count: int, per_row: int = 2) -> list:
+    """Cells for metrics, `per_row` a row; one a row in presenter mode, where projector-sized labels were cut to
+    "Per inp…" and "Time to first t…" at 800 px (three a row cut "Memory bandwidth, G…")."""
     if layout.presenter():
         return [st.container() for _ in range(count)]
-    return [cell for _ in range((count + 1) // 2) for cell in st.columns(2)][:count]
+    return [cell for _ in range(-(-count // per_row)) for cell in st.columns(per_row)][:count]
 
 
 limits = models.limits()

@@ -216,5 +216,5 @@ def test_the_saturation_line_is_named_in_the_legend_not_written_over_the_curve()
 
     medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.0), 64: (16.0, 2.0), 128: (30.0, 2.0)}
     fig = sweep_rate_figure(sweep_of(medians), 32)
-    assert "80% of the best rate, at 32 tokens" in [trace.name for trace in fig.data]
+    assert "80% of best, P = 32" in [trace.name for trace in fig.data]
     assert not fig.layout.annotations

@@ -29,14 +29,15 @@ def answer_split_figure(answer: AnswerCost, presenter: bool = False) -> go.Figur
         ),
     ]
     for name, colour, shares, texts in segments:
-        # A label squeezed into a sliver becomes unreadable: slivers keep theirs for the hover.
+        # A label squeezed into a sliver becomes unreadable (Plotly turns it sideways): slivers keep theirs for the
+        # hover; projector-sized text needs a wider bar.
         add_hbar(
             fig,
             rows,
             shares,
             name=name,
             marker_color=colour,
-            text=[t if share >= 0.12 else "" for t, share in zip(texts, shares)],
+            text=[t if share >= (0.25 if presenter else 0.12) else "" for t, share in zip(texts, shares)],
             hovertext=texts,
             hoverinfo="text",
             textposition="inside",
@@ -77,9 +78,7 @@ def batching_figure(batches: pd.DataFrame, presenter: bool = False) -> go.Figure
             text=text,
             hovertemplate=hover("batch %{x}: " + value_text),
         )
-        fig.update_xaxes(
-            type="log", title="sequences decoded together (batch)", tickvals=list(batches["batch"]), row=row, col=1
-        )
+        fig.update_xaxes(type="log", title="sequences per batch", tickvals=list(batches["batch"]), row=row, col=1)
     fig.update_yaxes(
         type="log",
         tickvals=[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100],
@@ -115,8 +114,6 @@ def context_figure(summary: pd.DataFrame, presenter: bool = False) -> go.Figure:
         ),
         hovertemplate=hover("%{x} tokens in the cache: %{y:.2f} ms per step"),
     )
-    fig.update_xaxes(
-        type="log", title="tokens already in the cache (log scale)", tickvals=summary["prompt_tokens"].tolist()
-    )
+    fig.update_xaxes(type="log", title="tokens in the cache (log)", tickvals=summary["prompt_tokens"].tolist())
     fig.update_yaxes(title="ms per decode step", rangemode="tozero")
     return base_layout(fig, "Decode step time against context", presenter, height=360)

@@ -126,7 +126,7 @@ def sweep_rate_figure(sweep: Sweep, saturation_tokens: int, presenter: bool = Fa
         fig,
         [saturation_tokens, saturation_tokens],
         [0, top],
-        f"{SATURATION:.0%} of the best rate, at {saturation_tokens} tokens",
+        f"{SATURATION:.0%} of best, P = {saturation_tokens}",  # short: a half-width legend at 800 px cut it
         PALETTE["grey"],
         dash="dot",
         width=1.5,
