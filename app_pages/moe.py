@@ -74,7 +74,8 @@ if moe_loaded:
 
     # -- 1. routing, live ---------------------------------------------------------------------
     st.subheader("1. Routing, live: which experts each token goes to")
-    left, right = st.columns([3, 2])
+    # In presenter mode the prompt takes its own row: a fifth of the width broke "Temperature" mid-word.
+    left, right = (st.container(), st.container()) if presenter else st.columns([3, 2])
     left.text_input("Prompt", moe_text.PROMPT, key="moe_prompt", persist_state="session", max_chars=2000)
     r = right.columns(2)
     r[0].slider(
@@ -227,7 +228,8 @@ if moe_loaded:
     st.subheader("5. What sparsity costs and buys, measured")
     dense = models.bundled_model()
     mine, theirs = routing.budget(model), routing.budget(dense.model)
-    for cell, (label, value, delta) in zip(st.columns(4), moe_text.budget_metrics(mine, theirs)):
+    cells = st.columns(2) + st.columns(2) if presenter else st.columns(4)  # projector-sized numbers: two a row
+    for cell, (label, value, delta) in zip(cells, moe_text.budget_metrics(mine, theirs)):
         cell.metric(label, value, delta, delta_color="off")
     caption("exact", moe_text.budget_caption(info.dtype, shape.k, mine, dense.info.name, theirs))
     moe_meta, dense_meta = stored.training_stats(folder), stored.training_stats(BUNDLED_MODEL_DIR)

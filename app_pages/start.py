@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from app_pages.shared import layout
 from app_pages.shared.captions import caption
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import model_slot
@@ -15,6 +16,12 @@ from inference.lessons.start.text import chip, choosing, percent
 def cached_first_look(model_name: str, prompt_ids: tuple, _loaded):
     with model_slot():
         return first_look(_loaded.model, _loaded.tokenizer, list(prompt_ids))
+
+
+def link(page: str, label: str, icon: str) -> None:
+    """A link to a deeper page; in presenter mode only its name (the text after the colon did not fit at 800 px,
+    and a link label does not wrap)."""
+    st.page_link(page, label=label.split(":")[0] if layout.presenter() else label, icon=icon)
 
 
 loaded = current_model(needs_weights="it times a forward pass and reads the KV cache's tensors here")
@@ -33,18 +40,18 @@ top = ", ".join(f"{chip(token)} {percent(probability)}" for token, probability i
 
 st.subheader("1. Text becomes tokens")
 st.markdown(f"The prompt *{PROMPT}* is read as **{look.prompt_length} tokens**: {chips}")
-st.page_link("app_pages/generate.py", label="Generate: watch every token being chosen", icon="✍️")
+link("app_pages/generate.py", label="Generate: watch every token being chosen", icon="✍️")
 
 st.subheader("2. One forward pass scores every token")
 st.markdown(
     f"The model gives each of its **{look.vocab_size:,} tokens** a probability for what comes next. "
     f"The most likely: {top}."
 )
-st.page_link("app_pages/sampling.py", label="Sampling lab: what temperature, top-k and top-p do to them", icon="🎲")
+link("app_pages/sampling.py", label="Sampling lab: what temperature, top-k and top-p do to them", icon="🎲")
 
 st.subheader("3. One token is chosen")
 st.markdown(choosing(look, DRAW_SETTINGS.temperature))
-st.page_link("app_pages/sampling.py", label="Sampling lab: 1,000 draws against the computed probabilities", icon="🎲")
+link("app_pages/sampling.py", label="Sampling lab: 1,000 draws against the computed probabilities", icon="🎲")
 
 st.subheader("4. Reading the prompt is one pass; every new token is another")
 st.markdown(
@@ -52,9 +59,7 @@ st.markdown(
     f"(prefill); one more token then took **{look.decode_ms:.1f} ms** (a decode step). A reply of a hundred "
     "tokens is a hundred decode steps: that is where the time goes."
 )
-st.page_link(
-    "app_pages/prefill-decode.py", label="Prefill vs decode: the timeline and a sweep over prompt lengths", icon="⏱️"
-)
+link("app_pages/prefill-decode.py", label="Prefill vs decode: the timeline and a sweep over prompt lengths", icon="⏱️")
 
 st.subheader("5. The model keeps what it has read: the KV cache")
 if look.formula_is_the_plain_product:
@@ -68,9 +73,7 @@ st.markdown(
     f"After the prompt, the cache holds **{look.cache_bytes:,} bytes**, read from its tensors; {formula}. It grows "
     "with every token, so a decode step computes one token's keys and values instead of the whole text's."
 )
-st.page_link(
-    "app_pages/kv-cache.py", label="KV cache: how it grows, what it saves, how big it gets for real models", icon="🗄️"
-)
+link("app_pages/kv-cache.py", label="KV cache: how it grows, what it saves, how big it gets for real models", icon="🗄️")
 
 caption(
     "measured",
@@ -81,10 +84,8 @@ caption(
 )
 
 st.subheader("Then: making it cheaper")
-st.page_link("app_pages/quantization.py", label="Quantization: the same model in fewer bits", icon="🗜️")
-st.page_link("app_pages/moe.py", label="Mixture of Experts: only part of the model works on each token", icon="🧩")
-st.page_link(
-    "app_pages/speculative.py", label="Speculative decoding: a small model guesses, the big one checks", icon="🎯"
-)
-st.page_link("app_pages/cost.py", label="Cost: what a token costs, and what batching does to it", icon="💰")
-st.page_link("app_pages/serving.py", label="Serve many: one engine batching a whole class's requests", icon="🚦")
+link("app_pages/quantization.py", label="Quantization: the same model in fewer bits", icon="🗜️")
+link("app_pages/moe.py", label="Mixture of Experts: only part of the model works on each token", icon="🧩")
+link("app_pages/speculative.py", label="Speculative decoding: a small model guesses, the big one checks", icon="🎯")
+link("app_pages/cost.py", label="Cost: what a token costs, and what batching does to it", icon="💰")
+link("app_pages/serving.py", label="Serve many: one engine batching a whole class's requests", icon="🚦")

@@ -122,7 +122,7 @@ def routing_heatmap(texts: list[str], experts, weights, probabilities, presenter
         title="token (hover: both experts, weights)",
     )
     fig.update_yaxes(autorange="reversed")
-    return base_layout(fig, "First-choice expert of every token in every layer", presenter, height=150 + 45 * layers)
+    return base_layout(fig, "Each token's first-choice expert, by layer", presenter, height=150 + 45 * layers)
 
 
 def router_figure(
@@ -319,10 +319,11 @@ def sparsity_figure(rows: pd.DataFrame, quality_title: str, presenter: bool = Fa
     colours = [PALETTE["orange"] if i == 0 else PALETTE["dark_blue"] for i in range(len(rows))]
     # The model names under each bar are long: one panel a row in presenter mode, three a row otherwise.
     columns = 1 if presenter else 3
+    spacing = 0.2 if presenter else 0.12  # room for the slanted model names above the next panel's title
     fig = _bars_per_model(
-        rows, panels, colours, _sparsity_label, ",.3f", headroom=1.3, vertical_spacing=0.12, columns=columns
+        rows, panels, colours, _sparsity_label, ",.3f", headroom=1.3, vertical_spacing=spacing, columns=columns
     )
-    return base_layout(fig, "", presenter, height=330 * (len(panels) // columns) + (0 if presenter else 40))
+    return base_layout(fig, "", presenter, height=(430 if presenter else 370) * (len(panels) // columns))
 
 
 def experiments_figure(experiments: pd.DataFrame, presenter: bool = False) -> go.Figure:

@@ -31,7 +31,7 @@ CAPTIONS = {  # what each chart and table shows, and how its numbers were obtain
     "reads its whole matrix). Arithmetic, not measured here.",
 }
 PROMPT = "Once upon a time, there was a little girl"
-QUALITY_TITLE = "Held-out bits per byte (lower: better)"
+QUALITY_TITLE = "Held-out bits/byte (lower: better)"
 HELP = {
     "layer": "The layer whose experts colour the text.",
     "token": "Position in the text above (0 = the first prompt token).",
