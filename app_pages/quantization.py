@@ -70,7 +70,7 @@ st.title("🗜️ Quantization: fewer bits per weight")
 st.markdown(qt.intro(loaded.info.name))
 
 with st.form("quant_form"):
-    left, right = st.columns([3, 1])
+    left, right = (st.container(), st.container()) if presenter else st.columns([3, 1])  # "New / tokens" wrapped
     prompt = left.text_input("Prompt", DEFAULT_PROMPT, key="quant_prompt", persist_state="session")
     new_tokens = right.slider(
         "New tokens", 16, 96, DEFAULT_NEW_TOKENS, step=8, key="quant_new_tokens", persist_state="session"
@@ -212,19 +212,11 @@ else:
     except (gguf_compare.EngineError, RuntimeError, OSError) as err:
         st.error(f"The GGUF rows could not be measured: {err}", icon="⚠️")
     if gguf_results:
-        st.dataframe(
+        show_table(
             gguf_compare.side_by_side(summary, gguf_compare.gguf_table(gguf_results)),
-            hide_index=True,
-            width="stretch",
-            key="quant_gguf_table",
-            column_config={
-                "weight bytes": st.column_config.NumberColumn(format="localized"),
-                "size vs float32": st.column_config.NumberColumn(format="%.2f×"),
-                "decode tokens/s": st.column_config.NumberColumn(format="%.0f"),
-                "speed vs its float32": st.column_config.NumberColumn(format="%.2f×"),
-                "mean KL from float32 (nats)": st.column_config.NumberColumn(format="%.1e"),
-                "top-1 agreement": st.column_config.NumberColumn(format="percent"),
-            },
+            "quant_gguf_table",
+            {column: st.column_config.NumberColumn(format=f) for column, f in qf.GGUF_FORMATS.items()},
+            qf.GGUF_TEXT_FORMATS,
         )
         caption("measured", qt.gguf_caption(gguf_compare.SPEED_ROUNDS))
         st.markdown(qt.gguf_speed_gap(comparison, gguf_results))
@@ -255,7 +247,7 @@ show_table(
 caption("exact", qt.kv_types_caption(loaded.info.name, loaded.info.layers, kv_width, loaded.info.context))
 if kv_measured is not None:
     caption("measured", qt.kv_measured_caption(kv_measured.positions, kv_measured.text_what))
-st.page_link("app_pages/engine-internals.py", label="Inside the engine: the KV cache types measured", icon="🔧")
+st.page_link("app_pages/engine-internals.py", label="KV cache types, measured: Inside the engine", icon="🔧")
 
 # -- 4. calculator --------------------------------------------------------------------------
 st.header("Will it fit? Weights of public models")
@@ -269,7 +261,8 @@ st.plotly_chart(qf.fit_heatmap(fit, labels, presenter), width="stretch", key="qu
 int4_copy = comparison.results["int4"].overhead
 caption("published", qt.fit_caption(labels, int4_copy.fraction, comparison.int4_group_size, reserve_gb))
 
-calc_params, calc_bits, calc_result = st.columns([2, 2, 3])
+# presenter: the verdict under the inputs (three columns broke "Paramet / ers" at 800 px)
+calc_params, calc_bits, calc_result = [*st.columns(2), st.container()] if presenter else st.columns([2, 2, 3])
 billions = calc_params.number_input(
     "Parameters (billions)", 0.01, 2000.0, 7.0, step=1.0, key="quant_calc_params", persist_state="session"
 )

@@ -191,9 +191,9 @@ def step_distributions(comparison, step: int, presenter: bool = False) -> go.Fig
         )
     fig.update_xaxes(tickformat=".0%" if axis_max > 0.1 else ".1%", title="probability", range=[0, axis_max])
     fig.update_yaxes(automargin=True)
-    return base_layout(
-        fig, f"Step {step}: next-token probabilities, all four precisions", presenter, height=140 + 34 * len(names)
-    )
+    height = 170 + 34 * len(names)
+    # legend under the axis: at the top right it ran into the title at 800 px
+    return legend_below(base_layout(fig, f"Step {step}: next-token probabilities", presenter, height), y=-90 / height)
 
 
 def _short(card_label: str) -> str:
@@ -201,10 +201,12 @@ def _short(card_label: str) -> str:
     return card_label.split()[0]
 
 
-def _fit_label(row) -> str:
+def _fit_label(row, with_left: bool = True) -> str:
+    """The card that holds the weights (or how many of the largest), and what it has left unless `with_left` is
+    off (presenter mode: projector-sized text has no room for it; it stays in the hover and the table)."""
     if row["fits_on"] is None or pd.isna(row["fits_on"]):
         return f"{row['largest_needed']} × {_short(row['largest'])}"
-    return f"{_short(row['fits_on'])}, {row['left_gb']:,.1f} left"
+    return f"{_short(row['fits_on'])}, {row['left_gb']:,.1f} left" if with_left else _short(row["fits_on"])
 
 
 def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -> go.Figure:
@@ -219,7 +221,7 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
         z.append(
             [labels.index(rows.at[b, "fits_on"]) if rows.at[b, "fits_on"] in labels else len(labels) for b in bits]
         )
-        text.append([f"{rows.at[b, 'weight_gb']:,.1f} GB<br>{_fit_label(rows.loc[b])}" for b in bits])
+        text.append([f"{rows.at[b, 'weight_gb']:,.1f} GB<br>{_fit_label(rows.loc[b], not presenter)}" for b in bits])
         hover.append(
             [
                 f"{model} at {b} bits: {rows.at[b, 'weight_gb']:,.2f} GB of weights"
@@ -239,7 +241,7 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
     fig = go.Figure(
         go.Heatmap(
             z=z,
-            x=[f"{b} bits" for b in bits],
+            x=[f"{b}" for b in bits],  # "bits per weight" is the axis title: short ticks stay level at 800 px
             y=order,
             text=text,
             texttemplate="%{text}",
@@ -254,14 +256,14 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
         )
     )
     fig.update_yaxes(autorange="reversed", automargin=True)
-    fig.update_xaxes(side="top")
+    fig.update_xaxes(side="top", title="bits per weight", tickangle=0)
     fig = base_layout(
         fig,
         "The smallest card that holds the weights",
         presenter,
         height=130 + 42 * len(order),
     )
-    fig.update_layout(margin=dict(t=100))
+    fig.update_layout(margin=dict(t=140 if presenter else 110))
     return fig
 
 
@@ -300,6 +302,22 @@ COST_FORMATS = {
     "size vs float32": "{:.2f}×",
     "decode tokens/s": "{:,.0f}",
     "speed vs float32": "{:.2f}×",
+}
+GGUF_FORMATS = {  # the GGUF table's dataframe formats, and the same in Python for presenter mode's HTML table
+    "weight bytes": "localized",
+    "size vs float32": "%.2f×",
+    "decode tokens/s": "%.0f",
+    "speed vs its float32": "%.2f×",
+    "mean KL from float32 (nats)": "%.1e",
+    "top-1 agreement": "percent",
+}
+GGUF_TEXT_FORMATS = {
+    "weight bytes": "{:,}",
+    "size vs float32": "{:.2f}×",
+    "decode tokens/s": "{:,.0f}",
+    "speed vs its float32": "{:.2f}×",
+    "mean KL from float32 (nats)": "{:.1e}",
+    "top-1 agreement": "{:.0%}",
 }
 QUALITY_FORMATS = {
     "mean KL from float32 (nats)": "{:.1e}",

@@ -298,7 +298,8 @@ def timeline_figure(rounds: list, plain: PlainTiming, presenter: bool = False) -
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(title="milliseconds since the start (measured)", rangemode="tozero")
     fig.update_yaxes(categoryorder="array", categoryarray=[plain_row, spec_row], automargin=True)
-    return legend_below(base_layout(fig, "Where the time went", presenter, height=300), y=-0.35)
+    # legend clear of the axis title (they overlapped at 800 px)
+    return legend_below(base_layout(fig, "Where the time went", presenter, height=330), y=-0.5)
 
 
 def theory_figure(
