@@ -164,8 +164,12 @@ def draw_histogram(counts: pd.DataFrame, draws: int, presenter: bool = False) ->
 
 def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -> go.Figure:
     """The distribution after each stage, left to right, with how many tokens survive."""
-    n = min(top_n, len(view.order))
-    names = [label(repr_token(t)) for t in readable_tokens(tokenizer, view.order[:n].tolist())][::-1]
+    # Rows: of the 4 x top_n tokens the view ranks first (final order), the top_n most likely before any stage
+    # (raw), so a token the penalty pushes down stays in view and shrinks panel by panel (ranked by the final
+    # distribution alone, the bundled model's " happy" dropped out of sight).
+    rows = torch.argsort(view.probs["raw"][: max(top_n, 4 * top_n)], descending=True, stable=True)[:top_n]
+    n = len(rows)
+    names = [label(repr_token(t)) for t in readable_tokens(tokenizer, view.order[rows].tolist())][::-1]
     short = {
         "raw": "Raw (T=1)",
         "penalty": "Rep. penalty",
@@ -199,7 +203,7 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
         subplot_titles=titles,
     )
     for i, stage in enumerate(stages):
-        shown = view.probs[stage][:n].numpy()[::-1]
+        shown = view.probs[stage][rows].numpy()[::-1]
         colours = [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]
         row, col = divmod(i, columns)
         _probability_panel(fig, names, shown, colours, row + 1, col + 1, tickvals=[0, 0.5])
