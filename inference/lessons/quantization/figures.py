@@ -256,14 +256,15 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
         )
     )
     fig.update_yaxes(autorange="reversed", automargin=True)
-    fig.update_xaxes(side="top", title="bits per weight", tickangle=0)
+    fig.update_xaxes(side="top", title="bits per weight", tickangle=0, type="category")  # "32" is a label
     fig = base_layout(
         fig,
         "The smallest card that holds the weights",
         presenter,
         height=130 + 42 * len(order),
     )
-    fig.update_layout(margin=dict(t=140 if presenter else 110))
+    # the title at the very top, the axis title and ticks under it: both sit in the top margin
+    fig.update_layout(margin=dict(t=150 if presenter else 115), title=dict(y=0.995, yanchor="top", yref="container"))
     return fig
 
 
