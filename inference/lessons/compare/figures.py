@@ -217,8 +217,13 @@ def interval_figure(summary, presenter: bool = False) -> go.Figure:
     """Each statistic's mean for A and B with its bootstrap 95% interval, one panel per statistic."""
     # Titles on two lines: four panels side by side leave each a quarter of the width.
     titles = [label(t).replace(" (", "<br>(").replace(" under float32", "<br>under float32") for t in summary["label"]]
-    fig = make_subplots(rows=1, cols=len(summary), subplot_titles=titles, horizontal_spacing=0.08)
+    # In presenter mode one panel a row: side by side, projector-sized panels ran into each other at 800 px.
+    rows, cols = (len(summary), 1) if presenter else (1, len(summary))
+    fig = make_subplots(
+        rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.5 / max(1, rows)
+    )
     for col, row in enumerate(summary.itertuples(), start=1):
+        place = dict(row=col, col=1) if presenter else dict(row=1, col=col)
         for side, colour in (("A", A_COLOUR), ("B", B_COLOUR)):
             mean, low, high = (getattr(row, f"{k}_{side.lower()}") for k in ("mean", "low", "high"))
             fig.add_scatter(
@@ -236,12 +241,12 @@ def interval_figure(summary, presenter: bool = False) -> go.Figure:
                     color=colour,
                 ),
                 showlegend=False,
-                row=1,
-                col=col,
+                **place,
                 hovertemplate=f"{side}: %{{y:.4g}} (95% interval {low:.4g} to {high:.4g})<extra></extra>",
             )
     fig.update_annotations(font_size=12 if not presenter else 18)
-    fig = base_layout(fig, "Mean per run, with bootstrap 95% intervals", presenter, height=420)
+    title = "Mean per run, 95% intervals" if presenter else "Mean per run, with bootstrap 95% intervals"
+    fig = base_layout(fig, title, presenter, height=330 * rows if presenter else 420)
     return fig.update_layout(margin=dict(t=110))
 
 
@@ -252,5 +257,6 @@ def distributions_figure(stats_a, stats_b, metric: str, title: str, presenter: b
     fig.add_histogram(x=stats_b[metric], name="B", marker_color=B_COLOUR, opacity=0.65, nbinsx=20)
     fig.update_layout(barmode="overlay")
     fig.update_yaxes(title="runs")  # no x title: the chart's title names the statistic (it sat on the legend)
-    fig = base_layout(fig, label(title), presenter, height=340 if presenter else 300)
+    heading = label(title).replace(" (", "<br>(") if presenter else label(title)  # cut at 800 px on one line
+    fig = base_layout(fig, heading, presenter, height=360 if presenter else 300)
     return legend_below(fig, y=-0.2 if presenter else -0.15)
