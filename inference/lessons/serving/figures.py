@@ -335,7 +335,7 @@ def roofline_figure(
                 hovertemplate=f"{point.name} measured: %{{y:.1f}} GFLOP/s<extra></extra>",
             )
     # legend under the plot, where the ridge label above it cannot cover it
-    fig.update_xaxes(type="log", **log_ticks([low, high]), title="arithmetic intensity (FLOPs per byte moved)")
+    fig.update_xaxes(type="log", **log_ticks([low, high]), title="FLOPs per byte moved (log)")
     fig.update_yaxes(type="log", **log_ticks([roof.attainable_flops(x) / 1e9 for x in (low, high)]), title="GFLOP/s")
     return legend_below(base_layout(fig, "Roofline of this machine", presenter, height=440), y=-0.2)
 
@@ -354,5 +354,7 @@ def predicted_vs_measured_figure(batches: pd.DataFrame, presenter: bool = False)
         )
     fig.update_layout(barmode="group")
     fig.update_xaxes(title="requests decoding together (batch)", type="category")
-    fig.update_yaxes(title="decode tokens/s (all requests)", rangemode="tozero")
-    return legend_below(base_layout(fig, "Decode at batch B: predicted vs measured", presenter, height=360), y=-0.25)
+    fig.update_yaxes(title="tokens/s, all requests", rangemode="tozero")
+    # two lines: one line was cut at 800 px in presenter mode
+    title = "Decode at batch B<br>predicted vs measured"
+    return legend_below(base_layout(fig, title, presenter, height=380), y=-0.25, t=80)
