@@ -122,7 +122,7 @@ def routing_heatmap(texts: list[str], experts, weights, probabilities, presenter
         title="token (hover: both experts, weights)",
     )
     fig.update_yaxes(autorange="reversed")
-    return base_layout(fig, "Each token's first-choice expert, by layer", presenter, height=150 + 45 * layers)
+    return base_layout(fig, "First-choice expert by layer", presenter, height=150 + 45 * layers)
 
 
 def router_figure(
@@ -314,7 +314,7 @@ def sparsity_figure(rows: pd.DataFrame, quality_title: str, presenter: bool = Fa
     panels = [
         ("total", "Parameters held (M)", 1e-6),
         ("active", "Parameters a token uses (M)", 1e-6),
-        ("bits_per_byte", quality_title, 1),
+        ("bits_per_byte", quality_title.split(" (")[0] if presenter else quality_title, 1),  # cut at 800 px
     ]
     colours = [PALETTE["orange"] if i == 0 else PALETTE["dark_blue"] for i in range(len(rows))]
     # The model names under each bar are long: one panel a row in presenter mode, three a row otherwise.
@@ -343,7 +343,7 @@ def experiments_figure(experiments: pd.DataFrame, presenter: bool = False) -> go
     fig.update_yaxes(
         title="bits/byte vs as trained", range=[min(0, float(change.min())) * 1.3, max(0.01, float(change.max())) * 1.3]
     )
-    return base_layout(fig, "What each routing change costs in quality", presenter, height=360)
+    return base_layout(fig, "Quality cost of each routing change", presenter, height=360)
 
 
 def moe_figure(moe: pd.DataFrame, presenter: bool = False) -> go.Figure:
