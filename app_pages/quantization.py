@@ -280,6 +280,7 @@ calc_result.metric(
         largest_needed,
         cards[-1].label,
     ),
+    help=qt.FITS_HELP,
     delta_color="normal" if holds else "inverse",
     delta_arrow="off",
 )

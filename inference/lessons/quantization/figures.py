@@ -203,7 +203,7 @@ def _short(card_label: str) -> str:
 
 def _fit_label(row, with_left: bool = True) -> str:
     """The card that holds the weights (or how many of the largest), and what it has left unless `with_left` is
-    off (presenter mode: projector-sized text has no room for it; it stays in the hover and the table)."""
+    off (the heatmap's cells: no room for it; it stays in the hover and the table)."""
     if row["fits_on"] is None or pd.isna(row["fits_on"]):
         return f"{row['largest_needed']} × {_short(row['largest'])}"
     return f"{_short(row['fits_on'])}, {row['left_gb']:,.1f} left" if with_left else _short(row["fits_on"])
@@ -221,7 +221,8 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
         z.append(
             [labels.index(rows.at[b, "fits_on"]) if rows.at[b, "fits_on"] in labels else len(labels) for b in bits]
         )
-        text.append([f"{rows.at[b, 'weight_gb']:,.1f} GB<br>{_fit_label(rows.loc[b], not presenter)}" for b in bits])
+        # GB and the card only: with "x GB left" too, Plotly shrank the text to ~8 px at 800 px (left: in the hover)
+        text.append([f"{rows.at[b, 'weight_gb']:,.1f}<br>{_fit_label(rows.loc[b], False)}" for b in bits])
         hover.append(
             [
                 f"{model} at {b} bits: {rows.at[b, 'weight_gb']:,.2f} GB of weights"
@@ -259,7 +260,7 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
     fig.update_xaxes(side="top", title="bits per weight", tickangle=0, type="category")  # "32" is a label
     fig = base_layout(
         fig,
-        "The smallest card that holds the weights",
+        "GB of weights → smallest card",
         presenter,
         height=130 + 42 * len(order),
     )

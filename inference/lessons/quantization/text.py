@@ -351,22 +351,27 @@ def fit_caption(labels: list[str], overhead_fraction: float, group_size: int, re
     return (
         "Parameter counts from the models' published configs (assets/public_models.json); GB = 10⁹ "
         "bytes. **Every parameter counted at the width shown**, embeddings included; the copies above keep "
-        "embeddings and norms in bf16 instead. Each cell: weight size → the smallest of "
+        "embeddings and norms in bf16 instead. Each cell: weight GB → the smallest of "
         f"{', '.join(labels)} that holds it beside the {reserve_gb:g} GB runtime reserve, by the memory nvidia-smi "
-        f"reports for that card (assets/accelerators.json), and what is then left for the KV cache; red = none, "
-        f"so N of the {labels[-1]}. "
+        f"reports for that card (assets/accelerators.json); what is then left for the KV cache is in each cell's hover and the table below; "
+        f"red = none, so N of the {labels[-1]}. "
         "Scales and zero points are not counted here: the int4 copy above stores "
         f"{overhead_fraction:.2%} more than its integers for them (one bf16 scale and zero per group of "
         f"{group_size})."
     )
 
 
+FITS_HELP = (
+    "The smallest card that holds these weights beside the runtime reserve, and the GB it has left for the KV cache."
+)
+
+
 def fits(card_label: str | None, left_gb: float | None, cards_needed: int, largest_label: str) -> str:
     """The calculator's answer: the smallest card that holds the weights beside the runtime reserve (named in the
     rule above the calculator) and what is left for the KV cache, or how many of the largest card they need
-    (`card_label` None). Short: a metric's delta is cut at about 40 characters."""
+    (`card_label` None). Short: a metric's delta is cut at about 30 characters at 800 px."""
     if card_label is not None:
-        return f"one {card_label}, {left_gb:,.1f} GB left for KV cache"
+        return f"{card_label}, {left_gb:,.1f} GB left"
     return f"needs {cards_needed} × {largest_label}"
 
 

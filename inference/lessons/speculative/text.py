@@ -59,7 +59,7 @@ CAPTIONS = {  # what each chart and table shows, and how its numbers were obtain
     "tokens where any of them is largest; ▶ marks the token drawn from the residual. The residual "
     "gives back exactly the probability the draft took too much of: that is why the text keeps the "
     "target's distribution.",
-    "theory": "α = accepted ÷ checked. Leviathan et al.'s formula (1 − α^(γ+1)) / ((1 − α)(γc + 1)), with c measured here; the dashed "
+    "theory": "α = accepted ÷ checked. The three curves are Leviathan et al.'s formula (1 − α^(γ+1)) / ((1 − α)(γc + 1)), with c measured here; the dashed "
     "curve also charges the verify pass its measured cost. The star is this run, measured.",
     "sweep_tokens": "Solid: tokens per target pass counted in each run. Dashed: (1 − α^(γ+1)) / (1 − α), "
     "computed exactly from that run's α.",
