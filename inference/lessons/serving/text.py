@@ -44,7 +44,7 @@ def sweep_caption(rates: int, per_rate: int, slots: int, knee_rate: float | None
     """The throughput-latency sweep: how it was run (one replay at each of `rates` rates), what its two lines
     are, and where its knee is (None: no knee in these rates)."""
     where = (
-        f"the knee is at λ = {knee_rate:g}/s, where p95 end-to-end latency first passes twice its value at the "
+        f"the knee is at λ = {knee_rate:.3g}/s, where p95 end-to-end latency first passes twice its value at the "
         "lightest load"
         if knee_rate is not None
         else "no knee within these rates: p95 latency never doubled"
