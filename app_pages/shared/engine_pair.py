@@ -44,8 +44,8 @@ def section(model_key: str, trace: Trace, slots: int, slo: SLO, presenter: bool)
         measure=lambda progress: two_engines.replay_on_engines(
             experiments.model_on_engine(model_key), trace, slots, runnable, progress
         ),
-        not_yet="Nobody has replayed this trace on these engines yet: press the button (vLLM takes one to three "
-        "minutes to start on 2 cores).",
+        not_yet="Nobody has replayed this trace on these engines yet: press the button (vLLM starts its own server "
+        "first, the longest part of the wait; the progress bar says when it is serving).",
     )
     if not runs:
         return

@@ -117,7 +117,7 @@ def replay_on(
         server = llamacpp.serve(model.gguf, parallel=slots)
     else:
         if progress is not None:
-            progress(0, len(trace.requests), "starting vLLM (a minute or more on 2 cores)")
+            progress(0, len(trace.requests), "starting vLLM: it loads its engine before it serves")
         server = vllm.serve(model.safetensors.parent, max_num_seqs=slots)
     with server:
         run = _replay(server.url, engine, model.label, trace, slots, progress)
