@@ -34,14 +34,6 @@ SWEEP_POINTS = 5
 BATCHES = (1, 2, 4, 8)
 
 
-def metric_cells(count: int, per_row: int = 2) -> list:
-    """Cells for metrics, `per_row` a row; one a row in presenter mode, where projector-sized labels were cut to
-    "Per inp…" and "Time to first t…" at 800 px (three a row cut "Memory bandwidth, G…")."""
-    if layout.presenter():
-        return [st.container() for _ in range(count)]
-    return [cell for _ in range(-(-count // per_row)) for cell in st.columns(per_row)][:count]
-
-
 limits = models.limits()
 current_model()  # draws the shared sidebar
 presenter = layout.presenter()
@@ -152,13 +144,12 @@ results = measure_on_click(
 )
 
 
-def run_name(n: int) -> str:
-    return engine if n == 0 else "1 slot (one at a time)" if n == 1 else f"{n} slots (batched)"
-
-
 if results:
     summaries = {n: r.summary(slo) for n, r in sorted(results.items())}
-    st.plotly_chart(comparison_figure({run_name(n): s for n, s in summaries.items()}, presenter), width="stretch")
+    st.plotly_chart(
+        comparison_figure({serving_text.run_name(n, engine): s for n, s in summaries.items()}, presenter),
+        width="stretch",
+    )
     if local:
         weights = experiments.weight_file(model_key, vocab_size=VOCAB).stat().st_size
         llc = machine_facts.last_level_cache_bytes()
@@ -169,7 +160,7 @@ if results:
     longest = max(r.wall_s for r in results.values())
     columns = layout.side_by_side(len(results))
     for column, (n, result) in zip(columns, sorted(results.items())):
-        name = run_name(n)
+        name = serving_text.run_name(n, engine)
         with column:
             # two-line titles: a half-width chart at 800 px cut "Each request, 1 slot (one at a time)"
             st.plotly_chart(
@@ -243,21 +234,14 @@ if local:
             served = ServedModel.from_safetensors(weights)
             mean_prompt = round(trace.prompt_tokens / len(trace.requests))
             points = [prefill_pass(served, mean_prompt)] + [decode_pass(served, b, mean_prompt) for b in BATCHES]
-            c1, c2, c3 = metric_cells(3)
+            c1, c2, c3 = layout.metric_cells(3)
             c1.metric("GB/s memory bandwidth", f"{roof.bandwidth_bytes_per_s / 1e9:.1f}")
             c2.metric(
-                f"GFLOP/s peak, {machine.threads} thread{'s' if machine.threads > 1 else ''}",
-                f"{roof.peak_flops / 1e9:.0f}",
-                help="Measured on every CPU thread, as llama-server runs (Prefill vs decode measures on the app's "
-                "own torch threads).",
+                serving_text.peak_label(machine.threads), f"{roof.peak_flops / 1e9:.0f}", help=serving_text.PEAK_HELP
             )
             c3.metric("MB of weights per pass", f"{served.weight_bytes_per_pass / 1e6:,.0f}")
             st.plotly_chart(roofline_figure(roof, points, presenter), width="stretch")
-            caption(
-                "measured",
-                f"Roof: {machine.how}. Passes placed by FLOPs and bytes computed exactly "
-                f"from the weight file (prompt of {mean_prompt} tokens, the trace's mean).",
-            )
+            caption("measured", serving_text.roofline_caption(machine.how, mean_prompt))
             measured = measure_on_click(
                 "Measure decode at batch 1, 2, 4, 8",
                 key="serving_batches",
@@ -273,10 +257,7 @@ if local:
                 st.markdown(experiments.roofline_verdict(table, served, machine.last_level_cache_bytes))
                 caption(
                     "measured",
-                    "Measured: tokens that streamed while all B requests were decoding "
-                    f"together, divided by that time (B requests of {experiments.BATCH_PROMPT_TOKENS} prompt and "
-                    f"{experiments.BATCH_REPLY_TOKENS} reply tokens sent at once, one run). Predicted: "
-                    "B ÷ max(bytes ÷ bandwidth, FLOPs ÷ peak) for one pass at the mean context.",
+                    serving_text.batches_caption(experiments.BATCH_PROMPT_TOKENS, experiments.BATCH_REPLY_TOKENS),
                 )
 
 # -- 5. cost --------------------------------------------------------------------------------
@@ -300,7 +281,7 @@ if local:
             key="serving_price",
             persist_state="session",
         )
-        cols = metric_cells(len(at_capacity))
+        cols = layout.metric_cells(len(at_capacity))
         for column, (n, run) in zip(cols, sorted(at_capacity.items())):
             cost = cost_per_million_tokens(1000 / run.tokens_per_s, price)
             column.metric(

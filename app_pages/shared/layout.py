@@ -34,3 +34,11 @@ def control_row(count: int) -> list:
     if not presenter() or count <= 3:
         return st.columns(count)
     return st.columns(3) + st.columns(3)[: count - 3]
+
+
+def metric_cells(count: int, per_row: int = 2) -> list:
+    """Cells for metrics, `per_row` a row; one a row in presenter mode, where projector-sized labels were cut to
+    "Per inp…" and "Time to first t…" at 800 px (three a row cut "Memory bandwidth, G…")."""
+    if presenter():
+        return [st.container() for _ in range(count)]
+    return [cell for _ in range(-(-count // per_row)) for cell in st.columns(per_row)][:count]

@@ -59,6 +59,36 @@ def sweep_caption(rates: int, per_rate: int, slots: int, knee_rate: float | None
     )
 
 
+def run_name(slots: int, engine: str) -> str:
+    """A replay's name: the external engine's (0: slots unknown), else its slot count."""
+    return engine if slots == 0 else "1 slot (one at a time)" if slots == 1 else f"{slots} slots (batched)"
+
+
+PEAK_HELP = (
+    "Measured on every CPU thread, as llama-server runs (Prefill vs decode measures on the app's own torch threads)."
+)
+
+
+def peak_label(threads: int) -> str:
+    """The roofline's peak metric names the thread count it was measured on."""
+    return f"GFLOP/s peak, {threads} thread{'s' if threads > 1 else ''}"
+
+
+def roofline_caption(how: str, mean_prompt: int) -> str:
+    return (
+        f"Roof: {how}. Passes placed by FLOPs and bytes computed exactly "
+        f"from the weight file (prompt of {mean_prompt} tokens, the trace's mean)."
+    )
+
+
+def batches_caption(prompt_tokens: int, reply_tokens: int) -> str:
+    return (
+        "Measured: tokens that streamed while all B requests were decoding together, divided by that time "
+        f"(B requests of {prompt_tokens} prompt and {reply_tokens} reply tokens sent at once, one run). "
+        "Predicted: B ÷ max(bytes ÷ bandwidth, FLOPs ÷ peak) for one pass at the mean context."
+    )
+
+
 def capacity_note(slots: int, requests_per_client: int, reply_tokens: int) -> str:
     """What the capacity button measures, before it is pressed."""
     return (
