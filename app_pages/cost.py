@@ -19,14 +19,6 @@ CONTEXT_REPEATS = 3  # runs per context length: the decode-vs-context chart's me
 DEFAULT_PRICE_PER_HOUR = 1.00  # illustrative; the page says so and lets the user type theirs
 
 
-def metric_cells(count: int, per_row: int = 2) -> list:
-    """Cells for metrics, `per_row` a row; one a row in presenter mode, where projector-sized labels were cut to
-    "Per inp…" and "Time to first t…" at 800 px."""
-    if layout.presenter():
-        return [st.container() for _ in range(count)]
-    return [cell for _ in range(-(-count // per_row)) for cell in st.columns(per_row)][:count]
-
-
 limits = models.limits()
 loaded = current_model(needs_weights="it times batches and Mixture-of-Experts routing in this process")
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
@@ -65,7 +57,7 @@ caption(
     "comes from the prefill pass). The prompt is fixed pseudo-random tokens: their meaning does not "
     "change the time.",
 )
-m = metric_cells(3, per_row=3)
+m = layout.metric_cells(3, per_row=3)
 m[0].metric("Per input token", f"{answer.ms_per_input_token:.3f} ms", help="Prefill pass ÷ prompt tokens.")
 m[1].metric("Per output token", f"{answer.ms_per_output_token:.2f} ms", help="Mean decode pass.")
 m[2].metric(

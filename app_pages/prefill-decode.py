@@ -36,14 +36,6 @@ DEFAULT_PROMPT = (
 )
 
 
-def metric_cells(count: int, per_row: int = 2) -> list:
-    """Cells for metrics, `per_row` a row; one a row in presenter mode, where projector-sized labels were cut to
-    "Per inp…" and "Time to first t…" at 800 px."""
-    if layout.presenter():
-        return [st.container() for _ in range(count)]
-    return [cell for _ in range(-(-count // per_row)) for cell in st.columns(per_row)][:count]
-
-
 limits = models.limits()
 loaded = current_model(remote_ok=True)
 remote = is_remote(loaded)
@@ -113,7 +105,7 @@ else:
 tpot_ms = timing.tpot_ms
 if server_timings is not None and server_timings.decode_tokens_per_s:
     tpot_ms = 1000 / server_timings.decode_tokens_per_s
-m = metric_cells(4)  # two rows of two (one a row in presenter mode): the values stay whole on a narrow screen
+m = layout.metric_cells(4)  # two rows of two (one a row in presenter mode): the values stay whole on a narrow screen
 m[0].metric("Time to first token", f"{timing.ttft_ms:.1f} ms", help="The prefill pass plus choosing the first token.")
 if tpot_ms is not None:
     m[1].metric("Time per output token", f"{tpot_ms:.2f} ms", help="Mean decode step after the first token.")
