@@ -26,20 +26,20 @@ stretched gaps are timed on this process's clock, and a busy machine can move a 
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import pandas as pd
 
 from inference.core.measuring import Progress, filler_prompt
 from inference.engines import llamacpp
-from inference.engines.client import GREEDY_CHAIN, LLAMACPP, EngineClient, EngineError
+from inference.engines.client import GREEDY_CHAIN, LLAMACPP, EngineClient, EngineError, HttpTransport
 
 COTENANT_PROMPT_TOKENS = 8
 WARM_TOKENS = 12  # tokens each co-tenant streams before the newcomer is sent: its usual gap comes from these
@@ -61,6 +61,17 @@ def chunk_sizes(prompt_tokens: int, n_batch: int, decoding: int = 0) -> list[int
     per = n_batch - decoding
     full, rest = divmod(prompt_tokens, per)
     return [per] * full + ([rest] if rest else [])
+
+
+@contextmanager
+def _completion_events(url: str, payload: dict) -> Iterator[Iterator[dict]]:
+    """The events a streamed /completion sends, read by the engines' one stream reader (`HttpTransport.
+    stream_events`: `data:` lines as JSON objects, errors as `EngineError`); leaving the block closes the
+    connection, also when the reader stops early (a co-tenant cut off)."""
+    with closing(HttpTransport(url, timeout=600)) as http:
+        events = http.stream_events("/completion", payload)
+        with closing(events):
+            yield (event for _, event in events)
 
 
 class _Streamer:
@@ -86,19 +97,13 @@ class _Streamer:
 
     def _run(self) -> None:
         try:
-            with (
-                httpx.Client(base_url=self.url, timeout=600, trust_env=False) as http,
-                http.stream("POST", "/completion", json=self.payload, headers={"Connection": "close"}) as response,
-            ):
-                for line in response.iter_lines():
+            with _completion_events(self.url, self.payload) as events:
+                for event in events:
                     if self.stop.is_set():
-                        return
-                    if not line.startswith("data:"):
-                        continue
-                    event = json.loads(line[5:])
+                        return  # closing the events closes the connection: the server drops the request
                     now = time.perf_counter() - self.started
                     self.times.extend(now for t in event.get("tokens") or [] if isinstance(t, int))
-        except (httpx.HTTPError, ValueError) as err:
+        except EngineError as err:
             self.error = f"{type(err).__name__}: {err}"
 
 
@@ -124,22 +129,15 @@ def _stream_newcomer(url: str, prompt_ids: list[int], started: float) -> _Newcom
     }
     processed, first, timings = [], None, {}
     try:
-        with (
-            httpx.Client(base_url=url, timeout=600, trust_env=False) as http,
-            http.stream("POST", "/completion", json=payload, headers={"Connection": "close"}) as response,
-        ):
-            response.raise_for_status()
-            for line in response.iter_lines():
-                if not line.startswith("data:"):
-                    continue
+        with _completion_events(url, payload) as events:
+            for event in events:
                 now = time.perf_counter() - started
-                event = json.loads(line[5:])
                 if "prompt_progress" in event:  # a progress event's "tokens" is a placeholder, not a token
                     processed.append(int(event["prompt_progress"]["processed"]))
                 elif event.get("tokens") and first is None:
                     first = now
                 timings = event.get("timings") or timings
-    except (httpx.HTTPError, ValueError, KeyError) as err:
+    except (EngineError, ValueError, KeyError) as err:
         raise EngineError(f"The newcomer's request failed: {type(err).__name__}: {err}") from err
     if first is None:
         raise EngineError("The newcomer's request streamed no token.")
