@@ -102,6 +102,20 @@ class Adapter:
     def walk(self, ids: list[int], cache, clock: Clock) -> Walked:
         raise NotImplementedError
 
+    def _start(self, ids: list[int], cache) -> tuple[torch.Tensor, Walked]:
+        """The fed ids as [1, tokens] and a Walked holding their absolute positions (after the cached ones)."""
+        past = cache.get_seq_length()
+        positions = torch.arange(past, past + len(ids)).unsqueeze(0)
+        return torch.tensor([ids], dtype=torch.long), Walked(positions)
+
+    def _finish(self, walked: Walked, hidden: torch.Tensor, clock: Clock) -> Walked:
+        """The final norm and the output layer, for the last position only (as the step engine asks)."""
+        with clock.part(NORMS):
+            last = self.final_norm()(hidden[:, -1])
+        with clock.part(OUTPUT):
+            walked.logits = self.output_layer(last)[0].float()
+        return walked
+
     def query(self, layer: int, walked: Walked, position: int) -> torch.Tensor:
         raise NotImplementedError
 
@@ -147,10 +161,8 @@ class LlamaLayout(Adapter):
 
     def walk(self, ids, cache, clock):
         body = self.body
-        past = cache.get_seq_length()
-        input_ids = torch.tensor([ids], dtype=torch.long)
-        positions = torch.arange(past, past + len(ids)).unsqueeze(0)
-        walked = Walked(positions)
+        input_ids, walked = self._start(ids, cache)
+        positions = walked.positions
         with clock.part(EMBEDDING):
             hidden = body.embed_tokens(input_ids)  # [1, tokens, hidden]
         with clock.part(POSITIONS):
@@ -182,11 +194,7 @@ class LlamaLayout(Adapter):
                 with clock.part(layer_part(i, MLP)):
                     hidden = hidden + layer.mlp(normed)
             walked.residuals.append(hidden[0])
-        with clock.part(NORMS):
-            last = body.norm(hidden[:, -1])  # logits for the last position only, as the step engine asks
-        with clock.part(OUTPUT):
-            walked.logits = self.output_layer(last)[0].float()
-        return walked
+        return self._finish(walked, hidden, clock)
 
     def query(self, layer, walked, position):
         attention = self.body.layers[layer].self_attn
@@ -221,10 +229,8 @@ class GPT2Layout(Adapter):
 
     def walk(self, ids, cache, clock):
         body = self.body
-        past = cache.get_seq_length()
-        input_ids = torch.tensor([ids], dtype=torch.long)
-        positions = torch.arange(past, past + len(ids)).unsqueeze(0)
-        walked = Walked(positions)
+        input_ids, walked = self._start(ids, cache)
+        positions = walked.positions
         with clock.part(EMBEDDING):
             embeds = body.wte(input_ids)
             hidden = body.drop(embeds + body.wpe(positions))
@@ -245,11 +251,7 @@ class GPT2Layout(Adapter):
             with clock.part(layer_part(i, MLP)):
                 hidden = hidden + block.mlp(normed)
             walked.residuals.append(hidden[0])
-        with clock.part(NORMS):
-            last = body.ln_f(hidden[:, -1])
-        with clock.part(OUTPUT):
-            walked.logits = self.output_layer(last)[0].float()
-        return walked
+        return self._finish(walked, hidden, clock)
 
     def query(self, layer, walked, position):
         attention = self.body.h[layer].attn
