@@ -4,10 +4,12 @@ and the KL divergence / top-1 agreement used for KV precision."""
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 
 from inference.lessons.engine_internals import chunked_prefill, kv_precision, prefix_cache
+from inference.lessons.engine_internals.figures import alternation_figure
 from inference.lessons.serving.roofline import ServedModel, prefill_pass
 
 pytestmark = pytest.mark.unit
@@ -137,3 +139,27 @@ def test_kl_ignores_tokens_the_reference_gives_no_probability():
     other = torch.tensor([[math.log(0.5), math.log(0.5)]])
     kl, _ = kv_precision.kl_and_top1(ref, other)
     assert kl.item() == pytest.approx(math.log(2))
+
+
+def test_the_alternation_heatmap_cells_fit_a_narrow_screen_and_the_hover_keeps_the_whole_setting():
+    """At 800 px (and in presenter mode) the cells say only the seconds to first token and rows a short name; the
+    setting's parenthesis and the tokens reused stay in the hover."""
+    rows = []
+    for order, setting in enumerate(["1 slot, RAM cache off (--cache-ram 0)", "2 slots, RAM cache off"]):
+        for turn, (conversation, ttft, cached) in enumerate([("A", 1421.4, 0), ("B", 95.2, 300)]):
+            rows.append(
+                dict(
+                    setting=setting,
+                    order=order,
+                    conversation=conversation,
+                    turn=turn + 1,
+                    ttft_ms=ttft,
+                    cached_tokens=cached,
+                    prompt_tokens=320,
+                )
+            )
+    heatmap = alternation_figure(pd.DataFrame(rows)).data[0]
+    assert list(heatmap.y) == ["2 slots<br>RAM cache off", "1 slot<br>RAM cache off"]
+    assert [list(row) for row in heatmap.text] == [["1.42", "0.10"], ["1.42", "0.10"]]
+    assert heatmap.customdata[1][1] == ["1 slot, RAM cache off (--cache-ram 0)", "95 ms", "300"]
+    assert heatmap.z[0][1] == 300 / 320

@@ -43,7 +43,10 @@ def prefix_ttft_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figur
 
 
 def alternation_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
-    """Settings x requests (A1, B1, A2, ...): colour = share of the prompt reused, text = time to first token."""
+    """Settings x requests (A1, B1, A2, ...): colour = share of the prompt reused, text = time to first token.
+
+    Cells carry the time alone and rows a short name (the parenthesis and the tokens reused are in the hover): at
+    800 px, or in presenter mode, longer cells overlapped and the row names took half the chart's width."""
     table = table.assign(request=table["conversation"] + table["turn"].astype(str))
     order = list(dict.fromkeys(table.sort_values(["turn", "conversation"])["request"]))
     settings = list(dict.fromkeys(table.sort_values("order")["setting"]))
@@ -53,26 +56,38 @@ def alternation_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figur
     ttft = table.pivot(index="setting", columns="request", values="ttft_ms")
     cached = table.pivot(index="setting", columns="request", values="cached_tokens")
     share, ttft, cached = (frame.loc[settings[::-1], order] for frame in (share, ttft, cached))
-    text = [[f"{t:,.0f} ms<br>{c:,.0f} reused" for t, c in zip(tr, cr)] for tr, cr in zip(ttft.values, cached.values)]
+    text = [[f"{t / 1000:.2f}" for t in row] for row in ttft.values]  # seconds: four characters a cell
+    details = [
+        [[setting, f"{t:,.0f} ms", f"{c:,.0f}"] for t, c in zip(tr, cr)]
+        for setting, tr, cr in zip(share.index, ttft.values, cached.values)
+    ]
     fig = go.Figure(
         go.Heatmap(
             z=share.values,
             x=order,
-            y=[s.replace(" (", "<br>(") for s in share.index],
+            y=[s.split(" (")[0].replace(", ", "<br>") for s in share.index],
             text=text,
             texttemplate="%{text}",
+            textfont=dict(size=13 if presenter else 12),
+            customdata=details,
             zmin=0,
             zmax=1,
             colorscale=[[0, PALETTE["light_grey"]], [1, PALETTE["light_blue"]]],
-            colorbar=dict(title="share<br>reused", tickformat=".0%", len=0.8),
-            hovertemplate=hover("%{y}, %{x}: %{text}"),
+            showscale=False,
+            hovertemplate=hover(
+                "%{customdata[0]}, %{x}: time to first token %{customdata[1]}",
+                "%{customdata[2]} prompt tokens reused (%{z:.0%})",
+            ),
             xgap=3,
             ygap=3,
         )
     )
-    fig.update_xaxes(title="conversation and turn, in the order sent", side="bottom")
-    title = "Two conversations taking turns<br><sup>grey: the prefix was evaluated again; blue: reused</sup>"
-    return base_layout(fig, title, presenter, height=140 + 85 * len(settings))
+    fig.update_xaxes(title="conversation and turn, in the order sent", side="bottom", tickmode="array", tickvals=order)
+    title = "Two conversations taking turns<br><sup>s to first token; grey: evaluated, blue: reused</sup>"
+    fig = base_layout(fig, title, presenter, height=140 + 85 * len(settings))
+    if presenter:  # the row names at the projector's 20 px left the cells no room at 800 px
+        fig.update_yaxes(tickfont=dict(size=15))
+    return fig
 
 
 def stall_timeline_figure(run: StallRun, presenter: bool = False) -> go.Figure:
