@@ -20,6 +20,13 @@ from inference.lessons.style import (
 CLASS_COLOUR = "#2e8b57"  # green: the class, apart from the model's blues
 
 
+def _grouped(fig: go.Figure, x_title: str, title: str, presenter: bool, height: int) -> None:
+    """Both charts' bars side by side per token on a percentage axis."""
+    fig.update_layout(barmode="group", bargap=0.25)
+    fig.update_xaxes(tickformat=".0%", title=x_title)
+    base_layout(fig, title, presenter, height=height)
+
+
 def choices_chart(choices: list[dict], presenter: bool = False, title: str | None = None) -> go.Figure:
     """The coming step's most likely tokens: the model's own probability (T = 1, no filters) and the one the
     draw uses after the teacher's settings."""
@@ -44,9 +51,7 @@ def choices_chart(choices: list[dict], presenter: bool = False, title: str | Non
         textposition="outside",
         hovertemplate=hover("%{y}", "after the settings: %{x:.2%}"),
     )
-    fig.update_layout(barmode="group", bargap=0.25)
-    fig.update_xaxes(tickformat=".0%", title="probability")
-    base_layout(fig, title or "What the model could write next", presenter, height=80 + 26 * len(rows))
+    _grouped(fig, "probability", title or "What the model could write next", presenter, height=80 + 26 * len(rows))
     return legend_below(fig, y=-0.12 if len(rows) > 8 else -0.25)
 
 
@@ -76,7 +81,6 @@ def reveal_chart(reveal: dict, presenter: bool = False) -> go.Figure:
         textposition="outside",
         hovertemplate=hover("%{y}", "model: %{x:.2%}"),
     )
-    fig.update_layout(barmode="group", bargap=0.25)
-    fig.update_xaxes(tickformat=".0%", title="share of the class / probability")
-    base_layout(fig, "The class's guesses and the model's probabilities", presenter, height=100 + 30 * len(rows))
+    title = "The class's guesses and the model's probabilities"
+    _grouped(fig, "share of the class / probability", title, presenter, height=100 + 30 * len(rows))
     return legend_below(fig, y=-0.12)

@@ -166,22 +166,13 @@ def capacity_figure(result: CapacityComparison, presenter: bool = False) -> go.F
     measured = [result.one.tokens_per_s, result.many.tokens_per_s]
     roof = [result.predicted_one, result.predicted_many]
     fig = go.Figure()
-    fig.add_bar(
-        x=names,
-        y=measured,
-        name="measured (closed loop)",
-        marker_color=MEASURED_COLOUR,
-        text=[f"{v:.0f}" for v in measured],
-        textposition="outside",
-    )
-    fig.add_bar(
-        x=names,
-        y=roof,
-        name="roofline prediction",
-        marker_color=PREDICTED_COLOUR,
-        text=[f"{v:.0f}" for v in roof],
-        textposition="outside",
-    )
+    for values, name, colour in (
+        (measured, "measured (closed loop)", MEASURED_COLOUR),
+        (roof, "roofline prediction", PREDICTED_COLOUR),
+    ):
+        fig.add_bar(
+            x=names, y=values, name=name, marker_color=colour, text=[f"{v:.0f}" for v in values], textposition="outside"
+        )
     fig.update_layout(barmode="group", bargap=0.3)
     fig.update_yaxes(title="decode tokens/s", range=[0, 1.18 * max(measured + roof)])
     title = f"Capacity: {result.measured_ratio:.1f}× measured, {result.predicted_ratio:.1f}× predicted"
