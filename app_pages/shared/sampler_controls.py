@@ -136,9 +136,22 @@ def ranges(prefix: str, knobs: list[Knob]) -> dict[str, tuple]:
 
 
 def more_controls(prefix: str, columns: int = 3) -> None:
-    """The newer samplers and the order, in an expander (two a row in presenter mode, as `slider_cells`)."""
+    """The newer samplers and the order, in an expander (two a row in presenter mode, as `slider_cells`).
+
+    The expander runs its contents only while it is open: its ten widgets were a fifth of a Generate Step's
+    server time while nobody looked at them. Their values live on in the session (persist_state) and
+    `settings_from_state` reads them from there, open or closed. It opens by itself on settings that differ
+    from the defaults (a shared link's XTC, say), so nothing acting on the draw is hidden."""
     columns = min(columns, 2) if presenter() else columns
-    with st.expander("More samplers (typical-p, top-nσ, XTC, DRY, mirostat) and the stage order"):
+    more = st.expander(
+        "More samplers (typical-p, top-nσ, XTC, DRY, mirostat) and the stage order",
+        expanded=_more_in_use(prefix),
+        key=_key(prefix, "more_open"),
+        on_change="rerun",
+    )
+    if not more.open:
+        return
+    with more:
         for start in range(0, len(MORE), columns):
             row = st.columns(columns)
             for cell, knob in zip(row, MORE[start : start + columns]):
@@ -149,6 +162,16 @@ def more_controls(prefix: str, columns: int = 3) -> None:
             persist_state="session",
         )
         order_control(prefix)
+
+
+def _more_in_use(prefix: str) -> bool:
+    """Whether any knob of the expander holds another value than its default."""
+    state = st.session_state
+    return (
+        any(state.get(_key(prefix, knob.field), knob.default) != knob.default for knob in MORE)
+        or bool(state.get(_key(prefix, "mirostat"), False))
+        or state.get(_key(prefix, "order_preset"), "transformers") != "transformers"
+    )
 
 
 def order_control(prefix: str) -> None:
