@@ -40,18 +40,29 @@ def measurement_slots() -> threading.BoundedSemaphore:
     return threading.BoundedSemaphore(limits().max_concurrent_measurements)
 
 
+def _take(slots: threading.BoundedSemaphore, busy: str) -> None:
+    """Take one of `slots`; while none is free, `busy` is shown, and it goes once one is. Clearing it is a
+    Streamlit call, which a rerun can interrupt: the slot is given back then, never kept by a stopped script."""
+    if slots.acquire(blocking=False):
+        return
+    note = st.info(busy)
+    slots.acquire()
+    try:
+        note.empty()
+    except BaseException:
+        slots.release()
+        raise
+
+
 @contextmanager
 def measurement_slot():
     """One of the measurement slots; others wait here with a visible message."""
     slots = measurement_slots()
-    acquired = slots.acquire(blocking=False)
-    if not acquired:
-        note = st.info(
-            f"Another visitor's measurement is running ({limits().max_concurrent_measurements} at a time). "
-            "Waiting for it to finish…"
-        )
-        slots.acquire()
-        note.empty()
+    _take(
+        slots,
+        f"Another visitor's measurement is running ({limits().max_concurrent_measurements} at a time). "
+        "Waiting for it to finish…",
+    )
     try:
         yield
     finally:
@@ -64,16 +75,11 @@ def generation_slot():
     model slots; others wait here with a visible message instead of slowing everyone."""
     slots = generation_slots()
     with session_lock():
-        acquired = slots.acquire(blocking=False)
-        if not acquired:
-            note = st.info(
-                f"The server is busy ({limits().max_concurrent_generations} generations running). "
-                "Waiting for a free slot…"
-            )
-            slots.acquire()
+        _take(
+            slots,
+            f"The server is busy ({limits().max_concurrent_generations} generations running). Waiting for a free slot…",
+        )
         try:
-            if not acquired:
-                note.empty()
             yield
         finally:
             slots.release()

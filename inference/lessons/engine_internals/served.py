@@ -29,20 +29,18 @@ class EngineModel:
     arithmetic: ServedModel  # weights multiplied per token etc., for FLOPs
     timing_only: bool
 
+    @classmethod
+    def of(cls, shape, key: str, label: str, context: int, vocab: int, arithmetic: ServedModel, timing_only: bool):
+        """From a model's shape (`layers`, `kv_heads`, `head_dim`): the bundled config's or a public one's."""
+        return cls(key, label, shape.layers, shape.kv_heads * shape.head_dim, context, vocab, arithmetic, timing_only)
+
 
 def engine_model(key: str = BUNDLED) -> EngineModel:
     if key == BUNDLED:
         shape = model_config.from_config(json.loads((BUNDLED_MODEL_DIR / "config.json").read_text()))
-        return EngineModel(
-            key,
-            f"{BUNDLED_MODEL_NAME} (bundled, trained)",
-            shape.layers,
-            shape.kv_heads * shape.head_dim,
-            shape.context,
-            shape.vocab_size,
-            ServedModel.from_safetensors(BUNDLED_MODEL_DIR / "model.safetensors"),
-            False,
-        )
+        arithmetic = ServedModel.from_safetensors(BUNDLED_MODEL_DIR / "model.safetensors")
+        label = f"{BUNDLED_MODEL_NAME} (bundled, trained)"
+        return EngineModel.of(shape, key, label, shape.context, shape.vocab_size, arithmetic, timing_only=False)
     shape = random_model.public_shape(key, VOCAB)
     matmul = shape.layers * (shape.layer_parameters() - 2 * shape.hidden) + VOCAB * shape.hidden  # tied output
     arithmetic = ServedModel(
@@ -52,16 +50,8 @@ def engine_model(key: str = BUNDLED) -> EngineModel:
         query_width=shape.heads * shape.head_dim,
         kv_width=shape.kv_heads * shape.head_dim,
     )
-    return EngineModel(
-        key,
-        f"{key} shape, {random_model.LABEL}",
-        shape.layers,
-        shape.kv_heads * shape.head_dim,
-        random_model.CONTEXT,
-        VOCAB,
-        arithmetic,
-        True,
-    )
+    label = f"{key} shape, {random_model.LABEL}"
+    return EngineModel.of(shape, key, label, random_model.CONTEXT, VOCAB, arithmetic, timing_only=True)
 
 
 def gguf(key: str = BUNDLED) -> Path:
