@@ -116,6 +116,14 @@ class RunSummary:
     def good_share(self) -> float:
         return self.good_requests / self.requests if self.requests else 0.0
 
+    def percentiles_ms(self, **which: tuple[int, ...]) -> dict[str, float]:
+        """Table columns in ms, in the order asked: `percentiles_ms(ttft=(50, 95))` gives ttft_p50_ms, ttft_p95_ms."""
+        return {
+            f"{name}_p{p}_ms": getattr(self, f"{name}_s")[p] * 1000
+            for name, percentiles in which.items()
+            for p in percentiles
+        }
+
 
 def summarize(records: list[RequestRecord], slo: SLO = SLO()) -> RunSummary:
     """Throughput, percentiles and goodput of one run (see the module docstring for the definitions)."""

@@ -152,11 +152,7 @@ def side_by_side(runs: dict[str, EngineRun], slo: SLO = SLO()) -> pd.DataFrame:
                 "engine": engine,
                 "completed": f"{s.completed} of {s.requests}",
                 "throughput_tokens_per_s": s.throughput_tokens_per_s,
-                "ttft_p50_ms": s.ttft_s[50] * 1000,
-                "ttft_p95_ms": s.ttft_s[95] * 1000,
-                "tpot_p50_ms": s.tpot_s[50] * 1000,
-                "tpot_p95_ms": s.tpot_s[95] * 1000,
-                "e2e_p95_ms": s.e2e_s[95] * 1000,
+                **s.percentiles_ms(ttft=(50, 95), tpot=(50, 95), e2e=(95,)),
                 "good_requests": s.good_requests,
                 "started_s": run.started_s,
             }
@@ -164,17 +160,22 @@ def side_by_side(runs: dict[str, EngineRun], slo: SLO = SLO()) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _peak(states: pd.DataFrame, column: str) -> float | None:
+    """The largest polled value of `column`; None when the engine never reported it."""
+    return states[column].max() if len(states) and states[column].notna().any() else None
+
+
 def scheduler_facts(run: EngineRun) -> dict[str, object]:
     """What the engine's scheduler did during the replay, from its own metrics (deltas over the replay) and the
     state polled every 0.1 s; None where the engine does not report a figure."""
     states = run.result.engine_states
-    waiting = states["waiting"].max() if len(states) and states["waiting"].notna().any() else None
+    waiting = _peak(states, "waiting")
     if run.engine == LLAMACPP:
         passes = _delta(run, "llamacpp:n_decode_total")
         generated = _delta(run, "llamacpp:tokens_predicted_total")
         prompt = _delta(run, "llamacpp:prompt_tokens_total")
         cells = run.context * run.batch_limit if run.context else None  # llamacpp.serve: -c = slots x context
-        peak_kv = states["kv_tokens"].max() if len(states) and states["kv_tokens"].notna().any() else None
+        peak_kv = _peak(states, "kv_tokens")
         return {
             "cores": run.cores,
             "batching": f"{run.batch_limit} fixed slots (--parallel)",
@@ -191,7 +192,7 @@ def scheduler_facts(run: EngineRun) -> dict[str, object]:
     steps = _delta(run, "vllm:iteration_tokens_total_count")
     step_tokens = _delta(run, "vllm:iteration_tokens_total_sum")
     generated = _delta(run, "vllm:generation_tokens_total")
-    used = states["kv_used"].max() if len(states) and states["kv_used"].notna().any() else None
+    used = _peak(states, "kv_used")
     return {
         "cores": run.cores,
         "batching": f"continuous, up to {run.batch_limit} sequences (--max-num-seqs)",
