@@ -20,6 +20,7 @@ from inference.lessons.sampling_lab.figures import (
     draw_histogram,
     live_slider_figure,
     pipeline_figure,
+    slider_frames,
     temperatures_side_by_side,
 )
 from inference.sampling.pipeline import STAGE_NAMES, SamplingSettings, StepContext, seen_mask
@@ -108,12 +109,34 @@ if settings.xtc_probability > 0 or settings.mirostat:
         f"and mirostat cuts at its starting μ = 2·τ = {2 * settings.mirostat_tau:g} bits."
     )
 
+
+def kept_for_this_step(name: str, settings_key, build):
+    """What depends only on this step's logits (and `settings_key`), made once and kept in the session until the
+    step or the key changes: a slider's rerun redrew the 41 temperature frames it never changes."""
+    step_key = (loaded.info.name, tuple(context_ids), settings_key)
+    kept = st.session_state.get(name)
+    if kept is None or kept[0] != step_key:
+        kept = st.session_state[name] = (step_key, build())
+    return kept[1]
+
+
 st.subheader("Drag to see it move")
 live_left, live_right = layout.side_by_side(2)
 with live_left:
     st.plotly_chart(
         live_slider_figure(
-            logits, tokenizer, "temperature", TEMPERATURE_GRID, temperature, SamplingSettings(), presenter=presenter
+            logits,
+            tokenizer,
+            "temperature",
+            TEMPERATURE_GRID,
+            temperature,
+            SamplingSettings(),
+            presenter=presenter,
+            frames=kept_for_this_step(
+                "lab_temperature_frames",
+                None,
+                lambda: slider_frames(logits, tokenizer, "temperature", TEMPERATURE_GRID, SamplingSettings()),
+            ),
         ),
         width="stretch",
         key="lab_live_temperature",
@@ -158,7 +181,11 @@ if len(temps) < 2:
     st.info("Pick at least two temperatures.")
 else:
     st.plotly_chart(
-        temperatures_side_by_side(logits, tokenizer, sorted(temps), presenter=presenter),
+        kept_for_this_step(
+            "lab_side_by_side",
+            (tuple(sorted(temps)), presenter),
+            lambda: temperatures_side_by_side(logits, tokenizer, sorted(temps), presenter=presenter),
+        ),
         width="stretch",
         key="lab_side_by_side",
     )

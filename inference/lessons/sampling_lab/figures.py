@@ -6,7 +6,7 @@ and cumulative curve, also shown here, are in `inference.lessons.generate.figure
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -39,23 +39,31 @@ TEMPERATURE_GRID = [round(0.05 * i, 2) for i in range(41)]  # 0 .. 2
 TOP_P_GRID = [round(0.05 * i, 2) for i in range(1, 21)]  # 0.05 .. 1
 
 
-def live_slider_figure(
+@dataclass(frozen=True)
+class SliderFrames:
+    """A live slider chart's precomputed frames: the tokens shown (most likely on top) and one frame and slider step
+    per value. They depend on the logits and settings alone, so a page can keep them while other sliders move."""
+
+    knob: str
+    values: tuple[float, ...]
+    names: list[str]
+    frames: list[dict]
+    steps: list[dict]
+
+
+def slider_frames(
     logits: torch.Tensor,
     tokenizer,
     knob: str,
     values: list[float],
-    start: float,
     fixed: SamplingSettings,
     top_n: int = 15,
-    presenter: bool = False,
     seen: torch.Tensor | None = None,
     context=None,
-) -> go.Figure:
-    """A bar chart with its own Plotly slider over precomputed frames (temperature or
-    top-p), so it moves while the thumb is dragged with no server round trip. Each frame
-    is the whole pipeline of `fixed` with `knob` set to the frame's value, computed exactly over
-    the full vocabulary: every other knob of `fixed` applies (the repetition penalty to the
-    tokens in `seen`; without `seen`, no token counts as seen; `context` feeds DRY, XTC and mirostat)."""
+) -> SliderFrames:
+    """Each frame is the whole pipeline of `fixed` with `knob` set to the frame's value, computed exactly over the
+    full vocabulary: every other knob of `fixed` applies (the repetition penalty to the tokens in `seen`; without
+    `seen`, no token counts as seen; `context` feeds DRY, XTC and mirostat)."""
     seen = torch.zeros(len(logits), dtype=torch.bool) if seen is None else seen
     order = display_order(apply_stage("penalty", logits, fixed, seen))[:top_n]
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, order.tolist())][::-1]  # most likely on top
@@ -88,15 +96,35 @@ def live_slider_figure(
                 ],
             }
         )
-    start_index = int(np.argmin([abs(v - start) for v in values]))
-    first = frames[start_index]
+    return SliderFrames(knob, tuple(values), names, frames, steps)
+
+
+def live_slider_figure(
+    logits: torch.Tensor,
+    tokenizer,
+    knob: str,
+    values: list[float],
+    start: float,
+    fixed: SamplingSettings,
+    top_n: int = 15,
+    presenter: bool = False,
+    seen: torch.Tensor | None = None,
+    context=None,
+    frames: SliderFrames | None = None,
+) -> go.Figure:
+    """A bar chart with its own Plotly slider over precomputed frames (temperature or
+    top-p), so it moves while the thumb is dragged with no server round trip (`slider_frames` says what each
+    frame holds; pass `frames` kept from an earlier call with the same logits and settings to skip computing them)."""
+    made = frames or slider_frames(logits, tokenizer, knob, values, fixed, top_n, seen, context)
+    start_index = int(np.argmin([abs(v - start) for v in made.values]))
+    first = made.frames[start_index]
     layout = {
         "sliders": [
             {
                 "active": start_index,
-                "currentvalue": {"prefix": f"{knob.replace('_', '-')}: "},
+                "currentvalue": {"prefix": f"{made.knob.replace('_', '-')}: "},
                 "pad": {"t": 50 if presenter else 40},
-                "steps": steps,
+                "steps": made.steps,
             }
         ],
         # No axis title: the chart's own slider label ("temperature: 0.8") sits just below the ticks, and the two
@@ -104,8 +132,8 @@ def live_slider_figure(
         "xaxis": {"range": [0, 1.08], "tickformat": ".0%", "tickvals": [0, 0.5, 1]},
         "yaxis": {"automargin": True},
     }
-    title, height = first["layout"]["title"]["text"], 170 + 26 * len(names)
-    return plain_figure(first["data"], layout, title, presenter, height=height, frames=frames)
+    title, height = first["layout"]["title"]["text"], 170 + 26 * len(made.names)
+    return plain_figure(first["data"], layout, title, presenter, height=height, frames=made.frames)
 
 
 def _probability_panel(fig: go.Figure, names: list[str], shown, colours, row: int, col: int, **x_axis) -> None:
