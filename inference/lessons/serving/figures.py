@@ -212,41 +212,38 @@ def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False)
     # one panel above the other: side by side, the right panel's axis title sat on the left panel at 800 px
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2, subplot_titles=["Streamed vs asked", "p95 latency"])
     x = table["rate_per_s"]
-    add_line(
-        fig,
-        x,
-        table["asked_tokens_per_s"],
-        "asked during the arrivals",
-        PALETTE["blue_grey"],
-        "lines+markers",
-        dash="dash",
-        row=1,
-        col=1,
-        hovertemplate=hover("λ %{x:g}/s: the trace asked %{y:.0f} tokens/s"),
+
+    def rate_line(column: str, name: str, colour: str, says: str, **style) -> None:
+        hovertemplate = hover(f"λ %{{x:g}}/s: {says}")
+        add_line(
+            fig,
+            x,
+            table[column],
+            name,
+            PALETTE[colour],
+            "lines+markers",
+            row=1,
+            col=1,
+            hovertemplate=hovertemplate,
+            **style,
+        )
+
+    rate_line(
+        "asked_tokens_per_s", "asked during the arrivals", "blue_grey", "the trace asked %{y:.0f} tokens/s", dash="dash"
     )
-    add_line(
-        fig,
-        x,
-        table["streamed_tokens_per_s"],
+    rate_line(
+        "streamed_tokens_per_s",
         "streamed in the same window",
-        PALETTE["ink"],
-        "lines+markers",
+        "ink",
+        "streamed %{y:.0f} tokens/s during the arrivals",
         width=3,
-        row=1,
-        col=1,
-        hovertemplate=hover("λ %{x:g}/s: streamed %{y:.0f} tokens/s during the arrivals"),
     )
-    add_line(
-        fig,
-        x,
-        table["throughput_tokens_per_s"],
+    rate_line(
+        "throughput_tokens_per_s",
         "whole run (to the last token)",
-        PALETTE["slate"],
-        "lines+markers",
+        "slate",
+        "%{y:.0f} tokens/s from the first request to the last token",
         dash="dot",
-        row=1,
-        col=1,
-        hovertemplate=hover("λ %{x:g}/s: %{y:.0f} tokens/s from the first request to the last token"),
     )
     for column, name, colour in (
         ("ttft_p95_ms", "p95 TTFT", PREFILL_COLOUR),
