@@ -21,6 +21,7 @@ class LoadRun:
     latencies: list[float] = field(default_factory=list)  # seconds, click to the new token on the page
     page_errors: list[str] = field(default_factory=list)
     exception_boxes: int = 0
+    step_cpu_s: float | None = None  # the app servers' CPU seconds while the sessions stepped (`cpu_clock`)
 
     def percentiles_ms(self) -> tuple[float, float]:
         """(p50, p95) of the Step latencies in milliseconds."""
@@ -84,13 +85,17 @@ def page_state(page) -> str:
     return f"{len(generated_ids(page))} tokens shown; alerts: {[a[:200] for a in alerts]}"
 
 
-def run_sessions(browser, urls: list[str], steps: list[int]) -> LoadRun:
-    """Open a session per URL, step them all interleaved, then read each one's tokens and exception boxes."""
+def run_sessions(browser, urls: list[str], steps: list[int], cpu_clock=None) -> LoadRun:
+    """Open a session per URL, step them all interleaved, then read each one's tokens and exception boxes.
+    `cpu_clock()`: the app servers' CPU seconds so far, read just before the first Step and after the last."""
     from tests.browser import wait_idle
 
     run = LoadRun()
     pages = open_sessions(browser, urls, run.page_errors)
+    cpu_start = cpu_clock() if cpu_clock else None
     run.latencies = step_interleaved(pages, steps)
+    if cpu_clock:
+        run.step_cpu_s = cpu_clock() - cpu_start
     for page in pages:
         wait_idle(page)
         run.tokens.append(generated_ids(page))

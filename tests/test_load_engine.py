@@ -52,11 +52,22 @@ SAMPLED = SamplingSettings(temperature=0.9, top_p=0.95)  # the in-process sessio
 MEMORY_GROWTH_LIMIT = 500 * 2**20  # bytes the in-process app may grow by for 10 sessions
 
 
-def app_rss(port_url: str) -> int:
-    """Resident memory of the streamlit process serving `port_url` and its children."""
+def app_processes(port_url: str) -> list[psutil.Process]:
+    """The streamlit process serving `port_url` and its children."""
     port = port_url.rsplit(":", 1)[1]
     app = next(c for c in psutil.Process().children() if port in " ".join(c.cmdline()))
-    return sum(p.memory_info().rss for p in [app, *app.children(recursive=True)])
+    return [app, *app.children(recursive=True)]
+
+
+def app_rss(port_url: str) -> int:
+    """Resident memory of the streamlit process serving `port_url` and its children."""
+    return sum(p.memory_info().rss for p in app_processes(port_url))
+
+
+def app_cpu_s(port_urls: list[str]) -> float:
+    """CPU seconds (user + system) the app processes serving these URLs have used so far: the server's share of a
+    Step, without the browsers that share this machine's cores."""
+    return sum(sum(p.cpu_times()[:2]) for url in port_urls for p in app_processes(url))
 
 
 def greedy_url(base: str, prompt: str, engine: str) -> str:
@@ -94,7 +105,7 @@ def test_ten_sessions_in_process_then_on_two_apps_sharing_one_llama_server_each_
                 warm_up.close()
                 rss_start = app_rss(url)
                 urls = [sampled_url(url, prompt, seed) for seed, prompt in enumerate(PROMPTS)]
-                in_process = run_sessions(browser, urls, [len(t) for t in sampled])
+                in_process = run_sessions(browser, urls, [len(t) for t in sampled], cpu_clock=lambda: app_cpu_s([url]))
                 rss_end = app_rss(url)
             client = EngineClient(server.url)
             before = client.metrics()
@@ -102,7 +113,7 @@ def test_ten_sessions_in_process_then_on_two_apps_sharing_one_llama_server_each_
                 env = {"INFERENCE_LAB_ENGINES": f"llama.cpp={server.url}"}
                 bases = [apps.enter_context(streamlit_server(env)) for _ in range(APP_PROCESSES)]
                 urls = [greedy_url(bases[i % APP_PROCESSES], prompt, "llama.cpp") for i, prompt in enumerate(PROMPTS)]
-                on_engine = run_sessions(browser, urls, [len(t) for t in greedy])
+                on_engine = run_sessions(browser, urls, [len(t) for t in greedy], cpu_clock=lambda: app_cpu_s(bases))
             after = client.metrics()
             client.close()
         finally:
@@ -123,9 +134,11 @@ def test_ten_sessions_in_process_then_on_two_apps_sharing_one_llama_server_each_
             ("engine", on_engine, f"{APP_PROCESSES} app processes + llama-server --parallel {ENGINE_SLOTS}, greedy"),
         ):
             p50, p95 = run.percentiles_ms()
+            steps = len(run.latencies)
             print(
                 f"\n[load {name}] {len(PROMPTS)} sessions x {STEPS} steps ({where}): "
-                f"Step latency p50 {p50:.0f} ms, p95 {p95:.0f} ms"
+                f"Step latency p50 {p50:.0f} ms, p95 {p95:.0f} ms; app server CPU {run.step_cpu_s * 1000 / steps:.0f} ms "
+                f"per Step ({steps} Steps, the app processes' user + system time, browsers and engine left out)"
             )
         print(
             f"[load engine] llama-server evaluated {evaluated:.0f} tokens; on average {busy_per_decode:.2f} slots "
