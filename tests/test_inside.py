@@ -2,7 +2,7 @@
 
 import copy
 import json
-import subprocess
+import runpy
 import sys
 
 import pytest
@@ -24,7 +24,7 @@ from transformers import (
 from inference.core.flops import FlopCount
 from inference.core.kv_cache import KVShape
 from inference.core.loader import encode_prompt, load_model
-from inference.core.paths import MODELS_DIR, PROJECT_ROOT
+from inference.core.paths import MODELS_DIR
 from inference.lessons.inside import text
 from inference.lessons.inside.adapters import UnsupportedModel, adapter_for
 from inference.lessons.inside.forward_pass import RANK_POSITIONS, look_inside, part_groups
@@ -205,18 +205,21 @@ def test_sentences_carry_the_measured_numbers(bundled):
     assert top.group in sentence and f"{top.decode_ms / groups.decode_ms.sum():.0%}" in sentence
 
 
-def test_command_line_json_has_lens_attention_and_parts():
-    """`python -m inference.inside --json`: one lens entry per layer (0 = embeddings), float weights, parts."""
+def test_command_line_json_has_lens_attention_and_parts(monkeypatch, capsys):
+    """`python -m inference.inside --json`: one lens entry per layer (0 = embeddings), float weights, parts.
+    Run as `-m` runs it (runpy, as __main__, with its argv) in this process: a fresh interpreter spent 10 s
+    importing torch and transformers."""
     folder = str(MODELS_DIR / "storyteller-llama-6m")
-    done = subprocess.run(
-        [sys.executable, "-m", "inference.inside", "--model", folder, "--prompt", PROMPT, "--json"],
-        capture_output=True,
-        text=True,
-        cwd=PROJECT_ROOT,
-        timeout=240,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = json.loads(done.stdout)
+    monkeypatch.setattr(sys, "argv", ["inference.inside", "--model", folder, "--prompt", PROMPT, "--json"])
+    threads = torch.get_num_threads()  # the command sets the app's thread count for its timings
+    try:
+        with pytest.raises(SystemExit) as done:
+            runpy.run_module("inference.inside", run_name="__main__", alter_sys=True)
+    finally:
+        torch.set_num_threads(threads)
+    printed = capsys.readouterr()
+    assert done.value.code == 0, printed.err[-2000:]
+    out = json.loads(printed.out)
     assert [entry["layer"] for entry in out["lens"]] == list(range(7))
     last = out["lens"][-1]
     assert len(last["top_ids"]) == len(last["top_probs"]) == 10 and last["chosen_prob"] == last["top_probs"][0]

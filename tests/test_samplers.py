@@ -16,6 +16,7 @@ from inference.sampling.pipeline import (
     display_order,
     draw,
     inverse_cdf_index,
+    ranking_logits,
     seen_mask,
     stage_logits,
 )
@@ -245,8 +246,12 @@ def test_20000_seeded_draws_follow_each_new_samplers_distribution(settings):
     """20,000 draws with seeded u (and, for XTC, its own seeded uniform per draw) match the
     computed distribution (chi-square, p > 0.001). For XTC that is the mixture: with its
     probability the cut distribution, otherwise the uncut one. XTC's draws go through the
-    engine's `draw` one by one; the others' distribution is fixed, so they are drawn in one
-    batch by inverse CDF (as `sample_many` does), and `draw` is checked to agree on 500 of them."""
+    pipeline's stages as one batch, a row per draw with that draw's XTC uniform (the stage takes
+    one per row), then inverse CDF per row; the others' distribution is fixed, so they are drawn in one
+    batch by inverse CDF (as `sample_many` does). The engine's `draw` is checked to pick the same
+    token for the first 500 draws (1,000 for XTC, whose draws differ by their own uniform too): a
+    `draw` whose law were d away (total variation) would disagree on a share >= d of them, so 1,000
+    agreeing draws leave a chance 0.99^1000 < 5e-5 of missing d = 0.01."""
     vocab = 48
     logits = random_logits(3, batch=1, vocab=vocab, scale=1.5)[0]
     logits[5:8] += 1.5
@@ -254,10 +259,14 @@ def test_20000_seeded_draws_follow_each_new_samplers_distribution(settings):
     gen = torch.Generator().manual_seed(42)
     us = torch.rand(20_000, generator=gen, dtype=torch.float64)
     xtc_us = torch.rand(20_000, generator=gen, dtype=torch.float64).tolist()
-    counts = torch.zeros(vocab)
     if settings.xtc_probability > 0:
-        for u, xtc_u in zip(us.tolist(), xtc_us):
-            counts[draw(logits, settings, seen, u, StepContext(xtc_u=xtc_u)).token_id] += 1
+        rows = [StepContext(xtc_u=xtc_u) for xtc_u in xtc_us]
+        batch = stage_logits(logits.expand(len(us), -1), settings, seen.expand(len(us), -1), rows)
+        order = display_order(ranking_logits(logits, settings, seen, rows[0]))
+        tokens = order[inverse_cdf_index(batch[settings.pipeline[-1]].double().softmax(-1)[:, order], us)]
+        counts = torch.bincount(tokens, minlength=vocab).float()
+        for u, row, token in list(zip(us.tolist(), rows, tokens.tolist()))[:1000]:
+            assert draw(logits, settings, seen, u, row).token_id == token, (u, row.xtc_u)
         cut = stage_logits(logits, settings, seen, StepContext(xtc_u=0.0))[settings.pipeline[-1]].double().softmax(-1)
         uncut = stage_logits(logits, settings, seen, StepContext(xtc_u=1.0))[settings.pipeline[-1]].double().softmax(-1)
         assert not torch.equal(cut, uncut)  # the cut acts on this step

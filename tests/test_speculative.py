@@ -4,6 +4,8 @@ Oracles: plain greedy decoding with the step engine, transformers' assisted gene
 target's own next-token distributions (20,000 draws against them, chi-square and total variation).
 """
 
+import copy
+import functools
 import math
 
 import pytest
@@ -128,6 +130,24 @@ class Tables:
             q = spec.final_probs(draft(batch).logits[:, -1].float(), self.settings, seen)
         return p, q
 
+    def on_support(self) -> "Tables":
+        """The same tables over only the tokens some row can produce (in id order), padded with zeros to just
+        past the size where `sample_index` starts its draw in the head, as it does on the real vocabulary.
+        Every row is zero elsewhere, so the library's draws and accept/reject decisions are the same ones
+        (`test_draws_on_the_support_are_the_draws_on_the_whole_vocabulary` checks it), and each costs a
+        fraction: the head's `argpartition` over 4,096 tokens was most of a draw's time."""
+        rows = [self.p1, self.q1, *self.p2.values(), *self.q2.values()]
+        ids = (torch.stack(rows) > 0).any(dim=0).nonzero().squeeze(-1)
+        padding = torch.zeros(max(0, 4 * spec.HEAD_TOKENS + 1 - len(ids)), dtype=self.p1.dtype)
+        new_id = {token: i for i, token in enumerate(ids.tolist())}
+        on_support = lambda row: torch.cat([row[ids], padding])  # noqa: E731
+        small = copy.copy(self)
+        small.ids = ids
+        small.p1, small.q1, small.second = on_support(self.p1), on_support(self.q1), on_support(self.second)
+        small.p2 = {new_id[a]: on_support(row) for a, row in self.p2.items()}
+        small.q2 = {new_id[a]: on_support(row) for a, row in self.q2.items()}
+        return small
+
 
 def speculative_first_two(t: Tables, gamma: int, uniform) -> tuple[int, int]:
     """The first two new tokens of a speculative run, with the library's own draw and accept/reject
@@ -189,16 +209,38 @@ def case(request, bundled, draft):
     return Tables(bundled.model, draft.model, encode_prompt(bundled.tokenizer, prompt), settings), gamma
 
 
-def draws(sampler, tables, gamma, seed=0):
+def seeded_uniforms(seed: int):
+    """`uniform()` for the samplers: float64 uniforms from one seeded generator, made 4,096 at a time."""
     gen = torch.Generator().manual_seed(seed)
-    uniform = lambda: float(torch.rand((), generator=gen, dtype=torch.float64))  # noqa: E731
-    pairs = [sampler(tables, gamma, uniform) for _ in range(DRAWS)]
+
+    def stream():
+        while True:
+            yield from torch.rand(4096, generator=gen, dtype=torch.float64).tolist()
+
+    return functools.partial(next, stream())
+
+
+def draws(sampler, tables, gamma, seed=0, n=DRAWS):
+    uniform = seeded_uniforms(seed)
+    pairs = [sampler(tables, gamma, uniform) for _ in range(n)]
     return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+def test_draws_on_the_support_are_the_draws_on_the_whole_vocabulary(case):
+    """The first 500 speculative (and unchecked) draws on the support-only tables are the same tokens, renumbered,
+    as on the real 4,096-token rows: the 20,000-draw checks below run on the cheaper tables."""
+    tables, gamma = case
+    small = tables.on_support()
+    for sampler in (speculative_first_two, accept_every_draft):
+        whole = draws(sampler, tables, gamma, n=500)
+        support = draws(sampler, small, gamma, n=500)
+        assert [small.ids[tokens].tolist() for tokens in support] == list(whole)
 
 
 def test_speculative_draws_of_the_first_and_second_token_follow_the_targets_distribution(case):
     """20,000 speculative draws: chi-square p > 0.001 and TV < 0.02 against the target's own first- and second-token law."""
     tables, gamma = case
+    tables = tables.on_support()
     first, second = draws(speculative_first_two, tables, gamma)
     for samples, expected in ((first, tables.p1), (second, tables.second)):
         p_value, tv = agreement(samples, expected)
@@ -208,6 +250,7 @@ def test_speculative_draws_of_the_first_and_second_token_follow_the_targets_dist
 def test_accepting_every_draft_token_fails_the_same_check(case):
     """The same check catches a wrong sampler that never rejects (its text follows the draft, not the target)."""
     tables, gamma = case
+    tables = tables.on_support()
     first, second = draws(accept_every_draft, tables, gamma)
     for samples, expected in ((first, tables.p1), (second, tables.second)):
         p_value, tv = agreement(samples, expected)
