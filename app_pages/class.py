@@ -101,8 +101,12 @@ def teacher_view(run: TeacherRun, loaded) -> None:
     act = {"open": run.open_guessing, "step": run.step, "again": run.same_step_another_seed, "back": run.back}
     for name, clicked in actions.items():
         if clicked:
+            acted = False
             with generation_slot(), engine_errors():
                 act[name]()
+                acted = True
+            if acted:  # the buttons above were drawn before the action: redraw them (Back was still greyed out)
+                st.rerun()
     if b[4].button("End class", key="class_end", width="stretch"):
         store().end(run.code, run.secret)
         del st.session_state[TEACHER_KEY]
