@@ -95,9 +95,9 @@ def log_tail(log_path: Path, lines: int = 5) -> str:
 
 
 class ServerProcess:
-    """What every started engine server does the same way: `alive()`, `stop()` (also as a context manager) and
-    `log_tail()`. A subclass (a dataclass with `process` and `log_path`) sets how long `stop` waits for SIGTERM
-    and whether the signals go to the process's whole session."""
+    """What every started engine server does the same way: `alive()`, `stop()` (also as a context manager),
+    `log_tail()` and `ready()`. A subclass (a dataclass with `process`, `log_path` and `started_s`) sets how long
+    `stop` waits for SIGTERM and whether the signals go to the process's whole session."""
 
     STOP_TIMEOUT_S = 10.0
     STOP_GROUP = False
@@ -110,6 +110,18 @@ class ServerProcess:
 
     def log_tail(self, lines: int = 5) -> str:
         return log_tail(self.log_path, lines)
+
+    def ready(self, started: float, *checks):
+        """Run each check on this just-started server (wait for /health, a warm-up); one that fails or is
+        interrupted stops the server first. Then `started_s` is the seconds since `started` (perf_counter)."""
+        try:
+            for check in checks:
+                check(self)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_s = time.perf_counter() - started
+        return self
 
     def __enter__(self):
         return self

@@ -344,13 +344,7 @@ def serve(
     server = LlamaServer(
         url=f"http://127.0.0.1:{port}", process=process, gguf=gguf, parallel=parallel, log_path=log_path
     )
-    try:
-        _wait_healthy(server)
-    except BaseException:
-        server.stop()
-        raise
-    server.started_s = time.perf_counter() - started
-    return server
+    return server.ready(started, _wait_healthy)
 
 
 def _wait_healthy(server: LlamaServer, timeout: float = HEALTH_TIMEOUT_S) -> None:

@@ -177,14 +177,7 @@ def serve(
             preexec_fn=die_with_parent,
         )
     server = VllmServer(f"http://127.0.0.1:{port}", process, folder, max_num_seqs, log_path)
-    try:
-        _wait_healthy(server)
-        _warm_up(server)
-    except BaseException:
-        server.stop()
-        raise
-    server.started_s = time.perf_counter() - started
-    return server
+    return server.ready(started, _wait_healthy, _warm_up)
 
 
 def _warm_up(server: VllmServer) -> None:
