@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
+
+from inference.core.app_process import START_TIMEOUT_S, running_app
+from inference.core.app_process import free_port as free_port  # the browser and load tests import it from here
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -36,75 +36,27 @@ SKIP_REASON = "Chromium not installed: apt-get install chromium (Debian) to run 
 # through `launch` waits this long for an action, a selector or a function before failing.
 ACTION_TIMEOUT_MS = 180_000
 NAVIGATION_TIMEOUT_MS = 240_000
-SERVER_START_S = 240  # the app's first import of torch and transformers, on a busy machine
+SERVER_START_S = START_TIMEOUT_S  # the app's first import of torch and transformers, on a busy machine
 
 
 def chromium_available() -> bool:
     return Path(CHROMIUM).exists()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# `pytestmark = BROWSER_TESTS` in a browser test module: its tier, and a skip that says how to install Chromium.
+BROWSER_TESTS = [pytest.mark.browser, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
+
+
+def shots_folder() -> Path:
+    """Where a browser test's screenshots go: $INFERENCE_LAB_SHOTS, else a new temporary folder (never the repo)."""
+    return Path(os.environ.get("INFERENCE_LAB_SHOTS") or tempfile.mkdtemp(prefix="inference-lab-shots-"))
 
 
 @contextmanager
 def streamlit_server(env_extra: dict | None = None):
     """Start `streamlit run app.py` on a free loopback port; yield its base URL; stop it."""
-    port = free_port()
-    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)  # noqa: SIM115 (closed in the finally below)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env_extra or {})}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--browser.gatherUsageStats",
-            "false",
-            "--browser.serverAddress",
-            "localhost",
-            "--server.fileWatcherType",
-            "none",
-        ],
-        cwd=PROJECT_ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + SERVER_START_S
-        while True:
-            if process.poll() is not None:
-                log.seek(0)
-                raise RuntimeError(f"streamlit exited early:\n{log.read()[-3000:]}")
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                pass
-            if time.time() > deadline:
-                raise RuntimeError(f"streamlit did not become healthy in {SERVER_START_S} s")
-            time.sleep(0.5)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
-        os.unlink(log.name)
+    with running_app(env_extra, SERVER_START_S) as app:
+        yield app.url
 
 
 def launch(playwright):

@@ -10,7 +10,17 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+from inference.lessons.serving.students import PROMPTS as STUDENT_PROMPTS
+
 EXCEPTION_BOX = '[data-testid="stException"]'
+# One prompt per session: the simulated students' six, and four more for the ten browser sessions.
+PROMPTS = [
+    *STUDENT_PROMPTS,
+    "Ben liked to build towers with his blocks.",
+    "In a small house by the sea lived an old man",
+    "The bird could not fly, so it",
+    "Mia was sad because her toy",
+]
 
 
 @dataclass

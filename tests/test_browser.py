@@ -3,25 +3,13 @@
 Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the repo.
 """
 
-import os
-import tempfile
-from pathlib import Path
-
 import pytest
 
-from tests.browser import (
-    SKIP_REASON,
-    chromium_available,
-    full_screenshot,
-    launch,
-    open_page,
-    streamlit_server,
-    wait_idle,
-)
+from tests.browser import BROWSER_TESTS, full_screenshot, launch, open_page, shots_folder, streamlit_server, wait_idle
 from tests.conftest import PROJECT_ROOT, page_title
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
-SHOTS = Path(os.environ.get("INFERENCE_LAB_SHOTS") or tempfile.mkdtemp(prefix="inference-lab-shots-"))
+pytestmark = BROWSER_TESTS
+SHOTS = shots_folder()
 SIZES = [(1280, 900), (800, 1000)]
 
 

@@ -1,25 +1,12 @@
 """Class mode in real Chromium on two app processes sharing one class file: the teacher's Step in one is
 on a student's screen served by the other within 2 s. Screenshots to $INFERENCE_LAB_SHOTS (never the repo)."""
 
-import os
-import tempfile
 import time
-from pathlib import Path
 
-import pytest
+from tests.browser import BROWSER_TESTS, full_screenshot, launch, open_page, shots_folder, streamlit_server, wait_idle
 
-from tests.browser import (
-    SKIP_REASON,
-    chromium_available,
-    full_screenshot,
-    launch,
-    open_page,
-    streamlit_server,
-    wait_idle,
-)
-
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
-SHOTS = Path(os.environ.get("INFERENCE_LAB_SHOTS") or tempfile.mkdtemp(prefix="inference-lab-shots-"))
+pytestmark = BROWSER_TESTS
+SHOTS = shots_folder()
 FOLLOW_SECONDS = 2.0  # the issue's bound: the fragment polls every second, so one poll plus a redraw
 
 

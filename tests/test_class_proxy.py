@@ -34,25 +34,13 @@ from inference.core.loader import encode_prompt
 from inference.core.measuring import GREEDY
 from inference.core.run import new_trace
 from tests.browser import SKIP_REASON, chromium_available, free_port, launch, wait_idle
-from tests.load_sessions import EXCEPTION_BOX, generated_ids, step_interleaved
+from tests.load_sessions import EXCEPTION_BOX, PROMPTS, generated_ids, step_interleaved
 from tests.test_engines import IN_CI, require_llama_server
 
 pytestmark = [pytest.mark.load, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 README = PROJECT_ROOT / "README.md"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-PROMPTS = [
-    "Once upon a time",
-    "The little dog wanted to",
-    "Lily and her mom went to the park. They saw a big",
-    "Tom had a red ball. He",
-    "One day, a girl named Sue found a",
-    "The sun was hot and the cat",
-    "Ben liked to build towers with his blocks.",
-    "In a small house by the sea lived an old man",
-    "The bird could not fly, so it",
-    "Mia was sad because her toy",
-]
 STEPS_BEFORE, STEPS_AFTER, MAX_NEW_TOKENS = 4, 4, 40
 SESSIONS_PER_PROCESS = 2  # sessions are opened until each app process has at least this many
 # What the README's app command says; the test runs exactly these flags.

@@ -4,19 +4,9 @@ and 800x1000 go to /tmp for a person to look at."""
 
 from pathlib import Path
 
-import pytest
+from tests.browser import BROWSER_TESTS, full_screenshot, launch, open_page, streamlit_server, wait_idle
 
-from tests.browser import (
-    SKIP_REASON,
-    chromium_available,
-    full_screenshot,
-    launch,
-    open_page,
-    streamlit_server,
-    wait_idle,
-)
-
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
+pytestmark = BROWSER_TESTS
 SHOTS = Path("/tmp/inference_lab_compare")
 
 

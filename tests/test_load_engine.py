@@ -30,23 +30,11 @@ from inference.core.run import new_trace
 from inference.engines.client import EngineClient
 from inference.sampling.pipeline import SamplingSettings
 from tests.browser import SKIP_REASON, chromium_available, launch, open_page, streamlit_server
-from tests.load_sessions import run_sessions
+from tests.load_sessions import PROMPTS, run_sessions
 from tests.test_engines import start_server_or_skip
 
 pytestmark = [pytest.mark.load, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
 STEPS, APP_PROCESSES, ENGINE_SLOTS = 30, 2, 8
-PROMPTS = [
-    "Once upon a time",
-    "The little dog wanted to",
-    "Lily and her mom went to the park. They saw a big",
-    "Tom had a red ball. He",
-    "One day, a girl named Sue found a",
-    "The sun was hot and the cat",
-    "Ben liked to build towers with his blocks.",
-    "In a small house by the sea lived an old man",
-    "The bird could not fly, so it",
-    "Mia was sad because her toy",
-]
 MAX_NEW_TOKENS = 60  # more than STEPS: the run never ends at the cap
 SAMPLED = SamplingSettings(temperature=0.9, top_p=0.95)  # the in-process sessions, seed = session number
 MEMORY_GROWTH_LIMIT = 500 * 2**20  # bytes the in-process app may grow by for 10 sessions

@@ -4,29 +4,16 @@ MoE; every section is drawn, Step routes one more token, no error box.
 Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the repo.
 """
 
-import os
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from inference.core.routing import BUNDLED_MOE_DIR
-from tests.browser import (
-    SKIP_REASON,
-    chromium_available,
-    full_screenshot,
-    launch,
-    open_page,
-    streamlit_server,
-    wait_idle,
-)
+from tests.browser import BROWSER_TESTS, full_screenshot, launch, open_page, shots_folder, streamlit_server, wait_idle
 
 pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON),
+    *BROWSER_TESTS,
     pytest.mark.skipif(not BUNDLED_MOE_DIR.is_dir(), reason="the bundled MoE model is not in this checkout"),
 ]
-SHOTS = Path(os.environ.get("INFERENCE_LAB_SHOTS") or tempfile.mkdtemp(prefix="inference-lab-shots-"))
+SHOTS = shots_folder()
 SECTIONS = [
     "1. Routing, live",
     "2. One token's router",

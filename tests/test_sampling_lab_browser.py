@@ -4,9 +4,9 @@ broken inside a word."""
 
 import pytest
 
-from tests.browser import SKIP_REASON, chromium_available, launch, open_page, streamlit_server, wait_idle
+from tests.browser import BROWSER_TESTS, launch, open_page, streamlit_server, wait_idle
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
+pytestmark = BROWSER_TESTS
 
 # For each slider: the bottom of its value's text against the middle of its thumb (where the track runs), and whether its label holds a
 # word split across two lines (a line that starts with a lower-case letter right after a letter).

@@ -7,47 +7,14 @@ Streamlit here: the app runs as its own process, whose CPU time psutil reads.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
-
 import psutil
 
-from inference.core.paths import PROJECT_ROOT
+from inference.core.app_process import running_app
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking"]
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 CHIPS = "(document.querySelector('.token-box')?.dataset.generatedIds || '').split(',').filter(Boolean).length"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_app() -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    log = tempfile.TemporaryFile()  # noqa: SIM115 (the app process writes to it until it ends)
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
-               str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-               "--server.fileWatcherType", "none"]  # fmt: skip
-    process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"})  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(180):
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                return process, url
-        except OSError:
-            time.sleep(0.5)
-    process.kill()
-    raise RuntimeError("the app did not start in 90 s")
 
 
 def _server_cpu(process: psutil.Process) -> float:
@@ -104,9 +71,8 @@ def slider_cpu(page, server: psutil.Process, moves: int = 20) -> float:
 def page_figures(steps: int = 30) -> dict:
     from playwright.sync_api import sync_playwright
 
-    process, url = _start_app()
-    server = psutil.Process(process.pid)
-    try:
+    with running_app(start_timeout_s=90) as app:
+        url, server = app.url, psutil.Process(app.process.pid)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
             page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -129,12 +95,6 @@ def page_figures(steps: int = 30) -> dict:
             _idle(page)
             out["page_sampling_slider_server_cpu_ms"] = round(slider_cpu(page, server), 1)
             browser.close()
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
     return out
 
 
