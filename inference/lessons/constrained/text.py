@@ -44,7 +44,7 @@ def cost_sentence(mask_us_p50: float, forward_ms_p50: float, compile_ms: float, 
     return (
         f"Compiling the format took {compile_ms:.1f} ms once ({tokenizer_note}); then computing the mask took "
         f"**{mask_us_p50:,.0f} µs** per token (median) beside a forward pass of **{forward_ms_p50:.2f} ms**: "
-        f"{share:.1%} of a step on this machine, for a {forward_ms_p50:.2f} ms model. On a large model the forward "
+        f"{share:.1%} of a step on this machine. On a large model the forward "
         "pass grows and the mask does not (it depends on the format and the vocabulary), which is why engines overlap "
         "it with the GPU's forward pass."
     )
