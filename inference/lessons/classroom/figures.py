@@ -52,7 +52,7 @@ def choices_chart(choices: list[dict], presenter: bool = False, title: str | Non
         hovertemplate=hover("%{y}", "after the settings: %{x:.2%}"),
     )
     _grouped(fig, "probability", title or "What the model could write next", presenter, height=80 + 26 * len(rows))
-    return legend_below(fig, y=-0.12 if len(rows) > 8 else -0.25)
+    return legend_below(fig, y=-(80 if presenter else 60) / (26 * len(rows)))  # under the axis title, in pixels
 
 
 def reveal_chart(reveal: dict, presenter: bool = False) -> go.Figure:
@@ -81,6 +81,12 @@ def reveal_chart(reveal: dict, presenter: bool = False) -> go.Figure:
         textposition="outside",
         hovertemplate=hover("%{y}", "model: %{x:.2%}"),
     )
-    title = "The class's guesses and the model's probabilities"
+    # two lines in presenter mode: at 800 px one line was cut at "…the model's pro"
+    title = (
+        "The class's guesses<br>and the model's probabilities"
+        if presenter
+        else "The class's guesses and the model's probabilities"
+    )
     _grouped(fig, "share of the class / probability", title, presenter, height=100 + 30 * len(rows))
-    return legend_below(fig, y=-0.12)
+    # a fixed distance in pixels under the plot, below the axis title (a fraction of the plot sat on it)
+    return legend_below(fig, y=-(80 if presenter else 60) / (30 * len(rows)))
