@@ -106,7 +106,8 @@ st.markdown(cmp_text.INTRO)
 for problem in problems:
     st.warning(problem)
 
-top = st.columns([3, 1, 1])
+# presenter mode: the prompt on its own row (at 800 px a fifth of the width broke "Seed (share / d)")
+top = [st.container(), *st.columns(2)] if presenter else st.columns([3, 1, 1])
 top[0].text_input("Prompt", key="cmp_prompt", persist_state="session", max_chars=2000)
 top[1].number_input("Seed (shared)", 0, SEED_MAX, step=1, key="cmp_seed", persist_state="session")
 top[2].number_input("Max new tokens", 1, limits.max_new_tokens, step=10, key="cmp_max_new", persist_state="session")
