@@ -6,10 +6,13 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported anywhere
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import base64
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import numpy as np
 import pytest
 import torch
 
@@ -17,6 +20,9 @@ import torch
 # test_start_page was imported: two threads per process on a 2-core machine shared with other jobs stall each
 # other (a test file that took 38 s with one thread did not finish in 15 minutes with two).
 torch.set_num_threads(1)
+
+if TYPE_CHECKING:
+    from streamlit.testing.v1 import AppTest
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
@@ -52,6 +58,28 @@ def gpt2(bundled):
     return model, tokenizer
 
 
+def transformers_greedy(model, ids: list[int], new_tokens: int) -> list[int]:
+    """`model.generate`'s greedy tokens after `ids`, exactly `new_tokens` of them (min_new_tokens: EOS cannot end
+    it early): transformers' own decoding, the oracle for the engine's greedy runs."""
+    with torch.inference_mode():
+        out = model.generate(
+            torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            do_sample=False,
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            pad_token_id=0,  # never used: nothing ends before new_tokens
+        )
+    return out[0, len(ids) :].tolist()
+
+
+def plotly_array(array) -> np.ndarray:
+    """A Plotly trace's numeric array as numpy: Plotly 7 writes numpy arrays as {"dtype", "bdata": base64}."""
+    if isinstance(array, dict) and "bdata" in array:
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
+    return np.asarray(array)
+
+
 def page_title(page_file: Path) -> str:
     """The heading a page draws first: its `st.title("...")` literal."""
     return re.search(r'^st\.title\("(.+?)"\)', page_file.read_text(), re.MULTILINE).group(1)
@@ -66,6 +94,28 @@ def run_app(query: dict | None = None):
         at.query_params[key] = value
     at.run()
     assert not at.exception
+    return at
+
+
+def open_app_page(
+    page: str, query: dict | None = None, timeout: float = 600, home_first: bool = False, **widgets
+) -> "AppTest":
+    """The app under AppTest on one page (`app_pages/x.py`), opened with these URL parameters (after a first run of
+    the home page when `home_first`), then these session_state values set and run; every run checked."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP_FILE, default_timeout=timeout)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    if home_first:
+        at.run()
+    at.switch_page(page).run()
+    assert not at.exception
+    for key, value in widgets.items():
+        at.session_state[key] = value
+    if widgets:
+        at.run()
+        assert not at.exception
     return at
 
 

@@ -31,19 +31,24 @@ def prompt_ids(bundled):
     return encode_prompt(bundled.tokenizer, PROMPT)
 
 
-def test_same_seed_and_settings_in_a_and_b_give_bit_identical_runs(bundled):
-    """A and B with one seed and one setting: every token, u, probability and logit is equal."""
-    settings = SamplingSettings(temperature=0.9, top_p=0.9, xtc_probability=0.5, dry_multiplier=0.8, mirostat=True)
-    pair = shared_draw_pair(
+def bundled_pair(bundled, a_settings, b_settings, seed: int, max_new_tokens: int):
+    """A and B both on the bundled model, from PROMPT, on one seed's shared draws."""
+    return shared_draw_pair(
         bundled.model,
         bundled.model,
         bundled.tokenizer,
         prompt_ids(bundled),
-        settings,
-        settings,
-        seed=11,
-        max_new_tokens=30,
+        a_settings,
+        b_settings,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
     )
+
+
+def test_same_seed_and_settings_in_a_and_b_give_bit_identical_runs(bundled):
+    """A and B with one seed and one setting: every token, u, probability and logit is equal."""
+    settings = SamplingSettings(temperature=0.9, top_p=0.9, xtc_probability=0.5, dry_multiplier=0.8, mirostat=True)
+    pair = bundled_pair(bundled, settings, settings, seed=11, max_new_tokens=30)
     a, b = pair.trace_a.records, pair.trace_b.records
     assert pair.parting is None and len(a) == len(b) > 0
     for x, y in zip(a, b):
@@ -67,16 +72,7 @@ def test_a_setting_that_cannot_change_a_step_does_not_part_the_texts_there(bundl
     b_settings = SamplingSettings(temperature=1.0, min_p=0.05, top_k=50)
     checked = 0
     for seed in range(3):
-        pair = shared_draw_pair(
-            bundled.model,
-            bundled.model,
-            bundled.tokenizer,
-            prompt_ids(bundled),
-            a_settings,
-            b_settings,
-            seed=seed,
-            max_new_tokens=40,
-        )
+        pair = bundled_pair(bundled, a_settings, b_settings, seed=seed, max_new_tokens=40)
         a, b = pair.trace_a, pair.trace_b
         last = len(a.records) - 1 if pair.parting is None else pair.parting.step
         for step in range(last + 1):  # the same context in A and B up to here
@@ -105,16 +101,7 @@ def test_parting_is_explained_by_the_stage_that_removed_a_token_or_by_the_moved_
     a_settings, b_settings = SamplingSettings(temperature=1.2), SamplingSettings(temperature=1.2, top_k=3)
     seen = set()
     for seed in range(5, 45):
-        pair = shared_draw_pair(
-            bundled.model,
-            bundled.model,
-            bundled.tokenizer,
-            prompt_ids(bundled),
-            a_settings,
-            b_settings,
-            seed=seed,
-            max_new_tokens=40,
-        )
+        pair = bundled_pair(bundled, a_settings, b_settings, seed=seed, max_new_tokens=40)
         parting = pair.parting
         if parting is None:
             continue

@@ -10,6 +10,7 @@ from inference.core.loader import encode_prompt
 from inference.core.measuring import GREEDY
 from inference.core.run import STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace, run_uniforms, warm_up
 from inference.sampling.pipeline import SamplingSettings
+from tests.conftest import transformers_greedy
 
 pytestmark = pytest.mark.unit
 
@@ -56,16 +57,7 @@ def test_long_greedy_runs_equal_model_generate(bundled, prompt):
     ids = encode_prompt(bundled.tokenizer, prompt)
     trace = new_trace(bundled.model, bundled.tokenizer, ids, 150, stop_at_eos=False)
     ours = [r.token_id for r in trace.run(GREEDY)]
-    with torch.inference_mode():
-        out = bundled.model.generate(
-            torch.tensor([ids]),
-            do_sample=False,
-            max_new_tokens=150,
-            min_new_tokens=150,
-            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-            pad_token_id=0,
-        )
-    assert ours == out[0, len(ids) :].tolist()
+    assert ours == transformers_greedy(bundled.model, ids, 150)
 
 
 def test_measured_kv_bytes_equal_the_formula_every_step(any_model):

@@ -79,27 +79,28 @@ def test_everything_but_the_row_sums_is_transformers_own_arithmetic(bundled, mon
     assert torch.equal(theirs, ours)
 
 
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        {},  # grouped-query attention, 2 query heads per K/V head
-        {"num_key_value_heads": 4},  # plain multi-head attention
-        {"num_key_value_heads": 1, "head_dim": 32},  # multi-query, head_dim set apart from hidden/heads
-        {
-            "rope_parameters": {
-                "rope_type": "llama3",
-                "rope_theta": 10000.0,
-                "factor": 8.0,
-                "low_freq_factor": 1.0,
-                "high_freq_factor": 4.0,
-                "original_max_position_embeddings": 32,
-            }
-        },
-        {"tie_word_embeddings": True, "rms_norm_eps": 1e-5},
-        {"dtype": torch.bfloat16},
-    ],
-)
+VARIANTS = [
+    {},  # grouped-query attention, 2 query heads per K/V head
+    {"num_key_value_heads": 4},  # plain multi-head attention
+    {"num_key_value_heads": 1, "head_dim": 32},  # multi-query, head_dim set apart from hidden/heads
+    {
+        "rope_parameters": {
+            "rope_type": "llama3",
+            "rope_theta": 10000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 32,
+        }
+    },
+    {"tie_word_embeddings": True, "rms_norm_eps": 1e-5},
+    {"dtype": torch.bfloat16},
+]
+
+
+@pytest.mark.parametrize("overrides", VARIANTS)
 def test_llama_variants_match_transformers(overrides):
+    overrides = dict(overrides)
     dtype = overrides.pop("dtype", None)
     model = random_llama(**overrides)
     if dtype is not None:
@@ -203,25 +204,6 @@ def test_keep_gives_the_last_positions(bundled, keep):
     assert torch.allclose(part, whole[5 - keep :], rtol=0, atol=1e-5)
     with pytest.raises(ValueError):
         fast_decode.forward_logits(model, [3, 7], DynamicCache(config=model.config), keep=3)
-
-
-VARIANTS = [
-    {},  # grouped-query attention, 2 query heads per K/V head
-    {"num_key_value_heads": 4},  # plain multi-head attention
-    {"num_key_value_heads": 1, "head_dim": 32},  # multi-query, head_dim set apart from hidden/heads
-    {
-        "rope_parameters": {
-            "rope_type": "llama3",
-            "rope_theta": 10000.0,
-            "factor": 8.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 32,
-        }
-    },
-    {"tie_word_embeddings": True, "rms_norm_eps": 1e-5},
-    {"dtype": torch.bfloat16},
-]
 
 
 @pytest.mark.parametrize("overrides", VARIANTS)

@@ -2,6 +2,7 @@
 checks its own imports); a lesson's figure module imports no other lesson's figures (what they share is
 `lessons.style`)."""
 
+import functools
 import importlib.metadata
 import re
 import sys
@@ -20,6 +21,7 @@ def requirement_name(requirement: str) -> str:
     return re.split(r"[\s;<>=!~\[(]", requirement, maxsplit=1)[0].lower().replace("_", "-")
 
 
+@functools.cache  # each root's walk passes through the same few (torch, numpy, ...)
 def installed_requirements(distribution: str) -> list[str]:
     """What this installed distribution requires and is installed here, extras included (an optional import runs
     when its package is present)."""

@@ -1,7 +1,5 @@
 """The Sampling lab's live top-p chart applies every other knob, and the draw chart's band is the 95% band."""
 
-import base64
-
 import numpy as np
 import pytest
 
@@ -9,6 +7,7 @@ from inference.core.run import new_trace
 from inference.lessons.sampling_lab.figures import draw_band, live_slider_figure
 from inference.sampling.pipeline import SamplingSettings, seen_mask
 from inference.sampling.step_view import step_view
+from tests.conftest import plotly_array
 
 pytestmark = pytest.mark.unit
 
@@ -22,12 +21,7 @@ def test_live_top_p_frames_equal_the_whole_pipeline_with_penalty_top_k_and_min_p
     fig = live_slider_figure(logits, bundled.tokenizer, "top_p", [0.5, 0.9], 0.9, fixed, top_n=10, seen=seen)
     for value in (0.5, 0.9):
         frame = next(f for f in fig.frames if f.name == f"{value:g}")
-        shown = frame.data[0].x
-        shown = (
-            np.frombuffer(base64.b64decode(shown["bdata"]), shown["dtype"])
-            if isinstance(shown, dict)
-            else np.asarray(shown)
-        )
+        shown = plotly_array(frame.data[0].x)
         settings = SamplingSettings(temperature=0.8, top_k=6, top_p=value, min_p=0.05, repetition_penalty=1.3)
         np.testing.assert_allclose(shown[::-1], step_view(logits, settings, seen).final[:10].numpy(), atol=1e-12)
         assert (shown > 0).sum() <= 6  # top-k held

@@ -6,6 +6,7 @@ import torch
 from transformers import DynamicCache
 
 from inference.core.measuring import GREEDY, filler_batch, filler_prompt, run_greedy, timed_decode, timed_pass
+from tests.conftest import transformers_greedy
 
 pytestmark = pytest.mark.unit
 
@@ -47,14 +48,5 @@ def test_run_greedy_equals_model_generate(bundled):
     model, tokenizer = bundled.model, bundled.tokenizer
     ids = tokenizer("Once upon a time")["input_ids"]
     trace = run_greedy(model, tokenizer, ids, 12, stop_at_eos=False)
-    with torch.inference_mode():
-        out = model.generate(
-            torch.tensor([ids]),
-            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-            do_sample=False,
-            max_new_tokens=12,
-            min_new_tokens=12,
-            pad_token_id=tokenizer.eos_token_id,
-        )
-    assert trace.generated_ids == out[0, len(ids) :].tolist()
+    assert trace.generated_ids == transformers_greedy(model, ids, 12)
     assert GREEDY.greedy and len(trace.records) == 12

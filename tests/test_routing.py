@@ -12,6 +12,7 @@ from inference.core import routing
 from inference.core.loader import encode_prompt
 from inference.lessons.moe import scale as moe
 from inference.training.evaluate import score_stream
+from tests.conftest import transformers_greedy
 
 pytestmark = pytest.mark.unit
 
@@ -279,16 +280,7 @@ def test_engine_on_the_moe_greedy_equals_model_generate(tiny_moe):
     ids = encode_prompt(tokenizer, "Once upon a time, there was")
     trace = new_trace(model, tokenizer, ids, 30, stop_at_eos=False)
     ours = [r.token_id for r in trace.run(SamplingSettings(temperature=0))]
-    with torch.inference_mode():
-        out = model.generate(
-            torch.tensor([ids]),
-            do_sample=False,
-            max_new_tokens=30,
-            min_new_tokens=30,
-            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-            pad_token_id=0,
-        )
-    assert ours == out[0, len(ids) :].tolist()
+    assert ours == transformers_greedy(model, ids, 30)
 
 
 def test_routing_recorded_during_generation_equals_the_router_recomputed_from_layer_inputs(tiny_moe):

@@ -7,6 +7,7 @@ from inference.core.loader import encode_prompt
 from inference.core.run import new_trace
 from inference.sampling.pipeline import SamplingSettings
 from inference.sampling.step_view import sample_many, step_view, trace_summary
+from tests.conftest import plotly_array
 
 pytestmark = pytest.mark.unit
 
@@ -52,7 +53,6 @@ def test_sample_many_counts_every_draw_and_only_kept_tokens(bundled):
 def test_live_plotly_frames_agree_with_the_streamlit_view(bundled):
     """The browser-side slider's frame for T (or p) shows exactly what the page computes
     for the same setting after a Streamlit slider release."""
-    import base64
 
     import numpy as np
 
@@ -69,12 +69,7 @@ def test_live_plotly_frames_agree_with_the_streamlit_view(bundled):
         values = TEMPERATURE_GRID if knob == "temperature" else [0.2, 0.6, 1.0]
         fig = live_slider_figure(logits, bundled.tokenizer, knob, values, value, fixed, top_n=10)
         frame = next(f for f in fig.frames if f.name == f"{value:g}")
-        shown = frame.data[0].x
-        shown = (
-            np.frombuffer(base64.b64decode(shown["bdata"]), shown["dtype"])
-            if isinstance(shown, dict)
-            else np.asarray(shown)
-        )
+        shown = plotly_array(frame.data[0].x)
         settings = (
             SamplingSettings(temperature=value)
             if knob == "temperature"
