@@ -6,7 +6,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import APP_FILE
+from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
 
@@ -14,12 +14,7 @@ PAGE = "app_pages/compare.py"
 
 
 def open_compare(query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(APP_FILE, default_timeout=900)
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
-    at.switch_page(PAGE).run()
-    assert not at.exception
-    return at
+    return open_app_page(PAGE, query, timeout=900)
 
 
 def page_text(at) -> str:

@@ -7,7 +7,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import APP_FILE
+from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
 
@@ -15,10 +15,7 @@ PAGE = "app_pages/constrained.py"
 
 
 def open_page() -> AppTest:
-    at = AppTest.from_file(APP_FILE, default_timeout=300)
-    at.switch_page(PAGE).run()
-    assert not at.exception
-    return at
+    return open_app_page(PAGE, timeout=300)
 
 
 def chart_titles(at) -> list[str]:

@@ -1,7 +1,6 @@
 """Cost: answer timing arithmetic, batched decoding, MoE parameter accounting, the page."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,10 +13,10 @@ from inference.lessons.cost import batching
 from inference.lessons.cost.batching import batch_sizes_for, measure_batches
 from inference.lessons.cost.experiments import AnswerCost, cost_per_million_tokens, measure_answer
 from inference.lessons.moe import scale as moe
+from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
 
-APP_FILE = str(Path(__file__).resolve().parent.parent / "app.py")
 SMALL = moe.MoEDesign(
     hidden=64, layers=2, heads=4, kv_heads=2, expert_width=48, experts=4, experts_per_token=2, vocab=256, context=64
 )
@@ -161,11 +160,7 @@ def test_a_wait_past_the_context_is_said_to_be_no_prompt_the_model_can_read():
 
 
 def open_cost_page() -> AppTest:
-    at = AppTest.from_file(APP_FILE, default_timeout=180)
-    at.run()
-    at.switch_page("app_pages/cost.py").run()
-    assert not at.exception
-    return at
+    return open_app_page("app_pages/cost.py", timeout=180, home_first=True)
 
 
 def test_cost_page_measures_and_a_price_change_does_not_measure_again(monkeypatch):

@@ -1,6 +1,5 @@
 """Generate page through Streamlit's AppTest: controls, stepping, chart data, shared URLs."""
 
-import base64
 import json
 
 import numpy as np
@@ -10,6 +9,7 @@ from inference.core.loader import encode_prompt
 from inference.core.run import new_trace
 from inference.sampling.pipeline import SamplingSettings
 from inference.sampling.step_view import step_view
+from tests.conftest import plotly_array
 from tests.conftest import run_app as app
 
 pytestmark = pytest.mark.page
@@ -34,10 +34,7 @@ def plotly_figure(at, key_fragment):
     raise AssertionError(f"no chart {key_fragment}")
 
 
-def decode(array):
-    if isinstance(array, dict) and "bdata" in array:
-        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"])
-    return np.asarray(array)
+decode = plotly_array
 
 
 def test_every_control_is_there_with_its_label():

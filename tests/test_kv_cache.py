@@ -11,7 +11,7 @@ from inference.core.measuring import run_greedy
 from inference.core.model_config import from_public_entry, kv_cache_bytes
 from inference.lessons.kv_cache.experiments import cache_growth, compare_cache, layer_breakdown
 from inference.lessons.kv_cache.repetition import repeated_phrase
-from tests.conftest import APP_FILE
+from tests.conftest import APP_FILE, open_app_page
 
 pytestmark = pytest.mark.page
 
@@ -91,10 +91,7 @@ def test_calculator_entry_from_the_bundled_config_matches_the_real_cache(bundled
 
 
 def test_kv_cache_page_runs_and_compares_with_and_without_the_cache():
-    at = AppTest.from_file(APP_FILE, default_timeout=120)
-    at.run()
-    at.switch_page("app_pages/kv-cache.py").run()
-    assert not at.exception
+    at = open_app_page("app_pages/kv-cache.py", timeout=120, home_first=True)
     at.slider(key="kv_new_tokens").set_value(24).run()
     at.button(key="kv_compare").click().run()
     assert not at.exception

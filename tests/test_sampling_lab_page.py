@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from inference.lessons.sampling_lab.figures import draw_band
 from inference.lessons.sampling_lab.text import draws_caption
-from tests.conftest import APP_FILE
+from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
 
@@ -20,10 +20,7 @@ PAGE = "app_pages/sampling.py"
 
 
 def open_lab() -> AppTest:
-    at = AppTest.from_file(APP_FILE, default_timeout=600)
-    at.switch_page(PAGE).run()
-    assert not at.exception
-    return at
+    return open_app_page(PAGE)
 
 
 def chart(at, key: str) -> dict:

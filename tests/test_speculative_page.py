@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 from inference.core.run import new_trace
 from inference.lessons.speculative import run as spec
 from inference.sampling.pipeline import SamplingSettings
-from tests.conftest import APP_FILE
+from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
 
@@ -16,12 +16,7 @@ PAGE = "app_pages/speculative.py"
 
 
 def open_page(query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(APP_FILE, default_timeout=300)
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
-    at.switch_page(PAGE).run()
-    assert not at.exception
-    return at
+    return open_app_page(PAGE, query, timeout=300)
 
 
 def chart_titles(at) -> list[str]:

@@ -6,7 +6,6 @@ from statistics import median
 import pandas as pd
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
 
 from inference.core.measuring import filler_prompt
 from inference.lessons.prefill_decode import timing as timing_module
@@ -19,7 +18,7 @@ from inference.lessons.prefill_decode.timing import (
     summarise_runs,
     time_generation,
 )
-from tests.conftest import APP_FILE
+from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
 
@@ -199,10 +198,7 @@ def test_the_flops_sentence_names_the_thread_count_of_its_peak():
 
 
 def test_prefill_decode_page_runs_and_its_sweep_button_draws_both_charts():
-    at = AppTest.from_file(APP_FILE, default_timeout=120)
-    at.run()
-    at.switch_page("app_pages/prefill-decode.py").run()
-    assert not at.exception
+    at = open_app_page("app_pages/prefill-decode.py", timeout=120, home_first=True)
     at.slider(key="pd_new_tokens").set_value(8).run()
     at.slider(key="pd_repeats").set_value(3).run()
     at.button(key="pd_sweep").click().run()
