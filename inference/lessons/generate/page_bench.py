@@ -15,6 +15,11 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking"]
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 CHIPS = "(document.querySelector('.token-box')?.dataset.generatedIds || '').split(',').filter(Boolean).length"
+# The Speculative page's status line: "... N generated in R target passes" (one target pass a round).
+ROUNDS = (
+    "(() => { const m = document.body.innerText.match(/in (\\d+) target passes/); return m ? Number(m[1]) : 0; })()"
+)
+SPEC_STEP = "Step (one round)"
 
 
 def _server_cpu(process: psutil.Process) -> float:
@@ -57,6 +62,22 @@ def back_and_step_cpu(page, server: psutil.Process, pairs: int) -> tuple[float, 
     return 1000 * (_server_cpu(server) - cpu0) / (2 * pairs), position
 
 
+def round_cpu(page, server: psutil.Process, rounds: int) -> tuple[float, int]:
+    """Server CPU ms per Speculative round (its Step) over `rounds` rounds; returns (ms, rounds done)."""
+    cpu0 = _server_cpu(server)
+    done = 0
+    for _ in range(rounds):
+        before = page.evaluate(ROUNDS)
+        page.get_by_role("button", name=SPEC_STEP, exact=True).click()
+        try:
+            page.wait_for_function(f"{ROUNDS} > {before}", timeout=60_000)
+        except Exception:  # the run stopped: count what was stepped
+            break
+        _idle(page)
+        done += 1
+    return 1000 * (_server_cpu(server) - cpu0) / max(done, 1), done
+
+
 def slider_cpu(page, server: psutil.Process, moves: int = 20) -> float:
     """Server CPU ms per Temperature slider release on the Sampling lab (each release reruns the page)."""
     slider = page.get_by_role("slider", name="Temperature").first
@@ -94,6 +115,14 @@ def page_figures(steps: int = 30) -> dict:
             page.wait_for_selector('[data-testid="stMain"] h1', timeout=240_000)
             _idle(page)
             out["page_sampling_slider_server_cpu_ms"] = round(slider_cpu(page, server), 1)
+            page.goto(f"{url}/speculative?max=300&seed=1")
+            page.wait_for_selector('[data-testid="stMain"] h1', timeout=240_000)
+            _idle(page)
+            page.get_by_role("button", name=SPEC_STEP, exact=True).click()  # untimed: prefill, the draft's warm-up
+            page.wait_for_function(f"{ROUNDS} >= 1", timeout=120_000)
+            _idle(page)
+            ms, rounds = round_cpu(page, server, steps // 2)
+            out |= {"page_spec_round_server_cpu_ms": round(ms, 1), "page_spec_rounds": rounds}
             browser.close()
     return out
 
