@@ -10,7 +10,10 @@ PRESENTER_CSS = """<style>
             html, body, [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.35rem !important; }
             [data-testid="stMetricValue"] [data-testid="stMarkdownContainer"] p { font-size: 2.6rem !important; }
             .token-chip { font-size: 1.6rem !important; }
+            [data-testid="stSidebarNav"] [data-testid="stMarkdownContainer"] p { font-size: 0.9rem !important; }
             [data-testid="stSidebarNavLink"] [data-testid="stMarkdownContainer"] p { font-size: 0.8rem !important; }
+            button .stMarkdownEllipsis, button .stMarkdownEllipsis p {
+                white-space: normal !important; overflow: visible !important; text-overflow: clip !important; }
             [data-testid="stSliderThumbValue"] { transform: translateY(-0.75em); }
             [data-testid="stSlider"] > div { padding-top: 0.5em; }
             </style>"""

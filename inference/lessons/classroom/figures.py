@@ -23,8 +23,12 @@ CLASS_COLOUR = "#2e8b57"  # green: the class, apart from the model's blues
 def _grouped(fig: go.Figure, x_title: str, title: str, presenter: bool, height: int) -> None:
     """Both charts' bars side by side per token on a percentage axis."""
     fig.update_layout(barmode="group", bargap=0.25)
-    fig.update_xaxes(tickformat=".0%", title=x_title)
+    # room right of the longest bar for its outside label (at 800 px in presenter mode "43.0%" was cut)
+    longest = max((max(trace.x, default=0) for trace in fig.data), default=0) or 1
+    fig.update_xaxes(tickformat=".0%", title=x_title, range=[0, longest * (1.3 if presenter else 1.15)])
     base_layout(fig, title, presenter, height=height)
+    if "<br>" in title:
+        fig.update_layout(margin=dict(t=110 if presenter else 80))  # a two-line title ran into the first bar
 
 
 def choices_chart(choices: list[dict], presenter: bool = False, title: str | None = None) -> go.Figure:
