@@ -14,6 +14,7 @@ from inference.core.run import new_trace
 from inference.engines import llamacpp
 from inference.engines.client import LLAMACPP, VLLM, EngineClient, EngineError, EngineUnreachable
 from inference.sampling.pipeline import SamplingSettings
+from tests.engine_oracles import assert_server_greedy_equals_the_engine, assert_whole_distribution_equals_our_softmax
 
 pytestmark = pytest.mark.engine
 
@@ -65,26 +66,12 @@ def remote(llama_server):
 
 def test_llama_server_distribution_equals_our_softmax_on_the_whole_vocabulary(bundled, remote):
     """max |p_server - p_engine| < 1e-4 over all tokens, four prompts (f32 GGUF, f32 KV cache, no flash attention)."""
-    client, vocab = remote.model.client, remote.model.vocab_size
-    assert vocab == bundled.info.vocab_size and remote.model.exact
-    for prompt in PROMPTS:
-        ids = encode_prompt(bundled.tokenizer, prompt)
-        ours = new_trace(bundled.model, bundled.tokenizer, ids, 1).peek().double().softmax(-1)
-        dist = client.next_token(ids, n_probs=vocab, vocab_size=vocab)
-        assert dist.complete and len(set(dist.token_ids.tolist())) == vocab
-        theirs = torch.zeros(vocab, dtype=torch.float64).index_put_((dist.token_ids,), dist.logprobs.exp())
-        assert abs(theirs.sum().item() - 1) < 1e-4
-        assert (theirs - ours).abs().max().item() < 1e-4, prompt
+    assert_whole_distribution_equals_our_softmax(bundled, remote, PROMPTS)
 
 
 def test_llama_server_greedy_tokens_equal_the_engine_for_four_prompts_of_100_tokens(bundled, remote):
     """Greedy decoding on the server (its own sampler, temperature 0) writes the engine's tokens."""
-    for prompt in PROMPTS:
-        ids = encode_prompt(bundled.tokenizer, prompt)
-        trace = new_trace(bundled.model, bundled.tokenizer, ids, 100, stop_at_eos=False)
-        ours = [r.token_id for r in trace.run(SamplingSettings(temperature=0))]
-        theirs = remote.model.client.complete(ids, 100).token_ids
-        assert theirs == ours, prompt
+    assert_server_greedy_equals_the_engine(bundled, remote, PROMPTS)
 
 
 def test_the_remote_step_draws_the_engines_tokens_with_the_same_seed(bundled, remote):

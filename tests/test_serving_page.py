@@ -6,7 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from inference.engines import llamacpp
-from tests.conftest import APP_FILE
+from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.engine
 
@@ -14,16 +14,7 @@ PAGE = "app_pages/serving.py"
 
 
 def open_serving_page(**widgets) -> AppTest:
-    at = AppTest.from_file(APP_FILE, default_timeout=600)
-    at.run()
-    at.switch_page(PAGE).run()
-    assert not at.exception
-    for key, value in widgets.items():
-        at.session_state[key] = value
-    if widgets:
-        at.run()
-        assert not at.exception
-    return at
+    return open_app_page(PAGE, home_first=True, **widgets)
 
 
 def charts(at) -> list[dict]:

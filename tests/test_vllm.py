@@ -4,13 +4,13 @@ server is `python -m inference.engines vllm serve`'s (tests/engine_servers.py): 
 INFERENCE_LAB_TEST_VLLM_URL names. Outside CI a missing install skips; in CI it fails."""
 
 import pytest
-import torch
 
 from inference.core.loader import encode_prompt
 from inference.core.remote import connect
 from inference.core.run import new_trace
 from inference.engines.client import VLLM
 from inference.sampling.pipeline import SamplingSettings
+from tests.engine_oracles import assert_server_greedy_equals_the_engine, assert_whole_distribution_equals_our_softmax
 from tests.engine_servers import vllm_url
 from tests.test_engines import PROMPTS
 
@@ -26,24 +26,12 @@ def remote():
 
 def test_vllm_distribution_equals_our_softmax_on_the_whole_vocabulary(bundled, remote):
     """--max-logprobs 4096 and float32: all 4,096 probabilities within 1e-4 of transformers' softmax."""
-    client, vocab = remote.model.client, remote.model.vocab_size
-    assert remote.model.dialect == VLLM and vocab == bundled.info.vocab_size and remote.model.exact
-    for prompt in PROMPTS:
-        ids = encode_prompt(bundled.tokenizer, prompt)
-        ours = new_trace(bundled.model, bundled.tokenizer, ids, 1).peek().double().softmax(-1)
-        dist = client.next_token(ids, n_probs=vocab, vocab_size=vocab)
-        assert dist.complete and len(set(dist.token_ids.tolist())) == vocab
-        theirs = torch.zeros(vocab, dtype=torch.float64).index_put_((dist.token_ids,), dist.logprobs.exp())
-        assert abs(theirs.sum().item() - 1) < 1e-4
-        assert (theirs - ours).abs().max().item() < 1e-4, prompt
+    assert remote.model.dialect == VLLM
+    assert_whole_distribution_equals_our_softmax(bundled, remote, PROMPTS)
 
 
 def test_vllm_greedy_tokens_equal_the_engine_for_four_prompts_of_100_tokens(bundled, remote):
-    for prompt in PROMPTS:
-        ids = encode_prompt(bundled.tokenizer, prompt)
-        trace = new_trace(bundled.model, bundled.tokenizer, ids, 100, stop_at_eos=False)
-        ours = [r.token_id for r in trace.run(SamplingSettings(temperature=0))]
-        assert remote.model.client.complete(ids, 100).token_ids == ours, prompt
+    assert_server_greedy_equals_the_engine(bundled, remote, PROMPTS)
 
 
 def test_a_remote_step_on_vllm_draws_the_local_steps_tokens_with_the_same_seed(bundled, remote):
