@@ -7,7 +7,7 @@ from app_pages.shared import sampler_controls as controls
 from app_pages.shared.captions import caption
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
-from app_pages.shared.slots import generation_slot
+from app_pages.shared.slots import generation_slot, session_lock
 from app_pages.shared.stepper import Stepper
 from inference.core.limits import Limits
 from inference.core.loader import load_model
@@ -242,8 +242,8 @@ if record.checks:
 st.subheader("Faster? Measured against plain decoding of the same text")
 cache_key = (st.session_state.get("spec_run_key"), len(run.generated_ids))
 if st.session_state.get("spec_comparison_key") != cache_key:
-    with generation_slot():
-        st.session_state["spec_comparison"] = compare(run, settings)
+    with generation_slot(), session_lock():  # the kept plain timing grows on its cache: one rerun at a time
+        st.session_state["spec_comparison"] = compare(run, settings, kept=st.session_state)
     st.session_state["spec_comparison_key"] = cache_key
 result = st.session_state["spec_comparison"]
 alpha, c = result.summary.acceptance_rate, result.cost_ratio

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 
 import pandas as pd
@@ -32,6 +32,7 @@ SWEEP_TEMPERATURES = (0.0, 0.8, 1.2)
 SWEEP_NEW_TOKENS = 48
 SAMPLED = SamplingSettings(temperature=0.8)  # the benchmark's sampled pair: temperature the only knob on
 SAMPLED_SEED = 0
+PLAIN_TIMER_KEY = "spec_plain_timer"  # where `compare` keeps a run's plain timing in a page's session state
 
 
 @dataclass(frozen=True)
@@ -54,22 +55,42 @@ class PlainTiming:
         return sum(self.step_ms[1:])
 
 
-@torch.inference_mode()
+class PlainTimer:
+    """Plain decoding of a growing text, each token timed once: the page times only a round's new tokens on each
+    Step (timing the whole text again every round made a Step's cost grow with the run), on the same cache.
+    `extend` starts over when the tokens are not a continuation of those timed (Back, another run)."""
+
+    def __init__(self, target, prompt_ids: list[int], settings: SamplingSettings):
+        self.target, self.prompt_ids, self.settings = target, list(prompt_ids), settings
+        self._start()
+
+    def _start(self) -> None:
+        self.forward = FastDecodeForward(self.target, None)
+        self.seen = seen_mask(self.prompt_ids, self.forward.vocab_size)
+        self.timed: list[int] = []
+        self.forward_ms: list[float] = []
+        self.step_ms: list[float] = []
+
+    @torch.inference_mode()
+    def extend(self, token_ids: list[int]) -> PlainTiming:
+        """Times the tokens of `token_ids` not timed yet; returns the timing of all of them."""
+        if token_ids[: len(self.timed)] != self.timed:
+            self._start()
+        for token in token_ids[len(self.timed) :]:
+            feed = [self.timed[-1]] if self.timed else self.prompt_ids
+            start = time.perf_counter()
+            logits = self.forward.logits(feed)[0]
+            self.forward_ms.append((time.perf_counter() - start) * 1000)
+            draw(logits, self.settings, self.seen, 0.5)
+            self.step_ms.append((time.perf_counter() - start) * 1000)
+            self.seen[token] = True
+            self.timed.append(token)
+        return PlainTiming(list(self.forward_ms), list(self.step_ms))
+
+
 def time_plain(target, prompt_ids: list[int], token_ids: list[int], settings: SamplingSettings) -> PlainTiming:
     """Plain decoding's cost for exactly these tokens (see the module docstring)."""
-    forward = FastDecodeForward(target, None)
-    seen = seen_mask(prompt_ids, forward.vocab_size)
-    forward_ms, step_ms = [], []
-    feed = list(prompt_ids)
-    for token in token_ids:
-        start = time.perf_counter()
-        logits = forward.logits(feed)[0]
-        forward_ms.append((time.perf_counter() - start) * 1000)
-        draw(logits, settings, seen, 0.5)
-        step_ms.append((time.perf_counter() - start) * 1000)
-        seen[token] = True
-        feed = [token]
-    return PlainTiming(forward_ms, step_ms)
+    return PlainTimer(target, prompt_ids, settings).extend(token_ids)
 
 
 @dataclass(frozen=True)
@@ -136,11 +157,19 @@ class Comparison:
         )
 
 
-def compare(run: spec.SpeculativeRun, settings: SamplingSettings) -> Comparison:
+def compare(run: spec.SpeculativeRun, settings: SamplingSettings, kept: MutableMapping | None = None) -> Comparison:
+    """The run against plain decoding of its text. `kept` (a page's session state) keeps the plain timing of the
+    tokens already timed for this run and these settings, so a page's rerun after a round times only its tokens."""
     later = run.rounds[1:] or run.rounds
+    held = None if kept is None else kept.get(PLAIN_TIMER_KEY)
+    if held is None or held[0] is not run or held[1].settings != settings:
+        held = (run, PlainTimer(run.target, run.prompt_ids, settings))
+        if kept is not None:
+            kept[PLAIN_TIMER_KEY] = held
+    plain = held[1].extend(run.generated_ids)
     return Comparison(
         spec.summarise(run.rounds),
-        time_plain(run.target, run.prompt_ids, run.generated_ids, settings),
+        plain,
         run.gamma,
         draft_passes_ms=tuple(spec.draft_passes(run.rounds)),
         outside_passes_ms=tuple(
