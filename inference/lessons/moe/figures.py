@@ -356,5 +356,15 @@ def moe_figure(moe: pd.DataFrame, presenter: bool = False) -> go.Figure:
         ("batch_ms_per_pass", f"Decode, {batch} sequences: ms per pass", 1),
     ]
     colours = [MODEL_COLOURS[m] for m in moe["model"]]
-    fig = _bars_per_model(moe, panels, colours, _timing_label, ",.1f", headroom=1.25, vertical_spacing=0.2)
-    return base_layout(fig, "", presenter, height=620)
+    # presenter mode: one panel a row (two a row, projector-sized panel titles ran into each other at 800 px)
+    fig = _bars_per_model(
+        moe,
+        panels,
+        colours,
+        _timing_label,
+        ",.1f",
+        headroom=1.25,
+        vertical_spacing=0.09 if presenter else 0.2,
+        columns=1 if presenter else 2,
+    )
+    return base_layout(fig, "", presenter, height=1000 if presenter else 620)
