@@ -149,8 +149,15 @@ def kl_over_steps(comparison, presenter: bool = False) -> go.Figure:
         dtick=1,
         range=[decades[0], max(decades[1], decades[0] + 1)],
     )
-    fig.update_xaxes(title="step (position in float32's greedy text)")
-    return base_layout(fig, "Drift from float32's next-token distribution", presenter, height=400)
+    # presenter mode: shorter titles and the legend under the plot (at 800 px the title and the axis title were
+    # cut, and the legend sat on the title)
+    fig.update_xaxes(title="step (float32's greedy text)" if presenter else "step (position in float32's greedy text)")
+    title = "Drift from float32,<br>step by step" if presenter else "Drift from float32's next-token distribution"
+    fig = base_layout(fig, title, presenter, height=400)
+    if presenter:
+        fig.update_layout(margin=dict(t=110))
+        legend_below(fig, y=-0.3)
+    return fig
 
 
 def step_distributions(comparison, step: int, presenter: bool = False) -> go.Figure:
