@@ -201,7 +201,8 @@ def calculator() -> None:
     public = load_public_models()
     this_model = model_entry_from_hf_config(model.config, f"{info.name} (this app)", info.parameters)
     by_name = {entry["name"]: entry for entry in [this_model, *public]}
-    c = st.columns([2, 1, 1])
+    # presenter mode: the slider on its own row, the other two two a row (at 800 px "Precisio / n" broke mid-word)
+    c = [st.container(), *st.columns(2)] if layout.presenter() else st.columns([2, 1, 1])
     context = c[0].select_slider(
         "Context length (tokens per sequence)",
         CONTEXTS,

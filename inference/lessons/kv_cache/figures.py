@@ -159,7 +159,7 @@ def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     # The legend on its own lines between the title and the plot (beside the title it covered it at 800 px).
     return fig.update_layout(
         legend=dict(orientation="v", y=1.0, yanchor="bottom", x=0, xanchor="left"),
-        margin=dict(t=150 if presenter else 130),
+        margin=dict(t=190 if presenter else 130),  # three projector-sized legend lines under the title
     )
 
 
