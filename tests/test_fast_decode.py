@@ -98,13 +98,18 @@ VARIANTS = [
 ]
 
 
-@pytest.mark.parametrize("overrides", VARIANTS)
-def test_llama_variants_match_transformers(overrides):
+def variant_model(overrides: dict):
+    """A random Llama with these config overrides (and its weights in `dtype`, when the variant names one)."""
     overrides = dict(overrides)
     dtype = overrides.pop("dtype", None)
     model = random_llama(**overrides)
-    if dtype is not None:
-        model = model.to(dtype)
+    return model if dtype is None else model.to(dtype)
+
+
+@pytest.mark.parametrize("overrides", VARIANTS)
+def test_llama_variants_match_transformers(overrides):
+    dtype = overrides.get("dtype")
+    model = variant_model(overrides)
     assert fast_decode.supports(model)
     theirs, ours, _ = decode_both_ways(model, [1, 5, 9, 200, 17], 20)
     if dtype is None:
@@ -208,11 +213,7 @@ def test_keep_gives_the_last_positions(bundled, keep):
 
 @pytest.mark.parametrize("overrides", VARIANTS)
 def test_llama_variants_several_tokens_match_transformers(overrides):
-    overrides = dict(overrides)
-    dtype = overrides.pop("dtype", None)
-    model = random_llama(**overrides)
-    if dtype is not None:
-        model = model.to(dtype)
+    model = variant_model(overrides)
     generator = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, 300, (sum(SCHEDULE),), generator=generator).tolist()
     theirs, ours, _ = feed_both_ways(model, tokens)
