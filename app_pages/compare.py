@@ -112,7 +112,7 @@ top[0].text_input("Prompt", key="cmp_prompt", persist_state="session", max_chars
 top[1].number_input("Seed (shared)", 0, SEED_MAX, step=1, key="cmp_seed", persist_state="session")
 top[2].number_input("Max new tokens", 1, limits.max_new_tokens, step=10, key="cmp_max_new", persist_state="session")
 
-columns = st.columns(2)
+columns = layout.side_by_side(2)  # presenter: A above B (side by side, 800 px broke "Temp / eratur / e")
 settings, models = {}, {}
 for side, column in zip(SIDES, columns):
     with column:
