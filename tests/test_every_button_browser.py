@@ -105,7 +105,7 @@ def wait_for_text(page, text: str, timeout: float = MEASURE_TIMEOUT_MS) -> None:
 
 def slider_to_minimum(page, label: str) -> None:
     """Focus a slider (or select-slider) by its label and press Home: Streamlit reruns with its smallest value."""
-    slider = page.get_by_role("slider", name=label).first
+    slider = page.get_by_role("slider", name=label, exact=True).first  # not exact, "Requests" hit the rate slider
     before = slider.get_attribute("aria-valuenow")
     slider.focus()
     page.keyboard.press("Home")
