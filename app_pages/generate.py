@@ -55,7 +55,8 @@ for problem in url_problems:
     st.warning(problem)
 
 # -- controls ----------------------------------------------------------------------------
-left, right = st.columns([3, 2])
+# presenter mode: the prompt above seed and max tokens (at 800 px their labels broke mid-word: "See / d")
+left, right = (st.container(), st.container()) if layout.presenter() else st.columns([3, 2])
 with left:
     st.text_area("Prompt", key="gen_prompt", persist_state="session", height=100, max_chars=20_000)
     chat = False

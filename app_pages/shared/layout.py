@@ -13,7 +13,8 @@ PRESENTER_CSS = """<style>
             [data-testid="stSidebarNav"] [data-testid="stMarkdownContainer"] p { font-size: 0.9rem !important; }
             [data-testid="stSidebarNavLink"] [data-testid="stMarkdownContainer"] p { font-size: 0.8rem !important; }
             button .stMarkdownEllipsis, button .stMarkdownEllipsis p {
-                white-space: normal !important; overflow: visible !important; text-overflow: clip !important; }
+                white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+                overflow-wrap: normal !important; word-break: normal !important; }
             [data-testid="stSliderThumbValue"] { transform: translateY(-0.75em); }
             [data-testid="stSlider"] > div { padding-top: 0.5em; }
             </style>"""
