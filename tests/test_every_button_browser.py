@@ -35,6 +35,7 @@ Left out, and where they are covered:
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -106,7 +107,9 @@ def wait_for_text(page, text: str, timeout: float = MEASURE_TIMEOUT_MS) -> None:
 
 def slider_to_minimum(page, label: str) -> None:
     """Focus a slider (or select-slider) by its label and press Home: Streamlit reruns with its smallest value."""
-    slider = page.get_by_role("slider", name=label, exact=True).first  # not exact, "Requests" hit the rate slider
+    # by the label's whole text: a name match on "Requests" also found "Arrival rate λ (requests/s)"
+    exact_label = page.locator('[data-testid="stWidgetLabel"]', has_text=re.compile(f"^{re.escape(label)}$"))
+    slider = page.locator('[data-testid="stSlider"]', has=exact_label).get_by_role("slider").first
     before = slider.get_attribute("aria-valuenow")
     slider.focus()
     page.keyboard.press("Home")
