@@ -13,7 +13,7 @@ again. Full-page screenshots of every page at 1280x900 and 800x1000 in both mode
 
 Three tests, split by page and cost (CI runs the suite in ~31 of 45 minutes; this file's share of the browser tier
 must stay within ~8). On a 2-core AMD EPYC VM under a load average of 3-14 (other test runs beside it) the browser
-test took 7.5 minutes, and the Quantization page's KV-cache types alone 5.4 (the load tier):
+test took 7.5 minutes (3.2 with the machine near idle), the Quantization page's KV-cache types alone 5.4:
 - `test_every_button_on_the_model_pages` (tier `browser`): Generate, Start here, Class mode, Sampling lab, Compare,
   Constrained (its llama-server button included), Prefill vs decode, Inside one pass.
 - `test_every_button_on_the_heavier_model_pages` (tier `load`, run by `python -m pytest -m load`): KV cache,
