@@ -130,7 +130,7 @@ def local_server():
     config.set_option("server.address", before)
 
 
-TIERS = ("unit", "page", "browser", "engine", "load")
+TIERS = ("unit", "page", "browser", "engine", "load", "clickthrough")
 
 
 @pytest.hookimpl(tryfirst=True)
