@@ -1,22 +1,25 @@
 """Generate: the model writes one token at a time, and every choice is shown."""
 
+import pyarrow as pa
 import streamlit as st
 
 from app_pages.shared import layout, models
 from app_pages.shared import sampler_controls as controls
 from app_pages.shared.captions import caption, view_summary
+from app_pages.shared.reconnect import reconnect_guard
+from app_pages.shared.session_memo import kept_per_record, kept_until_changed
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import engine_errors, generation_slot, session_lock
 from app_pages.shared.stepper import Stepper
 from inference.core.prompting import prepare_prompt
 from inference.core.remote import distribution_note, is_remote
-from inference.core.run import SEED_MAX, new_trace
+from inference.core.run import SEED_MAX, new_trace, record_row
 from inference.lessons.generate.figures import (
     cumulative_curve,
     next_token_bars,
     prompt_chips,
     record_chip,
-    step_frame_for_table,
+    step_table_row,
     token_html,
 )
 from inference.lessons.generate.links import LinkError, schedule_param, step_plan
@@ -84,7 +87,6 @@ with right:
         help=f"Capped at {limits.max_new_tokens} on this server.",
     )
 
-stepper.buttons()
 controls.classic_controls("gen", cells=layout.control_row(len(controls.CLASSIC)))
 
 controls.set_defaults("gen", knobs=controls.MORE)
@@ -123,50 +125,32 @@ def replay_link(trace, steps: int) -> None:
             break
 
 
-def frame_of(trace):
-    """The step table, made once per state of the run (a softmax per record) and kept in the session."""
+def table_of(trace) -> pa.Table:
+    """The step table: each row made once, when its step is made (a softmax per record), and kept in the session.
+    An Arrow table, which Streamlit sends as it is: from a DataFrame its conversion took ~1.2 ms of every Step."""
+    with session_lock():  # another run of this session may be stepping the same trace
+        return pa.Table.from_pylist(kept_per_record("gen_table_rows", trace, lambda r: step_table_row(record_row(r))))
+
+
+def csv_of(trace) -> bytes:
+    """Every step with all its columns (`Trace.to_frame`), made when the CSV is downloaded, not on every rerun."""
     with session_lock():
-        records = tuple(trace.records)  # held, so a kept frame is matched to these very record objects
-        kept = st.session_state.get("gen_frame")
-        fresh = kept is None or kept[1] is not trace or len(kept[0]) != len(records)
-        if fresh or any(a is not b for a, b in zip(kept[0], records)):
-            kept = st.session_state["gen_frame"] = (records, trace, trace.to_frame())
-        return kept[2]
-
-
-if prepared.error:
-    st.warning(prepared.error)  # keep showing the last run below; nothing is lost
-trace = stepper.current_run(run_key, start_new_trace, can_start=not prepared.error)
-if trace is not None and not prepared.error:
-    stepper.advance(
-        trace,
-        lambda: trace.step(settings, seed),
-        replay=lambda steps: replay_link(trace, steps),
-    )
-
-text_box = st.empty()
+        return trace.to_frame().to_csv(index=False).encode()
 
 
 def chips_of(trace) -> tuple[str, list[str]]:
-    """The run's chips, made once per record and kept in the session: a Step makes one chip, not one per token so
-    far. A kept chip is reused only for the very record object it was made from (Back and Fork replace records)."""
-    kept = st.session_state.get("gen_chips")
-    if kept is None or kept["trace"] is not trace:
-        kept = st.session_state["gen_chips"] = {
-            "trace": trace,
-            "prompt": prompt_chips(tokenizer, trace.prompt_ids),
-            "records": [],
-        }
-    made = kept["records"]
-    same = 0
-    while same < min(len(made), len(trace.records)) and made[same][0] is trace.records[same]:
-        same += 1
-    del made[same:]
-    made.extend((r, record_chip(tokenizer, r)) for r in trace.records[same:])
-    return kept["prompt"], [chip for _, chip in made]
+    """The prompt's chips and one chip per record, each made once and kept in the session: a Step makes one chip,
+    not one per token so far."""
+    prompt = kept_until_changed(
+        "gen_prompt_chips",
+        (loaded.info.name, tuple(trace.prompt_ids)),
+        lambda: prompt_chips(tokenizer, trace.prompt_ids),
+    )
+    return prompt, kept_per_record("gen_chips", trace, lambda r: record_chip(tokenizer, r))
 
 
-def show_text():
+def show_text(trace, text_box) -> None:
+    """The run's text as chips, in `text_box`."""
     if trace is not None:
         with session_lock():  # another run of this session may be stepping the same trace
             prompt, chips = chips_of(trace)
@@ -174,114 +158,142 @@ def show_text():
         text_box.markdown(html, unsafe_allow_html=True)
 
 
-if trace is not None and not prepared.error:
-    stepper.play_if_clicked(trace, lambda: trace.step(settings, seed), show_text)
-
-show_text()
-if trace is not None:
-    n = len(trace.records)
-    stepper.status_line(trace, f"{len(trace.prompt_ids)} prompt tokens · {n} generated", f"next: step {n}")
-
-stepper.mirror_url(
-    trace,
-    {
-        "prompt": st.session_state.gen_prompt[:1000],
-        **{knob.param: f"{getattr(settings, knob.field):g}" for knob in controls.CLASSIC},
-        "seed": str(seed),
-        "max": str(int(st.session_state.gen_max_new)),
-    },
-    extra=controls.url_values("gen", "", settings, knobs=controls.MORE)
-    | ({"sched": sched} if trace is not None and (sched := schedule_param(trace.records, settings, seed)) else {}),
-)
-
-# -- the current step ------------------------------------------------------------------
-if trace is not None:
-    logits = None
-    if not trace.finished:
-        with generation_slot(), engine_errors():
-            logits = trace.peek()
-    if logits is None and not trace.records:
-        st.stop()  # a serving engine failed before the first step: its message is above
-    with session_lock():  # the view reads the trace: never while another run of this session steps it
-        if logits is not None:
-            context = trace.step_context(trace.next_index, settings) if settings.needs_context else None
-            view = step_view(logits, settings, trace.seen_now(), u=trace.next_uniform(), context=context)
-            heading = f"Step {trace.next_index}: the choice about to be made"
-        else:
-            last = trace.records[-1]
-            seen = trace.seen_masks()[-1]
-            context = trace.step_context(last.index, settings) if settings.needs_context else None
-            view = step_view(last.logits, settings, seen, u=last.u, chosen_id=last.token_id, context=context)
-            heading = f"Step {last.index}: the last choice"
-    st.subheader(heading)
-    top_n = st.slider("Tokens shown", 10, 50, 20, step=5, key="gen_top_n", persist_state="session")
-    table = view.table(tokenizer, top_n=top_n)
-    chart_left, chart_right = layout.side_by_side(2)
-    with chart_left:
-        st.plotly_chart(next_token_bars(table, layout.presenter()), width="stretch", key="gen_bars")
-        caption(
-            "exact",
-            "Top tokens by probability from this step's real logits over the full vocabulary; "
-            "grey bars = the model's raw probability (T=1), blue = after your settings, orange = the draw, "
-            "✂ = removed by that filter; 'other' = the rest of the vocabulary.",
+@st.fragment
+def run_section() -> None:
+    """The buttons, the run and everything drawn from it. A fragment: a Step, Back, Play or 'Tokens shown' reruns
+    only this, not the title, the sidebar and the sliders above (a slider's change reruns the whole page, as the
+    run's settings come from them). Its server CPU per Step is `page_step_server_cpu_ms` in
+    `python -m inference.bench --pages`."""
+    stepper.buttons()
+    if prepared.error:
+        st.warning(prepared.error)  # keep showing the last run below; nothing is lost
+    trace = stepper.current_run(run_key, start_new_trace, can_start=not prepared.error)
+    if trace is not None and not prepared.error:
+        stepper.advance(
+            trace,
+            lambda: trace.step(settings, seed),
+            replay=lambda steps: replay_link(trace, steps),
         )
-        if remote:
-            server_step = trace.pending_server_step() if logits is not None else trace.server_steps[-1]
-            caption(*distribution_note(loaded.model, server_step))
-    with chart_right:
-        st.plotly_chart(
-            cumulative_curve(view, tokenizer, settings.top_p, layout.presenter()), width="stretch", key="gen_cumulative"
-        )
-        caption(
-            "exact",
-            "Tokens in order, adding up their probability. Top-p keeps tokens until the "
-            "red line is reached; the draw picks a random u and takes the token where the blue curve passes u.",
-        )
-    view_summary(view)
 
-    # -- fork ------------------------------------------------------------------------------
-    if trace.records:
-        with st.expander("Fork: go back to an earlier step and continue with other settings"):
-            f1, f2 = st.columns([3, 1])
-            fork_at = f1.number_input(
-                "Fork at step",
-                min_value=0,
-                max_value=len(trace.records) - 1,
-                value=max(0, len(trace.records) - 1),
-                step=1,
-                key="gen_fork_step",
-                persist_state="session",
-            )
-            if f2.button("Fork here", key="gen_fork"):
-                with generation_slot():
-                    trace.rewind(int(fork_at))
-                st.rerun()
-            st.caption(
-                "Keeps steps before it and re-chooses that token with the current sliders. "
-                "Its logits are reused: the prefix is not recomputed."
-            )
+    text_box = st.empty()
+    if trace is not None and not prepared.error:
+        stepper.play_if_clicked(trace, lambda: trace.step(settings, seed), lambda: show_text(trace, text_box))
+    show_text(trace, text_box)
+    if trace is not None:
+        n = len(trace.records)
+        stepper.status_line(trace, f"{len(trace.prompt_ids)} prompt tokens · {n} generated", f"next: step {n}")
 
-        st.subheader("Every step")
-        frame = frame_of(trace)
-        st.dataframe(step_frame_for_table(frame), hide_index=True, width="stretch", key="gen_table")
-        st.download_button(  # the CSV is made when it is downloaded, not on every rerun
-            "Download CSV",
-            lambda: frame.to_csv(index=False).encode(),
-            "inference_lab_steps.csv",
-            "text/csv",
-            key="gen_csv",
-        )
-        if remote:
+    stepper.mirror_url(
+        trace,
+        {
+            "prompt": st.session_state.gen_prompt[:1000],
+            **{knob.param: f"{getattr(settings, knob.field):g}" for knob in controls.CLASSIC},
+            "seed": str(seed),
+            "max": str(int(st.session_state.gen_max_new)),
+        },
+        extra=controls.url_values("gen", "", settings, knobs=controls.MORE)
+        | ({"sched": sched} if trace is not None and (sched := schedule_param(trace.records, settings, seed)) else {}),
+    )
+
+    # -- the current step ------------------------------------------------------------------
+    if trace is not None:
+        logits = None
+        if not trace.finished:
+            with generation_slot(), engine_errors():
+                logits = trace.peek()
+        if logits is None and not trace.records:
+            return  # a serving engine failed before the first step: its message is above
+        with session_lock():  # the view reads the trace: never while another run of this session steps it
+            if logits is not None:
+                context = trace.step_context(trace.next_index, settings) if settings.needs_context else None
+                view = step_view(logits, settings, trace.seen_now(), u=trace.next_uniform(), context=context)
+                heading = f"Step {trace.next_index}: the choice about to be made"
+            else:
+                last = trace.records[-1]
+                seen = trace.seen_masks()[-1]
+                context = trace.step_context(last.index, settings) if settings.needs_context else None
+                view = step_view(last.logits, settings, seen, u=last.u, chosen_id=last.token_id, context=context)
+                heading = f"Step {last.index}: the last choice"
+        st.subheader(heading)
+        top_n = st.slider("Tokens shown", 10, 50, 20, step=5, key="gen_top_n", persist_state="session")
+        table = view.table(tokenizer, top_n=top_n)
+        chart_left, chart_right = layout.side_by_side(2)
+        with chart_left:
+            st.plotly_chart(next_token_bars(table, layout.presenter()), width="stretch", key="gen_bars")
             caption(
-                "measured",
-                "Forward ms is the engine's own time to evaluate that step's new tokens (its "
-                "`timings.prompt_ms`; its prompt cache kept the rest). The CSV adds round_trip_ms (the whole "
-                "request measured here, answer parsed) and the tokens the engine evaluated and reused.",
+                "exact",
+                "Top tokens by probability from this step's real logits over the full vocabulary; "
+                "grey bars = the model's raw probability (T=1), blue = after your settings, orange = the draw, "
+                "✂ = removed by that filter; 'other' = the rest of the vocabulary.",
             )
-        else:
+            if remote:
+                server_step = trace.pending_server_step() if logits is not None else trace.server_steps[-1]
+                caption(*distribution_note(loaded.model, server_step))
+        with chart_right:
+            st.plotly_chart(
+                cumulative_curve(view, tokenizer, settings.top_p, layout.presenter()),
+                width="stretch",
+                key="gen_cumulative",
+            )
             caption(
-                "measured",
-                "Probabilities are exact; forward ms is the wall time of that step's forward pass here. "
-                "It runs while your browser draws this page, so a step can take many times its usual time when "
-                "both share one computer's CPU; the Prefill vs decode page times clean runs.",
+                "exact",
+                "Tokens in order, adding up their probability. Top-p keeps tokens until the "
+                "red line is reached; the draw picks a random u and takes the token where the blue curve passes u.",
             )
+        view_summary(view)
+
+        # -- fork ------------------------------------------------------------------------------
+        if trace.records:
+            fork = st.expander(  # its widgets run only while it is open (a Step need not redraw them)
+                "Fork: go back to an earlier step and continue with other settings",
+                key="gen_fork_open",
+                on_change="rerun",
+            )
+            if fork.open:
+                with fork:
+                    f1, f2 = st.columns([3, 1])
+                    fork_at = f1.number_input(
+                        "Fork at step",
+                        min_value=0,
+                        max_value=len(trace.records) - 1,
+                        value=max(0, len(trace.records) - 1),
+                        step=1,
+                        key="gen_fork_step",
+                        persist_state="session",
+                    )
+                    if f2.button("Fork here", key="gen_fork"):
+                        with generation_slot():
+                            trace.rewind(int(fork_at))
+                        st.rerun()
+                    st.caption(
+                        "Keeps steps before it and re-chooses that token with the current sliders. "
+                        "Its logits are reused: the prefix is not recomputed."
+                    )
+
+            st.subheader("Every step")
+            st.dataframe(table_of(trace), hide_index=True, width="stretch", key="gen_table")
+            st.download_button(  # the CSV is made when it is downloaded, not on every rerun
+                "Download CSV",
+                lambda: csv_of(trace),
+                "inference_lab_steps.csv",
+                "text/csv",
+                key="gen_csv",
+            )
+            if remote:
+                caption(
+                    "measured",
+                    "Forward ms is the engine's own time to evaluate that step's new tokens (its "
+                    "`timings.prompt_ms`; its prompt cache kept the rest). The CSV adds round_trip_ms (the whole "
+                    "request measured here, answer parsed) and the tokens the engine evaluated and reused.",
+                )
+            else:
+                caption(
+                    "measured",
+                    "Probabilities are exact; forward ms is the wall time of that step's forward pass here. "
+                    "It runs while your browser draws this page, so a step can take many times its usual time when "
+                    "both share one computer's CPU; the Prefill vs decode page times clean runs.",
+                )
+
+
+reconnect_guard()  # before the fragment: a reconnect must rerun the page even if the run section fails
+run_section()

@@ -5,6 +5,7 @@ import streamlit as st
 from app_pages.shared import layout, models
 from app_pages.shared import sampler_controls as controls
 from app_pages.shared.captions import caption, view_summary
+from app_pages.shared.session_memo import kept_until_changed
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import engine_errors, generation_slot
 from inference.core.prompting import prepare_prompt
@@ -111,13 +112,9 @@ if settings.xtc_probability > 0 or settings.mirostat:
 
 
 def kept_for_this_step(name: str, settings_key, build):
-    """What depends only on this step's logits (and `settings_key`), made once and kept in the session until the
-    step or the key changes: a slider's rerun redrew the 41 temperature frames it never changes."""
-    step_key = (loaded.info.name, tuple(context_ids), settings_key)
-    kept = st.session_state.get(name)
-    if kept is None or kept[0] != step_key:
-        kept = st.session_state[name] = (step_key, build())
-    return kept[1]
+    """What depends only on this step's logits (and `settings_key`), made once and kept until the step or the key
+    changes: a slider's rerun redrew the 41 temperature frames it never changes."""
+    return kept_until_changed(name, (loaded.info.name, tuple(context_ids), settings_key), build)
 
 
 st.subheader("Drag to see it move")

@@ -228,6 +228,8 @@ def test_buttons_in_odd_orders(app):
     app.button(key="gen_back").click().run()
     app.button(key="gen_back").click().run()
     assert chips(app) == 2
+    app.session_state["gen_fork_open"] = True  # the visitor opens the Fork expander
+    app.run()
     app.number_input(key="gen_fork_step").set_value(0).run()
     app.button(key="gen_fork").click().run()
     assert not app.exception and chips(app) == 0

@@ -59,6 +59,8 @@ def test_step_back_reset_and_fork_change_the_trace():
     first_four = trace_of(at).generated_ids
     at.button(key="gen_back").click().run()
     assert trace_of(at).generated_ids == first_four[:3]
+    at.session_state["gen_fork_open"] = True  # the visitor opens the Fork expander
+    at.run()
     at.number_input(key="gen_fork_step").set_value(1).run()
     at.slider(key="gen_temperature").set_value(0.0).run()
     at.button(key="gen_fork").click().run()
@@ -133,6 +135,8 @@ def test_a_link_copied_after_a_mid_run_change_replays_the_same_tokens():
     at.slider(key="gen_temperature").set_value(1.6).run()
     at.button(key="gen_play").click().run()
     at.number_input(key="gen_seed").set_value(6).run()
+    at.session_state["gen_fork_open"] = True  # the visitor opens the Fork expander
+    at.run()
     at.number_input(key="gen_fork_step").set_value(20).run()
     at.button(key="gen_fork").click().run()
     at.button(key="gen_play").click().run()

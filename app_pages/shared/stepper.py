@@ -66,11 +66,13 @@ class Stepper:
         )
 
     def buttons(self) -> None:
-        """The Step / Play / (Back) / Reset row, full width so the labels stay whole on narrow screens."""
+        """The Step / Play / (Back) / Reset row, full width so the labels stay whole on narrow screens. One
+        horizontal container, not a column each: a Step redraws this row, and each column is one more message."""
         names = ["step", "play"] + (["back"] if self.with_back else []) + ["reset"]
         labels = {"step": self.step_label, "play": "Play", "back": "Back", "reset": "Reset"}
-        for cell, name in zip(st.columns(len(names)), names):
-            self.clicked[name] = cell.button(
+        row = st.container(horizontal=True)
+        for name in names:
+            self.clicked[name] = row.button(
                 labels[name],
                 key=f"{self.prefix}_{name}",
                 type="primary" if name == "step" else "secondary",

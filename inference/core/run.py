@@ -321,37 +321,39 @@ class Trace(Generation):
         return masks
 
     def to_frame(self) -> pd.DataFrame:
-        rows = []
-        for r in self.records:
-            probs = r.logits.softmax(-1)
-            rows.append(
-                {
-                    "step": r.index,
-                    "phase": r.phase,
-                    "token_id": r.token_id,
-                    "token": r.token_text,
-                    "rank": r.rank + 1,
-                    "prob": r.prob,
-                    "entropy_bits": r.entropy_bits,
-                    "tokens_kept": r.kept,
-                    "u": r.u,
-                    "temperature": r.settings.temperature,
-                    "top_k": r.settings.top_k,
-                    "top_p": r.settings.top_p,
-                    "min_p": r.settings.min_p,
-                    "repetition_penalty": r.settings.repetition_penalty,
-                    "seed": r.seed,
-                    "raw_prob": float(probs[r.token_id]),
-                    "forward_ms": r.forward_ms,
-                    "sample_ms": r.sample_ms,
-                    "tokens_in_forward": r.tokens_in_forward,
-                    "cache_tokens": r.cache_tokens,
-                    "cache_bytes": r.cache_bytes,
-                    "reused_forward": r.reused_forward,
-                    **(r.server_step.frame_columns() if r.server_step is not None else {}),
-                }
-            )
-        return pd.DataFrame(rows)
+        """One row per step (`record_row`): what the CSV download holds."""
+        return pd.DataFrame([record_row(r) for r in self.records])
+
+
+def record_row(r: StepRecord) -> dict:
+    """One step's row of `Trace.to_frame`; its raw probability takes a softmax over the vocabulary, so a page that
+    redraws the table every Step makes each row once (app_pages/shared/session_memo.kept_per_record)."""
+    probs = r.logits.softmax(-1)
+    return {
+        "step": r.index,
+        "phase": r.phase,
+        "token_id": r.token_id,
+        "token": r.token_text,
+        "rank": r.rank + 1,
+        "prob": r.prob,
+        "entropy_bits": r.entropy_bits,
+        "tokens_kept": r.kept,
+        "u": r.u,
+        "temperature": r.settings.temperature,
+        "top_k": r.settings.top_k,
+        "top_p": r.settings.top_p,
+        "min_p": r.settings.min_p,
+        "repetition_penalty": r.settings.repetition_penalty,
+        "seed": r.seed,
+        "raw_prob": float(probs[r.token_id]),
+        "forward_ms": r.forward_ms,
+        "sample_ms": r.sample_ms,
+        "tokens_in_forward": r.tokens_in_forward,
+        "cache_tokens": r.cache_tokens,
+        "cache_bytes": r.cache_bytes,
+        "reused_forward": r.reused_forward,
+        **(r.server_step.frame_columns() if r.server_step is not None else {}),
+    }
 
 
 def forward_for(model, tokenizer) -> Forward:

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import html
 import math
+from copy import deepcopy
+from functools import lru_cache
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
+from _plotly_utils.utils import convert_to_base64
 
 from inference.core.tokens import VISIBLE_WHITESPACE, html_token_text
 
@@ -161,7 +165,57 @@ def plain_figure(
         if presenter:
             trace = {**trace, "textfont": {"size": size - 2}}
         traces.append(trace)
-    return go.Figure({"data": traces, "layout": full} | ({"frames": frames} if frames else {}), _validate=False)
+    return PlainFigure({"data": traces, "layout": full} | ({"frames": frames} if frames else {}))
+
+
+@lru_cache(maxsize=4)
+def _template_dict(name: str) -> dict:
+    """A registered template as the plain dict `go.Figure` puts into `layout.template` (shared: never mutated)."""
+    return pio.templates[name].to_plotly_json()
+
+
+class PlainFigure(go.Figure):
+    """A figure held as the plain dicts it was made from, until something asks for more than its dict.
+
+    `st.plotly_chart` asks a figure only for `to_dict()`. A `go.Figure`, even unvalidated, first builds Plotly's
+    property objects and applies the default template, and `to_dict` deep-copies them all again: 3-4 ms a chart on
+    this CPU, on every Step. Here `to_dict` returns what `go.Figure(spec, _validate=False).to_dict()` would (a unit
+    test holds the equality), with the template copied from the registry once. Anything else (`.layout`, `.data`,
+    `update_*`, `to_plotly_json` after a change) builds the real figure in place first, so callers and tests see an
+    ordinary `go.Figure`."""
+
+    def __init__(self, spec: dict):  # noqa: D107 (the real __init__ runs on first use, in __getattr__)
+        template = pio.templates.default
+        object.__setattr__(self, "_plain_spec", spec)
+        object.__setattr__(self, "_plain_template", template if isinstance(template, str) else None)
+
+    def __getattr__(self, name: str):
+        """Only reached for what the instance lacks: the real figure's state, which is built now, once."""
+        state = self.__dict__
+        if name.startswith("__") or "_plain_spec" not in state or state.get("_plain_built"):
+            raise AttributeError(name)
+        state["_plain_built"] = True
+        go.Figure.__init__(self, deepcopy(state["_plain_spec"]), _validate=False)
+        return getattr(self, name)
+
+    def to_dict(self) -> dict:
+        state = self.__dict__
+        spec = state["_plain_spec"]
+        if (
+            state.get("_plain_built")
+            or state["_plain_template"] is None
+            or "template" in spec["layout"]
+            or "frames" in spec
+        ):
+            return self._built_figure_dict()  # (a frame's traces get their types from Plotly: left to it)
+        res = {"data": deepcopy(spec["data"]), "layout": deepcopy(spec["layout"])}
+        convert_to_base64(res)  # as Plotly's to_dict: numpy arrays as typed-array specs
+        res["layout"]["template"] = _template_dict(state["_plain_template"])
+        return res
+
+    def _built_figure_dict(self) -> dict:
+        self.layout  # noqa: B018 (builds the real figure if it is not built yet)
+        return go.Figure.to_dict(self)
 
 
 def hline(y: float, line: dict, text: str | None = None, position: str = "bottom right") -> tuple[dict, dict | None]:

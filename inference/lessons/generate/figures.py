@@ -180,6 +180,22 @@ def step_frame_for_table(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def step_table_row(row: dict) -> dict:
+    """One row of `step_frame_for_table` from one `record_row`, rounded as pandas rounds (numpy's round), so a
+    table made row by row equals the one made from the whole frame (a unit test holds it)."""
+    return {
+        "step": row["step"],
+        "token": row["token"].replace("\n", "↵"),
+        "probability": float(np.round(row["prob"], 4)),
+        "model probability (T=1)": float(np.round(row["raw_prob"], 4)),
+        "rank": row["rank"],
+        "entropy (bits)": float(np.round(row["entropy_bits"], 3)),
+        "tokens kept": row["tokens_kept"],
+        "u": float(np.round(row["u"], 4)),
+        "forward ms": float(np.round(row["forward_ms"], 2)),
+        "phase": row["phase"],
+    }
+
 # -- the running text as chips ---------------------------------------------------------
 
 

@@ -1,0 +1,57 @@
+"""`PlainFigure` gives Streamlit the very dict an unvalidated `go.Figure` would, and is a whole figure otherwise."""
+
+import copy
+import pickle
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+
+from inference.lessons.style import PlainFigure, plain_figure
+
+pytestmark = pytest.mark.unit
+
+SPEC = {
+    "data": [
+        {"type": "bar", "x": np.arange(4), "y": [0.5, 0.25, 0.125, 0.125], "marker": {"color": ["#2a6fdb"] * 4}},
+        {"type": "scatter", "x": [0, 1], "y": np.array([1.0, 2.0]), "mode": "lines"},
+    ],
+    "layout": {"title": {"text": "a chart"}, "xaxis": {"range": [0, 3]}, "shapes": [{"type": "line", "x0": 0}]},
+}
+WITH_FRAMES = SPEC | {"frames": [{"name": "f0", "data": [{"y": [1, 2]}]}]}
+
+
+def test_to_dict_equals_an_unvalidated_figure_under_each_default_template():
+    before = pio.templates.default
+    try:
+        for name in ("plotly", "simple_white", None):
+            pio.templates.default = name
+            assert (
+                PlainFigure(copy.deepcopy(SPEC)).to_dict() == go.Figure(copy.deepcopy(SPEC), _validate=False).to_dict()
+            )
+    finally:
+        pio.templates.default = before
+
+
+def test_the_shared_template_is_not_changed_by_a_caller_of_to_dict():
+    first = PlainFigure(copy.deepcopy(SPEC)).to_dict()
+    first["data"][0]["y"][0] = 99
+    first["layout"]["title"]["text"] = "changed"
+    again = PlainFigure(copy.deepcopy(SPEC)).to_dict()
+    assert again == go.Figure(copy.deepcopy(SPEC), _validate=False).to_dict()
+
+
+def test_it_becomes_a_real_figure_when_asked_for_more_than_its_dict():
+    fig = PlainFigure(copy.deepcopy(SPEC))
+    assert fig.layout.title.text == "a chart"
+    fig.update_layout(height=321)
+    assert fig.to_dict()["layout"]["height"] == 321
+    assert go.Figure(fig.to_dict()).layout.height == 321  # and it validates
+    assert isinstance(copy.deepcopy(fig), go.Figure)
+    assert pickle.loads(pickle.dumps(fig)).to_dict() == fig.to_dict()
+
+
+def test_plain_figure_validates_as_plotly_json():
+    fig = plain_figure([{"type": "bar", "x": [1, 2], "y": [3, 4]}], {"xaxis": {"title": {"text": "x"}}}, "T", True, 300)
+    assert go.Figure(fig.to_dict()).layout.title.text == "T"  # go.Figure raises on a wrong property
