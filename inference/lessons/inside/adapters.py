@@ -99,22 +99,59 @@ class Adapter:
         """[..., vocab] float32 logits of a residual-stream vector through the final norm and output layer."""
         return self.output_layer(self.final_norm()(residual)).float()
 
+    # -- the pass, part by part: one order for every layout, each layout naming its modules ----------
     def walk(self, ids: list[int], cache, clock: Clock) -> Walked:
-        raise NotImplementedError
-
-    def _start(self, ids: list[int], cache) -> tuple[torch.Tensor, Walked]:
-        """The fed ids as [1, tokens] and a Walked holding their absolute positions (after the cached ones)."""
+        """Feed `ids` after what `cache` holds, in the order the model's forward runs its parts."""
         past = cache.get_seq_length()
-        positions = torch.arange(past, past + len(ids)).unsqueeze(0)
-        return torch.tensor([ids], dtype=torch.long), Walked(positions)
-
-    def _finish(self, walked: Walked, hidden: torch.Tensor, clock: Clock) -> Walked:
-        """The final norm and the output layer, for the last position only (as the step engine asks)."""
+        walked = Walked(torch.arange(past, past + len(ids)).unsqueeze(0))  # absolute positions, after the cached
+        with clock.part(EMBEDDING):
+            embeds, hidden = self._embed(torch.tensor([ids], dtype=torch.long), walked.positions)  # [1, tokens, hidden]
+        with clock.part(POSITIONS):
+            masks = self._positions(embeds, cache, walked)
+        walked.residuals.append(hidden[0])
+        for i, layer in enumerate(self.layers):
+            before_attention, before_mlp = self.layer_norms(layer)
+            with clock.part(NORMS):
+                normed = before_attention(hidden)
+            walked.attention_inputs.append(normed[0])
+            with clock.part(layer_part(i, ATTENTION)):
+                hidden = hidden + self._attend(layer, normed, masks[i], cache, walked)
+            with clock.part(NORMS):
+                normed = before_mlp(hidden)
+            hidden = self._feed_forward(i, layer, hidden, normed, clock, walked)
+            walked.residuals.append(hidden[0])
+        # the final norm and the output layer, for the last position only (as the step engine asks)
         with clock.part(NORMS):
             last = self.final_norm()(hidden[:, -1])
         with clock.part(OUTPUT):
             walked.logits = self.output_layer(last)[0].float()
         return walked
+
+    @property
+    def layers(self) -> torch.nn.ModuleList:
+        raise NotImplementedError
+
+    def layer_norms(self, layer) -> tuple[torch.nn.Module, torch.nn.Module]:
+        """The layer's norm before attention and its norm before the MLP."""
+        raise NotImplementedError
+
+    def _embed(self, input_ids: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the token embeddings, the residual stream entering layer 0), each [1, tokens, hidden]."""
+        raise NotImplementedError
+
+    def _positions(self, embeds: torch.Tensor, cache, walked: Walked) -> list:
+        """Each layer's attention mask, built by transformers' own functions as the model's forward does; a layout
+        with rotary positions also stores their (cos, sin) in `walked`."""
+        raise NotImplementedError
+
+    def _attend(self, layer, normed: torch.Tensor, mask, cache, walked: Walked) -> torch.Tensor:
+        """The layer's attention output for `normed` (its keys and values written to `cache`)."""
+        raise NotImplementedError
+
+    def _feed_forward(self, index: int, layer, hidden, normed, clock: Clock, walked: Walked) -> torch.Tensor:
+        """The residual stream after the layer's MLP (one timed part; an MoE layout times router and experts)."""
+        with clock.part(layer_part(index, MLP)):
+            return hidden + layer.mlp(normed)
 
     def query(self, layer: int, walked: Walked, position: int) -> torch.Tensor:
         raise NotImplementedError
@@ -131,16 +168,23 @@ class LlamaLayout(Adapter):
         return self.model.model
 
     @property
+    def layers(self):
+        return self.body.layers
+
+    def layer_norms(self, layer):
+        return layer.input_layernorm, layer.post_attention_layernorm
+
+    @property
     def sparse(self) -> bool:
-        return hasattr(self.body.layers[0].mlp, "experts")
+        return hasattr(self.layers[0].mlp, "experts")
 
     def final_norm(self):
         return self.body.norm
 
     def part_modules(self):
         parts = {EMBEDDING: [self.body.embed_tokens], NORMS: [self.body.norm], OUTPUT: [self.output_layer]}
-        for i, layer in enumerate(self.body.layers):
-            parts[NORMS] += [layer.input_layernorm, layer.post_attention_layernorm]
+        for i, layer in enumerate(self.layers):
+            parts[NORMS] += self.layer_norms(layer)
             parts[layer_part(i, ATTENTION)] = [layer.self_attn]
             if self.sparse:
                 parts[layer_part(i, ROUTER)] = [layer.mlp.gate]
@@ -149,55 +193,39 @@ class LlamaLayout(Adapter):
                 parts[layer_part(i, MLP)] = [layer.mlp]
         return parts
 
-    def _masks(self, embeds, cache, positions) -> dict[str, object]:
-        """One mask per layer type, built by transformers' own functions as the model's forward does."""
+    def _embed(self, input_ids, positions):
+        hidden = self.body.embed_tokens(input_ids)
+        return hidden, hidden
+
+    def _positions(self, embeds, cache, walked):
         config, masks = self.model.config, {}
-        for kind in set(self.shape.layer_types):
+        for kind in set(self.shape.layer_types):  # one mask per layer type
             build = create_sliding_window_causal_mask if kind == model_config.SLIDING else create_causal_mask
             masks[kind] = build(
-                config=config, inputs_embeds=embeds, attention_mask=None, cache=cache, position_ids=positions
+                config=config, inputs_embeds=embeds, attention_mask=None, cache=cache, position_ids=walked.positions
             )
-        return masks
+        walked.position_embeddings = self.body.rotary_emb(embeds, walked.positions)
+        return [masks[kind] for kind in self.shape.layer_types]
 
-    def walk(self, ids, cache, clock):
-        body = self.body
-        input_ids, walked = self._start(ids, cache)
-        positions = walked.positions
-        with clock.part(EMBEDDING):
-            hidden = body.embed_tokens(input_ids)  # [1, tokens, hidden]
-        with clock.part(POSITIONS):
-            masks = self._masks(hidden, cache, positions)
-            walked.position_embeddings = body.rotary_emb(hidden, positions)
-        walked.residuals.append(hidden[0])
-        for i, layer in enumerate(body.layers):
-            with clock.part(NORMS):
-                normed = layer.input_layernorm(hidden)
-            walked.attention_inputs.append(normed[0])
-            with clock.part(layer_part(i, ATTENTION)):
-                attended, _ = layer.self_attn(
-                    hidden_states=normed,
-                    position_embeddings=walked.position_embeddings,
-                    attention_mask=masks[self.shape.layer_types[i]],
-                    cache=cache,
-                )
-                hidden = hidden + attended
-            with clock.part(NORMS):
-                normed = layer.post_attention_layernorm(hidden)
-            if self.sparse:  # MixtralSparseMoeBlock.forward, in its two parts
-                flat = normed.view(-1, normed.shape[-1])
-                with clock.part(layer_part(i, ROUTER)):
-                    _, weights, chosen = layer.mlp.gate(flat)
-                with clock.part(layer_part(i, EXPERTS)):
-                    hidden = hidden + layer.mlp.experts(flat, chosen, weights).view_as(hidden)
-                walked.experts.append(chosen)
-            else:
-                with clock.part(layer_part(i, MLP)):
-                    hidden = hidden + layer.mlp(normed)
-            walked.residuals.append(hidden[0])
-        return self._finish(walked, hidden, clock)
+    def _attend(self, layer, normed, mask, cache, walked):
+        attended, _ = layer.self_attn(
+            hidden_states=normed, position_embeddings=walked.position_embeddings, attention_mask=mask, cache=cache
+        )
+        return attended
+
+    def _feed_forward(self, index, layer, hidden, normed, clock, walked):
+        if not self.sparse:
+            return super()._feed_forward(index, layer, hidden, normed, clock, walked)
+        flat = normed.view(-1, normed.shape[-1])  # MixtralSparseMoeBlock.forward, in its two parts
+        with clock.part(layer_part(index, ROUTER)):
+            _, weights, chosen = layer.mlp.gate(flat)
+        with clock.part(layer_part(index, EXPERTS)):
+            hidden = hidden + layer.mlp.experts(flat, chosen, weights).view_as(hidden)
+        walked.experts.append(chosen)
+        return hidden
 
     def query(self, layer, walked, position):
-        attention = self.body.layers[layer].self_attn
+        attention = self.layers[layer].self_attn
         x = walked.attention_inputs[layer][position]  # [hidden]
         q = attention.q_proj(x).view(1, 1, -1, attention.head_dim).transpose(1, 2)  # [1, heads, 1, head_dim]
         cos, sin = walked.position_embeddings
@@ -206,7 +234,7 @@ class LlamaLayout(Adapter):
         return q[0, :, 0]
 
     def scaling(self, layer):
-        return float(self.body.layers[layer].self_attn.scaling)
+        return float(self.layers[layer].self_attn.scaling)
 
 
 class GPT2Layout(Adapter):
@@ -216,51 +244,50 @@ class GPT2Layout(Adapter):
     def body(self):
         return self.model.transformer
 
+    @property
+    def layers(self):
+        return self.body.h
+
+    def layer_norms(self, block):
+        return block.ln_1, block.ln_2
+
     def final_norm(self):
         return self.body.ln_f
 
     def part_modules(self):
         parts = {EMBEDDING: [self.body.wte, self.body.wpe], NORMS: [self.body.ln_f], OUTPUT: [self.output_layer]}
-        for i, block in enumerate(self.body.h):
-            parts[NORMS] += [block.ln_1, block.ln_2]
+        for i, block in enumerate(self.layers):
+            parts[NORMS] += self.layer_norms(block)
             parts[layer_part(i, ATTENTION)] = [block.attn]
             parts[layer_part(i, MLP)] = [block.mlp]
         return parts
 
-    def walk(self, ids, cache, clock):
-        body = self.body
-        input_ids, walked = self._start(ids, cache)
-        positions = walked.positions
-        with clock.part(EMBEDDING):
-            embeds = body.wte(input_ids)
-            hidden = body.drop(embeds + body.wpe(positions))
-        with clock.part(POSITIONS):
-            mask = create_causal_mask(
-                config=self.model.config, inputs_embeds=embeds, attention_mask=None, cache=cache, position_ids=positions
-            )
-        walked.residuals.append(hidden[0])
-        for i, block in enumerate(body.h):
-            with clock.part(NORMS):
-                normed = block.ln_1(hidden)
-            walked.attention_inputs.append(normed[0])
-            with clock.part(layer_part(i, ATTENTION)):
-                attended, _ = block.attn(normed, cache=cache, attention_mask=mask)
-                hidden = hidden + attended
-            with clock.part(NORMS):
-                normed = block.ln_2(hidden)
-            with clock.part(layer_part(i, MLP)):
-                hidden = hidden + block.mlp(normed)
-            walked.residuals.append(hidden[0])
-        return self._finish(walked, hidden, clock)
+    def _embed(self, input_ids, positions):
+        embeds = self.body.wte(input_ids)
+        return embeds, self.body.drop(embeds + self.body.wpe(positions))
+
+    def _positions(self, embeds, cache, walked):
+        mask = create_causal_mask(
+            config=self.model.config,
+            inputs_embeds=embeds,
+            attention_mask=None,
+            cache=cache,
+            position_ids=walked.positions,
+        )
+        return [mask] * len(self.layers)
+
+    def _attend(self, block, normed, mask, cache, walked):
+        attended, _ = block.attn(normed, cache=cache, attention_mask=mask)
+        return attended
 
     def query(self, layer, walked, position):
-        attention = self.body.h[layer].attn
+        attention = self.layers[layer].attn
         x = walked.attention_inputs[layer][position]
         q = attention.c_attn(x.view(1, -1)).split(attention.split_size, dim=-1)[0]
         return q.view(attention.num_heads, attention.head_dim)
 
     def scaling(self, layer):
-        return float(self.body.h[layer].attn.scaling)
+        return float(self.layers[layer].attn.scaling)
 
 
 def adapter_for(model) -> Adapter:

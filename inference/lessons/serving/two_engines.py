@@ -165,46 +165,56 @@ def _peak(states: pd.DataFrame, column: str) -> float | None:
     return states[column].max() if len(states) and states[column].notna().any() else None
 
 
+def _per_pass(tokens: float | None, passes: float | None) -> float | None:
+    """Tokens per forward pass; None when either count is missing or there was no pass."""
+    return tokens / passes if passes and tokens is not None else None
+
+
+def _blocks(run: EngineRun) -> tuple[int, int]:
+    """vLLM's (block size in tokens, number of blocks) from its cache_config_info; 0 where it reports none."""
+    info = _labels(run.after, "vllm:cache_config_info")
+    return int(info.get("block_size") or 0), int(info.get("num_gpu_blocks") or 0)
+
+
 def scheduler_facts(run: EngineRun) -> dict[str, object]:
     """What the engine's scheduler did during the replay, from its own metrics (deltas over the replay) and the
     state polled every 0.1 s; None where the engine does not report a figure."""
     states = run.result.engine_states
-    waiting = _peak(states, "waiting")
     if run.engine == LLAMACPP:
-        passes = _delta(run, "llamacpp:n_decode_total")
+        passes = _delta(run, "llamacpp:n_decode_total")  # one llama_decode call per forward pass
         generated = _delta(run, "llamacpp:tokens_predicted_total")
         prompt = _delta(run, "llamacpp:prompt_tokens_total")
+        all_tokens = generated + prompt if generated is not None and prompt is not None else None
         cells = run.context * run.batch_limit if run.context else None  # llamacpp.serve: -c = slots x context
+        batching = f"{run.batch_limit} fixed slots (--parallel)"
+        kv_cache = f"{cells:,} token cells reserved at start" if cells else "reserved at start"
         peak_kv = _peak(states, "kv_tokens")
-        return {
-            "cores": run.cores,
-            "batching": f"{run.batch_limit} fixed slots (--parallel)",
-            "kv_cache": f"{cells:,} token cells reserved at start" if cells else "reserved at start",
-            "forward_passes": passes,
-            "generated_per_pass": generated / passes if passes else None,
-            "tokens_per_pass": (generated + prompt) / passes if passes and prompt is not None else None,
-            "peak_waiting": waiting,
-            "peak_kv_tokens": peak_kv,
-            "preemptions": None,
-        }
-    info = _labels(run.after, "vllm:cache_config_info")
-    block, blocks = int(info.get("block_size") or 0), int(info.get("num_gpu_blocks") or 0)
-    steps = _delta(run, "vllm:iteration_tokens_total_count")
-    step_tokens = _delta(run, "vllm:iteration_tokens_total_sum")
-    generated = _delta(run, "vllm:generation_tokens_total")
-    used = _peak(states, "kv_used")
-    return {
+        preemptions = None
+    else:
+        block, blocks = _blocks(run)
+        # engine steps: the count of vLLM's histogram of tokens per step, its sum all the tokens they fed
+        passes = _delta(run, "vllm:iteration_tokens_total_count")
+        generated = _delta(run, "vllm:generation_tokens_total")
+        all_tokens = _delta(run, "vllm:iteration_tokens_total_sum")
+        batching = f"continuous, up to {run.batch_limit} sequences (--max-num-seqs)"
+        kv_cache = f"{blocks:,} blocks of {block} tokens, handed out as requests grow" if blocks else "paged"
+        used = _peak(states, "kv_used")
+        peak_kv = round(used * blocks) * block if used is not None and blocks else None  # whole blocks
+        preemptions = _delta(run, "vllm:num_preemptions_total")
+    facts = {
         "cores": run.cores,
-        "batching": f"continuous, up to {run.batch_limit} sequences (--max-num-seqs)",
-        "kv_cache": f"{blocks:,} blocks of {block} tokens, handed out as requests grow" if blocks else "paged",
-        "forward_passes": steps,
-        "generated_per_pass": generated / steps if steps and generated is not None else None,
-        "tokens_per_pass": step_tokens / steps if steps and step_tokens is not None else None,
-        "peak_waiting": waiting,
-        "peak_kv_tokens": round(used * blocks) * block if used is not None and blocks else None,  # whole blocks
-        "preemptions": _delta(run, "vllm:num_preemptions_total"),
-        "block_size": block or None,  # not a table row: for the verdict
+        "batching": batching,
+        "kv_cache": kv_cache,
+        "forward_passes": passes,
+        "generated_per_pass": _per_pass(generated, passes),
+        "tokens_per_pass": _per_pass(all_tokens, passes),
+        "peak_waiting": _peak(states, "waiting"),
+        "peak_kv_tokens": peak_kv,
+        "preemptions": preemptions,
     }
+    if run.engine != LLAMACPP:
+        facts["block_size"] = block or None  # not a table row: for the verdict
+    return facts
 
 
 FACT_NAMES = {
@@ -283,8 +293,7 @@ def states_in_tokens(run: EngineRun) -> pd.DataFrame:
     """The polled engine state with vLLM's used fraction of its KV blocks turned into tokens (fraction x blocks x
     block size), so both engines' KV curves share one unit."""
     states = run.result.engine_states.copy()
-    info = _labels(run.after, "vllm:cache_config_info")
-    block, blocks = int(info.get("block_size") or 0), int(info.get("num_gpu_blocks") or 0)
+    block, blocks = _blocks(run)
     if run.engine == VLLM and blocks and states["kv_used"].notna().any():
         states["kv_tokens"] = (states["kv_used"] * blocks).round() * block  # the blocks held, in tokens
     return states
