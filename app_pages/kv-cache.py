@@ -24,6 +24,7 @@ from inference.lessons.kv_cache.figures import (
     step_time_figure,
 )
 from inference.lessons.kv_cache.repetition import repeated_phrase
+from inference.lessons.kv_cache.tables import TABLES, model_column_width
 
 GROWTH_KEY = "kv_growth_run"
 MAX_NEW_TOKENS = 300
@@ -41,12 +42,6 @@ CALCULATOR_DEFAULT_MODELS = [
     "Mixtral-8x7B",
     "DeepSeek-V3",
 ]
-# Three narrow tables of at most four numbers each, not one wide one: its right columns were cut at 800 px.
-TABLES = {
-    "kv_calc_shapes": ["attention", "attention_heads", "kv_heads", "sliding_layers"],
-    "kv_calc_table": ["kv_gb", "kv_gb_without_gqa", "gqa_saving"],
-    "kv_calc_sizes": ["weight_gb", "kv_per_token_mb"],
-}
 CONTEXTS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 
 limits = models.limits()
@@ -249,6 +244,7 @@ def calculator() -> None:
             )
         )
     small = st.column_config.NumberColumn
+    model_width = model_column_width(memory.model)
     for key, columns in TABLES.items():
         st.dataframe(
             memory[["model", *columns]],
@@ -256,7 +252,7 @@ def calculator() -> None:
             width="stretch",
             key=key,
             column_config={
-                "model": st.column_config.TextColumn("model", width=140, pinned=True),
+                "model": st.column_config.TextColumn("model", width=model_width, pinned=True),
                 "attention": st.column_config.TextColumn("type", width="small"),
                 "attention_heads": small("heads", width="small", help="Query heads"),
                 "kv_heads": small("KV heads", width="small"),

@@ -296,7 +296,7 @@ MODEL_PAGES = [
     ),
 ]
 
-# The pages whose measurements take longest (tens of seconds each on a busy 2-core machine): the load tier.
+# The pages whose measurements take longest (tens of seconds each on a busy 2-core machine): the clickthrough tier.
 HEAVIER_MODEL_PAGES = [
     Visit(
         "kv-cache",
@@ -310,7 +310,8 @@ HEAVIER_MODEL_PAGES = [
         [
             Press("Run the comparison", "What each precision saves", kept_for_everyone=False, shown_before=True),
             Press("Measure the GGUF files", "GGUF bytes are the file's size"),
-        ],  # its KV-cache types button (about two minutes on llama-server) is pressed by the load test
+        ],  # its KV-cache types button (minutes on llama-server) is pressed in SERVING_PAGES, by
+        # test_every_button_on_the_serving_pages (tier clickthrough)
         setup=quantization_setup,
         first_shows="The same numbers as a table",
     ),

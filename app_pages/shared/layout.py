@@ -33,11 +33,14 @@ def side_by_side(count: int = 2) -> list:
 
 
 def control_row(count: int) -> list:
-    """Columns for a row of sliders: in presenter mode at most three a row, so that their
-    larger labels stay whole."""
-    if not presenter() or count <= 3:
-        return st.columns(count)
-    return st.columns(3) + st.columns(3)[: count - 3]
+    """Cells for a row of sliders that wraps onto more rows where the page is narrow, so that labels break between
+    words and never inside one (five equal columns broke "Temperatu / re" at 800 px). A stretching cell of a
+    horizontal container is at least 8rem wide in Streamlit 1.67 (flex-basis on its wrapper), and the rem grows with
+    presenter mode's text; presenter mode's wider gap also counts, so that four a row at 1280 px (the fifth alone
+    below, "Temperature" touching its help icon) become three. Five sliders: one row at 1280 px, 3 + 2 at 800 px;
+    in presenter mode 3 + 2 and 2 + 2 + 1."""
+    row = st.container(horizontal=True, gap="medium" if presenter() else "small")
+    return [row.container() for _ in range(count)]
 
 
 def metric_cells(count: int, per_row: int = 2) -> list:

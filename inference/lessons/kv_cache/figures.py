@@ -119,7 +119,10 @@ def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """Per model: weights, KV cache, and the KV cache it would need without grouped-query
     attention (one K/V head per query head). Log scale: the models span six orders of size."""
     rows = table.iloc[::-1]  # Plotly draws the first category at the bottom
-    names = [label(name) for name in rows["model"]]
+    # Presenter mode at 800 px: projector-sized names took half the width and the bars' labels ran off the right
+    # edge, so a name breaks before its bracket ("storyteller-llama-6m / (this app)") and the plot gets more room.
+    line_break = "<br>" if presenter else " "
+    names = [label(name).replace(" (", line_break + "(") for name in rows["model"]]
     fig = go.Figure()
     bars = [
         ("weights", "weight_gb", WEIGHT_COLOUR),
@@ -129,8 +132,10 @@ def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     mla = (rows["attention"] == "MLA").tolist() if "attention" in rows else [False] * len(rows)
     for name, column, colour in bars:
         uncompressed = column == "kv_gb_without_gqa"
-        # An MLA model's light bar is the uncompressed per-head cache its latent replaces: say so on the bar.
-        text = [("uncompressed: " if uncompressed and is_mla else "") + _gb(v) for v, is_mla in zip(rows[column], mla)]
+        # An MLA model's light bar is the uncompressed per-head cache its latent replaces: say so on the bar (in
+        # presenter mode the legend's "(MLA: uncompressed)" says it: "uncompressed: 41 GB" ran off the chart).
+        prefix = "" if presenter else "uncompressed: "
+        text = [(prefix if uncompressed and is_mla else "") + _gb(v) for v, is_mla in zip(rows[column], mla)]
         hover = [
             name + (" (MLA: the uncompressed per-head cache)" if uncompressed and is_mla else "") for is_mla in mla
         ]
@@ -138,7 +143,7 @@ def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
             y=names,
             x=rows[column],
             orientation="h",
-            name=name + (" (MLA: uncompressed)" if uncompressed and any(mla) else ""),
+            name=name + (line_break + "(MLA: uncompressed)" if uncompressed and any(mla) else ""),
             marker_color=colour,
             text=text,
             textposition="outside",
@@ -151,7 +156,7 @@ def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     fig.update_xaxes(
         type="log",
         title="GB (10⁹ bytes, log scale)",
-        range=[math.floor(math.log10(values.min())), math.log10(values.max()) + 1.4],
+        range=[math.floor(math.log10(values.min())), math.log10(values.max()) + (2.6 if presenter else 1.4)],
     )
     fig.update_yaxes(automargin=True)
     fig.update_layout(barmode="group", bargap=0.25)
@@ -159,7 +164,7 @@ def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     # The legend on its own lines between the title and the plot (beside the title it covered it at 800 px).
     return fig.update_layout(
         legend=dict(orientation="v", y=1.0, yanchor="bottom", x=0, xanchor="left"),
-        margin=dict(t=190 if presenter else 130),  # three projector-sized legend lines under the title
+        margin=dict(t=250 if presenter else 130),  # four projector-sized legend lines under the title
     )
 
 

@@ -1,0 +1,66 @@
+"""Generate's five sampler sliders in real Chromium at 1280x900 and 800x1000, normal and presenter mode: no word
+of a slider label is broken across lines (five equal columns broke "Temperatu / re" at 800 px), and at 1280 px in
+normal mode the five still share one row (the row wraps only where it must)."""
+
+from tests.browser import BROWSER_TESTS, launch, open_page, streamlit_server, wait_idle
+
+pytestmark = BROWSER_TESTS
+
+CLASSIC_LABELS = ["Temperature", "Top-p", "Top-k", "Min-p", "Repetition penalty"]
+# Per visible slider in the main area: its label, the words whose characters lie on more than one line (a range
+# over one word gives one rectangle per line it spans), and the top of the slider.
+LABELS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stSlider"]')]
+  .filter(s => s.getBoundingClientRect().height > 0)
+  .map(s => {
+    const label = s.querySelector('[data-testid="stWidgetLabel"] p');
+    const texts = document.createTreeWalker(label, NodeFilter.SHOW_TEXT);
+    const broken = [];
+    for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+      for (const m of node.textContent.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+        if (lines.size > 1) broken.push(m[0]);
+      }
+    }
+    return {label: label.textContent.trim(), broken, top: Math.round(s.getBoundingClientRect().top)};
+  })"""
+
+
+def toggle_presenter(page) -> None:
+    toggle = page.locator('[data-testid="stSidebar"]').get_by_text("Presenter mode").first
+    toggle.scroll_into_view_if_needed()
+    toggle.click()
+    page.wait_for_function("() => getComputedStyle(document.body).fontSize !== '16px'")
+    wait_idle(page)
+
+
+def test_generate_slider_labels_stay_whole_at_both_sizes_in_both_modes():
+    from playwright.sync_api import sync_playwright
+
+    with streamlit_server() as url, sync_playwright() as p:
+        browser = launch(p)
+        for presenter in (False, True):
+            page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+            errors = []
+            page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+            open_page(page, url)
+            if presenter:
+                toggle_presenter(page)
+            for width, height in ((1280, 900), (800, 1000)):
+                where = f"{width} px, {'presenter' if presenter else 'normal'} mode"
+                page.set_viewport_size({"width": width, "height": height})
+                page.wait_for_timeout(600)
+                sliders = {s["label"]: s for s in page.evaluate(LABELS)}
+                assert set(CLASSIC_LABELS) <= set(sliders), f"{where}: {sorted(sliders)}"
+                for s in sliders.values():
+                    assert not s["broken"], f"{where}: {s['label']!r} breaks {s['broken']} across lines"
+                rows = {sliders[label]["top"] for label in CLASSIC_LABELS}
+                if width == 1280 and not presenter:
+                    assert len(rows) == 1, f"{where}: the five sliders take {len(rows)} rows"
+                else:
+                    assert 2 <= len(rows) <= 3, f"{where}: the five sliders take {len(rows)} rows"
+            assert page.locator('[data-testid="stException"]').count() == 0 and errors == []
+            page.context.close()
+        browser.close()
