@@ -20,6 +20,17 @@ PRESENTER_CSS = """<style>
             </style>"""
 
 
+# Charts side by side (a row of columns holding a Plotly chart) wrap onto rows of their own where the page is
+# narrower than two readable charts: at 800 px with the sidebar open the main area is ~450 px, and two 220 px
+# charts cut their titles and value labels. Streamlit's columns stack only below a 640 px window.
+LAYOUT_CSS = """<style>
+            [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stPlotlyChart"]) {
+                flex-wrap: wrap; }
+            [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stPlotlyChart"])
+                > [data-testid="stColumn"] { min-width: min(20rem, 100%); }
+            </style>"""
+
+
 def presenter() -> bool:
     return bool(st.session_state.get("presenter", False))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages.shared.layout import PRESENTER_CSS, presenter
+from app_pages.shared.layout import LAYOUT_CSS, PRESENTER_CSS, presenter
 from app_pages.shared.models import (
     ENGINE_ERROR_KEY,
     ENGINE_URL_KEY,
@@ -184,5 +184,4 @@ def model_sidebar() -> None:
         st.toggle(
             "Presenter mode", key="presenter", persist_state="session", help="Larger text and charts for a projector"
         )
-    if presenter():
-        st.markdown(PRESENTER_CSS, unsafe_allow_html=True)
+    st.markdown(LAYOUT_CSS + (PRESENTER_CSS if presenter() else ""), unsafe_allow_html=True)
