@@ -12,6 +12,9 @@ Why the numbers look the way they do:
   matrix-vector products done as torch's vectorised multiply and row sum on both cores
   (MKL's one-token kernel is the slow part of `generate` on this AMD CPU). What is left is
   mostly reading every weight once per token (float32: 23 MB for the bundled model).
+- The speculative keys (`spec_*`, `hf_assisted_*`) are timed on the app's torch threads
+  (`Limits.torch_threads`, `spec_torch_threads` says how many), as the Speculative page runs; the rest on
+  torch's default. On two threads a busy machine stalls torch's workers on every small operation.
 
 Figures are reported, never asserted in tests: this machine's timings are noisy.
 """

@@ -470,3 +470,29 @@ def test_sample_index_picks_what_the_whole_display_order_picks():
         probs = logits.softmax(-1)
         for u in torch.rand(12, generator=generator, dtype=torch.float64).tolist() + [0.0, 1 - 1e-12]:
             assert spec.sample_index(probs, u) == whole_order(probs, u), (trial, u)
+
+
+def test_the_penalty_sees_the_drafted_tokens_before_each_position_and_off_nothing_is_built():
+    base = seen_mask([3], 8)
+    rows = spec.running_seen(base, [5, 6], SamplingSettings(temperature=0.8, repetition_penalty=1.2))
+    assert rows.tolist() == [
+        [i == 3 for i in range(8)],
+        [i in (3, 5) for i in range(8)],
+        [i in (3, 5, 6) for i in range(8)],
+    ]
+    assert spec.running_seen(base, [5, 6], SamplingSettings(temperature=0.8)) is base  # penalty 1 reads no seen
+
+
+def test_with_the_penalty_off_a_rounds_p_is_the_targets_distribution_after_the_text(bundled, draft):
+    """p of each drafted token, recorded by a round without the penalty, is the target's own final distribution
+    after the text so far and the drafts before it (one pass of the whole text, transformers' forward)."""
+    settings = SamplingSettings(temperature=0.8, top_p=0.9)
+    ids = encode_prompt(bundled.tokenizer, PROMPTS[1])
+    run = spec.new_run(bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 12)
+    record = run.step(settings)
+    drafted = [c.token_id for c in record.checks]
+    with torch.inference_mode():
+        logits = bundled.model(input_ids=torch.tensor([ids + drafted])).logits[0, len(ids) - 1 : -1]
+    p = spec.final_probs(logits.float(), settings, seen_mask(ids, logits.shape[-1]))
+    expected = [float(p[i, t]) for i, t in enumerate(drafted)]
+    assert [c.p for c in record.checks] == pytest.approx(expected, abs=1e-5)

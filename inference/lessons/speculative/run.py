@@ -157,9 +157,12 @@ def raw_probabilities(logits: torch.Tensor, tokens: list[int]) -> list[float]:
     return probs[torch.arange(len(tokens)), torch.tensor(tokens)].tolist()
 
 
-def running_seen(base: torch.Tensor, tokens: list[int]) -> torch.Tensor:
+def running_seen(base: torch.Tensor, tokens: list[int], settings: SamplingSettings) -> torch.Tensor:
     """[len(tokens) + 1, vocab]: what the repetition penalty sees at each position of a round:
-    the text so far, plus the drafted tokens before that position."""
+    the text so far, plus the drafted tokens before that position. At penalty 1 (off) no stage reads
+    it: `base` itself ([vocab]) then, not a row per position built for nobody."""
+    if settings.repetition_penalty == 1.0:
+        return base
     rows = base.unsqueeze(0).repeat(len(tokens) + 1, 1)
     for i, token in enumerate(tokens):
         rows[i + 1 :, token] = True
@@ -489,7 +492,7 @@ class SpeculativeRun(Generation):
         verify_ms = (time.perf_counter() - verify_start) * 1000
 
         # 3. accept or reject, under the same pipeline for p as for q.
-        seen_rows = running_seen(self._seen, drafted)
+        seen_rows = running_seen(self._seen, drafted, settings)
         if settings.greedy:  # p is one-hot on each position's argmax: kept as the argmaxes alone
             choices = final_logits(logits, settings, seen_rows).argmax(dim=-1).tolist()
             verdict = verify_greedy(choices, drafted)

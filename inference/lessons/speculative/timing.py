@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 
 from inference.core.forward import FastDecodeForward
+from inference.core.limits import Limits
 from inference.core.loader import load_model
 from inference.core.measuring import GREEDY, Progress, run_greedy
 from inference.core.run import new_trace, warm_up
@@ -320,12 +321,20 @@ def benchmark(
     }
 
 
-def bundled_benchmark(target, tokenizer, prompt_ids: list[int], **options) -> dict:
-    """`benchmark` with the bundled draft model, when it can draft for this target."""
+def bundled_benchmark(target, tokenizer, prompt_ids: list[int], threads: int | None = None, **options) -> dict:
+    """`benchmark` with the bundled draft model, when it can draft for this target, on `threads` torch threads
+    (default: the app's, `Limits.torch_threads`, so the figures are the Speculative page's; the process's own
+    thread count is restored after). The rest of `python -m inference.bench` keeps torch's default."""
     draft = load_model(str(spec.BUNDLED_DRAFT_DIR))
-    warm_up(draft.model, draft.tokenizer)
     try:
         spec.check_pair(target, tokenizer, draft.model, draft.tokenizer)
     except spec.SpeculationError as err:
         return {"spec_skipped": str(err)}
-    return benchmark(target, tokenizer, draft.model, draft.tokenizer, prompt_ids, **options)
+    before, threads = torch.get_num_threads(), threads or Limits.from_env().torch_threads
+    torch.set_num_threads(threads)
+    try:
+        warm_up(draft.model, draft.tokenizer)
+        figures = benchmark(target, tokenizer, draft.model, draft.tokenizer, prompt_ids, **options)
+    finally:
+        torch.set_num_threads(before)
+    return {"spec_torch_threads": threads, **figures}
