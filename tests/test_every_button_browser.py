@@ -95,14 +95,22 @@ def main_text(page) -> str:
     return page.evaluate(f"() => document.querySelector('{MAIN}').textContent")
 
 
+def info_lines(page) -> list[str]:
+    """The page's st.info / st.warning / st.error texts (what a page says instead of a result)."""
+    return page.locator('[data-testid="stAlert"]').all_inner_texts()
+
+
 def wait_for_text(page, text: str, timeout: float = MEASURE_TIMEOUT_MS) -> None:
     """Wait until the main area shows `text`; an exception box ends the wait at once, and fails."""
-    page.wait_for_function(
-        """t => document.querySelector('[data-testid="stException"]')
-               || document.querySelector('[data-testid="stMain"]').textContent.includes(t)""",
-        arg=text,
-        timeout=timeout,
-    )
+    try:
+        page.wait_for_function(
+            """t => document.querySelector('[data-testid="stException"]')
+                   || document.querySelector('[data-testid="stMain"]').textContent.includes(t)""",
+            arg=text,
+            timeout=timeout,
+        )
+    except Exception as err:  # say what never came, and what the page said instead
+        raise AssertionError(f"{text!r} never showed; the page's info lines: {info_lines(page)}") from err
     exception = page.locator('[data-testid="stException"]')
     assert exception.count() == 0, f"an exception box while waiting for {text!r}: {exception.first.inner_text()[:2000]}"
 
@@ -112,10 +120,14 @@ def slider_to_minimum(page, label: str) -> None:
     # by the label's whole text: a name match on "Requests" also found "Arrival rate λ (requests/s)"
     exact_label = page.locator('[data-testid="stWidgetLabel"]', has_text=re.compile(f"^{re.escape(label)}$"))
     slider = page.locator('[data-testid="stSlider"]', has=exact_label).get_by_role("slider").first
+    wait_idle(page)  # the last slider's rerun done: a rerun still drawing can take the focus from this one
     before = slider.get_attribute("aria-valuenow")
     slider.focus()
     page.keyboard.press("Home")
     if slider.get_attribute("aria-valuenow") != before:
+        # Streamlit sends a slider's new value after a short debounce: waiting for idle at once could pass before
+        # that rerun began, and the server kept the old value (seen: co-tenants 2 on the server, 1 on screen)
+        page.wait_for_timeout(600)
         wait_idle(page)
 
 
