@@ -33,6 +33,16 @@ def test_results_are_bounded_in_bytes():
     assert "huge" in store and len(store) == 1
 
 
+def test_an_unpicklable_result_is_kept_alone_and_goes_first():
+    """Its size cannot be measured: it counts as larger than the bound (it used to count as 0 bytes, unbounded)."""
+    store = SharedResults(max_entries=100, max_bytes=50_000)
+    store["small"] = bytes(10)
+    store["lock"] = threading.Lock()  # locks do not pickle
+    assert "lock" in store and "small" not in store and store.was_dropped("small")
+    store["next"] = bytes(10)
+    assert "lock" not in store and "next" in store
+
+
 def test_threads_writing_at_once_keep_the_bound():
     store = SharedResults(max_entries=8, max_bytes=10**9)
     threads = [threading.Thread(target=lambda i=i: [store.__setitem__((i, j), j) for j in range(50)]) for i in range(8)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -28,8 +29,8 @@ class SharedResults:
         """Bytes a result holds, as pickled (tensors, frames and dataclasses all pickle)."""
         try:
             return len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-        except Exception:  # an unpicklable result: count it as large as the bound, so it is kept alone
-            return 0
+        except Exception:  # an unpicklable result: count it as larger than any bound, so it is kept alone
+            return sys.maxsize
 
     def get(self, key: Hashable, default=None):
         with self._lock:
