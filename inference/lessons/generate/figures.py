@@ -196,6 +196,7 @@ def step_table_row(row: dict) -> dict:
         "phase": row["phase"],
     }
 
+
 # -- the running text as chips ---------------------------------------------------------
 
 
