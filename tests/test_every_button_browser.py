@@ -54,6 +54,7 @@ from tests.browser import (
     launch,
     open_page,
     streamlit_server,
+    toggle_presenter,
     wait_idle,
 )
 
@@ -164,14 +165,6 @@ def press(page, step: Press, where: str) -> float:
     failed = [a.inner_text() for a in page.locator('[data-testid="stAlertContentError"]').all()]
     assert not [f for f in failed if not any(e in f for e in step.errors)], f"{where}, {step.button!r}: {failed}"
     return time.perf_counter() - started
-
-
-def toggle_presenter(page) -> None:
-    toggle = page.locator('[data-testid="stSidebar"]').get_by_text("Presenter mode").first
-    toggle.scroll_into_view_if_needed()
-    toggle.click()
-    page.wait_for_function("() => getComputedStyle(document.body).fontSize !== '16px'")
-    wait_idle(page)
 
 
 def screenshots(page, name: str) -> None:
