@@ -36,7 +36,8 @@ def presenter() -> bool:
 
 
 def side_by_side(count: int = 2) -> list:
-    """Columns for charts: side by side normally; stacked full width in presenter mode, where
+    """Columns for charts: side by side where each gets at least 20rem, else each on a row of its own
+    (`LAYOUT_CSS`: at 800 px with the sidebar open); stacked full width in presenter mode, where
     projector-sized text would leave half-width charts no room for their bars."""
     if presenter():
         return [st.container() for _ in range(count)]

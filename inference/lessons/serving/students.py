@@ -9,9 +9,10 @@ How the students are simulated (Simulated pacing, Measured latencies):
   `Limits.max_concurrent_generations` per app process) `trace.step(settings, seed)`, then in the slot again
   `trace.peek()` (the forward pass for the next choice, which the page draws), then `step_view(...)` for the charts.
   The trace is made and peeked before the clock starts, as opening the page does.
-- The page's drawing work, on by default (`--step-only` leaves it out): after the step the page builds the token
-  chips, two Plotly charts (serialised to JSON, as `st.plotly_chart` sends them), the step table and its CSV, all
-  `inference/` functions the students call too. The table's "draw ms" column is its mean share of a Step.
+- The page's drawing work, on by default (`--step-only` leaves it out): after the step the page makes the new
+  token's chip and table row (kept per student, as the page keeps them in its session), the chips' HTML, two Plotly
+  charts (serialised to JSON, as `st.plotly_chart` sends them) and the step table as Arrow (the CSV only on
+  download), all `inference/` functions the students call too. The table's "draw ms" column is its mean share of a Step.
 - In-process: one app process (a worker process here), the bundled model shared by every thread, torch with
   `Limits.torch_threads` threads, as `app.py` sets.
 - Engine: `app_processes` worker processes (students split between them), each connected to one llama-server
@@ -39,6 +40,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+import plotly.io
+import pyarrow as pa
 import torch
 
 from inference.core.limits import Limits
@@ -46,9 +49,16 @@ from inference.core.loader import encode_prompt, load_model
 from inference.core.machine import cpu_name, logical_cpus
 from inference.core.paths import BUNDLED_MODEL_NAME
 from inference.core.remote import connect
-from inference.core.run import new_trace, warm_up
+from inference.core.run import new_trace, record_row, warm_up
 from inference.engines import llamacpp
-from inference.lessons.generate.figures import cumulative_curve, next_token_bars, step_frame_for_table, token_html
+from inference.lessons.generate.figures import (
+    cumulative_curve,
+    next_token_bars,
+    prompt_chips,
+    record_chip,
+    step_table_row,
+    token_html,
+)
 from inference.lessons.serving.stats import percentile
 from inference.sampling.pipeline import SamplingSettings
 from inference.sampling.step_view import step_view
@@ -158,11 +168,24 @@ class Level:
     offered_per_s: float  # what the students ask for: N / period
 
 
-def _page_step(trace, tokenizer, settings, seed: int, slot: threading.Semaphore, draw: bool) -> float:
+@dataclass
+class PageMemory:
+    """What the Generate page keeps in its session between Steps (app_pages/shared/session_memo): the prompt's chips,
+    one chip and one table row per record, each made once."""
+
+    prompt_chips: str | None = None
+    chips: list[str] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list)
+
+
+def _page_step(
+    trace, tokenizer, settings, seed: int, slot: threading.Semaphore, draw: bool, memory: PageMemory
+) -> float:
     """What a Step on the Generate page computes in `inference/` (app_pages/generate.py): the step and the next
     distribution, each in the page's generation slot, and the step's view. With `draw`, also what the page's rerun
-    builds from them: the token chips, the two charts serialised as `st.plotly_chart` sends them, the step table
-    and its CSV. Returns the seconds the drawing took."""
+    builds from them: the new record's chip and table row (kept in `memory`, as the page keeps them), the chips'
+    HTML, the two charts serialised as `st.plotly_chart` sends them, and the step table as the Arrow table the page
+    sends (the CSV is made only on download). Returns the seconds the drawing took."""
     with slot:
         trace.step(settings, seed)
     with slot:
@@ -172,12 +195,15 @@ def _page_step(trace, tokenizer, settings, seed: int, slot: threading.Semaphore,
     view = step_view(logits, settings, trace.seen_now(), u=trace.next_uniform())
     started = time.perf_counter()
     if draw:
-        token_html(tokenizer, trace.prompt_ids, trace.records)
-        next_token_bars(view.table(tokenizer, top_n=20)).to_json()
-        cumulative_curve(view, tokenizer, settings.top_p).to_json()
-        frame = trace.to_frame()
-        step_frame_for_table(frame)
-        frame.to_csv(index=False)
+        if memory.prompt_chips is None:
+            memory.prompt_chips = prompt_chips(tokenizer, trace.prompt_ids)
+        for record in trace.records[len(memory.chips) :]:
+            memory.chips.append(record_chip(tokenizer, record))
+            memory.rows.append(step_table_row(record_row(record)))
+        token_html(tokenizer, trace.prompt_ids, trace.records, chips=memory.chips, prompt=memory.prompt_chips)
+        plotly.io.to_json(next_token_bars(view.table(tokenizer, top_n=20)), validate=False)
+        plotly.io.to_json(cumulative_curve(view, tokenizer, settings.top_p), validate=False)
+        pa.Table.from_pylist(memory.rows)
     return time.perf_counter() - started
 
 
@@ -197,8 +223,9 @@ def _worker(
     # An app process has drawn pages before: pay the first-call costs (Plotly's JSON encoder, pandas) untimed.
     rehearsal = new_trace(loaded.model, loaded.tokenizer, encode_prompt(loaded.tokenizer, PROMPTS[0]), 3, seed=seed)
     rehearsal.peek()
+    rehearsal_memory = PageMemory()
     for _ in range(2):
-        _page_step(rehearsal, loaded.tokenizer, settings, seed, slot, draw)
+        _page_step(rehearsal, loaded.tokenizer, settings, seed, slot, draw, rehearsal_memory)
     traces = []
     for student in students:
         ids = encode_prompt(loaded.tokenizer, PROMPTS[student % len(PROMPTS)])
@@ -215,8 +242,9 @@ def _worker(
         return time.monotonic() - start
 
     def student_thread(student: int, trace) -> None:
+        memory = PageMemory()
         spans[student] = run_student(
-            lambda: drawing.append(_page_step(trace, loaded.tokenizer, settings, student, slot, draw)),
+            lambda: drawing.append(_page_step(trace, loaded.tokenizer, settings, student, slot, draw, memory)),
             schedule[student],
             clock,
             time.sleep,
