@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from inference.core.loader import encode_prompt
+from inference.core.run import new_trace
 from inference.lessons.speculative import timing
 from inference.sampling.pipeline import SamplingSettings
 
@@ -48,3 +49,13 @@ def test_a_text_that_is_not_a_continuation_is_timed_from_the_start(bundled, draw
     timing.time_plain(bundled.model, prompt, tokens[:2] + [tokens[0]], SETTINGS)
     fresh = drawn[3:]
     assert all(torch.equal(a, b) for a, b in zip(drawn[:3], fresh, strict=True))
+
+
+@pytest.mark.parametrize("settings", [SamplingSettings(temperature=0.0), SETTINGS], ids=["greedy", "t0.8"])
+def test_the_benchmarks_lean_plain_decoding_writes_the_apps_trace_tokens(bundled, settings):
+    """The benchmark's baseline (`plain_decode`, nothing recorded) is the same decoding as a Generate trace:
+    greedy the same tokens, sampled the same tokens for the same seed (both draw step i with the seed's u_i)."""
+    prompt = encode_prompt(bundled.tokenizer, "Once upon a time")
+    trace = new_trace(bundled.model, bundled.tokenizer, prompt, 40, seed=3, stop_at_eos=False)
+    list(trace.run(settings))
+    assert timing.plain_decode(bundled.model, prompt, 40, settings, seed=3) == trace.generated_ids
