@@ -24,7 +24,7 @@ from inference.core.forward import FastDecodeForward
 from inference.core.limits import Limits
 from inference.core.loader import load_model
 from inference.core.measuring import GREEDY, Progress, run_greedy
-from inference.core.run import warm_up
+from inference.core.run import run_uniforms, warm_up
 from inference.lessons.speculative import run as spec
 from inference.sampling.pipeline import SamplingSettings, draw, seen_mask
 
@@ -98,7 +98,7 @@ def plain_decode(
     the AMD EPYC VM, which would flatter speculation's lean rounds). Greedy: the trace's tokens (tested)."""
     forward = FastDecodeForward(target, None)
     seen = seen_mask(prompt_ids, forward.vocab_size)
-    uniforms = torch.rand(new_tokens, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).tolist()
+    uniforms = run_uniforms(seed, new_tokens).tolist()  # step i draws with the seed's u_i, as a trace does
     tokens, feed = [], list(prompt_ids)
     for u in uniforms:
         token = draw(forward.logits(feed)[0], settings, seen, u).token_id
