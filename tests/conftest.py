@@ -134,6 +134,16 @@ TIERS = ("unit", "page", "browser", "engine", "load", "clickthrough")
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """`python -m pytest -m unit` (the fast loop) runs on a worker per core, as `-n 2` would: every unit test is
+    safe in parallel (free ports, `tmp_path`, one torch thread), and on one process the tier takes longer than the
+    two minutes it is meant to. Runs before pytest-xdist's own hook (later registered, called first), which then
+    starts the workers; `-n 0` (or any `-n`) given on the command line wins."""
+    if config.option.markexpr == "unit" and getattr(config.option, "numprocesses", "absent") is None:
+        config.option.numprocesses = "auto"
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Every test has exactly one tier marker (see pytest.ini), so `-m unit` and the other tiers split the suite
     with nothing left out: collection fails, naming the tests, before any `-m` selection runs."""
