@@ -28,14 +28,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def app_command(port: int) -> list[str]:
-    """`streamlit run app.py` headless on 127.0.0.1:port, without usage statistics or a file watcher."""
+def app_command(port: int, script: str = "app.py") -> list[str]:
+    """`streamlit run app.py` (or another `script`, relative to the project) headless on 127.0.0.1:port, without
+    usage statistics or a file watcher."""
     return [
         sys.executable,
         "-m",
         "streamlit",
         "run",
-        "app.py",
+        script,
         "--server.headless",
         "true",
         "--server.port",
@@ -58,14 +59,21 @@ class AppProcess:
 
 
 @contextmanager
-def running_app(env_extra: dict | None = None, start_timeout_s: float = START_TIMEOUT_S) -> Iterator[AppProcess]:
+def running_app(
+    env_extra: dict | None = None, start_timeout_s: float = START_TIMEOUT_S, script: str = "app.py"
+) -> Iterator[AppProcess]:
     """Start the app, wait until `/_stcore/health` says ok (failing fast, with the log's end, if the process dies),
     yield it, then terminate it (killed after 15 s)."""
     port = free_port()
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)  # noqa: SIM115 (closed in the finally below)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env_extra or {})}
     process = subprocess.Popen(
-        app_command(port), cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
+        app_command(port, script),
+        cwd=PROJECT_ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
     try:

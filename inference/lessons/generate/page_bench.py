@@ -89,6 +89,27 @@ def slider_cpu(page, server: psutil.Process, moves: int = 20) -> float:
     return 1000 * (_server_cpu(server) - cpu0) / moves
 
 
+FLOOR_APP = "tests/apps/fragment_floor.py"  # the Stepper's buttons, a chip line and a status line; nothing else
+
+
+def floor_step_cpu(steps: int = 30) -> float:
+    """Server CPU ms per Step of `FLOOR_APP`, driven as Generate's Steps are: Streamlit's own cost of a Step."""
+    from playwright.sync_api import sync_playwright
+
+    with running_app(start_timeout_s=90, script=FLOOR_APP) as app, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(app.url)
+        page.wait_for_selector(".token-box", state="attached", timeout=120_000)
+        _idle(page)
+        page.get_by_role("button", name="Step", exact=True).click()  # untimed, as Generate's first Step
+        page.wait_for_function(f"{CHIPS} >= 1", timeout=60_000)
+        _idle(page)
+        ms, _, _ = step_cpu(page, psutil.Process(app.process.pid), steps)
+        browser.close()
+    return ms
+
+
 def page_figures(steps: int = 30) -> dict:
     from playwright.sync_api import sync_playwright
 
@@ -124,7 +145,7 @@ def page_figures(steps: int = 30) -> dict:
             ms, rounds = round_cpu(page, server, steps // 2)
             out |= {"page_spec_round_server_cpu_ms": round(ms, 1), "page_spec_rounds": rounds}
             browser.close()
-    return out
+    return out | {"page_step_floor_server_cpu_ms": round(floor_step_cpu(steps), 1)}
 
 
 if __name__ == "__main__":
