@@ -44,6 +44,7 @@ from inference.sampling.samplers import (
     check_top_n_sigma,
     check_typical_p,
     check_xtc,
+    finite_number,
     mirostat_next_mu,
     mirostat_start,
 )
@@ -228,14 +229,8 @@ def mirostat_mu_for(settings: SamplingSettings, context: StepContext | None) -> 
 # -- argument checks: each names the argument and the value it got -------------------------
 
 
-def _number(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"`{name}` has to be a finite number, but is {value!r}")
-    return float(value)
-
-
 def check_temperature(t) -> None:
-    if _number("temperature", t) < 0:
+    if finite_number("temperature", t) < 0:
         raise ValueError(f"`temperature` has to be >= 0 (0 means greedy), but is {t}")
 
 
@@ -245,17 +240,17 @@ def check_top_k(k) -> None:
 
 
 def check_top_p(p) -> None:
-    if not 0 < _number("top_p", p) <= 1:
+    if not 0 < finite_number("top_p", p) <= 1:
         raise ValueError(f"`top_p` has to be a float > 0 and <= 1 (1 switches it off), but is {p}")
 
 
 def check_min_p(p) -> None:
-    if not 0 <= _number("min_p", p) <= 1:
+    if not 0 <= finite_number("min_p", p) <= 1:
         raise ValueError(f"`min_p` has to be a float >= 0 and <= 1 (0 switches it off), but is {p}")
 
 
 def check_repetition_penalty(r) -> None:
-    if _number("repetition_penalty", r) <= 0:
+    if finite_number("repetition_penalty", r) <= 0:
         raise ValueError(f"`repetition_penalty` has to be a float > 0 (1 switches it off), but is {r}")
 
 

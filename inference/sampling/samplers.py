@@ -30,7 +30,9 @@ NEG_INF = float("-inf")
 LLAMA_CPP_DRY_BREAKERS = ("\n", ":", '"', "*")  # llama.cpp's default `--dry-sequence-breaker`s
 
 
-def _number(name: str, value) -> float:
+def finite_number(name: str, value) -> float:
+    """`value` as a float, or a ValueError naming `name` (booleans, non-numbers, nan and inf refused): every
+    sampler knob's check, here and in `inference.sampling.pipeline`."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"`{name}` has to be a finite number, but is {value!r}")
     return float(value)
@@ -40,35 +42,35 @@ def _number(name: str, value) -> float:
 
 
 def check_typical_p(p) -> None:
-    if not 0 < _number("typical_p", p) <= 1:
+    if not 0 < finite_number("typical_p", p) <= 1:
         raise ValueError(f"`typical_p` has to be a float > 0 and <= 1 (1 switches it off), but is {p}")
 
 
 def check_top_n_sigma(n) -> None:
-    if _number("top_n_sigma", n) < 0:
+    if finite_number("top_n_sigma", n) < 0:
         raise ValueError(f"`top_n_sigma` has to be a float >= 0 (0 switches it off), but is {n}")
 
 
 def check_xtc(probability, threshold) -> None:
-    if not 0 <= _number("xtc_probability", probability) <= 1:
+    if not 0 <= finite_number("xtc_probability", probability) <= 1:
         raise ValueError(f"`xtc_probability` has to be a float from 0 to 1 (0 switches it off), but is {probability}")
-    if not 0 <= _number("xtc_threshold", threshold) <= 1:
+    if not 0 <= finite_number("xtc_threshold", threshold) <= 1:
         raise ValueError(f"`xtc_threshold` has to be a float from 0 to 1 (above 0.5 it never acts), but is {threshold}")
 
 
 def check_dry(multiplier, base, allowed_length) -> None:
-    if _number("dry_multiplier", multiplier) < 0:
+    if finite_number("dry_multiplier", multiplier) < 0:
         raise ValueError(f"`dry_multiplier` has to be a float >= 0 (0 switches it off), but is {multiplier}")
-    if _number("dry_base", base) < 1:
+    if finite_number("dry_base", base) < 1:
         raise ValueError(f"`dry_base` has to be a float >= 1, but is {base}")
     if isinstance(allowed_length, bool) or not isinstance(allowed_length, int) or allowed_length < 1:
         raise ValueError(f"`dry_allowed_length` has to be an integer >= 1, but is {allowed_length!r}")
 
 
 def check_mirostat(tau, eta) -> None:
-    if _number("mirostat_tau", tau) <= 0:
+    if finite_number("mirostat_tau", tau) <= 0:
         raise ValueError(f"`mirostat_tau` has to be a float > 0 (target surprise in bits), but is {tau}")
-    if not 0 < _number("mirostat_eta", eta) <= 1:
+    if not 0 < finite_number("mirostat_eta", eta) <= 1:
         raise ValueError(f"`mirostat_eta` has to be a float > 0 and <= 1 (learning rate), but is {eta}")
 
 
@@ -257,7 +259,7 @@ def mirostat_start(tau: float) -> float:
 def apply_mirostat(logits: torch.Tensor, mu: float | torch.Tensor) -> torch.Tensor:
     """Mirostat v2's cut: drop every token whose surprise -log2 p is above mu (p over the
     tokens still kept); the most likely token always stays."""
-    _number("mirostat mu", float(mu) if not torch.is_tensor(mu) else 0.0)
+    finite_number("mirostat mu", float(mu) if not torch.is_tensor(mu) else 0.0)
     log_p = torch.log_softmax(logits.double(), dim=-1) / math.log(2)
     mu = torch.as_tensor(mu, dtype=torch.float64).reshape(*logits.shape[:-1], 1)
     remove = -log_p > mu

@@ -69,23 +69,32 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def recorded_view(trace: Trace, step: int) -> StepView:
-    """The view of a recorded step, with the u it drew and the context its stages read."""
+def _seen_before(trace: Trace, step: int) -> torch.Tensor:
+    """Which tokens the text held before `step` (prompt included): what the repetition penalty reads."""
+    return seen_mask(trace.all_ids[: len(trace.prompt_ids) + step], trace.vocab_size)
+
+
+def _recorded_context(trace: Trace, step: int) -> StepContext | None:
+    """The context the recorded step's stages read (None when its settings need none), with the mirostat mu the
+    run held at that step."""
     record = trace.records[step]
     context = trace.step_context(step, record.settings) if record.settings.needs_context else None
     if context is not None and record.settings.mirostat:
         context = replace(context, mirostat_mu=record.mirostat_mu)
-    seen = seen_mask(trace.all_ids[: len(trace.prompt_ids) + step], trace.vocab_size)
+    return context
+
+
+def recorded_view(trace: Trace, step: int) -> StepView:
+    """The view of a recorded step, with the u it drew and the context its stages read."""
+    record = trace.records[step]
+    context, seen = _recorded_context(trace, step), _seen_before(trace, step)
     return step_view(record.logits, record.settings, seen, u=record.u, chosen_id=record.token_id, context=context)
 
 
 def _remover(trace: Trace, step: int, token_id: int) -> str | None:
     """The first stage of that step's pipeline that removed `token_id` (None: it survived)."""
     record = trace.records[step]
-    context = trace.step_context(step, record.settings) if record.settings.needs_context else None
-    if context is not None and record.settings.mirostat:
-        context = replace(context, mirostat_mu=record.mirostat_mu)
-    seen = seen_mask(trace.all_ids[: len(trace.prompt_ids) + step], trace.vocab_size)
+    context, seen = _recorded_context(trace, step), _seen_before(trace, step)
     for name, logits in list(stage_logits(record.logits, record.settings, seen, context).items())[1:]:
         if not math.isfinite(float(logits[token_id])):
             return name
@@ -192,7 +201,7 @@ def order_lesson(trace: Trace, settings: SamplingSettings) -> OrderLesson | None
     }
     for record in trace.records:
         step = record.index
-        seen = seen_mask(trace.all_ids[: len(trace.prompt_ids) + step], trace.vocab_size)
+        seen = _seen_before(trace, step)
         finals = {}
         for name, s in orders.items():
             context = trace.step_context(step, s) if s.needs_context else None

@@ -14,7 +14,7 @@ from inference.core.measuring import Progress, filler_prompt
 from inference.core.run import STOP_EOS, STOP_MAX_NEW_TOKENS
 from inference.core.tokens import readable_token
 from inference.engines.client import EngineError, ServerTimings
-from inference.lessons.prefill_decode.timing import GenerationTiming, Sweep, summarise_runs
+from inference.lessons.prefill_decode.timing import GenerationTiming, Sweep, require_repeats, run_sweep
 
 
 def remote_generation_timing(
@@ -60,35 +60,18 @@ def remote_sweep(
 ) -> Sweep:
     """The local sweep's measures from the server's timings: prefill ms (`prompt_ms`, prompt cache off) and
     decode ms per token (`predicted_ms / predicted_n`), a warm-up round then `repeats` rounds."""
-    if repeats < 3:
-        raise ValueError(f"`repeats` has to be at least 3 for a median with a spread, but is {repeats}")
+    require_repeats(repeats)
     lengths = sorted(set(prompt_lengths))
     if not lengths or lengths[0] < 1 or lengths[-1] + decode_tokens + 1 > engine.context:
         raise ValueError(
             f"`prompt_lengths` have to be from 1 to {engine.context - decode_tokens - 1}, but are {prompt_lengths}"
         )
     prompts = {n: filler_prompt(engine.vocab_size, n) for n in lengths}
-    total, done, rows = len(lengths) * (repeats + 1), 0, []
-    for round_index in range(repeats + 1):
-        for n in lengths:
-            if progress:
-                label = "warm-up" if round_index == 0 else f"run {round_index} of {repeats}"
-                progress(done, total, f"{label}: {n}-token prompt on the engine")
-            timings = engine.client.complete(prompts[n], decode_tokens + 1).timings
-            if timings.prompt_ms is None or not timings.predicted_ms or timings.predicted_tokens < 1:
-                raise EngineError("The engine's answer has no prefill or decode timings, so it cannot be swept.")
-            if round_index > 0:
-                rows.append(
-                    {
-                        "prompt_tokens": n,
-                        "run": round_index,
-                        "prefill_ms": timings.prompt_ms,
-                        "prefill_tokens_per_s": n / timings.prompt_ms * 1000,
-                        "decode_ms_per_token": timings.predicted_ms / timings.predicted_tokens,
-                    }
-                )
-            done += 1
-    if progress:
-        progress(total, total, "done")
-    runs = pd.DataFrame(rows)
-    return Sweep(runs=runs, summary=summarise_runs(runs), repeats=repeats, decode_tokens=decode_tokens)
+
+    def one_run(n: int) -> tuple[float, float]:
+        timings = engine.client.complete(prompts[n], decode_tokens + 1).timings
+        if timings.prompt_ms is None or not timings.predicted_ms or timings.predicted_tokens < 1:
+            raise EngineError("The engine's answer has no prefill or decode timings, so it cannot be swept.")
+        return timings.prompt_ms, timings.predicted_ms / timings.predicted_tokens
+
+    return run_sweep(lengths, repeats, decode_tokens, one_run, progress, "prompt on the engine")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median
 
@@ -184,8 +185,7 @@ def measure_sweep(
     One warm-up run per length first (new shapes make the math library pick kernels and
     grow its buffers), then `repeats` rounds over all lengths, so a slow moment on the
     shared machine spreads over every length instead of spoiling one."""
-    if repeats < 3:
-        raise ValueError(f"`repeats` has to be at least 3 for a median with a spread, but is {repeats}")
+    require_repeats(repeats)
     if decode_tokens < 1:
         raise ValueError(f"`decode_tokens` has to be at least 1, but is {decode_tokens}")
     context = context_limit(model.config)
@@ -197,14 +197,37 @@ def measure_sweep(
         )
     vocab_size = model.get_output_embeddings().weight.shape[0]
     prompts = {n: filler_prompt(vocab_size, n) for n in lengths}
+    return run_sweep(
+        lengths, repeats, decode_tokens, lambda n: _one_run(model, prompts[n], decode_tokens), progress, "prompt"
+    )
+
+
+def require_repeats(repeats: int) -> None:
+    """A sweep's median needs a spread around it: at least three measured runs per length."""
+    if repeats < 3:
+        raise ValueError(f"`repeats` has to be at least 3 for a median with a spread, but is {repeats}")
+
+
+def run_sweep(
+    lengths: list[int],
+    repeats: int,
+    decode_tokens: int,
+    one_run: Callable[[int], tuple[float, float]],
+    progress: Progress | None,
+    what: str,
+) -> Sweep:
+    """The sweep's schedule, the same for a local model and a serving engine: a warm-up round over all lengths
+    (not kept), then `repeats` rounds, so a slow moment on the shared machine spreads over every length instead
+    of spoiling one. `one_run(n)` times one n-token prompt: (prefill ms, decode ms per token); `what` names the
+    run in the progress line ("{n}-token {what}")."""
     total, done = len(lengths) * (repeats + 1), 0
     rows = []
     for round_index in range(repeats + 1):  # round 0 is the warm-up
         for n in lengths:
             if progress:
                 label = "warm-up" if round_index == 0 else f"run {round_index} of {repeats}"
-                progress(done, total, f"{label}: {n}-token prompt")
-            prefill_ms, decode_ms = _one_run(model, prompts[n], decode_tokens)
+                progress(done, total, f"{label}: {n}-token {what}")
+            prefill_ms, decode_ms = one_run(n)
             if round_index > 0:
                 rows.append(
                     {

@@ -289,7 +289,7 @@ def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
     rows = []
     for precision, result in comparison.results.items():
         ratios = round_ratios(result, reference) or [result.decode_tokens_per_s / reference.decode_tokens_per_s]
-        quality = summarize_comparison(comparison.steps[comparison.steps["precision"] == precision])
+        steps = comparison.steps[comparison.steps["precision"] == precision]
         rows.append(
             {
                 "precision": precision,
@@ -303,14 +303,29 @@ def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
                 "speed_high": max(ratios),
                 "rate_low": min(result.round_rates, default=result.decode_tokens_per_s),
                 "rate_high": max(result.round_rates, default=result.decode_tokens_per_s),
-                "mean_kl_nats": quality["mean_kl_from_reference"],
-                "top1_agreement": quality["top1_agreement"],
-                "mean_p_float32_token": quality["mean_p_reference_token"],
-                "first_departure": result.first_departure,
+                **drift_columns(steps, result.first_departure),
             }
         )
+    return precision_table(rows)
+
+
+def drift_columns(steps: pd.DataFrame, departure: int | None) -> dict:
+    """How far one precision drifts from float32 (its rows of `compare_to_reference`, and the first step its own
+    greedy text departs): the last columns of `summary_table`'s rows and of `gguf.gguf_table`'s."""
+    quality = summarize_comparison(steps)
+    return {
+        "mean_kl_nats": quality["mean_kl_from_reference"],
+        "top1_agreement": quality["top1_agreement"],
+        "mean_p_float32_token": quality["mean_p_reference_token"],
+        "first_departure": departure,
+    }
+
+
+def precision_table(rows: list[dict]) -> pd.DataFrame:
+    """The rows of one precision each as a table; `first_departure` as a nullable integer."""
     table = pd.DataFrame(rows)
-    table["first_departure"] = table["first_departure"].astype("Int64")  # <NA>: never departs
+    if len(table):
+        table["first_departure"] = table["first_departure"].astype("Int64")  # <NA>: never departs
     return table
 
 

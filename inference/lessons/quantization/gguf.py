@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from inference.core.quantize import compare_to_reference, summarize_comparison, teacher_forced_logits
+from inference.core.quantize import compare_to_reference, teacher_forced_logits
 from inference.engines import llamacpp
 from inference.engines.client import LLAMACPP, EngineClient, EngineError  # noqa: F401  (EngineError: for the page)
-from inference.lessons.quantization.experiments import first_departure
+from inference.lessons.quantization.experiments import drift_columns, first_departure, precision_table
 
 # f32 first: the same engine's baseline for speed (and a check that the file itself changes nothing).
 GGUF_ROWS = ("f32", "q8_0", "q4_K_M")
@@ -111,14 +111,13 @@ def measure_ggufs(
 
 
 def gguf_table(results: dict[str, GGUFResult]) -> pd.DataFrame:
-    """One row per GGUF type, in the columns of `quant_compare.summary_table` that apply to a file. Size and
+    """One row per GGUF type, in the columns of `experiments.summary_table` that apply to a file. Size and
     speed are relative to the GGUF f32 file on the same server (llama.cpp's kernels, not torch's)."""
     base = results.get("f32")
     float32_bytes = base.file_bytes if base else math.nan
     float32_tokens_per_s = base.decode_tokens_per_s if base else math.nan
     rows = []
     for gguf_type, result in results.items():
-        quality = summarize_comparison(result.steps)
         rows.append(
             {
                 "precision": f"GGUF {gguf_type}",
@@ -126,16 +125,10 @@ def gguf_table(results: dict[str, GGUFResult]) -> pd.DataFrame:
                 "size_vs_float32": result.file_bytes / float32_bytes,
                 "decode_tokens_per_s": result.decode_tokens_per_s,
                 "speed_vs_float32": result.decode_tokens_per_s / float32_tokens_per_s,
-                "mean_kl_nats": quality["mean_kl_from_reference"],
-                "top1_agreement": quality["top1_agreement"],
-                "mean_p_float32_token": quality["mean_p_reference_token"],
-                "first_departure": result.first_departure,
+                **drift_columns(result.steps, result.first_departure),
             }
         )
-    table = pd.DataFrame(rows)
-    if len(table):
-        table["first_departure"] = table["first_departure"].astype("Int64")
-    return table
+    return precision_table(rows)
 
 
 DISPLAY_COLUMNS = {
