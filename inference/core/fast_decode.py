@@ -42,6 +42,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from inference.core import small_matmul
+
 # Rotary variants whose cos/sin depend only on the position (not on the sequence length).
 STATIC_ROPE_TYPES = {"default", "linear", "llama3"}
 # transformers hands grouped-query attention to sdpa's own `enable_gqa` only up to this head size.
@@ -382,9 +384,38 @@ def _one_float32_token(plan: _Plan, token_id: int, cache) -> torch.Tensor:
     return _matvec(plan.lm_head.weight, _rms_norm(x, plan.final_norm, plan.final_eps))
 
 
-def _tokens(plan: _Plan, token_ids: list[int], cache, keep: int) -> torch.Tensor:
+@torch.inference_mode()
+def few_tokens_logits(model, token_ids: list[int], cache, keep: int = 1) -> torch.Tensor:
+    """`forward_logits`, except that a pass of 2 to `small_matmul.MAX_ROWS` tokens on float32 weights (a speculative
+    verify pass) multiplies through the few-rows kernel where it is available: about one decode step's cost instead
+    of ~1.8, with logits equal to transformers' to float rounding, as a one-token step's are (tests), not bit for bit."""
+    plan = _lean_plan(model)
+    if plan.float32 and 1 < len(token_ids) <= small_matmul.MAX_ROWS and 1 <= keep <= len(token_ids):
+        if small_matmul.available():
+            return _tokens(plan, list(token_ids), cache, keep, few_rows=True)
+    return forward_logits(model, token_ids, cache, keep)
+
+
+def few_tokens_step(model, token_ids: list[int], cache, keep: int = 1) -> torch.Tensor:
+    """`forward_step` with `few_tokens_logits` where `supports` says yes."""
+    if _plan(model) is not None:
+        return few_tokens_logits(model, token_ids, cache, keep)
+    return forward_step(model, token_ids, cache, keep)
+
+
+def _qkv_sizes(layer: _Layer) -> list[int]:
+    return [layer.q.weight.shape[0], layer.k.weight.shape[0], layer.v.weight.shape[0]]
+
+
+def _few_rows(projection: _Projection, h: torch.Tensor) -> torch.Tensor:
+    return small_matmul.linear(h, projection.weight)
+
+
+def _tokens(plan: _Plan, token_ids: list[int], cache, keep: int, few_rows: bool = False) -> torch.Tensor:
     """Any number of tokens, transformers' operations in its order: F.linear, and for several
-    tokens its causal mask (none from an empty cache, where sdpa's own causal flag does it)."""
+    tokens its causal mask (none from an empty cache, where sdpa's own causal flag does it). With `few_rows` (float32
+    weights, at most `small_matmul.MAX_ROWS` tokens) every product goes through the few-rows kernel instead."""
+    project = _few_rows if few_rows else _Projection.linear
     n, past = len(token_ids), cache.get_seq_length()
     x = F.embedding(torch.tensor([token_ids], dtype=torch.long), plan.embed)  # [1, n, hidden]
     cos, signed_sin = plan.rope.rows(past, n)
@@ -397,9 +428,13 @@ def _tokens(plan: _Plan, token_ids: list[int], cache, keep: int) -> torch.Tensor
     for index, layer in enumerate(plan.layers):
         head_dim = layer.head_dim
         h = _rms_norm(x, layer.input_norm, layer.eps)
-        q = layer.q.linear(h).view(1, n, -1, head_dim).transpose(1, 2)
-        k = layer.k.linear(h).view(1, n, -1, head_dim).transpose(1, 2)
-        v = layer.v.linear(h).view(1, n, -1, head_dim).transpose(1, 2)
+        if few_rows and layer.qkv is not None:  # one kernel call: each output is its own row's sum either way
+            q, k, v = small_matmul.linear(h, layer.qkv).split(_qkv_sizes(layer), dim=-1)
+        else:
+            q, k, v = project(layer.q, h), project(layer.k, h), project(layer.v, h)
+        q = q.view(1, n, -1, head_dim).transpose(1, 2)
+        k = k.view(1, n, -1, head_dim).transpose(1, 2)
+        v = v.view(1, n, -1, head_dim).transpose(1, 2)
         q = q * cos + q.index_select(-1, rotated) * signed_sin
         k = k * cos + k.index_select(-1, rotated) * signed_sin
         k, v = cache.update(k, v, index)
@@ -411,8 +446,12 @@ def _tokens(plan: _Plan, token_ids: list[int], cache, keep: int) -> torch.Tensor
             if layer.grouped:
                 k, v = _repeat_kv(k, layer.groups), _repeat_kv(v, layer.groups)
             attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=layer.scaling)
-        x = x + layer.o.linear(attended.transpose(1, 2).reshape(1, n, -1))
+        x = x + project(layer.o, attended.transpose(1, 2).reshape(1, n, -1))
         h = _rms_norm(x, layer.post_norm, layer.eps)
-        x = x + layer.down.linear(F.silu(layer.gate.linear(h)) * layer.up.linear(h))
+        if few_rows and layer.gate_up is not None:
+            gate, up = small_matmul.linear(h, layer.gate_up).split(layer.gate.weight.shape[0], dim=-1)
+        else:
+            gate, up = project(layer.gate, h), project(layer.up, h)
+        x = x + project(layer.down, F.silu(gate) * up)
     final = _rms_norm(x[:, n - keep :], plan.final_norm, plan.final_eps)
-    return plan.lm_head.linear(final)[0]
+    return project(plan.lm_head, final)[0]

@@ -4,7 +4,8 @@
   Mixture-of-Experts model also returns its routers' logits (collected per call by transformers, so the shared
   model is not changed and concurrent runs stay apart).
 - `FastDecodeForward`: the same, but a one-token decode pass goes through `fast_decode.decode_step` (the lean
-  step for Llama-architecture models; transformers' forward for every other one).
+  step for Llama-architecture models; transformers' forward for every other one), and a speculative pass of a few
+  tokens (`few_tokens`) through `fast_decode.few_tokens_step` (the few-rows kernel on float32 weights).
 - `RemoteForward` (in `inference.core.remote`, beside the engine it asks): one request to a serving engine,
   whose prompt cache plays the KV cache.
 
@@ -163,6 +164,10 @@ class TransformersForward(Forward):
         """Run `ids` after the cache; the last `keep` positions' logits, [keep, vocab] float32."""
         return self._run(ids, keep, prefill=False)[0]
 
+    def few_tokens(self, ids: list[int], keep: int = 1) -> torch.Tensor:
+        """A speculative pass of a few tokens after the cache: `logits` here (`FastDecodeForward` has a faster one)."""
+        return self.logits(ids, keep)
+
     @torch.inference_mode()
     def next_pass(self, text_ids: list[int], phase: str) -> ForwardPass:
         ids = text_ids[self.cached_tokens :]
@@ -192,7 +197,8 @@ class TransformersForward(Forward):
 class FastDecodeForward(TransformersForward):
     """`TransformersForward` on fast_decode's lean passes: a one-token decode pass runs the lean step
     (`fast_decode.decode_step`: the same logits to float rounding); a prompt, even of one token, and a pass of
-    several tokens (a verify pass) run `fast_decode.forward_step` (transformers' arithmetic, bit for bit),
+    several tokens run `fast_decode.forward_step` (transformers' arithmetic, bit for bit), except a speculative pass
+    asked for through `few_tokens` (to float rounding, as a one-token step),
     without the Python around transformers' forward. Routers' logits are never recorded here."""
 
     def __init__(self, model, tokenizer):
@@ -203,3 +209,12 @@ class FastDecodeForward(TransformersForward):
         if len(ids) == 1 and keep == 1 and not prefill:
             return fast_decode.decode_step(self.model, ids[0], self.cache).float().unsqueeze(0), None
         return fast_decode.forward_step(self.model, ids, self.cache, keep).float(), None
+
+    @torch.inference_mode()
+    def few_tokens(self, ids: list[int], keep: int = 1) -> torch.Tensor:
+        """A speculative pass of a few tokens after the cache (a verify pass, a draft catching up): through
+        `fast_decode.few_tokens_step`, the few-rows kernel for float32 weights (logits to float rounding, as a
+        one-token step's), else as `logits`."""
+        if len(ids) == 1 and keep == 1:
+            return self.logits(ids, keep)
+        return fast_decode.few_tokens_step(self.model, ids, self.cache, keep).float()

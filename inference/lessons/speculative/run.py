@@ -279,7 +279,7 @@ class ModelDrafter:
         tokens, q_rows, raw_rows, pass_ms = [], [], [], []
         seen = request.seen.clone()
         start = time.perf_counter()
-        logits = self.forward.logits(request.committed[self.cache_tokens :])[0]
+        logits = self.forward.few_tokens(request.committed[self.cache_tokens :])[0]  # the prompt, or 1-2 tokens
         pass_ms.append((time.perf_counter() - start) * 1000)
         for i in range(gamma):
             if settings.greedy:
@@ -488,7 +488,7 @@ class SpeculativeRun(Generation):
         # 2. verify: one target pass scores every drafted position and the one after them.
         feed = committed[self.forward.cached_tokens :] + drafted
         verify_start = time.perf_counter()
-        logits = self.forward.logits(feed, keep=len(drafted) + 1)  # [n + 1, vocab]
+        logits = self.forward.few_tokens(feed, keep=len(drafted) + 1)  # [n + 1, vocab]
         verify_ms = (time.perf_counter() - verify_start) * 1000
 
         # 3. accept or reject, under the same pipeline for p as for q.
