@@ -25,8 +25,8 @@ from inference.lessons.speculative.figures import (
     TARGET_COLOUR,
     VERIFY_COLOUR,
 )
-from inference.lessons.speculative.timing import compare
-from inference.lessons.style import PALETTE, base_layout, label, legend_below, repr_token
+from inference.lessons.speculative.timing import compare, sweep
+from inference.lessons.style import PALETTE, add_line, base_layout, label, legend_below, repr_token
 from inference.sampling.pipeline import SamplingSettings
 
 pytestmark = pytest.mark.unit
@@ -220,6 +220,23 @@ def built_theory(gamma, cost_ratio, verify_cost, alpha, measured_speedup, presen
     return legend_below(base_layout(fig, title, presenter, height=430), y=-0.2, one_per_line=True, b=10)
 
 
+def built_sweep(table, measured, predicted, predicted_name, y_title, title, presenter, break_even):
+    fig = go.Figure()
+    for colour, (t, rows) in zip(spec_fig.TEMPERATURE_COLOURS, table.groupby("temperature", sort=True)):
+        at_t = f"T = {t:g}, "
+        add_line(
+            fig, rows["gamma"], rows[measured], at_t + "measured", colour, "lines+markers", width=3, marker=dict(size=9)
+        )
+        add_line(fig, rows["gamma"], rows[predicted], at_t + predicted_name, colour, dash="dash")
+    spec_fig.mark_coinciding(fig)
+    fig.update_xaxes(title="γ: tokens drafted per round", dtick=1)
+    if break_even:
+        line = dict(color=PALETTE["red"], width=2)
+        fig.add_hline(y=1, line=line, annotation_text="break-even", annotation_position="bottom right")
+    fig.update_yaxes(title=y_title, rangemode="tozero")
+    return legend_below(base_layout(fig, title, presenter, height=440), y=-0.2)
+
+
 # -- real runs -------------------------------------------------------------------------------------------------------
 
 
@@ -287,3 +304,34 @@ def test_the_timeline_and_theory_send_what_plotlys_builders_made(runs, presenter
             plain = spec_fig.theory_figure(*args, presenter)
             assert sent(plain) == sent(built_theory(*args, presenter))
             assert validated(plain) == sent(plain)
+
+
+@pytest.fixture(scope="module")
+def sweep_table(bundled):
+    """A small real sweep (γ 1-3, greedy and T = 0.8, 6 tokens each): the page's sweep charts read only its columns."""
+    draft = load_model(str(spec.BUNDLED_DRAFT_DIR))
+    ids = encode_prompt(bundled.tokenizer, PROMPT)
+    return sweep(
+        bundled.model,
+        bundled.tokenizer,
+        lambda: spec.ModelDrafter(draft.model, draft.tokenizer),
+        ids,
+        6,
+        gammas=(1, 2, 3),
+        temperatures=(0.0, 0.8),
+    )
+
+
+@PRESENTER
+def test_the_sweep_charts_send_what_plotlys_builders_made(sweep_table, presenter):
+    speed = spec_fig.sweep_figure(sweep_table, presenter)
+    columns = ("measured_speedup", "predicted_speedup_measured_verify", "predicted")
+    built = built_sweep(sweep_table, *columns, "speed-up over plain decoding (×)", "Speed-up, by γ", presenter, True)
+    assert sent(speed) == sent(built)
+    assert validated(speed) == sent(speed)
+    tokens = spec_fig.sweep_alpha_figure(sweep_table, presenter)
+    columns = ("tokens_per_pass", "predicted_tokens_per_pass", "formula")
+    title = "Tokens per target pass, by γ"
+    assert sent(tokens) == sent(built_sweep(sweep_table, *columns, "tokens per target pass", title, presenter, False))
+    assert validated(tokens) == sent(tokens)
+    assert len(sent(tokens)["data"]) == 4  # two temperatures, measured and predicted each

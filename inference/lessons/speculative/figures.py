@@ -17,11 +17,8 @@ from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.timing import PlainTiming
 from inference.lessons.style import (
     PALETTE,
-    add_line,
-    base_layout,
     hline,
     label,
-    legend_below,
     plain_figure,
     repr_token,
 )
@@ -419,36 +416,59 @@ def theory_figure(
 TEMPERATURE_COLOURS = [PALETTE["blue"], PALETTE["orange"], PALETTE["red"], PALETTE["slate"]]
 
 
-def _measured_and_predicted(fig: go.Figure, table: pd.DataFrame, measured: str, predicted: str, predicted_name: str):
-    """Against γ, one colour per temperature: the `measured` column thick with points, the `predicted` one dashed."""
+def _measured_and_predicted(table: pd.DataFrame, measured: str, predicted: str, predicted_name: str) -> list[dict]:
+    """Against γ, one colour per temperature: the `measured` column thick with points, the `predicted` one dashed
+    (plain trace dicts, for `style.plain_figure`: both sweep charts are redrawn on every round once measured)."""
+    data = []
     for colour, (t, rows) in zip(TEMPERATURE_COLOURS, table.groupby("temperature", sort=True)):
-        at_t = f"T = {t:g}, "
-        add_line(
-            fig, rows["gamma"], rows[measured], at_t + "measured", colour, "lines+markers", width=3, marker=dict(size=9)
+        at_t, gammas = f"T = {t:g}, ", rows["gamma"].to_numpy()
+        line = {"type": "scatter", "x": gammas}
+        data.append(
+            line
+            | {
+                "y": rows[measured].to_numpy(),
+                "mode": "lines+markers",
+                "name": at_t + "measured",
+                "line": {"color": colour, "width": 3},
+                "marker": {"size": 9},
+            }
         )
-        add_line(fig, rows["gamma"], rows[predicted], at_t + predicted_name, colour, dash="dash")
-    mark_coinciding(fig)
-    fig.update_xaxes(title="γ: tokens drafted per round", dtick=1)
+        data.append(
+            line
+            | {
+                "y": rows[predicted].to_numpy(),
+                "mode": "lines",
+                "name": at_t + predicted_name,
+                "line": {"color": colour, "dash": "dash"},
+            }
+        )
+    _mark_coinciding_traces(data)
+    return data
+
+
+SWEEP_X_AXIS = {"title": {"text": "γ: tokens drafted per round"}, "dtick": 1}
 
 
 def sweep_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """Speed-up against gamma at each temperature: measured (solid, points) and predicted from the
     same run's alpha and measured costs (dashed)."""
-    fig = go.Figure()
-    _measured_and_predicted(fig, table, "measured_speedup", "predicted_speedup_measured_verify", "predicted")
-    fig.add_hline(
-        y=1, line=dict(color=PALETTE["red"], width=2), annotation_text="break-even", annotation_position="bottom right"
-    )
-    fig.update_yaxes(title="speed-up over plain decoding (×)", rangemode="tozero")
-    return legend_below(base_layout(fig, "Speed-up, by γ", presenter, height=440), y=-0.2)
+    data = _measured_and_predicted(table, "measured_speedup", "predicted_speedup_measured_verify", "predicted")
+    shape, note = hline(1, {"color": PALETTE["red"], "width": 2}, "break-even", "bottom right")
+    layout = {
+        "shapes": [shape],
+        "annotations": [note],
+        "xaxis": SWEEP_X_AXIS,
+        "yaxis": {"title": {"text": "speed-up over plain decoding (×)"}, "rangemode": "tozero"},
+    }
+    return plain_figure(data, layout, "Speed-up, by γ", presenter, height=440, legend=_legend_below(-0.2))
 
 
 def sweep_alpha_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """Tokens per target pass against gamma: measured, and (1 − α^(γ+1)) / (1 − α) from the same run's α."""
-    fig = go.Figure()
-    _measured_and_predicted(fig, table, "tokens_per_pass", "predicted_tokens_per_pass", "formula")
-    fig.update_yaxes(title="tokens per target pass", rangemode="tozero")
-    return legend_below(base_layout(fig, "Tokens per target pass, by γ", presenter, height=440), y=-0.2)
+    data = _measured_and_predicted(table, "tokens_per_pass", "predicted_tokens_per_pass", "formula")
+    layout = {"xaxis": SWEEP_X_AXIS, "yaxis": {"title": {"text": "tokens per target pass"}, "rangemode": "tozero"}}
+    title = "Tokens per target pass, by γ"
+    return plain_figure(data, layout, title, presenter, height=440, legend=_legend_below(-0.2))
 
 
 def metrics_table(metrics: list[tuple[str, str, str]]) -> pd.DataFrame:
