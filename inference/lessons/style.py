@@ -157,7 +157,8 @@ def plain_figure(
     }
     if presenter:  # as base_layout: the Streamlit theme ignores layout.font (streamlit issue #7955)
         full["hoverlabel"] = {"font": text}
-        full["annotations"] = [{**a, "font": text} for a in layout.get("annotations", [])]
+        if "annotations" in layout:  # (as base_layout: no empty list where the chart has none)
+            full["annotations"] = [{**a, "font": text} for a in layout["annotations"]]
     traces = []
     for trace in data:
         if trace.get("type") == "bar" and trace.get("textposition") == "outside":  # as base_layout, for value labels

@@ -15,7 +15,13 @@ import plotly.graph_objects as go
 from inference.core.tokens import VISIBLE_WHITESPACE
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.timing import PlainTiming
-from inference.lessons.style import PALETTE, add_line, base_layout, label, legend_below, repr_token
+from inference.lessons.style import (
+    PALETTE,
+    hline,
+    label,
+    plain_figure,
+    repr_token,
+)
 
 # Who wrote a token, on every chart and chip of this page.
 ACCEPTED_COLOUR = "#3a9a5b"  # a draft token the target accepted
@@ -120,6 +126,20 @@ def _token_names(record) -> list[str]:
     return [f"{c.position + 1}<br>{label(repr_token(c.text.translate(VISIBLE_WHITESPACE)))}" for c in record.checks]
 
 
+def _percent(v: float) -> str:
+    return f"{v:.0%}" if v >= 0.005 else f"{v:.1%}"
+
+
+def _legend_below(y: float, one_per_line: bool = False) -> dict:
+    """`style.legend_below`'s placement, for `style.plain_figure`."""
+    return {"orientation": "v" if one_per_line else "h", "y": y, "yanchor": "top", "x": 0, "xanchor": "left"}
+
+
+# The charts below are redrawn on every round: built from plain dicts (`style.plain_figure`), not through Plotly's
+# validated builders (~70% of the page's script time per round). tests/test_speculative_figures.py holds each equal
+# to the validated figure of the same spec.
+
+
 def p_q_figure(record, greedy: bool, presenter: bool = False) -> go.Figure:
     """Each drafted token: the draft's probability q beside the target's p. Greedy runs show the
     models' probabilities at temperature 1: the rule itself only asks whether the token is the
@@ -132,28 +152,37 @@ def p_q_figure(record, greedy: bool, presenter: bool = False) -> go.Figure:
     else:
         q, p = [c.q for c in record.checks], [c.p for c in record.checks]
         title = "q (draft) vs p (target)"
-    fig = go.Figure()
-    fig.add_bar(
-        x=names,
-        y=q,
-        name="q: the draft's probability",
-        marker_color=DRAFT_COLOUR,
-        text=[f"{v:.0%}" if v >= 0.005 else f"{v:.1%}" for v in q],
-        textposition="outside",
-    )
-    fig.add_bar(
-        x=names,
-        y=p,
-        name="p: the target's probability",
-        marker_color=PROB_COLOUR,
-        marker_line=dict(color=[STATUS_COLOURS[c.status] for c in record.checks], width=3),
-        text=[f"{v:.0%}" if v >= 0.005 else f"{v:.1%}" for v in p],
-        textposition="outside",
-    )
-    fig.update_layout(barmode="group", bargap=0.3)
-    fig.update_yaxes(tickformat=".0%", range=[0, 1.18], title="probability")
-    fig.update_xaxes(tickangle=0, automargin=True)
-    return legend_below(base_layout(fig, title, presenter, height=360), y=-0.3 if presenter else -0.22)
+    data = [
+        {
+            "type": "bar",
+            "x": names,
+            "y": q,
+            "name": "q: the draft's probability",
+            "marker": {"color": DRAFT_COLOUR},
+            "text": [_percent(v) for v in q],
+            "textposition": "outside",
+        },
+        {
+            "type": "bar",
+            "x": names,
+            "y": p,
+            "name": "p: the target's probability",
+            "marker": {
+                "color": PROB_COLOUR,
+                "line": {"color": [STATUS_COLOURS[c.status] for c in record.checks], "width": 3},
+            },
+            "text": [_percent(v) for v in p],
+            "textposition": "outside",
+        },
+    ]
+    layout = {
+        "barmode": "group",
+        "bargap": 0.3,
+        "yaxis": {"tickformat": ".0%", "range": [0, 1.18], "title": {"text": "probability"}},
+        "xaxis": {"tickangle": 0, "automargin": True},
+    }
+    legend = _legend_below(-0.3 if presenter else -0.22)
+    return plain_figure(data, layout, title, presenter, height=360, legend=legend)
 
 
 def acceptance_figure(record, presenter: bool = False) -> go.Figure:
@@ -161,28 +190,35 @@ def acceptance_figure(record, presenter: bool = False) -> go.Figure:
     diamond is the uniform u drawn for it. u at or under the bar: accepted."""
     checked = [c for c in record.checks if c.status != "unchecked"]
     names = _token_names(record)[: len(checked)]
-    bars = [min(1.0, c.ratio) for c in checked]
-    fig = go.Figure()
-    fig.add_bar(
-        x=names,
-        y=bars,
-        name="min(1, p/q): chance to accept (label: p/q)",
-        marker_color=[STATUS_COLOURS[c.status] for c in checked],
-        text=[f"{c.ratio:.2f}" if c.ratio < 100 else "> 100" for c in checked],  # short: neighbours overlapped
-        textposition="outside",
-    )
-    fig.add_scatter(
-        x=names,
-        y=[c.u for c in checked],
-        mode="markers+text",
-        name="u: the uniform drawn",
-        marker=dict(symbol="diamond", size=16, color=PALETTE["ink"], line=dict(color="white", width=1)),
-        text=[f"u = {c.u:.2f}" for c in checked],
-        textposition="middle right",
-    )
-    fig.update_yaxes(range=[0, 1.18], title="")
-    fig.update_xaxes(tickangle=0, automargin=True)
-    return legend_below(base_layout(fig, "Accept while u ≤ p/q", presenter, height=360), y=-0.3 if presenter else -0.22)
+    data = [
+        {
+            "type": "bar",
+            "x": names,
+            "y": [min(1.0, c.ratio) for c in checked],
+            "name": "min(1, p/q): chance to accept (label: p/q)",
+            "marker": {"color": [STATUS_COLOURS[c.status] for c in checked]},
+            "text": [f"{c.ratio:.2f}" if c.ratio < 100 else "> 100" for c in checked],  # short: neighbours overlapped
+            "textposition": "outside",
+        },
+        {
+            "type": "scatter",
+            "x": names,
+            "y": [c.u for c in checked],
+            "mode": "markers+text",
+            "name": "u: the uniform drawn",
+            "marker": {
+                "symbol": "diamond",
+                "size": 16,
+                "color": PALETTE["ink"],
+                "line": {"color": "white", "width": 1},
+            },
+            "text": [f"u = {c.u:.2f}" for c in checked],
+            "textposition": "middle right",
+        },
+    ]
+    layout = {"yaxis": {"range": [0, 1.18], "title": {"text": ""}}, "xaxis": {"tickangle": 0, "automargin": True}}
+    legend = _legend_below(-0.3 if presenter else -0.22)
+    return plain_figure(data, layout, "Accept while u ≤ p/q", presenter, height=360, legend=legend)
 
 
 def residual_figure(record, presenter: bool = False) -> go.Figure:
@@ -193,59 +229,76 @@ def residual_figure(record, presenter: bool = False) -> go.Figure:
         ("▶ " if token_id == record.token_id else "") + label(repr_token(text.translate(VISIBLE_WHITESPACE)))
         for token_id, text, *_ in rows
     ]
-    fig = go.Figure()
-    fig.add_bar(y=names, x=[r[3] for r in rows], orientation="h", name="q (draft)", marker_color=DRAFT_COLOUR)
-    fig.add_bar(y=names, x=[r[2] for r in rows], orientation="h", name="p (target)", marker_color=PROB_COLOUR)
-    fig.add_bar(
-        y=names,
-        x=[r[4] for r in rows],
-        orientation="h",
-        name="residual: normalise(max(0, p − q))",
-        marker_color=RESIDUAL_COLOUR,
-        text=[f"{r[4]:.0%}" if r[4] > 0 else "0" for r in rows],
-        textposition="outside",
-    )
+    bars = {"type": "bar", "y": names, "orientation": "h"}
+    data = [
+        bars | {"x": [r[3] for r in rows], "name": "q (draft)", "marker": {"color": DRAFT_COLOUR}},
+        bars | {"x": [r[2] for r in rows], "name": "p (target)", "marker": {"color": PROB_COLOUR}},
+        bars
+        | {
+            "x": [r[4] for r in rows],
+            "name": "residual: normalise(max(0, p − q))",
+            "marker": {"color": RESIDUAL_COLOUR},
+            "text": [f"{r[4]:.0%}" if r[4] > 0 else "0" for r in rows],
+            "textposition": "outside",
+        },
+    ]
     longest = max([max(r[2], r[3], r[4]) for r in rows] + [0.01])
-    fig.update_layout(barmode="group", bargap=0.2)
-    fig.update_xaxes(tickformat=".0%", range=[0, longest * 1.25], title="probability")
-    fig.update_yaxes(automargin=True)
-    return legend_below(
-        base_layout(
-            fig,
-            "After the rejection: the target draws from what p has beyond q",
-            presenter,
-            height=170 + 58 * len(rows),
-        ),
-        y=-0.12,
+    layout = {
+        "barmode": "group",
+        "bargap": 0.2,
+        "xaxis": {"tickformat": ".0%", "range": [0, longest * 1.25], "title": {"text": "probability"}},
+        "yaxis": {"automargin": True},
+    }
+    return plain_figure(
+        data,
+        layout,
+        "After the rejection: the target draws from what p has beyond q",
+        presenter,
+        height=170 + 58 * len(rows),
+        legend=_legend_below(-0.12),
     )
 
 
 COINCIDE_TOLERANCE = 0.01  # of the tallest line's span: closer than this, one line hides the other on screen
 
 
-def mark_coinciding(fig: go.Figure, tolerance: float = COINCIDE_TOLERANCE) -> go.Figure:
-    """A line drawn over an earlier one (same x, every y within `tolerance` of the lines' span) would leave a
-    legend entry for a curve nobody can see: its legend name says which line it coincides with."""
-    lines = [t for t in fig.data if t.type == "scatter" and t.mode and "lines" in t.mode]
-    ys = [pd.to_numeric(pd.Series(t.y, dtype="object"), errors="coerce").to_numpy(float) for t in lines]
+def coinciding_names(lines: list[tuple[str, list, list]], tolerance: float = COINCIDE_TOLERANCE) -> list[str]:
+    """Each line's (name, x, y) legend name: a line drawn over an earlier one (same x, every y within `tolerance` of
+    the lines' span) would leave a legend entry for a curve nobody can see, so its name says which line it hides."""
+    ys = [pd.to_numeric(pd.Series(y, dtype="object"), errors="coerce").to_numpy(float) for _, _, y in lines]
     finite = [y[np.isfinite(y)] for y in ys]
     span = max([float(y.max() - y.min()) for y in finite if len(y)] + [0.0]) or 1.0
-    for j, line in enumerate(lines):
+    names = [name for name, _, _ in lines]
+    for j, (_, x, _) in enumerate(lines):
         for i in range(j):
-            same_x = len(lines[i].x) == len(line.x) and list(lines[i].x) == list(line.x)
+            same_x = len(lines[i][1]) == len(x) and list(lines[i][1]) == list(x)
             if not same_x or np.isfinite(ys[i]).sum() == 0:
                 continue
             gap = np.abs(ys[i] - ys[j])
             if np.array_equal(np.isfinite(ys[i]), np.isfinite(ys[j])) and np.nanmax(gap) <= tolerance * span:
-                line.name = f"{line.name} (coincides with {lines[i].name})"
+                names[j] = f"{names[j]} (coincides with {lines[i][0]})"
                 break
+    return names
+
+
+def mark_coinciding(fig: go.Figure, tolerance: float = COINCIDE_TOLERANCE) -> go.Figure:
+    """`coinciding_names` on a figure's lines."""
+    lines = [t for t in fig.data if t.type == "scatter" and t.mode and "lines" in t.mode]
+    for line, name in zip(lines, coinciding_names([(t.name, t.x, t.y) for t in lines], tolerance)):
+        line.name = name
     return fig
+
+
+def _mark_coinciding_traces(data: list[dict], tolerance: float = COINCIDE_TOLERANCE) -> None:
+    """`coinciding_names` on plain trace dicts (renamed in place)."""
+    lines = [t for t in data if t.get("type") == "scatter" and "lines" in t.get("mode", "")]
+    for line, name in zip(lines, coinciding_names([(t["name"], t["x"], t["y"]) for t in lines], tolerance)):
+        line["name"] = name
 
 
 def timeline_figure(rounds: list, plain: PlainTiming, presenter: bool = False) -> go.Figure:
     """Measured wall time, end to end: the speculative run's draft passes and verify passes (and
     the sampling and bookkeeping between them), above plain decoding of the same tokens."""
-    fig = go.Figure()
     spec_row, plain_row = "speculative", "plain decoding"
     segments = {"draft pass": [], "verify pass (target)": [], "sampling, bookkeeping": []}
     clock = 0.0
@@ -270,36 +323,39 @@ def timeline_figure(rounds: list, plain: PlainTiming, presenter: bool = False) -
         "verify pass (target)": VERIFY_COLOUR,
         "sampling, bookkeeping": PALETTE["light_grey"],
     }
-    for name, items in segments.items():
-        if items:
-            fig.add_bar(
-                y=[spec_row] * len(items),
-                x=[i[1] for i in items],
-                base=[i[0] for i in items],
-                orientation="h",
-                name=name,
-                marker_color=colours[name],
-                marker_line=dict(color="white", width=0.5),
-                hovertext=[i[2] for i in items],
-                hoverinfo="text",
-            )
+    bars = {"type": "bar", "orientation": "h", "hoverinfo": "text"}
+    data = [
+        bars
+        | {
+            "y": [spec_row] * len(items),
+            "x": [i[1] for i in items],
+            "base": [i[0] for i in items],
+            "name": name,
+            "marker": {"color": colours[name], "line": {"color": "white", "width": 0.5}},
+            "hovertext": [i[2] for i in items],
+        }
+        for name, items in segments.items()
+        if items
+    ]
     starts = np.concatenate([[0.0], np.cumsum(plain.step_ms)[:-1]])
-    fig.add_bar(
-        y=[plain_row] * len(plain.step_ms),
-        x=plain.step_ms,
-        base=starts,
-        orientation="h",
-        name="plain: one target pass per token",
-        marker_color=PLAIN_COLOUR,
-        marker_line=dict(color="white", width=0.5),
-        hovertext=[f"token {i}: {ms:.2f} ms" for i, ms in enumerate(plain.step_ms)],
-        hoverinfo="text",
+    data.append(
+        bars
+        | {
+            "y": [plain_row] * len(plain.step_ms),
+            "x": plain.step_ms,
+            "base": starts.tolist(),  # a list, as Plotly's validated `base` sends it (not a typed array)
+            "name": "plain: one target pass per token",
+            "marker": {"color": PLAIN_COLOUR, "line": {"color": "white", "width": 0.5}},
+            "hovertext": [f"token {i}: {ms:.2f} ms" for i, ms in enumerate(plain.step_ms)],
+        }
     )
-    fig.update_layout(barmode="overlay")
-    fig.update_xaxes(title="ms since the start (measured)", rangemode="tozero")
-    fig.update_yaxes(categoryorder="array", categoryarray=[plain_row, spec_row], automargin=True)
+    layout = {
+        "barmode": "overlay",
+        "xaxis": {"title": {"text": "ms since the start (measured)"}, "rangemode": "tozero"},
+        "yaxis": {"categoryorder": "array", "categoryarray": [plain_row, spec_row], "automargin": True},
+    }
     # legend clear of the axis title (they overlapped at 800 px)
-    return legend_below(base_layout(fig, "Where the time went", presenter, height=330), y=-0.5)
+    return plain_figure(data, layout, "Where the time went", presenter, height=330, legend=_legend_below(-0.5))
 
 
 def theory_figure(
@@ -314,78 +370,105 @@ def theory_figure(
     formula at the measured draft cost c, the same with the measured verify cost, and a draft
     as expensive as the target (c = 1). Under the line at 1, speculation loses."""
     alphas = np.linspace(0, 1, 101)
-    fig = go.Figure()
     curves = [
         # short names: at 800 px in presenter mode longer ones were cut (the caption says these are the formula)
         (f"c = {cost_ratio:.2f}, verify 1 pass", cost_ratio, 1.0, "solid"),
         (f"c = {cost_ratio:.2f}, verify {verify_cost:.2f} (measured)", cost_ratio, verify_cost, "dash"),
         ("c = 1: draft as slow as target", 1.0, 1.0, "dot"),
     ]
-    for name, c, v, dash in curves:
-        fig.add_scatter(
-            x=alphas,
-            y=[spec.predicted_speedup(a, gamma, c, v) for a in alphas],
-            mode="lines",
-            name=name,
-            line=dict(dash=dash, width=3 if dash == "solid" else 2),
-        )
-    fig.add_hline(
-        y=1,
-        line=dict(color=PALETTE["red"], width=2),
-        annotation_text="below: SLOWER than plain",
-        annotation_position="top left",
-    )
+    data = [
+        {
+            "type": "scatter",
+            "x": alphas,
+            "y": [spec.predicted_speedup(a, gamma, c, v) for a in alphas],
+            "mode": "lines",
+            "name": name,
+            "line": {"dash": dash, "width": 3 if dash == "solid" else 2},
+        }
+        for name, c, v, dash in curves
+    ]
+    break_even = hline(1, {"color": PALETTE["red"], "width": 2}, "below: SLOWER than plain", "top left")
     if alpha is not None and measured_speedup is not None:
-        fig.add_scatter(
-            x=[alpha],
-            y=[measured_speedup],
-            mode="markers+text",
-            name="this run, measured",
-            marker=dict(size=16, color=TARGET_COLOUR, symbol="star"),
-            text=[f"measured {measured_speedup:.2f}×  "],
-            textposition="middle left" if alpha > 0.5 else "middle right",
-        )  # stays inside the plot
-    mark_coinciding(fig)
-    fig.update_xaxes(title="α = accepted ÷ checked", range=[0, 1.02])
-    fig.update_yaxes(title="speed-up (×)", rangemode="tozero")
-    return legend_below(
-        base_layout(fig, f"Speed-up against α at γ = {gamma}", presenter, height=430), y=-0.2, one_per_line=True, b=10
-    )
+        data.append(
+            {
+                "type": "scatter",
+                "x": [alpha],
+                "y": [measured_speedup],
+                "mode": "markers+text",
+                "name": "this run, measured",
+                "marker": {"size": 16, "color": TARGET_COLOUR, "symbol": "star"},
+                "text": [f"measured {measured_speedup:.2f}×  "],
+                "textposition": "middle left" if alpha > 0.5 else "middle right",  # stays inside the plot
+            }
+        )
+    _mark_coinciding_traces(data)
+    layout = {
+        "shapes": [break_even[0]],
+        "annotations": [break_even[1]],
+        "xaxis": {"title": {"text": "α = accepted ÷ checked"}, "range": [0, 1.02]},
+        "yaxis": {"title": {"text": "speed-up (×)"}, "rangemode": "tozero"},
+        "margin": {"b": 10},
+    }
+    legend = _legend_below(-0.2, one_per_line=True)
+    return plain_figure(data, layout, f"Speed-up against α at γ = {gamma}", presenter, height=430, legend=legend)
 
 
 TEMPERATURE_COLOURS = [PALETTE["blue"], PALETTE["orange"], PALETTE["red"], PALETTE["slate"]]
 
 
-def _measured_and_predicted(fig: go.Figure, table: pd.DataFrame, measured: str, predicted: str, predicted_name: str):
-    """Against γ, one colour per temperature: the `measured` column thick with points, the `predicted` one dashed."""
+def _measured_and_predicted(table: pd.DataFrame, measured: str, predicted: str, predicted_name: str) -> list[dict]:
+    """Against γ, one colour per temperature: the `measured` column thick with points, the `predicted` one dashed
+    (plain trace dicts, for `style.plain_figure`: both sweep charts are redrawn on every round once measured)."""
+    data = []
     for colour, (t, rows) in zip(TEMPERATURE_COLOURS, table.groupby("temperature", sort=True)):
-        at_t = f"T = {t:g}, "
-        add_line(
-            fig, rows["gamma"], rows[measured], at_t + "measured", colour, "lines+markers", width=3, marker=dict(size=9)
+        at_t, gammas = f"T = {t:g}, ", rows["gamma"].to_numpy()
+        line = {"type": "scatter", "x": gammas}
+        data.append(
+            line
+            | {
+                "y": rows[measured].to_numpy(),
+                "mode": "lines+markers",
+                "name": at_t + "measured",
+                "line": {"color": colour, "width": 3},
+                "marker": {"size": 9},
+            }
         )
-        add_line(fig, rows["gamma"], rows[predicted], at_t + predicted_name, colour, dash="dash")
-    mark_coinciding(fig)
-    fig.update_xaxes(title="γ: tokens drafted per round", dtick=1)
+        data.append(
+            line
+            | {
+                "y": rows[predicted].to_numpy(),
+                "mode": "lines",
+                "name": at_t + predicted_name,
+                "line": {"color": colour, "dash": "dash"},
+            }
+        )
+    _mark_coinciding_traces(data)
+    return data
+
+
+SWEEP_X_AXIS = {"title": {"text": "γ: tokens drafted per round"}, "dtick": 1}
 
 
 def sweep_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """Speed-up against gamma at each temperature: measured (solid, points) and predicted from the
     same run's alpha and measured costs (dashed)."""
-    fig = go.Figure()
-    _measured_and_predicted(fig, table, "measured_speedup", "predicted_speedup_measured_verify", "predicted")
-    fig.add_hline(
-        y=1, line=dict(color=PALETTE["red"], width=2), annotation_text="break-even", annotation_position="bottom right"
-    )
-    fig.update_yaxes(title="speed-up over plain decoding (×)", rangemode="tozero")
-    return legend_below(base_layout(fig, "Speed-up, by γ", presenter, height=440), y=-0.2)
+    data = _measured_and_predicted(table, "measured_speedup", "predicted_speedup_measured_verify", "predicted")
+    shape, note = hline(1, {"color": PALETTE["red"], "width": 2}, "break-even", "bottom right")
+    layout = {
+        "shapes": [shape],
+        "annotations": [note],
+        "xaxis": SWEEP_X_AXIS,
+        "yaxis": {"title": {"text": "speed-up over plain decoding (×)"}, "rangemode": "tozero"},
+    }
+    return plain_figure(data, layout, "Speed-up, by γ", presenter, height=440, legend=_legend_below(-0.2))
 
 
 def sweep_alpha_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """Tokens per target pass against gamma: measured, and (1 − α^(γ+1)) / (1 − α) from the same run's α."""
-    fig = go.Figure()
-    _measured_and_predicted(fig, table, "tokens_per_pass", "predicted_tokens_per_pass", "formula")
-    fig.update_yaxes(title="tokens per target pass", rangemode="tozero")
-    return legend_below(base_layout(fig, "Tokens per target pass, by γ", presenter, height=440), y=-0.2)
+    data = _measured_and_predicted(table, "tokens_per_pass", "predicted_tokens_per_pass", "formula")
+    layout = {"xaxis": SWEEP_X_AXIS, "yaxis": {"title": {"text": "tokens per target pass"}, "rangemode": "tozero"}}
+    title = "Tokens per target pass, by γ"
+    return plain_figure(data, layout, title, presenter, height=440, legend=_legend_below(-0.2))
 
 
 def metrics_table(metrics: list[tuple[str, str, str]]) -> pd.DataFrame:
