@@ -6,11 +6,17 @@ and output objects around them; this module runs the same operations on the same
 the same `DynamicCache`, and nothing else. Two entry points:
 
 - `decode_logits`: one token (a decode step), the hot path of every page;
-- `forward_logits`: several tokens at once on top of the cache (a speculative verify pass of
-  gamma + 1 tokens, a prompt or a chunk of one), with the last `keep` positions' logits.
+- `forward_logits`: several tokens at once on top of the cache (a prompt or a chunk of one), with the
+  last `keep` positions' logits;
+- `few_tokens_logits`: a speculative pass of 2 to 8 tokens (a verify pass of gamma + 1, a draft
+  catching up), the same operations with every product through the few-rows kernel
+  (`inference.core.small_matmul`) on float32 weights.
 
 `forward_logits`: transformers' own operations in its own order (F.linear, its causal mask and
 its attention call), so the logits equal `model(...)` bit for bit in every precision (tests).
+`few_tokens_logits`: the same but for the order of additions inside the products (within 1e-4,
+the same argmax at every position: tests/test_small_matmul.py), where MKL's SGEMM for 5 rows
+costs ~1.8 one-token steps.
 
 `decode_logits`, float32 weights: three things are computed differently, each measured or proven:
 - a matrix-vector product is an element-wise product and a row sum (`_matvec`) instead of
@@ -390,9 +396,9 @@ def few_tokens_logits(model, token_ids: list[int], cache, keep: int = 1) -> torc
     verify pass) multiplies through the few-rows kernel where it is available: about one decode step's cost instead
     of ~1.8, with logits equal to transformers' to float rounding, as a one-token step's are (tests), not bit for bit."""
     plan = _lean_plan(model)
-    if plan.float32 and 1 < len(token_ids) <= small_matmul.MAX_ROWS and 1 <= keep <= len(token_ids):
-        if small_matmul.available():
-            return _tokens(plan, list(token_ids), cache, keep, few_rows=True)
+    few = plan.float32 and 1 < len(token_ids) <= small_matmul.MAX_ROWS and 1 <= keep <= len(token_ids)
+    if few and small_matmul.available():  # (the kernel is built on its first use, here)
+        return _tokens(plan, list(token_ids), cache, keep, few_rows=True)
     return forward_logits(model, token_ids, cache, keep)
 
 
