@@ -9,8 +9,8 @@ Why the numbers look the way they do:
 - The engine records the full logits and a sampling view every step and still beats
   `model.generate`: for Llama-architecture models its decode step is `fast_decode`, the same
   operations as transformers' forward without the Python around them, its float32
-  matrix-vector products done as torch's vectorised multiply and row sum on both cores
-  (MKL's one-token kernel is the slow part of `generate` on this AMD CPU). What is left is
+  matrix-vector products done by the app's own AVX2 kernel (`inference/core/small_matmul.c`; torch's
+  vectorised multiply and row sum where it cannot be built). What is left is
   mostly reading every weight once per token (float32: 23 MB for the bundled model).
 - The speculative keys (`spec_*`, `hf_assisted_*`) are timed on the app's torch threads
   (`Limits.torch_threads`, `spec_torch_threads` says how many), as the Speculative page runs; the rest on

@@ -139,6 +139,8 @@ def pytest_cmdline_main(config):
     safe in parallel (free ports, `tmp_path`, one torch thread), and on one process the tier takes longer than the
     two minutes it is meant to. Runs before pytest-xdist's own hook (later registered, called first), which then
     starts the workers; `-n 0` (or any `-n`) given on the command line wins."""
+    if hasattr(config, "workerinput") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # an xdist worker runs its share in its own process (asking for workers here would nest them)
     if config.option.markexpr == "unit" and getattr(config.option, "numprocesses", "absent") is None:
         config.option.numprocesses = "auto"
 

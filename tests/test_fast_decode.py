@@ -119,14 +119,16 @@ def test_llama_variants_match_transformers(overrides):
 
 
 def test_big_weights_are_multiplied_in_row_blocks(monkeypatch):
-    """A weight past BLOCK_ELEMENTS (a hub model's output layer) is done block by block:
+    """Without the few-rows kernel, a weight past BLOCK_ELEMENTS (a hub model's output layer) is done block by block:
     the same numbers as in one piece, and as F.linear up to rounding."""
     generator = torch.Generator().manual_seed(0)
     weight, x = torch.randn(1000, 64, generator=generator), torch.randn(64, generator=generator)
-    whole = fast_decode._matvec(weight, x)
+    whole = fast_decode._row_sums(weight, x)
     monkeypatch.setattr(fast_decode, "BLOCK_ELEMENTS", 64 * 7)  # 7 rows a block; 1000 is no multiple of 7
-    assert torch.equal(fast_decode._matvec(weight, x), whole)
+    assert torch.equal(fast_decode._row_sums(weight, x), whole)
     assert torch.allclose(whole, torch.nn.functional.linear(x, weight), rtol=0, atol=1e-5)
+    # the decode step's product (the few-rows kernel where it is built) agrees with both to rounding
+    assert torch.allclose(fast_decode._matvec(weight, x), whole, rtol=0, atol=1e-5)
 
 
 def test_other_models_take_transformers_own_path(gpt2):

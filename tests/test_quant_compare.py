@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from inference.core import small_matmul
 from inference.core.loader import encode_prompt
 from inference.core.quantize import PRECISIONS, linear_weight_bytes
 from inference.lessons.quantization import experiments as qc
@@ -111,12 +112,15 @@ def test_speed_findings_call_a_slower_precision_slower_and_say_why(comparison):
 
 
 def test_speed_findings_say_when_float32_has_the_faster_kernel(comparison):
-    """The bundled model's float32 decode products are row sums (fast_decode): the page says a
-    gap between precisions is partly that kernel; without them it says nothing of the kind."""
+    """The bundled model's float32 decode products run on the engine's own kernel (fast_decode: the few-rows
+    kernel, or row sums where it is not built): the page says a gap between precisions is partly that kernel, and
+    names the one in use; without it it says nothing of the kind."""
     assert comparison.float32_row_sums
-    assert sum("row sum" in line for line in quant_text.speed_findings(comparison)) == 1
+    said = [line for line in quant_text.speed_findings(comparison) if "instead of the one-token matrix kernel" in line]
+    assert len(said) == 1
+    assert ("small_matmul.c" in said[0]) == small_matmul.available() != ("row sum" in said[0])
     plain = dataclasses.replace(comparison, float32_row_sums=False)
-    assert not any("row sum" in line for line in quant_text.speed_findings(plain))
+    assert not any("instead of the one-token matrix kernel" in line for line in quant_text.speed_findings(plain))
 
 
 def test_gpt2_conv1d_layers_are_converted_then_quantized(gpt2):

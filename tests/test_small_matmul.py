@@ -13,6 +13,7 @@ from transformers import DynamicCache
 from inference.core import fast_decode, small_matmul
 from inference.core.forward import FastDecodeForward
 from inference.core.loader import encode_prompt
+from tests.test_fast_decode import decode_both_ways
 
 pytestmark = pytest.mark.unit
 
@@ -118,3 +119,16 @@ def test_the_fast_forward_feeds_speculative_passes_through_it(bundled, monkeypat
     assert calls == []
     forward.few_tokens(tokens[6:11], keep=5)
     assert calls and all(shape[-2] == 5 for shape in calls)
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+def test_a_decode_step_equals_transformers_to_rounding_with_or_without_the_kernel(bundled, monkeypatch, kernel):
+    """The one-token step's products: the kernel where it is built, row sums where not; both within 1e-4 of
+    transformers over 30 greedy steps, the same token every step."""
+    if kernel and not small_matmul.available():
+        pytest.skip(small_matmul.unavailable())
+    if not kernel:
+        monkeypatch.setattr(small_matmul, "_state", {"why": "switched off for this test"})
+    theirs, ours, _ = decode_both_ways(bundled.model, encode_prompt(bundled.tokenizer, "Once upon a time"), 30)
+    assert torch.allclose(theirs, ours, rtol=0, atol=1e-4)
+    assert torch.equal(theirs.argmax(-1), ours.argmax(-1))

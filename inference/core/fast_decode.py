@@ -19,15 +19,17 @@ the same argmax at every position: tests/test_small_matmul.py), where MKL's SGEM
 costs ~1.8 one-token steps.
 
 `decode_logits`, float32 weights: three things are computed differently, each measured or proven:
-- a matrix-vector product is an element-wise product and a row sum (`_matvec`) instead of
-  `F.linear`. Measured on our 2-core AMD EPYC, MKL's matrix-vector kernel reads the weights at
-  ~9 GB/s; torch's own multiply and sum run vectorised, and the 43 products of a step took 1.2 ms
-  on two threads (1.7 on one, as the app runs: see `Limits.torch_threads`) instead of 2.6. Only
-  the order of the additions differs, so logits differ from `model(...)` by float rounding
+- a matrix-vector product goes through the few-rows kernel (`inference.core.small_matmul`, four
+  weight rows against the vector at a time in AVX2 registers) instead of `F.linear`, or where that
+  kernel is not built, an element-wise product and a row sum (`_row_sums`: torch's vectorised
+  multiply and sum, which on the AMD EPYC this was first written on took 1.2 ms for a step's 43
+  products against MKL's 2.6). Measured on the 2-core AMD EPYC VM, one thread, idle: a bundled-model
+  step took 5.1-5.2 ms with the kernel, 7.5-7.6 with the row sums, 5.3-6.4 with torch.mv (MKL).
+  Only the order of the additions differs, so logits differ from `model(...)` by float rounding
   (tests: within 1e-4 over 60 steps, the same greedy token every step);
 - q, k and v are one product with their weights stacked, and so are the MLP's gate and up
-  (`_Layer.qkv`, `_Layer.gate_up`): each output is one row's sum either way, so the numbers are
-  the same (tested), for 2 operations per layer instead of 6;
+  (`_Layer.qkv`, `_Layer.gate_up`): each output is one row's sum either way (kernel or row sums), so
+  the numbers are the same (tested), for 2 operations per layer instead of 6;
 - the rotary cos/sin come from a table of every position computed once (`_RopeTable`) with
   transformers' own rotary module: the same values (tested) without its 7 operations a step.
 bfloat16 and quantized weights keep `F.linear` and transformers' order throughout, and stay
@@ -125,7 +127,15 @@ BLOCK_ELEMENTS = 1 << 20
 
 
 def _matvec(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """weight [out, in] times vector x [in], as (weight * x).sum(-1): see the module docstring."""
+    """weight [out, in] times vector x [in]: through the few-rows kernel where it is available, else as
+    (weight * x).sum(-1); see the module docstring."""
+    if small_matmul.available():
+        return small_matmul.linear(x.view(1, -1), weight).view(-1)
+    return _row_sums(weight, x)
+
+
+def _row_sums(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """weight [out, in] times vector x [in] as (weight * x).sum(-1), a hub model's big output layer in blocks."""
     rows = max(1, BLOCK_ELEMENTS // weight.shape[1])
     if weight.shape[0] <= rows:
         return (weight * x).sum(-1)

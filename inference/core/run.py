@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
+from inference.core import fast_decode, small_matmul
 from inference.core.forward import (
     DECODE,
     PREFILL,
@@ -389,3 +390,5 @@ def warm_up(model, tokenizer) -> None:
     trace = new_trace(model, tokenizer, [0, 1, 2, 3], 3, stop_at_eos=False)
     for _ in trace.run(SamplingSettings(temperature=0.8, top_p=0.95)):
         pass
+    if fast_decode.float32_row_sums(model):
+        small_matmul.available()  # builds (about a second, once per machine) or loads the speculative passes' kernel

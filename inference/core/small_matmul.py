@@ -1,9 +1,12 @@
-"""A product for a few rows at once (`small_matmul.c`): the speculative verify pass's gamma + 1 tokens.
+"""Products for one row or a few rows at once (`small_matmul.c`): a decode step, and the speculative verify pass's
+gamma + 1 tokens.
 
 A decode step of a small model is bound by reading its weights. A pass of 5 tokens reads the same weights, so it
 could cost about one step, but MKL's SGEMM for 5 rows cost 1.7-1.9x a one-token step on our 2-core AMD EPYC (a
 verify pass of the bundled model: 9.4-10.0 ms against 5.3-5.9 ms for one token, busy, one thread). The kernel loads
 each weight row once into AVX2 registers and multiplies it into every row's accumulator: 5.8 ms for the same pass.
+For one row it takes four weight rows at a time; a decode step through it was the fastest we measured (see
+`fast_decode`'s docstring).
 
 It is C, compiled on first use with the system's C compiler into `~/.cache/inference-lab/small-matmul/` (about a
 second; the file's name is a hash of the source and the flags) and called through ctypes, which releases the GIL.
