@@ -43,11 +43,16 @@ def test_products_equal_f_linear_to_float_rounding(rows, shape):
     assert torch.allclose(got, want, rtol=1e-5, atol=1e-5 * shape[1] ** 0.5)
 
 
-def test_more_rows_than_it_unrolls_is_refused():
+def test_what_it_cannot_compute_is_refused():
+    """More rows than it unrolls, another dtype or a strided weight (its pointer walk would read the wrong numbers)."""
     if not small_matmul.available():
         pytest.skip(small_matmul.unavailable())
     with pytest.raises(ValueError, match="1 to 8 rows"):
         small_matmul.linear(torch.zeros(small_matmul.MAX_ROWS + 1, 16), torch.zeros(4, 16))
+    with pytest.raises(ValueError, match="contiguous float32"):
+        small_matmul.linear(torch.zeros(2, 16), torch.zeros(16, 4).T)
+    with pytest.raises(ValueError, match="contiguous float32"):
+        small_matmul.linear(torch.zeros(2, 16, dtype=torch.bfloat16), torch.zeros(4, 16, dtype=torch.bfloat16))
 
 
 def feed_both(model, prompt: list[int], chunks: list[list[int]]):

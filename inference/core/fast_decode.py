@@ -129,7 +129,7 @@ BLOCK_ELEMENTS = 1 << 20
 def _matvec(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """weight [out, in] times vector x [in]: through the few-rows kernel where it is available, else as
     (weight * x).sum(-1); see the module docstring."""
-    if small_matmul.available():
+    if weight.is_contiguous() and small_matmul.available():
         return small_matmul.linear(x.view(1, -1), weight).view(-1)
     return _row_sums(weight, x)
 

@@ -103,6 +103,8 @@ def unavailable() -> str | None:
 def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """`F.linear(x, weight)` (no bias) for float32 x [..., in] with at most `MAX_ROWS` rows and a contiguous float32
     weight [out, in], through the kernel. Callers check `available()` and the sizes first."""
+    if weight.dtype != torch.float32 or x.dtype != torch.float32 or not weight.is_contiguous():
+        raise ValueError("small_matmul takes float32 rows and a contiguous float32 weight")  # else: wrong numbers
     rows = x.reshape(-1, x.shape[-1]).contiguous()
     out = torch.empty(rows.shape[0], weight.shape[0], dtype=torch.float32)
     status = _library().small_matmul(
