@@ -285,7 +285,7 @@ def _make_plan(model) -> _Plan:
 
 
 def float32_row_sums(model) -> bool:
-    """True when the lean step does this model's products as row sums (float32 weights)."""
+    """True when the lean step does this model's products itself (float32 weights: the few-rows kernel, or row sums)."""
     plan = _plan(model)
     return plan is not None and plan.float32
 

@@ -79,7 +79,7 @@ class PrecisionComparison:
     int4_group_size: int
     conv1d_layers: int  # GPT-2 Conv1D layers in the original model (converted before quantizing)
     rounds: int = 1
-    float32_row_sums: bool = False  # the engine's float32 decode products are row sums (fast_decode)
+    float32_row_sums: bool = False  # the engine does its own float32 products (fast_decode: kernel or row sums)
     decode_flops: int = 0  # one decode pass's arithmetic at the prompt's end (FlopCount): the same in every engine
     leaf_modules: int = 0  # modules without children: roughly the operations torch dispatches per token
 
