@@ -5,8 +5,8 @@ A decode step of a small model is bound by reading its weights. A pass of 5 toke
 could cost about one step, but MKL's SGEMM for 5 rows cost 1.7-1.9x a one-token step on our 2-core AMD EPYC (a
 verify pass of the bundled model: 9.4-10.0 ms against 5.3-5.9 ms for one token, busy, one thread). The kernel loads
 each weight row once into AVX2 registers and multiplies it into every row's accumulator: 5.8 ms for the same pass.
-For one row it takes four weight rows at a time; a decode step through it was the fastest we measured (see
-`fast_decode`'s docstring).
+For one row it takes one weight row at a time (see small_matmul.c for the variant it beat). The same library holds
+`fused_step.c`, a whole forward pass of 1 to 8 tokens built on these products (`inference.core.fused_step`).
 
 It is C, compiled on first use with the system's C compiler into `~/.cache/inference-lab/small-matmul/` (about a
 second; the file's name is a hash of the source and the flags) and called through ctypes, which releases the GIL.
@@ -28,9 +28,12 @@ from pathlib import Path
 
 import torch
 
-SOURCE = Path(__file__).with_name("small_matmul.c")
+# The products, and the whole forward pass of a few tokens built on them (`fused_step.c`, driven by
+# `inference.core.fused_step`): one library, so one build.
+SOURCES = [Path(__file__).with_name("small_matmul.c"), Path(__file__).with_name("fused_step.c")]
 CACHE_DIR = Path(os.environ.get("INFERENCE_LAB_KERNEL_DIR", Path.home() / ".cache" / "inference-lab" / "small-matmul"))
 FLAGS = ["-O3", "-mavx2", "-mfma", "-shared", "-fPIC"]
+LIBRARIES = ["-lm"]
 MAX_ROWS = 8  # the kernel's unrolled row counts (a verify pass is gamma + 1 <= 8 tokens at the page's gamma)
 
 _lock = threading.Lock()
@@ -54,7 +57,8 @@ def _build() -> ctypes.CDLL:
     compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if compiler is None:
         raise OSError("no C compiler (cc or gcc) on this machine")
-    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode()).hexdigest()[:16]
+    sources = b"".join(source.read_bytes() for source in SOURCES)
+    digest = hashlib.sha256(sources + " ".join(FLAGS + LIBRARIES).encode()).hexdigest()[:16]
     target = CACHE_DIR / f"small_matmul-{digest}.so"
     if not target.exists():
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
@@ -62,7 +66,10 @@ def _build() -> ctypes.CDLL:
             pass
         try:
             subprocess.run(
-                [compiler, *FLAGS, "-o", partial.name, str(SOURCE)], check=True, capture_output=True, timeout=120
+                [compiler, *FLAGS, "-o", partial.name, *map(str, SOURCES), *LIBRARIES],
+                check=True,
+                capture_output=True,
+                timeout=120,
             )
             os.replace(partial.name, target)
         finally:
@@ -71,6 +78,7 @@ def _build() -> ctypes.CDLL:
     lib = ctypes.CDLL(str(target))
     lib.small_matmul.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
     lib.small_matmul.restype = ctypes.c_int
+    lib.fused_step.restype = ctypes.c_int
     return lib
 
 
@@ -88,6 +96,11 @@ def _library() -> ctypes.CDLL | None:
                     detail = getattr(err, "stderr", b"") or b""
                     _state["why"] = f"the kernel did not build: {err} {detail.decode(errors='replace')[-300:]}".strip()
         return _state.get("lib")
+
+
+def library() -> ctypes.CDLL | None:
+    """The loaded library (built on first use), or None where `unavailable` says why."""
+    return _library()
 
 
 def available() -> bool:

@@ -1,0 +1,171 @@
+/* A whole forward pass of 1 to 8 tokens through a float32 Llama decoder in one call: every layer's norms, products,
+ * rotary embedding, attention over the KV cache, SwiGLU MLP and residuals, then the final norm and the output layer.
+ *
+ * Why: the bundled model's decode step is 43 products and ~150 small element-wise operations. Through torch each of
+ * those is an operator call (~5-20 us of dispatch, allocation and Python), which costs more than its arithmetic
+ * (5.8M multiply-adds, ~23 MB of weights that sit in L3). Here the same operations run back to back with no
+ * dispatch and no allocation but a few scratch rows. The products are small_matmul.c's kernels.
+ *
+ * The cache stays transformers' DynamicCache, owned by Python: this reads each layer's past keys and values
+ * (rows of head_dim, kv_stride floats from one K/V head to the next) and writes the new tokens' keys and values to
+ * new_k / new_v [layers][tokens][kv_heads * head_dim], which the caller appends with cache.update.
+ *
+ * The arithmetic is transformers' (LlamaRMSNorm, rotate_half, softmax(q k^T * scaling) v, silu(gate) * up); only
+ * the order of additions inside sums differs, so logits agree to float rounding (tests: within 1e-4). */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int small_matmul(const float *x, const float *w, float *y, int64_t rows, int64_t k_len, int64_t outs);
+
+/* Weights, per layer l at weights[l * 6 + i]: input norm, stacked q/k/v, o, post-attention norm, stacked
+ * gate/up, down. After the layers: weights[layers * 6] the final norm, weights[layers * 6 + 1] the output layer. */
+enum { INPUT_NORM, QKV, O, POST_NORM, GATE_UP, DOWN, PER_LAYER };
+
+typedef struct {
+    int64_t layers, hidden, heads, kv_heads, head_dim, intermediate, vocab;
+    float eps, final_eps, scaling;
+} Shape;
+
+/* q . k over head_dim: 8 lanes then a horizontal sum (a float sum the compiler would not vectorise itself). */
+static inline float dot(const float *a, const float *b, int64_t n) {
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 0x55));
+    float sum = _mm_cvtss_f32(s);
+    for (; i < n; ++i) sum += a[i] * b[i];
+    return sum;
+}
+
+/* e^x for 8 floats: Cephes' expf (range reduction by ln 2 in two parts, a degree-5 polynomial, 2^n from the
+ * exponent bits), within 2 ulp of expf over the range; inputs clamped to +-88.376 where expf over- or underflows.
+ * The MLP's silu and attention's softmax call it ~5,000 times a token: one at a time, expf took ~15% of a step. */
+static inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-88.3762626647949f)), _mm256_set1_ps(88.3762626647949f));
+    __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+    x = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+/* out[i] = e^(x[i] - shift); returns their sum. */
+static float exp_shifted(const float *x, float shift, float *out, int64_t n) {
+    __m256 total = _mm256_setzero_ps(), s = _mm256_set1_ps(shift);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+        _mm256_storeu_ps(out + i, e);
+        total = _mm256_add_ps(total, e);
+    }
+    float buffer[8], sum = 0.0f;
+    _mm256_storeu_ps(buffer, total);
+    for (int k = 0; k < 8; ++k) sum += buffer[k];
+    for (; i < n; ++i) sum += (out[i] = expf(x[i] - shift));
+    return sum;
+}
+
+/* act[i] = silu(gate[i]) * up[i] = gate / (1 + e^-gate) * up. */
+static void swiglu(const float *gate, const float *up, float *act, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 g = _mm256_loadu_ps(gate + i);
+        __m256 sig = _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(_mm256_sub_ps(_mm256_setzero_ps(), g)));
+        _mm256_storeu_ps(act + i, _mm256_mul_ps(_mm256_div_ps(g, sig), _mm256_loadu_ps(up + i)));
+    }
+    for (; i < n; ++i) act[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+static void rms_norm(const float *x, const float *weight, float *out, int64_t n, float eps) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += x[i] * x[i];
+    float scale = 1.0f / sqrtf(sum / (float)n + eps);
+    for (int64_t i = 0; i < n; ++i) out[i] = weight[i] * (x[i] * scale);
+}
+
+/* x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[half:], x[:half]); signed_sin already carries the sign. */
+static void rotate(float *x, const float *cos, const float *signed_sin, int64_t head_dim, float *tmp) {
+    int64_t half = head_dim / 2;
+    for (int64_t d = 0; d < head_dim; ++d) tmp[d] = x[d] * cos[d] + x[d < half ? d + half : d - half] * signed_sin[d];
+    memcpy(x, tmp, (size_t)head_dim * sizeof(float));
+}
+
+/* tokens rows 1..8; positions past .. past + tokens - 1; keep: logits of the last `keep` rows into logits
+ * [keep][vocab]. past_k / past_v: per layer a pointer (NULL when past == 0), kv_stride floats between K/V heads.
+ * Returns 0, -1 for a row count the kernels do not take, -2 when scratch memory could not be had. */
+int fused_step(const Shape *s, const float *const *weights, const float *embedded, int64_t tokens, int64_t past,
+               const float *cos, const float *signed_sin, const float *const *past_k, const float *const *past_v,
+               const int64_t *kv_stride, float *new_k, float *new_v, int64_t keep, float *logits) {
+    if (tokens < 1 || tokens > 8 || keep < 1 || keep > tokens) return -1;
+    const int64_t H = s->hidden, hd = s->head_dim, nq = s->heads, nkv = s->kv_heads, I = s->intermediate;
+    const int64_t q_len = nq * hd, kv_len = nkv * hd, qkv_len = q_len + 2 * kv_len, groups = nq / nkv;
+    const int64_t total = past + tokens;
+    float *x = malloc(sizeof(float) * tokens * H), *h = malloc(sizeof(float) * tokens * H);
+    float *qkv = malloc(sizeof(float) * tokens * qkv_len), *attn = malloc(sizeof(float) * tokens * q_len);
+    float *gu = malloc(sizeof(float) * tokens * 2 * I), *act = malloc(sizeof(float) * tokens * I);
+    float *delta = malloc(sizeof(float) * tokens * H), *scores = malloc(sizeof(float) * total);
+    float *tmp = malloc(sizeof(float) * hd);
+    int status = (x && h && qkv && attn && gu && act && delta && scores && tmp) ? 0 : -2;
+    if (status) goto done;
+    memcpy(x, embedded, sizeof(float) * tokens * H);
+    for (int64_t l = 0; l < s->layers; ++l) {
+        const float *const *w = weights + l * PER_LAYER;
+        float *layer_k = new_k + l * tokens * kv_len, *layer_v = new_v + l * tokens * kv_len;
+        for (int64_t t = 0; t < tokens; ++t) rms_norm(x + t * H, w[INPUT_NORM], h + t * H, H, s->eps);
+        small_matmul(h, w[QKV], qkv, tokens, H, qkv_len);
+        for (int64_t t = 0; t < tokens; ++t) {
+            float *row = qkv + t * qkv_len;
+            for (int64_t head = 0; head < nq + nkv; ++head)  /* q heads, then k heads */
+                rotate(row + head * hd, cos + t * hd, signed_sin + t * hd, hd, tmp);
+            memcpy(layer_k + t * kv_len, row + q_len, sizeof(float) * kv_len);
+            memcpy(layer_v + t * kv_len, row + q_len + kv_len, sizeof(float) * kv_len);
+        }
+        /* Row t (position past + t) attends to the past and to new rows 0..t. */
+        for (int64_t t = 0; t < tokens; ++t) {
+            const int64_t seen = past + t + 1;
+            for (int64_t head = 0; head < nq; ++head) {
+                const int64_t g = head / groups;
+                const float *q = qkv + t * qkv_len + head * hd;
+                float top = -INFINITY;
+                for (int64_t j = 0; j < seen; ++j) {
+                    const float *k = j < past ? past_k[l] + g * kv_stride[l] + j * hd : layer_k + (j - past) * kv_len + g * hd;
+                    scores[j] = dot(q, k, hd) * s->scaling;
+                    if (scores[j] > top) top = scores[j];
+                }
+                const float sum = exp_shifted(scores, top, scores, seen);
+                float *out = attn + t * q_len + head * hd;
+                memset(out, 0, sizeof(float) * hd);
+                for (int64_t j = 0; j < seen; ++j) {
+                    const float *v = j < past ? past_v[l] + g * kv_stride[l] + j * hd : layer_v + (j - past) * kv_len + g * hd;
+                    const float p = scores[j] / sum;
+                    for (int64_t d = 0; d < hd; ++d) out[d] += p * v[d];
+                }
+            }
+        }
+        small_matmul(attn, w[O], delta, tokens, q_len, H);
+        for (int64_t i = 0; i < tokens * H; ++i) x[i] += delta[i];
+        for (int64_t t = 0; t < tokens; ++t) rms_norm(x + t * H, w[POST_NORM], h + t * H, H, s->eps);
+        small_matmul(h, w[GATE_UP], gu, tokens, H, 2 * I);
+        for (int64_t t = 0; t < tokens; ++t) swiglu(gu + t * 2 * I, gu + t * 2 * I + I, act + t * I, I);
+        small_matmul(act, w[DOWN], delta, tokens, I, H);
+        for (int64_t i = 0; i < tokens * H; ++i) x[i] += delta[i];
+    }
+    const float *const *tail = weights + s->layers * PER_LAYER;
+    for (int64_t t = tokens - keep; t < tokens; ++t) rms_norm(x + t * H, tail[0], h + (t - tokens + keep) * H, H, s->final_eps);
+    small_matmul(h, tail[1], logits, keep, H, s->vocab);
+done:
+    free(x), free(h), free(qkv), free(attn), free(gu), free(act), free(delta), free(scores), free(tmp);
+    return status;
+}

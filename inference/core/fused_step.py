@@ -1,0 +1,175 @@
+"""A forward pass of 1 to 8 tokens of a float32 Llama in one C call (`fused_step.c`): the decode step of every page,
+the speculative verify pass, and the draft's catch-up.
+
+Why: through torch, the bundled model's decode step is ~190 operator calls whose dispatch costs more than their
+arithmetic; `fused_step.c` runs the same arithmetic with none (the bench's `fused_step_ms` against
+`torch_step_ms`). Its products are `small_matmul.c`'s kernels; both are one library, built on first use.
+
+The KV cache stays transformers' `DynamicCache`: the C pass reads each layer's past keys and values in place and
+returns the new tokens' keys and values, which `cache.update` appends as transformers' forward would. Logits and
+cache agree with `model(...)` to float rounding (the order of additions in sums; tests: within 1e-4, the same argmax).
+
+Used only where `plan_for` says so: a float32 model whose q/k/v and gate/up weights are stacked, a cache whose
+layers are all float32 `DynamicLayer`s, the library built, and `INFERENCE_LAB_FUSED_STEP` not "0". Elsewhere
+`inference.core.fast_decode` keeps its torch paths.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+
+import torch
+from transformers.cache_utils import DynamicLayer
+
+from inference.core import small_matmul
+
+MAX_TOKENS = small_matmul.MAX_ROWS  # the products' kernels take 1 to 8 rows
+
+
+class _Shape(ctypes.Structure):
+    """fused_step.c's `Shape`, field for field."""
+
+    _fields_ = [
+        (name, ctypes.c_int64)
+        for name in ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab")
+    ] + [(name, ctypes.c_float) for name in ("eps", "final_eps", "scaling")]
+
+
+@dataclass(frozen=True)
+class FusedPlan:
+    """A model's weights as fused_step.c reads them: one array of pointers, made once. It holds no tensor of its
+    own; the `_Plan` that made it holds them (and is dropped with the model)."""
+
+    shape: _Shape
+    weights: ctypes.Array
+    layers: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+
+
+def usable() -> bool:
+    """The library is built (and not switched off since the plan was made) and INFERENCE_LAB_FUSED_STEP is not "0"."""
+    return os.environ.get("INFERENCE_LAB_FUSED_STEP", "1") != "0" and small_matmul.available()
+
+
+def make(plan) -> FusedPlan | None:
+    """The fused plan for `fast_decode`'s `_Plan`, or None where fused_step.c cannot compute it exactly."""
+    layers = plan.layers
+    if not (plan.float32 and layers and small_matmul.available()):
+        return None
+    first = layers[0]
+
+    def sizes(layer):
+        return layer.heads, layer.kv_heads, layer.head_dim, layer.eps, layer.scaling
+
+    same = all(sizes(layer) == sizes(first) for layer in layers)
+    tensors = [plan.final_norm, plan.lm_head.weight, plan.embed]
+    for layer in layers:
+        tensors += [layer.input_norm, layer.post_norm, layer.o.weight, layer.down.weight]
+    if (
+        not same
+        or first.head_dim % 2
+        or first.heads % first.kv_heads
+        or any(layer.qkv is None or layer.gate_up is None for layer in layers)
+        or any(t.dtype != torch.float32 or not t.is_contiguous() for t in tensors)
+    ):
+        return None
+    pointers = []
+    for layer in layers:  # fused_step.c's order: INPUT_NORM, QKV, O, POST_NORM, GATE_UP, DOWN
+        for tensor in (layer.input_norm, layer.qkv, layer.o.weight, layer.post_norm, layer.gate_up, layer.down.weight):
+            pointers.append(tensor.data_ptr())
+    pointers += [plan.final_norm.data_ptr(), plan.lm_head.weight.data_ptr()]
+    shape = _Shape(
+        layers=len(layers),
+        hidden=plan.embed.shape[1],
+        heads=first.heads,
+        kv_heads=first.kv_heads,
+        head_dim=first.head_dim,
+        intermediate=first.gate.weight.shape[0],
+        vocab=plan.lm_head.weight.shape[0],
+        eps=first.eps,
+        final_eps=plan.final_eps,
+        scaling=first.scaling,
+    )
+    return FusedPlan(
+        shape=shape,
+        weights=(ctypes.c_void_p * len(pointers))(*pointers),
+        layers=len(layers),
+        kv_heads=first.kv_heads,
+        head_dim=first.head_dim,
+        vocab=shape.vocab,
+    )
+
+
+def takes_cache(cache, layers: int) -> bool:
+    """A DynamicCache of plain float32 layers (what `cache.update` then does is a concatenation)."""
+    cache_layers = getattr(cache, "layers", None)
+    if cache_layers is None or len(cache_layers) != layers:
+        return False
+    for layer in cache_layers:
+        if type(layer) is not DynamicLayer:
+            return False
+        if layer.is_initialized and layer.keys.numel() and layer.keys.dtype != torch.float32:
+            return False
+    return True
+
+
+def _past(tensor: torch.Tensor, head_dim: int) -> tuple[torch.Tensor, int]:
+    """The layer's [1, kv_heads, past, head_dim] keys or values as fused_step.c walks them (rows of head_dim), and
+    the floats between one K/V head and the next. A cropped cache is a strided view: copied then."""
+    if tensor.stride(-1) != 1 or tensor.stride(-2) != head_dim:
+        tensor = tensor.contiguous()
+    return tensor, tensor.stride(1)
+
+
+def forward(fused: FusedPlan, embed: torch.Tensor, rope, token_ids: list[int], cache, keep: int) -> torch.Tensor:
+    """Feed `token_ids` (1 to MAX_TOKENS) after `cache` (appended to, as transformers does); the last `keep`
+    positions' logits, [keep, vocab]."""
+    n = len(token_ids)
+    past = cache.get_seq_length()
+    embedded = embed[token_ids] if n > 1 else embed[token_ids[0]]
+    cos, signed_sin = rope.rows(past, n)
+    cos, signed_sin = cos.contiguous(), signed_sin.contiguous()
+    pointer_array = ctypes.c_void_p * fused.layers
+    past_k, past_v, strides = pointer_array(), pointer_array(), (ctypes.c_int64 * fused.layers)()
+    held = []  # the past tensors stay alive during the call
+    if past:
+        for index, layer in enumerate(cache.layers):
+            keys, k_stride = _past(layer.keys, fused.head_dim)
+            values, v_stride = _past(layer.values, fused.head_dim)
+            if k_stride != v_stride:
+                keys, values = keys.contiguous(), values.contiguous()
+                k_stride = v_stride = keys.stride(1)
+            held += [keys, values]
+            past_k[index], past_v[index], strides[index] = keys.data_ptr(), values.data_ptr(), k_stride
+    kv_width = fused.kv_heads * fused.head_dim
+    new_k = torch.empty(fused.layers, n, kv_width)
+    new_v = torch.empty(fused.layers, n, kv_width)
+    logits = torch.empty(keep, fused.vocab)
+    status = small_matmul.library().fused_step(
+        ctypes.byref(fused.shape),
+        fused.weights,
+        ctypes.c_void_p(embedded.data_ptr()),
+        ctypes.c_int64(n),
+        ctypes.c_int64(past),
+        ctypes.c_void_p(cos.data_ptr()),
+        ctypes.c_void_p(signed_sin.data_ptr()),
+        past_k,
+        past_v,
+        strides,
+        ctypes.c_void_p(new_k.data_ptr()),
+        ctypes.c_void_p(new_v.data_ptr()),
+        ctypes.c_int64(keep),
+        ctypes.c_void_p(logits.data_ptr()),
+    )
+    if status != 0:
+        raise RuntimeError(f"fused_step failed ({status}) for {n} tokens, keep {keep}")
+    # [n, kv_heads, head_dim] -> [1, kv_heads, n, head_dim], as the cache holds them
+    for index in range(fused.layers):
+        k = new_k[index].view(n, fused.kv_heads, fused.head_dim).transpose(0, 1).unsqueeze(0)
+        v = new_v[index].view(n, fused.kv_heads, fused.head_dim).transpose(0, 1).unsqueeze(0)
+        cache.update(k, v, index)
+    return logits
