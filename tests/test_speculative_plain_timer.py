@@ -16,10 +16,12 @@ SETTINGS = SamplingSettings(temperature=0.8)
 
 @pytest.fixture
 def drawn(monkeypatch):
-    """Every logits row the timer's draw saw, in order."""
+    """Every logits row the timer's token choice saw, in order."""
     rows = []
-    real = timing.draw
-    monkeypatch.setattr(timing, "draw", lambda logits, *args: rows.append(logits.clone()) or real(logits, *args))
+    real = timing.spec.choose_token
+    monkeypatch.setattr(
+        timing.spec, "choose_token", lambda logits, *args: rows.append(logits.clone()) or real(logits, *args)
+    )
     return rows
 
 
@@ -51,7 +53,16 @@ def test_a_text_that_is_not_a_continuation_is_timed_from_the_start(bundled, draw
     assert all(torch.equal(a, b) for a, b in zip(drawn[:3], fresh, strict=True))
 
 
-@pytest.mark.parametrize("settings", [SamplingSettings(temperature=0.0), SETTINGS], ids=["greedy", "t0.8"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        SamplingSettings(temperature=0.0),  # the argmax without the pipeline (`only_temperature_acts`)
+        SamplingSettings(temperature=0.0, repetition_penalty=1.3),  # the pipeline's argmax
+        SETTINGS,
+        SamplingSettings(temperature=0.9, top_k=40, top_p=0.9, min_p=0.05, repetition_penalty=1.2),
+    ],
+    ids=["greedy", "greedy-penalty", "t0.8", "all-filters"],
+)
 def test_the_benchmarks_lean_plain_decoding_writes_the_apps_trace_tokens(bundled, settings):
     """The benchmark's baseline (`plain_decode`, nothing recorded) is the same decoding as a Generate trace:
     greedy the same tokens, sampled the same tokens for the same seed (both draw step i with the seed's u_i)."""

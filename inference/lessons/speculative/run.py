@@ -40,7 +40,13 @@ from inference.core.forward import FastDecodeForward, vocabulary_rows
 from inference.core.paths import MODELS_DIR
 from inference.core.run import Generation, check_run, check_seed
 from inference.core.tokens import token_text
-from inference.sampling.pipeline import SamplingSettings, inverse_cdf_index, seen_mask, stage_logits
+from inference.sampling.pipeline import (
+    SamplingSettings,
+    inverse_cdf_index,
+    seen_mask,
+    stage_logits,
+    stages_switched_off,
+)
 
 BUNDLED_DRAFT_NAME = "storyteller-draft-1m"
 BUNDLED_DRAFT_DIR = MODELS_DIR / BUNDLED_DRAFT_NAME
@@ -107,6 +113,28 @@ def final_logits(logits: torch.Tensor, settings: SamplingSettings, seen: torch.T
     stage `stage_logits` returns is the one the draw samples from."""
     stages = stage_logits(logits, settings, seen)
     return stages[next(reversed(stages))]
+
+
+def only_temperature_acts(settings: SamplingSettings, vocab: int) -> bool:
+    """Greedy with every other stage switched off: the pipeline's token is then the raw logits' argmax (temperature
+    0 keeps exactly `argmax`, the first of tied maxima, and nothing else changes the logits), so a round or a plain
+    step can take it without running the five stages (~0.3 ms a round)."""
+    return settings.greedy and set(settings.pipeline) - {"temperature"} <= stages_switched_off(settings, vocab)
+
+
+def greedy_tokens(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor) -> torch.Tensor:
+    """The greedy token of each row of [..., vocab] logits under the app's pipeline."""
+    if only_temperature_acts(settings, logits.shape[-1]):
+        return logits.argmax(dim=-1)
+    return final_logits(logits, settings, seen).argmax(dim=-1)
+
+
+def choose_token(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor, u: float) -> int:
+    """One [vocab] row's token, as `sampling.draw` picks it with this u (tests), computed as lean as a speculative
+    round computes its own: plain decoding's step in the benchmark and the page's timer."""
+    if settings.greedy:
+        return int(greedy_tokens(logits, settings, seen))
+    return sample_index(final_probs(logits, settings, seen), u)
 
 
 def check_settings(settings: SamplingSettings) -> None:
@@ -283,7 +311,7 @@ class ModelDrafter:
         pass_ms.append((time.perf_counter() - start) * 1000)
         for i in range(gamma):
             if settings.greedy:
-                token = int(final_logits(logits, settings, seen).argmax())
+                token = int(greedy_tokens(logits, settings, seen))
             else:
                 q = final_probs(logits, settings, seen)
                 token = sample_index(q, request.uniform())
@@ -494,7 +522,7 @@ class SpeculativeRun(Generation):
         # 3. accept or reject, under the same pipeline for p as for q.
         seen_rows = running_seen(self._seen, drafted, settings)
         if settings.greedy:  # p is one-hot on each position's argmax: kept as the argmaxes alone
-            choices = final_logits(logits, settings, seen_rows).argmax(dim=-1).tolist()
+            choices = greedy_tokens(logits, settings, seen_rows).tolist()
             verdict = verify_greedy(choices, drafted)
             p_rows = None
             p_drafted = [1.0 if choice == token else 0.0 for choice, token in zip(choices, drafted)]
