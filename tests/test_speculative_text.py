@@ -99,3 +99,17 @@ def test_the_theory_chart_marks_its_verify_curve_when_the_measured_verify_is_one
     names = [t.name for t in fig.data]
     assert sum("coincides" in n for n in names) == 1
     assert fig.layout.xaxis.title.text == "α = accepted ÷ checked"
+
+
+def test_the_sweep_says_how_many_runs_won_and_where():
+    """Both sides of the red line in words: the runs that beat plain decoding and the γ they won at, per temperature."""
+    table = pd.DataFrame({"temperature": [0.0, 0.0, 0.0, 0.8, 0.8, 0.8], "gamma": [1, 2, 4, 1, 2, 4],
+                          "alpha": [0.9] * 3 + [0.6] * 3, "measured_speedup": [1.3, 1.1, 0.95, 1.02, 0.9, 0.7],
+                          "cost_ratio": [0.2] * 6})  # fmt: skip
+    line = next(line for line in spec_text.sweep_findings(table) if "beat plain decoding" in line)
+    assert "**3 of 6** runs beat plain decoding" in line and "**3** did not" in line
+    assert "temperature 0: won at γ = 1, 2" in line and "temperature 0.8: won at γ = 1" in line
+    losing = table.assign(measured_speedup=0.8)
+    assert "temperature 0.8: won at no γ" in next(
+        line for line in spec_text.sweep_findings(losing) if "beat plain decoding" in line
+    )

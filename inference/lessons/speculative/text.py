@@ -237,8 +237,12 @@ def sweep_findings(table: pd.DataFrame) -> list[str]:
     costs = table["cost_ratio"].dropna()
     best = table.loc[table["measured_speedup"].idxmax()]
     worst = table.loc[table["measured_speedup"].idxmin()]
+    won = int((table["measured_speedup"] > 1).sum())
     return [
         "Mean α over γ: " + ", ".join(f"**{a:.0%}** at temperature {t:g}" for t, a in by_temperature.items()) + ".",
+        f"**{won} of {len(table)}** runs beat plain decoding (above the red line), **{len(table) - won}** did not"
+        + _sides(table)
+        + ".",
         f"Best: **{best['measured_speedup']:.2f}×** at γ = {int(best['gamma'])}, temperature "
         f"{best['temperature']:g}. Worst: **{worst['measured_speedup']:.2f}×** at γ = {int(worst['gamma'])}, "
         f"temperature {worst['temperature']:g}"
@@ -251,6 +255,16 @@ def sweep_findings(table: pd.DataFrame) -> list[str]:
         if len(costs)
         else []
     )
+
+
+def _sides(table: pd.DataFrame) -> str:
+    """Per temperature, where speculation won: the γ of its winning runs."""
+    parts = []
+    for temperature, runs in table.groupby("temperature"):
+        winners = sorted(int(g) for g in runs.loc[runs["measured_speedup"] > 1, "gamma"])
+        where = "no γ" if not winners else "γ = " + ", ".join(str(g) for g in winners)
+        parts.append(f"temperature {temperature:g}: won at {where}")
+    return " (" + "; ".join(parts) + ")" if parts else ""
 
 
 def timeline_caption(tokens: int) -> str:
