@@ -202,7 +202,8 @@ class _RopeTable:
                     size = max(start + count, 2 * (0 if table is None else table[0].shape[0]), 256)
                     probe = torch.empty(0, dtype=self._dtype)  # the module reads only its dtype
                     cos, sin = self._rotary(probe, torch.arange(size).unsqueeze(0))
-                    table = (cos[0], sin[0] * self._sign.to(sin.dtype))
+                    # contiguous rows: `fused_step` hands their memory to C as they are
+                    table = (cos[0].contiguous(), (sin[0] * self._sign.to(sin.dtype)).contiguous())
                     self._table = table
         return table[0][start : start + count], table[1][start : start + count]
 

@@ -8,7 +8,8 @@
  *
  * The cache stays transformers' DynamicCache, owned by Python: this reads each layer's past keys and values
  * (rows of head_dim, kv_stride floats from one K/V head to the next) and writes the new tokens' keys and values to
- * new_k / new_v [layers][tokens][kv_heads * head_dim], which the caller appends with cache.update.
+ * new_k / new_v [layers][kv_heads][tokens][head_dim] (the cache's own layout), which the caller appends with
+ * cache.update.
  *
  * The arithmetic is transformers' (LlamaRMSNorm, rotate_half, softmax(q k^T * scaling) v, silu(gate) * up); only
  * the order of additions inside sums differs, so logits agree to float rounding (tests: within 1e-4). */
@@ -129,8 +130,10 @@ int fused_step(const Shape *s, const float *const *weights, const float *embedde
             float *row = qkv + t * qkv_len;
             for (int64_t head = 0; head < nq + nkv; ++head)  /* q heads, then k heads */
                 rotate(row + head * hd, cos + t * hd, signed_sin + t * hd, hd, tmp);
-            memcpy(layer_k + t * kv_len, row + q_len, sizeof(float) * kv_len);
-            memcpy(layer_v + t * kv_len, row + q_len + kv_len, sizeof(float) * kv_len);
+            for (int64_t g = 0; g < nkv; ++g) {
+                memcpy(layer_k + (g * tokens + t) * hd, row + q_len + g * hd, sizeof(float) * hd);
+                memcpy(layer_v + (g * tokens + t) * hd, row + q_len + kv_len + g * hd, sizeof(float) * hd);
+            }
         }
         /* Row t (position past + t) attends to the past and to new rows 0..t. */
         for (int64_t t = 0; t < tokens; ++t) {
@@ -140,7 +143,7 @@ int fused_step(const Shape *s, const float *const *weights, const float *embedde
                 const float *q = qkv + t * qkv_len + head * hd;
                 float top = -INFINITY;
                 for (int64_t j = 0; j < seen; ++j) {
-                    const float *k = j < past ? past_k[l] + g * kv_stride[l] + j * hd : layer_k + (j - past) * kv_len + g * hd;
+                    const float *k = j < past ? past_k[l] + g * kv_stride[l] + j * hd : layer_k + (g * tokens + j - past) * hd;
                     scores[j] = dot(q, k, hd) * s->scaling;
                     if (scores[j] > top) top = scores[j];
                 }
@@ -148,7 +151,7 @@ int fused_step(const Shape *s, const float *const *weights, const float *embedde
                 float *out = attn + t * q_len + head * hd;
                 memset(out, 0, sizeof(float) * hd);
                 for (int64_t j = 0; j < seen; ++j) {
-                    const float *v = j < past ? past_v[l] + g * kv_stride[l] + j * hd : layer_v + (j - past) * kv_len + g * hd;
+                    const float *v = j < past ? past_v[l] + g * kv_stride[l] + j * hd : layer_v + (g * tokens + j - past) * hd;
                     const float p = scores[j] / sum;
                     for (int64_t d = 0; d < hd; ++d) out[d] += p * v[d];
                 }

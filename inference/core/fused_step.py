@@ -48,6 +48,12 @@ class FusedPlan:
     kv_heads: int
     head_dim: int
     vocab: int
+    pointers: type  # ctypes array types of `layers` pointers and strides, made once
+    strides: type
+
+    @property
+    def shape_ref(self):
+        return ctypes.byref(self.shape)
 
 
 def usable() -> bool:
@@ -101,6 +107,8 @@ def make(plan) -> FusedPlan | None:
         kv_heads=first.kv_heads,
         head_dim=first.head_dim,
         vocab=shape.vocab,
+        pointers=ctypes.c_void_p * len(layers),
+        strides=ctypes.c_int64 * len(layers),
     )
 
 
@@ -127,49 +135,46 @@ def _past(tensor: torch.Tensor, head_dim: int) -> tuple[torch.Tensor, int]:
 
 def forward(fused: FusedPlan, embed: torch.Tensor, rope, token_ids: list[int], cache, keep: int) -> torch.Tensor:
     """Feed `token_ids` (1 to MAX_TOKENS) after `cache` (appended to, as transformers does); the last `keep`
-    positions' logits, [keep, vocab]."""
+    positions' logits, [keep, vocab]. Every Python line here runs once or twice a token: a draft model's whole C
+    pass takes ~55 us, so each microsecond of this shows."""
     n = len(token_ids)
     past = cache.get_seq_length()
     embedded = embed[token_ids] if n > 1 else embed[token_ids[0]]
     cos, signed_sin = rope.rows(past, n)
-    cos, signed_sin = cos.contiguous(), signed_sin.contiguous()
-    pointer_array = ctypes.c_void_p * fused.layers
-    past_k, past_v, strides = pointer_array(), pointer_array(), (ctypes.c_int64 * fused.layers)()
+    layers = fused.layers
+    past_k, past_v, strides = fused.pointers(), fused.pointers(), fused.strides()
     held = []  # the past tensors stay alive during the call
     if past:
         for index, layer in enumerate(cache.layers):
-            keys, k_stride = _past(layer.keys, fused.head_dim)
+            keys, stride = _past(layer.keys, fused.head_dim)
             values, v_stride = _past(layer.values, fused.head_dim)
-            if k_stride != v_stride:
+            if stride != v_stride:
                 keys, values = keys.contiguous(), values.contiguous()
-                k_stride = v_stride = keys.stride(1)
+                stride = keys.stride(1)
             held += [keys, values]
-            past_k[index], past_v[index], strides[index] = keys.data_ptr(), values.data_ptr(), k_stride
-    kv_width = fused.kv_heads * fused.head_dim
-    new_k = torch.empty(fused.layers, n, kv_width)
-    new_v = torch.empty(fused.layers, n, kv_width)
+            past_k[index], past_v[index], strides[index] = keys.data_ptr(), values.data_ptr(), stride
+    # [layers, kv_heads, n, head_dim]: each layer's rows are the [1, kv_heads, n, head_dim] the cache appends
+    new_k = torch.empty(layers, 1, fused.kv_heads, n, fused.head_dim)
+    new_v = torch.empty(layers, 1, fused.kv_heads, n, fused.head_dim)
     logits = torch.empty(keep, fused.vocab)
     status = small_matmul.library().fused_step(
-        ctypes.byref(fused.shape),
+        fused.shape_ref,
         fused.weights,
-        ctypes.c_void_p(embedded.data_ptr()),
-        ctypes.c_int64(n),
-        ctypes.c_int64(past),
-        ctypes.c_void_p(cos.data_ptr()),
-        ctypes.c_void_p(signed_sin.data_ptr()),
+        embedded.data_ptr(),
+        n,
+        past,
+        cos.data_ptr(),
+        signed_sin.data_ptr(),
         past_k,
         past_v,
         strides,
-        ctypes.c_void_p(new_k.data_ptr()),
-        ctypes.c_void_p(new_v.data_ptr()),
-        ctypes.c_int64(keep),
-        ctypes.c_void_p(logits.data_ptr()),
+        new_k.data_ptr(),
+        new_v.data_ptr(),
+        keep,
+        logits.data_ptr(),
     )
     if status != 0:
         raise RuntimeError(f"fused_step failed ({status}) for {n} tokens, keep {keep}")
-    # [n, kv_heads, head_dim] -> [1, kv_heads, n, head_dim], as the cache holds them
-    for index in range(fused.layers):
-        k = new_k[index].view(n, fused.kv_heads, fused.head_dim).transpose(0, 1).unsqueeze(0)
-        v = new_v[index].view(n, fused.kv_heads, fused.head_dim).transpose(0, 1).unsqueeze(0)
-        cache.update(k, v, index)
+    for index in range(layers):
+        cache.update(new_k[index], new_v[index], index)
     return logits

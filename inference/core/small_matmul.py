@@ -79,6 +79,10 @@ def _build() -> ctypes.CDLL:
     lib.small_matmul.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
     lib.small_matmul.restype = ctypes.c_int
     lib.fused_step.restype = ctypes.c_int
+    pointer, size = ctypes.c_void_p, ctypes.c_int64
+    # (shape, weights, embedded, tokens, past, cos, signed sin, past K, past V, K/V strides, new K, new V, keep, logits)
+    lib.fused_step.argtypes = [pointer, pointer, pointer, size, size, pointer, pointer]
+    lib.fused_step.argtypes += [pointer, pointer, pointer, pointer, pointer, size, pointer]
     return lib
 
 
