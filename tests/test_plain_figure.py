@@ -55,3 +55,25 @@ def test_it_becomes_a_real_figure_when_asked_for_more_than_its_dict():
 def test_plain_figure_validates_as_plotly_json():
     fig = plain_figure([{"type": "bar", "x": [1, 2], "y": [3, 4]}], {"xaxis": {"title": {"text": "x"}}}, "T", True, 300)
     assert go.Figure(fig.to_dict()).layout.title.text == "T"  # go.Figure raises on a wrong property
+
+
+def test_its_copy_is_deepcopy_then_plotlys_typed_arrays():
+    """`_copy_as_plotly` against what it replaces, on arrays in data, in nested dicts, in lists (left as arrays), under
+    a key Plotly skips, numpy scalars and tuples; and the copy shares nothing that can change with the spec."""
+    from _plotly_utils.utils import convert_to_base64
+
+    from inference.lessons.style import _copy_as_plotly
+
+    spec = {
+        "data": [{"x": np.arange(3), "y": [np.float64(0.5), 1, None, "a"], "marker": {"color": np.array([1.5, 2.5])},
+                  "customdata": [np.arange(2), (1, np.arange(2))]}],  # fmt: skip
+        "layout": {"xaxis": {"range": np.array([0.0, 3.0])}, "layers": [{"z": np.arange(2)}], "t": (1, 2)},
+    }
+    want = copy.deepcopy(spec)
+    convert_to_base64(want)
+    got = _copy_as_plotly(spec)
+    assert pio.to_json(got, validate=False) == pio.to_json(want, validate=False)
+    assert got["data"][0]["x"] == want["data"][0]["x"] and isinstance(got["layout"]["xaxis"]["range"], np.ndarray)
+    got["data"][0]["y"][0] = 99
+    got["layout"]["xaxis"]["range"][0] = 7
+    assert spec["data"][0]["y"][0] == 0.5 and spec["layout"]["xaxis"]["range"][0] == 0.0

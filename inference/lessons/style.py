@@ -15,7 +15,8 @@ from functools import lru_cache
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
-from _plotly_utils.utils import convert_to_base64
+from _plotly_utils.basevalidators import is_homogeneous_array
+from _plotly_utils.utils import is_skipped_key, to_typed_array_spec
 
 from inference.core.tokens import VISIBLE_WHITESPACE, html_token_text
 
@@ -175,6 +176,31 @@ def _template_dict(name: str) -> dict:
     return pio.templates[name].to_plotly_json()
 
 
+_PLAIN_VALUES = (str, int, float, bool, type(None))
+
+
+def _copy_as_plotly(obj, convert: bool = True):
+    """`deepcopy(obj)` then Plotly's `convert_to_base64` (numpy arrays that are dict values, outside the keys it
+    skips, as typed-array specs), in one walk that copies dicts and lists itself and never inspects a plain number or
+    string: Plotly's walk asks `is_homogeneous_array` of every value, ~0.5 ms a chart here (a unit test holds the
+    result equal to `deepcopy` + `convert_to_base64`)."""
+    if isinstance(obj, dict):
+        out = {}
+        for key, value in obj.items():
+            if type(value) in _PLAIN_VALUES:
+                out[key] = value
+            elif convert and not is_skipped_key(key) and is_homogeneous_array(value):
+                out[key] = to_typed_array_spec(deepcopy(value))
+            else:
+                out[key] = _copy_as_plotly(value, convert and not is_skipped_key(key))
+        return out
+    if isinstance(obj, list):
+        return [value if type(value) in _PLAIN_VALUES else _copy_as_plotly(value, convert) for value in obj]
+    if isinstance(obj, tuple):
+        return tuple(_copy_as_plotly(value, convert) for value in obj)
+    return obj if type(obj) in _PLAIN_VALUES else deepcopy(obj)
+
+
 class PlainFigure(go.Figure):
     """A figure held as the plain dicts it was made from, until something asks for more than its dict.
 
@@ -209,8 +235,7 @@ class PlainFigure(go.Figure):
             or "frames" in spec
         ):
             return self._built_figure_dict()  # (a frame's traces get their types from Plotly: left to it)
-        res = {"data": deepcopy(spec["data"]), "layout": deepcopy(spec["layout"])}
-        convert_to_base64(res)  # as Plotly's to_dict: numpy arrays as typed-array specs
+        res = {"data": _copy_as_plotly(spec["data"]), "layout": _copy_as_plotly(spec["layout"])}
         res["layout"]["template"] = _template_dict(state["_plain_template"])
         return res
 
