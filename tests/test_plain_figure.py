@@ -65,8 +65,14 @@ def test_its_copy_is_deepcopy_then_plotlys_typed_arrays():
     from inference.lessons.style import _copy_as_plotly
 
     spec = {
-        "data": [{"x": np.arange(3), "y": [np.float64(0.5), 1, None, "a"], "marker": {"color": np.array([1.5, 2.5])},
-                  "customdata": [np.arange(2), (1, np.arange(2))]}],  # fmt: skip
+        "data": [
+            {
+                "x": np.arange(3),
+                "y": [np.float64(0.5), 1, None, "a"],
+                "marker": {"color": np.array([1.5, 2.5])},
+                "customdata": [np.arange(2), (1, np.arange(2))],
+            }
+        ],  # fmt: skip
         "layout": {"xaxis": {"range": np.array([0.0, 3.0])}, "layers": [{"z": np.arange(2)}], "t": (1, 2)},
     }
     want = copy.deepcopy(spec)
