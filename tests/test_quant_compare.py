@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from inference.core import small_matmul
+from inference.core import fused_step, small_matmul
 from inference.core.loader import encode_prompt
 from inference.core.quantize import PRECISIONS, linear_weight_bytes
 from inference.lessons.quantization import experiments as qc
@@ -112,15 +112,23 @@ def test_speed_findings_call_a_slower_precision_slower_and_say_why(comparison):
 
 
 def test_speed_findings_say_when_float32_has_the_faster_kernel(comparison):
-    """The bundled model's float32 decode products run on the engine's own kernel (fast_decode: the few-rows
+    """The bundled model's float32 decode step runs on the engine's own C code (fast_decode: the fused pass and the few-rows
     kernel, or row sums where it is not built): the page says a gap between precisions is partly that kernel, and
     names the one in use; without it it says nothing of the kind."""
     assert comparison.float32_row_sums
-    said = [line for line in quant_text.speed_findings(comparison) if "instead of the one-token matrix kernel" in line]
+    marker = "instead of transformers' own forward"
+    said = [line for line in quant_text.speed_findings(comparison) if marker in line]
     assert len(said) == 1
     assert ("small_matmul.c" in said[0]) == small_matmul.available() != ("row sum" in said[0])
+    assert ("fused_step.c" in said[0]) == (small_matmul.available() and fused_step.usable())
     plain = dataclasses.replace(comparison, float32_row_sums=False)
-    assert not any("instead of the one-token matrix kernel" in line for line in quant_text.speed_findings(plain))
+    assert not any(marker in line for line in quant_text.speed_findings(plain))
+
+
+def test_speed_findings_name_the_products_kernel_when_the_fused_pass_is_switched_off(comparison, monkeypatch):
+    monkeypatch.setenv("INFERENCE_LAB_FUSED_STEP", "0")
+    said = [line for line in quant_text.speed_findings(comparison) if "instead of transformers' own forward" in line]
+    assert "fused_step.c" not in said[0] and ("small_matmul.c" in said[0]) == small_matmul.available()
 
 
 def test_gpt2_conv1d_layers_are_converted_then_quantized(gpt2):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from inference.core import machine, small_matmul
+from inference.core import fused_step, machine, small_matmul
 from inference.core.machine import describe_bytes
 from inference.lessons.quantization.experiments import REFERENCE, PrecisionComparison, PrecisionResult, speed_ratio
 
@@ -172,13 +172,19 @@ def speed_findings(comparison: PrecisionComparison, cache_bytes: int | None = No
     findings = [cache_sentence(reference.weight_bytes, cache)]
     if comparison.float32_row_sums:
         findings.append(
-            "In this app's step engine, float32's matrix-vector products run "
+            "In this app's step engine, "
             + (
-                "through the app's own AVX2 kernel (`inference/core/small_matmul.c`)"
-                if small_matmul.available()
-                else "as torch's vectorised multiply and row sum"
+                "float32's whole decode step is one call into the app's own C code (`inference/core/fused_step.c`, "
+                "its matrix-vector products an AVX2 kernel, `inference/core/small_matmul.c`)"
+                if small_matmul.available() and fused_step.usable()
+                else "float32's matrix-vector products run "
+                + (
+                    "through the app's own AVX2 kernel (`inference/core/small_matmul.c`)"
+                    if small_matmul.available()
+                    else "as torch's vectorised multiply and row sum"
+                )
             )
-            + " instead of the one-token matrix kernel that transformers' own forward uses "
+            + " instead of transformers' own forward and its one-token matrix kernel "
             "(`python -m inference.bench` times the engine against transformers' `generate` on this machine). "
             "bfloat16, int8 and int4 keep their own kernels, so part of each gap below is the kernel, not the number "
             "format."
