@@ -7,11 +7,11 @@ Why the numbers look the way they do:
 - Decode makes one token per pass: every weight is read for a single token, so it is
   memory-bandwidth-bound and its time per token is nearly flat.
 - The engine records the full logits and a sampling view every step and still beats
-  `model.generate`: for Llama-architecture models its decode step is `fast_decode`, the same
-  operations as transformers' forward without the Python around them, its float32
-  matrix-vector products done by the app's own AVX2 kernel (`inference/core/small_matmul.c`; torch's
-  vectorised multiply and row sum where it cannot be built). What is left is
-  mostly reading every weight once per token (float32: 23 MB for the bundled model).
+  `model.generate`: for float32 Llama-architecture models its decode step is one C call
+  (`inference/core/fused_step.c`: the same operations as transformers' forward, with no torch
+  operator between them; its products an AVX2 kernel, `inference/core/small_matmul.c`), and torch's
+  own operations where that cannot be built. What is left is mostly reading every weight once per
+  token (float32: 23 MB for the bundled model).
 - The speculative keys (`spec_*`, `hf_assisted_*`) are timed on the app's torch threads
   (`Limits.torch_threads`, `spec_torch_threads` says how many), as the Speculative page runs; the rest on
   torch's default. On two threads a busy machine stalls torch's workers on every small operation.
