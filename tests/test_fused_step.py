@@ -128,3 +128,16 @@ def test_sessions_stepping_at_once_get_their_own_numbers(bundled):
     for thread in threads:
         thread.join()
     assert all(torch.equal(a, b[0]) for a, b in zip(alone, together))
+
+
+def test_a_model_whose_tensors_moved_falls_back_instead_of_reading_freed_memory(fused_calls):
+    """Models are never changed here, but if a caller swaps a parameter's memory (as `model.to(...)` does in place),
+    the C pass would read the old address: it notices and the torch path runs on the new tensors."""
+    model = variant_model({})
+    decode_both_ways(model, [1, 5, 9], 2)
+    assert fused_calls == [1, 1]
+    with torch.no_grad():
+        model.model.norm.weight.data = model.model.norm.weight.data * 1.5  # new memory, new numbers
+    theirs, ours, _ = decode_both_ways(model, [1, 5, 9], 3)
+    assert fused_calls == [1, 1]
+    assert_rounding_apart(theirs, ours)

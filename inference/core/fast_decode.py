@@ -229,7 +229,12 @@ class _Plan:
     def fused_for(self, cache) -> fused_step.FusedPlan | None:
         """The fused pass for this cache, or None where the torch paths run."""
         fused = self.fused
-        if fused is None or not fused_step.usable() or not fused_step.takes_cache(cache, fused.layers):
+        if (
+            fused is None
+            or not fused_step.usable()
+            or not fused_step.takes_cache(cache, fused.layers)
+            or not fused.still_valid()
+        ):
             return None
         return fused
 

@@ -50,6 +50,13 @@ class FusedPlan:
     vocab: int
     pointers: type  # ctypes array types of `layers` pointers and strides, made once
     strides: type
+    borrowed: tuple  # the model's own tensors behind `weights` (norms, o, down, output layer), and
+    borrowed_at: tuple  # where their memory was when `weights` was made
+
+    def still_valid(self) -> bool:
+        """False once the model's tensors moved (a `model.to(...)` swaps a parameter's memory in place): C would
+        read freed memory. Models are never changed here; this makes a wrong caller fall back to torch, not crash."""
+        return all(t.data_ptr() == at for t, at in zip(self.borrowed, self.borrowed_at))
 
     @property
     def shape_ref(self):
@@ -88,6 +95,7 @@ def make(plan) -> FusedPlan | None:
         for tensor in (layer.input_norm, layer.qkv, layer.o.weight, layer.post_norm, layer.gate_up, layer.down.weight):
             pointers.append(tensor.data_ptr())
     pointers += [plan.final_norm.data_ptr(), plan.lm_head.weight.data_ptr()]
+    borrowed = tuple(tensors)  # (the stacked q/k/v and gate/up are the plan's own copies)
     shape = _Shape(
         layers=len(layers),
         hidden=plan.embed.shape[1],
@@ -109,6 +117,8 @@ def make(plan) -> FusedPlan | None:
         vocab=shape.vocab,
         pointers=ctypes.c_void_p * len(layers),
         strides=ctypes.c_int64 * len(layers),
+        borrowed=borrowed,
+        borrowed_at=tuple(t.data_ptr() for t in borrowed),
     )
 
 
