@@ -125,6 +125,14 @@ def test_speed_findings_say_when_float32_has_the_faster_kernel(comparison):
     assert not any(marker in line for line in quant_text.speed_findings(plain))
 
 
+def test_speed_findings_name_the_products_kernel_for_a_model_without_the_fused_pass(comparison):
+    """A hub model past the stacking budget keeps the torch path: the sentence must not claim the C pass."""
+    assert comparison.float32_fused
+    no_plan = dataclasses.replace(comparison, float32_fused=False)
+    said = [line for line in quant_text.speed_findings(no_plan) if "instead of transformers' own forward" in line]
+    assert "fused_step.c" not in said[0] and ("small_matmul.c" in said[0]) == small_matmul.available()
+
+
 def test_speed_findings_name_the_products_kernel_when_the_fused_pass_is_switched_off(comparison, monkeypatch):
     monkeypatch.setenv("INFERENCE_LAB_FUSED_STEP", "0")
     said = [line for line in quant_text.speed_findings(comparison) if "instead of transformers' own forward" in line]

@@ -26,8 +26,8 @@ transformers (tests/test_fused_step.py). Where it cannot run (no compiler, `INFE
 cache layer) the torch path does.
 
 The torch path, float32 weights: three things are computed differently, each measured or proven:
-- a matrix-vector product goes through the few-rows kernel (`inference.core.small_matmul`, four
-  weight rows against the vector at a time in AVX2 registers) instead of `F.linear`, or where that
+- a matrix-vector product goes through the few-rows kernel (`inference.core.small_matmul`, one
+  weight row against the vector at a time in AVX2 registers) instead of `F.linear`, or where that
   kernel is not built, an element-wise product and a row sum (`_row_sums`: torch's vectorised
   multiply and sum, which on the AMD EPYC this was first written on took 1.2 ms for a step's 43
   products against MKL's 2.6). Measured on the 2-core AMD EPYC VM, one thread, idle: a bundled-model
@@ -311,6 +311,14 @@ def float32_row_sums(model) -> bool:
     """True when the lean step does this model's products itself (float32 weights: the few-rows kernel, or row sums)."""
     plan = _plan(model)
     return plan is not None and plan.float32
+
+
+def fused_pass(model) -> bool:
+    """True when this model's float32 passes can take the one-call C pass (`fused_step`): its plan could be made
+    (a hub model past the stacking budget keeps the torch path). Whether a given call takes it also depends on the
+    cache and the switch (`_Plan.fused_for`)."""
+    plan = _plan(model)
+    return plan is not None and plan.fused is not None
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

@@ -2,14 +2,14 @@
 the speculative verify pass, and the draft's catch-up.
 
 Why: through torch, the bundled model's decode step is ~190 operator calls whose dispatch costs more than their
-arithmetic; `fused_step.c` runs the same arithmetic with none (the bench's `fused_step_ms` against
-`torch_step_ms`). Its products are `small_matmul.c`'s kernels; both are one library, built on first use.
+arithmetic; `fused_step.c` runs the same arithmetic with none (measured in `fast_decode`'s docstring). Its products
+are `small_matmul.c`'s kernels; both are one library, built on first use.
 
 The KV cache stays transformers' `DynamicCache`: the C pass reads each layer's past keys and values in place and
 returns the new tokens' keys and values, which `cache.update` appends as transformers' forward would. Logits and
 cache agree with `model(...)` to float rounding (the order of additions in sums; tests: within 1e-4, the same argmax).
 
-Used only where `plan_for` says so: a float32 model whose q/k/v and gate/up weights are stacked, a cache whose
+Used only where `fast_decode._Plan.fused_for` says so: a float32 model whose q/k/v and gate/up weights are stacked, a cache whose
 layers are all float32 `DynamicLayer`s, the library built, and `INFERENCE_LAB_FUSED_STEP` not "0". Elsewhere
 `inference.core.fast_decode` keeps its torch paths.
 """
@@ -25,8 +25,6 @@ from transformers.cache_utils import DynamicLayer
 
 from inference.core import small_matmul
 
-MAX_TOKENS = small_matmul.MAX_ROWS  # the products' kernels take 1 to 8 rows
-
 
 class _Shape(ctypes.Structure):
     """fused_step.c's `Shape`, field for field."""
@@ -39,8 +37,9 @@ class _Shape(ctypes.Structure):
 
 @dataclass(frozen=True)
 class FusedPlan:
-    """A model's weights as fused_step.c reads them: one array of pointers, made once. It holds no tensor of its
-    own; the `_Plan` that made it holds them (and is dropped with the model)."""
+    """A model's weights as fused_step.c reads them: one array of pointers, made once. The tensors behind them are
+    the model's own and the `_Plan`'s stacked copies; this keeps the model's ones only to check they have not moved
+    (and is dropped with the model, as the `_Plan` is)."""
 
     shape: _Shape
     weights: ctypes.Array
@@ -144,7 +143,7 @@ def _past(tensor: torch.Tensor, head_dim: int) -> tuple[torch.Tensor, int]:
 
 
 def forward(fused: FusedPlan, embed: torch.Tensor, rope, token_ids: list[int], cache, keep: int) -> torch.Tensor:
-    """Feed `token_ids` (1 to MAX_TOKENS) after `cache` (appended to, as transformers does); the last `keep`
+    """Feed `token_ids` (1 to `small_matmul.MAX_ROWS`) after `cache` (appended to, as transformers does); the last `keep`
     positions' logits, [keep, vocab]. Every Python line here runs once or twice a token: a draft model's whole C
     pass takes ~55 us, so each microsecond of this shows."""
     n = len(token_ids)

@@ -176,7 +176,7 @@ def speed_findings(comparison: PrecisionComparison, cache_bytes: int | None = No
             + (
                 "float32's whole decode step is one call into the app's own C code (`inference/core/fused_step.c`, "
                 "its matrix-vector products an AVX2 kernel, `inference/core/small_matmul.c`)"
-                if small_matmul.available() and fused_step.usable()
+                if comparison.float32_fused and fused_step.usable()
                 else "float32's matrix-vector products run "
                 + (
                     "through the app's own AVX2 kernel (`inference/core/small_matmul.c`)"

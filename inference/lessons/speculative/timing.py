@@ -2,9 +2,10 @@
 sweep, and the benchmark's figures.
 
 Plain decoding is timed on the same text: a prefill, then one decode pass per token (the engine's
-own lean step) plus the choice of its token as a speculative round makes it (`spec.choose_token`), feeding the tokens the speculative run produced. For greedy
-runs that is exactly what plain greedy decoding would do (the tokens are equal, tested); for a
-sampled run it is what plain decoding would cost to write that text.
+own lean step) plus the choice of its token as a speculative round makes it (`spec.choose_token`),
+feeding the tokens the speculative run produced. For greedy runs that is exactly what plain greedy
+decoding would do (the tokens are equal, tested); for a sampled run it is what plain decoding would
+cost to write that text.
 
 Times are wall clock (`time.perf_counter`). On a shared machine one run can be stretched by
 other programs, so the benchmark alternates the contenders and takes medians.
