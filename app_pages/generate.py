@@ -217,7 +217,7 @@ def run_section() -> None:
                 heading = f"Step {last.index}: the last choice"
         st.subheader(heading)
         top_n = st.slider("Tokens shown", 10, 50, 20, step=5, key="gen_top_n", persist_state="session")
-        table = view.table(tokenizer, top_n=top_n)
+        table = view.columns(tokenizer, top_n=top_n)
         chart_left, chart_right = layout.side_by_side(2)
         with chart_left:
             st.plotly_chart(next_token_bars(table, layout.presenter()), width="stretch", key="gen_bars")
@@ -271,29 +271,35 @@ def run_section() -> None:
                         "Its logits are reused: the prefix is not recomputed."
                     )
 
-            st.subheader("Every step")
-            st.dataframe(table_of(trace), hide_index=True, width="stretch", key="gen_table")
-            st.download_button(  # the CSV is made when it is downloaded, not on every rerun
-                "Download CSV",
-                lambda: csv_of(trace),
-                "inference_lab_steps.csv",
-                "text/csv",
-                key="gen_csv",
+            every = st.expander(  # closed, a Step sends one line here, not the table, its CSV button and caption
+                "Every step: a table of all the steps so far, with a CSV download",  # fixed: the label is its id
+                key="gen_steps_open",
+                on_change="rerun",
             )
-            if remote:
-                caption(
-                    "measured",
-                    "Forward ms is the engine's own time to evaluate that step's new tokens (its "
-                    "`timings.prompt_ms`; its prompt cache kept the rest). The CSV adds round_trip_ms (the whole "
-                    "request measured here, answer parsed) and the tokens the engine evaluated and reused.",
-                )
-            else:
-                caption(
-                    "measured",
-                    "Probabilities are exact; forward ms is the wall time of that step's forward pass here. "
-                    "It runs while your browser draws this page, so a step can take many times its usual time when "
-                    "both share one computer's CPU; the Prefill vs decode page times clean runs.",
-                )
+            if every.open:
+                with every:
+                    st.dataframe(table_of(trace), hide_index=True, width="stretch", key="gen_table")
+                    st.download_button(  # the CSV is made when it is downloaded, not on every rerun
+                        "Download CSV",
+                        lambda: csv_of(trace),
+                        "inference_lab_steps.csv",
+                        "text/csv",
+                        key="gen_csv",
+                    )
+                    if remote:
+                        caption(
+                            "measured",
+                            "Forward ms is the engine's own time to evaluate that step's new tokens (its "
+                            "`timings.prompt_ms`; its prompt cache kept the rest). The CSV adds round_trip_ms (the whole "
+                            "request measured here, answer parsed) and the tokens the engine evaluated and reused.",
+                        )
+                    else:
+                        caption(
+                            "measured",
+                            "Probabilities are exact; forward ms is the wall time of that step's forward pass here. "
+                            "It runs while your browser draws this page, so a step can take many times its usual time when "
+                            "both share one computer's CPU; the Prefill vs decode page times clean runs.",
+                        )
 
 
 reconnect_guard()  # before the fragment: a reconnect must rerun the page even if the run section fails

@@ -71,6 +71,14 @@ def test_its_copy_is_deepcopy_then_plotlys_typed_arrays():
                 "y": [np.float64(0.5), 1, None, "a"],
                 "marker": {"color": np.array([1.5, 2.5])},
                 "customdata": [np.arange(2), (1, np.arange(2))],
+                # the dtypes `_typed_array` encodes itself, and those it leaves to Plotly (int64, big-endian, empty)
+                "z": np.arange(6, dtype=np.float32).reshape(2, 3),
+                "text": np.arange(10.0)[::3],  # not contiguous
+                "ids": np.array([1, 2], dtype=np.int32),
+                "width": np.array([3, 4], dtype=np.uint8),
+                "base": np.array([1.0, 2.0], dtype=">f8"),
+                "offset": np.array([], dtype=np.float64),
+                "xperiod": np.array([2**40, 1]),
             }
         ],  # fmt: skip
         "layout": {"xaxis": {"range": np.array([0.0, 3.0])}, "layers": [{"z": np.arange(2)}], "t": (1, 2)},

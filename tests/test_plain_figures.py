@@ -84,6 +84,8 @@ def test_the_step_charts_pass_plotlys_validation_and_show_the_step(step, setting
     table = view.table(tokenizer, top_n=20)
     bars = next_token_bars(table, presenter)
     validated(bars)
+    # Generate passes the table's columns, not the frame: the same figure
+    assert next_token_bars(view.columns(tokenizer, top_n=20), presenter).to_dict() == bars.to_dict()
     assert values(bars.to_dict()["data"][1]["x"]) == pytest.approx(list(table["final"].iloc[::-1]))
     curve = cumulative_curve(view, tokenizer, settings.top_p, presenter)
     validated(curve)

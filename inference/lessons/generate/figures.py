@@ -11,6 +11,7 @@ never runs.
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -42,12 +43,16 @@ from inference.lessons.style import (
 )
 
 
-def next_token_bars(table: pd.DataFrame, presenter: bool = False, title: str = "Next-token probabilities") -> go.Figure:
+def next_token_bars(
+    table: pd.DataFrame | Mapping, presenter: bool = False, title: str = "Next-token probabilities"
+) -> go.Figure:
     """Top-N tokens (most likely at the top): the raw probability (T=1, no filters) beside
     the final one the draw uses. Removed tokens keep their raw bar and are greyed; the
     chosen token is orange; the last bar is the rest of the vocabulary ("other").
-    Redrawn on every Step: built from plain dicts (`style.plain_figure`)."""
-    rows = table.iloc[::-1]  # Plotly draws the first category at the bottom
+    `table` is `StepView.table` or its `columns`. Redrawn on every Step: built from plain dicts
+    (`style.plain_figure`)."""
+    columns = table if isinstance(table, Mapping) else {name: table[name].to_numpy() for name in table.columns}
+    rows = {name: values[::-1] for name, values in columns.items()}  # Plotly draws the first category at the bottom
     names, final_colours = [], []
     for token, rank, chosen, removed_by in zip(rows["token"], rows["rank"], rows["chosen"], rows["removed_by"]):
         ranked = pd.notna(rank)
@@ -56,7 +61,7 @@ def next_token_bars(table: pd.DataFrame, presenter: bool = False, title: str = "
         prefix = f"{int(rank)}. " if ranked else ""
         names.append(f"{mark}{prefix}{label(repr_token(token) if ranked else token)}{cut}")
         final_colours.append(CHOSEN_COLOUR if chosen and ranked else (REMOVED_COLOUR if removed_by else FINAL_COLOUR))
-    raw, final = rows["raw"].to_numpy(dtype=float), rows["final"].to_numpy(dtype=float)
+    raw, final = np.asarray(rows["raw"], dtype=float), np.asarray(rows["final"], dtype=float)
     bars = {"type": "bar", "orientation": "h", "y": names}
     data = [
         bars
@@ -90,7 +95,7 @@ def next_token_bars(table: pd.DataFrame, presenter: bool = False, title: str = "
         "yaxis": {"automargin": True},
     }
     legend = {"orientation": "h", "y": -0.1, "yanchor": "top", "x": 0, "xanchor": "left"}
-    return plain_figure(data, layout, title, presenter, height=150 + 24 * len(rows), legend=legend)
+    return plain_figure(data, layout, title, presenter, height=150 + 24 * len(names), legend=legend)
 
 
 def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max_rank: int | None = None) -> go.Figure:
