@@ -207,7 +207,10 @@ def run_section() -> None:
         with session_lock():  # the view reads the trace: never while another run of this session steps it
             if logits is not None:
                 context = trace.step_context(trace.next_index, settings) if settings.needs_context else None
-                view = step_view(logits, settings, trace.seen_now(), u=trace.next_uniform(), context=context)
+                ranked = trace.ranked_next(settings, context)  # kept: the Step that draws it need not rank again
+                view = step_view(
+                    logits, settings, trace.seen_now(), u=trace.next_uniform(), context=context, ranked=ranked
+                )
                 heading = f"Step {trace.next_index}: the choice about to be made"
             else:
                 last = trace.records[-1]

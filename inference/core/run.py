@@ -38,7 +38,15 @@ from inference.core.forward import vocabulary_rows as vocabulary_rows
 from inference.core.remote import RemoteForward, is_remote
 from inference.core.routing import has_experts
 from inference.core.tokens import token_text
-from inference.sampling.pipeline import SamplingSettings, StepContext, draw, seen_mask
+from inference.sampling.pipeline import (
+    MIN_SORTED,
+    RankedStages,
+    SamplingSettings,
+    StepContext,
+    draw,
+    ranked_stages,
+    seen_mask,
+)
 from inference.sampling.samplers import dry_breaker_ids, xtc_uniforms
 
 STOP_EOS = "eos"
@@ -165,6 +173,8 @@ class Trace(Generation):
         self.context, self.eos_ids, self.vocab_size = forward.context, forward.eos_ids, forward.vocab_size
         self._uniforms = {self.seed: run_uniforms(self.seed, self.context)}  # never more steps than context
         self._pending: ForwardPass | None = None  # computed, not yet sampled from
+        # (pass, settings, context, its ranking) from `ranked_next`, for the step that draws from that pass
+        self._ranked_next: tuple | None = None
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
         self._xtc_uniforms: dict[int, torch.Tensor] = {}  # seed -> XTC's uniform per step
         self._breaker_ids: dict[tuple[str, ...], frozenset[int]] = {}  # DRY breakers -> token ids
@@ -199,6 +209,17 @@ class Trace(Generation):
         if self._pending is None:
             self._pending = self.forward.next_pass(self.all_ids, DECODE if self.records else PREFILL)
         return self._pending.logits
+
+    def ranked_next(self, settings: SamplingSettings, context: StepContext | None = None) -> RankedStages:
+        """`ranked_stages` of the pass the next step draws from, as `step_view` asks for it, kept for that step: a
+        page shows the coming choice, then its Step draws it, and the vocabulary is ranked once, not twice (where
+        `draw` can take it: see there)."""
+        logits = self.peek()
+        if logits is None:
+            raise ValueError("The run has stopped: there is no next step to rank")
+        ranked = ranked_stages(logits, settings, self._seen, min_sorted=MIN_SORTED, context=context)
+        self._ranked_next = (self._pending, settings, context, ranked)
+        return ranked
 
     @property
     def next_index(self) -> int:
@@ -249,7 +270,9 @@ class Trace(Generation):
         start = time.perf_counter()
         u = self.uniform(n)
         context = self.step_context(n, settings) if settings.needs_context else None
-        choice = draw(fwd.logits, settings, self._seen, u, context)
+        kept, self._ranked_next = self._ranked_next, None
+        ranked = kept[3] if kept is not None and kept[0] is fwd and kept[1] == settings and kept[2] == context else None
+        choice = draw(fwd.logits, settings, self._seen, u, context, ranked=ranked)
         sample_ms = (time.perf_counter() - start) * 1000
 
         record = StepRecord(

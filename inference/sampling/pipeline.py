@@ -604,6 +604,7 @@ class RankedStages:
     order: torch.Tensor  # [V] token ids; the first `sorted_prefix` in display order
     sorted_prefix: int  # every token the final distribution keeps is inside it
     token_rank: int | None = None  # display rank of `include_token`, inside the sorted prefix
+    full_sort: bool = False  # top-p sorted the whole vocabulary: the same whatever `min_sorted` asked for
 
     @property
     def final(self) -> torch.Tensor:
@@ -641,7 +642,7 @@ def ranked_stages(
             order_logits = apply_stage(name, order_logits, settings, seen, context)
     token_rank = None if include_token is None else display_rank(order_logits, include_token)
     if order is not None:
-        return RankedStages(out, order, vocab, token_rank)
+        return RankedStages(out, order, vocab, token_rank, full_sort=True)
     needed = max(min_sorted, (token_rank or 0) + 1, _kept_extent(current, order_logits, settings))
     order, sorted_prefix = partial_display_order(order_logits, needed)
     return RankedStages(out, order, sorted_prefix, token_rank)
@@ -656,10 +657,19 @@ def _kept_extent(final_logits: torch.Tensor, order_logits: torch.Tensor, setting
 
 
 def draw(
-    logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor, u: float, context: StepContext | None = None
+    logits: torch.Tensor,
+    settings: SamplingSettings,
+    seen: torch.Tensor,
+    u: float,
+    context: StepContext | None = None,
+    ranked: RankedStages | None = None,
 ) -> Draw:
-    """The fast path the engine uses every step: final distribution, then inverse CDF."""
-    ranked = ranked_stages(logits, settings, seen, min_sorted=ALTERNATIVES, context=context)
+    """The fast path the engine uses every step: final distribution, then inverse CDF. `ranked` may hand in
+    `ranked_stages` of these same arguments (a page's view of the step already ranked them); it is used only when
+    top-p sorted the whole vocabulary, where the ranking does not depend on how much was asked to be sorted, so the
+    draw is the same to the last bit either way."""
+    if ranked is None or not ranked.full_sort or ranked.token_rank is not None:
+        ranked = ranked_stages(logits, settings, seen, min_sorted=ALTERNATIVES, context=context)
     order = ranked.order[: ranked.sorted_prefix]  # holds every token the draw can pick
     sorted_final = probs_in_order(ranked.final, order)
     if settings.greedy:  # the one token left; the most likely unless XTC removed it first

@@ -16,6 +16,7 @@ import torch
 from inference.core.tokens import readable_tokens
 from inference.sampling.pipeline import (
     MIN_SORTED,
+    RankedStages,
     SamplingSettings,
     StepContext,
     display_order,
@@ -122,11 +123,14 @@ def step_view(
     u: float | None = None,
     chosen_id: int | None = None,
     context: StepContext | None = None,
+    ranked: RankedStages | None = None,
 ) -> StepView:
     """One step's view. The chosen token is `chosen_id` if given (a recorded step);
     otherwise where `u` falls (or the one greedy keeps, or the top token when u is None).
-    `context` feeds DRY, XTC and mirostat (see `sampling.StepContext`)."""
-    ranked = ranked_stages(logits, settings, seen, min_sorted=MIN_SORTED, include_token=chosen_id, context=context)
+    `context` feeds DRY, XTC and mirostat (see `sampling.StepContext`). `ranked`, if given, is
+    `ranked_stages` of these arguments with `min_sorted=MIN_SORTED` (`Trace.ranked_next` keeps it for the draw)."""
+    if ranked is None:
+        ranked = ranked_stages(logits, settings, seen, min_sorted=MIN_SORTED, include_token=chosen_id, context=context)
     stages, order = ranked.logits, ranked.order
     shown = order[: ranked.sorted_prefix]  # every token with a final probability > 0 is in here
     # float64 softmax: the displayed shares add up to 1 and the draw matches `sampling.draw`.
