@@ -5,7 +5,7 @@ import streamlit as st
 
 from app_pages.shared import layout, models
 from app_pages.shared import sampler_controls as controls
-from app_pages.shared.captions import caption, view_summary
+from app_pages.shared.captions import caption, summary_line
 from app_pages.shared.reconnect import reconnect_guard
 from app_pages.shared.session_memo import kept_per_record, kept_until_changed
 from app_pages.shared.sidebar import current_model
@@ -151,11 +151,15 @@ def chips_of(trace) -> tuple[str, list[str]]:
 
 
 def show_text(trace, text_box) -> None:
-    """The run's text as chips, in `text_box`."""
+    """The run's text as chips and its status line under them, in `text_box` (one element: a Step sends it once)."""
     if trace is not None:
         with session_lock():  # another run of this session may be stepping the same trace
             prompt, chips = chips_of(trace)
-            html = token_html(tokenizer, trace.prompt_ids, trace.records, chips=chips, prompt=prompt)
+            n = len(trace.records)
+            status = stepper.status_text(
+                trace, f"{len(trace.prompt_ids)} prompt tokens · {n} generated", f"next: step {n}"
+            )
+            html = token_html(tokenizer, trace.prompt_ids, trace.records, chips=chips, prompt=prompt, status=status)
         text_box.markdown(html, unsafe_allow_html=True)
 
 
@@ -180,9 +184,6 @@ def run_section() -> None:
     if trace is not None and not prepared.error:
         stepper.play_if_clicked(trace, lambda: trace.step(settings, seed), lambda: show_text(trace, text_box))
     show_text(trace, text_box)
-    if trace is not None:
-        n = len(trace.records)
-        stepper.status_line(trace, f"{len(trace.prompt_ids)} prompt tokens · {n} generated", f"next: step {n}")
 
     stepper.mirror_url(
         trace,
@@ -218,7 +219,7 @@ def run_section() -> None:
                 context = trace.step_context(last.index, settings) if settings.needs_context else None
                 view = step_view(last.logits, settings, seen, u=last.u, chosen_id=last.token_id, context=context)
                 heading = f"Step {last.index}: the last choice"
-        st.subheader(heading)
+        st.markdown(f"### {heading}\n\n{summary_line(view)}")  # one element: the heading and the step's numbers
         top_n = st.slider("Tokens shown", 10, 50, 20, step=5, key="gen_top_n", persist_state="session")
         table = view.columns(tokenizer, top_n=top_n)
         chart_left, chart_right = layout.side_by_side(2)
@@ -244,7 +245,6 @@ def run_section() -> None:
                 "Tokens in order, adding up their probability. Top-p keeps tokens until the "
                 "red line is reached; the draw picks a random u and takes the token where the blue curve passes u.",
             )
-        view_summary(view)
 
         # -- fork ------------------------------------------------------------------------------
         if trace.records:

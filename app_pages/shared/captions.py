@@ -23,6 +23,11 @@ def caption(kind: str, text: str) -> None:
 
 def view_summary(view) -> None:
     """The step's key numbers in one readable line (metrics would truncate them)."""
+    st.markdown(summary_line(view))
+
+
+def summary_line(view) -> str:
+    """`view_summary`'s line, for a page that puts it into a Markdown element of its own."""
     parts = [
         f"**Entropy** {view.entropy_raw_bits:.2f} → {view.entropy_final_bits:.2f} bits",
         f"**Kept** {view.kept[view.final_stage]:,} of {len(view.order):,} tokens",
@@ -32,4 +37,4 @@ def view_summary(view) -> None:
         parts.append("**Draw** greedy: always the top token")
     elif view.u is not None:
         parts.append(f"**Draw** u = {view.u:.3f} lands on rank {view.chosen_rank + 1:,}")
-    st.markdown(" &nbsp;·&nbsp; ".join(parts))
+    return " &nbsp;·&nbsp; ".join(parts)

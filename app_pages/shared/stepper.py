@@ -117,8 +117,13 @@ class Stepper:
 
     def status_line(self, run, lead: str, next_hint: str, chooser: str = "the model") -> None:
         """`lead` (what the run holds), then why it stopped or what comes next."""
+        st.caption(self.status_text(run, lead, next_hint, chooser))
+
+    @staticmethod
+    def status_text(run, lead: str, next_hint: str, chooser: str = "the model") -> str:
+        """`status_line`'s sentence, for a page that shows it inside an element of its own."""
         done = stop_sentence(run.stop_reason, run.max_new_tokens, run.context, chooser) if run.finished else next_hint
-        st.caption(f"{lead} · {done}")
+        return f"{lead} · {done}"
 
     def mirror_url(self, run, settings: dict[str, str], extra: dict[str, str] | None = None) -> None:
         """The URL mirrors the current settings and the steps made: copy it to share this run."""

@@ -350,6 +350,7 @@ CHIP_CSS = """
                    border-radius: 0.35rem; white-space: pre; text-align: left; font-family: monospace; }
 .token-chip:hover .tip, .token-chip:focus .tip { visibility: visible; }
 .token-legend { font-size: 0.85rem; color: #555; margin-top: 0.3rem; }
+.token-status { font-size: 0.875rem; color: rgba(49, 51, 63, 0.6); margin-top: 0.5rem; }
 .token-legend span { display: inline-block; width: 2.2rem; height: 0.8rem; border-radius: 0.2rem;
                      vertical-align: middle; }
 </style>

@@ -255,12 +255,18 @@ def record_chip(tokenizer, r) -> str:
 
 
 def token_html(
-    tokenizer, prompt_ids: list[int], records, chips: list[str] | None = None, prompt: str | None = None
+    tokenizer,
+    prompt_ids: list[int],
+    records,
+    chips: list[str] | None = None,
+    prompt: str | None = None,
+    status: str | None = None,
 ) -> str:
     """The prompt as grey dashed chips (token boundaries visible), then generated tokens
     coloured by the probability the model gave them; hovering (or focusing, for keyboard
     users) shows the top-5 alternatives. `chips` and `prompt`, when given, are the chips already made for these
-    records and this prompt (a page keeps them, so a Step makes one chip, not one per token so far)."""
+    records and this prompt (a page keeps them, so a Step makes one chip, not one per token so far). `status`, plain
+    text, is a line under the legend (the run's status: one element for the text and its status, not two)."""
     generated = ",".join(str(r.token_id) for r in records)
     parts = [CHIP_CSS, f'<div class="token-box" data-generated-ids="{generated}">']
     parts.append(prompt if prompt is not None else prompt_chips(tokenizer, prompt_ids))
@@ -273,4 +279,6 @@ def token_html(
         '<div class="token-legend">Grey dashed: your prompt. Chip colour = the model\'s probability for the '
         f"chosen token (T=1, before filters): {legend}. Hover a chip for the top 5.</div>"
     )
+    if status is not None:
+        parts.append(f'<div class="token-status">{html.escape(status)}</div>')
     return "".join(parts)
