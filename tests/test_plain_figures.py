@@ -107,3 +107,62 @@ def test_the_live_slider_figure_passes_plotlys_validation_with_a_frame_per_value
     assert checked.layout.sliders[0].active == TOP_P_GRID.index(0.9)
     assert checked.layout.title.text == checked.frames[TOP_P_GRID.index(0.9)].layout.title.text
     assert checked.layout.title.text.startswith("top-p = 0.9: ")
+
+
+def pipeline_figure_through_plotly(view, tokenizer, top_n: int = 12, presenter: bool = False) -> go.Figure:
+    """The oracle: the Sampling lab's pipeline figure as it was built through `make_subplots` and Plotly's
+    `add_*`/`update_*` (~75 ms a slider move), before `pipeline_figure` moved to plain dicts."""
+    import torch
+    from plotly.subplots import make_subplots
+
+    from inference.core.tokens import readable_tokens
+    from inference.lessons.style import FINAL_COLOUR, REMOVED_COLOUR, label, repr_token
+
+    rows = torch.argsort(view.probs["raw"][: max(top_n, 4 * top_n)], descending=True, stable=True)[:top_n]
+    n = len(rows)
+    names = [label(repr_token(t)) for t in readable_tokens(tokenizer, view.order[rows].tolist())][::-1]
+    short = {"raw": "Raw (T=1)", "penalty": "Rep. penalty", "temperature": "Temperature", "top_k": "Top-k"}
+    short |= {"top_p": "Top-p", "min_p": "Min-p", "typical_p": "Typical-p", "top_n_sigma": "Top-nσ", "xtc": "XTC"}
+    short |= {"dry": "DRY", "mirostat": "Mirostat v2"}
+    stages = view.stages
+    columns = 2 if presenter else 3
+    rows_needed = -(-len(stages) // columns)
+    if presenter:
+        short = {**short, "raw": "Raw", "penalty": "Penalty"}
+    titles = [
+        f"{i + 1}. {short[s]}{' (final)' if s == stages[-1] and not presenter else ''}<br><b>{view.kept[s]:,}</b> kept"
+        for i, s in enumerate(stages)
+    ]
+    fig = make_subplots(rows=rows_needed, cols=columns, shared_yaxes=True, horizontal_spacing=0.04,
+                        vertical_spacing=0.32 / rows_needed, subplot_titles=titles)  # fmt: skip
+    for i, stage in enumerate(stages):
+        shown = view.probs[stage][rows].numpy()[::-1]
+        colours = [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]
+        row, col = divmod(i, columns)
+        fig.add_bar(y=names, x=shown, orientation="h", marker_color=colours, showlegend=False, row=row + 1,
+                    col=col + 1, hovertemplate="%{y}: %{x:.2%}<extra></extra>")  # fmt: skip
+        fig.update_xaxes(range=[0, 1], tickformat=".0%", row=row + 1, col=col + 1, tickvals=[0, 0.5])
+    fig.update_yaxes(automargin=True)
+    fig = base_layout(fig, "", presenter, height=rows_needed * (130 + (30 if presenter else 24) * n))
+    fig.update_layout(margin=dict(t=70))
+    return fig
+
+
+@pytest.mark.parametrize("presenter", [False, True], ids=["normal", "presenter"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        SamplingSettings(temperature=0.7, top_p=0.9),  # four stages: one row of three and one
+        SamplingSettings(temperature=1.2, top_k=40, top_p=0.8, min_p=0.05, repetition_penalty=1.3),  # six
+        SamplingSettings(temperature=0.0),
+    ],
+    ids=["top-p", "every-filter", "greedy"],
+)
+def test_the_pipeline_figure_equals_the_one_make_subplots_builds(step, settings, presenter):
+    from inference.lessons.sampling_lab.figures import pipeline_figure
+
+    trace, tokenizer, logits = step
+    view = step_view(logits, settings, trace.seen_now())
+    plain = pipeline_figure(view, tokenizer, presenter=presenter)
+    assert validated(plain) == validated(pipeline_figure_through_plotly(view, tokenizer, presenter=presenter))
+    assert len(plain.to_dict()["data"]) == len(view.stages)

@@ -20,10 +20,12 @@ from inference.lessons.style import (
     RAW_COLOUR,
     REMOVED_COLOUR,
     add_hbar,
+    axis_key,
     base_layout,
     label,
     plain_figure,
     repr_token,
+    subplot_grid,
 )
 from inference.sampling.pipeline import (
     SamplingSettings,
@@ -191,7 +193,8 @@ def draw_histogram(counts: pd.DataFrame, draws: int, presenter: bool = False) ->
 
 
 def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -> go.Figure:
-    """The distribution after each stage, left to right, with how many tokens survive."""
+    """The distribution after each stage, left to right, with how many tokens survive. Redrawn on every slider
+    move of the Sampling lab: plain dicts on `make_subplots`' grid (`style.subplot_grid`)."""
     # Rows: of the 4 x top_n tokens the view ranks first (final order), the top_n most likely before any stage
     # (raw), so a token the penalty pushes down stays in view and shrinks panel by panel (ranked by the final
     # distribution alone, the bundled model's " happy" dropped out of sight).
@@ -222,20 +225,26 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
         f"{i + 1}. {short[s]}{' (final)' if s == stages[-1] and not presenter else ''}<br><b>{view.kept[s]:,}</b> kept"
         for i, s in enumerate(stages)
     ]
-    fig = make_subplots(
-        rows=rows_needed,
-        cols=columns,
-        shared_yaxes=True,
-        horizontal_spacing=0.04,
-        vertical_spacing=0.32 / rows_needed,
-        subplot_titles=titles,
-    )
-    for i, stage in enumerate(stages):
+    layout, refs = subplot_grid(titles, columns, horizontal_spacing=0.04, vertical_spacing=0.32 / rows_needed)
+    data = []
+    for stage, (x_ref, y_ref) in zip(stages, refs):
         shown = view.probs[stage][rows].numpy()[::-1]
-        colours = [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]
-        row, col = divmod(i, columns)
-        _probability_panel(fig, names, shown, colours, row + 1, col + 1, tickvals=[0, 0.5])
-    fig.update_yaxes(automargin=True)
-    fig = base_layout(fig, "", presenter, height=rows_needed * (130 + (30 if presenter else 24) * n))
-    fig.update_layout(margin=dict(t=70))
-    return fig
+        data.append(
+            {
+                "type": "bar",
+                "y": names,
+                "x": shown,
+                "orientation": "h",
+                "marker": {"color": [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]},
+                "showlegend": False,
+                "hovertemplate": "%{y}: %{x:.2%}<extra></extra>",
+                "xaxis": x_ref,
+                "yaxis": y_ref,
+            }
+        )
+        layout[axis_key(x_ref)] |= {"range": [0, 1], "tickformat": ".0%", "tickvals": [0, 0.5]}
+    for key in layout:
+        if key.startswith("yaxis"):
+            layout[key]["automargin"] = True
+    layout["margin"] = {"t": 70}
+    return plain_figure(data, layout, "", presenter, height=rows_needed * (130 + (30 if presenter else 24) * n))
