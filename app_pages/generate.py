@@ -14,6 +14,8 @@ from app_pages.shared.stepper import Stepper
 from inference.core.prompting import prepare_prompt
 from inference.core.remote import distribution_note, is_remote
 from inference.core.run import SEED_MAX, new_trace, record_row
+from inference.lessons.generate import text as gen_text
+from inference.lessons.generate.current_step import current_step_view
 from inference.lessons.generate.figures import (
     cumulative_curve,
     next_token_bars,
@@ -23,7 +25,6 @@ from inference.lessons.generate.figures import (
     token_html,
 )
 from inference.lessons.generate.links import LinkError, schedule_param, step_plan
-from inference.sampling.step_view import step_view
 
 # URL parameter -> (widget key, type): a shared link reopens the same prompt, settings and seed (the sampling
 # knobs' parameters come from their one table, sampler_controls).
@@ -155,10 +156,7 @@ def show_text(trace, text_box) -> None:
     if trace is not None:
         with session_lock():  # another run of this session may be stepping the same trace
             prompt, chips = chips_of(trace)
-            n = len(trace.records)
-            status = stepper.status_text(
-                trace, f"{len(trace.prompt_ids)} prompt tokens · {n} generated", f"next: step {n}"
-            )
+            status = stepper.status_text(trace, gen_text.status_lead(trace), f"next: step {trace.next_index}")
             html = token_html(tokenizer, trace.prompt_ids, trace.records, chips=chips, prompt=prompt, status=status)
         text_box.markdown(html, unsafe_allow_html=True)
 
@@ -206,31 +204,14 @@ def run_section() -> None:
         if logits is None and not trace.records:
             return  # a serving engine failed before the first step: its message is above
         with session_lock():  # the view reads the trace: never while another run of this session steps it
-            if logits is not None:
-                context = trace.step_context(trace.next_index, settings) if settings.needs_context else None
-                ranked = trace.ranked_next(settings, context)  # kept: the Step that draws it need not rank again
-                view = step_view(
-                    logits, settings, trace.seen_now(), u=trace.next_uniform(), context=context, ranked=ranked
-                )
-                heading = f"Step {trace.next_index}: the choice about to be made"
-            else:
-                last = trace.records[-1]
-                seen = trace.seen_masks()[-1]
-                context = trace.step_context(last.index, settings) if settings.needs_context else None
-                view = step_view(last.logits, settings, seen, u=last.u, chosen_id=last.token_id, context=context)
-                heading = f"Step {last.index}: the last choice"
+            view, heading = current_step_view(trace, logits, settings)
         st.markdown(f"### {heading}\n\n{summary_line(view)}")  # one element: the heading and the step's numbers
         top_n = st.slider("Tokens shown", 10, 50, 20, step=5, key="gen_top_n", persist_state="session")
         table = view.columns(tokenizer, top_n=top_n)
         chart_left, chart_right = layout.side_by_side(2)
         with chart_left:
             st.plotly_chart(next_token_bars(table, layout.presenter()), width="stretch", key="gen_bars")
-            caption(
-                "exact",
-                "Top tokens by probability from this step's real logits over the full vocabulary; "
-                "grey bars = the model's raw probability (T=1), blue = after your settings, orange = the draw, "
-                "✂ = removed by that filter; 'other' = the rest of the vocabulary.",
-            )
+            caption("exact", gen_text.BARS_CAPTION)
             if remote:
                 server_step = trace.pending_server_step() if logits is not None else trace.server_steps[-1]
                 caption(*distribution_note(loaded.model, server_step))
@@ -240,11 +221,7 @@ def run_section() -> None:
                 width="stretch",
                 key="gen_cumulative",
             )
-            caption(
-                "exact",
-                "Tokens in order, adding up their probability. Top-p keeps tokens until the "
-                "red line is reached; the draw picks a random u and takes the token where the blue curve passes u.",
-            )
+            caption("exact", gen_text.CUMULATIVE_CAPTION)
 
         # -- fork ------------------------------------------------------------------------------
         if trace.records:
@@ -289,20 +266,7 @@ def run_section() -> None:
                         "text/csv",
                         key="gen_csv",
                     )
-                    if remote:
-                        caption(
-                            "measured",
-                            "Forward ms is the engine's own time to evaluate that step's new tokens (its "
-                            "`timings.prompt_ms`; its prompt cache kept the rest). The CSV adds round_trip_ms (the whole "
-                            "request measured here, answer parsed) and the tokens the engine evaluated and reused.",
-                        )
-                    else:
-                        caption(
-                            "measured",
-                            "Probabilities are exact; forward ms is the wall time of that step's forward pass here. "
-                            "It runs while your browser draws this page, so a step can take many times its usual time when "
-                            "both share one computer's CPU; the Prefill vs decode page times clean runs.",
-                        )
+                    caption("measured", gen_text.TABLE_CAPTION_REMOTE if remote else gen_text.TABLE_CAPTION_LOCAL)
 
 
 reconnect_guard()  # before the fragment: a reconnect must rerun the page even if the run section fails

@@ -29,9 +29,11 @@ def view_summary(view) -> None:
 def summary_line(view) -> str:
     """`view_summary`'s line, for a page that puts it into a Markdown element of its own."""
     parts = [
-        f"**Entropy** {view.entropy_raw_bits:.2f} → {view.entropy_final_bits:.2f} bits",
+        # (a one-token distribution's entropy rounds to a tiny negative: shown as 0.00, not -0.00)
+        f"**Entropy** {max(view.entropy_raw_bits, 0.0):.2f} → {max(view.entropy_final_bits, 0.0):.2f} bits",
         f"**Kept** {view.kept[view.final_stage]:,} of {len(view.order):,} tokens",
-        f"**Nucleus** {view.nucleus_size:,} tokens holding {view.nucleus_mass:.1%}",
+        f"**Nucleus** {view.nucleus_size:,} {'token' if view.nucleus_size == 1 else 'tokens'} holding "
+        f"{view.nucleus_mass:.1%}",
     ]
     if view.settings.greedy:
         parts.append("**Draw** greedy: always the top token")

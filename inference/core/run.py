@@ -146,6 +146,19 @@ class Generation:
             yield record
 
 
+@dataclass(frozen=True)
+class _KeptRanking:
+    """A ranking `Trace.ranked_next` made, and what it was made for."""
+
+    forward_pass: ForwardPass
+    settings: SamplingSettings
+    context: StepContext | None
+    ranked: RankedStages
+
+    def applies_to(self, forward_pass: ForwardPass, settings: SamplingSettings, context: StepContext | None) -> bool:
+        return self.forward_pass is forward_pass and self.settings == settings and self.context == context
+
+
 @dataclass
 class Trace(Generation):
     """One run: a prompt, the records of its steps, and the `Forward` (with its KV cache) that goes with them.
@@ -173,8 +186,7 @@ class Trace(Generation):
         self.context, self.eos_ids, self.vocab_size = forward.context, forward.eos_ids, forward.vocab_size
         self._uniforms = {self.seed: run_uniforms(self.seed, self.context)}  # never more steps than context
         self._pending: ForwardPass | None = None  # computed, not yet sampled from
-        # (pass, settings, context, its ranking) from `ranked_next`, for the step that draws from that pass
-        self._ranked_next: tuple | None = None
+        self._ranked_next: _KeptRanking | None = None  # from `ranked_next`, for the step that draws from that pass
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
         self._xtc_uniforms: dict[int, torch.Tensor] = {}  # seed -> XTC's uniform per step
         self._breaker_ids: dict[tuple[str, ...], frozenset[int]] = {}  # DRY breakers -> token ids
@@ -218,7 +230,7 @@ class Trace(Generation):
         if logits is None:
             raise ValueError("The run has stopped: there is no next step to rank")
         ranked = ranked_stages(logits, settings, self._seen, min_sorted=MIN_SORTED, context=context)
-        self._ranked_next = (self._pending, settings, context, ranked)
+        self._ranked_next = _KeptRanking(self._pending, settings, context, ranked)
         return ranked
 
     @property
@@ -271,7 +283,7 @@ class Trace(Generation):
         u = self.uniform(n)
         context = self.step_context(n, settings) if settings.needs_context else None
         kept, self._ranked_next = self._ranked_next, None
-        ranked = kept[3] if kept is not None and kept[0] is fwd and kept[1] == settings and kept[2] == context else None
+        ranked = kept.ranked if kept is not None and kept.applies_to(fwd, settings, context) else None
         choice = draw(fwd.logits, settings, self._seen, u, context, ranked=ranked)
         sample_ms = (time.perf_counter() - start) * 1000
 

@@ -12,3 +12,30 @@ def stop_sentence(reason: str, max_new_tokens: int, context: int, chooser: str =
         STOP_MAX_NEW_TOKENS: f"stopped: reached max new tokens ({max_new_tokens})",
         STOP_CONTEXT: f"stopped: the model's context of {context} tokens is full",
     }[reason]
+
+
+# The captions under Generate's charts and its step table (each with its kind: "exact" or "measured").
+BARS_CAPTION = (
+    "Top tokens by probability from this step's real logits over the full vocabulary; "
+    "grey bars = the model's raw probability (T=1), blue = after your settings, orange = the draw, "
+    "✂ = removed by that filter; 'other' = the rest of the vocabulary."
+)
+CUMULATIVE_CAPTION = (
+    "Tokens in order, adding up their probability. Top-p keeps tokens until the "
+    "red line is reached; the draw picks a random u and takes the token where the blue curve passes u."
+)
+TABLE_CAPTION_REMOTE = (
+    "Forward ms is the engine's own time to evaluate that step's new tokens (its "
+    "`timings.prompt_ms`; its prompt cache kept the rest). The CSV adds round_trip_ms (the whole "
+    "request measured here, answer parsed) and the tokens the engine evaluated and reused."
+)
+TABLE_CAPTION_LOCAL = (
+    "Probabilities are exact; forward ms is the wall time of that step's forward pass here. "
+    "It runs while your browser draws this page, so a step can take many times its usual time when "
+    "both share one computer's CPU; the Prefill vs decode page times clean runs."
+)
+
+
+def status_lead(trace) -> str:
+    """What the run holds, for the status line under its text."""
+    return f"{len(trace.prompt_ids)} prompt tokens · {len(trace.records)} generated"
