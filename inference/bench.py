@@ -9,9 +9,9 @@ Why the numbers look the way they do:
 - The engine records the full logits and a sampling view every step and still beats
   `model.generate`: for float32 Llama-architecture models its decode step is one C call
   (`inference/core/fused_step.c`: the same operations as transformers' forward, with no torch
-  operator between them; its products an AVX2 kernel, `inference/core/small_matmul.c`), and torch's
-  own operations where that cannot be built. What is left is mostly reading every weight once per
-  token (float32: 23 MB for the bundled model).
+  operator between them; its products `inference/core/packed_matmul.c`, AVX-512 or AVX2 on weights packed
+  in panels of 16 outputs), and torch's own operations where that cannot be built. What is left is mostly
+  multiplying every weight once per token (float32: 23 MB for the bundled model, which fits this VM's L3).
 - The speculative keys (`spec_*`, `hf_assisted_*`) are timed on the app's torch threads
   (`Limits.torch_threads`, `spec_torch_threads` says how many), as the Speculative page runs; the rest on
   torch's default. On two threads a busy machine stalls torch's workers on every small operation.

@@ -119,8 +119,10 @@ def test_speed_findings_say_when_float32_has_the_faster_kernel(comparison):
     marker = "instead of transformers' own forward"
     said = [line for line in quant_text.speed_findings(comparison) if marker in line]
     assert len(said) == 1
-    assert ("small_matmul.c" in said[0]) == small_matmul.available() != ("row sum" in said[0])
-    assert ("fused_step.c" in said[0]) == (small_matmul.available() and fused_step.usable())
+    fused = small_matmul.available() and fused_step.usable()
+    assert ("fused_step.c" in said[0]) == fused == ("packed_matmul.c" in said[0])
+    assert ("small_matmul.c" in said[0]) == (small_matmul.available() and not fused)
+    assert ("row sum" in said[0]) == (not small_matmul.available())
     plain = dataclasses.replace(comparison, float32_row_sums=False)
     assert not any(marker in line for line in quant_text.speed_findings(plain))
 

@@ -20,10 +20,12 @@ costs ~1.8 one-token steps.
 
 `decode_logits` and `few_tokens_logits`, float32 weights, a DynamicCache: the whole pass is one C call
 (`inference.core.fused_step`: every layer's norms, products, rotary, attention over the cache and MLP, no torch
-operator between them): a bundled-model step 0.97 ms against 1.34 ms through the torch path below, a 5-token verify
-pass 1.40 ms (AMD EPYC, one thread, idle, 2026-12-02, 89 tokens cached). Logits and cache within float rounding of
-transformers (tests/test_fused_step.py). Where it cannot run (no compiler, `INFERENCE_LAB_FUSED_STEP=0`, another
-cache layer) the torch path does.
+operator between them; products on weights packed in panels, `packed_matmul.c`): a bundled-model step 0.40 ms
+(0.30 of it in C) against 1.34 ms through the torch path below, a 5-token verify pass 0.86 ms (0.73-0.81 in C)
+(AMD EPYC Zen 4, one thread, idle, 2026-12-02, 100 tokens cached). A verify pass's rows equal one-token steps bit
+for bit (tests/test_packed_matmul.py); logits and cache within float rounding of transformers
+(tests/test_fused_step.py). Where it cannot run (no compiler, `INFERENCE_LAB_FUSED_STEP=0`, another cache layer)
+the torch path does.
 
 The torch path, float32 weights: three things are computed differently, each measured or proven:
 - a matrix-vector product goes through the few-rows kernel (`inference.core.small_matmul`, one

@@ -4,7 +4,8 @@
  * Why: the bundled model's decode step is 43 products and ~150 small element-wise operations. Through torch each of
  * those is an operator call (~5-20 us of dispatch, allocation and Python), which costs more than its arithmetic
  * (5.8M multiply-adds, ~23 MB of weights that sit in L3). Here the same operations run back to back with no
- * dispatch and no allocation but a few scratch rows. The products are small_matmul.c's kernels.
+ * dispatch and no allocation but a few scratch rows. The products are packed_matmul.c's kernels, so a row's
+ * numbers do not depend on how many rows the pass has: a verify pass's rows equal one-token steps bit for bit.
  *
  * The cache stays transformers' DynamicCache, owned by Python: this reads each layer's past keys and values
  * (rows of head_dim, kv_stride floats from one K/V head to the next) and writes the new tokens' keys and values to
@@ -19,10 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-int small_matmul(const float *x, const float *w, float *y, int64_t rows, int64_t k_len, int64_t outs);
+int packed_matmul(const float *x, const float *packed, float *y, int64_t rows, int64_t k_len, int64_t outs);
 
 /* Weights, per layer l at weights[l * 6 + i]: input norm, stacked q/k/v, o, post-attention norm, stacked
- * gate/up, down. After the layers: weights[layers * 6] the final norm, weights[layers * 6 + 1] the output layer. */
+ * gate/up, down. After the layers: weights[layers * 6] the final norm, weights[layers * 6 + 1] the output layer.
+ * Every product's weight is packed in panels of 16 outputs (packed_matmul.c); the norms are the model's own. */
 enum { INPUT_NORM, QKV, O, POST_NORM, GATE_UP, DOWN, PER_LAYER };
 
 typedef struct {
@@ -41,6 +43,63 @@ static inline float dot(const float *a, const float *b, int64_t n) {
     float sum = _mm_cvtss_f32(s);
     for (; i < n; ++i) sum += a[i] * b[i];
     return sum;
+}
+
+/* scores[j] = (q . keys[j]) * scaling for `count` key rows of head_dim floats. Eight rows at a time: each row's
+ * products in one register (head_dim / 8 fused multiply-adds), then the eight sums folded into one register
+ * together; a row's numbers are the same wherever it falls in the eight. */
+static void key_scores(const float *q, const float *keys, int64_t count, int64_t hd, float scaling, float *scores) {
+    int64_t j = 0;
+    if (hd % 8 == 0) {
+        for (; j + 8 <= count; j += 8) {
+            __m256 acc[8];
+            for (int r = 0; r < 8; ++r) {
+                const float *k = keys + (j + r) * hd;
+                acc[r] = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(k));
+                for (int64_t d = 8; d < hd; d += 8) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), acc[r]);
+            }
+            /* [a0..a7] -> one register of their lane sums, by pairs: the horizontal sum of each row */
+            __m256 s01 = _mm256_hadd_ps(acc[0], acc[1]), s23 = _mm256_hadd_ps(acc[2], acc[3]);
+            __m256 s45 = _mm256_hadd_ps(acc[4], acc[5]), s67 = _mm256_hadd_ps(acc[6], acc[7]);
+            __m256 s0123 = _mm256_hadd_ps(s01, s23), s4567 = _mm256_hadd_ps(s45, s67);
+            __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
+            _mm256_storeu_ps(scores + j, _mm256_mul_ps(sums, _mm256_set1_ps(scaling)));
+        }
+    }
+    for (; j < count; ++j) {  /* the last rows one at a time, in the same order of additions */
+        const float *k = keys + j * hd;
+        float lanes[8] = {0};
+        if (hd % 8 == 0) {
+            __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(k));
+            for (int64_t d = 8; d < hd; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), acc);
+            _mm256_storeu_ps(lanes, acc);
+            /* hadd's order: ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) */
+            scores[j] = (((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))) * scaling;
+        } else {
+            scores[j] = dot(q, k, hd) * scaling;
+        }
+    }
+}
+
+/* out += sum_j p[j] * values[j] over `count` rows of head_dim floats, rows in order. */
+static void add_weighted(const float *p, const float *values, int64_t count, int64_t hd, float *out) {
+    int64_t d = 0;
+    for (; d + 32 <= hd; d += 32) {  /* 32 dimensions in four registers across all rows */
+        __m256 a0 = _mm256_loadu_ps(out + d), a1 = _mm256_loadu_ps(out + d + 8);
+        __m256 a2 = _mm256_loadu_ps(out + d + 16), a3 = _mm256_loadu_ps(out + d + 24);
+        for (int64_t j = 0; j < count; ++j) {
+            const __m256 pj = _mm256_set1_ps(p[j]);
+            const float *v = values + j * hd + d;
+            a0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v), a0);
+            a1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8), a1);
+            a2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 16), a2);
+            a3 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 24), a3);
+        }
+        _mm256_storeu_ps(out + d, a0), _mm256_storeu_ps(out + d + 8, a1);
+        _mm256_storeu_ps(out + d + 16, a2), _mm256_storeu_ps(out + d + 24, a3);
+    }
+    for (; d < hd; ++d)
+        for (int64_t j = 0; j < count; ++j) out[d] = fmaf(p[j], values[j * hd + d], out[d]);
 }
 
 /* e^x for 8 floats: Cephes' expf (range reduction by ln 2 in two parts, a degree-5 polynomial, 2^n from the
@@ -125,7 +184,7 @@ int fused_step(const Shape *s, const float *const *weights, const float *embedde
         const float *const *w = weights + l * PER_LAYER;
         float *layer_k = new_k + l * tokens * kv_len, *layer_v = new_v + l * tokens * kv_len;
         for (int64_t t = 0; t < tokens; ++t) rms_norm(x + t * H, w[INPUT_NORM], h + t * H, H, s->eps);
-        small_matmul(h, w[QKV], qkv, tokens, H, qkv_len);
+        packed_matmul(h, w[QKV], qkv, tokens, H, qkv_len);
         for (int64_t t = 0; t < tokens; ++t) {
             float *row = qkv + t * qkv_len;
             for (int64_t head = 0; head < nq + nkv; ++head)  /* q heads, then k heads */
@@ -135,39 +194,38 @@ int fused_step(const Shape *s, const float *const *weights, const float *embedde
                 memcpy(layer_v + (g * tokens + t) * hd, row + q_len + kv_len + g * hd, sizeof(float) * hd);
             }
         }
-        /* Row t (position past + t) attends to the past and to new rows 0..t. */
+        /* Row t (position past + t) attends to the past and to new rows 0..t: the same calls for every row, so a
+         * row's numbers do not depend on how many rows the pass has. */
         for (int64_t t = 0; t < tokens; ++t) {
             const int64_t seen = past + t + 1;
             for (int64_t head = 0; head < nq; ++head) {
                 const int64_t g = head / groups;
                 const float *q = qkv + t * qkv_len + head * hd;
+                const float *keys = past ? past_k[l] + g * kv_stride[l] : NULL, *values = past ? past_v[l] + g * kv_stride[l] : NULL;
+                const float *new_keys = layer_k + g * tokens * hd, *new_values = layer_v + g * tokens * hd;
+                if (past) key_scores(q, keys, past, hd, s->scaling, scores);
+                key_scores(q, new_keys, t + 1, hd, s->scaling, scores + past);
                 float top = -INFINITY;
-                for (int64_t j = 0; j < seen; ++j) {
-                    const float *k = j < past ? past_k[l] + g * kv_stride[l] + j * hd : layer_k + (g * tokens + j - past) * hd;
-                    scores[j] = dot(q, k, hd) * s->scaling;
-                    if (scores[j] > top) top = scores[j];
-                }
+                for (int64_t j = 0; j < seen; ++j) top = scores[j] > top ? scores[j] : top;
                 const float sum = exp_shifted(scores, top, scores, seen);
+                for (int64_t j = 0; j < seen; ++j) scores[j] /= sum;
                 float *out = attn + t * q_len + head * hd;
                 memset(out, 0, sizeof(float) * hd);
-                for (int64_t j = 0; j < seen; ++j) {
-                    const float *v = j < past ? past_v[l] + g * kv_stride[l] + j * hd : layer_v + (g * tokens + j - past) * hd;
-                    const float p = scores[j] / sum;
-                    for (int64_t d = 0; d < hd; ++d) out[d] += p * v[d];
-                }
+                if (past) add_weighted(scores, values, past, hd, out);
+                add_weighted(scores + past, new_values, t + 1, hd, out);
             }
         }
-        small_matmul(attn, w[O], delta, tokens, q_len, H);
+        packed_matmul(attn, w[O], delta, tokens, q_len, H);
         for (int64_t i = 0; i < tokens * H; ++i) x[i] += delta[i];
         for (int64_t t = 0; t < tokens; ++t) rms_norm(x + t * H, w[POST_NORM], h + t * H, H, s->eps);
-        small_matmul(h, w[GATE_UP], gu, tokens, H, 2 * I);
+        packed_matmul(h, w[GATE_UP], gu, tokens, H, 2 * I);
         for (int64_t t = 0; t < tokens; ++t) swiglu(gu + t * 2 * I, gu + t * 2 * I + I, act + t * I, I);
-        small_matmul(act, w[DOWN], delta, tokens, I, H);
+        packed_matmul(act, w[DOWN], delta, tokens, I, H);
         for (int64_t i = 0; i < tokens * H; ++i) x[i] += delta[i];
     }
     const float *const *tail = weights + s->layers * PER_LAYER;
     for (int64_t t = tokens - keep; t < tokens; ++t) rms_norm(x + t * H, tail[0], h + (t - tokens + keep) * H, H, s->final_eps);
-    small_matmul(h, tail[1], logits, keep, H, s->vocab);
+    packed_matmul(h, tail[1], logits, keep, H, s->vocab);
 done:
     free(x), free(h), free(qkv), free(attn), free(gu), free(act), free(delta), free(scores), free(tmp);
     return status;

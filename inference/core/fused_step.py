@@ -38,8 +38,9 @@ class _Shape(ctypes.Structure):
 @dataclass(frozen=True)
 class FusedPlan:
     """A model's weights as fused_step.c reads them: one array of pointers, made once. The tensors behind them are
-    the model's own and the `_Plan`'s stacked copies; this keeps the model's ones only to check they have not moved
-    (and is dropped with the model, as the `_Plan` is)."""
+    the model's norms and this plan's packed copies of every product's weight (panels of 16 outputs,
+    `small_matmul.pack`: the bundled model's 23 MB once more); it keeps the model's ones only to check they have not
+    moved (and is dropped with the model, as the `_Plan` is)."""
 
     shape: _Shape
     weights: ctypes.Array
@@ -49,8 +50,9 @@ class FusedPlan:
     vocab: int
     pointers: type  # ctypes array types of `layers` pointers and strides, made once
     strides: type
-    borrowed: tuple  # the model's own tensors behind `weights` (norms, o, down, output layer), and
+    borrowed: tuple  # the model's own tensors behind `weights` (norms; o, down, output layer packed from them), and
     borrowed_at: tuple  # where their memory was when `weights` was made
+    packed: tuple  # every product's weight packed in panels (`small_matmul.pack`): this plan's own copies
 
     def still_valid(self) -> bool:
         """False once the model's tensors moved (a `model.to(...)` swaps a parameter's memory in place): C would
@@ -89,12 +91,15 @@ def make(plan) -> FusedPlan | None:
         or any(t.dtype != torch.float32 or not t.is_contiguous() for t in tensors)
     ):
         return None
-    pointers = []
+    pointers, packed = [], []
     for layer in layers:  # fused_step.c's order: INPUT_NORM, QKV, O, POST_NORM, GATE_UP, DOWN
-        for tensor in (layer.input_norm, layer.qkv, layer.o.weight, layer.post_norm, layer.gate_up, layer.down.weight):
+        products = [small_matmul.pack(w) for w in (layer.qkv, layer.o.weight, layer.gate_up, layer.down.weight)]
+        packed += products
+        for tensor in (layer.input_norm, products[0], products[1], layer.post_norm, products[2], products[3]):
             pointers.append(tensor.data_ptr())
-    pointers += [plan.final_norm.data_ptr(), plan.lm_head.weight.data_ptr()]
-    borrowed = tuple(tensors)  # (the stacked q/k/v and gate/up are the plan's own copies)
+    packed.append(small_matmul.pack(plan.lm_head.weight))
+    pointers += [plan.final_norm.data_ptr(), packed[-1].data_ptr()]
+    borrowed = tuple(tensors)  # the model's tensors: norms read in place, the products' weights packed from them
     shape = _Shape(
         layers=len(layers),
         hidden=plan.embed.shape[1],
@@ -118,6 +123,7 @@ def make(plan) -> FusedPlan | None:
         strides=ctypes.c_int64 * len(layers),
         borrowed=borrowed,
         borrowed_at=tuple(t.data_ptr() for t in borrowed),
+        packed=tuple(packed),
     )
 
 

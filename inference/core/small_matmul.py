@@ -6,7 +6,9 @@ could cost about one step, but MKL's SGEMM for 5 rows cost 1.7-1.9x a one-token 
 verify pass of the bundled model: 9.4-10.0 ms against 5.3-5.9 ms for one token, busy, one thread). The kernel loads
 each weight row once into AVX2 registers and multiplies it into every row's accumulator: 5.8 ms for the same pass.
 For one row it takes one weight row at a time (see small_matmul.c for the variant it beat). The same library holds
-`fused_step.c`, a whole forward pass of 1 to 8 tokens built on these products (`inference.core.fused_step`).
+`fused_step.c`, a whole forward pass of 1 to 8 tokens (`inference.core.fused_step`), whose products are
+`packed_matmul.c`'s: weights packed once in panels of 16 outputs (`pack`), each output one register lane summed in
+order, so a row's numbers do not depend on the row count (a verify pass's rows equal one-token steps bit for bit).
 
 It is C, compiled on first use with the system's C compiler into `~/.cache/inference-lab/small-matmul/` (about a
 second; the file's name is a hash of the source and the flags) and called through ctypes, which releases the GIL.
@@ -30,7 +32,7 @@ import torch
 
 # The products, and the whole forward pass of a few tokens built on them (`fused_step.c`, driven by
 # `inference.core.fused_step`): one library, so one build.
-SOURCES = [Path(__file__).with_name("small_matmul.c"), Path(__file__).with_name("fused_step.c")]
+SOURCES = [Path(__file__).with_name(name) for name in ("small_matmul.c", "packed_matmul.c", "fused_step.c")]
 CACHE_DIR = Path(os.environ.get("INFERENCE_LAB_KERNEL_DIR", Path.home() / ".cache" / "inference-lab" / "small-matmul"))
 FLAGS = ["-O3", "-mavx2", "-mfma", "-shared", "-fPIC"]
 LIBRARIES = ["-lm"]
@@ -79,6 +81,10 @@ def _build() -> ctypes.CDLL:
     lib.small_matmul.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
     lib.small_matmul.restype = ctypes.c_int
     lib.fused_step.restype = ctypes.c_int
+    lib.packed_matmul.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3
+    lib.packed_matmul.restype = ctypes.c_int
+    lib.packed_matmul_use_avx512.argtypes = [ctypes.c_int]
+    lib.packed_matmul_use_avx512.restype = ctypes.c_int
     pointer, size = ctypes.c_void_p, ctypes.c_int64
     # (shape, weights, embedded, tokens, past, cos, signed sin, past K, past V, K/V strides, new K, new V, keep, logits)
     lib.fused_step.argtypes = [pointer, pointer, pointer, size, size, pointer, pointer]
@@ -130,3 +136,34 @@ def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     if status != 0:
         raise ValueError(f"small_matmul takes 1 to {MAX_ROWS} rows, not {rows.shape[0]}")
     return out.view(*x.shape[:-1], weight.shape[0])
+
+
+PANEL = 16  # outputs per panel of a packed weight (packed_matmul.c)
+
+
+def pack(weight: torch.Tensor) -> torch.Tensor:
+    """A float32 weight [outs, in] as packed_matmul.c reads it: [ceil(outs / 16), in, 16], panel p holding outputs
+    16p .. 16p + 15 (zero rows pad the last one). A copy: the model's tensor is only read."""
+    outs, width = weight.shape
+    panels = -(-outs // PANEL)
+    padded = torch.zeros(panels * PANEL, width, dtype=torch.float32)
+    padded[:outs] = weight.detach()
+    return padded.view(panels, PANEL, width).transpose(1, 2).contiguous()
+
+
+def packed_linear(x: torch.Tensor, packed: torch.Tensor, outs: int) -> torch.Tensor:
+    """`F.linear(x, weight)` for x [rows, in] (1 to `MAX_ROWS` rows) and `pack(weight)`, through packed_matmul.c."""
+    rows = x.contiguous()
+    out = torch.empty(rows.shape[0], outs, dtype=torch.float32)
+    status = _library().packed_matmul(
+        rows.data_ptr(), packed.data_ptr(), out.data_ptr(), rows.shape[0], rows.shape[1], outs
+    )
+    if status != 0:
+        raise ValueError(f"packed_matmul takes 1 to {MAX_ROWS} rows, not {rows.shape[0]}")
+    return out
+
+
+def use_avx512(wanted: bool) -> bool:
+    """Let packed_matmul.c use AVX-512 where the CPU has it (the default), or keep it to AVX2 (the tests compare the
+    two). Returns whether AVX-512 is now in use."""
+    return bool(_library().packed_matmul_use_avx512(int(wanted)))

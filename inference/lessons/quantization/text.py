@@ -175,7 +175,7 @@ def speed_findings(comparison: PrecisionComparison, cache_bytes: int | None = No
             "In this app's step engine, "
             + (
                 "float32's whole decode step is one call into the app's own C code (`inference/core/fused_step.c`, "
-                "its matrix-vector products an AVX2 kernel, `inference/core/small_matmul.c`)"
+                "its products the app's AVX-512/AVX2 kernel on weights packed in panels, `inference/core/packed_matmul.c`)"
                 if comparison.float32_fused and fused_step.usable()
                 else "float32's matrix-vector products run "
                 + (
