@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -36,6 +37,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from inference.core import small_matmul
 from inference.core.forward import FastDecodeForward, vocabulary_rows
 from inference.core.paths import MODELS_DIR
 from inference.core.run import Generation, check_run, check_seed
@@ -83,6 +85,23 @@ def parameter_count(model) -> int:
     return total
 
 
+# Each tokenizer's token -> id map, read once: `get_vocab` builds a new dict every call (~1 ms each for 4,096 tokens
+# on the AMD EPYC VM, 2026-12-02), and every speculative run checks its pair. Dropped with the tokenizer; the size
+# is kept with it, so a tokenizer that gained tokens is read again.
+_VOCABULARIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _vocabulary(tokenizer) -> dict:
+    try:
+        size = len(tokenizer)
+        kept = _VOCABULARIES.get(tokenizer)
+    except TypeError:  # no size to tell a changed tokenizer by, or not weakly referable: read every time
+        return tokenizer.get_vocab()
+    if kept is None or kept[0] != size:
+        kept = _VOCABULARIES[tokenizer] = (size, tokenizer.get_vocab())
+    return kept[1]
+
+
 def check_pair(target, target_tokenizer, draft, draft_tokenizer) -> None:
     """Refuse a draft that cannot serve this target, from configs and tokenizers alone (no
     forward pass runs): p and q must be over the same tokens, and the draft must be smaller."""
@@ -92,7 +111,7 @@ def check_pair(target, target_tokenizer, draft, draft_tokenizer) -> None:
             f"Refused before any forward pass: {TOKENIZER_MISMATCH} (the target scores {target_rows:,} tokens, "
             f"the draft {draft_rows:,})."
         )
-    if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
+    if target_tokenizer is not draft_tokenizer and _vocabulary(target_tokenizer) != _vocabulary(draft_tokenizer):
         raise SpeculationError(
             f"Refused before any forward pass: {TOKENIZER_MISMATCH} (both have {target_rows:,} tokens, "
             "but the tokens differ)."
@@ -307,7 +326,7 @@ class ModelDrafter:
         tokens, q_rows, raw_rows, pass_ms = [], [], [], []
         seen = request.seen.clone()
         start = time.perf_counter()
-        logits = self.forward.few_tokens(request.committed[self.cache_tokens :])[0]  # the prompt, or 1-2 tokens
+        logits = self._catch_up(request.committed[self.cache_tokens :])  # the prompt, or 1-2 tokens
         pass_ms.append((time.perf_counter() - start) * 1000)
         for i in range(gamma):
             if settings.greedy:
@@ -326,6 +345,16 @@ class ModelDrafter:
             pass_ms.append((time.perf_counter() - start) * 1000)
         q_raw = raw_probabilities(torch.stack(raw_rows), tokens)  # after the passes: not in their timing
         return Proposal(tokens, torch.stack(q_rows) if q_rows else None, q_raw, pass_ms)
+
+    def _catch_up(self, ids: list[int]) -> torch.Tensor:
+        """Feed what the draft has not seen; the last position's logits. A prompt goes in chunks of at most
+        `MAX_ROWS` tokens, each one few-tokens pass (a draft's numbers need to be the draft's to float rounding, not
+        bit for bit: they only propose): the bundled draft reads a 24-token prompt in ~0.3 ms instead of ~1.2."""
+        step = small_matmul.MAX_ROWS
+        chunks = [ids[start : start + step] for start in range(0, len(ids), step)]
+        for chunk in chunks[:-1]:
+            self.forward.few_tokens(chunk)
+        return self.forward.few_tokens(chunks[-1])[0]
 
     def crop_to(self, length: int) -> None:
         self.forward.crop_to(length)
