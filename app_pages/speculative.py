@@ -18,7 +18,13 @@ from inference.lessons.speculative import drafting
 from inference.lessons.speculative import figures as spec_fig
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative import text as spec_text
-from inference.lessons.speculative.timing import SWEEP_GAMMAS, SWEEP_NEW_TOKENS, SWEEP_TEMPERATURES, compare, sweep
+from inference.lessons.speculative.timing import (
+    SWEEP_GAMMAS,
+    SWEEP_NEW_TOKENS,
+    SWEEP_TEMPERATURES,
+    compare,
+    sweep_sides,
+)
 from inference.sampling.pipeline import SamplingSettings
 
 DRAFTERS = drafting.DRAFTERS
@@ -269,21 +275,40 @@ st.markdown("\n\n".join(spec_text.run_verdict(result)))  # when it loses, what c
 
 # -- sweep -----------------------------------------------------------------------------------------
 st.subheader(spec_text.sweep_heading(SWEEP_GAMMAS, SWEEP_TEMPERATURES))
-sweep_key = ("spec_sweep", info.name, drafter_kind, draft_name, tuple(prepared.ids))
+# With the draft model on a bundled target, the sweep also runs on the other bundled target (their passes run
+# differently here), so it shows where speculation wins on this machine and where it loses.
+other = drafting.other_side(info.name) if draft is not None else None
+sweep_key = ("spec_sweep", info.name, drafter_kind, draft_name, tuple(prepared.ids), other)
+
+
+def measure_sweep(progress):
+    sides = [(info.name, model, tokenizer)]
+    if other is not None:
+        other_model = models.cached_model(other[1], "float32", models.server_is_public())
+        sides.append((other[0], other_model.model, other_model.tokenizer))
+    return sweep_sides(sides, new_drafter, prepared.ids, SWEEP_NEW_TOKENS, progress=progress)
+
+
+runs = len(SWEEP_GAMMAS) * len(SWEEP_TEMPERATURES)
 table = measure_on_click(
     "Measure the sweep",
     "spec_sweep_button",
     sweep_key,
-    lambda progress: sweep(model, tokenizer, new_drafter, prepared.ids, SWEEP_NEW_TOKENS, progress=progress),
-    spec_text.sweep_not_yet(len(SWEEP_GAMMAS) * len(SWEEP_TEMPERATURES), SWEEP_NEW_TOKENS, drafter_label),
+    measure_sweep,
+    spec_text.sweep_not_yet(runs, SWEEP_NEW_TOKENS, drafter_label, other[0] if other else None),
 )
 if table is not None:  # one under the other: side by side, the legends and titles were cut at 800 px
-    st.plotly_chart(spec_fig.sweep_figure(table, presenter), width="stretch", key="spec_sweep_speed")
-    caption("measured", spec_text.sweep_speed_caption(SWEEP_NEW_TOKENS, drafter_label))
-    st.plotly_chart(spec_fig.sweep_alpha_figure(table, presenter), width="stretch", key="spec_sweep_tokens")
-    caption("measured", spec_text.sweep_tokens_caption(drafter_label))
-    for finding in spec_text.sweep_findings(table):
-        st.markdown(finding)
+    for index, (target_name, side) in enumerate(table.groupby("target", sort=False)):
+        st.markdown(spec_text.side_heading(target_name, side["pass_kind"].iloc[0]))
+        st.plotly_chart(spec_fig.sweep_figure(side, presenter), width="stretch", key=f"spec_sweep_speed_{index}")
+        caption("measured", spec_text.sweep_speed_caption(SWEEP_NEW_TOKENS, drafter_label))
+        st.plotly_chart(spec_fig.sweep_alpha_figure(side, presenter), width="stretch", key=f"spec_sweep_tokens_{index}")
+        caption("measured", spec_text.sweep_tokens_caption(drafter_label))
+        for finding in spec_text.sweep_findings(side):
+            st.markdown(finding)
+    sides_sentence = spec_text.both_sides(table)
+    if sides_sentence:
+        st.markdown(sides_sentence)
 
 # -- every round -------------------------------------------------------------------------------------
 st.subheader("Every round")

@@ -12,9 +12,11 @@ pytestmark = pytest.mark.unit
 
 @pytest.fixture
 def threads_seen(monkeypatch):
-    """The torch thread count each `benchmark` call ran on (the timing itself replaced: seconds, not minutes)."""
+    """The torch thread count each `benchmark` call (the bundled target) and `pair_benchmark` call (the MoE target) ran
+    on (the timing itself replaced: seconds, not minutes)."""
     seen = []
-    monkeypatch.setattr(timing, "benchmark", lambda *args, **kwargs: seen.append(torch.get_num_threads()) or {})
+    for name in ("benchmark", "pair_benchmark"):
+        monkeypatch.setattr(timing, name, lambda *args, **kwargs: seen.append(torch.get_num_threads()) or {})
     return seen
 
 
@@ -32,7 +34,7 @@ def test_speculative_figures_run_on_the_apps_threads_and_the_process_keeps_its_o
 ):
     figures = timing.bundled_benchmark(bundled.model, bundled.tokenizer, [1, 2, 3])
     app_threads = Limits.from_env().torch_threads
-    assert threads_seen == [app_threads] and figures == {"spec_torch_threads": app_threads}
+    assert threads_seen == [app_threads, app_threads] and figures == {"spec_torch_threads": app_threads}
     assert torch.get_num_threads() == other_threads
 
 

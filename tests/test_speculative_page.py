@@ -7,6 +7,7 @@ from streamlit.testing.v1 import AppTest
 
 from inference.core.run import new_trace
 from inference.lessons.speculative import run as spec
+from inference.lessons.speculative import text as spec_text
 from inference.sampling.pipeline import SamplingSettings
 from tests.conftest import open_app_page
 
@@ -103,6 +104,11 @@ def test_the_sweep_button_measures_once_and_draws_measured_and_predicted_curves(
     assert any(t.startswith("Speed-up, by γ") for t in titles), titles
     assert any("Tokens per target pass" in t for t in titles)
     assert any("Drafter: draft model" in c.value for c in at.caption)  # the sweep names its drafter
+    # both sides (issue #29): the bundled MoE target's sweep under the page's, and the sentence that compares them
+    assert sum(t.startswith("Speed-up, by γ") for t in titles) == 2
+    moe_heading = spec_text.side_heading("storyteller-moe-16m", "transformers' forward")  # the name escaped for Markdown
+    assert any(m.value == moe_heading for m in at.markdown)
+    assert any(m.value.startswith("Both sides, measured just now") for m in at.markdown)
 
 
 def test_a_tokenizer_mismatch_falls_back_to_prompt_lookup_and_says_why(monkeypatch):

@@ -113,3 +113,17 @@ def test_the_sweep_says_how_many_runs_won_and_where():
     assert "temperature 0.8: won at no γ" in next(
         line for line in spec_text.sweep_findings(losing) if "beat plain decoding" in line
     )
+
+
+def test_both_sides_name_each_target_its_verify_cost_and_best_run():
+    """A sweep on two targets says, per target, how its passes run, the median verify cost and the best run, from the
+    table; a sweep on one target says nothing of the kind."""
+    one = pd.DataFrame({"target": ["a"] * 2, "pass_kind": ["one C call"] * 2, "verify_cost": [2.4, 2.6],
+                        "measured_speedup": [0.9, 0.8]})  # fmt: skip
+    assert spec_text.both_sides(one) is None
+    two = pd.concat([one, one.assign(target="b", pass_kind="transformers' forward", verify_cost=[1.5, 1.9],
+                                     measured_speedup=[1.4, 1.2])])  # fmt: skip
+    sentence = spec_text.both_sides(two)
+    assert "on **a** (one C call a pass) a verify pass cost **2.50** one-token passes" in sentence
+    assert "the best run was **0.90×**" in sentence
+    assert "on **b** (transformers' forward a pass) a verify pass cost **1.70**" in sentence and "**1.40×**" in sentence

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from inference.core.loader import LoadedModel, ModelLoadError
+from inference.core.paths import BUNDLED_MODEL_NAME
+from inference.core.routing import BUNDLED_MOE_DIR, BUNDLED_MOE_NAME
 from inference.lessons.speculative import run as spec  # the module, so a test can refuse every pair in one place
 
 
@@ -39,6 +41,17 @@ def new_drafter(target, draft: LoadedModel | None):
     if draft is not None:
         return spec.ModelDrafter(draft.model, draft.tokenizer)
     return spec.PromptLookupDrafter(spec.vocabulary_rows(target))
+
+
+def other_side(target_name: str) -> tuple[str, str] | None:
+    """For a bundled target, the other bundled target the draft serves: (its name, its source for the loader, "" the
+    bundled dense model). Their passes run differently here (the dense model's is one C call, the MoE model's
+    transformers' forward), so a sweep on both shows speculation winning and losing. None for any other target."""
+    if target_name == BUNDLED_MODEL_NAME and BUNDLED_MOE_DIR.is_dir():
+        return BUNDLED_MOE_NAME, str(BUNDLED_MOE_DIR)
+    if target_name == BUNDLED_MOE_NAME:
+        return BUNDLED_MODEL_NAME, ""
+    return None
 
 
 DRAFTERS = {"draft": "Draft model", "lookup": "Prompt lookup (no model)"}  # the page's choice -> its label

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from inference.core.tokens import markdown_token_text
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.run import RoundRecord
 from inference.lessons.speculative.timing import Comparison
@@ -257,6 +258,28 @@ def sweep_findings(table: pd.DataFrame) -> list[str]:
     )
 
 
+def both_sides(table: pd.DataFrame) -> str | None:
+    """One sentence over a sweep on several targets (`timing.sweep_sides`): per target, how its passes run, what a
+    verify pass cost in one-token passes (median over the sweep) and its best run; then why they differ. None for one
+    target."""
+    if "target" not in table or table["target"].nunique() < 2:
+        return None
+    parts = []
+    for name, runs in table.groupby("target", sort=False):
+        parts.append(
+            f"on **{markdown_token_text(name)}** ({runs['pass_kind'].iloc[0]} a pass) a verify pass cost "
+            f"**{runs['verify_cost'].median():.2f}** one-token passes and the best run was "
+            f"**{runs['measured_speedup'].max():.2f}×**"
+        )
+    return (
+        "Both sides, measured just now with the same drafter: "
+        + "; ".join(parts)
+        + ". Speculation pays where a pass of γ + 1 tokens costs little more than a pass of one: where reading the "
+        "weights or the fixed cost of a pass sets its time (a GPU serving a large model, or a framework's overhead), "
+        "not where, as in a lean CPU pass of a small model, every token fed adds its own arithmetic."
+    )
+
+
 def _sides(table: pd.DataFrame) -> str:
     """Per temperature, where speculation won: the γ of its winning runs."""
     parts = []
@@ -283,8 +306,18 @@ def drafter_label(draft_name: str | None) -> str:
     return f"draft model {draft_name}" if draft_name else "prompt lookup (no model)"
 
 
-def sweep_not_yet(runs: int, tokens: int, drafter: str) -> str:
-    return f"{runs} speculative runs of {tokens} tokens with {drafter}, each timed against plain decoding of its text."
+def sweep_not_yet(runs: int, tokens: int, drafter: str, other_target: str | None = None) -> str:
+    also = (
+        f", then the same {runs} on the bundled {markdown_token_text(other_target)} (its passes run the other way "
+        "here: both sides of the trade)"
+        if other_target
+        else ""
+    )
+    return f"{runs} speculative runs of {tokens} tokens with {drafter}{also}, each timed against plain decoding of its text."
+
+
+def side_heading(target: str, kind: str) -> str:
+    return f"**Target {markdown_token_text(target)}** ({kind} a pass)"
 
 
 def sweep_speed_caption(tokens: int, drafter: str) -> str:

@@ -21,10 +21,12 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
+from inference.core import fast_decode
 from inference.core.forward import FastDecodeForward
 from inference.core.limits import Limits
 from inference.core.loader import load_model
 from inference.core.measuring import GREEDY, Progress, run_greedy
+from inference.core.routing import BUNDLED_MOE_DIR
 from inference.core.run import run_uniforms, warm_up
 from inference.lessons.speculative import run as spec
 from inference.sampling.pipeline import SamplingSettings, seen_mask
@@ -250,6 +252,37 @@ def sweep(
     return pd.DataFrame(rows)
 
 
+ONE_C_CALL = "one C call"  # a target pass through `fused_step`: its arithmetic grows with every token fed
+TRANSFORMERS_FORWARD = "transformers' forward"  # fixed costs per pass (operator dispatch, Python) dominate
+
+
+def pass_kind(model) -> str:
+    """How this target's passes of a few tokens run here (`fast_decode.fused_pass`)."""
+    return ONE_C_CALL if fast_decode.fused_pass(model) else TRANSFORMERS_FORWARD
+
+
+def sweep_sides(
+    sides: list[tuple[str, object, object]],
+    make_drafter: Callable[[], object],
+    prompt_ids: list[int],
+    new_tokens: int = SWEEP_NEW_TOKENS,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
+    """`sweep` on each (name, target, tokenizer) with the same drafter and prompt, one table with `target` and
+    `pass_kind` columns: the page's target, and the bundled target whose passes run the other way, so the sweep shows
+    where speculation wins on this machine and where it loses."""
+    tables = []
+    for index, (name, target, tokenizer) in enumerate(sides):
+
+        def step(done, total, text, index=index, name=name):
+            if progress:
+                progress(index * total + done, len(sides) * total, f"{name}: {text}")
+
+        table = sweep(target, tokenizer, make_drafter, prompt_ids, new_tokens, progress=step)
+        tables.append(table.assign(target=name, pass_kind=pass_kind(target)))
+    return pd.concat(tables, ignore_index=True)
+
+
 # -- the benchmark's figures -------------------------------------------------------------------
 
 
@@ -324,6 +357,7 @@ def benchmark(
     seconds = {name: statistics.median(values) for name, values in times.items()}
     summary = spec.summarise(out["spec"].rounds)
     lookup = spec.summarise(out["lookup"].rounds)
+    costs = compare(out["spec"], GREEDY)  # the run's verify pass and draft pass in one-token target passes
     return {
         "spec_greedy_identical": out["spec"].generated_ids == out["plain"] == out["lookup"].generated_ids == traced,
         "hf_assisted_identical": out["hf_assisted"] == out["hf_plain"],  # both keep EOS out until the end
@@ -339,10 +373,67 @@ def benchmark(
         "spec_prompt_lookup_acceptance_rate": round(lookup.acceptance_rate or 0.0, 3),
         "spec_prompt_lookup_speedup_vs_plain": round(seconds["plain"] / seconds["lookup"], 2),
         "hf_assisted_speedup_vs_plain": round(seconds["hf_plain"] / seconds["hf_assisted"], 2),
+        # Why the speed-up is what it is: a verify pass of gamma + 1 tokens and a draft pass, each in one-token target
+        # passes (medians of this run), and Leviathan et al.'s formula with them (no cost outside the passes).
+        "spec_verify_cost": round(costs.verify_cost, 2),
+        "spec_draft_cost_ratio": round(costs.cost_ratio, 3),
+        "spec_predicted_speedup": round(costs.predicted_speedup(measured_verify=True), 2),
         "spec_tokens_per_s": round(len(out["plain"]) / seconds["spec"], 1),
         "hf_assisted_tokens_per_s": round(len(out["plain"]) / seconds["hf_assisted"], 1),
         "spec_vs_hf_assisted": round(seconds["hf_assisted"] / seconds["spec"], 2),
     }
+
+
+def pair_benchmark(
+    target, tokenizer, draft, draft_tokenizer, prompt_ids: list[int], new_tokens: int = 128, gamma: int = 4, repeats=3
+) -> dict:
+    """Greedy speculation with the draft model against plain decoding on another target, medians of `repeats`
+    alternated runs: the same figures as `benchmark`'s for its pair, without transformers' contenders."""
+    out, times = {}, {"plain": [], "spec": []}
+
+    def plain():
+        out["plain"] = plain_decode(target, prompt_ids, new_tokens, GREEDY)
+
+    def speculative():
+        drafter = spec.ModelDrafter(draft, draft_tokenizer)
+        run = spec.new_run(target, tokenizer, drafter, prompt_ids, new_tokens, gamma=gamma, stop_at_eos=False)
+        list(run.run(GREEDY))
+        out["spec"] = run
+
+    plain(), speculative()  # warm-up, untimed
+    for _ in range(repeats):
+        for name, fn in (("plain", plain), ("spec", speculative)):
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    costs = compare(out["spec"], GREEDY)
+    return {
+        "identical": out["spec"].generated_ids == out["plain"],
+        "acceptance_rate": round(costs.summary.acceptance_rate, 3),
+        "speedup_vs_plain": round(statistics.median(times["plain"]) / statistics.median(times["spec"]), 2),
+        "verify_cost": round(costs.verify_cost, 2),
+        "draft_cost_ratio": round(costs.cost_ratio, 3),
+        "predicted_speedup": round(costs.predicted_speedup(measured_verify=True), 2),
+    }
+
+
+def moe_benchmark(prompt_ids: list[int], draft, threads: int) -> dict:
+    """The bundled draft against the bundled Mixture-of-Experts target (`spec_moe_*`): its passes are transformers'
+    forward, whose cost grows little from 1 token to gamma + 1, where the dense target's pass is one C call whose
+    arithmetic grows with every token. Both sides of the trade, measured on this machine."""
+    moe = load_model(str(BUNDLED_MOE_DIR))
+    try:
+        spec.check_pair(moe.model, moe.tokenizer, draft.model, draft.tokenizer)
+    except spec.SpeculationError as err:
+        return {"spec_moe_skipped": str(err)}
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        warm_up(moe.model, moe.tokenizer)
+        figures = pair_benchmark(moe.model, moe.tokenizer, draft.model, draft.tokenizer, prompt_ids)
+    finally:
+        torch.set_num_threads(before)
+    return {f"spec_moe_{key}": value for key, value in figures.items()}
 
 
 def bundled_benchmark(target, tokenizer, prompt_ids: list[int], threads: int | None = None, **options) -> dict:
@@ -361,4 +452,4 @@ def bundled_benchmark(target, tokenizer, prompt_ids: list[int], threads: int | N
         figures = benchmark(target, tokenizer, draft.model, draft.tokenizer, prompt_ids, **options)
     finally:
         torch.set_num_threads(before)
-    return {"spec_torch_threads": threads, **figures}
+    return {"spec_torch_threads": threads, **figures, **moe_benchmark(prompt_ids, draft, threads)}
