@@ -106,7 +106,9 @@ def test_the_sweep_button_measures_once_and_draws_measured_and_predicted_curves(
     assert any("Drafter: draft model" in c.value for c in at.caption)  # the sweep names its drafter
     # both sides (issue #29): the bundled MoE target's sweep under the page's, and the sentence that compares them
     assert sum(t.startswith("Speed-up, by γ") for t in titles) == 2
-    moe_heading = spec_text.side_heading("storyteller-moe-16m", "transformers' forward")  # the name escaped for Markdown
+    moe_heading = spec_text.side_heading(
+        "storyteller-moe-16m", "transformers' forward"
+    )  # the name escaped for Markdown
     assert any(m.value == moe_heading for m in at.markdown)
     assert any(m.value.startswith("Both sides, measured just now") for m in at.markdown)
 
