@@ -416,7 +416,9 @@ def test_prompt_lookup_on_text_without_repeats_drafts_nothing_and_says_so(bundle
 def test_prompt_lookup_copies_what_followed_the_latest_match():
     """The last 3 tokens (then fewer) are searched backwards; the tokens after the match are the draft."""
     assert spec.find_lookup([5, 1, 2, 3, 9, 8, 1, 2, 3]) == spec.LookupMatch(3, 1, 4)
-    assert spec.find_lookup([1, 2, 7, 1, 2, 8, 4, 2]) == spec.LookupMatch(1, 4, 5)
+    assert spec.find_lookup([1, 2, 7, 1, 2, 8, 4, 2], min_ngram=1) == spec.LookupMatch(1, 4, 5)
+    assert spec.find_lookup([1, 2, 7, 1, 2, 8, 4, 2]) is None  # one token in common is not enough by default
+    assert spec.find_lookup([1, 2, 7, 1, 2, 8, 4, 1, 2]) == spec.LookupMatch(2, 3, 5)
     assert spec.find_lookup([1, 2, 3]) is None
     drafter = spec.PromptLookupDrafter(10)
     request = spec.DraftRequest([5, 1, 2, 3, 9, 8, 1, 2, 3], 3, GREEDY, torch.zeros(10, dtype=torch.bool), lambda: 0.5)
@@ -496,3 +498,25 @@ def test_with_the_penalty_off_a_rounds_p_is_the_targets_distribution_after_the_t
     p = spec.final_probs(logits.float(), settings, seen_mask(ids, logits.shape[-1]))
     expected = [float(p[i, t]) for i, t in enumerate(drafted)]
     assert [c.p for c in record.checks] == pytest.approx(expected, abs=1e-5)
+
+
+def test_the_lookup_search_finds_what_a_plain_scan_finds():
+    """The byte search (`bytes.rfind` over 4 bytes a token) against the plain backwards scan it replaced, on random
+    texts over tiny and huge vocabularies (hits across token boundaries are only possible in the bytes)."""
+    import random
+
+    def scan(ids, max_ngram, min_ngram):
+        for n in range(min(max_ngram, len(ids) - 1), min_ngram - 1, -1):
+            for start in range(len(ids) - n - 1, -1, -1):
+                if ids[start : start + n] == ids[-n:]:
+                    return spec.LookupMatch(n, start, start + n)
+        return None
+
+    rng = random.Random(0)
+    for _ in range(3000):
+        vocab = rng.choice([2, 3, 300, 70_000, 2**24])
+        ids = [rng.randrange(vocab) for _ in range(rng.randint(0, 40))]
+        for min_ngram in (1, 2, 3):
+            assert spec.find_lookup(ids, 3, min_ngram) == scan(ids, 3, min_ngram), (ids, min_ngram)
+    # bytes 00 01 00 00 | 00 00 00 00 | 01 00 00 00: the last token's bytes start at byte 1, inside token 256
+    assert spec.find_lookup([256, 0, 1], min_ngram=1) is None

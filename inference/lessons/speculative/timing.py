@@ -295,12 +295,15 @@ def benchmark(
     new_tokens: int = 128,
     gamma: int = 4,
     repeats: int = 3,
+    lookup_prompt_ids: list[int] | None = None,
 ) -> dict:
     """Greedy, gamma 4: our speculation with the draft model and with prompt lookup, plain
     decoding with the step engine, and transformers' `generate` plain and assisted (with the same
     draft, its default schedule); and at temperature 0.8 (seeded), speculation with the draft model
     against plain sampled decoding of as many tokens. Plain decoding is `plain_decode`, the leanest we have. Each
-    the median of `repeats` alternated runs."""
+    the median of `repeats` alternated runs. Prompt lookup also runs on `lookup_prompt_ids` (default: the same
+    prompt), text that repeats itself, what it is made for, against plain decoding of that prompt."""
+    lookup_prompt_ids = list(lookup_prompt_ids or prompt_ids)
     vocab = spec.vocabulary_rows(target)
     input_ids = torch.tensor([prompt_ids])
     hf_common = dict(
@@ -318,10 +321,13 @@ def benchmark(
     def plain_sampled():
         out["plain_sampled"] = plain_decode(target, prompt_ids, new_tokens, SAMPLED, SAMPLED_SEED)
 
-    def speculative(name, drafter, settings=GREEDY):
+    def plain_lookup():
+        out["plain_lookup"] = plain_decode(target, lookup_prompt_ids, new_tokens, GREEDY)
+
+    def speculative(name, drafter, settings=GREEDY, prompt=prompt_ids):
         def go():
             run = spec.new_run(
-                target, tokenizer, drafter(), prompt_ids, new_tokens, gamma=gamma, seed=SAMPLED_SEED, stop_at_eos=False
+                target, tokenizer, drafter(), prompt, new_tokens, gamma=gamma, seed=SAMPLED_SEED, stop_at_eos=False
             )
             list(run.run(settings))
             out[name] = run
@@ -338,7 +344,9 @@ def benchmark(
     contenders = {
         "plain": plain,
         "spec": speculative("spec", lambda: spec.ModelDrafter(draft, draft_tokenizer)),
-        "lookup": speculative("lookup", lambda: spec.PromptLookupDrafter(vocab)),
+        "lookup_story": speculative("lookup_story", lambda: spec.PromptLookupDrafter(vocab)),
+        "plain_lookup": plain_lookup,
+        "lookup": speculative("lookup", lambda: spec.PromptLookupDrafter(vocab), prompt=lookup_prompt_ids),
         "plain_sampled": plain_sampled,
         "spec_sampled": speculative("spec_sampled", lambda: spec.ModelDrafter(draft, draft_tokenizer), SAMPLED),
         "hf_plain": hf("hf_plain"),
@@ -357,9 +365,14 @@ def benchmark(
     seconds = {name: statistics.median(values) for name, values in times.items()}
     summary = spec.summarise(out["spec"].rounds)
     lookup = spec.summarise(out["lookup"].rounds)
+    lookup_story = spec.summarise(out["lookup_story"].rounds)
     costs = compare(out["spec"], GREEDY)  # the run's verify pass and draft pass in one-token target passes
     return {
-        "spec_greedy_identical": out["spec"].generated_ids == out["plain"] == out["lookup"].generated_ids == traced,
+        "spec_greedy_identical": out["spec"].generated_ids
+        == out["plain"]
+        == out["lookup_story"].generated_ids
+        == traced
+        and out["lookup"].generated_ids == out["plain_lookup"],
         "hf_assisted_identical": out["hf_assisted"] == out["hf_plain"],  # both keep EOS out until the end
         "spec_gamma": gamma,
         "spec_new_tokens": len(out["plain"]),
@@ -371,7 +384,9 @@ def benchmark(
             spec.summarise(out["spec_sampled"].rounds).acceptance_rate, 3
         ),
         "spec_prompt_lookup_acceptance_rate": round(lookup.acceptance_rate or 0.0, 3),
-        "spec_prompt_lookup_speedup_vs_plain": round(seconds["plain"] / seconds["lookup"], 2),
+        "spec_prompt_lookup_speedup_vs_plain": round(seconds["plain_lookup"] / seconds["lookup"], 2),
+        "spec_prompt_lookup_acceptance_rate_story": round(lookup_story.acceptance_rate or 0.0, 3),
+        "spec_prompt_lookup_speedup_vs_plain_story": round(seconds["plain"] / seconds["lookup_story"], 2),
         "hf_assisted_speedup_vs_plain": round(seconds["hf_plain"] / seconds["hf_assisted"], 2),
         # Why the speed-up is what it is: a verify pass of gamma + 1 tokens and a draft pass, each in one-token target
         # passes (medians of this run), and Leviathan et al.'s formula with them (no cost outside the passes).
