@@ -107,6 +107,7 @@ static int has_avx512 = -1;
 
 /* 1 = AVX-512 where the CPU has it (the default), 0 = AVX2 only (tests compare the two). */
 int packed_matmul_use_avx512(int wanted) {
+    __builtin_cpu_init();  /* (a library loaded by dlopen: its CPU model may not be read yet) */
     has_avx512 = wanted && __builtin_cpu_supports("avx512f");
     return has_avx512;
 }
