@@ -520,3 +520,14 @@ def test_the_lookup_search_finds_what_a_plain_scan_finds():
             assert spec.find_lookup(ids, 3, min_ngram) == scan(ids, 3, min_ngram), (ids, min_ngram)
     # bytes 00 01 00 00 | 00 00 00 00 | 01 00 00 00: the last token's bytes start at byte 1, inside token 256
     assert spec.find_lookup([256, 0, 1], min_ngram=1) is None
+
+
+def test_a_summary_says_when_its_verify_pass_is_round_0s_with_the_prompt(bundled, draft):
+    ids = encode_prompt(bundled.tokenizer, "Once upon a time")
+    run = spec.new_run(bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 20)
+    run.step(GREEDY)
+    assert spec.summarise(run.rounds).verify_read_prompt
+    assert spec.summarise(run.rounds).verify_pass_ms == run.rounds[0].verify_ms
+    run.step(GREEDY)
+    assert not spec.summarise(run.rounds).verify_read_prompt
+    assert spec.summarise(run.rounds).verify_pass_ms == run.rounds[1].verify_ms  # round 0's pass left out

@@ -1,6 +1,8 @@
 """What the Speculative page says about its numbers (issue #23 item 9): one α, c with its spread, the cost the
 formula leaves out, the drafter named, and no legend entry for a curve hidden under another."""
 
+import dataclasses
+
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
@@ -127,3 +129,19 @@ def test_both_sides_name_each_target_its_verify_cost_and_best_run():
     assert "on **a** (one C call a pass) a verify pass cost **2.50** one-token passes" in sentence
     assert "the best run was **0.90×**" in sentence
     assert "on **b** (transformers' forward a pass) a verify pass cost **1.70**" in sentence and "**1.40×**" in sentence
+
+
+def test_after_round_0_alone_the_verdict_waits_for_a_verify_pass_without_the_prompt():
+    """Round 0's verify pass also reads the prompt (14.5 target passes in a screenshot): no 'cannot win' verdict from
+    it; the metric says the prompt is in it. From round 1 on, the verdict is made, with the round's cost in passes."""
+    base = _comparison()
+    first = dataclasses.replace(base.summary, rounds=1, verify_pass_ms=145.0, verify_read_prompt=True)
+    early = dataclasses.replace(base, summary=first)
+    said = spec_text.run_verdict(early)
+    assert said[0].startswith("Only round 0 has run") and "14.50 target passes with it" in said[0]
+    assert not any("cannot win" in p or "only wins when" in p for p in said)
+    verify_metric = next(m for m in spec_text.run_metrics(early, 4) if m[0] == "Verify ÷ target pass")
+    assert verify_metric[1] == "14.50 (with the prompt)"
+    later = dataclasses.replace(base, summary=dataclasses.replace(base.summary, verify_pass_ms=145.0))
+    verdict = spec_text.run_verdict(later)[0]
+    assert "cannot win: a round costs γ·c + verify = 15.30 target passes for at most γ + 1 = 5 tokens" in verdict

@@ -710,6 +710,7 @@ class RunSummary:
     total_ms: float
     draft_pass_ms: float | None  # median one-token draft pass (None: no draft model)
     verify_pass_ms: float  # median verify pass after the first round (whose pass also reads the prompt)
+    verify_read_prompt: bool = False  # only round 0 ran: `verify_pass_ms` is its pass, the prompt's tokens included
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -746,6 +747,7 @@ def summarise(rounds: list[RoundRecord]) -> RunSummary:
         total_ms=sum(r.round_ms for r in rounds),
         draft_pass_ms=statistics.median(draft_passes_ms) if draft_passes_ms else None,
         verify_pass_ms=statistics.median(verify),
+        verify_read_prompt=len(rounds) == 1,
     )
 
 

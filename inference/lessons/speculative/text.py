@@ -135,8 +135,13 @@ def run_metrics(result: Comparison, gamma: int) -> list[tuple[str, str, str]]:
         ),
         (
             "Verify ÷ target pass",
-            f"{result.verify_cost:.2f}",
-            f"Scoring γ + 1 = {gamma + 1} positions in one pass, against one position.",
+            f"{result.verify_cost:.2f}" + (" (with the prompt)" if summary.verify_read_prompt else ""),
+            f"Scoring γ + 1 = {gamma + 1} positions in one pass, against one position."
+            + (
+                " Round 0's pass also read the prompt: the next round's measures the verify pass alone."
+                if summary.verify_read_prompt
+                else ""
+            ),
         ),
         (
             "Predicted speed-up",
@@ -199,10 +204,15 @@ def run_verdict(result: Comparison, sweep_costs: list[float] | None = None) -> l
     cost = result.cost_ratio or 0.0
     even = spec.break_even_alpha(result.gamma, cost, result.verify_cost)
     alpha = result.summary.acceptance_rate
-    paragraphs = [
-        when_it_loses(result.measured_speedup, result.gamma, cost, result.verify_cost, even, alpha),
-        cost_sentence(result, sweep_costs),
-    ]
+    if result.summary.verify_read_prompt:  # round 0's pass read the prompt too: no verdict on costs per pass yet
+        first = (
+            f"Only round 0 has run, and its verify pass also read the prompt ({result.verify_cost:.2f} target passes "
+            "with it). Step once more: the next round measures a verify pass alone, and this paragraph says when "
+            "speculation wins on this machine."
+        )
+    else:
+        first = when_it_loses(result.measured_speedup, result.gamma, cost, result.verify_cost, even, alpha)
+    paragraphs = [first, cost_sentence(result, sweep_costs)]
     overhead = overhead_sentence(result)
     return paragraphs + ([overhead] if overhead else [])
 
@@ -217,7 +227,8 @@ def when_it_loses(
     if even is None:
         losses.append(
             f"At γ = {gamma} with c = {cost:.2f} and a verify pass of {verify_cost:.2f} target passes, "
-            "even a draft that is always right cannot win: the drafting costs more than the passes it saves."
+            f"even a draft that is always right cannot win: a round costs γ·c + verify = "
+            f"{gamma * cost + verify_cost:.2f} target passes for at most γ + 1 = {gamma + 1} tokens."
         )
     else:
         losses.append(
