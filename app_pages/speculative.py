@@ -306,6 +306,9 @@ if table is not None:  # one under the other: side by side, the legends and titl
         caption("measured", spec_text.sweep_tokens_caption(drafter_label))
         for finding in spec_text.sweep_findings(side):
             st.markdown(finding)
+    # why a side wins or loses: what a pass of several tokens costs on each target
+    st.plotly_chart(spec_fig.sweep_verify_figure(table, presenter), width="stretch", key="spec_sweep_verify")
+    caption("measured", spec_text.CAPTIONS["sweep_verify"])
     sides_sentence = spec_text.both_sides(table)
     if sides_sentence:
         st.markdown(sides_sentence)

@@ -2,9 +2,11 @@
 builders: each must send Streamlit what Plotly's own builders made of the same data (the oracle below: `add_*`,
 `base_layout`, `legend_below`, as the page built them before), and pass Plotly's validation unchanged."""
 
+import base64
 import json
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 import plotly.tools
@@ -335,3 +337,37 @@ def test_the_sweep_charts_send_what_plotlys_builders_made(sweep_table, presenter
     assert sent(tokens) == sent(built_sweep(sweep_table, *columns, "tokens per target pass", title, presenter, False))
     assert validated(tokens) == sent(tokens)
     assert len(sent(tokens)["data"]) == 4  # two temperatures, measured and predicted each
+
+
+@PRESENTER
+def test_the_verify_cost_chart_sends_what_plotlys_builders_made(sweep_table, presenter):
+    """One line per target (the median over temperatures at each γ), the formula's 1 pass dotted: built by hand
+    with Plotly's validated builders, it sends the same figure."""
+    sides = pd.concat(
+        [
+            sweep_table.assign(target="dense", pass_kind="one C call"),
+            sweep_table.assign(
+                target="moe", pass_kind="transformers' forward", verify_cost=sweep_table["verify_cost"] / 2
+            ),
+        ]
+    )
+    plain = spec_fig.sweep_verify_figure(sides, presenter)
+    built = go.Figure()
+    for colour, (name, side) in zip(spec_fig.SIDE_COLOURS, sides.groupby("target", sort=False)):
+        by_gamma = side.groupby("gamma")["verify_cost"].median()
+        kind = side["pass_kind"].iloc[0]
+        add_line(built, by_gamma.index, by_gamma, f"{name} ({kind} a pass)", colour, "lines+markers", width=3,
+                 marker=dict(size=9))  # fmt: skip
+    line = dict(color=PALETTE["red"], width=2, dash="dot")
+    built.add_hline(
+        y=1, line=line, annotation_text="1 pass: the formula's assumption", annotation_position="bottom right"
+    )
+    built.update_xaxes(title="γ: tokens drafted per round", dtick=1)
+    built.update_yaxes(title="verify pass ÷ one-token pass", rangemode="tozero")
+    title = "What a verify pass of γ + 1 tokens costs"
+    built = legend_below(base_layout(built, title, presenter, height=400), y=-0.2, one_per_line=True)
+    assert sent(plain) == sent(built)
+    assert validated(plain) == sent(plain)
+    dense = sent(plain)["data"][0]
+    gammas = np.frombuffer(base64.b64decode(dense["x"]["bdata"]), dtype=dense["x"]["dtype"])
+    assert dense["name"] == "dense (one C call a pass)" and gammas.tolist() == [1, 2, 3]  # temperatures folded

@@ -471,6 +471,38 @@ def sweep_alpha_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figur
     return plain_figure(data, layout, title, presenter, height=440, legend=_legend_below(-0.2))
 
 
+SIDE_COLOURS = (PALETTE["blue"], PALETTE["orange"])  # the page's target, then the other bundled target
+
+
+def sweep_verify_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
+    """The verify pass's cost against γ, one line per target (`timing.sweep_sides`'s table; the median over the
+    sweep's temperatures, which do not change a pass), beside the 1 pass Leviathan et al.'s formula assumes: why
+    speculation wins on one target and loses on the other."""
+    data = []
+    for colour, (name, side) in zip(SIDE_COLOURS, table.groupby("target", sort=False)):
+        by_gamma = side.groupby("gamma")["verify_cost"].median()
+        data.append(
+            {
+                "type": "scatter",
+                "x": by_gamma.index.to_numpy(),
+                "y": by_gamma.to_numpy(),
+                "mode": "lines+markers",
+                "name": f"{name} ({side['pass_kind'].iloc[0]} a pass)",
+                "line": {"color": colour, "width": 3},
+                "marker": {"size": 9},
+            }
+        )
+    shape, note = hline(1, {"color": PALETTE["red"], "width": 2, "dash": "dot"}, "1 pass: the formula's assumption")
+    layout = {
+        "shapes": [shape],
+        "annotations": [note],
+        "xaxis": SWEEP_X_AXIS,
+        "yaxis": {"title": {"text": "verify pass ÷ one-token pass"}, "rangemode": "tozero"},
+    }
+    title = "What a verify pass of γ + 1 tokens costs"
+    return plain_figure(data, layout, title, presenter, height=400, legend=_legend_below(-0.2, one_per_line=True))
+
+
 def metrics_table(metrics: list[tuple[str, str, str]]) -> pd.DataFrame:
     """The run's metrics (label, value, explanation) as a table: presenter mode shows it as HTML, which wraps."""
     return pd.DataFrame(metrics, columns=["measure", "value", "how"]).set_index("measure")

@@ -62,6 +62,9 @@ CAPTIONS = {  # what each chart and table shows, and how its numbers were obtain
     "target's distribution.",
     "theory": "α = accepted ÷ checked. The three curves are Leviathan et al.'s formula (1 − α^(γ+1)) / ((1 − α)(γc + 1)), with c measured here; the dashed "
     "curve also charges the verify pass its measured cost. The star is this run, measured.",
+    "sweep_verify": "Each run's median verify pass (γ + 1 tokens after the first round) over the median one-token "
+    "target pass of plain decoding on the same cache, both wall times here; the median over the sweep's "
+    "temperatures at each γ. The dotted line is the one pass Leviathan et al.'s formula charges a verify.",
     "sweep_tokens": "Solid: tokens per target pass counted in each run. Dashed: (1 − α^(γ+1)) / (1 − α), "
     "computed exactly from that run's α.",
     "rounds": "One row per round (one target pass each). Times are wall time on this machine.",
