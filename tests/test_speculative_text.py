@@ -127,8 +127,8 @@ def test_both_sides_name_each_target_its_verify_cost_and_best_run():
                                      measured_speedup=[1.4, 1.2])])  # fmt: skip
     sentence = spec_text.both_sides(two)
     assert "on **a** (one C call a pass) a verify pass cost **2.50** one-token passes" in sentence
-    assert "the best run was **0.90×**" in sentence
-    assert "on **b** (transformers' forward a pass) a verify pass cost **1.70**" in sentence and "**1.40×**" in sentence
+    assert "the median run was **0.85×** (best 0.90×)" in sentence
+    assert "on **b** (transformers' forward a pass) a verify pass cost **1.70**" in sentence and "**1.30×**" in sentence
 
 
 def test_after_round_0_alone_the_verdict_waits_for_a_verify_pass_without_the_prompt():
