@@ -87,3 +87,34 @@ def test_a_verify_pass_rows_equal_one_token_steps_bit_for_bit(bundled):
         assert torch.equal(verify, steps), size
         for one, many in zip(caches[0].layers, caches[1].layers):
             assert torch.equal(one.keys, many.keys) and torch.equal(one.values, many.values)
+
+
+def test_a_verify_pass_longer_than_the_kernels_rows_goes_in_chunks_equal_to_one_token_steps(bundled):
+    """γ from 8 up: 9-17 tokens after a cache that holds text run as fused passes of at most 8, keeping any number of
+    the last positions, with the one-token steps' very logits and cache; a prompt (an empty cache) keeps
+    transformers' own path, as plain decoding's prefill does."""
+    model = bundled.model
+    prompt = encode_prompt(bundled.tokenizer, "Once upon a time, there was a little girl named Lily.")
+    following = encode_prompt(
+        bundled.tokenizer, " She loved to play outside in the sun with her dog and her cat every day"
+    )
+    calls, real = [], fused_step.forward
+    for size, keep in [(9, 9), (9, 1), (12, 5), (17, 17), (16, 8)]:
+        chunk = following[:size]
+        caches = [DynamicCache(config=model.config), DynamicCache(config=model.config)]
+        for cache in caches:
+            fast_decode.forward_logits(model, prompt, cache)
+        steps = torch.stack([fast_decode.decode_logits(model, token, caches[0]) for token in chunk])
+        calls.clear()
+        fused_step.forward = lambda *args: calls.append(len(args[3])) or real(*args)
+        try:
+            verify = fast_decode.few_tokens_logits(model, chunk, caches[1], keep)
+        finally:
+            fused_step.forward = real
+        assert calls == [len(chunk[i : i + 8]) for i in range(0, size, 8)]
+        assert torch.equal(verify, steps[size - keep :]), (size, keep)
+        for one, many in zip(caches[0].layers, caches[1].layers):
+            assert torch.equal(one.keys, many.keys) and torch.equal(one.values, many.values)
+    empty = DynamicCache(config=model.config)
+    want = model(input_ids=torch.tensor([prompt]), use_cache=True, logits_to_keep=3).logits[0]
+    assert torch.equal(fast_decode.few_tokens_logits(model, prompt, empty, 3), want)  # bit for bit, not chunked

@@ -100,11 +100,17 @@ def test_without_the_kernel_a_pass_is_transformers_bit_for_bit(bundled, monkeypa
 
 
 def test_long_passes_and_other_precisions_stay_bit_for_bit(bundled):
-    """More tokens than the kernel takes (a prompt), and bfloat16 weights, keep transformers' F.linear."""
+    """A prompt of more tokens than the kernel takes, and bfloat16 weights, keep transformers' F.linear; more tokens
+    after a cache that holds text (a verify pass at γ >= 8) go in fused chunks: to float rounding, as a verify pass."""
     model = bundled.model
     tokens = encode_prompt(bundled.tokenizer, "Once upon a time, there was a little girl named Lily. She loved")
+    with torch.inference_mode():
+        want = model(input_ids=torch.tensor([tokens[:12]]), use_cache=True, logits_to_keep=12).logits[0]
+        got = fast_decode.few_tokens_logits(model, tokens[:12], DynamicCache(config=model.config), keep=12)
+    assert torch.equal(want, got)
     theirs, ours, _ = feed_both(model, tokens[:3], [tokens[3:15]])
-    assert torch.equal(theirs[0], ours[0])
+    assert torch.allclose(theirs[0], ours[0], rtol=0, atol=1e-4)
+    assert torch.equal(theirs[0].argmax(-1), ours[0].argmax(-1))
     half = copy.deepcopy(model).to(torch.bfloat16)  # a copy: the shared fixture's model is never changed
     theirs, ours, _ = feed_both(half, tokens[:3], [tokens[3:8]])
     assert torch.equal(theirs[0], ours[0])
