@@ -356,7 +356,7 @@ def test_the_verify_cost_chart_sends_what_plotlys_builders_made(sweep_table, pre
     for colour, (name, side) in zip(spec_fig.SIDE_COLOURS, sides.groupby("target", sort=False)):
         by_gamma = side.groupby("gamma")["verify_cost"].median()
         kind = side["pass_kind"].iloc[0]
-        add_line(built, by_gamma.index, by_gamma, f"{name} ({kind} a pass)", colour, "lines+markers", width=3,
+        add_line(built, by_gamma.index, by_gamma, f"{name}<br>({kind} a pass)", colour, "lines+markers", width=3,
                  marker=dict(size=9))  # fmt: skip
     line = dict(color=PALETTE["red"], width=2, dash="dot")
     built.add_hline(
@@ -364,10 +364,10 @@ def test_the_verify_cost_chart_sends_what_plotlys_builders_made(sweep_table, pre
     )
     built.update_xaxes(title="γ: tokens drafted per round", dtick=1)
     built.update_yaxes(title="verify pass ÷ one-token pass", rangemode="tozero")
-    title = "What a verify pass of γ + 1 tokens costs"
+    title = "Verify pass cost, by γ"
     built = legend_below(base_layout(built, title, presenter, height=400), y=-0.2, one_per_line=True)
     assert sent(plain) == sent(built)
     assert validated(plain) == sent(plain)
     dense = sent(plain)["data"][0]
     gammas = np.frombuffer(base64.b64decode(dense["x"]["bdata"]), dtype=dense["x"]["dtype"])
-    assert dense["name"] == "dense (one C call a pass)" and gammas.tolist() == [1, 2, 3]  # temperatures folded
+    assert dense["name"] == "dense<br>(one C call a pass)" and gammas.tolist() == [1, 2, 3]  # temperatures folded

@@ -487,7 +487,7 @@ def sweep_verify_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figu
                 "x": by_gamma.index.to_numpy(),
                 "y": by_gamma.to_numpy(),
                 "mode": "lines+markers",
-                "name": f"{name} ({side['pass_kind'].iloc[0]} a pass)",
+                "name": f"{name}<br>({side['pass_kind'].iloc[0]} a pass)",  # two lines: one was cut at 800 px
                 "line": {"color": colour, "width": 3},
                 "marker": {"size": 9},
             }
@@ -499,7 +499,7 @@ def sweep_verify_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figu
         "xaxis": SWEEP_X_AXIS,
         "yaxis": {"title": {"text": "verify pass ÷ one-token pass"}, "rangemode": "tozero"},
     }
-    title = "What a verify pass of γ + 1 tokens costs"
+    title = "Verify pass cost, by γ"  # short: a longer title ran under the chart's toolbar at 800 px
     return plain_figure(data, layout, title, presenter, height=400, legend=_legend_below(-0.2, one_per_line=True))
 
 
