@@ -18,16 +18,9 @@ from inference.lessons.speculative import drafting
 from inference.lessons.speculative import figures as spec_fig
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative import text as spec_text
-from inference.lessons.speculative.timing import (
-    SWEEP_GAMMAS,
-    SWEEP_NEW_TOKENS,
-    SWEEP_TEMPERATURES,
-    compare,
-    sweep_sides,
-)
+from inference.lessons.speculative import timing as spec_timing
 from inference.sampling.pipeline import SamplingSettings
 
-DRAFTERS = drafting.DRAFTERS
 SAMPLING_KNOBS = controls.CLASSIC[:4]  # temperature, top-p, top-k, min-p: applied to p and q alike
 # URL parameter -> (widget key, type): a shared link reopens the same prompt, drafter, settings and seed.
 URL_PARAMS = {
@@ -38,13 +31,7 @@ URL_PARAMS = {
     "seed": ("spec_seed", int),
     "max": ("spec_max_new", int),
 }
-DEFAULTS = drafting.PAGE_DEFAULTS
-RANGES = {
-    "spec_gamma": (spec.GAMMA_MIN, spec.GAMMA_MAX),
-    **controls.ranges("spec", SAMPLING_KNOBS),
-    "spec_seed": (0, SEED_MAX),
-}
-NAMES = {"spec_gamma": "γ (tokens drafted per round)", "spec_max_new": "max new tokens"}
+RANGES = {**drafting.PAGE_RANGES, **controls.ranges("spec", SAMPLING_KNOBS)}
 stepper = Stepper(
     "spec", "spec_run", steps_done=lambda run: len(run.rounds), unit="round", step_label="Step (one round)"
 )
@@ -54,6 +41,11 @@ presenter = layout.presenter()
 RANGES["spec_max_new"] = (1, limits.max_new_tokens)
 loaded = current_model()
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
+
+
+def load_float32(source: str):
+    """A draft or a sweep's other target, as the sidebar loads models (shared, cached)."""
+    return models.cached_model(source, "float32", models.server_is_public())
 
 
 @st.cache_resource(show_spinner="Loading the bundled draft model…")
@@ -66,10 +58,10 @@ def bundled_draft():
 
 url_problems = stepper.read_url(
     URL_PARAMS,
-    DEFAULTS,
+    drafting.PAGE_DEFAULTS,
     RANGES,
-    names=NAMES,
-    choices={"spec_drafter": (DRAFTERS, "is not a drafter (use `draft` or `lookup`); using the draft model.")},
+    names=drafting.PAGE_NAMES,
+    choices={"spec_drafter": (drafting.DRAFTERS, "is not a drafter (use `draft` or `lookup`); using the draft model.")},
     replay_max=1000,
 )
 st.title("🎯 Speculative decoding: guess cheap, check in one pass")
@@ -80,8 +72,8 @@ for problem in url_problems:
 # -- the drafter ---------------------------------------------------------------------------
 st.radio(
     "Drafter",
-    list(DRAFTERS),
-    format_func=DRAFTERS.get,
+    list(drafting.DRAFTERS),
+    format_func=drafting.DRAFTERS.get,
     key="spec_drafter",
     persist_state="session",
     horizontal=True,
@@ -101,9 +93,7 @@ if st.session_state.spec_drafter == "draft":
         )
         if typed.strip():
             with st.spinner(f"Loading {typed.strip()}…"):
-                attempt = drafting.try_draft(
-                    model, tokenizer, lambda: models.cached_model(typed.strip(), "float32", models.server_is_public())
-                )
+                attempt = drafting.try_draft(model, tokenizer, lambda: load_float32(typed.strip()))
             draft = attempt.draft
             if draft is None:
                 st.warning(spec_text.typed_draft_unusable(attempt.problem, attempt.load_failed))
@@ -142,12 +132,7 @@ s[0].slider(
 )
 controls.knob_sliders("spec", SAMPLING_KNOBS, s[1:], helps=spec_text.SAMPLING_HELPS)
 
-settings = SamplingSettings(
-    temperature=float(st.session_state.spec_temperature),
-    top_p=float(st.session_state.spec_top_p),
-    top_k=int(st.session_state.spec_top_k),
-    min_p=float(st.session_state.spec_min_p),
-)
+settings = SamplingSettings(**{k.field: k.kind(st.session_state[f"spec_{k.field}"]) for k in SAMPLING_KNOBS})
 seed, gamma = int(st.session_state.spec_seed), int(st.session_state.spec_gamma)
 
 # -- the run -----------------------------------------------------------------------------------
@@ -220,26 +205,22 @@ if not run.rounds:
 
 # -- one round, opened up ---------------------------------------------------------------------
 st.subheader("One round, opened up")
-shown = len(run.rounds) - 1
-if len(run.rounds) > 1:
-    last = len(run.rounds) - 1
+shown = last = len(run.rounds) - 1
+if last > 0:
     shown = st.slider("Round", 0, last, last, key=f"spec_round_{last + 1}", persist_state="session")
 record = run.rounds[shown]
 st.markdown(spec_fig.round_html(record), unsafe_allow_html=True)
 if record.note:
     st.info(record.note)
 st.markdown(spec_text.round_sentence(record, markdown_token_text(record.token_text)))
-if record.checks:
-    left, right = st.container(), st.container()  # one under the other: each draft token needs the width
-    with left:
-        st.plotly_chart(spec_fig.p_q_figure(record, settings.greedy, presenter), width="stretch", key="spec_pq")
-        caption("exact", spec_text.CAPTIONS["pq"])
-    with right:
-        if settings.greedy:
-            st.markdown(spec_text.GREEDY_TEST)
-        elif record.checked:
-            st.plotly_chart(spec_fig.acceptance_figure(record, presenter), width="stretch", key="spec_accept")
-            caption("simulated", spec_text.CAPTIONS["accept"])
+if record.checks:  # one chart under the other: each draft token needs the width
+    st.plotly_chart(spec_fig.p_q_figure(record, settings.greedy, presenter), width="stretch", key="spec_pq")
+    caption("exact", spec_text.CAPTIONS["pq"])
+    if settings.greedy:
+        st.markdown(spec_text.GREEDY_TEST)
+    elif record.checked:
+        st.plotly_chart(spec_fig.acceptance_figure(record, presenter), width="stretch", key="spec_accept")
+        caption("simulated", spec_text.CAPTIONS["accept"])
     if record.residual_top:
         st.plotly_chart(spec_fig.residual_figure(record, presenter), width="stretch", key="spec_residual")
         caption("exact", spec_text.CAPTIONS["residual"])
@@ -249,10 +230,9 @@ st.subheader("Faster? Measured against plain decoding of the same text")
 cache_key = (st.session_state.get("spec_run_key"), len(run.generated_ids))
 if st.session_state.get("spec_comparison_key") != cache_key:
     with generation_slot(), session_lock():  # the kept plain timing grows on its cache: one rerun at a time
-        st.session_state["spec_comparison"] = compare(run, settings, kept=st.session_state)
+        st.session_state["spec_comparison"] = spec_timing.compare(run, settings, kept=st.session_state)
     st.session_state["spec_comparison_key"] = cache_key
 result = st.session_state["spec_comparison"]
-alpha, c = result.summary.acceptance_rate, result.cost_ratio
 if presenter:  # an HTML table wraps its text: projector-sized metrics were cut at 800 px ("89% (8 …")
     st.table(spec_fig.metrics_table(spec_text.run_metrics(result, gamma)))
 else:
@@ -263,7 +243,7 @@ st.markdown(spec_text.ALPHA_DEFINITION)
 st.plotly_chart(spec_fig.timeline_figure(run.rounds, result.plain, presenter), width="stretch", key="spec_timeline")
 caption("measured", spec_text.timeline_caption(len(run.generated_ids)))
 
-cost = c or 0.0
+alpha, cost = result.summary.acceptance_rate, result.cost_ratio or 0.0
 st.plotly_chart(
     spec_fig.theory_figure(gamma, cost, result.verify_cost, alpha, result.measured_speedup, presenter),
     width="stretch",
@@ -274,34 +254,27 @@ caption("exact", spec_text.CAPTIONS["theory"])
 st.markdown("\n\n".join(spec_text.run_verdict(result)))  # when it loses, what c is, what the formula leaves out
 
 # -- sweep -----------------------------------------------------------------------------------------
-st.subheader(spec_text.sweep_heading(SWEEP_GAMMAS, SWEEP_TEMPERATURES))
-# With the draft model on a bundled target, the sweep also runs on the other bundled target (their passes run
-# differently here), so it shows where speculation wins on this machine and where it loses.
-other = drafting.other_side(info.name) if draft is not None else None
-sweep_key = ("spec_sweep", info.name, drafter_kind, draft_name, tuple(prepared.ids), other)
+st.subheader(spec_text.sweep_heading(spec_timing.SWEEP_GAMMAS, spec_timing.SWEEP_TEMPERATURES))
+other = drafting.other_side(info.name) if draft is not None else None  # both sides of the trade, measured
 
 
 def measure_sweep(progress):
-    sides = [(info.name, model, tokenizer)]
-    if other is not None:
-        other_model = models.cached_model(other[1], "float32", models.server_is_public())
-        sides.append((other[0], other_model.model, other_model.tokenizer))
-    return sweep_sides(sides, new_drafter, prepared.ids, SWEEP_NEW_TOKENS, progress=progress)
+    sides = drafting.sweep_targets((info.name, model, tokenizer), other, load_float32)
+    return spec_timing.sweep_sides(sides, new_drafter, prepared.ids, spec_timing.SWEEP_NEW_TOKENS, progress=progress)
 
 
-runs = len(SWEEP_GAMMAS) * len(SWEEP_TEMPERATURES)
 table = measure_on_click(
     "Measure the sweep",
     "spec_sweep_button",
-    sweep_key,
+    ("spec_sweep", info.name, drafter_kind, draft_name, tuple(prepared.ids), other),
     measure_sweep,
-    spec_text.sweep_not_yet(runs, SWEEP_NEW_TOKENS, drafter_label, other[0] if other else None),
+    spec_text.sweep_not_yet(spec_timing.SWEEP_NEW_TOKENS, drafter_label, other),
 )
 if table is not None:  # one under the other: side by side, the legends and titles were cut at 800 px
     for index, (target_name, side) in enumerate(table.groupby("target", sort=False)):
         st.markdown(spec_text.side_heading(target_name, side["pass_kind"].iloc[0]))
         st.plotly_chart(spec_fig.sweep_figure(side, presenter), width="stretch", key=f"spec_sweep_speed_{index}")
-        caption("measured", spec_text.sweep_speed_caption(SWEEP_NEW_TOKENS, drafter_label))
+        caption("measured", spec_text.sweep_speed_caption(spec_timing.SWEEP_NEW_TOKENS, drafter_label))
         st.plotly_chart(spec_fig.sweep_alpha_figure(side, presenter), width="stretch", key=f"spec_sweep_tokens_{index}")
         caption("measured", spec_text.sweep_tokens_caption(drafter_label))
         for finding in spec_text.sweep_findings(side):
@@ -309,17 +282,16 @@ if table is not None:  # one under the other: side by side, the legends and titl
     # why a side wins or loses: what a pass of several tokens costs on each target
     st.plotly_chart(spec_fig.sweep_verify_figure(table, presenter), width="stretch", key="spec_sweep_verify")
     caption("measured", spec_text.CAPTIONS["sweep_verify"])
-    sides_sentence = spec_text.both_sides(table)
-    if sides_sentence:
+    if sides_sentence := spec_text.both_sides(table):
         st.markdown(sides_sentence)
 
 # -- every round -------------------------------------------------------------------------------------
 st.subheader("Every round")
 frame = run.to_frame()
 st.dataframe(spec_fig.rounds_for_display(frame), hide_index=True, width="stretch", key="spec_table")
-st.download_button(
+st.download_button(  # the CSV is made when it is downloaded, not on every rerun
     "Download CSV",
-    frame.to_csv(index=False).encode(),
+    lambda: frame.to_csv(index=False).encode(),
     "inference_lab_speculative_rounds.csv",
     "text/csv",
     key="spec_csv",

@@ -22,7 +22,6 @@
 
 #define PANEL 16
 
-/* The last panel of an output count that is not a multiple of 16: only its valid lanes are written. */
 /* done [rows][panels][16]: the finished sums of `panels` panels from panel p on, into y [rows][outs] (the last
  * panel of an output count that is not a multiple of 16 only in part). Stored through memory so the kernels'
  * accumulators stay registers in their loops (stored straight from them, GCC kept them on the stack). */

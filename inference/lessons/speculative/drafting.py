@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from inference.core.loader import LoadedModel, ModelLoadError
 from inference.core.paths import BUNDLED_MODEL_NAME
 from inference.core.routing import BUNDLED_MOE_DIR, BUNDLED_MOE_NAME
+from inference.core.run import SEED_MAX
 from inference.lessons.speculative import run as spec  # the module, so a test can refuse every pair in one place
 
 
@@ -54,7 +55,18 @@ def other_side(target_name: str) -> tuple[str, str] | None:
     return None
 
 
+def sweep_targets(target: tuple, other: tuple[str, str] | None, load: Callable[[str], LoadedModel]) -> list[tuple]:
+    """The sweep's (name, model, tokenizer) targets: the page's, then the `other_side` one when there is one (loaded
+    by `load(source)`)."""
+    if other is None:
+        return [target]
+    loaded = load(other[1])
+    return [target, (other[0], loaded.model, loaded.tokenizer)]
+
+
 DRAFTERS = {"draft": "Draft model", "lookup": "Prompt lookup (no model)"}  # the page's choice -> its label
+PAGE_RANGES = {"spec_gamma": (spec.GAMMA_MIN, spec.GAMMA_MAX), "spec_seed": (0, SEED_MAX)}  # URL values allowed
+PAGE_NAMES = {"spec_gamma": "γ (tokens drafted per round)", "spec_max_new": "max new tokens"}  # in URL warnings
 PAGE_DEFAULTS = {  # what the Speculative page opens on (widget key -> value)
     "spec_prompt": "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.",
     "spec_drafter": "draft",

@@ -7,7 +7,7 @@ import pandas as pd
 from inference.core.tokens import markdown_token_text
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.run import RoundRecord
-from inference.lessons.speculative.timing import Comparison
+from inference.lessons.speculative.timing import Comparison, sweep_runs
 
 INTRO = (
     "A decode step of the big model reads every weight to make **one** token. Speculative decoding lets "
@@ -320,14 +320,19 @@ def drafter_label(draft_name: str | None) -> str:
     return f"draft model {draft_name}" if draft_name else "prompt lookup (no model)"
 
 
-def sweep_not_yet(runs: int, tokens: int, drafter: str, other_target: str | None = None) -> str:
+def sweep_not_yet(tokens: int, drafter: str, other_side: tuple[str, str] | None = None) -> str:
+    """What the sweep button will measure: `timing.sweep_runs()` runs, on `drafting.other_side`'s target too."""
+    runs = sweep_runs()
     also = (
-        f", then the same {runs} on the bundled {markdown_token_text(other_target)} (its passes run the other way "
+        f", then the same {runs} on the bundled {markdown_token_text(other_side[0])} (its passes run the other way "
         "here: both sides of the trade)"
-        if other_target
+        if other_side
         else ""
     )
-    return f"{runs} speculative runs of {tokens} tokens with {drafter}{also}, each timed against plain decoding of its text."
+    return (
+        f"{runs} speculative runs of {tokens} tokens with {drafter}{also}, each timed against plain decoding of its "
+        "text."
+    )
 
 
 def side_heading(target: str, kind: str) -> str:

@@ -252,6 +252,11 @@ def sweep(
     return pd.DataFrame(rows)
 
 
+def sweep_runs() -> int:
+    """Speculative runs in one sweep of one target."""
+    return len(SWEEP_GAMMAS) * len(SWEEP_TEMPERATURES)
+
+
 ONE_C_CALL = "one C call"  # a target pass through `fused_step`: its arithmetic grows with every token fed
 TRANSFORMERS_FORWARD = "transformers' forward"  # fixed costs per pass (operator dispatch, Python) dominate
 
@@ -284,6 +289,20 @@ def sweep_sides(
 
 
 # -- the benchmark's figures -------------------------------------------------------------------
+
+
+def alternated_medians(contenders: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Each contender's median wall time in seconds: one untimed warm-up each, then `repeats` rounds taking them in
+    turn, so a slow spell on a shared machine hits them alike."""
+    for fn in contenders.values():
+        fn()
+    times = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def benchmark(
@@ -352,17 +371,9 @@ def benchmark(
         "hf_plain": hf("hf_plain"),
         "hf_assisted": hf("hf_assisted", assistant_model=draft),
     }
-    for fn in contenders.values():
-        fn()  # warm-up, untimed
+    seconds = alternated_medians(contenders, repeats)
     # The app's own greedy trace (untimed): speculation's tokens are checked against it too.
     traced = run_greedy(target, tokenizer, prompt_ids, new_tokens, stop_at_eos=False).generated_ids
-    times = {name: [] for name in contenders}
-    for _ in range(repeats):
-        for name, fn in contenders.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    seconds = {name: statistics.median(values) for name, values in times.items()}
     summary = spec.summarise(out["spec"].rounds)
     lookup = spec.summarise(out["lookup"].rounds)
     lookup_story = spec.summarise(out["lookup_story"].rounds)
@@ -404,7 +415,7 @@ def pair_benchmark(
 ) -> dict:
     """Greedy speculation with the draft model against plain decoding on another target, medians of `repeats`
     alternated runs: the same figures as `benchmark`'s for its pair, without transformers' contenders."""
-    out, times = {}, {"plain": [], "spec": []}
+    out = {}
 
     def plain():
         out["plain"] = plain_decode(target, prompt_ids, new_tokens, GREEDY)
@@ -415,24 +426,19 @@ def pair_benchmark(
         list(run.run(GREEDY))
         out["spec"] = run
 
-    plain(), speculative()  # warm-up, untimed
-    for _ in range(repeats):
-        for name, fn in (("plain", plain), ("spec", speculative)):
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
+    seconds = alternated_medians({"plain": plain, "spec": speculative}, repeats)
     costs = compare(out["spec"], GREEDY)
     return {
         "identical": out["spec"].generated_ids == out["plain"],
         "acceptance_rate": round(costs.summary.acceptance_rate, 3),
-        "speedup_vs_plain": round(statistics.median(times["plain"]) / statistics.median(times["spec"]), 2),
+        "speedup_vs_plain": round(seconds["plain"] / seconds["spec"], 2),
         "verify_cost": round(costs.verify_cost, 2),
         "draft_cost_ratio": round(costs.cost_ratio, 3),
         "predicted_speedup": round(costs.predicted_speedup(measured_verify=True), 2),
     }
 
 
-def moe_benchmark(prompt_ids: list[int], draft, threads: int) -> dict:
+def moe_benchmark(prompt_ids: list[int], draft) -> dict:
     """The bundled draft against the bundled Mixture-of-Experts target (`spec_moe_*`): its passes are transformers'
     forward, whose cost grows little from 1 token to gamma + 1, where the dense target's pass is one C call whose
     arithmetic grows with every token. Both sides of the trade, measured on this machine."""
@@ -441,13 +447,8 @@ def moe_benchmark(prompt_ids: list[int], draft, threads: int) -> dict:
         spec.check_pair(moe.model, moe.tokenizer, draft.model, draft.tokenizer)
     except spec.SpeculationError as err:
         return {"spec_moe_skipped": str(err)}
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        warm_up(moe.model, moe.tokenizer)
-        figures = pair_benchmark(moe.model, moe.tokenizer, draft.model, draft.tokenizer, prompt_ids)
-    finally:
-        torch.set_num_threads(before)
+    warm_up(moe.model, moe.tokenizer)
+    figures = pair_benchmark(moe.model, moe.tokenizer, draft.model, draft.tokenizer, prompt_ids)
     return {f"spec_moe_{key}": value for key, value in figures.items()}
 
 
@@ -465,6 +466,7 @@ def bundled_benchmark(target, tokenizer, prompt_ids: list[int], threads: int | N
     try:
         warm_up(draft.model, draft.tokenizer)
         figures = benchmark(target, tokenizer, draft.model, draft.tokenizer, prompt_ids, **options)
+        figures |= moe_benchmark(prompt_ids, draft)  # the same draft on the other side of the trade
     finally:
         torch.set_num_threads(before)
-    return {"spec_torch_threads": threads, **figures, **moe_benchmark(prompt_ids, draft, threads)}
+    return {"spec_torch_threads": threads, **figures}
