@@ -26,6 +26,7 @@ SAMPLING_KNOBS = controls.CLASSIC[:4]  # temperature, top-p, top-k, min-p: appli
 URL_PARAMS = {
     "prompt": ("spec_prompt", str),
     "d": ("spec_drafter", str),
+    "sl": ("spec_shortlist", int),
     "g": ("spec_gamma", int),
     **controls.url_params("spec", SAMPLING_KNOBS),
     "seed": ("spec_seed", int),
@@ -61,7 +62,10 @@ url_problems = stepper.read_url(
     drafting.PAGE_DEFAULTS,
     RANGES,
     names=drafting.PAGE_NAMES,
-    choices={"spec_drafter": (drafting.DRAFTERS, "is not a drafter (use `draft` or `lookup`); using the draft model.")},
+    choices={
+        "spec_drafter": (drafting.DRAFTERS, "is not a drafter (use `draft` or `lookup`); using the draft model."),
+        "spec_shortlist": (drafting.SHORTLIST_CHOICES, spec_text.SHORTLIST_URL_PROBLEM),
+    },
     replay_max=1000,
 )
 st.title("🎯 Speculative decoding: guess cheap, check in one pass")
@@ -100,7 +104,18 @@ if st.session_state.spec_drafter == "draft":
         else:
             st.warning(spec_text.bundled_draft_unusable(info.name, bundled.problem))
 draft_name = draft.info.name if draft is not None else None
-drafter_label = spec_text.drafter_label(draft_name)
+shortlist_size = drafting.SHORTLIST_ALL
+if sizes := drafting.shortlist_sizes(draft):  # the bundled draft: its output layer may score its commonest tokens
+    counts, vocab = drafting.draft_counts(draft), spec.vocabulary_rows(draft.model)
+    shortlist_size = st.selectbox(
+        "The draft scores",
+        [*sizes, drafting.SHORTLIST_ALL],
+        format_func=lambda size: spec_text.shortlist_option(size, counts, vocab),
+        key="spec_shortlist",
+        persist_state="session",
+        help=spec_text.SHORTLIST_HELP,
+    )
+drafter_label = spec_text.drafter_label(draft_name, shortlist_size)
 
 # -- controls ----------------------------------------------------------------------------
 # presenter: the prompt full width, seed and max tokens a row of their own (at 800 px labels broke: "See d")
@@ -142,11 +157,14 @@ prepared = prepare_prompt(
 for note in prepared.notes:
     st.info(note)
 drafter_kind = "draft" if draft is not None else "lookup"
-run_key = (info.name, drafter_kind, draft_name, tuple(prepared.ids), int(st.session_state.spec_max_new), gamma, seed)
+run_key = (
+    *(info.name, drafter_kind, draft_name, shortlist_size),
+    *(tuple(prepared.ids), int(st.session_state.spec_max_new), gamma, seed),
+)
 
 
 def new_drafter():
-    return drafting.new_drafter(model, draft)
+    return drafting.new_drafter(model, draft, shortlist_size)
 
 
 def start_run():
@@ -188,6 +206,7 @@ stepper.mirror_url(
     {
         "prompt": st.session_state.spec_prompt[:1000],
         "d": st.session_state.spec_drafter,
+        "sl": str(shortlist_size),
         "g": str(gamma),
         **{knob.param: f"{getattr(settings, knob.field):g}" for knob in SAMPLING_KNOBS},
         "seed": str(seed),
@@ -266,7 +285,7 @@ def measure_sweep(progress):
 table = measure_on_click(
     "Measure the sweep",
     "spec_sweep_button",
-    ("spec_sweep", info.name, drafter_kind, draft_name, tuple(prepared.ids), other),
+    ("spec_sweep", info.name, drafter_kind, draft_name, shortlist_size, tuple(prepared.ids), other),
     measure_sweep,
     spec_text.sweep_not_yet(spec_timing.SWEEP_NEW_TOKENS, drafter_label, other),
 )

@@ -18,6 +18,7 @@ from inference.core.loader import encode_prompt, load_model
 from inference.core.measuring import GREEDY
 from inference.core.run import new_trace
 from inference.lessons.speculative import run as spec
+from inference.lessons.speculative import shortlist
 from inference.sampling.pipeline import SamplingSettings, seen_mask
 
 pytestmark = pytest.mark.unit
@@ -115,8 +116,8 @@ class Tables:
     """Final next-token distributions (the app's pipeline) of target and draft after a context, and
     after the context plus any one token that can come first: everything the first two tokens need."""
 
-    def __init__(self, target, draft, ids, settings):
-        self.settings = settings
+    def __init__(self, target, draft, ids, settings, shortlist=None):
+        self.settings, self.shortlist = settings, shortlist
         self.p1, self.q1 = self._rows(target, draft, [ids])
         vocab = len(self.p1[0])
         support = ((self.p1[0] > 0) | (self.q1[0] > 0)).nonzero().squeeze(-1).tolist()
@@ -133,7 +134,12 @@ class Tables:
         seen = torch.stack([seen_mask(c, target.config.vocab_size) for c in contexts])
         with torch.inference_mode():
             p = spec.final_probs(target(batch).logits[:, -1].float(), self.settings, seen)
-            q = spec.final_probs(draft(batch).logits[:, -1].float(), self.settings, seen)
+            q_logits = draft(batch).logits[:, -1].float()
+            if self.shortlist is not None:  # a shortlist draft: every other token's logit is -inf (q = 0)
+                outside = torch.ones(q_logits.shape[-1], dtype=torch.bool)
+                outside[self.shortlist] = False
+                q_logits[:, outside] = -torch.inf
+            q = spec.final_probs(q_logits, self.settings, seen)
         return p, q
 
     def on_support(self) -> "Tables":
@@ -206,13 +212,26 @@ CASES = {
         SamplingSettings(temperature=0.7, top_p=0.9, repetition_penalty=1.3),
         1,
     ),
+    # A draft scoring its 256 most frequent tokens only (q = 0 elsewhere): the target's tokens outside them can only
+    # come from the residual, and the text must still follow p.
+    "T=1, top-k 40, gamma 2, draft shortlist 256": (
+        "Once upon a time, there was a little",
+        SamplingSettings(temperature=1.0, top_k=40),
+        2,
+        256,
+    ),
 }
 
 
 @pytest.fixture(scope="module", params=list(CASES))
 def case(request, bundled, draft):
-    prompt, settings, gamma = CASES[request.param]
-    return Tables(bundled.model, draft.model, encode_prompt(bundled.tokenizer, prompt), settings), gamma
+    prompt, settings, gamma, *size = CASES[request.param]
+    rows = shortlist.most_frequent(shortlist.token_counts(spec.BUNDLED_DRAFT_DIR), size[0]) if size else None
+    tables = Tables(bundled.model, draft.model, encode_prompt(bundled.tokenizer, prompt), settings, rows)
+    if rows is not None:  # the case tests what it says: the target wants tokens the draft cannot propose
+        outside = [t for t in (tables.p1 > 0).nonzero().squeeze(-1).tolist() if t not in set(rows)]
+        assert outside and float(tables.q1[outside].sum()) == 0.0
+    return tables, gamma
 
 
 def seeded_uniforms(seed: int):

@@ -7,6 +7,7 @@ from streamlit.testing.v1 import AppTest
 
 from inference.core.run import new_trace
 from inference.lessons.speculative import run as spec
+from inference.lessons.speculative import shortlist
 from inference.lessons.speculative import text as spec_text
 from inference.sampling.pipeline import SamplingSettings
 from tests.conftest import open_app_page
@@ -148,3 +149,28 @@ def test_presenter_mode_shows_the_run_metrics_as_a_table_that_wraps():
     assert not at.exception
     measures = at.table[0].value
     assert "α = accepted ÷ checked" in measures.index and len(measures) == 6
+
+
+def test_the_draft_scores_its_shortlist_from_the_url_and_a_bad_size_says_so():
+    """`sl=256`: the run's draft scores the 256 most frequent tokens (the choice lists its coverage); `sl=7` warns and
+    keeps the default; `sl=0` scores every token. The link carries the choice."""
+    at = open_page({"sl": "256", "t": "0", "max": "12"})
+    at.button(key="spec_step").click().run()
+    assert not at.exception
+    drafter = at.session_state["spec_run"].drafter
+    assert drafter.shortlist is not None and len(drafter.shortlist) == 256
+    box = at.selectbox(key="spec_shortlist")
+    assert (
+        box.value == 256
+        and "most frequent" in box.format_func(256)
+        and "% of its training text" in box.format_func(256)
+    )
+    assert at.query_params["sl"] in ("256", ["256"])
+
+    at = open_page({"sl": "7"})
+    assert any("is not a shortlist size" in w.value for w in at.warning)
+    assert at.selectbox(key="spec_shortlist").value == shortlist.DEFAULT_SIZE
+
+    at = open_page({"sl": "0", "t": "0", "max": "12"})
+    at.button(key="spec_step").click().run()
+    assert at.session_state["spec_run"].drafter.shortlist is None

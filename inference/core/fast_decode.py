@@ -458,6 +458,34 @@ def few_tokens_logits(model, token_ids: list[int], cache, keep: int = 1) -> torc
     return forward_logits(model, token_ids, cache, keep)
 
 
+# Per model: fused passes whose output layer scores a shortlist of token ids, by the shortlist's bytes. Dropped with
+# the model; the model is only read.
+_SHORTLISTED: weakref.WeakKeyDictionary[nn.Module, dict] = weakref.WeakKeyDictionary()
+
+
+def shortlist_logits(model, token_ids: list[int], cache, keep: int, rows: torch.Tensor) -> torch.Tensor | None:
+    """The pass `decode_logits` (one token) or `few_tokens_logits` (2 to `small_matmul.MAX_ROWS`) would run, with an
+    output layer that multiplies only the vocabulary rows `rows` (sorted ids, int64): [keep, len(rows)] logits, each
+    bit for bit the full pass's logit of that id (tests). None where that pass is not the fused one (the caller
+    then computes the full logits and keeps the same columns)."""
+    plan = _plan(model)
+    if plan is None or not plan.float32 or not 1 <= len(token_ids) <= small_matmul.MAX_ROWS:
+        return None
+    if not 1 <= keep <= len(token_ids):
+        return None
+    fused = plan.fused_for(cache)
+    if fused is None:
+        return None
+    key = rows.numpy().tobytes()
+    with _PLANS_LOCK:
+        kept = _SHORTLISTED.setdefault(model, {})
+        made_from, shortlisted = kept.get(key, (None, None))
+        if made_from is not fused:
+            shortlisted = fused_step.with_output_rows(fused, plan.lm_head.weight, rows)
+            kept[key] = (fused, shortlisted)
+    return fused_step.forward(shortlisted, plan.embed, plan.rope, list(token_ids), cache, keep)
+
+
 def _fused_chunks(plan: _Plan, fused, token_ids: list[int], cache, keep: int) -> torch.Tensor:
     """A verify pass of more than `small_matmul.MAX_ROWS` tokens (γ from 8 up) as fused passes of at most that many,
     one after the other on the cache: the packed products give a row the same numbers whatever the rows beside it, so

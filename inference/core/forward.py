@@ -218,3 +218,43 @@ class FastDecodeForward(TransformersForward):
         if len(ids) == 1 and keep == 1:
             return self.logits(ids, keep)
         return fast_decode.few_tokens_step(self.model, ids, self.cache, keep).float()
+
+
+class ShortlistForward(FastDecodeForward):
+    """`FastDecodeForward` whose next-token logits score only the token ids of `rows` (a speculative draft proposing
+    from its most frequent tokens, as FR-Spec does): every other token's logit is -inf, so every sampling stage gives
+    it probability 0. Through the fused pass the output layer multiplies only those rows (`fast_decode.shortlist_
+    logits`); elsewhere (a long prompt, no compiler) the full logits are computed and the same columns kept: the same
+    numbers either way."""
+
+    def __init__(self, model, tokenizer, rows):
+        super().__init__(model, tokenizer)
+        self.rows = torch.tensor(sorted(set(int(r) for r in rows)), dtype=torch.long)
+        if not len(self.rows) or self.rows[0] < 0 or self.rows[-1] >= self.vocab_size:
+            raise ValueError(f"A shortlist holds token ids from 0 to {self.vocab_size - 1}")
+
+    def _widened(self, short: torch.Tensor) -> torch.Tensor:
+        full = torch.full((short.shape[0], self.vocab_size), -torch.inf)
+        full[:, self.rows] = short
+        return full
+
+    def _shortlisted(self, ids: list[int], keep: int) -> torch.Tensor | None:
+        short = fast_decode.shortlist_logits(self.model, ids, self.cache, keep, self.rows)
+        return None if short is None else self._widened(short)
+
+    def _run(self, ids: list[int], keep: int, prefill: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if len(ids) == 1 and keep == 1 and not prefill:
+            logits = self._shortlisted(ids, keep)
+            if logits is not None:
+                return logits, None
+        logits, _ = super()._run(ids, keep, prefill)
+        return self._widened(logits[:, self.rows]), None
+
+    @torch.inference_mode()
+    def few_tokens(self, ids: list[int], keep: int = 1) -> torch.Tensor:
+        if len(ids) == 1 and keep == 1:
+            return self.logits(ids, keep)
+        logits = self._shortlisted(ids, keep)
+        if logits is not None:
+            return logits
+        return self._widened(super().few_tokens(ids, keep)[:, self.rows])

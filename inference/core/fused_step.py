@@ -17,6 +17,7 @@ layers are all float32 `DynamicLayer`s, the library built, and `INFERENCE_LAB_FU
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -124,6 +125,26 @@ def make(plan) -> FusedPlan | None:
         borrowed=borrowed,
         borrowed_at=tuple(t.data_ptr() for t in borrowed),
         packed=tuple(packed),
+    )
+
+
+def with_output_rows(fused: FusedPlan, lm_head_weight: torch.Tensor, rows: torch.Tensor) -> FusedPlan:
+    """The same pass whose output layer scores only the vocabulary rows `rows` (ids, [k]): logits [keep, k], each
+    equal bit for bit to the full pass's logit of that id (a packed product sums every output alone, in the same
+    order, whatever the outputs beside it; tests). The layers' packed weights are shared with `fused`; only the
+    output layer's k rows are packed anew. A speculative draft that proposes from the most frequent tokens only
+    (`inference.lessons.speculative.shortlist`) runs on this."""
+    packed_rows = small_matmul.pack(lm_head_weight.index_select(0, rows))
+    pointers = list(fused.weights)
+    pointers[-1] = packed_rows.data_ptr()  # fused_step.c reads the output layer's weight last
+    shape = _Shape.from_buffer_copy(fused.shape)
+    shape.vocab = int(rows.numel())
+    return dataclasses.replace(
+        fused,
+        shape=shape,
+        weights=(ctypes.c_void_p * len(pointers))(*pointers),
+        vocab=shape.vocab,
+        packed=fused.packed + (packed_rows,),
     )
 
 

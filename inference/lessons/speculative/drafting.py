@@ -13,6 +13,7 @@ from inference.core.paths import BUNDLED_MODEL_NAME
 from inference.core.routing import BUNDLED_MOE_DIR, BUNDLED_MOE_NAME
 from inference.core.run import SEED_MAX
 from inference.lessons.speculative import run as spec  # the module, so a test can refuse every pair in one place
+from inference.lessons.speculative import shortlist
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,36 @@ def try_draft(target, target_tokenizer, load: Callable[[], LoadedModel]) -> Draf
     return DraftAttempt(draft)
 
 
-def new_drafter(target, draft: LoadedModel | None):
-    """A fresh drafter for one run: the draft model's, or prompt lookup over the target's vocabulary."""
+SHORTLIST_ALL = 0  # the page's value for a draft that scores every token
+
+
+def draft_counts(draft: LoadedModel | None):
+    """The bundled draft's training-text token counts (`shortlist.token_counts`); None for any other draft: the page
+    reads no file of a visitor's model beyond what loading it reads."""
+    if draft is None or draft.info.name != spec.BUNDLED_DRAFT_NAME:
+        return None
+    return shortlist.token_counts(spec.BUNDLED_DRAFT_DIR)
+
+
+def shortlist_sizes(draft: LoadedModel | None) -> list[int]:
+    """The shortlist sizes this draft offers (empty: it scores every token)."""
+    if draft is None:
+        return []
+    return shortlist.usable_sizes(draft_counts(draft), spec.vocabulary_rows(draft.model))
+
+
+def shortlist_ids(draft: LoadedModel | None, size: int) -> list[int] | None:
+    """The token ids the draft scores at this shortlist size, or None for every token."""
+    if size == SHORTLIST_ALL or size not in shortlist_sizes(draft):
+        return None
+    return shortlist.most_frequent(draft_counts(draft), size)
+
+
+def new_drafter(target, draft: LoadedModel | None, shortlist_size: int = SHORTLIST_ALL):
+    """A fresh drafter for one run: the draft model's (scoring only its `shortlist_size` most frequent tokens where it
+    has counts), or prompt lookup over the target's vocabulary."""
     if draft is not None:
-        return spec.ModelDrafter(draft.model, draft.tokenizer)
+        return spec.ModelDrafter(draft.model, draft.tokenizer, shortlist_ids(draft, shortlist_size))
     return spec.PromptLookupDrafter(spec.vocabulary_rows(target))
 
 
@@ -65,11 +92,13 @@ def sweep_targets(target: tuple, other: tuple[str, str] | None, load: Callable[[
 
 
 DRAFTERS = {"draft": "Draft model", "lookup": "Prompt lookup (no model)"}  # the page's choice -> its label
+SHORTLIST_CHOICES = (*shortlist.SIZES, SHORTLIST_ALL)  # what a link's `sl` may say
 PAGE_RANGES = {"spec_gamma": (spec.GAMMA_MIN, spec.GAMMA_MAX), "spec_seed": (0, SEED_MAX)}  # URL values allowed
 PAGE_NAMES = {"spec_gamma": "γ (tokens drafted per round)", "spec_max_new": "max new tokens"}  # in URL warnings
 PAGE_DEFAULTS = {  # what the Speculative page opens on (widget key -> value)
     "spec_prompt": "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.",
     "spec_drafter": "draft",
+    "spec_shortlist": shortlist.DEFAULT_SIZE,
     "spec_gamma": 4,
     "spec_temperature": 0.8,
     "spec_top_p": 1.0,

@@ -39,7 +39,7 @@ import pandas as pd
 import torch
 
 from inference.core import small_matmul
-from inference.core.forward import FastDecodeForward, vocabulary_rows
+from inference.core.forward import FastDecodeForward, ShortlistForward, vocabulary_rows
 from inference.core.paths import MODELS_DIR
 from inference.core.run import Generation, check_run, check_seed
 from inference.core.tokens import token_text
@@ -146,11 +146,13 @@ def only_temperature_acts(settings: SamplingSettings, vocab: int) -> bool:
     return settings.greedy and set(settings.pipeline) - {"temperature"} <= stages_switched_off(settings, vocab)
 
 
-def greedy_tokens(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor) -> torch.Tensor:
-    """The greedy token of each row of [..., vocab] logits under the app's pipeline."""
+def greedy_tokens(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor) -> np.ndarray:
+    """The greedy token of each row of [..., vocab] logits under the app's pipeline, as numpy ints. numpy's argmax
+    takes the first of tied maxima, as torch's does, for a fraction of its cost: on the Intel Xeon VM (2026-12-02,
+    one thread) 0.6 us for a [4096] row against 11 us, and 48 us for torch's [5, 4096] argmax by rows."""
     if only_temperature_acts(settings, logits.shape[-1]):
-        return logits.argmax(dim=-1)
-    return final_logits(logits, settings, seen).argmax(dim=-1)
+        return logits.float().numpy().argmax(axis=-1)
+    return final_logits(logits, settings, seen).float().numpy().argmax(axis=-1)
 
 
 def choose_token(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor, u: float) -> int:
@@ -202,11 +204,16 @@ def sample_index(probs: torch.Tensor, u: float) -> int:
 
 
 def raw_probabilities(logits: torch.Tensor, tokens: list[int]) -> list[float]:
-    """Each row's probability of its token at temperature 1 ([n, vocab] logits, n tokens): one softmax for all rows."""
+    """Each row's probability of its token at temperature 1 ([n, vocab] logits, n tokens), in float64: exp(its logit
+    - the row's log-sum-exp). Only the n tokens' probabilities are made, in numpy: torch's float64 softmax of the
+    whole rows cost ~0.25 ms a call inside a round on the Intel Xeon VM (2026-12-02), two calls a round."""
     if not tokens:
         return []
-    probs = logits[: len(tokens)].double().softmax(dim=-1)
-    return probs[torch.arange(len(tokens)), torch.tensor(tokens)].tolist()
+    rows = logits[: len(tokens)].float().numpy().astype(np.float64)
+    peak = rows.max(axis=1)
+    log_total = np.log(np.exp(rows - peak[:, None]).sum(axis=1))
+    picked = rows[np.arange(len(tokens)), tokens]
+    return np.exp(picked - peak - log_total).tolist()
 
 
 def running_seen(base: torch.Tensor, tokens: list[int], settings: SamplingSettings) -> torch.Tensor:
@@ -307,10 +314,15 @@ class ModelDrafter:
 
     kind = DRAFT_MODEL
 
-    def __init__(self, model, tokenizer):
+    def __init__(self, model, tokenizer, shortlist=None):
         self.model, self.tokenizer = model, tokenizer
-        # One token a pass goes through the engine's lean decode step, exactly as plain decoding does.
-        self.forward = FastDecodeForward(model, tokenizer)
+        # One token a pass goes through the engine's lean decode step, exactly as plain decoding does; with a
+        # shortlist (token ids), its output layer scores only those tokens and it never proposes another.
+        self.shortlist = None if shortlist is None else list(shortlist)
+        if shortlist is None:
+            self.forward = FastDecodeForward(model, tokenizer)
+        else:
+            self.forward = ShortlistForward(model, tokenizer, shortlist)
         self.context, self.eos_ids = self.forward.context, self.forward.eos_ids
 
     @property

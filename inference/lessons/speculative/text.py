@@ -6,6 +6,7 @@ import pandas as pd
 
 from inference.core.tokens import markdown_token_text
 from inference.lessons.speculative import run as spec
+from inference.lessons.speculative import shortlist
 from inference.lessons.speculative.run import RoundRecord
 from inference.lessons.speculative.timing import Comparison, sweep_runs
 
@@ -316,8 +317,29 @@ def sweep_heading(gammas, temperatures) -> str:
     return f"Sweep: γ = {gammas[0]}…{gammas[-1]} at temperature " + ", ".join(f"{t:g}" for t in temperatures)
 
 
-def drafter_label(draft_name: str | None) -> str:
-    return f"draft model {draft_name}" if draft_name else "prompt lookup (no model)"
+def drafter_label(draft_name: str | None, shortlist_size: int | None = None) -> str:
+    if not draft_name:
+        return "prompt lookup (no model)"
+    return f"draft model {draft_name}" + (f" ({shortlist_size:,}-token shortlist)" if shortlist_size else "")
+
+
+SHORTLIST_URL_PROBLEM = (
+    f"is not a shortlist size (use {', '.join(map(str, shortlist.SIZES))}, or 0 for every token); "
+    f"using {shortlist.DEFAULT_SIZE}."
+)
+SHORTLIST_HELP = (
+    "The draft's output layer is most of its work. Scoring only the most frequent tokens of its training text makes "
+    "each draft pass cheaper; a token outside the shortlist is never proposed (q = 0), so the target's check still "
+    "gives exactly its own text (FR-Spec, Zhao et al. 2025). It costs acceptance only where the target wants a rarer "
+    "token."
+)
+
+
+def shortlist_option(size: int, counts, vocab: int) -> str:
+    """A shortlist choice as the page lists it, its coverage computed from the draft's token counts."""
+    if not size:
+        return f"all {vocab:,} tokens"
+    return f"the {size:,} most frequent ({shortlist.coverage(counts, size):.1%} of its training text)"
 
 
 def sweep_not_yet(tokens: int, drafter: str, other_side: tuple[str, str] | None = None) -> str:

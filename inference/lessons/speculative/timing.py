@@ -28,6 +28,7 @@ from inference.core.loader import load_model
 from inference.core.measuring import GREEDY, Progress, run_greedy
 from inference.core.routing import BUNDLED_MOE_DIR
 from inference.core.run import run_uniforms, warm_up
+from inference.lessons.speculative import drafting, shortlist
 from inference.lessons.speculative import run as spec
 from inference.sampling.pipeline import SamplingSettings, seen_mask
 
@@ -315,13 +316,16 @@ def benchmark(
     gamma: int = 4,
     repeats: int = 3,
     lookup_prompt_ids: list[int] | None = None,
+    shortlist: list[int] | None = None,
 ) -> dict:
     """Greedy, gamma 4: our speculation with the draft model and with prompt lookup, plain
     decoding with the step engine, and transformers' `generate` plain and assisted (with the same
     draft, its default schedule); and at temperature 0.8 (seeded), speculation with the draft model
     against plain sampled decoding of as many tokens. Plain decoding is `plain_decode`, the leanest we have. Each
     the median of `repeats` alternated runs. Prompt lookup also runs on `lookup_prompt_ids` (default: the same
-    prompt), text that repeats itself, what it is made for, against plain decoding of that prompt."""
+    prompt), text that repeats itself, what it is made for, against plain decoding of that prompt. With `shortlist`
+    (token ids), the draft model scores only those, as the page's default does; the same draft scoring every token
+    runs too (the `_full_vocab` keys)."""
     lookup_prompt_ids = list(lookup_prompt_ids or prompt_ids)
     vocab = spec.vocabulary_rows(target)
     input_ids = torch.tensor([prompt_ids])
@@ -360,14 +364,19 @@ def benchmark(
 
         return go
 
+    def model_drafter(rows=shortlist):
+        return lambda: spec.ModelDrafter(draft, draft_tokenizer, rows)
+
     contenders = {
         "plain": plain,
-        "spec": speculative("spec", lambda: spec.ModelDrafter(draft, draft_tokenizer)),
+        "spec": speculative("spec", model_drafter()),
+        "spec_full": speculative("spec_full", model_drafter(None)),
         "lookup_story": speculative("lookup_story", lambda: spec.PromptLookupDrafter(vocab)),
         "plain_lookup": plain_lookup,
         "lookup": speculative("lookup", lambda: spec.PromptLookupDrafter(vocab), prompt=lookup_prompt_ids),
         "plain_sampled": plain_sampled,
-        "spec_sampled": speculative("spec_sampled", lambda: spec.ModelDrafter(draft, draft_tokenizer), SAMPLED),
+        "spec_sampled": speculative("spec_sampled", model_drafter(), SAMPLED),
+        "spec_sampled_full": speculative("spec_sampled_full", model_drafter(None), SAMPLED),
         "hf_plain": hf("hf_plain"),
         "hf_assisted": hf("hf_assisted", assistant_model=draft),
     }
@@ -380,6 +389,7 @@ def benchmark(
     costs = compare(out["spec"], GREEDY)  # the run's verify pass and draft pass in one-token target passes
     return {
         "spec_greedy_identical": out["spec"].generated_ids
+        == out["spec_full"].generated_ids
         == out["plain"]
         == out["lookup_story"].generated_ids
         == traced
@@ -389,11 +399,18 @@ def benchmark(
         "spec_new_tokens": len(out["plain"]),
         "spec_acceptance_rate": round(summary.acceptance_rate, 3),
         "spec_tokens_per_target_pass": round(summary.tokens_per_target_pass, 2),
+        "spec_draft_shortlist": len(shortlist) if shortlist else None,  # tokens the draft scores (None: all)
         "spec_speedup_vs_plain": round(seconds["plain"] / seconds["spec"], 2),
         f"spec_speedup_vs_plain_t{SAMPLED.temperature:g}": round(seconds["plain_sampled"] / seconds["spec_sampled"], 2),
         f"spec_acceptance_rate_t{SAMPLED.temperature:g}": round(
             spec.summarise(out["spec_sampled"].rounds).acceptance_rate, 3
         ),
+        "spec_acceptance_rate_full_vocab": round(spec.summarise(out["spec_full"].rounds).acceptance_rate, 3),
+        "spec_speedup_vs_plain_full_vocab": round(seconds["plain"] / seconds["spec_full"], 2),
+        f"spec_speedup_vs_plain_t{SAMPLED.temperature:g}_full_vocab": round(
+            seconds["plain_sampled"] / seconds["spec_sampled_full"], 2
+        ),
+        "spec_draft_cost_ratio_full_vocab": round(compare(out["spec_full"], GREEDY).cost_ratio, 3),
         "spec_prompt_lookup_acceptance_rate": round(lookup.acceptance_rate or 0.0, 3),
         "spec_prompt_lookup_speedup_vs_plain": round(seconds["plain_lookup"] / seconds["lookup"], 2),
         "spec_prompt_lookup_acceptance_rate_story": round(lookup_story.acceptance_rate or 0.0, 3),
@@ -411,7 +428,15 @@ def benchmark(
 
 
 def pair_benchmark(
-    target, tokenizer, draft, draft_tokenizer, prompt_ids: list[int], new_tokens: int = 128, gamma: int = 4, repeats=3
+    target,
+    tokenizer,
+    draft,
+    draft_tokenizer,
+    prompt_ids: list[int],
+    new_tokens: int = 128,
+    gamma: int = 4,
+    repeats=3,
+    shortlist: list[int] | None = None,
 ) -> dict:
     """Greedy speculation with the draft model against plain decoding on another target, medians of `repeats`
     alternated runs: the same figures as `benchmark`'s for its pair, without transformers' contenders."""
@@ -421,7 +446,7 @@ def pair_benchmark(
         out["plain"] = plain_decode(target, prompt_ids, new_tokens, GREEDY)
 
     def speculative():
-        drafter = spec.ModelDrafter(draft, draft_tokenizer)
+        drafter = spec.ModelDrafter(draft, draft_tokenizer, shortlist)
         run = spec.new_run(target, tokenizer, drafter, prompt_ids, new_tokens, gamma=gamma, stop_at_eos=False)
         list(run.run(GREEDY))
         out["spec"] = run
@@ -438,7 +463,7 @@ def pair_benchmark(
     }
 
 
-def moe_benchmark(prompt_ids: list[int], draft) -> dict:
+def moe_benchmark(prompt_ids: list[int], draft, shortlist: list[int] | None = None) -> dict:
     """The bundled draft against the bundled Mixture-of-Experts target (`spec_moe_*`): its passes are transformers'
     forward, whose cost grows little from 1 token to gamma + 1, where the dense target's pass is one C call whose
     arithmetic grows with every token. Both sides of the trade, measured on this machine."""
@@ -448,12 +473,13 @@ def moe_benchmark(prompt_ids: list[int], draft) -> dict:
     except spec.SpeculationError as err:
         return {"spec_moe_skipped": str(err)}
     warm_up(moe.model, moe.tokenizer)
-    figures = pair_benchmark(moe.model, moe.tokenizer, draft.model, draft.tokenizer, prompt_ids)
+    figures = pair_benchmark(moe.model, moe.tokenizer, draft.model, draft.tokenizer, prompt_ids, shortlist=shortlist)
     return {f"spec_moe_{key}": value for key, value in figures.items()}
 
 
 def bundled_benchmark(target, tokenizer, prompt_ids: list[int], threads: int | None = None, **options) -> dict:
-    """`benchmark` with the bundled draft model, when it can draft for this target, on `threads` torch threads
+    """`benchmark` with the bundled draft model scoring its `shortlist.DEFAULT_SIZE` most frequent tokens (the page's
+    default), when it can draft for this target, on `threads` torch threads
     (default: the app's, `Limits.torch_threads`, so the figures are the Speculative page's; the process's own
     thread count is restored after). The rest of `python -m inference.bench` keeps torch's default."""
     draft = load_model(str(spec.BUNDLED_DRAFT_DIR))
@@ -465,8 +491,9 @@ def bundled_benchmark(target, tokenizer, prompt_ids: list[int], threads: int | N
     torch.set_num_threads(threads)
     try:
         warm_up(draft.model, draft.tokenizer)
-        figures = benchmark(target, tokenizer, draft.model, draft.tokenizer, prompt_ids, **options)
-        figures |= moe_benchmark(prompt_ids, draft)  # the same draft on the other side of the trade
+        rows = drafting.shortlist_ids(draft, shortlist.DEFAULT_SIZE)  # the page's default draft
+        figures = benchmark(target, tokenizer, draft.model, draft.tokenizer, prompt_ids, shortlist=rows, **options)
+        figures |= moe_benchmark(prompt_ids, draft, rows)  # the same draft on the other side of the trade
     finally:
         torch.set_num_threads(before)
     return {"spec_torch_threads": threads, **figures}

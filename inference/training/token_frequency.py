@@ -1,0 +1,61 @@
+"""Count how often each token occurs in a bundled model's training text: `token_frequency.json` beside its weights.
+
+    python -m inference.training.token_frequency                 # the draft model (storyteller-draft-1m)
+    python -m inference.training.token_frequency --model assets/models/NAME
+
+Why: a speculative draft can score only the most frequent tokens (`inference.lessons.speculative.shortlist`, as
+FR-Spec does): its output layer is most of its work, and the text it drafts is mostly common tokens. The counts are
+of the model's own training split (the same stories, split by its `training_meta.json`'s seed and validation
+fraction, with a separator between stories as in training), never of the held-out file. The app reads the JSON; it
+never reads the corpus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from transformers import AutoTokenizer
+
+from inference.core.paths import DEFAULT_CORPUS_DIR, MODELS_DIR
+from inference.training import corpus as corpus_io
+from inference.training.train import encode_stories
+
+FILE_NAME = "token_frequency.json"
+DRAFT_DIR = MODELS_DIR / "storyteller-draft-1m"
+
+
+def count_tokens(model_dir: Path, corpus_dir: Path) -> dict:
+    meta = json.loads((model_dir / "training_meta.json").read_text())
+    settings = meta["settings"]
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    stories = corpus_io.read_stories(corpus_dir)
+    train, _ = corpus_io.split_train_validation(stories, settings["validation_fraction"], settings["seed"])
+    stream = np.asarray(encode_stories(tokenizer, train), dtype=np.int64)
+    expected = meta["stats"]["train_tokens_in_corpus"]
+    if len(stream) != expected:  # another corpus or split than the model was trained on
+        raise ValueError(f"{len(stream):,} training tokens here, but the model was trained on {expected:,}")
+    counts = np.bincount(stream, minlength=settings["vocab_size"])
+    return {
+        "what": "how often each token id occurs in the model's training split (separators included)",
+        "model": model_dir.name,
+        "corpus_files": meta["corpus_files"],
+        "train_tokens": int(len(stream)),
+        "counts": counts.tolist(),
+    }
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, default=DRAFT_DIR)
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS_DIR)
+    args = parser.parse_args(argv)
+    counted = count_tokens(args.model, args.corpus)
+    (args.model / FILE_NAME).write_text(json.dumps(counted, separators=(",", ":")) + "\n")
+    print(f"{counted['train_tokens']:,} tokens counted into {args.model / FILE_NAME}")
+
+
+if __name__ == "__main__":
+    main()
