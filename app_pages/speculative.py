@@ -233,9 +233,9 @@ if record.note:
     st.info(record.note)
 st.markdown(spec_text.round_sentence(record, markdown_token_text(record.token_text)))
 if record.checks:  # one chart under the other: each draft token needs the width
-    st.plotly_chart(spec_fig.p_q_figure(record, settings.greedy, presenter), width="stretch", key="spec_pq")
+    st.plotly_chart(spec_fig.p_q_figure(record, record.greedy, presenter), width="stretch", key="spec_pq")
     caption("exact", spec_text.CAPTIONS["pq"])
-    if settings.greedy:
+    if record.greedy:  # the round's own rule: the settings may have changed since
         st.markdown(spec_text.GREEDY_TEST)
     elif record.checked:
         st.plotly_chart(spec_fig.acceptance_figure(record, presenter), width="stretch", key="spec_accept")

@@ -550,3 +550,23 @@ def test_a_summary_says_when_its_verify_pass_is_round_0s_with_the_prompt(bundled
     run.step(GREEDY)
     assert not spec.summarise(run.rounds).verify_read_prompt
     assert spec.summarise(run.rounds).verify_pass_ms == run.rounds[1].verify_ms  # round 0's pass left out
+
+
+def test_each_record_keeps_its_own_rule_and_the_t1_probabilities_only_where_its_chart_shows_them(bundled, draft):
+    """A run whose settings change between rounds: each record says whether it was greedy; a greedy round's T=1
+    probabilities are the models' softmax of the drafted tokens, a sampled round's are not computed (its chart shows
+    p and q)."""
+    ids = encode_prompt(bundled.tokenizer, PROMPTS[0])
+    run = spec.new_run(bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 40)
+    sampled = run.step(SamplingSettings(temperature=1.0))
+    greedy = run.step(GREEDY)
+    assert not sampled.greedy and greedy.greedy
+    assert all(c.p_raw is None and c.q_raw is None for c in sampled.checks)
+    committed = ids + run.generated_ids[: len(run.generated_ids) - len(greedy.new_tokens)]
+    with torch.inference_mode():
+        p = bundled.model(torch.tensor([committed + [c.token_id for c in greedy.checks]])).logits[0].double()
+        q = draft.model(torch.tensor([committed + [c.token_id for c in greedy.checks]])).logits[0].double()
+    start = len(committed) - 1
+    for i, check in enumerate(greedy.checks):
+        assert check.p_raw == pytest.approx(float(p[start + i].softmax(-1)[check.token_id]), abs=1e-5)
+        assert check.q_raw == pytest.approx(float(q[start + i].softmax(-1)[check.token_id]), abs=1e-5)

@@ -302,7 +302,7 @@ class DraftRequest:
 class Proposal:
     tokens: list[int]
     q_rows: torch.Tensor | None  # [n, vocab] float64 distributions the tokens were drawn from (None: greedy)
-    q_raw: list[float | None]  # the draft model's probability of each token at temperature 1 (None: no model)
+    q_raw: list[float | None]  # the draft model's probability of each token at T=1 (None: no model, or sampled)
     pass_ms: list[float]  # each draft forward pass
     note: str | None = None  # e.g. prompt lookup found no match
 
@@ -360,7 +360,8 @@ class ModelDrafter:
             start = time.perf_counter()
             logits = self.forward.logits([token])[0]
             pass_ms.append((time.perf_counter() - start) * 1000)
-        q_raw = raw_probabilities(torch.stack(raw_rows), tokens)  # after the passes: not in their timing
+        # T=1 probabilities only where the page draws them (greedy rounds' chart), after the passes: not in their timing
+        q_raw = raw_probabilities(torch.stack(raw_rows), tokens) if settings.greedy else [None] * len(tokens)
         return Proposal(tokens, torch.stack(q_rows) if q_rows else None, q_raw, pass_ms)
 
     def _catch_up(self, ids: list[int]) -> torch.Tensor:
@@ -453,12 +454,13 @@ class DraftCheck:
     text: str
     q: float  # draft probability in the final distribution (1 for a copied token; 1 when greedy)
     p: float  # target probability in the final distribution
-    q_raw: float | None  # draft model's probability at temperature 1 (None for prompt lookup)
-    p_raw: float  # target's probability at temperature 1
+    # The models' probabilities at temperature 1, which a greedy round's chart shows (its rule only asks for the top
+    # token): None in sampled rounds, whose chart shows p and q themselves; q_raw None for prompt lookup too.
+    q_raw: float | None
+    p_raw: float | None
     ratio: float | None  # p / q (None if never checked)
     u: float | None  # the uniform it was tested with (None when greedy or never checked)
     status: str  # "accepted", "rejected" or "unchecked" (after a rejection)
-    overlap: float | None  # sum over the vocabulary of min(p, q): the chance this check passes
 
 
 @dataclass(frozen=True)
@@ -482,6 +484,7 @@ class RoundRecord:
     target_cache_tokens: int
     draft_cache_tokens: int
     note: str | None = None
+    greedy: bool = False  # temperature 0: the round kept drafts while they were the target's top token
 
     @property
     def drafted(self) -> int:
@@ -597,27 +600,25 @@ class SpeculativeRun(Generation):
         prefix = len(self.all_ids) - 1
         self.forward.crop_to(prefix)
         self.drafter.crop_to(prefix)
-        record = self._record(proposal, verdict, logits, p_rows, p_drafted, new_tokens, verify_ms, round_start, note)
+        record = self._record(
+            proposal, verdict, logits, p_rows, p_drafted, new_tokens, verify_ms, round_start, note, settings.greedy
+        )
         self.rounds.append(record)
         self.stop_reason = self._reason_to_stop()
         return record
 
-    def _record(self, proposal, verdict, logits, p_rows, p_drafted, new_tokens, verify_ms, round_start, note):
+    def _record(self, proposal, verdict, logits, p_rows, p_drafted, new_tokens, verify_ms, round_start, note, greedy):
         """The round's record: only the numbers the page shows, each computed once here from what the round
         already holds (`p_rows`: the target's final distributions, None when greedy; `p_drafted`: p of each
-        drafted token)."""
+        drafted token). The T=1 probabilities only for a greedy round, whose chart shows them."""
         drafted = proposal.tokens
-        p_raw = raw_probabilities(logits, drafted)
+        p_raw = raw_probabilities(logits, drafted) if greedy else [None] * len(drafted)
         checks = []
         for i, token in enumerate(drafted):
             checked = i <= verdict.accepted and i < len(verdict.ratios)
             status = "accepted" if i < verdict.accepted else ("rejected" if checked else "unchecked")
             p = p_drafted[i]
-            if proposal.q_rows is None:  # greedy: q is one-hot on the drafted token
-                q, overlap = 1.0, p
-            else:
-                q = float(proposal.q_rows[i, token])
-                overlap = float(torch.minimum(p_rows[i], proposal.q_rows[i]).sum()) if checked else None
+            q = 1.0 if proposal.q_rows is None else float(proposal.q_rows[i, token])  # greedy: one-hot q
             checks.append(
                 DraftCheck(
                     position=i,
@@ -630,7 +631,6 @@ class SpeculativeRun(Generation):
                     ratio=verdict.ratios[i] if checked else None,
                     u=verdict.uniforms[i] if checked and verdict.uniforms else None,
                     status=status,
-                    overlap=overlap if checked else None,
                 )
             )
         residual_top = []
@@ -657,6 +657,7 @@ class SpeculativeRun(Generation):
             target_cache_tokens=self.forward.cached_tokens,
             draft_cache_tokens=self.drafter.cache_tokens,
             note=note,
+            greedy=greedy,
         )
 
     def run(self, settings: SamplingSettings, max_rounds: int | None = None) -> Iterator[RoundRecord]:
