@@ -74,7 +74,9 @@ for problem in url_problems:
     st.warning(problem)
 
 # -- the drafter ---------------------------------------------------------------------------
-st.radio(
+# the drafter and what the draft scores side by side; in presenter mode one under the other (labels stay whole)
+drafter_box, shortlist_box = (st.container(), st.container()) if presenter else st.columns([2, 3])
+drafter_box.radio(
     "Drafter",
     list(drafting.DRAFTERS),
     format_func=drafting.DRAFTERS.get,
@@ -107,8 +109,8 @@ draft_name = draft.info.name if draft is not None else None
 shortlist_size = drafting.SHORTLIST_ALL
 if sizes := drafting.shortlist_sizes(draft):  # the bundled draft: its output layer may score its commonest tokens
     counts, vocab = drafting.draft_counts(draft), spec.vocabulary_rows(draft.model)
-    shortlist_size = st.selectbox(
-        "The draft scores",
+    shortlist_size = shortlist_box.selectbox(
+        "Tokens the draft scores",
         [*sizes, drafting.SHORTLIST_ALL],
         format_func=lambda size: spec_text.shortlist_option(size, counts, vocab),
         key="spec_shortlist",

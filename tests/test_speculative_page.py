@@ -162,7 +162,7 @@ def test_the_draft_scores_its_shortlist_from_the_url_and_a_bad_size_says_so():
     box = at.selectbox(key="spec_shortlist")
     assert (
         box.value == 256
-        and "most frequent" in box.format_func(256)
+        and "256 most frequent" in box.format_func(256)
         and "% of its training text" in box.format_func(256)
     )
     assert at.query_params["sl"] in ("256", ["256"])

@@ -338,8 +338,9 @@ SHORTLIST_HELP = (
 def shortlist_option(size: int, counts, vocab: int) -> str:
     """A shortlist choice as the page lists it, its coverage computed from the draft's token counts."""
     if not size:
-        return f"all {vocab:,} tokens"
-    return f"the {size:,} most frequent ({shortlist.coverage(counts, size):.1%} of its training text)"
+        return f"all {vocab:,}"
+    # short: in presenter mode at 800 px a longer choice was cut ("... of its trainir")
+    return f"{size:,} most frequent ({shortlist.coverage(counts, size):.1%} of its training text)"
 
 
 def sweep_not_yet(tokens: int, drafter: str, other_side: tuple[str, str] | None = None) -> str:
