@@ -19,6 +19,7 @@ from inference.core.measuring import GREEDY
 from inference.core.run import new_trace
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative import shortlist
+from inference.sampling import pipeline
 from inference.sampling.pipeline import SamplingSettings, seen_mask
 
 pytestmark = pytest.mark.unit
@@ -570,3 +571,33 @@ def test_each_record_keeps_its_own_rule_and_the_t1_probabilities_only_where_its_
     for i, check in enumerate(greedy.checks):
         assert check.p_raw == pytest.approx(float(p[start + i].softmax(-1)[check.token_id]), abs=1e-5)
         assert check.q_raw == pytest.approx(float(q[start + i].softmax(-1)[check.token_id]), abs=1e-5)
+
+
+def test_the_head_draw_in_c_picks_what_numpy_picks_on_ties_zeros_and_long_tails():
+    """draws.c against the numpy head draw (and both against the whole display order): rows with many exact ties,
+    top-k's zeros (the head then holds every zero), a flat row (every token ties), long tails whose head rarely
+    reaches u (both say -1: the caller orders the whole row), and peaked softmax rows."""
+    gen = torch.Generator().manual_seed(0)
+    rows = []
+    for vocab in (257, 4096):
+        rows.append(torch.rand(vocab, generator=gen, dtype=torch.float64))  # long tail
+        tied = torch.randint(0, 5, (vocab,), generator=gen).double()  # many exact ties
+        rows.append(tied)
+        sparse = torch.zeros(vocab, dtype=torch.float64)
+        sparse[torch.randperm(vocab, generator=gen)[:40]] = torch.rand(40, generator=gen, dtype=torch.float64)
+        rows.append(sparse)  # top-k 40: the head holds every zero too
+        rows.append(torch.ones(vocab, dtype=torch.float64))  # flat: every token ties with the head's last
+        rows.append(torch.randn(vocab, generator=gen, dtype=torch.float64).mul(4).softmax(-1))
+    rows = [row / row.sum() for row in rows]
+    uniforms = torch.rand(200, generator=gen, dtype=torch.float64).tolist() + [0.0, 0.999999]
+    decided = 0
+    for row in rows:
+        order = torch.sort(row, descending=True, stable=True).indices
+        for u in uniforms:
+            in_c, in_numpy = spec.head_draw_in_c(row.numpy(), u), spec.head_draw_numpy(row.numpy(), u)
+            assert in_c == in_numpy, (len(row), u)
+            if in_c >= 0:
+                decided += 1
+                assert in_c == int(order[pipeline.inverse_cdf_index(row[order], u)])
+            assert spec.sample_index(row, u) == int(order[pipeline.inverse_cdf_index(row[order], u)])
+    assert decided > len(rows) * len(uniforms) // 2  # most draws were decided in the head

@@ -31,8 +31,8 @@ from pathlib import Path
 import torch
 
 # The products, and the whole forward pass of a few tokens built on them (`fused_step.c`, driven by
-# `inference.core.fused_step`): one library, so one build.
-SOURCES = [Path(__file__).with_name(name) for name in ("small_matmul.c", "packed_matmul.c", "fused_step.c")]
+# `inference.core.fused_step`), and a speculative round's draw (`draws.c`): one library, so one build.
+SOURCES = [Path(__file__).with_name(name) for name in ("small_matmul.c", "packed_matmul.c", "fused_step.c", "draws.c")]
 CACHE_DIR = Path(os.environ.get("INFERENCE_LAB_KERNEL_DIR", Path.home() / ".cache" / "inference-lab" / "small-matmul"))
 FLAGS = ["-O3", "-mavx2", "-mfma", "-shared", "-fPIC"]
 LIBRARIES = ["-lm"]
@@ -86,6 +86,8 @@ def _build() -> ctypes.CDLL:
     lib.packed_matmul_use_avx512.argtypes = [ctypes.c_int]
     lib.packed_matmul_use_avx512.restype = ctypes.c_int
     pointer, size = ctypes.c_void_p, ctypes.c_int64
+    lib.head_draw.argtypes = [pointer, size, ctypes.c_double, size, pointer, pointer]  # draws.c
+    lib.head_draw.restype = ctypes.c_int64
     # (shape, weights, embedded, tokens, past, cos, signed sin, past K, past V, K/V strides, new K, new V, keep, logits)
     lib.fused_step.argtypes = [pointer, pointer, pointer, size, size, pointer, pointer]
     lib.fused_step.argtypes += [pointer, pointer, pointer, pointer, pointer, size, pointer]
