@@ -229,7 +229,7 @@ st.subheader("One round, opened up")
 shown = last = len(run.rounds) - 1
 if last > 0:
     shown = st.slider("Round", 0, last, last, key=f"spec_round_{last + 1}", persist_state="session")
-record = run.rounds[shown]
+record = run.with_t1_probabilities(run.rounds[shown])  # a greedy round's chart shows T=1 probabilities
 st.markdown(spec_fig.round_html(record), unsafe_allow_html=True)
 if record.note:
     st.info(record.note)

@@ -553,24 +553,36 @@ def test_a_summary_says_when_its_verify_pass_is_round_0s_with_the_prompt(bundled
     assert spec.summarise(run.rounds).verify_pass_ms == run.rounds[1].verify_ms  # round 0's pass left out
 
 
-def test_each_record_keeps_its_own_rule_and_the_t1_probabilities_only_where_its_chart_shows_them(bundled, draft):
-    """A run whose settings change between rounds: each record says whether it was greedy; a greedy round's T=1
-    probabilities are the models' softmax of the drafted tokens, a sampled round's are not computed (its chart shows
-    p and q)."""
+@pytest.mark.parametrize("size", [None, 256])
+def test_each_record_keeps_its_own_rule_and_t1_probabilities_are_made_only_for_a_drawn_round(bundled, draft, size):
+    """A run whose settings change between rounds: each record says whether it was greedy. A greedy round's T=1
+    probabilities are not made in the round; `with_t1_probabilities` makes them, from the newest round's own logits
+    or, for an older round, from each model's forward over the text: both the models' softmax of the drafted tokens.
+    A sampled round comes back as it is (its chart shows p and q). A shortlist draft's q is over its shortlist."""
     ids = encode_prompt(bundled.tokenizer, PROMPTS[0])
-    run = spec.new_run(bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 40)
+    rows = None if size is None else shortlist.most_frequent(shortlist.token_counts(spec.BUNDLED_DRAFT_DIR), size)
+    drafter = spec.ModelDrafter(draft.model, draft.tokenizer, rows)
+    run = spec.new_run(bundled.model, bundled.tokenizer, drafter, ids, 40)
     sampled = run.step(SamplingSettings(temperature=1.0))
-    greedy = run.step(GREEDY)
-    assert not sampled.greedy and greedy.greedy
-    assert all(c.p_raw is None and c.q_raw is None for c in sampled.checks)
-    committed = ids + run.generated_ids[: len(run.generated_ids) - len(greedy.new_tokens)]
-    with torch.inference_mode():
-        p = bundled.model(torch.tensor([committed + [c.token_id for c in greedy.checks]])).logits[0].double()
-        q = draft.model(torch.tensor([committed + [c.token_id for c in greedy.checks]])).logits[0].double()
-    start = len(committed) - 1
-    for i, check in enumerate(greedy.checks):
-        assert check.p_raw == pytest.approx(float(p[start + i].softmax(-1)[check.token_id]), abs=1e-5)
-        assert check.q_raw == pytest.approx(float(q[start + i].softmax(-1)[check.token_id]), abs=1e-5)
+    older, newest = run.step(GREEDY), run.step(GREEDY)
+    assert not sampled.greedy and older.greedy and newest.greedy
+    assert run.with_t1_probabilities(sampled) is sampled
+    for record in (older, newest):
+        assert record.checks and all(c.p_raw is None and c.q_raw is None for c in record.checks)
+        filled = run.with_t1_probabilities(record)
+        committed = (ids + run.generated_ids)[: record.context_tokens]
+        text = torch.tensor([committed + [c.token_id for c in record.checks]])
+        with torch.inference_mode():
+            p, q = bundled.model(text).logits[0].double(), draft.model(text).logits[0].double()
+            if rows is not None:
+                outside = torch.ones(q.shape[-1], dtype=torch.bool)
+                outside[rows] = False
+                q[:, outside] = -torch.inf
+        start = record.context_tokens - 1
+        for i, check in enumerate(filled.checks):
+            assert check.p_raw == pytest.approx(float(p[start + i].softmax(-1)[check.token_id]), abs=1e-5)
+            assert check.q_raw == pytest.approx(float(q[start + i].softmax(-1)[check.token_id]), abs=1e-5)
+        assert run.with_t1_probabilities(record) == filled  # kept once made
 
 
 def test_the_head_draw_in_c_picks_what_numpy_picks_on_ties_zeros_and_long_tails():

@@ -26,6 +26,7 @@ seed replays a run exactly. Each round returns a `RoundRecord` with everything a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import time
@@ -321,7 +322,9 @@ class DraftRequest:
 class Proposal:
     tokens: list[int]
     q_rows: torch.Tensor | None  # [n, vocab] float64 distributions the tokens were drawn from (None: greedy)
-    q_raw: list[float | None]  # the draft model's probability of each token at T=1 (None: no model, or sampled)
+    # the draft model's logits each token was chosen from (none for prompt lookup): a greedy round's T=1
+    # probabilities are made from them only if the page draws that round (`SpeculativeRun.with_t1_probabilities`)
+    logit_rows: list[torch.Tensor]
     pass_ms: list[float]  # each draft forward pass
     note: str | None = None  # e.g. prompt lookup found no match
 
@@ -359,7 +362,7 @@ class ModelDrafter:
     @torch.inference_mode()
     def propose(self, request: DraftRequest) -> Proposal:
         settings, gamma = request.settings, request.gamma
-        tokens, q_rows, raw_rows, pass_ms = [], [], [], []
+        tokens, q_rows, logit_rows, pass_ms = [], [], [], []
         seen = request.seen.clone()
         start = time.perf_counter()
         logits = self._catch_up(request.committed[self.cache_tokens :])  # the prompt, or 1-2 tokens
@@ -371,7 +374,7 @@ class ModelDrafter:
                 q = final_probs(logits, settings, seen)
                 token = sample_index(q, request.uniform())
                 q_rows.append(q)
-            raw_rows.append(logits)
+            logit_rows.append(logits)
             tokens.append(token)
             seen[token] = True
             if i == gamma - 1 or (request.stop_at_eos and token in self.eos_ids):
@@ -379,9 +382,7 @@ class ModelDrafter:
             start = time.perf_counter()
             logits = self.forward.logits([token])[0]
             pass_ms.append((time.perf_counter() - start) * 1000)
-        # T=1 probabilities only where the page draws them (greedy rounds' chart), after the passes: not in their timing
-        q_raw = raw_probabilities(torch.stack(raw_rows), tokens) if settings.greedy else [None] * len(tokens)
-        return Proposal(tokens, torch.stack(q_rows) if q_rows else None, q_raw, pass_ms)
+        return Proposal(tokens, torch.stack(q_rows) if q_rows else None, logit_rows, pass_ms)
 
     def _catch_up(self, ids: list[int]) -> torch.Tensor:
         """Feed what the draft has not seen; the last position's logits. A prompt's first `MAX_ROWS` tokens go in
@@ -455,7 +456,7 @@ class PromptLookupDrafter:
             q_rows = torch.zeros(len(tokens), self.vocab_size, dtype=torch.float64)
             q_rows[torch.arange(len(tokens)), torch.tensor(tokens)] = 1.0
         note = f"Copied what followed the last {match.ngram} token(s) at position {match.position}."
-        return Proposal(tokens, q_rows, [None] * len(tokens), [(time.perf_counter() - start) * 1000], note)
+        return Proposal(tokens, q_rows, [], [(time.perf_counter() - start) * 1000], note)
 
     def crop_to(self, length: int) -> None:
         pass
@@ -474,7 +475,8 @@ class DraftCheck:
     q: float  # draft probability in the final distribution (1 for a copied token; 1 when greedy)
     p: float  # target probability in the final distribution
     # The models' probabilities at temperature 1, which a greedy round's chart shows (its rule only asks for the top
-    # token): None in sampled rounds, whose chart shows p and q themselves; q_raw None for prompt lookup too.
+    # token): None in the round's own record, filled in only for a greedy round the page draws
+    # (`SpeculativeRun.with_t1_probabilities`); q_raw stays None for prompt lookup.
     q_raw: float | None
     p_raw: float | None
     ratio: float | None  # p / q (None if never checked)
@@ -556,6 +558,8 @@ class SpeculativeRun(Generation):
         check_run(self.prompt_ids, self.context, self.max_new_tokens, SpeculationError)
         self._generator = torch.Generator().manual_seed(self.seed)
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
+        self._t1_rows = None  # see `with_t1_probabilities`
+        self._t1_made: dict[int, tuple[list, list]] = {}
 
     @property
     def cache(self):
@@ -622,6 +626,9 @@ class SpeculativeRun(Generation):
         record = self._record(
             proposal, verdict, logits, p_rows, p_drafted, new_tokens, verify_ms, round_start, note, settings.greedy
         )
+        # the rows a greedy round's T=1 probabilities come from, kept for the newest round only (references to the
+        # passes' own tensors, no copy): the page draws it after a Step; an older one is recomputed if drawn
+        self._t1_rows = (record.index, logits, proposal.logit_rows) if settings.greedy and drafted else None
         self.rounds.append(record)
         self.stop_reason = self._reason_to_stop()
         return record
@@ -629,9 +636,8 @@ class SpeculativeRun(Generation):
     def _record(self, proposal, verdict, logits, p_rows, p_drafted, new_tokens, verify_ms, round_start, note, greedy):
         """The round's record: only the numbers the page shows, each computed once here from what the round
         already holds (`p_rows`: the target's final distributions, None when greedy; `p_drafted`: p of each
-        drafted token). The T=1 probabilities only for a greedy round, whose chart shows them."""
+        drafted token). Not the T=1 probabilities: see `with_t1_probabilities`."""
         drafted = proposal.tokens
-        p_raw = raw_probabilities(logits, drafted) if greedy else [None] * len(drafted)
         checks = []
         for i, token in enumerate(drafted):
             checked = i <= verdict.accepted and i < len(verdict.ratios)
@@ -645,8 +651,8 @@ class SpeculativeRun(Generation):
                     text=token_text(self.tokenizer, token),
                     q=q,
                     p=p,
-                    q_raw=proposal.q_raw[i],
-                    p_raw=p_raw[i],
+                    q_raw=None,
+                    p_raw=None,
                     ratio=verdict.ratios[i] if checked else None,
                     u=verdict.uniforms[i] if checked and verdict.uniforms else None,
                     status=status,
@@ -678,6 +684,42 @@ class SpeculativeRun(Generation):
             note=note,
             greedy=greedy,
         )
+
+    @torch.inference_mode()
+    def with_t1_probabilities(self, record: RoundRecord) -> RoundRecord:
+        """The record with each drafted token's probability at temperature 1 under both models filled in, which a
+        greedy round's chart shows: computed when the page draws the round, not in the round (two float64 softmaxes
+        of its rows cost ~0.5 ms a round on the Intel Xeon VM, 2026-12-02, ~10% of a round). The newest round uses
+        its passes' own logits; an older one runs each model's forward (transformers') over the text up to it,
+        the same logits to float rounding. Kept per round once made. Sampled rounds are returned as they are."""
+        if not record.greedy or not record.checks:
+            return record
+        made = self._t1_made.get(record.index)
+        if made is None:
+            drafted = [c.token_id for c in record.checks]
+            kept = self._t1_rows
+            if kept is not None and kept[0] == record.index:
+                p_raw = raw_probabilities(kept[1], drafted)
+                q_raw = raw_probabilities(torch.stack(kept[2]), drafted) if kept[2] else [None] * len(drafted)
+            else:
+                text = (self.prompt_ids + self.generated_ids)[: record.context_tokens] + drafted
+                first = record.context_tokens - 1  # the position whose logits predict the first drafted token
+
+                def rows(model, shortlist=None):
+                    logits = model(input_ids=torch.tensor([text])).logits[0, first : first + len(drafted)].float()
+                    if shortlist is not None:  # the draft scored only these: the rest -inf, as in its passes
+                        logits = torch.full_like(logits, -torch.inf).index_copy_(
+                            1, torch.tensor(shortlist), logits[:, shortlist]
+                        )
+                    return raw_probabilities(logits, drafted)
+
+                p_raw = rows(self.target)
+                model_drafter = isinstance(self.drafter, ModelDrafter)
+                q_raw = rows(self.drafter.model, self.drafter.shortlist) if model_drafter else [None] * len(drafted)
+            made = self._t1_made[record.index] = (p_raw, q_raw)
+        p_raw, q_raw = made
+        checks = [dataclasses.replace(c, p_raw=p, q_raw=q) for c, p, q in zip(record.checks, p_raw, q_raw)]
+        return dataclasses.replace(record, checks=checks)
 
     def run(self, settings: SamplingSettings, max_rounds: int | None = None) -> Iterator[RoundRecord]:
         """Round after round until a stop (EOS, max new tokens, context) or `max_rounds`, yielding each record."""
