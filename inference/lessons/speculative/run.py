@@ -276,8 +276,9 @@ def verify_sampled(
     q_rows: [n, vocab] draft distributions the n drafted tokens were drawn from; `uniform()`
     gives the next recorded uniform number in [0, 1)."""
     ratios, uniforms = [], []
+    p_values, q_values = p_rows.numpy(), q_rows.numpy()  # reading one number: numpy, not a torch op per number
     for i, token in enumerate(drafted):
-        p, q = float(p_rows[i, token]), float(q_rows[i, token])
+        p, q = float(p_values[i, token]), float(q_values[i, token])
         ratio = p / q if q > 0 else math.inf
         u = uniform()
         ratios.append(ratio)
@@ -609,7 +610,7 @@ class SpeculativeRun(Generation):
             p_rows = final_probs(logits, settings, seen_rows)
             q_rows = proposal.q_rows if drafted else torch.zeros(0, self.vocab_size, dtype=torch.float64)
             verdict = verify_sampled(p_rows, q_rows, drafted, self.uniform)
-            p_drafted = p_rows[torch.arange(len(drafted)), torch.tensor(drafted, dtype=torch.long)].tolist()
+            p_drafted = p_rows.numpy()[np.arange(len(drafted)), drafted].tolist()
         new_tokens = drafted[: verdict.accepted] + [verdict.token_id]
         if self.stop_at_eos:
             for i, token in enumerate(new_tokens):
@@ -643,7 +644,7 @@ class SpeculativeRun(Generation):
             checked = i <= verdict.accepted and i < len(verdict.ratios)
             status = "accepted" if i < verdict.accepted else ("rejected" if checked else "unchecked")
             p = p_drafted[i]
-            q = 1.0 if proposal.q_rows is None else float(proposal.q_rows[i, token])  # greedy: one-hot q
+            q = 1.0 if proposal.q_rows is None else float(proposal.q_rows.numpy()[i, token])  # greedy: one-hot q
             checks.append(
                 DraftCheck(
                     position=i,
