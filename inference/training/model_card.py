@@ -23,6 +23,7 @@ from inference.core.loader import encode_prompt, load_model
 from inference.core.paths import BUNDLED_MODEL_DIR, DEFAULT_HELDOUT_FILE, MODELS_DIR
 from inference.core.run import STOP_EOS, new_trace
 from inference.sampling.pipeline import SamplingSettings
+from inference.training import token_frequency
 from inference.training.evaluate import score_stream
 
 SAMPLE_PROMPT = "Once upon a time"
@@ -181,8 +182,23 @@ def draft_role_section(meta: dict, ctx: CardContext) -> str:
         )
     return f"""**As a draft.** A draft is judged by how often the target accepts its guesses, not by its own
 text: the Speculative decoding page (`/speculative`) and `python -m inference.bench` measure its
-acceptance rate against `{target_name}` on this machine.{comparison}
+acceptance rate against `{target_name}` on this machine.{comparison}{shortlist_note(MODELS_DIR / ctx.name)}
 """
+
+
+def shortlist_note(folder: Path, sizes=(512, 1024, 2048)) -> str:
+    """What the draft's token counts are for, with what share of its training text a few shortlists cover, computed
+    from them ("" without counts)."""
+    counts = token_frequency.token_counts(folder)
+    if counts is None:
+        return ""
+    shares = " / ".join(f"{token_frequency.coverage(counts, size):.1%}" for size in sizes)
+    return (
+        f"\n\n**Its shortlist.** `token_frequency.json` counts every token of its training split "
+        f"(`python -m inference.training.token_frequency`), so the Speculative page can have it score only its most "
+        f"frequent tokens, as FR-Spec does: its {' / '.join(f'{size:,}' for size in sizes)} most frequent tokens are "
+        f"{shares} of that text."
+    )
 
 
 def samples_section(meta: dict, ctx: CardContext) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +46,39 @@ def count_tokens(model_dir: Path, corpus_dir: Path) -> dict:
         "train_tokens": int(len(stream)),
         "counts": counts.tolist(),
     }
+
+
+@lru_cache(maxsize=8)
+def _counts(path: str, modified: float) -> np.ndarray | None:
+    try:
+        counts = np.asarray(json.loads(Path(path).read_text())["counts"], dtype=np.int64)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return counts if counts.ndim == 1 and len(counts) and (counts >= 0).all() else None
+
+
+def token_counts(model_dir: Path | str | None) -> np.ndarray | None:
+    """The draft's training-text count of every token id, or None when the folder has no readable counts."""
+    if model_dir is None:
+        return None
+    path = Path(model_dir) / FILE_NAME
+    try:
+        modified = path.stat().st_mtime
+    except OSError:
+        return None
+    return _counts(str(path), modified)
+
+
+def most_frequent(counts: np.ndarray, size: int) -> list[int]:
+    """The `size` most frequent token ids (ties: the lower id first), in id order."""
+    order = np.argsort(-counts, kind="stable")[:size]
+    return sorted(order.tolist())
+
+
+def coverage(counts: np.ndarray, size: int) -> float:
+    """The share of the training text's tokens that are among the `size` most frequent: computed exactly."""
+    total = counts.sum()
+    return float(np.sort(counts)[::-1][:size].sum() / total) if total else 0.0
 
 
 def main(argv=None) -> None:

@@ -13,49 +13,15 @@ The ranking is the draft's own training text's token counts (`token_frequency.js
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
-from pathlib import Path
-
 import numpy as np
 
-from inference.training.token_frequency import FILE_NAME
+# the counts, read and ranked where they are written (training sits below the lessons)
+from inference.training.token_frequency import coverage, most_frequent, token_counts
+
+__all__ = ["DEFAULT_SIZE", "SIZES", "coverage", "most_frequent", "token_counts", "usable_sizes"]
 
 SIZES = (256, 512, 1024, 2048)  # the page's choices, besides the whole vocabulary
 DEFAULT_SIZE = 1024  # the bundled pair keeps its greedy acceptance with it (the page and the bench measure it)
-
-
-@lru_cache(maxsize=8)
-def _counts(path: str, modified: float) -> np.ndarray | None:
-    try:
-        counts = np.asarray(json.loads(Path(path).read_text())["counts"], dtype=np.int64)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return counts if counts.ndim == 1 and len(counts) and (counts >= 0).all() else None
-
-
-def token_counts(model_dir: Path | str | None) -> np.ndarray | None:
-    """The draft's training-text count of every token id, or None when the folder has no readable counts."""
-    if model_dir is None:
-        return None
-    path = Path(model_dir) / FILE_NAME
-    try:
-        modified = path.stat().st_mtime
-    except OSError:
-        return None
-    return _counts(str(path), modified)
-
-
-def most_frequent(counts: np.ndarray, size: int) -> list[int]:
-    """The `size` most frequent token ids (ties: the lower id first), in id order."""
-    order = np.argsort(-counts, kind="stable")[:size]
-    return sorted(order.tolist())
-
-
-def coverage(counts: np.ndarray, size: int) -> float:
-    """The share of the training text's tokens that are among the `size` most frequent: computed exactly."""
-    total = counts.sum()
-    return float(np.sort(counts)[::-1][:size].sum() / total) if total else 0.0
 
 
 def usable_sizes(counts: np.ndarray | None, vocab: int) -> list[int]:
