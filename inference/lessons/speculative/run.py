@@ -225,8 +225,9 @@ def head_draw_in_c(p: np.ndarray, u: float) -> int:
 
 def raw_probabilities(logits: torch.Tensor, tokens: list[int]) -> list[float]:
     """Each row's probability of its token at temperature 1 ([n, vocab] logits, n tokens), in float64: exp(its logit
-    - the row's log-sum-exp). Only the n tokens' probabilities are made, in numpy: torch's float64 softmax of the
-    whole rows cost ~0.25 ms a call inside a round on the Intel Xeon VM (2026-12-02), two calls a round."""
+    - the row's log-sum-exp). Only the n tokens' probabilities are made, in numpy (torch's float64 softmax of the
+    whole rows cost ~0.25 ms a call right after a pass on the Intel Xeon VM, 2026-12-02); called when the page draws
+    a greedy round (`SpeculativeRun.with_t1_probabilities`), not in the round."""
     if not tokens:
         return []
     rows = logits[: len(tokens)].float().numpy().astype(np.float64)
