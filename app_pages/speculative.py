@@ -62,10 +62,7 @@ url_problems = stepper.read_url(
     drafting.PAGE_DEFAULTS,
     RANGES,
     names=drafting.PAGE_NAMES,
-    choices={
-        "spec_drafter": (drafting.DRAFTERS, "is not a drafter (use `draft` or `lookup`); using the draft model."),
-        "spec_shortlist": (drafting.SHORTLIST_CHOICES, spec_text.SHORTLIST_URL_PROBLEM),
-    },
+    choices=spec_text.URL_CHOICES,
     replay_max=1000,
 )
 st.title("🎯 Speculative decoding: guess cheap, check in one pass")
@@ -74,9 +71,7 @@ for problem in url_problems:
     st.warning(problem)
 
 # -- the drafter ---------------------------------------------------------------------------
-# the drafter and what the draft scores side by side; in presenter mode one under the other (labels stay whole)
-drafter_box, shortlist_box = (st.container(), st.container()) if presenter else st.columns([2, 3])
-drafter_box.radio(
+st.radio(
     "Drafter",
     list(drafting.DRAFTERS),
     format_func=drafting.DRAFTERS.get,
@@ -107,12 +102,11 @@ if st.session_state.spec_drafter == "draft":
             st.warning(spec_text.bundled_draft_unusable(info.name, bundled.problem))
 draft_name = draft.info.name if draft is not None else None
 shortlist_size = drafting.SHORTLIST_ALL
-if sizes := drafting.shortlist_sizes(draft):  # the bundled draft: its output layer may score its commonest tokens
-    counts, vocab = drafting.draft_counts(draft), spec.vocabulary_rows(draft.model)
-    shortlist_size = shortlist_box.selectbox(
+if choices := spec_text.shortlist_choices(draft):  # the bundled draft: its output layer may score its commonest tokens
+    shortlist_size = st.selectbox(  # under the drafter: beside it, its choices were cut at 800 px
         "Tokens the draft scores",
-        [*sizes, drafting.SHORTLIST_ALL],
-        format_func=lambda size: spec_text.shortlist_option(size, counts, vocab),
+        list(choices),
+        format_func=choices.get,
         key="spec_shortlist",
         persist_state="session",
         help=spec_text.SHORTLIST_HELP,
@@ -150,19 +144,14 @@ s[0].slider(
 controls.knob_sliders("spec", SAMPLING_KNOBS, s[1:], helps=spec_text.SAMPLING_HELPS)
 
 settings = SamplingSettings(**{k.field: k.kind(st.session_state[f"spec_{k.field}"]) for k in SAMPLING_KNOBS})
-seed, gamma = int(st.session_state.spec_seed), int(st.session_state.spec_gamma)
+seed, gamma, max_new = (int(st.session_state[key]) for key in ("spec_seed", "spec_gamma", "spec_max_new"))
 
 # -- the run -----------------------------------------------------------------------------------
-prepared = prepare_prompt(
-    tokenizer, st.session_state.spec_prompt, False, info.context, limits, int(st.session_state.spec_max_new)
-)
+prepared = prepare_prompt(tokenizer, st.session_state.spec_prompt, False, info.context, limits, max_new)
 for note in prepared.notes:
     st.info(note)
 drafter_kind = "draft" if draft is not None else "lookup"
-run_key = (
-    *(info.name, drafter_kind, draft_name, shortlist_size),
-    *(tuple(prepared.ids), int(st.session_state.spec_max_new), gamma, seed),
-)
+run_key = (info.name, drafter_kind, draft_name, shortlist_size, tuple(prepared.ids), max_new, gamma, seed)
 
 
 def new_drafter():
@@ -170,16 +159,9 @@ def new_drafter():
 
 
 def start_run():
+    new_tokens = min(max_new, prepared.max_new_tokens)
     try:
-        return spec.new_run(
-            model,
-            tokenizer,
-            new_drafter(),
-            prepared.ids,
-            min(int(st.session_state.spec_max_new), prepared.max_new_tokens),
-            gamma=gamma,
-            seed=seed,
-        )
+        return spec.new_run(model, tokenizer, new_drafter(), prepared.ids, new_tokens, gamma=gamma, seed=seed)
     except spec.SpeculationError as err:
         st.warning(str(err))  # the last run stays below
         return None
@@ -212,7 +194,7 @@ stepper.mirror_url(
         "g": str(gamma),
         **{knob.param: f"{getattr(settings, knob.field):g}" for knob in SAMPLING_KNOBS},
         "seed": str(seed),
-        "max": str(int(st.session_state.spec_max_new)),
+        "max": str(max_new),
     },
 )
 
@@ -248,12 +230,8 @@ if record.checks:  # one chart under the other: each draft token needs the width
 
 # -- the run against plain decoding -------------------------------------------------------------
 st.subheader("Faster? Measured against plain decoding of the same text")
-cache_key = (st.session_state.get("spec_run_key"), len(run.generated_ids))
-if st.session_state.get("spec_comparison_key") != cache_key:
-    with generation_slot(), session_lock():  # the kept plain timing grows on its cache: one rerun at a time
-        st.session_state["spec_comparison"] = spec_timing.compare(run, settings, kept=st.session_state)
-    st.session_state["spec_comparison_key"] = cache_key
-result = st.session_state["spec_comparison"]
+# the kept plain timing grows on its cache: one rerun at a time
+result = spec_timing.kept_comparison(run, settings, st.session_state, guards=(generation_slot, session_lock))
 if presenter:  # an HTML table wraps its text: projector-sized metrics were cut at 800 px ("89% (8 …")
     st.table(spec_fig.metrics_table(spec_text.run_metrics(result, gamma)))
 else:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from inference.core.tokens import markdown_token_text
+from inference.lessons.speculative import drafting, shortlist
 from inference.lessons.speculative import run as spec
-from inference.lessons.speculative import shortlist
 from inference.lessons.speculative.run import RoundRecord
 from inference.lessons.speculative.timing import Comparison, sweep_runs
 
@@ -333,6 +333,21 @@ SHORTLIST_HELP = (
     "gives exactly its own text (FR-Spec, Zhao et al. 2025). It costs acceptance only where the target wants a rarer "
     "token."
 )
+
+
+URL_CHOICES = {  # a link's values the page takes, and what it says of any other
+    "spec_drafter": (drafting.DRAFTERS, "is not a drafter (use `draft` or `lookup`); using the draft model."),
+    "spec_shortlist": (drafting.SHORTLIST_CHOICES, SHORTLIST_URL_PROBLEM),
+}
+
+
+def shortlist_choices(draft) -> dict[int, str]:
+    """The shortlist sizes this draft offers, every token last, each as the page lists it (empty: none offered)."""
+    sizes = drafting.shortlist_sizes(draft)
+    if not sizes:
+        return {}
+    counts, vocab = drafting.draft_counts(draft), spec.vocabulary_rows(draft.model)
+    return {size: shortlist_option(size, counts, vocab) for size in [*sizes, drafting.SHORTLIST_ALL]}
 
 
 def shortlist_option(size: int, counts, vocab: int) -> str:

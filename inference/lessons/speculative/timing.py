@@ -13,6 +13,7 @@ other programs, so the benchmark alternates the contenders and takes medians.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable, MutableMapping
@@ -203,6 +204,21 @@ def compare(run: spec.SpeculativeRun, settings: SamplingSettings, kept: MutableM
             r.round_ms - r.verify_ms - (sum(r.draft_ms) if r.drafter == spec.DRAFT_MODEL else 0.0) for r in later
         ),
     )
+
+
+COMPARISON_KEY = "spec_comparison"  # where `kept_comparison` keeps a run's comparison, and for which run and length
+
+
+def kept_comparison(run, settings: SamplingSettings, kept: MutableMapping, guards=()) -> Comparison:
+    """`compare`, made once per run and length of its text and kept in `kept` (a page's session state, which also
+    keeps the plain timing it extends); each of `guards` (context manager factories) is held while it times."""
+    made = kept.get(COMPARISON_KEY)
+    if made is None or made[0] is not run or made[1] != len(run.generated_ids):
+        with contextlib.ExitStack() as stack:
+            for guard in guards:
+                stack.enter_context(guard())
+            made = kept[COMPARISON_KEY] = (run, len(run.generated_ids), compare(run, settings, kept))
+    return made[2]
 
 
 def sweep(
