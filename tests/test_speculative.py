@@ -613,3 +613,26 @@ def test_the_head_draw_in_c_picks_what_numpy_picks_on_ties_zeros_and_long_tails(
                 assert in_c == int(order[pipeline.inverse_cdf_index(row[order], u)])
             assert spec.sample_index(row, u) == int(order[pipeline.inverse_cdf_index(row[order], u)])
     assert decided > len(rows) * len(uniforms) // 2  # most draws were decided in the head
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        SamplingSettings(temperature=0.8),
+        SamplingSettings(temperature=1.3),
+        SamplingSettings(temperature=1.0),
+        SamplingSettings(temperature=0.8, top_k=40),  # other stages acting: the whole pipeline runs
+        SamplingSettings(temperature=0.8, top_p=0.9, repetition_penalty=1.3),
+    ],
+)
+def test_final_probs_when_temperature_alone_acts_are_the_whole_pipelines_bit_for_bit(settings):
+    """The short cut skips the switched-off stages (each a copy): the same float64 numbers as every stage run."""
+    from inference.sampling.pipeline import final_stage, stage_logits
+
+    generator = torch.Generator().manual_seed(3)
+    logits = torch.randn(5, 4096, generator=generator) * 4
+    logits[:, ::7] = -math.inf  # a shortlist draft's rows
+    seen = seen_mask([1, 2, 3, 700], 4096)
+    whole = stage_logits(logits, settings, seen)[final_stage(settings)].double().softmax(dim=-1)
+    assert torch.equal(spec.final_probs(logits, settings, seen), whole)
+    assert torch.equal(spec.final_probs(logits[2], settings, seen), whole[2])

@@ -473,9 +473,19 @@ def shortlist_logits(model, token_ids: list[int], cache, keep: int, rows: torch.
         return None
     if not 1 <= keep <= len(token_ids):
         return None
-    fused = plan.fused_for(cache)
-    if fused is None:
+    shortlisted = fused_plan(model, cache, rows)
+    if shortlisted is None:
         return None
+    return fused_step.forward(shortlisted, plan.embed, plan.rope, list(token_ids), cache, keep)
+
+
+def fused_plan(model, cache, rows: torch.Tensor | None = None) -> fused_step.FusedPlan | None:
+    """The one-call C pass of `model` over `cache` (`_Plan.fused_for`), its output layer scoring only the vocabulary
+    rows `rows` (sorted ids, int64) when given; None where that pass cannot run (the torch paths then do)."""
+    plan = _plan(model)
+    fused = None if plan is None else plan.fused_for(cache)
+    if fused is None or rows is None:
+        return fused
     key = rows.numpy().tobytes()
     with _PLANS_LOCK:
         kept = _SHORTLISTED.setdefault(model, {})
@@ -483,7 +493,14 @@ def shortlist_logits(model, token_ids: list[int], cache, keep: int, rows: torch.
         if made_from is not fused:
             shortlisted = fused_step.with_output_rows(fused, plan.lm_head.weight, rows)
             kept[key] = (fused, shortlisted)
-    return fused_step.forward(shortlisted, plan.embed, plan.rope, list(token_ids), cache, keep)
+    return shortlisted
+
+
+def lean_plan_parts(model) -> tuple[torch.Tensor, _RopeTable]:
+    """The embedding table and rotary table the fused pass reads (`fused_step.call`): a run that keeps its own cache
+    block (`inference.core.fixed_cache`) feeds the C pass with them."""
+    plan = _lean_plan(model)
+    return plan.embed, plan.rope
 
 
 def _fused_chunks(plan: _Plan, fused, token_ids: list[int], cache, keep: int) -> torch.Tensor:

@@ -192,25 +192,40 @@ def forward(fused: FusedPlan, embed: torch.Tensor, rope, token_ids: list[int], c
     # [layers, kv_heads, n, head_dim]: each layer's rows are the [1, kv_heads, n, head_dim] the cache appends
     new_k = torch.empty(layers, 1, fused.kv_heads, n, fused.head_dim)
     new_v = torch.empty(layers, 1, fused.kv_heads, n, fused.head_dim)
+    logits = call(
+        fused,
+        embedded.data_ptr(),
+        n,
+        past,
+        cos,
+        signed_sin,
+        (past_k, past_v, strides),
+        (new_k.data_ptr(), new_v.data_ptr()),
+        keep,
+    )
+    for index in range(layers):
+        cache.update(new_k[index], new_v[index], index)
+    return logits
+
+
+def call(fused: FusedPlan, embedded: int, n: int, past: int, cos, signed_sin, past_kv: tuple, new_kv: tuple, keep: int):
+    """The C pass itself: `n` embedded rows at address `embedded` after `past` cached positions, whose keys and values
+    `past_kv` points to (per-layer pointer arrays and strides); the new positions' keys and values written at the
+    addresses `new_kv` (each [layers, kv_heads, n, head_dim]); the last `keep` positions' logits, [keep, vocab]."""
     logits = torch.empty(keep, fused.vocab)
     status = small_matmul.library().fused_step(
         fused.shape_ref,
         fused.weights,
-        embedded.data_ptr(),
+        embedded,
         n,
         past,
         cos.data_ptr(),
         signed_sin.data_ptr(),
-        past_k,
-        past_v,
-        strides,
-        new_k.data_ptr(),
-        new_v.data_ptr(),
+        *past_kv,
+        *new_kv,
         keep,
         logits.data_ptr(),
     )
     if status != 0:
         raise RuntimeError(f"fused_step failed ({status}) for {n} tokens, keep {keep}")
-    for index in range(layers):
-        cache.update(new_k[index], new_v[index], index)
     return logits

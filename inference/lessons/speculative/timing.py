@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from inference.core import fast_decode
-from inference.core.forward import FastDecodeForward
+from inference.core.fixed_cache import FixedCacheForward
 from inference.core.limits import Limits
 from inference.core.loader import load_model
 from inference.core.measuring import GREEDY, Progress, run_greedy
@@ -71,7 +71,7 @@ class PlainTimer:
         self._start()
 
     def _start(self) -> None:
-        self.forward = FastDecodeForward(self.target, None)
+        self.forward = FixedCacheForward(self.target, None)
         self.seen = seen_mask(self.prompt_ids, self.forward.vocab_size)
         self.timed: list[int] = []
         self.forward_ms: list[float] = []
@@ -104,7 +104,7 @@ def plain_decode(
     ranks the vocabulary for the page's chart (AMD EPYC VM, one thread, 2026-12-02: 126 us a token greedy and 340 us
     at temperature 0.8, against 6 and 36 us for `choose_token`, beside a ~0.9 ms step): either would flatter
     speculation's lean rounds. The trace's tokens, greedy and sampled (tested)."""
-    forward = FastDecodeForward(target, None)
+    forward = FixedCacheForward(target, None)
     seen = seen_mask(prompt_ids, forward.vocab_size)
     uniforms = run_uniforms(seed, new_tokens).tolist()  # step i draws with the seed's u_i, as a trace does
     tokens, feed = [], list(prompt_ids)

@@ -1,0 +1,214 @@
+"""A KV cache allocated once, for the fused C pass: the forward behind speculative decoding and its plain baseline.
+
+Why: transformers' `DynamicCache` appends a pass's new keys and values with `torch.cat` of each layer's whole past,
+and the fused pass (`fused_step.forward`) also collects pointers to every layer's tensors and checks the cache's
+layers on each call. For the bundled 6-layer model that Python costs ~0.3 ms beside a ~1.0 ms C pass, and for the
+2-layer draft ~0.1 ms beside ~0.07 ms (Intel Xeon VM, one thread, 2026-12-02; `python -m inference.bench`'s
+speculative keys). Here every layer's keys and values live in one float32 block, a pass writes its new rows in place,
+and a crop is a length: the same C pass on the same numbers, so the logits equal the `DynamicCache` path's bit for
+bit (tests).
+
+`FixedCacheForward` starts on `FastDecodeForward` (or `ShortlistForward`): the prompt goes through the same passes
+as before. Once its cache holds text and the fused pass can run, it moves the cache into a `FixedKV` and runs every
+later pass of 1 to `small_matmul.MAX_ROWS` tokens (more in chunks of that many) in C on it. A pass that the C pass
+does not run the same way (several tokens through `logits`, which is transformers' arithmetic) moves the cache back
+first. The Generate page's trace keeps `DynamicCache`: its KV lesson reads transformers' own tensors.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from inference.core import fast_decode, fused_step, kv_cache, small_matmul
+from inference.core.forward import FastDecodeForward, Forward, ForwardPass, ShortlistForward
+
+FIRST_CAPACITY = 256  # positions the block holds at first; it doubles as the text grows (up to the model's context)
+
+
+class FixedKV:
+    """Every layer's keys and values in one float32 block [2 (K, V), layers, kv_heads, capacity, head_dim], and the
+    pointers the C pass reads them through. The first `length` positions hold the text."""
+
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, capacity: int):
+        self.layers, self.kv_heads, self.head_dim = layers, kv_heads, head_dim
+        self.length = 0
+        self.block = np.zeros((2, layers, kv_heads, 0, head_dim), np.float32)
+        self._allocate(capacity)
+
+    @classmethod
+    def of(cls, cache: DynamicCache, head_dim: int, capacity: int) -> FixedKV:
+        """A copy of a `DynamicCache`'s float32 keys and values."""
+        tensors = kv_cache.layer_tensors(cache)
+        length = int(tensors[0][0].shape[-2])
+        fixed = cls(len(tensors), int(tensors[0][0].shape[1]), head_dim, max(capacity, length))
+        for index, (keys, values) in enumerate(tensors):
+            fixed.block[0, index, :, :length] = keys[0].numpy()
+            fixed.block[1, index, :, :length] = values[0].numpy()
+        fixed.length = length
+        return fixed
+
+    @property
+    def capacity(self) -> int:
+        return self.block.shape[3]
+
+    def _allocate(self, capacity: int) -> None:
+        block = np.zeros((2, self.layers, self.kv_heads, capacity, self.head_dim), np.float32)
+        block[:, :, :, : self.length] = self.block[:, :, :, : self.length]
+        self.block = block
+        base, layer_bytes = block.ctypes.data, block[0, 0].nbytes
+        pointers = ctypes.c_void_p * self.layers
+        self.past = (
+            pointers(*[base + index * layer_bytes for index in range(self.layers)]),
+            pointers(*[base + (self.layers + index) * layer_bytes for index in range(self.layers)]),
+            (ctypes.c_int64 * self.layers)(*[capacity * self.head_dim] * self.layers),  # floats between K/V heads
+        )
+        self._scratch: dict[int, tuple[np.ndarray, tuple[int, int]]] = {}
+
+    def scratch(self, n: int) -> tuple[np.ndarray, tuple[int, int]]:
+        """Where a pass of `n` tokens writes its new keys and values ([2, layers, kv_heads, n, head_dim], made once
+        per n), and the two addresses the C pass takes; room for them in the block first."""
+        if self.length + n > self.capacity:
+            self._allocate(max(2 * self.capacity, self.length + n))
+        made = self._scratch.get(n)
+        if made is None:
+            rows = np.empty((2, self.layers, self.kv_heads, n, self.head_dim), np.float32)
+            made = self._scratch[n] = (rows, (rows[0].ctypes.data, rows[1].ctypes.data))
+        return made
+
+    def append(self, rows: np.ndarray) -> None:
+        n = rows.shape[3]
+        self.block[:, :, :, self.length : self.length + n] = rows
+        self.length += n
+
+    def to_cache(self, config) -> DynamicCache:
+        """A transformers cache holding a copy of the text's keys and values."""
+        cache = DynamicCache(config=config)
+        for index in range(self.layers):
+            keys = torch.from_numpy(self.block[0, index, :, : self.length].copy()).unsqueeze(0)
+            values = torch.from_numpy(self.block[1, index, :, : self.length].copy()).unsqueeze(0)
+            cache.update(keys, values, index)
+        return cache
+
+
+class FixedCacheForward(Forward):
+    """`FastDecodeForward`'s passes (`ShortlistForward`'s with `rows`: the draft scoring a shortlist of token ids) on
+    a `FixedKV` once the prompt is in (see the module docstring). The same interface: `logits`, `few_tokens`,
+    `next_pass`, `crop_to`, `cached_tokens`, `cache` (a copy as transformers' cache, for tests and pages)."""
+
+    def __init__(self, model, tokenizer, rows=None):
+        self.model = model
+        self.dynamic = FastDecodeForward(model, tokenizer) if rows is None else ShortlistForward(model, tokenizer, rows)
+        self.rows = getattr(self.dynamic, "rows", None)
+        self.context, self.eos_ids = self.dynamic.context, self.dynamic.eos_ids
+        self.vocab_size, self.kv_shape = self.dynamic.vocab_size, self.dynamic.kv_shape
+        self.fixed: FixedKV | None = None
+        self._fused = None
+        if self.rows is not None:
+            self._rows = self.rows.numpy()
+            self._widened = np.full((small_matmul.MAX_ROWS, self.vocab_size), -np.inf, np.float32)
+
+    # -- the cache ---------------------------------------------------------------------------------------------------
+
+    @property
+    def cached_tokens(self) -> int:
+        return self.fixed.length if self.fixed is not None else self.dynamic.cached_tokens
+
+    @property
+    def cache(self) -> DynamicCache:
+        return self.fixed.to_cache(self.model.config) if self.fixed is not None else self.dynamic.cache
+
+    def cache_layer_bytes(self) -> list[int]:
+        return kv_cache.measured_bytes_per_layer(self.cache)
+
+    def crop_to(self, length: int) -> None:
+        if self.fixed is None:
+            self.dynamic.crop_to(length)
+        elif length <= 0 or not self._fused.still_valid():
+            self._leave_fixed()
+            self.dynamic.crop_to(length)
+        else:
+            self.fixed.length = min(self.fixed.length, length)
+
+    def _adopt(self) -> None:
+        """Move the cache into a FixedKV when the fused pass can run on it (else stay on the DynamicCache)."""
+        cache = self.dynamic.cache
+        if self.dynamic.cached_tokens == 0:
+            return
+        fused = fast_decode.fused_plan(self.model, cache, self.rows)
+        if fused is None:
+            return
+        capacity = min(max(FIRST_CAPACITY, 2 * self.dynamic.cached_tokens), self.context)
+        self.fixed, self._fused = FixedKV.of(cache, fused.head_dim, capacity), fused
+        self._embed, self._rope = fast_decode.lean_plan_parts(self.model)
+        self._embed = self._embed.detach()
+        self._row_bytes = self._embed.shape[1] * self._embed.element_size()
+        self.dynamic.cache = DynamicCache(config=self.model.config)  # the block holds the text now
+
+    def _leave_fixed(self) -> None:
+        self.dynamic.cache = self.fixed.to_cache(self.model.config)
+        self.fixed = self._fused = None
+
+    # -- passes ------------------------------------------------------------------------------------------------------
+
+    def _pass(self, ids: list[int], keep: int) -> torch.Tensor:
+        """The fused pass of `ids` (1 to MAX_ROWS) on the block: [keep, vocab] logits (every token's: -inf outside a
+        shortlist)."""
+        n, fixed = len(ids), self.fixed
+        if fixed.length + n > self.context:
+            raise ValueError(f"{fixed.length + n} positions do not fit the model's context of {self.context}")
+        embedded = self._embed[ids] if n > 1 else None
+        address = embedded.data_ptr() if n > 1 else self._embed.data_ptr() + ids[0] * self._row_bytes
+        cos, signed_sin = self._rope.rows(fixed.length, n)
+        rows, new_kv = fixed.scratch(n)
+        logits = fused_step.call(self._fused, address, n, fixed.length, cos, signed_sin, fixed.past, new_kv, keep)
+        fixed.append(rows)
+        if self.rows is None:
+            return logits
+        widened = self._widened[:keep].copy()  # -inf everywhere, then the shortlist's columns
+        widened[:, self._rows] = logits.numpy()
+        return torch.from_numpy(widened)
+
+    def _chunks(self, ids: list[int], keep: int) -> torch.Tensor:
+        """More than MAX_ROWS tokens as passes of at most that many (`fast_decode._fused_chunks`' rule)."""
+        rows, first_kept = [], len(ids) - keep
+        for start in range(0, len(ids), small_matmul.MAX_ROWS):
+            chunk = ids[start : start + small_matmul.MAX_ROWS]
+            wanted = min(len(chunk), start + len(chunk) - first_kept)
+            logits = self._pass(chunk, max(wanted, 1))
+            if wanted > 0:
+                rows.append(logits)
+        return torch.cat(rows)
+
+    def logits(self, ids: list[int], keep: int = 1) -> torch.Tensor:
+        """As `FastDecodeForward.logits`: one token through the fused pass; several through transformers' arithmetic
+        (on the DynamicCache: the block moves back first)."""
+        if self.fixed is not None and len(ids) == 1 and keep == 1:
+            return self._pass(ids, 1)
+        if self.fixed is not None:
+            self._leave_fixed()
+        out = self.dynamic.logits(ids, keep)
+        self._adopt()
+        return out
+
+    def few_tokens(self, ids: list[int], keep: int = 1) -> torch.Tensor:
+        """As `FastDecodeForward.few_tokens`: a speculative pass of a few tokens (a verify pass, a draft catching up)."""
+        if self.fixed is None:
+            out = self.dynamic.few_tokens(ids, keep)
+            self._adopt()
+            return out
+        if not 1 <= keep <= len(ids):
+            raise ValueError(f"Feed at least one token and keep 1 to {len(ids)} positions, not {keep}")
+        if len(ids) > small_matmul.MAX_ROWS:
+            return self._chunks(list(ids), keep)
+        return self._pass(list(ids), keep)
+
+    def next_pass(self, text_ids: list[int], phase: str) -> ForwardPass:
+        if self.fixed is not None:
+            self._leave_fixed()
+        out = self.dynamic.next_pass(text_ids, phase)
+        self._adopt()
+        return out

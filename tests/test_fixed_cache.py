@@ -1,0 +1,123 @@
+"""A KV cache allocated once (`inference.core.fixed_cache`): the same numbers as transformers' DynamicCache path.
+
+Oracles: `FastDecodeForward` and `ShortlistForward` on a DynamicCache, pass for pass (logits and cache bit for bit),
+and the KV formula for the block's size."""
+
+import pytest
+import torch
+
+from inference.core import fixed_cache
+from inference.core.fixed_cache import FixedCacheForward, FixedKV
+from inference.core.forward import FastDecodeForward, ShortlistForward
+from inference.core.loader import encode_prompt, load_model
+from inference.lessons.speculative import run as spec
+from inference.lessons.speculative import shortlist
+
+pytestmark = pytest.mark.unit
+
+PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun"
+
+# (method, token ids or a crop length, positions kept): a prompt, decode steps, verify passes (more than the C pass's
+# 8 rows too), crops after rejections, and several tokens through `logits` (transformers' arithmetic: the block
+# moves back to a DynamicCache for it)
+PASSES = [
+    ("few_tokens", None, 1),
+    ("logits", [5], 1),
+    ("few_tokens", [7, 8, 9, 10, 11], 5),
+    ("crop", 3, None),
+    ("logits", [12], 1),
+    ("few_tokens", list(range(20, 31)), 4),
+    ("crop", 2, None),
+    ("few_tokens", [3, 4], 2),
+    ("logits", [1, 2, 3], 2),
+    ("logits", [9], 1),
+]
+
+
+@pytest.fixture(scope="module")
+def draft():
+    return load_model(str(spec.BUNDLED_DRAFT_DIR))
+
+
+def replay(reference, fixed, prompt_ids):
+    """Run PASSES on both forwards; each pass's logits and the cached length must be equal."""
+    for method, ids, keep in PASSES:
+        if method == "crop":
+            reference.crop_to(len(prompt_ids) + ids)
+            fixed.crop_to(len(prompt_ids) + ids)
+            continue
+        ids = prompt_ids if ids is None else ids
+        a, b = getattr(reference, method)(ids, keep), getattr(fixed, method)(ids, keep)
+        assert a.shape == b.shape and torch.equal(a, b), (method, len(ids), keep)
+        assert fixed.cached_tokens == reference.cached_tokens
+    for (keys, values), (fixed_keys, fixed_values) in zip(
+        [(layer.keys, layer.values) for layer in reference.cache.layers],
+        [(layer.keys, layer.values) for layer in fixed.cache.layers],
+    ):
+        assert torch.equal(keys, fixed_keys) and torch.equal(values, fixed_values)
+
+
+def test_the_target_on_a_fixed_block_gives_the_dynamic_caches_logits_bit_for_bit(bundled):
+    ids = encode_prompt(bundled.tokenizer, PROMPT)
+    fixed = FixedCacheForward(bundled.model, None)
+    replay(FastDecodeForward(bundled.model, None), fixed, ids)
+    assert fixed.fixed is not None  # the passes after the prompt ran on the block
+
+
+@pytest.mark.parametrize("size", [None, 256])
+def test_the_draft_on_a_fixed_block_gives_the_same_logits_with_and_without_a_shortlist(draft, size):
+    ids = encode_prompt(draft.tokenizer, PROMPT)
+    rows = None if size is None else shortlist.most_frequent(shortlist.token_counts(spec.BUNDLED_DRAFT_DIR), size)
+    reference = FastDecodeForward(draft.model, None) if rows is None else ShortlistForward(draft.model, None, rows)
+    replay(reference, FixedCacheForward(draft.model, None, rows), ids)
+
+
+def test_the_block_grows_past_its_first_capacity_and_refuses_past_the_context(draft, monkeypatch):
+    monkeypatch.setattr(fixed_cache, "FIRST_CAPACITY", 8)
+    ids = encode_prompt(draft.tokenizer, PROMPT)[:5]
+    reference, fixed = FastDecodeForward(draft.model, None), FixedCacheForward(draft.model, None)
+    reference.few_tokens(ids), fixed.few_tokens(ids)
+    first = fixed.fixed.capacity
+    for token in range(40):  # one token at a time, past several doublings
+        assert torch.equal(reference.logits([token]), fixed.logits([token]))
+    assert fixed.fixed.capacity > first and fixed.cached_tokens == 45
+    with pytest.raises(ValueError, match="context"):
+        fixed.few_tokens([1] * (fixed.context - fixed.cached_tokens + 1), keep=1)
+
+
+def test_the_block_holds_what_the_kv_formula_says_per_position(bundled):
+    ids = encode_prompt(bundled.tokenizer, PROMPT)
+    fixed = FixedCacheForward(bundled.model, None)
+    fixed.few_tokens(ids)
+    block = fixed.fixed.block
+    assert block.nbytes == fixed.kv_shape.formula_bytes(fixed.fixed.capacity)
+    assert sum(fixed.cache_layer_bytes()) == fixed.kv_shape.formula_bytes(len(ids))
+
+
+def test_without_the_fused_pass_it_stays_on_the_dynamic_cache(bundled, gpt2, monkeypatch):
+    """The C pass switched off, or a model it cannot run (GPT-2): every pass is FastDecodeForward's own."""
+    model, tokenizer = gpt2
+    ids = encode_prompt(tokenizer, PROMPT)[:20]
+    for target, off in ((bundled.model, True), (model, False)):
+        if off:
+            monkeypatch.setenv("INFERENCE_LAB_FUSED_STEP", "0")
+        fixed = FixedCacheForward(target, None)
+        replay(FastDecodeForward(target, None), fixed, ids)
+        assert fixed.fixed is None
+        monkeypatch.delenv("INFERENCE_LAB_FUSED_STEP", raising=False)
+
+
+def test_a_fixed_kv_copies_a_dynamic_cache_and_gives_it_back(bundled):
+    ids = encode_prompt(bundled.tokenizer, PROMPT)
+    dynamic = FastDecodeForward(bundled.model, None)
+    dynamic.few_tokens(ids)
+    dynamic.crop_to(len(ids) - 3)  # a cropped cache is a strided view
+    kv = FixedKV.of(dynamic.cache, bundled.model.config.head_dim, capacity=4)
+    assert kv.length == len(ids) - 3 and kv.capacity >= kv.length
+    back = kv.to_cache(bundled.model.config)
+    for layer, copied in zip(dynamic.cache.layers, back.layers):
+        assert torch.equal(layer.keys, copied.keys) and torch.equal(layer.values, copied.values)
+    keys, values, strides = kv.past  # what the C pass reads: each layer's K and V in the block, heads capacity apart
+    for layer in range(kv.layers):
+        assert keys[layer] == kv.block[0, layer].ctypes.data and values[layer] == kv.block[1, layer].ctypes.data
+        assert strides[layer] == kv.capacity * kv.head_dim
