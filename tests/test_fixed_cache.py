@@ -121,3 +121,33 @@ def test_a_fixed_kv_copies_a_dynamic_cache_and_gives_it_back(bundled):
     for layer in range(kv.layers):
         assert keys[layer] == kv.block[0, layer].ctypes.data and values[layer] == kv.block[1, layer].ctypes.data
         assert strides[layer] == kv.capacity * kv.head_dim
+
+
+def test_a_trace_on_the_fixed_block_records_what_it_records_on_the_dynamic_cache(bundled):
+    """The step engine's run (the Generate page's): every step's logits, token and measured cache bytes equal, through
+    a rewind and new steps after it."""
+    from inference.core.run import Trace, new_trace
+    from inference.sampling.pipeline import SamplingSettings
+
+    settings = SamplingSettings(temperature=0.8, top_p=0.95)
+    ids = encode_prompt(bundled.tokenizer, PROMPT)
+    fixed = new_trace(bundled.model, bundled.tokenizer, ids, 14, seed=4)
+    dynamic = Trace(
+        model=bundled.model,
+        tokenizer=bundled.tokenizer,
+        prompt_ids=ids,
+        max_new_tokens=14,
+        seed=4,
+        forward=FastDecodeForward(bundled.model, bundled.tokenizer),
+    )
+    assert isinstance(fixed.forward, FixedCacheForward)
+    for trace in (fixed, dynamic):
+        list(trace.run(settings, max_steps=8))
+        trace.rewind(5)
+        list(trace.run(settings))
+    assert fixed.forward.fixed is not None
+    assert fixed.generated_ids == dynamic.generated_ids
+    for a, b in zip(fixed.records, dynamic.records, strict=True):
+        assert torch.equal(a.logits, b.logits)
+        assert (a.cache_tokens, a.cache_bytes, a.phase) == (b.cache_tokens, b.cache_bytes, b.phase)
+    assert fixed.cache_layer_bytes() == dynamic.cache_layer_bytes()

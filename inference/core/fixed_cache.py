@@ -18,13 +18,14 @@ first. The Generate page's trace keeps `DynamicCache`: its KV lesson reads trans
 from __future__ import annotations
 
 import ctypes
+import time
 
 import numpy as np
 import torch
 from transformers import DynamicCache
 
 from inference.core import fast_decode, fused_step, kv_cache, small_matmul
-from inference.core.forward import FastDecodeForward, Forward, ForwardPass, ShortlistForward
+from inference.core.forward import DECODE, FastDecodeForward, Forward, ForwardPass, ShortlistForward
 
 FIRST_CAPACITY = 256  # positions the block holds at first; it doubles as the text grows (up to the model's context)
 
@@ -122,7 +123,12 @@ class FixedCacheForward(Forward):
         return self.fixed.to_cache(self.model.config) if self.fixed is not None else self.dynamic.cache
 
     def cache_layer_bytes(self) -> list[int]:
-        return kv_cache.measured_bytes_per_layer(self.cache)
+        """Bytes of each layer's keys and values for the text held, read from the arrays (the block's positions past
+        the text are allocated, not yet used)."""
+        if self.fixed is None:
+            return self.dynamic.cache_layer_bytes()
+        held = self.fixed.block[:, :, :, : self.fixed.length]
+        return [held[0, layer].nbytes + held[1, layer].nbytes for layer in range(self.fixed.layers)]
 
     def crop_to(self, length: int) -> None:
         if self.fixed is None:
@@ -207,8 +213,23 @@ class FixedCacheForward(Forward):
         return self._pass(list(ids), keep)
 
     def next_pass(self, text_ids: list[int], phase: str) -> ForwardPass:
-        if self.fixed is not None:
-            self._leave_fixed()
-        out = self.dynamic.next_pass(text_ids, phase)
-        self._adopt()
-        return out
+        """The step engine's pass (`inference.core.run.Trace`): a decode step of one token on the block, anything
+        else (a prompt, several tokens after a rewind) as `FastDecodeForward.next_pass` computes it."""
+        ids = text_ids[self.cached_tokens :]
+        if self.fixed is None or phase != DECODE or len(ids) != 1:
+            if self.fixed is not None:
+                self._leave_fixed()
+            out = self.dynamic.next_pass(text_ids, phase)
+            self._adopt()
+            return out
+        start = time.perf_counter()
+        logits = self._pass(ids, 1)[0]
+        forward_ms = (time.perf_counter() - start) * 1000
+        return ForwardPass(
+            logits=logits,
+            forward_ms=forward_ms,
+            phase=phase,
+            tokens_in_forward=1,
+            cache_tokens=self.cached_tokens,
+            cache_bytes=sum(self.cache_layer_bytes()),
+        )

@@ -22,10 +22,10 @@ import pandas as pd
 import torch
 
 from inference.core import fast_decode, small_matmul
+from inference.core.fixed_cache import FixedCacheForward
 from inference.core.forward import (
     DECODE,
     PREFILL,
-    FastDecodeForward,
     Forward,
     ForwardPass,
     ServerStep,
@@ -394,12 +394,14 @@ def record_row(r: StepRecord) -> dict:
 
 def forward_for(model, tokenizer) -> Forward:
     """The forward pass a run on `model` uses: one request per step to a serving engine; transformers' forward for
-    a Mixture-of-Experts model (its routers' logits are recorded each step); else the lean decode step."""
+    a Mixture-of-Experts model (its routers' logits are recorded each step); else the lean decode step, on a KV cache
+    allocated once where the fused C pass runs (`inference.core.fixed_cache`: the same numbers, without DynamicCache's
+    copy of every layer's past on each step)."""
     if is_remote(model):
         return RemoteForward(model)
     if has_experts(model):
         return TransformersForward(model, tokenizer)
-    return FastDecodeForward(model, tokenizer)
+    return FixedCacheForward(model, tokenizer)
 
 
 def new_trace(
