@@ -5,8 +5,9 @@ Why: through torch, the bundled model's decode step is ~190 operator calls whose
 arithmetic; `fused_step.c` runs the same arithmetic with none (measured in `fast_decode`'s docstring). Its products
 are `small_matmul.c`'s kernels; both are one library, built on first use.
 
-The KV cache stays transformers' `DynamicCache`: the C pass reads each layer's past keys and values in place and
-returns the new tokens' keys and values, which `cache.update` appends as transformers' forward would. Logits and
+The C pass reads each layer's past keys and values in place and returns the new tokens' keys and values. `forward`
+works on transformers' `DynamicCache` (`cache.update` appends them, as transformers' forward would);
+`inference.core.fixed_cache` calls `call` on a block allocated once and writes them into it, the same numbers. Logits and
 cache agree with `model(...)` to float rounding (the order of additions in sums; tests: within 1e-4, the same argmax).
 
 Used only where `fast_decode._Plan.fused_for` says so: a float32 model whose q/k/v and gate/up weights are stacked, a cache whose
