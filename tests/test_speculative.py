@@ -151,7 +151,7 @@ class Tables:
         fraction: the head's `argpartition` over 4,096 tokens was most of a draw's time."""
         rows = [self.p1, self.q1, *self.p2.values(), *self.q2.values()]
         ids = (torch.stack(rows) > 0).any(dim=0).nonzero().squeeze(-1)
-        padding = torch.zeros(max(0, 4 * spec.HEAD_TOKENS + 1 - len(ids)), dtype=self.p1.dtype)
+        padding = torch.zeros(max(0, spec.SHORT_ROW + 1 - len(ids)), dtype=self.p1.dtype)
         new_id = {token: i for i, token in enumerate(ids.tolist())}
         on_support = lambda row: torch.cat([row[ids], padding])  # noqa: E731
         small = copy.copy(self)
@@ -636,3 +636,106 @@ def test_final_probs_when_temperature_alone_acts_are_the_whole_pipelines_bit_for
     whole = stage_logits(logits, settings, seen)[final_stage(settings)].double().softmax(dim=-1)
     assert torch.equal(spec.final_probs(logits, settings, seen), whole)
     assert torch.equal(spec.final_probs(logits[2], settings, seen), whole[2])
+
+
+def _rows_a_draw_meets():
+    """[6, 4096] logits: plain rows, a shortlist draft's rows (-inf outside 1,024 tokens), a row with a logit more
+    than 700 below the top (libm's exp in draws.c) and a peaked one."""
+    generator = torch.Generator().manual_seed(5)
+    logits = torch.randn(6, 4096, generator=generator) * 4
+    outside = torch.ones(4096, dtype=torch.bool)
+    outside[torch.randperm(4096, generator=generator)[:1024]] = False
+    logits[2:4, outside] = -math.inf
+    logits[4, :7] = -2000.0
+    logits[5] *= 6
+    return logits
+
+
+@pytest.mark.parametrize("temperature", [0.3, 0.8, 1.0, 1.7])
+def test_the_c_softmax_at_a_temperature_is_final_probs_to_float_rounding(temperature):
+    """draws.c's temperature_softmax against the pipeline's float64 softmax: every row within 1e-15 (absolute) and
+    1e-12 (relative) of it, exactly 0 where the logit is -inf, the same where the library is switched off."""
+    from inference.core import small_matmul
+
+    if not small_matmul.available():
+        pytest.skip(small_matmul.unavailable())
+    settings = SamplingSettings(temperature=temperature)
+    logits = _rows_a_draw_meets()
+    seen = seen_mask([1, 2], 4096)
+    exact = spec.final_probs(logits, settings, seen)
+    fast = spec.probs_for_draw(logits, settings, seen)
+    assert fast.dtype == torch.float64 and fast.shape == exact.shape
+    assert (fast - exact).abs().max() < 1e-15
+    positive = exact > 1e-200
+    assert ((fast[positive] - exact[positive]).abs() / exact[positive]).max() < 1e-12
+    assert torch.equal(fast[logits == -math.inf], torch.zeros(int((logits == -math.inf).sum()), dtype=torch.float64))
+    assert torch.equal(spec.probs_for_draw(logits[3], settings, seen), fast[3])  # one row as in a batch
+    greedy_or_filtered = [SamplingSettings(temperature=0.0), SamplingSettings(temperature=temperature, top_k=40)]
+    for other in greedy_or_filtered:  # not temperature alone: the pipeline itself
+        assert torch.equal(spec.probs_for_draw(logits, other, seen), spec.final_probs(logits, other, seen))
+
+
+def test_the_c_draw_picks_what_sample_index_picks_from_final_probs(monkeypatch):
+    """`draw` (softmax and head draw in one C call) against `sample_index` on `final_probs`: the same token for 3,000
+    uniforms over the rows above, q equal to `probs_for_draw`'s; with the library off, final_probs itself."""
+    from inference.core import small_matmul
+
+    if not small_matmul.available():
+        pytest.skip(small_matmul.unavailable())
+    settings = SamplingSettings(temperature=0.8)
+    logits, seen = _rows_a_draw_meets(), seen_mask([1, 2], 4096)
+    generator = torch.Generator().manual_seed(9)
+    for i, u in enumerate(torch.rand(3000, generator=generator, dtype=torch.float64).tolist()):
+        row = logits[i % len(logits)]
+        q, token = spec.draw(row, settings, seen, u)
+        assert token == spec.sample_index(spec.final_probs(row, settings, seen), u), (i, u)
+        if i < len(logits):
+            assert torch.equal(q, spec.probs_for_draw(row, settings, seen))
+    assert spec.draw(logits[0], settings, seen, 0.999999999)[1] >= 0  # the tail: the whole order decides
+    monkeypatch.setattr(small_matmul, "available", lambda: False)
+    q, token = spec.draw(logits[2], settings, seen, 0.5)
+    assert torch.equal(q, spec.final_probs(logits[2], settings, seen))
+    assert token == spec.sample_index(q, 0.5)
+
+
+def test_the_c_residual_draw_is_the_residual_and_its_draw(monkeypatch):
+    """draws.c's residual_draw against `residual_distribution` then `sample_index`: the residual within 1e-15, the
+    same token for 2,000 uniforms (a shortlist draft's q, zero outside its tokens; q = p, where p itself is left);
+    with the library off, the torch path itself."""
+    from inference.core import small_matmul
+
+    if not small_matmul.available():
+        pytest.skip(small_matmul.unavailable())
+    settings = SamplingSettings(temperature=0.8)
+    logits = _rows_a_draw_meets()
+    p_rows, q_rows = spec.final_probs(logits[[0, 1, 4]], settings, None), spec.final_probs(logits[[2, 3, 4]], settings, None)
+    generator = torch.Generator().manual_seed(11)
+    for i, u in enumerate(torch.rand(2000, generator=generator, dtype=torch.float64).tolist()):
+        p, q = p_rows[i % 3], q_rows[i % 3]
+        residual, token = spec.residual_draw(p, q, u)
+        exact = spec.residual_distribution(p, q)
+        assert (residual - exact).abs().max() < 1e-15
+        assert token == spec.sample_index(exact, u), (i, u)
+    same, _ = spec.residual_draw(p_rows[2], p_rows[2], 0.5)
+    assert torch.equal(same, p_rows[2])
+    monkeypatch.setattr(small_matmul, "available", lambda: False)
+    residual, token = spec.residual_draw(p_rows[0], q_rows[0], 0.5)
+    assert torch.equal(residual, spec.residual_distribution(p_rows[0], q_rows[0]))
+
+
+def test_top_tokens_are_the_largest_values_ties_by_id():
+    """draws.c's top_tokens against a stable sort, on rows with exact ties, zeros, fewer values than k."""
+    from inference.core import small_matmul
+
+    if not small_matmul.available():
+        pytest.skip(small_matmul.unavailable())
+    generator = torch.Generator().manual_seed(2)
+    rows = [
+        torch.rand(4096, generator=generator, dtype=torch.float64),
+        torch.randint(0, 4, (4096,), generator=generator).double(),  # many ties
+        torch.zeros(300, dtype=torch.float64),
+        torch.rand(5, generator=generator, dtype=torch.float64),
+    ]
+    for row in rows:
+        expected = torch.sort(row, descending=True, stable=True).indices[: spec.RESIDUAL_TOP].tolist()
+        assert spec.top_tokens(row, spec.RESIDUAL_TOP) == expected

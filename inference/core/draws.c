@@ -1,37 +1,19 @@
-/* The speculative rounds' inverse-CDF draw (`inference.lessons.speculative.run.sample_index`) in C: the same head
- * of the display order, the same running sums, the same token, for a fraction of numpy's cost inside a round.
+/* A sampled draw's arithmetic in C (`inference.lessons.speculative.run`): the inverse-CDF draw of `sample_index`, and
+ * the temperature stage with its float64 softmax. Both run several times a speculative round and once a plain sampled
+ * step, right after a forward pass, where each torch or numpy operation finds cold caches and pays its dispatch.
  *
- * Display order: most likely first, ties by id. The head is every token at least as likely as the `head`-th most
- * likely (ties across the cut included), which is exactly the start of that order; its running sum, added left to
- * right in double as numpy's cumsum adds, decides the draw when it passes u. Returns the token, or -1 when the head's
- * sum does not pass u (the caller then orders the whole vocabulary). */
+ * The draw. Display order: most likely first, ties by id. The head is every token with a probability of at least
+ * max / 2^shift (ties across the cut included), which is exactly the start of that order: every token outside it is
+ * less likely than every token inside. Its running sum, added left to right in double as numpy's cumsum adds over the
+ * whole order, decides the draw when it passes u: the same sums, so the same token. The cut is tried at shifts 8, 16
+ * and 24 (`HEAD_SHIFTS`), so a peaked row sorts a dozen tokens and a flat one a few hundred; returns -1 when even the
+ * last head's sum does not pass u (the caller then orders the whole vocabulary). */
+#include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-static void swap_values(double *a, double *b) {
-    double t = *a;
-    *a = *b;
-    *b = t;
-}
-
-/* The k-th largest value (k from 1) of values[0 .. n - 1], which it reorders: quickselect with a three-way
- * partition, so a row of many equal values (the zeros top-k leaves) takes one pass. */
-static double kth_largest(double *values, int64_t n, int64_t k) {
-    int64_t low = 0, high = n - 1, want = k - 1; /* index in descending order */
-    while (low < high) {
-        double pivot = values[low + (high - low) / 2];
-        int64_t lt = low, i = low, gt = high; /* [low, lt): > pivot, [lt, i): == pivot, (gt, high]: < pivot */
-        while (i <= gt) {
-            if (values[i] > pivot) swap_values(&values[lt++], &values[i++]);
-            else if (values[i] < pivot) swap_values(&values[i], &values[gt--]);
-            else ++i;
-        }
-        if (want < lt) high = lt - 1;
-        else if (want > gt) low = gt + 1;
-        else return pivot;
-    }
-    return values[low];
-}
+static const int HEAD_SHIFTS[] = {8, 16, 24};
 
 /* ids[0 .. n - 1] (increasing) into display order: a stable merge sort by descending probability, so ties keep id
  * order. Bottom-up into `spare` (n int64s) and back; no global state, so sessions on other threads draw at once. */
@@ -52,19 +34,127 @@ static void sort_display_order(int64_t *ids, int64_t *spare, int64_t n, const do
     if (from != ids) memcpy(ids, from, (size_t)n * sizeof(int64_t));
 }
 
-/* probs [vocab] (float64), u in [0, 1), scratch: vocab doubles; ids: 2 * vocab int64s. */
-int64_t head_draw(const double *probs, int64_t vocab, double u, int64_t head, double *scratch, int64_t *ids) {
-    if (vocab <= 0 || head <= 0 || head > vocab) return -1;
-    memcpy(scratch, probs, (size_t)vocab * sizeof(double));
-    double threshold = kth_largest(scratch, vocab, head);
-    int64_t count = 0;
-    for (int64_t i = 0; i < vocab; ++i)
-        if (probs[i] >= threshold) ids[count++] = i;
-    sort_display_order(ids, ids + vocab, count, probs);
-    double total = 0.0;
-    for (int64_t r = 0; r < count; ++r) {
-        total += probs[ids[r]];
-        if (total > u) return ids[r];
+/* probs [vocab] (float64), u in [0, 1); ids: 2 * vocab int64s of scratch. */
+int64_t head_draw(const double *probs, int64_t vocab, double u, int64_t *ids) {
+    if (vocab <= 0) return -1;
+    double top = probs[0];
+    for (int64_t i = 1; i < vocab; ++i) top = probs[i] > top ? probs[i] : top;
+    if (!(top > 0.0)) return -1;
+    for (size_t s = 0; s < sizeof(HEAD_SHIFTS) / sizeof(HEAD_SHIFTS[0]); ++s) {
+        const double threshold = ldexp(top, -HEAD_SHIFTS[s]);
+        int64_t count = 0;
+        for (int64_t i = 0; i < vocab; ++i)
+            if (probs[i] >= threshold) ids[count++] = i;
+        sort_display_order(ids, ids + vocab, count, probs);
+        double total = 0.0;
+        for (int64_t r = 0; r < count; ++r) {
+            total += probs[ids[r]];
+            if (total > u) return ids[r];
+        }
     }
     return -1;
+}
+
+/* e^x for 4 doubles, x <= 0 and >= -700 (the caller sends the rest to libm's exp): Cephes' exp (range reduction by
+ * ln 2 in two parts, the rational approximation 1 + 2x P(x^2) / (Q(x^2) - x P(x^2)), 2^n from the exponent bits),
+ * within ~1 ulp of exp. */
+__attribute__((target("avx2,fma"))) static inline __m256d exp4(__m256d x) {
+    const __m256d n = _mm256_floor_pd(_mm256_fmadd_pd(x, _mm256_set1_pd(1.4426950408889634073599), _mm256_set1_pd(0.5)));
+    x = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.93145751953125e-1), x);
+    x = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.42860682030941723212e-6), x);
+    const __m256d xx = _mm256_mul_pd(x, x);
+    __m256d p = _mm256_fmadd_pd(_mm256_set1_pd(1.26177193074810590878e-4), xx, _mm256_set1_pd(3.02994407707441961300e-2));
+    p = _mm256_mul_pd(_mm256_fmadd_pd(p, xx, _mm256_set1_pd(9.99999999999999999910e-1)), x);
+    __m256d q = _mm256_fmadd_pd(_mm256_set1_pd(3.00198505138664455042e-6), xx, _mm256_set1_pd(2.52448340349684104192e-3));
+    q = _mm256_fmadd_pd(q, xx, _mm256_set1_pd(2.27265548208155028766e-1));
+    q = _mm256_fmadd_pd(q, xx, _mm256_set1_pd(2.00000000000000000009e0));
+    const __m256d r = _mm256_fmadd_pd(_mm256_set1_pd(2.0), _mm256_div_pd(p, _mm256_sub_pd(q, p)), _mm256_set1_pd(1.0));
+    const __m128i n32 = _mm256_cvtpd_epi32(n);
+    const __m256i bits = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(n32), _mm256_set1_epi64x(1023)), 52);
+    return _mm256_mul_pd(r, _mm256_castsi256_pd(bits));
+}
+
+/* The app's temperature stage and its float64 softmax, where temperature is the only stage that acts
+ * (`run.temperature_alone_acts`): for each of `rows` float32 rows of `vocab` logits, x = logit / temperature divided
+ * in float32 (as torch divides a float32 row by a number), then q = e^(x - max) / sum in double. A -inf logit (a
+ * token a shortlist leaves out) gets exactly 0, as in torch's softmax. The exponentials are exp4's and the sums run in
+ * four lanes, so q equals `run.final_probs` to float rounding (~1e-15), not bit for bit: a speculative round's draft
+ * only has to draw from the q it reports (the accept rule makes the text the target's whatever q is), and a plain
+ * step draws the same token but where u falls within ~1e-15 of a boundary. Torch's version costs ~0.1 ms a row right
+ * after a pass (Intel Xeon VM, 2026-12-03). */
+__attribute__((target("avx2,fma"))) void temperature_softmax(const float *logits, int64_t rows, int64_t vocab,
+                                                            float temperature, double *q) {
+    for (int64_t r = 0; r < rows; ++r) {
+        const float *row = logits + r * vocab;
+        double *out = q + r * vocab, top = -INFINITY;
+        for (int64_t i = 0; i < vocab; ++i) {
+            out[i] = (double)(row[i] / temperature);
+            top = out[i] > top ? out[i] : top;
+        }
+        __m256d lanes = _mm256_setzero_pd();
+        const __m256d shift = _mm256_set1_pd(top), floor_ = _mm256_set1_pd(-700.0), minus_inf = _mm256_set1_pd(-INFINITY);
+        int64_t i = 0;
+        for (; i + 4 <= vocab; i += 4) {
+            const __m256d x = _mm256_sub_pd(_mm256_loadu_pd(out + i), shift);
+            const __m256d left_out = _mm256_cmp_pd(x, minus_inf, _CMP_EQ_OQ);  /* exactly 0 */
+            const __m256d tiny = _mm256_andnot_pd(left_out, _mm256_cmp_pd(x, floor_, _CMP_LT_OQ));
+            __m256d e;
+            if (_mm256_movemask_pd(tiny) == 0) {
+                e = _mm256_andnot_pd(left_out, exp4(_mm256_max_pd(x, floor_)));
+            } else {  /* a finite logit more than 700 below the top: libm, one at a time */
+                double one[4];
+                _mm256_storeu_pd(one, x);
+                for (int k = 0; k < 4; ++k) one[k] = exp(one[k]);
+                e = _mm256_loadu_pd(one);
+            }
+            _mm256_storeu_pd(out + i, e);
+            lanes = _mm256_add_pd(lanes, e);
+        }
+        double sum[4];
+        _mm256_storeu_pd(sum, lanes);
+        double total = (sum[0] + sum[1]) + (sum[2] + sum[3]);
+        for (; i < vocab; ++i) total += (out[i] = exp(out[i] - top));
+        for (i = 0; i < vocab; ++i) out[i] /= total;
+    }
+}
+
+/* One row: q as above into `q`, then `head_draw` on it. */
+int64_t temperature_draw(const float *logits, int64_t vocab, float temperature, double u, double *q, int64_t *ids) {
+    temperature_softmax(logits, 1, vocab, temperature, q);
+    return head_draw(q, vocab, u, ids);
+}
+
+/* Speculative sampling's residual after a rejection, normalise(max(0, p - q)) (`run.residual_distribution`), into
+ * `residual`, then `head_draw` on it. p itself where p - q has no positive part (p == q: no rejection happens there).
+ * The sum runs left to right, where torch adds in vector lanes: equal to float rounding. */
+int64_t residual_draw(const double *p, const double *q, int64_t vocab, double u, double *residual, int64_t *ids) {
+    double total = 0.0;
+    for (int64_t i = 0; i < vocab; ++i) {
+        const double r = p[i] - q[i];
+        residual[i] = r > 0.0 ? r : 0.0;
+        total += residual[i];
+    }
+    if (total > 0.0)
+        for (int64_t i = 0; i < vocab; ++i) residual[i] /= total;
+    else
+        memcpy(residual, p, (size_t)vocab * sizeof(double));
+    return head_draw(residual, vocab, u, ids);
+}
+
+/* The k most likely tokens of a float64 row into ids (most likely first, ties by id), one pass keeping a sorted list
+ * of k: a speculative round's chart names the residual's, p's and q's top tokens (torch's topk cost ~50 us a row
+ * right after a pass). Returns how many (k, or vocab if smaller). */
+int64_t top_tokens(const double *values, int64_t vocab, int64_t k, int64_t *ids) {
+    if (k > vocab) k = vocab;
+    int64_t count = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+        if (count == k && !(values[i] > values[ids[k - 1]])) continue;
+        int64_t at = count < k ? count++ : k - 1;  /* the last place, then moved up past smaller values */
+        while (at > 0 && values[i] > values[ids[at - 1]]) {
+            ids[at] = ids[at - 1];
+            --at;
+        }
+        ids[at] = i;
+    }
+    return count;
 }

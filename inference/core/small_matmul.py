@@ -86,8 +86,17 @@ def _build() -> ctypes.CDLL:
     lib.packed_matmul_use_avx512.argtypes = [ctypes.c_int]
     lib.packed_matmul_use_avx512.restype = ctypes.c_int
     pointer, size = ctypes.c_void_p, ctypes.c_int64
-    lib.head_draw.argtypes = [pointer, size, ctypes.c_double, size, pointer, pointer]  # draws.c
+    # draws.c: (probs, vocab, u, ids), (logits, rows, vocab, temperature, q), (logits, vocab, temperature, u, q, ids)
+    lib.head_draw.argtypes = [pointer, size, ctypes.c_double, pointer]
     lib.head_draw.restype = ctypes.c_int64
+    lib.temperature_softmax.argtypes = [pointer, size, size, ctypes.c_float, pointer]
+    lib.temperature_softmax.restype = None
+    lib.temperature_draw.argtypes = [pointer, size, ctypes.c_float, ctypes.c_double, pointer, pointer]
+    lib.temperature_draw.restype = ctypes.c_int64
+    lib.residual_draw.argtypes = [pointer, pointer, size, ctypes.c_double, pointer, pointer]  # (p, q, vocab, u, out, ids)
+    lib.residual_draw.restype = ctypes.c_int64
+    lib.top_tokens.argtypes = [pointer, size, size, pointer]  # (values, vocab, k, ids)
+    lib.top_tokens.restype = ctypes.c_int64
     # (shape, weights, embedded, tokens, past, cos, signed sin, past K, past V, K/V strides, new K, new V, keep, logits)
     lib.fused_step.argtypes = [pointer, pointer, pointer, size, size, pointer, pointer]
     lib.fused_step.argtypes += [pointer, pointer, pointer, pointer, pointer, size, pointer]

@@ -168,7 +168,7 @@ def choose_token(logits: torch.Tensor, settings: SamplingSettings, seen: torch.T
     round computes its own: plain decoding's step in the benchmark and the page's timer."""
     if settings.greedy:
         return int(greedy_tokens(logits, settings, seen))
-    return sample_index(final_probs(logits, settings, seen), u)
+    return draw(logits, settings, seen, u)[1]
 
 
 def check_settings(settings: SamplingSettings) -> None:
@@ -191,24 +191,67 @@ def final_probs(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Te
     return final_logits(logits, settings, seen).double().softmax(dim=-1)
 
 
-# A draw first looks among the most likely tokens (and any tied with the last of them): nearly always
-# where u lands, for a fraction of the cost of ordering the whole vocabulary.
-HEAD_TOKENS = 64
+def temperature_in_c(logits: torch.Tensor, settings: SamplingSettings) -> bool:
+    """A sampled draw whose pipeline is temperature alone, on float32 rows, with the C library built: `draws.c`'s
+    `temperature_softmax` computes its distribution."""
+    return (
+        not settings.greedy
+        and logits.dtype == torch.float32
+        and temperature_alone_acts(settings, logits.shape[-1])
+        and small_matmul.available()
+    )
+
+
+def probs_for_draw(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor) -> torch.Tensor:
+    """The distribution a speculative round (p and q) or plain decoding's step draws from: `final_probs`, computed in
+    C where temperature is the only stage acting (float64, equal to `final_probs` to float rounding, ~1e-16: see
+    draws.c). Torch's temperature and softmax cost ~0.1 ms a row right after a pass on the Intel Xeon VM
+    (2026-12-03), the C function a few microseconds."""
+    if not temperature_in_c(logits, settings):
+        return final_probs(logits, settings, seen)
+    rows = logits.detach().contiguous()
+    q = torch.empty(rows.shape, dtype=torch.float64)
+    count = 1 if rows.dim() == 1 else rows.shape[0]
+    small_matmul.library().temperature_softmax(rows.data_ptr(), count, rows.shape[-1], settings.temperature, q.data_ptr())
+    return q
+
+
+def draw(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor, u: float) -> tuple[torch.Tensor, int]:
+    """A sampled token from one [vocab] row of logits: (the distribution drawn from, the token), `sample_index` on
+    `probs_for_draw`. Where that runs in C, the softmax and the head's draw are one call."""
+    if not temperature_in_c(logits, settings) or logits.shape[-1] <= SHORT_ROW:
+        probs = probs_for_draw(logits, settings, seen)
+        return probs, sample_index(probs, u)
+    row = logits.detach().contiguous()
+    vocab = row.shape[-1]
+    q, ids = torch.empty(vocab, dtype=torch.float64), torch.empty(2 * vocab, dtype=torch.int64)
+    token = small_matmul.library().temperature_draw(
+        row.data_ptr(), vocab, settings.temperature, float(u), q.data_ptr(), ids.data_ptr()
+    )
+    return q, (token if token >= 0 else sample_index(q, u))
+
+
+# A draw first looks among the most likely tokens: every token with at least max / 2^shift of probability, for each
+# shift in turn (a dozen tokens on a peaked row, a few hundred on a flat one), nearly always where u lands, for a
+# fraction of the cost of ordering the whole vocabulary. Rows of at most SHORT_ROW tokens are ordered whole.
+HEAD_SHIFTS = (8, 16, 24)  # draws.c's, the same
+SHORT_ROW = 256
 
 
 def sample_index(probs: torch.Tensor, u: float) -> int:
     """Inverse-CDF draw from a [vocab] distribution in display order (most likely first, ties by id), as
     the app's `sampling.draw` does, so one u always picks the same token on every page.
 
-    The head, every token at least as likely as the HEAD_TOKENS-th, is exactly the start of that order
-    (ties across the cut included), so when its running sum passes u the draw is decided there, with the
-    same sums as over the whole order (numpy's cumsum adds left to right, as torch's does); otherwise the
-    whole order is used. The head's draw runs in C (`inference/core/draws.c`, where the library is built): the same
-    head, the same sums added in the same order, so the same token (tests: against the numpy below, which runs where
-    it is not built). Inside a round numpy's handful of operations cost ~0.37 ms a draw on the Intel Xeon VM
-    (2026-12-02: each operation after a pass finds the caches cold), ~4.8 draws a sampled round."""
+    The head, every token with at least max / 2^shift of probability, is exactly the start of that order (ties
+    across the cut included: every token outside is less likely than every token inside), so when its running sum
+    passes u the draw is decided there, with the same sums as over the whole order (numpy's cumsum adds left to
+    right, as torch's does); otherwise the next shift's head, and at last the whole order. The head's draw runs in C
+    (`inference/core/draws.c`, where the library is built): the same heads, the same sums added in the same order, so
+    the same token (tests: against the numpy below, which runs where it is not built). Inside a round numpy's handful
+    of operations cost ~0.37 ms a draw on the Intel Xeon VM (2026-12-02: each operation after a pass finds the caches
+    cold), ~4.8 draws a sampled round."""
     p = probs.detach().numpy()
-    if p.shape[-1] > 4 * HEAD_TOKENS:
+    if p.shape[-1] > SHORT_ROW:
         in_c = p.dtype == np.float64 and small_matmul.available()
         token = head_draw_in_c(p, u) if in_c else head_draw_numpy(p, u)
         if token >= 0:  # decided in the head, at a token of positive probability
@@ -218,21 +261,24 @@ def sample_index(probs: torch.Tensor, u: float) -> int:
 
 
 def head_draw_numpy(p: np.ndarray, u: float) -> int:
-    """`sample_index`'s head draw in numpy: the token, or -1 when the head's sum does not pass u."""
-    threshold = p[np.argpartition(p, p.shape[-1] - HEAD_TOKENS)[-HEAD_TOKENS:]].min()
-    head = np.flatnonzero(p >= threshold)  # id order, so the stable sort breaks ties by id
-    head = head[np.argsort(-p[head], kind="stable")]
-    cumulative = np.cumsum(p[head])
-    return int(head[np.searchsorted(cumulative, u, side="right")]) if cumulative[-1] > u else -1
+    """`sample_index`'s head draw in numpy: the token, or -1 when no head's sum passes u."""
+    top = p.max()
+    if not top > 0:
+        return -1
+    for shift in HEAD_SHIFTS:
+        head = np.flatnonzero(p >= np.ldexp(top, -shift))  # id order, so the stable sort breaks ties by id
+        head = head[np.argsort(-p[head], kind="stable")]
+        cumulative = np.cumsum(p[head])
+        if cumulative[-1] > u:
+            return int(head[np.searchsorted(cumulative, u, side="right")])
+    return -1
 
 
 def head_draw_in_c(p: np.ndarray, u: float) -> int:
     """The same draw through draws.c (float64 rows, the library built): the same token, or -1."""
     p = np.ascontiguousarray(p)
-    scratch, ids = np.empty(len(p)), np.empty(2 * len(p), dtype=np.int64)
-    return small_matmul.library().head_draw(
-        p.ctypes.data, len(p), float(u), HEAD_TOKENS, scratch.ctypes.data, ids.ctypes.data
-    )
+    ids = torch.empty(2 * len(p), dtype=torch.int64)
+    return small_matmul.library().head_draw(p.ctypes.data, len(p), float(u), ids.data_ptr())
 
 
 def raw_probabilities(logits: torch.Tensor, tokens: list[int]) -> list[float]:
@@ -282,6 +328,22 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return residual / total if total > 0 else p  # total is 0 only if p == q, where no rejection happens
 
 
+def residual_draw(p: torch.Tensor, q: torch.Tensor, u: float) -> tuple[torch.Tensor, int]:
+    """(the residual, the token drawn from it with u): `sample_index` on `residual_distribution`, in one C call
+    where the library is built (draws.c: the same residual to float rounding, ~1e-16; torch's four operations on
+    fresh rows cost ~0.1 ms right after a pass)."""
+    rows_in_c = p.dtype == q.dtype == torch.float64 and p.shape[-1] > SHORT_ROW and small_matmul.available()
+    if not rows_in_c:
+        residual = residual_distribution(p, q)
+        return residual, sample_index(residual, u)
+    p, q = p.contiguous(), q.contiguous()
+    residual, ids = torch.empty_like(p), torch.empty(2 * p.shape[-1], dtype=torch.int64)
+    token = small_matmul.library().residual_draw(
+        p.data_ptr(), q.data_ptr(), p.shape[-1], float(u), residual.data_ptr(), ids.data_ptr()
+    )
+    return residual, (token if token >= 0 else sample_index(residual, u))
+
+
 def verify_sampled(
     p_rows: torch.Tensor, q_rows: torch.Tensor, drafted: list[int], uniform: Callable[[], float]
 ) -> Verdict:
@@ -297,9 +359,9 @@ def verify_sampled(
         ratios.append(ratio)
         uniforms.append(u)
         if u > ratio:  # rejected: the target's token comes from what p has beyond q
-            residual = residual_distribution(p_rows[i], q_rows[i])
             final_u = uniform()
-            return Verdict(i, sample_index(residual, final_u), "residual", ratios, uniforms, final_u, residual)
+            residual, token = residual_draw(p_rows[i], q_rows[i], final_u)
+            return Verdict(i, token, "residual", ratios, uniforms, final_u, residual)
     final_u = uniform()
     kind = "bonus" if drafted else "target"
     return Verdict(len(drafted), sample_index(p_rows[len(drafted)], final_u), kind, ratios, uniforms, final_u, None)
@@ -382,8 +444,7 @@ class ModelDrafter:
             if settings.greedy:
                 token = int(greedy_tokens(logits, settings, seen))
             else:
-                q = final_probs(logits, settings, seen)
-                token = sample_index(q, request.uniform())
+                q, token = draw(logits, settings, seen, request.uniform())
                 q_rows.append(q)
             logit_rows.append(logits)
             tokens.append(token)
@@ -527,17 +588,27 @@ class RoundRecord:
         return sum(c.status != "unchecked" for c in self.checks)
 
 
+def top_tokens(values: torch.Tensor, k: int) -> list[int]:
+    """The k largest of a [vocab] row's values, largest first: draws.c's one pass where the library is built (ties
+    by id), torch's topk elsewhere (ties in its own order)."""
+    k = min(k, values.shape[-1])
+    if values.dtype != torch.float64 or not small_matmul.available():
+        return torch.topk(values, k).indices.tolist()
+    values, ids = values.contiguous(), torch.empty(k, dtype=torch.int64)
+    count = small_matmul.library().top_tokens(values.data_ptr(), values.shape[-1], k, ids.data_ptr())
+    return ids[:count].tolist()
+
+
 def _residual_top(residual: torch.Tensor, p: torch.Tensor, q: torch.Tensor, tokenizer) -> list:
     """The residual's most likely tokens, with p and q beside them, for the page's chart: the RESIDUAL_TOP most likely
     under each of the three, those of positive probability, most likely in the residual first. The candidates by
-    torch's topk, every number read through numpy: reading single numbers from torch cost ~0.3 ms a rejection on the
+    `top_tokens`, every number read through numpy: reading single numbers from torch cost ~0.3 ms a rejection on the
     Intel Xeon VM (2026-12-02), and numpy's argpartition more than torch's topk right after a pass."""
     tensors = (residual, p, q)
     rows = [values.numpy() for values in tensors]
-    k = min(RESIDUAL_TOP, len(rows[0]))
     picks = []
     for values, row in zip(tensors, rows):
-        for token in torch.topk(values, k).indices.tolist():
+        for token in top_tokens(values, RESIDUAL_TOP):
             if token not in picks and row[token] > 0:
                 picks.append(token)
     r, pp, qq = (row[picks].tolist() for row in rows)
@@ -625,7 +696,7 @@ class SpeculativeRun(Generation):
             p_rows = None
             p_drafted = [1.0 if choice == token else 0.0 for choice, token in zip(choices, drafted)]
         else:
-            p_rows = final_probs(logits, settings, seen_rows)
+            p_rows = probs_for_draw(logits, settings, seen_rows)
             q_rows = proposal.q_rows if drafted else torch.zeros(0, self.vocab_size, dtype=torch.float64)
             verdict = verify_sampled(p_rows, q_rows, drafted, self.uniform)
             p_drafted = p_rows.numpy()[np.arange(len(drafted)), drafted].tolist()
