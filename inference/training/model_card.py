@@ -123,6 +123,8 @@ def training_section(meta: dict, ctx: CardContext) -> str:
         if preset_of(meta) == "dense"
         else f"the `{preset_of(meta)}` preset in `inference/training/train.py` reproduces this model"
     )
+    if meta.get("distillation"):
+        defaults += ", then the distillation below"
     return f"""## Training
 | | |
 |---|---|
@@ -183,6 +185,47 @@ def draft_role_section(meta: dict, ctx: CardContext) -> str:
     return f"""**As a draft.** A draft is judged by how often the target accepts its guesses, not by its own
 text: the Speculative decoding page (`/speculative`) and `python -m inference.bench` measure its
 acceptance rate against `{target_name}` on this machine.{comparison}{shortlist_note(MODELS_DIR / ctx.name)}
+"""
+
+
+def distillation_section(meta: dict, ctx: CardContext) -> str:
+    """How the draft was distilled from its target after its own training (`inference/training/distill.py`), with its
+    agreement with the target before and after, as the distiller measured it ("" for a model never distilled)."""
+    d = meta.get("distillation")
+    if not d:
+        return ""
+    s, before, after = d["settings"], d["before"], d["after"]
+
+    def row(name: str, key: str, percent: bool = True) -> str:
+        shown = (lambda v: f"{v:.1%}") if percent else (lambda v: f"{v:.3f}")
+        return f"| {name} | {shown(before[key])} | **{shown(after[key])}** |"
+
+    return f"""## Distilled from `{d["teacher"]}`
+After the training above, `python -m inference.training.distill` taught this draft its target's whole next-token
+distribution: the loss is the KL divergence KL(p ‖ q) from the target's softmax p to the draft's q over all
+{meta["settings"]["vocab_size"]:,} tokens at every position (knowledge distillation; for drafts, DistillSpec, Zhou et
+al. 2023), on windows of the same training split, starting from the draft's own weights. Why: speculative sampling
+keeps a drafted token with probability min(1, p/q), so a draft's acceptance rate is Σ min(p, q), one minus the
+distance between q and p, and text-only training teaches q the text, not p.
+
+| | |
+|---|---|
+| steps × batch × length | {s["steps"]:,} × {s["batch_size"]} × {s["context"]} ({d["tokens_seen"]:,} tokens) |
+| optimiser | AdamW, peak LR {s["peak_lr"]}, {s["warmup_steps"]} warm-up steps, linear decay to 10%, bf16 autocast: {s["bf16_autocast"]} |
+| wall time | {d["wall_time_s"] / 60:.0f} min on 2 CPU cores, torch {d["torch"]} |
+| reproduce | `{d["command"]}` |
+
+Measured on the validation stories ({after["positions"]:,} positions of stored text, each model reading the same
+text; the Speculative page measures acceptance on text the models write, which differs):
+
+| | before | after |
+|---|---|---|
+{row("same top token as the target (greedy acceptance)", "greedy_agreement")}
+{row("Σ min(p, q) at temperature 1 (sampled acceptance)", "acceptance_t1")}
+{row("Σ min(p, q) at temperature 0.8", "acceptance_t0.8")}
+{row("its own loss, nats/token", "val_nats_per_token", percent=False)}
+
+Every evaluation is in `distillation_log.csv` beside this card. The results above are the distilled draft's.
 """
 
 
@@ -451,7 +494,7 @@ children's stories and knows little else.
 BASE_SECTIONS: list[Section] = [title_section, architecture_section, training_section, results_section]
 SECTIONS: dict[str, list[Section]] = {
     "dense": [*BASE_SECTIONS, quality_bar_section, samples_section, licence_section],
-    "draft": [*BASE_SECTIONS, draft_role_section, samples_section, licence_section],
+    "draft": [*BASE_SECTIONS, distillation_section, draft_role_section, samples_section, licence_section],
     "moe": [*BASE_SECTIONS, moe_section, samples_section, licence_section],
 }
 
@@ -460,7 +503,7 @@ def render(meta: dict, stories: list[str], name: str) -> str:
     """The card's Markdown: the preset's sections, in order, one blank line apart."""
     sections = SECTIONS.get(preset_of(meta), [*BASE_SECTIONS, samples_section, licence_section])
     ctx = CardContext(name=name, stories=stories)
-    return "\n".join(section(meta, ctx) for section in sections)
+    return "\n".join(text for text in (section(meta, ctx) for section in sections) if text)
 
 
 def heldout_in_training_format(folder: Path, heldout: Path = DEFAULT_HELDOUT_FILE) -> float:

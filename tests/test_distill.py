@@ -1,0 +1,95 @@
+"""Distilling the draft from its target (`inference/training/distill.py`): the loss is the KL divergence it says,
+the agreement figures are what they say, a short run on tiny models trains the student only, and the draft's card
+reports the run from its meta."""
+
+import json
+import math
+
+import pytest
+import torch
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+from inference.core.model_config import decoder_config_fields
+from inference.core.paths import BUNDLED_MODEL_DIR
+from inference.training import distill, model_card
+
+pytestmark = pytest.mark.unit
+
+
+def tiny_llama(seed: int) -> LlamaForCausalLM:
+    fields = decoder_config_fields(4096, 32, 1, 2, 1, 64)
+    with torch.random.fork_rng():  # weight init draws from the global RNG: seeded here, restored after
+        torch.manual_seed(seed)
+        return LlamaForCausalLM(LlamaConfig(**fields, intermediate_size=64, bos_token_id=0, eos_token_id=0)).eval()
+
+
+def test_the_loss_is_kl_from_the_teachers_distribution_to_the_students():
+    generator = torch.Generator().manual_seed(0)
+    student, teacher = torch.randn(2, 3, 50, generator=generator), torch.randn(2, 3, 50, generator=generator)
+    p, q = teacher.softmax(-1).double(), student.softmax(-1).double()
+    expected = (p * (p.log() - q.log())).sum(-1).mean()
+    assert float(distill.distillation_loss(student, teacher)) == pytest.approx(float(expected), rel=1e-5)
+    assert float(distill.distillation_loss(teacher, teacher)) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_agreement_is_one_for_a_model_against_itself_and_sum_min_otherwise():
+    a, b = tiny_llama(1), tiny_llama(2)
+    ids = torch.randint(1, 4096, (40,), generator=torch.Generator().manual_seed(3)).tolist()
+    same = distill.agreement(a, a, ids, window=16)
+    assert same["greedy_agreement"] == 1.0 and same["acceptance_t1"] == pytest.approx(1.0, abs=1e-4)
+    other = distill.agreement(a, b, ids, window=16)
+    # windows of 16 without overlap: positions 16 and 32 start over
+    chunks = [torch.tensor([ids[i : i + 16]]) for i in range(0, 40, 16)]
+    with torch.inference_mode():
+        p = torch.cat([a(c).logits[0] for c in chunks]).double()
+        q = torch.cat([b(c).logits[0] for c in chunks]).double()
+    expected = torch.minimum((p / 0.8).softmax(-1), (q / 0.8).softmax(-1)).sum(-1).mean()
+    assert other["acceptance_t0.8"] == pytest.approx(float(expected), abs=1e-4)
+    assert other["positions"] == 40 and 0 < other["acceptance_t0.8"] < 1
+
+
+def test_a_short_run_trains_the_student_and_never_the_teacher(tmp_path):
+    tokenizer = AutoTokenizer.from_pretrained(BUNDLED_MODEL_DIR)
+    teacher_dir, student_dir, out, corpus = (tmp_path / name for name in ("teacher", "student", "out", "corpus"))
+    corpus.mkdir()
+    story = "Tom had a red ball. He threw it to his dog, and the dog ran after it in the sun."
+    (corpus / "stories.txt").write_text("\n<|endoftext|>\n".join(f"{story} Day {i}." for i in range(40)))
+    for folder, seed in ((teacher_dir, 4), (student_dir, 5)):
+        tiny_llama(seed).save_pretrained(folder, safe_serialization=True)
+        tokenizer.save_pretrained(folder)
+    split = {"validation_fraction": 0.1, "seed": 1, "vocab_size": 4096}
+    (student_dir / "training_meta.json").write_text(json.dumps({"settings": split, "stats": {"parameters": 1}}))
+    teacher_before = [p.clone() for p in LlamaForCausalLM.from_pretrained(teacher_dir).parameters()]
+    settings = distill.DistillSettings(steps=3, batch_size=2, context=16, eval_every=2, warmup_steps=1, peak_lr=1e-2)
+    meta = distill.distill(settings, teacher_dir, student_dir, corpus, out, heldout=None)
+
+    d = meta["distillation"]
+    assert [d["before"]["step"], d["after"]["step"]] == [0, 3] and d["tokens_seen"] == 3 * 2 * 16
+    assert d["after"]["acceptance_t1"] != d["before"]["acceptance_t1"]
+    assert json.loads((out / "training_meta.json").read_text())["distillation"]["after"] == d["after"]
+    log = (out / "distillation_log.csv").read_text().splitlines()
+    assert log[0].startswith("step,") and [row.split(",")[0] for row in log[1:]] == ["0", "2", "3"]
+    trained = LlamaForCausalLM.from_pretrained(out)
+    assert any(not torch.equal(a, b) for a, b in zip(trained.parameters(), LlamaForCausalLM.from_pretrained(student_dir).parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(teacher_before, LlamaForCausalLM.from_pretrained(teacher_dir).parameters()))
+
+
+def test_the_drafts_card_reports_its_distillation_from_the_meta():
+    meta = json.loads((distill.DRAFT_DIR / "training_meta.json").read_text())
+    row = {"greedy_agreement": 0.6389, "acceptance_t1": 0.6491, "acceptance_t0.8": 0.6517, "val_nats_per_token": 2.6384}
+    after = {"greedy_agreement": 0.7012, "acceptance_t1": 0.7103, "acceptance_t0.8": 0.7156, "val_nats_per_token": 2.61}
+    meta["distillation"] = {
+        "settings": {"steps": 2000, "batch_size": 8, "context": 512, "peak_lr": 0.001, "warmup_steps": 50, "bf16_autocast": True},
+        "teacher": "storyteller-llama-6m",
+        "tokens_seen": 8_192_000,
+        "wall_time_s": 1800.0,
+        "before": {**row, "positions": 16384},
+        "after": {**after, "positions": 16384},
+        "command": "python -m inference.training.distill",
+        "torch": "2.13.0+cpu",
+    }
+    section = model_card.distillation_section(meta, model_card.CardContext(name="d", stories=[]))
+    assert "| 63.9% | **70.1%** |" in section and "| 65.2% | **71.6%** |" in section and "2,000 × 8 × 512" in section
+    del meta["distillation"]
+    assert model_card.distillation_section(meta, model_card.CardContext(name="d", stories=[])) == ""
+    assert not math.isnan(meta["stats"]["val_nats_per_token"])
