@@ -1,7 +1,7 @@
 """Distil the draft from its target: teach the small model the big one's whole next-token distribution.
 
     python -m inference.training.distill                      # the bundled draft, from its own weights
-    python -m inference.training.distill --steps 800 --out /tmp/draft-distilled
+    python -m inference.training.distill --steps 400 --out /tmp/draft-distilled
 
 Why: speculative decoding keeps a drafted token with probability min(1, p/q), so its acceptance rate is
 sum_x min(p(x), q(x)), one minus the distance between the target's distribution p and the draft's q. A
@@ -48,13 +48,13 @@ AGREEMENT_TEMPERATURES = (1.0, 0.8)
 
 @dataclass
 class DistillSettings:
-    steps: int = 800
+    steps: int = 2000
     batch_size: int = 8
     context: int = 512
     peak_lr: float = 1e-3
     warmup_steps: int = 50
     weight_decay: float = 0.1
-    eval_every: int = 100
+    eval_every: int = 250
     seed: int = 4321  # not the draft's training seed: new windows, not the same ones again
     bf16_autocast: bool = True
 
