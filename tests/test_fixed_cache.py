@@ -11,7 +11,7 @@ from inference.core.fixed_cache import FixedCacheForward, FixedKV
 from inference.core.forward import FastDecodeForward, ShortlistForward
 from inference.core.loader import encode_prompt, load_model
 from inference.lessons.speculative import run as spec
-from inference.lessons.speculative import shortlist
+from inference.lessons.speculative import drafting, shortlist
 
 pytestmark = pytest.mark.unit
 
@@ -151,3 +151,68 @@ def test_a_trace_on_the_fixed_block_records_what_it_records_on_the_dynamic_cache
         assert torch.equal(a.logits, b.logits)
         assert (a.cache_tokens, a.cache_bytes, a.phase) == (b.cache_tokens, b.cache_bytes, b.phase)
     assert fixed.cache_layer_bytes() == dynamic.cache_layer_bytes()
+
+
+def _loop_in_python(forward, first, gamma, temperature, uniforms, stops):
+    """The ModelDrafter's Python loop: choose each token from its row (the first largest logit, or `run.draw`), then
+    a one-token pass, stopping after the last token or a stop id."""
+    from inference.sampling.pipeline import SamplingSettings
+
+    settings = SamplingSettings(temperature=temperature)
+    tokens, rows, qs, logits = [], [], [], first
+    for i in range(gamma):
+        if temperature == 0:
+            token = int(logits.numpy().argmax())
+        else:
+            q, token = spec.draw(logits, settings, None, uniforms[i])
+            qs.append(q)
+        tokens.append(token)
+        rows.append(logits)
+        if i == gamma - 1 or token in stops:
+            break
+        logits = forward.logits([token])[0]
+    return tokens, torch.stack(rows), torch.stack(qs) if qs else None
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8, 1.5])
+@pytest.mark.parametrize("size", [None, 512])
+def test_a_draft_round_in_c_drafts_what_the_python_loop_drafts(draft, temperature, size):
+    """`draft_round` (the whole round in one C call) against the loop it replaces, on the same block after the same
+    prompt: the same tokens, each row's logits and q bit for bit, the same cache afterwards; and a stop id ends it."""
+    rows = None if size is None else shortlist.most_frequent(drafting.draft_counts(draft), size)
+    ids = encode_prompt(draft.tokenizer, PROMPT)
+    uniforms = [0.13, 0.92, 0.55, 0.31, 0.77, 0.05]
+    for stops, gamma in (((), 6), (None, 6)):
+        in_c, in_python = FixedCacheForward(draft.model, None, rows), FixedCacheForward(draft.model, None, rows)
+        first = in_c.few_tokens(ids)[0]
+        assert torch.equal(first, in_python.few_tokens(ids)[0])
+        if stops is None:  # stop at the second token the round without stops drafted
+            stops = {tokens[1]} if tokens[1] != tokens[0] else {tokens[1], 0}
+        made = in_c.draft_round(first, gamma, temperature, uniforms, stops)
+        tokens, logits, q = _loop_in_python(in_python, first, gamma, temperature, uniforms, stops)
+        assert made.tokens == tokens and len(made.pass_seconds) == len(tokens) - 1
+        assert torch.equal(made.logits, logits)
+        assert (made.q is None) == (q is None) and (q is None or torch.equal(made.q, q))
+        assert in_c.cached_tokens == in_python.cached_tokens == len(ids) + len(tokens) - 1
+        assert torch.equal(in_c.logits([3])[0], in_python.logits([3])[0])  # the same cache after it
+    assert len(tokens) == 2  # the stop id ended the last round
+
+
+def test_a_speculative_run_drafting_in_c_records_what_the_python_loop_records(bundled, draft, monkeypatch):
+    """Whole sampled and greedy runs with the draft's rounds in C and in Python: the same text and the same q and p
+    of every check."""
+    from inference.sampling.pipeline import SamplingSettings
+
+    ids = encode_prompt(bundled.tokenizer, PROMPT)
+    rows = shortlist.most_frequent(drafting.draft_counts(draft), 1024)
+
+    def run(settings):
+        made = spec.new_run(bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer, rows), ids, 40, seed=3)
+        records = list(made.run(settings))
+        return made.generated_ids, [[(c.token_id, c.q, c.p, c.status) for c in r.checks] for r in records]
+
+    for settings in (SamplingSettings(temperature=0.8), SamplingSettings(temperature=0.0)):
+        in_c = run(settings)
+        with monkeypatch.context() as patched:
+            patched.setattr(spec.ModelDrafter, "_round_in_c", lambda self, first, request: None)
+            assert run(settings) == in_c

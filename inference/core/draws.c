@@ -55,6 +55,22 @@ int64_t head_draw(const double *probs, int64_t vocab, double u, int64_t *ids) {
     return -1;
 }
 
+/* The whole display order's draw, where no head decides (`sample_index`'s fallback, torch's stable sort and
+ * inverse_cdf_index): the first token whose running sum passes u, else the last token of positive probability.
+ * Tokens of probability 0 add nothing to the sums and are left out of the sort. */
+int64_t whole_order_draw(const double *probs, int64_t vocab, double u, int64_t *ids) {
+    int64_t count = 0;
+    for (int64_t i = 0; i < vocab; ++i)
+        if (probs[i] > 0.0) ids[count++] = i;
+    sort_display_order(ids, ids + vocab, count, probs);
+    double total = 0.0;
+    for (int64_t r = 0; r < count; ++r) {
+        total += probs[ids[r]];
+        if (total > u) return ids[r];
+    }
+    return count ? ids[count - 1] : -1;
+}
+
 /* e^x for 4 doubles, -700 <= x <= 0 (the caller sends the rest to libm's exp): x = n ln 2 + r with |r| <= ln 2 / 2
  * (ln 2 in two parts, so r is exact to ~1e-20), e^r by its Taylor series to r^13 (the first term left out is below
  * 1e-17 of e^r), 2^n from the exponent bits: within ~1 ulp of exp, with multiplies and adds only (a division per

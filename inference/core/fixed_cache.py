@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -93,6 +94,17 @@ class FixedKV:
             values = torch.from_numpy(self.block[1, index, :, : self.length].copy()).unsqueeze(0)
             cache.update(keys, values, index)
         return cache
+
+
+@dataclass(frozen=True)
+class DraftRound:
+    """What `FixedCacheForward.draft_round` drafted: the tokens, each one's [vocab] logits row and (sampled) the
+    float64 distribution it was drawn from, and each pass's seconds (one fewer than tokens: the last is not fed)."""
+
+    tokens: list[int]
+    logits: torch.Tensor
+    q: torch.Tensor | None
+    pass_seconds: np.ndarray
 
 
 class FixedCacheForward(Forward):
@@ -177,6 +189,44 @@ class FixedCacheForward(Forward):
         widened = self._widened[:keep].copy()  # -inf everywhere, then the shortlist's columns
         widened[:, self._rows] = logits.numpy()
         return torch.from_numpy(widened)
+
+    def draft_round_ready(self, gamma: int) -> bool:
+        """`draft_round` can run: the text is on the block, the model has not moved, and γ more positions fit."""
+        fixed = self.fixed
+        return fixed is not None and self._fused.still_valid() and fixed.length + gamma <= self.context
+
+    def draft_round(self, first: torch.Tensor, gamma: int, temperature: float, uniforms, stop_ids) -> DraftRound | None:
+        """A draft's round after its catch-up pass in one C call (fused_step.c's `draft_round`): from `first`, the
+        [vocab] logits of the first drafted token, choose up to `gamma` tokens, each from its own row (temperature 0:
+        the first largest logit; else the temperature's softmax, drawn with `uniforms[i]` as `run.draw` draws), with
+        a one-token fused pass between, stopping after a token of `stop_ids`. The same passes and the same choices
+        as the Python loop, bit for bit (tests). None where the block is not in use (the caller loops in Python)."""
+        if not self.draft_round_ready(gamma):
+            return None
+        fixed, vocab = self.fixed, self.vocab_size
+        if fixed.length + gamma > fixed.capacity:
+            fixed._allocate(max(2 * fixed.capacity, fixed.length + gamma))
+        _, new_kv = fixed.scratch(1)
+        cos, signed_sin = self._rope.rows(fixed.length, gamma)
+        first = first.detach().contiguous()
+        tokens, passes = np.empty(gamma, np.int64), np.zeros(gamma)
+        logits = torch.empty(gamma, vocab)
+        q = torch.empty(gamma, vocab, dtype=torch.float64) if temperature > 0 else None
+        draws = np.ascontiguousarray(uniforms if temperature > 0 else np.zeros(gamma), dtype=np.float64)
+        stops = np.asarray(sorted(stop_ids), dtype=np.int64)
+        short = np.empty(self._fused.vocab, np.float32)
+        ids = np.empty(2 * vocab, np.int64)
+        count = small_matmul.library().draft_round(
+            self._fused.shape_ref, self._fused.weights, self._embed.data_ptr(), first.data_ptr(), fixed.length,
+            cos.data_ptr(), signed_sin.data_ptr(), *fixed.past, *new_kv, gamma, temperature, draws.ctypes.data,
+            self._rows.ctypes.data if self.rows is not None else None, vocab, stops.ctypes.data, len(stops),
+            tokens.ctypes.data, logits.data_ptr(), q.data_ptr() if q is not None else None, passes.ctypes.data,
+            short.ctypes.data, ids.ctypes.data,
+        )
+        if count < 0:
+            raise RuntimeError(f"draft_round failed ({count})")
+        fixed.length += count - 1  # every token but the last was fed
+        return DraftRound(tokens[:count].tolist(), logits[:count], None if q is None else q[:count], passes[: count - 1])
 
     def _chunks(self, ids: list[int], keep: int) -> torch.Tensor:
         """More than MAX_ROWS tokens as passes of at most that many (`fast_decode._fused_chunks`' rule)."""

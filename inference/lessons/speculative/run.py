@@ -440,6 +440,10 @@ class ModelDrafter:
         start = time.perf_counter()
         logits = self._catch_up(request.committed[self.cache_tokens :])  # the prompt, or 1-2 tokens
         pass_ms.append((time.perf_counter() - start) * 1000)
+        in_c = self._round_in_c(logits, request)
+        if in_c is not None:
+            pass_ms.extend((in_c.pass_seconds * 1000).tolist())
+            return Proposal(in_c.tokens, in_c.q, list(in_c.logits), pass_ms)
         for i in range(gamma):
             if settings.greedy:
                 token = int(greedy_tokens(logits, settings, seen))
@@ -455,6 +459,25 @@ class ModelDrafter:
             logits = self.forward.logits([token])[0]
             pass_ms.append((time.perf_counter() - start) * 1000)
         return Proposal(tokens, torch.stack(q_rows) if q_rows else None, logit_rows, pass_ms)
+
+    def _round_in_c(self, first: torch.Tensor, request: DraftRequest):
+        """The rest of the round in one C call (`FixedCacheForward.draft_round`) where the choice is the pipeline's
+        without Python: greedy with every other stage off, or temperature alone acting on float32 rows. The same
+        tokens, logits and q as the loop below (tests); the γ uniforms are drawn first, as many as the loop would
+        draw unless an end-of-text token stops it early. None elsewhere."""
+        settings = request.settings
+        if not self.forward.draft_round_ready(request.gamma):
+            return None
+        if settings.greedy:
+            if not only_temperature_acts(settings, first.shape[-1]):
+                return None
+            uniforms, temperature = None, 0.0
+        elif temperature_in_c(first, settings):
+            uniforms, temperature = [request.uniform() for _ in range(request.gamma)], settings.temperature
+        else:
+            return None
+        stops = self.eos_ids if request.stop_at_eos else ()
+        return self.forward.draft_round(first, request.gamma, temperature, uniforms, stops)
 
     def _catch_up(self, ids: list[int]) -> torch.Tensor:
         """Feed what the draft has not seen; the last position's logits. A prompt's first `MAX_ROWS` tokens go in
