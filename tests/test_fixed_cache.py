@@ -196,6 +196,13 @@ def test_a_draft_round_in_c_drafts_what_the_python_loop_drafts(draft, temperatur
         assert in_c.cached_tokens == in_python.cached_tokens == len(ids) + len(tokens) - 1
         assert torch.equal(in_c.logits([3])[0], in_python.logits([3])[0])  # the same cache after it
     assert len(tokens) == 2  # the stop id ended the last round
+    # the catch-up pass in the same call: two unseen tokens, then the round
+    made = in_c.draft_round([5, 9], 4, temperature, uniforms, ())
+    tokens, logits, q = _loop_in_python(in_python, in_python.few_tokens([5, 9])[0], 4, temperature, uniforms, ())
+    assert made.tokens == tokens and torch.equal(made.logits, logits) and len(made.pass_seconds) == len(tokens)
+    assert (made.q is None) == (q is None) and (q is None or torch.equal(made.q, q))
+    assert torch.equal(in_c.logits([3])[0], in_python.logits([3])[0])
+    assert in_c.draft_round(list(range(9)), 4, temperature, uniforms, ()) is None  # more than one pass: Python's
 
 
 def test_a_speculative_run_drafting_in_c_records_what_the_python_loop_records(bundled, draft, monkeypatch):

@@ -99,7 +99,8 @@ class FixedKV:
 @dataclass(frozen=True)
 class DraftRound:
     """What `FixedCacheForward.draft_round` drafted: the tokens, each one's [vocab] logits row and (sampled) the
-    float64 distribution it was drawn from, and each pass's seconds (one fewer than tokens: the last is not fed)."""
+    float64 distribution it was drawn from, and each pass's seconds (the catch-up's first when it ran in the call,
+    then one per token but the last, which is not fed)."""
 
     tokens: list[int]
     logits: torch.Tensor
@@ -190,43 +191,50 @@ class FixedCacheForward(Forward):
         widened[:, self._rows] = logits.numpy()
         return torch.from_numpy(widened)
 
-    def draft_round_ready(self, gamma: int) -> bool:
-        """`draft_round` can run: the text is on the block, the model has not moved, and γ more positions fit."""
+    def draft_round_ready(self, positions: int) -> bool:
+        """`draft_round` can run: the text is on the block, the model has not moved, and `positions` more fit."""
         fixed = self.fixed
-        return fixed is not None and self._fused.still_valid() and fixed.length + gamma <= self.context
+        return fixed is not None and self._fused.still_valid() and fixed.length + positions <= self.context
 
-    def draft_round(self, first: torch.Tensor, gamma: int, temperature: float, uniforms, stop_ids) -> DraftRound | None:
-        """A draft's round after its catch-up pass in one C call (fused_step.c's `draft_round`): from `first`, the
-        [vocab] logits of the first drafted token, choose up to `gamma` tokens, each from its own row (temperature 0:
-        the first largest logit; else the temperature's softmax, drawn with `uniforms[i]` as `run.draw` draws), with
-        a one-token fused pass between, stopping after a token of `stop_ids`. The same passes and the same choices
-        as the Python loop, bit for bit (tests). None where the block is not in use (the caller loops in Python)."""
-        if not self.draft_round_ready(gamma):
+    def draft_round(
+        self, start: torch.Tensor | list[int], gamma: int, temperature: float, uniforms, stop_ids
+    ) -> DraftRound | None:
+        """A draft's round in one C call (fused_step.c's `draft_round`). `start` is either the tokens the draft has
+        not seen yet (1 to MAX_ROWS: the catch-up pass runs in the call) or, after a catch-up already run, the
+        [vocab] logits of the first drafted token. Then up to `gamma` tokens, each chosen from its own row
+        (temperature 0: the first largest logit; else the temperature's softmax, drawn with `uniforms[i]` as
+        `run.draw` draws), with a one-token fused pass between, stopping after a token of `stop_ids`. The same passes
+        and the same choices as the Python loop, bit for bit (tests). None where the block is not in use or the feed
+        is longer than one pass (the caller loops in Python)."""
+        feed = None if isinstance(start, torch.Tensor) else np.asarray(start, dtype=np.int64)
+        fed = 0 if feed is None else len(feed)
+        if not self.draft_round_ready(fed + gamma) or (feed is not None and not 1 <= fed <= small_matmul.MAX_ROWS):
             return None
         fixed, vocab = self.fixed, self.vocab_size
-        if fixed.length + gamma > fixed.capacity:
-            fixed._allocate(max(2 * fixed.capacity, fixed.length + gamma))
-        _, new_kv = fixed.scratch(1)
-        cos, signed_sin = self._rope.rows(fixed.length, gamma)
-        first = first.detach().contiguous()
-        tokens, passes = np.empty(gamma, np.int64), np.zeros(gamma)
+        if fixed.length + fed + gamma > fixed.capacity:
+            fixed._allocate(max(2 * fixed.capacity, fixed.length + fed + gamma))
+        _, new_kv = fixed.scratch(max(fed, 1))  # a one-token pass writes the start of the same rows
+        cos, signed_sin = self._rope.rows(fixed.length, fed + gamma)
+        first = None if feed is not None else start.detach().contiguous()
+        tokens, passes = np.empty(gamma, np.int64), np.zeros(gamma + 1)
         logits = torch.empty(gamma, vocab)
         q = torch.empty(gamma, vocab, dtype=torch.float64) if temperature > 0 else None
         draws = np.ascontiguousarray(uniforms if temperature > 0 else np.zeros(gamma), dtype=np.float64)
         stops = np.asarray(sorted(stop_ids), dtype=np.int64)
-        short = np.empty(self._fused.vocab, np.float32)
-        ids = np.empty(2 * vocab, np.int64)
+        short, ids = np.empty(self._fused.vocab, np.float32), np.empty(2 * vocab, np.int64)
         count = small_matmul.library().draft_round(
-            self._fused.shape_ref, self._fused.weights, self._embed.data_ptr(), first.data_ptr(), fixed.length,
-            cos.data_ptr(), signed_sin.data_ptr(), *fixed.past, *new_kv, gamma, temperature, draws.ctypes.data,
-            self._rows.ctypes.data if self.rows is not None else None, vocab, stops.ctypes.data, len(stops),
-            tokens.ctypes.data, logits.data_ptr(), q.data_ptr() if q is not None else None, passes.ctypes.data,
-            short.ctypes.data, ids.ctypes.data,
+            self._fused.shape_ref, self._fused.weights, self._embed.data_ptr(),
+            None if first is None else first.data_ptr(), None if feed is None else feed.ctypes.data, fed,
+            fixed.length, cos.data_ptr(), signed_sin.data_ptr(), *fixed.past, *new_kv, gamma, temperature,
+            draws.ctypes.data, self._rows.ctypes.data if self.rows is not None else None, vocab, stops.ctypes.data,
+            len(stops), tokens.ctypes.data, logits.data_ptr(), q.data_ptr() if q is not None else None,
+            passes.ctypes.data, short.ctypes.data, ids.ctypes.data,
         )
         if count < 0:
             raise RuntimeError(f"draft_round failed ({count})")
-        fixed.length += count - 1  # every token but the last was fed
-        return DraftRound(tokens[:count].tolist(), logits[:count], None if q is None else q[:count], passes[: count - 1])
+        fixed.length += fed + count - 1  # the catch-up, then every drafted token but the last
+        timed = count - 1 + (1 if fed else 0)
+        return DraftRound(tokens[:count].tolist(), logits[:count], None if q is None else q[:count], passes[:timed])
 
     def _chunks(self, ids: list[int], keep: int) -> torch.Tensor:
         """More than MAX_ROWS tokens as passes of at most that many (`fast_decode._fused_chunks`' rule)."""

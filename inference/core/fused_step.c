@@ -235,27 +235,71 @@ done:
  * replaces paid ~0.1-0.2 ms a drafted token around a ~0.1 ms pass (each operation after a pass finds the CPU's caches
  * cold; Intel Xeon VM, 2026-12-03).
  *
- * `first` [vocab] is the logits row of the first drafted token (the pass that caught the draft up, run by Python).
- * Then, for i = 0 .. gamma - 1: choose token i from its row (temperature 0: the row's first largest logit, numpy's
+ * First the catch-up pass: the `fed` tokens of `feed` (1 to 8: what the draft has not seen of the text, the last
+ * committed token or two) in one fused pass, whose last logits are the first drafted token's row; or, with fed 0,
+ * that row given as `first` [vocab] (the prompt's catch-up ran in Python). Then, for i = 0 .. gamma - 1: choose token i from its row (temperature 0: the row's first largest logit, numpy's
  * argmax; else `temperature_draw` with uniforms[i], and the whole order where the head does not decide); stop after
  * the last, or after a token of `stop_ids`; else one fused pass of it at position past + i, whose keys and values go
  * to the cache block (past_k / past_v: each layer's first position, kv_stride floats between K/V heads) and whose
  * logits, over `rows` (the shortlist's ids, NULL: every token) and -inf elsewhere, are the next token's row.
  * Writes tokens[i], the rows logits[i] [vocab], q[i] [vocab] (sampled only) and each pass's seconds. Returns the
- * tokens drafted (passes run: one fewer), or fused_step's negative status. */
+ * tokens drafted (one-token passes run: one fewer; pass_seconds has the catch-up's first), or fused_step's negative
+ * status. */
 #include <time.h>
 
 int64_t temperature_draw(const float *logits, int64_t vocab, float temperature, double u, double *q, int64_t *ids);
 int64_t whole_order_draw(const double *probs, int64_t vocab, double u, int64_t *ids);
 
+/* Keys and values of `tokens` new positions from past on (new_k / new_v [layers][kv_heads][tokens][head_dim]) into
+ * the cache block. */
+static void into_block(const Shape *s, float *const *past_k, float *const *past_v, const int64_t *kv_stride,
+                       const float *new_k, const float *new_v, int64_t past, int64_t tokens) {
+    const int64_t hd = s->head_dim, nkv = s->kv_heads;
+    for (int64_t l = 0; l < s->layers; ++l)
+        for (int64_t g = 0; g < nkv; ++g)
+            for (int64_t t = 0; t < tokens; ++t) {
+                const int64_t from = ((l * nkv + g) * tokens + t) * hd, to = g * kv_stride[l] + (past + t) * hd;
+                memcpy(past_k[l] + to, new_k + from, sizeof(float) * hd);
+                memcpy(past_v[l] + to, new_v + from, sizeof(float) * hd);
+            }
+}
+
+/* logits over the shortlist `rows` (s->vocab of them) at their ids in a [vocab] row, -inf elsewhere. */
+static void widen(const Shape *s, const int64_t *rows, const float *short_logits, float *row, int64_t vocab) {
+    for (int64_t v = 0; v < vocab; ++v) row[v] = -INFINITY;
+    for (int64_t r = 0; r < s->vocab; ++r) row[rows[r]] = short_logits[r];
+}
+
+static double seconds_since(const struct timespec *started) {
+    struct timespec ended;
+    clock_gettime(CLOCK_MONOTONIC, &ended);
+    return (double)(ended.tv_sec - started->tv_sec) + 1e-9 * (double)(ended.tv_nsec - started->tv_nsec);
+}
+
 int64_t draft_round(const Shape *s, const float *const *weights, const float *embed, const float *first,
-                    int64_t past, const float *cos, const float *signed_sin, float *const *past_k,
-                    float *const *past_v, const int64_t *kv_stride, float *new_k, float *new_v, int64_t gamma,
-                    float temperature, const double *uniforms, const int64_t *rows, int64_t vocab,
+                    const int64_t *feed, int64_t fed, int64_t past, const float *cos, const float *signed_sin,
+                    float *const *past_k, float *const *past_v, const int64_t *kv_stride, float *new_k, float *new_v,
+                    int64_t gamma, float temperature, const double *uniforms, const int64_t *rows, int64_t vocab,
                     const int64_t *stop_ids, int64_t stops, int64_t *tokens, float *logits, double *q,
                     double *pass_seconds, float *short_logits, int64_t *ids) {
-    const int64_t hd = s->head_dim, nkv = s->kv_heads;
-    memcpy(logits, first, sizeof(float) * vocab);
+    const int64_t hd = s->head_dim;
+    struct timespec started;
+    if (fed > 0) {  /* the catch-up pass: the tokens the draft has not seen, the last one's logits first */
+        clock_gettime(CLOCK_MONOTONIC, &started);
+        float *embedded = malloc(sizeof(float) * fed * s->hidden);
+        if (!embedded) return -2;
+        for (int64_t t = 0; t < fed; ++t) memcpy(embedded + t * s->hidden, embed + feed[t] * s->hidden, sizeof(float) * s->hidden);
+        int status = fused_step(s, weights, embedded, fed, past, cos, signed_sin, (const float *const *)past_k,
+                                (const float *const *)past_v, kv_stride, new_k, new_v, 1, rows ? short_logits : logits);
+        free(embedded);
+        if (status) return status;
+        into_block(s, past_k, past_v, kv_stride, new_k, new_v, past, fed);
+        if (rows) widen(s, rows, short_logits, logits, vocab);
+        past += fed, cos += fed * hd, signed_sin += fed * hd;
+        *pass_seconds++ = seconds_since(&started);
+    } else {
+        memcpy(logits, first, sizeof(float) * vocab);
+    }
     for (int64_t i = 0; i < gamma; ++i) {
         const float *row = logits + i * vocab;
         int64_t token = 0;
@@ -269,25 +313,16 @@ int64_t draft_round(const Shape *s, const float *const *weights, const float *em
         int stop = i == gamma - 1;
         for (int64_t k = 0; k < stops; ++k) stop |= token == stop_ids[k];
         if (stop) return i + 1;
-        struct timespec started, ended;
         clock_gettime(CLOCK_MONOTONIC, &started);
         const int64_t at = past + i;
+        float *next = logits + (i + 1) * vocab;
         int status = fused_step(s, weights, embed + token * s->hidden, 1, at, cos + i * hd, signed_sin + i * hd,
                                 (const float *const *)past_k, (const float *const *)past_v, kv_stride, new_k, new_v, 1,
-                                rows ? short_logits : logits + (i + 1) * vocab);
+                                rows ? short_logits : next);
         if (status) return status;
-        for (int64_t l = 0; l < s->layers; ++l)  /* the new position's keys and values into the block */
-            for (int64_t g = 0; g < nkv; ++g) {
-                memcpy(past_k[l] + g * kv_stride[l] + at * hd, new_k + (l * nkv + g) * hd, sizeof(float) * hd);
-                memcpy(past_v[l] + g * kv_stride[l] + at * hd, new_v + (l * nkv + g) * hd, sizeof(float) * hd);
-            }
-        if (rows) {  /* the shortlist's logits at their ids, -inf elsewhere */
-            float *next = logits + (i + 1) * vocab;
-            for (int64_t v = 0; v < vocab; ++v) next[v] = -INFINITY;
-            for (int64_t r = 0; r < s->vocab; ++r) next[rows[r]] = short_logits[r];
-        }
-        clock_gettime(CLOCK_MONOTONIC, &ended);
-        pass_seconds[i] = (double)(ended.tv_sec - started.tv_sec) + 1e-9 * (double)(ended.tv_nsec - started.tv_nsec);
+        into_block(s, past_k, past_v, kv_stride, new_k, new_v, at, 1);
+        if (rows) widen(s, rows, short_logits, next, vocab);
+        pass_seconds[i] = seconds_since(&started);
     }
     return gamma;
 }

@@ -100,10 +100,10 @@ def _build() -> ctypes.CDLL:
     # (shape, weights, embedded, tokens, past, cos, signed sin, past K, past V, K/V strides, new K, new V, keep, logits)
     lib.fused_step.argtypes = [pointer, pointer, pointer, size, size, pointer, pointer]
     lib.fused_step.argtypes += [pointer, pointer, pointer, pointer, pointer, size, pointer]
-    # fused_step.c's draft_round: (shape, weights, embed, first, past, cos, signed sin, past K, past V, strides,
-    # new K, new V, gamma, temperature, uniforms, rows, vocab, stop ids, stops, tokens, logits, q, pass seconds,
-    # shortlist logits, ids)
-    lib.draft_round.argtypes = [pointer] * 4 + [size] + [pointer] * 7 + [size, ctypes.c_float, pointer, pointer, size]
+    # fused_step.c's draft_round: (shape, weights, embed, first, feed, fed, past, cos, signed sin, past K, past V,
+    # strides, new K, new V, gamma, temperature, uniforms, rows, vocab, stop ids, stops, tokens, logits, q,
+    # pass seconds, shortlist logits, ids)
+    lib.draft_round.argtypes = [pointer] * 5 + [size, size] + [pointer] * 7 + [size, ctypes.c_float, pointer, pointer, size]
     lib.draft_round.argtypes += [pointer, size] + [pointer] * 6
     lib.draft_round.restype = ctypes.c_int64
     return lib

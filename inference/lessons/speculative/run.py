@@ -419,6 +419,7 @@ class ModelDrafter:
         self.shortlist = None if shortlist is None else list(shortlist)
         self.forward = FixedCacheForward(model, tokenizer, shortlist)
         self.context, self.eos_ids = self.forward.context, self.forward.eos_ids
+        self._probe = torch.empty(0, self.forward.vocab_size)  # the rows the C round makes: float32 over the vocabulary
 
     @property
     def cache(self):
@@ -436,11 +437,15 @@ class ModelDrafter:
     def propose(self, request: DraftRequest) -> Proposal:
         settings, gamma = request.settings, request.gamma
         tokens, q_rows, logit_rows, pass_ms = [], [], [], []
+        unseen = request.committed[self.cache_tokens :]  # the prompt, or the last 1-2 committed tokens
+        in_c = self._round_in_c(unseen, request)  # catch-up and round in one call
+        if in_c is not None:
+            return Proposal(in_c.tokens, in_c.q, list(in_c.logits), (in_c.pass_seconds * 1000).tolist())
         seen = request.seen.clone()
         start = time.perf_counter()
-        logits = self._catch_up(request.committed[self.cache_tokens :])  # the prompt, or 1-2 tokens
+        logits = self._catch_up(unseen)
         pass_ms.append((time.perf_counter() - start) * 1000)
-        in_c = self._round_in_c(logits, request)
+        in_c = self._round_in_c(logits, request)  # the round in one call after a prompt's catch-up
         if in_c is not None:
             pass_ms.extend((in_c.pass_seconds * 1000).tolist())
             return Proposal(in_c.tokens, in_c.q, list(in_c.logits), pass_ms)
@@ -460,24 +465,30 @@ class ModelDrafter:
             pass_ms.append((time.perf_counter() - start) * 1000)
         return Proposal(tokens, torch.stack(q_rows) if q_rows else None, logit_rows, pass_ms)
 
-    def _round_in_c(self, first: torch.Tensor, request: DraftRequest):
-        """The rest of the round in one C call (`FixedCacheForward.draft_round`) where the choice is the pipeline's
-        without Python: greedy with every other stage off, or temperature alone acting on float32 rows. The same
-        tokens, logits and q as the loop below (tests); the γ uniforms are drawn first, as many as the loop would
-        draw unless an end-of-text token stops it early. None elsewhere."""
+    def _round_in_c(self, start, request: DraftRequest):
+        """The round in one C call (`FixedCacheForward.draft_round`) from `start` (the unseen tokens, or the first
+        drafted token's logits after a catch-up) where the choice is the pipeline's without Python: greedy with every
+        other stage off, or temperature alone acting (the rows are float32). The same tokens, logits and q as the
+        loop in `propose` (tests); the γ uniforms are drawn first, as many as the loop would draw unless an
+        end-of-text token stops it early. None elsewhere."""
         settings = request.settings
-        if not self.forward.draft_round_ready(request.gamma):
+        if isinstance(start, torch.Tensor):
+            ready = self.forward.draft_round_ready(request.gamma)
+        else:
+            ready = 1 <= len(start) <= small_matmul.MAX_ROWS and self.forward.draft_round_ready(len(start) + request.gamma)
+        if not ready:
             return None
+        probe = self._probe
         if settings.greedy:
-            if not only_temperature_acts(settings, first.shape[-1]):
+            if not only_temperature_acts(settings, probe.shape[-1]):
                 return None
             uniforms, temperature = None, 0.0
-        elif temperature_in_c(first, settings):
+        elif temperature_in_c(probe, settings):
             uniforms, temperature = [request.uniform() for _ in range(request.gamma)], settings.temperature
         else:
             return None
         stops = self.eos_ids if request.stop_at_eos else ()
-        return self.forward.draft_round(first, request.gamma, temperature, uniforms, stops)
+        return self.forward.draft_round(start, request.gamma, temperature, uniforms, stops)
 
     def _catch_up(self, ids: list[int]) -> torch.Tensor:
         """Feed what the draft has not seen; the last position's logits. A prompt's first `MAX_ROWS` tokens go in
