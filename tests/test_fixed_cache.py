@@ -10,8 +10,8 @@ from inference.core import fixed_cache
 from inference.core.fixed_cache import FixedCacheForward, FixedKV
 from inference.core.forward import FastDecodeForward, ShortlistForward
 from inference.core.loader import encode_prompt, load_model
-from inference.lessons.speculative import run as spec
 from inference.lessons.speculative import drafting, shortlist
+from inference.lessons.speculative import run as spec
 
 pytestmark = pytest.mark.unit
 
@@ -182,12 +182,12 @@ def test_a_draft_round_in_c_drafts_what_the_python_loop_drafts(draft, temperatur
     rows = None if size is None else shortlist.most_frequent(drafting.draft_counts(draft), size)
     ids = encode_prompt(draft.tokenizer, PROMPT)
     uniforms = [0.13, 0.92, 0.55, 0.31, 0.77, 0.05]
-    for stops, gamma in (((), 6), (None, 6)):
+    gamma, tokens = 6, []
+    for stop_at_the_second in (False, True):  # then stop at the second token the round without stops drafted
         in_c, in_python = FixedCacheForward(draft.model, None, rows), FixedCacheForward(draft.model, None, rows)
         first = in_c.few_tokens(ids)[0]
         assert torch.equal(first, in_python.few_tokens(ids)[0])
-        if stops is None:  # stop at the second token the round without stops drafted
-            stops = {tokens[1]} if tokens[1] != tokens[0] else {tokens[1], 0}
+        stops = {tokens[1]} if stop_at_the_second else ()
         made = in_c.draft_round(first, gamma, temperature, uniforms, stops)
         tokens, logits, q = _loop_in_python(in_python, first, gamma, temperature, uniforms, stops)
         assert made.tokens == tokens and len(made.pass_seconds) == len(tokens) - 1
@@ -214,7 +214,9 @@ def test_a_speculative_run_drafting_in_c_records_what_the_python_loop_records(bu
     rows = shortlist.most_frequent(drafting.draft_counts(draft), 1024)
 
     def run(settings):
-        made = spec.new_run(bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer, rows), ids, 40, seed=3)
+        made = spec.new_run(
+            bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer, rows), ids, 40, seed=3
+        )
         records = list(made.run(settings))
         return made.generated_ids, [[(c.token_id, c.q, c.p, c.status) for c in r.checks] for r in records]
 

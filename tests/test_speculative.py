@@ -655,7 +655,7 @@ def _rows_a_draw_meets():
 @pytest.mark.parametrize("temperature", [0.3, 0.8, 1.0, 1.7])
 def test_the_c_softmax_at_a_temperature_is_final_probs_to_float_rounding(temperature):
     """draws.c's temperature_softmax against the pipeline's float64 softmax: every row within 1e-15 (absolute) and
-    1e-12 (relative) of it, exactly 0 where the logit is -inf, the same where the library is switched off."""
+    1e-12 (relative) of it, exactly 0 where the logit is -inf; the pipeline itself where temperature is not alone."""
     from inference.core import small_matmul
 
     if not small_matmul.available():
@@ -709,7 +709,10 @@ def test_the_c_residual_draw_is_the_residual_and_its_draw(monkeypatch):
         pytest.skip(small_matmul.unavailable())
     settings = SamplingSettings(temperature=0.8)
     logits = _rows_a_draw_meets()
-    p_rows, q_rows = spec.final_probs(logits[[0, 1, 4]], settings, None), spec.final_probs(logits[[2, 3, 4]], settings, None)
+    p_rows, q_rows = (
+        spec.final_probs(logits[[0, 1, 4]], settings, None),
+        spec.final_probs(logits[[2, 3, 4]], settings, None),
+    )
     generator = torch.Generator().manual_seed(11)
     for i, u in enumerate(torch.rand(2000, generator=generator, dtype=torch.float64).tolist()):
         p, q = p_rows[i % 3], q_rows[i % 3]

@@ -70,11 +70,15 @@ class FixedKV:
         )
         self._scratch: dict[int, tuple[np.ndarray, tuple[int, int]]] = {}
 
+    def make_room(self, n: int) -> None:
+        """Room for `n` more positions: the block doubles (or more) when they do not fit, its pointers made again."""
+        if self.length + n > self.capacity:
+            self._allocate(max(2 * self.capacity, self.length + n))
+
     def scratch(self, n: int) -> tuple[np.ndarray, tuple[int, int]]:
         """Where a pass of `n` tokens writes its new keys and values ([2, layers, kv_heads, n, head_dim], made once
         per n), and the two addresses the C pass takes; room for them in the block first."""
-        if self.length + n > self.capacity:
-            self._allocate(max(2 * self.capacity, self.length + n))
+        self.make_room(n)
         made = self._scratch.get(n)
         if made is None:
             rows = np.empty((2, self.layers, self.kv_heads, n, self.head_dim), np.float32)
@@ -211,8 +215,7 @@ class FixedCacheForward(Forward):
         if not self.draft_round_ready(fed + gamma) or (feed is not None and not 1 <= fed <= small_matmul.MAX_ROWS):
             return None
         fixed, vocab = self.fixed, self.vocab_size
-        if fixed.length + fed + gamma > fixed.capacity:
-            fixed._allocate(max(2 * fixed.capacity, fixed.length + fed + gamma))
+        fixed.make_room(fed + gamma)
         _, new_kv = fixed.scratch(max(fed, 1))  # a one-token pass writes the start of the same rows
         cos, signed_sin = self._rope.rows(fixed.length, fed + gamma)
         first = None if feed is not None else start.detach().contiguous()
@@ -223,12 +226,30 @@ class FixedCacheForward(Forward):
         stops = np.asarray(sorted(stop_ids), dtype=np.int64)
         short, ids = np.empty(self._fused.vocab, np.float32), np.empty(2 * vocab, np.int64)
         count = small_matmul.library().draft_round(
-            self._fused.shape_ref, self._fused.weights, self._embed.data_ptr(),
-            None if first is None else first.data_ptr(), None if feed is None else feed.ctypes.data, fed,
-            fixed.length, cos.data_ptr(), signed_sin.data_ptr(), *fixed.past, *new_kv, gamma, temperature,
-            draws.ctypes.data, self._rows.ctypes.data if self.rows is not None else None, vocab, stops.ctypes.data,
-            len(stops), tokens.ctypes.data, logits.data_ptr(), q.data_ptr() if q is not None else None,
-            passes.ctypes.data, short.ctypes.data, ids.ctypes.data,
+            self._fused.shape_ref,
+            self._fused.weights,
+            self._embed.data_ptr(),
+            None if first is None else first.data_ptr(),
+            None if feed is None else feed.ctypes.data,
+            fed,
+            fixed.length,
+            cos.data_ptr(),
+            signed_sin.data_ptr(),
+            *fixed.past,
+            *new_kv,
+            gamma,
+            temperature,
+            draws.ctypes.data,
+            self._rows.ctypes.data if self.rows is not None else None,
+            vocab,
+            stops.ctypes.data,
+            len(stops),
+            tokens.ctypes.data,
+            logits.data_ptr(),
+            q.data_ptr() if q is not None else None,
+            passes.ctypes.data,
+            short.ctypes.data,
+            ids.ctypes.data,
         )
         if count < 0:
             raise RuntimeError(f"draft_round failed ({count})")

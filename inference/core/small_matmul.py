@@ -93,7 +93,14 @@ def _build() -> ctypes.CDLL:
     lib.temperature_softmax.restype = None
     lib.temperature_draw.argtypes = [pointer, size, ctypes.c_float, ctypes.c_double, pointer, pointer]
     lib.temperature_draw.restype = ctypes.c_int64
-    lib.residual_draw.argtypes = [pointer, pointer, size, ctypes.c_double, pointer, pointer]  # (p, q, vocab, u, out, ids)
+    lib.residual_draw.argtypes = [
+        pointer,
+        pointer,
+        size,
+        ctypes.c_double,
+        pointer,
+        pointer,
+    ]  # (p, q, vocab, u, out, ids)
     lib.residual_draw.restype = ctypes.c_int64
     lib.top_tokens.argtypes = [pointer, size, size, pointer]  # (values, vocab, k, ids)
     lib.top_tokens.restype = ctypes.c_int64
@@ -103,7 +110,9 @@ def _build() -> ctypes.CDLL:
     # fused_step.c's draft_round: (shape, weights, embed, first, feed, fed, past, cos, signed sin, past K, past V,
     # strides, new K, new V, gamma, temperature, uniforms, rows, vocab, stop ids, stops, tokens, logits, q,
     # pass seconds, shortlist logits, ids)
-    lib.draft_round.argtypes = [pointer] * 5 + [size, size] + [pointer] * 7 + [size, ctypes.c_float, pointer, pointer, size]
+    lib.draft_round.argtypes = (
+        [pointer] * 5 + [size, size] + [pointer] * 7 + [size, ctypes.c_float, pointer, pointer, size]
+    )
     lib.draft_round.argtypes += [pointer, size] + [pointer] * 6
     lib.draft_round.restype = ctypes.c_int64
     return lib

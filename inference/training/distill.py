@@ -24,7 +24,6 @@ entry, training_log.csv); `python -m inference.training.model_card FOLDER` then 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import platform
 import sys
@@ -40,7 +39,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from inference.core.paths import BUNDLED_MODEL_DIR, DEFAULT_CORPUS_DIR, DEFAULT_HELDOUT_FILE, MODELS_DIR
 from inference.training import corpus as corpus_io
 from inference.training.evaluate import score_stream
-from inference.training.train import encode_stories, random_windows
+from inference.training.train import adamw, encode_stories, final_scores, flag_type, random_windows, write_log
 
 DRAFT_DIR = MODELS_DIR / "storyteller-draft-1m"
 AGREEMENT_TEMPERATURES = (1.0, 0.8)
@@ -113,13 +112,7 @@ def distill(
         raise ValueError("a draft has to share its target's vocabulary")
     for p in teacher.parameters():
         p.requires_grad_(False)
-    decay = [p for p in student.parameters() if p.dim() >= 2]
-    no_decay = [p for p in student.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=s.peak_lr,
-        betas=(0.9, 0.95),
-    )
+    optimizer = adamw(student, s.peak_lr, s.weight_decay)
     data_rng = torch.Generator().manual_seed(s.seed)
     out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -156,26 +149,10 @@ def distill(
         running = loss.item() if running is None else 0.98 * running + 0.02 * loss.item()
         if (step + 1) % s.eval_every == 0 or step + 1 == s.steps:
             log_rows.append(evaluate(step + 1, running))
-            with open(out_dir / "distillation_log.csv", "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=list(log_rows[-1]))
-                writer.writeheader()
-                writer.writerows(log_rows)
+            write_log(out_dir / "distillation_log.csv", log_rows)
 
     student.eval()
-    train_sample = train_stories[: len(val_stories)]
-    final_train = score_stream(student, encode_stories(tokenizer, train_sample), corpus_io.utf8_bytes(train_sample))
-    final_val = score_stream(student, val_ids, corpus_io.utf8_bytes(val_stories))
-    stats = dict(student_meta["stats"])
-    stats.update(
-        train_nats_per_token=round(final_train.nats_per_token, 4),
-        train_bits_per_byte=round(final_train.bits_per_byte, 4),
-        val_nats_per_token=round(final_val.nats_per_token, 4),
-        val_bits_per_byte=round(final_val.bits_per_byte, 4),
-    )
-    if heldout is not None and heldout.exists():
-        text = heldout.read_text(encoding="utf-8")
-        held = score_stream(student, tokenizer(text)["input_ids"], len(text.encode("utf-8")))
-        stats.update(heldout_nats_per_token=round(held.nats_per_token, 4), heldout_bits_per_byte=round(held.bits_per_byte, 4))
+    stats = {**student_meta["stats"], **final_scores(student, tokenizer, train_stories, val_stories, heldout)}
     student.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
     meta = dict(student_meta)
@@ -203,8 +180,7 @@ def main(argv=None):
     parser.add_argument("--heldout", type=Path, default=DEFAULT_HELDOUT_FILE)
     parser.add_argument("--out", type=Path, default=None, help="default: the student's folder, overwritten")
     for name, value in asdict(DistillSettings()).items():
-        kind = (lambda v: v.lower() in ("1", "true", "yes")) if isinstance(value, bool) else type(value)
-        parser.add_argument("--" + name.replace("_", "-"), type=kind, default=value)
+        parser.add_argument("--" + name.replace("_", "-"), type=flag_type(value), default=value)
     args = parser.parse_args(argv)
     if args.corpus.resolve() == args.heldout.resolve().parent:
         parser.error("the held-out folder is for evaluation only: never train on it")

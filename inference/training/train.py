@@ -183,6 +183,50 @@ def random_windows(stream: torch.Tensor, batch: int, length: int, gen: torch.Gen
     return torch.stack([stream[i : i + length + 1] for i in starts.tolist()])
 
 
+def adamw(model, peak_lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW (β 0.9/0.95) with weight decay on the matrices only, not on norms and biases."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=peak_lr,
+        betas=(0.9, 0.95),
+    )
+
+
+def write_log(path: Path, rows: list[dict]) -> None:
+    """The evaluations so far as a CSV (rewritten whole at each evaluation, so a stopped run keeps its log)."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[-1]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def final_scores(model, tokenizer, train_stories: list[str], val_stories: list[str], heldout_file: Path | None) -> dict:
+    """The model's losses with overlapping windows (each token sees at least half a window of context): a sample of
+    the training stories as large as the validation split, the validation stories, and the held-out file if any."""
+    train_sample = train_stories[: len(val_stories)]
+    final_train = score_stream(model, encode_stories(tokenizer, train_sample), corpus_io.utf8_bytes(train_sample))
+    final_val = score_stream(model, encode_stories(tokenizer, val_stories), corpus_io.utf8_bytes(val_stories))
+    scores = {
+        "train_nats_per_token": round(final_train.nats_per_token, 4),
+        "train_bits_per_byte": round(final_train.bits_per_byte, 4),
+        "val_nats_per_token": round(final_val.nats_per_token, 4),
+        "val_bits_per_byte": round(final_val.bits_per_byte, 4),
+    }
+    if heldout_file is not None and heldout_file.exists():
+        text = heldout_file.read_text(encoding="utf-8")
+        held = score_stream(model, tokenizer(text)["input_ids"], len(text.encode("utf-8")))
+        scores["heldout_nats_per_token"] = round(held.nats_per_token, 4)
+        scores["heldout_bits_per_byte"] = round(held.bits_per_byte, 4)
+    return scores
+
+
+def flag_type(default):
+    """The argparse type of a settings field's flag: "1"/"true"/"yes" for a boolean, else the default's type."""
+    return (lambda v: v.lower() in ("1", "true", "yes")) if isinstance(default, bool) else type(default)
+
+
 def train(
     s: TrainSettings,
     corpus_dir: Path,
@@ -212,13 +256,7 @@ def train(
     model = build_model(s)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params:,} parameters", flush=True)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=s.peak_lr,
-        betas=(0.9, 0.95),
-    )
+    optimizer = adamw(model, s.peak_lr, s.weight_decay)
     data_rng = torch.Generator().manual_seed(s.seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     log_rows = []
@@ -261,32 +299,17 @@ def train(
                 (out_dir / "expert_load_log.json").write_text(json.dumps(load_log) + "\n")
             log_rows.append(row)
             print(json.dumps(row), flush=True)
-            with open(out_dir / "training_log.csv", "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=list(row))
-                writer.writeheader()
-                writer.writerows(log_rows)
+            write_log(out_dir / "training_log.csv", log_rows)
 
     model.eval()
     train_seconds = time.time() - started
-    # Final figures with overlapping windows (each token sees at least half a window of context).
-    train_sample = train_stories[: len(val_stories)]
-    final_train = score_stream(model, encode_stories(tokenizer, train_sample), corpus_io.utf8_bytes(train_sample))
-    final_val = score_stream(model, val_ids, corpus_io.utf8_bytes(val_stories))
     stats = {
         "parameters": n_params,
         "tokens_seen": s.steps * s.batch_size * s.context,
         "train_tokens_in_corpus": len(train_stream),
         "wall_time_s": round(train_seconds, 1),
-        "train_nats_per_token": round(final_train.nats_per_token, 4),
-        "train_bits_per_byte": round(final_train.bits_per_byte, 4),
-        "val_nats_per_token": round(final_val.nats_per_token, 4),
-        "val_bits_per_byte": round(final_val.bits_per_byte, 4),
+        **final_scores(model, tokenizer, train_stories, val_stories, heldout_file),
     }
-    if heldout_file is not None and heldout_file.exists():
-        text = heldout_file.read_text(encoding="utf-8")
-        held = score_stream(model, tokenizer(text)["input_ids"], len(text.encode("utf-8")))
-        stats["heldout_nats_per_token"] = round(held.nats_per_token, 4)
-        stats["heldout_bits_per_byte"] = round(held.bits_per_byte, 4)
     print(json.dumps(stats), flush=True)
 
     if s.save_dtype != "float32":
@@ -325,11 +348,7 @@ def main(argv=None):
     )
     defaults = TrainSettings()
     for name, value in asdict(defaults).items():
-        flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool):
-            parser.add_argument(flag, type=lambda v: v.lower() in ("1", "true", "yes"), default=None)
-        else:
-            parser.add_argument(flag, type=type(value), default=None)
+        parser.add_argument("--" + name.replace("_", "-"), type=flag_type(value), default=None)
     args = parser.parse_args(argv)
     values = {**asdict(defaults), **PRESETS[args.preset]}
     values.update({k: getattr(args, k) for k in asdict(defaults) if getattr(args, k) is not None})

@@ -191,20 +191,20 @@ def final_probs(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Te
     return final_logits(logits, settings, seen).double().softmax(dim=-1)
 
 
+def temperature_alone_in_c(settings: SamplingSettings, vocab: int) -> bool:
+    """A sampled draw whose pipeline is temperature alone, with the C library built: `draws.c`'s
+    `temperature_softmax` computes its distribution from float32 rows."""
+    return not settings.greedy and temperature_alone_acts(settings, vocab) and small_matmul.available()
+
+
 def temperature_in_c(logits: torch.Tensor, settings: SamplingSettings) -> bool:
-    """A sampled draw whose pipeline is temperature alone, on float32 rows, with the C library built: `draws.c`'s
-    `temperature_softmax` computes its distribution."""
-    return (
-        not settings.greedy
-        and logits.dtype == torch.float32
-        and temperature_alone_acts(settings, logits.shape[-1])
-        and small_matmul.available()
-    )
+    """`temperature_alone_in_c`, and these logits are float32."""
+    return logits.dtype == torch.float32 and temperature_alone_in_c(settings, logits.shape[-1])
 
 
 def probs_for_draw(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor) -> torch.Tensor:
     """The distribution a speculative round (p and q) or plain decoding's step draws from: `final_probs`, computed in
-    C where temperature is the only stage acting (float64, equal to `final_probs` to float rounding, ~1e-16: see
+    C where temperature is the only stage acting (float64, equal to `final_probs` to float rounding, ~1e-15: see
     draws.c). Torch's temperature and softmax cost ~0.1 ms a row right after a pass on the Intel Xeon VM
     (2026-12-03), the C function a few microseconds."""
     if not temperature_in_c(logits, settings):
@@ -212,7 +212,9 @@ def probs_for_draw(logits: torch.Tensor, settings: SamplingSettings, seen: torch
     rows = logits.detach().contiguous()
     q = torch.empty(rows.shape, dtype=torch.float64)
     count = 1 if rows.dim() == 1 else rows.shape[0]
-    small_matmul.library().temperature_softmax(rows.data_ptr(), count, rows.shape[-1], settings.temperature, q.data_ptr())
+    small_matmul.library().temperature_softmax(
+        rows.data_ptr(), count, rows.shape[-1], settings.temperature, q.data_ptr()
+    )
     return q
 
 
@@ -330,7 +332,7 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 def residual_draw(p: torch.Tensor, q: torch.Tensor, u: float) -> tuple[torch.Tensor, int]:
     """(the residual, the token drawn from it with u): `sample_index` on `residual_distribution`, in one C call
-    where the library is built (draws.c: the same residual to float rounding, ~1e-16; torch's four operations on
+    where the library is built (draws.c: the same residual to float rounding, ~1e-15; torch's four operations on
     fresh rows cost ~0.1 ms right after a pass)."""
     rows_in_c = p.dtype == q.dtype == torch.float64 and p.shape[-1] > SHORT_ROW and small_matmul.available()
     if not rows_in_c:
@@ -419,7 +421,6 @@ class ModelDrafter:
         self.shortlist = None if shortlist is None else list(shortlist)
         self.forward = FixedCacheForward(model, tokenizer, shortlist)
         self.context, self.eos_ids = self.forward.context, self.forward.eos_ids
-        self._probe = torch.empty(0, self.forward.vocab_size)  # the rows the C round makes: float32 over the vocabulary
 
     @property
     def cache(self):
@@ -475,15 +476,17 @@ class ModelDrafter:
         if isinstance(start, torch.Tensor):
             ready = self.forward.draft_round_ready(request.gamma)
         else:
-            ready = 1 <= len(start) <= small_matmul.MAX_ROWS and self.forward.draft_round_ready(len(start) + request.gamma)
+            ready = 1 <= len(start) <= small_matmul.MAX_ROWS and self.forward.draft_round_ready(
+                len(start) + request.gamma
+            )
         if not ready:
             return None
-        probe = self._probe
+        vocab = self.forward.vocab_size  # the C round's rows are float32 over the whole vocabulary
         if settings.greedy:
-            if not only_temperature_acts(settings, probe.shape[-1]):
+            if not only_temperature_acts(settings, vocab):
                 return None
             uniforms, temperature = None, 0.0
-        elif temperature_in_c(probe, settings):
+        elif temperature_alone_in_c(settings, vocab):
             uniforms, temperature = [request.uniform() for _ in range(request.gamma)], settings.temperature
         else:
             return None

@@ -340,8 +340,8 @@ def benchmark(
     """Greedy, gamma 4: our speculation with the draft model and with prompt lookup, plain
     decoding with the step engine, and transformers' `generate` plain and assisted (with the same
     draft, its default schedule); and at temperature 0.8, speculation with the draft model against plain sampled
-    decoding of as many tokens, each once for every seed of `SAMPLED_SEEDS` (the acceptance pooled). Plain decoding is `plain_decode`, the leanest we have. Each
-    the median of `repeats` alternated runs. Prompt lookup also runs on `lookup_prompt_ids` (default: the same
+    decoding of as many tokens, each once for every seed of `SAMPLED_SEEDS` (the acceptance pooled). Plain decoding
+    is `plain_decode`, the leanest we have. Each the median of `repeats` alternated runs. Prompt lookup also runs on `lookup_prompt_ids` (default: the same
     prompt), text that repeats itself, what it is made for, against plain decoding of that prompt. With `shortlist`
     (token ids), the draft model scores only those, as the page's default does; the same draft scoring every token
     runs too (the `_full_vocab` keys)."""
