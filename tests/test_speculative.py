@@ -5,9 +5,12 @@ target's own next-token distributions (20,000 draws against them, chi-square and
 """
 
 import copy
+import ctypes
 import functools
 import math
+import types
 
+import numpy as np
 import pytest
 import torch
 from scipy.stats import chisquare
@@ -743,3 +746,81 @@ def test_top_tokens_are_the_largest_values_ties_by_id():
     for row in rows:
         expected = torch.sort(row, descending=True, stable=True).indices[: spec.RESIDUAL_TOP].tolist()
         assert spec.top_tokens(row, spec.RESIDUAL_TOP) == expected
+
+
+def test_the_uniform_stream_gives_the_numbers_single_draws_give():
+    """`UniformStream` draws blocks: the numbers, read one at a time or ahead and skipped, are those of one
+    `torch.rand` call a number on a generator with the same seed, across block boundaries."""
+    from inference.lessons.speculative.uniforms import BLOCK, UniformStream
+
+    single = torch.Generator().manual_seed(4)
+    expected = [float(torch.rand((), generator=single, dtype=torch.float64)) for _ in range(3 * BLOCK + 7)]
+    stream, got = UniformStream(4), []
+    while len(got) < len(expected):
+        if len(got) % 3 == 0:
+            got.append(stream())
+        else:
+            wanted = min(len(got) % 7 + 1, len(expected) - len(got))
+            address = stream.ahead(wanted + 2)  # more than is used: the rest stays for the next reads
+            ahead = np.ctypeslib.as_array((ctypes.c_double * (wanted + 2)).from_address(address)).tolist()
+            used = stream.skip(wanted)
+            assert used == ahead[:wanted]
+            got.extend(used)
+    assert got == expected
+
+
+@pytest.mark.parametrize("temperature", [0.5, 0.8, 1.3])
+def test_the_round_check_in_c_is_the_python_check(temperature, monkeypatch):
+    """`check_round` (draws.c's verify_round) against `probs_for_draw` then `verify_sampled` on the same uniforms:
+    the same p rows bit for bit, the same verdict (ratios, uniforms, token, kind, residual), the same p and q of each
+    draft and residual chart as the record makes from them, and the same numbers left in the stream, over 300 rounds of 0-5 drafts with rejections at every position, every draft kept, and shortlist
+    rows; with the library off, the Python check itself."""
+    from inference.core import small_matmul
+    from inference.lessons.speculative.uniforms import UniformStream
+
+    if not small_matmul.available():
+        pytest.skip(small_matmul.unavailable())
+    settings, rows = SamplingSettings(temperature=temperature), _rows_a_draw_meets()
+    tokenizer = types.SimpleNamespace(decode=lambda ids, **_: f"<{ids[0]}>")  # the chart's texts are not compared
+    buffers = spec.CheckBuffers(rows.shape[-1])  # reused every round, as a run reuses them
+    generator = torch.Generator().manual_seed(12)
+    kinds = set()
+    for case in range(300):
+        n = case % 6
+        picked = torch.randint(0, 6, (n + 1,), generator=generator)
+        # every other round the draft's rows are mostly the target's own (p = q: kept), so late rejections happen too
+        drafts = (
+            torch.where(torch.rand(n, generator=generator) < 0.8, picked[:n], picked[1:]) if case % 2 else picked[1:]
+        )
+        target, q_rows = rows[picked], spec.probs_for_draw(rows[drafts], settings, None)
+        drafted = [spec.sample_index(q, float(torch.rand((), generator=generator))) for q in q_rows]
+        in_c, in_python = UniformStream(case), UniformStream(case)
+        check = spec.check_round(target, settings, None, q_rows, drafted, in_c, buffers)
+        verdict = check.verdict
+        expected_p = spec.probs_for_draw(target, settings, None)
+        expected = spec.verify_sampled(expected_p, q_rows, drafted, in_python)
+        assert torch.equal(check.p_rows, expected_p)
+        assert (verdict.accepted, verdict.token_id, verdict.kind) == (
+            expected.accepted,
+            expected.token_id,
+            expected.kind,
+        )
+        assert (verdict.ratios, verdict.uniforms, verdict.final_u) == (
+            expected.ratios,
+            expected.uniforms,
+            expected.final_u,
+        )
+        picked = range(n), drafted
+        assert check.p_drafted == expected_p[picked].tolist() and check.q_drafted == q_rows[picked].tolist()
+        assert (verdict.residual is None) == (expected.residual is None) == (check.chart is None)
+        if verdict.residual is not None:
+            assert torch.equal(verdict.residual, expected.residual)
+            i = verdict.accepted
+            chart = spec._residual_top(expected.residual, expected_p[i], q_rows[i], tokenizer)
+            assert check.chart == [(t, p, q, r) for t, _, p, q, r in chart]
+        assert in_c() == in_python()
+        kinds.add((verdict.kind, verdict.accepted))
+    assert {("target", 0), ("bonus", 5), ("residual", 0), ("residual", 3)} <= kinds
+    monkeypatch.setattr(small_matmul, "available", lambda: False)
+    check = spec.check_round(rows[:3], settings, None, q_rows[:2], drafted[:2], UniformStream(1))
+    assert torch.equal(check.p_rows, spec.final_probs(rows[:3], settings, None))

@@ -103,9 +103,23 @@ __attribute__((target("avx2,fma"))) void temperature_softmax(const float *logits
     for (int64_t r = 0; r < rows; ++r) {
         const float *row = logits + r * vocab;
         double *out = q + r * vocab, top = -INFINITY;
-        for (int64_t i = 0; i < vocab; ++i) {
-            out[i] = (double)(row[i] / temperature);
-            top = out[i] > top ? out[i] : top;
+        /* eight divisions at once (each rounded as the one-at-a-time division rounds), widened to double exactly */
+        const __m256 by = _mm256_set1_ps(temperature);
+        __m256d tops = _mm256_set1_pd(-INFINITY);
+        int64_t at = 0;
+        for (; at + 8 <= vocab; at += 8) {
+            const __m256 x = _mm256_div_ps(_mm256_loadu_ps(row + at), by);
+            const __m256d low = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), high = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+            _mm256_storeu_pd(out + at, low);
+            _mm256_storeu_pd(out + at + 4, high);
+            tops = _mm256_max_pd(tops, _mm256_max_pd(low, high));
+        }
+        double lane_tops[4];
+        _mm256_storeu_pd(lane_tops, tops);
+        for (int k = 0; k < 4; ++k) top = lane_tops[k] > top ? lane_tops[k] : top;
+        for (; at < vocab; ++at) {
+            out[at] = (double)(row[at] / temperature);
+            top = out[at] > top ? out[at] : top;
         }
         __m256d lanes = _mm256_setzero_pd();
         const __m256d shift = _mm256_set1_pd(top), floor_ = _mm256_set1_pd(-700.0);
@@ -177,4 +191,81 @@ int64_t top_tokens(const double *values, int64_t vocab, int64_t k, int64_t *ids)
         ids[at] = i;
     }
     return count;
+}
+
+/* The residual's most likely tokens for a round's chart (`run._residual_top`): the k most likely under the residual,
+ * then p, then q (`top_tokens` each), those of positive probability, each once in that order; then ranked by residual,
+ * then p, both descending, ties in that order (Python's stable sort); the first k. Into top_ids [k] and top_values
+ * [3 k] (p, q, residual of each); ids: 2 * vocab scratch. Returns how many. */
+static int64_t residual_top(const double *residual, const double *p, const double *q, int64_t vocab, int64_t k,
+                            int64_t *ids, int64_t *top_ids, double *top_values) {
+    const double *rows[3] = {residual, p, q};
+    int64_t *picks = ids + vocab, count = 0;
+    for (int r = 0; r < 3; ++r) {
+        const int64_t found = top_tokens(rows[r], vocab, k, ids);
+        for (int64_t j = 0; j < found; ++j) {
+            int64_t token = ids[j], seen = 0;
+            for (int64_t m = 0; m < count; ++m) seen |= picks[m] == token;
+            if (!seen && rows[r][token] > 0.0) picks[count++] = token;
+        }
+    }
+    for (int64_t i = 1; i < count; ++i) { /* insertion sort: stable */
+        const int64_t token = picks[i];
+        int64_t at = i;
+        while (at > 0 && (residual[token] > residual[picks[at - 1]] ||
+                          (residual[token] == residual[picks[at - 1]] && p[token] > p[picks[at - 1]]))) {
+            picks[at] = picks[at - 1];
+            --at;
+        }
+        picks[at] = token;
+    }
+    if (count > k) count = k;
+    for (int64_t i = 0; i < count; ++i) {
+        top_ids[i] = picks[i];
+        top_values[3 * i] = p[picks[i]];
+        top_values[3 * i + 1] = q[picks[i]];
+        top_values[3 * i + 2] = residual[picks[i]];
+    }
+    return count;
+}
+
+/* Speculative sampling's check of one round (`run.verify_sampled` on `probs_for_draw`'s rows, and what the round's
+ * record reads from them) in one call, where temperature is the only stage acting and vocab > SHORT_ROW. After the
+ * verify pass every torch or numpy operation finds cold caches: each cost ~30-300 us there on the Intel Xeon VM
+ * (2026-12-03) against a few warm, and the check with its record took ~15 of them. The same numbers as that path: p
+ * rows by `temperature_softmax`, the same p / q in double, the residual and its draw by `residual_draw`, the bonus by
+ * `head_draw`, the chart's tokens as `_residual_top` picks them.
+ *
+ * logits [n + 1, vocab] float32, q [n, vocab] float64, drafted [n]; uniforms: at least n + 1, read in order (one a
+ * checked token, then one for the residual or bonus draw). Out: p [n + 1, vocab] (every row), p_drafted and
+ * q_drafted [n] (p and q of each drafted token: the record shows them all), ratios [n] (p / q of each checked token), residual [vocab] (on a
+ * rejection), top_ids [k] and top_values [3 k] (the residual's chart, on a rejection), ids 2 * vocab scratch;
+ * result = {accepted, token, uniforms used, chart tokens}. The token is -1 where no head decides its draw (the caller
+ * orders the whole row). */
+void verify_round(const float *logits, int64_t n, int64_t vocab, float temperature, const double *q,
+                  const int64_t *drafted, const double *uniforms, int64_t k, double *p, double *p_drafted,
+                  double *q_drafted, double *ratios, double *residual, int64_t *top_ids, double *top_values, int64_t *ids,
+                  int64_t *result) {
+    temperature_softmax(logits, n + 1, vocab, temperature, p);
+    for (int64_t i = 0; i < n; ++i) {
+        p_drafted[i] = p[i * vocab + drafted[i]];
+        q_drafted[i] = q[i * vocab + drafted[i]];
+    }
+    int64_t used = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const double ratio = q_drafted[i] > 0.0 ? p_drafted[i] / q_drafted[i] : INFINITY;
+        ratios[i] = ratio;
+        if (uniforms[used++] > ratio) {
+            const double *p_row = p + i * vocab, *q_row = q + i * vocab;
+            result[0] = i;
+            result[1] = residual_draw(p_row, q_row, vocab, uniforms[used++], residual, ids);
+            result[2] = used;
+            result[3] = residual_top(residual, p_row, q_row, vocab, k, ids, top_ids, top_values);
+            return;
+        }
+    }
+    result[0] = n;
+    result[1] = head_draw(p + n * vocab, vocab, uniforms[used++], ids);
+    result[2] = used;
+    result[3] = 0;
 }

@@ -104,12 +104,42 @@ class FixedKV:
 class DraftRound:
     """What `FixedCacheForward.draft_round` drafted: the tokens, each one's [vocab] logits row and (sampled) the
     float64 distribution it was drawn from, and each pass's seconds (the catch-up's first when it ran in the call,
-    then one per token but the last, which is not fed)."""
+    then one per token but the last, which is not fed). The rows are views of the round's `RoundBuffers`."""
 
     tokens: list[int]
     logits: torch.Tensor
     q: torch.Tensor | None
-    pass_seconds: np.ndarray
+    pass_seconds: list[float]
+
+
+class RoundBuffers:
+    """The memory a draft's round in C reads and writes, made once for a γ and a vocabulary and reused every round,
+    with its addresses and memoryviews: right after a pass each allocation, torch view or numpy `.ctypes` cost
+    ~20-80 us (Intel Xeon VM, 2026-12-03, caches cold), a dozen of them a round. A round's logits and q are views of
+    it, valid until the next round that uses the same buffers."""
+
+    def __init__(self, gamma: int, vocab: int, scored: int):
+        self.gamma, self.vocab = gamma, vocab
+        self.logits = torch.empty(gamma, vocab)
+        self.q = torch.empty(gamma, vocab, dtype=torch.float64)
+        self.logit_rows = [self.logits[:count] for count in range(gamma + 1)]
+        self.q_rows = [self.q[:count] for count in range(gamma + 1)]
+        self.tokens, self.seconds = np.empty(gamma, np.int64), np.zeros(gamma + 1)
+        self.uniforms, self.feed = np.zeros(gamma), np.empty(small_matmul.MAX_ROWS, np.int64)
+        scratch = (np.empty(scored, np.float32), np.empty(2 * vocab, np.int64))  # shortlist logits, draw's ids
+        self._held = scratch
+        self.token_items, self.second_items = memoryview(self.tokens), memoryview(self.seconds)
+        self.uniform_items, self.feed_items = memoryview(self.uniforms), memoryview(self.feed)
+        self.feed_address, self.uniform_address = self.feed.ctypes.data, self.uniforms.ctypes.data
+        # fused_step.c draft_round's outputs, in its order: tokens, logits, q, pass seconds, shortlist logits, ids
+        self.outputs = (
+            self.tokens.ctypes.data,
+            self.logits.data_ptr(),
+            self.q.data_ptr(),
+            self.seconds.ctypes.data,
+            scratch[0].ctypes.data,
+            scratch[1].ctypes.data,
+        )
 
 
 class FixedCacheForward(Forward):
@@ -128,6 +158,8 @@ class FixedCacheForward(Forward):
         if self.rows is not None:
             self._rows = self.rows.numpy()
             self._widened = np.full((small_matmul.MAX_ROWS, self.vocab_size), -np.inf, np.float32)
+        self._rows_address = self._rows.ctypes.data if self.rows is not None else None
+        self._stops: dict = {}  # stop ids -> their array, for `draft_round`
 
     # -- the cache ---------------------------------------------------------------------------------------------------
 
@@ -168,6 +200,7 @@ class FixedCacheForward(Forward):
         self.fixed, self._fused = FixedKV.of(cache, fused.head_dim, capacity), fused
         self._embed, self._rope = fast_decode.lean_plan_parts(self.model)
         self._embed = self._embed.detach()
+        self._embed_address = self._embed.data_ptr()
         self._row_bytes = self._embed.shape[1] * self._embed.element_size()
         self.dynamic.cache = DynamicCache(config=self.model.config)  # the block holds the text now
 
@@ -201,7 +234,13 @@ class FixedCacheForward(Forward):
         return fixed is not None and self._fused.still_valid() and fixed.length + positions <= self.context
 
     def draft_round(
-        self, start: torch.Tensor | list[int], gamma: int, temperature: float, uniforms, stop_ids
+        self,
+        start: torch.Tensor | list[int],
+        gamma: int,
+        temperature: float,
+        uniforms,
+        stop_ids,
+        buffers: RoundBuffers | None = None,
     ) -> DraftRound | None:
         """A draft's round in one C call (fused_step.c's `draft_round`). `start` is either the tokens the draft has
         not seen yet (1 to MAX_ROWS: the catch-up pass runs in the call) or, after a catch-up already run, the
@@ -209,53 +248,49 @@ class FixedCacheForward(Forward):
         (temperature 0: the first largest logit; else the temperature's softmax, drawn with `uniforms[i]` as
         `run.draw` draws), with a one-token fused pass between, stopping after a token of `stop_ids`. The same passes
         and the same choices as the Python loop, bit for bit (tests). None where the block is not in use or the feed
-        is longer than one pass (the caller loops in Python)."""
-        feed = None if isinstance(start, torch.Tensor) else np.asarray(start, dtype=np.int64)
-        fed = 0 if feed is None else len(feed)
-        if not self.draft_round_ready(fed + gamma) or (feed is not None and not 1 <= fed <= small_matmul.MAX_ROWS):
+        is longer than one pass (the caller loops in Python). `buffers` (from `round_buffers`) are reused by a caller
+        that drafts round after round; without them the round gets its own."""
+        given_logits = isinstance(start, torch.Tensor)
+        fed = 0 if given_logits else len(start)
+        if not self.draft_round_ready(fed + gamma) or not (given_logits or 1 <= fed <= small_matmul.MAX_ROWS):
             return None
+        made = buffers if buffers is not None and buffers.gamma == gamma else self.round_buffers(gamma)
         fixed, vocab = self.fixed, self.vocab_size
         fixed.make_room(fed + gamma)
-        _, new_kv = fixed.scratch(max(fed, 1))  # a one-token pass writes the start of the same rows
-        cos, signed_sin = self._rope.rows(fixed.length, fed + gamma)
-        first = None if feed is not None else start.detach().contiguous()
-        tokens, passes = np.empty(gamma, np.int64), np.zeros(gamma + 1)
-        logits = torch.empty(gamma, vocab)
-        q = torch.empty(gamma, vocab, dtype=torch.float64) if temperature > 0 else None
-        draws = np.ascontiguousarray(uniforms if temperature > 0 else np.zeros(gamma), dtype=np.float64)
-        stops = np.asarray(sorted(stop_ids), dtype=np.int64)
-        short, ids = np.empty(self._fused.vocab, np.float32), np.empty(2 * vocab, np.int64)
+        new_kv = fixed.scratch(max(fed, 1))[1]  # a one-token pass writes the start of the same rows
+        cos, signed_sin, table = self._rope.addresses(fixed.length, fed + gamma)
+        for i, token in enumerate(() if fed == 0 else start):
+            made.feed_items[i] = token
+        if temperature > 0:
+            for i in range(gamma):
+                made.uniform_items[i] = uniforms[i]
+        stop_ids = frozenset(stop_ids)
+        stops = self._stops.get(stop_ids)
+        if stops is None:
+            stops = self._stops[stop_ids] = np.asarray(sorted(stop_ids), dtype=np.int64)
+        tokens, logits, q, seconds, short, ids = made.outputs
         count = small_matmul.library().draft_round(
-            self._fused.shape_ref,
-            self._fused.weights,
-            self._embed.data_ptr(),
-            None if first is None else first.data_ptr(),
-            None if feed is None else feed.ctypes.data,
-            fed,
-            fixed.length,
-            cos.data_ptr(),
-            signed_sin.data_ptr(),
-            *fixed.past,
-            *new_kv,
-            gamma,
-            temperature,
-            draws.ctypes.data,
-            self._rows.ctypes.data if self.rows is not None else None,
-            vocab,
-            stops.ctypes.data,
-            len(stops),
-            tokens.ctypes.data,
-            logits.data_ptr(),
-            q.data_ptr() if q is not None else None,
-            passes.ctypes.data,
-            short.ctypes.data,
-            ids.ctypes.data,
-        )
+            self._fused.shape_ref, self._fused.weights, self._embed_address,
+            None if fed else start.data_ptr() if start.is_contiguous() else start.contiguous().data_ptr(),
+            made.feed_address if fed else None, fed, fixed.length, cos, signed_sin, *fixed.past, *new_kv, gamma,
+            temperature, made.uniform_address, self._rows_address, vocab, stops.ctypes.data, len(stops), tokens,
+            logits, q if temperature > 0 else None, seconds, short, ids,
+        )  # fmt: skip
+        del table  # held until C read the rows
         if count < 0:
             raise RuntimeError(f"draft_round failed ({count})")
         fixed.length += fed + count - 1  # the catch-up, then every drafted token but the last
         timed = count - 1 + (1 if fed else 0)
-        return DraftRound(tokens[:count].tolist(), logits[:count], None if q is None else q[:count], passes[:timed])
+        return DraftRound(
+            made.token_items[:count].tolist(),
+            made.logit_rows[count],
+            made.q_rows[count] if temperature > 0 else None,
+            made.second_items[:timed].tolist(),
+        )
+
+    def round_buffers(self, gamma: int) -> RoundBuffers:
+        """Memory for `draft_round`s of `gamma` tokens on this forward."""
+        return RoundBuffers(gamma, self.vocab_size, self._fused.vocab)
 
     def _chunks(self, ids: list[int], keep: int) -> torch.Tensor:
         """More than MAX_ROWS tokens as passes of at most that many (`fast_decode._fused_chunks`' rule)."""

@@ -104,6 +104,10 @@ def _build() -> ctypes.CDLL:
     lib.residual_draw.restype = ctypes.c_int64
     lib.top_tokens.argtypes = [pointer, size, size, pointer]  # (values, vocab, k, ids)
     lib.top_tokens.restype = ctypes.c_int64
+    # (logits, n, vocab, temperature, q, drafted, uniforms, k, p, p_drafted, q_drafted, ratios, residual, top ids,
+    # top values, ids, result)
+    lib.verify_round.argtypes = [pointer, size, size, ctypes.c_float] + [pointer] * 3 + [size] + [pointer] * 9
+    lib.verify_round.restype = None
     # (shape, weights, embedded, tokens, past, cos, signed sin, past K, past V, K/V strides, new K, new V, keep, logits)
     lib.fused_step.argtypes = [pointer, pointer, pointer, size, size, pointer, pointer]
     lib.fused_step.argtypes += [pointer, pointer, pointer, pointer, pointer, size, pointer]

@@ -45,6 +45,7 @@ from inference.core.forward import vocabulary_rows
 from inference.core.paths import MODELS_DIR
 from inference.core.run import Generation, check_run, check_seed
 from inference.core.tokens import token_text
+from inference.lessons.speculative.uniforms import UniformStream
 from inference.sampling.pipeline import (
     SamplingSettings,
     apply_temperature,
@@ -143,8 +144,20 @@ def final_logits(logits: torch.Tensor, settings: SamplingSettings, seen: torch.T
 
 
 def temperature_alone_acts(settings: SamplingSettings, vocab: int) -> bool:
-    """Every stage of the pipeline but temperature is switched off (see `stages_switched_off`)."""
-    return set(settings.pipeline) - {"temperature"} <= stages_switched_off(settings, vocab)
+    """Every stage of the pipeline but temperature is switched off (see `stages_switched_off`). A round asks ~4 times
+    with the same settings, each right after a pass (~50 us cold on the Intel Xeon VM, 2026-12-03): the last answer is
+    kept for those settings (frozen, so the same object gives the same answer), in one tuple, so threads never read
+    half of one."""
+    global _last_alone
+    last = _last_alone
+    if last is not None and last[0] is settings and last[1] == vocab:
+        return last[2]
+    alone = set(settings.pipeline) - {"temperature"} <= stages_switched_off(settings, vocab)
+    _last_alone = (settings, vocab, alone)
+    return alone
+
+
+_last_alone: tuple[SamplingSettings, int, bool] | None = None
 
 
 def only_temperature_acts(settings: SamplingSettings, vocab: int) -> bool:
@@ -369,6 +382,104 @@ def verify_sampled(
     return Verdict(len(drafted), sample_index(p_rows[len(drafted)], final_u), kind, ratios, uniforms, final_u, None)
 
 
+class CheckBuffers:
+    """The memory `check_round`'s C call writes, made once a run and reused every round, with its addresses: after
+    the verify pass each allocation, and each numpy `.ctypes` or torch view made, cost ~20-80 us (Intel Xeon VM,
+    2026-12-03, caches cold). A round's p rows and residual are views of it, valid until the next round's check."""
+
+    # where each output starts in `numbers` (float64) and `ints` (int64)
+    P_DRAFTED, Q_DRAFTED, RATIOS, CHART_VALUES = 0, GAMMA_MAX, 2 * GAMMA_MAX, 3 * GAMMA_MAX  # chart: 3 a token
+    DRAFTED, CHART_IDS, RESULT, SCRATCH = 0, GAMMA_MAX, GAMMA_MAX + RESIDUAL_TOP, GAMMA_MAX + RESIDUAL_TOP + 4
+
+    def __init__(self, vocab: int):
+        most = GAMMA_MAX + 1  # drafted tokens and the position after them
+        self.vocab = vocab
+        self.p = torch.empty(most, vocab, dtype=torch.float64)
+        self.p_rows = [self.p[: n + 1] for n in range(most)]
+        self.residual = torch.empty(vocab, dtype=torch.float64)
+        self.numbers = np.empty(self.CHART_VALUES + 3 * RESIDUAL_TOP)
+        self.ints = np.empty(self.SCRATCH + 2 * vocab, dtype=np.int64)
+        self.number_items, self.int_items = memoryview(self.numbers), memoryview(self.ints)
+        numbers, ints = self.numbers.ctypes.data, self.ints.ctypes.data
+        self.drafted_address = ints + 8 * self.DRAFTED
+        # verify_round's outputs, in its order
+        self.addresses = (
+            self.p.data_ptr(),
+            numbers + 8 * self.P_DRAFTED,
+            numbers + 8 * self.Q_DRAFTED,
+            numbers + 8 * self.RATIOS,
+            self.residual.data_ptr(),
+            ints + 8 * self.CHART_IDS,
+            numbers + 8 * self.CHART_VALUES,
+            ints + 8 * self.SCRATCH,
+            ints + 8 * self.RESULT,
+        )
+
+
+@dataclass(frozen=True)
+class RoundCheck:
+    """A sampled round's check: the target's distributions, the verdict, p and q of each drafted token, on a rejection
+    the chart's tokens (id, p, q, residual), most likely in the residual first (None: not made in the check)."""
+
+    p_rows: torch.Tensor
+    verdict: Verdict
+    p_drafted: list[float]
+    q_drafted: list[float]
+    chart: list[tuple[int, float, float, float]] | None
+
+
+def check_round(
+    logits: torch.Tensor,
+    settings: SamplingSettings,
+    seen: torch.Tensor,
+    q_rows: torch.Tensor | None,
+    drafted: list[int],
+    uniforms: UniformStream,
+    buffers: CheckBuffers | None = None,
+) -> RoundCheck:
+    """A sampled round's check: `verify_sampled` on `probs_for_draw(logits, ...)`. Where temperature is the only
+    stage acting, one C call (draws.c `verify_round`) makes the same p rows, ratios, residual, draws and chart tokens
+    (tests), reading its uniforms ahead from the stream and using as many as the Python check would. The Python check
+    cost ~0.9 ms a round right after the verify pass on the Intel Xeon VM (2026-12-03), mostly each torch and numpy
+    operation finding the caches cold."""
+    n, vocab = len(drafted), logits.shape[-1]
+    q_rows = q_rows if n else torch.zeros(0, vocab, dtype=torch.float64)
+    in_c = temperature_in_c(logits, settings) and vocab > SHORT_ROW and q_rows.dtype == torch.float64
+    if not in_c:
+        p_rows = probs_for_draw(logits, settings, seen)
+        verdict = verify_sampled(p_rows, q_rows, drafted, uniforms)
+        picked = np.arange(n), drafted
+        return RoundCheck(p_rows, verdict, p_rows.numpy()[picked].tolist(), q_rows.numpy()[picked].tolist(), None)
+    b = buffers if buffers is not None and buffers.vocab == vocab else CheckBuffers(vocab)
+    int_items, number_items = b.int_items, b.number_items
+    for i, token in enumerate(drafted):
+        int_items[b.DRAFTED + i] = token
+    rows = logits if logits.is_contiguous() else logits.contiguous()
+    q = q_rows if q_rows.is_contiguous() else q_rows.contiguous()
+    small_matmul.library().verify_round(
+        rows.data_ptr(), n, vocab, settings.temperature, q.data_ptr(), b.drafted_address, uniforms.ahead(n + 1),
+        RESIDUAL_TOP, *b.addresses,
+    )  # fmt: skip
+    accepted, token, used, charted = int_items[b.RESULT : b.RESULT + 4].tolist()
+    used_uniforms = uniforms.skip(used)
+    final_u = used_uniforms.pop()
+    rejected = accepted < n
+    p_rows = b.p_rows[n]
+    if token < 0:  # no head decided the draw: the whole order
+        token = sample_index(b.residual if rejected else p_rows[n], final_u)
+    kind = "residual" if rejected else ("bonus" if n else "target")
+    ratios = number_items[b.RATIOS : b.RATIOS + accepted + rejected].tolist()
+    verdict = Verdict(accepted, token, kind, ratios, used_uniforms, final_u, b.residual if rejected else None)
+    chart = None
+    if rejected:
+        values = number_items[b.CHART_VALUES : b.CHART_VALUES + 3 * charted].tolist()
+        ids = int_items[b.CHART_IDS : b.CHART_IDS + charted].tolist()
+        chart = [(t, *values[3 * i : 3 * i + 3]) for i, t in enumerate(ids)]
+    p_drafted = number_items[b.P_DRAFTED : b.P_DRAFTED + n].tolist()
+    q_drafted = number_items[b.Q_DRAFTED : b.Q_DRAFTED + n].tolist()
+    return RoundCheck(p_rows, verdict, p_drafted, q_drafted, chart)
+
+
 def verify_greedy(target_choices: list[int], drafted: list[int]) -> Verdict:
     """Temperature 0: accept while the draft's token is the target's argmax; at the first
     disagreement (or after all) the target's argmax is the next token."""
@@ -400,9 +511,10 @@ class DraftRequest:
 class Proposal:
     tokens: list[int]
     q_rows: torch.Tensor | None  # [n, vocab] float64 distributions the tokens were drawn from (None: greedy)
-    # the draft model's logits each token was chosen from (none for prompt lookup): a greedy round's T=1
-    # probabilities are made from them only if the page draws that round (`SpeculativeRun.with_t1_probabilities`)
-    logit_rows: list[torch.Tensor]
+    # the draft model's logits each token was chosen from (none for prompt lookup), a row each or one [n, vocab]
+    # tensor: a greedy round's T=1 probabilities are made from them only if the page draws that round
+    # (`SpeculativeRun.with_t1_probabilities`)
+    logit_rows: list[torch.Tensor] | torch.Tensor
     pass_ms: list[float]  # each draft forward pass
     note: str | None = None  # e.g. prompt lookup found no match
 
@@ -421,6 +533,8 @@ class ModelDrafter:
         self.shortlist = None if shortlist is None else list(shortlist)
         self.forward = FixedCacheForward(model, tokenizer, shortlist)
         self.context, self.eos_ids = self.forward.context, self.forward.eos_ids
+        # the C round's memory, reused round after round: a proposal's rows are valid until the next proposal
+        self._round_buffers = None
 
     @property
     def cache(self):
@@ -441,15 +555,15 @@ class ModelDrafter:
         unseen = request.committed[self.cache_tokens :]  # the prompt, or the last 1-2 committed tokens
         in_c = self._round_in_c(unseen, request)  # catch-up and round in one call
         if in_c is not None:
-            return Proposal(in_c.tokens, in_c.q, list(in_c.logits), (in_c.pass_seconds * 1000).tolist())
+            return Proposal(in_c.tokens, in_c.q, in_c.logits, [seconds * 1000 for seconds in in_c.pass_seconds])
         seen = request.seen.clone()
         start = time.perf_counter()
         logits = self._catch_up(unseen)
         pass_ms.append((time.perf_counter() - start) * 1000)
         in_c = self._round_in_c(logits, request)  # the round in one call after a prompt's catch-up
         if in_c is not None:
-            pass_ms.extend((in_c.pass_seconds * 1000).tolist())
-            return Proposal(in_c.tokens, in_c.q, list(in_c.logits), pass_ms)
+            pass_ms.extend(seconds * 1000 for seconds in in_c.pass_seconds)
+            return Proposal(in_c.tokens, in_c.q, in_c.logits, pass_ms)
         for i in range(gamma):
             if settings.greedy:
                 token = int(greedy_tokens(logits, settings, seen))
@@ -491,7 +605,10 @@ class ModelDrafter:
         else:
             return None
         stops = self.eos_ids if request.stop_at_eos else ()
-        return self.forward.draft_round(start, request.gamma, temperature, uniforms, stops)
+        buffers = self._round_buffers
+        if buffers is None or buffers.gamma != request.gamma:
+            buffers = self._round_buffers = self.forward.round_buffers(request.gamma)
+        return self.forward.draft_round(start, request.gamma, temperature, uniforms, stops, buffers)
 
     def _catch_up(self, ids: list[int]) -> torch.Tensor:
         """Feed what the draft has not seen; the last position's logits. A prompt's first `MAX_ROWS` tokens go in
@@ -683,8 +800,10 @@ class SpeculativeRun(Generation):
         forward = self.forward = FixedCacheForward(self.target, self.tokenizer)
         self.context, self.vocab_size, self.eos_ids = forward.context, forward.vocab_size, forward.eos_ids
         check_run(self.prompt_ids, self.context, self.max_new_tokens, SpeculationError)
-        self._generator = torch.Generator().manual_seed(self.seed)
+        self._uniforms = UniformStream(self.seed)
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
+        self._seen_items = memoryview(self._seen.numpy())  # the same memory
+        self._check_buffers: CheckBuffers | None = None
         self._t1_rows = None  # see `with_t1_probabilities`
         self._t1_made: dict[int, tuple[list, list]] = {}
 
@@ -694,7 +813,7 @@ class SpeculativeRun(Generation):
         return self.forward.cache
 
     def uniform(self) -> float:
-        return float(torch.rand((), generator=self._generator, dtype=torch.float64))
+        return self._uniforms()
 
     @torch.inference_mode()
     def step(self, settings: SamplingSettings) -> RoundRecord | None:
@@ -732,11 +851,15 @@ class SpeculativeRun(Generation):
             verdict = verify_greedy(choices, drafted)
             p_rows = None
             p_drafted = [1.0 if choice == token else 0.0 for choice, token in zip(choices, drafted)]
+            q_drafted = chart = None  # a greedy draft's q is one-hot
         else:
-            p_rows = probs_for_draw(logits, settings, seen_rows)
-            q_rows = proposal.q_rows if drafted else torch.zeros(0, self.vocab_size, dtype=torch.float64)
-            verdict = verify_sampled(p_rows, q_rows, drafted, self.uniform)
-            p_drafted = p_rows.numpy()[np.arange(len(drafted)), drafted].tolist()
+            if self._check_buffers is None:
+                self._check_buffers = CheckBuffers(self.vocab_size)
+            check = check_round(
+                logits, settings, seen_rows, proposal.q_rows, drafted, self._uniforms, self._check_buffers
+            )
+            p_rows, verdict, p_drafted, chart = check.p_rows, check.verdict, check.p_drafted, check.chart
+            q_drafted = check.q_drafted
         new_tokens = drafted[: verdict.accepted] + [verdict.token_id]
         if self.stop_at_eos:
             for i, token in enumerate(new_tokens):
@@ -746,12 +869,21 @@ class SpeculativeRun(Generation):
 
         # 4. commit, then crop both caches to the accepted prefix (all committed tokens but the last).
         self.generated_ids.extend(new_tokens)
-        self._seen[torch.tensor(new_tokens)] = True
+        for token in new_tokens:  # through the buffer: torch's indexing cost ~0.25 ms right after a pass
+            self._seen_items[token] = True
         prefix = len(self.all_ids) - 1
         self.forward.crop_to(prefix)
         self.drafter.crop_to(prefix)
         record = self._record(
-            proposal, verdict, logits, p_rows, p_drafted, new_tokens, verify_ms, round_start, note, settings.greedy
+            proposal,
+            verdict,
+            p_rows,
+            (p_drafted, q_drafted, chart),
+            new_tokens,
+            verify_ms,
+            round_start,
+            note,
+            settings.greedy,
         )
         # the rows a greedy round's T=1 probabilities come from, kept for the newest round only (references to the
         # passes' own tensors, no copy): the page draws it after a Step; an older one is recomputed if drawn
@@ -760,17 +892,19 @@ class SpeculativeRun(Generation):
         self.stop_reason = self._reason_to_stop()
         return record
 
-    def _record(self, proposal, verdict, logits, p_rows, p_drafted, new_tokens, verify_ms, round_start, note, greedy):
+    def _record(self, proposal, verdict, p_rows, checked_values, new_tokens, verify_ms, round_start, note, greedy):
         """The round's record: only the numbers the page shows, each computed once here from what the round
-        already holds (`p_rows`: the target's final distributions, None when greedy; `p_drafted`: p of each
-        drafted token). Not the T=1 probabilities: see `with_t1_probabilities`."""
+        already holds (`p_rows`: the target's final distributions, None when greedy; `checked_values`: p and q of
+        each drafted token, q None when greedy, and the residual's chart where the check made it). Not the T=1
+        probabilities: see `with_t1_probabilities`."""
         drafted = proposal.tokens
+        p_drafted, q_drafted, chart = checked_values
         checks = []
         for i, token in enumerate(drafted):
             checked = i <= verdict.accepted and i < len(verdict.ratios)
             status = "accepted" if i < verdict.accepted else ("rejected" if checked else "unchecked")
             p = p_drafted[i]
-            q = 1.0 if proposal.q_rows is None else float(proposal.q_rows.numpy()[i, token])  # greedy: one-hot q
+            q = 1.0 if q_drafted is None else q_drafted[i]  # greedy: one-hot q
             checks.append(
                 DraftCheck(
                     position=i,
@@ -786,7 +920,9 @@ class SpeculativeRun(Generation):
                 )
             )
         residual_top = []
-        if verdict.residual is not None:
+        if chart is not None:
+            residual_top = [(t, token_text(self.tokenizer, t), p_t, q_t, r_t) for t, p_t, q_t, r_t in chart]
+        elif verdict.residual is not None:
             i = verdict.accepted
             residual_top = _residual_top(verdict.residual, p_rows[i], proposal.q_rows[i], self.tokenizer)
         return RoundRecord(
@@ -827,7 +963,8 @@ class SpeculativeRun(Generation):
             kept = self._t1_rows
             if kept is not None and kept[0] == record.index:
                 p_raw = raw_probabilities(kept[1], drafted)
-                q_raw = raw_probabilities(torch.stack(kept[2]), drafted) if kept[2] else [None] * len(drafted)
+                draft_rows = kept[2] if isinstance(kept[2], torch.Tensor) else torch.stack(kept[2])
+                q_raw = raw_probabilities(draft_rows, drafted) if len(kept[2]) else [None] * len(drafted)
             else:
                 text = (self.prompt_ids + self.generated_ids)[: record.context_tokens] + drafted
                 first = record.context_tokens - 1  # the position whose logits predict the first drafted token
