@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from inference.core import fast_decode, fused_step, kv_cache, small_matmul
+from inference.core import fast_decode, kv_cache, small_matmul
 from inference.core.forward import DECODE, FastDecodeForward, Forward, ForwardPass, ShortlistForward
 
 FIRST_CAPACITY = 256  # positions the block holds at first; it doubles as the text grows (up to the model's context)
@@ -84,11 +84,6 @@ class FixedKV:
             rows = np.empty((2, self.layers, self.kv_heads, n, self.head_dim), np.float32)
             made = self._scratch[n] = (rows, (rows[0].ctypes.data, rows[1].ctypes.data))
         return made
-
-    def append(self, rows: np.ndarray) -> None:
-        n = rows.shape[3]
-        self.block[:, :, :, self.length : self.length + n] = rows
-        self.length += n
 
     def to_cache(self, config) -> DynamicCache:
         """A transformers cache holding a copy of the text's keys and values."""
@@ -159,6 +154,8 @@ class FixedCacheForward(Forward):
             self._rows = self.rows.numpy()
             self._widened = np.full((small_matmul.MAX_ROWS, self.vocab_size), -np.inf, np.float32)
         self._rows_address = self._rows.ctypes.data if self.rows is not None else None
+        self._feed = np.empty(small_matmul.MAX_ROWS, np.int64)  # a pass's token ids, for C
+        self._feed_items, self._feed_address = memoryview(self._feed), self._feed.ctypes.data
         self._stops: dict = {}  # stop ids -> their array, for `draft_round`
 
     # -- the cache ---------------------------------------------------------------------------------------------------
@@ -201,7 +198,6 @@ class FixedCacheForward(Forward):
         self._embed, self._rope = fast_decode.lean_plan_parts(self.model)
         self._embed = self._embed.detach()
         self._embed_address = self._embed.data_ptr()
-        self._row_bytes = self._embed.shape[1] * self._embed.element_size()
         self.dynamic.cache = DynamicCache(config=self.model.config)  # the block holds the text now
 
     def _leave_fixed(self) -> None:
@@ -216,12 +212,19 @@ class FixedCacheForward(Forward):
         n, fixed = len(ids), self.fixed
         if fixed.length + n > self.context:
             raise ValueError(f"{fixed.length + n} positions do not fit the model's context of {self.context}")
-        embedded = self._embed[ids] if n > 1 else None
-        address = embedded.data_ptr() if n > 1 else self._embed.data_ptr() + ids[0] * self._row_bytes
-        cos, signed_sin = self._rope.rows(fixed.length, n)
-        rows, new_kv = fixed.scratch(n)
-        logits = fused_step.call(self._fused, address, n, fixed.length, cos, signed_sin, fixed.past, new_kv, keep)
-        fixed.append(rows)
+        for i, token in enumerate(ids):
+            self._feed_items[i] = token
+        new_kv = fixed.scratch(n)[1]
+        cos, signed_sin, table = self._rope.addresses(fixed.length, n)
+        logits = torch.empty(keep, self._fused.vocab)
+        status = small_matmul.library().block_pass(
+            self._fused.shape_ref, self._fused.weights, self._embed_address, self._feed_address, n, fixed.length,
+            cos, signed_sin, *fixed.past, *new_kv, keep, logits.data_ptr(),
+        )  # fmt: skip
+        del table  # held until C read the rows
+        if status != 0:
+            raise RuntimeError(f"block_pass failed ({status}) for {n} tokens, keep {keep}")
+        fixed.length += n  # C wrote the keys and values into the block
         if self.rows is None:
             return logits
         widened = self._widened[:keep].copy()  # -inf everywhere, then the shortlist's columns

@@ -7,10 +7,11 @@
  * dispatch and no allocation but a few scratch rows. The products are packed_matmul.c's kernels, so a row's
  * numbers do not depend on how many rows the pass has: a verify pass's rows equal one-token steps bit for bit.
  *
- * The cache stays transformers' DynamicCache, owned by Python: this reads each layer's past keys and values
- * (rows of head_dim, kv_stride floats from one K/V head to the next) and writes the new tokens' keys and values to
- * new_k / new_v [layers][kv_heads][tokens][head_dim] (the cache's own layout), which the caller appends with
- * cache.update.
+ * The cache is owned by Python: a `FixedKV` block (inference/core/fixed_cache.py), or a DynamicCache's tensors
+ * where no block is in use. This reads each layer's past keys and values (rows of head_dim, kv_stride floats from one
+ * K/V head to the next) and writes the new tokens' keys and values to new_k / new_v [layers][kv_heads][tokens]
+ * [head_dim], which the caller appends to the block (or to the DynamicCache with cache.update). `draft_round` below
+ * writes them into the block itself between its passes.
  *
  * The arithmetic is transformers' (LlamaRMSNorm, rotate_half, softmax(q k^T * scaling) v, silu(gate) * up); only
  * the order of additions inside sums differs, so logits agree to float rounding (tests: within 1e-4). */
@@ -274,6 +275,24 @@ static double seconds_since(const struct timespec *started) {
     struct timespec ended;
     clock_gettime(CLOCK_MONOTONIC, &ended);
     return (double)(ended.tv_sec - started->tv_sec) + 1e-9 * (double)(ended.tv_nsec - started->tv_nsec);
+}
+
+/* One pass on the cache block (`FixedCacheForward._pass`: a plain decode step, a verify pass): the tokens' embedding
+ * rows gathered here, `fused_step`, then the new keys and values written into the block at `past`. The Python around
+ * the pass did the gather with torch and the copy with numpy, ~0.1-0.3 ms right after a pass (caches cold; Intel
+ * Xeon VM, 2026-12-03). The same floats in the same places, so the same logits and cache. */
+int block_pass(const Shape *s, const float *const *weights, const float *embed, const int64_t *ids, int64_t n,
+               int64_t past, const float *cos, const float *signed_sin, float *const *past_k, float *const *past_v,
+               const int64_t *kv_stride, float *new_k, float *new_v, int64_t keep, float *logits) {
+    if (n < 1 || n > 8) return -1;
+    float *embedded = malloc(sizeof(float) * n * s->hidden);
+    if (!embedded) return -2;
+    for (int64_t t = 0; t < n; ++t) memcpy(embedded + t * s->hidden, embed + ids[t] * s->hidden, sizeof(float) * s->hidden);
+    const int status = fused_step(s, weights, embedded, n, past, cos, signed_sin, (const float *const *)past_k,
+                                  (const float *const *)past_v, kv_stride, new_k, new_v, keep, logits);
+    free(embedded);
+    if (status == 0) into_block(s, past_k, past_v, kv_stride, new_k, new_v, past, n);
+    return status;
 }
 
 int64_t draft_round(const Shape *s, const float *const *weights, const float *embed, const float *first,

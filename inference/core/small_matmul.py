@@ -119,6 +119,10 @@ def _build() -> ctypes.CDLL:
     )
     lib.draft_round.argtypes += [pointer, size] + [pointer] * 6
     lib.draft_round.restype = ctypes.c_int64
+    # fused_step.c's block_pass: (shape, weights, embed, ids, n, past, cos, signed sin, past K, past V, strides,
+    # new K, new V, keep, logits)
+    lib.block_pass.argtypes = [pointer] * 4 + [size, size] + [pointer] * 7 + [size, pointer]
+    lib.block_pass.restype = ctypes.c_int
     return lib
 
 
