@@ -272,14 +272,14 @@ class FixedCacheForward(Forward):
         if stops is None:
             stops = self._stops[stop_ids] = np.asarray(sorted(stop_ids), dtype=np.int64)
         tokens, logits, q, seconds, short, ids = made.outputs
+        first = None if fed else (start if start.is_contiguous() else start.contiguous())  # held until C read it
         count = small_matmul.library().draft_round(
-            self._fused.shape_ref, self._fused.weights, self._embed_address,
-            None if fed else start.data_ptr() if start.is_contiguous() else start.contiguous().data_ptr(),
+            self._fused.shape_ref, self._fused.weights, self._embed_address, None if fed else first.data_ptr(),
             made.feed_address if fed else None, fed, fixed.length, cos, signed_sin, *fixed.past, *new_kv, gamma,
             temperature, made.uniform_address, self._rows_address, vocab, stops.ctypes.data, len(stops), tokens,
             logits, q if temperature > 0 else None, seconds, short, ids,
         )  # fmt: skip
-        del table  # held until C read the rows
+        del table, first  # held until C read them
         if count < 0:
             raise RuntimeError(f"draft_round failed ({count})")
         fixed.length += fed + count - 1  # the catch-up, then every drafted token but the last
