@@ -207,21 +207,30 @@ def test_a_draft_round_in_c_drafts_what_the_python_loop_drafts(draft, temperatur
 
 def test_a_speculative_run_drafting_in_c_records_what_the_python_loop_records(bundled, draft, monkeypatch):
     """Whole sampled and greedy runs with the draft's rounds in C and in Python: the same text and the same q and p
-    of every check."""
+    of every check. Also where the draft stops mid-round (its stop ids made three frequent tokens): the C round uses
+    one uniform per drafted token, as the loop does, so the runs stay the same after an early stop."""
     from inference.sampling.pipeline import SamplingSettings
 
     ids = encode_prompt(bundled.tokenizer, PROMPT)
-    rows = shortlist.most_frequent(drafting.draft_counts(draft), 1024)
+    counts = drafting.draft_counts(draft)
+    rows = shortlist.most_frequent(counts, 1024)
+    frequent = set(shortlist.most_frequent(counts, 3))
 
-    def run(settings):
-        made = spec.new_run(
-            bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer, rows), ids, 40, seed=3
-        )
+    def run(settings, stops=None):
+        drafter = spec.ModelDrafter(draft.model, draft.tokenizer, rows)
+        if stops is not None:
+            drafter.eos_ids = stops
+        made = spec.new_run(bundled.model, bundled.tokenizer, drafter, ids, 40, seed=3)
         records = list(made.run(settings))
-        return made.generated_ids, [[(c.token_id, c.q, c.p, c.status) for c in r.checks] for r in records]
+        stopped_early = sum(bool(stops and 0 < r.drafted < r.gamma and r.checks[-1].token_id in stops) for r in records)
+        checks = [[(c.token_id, c.q, c.p, c.status) for c in r.checks] for r in records]
+        return made.generated_ids, checks, stopped_early
 
-    for settings in (SamplingSettings(temperature=0.8), SamplingSettings(temperature=0.0)):
-        in_c = run(settings)
+    sampled, greedy = SamplingSettings(temperature=0.8), SamplingSettings(temperature=0.0)
+    for settings, stops in ((sampled, None), (greedy, None), (sampled, frequent)):
+        in_c = run(settings, stops)
         with monkeypatch.context() as patched:
             patched.setattr(spec.ModelDrafter, "_round_in_c", lambda self, first, request: None)
-            assert run(settings) == in_c
+            assert run(settings, stops) == in_c
+        if stops:
+            assert in_c[2] > 0  # rounds that stopped drafting early happened

@@ -249,7 +249,7 @@ class FixedCacheForward(Forward):
         not seen yet (1 to MAX_ROWS: the catch-up pass runs in the call) or, after a catch-up already run, the
         [vocab] logits of the first drafted token. Then up to `gamma` tokens, each chosen from its own row
         (temperature 0: the first largest logit; else the temperature's softmax, drawn with `uniforms[i]` as
-        `run.draw` draws), with a one-token fused pass between, stopping after a token of `stop_ids`. The same passes
+        `run.draw` draws: `uniforms` γ numbers, or the address of γ float64s the call reads, one per drafted token), with a one-token fused pass between, stopping after a token of `stop_ids`. The same passes
         and the same choices as the Python loop, bit for bit (tests). None where the block is not in use or the feed
         is longer than one pass (the caller loops in Python). `buffers` (from `round_buffers`) are reused by a caller
         that drafts round after round; without them the round gets its own."""
@@ -264,7 +264,10 @@ class FixedCacheForward(Forward):
         cos, signed_sin, table = self._rope.addresses(fixed.length, fed + gamma)
         for i, token in enumerate(() if fed == 0 else start):
             made.feed_items[i] = token
-        if temperature > 0:
+        uniform_address = made.uniform_address
+        if temperature > 0 and isinstance(uniforms, int):  # the address of the next γ of a stream
+            uniform_address = uniforms
+        elif temperature > 0:
             for i in range(gamma):
                 made.uniform_items[i] = uniforms[i]
         stop_ids = frozenset(stop_ids)
@@ -276,7 +279,7 @@ class FixedCacheForward(Forward):
         count = small_matmul.library().draft_round(
             self._fused.shape_ref, self._fused.weights, self._embed_address, None if fed else first.data_ptr(),
             made.feed_address if fed else None, fed, fixed.length, cos, signed_sin, *fixed.past, *new_kv, gamma,
-            temperature, made.uniform_address, self._rows_address, vocab, stops.ctypes.data, len(stops), tokens,
+            temperature, uniform_address, self._rows_address, vocab, stops.ctypes.data, len(stops), tokens,
             logits, q if temperature > 0 else None, seconds, short, ids,
         )  # fmt: skip
         del table, first  # held until C read them

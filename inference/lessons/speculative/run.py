@@ -584,8 +584,9 @@ class ModelDrafter:
         """The round in one C call (`FixedCacheForward.draft_round`) from `start` (the unseen tokens, or the first
         drafted token's logits after a catch-up) where the choice is the pipeline's without Python: greedy with every
         other stage off, or temperature alone acting (the rows are float32). The same tokens, logits and q as the
-        loop in `propose` (tests); the γ uniforms are drawn first, as many as the loop would draw unless an
-        end-of-text token stops it early. None elsewhere."""
+        loop in `propose`, with the same uniforms (tests): from the run's stream the call reads the next γ in place
+        and the round uses one per token drafted, so a round stopped early by an end-of-text token leaves the rest
+        for the check, as the loop does. None elsewhere."""
         settings = request.settings
         if isinstance(start, torch.Tensor):
             ready = self.forward.draft_round_ready(request.gamma)
@@ -601,14 +602,20 @@ class ModelDrafter:
                 return None
             uniforms, temperature = None, 0.0
         elif temperature_alone_in_c(settings, vocab):
-            uniforms, temperature = [request.uniform() for _ in range(request.gamma)], settings.temperature
+            stream = request.uniform if isinstance(request.uniform, UniformStream) else None
+            # a stream's next γ numbers, read in place: the round uses one per token drafted, as the loop does
+            uniforms = stream.ahead(request.gamma) if stream else [request.uniform() for _ in range(request.gamma)]
+            temperature = settings.temperature
         else:
             return None
         stops = self.eos_ids if request.stop_at_eos else ()
         buffers = self._round_buffers
         if buffers is None or buffers.gamma != request.gamma:
             buffers = self._round_buffers = self.forward.round_buffers(request.gamma)
-        return self.forward.draft_round(start, request.gamma, temperature, uniforms, stops, buffers)
+        made = self.forward.draft_round(start, request.gamma, temperature, uniforms, stops, buffers)
+        if made is not None and temperature > 0 and stream:
+            stream.skip(len(made.tokens))
+        return made
 
     def _catch_up(self, ids: list[int]) -> torch.Tensor:
         """Feed what the draft has not seen; the last position's logits. A prompt's first `MAX_ROWS` tokens go in
@@ -831,7 +838,7 @@ class SpeculativeRun(Generation):
             note = f"Drafted at most {max(gamma, 0)} token(s): {why}."
         if gamma > 0:
             proposal = self.drafter.propose(
-                DraftRequest(committed, gamma, settings, self._seen, self.uniform, self.stop_at_eos)
+                DraftRequest(committed, gamma, settings, self._seen, self._uniforms, self.stop_at_eos)
             )
         else:
             proposal = Proposal([], None, [], [])
