@@ -892,8 +892,9 @@ class SpeculativeRun(Generation):
             note,
             settings.greedy,
         )
-        # the rows a greedy round's T=1 probabilities come from, kept for the newest round only (references to the
-        # passes' own tensors, no copy): the page draws it after a Step; an older one is recomputed if drawn
+        # the rows a greedy round's T=1 probabilities come from, kept for the newest round only (no copy: the draft's
+        # are views of its round memory, which the next round's proposal rewrites; nothing reads this reference from
+        # then until the end of that round replaces it): the page draws it after a Step; an older one is recomputed
         self._t1_rows = (record.index, logits, proposal.logit_rows) if settings.greedy and drafted else None
         self.rounds.append(record)
         self.stop_reason = self._reason_to_stop()
