@@ -773,8 +773,9 @@ def test_the_uniform_stream_gives_the_numbers_single_draws_give():
 def test_the_round_check_in_c_is_the_python_check(temperature, monkeypatch):
     """`check_round` (draws.c's verify_round) against `probs_for_draw` then `verify_sampled` on the same uniforms:
     the same p rows bit for bit, the same verdict (ratios, uniforms, token, kind, residual), the same p and q of each
-    draft and residual chart as the record makes from them, and the same numbers left in the stream, over 300 rounds of 0-5 drafts with rejections at every position, every draft kept, and shortlist
-    rows; with the library off, the Python check itself."""
+    draft and residual chart as the record makes from them, and the same numbers left in the stream, over 300 rounds
+    of 0-5 drafts with rejections at every position, every draft kept, and shortlist rows; with the library off,
+    the Python check itself."""
     from inference.core import small_matmul
     from inference.lessons.speculative.uniforms import UniformStream
 
@@ -810,8 +811,8 @@ def test_the_round_check_in_c_is_the_python_check(temperature, monkeypatch):
             expected.uniforms,
             expected.final_u,
         )
-        picked = range(n), drafted
-        assert check.p_drafted == expected_p[picked].tolist() and check.q_drafted == q_rows[picked].tolist()
+        at_drafts = range(n), drafted
+        assert check.p_drafted == expected_p[at_drafts].tolist() and check.q_drafted == q_rows[at_drafts].tolist()
         assert (verdict.residual is None) == (expected.residual is None) == (check.chart is None)
         if verdict.residual is not None:
             assert torch.equal(verdict.residual, expected.residual)

@@ -136,7 +136,8 @@ __attribute__((target("avx2,fma"))) void temperature_softmax(const float *logits
         int64_t at = 0;
         for (; at + 8 <= vocab; at += 8) {
             const __m256 x = _mm256_div_ps(_mm256_loadu_ps(row + at), by);
-            const __m256d low = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), high = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+            const __m256d low = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+            const __m256d high = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
             _mm256_storeu_pd(out + at, low);
             _mm256_storeu_pd(out + at + 4, high);
             tops = _mm256_max_pd(tops, _mm256_max_pd(low, high));
@@ -208,7 +209,8 @@ int64_t residual_draw(const double *p, const double *q, int64_t vocab, double u,
     }
     if (total > 0.0) {
         const __m256d by = _mm256_set1_pd(total);
-        for (i = 0; i + 4 <= vocab; i += 4) _mm256_storeu_pd(residual + i, _mm256_div_pd(_mm256_loadu_pd(residual + i), by));
+        for (i = 0; i + 4 <= vocab; i += 4)
+            _mm256_storeu_pd(residual + i, _mm256_div_pd(_mm256_loadu_pd(residual + i), by));
         for (; i < vocab; ++i) residual[i] /= total;
     } else {
         memcpy(residual, p, (size_t)vocab * sizeof(double));
@@ -279,14 +281,15 @@ static int64_t residual_top(const double *residual, const double *p, const doubl
  *
  * logits [n + 1, vocab] float32, q [n, vocab] float64, drafted [n]; uniforms: at least n + 1, read in order (one a
  * checked token, then one for the residual or bonus draw). Out: p [n + 1, vocab] (every row), p_drafted and
- * q_drafted [n] (p and q of each drafted token: the record shows them all), ratios [n] (p / q of each checked token), residual [vocab] (on a
- * rejection), top_ids [k] and top_values [3 k] (the residual's chart, on a rejection), ids 2 * vocab scratch;
+ * q_drafted [n] (p and q of each drafted token: the record shows them all), ratios [n] (p / q of each checked
+ * token), residual [vocab] (on a rejection), top_ids [k] and top_values [3 k] (the residual's chart, on a rejection),
+ * ids 2 * vocab scratch;
  * result = {accepted, token, uniforms used, chart tokens}. The token is -1 where no head decides its draw (the caller
  * orders the whole row). */
 void verify_round(const float *logits, int64_t n, int64_t vocab, float temperature, const double *q,
                   const int64_t *drafted, const double *uniforms, int64_t k, double *p, double *p_drafted,
-                  double *q_drafted, double *ratios, double *residual, int64_t *top_ids, double *top_values, int64_t *ids,
-                  int64_t *result) {
+                  double *q_drafted, double *ratios, double *residual, int64_t *top_ids, double *top_values,
+                  int64_t *ids, int64_t *result) {
     temperature_softmax(logits, n + 1, vocab, temperature, p);
     for (int64_t i = 0; i < n; ++i) {
         p_drafted[i] = p[i * vocab + drafted[i]];

@@ -114,18 +114,17 @@ class RoundBuffers:
     it, valid until the next round that uses the same buffers."""
 
     def __init__(self, gamma: int, vocab: int, scored: int):
-        self.gamma, self.vocab = gamma, vocab
+        self.gamma = gamma
         self.logits = torch.empty(gamma, vocab)
         self.q = torch.empty(gamma, vocab, dtype=torch.float64)
         self.logit_rows = [self.logits[:count] for count in range(gamma + 1)]
         self.q_rows = [self.q[:count] for count in range(gamma + 1)]
         self.tokens, self.seconds = np.empty(gamma, np.int64), np.zeros(gamma + 1)
-        self.uniforms, self.feed = np.zeros(gamma), np.empty(small_matmul.MAX_ROWS, np.int64)
+        self.uniforms = np.zeros(gamma)
         scratch = (np.empty(scored, np.float32), np.empty(2 * vocab, np.int64))  # shortlist logits, draw's ids
         self._held = scratch
         self.token_items, self.second_items = memoryview(self.tokens), memoryview(self.seconds)
-        self.uniform_items, self.feed_items = memoryview(self.uniforms), memoryview(self.feed)
-        self.feed_address, self.uniform_address = self.feed.ctypes.data, self.uniforms.ctypes.data
+        self.uniform_items, self.uniform_address = memoryview(self.uniforms), self.uniforms.ctypes.data
         # fused_step.c draft_round's outputs, in its order: tokens, logits, q, pass seconds, shortlist logits, ids
         self.outputs = (
             self.tokens.ctypes.data,
@@ -249,7 +248,8 @@ class FixedCacheForward(Forward):
         not seen yet (1 to MAX_ROWS: the catch-up pass runs in the call) or, after a catch-up already run, the
         [vocab] logits of the first drafted token. Then up to `gamma` tokens, each chosen from its own row
         (temperature 0: the first largest logit; else the temperature's softmax, drawn with `uniforms[i]` as
-        `run.draw` draws: `uniforms` γ numbers, or the address of γ float64s the call reads, one per drafted token), with a one-token fused pass between, stopping after a token of `stop_ids`. The same passes
+        `run.draw` draws: `uniforms` γ numbers, or the address of γ float64s the call reads, one per drafted
+        token), with a one-token fused pass between, stopping after a token of `stop_ids`. The same passes
         and the same choices as the Python loop, bit for bit (tests). None where the block is not in use or the feed
         is longer than one pass (the caller loops in Python). `buffers` (from `round_buffers`) are reused by a caller
         that drafts round after round; without them the round gets its own."""
@@ -263,7 +263,7 @@ class FixedCacheForward(Forward):
         new_kv = fixed.scratch(max(fed, 1))[1]  # a one-token pass writes the start of the same rows
         cos, signed_sin, table = self._rope.addresses(fixed.length, fed + gamma)
         for i, token in enumerate(() if fed == 0 else start):
-            made.feed_items[i] = token
+            self._feed_items[i] = token
         uniform_address = made.uniform_address
         if temperature > 0 and isinstance(uniforms, int):  # the address of the next γ of a stream
             uniform_address = uniforms
@@ -278,7 +278,7 @@ class FixedCacheForward(Forward):
         first = None if fed else (start if start.is_contiguous() else start.contiguous())  # held until C read it
         count = small_matmul.library().draft_round(
             self._fused.shape_ref, self._fused.weights, self._embed_address, None if fed else first.data_ptr(),
-            made.feed_address if fed else None, fed, fixed.length, cos, signed_sin, *fixed.past, *new_kv, gamma,
+            self._feed_address if fed else None, fed, fixed.length, cos, signed_sin, *fixed.past, *new_kv, gamma,
             temperature, uniform_address, self._rows_address, vocab, stops.ctypes.data, len(stops), tokens,
             logits, q if temperature > 0 else None, seconds, short, ids,
         )  # fmt: skip

@@ -239,7 +239,8 @@ done:
  * First the catch-up pass: the `fed` tokens of `feed` (1 to 8: what the draft has not seen of the text, the last
  * committed token or two) in one fused pass, whose last logits are the first drafted token's row; or, with fed 0,
  * that row given as `first` [vocab] (the prompt's catch-up ran in Python). Then, for i = 0 .. gamma - 1: choose
- * token i from its row (temperature 0: the row's first largest logit, numpy's argmax; else `temperature_draw` with uniforms[i], and the whole order where the head does not decide); stop after
+ * token i from its row (temperature 0: the row's first largest logit, numpy's argmax; else `temperature_draw` with
+ * uniforms[i], and the whole order where the head does not decide); stop after
  * the last, or after a token of `stop_ids`; else one fused pass of it at position past + i, whose keys and values go
  * to the cache block (past_k / past_v: each layer's first position, kv_stride floats between K/V heads) and whose
  * logits, over `rows` (the shortlist's ids, NULL: every token) and -inf elsewhere, are the next token's row.
@@ -287,7 +288,8 @@ int block_pass(const Shape *s, const float *const *weights, const float *embed, 
     if (n < 1 || n > 8) return -1;
     float *embedded = malloc(sizeof(float) * n * s->hidden);
     if (!embedded) return -2;
-    for (int64_t t = 0; t < n; ++t) memcpy(embedded + t * s->hidden, embed + ids[t] * s->hidden, sizeof(float) * s->hidden);
+    for (int64_t t = 0; t < n; ++t)
+        memcpy(embedded + t * s->hidden, embed + ids[t] * s->hidden, sizeof(float) * s->hidden);
     const int status = fused_step(s, weights, embedded, n, past, cos, signed_sin, (const float *const *)past_k,
                                   (const float *const *)past_v, kv_stride, new_k, new_v, keep, logits);
     free(embedded);
@@ -305,15 +307,9 @@ int64_t draft_round(const Shape *s, const float *const *weights, const float *em
     struct timespec started;
     if (fed > 0) {  /* the catch-up pass: the tokens the draft has not seen, the last one's logits first */
         clock_gettime(CLOCK_MONOTONIC, &started);
-        float *embedded = malloc(sizeof(float) * fed * s->hidden);
-        if (!embedded) return -2;
-        for (int64_t t = 0; t < fed; ++t)
-            memcpy(embedded + t * s->hidden, embed + feed[t] * s->hidden, sizeof(float) * s->hidden);
-        int status = fused_step(s, weights, embedded, fed, past, cos, signed_sin, (const float *const *)past_k,
-                                (const float *const *)past_v, kv_stride, new_k, new_v, 1, rows ? short_logits : logits);
-        free(embedded);
+        int status = block_pass(s, weights, embed, feed, fed, past, cos, signed_sin, past_k, past_v, kv_stride, new_k,
+                                new_v, 1, rows ? short_logits : logits);
         if (status) return status;
-        into_block(s, past_k, past_v, kv_stride, new_k, new_v, past, fed);
         if (rows) widen(s, rows, short_logits, logits, vocab);
         past += fed, cos += fed * hd, signed_sin += fed * hd;
         *pass_seconds++ = seconds_since(&started);

@@ -93,14 +93,8 @@ def _build() -> ctypes.CDLL:
     lib.temperature_softmax.restype = None
     lib.temperature_draw.argtypes = [pointer, size, ctypes.c_float, ctypes.c_double, pointer, pointer]
     lib.temperature_draw.restype = ctypes.c_int64
-    lib.residual_draw.argtypes = [
-        pointer,
-        pointer,
-        size,
-        ctypes.c_double,
-        pointer,
-        pointer,
-    ]  # (p, q, vocab, u, out, ids)
+    # (p, q, vocab, u, out, ids)
+    lib.residual_draw.argtypes = [pointer, pointer, size, ctypes.c_double, pointer, pointer]
     lib.residual_draw.restype = ctypes.c_int64
     lib.top_tokens.argtypes = [pointer, size, size, pointer]  # (values, vocab, k, ids)
     lib.top_tokens.restype = ctypes.c_int64

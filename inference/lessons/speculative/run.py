@@ -421,10 +421,10 @@ class RoundCheck:
     """A sampled round's check: the target's distributions, the verdict, p and q of each drafted token, on a rejection
     the chart's tokens (id, p, q, residual), most likely in the residual first (None: not made in the check)."""
 
-    p_rows: torch.Tensor
+    p_rows: torch.Tensor | None  # None when greedy (p is one-hot on each position's argmax)
     verdict: Verdict
     p_drafted: list[float]
-    q_drafted: list[float]
+    q_drafted: list[float] | None  # None when greedy (a greedy draft's q is one-hot)
     chart: list[tuple[int, float, float, float]] | None
 
 
@@ -819,9 +819,6 @@ class SpeculativeRun(Generation):
         """The target's KV cache."""
         return self.forward.cache
 
-    def uniform(self) -> float:
-        return self._uniforms()
-
     @torch.inference_mode()
     def step(self, settings: SamplingSettings) -> RoundRecord | None:
         """One round: draft, verify in one target pass, accept or resample, crop. None once stopped."""
@@ -855,18 +852,15 @@ class SpeculativeRun(Generation):
         seen_rows = running_seen(self._seen, drafted, settings)
         if settings.greedy:  # p is one-hot on each position's argmax: kept as the argmaxes alone
             choices = greedy_tokens(logits, settings, seen_rows).tolist()
-            verdict = verify_greedy(choices, drafted)
-            p_rows = None
             p_drafted = [1.0 if choice == token else 0.0 for choice, token in zip(choices, drafted)]
-            q_drafted = chart = None  # a greedy draft's q is one-hot
+            check = RoundCheck(None, verify_greedy(choices, drafted), p_drafted, None, None)
         else:
             if self._check_buffers is None:
                 self._check_buffers = CheckBuffers(self.vocab_size)
             check = check_round(
                 logits, settings, seen_rows, proposal.q_rows, drafted, self._uniforms, self._check_buffers
             )
-            p_rows, verdict, p_drafted, chart = check.p_rows, check.verdict, check.p_drafted, check.chart
-            q_drafted = check.q_drafted
+        verdict = check.verdict
         new_tokens = drafted[: verdict.accepted] + [verdict.token_id]
         if self.stop_at_eos:
             for i, token in enumerate(new_tokens):
@@ -881,17 +875,7 @@ class SpeculativeRun(Generation):
         prefix = len(self.all_ids) - 1
         self.forward.crop_to(prefix)
         self.drafter.crop_to(prefix)
-        record = self._record(
-            proposal,
-            verdict,
-            p_rows,
-            (p_drafted, q_drafted, chart),
-            new_tokens,
-            verify_ms,
-            round_start,
-            note,
-            settings.greedy,
-        )
+        record = self._record(proposal, check, new_tokens, verify_ms, round_start, note, settings.greedy)
         # the rows a greedy round's T=1 probabilities come from, kept for the newest round only (no copy: the draft's
         # are views of its round memory, which the next round's proposal rewrites; nothing reads this reference from
         # then until the end of that round replaces it): the page draws it after a Step; an older one is recomputed
@@ -900,19 +884,17 @@ class SpeculativeRun(Generation):
         self.stop_reason = self._reason_to_stop()
         return record
 
-    def _record(self, proposal, verdict, p_rows, checked_values, new_tokens, verify_ms, round_start, note, greedy):
+    def _record(self, proposal, check: RoundCheck, new_tokens, verify_ms, round_start, note, greedy):
         """The round's record: only the numbers the page shows, each computed once here from what the round
-        already holds (`p_rows`: the target's final distributions, None when greedy; `checked_values`: p and q of
-        each drafted token, q None when greedy, and the residual's chart where the check made it). Not the T=1
-        probabilities: see `with_t1_probabilities`."""
-        drafted = proposal.tokens
-        p_drafted, q_drafted, chart = checked_values
+        already holds (the check's p and q of each drafted token, and the residual's chart where the check made it).
+        Not the T=1 probabilities: see `with_t1_probabilities`."""
+        drafted, verdict = proposal.tokens, check.verdict
         checks = []
         for i, token in enumerate(drafted):
             checked = i <= verdict.accepted and i < len(verdict.ratios)
             status = "accepted" if i < verdict.accepted else ("rejected" if checked else "unchecked")
-            p = p_drafted[i]
-            q = 1.0 if q_drafted is None else q_drafted[i]  # greedy: one-hot q
+            p = check.p_drafted[i]
+            q = 1.0 if check.q_drafted is None else check.q_drafted[i]  # greedy: one-hot q
             checks.append(
                 DraftCheck(
                     position=i,
@@ -928,11 +910,11 @@ class SpeculativeRun(Generation):
                 )
             )
         residual_top = []
-        if chart is not None:
-            residual_top = [(t, token_text(self.tokenizer, t), p_t, q_t, r_t) for t, p_t, q_t, r_t in chart]
+        if check.chart is not None:
+            residual_top = [(t, token_text(self.tokenizer, t), p_t, q_t, r_t) for t, p_t, q_t, r_t in check.chart]
         elif verdict.residual is not None:
             i = verdict.accepted
-            residual_top = _residual_top(verdict.residual, p_rows[i], proposal.q_rows[i], self.tokenizer)
+            residual_top = _residual_top(verdict.residual, check.p_rows[i], proposal.q_rows[i], self.tokenizer)
         return RoundRecord(
             index=len(self.rounds),
             drafter=self.drafter.kind,

@@ -341,10 +341,10 @@ def benchmark(
     decoding with the step engine, and transformers' `generate` plain and assisted (with the same
     draft, its default schedule); and at temperature 0.8, speculation with the draft model against plain sampled
     decoding of as many tokens, each once for every seed of `SAMPLED_SEEDS` (the acceptance pooled). Plain decoding
-    is `plain_decode`, the leanest we have. Each the median of `repeats` alternated runs. Prompt lookup also runs on `lookup_prompt_ids` (default: the same
-    prompt), text that repeats itself, what it is made for, against plain decoding of that prompt. With `shortlist`
-    (token ids), the draft model scores only those, as the page's default does; the same draft scoring every token
-    runs too (the `_full_vocab` keys)."""
+    is `plain_decode`, the leanest we have. Each the median of `repeats` alternated runs. Prompt lookup also runs on
+    `lookup_prompt_ids` (default: the same prompt), text that repeats itself, what it is made for, against plain
+    decoding of that prompt. With `shortlist` (token ids), the draft model scores only those, as the page's default
+    does; the same draft scoring every token runs too (the `_full_vocab` keys)."""
     lookup_prompt_ids = list(lookup_prompt_ids or prompt_ids)
     vocab = spec.vocabulary_rows(target)
     input_ids = torch.tensor([prompt_ids])
