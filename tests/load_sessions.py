@@ -10,7 +10,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from inference.lessons.serving.students import PROMPTS as STUDENT_PROMPTS
+from inference.bench.students import PROMPTS as STUDENT_PROMPTS
 
 EXCEPTION_BOX = '[data-testid="stException"]'
 # One prompt per session: the simulated students' six, and four more for the ten browser sessions.

@@ -159,7 +159,7 @@ def test_the_client_never_imports_vllm():
 
 
 def test_bench_reports_llamacpp_speed_its_ratio_to_the_engine_and_the_remote_step(bundled, llama_server, monkeypatch):
-    from inference.engines.bench_keys import engine_figures
+    from inference.bench.llamacpp import engine_figures
 
     monkeypatch.setenv("INFERENCE_LAB_BENCH_LLAMACPP_URL", llama_server.url)
     figures = engine_figures(bundled.model, bundled.tokenizer, encode_prompt(bundled.tokenizer, PROMPTS[2]), 16)

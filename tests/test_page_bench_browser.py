@@ -5,8 +5,8 @@ import psutil
 import pytest
 from playwright.sync_api import sync_playwright
 
+from inference.bench import pages as page_bench
 from inference.core.app_process import running_app
-from inference.lessons.generate import page_bench
 from tests.browser import SKIP_REASON, chromium_available
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]

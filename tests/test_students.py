@@ -1,9 +1,9 @@
-"""The pure parts of `python -m inference.lessons.serving.students`: the human-pace click schedule, one student's loop on
+"""The pure parts of `python -m inference.bench.students`: the human-pace click schedule, one student's loop on
 a fake clock with a fake step, and the threshold search on a made-up latency curve. Nothing here is timed."""
 
 import pytest
 
-from inference.lessons.serving.students import click_schedule, largest_within, run_student
+from inference.bench.students import click_schedule, largest_within, run_student
 
 pytestmark = pytest.mark.unit
 

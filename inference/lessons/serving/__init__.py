@@ -1,1 +1,2 @@
-"""Serve many: request traces (request_trace), replay, stats, engine metrics, roofline, experiments, random-weight model, students per server, bench keys, figures."""
+"""Serve many: request traces (request_trace), replay, stats, engine metrics, roofline, experiments, random-weight
+model, figures. The class load driver and the bench keys are in inference/bench/."""

@@ -1,7 +1,7 @@
 """How many students can one server take? Simulated students press Step at a human pace; the answer is the
 largest number of them for which the p95 Step latency stays within a limit (1 s), in-process and on an engine.
 
-    python -m inference.lessons.serving.students [--json] [--steps 10] [--max-students 512]
+    python -m inference.bench.students [--json] [--steps 10] [--max-students 512]
 
 How the students are simulated (Simulated pacing, Measured latencies):
 - A Streamlit session is a thread of its app process. A student is a thread that calls exactly what the Generate
@@ -397,7 +397,7 @@ def answer_sentence(mode: str, result: dict, limit_ms: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m inference.lessons.serving.students",
+        prog="python -m inference.bench.students",
         description=__doc__,
         formatter_class=argparse.RawTextHelpFormatter,
     )

@@ -1,6 +1,6 @@
 """What one Step costs the Streamlit server: its process's CPU time (user + system) per Step, over Steps pressed
-in real Chromium against the real app (`python -m inference.lessons.generate.page_bench`, also run by
-`python -m inference.bench --pages`). This, not the model's own ~2-3 ms step, bounds how many students press Step
+in real Chromium against the real app (`python -m inference.bench.pages`, also run by
+`python -m inference.bench --pages`). This, more than the model's own step, bounds how many students press Step
 together on one server. Needs Debian's chromium and playwright (tests/requirements.txt); nothing is imported from
 Streamlit here: the app runs as its own process, whose CPU time psutil reads.
 """

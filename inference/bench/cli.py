@@ -1,0 +1,109 @@
+"""Benchmark: `python -m inference.bench [--json PATH] [--model SOURCE]`.
+
+Every key is measured on this machine and reported, never asserted in tests: timings here are noisy.
+- The step engine (`engine_*`, `ttft_ms`, `decode_ms_per_token`, views): the app's own run, transformers' forward
+  behind `Trace`, recording the full logits and a sampling view every step, against `model.generate`.
+- The speculative keys (`spec_*`, `hf_assisted_*`) are timed on the app's torch threads (`Limits.torch_threads`,
+  `spec_torch_threads` says how many), as the Speculative page runs; the rest on torch's default. On two threads a
+  busy machine stalls torch's workers on every small operation.
+- llama-server (`llamacpp_*`, `serving_*`, the engine internals): the real engine, when it is built or running.
+- `--pages`: the Streamlit server's CPU per Step, driven by Chromium (minutes).
+The latest whole run per CPU kind: docs/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pandas as pd
+import torch
+import transformers
+
+from inference.bench import classroom, constrained, engine, engine_internals, inside, llamacpp, pages, serving
+from inference.core.loader import encode_prompt, load_model
+from inference.core.machine import cpu_name, logical_cpus
+from inference.lessons.quantization.experiments import benchmark_rows
+from inference.lessons.serving import capacity as serving_capacity  # closed loop, 1 slot vs 8, and the roofline
+from inference.lessons.speculative import timing as speculative_timing  # greedy, gamma 4, draft and prompt lookup
+
+
+def run(model_source: str | None = None, include_quantization: bool = True, include_serving: bool = True) -> dict:
+    loaded = load_model(model_source)
+    model, tokenizer = loaded.model, loaded.tokenizer
+    prompt_ids = encode_prompt(tokenizer, engine.BENCH_PROMPT)
+    results = {
+        "model": loaded.info.name,
+        "torch_threads": torch.get_num_threads(),
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+        "cpu": cpu_name(),
+        "logical_cpus": logical_cpus(),
+    }
+    results.update(engine.engine_vs_generate(model, tokenizer))
+    results.update(engine.prefill_and_decode(model, tokenizer))
+    results["view_ms_vocab_4k"] = engine.view_ms(4096)
+    results["view_ms_vocab_50k"] = engine.view_ms(50257)
+    results["trace_view_ms_200"] = engine.trace_view_ms(model, tokenizer)
+    results.update(inside.inside_figures(model, tokenizer))
+    lookup_ids = encode_prompt(tokenizer, engine.LOOKUP_PROMPT)
+    results.update(speculative_timing.bundled_benchmark(model, tokenizer, prompt_ids, lookup_prompt_ids=lookup_ids))
+    results.update(llamacpp.engine_figures(model, tokenizer, prompt_ids))
+    results.update(constrained.constrained_figures(model, tokenizer, prompt_ids))
+    results.update(classroom.class_figures())
+    if include_quantization:
+        results["quantization"] = benchmark_rows(model, tokenizer, prompt_ids)
+    if include_serving:  # llama-server replays of one trace, 1 slot vs 8 (minutes; see serving.py)
+        results.update(serving.run())
+        results.update(engine_internals.run())
+        results.update(serving_capacity.benchmark())
+    return results
+
+
+GOALS = {
+    "engine_vs_generate": "goal >= 1.5",
+    "view_ms_vocab_4k": "goal <= 5",
+    "view_ms_vocab_50k": "goal <= 5",
+    "trace_view_ms_200": "goal <= 100",
+    "inside_ms_300": "goal <= 200",
+    "page_step_server_cpu_ms": "goal <= 20",
+    "page_step_server_cpu_ms_300": "goal <= 30",
+    "page_step_floor_server_cpu_ms": "Streamlit's own (buttons, chips, status line)",
+    "spec_speedup_vs_plain": "goal >= 1.5",
+    "spec_speedup_vs_plain_t0.8": "goal >= 1.2",
+    "spec_prompt_lookup_speedup_vs_plain": "goal >= 1.0 (repetitive prompt)",
+    "llamacpp_vs_engine": "goal <= 2.0",
+    "serving_capacity_8_vs_1": "goal >= 2.5",
+}
+
+
+def print_table(results: dict) -> None:
+    width = max(len(k) for k in results)
+    for key, value in results.items():
+        if key == "quantization":
+            continue
+        print(f"{key:<{width}}  {value!s:<14} {GOALS.get(key, '')}")
+    if results.get("quantization"):
+        print("\nquantization (the step engine, greedy):")
+        print(pd.DataFrame(results["quantization"]).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m inference.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--json", help="also write the figures to this JSON file")
+    parser.add_argument("--model", default=None, help="model source (default: the bundled model)")
+    parser.add_argument("--no-quantization", action="store_true")
+    parser.add_argument("--no-serving", action="store_true", help="skip the llama-server replays (minutes)")
+    parser.add_argument(
+        "--pages", action="store_true", help="also the Streamlit server's CPU per Step in real Chromium (minutes)"
+    )
+    args = parser.parse_args(argv)
+    results = run(args.model, include_quantization=not args.no_quantization, include_serving=not args.no_serving)
+    if args.pages:  # the app in its own process, driven by Chromium: nothing of Streamlit is imported here
+        results.update(pages.page_figures())
+    print_table(results)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
