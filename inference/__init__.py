@@ -1,10 +1,10 @@
 """Inference Lab's engine room: plain Python, no Streamlit anywhere under this package.
 
 - `core`: what every lesson stands on: loading models (`loader`, `bundled`), their shapes (`model_config`),
-  a generation run and its forward pass (`run`: `Trace`, `StepRecord`; `fast_decode`; `remote` for a model a
-  serving engine runs), the KV cache, tokens, prompts, limits, paths, machine facts, measuring helpers,
+  a generation run and its forward pass (`run`: `Trace`, `StepRecord`; `forward`, the one boundary: transformers'
+  forward locally, `remote` for a model a serving engine runs), the KV cache, tokens, prompts, limits, paths, machine facts, measuring helpers,
   FLOPs, MoE routing records, quantized copies and the public-model calculator.
-- `sampling`: the sampling pipeline and its stages (`pipeline`, `samplers`) and the step views the charts read.
+- `sampling`: the sampling pipeline and its stages  and the step views the charts read.
 - `engines`: serving engines over HTTP (`client`: llama.cpp and vLLM dialects) and llama.cpp's build/convert/serve.
 - `training`: the bundled models' trainer, corpus split, evaluation and model cards.
 - `lessons`: one folder per page, each with its computation, sentences and figures: start, generate,

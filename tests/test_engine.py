@@ -52,8 +52,8 @@ def test_greedy_equals_model_generate_token_for_token(any_model):
     "prompt", ["Once upon a time", "Tom and his dog went to the", "The sun was hot. Mia said,", "One day, a big bird"]
 )
 def test_long_greedy_runs_equal_model_generate(bundled, prompt):
-    """The engine's decode step adds up its float32 products in another order than
-    transformers (fast_decode): 150 greedy tokens from several prompts still match exactly."""
+    """The step engine's one-token passes on the KV cache against `generate`: 150 greedy tokens from several prompts
+    match exactly."""
     ids = encode_prompt(bundled.tokenizer, prompt)
     trace = new_trace(bundled.model, bundled.tokenizer, ids, 150, stop_at_eos=False)
     ours = [r.token_id for r in trace.run(GREEDY)]

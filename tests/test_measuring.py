@@ -30,18 +30,17 @@ def test_timed_passes_compute_the_models_own_logits(bundled):
     prompt = torch.tensor([filler_prompt(model.config.vocab_size, 12)])
     cache = DynamicCache(config=model.config)
     logits, prefill_ms = timed_pass(model, prompt, cache)
-    for engine_step in (False, True):
-        step_cache = DynamicCache(config=model.config)
-        start, _ = timed_pass(model, prompt, step_cache)
-        last, times = timed_decode(model, start, step_cache, 3, engine_step=engine_step)
-        assert len(times) == 3 and all(ms > 0 for ms in times) and prefill_ms > 0
-        assert step_cache.get_seq_length() == 12 + 3
-        tokens = prompt[0].tolist()
-        current = logits
-        for _ in range(3):  # the same greedy tokens, recomputed without a cache
-            tokens.append(int(current.argmax()))
-            current, _ = timed_pass(model, torch.tensor([tokens]))
-        assert int(last.argmax()) == int(current.argmax()) and torch.allclose(last, current, atol=1e-3)
+    step_cache = DynamicCache(config=model.config)
+    start, _ = timed_pass(model, prompt, step_cache)
+    last, times = timed_decode(model, start, step_cache, 3)
+    assert len(times) == 3 and all(ms > 0 for ms in times) and prefill_ms > 0
+    assert step_cache.get_seq_length() == 12 + 3
+    tokens = prompt[0].tolist()
+    current = logits
+    for _ in range(3):  # the same greedy tokens, recomputed without a cache
+        tokens.append(int(current.argmax()))
+        current, _ = timed_pass(model, torch.tensor([tokens]))
+    assert int(last.argmax()) == int(current.argmax()) and torch.allclose(last, current, atol=1e-3)
 
 
 def test_run_greedy_equals_model_generate(bundled):

@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 
-from inference.core import fused_step, small_matmul
 from inference.core.loader import encode_prompt
 from inference.core.quantize import PRECISIONS, linear_weight_bytes
 from inference.lessons.quantization import experiments as qc
@@ -111,34 +110,11 @@ def test_speed_findings_call_a_slower_precision_slower_and_say_why(comparison):
     assert any("GPU" in line for line in quant_text.speed_findings(slowed))
 
 
-def test_speed_findings_say_when_float32_has_the_faster_kernel(comparison):
-    """The bundled model's float32 decode step runs on the engine's own C code (fast_decode: the fused pass and the few-rows
-    kernel, or row sums where it is not built): the page says a gap between precisions is partly that kernel, and
-    names the one in use; without it it says nothing of the kind."""
-    assert comparison.float32_row_sums
-    marker = "instead of transformers' own forward"
-    said = [line for line in quant_text.speed_findings(comparison) if marker in line]
-    assert len(said) == 1
-    fused = small_matmul.available() and fused_step.usable()
-    assert ("fused_step.c" in said[0]) == fused == ("packed_matmul.c" in said[0])
-    assert ("small_matmul.c" in said[0]) == (small_matmul.available() and not fused)
-    assert ("row sum" in said[0]) == (not small_matmul.available())
-    plain = dataclasses.replace(comparison, float32_row_sums=False)
-    assert not any(marker in line for line in quant_text.speed_findings(plain))
-
-
-def test_speed_findings_name_the_products_kernel_for_a_model_without_the_fused_pass(comparison):
-    """A hub model past the stacking budget keeps the torch path: the sentence must not claim the C pass."""
-    assert comparison.float32_fused
-    no_plan = dataclasses.replace(comparison, float32_fused=False)
-    said = [line for line in quant_text.speed_findings(no_plan) if "instead of transformers' own forward" in line]
-    assert "fused_step.c" not in said[0] and ("small_matmul.c" in said[0]) == small_matmul.available()
-
-
-def test_speed_findings_name_the_products_kernel_when_the_fused_pass_is_switched_off(comparison, monkeypatch):
-    monkeypatch.setenv("INFERENCE_LAB_FUSED_STEP", "0")
-    said = [line for line in quant_text.speed_findings(comparison) if "instead of transformers' own forward" in line]
-    assert "fused_step.c" not in said[0] and ("small_matmul.c" in said[0]) == small_matmul.available()
+def test_speed_findings_say_every_precision_runs_transformers_forward(comparison):
+    """No private kernel: the page says every copy runs through transformers' forward, and why a quantized kernel
+    can still lose on one token at a time."""
+    said = [line for line in quant_text.speed_findings(comparison) if "transformers' own forward" in line]
+    assert len(said) == 1 and "torchao" in said[0] and "C code" not in said[0]
 
 
 def test_gpt2_conv1d_layers_are_converted_then_quantized(gpt2):
@@ -146,7 +122,6 @@ def test_gpt2_conv1d_layers_are_converted_then_quantized(gpt2):
     model, tokenizer = gpt2
     comparison = qc.compare_precisions(qc.quantize_all(model), tokenizer, [0, 5, 9], 6, rounds=1)
     assert comparison.conv1d_layers == 8  # 2 blocks x (c_attn, c_proj, c_fc, mlp c_proj)
-    assert not comparison.float32_row_sums  # GPT-2 decodes through transformers' forward
     assert comparison.results["int8"].quantized_layers == 8
     assert comparison.results["int4"].quantized_layers == 8
     assert comparison.int4_group_size == 64  # n_embd 64: group 128 would skip every layer

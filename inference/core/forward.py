@@ -3,12 +3,11 @@
 - `TransformersForward`: transformers' own forward on a local model, over the run's `DynamicCache`; a
   Mixture-of-Experts model also returns its routers' logits (collected per call by transformers, so the shared
   model is not changed and concurrent runs stay apart).
-- `FastDecodeForward`: the same, but a one-token decode pass goes through `fast_decode.decode_step` (the lean
-  step for Llama-architecture models; transformers' forward for every other one), and a speculative pass of a few
-  tokens (`few_tokens`) through `fast_decode.few_tokens_step` (the few-rows kernel on float32 weights).
+- `ShortlistForward`: the same, for a speculative draft whose output layer scores only a shortlist of tokens.
 - `RemoteForward` (in `inference.core.remote`, beside the engine it asks): one request to a serving engine,
   whose prompt cache plays the KV cache.
 
+The choice is made once, when a run starts (`inference.core.run.forward_for`); no call site decides again.
 A forward holds one run's cache. `next_pass(text_ids, phase)` feeds the tokens of the text its cache has not
 seen yet and returns a `ForwardPass` for the run to sample from; `crop_to(length)` forgets every position after
 the first `length`. The step engine (`inference.core.run.Trace`) and speculative decoding
@@ -24,7 +23,7 @@ from dataclasses import dataclass, fields
 import torch
 from transformers import DynamicCache
 
-from inference.core import fast_decode, kv_cache, model_config
+from inference.core import kv_cache, model_config
 from inference.core.routing import has_experts
 
 PREFILL, DECODE = "prefill", "decode"
@@ -164,10 +163,6 @@ class TransformersForward(Forward):
         """Run `ids` after the cache; the last `keep` positions' logits, [keep, vocab] float32."""
         return self._run(ids, keep, prefill=False)[0]
 
-    def few_tokens(self, ids: list[int], keep: int = 1) -> torch.Tensor:
-        """A speculative pass of a few tokens after the cache: `logits` here (`FastDecodeForward` has a faster one)."""
-        return self.logits(ids, keep)
-
     @torch.inference_mode()
     def next_pass(self, text_ids: list[int], phase: str) -> ForwardPass:
         ids = text_ids[self.cached_tokens :]
@@ -194,67 +189,26 @@ class TransformersForward(Forward):
         return kv_cache.measured_bytes_per_layer(self.cache)
 
 
-class FastDecodeForward(TransformersForward):
-    """`TransformersForward` on fast_decode's lean passes: a one-token decode pass runs the lean step
-    (`fast_decode.decode_step`: the same logits to float rounding); a prompt, even of one token, and a pass of
-    several tokens run `fast_decode.forward_step` (transformers' arithmetic, bit for bit), except a speculative pass
-    asked for through `few_tokens` (to float rounding, as a one-token step),
-    without the Python around transformers' forward. Routers' logits are never recorded here."""
-
-    def __init__(self, model, tokenizer):
-        super().__init__(model, tokenizer)
-        self.records_routing = False
-
-    def _run(self, ids: list[int], keep: int, prefill: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if len(ids) == 1 and keep == 1 and not prefill:
-            return fast_decode.decode_step(self.model, ids[0], self.cache).float().unsqueeze(0), None
-        return fast_decode.forward_step(self.model, ids, self.cache, keep).float(), None
-
-    @torch.inference_mode()
-    def few_tokens(self, ids: list[int], keep: int = 1) -> torch.Tensor:
-        """A speculative pass of a few tokens after the cache (a verify pass, a draft catching up): through
-        `fast_decode.few_tokens_step`, the few-rows kernel for float32 weights (logits to float rounding, as a
-        one-token step's), else as `logits`."""
-        if len(ids) == 1 and keep == 1:
-            return self.logits(ids, keep)
-        return fast_decode.few_tokens_step(self.model, ids, self.cache, keep).float()
-
-
-class ShortlistForward(FastDecodeForward):
-    """`FastDecodeForward` whose next-token logits score only the token ids of `rows` (a speculative draft proposing
+class ShortlistForward(TransformersForward):
+    """`TransformersForward` whose next-token logits score only the token ids of `rows` (a speculative draft proposing
     from its most frequent tokens, as FR-Spec does): every other token's logit is -inf, so every sampling stage gives
-    it probability 0. Through the fused pass the output layer multiplies only those rows (`fast_decode.shortlist_
-    logits`); elsewhere (a long prompt, no compiler) the full logits are computed and the same columns kept: the same
-    numbers either way."""
+    it probability 0. The model's body runs as usual; the output layer multiplies only the shortlisted rows, which is
+    most of a small draft's work saved. Plain torch: the same numbers as the full logits' columns to float rounding."""
 
     def __init__(self, model, tokenizer, rows):
         super().__init__(model, tokenizer)
         self.rows = torch.tensor(sorted(set(int(r) for r in rows)), dtype=torch.long)
         if not len(self.rows) or self.rows[0] < 0 or self.rows[-1] >= self.vocab_size:
             raise ValueError(f"A shortlist holds token ids from 0 to {self.vocab_size - 1}")
-
-    def _widened(self, short: torch.Tensor) -> torch.Tensor:
-        full = torch.full((short.shape[0], self.vocab_size), -torch.inf)
-        full[:, self.rows] = short
-        return full
-
-    def _shortlisted(self, ids: list[int], keep: int) -> torch.Tensor | None:
-        short = fast_decode.shortlist_logits(self.model, ids, self.cache, keep, self.rows)
-        return None if short is None else self._widened(short)
+        head = model.get_output_embeddings()
+        self._short_weight = head.weight.detach()[self.rows]  # [rows, hidden]: a copy; the shared model is not changed
+        self._short_bias = None if head.bias is None else head.bias.detach()[self.rows]
 
     def _run(self, ids: list[int], keep: int, prefill: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if len(ids) == 1 and keep == 1 and not prefill:
-            logits = self._shortlisted(ids, keep)
-            if logits is not None:
-                return logits, None
-        logits, _ = super()._run(ids, keep, prefill)
-        return self._widened(logits[:, self.rows]), None
-
-    @torch.inference_mode()
-    def few_tokens(self, ids: list[int], keep: int = 1) -> torch.Tensor:
-        if len(ids) == 1 and keep == 1:
-            return self.logits(ids, keep)
-        logits = self._shortlisted(ids, keep)
-        if logits is not None:
-            return logits
-        return self._widened(super().few_tokens(ids, keep)[:, self.rows])
+        body = self.model.get_decoder()
+        out = body(input_ids=torch.tensor([ids], dtype=torch.long), cache=self.cache, use_cache=True)
+        hidden = out.last_hidden_state[0, -keep:]  # [keep, hidden]
+        short = torch.nn.functional.linear(hidden, self._short_weight, self._short_bias).float()
+        full = torch.full((short.shape[0], self.vocab_size), -torch.inf)
+        full[:, self.rows] = short
+        return full, None

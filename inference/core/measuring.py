@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 import torch
 
-from inference.core import fast_decode
 from inference.core.run import Trace, new_trace
 from inference.sampling.pipeline import SamplingSettings
 
@@ -46,22 +45,14 @@ def timed_pass(model, input_ids: torch.Tensor, cache=None) -> tuple[torch.Tensor
 
 
 @torch.inference_mode()
-def timed_decode(
-    model, logits: torch.Tensor, cache, steps: int, engine_step: bool = False
-) -> tuple[torch.Tensor, list[float]]:
+def timed_decode(model, logits: torch.Tensor, cache, steps: int) -> tuple[torch.Tensor, list[float]]:
     """`steps` greedy decode passes continuing from `logits` [batch, vocab] on `cache`, each
-    timed: (the last logits, ms per pass). `engine_step` times the step engine's own decode
-    step (`fast_decode.decode_step`, one sequence) instead of the model's forward pass."""
+    timed: (the last logits, ms per pass)."""
     times = []
     for _ in range(steps):
         next_ids = logits.argmax(-1, keepdim=True)  # [batch, 1]
-        if engine_step:
-            start = time.perf_counter()
-            logits = fast_decode.decode_step(model, int(next_ids), cache).unsqueeze(0)
-            times.append((time.perf_counter() - start) * 1000)
-        else:
-            logits, ms = timed_pass(model, next_ids, cache)
-            times.append(ms)
+        logits, ms = timed_pass(model, next_ids, cache)
+        times.append(ms)
     return logits, times
 
 

@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
-from inference.core import fast_decode, small_matmul
-from inference.core.fixed_cache import FixedCacheForward
 from inference.core.forward import (
     DECODE,
     PREFILL,
@@ -36,7 +34,6 @@ from inference.core.forward import context_limit as context_limit  # the run's n
 from inference.core.forward import eos_token_ids as eos_token_ids
 from inference.core.forward import vocabulary_rows as vocabulary_rows
 from inference.core.remote import RemoteForward, is_remote
-from inference.core.routing import has_experts
 from inference.core.tokens import token_text
 from inference.sampling.pipeline import (
     MIN_SORTED,
@@ -393,15 +390,11 @@ def record_row(r: StepRecord) -> dict:
 
 
 def forward_for(model, tokenizer) -> Forward:
-    """The forward pass a run on `model` uses: one request per step to a serving engine; transformers' forward for
-    a Mixture-of-Experts model (its routers' logits are recorded each step); else the lean decode step, on a KV cache
-    allocated once where the fused C pass runs (`inference.core.fixed_cache`: the same numbers, without DynamicCache's
-    copy of every layer's past on each step)."""
+    """The forward pass a run on `model` uses, chosen once here: one request per step to a serving engine, else
+    transformers' own forward (a Mixture-of-Experts model's routers' logits are recorded each step)."""
     if is_remote(model):
         return RemoteForward(model)
-    if has_experts(model):
-        return TransformersForward(model, tokenizer)
-    return FixedCacheForward(model, tokenizer)
+    return TransformersForward(model, tokenizer)
 
 
 def new_trace(
@@ -420,12 +413,8 @@ def new_trace(
 
 
 def warm_up(model, tokenizer) -> None:
-    """A short untimed run (4-token prefill, 2 decode steps, sampled), so the first pass a
-    page measures does not pay this process's one-time setup: thread pool start, kernel
-    choice, first allocations. Measured on the bundled model in a fresh process: the first
-    prefill took 25 ms and the first decode steps 7.7 and 6.0 ms; later ones 9.5 and ~4.3 ms."""
+    """A short untimed run (4-token prefill, 2 decode steps, sampled), so the first pass a page measures does not
+    pay this process's one-time setup: thread pool start, kernel choice, first allocations."""
     trace = new_trace(model, tokenizer, [0, 1, 2, 3], 3, stop_at_eos=False)
     for _ in trace.run(SamplingSettings(temperature=0.8, top_p=0.95)):
         pass
-    if fast_decode.float32_row_sums(model):
-        small_matmul.available()  # builds (about a second, once per machine) or loads the speculative passes' kernel

@@ -4,33 +4,31 @@ Two ways a server could outlive its starter, both closed here:
 - The starter is told to stop (SIGTERM from a supervisor, SIGINT from Ctrl-C, SIGHUP when its terminal
   closes): `stop_signals` turns each into an exception, so the caller's `finally` stops the server.
 - The starter dies without running any code (SIGKILL, a crash, the OOM killer): Linux's parent-death signal
-  (`prctl(PR_SET_PDEATHSIG)`, set in the child between fork and exec by `die_with_parent`) sends the server
-  SIGTERM. Linux sends it when the *thread* that started the server ends, so start a server on a thread that
+  (`prctl(PR_SET_PDEATHSIG)`, set by util-linux's `setpriv --pdeathsig`, which then execs the server: see
+  `dying_with_parent`) sends the server SIGTERM. Linux sends it when the *thread* that started the server ends, so start a server on a thread that
   outlives it (the main thread, or the thread holding the `with serve(...)` block).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
+import shutil
 import sys
 import time
 from pathlib import Path
 
-PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
-# Looked up here, before any fork: the child then only calls a resolved function between fork and exec.
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
-
-def die_with_parent() -> None:
-    """`preexec_fn` for `subprocess.Popen`: the child gets SIGTERM when its parent (thread) dies."""
-    if _LIBC is not None:
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+def dying_with_parent(args: list[str]) -> list[str]:
+    """`args` run so that the server gets SIGTERM when its parent (thread) dies: `setpriv` (util-linux, on every
+    Debian) sets the parent-death signal and execs the server, so the server keeps setpriv's process id. Elsewhere
+    (macOS, or no setpriv) the arguments as they are: a server there is stopped by `stop_signals` alone."""
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    return [setpriv, "--pdeathsig", "TERM", "--", *args] if setpriv else list(args)
 
 
 def stop_process(process: subprocess.Popen, timeout: float = 10.0, group: bool = False) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from inference.core.loader import check_folder, classify_source
 from inference.core.model_config import context_length
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
-from inference.engines.lifetime import ServerProcess, die_with_parent, wait_healthy
+from inference.engines.lifetime import ServerProcess, dying_with_parent, wait_healthy
 
 SDIST_PACKAGE = "llama-cpp-python"
 SDIST_VERSION = "0.3.36"
@@ -337,9 +337,9 @@ def serve(
     log_path = Path(log_path) if log_path else cache_dir() / "logs" / f"llama-server-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    with open(log_path, "wb") as log:  # die_with_parent: no orphaned server if this process is killed
+    with open(log_path, "wb") as log:  # dying_with_parent: no orphaned server if this process is killed
         process = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+            dying_with_parent(args), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
         )
     server = LlamaServer(
         url=f"http://127.0.0.1:{port}", process=process, gguf=gguf, parallel=parallel, log_path=log_path

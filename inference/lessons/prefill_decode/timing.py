@@ -144,8 +144,7 @@ def _one_run(model, prompt_ids: list[int], decode_tokens: int) -> tuple[float, f
     `decode_tokens` one-token passes on the cache it filled."""
     cache = DynamicCache(config=model.config)
     logits, prefill_ms = timed_pass(model, torch.tensor([prompt_ids], dtype=torch.long), cache)
-    # The engine's own decode step, so this sweep and the timeline above agree.
-    _, decode_ms = timed_decode(model, logits, cache, decode_tokens, engine_step=True)
+    _, decode_ms = timed_decode(model, logits, cache, decode_tokens)
     return prefill_ms, sum(decode_ms) / len(decode_ms)
 
 

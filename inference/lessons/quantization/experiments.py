@@ -23,7 +23,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inference.core import fast_decode
 from inference.core.flops import FlopCount
 from inference.core.measuring import run_greedy
 from inference.core.quantize import (
@@ -79,8 +78,6 @@ class PrecisionComparison:
     int4_group_size: int
     conv1d_layers: int  # GPT-2 Conv1D layers in the original model (converted before quantizing)
     rounds: int = 1
-    float32_row_sums: bool = False  # the engine does its own float32 products (fast_decode: kernel or row sums)
-    float32_fused: bool = False  # and the whole float32 pass can be one C call (fast_decode.fused_pass)
     decode_flops: int = 0  # one decode pass's arithmetic at the prompt's end (FlopCount): the same in every engine
     leaf_modules: int = 0  # modules without children: roughly the operations torch dispatches per token
 
@@ -274,8 +271,6 @@ def compare_precisions(
         int4_group_size=int4_group_size(models[REFERENCE]),
         conv1d_layers=len(_conv1d_layers(models[REFERENCE])),
         rounds=rounds,
-        float32_row_sums=fast_decode.float32_row_sums(models[REFERENCE]),
-        float32_fused=fast_decode.fused_pass(models[REFERENCE]),
         decode_flops=FlopCount.of(models[REFERENCE]).decode(len(prompt_ids)),
         leaf_modules=leaf_modules(models[REFERENCE]),
     )

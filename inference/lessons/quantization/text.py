@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from inference.core import fused_step, machine, small_matmul
+from inference.core import machine
 from inference.core.machine import describe_bytes
 from inference.lessons.quantization.experiments import REFERENCE, PrecisionComparison, PrecisionResult, speed_ratio
 
@@ -170,25 +170,13 @@ def speed_findings(comparison: PrecisionComparison, cache_bytes: int | None = No
     reference = results[REFERENCE]
     home = weights_home(reference.weight_bytes, cache)
     findings = [cache_sentence(reference.weight_bytes, cache)]
-    if comparison.float32_row_sums:
-        findings.append(
-            "In this app's step engine, "
-            + (
-                "float32's whole decode step is one call into the app's own C code (`inference/core/fused_step.c`, "
-                "its products the app's AVX-512/AVX2 kernel on weights packed in panels, `inference/core/packed_matmul.c`)"
-                if comparison.float32_fused and fused_step.usable()
-                else "float32's matrix-vector products run "
-                + (
-                    "through the app's own AVX2 kernel (`inference/core/small_matmul.c`)"
-                    if small_matmul.available()
-                    else "as torch's vectorised multiply and row sum"
-                )
-            )
-            + " instead of transformers' own forward and its one-token matrix kernel "
-            "(`python -m inference.bench` times the engine against transformers' `generate` on this machine). "
-            "bfloat16, int8 and int4 keep their own kernels, so part of each gap below is the kernel, not the number "
-            "format."
-        )
+    findings.append(
+        "Every precision runs through transformers' own forward here: float32 on torch's matrix kernels, bfloat16, "
+        "int8 and int4 on torchao's. On a CPU those quantized kernels are built for large batches and GPUs; on one "
+        "token at a time they can cost more than the bytes they save, so a gap below is partly the kernel, not the "
+        "number format. llama.cpp's GGUF types (`python -m inference.engines llamacpp convert --type q8_0`) are "
+        "built for this case."
+    )
     for precision, result in results.items():
         if precision == REFERENCE:
             continue
