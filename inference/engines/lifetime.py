@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
-import shutil
 import sys
 import time
 from pathlib import Path
