@@ -1,5 +1,5 @@
-"""The README's class set-up, run as written: `llamacpp serve --parallel 8`, two app processes started with the
-README's flags and variables, and nginx (Debian's) with the config block copied out of README.md, only its ports
+"""The class set-up of docs/CLASSROOM.md, run as written: `llamacpp serve --parallel 8`, two app processes started
+with deploy/class.sh's flags and variables, and nginx (Debian's) with deploy/nginx.conf, only its ports
 changed. Browser sessions go through nginx only; everything stays on 127.0.0.1.
 
 Checked: every session stays on one app process for every request (nginx's access log: one upstream per
@@ -15,7 +15,6 @@ Marker `load` (minutes: two app processes, nginx, llama-server and Chromium on t
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -39,12 +38,13 @@ from tests.test_engines import IN_CI, require_llama_server
 
 pytestmark = [pytest.mark.load, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-README = PROJECT_ROOT / "README.md"
+NGINX_CONF = PROJECT_ROOT / "deploy" / "nginx.conf"
+CLASS_SCRIPT = PROJECT_ROOT / "deploy" / "class.sh"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 STEPS_BEFORE, STEPS_AFTER, MAX_NEW_TOKENS = 4, 4, 40
 SESSIONS_PER_PROCESS = 2  # sessions are opened until each app process has at least this many
-# What the README's app command says; the test runs exactly these flags.
-README_APP_FLAGS = [
+# What deploy/class.sh's app command says; the test runs exactly these flags.
+CLASS_APP_FLAGS = [
     "--server.headless",
     "true",
     "--server.address",
@@ -54,7 +54,7 @@ README_APP_FLAGS = [
     "--browser.gatherUsageStats",
     "false",
 ]
-README_ENV = {
+CLASS_ENV = {
     "INFERENCE_LAB_ALLOW_LOCAL_FOLDERS": "0",
     "INFERENCE_LAB_ALLOW_HUB": "0",
     "INFERENCE_LAB_PUBLIC": "1",
@@ -66,7 +66,7 @@ pid {dir}/nginx.pid;
 error_log {dir}/error.log info;
 events {{ worker_connections 512; }}
 http {{
-    # Debian's nginx.conf holds the http block the README's file is included into; ours adds a log that names
+    # Debian's nginx.conf holds the http block deploy/nginx.conf is included into; ours adds a log that names
     # each request's cookie key and the app process (upstream) that served it.
     log_format sticky '$msec|$inference_lab_key|$upstream_addr|$status|$request_uri';
     access_log {dir}/access.log sticky;
@@ -80,27 +80,26 @@ http {{
 """
 
 
-def readme_nginx_conf(app_ports: list[int], nginx_port: int) -> str:
-    """The README's nginx block with its ports changed (8501/8502 -> the app ports, 80 -> a free loopback port)."""
-    text = README.read_text()
-    found = re.search(r"```\n(# /etc/nginx/conf\.d/inference-lab\.conf.*?)```", text, re.S)
-    assert found, "README.md has no nginx block starting with '# /etc/nginx/conf.d/inference-lab.conf'"
-    conf = found.group(1)
+def deployed_nginx_conf(app_ports: list[int], nginx_port: int) -> str:
+    """deploy/nginx.conf with its ports changed (8501/8502 -> the app ports, 80 -> a free loopback port)."""
+    conf = NGINX_CONF.read_text()
     for old in ("server 127.0.0.1:8501;", "server 127.0.0.1:8502;", "listen 80;"):
-        assert old in conf, f"the README's nginx block changed: no {old!r}"
+        assert old in conf, f"deploy/nginx.conf changed: no {old!r}"
     conf = conf.replace("127.0.0.1:8501", f"127.0.0.1:{app_ports[0]}").replace(
         "127.0.0.1:8502", f"127.0.0.1:{app_ports[1]}"
     )
     return conf.replace("listen 80;", f"listen 127.0.0.1:{nginx_port};")
 
 
-def test_the_readme_still_gives_the_flags_and_settings_this_test_runs():
-    text = README.read_text()
+def test_the_class_script_still_gives_the_flags_and_settings_this_test_runs():
+    text = CLASS_SCRIPT.read_text()
     assert "streamlit run app.py --server.headless true --server.address 127.0.0.1 --server.port $port" in text
     assert "--server.fileWatcherType none --browser.gatherUsageStats false &" in text
     assert "python -m inference.engines llamacpp serve --parallel 8 --port 8080 &" in text
-    for name, value in README_ENV.items():
+    for name, value in CLASS_ENV.items():
         assert f"{name}={value}" in text, name
+    for doc in (PROJECT_ROOT / "README.md", PROJECT_ROOT / "docs" / "CLASSROOM.md"):
+        assert "deploy/nginx.conf" in doc.read_text() and "deploy/class.sh" in doc.read_text(), doc.name
 
 
 def wait_http(url: str, timeout_s: float, process: subprocess.Popen, what: str) -> None:
@@ -168,7 +167,7 @@ def websocket_upstreams(lines) -> list[str]:
     return [upstream for _, upstream, status, uri in lines if status == "101" and uri.startswith("/_stcore/stream")]
 
 
-def test_a_class_behind_the_readmes_nginx_is_sticky_exact_and_survives_losing_an_app_process(bundled, tmp_path):
+def test_a_class_behind_the_deployed_nginx_is_sticky_exact_and_survives_losing_an_app_process(bundled, tmp_path):
     require_llama_server()
     if not os.access(NGINX, os.X_OK):
         if IN_CI:
@@ -179,7 +178,7 @@ def test_a_class_behind_the_readmes_nginx_is_sticky_exact_and_survives_losing_an
     expected = {p: solo(bundled, p, STEPS_BEFORE + STEPS_AFTER) for p in PROMPTS}
     engine_port, app_ports, nginx_port = free_port(), [free_port(), free_port()], free_port()
     with ExitStack() as stack:
-        # 1. The README's commands, its ports changed.
+        # 1. deploy/class.sh's commands, their ports changed.
         engine = started(
             stack,
             [
@@ -196,7 +195,7 @@ def test_a_class_behind_the_readmes_nginx_is_sticky_exact_and_survives_losing_an
             tmp_path / "engine.log",
         )
         wait_http(f"http://127.0.0.1:{engine_port}/health", 120, engine, "llamacpp serve")
-        env = {**os.environ, **README_ENV, "INFERENCE_LAB_ENGINES": f"llama.cpp=http://127.0.0.1:{engine_port}"}
+        env = {**os.environ, **CLASS_ENV, "INFERENCE_LAB_ENGINES": f"llama.cpp=http://127.0.0.1:{engine_port}"}
         apps = {}
         for port in app_ports:
             command = [
@@ -205,14 +204,14 @@ def test_a_class_behind_the_readmes_nginx_is_sticky_exact_and_survives_losing_an
                 "streamlit",
                 "run",
                 "app.py",
-                *README_APP_FLAGS,
+                *CLASS_APP_FLAGS,
                 "--server.port",
                 str(port),
             ]
             apps[port] = started(stack, command, tmp_path / f"app-{port}.log", env)
         for port, app in apps.items():
             wait_http(f"http://127.0.0.1:{port}/_stcore/health", 120, app, f"the app on port {port}")
-        (tmp_path / "inference-lab.conf").write_text(readme_nginx_conf(app_ports, nginx_port))
+        (tmp_path / "inference-lab.conf").write_text(deployed_nginx_conf(app_ports, nginx_port))
         user = "user root;" if os.geteuid() == 0 else ""  # workers must write the temp folders in tmp_path
         (tmp_path / "nginx.conf").write_text(MAIN_CONF.format(user=user, dir=tmp_path))
         nginx = started(
