@@ -14,11 +14,12 @@ from inference.core.loader import load_model
 from inference.core.prompting import prepare_prompt
 from inference.core.run import SEED_MAX, warm_up
 from inference.core.tokens import markdown_token_text
-from inference.lessons.speculative import drafting
+from inference.lessons.speculative import comparison, drafting, verdicts
 from inference.lessons.speculative import figures as spec_fig
 from inference.lessons.speculative import run as spec
+from inference.lessons.speculative import speed_figures as speed_fig
+from inference.lessons.speculative import sweep as spec_sweep
 from inference.lessons.speculative import text as spec_text
-from inference.lessons.speculative import timing as spec_timing
 from inference.sampling.pipeline import SamplingSettings
 
 SAMPLING_KNOBS = controls.CLASSIC[:4]  # temperature, top-p, top-k, min-p: applied to p and q alike
@@ -231,7 +232,7 @@ if record.checks:  # one chart under the other: each draft token needs the width
 # -- the run against plain decoding -------------------------------------------------------------
 st.subheader("Faster? Measured against plain decoding of the same text")
 # the kept plain timing grows on its cache: one rerun at a time
-result = spec_timing.kept_comparison(run, settings, st.session_state, guards=(generation_slot, session_lock))
+result = comparison.kept_comparison(run, settings, st.session_state, guards=(generation_slot, session_lock))
 if presenter:  # an HTML table wraps its text: projector-sized metrics were cut at 800 px ("89% (8 …")
     st.table(spec_fig.metrics_table(spec_text.run_metrics(result, gamma)))
 else:
@@ -239,27 +240,28 @@ else:
         cell.metric(label, value, help=help_text)
 st.markdown(spec_text.ALPHA_DEFINITION)
 
-st.plotly_chart(spec_fig.timeline_figure(run.rounds, result.plain, presenter), width="stretch", key="spec_timeline")
+st.plotly_chart(speed_fig.timeline_figure(run.rounds, result.plain, presenter), width="stretch", key="spec_timeline")
 caption("measured", spec_text.timeline_caption(len(run.generated_ids)))
 
 alpha, cost = result.summary.acceptance_rate, result.cost_ratio or 0.0
 st.plotly_chart(
-    spec_fig.theory_figure(gamma, cost, result.verify_cost, alpha, result.measured_speedup, presenter),
+    speed_fig.theory_figure(gamma, cost, result.verify_cost, alpha, result.measured_speedup, presenter),
     width="stretch",
     key="spec_theory",
 )
 caption("exact", spec_text.CAPTIONS["theory"])
 
-st.markdown("\n\n".join(spec_text.run_verdict(result)))  # when it loses, what c is, what the formula leaves out
+# when it loses, why a verify pass costs what it does here, what c is, what the formula leaves out
+st.markdown("\n\n".join(verdicts.run_verdict(result, spec_sweep.weight_bytes(model))))
 
 # -- sweep -----------------------------------------------------------------------------------------
-st.subheader(spec_text.sweep_heading(spec_timing.SWEEP_GAMMAS, spec_timing.SWEEP_TEMPERATURES))
+st.subheader(spec_text.sweep_heading(spec_sweep.SWEEP_GAMMAS, spec_sweep.SWEEP_TEMPERATURES))
 other = drafting.other_side(info.name) if draft is not None else None  # both sides of the trade, measured
 
 
 def measure_sweep(progress):
     sides = drafting.sweep_targets((info.name, model, tokenizer), other, load_float32)
-    return spec_timing.sweep_sides(sides, new_drafter, prepared.ids, spec_timing.SWEEP_NEW_TOKENS, progress=progress)
+    return spec_sweep.sweep_sides(sides, new_drafter, prepared.ids, spec_sweep.SWEEP_NEW_TOKENS, progress=progress)
 
 
 table = measure_on_click(
@@ -267,21 +269,23 @@ table = measure_on_click(
     "spec_sweep_button",
     ("spec_sweep", info.name, drafter_kind, draft_name, shortlist_size, tuple(prepared.ids), other),
     measure_sweep,
-    spec_text.sweep_not_yet(spec_timing.SWEEP_NEW_TOKENS, drafter_label, other),
+    spec_text.sweep_not_yet(spec_sweep.SWEEP_NEW_TOKENS, drafter_label, other),
 )
 if table is not None:  # one under the other: side by side, the legends and titles were cut at 800 px
     for index, (target_name, side) in enumerate(table.groupby("target", sort=False)):
-        st.markdown(spec_text.side_heading(target_name, side["pass_kind"].iloc[0]))
-        st.plotly_chart(spec_fig.sweep_figure(side, presenter), width="stretch", key=f"spec_sweep_speed_{index}")
-        caption("measured", spec_text.sweep_speed_caption(spec_timing.SWEEP_NEW_TOKENS, drafter_label))
-        st.plotly_chart(spec_fig.sweep_alpha_figure(side, presenter), width="stretch", key=f"spec_sweep_tokens_{index}")
+        st.markdown(spec_text.side_heading(target_name, int(side["weight_bytes"].iloc[0])))
+        st.plotly_chart(speed_fig.sweep_figure(side, presenter), width="stretch", key=f"spec_sweep_speed_{index}")
+        caption("measured", spec_text.sweep_speed_caption(spec_sweep.SWEEP_NEW_TOKENS, drafter_label))
+        st.plotly_chart(
+            speed_fig.sweep_alpha_figure(side, presenter), width="stretch", key=f"spec_sweep_tokens_{index}"
+        )
         caption("measured", spec_text.sweep_tokens_caption(drafter_label))
-        for finding in spec_text.sweep_findings(side):
+        for finding in verdicts.sweep_findings(side):
             st.markdown(finding)
     # why a side wins or loses: what a pass of several tokens costs on each target
-    st.plotly_chart(spec_fig.sweep_verify_figure(table, presenter), width="stretch", key="spec_sweep_verify")
+    st.plotly_chart(speed_fig.sweep_verify_figure(table, presenter), width="stretch", key="spec_sweep_verify")
     caption("measured", spec_text.CAPTIONS["sweep_verify"])
-    if sides_sentence := spec_text.both_sides(table):
+    if sides_sentence := verdicts.both_sides(table):
         st.markdown(sides_sentence)
 
 # -- every round -------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from inference.core.routing import BUNDLED_MOE_DIR, BUNDLED_MOE_NAME
 from inference.core.run import SEED_MAX
 from inference.lessons.speculative import run as spec  # the module, so a test can refuse every pair in one place
 from inference.lessons.speculative import shortlist
+from inference.lessons.speculative.drafters import GAMMA_MAX, GAMMA_MIN, ModelDrafter, PromptLookupDrafter
 
 
 @dataclass(frozen=True)
@@ -67,14 +68,14 @@ def new_drafter(target, draft: LoadedModel | None, shortlist_size: int = SHORTLI
     """A fresh drafter for one run: the draft model's (scoring only its `shortlist_size` most frequent tokens where it
     has counts), or prompt lookup over the target's vocabulary."""
     if draft is not None:
-        return spec.ModelDrafter(draft.model, draft.tokenizer, shortlist_ids(draft, shortlist_size))
-    return spec.PromptLookupDrafter(spec.vocabulary_rows(target))
+        return ModelDrafter(draft.model, draft.tokenizer, shortlist_ids(draft, shortlist_size))
+    return PromptLookupDrafter(spec.vocabulary_rows(target))
 
 
 def other_side(target_name: str) -> tuple[str, str] | None:
     """For a bundled target, the other bundled target the draft serves: (its name, its source for the loader, "" the
-    bundled dense model). Their passes run differently here (the dense model's is one C call, the MoE model's
-    transformers' forward), so a sweep on both shows speculation winning and losing. None for any other target."""
+    bundled dense model). The sweep measures both, so the page shows speculation on two targets with the same draft,
+    and where it wins or loses on this machine. None for any other target."""
     if target_name == BUNDLED_MODEL_NAME and BUNDLED_MOE_DIR.is_dir():
         return BUNDLED_MOE_NAME, str(BUNDLED_MOE_DIR)
     if target_name == BUNDLED_MOE_NAME:
@@ -93,7 +94,7 @@ def sweep_targets(target: tuple, other: tuple[str, str] | None, load: Callable[[
 
 DRAFTERS = {"draft": "Draft model", "lookup": "Prompt lookup (no model)"}  # the page's choice -> its label
 SHORTLIST_CHOICES = (*shortlist.SIZES, SHORTLIST_ALL)  # what a link's `sl` may say
-PAGE_RANGES = {"spec_gamma": (spec.GAMMA_MIN, spec.GAMMA_MAX), "spec_seed": (0, SEED_MAX)}  # URL values allowed
+PAGE_RANGES = {"spec_gamma": (GAMMA_MIN, GAMMA_MAX), "spec_seed": (0, SEED_MAX)}  # URL values allowed
 PAGE_NAMES = {"spec_gamma": "γ (tokens drafted per round)", "spec_max_new": "max new tokens"}  # in URL warnings
 PAGE_DEFAULTS = {  # what the Speculative page opens on (widget key -> value)
     "spec_prompt": "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.",

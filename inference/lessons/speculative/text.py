@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import pandas as pd
-
+from inference.core.machine import describe_bytes
 from inference.core.tokens import markdown_token_text
 from inference.lessons.speculative import drafting, shortlist
 from inference.lessons.speculative import run as spec
+from inference.lessons.speculative.comparison import Comparison
 from inference.lessons.speculative.run import RoundRecord
-from inference.lessons.speculative.timing import Comparison, sweep_runs
+from inference.lessons.speculative.sweep import sweep_runs
 
 INTRO = (
     "A decode step of the big model reads every weight to make **one** token. Speculative decoding lets "
@@ -155,156 +155,6 @@ def run_metrics(result: Comparison, gamma: int) -> list[tuple[str, str, str]]:
     ]
 
 
-def cost_sentence(result: Comparison, sweep_costs: list[float] | None = None) -> str:
-    """How c was measured in this run and how far it moves: within the run (the draft passes' quartiles) and, once
-    the sweep has run, across its runs. None of it is a property of the models alone: both are wall times here."""
-    if result.cost_ratio is None:
-        return (
-            "c = 0 for prompt lookup: no draft model runs. Its search is not free, though; its time is in the "
-            "round's other costs below."
-        )
-    spread = result.cost_ratio_range()
-    within = (
-        ""
-        if spread is None
-        else f" The middle half of this run's {len(result.draft_passes_ms)} draft passes gives c from "
-        f"{spread[0]:.2f} to {spread[1]:.2f}."
-    )
-    across = (
-        f" Across the sweep's {len(sweep_costs)} runs c ran from {min(sweep_costs):.2f} to {max(sweep_costs):.2f}."
-        if sweep_costs
-        else ""
-    )
-    return (
-        f"**c = {result.cost_ratio:.2f}** is measured, not a constant: the median one-token draft pass "
-        f"({result.summary.draft_pass_ms:.2f} ms) over the median one-token target pass of plain decoding "
-        f"({result.plain.decode_pass_ms:.2f} ms), both wall times on this shared CPU.{within}{across} "
-        "A burst of other work on the machine, or a model whose passes are mostly fixed overhead, moves it between runs."
-    )
-
-
-def overhead_sentence(result: Comparison) -> str | None:
-    """Why the formula's prediction beats the measurement, from what the run measured: the formula charges a round
-    γ·c + verify target passes and nothing else; a round also searches (prompt lookup) or samples and keeps books,
-    and plain decoding draws once per token. None unless the prediction beats the measurement by more than 10%."""
-    predicted = result.predicted_speedup(measured_verify=True)
-    overhead = result.overhead_passes_per_round()
-    charged = result.predicted_with_overheads()
-    if predicted is None or overhead is None or charged is None or predicted <= result.measured_speedup * 1.1:
-        return None
-    what = "the lookup's search, sampling and bookkeeping" if result.cost_ratio is None else "sampling and bookkeeping"
-    return (
-        f"The formula predicts **{predicted:.2f}×**, the run measured **{result.measured_speedup:.2f}×**. The formula "
-        f"charges a round only its target passes (γ·c + verify). Measured here, the median round also spends "
-        f"{overhead:.2f} target passes on {what}, outside the model passes, while plain decoding spends "
-        f"{result.draw_passes_per_token():.2f} per token on its draw. With both in the formula it predicts "
-        f"**{charged:.2f}×**."
-    )
-
-
-def run_verdict(result: Comparison, sweep_costs: list[float] | None = None) -> list[str]:
-    """This run's paragraphs under the theory chart: when speculation loses, how c was measured, and what the
-    formula leaves out (when its prediction beats the measurement)."""
-    cost = result.cost_ratio or 0.0
-    even = spec.break_even_alpha(result.gamma, cost, result.verify_cost)
-    alpha = result.summary.acceptance_rate
-    if result.summary.verify_read_prompt:  # round 0's pass read the prompt too: no verdict on costs per pass yet
-        first = (
-            f"Only round 0 has run, and its verify pass also read the prompt ({result.verify_cost:.2f} target passes "
-            "with it). Step once more: the next round measures a verify pass alone, and this paragraph says when "
-            "speculation wins on this machine."
-        )
-    else:
-        first = when_it_loses(result.measured_speedup, result.gamma, cost, result.verify_cost, even, alpha)
-    paragraphs = [first, cost_sentence(result, sweep_costs)]
-    overhead = overhead_sentence(result)
-    return paragraphs + ([overhead] if overhead else [])
-
-
-def when_it_loses(
-    measured_speedup: float, gamma: int, cost: float, verify_cost: float, even: float | None, alpha: float | None
-) -> str:
-    """When speculation loses, with this run's numbers (`even`: the break-even α, None when none exists)."""
-    losses = []
-    if measured_speedup < 1:
-        losses.append(f"**This run lost**: {measured_speedup:.2f}× means speculation was slower than plain decoding.")
-    if even is None:
-        losses.append(
-            f"At γ = {gamma} with c = {cost:.2f} and a verify pass of {verify_cost:.2f} target passes, "
-            f"even a draft that is always right cannot win: a round costs γ·c + verify = "
-            f"{gamma * cost + verify_cost:.2f} target passes for at most γ + 1 = {gamma + 1} tokens."
-        )
-    else:
-        losses.append(
-            f"At γ = {gamma}, c = {cost:.2f} and a verify pass of {verify_cost:.2f} target passes, "
-            f"speculation only wins when α is above **{even:.0%}**"
-            + ("" if alpha is None else f" (this run: {alpha:.0%})")
-            + "."
-        )
-    losses.append(
-        "Temperature changes how often p and q agree, and so α: the sweep below measures it at three temperatures."
-    )
-    return "\n\n".join(losses)
-
-
-def sweep_findings(table: pd.DataFrame) -> list[str]:
-    """The sweep's mean α per temperature, and its best and worst run."""
-    by_temperature = table.groupby("temperature")["alpha"].mean().dropna()
-    costs = table["cost_ratio"].dropna()
-    best = table.loc[table["measured_speedup"].idxmax()]
-    worst = table.loc[table["measured_speedup"].idxmin()]
-    won = int((table["measured_speedup"] > 1).sum())
-    return [
-        "Mean α over γ: " + ", ".join(f"**{a:.0%}** at temperature {t:g}" for t, a in by_temperature.items()) + ".",
-        f"**{won} of {len(table)}** runs beat plain decoding (above the red line), **{len(table) - won}** did not"
-        + _sides(table)
-        + ".",
-        f"Best: **{best['measured_speedup']:.2f}×** at γ = {int(best['gamma'])}, temperature "
-        f"{best['temperature']:g}. Worst: **{worst['measured_speedup']:.2f}×** at γ = {int(worst['gamma'])}, "
-        f"temperature {worst['temperature']:g}"
-        + (" — slower than plain decoding." if worst["measured_speedup"] < 1 else "."),
-    ] + (
-        [
-            f"c, measured in each run, ran from **{costs.min():.2f}** to **{costs.max():.2f}** (median "
-            f"{costs.median():.2f}): the same two models, timed on a shared CPU."
-        ]
-        if len(costs)
-        else []
-    )
-
-
-def both_sides(table: pd.DataFrame) -> str | None:
-    """One sentence over a sweep on several targets (`timing.sweep_sides`): per target, how its passes run, what a
-    verify pass cost in one-token passes (median over the sweep) and its median and best run (single runs on a shared
-    CPU: the median is the steadier figure); then why they differ. None for one target."""
-    if "target" not in table or table["target"].nunique() < 2:
-        return None
-    parts = []
-    for name, runs in table.groupby("target", sort=False):
-        parts.append(
-            f"on **{markdown_token_text(name)}** ({runs['pass_kind'].iloc[0]} a pass) a verify pass cost "
-            f"**{runs['verify_cost'].median():.2f}** one-token passes and the median run was "
-            f"**{runs['measured_speedup'].median():.2f}×** (best {runs['measured_speedup'].max():.2f}×)"
-        )
-    return (
-        "Both sides, measured just now with the same drafter: "
-        + "; ".join(parts)
-        + ". Speculation pays where a pass of γ + 1 tokens costs little more than a pass of one: where reading the "
-        "weights or the fixed cost of a pass sets its time (a GPU serving a large model, or a framework's overhead), "
-        "not where, as in a lean CPU pass of a small model, every token fed adds its own arithmetic."
-    )
-
-
-def _sides(table: pd.DataFrame) -> str:
-    """Per temperature, where speculation won: the γ of its winning runs."""
-    parts = []
-    for temperature, runs in table.groupby("temperature"):
-        winners = sorted(int(g) for g in runs.loc[runs["measured_speedup"] > 1, "gamma"])
-        where = "no γ" if not winners else "γ = " + ", ".join(str(g) for g in winners)
-        parts.append(f"temperature {temperature:g}: won at {where}")
-    return " (" + "; ".join(parts) + ")" if parts else ""
-
-
 def timeline_caption(tokens: int) -> str:
     return (
         "Wall time on this machine: every draft pass and verify pass of this run, and plain decoding "
@@ -362,8 +212,8 @@ def sweep_not_yet(tokens: int, drafter: str, other_side: tuple[str, str] | None 
     """What the sweep button will measure: `timing.sweep_runs()` runs, on `drafting.other_side`'s target too."""
     runs = sweep_runs()
     also = (
-        f", then the same {runs} on the bundled {markdown_token_text(other_side[0])} (its passes run the other way "
-        "here: both sides of the trade)"
+        f", then the same {runs} on the bundled {markdown_token_text(other_side[0])} (another target for the same "
+        "draft, measured beside it)"
         if other_side
         else ""
     )
@@ -373,8 +223,8 @@ def sweep_not_yet(tokens: int, drafter: str, other_side: tuple[str, str] | None 
     )
 
 
-def side_heading(target: str, kind: str) -> str:
-    return f"**Target {markdown_token_text(target)}** ({kind} a pass)"
+def side_heading(target: str, weight_bytes: int) -> str:
+    return f"**Target {markdown_token_text(target)}** ({describe_bytes(weight_bytes)} of weights)"
 
 
 def sweep_speed_caption(tokens: int, drafter: str) -> str:
