@@ -28,7 +28,7 @@ LOCAL = "llama-server started here"
 VOCAB = 4096  # the bundled tokenizer's: trace prompts are ids below it
 DEFAULT_PRICE_PER_HOUR = 1.00  # illustrative; the visitor types theirs
 # Opens where one slot falls behind on the bundled model: alone it streams roughly 500 short-chat tokens/s on a
-# 2-core CPU (README's serving figures), and the default 16 draws at 16/s ask for about 680 over their 1.3 s.
+# 2-core CPU (docs/BENCHMARKS.md's serving figures), and the default 16 draws at 16/s ask for about 680 over their 1.3 s.
 DEFAULT_RATE = 16.0
 SWEEP_POINTS = 5
 BATCHES = (1, 2, 4, 8)

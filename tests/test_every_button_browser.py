@@ -13,9 +13,9 @@ again. Full-page screenshots of every page at 1280x900 and 800x1000 in both mode
 
 Three tests, split by page and cost (CI runs the suite in ~31 of 45 minutes; this file's share of the browser
 tier must stay within ~8, and the two heavier ones, 14 and ~10 minutes busy, do not fit: they are their own tier,
-`clickthrough`, which neither the README's test command nor .ci/run runs; run it before a release). On a 2-core
-AMD EPYC VM under a load average of 3-14 (other test runs beside it) the browser test took 7.5 minutes (3.2 with
-the machine near idle), the Quantization page's KV-cache types alone 5.4:
+`clickthrough`, which neither the README's test command nor .ci/run runs; run it before a release). On a busy
+2-core machine the browser test takes several minutes, and the Quantization page's KV-cache types alone several
+more:
 - `test_every_button_on_the_model_pages` (tier `browser`): Generate, Start here, Class mode, Sampling lab, Compare,
   Constrained (its llama-server button included), Prefill vs decode, Inside one pass.
 - `test_every_button_on_the_heavier_model_pages` (tier `clickthrough`, `python -m pytest -m clickthrough`): KV cache,

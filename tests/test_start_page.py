@@ -24,7 +24,7 @@ def check_against_the_model(model, tokenizer, ids):
     probs = logits.double().softmax(-1)
     assert look.vocab_size == len(probs) and look.prompt_length == len(ids)
     # Two computation paths (the lesson's pass and this one) give float32 logits that may differ in the last
-    # bits (0.430059 vs 0.430060 on an AMD EPYC): equal within 1e-5, never by rounding both.
+    # bits (0.430059 vs 0.430060 on one CPU): equal within 1e-5, never by rounding both.
     top = probs.topk(3)
     assert [token for token, _ in look.top] == readable_tokens(tokenizer, top.indices.tolist())
     assert [p for _, p in look.top] == pytest.approx(top.values.tolist(), rel=1e-5, abs=1e-7)
