@@ -6,7 +6,7 @@ import torch
 
 from inference.core.loader import encode_prompt
 from inference.core.run import new_trace
-from inference.lessons.speculative import timing
+from inference.lessons.speculative import comparison
 from inference.sampling.pipeline import SamplingSettings
 
 pytestmark = pytest.mark.unit
@@ -18,9 +18,9 @@ SETTINGS = SamplingSettings(temperature=0.8)
 def drawn(monkeypatch):
     """Every logits row the timer's token choice saw, in order."""
     rows = []
-    real = timing.spec.choose_token
+    real = comparison.choose_token
     monkeypatch.setattr(
-        timing.spec, "choose_token", lambda logits, *args: rows.append(logits.clone()) or real(logits, *args)
+        comparison, "choose_token", lambda logits, *args: rows.append(logits.clone()) or real(logits, *args)
     )
     return rows
 
@@ -28,10 +28,10 @@ def drawn(monkeypatch):
 def test_timing_in_pieces_feeds_what_timing_at_once_feeds(bundled, drawn):
     prompt = encode_prompt(bundled.tokenizer, "Once upon a time")
     tokens = [int(t) for t in encode_prompt(bundled.tokenizer, " there was a little girl who liked to play")]
-    whole = timing.time_plain(bundled.model, prompt, tokens, SETTINGS)
+    whole = comparison.time_plain(bundled.model, prompt, tokens, SETTINGS)
     at_once, drawn[:] = list(drawn), []
 
-    timer = timing.PlainTimer(bundled.model, prompt, SETTINGS)
+    timer = comparison.PlainTimer(bundled.model, prompt, SETTINGS)
     first = timer.extend(tokens[:3])
     assert len(first.step_ms) == 3 and len(drawn) == 3
     second = timer.extend(tokens)  # only the new tokens are timed
@@ -43,12 +43,12 @@ def test_timing_in_pieces_feeds_what_timing_at_once_feeds(bundled, drawn):
 def test_a_text_that_is_not_a_continuation_is_timed_from_the_start(bundled, drawn):
     prompt = encode_prompt(bundled.tokenizer, "Once upon a time")
     tokens = [int(t) for t in encode_prompt(bundled.tokenizer, " there was a dog")]
-    timer = timing.PlainTimer(bundled.model, prompt, SETTINGS)
+    timer = comparison.PlainTimer(bundled.model, prompt, SETTINGS)
     timer.extend(tokens)
     drawn[:] = []
     after_back = timer.extend(tokens[:2] + [tokens[0]])  # Back, then another token drawn
     assert len(after_back.step_ms) == 3 and len(drawn) == 3
-    timing.time_plain(bundled.model, prompt, tokens[:2] + [tokens[0]], SETTINGS)
+    comparison.time_plain(bundled.model, prompt, tokens[:2] + [tokens[0]], SETTINGS)
     fresh = drawn[3:]
     assert all(torch.equal(a, b) for a, b in zip(drawn[:3], fresh, strict=True))
 
@@ -56,8 +56,8 @@ def test_a_text_that_is_not_a_continuation_is_timed_from_the_start(bundled, draw
 @pytest.mark.parametrize(
     "settings",
     [
-        SamplingSettings(temperature=0.0),  # the argmax without the pipeline (`only_temperature_acts`)
-        SamplingSettings(temperature=0.0, repetition_penalty=1.3),  # the pipeline's argmax
+        SamplingSettings(temperature=0.0),
+        SamplingSettings(temperature=0.0, repetition_penalty=1.3),  # the penalty before the argmax
         SETTINGS,
         SamplingSettings(temperature=0.9, top_k=40, top_p=0.9, min_p=0.05, repetition_penalty=1.2),
     ],
@@ -69,4 +69,4 @@ def test_the_benchmarks_lean_plain_decoding_writes_the_apps_trace_tokens(bundled
     prompt = encode_prompt(bundled.tokenizer, "Once upon a time")
     trace = new_trace(bundled.model, bundled.tokenizer, prompt, 40, seed=3, stop_at_eos=False)
     list(trace.run(settings))
-    assert timing.plain_decode(bundled.model, prompt, 40, settings, seed=3) == trace.generated_ids
+    assert comparison.plain_decode(bundled.model, prompt, 40, settings, seed=3) == trace.generated_ids

@@ -7,16 +7,16 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from inference.lessons.speculative import figures as spec_fig
-from inference.lessons.speculative import run as spec
+from inference.lessons.speculative import speed_figures as spec_fig
+from inference.lessons.speculative import summary, verdicts
 from inference.lessons.speculative import text as spec_text
-from inference.lessons.speculative.timing import Comparison, PlainTiming
+from inference.lessons.speculative.comparison import Comparison, PlainTiming
 
 pytestmark = pytest.mark.unit
 
 
 def _comparison(draft_pass_ms=2.0, outside_ms=(12.0, 12.0, 12.0), drafts=(1, 2, 3, 4)):
-    summary = spec.RunSummary(
+    run_summary = summary.RunSummary(
         rounds=4,
         new_tokens=10,
         drafted=16,
@@ -30,7 +30,7 @@ def _comparison(draft_pass_ms=2.0, outside_ms=(12.0, 12.0, 12.0), drafts=(1, 2, 
     )
     plain = PlainTiming(forward_ms=[50.0] + [10.0] * 10, step_ms=[51.0] + [11.0] * 10)
     return Comparison(
-        summary,
+        run_summary,
         plain,
         gamma=4,
         draft_passes_ms=tuple(float(d) for d in drafts) if draft_pass_ms else (),
@@ -53,12 +53,12 @@ def test_c_is_shown_with_how_it_was_measured_and_its_spread():
     result = _comparison(drafts=(1.0, 2.0, 2.0, 3.0, 4.0))
     low, high = result.cost_ratio_range()
     assert result.cost_ratio == pytest.approx(0.2) and low < 0.2 < high
-    sentence = spec_text.cost_sentence(result, sweep_costs=[0.28, 0.52, 0.4])
+    sentence = verdicts.cost_sentence(result, sweep_costs=[0.28, 0.52, 0.4])
     assert "c = 0.20" in sentence and "2.00 ms" in sentence and "10.00 ms" in sentence
     assert f"from {low:.2f} to {high:.2f}" in sentence and "from 0.28 to 0.52" in sentence
     table = pd.DataFrame({"temperature": [0.0, 0.8], "gamma": [1, 2], "alpha": [0.9, 0.7],
                           "measured_speedup": [1.5, 0.9], "cost_ratio": [0.28, 0.52]})  # fmt: skip
-    assert any("from **0.28** to **0.52**" in line for line in spec_text.sweep_findings(table))
+    assert any("from **0.28** to **0.52**" in line for line in verdicts.sweep_findings(table))
 
 
 def test_the_formulas_gap_to_the_measurement_is_the_measured_cost_outside_the_model_passes():
@@ -67,19 +67,19 @@ def test_the_formulas_gap_to_the_measurement_is_the_measured_cost_outside_the_mo
     result = _comparison(draft_pass_ms=None, outside_ms=(12.0,) * 3)
     assert result.overhead_passes_per_round() == pytest.approx(1.2)
     assert result.draw_passes_per_token() == pytest.approx(0.1)
-    expected = spec.expected_tokens_per_pass(0.8, 4) * 1.1 / (4 * 0.0 + 1.0 + 1.2)  # verify 10 ms = 1 pass
+    expected = summary.expected_tokens_per_pass(0.8, 4) * 1.1 / (4 * 0.0 + 1.0 + 1.2)  # verify 10 ms = 1 pass
     assert result.predicted_with_overheads() == pytest.approx(expected)
     assert result.predicted_with_overheads() < result.predicted_speedup(measured_verify=True)
-    sentence = spec_text.overhead_sentence(result)
+    sentence = verdicts.overhead_sentence(result)
     assert sentence is not None and "1.20 target passes on the lookup's search" in sentence
     assert f"{expected:.2f}×" in sentence and "0.10 per token" in sentence
-    assert any(sentence == p for p in spec_text.run_verdict(result))
+    assert any(sentence == p for p in verdicts.run_verdict(result))
 
 
 def test_no_gap_sentence_when_the_prediction_does_not_beat_the_measurement():
     result = _comparison()
-    fast = Comparison(spec.RunSummary(4, 10, 16, 10, 8, 1.0, 1.0, 1.0, 2.0, 10.0), result.plain, 4, (), (1.0,))
-    assert spec_text.overhead_sentence(fast) is None  # measured 100x: the formula does not beat it
+    fast = Comparison(summary.RunSummary(4, 10, 16, 10, 8, 1.0, 1.0, 1.0, 2.0, 10.0), result.plain, 4, (), (1.0,))
+    assert verdicts.overhead_sentence(fast) is None  # measured 100x: the formula does not beat it
 
 
 def test_the_sweep_captions_name_the_drafter():
@@ -108,27 +108,47 @@ def test_the_sweep_says_how_many_runs_won_and_where():
     table = pd.DataFrame({"temperature": [0.0, 0.0, 0.0, 0.8, 0.8, 0.8], "gamma": [1, 2, 4, 1, 2, 4],
                           "alpha": [0.9] * 3 + [0.6] * 3, "measured_speedup": [1.3, 1.1, 0.95, 1.02, 0.9, 0.7],
                           "cost_ratio": [0.2] * 6})  # fmt: skip
-    line = next(line for line in spec_text.sweep_findings(table) if "beat plain decoding" in line)
+    line = next(line for line in verdicts.sweep_findings(table) if "beat plain decoding" in line)
     assert "**3 of 6** runs beat plain decoding" in line and "**3** did not" in line
     assert "temperature 0: won at γ = 1, 2" in line and "temperature 0.8: won at γ = 1" in line
     losing = table.assign(measured_speedup=0.8)
     assert "temperature 0.8: won at no γ" in next(
-        line for line in spec_text.sweep_findings(losing) if "beat plain decoding" in line
+        line for line in verdicts.sweep_findings(losing) if "beat plain decoding" in line
     )
 
 
-def test_both_sides_name_each_target_its_verify_cost_and_best_run():
-    """A sweep on two targets says, per target, how its passes run, the median verify cost and the best run, from the
-    table; a sweep on one target says nothing of the kind."""
-    one = pd.DataFrame({"target": ["a"] * 2, "pass_kind": ["one C call"] * 2, "verify_cost": [2.4, 2.6],
+def test_both_sides_name_each_target_its_weights_verify_cost_and_best_run_and_claim_no_win_unmeasured():
+    """A sweep on two targets says, per target, its weights, the median verify cost and the best run, from the table,
+    and which won only where a median run beat plain decoding; a sweep on one target says nothing of the kind."""
+    one = pd.DataFrame({"target": ["a"] * 2, "weight_bytes": [23_300_000] * 2, "verify_cost": [2.4, 2.6],
                         "measured_speedup": [0.9, 0.8]})  # fmt: skip
-    assert spec_text.both_sides(one) is None
-    two = pd.concat([one, one.assign(target="b", pass_kind="transformers' forward", verify_cost=[1.5, 1.9],
+    assert verdicts.both_sides(one) is None
+    two = pd.concat([one, one.assign(target="b", weight_bytes=65_600_000, verify_cost=[1.5, 1.9],
                                      measured_speedup=[1.4, 1.2])])  # fmt: skip
-    sentence = spec_text.both_sides(two)
-    assert "on **a** (one C call a pass) a verify pass cost **2.50** one-token passes" in sentence
+    sentence = verdicts.both_sides(two)
+    assert "on **a** (23.3 MB of weights) a verify pass cost **2.50** one-token passes" in sentence
     assert "the median run was **0.85×** (best 0.90×)" in sentence
-    assert "on **b** (transformers' forward a pass) a verify pass cost **1.70**" in sentence and "**1.30×**" in sentence
+    assert "on **b** (65.6 MB of weights) a verify pass cost **1.70**" in sentence and "**1.30×**" in sentence
+    assert "cheapest verify pass (in its own target's one-token passes) was b's" in sentence
+    assert "and the median run beat plain decoding on b." in sentence
+    losing = verdicts.both_sides(two.assign(measured_speedup=0.7))
+    assert "no target's median run beat plain decoding" in losing
+
+
+def test_the_verdict_says_what_a_verify_pass_cost_and_where_the_weights_sit(monkeypatch):
+    """The "why" paragraph: the measured verify cost in one-token passes, the share of γ + 1 plain passes it is, the
+    weights against this machine's cache (as reported), and a pointer to where speculation is made for only when the
+    run lost."""
+    monkeypatch.setattr(verdicts.machine, "last_level_cache_bytes", lambda: 32 * 2**20)
+    lost = verdicts.verify_sentence(4.1, 4, 23_300_000, 0.8)
+    assert "γ + 1 = 5 tokens cost **4.10** one-token passes, 82% of the 5" in lost
+    assert "23.3 MB of weights fit in this machine's 32 MiB last-level cache" in lost
+    assert verdicts.LARGER_MODEL in lost
+    won = verdicts.verify_sentence(1.2, 4, 540_000_000, 1.6)
+    assert "about the price of one" in won and "do not fit in this machine's 32 MiB" in won
+    assert verdicts.LARGER_MODEL not in won  # it won: no pointer elsewhere
+    paragraphs = verdicts.run_verdict(_comparison(), 23_300_000)
+    assert any(p.startswith("**Why:** here a verify pass of γ + 1 = 5 tokens cost **1.00**") for p in paragraphs)
 
 
 def test_after_round_0_alone_the_verdict_waits_for_a_verify_pass_without_the_prompt():
@@ -137,11 +157,11 @@ def test_after_round_0_alone_the_verdict_waits_for_a_verify_pass_without_the_pro
     base = _comparison()
     first = dataclasses.replace(base.summary, rounds=1, verify_pass_ms=145.0, verify_read_prompt=True)
     early = dataclasses.replace(base, summary=first)
-    said = spec_text.run_verdict(early)
+    said = verdicts.run_verdict(early)
     assert said[0].startswith("Only round 0 has run") and "14.50 target passes with it" in said[0]
     assert not any("cannot win" in p or "only wins when" in p for p in said)
     verify_metric = next(m for m in spec_text.run_metrics(early, 4) if m[0] == "Verify ÷ target pass")
     assert verify_metric[1] == "14.50 (with the prompt)"
     later = dataclasses.replace(base, summary=dataclasses.replace(base.summary, verify_pass_ms=145.0))
-    verdict = spec_text.run_verdict(later)[0]
+    verdict = verdicts.run_verdict(later)[0]
     assert "cannot win: a round costs γ·c + verify = 15.30 target passes for at most γ + 1 = 5 tokens" in verdict
