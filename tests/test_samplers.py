@@ -11,16 +11,22 @@ from transformers.generation.logits_process import TypicalLogitsWarper
 
 from inference.sampling.pipeline import (
     LLAMA_CPP_ORDER,
+    STAGE_NAMES,
+    TRANSFORMERS_ORDER,
     SamplingSettings,
-    StepContext,
+    apply_stage,
     display_order,
     draw,
     inverse_cdf_index,
     ranking_logits,
     seen_mask,
     stage_logits,
+    stages_switched_off,
 )
-from inference.sampling.samplers import (
+from inference.sampling.stages import (
+    MASK,
+    STAGES,
+    StepContext,
     apply_dry,
     apply_mirostat,
     apply_top_n_sigma,
@@ -164,6 +170,40 @@ def test_order_is_completed_and_presets_are_what_the_tools_document():
     assert llama.pipeline == ("penalty", "top_k", "top_p", "min_p", "temperature")
 
 
+def test_every_stage_is_one_row_of_the_table_and_every_row_a_stage_of_the_orders():
+    """The stages the orders name and the format mask are exactly the rows of `STAGES`, each with a label for the
+    charts; a name outside the table is refused."""
+    assert set(STAGES) == set(TRANSFORMERS_ORDER) | {MASK} == set(LLAMA_CPP_ORDER) | {MASK}
+    assert all(STAGE_NAMES[name] == stage.label for name, stage in STAGES.items())
+    assert {name for name, stage in STAGES.items() if stage.classic} == {
+        "penalty",
+        "temperature",
+        "top_k",
+        "top_p",
+        "min_p",
+    }
+    with pytest.raises(ValueError, match="nucleus"):
+        apply_stage("nucleus", torch.zeros(4), SamplingSettings(), seen_mask([], 4))
+
+
+@pytest.mark.parametrize("name", list(STAGES))
+def test_a_stage_its_row_calls_off_hands_on_its_input_or_is_left_out(name):
+    """Under the neutral settings (and top-k at the vocabulary size) every row says it is off: a classic stage then
+    returns a new tensor equal to its input (so a view may reuse the distribution before it, and
+    `stages_switched_off` names it); any other is left out of the pipeline."""
+    vocab = 64
+    logits = random_logits(31, batch=1, vocab=vocab)[0]
+    seen = seen_mask(list(CONTEXT.history), vocab)
+    for settings in (SamplingSettings(), SamplingSettings(top_k=vocab)):
+        assert STAGES[name].off(settings, vocab)
+        if STAGES[name].classic:
+            out = apply_stage(name, logits, settings, seen, CONTEXT)
+            assert out is not logits and torch.equal(out, logits)
+            assert name in stages_switched_off(settings, vocab)
+        else:
+            assert name not in settings.pipeline
+
+
 def test_temperature_before_or_after_min_p_keeps_different_tokens():
     """Probabilities ½, ¼, ⅛, ⅛ with min-p 0.3 (cut at 0.3 × ½ = 0.15 at T = 1): llama.cpp cuts
     before dividing by T = 3 and keeps two; transformers divides first, flattening the ratios to
@@ -214,8 +254,6 @@ def test_fast_view_and_draw_with_new_samplers_equal_the_plain_computation(settin
     stages = stage_logits(logits, settings, seen, CONTEXT)
     final = stages[settings.pipeline[-1]].double().softmax(-1)
     view = step_view(logits, settings, seen, u=0.37, context=CONTEXT)
-    from inference.sampling.pipeline import ranking_logits
-
     order = display_order(ranking_logits(logits, settings, seen, CONTEXT))
     n = view.sorted_prefix
     assert torch.equal(view.order[:n], order[:n])

@@ -15,15 +15,22 @@ from transformers.generation.logits_process import (
 
 from inference.sampling.pipeline import (
     SamplingSettings,
+    display_order,
+    display_rank,
+    draw,
+    inverse_cdf_index,
+    partial_display_order,
+    sample_token,
+    seen_mask,
+    stage_logits,
+)
+from inference.sampling.stages import (
     apply_min_p,
     apply_repetition_penalty,
     apply_temperature,
     apply_top_k,
     apply_top_p,
-    draw,
-    inverse_cdf_index,
-    seen_mask,
-    stage_logits,
+    fast_top_p,
 )
 from inference.sampling.step_view import step_view
 
@@ -120,6 +127,33 @@ def test_inverse_cdf_lands_where_u_falls():
     assert int(inverse_cdf_index(torch.tensor([0.6, 0.3999999, 0.0], dtype=torch.float64), 0.9999999999)) == 1
 
 
+def test_sample_token_draws_where_the_coin_falls_in_display_order():
+    """Probabilities 0.2, 0.5, 0.3, 0 rank as ids 1, 2, 0: u below 0.5 picks id 1, up to 0.8 id 2, then id 0; tied
+    probabilities rank by id; a removed token is never picked."""
+    probs = torch.tensor([0.2, 0.5, 0.3, 0.0], dtype=torch.float64)
+    assert [sample_token(probs, u) for u in (0.0, 0.49, 0.5, 0.79, 0.8, 0.9999999999)] == [1, 1, 2, 2, 0, 0]
+    tied = torch.tensor([0.25, 0.25, 0.5], dtype=torch.float64)
+    assert [sample_token(tied, u) for u in (0.4, 0.6, 0.8)] == [2, 0, 1]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        SamplingSettings(temperature=0.8, top_k=50, top_p=0.9, min_p=0.05, repetition_penalty=1.2),
+        SamplingSettings(temperature=1.3, typical_p=0.9),
+        SamplingSettings(temperature=0),
+    ],
+)
+def test_draw_and_sample_token_are_one_draw(settings):
+    """The engine's `draw` and `sample_token` over the final distribution pick the same token for every u: one
+    inverse CDF in display order, whichever way the distribution was ranked."""
+    logits = random_logits(13, batch=1)[0]
+    seen = seen_mask([3, 9, 27], VOCAB)
+    final = stage_logits(logits, settings, seen)[settings.pipeline[-1]].double().softmax(-1)
+    for u in torch.rand(200, generator=torch.Generator().manual_seed(8), dtype=torch.float64).tolist():
+        assert draw(logits, settings, seen, u).token_id == sample_token(final, u), u
+
+
 # `draw` is a deterministic function of u for fixed logits, so a draw whose law differs from the batch's by
 # total variation d disagrees with it on a set of u of measure >= d: DRAW_CHECKED agreeing u leave a chance
 # (1 - d)^2000 < 5e-5 of missing d = 0.005, a bias far smaller than the chi-square of 20,000 draws sees.
@@ -175,8 +209,6 @@ def test_view_reports_nucleus_and_other_mass():
 
 def test_partial_display_order_starts_exactly_like_the_full_sort():
     """Sorting only the top gives the same leading ids, ties (broken by id) included."""
-    from inference.sampling.pipeline import display_order, display_rank, partial_display_order
-
     logits = (random_logits(9, batch=1, vocab=6000)[0] * 2).round() / 2  # coarse values: many ties
     full = display_order(logits)
     for at_least in (1, 5, 50, 256, 1000, 2000):
@@ -188,18 +220,16 @@ def test_partial_display_order_starts_exactly_like_the_full_sort():
         assert full[display_rank(logits, token)] == token
 
 
-def test_top_p_fast_paths_equal_the_plain_transformers_style_top_p():
+def test_fast_top_p_paths_equal_the_plain_transformers_style_top_p():
     """The pipeline's top-p (given the display order, or sorting only top-k's survivors)
     keeps exactly the tokens the plain `apply_top_p` keeps, with the same logits."""
-    from inference.sampling.pipeline import _top_p_fast, display_order
-
     logits = random_logits(10, batch=1, vocab=3000)[0]
     after_top_k = apply_top_k(logits, 40)
     batch = apply_top_k(random_logits(12, batch=4, vocab=3000), 30)
     for p in (0.1, 0.5, 0.9, 0.99):
-        assert torch.equal(_top_p_fast(logits, p, descending_order=display_order(logits)), apply_top_p(logits, p))
-        assert torch.equal(_top_p_fast(after_top_k, p), apply_top_p(after_top_k, p))
-        assert torch.equal(_top_p_fast(batch, p), apply_top_p(batch, p))
+        assert torch.equal(fast_top_p(logits, p, descending_order=display_order(logits)), apply_top_p(logits, p))
+        assert torch.equal(fast_top_p(after_top_k, p), apply_top_p(after_top_k, p))
+        assert torch.equal(fast_top_p(batch, p), apply_top_p(batch, p))
 
 
 @pytest.mark.parametrize(
@@ -216,8 +246,6 @@ def test_fast_view_and_draw_equal_the_plain_full_sort_computation(settings):
     """A view and a draw over a 6,000-token vocabulary, from the one-sort / top-only
     pipeline, equal the straightforward one: every stage softmaxed over the whole
     vocabulary and laid out in the full display order."""
-    from inference.sampling.pipeline import display_order
-
     vocab = 6000
     logits = random_logits(11, batch=1, vocab=vocab)[0]
     seen = seen_mask(list(range(0, vocab, 37)), vocab)

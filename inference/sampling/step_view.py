@@ -18,10 +18,8 @@ from inference.sampling.pipeline import (
     MIN_SORTED,
     RankedStages,
     SamplingSettings,
-    StepContext,
     display_order,
     entropy_bits,
-    finite_count,
     inverse_cdf_index,
     probs_in_order,
     ranked_stages,
@@ -29,6 +27,7 @@ from inference.sampling.pipeline import (
     stage_logits,
     stages_switched_off,
 )
+from inference.sampling.stages import StepContext, finite_count
 
 
 @dataclass(frozen=True)
@@ -87,8 +86,7 @@ class StepView:
 
     def columns(self, tokenizer, top_n: int = 20) -> dict[str, np.ndarray | list]:
         """`table`'s columns, name -> values, without the DataFrame: Generate's chart reads them on every Step, and
-        building the frame cost more than the columns (1.6 ms a Step in the app, where the forward pass has just
-        evicted the caches)."""
+        building the frame costs more than the columns (the forward pass has just evicted the caches)."""
         n = min(top_n, len(self.order))
         if n > self.sorted_prefix:
             raise ValueError(
@@ -127,13 +125,13 @@ def step_view(
 ) -> StepView:
     """One step's view. The chosen token is `chosen_id` if given (a recorded step);
     otherwise where `u` falls (or the one greedy keeps, or the top token when u is None).
-    `context` feeds DRY, XTC and mirostat (see `sampling.StepContext`). `ranked`, if given, is
+    `context` feeds DRY, XTC and mirostat (see `stages.StepContext`). `ranked`, if given, is
     `ranked_stages` of these arguments with `min_sorted=MIN_SORTED` (`Trace.ranked_next` keeps it for the draw)."""
     if ranked is None:
         ranked = ranked_stages(logits, settings, seen, min_sorted=MIN_SORTED, include_token=chosen_id, context=context)
     stages, order = ranked.logits, ranked.order
     shown = order[: ranked.sorted_prefix]  # every token with a final probability > 0 is in here
-    # float64 softmax: the displayed shares add up to 1 and the draw matches `sampling.draw`.
+    # float64 softmax: the displayed shares add up to 1 and the draw matches `pipeline.draw`.
     # A stage that is switched off hands on its input unchanged: reuse the one before it.
     unchanged = stages_switched_off(settings, len(order))
     raw = logits.double().softmax(-1)  # raw keeps every token: its shares and entropy need them all
@@ -154,10 +152,10 @@ def step_view(
     final = probs[names[-1]]
     if chosen_id is not None:
         chosen_rank = ranked.token_rank
-    elif settings.greedy or u is None:
-        chosen_rank = int((final > 0).nonzero()[0, 0]) if settings.greedy else 0
-    else:
-        chosen_rank = int(inverse_cdf_index(final, u))
+    elif u is None and not settings.greedy:
+        chosen_rank = 0  # nothing drawn yet: the top token
+    else:  # greedy keeps one token with probability 1: any u lands on it
+        chosen_rank = int(inverse_cdf_index(final, 0.0 if u is None else u))
     nucleus_mask = probs["top_p"] > 0
     before_top_p = probs[names[names.index("top_p") - 1]]
     return StepView(
@@ -197,11 +195,7 @@ def trace_summary(
     recorded = recorded_ids.long().unsqueeze(-1)
     recorded_logit = penalised.gather(-1, recorded)
     order = display_order(penalised)
-    sorted_final = final.gather(-1, order)
-    if settings.greedy:
-        would_rank = (sorted_final > 0).long().argmax(-1)
-    else:
-        would_rank = inverse_cdf_index(sorted_final, us.double())
+    would_rank = inverse_cdf_index(final.gather(-1, order), us.double())
     return pd.DataFrame(
         {
             "step": range(len(us)),
@@ -222,10 +216,7 @@ def sample_many(view: StepView, n: int, seed: int, top_n: int = 10) -> pd.DataFr
     counted per token for the top N and "other", next to the computed probabilities."""
     gen = torch.Generator().manual_seed(seed)
     us = torch.rand(n, generator=gen, dtype=torch.float64)
-    if view.settings.greedy:
-        ranks = torch.full((n,), int((view.final > 0).nonzero()[0, 0]), dtype=torch.long)  # the one token kept
-    else:
-        ranks = inverse_cdf_index(view.final.double().expand(n, -1), us)
+    ranks = inverse_cdf_index(view.final.double().expand(n, -1), us)
     counts = torch.bincount(ranks, minlength=len(view.order)).double()
     shown = min(top_n, len(view.order))
     observed = (counts[:shown] / n).tolist()
