@@ -17,6 +17,9 @@ from inference.core.measuring import GREEDY
 from inference.core.tokens import VISIBLE_WHITESPACE
 from inference.lessons.speculative import figures as spec_fig
 from inference.lessons.speculative import run as spec
+from inference.lessons.speculative import speed_figures, summary
+from inference.lessons.speculative.comparison import compare
+from inference.lessons.speculative.drafters import ModelDrafter, PromptLookupDrafter
 from inference.lessons.speculative.figures import (
     DRAFT_COLOUR,
     DRAFT_PASS_COLOUR,
@@ -27,7 +30,7 @@ from inference.lessons.speculative.figures import (
     TARGET_COLOUR,
     VERIFY_COLOUR,
 )
-from inference.lessons.speculative.timing import compare, sweep
+from inference.lessons.speculative.sweep import sweep
 from inference.lessons.style import PALETTE, add_line, base_layout, label, legend_below, repr_token
 from inference.sampling.pipeline import SamplingSettings
 
@@ -197,7 +200,7 @@ def built_theory(gamma, cost_ratio, verify_cost, alpha, measured_speedup, presen
         ("c = 1: draft as slow as target", 1.0, 1.0, "dot"),
     ]
     for name, c, v, dash in curves:
-        y = [spec.predicted_speedup(a, gamma, c, v) for a in alphas]
+        y = [summary.predicted_speedup(a, gamma, c, v) for a in alphas]
         fig.add_scatter(x=alphas, y=y, mode="lines", name=name, line=dict(dash=dash, width=3 if dash == "solid" else 2))
     fig.add_hline(
         y=1,
@@ -215,7 +218,7 @@ def built_theory(gamma, cost_ratio, verify_cost, alpha, measured_speedup, presen
             text=[f"measured {measured_speedup:.2f}×  "],
             textposition="middle left" if alpha > 0.5 else "middle right",
         )
-    spec_fig.mark_coinciding(fig)
+    speed_figures.mark_coinciding(fig)
     fig.update_xaxes(title="α = accepted ÷ checked", range=[0, 1.02])
     fig.update_yaxes(title="speed-up (×)", rangemode="tozero")
     title = f"Speed-up against α at γ = {gamma}"
@@ -224,13 +227,13 @@ def built_theory(gamma, cost_ratio, verify_cost, alpha, measured_speedup, presen
 
 def built_sweep(table, measured, predicted, predicted_name, y_title, title, presenter, break_even):
     fig = go.Figure()
-    for colour, (t, rows) in zip(spec_fig.TEMPERATURE_COLOURS, table.groupby("temperature", sort=True)):
+    for colour, (t, rows) in zip(speed_figures.TEMPERATURE_COLOURS, table.groupby("temperature", sort=True)):
         at_t = f"T = {t:g}, "
         add_line(
             fig, rows["gamma"], rows[measured], at_t + "measured", colour, "lines+markers", width=3, marker=dict(size=9)
         )
         add_line(fig, rows["gamma"], rows[predicted], at_t + predicted_name, colour, dash="dash")
-    spec_fig.mark_coinciding(fig)
+    speed_figures.mark_coinciding(fig)
     fig.update_xaxes(title="γ: tokens drafted per round", dtick=1)
     if break_even:
         line = dict(color=PALETTE["red"], width=2)
@@ -249,9 +252,9 @@ def runs(bundled):
     target, tokenizer = bundled.model, bundled.tokenizer
     made = []
     for drafter, prompt, settings, gamma in (
-        (spec.ModelDrafter(draft.model, draft.tokenizer), PROMPT, SamplingSettings(temperature=1.0), 6),
-        (spec.ModelDrafter(draft.model, draft.tokenizer), PROMPT, GREEDY, 4),
-        (spec.PromptLookupDrafter(spec.vocabulary_rows(target)), REPEATS, GREEDY, 4),
+        (ModelDrafter(draft.model, draft.tokenizer), PROMPT, SamplingSettings(temperature=1.0), 6),
+        (ModelDrafter(draft.model, draft.tokenizer), PROMPT, GREEDY, 4),
+        (PromptLookupDrafter(spec.vocabulary_rows(target)), REPEATS, GREEDY, 4),
     ):
         run = spec.new_run(target, tokenizer, drafter, encode_prompt(tokenizer, prompt), 24, gamma=gamma, seed=3)
         list(run.run(settings))
@@ -293,7 +296,7 @@ def test_each_rounds_charts_send_what_plotlys_builders_made(runs, presenter):
 def test_the_timeline_and_theory_send_what_plotlys_builders_made(runs, presenter):
     for run, _, result in runs:
         for rounds in (run.rounds, run.rounds[:1]):
-            plain = spec_fig.timeline_figure(rounds, result.plain, presenter)
+            plain = speed_figures.timeline_figure(rounds, result.plain, presenter)
             assert sent(plain) == sent(built_timeline(rounds, result.plain, presenter))
             assert validated(plain) == sent(plain)
         measured = (result.cost_ratio or 0.0, result.verify_cost, result.summary.acceptance_rate)
@@ -303,7 +306,7 @@ def test_the_timeline_and_theory_send_what_plotlys_builders_made(runs, presenter
             (4, 0.1, 1.0, 0.3, 1.4),  # verify = 1: the measured-verify curve is the first
             (1, 0.0, 1.3, None, None),  # no α yet: no point for this run
         ):
-            plain = spec_fig.theory_figure(*args, presenter)
+            plain = speed_figures.theory_figure(*args, presenter)
             assert sent(plain) == sent(built_theory(*args, presenter))
             assert validated(plain) == sent(plain)
 
@@ -316,7 +319,7 @@ def sweep_table(bundled):
     return sweep(
         bundled.model,
         bundled.tokenizer,
-        lambda: spec.ModelDrafter(draft.model, draft.tokenizer),
+        lambda: ModelDrafter(draft.model, draft.tokenizer),
         ids,
         6,
         gammas=(1, 2, 3),
@@ -326,12 +329,12 @@ def sweep_table(bundled):
 
 @PRESENTER
 def test_the_sweep_charts_send_what_plotlys_builders_made(sweep_table, presenter):
-    speed = spec_fig.sweep_figure(sweep_table, presenter)
+    speed = speed_figures.sweep_figure(sweep_table, presenter)
     columns = ("measured_speedup", "predicted_speedup_measured_verify", "predicted")
     built = built_sweep(sweep_table, *columns, "speed-up over plain decoding (×)", "Speed-up, by γ", presenter, True)
     assert sent(speed) == sent(built)
     assert validated(speed) == sent(speed)
-    tokens = spec_fig.sweep_alpha_figure(sweep_table, presenter)
+    tokens = speed_figures.sweep_alpha_figure(sweep_table, presenter)
     columns = ("tokens_per_pass", "predicted_tokens_per_pass", "formula")
     title = "Tokens per target pass, by γ"
     assert sent(tokens) == sent(built_sweep(sweep_table, *columns, "tokens per target pass", title, presenter, False))
@@ -345,18 +348,16 @@ def test_the_verify_cost_chart_sends_what_plotlys_builders_made(sweep_table, pre
     with Plotly's validated builders, it sends the same figure."""
     sides = pd.concat(
         [
-            sweep_table.assign(target="dense", pass_kind="one C call"),
-            sweep_table.assign(
-                target="moe", pass_kind="transformers' forward", verify_cost=sweep_table["verify_cost"] / 2
-            ),
+            sweep_table.assign(target="dense", weight_bytes=23_300_000),
+            sweep_table.assign(target="moe", weight_bytes=65_600_000, verify_cost=sweep_table["verify_cost"] / 2),
         ]
     )
-    plain = spec_fig.sweep_verify_figure(sides, presenter)
+    plain = speed_figures.sweep_verify_figure(sides, presenter)
     built = go.Figure()
-    for colour, (name, side) in zip(spec_fig.SIDE_COLOURS, sides.groupby("target", sort=False)):
+    for colour, (name, side) in zip(speed_figures.SIDE_COLOURS, sides.groupby("target", sort=False)):
         by_gamma = side.groupby("gamma")["verify_cost"].median()
-        kind = side["pass_kind"].iloc[0]
-        add_line(built, by_gamma.index, by_gamma, f"{name}<br>({kind} a pass)", colour, "lines+markers", width=3,
+        weights = f"{side['weight_bytes'].iloc[0] / 1e6:.1f} MB of weights"
+        add_line(built, by_gamma.index, by_gamma, f"{name}<br>({weights})", colour, "lines+markers", width=3,
                  marker=dict(size=9))  # fmt: skip
     line = dict(color=PALETTE["red"], width=2, dash="dot")
     built.add_hline(
@@ -370,4 +371,4 @@ def test_the_verify_cost_chart_sends_what_plotlys_builders_made(sweep_table, pre
     assert validated(plain) == sent(plain)
     dense = sent(plain)["data"][0]
     gammas = np.frombuffer(base64.b64decode(dense["x"]["bdata"]), dtype=dense["x"]["dtype"])
-    assert dense["name"] == "dense<br>(one C call a pass)" and gammas.tolist() == [1, 2, 3]  # temperatures folded
+    assert dense["name"] == "dense<br>(23.3 MB of weights)" and gammas.tolist() == [1, 2, 3]  # temperatures folded
