@@ -5,12 +5,9 @@ target's own next-token distributions (20,000 draws against them, chi-square and
 """
 
 import copy
-import ctypes
 import functools
 import math
-import types
 
-import numpy as np
 import pytest
 import torch
 from scipy.stats import chisquare
@@ -20,10 +17,9 @@ from inference.core import kv_cache
 from inference.core.loader import encode_prompt, load_model
 from inference.core.measuring import GREEDY
 from inference.core.run import new_trace
+from inference.lessons.speculative import drafters, rule, shortlist, summary
 from inference.lessons.speculative import run as spec
-from inference.lessons.speculative import shortlist
-from inference.sampling import pipeline
-from inference.sampling.pipeline import SamplingSettings, seen_mask
+from inference.sampling.pipeline import SamplingSettings, sample_token, seen_mask
 
 pytestmark = pytest.mark.unit
 
@@ -71,9 +67,9 @@ def test_greedy_speculation_with_the_draft_model_equals_plain_greedy_token_for_t
     accepted = 0
     for prompt in PROMPTS:
         ids = encode_prompt(bundled.tokenizer, prompt)
-        run = speculative_greedy(bundled, spec.ModelDrafter(draft.model, draft.tokenizer), ids, NEW_TOKENS)
+        run = speculative_greedy(bundled, drafters.ModelDrafter(draft.model, draft.tokenizer), ids, NEW_TOKENS)
         assert run.generated_ids == plain_texts[prompt], prompt
-        accepted += spec.summarise(run.rounds).accepted
+        accepted += summary.summarise(run.rounds).accepted
     assert accepted > 0  # the drafts were really used, not all thrown away
 
 
@@ -83,10 +79,10 @@ def test_greedy_speculation_with_prompt_lookup_equals_plain_greedy_token_for_tok
     for prompt in PROMPTS:
         ids = encode_prompt(bundled.tokenizer, prompt)
         run = speculative_greedy(
-            bundled, spec.PromptLookupDrafter(spec.vocabulary_rows(bundled.model)), ids, NEW_TOKENS
+            bundled, drafters.PromptLookupDrafter(spec.vocabulary_rows(bundled.model)), ids, NEW_TOKENS
         )
         assert run.generated_ids == plain_texts[prompt], prompt
-        accepted += spec.summarise(run.rounds).accepted
+        accepted += summary.summarise(run.rounds).accepted
     assert accepted > 0
 
 
@@ -105,10 +101,10 @@ def test_transformers_assisted_generation_makes_our_greedy_tokens(bundled, draft
             assisted = bundled.model.generate(input_ids, assistant_model=draft.model, **common)[0, len(ids) :].tolist()
             lookup = bundled.model.generate(input_ids, prompt_lookup_num_tokens=4, **common)[0, len(ids) :].tolist()
         ours = speculative_greedy(
-            bundled, spec.ModelDrafter(draft.model, draft.tokenizer), ids, NEW_TOKENS, stop_at_eos=True
+            bundled, drafters.ModelDrafter(draft.model, draft.tokenizer), ids, NEW_TOKENS, stop_at_eos=True
         ).generated_ids
         ours_lookup = speculative_greedy(
-            bundled, spec.PromptLookupDrafter(4096), ids, NEW_TOKENS, stop_at_eos=True
+            bundled, drafters.PromptLookupDrafter(4096), ids, NEW_TOKENS, stop_at_eos=True
         ).generated_ids
         assert ours == assisted == lookup == ours_lookup, prompt
 
@@ -137,26 +133,24 @@ class Tables:
         batch = torch.tensor(contexts)
         seen = torch.stack([seen_mask(c, target.config.vocab_size) for c in contexts])
         with torch.inference_mode():
-            p = spec.final_probs(target(batch).logits[:, -1].float(), self.settings, seen)
+            p = rule.final_probs(target(batch).logits[:, -1].float(), self.settings, seen)
             q_logits = draft(batch).logits[:, -1].float()
             if self.shortlist is not None:  # a shortlist draft: every other token's logit is -inf (q = 0)
                 outside = torch.ones(q_logits.shape[-1], dtype=torch.bool)
                 outside[self.shortlist] = False
                 q_logits[:, outside] = -torch.inf
-            q = spec.final_probs(q_logits, self.settings, seen)
+            q = rule.final_probs(q_logits, self.settings, seen)
         return p, q
 
     def on_support(self) -> "Tables":
-        """The same tables over only the tokens some row can produce (in id order), padded with zeros to just
-        past the size where `sample_index` starts its draw in the head, as it does on the real vocabulary.
-        Every row is zero elsewhere, so the library's draws and accept/reject decisions are the same ones
-        (`test_draws_on_the_support_are_the_draws_on_the_whole_vocabulary` checks it), and each costs a
-        fraction: the head's `argpartition` over 4,096 tokens was most of a draw's time."""
+        """The same tables over only the tokens some row can produce (in id order). Every row is zero elsewhere, so
+        the library's draws and accept/reject decisions are the same ones
+        (`test_draws_on_the_support_are_the_draws_on_the_whole_vocabulary` checks it), and each costs a fraction:
+        sorting 4,096 tokens was most of a draw's time."""
         rows = [self.p1, self.q1, *self.p2.values(), *self.q2.values()]
         ids = (torch.stack(rows) > 0).any(dim=0).nonzero().squeeze(-1)
-        padding = torch.zeros(max(0, spec.SHORT_ROW + 1 - len(ids)), dtype=self.p1.dtype)
         new_id = {token: i for i, token in enumerate(ids.tolist())}
-        on_support = lambda row: torch.cat([row[ids], padding])  # noqa: E731
+        on_support = lambda row: row[ids].clone()  # noqa: E731
         small = copy.copy(self)
         small.ids = ids
         small.p1, small.q1, small.second = on_support(self.p1), on_support(self.q1), on_support(self.second)
@@ -169,27 +163,27 @@ def speculative_first_two(t: Tables, gamma: int, uniform) -> tuple[int, int]:
     """The first two new tokens of a speculative run, with the library's own draw and accept/reject
     rule on the real models' rows. gamma 2 reaches the second draft's test and its residual; gamma 1
     the bonus token. A third token is never looked at, so its row is a stand-in."""
-    x1 = spec.sample_index(t.q1, uniform())
+    x1 = sample_token(t.q1, uniform())
     drafted, q_rows, p_rows = [x1], [t.q1], [t.p1, t.p2[x1]]
     if gamma == 2:
-        x2 = spec.sample_index(t.q2[x1], uniform())
+        x2 = sample_token(t.q2[x1], uniform())
         drafted.append(x2)
         q_rows.append(t.q2[x1])
         p_rows.append(t.p2[x1])  # stand-in for p(. | x1, x2): only the third token would come from it
-    verdict = spec.verify_sampled(torch.stack(p_rows), torch.stack(q_rows), drafted, uniform)
+    verdict = rule.verify_sampled(torch.stack(p_rows), torch.stack(q_rows), drafted, uniform)
     tokens = drafted[: verdict.accepted] + [verdict.token_id]
     if len(tokens) >= 2:
         return tokens[0], tokens[1]
     first = tokens[0]  # the next round starts after it: draft one token, test it
-    x = spec.sample_index(t.q2[first], uniform())
-    verdict = spec.verify_sampled(torch.stack([t.p2[first], t.p2[first]]), t.q2[first].unsqueeze(0), [x], uniform)
+    x = sample_token(t.q2[first], uniform())
+    verdict = rule.verify_sampled(torch.stack([t.p2[first], t.p2[first]]), t.q2[first].unsqueeze(0), [x], uniform)
     return first, (x if verdict.accepted else verdict.token_id)
 
 
 def accept_every_draft(t: Tables, gamma: int, uniform) -> tuple[int, int]:
     """A deliberately wrong speculative sampler: it keeps every drafted token unchecked."""
-    x1 = spec.sample_index(t.q1, uniform())
-    return x1, spec.sample_index(t.q2[x1], uniform())
+    x1 = sample_token(t.q1, uniform())
+    return x1, sample_token(t.q2[x1], uniform())
 
 
 def agreement(samples: list[int], expected: torch.Tensor) -> tuple[float, float]:
@@ -291,7 +285,7 @@ def test_a_round_record_obeys_the_rule_it_shows(bundled, draft):
     """Every recorded check: accepted iff u <= p/q, in order; the round's new tokens are the kept drafts and one target token."""
     ids = encode_prompt(bundled.tokenizer, PROMPTS[0])
     run = spec.new_run(
-        bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 60, gamma=4, seed=7
+        bundled.model, bundled.tokenizer, drafters.ModelDrafter(draft.model, draft.tokenizer), ids, 60, gamma=4, seed=7
     )
     rounds = list(run.run(SamplingSettings(temperature=0.9)))
     assert sum(r.token_kind == "residual" for r in rounds) > 0
@@ -322,7 +316,13 @@ def test_same_seed_same_text_and_the_global_rng_is_untouched(bundled, draft):
     texts = []
     for _ in range(2):
         run = spec.new_run(
-            bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 40, gamma=3, seed=11
+            bundled.model,
+            bundled.tokenizer,
+            drafters.ModelDrafter(draft.model, draft.tokenizer),
+            ids,
+            40,
+            gamma=3,
+            seed=11,
         )
         list(run.run(SamplingSettings(temperature=1.0, top_p=0.95)))
         texts.append(run.generated_ids)
@@ -336,7 +336,7 @@ def test_same_seed_same_text_and_the_global_rng_is_untouched(bundled, draft):
 def test_after_a_rejection_both_caches_hold_exactly_the_accepted_prefix(bundled, draft):
     """Lengths, bytes and contents: each cache equals a fresh prefill of the text minus its last token."""
     ids = encode_prompt(bundled.tokenizer, PROMPTS[2])
-    drafter = spec.ModelDrafter(draft.model, draft.tokenizer)
+    drafter = drafters.ModelDrafter(draft.model, draft.tokenizer)
     run = spec.new_run(bundled.model, bundled.tokenizer, drafter, ids, 80, gamma=6, seed=3)
     rejections = 0
     for record in run.run(SamplingSettings(temperature=1.0)):
@@ -367,7 +367,7 @@ def test_after_a_rejection_both_caches_hold_exactly_the_accepted_prefix(bundled,
 def test_gamma_outside_1_to_16_is_refused_with_a_message(bundled, gamma):
     """gamma must be an integer from 1 to 16; the message names it and the value."""
     with pytest.raises(spec.SpeculationError, match=r"`gamma`.*from 1 to 16"):
-        spec.new_run(bundled.model, bundled.tokenizer, spec.PromptLookupDrafter(4096), [0, 1, 2], 10, gamma=gamma)
+        spec.new_run(bundled.model, bundled.tokenizer, drafters.PromptLookupDrafter(4096), [0, 1, 2], 10, gamma=gamma)
 
 
 class CountingForward:
@@ -400,7 +400,7 @@ def test_a_draft_with_another_vocabulary_is_refused_before_any_forward_pass(bund
     counter = CountingForward(bundled.model, other)
     try:
         with pytest.raises(spec.SpeculationError, match=spec.TOKENIZER_MISMATCH):
-            spec.new_run(bundled.model, bundled.tokenizer, spec.ModelDrafter(other, bundled.tokenizer), [0, 1], 10)
+            spec.new_run(bundled.model, bundled.tokenizer, drafters.ModelDrafter(other, bundled.tokenizer), [0, 1], 10)
     finally:
         counter.remove()
     assert counter.calls == 0
@@ -424,13 +424,13 @@ def test_a_draft_larger_than_its_target_is_refused(bundled, gpt2):
     """The bundled model cannot draft for a smaller model with the same tokenizer."""
     small, tokenizer = gpt2
     with pytest.raises(spec.SpeculationError, match="larger than the target"):
-        spec.new_run(small, tokenizer, spec.ModelDrafter(bundled.model, bundled.tokenizer), [0, 1], 10)
+        spec.new_run(small, tokenizer, drafters.ModelDrafter(bundled.model, bundled.tokenizer), [0, 1], 10)
 
 
 def test_prompt_lookup_on_text_without_repeats_drafts_nothing_and_says_so(bundled):
     """No earlier occurrence of the last tokens: the round drafts nothing, says so, and is one plain step."""
     ids = [0, 11, 12, 13, 14, 15]
-    run = spec.new_run(bundled.model, bundled.tokenizer, spec.PromptLookupDrafter(4096), ids, 5)
+    run = spec.new_run(bundled.model, bundled.tokenizer, drafters.PromptLookupDrafter(4096), ids, 5)
     record = run.step(GREEDY)
     assert record.drafted == 0 and record.verify_positions == 1
     assert "drafted nothing" in record.note
@@ -439,13 +439,15 @@ def test_prompt_lookup_on_text_without_repeats_drafts_nothing_and_says_so(bundle
 
 def test_prompt_lookup_copies_what_followed_the_latest_match():
     """The last 3 tokens (then fewer) are searched backwards; the tokens after the match are the draft."""
-    assert spec.find_lookup([5, 1, 2, 3, 9, 8, 1, 2, 3]) == spec.LookupMatch(3, 1, 4)
-    assert spec.find_lookup([1, 2, 7, 1, 2, 8, 4, 2], min_ngram=1) == spec.LookupMatch(1, 4, 5)
-    assert spec.find_lookup([1, 2, 7, 1, 2, 8, 4, 2]) is None  # one token in common is not enough by default
-    assert spec.find_lookup([1, 2, 7, 1, 2, 8, 4, 1, 2]) == spec.LookupMatch(2, 3, 5)
-    assert spec.find_lookup([1, 2, 3]) is None
-    drafter = spec.PromptLookupDrafter(10)
-    request = spec.DraftRequest([5, 1, 2, 3, 9, 8, 1, 2, 3], 3, GREEDY, torch.zeros(10, dtype=torch.bool), lambda: 0.5)
+    assert drafters.find_lookup([5, 1, 2, 3, 9, 8, 1, 2, 3]) == drafters.LookupMatch(3, 1, 4)
+    assert drafters.find_lookup([1, 2, 7, 1, 2, 8, 4, 2], min_ngram=1) == drafters.LookupMatch(1, 4, 5)
+    assert drafters.find_lookup([1, 2, 7, 1, 2, 8, 4, 2]) is None  # one token in common is not enough by default
+    assert drafters.find_lookup([1, 2, 7, 1, 2, 8, 4, 1, 2]) == drafters.LookupMatch(2, 3, 5)
+    assert drafters.find_lookup([1, 2, 3]) is None
+    drafter = drafters.PromptLookupDrafter(10)
+    request = drafters.DraftRequest(
+        [5, 1, 2, 3, 9, 8, 1, 2, 3], 3, GREEDY, torch.zeros(10, dtype=torch.bool), lambda: 0.5
+    )
     proposal = drafter.propose(request)
     assert proposal.tokens == [9, 8, 1]
 
@@ -453,7 +455,7 @@ def test_prompt_lookup_copies_what_followed_the_latest_match():
 def test_drafts_never_push_a_run_past_max_new_tokens(bundled, draft):
     """A run stops at exactly max new tokens, the last rounds drafting fewer tokens and saying why."""
     ids = encode_prompt(bundled.tokenizer, PROMPTS[0])
-    run = speculative_greedy(bundled, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 7, gamma=16)
+    run = speculative_greedy(bundled, drafters.ModelDrafter(draft.model, draft.tokenizer), ids, 7, gamma=16)
     assert len(run.generated_ids) == 7 and run.stop_reason == "max_new_tokens"
     assert run.rounds[0].drafted <= 6 and "may add only" in run.rounds[0].note
 
@@ -463,50 +465,47 @@ def test_drafts_never_push_a_run_past_max_new_tokens(bundled, draft):
 
 def test_expected_tokens_per_pass_is_the_geometric_sum():
     """(1 - a^(g+1)) / (1 - a): 1 at a = 0, g + 1 at a = 1, 1.9375 at a = 0.5, g = 4."""
-    assert spec.expected_tokens_per_pass(0.0, 4) == 1
-    assert spec.expected_tokens_per_pass(1.0, 4) == 5
-    assert spec.expected_tokens_per_pass(0.5, 4) == pytest.approx(1.9375)
-    assert spec.expected_tokens_per_pass(0.8, 3) == pytest.approx(sum(0.8**i for i in range(4)))
+    assert summary.expected_tokens_per_pass(0.0, 4) == 1
+    assert summary.expected_tokens_per_pass(1.0, 4) == 5
+    assert summary.expected_tokens_per_pass(0.5, 4) == pytest.approx(1.9375)
+    assert summary.expected_tokens_per_pass(0.8, 3) == pytest.approx(sum(0.8**i for i in range(4)))
 
 
 def test_predicted_speedup_and_break_even():
     """Speed-up = tokens per pass / (g c + 1); break-even alpha gives exactly 1; a costly draft always loses."""
-    assert spec.predicted_speedup(0.8, 4, 0.1) == pytest.approx(spec.expected_tokens_per_pass(0.8, 4) / 1.4)
-    alpha = spec.break_even_alpha(4, 0.3)
-    assert spec.predicted_speedup(alpha, 4, 0.3) == pytest.approx(1.0, abs=1e-9)
-    assert spec.break_even_alpha(4, 1.5) is None  # 5 tokens at best for the cost of 7 passes
+    assert summary.predicted_speedup(0.8, 4, 0.1) == pytest.approx(summary.expected_tokens_per_pass(0.8, 4) / 1.4)
+    alpha = summary.break_even_alpha(4, 0.3)
+    assert summary.predicted_speedup(alpha, 4, 0.3) == pytest.approx(1.0, abs=1e-9)
+    assert summary.break_even_alpha(4, 1.5) is None  # 5 tokens at best for the cost of 7 passes
 
 
-def test_sample_index_picks_what_the_whole_display_order_picks():
-    """The draw decided in the head (the most likely tokens and their ties) is the draw over the whole stable
-    order: peaked and flat distributions, many exact ties, filtered (zero) tokens, u at both ends."""
-    from inference.sampling.pipeline import inverse_cdf_index
-
-    def whole_order(probs, u):
-        order = torch.sort(probs, descending=True, stable=True).indices
-        return int(order[inverse_cdf_index(probs[order], u)])
-
-    generator = torch.Generator().manual_seed(0)
-    for trial in range(150):
-        logits = torch.randn(4096, generator=generator, dtype=torch.float64) * (0.3 + trial % 7)
-        if trial % 3 == 0:
-            logits = logits.round()  # thousands of exact ties, some across the head's cut
-        if trial % 5 == 0:
-            logits[torch.rand(4096, generator=generator) < 0.6] = -math.inf
-        probs = logits.softmax(-1)
-        for u in torch.rand(12, generator=generator, dtype=torch.float64).tolist() + [0.0, 1 - 1e-12]:
-            assert spec.sample_index(probs, u) == whole_order(probs, u), (trial, u)
+def test_the_residual_gives_back_exactly_what_the_draft_took_too_much_of():
+    """min(p, q) + (1 - sum min(p, q)) * normalise(max(0, p - q)) = p, token by token: accepted drafts and residual
+    draws together are the target's distribution. A shortlist's q (zero on most tokens) and q = p included."""
+    generator = torch.Generator().manual_seed(1)
+    p = torch.randn(4096, generator=generator, dtype=torch.float64).mul(3).softmax(-1)
+    full_q = torch.randn(4096, generator=generator, dtype=torch.float64).mul(3).softmax(-1)
+    short_q = full_q.clone()
+    short_q[1024:] = 0
+    short_q /= short_q.sum()
+    for q in (full_q, short_q):
+        residual = rule.residual_distribution(p, q)
+        assert (residual >= 0).all() and float(residual.sum()) == pytest.approx(1.0, abs=1e-12)
+        kept = torch.minimum(p, q)
+        torch.testing.assert_close(kept + (1 - kept.sum()) * residual, p, rtol=0, atol=1e-15)
+        assert torch.equal(residual[1024:] > 0, p[1024:] > 0) or q is full_q  # q = 0: the residual holds p's tokens
+    assert torch.equal(rule.residual_distribution(p, p), p)
 
 
 def test_the_penalty_sees_the_drafted_tokens_before_each_position_and_off_nothing_is_built():
     base = seen_mask([3], 8)
-    rows = spec.running_seen(base, [5, 6], SamplingSettings(temperature=0.8, repetition_penalty=1.2))
+    rows = rule.running_seen(base, [5, 6], SamplingSettings(temperature=0.8, repetition_penalty=1.2))
     assert rows.tolist() == [
         [i == 3 for i in range(8)],
         [i in (3, 5) for i in range(8)],
         [i in (3, 5, 6) for i in range(8)],
     ]
-    assert spec.running_seen(base, [5, 6], SamplingSettings(temperature=0.8)) is base  # penalty 1 reads no seen
+    assert rule.running_seen(base, [5, 6], SamplingSettings(temperature=0.8)) is base  # penalty 1 reads no seen
 
 
 def test_with_the_penalty_off_a_rounds_p_is_the_targets_distribution_after_the_text(bundled, draft):
@@ -514,12 +513,12 @@ def test_with_the_penalty_off_a_rounds_p_is_the_targets_distribution_after_the_t
     after the text so far and the drafts before it (one pass of the whole text, transformers' forward)."""
     settings = SamplingSettings(temperature=0.8, top_p=0.9)
     ids = encode_prompt(bundled.tokenizer, PROMPTS[1])
-    run = spec.new_run(bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 12)
+    run = spec.new_run(bundled.model, bundled.tokenizer, drafters.ModelDrafter(draft.model, draft.tokenizer), ids, 12)
     record = run.step(settings)
     drafted = [c.token_id for c in record.checks]
     with torch.inference_mode():
         logits = bundled.model(input_ids=torch.tensor([ids + drafted])).logits[0, len(ids) - 1 : -1]
-    p = spec.final_probs(logits.float(), settings, seen_mask(ids, logits.shape[-1]))
+    p = rule.final_probs(logits.float(), settings, seen_mask(ids, logits.shape[-1]))
     expected = [float(p[i, t]) for i, t in enumerate(drafted)]
     assert [c.p for c in record.checks] == pytest.approx(expected, abs=1e-5)
 
@@ -533,7 +532,7 @@ def test_the_lookup_search_finds_what_a_plain_scan_finds():
         for n in range(min(max_ngram, len(ids) - 1), min_ngram - 1, -1):
             for start in range(len(ids) - n - 1, -1, -1):
                 if ids[start : start + n] == ids[-n:]:
-                    return spec.LookupMatch(n, start, start + n)
+                    return drafters.LookupMatch(n, start, start + n)
         return None
 
     rng = random.Random(0)
@@ -541,20 +540,20 @@ def test_the_lookup_search_finds_what_a_plain_scan_finds():
         vocab = rng.choice([2, 3, 300, 70_000, 2**24])
         ids = [rng.randrange(vocab) for _ in range(rng.randint(0, 40))]
         for min_ngram in (1, 2, 3):
-            assert spec.find_lookup(ids, 3, min_ngram) == scan(ids, 3, min_ngram), (ids, min_ngram)
+            assert drafters.find_lookup(ids, 3, min_ngram) == scan(ids, 3, min_ngram), (ids, min_ngram)
     # bytes 00 01 00 00 | 00 00 00 00 | 01 00 00 00: the last token's bytes start at byte 1, inside token 256
-    assert spec.find_lookup([256, 0, 1], min_ngram=1) is None
+    assert drafters.find_lookup([256, 0, 1], min_ngram=1) is None
 
 
 def test_a_summary_says_when_its_verify_pass_is_round_0s_with_the_prompt(bundled, draft):
     ids = encode_prompt(bundled.tokenizer, "Once upon a time")
-    run = spec.new_run(bundled.model, bundled.tokenizer, spec.ModelDrafter(draft.model, draft.tokenizer), ids, 20)
+    run = spec.new_run(bundled.model, bundled.tokenizer, drafters.ModelDrafter(draft.model, draft.tokenizer), ids, 20)
     run.step(GREEDY)
-    assert spec.summarise(run.rounds).verify_read_prompt
-    assert spec.summarise(run.rounds).verify_pass_ms == run.rounds[0].verify_ms
+    assert summary.summarise(run.rounds).verify_read_prompt
+    assert summary.summarise(run.rounds).verify_pass_ms == run.rounds[0].verify_ms
     run.step(GREEDY)
-    assert not spec.summarise(run.rounds).verify_read_prompt
-    assert spec.summarise(run.rounds).verify_pass_ms == run.rounds[1].verify_ms  # round 0's pass left out
+    assert not summary.summarise(run.rounds).verify_read_prompt
+    assert summary.summarise(run.rounds).verify_pass_ms == run.rounds[1].verify_ms  # round 0's pass left out
 
 
 @pytest.mark.parametrize("size", [None, 256])
@@ -565,7 +564,7 @@ def test_each_record_keeps_its_own_rule_and_t1_probabilities_are_made_only_for_a
     A sampled round comes back as it is (its chart shows p and q). A shortlist draft's q is over its shortlist."""
     ids = encode_prompt(bundled.tokenizer, PROMPTS[0])
     rows = None if size is None else shortlist.most_frequent(shortlist.token_counts(spec.BUNDLED_DRAFT_DIR), size)
-    drafter = spec.ModelDrafter(draft.model, draft.tokenizer, rows)
+    drafter = drafters.ModelDrafter(draft.model, draft.tokenizer, rows)
     run = spec.new_run(bundled.model, bundled.tokenizer, drafter, ids, 40)
     sampled = run.step(SamplingSettings(temperature=1.0))
     older, newest = run.step(GREEDY), run.step(GREEDY)
@@ -587,241 +586,3 @@ def test_each_record_keeps_its_own_rule_and_t1_probabilities_are_made_only_for_a
             assert check.p_raw == pytest.approx(float(p[start + i].softmax(-1)[check.token_id]), abs=1e-5)
             assert check.q_raw == pytest.approx(float(q[start + i].softmax(-1)[check.token_id]), abs=1e-5)
         assert run.with_t1_probabilities(record) == filled  # kept once made
-
-
-def test_the_head_draw_in_c_picks_what_numpy_picks_on_ties_zeros_and_long_tails():
-    """draws.c against the numpy head draw (and both against the whole display order): rows with many exact ties,
-    top-k's zeros (the head then holds every zero), a flat row (every token ties), long tails whose head rarely
-    reaches u (both say -1: the caller orders the whole row), and peaked softmax rows."""
-    gen = torch.Generator().manual_seed(0)
-    rows = []
-    for vocab in (257, 4096):
-        rows.append(torch.rand(vocab, generator=gen, dtype=torch.float64))  # long tail
-        tied = torch.randint(0, 5, (vocab,), generator=gen).double()  # many exact ties
-        rows.append(tied)
-        sparse = torch.zeros(vocab, dtype=torch.float64)
-        sparse[torch.randperm(vocab, generator=gen)[:40]] = torch.rand(40, generator=gen, dtype=torch.float64)
-        rows.append(sparse)  # top-k 40: the head holds every zero too
-        rows.append(torch.ones(vocab, dtype=torch.float64))  # flat: every token ties with the head's last
-        rows.append(torch.randn(vocab, generator=gen, dtype=torch.float64).mul(4).softmax(-1))
-    rows = [row / row.sum() for row in rows]
-    uniforms = torch.rand(200, generator=gen, dtype=torch.float64).tolist() + [0.0, 0.999999]
-    decided = 0
-    for row in rows:
-        order = torch.sort(row, descending=True, stable=True).indices
-        for u in uniforms:
-            in_c, in_numpy = spec.head_draw_in_c(row.numpy(), u), spec.head_draw_numpy(row.numpy(), u)
-            assert in_c == in_numpy, (len(row), u)
-            if in_c >= 0:
-                decided += 1
-                assert in_c == int(order[pipeline.inverse_cdf_index(row[order], u)])
-            assert spec.sample_index(row, u) == int(order[pipeline.inverse_cdf_index(row[order], u)])
-    assert decided > len(rows) * len(uniforms) // 2  # most draws were decided in the head
-
-
-@pytest.mark.parametrize(
-    "settings",
-    [
-        SamplingSettings(temperature=0.8),
-        SamplingSettings(temperature=1.3),
-        SamplingSettings(temperature=1.0),
-        SamplingSettings(temperature=0.8, top_k=40),  # other stages acting: the whole pipeline runs
-        SamplingSettings(temperature=0.8, top_p=0.9, repetition_penalty=1.3),
-    ],
-)
-def test_final_probs_when_temperature_alone_acts_are_the_whole_pipelines_bit_for_bit(settings):
-    """The short cut skips the switched-off stages (each a copy): the same float64 numbers as every stage run."""
-    from inference.sampling.pipeline import final_stage, stage_logits
-
-    generator = torch.Generator().manual_seed(3)
-    logits = torch.randn(5, 4096, generator=generator) * 4
-    logits[:, ::7] = -math.inf  # a shortlist draft's rows
-    seen = seen_mask([1, 2, 3, 700], 4096)
-    whole = stage_logits(logits, settings, seen)[final_stage(settings)].double().softmax(dim=-1)
-    assert torch.equal(spec.final_probs(logits, settings, seen), whole)
-    assert torch.equal(spec.final_probs(logits[2], settings, seen), whole[2])
-
-
-def _rows_a_draw_meets():
-    """[6, 4096] logits: plain rows, a shortlist draft's rows (-inf outside 1,024 tokens), a row with a logit more
-    than 700 below the top (libm's exp in draws.c) and a peaked one."""
-    generator = torch.Generator().manual_seed(5)
-    logits = torch.randn(6, 4096, generator=generator) * 4
-    outside = torch.ones(4096, dtype=torch.bool)
-    outside[torch.randperm(4096, generator=generator)[:1024]] = False
-    logits[2:4, outside] = -math.inf
-    logits[4, :7] = -2000.0
-    logits[5] *= 6
-    return logits
-
-
-@pytest.mark.parametrize("temperature", [0.3, 0.8, 1.0, 1.7])
-def test_the_c_softmax_at_a_temperature_is_final_probs_to_float_rounding(temperature):
-    """draws.c's temperature_softmax against the pipeline's float64 softmax: every row within 1e-15 (absolute) and
-    1e-12 (relative) of it, exactly 0 where the logit is -inf; the pipeline itself where temperature is not alone."""
-    from inference.core import small_matmul
-
-    if not small_matmul.available():
-        pytest.skip(small_matmul.unavailable())
-    settings = SamplingSettings(temperature=temperature)
-    logits = _rows_a_draw_meets()
-    seen = seen_mask([1, 2], 4096)
-    exact = spec.final_probs(logits, settings, seen)
-    fast = spec.probs_for_draw(logits, settings, seen)
-    assert fast.dtype == torch.float64 and fast.shape == exact.shape
-    assert (fast - exact).abs().max() < 1e-15
-    positive = exact > 1e-200
-    assert ((fast[positive] - exact[positive]).abs() / exact[positive]).max() < 1e-12
-    assert torch.equal(fast[logits == -math.inf], torch.zeros(int((logits == -math.inf).sum()), dtype=torch.float64))
-    assert torch.equal(spec.probs_for_draw(logits[3], settings, seen), fast[3])  # one row as in a batch
-    greedy_or_filtered = [SamplingSettings(temperature=0.0), SamplingSettings(temperature=temperature, top_k=40)]
-    for other in greedy_or_filtered:  # not temperature alone: the pipeline itself
-        assert torch.equal(spec.probs_for_draw(logits, other, seen), spec.final_probs(logits, other, seen))
-
-
-def test_the_c_draw_picks_what_sample_index_picks_from_final_probs(monkeypatch):
-    """`draw` (softmax and head draw in one C call) against `sample_index` on `final_probs`: the same token for 3,000
-    uniforms over the rows above, q equal to `probs_for_draw`'s; with the library off, final_probs itself."""
-    from inference.core import small_matmul
-
-    if not small_matmul.available():
-        pytest.skip(small_matmul.unavailable())
-    settings = SamplingSettings(temperature=0.8)
-    logits, seen = _rows_a_draw_meets(), seen_mask([1, 2], 4096)
-    generator = torch.Generator().manual_seed(9)
-    for i, u in enumerate(torch.rand(3000, generator=generator, dtype=torch.float64).tolist()):
-        row = logits[i % len(logits)]
-        q, token = spec.draw(row, settings, seen, u)
-        assert token == spec.sample_index(spec.final_probs(row, settings, seen), u), (i, u)
-        if i < len(logits):
-            assert torch.equal(q, spec.probs_for_draw(row, settings, seen))
-    assert spec.draw(logits[0], settings, seen, 0.999999999)[1] >= 0  # the tail: the whole order decides
-    monkeypatch.setattr(small_matmul, "available", lambda: False)
-    q, token = spec.draw(logits[2], settings, seen, 0.5)
-    assert torch.equal(q, spec.final_probs(logits[2], settings, seen))
-    assert token == spec.sample_index(q, 0.5)
-
-
-def test_the_c_residual_draw_is_the_residual_and_its_draw(monkeypatch):
-    """draws.c's residual_draw against `residual_distribution` then `sample_index`: the residual within 1e-15, the
-    same token for 2,000 uniforms (a shortlist draft's q, zero outside its tokens; q = p, where p itself is left);
-    with the library off, the torch path itself."""
-    from inference.core import small_matmul
-
-    if not small_matmul.available():
-        pytest.skip(small_matmul.unavailable())
-    settings = SamplingSettings(temperature=0.8)
-    logits = _rows_a_draw_meets()
-    p_rows, q_rows = (
-        spec.final_probs(logits[[0, 1, 4]], settings, None),
-        spec.final_probs(logits[[2, 3, 4]], settings, None),
-    )
-    generator = torch.Generator().manual_seed(11)
-    for i, u in enumerate(torch.rand(2000, generator=generator, dtype=torch.float64).tolist()):
-        p, q = p_rows[i % 3], q_rows[i % 3]
-        residual, token = spec.residual_draw(p, q, u)
-        exact = spec.residual_distribution(p, q)
-        assert (residual - exact).abs().max() < 1e-15
-        assert token == spec.sample_index(exact, u), (i, u)
-    same, _ = spec.residual_draw(p_rows[2], p_rows[2], 0.5)
-    assert torch.equal(same, p_rows[2])
-    monkeypatch.setattr(small_matmul, "available", lambda: False)
-    residual, token = spec.residual_draw(p_rows[0], q_rows[0], 0.5)
-    assert torch.equal(residual, spec.residual_distribution(p_rows[0], q_rows[0]))
-
-
-def test_top_tokens_are_the_largest_values_ties_by_id():
-    """draws.c's top_tokens against a stable sort, on rows with exact ties, zeros, fewer values than k."""
-    from inference.core import small_matmul
-
-    if not small_matmul.available():
-        pytest.skip(small_matmul.unavailable())
-    generator = torch.Generator().manual_seed(2)
-    rows = [
-        torch.rand(4096, generator=generator, dtype=torch.float64),
-        torch.randint(0, 4, (4096,), generator=generator).double(),  # many ties
-        torch.zeros(300, dtype=torch.float64),
-        torch.rand(5, generator=generator, dtype=torch.float64),
-    ]
-    for row in rows:
-        expected = torch.sort(row, descending=True, stable=True).indices[: spec.RESIDUAL_TOP].tolist()
-        assert spec.top_tokens(row, spec.RESIDUAL_TOP) == expected
-
-
-def test_the_uniform_stream_gives_the_numbers_single_draws_give():
-    """`UniformStream` draws blocks: the numbers, read one at a time or ahead and skipped, are those of one
-    `torch.rand` call a number on a generator with the same seed, across block boundaries."""
-    from inference.lessons.speculative.uniforms import BLOCK, UniformStream
-
-    single = torch.Generator().manual_seed(4)
-    expected = [float(torch.rand((), generator=single, dtype=torch.float64)) for _ in range(3 * BLOCK + 7)]
-    stream, got = UniformStream(4), []
-    while len(got) < len(expected):
-        if len(got) % 3 == 0:
-            got.append(stream())
-        else:
-            wanted = min(len(got) % 7 + 1, len(expected) - len(got))
-            address = stream.ahead(wanted + 2)  # more than is used: the rest stays for the next reads
-            ahead = np.ctypeslib.as_array((ctypes.c_double * (wanted + 2)).from_address(address)).tolist()
-            used = stream.skip(wanted)
-            assert used == ahead[:wanted]
-            got.extend(used)
-    assert got == expected
-
-
-@pytest.mark.parametrize("temperature", [0.5, 0.8, 1.3])
-def test_the_round_check_in_c_is_the_python_check(temperature, monkeypatch):
-    """`check_round` (draws.c's verify_round) against `probs_for_draw` then `verify_sampled` on the same uniforms:
-    the same p rows bit for bit, the same verdict (ratios, uniforms, token, kind, residual), the same p and q of each
-    draft and residual chart as the record makes from them, and the same numbers left in the stream, over 300 rounds
-    of 0-5 drafts with rejections at every position, every draft kept, and shortlist rows; with the library off,
-    the Python check itself."""
-    from inference.core import small_matmul
-    from inference.lessons.speculative.uniforms import UniformStream
-
-    if not small_matmul.available():
-        pytest.skip(small_matmul.unavailable())
-    settings, rows = SamplingSettings(temperature=temperature), _rows_a_draw_meets()
-    tokenizer = types.SimpleNamespace(decode=lambda ids, **_: f"<{ids[0]}>")  # the chart's texts are not compared
-    buffers = spec.CheckBuffers(rows.shape[-1])  # reused every round, as a run reuses them
-    generator = torch.Generator().manual_seed(12)
-    kinds = set()
-    for case in range(300):
-        n = case % 6
-        picked = torch.randint(0, 6, (n + 1,), generator=generator)
-        # every other round the draft's rows are mostly the target's own (p = q: kept), so late rejections happen too
-        drafts = (
-            torch.where(torch.rand(n, generator=generator) < 0.8, picked[:n], picked[1:]) if case % 2 else picked[1:]
-        )
-        target, q_rows = rows[picked], spec.probs_for_draw(rows[drafts], settings, None)
-        drafted = [spec.sample_index(q, float(torch.rand((), generator=generator))) for q in q_rows]
-        in_c, in_python = UniformStream(case), UniformStream(case)
-        check = spec.check_round(target, settings, None, q_rows, drafted, in_c, buffers)
-        verdict = check.verdict
-        expected_p = spec.probs_for_draw(target, settings, None)
-        expected = spec.verify_sampled(expected_p, q_rows, drafted, in_python)
-        assert torch.equal(check.p_rows, expected_p)
-        assert (verdict.accepted, verdict.token_id, verdict.kind) == (
-            expected.accepted,
-            expected.token_id,
-            expected.kind,
-        )
-        assert (verdict.ratios, verdict.uniforms, verdict.final_u) == (
-            expected.ratios,
-            expected.uniforms,
-            expected.final_u,
-        )
-        at_drafts = range(n), drafted
-        assert check.p_drafted == expected_p[at_drafts].tolist() and check.q_drafted == q_rows[at_drafts].tolist()
-        assert (verdict.residual is None) == (expected.residual is None) == (check.chart is None)
-        if verdict.residual is not None:
-            assert torch.equal(verdict.residual, expected.residual)
-            i = verdict.accepted
-            chart = spec._residual_top(expected.residual, expected_p[i], q_rows[i], tokenizer)
-            assert check.chart == [(t, p, q, r) for t, _, p, q, r in chart]
-        assert in_c() == in_python()
-        kinds.add((verdict.kind, verdict.accepted))
-    assert {("target", 0), ("bonus", 5), ("residual", 0), ("residual", 3)} <= kinds
-    monkeypatch.setattr(small_matmul, "available", lambda: False)
-    check = spec.check_round(rows[:3], settings, None, q_rows[:2], drafted[:2], UniformStream(1))
-    assert torch.equal(check.p_rows, spec.final_probs(rows[:3], settings, None))
