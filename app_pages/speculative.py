@@ -251,12 +251,13 @@ st.plotly_chart(
 )
 caption("exact", spec_text.CAPTIONS["theory"])
 
+other = drafting.other_side(info.name) if draft is not None else None  # both sides of the trade, measured
 # when it loses, why a verify pass costs what it does here, what c is, what the formula leaves out
-st.markdown("\n\n".join(verdicts.run_verdict(result, spec_sweep.weight_bytes(model))))
+said = verdicts.run_verdict(result, spec_sweep.weight_bytes(model), other_target=other[0] if other else None)
+st.markdown("\n\n".join(said))
 
 # -- sweep -----------------------------------------------------------------------------------------
 st.subheader(spec_text.sweep_heading(spec_sweep.SWEEP_GAMMAS, spec_sweep.SWEEP_TEMPERATURES))
-other = drafting.other_side(info.name) if draft is not None else None  # both sides of the trade, measured
 
 
 def measure_sweep(progress):

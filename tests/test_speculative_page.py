@@ -5,10 +5,13 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from inference.core.loader import load_model
+from inference.core.routing import BUNDLED_MOE_DIR
 from inference.core.run import new_trace
+from inference.lessons.speculative import drafters, shortlist
 from inference.lessons.speculative import run as spec
-from inference.lessons.speculative import shortlist
 from inference.lessons.speculative import text as spec_text
+from inference.lessons.speculative.sweep import weight_bytes
 from inference.sampling.pipeline import SamplingSettings
 from tests.conftest import open_app_page
 
@@ -67,7 +70,7 @@ def test_greedy_play_writes_plain_greedy_text_and_metrics():
 def test_gamma_out_of_range_in_the_url_is_clamped_with_a_message():
     """?g=40 opens with γ = 16 and says why, in one sentence."""
     at = open_page({"g": "40"})
-    assert at.slider(key="spec_gamma").value == spec.GAMMA_MAX
+    assert at.slider(key="spec_gamma").value == drafters.GAMMA_MAX
     assert any("g=40" in w.value and "1–16" in w.value for w in at.warning)
 
 
@@ -89,13 +92,13 @@ def test_prompt_lookup_on_a_prompt_without_repeats_says_it_drafted_nothing():
 
 def test_the_sweep_button_measures_once_and_draws_measured_and_predicted_curves(monkeypatch):
     """The sweep runs behind its button (fewer runs here) and its two charts appear with both curves."""
-    from inference.lessons.speculative import timing as speculative_timing
+    from inference.lessons.speculative import sweep as speculative_sweep
 
-    monkeypatch.setattr(speculative_timing, "SWEEP_GAMMAS", (1, 2))
-    monkeypatch.setattr(speculative_timing, "SWEEP_TEMPERATURES", (0.0, 1.2))
-    original = speculative_timing.sweep
+    monkeypatch.setattr(speculative_sweep, "SWEEP_GAMMAS", (1, 2))
+    monkeypatch.setattr(speculative_sweep, "SWEEP_TEMPERATURES", (0.0, 1.2))
+    original = speculative_sweep.sweep
     monkeypatch.setattr(
-        speculative_timing, "sweep", lambda *a, **k: original(*a, **{**k, "gammas": (1, 2), "temperatures": (0.0, 1.2)})
+        speculative_sweep, "sweep", lambda *a, **k: original(*a, **{**k, "gammas": (1, 2), "temperatures": (0.0, 1.2)})
     )
     at = open_page({"t": "0", "max": "12", "prompt": "The cat sat on the mat. The cat sat on the"})
     at.button(key="spec_step").click().run()
@@ -108,9 +111,8 @@ def test_the_sweep_button_measures_once_and_draws_measured_and_predicted_curves(
     # both sides (issue #29): the bundled MoE target's sweep under the page's, and the sentence that compares them
     assert sum(t.startswith("Speed-up, by γ") for t in titles) == 2
     assert any(t.startswith("Verify pass cost, by γ") for t in titles)
-    moe_heading = spec_text.side_heading(
-        "storyteller-moe-16m", "transformers' forward"
-    )  # the name escaped for Markdown
+    moe = load_model(str(BUNDLED_MOE_DIR))
+    moe_heading = spec_text.side_heading("storyteller-moe-16m", weight_bytes(moe.model))  # the name escaped
     assert any(m.value == moe_heading for m in at.markdown)
     assert any(m.value.startswith("Both sides, measured just now") for m in at.markdown)
 
@@ -126,7 +128,7 @@ def test_a_tokenizer_mismatch_falls_back_to_prompt_lookup_and_says_why(monkeypat
     assert any(spec.TOKENIZER_MISMATCH in w.value for w in at.warning)
     at.button(key="spec_step").click().run()
     assert not at.exception
-    assert at.session_state["spec_run"].drafter.kind == spec.PROMPT_LOOKUP
+    assert at.session_state["spec_run"].drafter.kind == drafters.PROMPT_LOOKUP
 
 
 def test_alpha_is_defined_once_on_the_page_and_c_comes_with_how_it_was_measured():
@@ -139,6 +141,9 @@ def test_alpha_is_defined_once_on_the_page_and_c_comes_with_how_it_was_measured(
     text = " ".join(m.value for m in at.markdown)
     assert text.count("always means accepted ÷ checked") == 1
     assert "is measured, not a constant" in text and "checked" in text
+    run = at.session_state["spec_run"]
+    verify = at.session_state["spec_comparison"][2].verify_cost  # the page's own measurement, in one-token passes
+    assert f"γ + 1 = {run.gamma + 1} tokens cost **{verify:.2f}** one-token passes" in text  # issue #44 item 6
 
 
 def test_presenter_mode_shows_the_run_metrics_as_a_table_that_wraps():

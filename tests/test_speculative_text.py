@@ -140,10 +140,11 @@ def test_the_verdict_says_what_a_verify_pass_cost_and_where_the_weights_sit(monk
     weights against this machine's cache (as reported), and a pointer to where speculation is made for only when the
     run lost."""
     monkeypatch.setattr(verdicts.machine, "last_level_cache_bytes", lambda: 32 * 2**20)
-    lost = verdicts.verify_sentence(4.1, 4, 23_300_000, 0.8)
+    lost = verdicts.verify_sentence(4.1, 4, 23_300_000, 0.8, "moe")
     assert "γ + 1 = 5 tokens cost **4.10** one-token passes, 82% of the 5" in lost
     assert "23.3 MB of weights fit in this machine's 32 MiB last-level cache" in lost
-    assert verdicts.LARGER_MODEL in lost
+    assert verdicts.LARGER_MODEL in lost and "compare moe in the sweep below" in lost
+    assert "sweep below" not in verdicts.verify_sentence(4.1, 4, 23_300_000, 0.8)  # no other bundled target
     won = verdicts.verify_sentence(1.2, 4, 540_000_000, 1.6)
     assert "about the price of one" in won and "do not fit in this machine's 32 MiB" in won
     assert verdicts.LARGER_MODEL not in won  # it won: no pointer elsewhere

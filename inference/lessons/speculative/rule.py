@@ -104,7 +104,7 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 def verify_sampled(
     p_rows: torch.Tensor, q_rows: torch.Tensor, drafted: list[int], uniform: Callable[[], float]
 ) -> Verdict:
-    """The accept/reject step. p_rows: [n + 1, vocab] target distributions, q_rows: [n, vocab] the distributions the
+    """The accept/reject rule. p_rows: [n + 1, vocab] target distributions, q_rows: [n, vocab] the distributions the
     n drafted tokens were drawn from; `uniform()` gives the run's next uniform number in [0, 1)."""
     ratios, uniforms = [], []
     for i, token in enumerate(drafted):

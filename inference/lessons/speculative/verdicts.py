@@ -64,11 +64,15 @@ def overhead_sentence(result: Comparison) -> str | None:
 
 
 def run_verdict(
-    result: Comparison, weight_bytes: int | None = None, sweep_costs: list[float] | None = None
+    result: Comparison,
+    weight_bytes: int | None = None,
+    sweep_costs: list[float] | None = None,
+    other_target: str | None = None,
 ) -> list[str]:
     """This run's paragraphs under the theory chart: when speculation loses, why a verify pass costs what it costs on
-    this machine (`weight_bytes`: the target's weights, for the cache sentence), how c was measured, and what the
-    formula leaves out (when its prediction beats the measurement)."""
+    this machine (`weight_bytes`: the target's weights, for the cache sentence; `other_target`: the bundled target the
+    sweep measures beside it), how c was measured, and what the formula leaves out (when its prediction beats the
+    measurement)."""
     cost = result.cost_ratio or 0.0
     even = summary.break_even_alpha(result.gamma, cost, result.verify_cost)
     alpha = result.summary.acceptance_rate
@@ -81,13 +85,18 @@ def run_verdict(
         paragraphs = [first]
     else:
         first = when_it_loses(result.measured_speedup, result.gamma, cost, result.verify_cost, even, alpha)
-        paragraphs = [first, verify_sentence(result.verify_cost, result.gamma, weight_bytes, result.measured_speedup)]
+        paragraphs = [
+            first,
+            verify_sentence(result.verify_cost, result.gamma, weight_bytes, result.measured_speedup, other_target),
+        ]
     paragraphs.append(cost_sentence(result, sweep_costs))
     overhead = overhead_sentence(result)
     return paragraphs + ([overhead] if overhead else [])
 
 
-def verify_sentence(verify_cost: float, gamma: int, weight_bytes: int | None, measured_speedup: float) -> str:
+def verify_sentence(
+    verify_cost: float, gamma: int, weight_bytes: int | None, measured_speedup: float, other_target: str | None = None
+) -> str:
     """Why speculation wins or loses here, from the measured verify pass (in one-token passes) and where the target's
     weights sit: a pass that waits on reading its weights scores γ + 1 tokens for about the price of one; a pass whose
     weights stay in the CPU's cache is arithmetic and per-operation overhead, which grow with every token fed."""
@@ -116,9 +125,10 @@ def verify_sentence(verify_cost: float, gamma: int, weight_bytes: int | None, me
             "last-level cache: every pass reads them from memory, once for all the tokens it scores."
         )
     if measured_speedup < 1:
+        beside = f"compare {markdown_token_text(other_target)} in the sweep below, or " if other_target else ""
         said.append(
-            " Speculation is made for a target whose pass waits on reading its weights: compare the other bundled "
-            f"target in the sweep below, or load a model much larger than this cache, such as {LARGER_MODEL}."
+            " Speculation is made for a target whose pass waits on reading its weights: "
+            f"{beside}load a model much larger than this cache, such as {LARGER_MODEL}."
         )
     return "".join(said)
 
