@@ -44,8 +44,8 @@ from inference.sampling.stages import (
     mirostat_next_mu,
 )
 
-# Re-exported for inference/lessons/sampling_lab/figures.py and inference/lessons/speculative/run.py, which import it
-# from here; drop it once they import it from `inference.sampling.stages`.
+# Re-exported for inference/lessons/sampling_lab/figures.py, which imports it from here; drop it once that imports
+# it from `inference.sampling.stages`.
 from inference.sampling.stages import apply_temperature as apply_temperature
 
 ALTERNATIVES = 5  # how many top tokens a step keeps for "what else could it have said"
