@@ -14,8 +14,8 @@ sha256, and converts it once into a float32 safetensors folder in the cache that
 
 Why `gguf` directly rather than `from_pretrained(folder, gguf_file=...)`: transformers' GGUF model loading refuses
 to run without `accelerate`, which the app needs for nothing else; its config and tokenizer readers do not, and
-they are used here. Its tensor path is the same `gguf.dequantize` followed by the same un-permutation, so the
-weights agree bit for bit (tests/test_real_model.py compares the two).
+they are used here. Its tensor path is the same `gguf.dequantize` followed by the same un-permutation, so the two
+give identical weights (tests/test_real_model.py holds the next-token softmax of both to 1e-5).
 
 The weights are the 4-bit model's, dequantized: not the original bf16 model. Every name shown says so.
 """
