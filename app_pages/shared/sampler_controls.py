@@ -11,7 +11,7 @@ import streamlit as st
 from app_pages.shared.layout import presenter
 from inference.lessons.sampling_lab.knobs import CLASSIC, MORE, Knob
 from inference.sampling.pipeline import ORDER_PRESETS, STAGE_NAMES, TRANSFORMERS_ORDER, SamplingSettings
-from inference.sampling.samplers import dry_breaker_ids
+from inference.sampling.stages import dry_breaker_ids
 
 MIROSTAT_PARAM = "miro"
 ORDER_PARAM = "order"
@@ -139,9 +139,8 @@ def more_controls(prefix: str, columns: int = 3) -> None:
     """The newer samplers and the order, in an expander (two a row in presenter mode, as `slider_cells`).
 
     The expander runs its contents only while it is open. Profiled with yappi under AppTest, its ten widgets were a
-    fifth of a Generate Step's script time while nobody looked at them; on the real server, the server CPU per Step
-    in Chromium (`python -m inference.lessons.generate.page_bench`) moved only from 78.3 to 76.7 ms (2%) once they
-    stopped running closed. Their values live on in the session (persist_state) and
+    fifth of a Generate Step's script time while nobody looked at them, though the server CPU per Step in Chromium
+    (`python -m inference.bench.pages`) moved only a little once they stopped running closed. Their values live on in the session (persist_state) and
     `settings_from_state` reads them from there, open or closed. It opens by itself on settings that differ
     from the defaults (a shared link's XTC, say), so nothing acting on the draw is hidden."""
     columns = min(columns, 2) if presenter() else columns

@@ -41,7 +41,7 @@ class Limits:
     # Is every visitor a member of the public (no typed engine URLs, folders only under models_folder)?
     # "auto": yes unless the app listens on a loopback address only (a developer's own machine). Behind a proxy
     # on the same machine the app listens on loopback and every visitor arrives from there, so the bind address
-    # cannot tell: the README's class set-up says "1". "0": never (a developer's machine reached otherwise).
+    # cannot tell: deploy/class.sh says "1". "0": never (a developer's machine reached otherwise).
     public: str = "auto"
     # Class mode (app_pages/class.py): one SQLite file every app process on this machine opens, so a
     # student served by another process than the teacher's follows the same class; its folder must be writable.

@@ -44,7 +44,7 @@ from inference.sampling.pipeline import (
     ranked_stages,
     seen_mask,
 )
-from inference.sampling.samplers import dry_breaker_ids, xtc_uniforms
+from inference.sampling.stages import dry_breaker_ids, mirostat_start, xtc_uniforms
 
 STOP_EOS = "eos"
 STOP_MAX_NEW_TOKENS = "max_new_tokens"
@@ -252,7 +252,7 @@ class Trace(Generation):
         before = self.records[step - 1] if 0 < step <= len(self.records) else None
         mu = before.mirostat_mu_next if before is not None and settings.mirostat else None
         if mu is None and settings.mirostat:
-            mu = 2.0 * settings.mirostat_tau
+            mu = mirostat_start(settings.mirostat_tau)
         breakers = settings.dry_sequence_breakers
         if settings.dry_multiplier > 0 and breakers not in self._breaker_ids:
             self._breaker_ids[breakers] = dry_breaker_ids(self.tokenizer, breakers)

@@ -44,10 +44,6 @@ from inference.sampling.stages import (
     mirostat_next_mu,
 )
 
-# Re-exported for inference/lessons/sampling_lab/figures.py, which imports it from here; drop it once that imports
-# it from `inference.sampling.stages`.
-from inference.sampling.stages import apply_temperature as apply_temperature
-
 ALTERNATIVES = 5  # how many top tokens a step keeps for "what else could it have said"
 
 TRANSFORMERS_ORDER = (

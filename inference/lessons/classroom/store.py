@@ -4,7 +4,7 @@ A class is a row (its code, the hash of the teacher's secret, the state the teac
 step is open for guesses), its members (a random id each, a name only if the teacher turned names on) and
 their guesses (one per member and step: answering again replaces the answer, so nothing is counted twice).
 
-Why SQLite: the README's set-up runs several Streamlit processes behind nginx on one machine; a student's
+Why SQLite: the class set-up (docs/CLASSROOM.md, deploy/) runs several Streamlit processes behind nginx on one machine; a student's
 process is often not the teacher's, so the class must live outside any one process. SQLite in WAL mode lets
 every process read while one writes, needs no server, and survives a process restart. For app processes on
 several machines, `ClassStore` is the interface to implement over a networked store: Redis (a hash per class,

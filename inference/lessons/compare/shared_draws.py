@@ -37,7 +37,7 @@ from inference.sampling.pipeline import (
     seen_mask,
     stage_logits,
 )
-from inference.sampling.samplers import dry_breaker_ids, xtc_uniforms
+from inference.sampling.stages import dry_breaker_ids, xtc_uniforms
 from inference.sampling.step_view import StepView, step_view
 
 METRICS = {  # column -> (label, which way is "more")

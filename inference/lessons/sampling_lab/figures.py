@@ -30,12 +30,12 @@ from inference.lessons.style import (
 from inference.sampling.pipeline import (
     SamplingSettings,
     apply_stage,
-    apply_temperature,
     display_order,
     entropy_bits,
     final_stage,
     stage_logits,
 )
+from inference.sampling.stages import apply_temperature
 
 TEMPERATURE_GRID = [round(0.05 * i, 2) for i in range(41)]  # 0 .. 2
 TOP_P_GRID = [round(0.05 * i, 2) for i in range(1, 21)]  # 0.05 .. 1
