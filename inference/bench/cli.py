@@ -7,6 +7,7 @@ Every key is measured on this machine and reported, never asserted in tests: tim
   `spec_torch_threads` says how many), as the Speculative page runs; the rest on torch's default. On two threads a
   busy machine stalls torch's workers on every small operation.
 - llama-server (`llamacpp_*`, `serving_*`, the engine internals): the real engine, when it is built or running.
+- `real_*`: SmolLM2-135M-Instruct (the wheel's model) through the same step engine, beside its bandwidth limit.
 - `--pages`: the Streamlit server's CPU per Step, driven by Chromium (minutes).
 The latest whole run per CPU kind: docs/BENCHMARKS.md.
 """
@@ -20,7 +21,7 @@ import pandas as pd
 import torch
 import transformers
 
-from inference.bench import classroom, constrained, engine, engine_internals, inside, llamacpp, pages, serving
+from inference.bench import classroom, constrained, engine, engine_internals, inside, llamacpp, pages, real, serving
 from inference.core.loader import encode_prompt, load_model
 from inference.core.machine import cpu_name, logical_cpus
 from inference.lessons.quantization.experiments import benchmark_rows
@@ -57,6 +58,8 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
         results.update(serving.run())
         results.update(engine_internals.run())
         results.update(serving_capacity.benchmark())
+    # SmolLM2-135M-Instruct, the real pretrained model: after the roofline, whose bandwidth sets its decode limit
+    results.update(real.real_figures(bandwidth_gbs=results.get("roofline_bandwidth_gbs")))
     return results
 
 
