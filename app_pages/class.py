@@ -8,7 +8,7 @@ from app_pages.shared.escaping import escape
 from app_pages.shared.models import limits
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import engine_errors, generation_slot
-from inference.core.prompting import prepare_prompt
+from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.tokens import html_token_text, markdown_token_text
 from inference.lessons.classroom import session
 from inference.lessons.classroom.figures import choices_chart, reveal_chart
@@ -138,9 +138,8 @@ def answers_counter(run: TeacherRun) -> None:
 
 def start_class(loaded) -> None:
     st.markdown("#### Teach: start a class")
-    prompt = st.text_input(
-        "Prompt", "Once upon a time, there was a little", key="class_prompt", persist_state="session"
-    )
+    opening = opening_prompt("class", loaded.info.name).text
+    prompt = st.text_input("Prompt", opening, key="class_prompt", persist_state="session")
     names_on = st.checkbox("Show students' names with their answers", key="class_names_on", persist_state="session")
     if st.button("Start a class", type="primary", key="class_start"):
         lim = limits()
@@ -237,6 +236,7 @@ def fork_into_generate(state: dict) -> None:
     s = state["settings"]
     st.session_state.update(
         gen_prompt=state["text"],
+        gen_chat=False,  # the teacher's run read the plain text (no chat template): the student continues the same
         gen_temperature=float(s["temperature"]),
         gen_top_p=float(s["top_p"]),
         gen_seed=int(state["seed"]),

@@ -12,8 +12,10 @@ from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
 from inference.core.bundled import bundled_models
-from inference.core.prompting import prepare_prompt
+from inference.core.forward import eos_token_ids
+from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.run import SEED_MAX
+from inference.core.tokens import readable_tokens
 from inference.lessons.compare import figures as cf
 from inference.lessons.compare import shared_draws as compare
 from inference.lessons.compare import text as cmp_text
@@ -26,13 +28,15 @@ DEFAULTS = {
     "A": {"temperature": 0.8, "top_p": 0.95},
     "B": {"temperature": 0.8, "min_p": 0.1, "order_preset": "llama.cpp default"},
 }
-PAGE_DEFAULTS = {"cmp_prompt": "Once upon a time", "cmp_seed": 0, "cmp_max_new": 60, "cmp_seeds": 100}
+PAGE_DEFAULTS = {"cmp_seed": 0, "cmp_max_new": 60, "cmp_seeds": 100}  # the prompt: the model's opening prompt
 SEED_CHOICES = (20, 50, 100, 200)
 MULTI_NEW_TOKENS = 48  # per run in the many-seed comparison: long enough to loop, short enough to run in seconds
 PRECISIONS = ("float32", "bfloat16", "int8", "int4")
 
 loaded = current_model()
 tokenizer = loaded.tokenizer
+opening = opening_prompt("compare", loaded.info.name)
+PAGE_DEFAULTS.update(cmp_prompt=opening.text, cmp_chat=opening.chat)
 presenter = layout.presenter()
 limits = models.limits()
 
@@ -109,6 +113,9 @@ for problem in problems:
 # presenter mode: the prompt on its own row (at 800 px a fifth of the width broke "Seed (share / d)")
 top = [st.container(), *st.columns(2)] if presenter else st.columns([3, 1, 1])
 top[0].text_input("Prompt", key="cmp_prompt", persist_state="session", max_chars=2000)
+chat = loaded.info.has_chat_template and top[0].checkbox(
+    "Wrap in the model's chat template", key="cmp_chat", persist_state="session"
+)
 top[1].number_input("Seed (shared)", 0, SEED_MAX, step=1, key="cmp_seed", persist_state="session")
 top[2].number_input("Max new tokens", 1, limits.max_new_tokens, step=10, key="cmp_max_new", persist_state="session")
 
@@ -136,7 +143,7 @@ for side, column in zip(SIDES, columns):
             st.stop()
 
 prepared = prepare_prompt(
-    tokenizer, st.session_state.cmp_prompt, False, loaded.info.context, limits, int(st.session_state.cmp_max_new)
+    tokenizer, st.session_state.cmp_prompt, chat, loaded.info.context, limits, int(st.session_state.cmp_max_new)
 )
 for note in prepared.notes:
     st.info(note)
@@ -214,7 +221,8 @@ else:
 
 # -- many seeds --------------------------------------------------------------------------------
 st.subheader("Over many seeds")
-st.markdown(cmp_text.MANY_SEEDS_INTRO)
+stop_ids = sorted(eos_token_ids(loaded.model, tokenizer))
+st.markdown(cmp_text.many_seeds_intro(loaded.info.name, readable_tokens(tokenizer, stop_ids)))
 count = st.select_slider("Seeds", SEED_CHOICES, key="cmp_seeds", persist_state="session")
 seeds = list(range(int(count)))
 multi_key = (

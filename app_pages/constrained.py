@@ -9,13 +9,22 @@ from app_pages.shared.captions import caption
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
 from app_pages.shared.stepper import Stepper
-from inference.core.prompting import prepare_prompt
+from inference.core.paths import BUNDLED_MODEL_NAME
+from inference.core.prompting import model_kind, prepare_prompt
 from inference.core.run import SEED_MAX
 from inference.core.tokens import markdown_token_text, readable_token
 from inference.engines import llamacpp
 from inference.lessons.constrained import figures, text
 from inference.lessons.constrained.experiment import unconstrained_twin
-from inference.lessons.constrained.formats import CHOICES, JSON_SCHEMA, PRESETS, REGEX, Format, FormatError
+from inference.lessons.constrained.formats import (
+    CHOICES,
+    JSON_SCHEMA,
+    PRESETS,
+    REGEX,
+    Format,
+    FormatError,
+    preset_prompt,
+)
 from inference.lessons.constrained.on_engine import engine_greedy, llama_cpp_request
 from inference.lessons.constrained.run import ConstrainedRun
 from inference.lessons.constrained.strategies import compare_strategies
@@ -39,13 +48,13 @@ def fill_preset():
     """A preset fills the format box and the prompt; 'your own' keeps what is typed."""
     chosen = st.session_state.con_preset
     if chosen in PRESETS:
-        fmt, prompt = PRESETS[chosen]
-        st.session_state.con_spec, st.session_state.con_prompt = fmt.spec, prompt
+        st.session_state.con_spec = PRESETS[chosen][0].spec
+        st.session_state.con_prompt = preset_prompt(chosen, model_kind(loaded.info.name))
 
 
 st.session_state.setdefault("con_preset", FIRST_PRESET)
 st.session_state.setdefault("con_spec", PRESETS[FIRST_PRESET][0].spec)
-st.session_state.setdefault("con_prompt", PRESETS[FIRST_PRESET][1])
+st.session_state.setdefault("con_prompt", preset_prompt(FIRST_PRESET, model_kind(loaded.info.name)))
 st.title("🧷 Constrained decoding: a mask that forces a format")
 st.markdown(text.INTRO, unsafe_allow_html=True)
 
@@ -187,7 +196,9 @@ if run.trace.finished and run.steps:
     a.code(run.text or " ", language=None, wrap_lines=True)
     b.markdown("**Where the model would have gone** (same prompt, settings, seed; mask off)")
     b.code(plain.text or " ", language=None, wrap_lines=True)
-    st.markdown(text.story_model_sentence(run.logprob(), plain.logprob(), n, hardest.allowed_mass, hardest.index))
+    st.markdown(
+        text.forced_sentence(loaded.info.name, run.logprob(), plain.logprob(), n, hardest.allowed_mass, hardest.index)
+    )
     caption("exact", "Log-probabilities summed over the generated tokens under the model's raw distribution.")
 
     # -- cost ------------------------------------------------------------------------------------
@@ -216,8 +227,8 @@ if run.trace.finished and run.steps:
     st.subheader("The same format on llama.cpp's server")
     if llama_cpp_request(run.format) is None:
         st.info("llama.cpp's server takes a JSON schema or a GBNF grammar; a bare regex is not sent.")
-    elif not llamacpp.is_built() or loaded.info.name != "storyteller-llama-6m":
-        st.info("Needs llama-server built here (`python -m inference.engines llamacpp build`) and the bundled model.")
+    elif not llamacpp.is_built() or loaded.info.name != BUNDLED_MODEL_NAME:
+        st.info(text.engine_needs(loaded.info.name, BUNDLED_MODEL_NAME, llamacpp.is_built()))
     elif settings.temperature != 0:
         st.info("Set the temperature to 0: the comparison is greedy, where both engines must write the same text.")
     elif st.button("Run it on llama-server (starts it for one request)", key="con_engine"):

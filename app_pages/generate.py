@@ -11,7 +11,7 @@ from app_pages.shared.session_memo import kept_per_record, kept_until_changed
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import engine_errors, generation_slot, session_lock
 from app_pages.shared.stepper import Stepper
-from inference.core.prompting import prepare_prompt
+from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.remote import distribution_note, is_remote
 from inference.core.run import SEED_MAX, new_trace, record_row
 from inference.lessons.generate import text as gen_text
@@ -35,7 +35,7 @@ URL_PARAMS = {
     "max": ("gen_max_new", int),
     "sched": ("gen_sched", str),  # steps drawn with other settings or seeds than the sliders' (lessons/generate/links)
 }
-DEFAULTS = {"gen_prompt": "Once upon a time", "gen_seed": 0, "gen_max_new": 60, "gen_sched": ""}
+DEFAULTS = {"gen_seed": 0, "gen_max_new": 60, "gen_sched": ""}  # the prompt: the model's opening prompt
 SAMPLING_DEFAULTS = {"temperature": 0.8, "top_p": 0.95}  # Generate opens on typical chat settings
 RANGES = {**controls.ranges("gen", controls.CLASSIC), "gen_seed": (0, SEED_MAX)}
 
@@ -45,7 +45,11 @@ RANGES["gen_max_new"] = (1, limits.max_new_tokens)
 loaded = current_model(remote_ok=True)
 remote = is_remote(loaded)
 model, tokenizer = loaded.model, loaded.tokenizer
-
+opening = opening_prompt("generate", loaded.info.name)
+DEFAULTS["gen_prompt"] = opening.text
+# A chat model opens in its chat template (a bare question often ends at once without it); a later session value,
+# the visitor's own, wins.
+st.session_state.setdefault("gen_chat", opening.chat)
 
 controls.set_defaults("gen", SAMPLING_DEFAULTS, knobs=controls.CLASSIC)
 url_problems = stepper.read_url(URL_PARAMS, DEFAULTS, RANGES)

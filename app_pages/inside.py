@@ -9,7 +9,7 @@ from app_pages.shared.slots import generation_slot
 from app_pages.shared.url_state import read_url_index
 from inference.core import machine
 from inference.core.calculator import find_model, load_public_models
-from inference.core.prompting import prepare_prompt
+from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.tokens import readable_token, readable_tokens
 from inference.lessons.inside import tables, text
 from inference.lessons.inside.adapters import adapter_for
@@ -22,7 +22,6 @@ DRAWN_POSITIONS = 128  # the last positions drawn per head, after the first few;
 FIRST_POSITIONS = 4  # the first tokens, where heads often put much of their weight, are always drawn
 GENERATE_RUN = "My Generate run"
 TYPED = "A prompt typed here"
-DEFAULT_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play in the park with her"
 PUBLIC_MODEL, PUBLIC_CONTEXTS = "Llama-3.1-8B", (1024, 32768)
 
 loaded = current_model(
@@ -69,7 +68,8 @@ if source == GENERATE_RUN and follows:
         f"Step {step}: the pass that read {len(ids):,} tokens and gave the distribution this token was drawn from."
     )
 else:
-    st.text_area("Prompt", DEFAULT_PROMPT, key="inside_prompt", persist_state="session", height=80, max_chars=20_000)
+    opening = opening_prompt("inside", info.name).text
+    st.text_area("Prompt", opening, key="inside_prompt", persist_state="session", height=80, max_chars=20_000)
     prepared = prepare_prompt(tokenizer, st.session_state.inside_prompt, False, info.context, models.limits())
     for note in prepared.notes:
         st.info(note)

@@ -13,7 +13,7 @@ from app_pages.shared.slots import generation_slot
 from inference.core.calculator import kv_table, load_public_models, model_entry_from_hf_config
 from inference.core.kv_cache import KVShape
 from inference.core.measuring import run_greedy
-from inference.core.prompting import prepare_prompt
+from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.lessons.kv_cache import text as kv_text
 from inference.lessons.kv_cache.experiments import cache_growth, compare_cache, layer_breakdown
 from inference.lessons.kv_cache.figures import (
@@ -30,7 +30,6 @@ GROWTH_KEY = "kv_growth_run"
 MAX_NEW_TOKENS = 300
 DEFAULT_NEW_TOKENS = 200  # long enough for the no-cache cost to bend clearly upward, ~10 s to compare
 TREND_STEPS = 21  # enough steps to compare the first ten with the last ten
-DEFAULT_PROMPT = "Once upon a time, there was a little dog named Max. Max liked to"
 CALCULATOR_DEFAULT_MODELS = [
     "GPT-2 (124M)",
     "Llama-3.2-1B",
@@ -52,7 +51,8 @@ st.title("🗄️ The KV cache")
 st.markdown(kv_text.INTRO)
 
 left, right = st.columns([3, 1])
-left.text_area("Prompt", DEFAULT_PROMPT, key="kv_prompt", persist_state="session", height=80, max_chars=20_000)
+opening = opening_prompt("kv_cache", info.name).text
+left.text_area("Prompt", opening, key="kv_prompt", persist_state="session", height=80, max_chars=20_000)
 prepared = prepare_prompt(tokenizer, st.session_state.kv_prompt, False, info.context, limits)
 for note in prepared.notes:
     st.info(note)
@@ -151,6 +151,7 @@ def with_and_without() -> None:
             first_steps, last_steps = steps.iloc[1:11], steps.iloc[-10:]  # step 0 is the prompt, the same both ways
             st.markdown(
                 kv_text.trend(
+                    info.name,
                     steps.with_cache_ms.iloc[1:].median(),
                     first_steps.without_cache_ms.median(),
                     last_steps.without_cache_ms.median(),

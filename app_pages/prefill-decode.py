@@ -11,7 +11,7 @@ from app_pages.shared.slots import engine_errors, generation_slot
 from inference.core import machine
 from inference.core.calculator import load_public_models, weight_bytes
 from inference.core.flops import FlopCount
-from inference.core.prompting import prepare_prompt
+from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.remote import is_remote
 from inference.core.run import STOP_EOS
 from inference.lessons.prefill_decode import text as pd_text
@@ -30,10 +30,6 @@ RUN_KEY = "pd_timing"
 DECODE_TOKENS = 8  # one-token passes timed after each sweep prompt
 ILLUSTRATIVE_MODEL = "Llama-3.1-8B"  # the big model of the GPU picture
 ILLUSTRATIVE_BANDWIDTH = 1e12  # bytes/s of the made-up GPU in that picture
-DEFAULT_PROMPT = (
-    "Once upon a time, there was a little girl named Lily. She loved to play in the park with her "
-    "friends. One day, she saw a big red ball under a tree."
-)
 
 
 limits = models.limits()
@@ -54,7 +50,8 @@ st.markdown(
 st.subheader("One generation, timed")
 # presenter mode: the prompt and its controls one above the other (a quarter of 800 px squeezed the slider)
 left, right = (st.container(), st.container()) if layout.presenter() else st.columns([3, 1])
-left.text_area("Prompt", DEFAULT_PROMPT, key="pd_prompt", persist_state="session", height=100, max_chars=20_000)
+opening = opening_prompt("prefill_decode", info.name).text
+left.text_area("Prompt", opening, key="pd_prompt", persist_state="session", height=100, max_chars=20_000)
 new_tokens = right.slider(
     "New tokens", 8, min(128, limits.max_new_tokens), 48, step=8, key="pd_new_tokens", persist_state="session"
 )

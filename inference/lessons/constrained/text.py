@@ -26,17 +26,29 @@ def step_sentence(
     return lead + (f" Removed, though the model wanted them most: {wanted}." if wanted else "")
 
 
-def story_model_sentence(logprob: float, logprob_plain: float, tokens: int, hardest: float, hardest_step: int) -> str:
-    """How far the format pushed the model from where it would have gone."""
+def forced_sentence(
+    model_name: str, logprob: float, logprob_plain: float, tokens: int, hardest: float, hardest_step: int
+) -> str:
+    """How far the format pushed the loaded model from where it would have gone, in its own log-probabilities."""
     gap = logprob_plain - logprob
-    times = f"e^{gap:.0f}" if gap > 40 else f"{math.exp(gap):,.0f}"
+    if gap <= 0:
+        verdict = f"The format cost {model_name} nothing here: it finds the constrained text at least as likely."
+        likelier = f"{math.exp(-gap):,.1f} times as likely"
+    else:
+        verdict = f"The mask pushed {model_name} away from where it was going."
+        likelier = (f"e^{gap:.0f}" if gap > 40 else f"{math.exp(gap):,.0f}") + " times less likely"
     return (
-        f"This is a story model: nothing it was trained on looks like this format, so the mask forces it. "
-        f"Under the model's own distribution the constrained text has log p **{logprob:.1f}** over {tokens} "
-        f"tokens, its own continuation of the same length **{logprob_plain:.1f}**: {times} times less likely. "
-        f"It fought hardest at step {hardest_step}, where the allowed tokens held only {hardest:.2g} of the model's "
-        "probability."
+        f"{verdict} Under its own distribution the constrained text has log p **{logprob:.1f}** over {tokens} "
+        f"tokens, its own continuation of the same length **{logprob_plain:.1f}**: {likelier}. "
+        f"It fought hardest at step {hardest_step}, where the allowed tokens held {hardest:.2g} of its probability."
     )
+
+
+def engine_needs(model_name: str, served_name: str, built: bool) -> str:
+    """Why the llama-server comparison is not offered: what it serves here, and what is missing."""
+    build = "" if built else "llama-server built here (`python -m inference.engines llamacpp build`) and "
+    now = "" if model_name == served_name else f"; {model_name} is loaded now"
+    return f"Needs {build}{served_name} loaded: llama-server serves that model for this comparison{now}."
 
 
 def cost_sentence(mask_us_p50: float, forward_ms_p50: float, compile_ms: float, tokenizer_note: str) -> str:

@@ -9,9 +9,9 @@ from inference.core.tokens import markdown_token_text
 from inference.sampling.pipeline import SamplingSettings
 
 # The page opens with every classic filter on, each set so that it removes something the one before kept (on the
-# bundled model: the penalty lowers " happy", already in the text; T = 0.8 sharpens; top-k keeps 10 of 4,096;
-# top-p 8 of those; min-p 4), so that each panel of the pipeline chart shows its own stage at work.
-OPENING_PROMPT = "The little dog was very happy. The cat was very"
+# bundled model's opening prompt, `inference.core.prompting.OPENING_PROMPTS["sampling"]`: the penalty lowers
+# " happy", already in the text; T = 0.8 sharpens; top-k keeps 10 of 4,096; top-p 8 of those; min-p 4), so that
+# each panel of the pipeline chart shows its own stage at work.
 OPENING_SETTINGS = SamplingSettings(temperature=0.8, top_k=10, top_p=0.9, min_p=0.2, repetition_penalty=1.3)
 
 INTRO = (

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 import torch
 
 from inference.core.measuring import run_greedy
+from inference.core.prompting import OPENING_PROMPTS, STORY
 from inference.core.run import new_trace, run_uniforms
 from inference.core.tokens import readable_token, readable_tokens
 from inference.sampling.pipeline import SamplingSettings, draw, seen_mask
 
-PROMPT = "Once upon a time, there was a little"
+PROMPT = OPENING_PROMPTS["start"][STORY].text  # the bundled model's; the page picks the loaded model's
 TOP_TOKENS = 3
 DRAW_SETTINGS = SamplingSettings(temperature=1.0)  # the model's own distribution, no filter
 TIMED_RUNS = 3  # the fastest is kept: other programs on a shared machine can only slow a run
