@@ -15,6 +15,7 @@ from inference.lessons.engine_internals import kv_precision, served
 from inference.lessons.quantization import experiments as qc
 from inference.lessons.quantization import figures as qf
 from inference.lessons.quantization import gguf as gguf_compare
+from inference.lessons.quantization import real_gguf
 from inference.lessons.quantization import text as qt
 from inference.lessons.quantization.fit import (
     RUNTIME_RESERVE_BYTES,
@@ -68,6 +69,35 @@ presenter = layout.presenter()
 
 st.title("🗜️ Quantization: fewer bits per weight")
 st.markdown(qt.intro(loaded.info.name))
+
+# -- 0. the real model's GGUF files on llama-server (issue #45): the page's lead ----------------------
+st.header(f"{real_gguf.real_model.REAL_MODEL_NAME} on llama-server: one model, four GGUF types")
+st.markdown(real_gguf.INTRO)
+real_reason = real_gguf.unavailable_reason()
+if real_reason:
+    st.info(f"No rows here: {real_reason}")
+else:
+    real_result = measure_on_click(
+        f"Measure the {len(real_gguf.REAL_TYPES)} GGUF types of {real_gguf.real_model.REAL_MODEL_NAME}",
+        "quant_real_gguf",
+        ("real-gguf", real_gguf.REAL_TYPES, real_gguf.POSITIONS, real_gguf.DECODE_TOKENS),
+        lambda progress: real_gguf.measure(progress=progress),
+        "Each type runs on its own llama-server (about 30 s on an idle 2-core CPU; the first press also converts "
+        "the f32, q8_0 and q4_K_M files, about 15 s).",
+    )
+    if real_result is not None:
+        real_table = real_gguf.table(real_result)
+        show_table(
+            real_table,
+            "quant_real_gguf_table",
+            {c: st.column_config.NumberColumn(format=f) for c, f in real_gguf.TABLE_FORMATS.items()},
+            real_gguf.TABLE_TEXT_FORMATS,
+        )
+        caption("measured", real_gguf.caption(real_result))
+        st.markdown(real_gguf.speed_sentence(real_table))
+        st.markdown(real_gguf.quality_sentence(real_table))
+        st.markdown(real_gguf.answer_sentence(real_result))
+st.markdown(real_gguf.TORCH_FOLLOWS)
 
 with st.form("quant_form"):
     left, right = (st.container(), st.container()) if presenter else st.columns([3, 1])  # "New / tokens" wrapped

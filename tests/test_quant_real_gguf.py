@@ -1,0 +1,77 @@
+"""SmolLM2-135M-Instruct's GGUF types on llama-server (issue #45): the coarse KL, the table and its sentences (unit),
+and a real measurement on small sizes (engine tier: needs llama-server and the wheel)."""
+
+import math
+
+import pytest
+
+from inference.bench import real_gguf as bench_real_gguf
+from inference.lessons.quantization import real_gguf as rg
+
+
+def _result(rates: dict, tops: dict, answers: dict) -> rg.RealGGUFResult:
+    sizes = {"f32": 538_000_000, "q8_0": 145_000_000, "q4_K_M": 105_000_000, "Q4_1": 98_000_000}
+    results = {t: rg.TypeResult(t, sizes[t], rates[t], tops[t], answers[t], "The sky is blue.") for t in rates}
+    return rg.RealGGUFResult("Why?", 30, answers["f32"], "The sky is blue.", results, len(tops["f32"]), 64, 2)
+
+
+@pytest.mark.unit
+def test_coarse_kl_is_zero_for_equal_lists_and_a_lower_bound_of_the_full_kl():
+    p = {1: 0.7, 2: 0.2, 3: 0.1}
+    assert rg.coarse_kl(p, dict(p)) == pytest.approx(0.0, abs=1e-12)
+    q = {1: 0.5, 2: 0.3, 3: 0.2}
+    full = sum(p[t] * math.log(p[t] / q[t]) for t in p)
+    assert rg.coarse_kl(p, q) == pytest.approx(full)
+    # token 3 missing from q's top list: merged into "other" on both sides, which can only lower the KL
+    coarse = rg.coarse_kl(p, {1: 0.5, 2: 0.3})
+    assert 0 <= coarse <= full + 1e-12
+
+
+@pytest.mark.unit
+def test_table_and_sentences_come_from_the_measurement():
+    same = [{5: 0.9, 6: 0.1}] * 4
+    other = [{5: 0.8, 6: 0.2}] * 3 + [{6: 0.6, 5: 0.4}]
+    result = _result(
+        {"f32": [50.0, 52.0], "q8_0": [96.0, 98.0], "q4_K_M": [90.0, 94.0], "Q4_1": [95.0, 95.0]},
+        {"f32": same, "q8_0": other, "q4_K_M": other, "Q4_1": same},
+        {"f32": [1, 2, 3], "q8_0": [1, 2, 4], "q4_K_M": [1, 2, 4], "Q4_1": [1, 2, 3]},
+    )
+    frame = rg.table(result)
+    assert list(frame["GGUF type"].str.split(" ").str[0]) == ["f32", "q8_0", "q4_K_M", "Q4_1"]
+    assert frame.loc[0, "speed vs f32"] == pytest.approx(1.0)
+    assert frame.loc[1, "speed vs f32"] == pytest.approx(97 / 51)
+    assert frame.loc[1, "same top-1 as f32"] == pytest.approx(0.75)
+    assert frame.loc[3, "mean KL from f32 (nats)"] == pytest.approx(0.0, abs=1e-12)
+    speed = rg.speed_sentence(frame)
+    assert "51 tokens/s" in speed and "q8_0" in speed and f"{97 / 51:.2f}×" in speed
+    quality = rg.quality_sentence(frame)
+    assert "q8_0" in quality and "75%" in quality and "Q4_1 holds exactly the weights" in quality
+    answers = rg.answer_sentence(result)
+    assert "The sky is blue." in answers and "Q4_1 gave the same tokens" in answers and "q8_0, q4_K_M" in answers
+    caption = rg.caption(result)
+    assert "Measured" in caption and "median of 2 rounds of 64" in caption and "lower bound" in caption
+    assert "not the bf16 original" in rg.INTRO
+
+
+@pytest.mark.unit
+def test_bench_returns_nothing_with_a_reason_without_llama_server(monkeypatch, capsys):
+    monkeypatch.setattr(rg.llamacpp, "is_built", lambda: False)
+    assert bench_real_gguf.real_gguf_figures() == {}
+    assert "llama-server is not built" in capsys.readouterr().out
+
+
+@pytest.mark.engine
+def test_real_ggufs_measured_on_llama_server(smollm2):
+    from tests.engine_servers import require_llama_server
+
+    require_llama_server()
+    result = rg.measure(types=("f32", "Q4_1"), positions=4, decode_tokens=8, rounds=1)
+    frame = rg.table(result)
+    assert list(frame["GGUF type"].str.split(" ").str[0]) == ["f32", "Q4_1"]
+    assert frame.loc[1, "file bytes"] == rg.real_model.GGUF_BYTES
+    assert frame.loc[0, "file bytes"] > 5 * frame.loc[1, "file bytes"]
+    assert (frame["decode tokens/s"] > 0).all()
+    # Q4_1 holds the very weights f32 was written from: the same top token at every position, a tiny KL
+    assert frame.loc[1, "same top-1 as f32"] == 1.0
+    assert frame.loc[1, "mean KL from f32 (nats)"] < 1e-2
+    assert result.reference_text.strip()
