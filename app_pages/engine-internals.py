@@ -58,6 +58,8 @@ st.caption(
     f"{model.context:,} positions per slot, float32 weights."
     + (" Its text is nonsense; its timing is real." if model.timing_only else "")
 )
+if key != served.BUNDLED and key != served.REAL:
+    st.caption(served.FALLBACK_NOTE)
 
 # -- 1. the prefix cache ----------------------------------------------------------------------
 st.subheader("1. The prefix cache")

