@@ -3,6 +3,7 @@ cost, and bad input (an invalid schema or regex, a format no token can produce, 
 sentence with the run so far kept."""
 
 import json
+import os
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -10,6 +11,10 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 PAGE = "app_pages/constrained.py"
 
@@ -45,7 +50,7 @@ def test_play_runs_the_json_preset_to_a_valid_object_with_cost_and_the_unconstra
     for expected in ("How hard the format fights", "Time per step", "Two ways to apply the format"):
         assert expected in titles, titles
     markdown = " ".join(m.value for m in at.markdown)
-    assert "This is a story model" in markdown and "Sample first, then check" in markdown
+    assert "The mask pushed storyteller-llama-6m away" in markdown and "Sample first, then check" in markdown
     assert at.code[0].value == run.text and at.code[1].value == at.session_state["con_twin"].text
 
 
