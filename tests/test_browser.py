@@ -3,12 +3,18 @@
 Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the repo.
 """
 
+import os
+
 import pytest
 
 from tests.browser import BROWSER_TESTS, full_screenshot, launch, open_page, shots_folder, streamlit_server, wait_idle
 from tests.conftest import PROJECT_ROOT, page_title
 
 pytestmark = BROWSER_TESTS
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 SHOTS = shots_folder()
 SIZES = [(1280, 900), (800, 1000)]
 

@@ -2,6 +2,8 @@
 so the click always lands mid-run) stops at the Cancel button, the page says nothing was kept, and no
 llama-server started for it is left running."""
 
+import os
+
 import psutil
 import pytest
 
@@ -9,6 +11,10 @@ from tests.browser import SKIP_REASON, chromium_available, launch, open_page, st
 from tests.test_engines import require_llama_server
 
 pytestmark = [pytest.mark.engine, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 
 def llama_servers_under(pid: int) -> list[int]:

@@ -1,11 +1,16 @@
 """Class mode in real Chromium on two app processes sharing one class file: the teacher's Step in one is
 on a student's screen served by the other within 2 s. Screenshots to $INFERENCE_LAB_SHOTS (never the repo)."""
 
+import os
 import time
 
 from tests.browser import BROWSER_TESTS, full_screenshot, launch, open_page, shots_folder, streamlit_server, wait_idle
 
 pytestmark = BROWSER_TESTS
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 SHOTS = shots_folder()
 FOLLOW_SECONDS = 2.0  # the issue's bound: the fragment polls every second, so one poll plus a redraw
 

@@ -2,12 +2,17 @@
 guess is counted and shown beside the model's probabilities; a student cannot drive the run."""
 
 import html
+import os
 
 import pytest
 
 from tests.conftest import run_app
 
 pytestmark = pytest.mark.page
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 
 @pytest.fixture

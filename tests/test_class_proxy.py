@@ -37,6 +37,10 @@ from tests.load_sessions import EXCEPTION_BOX, PROMPTS, generated_ids, step_inte
 from tests.test_engines import IN_CI, require_llama_server
 
 pytestmark = [pytest.mark.load, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 NGINX_CONF = PROJECT_ROOT / "deploy" / "nginx.conf"
 CLASS_SCRIPT = PROJECT_ROOT / "deploy" / "class.sh"

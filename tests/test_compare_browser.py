@@ -2,11 +2,16 @@
 browser on the bundled model behind its progress bar, and full-page screenshots at 1280x900
 and 800x1000 go to /tmp for a person to look at."""
 
+import os
 from pathlib import Path
 
 from tests.browser import BROWSER_TESTS, full_screenshot, launch, open_page, streamlit_server, wait_idle
 
 pytestmark = BROWSER_TESTS
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 SHOTS = Path("/tmp/inference_lab_compare")
 
 

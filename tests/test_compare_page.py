@@ -2,6 +2,7 @@
 and the many-seed comparison run from its button."""
 
 import json
+import os
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -9,6 +10,10 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 PAGE = "app_pages/compare.py"
 

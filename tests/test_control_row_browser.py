@@ -2,9 +2,15 @@
 of a slider label is broken across lines (five equal columns broke "Temperatu / re" at 800 px), and at 1280 px in
 normal mode the five still share one row (the row wraps only where it must)."""
 
+import os
+
 from tests.browser import BROWSER_TESTS, launch, open_page, streamlit_server, toggle_presenter
 
 pytestmark = BROWSER_TESTS
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 CLASSIC_LABELS = ["Temperature", "Top-p", "Top-k", "Min-p", "Repetition penalty"]
 # Per visible slider in the main area: its label, the words whose characters lie on more than one line (a range

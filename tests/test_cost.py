@@ -1,6 +1,7 @@
 """Cost: answer timing arithmetic, batched decoding, MoE parameter accounting, the page."""
 
 import json
+import os
 
 import pytest
 import torch
@@ -16,6 +17,10 @@ from inference.lessons.moe import scale as moe
 from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 SMALL = moe.MoEDesign(
     hidden=64, layers=2, heads=4, kv_heads=2, expert_width=48, experts=4, experts_per_token=2, vocab=256, context=64

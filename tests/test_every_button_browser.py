@@ -60,6 +60,10 @@ from tests.browser import (
 
 pytestmark = pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)  # tiers per test below: two costs
 
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
+
 SHOTS = Path(os.environ.get("INFERENCE_LAB_SHOTS") or tempfile.mkdtemp(prefix="inference-lab-shots-"))
 SIZES = ((1280, 900), (800, 1000))
 MEASURE_TIMEOUT_MS = int(

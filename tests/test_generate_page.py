@@ -1,6 +1,7 @@
 """Generate page through Streamlit's AppTest: controls, stepping, chart data, shared URLs."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -13,6 +14,10 @@ from tests.conftest import plotly_array
 from tests.conftest import run_app as app
 
 pytestmark = pytest.mark.page
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 CONTROLS = {
     "text_area": ["gen_prompt"],

@@ -4,11 +4,17 @@ section and chart is drawn, the layer slider redraws the attention, no error box
 Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the repo.
 """
 
+import os
+
 import pytest
 
 from tests.browser import BROWSER_TESTS, full_screenshot, launch, open_page, shots_folder, streamlit_server, wait_idle
 
 pytestmark = BROWSER_TESTS
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 SHOTS = shots_folder()
 SECTIONS = ["1. What each layer would say", "2. What each head read", "3. Where the pass's time and bytes go"]
 

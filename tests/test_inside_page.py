@@ -1,6 +1,7 @@
 """The /inside page under AppTest: a typed prompt, following a Generate run step by step, a layer pick that
 reruns no model, and bad input (an empty prompt, a step beyond the run, an unknown architecture, an engine)."""
 
+import os
 import shutil
 
 import pytest
@@ -10,6 +11,10 @@ from inference.core.paths import BUNDLED_MODEL_DIR
 from tests.conftest import run_app
 
 pytestmark = pytest.mark.page
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 PAGE = "app_pages/inside.py"
 

@@ -1,6 +1,7 @@
 """KV cache: the real tensors match the formula, and the cache never changes the tokens."""
 
 import json
+import os
 
 import pytest
 import torch
@@ -14,6 +15,10 @@ from inference.lessons.kv_cache.repetition import repeated_phrase
 from tests.conftest import APP_FILE, open_app_page
 
 pytestmark = pytest.mark.page
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 torch.set_num_threads(1)  # a training job may share the machine
 PROMPT = "Once upon a time, there was a little dog named Max."

@@ -1,11 +1,17 @@
 """The "More samplers" expander runs its widgets only while open (a Step costs less), and its settings still act
 on the draw while it is closed; a link carrying one of them opens it."""
 
+import os
+
 import pytest
 
 from tests.conftest import run_app as app
 
 pytestmark = pytest.mark.page
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 
 def keys_of(at, kind: str) -> set[str]:

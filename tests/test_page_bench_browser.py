@@ -1,6 +1,8 @@
 """The page bench's reference app (`tests/apps/fragment_floor.py`) steps as Generate does for the bench: each Step
 adds one id to the `.token-box` the bench counts, and the server CPU per Step is read over the Steps made."""
 
+import os
+
 import psutil
 import pytest
 from playwright.sync_api import sync_playwright
@@ -10,6 +12,10 @@ from inference.core.app_process import running_app
 from tests.browser import SKIP_REASON, chromium_available
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 
 def test_the_floor_app_makes_one_chip_a_step_and_the_bench_counts_its_cpu():

@@ -2,11 +2,17 @@
 value stands clear above its track (at projector size it used to sit on the track), and no slider label is
 broken inside a word."""
 
+import os
+
 import pytest
 
 from tests.browser import BROWSER_TESTS, launch, open_page, streamlit_server, wait_idle
 
 pytestmark = BROWSER_TESTS
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 # For each slider: the bottom of its value's text against the middle of its thumb (where the track runs), and whether its label holds a
 # word split across two lines (a line that starts with a lower-case letter right after a letter).

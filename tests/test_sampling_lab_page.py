@@ -4,6 +4,7 @@ never the "other" bucket's."""
 
 import base64
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,10 @@ from inference.lessons.sampling_lab.text import draws_caption
 from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 PAGE = "app_pages/sampling.py"
 

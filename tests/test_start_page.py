@@ -1,5 +1,7 @@
 """Start here: its five results are the loaded model's own numbers, computed once per model."""
 
+import os
+
 import pytest
 import torch
 from transformers import DynamicCache
@@ -12,6 +14,10 @@ from inference.lessons.start.first_look import DRAW_SEEDS, DRAW_SETTINGS, PROMPT
 from tests.conftest import run_app
 
 pytestmark = pytest.mark.page
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 torch.set_num_threads(1)  # other jobs may share the machine
 

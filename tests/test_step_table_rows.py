@@ -1,6 +1,8 @@
 """Generate's step table is made row by row, each row once, as its step is made; it must equal the table made from
 the whole run's frame, and the session memo must reuse rows only for the very records they came from."""
 
+import os
+
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -12,6 +14,10 @@ from inference.lessons.generate.figures import step_frame_for_table, step_table_
 from inference.sampling.pipeline import SamplingSettings
 
 pytestmark = pytest.mark.unit
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 
 @pytest.mark.parametrize("settings", [SamplingSettings(temperature=0.8, top_p=0.95), SamplingSettings(temperature=0)])

@@ -1,6 +1,7 @@
 """Prefill/decode timing: the structure of what is measured (never the timings themselves)."""
 
 import json
+import os
 from statistics import median
 
 import pandas as pd
@@ -21,6 +22,10 @@ from inference.lessons.prefill_decode.timing import (
 from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
+
+# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
+# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 torch.set_num_threads(1)  # a training job may share the machine
 
