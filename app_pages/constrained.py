@@ -214,7 +214,13 @@ if run.trace.finished and run.steps:
     st.plotly_chart(figures.strategy_bars(cost, presenter), width="stretch")
     st.markdown(
         text.strategy_sentence(
-            sum(cost.first_valid), cost.steps, cost.mask_all_us_p50, cost.sample_first_us_p50, sum(cost.same_token)
+            loaded.info.name,
+            vocab,
+            sum(cost.first_valid),
+            cost.steps,
+            cost.mask_all_us_p50,
+            cost.sample_first_us_p50,
+            sum(cost.same_token),
         )
     )
     caption(

@@ -116,3 +116,11 @@ def test_kv_trend_names_the_model_and_the_measured_saving():
     line = kv_text.trend(SMOL, 80.0, 95.5, 180.25, 210)
     assert f"on {SMOL}" in line and "tiny" not in line
     assert "15.5 ms a step near the start and 100.2 ms near the end" in line and "210 tokens" in line
+
+
+def test_constrained_strategy_sentence_names_the_model_and_its_vocabulary():
+    slower = constrained_text.strategy_sentence(SMOL, 49_152, 30, 40, 120.0, 150.0, 40)
+    assert f"on {SMOL} with its 49,152-token vocabulary" in slower and "6M" not in slower
+    assert "**30 of 40** steps (75%)" in slower and "same token at 40 of 40" in slower
+    faster = constrained_text.strategy_sentence(SMOL, 49_152, 30, 40, 150.0, 120.0, 40)
+    assert "faster here" in faster and "vocabulary llguidance" not in faster

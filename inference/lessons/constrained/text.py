@@ -62,12 +62,15 @@ def cost_sentence(mask_us_p50: float, forward_ms_p50: float, compile_ms: float, 
     )
 
 
-def strategy_sentence(first_valid: int, steps: int, mask_all_us: float, sample_first_us: float, same: int) -> str:
+def strategy_sentence(
+    model_name: str, vocab: int, first_valid: int, steps: int, mask_all_us: float, sample_first_us: float, same: int
+) -> str:
+    """Sample first then check, against masking every token, on the loaded model (its name and vocabulary)."""
     if sample_first_us < mask_all_us:
         why = "faster here: a valid first draw skips the mask, and the mask costs more than that draw"
     else:
         why = (
-            "slower here: every invalid first draw costs a second draw, and on this 6M model with its 4,096-token "
+            f"slower here: every invalid first draw costs a second draw, and on {model_name} with its {vocab:,}-token "
             "vocabulary llguidance's mask is cheaper than a draw (llama.cpp added the check for grammars whose mask "
             "over a large vocabulary cost more than the whole rest of sampling)"
         )
