@@ -14,12 +14,13 @@ from inference.core.loader import load_model
 from inference.core.prompting import prepare_prompt
 from inference.core.run import SEED_MAX, warm_up
 from inference.core.tokens import markdown_token_text
-from inference.lessons.speculative import comparison, drafting, verdicts
+from inference.lessons.speculative import comparison, drafting, self_draft, verdicts
 from inference.lessons.speculative import figures as spec_fig
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative import speed_figures as speed_fig
 from inference.lessons.speculative import sweep as spec_sweep
 from inference.lessons.speculative import text as spec_text
+from inference.lessons.speculative.verify_cost import measure_verify_cost, other_model, why_they_differ
 from inference.sampling.pipeline import SamplingSettings
 
 SAMPLING_KNOBS = controls.CLASSIC[:4]  # temperature, top-p, top-k, min-p: applied to p and q alike
@@ -72,9 +73,12 @@ for problem in url_problems:
     st.warning(problem)
 
 # -- the drafter ---------------------------------------------------------------------------
+drafter_options = drafting.drafter_choices(model)
+if st.session_state.get("spec_drafter") not in drafter_options:  # e.g. a link's self-draft on a target without one
+    st.session_state.spec_drafter = "lookup"
 st.radio(
     "Drafter",
-    list(drafting.DRAFTERS),
+    drafter_options,
     format_func=drafting.DRAFTERS.get,
     key="spec_drafter",
     persist_state="session",
@@ -103,6 +107,29 @@ if st.session_state.spec_drafter == "draft":
             st.warning(spec_text.bundled_draft_unusable(info.name, bundled.problem))
 draft_name = draft.info.name if draft is not None else None
 shortlist_size = drafting.SHORTLIST_ALL
+self_layers = None  # a self-draft: how many of the target's layers it keeps
+if st.session_state.spec_drafter == "self":
+    total_layers = self_draft.decoder_layers(model)
+    layer_options = self_draft.layer_choices(total_layers)
+    if st.session_state.get("spec_self_layers") not in layer_options:
+        st.session_state.spec_self_layers = layer_options[len(layer_options) // 2]
+    c1, c2 = st.columns(2)
+    self_layers = c1.select_slider(
+        f"Layers the self-draft keeps (of {total_layers})",
+        layer_options,
+        key="spec_self_layers",
+        persist_state="session",
+        help=spec_text.SELF_LAYERS_HELP,
+    )
+    short_rows = min(self_draft.SHORTLIST_ROWS, spec.vocabulary_rows(model))
+    shortlisted = c2.checkbox(
+        f"Score only the tokenizer's first {short_rows:,} tokens",
+        key="spec_self_shortlist",
+        persist_state="session",
+        help=spec_text.SELF_SHORTLIST_HELP,
+    )
+    draft_name = spec_text.self_draft_name(info.name, self_layers, total_layers)
+    shortlist_size = short_rows if shortlisted else drafting.SHORTLIST_ALL
 if choices := spec_text.shortlist_choices(draft):  # the bundled draft: its output layer may score its commonest tokens
     shortlist_size = st.selectbox(  # under the drafter: beside it, its choices were cut at 800 px
         "Tokens the draft scores",
@@ -151,11 +178,13 @@ seed, gamma, max_new = (int(st.session_state[key]) for key in ("spec_seed", "spe
 prepared = prepare_prompt(tokenizer, st.session_state.spec_prompt, False, info.context, limits, max_new)
 for note in prepared.notes:
     st.info(note)
-drafter_kind = "draft" if draft is not None else "lookup"
+drafter_kind = "self" if self_layers else "draft" if draft is not None else "lookup"
 run_key = (info.name, drafter_kind, draft_name, shortlist_size, tuple(prepared.ids), max_new, gamma, seed)
 
 
 def new_drafter():
+    if self_layers:  # a new module object over the target's own layers: the shared model is only called
+        return drafting.self_drafter(model, tokenizer, self_layers, shortlist_size != drafting.SHORTLIST_ALL)
     return drafting.new_drafter(model, draft, shortlist_size)
 
 
@@ -255,6 +284,35 @@ other = drafting.other_side(info.name) if draft is not None else None  # both si
 # when it loses, why a verify pass costs what it does here, what c is, what the formula leaves out
 said = verdicts.run_verdict(result, spec_sweep.weight_bytes(model), other_target=other[0] if other else None)
 st.markdown("\n\n".join(said))
+
+# -- the verify pass on two models ----------------------------------------------------------------------------------
+if verify_other := other_model(info.name):
+    st.subheader(spec_text.VERIFY_HEADING)
+    positions = gamma + 1
+
+    def measure_verify(progress):
+        progress(0, 2, info.name)
+        mine = measure_verify_cost(model, info.name, positions)
+        progress(1, 2, verify_other[0])
+        theirs = measure_verify_cost(load_float32(verify_other[1]).model, verify_other[0], positions)
+        return mine, theirs
+
+    costs = measure_on_click(
+        "Measure both verify passes",
+        "spec_verify_button",
+        ("spec_verify", info.name, verify_other, positions),
+        measure_verify,
+        spec_text.verify_not_yet(info.name, verify_other[0], positions),
+    )
+    if costs is not None:
+        for cell, side in zip(st.columns(2), costs):
+            cell.metric(
+                f"{side.name}: {side.positions} tokens in one pass",
+                f"{side.cost:.2f} one-token passes",
+                help=f"{side.verify_ms:.1f} ms against {side.one_token_ms:.1f} ms for one token",
+            )
+        caption("measured", spec_text.verify_caption(positions))
+        st.markdown(why_they_differ(*costs))
 
 # -- sweep -----------------------------------------------------------------------------------------
 st.subheader(spec_text.sweep_heading(spec_sweep.SWEEP_GAMMAS, spec_sweep.SWEEP_TEMPERATURES))

@@ -1,6 +1,7 @@
 """The Speculative decoding page in Streamlit's AppTest: rounds, charts, URL settings, bad input."""
 
 import json
+import os
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -18,6 +19,9 @@ from tests.conftest import open_app_page
 pytestmark = pytest.mark.page
 
 PAGE = "app_pages/speculative.py"
+# Written for the 6M storyteller's speed and token ids: it is this page's default model here (a new session opens on
+# SmolLM2-135M-Instruct otherwise; tests/test_speculative_real_page.py covers the page on it).
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 
 def open_page(query: dict | None = None) -> AppTest:

@@ -101,7 +101,7 @@ def test_why_they_differ_follows_the_measurements():
     assert "streams its weights from memory" in text
     assert "same side" in why_they_differ(small, big, 2**40)
     backwards = why_they_differ(VerifyCost("small", 23_000_000, 5, 2.0, 2.2), big, cache)
-    assert "opposite" in backwards
+    assert "opposite" in backwards and "2.0 ms against 80.0 ms" in backwards
 
 
 def test_real_spec_without_the_wheel(monkeypatch, capsys):

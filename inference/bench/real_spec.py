@@ -26,26 +26,31 @@ from inference.lessons.speculative.verify_cost import measure_verify_cost
 
 CHAT_PROMPT = "What is the capital of France, and why is it famous?"
 COPY_PROMPT = (
-    "Fix the spelling in this text and write it out again: The wether was nice and the childs played in the gardn "
-    "all day long untill the sun went down."
+    "Write this paragraph out again, word for word: The old lighthouse stood on the rocks at the edge of the bay. "
+    "Every night its keeper climbed the hundred steps, lit the great lamp, and watched the ships pass safely into the "
+    "harbour until the sun came up again."
 )
-CHOSEN = "prompt lookup"  # picked by measurement (see the module's figures and the Speculative page)
+# Picked by measurement (2 threads, a shared 2-core Intel Xeon VM, greedy, γ 4): the self-draft accepted ~10% of its
+# tokens at k = 4, 8 or 12 of 30 layers and ~32% at k = 24 on the chat question, and lost at every k (0.3-0.7x);
+# prompt lookup drafts nothing on most of a chat answer but copies whole phrases when the answer repeats the prompt.
+CHOSEN = "prompt lookup"
 GAMMA = 4
 
 
 def _speculate(model, tokenizer, make_drafter, prompt_ids, new_tokens):
-    run = spec.new_run(model, tokenizer, make_drafter(), prompt_ids, new_tokens, gamma=GAMMA, stop_at_eos=False)
+    run = spec.new_run(model, tokenizer, make_drafter(), prompt_ids, new_tokens, gamma=GAMMA, stop_at_eos=True)
     list(run.run(GREEDY))
     return run
 
 
 def pair_figures(model, tokenizer, make_drafter, prompt_ids: list[int], new_tokens: int, repeats: int) -> dict:
-    """Greedy speculation with `make_drafter()` against plain decoding of as many tokens: speed-up (medians of
-    alternated runs), acceptance, and whether the tokens are the same."""
+    """Greedy speculation with `make_drafter()` (to the end of the answer, at most `new_tokens`) against plain decoding
+    of as many tokens: speed-up (medians of alternated runs), acceptance, and whether the tokens are the same."""
+    length = len(_speculate(model, tokenizer, make_drafter, prompt_ids, new_tokens).generated_ids)
     out = {}
 
     def plain():
-        out["plain"] = plain_decode(model, prompt_ids, new_tokens, GREEDY)
+        out["plain"] = plain_decode(model, prompt_ids, length, GREEDY)
 
     def speculative():
         out["spec"] = _speculate(model, tokenizer, make_drafter, prompt_ids, new_tokens)
@@ -56,6 +61,7 @@ def pair_figures(model, tokenizer, make_drafter, prompt_ids: list[int], new_toke
         "speedup_vs_plain": round(seconds["plain"] / seconds["spec"], 2),
         "acceptance_rate": round(summary.acceptance_rate or 0.0, 3),
         "identical": out["spec"].generated_ids == out["plain"],
+        "tokens": length,
     }
 
 
@@ -79,7 +85,7 @@ def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | Non
         k = self_draft.DEFAULT_LAYERS
         draft = self_draft.layer_draft(model, k)
         rows = self_draft.tokenizer_shortlist(model)
-        layered = pair_figures(model, tokenizer, lambda: ModelDrafter(draft, tokenizer, rows), chat_ids, 32, 1)
+        layered = pair_figures(model, tokenizer, lambda: ModelDrafter(draft, tokenizer, rows), chat_ids, 24, 1)
         real = measure_verify_cost(model, real_model.REAL_MODEL_NAME, GAMMA + 1)
         small = load_model()  # the bundled 6M storyteller
         warm_up(small.model, small.tokenizer)
@@ -90,6 +96,7 @@ def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | Non
         "real_spec_speedup_vs_plain": chosen["speedup_vs_plain"],
         "real_spec_acceptance_rate": chosen["acceptance_rate"],
         "real_spec_identical": chosen["identical"],
+        "real_spec_tokens": chosen["tokens"],
         "real_spec_drafter": CHOSEN,
         "real_spec_gamma": GAMMA,
         "real_spec_verify_cost": round(real.cost, 2),

@@ -13,7 +13,7 @@ from inference.core.paths import BUNDLED_MODEL_NAME
 from inference.core.routing import BUNDLED_MOE_DIR, BUNDLED_MOE_NAME
 from inference.core.run import SEED_MAX
 from inference.lessons.speculative import run as spec  # the module, so a test can refuse every pair in one place
-from inference.lessons.speculative import shortlist
+from inference.lessons.speculative import self_draft, shortlist
 from inference.lessons.speculative.drafters import GAMMA_MAX, GAMMA_MIN, ModelDrafter, PromptLookupDrafter
 
 
@@ -92,7 +92,26 @@ def sweep_targets(target: tuple, other: tuple[str, str] | None, load: Callable[[
     return [target, (other[0], loaded.model, loaded.tokenizer)]
 
 
-DRAFTERS = {"draft": "Draft model", "lookup": "Prompt lookup (no model)"}  # the page's choice -> its label
+DRAFTERS = {  # the page's choice -> its label
+    "draft": "Draft model",
+    "self": "Self-draft (its own first layers)",
+    "lookup": "Prompt lookup (no model)",
+}
+
+
+def drafter_choices(target) -> list[str]:
+    """The page's drafters for this target: a self-draft only where `self_draft.layer_draft` can build one."""
+    return [d for d in DRAFTERS if d != "self" or self_draft.can_self_draft(target)]
+
+
+def self_drafter(target, tokenizer, layers: int, shortlisted: bool) -> ModelDrafter:
+    """A fresh self-speculative drafter: the target's first `layers` layers, final norm and output layer (shared, not
+    copied), scoring the tokenizer's first `self_draft.SHORTLIST_ROWS` ids when `shortlisted`."""
+    draft = self_draft.layer_draft(target, layers)
+    rows = self_draft.tokenizer_shortlist(target) if shortlisted else None
+    return ModelDrafter(draft, tokenizer, rows)
+
+
 SHORTLIST_CHOICES = (*shortlist.SIZES, SHORTLIST_ALL)  # what a link's `sl` may say
 PAGE_RANGES = {"spec_gamma": (GAMMA_MIN, GAMMA_MAX), "spec_seed": (0, SEED_MAX)}  # URL values allowed
 PAGE_NAMES = {"spec_gamma": "γ (tokens drafted per round)", "spec_max_new": "max new tokens"}  # in URL warnings
@@ -100,6 +119,8 @@ PAGE_DEFAULTS = {  # what the Speculative page opens on (widget key -> value)
     "spec_prompt": "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.",
     "spec_drafter": "draft",
     "spec_shortlist": shortlist.DEFAULT_SIZE,
+    "spec_self_layers": self_draft.DEFAULT_LAYERS,
+    "spec_self_shortlist": True,
     "spec_gamma": 4,
     "spec_temperature": 0.8,
     "spec_top_p": 1.0,

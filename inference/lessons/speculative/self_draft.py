@@ -21,7 +21,7 @@ from torch import nn
 
 from inference.core.forward import vocabulary_rows
 
-DEFAULT_LAYERS = 8  # the page's and the bench's default k (measured against 4 and 12 on SmolLM2: see real_spec)
+DEFAULT_LAYERS = 8  # the page's and the bench's k; on SmolLM2 every k measured lost (inference/bench/real_spec.py)
 LAYER_CHOICES = (4, 6, 8, 12)
 SHORTLIST_ROWS = 8192  # the tokenizer's first ids a shortlisted self-draft scores
 
@@ -32,6 +32,12 @@ class SelfDraftError(ValueError):
 
 def decoder_layers(model) -> int:
     return int(model.config.num_hidden_layers)
+
+
+def layer_choices(layers: int) -> list[int]:
+    """The page's choices of k for a target of `layers` layers: `LAYER_CHOICES` and a few more up to layers - 1."""
+    picks = {k for k in LAYER_CHOICES if k < layers} | {k for k in range(4, layers, 4)} | {layers // 2, layers - 2}
+    return sorted(k for k in picks if 1 <= k < layers) or []
 
 
 def can_self_draft(model) -> bool:

@@ -18,9 +18,39 @@ INTRO = (
     "sample (greedy: the very same tokens) — only faster when the drafts are good and cheap."
 )
 DRAFTER_HELP = (
-    "A draft model guesses with its own (small) network; prompt lookup copies what followed the "
-    "last few tokens earlier in the text, and needs no model at all."
+    "A draft model guesses with its own (small) network; a self-draft runs only the target's first layers, then its "
+    "final norm and output layer (the target's own weights, shared, not copied); prompt lookup copies what followed "
+    "the last few tokens earlier in the text, and needs no model at all."
 )
+SELF_LAYERS_HELP = (
+    "A draft pass costs about this share of the target's layers, plus the output layer. Fewer layers: cheaper "
+    "guesses, but the final norm and output layer were trained to read the LAST layer's output, so fewer are right."
+)
+SELF_SHORTLIST_HELP = (
+    "Its output layer multiplies only the tokenizer's first ids (a BPE tokenizer numbers its merges most frequent "
+    "first), so a draft pass skips most of the output layer's weights; it can then never propose a rarer token."
+)
+VERIFY_HEADING = "What a verify pass costs, on two models"
+
+
+def self_draft_name(target_name: str, layers: int, of: int) -> str:
+    return f"{target_name}'s first {layers} of {of} layers"
+
+
+def verify_not_yet(target_name: str, other_name: str, positions: int) -> str:
+    return (
+        f"Measures one forward pass over {positions} new tokens against a one-token pass, on {target_name} and on "
+        f"{other_name} (a few seconds): what speculation's verify pass costs on each."
+    )
+
+
+def verify_caption(positions: int) -> str:
+    return (
+        f"A pass over {positions} new tokens ÷ a one-token pass, each the median of alternated passes after the same "
+        "filler context, on this machine now (other programs running on it slow both alike)."
+    )
+
+
 DRAFT_SOURCE_HELP = "It must use the target's tokenizer, e.g. distilgpt2 for gpt2, SmolLM2-135M for SmolLM2-360M."
 SAMPLING_HELPS = {
     "temperature": "0 = greedy: a draft token is kept while it is the target's top token.",
@@ -75,7 +105,7 @@ CAPTIONS = {  # what each chart and table shows, and how its numbers were obtain
 def bundled_draft_unusable(target_name: str, problem: str) -> str:
     return (
         f"The bundled draft cannot serve {target_name}: {problem} Type a hub draft that shares "
-        f"{target_name}'s tokenizer, or use prompt lookup (running now)."
+        f"{target_name}'s tokenizer, or pick a self-draft or prompt lookup above (prompt lookup is running now)."
     )
 
 
@@ -186,7 +216,7 @@ SHORTLIST_HELP = (
 
 
 URL_CHOICES = {  # a link's values the page takes, and what it says of any other
-    "spec_drafter": (drafting.DRAFTERS, "is not a drafter (use `draft` or `lookup`); using the draft model."),
+    "spec_drafter": (drafting.DRAFTERS, "is not a drafter (use `draft`, `self` or `lookup`); using the draft model."),
     "spec_shortlist": (drafting.SHORTLIST_CHOICES, SHORTLIST_URL_PROBLEM),
 }
 
