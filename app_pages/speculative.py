@@ -11,7 +11,7 @@ from app_pages.shared.slots import generation_slot, session_lock
 from app_pages.shared.stepper import Stepper
 from inference.core.limits import Limits
 from inference.core.loader import load_model
-from inference.core.prompting import prepare_prompt
+from inference.core.prompting import STORY, model_kind, prepare_prompt
 from inference.core.run import SEED_MAX, warm_up
 from inference.core.tokens import markdown_token_text
 from inference.lessons.speculative import comparison, drafting, self_draft, verdicts
@@ -61,7 +61,7 @@ def bundled_draft():
 
 url_problems = stepper.read_url(
     URL_PARAMS,
-    drafting.PAGE_DEFAULTS,
+    drafting.page_defaults(model_kind(info.name) == STORY, info.has_chat_template),
     RANGES,
     names=drafting.PAGE_NAMES,
     choices=spec_text.URL_CHOICES,
@@ -145,6 +145,9 @@ drafter_label = spec_text.drafter_label(draft_name, shortlist_size)
 # presenter: the prompt full width, seed and max tokens a row of their own (at 800 px labels broke: "See d")
 left, right = (st.container(), st.container()) if presenter else st.columns([3, 2])
 left.text_area("Prompt", key="spec_prompt", persist_state="session", height=100, max_chars=20_000)
+chat = info.has_chat_template and left.checkbox(
+    "Wrap in the model's chat template", key="spec_chat", persist_state="session"
+)
 with right:
     c1, c2 = st.columns(2)
     c1.number_input("Seed", 0, SEED_MAX, step=1, key="spec_seed", persist_state="session", help=spec_text.SEED_HELP)
@@ -175,7 +178,7 @@ settings = SamplingSettings(**{k.field: k.kind(st.session_state[f"spec_{k.field}
 seed, gamma, max_new = (int(st.session_state[key]) for key in ("spec_seed", "spec_gamma", "spec_max_new"))
 
 # -- the run -----------------------------------------------------------------------------------
-prepared = prepare_prompt(tokenizer, st.session_state.spec_prompt, False, info.context, limits, max_new)
+prepared = prepare_prompt(tokenizer, st.session_state.spec_prompt, chat, info.context, limits, max_new)
 for note in prepared.notes:
     st.info(note)
 drafter_kind = "self" if self_layers else "draft" if draft is not None else "lookup"

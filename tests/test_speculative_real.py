@@ -8,8 +8,8 @@ import torch
 from inference.bench import real_spec
 from inference.core.loader import encode_prompt
 from inference.core.measuring import GREEDY
+from inference.lessons.speculative import drafting, self_draft
 from inference.lessons.speculative import run as spec
-from inference.lessons.speculative import self_draft
 from inference.lessons.speculative.comparison import plain_decode
 from inference.lessons.speculative.drafters import ModelDrafter, PromptLookupDrafter
 from inference.lessons.speculative.verify_cost import VerifyCost, measure_verify_cost, why_they_differ
@@ -21,7 +21,7 @@ NEW = 10  # few tokens: a SmolLM2 pass is ~0.1 s here
 
 @pytest.fixture(scope="module")
 def chat_ids(smollm2):
-    return encode_prompt(smollm2.tokenizer, real_spec.COPY_PROMPT, chat=True)
+    return encode_prompt(smollm2.tokenizer, drafting.COPY_PROMPT, chat=True)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_prompt_lookup_greedy_equals_plain(smollm2, chat_ids, plain):
 
 def test_self_draft_shares_weights_and_leaves_target_unchanged(smollm2):
     target = smollm2.model
-    ids = torch.tensor([encode_prompt(smollm2.tokenizer, real_spec.CHAT_PROMPT, chat=True)])
+    ids = torch.tensor([encode_prompt(smollm2.tokenizer, drafting.CHAT_PROMPT, chat=True)])
     with torch.inference_mode():
         before = target(input_ids=ids).logits.clone()
     snapshot = {name: (p.data_ptr(), p.detach().clone()) for name, p in target.named_parameters()}

@@ -3,12 +3,12 @@ write plain decoding's tokens; the verify pass is measured on SmolLM2 and on the
 
 import pytest
 
-from inference.bench import real_spec
 from inference.core import real_model
 from inference.core.loader import encode_prompt
 from inference.core.measuring import GREEDY
 from inference.core.paths import BUNDLED_MODEL_NAME
 from inference.lessons.speculative.comparison import plain_decode
+from inference.lessons.speculative.drafting import COPY_PROMPT
 from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
@@ -26,7 +26,7 @@ def on_smollm2(monkeypatch, smollm2, tmp_path):
 
 @pytest.mark.parametrize("drafter", ["self", "lookup"])
 def test_greedy_play_on_smollm2_writes_plain_tokens(on_smollm2, drafter):
-    query = {"t": "0", "max": str(NEW), "d": drafter, "prompt": real_spec.COPY_PROMPT}
+    query = {"t": "0", "max": str(NEW), "d": drafter}
     at = open_app_page(PAGE, query, timeout=600, spec_self_layers=4)
     at.button(key="spec_play").click().run()
     assert not at.exception
@@ -35,8 +35,15 @@ def test_greedy_play_on_smollm2_writes_plain_tokens(on_smollm2, drafter):
     if drafter == "self":
         assert run.drafter.model.config.num_hidden_layers == 4
         assert run.drafter.shortlist is not None  # the page's default: the tokenizer's first ids
-    assert run.prompt_ids[-5:] == encode_prompt(on_smollm2.tokenizer, real_spec.COPY_PROMPT)[-5:]
+    assert run.prompt_ids == encode_prompt(on_smollm2.tokenizer, COPY_PROMPT, chat=True)  # the template by default
     assert run.generated_ids == plain_decode(on_smollm2.model, run.prompt_ids, len(run.generated_ids), GREEDY)
+
+
+def test_smollm2_opens_on_the_copy_request_with_prompt_lookup(on_smollm2):
+    at = open_app_page(PAGE, timeout=600)
+    assert at.session_state["spec_prompt"] == COPY_PROMPT and at.session_state["spec_chat"] is True
+    assert at.session_state["spec_drafter"] == "lookup"
+    assert "Self-draft (its own first layers)" in [o for r in at.radio for o in r.options]
 
 
 def test_verify_cost_on_both_models(on_smollm2):

@@ -20,16 +20,11 @@ from inference.lessons.speculative import run as spec
 from inference.lessons.speculative import self_draft
 from inference.lessons.speculative.comparison import plain_decode
 from inference.lessons.speculative.drafters import ModelDrafter, PromptLookupDrafter
+from inference.lessons.speculative.drafting import CHAT_PROMPT, COPY_PROMPT
 from inference.lessons.speculative.summary import summarise
 from inference.lessons.speculative.timing import alternated_medians
 from inference.lessons.speculative.verify_cost import measure_verify_cost
 
-CHAT_PROMPT = "What is the capital of France, and why is it famous?"
-COPY_PROMPT = (
-    "Write this paragraph out again, word for word: The old lighthouse stood on the rocks at the edge of the bay. "
-    "Every night its keeper climbed the hundred steps, lit the great lamp, and watched the ships pass safely into the "
-    "harbour until the sun came up again."
-)
 # Picked by measurement (2 threads, a shared 2-core Intel Xeon VM, greedy, γ 4): the self-draft accepted ~10% of its
 # tokens at k = 4, 8 or 12 of 30 layers and ~32% at k = 24 on the chat question, and lost at every k (0.3-0.7x);
 # prompt lookup drafts nothing on most of a chat answer but copies whole phrases when the answer repeats the prompt.

@@ -115,6 +115,15 @@ def self_drafter(target, tokenizer, layers: int, shortlisted: bool) -> ModelDraf
 SHORTLIST_CHOICES = (*shortlist.SIZES, SHORTLIST_ALL)  # what a link's `sl` may say
 PAGE_RANGES = {"spec_gamma": (GAMMA_MIN, GAMMA_MAX), "spec_seed": (0, SEED_MAX)}  # URL values allowed
 PAGE_NAMES = {"spec_gamma": "γ (tokens drafted per round)", "spec_max_new": "max new tokens"}  # in URL warnings
+# On a model trained elsewhere (an assistant such as SmolLM2), the page opens on a request whose answer copies the
+# prompt, in the chat template, with prompt lookup: the drafter that beat plain decoding there when measured
+# (inference/bench/real_spec.py); the self-draft lost at every depth.
+COPY_PROMPT = (
+    "Write this paragraph out again, word for word: The old lighthouse stood on the rocks at the edge of the bay. "
+    "Every night its keeper climbed the hundred steps, lit the great lamp, and watched the ships pass safely into the "
+    "harbour until the sun came up again."
+)
+CHAT_PROMPT = "What is the capital of France, and why is it famous?"
 PAGE_DEFAULTS = {  # what the Speculative page opens on (widget key -> value)
     "spec_prompt": "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.",
     "spec_drafter": "draft",
@@ -128,4 +137,13 @@ PAGE_DEFAULTS = {  # what the Speculative page opens on (widget key -> value)
     "spec_min_p": 0.0,
     "spec_seed": 0,
     "spec_max_new": 60,
+    "spec_chat": False,
 }
+
+
+def page_defaults(story_model: bool, has_chat_template: bool) -> dict:
+    """`PAGE_DEFAULTS` for the loaded model: a story model continues a story; any other model gets `COPY_PROMPT` (in
+    its chat template when it has one) with prompt lookup."""
+    if story_model:
+        return dict(PAGE_DEFAULTS)
+    return {**PAGE_DEFAULTS, "spec_prompt": COPY_PROMPT, "spec_drafter": "lookup", "spec_chat": has_chat_template}
