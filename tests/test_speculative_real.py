@@ -108,3 +108,12 @@ def test_real_spec_without_the_wheel(monkeypatch, capsys):
     monkeypatch.setattr(real_spec.real_model, "is_available", lambda: False)
     assert real_spec.real_spec_figures() == {}
     assert "not installed" in capsys.readouterr().out
+
+
+def test_real_spec_pair_figures(smollm2, chat_ids):
+    vocab = spec.vocabulary_rows(smollm2.model)
+    figures = real_spec.pair_figures(
+        smollm2.model, smollm2.tokenizer, lambda: PromptLookupDrafter(vocab), chat_ids, 8, 1
+    )
+    assert figures["identical"] and figures["tokens"] == 8 and figures["draft_cost_ratio"] is None
+    assert figures["speedup_vs_plain"] > 0 and 0 < figures["acceptance_rate"] <= 1

@@ -18,7 +18,7 @@ from inference.core.measuring import GREEDY
 from inference.core.run import warm_up
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative import self_draft
-from inference.lessons.speculative.comparison import plain_decode
+from inference.lessons.speculative.comparison import compare, plain_decode
 from inference.lessons.speculative.drafters import ModelDrafter, PromptLookupDrafter
 from inference.lessons.speculative.drafting import CHAT_PROMPT, COPY_PROMPT
 from inference.lessons.speculative.summary import summarise
@@ -52,7 +52,9 @@ def pair_figures(model, tokenizer, make_drafter, prompt_ids: list[int], new_toke
 
     seconds = alternated_medians({"plain": plain, "spec": speculative}, repeats)
     summary = summarise(out["spec"].rounds)
+    cost_ratio = compare(out["spec"], GREEDY).cost_ratio  # None for prompt lookup: no draft pass
     return {
+        "draft_cost_ratio": None if cost_ratio is None else round(cost_ratio, 3),
         "speedup_vs_plain": round(seconds["plain"] / seconds["spec"], 2),
         "acceptance_rate": round(summary.acceptance_rate or 0.0, 3),
         "identical": out["spec"].generated_ids == out["plain"],
@@ -101,5 +103,6 @@ def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | Non
         "real_spec_chat_acceptance_rate": chat["acceptance_rate"],
         f"real_spec_self_draft_k{k}_speedup_vs_plain": layered["speedup_vs_plain"],
         f"real_spec_self_draft_k{k}_acceptance_rate": layered["acceptance_rate"],
+        f"real_spec_self_draft_k{k}_cost_ratio": layered["draft_cost_ratio"],  # a draft pass ÷ a target pass
         "real_spec_torch_threads": threads,
     }
