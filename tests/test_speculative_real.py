@@ -117,3 +117,14 @@ def test_real_spec_pair_figures(smollm2, chat_ids):
     )
     assert figures["identical"] and figures["tokens"] == 8 and figures["draft_cost_ratio"] is None
     assert figures["speedup_vs_plain"] > 0 and 0 < figures["acceptance_rate"] <= 1
+
+
+def test_self_draft_on_the_storyteller_and_layer_choices(bundled):
+    assert self_draft.layer_choices(6) == [1, 2, 3, 4, 5] and self_draft.layer_choices(1) == []
+    assert self_draft.layer_choices(30) == [4, 6, 8, 12, 15, 16, 20, 24, 28]
+    ids = bundled.tokenizer("Once upon a time")["input_ids"]
+    run = spec.new_run(
+        bundled.model, bundled.tokenizer, drafting.self_drafter(bundled.model, bundled.tokenizer, 2, False), ids, 12
+    )
+    list(run.run(GREEDY))
+    assert run.generated_ids == plain_decode(bundled.model, ids, len(run.generated_ids), GREEDY)

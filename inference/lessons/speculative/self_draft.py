@@ -35,9 +35,12 @@ def decoder_layers(model) -> int:
 
 
 def layer_choices(layers: int) -> list[int]:
-    """The page's choices of k for a target of `layers` layers: `LAYER_CHOICES` and a few more up to layers - 1."""
+    """The page's choices of k for a target of `layers` layers: every k for a shallow model, else `LAYER_CHOICES` and
+    every fourth layer up to layers - 2."""
+    if layers <= 8:
+        return list(range(1, layers))
     picks = {k for k in LAYER_CHOICES if k < layers} | {k for k in range(4, layers, 4)} | {layers // 2, layers - 2}
-    return sorted(k for k in picks if 1 <= k < layers) or []
+    return sorted(picks)
 
 
 def can_self_draft(model) -> bool:
