@@ -5,6 +5,9 @@ import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported anywhere
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Pages open on the 6M storyteller unless a test picks another model: most page tests were written for its speed
+# and token ids; the tests of the real default (SmolLM2-135M-Instruct) set their own.
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 import base64
 import re

@@ -113,7 +113,8 @@ def floor_step_cpu(steps: int = 30) -> float:
 def page_figures(steps: int = 30) -> dict:
     from playwright.sync_api import sync_playwright
 
-    with running_app(start_timeout_s=90) as app:
+    # The 6M storyteller, as these keys have always measured (the app's default is SmolLM2 where it is installed)
+    with running_app({"INFERENCE_LAB_DEFAULT_MODEL": "storyteller-llama-6m"}, start_timeout_s=90) as app:
         url, server = app.url, psutil.Process(app.process.pid)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
