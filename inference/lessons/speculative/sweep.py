@@ -9,6 +9,7 @@ import pandas as pd
 
 from inference.core import machine
 from inference.core.measuring import Progress
+from inference.core.quantize import weight_bytes  # tied weights counted once
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.comparison import compare
 from inference.lessons.speculative.summary import expected_tokens_per_pass
@@ -69,16 +70,6 @@ def sweep(
 def sweep_runs() -> int:
     """Speculative runs in one sweep of one target."""
     return len(SWEEP_GAMMAS) * len(SWEEP_TEMPERATURES)
-
-
-def weight_bytes(model) -> int:
-    """Bytes of the model's weights, tied weights counted once: what one decode pass reads."""
-    seen, total = set(), 0
-    for p in model.parameters():
-        if p.data_ptr() not in seen:
-            seen.add(p.data_ptr())
-            total += p.numel() * p.element_size()
-    return total
 
 
 def sweep_sides(

@@ -19,6 +19,7 @@ from inference.core.forward import TransformersForward
 from inference.core.machine import describe_bytes, last_level_cache_bytes
 from inference.core.measuring import filler_prompt
 from inference.core.paths import BUNDLED_MODEL_NAME
+from inference.core.quantize import weight_bytes  # tied weights counted once
 
 CONTEXT_TOKENS = 64  # tokens in the cache before the timed passes (REAL_MODEL.md measured after 64 too)
 
@@ -46,16 +47,6 @@ def other_model(target_name: str) -> tuple[str, str] | None:
     if real_model.is_available():
         return real_model.REAL_MODEL_NAME, real_model.REAL_MODEL_NAME
     return None
-
-
-def weight_bytes(model) -> int:
-    """Bytes of the model's parameters, tied ones counted once."""
-    seen, total = set(), 0
-    for p in model.parameters():
-        if p.data_ptr() not in seen:
-            seen.add(p.data_ptr())
-            total += p.numel() * p.element_size()
-    return total
 
 
 @torch.inference_mode()
