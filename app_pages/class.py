@@ -4,6 +4,7 @@ import streamlit as st
 
 from app_pages.shared import layout
 from app_pages.shared.captions import caption
+from app_pages.shared.charts import chart
 from app_pages.shared.escaping import escape
 from app_pages.shared.models import limits
 from app_pages.shared.sidebar import current_model
@@ -61,7 +62,7 @@ def settings_line(state: dict) -> str:
 
 def show_reveal(rv: dict, figure) -> None:
     st.success(markdown_token_text(session.reveal_sentence(rv)))
-    st.plotly_chart(figure, width="stretch", key="class_reveal")
+    chart(figure, width="stretch", key="class_reveal")
     caption(
         "exact",
         "The model's probabilities are computed exactly by the teacher's run after the settings; the class's "
@@ -119,7 +120,7 @@ def teacher_view(run: TeacherRun, loaded) -> None:
     if state["reveal"]:
         show_reveal(state["reveal"], reveal_fig)
     if choices_fig is not None:
-        st.plotly_chart(choices_fig, width="stretch", key="class_choices")
+        chart(choices_fig, width="stretch", key="class_choices")
         caption("exact", "The coming step's top tokens, from the teacher's model and settings, over all its tokens.")
 
 
@@ -192,7 +193,7 @@ def follow(code: str) -> None:
     elif state["reveal"]:
         show_reveal(state["reveal"], reveal_fig)
     if not state["guess_open"] and choices_fig is not None:
-        st.plotly_chart(choices_fig, width="stretch", key="follow_choices")
+        chart(choices_fig, width="stretch", key="follow_choices")
         caption("exact", "The teacher's model and settings, live: the coming step's top tokens.")
     if st.button("Fork: continue this text in my own Generate run", key="class_fork"):
         fork_into_generate(state)

@@ -8,6 +8,7 @@ import streamlit as st
 from app_pages.shared import layout, models
 from app_pages.shared import sampler_controls as controls
 from app_pages.shared.captions import caption
+from app_pages.shared.charts import chart
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
@@ -199,14 +200,14 @@ if parting is None:
 else:
     st.info(f"**They part at step {parting.step}** (boxed above): {parting.reason}")
     # One under the other: each chart needs the page's width for its token labels.
-    st.plotly_chart(cf.final_distributions(parting, tokenizer, presenter), width="stretch", key="cmp_finals")
+    chart(cf.final_distributions(parting, tokenizer, presenter), width="stretch", key="cmp_finals")
     caption("exact", cmp_text.CAPTIONS["finals"])
-    st.plotly_chart(cf.shared_u_cdfs(parting, tokenizer, presenter), width="stretch", key="cmp_cdfs")
+    chart(cf.shared_u_cdfs(parting, tokenizer, presenter), width="stretch", key="cmp_cdfs")
     caption("exact", cmp_text.shared_u(parting.u))
 
 for side, trace in zip(SIDES, (pair.trace_a, pair.trace_b)):
     if settings[side].mirostat and trace.records:
-        st.plotly_chart(cf.mirostat_figure(trace.records, side, presenter), width="stretch", key=f"cmp_miro_{side}")
+        chart(cf.mirostat_figure(trace.records, side, presenter), width="stretch", key=f"cmp_miro_{side}")
         caption("exact", cmp_text.CAPTIONS["mirostat"].format(side=side))
 
 # -- the order lesson --------------------------------------------------------------------------
@@ -216,7 +217,7 @@ if lesson is None:
     st.markdown(cmp_text.orders_agree(len(pair.trace_a.records)))
 else:
     st.markdown(cmp_text.orders_differ(lesson, settings["A"].temperature))
-    st.plotly_chart(cf.order_lesson_figure(lesson, tokenizer, presenter), width="stretch", key="cmp_order")
+    chart(cf.order_lesson_figure(lesson, tokenizer, presenter), width="stretch", key="cmp_order")
     caption("exact", cmp_text.CAPTIONS["order"])
 
 # -- many seeds --------------------------------------------------------------------------------
@@ -268,12 +269,12 @@ if result is not None:
             st.markdown(f"- **{line}**")
     else:
         st.markdown(f"- {cmp_text.no_verdict(len(result.seeds))}")
-    st.plotly_chart(cf.interval_figure(result.summary, presenter), width="stretch", key="cmp_intervals")
+    chart(cf.interval_figure(result.summary, presenter), width="stretch", key="cmp_intervals")
     caption("simulated", cmp_text.intervals_caption(result, MULTI_NEW_TOKENS, loaded.info.name))
     hist = layout.side_by_side(2)
     for i, (metric, title) in enumerate(result.metrics.items()):
         with hist[i % 2]:
-            st.plotly_chart(
+            chart(
                 cf.distributions_figure(result.stats_a, result.stats_b, metric, title, presenter),
                 width="stretch",
                 key=f"cmp_hist_{metric}",

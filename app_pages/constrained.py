@@ -6,6 +6,7 @@ import streamlit as st
 
 from app_pages.shared import layout, models
 from app_pages.shared.captions import caption
+from app_pages.shared.charts import chart
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
 from app_pages.shared.stepper import Stepper
@@ -169,7 +170,7 @@ st.markdown(
         step.index, step.allowed, vocab, step.allowed_mass, markdown_token_text(repr(record.token_text)), removed
     )
 )
-st.plotly_chart(
+chart(
     figures.step_bars(tokenizer, record.logits, record.settings.allowed_mask(vocab), record.token_id, presenter),
     width="stretch",
 )
@@ -181,7 +182,7 @@ caption(
 
 # -- over the run --------------------------------------------------------------------------------
 st.subheader("Over the run")
-st.plotly_chart(figures.fight_over_run(run.steps, presenter), width="stretch")
+chart(figures.fight_over_run(run.steps, presenter), width="stretch")
 caption("exact", "Zₜ per step from the recorded logits and allowed sets.")
 if run.trace.finished and run.steps:
     key = ("con_twin", id(run), n)
@@ -203,7 +204,7 @@ if run.trace.finished and run.steps:
 
     # -- cost ------------------------------------------------------------------------------------
     st.subheader("What the mask costs")
-    st.plotly_chart(figures.cost_per_step(run.steps, run.records, presenter), width="stretch")
+    chart(figures.cost_per_step(run.steps, run.records, presenter), width="stretch")
     mask_p50 = statistics.median(s.mask_us for s in run.steps)
     forward_p50 = statistics.median(r.forward_ms for r in run.records)
     note = "the tokenizer was wrapped for llguidance once before, ~0.1 s"
@@ -211,7 +212,7 @@ if run.trace.finished and run.steps:
     if st.session_state.get("con_cost_key") != key:
         st.session_state.con_cost, st.session_state.con_cost_key = compare_strategies(run), key
     cost = st.session_state.con_cost
-    st.plotly_chart(figures.strategy_bars(cost, presenter), width="stretch")
+    chart(figures.strategy_bars(cost, presenter), width="stretch")
     st.markdown(
         text.strategy_sentence(
             loaded.info.name,

@@ -4,6 +4,7 @@ import streamlit as st
 
 from app_pages.shared import layout, models
 from app_pages.shared.captions import caption
+from app_pages.shared.charts import chart
 from app_pages.shared.shared_results import measure_on_click, shared_results
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
@@ -49,7 +50,7 @@ if stored is None or stored[0] != answer_key or again:
         st.session_state[ANSWER_KEY] = (answer_key, measure_answer(model, tokenizer, prompt_tokens, reply_tokens))
 answer = st.session_state[ANSWER_KEY][1]
 
-st.plotly_chart(answer_split_figure(answer, layout.presenter()), width="stretch", key="cost_split")
+chart(answer_split_figure(answer, layout.presenter()), width="stretch", key="cost_split")
 caption(
     "measured",
     f"One greedy answer with the step engine: the prefill pass over {answer.prompt_tokens} "
@@ -101,7 +102,7 @@ batches = measure_on_click(
     f"Press **Measure batching** ({len(batch_sizes)} batch sizes × {ROUNDS * STEPS} timed passes).",
 )
 if batches is not None:
-    st.plotly_chart(batching_figure(batches, layout.presenter()), width="stretch", key="cost_batch_chart")
+    chart(batching_figure(batches, layout.presenter()), width="stretch", key="cost_batch_chart")
     caption(
         "measured",
         "Median decode pass for each batch size after a warm-up, through transformers' own "
@@ -174,7 +175,7 @@ context_sweep = measure_on_click(
 if context_sweep is not None:
     rows = context_sweep.summary
     short, long = rows.iloc[0], rows.iloc[-1]
-    st.plotly_chart(context_figure(rows, layout.presenter()), width="stretch", key="cost_context_chart")
+    chart(context_figure(rows, layout.presenter()), width="stretch", key="cost_context_chart")
     st.markdown(
         cost_text.context_sentence(
             int(short.prompt_tokens), short.decode_ms_per_token, int(long.prompt_tokens), long.decode_ms_per_token

@@ -4,6 +4,7 @@ import streamlit as st
 
 from app_pages.shared import layout
 from app_pages.shared.captions import caption
+from app_pages.shared.charts import chart
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import engine_errors
@@ -93,7 +94,7 @@ with engine_errors():
         not_yet="Nobody has sent these requests yet.",
     )
 if table is not None:
-    st.plotly_chart(prefix_ttft_figure(table, presenter), width="stretch")
+    chart(prefix_ttft_figure(table, presenter), width="stretch")
     st.markdown(text.prefix_verdict(table))
     caption(
         "measured",
@@ -158,7 +159,7 @@ with engine_errors():
         not_yet=f"Nobody has run two conversations ({alt_prefix:,}-token prefixes) yet.",
     )
 if alternation is not None:
-    st.plotly_chart(alternation_figure(alternation, presenter), width="stretch")
+    chart(alternation_figure(alternation, presenter), width="stretch")
     st.markdown("\n".join(f"- {line}" for line in text.alternation_verdicts(alternation)))
     caption(
         "measured",
@@ -216,7 +217,7 @@ if runs:
         else names[0]
     )
     run = runs[names.index(shown)]
-    st.plotly_chart(stall_timeline_figure(run, presenter), width="stretch")
+    chart(stall_timeline_figure(run, presenter), width="stretch")
     st.markdown(text.stall_verdict(run))
     caption(
         "measured",
@@ -227,7 +228,7 @@ if runs:
     )
     sweep = chunked_prefill.sweep_table(runs)
     if len(runs) > 1:
-        st.plotly_chart(stall_trade_figure(sweep, presenter), width="stretch")
+        chart(stall_trade_figure(sweep, presenter), width="stretch")
         st.markdown(text.sweep_verdict(sweep))
     st.dataframe(
         sweep.drop(columns=["n_batch", "n_ubatch"]).round(1),
@@ -262,7 +263,7 @@ with engine_errors():
     )
 if comparison is not None:
     kv = comparison.table
-    st.plotly_chart(kv_precision_figure(kv, presenter), width="stretch")
+    chart(kv_precision_figure(kv, presenter), width="stretch")
     st.markdown(text.kv_verdict(kv, comparison.positions, comparison.text_what, bundled.context))
     st.dataframe(
         kv[

@@ -6,6 +6,7 @@ import streamlit as st
 from app_pages.shared import layout, models
 from app_pages.shared import sampler_controls as controls
 from app_pages.shared.captions import caption, summary_line
+from app_pages.shared.charts import chart
 from app_pages.shared.reconnect import reconnect_guard
 from app_pages.shared.session_memo import kept_per_record, kept_until_changed
 from app_pages.shared.sidebar import current_model
@@ -214,13 +215,13 @@ def run_section() -> None:
         table = view.columns(tokenizer, top_n=top_n)
         chart_left, chart_right = layout.side_by_side(2)
         with chart_left:
-            st.plotly_chart(next_token_bars(table, layout.presenter()), width="stretch", key="gen_bars")
+            chart(next_token_bars(table, layout.presenter()), width="stretch", key="gen_bars")
             caption("exact", gen_text.BARS_CAPTION)
             if remote:
                 server_step = trace.pending_server_step() if logits is not None else trace.server_steps[-1]
                 caption(*distribution_note(loaded.model, server_step))
         with chart_right:
-            st.plotly_chart(
+            chart(
                 cumulative_curve(view, tokenizer, settings.top_p, layout.presenter()),
                 width="stretch",
                 key="gen_cumulative",

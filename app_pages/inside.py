@@ -4,6 +4,7 @@ import streamlit as st
 
 from app_pages.shared import layout, models
 from app_pages.shared.captions import caption
+from app_pages.shared.charts import chart
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
 from app_pages.shared.url_state import read_url_index
@@ -106,9 +107,7 @@ with left:
     )
 with right:
     probs = inside.followed_probs()
-    st.plotly_chart(
-        followed_token_figure(probs, name(inside.followed_id), presenter), width="stretch", key="inside_lens"
-    )
+    chart(followed_token_figure(probs, name(inside.followed_id), presenter), width="stretch", key="inside_lens")
     caption("exact", "The same probability as a line: the softmax over all tokens of each layer's lens.")
 top_ids = [inside.lens_top(layer, 1)[0][0] for layer in range(inside.layers + 1)]
 tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
@@ -117,7 +116,7 @@ st.markdown(
     text.lens_story(name(inside.followed_id), probs, top_ids, inside.followed_id, role)
     + text.embedding_row(name(inside.token_ids[-1]), reads_itself, tied)
 )
-st.plotly_chart(
+chart(
     rank_heatmap(
         inside.ranks,
         readable_tokens(tokenizer, [inside.token_ids[p] for p in inside.rank_positions]),
@@ -149,7 +148,7 @@ drawn = sorted(
     | set(range(max(0, inside.context - DRAWN_POSITIONS), inside.context))
 )
 labels = readable_tokens(tokenizer, [inside.token_ids[p] for p in drawn])
-st.plotly_chart(
+chart(
     attention_grid(weights[:, drawn].tolist(), labels, inside.kv_groups, drawn, 1 if presenter else 2, presenter),
     width="stretch",
     key="inside_attention",
@@ -177,7 +176,7 @@ caption("measured", "Bytes read from this layer's cache tensors, split evenly ov
 # -- 3. parts ----------------------------------------------------------------------------------------
 st.subheader("3. Where the pass's time and bytes go")
 groups = part_groups(inside.parts)
-st.plotly_chart(parts_figure(inside.parts, presenter), width="stretch", key="inside_parts")
+chart(parts_figure(inside.parts, presenter), width="stretch", key="inside_parts")
 caption(
     "measured",
     f"Time: each part timed inside one prefill pass over the {inside.context:,} tokens and the median of 5 "

@@ -6,6 +6,7 @@ import streamlit as st
 
 from app_pages.shared import layout, models
 from app_pages.shared.captions import caption
+from app_pages.shared.charts import chart
 from app_pages.shared.escaping import escape
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
@@ -90,10 +91,10 @@ def step_by_step() -> None:
 
     chart_left, chart_right = layout.side_by_side(2)
     with chart_left:
-        st.plotly_chart(cache_growth_figure(growth, layout.presenter()), width="stretch", key="kv_growth")
+        chart(cache_growth_figure(growth, layout.presenter()), width="stretch", key="kv_growth")
         caption("measured", kv_text.CAPTIONS["growth"])
     with chart_right:
-        st.plotly_chart(layer_bytes_figure(layers, layout.presenter()), width="stretch", key="kv_layers")
+        chart(layer_bytes_figure(layers, layout.presenter()), width="stretch", key="kv_layers")
         caption("measured", kv_text.layers_caption(last.cache_tokens))
 
     with st.expander("Every step as a table"):
@@ -138,10 +139,10 @@ def with_and_without() -> None:
         engine_steps = [r.forward_ms for r in growth_run[1].records if r.phase == "decode"] if growth_run else []
         chart_left, chart_right = layout.side_by_side(2)
         with chart_left:
-            st.plotly_chart(step_time_figure(steps, layout.presenter()), width="stretch", key="kv_step_time")
+            chart(step_time_figure(steps, layout.presenter()), width="stretch", key="kv_step_time")
             caption("measured", kv_text.step_time_caption(median(engine_steps) if engine_steps else None))
         with chart_right:
-            st.plotly_chart(
+            chart(
                 cumulative_time_figure(steps, comparison.speedup, layout.presenter()),
                 width="stretch",
                 key="kv_cumulative",
@@ -225,7 +226,7 @@ def calculator() -> None:
         st.info("Pick at least one model.")
         return
     memory = kv_table([by_name[name] for name in chosen], context, int(batch), precision)
-    st.plotly_chart(memory_figure(memory, layout.presenter()), width="stretch", key="kv_memory")
+    chart(memory_figure(memory, layout.presenter()), width="stretch", key="kv_memory")
     caption("published", kv_text.calculator_caption(context, int(batch), precision))
     too_long = memory[memory.exceeds_context]["model"].tolist()
     if too_long:

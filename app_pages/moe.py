@@ -5,6 +5,7 @@ import streamlit as st
 
 from app_pages.shared import layout, models
 from app_pages.shared.captions import caption
+from app_pages.shared.charts import chart
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
@@ -128,7 +129,7 @@ if moe_loaded:
         caption("exact", moe_text.chips_caption(layer, shape.k, fed))
         experts, weights = recorded.chosen()
         texts = [token_text(tokenizer, t) for t in recorded.token_ids]
-        st.plotly_chart(
+        chart(
             routing_heatmap(texts, experts, weights, recorded.probabilities, presenter),
             width="stretch",
             key="moe_heatmap",
@@ -154,7 +155,7 @@ if moe_loaded:
                 token, markdown_token_text(repr(texts[token])), layer, shape.experts, probs, kept, kept_weights
             )
         )
-        st.plotly_chart(router_figure(probs, kept, kept_weights, presenter), width="stretch", key="moe_router")
+        chart(router_figure(probs, kept, kept_weights, presenter), width="stretch", key="moe_router")
         caption("exact", moe_text.CAPTIONS["router"])
         ids_now = tuple(recorded.token_ids)
         cached = st.session_state.get(INPUTS_KEY)
@@ -162,7 +163,7 @@ if moe_loaded:
             with generation_slot():
                 st.session_state[INPUTS_KEY] = ((info.name, ids_now), routing.mlp_inputs(model, list(ids_now)))
         mix = routing.mixture(model, st.session_state[INPUTS_KEY][1][layer, token], layer)
-        st.plotly_chart(
+        chart(
             mixture_figure(mix.experts, mix.weights, mix.outputs, mix.mixture, presenter=presenter),
             width="stretch",
             key="moe_mixture",
@@ -173,7 +174,7 @@ if moe_loaded:
     st.subheader("3. Load: does every expert get work?")
     if stats is not None:
         load = stored.stored_load(stats, load_log, layer)
-        st.plotly_chart(
+        chart(
             load_figure(load.final, load.early, shape.k, layer, load.early_step, load.source_label, presenter),
             width="stretch",
             key="moe_load",
@@ -185,12 +186,12 @@ if moe_loaded:
         st.info(moe_text.NO_STATS)
         if counts is not None:
             share = (counts.double() / counts.sum()).tolist()
-            st.plotly_chart(
+            chart(
                 load_figure(share, None, shape.k, layer, None, "this text", presenter), width="stretch", key="moe_load"
             )
             caption("exact", moe_text.text_load_caption(layer, len(recorded.token_ids)))
     if load_log:
-        st.plotly_chart(balance_over_training(load_log, presenter), width="stretch", key="moe_balance")
+        chart(balance_over_training(load_log, presenter), width="stretch", key="moe_balance")
         caption("exact", moe_text.CAPTIONS["balance"])
         st.markdown(moe_text.balance_finding(stored.balance(load_log, shape.layers, shape.experts)))
     elif stats is not None:
@@ -236,12 +237,12 @@ if moe_loaded:
     if stats is not None and moe_meta is not None and dense_meta is not None and info.name != dense.info.name:
         pair = stored.trained_pair(stats, moe_meta, dense_meta)
         rows = stored.sparsity_rows(pair, info.name, dense.info.name, mine, theirs)
-        st.plotly_chart(sparsity_figure(rows, moe_text.QUALITY_TITLE, presenter), width="stretch", key="moe_sparsity")
+        chart(sparsity_figure(rows, moe_text.QUALITY_TITLE, presenter), width="stretch", key="moe_sparsity")
         caption("measured", moe_text.sparsity_caption(pair.tokens_seen))
         st.markdown(moe_text.trained_finding(pair))
         experiments = stored.experiments_table(stats)
         st.markdown(moe_text.EXPERIMENTS_HEADING)
-        st.plotly_chart(experiments_figure(experiments, presenter), width="stretch", key="moe_experiments")
+        chart(experiments_figure(experiments, presenter), width="stretch", key="moe_experiments")
         st.dataframe(
             experiments.rename(columns={"name": "routing", "k": "experts per token", "bits_per_byte": "bits/byte"}),
             hide_index=True,
@@ -284,7 +285,7 @@ scale = measure_on_click(
     moe_text.SCALE_NOT_YET,
 )
 if scale is not None:
-    st.plotly_chart(moe_figure(scale, presenter), width="stretch", key="moe_scale_chart")
+    chart(moe_figure(scale, presenter), width="stretch", key="moe_scale_chart")
     caption("measured", moe_text.scale_caption(REPEATS, RANDOM_PROMPT_TOKENS, BATCH_PROMPT_TOKENS))
     st.markdown(moe_text.scale_findings(scale, design.experts))
 

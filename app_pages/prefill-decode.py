@@ -5,6 +5,7 @@ import torch
 
 from app_pages.shared import layout, models
 from app_pages.shared.captions import caption
+from app_pages.shared.charts import chart
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import engine_errors, generation_slot
@@ -77,7 +78,7 @@ if RUN_KEY not in st.session_state:
     st.stop()  # a serving engine failed on the first run: its message is shown
 timing, server_timings = st.session_state[RUN_KEY][1], st.session_state[RUN_KEY][2]
 
-st.plotly_chart(timeline_figure(timing, layout.presenter()), width="stretch", key="pd_timeline")
+chart(timeline_figure(timing, layout.presenter()), width="stretch", key="pd_timeline")
 if remote:
     caption(
         "measured",
@@ -140,16 +141,14 @@ flop_count = None if remote else FlopCount.of(model)
 found = findings(sweep, flop_count)
 chart_left, chart_right = layout.side_by_side(2)
 with chart_left:
-    st.plotly_chart(sweep_time_figure(sweep, layout.presenter()), width="stretch", key="pd_sweep_time")
+    chart(sweep_time_figure(sweep, layout.presenter()), width="stretch", key="pd_sweep_time")
     caption(
         "measured",
         f"Median of {sweep.repeats} runs per point after a warm-up; bars span the middle "
         f"half of the runs (quartiles). Decode: mean of {sweep.decode_tokens} one-token passes per run.",
     )
 with chart_right:
-    st.plotly_chart(
-        sweep_rate_figure(sweep, found.saturation_tokens, layout.presenter()), width="stretch", key="pd_sweep_rate"
-    )
+    chart(sweep_rate_figure(sweep, found.saturation_tokens, layout.presenter()), width="stretch", key="pd_sweep_rate")
     caption(
         "measured",
         "Prefill: prompt tokens ÷ prefill time. Decode: 1 ÷ time per decode pass. Same runs as the chart on the left. "

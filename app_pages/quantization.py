@@ -4,6 +4,7 @@ import streamlit as st
 
 from app_pages.shared import layout, models
 from app_pages.shared.captions import caption
+from app_pages.shared.charts import chart
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import model_slot
@@ -142,11 +143,11 @@ caption("measured", qt.cost_caption(len(comparison.reference_ids), comparison.ro
 
 memory_col, speed_col = layout.side_by_side(2)
 with memory_col:
-    st.plotly_chart(qf.memory_bars(comparison, presenter), width="stretch", key="quant_memory")
+    chart(qf.memory_bars(comparison, presenter), width="stretch", key="quant_memory")
     int4_shrink = comparison.results["float32"].weight_bytes / comparison.results["int4"].weight_bytes
     caption("measured", qt.memory_caption(int4_shrink))
 with speed_col:
-    st.plotly_chart(qf.speed_bars(summary, presenter), width="stretch", key="quant_speed")
+    chart(qf.speed_bars(summary, presenter), width="stretch", key="quant_speed")
     caption("measured", qt.SPEED_CAPTION)
 st.markdown(qt.speed_spread(summary))
 
@@ -196,7 +197,7 @@ show_table(
     qf.QUALITY_FORMATS,
 )
 caption("exact", qt.quality_caption(len(comparison.reference_ids)))
-st.plotly_chart(qf.kl_over_steps(comparison, presenter), width="stretch", key="quant_kl")
+chart(qf.kl_over_steps(comparison, presenter), width="stretch", key="quant_kl")
 caption("exact", qt.KL_CAPTION)
 
 steps = comparison.steps
@@ -212,7 +213,7 @@ step = st.slider(
     help="Starts at the first step where some precision's top token differs, if any.",
 )
 st.html(qf.step_context_html(comparison, step, presenter))
-st.plotly_chart(qf.step_distributions(comparison, step, presenter), width="stretch", key="quant_step_bars")
+chart(qf.step_distributions(comparison, step, presenter), width="stretch", key="quant_step_bars")
 top_n = int(comparison.step_tops["rank"].max()) - 1  # the last rank is "other"
 caption("exact", qt.step_caption(top_n))
 
@@ -287,7 +288,7 @@ st.markdown(qt.fit_rule(reserve_gb, RUNTIME_RESERVE_WHAT))
 fit = public_fit_table()
 cards = load_accelerators()
 labels = [card.label for card in cards]
-st.plotly_chart(qf.fit_heatmap(fit, labels, presenter), width="stretch", key="quant_fit")
+chart(qf.fit_heatmap(fit, labels, presenter), width="stretch", key="quant_fit")
 int4_copy = comparison.results["int4"].overhead
 caption("published", qt.fit_caption(labels, int4_copy.fraction, comparison.int4_group_size, reserve_gb))
 

@@ -5,6 +5,7 @@ import streamlit as st
 from app_pages.shared import layout, models
 from app_pages.shared import sampler_controls as controls
 from app_pages.shared.captions import caption, view_summary
+from app_pages.shared.charts import chart
 from app_pages.shared.session_memo import kept_until_changed
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import engine_errors, generation_slot
@@ -121,7 +122,7 @@ def kept_for_this_step(name: str, settings_key, build):
 st.subheader("Drag to see it move")
 live_left, live_right = layout.side_by_side(2)
 with live_left:
-    st.plotly_chart(
+    chart(
         live_slider_figure(
             logits,
             tokenizer,
@@ -145,7 +146,7 @@ with live_left:
         "the chart's own slider moves in your browser with no trip to the server.",
     )
 with live_right:
-    st.plotly_chart(
+    chart(
         live_slider_figure(
             logits, tokenizer, "top_p", TOP_P_GRID, top_p, settings, presenter=presenter, seen=seen, context=lab_context
         ),
@@ -157,12 +158,12 @@ with live_right:
 st.subheader("All your settings together")
 chart_left, chart_right = layout.side_by_side(2)
 with chart_left:
-    st.plotly_chart(next_token_bars(view.table(tokenizer, 15), presenter), width="stretch", key="lab_bars")
+    chart(next_token_bars(view.table(tokenizer, 15), presenter), width="stretch", key="lab_bars")
     caption(
         "exact", "Raw probability (T=1) beside the final one after every stage; ✂ marks the stage that removed a token."
     )
 with chart_right:
-    st.plotly_chart(cumulative_curve(view, tokenizer, top_p, presenter), width="stretch", key="lab_cumulative")
+    chart(cumulative_curve(view, tokenizer, top_p, presenter), width="stretch", key="lab_cumulative")
     caption("exact", "Cumulative probability by rank: where top-p cuts, and how many tokens remain.")
 view_summary(view)
 
@@ -178,7 +179,7 @@ temps = st.multiselect(
 if len(temps) < 2:
     st.info("Pick at least two temperatures.")
 else:
-    st.plotly_chart(
+    chart(
         kept_for_this_step(
             "lab_side_by_side",
             (tuple(sorted(temps)), presenter),
@@ -199,13 +200,13 @@ if sampled and sampled[0] == settings and sampled[1] == int(draw_seed) and sampl
     counts = sample_many(view, DRAWS, int(draw_seed))
     names = readable_tokens(tokenizer, [int(t) for t in counts["token_id"][:-1]]) + ["other"]
     counts["token"] = names
-    st.plotly_chart(draw_histogram(counts, DRAWS, presenter), width="stretch", key="lab_histogram")
+    chart(draw_histogram(counts, DRAWS, presenter), width="stretch", key="lab_histogram")
     caption("simulated", lab_text.draws_caption(counts, DRAWS, draw_band))
 else:
     st.caption(f"Press the button to draw {DRAWS:,} tokens with the current settings.")
 
 st.subheader("The pipeline, stage by stage")
-st.plotly_chart(pipeline_figure(view, tokenizer, presenter=presenter), width="stretch", key="lab_pipeline")
+chart(pipeline_figure(view, tokenizer, presenter=presenter), width="stretch", key="lab_pipeline")
 caption(
     "exact",
     " → ".join(STAGE_NAMES[s] for s in view.stages[1:]) + ", in the order set under More "

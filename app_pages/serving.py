@@ -4,6 +4,7 @@ import streamlit as st
 
 from app_pages.shared import engine_pair, layout, models
 from app_pages.shared.captions import caption
+from app_pages.shared.charts import chart
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from inference.core import machine as machine_facts
@@ -110,7 +111,7 @@ rate = c2.select_slider(
 count = c3.slider("Requests", 4, 48, 16, step=4, key="serving_requests", persist_state="session")
 seed = int(c4.number_input("Seed", 0, 10_000, 0, key="serving_seed", persist_state="session"))
 trace = poisson_trace(shape_name, rate, count, seed, VOCAB)
-st.plotly_chart(traffic_figure(trace, presenter), width="stretch")
+chart(traffic_figure(trace, presenter), width="stretch")
 caption("simulated", serving_text.traffic_caption(rate, SHAPES[shape_name].description, seed))
 
 # -- 2. one at a time vs batched ------------------------------------------------------------
@@ -156,7 +157,7 @@ results = measure_on_click(
 
 if results:
     summaries = {n: r.summary(slo) for n, r in sorted(results.items())}
-    st.plotly_chart(
+    chart(
         comparison_figure({serving_text.run_name(n, engine): s for n, s in summaries.items()}, presenter),
         width="stretch",
     )
@@ -173,10 +174,8 @@ if results:
         name = serving_text.run_name(n, engine)
         with column:
             # two-line titles: a half-width chart at 800 px cut "Each request, 1 slot (one at a time)"
-            st.plotly_chart(
-                gantt_figure(result.table(), f"Each request<br>{name}", presenter, longest), width="stretch"
-            )
-            st.plotly_chart(
+            chart(gantt_figure(result.table(), f"Each request<br>{name}", presenter, longest), width="stretch")
+            chart(
                 engine_state_figure(result.engine_states, f"Inside the engine<br>{name}", presenter, longest),
                 width="stretch",
             )
@@ -221,7 +220,7 @@ if local:
     )
     if sweep is not None:
         knee = knee_index(list(sweep["rate_per_s"]), list(sweep["e2e_p95_ms"]))
-        st.plotly_chart(sweep_figure(sweep, knee, presenter), width="stretch")
+        chart(sweep_figure(sweep, knee, presenter), width="stretch")
         knee_rate = sweep["rate_per_s"].iloc[knee] if knee is not None else None
         caption("measured", serving_text.sweep_caption(len(sweep), per_rate, slots, knee_rate))
 
@@ -250,7 +249,7 @@ if local:
                 serving_text.peak_label(machine.threads), f"{roof.peak_flops / 1e9:.0f}", help=serving_text.PEAK_HELP
             )
             c3.metric("MB of weights per pass", f"{served.weight_bytes_per_pass / 1e6:,.0f}")
-            st.plotly_chart(roofline_figure(roof, points, presenter), width="stretch")
+            chart(roofline_figure(roof, points, presenter), width="stretch")
             caption("measured", serving_text.roofline_caption(machine.how, mean_prompt))
             measured = measure_on_click(
                 "Measure decode at batch 1, 2, 4, 8",
@@ -263,7 +262,7 @@ if local:
             )
             if measured is not None:
                 table = experiments.predicted_vs_measured(served, roof, measured)
-                st.plotly_chart(predicted_vs_measured_figure(table, presenter), width="stretch")
+                chart(predicted_vs_measured_figure(table, presenter), width="stretch")
                 st.markdown(experiments.roofline_verdict(table, served, machine.last_level_cache_bytes))
                 caption(
                     "measured",

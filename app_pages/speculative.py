@@ -5,6 +5,7 @@ import streamlit as st
 from app_pages.shared import layout, models
 from app_pages.shared import sampler_controls as controls
 from app_pages.shared.captions import caption
+from app_pages.shared.charts import chart
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot, session_lock
@@ -250,15 +251,15 @@ if record.note:
     st.info(record.note)
 st.markdown(spec_text.round_sentence(record, markdown_token_text(record.token_text)))
 if record.checks:  # one chart under the other: each draft token needs the width
-    st.plotly_chart(spec_fig.p_q_figure(record, record.greedy, presenter), width="stretch", key="spec_pq")
+    chart(spec_fig.p_q_figure(record, record.greedy, presenter), width="stretch", key="spec_pq")
     caption("exact", spec_text.CAPTIONS["pq"])
     if record.greedy:  # the round's own rule: the settings may have changed since
         st.markdown(spec_text.GREEDY_TEST)
     elif record.checked:
-        st.plotly_chart(spec_fig.acceptance_figure(record, presenter), width="stretch", key="spec_accept")
+        chart(spec_fig.acceptance_figure(record, presenter), width="stretch", key="spec_accept")
         caption("simulated", spec_text.CAPTIONS["accept"])
     if record.residual_top:
-        st.plotly_chart(spec_fig.residual_figure(record, presenter), width="stretch", key="spec_residual")
+        chart(spec_fig.residual_figure(record, presenter), width="stretch", key="spec_residual")
         caption("exact", spec_text.CAPTIONS["residual"])
 
 # -- the run against plain decoding -------------------------------------------------------------
@@ -272,11 +273,11 @@ else:
         cell.metric(label, value, help=help_text)
 st.markdown(spec_text.ALPHA_DEFINITION)
 
-st.plotly_chart(speed_fig.timeline_figure(run.rounds, result.plain, presenter), width="stretch", key="spec_timeline")
+chart(speed_fig.timeline_figure(run.rounds, result.plain, presenter), width="stretch", key="spec_timeline")
 caption("measured", spec_text.timeline_caption(len(run.generated_ids)))
 
 alpha, cost = result.summary.acceptance_rate, result.cost_ratio or 0.0
-st.plotly_chart(
+chart(
     speed_fig.theory_figure(gamma, cost, result.verify_cost, alpha, result.measured_speedup, presenter),
     width="stretch",
     key="spec_theory",
@@ -336,16 +337,14 @@ table = measure_on_click(
 if table is not None:  # one under the other: side by side, the legends and titles were cut at 800 px
     for index, (target_name, side) in enumerate(table.groupby("target", sort=False)):
         st.markdown(spec_text.side_heading(target_name, int(side["weight_bytes"].iloc[0])))
-        st.plotly_chart(speed_fig.sweep_figure(side, presenter), width="stretch", key=f"spec_sweep_speed_{index}")
+        chart(speed_fig.sweep_figure(side, presenter), width="stretch", key=f"spec_sweep_speed_{index}")
         caption("measured", spec_text.sweep_speed_caption(spec_sweep.SWEEP_NEW_TOKENS, drafter_label))
-        st.plotly_chart(
-            speed_fig.sweep_alpha_figure(side, presenter), width="stretch", key=f"spec_sweep_tokens_{index}"
-        )
+        chart(speed_fig.sweep_alpha_figure(side, presenter), width="stretch", key=f"spec_sweep_tokens_{index}")
         caption("measured", spec_text.sweep_tokens_caption(drafter_label))
         for finding in verdicts.sweep_findings(side):
             st.markdown(finding)
     # why a side wins or loses: what a pass of several tokens costs on each target
-    st.plotly_chart(speed_fig.sweep_verify_figure(table, presenter), width="stretch", key="spec_sweep_verify")
+    chart(speed_fig.sweep_verify_figure(table, presenter), width="stretch", key="spec_sweep_verify")
     caption("measured", spec_text.CAPTIONS["sweep_verify"])
     if sides_sentence := verdicts.both_sides(table):
         st.markdown(sides_sentence)

@@ -6,6 +6,7 @@ import streamlit as st
 
 from app_pages.shared import layout
 from app_pages.shared.captions import caption
+from app_pages.shared.charts import chart
 from app_pages.shared.shared_results import measure_on_click
 from inference.engines.client import LLAMACPP, VLLM
 from inference.lessons.serving import experiments, two_engines
@@ -49,7 +50,7 @@ def section(model_key: str, trace: Trace, slots: int, slo: SLO, presenter: bool)
     )
     if not runs:
         return
-    st.plotly_chart(comparison_figure({e: r.result.summary(slo) for e, r in runs.items()}, presenter), width="stretch")
+    chart(comparison_figure({e: r.result.summary(slo) for e, r in runs.items()}, presenter), width="stretch")
     if LLAMACPP in runs and VLLM in runs:
         weights = experiments.weight_file(model_key).stat().st_size
         st.markdown(two_engines.verdict(runs, weights, slo))
@@ -66,10 +67,8 @@ def section(model_key: str, trace: Trace, slots: int, slo: SLO, presenter: bool)
     longest = max(r.result.wall_s for r in runs.values())
     for column, (engine, run) in zip(layout.side_by_side(len(runs)), runs.items()):
         with column:
-            st.plotly_chart(
-                gantt_figure(run.result.table(), f"Each request, {engine}", presenter, longest), width="stretch"
-            )
-            st.plotly_chart(
+            chart(gantt_figure(run.result.table(), f"Each request, {engine}", presenter, longest), width="stretch")
+            chart(
                 engine_state_figure(two_engines.states_in_tokens(run), f"Inside {engine}", presenter, longest),
                 width="stretch",
             )
