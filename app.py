@@ -46,4 +46,6 @@ SECTIONS = {
     ],
 }
 
-st.navigation({section: pages for section, pages in SECTIONS.items() if pages}).run()
+# expanded=True: every page stays in view (Streamlit folds a long list behind "View N more", and Start here says
+# to walk them top to bottom).
+st.navigation({section: pages for section, pages in SECTIONS.items() if pages}, expanded=True).run()
