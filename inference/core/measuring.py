@@ -1,16 +1,27 @@
 """What every timed experiment shares: greedy settings, the progress callback, prompts of
-filler tokens, one timed forward pass and the timed decode loop, and a greedy run to the end.
+filler tokens, one timed forward pass and the timed decode loop, a greedy run to the end, and
+the one way a page times something it quotes (`repeat_timing`, `time_decode_step`, `Timing`).
 
 Times are wall clock (`time.perf_counter`) around the forward pass only. Greedy decoding
 makes a run repeatable, so two runs differ only in how long they took.
+
+How a page times a pass (#46 item 5): `WARMUPS` untimed runs first (the first passes pay for
+setting up kernels and buffers), then `REPEATS` timed runs; the page shows the median and the
+middle half (the quartiles: one hiccup of another program on a shared machine moves the min or
+max, not the quartiles), and its label names what was timed and how, via `Timing.label()`:
+"one decode step at 5 tokens of context: 1.01 ms (middle half 0.95–1.10 ms), median of 20 after
+3 warm-ups". Two pages that time different things then say what differs.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
+from transformers import DynamicCache
 
 from inference.core.run import Trace, new_trace
 from inference.sampling.pipeline import SamplingSettings
@@ -63,3 +74,89 @@ def run_greedy(model, tokenizer, prompt_ids: list[int], new_tokens: int, stop_at
     for _ in trace.run(GREEDY):
         pass
     return trace
+
+
+# -- one way to time what a page quotes ------------------------------------------------
+
+WARMUPS = 3  # untimed runs before the timed ones
+REPEATS = 20  # timed runs; the median and the quartiles are shown
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Repeated timings of one thing: `times_ms` the timed repeats in order (the `warmups` untimed
+    runs before them are not kept), `what` the thing timed ("one decode step at 5 tokens of context")."""
+
+    times_ms: tuple[float, ...]
+    warmups: int
+    what: str
+
+    @property
+    def repeats(self) -> int:
+        return len(self.times_ms)
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_ms)
+
+    def _quartiles(self) -> list[float]:
+        return statistics.quantiles(self.times_ms, n=4, method="inclusive")
+
+    @property
+    def q1_ms(self) -> float:
+        return self._quartiles()[0]
+
+    @property
+    def q3_ms(self) -> float:
+        return self._quartiles()[2]
+
+    @property
+    def min_ms(self) -> float:
+        return min(self.times_ms)
+
+    @property
+    def max_ms(self) -> float:
+        return max(self.times_ms)
+
+    @property
+    def how(self) -> str:
+        """ "median of 20 after 3 warm-ups": how the figure was taken, for a label or caption."""
+        return f"median of {self.repeats} after {self.warmups} warm-up{'' if self.warmups == 1 else 's'}"
+
+    def label(self) -> str:
+        """What was timed, the median, the middle half and how: one line a page can show as it is."""
+        return f"{self.what}: {self.median_ms:.2f} ms (middle half {self.q1_ms:.2f}–{self.q3_ms:.2f} ms), {self.how}"
+
+
+def repeat_timing(
+    measure_ms: Callable[[], float], repeats: int = REPEATS, warmups: int = WARMUPS, what: str = ""
+) -> Timing:
+    """Call `measure_ms` `warmups` times (results dropped), then `repeats` times; each call times one run
+    itself and returns its ms (so set-up and clean-up around the timed part stay out of the figure)."""
+    if repeats < 3:
+        raise ValueError(f"`repeats` has to be at least 3 for a median with a spread, but is {repeats}")
+    if warmups < 0:
+        raise ValueError(f"`warmups` has to be 0 or more, but is {warmups}")
+    for _ in range(warmups):
+        measure_ms()
+    return Timing(tuple(float(measure_ms()) for _ in range(repeats)), warmups, what)
+
+
+@torch.inference_mode()
+def time_decode_step(model, context_tokens: int, repeats: int = REPEATS, warmups: int = WARMUPS) -> Timing:
+    """One decode step (a one-token forward pass on the cache) at a fixed `context_tokens` tokens of
+    context: the context is prefilled once (filler tokens), and after each timed step the cache is
+    cropped back, so every repeat times the same step."""
+    if context_tokens < 1:
+        raise ValueError(f"`context_tokens` has to be at least 1, but is {context_tokens}")
+    vocab_size = model.get_output_embeddings().weight.shape[0]
+    cache = DynamicCache(config=model.config)
+    logits, _ = timed_pass(model, torch.tensor([filler_prompt(vocab_size, context_tokens)]), cache)
+    next_ids = logits.argmax(-1, keepdim=True)  # [1, 1]
+
+    def one_step() -> float:
+        _, ms = timed_pass(model, next_ids, cache)
+        cache.crop(-1)  # transformers crops by a negative count: the step's token out again
+        return ms
+
+    return repeat_timing(one_step, repeats, warmups, f"one decode step at {context_tokens} tokens of context")
