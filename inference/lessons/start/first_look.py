@@ -70,6 +70,7 @@ class FirstLook:
     bytes_per_element: int
     draws: tuple[SeededDraw, ...] = ()  # seeds `seed`, `seed` + 1, ...: the first is the draw above
     half_of_draws_within: int = 0  # the fewest most-likely tokens that together hold half the probability
+    half_mass: float = 0.0  # what those tokens hold together: at least half, often much more (43% + 37.7%)
 
     @property
     def prompt_length(self) -> int:
@@ -110,6 +111,7 @@ def first_look(model, tokenizer, prompt_ids: list[int], seed: int = 0, timed_run
                 this_far_down=float(max(0.0, 1 - above[picked.rank])),
             )
         )
+    half = int((above[1:] < 0.5).sum()) + 1
     runs = [run_greedy(model, tokenizer, prompt_ids, 2, stop_at_eos=False).records for _ in range(timed_runs)]
     shape = trace.kv_shape
     return FirstLook(
@@ -134,5 +136,6 @@ def first_look(model, tokenizer, prompt_ids: list[int], seed: int = 0, timed_run
         head_dim=shape.head_dim,
         bytes_per_element=shape.bytes_per_element,
         draws=tuple(draws),
-        half_of_draws_within=int((above[1:] < 0.5).sum()) + 1,
+        half_of_draws_within=half,
+        half_mass=float(above[half]),
     )

@@ -15,9 +15,9 @@ def chip(token: str) -> str:
     return f"`{token.replace('`', 'ˋ')}`"
 
 
-def _draw_line(d: SeededDraw, half_within: int) -> str:
+def _draw_line(d: SeededDraw, half_within: int, half_mass: float) -> str:
     how_rare = (
-        f"among the {half_within} most likely, where half of all draws land"
+        f"among the {half_within} most likely, where {percent(half_mass)} of all draws land"
         if d.rank <= half_within
         else f"{percent(d.this_far_down)} of draws land this far down the list or further (one in {d.one_in:,})"
     )
@@ -28,8 +28,12 @@ def choosing(look: FirstLook, temperature: float) -> str:
     """Step 3: greedy against a few seeded draws, with how usual each draw is, computed from the distribution."""
     half = look.half_of_draws_within
     typical = sum(d.rank <= half for d in look.draws)
+    held = percent(look.half_mass)
     most_likely = "most likely token holds" if half == 1 else f"{half} most likely tokens hold"
-    lines = "\n".join(_draw_line(d, half) for d in look.draws)
+    fewer = {1: "", 2: " (the top one alone holds less than half)"}.get(
+        half, f" (the top {half - 1} together hold less than half)"
+    )
+    lines = "\n".join(_draw_line(d, half, look.half_mass) for d in look.draws)
     rarest = max(look.draws, key=lambda d: d.rank)
     rarest_line = (
         f" The rarest, seed {rarest.seed}'s, reaches rank {rarest.rank:,}: about one draw in {rarest.one_in:,} goes "
@@ -41,7 +45,7 @@ def choosing(look: FirstLook, temperature: float) -> str:
         f"Greedy decoding always takes the top token, {chip(look.greedy_token)} ({percent(look.greedy_probability)}). "
         "Sampling draws a number u between 0 and 1 from the run's seed and takes the token where the running total "
         f"of the probabilities, most likely first, passes u. At temperature {temperature:g} the {most_likely} "
-        f"half the probability; {len(look.draws)} seeds drew:\n\n{lines}\n\n"
-        f"{typical} of these {len(look.draws)} draws landed among the top {half}, as half of all draws do."
+        f"{held} of the probability{fewer}; {len(look.draws)} seeds drew:\n\n{lines}\n\n"
+        f"{typical} of these {len(look.draws)} draws landed among the top {half}, as {held} of all draws do on average."
         f"{rarest_line} The chosen token is appended and the loop starts again."
     )
