@@ -71,6 +71,7 @@ class FirstLook:
     draws: tuple[SeededDraw, ...] = ()  # seeds `seed`, `seed` + 1, ...: the first is the draw above
     half_of_draws_within: int = 0  # the fewest most-likely tokens that together hold half the probability
     half_mass: float = 0.0  # what those tokens hold together: at least half, often much more (43% + 37.7%)
+    short_of_half_mass: float = 0.0  # what one token fewer holds: less than half
 
     @property
     def prompt_length(self) -> int:
@@ -138,4 +139,5 @@ def first_look(model, tokenizer, prompt_ids: list[int], seed: int = 0, timed_run
         draws=tuple(draws),
         half_of_draws_within=half,
         half_mass=float(above[half]),
+        short_of_half_mass=float(above[half - 1]),
     )

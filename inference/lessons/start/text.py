@@ -30,8 +30,11 @@ def choosing(look: FirstLook, temperature: float) -> str:
     typical = sum(d.rank <= half for d in look.draws)
     held = percent(look.half_mass)
     most_likely = "most likely token holds" if half == 1 else f"{half} most likely tokens hold"
-    fewer = {1: "", 2: " (the top one alone holds less than half)"}.get(
-        half, f" (the top {half - 1} together hold less than half)"
+    fewer = (
+        ", at least half"
+        if half == 1
+        else f" (the top {'one' if half == 2 else half - 1} alone {'holds' if half == 2 else 'hold'} "
+        f"{percent(look.short_of_half_mass)}: {half} is the fewest top tokens where half of all draws land)"
     )
     lines = "\n".join(_draw_line(d, half, look.half_mass) for d in look.draws)
     rarest = max(look.draws, key=lambda d: d.rank)
