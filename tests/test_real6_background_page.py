@@ -1,0 +1,70 @@
+"""A background measurement leaves the page usable: the press returns at once with a bar and a Cancel, another
+widget reruns the page while it goes on, and the result is kept and drawn once it ends; a Cancel keeps nothing."""
+
+import threading
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app_pages.shared.shared_results import background_runs, shared_results
+
+pytestmark = pytest.mark.page
+
+GATE = threading.Event()
+
+
+def _page():
+    import streamlit as st
+
+    from app_pages.shared.shared_results import measure_on_click
+    from tests.test_real6_background_page import GATE
+
+    steps = st.slider("Other widget", 1, 10, 3, key="other_widget")
+
+    def measure(progress):
+        for i in range(4):
+            GATE.wait(10)
+            progress(i + 1, 4, "fake step")
+        return f"measured {steps}"
+
+    result = measure_on_click("Measure", "bg_button", ("bg-page-test", steps), measure, "Not yet.", background=True)
+    st.write(f"shown: {result}")
+
+
+def _progress_bars(app):
+    return [e for e in app.get("progress")]
+
+
+def test_the_page_stays_usable_while_it_measures_and_keeps_the_result():
+    GATE.clear()
+    app = AppTest.from_function(_page, default_timeout=30).run()
+    app.button(key="bg_button").click().run()  # returns at once: the measurement waits on GATE
+    assert not app.exception
+    assert _progress_bars(app) and app.button(key="bg_button_cancel")
+    assert any("shown: None" in m.value for m in app.markdown)
+    app.run()  # the page drawn again during the run: the press is not offered twice
+    assert app.button(key="bg_button").disabled and _progress_bars(app)
+    app.slider(key="other_widget").set_value(5).run()  # another widget works during the run
+    assert not app.exception and any("shown: None" in m.value for m in app.markdown)
+    GATE.set()
+    assert background_runs().wait(("bg-page-test", 3), timeout=10).state == "done"
+    app.slider(key="other_widget").set_value(3).run()
+    assert not app.exception and any("shown: measured 3" in m.value for m in app.markdown)
+    assert not _progress_bars(app)
+    fresh = AppTest.from_function(_page, default_timeout=30).run()  # another visitor sees the kept result
+    assert any("shown: measured 3" in m.value for m in fresh.markdown)
+
+
+def test_cancel_keeps_nothing_and_says_so():
+    GATE.clear()
+    key = ("bg-page-test", 7)
+    app = AppTest.from_function(_page, default_timeout=30).run()
+    app.slider(key="other_widget").set_value(7).run()
+    app.button(key="bg_button").click().run()
+    app.button(key="bg_button_cancel").click().run()
+    GATE.set()
+    assert background_runs().wait(key, timeout=10).state == "cancelled"
+    app.run()
+    assert not app.exception
+    assert key not in shared_results()
+    assert any("Cancelled" in i.value for i in app.info)
