@@ -183,7 +183,8 @@ prepared = prepare_prompt(tokenizer, st.session_state.spec_prompt, chat, info.co
 for note in prepared.notes:
     st.info(note)
 drafter_kind = "self" if self_layers else "draft" if draft is not None else "lookup"
-run_key = (info.name, drafter_kind, draft_name, shortlist_size, tuple(prepared.ids), max_new, gamma, seed)
+# γ is not in the key: a new γ drafts from the next round on and the run stays (each round keeps its own γ)
+run_key = (info.name, drafter_kind, draft_name, shortlist_size, tuple(prepared.ids), max_new, seed)
 
 
 def new_drafter():
@@ -205,6 +206,7 @@ if prepared.error:
     st.warning(prepared.error)  # the last run stays below
 run = stepper.current_run(run_key, start_run, can_start=not prepared.error)
 if run is not None and not prepared.error:
+    run.use_gamma(gamma)  # the session's own run, not a shared model
     stepper.advance(run, lambda: run.step(settings), replay=lambda rounds: list(run.run(settings, max_rounds=rounds)))
 
 text_box = st.empty()
@@ -242,9 +244,10 @@ if not run.rounds:
 
 # -- one round, opened up ---------------------------------------------------------------------
 st.subheader("One round, opened up")
-shown = last = len(run.rounds) - 1
+last, opened = len(run.rounds) - 1, spec.round_to_show(run.rounds)  # not a final round that drafted nothing
+shown = opened
 if last > 0:
-    shown = st.slider("Round", 0, last, last, key=f"spec_round_{last + 1}", persist_state="session")
+    shown = st.slider("Round", 0, last, opened, key=f"spec_round_{last + 1}", persist_state="session")
 record = run.with_t1_probabilities(run.rounds[shown])  # a greedy round's chart shows T=1 probabilities
 st.markdown(spec_fig.round_html(record), unsafe_allow_html=True)
 if record.note:

@@ -3,6 +3,8 @@ which draws it and returns the visitor's model."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from app_pages.shared.layout import LAYOUT_CSS, PRESENTER_CSS, presenter
@@ -25,6 +27,17 @@ from inference.core.remote import RemoteModel
 from inference.engines.client import EngineError
 
 LOCAL_ENGINE = "In this app (transformers)"
+
+
+def source_label(source: str, shipped) -> str:
+    """What the sidebar calls the model in use: a shipped model's name, a folder's name (never its filesystem path,
+    e.g. after the MoE page loads the bundled MoE), or a hub id as typed."""
+    for m in shipped:
+        if source and source in (m.source, str(m.folder)):
+            return m.name
+    if Path(source).is_absolute() or Path(source).exists():
+        return Path(source).name
+    return source
 
 
 def current_model(remote_ok: bool = False, needs_weights: str = "it works on the weights") -> LoadedModel | RemoteModel:
@@ -157,7 +170,7 @@ def model_sidebar() -> None:
     with st.sidebar:
         st.markdown("### Model")
         source = st.session_state.get(MODEL_SOURCE_KEY, "")
-        st.caption(f"In use: **{source or BUNDLED_MODEL_NAME + ' (bundled)'}**")
+        st.caption(f"In use: **{source_label(source, shipped_models()) or BUNDLED_MODEL_NAME + ' (bundled)'}**")
         if default_note:
             st.caption(default_note)
         bundled_picker(source)

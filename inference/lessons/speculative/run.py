@@ -215,6 +215,12 @@ class SpeculativeRun(Generation):
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
         self._t1_made: dict[int, tuple[list, list]] = {}
 
+    def use_gamma(self, gamma: int) -> None:
+        """Draft `gamma` tokens from the next round on; the rounds made keep their own (each record holds its γ),
+        so a new γ on the page continues the run instead of starting it over."""
+        check_gamma(gamma)
+        self.gamma = gamma
+
     def _uniform(self) -> float:
         """The run's next uniform number in [0, 1), from its own generator."""
         return float(torch.rand((), generator=self._generator, dtype=torch.float64))
@@ -364,6 +370,15 @@ class SpeculativeRun(Generation):
                 for r in self.rounds
             ]
         )
+
+
+def round_to_show(rounds: list[RoundRecord]) -> int | None:
+    """The round a page opens up: the last that drafted anything. A run's final round often drafts nothing (one token
+    left to make), and "Drafted at most 0 token(s)" teaches nothing; None when there is no round."""
+    if not rounds:
+        return None
+    drafted = [i for i, r in enumerate(rounds) if r.drafted > 0]
+    return drafted[-1] if drafted else len(rounds) - 1
 
 
 def new_run(

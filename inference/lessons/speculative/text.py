@@ -67,7 +67,10 @@ ALPHA_DEFINITION = (
     "line counts every draft token it sent to the target, those after a rejection too (llama.cpp pull request "
     "#14104 only stopped it counting drafts it never sent). That number is lower whenever a round rejects early."
 )
-GAMMA = "How many tokens the drafter guesses before the target checks them."
+GAMMA = (
+    "How many tokens the drafter guesses before the target checks them. Changing it keeps the run: the next round "
+    "drafts the new number, and the rounds made keep theirs (the table at the bottom lists each round's γ)."
+)
 SEED_HELP = "The same seed, prompt and settings always give the same tokens."
 
 
