@@ -13,7 +13,7 @@ from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.tokens import html_token_text, markdown_token_text
 from inference.lessons.classroom import session
 from inference.lessons.classroom.figures import choices_chart, reveal_chart
-from inference.lessons.classroom.store import SOMETHING_ELSE, ClassError, SqliteClassStore, normalise_code
+from inference.lessons.classroom.store import SOMETHING_ELSE, ClassError, ClassStore, normalise_code, open_store
 from inference.lessons.classroom.teacher import TeacherRun
 from inference.sampling.pipeline import SamplingSettings
 
@@ -23,8 +23,8 @@ POLL_SECONDS = 1.0
 
 
 @st.cache_resource(show_spinner=False)
-def class_store(path: str, idle_minutes: int, max_members: int) -> SqliteClassStore:
-    return SqliteClassStore(path, idle_seconds=idle_minutes * 60, max_members=max_members)
+def class_store(path: str, idle_minutes: int, max_members: int) -> ClassStore:
+    return open_store(path, idle_seconds=idle_minutes * 60, max_members=max_members)  # a file, or a postgresql:// URL
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -37,7 +37,7 @@ def charts(code: str, version: int, presenter: bool, _state: dict) -> tuple:
     return choices, revealed
 
 
-def store() -> SqliteClassStore:
+def store() -> ClassStore:
     lim = limits()
     return class_store(lim.class_db, lim.class_idle_minutes, lim.max_class_size)
 
