@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import math
 
+from inference.lessons import glossary
+
 INTRO = (
     "Structured output (JSON mode, a JSON schema, a regex, a list of choices) is one more stage in the "
     "sampling pipeline: a **mask** that removes every token the format does not allow at this point. "
     "A real library (llguidance) compiles the format against this model's tokenizer; each step it "
     "says which of the vocabulary's tokens can continue a text the format accepts, and the pipeline "
-    "sets every other token to −∞. **Z<sub>t</sub>**, the probability the model itself had put on the "
-    "allowed tokens, says how hard the format fights the model at that step."
+    "sets every other token to −∞. **Z<sub>t</sub>** says how hard the format fights the model at that step: "
+    f"{glossary.explain('Z_t')}."
 )
 
 

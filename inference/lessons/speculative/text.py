@@ -63,9 +63,9 @@ ALPHA_DEFINITION = (
     "**α, the acceptance rate, on this page always means accepted ÷ checked.** A round stops testing at the "
     "first rejection, so the drafts after it are never checked, and counting them would charge the drafter for "
     "tests that never happened. Accepted ÷ checked is the chance that one tested draft token passes: the α of "
-    "Leviathan et al.'s formula. Some tools report accepted ÷ drafted instead: llama-server's 'draft acceptance' "
-    "line counts every draft token it sent to the target, those after a rejection too (llama.cpp pull request "
-    "#14104 only stopped it counting drafts it never sent). That number is lower whenever a round rejects early."
+    "Leviathan et al.'s formula. Some tools report accepted ÷ drafted instead (llama-server's 'draft acceptance' "
+    "line counts every draft token it sent, those after a rejection too); that number is lower whenever a round "
+    "rejects early."
 )
 GAMMA = (
     "How many tokens the drafter guesses before the target checks them. Changing it keeps the run: the next round "
