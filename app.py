@@ -21,6 +21,12 @@ torch.set_num_threads(Limits.from_env().torch_threads)  # why one: see Limits.to
 SECTIONS = {
     "Start": [
         st.Page("app_pages/start.py", title="Start here", icon="🧭", url_path="start"),
+        st.Page(
+            "app_pages/training-vs-inference.py",
+            title="Training vs inference",
+            icon="🏋️",
+            url_path="training-vs-inference",
+        ),
         st.Page("app_pages/class.py", title="Class mode", icon="🧑‍🏫", url_path="class"),
     ],
     "Watch it write": [

@@ -1,0 +1,230 @@
+"""What a step costs: a forward pass vs a training step (forward + backward + optimizer) on the same tokens, timed,
+counted in FLOPs and in memory; and once vs every request: training's bill against inference per request.
+
+FLOPs (a multiply and an add are two; `inference/core/flops.py` counts the model's matrix products). A forward pass
+over T tokens that scores every position, as training needs, costs 2 × (layer weights + output layer) per token plus
+attention (`FlopCount.attention`): about 2N per token, N the parameters that multiply. The backward pass costs twice
+the forward (a gradient for the activations and one for the weights, each a product the size of the forward's), so a
+training step is 3 × the forward: about 6N per token. AdamW's update, a few FLOPs per parameter per step, is left out.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+
+import torch
+
+from inference.core import model_config
+from inference.core.flops import FlopCount
+from inference.core.paths import BUNDLED_MODEL_DIR
+from inference.core.quantize import weight_bytes
+from inference.lessons.training_vs_inference.weights import (
+    LEARNING_RATE,
+    WEIGHT_DECAY,
+    next_token_loss,
+    train_step,
+    trainable_copy,
+)
+from inference.training.train import adamw
+
+REPEATS = 7  # timed passes and steps each; the median and the spread are reported
+ADAM_MOMENTS = 2  # AdamW keeps two float32 numbers per parameter (exp_avg, exp_avg_sq)
+
+
+def forward_flops(count: FlopCount, tokens: int) -> int:
+    """One forward pass over `tokens` tokens with logits at every position (training's forward)."""
+    return 2 * (count.matmul_weights + count.output_weights) * tokens + count.attention(tokens)
+
+
+def train_flops(count: FlopCount, tokens: int) -> int:
+    """Forward + backward (2 × forward) over `tokens` tokens."""
+    return 3 * forward_flops(count, tokens)
+
+
+@dataclass(frozen=True)
+class Memory:
+    weights: int
+    kv_cache: int  # inference: the cache of the sentence's keys and values (float32, as the model runs here)
+    gradients: int
+    optimizer_moments: int
+    activations: int  # bytes of the tensors autograd kept for the backward pass (measured on the real step)
+
+    @property
+    def inference(self) -> int:
+        return self.weights + self.kv_cache
+
+    @property
+    def training(self) -> int:
+        return self.weights + self.gradients + self.optimizer_moments + self.activations
+
+
+def saved_activation_bytes(model, ids: torch.Tensor) -> int:
+    """Bytes of every tensor autograd saves for the backward pass of `next_token_loss`, each storage once, weights
+    left out (they are counted as weights): the activations a training step holds at its peak."""
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    storages: dict[int, int] = {}
+
+    def keep(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in weights:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor):
+        next_token_loss(model, ids)
+    return sum(storages.values())
+
+
+def memory(model, trainable, ids: list[int]) -> Memory:
+    """Inference needs the weights and a KV cache; training the weights, a gradient per parameter, AdamW's two
+    moments per parameter and the activations kept for the backward pass."""
+    shape = model_config.from_config(model.config)
+    params = [p for p in trainable.parameters() if p.requires_grad]
+    param_bytes = sum(p.numel() * p.element_size() for p in params)
+    element = next(model.parameters()).element_size()
+    return Memory(
+        weights=weight_bytes(model),
+        kv_cache=model_config.kv_cache_bytes(shape, len(ids), bytes_per_element=element),
+        gradients=param_bytes,
+        optimizer_moments=ADAM_MOMENTS * sum(p.numel() for p in params) * 4,  # float32 moments
+        activations=saved_activation_bytes(trainable, torch.tensor([ids])),
+    )
+
+
+@dataclass(frozen=True)
+class StepCost:
+    tokens: int
+    forward_ms: list[float]
+    train_step_ms: list[float]
+    flops_forward: int  # whole pass over `tokens`
+    flops_train: int
+    parameters: int
+    memory: Memory
+
+    @property
+    def forward_median_ms(self) -> float:
+        return median(self.forward_ms)
+
+    @property
+    def train_median_ms(self) -> float:
+        return median(self.train_step_ms)
+
+    @property
+    def flops_forward_per_token(self) -> float:
+        return self.flops_forward / self.tokens
+
+    @property
+    def flops_train_per_token(self) -> float:
+        return self.flops_train / self.tokens
+
+    @property
+    def time_ratio(self) -> float:
+        return self.train_median_ms / self.forward_median_ms
+
+
+@torch.inference_mode()
+def _timed_forward(model, batch: torch.Tensor) -> float:
+    start = time.perf_counter()
+    model(batch, use_cache=False)
+    return (time.perf_counter() - start) * 1000
+
+
+def measure_step_cost(model, ids: list[int], repeats: int = REPEATS, progress=None) -> StepCost:
+    """`repeats` forward passes of the shared model and `repeats` training steps of a throwaway copy, on the same
+    tokens, each timed (after one untimed of each). The copy is dropped at the end: nothing persists."""
+    batch = torch.tensor([ids])
+    twin = trainable_copy(model)
+    optimizer = adamw(twin, LEARNING_RATE, WEIGHT_DECAY)
+    mem = memory(model, twin, ids)
+    _timed_forward(model, batch)
+    train_step(twin, optimizer, batch)
+    forward_ms, train_ms = [], []
+    for i in range(repeats):  # interleaved, so a busy moment on the machine falls on both
+        forward_ms.append(_timed_forward(model, batch))
+        start = time.perf_counter()
+        train_step(twin, optimizer, batch)
+        train_ms.append((time.perf_counter() - start) * 1000)
+        if progress is not None:
+            progress(i + 1, repeats, "a forward pass and a training step")
+    del twin, optimizer
+    count = FlopCount.of(model)
+    tokens = len(ids) - 1  # the positions a training step scores (the last token is only a target)
+    return StepCost(
+        tokens=tokens,
+        forward_ms=forward_ms,
+        train_step_ms=train_ms,
+        flops_forward=forward_flops(count, tokens),
+        flops_train=train_flops(count, tokens),
+        parameters=sum(p.numel() for p in model.parameters()),
+        memory=mem,
+    )
+
+
+# -- once vs every request -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainingBill:
+    """What training a model took, once."""
+
+    name: str
+    tokens: int
+    steps: int | None
+    seconds: float | None  # wall time (None where only accelerator-hours are published)
+    cores: int | None
+    accelerator_hours: float | None
+    source: str
+
+
+def bundled_training_bill(folder: Path = BUNDLED_MODEL_DIR) -> TrainingBill:
+    """The storyteller's own run, from its training_meta.json (and the training log's last row says the same)."""
+    meta = json.loads((folder / "training_meta.json").read_text())
+    settings, stats = meta["settings"], meta["stats"]
+    return TrainingBill(
+        name=folder.name,
+        tokens=int(stats["tokens_seen"]),
+        steps=int(settings["steps"]),
+        seconds=float(stats["wall_time_s"]),
+        cores=2,  # MODEL_CARD.md: trained on 2 CPU cores
+        accelerator_hours=None,
+        source=f"{folder.name}/training_meta.json",
+    )
+
+
+# Published figures only, each with its source (captions labelled Published quote `source`).
+PUBLISHED = [
+    TrainingBill(
+        "Llama-2-7B",
+        2_000_000_000_000,
+        None,
+        None,
+        None,
+        184_320,
+        "Touvron et al. 2023, Llama 2: Open Foundation and Fine-Tuned Chat Models, §2.2 and Table 2 "
+        "(2.0T tokens; 184,320 A100-80GB GPU-hours)",
+    ),
+    TrainingBill(
+        "SmolLM2-135M",
+        2_000_000_000_000,
+        None,
+        None,
+        None,
+        None,
+        "HuggingFaceTB/SmolLM2-135M model card (pretraining tokens: 2T)",
+    ),
+]
+
+
+def requests_to_match_by_flops(training_tokens: int, request_tokens: int) -> float:
+    """Requests whose inference FLOPs (≈ 2N per token) add up to training's (≈ 6N per training token): 3 D / tokens
+    per request, whatever N is (attention left out on both sides)."""
+    return 3 * training_tokens / request_tokens
+
+
+def requests_to_match_by_time(bill: TrainingBill, request_ms: float, request_cores: int) -> float:
+    """Requests whose measured machine time (milliseconds × cores busy) adds up to training's (seconds × cores)."""
+    return bill.seconds * bill.cores * 1000 / (request_ms * request_cores)
