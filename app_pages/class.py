@@ -11,7 +11,7 @@ from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import engine_errors, generation_slot
 from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.tokens import html_token_text, markdown_token_text
-from inference.lessons.classroom import session
+from inference.lessons.classroom import resume, session
 from inference.lessons.classroom.figures import choices_chart, reveal_chart
 from inference.lessons.classroom.store import SOMETHING_ELSE, ClassError, ClassStore, normalise_code, open_store
 from inference.lessons.classroom.teacher import TeacherRun
@@ -148,13 +148,30 @@ def start_class(loaded) -> None:
         if not prepared.ids:
             st.error("Type a prompt first: the model needs at least one token to continue.")
             return
-        code, secret = store().create(names_on=names_on)
+        code, secret = store().create(names_on=names_on, teacher_key=browser_key())
         with generation_slot(), engine_errors():
             st.session_state[TEACHER_KEY] = TeacherRun.start(
                 store(), code, secret, loaded.model, loaded.tokenizer, prepared.ids, prepared.max_new_tokens,
                 SamplingSettings(temperature=1.0), seed=0, model_name=loaded.info.name,
             )  # fmt: skip
         st.rerun()
+
+
+def browser_key() -> str | None:
+    key = st.context.cookies.get(resume.BROWSER_COOKIE)  # behind deploy/nginx.conf; None without nginx
+    return key if isinstance(key, str) and key else None
+
+
+def taken_up(loaded) -> TeacherRun | None:
+    """The teacher's app host died: this browser (its sticky cookie) takes its class up on this host."""
+    key = browser_key()
+    if not key or store().taught_by(key) is None:
+        return None
+    with generation_slot(), engine_errors():
+        run = resume.take_up(store(), key, loaded.model, loaded.tokenizer, loaded.info.name)
+        if run is not None:
+            st.session_state[TEACHER_KEY] = run
+    return st.session_state.get(TEACHER_KEY)
 
 
 # -- a student --------------------------------------------------------------------------------------
@@ -255,6 +272,11 @@ st.markdown(
 )
 code = normalise_code(st.query_params.get("class", ""))
 teacher = st.session_state.get(TEACHER_KEY)
+if teacher is None and not code:
+    try:
+        teacher = taken_up(loaded)
+    except ClassError as err:
+        st.error(str(err))
 if teacher is not None:
     try:
         teacher_view(teacher, loaded)
