@@ -395,8 +395,8 @@ def _kept_extent(final_logits: torch.Tensor, order_logits: torch.Tensor, setting
 
 def entropy_bits(probs: torch.Tensor) -> torch.Tensor:
     """Shannon entropy in bits over the last axis; zero-probability tokens add nothing
-    (xlogy(0, 0) = 0)."""
-    return -torch.special.xlogy(probs, probs).sum(dim=-1) / math.log(2)
+    (xlogy(0, 0) = 0). Never below zero: a certain distribution's sum is -0.0, which printed "-0.00 bits"."""
+    return (-torch.special.xlogy(probs, probs).sum(dim=-1) / math.log(2)).clamp_min(0.0) + 0.0
 
 
 def inverse_cdf_index(sorted_probs: torch.Tensor, u: torch.Tensor | float) -> torch.Tensor:

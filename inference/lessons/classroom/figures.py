@@ -65,7 +65,8 @@ def reveal_chart(reveal: dict, presenter: bool = False) -> go.Figure:
     shares, probs = [r["share"] for r in rows], [r["model_prob"] for r in rows]
     answers = [f"{r['answers']}" if r["answers"] else "" for r in rows]
     fig = go.Figure()
-    _bars(fig, names, shares, f"the class ({reveal['answers']} answers)", CLASS_COLOUR, "class: %{x:.0%}", answers)
+    class_name = f"the class ({reveal['answers']} answer{'s' * (reveal['answers'] != 1)})"
+    _bars(fig, names, shares, class_name, CLASS_COLOUR, "class: %{x:.0%}", answers)
     colours = [CHOSEN_COLOUR if drawn else FINAL_COLOUR for drawn in chosen]
     _bars(fig, names, probs, "the model", colours, "model: %{x:.2%}", [f"{p:.1%}" for p in probs])
     # two lines in presenter mode: at 800 px one line was cut at "…the model's pro"
