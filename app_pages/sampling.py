@@ -20,6 +20,7 @@ from inference.lessons.sampling_lab.figures import (
     TOP_P_GRID,
     draw_band,
     draw_histogram,
+    lab_table,
     live_slider_figure,
     pipeline_figure,
     slider_frames,
@@ -84,7 +85,14 @@ st.markdown(f"**Context (last part):** `…{tail[-200:]}` → **?**")
 opening = lab_text.OPENING_SETTINGS
 s = controls.slider_cells(5)
 temperature = s[0].slider(
-    "Temperature", 0.0, 2.0, opening.temperature, step=0.05, key="lab_temperature", persist_state="session"
+    "Temperature",
+    0.0,
+    2.0,
+    opening.temperature,
+    step=0.05,
+    key="lab_temperature",
+    persist_state="session",
+    help=lab_text.PAGE_TEMPERATURE_HELP,
 )
 top_p = s[1].slider("Top-p", 0.05, 1.0, opening.top_p, step=0.05, key="lab_top_p", persist_state="session")
 top_k = s[2].slider("Top-k", 0, 200, opening.top_k, key="lab_top_k", persist_state="session")
@@ -140,11 +148,7 @@ with live_left:
         width="stretch",
         key="lab_live_temperature",
     )
-    caption(
-        "exact",
-        "Temperature alone (no other filter), precomputed for T = 0 to 2 in steps of 0.05: "
-        "the chart's own slider moves in your browser with no trip to the server.",
-    )
+    caption("exact", lab_text.LIVE_TEMPERATURE_CAPTION)
 with live_right:
     chart(
         live_slider_figure(
@@ -158,7 +162,11 @@ with live_right:
 st.subheader("All your settings together")
 chart_left, chart_right = layout.side_by_side(2)
 with chart_left:
-    chart(next_token_bars(view.table(tokenizer, 15), presenter), width="stretch", key="lab_bars")
+    chart(
+        next_token_bars(lab_table(view, logits, seen, lab_context, tokenizer, 15), presenter),
+        width="stretch",
+        key="lab_bars",
+    )
     caption(
         "exact", "Raw probability (T=1) beside the final one after every stage; ✂ marks the stage that removed a token."
     )

@@ -28,17 +28,25 @@ from inference.lessons.style import (
     subplot_grid,
 )
 from inference.sampling.pipeline import (
+    STAGE_NAMES,
     SamplingSettings,
     apply_stage,
     display_order,
     entropy_bits,
     final_stage,
+    ranking_logits,
     stage_logits,
 )
-from inference.sampling.stages import apply_temperature
+from inference.sampling.stages import apply_temperature, finite_count
+from inference.sampling.step_view import StepView
 
 TEMPERATURE_GRID = [round(0.05 * i, 2) for i in range(41)]  # 0 .. 2
 TOP_P_GRID = [round(0.05 * i, 2) for i in range(1, 21)]  # 0.05 .. 1
+# The live charts' own sliders, named apart from the page's sliders of the same knob (which feed every other chart)
+SLIDER_PREFIX = {
+    "temperature": "this chart's temperature, alone: ",
+    "top_p": "this chart's top-p, with your settings: ",
+}
 
 
 @dataclass(frozen=True)
@@ -72,9 +80,9 @@ def slider_frames(
     frames, steps = [], []
     for value in values:  # plain dicts, one figure built at the end (style.plain_figure): 61 frames a rerun
         settings = replace(fixed, **{knob: value})
-        probs = stage_logits(logits, settings, seen, context)[final_stage(settings)].double().softmax(-1)
+        stages = stage_logits(logits, settings, seen, context)
+        probs = stages[final_stage(settings)].double().softmax(-1)
         shown = probs[order].numpy()[::-1]
-        kept = int((probs > 0).sum())
         ent = float(entropy_bits(probs))
         key = f"{value:g}"
         bar = {
@@ -86,7 +94,7 @@ def slider_frames(
             "text": [f"{v:.1%}" for v in shown],
             "textposition": "outside",
         }
-        title = f"{'T' if knob == 'temperature' else 'top-p'} = {value:g}: {kept:,} kept, {ent:.2f} bits"
+        title = f"{'T' if knob == 'temperature' else 'top-p'} = {value:g}: {_kept_words(stages, knob)}, {ent:.2f} bits"
         frames.append({"name": key, "data": [bar], "layout": {"title": {"text": title}}})
         steps.append(
             {
@@ -99,6 +107,62 @@ def slider_frames(
             }
         )
     return SliderFrames(knob, tuple(values), names, frames, steps)
+
+
+def _kept_words(stages: dict[str, torch.Tensor], knob: str) -> str:
+    """How many tokens the knob's stage keeps and, when a later stage cuts more, how many each leaves: "top-p = 0.9:
+    4 kept" read as top-p's doing when min-p had cut the other 4."""
+    names = list(stages)[1:]  # the pipeline's stages in run order, after "raw"
+    counts = [finite_count(stages[name]) for name in names]
+    at = names.index(knob)
+    later = [
+        f"{STAGE_NAMES[name]} leaves {count:,}"
+        for name, count, before in zip(names[at + 1 :], counts[at + 1 :], counts[at:])
+        if count < before
+    ]
+    if not later:
+        return f"{counts[-1]:,} kept"
+    return ", ".join([f"{STAGE_NAMES[knob]} keeps {counts[at]:,}", *later])
+
+
+def lab_table(view: StepView, logits: torch.Tensor, seen: torch.Tensor, context, tokenizer, top_n: int = 15) -> dict:
+    """`view.columns` for the lab's bar chart, with the raw favourite (the most likely token at T = 1) always among
+    the rows: when a penalty pushes it down the list, it keeps its bar, its rank and a ✂ naming what cut or lowered it,
+    instead of vanishing into "other"."""
+    favourite = int(logits.argmax())
+    columns = view.columns(tokenizer, top_n)
+    if favourite in columns["token_id"][:-1]:
+        return columns
+    columns = view.columns(tokenizer, top_n - 1)
+    stages = stage_logits(logits, view.settings, seen, context)
+    share = {name: float(stages[name].double().softmax(-1)[favourite]) for name in view.stages}
+    ranked = ranking_logits(logits, view.settings, seen, context, stages)
+    rank = int((ranked > ranked[favourite]).sum()) + 1
+    lowered = [name for name in ("penalty", "dry") if name in stages and stages[name][favourite] < logits[favourite]]
+    cut = next((name for name in view.stages[1:] if share[name] == 0), None)
+    why = " and ".join(STAGE_NAMES[name] for name in lowered) or "a reweighting stage"
+    mark = f"{STAGE_NAMES[cut]}, after the {why}" if cut else f"the {why} pushed it down"
+
+    def insert(name: str, value) -> None:
+        values = list(columns[name])
+        columns[name] = [*values[:-1], value, values[-1]]
+
+    insert("rank", rank)
+    insert("token_id", favourite)
+    insert("token", readable_tokens(tokenizer, [favourite])[0])
+    columns["token"][-1] = f"other ({len(view.order) - top_n:,} tokens)"
+    for name in view.stages:
+        insert(name, share[name])
+        columns[name][-1] = max(0.0, columns[name][-1] - share[name])
+    columns["final"] = list(columns[view.final_stage])
+    for name in ("cumulative_final", "cumulative_before_top_p"):
+        insert(name, float("nan"))
+    insert("removed_by", mark)
+    insert("chosen", view.chosen_id == favourite)
+    return {
+        name: np.asarray(values, dtype=object if name in ("rank", "token_id") else None)
+        for name, values in columns.items()
+    }
 
 
 def live_slider_figure(
@@ -124,7 +188,7 @@ def live_slider_figure(
         "sliders": [
             {
                 "active": start_index,
-                "currentvalue": {"prefix": f"{made.knob.replace('_', '-')}: "},
+                "currentvalue": {"prefix": SLIDER_PREFIX[made.knob]},
                 "pad": {"t": 50 if presenter else 40},
                 "steps": made.steps,
             }

@@ -14,6 +14,16 @@ from inference.sampling.pipeline import SamplingSettings
 # each panel of the pipeline chart shows its own stage at work.
 OPENING_SETTINGS = SamplingSettings(temperature=0.8, top_k=10, top_p=0.9, min_p=0.2, repetition_penalty=1.3)
 
+# Two temperature sliders on one page: the page's (with every other knob) and the first live chart's own (alone).
+PAGE_TEMPERATURE_HELP = (
+    "The temperature of your settings: every chart on this page uses it with your other knobs, except the "
+    "temperature chart under “Drag to see it move”, whose own slider shows temperature alone."
+)
+LIVE_TEMPERATURE_CAPTION = (
+    "This chart's own slider, under it, sets temperature alone (no other filter, whatever the Temperature slider "
+    "above says), precomputed for T = 0 to 2 in steps of 0.05: it moves in your browser with no trip to the server."
+)
+
 INTRO = (
     "One step's next-token logits, and every knob that turns them into a choice. The model ran "
     "**once**; everything below is recomputed from its stored logits over the full vocabulary. "
