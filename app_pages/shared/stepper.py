@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
+from app_pages.shared import keys
 from app_pages.shared.slots import engine_errors, generation_slot
 from app_pages.shared.url_state import read_url_once
 from inference.lessons.generate.text import stop_sentence
@@ -66,8 +67,9 @@ class Stepper:
         )
 
     def buttons(self) -> None:
-        """The Step / Play / (Back) / Reset row, full width so the labels stay whole on narrow screens. One
-        horizontal container, not a column each: a Step redraws this row, and each column is one more message."""
+        """The Step / Play / (Back) / Reset row, full width so the labels stay whole on narrow screens, and under it
+        the keys line (→ / PageDown Step, ← / PageUp Back, P Play or Stop: app_pages/shared/keys.py). One horizontal
+        container, not a column each: a Step redraws this row, and each column is one more message."""
         names = ["step", "play"] + (["back"] if self.with_back else []) + ["reset"]
         labels = {"step": self.step_label, "play": "Play", "back": "Back", "reset": "Reset"}
         row = st.container(horizontal=True)
@@ -78,6 +80,12 @@ class Stepper:
                 type="primary" if name == "step" else "secondary",
                 width="stretch",
             )
+        keys.bind(
+            f"{self.prefix}_step",
+            back=f"{self.prefix}_back" if self.with_back else None,
+            play=f"{self.prefix}_play",
+            stop=f"{self.prefix}_stop",
+        )
 
     def current_run(self, run_key, start: Callable[[], object | None], can_start: bool = True):
         """The session's run, or a new one from `start()` when there is none, Reset was pressed or the run key

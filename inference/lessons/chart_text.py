@@ -1,15 +1,25 @@
 """A chart as one sentence: what it shows and its key numbers, read from the very data the chart draws.
 
 Every chart on every page is followed by this text (app_pages/shared/charts.py), so a screen reader, a student who
-cannot tell two colours apart, or a teacher reading numbers aloud gets the same numbers as the picture."""
+cannot tell two colours apart, or a teacher reading numbers aloud gets the same numbers as the picture. The numbers
+are written as the chart's axis writes them: percentages where its value axis is in percent, the unit its axis title
+names in brackets ("time (ms)": 7.2 ms), three significant digits, never "1.1e-16"."""
 
 from __future__ import annotations
 
 import base64
+import re
 
 import numpy as np
 
-MOST_POINTS = 5  # the largest values named per series: a sentence, not a table
+MOST_POINTS = 5  # the largest values named for a chart of one series: a sentence, not a table
+MOST_POINTS_EACH = 3  # ... and for each series of a chart of several
+MOST_SERIES = 4  # series named before "and N more"
+FRACTION_TITLES = ("probability", "share", "cumulative", "cumulative probability")  # a 0-1 axis written as percent
+# A short axis title ending in one of these is itself the unit ("tokens/s", "GB", "decode tokens").
+UNIT_WORDS = {"s", "ms", "µs", "us", "B", "kB", "MB", "GB", "TB", "bytes", "tokens", "bits", "nats", "FLOPs", "W", "$"}
+_TAG = re.compile(r"<[^>]+>")
+_TYPED = {"f8": "<f8", "f4": "<f4", "i4": "<i4", "i2": "<i2", "i1": "<i1", "u1": "<u1", "u2": "<u2", "u4": "<u4"}
 
 
 def figure_spec(fig) -> dict:
@@ -24,71 +34,150 @@ def _values(raw) -> list:
     if raw is None:
         return []
     if isinstance(raw, dict) and "bdata" in raw:  # a typed-array spec: decode it back to numbers
-        dtypes = {
-            "f8": "<f8",
-            "f4": "<f4",
-            "i4": "<i4",
-            "i2": "<i2",
-            "i1": "<i1",
-            "u1": "<u1",
-            "u2": "<u2",
-            "u4": "<u4",
-        }
-        return list(np.frombuffer(base64.b64decode(raw["bdata"]), dtype=dtypes.get(raw["dtype"], "<f8")))
+        return list(np.frombuffer(base64.b64decode(raw["bdata"]), dtype=_TYPED.get(raw["dtype"], "<f8")))
     return list(np.asarray(raw, dtype=object).ravel())
 
 
-def _number(value) -> str:
-    if isinstance(value, (bool, np.bool_)):
-        return str(value)
-    if isinstance(value, (int, np.integer)):
-        return f"{int(value):,}"
-    if isinstance(value, (float, np.floating)):
-        v = float(value)
-        if v != v:
-            return "n/a"
-        return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
-    return str(value)
+def _plain(text) -> str:
+    """Text without Plotly's HTML subset (<b>, <br>, <sup>) and without the entities `style.label` escaped."""
+    text = _TAG.sub(" ", str(text or "")).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return " ".join(text.split())
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def number(value, percent: bool = False, unit: str = "") -> str:
+    """A value as the chart's axis writes it: `percent` as 77.3% (<0.1% for a sliver), else three significant digits
+    with thousands separators and no exponent down to 0.001; `unit` after it."""
+    if not _is_number(value):
+        return _plain(value)
+    v = float(value)
+    if v != v:
+        return "n/a"
+    if percent:
+        return "0%" if abs(v) < 5e-7 else ("<0.1%" if abs(v) < 0.001 else f"{v:.1%}".replace("100.0%", "100%"))
+    if v == 0:
+        text = "0"
+    elif abs(v) >= 1000:
+        text = f"{v:,.0f}"
+    elif abs(v) >= 0.001:
+        text = f"{v:.3g}"
+    else:
+        mantissa, exponent = f"{v:.2e}".split("e")
+        text = f"{float(mantissa):g} × 10^{int(exponent)}"
+    if not unit:
+        return text
+    return f"{text} × {unit}" if unit[0].isdigit() else f"{text} {unit}"  # "1,342 × 10⁹ bytes"
+
+
+def _axis(layout: dict, trace: dict, letter: str) -> dict:
+    ref = trace.get(f"{letter}axis", letter)  # "x2" for a subplot's trace
+    axis = layout.get(f"{letter}axis{ref[1:]}") or {}
+    return axis if isinstance(axis, dict) else {}
+
+
+def _axis_title(axis: dict) -> str:
+    title = axis.get("title")
+    return _plain(title.get("text") if isinstance(title, dict) else title)
+
+
+def _unit(title: str) -> str:
+    """The unit an axis title names: its last bracket ("time (ms)": ms), else a short title that is one ("GB")."""
+    found = re.findall(r"\(([^()]{1,24})\)\s*$", title)
+    if found:  # a unit is short and says no more ("ms", "10⁹ bytes"; not "0 = prefill" or "most likely first")
+        unit = found[-1].replace("log scale", "").strip(" ,")
+        return unit if len(unit.split()) <= 2 and "=" not in unit else ""
+    words = title.split()
+    return title if 0 < len(words) <= 3 and ("/" in words[-1] or words[-1] in UNIT_WORDS) else ""
+
+
+def _bare(title: str) -> str:
+    """An axis title without its bracket: "rank (most likely first)" is "rank"."""
+    return re.sub(r"\s*\([^()]*\)\s*$", "", title).strip() or title
+
+
+def _is_percent(axis: dict, title: str) -> bool:
+    return "%" in str(axis.get("tickformat", "")) or title.strip().lower() in FRACTION_TITLES
 
 
 def _title(layout: dict) -> str:
     title = layout.get("title")
-    text = title.get("text") if isinstance(title, dict) else title
-    return (text or "").replace("<br>", " ").strip()
+    return _plain(title.get("text") if isinstance(title, dict) else title)
 
 
-def _series(trace: dict) -> str:
+def _series(trace: dict, layout: dict, most: int, fallback_name: str = "") -> str:
+    """One trace: its name, then its largest values (bars) or its course (lines, markers)."""
     kind = trace.get("type", "scatter")
-    name = (trace.get("name") or "").strip()
-    orientation_h = trace.get("orientation") == "h"
-    labels, numbers = (_values(trace.get("y")), _values(trace.get("x"))) if orientation_h else (
-        _values(trace.get("x")), _values(trace.get("y")))  # fmt: skip
+    name = _plain(trace.get("name")) or fallback_name
+    head = f"{name}: " if name else ""
     if kind == "heatmap":
         z = np.asarray(trace.get("z") or [[0]], dtype=float)
-        return f"{name or 'heatmap'}: {z.shape[0]} x {z.shape[-1]} cells from {_number(np.nanmin(z))} to {_number(np.nanmax(z))}"
-    if not numbers:
-        return ""
-    pairs = [
-        (label, n) for label, n in zip(labels or range(len(numbers)), numbers) if isinstance(n, (int, float, np.number))
-    ]
+        rows, cols = _axis_title(_axis(layout, trace, "y")), _axis_title(_axis(layout, trace, "x"))
+        by = f" ({_bare(rows)} by {_bare(cols)})" if rows and cols else ""
+        return f"{head}{z.shape[0]} × {z.shape[-1]} cells{by}, from {number(np.nanmin(z))} to {number(np.nanmax(z))}"
+    horizontal = trace.get("orientation") == "h"
+    label_letter, value_letter = ("y", "x") if horizontal else ("x", "y")
+    labels, values = _values(trace.get(label_letter)), _values(trace.get(value_letter))
+    value_axis, label_axis = _axis(layout, trace, value_letter), _axis(layout, trace, label_letter)
+    value_title, label_title = _axis_title(value_axis), _axis_title(label_axis)
+    percent = _is_percent(value_axis, value_title)
+    unit = "" if percent else _unit(value_title)
+    numeric_labels = bool(labels) and all(_is_number(label) for label in labels)
+
+    label_unit = _unit(label_title) if label_title != _bare(label_title) else ""
+
+    def where(label) -> str:  # a numeric category reads with its axis ("rank 2", "arrival time 0.14 s"), a word alone
+        return (
+            f"{_bare(label_title)} {number(label, unit=label_unit)}"
+            if numeric_labels and label_title
+            else number(label)
+        )
+
+    pairs = [(label, v) for label, v in zip(labels or range(len(values)), values) if _is_number(v) and v == v]
     if not pairs:
         return ""
-    head = f"{name}: " if name else ""
+    if kind == "bar" and trace.get("base") is not None:  # bars from a start to an end (a Gantt chart)
+        starts = [float(b) for b in _values(trace.get("base")) if _is_number(b)]
+        ends = [start + float(v) for start, (_, v) in zip(starts, pairs)]
+        span = f"from {number(min(starts), percent, unit)} to {number(max(ends), percent, unit)}" if starts else ""
+        return f"{head}{len(pairs)} bars {span}".rstrip()
     if kind == "bar":
-        top = sorted(pairs, key=lambda pair: -float(pair[1]))[:MOST_POINTS]
-        return head + ", ".join(f"{label} {_number(n)}" for label, n in top)
-    first, last = pairs[0], pairs[-1]
-    peak = max(pairs, key=lambda pair: float(pair[1]))
-    return (
-        head
-        + f"{len(pairs)} points from {_number(first[1])} at {first[0]} to {_number(last[1])} at {last[0]}, highest {_number(peak[1])} at {peak[0]}"
-    )
+        top = sorted(pairs, key=lambda pair: -float(pair[1]))
+        shown = [pair for pair in top if number(pair[1], percent) not in ("0", "0%")] or top
+        colon = ":" if numeric_labels else ""
+        return head + ", ".join(f"{where(label)}{colon} {number(v, percent, unit)}" for label, v in shown[:most])
+    if len(pairs) == 1:
+        label, v = pairs[0]
+        return f"{head}{number(v, percent, unit)} at {where(label)}"
+    (first_label, first), (last_label, last) = pairs[0], pairs[-1]
+    peak_label, peak = max(pairs, key=lambda pair: float(pair[1]))
+    course = f"{len(pairs)} points from {number(first, percent, unit)} at {where(first_label)} to "
+    course += f"{number(last, percent, unit)} at {where(last_label)}"
+    if peak not in (first, last):
+        course += f", highest {number(peak, percent, unit)} at {where(peak_label)}"
+    return head + course
 
 
 def describe(fig) -> str:
-    """One sentence: the chart's title, then each named series' largest values (bars) or its course (lines)."""
+    """One sentence: the chart's title, then each series' largest values (bars) or its course (lines); unnamed
+    series of a grid of subplots take their panel's title."""
     spec = figure_spec(fig)
-    parts = [part for part in (_series(trace) for trace in spec.get("data", [])) if part]
-    title = _title(spec.get("layout", {}))
+    layout = spec.get("layout", {}) or {}
+    traces = [trace for trace in spec.get("data", []) if trace.get("visible", True) is not False]
+    panels = [_plain(note.get("text")) for note in layout.get("annotations", []) or [] if isinstance(note, dict)]
+    unnamed = [trace for trace in traces if not _plain(trace.get("name"))]
+    panel_names = panels if len(unnamed) > 1 and len(panels) == len(unnamed) else []
+    most = MOST_POINTS if len(traces) == 1 else MOST_POINTS_EACH
+    parts, panel = [], iter(panel_names)
+    for trace in traces:
+        fallback = next(panel, "") if panel_names and not _plain(trace.get("name")) else ""
+        part = _series(trace, layout, most, fallback)
+        if part:
+            parts.append(part)
+    if len(parts) > MOST_SERIES:
+        parts = parts[:MOST_SERIES] + [f"and {len(parts) - MOST_SERIES} more series"]
+    title = _title(layout)
     body = "; ".join(parts) if parts else "no data yet"
-    return f"{title}: {body}." if title else f"{body}."
+    return f"{title}: {body}." if title else f"{body[0].upper()}{body[1:]}."

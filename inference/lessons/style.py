@@ -26,27 +26,44 @@ FONT = dict(family="Inter, Segoe UI, sans-serif")
 GRID_COLOUR = "#eeeeee"
 ZERO_LINE_COLOUR = "#cccccc"
 
-# The one palette. Pages name their colours after what they mean (below), from these.
+# The one palette, built on Okabe and Ito's eight colours (blue, orange, vermillion, sky blue, bluish green, yellow,
+# reddish purple, black), which stay apart for the common colour-vision deficiencies and on a washed-out projector.
+# Pages name their colours after what they mean (below), from these; where two meanings meet on one chart (kept,
+# filtered, chosen) they also differ by a label, marker or pattern (STATUS_PATTERN), never by colour alone.
+OKABE_ITO = {
+    "orange": "#E69F00",
+    "sky_blue": "#56B4E9",
+    "bluish_green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "reddish_purple": "#CC79A7",
+    "black": "#000000",
+}
 PALETTE = {
-    "blue": "#2a6fdb",
-    "orange": "#f28e2b",
-    "red": "#c0392b",
-    "pale_blue": "#b8c4d6",
-    "light_blue": "#9fb8e0",
+    "blue": OKABE_ITO["blue"],
+    "orange": OKABE_ITO["orange"],
+    "red": OKABE_ITO["vermillion"],
+    "green": OKABE_ITO["bluish_green"],
+    "purple": OKABE_ITO["reddish_purple"],
+    "yellow": OKABE_ITO["yellow"],
+    "pale_blue": "#a9cde6",  # Okabe-Ito blue, light: the raw distribution behind the final one
+    "light_blue": "#8cc3ea",
     "blue_grey": "#9aa9bf",
-    "sky": "#5b9bd5",
-    "dark_blue": "#2a4f8f",
-    "navy": "#1f3f7a",
-    "lavender": "#c7b8e0",
-    "sand": "#e0c36b",
+    "sky": OKABE_ITO["sky_blue"],
+    "dark_blue": "#005587",
+    "navy": "#003f66",
+    "lavender": "#e2b9d3",  # Okabe-Ito reddish purple, light
+    "sand": "#f3d27a",
     "slate": "#7f8c8d",
     "light_grey": "#d9d9d9",
     "ink": "#333",
     "grey": "#666",
     "dark_grey": "#444",
 }
-# Green (small) to red (none holds it): one flat band per step of a "which size fits" scale.
-FIT_SCALE = ["#2e8b57", "#66b36a", "#b5d96b", "#f2d15c", "#f29e4c", "#d9534f"]
+# Small (fits easily) to none holds it: blue through yellow to vermillion, a scale that keeps its order in lightness
+# and along the blue-yellow axis that deuteranopia and protanopia keep (the classic green-to-red one folds in two).
+FIT_SCALE = ["#0072B2", "#56B4E9", "#a9dcf4", "#F0E442", "#E69F00", "#D55E00"]
 
 # A next-token distribution, on every chart that shows one.
 RAW_COLOUR = PALETTE["pale_blue"]  # the model's probability, T=1, no filters
@@ -54,24 +71,58 @@ FINAL_COLOUR = PALETTE["blue"]  # after every setting: what the draw uses
 CHOSEN_COLOUR = PALETTE["orange"]  # the token drawn
 REMOVED_COLOUR = PALETTE["light_grey"]  # cut by a filter
 CUTOFF_COLOUR = PALETTE["red"]  # the top-p line
+# Kept, filtered and chosen bars differ by pattern too (Plotly's marker.pattern.shape), and by their labels.
+STATUS_PATTERN = {"kept": "", "chosen": "", "removed": "/"}
+STATUS_COLOUR = {"kept": FINAL_COLOUR, "chosen": CHOSEN_COLOUR, "removed": REMOVED_COLOUR}
 
 # The two phases of a generation (Prefill vs decode, Cost).
 PREFILL_COLOUR = PALETTE["blue"]
 DECODE_COLOUR = PALETTE["orange"]
 
+# Small grey text (captions, status lines, a chart's text, the keys line) at WCAG AA's 4.5:1 or more: 6.0:1 on white,
+# 5.3:1 on the sidebar's #f0f2f6. Streamlit's own caption grey (#828180) is 3.9:1.
+TEXT_GREY = "#5f6169"
+
+# A chip's background by probability: pale orange (unlikely) through cream and light blue to Okabe-Ito's deep blue
+# (near certain), a blue-orange scale that colour-blind readers see in the same order (the tooltip gives the number).
+# It steps at 0.6 from a light blue under black text to a blue under white text: a smooth blend passes through
+# blues where neither text colour reaches 4.5:1.
+_CHIP_STOPS = (0.0, 0.2, 0.6, 0.6 + 1e-9, 1.0)
+_CHIP_RGB = np.array([[248, 200, 160], [255, 244, 214], [140, 195, 234], [0, 114, 178], [0, 79, 124]])
+
+
+def status_marker(statuses) -> dict:
+    """A bar trace's `marker` for kept / chosen / removed bars (one status per bar): colour and pattern."""
+    return {
+        "color": [STATUS_COLOUR[s] for s in statuses],
+        "pattern": {"shape": [STATUS_PATTERN[s] for s in statuses], "fgcolor": "#555", "size": 6},
+    }
+
 
 def probability_colour(p: float) -> str:
-    """Chip colour for a probability: pale (unlikely) to deep blue (near certain)."""
+    """Chip colour for a probability: pale orange (unlikely) to deep blue (near certain)."""
     p = min(max(p, 0.0), 1.0)
-    light, dark = np.array([255, 236, 210]), np.array([42, 111, 219])
-    low = np.array([250, 200, 200])
-    rgb = low + (light - low) * (p / 0.2) if p < 0.2 else light + (dark - light) * ((p - 0.2) / 0.8)
-    return "#" + "".join(f"{int(c):02x}" for c in rgb)
+    rgb = [np.interp(p, _CHIP_STOPS, _CHIP_RGB[:, channel]) for channel in range(3)]
+    return "#" + "".join(f"{int(round(c)):02x}" for c in rgb)
+
+
+def relative_luminance(colour: str) -> float:
+    """WCAG 2's relative luminance of a #rrggbb colour."""
+    channels = [int(colour.lstrip("#")[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast_ratio(a: str, b: str) -> float:
+    """WCAG 2's contrast ratio of two #rrggbb colours (1 to 21; small text needs 4.5 for AA)."""
+    la, lb = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
 
 
 def probability_text_colour(p: float) -> str:
-    """Text on a `probability_colour` background: white where the blue is deep, else black."""
-    return "#fff" if p > 0.65 else "#111"
+    """Text on a `probability_colour` background: white or near-black, whichever contrasts more."""
+    background = probability_colour(p)
+    return "#ffffff" if contrast_ratio(background, "#ffffff") > contrast_ratio(background, "#111111") else "#111111"
 
 
 def label(text: str) -> str:
@@ -406,7 +457,7 @@ CHIP_CSS = """
                    border-radius: 0.35rem; white-space: pre; text-align: left; font-family: monospace; }
 .token-chip:hover .tip, .token-chip:focus .tip { visibility: visible; }
 .token-legend { font-size: 0.85rem; color: #555; margin-top: 0.3rem; }
-.token-status { font-size: 0.875rem; color: rgba(49, 51, 63, 0.6); margin-top: 0.5rem; }
+.token-status { font-size: 0.875rem; color: #5f6169; margin-top: 0.5rem; }
 .token-legend span { display: inline-block; width: 2.2rem; height: 0.8rem; border-radius: 0.2rem;
                      vertical-align: middle; }
 </style>

@@ -1,0 +1,114 @@
+"""Keys for a page that steps a run, so a teacher's presentation clicker drives it: → and PageDown press Step,
+← and PageUp press Back, P presses Play (or Stop while it plays). Never while the focus is in a text field, a slider,
+a select box or any other widget that uses those keys itself. A "Skip to Step" link is the first Tab stop.
+
+Streamlit's own `st.button(shortcut=...)` takes one key per button and draws it on the button; a clicker needs two
+per action (→ and PageDown), and Play and Stop share P. So one small script (run once per browser tab by `st.html`,
+not iframed) listens for the keys and clicks the page's own buttons, found by their widget keys
+(`.st-key-<key> button`): the same click a mouse makes, the same rerun. Streamlit's shortcut filter skips INPUT,
+TEXTAREA, SELECT and contenteditable targets; a slider is an `<input type="range">` in Streamlit 1.67, so this rule
+covers it, and the ARIA roles below cover widgets drawn without a native input."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+HINT = "Keys: → or PageDown: Step · ← or PageUp: Back · P: Play / Stop (not while typing or on a slider)"
+HINT_NO_BACK = "Keys: → or PageDown: Step · P: Play / Stop (not while typing or on a slider)"
+
+# Roles whose widgets use arrow keys or letters themselves: a key pressed there belongs to them.
+OWN_KEY_ROLES = (
+    "textbox",
+    "searchbox",
+    "slider",
+    "spinbutton",
+    "combobox",
+    "listbox",
+    "option",
+    "radiogroup",
+    "radio",
+    "tablist",
+    "tab",
+    "menu",
+    "menuitem",
+    "grid",
+    "gridcell",
+    "tree",
+)
+
+# Installed once per browser tab (Streamlit's pages are one document): a registry of the pages' bindings, one
+# keydown listener, and the skip link. A binding is only acted on while its buttons are on the page.
+SCRIPT = """
+(() => {
+  const lab = (window.__labKeys = window.__labKeys || { bindings: {} });
+  const binding = __BINDING__;
+  lab.bindings[binding.step] = binding;
+  const OWN = new Set(__ROLES__);
+  const button = (key) => {
+    if (!key) return null;
+    const b = document.querySelector('.st-key-' + CSS.escape(key) + ' button');
+    return b && !b.disabled ? b : null;
+  };
+  const current = () => Object.values(lab.bindings).find((b) => button(b.step) || button(b.play));
+  const owned = (el) => {
+    for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
+      if (e.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(e.tagName)) return true;
+      if (OWN.has(e.getAttribute('role'))) return true;
+    }
+    return false;
+  };
+  // The skip link's rule: shown (and a Tab stop) only on a page whose Step button is there.
+  const style = document.getElementById('lab-keys-style') || document.head.appendChild(document.createElement('style'));
+  style.id = 'lab-keys-style';
+  const shown = Object.values(lab.bindings).map((b) => `body:has(.st-key-${CSS.escape(b.step)} button) #lab-skip-step`);
+  style.textContent = `#lab-skip-step { display: none; position: absolute; left: 0.5rem; top: 0.5rem; z-index: 1000100;
+      padding: 0.5rem 0.9rem; background: #fff; color: #1f3f7a; border: 2px solid #1f3f7a; border-radius: 0.4rem;
+      font: 600 1rem sans-serif; text-decoration: underline; transform: translateY(-200%); }
+    #lab-skip-step:focus { transform: none; outline: 3px solid #e69f00; }
+    ${shown.join(',\\n')} { display: block; }`;
+  if (lab.installed) return;
+  lab.installed = true;
+  const skip = document.createElement('a');
+  skip.id = 'lab-skip-step';
+  skip.href = '#';
+  skip.textContent = 'Skip to Step (keys: → Step, ← Back, P Play)';
+  skip.addEventListener('click', (ev) => {
+    ev.preventDefault();
+    const b = current();
+    const target = b && (button(b.step) || button(b.play));
+    if (target) target.focus();
+  });
+  document.body.prepend(skip);
+  document.addEventListener('keydown', (ev) => {
+    if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey || ev.isComposing) return;
+    if (owned(ev.target) || owned(document.activeElement)) return;
+    const b = current();
+    if (!b) return;
+    let target = null;
+    if (ev.key === 'ArrowRight' || ev.key === 'PageDown') target = button(b.step);
+    else if (ev.key === 'ArrowLeft' || ev.key === 'PageUp') target = button(b.back);
+    else if ((ev.key === 'p' || ev.key === 'P') && !ev.shiftKey) target = button(b.stop) || button(b.play);
+    if (!target) return;
+    ev.preventDefault();  // a clicker's PageDown steps the run; it does not also scroll the page
+    if (!ev.repeat) target.click();  // a key held down is one press: one token
+  });
+})();
+"""
+
+
+def script(step: str, back: str | None = None, play: str | None = None, stop: str | None = None) -> str:
+    """The script that binds the keys to these buttons (widget keys), for `st.html`."""
+    binding = json.dumps({"step": step, "back": back, "play": play, "stop": stop})
+    return SCRIPT.replace("__BINDING__", binding).replace("__ROLES__", json.dumps(list(OWN_KEY_ROLES)))
+
+
+def bind(step: str, back: str | None = None, play: str | None = None, stop: str | None = None) -> None:
+    """The keys line, said on the page in one line, and the script that makes the keys press these buttons (widget
+    keys): → / PageDown `step`, ← / PageUp `back`, P `stop` while it is shown, else `play`."""
+    hint = HINT if back else HINT_NO_BACK
+    st.html(
+        f'<p class="keys-hint">{hint}</p><script>{script(step, back, play, stop)}</script>',
+        unsafe_allow_javascript=True,
+    )
