@@ -94,7 +94,7 @@ def teacher_view(run: TeacherRun, loaded) -> None:
             width="stretch",
         ),
         "step": b[1].button(
-            "Draw and reveal", type="primary", disabled=run.trace.finished, key="class_step", width="stretch"
+            session.STEP_BUTTON, type="primary", disabled=run.trace.finished, key="class_step", width="stretch"
         ),
         "again": b[2].button("Another seed", disabled=not run.trace.records, key="class_again", width="stretch"),
         "back": b[3].button("Back", disabled=not run.trace.records, key="class_back", width="stretch"),
@@ -119,7 +119,9 @@ def teacher_view(run: TeacherRun, loaded) -> None:
     st.markdown(text_line(state), unsafe_allow_html=True)
     if state["reveal"]:
         show_reveal(state["reveal"], reveal_fig)
-    if choices_fig is not None:
+    if state["guess_open"]:  # the teacher's screen is projected: the candidates wait for the reveal
+        st.info(f"The model's candidates are hidden while guessing is open: **{session.STEP_BUTTON}** shows them.")
+    elif choices_fig is not None:
         chart(choices_fig, width="stretch", key="class_choices")
         caption("exact", "The coming step's top tokens, from the teacher's model and settings, over all its tokens.")
 
@@ -266,10 +268,7 @@ def fork_into_generate(state: dict) -> None:
 # -- page ---------------------------------------------------------------------------------------------
 loaded = current_model(remote_ok=True)
 st.title("🧑‍🏫 Class mode")
-st.markdown(
-    "The teacher's run on every screen. The teacher opens a guess, each student picks the next token, then "
-    "**Step** shows the class's guesses beside the model's probabilities and where the random draw landed."
-)
+st.markdown(session.INTRO)
 code = normalise_code(st.query_params.get("class", ""))
 teacher = st.session_state.get(TEACHER_KEY)
 if teacher is None and not code:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from inference.lessons.classroom.session import OFFERED
 from inference.lessons.style import (
     CHOSEN_COLOUR,
     FINAL_COLOUR,
@@ -61,18 +62,22 @@ def reveal_chart(reveal: dict, presenter: bool = False) -> go.Figure:
     the drawn token marked."""
     rows = list(reversed(reveal["rows"]))
     chosen = [r["id"] == reveal["chosen_id"] for r in rows]
-    names = [("➜ " if drawn else "") + repr_token(label(r["label"])) for r, drawn in zip(rows, chosen)]
+    names = [
+        ("➜ " if drawn else "")
+        + repr_token(label(r["label"]))
+        + (f" · rank {r['rank']:,}" if r.get("rank", 0) > OFFERED else "")
+        for r, drawn in zip(rows, chosen)
+    ]
     shares, probs = [r["share"] for r in rows], [r["model_prob"] for r in rows]
     answers = [f"{r['answers']}" if r["answers"] else "" for r in rows]
     fig = go.Figure()
-    class_name = f"the class ({reveal['answers']} answer{'s' * (reveal['answers'] != 1)})"
-    _bars(fig, names, shares, class_name, CLASS_COLOUR, "class: %{x:.0%}", answers)
+    guessed = reveal.get("guessed", True)
+    if guessed:  # a draw without opened guessing has no class to show
+        class_name = f"the class ({reveal['answers']} answer{'s' * (reveal['answers'] != 1)})"
+        _bars(fig, names, shares, class_name, CLASS_COLOUR, "class: %{x:.0%}", answers)
     colours = [CHOSEN_COLOUR if drawn else FINAL_COLOUR for drawn in chosen]
     _bars(fig, names, probs, "the model", colours, "model: %{x:.2%}", [f"{p:.1%}" for p in probs])
     # two lines in presenter mode: at 800 px one line was cut at "…the model's pro"
-    title = (
-        "The class's guesses<br>and the model's probabilities"
-        if presenter
-        else "The class's guesses and the model's probabilities"
-    )
+    head = "The class's guesses" if guessed else "Where the draw landed"
+    title = f"{head}<br>and the model's probabilities" if presenter else f"{head} and the model's probabilities"
     return _grouped(fig, "share of the class / probability", title, presenter, bars=len(rows), bar_px=30, frame_px=100)

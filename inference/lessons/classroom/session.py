@@ -22,6 +22,12 @@ from inference.sampling.step_view import step_view
 
 OFFERED = 10  # students pick among the top 10 tokens of the final distribution, or "something else"
 SHOWN = 15  # bars on the followers' chart
+STEP_BUTTON = "Draw and reveal"  # the teacher's button; the intro names it by this label
+INTRO = (
+    "The teacher's run on every screen. The teacher opens a guess, each student picks the next token, then "
+    f"**{STEP_BUTTON}** shows the class's guesses beside the model's probabilities and where the random draw landed. "
+    "While guessing is open, no screen shows the model's candidates, the projected teacher's screen included."
+)
 
 
 def step_key(run_id: str, step: int, seed: int) -> str:
@@ -82,15 +88,18 @@ def published_state(
     }
 
 
-def reveal(tally: Tally, choices: list[dict], record) -> dict:
+def reveal(tally: Tally | None, choices: list[dict], record) -> dict:
     """The class's answers beside the model's probabilities and the draw that was made, for one step.
 
     `choices` are the step's top tokens as they were offered (computed before the draw); `record` is the
-    `StepRecord` of the draw.
+    `StepRecord` of the draw; `tally` is None when the teacher drew without opening guessing. A draw below the
+    offered tokens (rank 78 at the default seed) gets a row of its own, so the chart shows it wherever it ranks.
     """
+    guessed = tally is not None
+    tally = tally or Tally("", {}, {}, {}, 0)
     by_id = {c["id"]: c for c in choices}
     rows = []
-    for c in choices[:OFFERED]:
+    for rank, c in enumerate(choices[:OFFERED], start=1):
         stated = tally.stated_probs.get(c["id"], [])
         rows.append(
             {
@@ -101,10 +110,25 @@ def reveal(tally: Tally, choices: list[dict], record) -> dict:
                 "model_prob": c["final"],
                 "stated_mean": sum(stated) / len(stated) if stated else None,
                 "names": tally.names.get(c["id"], []),
+                "rank": rank,
             }
         )
     chosen_label = by_id[record.token_id]["label"] if record.token_id in by_id else record.token_text
+    if all(row["id"] != record.token_id for row in rows):
+        rows.append(
+            {
+                "id": int(record.token_id),
+                "label": chosen_label,
+                "answers": 0,  # not offered: a student who expected it answered "something else"
+                "share": 0.0,
+                "model_prob": float(record.prob),
+                "stated_mean": None,
+                "names": [],
+                "rank": int(record.rank) + 1,
+            }
+        )
     return {
+        "guessed": guessed,
         "answers": tally.answers,
         "something_else": tally.counts.get(SOMETHING_ELSE, 0),
         "rows": rows,
@@ -127,10 +151,12 @@ def percent(p: float) -> str:
 def reveal_sentence(rv: dict) -> str:
     """One sentence for every screen: what most of the class picked, what the model gave it, what the draw
     picked. Plain text; the page escapes it."""
-    if not rv["answers"]:
+    if not rv.get("guessed", True):
+        head = "Guessing was not open for this step"
+    elif not rv["answers"]:
         head = "Nobody guessed this step"
     else:
-        top = max(rv["rows"], key=lambda r: r["answers"])
+        top = max(rv["rows"][:OFFERED], key=lambda r: r["answers"])
         if top["answers"] == 0 or rv["something_else"] > top["answers"]:
             head = f"{rv['something_else']} of {rv['answers']} picked something outside the top {OFFERED}"
         else:

@@ -85,20 +85,18 @@ class TeacherRun:
     def answers_so_far(self) -> int:
         return self.store.tally(self.code, self.guess_step).answers if self.guess_step else 0
 
-    def step(self, seed: int | None = None):
-        """Draw the next token; if guessing was open, close it and reveal the answers beside the draw."""
+    def step(self, seed: int | None = None, redrawn_round: str | None = None):
+        """Draw the next token and reveal it; if guessing was open (or `redrawn_round`, the round of a step drawn
+        again), close it and show the answers beside the draw. A draw without guessing still has its reveal."""
         if self.trace.finished:
             return None
         choices = self.guessed_choices or self.choices()
         record = self.trace.step(self.settings, seed=seed)
-        tally_step = self.guess_step or (self.last_reveal or {}).get("round")
+        tally_step = self.guess_step or redrawn_round
         if self.guess_step is not None:
             self.store.open_guess(self.code, self.secret, None)  # closed: late answers are refused
-        if tally_step is not None:
-            tally = self.store.tally(self.code, tally_step)
-            self.last_reveal = session.reveal(tally, choices, record) | {"round": tally_step, "choices": choices}
-        else:
-            self.last_reveal = None
+        tally = self.store.tally(self.code, tally_step) if tally_step is not None else None
+        self.last_reveal = session.reveal(tally, choices, record) | {"round": tally_step, "choices": choices}
         self.guess_step = None
         self.guessed_choices = None
         self.publish()
@@ -112,7 +110,7 @@ class TeacherRun:
         previous = self.last_reveal
         self.trace.back()
         self.guessed_choices = (previous or {}).get("choices")
-        return self.step(seed=self.trace.seed + 1)
+        return self.step(seed=self.trace.seed + 1, redrawn_round=(previous or {}).get("round"))
 
     def back(self) -> None:
         if self.trace.records:
