@@ -1,0 +1,64 @@
+"""/training-vs-inference in real Chromium at 1280x900 and 800x1000, normal and presenter mode: the first screen, then
+Train, then both closed sections opened and measured; no error box, no JavaScript error.
+
+Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the repo.
+"""
+
+import os
+
+import pytest
+
+from tests.browser import (
+    BROWSER_TESTS,
+    full_screenshot,
+    launch,
+    open_page,
+    shots_folder,
+    streamlit_server,
+    toggle_presenter,
+    wait_idle,
+)
+
+pytestmark = BROWSER_TESTS
+
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
+SHOTS = shots_folder()
+WAIT_MS = 240_000
+
+
+@pytest.mark.parametrize("presenter", [False, True], ids=["normal", "presenter"])
+def test_the_page_trains_measures_and_shows_no_error(presenter):
+    from playwright.sync_api import sync_playwright
+
+    with streamlit_server() as url, sync_playwright() as p:
+        browser = launch(p)
+        errors = []
+        for width, height in ((1280, 900), (800, 1000)):
+            page = browser.new_context(viewport={"width": width, "height": height}).new_page()
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            open_page(page, f"{url}/training-vs-inference")
+            if presenter:
+                toggle_presenter(page)
+            main = page.locator('[data-testid="stMain"]')
+            main.get_by_text("are equal bit for bit").first.wait_for(timeout=WAIT_MS)
+            mode = "presenter" if presenter else "normal"
+            page.screenshot(path=str(SHOTS / f"training_vs_inference_{width}x{height}_{mode}_first.png"))
+            page.get_by_role("button", name="Train 3 steps").click()
+            main.get_by_text("(unchanged)").first.wait_for(timeout=WAIT_MS)
+            wait_idle(page, WAIT_MS)
+            for section in ("3. What a step costs", "4. Once vs every request"):
+                main.get_by_text(section).first.click()
+            page.get_by_role("button", name="Measure a pass and a step").click()
+            main.get_by_text("Memory each needs").first.wait_for(timeout=WAIT_MS)
+            wait_idle(page, WAIT_MS)
+            page.get_by_role("button", name="Measure one request").click()
+            main.get_by_text("inference has cost as much machine time").first.wait_for(timeout=WAIT_MS)
+            wait_idle(page, WAIT_MS)
+            assert page.locator('[data-testid="stException"]').count() == 0
+            # before; before and after; every tensor and the loss (in a closed section, drawn all the same); pass vs
+            # step; memory; once vs every request
+            assert page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count() == 7
+            full_screenshot(page, SHOTS / f"training_vs_inference_{width}x{height}_{mode}.png")
+            page.close()
+            assert not errors, f"JavaScript errors: {errors}"
+        browser.close()
