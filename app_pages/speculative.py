@@ -21,27 +21,16 @@ from inference.lessons.speculative import run as spec
 from inference.lessons.speculative import speed_figures as speed_fig
 from inference.lessons.speculative import sweep as spec_sweep
 from inference.lessons.speculative import text as spec_text
-from inference.lessons.speculative.verify_cost import measure_verify_cost, other_model, why_they_differ
+from inference.lessons.speculative.summary import round_to_show
+from inference.lessons.speculative.verify_cost import measure_both, other_model, why_they_differ
 from inference.sampling.pipeline import SamplingSettings
 
 SAMPLING_KNOBS = controls.CLASSIC[:4]  # temperature, top-p, top-k, min-p: applied to p and q alike
-# URL parameter -> (widget key, type): a shared link reopens the same prompt, drafter, settings and seed.
-URL_PARAMS = {
-    "prompt": ("spec_prompt", str),
-    "d": ("spec_drafter", str),
-    "sl": ("spec_shortlist", int),
-    "g": ("spec_gamma", int),
-    **controls.url_params("spec", SAMPLING_KNOBS),
-    "seed": ("spec_seed", int),
-    "max": ("spec_max_new", int),
-}
+URL_PARAMS = {**drafting.PAGE_URL_PARAMS, **controls.url_params("spec", SAMPLING_KNOBS)}
 RANGES = {**drafting.PAGE_RANGES, **controls.ranges("spec", SAMPLING_KNOBS)}
-stepper = Stepper(
-    "spec", "spec_run", steps_done=lambda run: len(run.rounds), unit="round", step_label="Step (one round)"
-)
+stepper = Stepper("spec", "spec_run", lambda run: len(run.rounds), unit="round", step_label="Step (one round)")
 
-limits = models.limits()
-presenter = layout.presenter()
+limits, presenter = models.limits(), layout.presenter()
 RANGES["spec_max_new"] = (1, limits.max_new_tokens)
 loaded = current_model()
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
@@ -60,14 +49,8 @@ def bundled_draft():
     return draft
 
 
-url_problems = stepper.read_url(
-    URL_PARAMS,
-    drafting.page_defaults(model_kind(info.name) == STORY, info.has_chat_template),
-    RANGES,
-    names=drafting.PAGE_NAMES,
-    choices=spec_text.URL_CHOICES,
-    replay_max=1000,
-)
+defaults = drafting.page_defaults(model_kind(info.name) == STORY, info.has_chat_template)
+url_problems = stepper.read_url(URL_PARAMS, defaults, RANGES, drafting.PAGE_NAMES, spec_text.URL_CHOICES, 1000)
 st.title("🎯 Speculative decoding: guess cheap, check in one pass")
 st.markdown(spec_text.INTRO)
 for problem in url_problems:
@@ -86,48 +69,39 @@ st.radio(
     horizontal=True,
     help=spec_text.DRAFTER_HELP,
 )
-draft = None  # a draft model that can serve the target; None: prompt lookup drafts
+draft, problem = None, None  # a draft model that can serve the target; None: prompt lookup drafts
 if st.session_state.spec_drafter == "draft":
     # The bundled draft serves every target with its tokenizer (the dense and the MoE model), whatever its name.
     bundled = drafting.try_draft(model, tokenizer, bundled_draft)
-    draft = bundled.draft
-    if draft is None:
-        typed = st.text_input(
-            "Draft model for this target (hub id or folder)",
-            key="spec_draft_source",
-            persist_state="session",
-            help=spec_text.DRAFT_SOURCE_HELP,
+    draft, problem = bundled.draft, spec_text.bundled_draft_unusable(info.name, bundled.problem)
+    typed = (
+        ""
+        if draft
+        else st.text_input(
+            spec_text.DRAFT_SOURCE, key="spec_draft_source", persist_state="session", help=spec_text.DRAFT_SOURCE_HELP
         )
-        if typed.strip():
-            with st.spinner(f"Loading {typed.strip()}…"):
-                attempt = drafting.try_draft(model, tokenizer, lambda: load_float32(typed.strip()))
-            draft = attempt.draft
-            if draft is None:
-                st.warning(spec_text.typed_draft_unusable(attempt.problem, attempt.load_failed))
-        else:
-            st.warning(spec_text.bundled_draft_unusable(info.name, bundled.problem))
-draft_name = draft.info.name if draft is not None else None
-shortlist_size = drafting.SHORTLIST_ALL
+    )
+    if typed.strip():
+        with st.spinner(f"Loading {typed.strip()}…"):
+            attempt = drafting.try_draft(model, tokenizer, lambda: load_float32(typed.strip()))
+        draft, problem = attempt.draft, spec_text.typed_draft_unusable(attempt.problem, attempt.load_failed)
+    if draft is None:
+        st.warning(problem)
+draft_name, shortlist_size = (draft.info.name if draft is not None else None), drafting.SHORTLIST_ALL
 self_layers = None  # a self-draft: how many of the target's layers it keeps
 if st.session_state.spec_drafter == "self":
-    total_layers = self_draft.decoder_layers(model)
+    total_layers, short_rows = self_draft.decoder_layers(model), self_draft.shortlist_rows(model)
     layer_options = self_draft.layer_choices(total_layers)
-    if st.session_state.get("spec_self_layers") not in layer_options:
-        st.session_state.spec_self_layers = layer_options[len(layer_options) // 2]
-    c1, c2 = st.columns(2)
-    self_layers = c1.select_slider(
-        f"Layers the self-draft keeps (of {total_layers})",
-        layer_options,
-        key="spec_self_layers",
-        persist_state="session",
-        help=spec_text.SELF_LAYERS_HELP,
+    st.session_state.spec_self_layers = drafting.default_self_layers(
+        layer_options, st.session_state.get("spec_self_layers")
     )
-    short_rows = min(self_draft.SHORTLIST_ROWS, spec.vocabulary_rows(model))
+    c1, c2 = st.columns(2)
+    layers_label, shortlist_label = spec_text.self_draft_labels(total_layers, short_rows)
+    self_layers = c1.select_slider(
+        layers_label, layer_options, key="spec_self_layers", persist_state="session", help=spec_text.SELF_LAYERS_HELP
+    )
     shortlisted = c2.checkbox(
-        f"Score only the tokenizer's first {short_rows:,} tokens",
-        key="spec_self_shortlist",
-        persist_state="session",
-        help=spec_text.SELF_SHORTLIST_HELP,
+        shortlist_label, key="spec_self_shortlist", persist_state="session", help=spec_text.SELF_SHORTLIST_HELP
     )
     draft_name = spec_text.self_draft_name(info.name, self_layers, total_layers)
     shortlist_size = short_rows if shortlisted else drafting.SHORTLIST_ALL
@@ -152,26 +126,16 @@ chat = info.has_chat_template and left.checkbox(
 with right:
     c1, c2 = st.columns(2)
     c1.number_input("Seed", 0, SEED_MAX, step=1, key="spec_seed", persist_state="session", help=spec_text.SEED_HELP)
-    c2.number_input(  # "Max tokens": "Max new tokens" broke over two lines at 800 px
-        "Max tokens",
-        1,
-        limits.max_new_tokens,
-        step=10,
-        key="spec_max_new",
-        persist_state="session",
-        help=spec_text.max_tokens_help(limits.max_new_tokens),
+    cap = limits.max_new_tokens  # "Max tokens": "Max new tokens" broke over two lines at 800 px
+    c2.number_input(
+        "Max tokens", 1, cap, step=10, key="spec_max_new", persist_state="session", help=spec_text.max_tokens_help(cap)
     )
 
 stepper.buttons()
 
 s = st.columns(2) + (st.columns(2) + st.columns(1) if presenter else st.columns(3))  # labels stay whole
 s[0].slider(
-    "γ: drafted per round",
-    *RANGES["spec_gamma"],
-    step=1,
-    key="spec_gamma",
-    persist_state="session",
-    help=spec_text.GAMMA,
+    "γ: drafted per round", *RANGES["spec_gamma"], key="spec_gamma", persist_state="session", help=spec_text.GAMMA
 )
 controls.knob_sliders("spec", SAMPLING_KNOBS, s[1:], helps=spec_text.SAMPLING_HELPS)
 
@@ -182,24 +146,21 @@ seed, gamma, max_new = (int(st.session_state[key]) for key in ("spec_seed", "spe
 prepared = prepare_prompt(tokenizer, st.session_state.spec_prompt, chat, info.context, limits, max_new)
 for note in prepared.notes:
     st.info(note)
-drafter_kind = "self" if self_layers else "draft" if draft is not None else "lookup"
+drafter_kind = drafting.run_kind(self_layers, draft)
 # γ is not in the key: a new γ drafts from the next round on and the run stays (each round keeps its own γ)
 run_key = (info.name, drafter_kind, draft_name, shortlist_size, tuple(prepared.ids), max_new, seed)
 
 
-def new_drafter():
-    if self_layers:  # a new module object over the target's own layers: the shared model is only called
-        return drafting.self_drafter(model, tokenizer, self_layers, shortlist_size != drafting.SHORTLIST_ALL)
-    return drafting.new_drafter(model, draft, shortlist_size)
+def new_drafter():  # a self-draft: a new module object over the target's own layers; the shared model is only called
+    return drafting.make_drafter(model, tokenizer, self_layers, draft, shortlist_size)
 
 
 def start_run():
     new_tokens = min(max_new, prepared.max_new_tokens)
-    try:
-        return spec.new_run(model, tokenizer, new_drafter(), prepared.ids, new_tokens, gamma=gamma, seed=seed)
-    except spec.SpeculationError as err:
-        st.warning(str(err))  # the last run stays below
-        return None
+    started, error = drafting.start_run(model, tokenizer, new_drafter, prepared.ids, new_tokens, gamma, seed)
+    if error:
+        st.warning(error)  # the last run stays below
+    return started
 
 
 if prepared.error:
@@ -221,18 +182,8 @@ if run is not None and not prepared.error:
     stepper.play_if_clicked(run, lambda: run.step(settings), show_text)
 show_text()
 
-stepper.mirror_url(
-    run,
-    {
-        "prompt": st.session_state.spec_prompt[:1000],
-        "d": st.session_state.spec_drafter,
-        "sl": str(shortlist_size),
-        "g": str(gamma),
-        **{knob.param: f"{getattr(settings, knob.field):g}" for knob in SAMPLING_KNOBS},
-        "seed": str(seed),
-        "max": str(max_new),
-    },
-)
+knob_values = {knob.param: f"{getattr(settings, knob.field):g}" for knob in SAMPLING_KNOBS}
+stepper.mirror_url(run, {**drafting.link_values(st.session_state, shortlist_size), **knob_values})
 
 if run is None:
     st.stop()
@@ -244,26 +195,18 @@ if not run.rounds:
 
 # -- one round, opened up ---------------------------------------------------------------------
 st.subheader("One round, opened up")
-last, opened = len(run.rounds) - 1, spec.round_to_show(run.rounds)  # not a final round that drafted nothing
-shown = opened
-if last > 0:
-    shown = st.slider("Round", 0, last, opened, key=f"spec_round_{last + 1}", persist_state="session")
+last, opened = len(run.rounds) - 1, round_to_show(run.rounds)  # not a final round that drafted nothing
+shown = st.slider("Round", 0, last, opened, key=f"spec_round_{last + 1}", persist_state="session") if last else opened
 record = run.with_t1_probabilities(run.rounds[shown])  # a greedy round's chart shows T=1 probabilities
 st.markdown(spec_fig.round_html(record), unsafe_allow_html=True)
 if record.note:
     st.info(record.note)
 st.markdown(spec_text.round_sentence(record, markdown_token_text(record.token_text)))
-if record.checks:  # one chart under the other: each draft token needs the width
-    chart(spec_fig.p_q_figure(record, record.greedy, presenter), width="stretch", key="spec_pq")
-    caption("exact", spec_text.CAPTIONS["pq"])
-    if record.greedy:  # the round's own rule: the settings may have changed since
+for key, kind, text in spec_text.round_charts(record):  # one chart under the other: each draft token needs the width
+    chart(spec_fig.round_figure(key, record, presenter), width="stretch", key=key)
+    caption(kind, text)
+    if key == "spec_pq" and record.greedy:  # the round's own rule: the settings may have changed since
         st.markdown(spec_text.GREEDY_TEST)
-    elif record.checked:
-        chart(spec_fig.acceptance_figure(record, presenter), width="stretch", key="spec_accept")
-        caption("simulated", spec_text.CAPTIONS["accept"])
-    if record.residual_top:
-        chart(spec_fig.residual_figure(record, presenter), width="stretch", key="spec_residual")
-        caption("exact", spec_text.CAPTIONS["residual"])
 
 # -- the run against plain decoding -------------------------------------------------------------
 st.subheader("Faster? Measured against plain decoding of the same text")
@@ -280,87 +223,76 @@ chart(speed_fig.timeline_figure(run.rounds, result.plain, presenter), width="str
 caption("measured", spec_text.timeline_caption(len(run.generated_ids)))
 
 alpha, cost = result.summary.acceptance_rate, result.cost_ratio or 0.0
-chart(
-    speed_fig.theory_figure(gamma, cost, result.verify_cost, alpha, result.measured_speedup, presenter),
-    width="stretch",
-    key="spec_theory",
-)
-caption("exact", spec_text.CAPTIONS["theory"])
+with st.expander(f"Theory: {spec_text.THEORY_SUMMARY}"):
+    chart(
+        speed_fig.theory_figure(gamma, cost, result.verify_cost, alpha, result.measured_speedup, presenter),
+        width="stretch",
+        key="spec_theory",
+    )
+    caption("exact", spec_text.CAPTIONS["theory"])
 
 other = drafting.other_side(info.name) if draft is not None else None  # both sides of the trade, measured
 # when it loses, why a verify pass costs what it does here, what c is, what the formula leaves out
 said = verdicts.run_verdict(result, spec_sweep.weight_bytes(model), other_target=other[0] if other else None)
 st.markdown("\n\n".join(said))
 
-# -- the verify pass on two models ----------------------------------------------------------------------------------
+# -- the verify pass on two models, the sweep, every round, sources: closed sections, one line each ----------------
 if verify_other := other_model(info.name):
-    st.subheader(spec_text.VERIFY_HEADING)
-    positions = gamma + 1
+    with st.expander(f"{spec_text.VERIFY_HEADING}: {spec_text.VERIFY_SUMMARY}"):
+        costs = measure_on_click(
+            "Measure both verify passes",
+            "spec_verify_button",
+            ("spec_verify", info.name, verify_other, gamma + 1),
+            lambda progress: measure_both(model, info.name, verify_other, load_float32, gamma + 1, progress),
+            spec_text.verify_not_yet(info.name, verify_other[0], gamma + 1),
+        )
+        for cell, side in zip(st.columns(2), costs or ()):
+            cell.metric(f"{side.name}: {side.positions} tokens in one pass", f"{side.cost:.2f} one-token passes")
+            cell.caption(f"{side.verify_ms:.1f} ms against {side.one_token_ms:.1f} ms for one token")
+        if costs is not None:
+            caption("measured", spec_text.verify_caption(gamma + 1))
+            st.markdown(why_they_differ(*costs))
 
-    def measure_verify(progress):
-        progress(0, 2, info.name)
-        mine = measure_verify_cost(model, info.name, positions)
-        progress(1, 2, verify_other[0])
-        theirs = measure_verify_cost(load_float32(verify_other[1]).model, verify_other[0], positions)
-        return mine, theirs
-
-    costs = measure_on_click(
-        "Measure both verify passes",
-        "spec_verify_button",
-        ("spec_verify", info.name, verify_other, positions),
-        measure_verify,
-        spec_text.verify_not_yet(info.name, verify_other[0], positions),
-    )
-    if costs is not None:
-        for cell, side in zip(st.columns(2), costs):
-            cell.metric(
-                f"{side.name}: {side.positions} tokens in one pass",
-                f"{side.cost:.2f} one-token passes",
-                help=f"{side.verify_ms:.1f} ms against {side.one_token_ms:.1f} ms for one token",
-            )
-        caption("measured", spec_text.verify_caption(positions))
-        st.markdown(why_they_differ(*costs))
-
-# -- sweep -----------------------------------------------------------------------------------------
-st.subheader(spec_text.sweep_heading(spec_sweep.SWEEP_GAMMAS, spec_sweep.SWEEP_TEMPERATURES))
-
-
-def measure_sweep(progress):
-    sides = drafting.sweep_targets((info.name, model, tokenizer), other, load_float32)
-    return spec_sweep.sweep_sides(sides, new_drafter, prepared.ids, spec_sweep.SWEEP_NEW_TOKENS, progress=progress)
-
-
-table = measure_on_click(
-    "Measure the sweep",
-    "spec_sweep_button",
-    ("spec_sweep", info.name, drafter_kind, draft_name, shortlist_size, tuple(prepared.ids), other),
-    measure_sweep,
-    spec_text.sweep_not_yet(spec_sweep.SWEEP_NEW_TOKENS, drafter_label, other),
+sweep_expander = st.expander(
+    f"{spec_text.sweep_heading(spec_sweep.SWEEP_GAMMAS, spec_sweep.SWEEP_TEMPERATURES)}: {spec_text.SWEEP_SUMMARY}"
 )
-if table is not None:  # one under the other: side by side, the legends and titles were cut at 800 px
-    for index, (target_name, side) in enumerate(table.groupby("target", sort=False)):
-        st.markdown(spec_text.side_heading(target_name, int(side["weight_bytes"].iloc[0])))
+
+
+with sweep_expander:
+    table = measure_on_click(
+        "Measure the sweep",
+        "spec_sweep_button",
+        ("spec_sweep", info.name, drafter_kind, draft_name, shortlist_size, tuple(prepared.ids), other),
+        lambda progress: spec_sweep.sweep_sides(
+            drafting.sweep_targets((info.name, model, tokenizer), other, load_float32),
+            new_drafter,
+            prepared.ids,
+            spec_sweep.SWEEP_NEW_TOKENS,
+            progress=progress,
+        ),
+        spec_text.sweep_not_yet(spec_sweep.SWEEP_NEW_TOKENS, drafter_label, other),
+    )
+    for index, (target_name, side) in enumerate(table.groupby("target", sort=False) if table is not None else ()):
+        st.markdown(spec_text.side_heading(target_name, int(side["weight_bytes"].iloc[0])))  # one under the other
         chart(speed_fig.sweep_figure(side, presenter), width="stretch", key=f"spec_sweep_speed_{index}")
         caption("measured", spec_text.sweep_speed_caption(spec_sweep.SWEEP_NEW_TOKENS, drafter_label))
         chart(speed_fig.sweep_alpha_figure(side, presenter), width="stretch", key=f"spec_sweep_tokens_{index}")
         caption("measured", spec_text.sweep_tokens_caption(drafter_label))
-        for finding in verdicts.sweep_findings(side):
-            st.markdown(finding)
-    # why a side wins or loses: what a pass of several tokens costs on each target
-    chart(speed_fig.sweep_verify_figure(table, presenter), width="stretch", key="spec_sweep_verify")
-    caption("measured", spec_text.CAPTIONS["sweep_verify"])
-    if sides_sentence := verdicts.both_sides(table):
-        st.markdown(sides_sentence)
+        st.markdown("\n\n".join(verdicts.sweep_findings(side)))
+    if table is not None:  # why a side wins or loses: what a pass of several tokens costs on each target
+        chart(speed_fig.sweep_verify_figure(table, presenter), width="stretch", key="spec_sweep_verify")
+        caption("measured", spec_text.CAPTIONS["sweep_verify"])
+        st.markdown(verdicts.both_sides(table) or "")
 
-# -- every round -------------------------------------------------------------------------------------
-st.subheader("Every round")
-frame = run.to_frame()
-st.dataframe(spec_fig.rounds_for_display(frame), hide_index=True, width="stretch", key="spec_table")
-st.download_button(  # the CSV is made when it is downloaded, not on every rerun
-    "Download CSV",
-    lambda: frame.to_csv(index=False).encode(),
-    "inference_lab_speculative_rounds.csv",
-    "text/csv",
-    key="spec_csv",
-)
-caption("measured", spec_text.CAPTIONS["rounds"])
+with st.expander(f"Every round: {spec_text.ROUNDS_SUMMARY}"):
+    frame = run.to_frame()
+    st.dataframe(spec_fig.rounds_for_display(frame), hide_index=True, width="stretch", key="spec_table")
+    st.download_button(  # the CSV is made when it is downloaded, not on every rerun
+        "Download CSV",
+        lambda: frame.to_csv(index=False).encode(),
+        "inference_lab_speculative_rounds.csv",
+        key="spec_csv",
+    )
+    caption("measured", spec_text.CAPTIONS["rounds"])
+with st.expander(f"Sources and notes: {spec_text.SOURCES_SUMMARY}"):
+    st.markdown(spec_text.ALPHA_SOURCE)

@@ -46,7 +46,7 @@ def test_alpha_is_accepted_over_checked_and_the_metric_says_both_counts():
     assert (
         "16 were drafted, 6 of them after a rejection" in help_text and "Accepted ÷ drafted would be 50%" in help_text
     )
-    assert "accepted ÷ checked" in spec_text.ALPHA_DEFINITION and "14104" in spec_text.ALPHA_DEFINITION
+    assert "accepted ÷ checked" in spec_text.ALPHA_DEFINITION and "14104" in spec_text.ALPHA_SOURCE  # in the notes
 
 
 def test_c_is_shown_with_how_it_was_measured_and_its_spread():

@@ -53,3 +53,9 @@ def test_the_alpha_paragraph_has_no_pull_request_citation():
 
 def test_the_constrained_intro_explains_z_t_with_the_glossary_line():
     assert glossary.explain("Z_t") in constrained_text.INTRO
+
+
+def test_the_speculative_text_legend_says_what_the_space_marker_means():
+    from inference.lessons.speculative import figures as spec_fig
+
+    assert glossary.explain("␣") in spec_fig.LEGEND_HTML

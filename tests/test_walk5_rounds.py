@@ -8,7 +8,7 @@ from app_pages.shared.sidebar import source_label
 from inference.core.bundled import BundledModel
 from inference.core.loader import encode_prompt
 from inference.core.measuring import GREEDY
-from inference.lessons.speculative import drafters
+from inference.lessons.speculative import drafters, summary
 from inference.lessons.speculative import run as spec
 
 pytestmark = pytest.mark.unit
@@ -43,10 +43,10 @@ def test_the_round_shown_is_the_last_that_drafted_not_a_final_empty_one(bundled)
     run = lookup_run(bundled, 12, gamma=4)
     list(run.run(GREEDY))
     assert run.rounds[-1].drafted == 0  # the run's last token: one left, nothing to draft
-    shown = spec.round_to_show(run.rounds)
+    shown = summary.round_to_show(run.rounds)
     assert run.rounds[shown].drafted > 0
     assert all(r.drafted == 0 for r in run.rounds[shown + 1 :])
-    assert spec.round_to_show([]) is None
+    assert summary.round_to_show([]) is None
 
 
 def test_the_sidebar_names_a_loaded_folder_not_its_path(tmp_path):

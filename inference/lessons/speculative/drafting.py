@@ -92,6 +92,14 @@ def sweep_targets(target: tuple, other: tuple[str, str] | None, load: Callable[[
     return [target, (other[0], loaded.model, loaded.tokenizer)]
 
 
+def start_run(target, tokenizer, make_drafter, ids: list[int], new_tokens: int, gamma: int, seed: int):
+    """(a new speculative run, None), or (None, why it could not start) for the page to say."""
+    try:
+        return spec.new_run(target, tokenizer, make_drafter(), ids, new_tokens, gamma=gamma, seed=seed), None
+    except spec.SpeculationError as err:
+        return None, str(err)
+
+
 DRAFTERS = {  # the page's choice -> its label
     "draft": "Draft model",
     "self": "Self-draft (its own first layers)",
@@ -114,6 +122,16 @@ def self_drafter(target, tokenizer, layers: int, shortlisted: bool) -> ModelDraf
 
 SHORTLIST_CHOICES = (*shortlist.SIZES, SHORTLIST_ALL)  # what a link's `sl` may say
 PAGE_RANGES = {"spec_gamma": (GAMMA_MIN, GAMMA_MAX), "spec_seed": (0, SEED_MAX)}  # URL values allowed
+# URL parameter -> (widget key, type), besides the sampling knobs: a shared link reopens the same prompt, drafter,
+# settings and seed
+PAGE_URL_PARAMS = {
+    "prompt": ("spec_prompt", str),
+    "d": ("spec_drafter", str),
+    "sl": ("spec_shortlist", int),
+    "g": ("spec_gamma", int),
+    "seed": ("spec_seed", int),
+    "max": ("spec_max_new", int),
+}
 PAGE_NAMES = {"spec_gamma": "γ (tokens drafted per round)", "spec_max_new": "max new tokens"}  # in URL warnings
 # On a model trained elsewhere (an assistant such as SmolLM2), the page opens on a request whose answer copies the
 # prompt, in the chat template, with prompt lookup: the drafter that beat plain decoding there when measured
@@ -147,3 +165,30 @@ def page_defaults(story_model: bool, has_chat_template: bool) -> dict:
     if story_model:
         return dict(PAGE_DEFAULTS)
     return {**PAGE_DEFAULTS, "spec_prompt": COPY_PROMPT, "spec_drafter": "lookup", "spec_chat": has_chat_template}
+
+
+def link_values(state, shortlist_size: int) -> dict[str, str]:
+    """What a shared link says besides the sampling knobs, read from the page's widget values in `state` (the
+    prompt cut to 1,000 characters)."""
+    values = {param: state[key] for param, (key, _) in PAGE_URL_PARAMS.items() if param != "sl"}
+    return {
+        **{param: str(value) for param, value in values.items()},
+        "prompt": str(state["spec_prompt"])[:1000],
+        "sl": str(shortlist_size),
+    }
+
+
+def default_self_layers(options: list[int], current) -> int:
+    """The self-draft's depth: the visitor's when the target offers it, else the middle choice."""
+    return current if current in options else options[len(options) // 2]
+
+
+def run_kind(self_layers: int | None, draft) -> str:
+    return "self" if self_layers else "draft" if draft is not None else "lookup"
+
+
+def make_drafter(target, tokenizer, self_layers: int | None, draft: LoadedModel | None, shortlist_size: int):
+    """The page's drafter: a self-draft of `self_layers` layers, else the draft model, else prompt lookup."""
+    if self_layers:
+        return self_drafter(target, tokenizer, self_layers, shortlist_size != SHORTLIST_ALL)
+    return new_drafter(target, draft, shortlist_size)

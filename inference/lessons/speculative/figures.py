@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from inference.core.tokens import VISIBLE_WHITESPACE
+from inference.lessons import glossary
 from inference.lessons.style import (
     PALETTE,
     label,
@@ -67,7 +68,9 @@ LEGEND_HTML = (
     + _chip("draft, rejected", "rejected", token=False)
     + " "
     + _chip("drafted after a rejection, never checked", "unchecked", token=False)
-    + " &nbsp;a bar │ separates the rounds: each round is ONE pass of the target.</div>"
+    + " &nbsp;a bar │ separates the rounds: each round is ONE pass of the target. "
+    + html.escape(f"␣ {glossary.explain('␣')}.")
+    + "</div>"
 )
 
 
@@ -252,6 +255,13 @@ def residual_figure(record, presenter: bool = False) -> go.Figure:
         height=170 + 58 * len(rows),
         legend=legend_below_at(-0.12),
     )
+
+
+def round_figure(key: str, record, presenter: bool = False) -> go.Figure:
+    """One of an opened round's charts by its key (`text.round_charts` lists which a round has)."""
+    if key == "spec_pq":
+        return p_q_figure(record, record.greedy, presenter)
+    return {"spec_accept": acceptance_figure, "spec_residual": residual_figure}[key](record, presenter)
 
 
 def metrics_table(metrics: list[tuple[str, str, str]]) -> pd.DataFrame:

@@ -372,15 +372,6 @@ class SpeculativeRun(Generation):
         )
 
 
-def round_to_show(rounds: list[RoundRecord]) -> int | None:
-    """The round a page opens up: the last that drafted anything. A run's final round often drafts nothing (one token
-    left to make), and "Drafted at most 0 token(s)" teaches nothing; None when there is no round."""
-    if not rounds:
-        return None
-    drafted = [i for i, r in enumerate(rounds) if r.drafted > 0]
-    return drafted[-1] if drafted else len(rounds) - 1
-
-
 def new_run(
     target,
     tokenizer,

@@ -34,6 +34,11 @@ def decoder_layers(model) -> int:
     return int(model.config.num_hidden_layers)
 
 
+def shortlist_rows(model) -> int:
+    """How many of the tokenizer's first ids a shortlisted self-draft of this model scores."""
+    return min(SHORTLIST_ROWS, vocabulary_rows(model))
+
+
 def layer_choices(layers: int) -> list[int]:
     """The page's choices of k for a target of `layers` layers: every k for a shallow model, else `LAYER_CHOICES` and
     every fourth layer up to layers - 2."""

@@ -92,3 +92,12 @@ def break_even_alpha(gamma: int, cost_ratio: float, verify_cost: float = 1.0) ->
         mid = (low + high) / 2
         low, high = (mid, high) if predicted_speedup(mid, gamma, cost_ratio, verify_cost) < 1 else (low, mid)
     return high
+
+
+def round_to_show(rounds: list) -> int | None:
+    """The round a page opens up: the last that drafted anything. A run's final round often drafts nothing (one token
+    left to make), and "Drafted at most 0 token(s)" teaches nothing; None when there is no round."""
+    if not rounds:
+        return None
+    drafted = [i for i, r in enumerate(rounds) if r.drafted > 0]
+    return drafted[-1] if drafted else len(rounds) - 1

@@ -31,6 +31,17 @@ SELF_SHORTLIST_HELP = (
     "first), so a draft pass skips most of the output layer's weights; it can then never propose a rarer token."
 )
 VERIFY_HEADING = "What a verify pass costs, on two models"
+# each closed section's one line: what opening it shows
+VERIFY_SUMMARY = "why the same γ wins on one target and loses on the other"
+SWEEP_SUMMARY = "speed-up and tokens per pass for every γ and temperature, measured"
+THEORY_SUMMARY = "the speed-up Leviathan et al.'s formula predicts from α, γ and the measured costs"
+ROUNDS_SUMMARY = "each round's drafts, verdicts and times as a table (CSV)"
+SOURCES_SUMMARY = "how other tools count α"
+
+
+def self_draft_labels(layers: int, shortlist_rows: int) -> tuple[str, str]:
+    """The self-draft's two controls: how many layers it keeps, and whether it scores only the first tokens."""
+    return f"Layers the self-draft keeps (of {layers})", f"Score only the tokenizer's first {shortlist_rows:,} tokens"
 
 
 def self_draft_name(target_name: str, layers: int, of: int) -> str:
@@ -51,6 +62,7 @@ def verify_caption(positions: int) -> str:
     )
 
 
+DRAFT_SOURCE = "Draft model for this target (hub id or folder)"
 DRAFT_SOURCE_HELP = "It must use the target's tokenizer, e.g. distilgpt2 for gpt2, SmolLM2-135M for SmolLM2-360M."
 SAMPLING_HELPS = {
     "temperature": "0 = greedy: a draft token is kept while it is the target's top token.",
@@ -66,6 +78,10 @@ ALPHA_DEFINITION = (
     "Leviathan et al.'s formula. Some tools report accepted ÷ drafted instead (llama-server's 'draft acceptance' "
     "line counts every draft token it sent, those after a rejection too); that number is lower whenever a round "
     "rejects early."
+)
+ALPHA_SOURCE = (
+    "llama-server's 'draft acceptance' counts accepted ÷ drafted over every draft token it sent to the target; "
+    "llama.cpp pull request #14104 only stopped it counting drafts it never sent."
 )
 GAMMA = (
     "How many tokens the drafter guesses before the target checks them. Changing it keeps the run: the next round "
@@ -269,3 +285,15 @@ def sweep_speed_caption(tokens: int, drafter: str) -> str:
 
 def sweep_tokens_caption(drafter: str) -> str:
     return f"Drafter: {drafter}. " + CAPTIONS["sweep_tokens"]
+
+
+def round_charts(record: RoundRecord) -> list[tuple[str, str, str]]:
+    """The charts of one opened round, in order: (chart key, caption kind, caption). p vs q for any drafts; then the
+    test u ≤ p/q of a sampled round (a greedy round's own test is `GREEDY_TEST`, in words), and the residual a
+    rejection drew from."""
+    charts = [("spec_pq", "exact", CAPTIONS["pq"])] if record.checks else []
+    if record.checks and not record.greedy and record.checked:
+        charts.append(("spec_accept", "simulated", CAPTIONS["accept"]))
+    if record.checks and record.residual_top:
+        charts.append(("spec_residual", "exact", CAPTIONS["residual"]))
+    return charts

@@ -71,6 +71,14 @@ def measure_verify_cost(
     return VerifyCost(name, weight_bytes(model), positions, statistics.median(one), statistics.median(many))
 
 
+def measure_both(model, name: str, other: tuple[str, str], load, positions: int, progress) -> tuple:
+    """The verify cost on this target and on `other` (name, source; `load(source)` gives it), with progress."""
+    progress(0, 2, name)
+    mine = measure_verify_cost(model, name, positions)
+    progress(1, 2, other[0])
+    return mine, measure_verify_cost(load(other[1]).model, other[0], positions)
+
+
 def _where(side: VerifyCost, cache: int) -> str:
     verb = "fit in" if side.weight_bytes <= cache else "do not fit in"
     return f"{side.name}'s {describe_bytes(side.weight_bytes)} of weights {verb} it"
