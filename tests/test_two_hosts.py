@@ -27,7 +27,17 @@ from pathlib import Path
 import pytest
 
 from inference.lessons.classroom.store import open_store
-from tests.browser import SKIP_REASON, chromium_available, free_port, launch, open_page, wait_idle
+from tests.browser import (
+    SKIP_REASON,
+    chromium_available,
+    free_port,
+    full_screenshot,
+    launch,
+    open_page,
+    shots_folder,
+    toggle_presenter,
+    wait_idle,
+)
 from tests.load_sessions import EXCEPTION_BOX
 from tests.postgres_server import postgres_server, require_postgres
 from tests.test_class_proxy import (
@@ -86,7 +96,7 @@ def upstream_of(base: str, key: str, log: Path) -> str:
 
 
 def browser_page(browser, base: str, key: str, width: int, errors: list):
-    context = browser.new_context(viewport={"width": width, "height": 900})
+    context = browser.new_context(viewport={"width": width, "height": 900 if width > 1000 else 1000})
     context.add_cookies([{"name": "inference_lab", "value": key, "url": base}])
     page = context.new_page()
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -191,6 +201,8 @@ def test_the_teachers_host_dies_and_the_class_goes_on_from_the_same_step_on_the_
         teacher.get_by_text(f"{STUDENTS} of {STUDENTS} students have answered").wait_for(timeout=60_000)
         assert generated_text(teacher) == written
         assert "· step 3" in teacher.locator('[data-testid="stMain"]').inner_text()
+        shots = shots_folder()
+        full_screenshot(teacher, shots / "hall_teacher_taken_up_1280.png")
         assert store.info(code).guess_step == before_kill.guess_step
 
         # 5. The class goes on from there on B: the draw reveals all three guesses on every screen.
@@ -201,6 +213,10 @@ def test_the_teachers_host_dies_and_the_class_goes_on_from_the_same_step_on_the_
         assert after.state["reveal"]["answers"] == STUDENTS
         for student in students:
             student.get_by_text(f"{STUDENTS} of {STUDENTS} picked").first.wait_for(timeout=30_000)
+        full_screenshot(students[0], shots / "hall_student_reveal_800.png")
+        for page, name in ((teacher, "teacher_1280"), (students[0], "student_800")):
+            toggle_presenter(page)
+            full_screenshot(page, shots / f"hall_{name}_presenter.png")
         for page in [teacher, *students]:
             assert page.locator(EXCEPTION_BOX).count() == 0
         assert not errors, errors[:3]
