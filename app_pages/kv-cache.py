@@ -97,16 +97,8 @@ def step_by_step() -> None:
         chart(layer_bytes_figure(layers, layout.presenter()), width="stretch", key="kv_layers")
         caption("measured", kv_text.layers_caption(last.cache_tokens))
 
-    with st.expander("Every step as a table"):
-        table = growth.rename(
-            columns={
-                "tokens_fed": "tokens fed",
-                "cache_tokens": "tokens in cache",
-                "measured_bytes": "measured bytes",
-                "formula_bytes": "formula bytes",
-                "agree": "equal",
-            }
-        )
+    with st.expander(f"Every step as a table: {kv_text.SECTIONS['steps']}"):
+        table = growth.rename(columns=kv_text.STEP_COLUMNS)
         bytes_column = st.column_config.NumberColumn(format="localized")
         st.dataframe(
             table,
@@ -188,8 +180,40 @@ def loop_link(generated_ids: list[int]) -> None:
     )
 
 
-def _size(gb: float) -> str:
-    return f"{gb:,.1f} GB" if gb >= 0.1 else f"{gb * 1e3:,.2f} MB"
+def model_tables(memory) -> None:
+    """The calculator's models as tables: attention, heads, KV and weight sizes."""
+    small = st.column_config.NumberColumn
+
+    model_width = model_column_width(memory.model)
+    for key, columns in TABLES.items():
+        st.dataframe(
+            memory[["model", *columns]],
+            hide_index=True,
+            width="stretch",
+            key=key,
+            column_config={
+                "model": st.column_config.TextColumn("model", width=model_width, pinned=True),
+                "attention": st.column_config.TextColumn("type", width="small"),
+                "attention_heads": small("heads", width="small", help="Query heads"),
+                "kv_heads": small("KV heads", width="small"),
+                "sliding_layers": small(
+                    "windowed", width="small", help="Layers that keep at most their sliding window"
+                ),
+                "kv_gb": small("KV GB", format="%.3g", width="small"),
+                "kv_gb_without_gqa": small(
+                    "MHA KV GB",
+                    format="%.3g",
+                    width="small",
+                    help="KV cache if every query head had its own K/V head (plain multi-head attention; for MLA, "
+                    "the uncompressed per-head keys and values)",
+                ),
+                "gqa_saving": small("saving", format="%.1f×", width="small"),
+                "weight_gb": small("weights GB", format="%.3g", width="small"),
+                "kv_per_token_mb": small(
+                    "MB/token", format="%.3g", width="small", help="KV cache added by one more token of one sequence"
+                ),
+            },
+        )
 
 
 def calculator() -> None:
@@ -240,44 +264,15 @@ def calculator() -> None:
                 escape(biggest.model),
                 biggest.attention_heads,
                 biggest.kv_heads,
-                _size(biggest.kv_gb),
-                _size(biggest.kv_gb_without_gqa),
+                kv_text.size_text(biggest.kv_gb),
+                kv_text.size_text(biggest.kv_gb_without_gqa),
                 biggest.gqa_saving,
             )
         )
-    small = st.column_config.NumberColumn
-    model_width = model_column_width(memory.model)
-    for key, columns in TABLES.items():
-        st.dataframe(
-            memory[["model", *columns]],
-            hide_index=True,
-            width="stretch",
-            key=key,
-            column_config={
-                "model": st.column_config.TextColumn("model", width=model_width, pinned=True),
-                "attention": st.column_config.TextColumn("type", width="small"),
-                "attention_heads": small("heads", width="small", help="Query heads"),
-                "kv_heads": small("KV heads", width="small"),
-                "sliding_layers": small(
-                    "windowed", width="small", help="Layers that keep at most their sliding window"
-                ),
-                "kv_gb": small("KV GB", format="%.3g", width="small"),
-                "kv_gb_without_gqa": small(
-                    "MHA KV GB",
-                    format="%.3g",
-                    width="small",
-                    help="KV cache if every query head had its own K/V head (plain multi-head attention; for MLA, "
-                    "the uncompressed per-head keys and values)",
-                ),
-                "gqa_saving": small("saving", format="%.1f×", width="small"),
-                "weight_gb": small("weights GB", format="%.3g", width="small"),
-                "kv_per_token_mb": small(
-                    "MB/token", format="%.3g", width="small", help="KV cache added by one more token of one sequence"
-                ),
-            },
-        )
+    with st.expander(f"Every model as a table: {kv_text.SECTIONS['models']}"):
+        model_tables(memory)
     caption("published", kv_text.CAPTIONS["public_table"])
-    with st.expander("Sources and notes", expanded=True):
+    with st.expander(f"Sources and notes: {kv_text.SECTIONS['sources']}"):
         for entry in public:
             if entry["name"] in chosen:
                 st.markdown(

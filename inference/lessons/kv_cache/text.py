@@ -23,6 +23,18 @@ CAPTIONS = {
     "Gemma-2: every other layer); MLA models (DeepSeek-V3) cache a compressed latent instead of per-head "
     "keys and values, and their MHA column is the uncompressed cache. Each model's notes are below.",
 }
+STEP_COLUMNS = {  # the step table's column names as the page shows them
+    "tokens_fed": "tokens fed",
+    "cache_tokens": "tokens in cache",
+    "measured_bytes": "measured bytes",
+    "formula_bytes": "formula bytes",
+    "agree": "equal",
+}
+SECTIONS = {  # each closed section's one line: what opening it shows
+    "steps": "tokens fed, tokens cached, and the measured bytes against the formula's",
+    "models": "attention type, heads, KV heads, cache and weight sizes, and MB per token",
+    "sources": "each model's config.json and what it keeps differently",
+}
 CALCULATOR_INTRO = (
     "KV cache = 2 × layers × KV heads × head dim × **tokens × batch** × bytes per number (a layer with a sliding "
     "window keeps at most its window of tokens; an MLA model caches one compressed latent instead). It grows with "
@@ -124,3 +136,8 @@ def gqa_saving(model: str, heads: int, kv_heads: int, kv: str, without: str, sav
         f"this length and batch its cache is **{kv} instead of {without}** ({saving:.0f}× less). The light bars "
         "show each model's cache with one K/V head per query head; the tables give the factor."
     )
+
+
+def size_text(gb: float) -> str:
+    """A size in GB, or in MB below 0.1 GB."""
+    return f"{gb:,.1f} GB" if gb >= 0.1 else f"{gb * 1e3:,.2f} MB"
