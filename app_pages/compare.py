@@ -239,8 +239,12 @@ multi_key = (
 )
 
 
+# resolved here, in the script (cached since the single run above): the measurement runs in a background thread,
+# which must not read session state
+model_a, model_b = model_for(st.session_state.cmp_model_A), model_for(st.session_state.cmp_model_B)
+
+
 def measure(progress):
-    model_a, model_b = model_for(st.session_state.cmp_model_A), model_for(st.session_state.cmp_model_B)
     return compare.many_seeds(
         model_a,
         model_b,
@@ -261,6 +265,7 @@ result = measure_on_click(
     multi_key,
     measure,
     cmp_text.not_yet(len(seeds), MULTI_NEW_TOKENS),
+    background=True,
 )
 if result is not None:
     verdicts = result.verdicts()

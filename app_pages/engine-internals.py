@@ -92,6 +92,7 @@ with engine_errors():
             served.gguf(key), model.vocab, prefix_tokens, suffix_tokens, requests, progress
         ),
         not_yet="Nobody has sent these requests yet.",
+        background=True,
     )
 if table is not None:
     chart(prefix_ttft_figure(table, presenter), width="stretch")
@@ -157,6 +158,7 @@ with engine_errors():
             served.gguf(key), model.vocab, model.layers, model.kv_width, alt_prefix, turn_tokens, turns, progress
         ),
         not_yet=f"Nobody has run two conversations ({alt_prefix:,}-token prefixes) yet.",
+        background=True,
     )
 if alternation is not None:
     chart(alternation_figure(alternation, presenter), width="stretch")
@@ -208,6 +210,7 @@ with engine_errors():
             served.gguf(key), model.vocab, model.context, long_prompt, settings, cotenants, progress
         ),
         not_yet="No stalls measured for these settings yet.",
+        background=True,
     )
 if runs:
     names = [f"-b {r.n_batch} -ub {r.n_ubatch}" for r in runs]
@@ -260,6 +263,7 @@ with engine_errors():
             served.gguf(served.BUNDLED), bundled.layers, bundled.kv_width, positions, progress
         ),
         not_yet="No cache types compared yet.",
+        background=True,
     )
 if comparison is not None:
     kv = comparison.table

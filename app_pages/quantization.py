@@ -85,6 +85,7 @@ else:
         lambda progress: real_gguf.measure(progress=progress),
         "Each type runs on its own llama-server (about 30 s on an idle 2-core CPU; the first press also converts "
         "the f32, q8_0 and q4_K_M files, about 15 s).",
+        background=True,
     )
     if real_result is not None:
         real_table = real_gguf.table(real_result)
@@ -239,6 +240,7 @@ else:
                 loaded.model, comparison.prompt_ids, comparison.reference_ids, source=gguf_source, progress=progress
             ),
             "Press **Measure the GGUF files** (the first time converts the model: about half a minute).",
+            background=True,
         )
     except (gguf_compare.EngineError, RuntimeError, OSError) as err:
         st.error(f"The GGUF rows could not be measured: {err}", icon="⚠️")
@@ -267,6 +269,7 @@ if llamacpp.is_built() and loaded.info.source == "bundled":
             served.gguf(served.BUNDLED), bundled_engine.layers, bundled_engine.kv_width, KV_POSITIONS, progress
         ),
         "KL and speed come from llama-server (about two minutes).",
+        background=True,
     )
 kv_table = kv_types_table(loaded.info.layers, kv_width, loaded.info.context, kv_measured and kv_measured.table)
 show_table(

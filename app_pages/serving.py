@@ -152,6 +152,7 @@ results = measure_on_click(
     measure=run_comparison if local else run_external,
     not_yet="Nobody has replayed this trace on this engine yet: press the button (the progress bar counts the "
     "requests).",
+    background=True,
 )
 
 
@@ -217,6 +218,7 @@ if local:
             experiments.model_on_engine(model_key), shape_name, rates, per_rate, seed, VOCAB, slots, slo, progress
         ),
         not_yet="No sweep for these settings yet.",
+        background=True,
     )
     if sweep is not None:
         knee = knee_index(list(sweep["rate_per_s"]), list(sweep["e2e_p95_ms"]))
@@ -233,6 +235,7 @@ if local:
         result_key="serving-machine",
         measure=lambda progress: measure_machine_roof(),
         not_yet="This machine's memory bandwidth and peak arithmetic are not measured yet.",
+        background=True,
     )
     if machine is not None:
         roof = machine.roof
@@ -259,6 +262,7 @@ if local:
                 measure=lambda progress: experiments.decode_batches(
                     experiments.model_on_engine(model_key), BATCHES, progress
                 ),
+                background=True,
             )
             if measured is not None:
                 table = experiments.predicted_vs_measured(served, roof, measured)
@@ -279,6 +283,7 @@ if local:
         result_key=("serving-capacity", model_label, slots),
         measure=lambda progress: capacity.one_vs_many(experiments.model_on_engine(model_key), slots, progress),
         not_yet="This server's capacity is not measured yet.",
+        background=True,
     )
     if at_capacity is not None:
         price = st.number_input(

@@ -6,11 +6,19 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_pages.shared.shared_results import background_runs
 from inference.engines import llamacpp
 from tests.conftest import open_app_page
 from tests.test_engines import require_llama_server
 
 pytestmark = pytest.mark.engine
+
+
+def measured(at) -> None:
+    """A measurement runs in a background thread: wait for it to end, then draw the page again with its result."""
+    background_runs().wait_all(timeout=600)
+    at.run()
+
 
 PAGE = "app_pages/engine-internals.py"
 
@@ -29,6 +37,7 @@ def test_a_prefix_cache_run_draws_the_requests_and_says_what_was_reused():
     require_llama_server()
     at = open_page(internals_prefix=128, internals_suffix=8, internals_requests=2)
     at.button(key="internals_prefix_run").click().run()
+    measured(at)
     assert not at.exception
     figure = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert [trace["name"] for trace in figure["data"]] == ["cache_prompt off", "cache_prompt on"]

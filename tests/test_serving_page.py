@@ -5,10 +5,18 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_pages.shared.shared_results import background_runs
 from inference.engines import llamacpp
 from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.engine
+
+
+def measured(at) -> None:
+    """A measurement runs in a background thread: wait for it to end, then draw the page again with its result."""
+    background_runs().wait_all(timeout=600)
+    at.run()
+
 
 PAGE = "app_pages/serving.py"
 
@@ -41,6 +49,7 @@ def test_replay_on_the_bundled_model_draws_every_request_and_the_comparison():
     traffic = charts(at)[0]
     assert traffic["data"][0]["name"] == "prompt tokens"
     at.button(key="serving_compare").click().run()
+    measured(at)
     assert not at.exception
     titles = [c["layout"].get("title", {}).get("text", "") for c in charts(at)]
     assert "Each request<br>1 slot (one at a time)" in titles and "Each request<br>2 slots (batched)" in titles
@@ -54,6 +63,7 @@ def test_replay_on_the_bundled_model_draws_every_request_and_the_comparison():
     assert f"asks for {asked} tokens/s" in verdict  # one definition of what the trace asked, in both places
     assert not [m for m in at.metric if "per million tokens" in m.label]  # priced at capacity, not from the replay
     at.button(key="serving_capacity").click().run()
+    measured(at)
     assert not at.exception
     assert [m.label for m in at.metric if "per million tokens" in m.label] == [
         "1 slot: per million tokens",

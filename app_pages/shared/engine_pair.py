@@ -47,6 +47,7 @@ def section(model_key: str, trace: Trace, slots: int, slo: SLO, presenter: bool)
         ),
         not_yet="Nobody has replayed this trace on these engines yet: press the button (vLLM starts its own server "
         "first, the longest part of the wait; the progress bar says when it is serving).",
+        background=True,
     )
     if not runs:
         return

@@ -143,6 +143,13 @@ class BackgroundRuns:
             thread.join(timeout)
         return self.get(key)
 
+    def wait_all(self, timeout: float | None = None) -> None:
+        """Wait for every run started so far to end (tests, scripts)."""
+        with self._lock:
+            threads = list(self._threads.values())
+        for thread in threads:
+            thread.join(timeout)
+
     def _work(self, run: Run, measure: Callable, slots: threading.Semaphore | None) -> None:
         try:
             if slots is not None:  # the server's measurement slots, taken here so the page never waits for one
