@@ -13,6 +13,7 @@ from inference.core.prompting import prepare_prompt
 from inference.core.quantize import PRECISIONS
 from inference.engines import llamacpp
 from inference.lessons.engine_internals import kv_precision, served
+from inference.lessons.quantization import columns as qcol
 from inference.lessons.quantization import experiments as qc
 from inference.lessons.quantization import figures as qf
 from inference.lessons.quantization import gguf as gguf_compare
@@ -59,6 +60,14 @@ def show_table(frame, key: str, column_config: dict, presenter_formats: dict) ->
         st.dataframe(frame, hide_index=True, width="stretch", key=key, column_config=column_config)
 
 
+def columns(spec: dict) -> dict:
+    """Streamlit's column configs from a lesson's plain column specs (format, help)."""
+    return {
+        c: st.column_config.TextColumn(help=h) if f == "text" else st.column_config.NumberColumn(format=f, help=h)
+        for c, (f, h) in spec.items()
+    }
+
+
 @st.cache_data(show_spinner=False)
 def public_fit_table():
     return reserved_fit_table(load_public_models(), load_accelerators(), DEFAULT_BITS)
@@ -92,7 +101,7 @@ else:
         show_table(
             real_table,
             "quant_real_gguf_table",
-            {c: st.column_config.NumberColumn(format=f) for c, f in real_gguf.TABLE_FORMATS.items()},
+            columns(qcol.plain(real_gguf.TABLE_FORMATS)),
             real_gguf.TABLE_TEXT_FORMATS,
         )
         caption("measured", real_gguf.caption(real_result))
@@ -122,24 +131,7 @@ summary = qc.summary_table(comparison)
 
 # -- 1. cost ------------------------------------------------------------------------------
 st.header("What each precision saves, and what it costs")
-show_table(
-    qf.cost_for_display(summary),
-    "quant_cost",
-    {
-        "weight bytes": st.column_config.NumberColumn(
-            format="localized",
-            help="Summed from the real tensors, quantized parts (integers, scales, zero points) included",
-        ),
-        "size vs float32": st.column_config.NumberColumn(format="%.2f×"),
-        "time to quantize": st.column_config.TextColumn(
-            help="Time to copy and convert; float32 is the loaded model itself"
-        ),
-        "decode tokens/s": st.column_config.NumberColumn(format="%.0f"),
-        "speed vs float32": st.column_config.NumberColumn(format="%.2f×", help="Median of the rounds' ratios"),
-        "range over rounds": st.column_config.TextColumn(help="Smallest and largest ratio of a single round"),
-    },
-    qf.COST_FORMATS,
-)
+show_table(qf.cost_for_display(summary), "quant_cost", columns(qcol.COST), qf.COST_FORMATS)
 caption("measured", qt.cost_caption(len(comparison.reference_ids), comparison.rounds))
 
 memory_col, speed_col = layout.side_by_side(2)
@@ -178,25 +170,7 @@ caption("exact", "Greedy (temperature 0) output of each copy: deterministic, so 
 # -- 3. quality -----------------------------------------------------------------------------
 st.header("How far each prediction drifts")
 st.markdown(qt.QUALITY_INTRO)
-show_table(
-    qf.quality_for_display(summary),
-    "quant_quality",
-    {
-        "mean KL from float32 (nats)": st.column_config.NumberColumn(
-            format="%.1e", help="Average over the steps of KL(float32 ‖ this precision)"
-        ),
-        "top-1 agreement": st.column_config.NumberColumn(
-            format="percent", help="Share of steps where the most likely token is float32's"
-        ),
-        "mean p(float32's token)": st.column_config.NumberColumn(
-            format="percent", help="Average probability this precision gives the token float32 chose"
-        ),
-        "own greedy text departs at": st.column_config.TextColumn(
-            help="First step where this precision's own greedy text (section 2) differs from float32's"
-        ),
-    },
-    qf.QUALITY_FORMATS,
-)
+show_table(qf.quality_for_display(summary), "quant_quality", columns(qcol.QUALITY), qf.QUALITY_FORMATS)
 caption("exact", qt.quality_caption(len(comparison.reference_ids)))
 chart(qf.kl_over_steps(comparison, presenter), width="stretch", key="quant_kl")
 caption("exact", qt.KL_CAPTION)
@@ -219,69 +193,70 @@ top_n = int(comparison.step_tops["rank"].max()) - 1  # the last rank is "other"
 caption("exact", qt.step_caption(top_n))
 
 # -- GGUF: the files people download for llama.cpp ------------------------------------------
-st.header("The files people download: GGUF for llama.cpp")
-st.markdown(qt.GGUF_INTRO)
-if not gguf_compare.available():
-    st.info(
-        "llama-server is not built on this server, so there are no GGUF rows: "
-        "`python -m inference.engines llamacpp build` (about 5 minutes) adds them."
-    )
-elif loaded.info.source not in ("bundled", "folder"):
-    st.info("GGUF rows are made from the bundled model or a local model folder, not from a hub download.")
-else:
-    gguf_source = None if loaded.info.source == "bundled" else st.session_state.get(models.MODEL_SOURCE_KEY) or None
-    gguf_results = None
-    try:
-        gguf_results = measure_on_click(
-            "Measure the GGUF files",
-            "quant_gguf",
-            ("gguf", model_key, tuple(comparison.prompt_ids), tuple(comparison.reference_ids)),
-            lambda progress: gguf_compare.measure_ggufs(
-                loaded.model, comparison.prompt_ids, comparison.reference_ids, source=gguf_source, progress=progress
-            ),
-            "Press **Measure the GGUF files** (the first time converts the model: about half a minute).",
-            background=True,
+with st.expander(qt.GGUF_SUMMARY):  # closed: the first screens are the lesson (#46 item 11)
+    st.markdown(qt.GGUF_INTRO)
+    if not gguf_compare.available():
+        st.info(
+            "llama-server is not built on this server, so there are no GGUF rows: "
+            "`python -m inference.engines llamacpp build` (about 5 minutes) adds them."
         )
-    except (gguf_compare.EngineError, RuntimeError, OSError) as err:
-        st.error(f"The GGUF rows could not be measured: {err}", icon="⚠️")
-    if gguf_results:
-        show_table(
-            gguf_compare.side_by_side(summary, gguf_compare.gguf_table(gguf_results)),
-            "quant_gguf_table",
-            {column: st.column_config.NumberColumn(format=f) for column, f in qf.GGUF_FORMATS.items()},
-            qf.GGUF_TEXT_FORMATS,
-        )
-        caption("measured", qt.gguf_caption(gguf_compare.SPEED_ROUNDS))
-        st.markdown(qt.gguf_speed_gap(comparison, gguf_results))
+    elif loaded.info.source not in ("bundled", "folder"):
+        st.info("GGUF rows are made from the bundled model or a local model folder, not from a hub download.")
+    else:
+        gguf_source = None if loaded.info.source == "bundled" else st.session_state.get(models.MODEL_SOURCE_KEY) or None
+        gguf_results = None
+        try:
+            gguf_results = measure_on_click(
+                "Measure the GGUF files",
+                "quant_gguf",
+                ("gguf", model_key, tuple(comparison.prompt_ids), tuple(comparison.reference_ids)),
+                lambda progress: gguf_compare.measure_ggufs(
+                    loaded.model, comparison.prompt_ids, comparison.reference_ids, source=gguf_source, progress=progress
+                ),
+                "Press **Measure the GGUF files** (the first time converts the model: about half a minute).",
+                background=True,
+            )
+        except (gguf_compare.EngineError, RuntimeError, OSError) as err:
+            st.error(f"The GGUF rows could not be measured: {err}", icon="⚠️")
+        if gguf_results:
+            show_table(
+                gguf_compare.side_by_side(summary, gguf_compare.gguf_table(gguf_results)),
+                "quant_gguf_table",
+                columns(qcol.plain(qf.GGUF_FORMATS)),
+                qf.GGUF_TEXT_FORMATS,
+            )
+            caption("measured", qt.gguf_caption(gguf_compare.SPEED_ROUNDS))
+            st.markdown(qt.gguf_speed_gap(comparison, gguf_results))
 
 # -- the KV cache's number types, beside the weights' (the Inside-the-engine lesson's) ----------
-st.subheader("The KV cache has a number type too")
-st.markdown(qt.KV_TYPES_INTRO)
-kv_width = loaded.info.kv_heads * loaded.info.head_dim
-kv_measured = None
-if llamacpp.is_built() and loaded.info.source == "bundled":
-    bundled_engine = served.engine_model(served.BUNDLED)
-    kv_measured = measure_on_click(  # the same measurement, under the same key, as Inside the engine's section 3
-        f"Measure the {len(kv_precision.CONFIGS)} KV cache types on llama-server",
-        "quant_kv_measure",
-        ("internals-kv", KV_POSITIONS),
-        lambda progress: kv_precision.compare(
-            served.gguf(served.BUNDLED), bundled_engine.layers, bundled_engine.kv_width, KV_POSITIONS, progress
-        ),
-        "KL and speed come from llama-server (about two minutes).",
-        background=True,
+with st.expander(qt.KV_TYPES_SUMMARY):
+    st.markdown(qt.KV_TYPES_INTRO)
+    kv_width = loaded.info.kv_heads * loaded.info.head_dim
+    kv_measured = None
+    if llamacpp.is_built() and loaded.info.source == "bundled":
+        bundled_engine = served.engine_model(served.BUNDLED)
+        kv_measured = measure_on_click(  # the same measurement, under the same key, as Inside the engine's section 3
+            f"Measure the {len(kv_precision.CONFIGS)} KV cache types on llama-server",
+            "quant_kv_measure",
+            ("internals-kv", KV_POSITIONS),
+            lambda progress: kv_precision.compare(
+                served.gguf(served.BUNDLED), bundled_engine.layers, bundled_engine.kv_width, KV_POSITIONS, progress
+            ),
+            "KL and speed come from llama-server (about two minutes).",
+            background=True,
+        )
+    kv_table = kv_types_table(loaded.info.layers, kv_width, loaded.info.context, kv_measured and kv_measured.table)
+    show_table(
+        kv_table,
+        "quant_kv_types",
+        columns(qcol.plain(KV_FORMATS)),
+        KV_TEXT_FORMATS,
     )
-kv_table = kv_types_table(loaded.info.layers, kv_width, loaded.info.context, kv_measured and kv_measured.table)
-show_table(
-    kv_table,
-    "quant_kv_types",
-    {c: st.column_config.NumberColumn(format=f) for c, f in KV_FORMATS.items()},
-    KV_TEXT_FORMATS,
-)
-caption("exact", qt.kv_types_caption(loaded.info.name, loaded.info.layers, kv_width, loaded.info.context))
-if kv_measured is not None:
-    caption("measured", qt.kv_measured_caption(kv_measured.positions, kv_measured.text_what))
-st.page_link("app_pages/engine-internals.py", label="KV cache types, measured: Inside the engine", icon="🔧")
+    caption("exact", qt.kv_types_caption(loaded.info.name, loaded.info.layers, kv_width, loaded.info.context))
+    if kv_measured is not None:
+        caption("measured", qt.kv_measured_caption(kv_measured.positions, kv_measured.text_what))
+    st.page_link("app_pages/engine-internals.py", label="KV cache types, measured: Inside the engine", icon="🔧")
+
 
 # -- 4. calculator --------------------------------------------------------------------------
 st.header("Will it fit? Weights of public models")

@@ -239,12 +239,19 @@ def layer_notes(comparison: PrecisionComparison) -> list[str]:
     return notes
 
 
+GGUF_SUMMARY = (
+    "GGUF files of the loaded model (the format llama.cpp reads): bytes, speed and KL beside the torch copies"
+)
+KV_TYPES_SUMMARY = "The KV cache has a number type too: bytes per token of f32, f16, q8_0 and q4_0 keys and values"
+
+
 def intro(model_name: str) -> str:
     return (
         f"The same model, **{model_name}**, stored four ways: float32 (4 bytes per weight), bfloat16 (2), "
-        "int8 (1, plus a scale per row) and int4 (½, plus a scale and zero point per group). Fewer bytes means "
-        "less memory and, on the right hardware, faster decoding. The price is a small change in every "
-        "prediction, measured below against float32."
+        "int8 (1, plus a scale per row) and int4 (½, plus a scale and zero point per group). Fewer bytes always "
+        "means less memory; it means faster decoding only where the kernels multiply the small numbers directly "
+        "(llama-server's rows just below), not where each weight is converted back first (some torch copies "
+        "further down). The price is a small change in every prediction, measured below against float32."
     )
 
 
