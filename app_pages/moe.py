@@ -14,7 +14,7 @@ from app_pages.shared.url_state import read_url_index
 from inference.core import routing
 from inference.core.calculator import load_public_models
 from inference.core.loader import encode_prompt
-from inference.core.paths import BUNDLED_MODEL_DIR
+from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.core.run import SEED_MAX, new_trace
 from inference.core.tokens import markdown_token_text, token_text
 from inference.lessons.moe import stored, timing
@@ -38,14 +38,13 @@ from inference.sampling.pipeline import SamplingSettings
 
 INPUTS_KEY = "moe_mlp_inputs"  # (token ids, [layers, tokens, hidden]): recomputed only when the text changes
 
-limits = models.limits()
-loaded = current_model()
+limits, loaded, presenter = models.limits(), current_model(), layout.presenter()
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
-presenter = layout.presenter()
 stepper = Stepper("moe", "moe_trace", steps_done=lambda trace: len(trace.records))
 
 st.title("🧩 Mixture of Experts")
-st.markdown(moe_text.INTRO)
+intro_pair = stored.bundled_pair(routing.BUNDLED_MOE_DIR)  # the intro says what the page measures
+st.markdown(moe_text.INTRO + "\n\n" + moe_text.intro_verdict(intro_pair, routing.BUNDLED_MOE_NAME, BUNDLED_MODEL_NAME))
 
 # -- a dense model: nothing to route ------------------------------------------------------------
 moe_loaded = routing.has_experts(model)

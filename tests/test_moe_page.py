@@ -79,7 +79,8 @@ def test_dense_model_says_it_has_no_experts_and_offers_the_bundled_moe_in_one_cl
     at.button(key="moe_load_bundled").click().run()
     assert not at.exception
     assert any("Routing, live" in h.value for h in at.subheader)
-    assert str(moe_folder) in " ".join(c.value for c in at.sidebar.caption)
+    in_use = " ".join(c.value for c in at.sidebar.caption)
+    assert f"**{moe_folder.name}**" in in_use and str(moe_folder) not in in_use  # a name, never the path (#46 14)
 
 
 def test_every_section_renders_for_an_moe_and_step_play_route_new_tokens(local_server, moe_folder):

@@ -7,6 +7,7 @@ Inputs are the files `python -m inference.training.moe_stats` and the trainer wr
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,6 +130,8 @@ class TrainedPair:
     moe_gap: float  # validation minus training bits per byte
     dense_gap: float
     tokens_seen: int
+    parameters: int  # the MoE's
+    corpus_bytes: float  # the training text, from the trainer's token count and its bits per byte
 
     @property
     def moe_better(self) -> bool:
@@ -146,7 +149,24 @@ def trained_pair(stats: dict, moe_meta: dict, dense_meta: dict) -> TrainedPair:
         moe_gap=moe_meta["val_bits_per_byte"] - moe_meta["train_bits_per_byte"],
         dense_gap=dense_meta["val_bits_per_byte"] - dense_meta["train_bits_per_byte"],
         tokens_seen=moe_meta["tokens_seen"],
+        parameters=moe_meta["parameters"],
+        corpus_bytes=moe_meta["train_tokens_in_corpus"] * bytes_per_token(moe_meta),
     )
+
+
+def bundled_pair(moe_folder: Path) -> TrainedPair | None:
+    """The bundled MoE against the bundled dense model, as trained (None without both models' figures)."""
+    moe_meta, dense_meta = (
+        training_stats(moe_folder if moe_folder.is_dir() else None),
+        training_stats(BUNDLED_MODEL_DIR),
+    )
+    return trained_pair({}, moe_meta, dense_meta) if moe_meta and dense_meta else None
+
+
+def bytes_per_token(meta: dict) -> float:
+    """Bytes of text per token, read off the trainer's two scores of the same text: bits per byte = nats per token ÷
+    (ln 2 × bytes per token)."""
+    return meta["train_nats_per_token"] / (math.log(2) * meta["train_bits_per_byte"])
 
 
 def sparsity_rows(pair: TrainedPair, moe_name: str, dense_name: str, moe_budget, dense_budget) -> pd.DataFrame:

@@ -14,8 +14,8 @@ ROUTER_NOISE = 0.10  # decode timings on a shared CPU wobble about this much
 INTRO = (
     "A Mixture-of-Experts (MoE) model replaces each layer's MLP with several smaller MLPs, the **experts**, and "
     "a **router**: a tiny layer that scores every expert for every token and sends the token to the best few. "
-    "The model **holds** all experts but each token **uses** only a few, so it can know more for the same "
-    "work per token. This page runs a real MoE trained here and shows its router at work."
+    "The model **holds** all experts but each token **uses** only a few. This page runs a real MoE trained here "
+    "and shows its router at work."
 )
 CAPTIONS = {  # what each chart and table shows, and how its numbers were obtained
     "heatmap": "Every token (across) in every layer (down), coloured by its first-choice expert; "
@@ -48,6 +48,26 @@ NEEDS_STORED_FIGURES = (
 EXPERIMENTS_HEADING = "**Two experiments: route to one expert instead of two, and switch one expert off.**"
 TIMING_NOT_YET = "Press the button (about 5–10 s)."
 SCALE_NOT_YET = "Press the button (about 10–15 s: builds the three models and times them)."
+
+
+def intro_verdict(pair: TrainedPair | None, moe_name: str, dense_name: str) -> str:
+    """The promise (more knowledge for the same work per token) and what the bundled MoE measured against the dense
+    model of the same work: the intro says what the page then shows, never the opposite."""
+    promise = "The promise: holding more weights, it can know more for the same work per token."
+    if pair is None:
+        return f"{promise} Whether a given MoE does is a measurement: section 5 makes it for a bundled MoE."
+    said = (
+        f"{promise} Measured on the bundled one: **{moe_name}** ({pair.parameters / 1e6:.0f}M parameters, trained "
+        f"on about {pair.corpus_bytes / 1e6:.1f} MB of stories) scores **{pair.moe_heldout:.3f}** bits per byte on "
+        f"held-out stories, the dense **{dense_name}** **{pair.dense_heldout:.3f}** (lower is better): "
+    )
+    if pair.moe_better:
+        return said + "**better**, as promised (section 5 also times it)."
+    return said + (
+        "**worse**. Its experts had too little text to learn more than one dense MLP does: the trade pays on big "
+        "models trained on far more text (section 6 and the published models). Its router and its costs are real, "
+        "and section 5 times it."
+    )
 
 
 def no_experts(model_name: str) -> str:
@@ -211,7 +231,11 @@ def trained_finding(pair: TrainedPair) -> str:
         f"held-out stories against the dense model's **{pair.dense_heldout:.3f}** "
         f"({'better' if pair.moe_better else 'worse'}). Memorising: its validation score is "
         f"{pair.moe_gap:+.3f} bits/byte off its training score, the dense model's {pair.dense_gap:+.3f}"
-        + (" — the bigger model memorises more of the 6 MB of stories." if pair.moe_memorises_more else ".")
+        + (
+            f" — the bigger model memorises more of the {pair.corpus_bytes / 1e6:.1f} MB of stories."
+            if pair.moe_memorises_more
+            else "."
+        )
     )
 
 
