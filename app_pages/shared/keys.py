@@ -44,7 +44,7 @@ SCRIPT = """
 (() => {
   const lab = (window.__labKeys = window.__labKeys || { bindings: {} });
   const binding = __BINDING__;
-  lab.bindings[binding.step] = binding;
+  if (binding) lab.bindings[binding.step] = binding;
   const OWN = new Set(__ROLES__);
   const button = (key) => {
     if (!key) return null;
@@ -81,6 +81,14 @@ SCRIPT = """
     if (target) target.focus();
   });
   document.body.prepend(skip);
+  // Streamlit's sidebar page list is a <ul> whose children are its sections' <div>s (axe: "list", "listitem";
+  // docs/ACCESSIBILITY.md): the <ul> becomes a plain container and each section a list of its <li> links.
+  const fixNav = () => document.querySelectorAll('[data-testid="stSidebarNavItems"]:not([role])').forEach((ul) => {
+    ul.setAttribute('role', 'none');
+    ul.querySelectorAll(':scope > div').forEach((section) => section.setAttribute('role', 'list'));
+  });
+  fixNav();
+  new MutationObserver(fixNav).observe(document.body, { childList: true, subtree: true });
   document.addEventListener('keydown', (ev) => {
     if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey || ev.isComposing) return;
     if (owned(ev.target) || owned(document.activeElement)) return;
@@ -98,9 +106,10 @@ SCRIPT = """
 """
 
 
-def script(step: str, back: str | None = None, play: str | None = None, stop: str | None = None) -> str:
-    """The script that binds the keys to these buttons (widget keys), for `st.html`."""
-    binding = json.dumps({"step": step, "back": back, "play": play, "stop": stop})
+def script(step: str | None = None, back: str | None = None, play: str | None = None, stop: str | None = None) -> str:
+    """The script that binds the keys to these buttons (widget keys), for `st.html`; without `step`, only what every
+    page gets (the key listener, the skip link, the sidebar list's roles)."""
+    binding = json.dumps({"step": step, "back": back, "play": play, "stop": stop} if step else None)
     return SCRIPT.replace("__BINDING__", binding).replace("__ROLES__", json.dumps(list(OWN_KEY_ROLES)))
 
 
@@ -112,3 +121,9 @@ def bind(step: str, back: str | None = None, play: str | None = None, stop: str 
         f'<p class="keys-hint">{hint}</p><script>{script(step, back, play, stop)}</script>',
         unsafe_allow_javascript=True,
     )
+
+
+def install() -> None:
+    """What every page gets once per browser tab, with no line of its own: the key listener (acting only where a
+    page has bound its buttons), the skip link and the roles that fix Streamlit's sidebar list. For the sidebar."""
+    st.html(f"<script>{script()}</script>", unsafe_allow_javascript=True)

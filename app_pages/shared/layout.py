@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from inference.lessons.style import TEXT_GREY
+
 # Larger text and charts for a projector; the sidebar's page links stay small so every section fits. A slider's
 # value is lifted above its track (at the larger size it sat on the track) and the slider gets the room for it.
 PRESENTER_CSS = """<style>
@@ -20,10 +22,10 @@ PRESENTER_CSS = """<style>
             </style>"""
 
 
-# Captions, status lines, chart texts and the keys line: Streamlit's caption grey (#828180 on white, 3.9:1) is
-# below WCAG's 4.5:1 for small text; this grey is 6.0:1 on white and 5.3:1 on the sidebar's #f0f2f6
-# (tests/test_axe_browser.py, tests/test_presenter_text_browser.py).
-CAPTION_GREY = "#5f6169"
+# Captions, status lines, chart texts and the keys line: Streamlit draws a caption as dark text at opacity 0.6
+# (#828180 on white, 3.9:1), below WCAG's 4.5:1 for small text; style.TEXT_GREY at full opacity is 6.2:1 on white
+# and 5.5:1 on the sidebar's #f0f2f6 (tests/test_axe_browser.py).
+CAPTION_GREY = TEXT_GREY
 
 # Charts side by side (a row of columns holding a Plotly chart) wrap onto rows of their own where the page is
 # narrower than two readable charts: at 800 px with the sidebar open the main area is ~450 px, and two 220 px
@@ -33,7 +35,8 @@ LAYOUT_CSS = """<style>
                 flex-wrap: wrap; }
             [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stPlotlyChart"])
                 > [data-testid="stColumn"] { min-width: min(20rem, 100%); }
-            [data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] code { color: CAPTION_GREY; }
+            [data-testid="stCaptionContainer"] { color: CAPTION_GREY; opacity: 1; }
+            [data-testid="stCaptionContainer"] code { color: CAPTION_GREY; }
             .chart-text { font-size: 0.875rem; color: CAPTION_GREY; margin: -0.6rem 0 0.4rem 0; }
             .keys-hint { font-size: 0.875rem; color: CAPTION_GREY; margin: 0; }
             </style>""".replace("CAPTION_GREY", CAPTION_GREY)
