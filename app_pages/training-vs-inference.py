@@ -48,10 +48,9 @@ small = info.parameters <= KEEP_COPY_UP_TO
 
 st.title("🏋️ Training vs inference")
 st.markdown(
-    "**Inference** is using a trained model: its weights are read, never changed. **Training** is what made those "
-    "weights: every step nudges all of them to make the training text more likely. Training happens once; "
-    "inference happens on every request, and that is where most of the cost of real AI goes. Below, the same model "
-    f"(**{info.name}**) does both, on a sentence you type."
+    "**Inference** uses a trained model: it reads the weights and never changes them. **Training** made those "
+    "weights, a small nudge to every one of them per step. Training happens once; inference happens on every request, "
+    f"and that is where most of the cost of real AI goes. Here **{info.name}** does both, on a sentence you type."
 )
 sentence = st.text_input(
     "A sentence: the model predicts its last token from the others",
@@ -79,13 +78,9 @@ before, check = kept_until_changed("tvi_first", key, first_look)
 
 # -- 1. inference ----------------------------------------------------------------------------------------------------
 st.subheader("1. Inference reads the weights and leaves them as they were")
-st.markdown(text.prediction_sentence(before, context, target))
-chart(
-    figures.distribution_figure(chart_rows(tokenizer, before, None), layout.presenter()),
-    key="tvi_before",
-    text=text.prediction_sentence(before, context, target, markdown=False),
-)
-st.markdown(text.inference_sentence(check, info.name))
+st.markdown(text.prediction_sentence(before, context, target) + " " + text.inference_sentence(check, info.name))
+rows = chart_rows(tokenizer, before, None)
+chart(figures.distribution_figure(rows, layout.presenter()), key="tvi_before", text=text.bars_sentence(rows))
 caption(
     "exact",
     f"The model's own probabilities (one forward pass, softmax over all {len(before.probs):,} tokens), and SHA-256 "
@@ -146,11 +141,8 @@ if result is None:
 else:
     changes = result.changes
     st.markdown(text.training_sentence(before, result.after, target, result.losses, changes))
-    chart(
-        figures.distribution_figure(chart_rows(tokenizer, before, result.after), layout.presenter()),
-        key="tvi_after",
-        text=text.gained_sentence(gains(tokenizer, before, result.after), markdown=False),
-    )
+    rows = chart_rows(tokenizer, before, result.after)
+    chart(figures.distribution_figure(rows, layout.presenter()), key="tvi_after", text=text.bars_sentence(rows))
     st.markdown(text.gained_sentence(gains(tokenizer, before, result.after)))
     if not small:
         st.markdown(text.single_step_sentence(info.name, info.parameters, result.step_ms[-1], len(ids) - 1))
@@ -165,9 +157,10 @@ else:
         "against the copy's starting weights. AdamW's weight decay shrinks every matrix a little at every step, so "
         "even the embeddings of tokens not in the sentence change.",
     )
-    most = max(changes, key=lambda c: c.relative_change)
-    with st.expander(f"Where the weights moved: every tensor, and the loss at each step (most: {most.name})"):
-        chart(figures.change_heatmap(changes, layout.presenter()), key="tvi_heatmap")
+    with st.expander(
+        f"Where the weights moved, tensor by tensor, and the loss at each of the {len(result.losses) - 1} steps"
+    ):
+        chart(figures.change_heatmap(changes, layout.presenter()), key="tvi_heatmap", text=text.moves_sentence(changes))
         caption("exact", "‖after − before‖ ÷ ‖before‖ of every parameter tensor of your copy, in percent.")
         chart(figures.loss_figure(result.losses, layout.presenter()), key="tvi_loss")
         caption(
@@ -194,7 +187,6 @@ with st.expander("3. What a step costs: a training step is several forward passe
             f"Wall clock on this machine, {torch.get_num_threads()} torch thread(s), interleaved; bars are medians of "
             f"{len(cost.forward_ms)}, dots each repeat. A training step: loss, backward, gradient clipping, AdamW.",
         )
-        st.markdown(text.cost_sentence(cost))
         cells = layout.metric_cells(2)
         cells[0].metric("FLOPs per token, inference", f"{cost.flops_forward_per_token / 1e6:,.2f} M")
         cells[1].metric("FLOPs per token, training", f"{cost.flops_train_per_token / 1e6:,.2f} M")
@@ -203,8 +195,11 @@ with st.expander("3. What a step costs: a training step is several forward passe
             "Forward: 2 × (layer weights + output layer) per token + attention (inference/core/flops.py); training: "
             "3 × forward (the backward pass is two products per forward product). AdamW's update is left out.",
         )
-        chart(figures.memory_figure(cost.memory, layout.presenter()), key="tvi_memory")
-        st.markdown(text.memory_sentence(cost.memory))
+        chart(
+            figures.memory_figure(cost.memory, layout.presenter()),
+            key="tvi_memory",
+            text=text.memory_sentence(cost.memory),
+        )
         caption(
             "exact",
             "Weights, gradients (one per trainable weight) and AdamW's two float32 moments counted from the tensors; "
@@ -236,26 +231,22 @@ with st.expander(f"4. Once vs every request: {bill.name} trained once, in {bill.
         chart(
             figures.break_even_figure(hours, answer.total_ms * threads / 1000, requests, layout.presenter()),
             key="tvi_break_even",
-            text=sentence_text.replace("*", ""),
+            text=sentence_text,
         )
-        st.markdown(sentence_text)
         caption(
             "measured",
             f"Training: wall time × {bill.cores} cores from its training_meta.json; a request: prefill + decode "
             f"passes timed here on {threads} thread(s), × {threads}. Both are machine time, core-hours.",
         )
     flops_requests = requests_to_match_by_flops(bill.tokens, prompt + reply)
-    st.markdown(
-        f"By FLOPs alone (6N per training token against 2N per request token), {bill.name}'s training equals "
-        f"**{flops_requests:,.0f} requests** of {prompt + reply} tokens. One request at a time leaves a CPU's "
-        "arithmetic idle while training works on batches, so by measured time the crossing comes earlier."
-    )
+    measured = None if answer is None else requests
+    st.markdown(text.flops_sentence(bill, flops_requests, prompt + reply, measured))
     rows = [
         {
             "model": b.name,
             "training tokens": f"{b.tokens / 1e12:,.1f} T",
-            "accelerator-hours": "—" if b.accelerator_hours is None else f"{b.accelerator_hours:,.0f} GPU-hours",
-            f"requests of {prompt + reply} tokens to match its training FLOPs": f"{requests_to_match_by_flops(b.tokens, prompt + reply):,.3g}",
+            "GPU-hours": "—" if b.accelerator_hours is None else f"{b.accelerator_hours:,.0f}",
+            f"requests of {prompt + reply} tokens = its training FLOPs": f"{requests_to_match_by_flops(b.tokens, prompt + reply):,.0f}",
         }
         for b in PUBLISHED
     ]

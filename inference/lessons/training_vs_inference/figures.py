@@ -25,39 +25,45 @@ INFERENCE_COLOUR = PREFILL_COLOUR
 TRAINING_COLOUR = DECODE_COLOUR
 
 
+def share(p: float) -> str:
+    """A bar's label: one decimal of a percent, and "<0.1%" rather than a misleading "0.0%"."""
+    return f"{p:.1%}" if p >= 0.001 else "<0.1%"
+
+
 def distribution_figure(rows: list[tuple[str, float, float | None]], presenter: bool = False) -> go.Figure:
     """Next-token probabilities of a few tokens (label, before, after or None), before (pale) and after training
-    (deep blue, hatched: colour is not the only signal); the first row at the top."""
-    names = [label(r[0]) for r in rows][::-1]
+    (deep blue, hatched: colour is not the only signal); the first row at the top. A value under 0.1% is labelled
+    only where its row's other bar is large (the token training taught)."""
+    trained = any(r[2] is not None for r in rows)
+    rows = rows[::-1]  # Plotly draws the first name at the bottom
+    names = [label(r[0]) for r in rows]
     fig = go.Figure()
-    before = [r[1] for r in rows][::-1]
-    add_hbar(
-        fig,
-        names,
-        before,
-        name="before training",
-        marker_color=RAW_COLOUR,
-        text=[f"{p:.1%}" for p in before],
-        textposition="outside",
-        hovertemplate=hover("%{y}: %{x:.2%} before training"),
-    )
-    if any(r[2] is not None for r in rows):
-        after = [r[2] or 0.0 for r in rows][::-1]
+    for column, name, colour, pattern in (
+        (1, "before training", RAW_COLOUR, ""),
+        (2, "after training", FINAL_COLOUR, "/"),
+    ):
+        if column == 2 and not trained:
+            break
+        values = [r[column] or 0.0 for r in rows]
+        others = [r[3 - column] or 0.0 for r in rows] if trained else [1.0] * len(rows)  # untrained: label all
         add_hbar(
             fig,
             names,
-            after,
-            name="after training",
-            marker_color=FINAL_COLOUR,
-            marker_pattern_shape="/",
-            text=[f"{p:.1%}" for p in after],
+            values,
+            name=name,
+            marker_color=colour,
+            marker_pattern=dict(shape=pattern, fillmode="overlay", fgcolor="white"),
+            text=[share(p) if p >= 0.001 or other >= 0.1 else "" for p, other in zip(values, others)],
             textposition="outside",
-            hovertemplate=hover("%{y}: %{x:.2%} after training"),
+            hovertemplate=hover(f"%{{y}}: %{{x:.3%}} {name}"),
         )
-    fig.update_layout(barmode="group", bargap=0.25)
+    fig.update_layout(barmode="group", bargap=0.25, showlegend=trained)
     top = max([r[1] for r in rows] + [r[2] or 0.0 for r in rows])
-    fig.update_xaxes(tickformat=".0%", range=[0, min(1.0, top * 1.25 + 0.02)], title="probability of the next token")
-    fig = base_layout(fig, "The next token's probabilities", presenter, height=90 + 34 * len(rows))
+    upper = top * 1.25 + 0.02
+    ticks = dict(range=[0, 1.18], tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0]) if upper > 1 else dict(range=[0, upper])
+    fig.update_xaxes(tickformat=".0%", title="probability of the next token", **ticks)
+    per_row = (52 if presenter else 34) * (2 if trained else 1) * 0.75
+    fig = base_layout(fig, "The next token's probabilities", presenter, height=int(110 + per_row * len(rows)))
     return legend_below(fig, y=-0.18 if len(rows) > 6 else -0.3, t=60, b=20)
 
 
@@ -118,31 +124,34 @@ def loss_figure(losses: list[float], presenter: bool = False) -> go.Figure:
 def step_time_figure(cost: StepCost, presenter: bool = False) -> go.Figure:
     """Median time of a forward pass and of a training step (bars), every timed repeat as a dot."""
     fig = go.Figure()
-    names = ["forward pass (inference)", "training step"]
+    names = ["inference:<br>a forward pass", "training:<br>one step"]
     medians = [cost.forward_median_ms, cost.train_median_ms]
     fig.add_bar(
-        x=names,
+        x=[0, 1],
         y=medians,
+        width=0.5,
         marker_color=[INFERENCE_COLOUR, TRAINING_COLOUR],
-        marker_pattern_shape=["", "/"],
+        marker_pattern=dict(shape=["", "/"], fillmode="overlay", fgcolor="white"),
         text=[f"{m:,.1f} ms" for m in medians],
         textposition="outside",
         name="median",
-        hovertemplate=hover("%{x}: median %{y:,.1f} ms"),
+        customdata=["a forward pass", "a training step"],
+        hovertemplate=hover("%{customdata}: median %{y:,.1f} ms"),
     )
-    for name, times in zip(names, (cost.forward_ms, cost.train_step_ms)):
+    for x, times in ((0, cost.forward_ms), (1, cost.train_step_ms)):  # each repeat as a dot beside its bar
         fig.add_scatter(
-            x=[name] * len(times),
+            x=[x + 0.36] * len(times),
             y=times,
             mode="markers",
             marker=dict(color=PALETTE["ink"], size=7, symbol="circle-open"),
             name="each repeat",
-            showlegend=name == names[0],
+            showlegend=x == 0,
             hovertemplate=hover("%{y:,.1f} ms"),
         )
+    fig.update_xaxes(tickvals=[0, 1], ticktext=names, range=[-0.5, 1.6], tickangle=0)
     fig.update_yaxes(title="ms", rangemode="tozero")
-    fig = base_layout(fig, f"One pass vs one training step on {cost.tokens} tokens", presenter, height=340)
-    return legend_below(fig, y=-0.2, t=60, b=20)
+    fig = base_layout(fig, f"Time on {cost.tokens} tokens", presenter, height=340)
+    return legend_below(fig, y=-0.3, t=60, b=20)
 
 
 MEMORY_PARTS = [
@@ -169,13 +178,14 @@ def memory_figure(mem: Memory, presenter: bool = False) -> go.Figure:
             y=values,
             name=name,
             marker_color=colour,
-            marker_pattern_shape=pattern,
+            marker_pattern=dict(shape=pattern, fillmode="overlay", fgcolor="white"),
             hovertemplate=hover(f"%{{x}}: {name} %{{y:,.2f}} MiB"),
         )
-    fig.update_layout(barmode="stack")
+    fig.update_layout(barmode="stack", legend_traceorder="normal")
+    lift = mem.training / 2**20 * 0.05  # the totals just above their bars
     fig.add_scatter(
         x=columns,
-        y=[mem.inference / 2**20, mem.training / 2**20],
+        y=[mem.inference / 2**20 + lift, mem.training / 2**20 + lift],
         mode="text",
         text=[f"{mem.inference / 2**20:,.1f} MiB", f"{mem.training / 2**20:,.1f} MiB"],
         textposition="top center",

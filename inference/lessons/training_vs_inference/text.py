@@ -74,22 +74,24 @@ def gained_sentence(gains: list[tuple[str, float]], markdown: bool = True) -> st
 
 
 def cost_sentence(cost: StepCost) -> str:
+    """Plain text (it is the chart's sentence)."""
     return (
-        f"On {cost.tokens} tokens a training step took **{cost.train_median_ms:,.1f} ms** (median of "
-        f"{len(cost.train_step_ms)}), a forward pass **{cost.forward_median_ms:,.1f} ms**: "
-        f"**{cost.time_ratio:.1f}×**. The FLOPs say {cost.flops_train / cost.flops_forward:.0f}× "
+        f"On {cost.tokens} tokens a training step took {cost.train_median_ms:,.1f} ms (median of "
+        f"{len(cost.train_step_ms)}), a forward pass {cost.forward_median_ms:,.1f} ms: "
+        f"{cost.time_ratio:.1f}×. The FLOPs say {cost.flops_train / cost.flops_forward:.0f}× "
         f"({cost.flops_train_per_token / 1e6:,.1f} M vs {cost.flops_forward_per_token / 1e6:,.1f} M per token, "
-        f"about 6N vs 2N with N = {cost.parameters / 1e6:,.2f} M parameters); the backward pass and the optimizer's "
-        "memory traffic cost more than their FLOPs on a CPU."
+        f"about 6N vs 2N with N = {cost.parameters / 1e6:,.2f} M parameters), so the step took "
+        f"{cost.time_ratio / (cost.flops_train / cost.flops_forward):.1f}× what its FLOPs alone predict."
     )
 
 
 def memory_sentence(mem: Memory) -> str:
+    """Plain text (it is the chart's sentence)."""
     return (
         f"Inference needs the weights ({mib(mem.weights)}) and a KV cache ({mib(mem.kv_cache)}): "
-        f"**{mib(mem.inference)}**. Training also needs a gradient for every weight ({mib(mem.gradients)}), AdamW's "
+        f"{mib(mem.inference)}. Training also needs a gradient for every weight ({mib(mem.gradients)}), AdamW's "
         f"two moments ({mib(mem.optimizer_moments)}) and the activations kept for the backward pass "
-        f"({mib(mem.activations)}): **{mib(mem.training)}**, {mem.training / mem.inference:.1f}× as much."
+        f"({mib(mem.activations)}): {mib(mem.training)}, {mem.training / mem.inference:.1f}× as much."
     )
 
 
@@ -102,11 +104,19 @@ def bill_sentence(bill: TrainingBill) -> str:
 
 
 def break_even_sentence(bill: TrainingBill, request_ms: float, prompt: int, reply: int, requests: float) -> str:
+    """Plain text (it is the chart's sentence)."""
     return (
-        f"One request ({prompt} prompt tokens, {reply} reply tokens) took **{request_ms / 1000:.2f} s** of one core "
-        f"here. After **{requests:,.0f} requests** inference has cost as much machine time as training did; every "
+        f"One request ({prompt} prompt tokens, {reply} reply tokens) took {request_ms / 1000:.2f} s of one core "
+        f"here. After {requests:,.0f} requests inference has cost as much machine time as training did; every "
         "request after that is extra, for as long as the model is used."
     )
+
+
+def bars_sentence(rows: list[tuple[str, float, float | None]]) -> str:
+    """The distribution chart's bars as plain text: each token's probability before (and after) training."""
+    if all(r[2] is None for r in rows):
+        return "Before training: " + ", ".join(f"'{t}' {pct(b)}" for t, b, _ in rows) + "."
+    return "Before → after training: " + ", ".join(f"'{t}' {pct(b)} → {pct(a)}" for t, b, a in rows) + "."
 
 
 def single_step_sentence(model_name: str, parameters: int, ms: float, tokens: int) -> str:
@@ -115,3 +125,29 @@ def single_step_sentence(model_name: str, parameters: int, ms: float, tokens: in
         f"**{ms / 1000:,.1f} s** here; {parameters / 1e6:,.0f} M parameters need a gradient and two optimizer moments "
         "each, so it is offered as one measured step on a copy that is dropped afterwards, not as k steps kept."
     )
+
+
+def moves_sentence(changes: list[TensorChange]) -> str:
+    """The tensor heat map as plain text: the most and least moved tensors and how many moved at all."""
+    ranked = sorted(changes, key=lambda c: c.relative_change)
+    moved = sum(c.relative_change > 0 for c in changes)
+    return (
+        f"{moved} of {len(changes)} tensors moved; most {ranked[-1].name} ({ranked[-1].relative_change:.2%} of its "
+        f"size), least {ranked[0].name} ({ranked[0].relative_change:.2%})."
+    )
+
+
+def flops_sentence(bill: TrainingBill, flops_requests: float, tokens: int, measured_requests: float | None) -> str:
+    """Break-even by FLOPs, and how the measured crossing compares when there is one."""
+    sentence = (
+        f"By FLOPs alone (6N per training token against 2N per request token), {bill.name}'s training equals "
+        f"**{flops_requests:,.0f} requests** of {tokens} tokens."
+    )
+    if measured_requests is None:
+        return sentence
+    if measured_requests < flops_requests:
+        return sentence + (
+            f" Measured, the crossing comes {flops_requests / measured_requests:,.0f}× earlier: a request's passes "
+            "here did less arithmetic per second than training on whole batches of text did."
+        )
+    return sentence + f" Measured, it comes {measured_requests / flops_requests:,.1f}× later."

@@ -233,7 +233,7 @@ def layer_of(name: str) -> str:
     return "final norm" if "norm" in name else parts[-2] if len(parts) > 1 else name
 
 
-def chart_rows(tokenizer, before: Distribution, after: Distribution | None, k: int = 6) -> list:
+def chart_rows(tokenizer, before: Distribution, after: Distribution | None, k: int = 4) -> list:
     """(label, p before, p after or None) for the top `k` tokens before, the top `k` after, and the sentence's last
     token, most likely first (after training when there is an after)."""
     ids = list(dict.fromkeys([*before.top_ids[:k], *(after.top_ids[:k] if after else []), before.target_id]))
