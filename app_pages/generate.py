@@ -36,6 +36,7 @@ URL_PARAMS = {
     "max": ("gen_max_new", int),
     "sched": ("gen_sched", str),  # steps drawn with other settings or seeds than the sliders' (lessons/generate/links)
 }
+TOKENS_SHOWN = 20  # bars of the next-token chart, until its slider moves
 DEFAULTS = {"gen_seed": 0, "gen_max_new": 60, "gen_sched": ""}  # the prompt: the model's opening prompt
 SAMPLING_DEFAULTS = {"temperature": 0.8, "top_p": 0.95}  # Generate opens on typical chat settings
 RANGES = {**controls.ranges("gen", controls.CLASSIC), "gen_seed": (0, SEED_MAX)}
@@ -172,6 +173,9 @@ def run_section() -> None:
     only this, not the title, the sidebar and the sliders above (a slider's change reruns the whole page, as the
     run's settings come from them). Its server CPU per Step is `page_step_server_cpu_ms` in
     `python -m inference.bench --pages`."""
+    # The text first, then the buttons right above the step they change: a teacher sees Step, the newest token just
+    # above it and the chart just below it on one screen (1280x900 and 800x1000, presenter mode too).
+    text_box = st.empty()
     stepper.buttons()
     if prepared.error:
         st.warning(prepared.error)  # keep showing the last run below; nothing is lost
@@ -183,7 +187,6 @@ def run_section() -> None:
             replay=lambda steps: replay_link(trace, steps),
         )
 
-    text_box = st.empty()
     if trace is not None and not prepared.error:
         stepper.play_if_clicked(trace, lambda: trace.step(settings, seed), lambda: show_text(trace, text_box))
     show_text(trace, text_box)
@@ -209,9 +212,11 @@ def run_section() -> None:
         if logits is None and not trace.records:
             return  # a serving engine failed before the first step: its message is above
         with session_lock():  # the view reads the trace: never while another run of this session steps it
-            view, heading = current_step_view(trace, logits, settings)
+            view, heading, changed_note = current_step_view(trace, logits, settings)
         st.markdown(f"### {heading}\n\n{summary_line(view)}")  # one element: the heading and the step's numbers
-        top_n = st.slider("Tokens shown", 10, 50, 20, step=5, key="gen_top_n", persist_state="session")
+        if changed_note:
+            st.caption(changed_note)
+        top_n = int(st.session_state.get("gen_top_n", TOKENS_SHOWN))  # its slider sits under the charts
         table = view.columns(tokenizer, top_n=top_n)
         chart_left, chart_right = layout.side_by_side(2)
         with chart_left:
@@ -222,11 +227,12 @@ def run_section() -> None:
                 caption(*distribution_note(loaded.model, server_step))
         with chart_right:
             chart(
-                cumulative_curve(view, tokenizer, settings.top_p, layout.presenter()),
+                cumulative_curve(view, tokenizer, view.settings.top_p, layout.presenter()),
                 width="stretch",
                 key="gen_cumulative",
             )
             caption("exact", gen_text.CUMULATIVE_CAPTION)
+        st.slider("Tokens shown", 10, 50, TOKENS_SHOWN, step=5, key="gen_top_n", persist_state="session")
 
         # -- fork ------------------------------------------------------------------------------
         if trace.records:

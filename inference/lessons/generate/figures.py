@@ -133,7 +133,13 @@ def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max
     if top_p < 1:
         cutoff = {"color": CUTOFF_COLOUR}
         lines.append(hline(top_p, cutoff | {"dash": "dash"}, f"top-p = {top_p:g}"))
-        lines.append(vline(view.nucleus_size + 0.5, cutoff | {"dash": "dot"}, f"nucleus: {view.nucleus_size} token{'s' * (view.nucleus_size != 1)}"))
+        lines.append(
+            vline(
+                view.nucleus_size + 0.5,
+                cutoff | {"dash": "dot"},
+                f"nucleus: {view.nucleus_size} token{'s' * (view.nucleus_size != 1)}",
+            )
+        )
     drawn = view.u is not None and not view.settings.greedy
     u_line = {"color": CHOSEN_COLOUR, "width": 1.5}
     if drawn and view.chosen_rank >= max_rank:

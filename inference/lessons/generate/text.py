@@ -2,7 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from inference.core.run import STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS
+from inference.lessons.sampling_lab.knobs import CLASSIC, MORE
+from inference.sampling.pipeline import SamplingSettings
+
+_KNOB_NAMES = {knob.field: knob.label for knob in CLASSIC + MORE} | {"temperature": "T"}
+
+
+def settings_changed(then: SamplingSettings, now: SamplingSettings) -> tuple[str, str]:
+    """The settings that differ, as drawn and as the sliders say now ("T = 0.8", "T = 2"); ("", "") when none do."""
+    changed = [f.name for f in fields(SamplingSettings) if getattr(then, f.name) != getattr(now, f.name)]
+
+    def said(settings: SamplingSettings) -> str:
+        named = [
+            f"{_KNOB_NAMES[name]} = {value:g}" if isinstance(value, (int, float)) else f"{_KNOB_NAMES[name]} {value}"
+            for name in changed
+            if name in _KNOB_NAMES and not isinstance(value := getattr(settings, name), bool)
+        ]
+        return ", ".join(named or ["other settings"])
+
+    return (said(then), said(now)) if changed else ("", "")
 
 
 def stop_sentence(reason: str, max_new_tokens: int, context: int, chooser: str = "the model") -> str:
