@@ -15,6 +15,7 @@ from inference.core.flops import FlopCount
 from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.remote import is_remote
 from inference.core.run import STOP_EOS
+from inference.lessons import glossary
 from inference.lessons.prefill_decode import text as pd_text
 from inference.lessons.prefill_decode.engine_timing import remote_generation_timing, remote_sweep
 from inference.lessons.prefill_decode.figures import sweep_rate_figure, sweep_time_figure, timeline_figure
@@ -85,20 +86,13 @@ if remote:
         f"On the engine at {loaded.url}: the first block is the engine's own prefill time "
         "(its `timings.prompt_ms`, prompt cache off); later blocks are the gaps between streamed tokens "
         "arriving here, each including one loopback HTTP chunk. Time per output token and decode tokens/s "
-        "are the engine's own `predicted_ms` ÷ tokens. "
-        + (f"The fastest of {timing.runs} identical greedy runs." if timing.runs > 1 else ""),
+        "are the engine's own `predicted_ms` ÷ tokens. " + f"Shown: {pd_text.run_how(timing)}.",
     )
 else:
     caption(
         "measured",
-        "Wall time of each step on this machine (forward pass + choosing the token), laid end "
-        "to end; hover a block for its token. The dashed line is the time to first token. "
-        + (
-            f"The fastest of {timing.runs} identical greedy runs: other programs on a shared machine can only "
-            "slow a run down."
-            if timing.runs > 1
-            else ""
-        ),
+        "Wall time of each step on this machine (forward pass + choosing the token), laid end to end; hover a block "
+        f"for its token. The dashed line is the time to first token. Shown: {pd_text.run_how(timing)}.",
     )
 tpot_ms = timing.tpot_ms
 if server_timings is not None and server_timings.decode_tokens_per_s:
@@ -106,7 +100,7 @@ if server_timings is not None and server_timings.decode_tokens_per_s:
 m = layout.metric_cells(4)  # two rows of two (one a row in presenter mode): the values stay whole on a narrow screen
 m[0].metric("Time to first token", f"{timing.ttft_ms:.1f} ms", help="The prefill pass plus choosing the first token.")
 if tpot_ms is not None:
-    m[1].metric("Time per output token", f"{tpot_ms:.2f} ms", help="Mean decode step after the first token.")
+    m[1].metric("Time per output token", f"{tpot_ms:.2f} ms", help=pd_text.tpot_help(timing))
     m[3].metric("Decode, tokens/s", f"{1000 / tpot_ms:,.0f}", help="New tokens written per second.")
 m[2].metric(
     "Prefill, tokens/s",
@@ -159,30 +153,35 @@ with chart_right:
 st.subheader("What these numbers say")
 reply = crossover_prompt_tokens(sweep, int(timing.steps.shape[0]))
 st.markdown(pd_text.measured_findings(sweep, found, reply, info.context))
+if differ := pd_text.run_vs_sweep(timing, found.best_prefill_tokens_per_s, sweep.repeats):
+    st.markdown(differ)
 
 if flop_count is not None:
-    dtype = next(model.parameters()).dtype
-    threads = torch.get_num_threads()  # machine.peak_flops measures (and keeps) one peak per torch thread count
-    with st.spinner("Timing this CPU's fastest matrix product (once per server process)…"):
-        peak = machine.peak_flops(dtype)
-    weights_note = machine.weights_vs_cache(info.weight_bytes)
-    st.markdown(
-        pd_text.flops_findings(
-            found,
-            flop_count,
-            info.heads,
-            info.head_dim,
-            info.weight_bytes,
-            peak,
-            threads,
-            weights_note,
-            machine.logical_cpus(),
+    with st.expander(f"Arithmetic per second: {pd_text.SECTIONS['flops']}"):
+        st.caption(glossary.note("GFLOP/s"))
+        threads = torch.get_num_threads()  # machine.peak_flops measures (and keeps) one peak per torch thread count
+        with st.spinner("Timing this CPU's fastest matrix product (once per server process)…"):
+            peak = machine.peak_flops(next(model.parameters()).dtype)
+        st.markdown(
+            pd_text.flops_findings(
+                found,
+                flop_count,
+                info.heads,
+                info.head_dim,
+                info.weight_bytes,
+                peak,
+                threads,
+                machine.weights_vs_cache(info.weight_bytes),
+                machine.logical_cpus(),
+            )
         )
-    )
 
 big = next(m for m in load_public_models() if m["name"] == ILLUSTRATIVE_MODEL)
-st.markdown(pd_text.illustrative_gpu(ILLUSTRATIVE_MODEL, weight_bytes(big["parameters"], 16), ILLUSTRATIVE_BANDWIDTH))
-with st.expander("The sweep as a table"):
+with st.expander(f"On a GPU: {pd_text.SECTIONS['gpu']}"):
+    st.markdown(
+        pd_text.illustrative_gpu(ILLUSTRATIVE_MODEL, weight_bytes(big["parameters"], 16), ILLUSTRATIVE_BANDWIDTH)
+    )
+with st.expander(f"The sweep as a table: {pd_text.SECTIONS['table']}"):
     st.dataframe(sweep.summary.round(2), hide_index=True, width="stretch", key="pd_sweep_table")
     caption(
         "measured", "Median, quartiles (q1, q3), fastest (min) and slowest (max) run per prompt length; times in ms."

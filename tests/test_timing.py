@@ -107,13 +107,14 @@ def test_generation_timing_is_one_prefill_then_decode_steps_laid_end_to_end(bund
     assert timing.prefill_tokens_per_s == pytest.approx(len(ids) / timing.prefill_ms * 1000)
 
 
-def test_generation_timing_shows_the_fastest_of_its_runs(bundled, monkeypatch):
-    """Three greedy runs (a busy moment can only slow one); the timeline is the fastest.
+def test_generation_timing_shows_the_middle_of_its_runs(bundled, monkeypatch):
+    """Three greedy runs (a busy moment can only slow one); the timeline is the median run, comparable with the
+    sweep's medians (#46 item 5: the fastest once read a prefill rate above the sweep's best).
     A slow model stops after its first run once the time budget is spent."""
     ids = bundled.tokenizer("Once upon a time, there was a cat.")["input_ids"]
     timing = time_generation(bundled.model, bundled.tokenizer, ids, 6)
     assert timing.runs == 3
-    assert timing.steps["step_ms"].sum() == pytest.approx(min(timing.run_totals_ms))
+    assert timing.steps["step_ms"].sum() == pytest.approx(sorted(timing.run_totals_ms)[1])
     monkeypatch.setattr(timing_module, "TIMING_BUDGET_S", 0.0)
     assert time_generation(bundled.model, bundled.tokenizer, ids, 6).runs == 1
     with pytest.raises(ValueError, match="`runs`"):

@@ -3,9 +3,45 @@ FLOP count, this machine's measured peak, or a published config)."""
 
 from __future__ import annotations
 
-from inference.lessons.prefill_decode.timing import SATURATION, Crossover, Sweep, SweepFindings
+from inference.lessons.prefill_decode.timing import SATURATION, Crossover, GenerationTiming, Sweep, SweepFindings
 
+SECTIONS = {  # each closed section's one line: what opening it shows
+    "flops": "how busy the arithmetic was in prefill and in decode, against this CPU's measured best",
+    "gpu": "why decode on a big model is limited by memory, not arithmetic (illustrative)",
+    "table": "medians, quartiles, fastest and slowest run for every prompt length",
+}
 COMPUTE_BOUND_SHARE = 0.5  # prefill at or above this share of the measured peak counts as close to compute-bound
+
+
+def run_how(timing: GenerationTiming) -> str:
+    """How the timeline's run was chosen, for its caption and metrics."""
+    n = timing.runs
+    if n <= 1:
+        return "one greedy run after a warm-up"
+    which = "faster" if n == 2 else "middle"
+    return f"the {which} of {n} identical greedy runs after a warm-up"
+
+
+def tpot_help(timing: GenerationTiming) -> str:
+    """What the run's time per output token is: not the sweep's decode pass."""
+    steps = len(timing.decode_steps)
+    return (
+        f"The mean of this generation's {steps} decode steps (forward pass + choosing the token), in "
+        f"{run_how(timing)}. The sweep below times bare forward passes after each prompt instead."
+    )
+
+
+def run_vs_sweep(timing: GenerationTiming, best_prefill_tokens_per_s: float, repeats: int) -> str | None:
+    """When the run's prefill rate tops the sweep's best, why the two differ; None when it does not."""
+    rate = timing.prefill_tokens_per_s
+    if rate <= best_prefill_tokens_per_s:
+        return None
+    return (
+        f"The run at the top read its {timing.prompt_tokens}-token prompt at **{rate:,.0f} tokens/s**, above the "
+        f"sweep's best of **{best_prefill_tokens_per_s:,.0f}**: the run is {run_how(timing)}, each sweep point the "
+        f"median of {repeats} runs over filler prompts of other lengths, and on a shared machine two timings of the "
+        "same pass differ by this much. Neither is wrong; the sweep's medians are the steadier figure."
+    )
 
 
 def sweep_intro(lengths: list[int], decode_tokens: int) -> str:

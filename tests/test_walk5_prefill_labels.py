@@ -1,0 +1,41 @@
+"""#46 item 5 on Prefill vs decode: the single run is the middle of its runs (not the fastest), its labels say what
+was timed, and when its prefill rate still tops the sweep's best the page says why the two differ."""
+
+import pandas as pd
+import pytest
+
+from inference.lessons.prefill_decode import text as pd_text
+from inference.lessons.prefill_decode.timing import GenerationTiming, middle_run
+
+pytestmark = pytest.mark.unit
+
+
+def timing(prefill_ms: float, prompt_tokens: int = 30, runs=(40.0, 41.0, 39.0)) -> GenerationTiming:
+    steps = pd.DataFrame(
+        {
+            "phase": ["prefill", "decode", "decode"],
+            "forward_ms": [prefill_ms, 1.0, 1.2],
+            "step_ms": [prefill_ms, 1.1, 1.3],
+        }
+    )
+    return GenerationTiming(steps=steps, prompt_tokens=prompt_tokens, stop_reason=None, run_totals_ms=runs)
+
+
+def test_the_run_shown_is_the_middle_one_not_the_fastest():
+    assert middle_run([40.0, 90.0, 30.0]) == 0
+    assert middle_run([5.0]) == 0
+    assert middle_run([7.0, 5.0]) == 1  # two runs: the faster, said so by the label
+
+
+def test_the_run_labels_say_what_was_timed_and_how():
+    label = pd_text.run_how(timing(10.0))
+    assert label == "the middle of 3 identical greedy runs after a warm-up"
+    assert pd_text.run_how(timing(10.0, runs=(40.0, 41.0))) == "the faster of 2 identical greedy runs after a warm-up"
+    assert "2 decode steps" in pd_text.tpot_help(timing(10.0))  # a mean over this generation's steps
+
+
+def test_a_run_faster_than_the_sweeps_best_is_explained_with_both_numbers():
+    run = timing(prefill_ms=7.5, prompt_tokens=30)  # 4,000 tokens/s
+    said = pd_text.run_vs_sweep(run, best_prefill_tokens_per_s=3745.0, repeats=5)
+    assert "4,000" in said and "3,745" in said and "median of 5" in said
+    assert pd_text.run_vs_sweep(timing(prefill_ms=10.0), best_prefill_tokens_per_s=3745.0, repeats=5) is None
