@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from inference.core.loader import encode_prompt
-from inference.lessons.classroom import resume
+from inference.lessons.classroom import resume, run_checkpoint
 from inference.lessons.classroom.store import ClassError, open_store
 from inference.lessons.classroom.teacher import TeacherRun
 from inference.sampling.pipeline import SamplingSettings
@@ -29,8 +29,8 @@ def class_run(bundled, tmp_path):
 
 def test_settings_survive_the_round_trip():
     settings = SamplingSettings(temperature=0.7, top_p=0.9, top_k=5, dry_multiplier=0.8)
-    assert resume.settings_from(resume.settings_dict(settings)) == settings
-    assert resume.settings_dict(SamplingSettings()) == {}
+    assert run_checkpoint.settings_from(run_checkpoint.settings_dict(settings)) == settings
+    assert run_checkpoint.settings_dict(SamplingSettings()) == {}
 
 
 def test_a_run_taken_up_elsewhere_goes_on_from_the_same_step_with_every_guess(bundled, class_run):

@@ -1,9 +1,9 @@
 """Failover: the teacher's app host dies mid-class, and the teacher's browser takes the class up on another host.
 
 The teacher's run (`TeacherRun`: a `Trace` on the model, its settings, the open guessing round) lives in one app
-process. Every publish also stores a checkpoint beside the published state (never sent to followers): the
-prompt's token ids and, for every step, the token drawn with its seed and settings, plus the open round. Another
-host rebuilds the run from it by replaying the steps on its own copy of the model (the same model, settings and
+process. Every publish also stores a checkpoint (`run_checkpoint`) beside the published state, never sent to
+followers: the prompt's token ids and, for every step, the token drawn with its seed and settings, plus the open
+round. Another host rebuilds the run from it by replaying the steps on its own copy of the model (the same model, settings and
 seeds draw the same tokens; a token that differs stops the replay with a sentence rather than changing the text).
 
 Who may take the class up: the browser that started it. Behind nginx every browser carries a random sticky cookie
@@ -14,52 +14,16 @@ Students' guesses and membership never lived in the dead process: they are in th
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 from inference.core.run import new_trace
+from inference.lessons.classroom.run_checkpoint import settings_from
 from inference.lessons.classroom.store import ClassError, ClassStore
-from inference.sampling.pipeline import SamplingSettings
+from inference.lessons.classroom.teacher import TeacherRun
 
 BROWSER_COOKIE = "inference_lab"  # deploy/nginx.conf: `map $cookie_inference_lab ...`
-_DEFAULT = SamplingSettings()
-_SAVED = [f.name for f in fields(SamplingSettings) if f.init and f.name != "allowed_tokens"]
-
-
-def settings_dict(settings: SamplingSettings) -> dict:
-    """The knobs that differ from the defaults, JSON-safe (a class's run has no format mask)."""
-    out = {}
-    for name in _SAVED:
-        value = getattr(settings, name)
-        if value != getattr(_DEFAULT, name):
-            out[name] = list(value) if isinstance(value, tuple) else value
-    return out
-
-
-def settings_from(saved: dict) -> SamplingSettings:
-    return SamplingSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
-
-
-def checkpoint(run) -> dict:
-    """What another host needs to rebuild `run` (a `TeacherRun`): small JSON, stored with every publish."""
-    trace = run.trace
-    return {
-        "model": run.model_name,
-        "prompt_ids": list(trace.prompt_ids),
-        "max_new_tokens": trace.max_new_tokens,
-        "seed": trace.seed,
-        "steps": [[r.token_id, r.seed, settings_dict(r.settings)] for r in trace.records],
-        "settings": settings_dict(run.settings),
-        "run_id": run.run_id,
-        "guess_step": run.guess_step,
-        "guessed_choices": run.guessed_choices,
-        "last_reveal": run.last_reveal,
-    }
 
 
 def take_up(store: ClassStore, teacher_key: str | None, model, tokenizer, model_name: str):
     """The `TeacherRun` of the class this browser key started, rebuilt on `model`; None if it started none."""
-    from inference.lessons.classroom.teacher import TeacherRun  # teacher.py imports this module
-
     found = store.taught_by(teacher_key) if teacher_key else None
     if found is None or found[1] is None:
         return None

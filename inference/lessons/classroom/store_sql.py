@@ -19,7 +19,7 @@ import secrets
 from abc import abstractmethod
 from contextlib import AbstractContextManager
 
-from inference.lessons.classroom.store import (
+from inference.lessons.classroom.store_base import (
     ClassError,
     ClassInfo,
     ClassStore,

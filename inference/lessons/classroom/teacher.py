@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from inference.core.run import Trace, new_trace
 from inference.core.tokens import readable_tokens
-from inference.lessons.classroom import resume, session
+from inference.lessons.classroom import session
+from inference.lessons.classroom.run_checkpoint import checkpoint
 from inference.lessons.classroom.store import ClassStore
 from inference.sampling.pipeline import SamplingSettings
 
@@ -64,7 +65,7 @@ class TeacherRun:
             model_name=self.model_name,
         )
         state["text"] = self.text()
-        self.published_version = self.store.publish(self.code, self.secret, state, resume.checkpoint(self))
+        self.published_version = self.store.publish(self.code, self.secret, state, checkpoint(self))
         return self.published_version
 
     # -- the teacher's actions -------------------------------------------------------------------
