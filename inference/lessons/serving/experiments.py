@@ -63,6 +63,15 @@ def weight_file(key: str = BUNDLED, seed: int = 0, vocab_size: int = 4096) -> Pa
     return random_model.hf_folder(random_model.public_shape(key, vocab_size), seed) / "model.safetensors"
 
 
+def model_choice_label(key: str, local: bool, random_label: str) -> str:
+    """How the page's model choice names `key`: the bundled model with its size, the real one, or a public shape."""
+    if not local:
+        return key
+    if key == BUNDLED:
+        return f"bundled (trained, {weight_file().stat().st_size / 1e6:,.0f} MB)"
+    return REAL_LABEL if key == REAL else f"{key} shape, {random_label}"
+
+
 def model_on_engine(key: str = BUNDLED, seed: int = 0) -> ModelOnEngine:
     """The bundled model's float32 GGUF, the real model's (`REAL`), or the random-weights copy of the public model
     `key` (built on demand)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -59,6 +60,12 @@ def traffic_figure(trace: Trace, presenter: bool = False) -> go.Figure:
     return legend_below(base_layout(fig, title, presenter, height=320), y=-0.25)
 
 
+def shorten_reply(text, limit: int = 90) -> str:
+    """A reply in one escaped hover line of at most `limit` characters."""
+    flat = " ".join(str(text or "").split())
+    return html.escape(f"“{flat if len(flat) <= limit else flat[: limit - 1] + '…'}”") if flat else ""
+
+
 def gantt_figure(
     table: pd.DataFrame, title: str, presenter: bool = False, time_range: float | None = None
 ) -> go.Figure:
@@ -69,6 +76,8 @@ def gantt_figure(
     y = [f"#{int(r)}" for r in rows["request"]]
     has_split = rows["prefill_start_s"].notna()
     wait_end = rows["prefill_start_s"].where(has_split, rows["sent_s"])
+    # the reply as streamed, one escaped line (Plotly's hover reads a little HTML)
+    replies = [shorten_reply(t) for t in rows["reply"]] if "reply" in rows else [""] * len(rows)
     segments = [
         ("waiting for a slot", WAITING_COLOUR, rows["sent_s"], wait_end - rows["sent_s"]),
         ("prefill (until the first token)", PREFILL_COLOUR, wait_end, rows["first_token_s"] - wait_end),
@@ -87,9 +96,9 @@ def gantt_figure(
             orientation="h",
             name=name,
             marker_color=colour,
-            customdata=np.stack([rows["ttft_ms"], rows["e2e_ms"], rows["tokens"]], axis=-1),
+            customdata=np.stack([rows["ttft_ms"], rows["e2e_ms"], rows["tokens"], replies], axis=-1),
             hovertemplate=f"%{{y}} {name}: %{{x:.0f}} ms<br>TTFT %{{customdata[0]:.0f}} ms, end to end "
-            f"%{{customdata[1]:.0f}} ms, %{{customdata[2]}} tokens<extra></extra>",
+            f"%{{customdata[1]:.0f}} ms, %{{customdata[2]}} tokens<br>%{{customdata[3]}}<extra></extra>",
         )
     failed = table[table["first_token_s"].isna()]
     if len(failed):

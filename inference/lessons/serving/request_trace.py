@@ -82,11 +82,13 @@ class Trace:
     rate_per_s: float
     seed: int
     requests: tuple[Request, ...]
+    prompt_source: str = "random ids"  # or real_text.SOURCE: real prompts in a real model's tokenizer
 
     @property
     def key(self) -> str:
         """Names the trace for caches: equal keys, equal traces (given the vocabulary)."""
-        return f"{self.shape.name}|rate={self.rate_per_s:g}|n={len(self.requests)}|seed={self.seed}"
+        key = f"{self.shape.name}|rate={self.rate_per_s:g}|n={len(self.requests)}|seed={self.seed}"
+        return key if self.prompt_source == "random ids" else f"{key}|{self.prompt_source}"
 
     @property
     def duration_s(self) -> float:

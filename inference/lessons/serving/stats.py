@@ -176,6 +176,7 @@ def request_table(records: list[RequestRecord]) -> pd.DataFrame:
                 "tpot_ms": None if r.tpot_s is None else r.tpot_s * 1000,
                 "e2e_ms": None if r.e2e_s is None else r.e2e_s * 1000,
                 "error": r.error,
+                "reply": r.text,
             }
         )
     return pd.DataFrame(rows)

