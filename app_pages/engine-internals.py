@@ -242,12 +242,7 @@ if runs:
 
 # -- 3. KV-cache precision --------------------------------------------------------------------
 st.subheader("3. KV-cache precision")
-st.markdown(
-    "`-ctk` and `-ctv` set the types the server stores keys and values in. A quantized V cache needs flash "
-    "attention in llama.cpp (`-ctv q8_0 -fa off` refuses to start), so f16 with flash attention on is the second "
-    "baseline: it shows what flash attention changes by itself. The weight precisions are on the "
-    "Quantization page; this is the cache, at float32 weights."
-)
+st.markdown(text.KV_TYPES_INTRO)
 st.page_link("app_pages/quantization.py", label="Weight quantization: bytes, speed and KL", icon="🗜️")
 bundled = served.engine_model(served.BUNDLED)  # trained: its distributions mean something
 positions = st.slider(

@@ -103,3 +103,11 @@ def kv_verdict(table: pd.DataFrame, positions: int, text_what: str, context: int
                 f"{r['top1_agreement_vs_f32']:.1%} of positions"
             )
     return f"Over {positions:,} positions of {text_what}: " + "; ".join(parts) + "."
+
+
+KV_TYPES_INTRO = (
+    "`-ctk` and `-ctv` set the types the server stores keys and values in. A quantized V cache needs flash "
+    "attention in llama.cpp (`-ctv q8_0 -fa off` refuses to start), so f16 with flash attention on is the second "
+    "baseline: it shows what flash attention changes by itself. The weight precisions are on the "
+    "Quantization page; this is the cache, at float32 weights."
+)
