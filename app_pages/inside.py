@@ -15,7 +15,13 @@ from inference.core.tokens import readable_token, readable_tokens
 from inference.lessons.inside import tables, text
 from inference.lessons.inside.adapters import adapter_for
 from inference.lessons.inside.figures import attention_grid, followed_token_figure, parts_figure, rank_heatmap
-from inference.lessons.inside.forward_pass import UnsupportedModel, look_inside, part_groups, public_shares
+from inference.lessons.inside.forward_pass import (
+    DECODE_REPEATS,
+    UnsupportedModel,
+    look_inside,
+    part_groups,
+    public_shares,
+)
 
 RESULTS_KEY = "inside_results"  # (model, dtype, token ids, followed token) -> Inside: a picker never reruns the model
 KEPT_RESULTS = 8
@@ -179,19 +185,21 @@ groups = part_groups(inside.parts)
 chart(parts_figure(inside.parts, presenter), width="stretch", key="inside_parts")
 caption(
     "measured",
-    f"Time: each part timed inside one prefill pass over the {inside.context:,} tokens and the median of 5 "
-    "decode passes of the last one, on a shared machine (it varies from run to run). Work: FLOPs and bytes "
+    f"Time: each part timed inside one prefill pass over the {inside.context:,} tokens and the median of "
+    f"{DECODE_REPEATS} decode passes of the last one, on a shared machine (it varies from run to run). Work: FLOPs and bytes "
     f"computed exactly from the weights; they add up to {inside.parts.flops.sum():,} FLOPs (flops.py's decode "
     f"count) and {inside.parts.bytes.sum():,} weight bytes (the loaded weights).",
 )
 st.markdown(text.dominant_part(groups, machine.cpu_name()) + " " + text.output_layer_share(groups, info.vocab_size))
-shares = public_shares(find_model(PUBLIC_MODEL, load_public_models()), PUBLIC_CONTEXTS)
-st.markdown(text.public_comparison(shares))
-caption(
-    "published",
-    f"{PUBLIC_MODEL}'s shape from its published config (assets/public_models.json), FLOPs computed exactly from it.",
-)
-with st.expander("Every part as a table"):
+if inside.plain_decode is not None:  # the walk is not the step other pages time: both, and what differs
+    st.markdown(text.walked_vs_plain(float(inside.parts.decode_ms.sum()), inside.plain_decode))
+with st.expander(f"On a big model: {text.SECTIONS['public']}"):
+    st.markdown(text.public_comparison(public_shares(find_model(PUBLIC_MODEL, load_public_models()), PUBLIC_CONTEXTS)))
+    caption(
+        "published",
+        f"{PUBLIC_MODEL}'s shape from its published config (assets/public_models.json), FLOPs computed exactly from it.",
+    )
+with st.expander(f"Every part as a table: {text.SECTIONS['parts']}"):
     numbers = st.column_config.NumberColumn(format="localized")
     st.dataframe(
         tables.parts_table(inside.parts),

@@ -15,6 +15,7 @@ max, not the quartiles), and its label names what was timed and how, via `Timing
 
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 from collections.abc import Callable
@@ -145,8 +146,9 @@ def repeat_timing(
 @torch.inference_mode()
 def time_decode_step(model, context_tokens: int, repeats: int = REPEATS, warmups: int = WARMUPS) -> Timing:
     """One decode step (a one-token forward pass on the cache) at a fixed `context_tokens` tokens of
-    context: the context is prefilled once (filler tokens), and after each timed step the cache is
-    cropped back, so every repeat times the same step."""
+    context: the context is prefilled once (filler tokens), and every repeat steps on its own copy of
+    that cache (copied outside the timed part; a sliding-window cache cannot be cropped back), so
+    every repeat times the same step."""
     if context_tokens < 1:
         raise ValueError(f"`context_tokens` has to be at least 1, but is {context_tokens}")
     vocab_size = model.get_output_embeddings().weight.shape[0]
@@ -155,8 +157,6 @@ def time_decode_step(model, context_tokens: int, repeats: int = REPEATS, warmups
     next_ids = logits.argmax(-1, keepdim=True)  # [1, 1]
 
     def one_step() -> float:
-        _, ms = timed_pass(model, next_ids, cache)
-        cache.crop(-1)  # transformers crops by a negative count: the step's token out again
-        return ms
+        return timed_pass(model, next_ids, copy.deepcopy(cache))[1]
 
     return repeat_timing(one_step, repeats, warmups, f"one decode step at {context_tokens} tokens of context")

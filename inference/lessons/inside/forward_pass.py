@@ -27,12 +27,14 @@ from transformers import DynamicCache
 
 from inference.core import kv_cache, model_config
 from inference.core.flops import FlopCount
+from inference.core.measuring import Timing, time_decode_step
 from inference.lessons.inside import adapters
 from inference.lessons.inside.adapters import Clock, UnsupportedModel, adapter_for
 
 DECODE_REPEATS = 5  # decode passes timed (median per part): one takes ~5 ms on the bundled model
 PREFILL_REPEATS = 1  # prefill passes timed; the first gives the residual streams (most of the cost)
 RANK_POSITIONS = 16  # positions of the lens heat map, ending at the new token (their ranks stay legible)
+PLAIN_REPEATS = 10  # plain decode steps timed beside the walk (measuring.time_decode_step), after its warm-ups
 TOP = 10  # tokens kept per lens row for the tables and the JSON
 
 __all__ = ["Inside", "UnsupportedModel", "look_inside"]
@@ -52,6 +54,7 @@ class Inside:
     parts: pd.DataFrame  # one row per part: name, kind, layer, flops, prefill_flops, bytes, read_bytes, ms
     logits: torch.Tensor  # [vocab] float32: the decode pass's output
     experts: list[list[int]] | None  # MoE: per layer, the experts the new token went to
+    plain_decode: Timing | None = None  # the same step as one plain forward pass, timed the way other pages time it
 
     @property
     def layers(self) -> int:
@@ -276,6 +279,7 @@ def look_inside(
         parts=parts,
         logits=decode.logits,
         experts=[e[-1].tolist() for e in decode.experts] if decode.experts else None,
+        plain_decode=time_decode_step(model, len(ids) - 1, repeats=PLAIN_REPEATS) if len(ids) > 1 else None,
     )
 
 

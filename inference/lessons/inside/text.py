@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from inference.core.measuring import Timing
 from inference.lessons.inside.forward_pass import PublicShares
 
 LENS_SOURCE = (
@@ -17,6 +18,12 @@ REMOTE = (
     "A serving engine returns tokens and probabilities, not the hidden states and attention weights inside its "
     "forward pass, so this page runs on the model in this process."
 )
+
+
+SECTIONS = {  # each closed section's one line: what opening it shows
+    "public": "where the work goes in a published model, whose shares differ from this small one's",
+    "parts": "every part's FLOPs, bytes and measured ms, prefill and decode",
+}
 
 
 def lens_story(token: str, probs: list[float], top_ids: list[int], followed_id: int, role: str) -> str:
@@ -100,4 +107,15 @@ def public_comparison(shares: PublicShares) -> str:
         f"layer is {shares.output_share[first]:.0%} of a decode step's FLOPs at {shares.contexts[first]:,} tokens of "
         f"context, and attention over the cache grows from {shares.attention_share[first]:.0%} there to "
         f"{shares.attention_share[last]:.0%} at {shares.contexts[last]:,} tokens."
+    )
+
+
+def walked_vs_plain(walked_ms: float, plain: Timing) -> str:
+    """The walked pass's time against the same decode step as one plain forward pass: what differs and why."""
+    return (
+        f"Walked part by part, this decode pass took **{walked_ms:.2f} ms** in all; the same step as one plain "
+        f"forward pass ({plain.what}) took **{plain.median_ms:.2f} ms** (middle half {plain.q1_ms:.2f}–"
+        f"{plain.q3_ms:.2f} ms, {plain.how}), the figure other pages time. The walk costs "
+        f"{walked_ms / plain.median_ms:.1f}× as much: timing each part stops the clock between parts and runs the "
+        "layers one by one in Python, so read the chart for the parts' shares, not for the step's speed."
     )
