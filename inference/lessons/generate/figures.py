@@ -91,11 +91,15 @@ def next_token_bars(
             "tickformat": ".0%",
             "title": {"text": "probability"},
             "range": [0, longest * (1.3 if presenter else 1.2)],
+            "tickangle": 0,  # level, never turned: at 800 px in presenter mode Plotly turned crowded labels upright
+            "nticks": 5 if presenter else 8,
         },
         "yaxis": {"automargin": True},
     }
     legend = {"orientation": "h", "y": -0.1, "yanchor": "top", "x": 0, "xanchor": "left"}
-    return plain_figure(data, layout, title, presenter, height=150 + 24 * len(names), legend=legend)
+    return plain_figure(
+        data, layout, title, presenter, height=140 + 22 * len(names), legend=legend
+    )  # 20 bars and Step on one screen
 
 
 def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max_rank: int | None = None) -> go.Figure:
@@ -164,7 +168,12 @@ def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max
     layout = {
         "shapes": [shape for shape, _ in lines],
         "annotations": [note for _, note in lines if note is not None],
-        "xaxis": {"title": {"text": "rank (most likely first)"}, "range": [0.5, max_rank + 0.5]},
+        "xaxis": {
+            "title": {"text": "rank (most likely first)"},
+            "range": [0.5, max_rank + 0.5],
+            "tickangle": 0,
+            "nticks": 5 if presenter else 8,
+        },
         "yaxis": {"title": {"text": "cumulative probability"}, "range": [0, 1.03]},
     }
     legend = {"orientation": "h", "y": -0.22, "yanchor": "top", "x": 0, "xanchor": "left"}
