@@ -60,7 +60,7 @@ caption(
 )
 m = layout.metric_cells(3, per_row=3)
 m[0].metric("Per input token", f"{answer.ms_per_input_token:.3f} ms", help="Prefill pass ÷ prompt tokens.")
-m[1].metric("Per output token", f"{answer.ms_per_output_token:.2f} ms", help="Mean decode pass.")
+m[1].metric("Per output token", f"{answer.ms_per_output_token:.2f} ms", help=cost_text.output_token_help(answer))
 m[2].metric(
     "Output ÷ input", f"{answer.output_vs_input:,.0f}×", help="How much more machine time an output token took."
 )
@@ -79,7 +79,7 @@ st.markdown(
     f"but took **{answer.decode_share:.0%} of the time**. {machine.weights_vs_cache(info.weight_bytes)} {mechanism}"
     f"\n\n{cost_text.wait_sentence(answer, info.context, crossing)}"
 )
-st.markdown(
+st.expander(f"On a GPU: {cost_text.SECTIONS['gpu']}").markdown(
     "🎨 **The GPU picture (illustrative, not measured here):** a model of many GB does not fit any cache, so on a GPU a "
     "decode pass for one sequence is limited by reading every weight from memory, while prefill turns the same "
     "read into arithmetic for every prompt token. That asymmetry is why API price lists charge more for output "

@@ -39,3 +39,13 @@ def test_a_run_faster_than_the_sweeps_best_is_explained_with_both_numbers():
     said = pd_text.run_vs_sweep(run, best_prefill_tokens_per_s=3745.0, repeats=5)
     assert "4,000" in said and "3,745" in said and "median of 5" in said
     assert pd_text.run_vs_sweep(timing(prefill_ms=10.0), best_prefill_tokens_per_s=3745.0, repeats=5) is None
+
+
+def test_the_cost_pages_output_token_says_which_decode_step_it_is():
+    from inference.lessons.cost import text as cost_text
+    from inference.lessons.cost.experiments import AnswerCost
+
+    answer = AnswerCost(prompt_tokens=256, reply_tokens=128, prefill_ms=20.0, decode_ms=127.0)
+    said = cost_text.output_token_help(answer)
+    assert "127 decode passes" in said and "128-token reply" in said and "256-token prompt" in said
+    assert "one run" in said

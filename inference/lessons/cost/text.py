@@ -5,6 +5,20 @@ from __future__ import annotations
 from inference.lessons.cost.experiments import AnswerCost
 from inference.lessons.prefill_decode.timing import Crossover
 
+SECTIONS = {  # each closed section's one line: what opening it shows
+    "gpu": "why price lists charge more for output tokens than for input tokens (illustrative)",
+}
+
+
+def output_token_help(answer: AnswerCost) -> str:
+    """Which decode step the page's 'per output token' is: not the step other pages time at a fixed context."""
+    passes = answer.reply_tokens - 1
+    return (
+        f"The mean of the {passes} decode passes (forward pass only) of this {answer.reply_tokens}-token reply after "
+        f"a {answer.prompt_tokens}-token prompt, one run after a warm-up: each pass reads a longer cache than the "
+        "last, so it is not the single step at a short context other pages time."
+    )
+
 
 def wait_sentence(answer: AnswerCost, context: int, crossing: Crossover | None) -> str:
     """When the prompt is what makes you wait: the prompt whose prefill takes as long as the reply's decode passes,
