@@ -145,7 +145,7 @@ else:
     chart(figures.distribution_figure(rows, layout.presenter()), key="tvi_after", text=text.bars_sentence(rows))
     st.markdown(text.gained_sentence(gains(tokenizer, before, result.after)))
     if not small:
-        st.markdown(text.single_step_sentence(info.name, info.parameters, result.step_ms[-1], len(ids) - 1))
+        st.markdown(text.single_step_sentence(info.name, result.step_ms[-1], len(ids) - 1))
     shared_now = fingerprint(model)
     st.markdown(
         f"Your copy's fingerprint is now `{text.short(result.fingerprint_after)}…`; the shared model's is still "
@@ -157,9 +157,8 @@ else:
         "against the copy's starting weights. AdamW's weight decay shrinks every matrix a little at every step, so "
         "even the embeddings of tokens not in the sentence change.",
     )
-    with st.expander(
-        f"Where the weights moved, tensor by tensor, and the loss at each of the {len(result.losses) - 1} steps"
-    ):
+    taken = len(result.losses) - 1
+    with st.expander(f"Where the weights moved, tensor by tensor, and the loss over {taken} step{'s' * (taken != 1)}"):
         chart(figures.change_heatmap(changes, layout.presenter()), key="tvi_heatmap", text=text.moves_sentence(changes))
         caption("exact", "‖after − before‖ ÷ ‖before‖ of every parameter tensor of your copy, in percent.")
         chart(figures.loss_figure(result.losses, layout.presenter()), key="tvi_loss")

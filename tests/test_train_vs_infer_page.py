@@ -108,5 +108,6 @@ def test_smollm2_takes_one_measured_step_on_a_copy_it_does_not_keep(smollm2, loc
     assert "tvi_copy" not in at.session_state
     result = at.session_state["tvi_result"][1]
     assert len(result.step_ms) == 1 and result.losses[1] < result.losses[0]
-    assert "One training step of SmolLM2-135M-Instruct (135 M parameters)" in markdown(at)
+    assert "One training step of SmolLM2-135M-Instruct on 7 tokens took" in markdown(at)
+    assert "SmolLM2-135M-Instruct has 135 M parameters" in markdown(at)
     assert "(unchanged)" in markdown(at)

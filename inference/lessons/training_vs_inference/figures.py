@@ -116,7 +116,7 @@ def loss_figure(losses: list[float], presenter: bool = False) -> go.Figure:
         hovertemplate=hover("after %{x} steps: loss %{y:.3f}"),
     )
     fig.update_xaxes(title="training steps taken", dtick=1 if len(losses) <= 12 else None)
-    fig.update_yaxes(title="cross entropy (nats per token)", rangemode="tozero")
+    fig.update_yaxes(title="loss (nats per token)", rangemode="tozero")
     fig.update_layout(showlegend=False)
     return base_layout(fig, "Loss on the typed sentence", presenter, height=300)
 

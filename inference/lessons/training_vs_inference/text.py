@@ -15,7 +15,9 @@ def mib(n: int) -> str:
 
 def pct(p: float) -> str:
     """A probability as a percentage with enough digits to be non-zero: 98.1%, 0.0033%."""
-    return f"{p:.1%}" if p >= 0.01 else f"{p * 100:.2g}%"
+    if p >= 0.01:
+        return f"{p:.1%}"
+    return f"{p * 100:.2g}%" if p >= 1e-6 else "<0.0001%"
 
 
 def short(digest: str) -> str:
@@ -69,7 +71,7 @@ def training_sentence(
 def gained_sentence(gains: list[tuple[str, float]], markdown: bool = True) -> str:
     if not gains:
         return "No token gained probability."
-    parts = ", ".join(f"{token(t, markdown)} +{g:.1%}" for t, g in gains)
+    parts = ", ".join(f"{token(t, markdown)} +{pct(g)}" for t, g in gains)
     return f"Gained most: {parts}."
 
 
@@ -119,12 +121,8 @@ def bars_sentence(rows: list[tuple[str, float, float | None]]) -> str:
     return "Before → after training: " + ", ".join(f"'{t}' {pct(b)} → {pct(a)}" for t, b, a in rows) + "."
 
 
-def single_step_sentence(model_name: str, parameters: int, ms: float, tokens: int) -> str:
-    return (
-        f"One training step of {model_name} ({parameters / 1e6:,.0f} M parameters) on {tokens} tokens took "
-        f"**{ms / 1000:,.1f} s** here; {parameters / 1e6:,.0f} M parameters need a gradient and two optimizer moments "
-        "each, so it is offered as one measured step on a copy that is dropped afterwards, not as k steps kept."
-    )
+def single_step_sentence(model_name: str, ms: float, tokens: int) -> str:
+    return f"One training step of {model_name} on {tokens} tokens took **{ms / 1000:,.1f} s** here (measured)."
 
 
 def moves_sentence(changes: list[TensorChange]) -> str:

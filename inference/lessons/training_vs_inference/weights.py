@@ -248,7 +248,7 @@ def gains(tokenizer, before: Distribution, after: Distribution, k: int = 3) -> l
     """The `k` tokens whose probability rose most, with the rise."""
     rise = after.probs - before.probs
     top = rise.topk(k)
-    return [(readable_token(tokenizer, int(i)), float(r)) for r, i in zip(top.values, top.indices) if r > 0]
+    return [(readable_token(tokenizer, int(i)), float(r)) for r, i in zip(top.values, top.indices) if r >= 1e-4]
 
 
 @dataclass(frozen=True)
