@@ -96,10 +96,17 @@ def next_token_bars(
         },
         "yaxis": {"automargin": True},
     }
-    legend = {"orientation": "h", "y": -0.1, "yanchor": "top", "x": 0, "xanchor": "left"}
-    return plain_figure(
-        data, layout, title, presenter, height=140 + 22 * len(names), legend=legend
-    )  # 20 bars and Step on one screen
+    height = 140 + 22 * len(names)  # 20 bars and Step on one screen
+    # the legend a fixed distance under the plot, below the axis title (a fraction of a short plot sat on the title)
+    plot_px = height * (1.35 if presenter else 1) - 100  # plain_figure's height less its top and bottom margins
+    legend = {
+        "orientation": "h",
+        "y": -(70 if presenter else 50) / plot_px,
+        "yanchor": "top",
+        "x": 0,
+        "xanchor": "left",
+    }
+    return plain_figure(data, layout, title, presenter, height=height, legend=legend)
 
 
 def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max_rank: int | None = None) -> go.Figure:

@@ -43,10 +43,8 @@ from inference.sampling.step_view import StepView
 TEMPERATURE_GRID = [round(0.05 * i, 2) for i in range(41)]  # 0 .. 2
 TOP_P_GRID = [round(0.05 * i, 2) for i in range(1, 21)]  # 0.05 .. 1
 # The live charts' own sliders, named apart from the page's sliders of the same knob (which feed every other chart)
-SLIDER_PREFIX = {
-    "temperature": "this chart's temperature, alone: ",
-    "top_p": "this chart's top-p, with your settings: ",
-}
+# (short: at 800 px in presenter mode a longer prefix cut its value off; the captions say the rest)
+SLIDER_PREFIX = {"temperature": "this chart's T: ", "top_p": "this chart's top-p: "}
 
 
 @dataclass(frozen=True)
