@@ -153,9 +153,9 @@ class BackgroundRuns:
     def _work(self, run: Run, measure: Callable, slots: threading.Semaphore | None) -> None:
         try:
             if slots is not None:  # the server's measurement slots, taken here so the page never waits for one
-                run.what = "Waiting for another measurement to finish"
                 while not slots.acquire(timeout=0.2):
-                    run.progress(0, 1, run.what)  # a Cancel while waiting ends the wait
+                    run.progress(0, 1, "Waiting for another measurement to finish")  # a Cancel ends the wait
+                run.what = "Starting…"
             try:
                 value = measure(run.progress)
             finally:
