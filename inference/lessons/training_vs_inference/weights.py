@@ -176,6 +176,7 @@ class TrainingCopy:
             train_step(self.model, self.optimizer, batch)
             self.step_ms.append((time.perf_counter() - start) * 1000)
             self.losses.append(self.loss(ids))
+        self.optimizer.zero_grad(set_to_none=True)  # a kept copy holds no gradients between clicks
         return self.losses
 
     @torch.no_grad()
