@@ -17,6 +17,7 @@ import pytest
 from inference.core.paths import PROJECT_ROOT
 from inference.lessons.classroom.store import SOMETHING_ELSE, ClassError, is_postgres_url, open_store
 from inference.lessons.classroom.store_sql import MIGRATIONS
+from tests.browser import free_port
 from tests.postgres_server import postgres_server
 
 pytestmark = pytest.mark.unit
@@ -237,3 +238,9 @@ def test_a_file_made_before_the_schema_had_versions_is_upgraded_with_its_classes
     store.clock = lambda: 1e12
     assert store.schema_version() == len(MIGRATIONS)
     assert store.info("ABCDEFGH").version == 0 and store.taught_by("k") is None
+
+
+def test_a_database_that_does_not_answer_is_one_sentence_without_the_password():
+    with pytest.raises(ClassError, match=r"The class database at 127\.0\.0\.1:\d+ does not answer") as err:
+        open_store(f"postgresql://lab:hunter2@127.0.0.1:{free_port()}/lab")
+    assert "hunter2" not in str(err.value)

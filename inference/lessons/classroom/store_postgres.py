@@ -20,6 +20,7 @@ from contextlib import contextmanager
 import psycopg
 from psycopg import errors
 
+from inference.lessons.classroom.store_base import ClassError
 from inference.lessons.classroom.store_sql import SqlClassStore
 
 POOL = 8  # idle connections kept per store (per app process); more are opened when needed, then closed
@@ -42,7 +43,18 @@ class PostgresClassStore(SqlClassStore):
         try:
             return self._idle.get_nowait()
         except queue.Empty:
+            pass
+        try:
             return psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+        except psycopg.OperationalError as err:
+            raise ClassError(self._unreachable(err)) from err
+
+    def _unreachable(self, err: Exception) -> str:
+        where = psycopg.conninfo.conninfo_to_dict(self.url)
+        return (
+            f"The class database at {where.get('host', 'localhost')}:{where.get('port', 5432)} does not answer "
+            f"({str(err).strip().splitlines()[0][:120]}); the class goes on when it is back: try again in a moment."
+        )
 
     def _release(self, conn: psycopg.Connection) -> None:
         if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
@@ -62,9 +74,9 @@ class PostgresClassStore(SqlClassStore):
                     yield conn
             else:
                 yield conn
-        except psycopg.OperationalError:
+        except psycopg.OperationalError as err:
             conn.close()  # a broken connection (the server restarted): never handed out again
-            raise
+            raise ClassError(self._unreachable(err)) from err
         finally:
             self._release(conn)
 
