@@ -209,39 +209,40 @@ if run.trace.finished and run.steps:
     forward_p50 = statistics.median(r.forward_ms for r in run.records)
     note = "the tokenizer was wrapped for llguidance once before, ~0.1 s"
     st.markdown(text.cost_sentence(mask_p50, forward_p50, run.format.compile_ms(tokenizer, vocab), note))
-    if st.session_state.get("con_cost_key") != key:
-        st.session_state.con_cost, st.session_state.con_cost_key = compare_strategies(run), key
-    cost = st.session_state.con_cost
-    chart(figures.strategy_bars(cost, presenter), width="stretch")
-    st.markdown(
-        text.strategy_sentence(
-            loaded.info.name,
-            vocab,
-            sum(cost.first_valid),
-            cost.steps,
-            cost.mask_all_us_p50,
-            cost.sample_first_us_p50,
-            sum(cost.same_token),
+    with st.expander(f"Two ways to apply the mask: {text.SECTIONS['strategies']}"):
+        if st.session_state.get("con_cost_key") != key:
+            st.session_state.con_cost, st.session_state.con_cost_key = compare_strategies(run), key
+        cost = st.session_state.con_cost
+        chart(figures.strategy_bars(cost, presenter), width="stretch")
+        st.markdown(
+            text.strategy_sentence(
+                loaded.info.name,
+                vocab,
+                sum(cost.first_valid),
+                cost.steps,
+                cost.mask_all_us_p50,
+                cost.sample_first_us_p50,
+                sum(cost.same_token),
+            )
         )
-    )
-    caption(
-        "measured",
-        "perf_counter around llguidance's mask and our pipeline's draw, replayed on this run's own "
-        "steps on this machine, shared with other visitors; a busy moment shows as spikes.",
-    )
+        caption(
+            "measured",
+            "perf_counter around llguidance's mask and our pipeline's draw, replayed on this run's own "
+            "steps on this machine, shared with other visitors; a busy moment shows as spikes.",
+        )
 
     # -- the same format on llama.cpp ---------------------------------------------------------------
-    st.subheader("The same format on llama.cpp's server")
-    if llama_cpp_request(run.format) is None:
-        st.info("llama.cpp's server takes a JSON schema or a GBNF grammar; a bare regex is not sent.")
-    elif not llamacpp.is_built() or loaded.info.name != BUNDLED_MODEL_NAME:
-        st.info(text.engine_needs(loaded.info.name, BUNDLED_MODEL_NAME, llamacpp.is_built()))
-    elif settings.temperature != 0:
-        st.info("Set the temperature to 0: the comparison is greedy, where both engines must write the same text.")
-    elif st.button("Run it on llama-server (starts it for one request)", key="con_engine"):
-        with generation_slot(), st.spinner("Starting llama-server…"), llamacpp.serve(None) as server:
-            theirs = engine_greedy(server.url, run.trace.prompt_ids, run.format, run.max_new_tokens)
-        same = theirs.without_eos(run.trace.eos_ids) == run.text_ids
-        st.markdown(text.engine_sentence(same, run.text, theirs.text, theirs.predicted_ms, len(theirs.token_ids)))
-        st.code(theirs.text or " ", language=None, wrap_lines=True)
-        caption("measured", "llama-server's own `timings` for this request.")
+    with st.expander(f"The same format on llama.cpp's server: {text.SECTIONS['engine']}"):
+        if llama_cpp_request(run.format) is None:
+            st.info("llama.cpp's server takes a JSON schema or a GBNF grammar; a bare regex is not sent.")
+        elif not llamacpp.is_built() or loaded.info.name != BUNDLED_MODEL_NAME:
+            st.info(text.engine_needs(loaded.info.name, BUNDLED_MODEL_NAME, llamacpp.is_built()))
+        elif settings.temperature != 0:
+            st.info("Set the temperature to 0: the comparison is greedy, where both engines must write the same text.")
+        elif st.button("Run it on llama-server (starts it for one request)", key="con_engine"):
+            with generation_slot(), st.spinner("Starting llama-server…"), llamacpp.serve(None) as server:
+                theirs = engine_greedy(server.url, run.trace.prompt_ids, run.format, run.max_new_tokens)
+            same = theirs.without_eos(run.trace.eos_ids) == run.text_ids
+            st.markdown(text.engine_sentence(same, run.text, theirs.text, theirs.predicted_ms, len(theirs.token_ids)))
+            st.code(theirs.text or " ", language=None, wrap_lines=True)
+            caption("measured", "llama-server's own `timings` for this request.")

@@ -37,3 +37,29 @@ def test_kv_cache_sources_open_closed_and_the_model_tables_too():
     at = open_app_page("app_pages/kv-cache.py", timeout=300)
     assert not at.exception
     assert_closed_with_a_summary(closed_sections(at), "sources and notes", "every step", "every model")
+
+
+def test_prefill_decode_keeps_flops_the_gpu_and_the_table_closed():
+    at = open_app_page("app_pages/prefill-decode.py", timeout=300)
+    at.button(key="pd_sweep").click().run()
+    assert not at.exception
+    assert_closed_with_a_summary(closed_sections(at), "arithmetic", "gpu", "sweep as a table")
+
+
+def test_inside_keeps_the_published_model_and_the_parts_table_closed():
+    at = open_app_page("app_pages/inside.py", timeout=300)
+    assert not at.exception
+    assert_closed_with_a_summary(closed_sections(at), "big model", "every part")
+
+
+def test_cost_keeps_the_gpu_picture_closed():
+    at = open_app_page("app_pages/cost.py", timeout=300)
+    assert not at.exception
+    assert_closed_with_a_summary(closed_sections(at), "gpu")
+
+
+def test_constrained_keeps_the_strategies_and_the_engine_closed():
+    at = open_app_page("app_pages/constrained.py", timeout=300)
+    at.button(key="con_play").click().run()
+    assert not at.exception
+    assert_closed_with_a_summary(closed_sections(at), "two ways", "llama.cpp")

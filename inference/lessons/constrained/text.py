@@ -16,6 +16,12 @@ INTRO = (
 )
 
 
+SECTIONS = {  # each closed section's one line: what opening it shows
+    "strategies": "mask the whole vocabulary, or draw first and check one token, timed on this run",
+    "engine": "llama-server writes the same text under the same format (greedy, the bundled model)",
+}
+
+
 def step_sentence(
     index: int, allowed: int, vocab: int, mass: float, token: str, removed: list[tuple[str, float]]
 ) -> str:
