@@ -17,7 +17,8 @@ def chip(token: str) -> str:
 
 def _draw_line(d: SeededDraw, half_within: int, half_mass: float) -> str:
     how_rare = (
-        f"among the {half_within} most likely, where {percent(half_mass)} of all draws land"
+        f"{'the most likely token' if half_within == 1 else f'among the {half_within} most likely'}, where "
+        f"{percent(half_mass)} of all draws land"
         if d.rank <= half_within
         else f"{percent(d.this_far_down)} of draws land this far down the list or further (one in {d.one_in:,})"
     )
@@ -49,6 +50,7 @@ def choosing(look: FirstLook, temperature: float) -> str:
         "Sampling draws a number u between 0 and 1 from the run's seed and takes the token where the running total "
         f"of the probabilities, most likely first, passes u. At temperature {temperature:g} the {most_likely} "
         f"{held} of the probability{fewer}; {len(look.draws)} seeds drew:\n\n{lines}\n\n"
-        f"{typical} of these {len(look.draws)} draws landed among the top {half}, as {held} of all draws do on average."
+        f"{typical} of these {len(look.draws)} draws landed "
+        f"{'on the top token' if half == 1 else f'among the top {half}'}, as {held} of all draws do on average."
         f"{rarest_line} The chosen token is appended and the loop starts again."
     )
