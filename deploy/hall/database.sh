@@ -4,10 +4,11 @@
 # its tables on first use (inference/lessons/classroom/store_sql.py, versioned).
 #   APP_NETWORK=10.0.0.0/24 DB_PASSWORD=... deploy/hall/database.sh
 set -euo pipefail
-apt-get install -y --no-install-recommends postgresql
+apt-get update -qq && apt-get install -y --no-install-recommends postgresql
 conf_dir=$(ls -d /etc/postgresql/*/main | tail -1)
 echo "listen_addresses = '*'" > "$conf_dir/conf.d/inference-lab.conf"
-echo "host lab lab ${APP_NETWORK:?e.g. 10.0.0.0/24} scram-sha-256" >> "$conf_dir/pg_hba.conf"
+rule="host lab lab ${APP_NETWORK:?e.g. 10.0.0.0/24} scram-sha-256"
+grep -qxF "$rule" "$conf_dir/pg_hba.conf" || echo "$rule" >> "$conf_dir/pg_hba.conf"   # once, however often this runs
 service postgresql restart
 runuser -u postgres -- psql -v ON_ERROR_STOP=1 \
   -c "CREATE ROLE lab LOGIN PASSWORD '${DB_PASSWORD:?a password for the app hosts}'" \
