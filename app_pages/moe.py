@@ -273,27 +273,26 @@ if moe_loaded:
         st.markdown(moe_text.timed_finding(timed.ms_per_token, timing.DENSE, timing.MOE))
 
 # -- 6. at scale ------------------------------------------------------------------------------------
-st.subheader(moe_text.section(6, "At scale: the same trade on bigger models (random weights)", moe_loaded))
-design = MoEDesign()
-st.markdown(moe_text.scale_intro(design))
-scale = measure_on_click(
-    "Build and measure the three models",
-    "moe_scale",
-    ("moe", design),
-    lambda progress: measure_random_moe(design, progress=progress),
-    moe_text.SCALE_NOT_YET,
-)
-if scale is not None:
-    chart(moe_figure(scale, presenter), width="stretch", key="moe_scale_chart")
-    caption("measured", moe_text.scale_caption(REPEATS, RANDOM_PROMPT_TOKENS, BATCH_PROMPT_TOKENS))
-    st.markdown(moe_text.scale_findings(scale, design.experts))
-
-st.markdown("**Published MoE models**")
-st.dataframe(
-    public_moe_table(load_public_models()),
-    hide_index=True,
-    width="stretch",
-    key="moe_public",
-    column_config={c: st.column_config.NumberColumn(name, format=f) for c, (name, f) in PUBLIC_COLUMNS.items()},
-)
-caption("published", moe_text.CAPTIONS["public"])
+with st.expander(moe_text.scale_heading(moe_loaded)):
+    design = MoEDesign()
+    st.markdown(moe_text.scale_intro(design))
+    scale = measure_on_click(
+        "Build and measure the three models",
+        "moe_scale",
+        ("moe", design),
+        lambda progress: measure_random_moe(design, progress=progress),
+        moe_text.SCALE_NOT_YET,
+    )
+    if scale is not None:
+        chart(moe_figure(scale, presenter), width="stretch", key="moe_scale_chart")
+        caption("measured", moe_text.scale_caption(REPEATS, RANDOM_PROMPT_TOKENS, BATCH_PROMPT_TOKENS))
+        st.markdown(moe_text.scale_findings(scale, design.experts))
+with st.expander(f"Published MoE models: {moe_text.SECTIONS['public']}"):
+    st.dataframe(
+        public_moe_table(load_public_models()),
+        hide_index=True,
+        width="stretch",
+        key="moe_public",
+        column_config={c: st.column_config.NumberColumn(name, format=f) for c, (name, f) in PUBLIC_COLUMNS.items()},
+    )
+    caption("published", moe_text.CAPTIONS["public"])

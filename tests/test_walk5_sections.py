@@ -63,3 +63,9 @@ def test_constrained_keeps_the_strategies_and_the_engine_closed():
     at.button(key="con_play").click().run()
     assert not at.exception
     assert_closed_with_a_summary(closed_sections(at), "two ways", "llama.cpp")
+
+
+def test_moe_keeps_the_scale_experiment_and_the_published_models_closed():
+    at = open_app_page("app_pages/moe.py", timeout=300)
+    assert not at.exception
+    assert_closed_with_a_summary(closed_sections(at), "at scale", "published moe")

@@ -30,6 +30,10 @@ CAPTIONS = {  # what each chart and table shows, and how its numbers were obtain
     "parameters, with one row of the input embedding table instead of all of it (the output layer still "
     "reads its whole matrix). Arithmetic, not measured here.",
 }
+SECTIONS = {  # each closed section's one line: what opening it shows
+    "scale": "dense and MoE models of the same work per token, built here with random weights and timed",
+    "public": "total and active parameters of published MoE models, and what a token reads",
+}
 PROMPT = "Once upon a time, there was a little girl"
 QUALITY_TITLE = "Held-out bits/byte (lower: better)"
 HELP = {
@@ -277,6 +281,11 @@ def section(number: int, title: str, numbered: bool) -> str:
     """A section heading, numbered only when the numbered sections before it are on the page (a dense model shows
     only the last one)."""
     return f"{number}. {title}" if numbered else title
+
+
+def scale_heading(numbered: bool) -> str:
+    """Section 6's closed heading, with its one line."""
+    return f"{section(6, 'At scale: the same trade on bigger models (random weights)', numbered)}: {SECTIONS['scale']}"
 
 
 def scale_intro(design: MoEDesign) -> str:
