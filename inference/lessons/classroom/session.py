@@ -88,12 +88,13 @@ def published_state(
     }
 
 
-def reveal(tally: Tally | None, choices: list[dict], record) -> dict:
+def reveal(tally: Tally | None, choices: list[dict], record, drawn_label: str | None = None) -> dict:
     """The class's answers beside the model's probabilities and the draw that was made, for one step.
 
     `choices` are the step's top tokens as they were offered (computed before the draw); `record` is the
     `StepRecord` of the draw; `tally` is None when the teacher drew without opening guessing. A draw below the
-    offered tokens (rank 78 at the default seed) gets a row of its own, so the chart shows it wherever it ranks.
+    offered tokens (rank 78 at the default seed) gets a row of its own, so the chart shows it wherever it ranks;
+    `drawn_label` is its readable label (whitespace shown, as the offered tokens'), else its raw text.
     """
     guessed = tally is not None
     tally = tally or Tally("", {}, {}, {}, 0)
@@ -113,7 +114,7 @@ def reveal(tally: Tally | None, choices: list[dict], record) -> dict:
                 "rank": rank,
             }
         )
-    chosen_label = by_id[record.token_id]["label"] if record.token_id in by_id else record.token_text
+    chosen_label = by_id[record.token_id]["label"] if record.token_id in by_id else drawn_label or record.token_text
     if all(row["id"] != record.token_id for row in rows):
         rows.append(
             {

@@ -11,7 +11,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from inference.core.run import Trace, new_trace
-from inference.core.tokens import readable_tokens
+from inference.core.tokens import readable_token, readable_tokens
 from inference.lessons.classroom import session
 from inference.lessons.classroom.run_checkpoint import checkpoint
 from inference.lessons.classroom.store import ClassStore
@@ -97,7 +97,8 @@ class TeacherRun:
         if self.guess_step is not None:
             self.store.open_guess(self.code, self.secret, None)  # closed: late answers are refused
         tally = self.store.tally(self.code, tally_step) if tally_step is not None else None
-        self.last_reveal = session.reveal(tally, choices, record) | {"round": tally_step, "choices": choices}
+        label = readable_token(self.trace.tokenizer, record.token_id)
+        self.last_reveal = session.reveal(tally, choices, record, label) | {"round": tally_step, "choices": choices}
         self.guess_step = None
         self.guessed_choices = None
         self.publish()
