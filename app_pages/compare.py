@@ -17,6 +17,7 @@ from inference.core.forward import eos_token_ids
 from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.run import SEED_MAX
 from inference.core.tokens import readable_tokens
+from inference.lessons import glossary
 from inference.lessons.compare import figures as cf
 from inference.lessons.compare import shared_draws as compare
 from inference.lessons.compare import text as cmp_text
@@ -223,7 +224,9 @@ else:
 # -- many seeds --------------------------------------------------------------------------------
 st.subheader("Over many seeds")
 stop_ids = sorted(eos_token_ids(loaded.model, tokenizer))
-st.markdown(cmp_text.many_seeds_intro(loaded.info.name, readable_tokens(tokenizer, stop_ids)))
+many_intro = cmp_text.many_seeds_intro(loaded.info.name, readable_tokens(tokenizer, stop_ids))
+st.markdown(many_intro)
+st.caption(glossary.note(*glossary.terms_in(many_intro), "bootstrap"))  # the jargon where it first appears
 count = st.select_slider("Seeds", SEED_CHOICES, key="cmp_seeds", persist_state="session")
 seeds = list(range(int(count)))
 multi_key = (

@@ -9,6 +9,7 @@ from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import engine_errors
 from inference.engines import llamacpp
+from inference.lessons import glossary
 from inference.lessons.engine_internals import chunked_prefill, kv_precision, prefix_cache, served, text
 from inference.lessons.engine_internals.figures import (
     alternation_figure,
@@ -64,12 +65,8 @@ if key != served.BUNDLED and key != served.REAL:
 
 # -- 1. the prefix cache ----------------------------------------------------------------------
 st.subheader("1. The prefix cache")
-st.markdown(
-    "Many requests start with the same long system prompt. A slot keeps the keys and values of the last prompt it "
-    "served; with `cache_prompt` on, the next request it serves reuses the longest common prefix and evaluates only "
-    "the rest. The server says how many tokens it reused (`timings.cache_n`) and how many it evaluated "
-    "(`timings.prompt_n`)."
-)
+st.markdown(text.PREFIX_INTRO)
+st.caption(glossary.note("cache_n", "--cache-ram"))
 c1, c2, c3 = layout.control_row(3)
 prefix_tokens = c1.slider(
     "Shared prefix (tokens)",
@@ -196,6 +193,7 @@ chosen = c3.multiselect(
     list(BATCH_SETTINGS)[:2] + ["-b 512 -ub 64"],
     key="internals_batches",
     persist_state="session",
+    help=glossary.help_for("-b/-ub"),
 )
 settings = sorted({BATCH_SETTINGS[s] for s in chosen}, key=lambda s: (s[0], s[1]))
 runs = None

@@ -111,3 +111,11 @@ KV_TYPES_INTRO = (
     "baseline: it shows what flash attention changes by itself. The weight precisions are on the "
     "Quantization page; this is the cache, at float32 weights."
 )
+
+
+PREFIX_INTRO = (
+    "Many requests start with the same long system prompt. A slot keeps the keys and values of the last prompt it "
+    "served; with `cache_prompt` on, the next request it serves reuses the longest common prefix and evaluates only "
+    "the rest. The server says how many tokens it reused (`timings.cache_n`) and how many it evaluated "
+    "(`timings.prompt_n`)."
+)

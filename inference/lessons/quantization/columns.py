@@ -1,6 +1,8 @@
 """The Quantization page's table columns as plain data: each column's dataframe format ("text" for a text column)
 and its hover help, which the page turns into Streamlit's column configs."""
 
+from inference.lessons import glossary
+
 COST = {
     "weight bytes": (
         "localized",
@@ -17,7 +19,7 @@ QUALITY = {
     "mean KL from float32 (nats)": (
         "%.1e",
         "Average over the steps of KL(float32 ‖ this precision): how far this copy's next-token distribution is from "
-        "float32's, in nats (natural-log units; 0 means identical)",
+        f"float32's (0 means identical). {glossary.help_for('nats')}",
     ),
     "top-1 agreement": ("percent", "Share of steps where the most likely token is float32's"),
     "mean p(float32's token)": ("percent", "Average probability this precision gives the token float32 chose"),
