@@ -189,10 +189,5 @@ if context_sweep is not None:
 
 # -- 4. mixture of experts: its own page --------------------------------------------
 st.subheader("4. Mixture of Experts: pay for the experts a token uses")
-st.markdown(
-    "A Mixture-of-Experts model holds many expert MLPs but runs only a few for each token: memory is paid for its "
-    "total parameters, time for its active ones. The Mixture of Experts page runs a real MoE trained here, shows "
-    "its router token by token, measures what sparsity costs and buys, and times MoE against dense models at scale "
-    "with the published MoE models beside them."
-)
+st.markdown(cost_text.MOE_POINTER)
 st.page_link("app_pages/moe.py", label="Mixture of Experts", icon="🧩")

@@ -46,3 +46,10 @@ def test_the_bundled_pair_reads_its_training_text_size_from_the_trainers_figures
     per_token = moe_meta["train_nats_per_token"] / (math.log(2) * moe_meta["train_bits_per_byte"])
     assert got.corpus_bytes == pytest.approx(moe_meta["train_tokens_in_corpus"] * per_token)
     assert got.parameters == moe_meta["parameters"]
+
+
+def test_the_cost_pages_moe_pointer_promises_no_speed_it_does_not_measure():
+    from inference.lessons.cost import text as cost_text
+
+    assert "time for its active ones" not in cost_text.MOE_POINTER
+    assert "measurement" in cost_text.MOE_POINTER

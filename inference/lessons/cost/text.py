@@ -5,6 +5,12 @@ from __future__ import annotations
 from inference.lessons.cost.experiments import AnswerCost
 from inference.lessons.prefill_decode.timing import Crossover
 
+MOE_POINTER = (
+    "A Mixture-of-Experts model holds many expert MLPs but runs only a few for each token: memory is paid for its "
+    "total parameters, and the arithmetic for its active ones. Whether the time follows is a measurement: the "
+    "Mixture of Experts page runs a real MoE trained here, shows its router token by token, and times it against "
+    "a dense model (a small MoE on a CPU can be slower) and MoE against dense models at scale."
+)
 SECTIONS = {  # each closed section's one line: what opening it shows
     "gpu": "why price lists charge more for output tokens than for input tokens (illustrative)",
 }
