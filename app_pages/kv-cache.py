@@ -271,7 +271,7 @@ def calculator() -> None:
         )
     with st.expander(f"Every model as a table: {kv_text.SECTIONS['models']}"):
         model_tables(memory)
-    caption("published", kv_text.CAPTIONS["public_table"])
+        caption("published", kv_text.CAPTIONS["public_table"])
     with st.expander(f"Sources and notes: {kv_text.SECTIONS['sources']}"):
         for entry in public:
             if entry["name"] in chosen:
