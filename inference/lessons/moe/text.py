@@ -63,7 +63,7 @@ def intro_verdict(pair: TrainedPair | None, moe_name: str, dense_name: str) -> s
     said = (
         f"{promise} Measured on the bundled one: **{moe_name}** ({pair.parameters / 1e6:.0f}M parameters, trained "
         f"on about {pair.corpus_bytes / 1e6:.1f} MB of stories) scores **{pair.moe_heldout:.3f}** bits per byte on "
-        f"held-out stories, the dense **{dense_name}** **{pair.dense_heldout:.3f}** (lower is better): "
+        f"held-out stories, the dense **{dense_name}** scores **{pair.dense_heldout:.3f}** (lower is better): "
     )
     if pair.moe_better:
         return said + "**better**, as promised (section 5 also times it)."
