@@ -270,6 +270,9 @@ def measure_on_click(
     store = shared_results()
     if background:
         _background(label, key, result_key, measure, where)
+        run = background_runs().get(result_key)
+        if run is not None and run.running:  # its bar says what is happening: no "press the button" beside it
+            return store.get(result_key)
     else:
         _blocking(label, key, result_key, measure, where)
     if result_key not in store:

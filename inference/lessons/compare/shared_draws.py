@@ -437,7 +437,11 @@ def many_seeds(
 ) -> ManySeeds:
     """A and B over many seeds (seed i shared by both), with per-run statistics and intervals."""
     start = time.perf_counter()
-    total = 2 * max_new_tokens
+    total = 2 * max_new_tokens + 3  # each side's decode steps, then scoring both sides and the intervals
+
+    def stage(done: int, label: str) -> None:
+        if progress is not None:
+            progress(2 * max_new_tokens + done, total, label)
 
     def part(offset: int, label: str) -> Progress | None:
         if progress is None:
@@ -449,7 +453,10 @@ def many_seeds(
         model_b, tokenizer, prompt_ids, settings_b, seeds, max_new_tokens, part(max_new_tokens, "B"), "B"
     )
     eos = eos_token_ids(model_a, tokenizer)
+    stage(0, "scoring A's texts with the float32 model")
     stats_a = run_statistics(prompt_ids, runs_a, eos, reference_model)
+    stage(1, "scoring B's texts with the float32 model")
     stats_b = run_statistics(prompt_ids, runs_b, eos, reference_model)
+    stage(2, "bootstrap intervals")
     summary = summarize(stats_a, stats_b, bootstrap_seed)
     return ManySeeds(list(seeds), runs_a, runs_b, stats_a, stats_b, summary, time.perf_counter() - start)
