@@ -81,8 +81,8 @@ SCRIPT = """
     if (target) target.focus();
   });
   document.body.prepend(skip);
-  // Streamlit's sidebar page list is a <ul> whose children are its sections' <div>s (axe: "list", "listitem";
-  // docs/ACCESSIBILITY.md): the <ul> becomes a plain container and each section a list of its <li> links.
+  // Streamlit's sidebar page list is a UL whose children are its sections' DIVs (axe: "list", "listitem";
+  // docs/ACCESSIBILITY.md): the UL becomes a plain container and each section a list of its LI links.
   const fixNav = () => document.querySelectorAll('[data-testid="stSidebarNavItems"]:not([role])').forEach((ul) => {
     ul.setAttribute('role', 'none');
     ul.querySelectorAll(':scope > div').forEach((section) => section.setAttribute('role', 'list'));
