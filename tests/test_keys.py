@@ -38,3 +38,10 @@ def test_the_script_is_valid_javascript(tmp_path):
         path = tmp_path / name
         path.write_text(text)
         subprocess.run(["node", "--check", str(path)], check=True, capture_output=True)
+
+
+def test_the_keys_line_names_only_the_buttons_the_page_has():
+    from app_pages.shared.keys import hint
+
+    assert "Back" not in hint(back=False) and "Play" in hint(back=False)
+    assert "Play" not in hint(play=False) and "PageUp" in hint(play=False)

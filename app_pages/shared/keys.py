@@ -15,8 +15,14 @@ import json
 
 import streamlit as st
 
-HINT = "Keys: → or PageDown: Step · ← or PageUp: Back · P: Play / Stop (not while typing or on a slider)"
-HINT_NO_BACK = "Keys: → or PageDown: Step · P: Play / Stop (not while typing or on a slider)"
+
+def hint(back: bool = True, play: bool = True) -> str:
+    """The keys line: the keys of the buttons the page has."""
+    keys = ["→ or PageDown: Step"] + (["← or PageUp: Back"] if back else []) + (["P: Play / Stop"] if play else [])
+    return f"Keys: {' · '.join(keys)} (not while typing or on a slider)"
+
+
+HINT = hint()
 
 # Roles whose widgets use arrow keys or letters themselves: a key pressed there belongs to them.
 OWN_KEY_ROLES = (
@@ -116,9 +122,8 @@ def script(step: str | None = None, back: str | None = None, play: str | None = 
 def bind(step: str, back: str | None = None, play: str | None = None, stop: str | None = None) -> None:
     """The keys line, said on the page in one line, and the script that makes the keys press these buttons (widget
     keys): → / PageDown `step`, ← / PageUp `back`, P `stop` while it is shown, else `play`."""
-    hint = HINT if back else HINT_NO_BACK
     st.html(
-        f'<p class="keys-hint">{hint}</p><script>{script(step, back, play, stop)}</script>',
+        f'<p class="keys-hint">{hint(bool(back), bool(play))}</p><script>{script(step, back, play, stop)}</script>',
         unsafe_allow_javascript=True,
     )
 
