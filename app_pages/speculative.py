@@ -1,5 +1,7 @@
 """Speculative decoding: a small model guesses, the real one checks, and the text is provably unchanged."""
 
+import functools
+
 import streamlit as st
 
 from app_pages.shared import layout, models
@@ -36,9 +38,8 @@ loaded = current_model()
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
 
-def load_float32(source: str):
-    """A draft or a sweep's other target, as the sidebar loads models (shared, cached)."""
-    return models.cached_model(source, "float32", models.server_is_public())
+# a draft or a sweep's other target, as the sidebar loads models (shared, cached)
+load_float32 = functools.partial(models.cached_model, dtype="float32", public=models.server_is_public())
 
 
 @st.cache_resource(show_spinner="Loading the bundled draft model…")
@@ -170,17 +171,17 @@ if run is not None and not prepared.error:
     run.use_gamma(gamma)  # the session's own run, not a shared model
     stepper.advance(run, lambda: run.step(settings), replay=lambda rounds: list(run.run(settings, max_rounds=rounds)))
 
-text_box = st.empty()
+text_box = st.empty()  # the text as chips, redrawn after every round of Play
 
 
 def show_text():
-    if run is not None:
-        text_box.markdown(spec_fig.text_html(tokenizer, run.prompt_ids, run.rounds), unsafe_allow_html=True)
+    text_box.markdown(spec_fig.text_html(tokenizer, run.prompt_ids, run.rounds), unsafe_allow_html=True)
 
 
 if run is not None and not prepared.error:
     stepper.play_if_clicked(run, lambda: run.step(settings), show_text)
-show_text()
+if run is not None:
+    show_text()
 
 knob_values = {knob.param: f"{getattr(settings, knob.field):g}" for knob in SAMPLING_KNOBS}
 stepper.mirror_url(run, {**drafting.link_values(st.session_state, shortlist_size), **knob_values})
@@ -202,11 +203,17 @@ st.markdown(spec_fig.round_html(record), unsafe_allow_html=True)
 if record.note:
     st.info(record.note)
 st.markdown(spec_text.round_sentence(record, markdown_token_text(record.token_text)))
-for key, kind, text in spec_text.round_charts(record):  # one chart under the other: each draft token needs the width
-    chart(spec_fig.round_figure(key, record, presenter), width="stretch", key=key)
-    caption(kind, text)
-    if key == "spec_pq" and record.greedy:  # the round's own rule: the settings may have changed since
+if record.checks:  # one chart under the other: each draft token needs the width
+    chart(spec_fig.p_q_figure(record, record.greedy, presenter), width="stretch", key="spec_pq")
+    caption("exact", spec_text.CAPTIONS["pq"])
+    if record.greedy:  # the round's own rule: the settings may have changed since
         st.markdown(spec_text.GREEDY_TEST)
+    elif record.checked:
+        chart(spec_fig.acceptance_figure(record, presenter), width="stretch", key="spec_accept")
+        caption("simulated", spec_text.CAPTIONS["accept"])
+    if record.residual_top:
+        chart(spec_fig.residual_figure(record, presenter), width="stretch", key="spec_residual")
+        caption("exact", spec_text.CAPTIONS["residual"])
 
 # -- the run against plain decoding -------------------------------------------------------------
 st.subheader("Faster? Measured against plain decoding of the same text")
@@ -224,11 +231,8 @@ caption("measured", spec_text.timeline_caption(len(run.generated_ids)))
 
 alpha, cost = result.summary.acceptance_rate, result.cost_ratio or 0.0
 with st.expander(f"Theory: {spec_text.THEORY_SUMMARY}"):
-    chart(
-        speed_fig.theory_figure(gamma, cost, result.verify_cost, alpha, result.measured_speedup, presenter),
-        width="stretch",
-        key="spec_theory",
-    )
+    theory = speed_fig.theory_figure(gamma, cost, result.verify_cost, alpha, result.measured_speedup, presenter)
+    chart(theory, width="stretch", key="spec_theory")
     caption("exact", spec_text.CAPTIONS["theory"])
 
 other = drafting.other_side(info.name) if draft is not None else None  # both sides of the trade, measured
@@ -263,13 +267,7 @@ with sweep_expander:
         "Measure the sweep",
         "spec_sweep_button",
         ("spec_sweep", info.name, drafter_kind, draft_name, shortlist_size, tuple(prepared.ids), other),
-        lambda progress: spec_sweep.sweep_sides(
-            drafting.sweep_targets((info.name, model, tokenizer), other, load_float32),
-            new_drafter,
-            prepared.ids,
-            spec_sweep.SWEEP_NEW_TOKENS,
-            progress=progress,
-        ),
+        lambda p: drafting.page_sweep((info.name, model, tokenizer), other, load_float32, new_drafter, prepared.ids, p),
         spec_text.sweep_not_yet(spec_sweep.SWEEP_NEW_TOKENS, drafter_label, other),
     )
     for index, (target_name, side) in enumerate(table.groupby("target", sort=False) if table is not None else ()):

@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pandas as pd
+
 from inference.core.loader import LoadedModel, ModelLoadError
 from inference.core.paths import BUNDLED_MODEL_NAME
 from inference.core.routing import BUNDLED_MOE_DIR, BUNDLED_MOE_NAME
 from inference.core.run import SEED_MAX
 from inference.lessons.speculative import run as spec  # the module, so a test can refuse every pair in one place
-from inference.lessons.speculative import self_draft, shortlist
+from inference.lessons.speculative import self_draft, shortlist, sweep
 from inference.lessons.speculative.drafters import GAMMA_MAX, GAMMA_MIN, ModelDrafter, PromptLookupDrafter
 
 
@@ -98,6 +100,11 @@ def start_run(target, tokenizer, make_drafter, ids: list[int], new_tokens: int, 
         return spec.new_run(target, tokenizer, make_drafter(), ids, new_tokens, gamma=gamma, seed=seed), None
     except spec.SpeculationError as err:
         return None, str(err)
+
+
+def page_sweep(target: tuple, other, load, make_drafter, ids: list[int], progress) -> pd.DataFrame:
+    """The page's sweep over γ and temperature, on its target and the `other_side` one (see `sweep_targets`)."""
+    return sweep.sweep_sides(sweep_targets(target, other, load), make_drafter, ids, progress=progress)
 
 
 DRAFTERS = {  # the page's choice -> its label

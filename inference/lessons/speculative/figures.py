@@ -257,13 +257,6 @@ def residual_figure(record, presenter: bool = False) -> go.Figure:
     )
 
 
-def round_figure(key: str, record, presenter: bool = False) -> go.Figure:
-    """One of an opened round's charts by its key (`text.round_charts` lists which a round has)."""
-    if key == "spec_pq":
-        return p_q_figure(record, record.greedy, presenter)
-    return {"spec_accept": acceptance_figure, "spec_residual": residual_figure}[key](record, presenter)
-
-
 def metrics_table(metrics: list[tuple[str, str, str]]) -> pd.DataFrame:
     """The run's metrics (label, value, explanation) as a table: presenter mode shows it as HTML, which wraps."""
     return pd.DataFrame(metrics, columns=["measure", "value", "how"]).set_index("measure")

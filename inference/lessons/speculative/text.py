@@ -285,15 +285,3 @@ def sweep_speed_caption(tokens: int, drafter: str) -> str:
 
 def sweep_tokens_caption(drafter: str) -> str:
     return f"Drafter: {drafter}. " + CAPTIONS["sweep_tokens"]
-
-
-def round_charts(record: RoundRecord) -> list[tuple[str, str, str]]:
-    """The charts of one opened round, in order: (chart key, caption kind, caption). p vs q for any drafts; then the
-    test u ≤ p/q of a sampled round (a greedy round's own test is `GREEDY_TEST`, in words), and the residual a
-    rejection drew from."""
-    charts = [("spec_pq", "exact", CAPTIONS["pq"])] if record.checks else []
-    if record.checks and not record.greedy and record.checked:
-        charts.append(("spec_accept", "simulated", CAPTIONS["accept"]))
-    if record.checks and record.residual_top:
-        charts.append(("spec_residual", "exact", CAPTIONS["residual"]))
-    return charts
