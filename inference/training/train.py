@@ -183,6 +183,23 @@ def random_windows(stream: torch.Tensor, batch: int, length: int, gen: torch.Gen
     return torch.stack([stream[i : i + length + 1] for i in starts.tolist()])
 
 
+GRAD_CLIP = 1.0  # the gradient norm every step is clipped to
+
+
+def next_token_cross_entropy(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """The training loss: cross entropy of every position's float32 logits [batch, T-1, vocab] against the next
+    token of `ids` [batch, T] (the logits of ids[:, :-1])."""
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+
+
+def optimizer_step(model, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+    """One update: gradients of `loss`, clipped to norm GRAD_CLIP, then the optimizer's step."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
+    optimizer.step()
+
+
 def adamw(model, peak_lr: float, weight_decay: float) -> torch.optim.AdamW:
     """AdamW (β 0.9/0.95) with weight decay on the matrices only, not on norms and biases."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -271,16 +288,12 @@ def train(
         moe = s.architecture == "mixtral"
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16_autocast):
             out = model(batch[:, :-1], output_router_logits=True) if moe else model(batch[:, :-1])
-        logits = out.logits
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        loss = next_token_cross_entropy(out.logits, batch)
         if moe:  # the balance loss pushes the router to spread tokens evenly over the experts
             loss_for_grad = loss + s.router_aux_loss_coef * out.aux_loss.float()
         else:
             loss_for_grad = loss
-        optimizer.zero_grad(set_to_none=True)
-        loss_for_grad.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        optimizer_step(model, optimizer, loss_for_grad)
         running = loss.item() if running is None else 0.98 * running + 0.02 * loss.item()
         progress.set_postfix(loss=f"{running:.3f}")
         if (step + 1) % s.eval_every == 0 or step + 1 == s.steps:

@@ -15,14 +15,12 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 
 from inference.core.tokens import readable_token
-from inference.training.train import TrainSettings, adamw
+from inference.training.train import TrainSettings, adamw, next_token_cross_entropy, optimizer_step
 
 LEARNING_RATE = TrainSettings().peak_lr  # the bundled model's own peak learning rate
 WEIGHT_DECAY = TrainSettings().weight_decay
-GRAD_CLIP = 1.0  # as train.py
 INFERENCE_PASSES = 20  # forward passes the "inference changes nothing" check runs
 TOP_K = 5
 
@@ -126,18 +124,14 @@ def run_inference_many(model, ids: list[int], passes: int = INFERENCE_PASSES) ->
 
 def next_token_loss(model, ids: torch.Tensor) -> torch.Tensor:
     """train.py's loss: cross entropy of every position's float32 logits against the next token. `ids` [batch, T]."""
-    logits = model(ids[:, :-1], use_cache=False).logits
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+    return next_token_cross_entropy(model(ids[:, :-1], use_cache=False).logits, ids)
 
 
 def train_step(model, optimizer, ids: torch.Tensor) -> float:
     """One step as train.py takes it: loss, backward, clip to norm 1, AdamW step. Returns the loss before the step."""
     model.train()
     loss = next_token_loss(model, ids)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
-    optimizer.step()
+    optimizer_step(model, optimizer, loss)
     model.eval()
     return loss.item()
 
