@@ -30,27 +30,17 @@ ZERO_LINE_COLOUR = "#cccccc"
 # reddish purple, black), which stay apart for the common colour-vision deficiencies and on a washed-out projector.
 # Pages name their colours after what they mean (below), from these; where two meanings meet on one chart (kept,
 # filtered, chosen) they also differ by a label, marker or pattern (STATUS_PATTERN), never by colour alone.
-OKABE_ITO = {
-    "orange": "#E69F00",
-    "sky_blue": "#56B4E9",
-    "bluish_green": "#009E73",
-    "yellow": "#F0E442",
-    "blue": "#0072B2",
-    "vermillion": "#D55E00",
-    "reddish_purple": "#CC79A7",
-    "black": "#000000",
-}
 PALETTE = {
-    "blue": OKABE_ITO["blue"],
-    "orange": OKABE_ITO["orange"],
-    "red": OKABE_ITO["vermillion"],
-    "green": OKABE_ITO["bluish_green"],
-    "purple": OKABE_ITO["reddish_purple"],
-    "yellow": OKABE_ITO["yellow"],
+    "blue": "#0072B2",  # Okabe-Ito blue
+    "orange": "#E69F00",  # Okabe-Ito orange
+    "red": "#D55E00",  # Okabe-Ito vermillion
+    "green": "#009E73",  # Okabe-Ito bluish green
+    "purple": "#CC79A7",  # Okabe-Ito reddish purple
+    "yellow": "#F0E442",  # Okabe-Ito yellow
     "pale_blue": "#a9cde6",  # Okabe-Ito blue, light: the raw distribution behind the final one
     "light_blue": "#8cc3ea",
     "blue_grey": "#9aa9bf",
-    "sky": OKABE_ITO["sky_blue"],
+    "sky": "#56B4E9",  # Okabe-Ito sky blue
     "dark_blue": "#005587",
     "navy": "#003f66",
     "lavender": "#e2b9d3",  # Okabe-Ito reddish purple, light
