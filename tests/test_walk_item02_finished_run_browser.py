@@ -44,7 +44,9 @@ def test_a_slider_moved_after_the_run_finished_keeps_the_draw_on_its_curve():
             assert at["rank"] is not None, at
             rank, curve = at["rank"], at["curve"]
             below = curve[rank - 2] if rank > 1 else 0.0
-            assert below <= at["u"] <= curve[rank - 1] + 1e-9, f"u = {at['u']} is not on rank {rank}'s step: {curve[: rank + 1]}"
+            assert below <= at["u"] <= curve[rank - 1] + 1e-9, (
+                f"u = {at['u']} is not on rank {rank}'s step: {curve[: rank + 1]}"
+            )
         heading = page.locator('[data-testid="stMain"] h3').filter(has_text="the last choice").first.inner_text()
         assert "drawn" in heading and "T = 0.8" in heading, heading  # says whose settings the chart shows
         browser.close()
