@@ -217,9 +217,7 @@ def _background(label: str, key: str, result_key: Hashable, measure: Callable, w
     """The button of a measurement that runs in a background thread, and its progress or how its last run ended."""
     runs = background_runs()
     run = runs.get(result_key)
-    if where.button(
-        label, key=key, type="primary", disabled=run is not None and run.running, help="Runs in the background"
-    ):
+    if where.button(label, key=key, type="primary", disabled=run is not None and run.running):
         run = runs.start(result_key, measure, measurement_slots())
     if run is not None and run.running:
         _progress_panel(result_key, key)
