@@ -59,3 +59,15 @@ def test_the_speculative_text_legend_says_what_the_space_marker_means():
     from inference.lessons.speculative import figures as spec_fig
 
     assert glossary.explain("␣") in spec_fig.LEGEND_HTML
+
+
+def test_a_special_token_in_the_speculative_text_is_explained_under_it(bundled):
+    from inference.lessons.speculative import figures as spec_fig
+
+    tokenizer = bundled.tokenizer
+    special = tokenizer.convert_ids_to_tokens(tokenizer.eos_token_id)
+    assert special in glossary.TERMS
+    ids = [tokenizer.eos_token_id, *tokenizer("Once upon a time")["input_ids"]]
+    assert glossary.explain(special) in spec_fig.text_html(tokenizer, ids, [])
+    plain = tokenizer("Once upon a time", add_special_tokens=False)["input_ids"]
+    assert glossary.explain(special) not in spec_fig.text_html(tokenizer, plain, [])

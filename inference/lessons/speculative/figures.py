@@ -103,6 +103,9 @@ def text_html(tokenizer, prompt_ids: list[int], rounds: list) -> str:
             parts.append(_chip(text, "target" if own else "accepted", f"round {r.index}: {how}"))
     parts.append("</div>")
     parts.append(LEGEND_HTML)
+    shown = {tokenizer.convert_ids_to_tokens(t) for t in [*prompt_ids, *(t for r in rounds for t in r.new_tokens)]}
+    for term in (t for t in glossary.TERMS if t.startswith("<|") and t in shown):  # a special token, explained
+        parts.append(f'<div class="spec-legend">{html.escape(f"{term}: {glossary.explain(term)}.")}</div>')
     return "".join(parts)
 
 
