@@ -149,6 +149,7 @@ def with_and_without() -> None:
                     first_steps.without_cache_ms.median(),
                     last_steps.without_cache_ms.median(),
                     int(last_steps.context_tokens.median()),
+                    median(engine_steps) if engine_steps else None,
                 )
             )
         text = tokenizer.decode(comparison.tokens_with_cache, skip_special_tokens=False)

@@ -49,3 +49,11 @@ def test_the_cost_pages_output_token_says_which_decode_step_it_is():
     said = cost_text.output_token_help(answer)
     assert "127 decode passes" in said and "128-token reply" in said and "256-token prompt" in said
     assert "one run" in said
+
+
+def test_the_kv_pages_with_cache_step_says_what_it_is_timed_beside():
+    from inference.lessons.kv_cache import text as kv_text
+
+    said = kv_text.trend("m", 10.4, 12.0, 30.0, 200, lean_step_ms=1.32)
+    assert "10.4 ms" in said and "1.32 ms" in said and "interleaved" in said
+    assert "1.32" not in kv_text.trend("m", 10.4, 12.0, 30.0, 200)
