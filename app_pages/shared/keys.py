@@ -79,7 +79,7 @@ SCRIPT = """
   const skip = document.createElement('a');
   skip.id = 'lab-skip-step';
   skip.href = '#';
-  skip.textContent = 'Skip to Step (keys: → Step, ← Back, P Play)';
+  skip.textContent = 'Skip to Step (the keys are under it)';
   skip.addEventListener('click', (ev) => {
     ev.preventDefault();
     const b = current();
