@@ -7,6 +7,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from app_pages.shared import keys
 from app_pages.shared.layout import LAYOUT_CSS, PRESENTER_CSS, presenter
 from app_pages.shared.models import (
     ENGINE_ERROR_KEY,
@@ -204,4 +205,5 @@ def model_sidebar() -> None:
         st.toggle(
             "Presenter mode", key="presenter", persist_state="session", help="Larger text and charts for a projector"
         )
+        keys.install()  # every page: the key listener, the skip link, the roles of Streamlit's sidebar list
     st.markdown(LAYOUT_CSS + (PRESENTER_CSS if presenter() else ""), unsafe_allow_html=True)

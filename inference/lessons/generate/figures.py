@@ -30,7 +30,6 @@ from inference.lessons.style import (
     CUTOFF_COLOUR,
     FINAL_COLOUR,
     RAW_COLOUR,
-    REMOVED_COLOUR,
     chip_text,
     hline,
     hover,
@@ -39,6 +38,7 @@ from inference.lessons.style import (
     probability_colour,
     probability_text_colour,
     repr_token,
+    status_marker,
     vline,
 )
 
@@ -53,14 +53,14 @@ def next_token_bars(
     (`style.plain_figure`)."""
     columns = table if isinstance(table, Mapping) else {name: table[name].to_numpy() for name in table.columns}
     rows = {name: values[::-1] for name, values in columns.items()}  # Plotly draws the first category at the bottom
-    names, final_colours = [], []
+    names, statuses = [], []
     for token, rank, chosen, removed_by in zip(rows["token"], rows["rank"], rows["chosen"], rows["removed_by"]):
         ranked = pd.notna(rank)
         mark = "▶ " if chosen and ranked else ""
         cut = f"  ✂ {removed_by.replace('_', '-')}" if removed_by else ""
         prefix = f"{int(rank)}. " if ranked else ""
         names.append(f"{mark}{prefix}{label(repr_token(token) if ranked else token)}{cut}")
-        final_colours.append(CHOSEN_COLOUR if chosen and ranked else (REMOVED_COLOUR if removed_by else FINAL_COLOUR))
+        statuses.append("chosen" if chosen and ranked else ("removed" if removed_by else "kept"))
     raw, final = np.asarray(rows["raw"], dtype=float), np.asarray(rows["final"], dtype=float)
     bars = {"type": "bar", "orientation": "h", "y": names}
     data = [
@@ -68,14 +68,15 @@ def next_token_bars(
         | {
             "x": raw,
             "name": "raw (T=1, no filters)",
-            "marker": {"color": RAW_COLOUR},
+            # a cut token's raw bar is hatched as well as labelled ✂: colour is never the only signal
+            "marker": {"color": RAW_COLOUR, "pattern": status_marker(statuses)["pattern"]},
             "hovertemplate": hover("%{y}", "raw %{x:.2%}"),
         },
         bars
         | {
             "x": final,
             "name": "final (after all settings)",
-            "marker": {"color": final_colours},
+            "marker": status_marker(statuses),
             "text": [f"{v:.1%}" if v >= 0.001 else "" for v in final],
             "textposition": "outside",
             "hovertemplate": hover("%{y}", "final %{x:.2%}"),
