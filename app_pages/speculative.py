@@ -54,6 +54,9 @@ defaults = drafting.page_defaults(model_kind(info.name) == STORY, info.has_chat_
 url_problems = stepper.read_url(URL_PARAMS, defaults, RANGES, drafting.PAGE_NAMES, spec_text.URL_CHOICES, 1000)
 st.title("🎯 Speculative decoding: guess cheap, check in one pass")
 st.markdown(spec_text.INTRO)
+boxes = (st.empty(), st.empty()) if presenter else ()  # presenter: the text under the intro, on the first screen
+with st.expander(f"{spec_text.HOW_HEADING}: {spec_text.HOW_SUMMARY}"):
+    st.markdown(spec_text.HOW_A_ROUND_WORKS)
 for problem in url_problems:
     st.warning(problem)
 
@@ -133,6 +136,7 @@ with right:
     )
 
 stepper.buttons()
+text_box, status_box = boxes or (st.empty(), st.empty())  # the text as chips (redrawn by Play), its status
 
 s = st.columns(2) + (st.columns(2) + st.columns(1) if presenter else st.columns(3))  # labels stay whole
 s[0].slider(
@@ -169,13 +173,13 @@ if prepared.error:
 run = stepper.current_run(run_key, start_run, can_start=not prepared.error)
 if run is not None and not prepared.error:
     run.use_gamma(gamma)  # the session's own run, not a shared model
-    stepper.advance(run, lambda: run.step(settings), replay=lambda rounds: list(run.run(settings, max_rounds=rounds)))
-
-text_box = st.empty()  # the text as chips, redrawn after every round of Play
+    opening = drafting.opens_with_a_round(st.session_state, run, stepper.replay_key)  # one round on page load
+    stepper.advance(run, lambda: run.step(settings), lambda n: list(run.run(settings, max_rounds=n)), step_now=opening)
 
 
 def show_text():
-    text_box.markdown(spec_fig.text_html(tokenizer, run.prompt_ids, run.rounds), unsafe_allow_html=True)
+    tail = spec_fig.PRESENTER_PROMPT_TAIL if presenter else None  # a projector: the prompt's last tokens
+    text_box.markdown(spec_fig.text_html(tokenizer, run.prompt_ids, run.rounds, tail), unsafe_allow_html=True)
 
 
 if run is not None and not prepared.error:
@@ -189,7 +193,7 @@ stepper.mirror_url(run, {**drafting.link_values(st.session_state, shortlist_size
 if run is None:
     st.stop()
 lead = spec_text.run_lead(info.name, draft_name, len(run.prompt_ids), len(run.generated_ids), len(run.rounds))
-stepper.status_line(run, lead, spec_text.NEXT_ROUND, chooser="the target")
+status_box.caption(stepper.status_text(run, lead, spec_text.NEXT_ROUND, chooser="the target"))
 if not run.rounds:
     st.info(spec_text.NO_ROUND_YET)
     st.stop()
@@ -257,12 +261,8 @@ if verify_other := other_model(info.name):
             caption("measured", spec_text.verify_caption(gamma + 1))
             st.markdown(why_they_differ(*costs))
 
-sweep_expander = st.expander(
-    f"{spec_text.sweep_heading(spec_sweep.SWEEP_GAMMAS, spec_sweep.SWEEP_TEMPERATURES)}: {spec_text.SWEEP_SUMMARY}"
-)
-
-
-with sweep_expander:
+sweep_heading = spec_text.sweep_heading(spec_sweep.SWEEP_GAMMAS, spec_sweep.SWEEP_TEMPERATURES)
+with st.expander(f"{sweep_heading}: {spec_text.SWEEP_SUMMARY}"):
     table = measure_on_click(
         "Measure the sweep",
         "spec_sweep_button",

@@ -17,13 +17,13 @@ def test_changing_gamma_keeps_the_run_and_the_next_round_drafts_the_new_gamma():
     at.button(key="spec_step").click().run()
     at.button(key="spec_step").click().run()
     before = at.session_state["spec_run"]
-    assert len(before.rounds) == 2
+    assert len(before.rounds) == 3  # the round drafted on page load (#46 item 11), then two Steps
     at.slider(key="spec_gamma").set_value(5).run()
     assert not at.exception
     run = at.session_state["spec_run"]
-    assert run is before and len(run.rounds) == 2
+    assert run is before and len(run.rounds) == 3
     at.button(key="spec_step").click().run()
-    assert [r.gamma for r in at.session_state["spec_run"].rounds] == [2, 2, 5]
+    assert [r.gamma for r in at.session_state["spec_run"].rounds] == [2, 2, 2, 5]
 
 
 def test_after_play_the_opened_round_drafted_something():

@@ -50,6 +50,12 @@ def help_for(*terms: str) -> str:
     return "\n\n".join(f"{term}: {explain(term)}." for term in terms)
 
 
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """ "1 token", "2 tokens", "1,024 tokens": the count (with thousands commas) and the word, plural unless the count
+    is 1; `words` for a plural that is not `word` + "s" ("1 query", "2 queries")."""
+    return f"{count:,} {word if count == 1 else (words or word + 's')}"
+
+
 def terms_in(text: str) -> list[str]:
     """The glossary's terms that a text uses, in the order they first appear."""
     found = [(text.find(term), term) for term in TERMS if term in text]

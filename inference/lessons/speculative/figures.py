@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from inference.core.tokens import VISIBLE_WHITESPACE
 from inference.lessons import glossary
+from inference.lessons.glossary import plural
 from inference.lessons.style import (
     PALETTE,
     label,
@@ -74,11 +75,19 @@ LEGEND_HTML = (
 )
 
 
-def text_html(tokenizer, prompt_ids: list[int], rounds: list) -> str:
+PRESENTER_PROMPT_TAIL = 4  # a projector shows the prompt's last tokens: its first round stays on the first screen
+
+
+def text_html(tokenizer, prompt_ids: list[int], rounds: list, prompt_tail: int | None = None) -> str:
     """The prompt as dashed chips, then every round's new tokens: drafts the target accepted in
-    green, the target's own token in orange, rounds separated by a bar."""
+    green, the target's own token in orange, rounds separated by a bar. With `prompt_tail`, a longer
+    prompt shows only its last `prompt_tail` tokens after one chip counting the earlier ones."""
     parts = [CHIP_CSS, '<div class="spec-box">']
     special = set(tokenizer.all_special_ids)
+    hidden = max(0, len(prompt_ids) - prompt_tail) if prompt_tail is not None else 0
+    if hidden:
+        parts.append(_chip(f"… {plural(hidden, 'earlier prompt token')}", "prompt", token=False))
+    prompt_ids = prompt_ids[hidden:]
     for token_id in prompt_ids:
         shown = tokenizer.convert_ids_to_tokens(token_id) if token_id in special else tokenizer.decode([token_id])
         parts.append(_chip(shown, "prompt", f"prompt token {token_id}"))

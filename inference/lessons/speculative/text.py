@@ -10,12 +10,19 @@ from inference.lessons.speculative.comparison import Comparison
 from inference.lessons.speculative.run import RoundRecord
 from inference.lessons.speculative.sweep import sweep_runs
 
+# Two sentences on the first screen (#46 item 11): the page opens with one round already drafted and checked under them.
 INTRO = (
-    "A decode step of the big model reads every weight to make **one** token. Speculative decoding lets "
-    "something cheap **draft** γ tokens, then the big model (the **target**) scores all of them in **one** "
-    "forward pass. Each draft token passes a random test, u ≤ p/q; at the first failure the target draws its "
-    "own token from what is left, max(0, p − q). The result is **exactly** the text plain decoding would "
-    "sample (greedy: the very same tokens) — only faster when the drafts are good and cheap."
+    "Something cheap **drafts** γ tokens; the big model (the **target**) checks them all in **one** pass. The text "
+    "is **exactly** what plain decoding would sample, only sooner when the drafts are good."
+)
+HOW_HEADING = "How a round works"
+HOW_SUMMARY = "the test u ≤ p/q, the residual, and why the text is unchanged"
+HOW_A_ROUND_WORKS = (
+    "A decode step of the big model reads every weight to make **one** token. Speculative decoding lets something "
+    "cheap **draft** γ tokens, then the target scores all of them in **one** forward pass. Each draft token passes a "
+    "random test, u ≤ p/q; at the first failure the target draws its own token from what is left, max(0, p − q). The "
+    "result is **exactly** the text plain decoding would sample (greedy: the very same tokens) — only faster when "
+    "the drafts are good and cheap."
 )
 DRAFTER_HELP = (
     "A draft model guesses with its own (small) network; a self-draft runs only the target's first layers, then its "

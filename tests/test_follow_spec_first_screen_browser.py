@@ -1,0 +1,47 @@
+"""Issue #46 item 11 on the Speculative page: opened without pressing anything, its first live result (a round the
+drafter drafted and the target checked, as chips) is on the first screen at 1280x900 and 800x1000, normal and
+presenter mode."""
+
+import os
+
+import pytest
+
+from tests.browser import BROWSER_TESTS, launch, open_page, shots_folder, streamlit_server, toggle_presenter
+
+pytestmark = BROWSER_TESTS
+
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
+SIZES = [(1280, 900), (800, 1000)]
+
+# Where the first round's chips are in the viewport, stMain scrolled to its top: the first chip the round added (a
+# draft the target accepted, or the target's own token) and the bottom of the separator that starts the round.
+PLACES = """() => {
+  document.querySelector('[data-testid=stMain]').scrollTop = 0;
+  const box = document.querySelector('.spec-box');
+  if (!box) return null;
+  const made = box.querySelector('.spec-chip.accepted, .spec-chip.target');
+  const sep = box.querySelector('.spec-round-sep');
+  return {box_top: box.getBoundingClientRect().top, made_bottom: made ? made.getBoundingClientRect().bottom : null,
+          sep_bottom: sep ? sep.getBoundingClientRect().bottom : null};
+}"""
+
+
+@pytest.mark.parametrize("presenter", [False, True], ids=["normal", "presenter"])
+def test_the_first_round_is_on_the_first_screen_without_a_click(presenter):
+    from playwright.sync_api import sync_playwright
+
+    mode = "presenter" if presenter else "normal"
+    with streamlit_server() as url, sync_playwright() as p:
+        browser = launch(p)
+        for width, height in SIZES:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            open_page(page, f"{url}/speculative")
+            if presenter:
+                toggle_presenter(page)
+            page.wait_for_timeout(500)
+            at = page.evaluate(PLACES)
+            page.screenshot(path=str(shots_folder() / f"speculative_first_screen_{width}_{mode}.png"))
+            assert at is not None and at["made_bottom"] is not None, f"{width}x{height} {mode}: no round drafted: {at}"
+            assert at["made_bottom"] <= height, f"{width}x{height} {mode}: the round's first token below the fold: {at}"
+            page.close()
+        browser.close()
