@@ -142,7 +142,7 @@ def _series(trace: dict, layout: dict, most: int, fallback_name: str = "") -> st
         starts = [float(b) for b in _values(trace.get("base")) if _is_number(b)]
         ends = [start + float(v) for start, (_, v) in zip(starts, pairs)]
         span = f"from {number(min(starts), percent, unit)} to {number(max(ends), percent, unit)}" if starts else ""
-        return f"{head}{len(pairs)} bars {span}".rstrip()
+        return f"{head}{len(pairs)} {'bar' if len(pairs) == 1 else 'bars'} {span}".rstrip()
     if kind == "bar":
         top = sorted(pairs, key=lambda pair: -float(pair[1]))
         shown = [pair for pair in top if number(pair[1], percent) not in ("0", "0%")] or top

@@ -37,7 +37,8 @@ CAPTIONS = {
 
 
 def same_text(steps: int) -> str:
-    return f"Same seed, same text: with these settings A and B chose the same token at all {steps} steps."
+    at = "at its one step" if steps == 1 else f"at all {steps} steps"
+    return f"Same seed, same text: with these settings A and B chose the same token {at}."
 
 
 def shared_u(u: float) -> str:

@@ -162,7 +162,11 @@ def compare(runs: dict[int, Capacity], served: ServedModel, roof: Roof) -> Capac
 
 def capacity_figure(result: CapacityComparison, presenter: bool = False) -> go.Figure:
     """Decode tokens/s with 1 slot and with N, measured beside the roofline's prediction for the same batch."""
-    names = [f"1 slot, {result.one.clients} clients", f"{result.many.slots} slots, {result.many.clients} clients"]
+
+    def clients(n: int) -> str:
+        return f"{n} client" if n == 1 else f"{n} clients"
+
+    names = [f"1 slot, {clients(result.one.clients)}", f"{result.many.slots} slots, {clients(result.many.clients)}"]
     measured = [result.one.tokens_per_s, result.many.tokens_per_s]
     roof = [result.predicted_one, result.predicted_many]
     fig = go.Figure()
