@@ -54,6 +54,27 @@ def test_table_and_sentences_come_from_the_measurement():
 
 
 @pytest.mark.unit
+def test_a_busy_machine_is_named_and_one_token_per_second_is_singular():
+    """#46: rates taken under heavy load (f32 at 1 token/s, a 35× speed-up from 5.5× fewer bytes, rounds far apart)
+    give a sentence that says the machine was busy and shows medians, never "1 tokens/s" as the model's speed."""
+    tops = {t: [{5: 0.9, 6: 0.1}] * 2 for t in ("f32", "q8_0", "q4_K_M", "Q4_1")}
+    answers = {t: [1, 2] for t in tops}
+    busy = _result(
+        {"f32": [0.6, 1.4], "q8_0": [30.0, 34.0], "q4_K_M": [31.0, 33.0], "Q4_1": [34.0, 36.0]}, tops, answers
+    )
+    frame = rg.table(busy)
+    assert frame.loc[0, "spread over rounds"] == pytest.approx(1.4 / 0.6 - 1)
+    speed = rg.speed_sentence(frame)
+    assert "machine was busy" in speed and "1 token/s" in speed and "1 tokens/s" not in speed
+    assert "f32 differed by 133%" in speed and "more than its 5.5× fewer bytes can explain" in speed
+    idle = _result(
+        {"f32": [50.0, 52.0], "q8_0": [96.0, 98.0], "q4_K_M": [90.0, 94.0], "Q4_1": [95.0, 95.0]}, tops, answers
+    )
+    assert "busy" not in rg.speed_sentence(rg.table(idle))
+    assert rg.rate_text(1.2) == "1 token/s" and rg.rate_text(1.6) == "2 tokens/s"
+
+
+@pytest.mark.unit
 def test_bench_returns_nothing_with_a_reason_without_llama_server(monkeypatch, capsys):
     monkeypatch.setattr(rg.llamacpp, "is_built", lambda: False)
     assert bench_real_gguf.real_gguf_figures() == {}

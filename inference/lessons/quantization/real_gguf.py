@@ -169,6 +169,22 @@ def measure(
     )
 
 
+BUSY_SPREAD = 0.25  # rounds of one type further apart than this: the machine was doing other work meanwhile
+BYTES_SLACK = 1.25  # a speed-up this much beyond the bytes saved cannot come from the bytes: a busy f32 round
+
+
+def round_spread(rates: list[float]) -> float:
+    """How far apart one type's timing rounds are: fastest ÷ slowest − 1 (0 for a single round, nan for none)."""
+    rates = [r for r in rates if r and math.isfinite(r)]
+    return max(rates) / min(rates) - 1 if rates else math.nan
+
+
+def rate_text(tokens_per_s: float) -> str:
+    """ "1 token/s", "51 tokens/s": the rate as the page rounds it, singular when that reads 1."""
+    shown = f"{tokens_per_s:,.0f}"
+    return f"{shown} token/s" if shown == "1" else f"{shown} tokens/s"
+
+
 def table(result: RealGGUFResult) -> pd.DataFrame:
     """One row per type: bytes, bits per weight over the 134.5 M parameters, decode tokens/s and its ratio to f32,
     mean coarse KL from f32 and the share of positions with f32's top-1 token."""
@@ -184,6 +200,7 @@ def table(result: RealGGUFResult) -> pd.DataFrame:
                 "size vs f32": r.file_bytes / base.file_bytes,
                 "decode tokens/s": r.decode_tokens_per_s,
                 "speed vs f32": r.decode_tokens_per_s / base.decode_tokens_per_s,
+                "spread over rounds": round_spread(r.decode_rates),
                 "mean KL from f32 (nats)": statistics.fmean(kls) if kls else math.nan,
                 "same top-1 as f32": statistics.fmean(same) if same else math.nan,
             }
@@ -196,6 +213,7 @@ TABLE_FORMATS = {
     "size vs f32": "%.2f×",
     "decode tokens/s": "%.0f",
     "speed vs f32": "%.2f×",
+    "spread over rounds": "percent",
     "mean KL from f32 (nats)": "%.1e",
     "same top-1 as f32": "percent",
 }
@@ -204,6 +222,7 @@ TABLE_TEXT_FORMATS = {
     "size vs f32": "{:.2f}×",
     "decode tokens/s": "{:,.0f}",
     "speed vs f32": "{:.2f}×",
+    "spread over rounds": "{:.0%}",
     "mean KL from f32 (nats)": "{:.1e}",
     "same top-1 as f32": "{:.0%}",
 }
@@ -224,25 +243,46 @@ def caption(result: RealGGUFResult) -> str:
     return (
         f"Measured on llama-server (this machine, each type on its own server): file sizes from the files; decode "
         f"tokens/s the median of {result.rounds} rounds of {result.decode_tokens} greedy tokens, from the server's own "
-        f"timings; KL and same top-1 at {result.positions} positions of f32's greedy answer to “{result.question}” "
+        f"timings (spread: the fastest round ÷ the slowest − 1, large when other work shared the CPU); KL and same top-1 at {result.positions} positions of f32's greedy answer to “{result.question}” "
         f"({result.prompt_tokens} prompt tokens in the chat template), from each server's {TOP_K:,} most likely next "
         "tokens, the rest of the vocabulary counted as one outcome (a lower bound of the full KL)."
     )
 
 
 def speed_sentence(frame: pd.DataFrame) -> str:
-    """Which type decodes fastest against f32, and why bytes set the speed for this model."""
+    """Which type decodes fastest against f32, and why bytes set the speed for this model; when the rounds of a
+    type disagree widely, or a speed-up exceeds what the bytes saved can give, it says the machine was busy."""
     base = frame.iloc[0]
     others = frame.iloc[1:]
     if others.empty or not math.isfinite(base["decode tokens/s"]):
         return "Only the f32 file was measured."
     best = others.loc[others["speed vs f32"].idxmax()]
+    bytes_bound = 1 / best["size vs f32"]  # the most that reading fewer bytes can give
+    widest = frame.loc[frame["spread over rounds"].fillna(0).idxmax()]
+    busy = []
+    if widest["spread over rounds"] > BUSY_SPREAD:
+        busy.append(
+            f"the rounds of {str(widest['GGUF type']).split(' ')[0]} differed by {widest['spread over rounds']:.0%}"
+        )
+    if best["speed vs f32"] > bytes_bound * BYTES_SLACK:
+        busy.append(
+            f"{str(best['GGUF type']).split(' ')[0]}'s {best['speed vs f32']:.1f}× is more than its "
+            f"{bytes_bound:.1f}× fewer bytes can explain"
+        )
+    measured = (
+        f"f32 decoded {rate_text(base['decode tokens/s'])} and {best['GGUF type']} {rate_text(best['decode tokens/s'])} "
+        f"({best['speed vs f32']:.2f}× f32) with {best['size vs f32']:.2f}× its bytes (medians of the rounds)."
+    )
+    if busy:
+        return (
+            f"**The machine was busy while this ran**: {' and '.join(busy)}, so these rates say more about the "
+            f"other work than about the files. {measured} Measure again when the server is idle; the file sizes and "
+            "the KL columns do not depend on the load."
+        )
     return (
-        f"f32 decoded {base['decode tokens/s']:.0f} tokens/s and {best['GGUF type']} {best['decode tokens/s']:.0f} "
-        f"({best['speed vs f32']:.2f}× f32) with {best['size vs f32']:.2f}× its bytes. Each decoded token reads "
-        f"every weight once, and {base['file bytes'] / 1e6:,.0f} MB do not stay in a CPU's cache: the fewer bytes "
-        "per weight, the fewer bytes to stream from memory per token. llama.cpp's kernels multiply the quantized "
-        "blocks directly, so the saving reaches the speed."
+        f"{measured} Each decoded token reads every weight once, and {base['file bytes'] / 1e6:,.0f} MB do not stay "
+        "in a CPU's cache: the fewer bytes per weight, the fewer bytes to stream from memory per token. llama.cpp's "
+        "kernels multiply the quantized blocks directly, so the saving reaches the speed."
     )
 
 
