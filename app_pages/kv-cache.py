@@ -1,7 +1,5 @@
 """KV cache: what the model keeps between steps, what it costs, and what it saves."""
 
-from statistics import median
-
 import streamlit as st
 
 from app_pages.shared import layout, models
@@ -16,7 +14,13 @@ from inference.core.kv_cache import KVShape
 from inference.core.measuring import run_greedy
 from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.lessons.kv_cache import text as kv_text
-from inference.lessons.kv_cache.experiments import cache_growth, compare_cache, layer_breakdown
+from inference.lessons.kv_cache.experiments import (
+    cache_growth,
+    compare_cache,
+    engine_decode_step,
+    layer_breakdown,
+    with_cache_step,
+)
 from inference.lessons.kv_cache.figures import (
     cache_growth_figure,
     cumulative_time_figure,
@@ -128,11 +132,12 @@ def with_and_without() -> None:
         m[2].metric("Without cache", f"{steps.without_cache_cumulative_ms.iloc[-1] / 1e3:.2f} s")
         m[3].metric("Same tokens?", "yes ✓" if comparison.identical else "no ✗")
         growth_run = st.session_state.get(GROWTH_KEY)
-        engine_steps = [r.forward_ms for r in growth_run[1].records if r.phase == "decode"] if growth_run else []
+        engine_step = engine_decode_step(growth_run[1]) if growth_run else None  # section 1's steps, as a Timing
+        cached_step = with_cache_step(steps)
         chart_left, chart_right = layout.side_by_side(2)
         with chart_left:
             chart(step_time_figure(steps, layout.presenter()), width="stretch", key="kv_step_time")
-            caption("measured", kv_text.step_time_caption(median(engine_steps) if engine_steps else None))
+            caption("measured", kv_text.step_time_caption(engine_step, cached_step))
         with chart_right:
             chart(
                 cumulative_time_figure(steps, comparison.speedup, layout.presenter()),
@@ -145,11 +150,11 @@ def with_and_without() -> None:
             st.markdown(
                 kv_text.trend(
                     info.name,
-                    steps.with_cache_ms.iloc[1:].median(),
+                    cached_step.median_ms,
                     first_steps.without_cache_ms.median(),
                     last_steps.without_cache_ms.median(),
                     int(last_steps.context_tokens.median()),
-                    median(engine_steps) if engine_steps else None,
+                    engine_step.median_ms if engine_step is not None else None,
                 )
             )
         text = tokenizer.decode(comparison.tokens_with_cache, skip_special_tokens=False)

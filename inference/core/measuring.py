@@ -143,6 +143,16 @@ def repeat_timing(
     return Timing(tuple(float(measure_ms()) for _ in range(repeats)), warmups, what)
 
 
+def pass_timing(times_ms, what: str, warmups: int = 0) -> Timing:
+    """Passes a page timed one after another in one run (each its own step: the context grows, so `what` says over
+    which context) as a `Timing`, so a page quotes their median and middle half with the same label as a repeated
+    measurement; `warmups` the untimed runs before that run."""
+    times = tuple(float(ms) for ms in times_ms)
+    if len(times) < 2:
+        raise ValueError(f"a median with a middle half needs at least 2 timed passes, not {len(times)}")
+    return Timing(times, warmups, what)
+
+
 @torch.inference_mode()
 def time_decode_step(model, context_tokens: int, repeats: int = REPEATS, warmups: int = WARMUPS) -> Timing:
     """One decode step (a one-token forward pass on the cache) at a fixed `context_tokens` tokens of

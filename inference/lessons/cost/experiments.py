@@ -8,10 +8,10 @@ writing the reply is dear: this module measures by how much, on the model in use
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 
-from inference.core.measuring import filler_prompt, run_greedy
+from inference.core.measuring import Timing, filler_prompt, pass_timing, run_greedy
 
 PREFILL_REPEATS = 3  # prefill passes timed per answer; the median is kept
 
@@ -22,6 +22,16 @@ class AnswerCost:
     reply_tokens: int
     prefill_ms: float  # the one pass over the prompt
     decode_ms: float  # all decode passes together
+    step_ms: tuple[float, ...] = field(default=())  # each decode pass, in order (the context one token longer each)
+
+    @property
+    def decode_step(self) -> Timing | None:
+        """The reply's decode passes as a `Timing` (median, middle half, what was timed); None without them."""
+        if len(self.step_ms) < 2:
+            return None
+        last = self.prompt_tokens + self.reply_tokens - 1
+        what = f"one decode step of this reply, at {self.prompt_tokens + 1:,}–{last:,} tokens of context"
+        return pass_timing(self.step_ms, what, warmups=1)
 
     @property
     def total_ms(self) -> float:
@@ -33,8 +43,10 @@ class AnswerCost:
 
     @property
     def ms_per_output_token(self) -> float:
-        """The first output token comes out of the prefill pass; each later one has its own pass."""
-        return self.decode_ms / max(1, self.reply_tokens - 1)
+        """The first output token comes out of the prefill pass; each later one has its own pass: their median (as
+        every page quotes a decode step, `measuring.Timing`), or their mean when the passes were not kept."""
+        step = self.decode_step
+        return step.median_ms if step is not None else self.decode_ms / max(1, self.reply_tokens - 1)
 
     @property
     def output_vs_input(self) -> float:
@@ -81,6 +93,7 @@ def measure_answer(
         reply_tokens=len(records),
         prefill_ms=median(prefills),
         decode_ms=sum(r.forward_ms for r in records[1:]),
+        step_ms=tuple(r.forward_ms for r in records[1:]),
     )
 
 

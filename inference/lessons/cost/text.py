@@ -18,12 +18,14 @@ SECTIONS = {  # each closed section's one line: what opening it shows
 
 def output_token_help(answer: AnswerCost) -> str:
     """Which decode step the page's 'per output token' is: not the step other pages time at a fixed context."""
-    passes = answer.reply_tokens - 1
-    return (
-        f"The mean of the {passes} decode passes (forward pass only) of this {answer.reply_tokens}-token reply after "
+    passes, step = answer.reply_tokens - 1, answer.decode_step
+    how = "median" if step is not None else "mean"
+    said = (
+        f"The {how} of the {passes} decode passes (forward pass only) of this {answer.reply_tokens}-token reply after "
         f"a {answer.prompt_tokens}-token prompt, one run after a warm-up: each pass reads a longer cache than the "
         "last, so it is not the single step at a short context other pages time."
     )
+    return said if step is None else f"{said} {step.label()}."
 
 
 def wait_sentence(answer: AnswerCost, context: int, crossing: Crossover | None) -> str:

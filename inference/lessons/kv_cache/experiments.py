@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 from transformers import DynamicCache
 
-from inference.core.measuring import Progress, timed_pass
+from inference.core.measuring import Progress, Timing, pass_timing, timed_pass
 from inference.core.run import Trace, context_limit
 
 # -- 1. growth -------------------------------------------------------------------------
@@ -131,3 +131,22 @@ def compare_cache(model, prompt_ids: list[int], new_tokens: int, progress: Progr
     steps["with_cache_cumulative_ms"] = steps["with_cache_ms"].cumsum()
     steps["without_cache_cumulative_ms"] = steps["without_cache_ms"].cumsum()
     return CacheComparison(steps=steps, prompt_tokens=len(prompt_ids))
+
+
+def engine_decode_step(trace: Trace) -> Timing | None:
+    """Section 1's run's decode steps (the engine's own step, one after another, the context growing) as a `Timing`:
+    the median and middle half the page quotes beside section 2's steps; None with fewer than two."""
+    times = [r.forward_ms for r in trace.records if r.phase == "decode"]
+    if len(times) < 2:
+        return None
+    first = len(trace.prompt_ids)
+    what = f"one decode step of section 1's run (the engine's own step), at {first:,}–{first + len(times) - 1:,} tokens"
+    return pass_timing(times, what + " of context")
+
+
+def with_cache_step(steps: pd.DataFrame) -> Timing:
+    """Section 2's decode steps with the cache (step 0, the prompt, left out) as a `Timing`: each timed between two
+    no-cache passes, through transformers' own forward."""
+    times = steps.with_cache_ms.iloc[1:]
+    what = "one decode step with the cache in section 2, each timed between no-cache passes (transformers' forward)"
+    return pass_timing(times if len(times) >= 2 else steps.with_cache_ms, what)

@@ -4,6 +4,7 @@ public configs)."""
 from __future__ import annotations
 
 from inference.core.kv_cache import KVShape
+from inference.core.measuring import Timing
 from inference.core.tokens import markdown_token_text
 from inference.lessons.kv_cache.figures import SMOOTHING_STEPS
 from inference.lessons.kv_cache.repetition import RepeatedPhrase
@@ -70,18 +71,15 @@ def compare_not_yet(new_tokens: int) -> str:
     )
 
 
-def step_time_caption(engine_median_ms: float | None) -> str:
-    engine = (
-        f"; the engine's own lean step (section 1's run, as on Generate) took a median {engine_median_ms:.2f} ms "
-        "per decode step"
-        if engine_median_ms is not None
-        else ""
-    )
+def step_time_caption(engine_step: Timing | None, with_cache: Timing | None = None) -> str:
+    """The step-time chart's caption; the two decode-step figures named with what was timed (`Timing.label`)."""
+    engine = f" Section 1's run, for comparison: {engine_step.label()}." if engine_step is not None else ""
+    cached = f" This chart's {with_cache.label()}." if with_cache is not None else ""
     return (
         f"Forward-pass time of each step (thin) and the running median of {SMOOTHING_STEPS} steps (thick); rare "
         "spikes from other programs may run off the top. With the cache each pass reads one new token; without "
         "it, the whole sequence so far. Step 0 (the prompt) costs the same either way. Both run transformers' own "
-        f"forward, so only the cache differs{engine}."
+        f"forward, so only the cache differs.{cached}{engine}"
     )
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from inference.core.forward import TransformersForward
+from inference.core.measuring import Timing, pass_timing
 from inference.core.run import run_uniforms
 from inference.lessons.speculative import summary as spec_summary
 from inference.lessons.speculative.drafters import DRAFT_MODEL
@@ -41,9 +42,18 @@ class PlainTiming:
         return sum(self.step_ms)
 
     @property
+    def decode_step(self) -> Timing | None:
+        """Plain decoding's one-token decode passes as a `Timing` (median, middle half, what was timed); None with
+        fewer than two."""
+        what = "one plain decode step of this text (transformers' forward on its cache, the context growing)"
+        return pass_timing(self.forward_ms[1:], what) if len(self.forward_ms) > 2 else None
+
+    @property
     def decode_pass_ms(self) -> float:
-        """Median one-token decode pass: the unit the draft's cost ratio c and the verify cost are measured in."""
-        return statistics.median(self.forward_ms[1:] or self.forward_ms)
+        """Median one-token decode pass (`decode_step`'s): the unit the draft's cost ratio c and the verify cost are
+        measured in; with fewer than two decode passes, the median of what there is (the prefill, one step)."""
+        step = self.decode_step
+        return step.median_ms if step is not None else statistics.median(self.forward_ms[1:] or self.forward_ms)
 
     @property
     def decode_ms(self) -> float:

@@ -24,7 +24,8 @@ def cost_sentence(result: Comparison, sweep_costs: list[float] | None = None) ->
             "c = 0 for prompt lookup: no draft model runs. Its search is not free, though; its time is in the "
             "round's other costs below."
         )
-    spread = result.cost_ratio_range()
+    spread, step = result.cost_ratio_range(), result.plain.decode_step
+    plain = f" Plain decoding's {step.label()}." if step is not None else ""
     within = (
         ""
         if spread is None
@@ -39,7 +40,7 @@ def cost_sentence(result: Comparison, sweep_costs: list[float] | None = None) ->
     return (
         f"**c = {result.cost_ratio:.2f}** is measured, not a constant: the median one-token draft pass "
         f"({result.summary.draft_pass_ms:.2f} ms) over the median one-token target pass of plain decoding "
-        f"({result.plain.decode_pass_ms:.2f} ms), both wall times on this shared CPU.{within}{across} "
+        f"({result.plain.decode_pass_ms:.2f} ms), both wall times on this shared CPU.{within}{across}{plain} "
         "A burst of other work on the machine, or a model whose passes are mostly fixed overhead, moves it between runs."
     )
 
