@@ -56,6 +56,13 @@ def plural(count: int, word: str, words: str | None = None) -> str:
     return f"{count:,} {word if count == 1 else (words or word + 's')}"
 
 
+def signed(value: float, digits: int) -> str:
+    """A change with its sign, `digits` decimals: "+0.012", "-0.340", and "0.000" (never "-0.000" or "+0.000") for one
+    that rounds to zero at those decimals, so a label never shows a direction the rounding removed."""
+    rounded = round(value, digits)
+    return f"{0.0:.{digits}f}" if rounded == 0 else f"{rounded:+.{digits}f}"
+
+
 def terms_in(text: str) -> list[str]:
     """The glossary's terms that a text uses, in the order they first appear."""
     found = [(text.find(term), term) for term in TERMS if term in text]

@@ -37,6 +37,13 @@ ARCHITECTURES = {
 }
 
 
+def signed(value: float, digits: int) -> str:
+    """A change with its sign, `digits` decimals, "0.000" when it rounds to zero (never "-0.000"); the lessons' copy is
+    inference/lessons/glossary.signed (training never imports a lesson)."""
+    rounded = round(value, digits)
+    return f"{0.0:.{digits}f}" if rounded == 0 else f"{rounded:+.{digits}f}"
+
+
 def samples(folder: Path, n: int = 5, max_new_tokens: int = SAMPLE_TOKENS) -> list[str]:
     loaded = load_model(str(folder.resolve()))
     out = []
@@ -389,13 +396,13 @@ def moe_section(meta: dict, ctx: CardContext) -> str:
         mildest = min(off, key=lambda e: e["val_bits_per_byte"])
         off_line = (
             f" Switching one expert off (the same index in every layer; its tokens go to their next choices) "
-            f"costs from {mildest['val_bits_per_byte'] - base:+.4f} ({mildest['name']}) to "
-            f"{worst['val_bits_per_byte'] - base:+.4f} bits/byte ({worst['name']})."
+            f"costs from {signed(mildest['val_bits_per_byte'] - base, 4)} ({mildest['name']}) to "
+            f"{signed(worst['val_bits_per_byte'] - base, 4)} bits/byte ({worst['name']})."
         )
     top1 = next((e for e in stats["experiments"] if e["name"] == "top-1"), None)
     top1_line = (
         f" Routing each token to its first expert only (top-1, weight 1) costs "
-        f"{top1['val_bits_per_byte'] - base:+.4f} bits/byte."
+        f"{signed(top1['val_bits_per_byte'] - base, 4)} bits/byte."
         if top1
         else ""
     )
@@ -432,7 +439,7 @@ decode step is written for Llama's MLP; for this model the engine uses transform
 
 On the held-out file the MoE is {verdict} the dense model, with {moe_b["total_parameters"] / dense_b["total_parameters"]:.1f}×
 its parameters and {moe_b["active_parameters"] / dense_b["active_parameters"]:.2f}× its active ones. The gap between validation and train
-is {gap_moe:+.3f} bits/byte against the dense model's {gap_dense:+.3f}: {memorises}. With only
+is {signed(gap_moe, 3)} bits/byte against the dense model's {signed(gap_dense, 3)}: {memorises}. With only
 {st["train_tokens_in_corpus"]:,} training tokens (about 6 MB of text, seen {st["tokens_seen"] / st["train_tokens_in_corpus"]:.1f} times) a bigger model has
 more room to memorise; these are the measured figures, not a tuned comparison. (The trainer scored
 the float32 weights before rounding them to bfloat16 for the file. Scored in {scoring}, the

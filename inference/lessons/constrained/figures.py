@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 import torch
 
 from inference.core.tokens import readable_token, readable_tokens
+from inference.lessons.glossary import plural
 from inference.lessons.style import (
     CHIP_CSS,
     CHOSEN_COLOUR,
@@ -31,7 +32,7 @@ def text_by_fight(tokenizer, records, steps) -> str:
     parts = [CHIP_CSS, '<div class="token-box">']
     for record, step in zip(records, steps):
         tip = html.escape(
-            f"step {step.index}: {step.allowed:,} tokens allowed, Z = {step.allowed_mass:.2%}", quote=True
+            f"step {step.index}: {plural(step.allowed, 'token')} allowed, Z = {step.allowed_mass:.2%}", quote=True
         )
         colour, text_colour = probability_colour(step.allowed_mass), probability_text_colour(step.allowed_mass)
         shown = (
@@ -96,8 +97,8 @@ def fight_over_run(steps, presenter: bool):
             mode="lines+markers",
             name="Z_t: the model's mass on the allowed tokens",
             line_color=FINAL_COLOUR,
-            customdata=[s.allowed for s in steps],
-            hovertemplate=hover("step %{x}", "Z = %{y:.3g}", "%{customdata:,} tokens allowed"),
+            customdata=[f"{plural(s.allowed, 'token')} allowed" for s in steps],  # "1 token", never "1 tokens"
+            hovertemplate=hover("step %{x}", "Z = %{y:.3g}", "%{customdata}"),
         )
     )
     fig.update_yaxes(type="log", title="Z_t (log scale)", exponentformat="power")

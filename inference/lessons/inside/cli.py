@@ -19,6 +19,7 @@ import torch
 from inference.core.limits import Limits
 from inference.core.loader import ModelLoadError, encode_prompt, load_model
 from inference.core.tokens import readable_token
+from inference.lessons.glossary import plural
 from inference.lessons.inside.forward_pass import UnsupportedModel, look_inside, part_groups
 
 
@@ -45,7 +46,7 @@ def main(argv=None) -> int:
         print()
         return 0
     tokenizer = loaded.tokenizer
-    print(f"{loaded.info.name}: {len(ids)} tokens of context; the next token, layer by layer (logit lens):")
+    print(f"{loaded.info.name}: {plural(len(ids), 'token')} of context; the next token, layer by layer (logit lens):")
     for entry in inside.to_json()["lens"]:
         tops = ", ".join(
             f"{readable_token(tokenizer, i)!r} {p:.2f}" for i, p in zip(entry["top_ids"][:3], entry["top_probs"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from inference.core.measuring import Timing
+from inference.lessons.glossary import plural
 from inference.lessons.inside.forward_pass import PublicShares
 
 LENS_SOURCE = (
@@ -52,7 +53,7 @@ def embedding_row(token: str, reads_itself: bool, tied: bool) -> str:
 
 def grouped_query(heads: int, kv_heads: int, groups: list[list[int]], bytes_per_layer: int, tokens: int) -> str:
     """Which query heads share a K/V head, and what the cache they read weighs (measured from its tensors)."""
-    cache = f"This layer's cache holds {tokens:,} tokens: {bytes_per_layer:,} bytes of keys and values (measured from the tensors, the bytes the KV cache page counts)."
+    cache = f"This layer's cache holds {plural(tokens, 'token')}: {bytes_per_layer:,} bytes of keys and values (measured from the tensors, the bytes the KV cache page counts)."
     if kv_heads == heads:
         return f"Every one of the {heads} query heads has its own K/V head (multi-head attention). " + cache
     shared = "; ".join(f"heads {g[0]}–{g[-1]} read K/V head {i}" for i, g in enumerate(groups))

@@ -11,6 +11,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from inference.core.tokens import html_token_text
+from inference.lessons.glossary import signed
 from inference.lessons.moe.scale import DENSE_ACTIVE, DENSE_TOTAL, MOE
 from inference.lessons.style import PALETTE, add_line, base_layout, hover, label, legend_below, repr_token
 
@@ -335,9 +336,10 @@ def experiments_figure(experiments: pd.DataFrame, presenter: bool = False) -> go
             x=experiments["name"],
             y=change,
             marker_color=[PALETTE["slate"] if c == 0 else PALETTE["red"] if c > 0 else PALETTE["blue"] for c in change],
-            text=[f"{c:+.3f}" for c in change],
+            text=[signed(c, 3) for c in change],
             textposition="outside",
-            hovertemplate="%{x}: %{y:+.4f} bits/byte<extra></extra>",
+            customdata=[signed(c, 4) for c in change],  # Plotly's "%{y:+.4f}" prints -0.0000
+            hovertemplate="%{x}: %{customdata} bits/byte<extra></extra>",
         )
     )
     fig.update_yaxes(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from inference.lessons.glossary import signed
 from inference.lessons.moe.scale import DENSE_ACTIVE, DENSE_TOTAL, MOE, MoEDesign
 from inference.lessons.moe.stored import IDLE_SHARE, Balance, TrainedPair, WordInformation
 from inference.lessons.moe.timing import DecodeTimes
@@ -234,7 +235,7 @@ def trained_finding(pair: TrainedPair) -> str:
         f"At about the same work per token, the MoE scores **{pair.moe_heldout:.3f}** bits per byte on "
         f"held-out stories against the dense model's **{pair.dense_heldout:.3f}** "
         f"({'better' if pair.moe_better else 'worse'}). Memorising: its validation score is "
-        f"{pair.moe_gap:+.3f} bits/byte off its training score, the dense model's {pair.dense_gap:+.3f}"
+        f"{signed(pair.moe_gap, 3)} bits/byte off its training score, the dense model's {signed(pair.dense_gap, 3)}"
         + (
             f" — the bigger model memorises more of the {pair.corpus_bytes / 1e6:.1f} MB of stories."
             if pair.moe_memorises_more
