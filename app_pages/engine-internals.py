@@ -90,7 +90,7 @@ with engine_errors():
         key="internals_prefix_run",
         result_key=("internals-prefix", key, prefix_tokens, suffix_tokens, requests),
         measure=lambda progress: prefix_cache.shared_prefix(
-            served.gguf(key), model.vocab, prefix_tokens, suffix_tokens, requests, progress
+            served.gguf(key), model.vocab, prefix_tokens, suffix_tokens, requests, progress, served.text_ids_for(key)
         ),
         not_yet="Nobody has sent these requests yet.",
         background=True,
@@ -98,12 +98,7 @@ with engine_errors():
 if table is not None:
     chart(prefix_ttft_figure(table, presenter), width="stretch")
     st.markdown(text.prefix_verdict(table))
-    caption(
-        "measured",
-        "Time to first token measured here (request sent to its one token parsed) on a fresh one-slot server after "
-        "one warm-up request; tokens reused and evaluated from the server's `timings`. Prompts are random token ids "
-        "(what they say changes neither the arithmetic nor the cache). One run; the machine is shared.",
-    )
+    caption("measured", text.prefix_caption(served.prompt_opening(key, prefix_tokens)))
     warm = table[table["cache"] & (table["cached_tokens"] > 0)]
     if not warm.empty:
         cached, prompt = int(warm["cached_tokens"].iloc[0]), int(warm["prompt_tokens"].iloc[0])
@@ -156,7 +151,15 @@ with engine_errors():
         key="internals_alternate",
         result_key=("internals-alternate", key, alt_prefix, turn_tokens, turns),
         measure=lambda progress: prefix_cache.alternating_conversations(
-            served.gguf(key), model.vocab, model.layers, model.kv_width, alt_prefix, turn_tokens, turns, progress
+            served.gguf(key),
+            model.vocab,
+            model.layers,
+            model.kv_width,
+            alt_prefix,
+            turn_tokens,
+            turns,
+            progress,
+            served.text_ids_for(key),
         ),
         not_yet=f"Nobody has run two conversations ({alt_prefix:,}-token prefixes) yet.",
         background=True,
@@ -164,13 +167,7 @@ with engine_errors():
 if alternation is not None:
     chart(alternation_figure(alternation, presenter), width="stretch")
     st.markdown("\n".join(f"- {line}" for line in text.alternation_verdicts(alternation)))
-    caption(
-        "measured",
-        f"Each conversation has its own {alt_prefix:,}-token prefix and grows by {turn_tokens} tokens a turn; "
-        "requests sent one at a time, A1, B1, A2, B2 …, a fresh server per row. Tokens reused from the server's "
-        "`timings.cache_n`, times measured here. The small RAM cache is sized from the KV bytes per token "
-        "(computed exactly) to hold one conversation's saved state but not two.",
-    )
+    caption("measured", text.alternation_caption(alt_prefix, turn_tokens, served.text_ids_for(key) is not None))
 
 # -- 2. chunked prefill -----------------------------------------------------------------------
 st.subheader("2. Chunked prefill: a long prompt stalls everyone decoding")

@@ -21,6 +21,7 @@ cost (`prefill_flops`), and what a provider's discount for cached input would ma
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,13 @@ WARM_UP_IDS = [0, 1, 2, 3]
 DEFAULT_CACHE_RAM_MIB = 8192  # common.h's cache_ram_mib
 SLOT_SIMILARITY = 0.1  # common.h's slot_prompt_similarity: the share of a prompt a slot must hold to be picked
 PREFIX_SEED = 1000  # filler prompts: what the tokens say does not change the arithmetic or the cache
+# (length, seed) -> token ids: real text on a real model (serving.real_text.text_ids), else filler ids
+PromptIds = Callable[[int, int], list[int]]
+
+
+def prompt_source(vocab: int, real_text_ids: PromptIds | None = None) -> PromptIds:
+    """Where the lesson's prompts come from: real text when given, else fixed pseudo-random ids of `vocab`."""
+    return real_text_ids or (lambda length, seed: filler_prompt(vocab, length, seed))
 
 
 def prefill_flops(model: ServedModel, new_tokens: int, cached_tokens: int = 0) -> float:
@@ -106,19 +114,25 @@ def _row(answer: Answer, **columns) -> dict:
 
 
 def shared_prefix(
-    gguf: Path, vocab: int, prefix_tokens: int, suffix_tokens: int, requests: int, progress: Progress | None = None
+    gguf: Path,
+    vocab: int,
+    prefix_tokens: int,
+    suffix_tokens: int,
+    requests: int,
+    progress: Progress | None = None,
+    text_ids: PromptIds | None = None,
 ) -> pd.DataFrame:
     """`requests` prompts that share their first `prefix_tokens` tokens (a system prompt) and differ in the last
     `suffix_tokens`, sent one after another to one slot: with the cache off, then on (each mode its own prefix, so
-    the first request of each is cold)."""
-    rows = []
+    the first request of each is cold). `text_ids` gives real text (a real model); else filler ids."""
+    ids, rows = prompt_source(vocab, text_ids), []
     with llamacpp.serve(gguf, parallel=1) as server, _warm_client(server) as client:
         for m, cache_on in enumerate((False, True)):
-            prefix = filler_prompt(vocab, prefix_tokens, PREFIX_SEED + m)
+            prefix = ids(prefix_tokens, PREFIX_SEED + m)
             for i in range(requests):
                 if progress is not None:
                     progress(m * requests + i, 2 * requests, f"cache {'on' if cache_on else 'off'}, request {i + 1}")
-                prompt = prefix + filler_prompt(vocab, suffix_tokens, PREFIX_SEED + 100 + i)
+                prompt = prefix + ids(suffix_tokens, PREFIX_SEED + 100 + i)
                 rows.append(_row(ask(client, prompt, cache_on), cache=cache_on, request=i + 1))
     return pd.DataFrame(rows)
 
@@ -153,12 +167,15 @@ def saved_state_bytes(tokens: int, layers: int, kv_width: int) -> float:
     return 1.05 * tokens * kv_bytes_per_token(layers, kv_width, "f32") + 65_536
 
 
-def conversation_prompts(vocab: int, prefix_tokens: int, turn_tokens: int, turns: int, seed: int) -> list[list[int]]:
+def conversation_prompts(
+    vocab: int, prefix_tokens: int, turn_tokens: int, turns: int, seed: int, text_ids: PromptIds | None = None
+) -> list[list[int]]:
     """A chat that grows turn by turn: its own prefix, then `turn_tokens` more tokens every turn."""
-    prompt = filler_prompt(vocab, prefix_tokens, seed)
+    ids = prompt_source(vocab, text_ids)
+    prompt = ids(prefix_tokens, seed)
     out = []
     for turn in range(turns):
-        prompt = prompt + filler_prompt(vocab, turn_tokens, seed * 100 + turn)
+        prompt = prompt + ids(turn_tokens, seed * 100 + turn)
         out.append(prompt)
     return out
 
@@ -172,12 +189,13 @@ def alternating_conversations(
     turn_tokens: int,
     turns: int,
     progress: Progress | None = None,
+    text_ids: PromptIds | None = None,
 ) -> pd.DataFrame:
     """Conversations A and B take turns (A1, B1, A2, B2, ...) on each setting of `alternation_settings`, a fresh
     server each, cache on. The small RAM cache misses as meant while two first-turn states are larger than the
     longest one rounded up to a MiB (a prefix long against its turns)."""
     chats = {
-        name: conversation_prompts(vocab, prefix_tokens, turn_tokens, turns, PREFIX_SEED + 10 + k)
+        name: conversation_prompts(vocab, prefix_tokens, turn_tokens, turns, PREFIX_SEED + 10 + k, text_ids)
         for k, name in enumerate("AB")
     }
     longest = prefix_tokens + turns * turn_tokens + 1  # the last turn's prompt and its one reply token

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from inference.core import model_config, real_model
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
-from inference.lessons.serving import experiments, random_model
+from inference.lessons.engine_internals import prefix_cache
+from inference.lessons.serving import experiments, random_model, real_text
 from inference.lessons.serving.roofline import ServedModel
 
 BUNDLED = experiments.BUNDLED
@@ -70,3 +71,14 @@ def engine_model(key: str = BUNDLED) -> EngineModel:
 def gguf(key: str = BUNDLED) -> Path:
     """The float32 GGUF the engine serves (converted, or built and converted, once and cached)."""
     return experiments.model_on_engine(key).gguf
+
+
+def text_ids_for(key: str):
+    """The prefix-cache lesson's prompts on this engine model: real English in SmolLM2's tokens for the real model
+    (`real_text.text_ids`), else None (filler ids: the storyteller's and a random-weights model's text is not read)."""
+    return real_text.text_ids if key == REAL else None
+
+
+def prompt_opening(key: str, prefix_tokens: int) -> str | None:
+    """The first words of the shared prefix the lesson sends on the real model, for the sentence under its table."""
+    return real_text.opening(real_text.text_ids(prefix_tokens, prefix_cache.PREFIX_SEED + 1)) if key == REAL else None

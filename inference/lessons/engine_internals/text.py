@@ -119,3 +119,30 @@ PREFIX_INTRO = (
     "the rest. The server says how many tokens it reused (`timings.cache_n`) and how many it evaluated "
     "(`timings.prompt_n`)."
 )
+
+
+def prefix_caption(opening: str | None) -> str:
+    """How the prefix-cache table was measured, and what its prompts say: real text on the real model (its opening
+    quoted), filler token ids otherwise."""
+    prompts = (
+        f"The prompts are real English in the model's own tokens: the shared prefix opens “{opening} …”, each request "
+        "then adds a different passage."
+        if opening
+        else "Prompts are fixed pseudo-random token ids (what they say changes neither the arithmetic nor the cache)."
+    )
+    return (
+        "Time to first token measured here (request sent to its one token parsed) on a fresh one-slot server after "
+        f"one warm-up request; tokens reused and evaluated from the server's `timings`. {prompts} One run; the "
+        "machine is shared."
+    )
+
+
+def alternation_caption(prefix_tokens: int, turn_tokens: int, real_text: bool) -> str:
+    """How the alternating conversations were run and measured."""
+    said = " of real English" if real_text else ""
+    return (
+        f"Each conversation has its own {prefix_tokens:,}-token prefix{said} and grows by {turn_tokens} tokens a turn; "
+        "requests sent one at a time, A1, B1, A2, B2 …, a fresh server per row. Tokens reused from the server's "
+        "`timings.cache_n`, times measured here. The small RAM cache is sized from the KV bytes per token "
+        "(computed exactly) to hold one conversation's saved state but not two."
+    )

@@ -94,3 +94,23 @@ def texts_table(tokenizer, trace: Trace, records) -> list[dict]:
         {"request": r.index, "asked": question_of(tokenizer, r), "reply": replies.get(r.index, "")}
         for r in trace.requests
     ]
+
+
+@lru_cache(maxsize=1)
+def _english_stream() -> tuple[int, ...]:
+    """The document and the questions, one after another, as SmolLM2's token ids: the source of `text_ids`."""
+    return tuple(real_tokenizer().encode(" ".join((DOCUMENT, *QUESTIONS)), add_special_tokens=False))
+
+
+def text_ids(length: int, seed: int) -> list[int]:
+    """`length` token ids of real English for a prompt of an exact length (the prefix-cache lesson's system prompts
+    and turns): the document and the questions read from a place `seed` picks, wrapping round. Different seeds give
+    different openings, so two prompts share a prefix only where the lesson means them to."""
+    stream = _english_stream()
+    start = (seed * 97) % len(stream)
+    return [stream[(start + i) % len(stream)] for i in range(length)]
+
+
+def opening(ids: list[int], words: int = 12) -> str:
+    """The first words of a prompt made by `text_ids`, decoded, for a sentence under its table."""
+    return " ".join(real_tokenizer().decode(ids[: words * 2]).split()[:words])
