@@ -7,17 +7,16 @@ from app_pages.shared.captions import caption
 from app_pages.shared.charts import chart
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
-from app_pages.shared.slots import model_slot
 from inference.core.calculator import DEFAULT_BITS, GB, load_accelerators, load_public_models, weight_bytes
-from inference.core.prompting import prepare_prompt
+from inference.core.prompting import model_kind, opening_prompt, prepare_prompt
 from inference.core.quantize import PRECISIONS
 from inference.engines import llamacpp
 from inference.lessons.engine_internals import kv_precision, served
 from inference.lessons.quantization import columns as qcol
 from inference.lessons.quantization import experiments as qc
 from inference.lessons.quantization import figures as qf
+from inference.lessons.quantization import first_screen, real_gguf
 from inference.lessons.quantization import gguf as gguf_compare
-from inference.lessons.quantization import real_gguf
 from inference.lessons.quantization import text as qt
 from inference.lessons.quantization.fit import (
     RUNTIME_RESERVE_BYTES,
@@ -28,27 +27,7 @@ from inference.lessons.quantization.fit import (
 from inference.lessons.quantization.kv_types import KV_FORMATS, KV_POSITIONS, KV_TEXT_FORMATS, kv_types_table
 from inference.lessons.quantization.text import SPEED_NOTES, departure_verdict, layer_notes, speed_findings
 
-DEFAULT_PROMPT = "Once upon a time"
 DEFAULT_NEW_TOKENS = 48
-
-
-# Shared by every session: built once per (model, precision). float32 is not cached here:
-# it is the loaded model itself, only ever called.
-@st.cache_resource(max_entries=6, show_spinner=False)  # two models' int8/int4/bf16 copies
-def cached_copy(model_key: str, precision: str, _model):
-    return qc.precision_copy(_model, precision)
-
-
-# Runs only on a cache miss, so only then does it wait for one of the server's model slots: a
-# rerun for a slider reads the cached result at once, however busy the server is.
-@st.cache_data(max_entries=8, show_spinner="Quantizing, then timing and scoring all four precisions…")
-def cached_comparison(model_key: str, prompt_ids: tuple, max_new_tokens: int, _loaded):
-    with model_slot():
-        copies = {
-            p: qc.precision_copy(_loaded.model, p) if p == qc.REFERENCE else cached_copy(model_key, p, _loaded.model)
-            for p in PRECISIONS
-        }
-        return qc.compare_precisions(copies, _loaded.tokenizer, list(prompt_ids), max_new_tokens)
 
 
 def show_table(frame, key: str, column_config: dict, presenter_formats: dict) -> None:
@@ -80,9 +59,15 @@ presenter = layout.presenter()
 st.title("🗜️ Quantization: fewer bits per weight")
 st.markdown(qt.intro(loaded.info.name))
 
-# -- 0. the real model's GGUF files on llama-server (issue #45): the page's lead ----------------------
+# -- the first result, at once: the loaded model's bytes at each width, counted from its parameters ------
+bytes_frame = first_screen.bytes_table(loaded.model, loaded.info.name)
+parameter_count = first_screen.parameters(loaded.model)
+show_table(bytes_frame, "quant_bytes", columns(qcol.plain(first_screen.FORMATS)), first_screen.TEXT_FORMATS)
+caption("exact", first_screen.caption(parameter_count, len(bytes_frame) > len(first_screen.WIDTHS)))
+st.markdown(first_screen.bytes_sentence(bytes_frame, loaded.info.name, parameter_count))
+
+# -- 0. the real model's GGUF files on llama-server (issue #45): measured in the background ----------------
 st.header(f"{real_gguf.real_model.REAL_MODEL_NAME} on llama-server: one model, four GGUF types")
-st.markdown(real_gguf.INTRO)
 real_reason = real_gguf.unavailable_reason()
 if real_reason:
     st.info(f"No rows here: {real_reason}")
@@ -108,125 +93,149 @@ else:
         st.markdown(real_gguf.speed_sentence(real_table))
         st.markdown(real_gguf.quality_sentence(real_table))
         st.markdown(real_gguf.answer_sentence(real_result))
+with st.expander("Where these GGUF files come from"):
+    st.markdown(real_gguf.INTRO)
+
+# -- torch's own copies: made, timed and scored in the background (minutes on a 135M model) -------------
+st.header("The same weights in PyTorch: four copies, timed and compared")
 st.markdown(real_gguf.TORCH_FOLLOWS)
-
-with st.form("quant_form"):
-    left, right = (st.container(), st.container()) if presenter else st.columns([3, 1])  # "New / tokens" wrapped
-    prompt = left.text_input("Prompt", DEFAULT_PROMPT, key="quant_prompt", persist_state="session")
-    new_tokens = right.slider(
-        "New tokens", 16, 96, DEFAULT_NEW_TOKENS, step=8, key="quant_new_tokens", persist_state="session"
-    )
-    st.form_submit_button("Run the comparison", type="primary")
-
-prepared = prepare_prompt(loaded.tokenizer, prompt, False, loaded.info.context, models.limits())
+opening = opening_prompt("compare", loaded.info.name)  # a request a chat model answers; a story start otherwise
+kind = model_kind(loaded.info.name)
+left, right = (st.container(), st.container()) if presenter else st.columns([3, 1])  # "New / tokens" wrapped
+prompt = left.text_input("Prompt", opening.text, key=f"quant_prompt_{kind}", persist_state="session")
+new_tokens = right.slider(
+    "New tokens", 16, 96, DEFAULT_NEW_TOKENS, step=8, key="quant_new_tokens", persist_state="session"
+)
+chat = opening.chat and loaded.info.has_chat_template
+prepared = prepare_prompt(loaded.tokenizer, prompt, chat, loaded.info.context, models.limits())
 for note in prepared.notes:
     st.info(note)
 if prepared.error:
     st.warning(prepared.error)
     st.stop()
 new_tokens = min(new_tokens, prepared.max_new_tokens)
-
-comparison = cached_comparison(model_key, tuple(prepared.ids), new_tokens, loaded)
-summary = qc.summary_table(comparison)
-
-# -- 1. cost ------------------------------------------------------------------------------
-st.header("What each precision saves, and what it costs")
-show_table(qf.cost_for_display(summary), "quant_cost", columns(qcol.COST), qf.COST_FORMATS)
-caption("measured", qt.cost_caption(len(comparison.reference_ids), comparison.rounds))
-
-memory_col, speed_col = layout.side_by_side(2)
-with memory_col:
-    chart(qf.memory_bars(comparison, presenter), width="stretch", key="quant_memory")
-    int4_shrink = comparison.results["float32"].weight_bytes / comparison.results["int4"].weight_bytes
-    caption("measured", qt.memory_caption(int4_shrink))
-with speed_col:
-    chart(qf.speed_bars(summary, presenter), width="stretch", key="quant_speed")
-    caption("measured", qt.SPEED_CAPTION)
-st.markdown(qt.speed_spread(summary))
-
-st.subheader("What these speeds mean")
-st.markdown("\n".join(f"- {finding}" for finding in speed_findings(comparison)))
-with st.expander("How each copy was made, and which layers stayed as they were"):
-    st.markdown("\n".join(f"- {note}" for note in layer_notes(comparison)))
-    for precision in PRECISIONS:
-        st.markdown(f"**{precision}.** {SPEED_NOTES[precision]}")
-
-# -- 2. text ------------------------------------------------------------------------------
-st.header("Same prompt, greedy decoding")
-st.markdown(qt.GREEDY_INTRO)
-per_row = 2 if presenter else 4  # presenter text is large: two boxes per row
-results = list(comparison.results.values())
-for start in range(0, len(results), per_row):
-    for column, result in zip(st.columns(per_row), results[start : start + per_row]):
-        with column:
-            heading = f"{result.precision} — {departure_verdict(result)}"
-            st.html(
-                qf.greedy_text_html(
-                    heading, comparison.prompt_text, result.greedy_tokens, result.first_departure, presenter
-                )
-            )
-caption("exact", "Greedy (temperature 0) output of each copy: deterministic, so a rerun gives the same text.")
-
-# -- 3. quality -----------------------------------------------------------------------------
-st.header("How far each prediction drifts")
-st.markdown(qt.QUALITY_INTRO)
-show_table(qf.quality_for_display(summary), "quant_quality", columns(qcol.QUALITY), qf.QUALITY_FORMATS)
-caption("exact", qt.quality_caption(len(comparison.reference_ids)))
-chart(qf.kl_over_steps(comparison, presenter), width="stretch", key="quant_kl")
-caption("exact", qt.KL_CAPTION)
-
-steps = comparison.steps
-disagreeing = steps.loc[~steps["top1_agrees"], "step"]
-last_step = len(comparison.reference_ids) - 1
-step = st.slider(
-    "Step to inspect",
-    0,
-    last_step,
-    int(disagreeing.min()) if len(disagreeing) else 0,
-    key=f"quant_step_{last_step}",
-    persist_state="session",
-    help="Starts at the first step where some precision's top token differs, if any.",
+model, tokenizer, prompt_ids = loaded.model, loaded.tokenizer, tuple(prepared.ids)  # read here: the thread reads no st
+comparison = measure_on_click(
+    "Quantize and compare the four precisions",
+    "quant_torch",
+    ("quant-torch", model_key, prompt_ids, new_tokens),
+    lambda progress: qc.measure(model, tokenizer, prompt_ids, new_tokens, progress, shown_prompt=prompt),
+    first_screen.torch_not_yet(loaded.info.name, parameter_count, qc.SPEED_ROUNDS),
+    background=True,
 )
-st.html(qf.step_context_html(comparison, step, presenter))
-chart(qf.step_distributions(comparison, step, presenter), width="stretch", key="quant_step_bars")
-top_n = int(comparison.step_tops["rank"].max()) - 1  # the last rank is "other"
-caption("exact", qt.step_caption(top_n))
 
-# -- GGUF: the files people download for llama.cpp ------------------------------------------
-with st.expander(qt.GGUF_SUMMARY):  # closed: the first screens are the lesson (#46 item 11)
-    st.markdown(qt.GGUF_INTRO)
-    if not gguf_compare.available():
-        st.info(
-            "llama-server is not built on this server, so there are no GGUF rows: "
-            "`python -m inference.engines llamacpp build` (about 5 minutes) adds them."
-        )
-    elif loaded.info.source not in ("bundled", "folder"):
-        st.info("GGUF rows are made from the bundled model or a local model folder, not from a hub download.")
-    else:
-        gguf_source = None if loaded.info.source == "bundled" else st.session_state.get(models.MODEL_SOURCE_KEY) or None
-        gguf_results = None
-        try:
-            gguf_results = measure_on_click(
-                "Measure the GGUF files",
-                "quant_gguf",
-                ("gguf", model_key, tuple(comparison.prompt_ids), tuple(comparison.reference_ids)),
-                lambda progress: gguf_compare.measure_ggufs(
-                    loaded.model, comparison.prompt_ids, comparison.reference_ids, source=gguf_source, progress=progress
-                ),
-                "Press **Measure the GGUF files** (the first time converts the model: about half a minute).",
-                background=True,
+
+def show_comparison(comparison) -> None:
+    """Sections 1-3 and the bundled model's GGUF rows, from a finished torch comparison."""
+    summary = qc.summary_table(comparison)
+    # -- 1. cost ------------------------------------------------------------------------------
+    st.header("What each precision saves, and what it costs")
+    show_table(qf.cost_for_display(summary), "quant_cost", columns(qcol.COST), qf.COST_FORMATS)
+    caption("measured", qt.cost_caption(len(comparison.reference_ids), comparison.rounds))
+
+    memory_col, speed_col = layout.side_by_side(2)
+    with memory_col:
+        chart(qf.memory_bars(comparison, presenter), width="stretch", key="quant_memory")
+        int4_shrink = comparison.results["float32"].weight_bytes / comparison.results["int4"].weight_bytes
+        caption("measured", qt.memory_caption(int4_shrink))
+    with speed_col:
+        chart(qf.speed_bars(summary, presenter), width="stretch", key="quant_speed")
+        caption("measured", qt.SPEED_CAPTION)
+    st.markdown(qt.speed_spread(summary))
+
+    st.subheader("What these speeds mean")
+    st.markdown("\n".join(f"- {finding}" for finding in speed_findings(comparison)))
+    with st.expander("How each copy was made, and which layers stayed as they were"):
+        st.markdown("\n".join(f"- {note}" for note in layer_notes(comparison)))
+        for precision in PRECISIONS:
+            st.markdown(f"**{precision}.** {SPEED_NOTES[precision]}")
+
+    # -- 2. text ------------------------------------------------------------------------------
+    st.header("Same prompt, greedy decoding")
+    st.markdown(qt.GREEDY_INTRO)
+    per_row = 2 if presenter else 4  # presenter text is large: two boxes per row
+    results = list(comparison.results.values())
+    for start in range(0, len(results), per_row):
+        for column, result in zip(st.columns(per_row), results[start : start + per_row]):
+            with column:
+                heading = f"{result.precision} — {departure_verdict(result)}"
+                st.html(
+                    qf.greedy_text_html(
+                        heading, comparison.prompt_text, result.greedy_tokens, result.first_departure, presenter
+                    )
+                )
+    caption("exact", "Greedy (temperature 0) output of each copy: deterministic, so a rerun gives the same text.")
+
+    # -- 3. quality -----------------------------------------------------------------------------
+    st.header("How far each prediction drifts")
+    st.markdown(qt.QUALITY_INTRO)
+    show_table(qf.quality_for_display(summary), "quant_quality", columns(qcol.QUALITY), qf.QUALITY_FORMATS)
+    caption("exact", qt.quality_caption(len(comparison.reference_ids)))
+    chart(qf.kl_over_steps(comparison, presenter), width="stretch", key="quant_kl")
+    caption("exact", qt.KL_CAPTION)
+
+    steps = comparison.steps
+    disagreeing = steps.loc[~steps["top1_agrees"], "step"]
+    last_step = len(comparison.reference_ids) - 1
+    step = st.slider(
+        "Step to inspect",
+        0,
+        last_step,
+        int(disagreeing.min()) if len(disagreeing) else 0,
+        key=f"quant_step_{last_step}",
+        persist_state="session",
+        help="Starts at the first step where some precision's top token differs, if any.",
+    )
+    st.html(qf.step_context_html(comparison, step, presenter))
+    chart(qf.step_distributions(comparison, step, presenter), width="stretch", key="quant_step_bars")
+    top_n = int(comparison.step_tops["rank"].max()) - 1  # the last rank is "other"
+    caption("exact", qt.step_caption(top_n))
+
+    # -- GGUF: the files people download for llama.cpp ------------------------------------------
+    with st.expander(qt.GGUF_SUMMARY):  # closed: the first screens are the lesson (#46 item 11)
+        st.markdown(qt.GGUF_INTRO)
+        if not gguf_compare.available():
+            st.info(
+                "llama-server is not built on this server, so there are no GGUF rows: "
+                "`python -m inference.engines llamacpp build` (about 5 minutes) adds them."
             )
-        except (gguf_compare.EngineError, RuntimeError, OSError) as err:
-            st.error(f"The GGUF rows could not be measured: {err}", icon="⚠️")
-        if gguf_results:
-            show_table(
-                gguf_compare.side_by_side(summary, gguf_compare.gguf_table(gguf_results)),
-                "quant_gguf_table",
-                columns(qcol.plain(qf.GGUF_FORMATS)),
-                qf.GGUF_TEXT_FORMATS,
+        elif loaded.info.source not in ("bundled", "folder"):
+            st.info("GGUF rows are made from the bundled model or a local model folder, not from a hub download.")
+        else:
+            gguf_source = (
+                None if loaded.info.source == "bundled" else st.session_state.get(models.MODEL_SOURCE_KEY) or None
             )
-            caption("measured", qt.gguf_caption(gguf_compare.SPEED_ROUNDS))
-            st.markdown(qt.gguf_speed_gap(comparison, gguf_results))
+            gguf_results = None
+            try:
+                gguf_results = measure_on_click(
+                    "Measure the GGUF files",
+                    "quant_gguf",
+                    ("gguf", model_key, tuple(comparison.prompt_ids), tuple(comparison.reference_ids)),
+                    lambda progress: gguf_compare.measure_ggufs(
+                        loaded.model,
+                        comparison.prompt_ids,
+                        comparison.reference_ids,
+                        source=gguf_source,
+                        progress=progress,
+                    ),
+                    "Press **Measure the GGUF files** (the first time converts the model: about half a minute).",
+                    background=True,
+                )
+            except (gguf_compare.EngineError, RuntimeError, OSError) as err:
+                st.error(f"The GGUF rows could not be measured: {err}", icon="⚠️")
+            if gguf_results:
+                show_table(
+                    gguf_compare.side_by_side(summary, gguf_compare.gguf_table(gguf_results)),
+                    "quant_gguf_table",
+                    columns(qcol.plain(qf.GGUF_FORMATS)),
+                    qf.GGUF_TEXT_FORMATS,
+                )
+                caption("measured", qt.gguf_caption(gguf_compare.SPEED_ROUNDS))
+                st.markdown(qt.gguf_speed_gap(comparison, gguf_results))
+
+
+if comparison is not None:
+    show_comparison(comparison)
 
 # -- the KV cache's number types, beside the weights' (the Inside-the-engine lesson's) ----------
 with st.expander(qt.KV_TYPES_SUMMARY):
@@ -267,8 +276,8 @@ fit = public_fit_table()
 cards = load_accelerators()
 labels = [card.label for card in cards]
 chart(qf.fit_heatmap(fit, labels, presenter), width="stretch", key="quant_fit")
-int4_copy = comparison.results["int4"].overhead
-caption("published", qt.fit_caption(labels, int4_copy.fraction, comparison.int4_group_size, reserve_gb))
+int4_overhead = comparison.results["int4"].overhead.fraction if comparison is not None else None
+caption("published", qt.fit_caption(labels, int4_overhead, qc.int4_group_size(loaded.model), reserve_gb))
 
 # presenter: the verdict under the inputs (three columns broke "Paramet / ers" at 800 px)
 calc_params, calc_bits, calc_result = [*st.columns(2), st.container()] if presenter else st.columns([2, 2, 3])

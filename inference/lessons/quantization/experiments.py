@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import torch
@@ -144,7 +144,7 @@ def round_order(precisions: list[str], round_index: int) -> list[str]:
     return precisions[shift:] + precisions[:shift]
 
 
-def _measure_decode(models: Mapping[str, nn.Module], tokenizer, prompt_ids, max_new_tokens, rounds):
+def _measure_decode(models: Mapping[str, nn.Module], tokenizer, prompt_ids, max_new_tokens, rounds, progress=None):
     """Every timed round's decode speed per precision, and its greedy records. Precisions take turns within
     each round, so a burst of background load slows them all alike instead of one of them."""
     for model in models.values():
@@ -153,6 +153,8 @@ def _measure_decode(models: Mapping[str, nn.Module], tokenizer, prompt_ids, max_
     records = {}
     for index in range(rounds):
         for precision in round_order(list(models), index):
+            if progress:
+                progress(index, rounds, f"Timing round {index + 1} of {rounds}: {precision}")
             records[precision] = run_greedy(models[precision], tokenizer, prompt_ids, max_new_tokens).records
             rates[precision].append(decode_tokens_per_s(records[precision]))
     return rates, records
@@ -215,9 +217,10 @@ def compare_precisions(
     max_new_tokens: int = 48,
     rounds: int = SPEED_ROUNDS,
     top_n: int = 15,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> PrecisionComparison:
-    """Measure every precision in `copies` (which must hold the float32 reference).
-    Nothing is changed on any model: they are only called."""
+    """Measure every precision in `copies` (which must hold the float32 reference), calling `progress(done, total,
+    what)` before each timed run. Nothing is changed on any model: they are only called."""
     if REFERENCE not in copies:
         raise ValueError(f"`copies` must include the {REFERENCE!r} reference, but has {sorted(copies)}")
     if rounds < 1:
@@ -227,7 +230,9 @@ def compare_precisions(
     prompt_ids = list(prompt_ids)
 
     # 1. speed and greedy text: the step engine, same prompt, temperature 0
-    rates, records = _measure_decode(models, tokenizer, prompt_ids, max_new_tokens, rounds)
+    rates, records = _measure_decode(models, tokenizer, prompt_ids, max_new_tokens, rounds, progress)
+    if progress:
+        progress(rounds, rounds, "Scoring every precision against float32")
     greedy = {p: [r.token_id for r in records[p]] for p in ordered}
     reference_ids = greedy[REFERENCE]
 
@@ -274,6 +279,21 @@ def compare_precisions(
         decode_flops=FlopCount.of(models[REFERENCE]).decode(len(prompt_ids)),
         leaf_modules=leaf_modules(models[REFERENCE]),
     )
+
+
+def measure(
+    model: nn.Module, tokenizer, prompt_ids, max_new_tokens: int, progress=None, shown_prompt: str | None = None
+) -> PrecisionComparison:
+    """The page's background measurement: the bfloat16, int8 and int4 copies of `model` (made here, freed after;
+    `model` itself is only called), then `compare_precisions`. No Streamlit: it runs in a server thread.
+    `shown_prompt`: the text the page shows before each copy's output (the user's words, not the chat template)."""
+    copies = {}
+    for done, precision in enumerate(PRECISIONS):
+        if progress:
+            progress(done, len(PRECISIONS), f"Making the {precision} copy")
+        copies[precision] = precision_copy(model, precision)
+    comparison = compare_precisions(copies, tokenizer, list(prompt_ids), max_new_tokens, progress=progress)
+    return replace(comparison, prompt_text=shown_prompt) if shown_prompt is not None else comparison
 
 
 # ---------------------------------------------------------------------------- reading

@@ -352,8 +352,14 @@ def fit_rule(reserve_gb: float, reserve_what: str) -> str:
     )
 
 
-def fit_caption(labels: list[str], overhead_fraction: float, group_size: int, reserve_gb: float) -> str:
-    """The fit heatmap's caption; `overhead_fraction`: what the int4 copy stores beyond its integers."""
+def fit_caption(labels: list[str], overhead_fraction: float | None, group_size: int, reserve_gb: float) -> str:
+    """The fit heatmap's caption; `overhead_fraction`: what the int4 copy stores beyond its integers (None before
+    the comparison is measured)."""
+    if overhead_fraction is None:
+        return fit_caption(labels, 0.0, group_size, reserve_gb).split(" Scales and zero points")[0] + (
+            f" Scales and zero points are not counted here (one bf16 scale and zero per group of {group_size} in the "
+            "int4 copy: the comparison above measures what they add)."
+        )
     return (
         "Parameter counts from the models' published configs (assets/public_models.json); GB = 10⁹ "
         "bytes. **Every parameter counted at the width shown**, embeddings included; the copies above keep "
