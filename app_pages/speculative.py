@@ -55,8 +55,6 @@ url_problems = stepper.read_url(URL_PARAMS, defaults, RANGES, drafting.PAGE_NAME
 st.title("🎯 Speculative decoding: guess cheap, check in one pass")
 st.markdown(spec_text.INTRO)
 boxes = (st.empty(), st.empty()) if presenter else ()  # presenter: the text under the intro, on the first screen
-with st.expander(f"{spec_text.HOW_HEADING}: {spec_text.HOW_SUMMARY}"):
-    st.markdown(spec_text.HOW_A_ROUND_WORKS)
 for problem in url_problems:
     st.warning(problem)
 
@@ -178,7 +176,7 @@ if run is not None and not prepared.error:
 
 
 def show_text():
-    tail = spec_fig.PRESENTER_PROMPT_TAIL if presenter else None  # a projector: the prompt's last tokens
+    tail = spec_fig.PRESENTER_PROMPT_TAIL if presenter else spec_fig.PROMPT_TAIL  # the prompt box shows it whole
     text_box.markdown(spec_fig.text_html(tokenizer, run.prompt_ids, run.rounds, tail), unsafe_allow_html=True)
 
 
@@ -200,6 +198,8 @@ if not run.rounds:
 
 # -- one round, opened up ---------------------------------------------------------------------
 st.subheader("One round, opened up")
+with st.expander(f"{spec_text.HOW_HEADING}: {spec_text.HOW_SUMMARY}"):
+    st.markdown(spec_text.HOW_A_ROUND_WORKS)
 last, opened = len(run.rounds) - 1, round_to_show(run.rounds)  # not a final round that drafted nothing
 shown = st.slider("Round", 0, last, opened, key=f"spec_round_{last + 1}", persist_state="session") if last else opened
 record = run.with_t1_probabilities(run.rounds[shown])  # a greedy round's chart shows T=1 probabilities

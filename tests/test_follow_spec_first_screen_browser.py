@@ -6,7 +6,15 @@ import os
 
 import pytest
 
-from tests.browser import BROWSER_TESTS, launch, open_page, shots_folder, streamlit_server, toggle_presenter
+from tests.browser import (
+    BROWSER_TESTS,
+    launch,
+    open_page,
+    shots_folder,
+    streamlit_server,
+    toggle_presenter,
+    wait_idle,
+)
 
 pytestmark = BROWSER_TESTS
 
@@ -26,6 +34,14 @@ PLACES = """() => {
 }"""
 
 
+def settle(page) -> None:
+    """Wait until the page has drawn everything: no element still a skeleton (its stale placeholder), idle twice."""
+    for _ in range(2):
+        page.wait_for_timeout(1000)
+        wait_idle(page)
+    page.wait_for_function("() => !document.querySelector('[data-testid=stSkeleton]')")
+
+
 @pytest.mark.parametrize("presenter", [False, True], ids=["normal", "presenter"])
 def test_the_first_round_is_on_the_first_screen_without_a_click(presenter):
     from playwright.sync_api import sync_playwright
@@ -38,7 +54,7 @@ def test_the_first_round_is_on_the_first_screen_without_a_click(presenter):
             open_page(page, f"{url}/speculative")
             if presenter:
                 toggle_presenter(page)
-            page.wait_for_timeout(500)
+            settle(page)
             at = page.evaluate(PLACES)
             page.screenshot(path=str(shots_folder() / f"speculative_first_screen_{width}_{mode}.png"))
             assert at is not None and at["made_bottom"] is not None, f"{width}x{height} {mode}: no round drafted: {at}"

@@ -75,7 +75,9 @@ LEGEND_HTML = (
 )
 
 
-PRESENTER_PROMPT_TAIL = 4  # a projector shows the prompt's last tokens: its first round stays on the first screen
+# The text shows the prompt's last tokens (the Prompt box above holds it whole): the first round stays on the first
+# screen at 800 px, and on a projector.
+PROMPT_TAIL, PRESENTER_PROMPT_TAIL = 8, 4
 
 
 def text_html(tokenizer, prompt_ids: list[int], rounds: list, prompt_tail: int | None = None) -> str:
