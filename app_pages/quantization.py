@@ -59,15 +59,9 @@ presenter = layout.presenter()
 st.title("🗜️ Quantization: fewer bits per weight")
 st.markdown(qt.intro(loaded.info.name))
 
-# -- the first result, at once: the loaded model's bytes at each width, counted from its parameters ------
-bytes_frame = first_screen.bytes_table(loaded.model, loaded.info.name)
-parameter_count = first_screen.parameters(loaded.model)
-show_table(bytes_frame, "quant_bytes", columns(qcol.plain(first_screen.FORMATS)), first_screen.TEXT_FORMATS)
-caption("exact", first_screen.caption(parameter_count, len(bytes_frame) > len(first_screen.WIDTHS)))
-st.markdown(first_screen.bytes_sentence(bytes_frame, loaded.info.name, parameter_count))
-
-# -- 0. the real model's GGUF files on llama-server (issue #45): measured in the background ----------------
-st.header(f"{real_gguf.real_model.REAL_MODEL_NAME} on llama-server: one model, four GGUF types")
+# -- 0. the real model's GGUF files on llama-server (issue #45), measured in the background: the first screen holds
+# the intro and this button or its kept result (#46: at 800 px in presenter mode too)
+st.subheader(f"{real_gguf.real_model.REAL_MODEL_NAME}'s GGUF files on llama-server")
 real_reason = real_gguf.unavailable_reason()
 if real_reason:
     st.info(f"No rows here: {real_reason}")
@@ -83,18 +77,23 @@ else:
     )
     if real_result is not None:
         real_table = real_gguf.table(real_result)
-        show_table(
-            real_table,
-            "quant_real_gguf_table",
-            columns(qcol.plain(real_gguf.TABLE_FORMATS)),
-            real_gguf.TABLE_TEXT_FORMATS,
-        )
+        real_formats = columns(qcol.plain(real_gguf.TABLE_FORMATS))
+        show_table(real_table, "quant_real_gguf_table", real_formats, real_gguf.TABLE_TEXT_FORMATS)
         caption("measured", real_gguf.caption(real_result))
         st.markdown(real_gguf.speed_sentence(real_table))
         st.markdown(real_gguf.quality_sentence(real_table))
         st.markdown(real_gguf.answer_sentence(real_result))
 with st.expander("Where these GGUF files come from"):
     st.markdown(real_gguf.INTRO)
+# -- the loaded model's bytes at each width, counted from its parameters: exact, at once
+st.subheader("Bytes at each width, counted from the weights")
+bytes_frame, parameter_count = (
+    first_screen.bytes_table(loaded.model, loaded.info.name),
+    first_screen.parameters(loaded.model),
+)
+st.markdown(first_screen.bytes_sentence(bytes_frame, loaded.info.name, parameter_count))
+show_table(bytes_frame, "quant_bytes", columns(qcol.plain(first_screen.FORMATS)), first_screen.TEXT_FORMATS)
+caption("exact", first_screen.caption(parameter_count, len(bytes_frame) > len(first_screen.WIDTHS)))
 
 # -- torch's own copies: made, timed and scored in the background (minutes on a 135M model) -------------
 st.header("The same weights in PyTorch: four copies, timed and compared")
@@ -205,18 +204,14 @@ def show_comparison(comparison) -> None:
             gguf_source = (
                 None if loaded.info.source == "bundled" else st.session_state.get(models.MODEL_SOURCE_KEY) or None
             )
-            gguf_results = None
+            gguf_results, ids = None, (comparison.prompt_ids, comparison.reference_ids)
             try:
                 gguf_results = measure_on_click(
                     "Measure the GGUF files",
                     "quant_gguf",
                     ("gguf", model_key, tuple(comparison.prompt_ids), tuple(comparison.reference_ids)),
                     lambda progress: gguf_compare.measure_ggufs(
-                        loaded.model,
-                        comparison.prompt_ids,
-                        comparison.reference_ids,
-                        source=gguf_source,
-                        progress=progress,
+                        loaded.model, *ids, source=gguf_source, progress=progress
                     ),
                     "Press **Measure the GGUF files** (the first time converts the model: about half a minute).",
                     background=True,
@@ -224,12 +219,8 @@ def show_comparison(comparison) -> None:
             except (gguf_compare.EngineError, RuntimeError, OSError) as err:
                 st.error(f"The GGUF rows could not be measured: {err}", icon="⚠️")
             if gguf_results:
-                show_table(
-                    gguf_compare.side_by_side(summary, gguf_compare.gguf_table(gguf_results)),
-                    "quant_gguf_table",
-                    columns(qcol.plain(qf.GGUF_FORMATS)),
-                    qf.GGUF_TEXT_FORMATS,
-                )
+                gguf_frame = gguf_compare.side_by_side(summary, gguf_compare.gguf_table(gguf_results))
+                show_table(gguf_frame, "quant_gguf_table", columns(qcol.plain(qf.GGUF_FORMATS)), qf.GGUF_TEXT_FORMATS)
                 caption("measured", qt.gguf_caption(gguf_compare.SPEED_ROUNDS))
                 st.markdown(qt.gguf_speed_gap(comparison, gguf_results))
 
@@ -255,12 +246,7 @@ with st.expander(qt.KV_TYPES_SUMMARY):
             background=True,
         )
     kv_table = kv_types_table(loaded.info.layers, kv_width, loaded.info.context, kv_measured and kv_measured.table)
-    show_table(
-        kv_table,
-        "quant_kv_types",
-        columns(qcol.plain(KV_FORMATS)),
-        KV_TEXT_FORMATS,
-    )
+    show_table(kv_table, "quant_kv_types", columns(qcol.plain(KV_FORMATS)), KV_TEXT_FORMATS)
     caption("exact", qt.kv_types_caption(loaded.info.name, loaded.info.layers, kv_width, loaded.info.context))
     if kv_measured is not None:
         caption("measured", qt.kv_measured_caption(kv_measured.positions, kv_measured.text_what))

@@ -49,6 +49,7 @@ def test_the_comparison_runs_in_the_background_and_its_sections_draw_when_done()
     """On the storyteller: the button starts a background run; once it ends, a rerun shows the four precisions
     compared on the page's prompt."""
     at = open_app_page(PAGE, timeout=180)
+    at.text_input(key="quant_prompt_story").set_value(f"Once upon a time, a cat {time.time_ns()}").run()  # a new key
     assert not any("precision" in f.value.columns for f in at.dataframe)
     at.button(key="quant_torch").click().run()
     assert not at.exception

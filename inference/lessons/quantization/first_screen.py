@@ -8,7 +8,7 @@ from inference.core import real_model
 
 # bytes per weight of each width the page compares (scales and zero points are extra: measured further down)
 WIDTHS = {"float32": 4.0, "bfloat16": 2.0, "int8": 1.0, "int4": 0.5}
-FORMATS = {"bytes per weight": "%.1f", "weight bytes": "localized", "vs float32": "%.2f×"}
+FORMATS = {"bytes per weight": "%.2f", "weight bytes": "localized", "vs float32": "%.2f×"}
 TEXT_FORMATS = {"bytes per weight": "{:.2f}", "weight bytes": "{:,.0f}", "vs float32": "{:.2f}×"}
 
 
@@ -32,12 +32,14 @@ def bytes_table(model: nn.Module, model_name: str) -> pd.DataFrame:
 
 
 def bytes_sentence(frame: pd.DataFrame, model_name: str, count: int) -> str:
-    """What the table means for decoding, from its own numbers."""
-    full, int4 = frame.iloc[0]["weight bytes"], frame.set_index("stored as").loc["int4", "weight bytes"]
+    """What the table means for decoding, from its own numbers: one short paragraph for the first screen."""
+    rows = frame.set_index("stored as")["weight bytes"]
+    full, int4 = rows["float32"], rows["int4"]
+    shipped = [name for name in rows.index if "GGUF" in name]
+    file = f" (the wheel's Q4_1 file: {rows[shipped[0]] / 1e6:,.0f} MB)" if shipped else ""
     return (
-        f"{model_name} has {count / 1e6:,.1f} M parameters: {full / 1e6:,.0f} MB in float32, {int4 / 1e6:,.0f} MB "
-        f"at 4 bits. Decoding one token reads every weight once, so {full / int4:.0f}× fewer bytes is {full / int4:.0f}× "
-        "less to stream from memory per token, if the kernels can use the small numbers directly."
+        f"**{count / 1e6:,.1f} M parameters: {full / 1e6:,.0f} MB in float32, {int4 / 1e6:,.0f} MB at 4 bits**"
+        f"{file}. Each decoded token reads every weight once: {full / int4:.0f}× fewer bytes to stream per token."
     )
 
 

@@ -247,11 +247,8 @@ KV_TYPES_SUMMARY = "The KV cache has a number type too: bytes per token of f32, 
 
 def intro(model_name: str) -> str:
     return (
-        f"The same model, **{model_name}**, stored four ways: float32 (4 bytes per weight), bfloat16 (2), "
-        "int8 (1, plus a scale per row) and int4 (½, plus a scale and zero point per group). Fewer bytes always "
-        "means less memory; it means faster decoding only where the kernels multiply the small numbers directly "
-        "(llama-server's rows just below), not where each weight is converted back first (some torch copies "
-        "further down). The price is a small change in every prediction, measured below against float32."
+        f"**{model_name}** with fewer bits per weight: always less memory, faster decoding only where the kernels "
+        "multiply the small numbers directly, and a small change in every prediction."
     )
 
 
