@@ -58,3 +58,8 @@ def test_speculatives_plain_step_is_a_timing_named_in_the_c_sentence():
     assert PlainTiming(forward_ms=[50.0, 10.0], step_ms=[51.0, 11.0]).decode_pass_ms == 10.0  # one step: no spread
     result = _comparison()
     assert result.plain.decode_step.label() in verdicts.cost_sentence(result)
+
+
+def test_passes_of_one_run_say_no_warm_ups():
+    assert pass_timing([1.0, 2.0, 3.0], "x").how == "median of 3"
+    assert pass_timing([1.0, 2.0, 3.0], "x", warmups=1).how == "median of 3 after 1 warm-up"

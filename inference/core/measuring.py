@@ -122,6 +122,8 @@ class Timing:
     @property
     def how(self) -> str:
         """ "median of 20 after 3 warm-ups": how the figure was taken, for a label or caption."""
+        if not self.warmups:  # passes of one run: nothing was run untimed before them
+            return f"median of {self.repeats}"
         return f"median of {self.repeats} after {self.warmups} warm-up{'' if self.warmups == 1 else 's'}"
 
     def label(self) -> str:

@@ -45,7 +45,9 @@ class PlainTiming:
     def decode_step(self) -> Timing | None:
         """Plain decoding's one-token decode passes as a `Timing` (median, middle half, what was timed); None with
         fewer than two."""
-        what = "one plain decode step of this text (transformers' forward on its cache, the context growing)"
+        what = (
+            "one decode step of plain decoding on this text (transformers' forward on its cache, the context growing)"
+        )
         return pass_timing(self.forward_ms[1:], what) if len(self.forward_ms) > 2 else None
 
     @property

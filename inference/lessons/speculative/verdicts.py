@@ -25,7 +25,7 @@ def cost_sentence(result: Comparison, sweep_costs: list[float] | None = None) ->
             "round's other costs below."
         )
     spread, step = result.cost_ratio_range(), result.plain.decode_step
-    plain = f" Plain decoding's {step.label()}." if step is not None else ""
+    plain = f" In full: {step.label()}." if step is not None else ""
     within = (
         ""
         if spread is None
