@@ -84,8 +84,8 @@ def strategy_sentence(
             "over a large vocabulary cost more than the whole rest of sampling)"
         )
     return (
-        f"Sample first, then check: the unmasked draw was already allowed at **{first_valid} of {plural(steps, 'step')}** "
-        f"({first_valid / steps:.0%}); there one token is checked instead of the whole vocabulary. "
+        f"Sample first, then check: the unmasked draw was already allowed at **{first_valid} of {steps}** "
+        f"{'step' if steps == 1 else 'steps'} ({first_valid / steps:.0%}); there one token is checked instead of the whole vocabulary. "
         f"Median per step {sample_first_us:,.0f} µs against {mask_all_us:,.0f} µs for masking every token: {why}. "
         f"Both picked the same token at {same} of {plural(steps, 'step')} (greedy: always the same)."
     )
