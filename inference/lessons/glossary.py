@@ -7,6 +7,8 @@ write their own explanation of a term listed here, so every page explains it the
 
 from __future__ import annotations
 
+from inference.core.wording import plural, signed  # noqa: F401 (the lessons' names for them)
+
 TERMS: dict[str, str] = {
     "Z_t": "the probability the model itself put on the tokens the format allows at step t: 1 means the format "
     "took nothing away, 0.001 means it overruled 99.9% of what the model wanted",
@@ -48,19 +50,6 @@ def note(*terms: str) -> str:
 def help_for(*terms: str) -> str:
     """A hover help: each term with its line, a paragraph each."""
     return "\n\n".join(f"{term}: {explain(term)}." for term in terms)
-
-
-def plural(count: int, word: str, words: str | None = None) -> str:
-    """ "1 token", "2 tokens", "1,024 tokens": the count (with thousands commas) and the word, plural unless the count
-    is 1; `words` for a plural that is not `word` + "s" ("1 query", "2 queries")."""
-    return f"{count:,} {word if count == 1 else (words or word + 's')}"
-
-
-def signed(value: float, digits: int) -> str:
-    """A change with its sign, `digits` decimals: "+0.012", "-0.340", and "0.000" (never "-0.000" or "+0.000") for one
-    that rounds to zero at those decimals, so a label never shows a direction the rounding removed."""
-    rounded = round(value, digits)
-    return f"{0.0:.{digits}f}" if rounded == 0 else f"{rounded:+.{digits}f}"
 
 
 def terms_in(text: str) -> list[str]:

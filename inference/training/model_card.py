@@ -22,6 +22,7 @@ from inference.core import routing
 from inference.core.loader import encode_prompt, load_model
 from inference.core.paths import BUNDLED_MODEL_DIR, DEFAULT_HELDOUT_FILE, MODELS_DIR
 from inference.core.run import STOP_EOS, new_trace
+from inference.core.wording import signed
 from inference.sampling.pipeline import SamplingSettings
 from inference.training import token_frequency
 from inference.training.evaluate import score_stream
@@ -35,13 +36,6 @@ ARCHITECTURES = {
     "mixtral": "`MixtralForCausalLM` (the dense model's RMSNorm, RoPE attention and tied embeddings; each MLP "
     "replaced by a router and a set of SwiGLU experts, see below)",
 }
-
-
-def signed(value: float, digits: int) -> str:
-    """A change with its sign, `digits` decimals, "0.000" when it rounds to zero (never "-0.000"); the lessons' copy is
-    inference/lessons/glossary.signed (training never imports a lesson)."""
-    rounded = round(value, digits)
-    return f"{0.0:.{digits}f}" if rounded == 0 else f"{rounded:+.{digits}f}"
 
 
 def samples(folder: Path, n: int = 5, max_new_tokens: int = SAMPLE_TOKENS) -> list[str]:
