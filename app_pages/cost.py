@@ -25,13 +25,14 @@ loaded = current_model(needs_weights="it times batches and Mixture-of-Experts ro
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
 st.title("💰 What a token costs")
-st.markdown(
-    "Serving a model costs **machine time**. Four things decide how much of it a token takes: whether it is "
-    "an input token (read in one parallel prefill pass) or an output token (one decode pass each), how many "
-    "users share each pass (the **batch**), how long the **context** is (every decode step reads the whole KV "
-    "cache), and how many weights each token has to touch (**active parameters**, which Mixture-of-Experts models "
-    "cut). Each is measured below on this machine."
-)
+st.markdown("Serving a model costs **machine time**: how much a token takes is measured below, on this machine.")
+with st.expander("What decides it: input or output, the batch, the context, the active parameters"):
+    st.markdown(
+        "Whether a token is an input token (read in one parallel prefill pass) or an output token (one decode pass "
+        "each), how many users share each pass (the **batch**), how long the **context** is (every decode step reads "
+        "the whole KV cache), and how many weights each token has to touch (**active parameters**, which "
+        "Mixture-of-Experts models cut)."
+    )
 
 # -- 1. one answer -----------------------------------------------------------------------
 st.subheader("1. One answer: input tokens are cheap, output tokens are dear")
