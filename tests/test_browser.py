@@ -152,7 +152,14 @@ FIRST_RUN = {
     "/start": (["1. Text becomes tokens", "3. One token is chosen", "5. The model keeps what it has read"], 0),
     "/prefill-decode": (["One generation, timed", "Sweep: how time grows with the prompt"], 1),
     "/kv-cache": (["1. The cache, step by step", "2. With and without the cache"], 2),
-    "/quantization": (["What each precision saves, and what it costs", "How far each prediction drifts"], 4),
+    "/quantization": (
+        [
+            "SmolLM2-135M-Instruct's GGUF files on llama-server",
+            "The same weights in PyTorch: four copies, timed and compared",
+            "Will it fit? Weights of public models",
+        ],
+        1,
+    ),
     "/cost": (["1. One answer: input tokens are cheap, output tokens are dear", "2. Batching"], 1),
 }
 

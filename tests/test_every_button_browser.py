@@ -227,7 +227,7 @@ def prefill_setup(page) -> None:
 
 
 def quantization_setup(page) -> None:
-    slider_to_minimum(page, "New tokens")  # inside the form: applied by "Run the comparison"
+    slider_to_minimum(page, "New tokens")  # applied at once (no form any more)
 
 
 def cost_setup(page) -> None:
@@ -319,7 +319,7 @@ HEAVIER_MODEL_PAGES = [
         "quantization",
         "quantization",
         [
-            Press("Run the comparison", "What each precision saves", kept_for_everyone=False, shown_before=True),
+            Press("Quantize and compare the four precisions", "What each precision saves"),
             Press("Measure the GGUF files", "GGUF bytes are the file's size"),
         ],  # its KV-cache types button (minutes on llama-server) is pressed in SERVING_PAGES, by
         # test_every_button_on_the_serving_pages (tier clickthrough)
