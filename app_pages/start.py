@@ -80,7 +80,7 @@ link("app_pages/kv-cache.py", label="KV cache: how it grows, what it saves, how 
 caption(
     "measured",
     f"One run of {info.name} on this machine, computed once per model and kept. Steps 1–3 "
-    "and 5 are exact (the model's own outputs and cache tensors); the times in step 4 are the fastest "
+    "and 5 are exact (the model's own outputs and cache tensors); the times in step 4 are the median "
     f"of {look.timed_runs} runs, timed by the step engine, and move a little with what else this machine "
     "is doing.",
 )
