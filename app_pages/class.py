@@ -47,7 +47,7 @@ def text_line(state: dict) -> str:
     prompt = "".join(html_token_text(t) for t in state["prompt"])
     written = "".join(html_token_text(t) for t in state["generated"])
     return (
-        f'<div class="class-text" style="font-size:1.25rem;line-height:1.7"><span style="color:#777">{prompt}</span>'
+        f'<div class="class-text" style="font-size:1.25rem;line-height:1.7"><span style="color:#666">{prompt}</span>'
         f"<b>{written}</b>▍</div>"
     )
 

@@ -42,7 +42,7 @@ def parting_html(
         shared, rest = own, []
     else:
         shared, rest = own[:step], own[step:]
-    parts = [f'<span style="color:#777">{prompt}</span>', _esc(tokenizer.decode(shared))]
+    parts = [f'<span style="color:#666">{prompt}</span>', _esc(tokenizer.decode(shared))]
     if rest:
         first = _esc(tokenizer.decode(rest[:1]))
         parts.append(f'<span style="background:{colour};outline:2px solid #c0392b;border-radius:3px">{first}</span>')

@@ -288,7 +288,7 @@ def greedy_text_html(
         f'padding:0.6rem 0.8rem;background:#fff;white-space:pre-wrap;word-break:break-word">',
         '<div style="font-weight:600;font-size:0.92em;border-bottom:1px solid #eee;margin-bottom:0.3rem">'
         f"{html.escape(heading)}</div>",
-        f'<span style="color:#777">{html_token_text(prompt_text)}</span>',
+        f'<span style="color:#666">{html_token_text(prompt_text)}</span>',
     ]
     for step, token in enumerate(tokens):
         text = html_token_text(token)

@@ -42,7 +42,7 @@ CHIP_CSS = """
 .spec-chip.prompt { background: #eceff3; color: #555; border: 1px dashed #b9c0ca; }
 .spec-chip.accepted { background: #cdebd6; border-bottom: 3px solid #3a9a5b; }
 .spec-chip.rejected { background: #f6d2cd; border-bottom: 3px solid #c0392b; text-decoration: line-through; }
-.spec-chip.unchecked { background: #eeeeee; color: #777; text-decoration: line-through; }
+.spec-chip.unchecked { background: #eeeeee; color: #555; text-decoration: line-through; }
 .spec-chip.target { background: #fde3c8; border-bottom: 3px solid #f28e2b; }
 .spec-chip.latest { outline: 2px solid #333; }
 .spec-round-sep { display: inline-block; width: 2px; height: 1.2em; background: #bbb; margin: 0 0.2rem;
