@@ -206,6 +206,7 @@ def test_moe_at_scale_button_builds_and_times_three_models(server, page):
     """/moe's random-weight section (moved from /cost) builds its three models from the browser and draws the chart."""
     open_page(page, server + "/moe")
     before = page.locator(".stPlotlyChart").count()
+    page.locator("summary", has_text="At scale: the same trade on bigger models").first.click()  # closed (#46 item 11)
     page.get_by_role("button", name="Build and measure the three models").click()
     page.locator(".stPlotlyChart").nth(before).wait_for(timeout=180_000)
     wait_idle(page)

@@ -159,7 +159,10 @@ def press(page, step: Press, where: str) -> float:
     if not step.shown_before:
         assert step.shows not in main_text(page), f"{where}: {step.shows!r} is shown before {step.button!r}"
     button = page.locator(MAIN).get_by_role("button", name=step.button, exact=True).first
-    if not button.is_visible():  # in a closed section (#46 item 11): open it as a visitor would
+    button.wait_for(state="attached")
+    # in a closed section (#46 item 11): open it as a visitor would (asked of the DOM, not of is_visible(), which a
+    # rerun still drawing the page can also make false)
+    if button.evaluate("b => { const section = b.closest('details'); return !!section && !section.open; }"):
         page.locator('[data-testid="stExpander"]', has=button).locator("summary").first.click()
     button.scroll_into_view_if_needed()
     started = time.perf_counter()
