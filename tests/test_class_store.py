@@ -199,7 +199,7 @@ def test_an_idle_class_ends_with_a_sentence_and_its_rows_go(location):
     store.join(code)
     now[0] += 61
     assert store.taught_by("k") is None
-    with pytest.raises(ClassError, match="has ended: nobody used it for 1 minutes"):
+    with pytest.raises(ClassError, match="has ended: nobody used it for 1 minute\\."):
         store.info(code)
     with pytest.raises(ClassError, match="no class with the code"):
         store.info(code)

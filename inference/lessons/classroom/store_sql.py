@@ -19,6 +19,7 @@ import secrets
 from abc import abstractmethod
 from contextlib import AbstractContextManager
 
+from inference.core.wording import plural
 from inference.lessons.classroom.store_base import (
     ClassError,
     ClassInfo,
@@ -115,7 +116,7 @@ class SqlClassStore(ClassStore):
         if self.clock() - row[6] > self.idle_seconds:
             self._delete(db, code)
             raise ClassError(
-                f"Class {code} has ended: nobody used it for {self.idle_seconds / 60:.0f} minutes. "
+                f"Class {code} has ended: nobody used it for {plural(round(self.idle_seconds / 60), 'minute')}. "
                 "Ask the teacher for a new code."
             )
         return row
