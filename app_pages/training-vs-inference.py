@@ -184,7 +184,7 @@ with st.expander("3. What a step costs: a training step is several forward passe
         caption(
             "measured",
             f"Wall clock on this machine, {torch.get_num_threads()} torch thread(s), interleaved; bars are medians of "
-            f"{len(cost.forward_ms)}, dots each repeat. A training step: loss, backward, gradient clipping, AdamW.",
+            f"{cost.forward.repeats}, dots each repeat. A training step: loss, backward, gradient clipping, AdamW.",
         )
         cells = layout.metric_cells(2)
         cells[0].metric("FLOPs per token, inference", f"{cost.flops_forward_per_token / 1e6:,.2f} M")

@@ -133,7 +133,10 @@ def test_the_memory_parts_are_the_tensors_bytes(bundled, sentence_ids):
 def test_the_step_cost_times_both_and_drops_its_copy(bundled, sentence_ids):
     shared_before = copies(bundled.model)
     cost = measure_step_cost(bundled.model, sentence_ids, repeats=2)
-    assert len(cost.forward_ms) == len(cost.train_step_ms) == 2 and min(cost.forward_ms + cost.train_step_ms) > 0
+    assert (
+        cost.forward.repeats == cost.train_step.repeats == 2
+        and min(cost.forward.times_ms + cost.train_step.times_ms) > 0
+    )
     assert cost.tokens == len(sentence_ids) - 1 and cost.flops_train == 3 * cost.flops_forward
     assert bit_equal(shared_before, bundled.model) == []
     for fig in (figures.step_time_figure(cost), figures.memory_figure(cost.memory, presenter=True)):

@@ -14,12 +14,12 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import median
 
 import torch
 
 from inference.core import model_config
 from inference.core.flops import FlopCount
+from inference.core.measuring import Timing
 from inference.core.paths import BUNDLED_MODEL_DIR
 from inference.core.quantize import weight_bytes
 from inference.lessons.training_vs_inference.weights import (
@@ -98,8 +98,8 @@ def memory(model, trainable, ids: list[int]) -> Memory:
 @dataclass(frozen=True)
 class StepCost:
     tokens: int
-    forward_ms: list[float]
-    train_step_ms: list[float]
+    forward: Timing  # the project's one way to quote a timed pass (median, middle half, what was timed)
+    train_step: Timing
     flops_forward: int  # whole pass over `tokens`
     flops_train: int
     parameters: int
@@ -107,11 +107,11 @@ class StepCost:
 
     @property
     def forward_median_ms(self) -> float:
-        return median(self.forward_ms)
+        return self.forward.median_ms
 
     @property
     def train_median_ms(self) -> float:
-        return median(self.train_step_ms)
+        return self.train_step.median_ms
 
     @property
     def flops_forward_per_token(self) -> float:
@@ -155,8 +155,8 @@ def measure_step_cost(model, ids: list[int], repeats: int = REPEATS, progress=No
     tokens = len(ids) - 1  # the positions a training step scores (the last token is only a target)
     return StepCost(
         tokens=tokens,
-        forward_ms=forward_ms,
-        train_step_ms=train_ms,
+        forward=Timing(tuple(forward_ms), 1, f"a forward pass over {len(ids)} tokens, interleaved with the steps"),
+        train_step=Timing(tuple(train_ms), 1, f"a training step on {len(ids)} tokens, interleaved with the passes"),
         flops_forward=forward_flops(count, tokens),
         flops_train=train_flops(count, tokens),
         parameters=sum(p.numel() for p in model.parameters()),

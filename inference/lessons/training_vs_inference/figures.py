@@ -138,7 +138,7 @@ def step_time_figure(cost: StepCost, presenter: bool = False) -> go.Figure:
         customdata=["a forward pass", "a training step"],
         hovertemplate=hover("%{customdata}: median %{y:,.1f} ms"),
     )
-    for x, times in ((0, cost.forward_ms), (1, cost.train_step_ms)):  # each repeat as a dot beside its bar
+    for x, times in ((0, cost.forward.times_ms), (1, cost.train_step.times_ms)):  # each repeat as a dot beside its bar
         fig.add_scatter(
             x=[x + 0.36] * len(times),
             y=times,

@@ -79,7 +79,7 @@ def cost_sentence(cost: StepCost) -> str:
     """Plain text (it is the chart's sentence)."""
     return (
         f"On {cost.tokens} tokens a training step took {cost.train_median_ms:,.1f} ms (median of "
-        f"{len(cost.train_step_ms)}), a forward pass {cost.forward_median_ms:,.1f} ms: "
+        f"{cost.train_step.repeats}), a forward pass {cost.forward_median_ms:,.1f} ms: "
         f"{cost.time_ratio:.1f}×. The FLOPs say {cost.flops_train / cost.flops_forward:.0f}× "
         f"({cost.flops_train_per_token / 1e6:,.1f} M vs {cost.flops_forward_per_token / 1e6:,.1f} M per token, "
         f"about 6N vs 2N with N = {cost.parameters / 1e6:,.2f} M parameters), so the step took "
