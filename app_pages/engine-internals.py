@@ -50,9 +50,7 @@ if not llamacpp.is_built():
 key = st.radio(
     "Model on the engine",
     # the app's default model first (the real SmolLM2 where it is the default)
-    [served.MEMORY_BOUND, served.BUNDLED]
-    if served.MEMORY_BOUND == served.REAL and real_model_first()
-    else [served.BUNDLED, served.MEMORY_BOUND],
+    [served.MEMORY_BOUND, served.BUNDLED] if real_model_first() else [served.BUNDLED, served.MEMORY_BOUND],
     horizontal=True,
     key="internals_model",
     persist_state="session",
