@@ -97,17 +97,23 @@ def texts_table(tokenizer, trace: Trace, records) -> list[dict]:
 
 
 @lru_cache(maxsize=1)
-def _english_stream() -> tuple[int, ...]:
-    """The document and the questions, one after another, as SmolLM2's token ids: the source of `text_ids`."""
-    return tuple(real_tokenizer().encode(" ".join((DOCUMENT, *QUESTIONS)), add_special_tokens=False))
+def _english_stream() -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The document's sentences and the questions, one after another, as SmolLM2's token ids, and the index where
+    each sentence starts: the source of `text_ids`."""
+    sentences = [f"{part.strip().rstrip('.')}." for part in DOCUMENT.split(". ") if part.strip()] + list(QUESTIONS)
+    stream, starts = [], []
+    for sentence in sentences:
+        starts.append(len(stream))
+        stream += real_tokenizer().encode((" " if stream else "") + sentence, add_special_tokens=False)
+    return tuple(stream), tuple(starts)
 
 
 def text_ids(length: int, seed: int) -> list[int]:
     """`length` token ids of real English for a prompt of an exact length (the prefix-cache lesson's system prompts
-    and turns): the document and the questions read from a place `seed` picks, wrapping round. Different seeds give
-    different openings, so two prompts share a prefix only where the lesson means them to."""
-    stream = _english_stream()
-    start = (seed * 97) % len(stream)
+    and turns): the document and the questions read from the start of a sentence `seed` picks, wrapping round.
+    Different seeds start at different sentences, so two prompts share a prefix only where the lesson means them to."""
+    stream, starts = _english_stream()
+    start = starts[(seed * 7) % len(starts)]
     return [stream[(start + i) % len(stream)] for i in range(length)]
 
 
