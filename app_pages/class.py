@@ -99,7 +99,9 @@ def teacher_view(run: TeacherRun, loaded) -> None:
         "again": b[2].button("Another seed", disabled=not run.trace.records, key="class_again", width="stretch"),
         "back": b[3].button("Back", disabled=not run.trace.records, key="class_back", width="stretch"),
     }
-    keys.bind("class_step", back="class_back")  # a clicker: PageDown draws and reveals, PageUp goes back
+    keys.bind(
+        "class_step", back="class_back", step_label=session.STEP_BUTTON
+    )  # a clicker: PageDown draws and reveals, PageUp goes back
     act = {"open": run.open_guessing, "step": run.step, "again": run.same_step_another_seed, "back": run.back}
     for name, clicked in actions.items():
         if clicked:

@@ -45,3 +45,4 @@ def test_the_keys_line_names_only_the_buttons_the_page_has():
 
     assert "Back" not in hint(back=False) and "Play" in hint(back=False)
     assert "Play" not in hint(play=False) and "PageUp" in hint(play=False)
+    assert hint(play=False, step_label="Draw and reveal").startswith("Keys: → or PageDown: Draw and reveal")

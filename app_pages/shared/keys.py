@@ -16,9 +16,13 @@ import json
 import streamlit as st
 
 
-def hint(back: bool = True, play: bool = True) -> str:
-    """The keys line: the keys of the buttons the page has."""
-    keys = ["→ or PageDown: Step"] + (["← or PageUp: Back"] if back else []) + (["P: Play / Stop"] if play else [])
+def hint(back: bool = True, play: bool = True, step_label: str = "Step") -> str:
+    """The keys line: the keys of the buttons the page has, the step button by its own label."""
+    keys = (
+        [f"→ or PageDown: {step_label}"]
+        + (["← or PageUp: Back"] if back else [])
+        + (["P: Play / Stop"] if play else [])
+    )
     return f"Keys: {' · '.join(keys)} (not while typing or on a slider)"
 
 
@@ -119,11 +123,13 @@ def script(step: str | None = None, back: str | None = None, play: str | None = 
     return SCRIPT.replace("__BINDING__", binding).replace("__ROLES__", json.dumps(list(OWN_KEY_ROLES)))
 
 
-def bind(step: str, back: str | None = None, play: str | None = None, stop: str | None = None) -> None:
+def bind(
+    step: str, back: str | None = None, play: str | None = None, stop: str | None = None, step_label: str = "Step"
+) -> None:
     """The keys line, said on the page in one line, and the script that makes the keys press these buttons (widget
     keys): → / PageDown `step`, ← / PageUp `back`, P `stop` while it is shown, else `play`."""
     st.html(
-        f'<p class="keys-hint">{hint(bool(back), bool(play))}</p><script>{script(step, back, play, stop)}</script>',
+        f'<p class="keys-hint">{hint(bool(back), bool(play), step_label)}</p><script>{script(step, back, play, stop)}</script>',
         unsafe_allow_javascript=True,
     )
 
