@@ -19,7 +19,7 @@ import sys
 
 from inference.engines import llamacpp as lc
 from inference.engines import vllm as vllm_engine
-from inference.engines.lifetime import Stopped, run_until_signalled, stop_signals
+from inference.engines.lifetime import Stopped, stop_signals
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,22 +55,29 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "convert":
         print(lc.convert(args.model or None, args.type))
     elif args.command == "serve":
-        with stop_signals():  # a stop signal while llama-server starts still stops it (serve's own cleanup)
-            server = lc.serve(args.model or None, parallel=args.parallel, port=args.port, threads=args.threads)
-        print(
-            f"{server.url}  ({server.gguf.name}, {args.parallel} slot(s), ready in {server.started_s:.2f} s; "
-            f"log {server.log_path}). Ctrl-C stops it.",
-            flush=True,
+        _serve(
+            lambda: lc.serve(args.model or None, parallel=args.parallel, port=args.port, threads=args.threads),
+            lambda server: f"{server.gguf.name}, {args.parallel} slot(s), ready in {server.started_s:.2f} s",
         )
-        _serve_until_stopped(server)
     return 0
 
 
-def _serve_until_stopped(server) -> None:
+def _serve(start, describe) -> None:
+    """Start a server, print its URL, wait until it exits or a stop signal comes; the server is stopped in every
+    case. One signal scope covers all three steps: a signal just after the URL was printed, before a second scope
+    began, once killed this command by the default handler with nothing said (CI, 2026-12-03)."""
+    server = None
     try:
-        print(run_until_signalled(server.process), flush=True)
+        with stop_signals():
+            server = start()  # a signal while it starts: the start stops its own server (ServerProcess.ready)
+            print(f"{server.url}  ({describe(server)}; log {server.log_path}). Ctrl-C stops it.", flush=True)
+            outcome = f"the server exited with code {server.process.wait()}"
+    except Stopped as stop:
+        outcome = f"stopped by {stop}" + ("" if server else " while starting")
     finally:
-        server.stop()
+        if server is not None:  # outside the signal scope, so a second signal cannot cut the stop short
+            server.stop()
+    print(outcome, flush=True)
 
 
 def _vllm(args) -> int:
@@ -78,20 +85,15 @@ def _vllm(args) -> int:
     if args.command == "install":
         print(vllm_engine.venv_dir())
         return 0
-    with stop_signals():  # a minute or more to start: a stop signal meanwhile still stops every vLLM process
-        server = vllm_engine.serve(args.model or None, args.port, args.max_num_seqs, args.threads)
-    print(
-        f"{server.url}  ({server.model.name}, float32, up to {server.max_num_seqs} sequences batched, ready in "
-        f"{server.started_s:.0f} s; log {server.log_path}). Ctrl-C stops it.",
-        flush=True,
+    _serve(  # a minute or more to start: a stop signal meanwhile still stops every vLLM process
+        lambda: vllm_engine.serve(args.model or None, args.port, args.max_num_seqs, args.threads),
+        lambda server: (
+            f"{server.model.name}, float32, up to {server.max_num_seqs} sequences batched, "
+            f"ready in {server.started_s:.0f} s"
+        ),
     )
-    _serve_until_stopped(server)
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except Stopped as stop:  # stopped while the server was starting: it was stopped too
-        print(f"stopped by {stop} while starting", flush=True)
-        sys.exit(0)
+    sys.exit(main())

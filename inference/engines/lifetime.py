@@ -74,16 +74,6 @@ def stop_signals():
             signal.signal(sig, handler)
 
 
-def run_until_signalled(process: subprocess.Popen) -> str:
-    """Wait for `process` to exit or for SIGTERM/SIGINT/SIGHUP, whichever comes first; returns what happened.
-    The caller stops the server afterwards (in a `finally`)."""
-    try:
-        with stop_signals():
-            return f"the server exited with code {process.wait()}"
-    except Stopped as stop:
-        return f"stopped by {stop}"
-
-
 def log_tail(log_path: Path, lines: int = 5) -> str:
     """The last `lines` of a server's log file (empty if it cannot be read): what an error sentence quotes."""
     try:
