@@ -1,8 +1,10 @@
 """Class mode's bench keys: how soon 30 followers see a teacher's Step, and what their polling costs.
 
-Followers are threads doing what a student's fragment does every second: read the class from the SQLite
-file, and when its version changed, take the two charts of that version (built once for all followers, as the
-page caches them) and serialise them to JSON (what Streamlit sends each follower). The teacher publishes a new state every `publish_every` seconds, like Steps in class.
+Followers (`Followers`, which the lecture hall's bench runs in each of its app processes too) are threads doing
+what a student's fragment does every second: read the class from the SQLite file, and when its version changed,
+take the two charts of that version (built once for all followers, as the page caches them) and serialise them
+to JSON (what Streamlit sends each follower). The teacher publishes a new state every `publish_every` seconds,
+like Steps in class.
 Left out: Streamlit's own fragment rerun and the websocket (the browser test measures a real follower end to
 end, across two app processes). `class_followers_update_ms_p95`: from a publish until a follower has drawn it,
 95th percentile over followers and publishes; `class_followers_cpu_ms_per_s`: this process's CPU time per
@@ -23,7 +25,7 @@ from inference.lessons.classroom.store import SqliteClassStore
 POLL_SECONDS = 1.0  # the student's fragment: run_every=1.0 in app_pages/class.py
 
 
-def _state(step: int) -> dict:
+def class_state(step: int) -> dict:
     """A published state of the real page's shape (15 choices, a reveal of 10 rows)."""
     choices = [{"id": i, "label": f"␣tok{i}", "raw": 0.5 / (i + 1), "final": 0.6 / (i + 1)} for i in range(15)]
     rows = [
@@ -34,56 +36,78 @@ def _state(step: int) -> dict:
     return {"step": step, "choices": choices, "reveal": reveal, "published_at": time.time()}
 
 
-_BUILT: dict[int, tuple] = {}
-_BUILT_LOCK = threading.Lock()
+class Followers:
+    """`len(phases)` students following one class, each a thread starting at its own phase (seconds) and then
+    doing every POLL_SECONDS what a student's fragment does: read the class from `store`, and when its version
+    changed, take that version's two charts (built once for all these followers, as one app process's
+    `st.cache_resource` builds them) and serialise them to JSON, what Streamlit sends a follower. `delays` gets,
+    for every publish after the first (step 0) a follower draws, the seconds from its publish until then."""
 
+    def __init__(self, store, code: str, phases: list[float]):
+        self.store, self.code = store, code
+        self.delays: list[float] = []
+        self._lock = threading.Lock()
+        self._built: dict[int, tuple] = {}
+        self._stop = threading.Event()
+        # Each follower releases it once, when it has drawn its first state; no follower waits for the others (a
+        # barrier there would line every poll up at the same instant, losing their phases).
+        self._drawn_first = threading.Semaphore(0)
+        self._threads = [threading.Thread(target=self._follow, args=(phase,), daemon=True) for phase in phases]
 
-def charts(version: int, state: dict) -> tuple:
-    """The page's `charts`: one build per published version, shared by every follower."""
-    with _BUILT_LOCK:
-        if version not in _BUILT:
-            _BUILT[version] = (choices_chart(state["choices"]), reveal_chart(state["reveal"]))
-        return _BUILT[version]
+    def start(self, timeout: float = 600) -> None:
+        """Start every follower; return once each has drawn the state published so far (TimeoutError, not a hang,
+        if one of them fails)."""
+        for t in self._threads:
+            t.start()
+        deadline = time.monotonic() + timeout
+        for _ in self._threads:
+            if not self._drawn_first.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                raise TimeoutError(f"not every follower drew the first state within {timeout:.0f} s")
+
+    def stop(self) -> list[float]:
+        """Stop them; the delays, sorted."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(5)
+        with self._lock:
+            return sorted(self.delays)
+
+    def _charts(self, version: int, state: dict) -> tuple:
+        with self._lock:
+            if version not in self._built:
+                self._built[version] = (choices_chart(state["choices"]), reveal_chart(state["reveal"]))
+            return self._built[version]
+
+    def _follow(self, phase: float) -> None:
+        seen = 0
+        time.sleep(phase)  # students poll from their own phase
+        while not self._stop.is_set():
+            info = self.store.info(self.code)
+            if info.version != seen:
+                first, seen = seen == 0, info.version
+                for figure in self._charts(info.version, info.state):
+                    figure.to_json(validate=False)
+                if first:
+                    self._drawn_first.release()
+                if info.state["step"] > 0:
+                    with self._lock:
+                        self.delays.append(time.time() - info.state["published_at"])
+            time.sleep(POLL_SECONDS)
 
 
 def class_figures(followers: int = 30, publishes: int = 10, publish_every: float = 2.0) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         store = SqliteClassStore(Path(folder) / "classes.sqlite3")
         code, secret = store.create()
-        store.publish(code, secret, _state(0))
-        delays: list[float] = []
-        lock = threading.Lock()
-        stop = threading.Event()
-
-        def follow(offset: float) -> None:
-            seen = 0
-            time.sleep(offset)  # students poll from their own phase
-            while not stop.is_set():
-                info = store.info(code)
-                if info.version != seen:
-                    seen = info.version
-                    for figure in charts(info.version, info.state):
-                        figure.to_json(validate=False)
-                    if info.state["step"] > 0:
-                        with lock:
-                            delays.append(time.time() - info.state["published_at"])
-                time.sleep(POLL_SECONDS)
-
-        threads = [
-            threading.Thread(target=follow, args=(i * POLL_SECONDS / followers,), daemon=True) for i in range(followers)
-        ]
-        for t in threads:
-            t.start()
-        time.sleep(POLL_SECONDS + 0.5)  # everyone has drawn the first state
+        store.publish(code, secret, class_state(0))
+        students = Followers(store, code, [i * POLL_SECONDS / followers for i in range(followers)])
+        students.start()
         cpu0, wall0 = time.process_time(), time.perf_counter()
         for step in range(1, publishes + 1):
-            store.publish(code, secret, _state(step))
+            store.publish(code, secret, class_state(step))
             time.sleep(publish_every)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-        stop.set()
-        for t in threads:
-            t.join(5)
-    delays.sort()
+        delays = students.stop()
     return {
         "class_followers": followers,
         "class_followers_update_ms_p50": round(1000 * statistics.median(delays), 1),

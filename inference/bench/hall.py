@@ -29,17 +29,15 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
 
-from inference.bench.classroom import POLL_SECONDS, _state
+from inference.bench.classroom import POLL_SECONDS, Followers, class_state
 from inference.core.app_process import free_port
 from inference.core.machine import cpu_name, logical_cpus
-from inference.lessons.classroom.figures import choices_chart, reveal_chart
 from inference.lessons.classroom.store import open_store
 from inference.lessons.serving.stats import percentile
 
@@ -111,53 +109,18 @@ def _cpu_s(pid: int) -> float:
 
 def _app_process(url: str, code: str, followers: int, offset: int, total: int, stop, ready, out) -> None:
     """One app process: `followers` threads polling the class, the charts built once per version here."""
-    store = open_store(url)
-    built: dict[int, tuple] = {}
-    lock = threading.Lock()
-    delays: list[float] = []
-    drawn_first = threading.Barrier(followers + 1)  # every follower has drawn the first state
-
-    def charts(version: int, state: dict) -> tuple:
-        with lock:
-            if version not in built:
-                built[version] = (choices_chart(state["choices"]), reveal_chart(state["reveal"]))
-            return built[version]
-
-    def follow(phase: float) -> None:
-        seen = 0
-        time.sleep(phase)  # students poll from their own phase
-        while not stop.is_set():
-            info = store.info(code)
-            if info.version != seen:
-                first, seen = seen == 0, info.version
-                for figure in charts(info.version, info.state):
-                    figure.to_json(validate=False)
-                if first:
-                    drawn_first.wait()
-                if info.state["step"] > 0:
-                    with lock:
-                        delays.append(time.time() - info.state["published_at"])
-            time.sleep(POLL_SECONDS)
-
-    threads = [
-        threading.Thread(target=follow, args=((offset + i) * POLL_SECONDS / total,), daemon=True)
-        for i in range(followers)
-    ]
-    for t in threads:
-        t.start()
-    drawn_first.wait()
+    students = Followers(open_store(url), code, [(offset + i) * POLL_SECONDS / total for i in range(followers)])
+    students.start()
     ready.put(os.getpid())
     stop.wait()
-    for t in threads:
-        t.join(5)
-    out.put(delays)
+    out.put(students.stop())
 
 
 def hall_figures(url: str, db_pid: int | None, followers: int, publishes: int = 10) -> dict:
     """One level: `followers` split over APP_PROCESSES worker processes on the store at `url`."""
     store = open_store(url, max_members=10_000)
     code, secret = store.create()
-    store.publish(code, secret, _state(0))
+    store.publish(code, secret, class_state(0))
     ctx = multiprocessing.get_context("spawn")
     stop, ready, out = ctx.Event(), ctx.Queue(), ctx.Queue()
     shares = [followers // APP_PROCESSES + (i < followers % APP_PROCESSES) for i in range(APP_PROCESSES)]
@@ -173,7 +136,7 @@ def hall_figures(url: str, db_pid: int | None, followers: int, publishes: int = 
     app_cpu0, db_cpu0 = sum(_cpu_s(p.pid) for p in apps), _cpu_s(db_pid) if db_pid else 0.0
     wall0 = time.perf_counter()
     for step in range(1, publishes + 1):
-        store.publish(code, secret, _state(step))
+        store.publish(code, secret, class_state(step))
         time.sleep(PUBLISH_EVERY_S)
     wall = time.perf_counter() - wall0
     app_cpu, db_cpu = sum(_cpu_s(p.pid) for p in apps) - app_cpu0, (_cpu_s(db_pid) if db_pid else 0.0) - db_cpu0
