@@ -6,13 +6,8 @@ import plotly.graph_objects as go
 import pytest
 
 from inference.lessons.chart_text import describe, number
-from inference.lessons.style import (
-    contrast_ratio,
-    plain_figure,
-    probability_colour,
-    probability_text_colour,
-    status_marker,
-)
+from inference.lessons.palette import contrast_ratio, probability_colour, probability_text_colour, status_marker
+from inference.lessons.plain_figure import plain_figure
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from inference.lessons.style import PlainFigure, plain_figure
+from inference.lessons.plain_figure import PlainFigure, plain_figure
 
 pytestmark = pytest.mark.unit
 
@@ -85,7 +85,7 @@ def test_its_copy_is_deepcopy_then_plotlys_typed_arrays():
     a key Plotly skips, numpy scalars and tuples; and the copy shares nothing that can change with the spec."""
     from _plotly_utils.utils import convert_to_base64
 
-    from inference.lessons.style import _copy_as_plotly
+    from inference.lessons.plain_figure import _copy_as_plotly
 
     spec = {
         "data": [

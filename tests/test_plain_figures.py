@@ -12,7 +12,8 @@ import pytest
 from inference.core.loader import encode_prompt
 from inference.core.run import new_trace
 from inference.lessons.generate.figures import cumulative_curve, next_token_bars
-from inference.lessons.style import base_layout, hline, legend_below, plain_figure, vline
+from inference.lessons.plain_figure import hline, plain_figure, vline
+from inference.lessons.style import base_layout, legend_below
 from inference.sampling.pipeline import SamplingSettings
 from inference.sampling.step_view import step_view
 

@@ -24,6 +24,7 @@ from inference.core.tokens import (
     special_ids,
     token_text,
 )
+from inference.lessons.plain_figure import hline, plain_figure, vline
 from inference.lessons.style import (
     CHIP_CSS,
     CHOSEN_COLOUR,
@@ -31,15 +32,12 @@ from inference.lessons.style import (
     FINAL_COLOUR,
     RAW_COLOUR,
     chip_text,
-    hline,
     hover,
     label,
-    plain_figure,
     probability_colour,
     probability_text_colour,
     repr_token,
     status_marker,
-    vline,
 )
 
 

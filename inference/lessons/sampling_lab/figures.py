@@ -15,18 +15,8 @@ import torch
 from plotly.subplots import make_subplots
 
 from inference.core.tokens import readable_tokens
-from inference.lessons.style import (
-    FINAL_COLOUR,
-    RAW_COLOUR,
-    REMOVED_COLOUR,
-    add_hbar,
-    axis_key,
-    base_layout,
-    label,
-    plain_figure,
-    repr_token,
-    subplot_grid,
-)
+from inference.lessons.plain_figure import axis_key, plain_figure, subplot_grid
+from inference.lessons.style import FINAL_COLOUR, RAW_COLOUR, REMOVED_COLOUR, add_hbar, base_layout, label, repr_token
 from inference.sampling.pipeline import (
     STAGE_NAMES,
     SamplingSettings,
