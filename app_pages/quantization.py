@@ -15,17 +15,13 @@ from inference.lessons.engine_internals import kv_precision, served
 from inference.lessons.quantization import columns as qcol
 from inference.lessons.quantization import experiments as qc
 from inference.lessons.quantization import figures as qf
-from inference.lessons.quantization import first_screen, real_gguf
+from inference.lessons.quantization import figures_rates, first_screen, rates, real_gguf
+from inference.lessons.quantization import fit as qfit
 from inference.lessons.quantization import gguf as gguf_compare
 from inference.lessons.quantization import text as qt
-from inference.lessons.quantization.fit import (
-    RUNTIME_RESERVE_BYTES,
-    RUNTIME_RESERVE_WHAT,
-    reserved_fit_table,
-    smallest_card_after_reserve,
-)
+from inference.lessons.quantization import text_memory as qm
+from inference.lessons.quantization import text_rates as rt
 from inference.lessons.quantization.kv_types import KV_FORMATS, KV_POSITIONS, KV_TEXT_FORMATS, kv_types_table
-from inference.lessons.quantization.text import SPEED_NOTES, departure_verdict, layer_notes, speed_findings
 
 DEFAULT_NEW_TOKENS = 48
 
@@ -49,7 +45,7 @@ def columns(spec: dict) -> dict:
 
 @st.cache_data(show_spinner=False)
 def public_fit_table():
-    return reserved_fit_table(load_public_models(), load_accelerators(), DEFAULT_BITS)
+    return qfit.reserved_fit_table(load_public_models(), load_accelerators(), DEFAULT_BITS)
 
 
 loaded = current_model(needs_weights="it makes int8, int4 and bfloat16 copies of the weights and times them here")
@@ -62,7 +58,7 @@ st.markdown(qt.intro(loaded.info.name))
 # -- 0. the real model's GGUF files on llama-server (issue #45), measured in the background: the first screen holds
 # the intro and this button or its kept result (#46: at 800 px in presenter mode too)
 st.subheader(f"{real_gguf.real_model.REAL_MODEL_NAME}'s GGUF files on llama-server")
-real_reason = real_gguf.unavailable_reason()
+real_reason, real_result = real_gguf.unavailable_reason(), None
 if real_reason:
     st.info(f"No rows here: {real_reason}")
 else:
@@ -87,13 +83,31 @@ with st.expander("Where these GGUF files come from"):
     st.markdown(real_gguf.INTRO)
 # -- the loaded model's bytes at each width, counted from its parameters: exact, at once
 st.subheader("Bytes at each width, counted from the weights")
-bytes_frame, parameter_count = (
-    first_screen.bytes_table(loaded.model, loaded.info.name),
-    first_screen.parameters(loaded.model),
-)
+bytes_frame = first_screen.bytes_table(loaded.model, loaded.info.name)
+parameter_count = first_screen.parameters(loaded.model)
 st.markdown(first_screen.bytes_sentence(bytes_frame, loaded.info.name, parameter_count))
 show_table(bytes_frame, "quant_bytes", columns(qcol.plain(first_screen.FORMATS)), first_screen.TEXT_FORMATS)
 caption("exact", first_screen.caption(parameter_count, len(bytes_frame) > len(first_screen.WIDTHS)))
+# -- the decode rate in transformers, on llama-server (the rates above) and at the bandwidth limit (#45), closed
+with st.expander(rt.SUMMARY):
+    st.markdown(rt.INTRO)
+    rate = measure_on_click(
+        rt.BUTTON,
+        "quant_rates",
+        ("decode-rates", model_key, rates.CONTEXT_TOKENS),
+        lambda progress: rates.measure(loaded.model, loaded.info.name, progress),
+        rt.not_yet(loaded.info.name),
+        background=True,
+    )
+    server_rows = real_result if loaded.info.name == real_gguf.real_model.REAL_MODEL_NAME else None
+    if rate is not None:
+        rates_frame = rates.table(rate, server_rows)
+        show_table(rates_frame, "quant_rates_table", columns(rates.COLUMNS), rates.TEXT_FORMATS)
+        caption("measured", rt.caption(rate, server_rows))
+        chart(figures_rates.rates_bars(rates_frame, presenter), key="quant_rates", text=rt.chart_text(rates_frame))
+        st.markdown(rt.gap_sentence(rates_frame, rate))
+    if missing := rt.no_server_rows(loaded.info.name, real_gguf.real_model.REAL_MODEL_NAME, real_reason, real_result):
+        st.caption(missing)
 
 # -- torch's own copies: made, timed and scored in the background (minutes on a 135M model) -------------
 st.header("The same weights in PyTorch: four copies, timed and compared")
@@ -143,11 +157,11 @@ def show_comparison(comparison) -> None:
     st.markdown(qt.speed_spread(summary))
 
     st.subheader("What these speeds mean")
-    st.markdown("\n".join(f"- {finding}" for finding in speed_findings(comparison)))
+    st.markdown("\n".join(f"- {finding}" for finding in qt.speed_findings(comparison)))
     with st.expander("How each copy was made, and which layers stayed as they were"):
-        st.markdown("\n".join(f"- {note}" for note in layer_notes(comparison)))
+        st.markdown("\n".join(f"- {note}" for note in qt.layer_notes(comparison)))
         for precision in PRECISIONS:
-            st.markdown(f"**{precision}.** {SPEED_NOTES[precision]}")
+            st.markdown(f"**{precision}.** {qt.SPEED_NOTES[precision]}")
 
     # -- 2. text ------------------------------------------------------------------------------
     st.header("Same prompt, greedy decoding")
@@ -157,7 +171,7 @@ def show_comparison(comparison) -> None:
     for start in range(0, len(results), per_row):
         for column, result in zip(st.columns(per_row), results[start : start + per_row]):
             with column:
-                heading = f"{result.precision} — {departure_verdict(result)}"
+                heading = f"{result.precision} — {qt.departure_verdict(result)}"
                 st.html(
                     qf.greedy_text_html(
                         heading, comparison.prompt_text, result.greedy_tokens, result.first_departure, presenter
@@ -194,10 +208,7 @@ def show_comparison(comparison) -> None:
     with st.expander(qt.GGUF_SUMMARY):  # closed: the first screens are the lesson (#46 item 11)
         st.markdown(qt.GGUF_INTRO)
         if not gguf_compare.available():
-            st.info(
-                "llama-server is not built on this server, so there are no GGUF rows: "
-                "`python -m inference.engines llamacpp build` (about 5 minutes) adds them."
-            )
+            st.info(qt.GGUF_NOT_BUILT)
         elif loaded.info.source not in ("bundled", "folder"):
             st.info("GGUF rows are made from the bundled model or a local model folder, not from a hub download.")
         else:
@@ -229,8 +240,8 @@ if comparison is not None:
     show_comparison(comparison)
 
 # -- the KV cache's number types, beside the weights' (the Inside-the-engine lesson's) ----------
-with st.expander(qt.KV_TYPES_SUMMARY):
-    st.markdown(qt.KV_TYPES_INTRO)
+with st.expander(qm.KV_TYPES_SUMMARY):
+    st.markdown(qm.KV_TYPES_INTRO)
     kv_width = loaded.info.kv_heads * loaded.info.head_dim
     kv_measured = None
     if llamacpp.is_built() and loaded.info.source == "bundled":
@@ -247,23 +258,23 @@ with st.expander(qt.KV_TYPES_SUMMARY):
         )
     kv_table = kv_types_table(loaded.info.layers, kv_width, loaded.info.context, kv_measured and kv_measured.table)
     show_table(kv_table, "quant_kv_types", columns(qcol.plain(KV_FORMATS)), KV_TEXT_FORMATS)
-    caption("exact", qt.kv_types_caption(loaded.info.name, loaded.info.layers, kv_width, loaded.info.context))
+    caption("exact", qm.kv_types_caption(loaded.info.name, loaded.info.layers, kv_width, loaded.info.context))
     if kv_measured is not None:
-        caption("measured", qt.kv_measured_caption(kv_measured.positions, kv_measured.text_what))
+        caption("measured", qm.kv_measured_caption(kv_measured.positions, kv_measured.text_what))
     st.page_link("app_pages/engine-internals.py", label="KV cache types, measured: Inside the engine", icon="🔧")
 
 
 # -- 4. calculator --------------------------------------------------------------------------
 st.header("Will it fit? Weights of public models")
-reserve_gb = RUNTIME_RESERVE_BYTES / GB
+reserve_gb = qfit.RUNTIME_RESERVE_BYTES / GB
 FORMAT_LOCALIZED = st.column_config.NumberColumn(format="localized")
-st.markdown(qt.fit_rule(reserve_gb, RUNTIME_RESERVE_WHAT))
+st.markdown(qm.fit_rule(reserve_gb, qfit.RUNTIME_RESERVE_WHAT))
 fit = public_fit_table()
 cards = load_accelerators()
 labels = [card.label for card in cards]
 chart(qf.fit_heatmap(fit, labels, presenter), width="stretch", key="quant_fit")
 int4_overhead = comparison.results["int4"].overhead.fraction if comparison is not None else None
-caption("published", qt.fit_caption(labels, int4_overhead, qc.int4_group_size(loaded.model), reserve_gb))
+caption("published", qm.fit_caption(labels, int4_overhead, qc.int4_group_size(loaded.model), reserve_gb))
 
 # presenter: the verdict under the inputs (three columns broke "Paramet / ers" at 800 px)
 calc_params, calc_bits, calc_result = [*st.columns(2), st.container()] if presenter else st.columns([2, 2, 3])
@@ -274,17 +285,12 @@ bits = calc_bits.segmented_control(
     "Bits per weight", DEFAULT_BITS, default=4, required=True, key="quant_calc_bits", persist_state="session"
 )
 needed = weight_bytes(round(billions * 1e9), bits)
-holds, largest_needed = smallest_card_after_reserve(needed, cards)  # the heatmap's rule, reserve kept
+holds, largest_needed = qfit.smallest_card_after_reserve(needed, cards)  # the heatmap's rule, reserve kept
 calc_result.metric(
     "Weight memory",
     f"{needed / GB:,.1f} GB",
-    qt.fits(
-        holds.label if holds else None,
-        (holds.usable_bytes - needed) / GB if holds else None,
-        largest_needed,
-        cards[-1].label,
-    ),
-    help=qt.FITS_HELP,
+    qm.fits(holds, needed, largest_needed, cards[-1].label),
+    help=qm.FITS_HELP,
     delta_color="normal" if holds else "inverse",
     delta_arrow="off",
 )

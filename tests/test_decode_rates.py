@@ -1,0 +1,175 @@
+"""The decode rate three ways (issue #45): the bandwidth limit is the weights' bytes per token over the measured
+bandwidth, each engine's share is its rate over that limit, and the sentences quote the numbers they are given,
+saying why when a rate goes above its limit."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from inference.core.measuring import Timing
+from inference.lessons.quantization import figures_rates, rates, real_gguf
+from inference.lessons.quantization import text_rates as rt
+
+pytestmark = pytest.mark.unit
+
+MB = 1_000_000
+
+
+def fake_rate(step_ms: float, bytes_per_token: int, bandwidth: float, cache: int | None, threads: int = 1):
+    timing = Timing((step_ms * 0.9, step_ms, step_ms * 1.1), 3, "one decode step at 64 tokens of context")
+    return rates.TransformersRate(
+        "SmolLM2-135M-Instruct",
+        "float32",
+        bytes_per_token,
+        timing,
+        threads,
+        rates.Bandwidth(bandwidth, 2, "fastest of 5 sums over a 960 MiB float32 tensor"),
+        cache,
+        "Test CPU 9000",
+    )
+
+
+def fake_gguf(rows: dict[str, tuple[int, list[float]]]) -> real_gguf.RealGGUFResult:
+    results = {
+        t: real_gguf.TypeResult(t, size + 1_800_000, rounds, [], read_bytes=size) for t, (size, rounds) in rows.items()
+    }
+    return real_gguf.RealGGUFResult("Why?", 40, [], "", results, 0, 64, 2)
+
+
+def test_the_limit_is_bytes_over_bandwidth_and_the_share_is_rate_over_limit():
+    rate = fake_rate(step_ms=40.0, bytes_per_token=538 * MB, bandwidth=29.4e9, cache=32 * 2**20)
+    frame = rates.table(rate, fake_gguf({"f32": (538 * MB, [50.0, 52.0]), "q8_0": (143 * MB, [97.0, 95.0])}))
+    assert frame["weights"].tolist() == ["float32", "f32", "q8_0"]  # most bytes first
+    for _, row in frame.iterrows():
+        assert row["bandwidth limit tokens/s"] == pytest.approx(29.4e9 / row["bytes per token"])
+        assert row["share of the limit"] == pytest.approx(row["measured tokens/s"] / row["bandwidth limit tokens/s"])
+    assert frame.loc[0, "measured tokens/s"] == pytest.approx(1000 / 40.0)  # 1 ÷ the median step
+    assert frame.loc[1, "measured tokens/s"] == pytest.approx(51.0)  # the median of llama-server's rounds
+    assert frame.loc[2, "bytes per token"] == 143 * MB  # the tensors' bytes, not the file's
+    assert frame["fits in cache"].tolist() == ["no", "no", "no"]
+
+
+def test_without_llama_server_the_table_has_the_transformers_row_alone():
+    frame = rates.table(fake_rate(4.0, 23 * MB, 6.5e9, None))
+    assert frame["engine"].tolist() == [rates.TRANSFORMERS]
+    assert frame.loc[0, "fits in cache"] == "unknown"
+
+
+def test_bytes_read_per_token_counts_a_tied_table_once_and_an_untied_one_not_at_all():
+    class Tiny(nn.Module):
+        def __init__(self, tied: bool):
+            super().__init__()
+            self.embed, self.inner = nn.Embedding(100, 8), nn.Linear(8, 8, bias=False)
+            self.head = nn.Linear(8, 100, bias=False)
+            if tied:
+                self.head.weight = self.embed.weight
+
+        def get_input_embeddings(self):
+            return self.embed
+
+        def get_output_embeddings(self):
+            return self.head
+
+    assert rates.bytes_read_per_token(Tiny(tied=True)) == (100 * 8 + 8 * 8) * 4
+    assert rates.bytes_read_per_token(Tiny(tied=False)) == (8 * 8 + 100 * 8) * 4  # the head, not the lookup table
+    assert rates.weights_name(Tiny(tied=True).to(torch.bfloat16)) == "bfloat16"
+
+
+def test_the_gap_sentence_quotes_the_limit_and_both_engines_shares():
+    rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=32 * 2**20)
+    frame = rates.table(rate, fake_gguf({"f32": (500 * MB, [40.0]), "Q4_1": (100 * MB, [90.0])}))
+    text = rt.gap_sentence(frame, rate)
+    assert "Test CPU 9000" in text and "25.0 GB/s" in text
+    assert "at most 50 tokens/s" in text  # 25e9 / 500e6
+    assert "llama-server reaches 80% of it at f32 (40 tokens/s), transformers 40% (20 tokens/s)" in text
+    assert "the app's 1 thread" in text  # transformers on fewer threads than the bandwidth was measured on
+    assert "Q4_1 reads 100 MB per token, so its limit is 250 tokens/s" in text and "(36%)" in text
+    assert "above its limit" not in text and "fit in" not in text  # nothing fits the 32 MiB cache here
+
+
+def test_a_rate_above_its_limit_is_explained_by_the_cache_when_the_weights_fit():
+    rate = fake_rate(step_ms=2.0, bytes_per_token=23 * MB, bandwidth=6.5e9, cache=480 * 2**20)  # 500 tokens/s
+    frame = rates.table(rate)
+    text = rt.gap_sentence(frame, rate)
+    assert frame.loc[0, "share of the limit"] == pytest.approx(500 / (6.5e9 / 23e6))
+    assert "goes above its limit (177%, 500 tokens/s against 283 tokens/s)" in text
+    assert "23 MB fit in this machine's 480 MiB last-level cache" in text
+
+
+def test_a_rate_above_its_limit_without_fitting_the_cache_says_the_bandwidth_read_low():
+    rate = fake_rate(step_ms=10.0, bytes_per_token=538 * MB, bandwidth=5e9, cache=32 * 2**20)  # 100 > 9.3 tokens/s
+    text = rt.gap_sentence(rates.table(rate), rate)
+    assert "do not fit in the 32 MiB cache" in text and "measured lower" in text
+    unknown = fake_rate(step_ms=10.0, bytes_per_token=538 * MB, bandwidth=5e9, cache=None)
+    assert "does not report its cache size" in rt.gap_sentence(rates.table(unknown), unknown)
+
+
+def test_weights_that_fit_in_the_cache_below_the_limit_are_said_to_have_no_hard_ceiling():
+    rate = fake_rate(step_ms=4.0, bytes_per_token=23 * MB, bandwidth=29e9, cache=480 * 2**20)
+    text = rt.gap_sentence(rates.table(rate), rate)
+    assert "above its limit" not in text
+    assert "The float32 weights (23 MB) fit in this machine's 480 MiB last-level cache" in text
+
+
+def test_a_missing_llama_server_rate_is_left_out_of_the_sentence_and_the_chart():
+    rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=None)
+    frame = rates.table(rate, fake_gguf({"f32": (500 * MB, [])}))  # a type whose rounds all failed
+    assert math.isnan(frame.loc[frame["engine"] == rates.LLAMA_SERVER, "measured tokens/s"].iloc[0])
+    assert "llama-server reaches" not in rt.gap_sentence(frame, rate)
+    fig = figures_rates.rates_bars(frame)
+    assert [list(bar.y) for bar in fig.data if bar.type == "bar"] == [["transformers · float32"]]
+    assert "llama-server" not in rt.chart_text(frame)
+
+
+def test_the_chart_has_one_bar_and_one_limit_per_measured_row():
+    rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=None)
+    frame = rates.table(rate, fake_gguf({"f32": (500 * MB, [40.0]), "q8_0": (133 * MB, [80.0])}))
+    fig = figures_rates.rates_bars(frame)
+    bars = [trace for trace in fig.data if trace.type == "bar"]
+    limit = next(trace for trace in fig.data if trace.name == "bandwidth limit of its bytes")
+    assert sorted(sum((list(b.x) for b in bars), [])) == sorted(frame["measured tokens/s"])
+    assert sorted(limit.x) == pytest.approx(sorted(frame["bandwidth limit tokens/s"]))
+    assert {b.marker.pattern.shape for b in bars} == {"/", ""}  # the engines differ by pattern, not colour alone
+    text = rt.chart_text(frame)
+    assert "llama-server q8_0 80 tokens/s of a 188 tokens/s limit (43%)" in text
+
+
+def test_the_caption_names_the_cpu_the_timing_and_the_rounds():
+    rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=480 * 2**20)
+    text = rt.caption(rate, fake_gguf({"f32": (500 * MB, [40.0])}))
+    assert "Test CPU 9000" in text and "median of 3 after 3 warm-ups" in text
+    assert "median of 2 rounds of 64 greedy tokens" in text and "480 MiB" in text
+    assert "llama-server" not in rt.caption(rate, None)
+
+
+def test_why_llama_server_has_no_rows():
+    real = real_gguf.real_model.REAL_MODEL_NAME
+    gguf = fake_gguf({"f32": (500 * MB, [40.0])})
+    assert "load it in the sidebar" in rt.no_server_rows("storyteller-llama-6m", real, None, gguf)
+    assert "not built" in rt.no_server_rows(real, real, "llama-server is not built here", None)
+    assert "once its GGUF types above are measured" in rt.no_server_rows(real, real, None, None)
+    assert rt.no_server_rows(real, real, None, gguf) is None
+
+
+def test_gguf_bytes_read_per_token_leave_the_header_out_and_an_untied_table(tmp_path):
+    import numpy as np
+    from gguf import GGUFWriter
+
+    def write(path, untied: bool):
+        writer = GGUFWriter(str(path), "llama")
+        writer.add_string("tokenizer.note", "x" * 10_000)  # header bytes, not read per token
+        writer.add_tensor("token_embd.weight", np.zeros((100, 8), dtype=np.float32))
+        writer.add_tensor("blk.0.ffn_up.weight", np.zeros((8, 8), dtype=np.float32))
+        if untied:
+            writer.add_tensor("output.weight", np.zeros((100, 8), dtype=np.float32))
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        return path
+
+    tied = write(tmp_path / "tied.gguf", untied=False)
+    assert real_gguf.bytes_read_per_token(tied) == (100 * 8 + 8 * 8) * 4 < tied.stat().st_size
+    assert real_gguf.bytes_read_per_token(write(tmp_path / "untied.gguf", untied=True)) == (8 * 8 + 100 * 8) * 4
