@@ -7,9 +7,6 @@ Streamlit here: the app runs as its own process, whose CPU time psutil reads.
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import psutil
 
 from inference.core import real_model
@@ -114,45 +111,6 @@ def floor_step_cpu(steps: int = 30) -> float:
     return ms
 
 
-REAL_MODEL = real_model.REAL_MODEL_NAME  # the app's default where its wheel is installed
-
-
-def real_step_paint_ms(steps: int = 8) -> dict:
-    """Generate's Step on SmolLM2-135M-Instruct, click to paint in Chromium: the median over `steps` Steps of the
-    time from the click to the new chip on screen (issue #45's goal: at most 0.3 s), after one untimed Step
-    (prefill and warm-up). Its opening prompt is a question in the chat template."""
-    from playwright.sync_api import sync_playwright
-
-    with running_app({"INFERENCE_LAB_DEFAULT_MODEL": REAL_MODEL}, start_timeout_s=90) as app, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.goto(f"{app.url}/?max=100&t=0.7&p=0.9&seed=1")
-        page.wait_for_selector('[data-testid="stMain"] h1', timeout=240_000)
-        _idle(page)
-        page.get_by_role("button", name="Step", exact=True).click()  # untimed: prefill, warm-up
-        page.wait_for_function(f"{CHIPS} >= 1", timeout=240_000)
-        _idle(page)
-        paints = []
-        for _ in range(steps):
-            before = page.evaluate(CHIPS)
-            start = time.perf_counter()
-            page.get_by_role("button", name="Step", exact=True).click()
-            try:
-                page.wait_for_function(f"{CHIPS} > {before}", timeout=60_000, polling="raf")
-            except Exception:  # the stop token: count what was stepped
-                break
-            paints.append(time.perf_counter() - start)
-            _idle(page)
-        browser.close()
-    if not paints:
-        return {}
-    return {
-        "real_step_paint_ms": round(1000 * statistics.median(paints), 1),
-        "real_step_paint_ms_range": f"{1000 * min(paints):.0f}-{1000 * max(paints):.0f}",
-        "real_step_paint_steps": len(paints),
-    }
-
-
 def page_figures(steps: int = 30) -> dict:
     from playwright.sync_api import sync_playwright
 
@@ -190,10 +148,12 @@ def page_figures(steps: int = 30) -> dict:
             out |= {"page_spec_round_server_cpu_ms": round(ms, 1), "page_spec_rounds": rounds}
             browser.close()
     out["page_step_floor_server_cpu_ms"] = round(floor_step_cpu(steps), 1)
-    return out | (real_step_paint_ms() if real_model.is_available() else {})
+    if real_model.is_available():  # Generate on the real model: its first Step, each Step's paint, Play's rate
+        from inference.bench.real_pages import real_page_figures
+
+        out |= real_page_figures()
+    return out
 
 
 if __name__ == "__main__":
-    import sys
-
-    print(real_step_paint_ms() if sys.argv[1:] == ["--real-paint"] else page_figures())
+    print(page_figures())
