@@ -15,12 +15,13 @@ from inference.lessons.engine_internals import kv_precision, served
 from inference.lessons.quantization import columns as qcol
 from inference.lessons.quantization import experiments as qc
 from inference.lessons.quantization import figures as qf
-from inference.lessons.quantization import figures_rates, first_screen, rates, real_gguf
+from inference.lessons.quantization import first_screen, rates, real_gguf
 from inference.lessons.quantization import fit as qfit
 from inference.lessons.quantization import gguf as gguf_compare
 from inference.lessons.quantization import text as qt
 from inference.lessons.quantization import text_memory as qm
 from inference.lessons.quantization import text_rates as rt
+from inference.lessons.quantization.figures_rates import rates_bars
 from inference.lessons.quantization.kv_types import KV_FORMATS, KV_POSITIONS, KV_TEXT_FORMATS, kv_types_table
 
 DEFAULT_NEW_TOKENS = 48
@@ -104,7 +105,7 @@ with st.expander(rt.SUMMARY):
         rates_frame = rates.table(rate, server_rows)
         show_table(rates_frame, "quant_rates_table", columns(rates.COLUMNS), rates.TEXT_FORMATS)
         caption("measured", rt.caption(rate, server_rows))
-        chart(figures_rates.rates_bars(rates_frame, presenter), key="quant_rates", text=rt.chart_text(rates_frame))
+        chart(rates_bars(rates_frame, presenter), key="quant_rates_chart", text=rt.chart_text(rates_frame))
         st.markdown(rt.gap_sentence(rates_frame, rate))
     if missing := rt.no_server_rows(loaded.info.name, real_gguf.real_model.REAL_MODEL_NAME, real_reason, real_result):
         st.caption(missing)
