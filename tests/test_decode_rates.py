@@ -173,3 +173,26 @@ def test_gguf_bytes_read_per_token_leave_the_header_out_and_an_untied_table(tmp_
     tied = write(tmp_path / "tied.gguf", untied=False)
     assert real_gguf.bytes_read_per_token(tied) == (100 * 8 + 8 * 8) * 4 < tied.stat().st_size
     assert real_gguf.bytes_read_per_token(write(tmp_path / "untied.gguf", untied=True)) == (8 * 8 + 100 * 8) * 4
+
+
+def test_the_bench_key_holds_the_three_columns_of_the_page(smollm2, capsys):
+    """real_decode_rates: transformers timed on SmolLM2 (the app's threads), the limit from the bandwidth given,
+    each row's share; printed as the page's three columns."""
+    from inference.bench import real_gguf as bench
+
+    gguf = fake_gguf({"f32": (538 * MB, [50.0]), "q8_0": (143 * MB, [96.0])})
+    frame, record = bench.decode_rates(gguf, bandwidth_gbs=20.0)
+    assert record["bandwidth_gbs"] == 20.0 and record["transformers_threads"] >= 1
+    own = record["transformers float32"]
+    assert own["bytes_per_token"] == smollm2.info.weight_bytes
+    assert own["limit_tokens_per_s"] == round(20e9 / smollm2.info.weight_bytes, 1)
+    assert own["share_of_limit"] == pytest.approx(own["tokens_per_s"] / own["limit_tokens_per_s"], rel=0.01)
+    assert record["llama-server q8_0"] == {
+        "tokens_per_s": 96.0,
+        "limit_tokens_per_s": round(20e9 / (143 * MB), 1),
+        "share_of_limit": round(96.0 / (20e9 / (143 * MB)), 3),
+        "bytes_per_token": 143 * MB,
+    }
+    bench.print_rates(record)
+    printed = capsys.readouterr().out
+    assert "llama-server q8_0" in printed and "20.0 GB/s" in printed

@@ -20,6 +20,7 @@ the Python around each pass).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -70,6 +71,7 @@ class TransformersRate:
     bandwidth: Bandwidth
     cache_bytes: int | None  # the last-level cache, as the system reports it
     cpu: str
+    context_tokens: int = CONTEXT_TOKENS  # tokens in the cache when the step was timed
 
     @property
     def tokens_per_s(self) -> float:
@@ -104,6 +106,7 @@ def measure(
         bandwidth,
         machine.last_level_cache_bytes(),
         machine.cpu_name(),
+        context_tokens,
     )
 
 
@@ -142,3 +145,25 @@ TEXT_FORMATS = {
     "bandwidth limit tokens/s": "{:,.1f}",
     "share of the limit": "{:.0%}",
 }
+
+
+def as_record(frame: pd.DataFrame, rate: TransformersRate) -> dict:
+    """The table as plain numbers for the bench's JSON: per "engine weights" row its tokens/s, limit, share and
+    bytes per token, beside the bandwidth, the cache and the threads they were measured with."""
+    record = {
+        "cpu": rate.cpu,
+        "bandwidth_gbs": round(rate.bandwidth.bytes_per_s / 1e9, 2),
+        "bandwidth_threads": rate.bandwidth.threads,
+        "last_level_cache_bytes": rate.cache_bytes,
+        "transformers_threads": rate.threads,
+        "transformers_context_tokens": rate.context_tokens,
+    }
+    for _, row in frame.iterrows():
+        measured = row["measured tokens/s"]
+        record[f"{row['engine']} {row['weights']}"] = {
+            "tokens_per_s": round(float(measured), 1) if math.isfinite(measured) else None,
+            "limit_tokens_per_s": round(float(row["bandwidth limit tokens/s"]), 1),
+            "share_of_limit": round(float(row["share of the limit"]), 3) if math.isfinite(measured) else None,
+            "bytes_per_token": int(row["bytes per token"]),
+        }
+    return record
