@@ -89,26 +89,7 @@ parameter_count = first_screen.parameters(loaded.model)
 st.markdown(first_screen.bytes_sentence(bytes_frame, loaded.info.name, parameter_count))
 show_table(bytes_frame, "quant_bytes", columns(qcol.plain(first_screen.FORMATS)), first_screen.TEXT_FORMATS)
 caption("exact", first_screen.caption(parameter_count, len(bytes_frame) > len(first_screen.WIDTHS)))
-# -- the decode rate in transformers, on llama-server (the rates above) and at the bandwidth limit (#45), closed
-with st.expander(rt.SUMMARY):
-    st.markdown(rt.INTRO)
-    rate = measure_on_click(
-        rt.BUTTON,
-        "quant_rates",
-        ("decode-rates", model_key, rates.CONTEXT_TOKENS),
-        lambda progress: rates.measure(loaded.model, loaded.info.name, progress),
-        rt.not_yet(loaded.info.name),
-        background=True,
-    )
-    server_rows = real_result if loaded.info.name == real_gguf.real_model.REAL_MODEL_NAME else None
-    if rate is not None:
-        rates_frame = rates.table(rate, server_rows)
-        show_table(rates_frame, "quant_rates_table", columns(rates.COLUMNS), rates.TEXT_FORMATS)
-        caption("measured", rt.caption(rate, server_rows))
-        chart(rates_bars(rates_frame, presenter), key="quant_rates_chart", text=rt.chart_text(rates_frame))
-        st.markdown(rt.gap_sentence(rates_frame, rate))
-    if missing := rt.no_server_rows(loaded.info.name, real_gguf.real_model.REAL_MODEL_NAME, real_reason, real_result):
-        st.caption(missing)
+rates_box = st.expander(rt.SUMMARY)  # decode rates three ways (#45): filled below, once the torch copies are known
 
 # -- torch's own copies: made, timed and scored in the background (minutes on a 135M model) -------------
 st.header("The same weights in PyTorch: four copies, timed and compared")
@@ -137,6 +118,25 @@ comparison = measure_on_click(
     first_screen.torch_not_yet(loaded.info.name, parameter_count, qc.SPEED_ROUNDS),
     background=True,
 )
+with rates_box:  # transformers, llama-server (the rates above, not measured again) and the bandwidth limit
+    st.markdown(rt.INTRO)
+    rate = measure_on_click(
+        rt.BUTTON,
+        "quant_rates",
+        ("decode-rates", model_key, rates.CONTEXT_TOKENS),
+        lambda progress: rates.measure(loaded.model, loaded.info.name, progress),
+        rt.not_yet(loaded.info.name),
+        background=True,
+    )
+    server_rows = real_result if loaded.info.name == real_gguf.real_model.REAL_MODEL_NAME else None
+    if rate is not None:
+        rates_frame = rates.table(rate, server_rows, comparison)
+        show_table(rates_frame, "quant_rates_table", columns(rates.COLUMNS), rates.TEXT_FORMATS)
+        caption("measured", rt.caption(rate, server_rows, comparison is not None))
+        chart(rates_bars(rates_frame, presenter), key="quant_rates_chart", text=rt.chart_text(rates_frame))
+        st.markdown(rt.gap_sentence(rates_frame, rate))
+    if missing := rt.no_server_rows(loaded.info.name, real_gguf.real_model.REAL_MODEL_NAME, real_reason, real_result):
+        st.caption(missing)
 
 
 def show_comparison(comparison) -> None:

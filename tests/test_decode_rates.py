@@ -196,3 +196,29 @@ def test_the_bench_key_holds_the_three_columns_of_the_page(smollm2, capsys):
     bench.print_rates(record)
     printed = capsys.readouterr().out
     assert "llama-server q8_0" in printed and "20.0 GB/s" in printed
+
+
+def test_the_torch_copies_join_as_transformers_rows_with_their_own_bytes_and_limits():
+    """The page's comparison (when measured) adds bfloat16 / int8 / int4 rows; its float32 is the model timed here."""
+    from types import SimpleNamespace
+
+    def copy(weight_bytes, rate):
+        return SimpleNamespace(weight_bytes=weight_bytes, decode_tokens_per_s=rate)
+
+    comparison = SimpleNamespace(
+        results={
+            "float32": copy(500 * MB, 99.0),
+            "bfloat16": copy(250 * MB, 20.0),
+            "int8": copy(160 * MB, 8.0),
+            "int4": copy(100 * MB, 30.0),
+        }
+    )
+    rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=None)
+    frame = rates.table(rate, None, comparison)
+    assert frame["weights"].tolist() == ["float32", "bfloat16 copy", "int8 copy", "int4 copy"]
+    assert frame.loc[0, "measured tokens/s"] == pytest.approx(20.0)  # timed here, not the comparison's 99
+    assert frame.loc[2, "bandwidth limit tokens/s"] == pytest.approx(25e9 / (160 * MB))
+    text = rt.gap_sentence(frame, rate)
+    assert "bfloat16 copy 20%, int8 copy 5%, int4 copy 12%" in text  # 20/100, 8/156.25, 30/250
+    assert "copy rows are the torch comparison's" in rt.caption(rate, None, copies=3)
+    assert "copy rows" not in rt.caption(rate, None)

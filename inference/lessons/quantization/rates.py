@@ -30,11 +30,13 @@ from torch import nn
 
 from inference.core import machine
 from inference.core.measuring import Timing, time_decode_step
+from inference.lessons.quantization.experiments import REFERENCE, PrecisionComparison
 from inference.lessons.quantization.real_gguf import RealGGUFResult
 from inference.lessons.serving.roofline import measure_machine_roof
 
 CONTEXT_TOKENS = 64  # context of the timed decode step: about the middle of llama-server's timed answers
 TRANSFORMERS, LLAMA_SERVER = "transformers", "llama-server"
+COPY = "copy"  # a torch copy's weights label: "int8 copy"
 
 
 def bytes_read_per_token(model: nn.Module) -> int:
@@ -115,11 +117,17 @@ def limit_tokens_per_s(bytes_per_token: float, bandwidth_bytes_per_s: float) -> 
     return bandwidth_bytes_per_s / bytes_per_token
 
 
-def table(rate: TransformersRate, gguf: RealGGUFResult | None = None) -> pd.DataFrame:
+def table(
+    rate: TransformersRate, gguf: RealGGUFResult | None = None, copies: PrecisionComparison | None = None
+) -> pd.DataFrame:
     """One row per engine and weight format, fewest bytes last: measured tokens/s, the bandwidth limit for its
     bytes, the share of that limit, and whether those bytes fit in the last-level cache. `gguf` adds
-    llama-server's rows (only for the same model: the caller checks)."""
+    llama-server's rows (only for the same model: the caller checks); `copies`, the page's torch comparison,
+    its bfloat16 / int8 / int4 copies as they measured them (their bytes from the copies' tensors)."""
     rows = [(TRANSFORMERS, rate.weights, rate.bytes_per_token, rate.tokens_per_s)]
+    for precision, result in (copies.results if copies else {}).items():
+        if precision != REFERENCE:  # the reference is the model itself: its row is the one timed here
+            rows.append((TRANSFORMERS, f"{precision} {COPY}", result.weight_bytes, result.decode_tokens_per_s))
     for gguf_type, result in (gguf.results if gguf else {}).items():
         rows.append((LLAMA_SERVER, gguf_type, result.bytes_per_token, result.decode_tokens_per_s))
     frame = pd.DataFrame(rows, columns=["engine", "weights", "bytes per token", "measured tokens/s"])

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 
 from inference.core.machine import describe_bytes
-from inference.lessons.quantization.rates import LLAMA_SERVER, TRANSFORMERS, TransformersRate
+from inference.lessons.quantization.rates import COPY, LLAMA_SERVER, TRANSFORMERS, TransformersRate
 from inference.lessons.quantization.real_gguf import RealGGUFResult, rate_text
 
 SUMMARY = "The same model's decode rate three ways: transformers, llama-server, and the limit memory bandwidth sets"
@@ -88,6 +88,13 @@ def gap_sentence(frame: pd.DataFrame, rate: TransformersRate) -> str:
         )
         if fewest["share of the limit"] <= 1:
             parts.append(_cache_note(fewest, rate.cache_bytes))
+    copies = frame[frame["weights"].str.endswith(f" {COPY}") & frame["measured tokens/s"].notna()]
+    if len(copies):
+        shares = ", ".join(f"{r['weights']} {r['share of the limit']:.0%}" for _, r in copies.iterrows())
+        parts.append(
+            f"The torch copies read fewer bytes, and reach these shares of their own limits: {shares}. Fewer bytes "
+            "give speed only where the kernels multiply the small numbers directly (the copies' section below)."
+        )
     parts += [_above(row, rate.cache_bytes) for _, row in frame.iterrows() if row["share of the limit"] > 1]
     return " ".join(part for part in parts if part)
 
@@ -138,7 +145,14 @@ def chart_text(frame: pd.DataFrame) -> str:
     return "Decode tokens/s against the bandwidth limit: " + "; ".join(bars) + "."
 
 
-def caption(rate: TransformersRate, gguf: RealGGUFResult | None) -> str:
+def caption(rate: TransformersRate, gguf: RealGGUFResult | None, copies: int = 0) -> str:
+    """`copies`: how many torch copies' rows the table holds (0 before the comparison below is measured)."""
+    copies_how = (
+        f" The {COPY} rows are the torch comparison's below (their median decode step over its rounds, on the "
+        "page's prompt; bytes from the copies' tensors)."
+        if copies
+        else ""
+    )
     server = (
         f" llama-server's: the median of {gguf.rounds} rounds of {gguf.decode_tokens} greedy tokens from the GGUF "
         "measurement above (the server's own timings, on its default threads)."
@@ -151,6 +165,7 @@ def caption(rate: TransformersRate, gguf: RealGGUFResult | None) -> str:
         "counted from the tensors (the model's parameters; each GGUF's tensors, its header left out). Limit = the "
         f"bandwidth ÷ those bytes; the bandwidth {rate.bandwidth.bytes_per_s / 1e9:,.1f} GB/s is the "
         f"{rate.bandwidth.how}. Last-level cache: {describe_bytes(rate.cache_bytes)}, as the system reports it."
+        + copies_how
     )
 
 
