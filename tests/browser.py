@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -37,6 +38,8 @@ SKIP_REASON = "Chromium not installed: apt-get install chromium (Debian) to run 
 ACTION_TIMEOUT_MS = 180_000
 NAVIGATION_TIMEOUT_MS = 240_000
 SERVER_START_S = START_TIMEOUT_S  # the app's first import of torch and transformers, on a busy machine
+# The two screens every page is checked on: a laptop or a projector, and a narrow window (half a laptop's screen).
+SCREENS = ((1280, 900), (800, 1000))
 
 
 def chromium_available() -> bool:
@@ -104,3 +107,51 @@ def full_screenshot(page, path: Path) -> None:
     page.set_viewport_size({"width": width, "height": max(int(height) + 40, 600)})
     page.wait_for_timeout(400)
     page.screenshot(path=str(path), full_page=True)
+
+
+class Screen(NamedTuple):
+    """One page opened at one size in one mode, as `each_screen` yields it."""
+
+    page: object  # Playwright's Page
+    width: int
+    height: int
+    presenter: bool
+
+    @property
+    def mode(self) -> str:
+        return "presenter" if self.presenter else "normal"
+
+    @property
+    def where(self) -> str:
+        """For a failure message or a screenshot's name: '800x1000 presenter'."""
+        return f"{self.width}x{self.height} {self.mode}"
+
+
+def each_screen(browser, url: str, modes=(False, True), sizes=SCREENS, errors: list | None = None):
+    """Open `url` on a new page (a new session) at every size, in every mode (False: normal; True: presenter mode,
+    switched on from the sidebar), and yield a Screen for each; the page is closed when the caller moves on.
+    JavaScript errors of every page are appended to `errors` when it is given."""
+    for presenter in modes:
+        for width, height in sizes:
+            context = browser.new_context(viewport={"width": width, "height": height})
+            page = context.new_page()
+            if errors is not None:
+                page.on("pageerror", lambda e: errors.append(str(e)))
+            try:
+                open_page(page, url)
+                if presenter:
+                    toggle_presenter(page)
+                yield Screen(page, width, height, presenter)
+            finally:
+                context.close()
+
+
+def screenshot_each_size(page, folder: Path, name: str, sizes=SCREENS) -> None:
+    """A full-page screenshot of the page as it is at every size, `<folder>/<name>_<width>x<height>.png`; the page
+    is left at the first size."""
+    for width, height in sizes:
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(600)
+        wait_idle(page)
+        full_screenshot(page, folder / f"{name}_{width}x{height}.png")
+    page.set_viewport_size({"width": sizes[0][0], "height": sizes[0][1]})

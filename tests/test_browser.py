@@ -7,7 +7,16 @@ import os
 
 import pytest
 
-from tests.browser import BROWSER_TESTS, full_screenshot, launch, open_page, shots_folder, streamlit_server, wait_idle
+from tests.browser import (
+    BROWSER_TESTS,
+    full_screenshot,
+    launch,
+    open_page,
+    screenshot_each_size,
+    shots_folder,
+    streamlit_server,
+    wait_idle,
+)
 from tests.conftest import PROJECT_ROOT, page_title
 
 pytestmark = BROWSER_TESTS
@@ -16,7 +25,6 @@ pytestmark = BROWSER_TESTS
 # opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 SHOTS = shots_folder()
-SIZES = [(1280, 900), (800, 1000)]
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +95,7 @@ def test_generate_steps_and_temperature_moves_the_charts(server, page):
     assert chart_text(page, 0) != before
     assert chip_count(page) == 5  # moving a slider never loses the run
     no_exception_box(page)
-    for w, h in SIZES:
-        page.set_viewport_size({"width": w, "height": h})
-        full_screenshot(page, SHOTS / f"generate_{w}x{h}.png")
+    screenshot_each_size(page, SHOTS, "generate")
 
 
 def test_sampling_lab_plotly_slider_moves_in_the_browser(server, page):
@@ -124,9 +130,7 @@ def test_sampling_lab_plotly_slider_moves_in_the_browser(server, page):
                 raise
     title_after = live.locator(".gtitle").text_content()
     assert title_after != title_before and title_after.startswith("T = 0.")  # moved in the browser
-    for w, h in SIZES:
-        page.set_viewport_size({"width": w, "height": h})
-        full_screenshot(page, SHOTS / f"sampling_{w}x{h}.png")
+    screenshot_each_size(page, SHOTS, "sampling")
 
 
 def test_token_html_is_shown_as_text_and_never_runs(server, page):
@@ -183,9 +187,7 @@ def test_other_pages_open_at_their_url_and_render_without_errors(server, page, p
     drawn = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot')
     for i in range(charts):  # Plotly drew each one: a title, or at least one trace
         assert drawn.nth(i).locator(".gtitle, .trace").count() > 0
-    for w, h in SIZES:
-        page.set_viewport_size({"width": w, "height": h})
-        full_screenshot(page, SHOTS / f"{path.strip('/')}_{w}x{h}.png")
+    screenshot_each_size(page, SHOTS, path.strip("/"))
 
 
 def test_cost_page_buttons_fill_its_charts(server, page):

@@ -4,7 +4,7 @@ normal mode the five still share one row (the row wraps only where it must)."""
 
 import os
 
-from tests.browser import BROWSER_TESTS, launch, open_page, streamlit_server, toggle_presenter
+from tests.browser import BROWSER_TESTS, each_screen, launch, streamlit_server
 
 pytestmark = BROWSER_TESTS
 
@@ -51,25 +51,17 @@ def test_generate_slider_labels_stay_whole_at_both_sizes_in_both_modes():
 
     with streamlit_server() as url, sync_playwright() as p:
         browser = launch(p)
-        for presenter in (False, True):
-            page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-            errors = []
-            page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
-            open_page(page, url)
-            if presenter:
-                toggle_presenter(page)
-            for width, height in ((1280, 900), (800, 1000)):
-                where = f"{width} px, {'presenter' if presenter else 'normal'} mode"
-                page.set_viewport_size({"width": width, "height": height})
-                sliders = settled_sliders(page)
-                assert set(CLASSIC_LABELS) <= set(sliders), f"{where}: {sorted(sliders)}"
-                for s in sliders.values():
-                    assert not s["broken"], f"{where}: {s['label']!r} breaks {s['broken']} across lines"
-                rows = {sliders[label]["top"] for label in CLASSIC_LABELS}
-                if width == 1280 and not presenter:
-                    assert len(rows) == 1, f"{where}: the five sliders take {len(rows)} rows"
-                else:
-                    assert 2 <= len(rows) <= 3, f"{where}: the five sliders take {len(rows)} rows"
-            assert page.locator('[data-testid="stException"]').count() == 0 and errors == []
-            page.context.close()
+        errors = []
+        for screen in each_screen(browser, url, errors=errors):
+            where = screen.where
+            sliders = settled_sliders(screen.page)
+            assert set(CLASSIC_LABELS) <= set(sliders), f"{where}: {sorted(sliders)}"
+            for s in sliders.values():
+                assert not s["broken"], f"{where}: {s['label']!r} breaks {s['broken']} across lines"
+            rows = {sliders[label]["top"] for label in CLASSIC_LABELS}
+            if screen.width == 1280 and not screen.presenter:
+                assert len(rows) == 1, f"{where}: the five sliders take {len(rows)} rows"
+            else:
+                assert 2 <= len(rows) <= 3, f"{where}: the five sliders take {len(rows)} rows"
+            assert screen.page.locator('[data-testid="stException"]').count() == 0 and errors == []
         browser.close()

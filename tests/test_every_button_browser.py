@@ -38,21 +38,21 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
 from inference.lessons.engine_internals import kv_precision
 from tests.browser import (
+    SCREENS,
     SKIP_REASON,
     chromium_available,
-    full_screenshot,
     launch,
     open_page,
+    screenshot_each_size,
+    shots_folder,
     streamlit_server,
     toggle_presenter,
     wait_idle,
@@ -64,8 +64,7 @@ pytestmark = pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)  #
 # opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
-SHOTS = Path(os.environ.get("INFERENCE_LAB_SHOTS") or tempfile.mkdtemp(prefix="inference-lab-shots-"))
-SIZES = ((1280, 900), (800, 1000))
+SHOTS = shots_folder()
 MEASURE_TIMEOUT_MS = int(
     os.environ.get("EVERY_BUTTON_TIMEOUT_MS", 420_000)
 )  # one measurement on a busy 2-core machine (a llama-server start included)
@@ -185,15 +184,6 @@ def press(page, step: Press, where: str) -> float:
     return time.perf_counter() - started
 
 
-def screenshots(page, name: str) -> None:
-    for width, height in SIZES:
-        page.set_viewport_size({"width": width, "height": height})
-        page.wait_for_timeout(600)
-        wait_idle(page)
-        full_screenshot(page, SHOTS / f"{name}_{width}x{height}.png")
-    page.set_viewport_size({"width": SIZES[0][0], "height": SIZES[0][1]})
-
-
 def run_visits(url: str, visits: list[Visit], browser) -> dict[str, float]:
     """Every visit in normal mode, then in presenter mode; returns seconds per page and mode."""
     seconds = {}
@@ -203,7 +193,7 @@ def run_visits(url: str, visits: list[Visit], browser) -> dict[str, float]:
             started = time.perf_counter()
             where = f"/{visit.path} ({mode})"
             print(where, flush=True)
-            context = browser.new_context(viewport={"width": SIZES[0][0], "height": SIZES[0][1]})
+            context = browser.new_context(viewport={"width": SCREENS[0][0], "height": SCREENS[0][1]})
             page = context.new_page()
             js_errors = []
             page.on("pageerror", lambda e, errors=js_errors: errors.append(str(e)))
@@ -223,7 +213,7 @@ def run_visits(url: str, visits: list[Visit], browser) -> dict[str, float]:
                     print(f"  {step.button}: {press(page, step, where):.1f} s", flush=True)
                 assert_clean(page, f"{where} after {step.button!r}", allowed)
             assert_clean(page, where, allowed, js_errors)
-            screenshots(page, f"{visit.name}_{mode}")
+            screenshot_each_size(page, SHOTS, f"{visit.name}_{mode}")
             context.close()
             seconds[f"{visit.name} {mode}"] = time.perf_counter() - started
     return seconds

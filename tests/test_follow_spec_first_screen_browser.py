@@ -6,20 +6,11 @@ import os
 
 import pytest
 
-from tests.browser import (
-    BROWSER_TESTS,
-    launch,
-    open_page,
-    shots_folder,
-    streamlit_server,
-    toggle_presenter,
-    wait_idle,
-)
+from tests.browser import BROWSER_TESTS, each_screen, launch, shots_folder, streamlit_server, wait_idle
 
 pytestmark = BROWSER_TESTS
 
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
-SIZES = [(1280, 900), (800, 1000)]
 
 # Where the first round's chips are in the viewport, stMain scrolled to its top: the first chip the round added (a
 # draft the target accepted, or the target's own token) and the bottom of the separator that starts the round.
@@ -49,15 +40,10 @@ def test_the_first_round_is_on_the_first_screen_without_a_click(presenter):
     mode = "presenter" if presenter else "normal"
     with streamlit_server() as url, sync_playwright() as p:
         browser = launch(p)
-        for width, height in SIZES:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            open_page(page, f"{url}/speculative")
-            if presenter:
-                toggle_presenter(page)
+        for page, width, height, _ in each_screen(browser, f"{url}/speculative", modes=(presenter,)):
             settle(page)
             at = page.evaluate(PLACES)
             page.screenshot(path=str(shots_folder() / f"speculative_first_screen_{width}_{mode}.png"))
             assert at is not None and at["made_bottom"] is not None, f"{width}x{height} {mode}: no round drafted: {at}"
             assert at["made_bottom"] <= height, f"{width}x{height} {mode}: the round's first token below the fold: {at}"
-            page.close()
         browser.close()

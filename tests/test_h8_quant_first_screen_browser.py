@@ -5,11 +5,9 @@ is on the first screen at 1280x900 and 800x1000, normal and presenter mode."""
 import pytest
 
 from inference.core import real_model
-from tests.browser import BROWSER_TESTS, launch, open_page, shots_folder, streamlit_server, toggle_presenter
+from tests.browser import BROWSER_TESTS, each_screen, launch, shots_folder, streamlit_server
 
 pytestmark = BROWSER_TESTS
-
-SIZES = [(1280, 900), (800, 1000)]
 
 # The bottom of the GGUF button (or of the "No rows here" note when llama-server is not built), stMain at its top.
 BOTTOM = """() => {
@@ -31,15 +29,10 @@ def test_the_first_measurement_is_on_the_first_screen_on_smollm2(presenter):
     env = {"INFERENCE_LAB_DEFAULT_MODEL": real_model.REAL_MODEL_NAME}
     with streamlit_server(env) as url, sync_playwright() as p:
         browser = launch(p)
-        for width, height in SIZES:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            open_page(page, f"{url}/quantization")
-            if presenter:
-                toggle_presenter(page)
+        for page, width, height, _ in each_screen(browser, f"{url}/quantization", modes=(presenter,)):
             page.wait_for_timeout(500)
             bottom = page.evaluate(BOTTOM)
             page.screenshot(path=str(shots_folder() / f"quantization_first_screen_{width}_{mode}.png"))
             assert bottom is not None, f"{width}x{height} {mode}: no GGUF button nor note"
             assert bottom <= height, f"{width}x{height} {mode}: the first measurement below the fold at {bottom:.0f}"
-            page.close()
         browser.close()

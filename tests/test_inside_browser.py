@@ -6,9 +6,7 @@ Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the 
 
 import os
 
-import pytest
-
-from tests.browser import BROWSER_TESTS, full_screenshot, launch, open_page, shots_folder, streamlit_server, wait_idle
+from tests.browser import BROWSER_TESTS, each_screen, full_screenshot, launch, shots_folder, streamlit_server, wait_idle
 
 pytestmark = BROWSER_TESTS
 
@@ -19,37 +17,35 @@ SHOTS = shots_folder()
 SECTIONS = ["1. What each layer would say", "2. What each head read", "3. Where the pass's time and bytes go"]
 
 
-@pytest.mark.parametrize("size", [(1280, 900), (800, 1000)])
-def test_inside_page_follows_the_generate_run_and_draws_every_section(size):
+def test_inside_page_follows_the_generate_run_and_draws_every_section():
     from playwright.sync_api import sync_playwright
 
     with streamlit_server() as url, sync_playwright() as p:
         browser = launch(p)
-        page = browser.new_context(viewport={"width": size[0], "height": size[1]}).new_page()
-        page.set_default_navigation_timeout(240_000)
         errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        open_page(page, f"{url}/?prompt=Once+upon+a+time&t=0")
-        for _ in range(2):
-            page.get_by_role("button", name="Step", exact=True).click()
+        for page, width, height, _ in each_screen(
+            browser, f"{url}/?prompt=Once+upon+a+time&t=0", modes=(False,), errors=errors
+        ):
+            for _ in range(2):
+                page.get_by_role("button", name="Step", exact=True).click()
+                wait_idle(page, 240_000)
+            page.get_by_role("link", name="Inside one pass").click()
+            page.get_by_text(SECTIONS[-1]).wait_for(timeout=240_000)
             wait_idle(page, 240_000)
-        page.get_by_role("link", name="Inside one pass").click()
-        page.get_by_text(SECTIONS[-1]).wait_for(timeout=240_000)
-        wait_idle(page, 240_000)
-        main = page.locator('[data-testid="stMain"]')
-        for heading in SECTIONS:
-            assert main.get_by_text(heading).count() >= 1, heading
-        assert main.get_by_text("My Generate run").count() == 1  # it follows the run
-        assert main.get_by_text("token the run chose").count() >= 1
-        charts = '[data-testid="stPlotlyChart"] .js-plotly-plot'
-        page.wait_for_selector(charts)
-        assert page.locator(charts).count() == 4
-        slider = page.get_by_role("slider", name="Layer")
-        slider.focus()
-        slider.press("End")
-        main.get_by_text("attention weights in layer 5").wait_for(timeout=120_000)  # the rerun redrew the heads
-        wait_idle(page, 240_000)
-        assert page.locator('[data-testid="stException"]').count() == 0
-        full_screenshot(page, SHOTS / f"inside_{size[0]}x{size[1]}.png")
+            main = page.locator('[data-testid="stMain"]')
+            for heading in SECTIONS:
+                assert main.get_by_text(heading).count() >= 1, heading
+            assert main.get_by_text("My Generate run").count() == 1  # it follows the run
+            assert main.get_by_text("token the run chose").count() >= 1
+            charts = '[data-testid="stPlotlyChart"] .js-plotly-plot'
+            page.wait_for_selector(charts)
+            assert page.locator(charts).count() == 4
+            slider = page.get_by_role("slider", name="Layer")
+            slider.focus()
+            slider.press("End")
+            main.get_by_text("attention weights in layer 5").wait_for(timeout=120_000)  # the rerun redrew the heads
+            wait_idle(page, 240_000)
+            assert page.locator('[data-testid="stException"]').count() == 0
+            full_screenshot(page, SHOTS / f"inside_{width}x{height}.png")
         browser.close()
         assert not errors, f"JavaScript errors: {errors}"

@@ -7,7 +7,7 @@ Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the 
 import pytest
 
 from inference.core.routing import BUNDLED_MOE_DIR
-from tests.browser import BROWSER_TESTS, full_screenshot, launch, open_page, shots_folder, streamlit_server, wait_idle
+from tests.browser import BROWSER_TESTS, each_screen, full_screenshot, launch, shots_folder, streamlit_server, wait_idle
 
 pytestmark = [
     *BROWSER_TESTS,
@@ -24,30 +24,26 @@ SECTIONS = [
 ]
 
 
-@pytest.mark.parametrize("size", [(1280, 900), (800, 1000)])
-def test_moe_page_draws_every_section_for_the_bundled_moe(size):
+def test_moe_page_draws_every_section_for_the_bundled_moe():
     from playwright.sync_api import sync_playwright
 
     with streamlit_server() as url, sync_playwright() as p:
         browser = launch(p)
-        page = browser.new_context(viewport={"width": size[0], "height": size[1]}).new_page()
-        page.set_default_navigation_timeout(240_000)  # a first load on a busy machine can pass the 30 s default
         errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        open_page(page, f"{url}/moe?layer=99")
-        page.get_by_role("button", name="Load the bundled MoE").click()
-        page.get_by_text("1. Routing, live").wait_for(timeout=240_000)
-        wait_idle(page, 240_000)
-        main = page.locator('[data-testid="stMain"]')
-        for heading in SECTIONS:
-            assert main.get_by_text(heading).count() >= 1, heading
-        assert main.get_by_text("is outside layers").count() == 1  # ?layer=99 was clamped and said
-        chips = page.locator(".token-chip").count()
-        page.get_by_role("button", name="Step", exact=True).click()
-        page.wait_for_function(f"() => document.querySelectorAll('.token-chip').length > {chips}", timeout=120_000)
-        wait_idle(page, 240_000)
-        assert page.locator('[data-testid="stException"]').count() == 0
-        assert page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count() >= 7
-        full_screenshot(page, SHOTS / f"moe_{size[0]}x{size[1]}.png")
+        for page, width, height, _ in each_screen(browser, f"{url}/moe?layer=99", modes=(False,), errors=errors):
+            page.get_by_role("button", name="Load the bundled MoE").click()
+            page.get_by_text("1. Routing, live").wait_for(timeout=240_000)
+            wait_idle(page, 240_000)
+            main = page.locator('[data-testid="stMain"]')
+            for heading in SECTIONS:
+                assert main.get_by_text(heading).count() >= 1, heading
+            assert main.get_by_text("is outside layers").count() == 1  # ?layer=99 was clamped and said
+            chips = page.locator(".token-chip").count()
+            page.get_by_role("button", name="Step", exact=True).click()
+            page.wait_for_function(f"() => document.querySelectorAll('.token-chip').length > {chips}", timeout=120_000)
+            wait_idle(page, 240_000)
+            assert page.locator('[data-testid="stException"]').count() == 0
+            assert page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count() >= 7
+            full_screenshot(page, SHOTS / f"moe_{width}x{height}.png")
         browser.close()
         assert not errors, f"JavaScript errors: {errors}"

@@ -4,9 +4,7 @@ broken inside a word."""
 
 import os
 
-import pytest
-
-from tests.browser import BROWSER_TESTS, launch, open_page, streamlit_server, wait_idle
+from tests.browser import BROWSER_TESTS, each_screen, launch, streamlit_server
 
 pytestmark = BROWSER_TESTS
 
@@ -34,26 +32,22 @@ GEOMETRY = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-
 })"""
 
 
-@pytest.mark.parametrize("size", [(1280, 900), (800, 1000)])
-def test_presenter_mode_keeps_slider_values_off_the_tracks_and_labels_whole(size):
+def test_presenter_mode_keeps_slider_values_off_the_tracks_and_labels_whole():
     from playwright.sync_api import sync_playwright
 
     with streamlit_server() as url, sync_playwright() as p:
         browser = launch(p)
-        page = browser.new_context(viewport={"width": size[0], "height": size[1]}).new_page()
         errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        open_page(page, f"{url}/sampling")
-        toggle = page.locator('[data-testid="stSidebar"]').get_by_text("Presenter mode").first
-        toggle.scroll_into_view_if_needed()
-        toggle.click()
-        page.wait_for_function("() => getComputedStyle(document.body).fontSize !== '16px'")
-        wait_idle(page)
-        page.wait_for_timeout(500)
-        sliders = page.evaluate(GEOMETRY)
-        assert len(sliders) >= 5
-        for s in sliders:
-            assert s["valueBottom"] < s["trackMiddle"] - 3, f"{s['label']}: its value sits on the track"
-            assert s["lines"] <= s["words"], f"{s['label']}: a word of its label is broken across lines"
-        assert page.locator('[data-testid="stException"]').count() == 0 and errors == []
+        for screen in each_screen(browser, f"{url}/sampling", modes=(True,), errors=errors):
+            screen.page.wait_for_timeout(500)
+            sliders = screen.page.evaluate(GEOMETRY)
+            assert len(sliders) >= 5, f"{screen.where}: {len(sliders)} sliders"
+            for s in sliders:
+                assert s["valueBottom"] < s["trackMiddle"] - 3, (
+                    f"{screen.where}: {s['label']}: its value sits on the track"
+                )
+                assert s["lines"] <= s["words"], (
+                    f"{screen.where}: {s['label']}: a word of its label is broken across lines"
+                )
+            assert screen.page.locator('[data-testid="stException"]').count() == 0 and errors == []
         browser.close()

@@ -10,12 +10,11 @@ import pytest
 
 from tests.browser import (
     BROWSER_TESTS,
+    each_screen,
     full_screenshot,
     launch,
-    open_page,
     shots_folder,
     streamlit_server,
-    toggle_presenter,
     wait_idle,
 )
 
@@ -33,12 +32,9 @@ def test_the_page_trains_measures_and_shows_no_error(presenter):
     with streamlit_server() as url, sync_playwright() as p:
         browser = launch(p)
         errors = []
-        for width, height in ((1280, 900), (800, 1000)):
-            page = browser.new_context(viewport={"width": width, "height": height}).new_page()
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            open_page(page, f"{url}/training-vs-inference")
-            if presenter:
-                toggle_presenter(page)
+        for page, width, height, _ in each_screen(
+            browser, f"{url}/training-vs-inference", modes=(presenter,), errors=errors
+        ):
             main = page.locator('[data-testid="stMain"]')
             main.get_by_text("are equal bit for bit").first.wait_for(timeout=WAIT_MS)
             mode = "presenter" if presenter else "normal"
@@ -59,6 +55,5 @@ def test_the_page_trains_measures_and_shows_no_error(presenter):
             # step; memory; once vs every request
             assert page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count() == 7
             full_screenshot(page, SHOTS / f"training_vs_inference_{width}x{height}_{mode}.png")
-            page.close()
             assert not errors, f"JavaScript errors: {errors}"
         browser.close()

@@ -5,12 +5,11 @@ import os
 
 import pytest
 
-from tests.browser import BROWSER_TESTS, launch, open_page, shots_folder, streamlit_server, toggle_presenter, wait_idle
+from tests.browser import BROWSER_TESTS, each_screen, launch, shots_folder, streamlit_server, wait_idle
 
 pytestmark = BROWSER_TESTS
 
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
-SIZES = [(1280, 900), (800, 1000)]
 PRESENTER_CHART_PX = 400  # in presenter mode the bars are projector-sized: its title and first bars must show
 
 # Scrolls stMain (Streamlit's scrolling element) so Step's top sits 10 px under Streamlit's header (which covers the
@@ -45,12 +44,11 @@ def test_step_and_its_chart_share_one_screen(presenter):
 
     with streamlit_server() as url, sync_playwright() as p:
         browser = launch(p)
-        for width, height in SIZES:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            open_page(page, f"{url}/")
-            if presenter:
-                toggle_presenter(page)
+        for page, width, height, _ in each_screen(browser, f"{url}/", modes=(presenter,)):
             page.get_by_role("button", name="Step", exact=True).click()
+            # open_page can return between the page's first two runs (its charts not drawn yet, at 800 px on a busy
+            # machine): wait for the chart the Step draws, not only for an idle script
+            page.wait_for_selector("[data-testid=stPlotlyChart] .js-plotly-plot")
             wait_idle(page)
             page.wait_for_timeout(500)
             at = page.evaluate(PLACES)
@@ -62,5 +60,4 @@ def test_step_and_its_chart_share_one_screen(presenter):
             if presenter and width == 800:
                 faults = page.evaluate(CHART_FAULTS)
                 assert not [f for f in faults if f["turned"] or f["overlap"]], faults
-            page.close()
         browser.close()
