@@ -1,0 +1,334 @@
+"""A small draft for SmolLM2-135M-Instruct, trained here: first on the TinyStories training text, then on SmolLM2's
+own greedy replies to story requests (`teacher_text`), so greedy speculation on SmolLM2 keeps most of its guesses.
+
+    python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl           # the teacher's replies first
+    python -m inference.training.distill_real --replies /tmp/draft/teacher.jsonl       # -> assets/models/smollm2-draft-14m
+
+The draft is a plain `LlamaForCausalLM` with SmolLM2's tokenizer and its whole vocabulary (49,152 rows, so p and q
+are over the same tokens and `spec.check_pair` accepts the pair), 2 layers of width 256, tied embeddings. Its
+embedding starts as SmolLM2's own, projected on their top principal directions (576 -> 256 by an SVD): the draft
+begins knowing which tokens are alike instead of from noise.
+
+Two phases, one loss (`train.next_token_cross_entropy`, `train.optimizer_step`, `train.adamw`: the project's own):
+    1. stories: random windows of the training split (`train.py`'s split; never the validation stories or the
+       held-out file), each story between `<|endoftext|>` separators as SmolLM2 saw text in pretraining;
+    2. replies: each request in SmolLM2's chat template followed by SmolLM2's greedy reply; the loss is on the reply
+       tokens only (sequence-level distillation, Kim & Rush 2016: the draft learns exactly the text greedy
+       acceptance is measured against). One request in 20 is held out to measure agreement.
+
+A shortlist keeps training cheap: the loss scores only the `shortlist` most frequent tokens of the training text
+(stories and replies), targets outside it are ignored; the output layer is most of the work at this vocabulary.
+The model stays whole: every row is saved, and `token_frequency.json` (the same counts) lets the Speculative page's
+draft score its most frequent tokens at inference as FR-Spec does (`inference.lessons.speculative.shortlist`).
+
+Every evaluation reports, on the held-out replies, the share of reply tokens that are the draft's top token
+(scoring the shortlist) given SmolLM2's text before them: greedy acceptance per position, measured on text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+import zlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+from inference.core import real_model
+from inference.core.model_config import decoder_config_fields
+from inference.core.paths import DEFAULT_CORPUS_DIR, DEFAULT_HELDOUT_FILE, MODELS_DIR
+from inference.training import corpus as corpus_io
+from inference.training.teacher_text import training_stories
+from inference.training.token_frequency import FILE_NAME as COUNTS_FILE
+from inference.training.token_frequency import coverage, most_frequent
+from inference.training.train import (
+    TrainSettings,
+    adamw,
+    flag_type,
+    learning_rate,
+    next_token_cross_entropy,
+    optimizer_step,
+    random_windows,
+    write_log,
+)
+
+DRAFT_NAME = "smollm2-draft-14m"
+OUT_DIR = MODELS_DIR / DRAFT_NAME
+STORY_SEPARATOR_ID = 0  # <|endoftext|>: SmolLM2's end of a pretraining document
+IGNORE = -100  # F.cross_entropy's ignore_index: a position with no target in the shortlist
+
+
+@dataclass
+class DraftSettings:
+    hidden_size: int = 256
+    intermediate_size: int = 768
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    max_positions: int = 2048
+    context: int = 256  # story windows
+    batch_size: int = 16
+    story_steps: int = 300
+    reply_steps: int = 400
+    peak_lr: float = 3e-3
+    reply_lr: float = 2e-3
+    warmup_steps: int = 40
+    weight_decay: float = 0.1
+    shortlist: int = 8192
+    heldout_every: int = 20  # one request in 20 held out
+    eval_every: int = 100
+    seed: int = 2026
+    bf16_autocast: bool = True
+
+
+def read_replies(path: Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def split_replies(rows: list[dict], every: int) -> tuple[list[dict], list[dict]]:
+    """Whole requests held out by a hash of their text (one in `every`), so a file that grew since keeps its split."""
+    held = [zlib.crc32(row["request"].encode()) % every == 0 for row in rows]
+    return [r for r, h in zip(rows, held, strict=True) if not h], [r for r, h in zip(rows, held, strict=True) if h]
+
+
+def principal_embedding(weight: torch.Tensor, width: int) -> torch.Tensor:
+    """[vocab, width]: the rows of `weight` [vocab, d] projected on its `width` top principal directions, scaled to
+    unit RMS per coordinate times 0.02 (the initialiser's scale)."""
+    centred = weight.float() - weight.float().mean(0)
+    _, _, v = torch.linalg.svd(centred, full_matrices=False)  # v [d, d], rows the directions
+    projected = centred @ v[:width].T
+    return projected / projected.std() * 0.02
+
+
+def build_draft(s: DraftSettings, teacher) -> LlamaForCausalLM:
+    """A Llama of `s`'s shape over the teacher's vocabulary and special tokens, tied embeddings, the embedding
+    initialised from the teacher's (`principal_embedding`). Weight init uses a seeded generator of its own."""
+    t = teacher.config
+    config = LlamaConfig(
+        **decoder_config_fields(
+            t.vocab_size, s.hidden_size, s.num_layers, s.num_heads, s.num_kv_heads, s.max_positions
+        ),
+        intermediate_size=s.intermediate_size,
+        bos_token_id=t.bos_token_id,
+        eos_token_id=t.eos_token_id,
+        pad_token_id=t.pad_token_id,
+        rope_parameters=dict(t.rope_parameters),
+        rms_norm_eps=t.rms_norm_eps,
+        initializer_range=0.02,
+    )
+    gen = torch.Generator().manual_seed(s.seed)
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
+        model.get_input_embeddings().weight.copy_(
+            principal_embedding(teacher.get_input_embeddings().weight, s.hidden_size)
+        )
+    return model
+
+
+def token_counts(stream: list[int], replies: list[dict], vocab: int) -> np.ndarray:
+    """How often each token id occurs in the draft's training text: the story stream and the replies' tokens."""
+    reply_ids = [i for row in replies for i in row["reply_ids"]]
+    return np.bincount(np.asarray(stream + reply_ids, dtype=np.int64), minlength=vocab)
+
+
+def shortlist_labels(ids: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Each token id's position in the shortlist (`index` [vocab]: position or IGNORE), IGNORE kept for IGNORE."""
+    return torch.where(ids >= 0, index[ids.clamp(min=0)], IGNORE)
+
+
+def shortlist_logits(model, ids: torch.Tensor, rows: torch.Tensor, delta: torch.Tensor | None = None) -> torch.Tensor:
+    """[batch, T, len(rows)]: the model's logits for the shortlisted rows only (its body, then those output rows).
+    `delta` [len(rows), hidden] (training only): what training adds to the shortlisted rows of the tied embedding,
+    used as input and output, so the optimiser never touches the 49,152-row matrix (`fold_delta` adds it in)."""
+    table = model.get_input_embeddings().weight
+    if delta is None:
+        hidden = model.get_decoder()(input_ids=ids).last_hidden_state
+        return F.linear(hidden, table[rows])
+    position = torch.full((table.shape[0],), -1, dtype=torch.long)
+    position[rows] = torch.arange(len(rows))
+    at = position[ids]  # [batch, T]: each input's shortlist position, -1 outside it
+    extra = torch.where((at >= 0).unsqueeze(-1), delta[at.clamp(min=0)], 0.0)
+    hidden = model.get_decoder()(inputs_embeds=F.embedding(ids, table) + extra).last_hidden_state
+    return F.linear(hidden, table[rows] + delta)
+
+
+def fold_delta(model, rows: torch.Tensor, delta: torch.Tensor) -> None:
+    """Add the trained `delta` into the embedding's shortlisted rows: a plain LlamaForCausalLM again."""
+    with torch.no_grad():
+        model.get_input_embeddings().weight[rows] += delta
+
+
+def reply_batch(rows: list[dict], gen: torch.Generator, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`batch` requests drawn at random: ids [batch, T] (prompt then reply, padded with the separator) and the same
+    with IGNORE on the prompt and the padding (the loss is on the reply only)."""
+    picks = torch.randint(0, len(rows), (batch,), generator=gen).tolist()
+    seqs = [rows[i]["prompt_ids"] + rows[i]["reply_ids"] for i in picks]
+    width = max(len(seq) for seq in seqs)
+    ids = torch.full((batch, width), STORY_SEPARATOR_ID, dtype=torch.long)
+    targets = torch.full((batch, width), IGNORE, dtype=torch.long)
+    for b, (i, seq) in enumerate(zip(picks, seqs, strict=True)):
+        ids[b, : len(seq)] = torch.tensor(seq)
+        start = len(rows[i]["prompt_ids"])
+        targets[b, start : len(seq)] = torch.tensor(rows[i]["reply_ids"])
+    return ids, targets
+
+
+@torch.inference_mode()
+def reply_agreement(model, rows: list[dict], short: torch.Tensor, delta: torch.Tensor | None = None) -> dict:
+    """On `rows`: the share of reply tokens that are the draft's top shortlisted token given the text before them
+    (greedy acceptance per position), over all reply tokens and over the first 60 of each reply."""
+    model.eval()
+    same = total = same_60 = total_60 = 0
+    for row in rows:
+        ids = torch.tensor([row["prompt_ids"] + row["reply_ids"]])
+        logits = shortlist_logits(model, ids, short, delta)[0]
+        start = len(row["prompt_ids"])
+        picked = short[logits[start - 1 : -1].argmax(-1)]
+        hits = (picked == torch.tensor(row["reply_ids"])).tolist()
+        same, total = same + sum(hits), total + len(hits)
+        same_60, total_60 = same_60 + sum(hits[:60]), total_60 + len(hits[:60])
+    return {"reply_agreement": round(same / total, 4), "reply_agreement_first60": round(same_60 / total_60, 4)}
+
+
+def train_draft(s: DraftSettings, replies_path: Path, corpus_dir: Path, out_dir: Path) -> dict:
+    started = time.time()
+    teacher_dir = real_model.real_model_folder()
+    tokenizer = AutoTokenizer.from_pretrained(teacher_dir)
+    teacher = AutoModelForCausalLM.from_pretrained(teacher_dir, dtype=torch.float32)
+    stories = training_stories(corpus_dir)
+    stream = corpus_io.stories_to_stream(tokenizer(stories, add_special_tokens=False)["input_ids"], STORY_SEPARATOR_ID)
+    train_rows, held_rows = split_replies(read_replies(replies_path), s.heldout_every)
+    vocab = teacher.config.vocab_size
+    counts = token_counts(stream, train_rows, vocab)
+    short = torch.tensor(most_frequent(counts, s.shortlist))
+    index = torch.full((vocab,), IGNORE, dtype=torch.long)
+    index[short] = torch.arange(len(short))
+    reply_counts = token_counts([], train_rows, vocab)
+    print(
+        f"{len(stories)} training stories, {len(stream):,} tokens; {len(train_rows)} replies to train on, "
+        f"{len(held_rows)} held out; shortlist {s.shortlist:,} covers {coverage(counts, s.shortlist):.1%} of the text, "
+        f"{float(reply_counts[short].sum() / reply_counts.sum()):.1%} of the replies",
+        flush=True,
+    )
+    model = build_draft(s, teacher)
+    del teacher
+    model.get_input_embeddings().weight.requires_grad_(False)  # trained through `delta`, on the shortlist's rows
+    delta = torch.zeros(len(short), s.hidden_size, requires_grad=True)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"draft: {n_params:,} parameters", flush=True)
+    stream_t = torch.tensor(stream, dtype=torch.long)
+    gen = torch.Generator().manual_seed(s.seed)
+    log_rows: list[dict] = []
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def phase(name: str, steps: int, peak_lr: float, batches) -> None:
+        optimizer = adamw(model, peak_lr, s.weight_decay)
+        optimizer.add_param_group({"params": [delta], "weight_decay": 0.0})
+        schedule = TrainSettings(steps=steps, peak_lr=peak_lr, warmup_steps=s.warmup_steps)
+        running = None
+        for step in range(steps):
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(step, schedule)
+            ids, targets = batches()
+            model.train()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16_autocast):
+                logits = shortlist_logits(model, ids[:, :-1], short, delta)
+            loss = next_token_cross_entropy(logits, shortlist_labels(targets, index))
+            optimizer_step(model, optimizer, loss)
+            running = loss.item() if running is None else 0.95 * running + 0.05 * loss.item()
+            if (step + 1) % s.eval_every == 0 or step + 1 == steps:
+                row = {"phase": name, "step": step + 1, "loss_smoothed": round(running, 4)}
+                row.update(reply_agreement(model, held_rows, short, delta))
+                row["elapsed_s"] = round(time.time() - started, 1)
+                log_rows.append(row)
+                print(json.dumps(row), flush=True)
+                write_log(out_dir / "training_log.csv", log_rows)
+
+    def story_batch():
+        window = random_windows(stream_t, s.batch_size, s.context, gen)
+        return window, window
+
+    baseline = {"phase": "start", "step": 0, "loss_smoothed": None, **reply_agreement(model, held_rows, short, delta)}
+    log_rows.append({**baseline, "elapsed_s": round(time.time() - started, 1)})
+    phase("stories", s.story_steps, s.peak_lr, story_batch)
+    # the replies file is read again: the teacher may have written more while the stories phase ran
+    train_rows, held_rows = split_replies(read_replies(replies_path), s.heldout_every)
+    reply_counts = token_counts([], train_rows, vocab)
+    print(f"{len(train_rows)} replies ({int(reply_counts.sum()):,} tokens) to train on, {len(held_rows)} held out")
+    phase("replies", s.reply_steps, s.reply_lr, lambda: reply_batch(train_rows, gen, s.batch_size))
+    counts = token_counts(stream, train_rows, vocab)  # the counts the page's shortlist ranks (every reply trained on)
+    model.eval()
+    fold_delta(model, short, delta.detach())
+    saved = reply_agreement(model, held_rows, short)  # the folded, plain model: the same numbers to rounding
+    log_rows.append(
+        {"phase": "saved", "step": 0, "loss_smoothed": None, **saved, "elapsed_s": round(time.time() - started, 1)}
+    )
+    write_log(out_dir / "training_log.csv", log_rows)
+
+    model.to(torch.bfloat16).save_pretrained(out_dir, safe_serialization=True)  # our own copy; loaded as float32
+    GenerationConfig(
+        bos_token_id=model.config.bos_token_id, eos_token_id=model.config.eos_token_id, pad_token_id=0
+    ).save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    counted = {
+        "what": "how often each token id occurs in the draft's training text (stories with separators, and replies)",
+        "model": out_dir.name,
+        "corpus_files": sorted(p.name for p in Path(corpus_dir).glob("*.txt")),
+        "train_tokens": int(counts.sum()),
+        "counts": counts.tolist(),
+    }
+    (out_dir / COUNTS_FILE).write_text(json.dumps(counted, separators=(",", ":")) + "\n")
+    meta = {
+        "settings": {**asdict(s), "vocab_size": vocab, "validation_fraction": TrainSettings().validation_fraction},
+        "teacher": real_model.REAL_MODEL_LINE,
+        "teacher_text": {
+            "file": replies_path.name,
+            "replies_trained": len(train_rows),
+            "replies_held_out": len(held_rows),
+            "reply_tokens_trained": int(reply_counts.sum()),
+        },
+        "stats": {
+            "parameters": n_params,
+            "train_tokens_in_corpus": len(stream),
+            "story_tokens_seen": s.story_steps * s.batch_size * s.context,
+            "shortlist_coverage_text": round(coverage(counts, s.shortlist), 4),
+            "wall_time_s": round(time.time() - started, 1),
+            "before": log_rows[0],
+            "after": log_rows[-1],
+        },
+        "corpus": Path(corpus_dir).name,
+        "corpus_files": counted["corpus_files"],
+        "command": " ".join(["python", "-m", "inference.training.distill_real", *sys.argv[1:]]),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+    }
+    (out_dir / "training_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--replies", type=Path, default=Path("/tmp/draft/teacher.jsonl"))
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS_DIR)
+    parser.add_argument("--out", type=Path, default=OUT_DIR)
+    for name, value in asdict(DraftSettings()).items():
+        parser.add_argument("--" + name.replace("_", "-"), type=flag_type(value), default=value)
+    args = parser.parse_args(argv)
+    if args.corpus.resolve() == DEFAULT_HELDOUT_FILE.resolve().parent:
+        parser.error("the held-out folder is for evaluation only: never train on it")
+    settings = DraftSettings(**{k: getattr(args, k) for k in asdict(DraftSettings())})
+    train_draft(settings, args.replies, args.corpus, args.out)
+
+
+if __name__ == "__main__":
+    main()

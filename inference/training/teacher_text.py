@@ -1,0 +1,193 @@
+"""Teacher text for SmolLM2's draft: SmolLM2-135M-Instruct's own greedy replies to story requests.
+
+    python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl --minutes 20
+    python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl --check 8   # agreement with transformers
+
+Why its own replies (sequence-level distillation, Kim & Rush 2016): greedy speculative decoding keeps a drafted
+token when it is the target's argmax given the text so far, so the text a draft should learn to predict is exactly
+the target's greedy text on the requests it will see. A draft trained on these replies learns what greedy
+acceptance is measured against, not what the stories' authors wrote.
+
+The requests are story requests in SmolLM2's chat template (`loader.chat_prompt`, the one the pages use), built
+from the TRAINING split of the TinyStories files (`corpus.split_train_validation` with `train.py`'s fraction and
+seed; the validation stories and the held-out file are never read): "Write a short story about a little girl named
+Lily.", "Continue this story: <its first sentence>", and a few more forms of the same.
+
+The replies come from llama.cpp's llama-server serving SmolLM2's f32 GGUF (`engines.llamacpp`: the same weights as
+the float32 safetensors transformers runs), several parallel slots, greedy (temperature 0). Its greedy text is the
+same model's up to float rounding; `--check N` measures how far: for N replies, transformers' argmax at every reply
+position given the text before it (one teacher-forced pass) against the token llama-server chose.
+
+Output: one JSON line per reply, {"request", "prompt_ids", "reply_ids", "stopped"}; never inside the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+import httpx
+import torch
+from transformers import AutoTokenizer
+
+from inference.core import loader, real_model
+from inference.core.paths import DEFAULT_CORPUS_DIR
+from inference.engines import llamacpp
+from inference.training import corpus as corpus_io
+from inference.training.train import TrainSettings
+
+NAMED = re.compile(r"\b(?:a|an) ((?:[a-z]+ ){0,2}[a-z]+) named ([A-Z][a-z]+)")
+FIRST_SENTENCE = re.compile(r"^(.{20,220}?[.!?])(?:\s|$)", re.S)
+TEMPLATES = (
+    "Continue this story: {first}",
+    "Write a short story that begins with: {first}",
+    "Tell me a bedtime story for a small child. Start like this: {first}",
+    "Write a short story for children. The first sentence is: {first}",
+)
+NAMED_TEMPLATES = (
+    "Write a short story about {who} named {name}.",
+    "Tell me a short story for kids about {who} named {name}.",
+    "Write a simple story for a three-year-old about {who} named {name}.",
+)
+
+
+def training_stories(corpus_dir: Path = DEFAULT_CORPUS_DIR) -> list[str]:
+    """The training split of the corpus, exactly as `train.py` splits it (same fraction, same seed)."""
+    settings = TrainSettings()
+    stories = corpus_io.read_stories(corpus_dir)
+    train, _validation = corpus_io.split_train_validation(stories, settings.validation_fraction, settings.seed)
+    return train
+
+
+def story_requests(stories: list[str], count: int, seed: int = 7) -> list[str]:
+    """`count` distinct story requests, each made from one training story (its first sentence, or "a <who> named
+    <name>" when it has one), in a seeded order."""
+    rng = random.Random(seed)
+    order = list(range(len(stories)))
+    rng.shuffle(order)
+    requests, seen = [], set()
+    for i in order:
+        story = " ".join(stories[i].split())
+        named = NAMED.search(story[:300])
+        first = FIRST_SENTENCE.match(story)
+        if named and rng.random() < 0.4:
+            who = named.group(1)
+            article = "an" if who[0] in "aeiou" else "a"
+            request = rng.choice(NAMED_TEMPLATES).format(who=f"{article} {who}", name=named.group(2))
+        elif first:
+            request = rng.choice(TEMPLATES).format(first=first.group(1))
+        else:
+            continue
+        if request not in seen:
+            seen.add(request)
+            requests.append(request)
+        if len(requests) == count:
+            break
+    return requests
+
+
+def greedy_reply(client: httpx.Client, url: str, prompt_ids: list[int], max_tokens: int) -> tuple[list[int], bool]:
+    """llama-server's greedy reply to a prompt given as token ids: (reply ids, whether it stopped at an end token)."""
+    payload = {
+        "prompt": prompt_ids,
+        "n_predict": max_tokens,
+        "temperature": 0.0,
+        "top_k": 1,
+        "cache_prompt": False,
+        "return_tokens": True,
+    }
+    response = client.post(f"{url}/completion", json=payload, timeout=600)
+    response.raise_for_status()
+    body = response.json()
+    return list(body["tokens"]), bool(body.get("stop_type") == "eos")
+
+
+def generate(out: Path, minutes: float, max_tokens: int, parallel: int, threads: int | None, count: int) -> None:
+    """Serve SmolLM2's f32 GGUF, send the requests `parallel` at a time, append every reply to `out` as it comes,
+    and stop sending after `minutes`. Progress (replies, tokens, tokens/s) goes to stdout."""
+    tokenizer = AutoTokenizer.from_pretrained(real_model.real_model_folder())
+    requests = story_requests(training_stories(), count)
+    done = set()
+    if out.is_file():  # resume: a request already answered is not asked again
+        done = {json.loads(line)["request"] for line in out.read_text().splitlines() if line.strip()}
+    todo = [r for r in requests if r not in done]
+    print(f"{len(requests)} requests, {len(done)} already answered, {len(todo)} to ask", flush=True)
+    gguf = llamacpp.convert(real_model.REAL_MODEL_NAME, "f32")
+    deadline = time.perf_counter() + minutes * 60
+    started, tokens, replies = time.perf_counter(), 0, 0
+    lock = threading.Lock()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with llamacpp.serve(gguf, parallel=parallel, threads=threads) as server, httpx.Client() as client:
+        print(f"llama-server at {server.url}, {parallel} slots, log {server.log_path}", flush=True)
+
+        def ask(request: str) -> dict | None:
+            if time.perf_counter() > deadline:
+                return None
+            prompt_ids = loader.encode_prompt(tokenizer, request, chat=True)
+            reply_ids, stopped = greedy_reply(client, server.url, prompt_ids, max_tokens)
+            return {"request": request, "prompt_ids": prompt_ids, "reply_ids": reply_ids, "stopped": stopped}
+
+        with ThreadPoolExecutor(parallel) as pool, out.open("a") as f:
+            for future in as_completed([pool.submit(ask, r) for r in todo]):
+                row = future.result()
+                if row is None:
+                    continue
+                with lock:
+                    f.write(json.dumps(row) + "\n")
+                    f.flush()
+                    replies += 1
+                    tokens += len(row["reply_ids"])
+                    if replies % 10 == 0:
+                        elapsed = time.perf_counter() - started
+                        print(f"{replies} replies, {tokens} tokens, {tokens / elapsed:.1f} tokens/s", flush=True)
+    print(f"done: {replies} replies, {tokens} tokens in {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def check_agreement(path: Path, n: int) -> dict:
+    """For the first `n` replies in `path`: the share of reply tokens that are transformers' argmax given the text
+    before them (one teacher-forced pass of the float32 SmolLM2 per reply)."""
+    loaded = loader.load_model(real_model.REAL_MODEL_NAME)
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()][:n]
+    same = total = whole = 0
+    for row in rows:
+        ids = torch.tensor([row["prompt_ids"] + row["reply_ids"]])
+        with torch.inference_mode():
+            logits = loaded.model(ids).logits[0]
+        start = len(row["prompt_ids"])
+        predicted = logits[start - 1 : -1].argmax(-1).tolist()
+        matches = sum(int(a == b) for a, b in zip(predicted, row["reply_ids"], strict=True))
+        same, total, whole = same + matches, total + len(predicted), whole + int(matches == len(predicted))
+    return {
+        "replies": len(rows),
+        "tokens": total,
+        "same_argmax_share": same / max(total, 1),
+        "replies_identical": whole,
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("/tmp/draft/teacher.jsonl"))
+    parser.add_argument("--minutes", type=float, default=20.0)
+    parser.add_argument("--max-tokens", type=int, default=192)
+    parser.add_argument("--parallel", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--count", type=int, default=4000, help="requests made (generation stops at --minutes)")
+    parser.add_argument("--check", type=int, default=0, help="only measure agreement with transformers on N replies")
+    args = parser.parse_args(argv)
+    if args.check:
+        print(json.dumps(check_agreement(args.out, args.check)))
+        return 0
+    generate(args.out, args.minutes, args.max_tokens, args.parallel, args.threads, args.count)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
