@@ -33,6 +33,7 @@ current_model()  # draws the shared sidebar
 presenter = layout.presenter()
 
 st.title("🔧 Inside the engine")
+plan_box = st.container()  # what section 1 will ask of the engine, filled once its sliders are read
 st.markdown(
     "Three mechanisms inside a serving engine decide what a request costs: the **prefix cache** (a prompt that "
     "starts like an earlier one skips that part of the prefill), **chunked prefill** (a long prompt is fed in "
@@ -81,6 +82,10 @@ prefix_tokens = c1.slider(
 )
 suffix_tokens = c2.slider("Own tokens after it", 1, 64, 16, key="internals_suffix", persist_state="session")
 requests = c3.slider("Requests", 2, 8, 4, key="internals_requests", persist_state="session")
+with plan_box:
+    plan = prefix_cache.request_plan(model.arithmetic, model.context, prefix_tokens, suffix_tokens, requests)
+    st.markdown(text.plan_sentence(plan, model.name, served.prompt_start(key, prefix_tokens)))
+    caption("exact", text.PLAN_CAPTION)
 table = None
 with engine_errors():
     table = measure_on_click(
@@ -119,16 +124,8 @@ if table is not None:
         evaluated, reused = int(on["evaluated_tokens"].sum()), int(on["cached_tokens"].sum())
         full = prefix_cache.input_cost(evaluated + reused, 0, price, 0) * 1e6 / len(on)
         cheap = prefix_cache.input_cost(evaluated, reused, price, discount / 100) * 1e6 / len(on)
-        st.markdown(
-            f"Billed per million such requests: **${full:,.0f}** without the discount, **${cheap:,.0f}** with "
-            f"{discount}% off the input tokens the server reused ({reused:,} of the run's {evaluated + reused:,})."
-        )
-        caption(
-            "exact",
-            "FLOPs counted from the model's weight shapes (2 per multiplied weight per token, attention over the "
-            "positions before each token); the price and discount are yours (the defaults are illustrative), the "
-            "token counts are the measured run's.",
-        )
+        st.markdown(text.billing_sentence(full, cheap, discount, reused, evaluated + reused))
+        caption("exact", text.FLOPS_CAPTION)
 
 st.markdown("#### What the server keeps")
 st.markdown(

@@ -60,6 +60,40 @@ def prefill_flops_saved(model: ServedModel, prompt_tokens: int, cached_tokens: i
     return prefill_flops(model, prompt_tokens) - prefill_flops(model, prompt_tokens - cached_tokens, cached_tokens)
 
 
+@dataclass(frozen=True)
+class RequestPlan:
+    """What the shared-prefix run will ask of the engine, computed exactly before any server starts."""
+
+    requests: int
+    prefix_tokens: int
+    own_tokens: int  # after the shared prefix, different in every request
+    kv_bytes_per_token: int  # keys and values of one token in every layer, in the engine's float32 cache
+    slot_positions: int
+    cold_flops: float  # the first request's prefill: every prompt token
+    warm_flops: float  # a later request's with the prefix reused: its own tokens, attending to the prefix
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.prefix_tokens + self.own_tokens
+
+    @property
+    def kv_bytes(self) -> int:
+        return self.prompt_tokens * self.kv_bytes_per_token
+
+
+def request_plan(model: ServedModel, context: int, prefix_tokens: int, own_tokens: int, requests: int) -> RequestPlan:
+    """The requests `shared_prefix` sends, their KV-cache bytes and prefill FLOPs, from the model's shapes alone."""
+    return RequestPlan(
+        requests=requests,
+        prefix_tokens=prefix_tokens,
+        own_tokens=own_tokens,
+        kv_bytes_per_token=kv_bytes_per_token(model.layers, model.kv_width, "f32"),
+        slot_positions=context,
+        cold_flops=prefill_flops(model, prefix_tokens + own_tokens),
+        warm_flops=prefill_flops(model, own_tokens, prefix_tokens),
+    )
+
+
 def input_cost(evaluated_tokens: int, cached_tokens: int, price_per_million: float, cached_discount: float) -> float:
     """Dollars for the input tokens at a price per million, cached tokens billed at (1 - discount) of it."""
     if not 0 <= cached_discount <= 1:

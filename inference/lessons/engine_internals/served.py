@@ -11,6 +11,7 @@ from pathlib import Path
 
 from inference.core import model_config, real_model
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
+from inference.core.tokens import readable_tokens
 from inference.lessons.engine_internals import prefix_cache
 from inference.lessons.serving import experiments, random_model, real_text
 from inference.lessons.serving.roofline import ServedModel
@@ -30,6 +31,7 @@ VOCAB = 4096  # the bundled tokenizer's, which the random-weights model shares
 class EngineModel:
     key: str
     label: str
+    name: str  # for a sentence: the model's name
     layers: int
     kv_width: int  # KV heads x head dim: one key row (and one value row) per layer per token
     context: int  # positions in one llama-server slot
@@ -38,9 +40,20 @@ class EngineModel:
     timing_only: bool
 
     @classmethod
-    def of(cls, shape, key: str, label: str, context: int, vocab: int, arithmetic: ServedModel, timing_only: bool):
+    def of(
+        cls,
+        shape,
+        key: str,
+        label: str,
+        name: str,
+        context: int,
+        vocab: int,
+        arithmetic: ServedModel,
+        timing_only: bool,
+    ):
         """From a model's shape (`layers`, `kv_heads`, `head_dim`): the bundled config's or a public one's."""
-        return cls(key, label, shape.layers, shape.kv_heads * shape.head_dim, context, vocab, arithmetic, timing_only)
+        kv_width = shape.kv_heads * shape.head_dim
+        return cls(key, label, name, shape.layers, kv_width, context, vocab, arithmetic, timing_only)
 
 
 def engine_model(key: str = BUNDLED) -> EngineModel:
@@ -48,13 +61,15 @@ def engine_model(key: str = BUNDLED) -> EngineModel:
         shape = model_config.from_config(json.loads((BUNDLED_MODEL_DIR / "config.json").read_text()))
         arithmetic = ServedModel.from_safetensors(BUNDLED_MODEL_DIR / "model.safetensors")
         label = f"{BUNDLED_MODEL_NAME} (bundled, trained)"
-        return EngineModel.of(shape, key, label, shape.context, shape.vocab_size, arithmetic, timing_only=False)
+        return EngineModel.of(
+            shape, key, label, BUNDLED_MODEL_NAME, shape.context, shape.vocab_size, arithmetic, timing_only=False
+        )
     if key == REAL:
         folder = real_model.real_model_folder()
         shape = model_config.from_config(json.loads((folder / "config.json").read_text()))
         arithmetic = ServedModel.from_safetensors(folder / "model.safetensors")
         context = min(shape.context, REAL_CONTEXT)
-        return EngineModel.of(shape, key, experiments.REAL_LABEL, context, shape.vocab_size, arithmetic, False)
+        return EngineModel.of(shape, key, experiments.REAL_LABEL, REAL, context, shape.vocab_size, arithmetic, False)
     shape = random_model.public_shape(key, VOCAB)
     matmul = shape.layers * (shape.layer_parameters() - 2 * shape.hidden) + VOCAB * shape.hidden  # tied output
     arithmetic = ServedModel(
@@ -65,7 +80,8 @@ def engine_model(key: str = BUNDLED) -> EngineModel:
         kv_width=shape.kv_heads * shape.head_dim,
     )
     label = f"{key} shape, {random_model.LABEL}"
-    return EngineModel.of(shape, key, label, random_model.CONTEXT, VOCAB, arithmetic, timing_only=True)
+    name = f"{key} with random weights"
+    return EngineModel.of(shape, key, label, name, random_model.CONTEXT, VOCAB, arithmetic, timing_only=True)
 
 
 def gguf(key: str = BUNDLED) -> Path:
@@ -82,3 +98,11 @@ def text_ids_for(key: str):
 def prompt_opening(key: str, prefix_tokens: int) -> str | None:
     """The first words of the shared prefix the lesson sends on the real model, for the sentence under its table."""
     return real_text.opening(real_text.text_ids(prefix_tokens, prefix_cache.PREFIX_SEED + 1)) if key == REAL else None
+
+
+def prompt_start(key: str, prefix_tokens: int, tokens: int = 8) -> list[str] | None:
+    """The shared prefix's first tokens on the real model, as its tokenizer cut them (spaces as ␣); None elsewhere."""
+    if key != REAL:
+        return None
+    ids = real_text.text_ids(min(tokens, prefix_tokens), prefix_cache.PREFIX_SEED + 1)
+    return readable_tokens(real_text.real_tokenizer(), ids)

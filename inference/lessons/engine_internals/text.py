@@ -4,11 +4,40 @@ from __future__ import annotations
 
 import pandas as pd
 
+from inference.core.tokens import markdown_token_text
 from inference.lessons.engine_internals.chunked_prefill import StallRun
+from inference.lessons.engine_internals.prefix_cache import RequestPlan
 
 
 def _ms(value: float) -> str:
     return f"{value:,.0f} ms" if value >= 10 else f"{value:,.1f} ms"
+
+
+def plan_sentence(plan: RequestPlan, model_name: str, first_tokens: list[str] | None) -> str:
+    """What section 1's requests ask of the engine (`prefix_cache.request_plan`), said before any server starts;
+    `first_tokens`: the shared prefix's first tokens as the real model's tokenizer cuts them, else None (filler)."""
+    mib = 2**20
+    opens = (
+        " Its first tokens: " + " · ".join(markdown_token_text(t) for t in first_tokens) + " …"
+        if first_tokens
+        else " Its tokens are filler ids (what they say changes neither the arithmetic nor the cache)."
+    )
+    saved = 1 - plan.warm_flops / plan.cold_flops
+    return (
+        f"**Before any engine starts:** section 1 will send {model_name} {plan.requests} prompts of "
+        f"{plan.prompt_tokens:,} tokens, a shared {plan.prefix_tokens:,}-token prefix then {plan.own_tokens:,} of "
+        f"their own.{opens} Each prompt's keys and values fill **{plan.kv_bytes / mib:,.1f} MiB** of the engine's "
+        f"float32 cache ({plan.kv_bytes_per_token:,} bytes a token; a whole slot of {plan.slot_positions:,} "
+        f"positions, {plan.slot_positions * plan.kv_bytes_per_token / mib:,.0f} MiB). The first prefill costs "
+        f"{plan.cold_flops / 1e9:,.1f} GFLOP; with the prefix cache, each later one evaluates {plan.own_tokens:,} "
+        f"tokens for {plan.warm_flops / 1e9:,.2f} GFLOP, **{saved:.0%} less**."
+    )
+
+
+PLAN_CAPTION = (
+    "Bytes: layers × 2 (a key and a value row) × the KV width × 4 bytes a float32 number, per token. FLOPs: 2 per "
+    "multiplied weight per token, plus attention over every earlier position, from the model's weight shapes."
+)
 
 
 def prefix_verdict(table: pd.DataFrame) -> str:
@@ -34,6 +63,21 @@ def flops_sentence(saved_flops: float, cold_flops: float, cached_tokens: int) ->
         f"Reusing {cached_tokens:,} tokens skips {saved_flops / 1e9:,.1f} GFLOP of the "
         f"{cold_flops / 1e9:,.1f} GFLOP a cold prefill of this prompt costs ({saved_flops / cold_flops:.0%})."
     )
+
+
+def billing_sentence(full: float, cheap: float, discount: int, reused: int, total: int) -> str:
+    """What a million requests like the measured ones are billed, without and with the cached-input discount."""
+    return (
+        f"Billed per million such requests: **${full:,.0f}** without the discount, **${cheap:,.0f}** with "
+        f"{discount}% off the input tokens the server reused ({reused:,} of the run's {total:,})."
+    )
+
+
+FLOPS_CAPTION = (
+    "FLOPs counted from the model's weight shapes (2 per multiplied weight per token, attention over the positions "
+    "before each token); the price and discount are yours (the defaults are illustrative), the token counts are the "
+    "measured run's."
+)
 
 
 def alternation_verdicts(table: pd.DataFrame) -> list[str]:
