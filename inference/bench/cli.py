@@ -31,9 +31,11 @@ from inference.bench import (
     pages,
     real,
     real_gguf,
+    real_pages,
     real_spec,
     serving,
 )
+from inference.core import real_model
 from inference.core.loader import encode_prompt, load_model
 from inference.core.machine import cpu_name, logical_cpus
 from inference.lessons.quantization.experiments import benchmark_rows
@@ -124,6 +126,8 @@ def main(argv=None):
     results = run(args.model, include_quantization=not args.no_quantization, include_serving=not args.no_serving)
     if args.pages:  # the app in its own process, driven by Chromium: nothing of Streamlit is imported here
         results.update(pages.page_figures())
+        if real_model.is_available():  # Generate on the real model: its first Step, each paint, Play's rate
+            results.update(real_pages.real_page_figures())
     print_table(results)
     if args.json:
         with open(args.json, "w") as f:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import psutil
 
-from inference.core import real_model
 from inference.core.app_process import running_app
 
 CHROMIUM = "/usr/bin/chromium"
@@ -148,10 +147,6 @@ def page_figures(steps: int = 30) -> dict:
             out |= {"page_spec_round_server_cpu_ms": round(ms, 1), "page_spec_rounds": rounds}
             browser.close()
     out["page_step_floor_server_cpu_ms"] = round(floor_step_cpu(steps), 1)
-    if real_model.is_available():  # Generate on the real model: its first Step, each Step's paint, Play's rate
-        from inference.bench.real_pages import real_page_figures
-
-        out |= real_page_figures()
     return out
 
 

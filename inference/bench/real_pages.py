@@ -21,6 +21,7 @@ import time
 from inference.bench.pages import ARGS, CHIPS, CHROMIUM, _idle
 from inference.core import real_model
 from inference.core.app_process import running_app
+from inference.engines import llamacpp
 
 REAL_MODEL = real_model.REAL_MODEL_NAME
 PLAY_PROMPT = "Write a short poem about the sea."  # a creative request: a long answer, so Play has tokens to show
@@ -111,8 +112,6 @@ def real_generate_figures(steps: int = 8, engine_url: str | None = None, play_to
 
 def real_page_figures() -> dict:
     """In the app, then on llama-server's f32 GGUF of the same weights where llama-server is built."""
-    from inference.engines import llamacpp
-
     out = real_generate_figures()
     if llamacpp.is_built():
         with llamacpp.serve(llamacpp.convert(REAL_MODEL, "f32")) as server:
