@@ -1,4 +1,4 @@
-"""The charts redrawn on every Step are built from plain dicts without Plotly's validation (`style.plain_figure`):
+"""The charts redrawn on every Step are built from plain dicts without Plotly's validation (`plain_figure.plain_figure`):
 each must equal what Plotly's own builders make (the oracle: `add_*`, `base_layout`, `legend_below`) and pass
 Plotly's validation when checked."""
 

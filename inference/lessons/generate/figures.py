@@ -48,7 +48,7 @@ def next_token_bars(
     the final one the draw uses. Removed tokens keep their raw bar and are greyed; the
     chosen token is orange; the last bar is the rest of the vocabulary ("other").
     `table` is `StepView.table` or its `columns`. Redrawn on every Step: built from plain dicts
-    (`style.plain_figure`)."""
+    (`plain_figure.plain_figure`)."""
     columns = table if isinstance(table, Mapping) else {name: table[name].to_numpy() for name in table.columns}
     rows = {name: values[::-1] for name, values in columns.items()}  # Plotly draws the first category at the bottom
     names, statuses = [], []
@@ -111,7 +111,7 @@ def next_token_bars(
 def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max_rank: int | None = None) -> go.Figure:
     """Cumulative probability by rank: the curve top-p cuts (before top-p), the final
     curve the draw walks, the top-p line and cutoff, and where u landed.
-    Redrawn on every Step: built from plain dicts (`style.plain_figure`)."""
+    Redrawn on every Step: built from plain dicts (`plain_figure.plain_figure`)."""
     before = view.cumulative_before_top_p.numpy()
     final = view.cumulative_final.numpy()
     if max_rank is None:

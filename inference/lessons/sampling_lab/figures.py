@@ -66,7 +66,7 @@ def slider_frames(
     order = display_order(apply_stage("penalty", logits, fixed, seen))[:top_n]
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, order.tolist())][::-1]  # most likely on top
     frames, steps = [], []
-    for value in values:  # plain dicts, one figure built at the end (style.plain_figure): 61 frames a rerun
+    for value in values:  # plain dicts, one figure built at the end (plain_figure.plain_figure): 61 frames a rerun
         settings = replace(fixed, **{knob: value})
         stages = stage_logits(logits, settings, seen, context)
         probs = stages[final_stage(settings)].double().softmax(-1)
@@ -247,7 +247,7 @@ def draw_histogram(counts: pd.DataFrame, draws: int, presenter: bool = False) ->
 
 def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -> go.Figure:
     """The distribution after each stage, left to right, with how many tokens survive. Redrawn on every slider
-    move of the Sampling lab: plain dicts on `make_subplots`' grid (`style.subplot_grid`)."""
+    move of the Sampling lab: plain dicts on `make_subplots`' grid (`plain_figure.subplot_grid`)."""
     # Rows: of the 4 x top_n tokens the view ranks first (final order), the top_n most likely before any stage
     # (raw), so a token the penalty pushes down stays in view and shrinks panel by panel (ranked by the final
     # distribution alone, the bundled model's " happy" dropped out of sight).
