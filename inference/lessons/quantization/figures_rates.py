@@ -35,7 +35,7 @@ def rates_bars(frame: pd.DataFrame, presenter: bool = False) -> go.Figure:
             x=rows.loc[mine, "measured tokens/s"],
             orientation="h",
             name=f"{engine}, measured",
-            marker=dict(color=colour, pattern=dict(shape=pattern, fgcolor="white", solidity=0.3)),
+            marker=dict(color=colour, pattern=dict(shape=pattern, fillmode="overlay", fgcolor="white", solidity=0.3)),
             hovertemplate="%{y}: %{x:,.1f} tokens/s measured<extra></extra>",
         )
     fig.add_scatter(
