@@ -134,7 +134,7 @@ with rates_box:  # transformers, llama-server (the rates above, not measured aga
         show_table(rates_frame, "quant_rates_table", columns(rates.COLUMNS), rates.TEXT_FORMATS)
         caption("measured", rt.caption(rate, server_rows, comparison is not None))
         chart(rates_bars(rates_frame, presenter), key="quant_rates_chart", text=rt.chart_text(rates_frame))
-        st.markdown(rt.gap_sentence(rates_frame, rate))
+        st.markdown(rt.gap_sentence(rates_frame, rate, server_rows))
     if missing := rt.no_server_rows(loaded.info.name, real_gguf.real_model.REAL_MODEL_NAME, real_reason, real_result):
         st.caption(missing)
 

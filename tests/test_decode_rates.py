@@ -222,3 +222,14 @@ def test_the_torch_copies_join_as_transformers_rows_with_their_own_bytes_and_lim
     assert "bfloat16 copy 20%, int8 copy 5%, int4 copy 12%" in text  # 20/100, 8/156.25, 30/250
     assert "copy rows are the torch comparison's" in rt.caption(rate, None, copies=3)
     assert "copy rows" not in rt.caption(rate, None)
+
+
+def test_widely_spread_timings_say_the_machine_was_busy():
+    rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=None)
+    calm = fake_gguf({"f32": (500 * MB, [40.0, 41.0])})
+    assert "busy" not in rt.gap_sentence(rates.table(rate, calm), rate, calm)
+    busy = fake_gguf({"f32": (500 * MB, [20.0, 60.0])})
+    text = rt.gap_sentence(rates.table(rate, busy), rate, busy)
+    assert text.startswith("**The machine was busy while this ran** (llama-server's f32 rounds differed by 200%)")
+    jumpy = rates.TransformersRate(**{**rate.__dict__, "timing": Timing((10.0, 20.0, 30.0, 40.0), 3, "a step")})
+    assert "transformers' middle half of steps differed by" in rt.busy_note(jumpy, None)

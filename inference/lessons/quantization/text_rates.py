@@ -9,7 +9,7 @@ import pandas as pd
 
 from inference.core.machine import describe_bytes
 from inference.lessons.quantization.rates import COPY, LLAMA_SERVER, TRANSFORMERS, TransformersRate
-from inference.lessons.quantization.real_gguf import RealGGUFResult, rate_text
+from inference.lessons.quantization.real_gguf import BUSY_SPREAD, RealGGUFResult, rate_text, round_spread
 
 SUMMARY = "The same model's decode rate three ways: transformers, llama-server, and the limit memory bandwidth sets"
 BUTTON = "Measure transformers' decode rate and this machine's bandwidth"
@@ -44,18 +44,19 @@ def _threads(n: int) -> str:
     return f"{n} thread{'' if n == 1 else 's'}"
 
 
-def gap_sentence(frame: pd.DataFrame, rate: TransformersRate) -> str:
+def gap_sentence(frame: pd.DataFrame, rate: TransformersRate, gguf: RealGGUFResult | None = None) -> str:
     """The limit, what each engine reaches of it at the same weights and why they differ; the fewest-bytes GGUF's
-    higher limit; and, for any row above its limit, why (its weights fit in the cache, or they do not and the
-    bandwidth was measured low)."""
+    higher limit; for any row above its limit, why (its weights fit in the cache, or they do not and the bandwidth
+    was measured low); and, first, whether the timings say the machine was busy (`busy_note`)."""
     bandwidth_gbs = rate.bandwidth.bytes_per_s / 1e9
     own = _row(frame, TRANSFORMERS, rate.weights)
     if own is None:
         return "The transformers decode step was not measured."
     parts = [
+        busy_note(rate, gguf),
         f"On this {rate.cpu}, memory delivers {bandwidth_gbs:,.1f} GB/s (measured on {_threads(rate.bandwidth.threads)}):"
         f" {_mb(own['bytes per token'])} of {rate.weights} weights read per token allow at most "
-        f"{rate_text(own['bandwidth limit tokens/s'])}."
+        f"{rate_text(own['bandwidth limit tokens/s'])}.",
     ]
     server = _row(frame, LLAMA_SERVER, SAME_WEIGHTS.get(rate.weights, ""))
     if server is not None:
@@ -97,6 +98,21 @@ def gap_sentence(frame: pd.DataFrame, rate: TransformersRate) -> str:
         )
     parts += [_above(row, rate.cache_bytes) for _, row in frame.iterrows() if row["share of the limit"] > 1]
     return " ".join(part for part in parts if part)
+
+
+def busy_note(rate: TransformersRate, gguf: RealGGUFResult | None) -> str:
+    """When one engine's timings spread widely (llama-server's rounds, or the middle half of transformers' steps),
+    other work shared the CPU: the shares then say more about that work than about the engines."""
+    spreads = {"transformers' middle half of steps": rate.timing.q3_ms / rate.timing.q1_ms - 1}
+    for gguf_type, result in (gguf.results if gguf else {}).items():
+        spreads[f"llama-server's {gguf_type} rounds"] = round_spread(result.decode_rates)
+    what, spread = max(((w, s) for w, s in spreads.items() if math.isfinite(s)), key=lambda ws: ws[1])
+    if spread <= BUSY_SPREAD:
+        return ""
+    return (
+        f"**The machine was busy while this ran** ({what} differed by {spread:.0%}): these rates and shares say "
+        "more about the other work than about the engines. Measure again when the server is idle."
+    )
 
 
 def _cache_note(row: pd.Series, cache_bytes: int | None) -> str:
