@@ -17,9 +17,8 @@ from inference.core.loader import load_model
 from inference.core.prompting import STORY, model_kind, prepare_prompt
 from inference.core.run import SEED_MAX, warm_up
 from inference.core.tokens import markdown_token_text
-from inference.lessons.speculative import comparison, drafting, self_draft, verdicts
+from inference.lessons.speculative import bundled_drafts, comparison, drafting, self_draft, verdicts
 from inference.lessons.speculative import figures as spec_fig
-from inference.lessons.speculative import run as spec
 from inference.lessons.speculative import speed_figures as speed_fig
 from inference.lessons.speculative import sweep as spec_sweep
 from inference.lessons.speculative import text as spec_text
@@ -43,14 +42,15 @@ load_float32 = functools.partial(models.cached_model, dtype="float32", public=mo
 
 
 @st.cache_resource(show_spinner="Loading the bundled draft model…")
-def bundled_draft():
-    """The project's own draft (an asset of the app, not a visitor's folder: the folder limits do not apply)."""
-    draft = load_model(str(spec.BUNDLED_DRAFT_DIR), "float32", Limits())
+def bundled_draft(folder: str):
+    """A draft the project ships (an asset of the app, not a visitor's folder: the folder limits do not apply)."""
+    draft = load_model(folder, "float32", Limits())
     warm_up(draft.model, draft.tokenizer)  # its passes are timed against the target's
     return draft
 
 
-defaults = drafting.page_defaults(model_kind(info.name) == STORY, info.has_chat_template)
+draft_dir = bundled_drafts.draft_dir_for(model)  # the bundled draft for this target: SmolLM2's, or the storytellers'
+defaults = drafting.page_defaults(model_kind(info.name) == STORY, info.has_chat_template, draft_dir)
 url_problems = stepper.read_url(URL_PARAMS, defaults, RANGES, drafting.PAGE_NAMES, spec_text.URL_CHOICES, 1000)
 st.title("🎯 Speculative decoding: guess cheap, check in one pass")
 st.markdown(spec_text.INTRO)
@@ -73,8 +73,8 @@ st.radio(
 )
 draft, problem = None, None  # a draft model that can serve the target; None: prompt lookup drafts
 if st.session_state.spec_drafter == "draft":
-    # The bundled draft serves every target with its tokenizer (the dense and the MoE model), whatever its name.
-    bundled = drafting.try_draft(model, tokenizer, bundled_draft)
+    # A bundled draft serves every target with its tokenizer (the storytellers', SmolLM2's), whatever its name.
+    bundled = drafting.try_draft(model, tokenizer, lambda: bundled_draft(str(draft_dir)))
     draft, problem = bundled.draft, spec_text.bundled_draft_unusable(info.name, bundled.problem)
     typed = (
         ""
@@ -117,6 +117,8 @@ if choices := spec_text.shortlist_choices(draft):  # the bundled draft: its outp
         help=spec_text.SHORTLIST_HELP,
     )
 drafter_label = spec_text.drafter_label(draft_name, shortlist_size)
+if about_draft := bundled_drafts.about(draft_name):  # SmolLM2's draft: what it is, where its guesses hold
+    caption("measured", about_draft)
 
 # -- controls ----------------------------------------------------------------------------
 # presenter: the prompt full width, seed and max tokens a row of their own (at 800 px labels broke: "See d")

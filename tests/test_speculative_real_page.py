@@ -1,5 +1,6 @@
-"""The Speculative page on SmolLM2-135M-Instruct (issue #45, item 6): a self-draft and prompt lookup run greedy and
-write plain decoding's tokens; the verify pass is measured on SmolLM2 and on the 6M storyteller side by side."""
+"""The Speculative page on SmolLM2-135M-Instruct (issue #45, item 6): its own distilled draft, a self-draft and prompt
+lookup run greedy and write plain decoding's tokens; the page opens on a story request with the distilled draft; the
+verify pass is measured on SmolLM2 and on the 6M storyteller side by side."""
 
 import pytest
 
@@ -7,8 +8,8 @@ from inference.core import real_model
 from inference.core.loader import encode_prompt
 from inference.core.measuring import GREEDY
 from inference.core.paths import BUNDLED_MODEL_NAME
+from inference.lessons.speculative import bundled_drafts
 from inference.lessons.speculative.comparison import plain_decode
-from inference.lessons.speculative.drafting import COPY_PROMPT
 from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
@@ -24,7 +25,7 @@ def on_smollm2(monkeypatch, smollm2, tmp_path):
     return smollm2
 
 
-@pytest.mark.parametrize("drafter", ["self", "lookup"])
+@pytest.mark.parametrize("drafter", ["draft", "self", "lookup"])
 def test_greedy_play_on_smollm2_writes_plain_tokens(on_smollm2, drafter):
     query = {"t": "0", "max": str(NEW), "d": drafter}
     at = open_app_page(PAGE, query, timeout=600, spec_self_layers=4)
@@ -35,15 +36,24 @@ def test_greedy_play_on_smollm2_writes_plain_tokens(on_smollm2, drafter):
     if drafter == "self":
         assert run.drafter.model.config.num_hidden_layers == 4
         assert run.drafter.shortlist is not None  # the page's default: the tokenizer's first ids
-    assert run.prompt_ids == encode_prompt(on_smollm2.tokenizer, COPY_PROMPT, chat=True)  # the template by default
+    if drafter == "draft":  # SmolLM2's own bundled draft, scoring its measured shortlist
+        assert run.drafter.model.name_or_path.endswith(bundled_drafts.REAL_DRAFT_NAME)
+        assert len(run.drafter.shortlist) == bundled_drafts.default_shortlist(bundled_drafts.REAL_DRAFT_NAME)
+    story = encode_prompt(on_smollm2.tokenizer, bundled_drafts.STORY_REQUEST, chat=True)  # in the template by default
+    assert run.prompt_ids == story
     assert run.generated_ids == plain_decode(on_smollm2.model, run.prompt_ids, len(run.generated_ids), GREEDY)
 
 
-def test_smollm2_opens_on_the_copy_request_with_prompt_lookup(on_smollm2):
+def test_smollm2_opens_on_a_story_request_with_its_distilled_draft(on_smollm2):
     at = open_app_page(PAGE, timeout=600)
-    assert at.session_state["spec_prompt"] == COPY_PROMPT and at.session_state["spec_chat"] is True
-    assert at.session_state["spec_drafter"] == "lookup"
-    assert "Self-draft (its own first layers)" in [o for r in at.radio for o in r.options]
+    assert not at.exception
+    assert at.session_state["spec_prompt"] == bundled_drafts.STORY_REQUEST and at.session_state["spec_chat"] is True
+    assert at.session_state["spec_drafter"] == "draft" and at.session_state["spec_temperature"] == 0.0
+    options = [o for r in at.radio for o in r.options]
+    assert "Self-draft (its own first layers)" in options and "Prompt lookup (no model)" in options
+    said = " ".join(c.value for c in at.caption)
+    assert bundled_drafts.REAL_DRAFT_NAME in said and "TinyStories" in said  # which draft, trained on what
+    assert "on a question outside stories it kept" in said  # where its acceptance drops, measured
 
 
 def test_verify_cost_on_both_models(on_smollm2):

@@ -9,6 +9,11 @@ pass's cost in one-token passes on SmolLM2 and on the bundled 6M storyteller.
 
 from __future__ import annotations
 
+import argparse
+import json
+import platform
+from pathlib import Path
+
 import torch
 
 from inference.core import real_model
@@ -16,8 +21,8 @@ from inference.core.limits import Limits
 from inference.core.loader import encode_prompt, load_model
 from inference.core.measuring import GREEDY
 from inference.core.run import warm_up
+from inference.lessons.speculative import bundled_drafts, self_draft, shortlist
 from inference.lessons.speculative import run as spec
-from inference.lessons.speculative import self_draft
 from inference.lessons.speculative.comparison import compare, plain_decode
 from inference.lessons.speculative.drafters import ModelDrafter, PromptLookupDrafter
 from inference.lessons.speculative.drafting import CHAT_PROMPT, COPY_PROMPT
@@ -32,23 +37,25 @@ CHOSEN = "prompt lookup"
 GAMMA = 4
 
 
-def _speculate(model, tokenizer, make_drafter, prompt_ids, new_tokens):
-    run = spec.new_run(model, tokenizer, make_drafter(), prompt_ids, new_tokens, gamma=GAMMA, stop_at_eos=True)
+def _speculate(model, tokenizer, make_drafter, prompt_ids, new_tokens, gamma: int = GAMMA):
+    run = spec.new_run(model, tokenizer, make_drafter(), prompt_ids, new_tokens, gamma=gamma, stop_at_eos=True)
     list(run.run(GREEDY))
     return run
 
 
-def pair_figures(model, tokenizer, make_drafter, prompt_ids: list[int], new_tokens: int, repeats: int) -> dict:
+def pair_figures(
+    model, tokenizer, make_drafter, prompt_ids: list[int], new_tokens: int, repeats: int, gamma: int = GAMMA
+) -> dict:
     """Greedy speculation with `make_drafter()` (to the end of the answer, at most `new_tokens`) against plain decoding
     of as many tokens: speed-up (medians of alternated runs), acceptance, and whether the tokens are the same."""
-    length = len(_speculate(model, tokenizer, make_drafter, prompt_ids, new_tokens).generated_ids)
+    length = len(_speculate(model, tokenizer, make_drafter, prompt_ids, new_tokens, gamma).generated_ids)
     out = {}
 
     def plain():
         out["plain"] = plain_decode(model, prompt_ids, length, GREEDY)
 
     def speculative():
-        out["spec"] = _speculate(model, tokenizer, make_drafter, prompt_ids, new_tokens)
+        out["spec"] = _speculate(model, tokenizer, make_drafter, prompt_ids, new_tokens, gamma)
 
     seconds = alternated_medians({"plain": plain, "spec": speculative}, repeats)
     summary = summarise(out["spec"].rounds)
@@ -60,6 +67,23 @@ def pair_figures(model, tokenizer, make_drafter, prompt_ids: list[int], new_toke
         "identical": out["spec"].generated_ids == out["plain"],
         "tokens": length,
     }
+
+
+def distilled_figures(
+    model, tokenizer, new_tokens: int = 64, repeats: int = 3, size: int | None = None, gamma: int = GAMMA
+) -> dict:
+    """The bundled SmolLM2 draft (its `size`-token shortlist, default its measured choice) against plain greedy
+    decoding, on a story request (where it was trained) and on a question outside stories."""
+    draft = load_model(str(bundled_drafts.REAL_DRAFT_DIR))
+    warm_up(draft.model, draft.tokenizer)
+    size = size or bundled_drafts.default_shortlist(bundled_drafts.REAL_DRAFT_NAME)
+    rows = shortlist.most_frequent(shortlist.token_counts(bundled_drafts.REAL_DRAFT_DIR), size)
+    make = lambda: ModelDrafter(draft.model, draft.tokenizer, rows)  # noqa: E731
+    figures = {"draft": bundled_drafts.REAL_DRAFT_NAME, "shortlist": size, "gamma": gamma}
+    for kind, request in (("story", bundled_drafts.STORY_REQUEST), ("question", bundled_drafts.QUESTION)):
+        ids = encode_prompt(tokenizer, request, chat=True)
+        figures[kind] = pair_figures(model, tokenizer, make, ids, new_tokens, repeats, gamma)
+    return figures
 
 
 def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | None = None) -> dict:
@@ -82,6 +106,7 @@ def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | Non
         k = self_draft.DEFAULT_LAYERS
         draft = self_draft.layer_draft(model, k)
         rows = self_draft.tokenizer_shortlist(model)
+        distilled = distilled_figures(model, tokenizer, new_tokens, repeats) if _has_draft() else None
         layered = pair_figures(model, tokenizer, lambda: ModelDrafter(draft, tokenizer, rows), chat_ids, 24, 1)
         real = measure_verify_cost(model, real_model.REAL_MODEL_NAME, GAMMA + 1)
         small = load_model()  # the bundled 6M storyteller
@@ -105,4 +130,62 @@ def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | Non
         f"real_spec_self_draft_k{k}_acceptance_rate": layered["acceptance_rate"],
         f"real_spec_self_draft_k{k}_cost_ratio": layered["draft_cost_ratio"],  # a draft pass ÷ a target pass
         "real_spec_torch_threads": threads,
+        **_distilled_keys(distilled),
     }
+
+
+def _has_draft() -> bool:
+    return (bundled_drafts.REAL_DRAFT_DIR / "config.json").is_file()
+
+
+def _distilled_keys(figures: dict | None) -> dict:
+    """The distilled draft's figures as flat bench keys (none without the draft)."""
+    if figures is None:
+        return {}
+    story, question = figures["story"], figures["question"]
+    return {
+        "real_spec_distilled_speedup_vs_plain": story["speedup_vs_plain"],
+        "real_spec_distilled_acceptance_rate": story["acceptance_rate"],
+        "real_spec_distilled_cost_ratio": story["draft_cost_ratio"],
+        "real_spec_distilled_identical": story["identical"] and question["identical"],
+        "real_spec_distilled_shortlist": figures["shortlist"],
+        "real_spec_distilled_question_speedup_vs_plain": question["speedup_vs_plain"],
+        "real_spec_distilled_question_acceptance_rate": question["acceptance_rate"],
+    }
+
+
+def cpu_name() -> str:
+    path = Path("/proc/cpuinfo")
+    for line in path.read_text().splitlines() if path.exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def main(argv=None) -> None:
+    """Measure the bundled SmolLM2 draft (greedy, a story request and a question) and write its speculation.json,
+    which the Speculative page quotes."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--shortlist", type=int, default=None)
+    parser.add_argument("--gamma", type=int, default=GAMMA)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--load", default="", help="what else ran on the machine, said beside the figures")
+    parser.add_argument("--write-draft", action="store_true", help="write the figures into the draft's folder")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads or Limits.from_env().torch_threads)
+    loaded = load_model(real_model.REAL_MODEL_NAME)
+    warm_up(loaded.model, loaded.tokenizer)
+    figures = distilled_figures(
+        loaded.model, loaded.tokenizer, args.new_tokens, args.repeats, args.shortlist, args.gamma
+    )
+    figures["cpu"] = cpu_name() + (f", {args.load}" if args.load else "")
+    figures["torch_threads"] = torch.get_num_threads()
+    print(json.dumps(figures, indent=1))
+    if args.write_draft:
+        (bundled_drafts.REAL_DRAFT_DIR / bundled_drafts.MEASURED_FILE).write_text(json.dumps(figures, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

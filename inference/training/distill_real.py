@@ -200,7 +200,11 @@ def reply_agreement(model, rows: list[dict], short: torch.Tensor, delta: torch.T
     return {"reply_agreement": round(same / total, 4), "reply_agreement_first60": round(same_60 / total_60, 4)}
 
 
-def train_draft(s: DraftSettings, replies_path: Path, corpus_dir: Path, out_dir: Path) -> dict:
+def train_draft(
+    s: DraftSettings, replies_path: Path, corpus_dir: Path, out_dir: Path, init: Path | None = None
+) -> dict:
+    """Both phases, then the folder the page loads. `init`: a draft this wrote before, trained further (its stories
+    phase already done: pass `story_steps` 0)."""
     started = time.time()
     teacher_dir = real_model.real_model_folder()
     tokenizer = AutoTokenizer.from_pretrained(teacher_dir)
@@ -220,7 +224,7 @@ def train_draft(s: DraftSettings, replies_path: Path, corpus_dir: Path, out_dir:
         f"{float(reply_counts[short].sum() / reply_counts.sum()):.1%} of the replies",
         flush=True,
     )
-    model = build_draft(s, teacher)
+    model = build_draft(s, teacher) if init is None else LlamaForCausalLM.from_pretrained(init, dtype=torch.float32)
     del teacher
     model.get_input_embeddings().weight.requires_grad_(False)  # trained through `delta`, on the shortlist's rows
     delta = torch.zeros(len(short), s.hidden_size, requires_grad=True)
@@ -309,6 +313,8 @@ def train_draft(s: DraftSettings, replies_path: Path, corpus_dir: Path, out_dir:
         "corpus": Path(corpus_dir).name,
         "corpus_files": counted["corpus_files"],
         "command": " ".join(["python", "-m", "inference.training.distill_real", *sys.argv[1:]]),
+        # a run that trained a saved draft further keeps that draft's record (its stories phase is there)
+        "earlier": None if init is None else json.loads((init / "training_meta.json").read_text()),
         "torch": torch.__version__,
         "platform": platform.platform(),
     }
@@ -321,13 +327,14 @@ def main(argv=None) -> None:
     parser.add_argument("--replies", type=Path, default=Path("/tmp/draft/teacher.jsonl"))
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS_DIR)
     parser.add_argument("--out", type=Path, default=OUT_DIR)
+    parser.add_argument("--init", type=Path, default=None, help="train further a draft this wrote (its folder)")
     for name, value in asdict(DraftSettings()).items():
         parser.add_argument("--" + name.replace("_", "-"), type=flag_type(value), default=value)
     args = parser.parse_args(argv)
     if args.corpus.resolve() == DEFAULT_HELDOUT_FILE.resolve().parent:
         parser.error("the held-out folder is for evaluation only: never train on it")
     settings = DraftSettings(**{k: getattr(args, k) for k in asdict(DraftSettings())})
-    train_draft(settings, args.replies, args.corpus, args.out)
+    train_draft(settings, args.replies, args.corpus, args.out, args.init)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,8 @@ from inference.core.loader import LoadedModel, ModelLoadError
 from inference.core.paths import BUNDLED_MODEL_NAME
 from inference.core.routing import BUNDLED_MOE_DIR, BUNDLED_MOE_NAME
 from inference.core.run import SEED_MAX
+from inference.lessons.speculative import bundled_drafts, self_draft, shortlist, sweep
 from inference.lessons.speculative import run as spec  # the module, so a test can refuse every pair in one place
-from inference.lessons.speculative import self_draft, shortlist, sweep
 from inference.lessons.speculative.drafters import GAMMA_MAX, GAMMA_MIN, ModelDrafter, PromptLookupDrafter
 
 
@@ -45,11 +45,10 @@ SHORTLIST_ALL = 0  # the page's value for a draft that scores every token
 
 
 def draft_counts(draft: LoadedModel | None):
-    """The bundled draft's training-text token counts (`shortlist.token_counts`); None for any other draft: the page
+    """A bundled draft's training-text token counts (`shortlist.token_counts`); None for any other draft: the page
     reads no file of a visitor's model beyond what loading it reads."""
-    if draft is None or draft.info.name != spec.BUNDLED_DRAFT_NAME:
-        return None
-    return shortlist.token_counts(spec.BUNDLED_DRAFT_DIR)
+    folder = None if draft is None else bundled_drafts.bundled_dir(draft.info.name)
+    return None if folder is None else shortlist.token_counts(folder)
 
 
 def shortlist_sizes(draft: LoadedModel | None) -> list[int]:
@@ -127,7 +126,7 @@ def self_drafter(target, tokenizer, layers: int, shortlisted: bool) -> ModelDraf
     return ModelDrafter(draft, tokenizer, rows)
 
 
-SHORTLIST_CHOICES = (*shortlist.SIZES, SHORTLIST_ALL)  # what a link's `sl` may say
+SHORTLIST_CHOICES = (*shortlist.SIZES, *shortlist.LARGE_SIZES, SHORTLIST_ALL)  # what a link's `sl` may say
 PAGE_RANGES = {"spec_gamma": (GAMMA_MIN, GAMMA_MAX), "spec_seed": (0, SEED_MAX)}  # URL values allowed
 # URL parameter -> (widget key, type), besides the sampling knobs: a shared link reopens the same prompt, drafter,
 # settings and seed
@@ -166,11 +165,21 @@ PAGE_DEFAULTS = {  # what the Speculative page opens on (widget key -> value)
 }
 
 
-def page_defaults(story_model: bool, has_chat_template: bool) -> dict:
-    """`PAGE_DEFAULTS` for the loaded model: a story model continues a story; any other model gets `COPY_PROMPT` (in
-    its chat template when it has one) with prompt lookup."""
+def page_defaults(story_model: bool, has_chat_template: bool, draft_dir=None) -> dict:
+    """`PAGE_DEFAULTS` for the loaded model: a story model continues a story; a model with a bundled draft of its own
+    (`draft_dir`: SmolLM2's, `bundled_drafts.draft_dir_for`) gets a story request in its chat template with that
+    draft, greedy, the draft's measured shortlist; any other model gets `COPY_PROMPT` (in its chat template when it has
+    one) with prompt lookup."""
     if story_model:
         return dict(PAGE_DEFAULTS)
+    if draft_dir is not None and draft_dir != spec.BUNDLED_DRAFT_DIR and has_chat_template:
+        return {
+            **PAGE_DEFAULTS,
+            "spec_prompt": bundled_drafts.STORY_REQUEST,
+            "spec_chat": True,
+            "spec_temperature": 0.0,  # what the draft was trained for: the target's greedy text
+            "spec_shortlist": bundled_drafts.default_shortlist(draft_dir.name),
+        }
     return {**PAGE_DEFAULTS, "spec_prompt": COPY_PROMPT, "spec_drafter": "lookup", "spec_chat": has_chat_template}
 
 

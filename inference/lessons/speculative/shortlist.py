@@ -18,9 +18,10 @@ import numpy as np
 # the counts, read and ranked where they are written (training sits below the lessons)
 from inference.training.token_frequency import coverage, most_frequent, token_counts
 
-__all__ = ["DEFAULT_SIZE", "SIZES", "coverage", "most_frequent", "token_counts", "usable_sizes"]
+__all__ = ["DEFAULT_SIZE", "LARGE_SIZES", "SIZES", "coverage", "most_frequent", "token_counts", "usable_sizes"]
 
 SIZES = (256, 512, 1024, 2048)  # the page's choices, besides the whole vocabulary
+LARGE_SIZES = (4096, 8192)  # and for a draft of a large vocabulary (SmolLM2's, 49,152 tokens)
 DEFAULT_SIZE = 1024  # the bundled pair keeps its greedy acceptance with it (the page and the bench measure it)
 
 
@@ -28,4 +29,4 @@ def usable_sizes(counts: np.ndarray | None, vocab: int) -> list[int]:
     """The shortlist sizes a page offers for this draft: below its vocabulary, and only with counts of its size."""
     if counts is None or len(counts) != vocab:
         return []
-    return [size for size in SIZES if size < vocab]
+    return [size for size in (*SIZES, *LARGE_SIZES) if size < vocab]

@@ -230,7 +230,8 @@ def drafter_label(draft_name: str | None, shortlist_size: int | None = None) -> 
 
 
 SHORTLIST_URL_PROBLEM = (
-    f"is not a shortlist size (use {', '.join(map(str, shortlist.SIZES))}, or 0 for every token); "
+    f"is not a shortlist size (use {', '.join(map(str, (*shortlist.SIZES, *shortlist.LARGE_SIZES)))}, or 0 for every "
+    "token); "
     f"using {shortlist.DEFAULT_SIZE}."
 )
 SHORTLIST_HELP = (
