@@ -233,3 +233,11 @@ def test_widely_spread_timings_say_the_machine_was_busy():
     assert text.startswith("**The machine was busy while this ran** (llama-server's f32 rounds differed by 200%)")
     jumpy = rates.TransformersRate(**{**rate.__dict__, "timing": Timing((10.0, 20.0, 30.0, 40.0), 3, "a step")})
     assert "transformers' middle half of steps differed by" in rt.busy_note(jumpy, None)
+
+
+def test_the_chart_keeps_the_table_order_so_the_same_bytes_sit_side_by_side():
+    rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=None)
+    frame = rates.table(rate, fake_gguf({"f32": (500 * MB, [40.0]), "q8_0": (133 * MB, [80.0])}))
+    fig = figures_rates.rates_bars(frame)
+    order = list(fig.layout.yaxis.categoryarray)[::-1]  # Plotly lists categories bottom up
+    assert order == ["transformers · float32", "llama-server · f32", "llama-server · q8_0"]

@@ -62,6 +62,7 @@ def rates_bars(frame: pd.DataFrame, presenter: bool = False) -> go.Figure:
         ],
     )
     fig.update_xaxes(title="decode tokens/s", range=[0, float(right.max()) * 1.6])
+    fig.update_yaxes(categoryorder="array", categoryarray=labels)  # not by trace: the same bytes stay side by side
     fig.update_layout(barmode="overlay")
     height = 120 + 52 * len(rows) + (60 if presenter else 0)
     return legend_below(base_layout(fig, "Measured decode rate against the bandwidth limit", presenter, height))
