@@ -241,3 +241,12 @@ def test_the_chart_keeps_the_table_order_so_the_same_bytes_sit_side_by_side():
     fig = figures_rates.rates_bars(frame)
     order = list(fig.layout.yaxis.categoryarray)[::-1]  # Plotly lists categories bottom up
     assert order == ["transformers · float32", "llama-server · f32", "llama-server · q8_0"]
+
+
+def test_in_presenter_mode_the_labels_break_and_the_bars_say_their_share_alone():
+    rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=None)
+    frame = rates.table(rate, fake_gguf({"f32": (500 * MB, [40.0])}))
+    fig = figures_rates.rates_bars(frame, presenter=True)
+    labels = next(trace for trace in fig.data if trace.type == "scatter" and trace.mode == "text")
+    assert list(labels.y) == ["llama-server<br>f32", "transformers<br>float32"]  # bottom up
+    assert [t.strip() for t in labels.text] == ["80%", "40%"]

@@ -60,4 +60,4 @@ def test_the_section_measures_transformers_and_sets_both_engines_beside_their_li
     share = frame.loc[1, "share of the limit"]
     assert f"llama-server reaches {share:.0%} of it at f32" in text
     assert "20.0 GB/s" in text
-    assert any("Measured decode rate against the bandwidth limit" in str(c.proto.spec) for c in at.get("plotly_chart"))
+    assert any("Decode rate vs the bandwidth limit" in str(c.proto.spec) for c in at.get("plotly_chart"))
