@@ -58,6 +58,11 @@ def default_shortlist(name: str | None) -> int:
     return int(measured.get("shortlist", shortlist.DEFAULT_SIZE)) if measured else shortlist.DEFAULT_SIZE
 
 
+def default_gamma(name: str | None, fallback: int) -> int:
+    """The γ a bundled draft opens with: the one it was measured at in `speculation.json`, else `fallback`."""
+    return int(measured_figures(name).get("gamma", fallback))
+
+
 def measured_figures(name: str | None) -> dict:
     folder = bundled_dir(name)
     try:

@@ -168,8 +168,8 @@ PAGE_DEFAULTS = {  # what the Speculative page opens on (widget key -> value)
 def page_defaults(story_model: bool, has_chat_template: bool, draft_dir=None) -> dict:
     """`PAGE_DEFAULTS` for the loaded model: a story model continues a story; a model with a bundled draft of its own
     (`draft_dir`: SmolLM2's, `bundled_drafts.draft_dir_for`) gets a story request in its chat template with that
-    draft, greedy, the draft's measured shortlist; any other model gets `COPY_PROMPT` (in its chat template when it has
-    one) with prompt lookup."""
+    draft, greedy, the shortlist and γ it was measured at; any other model gets `COPY_PROMPT` (in its chat template
+    when it has one) with prompt lookup."""
     if story_model:
         return dict(PAGE_DEFAULTS)
     if draft_dir is not None and draft_dir != spec.BUNDLED_DRAFT_DIR and has_chat_template:
@@ -179,6 +179,7 @@ def page_defaults(story_model: bool, has_chat_template: bool, draft_dir=None) ->
             "spec_chat": True,
             "spec_temperature": 0.0,  # what the draft was trained for: the target's greedy text
             "spec_shortlist": bundled_drafts.default_shortlist(draft_dir.name),
+            "spec_gamma": bundled_drafts.default_gamma(draft_dir.name, PAGE_DEFAULTS["spec_gamma"]),
         }
     return {**PAGE_DEFAULTS, "spec_prompt": COPY_PROMPT, "spec_drafter": "lookup", "spec_chat": has_chat_template}
 
