@@ -294,6 +294,7 @@ def train_draft(
     (out_dir / COUNTS_FILE).write_text(json.dumps(counted, separators=(",", ":")) + "\n")
     meta = {
         "settings": {**asdict(s), "vocab_size": vocab, "validation_fraction": TrainSettings().validation_fraction},
+        "preset": "draft",  # the model picker's role: a draft for speculative decoding
         "teacher": real_model.REAL_MODEL_LINE,
         "teacher_text": {
             "file": replies_path.name,
