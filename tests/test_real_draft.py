@@ -104,6 +104,7 @@ def test_the_bench_measures_it_on_a_story_and_a_question(smollm2):
     keys = real_spec._distilled_keys(figures)
     assert keys["real_spec_distilled_acceptance_rate"] == figures["story"]["acceptance_rate"]
     assert keys["real_spec_distilled_question_speedup_vs_plain"] == figures["question"]["speedup_vs_plain"]
+    assert keys["real_spec_distilled_gamma"] == figures["gamma"] == bundled_drafts.default_gamma(FOLDER.name, 4)
     assert real_spec._distilled_keys(None) == {}
 
 

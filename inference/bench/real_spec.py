@@ -70,10 +70,12 @@ def pair_figures(
 
 
 def distilled_figures(
-    model, tokenizer, new_tokens: int = 64, repeats: int = 3, size: int | None = None, gamma: int = GAMMA
+    model, tokenizer, new_tokens: int = 64, repeats: int = 3, size: int | None = None, gamma: int | None = None
 ) -> dict:
-    """The bundled SmolLM2 draft (its `size`-token shortlist, default its measured choice) against plain greedy
-    decoding, on a story request (where it was trained) and on a question outside stories."""
+    """The bundled SmolLM2 draft (its `size`-token shortlist and γ, default the ones chosen by measurement and kept in
+    its speculation.json) against plain greedy decoding, on a story request (where it was trained) and on a question
+    outside stories."""
+    gamma = gamma or bundled_drafts.default_gamma(bundled_drafts.REAL_DRAFT_NAME, GAMMA)
     draft = load_model(str(bundled_drafts.REAL_DRAFT_DIR))
     warm_up(draft.model, draft.tokenizer)
     size = size or bundled_drafts.default_shortlist(bundled_drafts.REAL_DRAFT_NAME)
@@ -149,6 +151,7 @@ def _distilled_keys(figures: dict | None) -> dict:
         "real_spec_distilled_cost_ratio": story["draft_cost_ratio"],
         "real_spec_distilled_identical": story["identical"] and question["identical"],
         "real_spec_distilled_shortlist": figures["shortlist"],
+        "real_spec_distilled_gamma": figures["gamma"],
         "real_spec_distilled_question_speedup_vs_plain": question["speedup_vs_plain"],
         "real_spec_distilled_question_acceptance_rate": question["acceptance_rate"],
     }
@@ -169,7 +172,7 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--shortlist", type=int, default=None)
-    parser.add_argument("--gamma", type=int, default=GAMMA)
+    parser.add_argument("--gamma", type=int, default=None, help="default: the draft's measured choice, else 4")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--load", default="", help="what else ran on the machine, said beside the figures")
     parser.add_argument("--write-draft", action="store_true", help="write the figures into the draft's folder")
