@@ -11,6 +11,7 @@ from inference.lessons.speculative import speed_figures as spec_fig
 from inference.lessons.speculative import summary, verdicts
 from inference.lessons.speculative import text as spec_text
 from inference.lessons.speculative.comparison import Comparison, PlainTiming
+from inference.lessons.speculative.run import RoundRecord
 
 pytestmark = pytest.mark.unit
 
@@ -166,3 +167,31 @@ def test_after_round_0_alone_the_verdict_waits_for_a_verify_pass_without_the_pro
     later = dataclasses.replace(base, summary=dataclasses.replace(base.summary, verify_pass_ms=145.0))
     verdict = verdicts.run_verdict(later)[0]
     assert "cannot win: a round costs γ·c + verify = 15.30 target passes for at most γ + 1 = 5 tokens" in verdict
+
+
+def test_a_greedy_rejection_says_the_targets_top_token_took_its_place_and_a_sampled_one_the_residual():
+    record = RoundRecord(
+        index=3,
+        drafter="draft model",
+        gamma=2,
+        context_tokens=10,
+        checks=[],
+        accepted=1,
+        token_id=7,
+        token_text=" the",
+        token_kind="residual",
+        token_u=None,
+        residual_top=[],
+        new_tokens=[5, 7],
+        draft_ms=[1.0, 1.0],
+        verify_ms=10.0,
+        verify_positions=3,
+        round_ms=13.0,
+        target_cache_tokens=12,
+        draft_cache_tokens=12,
+        greedy=True,
+    )
+    greedy = spec_text.round_sentence(record, " the")
+    assert "draft token 2 was not the target's top token" in greedy and "residual" not in greedy
+    sampled = spec_text.round_sentence(dataclasses.replace(record, greedy=False), " the")
+    assert "draft token 2 failed its test" in sampled and "from the residual" in sampled

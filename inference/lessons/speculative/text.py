@@ -152,9 +152,15 @@ def run_lead(target_name: str, draft_name: str | None, prompt_tokens: int, gener
 
 def round_sentence(record: RoundRecord, token: str) -> str:
     """What one round did; `token` is the round's own token, already escaped for the page."""
+    rejected = (  # greedy: no draw, the target's top token replaces the first draft that was not it
+        f"draft token {record.accepted + 1} was not the target's top token, so the target's top token '{token}' "
+        "took its place"
+        if record.greedy
+        else f"draft token {record.accepted + 1} failed its test, so the target drew its own token '{token}' from "
+        "the residual"
+    )
     verdict = {
-        "residual": f"draft token {record.accepted + 1} failed its test, so the target drew its own token "
-        f"'{token}' from the residual",
+        "residual": rejected,
         "bonus": f"all {record.drafted} draft tokens passed, and the same target pass gave a bonus token '{token}'",
         "target": f"nothing was drafted, so this pass made one token '{token}', as plain decoding would",
     }[record.token_kind]
