@@ -323,6 +323,7 @@ HEAVIER_MODEL_PAGES = [
         [
             Press("Quantize and compare the four precisions", "What each precision saves"),
             Press("Measure the GGUF files", "GGUF bytes are the file's size"),
+            Press("Measure transformers' decode rate and this machine's bandwidth", "memory delivers"),
         ],  # its KV-cache types button (minutes on llama-server) is pressed in SERVING_PAGES, by
         # test_every_button_on_the_serving_pages (tier clickthrough)
         setup=quantization_setup,

@@ -1,4 +1,4 @@
-"""The Speculative page's per-round charts are built from plain dicts (`style.plain_figure`), not Plotly's validated
+"""The Speculative page's per-round charts are built from plain dicts (`plain_figure.plain_figure`), not Plotly's validated
 builders: each must send Streamlit what Plotly's own builders made of the same data (the oracle below: `add_*`,
 `base_layout`, `legend_below`, as the page built them before), and pass Plotly's validation unchanged."""
 

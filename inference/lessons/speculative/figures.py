@@ -143,11 +143,11 @@ def _percent(v: float) -> str:
 
 
 def legend_below_at(y: float, one_per_line: bool = False) -> dict:
-    """`style.legend_below`'s placement, for `style.plain_figure`."""
+    """`style.legend_below`'s placement, for `plain_figure.plain_figure`."""
     return {"orientation": "v" if one_per_line else "h", "y": y, "yanchor": "top", "x": 0, "xanchor": "left"}
 
 
-# The charts below are redrawn on every round: built from plain dicts (`style.plain_figure`), not through Plotly's
+# The charts below are redrawn on every round: built from plain dicts (`plain_figure.plain_figure`), not through Plotly's
 # validated builders (~70% of the page's script time per round). tests/test_speculative_figures.py holds each equal
 # to the validated figure of the same spec.
 

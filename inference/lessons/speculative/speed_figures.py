@@ -185,7 +185,7 @@ TEMPERATURE_COLOURS = [PALETTE["blue"], PALETTE["orange"], PALETTE["red"], PALET
 
 def _measured_and_predicted(table: pd.DataFrame, measured: str, predicted: str, predicted_name: str) -> list[dict]:
     """Against γ, one colour per temperature: the `measured` column thick with points, the `predicted` one dashed
-    (plain trace dicts, for `style.plain_figure`: both sweep charts are redrawn on every round once measured)."""
+    (plain trace dicts, for `plain_figure.plain_figure`: both sweep charts are redrawn on every round once measured)."""
     data = []
     for colour, (t, rows) in zip(TEMPERATURE_COLOURS, table.groupby("temperature", sort=True)):
         at_t, gammas = f"T = {t:g}, ", rows["gamma"].to_numpy()
