@@ -36,16 +36,26 @@ Timings depend on the machine and on what else runs on it; the acceptance does n
 """
 
 
+def training_runs(meta: dict) -> list[dict]:
+    """The runs that made the draft, oldest first: a run that trained a saved draft further keeps that draft's record
+    under "earlier"."""
+    runs = [meta]
+    while runs[-1].get("earlier"):
+        runs.append(runs[-1]["earlier"])
+    return runs[::-1]
+
+
 def render(folder: Path) -> str:
     meta = json.loads((folder / "training_meta.json").read_text())
     s, st, taught = meta["settings"], meta["stats"], meta["teacher_text"]
-    before, after = st["before"], st["after"]
-    first = meta.get("earlier") or meta  # a run that trained a saved draft further: the stories phase was that one's
+    after = st["after"]
+    runs = training_runs(meta)  # oldest first: each later run trained the one before it further
+    first = runs[0]  # the stories phase, and the agreement from random weights, are the first run's
     story_steps, story_tokens = first["settings"]["story_steps"], first["stats"]["story_tokens_seen"]
-    reply_steps = s["reply_steps"] + (first["settings"]["reply_steps"] if first is not meta else 0)
-    wall_s = st["wall_time_s"] + (first["stats"]["wall_time_s"] if first is not meta else 0)
+    reply_steps = sum(m["settings"]["reply_steps"] for m in runs)
+    wall_s = sum(m["stats"]["wall_time_s"] for m in runs)
     before = first["stats"]["before"]
-    commands = [m["command"] for m in ((first, meta) if first is not meta else (meta,))]
+    commands = [m["command"] for m in runs]
     return f"""# {folder.name}
 
 A draft for speculative decoding on **SmolLM2-135M-Instruct**, trained in this project by
