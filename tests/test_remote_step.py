@@ -4,6 +4,7 @@ model: the same records as the local engine, truncation made visible, failures k
 import pytest
 import torch
 
+from inference.core.forward import ServerStep
 from inference.core.loader import encode_prompt
 from inference.core.remote import RemoteForward, connect, distribution_note, is_remote
 from inference.core.run import new_trace
@@ -133,3 +134,14 @@ def test_the_kv_cache_of_a_remote_model_is_not_readable_here(remote, bundled):
     trace = new_trace(remote.model, remote.tokenizer, encode_prompt(bundled.tokenizer, "Once"), 2)
     with pytest.raises(EngineError):
         trace.cache_layer_bytes()
+
+
+def test_a_complete_step_says_where_its_time_went_from_the_servers_own_timing(remote):
+    """The page runs slower than the engine's own rate: the note splits a step into the server's pass and the
+    rest (the whole vocabulary as JSON), from that step's figures; vLLM times nothing per request, so no split."""
+    vocab = remote.model.vocab_size
+    timed = ServerStep(vocab, 1.0, True, server_ms=33.2, round_trip_ms=161.8, evaluated_tokens=1, cached_tokens=50)
+    kind, text = distribution_note(remote.model, timed)
+    assert kind == "exact" and "forward pass took 33 ms of a 162 ms round trip; the other 129 ms" in text
+    untimed = ServerStep(vocab, 1.0, True, server_ms=None, round_trip_ms=161.8, evaluated_tokens=1, cached_tokens=50)
+    assert "round trip" not in distribution_note(remote.model, untimed)[1]

@@ -239,7 +239,21 @@ def distribution_note(engine: RemoteEngine, server: ServerStep | None) -> tuple[
         return "exact" if engine.exact else "measured", (
             f"The engine ({engine.dialect}) is asked for {engine.n_probs:,} token probabilities per step."
         )
-    return _note(engine, server.returned, server.returned_mass)
+    kind, text = _note(engine, server.returned, server.returned_mass)
+    return kind, text + _timing_sentence(server)
+
+
+def _timing_sentence(server: ServerStep) -> str:
+    """Where this step's time went, when the server timed its own pass: a whole vocabulary travels as JSON (about
+    4.7 MB for SmolLM2's 49,152 tokens), which can cost more than the pass itself, so the page's rate is below
+    the engine's own."""
+    if server.server_ms is None or server.round_trip_ms <= 0:
+        return ""
+    rest = max(server.round_trip_ms - server.server_ms, 0.0)
+    return (
+        f" This step: the server's forward pass took {server.server_ms:,.0f} ms of a {server.round_trip_ms:,.0f} ms "
+        f"round trip; the other {rest:,.0f} ms carried {server.returned:,} probabilities as JSON and parsed them here."
+    )
 
 
 def logits_note(engine: RemoteEngine, logits) -> tuple[str, str]:
