@@ -126,7 +126,7 @@ def teacher_view(run: TeacherRun, loaded) -> None:
         st.info(f"The model's candidates are hidden while guessing is open: **{session.STEP_BUTTON}** shows them.")
     elif choices_fig is not None:
         chart(choices_fig, width="stretch", key="class_choices")
-        caption("exact", "The coming step's top tokens, from the teacher's model and settings, over all its tokens.")
+        caption(*session.choices_caption(state.get("distribution"), teacher=True))
 
 
 @st.fragment(run_every=POLL_SECONDS)
@@ -216,7 +216,7 @@ def follow(code: str) -> None:
         show_reveal(state["reveal"], reveal_fig)
     if not state["guess_open"] and choices_fig is not None:
         chart(choices_fig, width="stretch", key="follow_choices")
-        caption("exact", "The teacher's model and settings, live: the coming step's top tokens.")
+        caption(*session.choices_caption(state.get("distribution"), teacher=False))
     if st.button("Fork: continue this text in my own Generate run", key="class_fork"):
         fork_into_generate(state)
 

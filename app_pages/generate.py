@@ -218,20 +218,24 @@ def run_section() -> None:
             st.caption(changed_note)
         top_n = int(st.session_state.get("gen_top_n", TOKENS_SHOWN))  # its slider sits under the charts
         table = view.columns(tokenizer, top_n=top_n)
+        exact, engine_note = True, ""  # an engine that returns its top N makes both charts measured, not exact
+        if remote:
+            server_step = trace.pending_server_step() if logits is not None else trace.server_steps[-1]
+            note_kind, engine_note = distribution_note(loaded.model, server_step)
+            exact = note_kind == "exact"
         chart_left, chart_right = layout.side_by_side(2)
         with chart_left:
             chart(next_token_bars(table, layout.presenter()), width="stretch", key="gen_bars")
-            caption("exact", gen_text.BARS_CAPTION)
+            caption("exact" if exact else "measured", gen_text.BARS_CAPTION_REMOTE if remote else gen_text.BARS_CAPTION)
             if remote:
-                server_step = trace.pending_server_step() if logits is not None else trace.server_steps[-1]
-                caption(*distribution_note(loaded.model, server_step))
+                caption("exact" if exact else "measured", engine_note)
         with chart_right:
             chart(
                 cumulative_curve(view, tokenizer, view.settings.top_p, layout.presenter()),
                 width="stretch",
                 key="gen_cumulative",
             )
-            caption("exact", gen_text.CUMULATIVE_CAPTION)
+            caption("exact" if exact else "measured", gen_text.CUMULATIVE_CAPTION)
         st.slider("Tokens shown", 10, 50, TOKENS_SHOWN, step=5, key="gen_top_n", persist_state="session")
 
         # -- fork ------------------------------------------------------------------------------

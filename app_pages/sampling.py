@@ -78,8 +78,12 @@ else:
     seen = seen_mask(prepared.ids, len(logits))
 
 tail = tokenizer.decode(context_ids[-40:])
+# Every chart below is drawn from this step's distribution: exact only when the engine returned all of it
+exact = True
 if remote:
-    caption(*logits_note(loaded.model, logits))
+    note_kind, engine_note = logits_note(loaded.model, logits)
+    exact = note_kind == "exact"
+    caption("exact" if exact else "measured", engine_note)
 st.markdown(f"**Context (last part):** `…{tail[-200:]}` → **?**")
 
 opening = lab_text.OPENING_SETTINGS
@@ -148,7 +152,7 @@ with live_left:
         width="stretch",
         key="lab_live_temperature",
     )
-    caption("exact", lab_text.LIVE_TEMPERATURE_CAPTION)
+    caption("exact" if exact else "measured", lab_text.LIVE_TEMPERATURE_CAPTION)
 with live_right:
     chart(
         live_slider_figure(
@@ -157,7 +161,7 @@ with live_right:
         width="stretch",
         key="lab_live_top_p",
     )
-    caption("exact", lab_text.settings_caption(settings))
+    caption("exact" if exact else "measured", lab_text.settings_caption(settings))
 
 st.subheader("All your settings together")
 chart_left, chart_right = layout.side_by_side(2)
@@ -168,11 +172,15 @@ with chart_left:
         key="lab_bars",
     )
     caption(
-        "exact", "Raw probability (T=1) beside the final one after every stage; ✂ marks the stage that removed a token."
+        "exact" if exact else "measured",
+        "Raw probability (T=1) beside the final one after every stage; ✂ marks the stage that removed a token.",
     )
 with chart_right:
     chart(cumulative_curve(view, tokenizer, top_p, presenter), width="stretch", key="lab_cumulative")
-    caption("exact", "Cumulative probability by rank: where top-p cuts, and how many tokens remain.")
+    caption(
+        "exact" if exact else "measured",
+        "Cumulative probability by rank: where top-p cuts, and how many tokens remain.",
+    )
 view_summary(view)
 
 st.subheader("Side by side")
@@ -196,7 +204,7 @@ else:
         width="stretch",
         key="lab_side_by_side",
     )
-    caption("exact", "The same step's probabilities at each temperature (no other filter).")
+    caption("exact" if exact else "measured", "The same step's probabilities at each temperature (no other filter).")
 
 st.subheader(f"Sample {DRAWS:,} times")
 # Seed and button one under the other, the chart full width below: in narrow columns the button's label was cut.
@@ -216,7 +224,7 @@ else:
 st.subheader("The pipeline, stage by stage")
 chart(pipeline_figure(view, tokenizer, presenter=presenter), width="stretch", key="lab_pipeline")
 caption(
-    "exact",
+    "exact" if exact else "measured",
     " → ".join(STAGE_NAMES[s] for s in view.stages[1:]) + ", in the order set under More "
     "samplers (transformers' order unless changed); each panel is renormalised over the tokens still kept.",
 )

@@ -57,3 +57,16 @@ def test_reveal_puts_answers_beside_the_models_probabilities_and_the_draw(bundle
     sentence = session.reveal_sentence(rv)
     assert sentence.startswith(f"3 of 4 picked '{choices[0]['label']}', the model gave it")
     assert f"rank {record.rank + 1}" in sentence
+
+
+def test_the_choices_caption_is_exact_only_when_the_teacher_has_the_whole_distribution():
+    """An engine's top N (-inf for the rest, log-probabilities for the returned) is measured and said so."""
+    whole = session.distribution_of(torch.tensor([2.0, 1.0, 0.5, -3.0]))
+    assert whole == {"returned": 4, "vocabulary": 4, "mass": 1.0}
+    assert session.choices_caption(whole, teacher=True) == ("exact", session.TEACHER_CHOICES_CAPTION)
+    top_two = session.distribution_of(torch.log(torch.tensor([0.6, 0.3, 0.0, 0.0])).float())
+    assert top_two["returned"] == 2 and top_two["mass"] == pytest.approx(0.9)
+    kind, text = session.choices_caption(top_two, teacher=False)
+    assert kind == "measured" and "top 2 of 4 tokens (90.00% of the probability)" in text
+    assert "over all its tokens" not in session.choices_caption(top_two, teacher=True)[1]
+    assert session.choices_caption(None, teacher=True)[0] == "exact"  # a state published before this field

@@ -5,6 +5,7 @@ public server offers only the engines INFERENCE_LAB_ENGINES names."""
 import pytest
 import streamlit as st
 
+from inference.core import remote
 from inference.core.remote import RemoteForward
 from tests.conftest import run_app
 from tests.fake_engine import FakeLlamaServer
@@ -30,7 +31,22 @@ def test_generate_steps_five_times_on_a_named_engine(fake):
     trace = at.session_state["gen_trace"]
     assert isinstance(trace.forward, RemoteForward) and len(trace.records) == 5
     assert any("returned all 4,096 token probabilities" in c.value for c in at.caption)
+    assert any("Computed exactly.** Tokens in order" in c.value for c in at.caption)
     assert sum(1 for path, _ in fake.requests if path == "/completion") >= 5
+
+
+def test_an_engines_top_n_makes_both_charts_measured_not_exact(fake, monkeypatch):
+    """SmolLM2's 49,152 tokens are above the whole-vocabulary limit, so the page asks for the top 1,000: the bars and
+    the cumulative curve then show a renormalised top N, and neither caption may say Computed exactly."""
+    monkeypatch.setattr(remote, "FULL_VOCABULARY_LIMIT", 1_024)  # the bundled model's 4,096 tokens are now "large"
+    at = run_app({"engine": "fake"})
+    at.button(key="gen_step").click().run()
+    assert not at.exception
+    captions = [c.value for c in at.caption]
+    assert any("Measured.** Truncated: the engine (llama.cpp) returned its top 1,000" in c for c in captions)
+    assert any("Measured.** Tokens in order" in c for c in captions)
+    assert any("Measured.** Top tokens by probability from the engine's answer" in c for c in captions)
+    assert not any("Computed exactly" in c for c in captions if "Top tokens" in c or "Tokens in order" in c)
 
 
 def test_a_stopped_engine_shows_one_sentence_and_keeps_the_run(fake):
@@ -75,3 +91,13 @@ def test_a_local_server_also_accepts_a_typed_engine_url(fake, local_server, monk
     assert not at.exception and at.session_state["engine_url"] == fake.url
     at.button(key="gen_step").click().run()
     assert isinstance(at.session_state["gen_trace"].forward, RemoteForward)
+
+
+def test_sampling_lab_on_an_engines_top_n_captions_no_chart_computed_exactly(fake, monkeypatch):
+    monkeypatch.setattr(remote, "FULL_VOCABULARY_LIMIT", 1_024)
+    at = run_app({"engine": "fake"})
+    at.switch_page("app_pages/sampling.py").run()
+    assert not at.exception
+    captions = [c.value for c in at.caption]
+    assert any("Truncated: the engine (llama.cpp) returned its top 1,000" in c for c in captions)
+    assert not any("Computed exactly" in c for c in captions), captions

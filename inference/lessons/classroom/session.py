@@ -57,6 +57,34 @@ def options_for_guessing(choices: list[dict], shuffle_seed: int) -> list[dict]:
     return offered
 
 
+TEACHER_CHOICES_CAPTION = "The coming step's top tokens, from the teacher's model and settings, over all its tokens."
+FOLLOWER_CHOICES_CAPTION = "The teacher's model and settings, live: the coming step's top tokens."
+
+
+def distribution_of(logits: torch.Tensor | None) -> dict | None:
+    """How much of the coming step's distribution the teacher's model gave: all of it when the model runs in the
+    app; a serving engine may return only its top N (the rest -inf), whose share of the probability is then known."""
+    if logits is None:
+        return None
+    returned = torch.isfinite(logits)
+    count = int(returned.sum())
+    mass = 1.0 if count == logits.numel() else float(logits[returned].double().exp().sum())
+    return {"returned": count, "vocabulary": int(logits.numel()), "mass": mass}
+
+
+def choices_caption(distribution: dict | None, teacher: bool) -> tuple[str, str]:
+    """(caption kind, sentence) under the choices chart: computed exactly over the whole vocabulary, else measured
+    from the engine's top N and said so."""
+    text = TEACHER_CHOICES_CAPTION if teacher else FOLLOWER_CHOICES_CAPTION
+    if not distribution or distribution["returned"] >= distribution["vocabulary"]:
+        return "exact", text
+    return "measured", (
+        text.replace(", over all its tokens.", ".")
+        + f" The engine returned its top {distribution['returned']:,} of {distribution['vocabulary']:,} tokens "
+        f"({distribution['mass']:.2%} of the probability); the shares are renormalised over them."
+    )
+
+
 def published_state(
     *,
     run_id: str,

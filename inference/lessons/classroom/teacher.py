@@ -65,6 +65,7 @@ class TeacherRun:
             model_name=self.model_name,
         )
         state["text"] = self.text()
+        state["distribution"] = session.distribution_of(self.trace.peek())
         self.published_version = self.store.publish(self.code, self.secret, state, checkpoint(self))
         return self.published_version
 

@@ -41,6 +41,11 @@ BARS_CAPTION = (
     "grey bars = the model's raw probability (T=1), blue = after your settings, orange = the draw, "
     "✂ = removed by that filter; 'other' = the rest of the vocabulary."
 )
+BARS_CAPTION_REMOTE = (
+    "Top tokens by probability from the engine's answer for this step (the note below says whether it holds the "
+    "whole vocabulary); grey bars = the model's raw probability (T=1), blue = after your settings, orange = the "
+    "draw, ✂ = removed by that filter; 'other' = the rest of the vocabulary."
+)
 CUMULATIVE_CAPTION = (
     "Tokens in order, adding up their probability. Top-p keeps tokens until the "
     "red line is reached; the draw picks a random u and takes the token where the blue curve passes u."
