@@ -26,7 +26,7 @@ LIVE_TEMPERATURE_CAPTION = (
 
 INTRO = (
     "One step's next-token logits, and every knob that turns them into a choice. The model ran "
-    "**once**; everything below is recomputed from its stored logits over the full vocabulary. "
+    "**once**; everything below is recomputed from the logits it stored (every token's, in this app). "
     "It opens with every filter on, so each panel of the pipeline at the end shows its own stage at work; "
     "set a knob to its 'off' value (temperature 1, top-p 1, top-k 0, min-p 0, penalty 1) to take it out."
 )
