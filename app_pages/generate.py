@@ -13,7 +13,7 @@ from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import engine_errors, generation_slot, session_lock
 from app_pages.shared.stepper import Stepper
 from inference.core.prompting import opening_prompt, prepare_prompt
-from inference.core.remote import distribution_note, is_remote
+from inference.core.remote import distribution_note, is_remote, step_timing_note
 from inference.core.run import SEED_MAX, new_trace, record_row
 from inference.lessons.generate import text as gen_text
 from inference.lessons.generate.current_step import current_step_view
@@ -218,7 +218,7 @@ def run_section() -> None:
             st.caption(changed_note)
         top_n = int(st.session_state.get("gen_top_n", TOKENS_SHOWN))  # its slider sits under the charts
         table = view.columns(tokenizer, top_n=top_n)
-        exact, engine_note = True, ""  # an engine that returns its top N makes both charts measured, not exact
+        exact, engine_note, server_step = True, "", None  # an engine's top N makes both charts measured, not exact
         if remote:
             server_step = trace.pending_server_step() if logits is not None else trace.server_steps[-1]
             note_kind, engine_note = distribution_note(loaded.model, server_step)
@@ -229,6 +229,8 @@ def run_section() -> None:
             caption("exact" if exact else "measured", gen_text.BARS_CAPTION_REMOTE if remote else gen_text.BARS_CAPTION)
             if remote:
                 caption("exact" if exact else "measured", engine_note)
+                if timing := step_timing_note(server_step):
+                    caption("measured", timing)
         with chart_right:
             chart(
                 cumulative_curve(view, tokenizer, view.settings.top_p, layout.presenter()),

@@ -6,7 +6,7 @@ import torch
 
 from inference.core.forward import ServerStep
 from inference.core.loader import encode_prompt
-from inference.core.remote import RemoteForward, connect, distribution_note, is_remote
+from inference.core.remote import RemoteForward, connect, distribution_note, is_remote, step_timing_note
 from inference.core.run import new_trace
 from inference.engines.client import EngineError, TokenizerMismatch
 from inference.sampling.pipeline import SamplingSettings
@@ -141,7 +141,7 @@ def test_a_complete_step_says_where_its_time_went_from_the_servers_own_timing(re
     rest (the whole vocabulary as JSON), from that step's figures; vLLM times nothing per request, so no split."""
     vocab = remote.model.vocab_size
     timed = ServerStep(vocab, 1.0, True, server_ms=33.2, round_trip_ms=161.8, evaluated_tokens=1, cached_tokens=50)
-    kind, text = distribution_note(remote.model, timed)
+    kind, text = distribution_note(remote.model, timed)[0], step_timing_note(timed)
     assert kind == "exact" and "forward pass took 33 ms of a 162 ms round trip; the other 129 ms" in text
     untimed = ServerStep(vocab, 1.0, True, server_ms=None, round_trip_ms=161.8, evaluated_tokens=1, cached_tokens=50)
-    assert "round trip" not in distribution_note(remote.model, untimed)[1]
+    assert "round trip" not in step_timing_note(untimed)

@@ -239,27 +239,35 @@ def distribution_note(engine: RemoteEngine, server: ServerStep | None) -> tuple[
         return "exact" if engine.exact else "measured", (
             f"The engine ({engine.dialect}) is asked for {engine.n_probs:,} token probabilities per step."
         )
-    kind, text = _note(engine, server.returned, server.returned_mass)
-    return kind, text + _timing_sentence(server)
+    return _note(engine, server.returned, server.returned_mass)
 
 
-def _timing_sentence(server: ServerStep) -> str:
+def step_timing_note(server: ServerStep | None) -> str:
     """Where this step's time went, when the server timed its own pass: the rest of the round trip is the
-    probabilities travelling as JSON and parsed here (SmolLM2's top 1,000 are 83 KB; its whole 49,152-token
-    vocabulary would be 4.7 MB, a round trip of 162 ms against a 33 ms pass, measured on its f32 GGUF)."""
-    if server.server_ms is None or server.round_trip_ms <= 0:
+    probabilities travelling as JSON and parsed here, plus any wait for a core on a busy machine (SmolLM2's top
+    1,000 are 83 KB; its whole 49,152-token vocabulary would be 4.7 MB, a round trip of 162 ms against a 33 ms pass,
+    measured on its f32 GGUF). Measured, so the page shows it under its own label, not the distribution's."""
+    if server is None or server.server_ms is None or server.round_trip_ms <= 0:
         return ""
     rest = max(server.round_trip_ms - server.server_ms, 0.0)
     return (
-        f" This step: the server's forward pass took {server.server_ms:,.0f} ms of a {server.round_trip_ms:,.0f} ms "
-        f"round trip; the other {rest:,.0f} ms carried {server.returned:,} probabilities as JSON and parsed them here."
+        f"This step: the server's forward pass took {server.server_ms:,.0f} ms of a {server.round_trip_ms:,.0f} ms "
+        f"round trip; the other {rest:,.0f} ms went outside the pass: {server.returned:,} probabilities sent as JSON and "
+        "parsed here, and any wait for a free core."
     )
 
 
 def logits_note(engine: RemoteEngine, logits) -> tuple[str, str]:
     """`distribution_note` for a stored [vocab] row of a remote step (log-probabilities, -inf where not returned)."""
+    return _note(engine, *returned_probability(logits))
+
+
+def returned_probability(logits: torch.Tensor) -> tuple[int, float]:
+    """(tokens returned, their total probability) of a [vocab] row: an engine's top N are log-probabilities with -inf
+    for the rest; a whole row (the app's own logits, or an engine's whole vocabulary) holds all of it."""
     returned = torch.isfinite(logits)
-    return _note(engine, int(returned.sum()), float(logits[returned].double().exp().sum()))
+    count = int(returned.sum())
+    return count, 1.0 if count == logits.numel() else float(logits[returned].double().exp().sum())
 
 
 def _note(engine: RemoteEngine, returned: int, mass: float) -> tuple[str, str]:

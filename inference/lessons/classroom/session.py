@@ -15,6 +15,7 @@ from dataclasses import asdict
 
 import torch
 
+from inference.core.remote import returned_probability
 from inference.core.tokens import readable_token
 from inference.lessons.classroom.store import SOMETHING_ELSE, Tally
 from inference.sampling.pipeline import SamplingSettings
@@ -58,6 +59,7 @@ def options_for_guessing(choices: list[dict], shuffle_seed: int) -> list[dict]:
 
 
 TEACHER_CHOICES_CAPTION = "The coming step's top tokens, from the teacher's model and settings, over all its tokens."
+TEACHER_TOP_N_CAPTION = "The coming step's top tokens, from the teacher's model and settings."  # an engine's top N
 FOLLOWER_CHOICES_CAPTION = "The teacher's model and settings, live: the coming step's top tokens."
 
 
@@ -66,22 +68,19 @@ def distribution_of(logits: torch.Tensor | None) -> dict | None:
     app; a serving engine may return only its top N (the rest -inf), whose share of the probability is then known."""
     if logits is None:
         return None
-    returned = torch.isfinite(logits)
-    count = int(returned.sum())
-    mass = 1.0 if count == logits.numel() else float(logits[returned].double().exp().sum())
+    count, mass = returned_probability(logits)
     return {"returned": count, "vocabulary": int(logits.numel()), "mass": mass}
 
 
 def choices_caption(distribution: dict | None, teacher: bool) -> tuple[str, str]:
     """(caption kind, sentence) under the choices chart: computed exactly over the whole vocabulary, else measured
     from the engine's top N and said so."""
-    text = TEACHER_CHOICES_CAPTION if teacher else FOLLOWER_CHOICES_CAPTION
     if not distribution or distribution["returned"] >= distribution["vocabulary"]:
-        return "exact", text
+        return "exact", TEACHER_CHOICES_CAPTION if teacher else FOLLOWER_CHOICES_CAPTION
     return "measured", (
-        text.replace(", over all its tokens.", ".")
-        + f" The engine returned its top {distribution['returned']:,} of {distribution['vocabulary']:,} tokens "
-        f"({distribution['mass']:.2%} of the probability); the shares are renormalised over them."
+        f"{TEACHER_TOP_N_CAPTION if teacher else FOLLOWER_CHOICES_CAPTION} The engine returned its top "
+        f"{distribution['returned']:,} of {distribution['vocabulary']:,} tokens ({distribution['mass']:.2%} of the "
+        "probability); the shares are renormalised over them."
     )
 
 
