@@ -17,7 +17,7 @@ from inference.core.loader import load_model
 from inference.core.prompting import STORY, model_kind, prepare_prompt
 from inference.core.run import SEED_MAX, warm_up
 from inference.core.tokens import markdown_token_text
-from inference.lessons.speculative import bundled_drafts, comparison, drafting, self_draft, verdicts
+from inference.lessons.speculative import bundled_drafts, comparison, drafting, feature_draft, self_draft, verdicts
 from inference.lessons.speculative import figures as spec_fig
 from inference.lessons.speculative import speed_figures as speed_fig
 from inference.lessons.speculative import sweep as spec_sweep
@@ -47,6 +47,12 @@ def bundled_draft(folder: str):
     draft = load_model(folder, "float32", Limits())
     warm_up(draft.model, draft.tokenizer)  # its passes are timed against the target's
     return draft
+
+
+@st.cache_resource(show_spinner="Loading the feature draft…")
+def bundled_feature_draft():
+    """SmolLM2's feature draft (shipped with the app; shared, only called)."""
+    return feature_draft.load()
 
 
 draft_dir = bundled_drafts.draft_dir_for(model)  # the bundled draft for this target: SmolLM2's, or the storytellers'
@@ -90,6 +96,13 @@ if st.session_state.spec_drafter == "draft":
     if draft is None:
         st.warning(problem)
 draft_name, shortlist_size = (draft.info.name if draft is not None else None), drafting.SHORTLIST_ALL
+feature = None  # the feature draft: one layer reading the target's last hidden state (SmolLM2's)
+if st.session_state.spec_drafter == "feature":
+    try:
+        feature = bundled_feature_draft()
+        draft_name = feature.name
+    except feature_draft.FeatureDraftError as err:
+        st.warning(f"{err} Prompt lookup drafts instead.")
 self_layers = None  # a self-draft: how many of the target's layers it keeps
 if st.session_state.spec_drafter == "self":
     total_layers, short_rows = self_draft.decoder_layers(model), self_draft.shortlist_rows(model)
@@ -151,13 +164,13 @@ seed, gamma, max_new = (int(st.session_state[key]) for key in ("spec_seed", "spe
 prepared = prepare_prompt(tokenizer, st.session_state.spec_prompt, chat, info.context, limits, max_new)
 for note in prepared.notes:
     st.info(note)
-drafter_kind = drafting.run_kind(self_layers, draft)
+drafter_kind = drafting.run_kind(self_layers, draft, feature)
 # γ is not in the key: a new γ drafts from the next round on and the run stays (each round keeps its own γ)
 run_key = (info.name, drafter_kind, draft_name, shortlist_size, tuple(prepared.ids), max_new, seed)
 
 
 def new_drafter():  # a self-draft: a new module object over the target's own layers; the shared model is only called
-    return drafting.make_drafter(model, tokenizer, self_layers, draft, shortlist_size)
+    return drafting.make_drafter(model, tokenizer, self_layers, draft, shortlist_size, feature)
 
 
 def start_run():

@@ -1,6 +1,6 @@
-"""The Speculative page on SmolLM2-135M-Instruct (issue #45, item 6): its own distilled draft, a self-draft and prompt
-lookup run greedy and write plain decoding's tokens; the page opens on a story request with the distilled draft; the
-verify pass is measured on SmolLM2 and on the 6M storyteller side by side."""
+"""The Speculative page on SmolLM2-135M-Instruct (issue #45, item 6): its feature draft, its own distilled draft, a
+self-draft and prompt lookup run greedy and write plain decoding's tokens; the page opens on a story request with the
+distilled draft; the verify pass is measured on SmolLM2 and on the 6M storyteller side by side."""
 
 import pytest
 
@@ -8,7 +8,7 @@ from inference.core import real_model
 from inference.core.loader import encode_prompt
 from inference.core.measuring import GREEDY
 from inference.core.paths import BUNDLED_MODEL_NAME
-from inference.lessons.speculative import bundled_drafts
+from inference.lessons.speculative import bundled_drafts, feature_draft
 from inference.lessons.speculative.comparison import plain_decode
 from tests.conftest import open_app_page
 
@@ -25,7 +25,7 @@ def on_smollm2(monkeypatch, smollm2, tmp_path):
     return smollm2
 
 
-@pytest.mark.parametrize("drafter", ["draft", "self", "lookup"])
+@pytest.mark.parametrize("drafter", ["feature", "draft", "self", "lookup"])
 def test_greedy_play_on_smollm2_writes_plain_tokens(on_smollm2, drafter):
     query = {"t": "0", "max": str(NEW), "d": drafter}
     at = open_app_page(PAGE, query, timeout=600, spec_self_layers=4)
@@ -39,6 +39,8 @@ def test_greedy_play_on_smollm2_writes_plain_tokens(on_smollm2, drafter):
     if drafter == "draft":  # SmolLM2's own bundled draft, scoring its measured shortlist
         assert run.drafter.model.name_or_path.endswith(bundled_drafts.REAL_DRAFT_NAME)
         assert len(run.drafter.shortlist) == bundled_drafts.default_shortlist(bundled_drafts.REAL_DRAFT_NAME)
+    if drafter == "feature":  # one layer reading SmolLM2's last hidden state; its first round is the prefill alone
+        assert run.drafter.kind == feature_draft.FEATURE_DRAFT and run.rounds[0].drafted == 0
     story = encode_prompt(on_smollm2.tokenizer, bundled_drafts.STORY_REQUEST, chat=True)  # in the template by default
     assert run.prompt_ids == story
     assert run.generated_ids == plain_decode(on_smollm2.model, run.prompt_ids, len(run.generated_ids), GREEDY)
@@ -51,6 +53,7 @@ def test_smollm2_opens_on_a_story_request_with_its_distilled_draft(on_smollm2):
     assert at.session_state["spec_drafter"] == "draft" and at.session_state["spec_temperature"] == 0.0
     options = [o for r in at.radio for o in r.options]
     assert "Self-draft (its own first layers)" in options and "Prompt lookup (no model)" in options
+    assert "Feature draft (reads the target's last layer)" in options
     said = " ".join(c.value for c in at.caption)
     assert bundled_drafts.REAL_DRAFT_NAME in said and "TinyStories" in said  # which draft, trained on what
     assert "on a question outside stories it kept" in said  # where its acceptance drops, measured

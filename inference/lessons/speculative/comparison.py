@@ -23,7 +23,7 @@ from inference.core.forward import TransformersForward
 from inference.core.measuring import Timing, pass_timing
 from inference.core.run import run_uniforms
 from inference.lessons.speculative import summary as spec_summary
-from inference.lessons.speculative.drafters import DRAFT_MODEL
+from inference.lessons.speculative.drafters import RUNS_A_MODEL
 from inference.lessons.speculative.rule import choose_token
 from inference.lessons.speculative.run import SpeculativeRun
 from inference.sampling.pipeline import SamplingSettings, seen_mask
@@ -201,7 +201,7 @@ def compare(run: SpeculativeRun, settings: SamplingSettings, kept: MutableMappin
         run.gamma,
         draft_passes_ms=tuple(spec_summary.draft_passes(run.rounds)),
         outside_passes_ms=tuple(
-            r.round_ms - r.verify_ms - (sum(r.draft_ms) if r.drafter == DRAFT_MODEL else 0.0) for r in later
+            r.round_ms - r.verify_ms - (sum(r.draft_ms) if r.drafter in RUNS_A_MODEL else 0.0) for r in later
         ),
     )
 

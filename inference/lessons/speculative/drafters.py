@@ -23,6 +23,8 @@ from inference.sampling.pipeline import SamplingSettings, sample_token
 GAMMA_MIN, GAMMA_MAX = 1, 16
 DRAFT_MODEL = "draft model"
 PROMPT_LOOKUP = "prompt lookup"
+FEATURE_DRAFT = "feature draft"  # `feature_draft.FeatureDrafter`
+RUNS_A_MODEL = (DRAFT_MODEL, FEATURE_DRAFT)  # drafters whose passes are timed as draft passes (c)
 LOOKUP_MAX_NGRAM = 3  # prompt lookup tries the last 3, then 2 tokens
 # ...and no fewer: a one-token match is mostly coincidence, and its draft still costs a verify pass of several tokens.
 LOOKUP_MIN_NGRAM = 2

@@ -14,7 +14,7 @@ from inference.core.loader import LoadedModel, ModelLoadError
 from inference.core.paths import BUNDLED_MODEL_NAME
 from inference.core.routing import BUNDLED_MOE_DIR, BUNDLED_MOE_NAME
 from inference.core.run import SEED_MAX
-from inference.lessons.speculative import bundled_drafts, self_draft, shortlist, sweep
+from inference.lessons.speculative import bundled_drafts, feature_draft, self_draft, shortlist, sweep
 from inference.lessons.speculative import run as spec  # the module, so a test can refuse every pair in one place
 from inference.lessons.speculative.drafters import GAMMA_MAX, GAMMA_MIN, ModelDrafter, PromptLookupDrafter
 
@@ -108,14 +108,17 @@ def page_sweep(target: tuple, other, load, make_drafter, ids: list[int], progres
 
 DRAFTERS = {  # the page's choice -> its label
     "draft": "Draft model",
+    "feature": "Feature draft (reads the target's last layer)",
     "self": "Self-draft (its own first layers)",
     "lookup": "Prompt lookup (no model)",
 }
 
 
 def drafter_choices(target) -> list[str]:
-    """The page's drafters for this target: a self-draft only where `self_draft.layer_draft` can build one."""
-    return [d for d in DRAFTERS if d != "self" or self_draft.can_self_draft(target)]
+    """The page's drafters for this target: a self-draft only where `self_draft.layer_draft` can build one, a
+    feature draft only where the bundled one reads this target's hidden states (SmolLM2)."""
+    offered = {"self": self_draft.can_self_draft(target), "feature": feature_draft.fits(target)}
+    return [d for d in DRAFTERS if offered.get(d, True)]
 
 
 def self_drafter(target, tokenizer, layers: int, shortlisted: bool) -> ModelDrafter:
@@ -200,12 +203,19 @@ def default_self_layers(options: list[int], current) -> int:
     return current if current in options else options[len(options) // 2]
 
 
-def run_kind(self_layers: int | None, draft) -> str:
+def run_kind(self_layers: int | None, draft, feature=None) -> str:
+    if feature is not None:
+        return "feature"
     return "self" if self_layers else "draft" if draft is not None else "lookup"
 
 
-def make_drafter(target, tokenizer, self_layers: int | None, draft: LoadedModel | None, shortlist_size: int):
-    """The page's drafter: a self-draft of `self_layers` layers, else the draft model, else prompt lookup."""
+def make_drafter(
+    target, tokenizer, self_layers: int | None, draft: LoadedModel | None, shortlist_size: int, feature=None
+):
+    """The page's drafter: the feature draft, else a self-draft of `self_layers` layers, else the draft model, else
+    prompt lookup."""
+    if feature is not None:
+        return feature_draft.FeatureDrafter(feature, target, tokenizer)
     if self_layers:
         return self_drafter(target, tokenizer, self_layers, shortlist_size != SHORTLIST_ALL)
     return new_drafter(target, draft, shortlist_size)

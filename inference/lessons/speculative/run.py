@@ -120,7 +120,8 @@ class DraftCheck:
     p: float  # target probability in the final distribution (greedy: 1 where it is the target's argmax, else 0)
     # The models' probabilities at temperature 1, which a greedy round's chart shows (its rule only asks for the top
     # token): None in the round's own record, filled in only for a greedy round the page draws
-    # (`SpeculativeRun.with_t1_probabilities`); q_raw stays None for prompt lookup.
+    # (`SpeculativeRun.with_t1_probabilities`); q_raw stays None for prompt lookup, and a feature draft's is made in
+    # the round from its own logits.
     q_raw: float | None
     p_raw: float | None
     ratio: float | None  # p / q (None if never checked)
@@ -253,7 +254,12 @@ class SpeculativeRun(Generation):
 
         # 2. verify: one target pass scores every drafted position and the one after them.
         verify_start = time.perf_counter()
-        logits = self.forward.logits(committed[self.forward.cached_tokens :] + drafted, keep=n + 1)  # [n + 1, vocab]
+        fed_from, fed = self.forward.cached_tokens, committed[self.forward.cached_tokens :] + drafted
+        hidden = None  # a feature draft reads the target's last hidden states, which this same pass computes
+        if getattr(self.drafter, "reads_target_features", False):
+            logits, hidden = self.forward.logits_and_features(fed, keep=n + 1)
+        else:
+            logits = self.forward.logits(fed, keep=n + 1)  # [n + 1, vocab]
         verify_ms = (time.perf_counter() - verify_start) * 1000
 
         # 3. accept or reject, under the same pipeline for p as for q.
@@ -280,10 +286,15 @@ class SpeculativeRun(Generation):
         prefix = len(self.all_ids) - 1
         self.forward.crop_to(prefix)
         self.drafter.crop_to(prefix)
+        if hidden is not None:
+            self.drafter.take_features(fed_from, hidden[: prefix - fed_from])
         chart = []
         if verdict.residual is not None:
             i = verdict.accepted
             chart = residual_top(verdict.residual, p_rows[i], q_rows[i], self.tokenizer)
+        q_raw = [None] * n  # a greedy round's chart shows q at T=1: a feature draft's comes from its own logits here
+        if settings.greedy and proposal.logit_rows and not isinstance(self.drafter, ModelDrafter):
+            q_raw = raw_probabilities(torch.stack(proposal.logit_rows), drafted)
         checks = []
         for i, token in enumerate(drafted):
             checked = i <= verdict.accepted and i < len(verdict.ratios)
@@ -291,7 +302,7 @@ class SpeculativeRun(Generation):
             text = token_text(self.tokenizer, token)
             ratio = verdict.ratios[i] if checked else None
             u = verdict.uniforms[i] if checked and verdict.uniforms else None
-            checks.append(DraftCheck(i, token, text, q_drafted[i], p_drafted[i], None, None, ratio, u, status))
+            checks.append(DraftCheck(i, token, text, q_drafted[i], p_drafted[i], q_raw[i], None, ratio, u, status))
         record = RoundRecord(
             index=len(self.rounds),
             drafter=self.drafter.kind,
@@ -341,7 +352,9 @@ class SpeculativeRun(Generation):
             p_raw = probabilities(self.target)
             model_drafter = isinstance(self.drafter, ModelDrafter)
             q_raw = (
-                probabilities(self.drafter.model, self.drafter.shortlist) if model_drafter else [None] * len(drafted)
+                probabilities(self.drafter.model, self.drafter.shortlist)
+                if model_drafter
+                else [c.q_raw for c in record.checks]  # prompt lookup: None; a feature draft: made in the round
             )
             made = self._t1_made[record.index] = (p_raw, q_raw)
         checks = [dataclasses.replace(c, p_raw=p, q_raw=q) for c, p, q in zip(record.checks, *made)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from inference.lessons.speculative.drafters import DRAFT_MODEL
+from inference.lessons.speculative.drafters import RUNS_A_MODEL
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class RunSummary:
 def draft_passes(rounds: list) -> list[float]:
     """The draft model's one-token passes, in ms: round 0's first pass reads the whole prompt and is left out; every
     later pass feeds one token (two after a fully accepted round). Empty for prompt lookup."""
-    return [ms for r in rounds if r.drafter == DRAFT_MODEL for i, ms in enumerate(r.draft_ms) if r.index > 0 or i > 0]
+    return [ms for r in rounds if r.drafter in RUNS_A_MODEL for i, ms in enumerate(r.draft_ms) if r.index > 0 or i > 0]
 
 
 def summarise(rounds: list) -> RunSummary:

@@ -7,6 +7,7 @@ from inference.core.tokens import markdown_token_text
 from inference.lessons.speculative import drafting, shortlist
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.comparison import Comparison
+from inference.lessons.speculative.feature_draft import FEATURE_DRAFT_NAME
 from inference.lessons.speculative.run import RoundRecord
 from inference.lessons.speculative.sweep import sweep_runs
 
@@ -25,7 +26,9 @@ HOW_A_ROUND_WORKS = (
     "the drafts are good and cheap."
 )
 DRAFTER_HELP = (
-    "A draft model guesses with its own (small) network; a self-draft runs only the target's first layers, then its "
+    "A feature draft runs one small layer on the target's own last hidden state (what the target's output layer "
+    "read) and the next token, so it starts where the target stopped instead of re-reading the words; "
+    "a draft model guesses with its own (small) network; a self-draft runs only the target's first layers, then its "
     "final norm and output layer (the target's own weights, shared, not copied); prompt lookup copies what followed "
     "the last few tokens earlier in the text, and needs no model at all."
 )
@@ -143,7 +146,7 @@ def typed_draft_unusable(problem: str, load_failed: bool) -> str:
 
 def run_lead(target_name: str, draft_name: str | None, prompt_tokens: int, generated: int, rounds: int) -> str:
     """The status line's first part: who checks, who drafts, and what the run holds."""
-    drafter = f"draft model {draft_name}" if draft_name else "prompt lookup"
+    drafter = drafter_words(draft_name) if draft_name else "prompt lookup"
     return (
         f"{target_name} checks, {drafter} drafts · {prompt_tokens} prompt tokens · "
         f"{generated} generated in {rounds} target passes"
@@ -232,7 +235,12 @@ def sweep_heading(gammas, temperatures) -> str:
 def drafter_label(draft_name: str | None, shortlist_size: int | None = None) -> str:
     if not draft_name:
         return "prompt lookup (no model)"
-    return f"draft model {draft_name}" + (f" ({shortlist_size:,}-token shortlist)" if shortlist_size else "")
+    return drafter_words(draft_name) + (f" ({shortlist_size:,}-token shortlist)" if shortlist_size else "")
+
+
+def drafter_words(draft_name: str) -> str:
+    """ "feature draft <name>" for SmolLM2's feature draft (it is not a model of its own), else "draft model <name>"."""
+    return f"feature draft {draft_name}" if draft_name == FEATURE_DRAFT_NAME else f"draft model {draft_name}"
 
 
 SHORTLIST_URL_PROBLEM = (
@@ -249,7 +257,10 @@ SHORTLIST_HELP = (
 
 
 URL_CHOICES = {  # a link's values the page takes, and what it says of any other
-    "spec_drafter": (drafting.DRAFTERS, "is not a drafter (use `draft`, `self` or `lookup`); using the draft model."),
+    "spec_drafter": (
+        drafting.DRAFTERS,
+        "is not a drafter (use `feature`, `draft`, `self` or `lookup`); using the draft model.",
+    ),
     "spec_shortlist": (drafting.SHORTLIST_CHOICES, SHORTLIST_URL_PROBLEM),
 }
 
