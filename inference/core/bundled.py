@@ -50,12 +50,12 @@ def describe_folder(folder: Path) -> str:
 
 
 def runs_alone(folder: Path) -> bool:
-    """A complete model folder (config and safetensors weights) whose config names the class that runs it: not
-    SmolLM2's feature draft, one decoder layer that only works beside SmolLM2 (`training.feature_model`)."""
+    """A complete model folder (config and safetensors weights) that is not SmolLM2's feature draft: one decoder
+    layer that only works beside SmolLM2, whose config says which target it reads (`training.feature_model`)."""
     config = folder / "config.json"
     if not config.exists() or not any(folder.glob("*.safetensors")):
         return False
-    return bool(json.loads(config.read_text()).get("architectures"))
+    return "target_vocab_rows" not in json.loads(config.read_text())
 
 
 def bundled_models(models_dir: Path = MODELS_DIR) -> list[BundledModel]:
