@@ -12,10 +12,8 @@ from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot, session_lock
 from app_pages.shared.stepper import Stepper
-from inference.core.limits import Limits
-from inference.core.loader import load_model
 from inference.core.prompting import STORY, model_kind, prepare_prompt
-from inference.core.run import SEED_MAX, warm_up
+from inference.core.run import SEED_MAX
 from inference.core.tokens import markdown_token_text
 from inference.lessons.speculative import bundled_drafts, comparison, drafting, feature_draft, self_draft, verdicts
 from inference.lessons.speculative import figures as spec_fig
@@ -39,20 +37,6 @@ model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
 # a draft or a sweep's other target, as the sidebar loads models (shared, cached)
 load_float32 = functools.partial(models.cached_model, dtype="float32", public=models.server_is_public())
-
-
-@st.cache_resource(show_spinner="Loading the bundled draft model…")
-def bundled_draft(folder: str):
-    """A draft the project ships (an asset of the app, not a visitor's folder: the folder limits do not apply)."""
-    draft = load_model(folder, "float32", Limits())
-    warm_up(draft.model, draft.tokenizer)  # its passes are timed against the target's
-    return draft
-
-
-@st.cache_resource(show_spinner="Loading the feature draft…")
-def bundled_feature_draft():
-    """SmolLM2's feature draft (shipped with the app; shared, only called)."""
-    return feature_draft.load()
 
 
 draft_dir = bundled_drafts.draft_dir_for(model)  # the bundled draft for this target: SmolLM2's, or the storytellers'
@@ -80,7 +64,7 @@ st.radio(
 draft, problem = None, None  # a draft model that can serve the target; None: prompt lookup drafts
 if st.session_state.spec_drafter == "draft":
     # A bundled draft serves every target with its tokenizer (the storytellers', SmolLM2's), whatever its name.
-    bundled = drafting.try_draft(model, tokenizer, lambda: bundled_draft(str(draft_dir)))
+    bundled = drafting.try_draft(model, tokenizer, lambda: models.bundled_draft(str(draft_dir)))
     draft, problem = bundled.draft, spec_text.bundled_draft_unusable(info.name, bundled.problem)
     typed = (
         ""
@@ -99,7 +83,7 @@ draft_name, shortlist_size = (draft.info.name if draft is not None else None), d
 feature = None  # the feature draft: one layer reading the target's last hidden state (SmolLM2's)
 if st.session_state.spec_drafter == "feature":
     try:
-        feature = bundled_feature_draft()
+        feature = models.bundled_feature_draft()
         draft_name = feature.name
     except feature_draft.FeatureDraftError as err:
         st.warning(f"{err} Prompt lookup drafts instead.")

@@ -15,6 +15,7 @@ from inference.core.loader import LoadedModel, classify_source, load_model
 from inference.core.paths import BUNDLED_MODEL_NAME
 from inference.core.remote import RemoteModel, connect
 from inference.core.run import warm_up
+from inference.lessons.speculative import feature_draft
 
 # What the visitor asked for ("" = the bundled storyteller, as the loader reads it). Absent until the first page
 # draws the sidebar, which sets it to the server's default (`default_source`).
@@ -83,3 +84,17 @@ def shipped_models() -> list[BundledModel]:
 def cached_engine(url: str) -> RemoteModel:
     """One connection per engine URL, shared by every session (httpx's client is thread-safe)."""
     return connect(url)
+
+
+@st.cache_resource(show_spinner="Loading the bundled draft model…")
+def bundled_draft(folder: str) -> LoadedModel:
+    """A draft the project ships (an asset of the app, not a visitor's folder: the folder limits do not apply)."""
+    draft = load_model(folder, "float32", Limits())
+    warm_up(draft.model, draft.tokenizer)  # its passes are timed against the target's
+    return draft
+
+
+@st.cache_resource(show_spinner="Loading the feature draft…")
+def bundled_feature_draft():
+    """SmolLM2's feature draft (shipped with the app; shared, only called)."""
+    return feature_draft.load()

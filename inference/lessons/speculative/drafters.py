@@ -71,6 +71,39 @@ class Drafter(Protocol):
         """Forget every position after the first `length` (the run's accepted prefix)."""
 
 
+def draw_proposal(
+    request: DraftRequest,
+    first_logits: Callable[[], torch.Tensor],
+    next_logits: Callable[[int], torch.Tensor],
+    eos_ids: set[int],
+) -> Proposal:
+    """Draw up to `request.gamma` tokens from a model's [vocab] logits: `first_logits()` gives the first position's,
+    `next_logits(token)` the next after feeding `token`. Each pass is timed; greedy takes the top token, else the run's
+    sampling settings draw with its next uniform number. It stops after an end-of-text token."""
+    settings = request.settings
+    tokens, q_rows, logit_rows, pass_ms = [], [], [], []
+    seen = request.seen.clone()  # the penalty sees each drafted token from the next position on
+    start = time.perf_counter()
+    logits = first_logits()
+    pass_ms.append((time.perf_counter() - start) * 1000)
+    for i in range(request.gamma):
+        if settings.greedy:
+            token = greedy_tokens(logits.unsqueeze(0), settings, seen)[0]
+        else:
+            q = final_probs(logits, settings, seen)
+            token = sample_token(q, request.uniform())
+            q_rows.append(q)
+        logit_rows.append(logits)
+        tokens.append(token)
+        seen[token] = True
+        if i == request.gamma - 1 or (request.stop_at_eos and token in eos_ids):
+            break  # nothing after an end-of-text token is ever kept
+        start = time.perf_counter()
+        logits = next_logits(token)
+        pass_ms.append((time.perf_counter() - start) * 1000)
+    return Proposal(tokens, torch.stack(q_rows) if q_rows else None, logit_rows, pass_ms)
+
+
 class ModelDrafter:
     """A small language model with its own KV cache. Its cache always holds a prefix of the committed text; each round
     first feeds what it has not seen (the prompt at first, then the target's last token, or two tokens after a fully
@@ -102,28 +135,8 @@ class ModelDrafter:
 
     @torch.inference_mode()
     def propose(self, request: DraftRequest) -> Proposal:
-        settings = request.settings
-        tokens, q_rows, logit_rows, pass_ms = [], [], [], []
-        seen = request.seen.clone()  # the penalty sees each drafted token from the next position on
-        start = time.perf_counter()
-        logits = self.forward.logits(request.committed[self.cache_tokens :])[0]
-        pass_ms.append((time.perf_counter() - start) * 1000)
-        for i in range(request.gamma):
-            if settings.greedy:
-                token = greedy_tokens(logits.unsqueeze(0), settings, seen)[0]
-            else:
-                q = final_probs(logits, settings, seen)
-                token = sample_token(q, request.uniform())
-                q_rows.append(q)
-            logit_rows.append(logits)
-            tokens.append(token)
-            seen[token] = True
-            if i == request.gamma - 1 or (request.stop_at_eos and token in self.eos_ids):
-                break  # nothing after an end-of-text token is ever kept
-            start = time.perf_counter()
-            logits = self.forward.logits([token])[0]
-            pass_ms.append((time.perf_counter() - start) * 1000)
-        return Proposal(tokens, torch.stack(q_rows) if q_rows else None, logit_rows, pass_ms)
+        first = lambda: self.forward.logits(request.committed[self.cache_tokens :])[0]  # noqa: E731
+        return draw_proposal(request, first, lambda token: self.forward.logits([token])[0], self.eos_ids)
 
     def crop_to(self, length: int) -> None:
         self.forward.crop_to(length)

@@ -20,7 +20,6 @@ Its model and files: `inference.training.feature_model` (trained by `python -m i
 from __future__ import annotations
 
 import json
-import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,9 +28,7 @@ from transformers import DynamicCache
 
 from inference.core import kv_cache
 from inference.core.forward import context_limit, eos_token_ids, vocabulary_rows
-from inference.lessons.speculative.drafters import FEATURE_DRAFT, DraftRequest, Proposal
-from inference.lessons.speculative.rule import final_probs, greedy_tokens
-from inference.sampling.pipeline import sample_token
+from inference.lessons.speculative.drafters import FEATURE_DRAFT, DraftRequest, Proposal, draw_proposal
 from inference.training.feature_model import (  # the model and its files, shared with its training
     FEATURE_DRAFT_DIR,
     FEATURE_DRAFT_NAME,
@@ -140,31 +137,22 @@ class FeatureDrafter:
         committed, known = request.committed, len(self._features)
         if known == 0 or known < len(committed) - 1:
             return Proposal([], None, [], [0.0], NOTHING_TO_READ)
-        settings = request.settings
-        tokens, q_rows, logit_rows, pass_ms = [], [], [], []
-        seen = request.seen.clone()
-        start = time.perf_counter()
         # Position j pairs the target's feature at j with the token after it; the cache holds j < _real_positions.
         first, last = self._real_positions, len(committed) - 1
-        predicted = self._pass(committed[first + 1 : last + 1], self._features[first:last])
+        predicted = None
+
+        def first_logits() -> torch.Tensor:
+            nonlocal predicted
+            predicted = self._pass(committed[first + 1 : last + 1], self._features[first:last])
+            return self._logits(predicted)
+
+        def next_logits(token: int) -> torch.Tensor:
+            nonlocal predicted  # its own prediction stands in for the target's feature
+            predicted = self._pass([token], predicted.unsqueeze(0))
+            return self._logits(predicted)
+
         self._real_positions = last
-        for i in range(request.gamma):
-            logits = self._logits(predicted)
-            pass_ms.append((time.perf_counter() - start) * 1000)
-            if settings.greedy:
-                token = greedy_tokens(logits.unsqueeze(0), settings, seen)[0]
-            else:
-                q = final_probs(logits, settings, seen)
-                token = sample_token(q, request.uniform())
-                q_rows.append(q)
-            logit_rows.append(logits)
-            tokens.append(token)
-            seen[token] = True
-            if i == request.gamma - 1 or (request.stop_at_eos and token in self.eos_ids):
-                break
-            start = time.perf_counter()
-            predicted = self._pass([token], predicted.unsqueeze(0))  # its own prediction stands in for the target's
-        return Proposal(tokens, torch.stack(q_rows) if q_rows else None, logit_rows, pass_ms)
+        return draw_proposal(request, first_logits, next_logits, self.eos_ids)
 
     def crop_to(self, length: int) -> None:
         """Forget positions after `length`: the cache keeps only positions fed with real features."""
