@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
 
 import torch
 from transformers import DynamicCache
@@ -63,12 +62,18 @@ def bundled_exists() -> bool:
     return (FEATURE_DRAFT_DIR / WEIGHTS_FILE).is_file()
 
 
-def fits(target, draft_config_path: Path = FEATURE_DRAFT_DIR / "config.json") -> bool:
+@lru_cache(maxsize=1)
+def _bundled_config() -> dict:
+    return json.loads((FEATURE_DRAFT_DIR / "config.json").read_text())
+
+
+def fits(target) -> bool:
     """The bundled feature draft reads this target's hidden states: same width, a Llama-style layout, and the draft
-    was trained on a target of as many output rows (read from its config, before anything loads)."""
+    was trained on a target of as many output rows (read once from its config, before anything loads: the page asks
+    on every rerun)."""
     if not bundled_exists() or not hasattr(getattr(target, "model", None), "norm"):
         return False
-    config = json.loads(draft_config_path.read_text())
+    config = _bundled_config()
     return int(config["hidden_size"]) == int(target.config.hidden_size) and int(
         config.get("target_vocab_rows", -1)
     ) == vocabulary_rows(target)
