@@ -105,6 +105,24 @@ GENERAL_TOPICS = (
     "forests", "bridges", "the telephone", "mushrooms", "penguins", "wind", "football", "the brain", "paper",
     "chocolate", "rivers", "camping", "trains", "the solar system", "bananas", "robots", "lightning", "museums",
     "kindness", "exercise", "spiders", "the calendar", "salt", "the microscope",
+    # added for the second, larger teacher text (2026-12-04)
+    "ants", "whales", "frogs", "horses", "wolves", "cats", "dogs", "tigers", "dolphins", "parrots", "snakes",
+    "turtles", "octopuses", "bats", "coral reefs", "rain forests", "mountains", "caves", "islands", "lakes",
+    "deserts at night", "the seasons", "autumn leaves", "storms", "fog", "tides", "stars", "comets", "mars",
+    "jupiter", "gravity", "light", "sound", "heat", "magnifying glasses", "telescopes", "rockets", "satellites",
+    "the wheel", "printing", "clocks", "maps", "compasses", "lighthouses", "ships", "cars", "buses", "elevators",
+    "umbrellas", "shoes", "buttons", "glass", "plastic", "steel", "cotton", "wool", "rubber", "concrete",
+    "water pipes", "bicycle helmets", "vaccines", "hospitals", "teeth", "bones", "muscles", "the lungs", "blood",
+    "vitamins", "fruit", "vegetables", "rice", "cheese", "milk", "eggs", "apples", "potatoes", "tea", "pizza",
+    "ice cream", "birthdays", "holidays", "school", "teachers", "homework", "reading", "writing letters", "poetry",
+    "painting", "photography", "dancing", "theater", "movies", "video games", "board games", "puzzles", "kites",
+    "swimming", "running", "basketball", "tennis", "the olympics", "teamwork", "patience", "honesty", "courage",
+    "curiosity", "saving money", "banks", "markets", "farming", "fishing", "bakeries", "firefighters", "doctors",
+    "pilots", "astronauts", "scientists", "inventors", "engineers", "architects", "libraries in small towns",
+    "smartphones", "email", "passwords", "programming", "spreadsheets", "search engines", "solar panels",
+    "wind turbines", "dams", "forest fires", "pollution", "climate change", "composting", "bird migration",
+    "hibernation", "photosynthesis", "seeds", "flowers", "cactus plants", "bamboo", "ancient egypt",
+    "the pyramids", "castles", "knights", "vikings", "pirates", "the roman empire", "writing systems", "languages",
 )  # fmt: skip
 GENERAL_TEMPLATES = (
     "Tell me about {t}.",
@@ -115,13 +133,23 @@ GENERAL_TEMPLATES = (
     "Describe {t} to a ten-year-old.",
     "What are the pros and cons of {t}?",
     "Write a short story about {t}.",
+    # added for the second, larger teacher text (2026-12-04): more questions, which SmolLM2 answers in prose
+    "What should everyone know about {t}?",
+    "Write a paragraph about {t}.",
+    "What is the history of {t}?",
+    "Answer briefly: what is special about {t}?",
+    "List five things related to {t}.",
+    "Write a short essay about {t}.",
+    "Explain {t} to a beginner, step by step.",
+    "What is a common question about {t}, and what is the answer?",
 )
 
 
-def general_requests() -> list[str]:
-    """Every topic in every request form (480), in a fixed order that spreads the forms."""
+def general_requests(seed: int = 11) -> list[str]:
+    """Every topic in every request form, in a seeded order that spreads topics and forms."""
     every = [form.format(t=topic) for topic in GENERAL_TOPICS for form in GENERAL_TEMPLATES]
-    return [every[i * 7 % len(every)] for i in range(len(every))]  # 7 is prime to 480: a permutation
+    random.Random(seed).shuffle(every)
+    return every
 
 
 def mixed_requests(stories: list[str], count: int, seed: int = 23) -> list[str]:
@@ -147,6 +175,31 @@ def greedy_reply(client: httpx.Client, url: str, prompt_ids: list[int], max_toke
     return list(body["tokens"]), bool(body.get("stop_type") == "eos")
 
 
+def batched_greedy_replies(model, tokenizer, prompts: list[list[int]], max_tokens: int) -> list[tuple[list[int], bool]]:
+    """transformers' greedy replies to a batch of prompts (token ids), left-padded with an attention mask:
+    (reply ids up to and with the end token, whether it stopped there) for each. In float32 this is SmolLM2's own
+    greedy text up to float rounding, as in the pages; 64 at a time it made 262 tokens/s on this 2-core Xeon against
+    llama-server's ~85 with 4 or 16 slots (q8_0), measured 2026-12-04."""
+    pad, stop = tokenizer.pad_token_id, tokenizer.eos_token_id
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    with torch.inference_mode():
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=max_tokens,
+            do_sample=False,
+            pad_token_id=pad,
+            eos_token_id=stop,
+        )
+    replies = []
+    for row in out[:, width:].tolist():
+        cut = row.index(stop) + 1 if stop in row else len(row)
+        replies.append((row[:cut], stop in row))
+    return replies
+
+
 def generate(
     out: Path,
     minutes: float,
@@ -156,9 +209,11 @@ def generate(
     count: int,
     mixed: bool = False,
     gguf_type: str = "f32",
+    batch: int = 0,
 ) -> None:
     """Serve SmolLM2's GGUF (`gguf_type`), send the requests (story requests, or `mixed_requests` when `mixed`)
-    `parallel` at a time, append every reply to `out` as it comes, and stop sending after `minutes`. Progress
+    `parallel` at a time, append every reply to `out` as it comes, and stop sending after `minutes`. With `batch`,
+    transformers' float32 forward answers `batch` requests at a time instead (`batched_greedy_replies`). Progress
     (replies, tokens, tokens/s) goes to stdout."""
     tokenizer = AutoTokenizer.from_pretrained(real_model.real_model_folder())
     stories = training_stories()
@@ -168,11 +223,14 @@ def generate(
         done = {json.loads(line)["request"] for line in out.read_text().splitlines() if line.strip()}
     todo = [r for r in requests if r not in done]
     print(f"{len(requests)} requests, {len(done)} already answered, {len(todo)} to ask", flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if batch:
+        generate_batched(out, todo, tokenizer, minutes, max_tokens, batch)
+        return
     gguf = llamacpp.convert(real_model.REAL_MODEL_NAME, gguf_type)
     deadline = time.perf_counter() + minutes * 60
     started, tokens, replies = time.perf_counter(), 0, 0
     lock = threading.Lock()
-    out.parent.mkdir(parents=True, exist_ok=True)
     with llamacpp.serve(gguf, parallel=parallel, threads=threads) as server, httpx.Client() as client:
         print(f"llama-server at {server.url}, {parallel} slots, log {server.log_path}", flush=True)
 
@@ -196,6 +254,28 @@ def generate(
                     if replies % 10 == 0:
                         elapsed = time.perf_counter() - started
                         print(f"{replies} replies, {tokens} tokens, {tokens / elapsed:.1f} tokens/s", flush=True)
+    print(f"done: {replies} replies, {tokens} tokens in {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def generate_batched(out: Path, todo: list[str], tokenizer, minutes: float, max_tokens: int, batch: int) -> None:
+    """`generate` with transformers' batched greedy decoding: `batch` requests a pass, until `minutes` are up."""
+    loaded = loader.load_model(real_model.REAL_MODEL_NAME)
+    deadline = time.perf_counter() + minutes * 60
+    started, tokens, replies = time.perf_counter(), 0, 0
+    with out.open("a") as f:
+        for at in range(0, len(todo), batch):
+            if time.perf_counter() > deadline:
+                break
+            chunk = todo[at : at + batch]
+            prompts = [loader.encode_prompt(tokenizer, r, chat=True) for r in chunk]
+            answers = batched_greedy_replies(loaded.model, tokenizer, prompts, max_tokens)
+            for request, prompt_ids, (reply_ids, stopped) in zip(chunk, prompts, answers, strict=True):
+                row = {"request": request, "prompt_ids": prompt_ids, "reply_ids": reply_ids, "stopped": stopped}
+                f.write(json.dumps(row) + "\n")
+                replies, tokens = replies + 1, tokens + len(reply_ids)
+            f.flush()
+            elapsed = time.perf_counter() - started
+            print(f"{replies} replies, {tokens} tokens, {tokens / elapsed:.1f} tokens/s", flush=True)
     print(f"done: {replies} replies, {tokens} tokens in {time.perf_counter() - started:.0f} s", flush=True)
 
 
@@ -231,13 +311,22 @@ def main(argv=None) -> int:
     parser.add_argument("--count", type=int, default=4000, help="requests made (generation stops at --minutes)")
     parser.add_argument("--mixed", action="store_true", help="general requests beside the story requests")
     parser.add_argument("--gguf-type", default="f32", choices=llamacpp.GGUF_TYPES, help="q8_0 is ~2x faster here")
+    parser.add_argument("--batch", type=int, default=0, help="answer with transformers, this many requests a pass")
     parser.add_argument("--check", type=int, default=0, help="only measure agreement with transformers on N replies")
     args = parser.parse_args(argv)
     if args.check:
         print(json.dumps(check_agreement(args.out, args.check)))
         return 0
     generate(
-        args.out, args.minutes, args.max_tokens, args.parallel, args.threads, args.count, args.mixed, args.gguf_type
+        args.out,
+        args.minutes,
+        args.max_tokens,
+        args.parallel,
+        args.threads,
+        args.count,
+        args.mixed,
+        args.gguf_type,
+        args.batch,
     )
     return 0
 
