@@ -51,6 +51,7 @@ class FeatureSettings:
     warmup_steps: int = 30
     regression_weight: float = 1.0
     input_noise: float = 0.2  # uniform noise on the input features, times their standard deviation
+    second_step_weight: float = 0.0  # weight of the loss on the second drafted token (read from its own prediction)
     shortlist: int = 8192
     heldout_every: int = 20
     seed: int = 2026
@@ -119,6 +120,15 @@ def draft_outputs(draft_body, fc, embedding, norm, tokens, features):
     return draft_body(inputs_embeds=mixed).last_hidden_state
 
 
+def second_step_loss(draft_body, fc, embedding, short_head, tokens, first_outputs, labels) -> torch.Tensor:
+    """Cross-entropy of the second drafted token. When drafting it, the draft reads its own prediction of the next
+    feature (first_outputs[j], for position j + 1) in place of the target's; here every position of the window does
+    so at once (in a run only the newest one does), a cheap stand-in for EAGLE-3's training-time test."""
+    mixed = fc(torch.cat([embedding(tokens[:, 1:]), first_outputs[:, :-1]], dim=-1))
+    logits = draft_body(inputs_embeds=mixed).last_hidden_state @ short_head.T
+    return F.cross_entropy(logits.reshape(-1, short_head.shape[0]), labels[:, 1:].reshape(-1), ignore_index=IGNORE)
+
+
 @torch.no_grad()
 def heldout_agreement(draft_body, fc, target, rows: torch.Tensor, sequences: list[dict]) -> float:
     """The share of reply positions where the draft's first guess, given the target's real features, is the target's
@@ -137,14 +147,19 @@ def heldout_agreement(draft_body, fc, target, rows: torch.Tensor, sequences: lis
     return same / max(total, 1)
 
 
-def train(settings: FeatureSettings, replies: Path, out: Path) -> dict:
+def train(settings: FeatureSettings, replies: Path, out: Path, features_cache: Path | None = None) -> dict:
     torch.manual_seed(settings.seed)
     loaded = load_model(real_model.REAL_MODEL_NAME)
     target = loaded.model
     rows_all = read_replies(replies)
     train_rows, held_rows = split_replies(rows_all, settings.heldout_every)
     print(f"{len(train_rows)} replies to train on, {len(held_rows)} held out", flush=True)
-    train_seqs, held_seqs = reply_features(target, train_rows), reply_features(target, held_rows)
+    if features_cache is not None and features_cache.is_file():
+        train_seqs, held_seqs = torch.load(features_cache)
+    else:
+        train_seqs, held_seqs = reply_features(target, train_rows), reply_features(target, held_rows)
+        if features_cache is not None:  # a second training on the same text skips the extraction
+            torch.save((train_seqs, held_seqs), features_cache)
     vocab = target.get_output_embeddings().weight.shape[0]
     rows = torch.tensor(sorted(most_frequent(token_counts_of(train_seqs, vocab).numpy(), settings.shortlist)))
     index = torch.full((vocab,), IGNORE, dtype=torch.long)
@@ -179,6 +194,10 @@ def train(settings: FeatureSettings, replies: Path, out: Path) -> dict:
             pulled = norm(targets)
         regression = F.smooth_l1_loss(out_h, pulled)
         loss = ce + settings.regression_weight * regression
+        if settings.second_step_weight:
+            loss = loss + settings.second_step_weight * second_step_loss(
+                body, fc, embedding, short_head, tokens, out_h, labels
+            )
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -241,6 +260,12 @@ Timings depend on the machine and on what else runs on it; the acceptance does n
 """
     else:
         measured = "Not measured yet: run `python -m inference.bench.real_spec --feature --write-draft`.\n"
+    second_step = (
+        f", plus {s['second_step_weight']:g} x the cross-entropy of the second drafted token, read from its own "
+        "predicted feature (`second_step_loss`)"
+        if s.get("second_step_weight")
+        else ""
+    )
     return f"""# {folder.name}
 
 A feature draft for speculative decoding on **SmolLM2-135M-Instruct** (EAGLE's idea: Li et al. 2024, arXiv:2401.15077):
@@ -253,14 +278,16 @@ Code: `inference/lessons/speculative/feature_draft.py`; training: `python -m inf
 
 ## Training
 
-- Teacher text: SmolLM2's greedy replies (llama-server, q8_0 GGUF, at most 160 tokens) to story requests built from
-  the TinyStories training split and to 480 general requests (60 topics x 8 forms, `teacher_text.general_requests`;
-  the topics of the measured requests left out). {taught["replies_trained"]:,} replies trained on
-  ({taught["reply_tokens_trained"]:,} reply tokens), {taught["replies_held_out"]:,} held out by a hash of the request.
+- Teacher text: SmolLM2's greedy replies (at most 160 tokens) to story requests built from the TinyStories training
+  split and to general requests (up to 210 topics x 16 forms, `teacher_text.general_requests`; the topics of the
+  measured requests left out): the first 867 from llama-server (q8_0 GGUF, `teacher_text --mixed --gguf-type q8_0`),
+  the rest from transformers' float32 forward, 64 requests a pass (`teacher_text --mixed --batch 64`).
+  {taught["replies_trained"]:,} replies trained on ({taught["reply_tokens_trained"]:,} reply tokens),
+  {taught["replies_held_out"]:,} held out by a hash of the request.
 - Features and labels: SmolLM2's float32 weights in bfloat16 autocast (teacher-forced, 8 replies a pass).
 - {s["steps"]:,} steps of {s["batch_size"]} windows of {s["window"]} positions, AdamW, peak learning rate
   {s["peak_lr"]:g}, cosine; loss: cross-entropy on SmolLM2's argmax at the next position plus
-  {s["regression_weight"]:g} x smooth-L1 towards SmolLM2's next normed hidden state; input-feature noise
+  {s["regression_weight"]:g} x smooth-L1 towards SmolLM2's next normed hidden state{second_step}; input-feature noise
   {s["input_noise"]:g} x their standard deviation. {meta["training_seconds"]:,} s on 2 CPU cores.
 - Held-out greedy agreement of its first guess (given SmolLM2's real features): **{meta["heldout_first_guess_agreement"]:.1%}**.
 
@@ -285,12 +312,18 @@ def main(argv=None) -> None:
     for name, value in asdict(FeatureSettings()).items():
         parser.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
     parser.add_argument("--card", action="store_true", help="only (re)write MODEL_CARD.md in --out")
+    parser.add_argument(
+        "--features-cache", type=Path, default=None, help="keep the extracted features here (never the repo)"
+    )
+    parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.card:
         (args.out / "MODEL_CARD.md").write_text(render_card(args.out))
         return
     settings = FeatureSettings(**{k: getattr(args, k) for k in asdict(FeatureSettings())})
-    train(settings, args.replies, args.out)
+    train(settings, args.replies, args.out, args.features_cache)
 
 
 if __name__ == "__main__":
