@@ -230,6 +230,7 @@ def train(settings: FeatureSettings, replies: Path, out: Path, features_cache: P
         },
         "heldout_first_guess_agreement": round(agreement, 4),
         "training_seconds": round(time.perf_counter() - start),
+        "torch_threads": torch.get_num_threads(),
         "log": log,
     }
     (out / "training_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -288,7 +289,8 @@ Code: `inference/lessons/speculative/feature_draft.py`; training: `python -m inf
 - {s["steps"]:,} steps of {s["batch_size"]} windows of {s["window"]} positions, AdamW, peak learning rate
   {s["peak_lr"]:g}, cosine; loss: cross-entropy on SmolLM2's argmax at the next position plus
   {s["regression_weight"]:g} x smooth-L1 towards SmolLM2's next normed hidden state{second_step}; input-feature noise
-  {s["input_noise"]:g} x their standard deviation. {meta["training_seconds"]:,} s on 2 CPU cores.
+  {s["input_noise"]:g} x their standard deviation. {meta["training_seconds"]:,} s on {meta.get("torch_threads", 2)} torch
+  thread(s) of a 2-core CPU.
 - Held-out greedy agreement of its first guess (given SmolLM2's real features): **{meta["heldout_first_guess_agreement"]:.1%}**.
 
 ## Measured on SmolLM2

@@ -2,6 +2,7 @@
 `--mixed`, to general requests: `general_requests`).
 
     python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl --minutes 20
+    python -m inference.training.teacher_text --mixed --batch 64 --out /tmp/draft/mixed.jsonl --minutes 45
     python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl --check 8   # agreement with transformers
 
 Why its own replies (sequence-level distillation, Kim & Rush 2016): greedy speculative decoding keeps a drafted
@@ -14,8 +15,10 @@ from the TRAINING split of the TinyStories files (`corpus.split_train_validation
 seed; the validation stories and the held-out file are never read): "Write a short story about a little girl named
 Lily.", "Continue this story: <its first sentence>", and a few more forms of the same.
 
-The replies come from llama.cpp's llama-server serving SmolLM2's f32 GGUF (`engines.llamacpp`: the same weights as
-the float32 safetensors transformers runs), several parallel slots, greedy (temperature 0). Its greedy text is the
+With `--batch N` (the faster way here: `batched_greedy_replies`), transformers' float32 forward answers N requests a
+pass, left-padded. Otherwise the replies come from llama.cpp's llama-server serving SmolLM2's f32 GGUF
+(`engines.llamacpp`: the same weights as the float32 safetensors transformers runs), several parallel slots, greedy
+(temperature 0). Its greedy text is the
 same model's up to float rounding; `--check N` measures how far: for N replies, transformers' argmax at every reply
 position given the text before it (one teacher-forced pass) against the token llama-server chose.
 
