@@ -203,21 +203,30 @@ def batched_greedy_replies(model, tokenizer, prompts: list[list[int]], max_token
     return replies
 
 
-def generate(
-    out: Path,
-    minutes: float,
-    max_tokens: int,
-    parallel: int,
-    threads: int | None,
-    count: int,
-    mixed: bool = False,
-    gguf_type: str = "f32",
-    batch: int = 0,
-) -> None:
-    """Serve SmolLM2's GGUF (`gguf_type`), send the requests (story requests, or `mixed_requests` when `mixed`)
-    `parallel` at a time, append every reply to `out` as it comes, and stop sending after `minutes`. With `batch`,
-    transformers' float32 forward answers `batch` requests at a time instead (`batched_greedy_replies`). Progress
-    (replies, tokens, tokens/s) goes to stdout."""
+class ReplyLog:
+    """Appends each reply as a JSON line to the teacher text as it comes (a stopped run keeps what it made) and prints
+    progress (replies, tokens, tokens/s) every `every` replies."""
+
+    def __init__(self, file, every: int):
+        self.file, self.every = file, every
+        self.started, self.replies, self.tokens = time.perf_counter(), 0, 0
+
+    def write(self, request: str, prompt_ids: list[int], reply_ids: list[int], stopped: bool) -> None:
+        row = {"request": request, "prompt_ids": prompt_ids, "reply_ids": reply_ids, "stopped": stopped}
+        self.file.write(json.dumps(row) + "\n")
+        self.file.flush()
+        self.replies, self.tokens = self.replies + 1, self.tokens + len(reply_ids)
+        if self.replies % self.every == 0:
+            rate = self.tokens / (time.perf_counter() - self.started)
+            print(f"{self.replies} replies, {self.tokens} tokens, {rate:.1f} tokens/s", flush=True)
+
+    def summary(self) -> str:
+        return f"done: {self.replies} replies, {self.tokens} tokens in {time.perf_counter() - self.started:.0f} s"
+
+
+def generate(out: Path, minutes: float, max_tokens: int, count: int, mixed: bool, answer) -> None:
+    """Send the requests (story requests, or `mixed_requests` when `mixed`) not yet answered in `out` to `answer`
+    (`answer_with_server` or `answer_in_batches`), which appends replies to `out` until `minutes` are up."""
     tokenizer = AutoTokenizer.from_pretrained(real_model.real_model_folder())
     stories = training_stories()
     requests = mixed_requests(stories, count) if mixed else story_requests(stories, count)
@@ -227,45 +236,43 @@ def generate(
     todo = [r for r in requests if r not in done]
     print(f"{len(requests)} requests, {len(done)} already answered, {len(todo)} to ask", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
-    if batch:
-        generate_batched(out, todo, tokenizer, minutes, max_tokens, batch)
-        return
-    gguf = llamacpp.convert(real_model.REAL_MODEL_NAME, gguf_type)
     deadline = time.perf_counter() + minutes * 60
-    started, tokens, replies = time.perf_counter(), 0, 0
-    lock = threading.Lock()
-    with llamacpp.serve(gguf, parallel=parallel, threads=threads) as server, httpx.Client() as client:
-        print(f"llama-server at {server.url}, {parallel} slots, log {server.log_path}", flush=True)
-
-        def ask(request: str) -> dict | None:
-            if time.perf_counter() > deadline:
-                return None
-            prompt_ids = loader.encode_prompt(tokenizer, request, chat=True)
-            reply_ids, stopped = greedy_reply(client, server.url, prompt_ids, max_tokens)
-            return {"request": request, "prompt_ids": prompt_ids, "reply_ids": reply_ids, "stopped": stopped}
-
-        with ThreadPoolExecutor(parallel) as pool, out.open("a") as f:
-            for future in as_completed([pool.submit(ask, r) for r in todo]):
-                row = future.result()
-                if row is None:
-                    continue
-                with lock:
-                    f.write(json.dumps(row) + "\n")
-                    f.flush()
-                    replies += 1
-                    tokens += len(row["reply_ids"])
-                    if replies % 10 == 0:
-                        elapsed = time.perf_counter() - started
-                        print(f"{replies} replies, {tokens} tokens, {tokens / elapsed:.1f} tokens/s", flush=True)
-    print(f"done: {replies} replies, {tokens} tokens in {time.perf_counter() - started:.0f} s", flush=True)
-
-
-def generate_batched(out: Path, todo: list[str], tokenizer, minutes: float, max_tokens: int, batch: int) -> None:
-    """`generate` with transformers' batched greedy decoding: `batch` requests a pass, until `minutes` are up."""
-    loaded = loader.load_model(real_model.REAL_MODEL_NAME)
-    deadline = time.perf_counter() + minutes * 60
-    started, tokens, replies = time.perf_counter(), 0, 0
     with out.open("a") as f:
+        log = answer(todo, tokenizer, max_tokens, deadline, f)
+    print(log.summary(), flush=True)
+
+
+def answer_with_server(gguf_type: str, parallel: int, threads: int | None):
+    """An `answer` for `generate`: llama-server serves SmolLM2's GGUF (`gguf_type`), `parallel` requests at a time."""
+
+    def answer(todo: list[str], tokenizer, max_tokens: int, deadline: float, f) -> ReplyLog:
+        gguf = llamacpp.convert(real_model.REAL_MODEL_NAME, gguf_type)
+        log, lock = ReplyLog(f, every=10), threading.Lock()
+        with llamacpp.serve(gguf, parallel=parallel, threads=threads) as server, httpx.Client() as client:
+            print(f"llama-server at {server.url}, {parallel} slots, log {server.log_path}", flush=True)
+
+            def ask(request: str) -> None:
+                if time.perf_counter() > deadline:
+                    return
+                prompt_ids = loader.encode_prompt(tokenizer, request, chat=True)
+                reply_ids, stopped = greedy_reply(client, server.url, prompt_ids, max_tokens)
+                with lock:
+                    log.write(request, prompt_ids, reply_ids, stopped)
+
+            with ThreadPoolExecutor(parallel) as pool:
+                for future in as_completed([pool.submit(ask, r) for r in todo]):
+                    future.result()
+        return log
+
+    return answer
+
+
+def answer_in_batches(batch: int):
+    """An `answer` for `generate`: transformers' batched greedy decoding, `batch` requests a pass."""
+
+    def answer(todo: list[str], tokenizer, max_tokens: int, deadline: float, f) -> ReplyLog:
+        loaded = loader.load_model(real_model.REAL_MODEL_NAME)
+        log = ReplyLog(f, every=batch)
         for at in range(0, len(todo), batch):
             if time.perf_counter() > deadline:
                 break
@@ -273,13 +280,10 @@ def generate_batched(out: Path, todo: list[str], tokenizer, minutes: float, max_
             prompts = [loader.encode_prompt(tokenizer, r, chat=True) for r in chunk]
             answers = batched_greedy_replies(loaded.model, tokenizer, prompts, max_tokens)
             for request, prompt_ids, (reply_ids, stopped) in zip(chunk, prompts, answers, strict=True):
-                row = {"request": request, "prompt_ids": prompt_ids, "reply_ids": reply_ids, "stopped": stopped}
-                f.write(json.dumps(row) + "\n")
-                replies, tokens = replies + 1, tokens + len(reply_ids)
-            f.flush()
-            elapsed = time.perf_counter() - started
-            print(f"{replies} replies, {tokens} tokens, {tokens / elapsed:.1f} tokens/s", flush=True)
-    print(f"done: {replies} replies, {tokens} tokens in {time.perf_counter() - started:.0f} s", flush=True)
+                log.write(request, prompt_ids, reply_ids, stopped)
+        return log
+
+    return answer
 
 
 def check_agreement(path: Path, n: int) -> dict:
@@ -320,17 +324,10 @@ def main(argv=None) -> int:
     if args.check:
         print(json.dumps(check_agreement(args.out, args.check)))
         return 0
-    generate(
-        args.out,
-        args.minutes,
-        args.max_tokens,
-        args.parallel,
-        args.threads,
-        args.count,
-        args.mixed,
-        args.gguf_type,
-        args.batch,
+    answer = (
+        answer_in_batches(args.batch) if args.batch else answer_with_server(args.gguf_type, args.parallel, args.threads)
     )
+    generate(args.out, args.minutes, args.max_tokens, args.count, args.mixed, answer)
     return 0
 
 
