@@ -132,6 +132,7 @@ chart(
     ),
     width="stretch",
     key="inside_ranks",
+    text=text.rank_grid_sentence(inside.ranks),
 )
 caption(
     "exact",

@@ -79,7 +79,12 @@ if RUN_KEY not in st.session_state:
     st.stop()  # a serving engine failed on the first run: its message is shown
 timing, server_timings = st.session_state[RUN_KEY][1], st.session_state[RUN_KEY][2]
 
-chart(timeline_figure(timing, layout.presenter()), width="stretch", key="pd_timeline")
+chart(
+    timeline_figure(timing, layout.presenter()),
+    width="stretch",
+    key="pd_timeline",
+    text=pd_text.timeline_sentence(timing),
+)
 if remote:
     caption(
         "measured",

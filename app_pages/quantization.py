@@ -273,7 +273,7 @@ st.markdown(qm.fit_rule(reserve_gb, qfit.RUNTIME_RESERVE_WHAT))
 fit = public_fit_table()
 cards = load_accelerators()
 labels = [card.label for card in cards]
-chart(qf.fit_heatmap(fit, labels, presenter), width="stretch", key="quant_fit")
+chart(qf.fit_heatmap(fit, labels, presenter), width="stretch", key="quant_fit", text=qm.fit_sentence(fit))
 int4_overhead = comparison.results["int4"].overhead.fraction if comparison is not None else None
 caption("published", qm.fit_caption(labels, int4_overhead, qc.int4_group_size(loaded.model), reserve_gb))
 

@@ -103,3 +103,53 @@ def test_kept_filtered_and_chosen_bars_differ_by_pattern_as_well_as_colour():
     marker = status_marker(["kept", "removed", "chosen"])
     assert len(set(marker["color"])) == 3
     assert marker["pattern"]["shape"][1] != marker["pattern"]["shape"][0]
+
+
+def test_an_axis_bracket_is_a_unit_only_when_it_names_one():
+    from inference.lessons.chart_text import _unit
+
+    assert _unit("time since the prompt arrived (ms)") == "ms"
+    assert _unit("loss (nats per token)") == "nats per token"
+    assert _unit("GB (10⁹ bytes, log scale)") == "GB"  # was "1,342 × 10⁹ bytes"
+    assert _unit("KV cache (kB)") == "kB"
+    assert _unit("ms since the start (measured)") == "ms"  # the Speculative page's timeline read "7.02 measured"
+    assert _unit("µs per step, median (mask and draw)") == "µs"
+    assert _unit("ms (log scale)") == "ms"
+    assert _unit("tokens in the cache (log)") == ""  # not "5 log"
+    assert _unit("requests decoding together (batch)") == ""
+    assert _unit("step (0 = prefill)") == ""
+
+
+def test_a_gantt_in_ms_reads_its_unit_from_a_title_that_starts_with_it():
+    fig = go.Figure(go.Bar(y=["run"], x=[5.0], base=[2.0], orientation="h", name="verify"))
+    fig.update_layout(title="Where the time went", xaxis_title="ms since the start (measured)")
+    assert describe(fig) == "Where the time went: verify: 1 bar from 2 ms to 7 ms."
+
+
+def test_a_numeric_axis_named_by_an_equation_reads_as_its_symbol():
+    fig = go.Figure(go.Scatter(x=[0.0, 0.5, 1.0], y=[1.0, 1.4, 2.9], name="γ = 2"))
+    fig.update_layout(title="Speed-up", xaxis_title="α = accepted ÷ checked")
+    assert describe(fig) == "Speed-up: γ = 2: 3 points from 1 at α = 0 to 2.9 at α = 1."
+
+
+def test_a_heatmap_names_its_highest_and_lowest_cell_with_the_number_written_in_it():
+    """A grid said "31 × 16 cells, from 0 to 4.69": the log of a rank, not a number on the chart. The cells' own
+    text is the value where the chart writes one; the colour bar's title is its unit; rows and columns are named."""
+    fig = go.Figure(
+        go.Heatmap(
+            z=[[0.0, 2.0], [1.0, 0.3]],
+            text=[[1, 100], [10, 2]],
+            x=["cat", "sat"],
+            y=[0, 1],
+            colorbar=dict(title="rank"),
+        )
+    )
+    fig.update_layout(title="Ranks", yaxis_title="layer (0 = embeddings)")
+    assert describe(fig) == "Ranks: 2 × 2 cells; highest 100 rank at layer 0, sat, lowest 1 rank at layer 0, cat."
+    plain = go.Figure(
+        go.Heatmap(z=[[0.5, 0.25]], x=["q_proj", "k_proj"], y=["layer 3"], colorbar=dict(title="% moved"))
+    )
+    assert (
+        describe(plain)
+        == "1 × 2 cells; highest 0.5 % moved at layer 3, q_proj, lowest 0.25 % moved at layer 3, k_proj."
+    )

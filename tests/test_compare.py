@@ -243,3 +243,18 @@ def test_many_seeds_statistics_come_from_the_recorded_runs(bundled):
         assert row["length"] == len(run)
         assert row["distinct_2"] == pytest.approx(distinct_n(run, 2), nan_ok=True)
     assert not result.summary["differs"].any() and result.verdicts() == []
+
+
+def test_the_shared_u_charts_text_puts_each_runs_draw_on_its_own_curve(bundled):
+    """The chart's sentence named A's marker with B's panel title (annotations and traces were paired in order):
+    each curve and each u marker now carry their run's name, and each marker sits at that run's chosen token."""
+    from inference.lessons.chart_text import describe
+    from inference.lessons.compare.figures import shared_u_cdfs
+
+    a_settings, b_settings = SamplingSettings(temperature=1.2), SamplingSettings(temperature=1.2, top_k=3)
+    parting = next(p for seed in range(5, 45) if (p := bundled_pair(bundled, a_settings, b_settings, seed, 40).parting))
+    said = describe(shared_u_cdfs(parting, bundled.tokenizer))
+    for side, view in (("A", parting.view_a), ("B", parting.view_b)):
+        assert f"{side}'s cumulative curve: " in said
+        marker = said.split(f"u = {parting.u:.3f} on {side}'s curve: ")[1].split(";")[0]
+        assert marker.startswith(f"{parting.u:.1%} at {view.chosen_rank + 1}. "), said

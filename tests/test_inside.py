@@ -227,3 +227,13 @@ def test_command_line_json_has_lens_attention_and_parts(monkeypatch, capsys):
     assert abs(sum(out["attention"][5][3]) - 1) <= 1e-5
     assert {"name", "flops", "bytes", "decode_ms"} <= set(out["parts"][0])
     assert sum(p["bytes"] for p in out["parts"]) == load_model().info.weight_bytes
+
+
+def test_the_rank_grids_text_counts_top_guesses_and_medians_in_the_first_middle_and_last_row():
+    from inference.lessons.inside import text as inside_text
+
+    ranks = torch.tensor([[5, 0, 900], [0, 3, 1], [0, 0, 2]])  # 0-based, as the lens returns them
+    assert inside_text.rank_grid_sentence(ranks) == (
+        "Positions of 3 where the token that came next is the top guess (rank 1): after layer 0, 1 (median rank 6); "
+        "after layer 1, 1 (median rank 2); after layer 2, 2 (median rank 1)."
+    )

@@ -99,3 +99,16 @@ def test_the_gguf_gap_sentence_is_empty_without_an_f32_file_or_when_torch_is_fas
     assert "per-token framework overhead" in quant_text.gguf_speed_gap(
         comparison, {"f32": SimpleNamespace(decode_tokens_per_s=250.0)}
     )
+
+
+def test_the_fit_charts_text_counts_the_models_that_fit_at_each_width_from_the_table_it_draws():
+    from inference.lessons.quantization import text_memory
+
+    table = fit.reserved_fit_table(load_public_models(), load_accelerators())
+    said = text_memory.fit_sentence(table)
+    for bits in table["bits"].unique():
+        fitting = int(table[table["bits"] == bits]["fits_on"].notna().sum())
+        assert f"{fitting} at {bits:g} bits" in said
+    largest = table.loc[table["parameters"].idxmax()]
+    assert f"The largest, {largest['model']}," in said and f"{table['model'].nunique()} models" in said
+    assert "× H200" in said  # the largest public model needs several of the largest card at 32 bits

@@ -57,3 +57,22 @@ def test_the_kv_pages_with_cache_step_says_what_it_is_timed_beside():
     said = kv_text.trend("m", 10.4, 12.0, 30.0, 200, lean_step_ms=1.32)
     assert "10.4 ms" in said and "1.32 ms" in said and "interleaved" in said
     assert "1.32" not in kv_text.trend("m", 10.4, 12.0, 30.0, 200)
+
+
+def test_the_timeline_text_gives_the_prefill_and_the_decode_passes_numbers():
+    steps = pd.DataFrame(
+        {
+            "phase": ["prefill", "decode", "decode", "decode"],
+            "start_ms": [0.0, 135.0, 190.0, 250.0],
+            "forward_ms": [130.0, 50.0, 55.0, 52.0],
+            "step_ms": [135.0, 55.0, 60.0, 54.0],
+        }
+    )
+    run = GenerationTiming(steps=steps, prompt_tokens=41, stop_reason=None, run_totals_ms=(304.0,))
+    said = pd_text.timeline_sentence(run)
+    assert said == (
+        "Prefill: 41 prompt tokens in one pass, first token at 135 ms; decode: 3 passes of one token, "
+        "55.0 ms each (median), the last ending at 304 ms."
+    )
+    alone = GenerationTiming(steps=steps.iloc[:1], prompt_tokens=41, stop_reason="eos", run_totals_ms=(135.0,))
+    assert pd_text.timeline_sentence(alone).endswith("first token at 135 ms; no decode pass followed.")

@@ -84,13 +84,22 @@ def _axis_title(axis: dict) -> str:
 
 
 def _unit(title: str) -> str:
-    """The unit an axis title names: its last bracket ("time (ms)": ms), else a short title that is one ("GB")."""
+    """The unit an axis title names: a short title that is one ("GB (10⁹ bytes, log scale)": GB, "tokens/s"), else
+    its last bracket when that is a unit ("time (ms)": ms, "loss (nats per token)"), else a unit the title starts
+    with ("ms since the start (measured)": ms). A bracket that says something else ("(log)", "(batch)",
+    "(0 = prefill)") is no unit."""
+    bare = _bare(title)
+    words = bare.split()
+    if 0 < len(words) <= 3 and ("/" in words[-1] or words[-1] in UNIT_WORDS):
+        return bare
     found = re.findall(r"\(([^()]{1,24})\)\s*$", title)
-    if found:  # a unit is short and says no more ("ms", "10⁹ bytes"; not "0 = prefill" or "most likely first")
+    if found:
         unit = found[-1].replace("log scale", "").strip(" ,")
-        return unit if len(unit.split()) <= 2 and "=" not in unit else ""
-    words = title.split()
-    return title if 0 < len(words) <= 3 and ("/" in words[-1] or words[-1] in UNIT_WORDS) else ""
+        if len(unit.split()) <= 3 and "=" not in unit and any(w in UNIT_WORDS or "/" in w for w in unit.split()):
+            return unit
+    if len(words) > 1 and words[0] in UNIT_WORDS and words[1] in ("since", "per", "of", "from"):
+        return words[0]
+    return ""
 
 
 def _bare(title: str) -> str:
@@ -113,10 +122,7 @@ def _series(trace: dict, layout: dict, most: int, fallback_name: str = "") -> st
     name = _plain(trace.get("name")) or fallback_name
     head = f"{name}: " if name else ""
     if kind == "heatmap":
-        z = np.asarray(trace.get("z") or [[0]], dtype=float)
-        rows, cols = _axis_title(_axis(layout, trace, "y")), _axis_title(_axis(layout, trace, "x"))
-        by = f" ({_bare(rows)} by {_bare(cols)})" if rows and cols else ""
-        return f"{head}{z.shape[0]} × {z.shape[-1]} cells{by}, from {number(np.nanmin(z))} to {number(np.nanmax(z))}"
+        return head + _heatmap(trace, layout)
     horizontal = trace.get("orientation") == "h"
     label_letter, value_letter = ("y", "x") if horizontal else ("x", "y")
     labels, values = _values(trace.get(label_letter)), _values(trace.get(value_letter))
@@ -129,11 +135,12 @@ def _series(trace: dict, layout: dict, most: int, fallback_name: str = "") -> st
     label_unit = _unit(label_title) if label_title != _bare(label_title) else ""
 
     def where(label) -> str:  # a numeric category reads with its axis ("rank 2", "arrival time 0.14 s"), a word alone
-        return (
-            f"{_bare(label_title)} {number(label, unit=label_unit)}"
-            if numeric_labels and label_title
-            else number(label)
-        )
+        if not (numeric_labels and label_title):
+            return number(label)
+        name = _bare(label_title)
+        if " = " in name:  # "α = accepted ÷ checked": "α = 0.5"
+            return f"{name.split(' = ')[0]} = {number(label, unit=label_unit)}"
+        return f"{name} {number(label, unit=label_unit)}"
 
     pairs = [(label, v) for label, v in zip(labels or range(len(values)), values) if _is_number(v) and v == v]
     if not pairs:
@@ -158,6 +165,36 @@ def _series(trace: dict, layout: dict, most: int, fallback_name: str = "") -> st
     if peak not in (first, last):
         course += f", highest {number(peak, percent, unit)} at {where(peak_label)}"
     return head + course
+
+
+def _heatmap(trace: dict, layout: dict) -> str:
+    """A grid: its size, then its highest and lowest cell with their row and column. The value is the cell's own
+    number where the chart writes one in it (a colour on a log scale is not the number), with the colour bar's title."""
+    z = np.asarray(trace.get("z") or [[0]], dtype=float)
+    rows, cols = _axis_title(_axis(layout, trace, "y")), _axis_title(_axis(layout, trace, "x"))
+    by = f" ({_bare(rows)} by {_bare(cols)})" if rows and cols else ""
+    size = f"{z.shape[0]} × {z.shape[-1]} cells{by}"
+    written = np.asarray(trace.get("text") or [], dtype=object)
+    values = z
+    if written.shape == z.shape and all(_is_number(v) for v in written.ravel()):
+        values = written.astype(float)
+    if np.isnan(values).all():
+        return size
+    bar = trace.get("colorbar") or {}
+    title = bar.get("title")
+    unit = _plain(title.get("text") if isinstance(title, dict) else title)
+    row_labels, col_labels = _values(trace.get("y")), _values(trace.get("x"))
+
+    def where(labels: list, i: int, title: str) -> str:  # "layer 3" for a numbered row, the label itself otherwise
+        label = labels[i] if i < len(labels) else i
+        return f"{_bare(title)} {number(label)}" if title and _is_number(label) else number(label)
+
+    def cell(index) -> str:
+        r, c = np.unravel_index(index, values.shape)
+        value = number(values[r, c]) + (f" {unit}" if unit else "")
+        return f"{value} at {where(row_labels, r, rows)}, {where(col_labels, c, cols)}"
+
+    return f"{size}; highest {cell(np.nanargmax(values))}, lowest {cell(np.nanargmin(values))}"
 
 
 def describe(fig) -> str:

@@ -126,7 +126,8 @@ def shared_u_cdfs(parting, tokenizer, presenter: bool = False) -> go.Figure:
         vertical_spacing=0.3,
         subplot_titles=[f"A chose {label(parting.token_a)}", f"B chose {label(parting.token_b)}"],
     )
-    for col, (view, colour) in enumerate(((parting.view_a, A_COLOUR), (parting.view_b, B_COLOUR)), start=1):
+    sides = (("A", parting.view_a, A_COLOUR), ("B", parting.view_b, B_COLOUR))
+    for col, (side, view, colour) in enumerate(sides, start=1):
         cumulative = view.cumulative_final.numpy()
         n = int(min(view.sorted_prefix, max(8, view.chosen_rank + 3, int(np.searchsorted(cumulative, 0.97)) + 1), 20))
         names = [
@@ -138,6 +139,7 @@ def shared_u_cdfs(parting, tokenizer, presenter: bool = False) -> go.Figure:
             y=cumulative[:n],
             mode="lines+markers",
             line=dict(color=colour, width=3, shape="hv"),
+            name=f"{side}'s cumulative curve",  # named for the chart's text: the panels' titles are not the traces'
             showlegend=False,
             row=col,
             col=1,
@@ -149,6 +151,7 @@ def shared_u_cdfs(parting, tokenizer, presenter: bool = False) -> go.Figure:
                 x=[names[view.chosen_rank]],
                 y=[parting.u],
                 mode="markers",
+                name=f"u = {parting.u:.3f} on {side}'s curve",
                 showlegend=False,
                 marker=dict(color=CHOSEN_COLOUR, size=15, symbol="diamond"),
                 row=col,

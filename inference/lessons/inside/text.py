@@ -3,6 +3,8 @@ from the measurement or the arithmetic it describes (`inference.lessons.inside.f
 
 from __future__ import annotations
 
+import statistics
+
 import pandas as pd
 
 from inference.core.measuring import Timing
@@ -37,6 +39,24 @@ def lens_story(token: str, probs: list[float], top_ids: list[int], followed_id: 
     if first == 0:
         return start + " It is the top guess from the embeddings on: the token before it alone predicts it."
     return start + f" It first becomes the top guess after layer {first} of {layers}."
+
+
+def rank_grid_sentence(ranks) -> str:
+    """The rank grid (layers x positions; 0 = the top guess) as one sentence: at how many positions the token that
+    came next is the top guess of the first, middle and last row, and its median rank there."""
+    rows = [[int(r) + 1 for r in row] for row in ranks.tolist()]
+    positions = len(rows[0])
+
+    def row_text(layer: int) -> str:
+        row = rows[layer]
+        return f"after layer {layer}, {sum(r == 1 for r in row)} (median rank {statistics.median(row):,.0f})"
+
+    shown = sorted({0, (len(rows) - 1) // 2, len(rows) - 1})
+    return (
+        f"Positions of {positions} where the token that came next is the top guess (rank 1): "
+        + "; ".join(row_text(layer) for layer in shown)
+        + "."
+    )
 
 
 def embedding_row(token: str, reads_itself: bool, tied: bool) -> str:

@@ -22,6 +22,22 @@ def run_how(timing: GenerationTiming) -> str:
     return f"the {which} of {n} identical greedy runs after a warm-up"
 
 
+def timeline_sentence(timing: GenerationTiming) -> str:
+    """The timeline chart as one sentence with its key numbers: the prefill's tokens and time to first token, then
+    the decode passes' count, median and span."""
+    steps = timing.steps
+    first = f"Prefill: {timing.prompt_tokens:,} prompt tokens in one pass, first token at {timing.ttft_ms:,.0f} ms"
+    decode = timing.decode_steps
+    if not len(decode):
+        return first + "; no decode pass followed."
+    end_ms = float(steps["start_ms"].iloc[-1] + steps["step_ms"].iloc[-1])
+    passes = "1 pass of one token" if len(decode) == 1 else f"{len(decode):,} passes of one token"
+    return (
+        f"{first}; decode: {passes}, {float(decode['step_ms'].median()):,.1f} ms each (median), "
+        f"the last ending at {end_ms:,.0f} ms."
+    )
+
+
 def tpot_help(timing: GenerationTiming) -> str:
     """What the run's time per output token is: not the sweep's decode pass."""
     steps = len(timing.decode_steps)

@@ -37,6 +37,25 @@ def fit_caption(labels: list[str], overhead_fraction: float | None, group_size: 
     )
 
 
+def fit_sentence(fit) -> str:
+    """The fit chart as one sentence with its key numbers (`calculator.fit_table`'s rows): per width, how many of the
+    models fit one card, and what the largest model needs at the widest and the narrowest width."""
+    widths = sorted(fit["bits"].unique(), reverse=True)
+    models = fit["model"].nunique()
+    fitting = ", ".join(f"{int(fit[fit['bits'] == b]['fits_on'].notna().sum())} at {b:g} bits" for b in widths)
+    largest = fit.loc[fit["parameters"].idxmax(), "model"]
+
+    def needs(bits) -> str:
+        row = fit[(fit["model"] == largest) & (fit["bits"] == bits)].iloc[0]
+        where = row["fits_on"] if isinstance(row["fits_on"], str) else f"{row['largest_needed']} × {row['largest']}"
+        return f"{row['weight_gb']:,.0f} GB at {bits:g} bits ({where})"
+
+    return (
+        f"Of {models} models, those whose weights fit one card: {fitting}. The largest, {largest}, has "
+        f"{needs(widths[0])} and {needs(widths[-1])}."
+    )
+
+
 FITS_HELP = (
     "The smallest card that holds these weights beside the runtime reserve, and the GB it has left for the KV cache."
 )
