@@ -234,6 +234,7 @@ def test_the_rank_grids_text_counts_top_guesses_and_medians_in_the_first_middle_
 
     ranks = torch.tensor([[5, 0, 900], [0, 3, 1], [0, 0, 2]])  # 0-based, as the lens returns them
     assert inside_text.rank_grid_sentence(ranks) == (
-        "Positions of 3 where the token that came next is the top guess (rank 1): after layer 0, 1 (median rank 6); "
+        "Positions of 3 where the token that came next is the top guess (rank 1): read from the embeddings (row 0), 1 "
+        "(median rank 6); "
         "after layer 1, 1 (median rank 2); after layer 2, 2 (median rank 1)."
     )

@@ -49,7 +49,8 @@ def rank_grid_sentence(ranks) -> str:
 
     def row_text(layer: int) -> str:
         row = rows[layer]
-        return f"after layer {layer}, {sum(r == 1 for r in row)} (median rank {statistics.median(row):,.0f})"
+        where = "read from the embeddings (row 0)" if layer == 0 else f"after layer {layer}"
+        return f"{where}, {sum(r == 1 for r in row)} (median rank {statistics.median(row):,.0f})"
 
     shown = sorted({0, (len(rows) - 1) // 2, len(rows) - 1})
     return (
