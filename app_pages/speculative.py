@@ -132,7 +132,7 @@ with right:
         "Max tokens", 1, cap, step=10, key="spec_max_new", persist_state="session", help=spec_text.max_tokens_help(cap)
     )
 
-stepper.buttons()
+stepper.buttons(reveal=not presenter)  # presenter: the round's text is under the intro
 text_box, status_box = boxes or (st.empty(), st.empty())  # the text as chips (redrawn by Play), its status
 
 s = st.columns(2) + (st.columns(2) + st.columns(1) if presenter else st.columns(3))  # labels stay whole

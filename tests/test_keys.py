@@ -21,7 +21,8 @@ def test_the_script_has_no_markup_that_the_html_sanitizer_would_parse():
 def test_the_binding_names_the_pages_widget_keys_and_the_roles_that_keep_their_keys():
     text = script("gen_step", back=None, play="gen_play", stop="gen_stop")
     binding = json.loads(re.search(r"const binding = (\{.*?\});", text).group(1))
-    assert binding == {"step": "gen_step", "back": None, "play": "gen_play", "stop": "gen_stop"}
+    assert binding == {"step": "gen_step", "back": None, "play": "gen_play", "stop": "gen_stop", "reveal": False}
+    assert json.loads(re.search(r"const binding = (\{.*?\});", script("s", reveal=True)).group(1))["reveal"] is True
     assert "const binding = null;" in script()  # every page's part alone binds no button
     assert {"slider", "textbox", "combobox"} <= set(OWN_KEY_ROLES)
     assert all(f'"{role}"' in text for role in OWN_KEY_ROLES)

@@ -5,7 +5,7 @@ focus is in the prompt or on a slider; Step is reached in at most 5 Tab presses 
 import pytest
 from playwright.sync_api import sync_playwright
 
-from tests.browser import BROWSER_TESTS, launch, open_page, streamlit_server, wait_idle
+from tests.browser import BROWSER_TESTS, launch, open_page, streamlit_server, toggle_presenter, wait_idle
 
 pytestmark = BROWSER_TESTS
 
@@ -117,3 +117,32 @@ def test_step_is_reached_in_at_most_five_tab_presses_from_page_load(server, page
     page.keyboard.press("Enter")  # Step itself, from the keyboard
     wait_idle(page)
     assert generated(page) == start + 1
+
+
+def in_view(page, selector: str, last: bool = False) -> bool:
+    """Whether the (first, or `last`) element matching `selector` lies wholly on the screen."""
+    pick = f"[...document.querySelectorAll('{selector}')].pop()" if last else f"document.querySelector('{selector}')"
+    return page.evaluate(
+        f"() => {{ const r = {pick}.getBoundingClientRect(); return r.top >= 0 && r.bottom <= window.innerHeight; }}"
+    )
+
+
+def test_a_clicker_pressed_at_the_top_of_a_presenter_screen_brings_step_and_the_new_token_into_view(server, page):
+    """Presenter mode at 1280x900 puts Generate's Step below the first screen: a teacher's → from the top of the page
+    made a token nobody saw (and with the focus still on presenter mode's toggle, none at all). The key now steps
+    from the toggle and scrolls Step (and the newest token just above it) into view first; once they are in view, a
+    key does not move the page."""
+    open_generate(page, f"{server}/?max=200")
+    toggle_presenter(page)  # the focus stays on the toggle, as after a teacher's click: a checkbox owns no key
+    page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollTo(0, 0)")
+    assert page.evaluate("() => document.activeElement.type") == "checkbox"
+    assert not in_view(page, STEP)  # the premise: at the top, Step is off the screen
+    start = generated(page)
+    press(page, "ArrowRight")
+    assert generated(page) == start + 1
+    assert in_view(page, STEP)
+    assert in_view(page, ".token-box .token-chip:not(.prompt):not(.special)", last=True)  # the token just made
+    where = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollTop")
+    press(page, "PageDown")
+    assert generated(page) == start + 2
+    assert page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollTop") == where

@@ -64,6 +64,9 @@ SCRIPT = """
   const current = () => Object.values(lab.bindings).find((b) => button(b.step) || button(b.play));
   const owned = (el) => {
     for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
+      // A checkbox or toggle (presenter mode's, just switched on) uses no arrow or letter key: the clicker's keys
+      // still step the run while it has the focus.
+      if (e.tagName === 'INPUT' && e.type === 'checkbox') return false;
       if (e.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(e.tagName)) return true;
       if (OWN.has(e.getAttribute('role'))) return true;
     }
@@ -110,26 +113,47 @@ SCRIPT = """
     else if ((ev.key === 'p' || ev.key === 'P') && !ev.shiftKey) target = button(b.stop) || button(b.play);
     if (!target) return;
     ev.preventDefault();  // a clicker's PageDown steps the run; it does not also scroll the page
-    if (!ev.repeat) target.click();  // a key held down is one press: one token
+    if (ev.repeat) return;  // a key held down is one press: one token
+    const box = target.getBoundingClientRect();
+    if (b.reveal && !(box.bottom > 0 && window.innerHeight > box.top)) {  // no less-than sign: see st.html
+      // A clicker pressed at the top of the page: bring the buttons, the newest token above them and the chart
+      // below them into view, as the page's own layout puts them on one screen.
+      target.scrollIntoView({ block: 'center' });
+    }
+    target.click();
   });
 })();
 """
 
 
-def script(step: str | None = None, back: str | None = None, play: str | None = None, stop: str | None = None) -> str:
+def script(
+    step: str | None = None,
+    back: str | None = None,
+    play: str | None = None,
+    stop: str | None = None,
+    reveal: bool = False,
+) -> str:
     """The script that binds the keys to these buttons (widget keys), for `st.html`; without `step`, only what every
-    page gets (the key listener, the skip link, the sidebar list's roles)."""
-    binding = json.dumps({"step": step, "back": back, "play": play, "stop": stop} if step else None)
+    page gets (the key listener, the skip link, the sidebar list's roles). With `reveal`, a key pressed while the
+    buttons are off the screen scrolls them to its middle first."""
+    binding = json.dumps({"step": step, "back": back, "play": play, "stop": stop, "reveal": reveal} if step else None)
     return SCRIPT.replace("__BINDING__", binding).replace("__ROLES__", json.dumps(list(OWN_KEY_ROLES)))
 
 
 def bind(
-    step: str, back: str | None = None, play: str | None = None, stop: str | None = None, step_label: str = "Step"
+    step: str,
+    back: str | None = None,
+    play: str | None = None,
+    stop: str | None = None,
+    step_label: str = "Step",
+    reveal: bool = True,
 ) -> None:
     """The keys line, said on the page in one line, and the script that makes the keys press these buttons (widget
-    keys): → / PageDown `step`, ← / PageUp `back`, P `stop` while it is shown, else `play`."""
+    keys): → / PageDown `step`, ← / PageUp `back`, P `stop` while it is shown, else `play`. `reveal`: a key pressed
+    while the buttons are off the screen scrolls them into view (off where a page shows its result elsewhere)."""
     st.html(
-        f'<p class="keys-hint">{hint(bool(back), bool(play), step_label)}</p><script>{script(step, back, play, stop)}</script>',
+        f'<p class="keys-hint">{hint(bool(back), bool(play), step_label)}</p>'
+        f"<script>{script(step, back, play, stop, reveal)}</script>",
         unsafe_allow_javascript=True,
     )
 

@@ -77,10 +77,11 @@ class Stepper:
             choices=choices,
         )
 
-    def buttons(self) -> None:
+    def buttons(self, reveal: bool = True) -> None:
         """The Step / Play / (Back) / Reset row, full width so the labels stay whole on narrow screens, and under it
         the keys line (→ / PageDown Step, ← / PageUp Back, P Play or Stop: app_pages/shared/keys.py). One horizontal
-        container, not a column each: a Step redraws this row, and each column is one more message."""
+        container, not a column each: a Step redraws this row, and each column is one more message. `reveal`: a key
+        pressed while the row is off the screen scrolls it into view first (`keys.bind`)."""
         names = ["step", "play"] + (["back"] if self.with_back else []) + ["reset"]
         labels = {"step": self.step_label, "play": "Play", "back": "Back", "reset": "Reset"}
         row = st.container(horizontal=True)
@@ -96,6 +97,7 @@ class Stepper:
             back=f"{self.prefix}_back" if self.with_back else None,
             play=f"{self.prefix}_play",
             stop=f"{self.prefix}_stop",
+            reveal=reveal,
         )
 
     def current_run(self, run_key, start: Callable[[], object | None], can_start: bool = True):
