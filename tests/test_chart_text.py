@@ -55,10 +55,10 @@ def test_unnamed_panels_take_their_subplot_titles():
     assert describe(fig) == "T = 0.3: a 90.0%, b 10.0%; T = 1.5: a 60.0%, b 40.0%."
 
 
-def test_a_gantt_chart_reads_as_its_span():
-    fig = go.Figure(go.Bar(y=["r1", "r2"], x=[2.0, 3.0], base=[0.5, 1.0], orientation="h"))
+def test_a_gantt_chart_reads_as_its_span_and_its_bars_median_length():
+    fig = go.Figure(go.Bar(y=["r1", "r2", "r3"], x=[2.0, 3.0, 1.0], base=[0.5, 1.0, 2.0], orientation="h"))
     fig.update_layout(title="Requests", xaxis_title="time (s)")
-    assert describe(fig) == "Requests: 2 bars from 0.5 s to 4 s."
+    assert describe(fig) == "Requests: 3 bars from 0.5 s to 4 s, 2 s each (median)."
 
 
 def test_a_plain_figure_is_read_without_building_plotly_objects():

@@ -149,7 +149,10 @@ def _series(trace: dict, layout: dict, most: int, fallback_name: str = "") -> st
         starts = [float(b) for b in _values(trace.get("base")) if _is_number(b)]
         ends = [start + float(v) for start, (_, v) in zip(starts, pairs)]
         span = f"from {number(min(starts), percent, unit)} to {number(max(ends), percent, unit)}" if starts else ""
-        return f"{head}{len(pairs)} {'bar' if len(pairs) == 1 else 'bars'} {span}".rstrip()
+        each = ""
+        if len(pairs) > 1:  # how long one bar is: the median, as a pass or a request's time is read off the chart
+            each = f", {number(float(np.median([float(v) for _, v in pairs])), percent, unit)} each (median)"
+        return f"{head}{len(pairs)} {'bar' if len(pairs) == 1 else 'bars'} {span}".rstrip() + each
     if kind == "bar":
         top = sorted(pairs, key=lambda pair: -float(pair[1]))
         shown = [pair for pair in top if number(pair[1], percent) not in ("0", "0%")] or top
