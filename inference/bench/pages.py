@@ -15,10 +15,8 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking"]
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 CHIPS = "(document.querySelector('.token-box')?.dataset.generatedIds || '').split(',').filter(Boolean).length"
-# The Speculative page's status line: "... N generated in R target passes" (one target pass a round).
-ROUNDS = (
-    "(() => { const m = document.body.innerText.match(/in (\\d+) target passes/); return m ? Number(m[1]) : 0; })()"
-)
+# The Speculative page's status line: "... N generated in R target passes" ("1 target pass"; one a round).
+ROUNDS = "(() => { const m = document.body.innerText.match(/in (\\d+) target pass(es)?\\b/); return m ? Number(m[1]) : 0; })()"
 SPEC_STEP = "Step (one round)"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from inference.core.machine import describe_bytes
 from inference.core.tokens import markdown_token_text
+from inference.core.wording import plural
 from inference.lessons.speculative import drafting, shortlist
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.comparison import Comparison
@@ -149,7 +150,7 @@ def run_lead(target_name: str, draft_name: str | None, prompt_tokens: int, gener
     drafter = drafter_words(draft_name) if draft_name else "prompt lookup"
     return (
         f"{target_name} checks, {drafter} drafts · {prompt_tokens} prompt tokens · "
-        f"{generated} generated in {rounds} target passes"
+        f"{generated} generated in {plural(rounds, 'target pass', 'target passes')}"
     )
 
 
