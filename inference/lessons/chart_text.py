@@ -183,14 +183,13 @@ def _heatmap(trace: dict, layout: dict) -> str:
         values = written.astype(float)
     if np.isnan(values).all():
         return size
-    bar = trace.get("colorbar") or {}
-    title = bar.get("title")
-    unit = _plain(title.get("text") if isinstance(title, dict) else title)
+    bar_title = (trace.get("colorbar") or {}).get("title")  # the cells' unit ("rank", "% moved")
+    unit = _plain(bar_title.get("text") if isinstance(bar_title, dict) else bar_title)
     row_labels, col_labels = _values(trace.get("y")), _values(trace.get("x"))
 
-    def where(labels: list, i: int, title: str) -> str:  # "layer 3" for a numbered row, the label itself otherwise
+    def where(labels: list, i: int, axis_title: str) -> str:  # "layer 3" for a numbered row, else the label itself
         label = labels[i] if i < len(labels) else i
-        return f"{_bare(title)} {number(label)}" if title and _is_number(label) else number(label)
+        return f"{_bare(axis_title)} {number(label)}" if axis_title and _is_number(label) else number(label)
 
     def cell(index) -> str:
         r, c = np.unravel_index(index, values.shape)
