@@ -59,7 +59,8 @@ st.session_state.setdefault("con_prompt", preset_prompt(FIRST_PRESET, model_kind
 st.title("🧷 Constrained decoding: a mask that forces a format")
 st.markdown(text.INTRO, unsafe_allow_html=True)
 
-left, right = st.columns([3, 2])
+# Stacked in presenter mode: beside the format, projector-sized text broke "temperatu / re" at 800 px.
+left, right = (st.container(), st.container()) if presenter else st.columns([3, 2])
 with left:
     st.selectbox("Format", list(PRESETS) + list(OWN), key="con_preset", persist_state="session", on_change=fill_preset)
     st.text_area(
@@ -161,7 +162,7 @@ metrics = [
     ("Mask time", f"{step.mask_us:,.0f} µs"),
     ("Forward pass", f"{record.forward_ms:.2f} ms"),
 ]
-cells = st.columns(2) + st.columns(2)  # two a row: whole values at 800 px and on a projector
+cells = layout.metric_cells(len(metrics))  # whole values at 800 px; one a row on a projector ("2 of 49,…")
 for cell, (name, value) in zip(cells, metrics):
     cell.metric(name, value)
 removed = [(markdown_token_text(repr(readable_token(tokenizer, t))), p) for t, p in step.removed_wanted]

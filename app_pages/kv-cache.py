@@ -55,7 +55,8 @@ model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 st.title("🗄️ The KV cache")
 st.markdown(kv_text.INTRO)
 
-left, right = st.columns([3, 1])
+# Stacked in presenter mode: beside the prompt, projector-sized text broke "New / tokens" at 800 px.
+left, right = (st.container(), st.container()) if layout.presenter() else st.columns([3, 1])
 opening = opening_prompt("kv_cache", info.name).text
 left.text_area("Prompt", opening, key="kv_prompt", persist_state="session", height=80, max_chars=20_000)
 prepared = prepare_prompt(tokenizer, st.session_state.kv_prompt, False, info.context, limits)
@@ -83,7 +84,7 @@ def step_by_step() -> None:
 
     st.markdown(kv_text.bytes_per_token(shape, info.dtype))
     last = growth.iloc[-1]
-    m = st.columns(2) + st.columns(2)  # two rows of two: the byte counts stay whole on a narrow screen
+    m = layout.metric_cells(4)  # two rows of two, one a row in presenter mode: the byte counts stay whole
     m[0].metric(
         "Tokens in the cache",
         f"{last.cache_tokens:,}",
@@ -126,7 +127,7 @@ def with_and_without() -> None:
     )
     if comparison is not None:
         steps = comparison.steps
-        m = st.columns(2) + st.columns(2)
+        m = layout.metric_cells(4)
         m[0].metric(f"Speed-up at {new_tokens} tokens", f"{comparison.speedup:.1f}×")
         m[1].metric("With cache", f"{steps.with_cache_cumulative_ms.iloc[-1] / 1e3:.2f} s")
         m[2].metric("Without cache", f"{steps.without_cache_cumulative_ms.iloc[-1] / 1e3:.2f} s")

@@ -216,6 +216,14 @@ def _fit_label(row, with_left: bool = True) -> str:
     return f"{_short(row['fits_on'])}, {row['left_gb']:,.1f} left" if with_left else _short(row["fits_on"])
 
 
+def _cell_text(row) -> str:
+    """A heatmap cell: the weights' GB (whole GB from 100 up) over the card, '18×H200' without spaces: at 800 px in
+    presenter mode a cell is ~60 px wide, and "2,684.1" over "18 × H200" ran into the next cell."""
+    gb = row["weight_gb"]
+    card = _fit_label(row, False).replace(" × ", "×")
+    return f"{gb:,.0f}<br>{card}" if gb >= 100 else f"{gb:,.1f}<br>{card}"
+
+
 def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -> go.Figure:
     """Models (rows) × bits per weight (columns), from `calculator.fit_table`: weight GB and the smallest listed
     card whose nvidia-smi memory holds it, with what is left. Colour = that card (`labels`, smallest first),
@@ -229,7 +237,7 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
             [labels.index(rows.at[b, "fits_on"]) if rows.at[b, "fits_on"] in labels else len(labels) for b in bits]
         )
         # GB and the card only: with "x GB left" too, Plotly shrank the text to ~8 px at 800 px (left: in the hover)
-        text.append([f"{rows.at[b, 'weight_gb']:,.1f}<br>{_fit_label(rows.loc[b], False)}" for b in bits])
+        text.append([_cell_text(rows.loc[b]) for b in bits])
         hover.append(
             [
                 f"{model} at {b} bits: {rows.at[b, 'weight_gb']:,.2f} GB of weights"
@@ -273,6 +281,9 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
     )
     # the title at the very top, the axis title and ticks under it: both sit in the top margin
     fig.update_layout(margin=dict(t=150 if presenter else 115), title=dict(y=0.995, yanchor="top", yref="container"))
+    if presenter:  # smaller than the other charts' 18-20 px: "18×H200" must fit a cell of ~65 px at 800 px
+        fig.update_traces(textfont_size=14)
+        fig.update_yaxes(tickfont_size=16)
     return fig
 
 

@@ -1,0 +1,73 @@
+"""Every page at its narrowest supported screen, 800x1000 in presenter mode (the sidebar open, projector-sized text),
+on the default real model, in Chromium, as opened and after one Step where the page has one: no metric's value or
+label is cut to "…" ("2 of 49,…" and "9,999,3…" were), and no word of a widget's label or a radio option is broken
+across lines ("temperatu / re", "New / tokens" were). The pages come from app.py's SECTIONS, as in the accessibility
+test, so a new page is checked too. About 90 s."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from tests.browser import BROWSER_TESTS, launch, open_page, streamlit_server, toggle_presenter, wait_idle
+from tests.test_axe_browser import page_paths
+
+pytestmark = BROWSER_TESTS
+
+# Each visible metric whose value or label is wider than its box (Streamlit then ends it with "…"), and each visible
+# widget label or radio option in the main area with a word whose characters lie on more than one line ("co-" / "tenants" is a
+# hyphen's break, not a broken word).
+PROBLEMS = """() => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  const shown = e => e.getClientRects().length > 0;
+  const cut = [];
+  for (const part of main.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMetricLabel"]')) {
+    const inner = [part, ...part.querySelectorAll('*')].filter(e => shown(e) && e.scrollWidth > e.clientWidth + 1);
+    if (shown(part) && inner.length) cut.push(part.textContent.trim());
+  }
+  const broken = [];
+  for (const label of main.querySelectorAll('[data-testid="stWidgetLabel"], [role="radiogroup"] label')) {
+    if (!shown(label)) continue;
+    const texts = document.createTreeWalker(label, NodeFilter.SHOW_TEXT);
+    for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+      for (const m of node.textContent.matchAll(/[^\\s-]+/g)) {  // a break after a hyphen is a line break
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+        if (lines.size > 1) broken.push(`${label.textContent.trim()}: ${m[0]}`);
+      }
+    }
+  }
+  return {cut, broken};
+}"""
+
+
+@pytest.fixture(scope="module")
+def narrow_presenter():
+    with (
+        streamlit_server({"INFERENCE_LAB_DEFAULT_MODEL": "SmolLM2-135M-Instruct"}) as url,
+        sync_playwright() as pw,
+    ):
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 800, "height": 1000})
+        yield url, page
+        browser.close()
+
+
+@pytest.mark.parametrize("path", page_paths())
+def test_no_metric_is_cut_and_no_label_word_breaks_at_800_px_in_presenter_mode(narrow_presenter, path):
+    url, page = narrow_presenter
+    open_page(page, f"{url}/{path}")
+    toggle_presenter(page)  # a new session for each page: presenter mode is switched on again
+    page.wait_for_timeout(800)  # the larger text's reflow
+    wait_idle(page)
+    step = page.locator('[data-testid="stMain"]').get_by_role("button", name="Step", exact=True)
+    for when in ("opened", "after a Step"):  # a stepping page shows its step's metrics only after one
+        found = page.evaluate(PROBLEMS)
+        assert not found["cut"], f"/{path}, {when}: metrics cut to '…': {found['cut']}"
+        assert not found["broken"], f"/{path}, {when}: label words broken across lines: {found['broken']}"
+        if not step.count():
+            break
+        step.first.click()
+        wait_idle(page)
