@@ -116,6 +116,17 @@ def _title(layout: dict) -> str:
     return _plain(title.get("text") if isinstance(title, dict) else title)
 
 
+def _on_axis(label, axis_title: str, unit: str = "") -> str:
+    """A numbered category read with its axis's name ("layer 3", "arrival time 0.14 s"; an equation axis "α = 0.5"),
+    a word or an axis without a title alone."""
+    if not (axis_title and _is_number(label)):
+        return number(label)
+    name = _bare(axis_title)
+    if " = " in name:  # "α = accepted ÷ checked"
+        return f"{name.split(' = ')[0]} = {number(label, unit=unit)}"
+    return f"{name} {number(label, unit=unit)}"
+
+
 def _series(trace: dict, layout: dict, most: int, fallback_name: str = "") -> str:
     """One trace: its name, then its largest values (bars) or its course (lines, markers)."""
     kind = trace.get("type", "scatter")
@@ -134,13 +145,8 @@ def _series(trace: dict, layout: dict, most: int, fallback_name: str = "") -> st
 
     label_unit = _unit(label_title) if label_title != _bare(label_title) else ""
 
-    def where(label) -> str:  # a numeric category reads with its axis ("rank 2", "arrival time 0.14 s"), a word alone
-        if not (numeric_labels and label_title):
-            return number(label)
-        name = _bare(label_title)
-        if " = " in name:  # "α = accepted ÷ checked": "α = 0.5"
-            return f"{name.split(' = ')[0]} = {number(label, unit=label_unit)}"
-        return f"{name} {number(label, unit=label_unit)}"
+    def where(label) -> str:  # an axis of numbers names each ("rank 2"); one with words among them, none
+        return _on_axis(label, label_title if numeric_labels else "", label_unit)
 
     pairs = [(label, v) for label, v in zip(labels or range(len(values)), values) if _is_number(v) and v == v]
     if not pairs:
@@ -187,9 +193,8 @@ def _heatmap(trace: dict, layout: dict) -> str:
     unit = _plain(bar_title.get("text") if isinstance(bar_title, dict) else bar_title)
     row_labels, col_labels = _values(trace.get("y")), _values(trace.get("x"))
 
-    def where(labels: list, i: int, axis_title: str) -> str:  # "layer 3" for a numbered row, else the label itself
-        label = labels[i] if i < len(labels) else i
-        return f"{_bare(axis_title)} {number(label)}" if axis_title and _is_number(label) else number(label)
+    def where(labels: list, i: int, axis_title: str) -> str:
+        return _on_axis(labels[i] if i < len(labels) else i, axis_title)
 
     def cell(index) -> str:
         r, c = np.unravel_index(index, values.shape)
