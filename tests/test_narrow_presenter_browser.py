@@ -1,8 +1,8 @@
 """Every page at its narrowest supported screen, 800x1000 in presenter mode (the sidebar open, projector-sized text),
-on the default real model, in Chromium, as opened and after one Step where the page has one: no metric's value or
-label is cut to "…" ("2 of 49,…" and "9,999,3…" were), and no word of a widget's label or a radio option is broken
-across lines ("temperatu / re", "New / tokens" were). The pages come from app.py's SECTIONS, as in the accessibility
-test, so a new page is checked too. About 90 s."""
+on the default real model, in Chromium, as opened and after one Step where the page has one: no text is cut to "…"
+(metrics "2 of 49,…" and "9,999,3…", Class mode's "Show studen…", two page links were) or drawn past its column's
+edge, and no word of a widget's label or a radio option is broken across lines ("temperatu / re", "New / tokens"
+were). The pages come from app.py's SECTIONS, as in the accessibility test, so a new page is checked too. About 90 s."""
 
 from __future__ import annotations
 
@@ -14,16 +14,33 @@ from tests.test_axe_browser import page_paths
 
 pytestmark = BROWSER_TESTS
 
-# Each visible metric whose value or label is wider than its box (Streamlit then ends it with "…"), and each visible
-# widget label or radio option in the main area with a word whose characters lie on more than one line ("co-" / "tenants" is a
-# hyphen's break, not a broken word).
+# Each visible text wider than its box where the box ends it with "…" (a metric, a checkbox's label), and each
+# visible widget label or radio option in the main area with a word whose characters lie on more than one line
+# ("co-" / "tenants" is a hyphen's break, not a broken word).
 PROBLEMS = """() => {
   const main = document.querySelector('[data-testid="stMain"]');
-  const shown = e => e.getClientRects().length > 0;
+  const shown = e => e.checkVisibility({visibilityProperty: true});  // a chip's hidden tip is not shown
   const cut = [];
-  for (const part of main.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMetricLabel"]')) {
-    const inner = [part, ...part.querySelectorAll('*')].filter(e => shown(e) && e.scrollWidth > e.clientWidth + 1);
-    if (shown(part) && inner.length) cut.push(part.textContent.trim());
+  for (const e of main.querySelectorAll('*')) {
+    if (shown(e) && e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).textOverflow === 'ellipsis') {
+      cut.push(e.textContent.trim());
+    }
+  }
+  const spilled = [];  // text drawn past the right edge of its column (or of the main area), not scrolled nor clipped
+  const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const el = node.parentElement;
+    if (!node.textContent.trim() || !el || !shown(el) || el.closest('[data-testid="stPlotlyChart"], svg')) continue;
+    const column = el.closest('[data-testid="stColumn"]') || el.closest('[data-testid="stMainBlockContainer"]');
+    let clipped = false;
+    for (let a = el; a && a !== column; a = a.parentElement) {
+      if (['auto', 'scroll', 'hidden'].includes(getComputedStyle(a).overflowX)) { clipped = true; break; }
+    }
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    if (!clipped && column && range.getBoundingClientRect().right > column.getBoundingClientRect().right + 2) {
+      spilled.push(node.textContent.trim().slice(0, 60));
+    }
   }
   const broken = [];
   for (const label of main.querySelectorAll('[data-testid="stWidgetLabel"], [role="radiogroup"] label')) {
@@ -39,7 +56,7 @@ PROBLEMS = """() => {
       }
     }
   }
-  return {cut, broken};
+  return {cut, spilled, broken};
 }"""
 
 
@@ -65,7 +82,8 @@ def test_no_metric_is_cut_and_no_label_word_breaks_at_800_px_in_presenter_mode(n
     step = page.locator('[data-testid="stMain"]').get_by_role("button", name="Step", exact=True)
     for when in ("opened", "after a Step"):  # a stepping page shows its step's metrics only after one
         found = page.evaluate(PROBLEMS)
-        assert not found["cut"], f"/{path}, {when}: metrics cut to '…': {found['cut']}"
+        assert not found["cut"], f"/{path}, {when}: texts cut to '…': {found['cut']}"
+        assert not found["spilled"], f"/{path}, {when}: texts past their column's edge: {found['spilled']}"
         assert not found["broken"], f"/{path}, {when}: label words broken across lines: {found['broken']}"
         if not step.count():
             break

@@ -30,11 +30,16 @@ CAPTION_GREY = TEXT_GREY
 # Charts side by side (a row of columns holding a Plotly chart) wrap onto rows of their own where the page is
 # narrower than two readable charts: at 800 px with the sidebar open the main area is ~450 px, and two 220 px
 # charts cut their titles and value labels. Streamlit's columns stack only below a 640 px window.
+# A checkbox's label and a page link's wrap onto more lines where Streamlit would cut them to "…" (in presenter mode
+# at 800 px: "Show studen…", "KV cache types, measured: Inside the eng…").
 LAYOUT_CSS = """<style>
             [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stPlotlyChart"]) {
                 flex-wrap: wrap; }
             [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stPlotlyChart"])
                 > [data-testid="stColumn"] { min-width: min(20rem, 100%); }
+            [data-testid="stMain"] [data-testid="stCheckbox"] [data-testid="stWidgetLabel"] *,
+            [data-testid="stMain"] [data-testid="stPageLink-NavLink"] span {
+                white-space: normal !important; overflow: visible !important; text-overflow: clip !important; }
             [data-testid="stCaptionContainer"] { color: CAPTION_GREY; opacity: 1; }
             [data-testid="stCaptionContainer"] code { color: CAPTION_GREY; }
             .chart-text { font-size: 0.875rem; color: CAPTION_GREY; margin: -0.6rem 0 0.4rem 0; }
