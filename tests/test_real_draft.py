@@ -73,6 +73,22 @@ def test_the_page_sentence_names_the_draft_and_its_training(draft):
     assert bundled_drafts.about("storyteller-draft-1m") is None
 
 
+def test_the_sentence_gives_the_other_requests_range_and_says_when_one_was_slower():
+    """Measured on three other requests, the sentence gives their range and says how many were slower than plain
+    decoding, so that the story request (a draft's best) is not read as its speed everywhere."""
+    others = [
+        {"request": "a", "speedup_vs_plain": 1.05, "acceptance_rate": 0.41},
+        {"request": "b", "speedup_vs_plain": 0.92, "acceptance_rate": 0.30},
+        {"request": "c", "speedup_vs_plain": 1.01, "acceptance_rate": 0.33},
+    ]
+    said = bundled_drafts.others_sentence(others)
+    assert said == (
+        " On 3 other requests (“a”, “b”, “c”) it ran 0.92× to 1.05×, 1 of them slower than plain decoding, keeping 30%"
+        " to 41%."
+    )
+    assert "slower" not in bundled_drafts.others_sentence(others[:1]) and bundled_drafts.others_sentence([]) == ""
+
+
 @pytest.fixture(scope="module")
 def story_run(smollm2, draft):
     size = bundled_drafts.default_shortlist(draft.info.name)
@@ -97,14 +113,19 @@ def test_without_a_shortlist_too_on_a_question(smollm2, draft):
     assert run.generated_ids == plain_decode(smollm2.model, ids, len(run.generated_ids), GREEDY)
 
 
-def test_the_bench_measures_it_on_a_story_and_a_question(smollm2):
+def test_the_bench_measures_it_on_a_story_a_question_and_the_other_requests(smollm2):
     figures = real_spec.distilled_figures(smollm2.model, smollm2.tokenizer, new_tokens=8, repeats=1)
     assert figures["story"]["identical"] and figures["question"]["identical"]
+    assert [o["request"] for o in figures["others"]] == list(bundled_drafts.OTHER_REQUESTS)
+    assert all(o["identical"] and o["tokens"] > 0 for o in figures["others"])
     assert 0 < figures["story"]["draft_cost_ratio"] < 1  # a draft pass is cheaper than a target pass
     keys = real_spec._distilled_keys(figures)
     assert keys["real_spec_distilled_acceptance_rate"] == figures["story"]["acceptance_rate"]
     assert keys["real_spec_distilled_question_speedup_vs_plain"] == figures["question"]["speedup_vs_plain"]
     assert keys["real_spec_distilled_gamma"] == figures["gamma"] == bundled_drafts.default_gamma(FOLDER.name, 4)
+    speeds = [o["speedup_vs_plain"] for o in figures["others"]]
+    assert keys["real_spec_distilled_others_speedup_min"] == min(speeds)
+    assert keys["real_spec_distilled_others_speedup_max"] == max(speeds)
     assert real_spec._distilled_keys(None) == {}
 
 

@@ -37,7 +37,8 @@ def test_a_reply_that_ends_is_cut_after_its_end_token(smollm2):
 def test_general_requests_are_distinct_and_leave_out_the_measured_topics():
     requests = teacher_text.general_requests()
     assert len(requests) == len(set(requests)) == len(teacher_text.GENERAL_TOPICS) * len(teacher_text.GENERAL_TEMPLATES)
-    measured = re.compile(r"\b(sky|sea|france|paris|capital|kitten|cook\w*)\b", re.I)
-    for text in (bundled_drafts.QUESTION, bundled_drafts.STORY_REQUEST, CHAT_PROMPT, REAL_PROMPT, PLAY_PROMPT):
+    measured = re.compile(r"\b(sky|sea|france|paris|capital|kitten|cook\w*|pancakes?)\b", re.I)
+    others = bundled_drafts.OTHER_REQUESTS
+    for text in (bundled_drafts.QUESTION, bundled_drafts.STORY_REQUEST, CHAT_PROMPT, REAL_PROMPT, PLAY_PROMPT, *others):
         assert measured.search(text)  # the pattern does name each measured request
     assert not [topic for topic in teacher_text.GENERAL_TOPICS if measured.search(topic)]

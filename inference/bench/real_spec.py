@@ -73,8 +73,8 @@ def distilled_figures(
     model, tokenizer, new_tokens: int = 64, repeats: int = 3, size: int | None = None, gamma: int | None = None
 ) -> dict:
     """The bundled SmolLM2 draft (its `size`-token shortlist and γ, default the ones chosen by measurement and kept in
-    its speculation.json) against plain greedy decoding, on a story request (where it was trained) and on a question
-    outside stories."""
+    its speculation.json) against plain greedy decoding, on a story request (where it was trained), on a question
+    outside stories and on `bundled_drafts.OTHER_REQUESTS`."""
     gamma = gamma or bundled_drafts.default_gamma(bundled_drafts.REAL_DRAFT_NAME, GAMMA)
     draft = load_model(str(bundled_drafts.REAL_DRAFT_DIR))
     warm_up(draft.model, draft.tokenizer)
@@ -82,23 +82,35 @@ def distilled_figures(
     rows = shortlist.most_frequent(shortlist.token_counts(bundled_drafts.REAL_DRAFT_DIR), size)
     make = lambda: ModelDrafter(draft.model, draft.tokenizer, rows)  # noqa: E731
     figures = {"draft": bundled_drafts.REAL_DRAFT_NAME, "shortlist": size, "gamma": gamma}
+    return _on_every_request(figures, model, tokenizer, make, new_tokens, repeats, gamma)
+
+
+def _on_every_request(figures: dict, model, tokenizer, make_drafter, new_tokens, repeats, gamma) -> dict:
+    """`figures` with the draft's `pair_figures` on the story request, the question and each of the other requests
+    (`others`: a list, each with its request)."""
     for kind, request in (("story", bundled_drafts.STORY_REQUEST), ("question", bundled_drafts.QUESTION)):
         ids = encode_prompt(tokenizer, request, chat=True)
-        figures[kind] = pair_figures(model, tokenizer, make, ids, new_tokens, repeats, gamma)
+        figures[kind] = pair_figures(model, tokenizer, make_drafter, ids, new_tokens, repeats, gamma)
+    figures["others"] = [
+        {
+            "request": request,
+            **pair_figures(
+                model, tokenizer, make_drafter, encode_prompt(tokenizer, request, chat=True), new_tokens, repeats, gamma
+            ),
+        }
+        for request in bundled_drafts.OTHER_REQUESTS
+    ]
     return figures
 
 
 def feature_figures(model, tokenizer, new_tokens: int = 64, repeats: int = 3, gamma: int | None = None) -> dict:
     """The bundled feature draft (`feature_draft`: one layer reading SmolLM2's last hidden state) against plain
-    greedy decoding, on the same story request and question as the distilled draft."""
+    greedy decoding, on the same requests as the distilled draft."""
     gamma = gamma or bundled_drafts.default_gamma(feature_draft.FEATURE_DRAFT_NAME, 2)
     draft = feature_draft.load()
     make = lambda: feature_draft.FeatureDrafter(draft, model, tokenizer)  # noqa: E731
     figures = {"draft": feature_draft.FEATURE_DRAFT_NAME, "shortlist": len(draft.rows), "gamma": gamma}
-    for kind, request in (("story", bundled_drafts.STORY_REQUEST), ("question", bundled_drafts.QUESTION)):
-        ids = encode_prompt(tokenizer, request, chat=True)
-        figures[kind] = pair_figures(model, tokenizer, make, ids, new_tokens, repeats, gamma)
-    return figures
+    return _on_every_request(figures, model, tokenizer, make, new_tokens, repeats, gamma)
 
 
 def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | None = None) -> dict:
@@ -159,16 +171,18 @@ def _distilled_keys(figures: dict | None, prefix: str = "real_spec_distilled") -
     """A bundled draft's figures as flat bench keys under `prefix` (none without the draft)."""
     if figures is None:
         return {}
-    story, question = figures["story"], figures["question"]
+    story, question, others = figures["story"], figures["question"], figures.get("others") or []
+    speeds = sorted(o["speedup_vs_plain"] for o in others)
     return {
         f"{prefix}_speedup_vs_plain": story["speedup_vs_plain"],
         f"{prefix}_acceptance_rate": story["acceptance_rate"],
         f"{prefix}_cost_ratio": story["draft_cost_ratio"],
-        f"{prefix}_identical": story["identical"] and question["identical"],
+        f"{prefix}_identical": story["identical"] and question["identical"] and all(o["identical"] for o in others),
         f"{prefix}_shortlist": figures["shortlist"],
         f"{prefix}_gamma": figures["gamma"],
         f"{prefix}_question_speedup_vs_plain": question["speedup_vs_plain"],
         f"{prefix}_question_acceptance_rate": question["acceptance_rate"],
+        **({f"{prefix}_others_speedup_min": speeds[0], f"{prefix}_others_speedup_max": speeds[-1]} if speeds else {}),
     }
 
 

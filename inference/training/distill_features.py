@@ -37,6 +37,7 @@ from inference.core import real_model
 from inference.core.loader import load_model
 from inference.training import feature_model as feature_draft
 from inference.training.distill_real import read_replies, split_replies
+from inference.training.real_draft_card import speculation_rows
 from inference.training.token_frequency import most_frequent
 
 IGNORE = -100
@@ -244,11 +245,7 @@ def render_card(folder: Path) -> str:
     measured_path = folder / "speculation.json"
     if measured_path.is_file():
         m = json.loads(measured_path.read_text())
-        rows = "\n".join(
-            f"| {label} | {m[kind]['acceptance_rate']:.1%} | {m[kind]['speedup_vs_plain']:.2f}× | "
-            f"{m[kind]['draft_cost_ratio']:.3f} | {m[kind]['tokens']} | {'yes' if m[kind]['identical'] else 'NO'} |"
-            for kind, label in (("story", "story request"), ("question", "question"))
-        )
+        rows = speculation_rows(m, "story request", "question")
         measured = f"""Greedy speculative decoding on SmolLM2-135M-Instruct in transformers' own forward (the Speculative page's
 run), γ {m["gamma"]}, against plain greedy decoding of as many tokens (medians of alternated runs), {m["cpu"]}, torch
 threads {m.get("torch_threads", "?")} (`python -m inference.bench.real_spec --feature --write-draft`):

@@ -14,16 +14,24 @@ from pathlib import Path
 from inference.training.distill_real import OUT_DIR
 
 
+def speculation_rows(m: dict, story_label: str, question_label: str) -> str:
+    """A draft card's table rows from its speculation.json: the story request, the question, then each other
+    request measured (`bundled_drafts.OTHER_REQUESTS`, by its text)."""
+    measured = [(story_label, m["story"]), (question_label, m["question"])]
+    measured += [(f'"{o["request"]}"', o) for o in m.get("others", [])]
+    return "\n".join(
+        f"| {label} | {r['acceptance_rate']:.1%} | {r['speedup_vs_plain']:.2f}× | {r['draft_cost_ratio']:.3f} | "
+        f"{r['tokens']} | {'yes' if r['identical'] else 'NO'} |"
+        for label, r in measured
+    )
+
+
 def _measured(folder: Path) -> str:
     path = folder / "speculation.json"
     if not path.is_file():
         return "Not measured yet: run `python -m inference.bench.real_spec --write-draft`.\n"
     m = json.loads(path.read_text())
-    rows = "\n".join(
-        f"| {label} | {m[kind]['acceptance_rate']:.1%} | {m[kind]['speedup_vs_plain']:.2f}× | "
-        f"{m[kind]['draft_cost_ratio']:.3f} | {m[kind]['tokens']} | {'yes' if m[kind]['identical'] else 'NO'} |"
-        for kind, label in (("story", "story request (where it was trained)"), ("question", "question outside stories"))
-    )
+    rows = speculation_rows(m, "story request (where it was trained)", "question outside stories")
     return f"""Greedy speculative decoding on SmolLM2-135M-Instruct in transformers' own forward (the Speculative page's
 run), γ {m["gamma"]}, the draft scoring its {m["shortlist"]:,} most frequent tokens, against plain greedy decoding
 of as many tokens (medians of alternated runs), {m["cpu"]}, torch threads {m.get("torch_threads", "?")}:

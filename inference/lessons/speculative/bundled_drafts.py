@@ -7,7 +7,8 @@ the storyteller's draft, which `check_pair` refuses with its reason, as before.
 
 Each draft folder may hold `speculation.json`: its greedy acceptance and speed-up on SmolLM2, measured when it was
 shipped by `python -m inference.bench.real_spec --write-draft` (the bench's own runs), on
-a story request (where it was trained) and on a question outside stories; the page quotes it in one sentence.
+a story request (where it was trained), on a question outside stories and on three other requests; the page quotes it
+in one sentence.
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ MEASURED_FILE = "speculation.json"
 # SmolLM2's story request (not one of the teacher's training requests) and its question outside stories
 STORY_REQUEST = "Write a short story about a boy who finds a lost kitten on a rainy day."
 QUESTION = "What is the capital of France, and why is it famous?"
+# Three more ordinary requests, measured beside those two so that a draft's figures are not only its best requests
+# (their topics are left out of the teacher text too: tests/test_teacher_text.py)
+OTHER_REQUESTS = (
+    "Why is the sky blue?",
+    "Give me a simple recipe for pancakes.",
+    "Write a short poem about the sea.",
+)
 
 
 @lru_cache(maxsize=8)
@@ -105,16 +113,34 @@ def acceptance_line(name: str | None) -> str | None:
         return None
     story, question = m["story"], m["question"]
     if name == FEATURE_DRAFT_NAME:  # trained on stories and questions alike
-        return (
+        line = (
             f"Measured when shipped (greedy, γ {m['gamma']}, {m['cpu']}): on a story request it kept "
             f"{story['acceptance_rate']:.0%} of its guesses and ran {story['speedup_vs_plain']:.2f}× plain decoding; "
             f"on a question it kept {question['acceptance_rate']:.0%} ({question['speedup_vs_plain']:.2f}×)."
         )
+    else:
+        line = (
+            f"Measured when shipped (greedy, γ {m['gamma']}, {m['cpu']}): on a story request, where it was trained, "
+            f"it kept {story['acceptance_rate']:.0%} of its guesses and ran {story['speedup_vs_plain']:.2f}× plain "
+            f"decoding; on a question outside stories it kept {question['acceptance_rate']:.0%} "
+            f"({question['speedup_vs_plain']:.2f}×)."
+        )
+    return line + others_sentence(m.get("others") or [])
+
+
+def others_sentence(others: list[dict]) -> str:
+    """' On 3 other requests (“…”, …) it ran 0.92× to 1.05×, 1 of them slower than plain decoding, keeping 30% to
+    41%.', from the measurements of `OTHER_REQUESTS`; '' without any."""
+    if not others:
+        return ""
+    speeds = sorted(o["speedup_vs_plain"] for o in others)
+    kept = sorted(o["acceptance_rate"] for o in others)
+    below = sum(s < 1 for s in speeds)
+    slower = f", {below} of them slower than plain decoding" if below else ""
+    asked = ", ".join(f"“{o['request']}”" for o in others)
     return (
-        f"Measured when shipped (greedy, γ {m['gamma']}, {m['cpu']}): on a story request, where it was trained, it "
-        f"kept {story['acceptance_rate']:.0%} of its guesses and ran {story['speedup_vs_plain']:.2f}× plain decoding; "
-        f"on a question outside stories it kept {question['acceptance_rate']:.0%} "
-        f"({question['speedup_vs_plain']:.2f}×)."
+        f" On {len(others)} other requests ({asked}) it ran {speeds[0]:.2f}× to {speeds[-1]:.2f}×{slower}, keeping "
+        f"{kept[0]:.0%} to {kept[-1]:.0%}."
     )
 
 
