@@ -88,18 +88,13 @@ def distilled_figures(
 def _on_every_request(figures: dict, model, tokenizer, make_drafter, new_tokens, repeats, gamma) -> dict:
     """`figures` with the draft's `pair_figures` on the story request, the question and each of the other requests
     (`others`: a list, each with its request)."""
-    for kind, request in (("story", bundled_drafts.STORY_REQUEST), ("question", bundled_drafts.QUESTION)):
+
+    def measured(request: str) -> dict:
         ids = encode_prompt(tokenizer, request, chat=True)
-        figures[kind] = pair_figures(model, tokenizer, make_drafter, ids, new_tokens, repeats, gamma)
-    figures["others"] = [
-        {
-            "request": request,
-            **pair_figures(
-                model, tokenizer, make_drafter, encode_prompt(tokenizer, request, chat=True), new_tokens, repeats, gamma
-            ),
-        }
-        for request in bundled_drafts.OTHER_REQUESTS
-    ]
+        return pair_figures(model, tokenizer, make_drafter, ids, new_tokens, repeats, gamma)
+
+    figures["story"], figures["question"] = measured(bundled_drafts.STORY_REQUEST), measured(bundled_drafts.QUESTION)
+    figures["others"] = [{"request": request, **measured(request)} for request in bundled_drafts.OTHER_REQUESTS]
     return figures
 
 
