@@ -163,10 +163,22 @@ CHIP_CSS = """
 .token-chip:hover .tip, .token-chip:focus .tip { visibility: visible; }
 .token-legend { font-size: 0.85rem; color: #555; margin-top: 0.3rem; }
 .token-status { font-size: 0.875rem; color: #5f6169; margin-top: 0.5rem; }
-.token-legend span { display: inline-block; width: 2.2rem; height: 0.8rem; border-radius: 0.2rem;
-                     vertical-align: middle; }
+.token-legend .legend-item { white-space: nowrap; }
+.token-legend .legend-item + .legend-item { margin-left: 0.6rem; }
+.token-legend .swatch { display: inline-block; width: 2.2rem; height: 0.8rem; border-radius: 0.2rem;
+                        vertical-align: middle; }
 </style>
 """
+
+
+def probability_legend(probabilities) -> str:
+    """The chips' colour legend: a swatch of each probability's colour with its percentage, the two kept on one line
+    (where the line broke between them, "99%" stood alone under the last swatch)."""
+    return "".join(
+        f'<span class="legend-item"><span class="swatch" style="background:{probability_colour(p)}"></span> '
+        f"{p:.0%}</span>"
+        for p in probabilities
+    )
 
 
 def chip_text(text: str) -> str:

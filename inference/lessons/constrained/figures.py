@@ -21,6 +21,7 @@ from inference.lessons.style import (
     label,
     legend_below,
     probability_colour,
+    probability_legend,
     probability_text_colour,
     repr_token,
 )
@@ -45,9 +46,7 @@ def text_by_fight(tokenizer, records, steps) -> str:
             f"{shown}</span>"
         )
     parts.append("</div>")
-    legend = "".join(
-        f'<span style="background:{probability_colour(p)}"></span> {p:.0%} &nbsp;' for p in (0.001, 0.1, 0.5, 0.99)
-    )
+    legend = probability_legend((0.001, 0.1, 0.5, 0.99))
     parts.append(
         f'<div class="token-legend">Chip colour = Z<sub>t</sub>, the model\'s mass on the allowed tokens: {legend}</div>'
     )

@@ -35,6 +35,7 @@ from inference.lessons.style import (
     hover,
     label,
     probability_colour,
+    probability_legend,
     probability_text_colour,
     repr_token,
     status_marker,
@@ -293,9 +294,7 @@ def token_html(
     parts.append(prompt if prompt is not None else prompt_chips(tokenizer, prompt_ids))
     parts.extend(chips if chips is not None else (record_chip(tokenizer, r) for r in records))
     parts.append("</div>")
-    legend = "".join(
-        f'<span style="background:{probability_colour(p)}"></span> {p:.0%} &nbsp;' for p in (0.02, 0.2, 0.5, 0.9)
-    )
+    legend = probability_legend((0.02, 0.2, 0.5, 0.9))
     parts.append(
         '<div class="token-legend">Grey dashed: your prompt. Chip colour = the model\'s probability for the '
         f"chosen token (T=1, before filters): {legend}. Hover a chip for the top 5.</div>"
