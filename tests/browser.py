@@ -6,6 +6,7 @@ browser: without /usr/bin/chromium the browser tests skip and say how to install
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import tempfile
@@ -40,6 +41,16 @@ NAVIGATION_TIMEOUT_MS = 240_000
 SERVER_START_S = START_TIMEOUT_S  # the app's first import of torch and transformers, on a busy machine
 # The two screens every page is checked on: a laptop or a projector, and a narrow window (half a laptop's screen).
 SCREENS = ((1280, 900), (800, 1000))
+
+
+def page_paths() -> list[str]:
+    """Every page's URL path in app.py's SECTIONS ("" for the default page), read from its source."""
+    paths = []
+    for node in ast.walk(ast.parse((PROJECT_ROOT / "app.py").read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "Page":
+            options = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
+            paths.append("" if options.get("default") else options["url_path"])
+    return paths
 
 
 def chromium_available() -> bool:

@@ -8,7 +8,6 @@ One server and one browser for the module: about a minute and a half on 2 busy c
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
 from pathlib import Path
@@ -17,7 +16,15 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
-from tests.browser import BROWSER_TESTS, PROJECT_ROOT, launch, open_page, streamlit_server, toggle_presenter
+from tests.browser import (
+    BROWSER_TESTS,
+    PROJECT_ROOT,
+    launch,
+    open_page,
+    page_paths,
+    streamlit_server,
+    toggle_presenter,
+)
 
 pytestmark = BROWSER_TESTS
 
@@ -40,16 +47,6 @@ STREAMLIT_OWNED = {
         "streamlit/streamlit#8399 (as above): the sidebar's page links, <li>s whose parent is a section <div>",
     ),
 }
-
-
-def page_paths() -> list[str]:
-    """Every page's URL path in app.py's SECTIONS ("" for the default page), read from its source."""
-    paths = []
-    for node in ast.walk(ast.parse((PROJECT_ROOT / "app.py").read_text())):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "Page":
-            options = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-            paths.append("" if options.get("default") else options["url_path"])
-    return paths
 
 
 @pytest.fixture(scope="module")

@@ -208,11 +208,11 @@ def _short(card_label: str) -> str:
     return card_label.split()[0]
 
 
-def _fit_label(row, with_left: bool = True) -> str:
-    """The card that holds the weights (or how many of the largest), and what it has left unless `with_left` is
-    off (the heatmap's cells: no room for it; it stays in the hover and the table)."""
+def _fit_label(row, with_left: bool = True, times: str = " × ") -> str:
+    """The card that holds the weights (or how many of the largest, `times` between), and what it has left unless
+    `with_left` is off (the heatmap's cells: no room for it; it stays in the hover and the table)."""
     if row["fits_on"] is None or pd.isna(row["fits_on"]):
-        return f"{row['largest_needed']} × {_short(row['largest'])}"
+        return f"{row['largest_needed']}{times}{_short(row['largest'])}"
     return f"{_short(row['fits_on'])}, {row['left_gb']:,.1f} left" if with_left else _short(row["fits_on"])
 
 
@@ -220,7 +220,7 @@ def _cell_text(row) -> str:
     """A heatmap cell: the weights' GB (whole GB from 100 up) over the card, '18×H200' without spaces: at 800 px in
     presenter mode a cell is ~60 px wide, and "2,684.1" over "18 × H200" ran into the next cell."""
     gb = row["weight_gb"]
-    card = _fit_label(row, False).replace(" × ", "×")
+    card = _fit_label(row, False, times="×")
     return f"{gb:,.0f}<br>{card}" if gb >= 100 else f"{gb:,.1f}<br>{card}"
 
 
