@@ -193,7 +193,7 @@ if run.trace.finished and run.steps:
             st.session_state.con_twin_key = key
     plain = st.session_state.con_twin
     hardest = min(run.steps, key=lambda s: s.allowed_mass)
-    a, b = st.columns(2)
+    a, b = layout.side_by_side(2)  # stacked in presenter mode: two code columns wrapped every line at 800 px
     a.markdown("**The constrained text**" + (" (fits the format)" if fmt and fmt.matches(run.text) else ""))
     a.code(run.text or " ", language=None, wrap_lines=True)
     b.markdown("**Where the model would have gone** (same prompt, settings, seed; mask off)")

@@ -145,10 +145,8 @@ results = measure_on_click(
 
 if results:
     summaries = {n: r.summary(slo) for n, r in sorted(results.items())}
-    chart(
-        comparison_figure({serving_text.run_name(n, engine): s for n, s in summaries.items()}, presenter),
-        width="stretch",
-    )
+    named = {serving_text.run_name(n, engine): s for n, s in summaries.items()}
+    chart(comparison_figure(named, presenter), width="stretch", text=serving_text.comparison_sentence(named))
     if local:
         weights = experiments.weight_file(model_key, vocab_size=VOCAB).stat().st_size
         llc = machine_facts.last_level_cache_bytes()

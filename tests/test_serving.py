@@ -300,3 +300,18 @@ def test_half_width_charts_keep_their_titles_short_and_the_sweep_stacks_its_pane
     layout = sweep_figure(table, None).layout
     assert layout.yaxis.domain[0] > layout.yaxis2.domain[1]  # throughput above latency, each full width
     assert layout.xaxis.domain == layout.xaxis2.domain
+
+
+def test_the_comparison_charts_text_gives_every_runs_four_panels():
+    """Both runs' throughput, goodput and p50 / p95 times, each under its own name (the generic text cut the second
+    run off as "4 more series")."""
+    from inference.lessons.serving.text import comparison_sentence
+
+    one = RunSummary(16, 16, 1000, 20.0, 32.6, {50: 12.154, 95: 24.202}, {50: 0.0294, 95: 0.0308}, {}, SLO(), 1)
+    eight = RunSummary(16, 16, 1000, 10.0, 93.0, {50: 4.41, 95: 5.84}, {50: 0.0659, 95: 0.0788}, {}, SLO(), 8)
+    said = comparison_sentence({"1 slot": one, "8 slots": eight})
+    assert said == (
+        "Each run, p50 / p95 for the times: 1 slot: 32.6 tokens/s, 0.05 good requests/s (TTFT ≤ 1000 ms), time to "
+        "first token 12,154 / 24,202 ms, time per token 29.4 / 30.8 ms; 8 slots: 93.0 tokens/s, 0.8 good requests/s "
+        "(TTFT ≤ 1000 ms), time to first token 4,410 / 5,840 ms, time per token 65.9 / 78.8 ms."
+    )

@@ -3,7 +3,7 @@ measured run). The longer verdicts on measured runs live beside their arithmetic
 
 from __future__ import annotations
 
-from inference.lessons.serving.stats import RequestRecord
+from inference.lessons.serving.stats import RequestRecord, RunSummary
 
 
 def local_engine_note(cache_dir) -> str:
@@ -158,3 +158,20 @@ NO_ENGINE = (
 def texts_summary(requests: int) -> str:
     """The closed section's one line: what the requests asked and what the batched server answered."""
     return f"What the {requests} requests asked, and what the batched server answered (each reply as streamed)"
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1000
+    return f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"
+
+
+def comparison_sentence(summaries: dict[str, RunSummary]) -> str:
+    """The comparison chart's text, every run's four panels in one line each (the generic chart text repeated each
+    run's name per panel without the panel, and cut the second run off as "4 more series")."""
+    runs = [
+        f"{name}: {s.throughput_tokens_per_s:,.1f} tokens/s, {s.goodput_requests_per_s:.3g} good requests/s "
+        f"({s.slo.describe()}), time to first token {_ms(s.ttft_s[50])} / {_ms(s.ttft_s[95])} ms, time per token "
+        f"{_ms(s.tpot_s[50])} / {_ms(s.tpot_s[95])} ms"
+        for name, s in summaries.items()
+    ]
+    return "Each run, p50 / p95 for the times: " + "; ".join(runs) + "."
