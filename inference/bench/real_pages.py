@@ -6,7 +6,8 @@
 - `real_step_paint_ms`: each later Step, click to the new chip on screen (median). Goal: at most 0.3 s.
 - `real_play_tokens_per_s`: Play on a creative request, chips painted per second once they flow. Goal: 10.
 - `real_play_tokens_per_s_llamacpp`: the same with the page running the model on llama-server (the f32 GGUF of the
-  same weights), where it is built: the engine's rate as the page shows it.
+  same weights), where it is built: the engine's rate as the page shows it. `..._llamacpp_prio2`: the server started
+  with `--prio 2` (its compute threads real-time, ahead of Chromium on the same cores; measured when run as root).
 
     python -m inference.bench.real_pages          # also run by `python -m inference.bench --pages`
 
@@ -15,6 +16,7 @@ Timed from outside: the app runs as its own process and nothing of Streamlit is 
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -114,8 +116,13 @@ def real_page_figures() -> dict:
     """In the app, then on llama-server's f32 GGUF of the same weights where llama-server is built."""
     out = real_generate_figures()
     if llamacpp.is_built():
-        with llamacpp.serve(llamacpp.convert(REAL_MODEL, "f32")) as server:
+        gguf = llamacpp.convert(REAL_MODEL, "f32")
+        with llamacpp.serve(gguf) as server:
             out |= real_generate_figures(engine_url=server.url)
+        if os.geteuid() == 0:  # elsewhere llama-server warns and keeps its normal priority: nothing to measure
+            with llamacpp.serve(gguf, extra_args=["--prio", "2"]) as server:
+                prio = real_generate_figures(steps=0, engine_url=server.url)
+            out |= {f"{key}_prio2": value for key, value in prio.items()}
     return out
 
 

