@@ -2,7 +2,8 @@
 on the default real model, in Chromium, as opened and after one Step where the page has one: no text is cut to "…"
 (metrics "2 of 49,…" and "9,999,3…", Class mode's "Show studen…", two page links were) or drawn past its column's
 edge, and no word of a widget's label or a radio option is broken across lines ("temperatu / re", "New / tokens"
-were). The pages come from app.py's SECTIONS, as in the accessibility test, so a new page is checked too. About 90 s."""
+were); no chart's title, axis title or note runs past the chart (Constrained's and Inside one pass's titles did) and no
+axis's labels overlap (Inside one pass's 31 layers, Constrained's log axis). The pages come from app.py's SECTIONS, as in the accessibility test, so a new page is checked too. About 90 s."""
 
 from __future__ import annotations
 
@@ -63,7 +64,30 @@ PROBLEMS = """() => {
       }
     }
   }
-  return {cut, spilled, broken};
+  const chartCut = [], crowded = [];  // Plotly neither wraps a title nor thins ticks it was given
+  for (const plot of main.querySelectorAll('.js-plotly-plot')) {
+    if (!shown(plot)) continue;
+    const box = plot.getBoundingClientRect();
+    for (const t of plot.querySelectorAll('text.gtitle, text.xtitle, text.ytitle, .annotation-text')) {
+      const r = t.getBoundingClientRect();  // (4 px: a text's box reaches above its letters)
+      if (r.width && (r.left < box.left - 4 || r.right > box.right + 4 || r.top < box.top - 4 || r.bottom > box.bottom + 4)) {
+        chartCut.push(t.textContent.trim().slice(0, 60));
+      }
+    }
+    for (const axis of plot.querySelectorAll('g.xaxislayer-above, g.yaxislayer-above')) {
+      const ticks = [...axis.querySelectorAll('g.xtick text, g.ytick text')].filter(t => t.getBoundingClientRect().width);
+      for (let i = 1; i < ticks.length; i++) {
+        const a = ticks[i - 1].getBoundingClientRect(), b = ticks[i].getBoundingClientRect();
+        const turn = /rotate\((-?[\d.]+)/.exec(ticks[i].getAttribute('transform') || '');
+        const angle = turn ? parseFloat(turn[1]) * Math.PI / 180 : 0;
+        const overlap = Math.abs(angle) > 0.02  // turned labels: the gap across their lines, else their boxes
+          ? Math.abs(b.right - a.right) * Math.abs(Math.sin(angle)) < 0.9 * parseFloat(getComputedStyle(ticks[i]).fontSize)
+          : Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
+        if (overlap) { crowded.push(`${ticks[i - 1].textContent} / ${ticks[i].textContent}`); break; }
+      }
+    }
+  }
+  return {cut, spilled, broken, chartCut, crowded};
 }"""
 
 
@@ -84,6 +108,8 @@ def assert_whole(page, where: str) -> None:
     assert not found["cut"], f"{where}: texts cut to '…': {found['cut']}"
     assert not found["spilled"], f"{where}: texts past their column's edge: {found['spilled']}"
     assert not found["broken"], f"{where}: label words broken across lines: {found['broken']}"
+    assert not found["chartCut"], f"{where}: chart titles or notes past the chart's edge: {found['chartCut']}"
+    assert not found["crowded"], f"{where}: tick labels on top of each other: {found['crowded']}"
 
 
 @pytest.mark.parametrize("path", page_paths())

@@ -22,6 +22,39 @@ from plotly.subplots import make_subplots
 
 from inference.lessons.palette import FONT, GRID_COLOUR, ZERO_LINE_COLOUR
 
+# Plotly never wraps a title: at 800x1000 in presenter mode, with the sidebar open, a chart is ~457 px wide and a
+# 26 px title fits ~36 characters on a line, a 20 px axis title ~40 (less where long tick labels narrow the plot).
+PROJECTOR_TITLE_CHARS = 34
+PROJECTOR_AXIS_TITLE_CHARS = 36
+TITLE_LINE_PX = 32  # one more 26 px title line, in the top margin
+
+
+def wrapped(text: str, chars: int) -> str:
+    """`text` on lines of at most `chars` characters where it has spaces to break at, joined by Plotly's <br>;
+    unchanged when it fits or already has its own breaks."""
+    if not text or len(text) <= chars or "<br>" in text:
+        return text
+    lines, line = [], ""
+    for word in text.split(" "):
+        if line and len(line) + 1 + len(word) > chars:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return "<br>".join([*lines, line])
+
+
+def projector_title(title: str, title_size: int) -> tuple[dict, int]:
+    """A chart title for presenter mode: wrapped to the narrowest screen, and when that takes more than one line,
+    pinned to the top of the figure (Plotly centres a title in the top margin, where extra lines ran off the top).
+    Returns (the layout's `title`, the extra top margin its extra lines need)."""
+    text = wrapped(title, PROJECTOR_TITLE_CHARS)
+    extra_lines = text.count("<br>")
+    settings = {"text": text, "font": {"size": title_size}}
+    if extra_lines:
+        settings |= {"yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 30}}
+    return settings, TITLE_LINE_PX * extra_lines
+
 
 def plain_figure(
     data: list[dict],
@@ -49,16 +82,24 @@ def plain_figure(
     for axis in ("xaxis", "yaxis", *subplot_axes):  # every axis, as base_layout's update_xaxes/update_yaxes
         settings = {**layout.get(axis, {}), **grid}
         if presenter:
-            settings = {**settings, "tickfont": text, "title": {**settings.get("title", {}), "font": text}}
+            axis_title = settings.get("title", {})
+            axis_title = {"text": axis_title} if isinstance(axis_title, str) else axis_title
+            if "text" in axis_title:
+                axis_title = {**axis_title, "text": wrapped(axis_title["text"], PROJECTOR_AXIS_TITLE_CHARS)}
+            settings = {**settings, "tickfont": text, "title": {**axis_title, "font": text}}
         axes[axis] = settings
     placed = {"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1} | (legend or {})
+    title_settings, extra_top = (
+        projector_title(title, title_size) if presenter else ({"text": title, "font": {"size": title_size}}, 0)
+    )
+    margin = {"l": 10, "r": 20, "t": 60, "b": 40} | layout.get("margin", {})
     full = {
         **layout,
         **axes,
-        "title": {"text": title, "font": {"size": title_size}},
+        "title": title_settings,
         "font": {"size": size, **FONT},
         "height": int(height * (1.35 if presenter else 1)),
-        "margin": {"l": 10, "r": 20, "t": 60, "b": 40} | layout.get("margin", {}),
+        "margin": margin | {"t": margin["t"] + extra_top},
         "plot_bgcolor": "white",
         "legend": placed | ({"font": text} if presenter else {}),
     }
@@ -229,10 +270,12 @@ def hline(y: float, line: dict, text: str | None = None, position: str = "bottom
     return shape, note
 
 
-def vline(x: float, line: dict, text: str | None = None) -> tuple[dict, dict | None]:
-    """A vertical line up the plot and its label at the bottom right, as `fig.add_vline` makes them."""
+def vline(x: float, line: dict, text: str | None = None, side: str = "right") -> tuple[dict, dict | None]:
+    """A vertical line up the plot and its label at the bottom, on the line's `side` ("right", as `fig.add_vline`
+    puts it; "left" for a line near the plot's right edge, where a label on its right would run off the chart)."""
     shape = {"type": "line", "xref": "x", "x0": x, "x1": x, "yref": "y domain", "y0": 0, "y1": 1, "line": line}
     if text is None:
         return shape, None
-    note = {"text": text, "showarrow": False, "xref": "x", "x": x, "xanchor": "left", "yref": "y domain", "y": 0}
+    anchor = "left" if side == "right" else "right"
+    note = {"text": text, "showarrow": False, "xref": "x", "x": x, "xanchor": anchor, "yref": "y domain", "y": 0}
     return shape, note | {"yanchor": "bottom"}

@@ -41,8 +41,15 @@ from inference.lessons.palette import (  # noqa: F401
     status_marker,
 )
 
-# The Speculative page's figures import these two from here, as they did before `plain_figure` had its own module.
-from inference.lessons.plain_figure import hline, plain_figure  # noqa: F401
+# The Speculative page's figures import hline and plain_figure from here, as they did before `plain_figure` had its
+# own module.
+from inference.lessons.plain_figure import (  # noqa: F401
+    PROJECTOR_AXIS_TITLE_CHARS,
+    hline,
+    plain_figure,
+    projector_title,
+    wrapped,
+)
 
 
 def label(text: str) -> str:
@@ -86,10 +93,35 @@ def base_layout(fig: go.Figure, title: str, presenter: bool, height: int) -> go.
         text = dict(size=size)
         fig.update_xaxes(tickfont=text, title_font=text)
         fig.update_yaxes(tickfont=text, title_font=text)
-        fig.update_layout(legend_font=text, hoverlabel_font=text, title_font_size=title_size)
+        fig.for_each_xaxis(lambda axis: _wrap_axis_title(axis))
+        fig.for_each_yaxis(lambda axis: _wrap_axis_title(axis))
+        title_settings, extra_top = projector_title(title, title_size)
+        fig.update_layout(legend_font=text, hoverlabel_font=text, title=title_settings)
+        fig.update_layout(margin_t=fig.layout.margin.t + extra_top)
         fig.update_annotations(font_size=size)  # subplot titles and notes on the chart
         fig.update_traces(textfont_size=size - 2)
     return fig
+
+
+def tick_step(count: int, presenter: bool) -> int:
+    """The step (1, 2, 5, 10, ...) between labelled ticks so that `count` positions' labels fit the narrowest chart
+    (~457 px at 800 px with the sidebar open) without overlapping: 14 labels at presenter mode's 20 px, 28 at 13 px."""
+    fits = 14 if presenter else 28
+    step = next((step for step in (1, 2, 5, 10, 20, 50, 100) if count <= fits * step), None)
+    return step or math.ceil(count / fits)
+
+
+def decade_ticks(values) -> dict:
+    """A log axis labelled at powers of ten only, every decade or every other one past six (Plotly's own choice on
+    a short range labels 2, 3, ... 9 inside each decade, which overlap at projector size)."""
+    low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+    return {"type": "log", "dtick": 1 if high - low <= 6 else 2}
+
+
+def _wrap_axis_title(axis) -> None:
+    """An axis title set before `base_layout`, wrapped for presenter mode (Plotly never wraps one)."""
+    if axis.title.text:
+        axis.title.text = wrapped(axis.title.text, PROJECTOR_AXIS_TITLE_CHARS)
 
 
 def legend_below(fig: go.Figure, y: float = -0.22, one_per_line: bool = False, **margin) -> go.Figure:

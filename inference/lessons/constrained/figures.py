@@ -17,6 +17,7 @@ from inference.lessons.style import (
     REMOVED_COLOUR,
     base_layout,
     chip_text,
+    decade_ticks,
     hover,
     label,
     legend_below,
@@ -24,6 +25,7 @@ from inference.lessons.style import (
     probability_legend,
     probability_text_colour,
     repr_token,
+    tick_step,
 )
 
 
@@ -88,11 +90,12 @@ def step_bars(tokenizer, logits: torch.Tensor, allowed: torch.Tensor, chosen: in
 def fight_over_run(steps, presenter: bool):
     """Z_t per step on a log axis, and how many tokens the format allowed."""
     x = [s.index for s in steps]
+    masses = [max(s.allowed_mass, 1e-12) for s in steps]
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(
             x=x,
-            y=[max(s.allowed_mass, 1e-12) for s in steps],
+            y=masses,
             mode="lines+markers",
             name="Z_t: the model's mass on the allowed tokens",
             line_color=FINAL_COLOUR,
@@ -100,8 +103,8 @@ def fight_over_run(steps, presenter: bool):
             hovertemplate=hover("step %{x}", "Z = %{y:.3g}", "%{customdata}"),
         )
     )
-    fig.update_yaxes(type="log", title="Z_t (log scale)", exponentformat="power")
-    fig.update_xaxes(title="step", dtick=5 if len(x) > 20 else 1)
+    fig.update_yaxes(title="Z_t (log scale)", exponentformat="power", **decade_ticks(masses))
+    fig.update_xaxes(title="step", dtick=tick_step(len(x), presenter), range=[-0.5, max(x) + 0.5])
     base_layout(fig, "How hard the format fights the model, step by step", presenter, 320)
     return legend_below(fig, y=-0.3, b=90)
 
@@ -110,13 +113,12 @@ def cost_per_step(steps, records, presenter: bool):
     """Per step: the mask's time next to the forward pass's, both measured."""
     x = [s.index for s in steps]
     fig = go.Figure()
-    fig.add_trace(
-        go.Bar(x=x, y=[r.forward_ms * 1000 for r in records], name="forward pass", marker_color=PALETTE["pale_blue"])
-    )
-    fig.add_trace(go.Bar(x=x, y=[s.mask_us for s in steps], name="computing the mask", marker_color=CHOSEN_COLOUR))
+    forward_us, mask_us = [r.forward_ms * 1000 for r in records], [s.mask_us for s in steps]
+    fig.add_trace(go.Bar(x=x, y=forward_us, name="forward pass", marker_color=PALETTE["pale_blue"]))
+    fig.add_trace(go.Bar(x=x, y=mask_us, name="computing the mask", marker_color=CHOSEN_COLOUR))
     fig.update_layout(barmode="group")
-    fig.update_yaxes(type="log", title="µs (log scale)")
-    fig.update_xaxes(title="step")
+    fig.update_yaxes(title="µs (log scale)", **decade_ticks([v for v in forward_us + mask_us if v > 0] or [1]))
+    fig.update_xaxes(title="step", dtick=tick_step(len(x), presenter))
     base_layout(fig, "Time per step: the mask beside the forward pass", presenter, 320)
     return legend_below(fig, y=-0.3, b=90)
 

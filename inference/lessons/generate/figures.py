@@ -149,6 +149,7 @@ def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max
                 view.nucleus_size + 0.5,
                 cutoff | {"dash": "dot"},
                 f"nucleus: {view.nucleus_size} token{'s' * (view.nucleus_size != 1)}",
+                side="left" if view.nucleus_size + 0.5 > max_rank / 2 else "right",  # the label stays on the chart
             )
         )
     drawn = view.u is not None and not view.settings.greedy

@@ -19,6 +19,7 @@ from inference.lessons.style import (
     hover,
     label,
     legend_below,
+    tick_step,
 )
 
 # One colour per K/V head: the query heads that read the same cached keys and values share it.
@@ -41,7 +42,9 @@ def followed_token_figure(probs: list[float], token: str, presenter: bool = Fals
         marker=dict(size=10),
         hovertemplate=hover("after layer %{x}", "p = %{y:.2%}"),
     )
-    fig.update_xaxes(title="layer (0 = embeddings)", tickmode="array", tickvals=layers)
+    fig.update_xaxes(
+        title="layer (0 = embeddings)", tickmode="array", tickvals=layers[:: tick_step(len(layers), presenter)]
+    )
     fig.update_yaxes(title=f"probability of {label(token)}", range=[0, 1.05], tickformat=".0%")
     fig.update_layout(showlegend=False)
     return base_layout(fig, f"{label(token)}, layer by layer", presenter, height=360)
@@ -76,13 +79,19 @@ def rank_heatmap(
             ),
         )
     )
+    every = tick_step(len(positions), presenter)  # every position keeps its cell and hover; labels that fit
     fig.update_xaxes(
         tickmode="array",
-        tickvals=list(range(len(positions))),
-        ticktext=[label(t) for t in position_labels],
+        tickvals=list(range(len(positions)))[::every],
+        ticktext=[label(t) for t in position_labels][::every],
         tickangle=-60,
     )
-    fig.update_yaxes(title="layer (0 = embeddings)", tickmode="array", tickvals=layers, autorange="reversed")
+    fig.update_yaxes(
+        title="layer (0 = embeddings)",
+        tickmode="array",
+        tickvals=layers[:: tick_step(len(layers), presenter)],
+        autorange="reversed",
+    )
     return base_layout(fig, "Rank of the next token in each layer's lens (1 = top guess)", presenter, height=420)
 
 

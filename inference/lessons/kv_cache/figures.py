@@ -7,7 +7,16 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from inference.lessons.style import PALETTE, add_line, base_layout, hover, label, legend_below_in_column
+from inference.lessons.style import (
+    PALETTE,
+    add_line,
+    base_layout,
+    hover,
+    label,
+    legend_below_in_column,
+    tick_step,
+    wrapped,
+)
 
 MEASURED_COLOUR = PALETTE["blue"]
 FORMULA_COLOUR = PALETTE["red"]
@@ -66,7 +75,9 @@ def layer_bytes_figure(layers: pd.DataFrame, presenter: bool = False) -> go.Figu
         hovertemplate="formula %{y:,.1f} kB<extra></extra>",
     )
     # A fixed range: the wide formula markers would otherwise stretch the axis past the layers.
-    fig.update_xaxes(title="layer", tickmode="linear", dtick=1, range=[-0.5, len(layers) - 0.5])
+    fig.update_xaxes(
+        title="layer", tickmode="linear", dtick=tick_step(len(layers), presenter), range=[-0.5, len(layers) - 0.5]
+    )
     fig.update_yaxes(title="keys + values (kB)", rangemode="tozero", tickformat=",")
     return legend_below_in_column(base_layout(fig, "Cache per layer", presenter, height=420))
 
@@ -155,7 +166,8 @@ def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     # Log axes take log10 of the range; the extra room on the right is for the labels.
     fig.update_xaxes(
         type="log",
-        title="GB (10⁹ bytes, log scale)",
+        # wrapped narrower than other axis titles: the models' long names leave the plot under half the chart
+        title=wrapped("GB (10⁹ bytes, log scale)", 14) if presenter else "GB (10⁹ bytes, log scale)",
         range=[math.floor(math.log10(values.min())), math.log10(values.max()) + (2.6 if presenter else 1.4)],
     )
     fig.update_yaxes(automargin=True)
