@@ -74,6 +74,11 @@ PROBLEMS = """() => {
         chartCut.push(t.textContent.trim().slice(0, 60));
       }
     }
+    const title = plot.querySelector('text.gtitle'), legend = plot.querySelector('g.legend');
+    if (title && legend) {  // a title wrapped onto more lines meets a legend at the top right
+      const a = title.getBoundingClientRect(), b = legend.getBoundingClientRect();
+      if (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom) chartCut.push(`${title.textContent} meets its legend`);
+    }
     for (const axis of plot.querySelectorAll('g.xaxislayer-above, g.yaxislayer-above')) {
       const ticks = [...axis.querySelectorAll('g.xtick text, g.ytick text')].filter(t => t.getBoundingClientRect().width);
       for (let i = 1; i < ticks.length; i++) {

@@ -8,6 +8,8 @@ from inference.lessons.style import TEXT_GREY
 
 # Larger text and charts for a projector; the sidebar's page links stay small so every section fits. A slider's
 # value is lifted above its track (at the larger size it sat on the track) and the slider gets the room for it.
+# The page starts higher and its title is smaller than the larger rem would make them (6rem of padding and a 2.75rem
+# title took 330 px of a 900 px screen before the lesson's first word): the first screen shows the lesson.
 PRESENTER_CSS = """<style>
             html, body, [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.35rem !important; }
             [data-testid="stMetricValue"] [data-testid="stMarkdownContainer"] p { font-size: 2.6rem !important; }
@@ -19,6 +21,8 @@ PRESENTER_CSS = """<style>
                 overflow-wrap: normal !important; word-break: normal !important; }
             [data-testid="stSliderThumbValue"] { transform: translateY(-0.75em); }
             [data-testid="stSlider"] > div { padding-top: 0.5em; }
+            [data-testid="stMainBlockContainer"] { padding-top: 3rem !important; }
+            [data-testid="stMain"] h1 { font-size: 2.1rem !important; }
             </style>"""
 
 
