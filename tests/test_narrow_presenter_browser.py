@@ -3,7 +3,8 @@ on the default real model, in Chromium, as opened and after one Step where the p
 (metrics "2 of 49,…" and "9,999,3…", Class mode's "Show studen…", two page links were) or drawn past its column's
 edge, and no word of a widget's label or a radio option is broken across lines ("temperatu / re", "New / tokens"
 were); no chart's title, axis title or note runs past the chart (Constrained's and Inside one pass's titles did) and no
-axis's labels overlap (Inside one pass's 31 layers, Constrained's log axis). The pages come from app.py's SECTIONS, as in the accessibility test, so a new page is checked too. About 90 s."""
+axis's labels overlap or run together (Inside one pass's 31 layers, Constrained's log axis and steps). The pages come
+from app.py's SECTIONS, as in the accessibility test, so a new page is checked too. About 90 s."""
 
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ PROBLEMS = """() => {
         const angle = turn ? parseFloat(turn[1]) * Math.PI / 180 : 0;
         const overlap = Math.abs(angle) > 0.02  // turned labels: the gap across their lines, else their boxes
           ? Math.abs(b.right - a.right) * Math.abs(Math.sin(angle)) < 0.9 * parseFloat(getComputedStyle(ticks[i]).fontSize)
-          : Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
+          : Math.min(a.right, b.right) - Math.max(a.left, b.left) > -4 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;  // side by side closer than 4 px reads as one word
         if (overlap) { crowded.push(`${ticks[i - 1].textContent} / ${ticks[i].textContent}`); break; }
       }
     }
