@@ -12,7 +12,7 @@ from app_pages.shared.session_memo import kept_per_record, kept_until_changed
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import engine_errors, generation_slot, session_lock
 from app_pages.shared.stepper import Stepper
-from inference.core.prompting import opening_prompt, prepare_prompt
+from inference.core.prompting import GENERATE_SAMPLING, opening_prompt, prepare_prompt
 from inference.core.remote import distribution_note, is_remote, step_timing_note
 from inference.core.run import SEED_MAX, new_trace, record_row
 from inference.lessons.generate import text as gen_text
@@ -38,7 +38,7 @@ URL_PARAMS = {
 }
 TOKENS_SHOWN = 20  # bars of the next-token chart, until its slider moves
 DEFAULTS = {"gen_seed": 0, "gen_max_new": 60, "gen_sched": ""}  # the prompt: the model's opening prompt
-SAMPLING_DEFAULTS = {"temperature": 0.8, "top_p": 0.95}  # Generate opens on typical chat settings
+SAMPLING_DEFAULTS = GENERATE_SAMPLING  # typical chat settings, picked with the opening question (prompting.py)
 RANGES = {**controls.ranges("gen", controls.CLASSIC), "gen_seed": (0, SEED_MAX)}
 
 stepper = Stepper("gen", "gen_trace", steps_done=lambda trace: len(trace.records), with_back=True)

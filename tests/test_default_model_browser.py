@@ -23,7 +23,7 @@ def test_a_first_visit_opens_generate_on_smollm2_and_steps_fast(smollm2):
         open_page(page, url + "/")
         sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
         assert f"In use: {real_model.REAL_MODEL_NAME}" in sidebar
-        assert page.get_by_label("Prompt").input_value() == "What is the capital of France?"
+        assert page.get_by_label("Prompt").input_value() == "What is the capital of France? Answer in one sentence."
         assert page.get_by_label("Wrap in the model's chat template").is_checked()
         step = page.get_by_role("button", name="Step", exact=True)
         step.click()  # the first Step pays for the prompt's prefill

@@ -43,7 +43,7 @@ def test_generate_opens_on_a_question_in_the_chat_template_and_steps_fast(on_smo
     """Generate's opening prompt is a factual question in SmolLM2's chat template; a Step takes well under a second;
     a slider change reruns the page on the cached model (loading it again would raise here)."""
     at = open_app_page("app_pages/generate.py")
-    assert at.text_area(key="gen_prompt").value == "What is the capital of France?"
+    assert at.text_area(key="gen_prompt").value == "What is the capital of France? Answer in one sentence."
     assert at.checkbox(key="gen_chat").value is True
     at.button(key="gen_step").click().run()  # the first Step pays for the prompt's prefill
     started = time.perf_counter()

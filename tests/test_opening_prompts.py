@@ -65,7 +65,7 @@ def test_every_page_has_a_prompt_for_each_kind_and_the_storyteller_keeps_its_own
         assert set(prompts) == {STORY, GENERAL} and all(p.text.strip() for p in prompts.values()), page
         assert not prompts[STORY].chat, page  # the storyteller has no chat template
     assert opening_prompt("generate", BUNDLED_MODEL_NAME).text == "Once upon a time"
-    assert opening_prompt("generate", SMOL).text == "What is the capital of France?"
+    assert opening_prompt("generate", SMOL).text == "What is the capital of France? Answer in one sentence."
     assert opening_prompt("generate", SMOL).chat and opening_prompt("compare", SMOL).chat
     assert opening_prompt("compare", SMOL).text == "Write a short poem about the sea."
     assert opening_prompt("sampling", SMOL).text == opening_prompt("start", SMOL).text == "The capital of France is"

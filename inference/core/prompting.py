@@ -26,10 +26,18 @@ def _both(story: str, general: str, general_chat: bool = False) -> dict[str, Ope
 
 
 # One opening prompt per page and kind. The raw general prompts end where the next token has a clear favourite
-# (" Paris" after "The capital of France is" holds 77% on SmolLM2-135M-Instruct).
+# (" Paris" after "The capital of France is" holds 77% on SmolLM2-135M-Instruct). Generate's question asks for one
+# sentence: asked bare, SmolLM2's first token is a near tie ("The" 15%, "L" 14%, "La" 10%) and half of Generate's
+# seeds wandered into French ("Sombre.", "La France, n'est-il pas?"); asked for a sentence, "The" holds 55% and seeds
+# 0-9 all name Paris at Generate's default settings (tests/test_real_model.py).
+GENERATE_QUESTION = "What is the capital of France? Answer in one sentence."
+# Generate opens on typical chat settings, picked on SmolLM2 with the question: at temperature 0.8 and top-p 0.95 it
+# named Paris on 8 of seeds 0-9 (seed 0: "La Défense (The City of Justice) is the capital of France."), at 0.7 and
+# 0.9 on all ten.
+GENERATE_SAMPLING = {"temperature": 0.7, "top_p": 0.9}
 OPENING_PROMPTS = {
     "start": _both("Once upon a time, there was a little", "The capital of France is"),
-    "generate": _both("Once upon a time", "What is the capital of France?", general_chat=True),
+    "generate": _both("Once upon a time", GENERATE_QUESTION, general_chat=True),
     "sampling": _both("The little dog was very happy. The cat was very", "The capital of France is"),
     "compare": _both("Once upon a time", "Write a short poem about the sea.", general_chat=True),
     "prefill_decode": _both(
