@@ -14,7 +14,12 @@ import torch
 
 from inference.core.limits import Limits
 
-st.set_page_config(page_title="Inference Lab", page_icon="🔬", layout="wide")
+# Presenter mode folds the sidebar away (a projector needs the page's width; the sidebar's chevron brings it back).
+# Streamlit applies a sidebar state when it differs from the last one sent, so a teacher who opens the sidebar again
+# keeps it open; and once the sidebar was opened or closed by hand in a browser, Streamlit keeps that choice there
+# (localStorage) over the app's.
+SIDEBAR_STATE = "collapsed" if st.session_state.get("presenter") else "auto"
+st.set_page_config(page_title="Inference Lab", page_icon="🔬", layout="wide", initial_sidebar_state=SIDEBAR_STATE)
 torch.set_num_threads(Limits.from_env().torch_threads)  # why one: see Limits.torch_threads
 
 # Section -> pages, in teaching order. An empty section is left out of the sidebar.

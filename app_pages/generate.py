@@ -40,6 +40,7 @@ TOKENS_SHOWN = 20  # bars of the next-token chart, until its slider moves
 DEFAULTS = {"gen_seed": 0, "gen_max_new": 60, "gen_sched": ""}  # the prompt: the model's opening prompt
 SAMPLING_DEFAULTS = GENERATE_SAMPLING  # typical chat settings, picked with the opening question (prompting.py)
 RANGES = {**controls.ranges("gen", controls.CLASSIC), "gen_seed": (0, SEED_MAX)}
+SETTINGS_LABEL = "Settings: template, seed, temperature, top-p, …"
 
 stepper = Stepper("gen", "gen_trace", steps_done=lambda trace: len(trace.records), with_back=True)
 limits = models.limits()
@@ -65,15 +66,35 @@ for problem in url_problems:
     st.warning(problem)
 
 # -- controls ----------------------------------------------------------------------------
-# presenter mode: the prompt above seed and max tokens (at 800 px their labels broke mid-word: "See / d")
-left, right = (st.container(), st.container()) if layout.presenter() else st.columns([3, 2])
-with left:
-    st.text_area("Prompt", key="gen_prompt", persist_state="session", height=100, max_chars=20_000)
-    chat = False
+controls.set_defaults("gen", knobs=controls.MORE)
+if not st.session_state.get("gen_more_url_read"):  # the newer samplers and the order from a shared link
+    st.session_state["gen_more_url_read"] = True
+    for problem in controls.read_url("gen", "", st.query_params, knobs=controls.MORE):
+        st.warning(problem)
+
+
+def prompt_box() -> None:
+    """The prompt; in presenter mode two lines high, its label read aloud by a screen reader but not drawn (the text
+    above names it): Streamlit's least height for a box with a drawn label is 96 px, without 68."""
+    compact = layout.presenter()
+    st.text_area(
+        "Prompt",
+        key="gen_prompt",
+        persist_state="session",
+        height=68 if compact else 100,
+        max_chars=20_000,
+        label_visibility="collapsed" if compact else "visible",
+    )
+
+
+def chat_control() -> bool:
+    """The chat template's checkbox, where the model has a template; whether the prompt goes into it."""
     if loaded.info.has_chat_template:
-        chat = st.checkbox("Wrap in the model's chat template", key="gen_chat", persist_state="session")
-with right:
-    c1, c2 = st.columns(2)
+        return st.checkbox("Wrap in the model's chat template", key="gen_chat", persist_state="session")
+    return False
+
+
+def seed_and_length(c1, c2) -> None:
     c1.number_input(
         "Seed",
         min_value=0,
@@ -94,16 +115,40 @@ with right:
         help=f"Capped at {limits.max_new_tokens} on this server.",
     )
 
-controls.classic_controls("gen", cells=layout.control_row(len(controls.CLASSIC)))
 
-controls.set_defaults("gen", knobs=controls.MORE)
-if not st.session_state.get("gen_more_url_read"):  # the newer samplers and the order from a shared link
-    st.session_state["gen_more_url_read"] = True
-    for problem in controls.read_url("gen", "", st.query_params, knobs=controls.MORE):
-        st.warning(problem)
-controls.more_controls("gen")
+# Presenter mode: the prompt, then the settings (the chat template's too) folded into one closed section with a line
+# under it naming every setting that acts on the draw: open, they took 600 px of a 900 px projector screen, and Step
+# and the text came below it (at 800 px side by side, seed's and max tokens' labels broke mid-word: "See / d").
+# Closed, its widgets do not run; their values live on in the session (persist_state), where the page reads them.
+settings_line = None
+if layout.presenter():
+    prompt_box()
+    settings_box = st.expander(SETTINGS_LABEL, key="gen_settings_open", on_change="rerun")
+    chat = loaded.info.has_chat_template and bool(st.session_state.get("gen_chat"))
+    if settings_box.open:
+        with settings_box:
+            chat = chat_control()
+            seed_and_length(*st.columns(2))
+            controls.classic_controls("gen", cells=layout.control_row(len(controls.CLASSIC)))
+            controls.more_controls("gen", inline=True)
+    else:
+        settings_line = st.empty()
+else:
+    left, right = st.columns([3, 2])
+    with left:
+        prompt_box()
+        chat = chat_control()
+    with right:
+        seed_and_length(*st.columns(2))
+    controls.classic_controls("gen", cells=layout.control_row(len(controls.CLASSIC)))
+    controls.more_controls("gen")
 settings = controls.settings_from_state("gen")
 seed = int(st.session_state.gen_seed)
+if settings_line is not None:
+    settings_line.caption(
+        f"Now: {'in the chat template · ' if chat else ''}{controls.settings_in_words('gen', settings)} · "
+        f"seed {seed} · at most {int(st.session_state.gen_max_new)} new tokens"
+    )
 
 # -- the run -------------------------------------------------------------------------------
 prepared = prepare_prompt(

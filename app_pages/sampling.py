@@ -43,9 +43,12 @@ trace = st.session_state.get("gen_trace")
 sources = ["A prompt typed here"] + (
     ["The current step on Generate"] if trace is not None and trace.model is loaded.model else []
 )
-source = st.radio(
-    "Logits from", sources, index=len(sources) - 1, horizontal=True, key="lab_source", persist_state="session"
-)
+# The choice only once there is one: a radio of one option took a projector's first screen for nothing.
+source = sources[0]
+if len(sources) > 1:
+    source = st.radio(
+        "Logits from", sources, index=len(sources) - 1, horizontal=True, key="lab_source", persist_state="session"
+    )
 if source == "The current step on Generate":
     if trace.finished:
         logits, seen = trace.records[-1].logits, trace.seen_masks()[-1]
@@ -77,17 +80,18 @@ else:
     logits, context_ids = cache[key], prepared.ids
     seen = seen_mask(prepared.ids, len(logits))
 
-tail = tokenizer.decode(context_ids[-40:])
 # Every chart below is drawn from this step's distribution: exact only when the engine returned all of it
 exact = True
 if remote:
     note_kind, engine_note = logits_note(loaded.model, logits)
     exact = note_kind == "exact"
     caption("exact" if exact else "measured", engine_note)
-st.markdown(f"**Context (last part):** `…{tail[-200:]}` → **?**")
+if source == "The current step on Generate":  # a typed prompt is in view already, in its box
+    tail = tokenizer.decode(context_ids[-40:])
+    st.markdown(f"**Context (last part):** `…{tail[-200:]}` → **?**")
 
 opening = lab_text.OPENING_SETTINGS
-s = controls.slider_cells(5)
+s = layout.control_row(5)  # as many a row as fit whole (Generate's row)
 temperature = s[0].slider(
     "Temperature",
     0.0,

@@ -94,13 +94,33 @@ def wait_idle(page, timeout: float = ACTION_TIMEOUT_MS) -> None:
     page.wait_for_selector(IDLE, timeout=timeout)
 
 
-def toggle_presenter(page) -> None:
-    """Switch presenter mode on from the sidebar and wait until its larger text has taken effect."""
+def toggle_presenter(page, sidebar_open: bool = False) -> None:
+    """Switch presenter mode on from the sidebar and wait until its larger text has taken effect. Presenter mode folds
+    the sidebar away (app.py), unless it was opened or closed by hand in this browser before; `sidebar_open` opens it
+    again, as a teacher who picks another page does: the narrowest main area presenter mode has."""
     toggle = page.locator('[data-testid="stSidebar"]').get_by_text("Presenter mode").first
     toggle.scroll_into_view_if_needed()
     toggle.click()
     page.wait_for_function("() => getComputedStyle(document.body).fontSize !== '16px'")
+    # Streamlit keeps a sidebar opened or closed by hand in this browser so (localStorage) over the app's request
+    page.wait_for_function(
+        f"() => {SIDEBAR_WIDTH_JS} === 0 || Object.keys(localStorage).some(k => k.startsWith('stSidebarCollapsed-'))"
+    )
     wait_idle(page)
+    if sidebar_open:
+        open_sidebar(page)
+
+
+SIDEBAR_WIDTH_JS = "document.querySelector('[data-testid=\"stSidebar\"]').getBoundingClientRect().width"
+
+
+def open_sidebar(page) -> None:
+    """Open the sidebar from its chevron, if it is folded away, and wait until it is drawn full width."""
+    if page.evaluate(f"() => {SIDEBAR_WIDTH_JS}") > 0:
+        return
+    page.locator('[data-testid="stExpandSidebarButton"]').first.click()
+    page.wait_for_function(f"() => {SIDEBAR_WIDTH_JS} > 200")
+    page.wait_for_timeout(400)  # the slide-in animation
 
 
 def open_page(page, url: str, timeout: float = NAVIGATION_TIMEOUT_MS) -> None:

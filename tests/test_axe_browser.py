@@ -21,6 +21,7 @@ from tests.browser import (
     PROJECT_ROOT,
     launch,
     open_page,
+    open_sidebar,
     page_paths,
     streamlit_server,
     toggle_presenter,
@@ -143,6 +144,7 @@ def test_presenter_mode_keeps_every_text_at_least_as_large_and_captions_readable
 
 def toggle_presenter_off(page) -> None:
     """Presenter mode off again, so the module's other tests see normal mode."""
+    open_sidebar(page)
     toggle = page.locator('[data-testid="stSidebar"]').get_by_text("Presenter mode").first
     toggle.click()
     page.wait_for_function("() => getComputedStyle(document.body).fontSize === '16px'")

@@ -4,7 +4,7 @@ question in its chat template, and five Steps each come back well under a second
 import time
 
 from inference.core import real_model
-from tests.browser import BROWSER_TESTS, launch, open_page, streamlit_server, wait_idle
+from tests.browser import BROWSER_TESTS, launch, open_page, streamlit_server, toggle_presenter, wait_idle
 
 pytestmark = BROWSER_TESTS
 
@@ -39,4 +39,42 @@ def test_a_first_visit_opens_generate_on_smollm2_and_steps_fast(smollm2):
         assert page.locator('[data-testid="stException"]').count() == 0 and not errors, errors
         # Click to the chip drawn and the script idle, on a machine shared with Chromium and other work.
         assert sorted(took)[len(took) // 2] < 1.0, took
+        browser.close()
+
+
+# Where a page's first live result is, opened in presenter mode at the top of the page: its bottom edge (Generate's
+# Step), the line under its title (Sampling lab's first chart) or its top edge (KV cache's bytes per token), in CSS
+# pixels from the window's top.
+FIRST_RESULT = {
+    "": "() => [...document.querySelectorAll('button')].find(b => b.innerText.trim() === 'Step')"
+    ".getBoundingClientRect().bottom",
+    "sampling": "() => document.querySelector('[data-testid=stPlotlyChart]').getBoundingClientRect().top + 40",
+    "kv-cache": "() => [...document.querySelectorAll('[data-testid=stMarkdownContainer] p')]"
+    ".find(p => p.innerText.startsWith('Bytes per token')).getBoundingClientRect().bottom",
+}
+
+
+def test_presenter_modes_first_screen_shows_each_pages_first_live_result(smollm2):
+    """Presenter mode at 1280x900 and 800x1000 (the sidebar folded away, as it opens): Generate's Step with the chat
+    template's 42 prompt chips (it was 1,750 px down at 1280x900) and KV cache's bytes per token are on the first
+    screen, and at 1280x900 Sampling lab's first chart's title."""
+    from playwright.sync_api import sync_playwright
+
+    with (
+        streamlit_server({"INFERENCE_LAB_DEFAULT_MODEL": real_model.REAL_MODEL_NAME}) as url,
+        sync_playwright() as p,
+    ):
+        browser = launch(p)
+        for width, height in ((1280, 900), (800, 1000)):
+            page = browser.new_page(viewport={"width": width, "height": height})
+            for path, where in FIRST_RESULT.items():
+                if path == "sampling" and width == 800:
+                    continue  # its five sliders take three rows there: the chart starts 105 px below (ACCESSIBILITY.md)
+                open_page(page, f"{url}/{path}")  # a new session: presenter mode is off
+                toggle_presenter(page)
+                page.wait_for_timeout(500)  # the larger text's reflow
+                wait_idle(page)
+                page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollTo(0, 0)")
+                assert page.evaluate(where) <= height, f"/{path} at {width}x{height}: {page.evaluate(where)}"
+            page.close()
         browser.close()

@@ -1,10 +1,11 @@
-"""Every page at its narrowest supported screen, 800x1000 in presenter mode (the sidebar open, projector-sized text),
-on the default real model, in Chromium, as opened and after one Step where the page has one: no text is cut to "…"
-(metrics "2 of 49,…" and "9,999,3…", Class mode's "Show studen…", two page links were) or drawn past its column's
-edge, and no word of a widget's label or a radio option is broken across lines ("temperatu / re", "New / tokens"
-were); no chart's title, axis title or note runs past the chart (Constrained's and Inside one pass's titles did) and no
-axis's labels overlap or run together (Inside one pass's 31 layers, Constrained's log axis and steps). The pages come
-from app.py's SECTIONS, as in the accessibility test, so a new page is checked too. About 90 s."""
+"""Every page at its narrowest supported screen, 800x1000 in presenter mode with the sidebar opened again (presenter
+mode folds it away), projector-sized text, on the default real model, in Chromium, as opened and after one Step
+where the page has one: no text is cut to "…" (metrics "2 of 49,…" and "9,999,3…", Class mode's "Show studen…", two
+page links were) or drawn past its column's edge, and no word of a widget's label or a radio option is broken across
+lines ("temperatu / re", "New / tokens" were); no chart's title, axis title or note runs past the chart
+(Constrained's and Inside one pass's titles did) and no axis's labels overlap or run together (Inside one pass's 31
+layers, Constrained's log axis and steps). The pages come from app.py's SECTIONS, as in the accessibility test, so a
+new page is checked too. About 90 s."""
 
 from __future__ import annotations
 
@@ -122,7 +123,7 @@ def assert_whole(page, where: str) -> None:
 def test_no_text_is_cut_or_spilled_and_no_label_word_breaks_at_800_px_in_presenter_mode(narrow_presenter, path):
     url, page = narrow_presenter
     open_page(page, f"{url}/{path}")
-    toggle_presenter(page)  # a new session for each page: presenter mode is switched on again
+    toggle_presenter(page, sidebar_open=True)  # a new session each page: presenter mode switched on again
     page.wait_for_timeout(800)  # the larger text's reflow
     wait_idle(page)
     assert_whole(page, f"/{path}, opened")

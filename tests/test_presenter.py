@@ -67,3 +67,25 @@ def test_bar_value_labels_keep_their_size_and_fit():
         assert labelled and all(t.constraintext == "none" and t.cliponaxis is False for t in labelled)
         assert all(t.textfont.size == size for t in labelled)
         assert fig.layout.xaxis.range[1] >= 0.874 * 1.2
+
+
+def test_generate_folds_its_settings_in_presenter_mode_and_names_every_one_acting_on_the_draw():
+    """Presenter mode folds Generate's settings into one closed section (its sliders do not run) and a line under it
+    names the temperature and every knob away from 'off', whose values still reach the draw."""
+    from streamlit.testing.v1 import AppTest
+
+    from inference.lessons.sampling_lab.knobs import MORE
+
+    xtc = next(knob for knob in MORE if knob.field == "xtc_probability")
+    at = AppTest.from_file(APP_FILE, default_timeout=300)
+    at.session_state["presenter"] = True
+    at.session_state["gen_temperature"] = 0.35
+    at.session_state["gen_xtc_probability"] = 0.5
+    at.session_state["gen_mirostat_tau"] = 4.0  # mirostat is off: its τ acts on nothing and is not named
+    at.run()
+    assert not at.exception
+    assert not [s for s in at.slider if s.key == "gen_temperature"]  # folded away
+    line = next(c.value for c in at.caption if c.value.startswith("Now:"))
+    assert "temperature 0.35" in line and f"{xtc.label} 0.5" in line and "seed 0" in line
+    assert "top-p 0.9" in line  # Generate's opening top-p
+    assert "τ" not in line and "tau" not in line.lower() and "top-k" not in line  # top-k at its 'off' value 0

@@ -14,6 +14,9 @@ PRESENTER_CSS = """<style>
             html, body, [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.35rem !important; }
             [data-testid="stMetricValue"] [data-testid="stMarkdownContainer"] p { font-size: 2.6rem !important; }
             .token-chip { font-size: 1.6rem !important; }
+            .token-chip.in-prompt { font-size: 1rem !important; }
+            .token-box { line-height: 1.6 !important; }
+            [data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.8rem !important; }
             [data-testid="stSidebarNav"] [data-testid="stMarkdownContainer"] p { font-size: 0.9rem !important; }
             [data-testid="stSidebarNavLink"] [data-testid="stMarkdownContainer"] p { font-size: 0.8rem !important; }
             button .stMarkdownEllipsis, button .stMarkdownEllipsis p {

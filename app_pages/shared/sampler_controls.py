@@ -98,14 +98,6 @@ def _slider(where, prefix: str, knob: Knob, help_text: str | None = None) -> Non
     )
 
 
-def slider_cells(count: int) -> list:
-    """Cells for a row of `count` sliders: all in one row normally; two a row in presenter mode, where three
-    projector-sized labels a row broke mid-word ("Temperatu re") once the sidebar is open at 800 px."""
-    if not presenter():
-        return st.columns(count)
-    return [cell for _ in range(0, count, 2) for cell in st.columns(2)][:count]
-
-
 def classic_controls(prefix: str, columns: int = 5, cells: list | None = None) -> None:
     """The five classic sliders, `columns` to a row, or one in each of `cells` (e.g. layout.control_row(5))."""
     if cells is not None:
@@ -135,8 +127,10 @@ def ranges(prefix: str, knobs: list[Knob]) -> dict[str, tuple]:
     return {_key(prefix, knob.field): (knob.kind(knob.low), knob.kind(knob.high)) for knob in knobs}
 
 
-def more_controls(prefix: str, columns: int = 3) -> None:
-    """The newer samplers and the order, in an expander (two a row in presenter mode, as `slider_cells`).
+def more_controls(prefix: str, columns: int = 3, inline: bool = False) -> None:
+    """The newer samplers and the order, in an expander (two a row in presenter mode, where three projector-sized
+    labels a row broke mid-word); `inline`: under a heading instead, for a page whose controls already sit in an
+    expander (Streamlit nests none).
 
     The expander runs its contents only while it is open. Profiled with yappi under AppTest, its ten widgets were a
     fifth of a Generate Step's script time while nobody looked at them, though the server CPU per Step in Chromium
@@ -144,14 +138,13 @@ def more_controls(prefix: str, columns: int = 3) -> None:
     `settings_from_state` reads them from there, open or closed. It opens by itself on settings that differ
     from the defaults (a shared link's XTC, say), so nothing acting on the draw is hidden."""
     columns = min(columns, 2) if presenter() else columns
-    more = st.expander(
-        "More samplers (typical-p, top-nσ, XTC, DRY, mirostat) and the stage order",
-        expanded=_more_in_use(prefix),
-        key=_key(prefix, "more_open"),
-        on_change="rerun",
-    )
-    if not more.open:
-        return
+    if inline:
+        st.markdown(f"**{MORE_LABEL}**")
+        more = st.container()
+    else:
+        more = st.expander(MORE_LABEL, expanded=_more_in_use(prefix), key=_key(prefix, "more_open"), on_change="rerun")
+        if not more.open:
+            return
     with more:
         for start in range(0, len(MORE), columns):
             row = st.columns(columns)
@@ -163,6 +156,26 @@ def more_controls(prefix: str, columns: int = 3) -> None:
             persist_state="session",
         )
         order_control(prefix)
+
+
+MORE_LABEL = "More samplers (typical-p, top-nσ, XTC, DRY, mirostat) and the stage order"
+
+
+def settings_in_words(prefix: str, settings: SamplingSettings) -> str:
+    """The draw's settings in one line, for a page whose sliders are folded away: the temperature, and every other
+    knob away from its 'off' value (its default), by its label (mirostat's τ and η only while mirostat is on)."""
+    parts = [f"temperature {settings.temperature:g}" if not settings.greedy else "temperature 0 (greedy)"]
+    for knob in CLASSIC[1:] + MORE:
+        value = getattr(settings, knob.field)
+        acting = settings.mirostat or not knob.field.startswith("mirostat_")
+        if acting and value != knob.default:
+            name = knob.label if knob.label[:2].isupper() else knob.label[:1].lower() + knob.label[1:]  # XTC stays
+            parts.append(f"{name} {value:g}")
+    if settings.mirostat:
+        parts.append("mirostat v2")
+    if st.session_state.get(_key(prefix, "order_preset"), "transformers") != "transformers":
+        parts.append("stage order: " + ", ".join(settings.order))
+    return " · ".join(parts)
 
 
 def _more_in_use(prefix: str) -> bool:

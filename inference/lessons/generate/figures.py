@@ -243,16 +243,17 @@ def _alternatives_tip(tokenizer, alternatives) -> str:
 
 
 def prompt_chips(tokenizer, prompt_ids: list[int]) -> str:
-    """The prompt as grey dashed chips (special tokens named)."""
+    """The prompt as grey dashed chips (special tokens named), each of class `in-prompt` (presenter mode draws them
+    smaller than the generated chips: a chat template's 40 chips took 540 px of a projector's 900)."""
     special = special_ids(tokenizer)
     parts = []
     for token_id in prompt_ids:
         if token_id in special:
             name = html_token_text(tokenizer.convert_ids_to_tokens(token_id))
-            parts.append(f'<span class="token-chip special" title="special token">{name}</span>')
+            parts.append(f'<span class="token-chip special in-prompt" title="special token">{name}</span>')
         else:
             text = chip_text(token_text(tokenizer, token_id))  # the one decoding, as for generated chips
-            parts.append(f'<span class="token-chip prompt" title="prompt token {token_id}">{text}</span>')
+            parts.append(f'<span class="token-chip prompt in-prompt" title="prompt token {token_id}">{text}</span>')
     return "".join(parts)
 
 
@@ -295,11 +296,14 @@ def token_html(
     parts.append(prompt if prompt is not None else prompt_chips(tokenizer, prompt_ids))
     parts.extend(chips if chips is not None else (record_chip(tokenizer, r) for r in records))
     parts.append("</div>")
-    legend = probability_legend((0.02, 0.2, 0.5, 0.9))
-    parts.append(
-        '<div class="token-legend">Grey dashed: your prompt. Chip colour = the model\'s probability for the '
-        f"chosen token (T=1, before filters): {legend}. Hover a chip for the top 5.</div>"
-    )
+    if records:
+        legend = probability_legend((0.02, 0.2, 0.5, 0.9))
+        parts.append(
+            '<div class="token-legend">Grey dashed: your prompt. Chip colour = the model\'s probability for the '
+            f"chosen token (T=1, before filters): {legend}. Hover a chip for the top 5.</div>"
+        )
+    else:  # no coloured chip yet: the colour key comes with the first (a line less on a projector's first screen)
+        parts.append('<div class="token-legend">Grey dashed: your prompt, one chip per token.</div>')
     if status is not None:
         parts.append(f'<div class="token-status">{html.escape(status)}</div>')
     return "".join(parts)

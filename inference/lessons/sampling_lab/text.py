@@ -25,10 +25,10 @@ LIVE_TEMPERATURE_CAPTION = (
 )
 
 INTRO = (
-    "One step's next-token logits, and every knob that turns them into a choice. The model ran "
-    "**once**; everything below is recomputed from the logits it stored (every token's, in this app). "
-    "It opens with every filter on, so each panel of the pipeline at the end shows its own stage at work; "
-    "set a knob to its 'off' value (temperature 1, top-p 1, top-k 0, min-p 0, penalty 1) to take it out."
+    "One step's next-token logits, and every knob that turns them into a choice. The model ran **once**: "
+    "everything below is recomputed from the logits it stored. Every filter starts on, so each panel of the "
+    "pipeline at the end shows its stage at work; a knob at its 'off' value (temperature 1, top-p 1, top-k 0, "
+    "min-p 0, penalty 1) takes it out."
 )
 
 
