@@ -52,13 +52,11 @@ except UnsupportedModel as err:
 # -- which pass ----------------------------------------------------------------------------------
 trace = st.session_state.get("gen_trace")
 follows = trace is not None and getattr(trace, "model", None) is model and bool(trace.records)
-source = st.radio(
-    "Which pass",
-    [GENERATE_RUN, TYPED] if follows else [TYPED],
-    key="inside_source",
-    persist_state="session",
-    horizontal=True,
-)
+source = TYPED  # the choice only once there is one (a radio of one option, as on Sampling lab)
+if follows:
+    source = st.radio(
+        "Which pass", [GENERATE_RUN, TYPED], key="inside_source", persist_state="session", horizontal=True
+    )
 if trace is not None and not follows and trace.records:
     st.caption("Your Generate run was made with another model or on a serving engine: type a prompt here instead.")
 if source == GENERATE_RUN and follows:
