@@ -3,19 +3,25 @@ question in its chat template, and five Steps each come back well under a second
 
 import time
 
+import pytest
+
 from inference.core import real_model
 from tests.browser import BROWSER_TESTS, launch, open_page, streamlit_server, toggle_presenter, wait_idle
 
 pytestmark = BROWSER_TESTS
 
 
-def test_a_first_visit_opens_generate_on_smollm2_and_steps_fast(smollm2):
+@pytest.fixture(scope="module")
+def url(smollm2):
+    """One app server on the default real model for the module's tests (a server and its model load cost ~15 s)."""
+    with streamlit_server({"INFERENCE_LAB_DEFAULT_MODEL": real_model.REAL_MODEL_NAME}) as url:
+        yield url
+
+
+def test_a_first_visit_opens_generate_on_smollm2_and_steps_fast(url):
     from playwright.sync_api import sync_playwright
 
-    with (
-        streamlit_server({"INFERENCE_LAB_DEFAULT_MODEL": real_model.REAL_MODEL_NAME}) as url,
-        sync_playwright() as p,
-    ):
+    with sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         errors = []
@@ -54,16 +60,13 @@ FIRST_RESULT = {
 }
 
 
-def test_presenter_modes_first_screen_shows_each_pages_first_live_result(smollm2):
+def test_presenter_modes_first_screen_shows_each_pages_first_live_result(url):
     """Presenter mode at 1280x900 and 800x1000 (the sidebar folded away, as it opens): Generate's Step with the chat
     template's 42 prompt chips (it was 1,750 px down at 1280x900) and KV cache's bytes per token are on the first
     screen, and at 1280x900 Sampling lab's first chart's title."""
     from playwright.sync_api import sync_playwright
 
-    with (
-        streamlit_server({"INFERENCE_LAB_DEFAULT_MODEL": real_model.REAL_MODEL_NAME}) as url,
-        sync_playwright() as p,
-    ):
+    with sync_playwright() as p:
         browser = launch(p)
         for width, height in ((1280, 900), (800, 1000)):
             page = browser.new_page(viewport={"width": width, "height": height})
