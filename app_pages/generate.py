@@ -3,7 +3,7 @@
 import pyarrow as pa
 import streamlit as st
 
-from app_pages.shared import layout, models
+from app_pages.shared import generate_controls, layout, models
 from app_pages.shared import sampler_controls as controls
 from app_pages.shared.captions import caption, summary_line
 from app_pages.shared.charts import chart
@@ -25,7 +25,7 @@ from inference.lessons.generate.figures import (
     step_table_row,
     token_html,
 )
-from inference.lessons.generate.links import LinkError, schedule_param, step_plan
+from inference.lessons.generate.links import replay, schedule_param
 
 # URL parameter -> (widget key, type): a shared link reopens the same prompt, settings and seed (the sampling
 # knobs' parameters come from their one table, sampler_controls).
@@ -40,7 +40,6 @@ TOKENS_SHOWN = 20  # bars of the next-token chart, until its slider moves
 DEFAULTS = {"gen_seed": 0, "gen_max_new": 60, "gen_sched": ""}  # the prompt: the model's opening prompt
 SAMPLING_DEFAULTS = GENERATE_SAMPLING  # typical chat settings, picked with the opening question (prompting.py)
 RANGES = {**controls.ranges("gen", controls.CLASSIC), "gen_seed": (0, SEED_MAX)}
-SETTINGS_LABEL = "Settings: template, seed, temperature, top-p, …"
 
 stepper = Stepper("gen", "gen_trace", steps_done=lambda trace: len(trace.records), with_back=True)
 limits = models.limits()
@@ -57,11 +56,7 @@ st.session_state.setdefault("gen_chat", opening.chat)
 controls.set_defaults("gen", SAMPLING_DEFAULTS, knobs=controls.CLASSIC)
 url_problems = stepper.read_url(URL_PARAMS, DEFAULTS, RANGES)
 st.title("✍️ Generate, one token at a time")
-st.markdown(
-    "The model reads your prompt and gives a probability to **every** token in its vocabulary. "
-    "One is drawn, appended, and fed back in: that is the whole loop. Press **Step** to make one "
-    "choice, **Play** to run to the end."
-)
+st.markdown(gen_text.INTRO)
 for problem in url_problems:
     st.warning(problem)
 
@@ -73,82 +68,12 @@ if not st.session_state.get("gen_more_url_read"):  # the newer samplers and the 
         st.warning(problem)
 
 
-def prompt_box() -> None:
-    """The prompt; in presenter mode two lines high, its label read aloud by a screen reader but not drawn (the text
-    above names it): Streamlit's least height for a box with a drawn label is 96 px, without 68."""
-    compact = layout.presenter()
-    st.text_area(
-        "Prompt",
-        key="gen_prompt",
-        persist_state="session",
-        height=68 if compact else 100,
-        max_chars=20_000,
-        label_visibility="collapsed" if compact else "visible",
-    )
-
-
-def chat_control() -> bool:
-    """The chat template's checkbox, where the model has a template; whether the prompt goes into it."""
-    if loaded.info.has_chat_template:
-        return st.checkbox("Wrap in the model's chat template", key="gen_chat", persist_state="session")
-    return False
-
-
-def seed_and_length(c1, c2) -> None:
-    c1.number_input(
-        "Seed",
-        min_value=0,
-        max_value=SEED_MAX,
-        step=1,
-        key="gen_seed",
-        persist_state="session",
-        help="The same seed, prompt and settings give the same tokens on this server. Another machine or "
-        "thread count can round a near-tie the other way and take another path from there.",
-    )
-    c2.number_input(
-        "Max new tokens",
-        min_value=1,
-        max_value=limits.max_new_tokens,
-        step=10,
-        key="gen_max_new",
-        persist_state="session",
-        help=f"Capped at {limits.max_new_tokens} on this server.",
-    )
-
-
-# Presenter mode: the prompt, then the settings (the chat template's too) folded into one closed section with a line
-# under it naming every setting that acts on the draw: open, they took 600 px of a 900 px projector screen, and Step
-# and the text came below it (at 800 px side by side, seed's and max tokens' labels broke mid-word: "See / d").
-# Closed, its widgets do not run; their values live on in the session (persist_state), where the page reads them.
-settings_line = None
-if layout.presenter():
-    prompt_box()
-    settings_box = st.expander(SETTINGS_LABEL, key="gen_settings_open", on_change="rerun")
-    chat = loaded.info.has_chat_template and bool(st.session_state.get("gen_chat"))
-    if settings_box.open:
-        with settings_box:
-            chat = chat_control()
-            seed_and_length(*st.columns(2))
-            controls.classic_controls("gen", cells=layout.control_row(len(controls.CLASSIC)))
-            controls.more_controls("gen", inline=True)
-    else:
-        settings_line = st.empty()
-else:
-    left, right = st.columns([3, 2])
-    with left:
-        prompt_box()
-        chat = chat_control()
-    with right:
-        seed_and_length(*st.columns(2))
-    controls.classic_controls("gen", cells=layout.control_row(len(controls.CLASSIC)))
-    controls.more_controls("gen")
+chat, settings_line = generate_controls.draw(loaded.info.has_chat_template, limits.max_new_tokens)
 settings = controls.settings_from_state("gen")
 seed = int(st.session_state.gen_seed)
 if settings_line is not None:
-    settings_line.caption(
-        f"Now: {'in the chat template · ' if chat else ''}{controls.settings_in_words('gen', settings)} · "
-        f"seed {seed} · at most {int(st.session_state.gen_max_new)} new tokens"
-    )
+    custom_order = st.session_state.get("gen_order_preset", "transformers") != "transformers"
+    settings_line.caption(gen_text.settings_now(settings, chat, seed, int(st.session_state.gen_max_new), custom_order))
 
 # -- the run -------------------------------------------------------------------------------
 prepared = prepare_prompt(
@@ -163,18 +88,6 @@ def start_new_trace():
     return new_trace(
         model, tokenizer, prepared.ids, min(int(st.session_state.gen_max_new), prepared.max_new_tokens), seed
     )
-
-
-def replay_link(trace, steps: int) -> None:
-    """A shared link's steps, each with the settings and seed it was drawn with (the link's schedule)."""
-    try:
-        plan = step_plan(st.session_state.get("gen_sched", ""), steps, settings, seed)
-    except LinkError as err:
-        st.warning(str(err))
-        plan = step_plan("", steps, settings, seed)
-    for step_settings, step_seed in plan:
-        if trace.step(step_settings, step_seed) is None:
-            break
 
 
 def table_of(trace) -> pa.Table:
@@ -226,11 +139,12 @@ def run_section() -> None:
         st.warning(prepared.error)  # keep showing the last run below; nothing is lost
     trace = stepper.current_run(run_key, start_new_trace, can_start=not prepared.error)
     if trace is not None and not prepared.error:
-        stepper.advance(
-            trace,
-            lambda: trace.step(settings, seed),
-            replay=lambda steps: replay_link(trace, steps),
-        )
+
+        def replay_link(steps: int) -> None:  # a shared link's steps, each with the settings and seed it was drawn with
+            if problem := replay(trace, st.session_state.get("gen_sched", ""), steps, settings, seed):
+                st.warning(problem)
+
+        stepper.advance(trace, lambda: trace.step(settings, seed), replay=replay_link)
 
     if trace is not None and not prepared.error:
         stepper.play_if_clicked(trace, lambda: trace.step(settings, seed), lambda: show_text(trace, text_box))
@@ -308,10 +222,7 @@ def run_section() -> None:
                         with generation_slot():
                             trace.rewind(int(fork_at))
                         st.rerun()
-                    st.caption(
-                        "Keeps steps before it and re-chooses that token with the current sliders. "
-                        "Its logits are reused: the prefix is not recomputed."
-                    )
+                    st.caption(gen_text.FORK_NOTE)
 
             every = st.expander(  # closed, a Step sends one line here, not the table, its CSV button and caption
                 "Every step: a table of all the steps so far, with a CSV download",  # fixed: the label is its id

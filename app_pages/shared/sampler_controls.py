@@ -161,23 +161,6 @@ def more_controls(prefix: str, columns: int = 3, inline: bool = False) -> None:
 MORE_LABEL = "More samplers (typical-p, top-nσ, XTC, DRY, mirostat) and the stage order"
 
 
-def settings_in_words(prefix: str, settings: SamplingSettings) -> str:
-    """The draw's settings in one line, for a page whose sliders are folded away: the temperature, and every other
-    knob away from its 'off' value (its default), by its label (mirostat's τ and η only while mirostat is on)."""
-    parts = [f"temperature {settings.temperature:g}" if not settings.greedy else "temperature 0 (greedy)"]
-    for knob in CLASSIC[1:] + MORE:
-        value = getattr(settings, knob.field)
-        acting = settings.mirostat or not knob.field.startswith("mirostat_")
-        if acting and value != knob.default:
-            name = knob.label if knob.label[:2].isupper() else knob.label[:1].lower() + knob.label[1:]  # XTC stays
-            parts.append(f"{name} {value:g}")
-    if settings.mirostat:
-        parts.append("mirostat v2")
-    if st.session_state.get(_key(prefix, "order_preset"), "transformers") != "transformers":
-        parts.append("stage order: " + ", ".join(settings.order))
-    return " · ".join(parts)
-
-
 def _more_in_use(prefix: str) -> bool:
     """Whether any knob of the expander holds another value than its default."""
     state = st.session_state

@@ -75,3 +75,18 @@ def step_plan(param: str, steps: int, current: SamplingSettings, current_seed: i
             (plan_from[k][1], plan_from[k][2]) if plan_from and plan_from[0][0] <= step else (current, current_seed)
         )
     return plan
+
+
+def replay(trace, param: str, steps: int, current: SamplingSettings, current_seed: int) -> str | None:
+    """Step `trace` through a shared link's first `steps` steps, each with the settings and seed it was drawn with
+    (the link's schedule `param`); a schedule that cannot be read replays with the link's sliders, and its sentence
+    is returned for the page to show."""
+    problem = None
+    try:
+        plan = step_plan(param, steps, current, current_seed)
+    except LinkError as err:
+        problem, plan = str(err), step_plan("", steps, current, current_seed)
+    for step_settings, step_seed in plan:
+        if trace.step(step_settings, step_seed) is None:
+            break
+    return problem

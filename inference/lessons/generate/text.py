@@ -26,6 +26,40 @@ def settings_changed(then: SamplingSettings, now: SamplingSettings) -> tuple[str
     return (said(then), said(now)) if changed else ("", "")
 
 
+INTRO = (
+    "The model reads your prompt and gives a probability to **every** token in its vocabulary. "
+    "One is drawn, appended, and fed back in: that is the whole loop. Press **Step** to make one "
+    "choice, **Play** to run to the end."
+)
+SEED_HELP = (
+    "The same seed, prompt and settings give the same tokens on this server. Another machine or "
+    "thread count can round a near-tie the other way and take another path from there."
+)
+FORK_NOTE = (
+    "Keeps steps before it and re-chooses that token with the current sliders. "
+    "Its logits are reused: the prefix is not recomputed."
+)
+SETTINGS_LABEL = "Settings: template, seed, temperature, top-p, …"  # presenter mode's folded settings
+
+
+def settings_now(settings: SamplingSettings, chat: bool, seed: int, max_new_tokens: int, custom_order: bool) -> str:
+    """Presenter mode's line under the folded settings: the temperature, and every other knob away from its 'off'
+    value (its default), by its label (mirostat's τ and η only while mirostat is on), the seed and the length."""
+    parts = ["in the chat template"] if chat else []
+    parts.append(f"temperature {settings.temperature:g}" if not settings.greedy else "temperature 0 (greedy)")
+    for knob in CLASSIC[1:] + MORE:
+        value = getattr(settings, knob.field)
+        acting = settings.mirostat or not knob.field.startswith("mirostat_")
+        if acting and value != knob.default:
+            name = knob.label if knob.label[:2].isupper() else knob.label[:1].lower() + knob.label[1:]  # XTC stays
+            parts.append(f"{name} {value:g}")
+    if settings.mirostat:
+        parts.append("mirostat v2")
+    if custom_order:
+        parts.append("stage order: " + ", ".join(settings.order))
+    return "Now: " + " · ".join([*parts, f"seed {seed}", f"at most {max_new_tokens} new tokens"])
+
+
 def stop_sentence(reason: str, max_new_tokens: int, context: int, chooser: str = "the model") -> str:
     """Why a finished run stopped; `chooser` names the model that picks the tokens ("the target")."""
     return {
