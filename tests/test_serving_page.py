@@ -38,6 +38,17 @@ def test_without_an_engine_the_page_says_how_to_get_one(monkeypatch):
     assert "python -m inference.engines llamacpp build" in text and "INFERENCE_LAB_ENGINES" in text
 
 
+def test_one_engine_is_named_not_offered(monkeypatch):
+    """With llama-server built and no engine configured there is nothing to choose: no radio of one option (its
+    note names the engine), and the model on it is still a choice."""
+    monkeypatch.setattr(llamacpp, "is_built", lambda: True)
+    monkeypatch.delenv("INFERENCE_LAB_ENGINES", raising=False)
+    at = open_serving_page()
+    assert not at.exception
+    assert [r.label for r in at.main.radio] == ["Model on the engine"]
+    assert any("starts `llama-server` on 127.0.0.1" in c.value for c in at.caption)
+
+
 @pytest.mark.skipif(
     not llamacpp.is_built(), reason="llama-server is not built: python -m inference.engines llamacpp build"
 )

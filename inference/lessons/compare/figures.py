@@ -24,6 +24,9 @@ from inference.lessons.style import (
 
 A_COLOUR, B_COLOUR = FINAL_COLOUR, PALETTE["orange"]
 TOP_N = 10
+# A chat template's prompt took five lines of each half-width box on a projector before the reply: the boxes show
+# the prompt's last tokens (the prompt box above holds the request) and count the rest.
+PROMPT_TAIL = 6
 
 
 def _esc(text: str) -> str:
@@ -33,11 +36,14 @@ def _esc(text: str) -> str:
 def parting_html(
     tokenizer, prompt_ids: list[int], ids_a: list[int], ids_b: list[int], step: int | None, side: str
 ) -> str:
-    """One run's text: the prompt in grey, the tokens both runs share, then (from the step where
-    they part) this run's own tokens highlighted, the first of them boxed."""
+    """One run's text: the prompt in grey (its last PROMPT_TAIL tokens, the rest counted), the tokens both runs
+    share, then (from the step where they part) this run's own tokens highlighted, the first of them boxed."""
     own = ids_a if side == "A" else ids_b
     colour = "#dbe7fb" if side == "A" else "#fde3c8"
-    prompt = _esc(tokenizer.decode(prompt_ids))
+    earlier = max(0, len(prompt_ids) - PROMPT_TAIL)
+    prompt = (f"… {earlier} earlier prompt token{'s' if earlier > 1 else ''} … " if earlier else "") + _esc(
+        tokenizer.decode(prompt_ids[earlier:])
+    )
     if step is None:
         shared, rest = own, []
     else:

@@ -7,10 +7,24 @@ from inference.core.tokens import markdown_token_text
 from inference.lessons.compare.shared_draws import BOOTSTRAP_RESAMPLES, ManySeeds, OrderLesson
 
 INTRO = (
-    "Every run draws one random number **u** per step from its seed. Give runs **A** and **B** the same seed "
-    "and prompt and they draw the **same u at every step**: until they choose a different token they read the same "
-    "text, so the first difference, and everything after it, is caused by the settings (or the model), not by luck."
+    "Every run draws one random number **u** per step from its seed. Runs **A** and **B** share the seed and the "
+    "prompt, so they draw the **same u at every step**: the first token where they differ, and everything after "
+    "it, comes from the settings (or the model), not from luck."
 )
+
+SETTINGS_LABEL = "Settings: seed, length, A's and B's sampling"  # presenter mode's folded settings
+
+
+def settings_now(chat: bool, seed: int, max_new_tokens: int, sides: dict[str, tuple[str, list[str]]]) -> str:
+    """Presenter mode's lines under the folded settings: what both runs share, then each side's model and every
+    knob acting on its draw (`sides`: side -> (model choice, `generate.text.knobs_now`'s parts))."""
+    shared = (["in the chat template"] if chat else []) + [
+        f"seed {seed} (shared)",
+        f"at most {max_new_tokens} new tokens",
+    ]
+    lines = ["Now: " + " · ".join(shared)]
+    lines += [f"**{side}**: " + " · ".join([model, *knobs]) for side, (model, knobs) in sides.items()]
+    return "  \n".join(lines)
 
 
 def many_seeds_intro(model_name: str, stop_tokens: list[str]) -> str:

@@ -6,7 +6,7 @@ from dataclasses import fields
 
 from inference.core.run import STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS
 from inference.lessons.sampling_lab.knobs import CLASSIC, MORE
-from inference.sampling.pipeline import SamplingSettings
+from inference.sampling.pipeline import ORDER_PRESETS, TRANSFORMERS_ORDER, SamplingSettings
 
 _KNOB_NAMES = {knob.field: knob.label for knob in CLASSIC + MORE} | {"temperature": "T"}
 
@@ -42,11 +42,10 @@ FORK_NOTE = (
 SETTINGS_LABEL = "Settings: template, seed, temperature, top-p, …"  # presenter mode's folded settings
 
 
-def settings_now(settings: SamplingSettings, chat: bool, seed: int, max_new_tokens: int, custom_order: bool) -> str:
-    """Presenter mode's line under the folded settings: the temperature, and every other knob away from its 'off'
-    value (its default), by its label (mirostat's τ and η only while mirostat is on), the seed and the length."""
-    parts = ["in the chat template"] if chat else []
-    parts.append(f"temperature {settings.temperature:g}" if not settings.greedy else "temperature 0 (greedy)")
+def knobs_now(settings: SamplingSettings) -> list[str]:
+    """The temperature, and every other knob away from its 'off' value (its default), by its label (mirostat's τ
+    and η only while mirostat is on), and the stage order when it is not transformers' (a preset by its name)."""
+    parts = [f"temperature {settings.temperature:g}" if not settings.greedy else "temperature 0 (greedy)"]
     for knob in CLASSIC[1:] + MORE:
         value = getattr(settings, knob.field)
         acting = settings.mirostat or not knob.field.startswith("mirostat_")
@@ -55,8 +54,16 @@ def settings_now(settings: SamplingSettings, chat: bool, seed: int, max_new_toke
             parts.append(f"{name} {value:g}")
     if settings.mirostat:
         parts.append("mirostat v2")
-    if custom_order:
-        parts.append("stage order: " + ", ".join(settings.order))
+    if tuple(settings.order) != TRANSFORMERS_ORDER:
+        preset = next((name for name, order in ORDER_PRESETS.items() if order == tuple(settings.order)), None)
+        parts.append(f"stage order: {preset}" if preset else "stage order: " + ", ".join(settings.order))
+    return parts
+
+
+def settings_now(settings: SamplingSettings, chat: bool, seed: int, max_new_tokens: int) -> str:
+    """Presenter mode's line under the folded settings: every setting acting on the draw (`knobs_now`), the
+    template, the seed and the length."""
+    parts = (["in the chat template"] if chat else []) + knobs_now(settings)
     return "Now: " + " · ".join([*parts, f"seed {seed}", f"at most {max_new_tokens} new tokens"])
 
 

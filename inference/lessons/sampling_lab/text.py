@@ -24,11 +24,16 @@ LIVE_TEMPERATURE_CAPTION = (
     "above says), precomputed for T = 0 to 2 in steps of 0.05: it moves in your browser with no trip to the server."
 )
 
+# Two lines on a projector: the first chart has to reach the first screen at 800x1000 in presenter mode.
 INTRO = (
-    "One step's next-token logits, and every knob that turns them into a choice. The model ran **once**: "
-    "everything below is recomputed from the logits it stored. Every filter starts on, so each panel of the "
-    "pipeline at the end shows its stage at work; a knob at its 'off' value (temperature 1, top-p 1, top-k 0, "
-    "min-p 0, penalty 1) takes it out."
+    "One step's next-token logits for the prompt below, and every knob that turns them into a choice. The model "
+    "ran **once**: "
+    "everything below is recomputed from the logits it stored."
+)
+# Said where it shows, under the pipeline's panels.
+STAGES_START_ON = (
+    "Every filter starts on, so each panel shows its stage at work; a knob at its 'off' value (temperature 1, "
+    "top-p 1, top-k 0, min-p 0, penalty 1) takes it out."
 )
 
 
