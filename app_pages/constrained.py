@@ -53,15 +53,24 @@ def fill_preset():
         st.session_state.con_prompt = preset_prompt(chosen, model_kind(loaded.info.name))
 
 
-st.session_state.setdefault("con_preset", FIRST_PRESET)
-st.session_state.setdefault("con_spec", PRESETS[FIRST_PRESET][0].spec)
-st.session_state.setdefault("con_prompt", preset_prompt(FIRST_PRESET, model_kind(loaded.info.name)))
+# Every setting's default in the session: presenter mode folds the widgets away, and the page reads them there.
+for key, value in {
+    "con_preset": FIRST_PRESET,
+    "con_spec": PRESETS[FIRST_PRESET][0].spec,
+    "con_prompt": preset_prompt(FIRST_PRESET, model_kind(loaded.info.name)),
+    "con_seed": 0,
+    "con_max": 60,
+    "con_t": 0.0,
+    "con_k": 0,
+    "con_p": 1.0,
+    "con_position": next(iter(POSITIONS)),
+}.items():
+    st.session_state.setdefault(key, value)
 st.title("🧷 Constrained decoding: a mask that forces a format")
 st.markdown(text.INTRO, unsafe_allow_html=True)
 
-# Stacked in presenter mode: beside the format, projector-sized text broke "temperatu / re" at 800 px.
-left, right = (st.container(), st.container()) if presenter else st.columns([3, 2])
-with left:
+
+def format_and_prompt(prompt_height: int = 80) -> None:
     st.selectbox("Format", list(PRESETS) + list(OWN), key="con_preset", persist_state="session", on_change=fill_preset)
     st.text_area(
         "The format (a JSON schema, a regex, or choices one per line)",
@@ -70,17 +79,19 @@ with left:
         height=150,
         max_chars=5000,
     )
-    st.text_area("Prompt", key="con_prompt", persist_state="session", height=80, max_chars=5000)
-with right:
+    st.text_area("Prompt", key="con_prompt", persist_state="session", height=prompt_height, max_chars=5000)
+
+
+def sampling_controls() -> None:
     c1, c2 = st.columns(2)
-    c1.number_input("Seed", min_value=0, max_value=SEED_MAX, step=1, key="con_seed", persist_state="session", value=0)
+    c1.number_input("Seed", min_value=0, max_value=SEED_MAX, step=1, key="con_seed", persist_state="session")
     c2.number_input(
-        "Max new tokens", min_value=1, max_value=limits.max_new_tokens, key="con_max", persist_state="session", value=60
+        "Max new tokens", min_value=1, max_value=limits.max_new_tokens, key="con_max", persist_state="session"
     )
-    st.slider("Temperature (0 = greedy)", 0.0, 2.0, 0.0, 0.05, key="con_t", persist_state="session")
+    st.slider("Temperature (0 = greedy)", 0.0, 2.0, step=0.05, key="con_t", persist_state="session")
     c3, c4 = st.columns(2)
-    c3.slider("top-k (0 = off)", 0, 100, 0, key="con_k", persist_state="session")
-    c4.slider("top-p", 0.05, 1.0, 1.0, 0.05, key="con_p", persist_state="session")
+    c3.slider("top-k (0 = off)", 0, 100, key="con_k", persist_state="session")
+    c4.slider("top-p", 0.05, 1.0, step=0.05, key="con_p", persist_state="session")
     st.radio(
         "Where the mask runs",
         list(POSITIONS),
@@ -89,6 +100,25 @@ with right:
         help="First, it keeps every allowed token; "
         "after the filters it can only keep the allowed tokens they left, and that can be none.",
     )
+
+
+now_line = None  # presenter mode: the line naming what the folded settings hold
+if presenter:
+    # Folded, as Generate's are: stacked on a projector they took two screens before Step and the text.
+    # Closed, its widgets do not run; their values live on in the session.
+    box = st.expander(text.SETTINGS_LABEL, key="con_settings_open", on_change="rerun")
+    if box.open:
+        with box:
+            format_and_prompt()
+            sampling_controls()
+    else:
+        now_line = st.empty()
+else:
+    left, right = st.columns([3, 2])
+    with left:
+        format_and_prompt()
+    with right:
+        sampling_controls()
 
 kind = (
     PRESETS[st.session_state.con_preset][0].kind
@@ -115,6 +145,19 @@ for note in prepared.notes:
 problem = problem or prepared.error
 if problem:
     st.warning(problem)  # the last run stays below
+if now_line is not None:
+    now_line.caption(
+        text.settings_now(
+            st.session_state.con_preset,
+            st.session_state.con_prompt,
+            settings.temperature,
+            settings.top_k,
+            settings.top_p,
+            not POSITIONS[st.session_state.con_position],
+            int(st.session_state.con_seed),
+            int(st.session_state.con_max),
+        )
+    )
 
 stepper.buttons()
 run_key = (loaded.info.name, tuple(prepared.ids), fmt, int(st.session_state.con_max), int(st.session_state.con_seed))
@@ -129,8 +172,8 @@ if run is None:
     st.stop()
 if stepper.clicked.get("play"):
     run.halted = None
-if not problem:
-    stepper.advance(run, lambda: run.step_or_halt(settings))
+if not problem:  # a session's first run opens with its first step taken: the first screen shows one
+    stepper.advance(run, lambda: run.step_or_halt(settings), step_now=stepper.opens_with_a_step(run))
 text_box = st.empty()
 
 
@@ -165,6 +208,7 @@ metrics = [
 cells = layout.metric_cells(len(metrics))  # whole values at 800 px; one a row on a projector ("2 of 49,…")
 for cell, (name, value) in zip(cells, metrics):
     cell.metric(name, value)
+st.markdown(text.ZT_NOTE, unsafe_allow_html=True)
 removed = [(markdown_token_text(repr(readable_token(tokenizer, t))), p) for t, p in step.removed_wanted]
 st.markdown(
     text.step_sentence(

@@ -170,7 +170,7 @@ if prepared.error:
 run = stepper.current_run(run_key, start_run, can_start=not prepared.error)
 if run is not None and not prepared.error:
     run.use_gamma(gamma)  # the session's own run, not a shared model
-    opening = drafting.opens_with_a_round(st.session_state, run, stepper.replay_key)  # one round on page load
+    opening = stepper.opens_with_a_step(run)  # one round on page load
     stepper.advance(run, lambda: run.step(settings), lambda n: list(run.run(settings, max_rounds=n)), step_now=opening)
 
 

@@ -8,7 +8,9 @@ import os
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import open_app_page
+from inference.core.tokens import markdown_token_text
+from inference.lessons.constrained import text as constrained_text
+from tests.conftest import APP_FILE, open_app_page
 
 pytestmark = pytest.mark.page
 
@@ -33,13 +35,33 @@ def click(at, key: str) -> AppTest:
     return at
 
 
-def test_step_shows_the_allowed_set_its_mass_and_the_draw():
-    at = click(open_page(), "con_step")
+def test_the_page_opens_on_its_first_step_and_step_takes_the_next():
+    """A session's first run opens with its first step taken (the allowed set, its mass and the draw on the first
+    screen, Zₜ explained beside them); Step takes the second; Reset starts an empty run."""
+    at = open_page()
+    assert not at.exception
     run = at.session_state["con_run"]
     assert len(run.records) == 1 and run.records[0].token_text == "{"
     labels = {m.label: m.value for m in at.metric}
     assert labels["Allowed tokens"] == "1 of 4,096"
     assert "The model's favourites and the allowed ones" in chart_titles(at)
+    assert any(m.value == constrained_text.ZT_NOTE for m in at.markdown)
+    assert len(click(at, "con_step").session_state["con_run"].records) == 2
+    assert len(click(at, "con_reset").session_state["con_run"].records) == 0
+
+
+def test_presenter_mode_folds_the_format_and_settings_and_names_them():
+    at = AppTest.from_file(APP_FILE, default_timeout=300)
+    at.session_state["presenter"] = True
+    at.session_state["con_t"] = 0.5
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    assert not [w for w in at.slider if w.key == "con_t"] and not at.text_area  # folded away
+    line = next(c.value for c in at.caption if c.value.startswith("Now:"))
+    assert line.startswith("Now: JSON: a name and an age · temperature 0.5 · the mask first · seed 0")
+    assert line.endswith("Prompt: " + markdown_token_text(at.session_state["con_prompt"]))  # shown literally
+    assert at.session_state["con_run"].records[0].settings.temperature == 0.5  # the folded value drew the step
 
 
 def test_play_runs_the_json_preset_to_a_valid_object_with_cost_and_the_unconstrained_twin():
@@ -55,7 +77,7 @@ def test_play_runs_the_json_preset_to_a_valid_object_with_cost_and_the_unconstra
 
 
 def test_an_invalid_schema_is_one_sentence_and_the_run_so_far_stays():
-    at = click(click(open_page(), "con_step"), "con_step")
+    at = click(open_page(), "con_step")  # the run opened with its first step: two now
     at.text_area(key="con_spec").set_value('{"type": "object",').run()
     assert not at.exception
     assert [w.value for w in at.warning] == [

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from app_pages.shared.stepper import Stepper
 from inference.lessons.speculative import figures as spec_fig
-from inference.lessons.speculative.drafting import opens_with_a_round
 from tests.conftest import open_app_page
 
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
@@ -16,12 +16,13 @@ os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 @pytest.mark.unit
 def test_only_a_sessions_first_empty_run_opens_with_a_round():
+    stepper = Stepper("spec", "spec_run", lambda run: len(run.rounds))
     state, empty = {}, SimpleNamespace(rounds=[])
-    assert opens_with_a_round(state, empty, "spec_steps_in_url")
-    assert not opens_with_a_round(state, SimpleNamespace(rounds=[]), "spec_steps_in_url")  # Reset: starts empty
-    assert not opens_with_a_round({}, SimpleNamespace(rounds=[object()]), "spec_steps_in_url")
-    assert not opens_with_a_round({"spec_steps_in_url": 3}, empty, "spec_steps_in_url")  # a link replays its 3
-    assert not opens_with_a_round({}, None, "spec_steps_in_url")
+    assert stepper.opens_with_a_step(empty, state) and state["spec_opened"]
+    assert not stepper.opens_with_a_step(SimpleNamespace(rounds=[]), state)  # Reset: starts empty
+    assert not stepper.opens_with_a_step(SimpleNamespace(rounds=[object()]), {})
+    assert not stepper.opens_with_a_step(empty, {"spec_steps_in_url": 3})  # a link replays its 3
+    assert not stepper.opens_with_a_step(None, {})
 
 
 @pytest.mark.unit

@@ -64,6 +64,17 @@ class Stepper:
     def replay_key(self) -> str:
         return f"{self.prefix}_steps_in_url"
 
+    def opens_with_a_step(self, run, state=None) -> bool:
+        """True once a session: its first run takes its first step on page load, so a teacher sees one without
+        pressing anything (#46 item 11). Not on a shared link that replays its own steps, nor on a run that has
+        steps; later runs (Reset, a new prompt) start empty. Marks the session (`state`: st.session_state)."""
+        state = st.session_state if state is None else state
+        opened = f"{self.prefix}_opened"
+        if run is None or self.steps_done(run) or state.get(opened) or state.get(self.replay_key):
+            return False
+        state[opened] = True
+        return True
+
     def read_url(
         self, url_params: dict, defaults: dict, ranges: dict, names=None, choices=None, replay_max: int = 10_000
     ) -> list[str]:

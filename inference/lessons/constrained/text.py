@@ -4,17 +4,38 @@ from __future__ import annotations
 
 import math
 
+from inference.core.tokens import markdown_token_text
 from inference.lessons import glossary
 from inference.lessons.glossary import plural
 
 INTRO = (
     "Structured output (JSON mode, a JSON schema, a regex, a list of choices) is one more stage in the "
     "sampling pipeline: a **mask** that removes every token the format does not allow at this point. "
-    "A real library (llguidance) compiles the format against this model's tokenizer; each step it "
-    "says which of the vocabulary's tokens can continue a text the format accepts, and the pipeline "
-    "sets every other token to −∞. **Z<sub>t</sub>** says how hard the format fights the model at that step: "
-    f"{glossary.explain('Z_t')}."
+    "A real library (llguidance) compiles the format against this model's tokenizer, and each step the pipeline "
+    "sets every token it rules out to −∞."
 )
+# Said beside the step's own Zₜ (it was the intro's last sentence; the intro now leaves room for the first step).
+ZT_NOTE = f"**Z<sub>t</sub>** says how hard the format fights the model at that step: {glossary.explain('Z_t')}."
+SETTINGS_LABEL = "Format, seed, length, temperature, top-k, top-p, where the mask runs"  # presenter mode's fold
+
+
+def settings_now(
+    format_name: str,
+    prompt: str,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    mask_first: bool,
+    seed: int,
+    max_new: int,
+) -> str:
+    """Presenter mode's lines under the folded settings: the format and every setting acting on the draw, then the
+    prompt (shown literally, on one line)."""
+    parts = [f"Now: {format_name}", "greedy" if temperature == 0 else f"temperature {temperature:g}"]
+    parts += [f"top-k {top_k}"] * bool(top_k) + [f"top-p {top_p:g}"] * (top_p < 1)
+    parts += ["the mask first" if mask_first else "the mask after temperature, top-k and top-p"]
+    parts += [f"seed {seed}", f"at most {max_new} new tokens"]
+    return " · ".join(parts) + "  \nPrompt: " + markdown_token_text(prompt)
 
 
 SECTIONS = {  # each closed section's one line: what opening it shows

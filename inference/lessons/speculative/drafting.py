@@ -219,13 +219,3 @@ def make_drafter(
     if self_layers:
         return self_drafter(target, tokenizer, self_layers, shortlist_size != SHORTLIST_ALL)
     return new_drafter(target, draft, shortlist_size)
-
-
-def opens_with_a_round(state, run, replay_key: str) -> bool:
-    """True once a session: its first run drafts and checks its first round on page load, so a teacher sees a round
-    without pressing anything (#46 item 11). Not on a shared link that replays its own rounds (`replay_key` set),
-    nor on a run that has rounds; later runs (Reset, a new prompt) start empty. Marks `state` (the session's)."""
-    if run is None or run.rounds or state.get("spec_opened") or state.get(replay_key):
-        return False
-    state["spec_opened"] = True
-    return True
