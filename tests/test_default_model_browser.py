@@ -57,13 +57,17 @@ FIRST_RESULT = {
     "sampling": "() => document.querySelector('[data-testid=stPlotlyChart]').getBoundingClientRect().top + 40",
     "kv-cache": "() => [...document.querySelectorAll('[data-testid=stMarkdownContainer] p')]"
     ".find(p => p.innerText.startsWith('Bytes per token')).getBoundingClientRect().bottom",
+    # Same luck's two texts (their first line) and Constrained decoding's first chip, the step it opens with
+    "compare": "() => document.querySelector('[data-testid=stMarkdownContainer] div[style*=padding]')"
+    ".getBoundingClientRect().top + 40",
+    "constrained": "() => document.querySelector('.token-chip[tabindex]').getBoundingClientRect().bottom",
 }
 
 
 def test_presenter_modes_first_screen_shows_each_pages_first_live_result(url):
     """Presenter mode at 1280x900 and 800x1000 (the sidebar folded away, as it opens): Generate's Step with the chat
-    template's 42 prompt chips (it was 1,750 px down at 1280x900) and KV cache's bytes per token are on the first
-    screen, and at 1280x900 Sampling lab's first chart's title."""
+    template's 42 prompt chips (it was 1,750 px down at 1280x900), Sampling lab's first chart, Same luck's two texts,
+    Constrained decoding's first step and KV cache's bytes per token are on the first screen."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -71,8 +75,6 @@ def test_presenter_modes_first_screen_shows_each_pages_first_live_result(url):
         for width, height in ((1280, 900), (800, 1000)):
             page = browser.new_page(viewport={"width": width, "height": height})
             for path, where in FIRST_RESULT.items():
-                if path == "sampling" and width == 800:
-                    continue  # its five sliders take three rows there: the chart starts 105 px below (ACCESSIBILITY.md)
                 open_page(page, f"{url}/{path}")  # a new session: presenter mode is off
                 toggle_presenter(page)
                 page.wait_for_timeout(500)  # the larger text's reflow
