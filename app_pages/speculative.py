@@ -40,7 +40,9 @@ load_float32 = functools.partial(models.cached_model, dtype="float32", public=mo
 
 
 draft_dir = bundled_drafts.draft_dir_for(model)  # the bundled draft for this target: SmolLM2's, or the storytellers'
-defaults = drafting.page_defaults(model_kind(info.name) == STORY, info.has_chat_template, draft_dir)
+defaults = drafting.page_defaults(
+    model_kind(info.name) == STORY, info.has_chat_template, draft_dir, feature_draft.fits(model)
+)
 url_problems = stepper.read_url(URL_PARAMS, defaults, RANGES, drafting.PAGE_NAMES, spec_text.URL_CHOICES, 1000)
 st.title("🎯 Speculative decoding: guess cheap, check in one pass")
 st.markdown(spec_text.INTRO)
@@ -171,7 +173,14 @@ run = stepper.current_run(run_key, start_run, can_start=not prepared.error)
 if run is not None and not prepared.error:
     run.use_gamma(gamma)  # the session's own run, not a shared model
     opening = stepper.opens_with_a_step(run)  # one round on page load
-    stepper.advance(run, lambda: run.step(settings), lambda n: list(run.run(settings, max_rounds=n)), step_now=opening)
+
+    def step():
+        # the feature draft's first round is the prefill alone (nothing to read yet): the page opens on its second,
+        # the first that drafts
+        for _ in range(2 if opening and feature is not None else 1):
+            run.step(settings)
+
+    stepper.advance(run, step, lambda n: list(run.run(settings, max_rounds=n)), step_now=opening)
 
 
 def show_text():

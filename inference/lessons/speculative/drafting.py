@@ -168,16 +168,19 @@ PAGE_DEFAULTS = {  # what the Speculative page opens on (widget key -> value)
 }
 
 
-def page_defaults(story_model: bool, has_chat_template: bool, draft_dir=None) -> dict:
+def page_defaults(story_model: bool, has_chat_template: bool, draft_dir=None, feature_fits: bool = False) -> dict:
     """`PAGE_DEFAULTS` for the loaded model: a story model continues a story; a model with a bundled draft of its own
-    (`draft_dir`: SmolLM2's, `bundled_drafts.draft_dir_for`) gets a story request in its chat template with that
-    draft, greedy, the shortlist and γ it was measured at; any other model gets `COPY_PROMPT` (in its chat template
-    when it has one) with prompt lookup."""
+    (`draft_dir`: SmolLM2's, `bundled_drafts.draft_dir_for`) gets a story request in its chat template, greedy, with
+    its fastest drafter as measured when shipped: the feature draft where it reads this model (`feature_fits`;
+    1.32× plain decoding on that request against the distilled draft's 1.17×, their speculation.json), else the
+    distilled draft at the shortlist and γ it was measured at; any other model gets `COPY_PROMPT` (in its chat
+    template when it has one) with prompt lookup."""
     if story_model:
         return dict(PAGE_DEFAULTS)
     if draft_dir is not None and draft_dir != spec.BUNDLED_DRAFT_DIR and has_chat_template:
         return {
             **PAGE_DEFAULTS,
+            "spec_drafter": "feature" if feature_fits else "draft",
             "spec_prompt": bundled_drafts.STORY_REQUEST,
             "spec_chat": True,
             "spec_temperature": 0.0,  # what the draft was trained for: the target's greedy text
