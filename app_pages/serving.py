@@ -80,12 +80,13 @@ else:
     st.caption(serving_text.external_engine_note(engine, configured[engine]))
 
 if local and model_key == experiments.REAL:
-    st.info(serving_text.real_model_note(experiments.REAL_LABEL, len(real_text.QUESTIONS)))
+    # A caption, not a box: the radio above names the model; on a projector a box of it took the first screen
+    st.caption(serving_text.real_model_note(experiments.REAL_LABEL, len(real_text.QUESTIONS)))
 elif local and model_key != experiments.BUNDLED:
     if not real_model.is_available():
         st.caption(serving_text.REAL_FALLBACK)
     shape = random_model.public_shape(model_key, VOCAB)
-    st.info(serving_text.random_shape_note(model_key, random_model.LABEL, shape, VOCAB))
+    st.caption(serving_text.random_shape_note(model_key, random_model.LABEL, shape, VOCAB))
 
 # -- 1. traffic ---------------------------------------------------------------------------
 st.subheader("1. The traffic")
