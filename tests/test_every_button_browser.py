@@ -292,7 +292,7 @@ MODEL_PAGES = [
         "constrained",
         [Press("Run it on llama-server (starts it for one request)", "own timings for this request", False)],
         setup=constrained_setup,
-        first_shows="Play to run to the end",
+        first_shows="Allowed tokens",  # the page opens on its first step
     ),
     Visit(
         "prefill-decode",
