@@ -4,7 +4,7 @@ import html
 
 import pytest
 
-from inference.core.tokens import readable_token, token_text
+from inference.core.tokens import counted_runs, readable_token, token_text
 from inference.lessons.generate.figures import token_html
 
 pytestmark = pytest.mark.unit
@@ -28,3 +28,8 @@ def test_prompt_chips_show_the_exact_token_text_like_generated_chips_and_labels(
     assert token_text(tokenizer, 7) == " ."
     assert readable_token(tokenizer, 7) == "␣."
     assert "␣." in html.unescape(token_html(tokenizer, [7], []))
+
+
+def test_a_long_run_of_one_whitespace_mark_is_counted():
+    assert counted_runs("↵␣␣␣␣␣␣␣␣") == "↵␣×8" and counted_runs("⇥⇥⇥⇥") == "⇥×4"
+    assert counted_runs("␣␣␣") == "␣␣␣" and counted_runs("␣the") == "␣the"  # short runs stay drawn mark by mark

@@ -5,6 +5,7 @@ The text returned here is plain (not HTML); whoever renders it as HTML escapes i
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
@@ -51,6 +52,12 @@ def readable_tokens(tokenizer, token_ids) -> list[str]:
 # references: a reference renders as the character itself in Markdown, in inline HTML and inside an HTML block.
 # HTML's own (&, <, >, quotes) are among them: one pass, so no reference is escaped twice.
 REFERENCES = {ch: f"&#{ord(ch)};" for ch in "&<>\"'\\`*_{}[]()#+-.!|$~:"}
+
+
+def counted_runs(label: str, longest: int = 3) -> str:
+    """A readable label with each run of more than `longest` of one whitespace mark counted ("↵␣␣␣␣␣␣␣␣" ->
+    "↵␣×8"): a code indent's token, drawn mark by mark, took half a chart's width for its axis label."""
+    return re.sub(rf"([␣⇥])\1{{{longest},}}", lambda m: f"{m.group(1)}×{len(m.group(0))}", label)
 
 
 def _references(text: str) -> str:

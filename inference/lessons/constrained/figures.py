@@ -7,7 +7,7 @@ import html
 import plotly.graph_objects as go
 import torch
 
-from inference.core.tokens import readable_token, readable_tokens
+from inference.core.tokens import counted_runs, readable_token, readable_tokens
 from inference.lessons.glossary import plural
 from inference.lessons.style import (
     CHIP_CSS,
@@ -64,7 +64,7 @@ def step_bars(tokenizer, logits: torch.Tensor, allowed: torch.Tensor, chosen: in
     best_allowed = allowed_ids[probs[allowed_ids].argsort(descending=True)[:top_n]].tolist()
     ids = list(dict.fromkeys(wanted + best_allowed + [chosen]))
     ids.sort(key=lambda t: -float(probs[t]))
-    names = [label(repr_token(t)) for t in readable_tokens(tokenizer, ids)]
+    names = [label(repr_token(counted_runs(t))) for t in readable_tokens(tokenizer, ids)]
     colours = [CHOSEN_COLOUR if t == chosen else FINAL_COLOUR if bool(allowed[t]) else REMOVED_COLOUR for t in ids]
     status = ["drawn" if t == chosen else "allowed" if bool(allowed[t]) else "removed by the mask" for t in ids]
     values = [float(probs[t]) for t in ids]
@@ -80,7 +80,8 @@ def step_bars(tokenizer, logits: torch.Tensor, allowed: torch.Tensor, chosen: in
             hovertemplate=hover("%{y}", "model: %{x:.3%}", "%{customdata}"),
         )
     )
-    fig.update_xaxes(title="the model's probability (T = 1, before the mask)", tickformat=".0%")
+    # two lines: on one, at 800 px in presenter mode, it spilled past the chart beside long token labels
+    fig.update_xaxes(title="the model's probability<br>(T = 1, before the mask)", tickformat=".0%")
     fig.update_yaxes(type="category")
     base_layout(fig, "The model's favourites and the allowed ones", presenter, 90 + 24 * len(ids))
     fig.update_layout(showlegend=False, margin=dict(r=60))
