@@ -152,15 +152,13 @@ chat = loaded.info.has_chat_template and prompt_box.checkbox(
 now_line = None  # presenter mode: the line naming what the folded settings hold
 if presenter:
     # Folded, as Generate's are: A above B (side by side at 800 px broke "Temp / eratur / e") took two screens
-    # before the two texts, the page's first result. Closed, its widgets do not run.
-    box = st.expander(cmp_text.SETTINGS_LABEL, key="cmp_settings_open", on_change="rerun")
-    if box.open:
+    # before the two texts, the page's first result.
+    box, now_line = layout.folded_settings(cmp_text.SETTINGS_LABEL, "cmp_settings_open")
+    if box is not None:
         with box:
             seed_and_length(*st.columns(2))
             for side in SIDES:
                 side_settings(side)
-    else:
-        now_line = st.empty()
 else:
     seed_and_length(top[1], top[2])
     for side, column in zip(SIDES, st.columns(2)):

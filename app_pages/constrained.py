@@ -105,14 +105,11 @@ def sampling_controls() -> None:
 now_line = None  # presenter mode: the line naming what the folded settings hold
 if presenter:
     # Folded, as Generate's are: stacked on a projector they took two screens before Step and the text.
-    # Closed, its widgets do not run; their values live on in the session.
-    box = st.expander(text.SETTINGS_LABEL, key="con_settings_open", on_change="rerun")
-    if box.open:
+    box, now_line = layout.folded_settings(text.SETTINGS_LABEL, "con_settings_open")
+    if box is not None:
         with box:
             format_and_prompt()
             sampling_controls()
-    else:
-        now_line = st.empty()
 else:
     left, right = st.columns([3, 2])
     with left:

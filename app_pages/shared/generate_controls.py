@@ -62,16 +62,14 @@ def draw(has_template: bool, max_new_tokens: int):
     settings_line = None
     if layout.presenter():
         prompt_box()
-        settings_box = st.expander(gen_text.SETTINGS_LABEL, key="gen_settings_open", on_change="rerun")
+        settings_box, settings_line = layout.folded_settings(gen_text.SETTINGS_LABEL, "gen_settings_open")
         chat = has_template and bool(st.session_state.get("gen_chat"))
-        if settings_box.open:
+        if settings_box is not None:
             with settings_box:
                 chat = chat_control(has_template)
                 seed_and_length(*st.columns(2), max_new_tokens)
                 controls.classic_controls("gen", cells=layout.control_row(len(controls.CLASSIC)))
                 controls.more_controls("gen", inline=True)
-        else:
-            settings_line = st.empty()
     else:
         left, right = st.columns([3, 2])
         with left:

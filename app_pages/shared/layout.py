@@ -58,6 +58,15 @@ def presenter() -> bool:
     return bool(st.session_state.get("presenter", False))
 
 
+def folded_settings(label: str, key: str):
+    """Presenter mode's one closed section for a page's settings (open, they took a projector's first screen before
+    the page's first result): (the section, while it is open, else None; the empty line under it for the page to
+    name the settings in, while it is closed, else None). Closed, the widgets inside it do not run; their values
+    live on in the session (persist_state), where the page reads them."""
+    box = st.expander(label, key=key, on_change="rerun")
+    return (box, None) if box.open else (None, st.empty())
+
+
 def side_by_side(count: int = 2) -> list:
     """Columns for charts: side by side where each gets at least 20rem, else each on a row of its own
     (`LAYOUT_CSS`: at 800 px with the sidebar open); stacked full width in presenter mode, where
