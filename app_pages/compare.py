@@ -5,10 +5,11 @@ import json
 
 import streamlit as st
 
-from app_pages.shared import layout, models
+from app_pages.shared import compare_controls, layout, models
 from app_pages.shared import sampler_controls as controls
 from app_pages.shared.captions import caption
 from app_pages.shared.charts import chart
+from app_pages.shared.compare_controls import PREFIX, SIDES
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
@@ -21,11 +22,8 @@ from inference.lessons import glossary
 from inference.lessons.compare import figures as cf
 from inference.lessons.compare import shared_draws as compare
 from inference.lessons.compare import text as cmp_text
-from inference.lessons.generate import text as gen_text
 from inference.lessons.quantization import experiments as qc
 
-SIDES = ("A", "B")
-PREFIX = {"A": "cmp_a", "B": "cmp_b"}
 URL_PREFIX = {"A": "a_", "B": "b_"}
 DEFAULTS = {
     "A": {"temperature": 0.8, "top_p": 0.95},
@@ -114,56 +112,8 @@ for problem in problems:
     st.warning(problem)
 
 
-def seed_and_length(c1, c2) -> None:
-    c1.number_input("Seed (shared)", 0, SEED_MAX, step=1, key="cmp_seed", persist_state="session")
-    c2.number_input("Max new tokens", 1, limits.max_new_tokens, step=10, key="cmp_max_new", persist_state="session")
-
-
-def side_settings(side: str) -> None:
-    """One side's model and sampling knobs (their values live in the session, where `settings_from_state` reads
-    them whether these widgets ran or not)."""
-    st.subheader(f"Settings {side}")
-    st.selectbox(
-        "Model",
-        model_choices(),
-        key=f"cmp_model_{side}",
-        persist_state="session",
-        help="A bfloat16/int8/int4 copy of this model, or another bundled model with the same vocabulary.",
-    )
-    controls.classic_controls(PREFIX[side], columns=2)  # two a row: labels stay whole in a half-width column
-    controls.more_controls(PREFIX[side], columns=2)
-
-
-for side in SIDES:
-    if st.session_state.get(f"cmp_model_{side}") not in model_choices():
-        st.session_state[f"cmp_model_{side}"] = model_choices()[0]
-top = st.container() if presenter else st.columns([3, 1, 1])
-prompt_box = top if presenter else top[0]
-prompt_box.text_input(  # presenter mode: its label for screen readers only (the intro names it), as Generate's
-    "Prompt",
-    key="cmp_prompt",
-    persist_state="session",
-    max_chars=2000,
-    label_visibility="collapsed" if presenter else "visible",
-)
-chat = loaded.info.has_chat_template and prompt_box.checkbox(
-    "Wrap in the model's chat template", key="cmp_chat", persist_state="session"
-)
-now_line = None  # presenter mode: the line naming what the folded settings hold
-if presenter:
-    # Folded, as Generate's are: A above B (side by side at 800 px broke "Temp / eratur / e") took two screens
-    # before the two texts, the page's first result.
-    box, now_line = layout.folded_settings(cmp_text.SETTINGS_LABEL, "cmp_settings_open")
-    if box is not None:
-        with box:
-            seed_and_length(*st.columns(2))
-            for side in SIDES:
-                side_settings(side)
-else:
-    seed_and_length(top[1], top[2])
-    for side, column in zip(SIDES, st.columns(2)):
-        with column:
-            side_settings(side)
+choices = model_choices()  # once a rerun: it reads the bundled models' configs
+chat, now_line = compare_controls.draw(choices, loaded.info.has_chat_template, limits.max_new_tokens)
 settings = {}
 for side in SIDES:
     try:
@@ -172,16 +122,7 @@ for side in SIDES:
         st.warning(f"{side}: {err}")
         st.stop()
 if now_line is not None:
-    knobs = {
-        side: (
-            st.session_state[f"cmp_model_{side}"],
-            gen_text.knobs_now(settings[side]),
-        )
-        for side in SIDES
-    }
-    now_line.caption(
-        cmp_text.settings_now(chat, int(st.session_state.cmp_seed), int(st.session_state.cmp_max_new), knobs)
-    )
+    compare_controls.name_settings(now_line, chat, settings)
 
 prepared = prepare_prompt(
     tokenizer, st.session_state.cmp_prompt, chat, loaded.info.context, limits, int(st.session_state.cmp_max_new)
@@ -196,7 +137,7 @@ seed, max_new = int(st.session_state.cmp_seed), min(int(st.session_state.cmp_max
 query = {"prompt": st.session_state.cmp_prompt[:500], "seed": str(seed), "max": str(max_new)}
 for side in SIDES:
     query.update(controls.url_values(PREFIX[side], URL_PREFIX[side], settings[side]))
-    if st.session_state[f"cmp_model_{side}"] != model_choices()[0]:
+    if st.session_state[f"cmp_model_{side}"] != choices[0]:
         query[f"{URL_PREFIX[side]}model"] = st.session_state[f"cmp_model_{side}"]
 st.query_params.from_dict(query)
 

