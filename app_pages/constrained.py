@@ -13,7 +13,6 @@ from app_pages.shared.stepper import Stepper
 from inference.core.paths import BUNDLED_MODEL_NAME
 from inference.core.prompting import model_kind, prepare_prompt
 from inference.core.run import SEED_MAX
-from inference.core.tokens import markdown_token_text, readable_token
 from inference.engines import llamacpp
 from inference.lessons.constrained import figures, text
 from inference.lessons.constrained.experiment import unconstrained_twin
@@ -206,12 +205,10 @@ cells = layout.metric_cells(len(metrics))  # whole values at 800 px; one a row o
 for cell, (name, value) in zip(cells, metrics):
     cell.metric(name, value)
 st.markdown(text.ZT_NOTE, unsafe_allow_html=True)
-removed = [(markdown_token_text(repr(readable_token(tokenizer, t))), p) for t, p in step.removed_wanted]
-st.markdown(
-    text.step_sentence(
-        step.index, step.allowed, vocab, step.allowed_mass, markdown_token_text(repr(record.token_text)), removed
-    )
-)
+
+removed = [(text.sentence_token(tokenizer, t), p) for t, p in step.removed_wanted]
+chosen = text.sentence_token(tokenizer, record.token_id)
+st.markdown(text.step_sentence(step.index, step.allowed, vocab, step.allowed_mass, chosen, removed))
 chart(
     figures.step_bars(tokenizer, record.logits, record.settings.allowed_mask(vocab), record.token_id, presenter),
     width="stretch",

@@ -1,5 +1,7 @@
 """Serve many: one engine answering many requests at once, measured on a real llama-server."""
 
+import contextlib
+
 import streamlit as st
 
 from app_pages.shared import engine_pair, layout, models, serving_controls
@@ -10,7 +12,7 @@ from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from inference.core import machine as machine_facts
 from inference.lessons.cost.experiments import cost_per_million_tokens
-from inference.lessons.serving import capacity, experiments, real_text
+from inference.lessons.serving import capacity, experiments, random_model, real_text
 from inference.lessons.serving import text as serving_text
 from inference.lessons.serving.figures import (
     comparison_figure,
@@ -26,9 +28,6 @@ from inference.lessons.serving.roofline import ServedModel, decode_pass, measure
 from inference.lessons.serving.stats import SLO, knee_index, streamed_tokens_per_s
 
 DEFAULT_PRICE_PER_HOUR = 1.00  # illustrative; the visitor types theirs
-# Opens where one slot falls behind on the bundled model: alone it streams roughly 500 short-chat tokens/s on a
-# 2-core CPU (docs/BENCHMARKS.md's serving figures), and the default 16 draws at 16/s ask for about 680 over their 1.3 s.
-DEFAULT_RATE = 16.0
 SWEEP_POINTS = 5
 BATCHES = (1, 2, 4, 8)
 
@@ -40,30 +39,29 @@ presenter = layout.presenter()
 st.title("🚦 Serve many")
 st.markdown(serving_text.INTRO)
 
-# -- the engine ----------------------------------------------------------------------------
+# -- the engine and the traffic (folded in presenter mode: they took the projector's first screen before the chart)
 configured = limits.engine_urls()
-engine, local, model_key = serving_controls.engine_and_model(configured, presenter)
-
-# -- 1. traffic ---------------------------------------------------------------------------
-st.subheader("1. The traffic")
-c1, c2 = st.columns(2)
-c3, c4 = st.columns(2)
-shape_name = c1.selectbox("Requests like", list(SHAPES), key="serving_shape", persist_state="session")
-rate = c2.select_slider(
-    "Arrival rate λ (requests/s)",
-    [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
-    value=DEFAULT_RATE,
-    key="serving_rate",
-    persist_state="session",
-)
-count = c3.slider("Requests", 4, 48, 16, step=4, key="serving_requests", persist_state="session")
-seed = int(c4.number_input("Seed", 0, 10_000, 0, key="serving_seed", persist_state="session"))
+if presenter:
+    box, now_line = layout.folded_settings(serving_text.SETTINGS_LABEL, "serving_settings_open")
+    draw = box is not None
+    with box if draw else contextlib.nullcontext():
+        engine, local, model_key = serving_controls.engine_and_model(configured, presenter, draw)
+        shape_name, rate, count, seed = serving_controls.traffic(draw)
+    st.subheader("1. The traffic")
+else:
+    now_line = None
+    engine, local, model_key = serving_controls.engine_and_model(configured, presenter)
+    st.subheader("1. The traffic")
+    shape_name, rate, count, seed = serving_controls.traffic()
 trace = poisson_trace(shape_name, rate, count, seed, VOCAB)
 real_prompts = local and model_key == experiments.REAL  # real questions in SmolLM2's tokenizer (#45 item 4)
 if real_prompts:
     trace = real_text.with_real_prompts(trace, real_text.real_tokenizer())
+if now_line is not None:
+    model_named = experiments.model_choice_label(model_key, local, random_model.LABEL) if local else engine
+    now_line.caption(serving_text.settings_now(model_named, shape_name, rate, count, seed))
 chart(traffic_figure(trace, presenter), width="stretch")
-caption("simulated", serving_text.traffic_caption(rate, SHAPES[shape_name].description, seed))
+caption("simulated", serving_text.traffic_caption(rate, SHAPES[shape_name].description, seed, real_prompts))
 
 # -- 2. one at a time vs batched ------------------------------------------------------------
 st.subheader("2. One at a time vs batched")

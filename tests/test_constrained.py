@@ -197,3 +197,14 @@ def test_the_command_line_prints_the_issues_json_fields(tmp_path, capsys):
     assert step.keys() == {"token_id", "allowed", "allowed_mass", "mask_us"} and step["allowed"] == 1
     assert cli.main(["--prompt", PROMPT, "--regex", "[a-", "--json"]) == 2
     assert json.loads(capsys.readouterr().out) == {"error": "The regex cannot be used: unclosed character class."}
+
+
+def test_the_step_sentence_names_an_indent_token_as_its_chart_does(smollm2):
+    from inference.lessons.constrained.text import sentence_token
+
+    tokenizer = smollm2.tokenizer
+    indent = tokenizer.encode("\n" + " " * 8, add_special_tokens=False)
+    assert len(indent) == 1, "SmolLM2 has one token for a newline and an 8-space indent"
+    shown = sentence_token(tokenizer, indent[0])
+    assert "␣×8" in shown and "␣␣" not in shown  # counted, not drawn mark by mark
+    assert sentence_token(tokenizer, tokenizer.encode(" Paris", add_special_tokens=False)[0]) == "&#39;␣Paris&#39;"

@@ -61,13 +61,15 @@ FIRST_RESULT = {
     "compare": "() => document.querySelector('[data-testid=stMarkdownContainer] div[style*=padding]')"
     ".getBoundingClientRect().top + 40",
     "constrained": "() => document.querySelector('.token-chip[tabindex]').getBoundingClientRect().bottom",
+    # Serve many's simulated traffic (its settings folded: they took the first screen before it)
+    "serving": "() => document.querySelector('[data-testid=stPlotlyChart]').getBoundingClientRect().top + 40",
 }
 
 
 def test_presenter_modes_first_screen_shows_each_pages_first_live_result(url):
     """Presenter mode at 1280x900 and 800x1000 (the sidebar folded away, as it opens): Generate's Step with the chat
     template's 42 prompt chips (it was 1,750 px down at 1280x900), Sampling lab's first chart, Same luck's two texts,
-    Constrained decoding's first step and KV cache's bytes per token are on the first screen."""
+    Constrained decoding's first step, KV cache's bytes per token and Serve many's traffic are on the first screen."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

@@ -5,9 +5,11 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_pages.shared.serving_controls import VOCAB
 from app_pages.shared.shared_results import background_runs
 from inference.engines import llamacpp
-from tests.conftest import open_app_page
+from inference.lessons.serving import experiments
+from tests.conftest import APP_FILE, open_app_page
 
 pytestmark = pytest.mark.engine
 
@@ -47,6 +49,38 @@ def test_one_engine_is_named_not_offered(monkeypatch):
     assert not at.exception
     assert [r.label for r in at.main.radio] == ["Model on the engine"]
     assert any("starts `llama-server` on 127.0.0.1" in c.value for c in at.caption)
+
+
+def test_the_traffic_caption_says_what_the_prompts_are_for_the_model_chosen(monkeypatch):
+    """SmolLM2 on the engine is sent real questions (their lengths their texts'); the bundled model random ids."""
+    monkeypatch.setattr(llamacpp, "is_built", lambda: True)
+    monkeypatch.delenv("INFERENCE_LAB_ENGINES", raising=False)
+    at = open_serving_page()
+    models = experiments.model_options(VOCAB)
+    assert experiments.BUNDLED in models and len(at.main.radio[0].options) == len(models)
+    for model in models:
+        at.main.radio[0].set_value(model).run()
+        traffic = next(c.value for c in at.caption if "Poisson process" in c.value)
+        real = model == experiments.REAL
+        assert ("Prompts are real" in traffic) == real and ("random token ids" in traffic) == (not real), model
+
+
+def test_presenter_mode_folds_the_engine_and_traffic_and_names_them(monkeypatch):
+    """On a projector the model choice and the four traffic settings took the first screen before the traffic
+    chart: folded, one line names each, and a folded value still shapes the trace."""
+    monkeypatch.setattr(llamacpp, "is_built", lambda: True)
+    monkeypatch.delenv("INFERENCE_LAB_ENGINES", raising=False)
+    at = AppTest.from_file(APP_FILE, default_timeout=300)
+    at.session_state["presenter"] = True
+    at.session_state["serving_requests"] = 8
+    at.session_state["serving_model"] = experiments.BUNDLED
+    at.run()
+    at.switch_page("app_pages/serving.py").run()
+    assert not at.exception
+    assert not at.main.radio and not [w for w in at.slider if w.key == "serving_requests"]  # folded away
+    line = next(c.value for c in at.caption if c.value.startswith("Now:"))
+    assert line == "Now: bundled (trained, 23 MB) · 8 short chat requests arriving at 16/s · seed 0"
+    assert charts(at)[0]["layout"]["title"]["text"].startswith("8 requests, short chat")  # the folded count drawn
 
 
 @pytest.mark.skipif(

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from inference.core.wording import plural
+
 VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
 
 
@@ -58,6 +60,13 @@ def counted_runs(label: str, longest: int = 3) -> str:
     """A readable label with each run of more than `longest` of one whitespace mark counted ("↵␣␣␣␣␣␣␣␣" ->
     "↵␣×8"): a code indent's token, drawn mark by mark, took half a chart's width for its axis label."""
     return re.sub(rf"([␣⇥])\1{{{longest},}}", lambda m: f"{m.group(1)}×{len(m.group(0))}", label)
+
+
+def prompt_tail(prompt_ids: list[int], keep: int) -> tuple[str, list[int]]:
+    """A long prompt cut to its last `keep` tokens for a figure whose page shows the prompt whole elsewhere: the
+    label counting what was cut ("… 32 earlier prompt tokens", "" when nothing was) and the ids kept."""
+    hidden = max(0, len(prompt_ids) - keep)
+    return (f"… {plural(hidden, 'earlier prompt token')}" if hidden else ""), list(prompt_ids[hidden:])
 
 
 def _references(text: str) -> str:

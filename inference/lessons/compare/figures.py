@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from inference.core.tokens import html_token_text, readable_tokens
+from inference.core.tokens import html_token_text, prompt_tail, readable_tokens
 from inference.lessons.style import (
     CHOSEN_COLOUR,
     FINAL_COLOUR,
@@ -40,10 +40,8 @@ def parting_html(
     share, then (from the step where they part) this run's own tokens highlighted, the first of them boxed."""
     own = ids_a if side == "A" else ids_b
     colour = "#dbe7fb" if side == "A" else "#fde3c8"
-    earlier = max(0, len(prompt_ids) - PROMPT_TAIL)
-    prompt = (f"… {earlier} earlier prompt token{'s' if earlier > 1 else ''} … " if earlier else "") + _esc(
-        tokenizer.decode(prompt_ids[earlier:])
-    )
+    earlier, kept = prompt_tail(prompt_ids, PROMPT_TAIL)
+    prompt = (f"{earlier} … " if earlier else "") + _esc(tokenizer.decode(kept))
     if step is None:
         shared, rest = own, []
     else:

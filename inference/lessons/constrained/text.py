@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from inference.core.tokens import markdown_token_text
+from inference.core.tokens import counted_runs, markdown_token_text, readable_token
 from inference.lessons import glossary
 from inference.lessons.glossary import plural
 
@@ -42,6 +42,12 @@ SECTIONS = {  # each closed section's one line: what opening it shows
     "strategies": "mask the whole vocabulary, or draw first and check one token, timed on this run",
     "engine": "llama-server writes the same text under the same format (greedy, the bundled model)",
 }
+
+
+def sentence_token(tokenizer, token_id: int) -> str:
+    """A token in a step's sentence as the step's chart labels it: quoted, whitespace visible, a long indent counted
+    ("'↵␣×11'", not eleven marks)."""
+    return markdown_token_text(repr(counted_runs(readable_token(tokenizer, token_id))))
 
 
 def step_sentence(

@@ -48,12 +48,28 @@ REAL_FALLBACK = (
 )
 
 
-def traffic_caption(rate: float, description: str, seed: int) -> str:
+SETTINGS_LABEL = "Model, requests, arrival rate, seed"  # presenter mode's fold
+
+
+def settings_now(model: str, shape: str, rate: float, requests: int, seed: int) -> str:
+    """Presenter mode's line under the folded settings: the model on the engine and every setting of the trace."""
+    return f"Now: {model} · {requests} {shape} requests arriving at {rate:g}/s · seed {seed}"
+
+
+def traffic_caption(rate: float, description: str, seed: int, real_prompts: bool = False) -> str:
+    """How the trace was drawn. Real prompts (a real model on the engine, `real_text`) are texts with their own
+    lengths; only the arrivals and the reply lengths are drawn then."""
+    drawn = "reply lengths" if real_prompts else "lengths"
+    prompts = (
+        "Prompts are real: everyday questions (short chat) or a text to summarise (long document) in the model's "
+        "chat template, each as long as its text"
+        if real_prompts
+        else "Prompts are random token ids"
+    )
     return (
-        f"Arrival gaps are random exponential draws (a Poisson process of rate {rate:g}/s) and lengths "
+        f"Arrival gaps are random exponential draws (a Poisson process of rate {rate:g}/s) and {drawn} "
         f"log-normal draws ({description}), all from seed {seed}: the same settings give "
-        "the same trace. Prompts are random token ids; the engine is asked for exactly each reply length, "
-        "greedy, end-of-text ignored."
+        f"the same trace. {prompts}; the engine is asked for exactly each reply length, greedy, end-of-text ignored."
     )
 
 

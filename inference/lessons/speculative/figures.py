@@ -10,9 +10,9 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
+from inference.core import tokens
 from inference.core.tokens import VISIBLE_WHITESPACE
 from inference.lessons import glossary
-from inference.lessons.glossary import plural
 from inference.lessons.style import (
     PALETTE,
     label,
@@ -86,10 +86,9 @@ def text_html(tokenizer, prompt_ids: list[int], rounds: list, prompt_tail: int |
     prompt shows only its last `prompt_tail` tokens after one chip counting the earlier ones."""
     parts = [CHIP_CSS, '<div class="spec-box">']
     special = set(tokenizer.all_special_ids)
-    hidden = max(0, len(prompt_ids) - prompt_tail) if prompt_tail is not None else 0
-    if hidden:
-        parts.append(_chip(f"… {plural(hidden, 'earlier prompt token')}", "prompt", token=False))
-    prompt_ids = prompt_ids[hidden:]
+    earlier, prompt_ids = tokens.prompt_tail(prompt_ids, prompt_tail) if prompt_tail is not None else ("", prompt_ids)
+    if earlier:
+        parts.append(_chip(earlier, "prompt", token=False))
     for token_id in prompt_ids:
         shown = tokenizer.convert_ids_to_tokens(token_id) if token_id in special else tokenizer.decode([token_id])
         parts.append(_chip(shown, "prompt", f"prompt token {token_id}"))
