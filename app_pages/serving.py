@@ -11,6 +11,7 @@ from app_pages.shared.serving_controls import VOCAB
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from inference.core import machine as machine_facts
+from inference.engines import llamacpp
 from inference.lessons.cost.experiments import cost_per_million_tokens
 from inference.lessons.serving import capacity, experiments, random_model, real_text
 from inference.lessons.serving import text as serving_text
@@ -83,6 +84,8 @@ slo_ms = c2.number_input(
 )
 slo = SLO(ttft_s=slo_ms / 1000)
 model_label = model_key if local else engine
+if local:  # beside the button that starts it
+    st.caption(serving_text.local_engine_note(llamacpp.cache_dir()))
 
 
 def run_comparison(progress):

@@ -49,10 +49,9 @@ def engine_and_model(configured: dict, presenter: bool, draw: bool = True) -> tu
         persist_state="session",
         format_func=lambda k: experiments.model_choice_label(k, local, random_model.LABEL),
     )
-    st.caption(serving_text.local_engine_note(llamacpp.cache_dir()))
     if model_key == experiments.REAL:
         # A caption, not a box: the radio above names the model; on a projector a box of it took the first screen
-        st.caption(serving_text.real_model_note(experiments.REAL_LABEL, len(real_text.QUESTIONS)))
+        st.caption(serving_text.real_model_note(len(real_text.QUESTIONS)))
     elif model_key != experiments.BUNDLED:
         if not real_model.is_available():
             st.caption(serving_text.REAL_FALLBACK)

@@ -31,14 +31,12 @@ def random_shape_note(model_key: str, label: str, shape, vocab: int) -> str:
     )
 
 
-def real_model_note(label: str, questions: int) -> str:
-    """The real model on the engine: what it is, and what the traces' requests say to it."""
+def real_model_note(questions: int) -> str:
+    """The real model on the engine (the radio above names it): what it is, and what the traces' requests say."""
     return (
-        f"**{label}.** A pretrained assistant, 30 layers and 135 M parameters: 538 MB of float32 weights read once "
-        f"per decode pass, so batching requests shares that read. The requests are real: {questions} everyday "
-        "questions (short chat) or a text to summarise (long document), in its chat template and tokenized by its "
-        "own tokenizer; the engine is asked for exactly the drawn reply length, so a reply goes on past the "
-        "model's own end of turn. Hover a bar, or open the table under the charts, to read each answer."
+        "A pretrained assistant whose 538 MB of float32 weights are read once per decode pass, so batching requests "
+        f"shares that read. The requests are real ({questions} everyday questions, or a text to summarise) and each "
+        "reply runs to its drawn length, past the model's own end of turn."
     )
 
 
