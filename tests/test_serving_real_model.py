@@ -28,6 +28,11 @@ def test_real_model_on_the_engine(smollm2):
 
 @pytest.mark.unit
 def test_serving_sentences_say_what_the_requests_are():
-    note = serving_text.real_model_note(16)
-    assert "pretrained" in note and "16 everyday questions" in note and "random" not in note
+    note = serving_text.real_model_note(16, 538_090_496)
+    assert (
+        "538 MB of float32 weights" in note
+        and "pretrained" in note
+        and "16 everyday questions" in note
+        and "random" not in note
+    )
     assert "random-weights" in serving_text.REAL_FALLBACK

@@ -51,7 +51,9 @@ def engine_and_model(configured: dict, presenter: bool, draw: bool = True) -> tu
     )
     if model_key == experiments.REAL:
         # A caption, not a box: the radio above names the model; on a projector a box of it took the first screen
-        st.caption(serving_text.real_model_note(len(real_text.QUESTIONS)))
+        st.caption(
+            serving_text.real_model_note(len(real_text.QUESTIONS), experiments.weight_file(model_key).stat().st_size)
+        )
     elif model_key != experiments.BUNDLED:
         if not real_model.is_available():
             st.caption(serving_text.REAL_FALLBACK)

@@ -31,10 +31,11 @@ def random_shape_note(model_key: str, label: str, shape, vocab: int) -> str:
     )
 
 
-def real_model_note(questions: int) -> str:
+def real_model_note(questions: int, weight_bytes: int) -> str:
     """The real model on the engine (the radio above names it): what it is, and what the traces' requests say."""
     return (
-        "A pretrained assistant whose 538 MB of float32 weights are read once per decode pass, so batching requests "
+        f"A pretrained assistant whose {weight_bytes / 1e6:,.0f} MB of float32 weights are read once per decode "
+        "pass, so batching requests "
         f"shares that read. The requests are real ({questions} everyday questions, or a text to summarise) and each "
         "reply runs to its drawn length, past the model's own end of turn."
     )
