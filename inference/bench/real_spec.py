@@ -35,6 +35,7 @@ from inference.lessons.speculative.verify_cost import measure_verify_cost
 # prompt lookup drafts nothing on most of a chat answer but copies whole phrases when the answer repeats the prompt.
 CHOSEN = "prompt lookup"
 GAMMA = 4
+SELF_DRAFT_TOKENS = 24  # the self-draft lost at every k (above): one short run, to show it still does
 
 
 def _speculate(model, tokenizer, make_drafter, prompt_ids, new_tokens, gamma: int = GAMMA):
@@ -130,7 +131,9 @@ def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | Non
         rows = self_draft.tokenizer_shortlist(model)
         distilled = distilled_figures(model, tokenizer, new_tokens, repeats) if _has_draft() else None
         featured = feature_figures(model, tokenizer, new_tokens, repeats) if feature_draft.bundled_exists() else None
-        layered = pair_figures(model, tokenizer, lambda: ModelDrafter(draft, tokenizer, rows), chat_ids, 24, 1)
+        layered = pair_figures(
+            model, tokenizer, lambda: ModelDrafter(draft, tokenizer, rows), chat_ids, SELF_DRAFT_TOKENS, 1
+        )
         real = measure_verify_cost(model, real_model.REAL_MODEL_NAME, GAMMA + 1)
         small = load_model()  # the bundled 6M storyteller
         warm_up(small.model, small.tokenizer)
