@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import os
 import shutil
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
@@ -61,9 +60,26 @@ def chromium_available() -> bool:
 BROWSER_TESTS = [pytest.mark.browser, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
 
 
-def shots_folder() -> Path:
-    """Where a browser test's screenshots go: $INFERENCE_LAB_SHOTS, else a new temporary folder (never the repo)."""
-    return Path(os.environ.get("INFERENCE_LAB_SHOTS") or tempfile.mkdtemp(prefix="inference-lab-shots-"))
+def shots_folder() -> Path | None:
+    """Where browser tests keep screenshots for a person to look at: $INFERENCE_LAB_SHOTS (never the repo). Unset (as
+    in CI) they take none: each full-page one took seconds, about two minutes of the browser tier, into a temporary
+    folder nobody opened."""
+    folder = os.environ.get("INFERENCE_LAB_SHOTS")
+    if not folder:
+        return None
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    return Path(folder)
+
+
+def keep_screenshot(page, name: str, full: bool = True) -> None:
+    """`<shots_folder()>/<name>.png` of the whole page (`full`) or of the screen as it is; nothing without a folder."""
+    folder = shots_folder()
+    if folder is None:
+        return
+    if full:
+        full_screenshot(page, folder / f"{name}.png")
+    else:
+        page.screenshot(path=str(folder / f"{name}.png"))
 
 
 @contextmanager
@@ -177,12 +193,14 @@ def each_screen(browser, url: str, modes=(False, True), sizes=SCREENS, errors: l
                 context.close()
 
 
-def screenshot_each_size(page, folder: Path, name: str, sizes=SCREENS) -> None:
-    """A full-page screenshot of the page as it is at every size, `<folder>/<name>_<width>x<height>.png`; the page
-    is left at the first size."""
+def screenshot_each_size(page, name: str, sizes=SCREENS) -> None:
+    """A full-page screenshot of the page as it is at every size, `<shots_folder()>/<name>_<width>x<height>.png`
+    (none without a folder); the page is left at the first size."""
+    if shots_folder() is None:
+        return
     for width, height in sizes:
         page.set_viewport_size({"width": width, "height": height})
         page.wait_for_timeout(600)
         wait_idle(page)
-        full_screenshot(page, folder / f"{name}_{width}x{height}.png")
+        keep_screenshot(page, f"{name}_{width}x{height}")
     page.set_viewport_size({"width": sizes[0][0], "height": sizes[0][1]})

@@ -1,6 +1,6 @@
 """The real app in real Chromium: stepping, sliders, live charts, escaping, no error boxes.
 
-Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the repo.
+Screenshots go to $INFERENCE_LAB_SHOTS when it is set, never the repo.
 """
 
 import os
@@ -9,11 +9,10 @@ import pytest
 
 from tests.browser import (
     BROWSER_TESTS,
-    full_screenshot,
+    keep_screenshot,
     launch,
     open_page,
     screenshot_each_size,
-    shots_folder,
     streamlit_server,
     wait_idle,
 )
@@ -24,7 +23,6 @@ pytestmark = BROWSER_TESTS
 # Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
 # opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
-SHOTS = shots_folder()
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +93,7 @@ def test_generate_steps_and_temperature_moves_the_charts(server, page):
     assert chart_text(page, 0) != before
     assert chip_count(page) == 5  # moving a slider never loses the run
     no_exception_box(page)
-    screenshot_each_size(page, SHOTS, "generate")
+    screenshot_each_size(page, "generate")
 
 
 def test_sampling_lab_plotly_slider_moves_in_the_browser(server, page):
@@ -130,7 +128,7 @@ def test_sampling_lab_plotly_slider_moves_in_the_browser(server, page):
                 raise
     title_after = live.locator(".gtitle").text_content()
     assert title_after != title_before and title_after.startswith("T = 0.")  # moved in the browser
-    screenshot_each_size(page, SHOTS, "sampling")
+    screenshot_each_size(page, "sampling")
 
 
 def test_token_html_is_shown_as_text_and_never_runs(server, page):
@@ -187,7 +185,7 @@ def test_other_pages_open_at_their_url_and_render_without_errors(server, page, p
     drawn = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot')
     for i in range(charts):  # Plotly drew each one: a title, or at least one trace
         assert drawn.nth(i).locator(".gtitle, .trace").count() > 0
-    screenshot_each_size(page, SHOTS, path.strip("/"))
+    screenshot_each_size(page, path.strip("/"))
 
 
 def test_cost_page_buttons_fill_its_charts(server, page):
@@ -201,7 +199,7 @@ def test_cost_page_buttons_fill_its_charts(server, page):
     new_chart = page.locator(".stPlotlyChart").nth(before)
     assert new_chart.locator(".js-plotly-plot .trace").count() > 0  # the measured batches are drawn
     page.set_viewport_size({"width": 1280, "height": 900})
-    full_screenshot(page, SHOTS / "cost_measured_1280x900.png")
+    keep_screenshot(page, "cost_measured_1280x900")
 
 
 def test_moe_at_scale_button_builds_and_times_three_models(server, page):

@@ -4,14 +4,20 @@ on a student's screen served by the other within 2 s. Screenshots to $INFERENCE_
 import os
 import time
 
-from tests.browser import BROWSER_TESTS, full_screenshot, launch, open_page, shots_folder, streamlit_server, wait_idle
+from tests.browser import (
+    BROWSER_TESTS,
+    keep_screenshot,
+    launch,
+    open_page,
+    streamlit_server,
+    wait_idle,
+)
 
 pytestmark = BROWSER_TESTS
 
 # Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
 # opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
-SHOTS = shots_folder()
 FOLLOW_SECONDS = 2.0  # the issue's bound: the fragment polls every second, so one poll plus a redraw
 
 
@@ -67,8 +73,8 @@ def test_a_step_in_one_process_reaches_a_student_of_the_other_within_two_seconds
         teacher.get_by_role("button", name="Draw and reveal").click()
         wait_idle(teacher)
         student.get_by_text("the draw (u = ").first.wait_for(timeout=10_000)
-        full_screenshot(teacher, SHOTS / "class_teacher_1280.png")
-        full_screenshot(student, SHOTS / "class_student_800.png")
+        keep_screenshot(teacher, "class_teacher_1280")
+        keep_screenshot(student, "class_student_800")
 
         assert teacher.locator('[data-testid="stException"]').count() == 0
         assert student.locator('[data-testid="stException"]').count() == 0

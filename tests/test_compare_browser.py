@@ -3,23 +3,20 @@ browser on the bundled model behind its progress bar, and full-page screenshots 
 and 800x1000 go to /tmp for a person to look at."""
 
 import os
-from pathlib import Path
 
-from tests.browser import BROWSER_TESTS, full_screenshot, launch, open_page, streamlit_server, wait_idle
+from tests.browser import BROWSER_TESTS, keep_screenshot, launch, open_page, streamlit_server, wait_idle
 
 pytestmark = BROWSER_TESTS
 
 # Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
 # opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
-SHOTS = Path("/tmp/inference_lab_compare")
 
 
 def test_compare_page_runs_many_seeds_in_the_browser():
     """Press "Run A and B" (20 seeds): the progress bar shows, then the interval chart; no exception."""
     from playwright.sync_api import sync_playwright
 
-    SHOTS.mkdir(exist_ok=True)
     with streamlit_server() as url, sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -38,8 +35,8 @@ def test_compare_page_runs_many_seeds_in_the_browser():
         wait_idle(page, 600_000)
         assert page.locator('[data-testid="stException"]').count() == 0
         assert not errors
-        full_screenshot(page, SHOTS / "compare_1280.png")
+        keep_screenshot(page, "compare_1280")
         page.set_viewport_size({"width": 800, "height": 1000})
         page.wait_for_timeout(800)
-        full_screenshot(page, SHOTS / "compare_800.png")
+        keep_screenshot(page, "compare_800")
         browser.close()

@@ -3,7 +3,6 @@ distribution over the whole vocabulary, the same greedy tokens, the same sampled
 Step; a server killed mid-run gives one sentence and keeps the run. vLLM's tests are tests/test_vllm.py."""
 
 import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -226,10 +225,8 @@ def test_browser_generate_on_llama_server_does_five_steps_without_an_exception(l
             assert page.locator(".token-chip[tabindex]").count() == 5
             assert page.locator('[data-testid="stException"]').count() == 0 and not errors
             assert "returned all 4,096 token probabilities" in page.locator('[data-testid="stMain"]').inner_text()
-            shots = os.environ.get("INFERENCE_LAB_SHOTS")
-            if shots:
-                from tests.browser import full_screenshot
+            from tests.browser import keep_screenshot
 
-                full_screenshot(page, Path(shots) / "generate_llamacpp_1280x900.png")
+            keep_screenshot(page, "generate_llamacpp_1280x900")
         finally:
             browser.close()

@@ -9,7 +9,7 @@ mode then opens the same pages with the same settings: results kept for every vi
 (app_pages/shared/shared_results.py) must show there without measuring again; results a session or a click
 holds (Sampling lab's draws, Inside's timing, Cost's answer, Constrained's llama-server run, a class) are pressed
 again. Full-page screenshots of every page at 1280x900 and 800x1000 in both modes go to $INFERENCE_LAB_SHOTS
-(default: a temporary folder), never the repo.
+when it is set (none otherwise), never the repo.
 
 Three tests, split by page and cost (CI runs the suite in ~31 of 45 minutes; this file's share of the browser
 tier must stay within ~8, and the two heavier ones, 14 and ~10 minutes busy, do not fit: they are their own tier,
@@ -52,7 +52,6 @@ from tests.browser import (
     launch,
     open_page,
     screenshot_each_size,
-    shots_folder,
     streamlit_server,
     toggle_presenter,
     wait_idle,
@@ -64,7 +63,6 @@ pytestmark = pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)  #
 # opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
-SHOTS = shots_folder()
 MEASURE_TIMEOUT_MS = int(
     os.environ.get("EVERY_BUTTON_TIMEOUT_MS", 420_000)
 )  # one measurement on a busy 2-core machine (a llama-server start included)
@@ -213,7 +211,7 @@ def run_visits(url: str, visits: list[Visit], browser) -> dict[str, float]:
                     print(f"  {step.button}: {press(page, step, where):.1f} s", flush=True)
                 assert_clean(page, f"{where} after {step.button!r}", allowed)
             assert_clean(page, where, allowed, js_errors)
-            screenshot_each_size(page, SHOTS, f"{visit.name}_{mode}")
+            screenshot_each_size(page, f"{visit.name}_{mode}")
             context.close()
             seconds[f"{visit.name} {mode}"] = time.perf_counter() - started
     return seconds
@@ -471,7 +469,6 @@ def app_url(tmp_path_factory):
 def run_and_report(app_url, visits):
     from playwright.sync_api import sync_playwright
 
-    SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = launch(p)
         try:

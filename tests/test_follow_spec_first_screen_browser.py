@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tests.browser import BROWSER_TESTS, each_screen, launch, shots_folder, streamlit_server, wait_idle
+from tests.browser import BROWSER_TESTS, each_screen, keep_screenshot, launch, streamlit_server, wait_idle
 
 pytestmark = BROWSER_TESTS
 
@@ -43,7 +43,7 @@ def test_the_first_round_is_on_the_first_screen_without_a_click(presenter):
         for page, width, height, _ in each_screen(browser, f"{url}/speculative", modes=(presenter,)):
             settle(page)
             at = page.evaluate(PLACES)
-            page.screenshot(path=str(shots_folder() / f"speculative_first_screen_{width}_{mode}.png"))
+            keep_screenshot(page, f"speculative_first_screen_{width}_{mode}", full=False)
             assert at is not None and at["made_bottom"] is not None, f"{width}x{height} {mode}: no round drafted: {at}"
             assert at["made_bottom"] <= height, f"{width}x{height} {mode}: the round's first token below the fold: {at}"
         browser.close()

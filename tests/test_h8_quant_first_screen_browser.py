@@ -5,7 +5,7 @@ is on the first screen at 1280x900 and 800x1000, normal and presenter mode."""
 import pytest
 
 from inference.core import real_model
-from tests.browser import BROWSER_TESTS, each_screen, launch, shots_folder, streamlit_server
+from tests.browser import BROWSER_TESTS, each_screen, keep_screenshot, launch, streamlit_server
 
 pytestmark = BROWSER_TESTS
 
@@ -32,7 +32,7 @@ def test_the_first_measurement_is_on_the_first_screen_on_smollm2(presenter):
         for page, width, height, _ in each_screen(browser, f"{url}/quantization", modes=(presenter,)):
             page.wait_for_timeout(500)
             bottom = page.evaluate(BOTTOM)
-            page.screenshot(path=str(shots_folder() / f"quantization_first_screen_{width}_{mode}.png"))
+            keep_screenshot(page, f"quantization_first_screen_{width}_{mode}", full=False)
             assert bottom is not None, f"{width}x{height} {mode}: no GGUF button nor note"
             assert bottom <= height, f"{width}x{height} {mode}: the first measurement below the fold at {bottom:.0f}"
         browser.close()

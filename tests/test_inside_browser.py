@@ -1,19 +1,25 @@
 """/inside in real Chromium at 1280x900 and 800x1000: after two Generate steps it follows the run; every
 section and chart is drawn, the layer slider redraws the attention, no error box.
 
-Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the repo.
+Screenshots go to $INFERENCE_LAB_SHOTS when it is set, never the repo.
 """
 
 import os
 
-from tests.browser import BROWSER_TESTS, each_screen, full_screenshot, launch, shots_folder, streamlit_server, wait_idle
+from tests.browser import (
+    BROWSER_TESTS,
+    each_screen,
+    keep_screenshot,
+    launch,
+    streamlit_server,
+    wait_idle,
+)
 
 pytestmark = BROWSER_TESTS
 
 # Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
 # opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
-SHOTS = shots_folder()
 SECTIONS = ["1. What each layer would say", "2. What each head read", "3. Where the pass's time and bytes go"]
 
 
@@ -46,6 +52,6 @@ def test_inside_page_follows_the_generate_run_and_draws_every_section():
             main.get_by_text("attention weights in layer 5").wait_for(timeout=120_000)  # the rerun redrew the heads
             wait_idle(page, 240_000)
             assert page.locator('[data-testid="stException"]').count() == 0
-            full_screenshot(page, SHOTS / f"inside_{width}x{height}.png")
+            keep_screenshot(page, f"inside_{width}x{height}")
         browser.close()
         assert not errors, f"JavaScript errors: {errors}"

@@ -1,19 +1,25 @@
 """/moe in real Chromium at 1280x900 and 800x1000: from the dense model, one click loads the bundled
 MoE; every section is drawn, Step routes one more token, no error box.
 
-Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the repo.
+Screenshots go to $INFERENCE_LAB_SHOTS when it is set, never the repo.
 """
 
 import pytest
 
 from inference.core.routing import BUNDLED_MOE_DIR
-from tests.browser import BROWSER_TESTS, each_screen, full_screenshot, launch, shots_folder, streamlit_server, wait_idle
+from tests.browser import (
+    BROWSER_TESTS,
+    each_screen,
+    keep_screenshot,
+    launch,
+    streamlit_server,
+    wait_idle,
+)
 
 pytestmark = [
     *BROWSER_TESTS,
     pytest.mark.skipif(not BUNDLED_MOE_DIR.is_dir(), reason="the bundled MoE model is not in this checkout"),
 ]
-SHOTS = shots_folder()
 SECTIONS = [
     "1. Routing, live",
     "2. One token's router",
@@ -44,6 +50,6 @@ def test_moe_page_draws_every_section_for_the_bundled_moe():
             wait_idle(page, 240_000)
             assert page.locator('[data-testid="stException"]').count() == 0
             assert page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count() >= 7
-            full_screenshot(page, SHOTS / f"moe_{width}x{height}.png")
+            keep_screenshot(page, f"moe_{width}x{height}")
         browser.close()
         assert not errors, f"JavaScript errors: {errors}"

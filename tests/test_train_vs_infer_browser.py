@@ -1,7 +1,7 @@
 """/training-vs-inference in real Chromium at 1280x900 and 800x1000, normal and presenter mode: the first screen, then
 Train, then both closed sections opened and measured; no error box, no JavaScript error.
 
-Screenshots go to $INFERENCE_LAB_SHOTS (default: a temporary folder), never the repo.
+Screenshots go to $INFERENCE_LAB_SHOTS when it is set, never the repo.
 """
 
 import os
@@ -11,9 +11,8 @@ import pytest
 from tests.browser import (
     BROWSER_TESTS,
     each_screen,
-    full_screenshot,
+    keep_screenshot,
     launch,
-    shots_folder,
     streamlit_server,
     wait_idle,
 )
@@ -21,7 +20,6 @@ from tests.browser import (
 pytestmark = BROWSER_TESTS
 
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
-SHOTS = shots_folder()
 WAIT_MS = 240_000
 
 
@@ -38,7 +36,7 @@ def test_the_page_trains_measures_and_shows_no_error(presenter):
             main = page.locator('[data-testid="stMain"]')
             main.get_by_text("are equal bit for bit").first.wait_for(timeout=WAIT_MS)
             mode = "presenter" if presenter else "normal"
-            page.screenshot(path=str(SHOTS / f"training_vs_inference_{width}x{height}_{mode}_first.png"))
+            keep_screenshot(page, f"training_vs_inference_{width}x{height}_{mode}_first", full=False)
             page.get_by_role("button", name="Train 3 steps").click()
             main.get_by_text("(unchanged)").first.wait_for(timeout=WAIT_MS)
             wait_idle(page, WAIT_MS)
@@ -54,6 +52,6 @@ def test_the_page_trains_measures_and_shows_no_error(presenter):
             # before; before and after; every tensor and the loss (in a closed section, drawn all the same); pass vs
             # step; memory; once vs every request
             assert page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count() == 7
-            full_screenshot(page, SHOTS / f"training_vs_inference_{width}x{height}_{mode}.png")
+            keep_screenshot(page, f"training_vs_inference_{width}x{height}_{mode}")
             assert not errors, f"JavaScript errors: {errors}"
         browser.close()

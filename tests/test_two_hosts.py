@@ -31,10 +31,9 @@ from tests.browser import (
     SKIP_REASON,
     chromium_available,
     free_port,
-    full_screenshot,
+    keep_screenshot,
     launch,
     open_page,
-    shots_folder,
     toggle_presenter,
     wait_idle,
 )
@@ -201,8 +200,7 @@ def test_the_teachers_host_dies_and_the_class_goes_on_from_the_same_step_on_the_
         teacher.get_by_text(f"{STUDENTS} of {STUDENTS} students have answered").wait_for(timeout=60_000)
         assert generated_text(teacher) == written
         assert "· step 3" in teacher.locator('[data-testid="stMain"]').inner_text()
-        shots = shots_folder()
-        full_screenshot(teacher, shots / "hall_teacher_taken_up_1280.png")
+        keep_screenshot(teacher, "hall_teacher_taken_up_1280")
         assert store.info(code).guess_step == before_kill.guess_step
 
         # 5. The class goes on from there on B: the draw reveals all three guesses on every screen.
@@ -213,10 +211,10 @@ def test_the_teachers_host_dies_and_the_class_goes_on_from_the_same_step_on_the_
         assert after.state["reveal"]["answers"] == STUDENTS
         for student in students:
             student.get_by_text(f"{STUDENTS} of {STUDENTS} picked").first.wait_for(timeout=30_000)
-        full_screenshot(students[0], shots / "hall_student_reveal_800.png")
+        keep_screenshot(students[0], "hall_student_reveal_800")
         for page, name in ((teacher, "teacher_1280"), (students[0], "student_800")):
             toggle_presenter(page)
-            full_screenshot(page, shots / f"hall_{name}_presenter.png")
+            keep_screenshot(page, f"hall_{name}_presenter")
         for page in [teacher, *students]:
             assert page.locator(EXCEPTION_BOX).count() == 0
         assert not errors, errors[:3]

@@ -3,7 +3,7 @@ it does not land on: the chart shows the draw as it was made, and says so."""
 
 import os
 
-from tests.browser import BROWSER_TESTS, launch, open_page, shots_folder, streamlit_server, wait_idle
+from tests.browser import BROWSER_TESTS, keep_screenshot, launch, open_page, streamlit_server, wait_idle
 
 pytestmark = BROWSER_TESTS
 
@@ -38,7 +38,7 @@ def test_a_slider_moved_after_the_run_finished_keeps_the_draw_on_its_curve():
         wait_idle(page)
         page.wait_for_timeout(500)
         after = page.evaluate(CURVE)
-        page.screenshot(path=str(shots_folder() / "generate_finished_slider_moved.png"))
+        keep_screenshot(page, "generate_finished_slider_moved", full=False)
 
         for at in (before, after):
             assert at["rank"] is not None, at

@@ -3,7 +3,14 @@ guessing is open and shows them, beside the class's answers, after Draw and reve
 
 import os
 
-from tests.browser import BROWSER_TESTS, full_screenshot, launch, open_page, shots_folder, streamlit_server, wait_idle
+from tests.browser import (
+    BROWSER_TESTS,
+    keep_screenshot,
+    launch,
+    open_page,
+    streamlit_server,
+    wait_idle,
+)
 
 pytestmark = BROWSER_TESTS
 
@@ -26,7 +33,7 @@ def test_the_projected_teacher_view_shows_no_candidates_until_the_reveal(tmp_pat
         teacher.get_by_role("button", name="Open guessing").click()
         wait_idle(teacher)
         teacher.get_by_text("Guessing is open").first.wait_for(timeout=10_000)
-        full_screenshot(teacher, shots_folder() / "class_guessing_1280.png")
+        keep_screenshot(teacher, "class_guessing_1280")
         main = teacher.locator('[data-testid="stMain"]')
         assert main.get_by_text(CANDIDATES).count() == 0, "the projected screen shows the candidates during guessing"
         assert main.locator('[data-testid="stPlotlyChart"]').count() == 0

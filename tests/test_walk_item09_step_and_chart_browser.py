@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tests.browser import BROWSER_TESTS, each_screen, launch, shots_folder, streamlit_server, wait_idle
+from tests.browser import BROWSER_TESTS, each_screen, keep_screenshot, launch, streamlit_server, wait_idle
 
 pytestmark = BROWSER_TESTS
 
@@ -54,7 +54,7 @@ def test_step_and_its_chart_share_one_screen(presenter):
             at = page.evaluate(PLACES)
             page.wait_for_timeout(300)
             mode = "presenter" if presenter else "normal"
-            page.screenshot(path=str(shots_folder() / f"generate_step_{width}_{mode}.png"))
+            keep_screenshot(page, f"generate_step_{width}_{mode}", full=False)
             seen = at["chart_top"] + PRESENTER_CHART_PX if presenter else at["chart_bottom"]
             assert at["step_top"] >= at["header"] and seen <= height, f"{width}x{height} {mode}: {at}"
             if presenter and width == 800:

@@ -2,7 +2,7 @@
 
 import re
 
-from tests.browser import BROWSER_TESTS, full_screenshot, launch, open_page, shots_folder, streamlit_server
+from tests.browser import BROWSER_TESTS, keep_screenshot, launch, open_page, streamlit_server
 from tests.conftest import APP_FILE
 
 pytestmark = BROWSER_TESTS
@@ -24,7 +24,7 @@ def test_the_sidebar_lists_every_page_with_nothing_folded_away():
         open_page(page, f"{url}/start")
         nav = page.locator('[data-testid="stSidebarNav"]')
         shown = [link.inner_text().strip() for link in nav.locator("a").all()]
-        full_screenshot(page, shots_folder() / "sidebar_1280.png")
+        keep_screenshot(page, "sidebar_1280")
         missing = [title for title in titles if not any(title in text for text in shown)]
         assert not missing, f"not in the sidebar: {missing}; shown: {shown}"
         assert not re.search(r"View \d+ more", nav.inner_text()), nav.inner_text()
