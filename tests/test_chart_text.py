@@ -35,6 +35,14 @@ def test_a_line_reads_as_its_course_with_the_category_axis_named():
     assert text == "KV cache: 4 points from 1 kB at step 0 to 3 kB at step 3, highest 5 kB at step 1."
 
 
+def test_a_vertical_marker_line_reads_as_where_it_stands():
+    """A threshold drawn as a vertical line (Prefill vs decode's "80% of best") is a place, not a course of values:
+    it read "2 points from 0 tokens at P 128 to 426 tokens at P 128"."""
+    fig = go.Figure(go.Scatter(x=[128, 128], y=[0, 426], name="80% of best, P = 128", mode="lines"))
+    fig.update_layout(title="Tokens per second", xaxis_title="prompt tokens P (log)", yaxis_title="tokens per second")
+    assert describe(fig) == "Tokens per second: 80% of best, P = 128: a vertical line at prompt tokens P 128."
+
+
 def test_tiny_and_huge_numbers_have_no_exponent_notation():
     assert number(1.1e-16, percent=True) == "0%"
     assert number(2.78e-4) == "2.78 × 10^-4"

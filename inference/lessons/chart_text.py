@@ -168,6 +168,8 @@ def _series(trace: dict, layout: dict, most: int, fallback_name: str = "") -> st
         label, v = pairs[0]
         return f"{head}{number(v, percent, unit)} at {where(label)}"
     (first_label, first), (last_label, last) = pairs[0], pairs[-1]
+    if kind == "scatter" and len(pairs) == 2 and first_label == last_label and "markers" not in trace.get("mode", ""):
+        return f"{head}a vertical line at {where(first_label)}"  # a marker (a threshold's P), not a course of values
     peak_label, peak = max(pairs, key=lambda pair: float(pair[1]))
     course = f"{len(pairs)} points from {number(first, percent, unit)} at {where(first_label)} to "
     course += f"{number(last, percent, unit)} at {where(last_label)}"
