@@ -59,7 +59,7 @@ real_prompts = local and model_key == experiments.REAL  # real questions in Smol
 if real_prompts:
     trace = real_text.with_real_prompts(trace, real_text.real_tokenizer())
 if now_line is not None:
-    model_named = experiments.model_choice_label(model_key, local, random_model.LABEL) if local else engine
+    model_named = experiments.model_choice_label(model_key, local, random_model.LABEL)  # the engine's name if external
     now_line.caption(serving_text.settings_now(model_named, shape_name, rate, count, seed))
 chart(traffic_figure(trace, presenter), width="stretch")
 caption("simulated", serving_text.traffic_caption(rate, SHAPES[shape_name].description, seed, real_prompts))

@@ -68,14 +68,19 @@ def kept_choice(key: str, options: list[str]) -> str:
     return kept if kept in options else options[0]
 
 
-TRAFFIC_DEFAULTS = {"serving_shape": next(iter(SHAPES)), "serving_rate": DEFAULT_RATE, "serving_requests": 16}
+TRAFFIC_DEFAULTS = {
+    "serving_shape": next(iter(SHAPES)),
+    "serving_rate": DEFAULT_RATE,
+    "serving_requests": 16,
+    "serving_seed": 0,
+}
 RATES = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
 
 
 def traffic(draw: bool = True) -> tuple[str, float, int, int]:
     """The trace's settings (shape, arrival rate, requests, seed): as widgets, or (`draw` False, presenter mode's
     settings folded) as the session keeps them."""
-    for key, value in {**TRAFFIC_DEFAULTS, "serving_seed": 0}.items():
+    for key, value in TRAFFIC_DEFAULTS.items():
         st.session_state.setdefault(key, value)
     if draw:
         c1, c2 = st.columns(2)

@@ -35,9 +35,9 @@ def real_model_note(questions: int, weight_bytes: int) -> str:
     """The real model on the engine (the radio above names it): what it is, and what the traces' requests say."""
     return (
         f"A pretrained assistant whose {weight_bytes / 1e6:,.0f} MB of float32 weights are read once per decode "
-        "pass, so batching requests "
-        f"shares that read. The requests are real ({questions} everyday questions, or a text to summarise) and each "
-        "reply runs to its drawn length, past the model's own end of turn."
+        "pass, so batching requests shares that read. The requests are real "
+        f"({questions} everyday questions, or a text to summarise) and each reply runs to its drawn length, past the "
+        "model's own end of turn."
     )
 
 
