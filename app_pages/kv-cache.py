@@ -11,8 +11,8 @@ from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
 from inference.core.calculator import kv_table, load_public_models, model_entry_from_hf_config
 from inference.core.kv_cache import KVShape
-from inference.core.measuring import run_greedy
 from inference.core.prompting import opening_prompt, prepare_prompt
+from inference.core.run import run_greedy
 from inference.lessons.kv_cache import text as kv_text
 from inference.lessons.kv_cache.experiments import (
     cache_growth,

@@ -30,8 +30,7 @@ import psutil
 import pytest
 
 from inference.core.loader import encode_prompt
-from inference.core.measuring import GREEDY
-from inference.core.run import new_trace
+from inference.core.run import GREEDY, new_trace
 from tests.browser import SKIP_REASON, chromium_available, free_port, launch, wait_idle
 from tests.load_sessions import EXCEPTION_BOX, PROMPTS, generated_ids, page_state, step_interleaved
 from tests.test_engines import IN_CI, require_llama_server

@@ -9,7 +9,7 @@ import torch
 from transformers import LlamaConfig
 
 from inference.core.loader import encode_prompt
-from inference.core.measuring import GREEDY
+from inference.core.run import GREEDY
 from inference.lessons.speculative import feature_draft
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.comparison import plain_decode

@@ -7,8 +7,7 @@ import torch
 
 from inference.core.kv_cache import KVShape
 from inference.core.loader import encode_prompt
-from inference.core.measuring import GREEDY
-from inference.core.run import STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace, run_uniforms, warm_up
+from inference.core.run import GREEDY, STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace, run_uniforms, warm_up
 from inference.sampling.pipeline import SamplingSettings
 from tests.conftest import transformers_greedy
 

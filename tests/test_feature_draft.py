@@ -7,7 +7,7 @@ import torch
 
 from inference.core.bundled import bundled_models
 from inference.core.loader import encode_prompt
-from inference.core.measuring import GREEDY
+from inference.core.run import GREEDY
 from inference.lessons.speculative import bundled_drafts, drafting, feature_draft
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.comparison import plain_decode

@@ -6,7 +6,8 @@ import statistics
 import pytest
 import torch
 
-from inference.core.measuring import Timing, pass_timing, run_greedy
+from inference.core.measuring import Timing, pass_timing
+from inference.core.run import run_greedy
 from inference.lessons.cost import text as cost_text
 from inference.lessons.cost.experiments import measure_answer
 from inference.lessons.kv_cache import text as kv_text

@@ -8,8 +8,8 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from inference.core.calculator import model_entry_from_hf_config
-from inference.core.measuring import run_greedy
 from inference.core.model_config import from_public_entry, kv_cache_bytes
+from inference.core.run import run_greedy
 from inference.lessons.kv_cache.experiments import cache_growth, compare_cache, layer_breakdown
 from inference.lessons.kv_cache.repetition import repeated_phrase
 from tests.conftest import APP_FILE, open_app_page

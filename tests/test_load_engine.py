@@ -25,8 +25,7 @@ import psutil
 import pytest
 
 from inference.core.loader import encode_prompt
-from inference.core.measuring import GREEDY
-from inference.core.run import new_trace
+from inference.core.run import GREEDY, new_trace
 from inference.engines.client import EngineClient
 from inference.sampling.pipeline import SamplingSettings
 from tests.browser import SKIP_REASON, chromium_available, launch, open_page, streamlit_server

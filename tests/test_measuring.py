@@ -5,7 +5,8 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from inference.core.measuring import GREEDY, filler_batch, filler_prompt, run_greedy, timed_decode, timed_pass
+from inference.core.measuring import filler_batch, filler_prompt, timed_decode, timed_pass
+from inference.core.run import GREEDY, run_greedy
 from tests.conftest import transformers_greedy
 
 pytestmark = pytest.mark.unit

@@ -8,7 +8,7 @@ import pytest
 
 from inference.bench import real_spec
 from inference.core.loader import encode_prompt, load_model
-from inference.core.measuring import GREEDY
+from inference.core.run import GREEDY
 from inference.lessons.speculative import bundled_drafts, drafting, shortlist
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.comparison import plain_decode

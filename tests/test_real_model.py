@@ -17,7 +17,7 @@ import torch
 
 from inference.core import real_model
 from inference.core.loader import encode_prompt, load_model
-from inference.core.measuring import run_greedy
+from inference.core.run import run_greedy
 
 pytestmark = pytest.mark.unit
 

@@ -12,8 +12,7 @@ import torch
 
 from inference.core.forward import ShortlistForward, TransformersForward
 from inference.core.loader import encode_prompt, load_model
-from inference.core.measuring import GREEDY
-from inference.core.run import new_trace
+from inference.core.run import GREEDY, new_trace
 from inference.lessons.speculative import drafting, shortlist, summary
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.drafters import ModelDrafter

@@ -15,8 +15,7 @@ from transformers import DynamicCache
 
 from inference.core import kv_cache
 from inference.core.loader import encode_prompt, load_model
-from inference.core.measuring import GREEDY
-from inference.core.run import new_trace
+from inference.core.run import GREEDY, new_trace
 from inference.lessons.speculative import drafters, rule, shortlist, summary
 from inference.lessons.speculative import run as spec
 from inference.sampling.pipeline import SamplingSettings, sample_token, seen_mask

@@ -13,7 +13,7 @@ import plotly.tools
 import pytest
 
 from inference.core.loader import encode_prompt, load_model
-from inference.core.measuring import GREEDY
+from inference.core.run import GREEDY
 from inference.core.tokens import VISIBLE_WHITESPACE
 from inference.lessons.speculative import figures as spec_fig
 from inference.lessons.speculative import run as spec

@@ -6,8 +6,8 @@ import pytest
 
 from inference.core import real_model
 from inference.core.loader import encode_prompt
-from inference.core.measuring import GREEDY
 from inference.core.paths import BUNDLED_MODEL_NAME
+from inference.core.run import GREEDY
 from inference.lessons.speculative import bundled_drafts, feature_draft
 from inference.lessons.speculative.comparison import plain_decode
 from tests.conftest import open_app_page

@@ -7,7 +7,7 @@ import torch
 from app_pages.shared.sidebar import source_label
 from inference.core.bundled import BundledModel
 from inference.core.loader import encode_prompt
-from inference.core.measuring import GREEDY
+from inference.core.run import GREEDY
 from inference.lessons.speculative import drafters, summary
 from inference.lessons.speculative import run as spec
 

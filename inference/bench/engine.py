@@ -19,8 +19,7 @@ import time
 import torch
 
 from inference.core.loader import encode_prompt
-from inference.core.measuring import run_greedy
-from inference.core.run import new_trace
+from inference.core.run import new_trace, run_greedy
 from inference.sampling.pipeline import SamplingSettings, seen_mask
 from inference.sampling.step_view import step_view, trace_summary
 

@@ -17,9 +17,8 @@ import os
 import statistics
 import time
 
-from inference.core.measuring import run_greedy
 from inference.core.remote import connect
-from inference.core.run import new_trace
+from inference.core.run import new_trace, run_greedy
 from inference.engines import llamacpp
 from inference.sampling.pipeline import SamplingSettings
 

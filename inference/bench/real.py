@@ -13,7 +13,7 @@ import statistics
 
 from inference.core import real_model
 from inference.core.loader import encode_prompt, load_model
-from inference.core.measuring import run_greedy
+from inference.core.run import run_greedy
 
 REAL_PROMPT = "What is the capital of France? Answer in one sentence, then name two famous places there."
 

@@ -19,8 +19,7 @@ import torch
 from inference.core import real_model
 from inference.core.limits import Limits
 from inference.core.loader import encode_prompt, load_model
-from inference.core.measuring import GREEDY
-from inference.core.run import warm_up
+from inference.core.run import GREEDY, warm_up
 from inference.lessons.speculative import bundled_drafts, feature_draft, self_draft, shortlist
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.comparison import compare, plain_decode

@@ -16,14 +16,12 @@ the first `length`. The step engine (`inference.core.run.Trace`) and speculative
 
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
 
 import torch
-from transformers import DynamicCache
 
-from inference.core import kv_cache, model_config
+from inference.core import kv_cache, measuring, model_config
 from inference.core.routing import has_experts
 
 PREFILL, DECODE = "prefill", "decode"
@@ -130,7 +128,7 @@ class TransformersForward(Forward):
 
     def __init__(self, model, tokenizer):
         self.model = model
-        self.cache = DynamicCache(config=model.config)
+        self.cache = kv_cache.new_cache(model.config)
         self.context = context_limit(model.config)
         self.eos_ids = eos_token_ids(model, tokenizer)
         self.vocab_size = vocabulary_rows(model)
@@ -179,10 +177,10 @@ class TransformersForward(Forward):
     @torch.inference_mode()
     def next_pass(self, text_ids: list[int], phase: str) -> ForwardPass:
         ids = text_ids[self.cached_tokens :]
-        start = time.perf_counter()
-        logits, router_logits = self._run(ids, 1, prefill=phase == PREFILL)
-        logits = logits[0].clone()
-        forward_ms = (time.perf_counter() - start) * 1000
+        with measuring.Stopwatch() as watch:
+            logits, router_logits = self._run(ids, 1, prefill=phase == PREFILL)
+            logits = logits[0].clone()
+        forward_ms = watch.ms
         return ForwardPass(
             logits=logits,
             forward_ms=forward_ms,

@@ -9,8 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from transformers import DynamicCache
 
 from inference.core import model_config
+
+
+def new_cache(config) -> DynamicCache:
+    """An empty KV cache for one run of a model with this `config`: the ONE place a cache is made, so every run,
+    measurement and lesson holds the same kind that `layer_tensors` reads."""
+    return DynamicCache(config=config)
 
 
 def layer_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:

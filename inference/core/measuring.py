@@ -22,15 +22,39 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
 
-from inference.core.run import Trace, new_trace
-from inference.sampling.pipeline import SamplingSettings
-
-GREEDY = SamplingSettings(temperature=0)
+from inference.core import kv_cache
 
 # A long measurement reports where it is: (steps done, steps in all, what is running now).
 Progress = Callable[[int, int, str], None]
+
+
+# -- the one clock ----------------------------------------------------------------------------
+
+
+def now() -> float:
+    """Seconds on the monotonic wall clock: the only clock the app reads (a difference of two is a duration)."""
+    return time.perf_counter()
+
+
+def ms_since(start: float) -> float:
+    """Milliseconds from `start` (a `now()`) to now."""
+    return (now() - start) * 1000
+
+
+class Stopwatch:
+    """`with Stopwatch() as watch: ...` then `watch.ms`; `watch.elapsed_ms()` while it runs."""
+
+    def __enter__(self) -> Stopwatch:
+        self.start = now()
+        self.ms = 0.0
+        return self
+
+    def elapsed_ms(self) -> float:
+        return ms_since(self.start)
+
+    def __exit__(self, *exc) -> None:
+        self.ms = self.elapsed_ms()
 
 
 def filler_batch(vocab_size: int, batch: int, length: int, seed: int | None = None) -> torch.Tensor:
@@ -51,9 +75,9 @@ def timed_pass(model, input_ids: torch.Tensor, cache=None) -> tuple[torch.Tensor
     """One forward pass over `input_ids` [batch, tokens], timed: (the last position's logits
     [batch, vocab], ms). With a `cache` the pass reads and extends it; without, it computes
     the whole sequence afresh."""
-    start = time.perf_counter()
-    out = model(input_ids=input_ids, cache=cache, use_cache=cache is not None, logits_to_keep=1)
-    return out.logits[:, -1], (time.perf_counter() - start) * 1000
+    with Stopwatch() as watch:
+        out = model(input_ids=input_ids, cache=cache, use_cache=cache is not None, logits_to_keep=1)
+    return out.logits[:, -1], watch.ms
 
 
 @torch.inference_mode()
@@ -66,15 +90,6 @@ def timed_decode(model, logits: torch.Tensor, cache, steps: int) -> tuple[torch.
         logits, ms = timed_pass(model, next_ids, cache)
         times.append(ms)
     return logits, times
-
-
-def run_greedy(model, tokenizer, prompt_ids: list[int], new_tokens: int, stop_at_eos: bool = True) -> Trace:
-    """A greedy generation with the step engine, run to its end (the end-of-text token, unless
-    `stop_at_eos` is off, or `new_tokens`); its trace holds every step's record."""
-    trace = new_trace(model, tokenizer, prompt_ids, new_tokens, stop_at_eos=stop_at_eos)
-    for _ in trace.run(GREEDY):
-        pass
-    return trace
 
 
 # -- one way to time what a page quotes ------------------------------------------------
@@ -164,7 +179,7 @@ def time_decode_step(model, context_tokens: int, repeats: int = REPEATS, warmups
     if context_tokens < 1:
         raise ValueError(f"`context_tokens` has to be at least 1, but is {context_tokens}")
     vocab_size = model.get_output_embeddings().weight.shape[0]
-    cache = DynamicCache(config=model.config)
+    cache = kv_cache.new_cache(model.config)
     logits, _ = timed_pass(model, torch.tensor([filler_prompt(vocab_size, context_tokens)]), cache)
     next_ids = logits.argmax(-1, keepdim=True)  # [1, 1]
 
@@ -172,3 +187,48 @@ def time_decode_step(model, context_tokens: int, repeats: int = REPEATS, warmups
         return timed_pass(model, next_ids, copy.deepcopy(cache))[1]
 
     return repeat_timing(one_step, repeats, warmups, f"one decode step at {context_tokens} tokens of context")
+
+
+# -- one way to compare two measurements -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`a` against `b` from their repeats: `ratio` = median(a) / median(b); `low`..`high` the ratio's range when
+    each side may be anywhere in its middle half (quartiles). When that range holds 1, the two are within this
+    machine's noise and no comparison word may be printed."""
+
+    ratio: float
+    low: float
+    high: float
+
+    @property
+    def too_close(self) -> bool:
+        return self.low <= 1.0 <= self.high
+
+    def words(self, more: str = "more", less: str = "less", same: str = "about the same") -> str:
+        """The words for the ratio: "4.6x less", "1.3x more", or "about the same (within this machine's noise)"."""
+        if self.too_close:
+            return f"{same} (within this machine's noise)"
+        if self.ratio >= 1:
+            return f"{self.ratio:.1f}x {more}"
+        return f"{1 / self.ratio:.1f}x {less}"
+
+
+def _middle_half(values) -> tuple[float, float, float]:
+    values = sorted(float(v) for v in (values if hasattr(values, "__iter__") else [values]))
+    if not values:
+        raise ValueError("a comparison needs at least one value on each side")
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, median, q3
+
+
+def compare(a, b) -> Comparison:
+    """Compare two measurements, each a number, a list of repeats or a `Timing`; one number is taken as exact."""
+    a_q1, a_med, a_q3 = _middle_half(a.times_ms if isinstance(a, Timing) else a)
+    b_q1, b_med, b_q3 = _middle_half(b.times_ms if isinstance(b, Timing) else b)
+    if min(b_q1, b_med) <= 0:
+        raise ValueError("the measurement compared against has to be above 0")
+    return Comparison(a_med / b_med, a_q1 / b_q3, a_q3 / b_q1)

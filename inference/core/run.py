@@ -14,13 +14,13 @@ never pays for a forward pass nobody reads, and a rewound step can reuse its sto
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
 
+from inference.core import measuring
 from inference.core.forward import (
     DECODE,
     PREFILL,
@@ -50,6 +50,7 @@ STOP_EOS = "eos"
 STOP_MAX_NEW_TOKENS = "max_new_tokens"
 STOP_CONTEXT = "context_limit"
 SEED_MAX = 2**32 - 1
+GREEDY = SamplingSettings(temperature=0)
 
 
 def check_seed(seed) -> None:
@@ -276,13 +277,13 @@ class Trace(Generation):
         fwd, self._pending = self._pending, None
         n = len(self.records)
 
-        start = time.perf_counter()
+        start = measuring.now()
         u = self.uniform(n)
         context = self.step_context(n, settings) if settings.needs_context else None
         kept, self._ranked_next = self._ranked_next, None
         ranked = kept.ranked if kept is not None and kept.applies_to(fwd, settings, context) else None
         choice = draw(fwd.logits, settings, self._seen, u, context, ranked=ranked)
-        sample_ms = (time.perf_counter() - start) * 1000
+        sample_ms = measuring.ms_since(start)
 
         record = StepRecord(
             **pass_fields(fwd),
@@ -418,3 +419,12 @@ def warm_up(model, tokenizer) -> None:
     trace = new_trace(model, tokenizer, [0, 1, 2, 3], 3, stop_at_eos=False)
     for _ in trace.run(SamplingSettings(temperature=0.8, top_p=0.95)):
         pass
+
+
+def run_greedy(model, tokenizer, prompt_ids: list[int], new_tokens: int, stop_at_eos: bool = True) -> Trace:
+    """A greedy generation with the step engine, run to its end (the end-of-text token, unless
+    `stop_at_eos` is off, or `new_tokens`); its trace holds every step's record."""
+    trace = new_trace(model, tokenizer, prompt_ids, new_tokens, stop_at_eos=stop_at_eos)
+    for _ in trace.run(GREEDY):
+        pass
+    return trace

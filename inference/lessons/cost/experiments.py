@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from statistics import median
 
-from inference.core.measuring import Timing, filler_prompt, pass_timing, run_greedy
+from inference.core.measuring import Timing, filler_prompt, pass_timing
+from inference.core.run import run_greedy
 
 PREFILL_REPEATS = 3  # prefill passes timed per answer; the median is kept
 

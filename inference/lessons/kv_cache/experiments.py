@@ -1,6 +1,6 @@
 """KV-cache experiments on the real model: how the cache grows, and what it saves.
 
-1. growth: a greedy run of the step engine (`measuring.run_greedy`); each step's cache
+1. growth: a greedy run of the step engine (`run.run_greedy`); each step's cache
    bytes, read from the real tensors, beside the formula 2 x layers x kv_heads x head_dim
    x tokens x bytes;
 2. with vs without: the same greedy tokens decoded twice in lockstep, once feeding one

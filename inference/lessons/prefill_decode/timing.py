@@ -27,8 +27,8 @@ import pandas as pd
 import torch
 from transformers import DynamicCache
 
-from inference.core.measuring import Progress, filler_prompt, run_greedy, timed_decode, timed_pass
-from inference.core.run import context_limit
+from inference.core.measuring import Progress, filler_prompt, timed_decode, timed_pass
+from inference.core.run import context_limit, run_greedy
 from inference.core.tokens import readable_token
 
 SHORTEST_PROMPT = 8

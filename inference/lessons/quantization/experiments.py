@@ -24,7 +24,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from inference.core.flops import FlopCount
-from inference.core.measuring import run_greedy
 from inference.core.quantize import (
     INT4_GROUP_SIZES,
     PRECISIONS,
@@ -38,6 +37,7 @@ from inference.core.quantize import (
     teacher_forced_logits,
     weight_bytes_by_kind,
 )
+from inference.core.run import run_greedy
 from inference.core.tokens import readable_tokens
 
 REFERENCE = "float32"

@@ -16,9 +16,8 @@ import torch
 
 from inference.core.limits import Limits
 from inference.core.loader import load_model
-from inference.core.measuring import GREEDY, run_greedy
 from inference.core.routing import BUNDLED_MOE_DIR
-from inference.core.run import warm_up
+from inference.core.run import GREEDY, run_greedy, warm_up
 from inference.lessons.speculative import drafting, shortlist
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.comparison import compare, plain_decode

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from inference.core.measuring import run_greedy
 from inference.core.prompting import OPENING_PROMPTS, STORY
-from inference.core.run import new_trace, run_uniforms
+from inference.core.run import new_trace, run_greedy, run_uniforms
 from inference.core.tokens import readable_token, readable_tokens
 from inference.sampling.pipeline import SamplingSettings, draw, seen_mask
 
