@@ -1,5 +1,7 @@
 """Every page opens with no exception on each bundled model (the dense storyteller, its draft, the MoE), each
-picked by its folder as the sidebar's offline models do: the one forward boundary serves them all."""
+picked by its folder as the sidebar's offline models do: the one forward boundary serves them all. What a page keeps
+below its lesson (sweeps, sources, theory, tables) opens closed. SmolLM2, the
+default, is opened on every page in Chromium (tests/test_pages_browser.py)."""
 
 import pytest
 
@@ -25,6 +27,8 @@ def test_the_page_opens_on_the_model(page_file, model, local_server):
     assert not error, error  # a failed load would fall back to the default model and hide a broken page
     assert at.title, "the page drew its heading"
     assert any(model.name in c.value for c in at.sidebar.caption), "the sidebar names the model in use"
+    for section in at.main.expander:
+        assert not section.proto.expanded, f"{section.label!r} opens expanded"
 
 
 def test_the_bundled_models_are_the_three_trained_here():
