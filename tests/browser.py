@@ -7,9 +7,10 @@ browser: without /usr/bin/chromium the browser tests skip and say how to install
 from __future__ import annotations
 
 import ast
+import atexit
 import os
 import shutil
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -87,6 +88,23 @@ def streamlit_server(env_extra: dict | None = None):
     """Start `streamlit run app.py` on a free loopback port; yield its base URL; stop it."""
     with running_app(env_extra, SERVER_START_S) as app:
         yield app.url
+
+
+_SHARED_SERVERS: dict[tuple, str] = {}
+_SHARED_STACK = ExitStack()
+atexit.register(_SHARED_STACK.close)
+
+
+@contextmanager
+def shared_server(env_extra: dict | None = None):
+    """The app for every test module that needs it with the same environment: started on first use, stopped when the
+    test process exits. A server and its first model load cost 15-30 s; most browser modules need the same app.
+    What a page keeps for everyone (a finished measurement) carries over between modules, as between visitors: a test
+    that needs a page without it starts its own `streamlit_server`."""
+    key = tuple(sorted((env_extra or {}).items()))
+    if key not in _SHARED_SERVERS:
+        _SHARED_SERVERS[key] = _SHARED_STACK.enter_context(streamlit_server(env_extra))
+    yield _SHARED_SERVERS[key]
 
 
 def launch(playwright):

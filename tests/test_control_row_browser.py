@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tests.browser import BROWSER_TESTS, each_screen, launch, streamlit_server, wait_idle
+from tests.browser import BROWSER_TESTS, each_screen, launch, shared_server, wait_idle
 
 pytestmark = BROWSER_TESTS
 
@@ -53,7 +53,7 @@ def settled_sliders(page, deadline_ms: int = 30_000) -> dict:
 def test_slider_labels_stay_whole_at_both_sizes_in_both_modes(path):
     from playwright.sync_api import sync_playwright
 
-    with streamlit_server() as url, sync_playwright() as p:
+    with shared_server() as url, sync_playwright() as p:
         browser = launch(p)
         errors = []
         for screen in each_screen(browser, f"{url}/{path}", errors=errors):

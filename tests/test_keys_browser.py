@@ -5,7 +5,7 @@ focus is in the prompt or on a slider; Step is reached in at most 5 Tab presses 
 import pytest
 from playwright.sync_api import sync_playwright
 
-from tests.browser import BROWSER_TESTS, launch, open_page, streamlit_server, toggle_presenter, wait_idle
+from tests.browser import BROWSER_TESTS, launch, open_page, shared_server, toggle_presenter, wait_idle
 
 pytestmark = BROWSER_TESTS
 
@@ -15,7 +15,7 @@ MAX_TAB_PRESSES = 5
 
 @pytest.fixture(scope="module")
 def server():
-    with streamlit_server() as url:
+    with shared_server() as url:
         yield url
 
 

@@ -17,7 +17,7 @@ from tests.browser import (
     launch,
     open_page,
     page_paths,
-    streamlit_server,
+    shared_server,
     toggle_presenter,
     wait_idle,
 )
@@ -101,7 +101,7 @@ PROBLEMS = """() => {
 @pytest.fixture(scope="module")
 def narrow_presenter():
     with (
-        streamlit_server({"INFERENCE_LAB_DEFAULT_MODEL": "SmolLM2-135M-Instruct"}) as url,
+        shared_server({"INFERENCE_LAB_DEFAULT_MODEL": "SmolLM2-135M-Instruct"}) as url,
         sync_playwright() as pw,
     ):
         browser = launch(pw)

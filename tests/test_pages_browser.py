@@ -31,7 +31,7 @@ from tests.browser import (
     open_page,
     open_sidebar,
     page_paths,
-    streamlit_server,
+    shared_server,
     toggle_presenter,
     wait_idle,
 )
@@ -63,7 +63,7 @@ STREAMLIT_OWNED = {
 @pytest.fixture(scope="module")
 def url(smollm2):
     """One app server on the default real model (a server and its model load cost ~15 s)."""
-    with streamlit_server({"INFERENCE_LAB_DEFAULT_MODEL": real_model.REAL_MODEL_NAME}) as url:
+    with shared_server({"INFERENCE_LAB_DEFAULT_MODEL": real_model.REAL_MODEL_NAME}) as url:
         yield url
 
 
