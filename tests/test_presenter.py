@@ -1,32 +1,11 @@
-"""Presenter mode (larger text for a projector) on every page: each page and its charts
-render without an exception, and the charts' text really is set larger."""
+"""Presenter mode (larger text for a projector): the charts' text really is set larger. (Every page opens in presenter
+mode: tests/test_every_page_every_model.py.)"""
 
 import pytest
 
 from tests.conftest import APP_FILE
 
 pytestmark = pytest.mark.page
-
-PAGES = [
-    "app_pages/generate.py",
-    "app_pages/sampling.py",
-    "app_pages/prefill-decode.py",
-    "app_pages/kv-cache.py",
-    "app_pages/quantization.py",
-    "app_pages/cost.py",
-]
-
-
-@pytest.mark.parametrize("page", PAGES)
-def test_every_page_renders_in_presenter_mode(page):
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(APP_FILE, default_timeout=300)
-    at.session_state["presenter"] = True
-    at.run()
-    at.switch_page(page).run()
-    assert not at.exception
-    assert at.toggle(key="presenter").value is True
 
 
 def test_presenter_figures_set_their_text_size():
