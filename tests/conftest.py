@@ -154,10 +154,13 @@ def local_server():
 TIERS = ("unit", "page", "browser", "engine", "load", "clickthrough")
 
 
-# Selections that run on a worker per core: the in-process tiers. Every unit and page test is safe in parallel (free
-# ports, `tmp_path`, one torch thread, AppTest's own session); the browser, engine and load tiers drive servers and
-# Chromium that need the cores to themselves, so they run in one process.
-PARALLEL_SELECTIONS = {"unit", "page", "unit or page"}
+# Selections that run on a worker per core. Every unit and page test is safe in parallel (free ports, `tmp_path`, one
+# torch thread, AppTest's own session). The browser and engine tiers mostly wait on the servers they drive, so two
+# workers overlap those waits; each of their modules stays on one worker (its module-scoped servers start once), and
+# every module that talks to vLLM shares one worker (one vLLM server, ~2 GB and minutes to start). The load tier
+# measures many sessions at once and keeps the machine to itself.
+PARALLEL_SELECTIONS = {"unit", "page", "unit or page", "browser", "engine", "browser or engine"}
+WHOLE_MODULE_TIERS = {"browser", "engine"}
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -171,6 +174,8 @@ def pytest_cmdline_main(config):
         return  # an xdist worker runs its share in its own process (asking for workers here would nest them)
     if config.option.markexpr in PARALLEL_SELECTIONS and getattr(config.option, "numprocesses", "absent") is None:
         config.option.numprocesses = "auto"
+        if WHOLE_MODULE_TIERS & set(config.option.markexpr.replace(" or ", " ").split()):
+            config.option.dist = "loadgroup"
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -182,6 +187,10 @@ def pytest_collection_modifyitems(config, items):
         tiers = sorted({mark.name for mark in item.iter_markers() if mark.name in TIERS})
         if len(tiers) != 1:
             wrong.append(f"  {item.nodeid}: {', '.join(tiers) or 'no tier marker'}")
+        if tiers and tiers[0] in WHOLE_MODULE_TIERS:  # read by pytest-xdist's loadgroup (see PARALLEL_SELECTIONS)
+            source = Path(item.path).read_text()
+            uses_vllm = "vllm_url" in source or "vllm.serve(" in source
+            item.add_marker(pytest.mark.xdist_group("vllm" if uses_vllm else item.module.__name__))
     if wrong:
         raise pytest.UsageError(
             "every test needs exactly one tier marker of "
