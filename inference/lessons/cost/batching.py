@@ -15,7 +15,6 @@ from statistics import median
 
 import pandas as pd
 import torch
-from transformers import DynamicCache
 
 from inference.core import kv_cache
 from inference.core.measuring import Progress, filler_batch, timed_decode, timed_pass
@@ -38,7 +37,7 @@ class _BatchRun:
     @torch.inference_mode()
     def __init__(self, model, batch: int, prompt_tokens: int):
         self.model, self.batch = model, batch
-        self.cache = DynamicCache(config=model.config)
+        self.cache = kv_cache.new_cache(model.config)
         ids = filler_batch(model.config.vocab_size, batch, prompt_tokens, seed=1000 + prompt_tokens)
         self.logits, _ = timed_pass(model, ids, self.cache)
 

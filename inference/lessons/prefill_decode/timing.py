@@ -9,7 +9,7 @@
        small operations. Either way, until the cache gets long, a decode pass costs about the
        same whatever its context.
 
-Times are wall clock (`time.perf_counter`) around the forward pass, after an untimed warm-up
+Times are wall clock (`inference.core.measuring`) around the forward pass, after an untimed warm-up
 pass (the first pass in a process pays for setting up kernels and buffers). The machine is
 shared, so every sweep point is the median of several runs, with their quartiles as the spread:
 one hiccup of another program moves the min or max, not the quartiles.
@@ -18,16 +18,15 @@ one hiccup of another program moves the min or max, not the quartiles.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median
 
 import pandas as pd
 import torch
-from transformers import DynamicCache
 
-from inference.core.measuring import Progress, filler_prompt, timed_decode, timed_pass
+from inference.core import kv_cache
+from inference.core.measuring import Progress, filler_prompt, ms_since, now, timed_decode, timed_pass
 from inference.core.run import context_limit, run_greedy
 from inference.core.tokens import readable_token
 
@@ -101,8 +100,8 @@ def time_generation(
     if runs < 1:
         raise ValueError(f"`runs` has to be at least 1, but is {runs}")
     _one_run(model, prompt_ids, decode_tokens=1)  # warm-up, untimed
-    frames, stop_reason, started = [], None, time.perf_counter()
-    while len(frames) < runs and (not frames or time.perf_counter() - started < TIMING_BUDGET_S):
+    frames, stop_reason, started = [], None, now()
+    while len(frames) < runs and (not frames or ms_since(started) < TIMING_BUDGET_S * 1000):
         trace = run_greedy(model, tokenizer, prompt_ids, new_tokens)
         frames.append(trace.to_frame())
         stop_reason = trace.stop_reason
@@ -150,7 +149,7 @@ def default_prompt_lengths(context: int) -> list[int]:
 def _one_run(model, prompt_ids: list[int], decode_tokens: int) -> tuple[float, float]:
     """(prefill ms, mean decode ms per token) for one prompt: a prefill pass, then
     `decode_tokens` one-token passes on the cache it filled."""
-    cache = DynamicCache(config=model.config)
+    cache = kv_cache.new_cache(model.config)
     logits, prefill_ms = timed_pass(model, torch.tensor([prompt_ids], dtype=torch.long), cache)
     _, decode_ms = timed_decode(model, logits, cache, decode_tokens)
     return prefill_ms, sum(decode_ms) / len(decode_ms)
