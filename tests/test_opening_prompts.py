@@ -13,7 +13,6 @@ from inference.core.tokens import markdown_token_text
 from inference.lessons.compare import text as compare_text
 from inference.lessons.constrained import text as constrained_text
 from inference.lessons.constrained.formats import GENERAL_PROMPTS, PRESETS, preset_prompt
-from inference.lessons.kv_cache import text as kv_text
 
 pytestmark = pytest.mark.unit
 
@@ -110,12 +109,6 @@ def test_many_seeds_button_writes_texts_not_stories():
     assert (
         line.startswith("Press the button to write 100 texts with A and 100 with B (48 tokens") and "stor" not in line
     )
-
-
-def test_kv_trend_names_the_model_and_the_measured_saving():
-    line = kv_text.trend(SMOL, 80.0, 95.5, 180.25, 210)
-    assert f"on {SMOL}" in line and "tiny" not in line
-    assert "15.5 ms a step near the start and 100.2 ms near the end" in line and "210 tokens" in line
 
 
 def test_constrained_strategy_sentence_names_the_model_and_its_vocabulary():
