@@ -85,6 +85,7 @@ def measure_batches(
             {
                 "batch": batch,
                 "ms_per_pass": per_pass,
+                "pass_ms": tuple(times[batch]),  # every timed pass, for a comparison with its spread
                 "tokens_per_s": batch / per_pass * 1000,
                 "ms_per_token": per_pass / batch,
                 "kv_cache_bytes": kv_cache.measured_bytes(runs[batch].cache),

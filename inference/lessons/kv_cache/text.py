@@ -86,7 +86,9 @@ def comparison_sentences(
             smoothing=SMOOTHING_STEPS,
             first_with=first.with_cache_ms,
             first_without=first.without_cache_ms,
-            first_words=compare(first.with_cache_ms, first.without_cache_ms).words("more with the cache", "less with the cache", "about the same either way"),
+            first_words=compare(first.with_cache_ms, first.without_cache_ms).words(
+                "more with the cache", "less with the cache", "about the same either way"
+            ),
             cached=cached.label(),
         )
         + (TEXT["engine_step"].format(engine=engine.label()) if engine is not None else "")
