@@ -1,16 +1,17 @@
 """Start here: its five results are the loaded model's own numbers, computed once per model."""
 
 import os
+from dataclasses import replace
 
 import pytest
 import torch
-from transformers import DynamicCache
 
-from inference.core.kv_cache import measured_bytes
+from inference.core.kv_cache import measured_bytes, new_cache
 from inference.core.loader import encode_prompt
 from inference.core.run import new_trace
 from inference.core.tokens import readable_tokens
 from inference.lessons.start.first_look import DRAW_SEEDS, DRAW_SETTINGS, PROMPT, first_look
+from inference.lessons.start.text import choosing, percent
 from tests.conftest import run_app
 
 pytestmark = pytest.mark.page
@@ -24,7 +25,7 @@ torch.set_num_threads(1)  # other jobs may share the machine
 
 def check_against_the_model(model, tokenizer, ids):
     look = first_look(model, tokenizer, ids, seed=3, timed_runs=2)
-    cache = DynamicCache(config=model.config)
+    cache = new_cache(model.config)
     with torch.inference_mode():
         logits = model(input_ids=torch.tensor([ids]), cache=cache, use_cache=True).logits[0, -1]
     probs = logits.double().softmax(-1)
@@ -57,8 +58,14 @@ def check_the_seeded_draws(model, tokenizer, ids, look, probs):
 
 
 def test_first_look_reports_the_bundled_models_distribution_and_cache(bundled):
+    """Every number is the model's own; step 3 quotes the mass its top tokens really hold (not "half"), and one
+    token holding half reads as the top token, not "the 1 most likely"."""
     look = check_against_the_model(bundled.model, bundled.tokenizer, encode_prompt(bundled.tokenizer, PROMPT))
     assert look.formula_is_the_plain_product
+    sentence = choosing(look, 1.0)
+    assert percent(look.half_mass) in sentence and "hold half the probability" not in sentence
+    alone = choosing(replace(look, half_of_draws_within=1, half_mass=0.773), 1.0)
+    assert "most likely token holds 77.3% of the probability, at least half" in alone and "top 1," not in alone
 
 
 def test_first_look_works_for_another_architecture(gpt2):
