@@ -166,9 +166,10 @@ def test_the_flops_sentence_names_the_thread_count_of_its_peak():
     found = findings(sweep_of(medians), PerTokenFlops())
     count = SimpleNamespace(matmul_weights=1_000_000, output_weights=0)
     peak = SimpleNamespace(value=117.8e9, how="fastest of 5 products, on 1 torch thread")
-    one = flops_findings(found, count, 8, 32, 23_000_000, peak, 1, "", 2)
+    info = SimpleNamespace(heads=8, head_dim=32, weight_bytes=23_000_000)
+    one = flops_findings(found, count, info, peak, 1, "", 2)
     assert "117.8 GFLOP/s this CPU reached **on 1 thread**" in one and "all 2 CPU threads" in one
-    assert "all 2 CPU threads" not in flops_findings(found, count, 8, 32, 23_000_000, peak, 2, "", 2)
+    assert "all 2 CPU threads" not in flops_findings(found, count, info, peak, 2, "", 2)
 
 
 def test_prefill_decode_page_runs_and_its_sweep_button_draws_both_charts():
