@@ -37,7 +37,7 @@ def check_against_the_model(model, tokenizer, ids):
     assert [p for _, p in look.top] == pytest.approx(top.values.tolist(), rel=1e-5, abs=1e-7)
     assert look.greedy_probability == max(p for _, p in look.top)
     assert look.cache_tokens == len(ids) and look.cache_bytes == measured_bytes(cache) == look.formula_bytes
-    assert look.drawn_rank >= 1 and 0 <= look.u < 1 and look.prefill_ms > 0 and look.decode_ms > 0
+    assert look.prefill_ms > 0 and look.decode_ms > 0
     check_the_seeded_draws(model, tokenizer, ids, look, probs)
     return look
 
@@ -46,7 +46,6 @@ def check_the_seeded_draws(model, tokenizer, ids, look, probs):
     """Each seed's draw is the token a fresh run with that seed chooses first, and "this far down" is the
     probability of its rank and every rank below it, from the sorted distribution."""
     assert [d.seed for d in look.draws] == list(range(3, 3 + DRAW_SEEDS))
-    assert (look.draws[0].token, look.draws[0].rank, look.draws[0].u) == (look.drawn_token, look.drawn_rank, look.u)
     ranked = probs.sort(descending=True).values
     for d in look.draws:
         record = new_trace(model, tokenizer, ids, 1, seed=d.seed, stop_at_eos=False).step(DRAW_SETTINGS, d.seed)

@@ -19,7 +19,6 @@ import pandas as pd
 import torch
 
 from inference.core import model_config
-from inference.core.flops import FlopCount
 from inference.core.forward import TransformersForward
 from inference.core.measuring import Stopwatch, Timing, time_decode_step
 from inference.lessons.inside import adapters
@@ -248,12 +247,6 @@ def look_inside(
         decode_pass_ms=tuple(pass_ms),
         plain_decode=time_decode_step(model, len(ids) - 1, repeats=PLAIN_REPEATS) if len(ids) > 1 else None,
     )
-
-
-def flop_totals(model, tokens: int) -> tuple[int, int]:
-    """(prefill over `tokens`, decode of the last of them): flops.py's totals the parts must add up to."""
-    count = FlopCount.of(model)
-    return count.prefill(tokens), count.decode(tokens - 1)
 
 
 def part_groups(parts: pd.DataFrame) -> pd.DataFrame:
