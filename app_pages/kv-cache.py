@@ -112,7 +112,7 @@ def with_and_without() -> None:
             chart(figures.step_time_figure(steps, layout.presenter()), width="stretch", key="kv_step_time")
             caption("measured", said["step_time"])
         with chart_right:
-            cumulative = figures.cumulative_time_figure(steps, comparison.speedup, layout.presenter())
+            cumulative = figures.cumulative_time_figure(steps, layout.presenter())
             chart(cumulative, width="stretch", key="kv_cumulative")
             caption("measured", TEXT["cumulative"])
         if "trend" in said:

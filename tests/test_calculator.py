@@ -358,16 +358,3 @@ def test_moe_read_per_token_counts_one_embedding_row(models):
     assert table.at["Mixtral-8x7B", "weights_read_per_token_gb_bf16"] == pytest.approx(
         (12_879_925_248 - 32_000 * 4096 + 4096) * 2 / GB
     )
-
-
-def test_fit_heatmap_names_the_card_and_what_is_left(models):
-    """The Quantization page's heatmap: each cell names the weights' GB and the card (short enough for 800 px: whole GB from 100 up, '2×H200'), and
-    its hover says the 16-bit Llama-3.1-70B fits one H200 with 9.65 GB left (after the stated runtime reserve)."""
-    from inference.lessons.quantization.figures import fit_heatmap
-
-    cards = [card.label for card in calc.load_accelerators()]
-    figure = fit_heatmap(calc.fit_table([models["Llama-3.1-70B"]], (32, 16)), cards)
-    assert list(figure.data[0].text[0]) == ["282<br>2×H200", "141<br>H200"]
-    hover = figure.data[0].customdata[0]
-    assert hover[1].endswith("141.11 GB of weights; on one H200 141 GB, 9.65 GB left for the KV cache")
-    assert hover[0].endswith("282.21 GB of weights; needs 2 × H200 141 GB")

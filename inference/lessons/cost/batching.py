@@ -57,7 +57,7 @@ def measure_batches(
 ) -> pd.DataFrame:
     """One row per batch size: `ms_per_pass` (median decode pass), `tokens_per_s` (all
     sequences together), `ms_per_token` (pass time / batch: the machine time one token
-    costs), `speedup_per_token` (vs batch 1) and `kv_cache_bytes` (measured at the end, whole
+    costs), `pass_ms` (every timed pass) and `kv_cache_bytes` (measured at the end, whole
     batch, `prompt_tokens` + 1 + rounds x `steps` tokens per sequence).
 
     Each batch is prefilled once and decoded one untimed pass (warm-up); then `rounds`
@@ -92,6 +92,4 @@ def measure_batches(
                 "tokens_per_sequence": kv_cache.cache_length(runs[batch].cache),
             }
         )
-    frame = pd.DataFrame(rows)
-    frame["speedup_per_token"] = frame["ms_per_token"].iloc[0] / frame["ms_per_token"]
-    return frame
+    return pd.DataFrame(rows)
