@@ -2,12 +2,9 @@
 
     python -m inference.core.calculator Llama-3.1-70B --tokens 8192 --batch 4 --dtype bfloat16 --json
 
-Plain Python and pandas, no Streamlit; the KV Cache and Quantization pages call the same
-functions as the command line (`estimate`, `kv_table`, `fit_table`). Sizes in tables are in
-**GB = 10**9 bytes**; accelerators hold the bytes nvidia-smi reports for them
-(`assets/accelerators.json`), not their marketing label. The KV cache comes from the one
-formula in `inference.core.model_config` (sliding-window layers count min(tokens, window); MLA
-models cache a compressed latent).
+The KV Cache and Quantization pages call the same functions (`estimate`, `kv_table`, `fit_table`). GB = 10**9
+bytes; accelerators hold the bytes nvidia-smi reports (`assets/accelerators.json`), not their label; the KV cache
+is the one formula of `inference.core.model_config`.
 """
 
 from __future__ import annotations
@@ -296,28 +293,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(asdict(result)))
         return 0
-    print(
-        f"{result.model}: {result.tokens:,} tokens x batch {result.batch}, weights {result.dtype}, "
-        f"cache {result.kv_dtype}"
+    scales = f" + {_human(result.scale_bytes)} int4 scales and zeros" if result.scale_bytes else ""
+    windows = (
+        f"; {result.sliding_layers} sliding-window layers hold at most their window" if result.sliding_layers else ""
     )
     print(
-        f"  weights   {_human(result.weight_bytes)}"
-        + (f" + {_human(result.scale_bytes)} int4 scales and zeros" if result.scale_bytes else "")
+        f"{result.model}: {result.tokens:,} tokens x batch {result.batch}, weights {result.dtype}, cache {result.kv_dtype}"
     )
-    print(
-        f"  KV cache  {_human(result.kv_bytes)} ({result.kv_bytes_per_token:,} bytes per token"
-        + (
-            f"; {result.sliding_layers} sliding-window layers hold at most their window"
-            if result.sliding_layers
-            else ""
-        )
-        + ")"
-    )
+    print(f"  weights   {_human(result.weight_bytes)}{scales}")
+    print(f"  KV cache  {_human(result.kv_bytes)} ({result.kv_bytes_per_token:,} bytes per token{windows})")
     if result.exceeds_context:
         print(f"  note: {result.tokens:,} tokens is beyond this model's context")
     for label, count in result.cards.items():
-        left = result.left_on_one_card[label]
-        print(f"  {label}: {count} card{'s' if count > 1 else ''}" + (f" ({_human(left)} left)" if count == 1 else ""))
+        left = f" ({_human(result.left_on_one_card[label])} left)" if count == 1 else ""
+        print(f"  {label}: {count} card{'s' if count > 1 else ''}{left}")
     return 0
 
 

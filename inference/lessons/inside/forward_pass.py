@@ -12,6 +12,7 @@ the model's own final norm and output layer; only the last layer was trained to 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from statistics import median
 
@@ -71,29 +72,13 @@ class Inside:
     def to_json(self) -> dict:
         """The command line's JSON: `lens`, `attention` ([layer][head][position]) and `parts`."""
         argmax = int(self.logits.argmax())
-        lens = []
-        for layer in range(self.layers + 1):
-            ids, probs = self.lens_top(layer)
-            lens.append(
-                {
-                    "layer": layer,
-                    "top_ids": ids,
-                    "top_probs": probs,
-                    "chosen_prob": float(self.lens_probs[layer, argmax]),
-                }
-            )
-        parts = [
-            {
-                "name": row.name,
-                "flops": int(row.flops),
-                "bytes": int(row.bytes),
-                "decode_ms": float(row.decode_ms),
-                "prefill_flops": int(row.prefill_flops),
-                "prefill_ms": float(row.prefill_ms),
-                "decode_bytes_read": int(row.read_bytes),
-            }
-            for row in self.parts.itertuples(index=False)
-        ]
+        lens = [
+            dict(zip(("top_ids", "top_probs"), self.lens_top(layer)), layer=layer, chosen_prob=float(self.lens_probs[layer, argmax]))
+            for layer in range(self.layers + 1)
+        ]  # fmt: skip
+        columns = ["name", "flops", "bytes", "decode_ms", "prefill_flops", "prefill_ms", "read_bytes"]
+        table = self.parts[columns].rename(columns={"read_bytes": "decode_bytes_read"})
+        parts = json.loads(table.to_json(orient="records"))
         return {"context_tokens": self.context, "lens": lens, "attention": self.attention.tolist(), "parts": parts}
 
 
