@@ -8,11 +8,11 @@ from app_pages.shared.charts import chart
 from app_pages.shared.shared_results import measure_on_click, shared_results
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
-from inference.core import machine
 from inference.lessons.cost import text as cost_text
 from inference.lessons.cost.batching import PROMPT_TOKENS, ROUNDS, STEPS, batch_sizes_for, measure_batches
 from inference.lessons.cost.experiments import PREFILL_REPEATS, cost_per_million_tokens, measure_answer
 from inference.lessons.cost.figures import answer_split_figure, batching_figure, context_figure
+from inference.lessons.cost.text import TEXT
 from inference.lessons.prefill_decode.timing import crossover_prompt_tokens, default_prompt_lengths, measure_sweep
 
 ANSWER_KEY = "cost_answer"
@@ -26,13 +26,7 @@ model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
 st.title("💰 What a token costs")
 st.markdown("Serving a model costs **machine time**: how much a token takes is measured below, on this machine.")
-with st.expander("What decides it: input or output, the batch, the context, the active parameters"):
-    st.markdown(
-        "Whether a token is an input token (read in one parallel prefill pass) or an output token (one decode pass "
-        "each), how many users share each pass (the **batch**), how long the **context** is (every decode step reads "
-        "the whole KV cache), and how many weights each token has to touch (**active parameters**, which "
-        "Mixture-of-Experts models cut)."
-    )
+st.expander("What decides it: input or output, the batch, the context, the active parameters").markdown(TEXT["decides"])
 
 # -- 1. one answer -----------------------------------------------------------------------
 st.subheader("1. One answer: input tokens are cheap, output tokens are dear")
@@ -52,13 +46,8 @@ if stored is None or stored[0] != answer_key or again:
 answer = st.session_state[ANSWER_KEY][1]
 
 chart(answer_split_figure(answer, layout.presenter()), width="stretch", key="cost_split")
-caption(
-    "measured",
-    f"One greedy answer with the step engine: the prefill pass over {answer.prompt_tokens} "
-    f"prompt tokens (median of {PREFILL_REPEATS}), then {answer.reply_tokens - 1} decode passes (the first reply token "
-    "comes from the prefill pass). The prompt is fixed pseudo-random tokens: their meaning does not "
-    "change the time.",
-)
+caption("measured", TEXT["answer_caption"].format(prompt=answer.prompt_tokens, repeats=PREFILL_REPEATS,
+                                                  passes=answer.reply_tokens - 1))  # fmt: skip
 m = layout.metric_cells(3, per_row=3)
 m[0].metric("Per input token", f"{answer.ms_per_input_token:.3f} ms", help="Prefill pass ÷ prompt tokens.")
 m[1].metric("Per output token", f"{answer.ms_per_output_token:.2f} ms", help=cost_text.output_token_help(answer))
@@ -67,34 +56,15 @@ m[2].metric(
 )
 sweep = shared_results().get(("sweep", info.name))  # the Prefill vs decode page's sweep, if run (read only)
 crossing = crossover_prompt_tokens(sweep, answer.reply_tokens - 1) if sweep is not None else None
-fits = machine.weights_fit_in_cache(info.weight_bytes)
-# weights_vs_cache says what limits a decode pass; this adds only how prefill and decode pay for it
-mechanism = {
-    True: "The prefill pass pays that fixed cost once for all its prompt tokens; the reply pays it once per token.",
-    False: "The prefill pass reads the weights once for all its prompt tokens; each decode pass reads them again "
-    "for one token.",
-    None: "",
-}[fits]
-st.markdown(
-    f"The reply is **{answer.reply_share:.0%} of the tokens** "
-    f"but took **{answer.decode_share:.0%} of the time**. {machine.weights_vs_cache(info.weight_bytes)} {mechanism}"
-    f"\n\n{cost_text.wait_sentence(answer, info.context, crossing)}"
-)
-st.expander(f"On a GPU: {cost_text.SECTIONS['gpu']}").markdown(
-    "🎨 **The GPU picture (illustrative, not measured here):** a model of many GB does not fit any cache, so on a GPU a "
-    "decode pass for one sequence is limited by reading every weight from memory, while prefill turns the same "
-    "read into arithmetic for every prompt token. That asymmetry is why API price lists charge more for output "
-    "tokens than for input tokens."
-)
+st.markdown(cost_text.answer_sentences(answer, info.weight_bytes, info.context, crossing))
+st.expander(f"On a GPU: {TEXT['gpu']}").markdown(TEXT["gpu_body"])
 
 # -- 2. batching ---------------------------------------------------------------------------
 st.subheader("2. Batching: many users share every read of the weights")
 batch_sizes = batch_sizes_for(info.parameters)
-st.markdown(
-    f"Decode passes for {', '.join(map(str, batch_sizes))} sequences at once ({PROMPT_TOKENS}-token prompts; "
-    f"{ROUNDS * STEPS} timed passes per size, in {ROUNDS} rounds over all sizes; median). One pass reads the "
-    "weights once however many sequences it serves."
-)
+intro = TEXT["batching_intro"].format(sizes=", ".join(map(str, batch_sizes)), prompt=PROMPT_TOKENS,
+                                      passes=ROUNDS * STEPS, rounds=ROUNDS)  # fmt: skip
+st.markdown(intro)
 batches = measure_on_click(
     "Measure batching",
     "cost_batches",
@@ -104,30 +74,8 @@ batches = measure_on_click(
 )
 if batches is not None:
     chart(batching_figure(batches, layout.presenter()), width="stretch", key="cost_batch_chart")
-    caption(
-        "measured",
-        "Median decode pass for each batch size after a warm-up, through transformers' own "
-        "forward (the engine's lean step serves one sequence at a time); machine time per token = "
-        "pass time ÷ batch. KV cache bytes are read from the cache tensors.",
-    )
-    first, best = batches.iloc[0], batches.loc[batches["ms_per_token"].idxmin()]
-    fixed_cost = (
-        "the fixed cost of running its operations (the weights sit in the cache here)"
-        if fits
-        else "reading every weight (they do not fit the cache here)"
-        if fits is False
-        else "reading the weights and running its operations"
-    )
-    st.markdown(
-        f"One sequence: **{first.ms_per_pass:.1f} ms** per pass for 1 token through transformers' forward (the "
-        f"engine's own step, section 1: {answer.ms_per_output_token:.2f} ms). {int(best.batch)} sequences: "
-        f"**{best.ms_per_pass:.1f} ms** per pass for {int(best.batch)} tokens, so each token took "
-        f"**{best.speedup_per_token:.0f}× less** machine time: a pass pays {fixed_cost} once, however many "
-        f"sequences it serves. The gain flattens once the work that grows with the batch (arithmetic for every "
-        f"token, reading every sequence's cache) takes over, and the KV cache grows with every sequence "
-        f"({best.kv_cache_bytes / 1e6:,.1f} MB here at {int(best.batch)} sequences × {int(best.tokens_per_sequence)} tokens): memory for the cache is "
-        "what caps the batch on a real server (see the KV cache page)."
-    )
+    caption("measured", TEXT["batching_caption"])
+    st.markdown(cost_text.batching_sentence(batches, answer.ms_per_output_token, info.weight_bytes))
     st.markdown("**What a million output tokens cost at this machine's speed**")
     price = st.number_input(
         "Machine price per hour ($)",
@@ -151,21 +99,12 @@ if batches is not None:
             "cost per 1M output tokens ($)": st.column_config.NumberColumn(format="$%.4f"),
         },
     )
-    caption(
-        "illustrative",
-        f"The price per hour (${price:,.2f}) is an example you can change; the times are "
-        f"measured above. At that price, a million **input** tokens (prefill, from section 1) cost "
-        f"${input_cost:,.4f}. Cost = price per hour ÷ 3,600,000 ms × ms per token × 1,000,000.",
-    )
+    caption("illustrative", TEXT["price_caption"].format(price=price, input_cost=input_cost))
 
 # -- 3. context length ----------------------------------------------------------------------
 st.subheader("3. Context: every decode step reads the whole cache")
 context_lengths = default_prompt_lengths(info.context)
-st.markdown(
-    "A decode step attends over every token before it, so its keys and values are read from the cache at every "
-    f"step. This times decode steps after prompts of {', '.join(map(str, context_lengths))} tokens: the same kind "
-    "of run as the Prefill vs decode page's sweep, kept apart from it."
-)
+st.markdown(TEXT["context_intro"].format(lengths=", ".join(map(str, context_lengths))))
 context_sweep = measure_on_click(
     "Measure decode against context",
     "cost_context",
@@ -174,21 +113,12 @@ context_sweep = measure_on_click(
     f"Press the button ({len(context_lengths)} context lengths × {CONTEXT_REPEATS} runs, after a warm-up round).",
 )
 if context_sweep is not None:
-    rows = context_sweep.summary
-    short, long = rows.iloc[0], rows.iloc[-1]
-    chart(context_figure(rows, layout.presenter()), width="stretch", key="cost_context_chart")
-    st.markdown(
-        cost_text.context_sentence(
-            int(short.prompt_tokens), short.decode_ms_per_token, int(long.prompt_tokens), long.decode_ms_per_token
-        )
-    )
-    caption(
-        "measured",
-        f"Median of {context_sweep.repeats} runs per context length, bars from the first quartile to the third; "
-        f"each run is {context_sweep.decode_tokens} decode steps with the engine's own step after one prefill.",
-    )
+    chart(context_figure(context_sweep.summary, layout.presenter()), width="stretch", key="cost_context_chart")
+    st.markdown(cost_text.context_sentence(context_sweep))
+    caption("measured", TEXT["context_caption"].format(repeats=context_sweep.repeats,
+                                                       decode_tokens=context_sweep.decode_tokens))  # fmt: skip
 
 # -- 4. mixture of experts: its own page --------------------------------------------
 st.subheader("4. Mixture of Experts: pay for the experts a token uses")
-st.markdown(cost_text.MOE_POINTER)
+st.markdown(TEXT["moe"])
 st.page_link("app_pages/moe.py", label="Mixture of Experts", icon="🧩")

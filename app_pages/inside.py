@@ -15,13 +15,7 @@ from inference.core.tokens import readable_token, readable_tokens
 from inference.lessons.inside import tables, text
 from inference.lessons.inside.adapters import adapter_for
 from inference.lessons.inside.figures import attention_grid, followed_token_figure, parts_figure, rank_heatmap
-from inference.lessons.inside.forward_pass import (
-    DECODE_REPEATS,
-    UnsupportedModel,
-    look_inside,
-    part_groups,
-    public_shares,
-)
+from inference.lessons.inside.forward_pass import DECODE_REPEATS, UnsupportedModel, look_inside, public_shares
 
 RESULTS_KEY = "inside_results"  # (model, dtype, token ids, followed token) -> Inside: a picker never reruns the model
 KEPT_RESULTS = 8
@@ -87,7 +81,7 @@ key = (info.name, info.dtype, tuple(ids), followed)
 results = st.session_state.setdefault(RESULTS_KEY, {})
 again = st.button("Time the pass again", key="inside_again", help="The machine is shared: times vary between runs.")
 if key not in results or again:
-    with generation_slot(), st.spinner("Walking the forward pass…"):
+    with generation_slot(), st.spinner("Timing the forward pass…"):
         results[key] = look_inside(model, ids, followed)
     while len(results) > KEPT_RESULTS:
         results.pop(next(iter(results)))
@@ -113,13 +107,9 @@ with right:
     probs = inside.followed_probs()
     chart(followed_token_figure(probs, name(inside.followed_id), presenter), width="stretch", key="inside_lens")
     caption("exact", "The same probability as a line: the softmax over all tokens of each layer's lens.")
-top_ids = [inside.lens_top(layer, 1)[0][0] for layer in range(inside.layers + 1)]
 tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
-reads_itself = top_ids[0] == inside.token_ids[-1]
-st.markdown(
-    text.lens_story(name(inside.followed_id), probs, top_ids, inside.followed_id, role)
-    + text.embedding_row(name(inside.token_ids[-1]), reads_itself, tied)
-)
+said = text.sentences(inside, name, role, tied, machine.cpu_name(), info.vocab_size)
+st.markdown(said["lens"])
 chart(
     rank_heatmap(
         inside.ranks,
@@ -130,7 +120,7 @@ chart(
     ),
     width="stretch",
     key="inside_ranks",
-    text=text.rank_grid_sentence(inside.ranks),
+    text=said["ranks"],
 )
 caption(
     "exact",
@@ -138,7 +128,7 @@ caption(
     "came next ranks among all tokens in that layer's lens (last column: the "
     f"{role}). The last row is the model's own distribution.",
 )
-caption("published", text.LENS_SOURCE)
+caption("published", text.TEXT["lens_source"])
 
 # -- 2. attention ------------------------------------------------------------------------------------
 st.subheader("2. What each head read")
@@ -159,17 +149,14 @@ chart(
     key="inside_attention",
 )
 hidden_weight = float((weights.sum(-1) - weights[:, drawn].sum(-1)).max())  # the most any head puts outside
+layer_said = text.layer_sentences(inside, layer, drawn, hidden_weight)
 caption(
     "exact",
     f"The new token's attention weights in layer {layer}: softmax(q·K/√d) of its query against every key in the "
     "KV cache, each head summing to 1 (equal to transformers' eager attention in the tests). Hover a bar for its "
-    f"token. {text.drawn_cap(drawn, inside.context, hidden_weight)}",
+    f"token. {layer_said['drawn']}",
 )
-st.markdown(
-    text.grouped_query(
-        inside.heads, len(inside.kv_groups), inside.kv_groups, inside.cache_bytes_per_layer[layer], inside.context
-    )
-)
+st.markdown(layer_said["heads"])
 st.dataframe(
     tables.kv_table(inside, layer),
     hide_index=True,
@@ -180,7 +167,6 @@ caption("measured", "Bytes read from this layer's cache tensors, split evenly ov
 
 # -- 3. parts ----------------------------------------------------------------------------------------
 st.subheader("3. Where the pass's time and bytes go")
-groups = part_groups(inside.parts)
 chart(parts_figure(inside.parts, presenter), width="stretch", key="inside_parts")
 caption(
     "measured",
@@ -189,16 +175,16 @@ caption(
     f"computed exactly from the weights; they add up to {inside.parts.flops.sum():,} FLOPs (flops.py's decode "
     f"count) and {inside.parts.bytes.sum():,} weight bytes (the loaded weights).",
 )
-st.markdown(text.dominant_part(groups, machine.cpu_name()) + " " + text.output_layer_share(groups, info.vocab_size))
-if inside.plain_decode is not None:  # the walk is not the step other pages time: both, and what differs
-    st.markdown(text.walked_vs_plain(float(inside.parts.decode_ms.sum()), inside.plain_decode))
-with st.expander(f"On a big model: {text.SECTIONS['public']}"):
-    st.markdown(text.public_comparison(public_shares(find_model(PUBLIC_MODEL, load_public_models()), PUBLIC_CONTEXTS)))
+st.markdown(said["work"])
+if "timed_vs_plain" in said:  # the timed pass is not the step other pages time: both, and what differs
+    st.markdown(said["timed_vs_plain"])
+with st.expander(f"On a big model: {text.TEXT['public']}"):
+    st.markdown(text.public_sentence(public_shares(find_model(PUBLIC_MODEL, load_public_models()), PUBLIC_CONTEXTS)))
     caption(
         "published",
         f"{PUBLIC_MODEL}'s shape from its published config (assets/public_models.json), FLOPs computed exactly from it.",
     )
-with st.expander(f"Every part as a table: {text.SECTIONS['parts']}"):
+with st.expander(f"Every part as a table: {text.TEXT['parts']}"):
     numbers = st.column_config.NumberColumn(format="localized")
     st.dataframe(
         tables.parts_table(inside.parts),

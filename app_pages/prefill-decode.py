@@ -19,6 +19,7 @@ from inference.lessons import glossary
 from inference.lessons.prefill_decode import text as pd_text
 from inference.lessons.prefill_decode.engine_timing import remote_generation_timing, remote_sweep
 from inference.lessons.prefill_decode.figures import sweep_rate_figure, sweep_time_figure, timeline_figure
+from inference.lessons.prefill_decode.text import TEXT
 from inference.lessons.prefill_decode.timing import (
     SATURATION,
     crossover_prompt_tokens,
@@ -41,12 +42,7 @@ model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 
 
 st.title("⏱️ Prefill vs decode")
-st.markdown(
-    "A reply is made in two phases. **Prefill** reads the whole prompt in *one* forward pass and "
-    "gives the first token. **Decode** then makes every later token with one pass each, feeding in "
-    "just the token chosen before. Below: one real generation, timed pass by pass, and a sweep over "
-    "prompt lengths."
-)
+st.markdown(TEXT["intro"])
 
 # -- 1. one generation -------------------------------------------------------------------
 st.subheader("One generation, timed")
@@ -79,33 +75,23 @@ if RUN_KEY not in st.session_state:
     st.stop()  # a serving engine failed on the first run: its message is shown
 timing, server_timings = st.session_state[RUN_KEY][1], st.session_state[RUN_KEY][2]
 
-chart(
-    timeline_figure(timing, layout.presenter()),
-    width="stretch",
-    key="pd_timeline",
-    text=pd_text.timeline_sentence(timing),
+timeline = timeline_figure(timing, layout.presenter())
+chart(timeline, width="stretch", key="pd_timeline", text=pd_text.timeline_sentence(timing))
+how = pd_text.run_how(timing)
+caption(
+    "measured", TEXT["remote_caption" if remote else "local_caption"].format(url=loaded.url if remote else "", how=how)
 )
-if remote:
-    caption(
-        "measured",
-        f"On the engine at {loaded.url}: the first block is the engine's own prefill time "
-        "(its `timings.prompt_ms`, prompt cache off); later blocks are the gaps between streamed tokens "
-        "arriving here, each including one loopback HTTP chunk. Time per output token and decode tokens/s "
-        "are the engine's own `predicted_ms` ÷ tokens. " + f"Shown: {pd_text.run_how(timing)}.",
-    )
-else:
-    caption(
-        "measured",
-        "Wall time of each step on this machine (forward pass + choosing the token), laid end to end; hover a block "
-        f"for its token. The dashed line is the time to first token. Shown: {pd_text.run_how(timing)}.",
-    )
 tpot_ms = timing.tpot_ms
 if server_timings is not None and server_timings.decode_tokens_per_s:
     tpot_ms = 1000 / server_timings.decode_tokens_per_s
 m = layout.metric_cells(4)  # two rows of two (one a row in presenter mode): the values stay whole on a narrow screen
 m[0].metric("Time to first token", f"{timing.ttft_ms:.1f} ms", help="The prefill pass plus choosing the first token.")
 if tpot_ms is not None:
-    m[1].metric("Time per output token", f"{tpot_ms:.2f} ms", help=pd_text.tpot_help(timing))
+    m[1].metric(
+        "Time per output token",
+        f"{tpot_ms:.2f} ms",
+        help=TEXT["tpot_help"].format(steps=len(timing.decode_steps), how=how),
+    )
     m[3].metric("Decode, tokens/s", f"{1000 / tpot_ms:,.0f}", help="New tokens written per second.")
 m[2].metric(
     "Prefill, tokens/s",
@@ -118,7 +104,7 @@ if timing.stop_reason == STOP_EOS:
 # -- 2. the sweep ------------------------------------------------------------------------
 st.subheader("Sweep: how time grows with the prompt")
 lengths = default_prompt_lengths(info.context)
-st.markdown(pd_text.sweep_intro(lengths, DECODE_TOKENS))
+st.markdown(TEXT["sweep_intro"].format(lengths=", ".join(map(str, lengths)), decode=DECODE_TOKENS))
 c1, c2 = st.columns([1, 1] if layout.presenter() else [1, 3])  # "Runs per point" broke into three lines
 repeats = c1.slider("Runs per point", 3, 9, 5, key="pd_repeats", persist_state="session")
 sweep = None
@@ -141,18 +127,10 @@ found = findings(sweep, flop_count)
 chart_left, chart_right = layout.side_by_side(2)
 with chart_left:
     chart(sweep_time_figure(sweep, layout.presenter()), width="stretch", key="pd_sweep_time")
-    caption(
-        "measured",
-        f"Median of {sweep.repeats} runs per point after a warm-up; bars span the middle "
-        f"half of the runs (quartiles). Decode: mean of {sweep.decode_tokens} one-token passes per run.",
-    )
+    caption("measured", TEXT["time_caption"].format(repeats=sweep.repeats, decode=sweep.decode_tokens))
 with chart_right:
     chart(sweep_rate_figure(sweep, found.saturation_tokens, layout.presenter()), width="stretch", key="pd_sweep_rate")
-    caption(
-        "measured",
-        "Prefill: prompt tokens ÷ prefill time. Decode: 1 ÷ time per decode pass. Same runs as the chart on the left. "
-        f"Dotted: the shortest prompt P whose prefill reached {SATURATION:.0%} of the best rate.",
-    )
+    caption("measured", TEXT["rate_caption"].format(saturation=SATURATION))
 
 # -- 3. what this run says -------------------------------------------------------------
 st.subheader("What these numbers say")
@@ -162,32 +140,17 @@ if differ := pd_text.run_vs_sweep(timing, found.best_prefill_tokens_per_s, sweep
     st.markdown(differ)
 
 if flop_count is not None:
-    with st.expander(f"Arithmetic per second: {pd_text.SECTIONS['flops']}"):
+    with st.expander(f"Arithmetic per second: {TEXT['flops']}"):
         st.caption(glossary.note("GFLOP/s"))
         threads = torch.get_num_threads()  # machine.peak_flops measures (and keeps) one peak per torch thread count
         with st.spinner("Timing this CPU's fastest matrix product (once per server process)…"):
             peak = machine.peak_flops(next(model.parameters()).dtype)
-        st.markdown(
-            pd_text.flops_findings(
-                found,
-                flop_count,
-                info.heads,
-                info.head_dim,
-                info.weight_bytes,
-                peak,
-                threads,
-                machine.weights_vs_cache(info.weight_bytes),
-                machine.logical_cpus(),
-            )
-        )
+        fits = machine.weights_vs_cache(info.weight_bytes)
+        st.markdown(pd_text.flops_findings(found, flop_count, info, peak, threads, fits, machine.logical_cpus()))
 
 big = next(m for m in load_public_models() if m["name"] == ILLUSTRATIVE_MODEL)
-with st.expander(f"On a GPU: {pd_text.SECTIONS['gpu']}"):
-    st.markdown(
-        pd_text.illustrative_gpu(ILLUSTRATIVE_MODEL, weight_bytes(big["parameters"], 16), ILLUSTRATIVE_BANDWIDTH)
-    )
-with st.expander(f"The sweep as a table: {pd_text.SECTIONS['table']}"):
+gpu = pd_text.illustrative_gpu(ILLUSTRATIVE_MODEL, weight_bytes(big["parameters"], 16), ILLUSTRATIVE_BANDWIDTH)
+st.expander(f"On a GPU: {TEXT['gpu']}").markdown(gpu)
+with st.expander(f"The sweep as a table: {TEXT['table']}"):
     st.dataframe(sweep.summary.round(2), hide_index=True, width="stretch", key="pd_sweep_table")
-    caption(
-        "measured", "Median, quartiles (q1, q3), fastest (min) and slowest (max) run per prompt length; times in ms."
-    )
+    caption("measured", TEXT["sweep_table"])

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from inference.core import calculator as calc
+from inference.core import model_config
 
 pytestmark = pytest.mark.unit
 
@@ -150,23 +151,23 @@ def test_moe_entries_have_active_below_total(models):
             assert model["active_parameters"] < model["parameters"], model["name"]
 
 
-def test_load_public_models_rejects_broken_entries(tmp_path, models):
-    broken = dict(models["GPT-2 (124M)"])
-    broken["kv_heads"] = 0
-    path = tmp_path / "models.json"
-    path.write_text(json.dumps([broken]))
-    with pytest.raises(ValueError, match=r"GPT-2 \(124M\).*kv_heads must be a positive whole number, got 0"):
-        calc.load_public_models(path)
-
-    missing = {k: v for k, v in models["GPT-2 (124M)"].items() if k != "head_dim"}
-    path.write_text(json.dumps([missing]))
-    with pytest.raises(ValueError, match="missing field"):
-        calc.load_public_models(path)
-
-    dense_with_active = dict(models["GPT-2 (124M)"], active_parameters=1000)
-    path.write_text(json.dumps([dense_with_active]))
-    with pytest.raises(ValueError, match="dense model"):
-        calc.load_public_models(path)
+def test_every_public_entry_is_complete_and_consistent(models):
+    """The checks the calculator no longer runs on its own JSON: every field, positive sizes, active <= total,
+    experts both set or both null, MLA's latent sizes, a shape the one config reader accepts, unique names."""
+    assert len(models) == len(calc.load_public_models())  # no name twice
+    sizes = ("parameters", "active_parameters", "layers", "attention_heads", "kv_heads", "head_dim", "hidden_size")
+    sizes += ("context", "vocab_size")
+    for name, model in models.items():
+        assert {*sizes, "name", "hub_id", "experts", "experts_per_token", "source", "notes"} <= set(model), name
+        assert all(isinstance(model[f], int) and model[f] > 0 for f in sizes), name
+        assert (model["experts"] is None) == (model["experts_per_token"] is None), name
+        if model["experts"] is not None:
+            assert 0 < model["experts_per_token"] <= model["experts"], name
+        if model.get("attention") == "MLA":
+            assert {"kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"} <= set(model["mla"]), name
+        model_config.from_public_entry(model)  # kv_heads divides heads, windows, layer pattern
+    for card in calc.load_accelerators():
+        assert card.usable_bytes > 0 and card.label and card.source
 
 
 def test_model_entry_from_hf_config():
@@ -357,16 +358,3 @@ def test_moe_read_per_token_counts_one_embedding_row(models):
     assert table.at["Mixtral-8x7B", "weights_read_per_token_gb_bf16"] == pytest.approx(
         (12_879_925_248 - 32_000 * 4096 + 4096) * 2 / GB
     )
-
-
-def test_fit_heatmap_names_the_card_and_what_is_left(models):
-    """The Quantization page's heatmap: each cell names the weights' GB and the card (short enough for 800 px: whole GB from 100 up, '2×H200'), and
-    its hover says the 16-bit Llama-3.1-70B fits one H200 with 9.65 GB left (after the stated runtime reserve)."""
-    from inference.lessons.quantization.figures import fit_heatmap
-
-    cards = [card.label for card in calc.load_accelerators()]
-    figure = fit_heatmap(calc.fit_table([models["Llama-3.1-70B"]], (32, 16)), cards)
-    assert list(figure.data[0].text[0]) == ["282<br>2×H200", "141<br>H200"]
-    hover = figure.data[0].customdata[0]
-    assert hover[1].endswith("141.11 GB of weights; on one H200 141 GB, 9.65 GB left for the KV cache")
-    assert hover[0].endswith("282.21 GB of weights; needs 2 × H200 141 GB")

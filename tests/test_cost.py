@@ -2,7 +2,9 @@
 
 import json
 import os
+import statistics
 
+import pandas as pd
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
@@ -10,10 +12,13 @@ from transformers import MixtralConfig, MixtralForCausalLM
 
 from inference.core.calculator import load_public_models
 from inference.core.kv_cache import KVShape
+from inference.core.measuring import compare
 from inference.lessons.cost import batching
+from inference.lessons.cost import text as cost_text
 from inference.lessons.cost.batching import batch_sizes_for, measure_batches
 from inference.lessons.cost.experiments import AnswerCost, cost_per_million_tokens, measure_answer
 from inference.lessons.moe import scale as moe
+from inference.lessons.prefill_decode.timing import Crossover, Sweep, summarise_runs
 from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
@@ -60,7 +65,7 @@ def test_batched_decode_cache_holds_every_sequence(bundled):
     tokens = 16 + 1 + 2 * 3  # prompt, warm-up pass, two rounds of three passes
     assert frame["kv_cache_bytes"].tolist() == [shape.formula_bytes(tokens, batch=b) for b in (1, 4)]
     assert frame["tokens_per_s"].tolist() == pytest.approx((frame["batch"] / frame["ms_per_pass"] * 1000).tolist())
-    assert frame["speedup_per_token"].iloc[0] == 1.0
+    assert frame["ms_per_pass"].tolist() == [statistics.median(times) for times in frame["pass_ms"]]
 
 
 def test_batch_sizes_shrink_for_big_models():
@@ -151,17 +156,41 @@ def test_experts_per_token_beyond_the_experts_is_refused():
 def test_a_wait_past_the_context_is_said_to_be_no_prompt_the_model_can_read():
     """1 ms per input token, 1,552 ms of decode: in proportion a 1,552-token prompt, past a 512-token context; the
     sentence says no prompt this model can read takes as long, and what its whole context would take."""
-    from inference.lessons.cost.text import wait_sentence
-    from inference.lessons.prefill_decode.timing import Crossover
-
     answer = AnswerCost(prompt_tokens=256, reply_tokens=129, prefill_ms=256.0, decode_ms=1552.0)
-    beyond = wait_sentence(answer, 512, None)
-    assert "no prompt this model can read takes as long" in beyond and "512-token context" in beyond
-    assert "about 512 ms" in beyond and "1,552 tokens, past the context (an extrapolation" in beyond
-    within = wait_sentence(answer, 2048, None)
-    assert "a prompt of about **1,552 tokens** would take as long" in within
-    swept = wait_sentence(answer, 512, Crossover(128, 1552.0, 608.0, "extrapolated"))
+    beyond = cost_text.answer_sentences(answer, 10**6, 512, None)
+    assert "no prompt this model can read takes as long" in beyond and "about 512 ms" in beyond
+    assert "a prompt of about **1,552 tokens**" in cost_text.answer_sentences(answer, 10**6, 2048, None)
+    swept = cost_text.answer_sentences(answer, 10**6, 512, Crossover(128, 1552.0, 608.0, "extrapolated"))
     assert "no prompt this model can read" in swept and "about 608 tokens" in swept
+
+
+def test_the_output_token_is_the_median_of_its_decode_passes(bundled):
+    answer = measure_answer(bundled.model, bundled.tokenizer, prompt_tokens=16, reply_tokens=9)
+    step = answer.decode_step
+    assert step.repeats == 8 and answer.ms_per_output_token == step.median_ms == statistics.median(answer.step_ms)
+    assert sum(answer.step_ms) == pytest.approx(answer.decode_ms) and "at 17–24 tokens of context" in step.what
+    assert step.label() in cost_text.output_token_help(answer)
+
+
+def test_the_batching_and_context_sentences_take_their_words_from_the_measurements():
+    """'each token took 4.6x less machine time' follows the passes timed (13.8 ms against 24.0 / 8), and a step at a
+    longer context within the runs' noise is called about the same, not dearer."""
+    batches = pd.DataFrame(
+        {"batch": [1, 8], "ms_per_pass": [13.8, 24.0], "pass_ms": [(13.5, 13.8, 14.1), (23.5, 24.0, 24.5)]}
+    )
+    batches["ms_per_token"] = batches.ms_per_pass / batches.batch
+    batches["kv_cache_bytes"], batches["tokens_per_sequence"] = 10**6, 40
+    said = cost_text.batching_sentence(batches, 13.0, 10**6)
+    words = compare([ms / 8 for ms in (23.5, 24.0, 24.5)], [13.5, 13.8, 14.1]).words("more", "less")
+    assert f"**{words}**" in said and words.endswith("x less")
+    runs = pd.DataFrame({"prompt_tokens": [8] * 3 + [448] * 3, "decode_ms_per_token": [2.0, 2.2, 2.4, 2.1, 2.3, 2.5]})
+    sweep = Sweep(
+        runs=runs,
+        summary=summarise_runs(runs.assign(prefill_ms=1.0, prefill_tokens_per_s=1.0)),
+        repeats=3,
+        decode_tokens=8,
+    )
+    assert "about the same (within this machine's noise)" in cost_text.context_sentence(sweep)
 
 
 def open_cost_page() -> AppTest:
@@ -224,11 +253,9 @@ def test_cost_page_works_on_a_gpt2_folder(local_server, gpt2, tmp_path):
 
 def test_batching_figure_stacks_its_two_panels():
     """Side by side, the two panels' titles and axis titles ran into each other at 800 px: one above the other."""
-    import pandas as pd
-
     from inference.lessons.cost.figures import batching_figure
 
     frame = pd.DataFrame({"batch": [1, 2, 4], "tokens_per_s": [100.0, 190.0, 350.0], "ms_per_token": [10.0, 5.3, 2.9]})
-    frame["speedup_per_token"] = frame["ms_per_token"].iloc[0] / frame["ms_per_token"]
+    frame["pass_ms"] = [(9.0, 10.0, 11.0), (10.0, 10.6, 11.0), (11.0, 11.6, 12.0)]
     layout = batching_figure(frame).layout
     assert layout.yaxis.domain[0] > layout.yaxis2.domain[1] and layout.xaxis.domain == layout.xaxis2.domain

@@ -9,7 +9,6 @@ import pytest
 from inference.lessons import glossary
 from inference.lessons.constrained import figures as constrained_figures
 from inference.lessons.constrained import text as constrained_text
-from inference.lessons.inside import text as inside_text
 from inference.lessons.moe import figures as moe_figures
 from inference.lessons.moe import text as moe_text
 from inference.lessons.moe.stored import TrainedPair
@@ -39,11 +38,6 @@ def test_constrained_labels_of_one_allowed_token_and_one_step():
     assert list(fig.data[0].customdata) == ["1 token allowed"]
     said = constrained_text.strategy_sentence("m", 100, 1, 1, 5.0, 2.0, 1)
     assert "1 of 1 step" in said and "1 steps" not in said
-
-
-def test_inside_says_one_token_of_cache():
-    said = inside_text.grouped_query(2, 2, [[0], [1]], 512, 1)
-    assert "holds 1 token:" in said and "1 tokens" not in said
 
 
 def test_moe_changes_that_round_to_zero_read_zero():

@@ -24,10 +24,11 @@ from transformers import (
 from inference.core.flops import FlopCount
 from inference.core.kv_cache import KVShape
 from inference.core.loader import encode_prompt, load_model
+from inference.core.measuring import compare
 from inference.core.paths import MODELS_DIR
 from inference.lessons.inside import text
 from inference.lessons.inside.adapters import UnsupportedModel, adapter_for
-from inference.lessons.inside.forward_pass import RANK_POSITIONS, look_inside, part_groups
+from inference.lessons.inside.forward_pass import RANK_POSITIONS, look_inside
 
 pytestmark = pytest.mark.unit
 
@@ -104,49 +105,24 @@ def check_oracles(model, ids, weight_bytes=None):
 
 
 def test_every_architecture_agrees_with_transformers(tiny):
-    """Lens = hidden states read out; last row = the model's softmax; attention = eager attention; totals = flops.py."""
+    """Lens = hidden states read out; last row = the model's softmax; attention = eager attention (so 0 outside a
+    sliding window); totals = flops.py."""
     inside = check_oracles(tiny, IDS)
     assert inside.ranks.shape == (tiny.config.num_hidden_layers + 1, min(RANK_POSITIONS, len(IDS)))
 
 
-def test_sliding_window_heads_attend_to_the_window_only():
-    """Mistral with a window of 8: the new token's weights are 0 outside the last 8 positions."""
-    inside = look_inside(seeded(TINY["mistral (sliding window 8)"]()), IDS, decode_repeats=1)
-    assert inside.attention[..., : len(IDS) - 8].abs().max() == 0
-    assert (inside.attention[..., -8:].sum(-1) - 1).abs().max() <= 1e-5
-
-
-def test_bundled_model_lens_and_attention_match_transformers(bundled):
-    """The bundled Llama: every oracle, on a real prompt; bytes = the loader's weight bytes."""
+def test_bundled_model_agrees_with_transformers_and_the_cache_bytes_with_the_formula(bundled):
+    """The bundled Llama on a real prompt: every oracle; bytes = the loader's weight bytes; the cache the
+    attention read weighs what the KV formula says."""
     ids = encode_prompt(bundled.tokenizer, PROMPT)
     inside = check_oracles(bundled.model, ids, bundled.info.weight_bytes)
     assert inside.followed_id == int(inside.logits.argmax())
-
-
-def test_attention_equals_a_recomputation_from_the_cache_the_step_engine_fills(bundled):
-    """The keys the step engine's DynamicCache holds and the new token's query give the page's weights."""
-    from transformers import DynamicCache
-
-    model, ids = bundled.model, encode_prompt(bundled.tokenizer, PROMPT)
-    inside = look_inside(model, ids, decode_repeats=1)
-    cache = DynamicCache(config=model.config)
-    with torch.inference_mode():
-        model(input_ids=torch.tensor([ids[:-1]]), cache=cache, use_cache=True)
-        out = model(input_ids=torch.tensor([ids[-1:]]), cache=cache, use_cache=True, output_hidden_states=True)
-    shape = KVShape.from_config(model.config, torch.float32)
-    groups = model.config.num_attention_heads // model.config.num_key_value_heads
-    for index, layer in enumerate(model.model.layers):
-        attention = layer.self_attn
-        x = layer.input_layernorm(out.hidden_states[index][0, -1])
-        q = attention.q_proj(x).view(-1, attention.head_dim)  # [heads, head_dim], before RoPE
-        cos, sin = model.model.rotary_emb(x, torch.tensor([[len(ids) - 1]]))
-        half = attention.head_dim // 2
-        rotated = torch.cat((-q[:, half:], q[:, :half]), dim=-1)
-        q = q * cos[0] + rotated * sin[0]
-        keys = cache.layers[index].keys[0].repeat_interleave(groups, dim=0)  # [heads, tokens, head_dim]
-        weights = torch.softmax(torch.einsum("hd,htd->ht", q, keys) * attention.head_dim**-0.5, dim=-1)
-        assert (inside.attention[index] - weights).abs().max() <= 1e-5
+    shape = KVShape.from_config(bundled.model.config, torch.float32)
     assert sum(inside.cache_bytes_per_layer) == shape.formula_bytes(len(ids))
+    assert inside.plain_decode.what == f"one decode step at {len(ids) - 1} tokens of context"
+    said = text.sentences(inside, str, "model's top token", True, "this CPU", 49152)
+    words = compare(list(inside.decode_pass_ms), inside.plain_decode).words(more="more time", less="less time")
+    assert words in said["timed_vs_plain"]  # the comparison word comes from the two measurements
 
 
 def test_mixture_of_experts_parts_name_router_and_experts(moe):
@@ -187,22 +163,13 @@ def test_unknown_architecture_and_remote_model_say_why_in_one_sentence():
 
 
 def test_shared_model_is_not_changed(bundled):
-    """No hook, no attribute, no attention implementation: the model's state is the same after a look inside."""
+    """The boundary's hooks are removed after each pass; no attribute or attention implementation is switched."""
     model = bundled.model
-    before = (model.config._attn_implementation, len(model._forward_hooks), sorted(vars(model)))
+    before = (model.config._attn_implementation, sorted(vars(model)))
     hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
     look_inside(model, encode_prompt(bundled.tokenizer, PROMPT), decode_repeats=1)
-    assert (model.config._attn_implementation, len(model._forward_hooks), sorted(vars(model))) == before
+    assert (model.config._attn_implementation, sorted(vars(model))) == before
     assert sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules()) == hooks
-
-
-def test_sentences_carry_the_measured_numbers(bundled):
-    """The verdict names the part with the most measured decode time, and its share, from the table."""
-    inside = look_inside(bundled.model, encode_prompt(bundled.tokenizer, PROMPT), decode_repeats=2)
-    groups = part_groups(inside.parts)
-    top = groups.sort_values("decode_ms", ascending=False).iloc[0]
-    sentence = text.dominant_part(groups, "this CPU")
-    assert top.group in sentence and f"{top.decode_ms / groups.decode_ms.sum():.0%}" in sentence
 
 
 def test_command_line_json_has_lens_attention_and_parts(monkeypatch, capsys):
@@ -227,14 +194,3 @@ def test_command_line_json_has_lens_attention_and_parts(monkeypatch, capsys):
     assert abs(sum(out["attention"][5][3]) - 1) <= 1e-5
     assert {"name", "flops", "bytes", "decode_ms"} <= set(out["parts"][0])
     assert sum(p["bytes"] for p in out["parts"]) == load_model().info.weight_bytes
-
-
-def test_the_rank_grids_text_counts_top_guesses_and_medians_in_the_first_middle_and_last_row():
-    from inference.lessons.inside import text as inside_text
-
-    ranks = torch.tensor([[5, 0, 900], [0, 3, 1], [0, 0, 2]])  # 0-based, as the lens returns them
-    assert inside_text.rank_grid_sentence(ranks) == (
-        "Positions of 3 where the token that came next is the top guess (rank 1): read from the embeddings (row 0), 1 "
-        "(median rank 6); "
-        "after layer 1, 1 (median rank 2); after layer 2, 2 (median rank 1)."
-    )

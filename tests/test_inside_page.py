@@ -30,18 +30,6 @@ def captions(at) -> str:
     return " ".join(c.value for c in at.caption)
 
 
-def test_typed_prompt_draws_every_section_with_its_vocabulary():
-    """Four charts (lens line, rank heat map, heads, parts) and captions in the one vocabulary."""
-    at = open_inside()
-    assert len(at.get("plotly_chart")) == 4
-    text = captions(at)
-    for kind in ("🧮 Computed exactly.", "📏 Measured.", "📚 Published."):
-        assert kind in text
-    assert "nostalgebraist" in text and "tuned lens" in text
-    assert any("took the largest share of the decode pass" in m.value for m in at.markdown)
-    assert any("Grouped-query attention: 8 query heads share 4 K/V heads" in m.value for m in at.markdown)
-
-
 def test_a_layer_pick_reruns_no_model():
     """Moving the layer slider redraws the heads from the stored pass: the stored result is the same object."""
     at = open_inside()
@@ -78,13 +66,6 @@ def test_a_step_beyond_the_run_is_clamped_and_said():
     at = open_inside(at=at)
     assert at.slider(key="inside_step").value == 1
     assert any("`step=99` is outside steps 0–1" in w.value for w in at.warning)
-
-
-def test_an_empty_prompt_says_so():
-    at = open_inside()
-    at.text_area(key="inside_prompt").input("   ").run()
-    assert not at.exception
-    assert any("The prompt is empty" in w.value for w in at.warning)
 
 
 def test_a_serving_engine_is_told_why_the_page_runs_locally():

@@ -1,24 +1,34 @@
 """KV cache: the real tensors match the formula, and the cache never changes the tokens."""
 
-import json
-import os
+import statistics
 
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
 
-from inference.core.calculator import model_entry_from_hf_config
+from inference.core.bundled import bundled_models
+from inference.core.calculator import kv_table, load_public_models, model_entry_from_hf_config
+from inference.core.measuring import compare
 from inference.core.model_config import from_public_entry, kv_cache_bytes
 from inference.core.run import run_greedy
-from inference.lessons.kv_cache.experiments import cache_growth, compare_cache, layer_breakdown
+from inference.lessons.kv_cache import text as kv_text
+from inference.lessons.kv_cache.experiments import (
+    cache_growth,
+    compare_cache,
+    engine_decode_step,
+    layer_breakdown,
+    with_cache_step,
+)
 from inference.lessons.kv_cache.repetition import repeated_phrase
-from tests.conftest import APP_FILE, open_app_page
+from inference.lessons.kv_cache.tables import (
+    CELL_PADDING_PX,
+    CHARACTER_PX,
+    NARROWEST_TABLE_PX,
+    NUMBER_COLUMN_PX,
+    TABLES,
+    model_column_width,
+)
 
-pytestmark = pytest.mark.page
-
-# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
-# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
-os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
+pytestmark = pytest.mark.unit
 
 torch.set_num_threads(1)  # a training job may share the machine
 PROMPT = "Once upon a time, there was a little dog named Max."
@@ -64,6 +74,24 @@ def test_with_and_without_the_cache_give_the_same_greedy_tokens(model_and_tokeni
     assert comparison.tokens_with_cache[: len(engine_tokens)] == engine_tokens
 
 
+def test_the_step_figures_are_timings_and_the_sentences_take_their_words_from_them(bundled):
+    """Section 1's decode steps and section 2's cached steps are Timings; step 0 and the trend are compared in
+    words `measuring.compare` picks from the measured times, never a fixed "the same either way"."""
+    trace = run_greedy(bundled.model, bundled.tokenizer, [1, 2, 3, 4, 5], 6, stop_at_eos=False)
+    engine = engine_decode_step(trace)
+    assert engine.median_ms == statistics.median(r.forward_ms for r in trace.records if r.phase == "decode")
+    comparison = compare_cache(bundled.model, [1, 2, 3, 4, 5], 22)
+    steps = comparison.steps
+    cached = with_cache_step(steps)
+    assert cached.median_ms == statistics.median(steps.with_cache_ms.iloc[1:])
+    said = kv_text.comparison_sentences(comparison, "m", cached, engine, trend_steps=21)
+    first = compare(steps.with_cache_ms.iloc[0], steps.without_cache_ms.iloc[0])
+    assert first.words("more with the cache", "less with the cache", "about the same either way") in said["step_time"]
+    assert engine.label() in said["step_time"] and cached.label() in said["step_time"]
+    late = compare(steps.without_cache_ms.iloc[-10:].tolist(), steps.with_cache_ms.iloc[1:].tolist())
+    assert late.words(*kv_text.WORDS) in said["trend"]
+
+
 def test_cache_feeds_one_token_per_step_and_recompute_feeds_the_whole_sequence(gpt2):
     model, tokenizer = gpt2
     ids = prompt_ids(tokenizer)
@@ -95,18 +123,6 @@ def test_calculator_entry_from_the_bundled_config_matches_the_real_cache(bundled
     assert entry["kv_heads"] < entry["attention_heads"]  # grouped-query attention
 
 
-def test_kv_cache_page_runs_and_compares_with_and_without_the_cache():
-    at = open_app_page("app_pages/kv-cache.py", timeout=120, home_first=True)
-    at.slider(key="kv_new_tokens").set_value(24).run()
-    at.button(key="kv_compare").click().run()
-    assert not at.exception
-    titles = [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in at.get("plotly_chart")]
-    assert "Time per step" in titles and "Total time so far" in titles and "Memory per model" in titles
-    assert any(m.label == "Same tokens?" and m.value == "yes ✓" for m in at.metric)
-    assert any(s.value.startswith("Both ways chose exactly the same tokens") for s in at.success)
-    assert any("**In this run**" in m.value for m in at.markdown)
-
-
 def test_a_looping_greedy_text_is_named_with_how_often_it_repeats():
     """The phrase that covers most of the text, said at least three times without overlapping; ordinary text and
     a phrase said twice are no loop."""
@@ -119,15 +135,18 @@ def test_a_looping_greedy_text_is_named_with_how_often_it_repeats():
     assert repeated_phrase([5] * 18).times == 3  # 18 equal tokens: three non-overlapping copies of six
 
 
-def test_the_page_says_when_the_greedy_text_loops_and_links_to_the_repetition_penalty():
-    """The default prompt's 200 greedy tokens loop: the page names the phrase and how often, and links to
-    Generate's repetition penalty."""
-    at = AppTest.from_file(APP_FILE, default_timeout=300)
-    at.run()
-    at.switch_page("app_pages/kv-cache.py").run()
-    at.button(key="kv_compare").click().run()
-    assert not at.exception
-    notes = [m.value for m in at.markdown if "The greedy text loops" in m.value]
-    assert len(notes) == 1 and " times in these 200 tokens" in notes[0]
-    links = [el for el in at.get("page_link") if "repetition penalty" in el.proto.label]
-    assert len(links) == 1
+def names_on_the_page() -> list[str]:
+    return [e["name"] for e in load_public_models()] + [f"{m.name} (this app)" for m in bundled_models()]
+
+
+def test_the_calculator_tables_fit_the_narrowest_page_and_show_every_number_once():
+    """At most three numbers beside a model column wide enough for every name (a longer one is cut), each of the
+    calculator's numbers in one table."""
+    names = names_on_the_page()
+    width = model_column_width(names)
+    assert all(CELL_PADDING_PX + CHARACTER_PX * len(name) <= width for name in names)
+    for shown in (names, ["x" * 80]):
+        assert model_column_width(shown) + NUMBER_COLUMN_PX * max(len(c) for c in TABLES.values()) <= NARROWEST_TABLE_PX
+    columns = [column for table in TABLES.values() for column in table]
+    computed = kv_table(load_public_models()[:2], 1024, 1, "bfloat16").columns
+    assert len(columns) == len(set(columns)) == len(set(computed) - {"model", "exceeds_context", "notes"})

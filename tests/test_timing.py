@@ -1,222 +1,47 @@
-"""Prefill/decode timing: the structure of what is measured (never the timings themselves)."""
+"""One way to time what a page quotes (`measuring.Timing`): warm-ups not kept, the median and the middle half, a
+label saying what was timed; passes of one run as a Timing; one decode step at a fixed context."""
 
-import json
-import os
-from statistics import median
-
-import pandas as pd
 import pytest
 import torch
 
-from inference.core.measuring import filler_prompt
-from inference.lessons.prefill_decode import timing as timing_module
-from inference.lessons.prefill_decode.timing import (
-    Sweep,
-    crossover_prompt_tokens,
-    default_prompt_lengths,
-    findings,
-    measure_sweep,
-    summarise_runs,
-    time_generation,
-)
-from tests.conftest import open_app_page
+from inference.core.measuring import Timing, pass_timing, repeat_timing, time_decode_step
+from inference.lessons.speculative import verdicts
+from inference.lessons.speculative.comparison import PlainTiming
+from tests.test_speculative_text import _comparison
 
-pytestmark = pytest.mark.page
+pytestmark = pytest.mark.unit
 
-# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
-# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
-os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
-
-torch.set_num_threads(1)  # a training job may share the machine
+torch.set_num_threads(1)  # other jobs may share the machine
 
 
-@pytest.fixture(scope="module")
-def tiny_sweep(gpt2):
-    model, _ = gpt2
-    calls = []
-    sweep = measure_sweep(model, [4, 8], repeats=3, decode_tokens=2, progress=lambda *a: calls.append(a))
-    return sweep, calls
-
-
-def test_sweep_returns_medians_over_at_least_three_runs_at_the_requested_lengths(tiny_sweep):
-    """One summary row per requested length; each is the median (with quartiles, min and max) of 3 runs."""
-    sweep, _ = tiny_sweep
-    assert sweep.summary["prompt_tokens"].tolist() == [4, 8]
-    assert (sweep.summary["runs"] >= 3).all()
-    for row in sweep.summary.itertuples():
-        runs = sweep.runs[sweep.runs.prompt_tokens == row.prompt_tokens]
-        assert sorted(runs["run"]) == [1, 2, 3]  # the warm-up is not among them
-        for measure in ("prefill_ms", "prefill_tokens_per_s", "decode_ms_per_token"):
-            assert getattr(row, measure) == pytest.approx(median(runs[measure]))
-            spread = (
-                [getattr(row, f"{measure}_{end}") for end in ("min", "q1")]
-                + [getattr(row, measure)]
-                + [getattr(row, f"{measure}_{end}") for end in ("q3", "max")]
-            )
-            assert spread == sorted(spread)
-
-
-def test_sweep_prefill_rate_is_prompt_tokens_over_prefill_time(tiny_sweep):
-    """Prefill tokens/s of each run = P / prefill seconds."""
-    runs = tiny_sweep[0].runs
-    assert runs["prefill_tokens_per_s"].tolist() == pytest.approx(
-        (runs.prompt_tokens / runs.prefill_ms * 1000).tolist()
-    )
-
-
-def test_sweep_reports_progress_from_warm_up_to_done(tiny_sweep):
-    """Progress counts every run, warm-up included, and ends at done == total."""
-    _, calls = tiny_sweep
-    totals = {total for _, total, _ in calls}
-    assert totals == {2 * (3 + 1)}
-    assert calls[0][2].startswith("warm-up")
-    assert calls[-1][:2] == (8, 8)
-
-
-def test_sweep_refuses_fewer_than_three_runs_and_prompts_beyond_the_context(gpt2):
-    model, _ = gpt2
+def test_timing_keeps_the_repeats_not_the_warmups_and_reports_median_and_spread():
+    values = iter([100.0, 90.0, 5.0, 1.0, 3.0, 2.0, 4.0])  # two slow warm-ups, then five repeats
+    timing = repeat_timing(lambda: next(values), repeats=5, warmups=2, what="a test pass")
+    assert timing.times_ms == (5.0, 1.0, 3.0, 2.0, 4.0)
+    assert (timing.median_ms, timing.q1_ms, timing.q3_ms, timing.min_ms, timing.max_ms) == (3.0, 2.0, 4.0, 1.0, 5.0)
+    assert timing.label() == "a test pass: 3.00 ms (middle half 2.00–4.00 ms), median of 5 after 2 warm-ups"
+    assert Timing((1.0, 2.0, 3.0), warmups=1, what="x").how == "median of 3 after 1 warm-up"
     with pytest.raises(ValueError, match="repeats"):
-        measure_sweep(model, [4], repeats=2)
-    with pytest.raises(ValueError, match="prompt_lengths"):
-        measure_sweep(model, [127], repeats=3, decode_tokens=2)  # context is 128
+        repeat_timing(lambda: 1.0, repeats=2)
+    with pytest.raises(ValueError, match="warmups"):
+        repeat_timing(lambda: 1.0, repeats=5, warmups=-1)
 
 
-def test_default_prompt_lengths_run_from_8_and_leave_room_to_decode():
-    assert default_prompt_lengths(512) == [8, 16, 32, 64, 128, 256, 448]
-    for context in (128, 1024, 131072):
-        lengths = default_prompt_lengths(context)
-        assert lengths[0] == 8 and lengths == sorted(lengths) and lengths[-1] <= context - 16
+def test_pass_timing_keeps_every_pass_of_one_run_and_needs_two():
+    timing = pass_timing([3.0, 1.0, 2.0, 9.0], "four passes")
+    assert timing.median_ms == 2.5 and timing.times_ms == (3.0, 1.0, 2.0, 9.0) and timing.how == "median of 4"
+    with pytest.raises(ValueError, match="2 timed passes"):
+        pass_timing([1.0], "one")
 
 
-def test_filler_prompt_is_fixed_and_leaves_the_global_rng_alone():
-    state = torch.get_rng_state()
-    assert filler_prompt(4096, 32) == filler_prompt(4096, 32)
-    assert torch.equal(torch.get_rng_state(), state)
+def test_decode_step_timing_keeps_the_context_fixed_and_says_so(bundled):
+    timing = time_decode_step(bundled.model, context_tokens=5, repeats=4, warmups=1)
+    assert timing.repeats == 4 and all(ms > 0 for ms in timing.times_ms)
+    assert timing.what == "one decode step at 5 tokens of context"
 
 
-def test_generation_timing_is_one_prefill_then_decode_steps_laid_end_to_end(bundled):
-    ids = bundled.tokenizer("Once upon a time, there was a cat.")["input_ids"]
-    timing = time_generation(bundled.model, bundled.tokenizer, ids, 6)
-    steps = timing.steps
-    assert steps["phase"].iloc[0] == "prefill" and steps["tokens_in_forward"].iloc[0] == len(ids)
-    assert (steps["phase"].iloc[1:] == "decode").all() and (steps["tokens_in_forward"].iloc[1:] == 1).all()
-    assert steps["start_ms"].iloc[1:].tolist() == pytest.approx(
-        (steps["start_ms"] + steps["step_ms"]).iloc[:-1].tolist()
-    )
-    assert timing.ttft_ms == steps["step_ms"].iloc[0]
-    assert timing.prefill_tokens_per_s == pytest.approx(len(ids) / timing.prefill_ms * 1000)
-
-
-def test_generation_timing_shows_the_middle_of_its_runs(bundled, monkeypatch):
-    """Three greedy runs (a busy moment can only slow one); the timeline is the median run, comparable with the
-    sweep's medians (#46 item 5: the fastest once read a prefill rate above the sweep's best).
-    A slow model stops after its first run once the time budget is spent."""
-    ids = bundled.tokenizer("Once upon a time, there was a cat.")["input_ids"]
-    timing = time_generation(bundled.model, bundled.tokenizer, ids, 6)
-    assert timing.runs == 3
-    assert timing.steps["step_ms"].sum() == pytest.approx(sorted(timing.run_totals_ms)[1])
-    monkeypatch.setattr(timing_module, "TIMING_BUDGET_S", 0.0)
-    assert time_generation(bundled.model, bundled.tokenizer, ids, 6).runs == 1
-    with pytest.raises(ValueError, match="`runs`"):
-        time_generation(bundled.model, bundled.tokenizer, ids, 6, runs=0)
-
-
-def sweep_of(medians: dict[int, tuple[float, float]]) -> Sweep:
-    """A made-up sweep: three identical runs per prompt length of (prefill ms, decode ms per token)."""
-    runs = pd.DataFrame(
-        [
-            {
-                "prompt_tokens": n,
-                "run": r,
-                "prefill_ms": p,
-                "prefill_tokens_per_s": n / p * 1000,
-                "decode_ms_per_token": d,
-            }
-            for n, (p, d) in medians.items()
-            for r in (1, 2, 3)
-        ]
-    )
-    return Sweep(runs=runs, summary=summarise_runs(runs), repeats=3, decode_tokens=2)
-
-
-def test_findings_quote_the_sweep():
-    """Saturation, crossover and free-ride lengths read off a made-up sweep."""
-    medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.1), 64: (16.0, 2.0), 128: (30.0, 2.2)}
-    found = findings(sweep_of(medians), PerTokenFlops())
-    assert found.best_prefill_tokens_per_s == pytest.approx(128 / 30 * 1000)
-    assert found.saturation_tokens == 32  # 4,000 tokens/s >= 80% of 4,267
-    assert found.decode_ms_per_token == pytest.approx(2.0)
-    assert found.longest_prefill_in_decode_steps == pytest.approx(15.0)
-    assert found.free_ride_tokens == 8  # 4 ms <= 2 decode steps; 16 tokens took 5 ms
-    assert found.decode_gflops == pytest.approx(2e6 * 500 / 1e9)
-    assert found.prefill_flops_prompt == 128 and found.prefill_gflops == pytest.approx(2e6 * 128 / 0.030 / 1e9)
-
-
-class PerTokenFlops:
-    """2 x one million FLOPs per token, nothing else: a made-up model for made-up sweeps."""
-
-    def prefill(self, tokens):
-        return 2_000_000 * tokens
-
-    def decode(self, context):
-        return 2_000_000
-
-
-def test_crossover_prompt_is_read_off_the_sweep():
-    """Prefill 4, 5, 8, 16, 30 ms at 8..128 tokens, decode 2 ms: a 5-token reply (10 ms) matches a 40-token prompt;
-    a 40-token reply (80 ms) lies past 128 tokens, on the line through the last two points (14 ms per 64 tokens)."""
-    medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.0), 64: (16.0, 2.0), 128: (30.0, 2.0)}
-    sweep = sweep_of(medians)
-    five = crossover_prompt_tokens(sweep, 5)
-    assert (five.reply_ms, five.prompt_tokens, five.how) == (10.0, 32 + 2 / 8 * 32, "interpolated")
-    forty = crossover_prompt_tokens(sweep, 40)
-    assert forty.how == "extrapolated" and forty.prompt_tokens == pytest.approx(128 + 50 / 14 * 64)
-    assert crossover_prompt_tokens(sweep, 1).how == "below"
-
-
-def test_a_crossover_past_the_models_context_is_said_to_be_one():
-    """A 40-token reply crosses at about 357 tokens on the line through the last two points: for a 512-token
-    context that is an extrapolation within it; for a 256-token context no prompt the model can read takes as long,
-    and the sentence says so instead of offering a 357-token prompt."""
-    from inference.lessons.prefill_decode.text import crossover_line
-
-    medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.0), 64: (16.0, 2.0), 128: (30.0, 2.0)}
-    forty = crossover_prompt_tokens(sweep_of(medians), 40)
-    within, beyond = crossover_line(forty, 8, 128, 30.0, 512), crossover_line(forty, 8, 128, 30.0, 256)
-    assert "would take as long" in within and "extrapolation" in within and "512-token context" in within
-    assert forty.beyond(256) and not forty.beyond(512)
-    assert "no prompt this model can read takes as long" in beyond and "past the context" in beyond
-    assert f"{forty.prompt_tokens:,.0f} tokens" in beyond and "256-token context" in beyond
-
-
-def test_the_flops_sentence_names_the_thread_count_of_its_peak():
-    from types import SimpleNamespace
-
-    from inference.lessons.prefill_decode.text import flops_findings
-
-    medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.0)}
-    found = findings(sweep_of(medians), PerTokenFlops())
-    count = SimpleNamespace(matmul_weights=1_000_000, output_weights=0)
-    peak = SimpleNamespace(value=117.8e9, how="fastest of 5 products, on 1 torch thread")
-    one = flops_findings(found, count, 8, 32, 23_000_000, peak, 1, "", 2)
-    assert "117.8 GFLOP/s this CPU reached **on 1 thread**" in one and "all 2 CPU threads" in one
-    assert "all 2 CPU threads" not in flops_findings(found, count, 8, 32, 23_000_000, peak, 2, "", 2)
-
-
-def test_prefill_decode_page_runs_and_its_sweep_button_draws_both_charts():
-    at = open_app_page("app_pages/prefill-decode.py", timeout=120, home_first=True)
-    at.slider(key="pd_new_tokens").set_value(8).run()
-    at.slider(key="pd_repeats").set_value(3).run()
-    at.button(key="pd_sweep").click().run()
-    assert not at.exception
-    titles = [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in at.get("plotly_chart")]
-    assert titles == ["One generation, pass by pass", "Time of one forward pass", "Tokens per second"]
-
-
-def test_the_saturation_line_is_named_in_the_legend_not_written_over_the_curve():
-    from inference.lessons.prefill_decode.figures import sweep_rate_figure
-
-    medians = {8: (4.0, 2.0), 16: (5.0, 2.0), 32: (8.0, 2.0), 64: (16.0, 2.0), 128: (30.0, 2.0)}
-    fig = sweep_rate_figure(sweep_of(medians), 32)
-    assert "80% of best, P = 32" in [trace.name for trace in fig.data]
-    assert not fig.layout.annotations
+def test_speculatives_plain_step_is_a_timing_named_in_the_cost_sentence():
+    plain = PlainTiming(forward_ms=[50.0, 10.0, 12.0, 11.0, 30.0], step_ms=[51.0, 11.0, 13.0, 12.0, 31.0])
+    assert plain.decode_step.median_ms == plain.decode_pass_ms == 11.5  # the prefill (50 ms) left out
+    assert PlainTiming(forward_ms=[50.0, 10.0], step_ms=[51.0, 11.0]).decode_pass_ms == 10.0  # one step: no spread
+    assert _comparison().plain.decode_step.label() in verdicts.cost_sentence(_comparison())

@@ -51,5 +51,5 @@ def test_the_bundled_pair_reads_its_training_text_size_from_the_trainers_figures
 def test_the_cost_pages_moe_pointer_promises_no_speed_it_does_not_measure():
     from inference.lessons.cost import text as cost_text
 
-    assert "time for its active ones" not in cost_text.MOE_POINTER
-    assert "measurement" in cost_text.MOE_POINTER
+    assert "time for its active ones" not in cost_text.TEXT["moe"]
+    assert "measurement" in cost_text.TEXT["moe"]

@@ -2,12 +2,9 @@
 
     python -m inference.core.calculator Llama-3.1-70B --tokens 8192 --batch 4 --dtype bfloat16 --json
 
-Plain Python and pandas, no Streamlit; the KV Cache and Quantization pages call the same
-functions as the command line (`estimate`, `kv_table`, `fit_table`). Sizes in tables are in
-**GB = 10**9 bytes**; accelerators hold the bytes nvidia-smi reports for them
-(`assets/accelerators.json`), not their marketing label. The KV cache comes from the one
-formula in `inference.core.model_config` (sliding-window layers count min(tokens, window); MLA
-models cache a compressed latent).
+The KV Cache and Quantization pages call the same functions (`estimate`, `kv_table`, `fit_table`). GB = 10**9
+bytes; accelerators hold the bytes nvidia-smi reports (`assets/accelerators.json`), not their label; the KV cache
+is the one formula of `inference.core.model_config`.
 """
 
 from __future__ import annotations
@@ -18,17 +15,19 @@ import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
 
 from inference.core import model_config
-from inference.core.model_config import positive_int, positive_number
+from inference.core.model_config import positive_int
 from inference.core.paths import ACCELERATORS_FILE, PUBLIC_MODELS_FILE
 
-GB = 10**9
-"""One gigabyte (decimal). All ``*_gb`` columns use this."""
+GB = 10**9  # one gigabyte (decimal): every `*_gb` column
 MIB = 2**20
 
 BYTES_PER_ELEMENT: dict[str, float] = {
@@ -39,7 +38,6 @@ BYTES_PER_ELEMENT: dict[str, float] = {
     "int8": 1,
     "int4": 0.5,
 }
-"""Bytes one stored number takes, per precision name."""
 CLI_DTYPES = ("bfloat16", "float16", "float32", "int8", "int4")
 DEFAULT_BITS = (32, 16, 8, 4)
 
@@ -49,50 +47,15 @@ INT4_GROUP_EXTRA_BYTES = 2 + 2
 MAX_TOKENS = 10**8  # beyond any published context: larger numbers are typing mistakes
 MAX_BATCH = 10**6
 
-_POSITIVE_INT_FIELDS = (
-    "parameters",
-    "active_parameters",
-    "layers",
-    "attention_heads",
-    "kv_heads",
-    "head_dim",
-    "hidden_size",
-    "context",
-    "vocab_size",
-)
-REQUIRED_MODEL_FIELDS = ("name", "hub_id", *_POSITIVE_INT_FIELDS, "experts", "experts_per_token", "source", "notes")
-_MLA_FIELDS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
-
-
-# ------------------------------------------------------------------------ precisions
-
-
-def resolve_bytes_per_element(precision: str | float | int) -> float:
-    """Bytes per stored number for a precision name (see BYTES_PER_ELEMENT) or a number."""
-    if isinstance(precision, str):
-        if precision not in BYTES_PER_ELEMENT:
-            raise ValueError(f"precision must be one of {sorted(BYTES_PER_ELEMENT)}, got {precision!r}")
-        return BYTES_PER_ELEMENT[precision]
-    return float(positive_number("bytes_per_element", precision))
-
 
 def weight_bytes(parameters: int, bits: float) -> int:
-    """Bytes of ``parameters`` weights at ``bits`` bits each (parameters x bits / 8), rounded up to a whole byte."""
-    count = positive_int("parameters", parameters)
-    return math.ceil(count * positive_number("bits", bits) / 8)
+    """Bytes of `parameters` weights at `bits` bits each, rounded up to a whole byte (exact: no float rounding)."""
+    return math.ceil(parameters * Fraction(bits) / 8)
 
 
 def int4_scale_bytes(parameters: int) -> int:
     """Scales and zero points of int4 weights: one bf16 scale and zero per group of INT4_GROUP_SIZE weights."""
-    return math.ceil(positive_int("parameters", parameters) / INT4_GROUP_SIZE) * INT4_GROUP_EXTRA_BYTES
-
-
-def bytes_to_gb(n_bytes: int | float) -> float:
-    """Bytes to decimal gigabytes (GB = 10**9 bytes)."""
-    return n_bytes / GB
-
-
-# ---------------------------------------------------------------------- accelerators
+    return math.ceil(parameters / INT4_GROUP_SIZE) * INT4_GROUP_EXTRA_BYTES
 
 
 @dataclass(frozen=True)
@@ -104,12 +67,8 @@ class Accelerator:
 
 def load_accelerators(path: str | Path | None = None) -> list[Accelerator]:
     """The accelerators of `assets/accelerators.json`, smallest memory first."""
-    file = Path(path) if path is not None else ACCELERATORS_FILE
-    data = json.loads(Path(file).read_text(encoding="utf-8"))
-    cards = [
-        Accelerator(entry["label"], positive_int("nvidia_smi_mib", entry["nvidia_smi_mib"]) * MIB, entry["source"])
-        for entry in data["accelerators"]
-    ]
+    data = json.loads(Path(path or ACCELERATORS_FILE).read_text(encoding="utf-8"))
+    cards = [Accelerator(e["label"], e["nvidia_smi_mib"] * MIB, e["source"]) for e in data["accelerators"]]
     return sorted(cards, key=lambda card: card.usable_bytes)
 
 
@@ -124,79 +83,9 @@ def cards_needed(n_bytes: int, accelerator: Accelerator) -> int:
     return max(1, math.ceil(n_bytes / accelerator.usable_bytes))
 
 
-# ------------------------------------------------------------------------ model data
-
-
-def is_mla(model: Mapping[str, Any]) -> bool:
-    """True when the model uses Multi-head Latent Attention, so the standard formula does not apply."""
-    return model.get("attention") == "MLA"
-
-
-def shape_of(model: Mapping[str, Any]) -> model_config.ModelShape:
-    return model_config.from_public_entry(model)
-
-
-def validate_model(model: Mapping[str, Any]) -> dict[str, Any]:
-    """Check one model entry has every field the calculators need; return it as a dict.
-
-    Raises ValueError naming the model and the bad field.
-    """
-    if not isinstance(model, Mapping):
-        raise ValueError(f"model entry must be an object, got {model!r}")
-    label = model.get("name", "<unnamed>")
-    missing = [f for f in REQUIRED_MODEL_FIELDS if f not in model]
-    if missing:
-        raise ValueError(f"model {label!r} is missing field(s) {missing}")
-    for field in _POSITIVE_INT_FIELDS:
-        try:
-            positive_int(field, model[field])
-        except ValueError as exc:
-            raise ValueError(f"model {label!r}: {exc}") from None
-    if model["active_parameters"] > model["parameters"]:
-        raise ValueError(
-            f"model {label!r}: active_parameters {model['active_parameters']} exceeds parameters {model['parameters']}"
-        )
-    experts, per_token = model["experts"], model["experts_per_token"]
-    if (experts is None) != (per_token is None):
-        raise ValueError(
-            f"model {label!r}: experts ({experts!r}) and experts_per_token ({per_token!r}) "
-            "must both be null (dense) or both set (MoE)"
-        )
-    if experts is None:
-        if model["active_parameters"] != model["parameters"]:
-            raise ValueError(f"model {label!r}: a dense model needs active_parameters == parameters")
-    else:
-        try:
-            positive_int("experts", experts)
-            positive_int("experts_per_token", per_token)
-        except ValueError as exc:
-            raise ValueError(f"model {label!r}: {exc}") from None
-        if per_token > experts:
-            raise ValueError(f"model {label!r}: experts_per_token {per_token} exceeds experts {experts}")
-    if is_mla(model):
-        mla = model.get("mla")
-        if not isinstance(mla, Mapping) or any(f not in mla for f in _MLA_FIELDS):
-            raise ValueError(f"model {label!r}: attention 'MLA' needs an 'mla' object with {_MLA_FIELDS}")
-    try:
-        shape_of(model)  # the shape's own checks: kv_heads divides heads, windows, layer pattern
-    except (ValueError, TypeError, KeyError) as exc:
-        raise ValueError(f"model {label!r}: {exc}") from None
-    return dict(model)
-
-
 def load_public_models(path: str | Path | None = None) -> list[dict[str, Any]]:
-    """Read and validate the public model list (``assets/public_models.json`` by default)."""
-    file = Path(path) if path is not None else PUBLIC_MODELS_FILE
-    with open(file, encoding="utf-8") as handle:
-        data = json.load(handle)
-    if not isinstance(data, list):
-        raise ValueError(f"{file} must hold a JSON list of models, got {type(data).__name__}")
-    models = [validate_model(entry) for entry in data]
-    names = [m["name"] for m in models]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValueError(f"{file} has duplicate model names: {duplicates}")
-    return models
+    """The public model list (`assets/public_models.json`; its entries are checked by tests/test_calculator.py)."""
+    return json.loads(Path(path or PUBLIC_MODELS_FILE).read_text(encoding="utf-8"))
 
 
 def model_entry_from_hf_config(
@@ -206,7 +95,7 @@ def model_entry_from_hf_config(
     read by `inference.core.model_config`, with the parameters counted elsewhere (loaded weights or a meta model)."""
     shape = model_config.from_config(config)
     pattern = list(shape.layer_types) if shape.sliding_layers else None
-    entry = {
+    return {
         "name": name,
         "hub_id": hub_id,
         "parameters": parameters,
@@ -227,32 +116,16 @@ def model_entry_from_hf_config(
         "source": {"config_json": "its own config.json", "parameter_count": "counted from the model's weights"},
         "notes": notes,
     }
-    return validate_model(entry)
 
 
 def count_parameters(config: Any) -> int:
-    """Parameters of the model a config describes, counted on a model built on the meta device (no memory,
+    """Parameters of the model a config.json dict describes, counted on a model built on the meta device (no memory,
     no download, no code shipped with the model). Tied weights count once."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    if isinstance(config, Mapping):
-        kwargs = {k: v for k, v in config.items() if k != "model_type"}
-        config = AutoConfig.for_model(config.get("model_type", ""), **kwargs)
+    kwargs = {k: v for k, v in config.items() if k != "model_type"}
+    config = AutoConfig.for_model(config.get("model_type", ""), **kwargs)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     return sum(p.numel() for p in model.parameters())
-
-
-def load_config_entry(path: str | Path) -> dict[str, Any]:
-    """A model entry from a local config.json (or a folder holding one)."""
-    file = Path(path)
-    if file.is_dir():
-        file = file / "config.json"
-    config = json.loads(file.read_text(encoding="utf-8"))
-    if not isinstance(config, dict):
-        raise ValueError(f"{file} does not hold a JSON object")
-    return model_entry_from_hf_config(config, file.parent.name or str(file), count_parameters(config))
 
 
 def find_model(name: str, models: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
@@ -261,15 +134,14 @@ def find_model(name: str, models: Sequence[Mapping[str, Any]] | None = None) -> 
     for entry in models:
         if name in (entry["name"], entry["hub_id"]):
             return dict(entry)
-    if Path(name).exists():
-        return load_config_entry(name)
+    if Path(name).exists():  # a local config.json, or a folder holding one
+        file = Path(name) / "config.json" if Path(name).is_dir() else Path(name)
+        config = json.loads(file.read_text(encoding="utf-8"))
+        return model_entry_from_hf_config(config, file.parent.name or str(file), count_parameters(config))
     raise ValueError(
         f"unknown model {name!r}: use a name from assets/public_models.json "
         f"({', '.join(m['name'] for m in models)}) or a path to a config.json"
     )
-
-
-# -------------------------------------------------------------------------- estimate
 
 
 @dataclass(frozen=True)
@@ -304,7 +176,6 @@ def estimate(
     accelerators: Sequence[Accelerator] | None = None,
 ) -> Estimate:
     """Weights, KV cache and cards for one model entry. Raises ValueError naming a bad value."""
-    model = validate_model(model)
     tokens = positive_int("tokens", tokens)
     batch = positive_int("batch", batch)
     if tokens > MAX_TOKENS:
@@ -312,8 +183,8 @@ def estimate(
     if batch > MAX_BATCH:
         raise ValueError(f"batch must be at most {MAX_BATCH:,}, got {batch}")
     kv_dtype = kv_dtype or dtype
-    width, kv_width = resolve_bytes_per_element(dtype), resolve_bytes_per_element(kv_dtype)
-    shape = shape_of(model)
+    width, kv_width = BYTES_PER_ELEMENT[dtype], BYTES_PER_ELEMENT[kv_dtype]
+    shape = model_config.from_public_entry(model)
     kv = model_config.kv_cache_bytes(shape, tokens, batch, kv_width)
     weights = weight_bytes(model["parameters"], width * 8)
     scales = int4_scale_bytes(model["parameters"]) if dtype == "int4" else 0
@@ -342,19 +213,11 @@ def estimate(
     )
 
 
-# -------------------------------------------------------------------------- tables
-
-
 def kv_table(
     models: Sequence[Mapping[str, Any]], context: int, batch: int = 1, precision: str = "bfloat16"
 ) -> pd.DataFrame:
-    """KV cache and weight memory per model at ``context`` tokens x ``batch`` sequences, both at ``precision``.
-
-    GB = 10**9 bytes. Columns: ``model``, ``attention`` (MHA / GQA / MLA), ``attention_heads``, ``kv_heads``,
-    ``sliding_layers`` (layers whose cache stops at the window), ``kv_gb``, ``kv_gb_without_gqa`` (one K/V
-    head per query head; for MLA the uncompressed per-head cache), ``gqa_saving`` (their ratio), ``weight_gb``
-    (MoE: every expert), ``kv_per_token_mb`` (one more token, below every window), ``exceeds_context``, ``notes``.
-    """
+    """KV cache and weight memory per model at `context` tokens x `batch` sequences, both at `precision`:
+    `kv_gb_without_gqa` is one K/V head per query head (MLA: the uncompressed cache), `gqa_saving` their ratio."""
     rows = []
     for model in models:
         result = estimate(model, context, batch, precision, accelerators=())
@@ -365,32 +228,16 @@ def kv_table(
                 "attention_heads": model["attention_heads"],
                 "kv_heads": model["kv_heads"],
                 "sliding_layers": result.sliding_layers,
-                "kv_gb": bytes_to_gb(result.kv_bytes),
-                "kv_gb_without_gqa": bytes_to_gb(result.kv_bytes_if_kv_heads_equal_heads),
+                "kv_gb": result.kv_bytes / GB,
+                "kv_gb_without_gqa": result.kv_bytes_if_kv_heads_equal_heads / GB,
                 "gqa_saving": result.kv_bytes_if_kv_heads_equal_heads / result.kv_bytes,
-                "weight_gb": bytes_to_gb(result.weight_bytes),
+                "weight_gb": result.weight_bytes / GB,
                 "kv_per_token_mb": result.kv_bytes_per_token / 10**6,
                 "exceeds_context": result.exceeds_context,
                 "notes": result.notes,
             }
         )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "model",
-            "attention",
-            "attention_heads",
-            "kv_heads",
-            "sliding_layers",
-            "kv_gb",
-            "kv_gb_without_gqa",
-            "gqa_saving",
-            "weight_gb",
-            "kv_per_token_mb",
-            "exceeds_context",
-            "notes",
-        ],
-    )
+    return pd.DataFrame(rows)
 
 
 def fit_table(
@@ -398,22 +245,11 @@ def fit_table(
     bits_list: Sequence[float] = DEFAULT_BITS,
     accelerators: Sequence[Accelerator] | None = None,
 ) -> pd.DataFrame:
-    """Weights only, every parameter at each width: the smallest listed card that holds them.
-
-    Columns: ``model``, ``bits``, ``parameters``, ``weight_gb``, ``fits_on`` (label of the smallest card whose
-    nvidia-smi memory holds the weights, or None), ``left_gb`` (what that card has left for the KV cache and
-    activations), ``largest`` (label of the largest card), ``largest_needed`` (how many of those the weights take).
-    """
-    if not bits_list:
-        raise ValueError(f"bits_list must not be empty, got {bits_list!r}")
-    for bits in bits_list:
-        positive_number("bits", bits)
+    """Weights only, every parameter at each width: `fits_on` the smallest listed card whose nvidia-smi memory holds
+    them (or None), `left_gb` what it has left for the KV cache, `largest_needed` how many of the largest they take."""
     cards = load_accelerators() if accelerators is None else sorted(accelerators, key=lambda c: c.usable_bytes)
-    if not cards:
-        raise ValueError("accelerators must not be empty")
     rows = []
     for model in models:
-        model = validate_model(model)
         for bits in bits_list:
             n_bytes = weight_bytes(model["parameters"], bits)
             fits = smallest_card(n_bytes, cards)
@@ -422,24 +258,14 @@ def fit_table(
                     "model": model["name"],
                     "bits": bits,
                     "parameters": model["parameters"],
-                    "weight_gb": bytes_to_gb(n_bytes),
+                    "weight_gb": n_bytes / GB,
                     "fits_on": fits.label if fits else None,
-                    "left_gb": bytes_to_gb(fits.usable_bytes - n_bytes) if fits else None,
+                    "left_gb": (fits.usable_bytes - n_bytes) / GB if fits else None,
                     "largest": cards[-1].label,
                     "largest_needed": cards_needed(n_bytes, cards[-1]),
                 }
             )
-    return pd.DataFrame(
-        rows, columns=["model", "bits", "parameters", "weight_gb", "fits_on", "left_gb", "largest", "largest_needed"]
-    )
-
-
-# ---------------------------------------------------------------------- command line
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit code 2 (argparse's own code for usage errors)
-        self.exit(2, f"error: {message}\n")
+    return pd.DataFrame(rows)
 
 
 def _human(n_bytes: int) -> str:
@@ -447,10 +273,11 @@ def _human(n_bytes: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(
+    parser = argparse.ArgumentParser(
         prog="python -m inference.core.calculator",
         description="Weights, KV cache and accelerators needed to serve a model.",
     )
+    parser.error = lambda message: parser.exit(2, f"error: {message}\n")  # one line, argparse's exit code 2
     parser.add_argument("model", help="a name from assets/public_models.json, or a path to a config.json")
     parser.add_argument("--tokens", type=int, required=True, help="tokens per sequence (prompt + reply)")
     parser.add_argument("--batch", type=int, default=1, help="sequences served at once")
@@ -466,28 +293,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(asdict(result)))
         return 0
-    print(
-        f"{result.model}: {result.tokens:,} tokens x batch {result.batch}, weights {result.dtype}, "
-        f"cache {result.kv_dtype}"
+    scales = f" + {_human(result.scale_bytes)} int4 scales and zeros" if result.scale_bytes else ""
+    windows = (
+        f"; {result.sliding_layers} sliding-window layers hold at most their window" if result.sliding_layers else ""
     )
     print(
-        f"  weights   {_human(result.weight_bytes)}"
-        + (f" + {_human(result.scale_bytes)} int4 scales and zeros" if result.scale_bytes else "")
+        f"{result.model}: {result.tokens:,} tokens x batch {result.batch}, weights {result.dtype}, cache {result.kv_dtype}"
     )
-    print(
-        f"  KV cache  {_human(result.kv_bytes)} ({result.kv_bytes_per_token:,} bytes per token"
-        + (
-            f"; {result.sliding_layers} sliding-window layers hold at most their window"
-            if result.sliding_layers
-            else ""
-        )
-        + ")"
-    )
+    print(f"  weights   {_human(result.weight_bytes)}{scales}")
+    print(f"  KV cache  {_human(result.kv_bytes)} ({result.kv_bytes_per_token:,} bytes per token{windows})")
     if result.exceeds_context:
         print(f"  note: {result.tokens:,} tokens is beyond this model's context")
     for label, count in result.cards.items():
-        left = result.left_on_one_card[label]
-        print(f"  {label}: {count} card{'s' if count > 1 else ''}" + (f" ({_human(left)} left)" if count == 1 else ""))
+        left = f" ({_human(result.left_on_one_card[label])} left)" if count == 1 else ""
+        print(f"  {label}: {count} card{'s' if count > 1 else ''}{left}")
     return 0
 
 

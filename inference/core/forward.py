@@ -199,6 +199,40 @@ class TransformersForward(Forward):
     def cache_layer_bytes(self) -> list[int]:
         return kv_cache.measured_bytes_per_layer(self.cache)
 
+    @torch.inference_mode()
+    def look(self, ids: list[int], parts: dict[str, list[torch.nn.Module]]) -> tuple[object, dict[str, float]]:
+        """Run `ids` after the cache as transformers' forward runs them, with every layer's hidden states (and the
+        routers' logits of an MoE model), and the ms spent inside each named part's modules: a forward pre-hook and
+        hook per module read `measuring.now`, and are removed again after the pass (what a lesson about the parts
+        of a pass asks for; it never calls the model itself)."""
+        ms: dict[str, float] = dict.fromkeys(parts, 0.0)
+        started: dict[int, float] = {}
+        handles = []
+
+        def start(module, *_):
+            started[id(module)] = measuring.now()
+
+        for name, modules in parts.items():
+            for module in modules:
+
+                def stop(module, *_, name=name):
+                    ms[name] += measuring.ms_since(started[id(module)])
+
+                handles += [module.register_forward_pre_hook(start), module.register_forward_hook(stop)]
+        try:
+            out = self.model(
+                input_ids=torch.tensor([ids], dtype=torch.long),
+                cache=self.cache,
+                use_cache=True,
+                logits_to_keep=1,
+                output_hidden_states=True,
+                **({"output_router_logits": True} if self.records_routing else {}),
+            )
+        finally:
+            for handle in handles:
+                handle.remove()
+        return out, ms
+
 
 class ShortlistForward(TransformersForward):
     """`TransformersForward` whose next-token logits score only the token ids of `rows` (a speculative draft proposing

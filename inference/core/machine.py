@@ -14,14 +14,16 @@ down). Nothing here touches the global RNG.
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import re
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from inference.core import measuring
 
 SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 MATMUL_SIZE = 2048  # 2 x 2048^3 = 17 GFLOP: long enough to reach the kernel's steady speed
@@ -110,8 +112,6 @@ def cpu_name() -> str:
 
 def logical_cpus() -> int:
     """CPUs this process may run on."""
-    import os
-
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
@@ -121,13 +121,13 @@ def logical_cpus() -> int:
 def _best_seconds(run, runs: int = RUNS, budget_s: float = BUDGET_S) -> tuple[float, int]:
     """Fastest of up to `runs` calls after one warm-up, stopping once `budget_s` is spent."""
     run()  # warm-up: first-call allocation, kernel selection
-    best, done, start = float("inf"), 0, time.perf_counter()
+    best, done, start = float("inf"), 0, measuring.now()
     while done < runs:
-        t0 = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - t0)
+        with measuring.Stopwatch() as watch:
+            run()
+        best = min(best, watch.ms / 1000)
         done += 1
-        if time.perf_counter() - start > budget_s:
+        if measuring.ms_since(start) > budget_s * 1000:
             break
     return best, done
 

@@ -15,7 +15,6 @@ from statistics import median
 
 import pandas as pd
 import torch
-from transformers import DynamicCache
 
 from inference.core import kv_cache
 from inference.core.measuring import Progress, filler_batch, timed_decode, timed_pass
@@ -38,7 +37,7 @@ class _BatchRun:
     @torch.inference_mode()
     def __init__(self, model, batch: int, prompt_tokens: int):
         self.model, self.batch = model, batch
-        self.cache = DynamicCache(config=model.config)
+        self.cache = kv_cache.new_cache(model.config)
         ids = filler_batch(model.config.vocab_size, batch, prompt_tokens, seed=1000 + prompt_tokens)
         self.logits, _ = timed_pass(model, ids, self.cache)
 
@@ -58,7 +57,7 @@ def measure_batches(
 ) -> pd.DataFrame:
     """One row per batch size: `ms_per_pass` (median decode pass), `tokens_per_s` (all
     sequences together), `ms_per_token` (pass time / batch: the machine time one token
-    costs), `speedup_per_token` (vs batch 1) and `kv_cache_bytes` (measured at the end, whole
+    costs), `pass_ms` (every timed pass) and `kv_cache_bytes` (measured at the end, whole
     batch, `prompt_tokens` + 1 + rounds x `steps` tokens per sequence).
 
     Each batch is prefilled once and decoded one untimed pass (warm-up); then `rounds`
@@ -86,12 +85,11 @@ def measure_batches(
             {
                 "batch": batch,
                 "ms_per_pass": per_pass,
+                "pass_ms": tuple(times[batch]),  # every timed pass, for a comparison with its spread
                 "tokens_per_s": batch / per_pass * 1000,
                 "ms_per_token": per_pass / batch,
                 "kv_cache_bytes": kv_cache.measured_bytes(runs[batch].cache),
                 "tokens_per_sequence": kv_cache.cache_length(runs[batch].cache),
             }
         )
-    frame = pd.DataFrame(rows)
-    frame["speedup_per_token"] = frame["ms_per_token"].iloc[0] / frame["ms_per_token"]
-    return frame
+    return pd.DataFrame(rows)

@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from inference.core.measuring import compare
 from inference.lessons.cost.experiments import AnswerCost
 from inference.lessons.style import DECODE_COLOUR, PREFILL_COLOUR, add_hbar, add_line, base_layout, hover, legend_below
 
@@ -59,7 +60,11 @@ def batching_figure(batches: pd.DataFrame, presenter: bool = False) -> go.Figure
         vertical_spacing=0.22,
         subplot_titles=["Tokens per second (all sequences)", "Machine time per token (ms)"],
     )
-    cheaper = [f"{s:.1f}× cheaper" for s in batches["speedup_per_token"]]
+    alone = list(batches["pass_ms"].iloc[0])  # each token against batch 1's, in measuring.compare's words
+    cheaper = [
+        compare([ms / b for ms in times], alone).words("dearer", "cheaper", "about the same")
+        for b, times in zip(batches["batch"], batches["pass_ms"])
+    ]
     for row, column, colour, text, value_text in (
         (1, "tokens_per_s", DECODE_COLOUR, None, "%{y:,.0f} tokens/s"),
         (2, "ms_per_token", PREFILL_COLOUR, cheaper, "%{y:.3f} ms per token (%{text})"),

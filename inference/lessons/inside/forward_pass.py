@@ -5,34 +5,27 @@
     inside.attention[layer, head]                 # [tokens]: the new token's attention weights
     inside.parts                                  # FLOPs, weight bytes and measured ms of every part
 
-The context is walked once as a prefill (timed part by part; its residual streams give the lens
-heat map over the last positions); then the last token is taken out of the cache and fed again as
-a decode pass, several times (median ms per part). The first decode pass's residual stream gives the
-logit lens, and its query against the keys in the cache gives the attention weights. The model is
-only called (see `adapters`), and the KV cache is a fresh `DynamicCache` of this call.
-
-Logit lens (nostalgebraist 2020): the residual stream after layer i through the model's own final
-norm and output layer. Only the last layer was trained to be read that way; the tuned lens (Belrose
-et al. 2023) trains one small map per layer instead and is not used here.
+Every pass runs through the forward boundary (`TransformersForward.look`: transformers' own forward, its hidden
+states, each part timed by hooks). Logit lens (nostalgebraist 2020): the residual stream after layer i through
+the model's own final norm and output layer; only the last layer was trained to be read that way.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from statistics import median
 
 import pandas as pd
 import torch
-from transformers import DynamicCache
 
-from inference.core import kv_cache, model_config
-from inference.core.flops import FlopCount
-from inference.core.measuring import Timing, time_decode_step
+from inference.core import model_config
+from inference.core.forward import TransformersForward
+from inference.core.measuring import Stopwatch, Timing, time_decode_step
 from inference.lessons.inside import adapters
-from inference.lessons.inside.adapters import Clock, UnsupportedModel, adapter_for
+from inference.lessons.inside.adapters import UnsupportedModel, adapter_for
 
 DECODE_REPEATS = 5  # decode passes timed (median per part): one takes ~5 ms on the bundled model
-PREFILL_REPEATS = 1  # prefill passes timed; the first gives the residual streams (most of the cost)
 RANK_POSITIONS = 16  # positions of the lens heat map, ending at the new token (their ranks stay legible)
 PLAIN_REPEATS = 10  # plain decode steps timed beside the walk (measuring.time_decode_step), after its warm-ups
 TOP = 10  # tokens kept per lens row for the tables and the JSON
@@ -54,6 +47,7 @@ class Inside:
     parts: pd.DataFrame  # one row per part: name, kind, layer, flops, prefill_flops, bytes, read_bytes, ms
     logits: torch.Tensor  # [vocab] float32: the decode pass's output
     experts: list[list[int]] | None  # MoE: per layer, the experts the new token went to
+    decode_pass_ms: tuple[float, ...] = ()  # each timed decode pass as a whole, its parts' clocks included
     plain_decode: Timing | None = None  # the same step as one plain forward pass, timed the way other pages time it
 
     @property
@@ -78,38 +72,14 @@ class Inside:
     def to_json(self) -> dict:
         """The command line's JSON: `lens`, `attention` ([layer][head][position]) and `parts`."""
         argmax = int(self.logits.argmax())
-        lens = []
-        for layer in range(self.layers + 1):
-            ids, probs = self.lens_top(layer)
-            lens.append(
-                {
-                    "layer": layer,
-                    "top_ids": ids,
-                    "top_probs": probs,
-                    "chosen_prob": float(self.lens_probs[layer, argmax]),
-                }
-            )
-        parts = [
-            {
-                "name": row.name,
-                "flops": int(row.flops),
-                "bytes": int(row.bytes),
-                "decode_ms": float(row.decode_ms),
-                "prefill_flops": int(row.prefill_flops),
-                "prefill_ms": float(row.prefill_ms),
-                "decode_bytes_read": int(row.read_bytes),
-            }
-            for row in self.parts.itertuples(index=False)
-        ]
+        lens = [
+            dict(zip(("top_ids", "top_probs"), self.lens_top(layer)), layer=layer, chosen_prob=float(self.lens_probs[layer, argmax]))
+            for layer in range(self.layers + 1)
+        ]  # fmt: skip
+        columns = ["name", "flops", "bytes", "decode_ms", "prefill_flops", "prefill_ms", "read_bytes"]
+        table = self.parts[columns].rename(columns={"read_bytes": "decode_bytes_read"})
+        parts = json.loads(table.to_json(orient="records"))
         return {"context_tokens": self.context, "lens": lens, "attention": self.attention.tolist(), "parts": parts}
-
-
-def new_cache(model):
-    """The cache the step engine uses; for a sliding-window model one that keeps every position (transformers'
-    windowed layers drop the oldest key the new token still attends to, which we read back afterwards)."""
-    if model_config.SLIDING in model_config.from_config(model.config).layer_types:
-        return DynamicCache()
-    return DynamicCache(config=model.config)
 
 
 def _unique_bytes(modules, seen: set[int]) -> int:
@@ -149,7 +119,7 @@ def _attended(shape: model_config.ModelShape, layer: int, position: int) -> int:
     return position + 1 if window is None else min(position + 1, window)
 
 
-def part_table(model, adapter, tokens: int, experts: list[torch.Tensor] | None, cache_bytes: list[int]) -> pd.DataFrame:
+def part_table(model, adapter, tokens: int, experts: list[list[int]] | None, cache_bytes: list[int]) -> pd.DataFrame:
     """FLOPs (flops.py's rules, part by part) of a prefill over `tokens` and of the decode pass of the last one,
     weight bytes held (each tensor once: a tied embedding table under the output layer, which reads all of it)
     and bytes a decode pass reads (one embedding row, the chosen experts, the layer's KV cache)."""
@@ -181,35 +151,15 @@ def part_table(model, adapter, tokens: int, experts: list[torch.Tensor] | None, 
             one, one_bytes = _expert_weights(mods)
             k = config.num_experts_per_tok
             row["prefill_flops"], row["flops"] = 2 * k * one * tokens, 2 * k * one
-            row["read_bytes"] = one_bytes * len(set(experts[layer][-1].tolist()))
-        else:  # MLP, router: all their weights per token; norms: no matrix product
+            row["read_bytes"] = one_bytes * len(set(experts[layer]))
+        else:  # MLP, router: all their weights per token; norms, positions: no matrix product
             row["prefill_flops"], row["flops"] = 2 * weights * tokens, 2 * weights
         rows.append(row)
-    rows.insert(1, {"name": adapters.POSITIONS, "kind": adapters.POSITIONS, "layer": None, "bytes": 0})
-    rows[1].update(read_bytes=0, flops=0, prefill_flops=0)
     return pd.DataFrame(rows)
 
 
-def _median_ms(clocks: list[Clock], names) -> list[float]:
-    return [median(clock.ms.get(name, 0.0) for clock in clocks) for name in names]
-
-
-def _attention_weights(adapter, walked, cache, position: int) -> torch.Tensor:
-    """[layers, heads, tokens]: softmax(q . K / sqrt(d)) of the token at `position` of the walked pass, with
-    q as the layer's attention made it and K read from the cache that pass wrote (the KV page's cache)."""
-    shape = adapter.shape
-    groups = shape.attention_heads // shape.kv_heads
-    out = []
-    for layer, (keys, _) in enumerate(kv_cache.layer_tensors(cache)):
-        q = adapter.query(layer, walked, position).float()  # [heads, head_dim]
-        k = keys[0].float().repeat_interleave(groups, dim=0)  # [heads, tokens, head_dim]
-        scores = torch.einsum("hd,htd->ht", q, k) * adapter.scaling(layer)
-        tokens = k.shape[1]
-        window = shape.sliding_window if shape.layer_types[layer] == model_config.SLIDING else None
-        if window is not None and tokens > window:
-            scores[:, : tokens - window] = float("-inf")
-        out.append(torch.softmax(scores, dim=-1))
-    return torch.stack(out)
+def _median_ms(timings: list[dict[str, float]], names) -> list[float]:
+    return [median(ms.get(name, 0.0) for ms in timings) for name in names]
 
 
 @torch.inference_mode()
@@ -218,75 +168,70 @@ def look_inside(
     token_ids: list[int],
     followed_id: int | None = None,
     decode_repeats: int = DECODE_REPEATS,
-    prefill_repeats: int = PREFILL_REPEATS,
     rank_positions: int = RANK_POSITIONS,
 ) -> Inside:
     """Everything the page shows for the pass that reads `token_ids` (the last one is the new token).
     `followed_id`: the token to follow through the layers (default: the model's top token)."""
     if not token_ids:
         raise ValueError("The context has no tokens")
-    adapter = adapter_for(model)
-    ids = list(token_ids)
+    adapter, ids = adapter_for(model), list(token_ids)
+    modules = adapter.part_modules()
 
-    # 1. prefill: the whole context in one pass, timed part by part
-    prefill_clocks, cache, prefill = [], None, None
-    for _ in range(max(1, prefill_repeats)):
-        clock, fresh = Clock(), new_cache(model)
-        walked = adapter.walk(ids, fresh, clock)
-        prefill_clocks.append(clock)
-        if prefill is None:
-            prefill, cache = walked, fresh
+    # 1. prefill: the whole context in one pass, timed part by part; its hidden states feed every view
+    prefill = TransformersForward(model, None)
+    out, prefill_ms = prefill.look(ids, modules)
+    hidden = [h[0] for h in out.hidden_states]  # layers + 1 of [tokens, hidden]; the last one already normed
+    logits = out.logits[0, -1].float()
+    cache_bytes = prefill.cache_layer_bytes()
 
-    # 2. decode: the last token again, on a cache of the others (as the step engine's decode step)
-    decode_clocks, decode = [], None
+    # 2. decode: the last token again on a cache of the others (the step engine's decode step), timed part by part
+    decode = TransformersForward(model, None)
+    if len(ids) > 1:
+        decode.look(ids[:-1], {})
+    decode_ms, pass_ms = [], []
     for _ in range(max(1, decode_repeats)):
-        cache.crop(-1)  # transformers crops by a negative count: the last token out
-        clock = Clock()
-        walked = adapter.walk(ids[-1:], cache, clock)
-        decode_clocks.append(clock)
-        decode = walked
-    # The cache holds the context again, the new token's K and V written by the last decode pass: what it read.
-    attention = _attention_weights(adapter, decode, cache, position=0)
+        decode.crop_to(len(ids) - 1)
+        with Stopwatch() as watch:
+            decode_ms.append(decode.look(ids[-1:], modules)[1])
+        pass_ms.append(watch.ms)
 
-    # 3. the logit lens of the new token, and the rank of each next token over the last positions
-    residuals = torch.stack([r[-1] for r in decode.residuals])  # [layers + 1, hidden]
-    lens_probs = torch.softmax(adapter.read_out(residuals), dim=-1)
-    followed = int(decode.logits.argmax()) if followed_id is None else int(followed_id)
+    # 3. the logit lens of the new token, the rank of each next token over the last positions, the attention
+    def read_out(rows: list[torch.Tensor]) -> torch.Tensor:  # the last hidden state is normed: the head alone
+        return torch.cat([adapter.read_out(torch.stack(rows[:-1])), adapter.output_layer(rows[-1][None]).float()])
+
+    lens_probs = torch.softmax(read_out([h[-1] for h in hidden]), dim=-1)
+    followed = int(logits.argmax()) if followed_id is None else int(followed_id)
     start = max(0, len(ids) - rank_positions)
-    positions = list(range(start, len(ids)))
     targets = ids[start + 1 :] + [followed]
-    stream = torch.stack([r[start:] for r in prefill.residuals])  # [layers + 1, positions, hidden]
-    logits = adapter.read_out(stream)
-    target_logits = logits.gather(-1, torch.tensor(targets).view(1, -1, 1).expand(logits.shape[0], -1, 1))
-    ranks = (logits > target_logits).sum(-1)
+    stream = read_out([h[start:] for h in hidden])  # [layers + 1, positions, vocab]
+    target_logits = stream.gather(-1, torch.tensor(targets).view(1, -1, 1).expand(stream.shape[0], -1, 1))
+    attention = torch.stack([adapter.attention_weights(i, hidden[i]) for i in range(len(hidden) - 1)])
+    experts = None
+    if getattr(out, "router_logits", None):
+        k = model.config.num_experts_per_tok
+        experts = [r.view(len(ids), -1)[-1].topk(k).indices.tolist() for r in out.router_logits]
 
-    cache_bytes = kv_cache.measured_bytes_per_layer(cache)
-    parts = part_table(model, adapter, len(ids), decode.experts or None, cache_bytes)
-    parts["prefill_ms"] = _median_ms(prefill_clocks, parts["name"])
-    parts["decode_ms"] = _median_ms(decode_clocks, parts["name"])
+    parts = part_table(model, adapter, len(ids), experts, cache_bytes)
+    parts["prefill_ms"] = _median_ms([prefill_ms], parts["name"])
+    parts["decode_ms"] = _median_ms(decode_ms, parts["name"])
     shape = adapter.shape
     groups = shape.attention_heads // shape.kv_heads
     return Inside(
         token_ids=ids,
         followed_id=followed,
         lens_probs=lens_probs,
-        rank_positions=positions,
+        rank_positions=list(range(start, len(ids))),
         rank_targets=targets,
-        ranks=ranks,
+        ranks=(stream > target_logits).sum(-1),
         attention=attention,
         kv_groups=[list(range(g * groups, (g + 1) * groups)) for g in range(shape.kv_heads)],
         cache_bytes_per_layer=cache_bytes,
         parts=parts,
-        logits=decode.logits,
-        experts=[e[-1].tolist() for e in decode.experts] if decode.experts else None,
+        logits=logits,
+        experts=experts,
+        decode_pass_ms=tuple(pass_ms),
         plain_decode=time_decode_step(model, len(ids) - 1, repeats=PLAIN_REPEATS) if len(ids) > 1 else None,
     )
-
-
-def flop_totals(model, tokens: int) -> tuple[int, int]:
-    """(prefill over `tokens`, decode of the last of them): flops.py's totals the parts must add up to."""
-    count = FlopCount.of(model)
-    return count.prefill(tokens), count.decode(tokens - 1)
 
 
 def part_groups(parts: pd.DataFrame) -> pd.DataFrame:

@@ -5,7 +5,7 @@
    x tokens x bytes;
 2. with vs without: the same greedy tokens decoded twice in lockstep, once feeding one
    token per pass into the cache, once recomputing the whole sequence every pass
-   (`use_cache=False`). Lockstep, so a slow moment on the shared machine hits both.
+   (a fresh cache every pass). Lockstep, so a slow moment on the shared machine hits both.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
-import torch
-from transformers import DynamicCache
 
-from inference.core.measuring import Progress, Timing, pass_timing, timed_pass
+from inference.core.forward import DECODE, PREFILL, TransformersForward
+from inference.core.measuring import Progress, Timing, pass_timing
 from inference.core.run import Trace, context_limit
 
 # -- 1. growth -------------------------------------------------------------------------
@@ -84,13 +83,6 @@ class CacheComparison:
         )
 
 
-def _timed_next_token(model, ids: list[int], cache: DynamicCache | None) -> tuple[int, float]:
-    """One timed pass over `ids` (reading and extending `cache`, or without one), and its greedy token."""
-    logits, ms = timed_pass(model, torch.tensor([ids], dtype=torch.long), cache)
-    return int(logits[0].argmax()), ms
-
-
-@torch.inference_mode()
 def compare_cache(model, prompt_ids: list[int], new_tokens: int, progress: Progress | None = None) -> CacheComparison:
     """Decode `new_tokens` greedily with and without the KV cache, timing every pass.
 
@@ -103,14 +95,16 @@ def compare_cache(model, prompt_ids: list[int], new_tokens: int, progress: Progr
         raise ValueError(
             f"{len(prompt_ids)} prompt tokens + {new_tokens} new tokens do not fit this model's context of {context}"
         )
-    _timed_next_token(model, list(prompt_ids), None)  # warm-up, so step 0 is not charged for a cold start
-    cache = DynamicCache(config=model.config)
+    TransformersForward(model, None).next_pass(list(prompt_ids), PREFILL)  # warm-up: step 0 pays no cold start
+    cached = TransformersForward(model, None)  # one cache for the whole run
     with_ids, without_ids = list(prompt_ids), list(prompt_ids)
     rows = []
     for step in range(new_tokens):
         fed_with = with_ids if step == 0 else with_ids[-1:]  # prefill once, then one token per pass
-        token_with, with_ms = _timed_next_token(model, fed_with, cache)
-        token_without, without_ms = _timed_next_token(model, without_ids, None)  # the whole sequence, every pass
+        with_pass = cached.next_pass(with_ids, PREFILL if step == 0 else DECODE)
+        without_pass = TransformersForward(model, None).next_pass(without_ids, PREFILL)  # the whole sequence, afresh
+        token_with, with_ms = int(with_pass.logits.argmax()), with_pass.forward_ms
+        token_without, without_ms = int(without_pass.logits.argmax()), without_pass.forward_ms
         rows.append(
             {
                 "step": step,

@@ -7,6 +7,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from inference.core.measuring import compare
 from inference.lessons.style import (
     PALETTE,
     add_line,
@@ -101,18 +102,20 @@ def step_time_figure(steps: pd.DataFrame, presenter: bool = False) -> go.Figure:
     return legend_below_in_column(base_layout(fig, "Time per step", presenter, height=420))
 
 
-def cumulative_time_figure(steps: pd.DataFrame, speedup: float, presenter: bool = False) -> go.Figure:
-    """Total time so far: about linear with the cache, about quadratic without."""
+def cumulative_time_figure(steps: pd.DataFrame, presenter: bool = False) -> go.Figure:
+    """Total time so far: about linear with the cache, about quadratic without; the end marked in
+    `measuring.compare`'s words for the two totals."""
     tokens = steps["step"] + 1
     fig = go.Figure()
     for run, name, colour in CACHE_RUNS:
         seconds = steps[f"{run}_cumulative_ms"] / 1e3
         add_line(fig, tokens, seconds, name, colour, hovertemplate=hover("%{x} tokens: %{y:.2f} s"))
     seconds_without = steps["without_cache_cumulative_ms"] / 1e3
+    totals = compare(seconds_without.iloc[-1], steps["with_cache_cumulative_ms"].iloc[-1] / 1e3)
     fig.add_annotation(
         x=tokens.iloc[-1],
         y=seconds_without.iloc[-1],
-        text=f"{speedup:.1f}× slower<br>without cache",
+        text=f"{totals.words('slower', 'faster')}<br>without cache",
         showarrow=True,
         arrowhead=0,
         ax=-30,

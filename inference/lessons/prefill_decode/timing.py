@@ -1,33 +1,23 @@
-"""Timing the two phases of generation on the real model: one run, and a sweep.
+"""Timing the two phases of generation on the real model: one run, and a sweep over prompt lengths.
 
-    1. prefill: one forward pass reads all P prompt tokens at once. Each weight matrix is
-       read from memory once and used for P tokens, so for long prompts the pass is
-       limited by arithmetic (compute-bound) and tokens per second climb with P;
-    2. decode: each pass feeds one token. Every weight is read for a single token, so the
-       pass is limited by moving weights (and the cache) from memory (bandwidth-bound), or,
-       for a model as small as the bundled one, by the fixed cost of launching a few hundred
-       small operations. Either way, until the cache gets long, a decode pass costs about the
-       same whatever its context.
-
-Times are wall clock (`time.perf_counter`) around the forward pass, after an untimed warm-up
-pass (the first pass in a process pays for setting up kernels and buffers). The machine is
-shared, so every sweep point is the median of several runs, with their quartiles as the spread:
-one hiccup of another program moves the min or max, not the quartiles.
+Prefill reads all P prompt tokens in one pass (each weight read once, used P times: compute-bound for long
+prompts); decode feeds one token per pass (each weight read for a single token: bandwidth-bound, or for a model
+this small bound by the fixed cost of a few hundred small operations). Times are wall clock (`measuring`) around
+the forward pass after an untimed warm-up; every sweep point is the median of several runs, with their quartiles.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median
 
 import pandas as pd
 import torch
-from transformers import DynamicCache
 
-from inference.core.measuring import Progress, filler_prompt, timed_decode, timed_pass
+from inference.core import kv_cache
+from inference.core.measuring import Progress, filler_prompt, ms_since, now, timed_decode, timed_pass
 from inference.core.run import context_limit, run_greedy
 from inference.core.tokens import readable_token
 
@@ -83,12 +73,8 @@ class GenerationTiming:
         return 1000 / self.tpot_ms if self.tpot_ms else None
 
 
-# Generations timed for the timeline; the middle one is shown. Greedy runs make the same tokens, and
-# other programs on a shared machine can only stretch a run (a page's first load competes with
-# the browser drawing it: one such run showed 87 ms to first token where 15 ms is usual), so the
-# median of three drops such a run while staying comparable with the sweep's medians (the fastest
-# run once read a prefill rate above the sweep's best, #46 item 5). A big model stops early: no
-# more runs start once TIMING_BUDGET_S has passed.
+# Generations timed for the timeline; the middle one is shown (other programs can only stretch a run, and the
+# median stays comparable with the sweep's medians). No more runs start once TIMING_BUDGET_S has passed.
 TIMED_RUNS = 3
 TIMING_BUDGET_S = 1.5
 
@@ -101,8 +87,8 @@ def time_generation(
     if runs < 1:
         raise ValueError(f"`runs` has to be at least 1, but is {runs}")
     _one_run(model, prompt_ids, decode_tokens=1)  # warm-up, untimed
-    frames, stop_reason, started = [], None, time.perf_counter()
-    while len(frames) < runs and (not frames or time.perf_counter() - started < TIMING_BUDGET_S):
+    frames, stop_reason, started = [], None, now()
+    while len(frames) < runs and (not frames or ms_since(started) < TIMING_BUDGET_S * 1000):
         trace = run_greedy(model, tokenizer, prompt_ids, new_tokens)
         frames.append(trace.to_frame())
         stop_reason = trace.stop_reason
@@ -150,7 +136,7 @@ def default_prompt_lengths(context: int) -> list[int]:
 def _one_run(model, prompt_ids: list[int], decode_tokens: int) -> tuple[float, float]:
     """(prefill ms, mean decode ms per token) for one prompt: a prefill pass, then
     `decode_tokens` one-token passes on the cache it filled."""
-    cache = DynamicCache(config=model.config)
+    cache = kv_cache.new_cache(model.config)
     logits, prefill_ms = timed_pass(model, torch.tensor([prompt_ids], dtype=torch.long), cache)
     _, decode_ms = timed_decode(model, logits, cache, decode_tokens)
     return prefill_ms, sum(decode_ms) / len(decode_ms)

@@ -53,11 +53,6 @@ class FirstLook:
     top: list[tuple[str, float]]  # the most likely next tokens and their probabilities (T=1)
     greedy_token: str
     greedy_probability: float
-    drawn_token: str  # a seeded draw at T=1
-    drawn_probability: float
-    drawn_rank: int  # 1 = the most likely
-    u: float  # the uniform number the draw used
-    seed: int
     prefill_ms: float  # one pass over the whole prompt (median of the timed runs)
     decode_ms: float  # one decode step with the prompt in the cache (median of the timed runs)
     timed_runs: int
@@ -68,7 +63,7 @@ class FirstLook:
     kv_heads: int
     head_dim: int
     bytes_per_element: int
-    draws: tuple[SeededDraw, ...] = ()  # seeds `seed`, `seed` + 1, ...: the first is the draw above
+    draws: tuple[SeededDraw, ...] = ()  # seeds `seed`, `seed` + 1, ...: the first is the run's own draw
     half_of_draws_within: int = 0  # the fewest most-likely tokens that together hold half the probability
     half_mass: float = 0.0  # what those tokens hold together: at least half, often much more (43% + 37.7%)
     short_of_half_mass: float = 0.0  # what one token fewer holds: less than half
@@ -121,11 +116,6 @@ def first_look(model, tokenizer, prompt_ids: list[int], seed: int = 0, timed_run
         top=list(zip(readable_tokens(tokenizer, top.indices.tolist()), top.values.tolist())),
         greedy_token=readable_token(tokenizer, greedy_id),
         greedy_probability=float(probs[greedy_id]),
-        drawn_token=readable_token(tokenizer, record.token_id),
-        drawn_probability=float(probs[record.token_id]),
-        drawn_rank=record.rank + 1,
-        u=record.u,
-        seed=seed,
         prefill_ms=statistics.median(r[0].forward_ms for r in runs),
         decode_ms=statistics.median(r[1].forward_ms for r in runs),
         timed_runs=timed_runs,
