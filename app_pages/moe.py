@@ -17,7 +17,8 @@ from inference.core.loader import encode_prompt
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.core.run import SEED_MAX, new_trace
 from inference.core.tokens import markdown_token_text, token_text
-from inference.lessons.moe import stored, timing
+from inference.lessons.moe import experts as expert_work
+from inference.lessons.moe import stored
 from inference.lessons.moe import text as moe_text
 from inference.lessons.moe.figures import (
     balance_over_training,
@@ -160,8 +161,8 @@ if moe_loaded:
         cached = st.session_state.get(INPUTS_KEY)
         if cached is None or cached[0] != (info.name, ids_now):
             with generation_slot():
-                st.session_state[INPUTS_KEY] = ((info.name, ids_now), routing.mlp_inputs(model, list(ids_now)))
-        mix = routing.mixture(model, st.session_state[INPUTS_KEY][1][layer, token], layer)
+                st.session_state[INPUTS_KEY] = ((info.name, ids_now), expert_work.mlp_inputs(model, list(ids_now)))
+        mix = expert_work.mixture(model, st.session_state[INPUTS_KEY][1][layer, token], layer)
         chart(
             mixture_figure(mix.experts, mix.weights, mix.outputs, mix.mixture, presenter=presenter),
             width="stretch",
@@ -258,7 +259,9 @@ if moe_loaded:
         "Time the MoE, its top-1 variant and the dense model",
         "moe_time",
         ("moe_time", info.name),
-        lambda progress: timing.measure(dense.model, model, encode_prompt(tokenizer, timing.PROMPT), progress),
+        lambda progress: expert_work.measure(
+            dense.model, model, encode_prompt(tokenizer, expert_work.PROMPT), progress
+        ),
         moe_text.TIMING_NOT_YET,
     )
     if timed is not None:
@@ -270,7 +273,7 @@ if moe_loaded:
             column_config={"decode ms per token": st.column_config.NumberColumn(format="%.2f")},
         )
         caption("measured", moe_text.timed_caption(timed, info.dtype))
-        st.markdown(moe_text.timed_finding(timed.ms_per_token, timing.DENSE, timing.MOE))
+        st.markdown(moe_text.timed_finding(timed.ms_per_token, expert_work.DENSE, expert_work.MOE))
 
 # -- 6. at scale ------------------------------------------------------------------------------------
 with st.expander(moe_text.scale_heading(moe_loaded)):

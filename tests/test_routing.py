@@ -10,8 +10,10 @@ from transformers import MixtralConfig
 
 from inference.core import routing
 from inference.core.loader import encode_prompt
+from inference.lessons.moe import experts as expert_work
 from inference.lessons.moe import scale as moe
 from inference.training.evaluate import score_stream
+from inference.training.moe_stats import route
 from tests.conftest import transformers_greedy
 
 pytestmark = pytest.mark.unit
@@ -68,10 +70,10 @@ def test_routed_experts_equal_the_router_top_k_recomputed_from_each_layer_input(
     layer's MLP input), that input recomputed from the layer's input through its own attention."""
     model, tokenizer = tiny_moe
     ids = stream(tokenizer)[:60]
-    recorded = routing.route(model, ids)
-    inputs = routing.mlp_inputs(model, ids)
+    recorded = route(model, ids)
+    inputs = expert_work.mlp_inputs(model, ids)
     for layer in range(recorded.layers):
-        probs = routing.router_from_input(model, layer, inputs[layer])
+        probs = expert_work.router_from_input(model, layer, inputs[layer])
         experts, weights = routing.top_k(probs, 2)
         assert torch.equal(recorded.chosen()[0][layer], experts)
         torch.testing.assert_close(recorded.chosen()[1][layer], weights, atol=1e-5, rtol=1e-5)
@@ -82,7 +84,7 @@ def test_load_counts_sum_to_tokens_times_k(tiny_moe):
     """Each token makes k picks in every layer: every layer's counts add up to tokens x k."""
     model, tokenizer = tiny_moe
     ids = stream(tokenizer)
-    stats = routing.load_stats(routing.route(model, ids, window=32))
+    stats = routing.load_stats(route(model, ids, window=32))
     assert stats["tokens"] == len(ids)
     assert [sum(row) for row in stats["counts"]] == [len(ids) * 2] * 2
     assert [sum(row) for row in stats["first_choice_counts"]] == [len(ids)] * 2
@@ -93,7 +95,7 @@ def test_top_tokens_count_exactly_what_the_router_sent(tiny_moe):
     """An expert's token counts = occurrences of that token among the tokens routed to it."""
     model, tokenizer = tiny_moe
     ids = stream(tokenizer)
-    recorded = routing.route(model, ids)
+    recorded = route(model, ids)
     table = routing.expert_top_tokens(recorded, tokenizer, top=5)
     experts = recorded.chosen()[0]
     for layer in range(2):
@@ -108,11 +110,11 @@ def test_mixture_is_what_the_sparse_block_outputs(tiny_moe):
     """Weighted sum of the chosen experts' outputs = the sparse block's own output for that token."""
     model, tokenizer = tiny_moe
     ids = stream(tokenizer)[:20]
-    inputs = routing.mlp_inputs(model, ids)
+    inputs = expert_work.mlp_inputs(model, ids)
     for layer in range(2):
         block_out = model.model.layers[layer].mlp(inputs[layer].unsqueeze(0))[0]
         for t in (0, 7, 19):
-            mix = routing.mixture(model, inputs[layer, t], layer)
+            mix = expert_work.mixture(model, inputs[layer, t], layer)
             assert math.isclose(sum(mix.weights), 1.0, rel_tol=1e-6)
             torch.testing.assert_close(mix.mixture, block_out[t], atol=1e-5, rtol=1e-4)
 
@@ -124,11 +126,11 @@ def test_top1_variant_routes_one_expert_and_its_bits_per_byte_are_measured(tiny_
     ids = stream(tokenizer)
     n_bytes = sum(len(s.encode()) for s in STORIES)
     top1 = routing.variant(model, k=1)
-    recorded = routing.route(top1, ids)
+    recorded = route(top1, ids)
     assert recorded.k == 1 and [sum(r) for r in routing.load_stats(recorded)["counts"]] == [len(ids)] * 2
     # In the first layer (same input) top-1 keeps each token's first choice of the full model;
     # later layers see what the one expert wrote, so their choices may differ.
-    assert torch.equal(recorded.chosen()[0][0, :, 0], routing.route(model, ids).chosen()[0][0, :, 0])
+    assert torch.equal(recorded.chosen()[0][0, :, 0], route(model, ids).chosen()[0][0, :, 0])
     base = score_stream(model, ids, n_bytes).bits_per_byte
     one = score_stream(top1, ids, n_bytes).bits_per_byte
     assert one > 0 and one != base
@@ -140,7 +142,7 @@ def test_switched_off_expert_never_gets_a_token(tiny_moe):
     model, tokenizer = tiny_moe
     ids = stream(tokenizer)
     off = routing.variant(model, off=(1,))
-    counts = routing.route(off, ids).counts()
+    counts = route(off, ids).counts()
     assert counts[:, 1].tolist() == [0, 0] and counts.sum(dim=1).tolist() == [len(ids) * 2] * 2
     with pytest.raises(ValueError, match="switch off"):
         routing.variant(model, off=(9,))
@@ -177,7 +179,7 @@ def test_budget_counts_active_parameters_and_bytes_read(tiny_moe, bundled):
 
 def test_token_expert_information_is_bounded_by_the_expert_entropy(tiny_moe):
     model, tokenizer = tiny_moe
-    info = routing.token_expert_information(routing.route(model, stream(tokenizer)))
+    info = routing.token_expert_information(route(model, stream(tokenizer)))
     for row in info:
         assert 0 <= row["mutual_information_bits"] <= row["expert_entropy_bits"] + 1e-9 <= 2 + 1e-9
 
@@ -295,9 +297,9 @@ def test_routing_recorded_during_generation_equals_the_router_recomputed_from_la
     recorded = routing.trace_routing(trace)
     fed = trace.all_ids[:-1]  # the last chosen token is fed at the next step
     assert recorded.token_ids == fed and recorded.probabilities.shape == (2, len(fed), 4)
-    inputs = routing.mlp_inputs(model, fed)
+    inputs = expert_work.mlp_inputs(model, fed)
     for layer in range(2):
-        experts, weights = routing.top_k(routing.router_from_input(model, layer, inputs[layer]), 2)
+        experts, weights = routing.top_k(expert_work.router_from_input(model, layer, inputs[layer]), 2)
         assert torch.equal(recorded.chosen()[0][layer], experts)
         torch.testing.assert_close(recorded.chosen()[1][layer], weights, atol=1e-5, rtol=1e-5)
     assert recorded.counts().sum(dim=1).tolist() == [len(fed) * 2] * 2
@@ -315,7 +317,7 @@ def test_rewound_trace_keeps_the_routing_of_the_steps_it_keeps(tiny_moe):
     trace.rewind(4)
     list(trace.run(SamplingSettings(temperature=0), max_steps=4))
     recorded = routing.trace_routing(trace)
-    assert torch.allclose(recorded.probabilities, routing.route(model, recorded.token_ids).probabilities, atol=1e-5)
+    assert torch.allclose(recorded.probabilities, route(model, recorded.token_ids).probabilities, atol=1e-5)
     assert routing.trace_routing(new_trace(model, tokenizer, [0, 1, 2], 2)) is None  # nothing fed yet
 
 

@@ -199,6 +199,19 @@ class TransformersForward(Forward):
     def cache_layer_bytes(self) -> list[int]:
         return kv_cache.measured_bytes_per_layer(self.cache)
 
+    @torch.inference_mode()
+    def layer_inputs(self, ids: list[int]) -> torch.Tensor:
+        """Run `ids` after the cache; the residual stream entering each decoder layer (and leaving the last, before
+        the final norm) at every position of `ids`: [layers + 1, len(ids), hidden]."""
+        out = self.model(
+            input_ids=torch.tensor([ids], dtype=torch.long),
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+            output_hidden_states=True,
+        )
+        return torch.stack(out.hidden_states)[:, 0]
+
 
 class ShortlistForward(TransformersForward):
     """`TransformersForward` whose next-token logits score only the token ids of `rows` (a speculative draft proposing

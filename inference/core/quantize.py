@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import time
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -26,6 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+from inference.core.forward import TransformersForward
+from inference.core.measuring import ms_since, now
 
 PRECISIONS = ("float32", "bfloat16", "int8", "int4")
 INT4_GROUP_SIZES = (32, 64, 128)  # what torchao's CPU int4 packing accepts
@@ -190,7 +192,7 @@ def quantized_copy(
     if precision == "int4" and group_size not in INT4_GROUP_SIZES:
         raise ValueError(f"`group_size` must be one of {INT4_GROUP_SIZES} for int4, but is {group_size}")
 
-    start = time.perf_counter()
+    start = now()
     new = copy.deepcopy(model)  # deepcopy keeps tied parameters tied
     new.eval()
     if convert_conv1d:
@@ -214,8 +216,7 @@ def quantized_copy(
                 quantized += 1
             else:
                 skipped.append(SkippedLayer(name, "torchao left this layer unquantized"))
-    seconds = time.perf_counter() - start
-    return QuantizedModel(new, precision, seconds, quantized, skipped)
+    return QuantizedModel(new, precision, ms_since(start) / 1000, quantized, skipped)
 
 
 # ---------------------------------------------------------------------------- bytes
@@ -314,12 +315,11 @@ def linear_weight_bytes(model: nn.Module) -> int:
 # ---------------------------------------------------------------------------- quality
 
 
-@torch.inference_mode()
 def teacher_forced_logits(model: nn.Module, token_ids) -> torch.Tensor:
     """Logits at every position of `token_ids` in one forward pass: [T, vocab] float32.
     Row t is the model's prediction for the token after position t."""
-    ids = torch.as_tensor(token_ids, dtype=torch.long).reshape(1, -1)  # [1, T]
-    return model(input_ids=ids, use_cache=False).logits[0].float()
+    ids = [int(t) for t in token_ids]
+    return TransformersForward(model, None).logits(ids, keep=len(ids))
 
 
 def kl_divergence(ref_logits: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:

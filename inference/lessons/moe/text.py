@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 
 from inference.lessons.glossary import signed
+from inference.lessons.moe.experts import DecodeTimes
 from inference.lessons.moe.scale import DENSE_ACTIVE, DENSE_TOTAL, MOE, MoEDesign
 from inference.lessons.moe.stored import IDLE_SHARE, Balance, TrainedPair, WordInformation
-from inference.lessons.moe.timing import DecodeTimes
 
 ROUTER_NOISE = 0.10  # decode timings on a shared CPU wobble about this much
 
