@@ -301,17 +301,6 @@ def quantization_overhead(model: nn.Module) -> QuantizationOverhead:
     return QuantizationOverhead(values, scales)
 
 
-def weight_bytes(model: nn.Module) -> int:
-    """Bytes held by all parameters (quantized components included, shared ones once)."""
-    return sum(weight_bytes_by_kind(model).values())
-
-
-def linear_weight_bytes(model: nn.Module) -> int:
-    """Bytes of the linear layers' weights only, without embeddings, lm_head and biases:
-    the part that int8 should halve and int4 quarter, compared with bf16."""
-    return weight_bytes_by_kind(model)["linear"]
-
-
 # ---------------------------------------------------------------------------- quality
 
 
@@ -360,13 +349,3 @@ def compare_to_reference(ref_logits: torch.Tensor, logits: torch.Tensor, referen
             "p_reference_token": probs[torch.arange(len(probs)), reference_tokens].tolist(),
         }
     )
-
-
-def summarize_comparison(table: pd.DataFrame) -> dict[str, float]:
-    """Means over the steps of a `compare_to_reference` table."""
-    return {
-        "mean_kl_from_reference": float(table["kl_from_reference"].mean()),
-        "top1_agreement": float(table["top1_agrees"].mean()),
-        "mean_p_reference_token": float(table["p_reference_token"].mean()),
-        "steps": int(len(table)),
-    }

@@ -1,15 +1,7 @@
-"""One model at four precisions, side by side: bytes, quantize time, decode speed, greedy
-text and how far each next-token distribution drifts from float32's.
-
-    copies = quantize_all(model)                         # float32 is the model itself, only called
-    comparison = compare_precisions(copies, tokenizer, prompt_ids, max_new_tokens=48)
-    summary_table(comparison)                            # one row per precision
-    speed_findings(comparison)                           # what the measured speeds mean
-
-Quality is teacher-forced on one sequence, the prompt plus float32's greedy continuation:
-every precision reads the same tokens, so step t compares like with like even after a
-precision's own greedy text has gone another way.
-"""
+"""One model at four precisions, side by side: bytes, decode speed, greedy text and how far each next-token
+distribution drifts from float32's. Quality is teacher-forced on one sequence, the prompt plus float32's greedy
+continuation: every precision reads the same tokens, so step t compares like with like even after a precision's
+own greedy text has gone another way."""
 
 from __future__ import annotations
 
@@ -33,7 +25,6 @@ from inference.core.quantize import (
     compare_to_reference,
     quantization_overhead,
     quantized_copy,
-    summarize_comparison,
     teacher_forced_logits,
     weight_bytes_by_kind,
 )
@@ -320,29 +311,14 @@ def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
                 "speed_high": max(ratios),
                 "rate_low": min(result.round_rates, default=result.decode_tokens_per_s),
                 "rate_high": max(result.round_rates, default=result.decode_tokens_per_s),
-                **drift_columns(steps, result.first_departure),
+                "mean_kl_nats": float(steps["kl_from_reference"].mean()),
+                "top1_agreement": float(steps["top1_agrees"].mean()),
+                "mean_p_float32_token": float(steps["p_reference_token"].mean()),
+                "first_departure": result.first_departure,
             }
         )
-    return precision_table(rows)
-
-
-def drift_columns(steps: pd.DataFrame, departure: int | None) -> dict:
-    """How far one precision drifts from float32 (its rows of `compare_to_reference`, and the first step its own
-    greedy text departs): the last columns of `summary_table`'s rows and of `gguf.gguf_table`'s."""
-    quality = summarize_comparison(steps)
-    return {
-        "mean_kl_nats": quality["mean_kl_from_reference"],
-        "top1_agreement": quality["top1_agreement"],
-        "mean_p_float32_token": quality["mean_p_reference_token"],
-        "first_departure": departure,
-    }
-
-
-def precision_table(rows: list[dict]) -> pd.DataFrame:
-    """The rows of one precision each as a table; `first_departure` as a nullable integer."""
     table = pd.DataFrame(rows)
-    if len(table):
-        table["first_departure"] = table["first_departure"].astype("Int64")  # <NA>: never departs
+    table["first_departure"] = table["first_departure"].astype("Int64")  # <NA>: never departs
     return table
 
 
