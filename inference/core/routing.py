@@ -28,7 +28,6 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import median
 
 import torch
 import torch.nn.functional as F
@@ -276,9 +275,9 @@ def token_expert_information(routing: Routing) -> list[dict]:
 
 def decode_timings(
     models: dict[str, object], prompt_ids: list[int], repeats: int = 5, steps: int = 48, progress=None
-) -> dict[str, float]:
-    """Median ms of one decode step of each model at the prompt's length of context (`measuring.time_decode_step`,
-    `steps` timed steps a run), runs interleaved so a busy spell on the machine hits all alike."""
+) -> dict[str, list[float]]:
+    """Each model's decode step at the prompt's length of context (`measuring.time_decode_step`, `steps` timed steps
+    a run): the median ms of each of `repeats` runs, interleaved so a busy spell on the machine hits all alike."""
     runs = {name: [] for name in models}
     for r in range(repeats):
         if progress:
@@ -287,7 +286,7 @@ def decode_timings(
             runs[name].append(time_decode_step(model, len(prompt_ids), repeats=steps).median_ms)
     if progress:
         progress(repeats, repeats, "done")
-    return {name: median(values) for name, values in runs.items()}
+    return runs
 
 
 def read_stats(folder: Path) -> dict | None:

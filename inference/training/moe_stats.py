@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -141,7 +142,8 @@ def compute(
         timed["top-1"] = routing.variant(model, k=1)
     if switch_off:
         timed[f"expert {switch_off[0]} off"] = routing.variant(model, off=(switch_off[0],))
-    ms = routing.decode_timings(timed, prompt, timing_repeats, timing_steps)
+    runs = routing.decode_timings(timed, prompt, timing_repeats, timing_steps)
+    ms = {name: statistics.median(times) for name, times in runs.items()}
     stats["decode_ms_per_token"] = ms
     stats["timing"] = {
         "how": f"median of {timing_repeats} interleaved runs of {timing_steps} greedy decode steps through "

@@ -3,6 +3,7 @@ timing of the MoE, its top-1 variant and the dense model."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 import torch
@@ -20,12 +21,16 @@ DENSE, MOE, MOE_TOP_1 = "dense", "MoE, top-2", "MoE, top-1"
 
 @dataclass(frozen=True)
 class DecodeTimes:
-    ms_per_token: dict[str, float]  # model -> median decode ms per token
+    runs: dict[str, list[float]]  # model -> decode ms per token of each interleaved run
     cpu: str
     threads: int  # torch threads during the measurement
     repeats: int
     steps: int
     prompt_tokens: int
+
+    @property
+    def ms_per_token(self) -> dict[str, float]:
+        return {name: statistics.median(times) for name, times in self.runs.items()}
 
 
 def measure(dense_model, moe_model, prompt_ids: list[int], progress=None) -> DecodeTimes:

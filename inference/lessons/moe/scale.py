@@ -179,6 +179,7 @@ def measure(
                 "weight_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
                 "prefill_ms": median(r[0] for r in runs[name]),
                 "decode_ms_per_token": median(r[1] for r in runs[name]),
+                "decode_ms_runs": [r[1] for r in runs[name]],
                 "batch": batch,
                 "batch_ms_per_pass": median(r[2] for r in runs[name]),
             }
