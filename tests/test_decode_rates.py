@@ -2,8 +2,6 @@
 bandwidth, each engine's share is its rate over that limit, and the sentences quote the numbers they are given,
 saying why when a rate goes above its limit."""
 
-import math
-
 import pytest
 import torch
 from torch import nn
@@ -102,16 +100,6 @@ def test_a_rate_above_its_limit_without_fitting_the_cache_says_the_bandwidth_rea
     assert "do not fit in the 32 MiB cache" in text and "measured lower" in text
     unknown = fake_rate(step_ms=10.0, bytes_per_token=538 * MB, bandwidth=5e9, cache=None)
     assert "does not report its cache size" in gap(rates.table(unknown), unknown)
-
-
-def test_a_missing_llama_server_rate_is_left_out_of_the_sentence_and_the_chart():
-    rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=None)
-    frame = rates.table(rate, fake_gguf({"f32": (500 * MB, [])}))  # a type whose rounds all failed
-    assert math.isnan(frame.loc[frame["engine"] == rates.LLAMA_SERVER, "measured tokens/s"].iloc[0])
-    assert "llama-server reaches" not in gap(frame, rate)
-    fig = figures.rates_bars(frame)
-    assert [list(bar.y) for bar in fig.data if bar.type == "bar"] == [["transformers · float32"]]
-    assert "llama-server" not in say.rates_sentences(frame, rate, None, False)["chart"]
 
 
 def test_the_chart_has_one_bar_and_one_limit_per_measured_row():

@@ -99,17 +99,11 @@ def test_kl_matches_a_hand_computed_case():
     assert table["top1_agrees"].tolist() == [False, True]
 
 
-def test_reference_against_itself_gives_zero_kl_and_full_agreement(llama, token_ids):
-    """Comparing the reference with itself: KL 0 at every step, top-1 agreement 1."""
-    ref = q.teacher_forced_logits(llama, token_ids)
-    assert ref.shape == (len(token_ids), 512) and ref.dtype == torch.float32
-    table = q.compare_to_reference(ref, ref)
-    assert (table["kl_from_reference"] == 0.0).all() and table["top1_agrees"].all() and len(table) == len(token_ids)
-
-
 def test_bf16_int8_int4_stay_close_to_float32(llama, llama_copies, token_ids):
-    """Small KL from float32, growing as bits drop (top-1 is meaningless on a random model)."""
+    """Small KL from float32, growing as bits drop (top-1 is meaningless on a random model); float32 against itself
+    is exactly 0."""
     ref = q.teacher_forced_logits(llama, token_ids)
+    assert ref.shape == (len(token_ids), 512) and (q.compare_to_reference(ref, ref)["kl_from_reference"] == 0).all()
     kl = {}
     for precision in ("bfloat16", "int8", "int4"):
         logits = q.teacher_forced_logits(llama_copies[precision].model, token_ids)
@@ -142,16 +136,6 @@ def test_gpt2_conv1d_layers_are_reported_as_skipped(gpt2, token_ids):
     assert "tied lm_head" in names["lm_head"]
     assert copy.quantized_linear_layers == 0
     assert torch.isfinite(q.teacher_forced_logits(copy.model, token_ids)).all()
-
-
-def test_gpt2_conv1d_converted_to_linear_gets_quantized(gpt2, token_ids):
-    """With convert_conv1d=True, the 8 Conv1D layers become nn.Linear and are quantized."""
-    ref = q.teacher_forced_logits(gpt2, token_ids)
-    copy = q.quantized_copy(gpt2, "int8", convert_conv1d=True)
-    assert copy.quantized_linear_layers == 8
-    assert [s.name for s in copy.skipped_layers] == ["lm_head"]
-    table = q.compare_to_reference(ref, q.teacher_forced_logits(copy.model, token_ids))
-    assert table["kl_from_reference"].mean() < 1e-3
 
 
 def test_every_precision_returns_a_new_model_sharing_no_tensor_with_the_original(llama, llama_copies):
