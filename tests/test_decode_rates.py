@@ -85,21 +85,20 @@ def test_the_gap_sentence_quotes_the_limit_and_both_engines_shares():
     assert "above its limit" not in text and "fit in" not in text  # nothing fits the 32 MiB cache here
 
 
-def test_a_rate_above_its_limit_is_explained_by_the_cache_when_the_weights_fit():
-    rate = fake_rate(step_ms=2.0, bytes_per_token=23 * MB, bandwidth=6.5e9, cache=480 * 2**20)  # 500 tokens/s
+@pytest.mark.parametrize(
+    "step_ms, weights, bandwidth, cache, said",
+    [
+        (2.0, 23 * MB, 6.5e9, 480 * 2**20, "23 MB fit in this machine's 480 MiB last-level cache"),  # 500 > 283/s
+        (10.0, 538 * MB, 5e9, 32 * 2**20, "do not fit in the 32 MiB cache"),  # 100 > 9.3/s: bandwidth read low
+        (10.0, 538 * MB, 5e9, None, "does not report its cache size"),
+    ],
+)
+def test_a_rate_above_its_limit_is_explained_by_where_its_weights_fit(step_ms, weights, bandwidth, cache, said):
+    rate = fake_rate(step_ms=step_ms, bytes_per_token=weights, bandwidth=bandwidth, cache=cache)
     frame = rates.table(rate)
-    text = gap(frame, rate)
-    assert frame.loc[0, "share of the limit"] == pytest.approx(500 / (6.5e9 / 23e6))
-    assert "goes above its limit (177%, 500 against 283 tokens/s)" in text
-    assert "23 MB fit in this machine's 480 MiB last-level cache" in text
-
-
-def test_a_rate_above_its_limit_without_fitting_the_cache_says_the_bandwidth_read_low():
-    rate = fake_rate(step_ms=10.0, bytes_per_token=538 * MB, bandwidth=5e9, cache=32 * 2**20)  # 100 > 9.3 tokens/s
-    text = gap(rates.table(rate), rate)
-    assert "do not fit in the 32 MiB cache" in text and "measured lower" in text
-    unknown = fake_rate(step_ms=10.0, bytes_per_token=538 * MB, bandwidth=5e9, cache=None)
-    assert "does not report its cache size" in gap(rates.table(unknown), unknown)
+    share = frame.loc[0, "share of the limit"]
+    assert share == pytest.approx(1000 / step_ms / (bandwidth / weights)) and share > 1
+    assert f"goes above its limit ({share:.0%}" in gap(frame, rate) and said in gap(frame, rate)
 
 
 def test_the_chart_has_one_bar_and_one_limit_per_measured_row():

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+from transformers.pytorch_utils import Conv1D
 
 from inference.core.forward import TransformersForward
 from inference.core.measuring import ms_since, now
@@ -49,18 +50,8 @@ class QuantizedModel:
     skipped_layers: list[SkippedLayer] = field(default_factory=list)
 
 
-def _conv1d_class():
-    """GPT-2's `Conv1D` (a linear layer with a transposed weight), or None."""
-    try:
-        from transformers.pytorch_utils import Conv1D
-    except ImportError:  # transformers moved it: then nothing is a Conv1D to us
-        return None
-    return Conv1D
-
-
 def _is_conv1d(module: nn.Module) -> bool:
-    conv1d = _conv1d_class()
-    return conv1d is not None and isinstance(module, conv1d)
+    return isinstance(module, Conv1D)  # GPT-2's linear layer with a transposed weight
 
 
 def _import_torchao():

@@ -14,6 +14,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers.pytorch_utils import Conv1D
 
 from inference.core.flops import FlopCount
 from inference.core.quantize import (
@@ -77,10 +78,6 @@ class PrecisionComparison:
 
 
 def _conv1d_layers(model: nn.Module) -> list[nn.Module]:
-    try:
-        from transformers.pytorch_utils import Conv1D
-    except ImportError:  # transformers moved it: then nothing is a Conv1D to us
-        return []
     return [m for m in model.modules() if isinstance(m, Conv1D)]
 
 
@@ -157,21 +154,13 @@ def median_rate(rates) -> float:
     return statistics.median(numbers) if numbers else math.nan
 
 
-def speed_ratio(result: PrecisionResult, reference: PrecisionResult) -> float:
-    """The page's speed ratio to float32: the median of the same-round ratios (one definition for the table, the
-    chart and the sentences)."""
-    ratios = round_ratios(result, reference)
-    return statistics.median(ratios) if ratios else result.decode_tokens_per_s / reference.decode_tokens_per_s
-
-
 def round_ratios(result: PrecisionResult, reference: PrecisionResult) -> list[float]:
-    """This precision's speed over float32's, round by round: each pair ran within the same round, so the
-    machine's load at that moment mostly cancels."""
-    return [
-        rate / base
-        for rate, base in zip(result.round_rates, reference.round_rates)
-        if not (math.isnan(rate) or math.isnan(base) or base == 0)
+    """This precision's speed over float32's, round by round: each pair ran in the same round, so the machine's load
+    at that moment mostly cancels. Their median is the page's speed ratio (table, chart and sentences)."""
+    ratios = [
+        r / b for r, b in zip(result.round_rates, reference.round_rates) if math.isfinite(r / b if b else math.nan)
     ]
+    return ratios or [result.decode_tokens_per_s / reference.decode_tokens_per_s]
 
 
 def first_departure(ids: list[int], reference_ids: list[int]) -> int | None:
@@ -296,7 +285,7 @@ def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
     reference = comparison.results[REFERENCE]
     rows = []
     for precision, result in comparison.results.items():
-        ratios = round_ratios(result, reference) or [result.decode_tokens_per_s / reference.decode_tokens_per_s]
+        ratios = round_ratios(result, reference)
         steps = comparison.steps[comparison.steps["precision"] == precision]
         rows.append(
             {
@@ -306,7 +295,7 @@ def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
                 "linear_bytes": result.bytes_by_kind["linear"],
                 "quantize_s": result.quantize_seconds,
                 "decode_tokens_per_s": result.decode_tokens_per_s,
-                "speed_vs_float32": speed_ratio(result, reference),
+                "speed_vs_float32": statistics.median(ratios),
                 "speed_low": min(ratios),
                 "speed_high": max(ratios),
                 "rate_low": min(result.round_rates, default=result.decode_tokens_per_s),
