@@ -41,6 +41,16 @@ from inference.sampling.pipeline import SamplingSettings
 INPUTS_KEY = "moe_mlp_inputs"  # (token ids, [layers, tokens, hidden]): recomputed only when the text changes
 
 limits, loaded, presenter = models.limits(), current_model(), layout.presenter()
+
+
+def table(frame, key: str, **formats) -> None:
+    """A dataframe with number formats by column, or a ProgressColumn for `progress=` (a share from 0 to 1)."""
+    config = {c: st.column_config.NumberColumn(format=f) for c, f in formats.items() if c != "progress"}
+    if "progress" in formats:
+        config[formats["progress"]] = st.column_config.ProgressColumn(format="percent", min_value=0, max_value=1)
+    st.dataframe(frame, hide_index=True, width="stretch", key=key, column_config=config)
+
+
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 stepper = Stepper("moe", "moe_trace", steps_done=lambda trace: len(trace.records))
 
@@ -210,15 +220,7 @@ if moe_loaded:
         format_func=lambda e: f"expert {e}",
     )
     if stats is not None:
-        st.dataframe(
-            stored.top_tokens_table(stats, layer, expert),
-            hide_index=True,
-            width="stretch",
-            key="moe_top_tokens",
-            column_config={
-                "share sent here": st.column_config.ProgressColumn(format="percent", min_value=0, max_value=1)
-            },
-        )
+        table(stored.top_tokens_table(stats, layer, expert), "moe_top_tokens", progress="share sent here")
         picks = stats["load"]["counts"][layer][expert]
         caption(
             "exact",
@@ -246,13 +248,8 @@ if moe_loaded:
         experiments = stored.experiments_table(stats)
         st.markdown(TEXT["experiments_heading"])
         chart(experiments_figure(experiments, presenter), width="stretch", key="moe_experiments")
-        st.dataframe(
-            experiments.rename(columns={"name": "routing", "k": "experts per token", "bits_per_byte": "bits/byte"}),
-            hide_index=True,
-            width="stretch",
-            key="moe_experiments_table",
-            column_config={"bits/byte": st.column_config.NumberColumn(format="%.4f")},
-        )
+        shown = experiments.rename(columns={"name": "routing", "k": "experts per token", "bits_per_byte": "bits/byte"})
+        table(shown, "moe_experiments_table", **{"bits/byte": "%.4f"})
         caption("measured", TEXT["experiments_caption"].format(stories=stats["source"]["stories"]))
     else:
         st.info(TEXT["needs_stored_figures"])
@@ -268,13 +265,8 @@ if moe_loaded:
         TEXT["timing_not_yet"],
     )
     if timed is not None:
-        st.dataframe(
-            pd.DataFrame([{"model": k, "decode ms per token": v} for k, v in timed.ms_per_token.items()]),
-            hide_index=True,
-            width="stretch",
-            key="moe_timed",
-            column_config={"decode ms per token": st.column_config.NumberColumn(format="%.2f")},
-        )
+        rows = pd.DataFrame([{"model": k, "decode ms per token": v} for k, v in timed.ms_per_token.items()])
+        table(rows, "moe_timed", **{"decode ms per token": "%.2f"})
         caption("measured", moe_text.timed_caption(timed, info.dtype))
         st.markdown(moe_text.timed_finding(timed, expert_work.DENSE, expert_work.MOE))
 

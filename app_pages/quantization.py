@@ -172,15 +172,10 @@ if comparison is not None:
     caption("exact", TEXT["kl_caption"])
     disagreeing = comparison.steps.loc[~comparison.steps["top1_agrees"], "step"]
     last_step = len(comparison.reference_ids) - 1
-    step = st.slider(
-        "Step to inspect",
-        0,
-        last_step,
-        int(disagreeing.min()) if len(disagreeing) else 0,
-        key=f"quant_step_{last_step}",
-        persist_state="session",
-        help="Starts at the first step where some precision's top token differs, if any.",
-    )
+    first = int(disagreeing.min()) if len(disagreeing) else 0
+    help_step = "Starts at the first step where some precision's top token differs, if any."
+    step_key = f"quant_step_{last_step}"
+    step = st.slider("Step to inspect", 0, last_step, first, key=step_key, persist_state="session", help=help_step)
     st.html(qf.step_context_html(comparison, step, presenter))
     chart(qf.step_distributions(comparison, step, presenter), width="stretch", key="quant_step_bars")
     caption("exact", TEXT["step_caption"].format(n=int(comparison.step_tops["rank"].max()) - 1))
@@ -194,21 +189,14 @@ if comparison is not None:
             st.info("GGUF rows are made from the bundled model or a local model folder, not from a hub download.")
         else:
             source = None if loaded.info.source == "bundled" else st.session_state.get(models.MODEL_SOURCE_KEY) or None
-            loaded_gguf, ids, vocab = None, list(comparison.prompt_ids), model.config.vocab_size
+            ids, positions, vocab = list(comparison.prompt_ids), len(comparison.reference_ids), model.config.vocab_size
+            loaded_gguf = None
             try:
                 loaded_gguf = measure_on_click(
                     "Measure the GGUF files",
                     "quant_gguf",
-                    ("gguf", model_key, tuple(ids), len(comparison.reference_ids)),
-                    lambda progress: gguf.measure(
-                        ids,
-                        gguf.LOADED_TYPES,
-                        source,
-                        prompt,
-                        len(comparison.reference_ids),
-                        progress=progress,
-                        vocab=vocab,
-                    ),
+                    ("gguf", model_key, tuple(ids), positions),
+                    lambda p: gguf.measure(ids, gguf.LOADED_TYPES, source, prompt, positions, progress=p, vocab=vocab),
                     "Press **Measure the GGUF files** (the first time converts the model: about half a minute).",
                     background=True,
                 )
