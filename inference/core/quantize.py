@@ -1,7 +1,7 @@
 """Quantized copies of a model, their real size in bytes, and how far their outputs drift.
 
     copy = quantized_copy(model, "int4")          # a new model; `model` is never touched
-    weight_bytes(copy.model)                       # bytes of the tensors actually held
+    weight_bytes_by_kind(copy.model)               # bytes of the tensors actually held, by kind
     ref = teacher_forced_logits(model, ids)        # [T, vocab] float32, one forward pass
     table = compare_to_reference(ref, teacher_forced_logits(copy.model, ids), ids[1:] + [next_id])
 
