@@ -1,7 +1,7 @@
 """Quantized copies of a model, their real size in bytes, and how far their outputs drift.
 
     copy = quantized_copy(model, "int4")          # a new model; `model` is never touched
-    weight_bytes_by_kind(copy.model)               # bytes of the tensors actually held, by kind
+    weight_bytes(copy.model)                       # bytes of the tensors actually held
     ref = teacher_forced_logits(model, ids)        # [T, vocab] float32, one forward pass
     table = compare_to_reference(ref, teacher_forced_logits(copy.model, ids), ids[1:] + [next_id])
 
@@ -290,6 +290,11 @@ def quantization_overhead(model: nn.Module) -> QuantizationOverhead:
                 else:
                     scales += nbytes
     return QuantizationOverhead(values, scales)
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """Bytes held by all parameters (quantized components included, shared ones once)."""
+    return sum(weight_bytes_by_kind(model).values())
 
 
 # ---------------------------------------------------------------------------- quality
