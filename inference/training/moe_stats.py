@@ -146,8 +146,8 @@ def compute(
     ms = {name: statistics.median(times) for name, times in runs.items()}
     stats["decode_ms_per_token"] = ms
     stats["timing"] = {
-        "how": f"median of {timing_repeats} interleaved runs of {timing_steps} greedy decode steps through "
-        f"transformers' forward with a KV cache, {len(prompt)}-token prompt, one torch thread, float32",
+        "how": f"median of {timing_repeats} interleaved runs, each the median of {timing_steps} decode steps through "
+        f"transformers' forward with a KV cache at {len(prompt)} tokens of context, one torch thread, float32",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
         "conditions": "measured while a model trained and other jobs ran on the same 2 cores: "
         "ratios between models are steadier than the times themselves",
