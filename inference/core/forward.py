@@ -201,8 +201,8 @@ class TransformersForward(Forward):
 
     @torch.inference_mode()
     def layer_inputs(self, ids: list[int]) -> torch.Tensor:
-        """Run `ids` after the cache; the residual stream entering each decoder layer (and leaving the last, before
-        the final norm) at every position of `ids`: [layers + 1, len(ids), hidden]."""
+        """Run `ids` after the cache; the residual stream entering each decoder layer at every position of `ids`, then
+        transformers' final hidden state: [layers + 1, len(ids), hidden]."""
         out = self.model(
             input_ids=torch.tensor([ids], dtype=torch.long),
             cache=self.cache,
