@@ -17,7 +17,8 @@ from inference.core.loader import encode_prompt
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.core.run import SEED_MAX, new_trace
 from inference.core.tokens import markdown_token_text, token_text
-from inference.lessons.moe import stored, timing
+from inference.lessons.moe import experts as expert_work
+from inference.lessons.moe import stored
 from inference.lessons.moe import text as moe_text
 from inference.lessons.moe.figures import (
     balance_over_training,
@@ -34,22 +35,33 @@ from inference.lessons.moe.figures import (
 from inference.lessons.moe.scale import BATCH_PROMPT_TOKENS, PUBLIC_COLUMNS, REPEATS, MoEDesign, public_moe_table
 from inference.lessons.moe.scale import PROMPT_TOKENS as RANDOM_PROMPT_TOKENS
 from inference.lessons.moe.scale import measure as measure_random_moe
+from inference.lessons.moe.text import TEXT
 from inference.sampling.pipeline import SamplingSettings
 
 INPUTS_KEY = "moe_mlp_inputs"  # (token ids, [layers, tokens, hidden]): recomputed only when the text changes
 
 limits, loaded, presenter = models.limits(), current_model(), layout.presenter()
+
+
+def table(frame, key: str, **formats) -> None:
+    """A dataframe with number formats by column, or a ProgressColumn for `progress=` (a share from 0 to 1)."""
+    config = {c: st.column_config.NumberColumn(format=f) for c, f in formats.items() if c != "progress"}
+    if "progress" in formats:
+        config[formats["progress"]] = st.column_config.ProgressColumn(format="percent", min_value=0, max_value=1)
+    st.dataframe(frame, hide_index=True, width="stretch", key=key, column_config=config)
+
+
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 stepper = Stepper("moe", "moe_trace", steps_done=lambda trace: len(trace.records))
 
 st.title("🧩 Mixture of Experts")
 intro_pair = stored.bundled_pair(routing.BUNDLED_MOE_DIR)  # the intro says what the page measures
-st.markdown(moe_text.INTRO + "\n\n" + moe_text.intro_verdict(intro_pair, routing.BUNDLED_MOE_NAME, BUNDLED_MODEL_NAME))
+st.markdown(TEXT["intro"] + "\n\n" + moe_text.intro_verdict(intro_pair, routing.BUNDLED_MOE_NAME, BUNDLED_MODEL_NAME))
 
 # -- a dense model: nothing to route ------------------------------------------------------------
 moe_loaded = routing.has_experts(model)
 if not moe_loaded:
-    st.info(moe_text.no_experts(info.name))
+    st.info(TEXT["no_experts"].format(model=info.name))
     if routing.BUNDLED_MOE_DIR.is_dir():
         if st.button(
             f"Load the bundled MoE model ({routing.BUNDLED_MOE_NAME})", key="moe_load_bundled", type="primary"
@@ -58,7 +70,7 @@ if not moe_loaded:
             st.session_state.pop(models.MODEL_ERROR_KEY, None)
             st.rerun()
     else:
-        st.warning(moe_text.bundled_moe_missing(routing.BUNDLED_MOE_DIR.name))
+        st.warning(TEXT["bundled_moe_missing"].format(folder=routing.BUNDLED_MOE_DIR.name))
 
 if moe_loaded:
     shape = routing.ExpertShape.of(model)
@@ -70,7 +82,7 @@ if moe_loaded:
     folder = stored.model_folder(st.session_state.get(models.MODEL_SOURCE_KEY, ""))
     stats = routing.read_stats(folder) if folder else None
     load_log = routing.read_load_log(folder) if folder else None
-    st.markdown(moe_text.shape_line(info.name, shape.layers, shape.experts, shape.k))
+    st.markdown(TEXT["shape"].format(model=info.name, layers=shape.layers, experts=shape.experts, k=shape.k))
 
     # -- 1. routing, live ---------------------------------------------------------------------
     st.subheader("1. Routing, live: which experts each token goes to")
@@ -125,7 +137,7 @@ if moe_loaded:
         show_chips()
         st.markdown(expert_legend(shape.experts, presenter), unsafe_allow_html=True)
         fed = len(recorded.token_ids)
-        caption("exact", moe_text.chips_caption(layer, shape.k, fed))
+        caption("exact", TEXT["chips_caption"].format(layer=layer, k=shape.k, routed=fed))
         experts, weights = recorded.chosen()
         texts = [token_text(tokenizer, t) for t in recorded.token_ids]
         chart(
@@ -133,7 +145,7 @@ if moe_loaded:
             width="stretch",
             key="moe_heatmap",
         )
-        caption("exact", moe_text.CAPTIONS["heatmap"])
+        caption("exact", TEXT["heatmap_caption"])
 
         # -- 2. one token's router -----------------------------------------------------------
         st.subheader("2. One token's router")
@@ -155,19 +167,21 @@ if moe_loaded:
             )
         )
         chart(router_figure(probs, kept, kept_weights, presenter), width="stretch", key="moe_router")
-        caption("exact", moe_text.CAPTIONS["router"])
+        caption("exact", TEXT["router_caption"])
         ids_now = tuple(recorded.token_ids)
         cached = st.session_state.get(INPUTS_KEY)
         if cached is None or cached[0] != (info.name, ids_now):
             with generation_slot():
-                st.session_state[INPUTS_KEY] = ((info.name, ids_now), routing.mlp_inputs(model, list(ids_now)))
-        mix = routing.mixture(model, st.session_state[INPUTS_KEY][1][layer, token], layer)
+                st.session_state[INPUTS_KEY] = ((info.name, ids_now), expert_work.mlp_inputs(model, list(ids_now)))
+        mix = expert_work.mixture(model, st.session_state[INPUTS_KEY][1][layer, token], layer)
         chart(
             mixture_figure(mix.experts, mix.weights, mix.outputs, mix.mixture, presenter=presenter),
             width="stretch",
             key="moe_mixture",
         )
-        caption("exact", moe_text.mixture_caption(fed, min(24, len(mix.mixture)), len(mix.mixture)))
+        caption(
+            "exact", TEXT["mixture_caption"].format(routed=fed, shown=min(24, len(mix.mixture)), width=len(mix.mixture))
+        )
 
     # -- 3. load ------------------------------------------------------------------------------
     st.subheader("3. Load: does every expert get work?")
@@ -182,19 +196,19 @@ if moe_loaded:
         st.markdown(moe_text.layer_load(layer, load.final))
     else:
         counts = recorded.counts()[layer] if recorded is not None else None
-        st.info(moe_text.NO_STATS)
+        st.info(TEXT["no_stats"])
         if counts is not None:
             share = (counts.double() / counts.sum()).tolist()
             chart(
                 load_figure(share, None, shape.k, layer, None, "this text", presenter), width="stretch", key="moe_load"
             )
-            caption("exact", moe_text.text_load_caption(layer, len(recorded.token_ids)))
+            caption("exact", TEXT["text_load_caption"].format(layer=layer, tokens=len(recorded.token_ids)))
     if load_log:
         chart(balance_over_training(load_log, presenter), width="stretch", key="moe_balance")
-        caption("exact", moe_text.CAPTIONS["balance"])
+        caption("exact", TEXT["balance_caption"])
         st.markdown(moe_text.balance_finding(stored.balance(load_log, shape.layers, shape.experts)))
     elif stats is not None:
-        st.caption(moe_text.NO_LOAD_LOG)
+        st.caption(TEXT["no_load_log"])
 
     # -- 4. what the experts learned ------------------------------------------------------------
     st.subheader("4. What the experts learned")
@@ -206,15 +220,7 @@ if moe_loaded:
         format_func=lambda e: f"expert {e}",
     )
     if stats is not None:
-        st.dataframe(
-            stored.top_tokens_table(stats, layer, expert),
-            hide_index=True,
-            width="stretch",
-            key="moe_top_tokens",
-            column_config={
-                "share sent here": st.column_config.ProgressColumn(format="percent", min_value=0, max_value=1)
-            },
-        )
+        table(stored.top_tokens_table(stats, layer, expert), "moe_top_tokens", progress="share sent here")
         picks = stats["load"]["counts"][layer][expert]
         caption(
             "exact",
@@ -222,7 +228,7 @@ if moe_loaded:
         )
         st.markdown(moe_text.word_verdict(layer, stored.word_information(stats, layer)))
     else:
-        st.info(moe_text.NEEDS_STATS)
+        st.info(TEXT["needs_stats"])
 
     # -- 5. what sparsity costs and buys -----------------------------------------------------------
     st.subheader("5. What sparsity costs and buys, measured")
@@ -236,41 +242,33 @@ if moe_loaded:
     if stats is not None and moe_meta is not None and dense_meta is not None and info.name != dense.info.name:
         pair = stored.trained_pair(stats, moe_meta, dense_meta)
         rows = stored.sparsity_rows(pair, info.name, dense.info.name, mine, theirs)
-        chart(sparsity_figure(rows, moe_text.QUALITY_TITLE, presenter), width="stretch", key="moe_sparsity")
-        caption("measured", moe_text.sparsity_caption(pair.tokens_seen))
+        chart(sparsity_figure(rows, TEXT["quality_title"], presenter), width="stretch", key="moe_sparsity")
+        caption("measured", TEXT["sparsity_caption"].format(tokens=pair.tokens_seen))
         st.markdown(moe_text.trained_finding(pair))
         experiments = stored.experiments_table(stats)
-        st.markdown(moe_text.EXPERIMENTS_HEADING)
+        st.markdown(TEXT["experiments_heading"])
         chart(experiments_figure(experiments, presenter), width="stretch", key="moe_experiments")
-        st.dataframe(
-            experiments.rename(columns={"name": "routing", "k": "experts per token", "bits_per_byte": "bits/byte"}),
-            hide_index=True,
-            width="stretch",
-            key="moe_experiments_table",
-            column_config={"bits/byte": st.column_config.NumberColumn(format="%.4f")},
-        )
-        caption("measured", moe_text.experiments_caption(stats["source"]["stories"]))
+        shown = experiments.rename(columns={"name": "routing", "k": "experts per token", "bits_per_byte": "bits/byte"})
+        table(shown, "moe_experiments_table", **{"bits/byte": "%.4f"})
+        caption("measured", TEXT["experiments_caption"].format(stories=stats["source"]["stories"]))
     else:
-        st.info(moe_text.NEEDS_STORED_FIGURES)
+        st.info(TEXT["needs_stored_figures"])
 
     st.markdown("**Measure decode speed here, now**")
     timed = measure_on_click(
         "Time the MoE, its top-1 variant and the dense model",
         "moe_time",
         ("moe_time", info.name),
-        lambda progress: timing.measure(dense.model, model, encode_prompt(tokenizer, timing.PROMPT), progress),
-        moe_text.TIMING_NOT_YET,
+        lambda progress: expert_work.measure(
+            dense.model, model, encode_prompt(tokenizer, expert_work.PROMPT), progress
+        ),
+        TEXT["timing_not_yet"],
     )
     if timed is not None:
-        st.dataframe(
-            pd.DataFrame([{"model": k, "decode ms per token": v} for k, v in timed.ms_per_token.items()]),
-            hide_index=True,
-            width="stretch",
-            key="moe_timed",
-            column_config={"decode ms per token": st.column_config.NumberColumn(format="%.2f")},
-        )
+        rows = pd.DataFrame([{"model": k, "decode ms per token": v} for k, v in timed.ms_per_token.items()])
+        table(rows, "moe_timed", **{"decode ms per token": "%.2f"})
         caption("measured", moe_text.timed_caption(timed, info.dtype))
-        st.markdown(moe_text.timed_finding(timed.ms_per_token, timing.DENSE, timing.MOE))
+        st.markdown(moe_text.timed_finding(timed, expert_work.DENSE, expert_work.MOE))
 
 # -- 6. at scale ------------------------------------------------------------------------------------
 with st.expander(moe_text.scale_heading(moe_loaded)):
@@ -281,13 +279,18 @@ with st.expander(moe_text.scale_heading(moe_loaded)):
         "moe_scale",
         ("moe", design),
         lambda progress: measure_random_moe(design, progress=progress),
-        moe_text.SCALE_NOT_YET,
+        TEXT["scale_not_yet"],
     )
     if scale is not None:
         chart(moe_figure(scale, presenter), width="stretch", key="moe_scale_chart")
-        caption("measured", moe_text.scale_caption(REPEATS, RANDOM_PROMPT_TOKENS, BATCH_PROMPT_TOKENS))
+        caption(
+            "measured",
+            TEXT["scale_caption"].format(
+                repeats=REPEATS, prompt_tokens=RANDOM_PROMPT_TOKENS, batch_tokens=BATCH_PROMPT_TOKENS
+            ),
+        )
         st.markdown(moe_text.scale_findings(scale, design.experts))
-with st.expander(f"Published MoE models: {moe_text.SECTIONS['public']}"):
+with st.expander(TEXT["public_heading"]):
     st.dataframe(
         public_moe_table(load_public_models()),
         hide_index=True,
@@ -295,4 +298,4 @@ with st.expander(f"Published MoE models: {moe_text.SECTIONS['public']}"):
         key="moe_public",
         column_config={c: st.column_config.NumberColumn(name, format=f) for c, (name, f) in PUBLIC_COLUMNS.items()},
     )
-    caption("published", moe_text.CAPTIONS["public"])
+    caption("published", TEXT["public_caption"])

@@ -2,15 +2,13 @@
 bandwidth, each engine's share is its rate over that limit, and the sentences quote the numbers they are given,
 saying why when a rate goes above its limit."""
 
-import math
-
 import pytest
 import torch
 from torch import nn
 
 from inference.core.measuring import Timing
-from inference.lessons.quantization import figures_rates, rates, real_gguf
-from inference.lessons.quantization import text_rates as rt
+from inference.lessons.quantization import figures, gguf, rates
+from inference.lessons.quantization import text as say
 
 pytestmark = pytest.mark.unit
 
@@ -31,11 +29,15 @@ def fake_rate(step_ms: float, bytes_per_token: int, bandwidth: float, cache: int
     )
 
 
-def fake_gguf(rows: dict[str, tuple[int, list[float]]]) -> real_gguf.RealGGUFResult:
+def fake_gguf(rows: dict[str, tuple[int, list[float]]]) -> gguf.GGUFResult:
     results = {
-        t: real_gguf.TypeResult(t, size + 1_800_000, rounds, [], read_bytes=size) for t, (size, rounds) in rows.items()
+        t: gguf.TypeResult(t, size + 1_800_000, rounds, [], read_bytes=size) for t, (size, rounds) in rows.items()
     }
-    return real_gguf.RealGGUFResult("Why?", 40, [], "", results, 0, 64, 2)
+    return gguf.GGUFResult("Why?", 40, [], "", results, 0, 64, 2)
+
+
+def gap(frame, rate, servers=None) -> str:
+    return say.rates_sentences(frame, rate, servers, False)["gap"]
 
 
 def test_the_limit_is_bytes_over_bandwidth_and_the_share_is_rate_over_limit():
@@ -49,12 +51,6 @@ def test_the_limit_is_bytes_over_bandwidth_and_the_share_is_rate_over_limit():
     assert frame.loc[1, "measured tokens/s"] == pytest.approx(51.0)  # the median of llama-server's rounds
     assert frame.loc[2, "bytes per token"] == 143 * MB  # the tensors' bytes, not the file's
     assert frame["fits in cache"].tolist() == ["no", "no", "no"]
-
-
-def test_without_llama_server_the_table_has_the_transformers_row_alone():
-    frame = rates.table(fake_rate(4.0, 23 * MB, 6.5e9, None))
-    assert frame["engine"].tolist() == [rates.TRANSFORMERS]
-    assert frame.loc[0, "fits in cache"] == "unknown"
 
 
 def test_bytes_read_per_token_counts_a_tied_table_once_and_an_untied_one_not_at_all():
@@ -80,7 +76,7 @@ def test_bytes_read_per_token_counts_a_tied_table_once_and_an_untied_one_not_at_
 def test_the_gap_sentence_quotes_the_limit_and_both_engines_shares():
     rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=32 * 2**20)
     frame = rates.table(rate, fake_gguf({"f32": (500 * MB, [40.0]), "Q4_1": (100 * MB, [90.0])}))
-    text = rt.gap_sentence(frame, rate)
+    text = gap(frame, rate)
     assert "Test CPU 9000" in text and "25.0 GB/s" in text
     assert "at most 50 tokens/s" in text  # 25e9 / 500e6
     assert "llama-server reaches 80% of it at f32 (40 tokens/s), transformers 40% (20 tokens/s)" in text
@@ -89,68 +85,33 @@ def test_the_gap_sentence_quotes_the_limit_and_both_engines_shares():
     assert "above its limit" not in text and "fit in" not in text  # nothing fits the 32 MiB cache here
 
 
-def test_a_rate_above_its_limit_is_explained_by_the_cache_when_the_weights_fit():
-    rate = fake_rate(step_ms=2.0, bytes_per_token=23 * MB, bandwidth=6.5e9, cache=480 * 2**20)  # 500 tokens/s
+@pytest.mark.parametrize(
+    "step_ms, weights, bandwidth, cache, said",
+    [
+        (2.0, 23 * MB, 6.5e9, 480 * 2**20, "23 MB fit in this machine's 480 MiB last-level cache"),  # 500 > 283/s
+        (10.0, 538 * MB, 5e9, 32 * 2**20, "do not fit in the 32 MiB cache"),  # 100 > 9.3/s: bandwidth read low
+        (10.0, 538 * MB, 5e9, None, "does not report its cache size"),
+    ],
+)
+def test_a_rate_above_its_limit_is_explained_by_where_its_weights_fit(step_ms, weights, bandwidth, cache, said):
+    rate = fake_rate(step_ms=step_ms, bytes_per_token=weights, bandwidth=bandwidth, cache=cache)
     frame = rates.table(rate)
-    text = rt.gap_sentence(frame, rate)
-    assert frame.loc[0, "share of the limit"] == pytest.approx(500 / (6.5e9 / 23e6))
-    assert "goes above its limit (177%, 500 tokens/s against 283 tokens/s)" in text
-    assert "23 MB fit in this machine's 480 MiB last-level cache" in text
-
-
-def test_a_rate_above_its_limit_without_fitting_the_cache_says_the_bandwidth_read_low():
-    rate = fake_rate(step_ms=10.0, bytes_per_token=538 * MB, bandwidth=5e9, cache=32 * 2**20)  # 100 > 9.3 tokens/s
-    text = rt.gap_sentence(rates.table(rate), rate)
-    assert "do not fit in the 32 MiB cache" in text and "measured lower" in text
-    unknown = fake_rate(step_ms=10.0, bytes_per_token=538 * MB, bandwidth=5e9, cache=None)
-    assert "does not report its cache size" in rt.gap_sentence(rates.table(unknown), unknown)
-
-
-def test_weights_that_fit_in_the_cache_below_the_limit_are_said_to_have_no_hard_ceiling():
-    rate = fake_rate(step_ms=4.0, bytes_per_token=23 * MB, bandwidth=29e9, cache=480 * 2**20)
-    text = rt.gap_sentence(rates.table(rate), rate)
-    assert "above its limit" not in text
-    assert "The float32 weights (23 MB) fit in this machine's 480 MiB last-level cache" in text
-
-
-def test_a_missing_llama_server_rate_is_left_out_of_the_sentence_and_the_chart():
-    rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=None)
-    frame = rates.table(rate, fake_gguf({"f32": (500 * MB, [])}))  # a type whose rounds all failed
-    assert math.isnan(frame.loc[frame["engine"] == rates.LLAMA_SERVER, "measured tokens/s"].iloc[0])
-    assert "llama-server reaches" not in rt.gap_sentence(frame, rate)
-    fig = figures_rates.rates_bars(frame)
-    assert [list(bar.y) for bar in fig.data if bar.type == "bar"] == [["transformers · float32"]]
-    assert "llama-server" not in rt.chart_text(frame)
+    share = frame.loc[0, "share of the limit"]
+    assert share == pytest.approx(1000 / step_ms / (bandwidth / weights)) and share > 1
+    assert f"goes above its limit ({share:.0%}" in gap(frame, rate) and said in gap(frame, rate)
 
 
 def test_the_chart_has_one_bar_and_one_limit_per_measured_row():
     rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=None)
     frame = rates.table(rate, fake_gguf({"f32": (500 * MB, [40.0]), "q8_0": (133 * MB, [80.0])}))
-    fig = figures_rates.rates_bars(frame)
+    fig = figures.rates_bars(frame)
     bars = [trace for trace in fig.data if trace.type == "bar"]
     limit = next(trace for trace in fig.data if trace.name == "bandwidth limit of its bytes")
     assert sorted(sum((list(b.x) for b in bars), [])) == sorted(frame["measured tokens/s"])
     assert sorted(limit.x) == pytest.approx(sorted(frame["bandwidth limit tokens/s"]))
     assert {b.marker.pattern.shape for b in bars} == {"/", ""}  # the engines differ by pattern, not colour alone
-    text = rt.chart_text(frame)
+    text = say.rates_sentences(frame, rate, None, False)["chart"]
     assert "llama-server q8_0 80 tokens/s of a 188 tokens/s limit (43%)" in text
-
-
-def test_the_caption_names_the_cpu_the_timing_and_the_rounds():
-    rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=480 * 2**20)
-    text = rt.caption(rate, fake_gguf({"f32": (500 * MB, [40.0])}))
-    assert "Test CPU 9000" in text and "median of 3 after 3 warm-ups" in text
-    assert "median of 2 rounds of 64 greedy tokens" in text and "480 MiB" in text
-    assert "llama-server" not in rt.caption(rate, None)
-
-
-def test_why_llama_server_has_no_rows():
-    real = real_gguf.real_model.REAL_MODEL_NAME
-    gguf = fake_gguf({"f32": (500 * MB, [40.0])})
-    assert "load it in the sidebar" in rt.no_server_rows("storyteller-llama-6m", real, None, gguf)
-    assert "not built" in rt.no_server_rows(real, real, "llama-server is not built here", None)
-    assert "once its GGUF types above are measured" in rt.no_server_rows(real, real, None, None)
-    assert rt.no_server_rows(real, real, None, gguf) is None
 
 
 def test_gguf_bytes_read_per_token_leave_the_header_out_and_an_untied_table(tmp_path):
@@ -171,8 +132,8 @@ def test_gguf_bytes_read_per_token_leave_the_header_out_and_an_untied_table(tmp_
         return path
 
     tied = write(tmp_path / "tied.gguf", untied=False)
-    assert real_gguf.bytes_read_per_token(tied) == (100 * 8 + 8 * 8) * 4 < tied.stat().st_size
-    assert real_gguf.bytes_read_per_token(write(tmp_path / "untied.gguf", untied=True)) == (8 * 8 + 100 * 8) * 4
+    assert gguf.bytes_read_per_token(tied) == (100 * 8 + 8 * 8) * 4 < tied.stat().st_size
+    assert gguf.bytes_read_per_token(write(tmp_path / "untied.gguf", untied=True)) == (8 * 8 + 100 * 8) * 4
 
 
 def test_the_bench_key_holds_the_three_columns_of_the_page(smollm2, capsys):
@@ -180,8 +141,8 @@ def test_the_bench_key_holds_the_three_columns_of_the_page(smollm2, capsys):
     each row's share; printed as the page's three columns."""
     from inference.bench import real_gguf as bench
 
-    gguf = fake_gguf({"f32": (538 * MB, [50.0]), "q8_0": (143 * MB, [96.0])})
-    frame, record = bench.decode_rates(gguf, bandwidth_gbs=20.0)
+    servers = fake_gguf({"f32": (538 * MB, [50.0]), "q8_0": (143 * MB, [96.0])})
+    frame, record = bench.decode_rates(servers, bandwidth_gbs=20.0)
     assert record["bandwidth_gbs"] == 20.0 and record["transformers_threads"] >= 1
     own = record["transformers float32"]
     assert own["bytes_per_token"] == smollm2.info.weight_bytes
@@ -218,35 +179,16 @@ def test_the_torch_copies_join_as_transformers_rows_with_their_own_bytes_and_lim
     assert frame["weights"].tolist() == ["float32", "bfloat16 copy", "int8 copy", "int4 copy"]
     assert frame.loc[0, "measured tokens/s"] == pytest.approx(20.0)  # timed here, not the comparison's 99
     assert frame.loc[2, "bandwidth limit tokens/s"] == pytest.approx(25e9 / (160 * MB))
-    text = rt.gap_sentence(frame, rate)
+    text = gap(frame, rate)
     assert "bfloat16 copy 20%, int8 copy 5%, int4 copy 12%" in text  # 20/100, 8/156.25, 30/250
-    assert "copy rows are the torch comparison's" in rt.caption(rate, None, copies=3)
-    assert "copy rows" not in rt.caption(rate, None)
 
 
 def test_widely_spread_timings_say_the_machine_was_busy():
     rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=None)
     calm = fake_gguf({"f32": (500 * MB, [40.0, 41.0])})
-    assert "busy" not in rt.gap_sentence(rates.table(rate, calm), rate, calm)
+    assert "busy" not in gap(rates.table(rate, calm), rate, calm)
     busy = fake_gguf({"f32": (500 * MB, [20.0, 60.0])})
-    text = rt.gap_sentence(rates.table(rate, busy), rate, busy)
+    text = gap(rates.table(rate, busy), rate, busy)
     assert text.startswith("**The machine was busy while this ran** (llama-server's f32 rounds differed by 200%)")
     jumpy = rates.TransformersRate(**{**rate.__dict__, "timing": Timing((10.0, 20.0, 30.0, 40.0), 3, "a step")})
-    assert "transformers' middle half of steps differed by" in rt.busy_note(jumpy, None)
-
-
-def test_the_chart_keeps_the_table_order_so_the_same_bytes_sit_side_by_side():
-    rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=None)
-    frame = rates.table(rate, fake_gguf({"f32": (500 * MB, [40.0]), "q8_0": (133 * MB, [80.0])}))
-    fig = figures_rates.rates_bars(frame)
-    order = list(fig.layout.yaxis.categoryarray)[::-1]  # Plotly lists categories bottom up
-    assert order == ["transformers · float32", "llama-server · f32", "llama-server · q8_0"]
-
-
-def test_in_presenter_mode_the_labels_break_and_the_bars_say_their_share_alone():
-    rate = fake_rate(step_ms=50.0, bytes_per_token=500 * MB, bandwidth=25e9, cache=None)
-    frame = rates.table(rate, fake_gguf({"f32": (500 * MB, [40.0])}))
-    fig = figures_rates.rates_bars(frame, presenter=True)
-    labels = next(trace for trace in fig.data if trace.type == "scatter" and trace.mode == "text")
-    assert list(labels.y) == ["llama-server<br>f32", "transformers<br>float32"]  # bottom up
-    assert [t.strip() for t in labels.text] == ["80%", "40%"]
+    assert "transformers' middle half of steps differed by" in gap(rates.table(jumpy), jumpy)

@@ -166,24 +166,6 @@ def test_bench_reports_llamacpp_speed_its_ratio_to_the_engine_and_the_remote_ste
     assert all(value > 0 for value in figures.values())
 
 
-def test_gguf_rows_measure_bytes_speed_and_drift_against_float32(bundled):
-    """f32 GGUF drifts ~0 from float32 (KL < 1e-6, top-1 always agrees); q4_K_M is smaller and drifts more."""
-    require_llama_server()
-    from inference.lessons.quantization.gguf import gguf_table, measure_ggufs
-
-    ids = encode_prompt(bundled.tokenizer, PROMPTS[0])
-    reference = [
-        r.token_id for r in new_trace(bundled.model, bundled.tokenizer, ids, 12).run(SamplingSettings(temperature=0))
-    ]
-    results = measure_ggufs(bundled.model, ids, reference, types=("f32", "q4_K_M"))
-    table = gguf_table(results).set_index("precision")
-    assert table.loc["GGUF f32", "mean_kl_nats"] < 1e-6 and table.loc["GGUF f32", "top1_agreement"] == 1.0
-    assert results["f32"].first_departure is None
-    assert table.loc["GGUF q4_K_M", "size_vs_float32"] < 0.3
-    assert table.loc["GGUF q4_K_M", "mean_kl_nats"] > table.loc["GGUF f32", "mean_kl_nats"]
-    assert results["q4_K_M"].file_bytes == llamacpp.gguf_path(None, "q4_K_M").stat().st_size
-
-
 def test_prefill_decode_page_times_the_engine_with_its_own_timings(llama_server, monkeypatch):
     """The timeline's first block is the server's prefill (timings.prompt_ms); no exception on the page."""
     import streamlit as st

@@ -114,34 +114,6 @@ def test_layer_and_expert_beyond_the_model_from_a_url_are_clamped_and_said(local
     assert at.slider(key="moe_layer").value == 1 and at.selectbox(key="moe_expert").value == 0
 
 
-def test_play_shows_stop_and_stop_ends_play_with_the_routed_tokens_kept(local_server, moe_folder, monkeypatch):
-    """Play draws a Stop button while it steps; a click on it (a rerun while Play runs, as Streamlit does) ends
-    Play between two tokens, the tokens made so far stay routed on the page, and Step goes on from there."""
-    import streamlit as st
-
-    at = load_folder(open_moe_page(), moe_folder)
-    trace = at.session_state["moe_trace"]
-    step = type(trace).step
-    stopped_at = []
-
-    def step_then_stop(self, *args, **kwargs):
-        if not stopped_at and len(self.records) >= 4:
-            assert "moe_stop" in st.session_state  # the Stop button is on the page while Play runs
-            stopped_at.append(len(self.records))
-            st.rerun()  # what a click on Stop does to the running script
-        return step(self, *args, **kwargs)
-
-    monkeypatch.setattr(type(trace), "step", step_then_stop)
-    at.button(key="moe_play").click().run()
-    assert not at.exception and stopped_at == [4]
-    kept = at.session_state["moe_trace"]
-    assert kept is trace and len(trace.records) == 4 and not trace.finished
-    routed = len(trace.prompt_ids) + len(trace.records) - 1  # the newest token is routed by the next step
-    assert at.slider(key="moe_token").max == routed - 1
-    at.button(key="moe_step").click().run()
-    assert not at.exception and len(trace.records) == 5 and at.slider(key="moe_token").max == routed
-
-
 def test_decode_speed_has_one_definition_measured_on_the_page(local_server, moe_folder):
     """The stored decode times (taken while a model trained) are on no chart or table; the page's own
     measurement says which CPU, how many threads and which forward path."""

@@ -10,8 +10,11 @@ from transformers import MixtralConfig
 
 from inference.core import routing
 from inference.core.loader import encode_prompt
+from inference.lessons.moe import experts as expert_work
 from inference.lessons.moe import scale as moe
+from inference.training import moe_stats
 from inference.training.evaluate import score_stream
+from inference.training.moe_stats import route
 from tests.conftest import transformers_greedy
 
 pytestmark = pytest.mark.unit
@@ -63,26 +66,11 @@ def stream(tokenizer) -> list[int]:
     return ids
 
 
-def test_routed_experts_equal_the_router_top_k_recomputed_from_each_layer_input(tiny_moe):
-    """The experts `route` records per token and layer = top-k of softmax(gate weight x the
-    layer's MLP input), that input recomputed from the layer's input through its own attention."""
-    model, tokenizer = tiny_moe
-    ids = stream(tokenizer)[:60]
-    recorded = routing.route(model, ids)
-    inputs = routing.mlp_inputs(model, ids)
-    for layer in range(recorded.layers):
-        probs = routing.router_from_input(model, layer, inputs[layer])
-        experts, weights = routing.top_k(probs, 2)
-        assert torch.equal(recorded.chosen()[0][layer], experts)
-        torch.testing.assert_close(recorded.chosen()[1][layer], weights, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(recorded.probabilities[layer], probs, atol=1e-5, rtol=1e-5)
-
-
 def test_load_counts_sum_to_tokens_times_k(tiny_moe):
     """Each token makes k picks in every layer: every layer's counts add up to tokens x k."""
     model, tokenizer = tiny_moe
     ids = stream(tokenizer)
-    stats = routing.load_stats(routing.route(model, ids, window=32))
+    stats = routing.load_stats(route(model, ids, window=32))
     assert stats["tokens"] == len(ids)
     assert [sum(row) for row in stats["counts"]] == [len(ids) * 2] * 2
     assert [sum(row) for row in stats["first_choice_counts"]] == [len(ids)] * 2
@@ -93,7 +81,7 @@ def test_top_tokens_count_exactly_what_the_router_sent(tiny_moe):
     """An expert's token counts = occurrences of that token among the tokens routed to it."""
     model, tokenizer = tiny_moe
     ids = stream(tokenizer)
-    recorded = routing.route(model, ids)
+    recorded = route(model, ids)
     table = routing.expert_top_tokens(recorded, tokenizer, top=5)
     experts = recorded.chosen()[0]
     for layer in range(2):
@@ -108,11 +96,11 @@ def test_mixture_is_what_the_sparse_block_outputs(tiny_moe):
     """Weighted sum of the chosen experts' outputs = the sparse block's own output for that token."""
     model, tokenizer = tiny_moe
     ids = stream(tokenizer)[:20]
-    inputs = routing.mlp_inputs(model, ids)
+    inputs = expert_work.mlp_inputs(model, ids)
     for layer in range(2):
         block_out = model.model.layers[layer].mlp(inputs[layer].unsqueeze(0))[0]
         for t in (0, 7, 19):
-            mix = routing.mixture(model, inputs[layer, t], layer)
+            mix = expert_work.mixture(model, inputs[layer, t], layer)
             assert math.isclose(sum(mix.weights), 1.0, rel_tol=1e-6)
             torch.testing.assert_close(mix.mixture, block_out[t], atol=1e-5, rtol=1e-4)
 
@@ -124,11 +112,11 @@ def test_top1_variant_routes_one_expert_and_its_bits_per_byte_are_measured(tiny_
     ids = stream(tokenizer)
     n_bytes = sum(len(s.encode()) for s in STORIES)
     top1 = routing.variant(model, k=1)
-    recorded = routing.route(top1, ids)
+    recorded = route(top1, ids)
     assert recorded.k == 1 and [sum(r) for r in routing.load_stats(recorded)["counts"]] == [len(ids)] * 2
     # In the first layer (same input) top-1 keeps each token's first choice of the full model;
     # later layers see what the one expert wrote, so their choices may differ.
-    assert torch.equal(recorded.chosen()[0][0, :, 0], routing.route(model, ids).chosen()[0][0, :, 0])
+    assert torch.equal(recorded.chosen()[0][0, :, 0], route(model, ids).chosen()[0][0, :, 0])
     base = score_stream(model, ids, n_bytes).bits_per_byte
     one = score_stream(top1, ids, n_bytes).bits_per_byte
     assert one > 0 and one != base
@@ -140,7 +128,7 @@ def test_switched_off_expert_never_gets_a_token(tiny_moe):
     model, tokenizer = tiny_moe
     ids = stream(tokenizer)
     off = routing.variant(model, off=(1,))
-    counts = routing.route(off, ids).counts()
+    counts = route(off, ids).counts()
     assert counts[:, 1].tolist() == [0, 0] and counts.sum(dim=1).tolist() == [len(ids) * 2] * 2
     with pytest.raises(ValueError, match="switch off"):
         routing.variant(model, off=(9,))
@@ -177,7 +165,7 @@ def test_budget_counts_active_parameters_and_bytes_read(tiny_moe, bundled):
 
 def test_token_expert_information_is_bounded_by_the_expert_entropy(tiny_moe):
     model, tokenizer = tiny_moe
-    info = routing.token_expert_information(routing.route(model, stream(tokenizer)))
+    info = routing.token_expert_information(route(model, stream(tokenizer)))
     for row in info:
         assert 0 <= row["mutual_information_bits"] <= row["expert_entropy_bits"] + 1e-9 <= 2 + 1e-9
 
@@ -198,14 +186,18 @@ def tiny_moe_folder(tiny_moe, tmp_path_factory):
     return folder, corpus
 
 
-def test_stats_file_has_load_top_tokens_and_measured_experiments(tiny_moe_folder, bundled):
+@pytest.fixture(scope="module")
+def stats(tiny_moe_folder, bundled):
+    folder, corpus = tiny_moe_folder
+    return moe_stats.compute(folder, corpus, switch_off=[1], log=lambda *_: None, timing_repeats=1, timing_steps=4)
+
+
+def test_stats_file_has_load_top_tokens_and_measured_experiments(tiny_moe_folder, stats):
     """moe_stats over the trainer's validation split: counts sum to tokens x k, top-1 and an
     expert switched off are scored in bits/byte next to the dense model, decode times measured."""
     from inference.training import corpus as corpus_io
-    from inference.training import moe_stats
 
     folder, corpus = tiny_moe_folder
-    stats = moe_stats.compute(folder, corpus, switch_off=[1], log=lambda *_: None, timing_repeats=1, timing_steps=4)
     _, validation = corpus_io.split_train_validation(corpus_io.read_stories(corpus), 0.5, 1234)
     assert stats["source"]["stories"] == len(validation) and stats["source"]["bytes"] == corpus_io.utf8_bytes(
         validation
@@ -223,16 +215,15 @@ def test_stats_file_has_load_top_tokens_and_measured_experiments(tiny_moe_folder
     assert routing.read_stats(folder) == json.loads(path.read_text())
 
 
-def test_moe_card_reports_stored_stats_beside_the_dense_model(tiny_moe_folder, bundled):
+def test_moe_card_reports_stored_stats_beside_the_dense_model(tiny_moe_folder, stats):
     """The MoE card section shows counted parameters, both models' held-out scores, the load
     table and every experiment, each number from the files it describes."""
     from dataclasses import asdict
 
-    from inference.training import model_card, moe_stats
+    from inference.training import model_card
     from inference.training.train import PRESETS, TrainSettings
 
-    folder, corpus = tiny_moe_folder
-    stats = moe_stats.compute(folder, corpus, switch_off=[0], log=lambda *_: None, timing_repeats=1, timing_steps=4)
+    folder, _ = tiny_moe_folder
     moe_stats.write(folder, stats)
     (folder / "expert_load_log.json").write_text(
         json.dumps(
@@ -259,7 +250,7 @@ def test_moe_card_reports_stored_stats_beside_the_dense_model(tiny_moe_folder, b
     meta["moe"] = model_card.moe_card_inputs(folder)
     card = model_card.render(meta, ["Once upon a time."], folder.name)
     b = stats["budget"]["moe"]
-    assert "Why the Mixtral layout" in card and f"{b['total_parameters']:,} / {b['active_parameters']:,}" in card
+    assert f"{b['total_parameters']:,} / {b['active_parameters']:,}" in card
     assert "**0.990**" in card and f"**{dense['stats']['heldout_bits_per_byte']:.3f}**" in card
     assert f"{dense['stats']['heldout_bits_per_byte'] - 0.99:.3f} bits/byte better" in card
     assert "At step 200 the busiest expert of any layer took 70.0%" in card
@@ -295,9 +286,9 @@ def test_routing_recorded_during_generation_equals_the_router_recomputed_from_la
     recorded = routing.trace_routing(trace)
     fed = trace.all_ids[:-1]  # the last chosen token is fed at the next step
     assert recorded.token_ids == fed and recorded.probabilities.shape == (2, len(fed), 4)
-    inputs = routing.mlp_inputs(model, fed)
+    inputs = expert_work.mlp_inputs(model, fed)
     for layer in range(2):
-        experts, weights = routing.top_k(routing.router_from_input(model, layer, inputs[layer]), 2)
+        experts, weights = routing.top_k(expert_work.router_from_input(model, layer, inputs[layer]), 2)
         assert torch.equal(recorded.chosen()[0][layer], experts)
         torch.testing.assert_close(recorded.chosen()[1][layer], weights, atol=1e-5, rtol=1e-5)
     assert recorded.counts().sum(dim=1).tolist() == [len(fed) * 2] * 2
@@ -315,7 +306,7 @@ def test_rewound_trace_keeps_the_routing_of_the_steps_it_keeps(tiny_moe):
     trace.rewind(4)
     list(trace.run(SamplingSettings(temperature=0), max_steps=4))
     recorded = routing.trace_routing(trace)
-    assert torch.allclose(recorded.probabilities, routing.route(model, recorded.token_ids).probabilities, atol=1e-5)
+    assert torch.allclose(recorded.probabilities, route(model, recorded.token_ids).probabilities, atol=1e-5)
     assert routing.trace_routing(new_trace(model, tokenizer, [0, 1, 2], 2)) is None  # nothing fed yet
 
 

@@ -27,7 +27,7 @@ from inference.core.limits import Limits
 from inference.core.loader import load_model
 from inference.core.machine import logical_cpus
 from inference.engines.client import EngineError
-from inference.lessons.quantization import rates, real_gguf
+from inference.lessons.quantization import gguf, rates
 
 KEY = "real_gguf_decode_tokens_per_s"
 RATES_KEY = "real_decode_rates"
@@ -36,15 +36,15 @@ RATES_KEY = "real_decode_rates"
 def real_gguf_figures(
     new_tokens: int = 128, rounds: int = 3, threads: int | None = None, bandwidth_gbs: float | None = None
 ) -> dict:
-    reason = real_gguf.unavailable_reason()
+    reason = gguf.unavailable_reason()
     if reason:
         print(f"{KEY} skipped: {reason}")
         return {}
-    prompt_ids, _ = real_gguf.chat_prompt_ids()
+    prompt_ids = gguf.chat_prompt_ids()
     rates_by_type, measured = {}, {}
-    for gguf_type in real_gguf.REAL_TYPES:
+    for gguf_type in gguf.REAL_TYPES:
         try:
-            result = real_gguf.measure_type(
+            result = gguf.measure_type(
                 gguf_type, prompt_ids, None, positions=0, decode_tokens=new_tokens, rounds=rounds, threads=threads
             )
         except (EngineError, RuntimeError, OSError) as err:  # one type failing (say a timeout) leaves the others
@@ -54,12 +54,12 @@ def real_gguf_figures(
         measured[gguf_type] = result
         rate = result.decode_tokens_per_s
         rates_by_type[gguf_type] = round(rate, 1) if math.isfinite(rate) else None
-    gguf = real_gguf.RealGGUFResult("", len(prompt_ids), [], "", measured, 0, new_tokens, rounds)
-    return {KEY: rates_by_type, RATES_KEY: decode_rates(gguf, bandwidth_gbs)[1]}
+    servers = gguf.GGUFResult("", len(prompt_ids), [], "", measured, 0, new_tokens, rounds)
+    return {KEY: rates_by_type, RATES_KEY: decode_rates(servers, bandwidth_gbs)[1]}
 
 
-def decode_rates(gguf: real_gguf.RealGGUFResult | None, bandwidth_gbs: float | None = None):
-    """The page's table for SmolLM2 (transformers timed here, on the app's torch threads; `gguf`'s llama-server
+def decode_rates(servers: gguf.GGUFResult | None, bandwidth_gbs: float | None = None):
+    """The page's table for SmolLM2 (transformers timed here, on the app's torch threads; `servers`' llama-server
     rows) and its record for the bench's JSON."""
     loaded = load_model(real_model.REAL_MODEL_NAME)
     bandwidth = None
@@ -71,7 +71,7 @@ def decode_rates(gguf: real_gguf.RealGGUFResult | None, bandwidth_gbs: float | N
         rate = rates.measure(loaded.model, loaded.info.name, bandwidth=bandwidth)
     finally:
         torch.set_num_threads(before)
-    frame = rates.table(rate, gguf)
+    frame = rates.table(rate, servers)
     return frame, rates.as_record(frame, rate)
 
 

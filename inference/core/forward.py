@@ -233,6 +233,12 @@ class TransformersForward(Forward):
                 handle.remove()
         return out, ms
 
+    def layer_inputs(self, ids: list[int]) -> torch.Tensor:
+        """Run `ids` after the cache; the residual stream entering each decoder layer at every position of `ids`, then
+        transformers' final hidden state: [layers + 1, len(ids), hidden]."""
+        out, _ = self.look(ids, {})
+        return torch.stack(out.hidden_states)[:, 0]
+
 
 class ShortlistForward(TransformersForward):
     """`TransformersForward` whose next-token logits score only the token ids of `rows` (a speculative draft proposing

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import time
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -26,6 +25,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+from transformers.pytorch_utils import Conv1D
+
+from inference.core.forward import TransformersForward
+from inference.core.measuring import ms_since, now
 
 PRECISIONS = ("float32", "bfloat16", "int8", "int4")
 INT4_GROUP_SIZES = (32, 64, 128)  # what torchao's CPU int4 packing accepts
@@ -47,18 +50,8 @@ class QuantizedModel:
     skipped_layers: list[SkippedLayer] = field(default_factory=list)
 
 
-def _conv1d_class():
-    """GPT-2's `Conv1D` (a linear layer with a transposed weight), or None."""
-    try:
-        from transformers.pytorch_utils import Conv1D
-    except ImportError:  # transformers moved it: then nothing is a Conv1D to us
-        return None
-    return Conv1D
-
-
 def _is_conv1d(module: nn.Module) -> bool:
-    conv1d = _conv1d_class()
-    return conv1d is not None and isinstance(module, conv1d)
+    return isinstance(module, Conv1D)  # GPT-2's linear layer with a transposed weight
 
 
 def _import_torchao():
@@ -190,7 +183,7 @@ def quantized_copy(
     if precision == "int4" and group_size not in INT4_GROUP_SIZES:
         raise ValueError(f"`group_size` must be one of {INT4_GROUP_SIZES} for int4, but is {group_size}")
 
-    start = time.perf_counter()
+    start = now()
     new = copy.deepcopy(model)  # deepcopy keeps tied parameters tied
     new.eval()
     if convert_conv1d:
@@ -214,8 +207,7 @@ def quantized_copy(
                 quantized += 1
             else:
                 skipped.append(SkippedLayer(name, "torchao left this layer unquantized"))
-    seconds = time.perf_counter() - start
-    return QuantizedModel(new, precision, seconds, quantized, skipped)
+    return QuantizedModel(new, precision, ms_since(start) / 1000, quantized, skipped)
 
 
 # ---------------------------------------------------------------------------- bytes
@@ -305,21 +297,14 @@ def weight_bytes(model: nn.Module) -> int:
     return sum(weight_bytes_by_kind(model).values())
 
 
-def linear_weight_bytes(model: nn.Module) -> int:
-    """Bytes of the linear layers' weights only, without embeddings, lm_head and biases:
-    the part that int8 should halve and int4 quarter, compared with bf16."""
-    return weight_bytes_by_kind(model)["linear"]
-
-
 # ---------------------------------------------------------------------------- quality
 
 
-@torch.inference_mode()
 def teacher_forced_logits(model: nn.Module, token_ids) -> torch.Tensor:
     """Logits at every position of `token_ids` in one forward pass: [T, vocab] float32.
     Row t is the model's prediction for the token after position t."""
-    ids = torch.as_tensor(token_ids, dtype=torch.long).reshape(1, -1)  # [1, T]
-    return model(input_ids=ids, use_cache=False).logits[0].float()
+    ids = [int(t) for t in token_ids]
+    return TransformersForward(model, None).logits(ids, keep=len(ids))
 
 
 def kl_divergence(ref_logits: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
@@ -360,13 +345,3 @@ def compare_to_reference(ref_logits: torch.Tensor, logits: torch.Tensor, referen
             "p_reference_token": probs[torch.arange(len(probs)), reference_tokens].tolist(),
         }
     )
-
-
-def summarize_comparison(table: pd.DataFrame) -> dict[str, float]:
-    """Means over the steps of a `compare_to_reference` table."""
-    return {
-        "mean_kl_from_reference": float(table["kl_from_reference"].mean()),
-        "top1_agreement": float(table["top1_agrees"].mean()),
-        "mean_p_reference_token": float(table["p_reference_token"].mean()),
-        "steps": int(len(table)),
-    }

@@ -12,7 +12,7 @@ are gathered in a per-call collector (a `ContextVar`, so concurrent sessions in 
 threads each get their own); the hooks that feed it are installed once by transformers
 itself, under a lock, and are inert for calls that do not ask. We add no hooks, set no
 attribute and copy no weights: the step engine asks for router logits on its own forward
-passes (`StepRecord.router_logits`), and `route` does the same for a whole text. The
+passes (`StepRecord.router_logits`), and the stats script does the same for a whole text. The
 experiments (top-1 instead of top-2, one expert switched off) run on a `variant`: a second
 model object that shares the weight tensors (read-only) and has its own routers.
 
@@ -25,18 +25,16 @@ from __future__ import annotations
 import copy
 import json
 import math
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import median
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import DynamicCache
 from transformers.models.mixtral.modeling_mixtral import MixtralTopKRouter
 
+from inference.core.measuring import time_decode_step
 from inference.core.paths import MODELS_DIR
 
 BUNDLED_MOE_NAME = "storyteller-moe-16m"
@@ -101,18 +99,6 @@ class Routing:
         return torch.stack([torch.bincount(layer.reshape(-1), minlength=self.experts_count) for layer in experts])
 
 
-@torch.inference_mode()
-def route(model, token_ids: list[int], window: int = 512) -> Routing:
-    """Routing of every token of `token_ids`, from forward passes over consecutive windows of
-    `window` tokens (each window starts a fresh context, as the trainer's load log does)."""
-    chunks = []
-    for start in range(0, len(token_ids), window):
-        ids = torch.tensor([token_ids[start : start + window]], dtype=torch.long)
-        out = model(input_ids=ids, output_router_logits=True, logits_to_keep=1)
-        chunks.append(router_probabilities(out.router_logits))
-    return Routing(list(token_ids), torch.cat(chunks, dim=1), model.config.num_experts_per_tok)
-
-
 def trace_routing(trace) -> Routing | None:
     """The routing the engine recorded during a generation: every token fed to the model so far
     (the prompt, then each chosen token once the next step has fed it). None for a dense model
@@ -123,60 +109,6 @@ def trace_routing(trace) -> Routing | None:
     logits = torch.cat(parts, dim=1)  # [layers, tokens fed, experts]
     fed = trace.all_ids[: logits.shape[1]]
     return Routing(fed, F.softmax(logits, dim=-1), trace.model.config.num_experts_per_tok)
-
-
-# -- one layer, recomputed from its input ------------------------------------------------------
-
-
-@torch.inference_mode()
-def mlp_inputs(model, token_ids: list[int]) -> torch.Tensor:
-    """[layers, tokens, hidden]: what each layer's sparse block receives, recomputed from each
-    layer's input (the residual stream transformers returns as hidden state) through the
-    layer's own norm, attention (causal mask given explicitly) and post-attention norm. An
-    independent path to the router's input: it does not use the router's output at all."""
-    ids = torch.tensor([token_ids], dtype=torch.long)
-    out = model(input_ids=ids, output_hidden_states=True, logits_to_keep=1)
-    n = len(token_ids)
-    positions = torch.arange(n).unsqueeze(0)
-    causal = torch.ones(n, n, dtype=torch.bool).tril().view(1, 1, n, n)
-    inputs = []
-    for index, layer in enumerate(model.model.layers):
-        residual = out.hidden_states[index]  # [1, tokens, hidden]: the layer's input
-        normed = layer.input_layernorm(residual)
-        cos_sin = model.model.rotary_emb(normed, positions)
-        attended, _ = layer.self_attn(hidden_states=normed, position_embeddings=cos_sin, attention_mask=causal)
-        inputs.append(layer.post_attention_layernorm(residual + attended)[0])
-    return torch.stack(inputs)
-
-
-def router_from_input(model, layer: int, mlp_input: torch.Tensor) -> torch.Tensor:
-    """[tokens, experts] probabilities: the router's weight applied to its input, then softmax."""
-    weight = model.model.layers[layer].mlp.gate.weight
-    return F.softmax(F.linear(mlp_input, weight).float(), dim=-1)
-
-
-@dataclass(frozen=True)
-class Mixture:
-    """One token in one layer: each chosen expert's output, its weight, and their weighted sum."""
-
-    experts: list[int]
-    weights: list[float]
-    outputs: torch.Tensor  # [k, hidden]: each chosen expert's output, before weighting
-    mixture: torch.Tensor  # [hidden]: sum of weight x output, what the layer adds to the residual
-
-
-@torch.inference_mode()
-def mixture(model, mlp_input: torch.Tensor, layer: int) -> Mixture:
-    """The sparse block's work for one token (`mlp_input` [hidden]), expert by expert."""
-    block = model.model.layers[layer].mlp
-    probs = router_from_input(model, layer, mlp_input.unsqueeze(0))[0]
-    experts, weights = top_k(probs, model.config.num_experts_per_tok)
-    outputs = []
-    for e in experts.tolist():
-        gate, up = F.linear(mlp_input, block.experts.gate_up_proj[e]).chunk(2, dim=-1)
-        outputs.append(F.linear(block.experts.act_fn(gate) * up, block.experts.down_proj[e]))
-    outputs = torch.stack(outputs)
-    return Mixture(experts.tolist(), weights.tolist(), outputs, (weights.unsqueeze(-1) * outputs).sum(0))
 
 
 # -- experiments on a variant that shares the weights --------------------------------------------
@@ -341,37 +273,20 @@ def token_expert_information(routing: Routing) -> list[dict]:
 # -- timing --------------------------------------------------------------------------------------
 
 
-@torch.inference_mode()
-def decode_ms_per_token(model, prompt_ids: list[int], steps: int = 32) -> float:
-    """Median time of one greedy decode step through transformers' forward with a KV cache
-    (the same path for every model compared, dense or sparse)."""
-    cache = DynamicCache(config=model.config)
-    out = model(input_ids=torch.tensor([prompt_ids]), cache=cache, use_cache=True, logits_to_keep=1)
-    times = []
-    for _ in range(steps):
-        token = out.logits[:, -1].argmax(-1, keepdim=True)
-        start = time.perf_counter()
-        out = model(input_ids=token, cache=cache, use_cache=True, logits_to_keep=1)
-        times.append((time.perf_counter() - start) * 1000)
-    return median(times)
-
-
 def decode_timings(
     models: dict[str, object], prompt_ids: list[int], repeats: int = 5, steps: int = 48, progress=None
-) -> dict[str, float]:
-    """Median decode ms per token of each model (`decode_ms_per_token`), runs interleaved so a
-    busy spell on the machine hits all alike. `progress(done, total, what)` if given."""
+) -> dict[str, list[float]]:
+    """Each model's decode step at the prompt's length of context (`measuring.time_decode_step`, `steps` timed steps
+    a run): the median ms of each of `repeats` runs, interleaved so a busy spell on the machine hits all alike."""
     runs = {name: [] for name in models}
-    for model in models.values():
-        decode_ms_per_token(model, prompt_ids, 4)  # warm-up
     for r in range(repeats):
         if progress:
             progress(r, repeats, f"timing, run {r + 1} of {repeats}")
         for name, model in models.items():
-            runs[name].append(decode_ms_per_token(model, prompt_ids, steps))
+            runs[name].append(time_decode_step(model, len(prompt_ids), repeats=steps).median_ms)
     if progress:
         progress(repeats, repeats, "done")
-    return {name: median(values) for name, values in runs.items()}
+    return runs
 
 
 def read_stats(folder: Path) -> dict | None:

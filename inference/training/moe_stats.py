@@ -20,15 +20,17 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 from inference.core import routing
+from inference.core.forward import PREFILL, TransformersForward
 from inference.core.loader import encode_prompt, load_model
+from inference.core.measuring import ms_since, now
 from inference.core.paths import BUNDLED_MODEL_DIR, DEFAULT_CORPUS_DIR
 from inference.training import corpus as corpus_io
 from inference.training.evaluate import score_stream
@@ -39,6 +41,16 @@ TIMING_REPEATS = 5
 # Experiments are scored in windows of 512 tokens without overlap, as the trainer's evaluations
 # during training: half the work of the model card's overlapping windows, the same for every row.
 SCORE_WINDOW = 512
+
+
+def route(model, token_ids: list[int], window: int = SCORE_WINDOW) -> routing.Routing:
+    """Routing of every token of `token_ids`, from the routers' logits of one forward pass per window of `window`
+    tokens (each window a fresh context, as the trainer's load log)."""
+    chunks = [
+        TransformersForward(model, None).next_pass(token_ids[start : start + window], PREFILL).router_logits
+        for start in range(0, len(token_ids), window)
+    ]
+    return routing.Routing(list(token_ids), torch.cat(chunks, dim=1).softmax(-1), model.config.num_experts_per_tok)
 
 
 def validation_stories(folder: Path, corpus_dir: Path) -> list[str]:
@@ -58,7 +70,7 @@ def compute(
     timing_repeats: int = TIMING_REPEATS,
     timing_steps: int = TIMING_STEPS,
 ) -> dict:
-    started = time.time()
+    started = now()
     torch.set_num_threads(1)  # as the app runs (Limits.torch_threads)
     moe = load_model(str(folder.resolve()))
     dense = load_model(str(dense_folder.resolve()))
@@ -69,7 +81,7 @@ def compute(
     n_bytes = corpus_io.utf8_bytes(stories)
     log(f"{len(stories)} validation stories, {len(ids):,} tokens, {n_bytes:,} bytes")
 
-    recorded = routing.route(model, ids)
+    recorded = route(model, ids)
     stats = {
         "model": folder.name,
         "source": {
@@ -91,7 +103,7 @@ def compute(
             "dtype": "float32 (as the app loads them)",
         },
     }
-    log(f"routing done ({time.time() - started:.0f} s)")
+    log(f"routing done ({ms_since(started) / 1000:.0f} s)")
 
     if switch_off is None:  # the busiest expert index over all layers: the one whose loss should cost most
         load = torch.tensor(stats["load"]["fractions"]).mean(dim=0)
@@ -115,7 +127,7 @@ def compute(
                 "val_nats_per_token": report.nats_per_token,
             }
         )
-        log(f"{name}: {report.bits_per_byte:.4f} bits/byte ({time.time() - started:.0f} s)")
+        log(f"{name}: {report.bits_per_byte:.4f} bits/byte ({ms_since(started) / 1000:.0f} s)")
     dense_report = score_stream(dense.model, ids, n_bytes, window=SCORE_WINDOW, stride=SCORE_WINDOW)
     stats["experiments"] = experiments
     stats["dense"] = {
@@ -130,16 +142,17 @@ def compute(
         timed["top-1"] = routing.variant(model, k=1)
     if switch_off:
         timed[f"expert {switch_off[0]} off"] = routing.variant(model, off=(switch_off[0],))
-    ms = routing.decode_timings(timed, prompt, timing_repeats, timing_steps)
+    runs = routing.decode_timings(timed, prompt, timing_repeats, timing_steps)
+    ms = {name: statistics.median(times) for name, times in runs.items()}
     stats["decode_ms_per_token"] = ms
     stats["timing"] = {
-        "how": f"median of {timing_repeats} interleaved runs of {timing_steps} greedy decode steps through "
-        f"transformers' forward with a KV cache, {len(prompt)}-token prompt, one torch thread, float32",
+        "how": f"median of {timing_repeats} interleaved runs, each the median of {timing_steps} decode steps through "
+        f"transformers' forward with a KV cache at {len(prompt)} tokens of context, one torch thread, float32",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
         "conditions": "measured while a model trained and other jobs ran on the same 2 cores: "
         "ratios between models are steadier than the times themselves",
     }
-    stats["elapsed_s"] = round(time.time() - started, 1)
+    stats["elapsed_s"] = round(ms_since(started) / 1000, 1)
     return stats
 
 

@@ -95,7 +95,7 @@ def routing_heatmap(texts: list[str], experts, weights, probabilities, presenter
         ]
         for layer in range(layers)
     ]
-    # A discrete colour scale: expert e fills [e, e + 1) / count.
+    # A discrete colour scale: expert e fills [e, e + 1) / count (an expert's number is a label, not a quantity).
     scale = []
     for e in range(count):
         scale += [[e / count, expert_colour(e)], [(e + 1) / count, expert_colour(e)]]
@@ -111,7 +111,7 @@ def routing_heatmap(texts: list[str], experts, weights, probabilities, presenter
             hovertemplate="%{text}<extra></extra>",
             xgap=1,
             ygap=1,
-            colorbar=dict(title="expert", tickvals=list(range(count)), len=0.9),
+            colorbar=dict(tickvals=list(range(count)), ticktext=[f"expert {e}" for e in range(count)], len=0.9),
         )
     )
     # At most 20 labels (12 in presenter mode): 70 tokens' labels, one each, overlapped. Hover names every token.

@@ -20,8 +20,9 @@ from statistics import median
 
 import pandas as pd
 import torch
-from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
 
+from inference.core.kv_cache import new_cache
 from inference.core.measuring import Progress, filler_batch, timed_decode, timed_pass
 from inference.core.model_config import decoder_config_fields
 
@@ -106,7 +107,7 @@ def parameter_counts(model) -> tuple[int, int]:
 @torch.inference_mode()
 def _time_model(model, prompt_tokens: int, decode_steps: int, seed: int, batch: int = 1) -> tuple[float, float]:
     """(prefill ms, median decode ms per pass) for one run of `batch` sequences."""
-    cache = DynamicCache(config=model.config)
+    cache = new_cache(model.config)
     logits, prefill_ms = timed_pass(model, filler_batch(model.config.vocab_size, batch, prompt_tokens, seed), cache)
     _, steps = timed_decode(model, logits, cache, decode_steps)
     return prefill_ms, median(steps)
@@ -123,11 +124,10 @@ def experts_read_per_pass(model, batch: int, seed: int = 0) -> float:
         for layer in model.model.layers
     ]
     try:
-        cache = DynamicCache(config=model.config)
-        prompts = filler_batch(model.config.vocab_size, batch, BATCH_PROMPT_TOKENS, seed)
-        out = model(input_ids=prompts, cache=cache)
+        cache = new_cache(model.config)
+        logits, _ = timed_pass(model, filler_batch(model.config.vocab_size, batch, BATCH_PROMPT_TOKENS, seed), cache)
         picked.clear()  # count the decode pass only
-        model(input_ids=out.logits[:, -1].argmax(-1, keepdim=True), cache=cache)
+        timed_pass(model, logits.argmax(-1, keepdim=True), cache)
     finally:
         for hook in hooks:
             hook.remove()
@@ -179,6 +179,7 @@ def measure(
                 "weight_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
                 "prefill_ms": median(r[0] for r in runs[name]),
                 "decode_ms_per_token": median(r[1] for r in runs[name]),
+                "decode_ms_runs": [r[1] for r in runs[name]],
                 "batch": batch,
                 "batch_ms_per_pass": median(r[2] for r in runs[name]),
             }

@@ -1,15 +1,7 @@
-"""One model at four precisions, side by side: bytes, quantize time, decode speed, greedy
-text and how far each next-token distribution drifts from float32's.
-
-    copies = quantize_all(model)                         # float32 is the model itself, only called
-    comparison = compare_precisions(copies, tokenizer, prompt_ids, max_new_tokens=48)
-    summary_table(comparison)                            # one row per precision
-    speed_findings(comparison)                           # what the measured speeds mean
-
-Quality is teacher-forced on one sequence, the prompt plus float32's greedy continuation:
-every precision reads the same tokens, so step t compares like with like even after a
-precision's own greedy text has gone another way.
-"""
+"""One model at four precisions, side by side: bytes, decode speed, greedy text and how far each next-token
+distribution drifts from float32's. Quality is teacher-forced on one sequence, the prompt plus float32's greedy
+continuation: every precision reads the same tokens, so step t compares like with like even after a precision's
+own greedy text has gone another way."""
 
 from __future__ import annotations
 
@@ -22,6 +14,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers.pytorch_utils import Conv1D
 
 from inference.core.flops import FlopCount
 from inference.core.quantize import (
@@ -33,7 +26,6 @@ from inference.core.quantize import (
     compare_to_reference,
     quantization_overhead,
     quantized_copy,
-    summarize_comparison,
     teacher_forced_logits,
     weight_bytes_by_kind,
 )
@@ -86,10 +78,6 @@ class PrecisionComparison:
 
 
 def _conv1d_layers(model: nn.Module) -> list[nn.Module]:
-    try:
-        from transformers.pytorch_utils import Conv1D
-    except ImportError:  # transformers moved it: then nothing is a Conv1D to us
-        return []
     return [m for m in model.modules() if isinstance(m, Conv1D)]
 
 
@@ -166,21 +154,13 @@ def median_rate(rates) -> float:
     return statistics.median(numbers) if numbers else math.nan
 
 
-def speed_ratio(result: PrecisionResult, reference: PrecisionResult) -> float:
-    """The page's speed ratio to float32: the median of the same-round ratios (one definition for the table, the
-    chart and the sentences)."""
-    ratios = round_ratios(result, reference)
-    return statistics.median(ratios) if ratios else result.decode_tokens_per_s / reference.decode_tokens_per_s
-
-
 def round_ratios(result: PrecisionResult, reference: PrecisionResult) -> list[float]:
-    """This precision's speed over float32's, round by round: each pair ran within the same round, so the
-    machine's load at that moment mostly cancels."""
-    return [
-        rate / base
-        for rate, base in zip(result.round_rates, reference.round_rates)
-        if not (math.isnan(rate) or math.isnan(base) or base == 0)
+    """This precision's speed over float32's, round by round: each pair ran in the same round, so the machine's load
+    at that moment mostly cancels. Their median is the page's speed ratio (table, chart and sentences)."""
+    ratios = [
+        r / b for r, b in zip(result.round_rates, reference.round_rates) if math.isfinite(r / b if b else math.nan)
     ]
+    return ratios or [result.decode_tokens_per_s / reference.decode_tokens_per_s]
 
 
 def first_departure(ids: list[int], reference_ids: list[int]) -> int | None:
@@ -305,7 +285,7 @@ def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
     reference = comparison.results[REFERENCE]
     rows = []
     for precision, result in comparison.results.items():
-        ratios = round_ratios(result, reference) or [result.decode_tokens_per_s / reference.decode_tokens_per_s]
+        ratios = round_ratios(result, reference)
         steps = comparison.steps[comparison.steps["precision"] == precision]
         rows.append(
             {
@@ -315,34 +295,19 @@ def summary_table(comparison: PrecisionComparison) -> pd.DataFrame:
                 "linear_bytes": result.bytes_by_kind["linear"],
                 "quantize_s": result.quantize_seconds,
                 "decode_tokens_per_s": result.decode_tokens_per_s,
-                "speed_vs_float32": speed_ratio(result, reference),
+                "speed_vs_float32": statistics.median(ratios),
                 "speed_low": min(ratios),
                 "speed_high": max(ratios),
                 "rate_low": min(result.round_rates, default=result.decode_tokens_per_s),
                 "rate_high": max(result.round_rates, default=result.decode_tokens_per_s),
-                **drift_columns(steps, result.first_departure),
+                "mean_kl_nats": float(steps["kl_from_reference"].mean()),
+                "top1_agreement": float(steps["top1_agrees"].mean()),
+                "mean_p_float32_token": float(steps["p_reference_token"].mean()),
+                "first_departure": result.first_departure,
             }
         )
-    return precision_table(rows)
-
-
-def drift_columns(steps: pd.DataFrame, departure: int | None) -> dict:
-    """How far one precision drifts from float32 (its rows of `compare_to_reference`, and the first step its own
-    greedy text departs): the last columns of `summary_table`'s rows and of `gguf.gguf_table`'s."""
-    quality = summarize_comparison(steps)
-    return {
-        "mean_kl_nats": quality["mean_kl_from_reference"],
-        "top1_agreement": quality["top1_agreement"],
-        "mean_p_float32_token": quality["mean_p_reference_token"],
-        "first_departure": departure,
-    }
-
-
-def precision_table(rows: list[dict]) -> pd.DataFrame:
-    """The rows of one precision each as a table; `first_departure` as a nullable integer."""
     table = pd.DataFrame(rows)
-    if len(table):
-        table["first_departure"] = table["first_departure"].astype("Int64")  # <NA>: never departs
+    table["first_departure"] = table["first_departure"].astype("Int64")  # <NA>: never departs
     return table
 
 

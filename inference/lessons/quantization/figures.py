@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from inference.core.tokens import html_token_text
+from inference.lessons.quantization.rates import LLAMA_SERVER, TRANSFORMERS
 from inference.lessons.style import FIT_SCALE, PALETTE, base_layout, label, legend_below
 
 PRECISION_COLOURS = {
@@ -316,88 +317,6 @@ def greedy_text_html(
     return "".join(parts)
 
 
-# Python formats for the tables as HTML (presenter mode), matching the page's dataframe column formats.
-COST_FORMATS = {
-    "weight bytes": "{:,}",
-    "size vs float32": "{:.2f}×",
-    "decode tokens/s": "{:,.0f}",
-    "speed vs float32": "{:.2f}×",
-}
-GGUF_FORMATS = {  # the GGUF table's dataframe formats, and the same in Python for presenter mode's HTML table
-    "weight bytes": "localized",
-    "size vs float32": "%.2f×",
-    "decode tokens/s": "%.0f",
-    "speed vs its float32": "%.2f×",
-    "mean KL from float32 (nats)": "%.1e",
-    "top-1 agreement": "percent",
-}
-GGUF_TEXT_FORMATS = {
-    "weight bytes": "{:,}",
-    "size vs float32": "{:.2f}×",
-    "decode tokens/s": "{:,.0f}",
-    "speed vs its float32": "{:.2f}×",
-    "mean KL from float32 (nats)": "{:.1e}",
-    "top-1 agreement": "{:.0%}",
-}
-QUALITY_FORMATS = {
-    "mean KL from float32 (nats)": "{:.1e}",
-    "top-1 agreement": "{:.0%}",
-    "mean p(float32's token)": "{:.1%}",
-}
-
-
-FIT_COLUMNS = {  # calculator.fit_table's columns -> the page's headers
-    "model": "model",
-    "bits": "bits",
-    "parameters": "parameters",
-    "weight_gb": "weight GB",
-    "fits_on": "smallest card that holds it",
-    "left_gb": "GB left for the KV cache",
-    "largest": "largest card",
-    "largest_needed": "largest cards needed",
-}
-FIT_FORMATS = {"parameters": "{:,}", "weight GB": "{:,.1f}", "GB left for the KV cache": "{:,.1f}"}
-
-
-def fit_for_display(fit: pd.DataFrame) -> pd.DataFrame:
-    """The fit table with readable headers, GB rounded to 0.1 (what the heatmap's cells say)."""
-    out = fit[list(FIT_COLUMNS)].rename(columns=FIT_COLUMNS)
-    return out.round({"weight GB": 1, "GB left for the KV cache": 1})
-
-
-def cost_for_display(summary: pd.DataFrame) -> pd.DataFrame:
-    """What each precision costs and saves, with readable column names (number formats are
-    the page's job). float32 was not converted, so its quantize time reads "reference"."""
-    return pd.DataFrame(
-        {
-            "precision": summary["precision"],
-            "weight bytes": summary["weight_bytes"],
-            "size vs float32": summary["size_vs_float32"],
-            "time to quantize": summary["quantize_s"].map(lambda s: "reference" if pd.isna(s) else f"{s:.2f} s"),
-            "decode tokens/s": summary["decode_tokens_per_s"],
-            "speed vs float32": summary["speed_vs_float32"],
-            "range over rounds": [
-                f"{low:.2f}–{high:.2f}×" for low, high in zip(summary["speed_low"], summary["speed_high"])
-            ],
-        }
-    )
-
-
-def quality_for_display(summary: pd.DataFrame) -> pd.DataFrame:
-    """How far each precision drifts from float32, averaged over the steps."""
-    return pd.DataFrame(
-        {
-            "precision": summary["precision"],
-            "mean KL from float32 (nats)": summary["mean_kl_nats"],
-            "top-1 agreement": summary["top1_agreement"],
-            "mean p(float32's token)": summary["mean_p_float32_token"],
-            "own greedy text departs at": summary["first_departure"].map(
-                lambda s: "never" if pd.isna(s) else f"step {int(s)}"
-            ),
-        }
-    )
-
-
 def step_context_html(comparison, step: int, presenter: bool = False, tail_chars: int = 90) -> str:
     """The end of the text the model has read at `step`, then the token float32 chose there."""
     read = comparison.prompt_text + "".join(comparison.results["float32"].greedy_tokens[:step])
@@ -408,3 +327,63 @@ def step_context_html(comparison, step: int, presenter: bool = False, tail_chars
         f'→ float32 chose <b style="background:#e6eefb;padding:0 0.2rem;border-radius:0.2rem">'
         f"'{html_token_text(comparison.reference_tokens[step])}'</b></div>"
     )
+
+
+ENGINE_STYLE = {  # colour and pattern: the two engines differ by more than colour
+    TRANSFORMERS: (PALETTE["orange"], "/"),
+    LLAMA_SERVER: (PALETTE["blue"], ""),
+}
+LIMIT_COLOUR = PALETTE["ink"]
+
+
+def row_label(engine: str, weights: str, presenter: bool = False) -> str:
+    """ "llama-server · q8_0"; on two lines in presenter mode, whose large text leaves a narrow plot at 800 px."""
+    return f"{engine}<br>{weights}" if presenter else f"{engine} · {weights}"
+
+
+def rates_bars(frame: pd.DataFrame, presenter: bool = False) -> go.Figure:
+    """One horizontal bar per engine and format (most bytes on top), its limit a tall tick on the same row, and
+    the share of the limit written beside each bar."""
+    rows = frame[frame["measured tokens/s"].notna()].iloc[::-1]  # Plotly draws the first row at the bottom
+    labels = [row_label(e, w, presenter) for e, w in zip(rows["engine"], rows["weights"])]
+    fig = go.Figure()
+    for engine, (colour, pattern) in ENGINE_STYLE.items():
+        mine = rows["engine"] == engine
+        if not mine.any():
+            continue
+        fig.add_bar(
+            y=[label for label, keep in zip(labels, mine) if keep],
+            x=rows.loc[mine, "measured tokens/s"],
+            orientation="h",
+            name=f"{engine}, measured",
+            marker=dict(color=colour, pattern=dict(shape=pattern, fillmode="overlay", fgcolor="white", solidity=0.3)),
+            hovertemplate="%{y}: %{x:,.1f} tokens/s measured<extra></extra>",
+        )
+    fig.add_scatter(
+        y=labels,
+        x=rows["bandwidth limit tokens/s"],
+        mode="markers",
+        name="bandwidth limit of its bytes",
+        marker=dict(symbol="line-ns-open", size=26 if presenter else 20, color=LIMIT_COLOUR, line=dict(width=3)),
+        hovertemplate="%{y}: limit %{x:,.1f} tokens/s<extra></extra>",
+    )
+    right = rows[["measured tokens/s", "bandwidth limit tokens/s"]].max(axis=1)
+    fig.add_scatter(  # the share right of the bar or its limit, whichever is further right
+        y=labels,
+        x=right,
+        mode="text",
+        showlegend=False,
+        hoverinfo="skip",
+        textposition="middle right",
+        text=[  # presenter: the share alone (the table beside it has the rates)
+            f"  {share:.0%}" if presenter else f"  {rate:,.0f} of {limit:,.0f} ({share:.0%})"
+            for rate, limit, share in zip(
+                rows["measured tokens/s"], rows["bandwidth limit tokens/s"], rows["share of the limit"]
+            )
+        ],
+    )
+    fig.update_xaxes(title="decode tokens/s", range=[0, float(right.max()) * (1.3 if presenter else 1.6)])
+    fig.update_yaxes(categoryorder="array", categoryarray=labels)  # not by trace: the same bytes stay side by side
+    fig.update_layout(barmode="overlay")
+    height = 120 + (72 if presenter else 52) * len(rows)
+    return legend_below(base_layout(fig, "Decode rate vs the bandwidth limit", presenter, height))

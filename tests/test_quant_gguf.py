@@ -1,18 +1,19 @@
-"""SmolLM2-135M-Instruct's GGUF types on llama-server (issue #45): the coarse KL, the table and its sentences (unit),
-and a real measurement on small sizes (engine tier: needs llama-server and the wheel)."""
+"""GGUF types on llama-server, the page's one GGUF path (issue #45): the coarse KL, the table and its sentences
+(unit), and real measurements on small sizes (engine tier: needs llama-server; SmolLM2's needs its wheel too)."""
 
 import math
 
 import pytest
 
 from inference.bench import real_gguf as bench_real_gguf
-from inference.lessons.quantization import real_gguf as rg
+from inference.lessons.quantization import gguf as rg
+from inference.lessons.quantization import text as say
 
 
-def _result(rates: dict, tops: dict, answers: dict) -> rg.RealGGUFResult:
+def _result(rates: dict, tops: dict, answers: dict) -> rg.GGUFResult:
     sizes = {"f32": 538_000_000, "q8_0": 145_000_000, "q4_K_M": 105_000_000, "Q4_1": 98_000_000}
     results = {t: rg.TypeResult(t, sizes[t], rates[t], tops[t], answers[t], "The sky is blue.") for t in rates}
-    return rg.RealGGUFResult("Why?", 30, answers["f32"], "The sky is blue.", results, len(tops["f32"]), 64, 2)
+    return rg.GGUFResult("Why?", 30, answers["f32"], "The sky is blue.", results, len(tops["f32"]), 64, 2)
 
 
 @pytest.mark.unit
@@ -42,15 +43,11 @@ def test_table_and_sentences_come_from_the_measurement():
     assert frame.loc[1, "speed vs f32"] == pytest.approx(97 / 51)
     assert frame.loc[1, "same top-1 as f32"] == pytest.approx(0.75)
     assert frame.loc[3, "mean KL from f32 (nats)"] == pytest.approx(0.0, abs=1e-12)
-    speed = rg.speed_sentence(frame)
-    assert "51 tokens/s" in speed and "q8_0" in speed and f"{97 / 51:.2f}×" in speed
-    quality = rg.quality_sentence(frame)
-    assert "q8_0" in quality and "75%" in quality and "Q4_1 holds exactly the weights" in quality
-    answers = rg.answer_sentence(result)
-    assert "The sky is blue." in answers and "Q4_1 gave the same tokens" in answers and "q8_0, q4_K_M" in answers
-    caption = rg.caption(result)
-    assert "Measured" in caption and "median of 2 rounds of 64" in caption and "lower bound" in caption
-    assert "not the bf16 original" in rg.INTRO
+    said = say.gguf_sentences(result, frame)
+    assert "51 tokens/s" in said["speed"] and "q8_0 97 tokens/s (1.9x faster than f32)" in said["speed"]
+    assert "75%" in said["quality"] and "Q4_1 holds exactly the weights" in said["quality"]
+    assert "Q4_1 gave the same tokens" in said["answer"] and "q8_0, q4_K_M departed" in said["answer"]
+    assert "median of 2 rounds of 64" in said["caption"]
 
 
 @pytest.mark.unit
@@ -64,14 +61,13 @@ def test_a_busy_machine_is_named_and_one_token_per_second_is_singular():
     )
     frame = rg.table(busy)
     assert frame.loc[0, "spread over rounds"] == pytest.approx(1.4 / 0.6 - 1)
-    speed = rg.speed_sentence(frame)
+    speed = say.gguf_sentences(busy, frame)["speed"]
     assert "machine was busy" in speed and "1 token/s" in speed and "1 tokens/s" not in speed
     assert "f32 differed by 133%" in speed and "more than its 5.5× fewer bytes can explain" in speed
     idle = _result(
         {"f32": [50.0, 52.0], "q8_0": [96.0, 98.0], "q4_K_M": [90.0, 94.0], "Q4_1": [95.0, 95.0]}, tops, answers
     )
-    assert "busy" not in rg.speed_sentence(rg.table(idle))
-    assert rg.rate_text(1.2) == "1 token/s" and rg.rate_text(1.6) == "2 tokens/s"
+    assert "busy" not in say.gguf_sentences(idle, rg.table(idle))["speed"]
 
 
 @pytest.mark.unit
@@ -96,3 +92,23 @@ def test_real_ggufs_measured_on_llama_server(smollm2):
     assert frame.loc[1, "same top-1 as f32"] == 1.0
     assert frame.loc[1, "mean KL from f32 (nats)"] < 1e-2
     assert result.reference_text.strip()
+
+
+@pytest.mark.engine
+def test_the_loaded_models_ggufs_are_measured_the_same_way(bundled):
+    """The bundled model's f32 GGUF gives torch float32's top token at every position (the conversion keeps the
+    weights); q4_K_M is a smaller file that drifts more."""
+    import torch
+
+    from inference.core.quantize import teacher_forced_logits
+    from tests.engine_servers import require_llama_server
+
+    require_llama_server()
+    ids = bundled.tokenizer("Once upon a time", add_special_tokens=False)["input_ids"]
+    vocab = bundled.model.config.vocab_size
+    result = rg.measure(ids, ("f32", "q4_K_M"), None, "Once upon a time", 6, 8, 1, vocab=vocab)
+    frame = rg.table(result)
+    assert frame.loc[1, "size vs f32"] < 0.3 and frame.loc[1, "mean KL from f32 (nats)"] > 0
+    logits = teacher_forced_logits(bundled.model, ids + result.reference_ids)[len(ids) - 1 : -1]
+    f32_top = [max(p, key=p.get) for p in result.results["f32"].top]
+    assert f32_top == torch.argmax(logits, dim=-1).tolist()[: len(f32_top)]

@@ -6,7 +6,8 @@ import pytest
 
 from inference.core.calculator import DEFAULT_BITS, GB, fit_table, load_accelerators, load_public_models
 from inference.lessons.engine_internals import kv_precision
-from inference.lessons.quantization import fit, kv_types
+from inference.lessons.quantization import tables as fit
+from inference.lessons.quantization import text as say
 
 pytestmark = pytest.mark.unit
 
@@ -43,8 +44,8 @@ def test_a_reserve_larger_than_a_card_is_refused():
 
 def test_kv_types_bytes_are_the_block_formula_for_the_loaded_model():
     layers, width, context = 6, 128, 512
-    table = kv_types.kv_types_table(layers, width, context).set_index("cache type")
-    assert list(table.index) == list(kv_types.KV_TYPES)
+    table = fit.kv_types_table(layers, width, context).set_index("cache type")
+    assert list(table.index) == list(fit.KV_TYPES)
     assert table.at["f32", "bytes per token"] == layers * 2 * width * 4
     assert table.at["f16", "bytes per token"] == layers * 2 * width * 2
     assert table.at["q8_0", "bytes per token"] == layers * 2 * (width // 32) * 34
@@ -53,12 +54,8 @@ def test_kv_types_bytes_are_the_block_formula_for_the_loaded_model():
     assert table.at["q4_0", "MiB for the full context"] == pytest.approx(layers * 2 * 4 * 18 * context / 2**20)
     assert table.at["f16", "size vs f16"] == 1.0
     assert table.at["f16", "bytes per token"] == kv_precision.kv_bytes_per_token(layers, width, "f16")
-
-
-def test_a_width_that_is_not_whole_blocks_gets_no_quantized_bytes():
-    table = kv_types.kv_types_table(2, 48, 64).set_index("cache type")
-    assert table.at["f16", "bytes per token"] == 2 * 2 * 48 * 2
-    assert pd.isna(table.at["q8_0", "bytes per token"])
+    odd = fit.kv_types_table(2, 48, 64).set_index("cache type")  # 48 numbers a row: not whole blocks of 32
+    assert odd.at["f16", "bytes per token"] == 2 * 2 * 48 * 2 and pd.isna(odd.at["q8_0", "bytes per token"])
 
 
 def test_measured_kv_figures_come_from_the_flash_attention_row_where_both_ran():
@@ -81,34 +78,24 @@ def test_measured_kv_figures_come_from_the_flash_attention_row_where_both_ran():
             ]
         ]
     )
-    table = kv_types.kv_types_table(6, 128, 512, measured).set_index("cache type")
+    table = fit.kv_types_table(6, 128, 512, measured).set_index("cache type")
     assert table.at["f16", "mean KL vs f32 cache"] == 2e-6 and table.at["q4_0", "mean KL vs f32 cache"] == 1e-2
     assert table.at["f32", "mean KL vs f32 cache"] == 0.0 and table.at["q8_0", "decode tokens/s"] == 100.0
 
 
-def test_the_gguf_gap_sentence_is_empty_without_an_f32_file_or_when_torch_is_faster():
-    from types import SimpleNamespace
-
-    from inference.lessons.quantization import text as quant_text
-
-    comparison = SimpleNamespace(
-        results={"float32": SimpleNamespace(decode_tokens_per_s=50.0)}, decode_flops=1, leaf_modules=1
-    )
-    assert quant_text.gguf_speed_gap(comparison, {}) == ""
-    assert quant_text.gguf_speed_gap(comparison, {"f32": SimpleNamespace(decode_tokens_per_s=40.0)}) == ""
-    assert "per-token framework overhead" in quant_text.gguf_speed_gap(
-        comparison, {"f32": SimpleNamespace(decode_tokens_per_s=250.0)}
-    )
-
-
 def test_the_fit_charts_text_counts_the_models_that_fit_at_each_width_from_the_table_it_draws():
-    from inference.lessons.quantization import text_memory
-
     table = fit.reserved_fit_table(load_public_models(), load_accelerators())
-    said = text_memory.fit_sentence(table)
+    said = say.fit_sentences(table, ["T4"], None, 64, 1.0)["sentence"]
     for bits in table["bits"].unique():
         fitting = int(table[table["bits"] == bits]["fits_on"].notna().sum())
         assert f"{fitting} at {bits:g} bits" in said
     largest = table.loc[table["parameters"].idxmax()]
     assert f"The largest, {largest['model']}," in said and f"{table['model'].nunique()} models" in said
     assert "× H200" in said  # the largest public model needs several of the largest card at 32 bits
+
+
+def test_a_dataframe_format_reads_the_same_as_text():
+    assert (
+        fit.text_format("%.2f×").format(1234.5) == "1,234.50×" and fit.text_format("%.1e").format(0.00012) == "1.2e-04"
+    )
+    assert fit.text_format("localized").format(1234) == "1,234" and fit.text_format("percent").format(0.25) == "25%"
