@@ -12,9 +12,6 @@ from inference.lessons.cost import text as cost_text
 from inference.lessons.cost.experiments import measure_answer
 from inference.lessons.kv_cache import text as kv_text
 from inference.lessons.kv_cache.experiments import compare_cache, engine_decode_step, with_cache_step
-from inference.lessons.speculative import verdicts
-from inference.lessons.speculative.comparison import PlainTiming
-from tests.test_speculative_text import _comparison
 
 pytestmark = pytest.mark.unit
 
@@ -51,14 +48,6 @@ def test_the_kv_pages_step_figures_are_timings_that_say_what_they_timed(bundled)
     assert cached.median_ms == statistics.median(steps.with_cache_ms.iloc[1:]) and "no-cache" in cached.what
     caption = kv_text.step_time_caption(engine, cached)
     assert engine.label() in caption and cached.label() in caption
-
-
-def test_speculatives_plain_step_is_a_timing_named_in_the_c_sentence():
-    plain = PlainTiming(forward_ms=[50.0, 10.0, 12.0, 11.0, 30.0], step_ms=[51.0, 11.0, 13.0, 12.0, 31.0])
-    assert plain.decode_step.median_ms == plain.decode_pass_ms == 11.5  # the prefill (50 ms) left out
-    assert PlainTiming(forward_ms=[50.0, 10.0], step_ms=[51.0, 11.0]).decode_pass_ms == 10.0  # one step: no spread
-    result = _comparison()
-    assert result.plain.decode_step.label() in verdicts.cost_sentence(result)
 
 
 def test_passes_of_one_run_say_no_warm_ups():

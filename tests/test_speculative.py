@@ -9,6 +9,7 @@ import functools
 import json
 import math
 import random
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -16,15 +17,18 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from app_pages.shared.sidebar import source_label
+from app_pages.shared.stepper import Stepper
 from inference.bench import real_spec
 from inference.core import kv_cache
+from inference.core.bundled import BundledModel
 from inference.core.forward import ShortlistForward, TransformersForward
 from inference.core.limits import Limits
 from inference.core.loader import encode_prompt, load_model
 from inference.core.paths import BUNDLED_MODEL_NAME
 from inference.core.routing import BUNDLED_MOE_DIR, BUNDLED_MOE_NAME
 from inference.core.run import GREEDY, new_trace
-from inference.lessons.speculative import comparison, drafters, drafting, rule, text
+from inference.lessons.speculative import comparison, drafters, drafting, figures, rule, text
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.comparison import Comparison, PlainTiming, summarise
 from inference.lessons.speculative.run import DraftCheck, RoundRecord
@@ -693,3 +697,25 @@ def test_the_bench_runs_on_the_apps_threads_and_gives_the_process_its_own_back(b
         assert torch.get_num_threads() == Limits.from_env().torch_threads + 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_the_text_shows_the_prompts_last_tokens_and_counts_those_it_leaves_out(bundled):
+    ids = bundled.tokenizer.encode("Once upon a time there was a little cat.")
+    shown = figures.text_html(bundled.tokenizer, ids, [], prompt_tail=4)
+    assert f"… {len(ids) - 4} earlier prompt tokens" in shown and shown.count("prompt token ") == 4
+    assert "earlier prompt" not in figures.text_html(bundled.tokenizer, ids, [])
+
+
+def test_only_a_sessions_first_empty_run_opens_with_a_round():
+    stepper = Stepper("spec", "spec_run", lambda run: len(run.rounds))
+    state, empty = {}, SimpleNamespace(rounds=[])
+    assert stepper.opens_with_a_step(empty, state) and state["spec_opened"]
+    assert not stepper.opens_with_a_step(SimpleNamespace(rounds=[]), state)  # Reset: starts empty
+    assert not stepper.opens_with_a_step(empty, {"spec_steps_in_url": 3})  # a link replays its 3
+
+
+def test_the_sidebar_names_a_loaded_folder_not_its_path(tmp_path):  # (a sidebar check, kept from a review round)
+    moe = tmp_path / "storyteller-moe-16m"
+    assert source_label(str(moe), [BundledModel("storyteller-moe-16m", moe, "Mixture of Experts")]) == moe.name
+    assert source_label(str(tmp_path / "my-model"), []) == "my-model"
+    assert source_label("HuggingFaceTB/SmolLM2-135M", []) == "HuggingFaceTB/SmolLM2-135M"
