@@ -48,7 +48,7 @@ def test_terms_found_in_a_text_in_the_order_they_appear():
 
 
 def test_the_alpha_paragraph_has_no_pull_request_citation():
-    assert "pull request" not in spec_text.ALPHA_DEFINITION and "#14104" not in spec_text.ALPHA_DEFINITION
+    assert "pull request" not in spec_text.T["alpha"] and "#14104" not in spec_text.T["alpha"]
 
 
 def test_the_constrained_page_explains_z_t_with_the_glossary_line():
