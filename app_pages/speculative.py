@@ -25,6 +25,12 @@ from inference.sampling.pipeline import SamplingSettings
 SAMPLING_KNOBS = controls.CLASSIC[:4]  # temperature, top-p, top-k, min-p: applied to p and q alike
 URL_PARAMS = {**drafting.PAGE_URL_PARAMS, **controls.url_params("spec", SAMPLING_KNOBS)}
 RANGES = {**drafting.PAGE_RANGES, **controls.ranges("spec", SAMPLING_KNOBS)}
+
+
+def kept(key: str, help_key: str | None = None) -> dict:  # a widget the session keeps across pages
+    return {"key": key, "persist_state": "session", "help": T[help_key] if help_key else None}
+
+
 stepper = Stepper("spec", "spec_run", lambda run: len(run.rounds), unit="round", step_label="Step (one round)")
 
 limits, presenter = models.limits(), layout.presenter()
@@ -48,27 +54,14 @@ for problem in url_problems:
 drafter_options = drafting.drafter_choices(model)
 if st.session_state.get("spec_drafter") not in drafter_options:  # e.g. a link's self-draft on a target without one
     st.session_state.spec_drafter = "lookup"
-choice = st.radio(
-    "Drafter",
-    drafter_options,
-    format_func=drafting.DRAFTERS.get,
-    key="spec_drafter",
-    persist_state="session",
-    horizontal=True,
-    help=T["drafter_help"],
-)
+radio = {"format_func": drafting.DRAFTERS.get, "horizontal": True} | kept("spec_drafter", "drafter_help")
+choice = st.radio("Drafter", drafter_options, **radio)
 draft, feature, self_layers, shortlist_size = None, None, None, drafting.SHORTLIST_ALL
 draft_name = None  # None: prompt lookup drafts
 if choice == "draft":  # the bundled draft serves every target with its tokenizer, whatever its name
     attempt = drafting.try_draft(model, tokenizer, lambda: models.bundled_draft(str(draft_dir)))
     draft, problem = attempt.draft, T["bundled_unusable"].format(target=info.name, problem=attempt.problem)
-    typed = (
-        ""
-        if draft
-        else st.text_input(
-            T["draft_source"], key="spec_draft_source", persist_state="session", help=T["draft_source_help"]
-        )
-    )
+    typed = "" if draft else st.text_input(T["draft_source"], **kept("spec_draft_source", "draft_source_help"))
     if typed.strip():
         with st.spinner(f"Loading {typed.strip()}…"):
             attempt = drafting.try_draft(model, tokenizer, lambda: load_float32(typed.strip()))
@@ -89,54 +82,36 @@ if choice == "self":  # how many of the target's layers it keeps, and whether it
     if st.session_state.get("spec_self_layers") not in options:
         st.session_state.spec_self_layers = options[len(options) // 2]
     c1, c2 = st.columns(2)
-    self_layers = c1.select_slider(
-        T["self_layers"].format(layers=total_layers),
-        options,
-        key="spec_self_layers",
-        persist_state="session",
-        help=T["self_layers_help"],
-    )
-    shortlisted = c2.checkbox(
-        T["self_shortlist"].format(rows=short_rows),
-        key="spec_self_shortlist",
-        persist_state="session",
-        help=T["self_shortlist_help"],
-    )
+    label = T["self_layers"].format(layers=total_layers)
+    self_layers = c1.select_slider(label, options, **kept("spec_self_layers", "self_layers_help"))
+    label = T["self_shortlist"].format(rows=short_rows)
+    shortlisted = c2.checkbox(label, **kept("spec_self_shortlist", "self_shortlist_help"))
     draft_name = T["self_name"].format(target=info.name, layers=self_layers, of=total_layers)
     shortlist_size = short_rows if shortlisted else drafting.SHORTLIST_ALL
-if choices := (text.shortlist_choices(draft) if draft is not None else {}):  # the bundled draft: its commonest tokens
-    shortlist_size = st.selectbox(  # under the drafter: beside it, its choices were cut at 800 px
-        "Tokens the draft scores",
-        list(choices),
-        format_func=choices.get,
-        key="spec_shortlist",
-        persist_state="session",
-        help=T["shortlist_help"],
-    )
-drafter_text = text.drafter_label(draft_name, shortlist_size)
+if choices := (
+    drafting.shortlist_choices(draft) if draft is not None else {}
+):  # the bundled draft: its commonest tokens
+    # under the drafter: beside it, its choices were cut at 800 px
+    label, shown = "Tokens the draft scores", choices.get
+    shortlist_size = st.selectbox(label, list(choices), format_func=shown, **kept("spec_shortlist", "shortlist_help"))
+drafter_text = drafting.drafter_label(draft_name, shortlist_size)
 if about := text.about_draft(draft_name):  # SmolLM2's drafts: what each is, where its guesses hold
     caption("measured", about)
 
 # -- controls ------------------------------------------------------------------------------
 # presenter: the prompt full width, seed and max tokens a row of their own (at 800 px labels broke: "See d")
 left, right = (st.container(), st.container()) if presenter else st.columns([3, 2])
-left.text_area("Prompt", key="spec_prompt", persist_state="session", height=100, max_chars=20_000)
-chat = info.has_chat_template and left.checkbox(
-    "Wrap in the model's chat template", key="spec_chat", persist_state="session"
-)
+left.text_area("Prompt", height=100, max_chars=20_000, **kept("spec_prompt"))
+chat = info.has_chat_template and left.checkbox("Wrap in the model's chat template", **kept("spec_chat"))
 c1, c2 = right.columns(2)
-c1.number_input("Seed", 0, SEED_MAX, step=1, key="spec_seed", persist_state="session", help=T["seed_help"])
+c1.number_input("Seed", 0, SEED_MAX, step=1, **kept("spec_seed", "seed_help"))
 cap = limits.max_new_tokens  # "Max tokens": "Max new tokens" broke over two lines at 800 px
-c2.number_input(
-    "Max tokens", 1, cap, step=10, key="spec_max_new", persist_state="session", help=T["max_help"].format(cap=cap)
-)
+c2.number_input("Max tokens", 1, cap, step=10, **kept("spec_max_new") | {"help": T["max_help"].format(cap=cap)})
 
 stepper.buttons(reveal=not presenter)  # presenter: the round's text is under the intro
 text_box, status_box = boxes or (st.empty(), st.empty())  # the text as chips (redrawn by Play), its status
 s = st.columns(2) + (st.columns(2) + st.columns(1) if presenter else st.columns(3))  # labels stay whole
-s[0].slider(
-    "γ: drafted per round", *RANGES["spec_gamma"], key="spec_gamma", persist_state="session", help=T["gamma_help"]
-)
+s[0].slider("γ: drafted per round", *RANGES["spec_gamma"], **kept("spec_gamma", "gamma_help"))
 controls.knob_sliders("spec", SAMPLING_KNOBS, s[1:], helps=text.SAMPLING_HELPS)
 settings = SamplingSettings(**{k.field: k.kind(st.session_state[f"spec_{k.field}"]) for k in SAMPLING_KNOBS})
 seed, gamma, max_new = (int(st.session_state[key]) for key in ("spec_seed", "spec_gamma", "spec_max_new"))
@@ -182,13 +157,8 @@ knob_values = {knob.param: f"{getattr(settings, knob.field):g}" for knob in SAMP
 stepper.mirror_url(run, {**drafting.link_values(st.session_state, shortlist_size), **knob_values})
 if run is None:
     st.stop()
-lead = T["lead"].format(
-    target=info.name,
-    drafter=drafter_text,
-    prompt=len(run.prompt_ids),
-    generated=len(run.generated_ids),
-    rounds=len(run.rounds),
-)
+counts = {"prompt": len(run.prompt_ids), "generated": len(run.generated_ids), "rounds": len(run.rounds)}
+lead = T["lead"].format(target=info.name, drafter=drafter_text, **counts)
 status_box.caption(stepper.status_text(run, lead, T["next_round"], chooser="the target"))
 if not run.rounds:
     st.info(T["no_round"])

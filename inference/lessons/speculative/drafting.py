@@ -220,3 +220,21 @@ def link_values(state, shortlist_size: int) -> dict[str, str]:
     """What a shared link says besides the sampling knobs (the prompt cut to 1,000 characters)."""
     values = {param: str(state[key]) for param, (key, _) in PAGE_URL_PARAMS.items() if param != "sl"}
     return values | {"prompt": str(state["spec_prompt"])[:1000], "sl": str(shortlist_size)}
+
+
+def drafter_label(name: str | None, shortlist_size: int = 0) -> str:
+    """ "prompt lookup (no model)", "feature draft <name>" or "draft model <name> (1,024-token shortlist)"."""
+    if not name:
+        return "prompt lookup (no model)"
+    kind = "feature draft" if name == feature_draft.FEATURE_DRAFT_NAME else "draft model"
+    return f"{kind} {name}" + (f" ({shortlist_size:,}-token shortlist)" if shortlist_size else "")
+
+
+def shortlist_choices(draft) -> dict[int, str]:
+    """The shortlist sizes this draft offers, every token last, as the page lists them (empty: none offered)."""
+    sizes = shortlist_sizes(draft)
+    if not sizes:
+        return {}
+    counts, vocab = draft_counts(draft), draft.model.get_output_embeddings().weight.shape[0]
+    options = {s: f"{s:,} most frequent ({drafters.coverage(counts, s):.1%} of its training text)" for s in sizes}
+    return options | {SHORTLIST_ALL: f"all {vocab:,}"}

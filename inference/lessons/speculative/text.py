@@ -10,8 +10,7 @@ from inference.core.measuring import compare
 from inference.core.tokens import markdown_token_text as md
 from inference.lessons.speculative import drafting
 from inference.lessons.speculative.comparison import SWEEP_GAMMAS, SWEEP_TEMPERATURES, break_even_alpha
-from inference.lessons.speculative.drafters import DEFAULT_SHORTLIST, SHORTLIST_SIZES, coverage
-from inference.lessons.speculative.feature_draft import FEATURE_DRAFT_NAME
+from inference.lessons.speculative.drafters import DEFAULT_SHORTLIST, SHORTLIST_SIZES
 
 T = {
     # -- the page's fixed text -------------------------------------------------------------------------------------
@@ -42,7 +41,6 @@ T = {
     "shortlist_help": "The draft's output layer is most of its work. Scoring only the most frequent tokens of its "
     "training text makes each draft pass cheaper; a token outside the shortlist is never proposed (q = 0), so the "
     "target's check still gives exactly its own text (FR-Spec, Zhao et al. 2025).",
-    "shortlist_option": "{size:,} most frequent ({share:.1%} of its training text)",
     "shortlist_url": f"is not a shortlist size (use {', '.join(map(str, SHORTLIST_SIZES))}, or 0 for every token); "
     f"using {DEFAULT_SHORTLIST}.",
     "drafter_url": "is not a drafter (use `feature`, `draft`, `self` or `lookup`); using the draft model.",
@@ -140,8 +138,9 @@ T = {
     # -- the sweep ------------------------------------------------------------------------------------------------------
     "mean_alpha": "Mean α over γ: {per_t}.",
     "won": "**{won} of {runs}** runs measured above the red line ({where}).",
-    "best_worst": "Highest: **{best:.2f}×** at γ = {best_g}, temperature {best_t:g}. Lowest: **{worst:.2f}×** at "
-    "γ = {worst_g}, temperature {worst_t:g}.",
+    "best_worst": "Highest: **{best.measured_speedup:.2f}×** at γ = {best.gamma:.0f}, temperature "
+    "{best.temperature:g}. Lowest: **{worst.measured_speedup:.2f}×** at γ = {worst.gamma:.0f}, temperature "
+    "{worst.temperature:g}.",
     "c_range": "c, measured in each run, ran from **{low:.2f}** to **{high:.2f}** (median {median:.2f}).",
     "sides": "Both sides, measured just now with the same drafter: {parts}. {a} against {b}: the verify pass cost "
     "**{verify_words}** one-token passes of its own target, and the runs' speed-up was **{speed_words}**. Speculation "
@@ -163,9 +162,9 @@ T = {
     "about_draft": "The draft is {name}: a {params:.1f}M-parameter Llama ({layers} layers of width {width}, SmolLM2's "
     "tokenizer), trained here on {tokens:,} tokens of TinyStories and then on {replies:,} of SmolLM2's own greedy "
     "replies to story requests.",
-    "measured": " Measured when shipped (greedy, γ {gamma}, {cpu}): on a story request it kept {story_alpha:.0%} of its "
-    "guesses and ran {story_speed:.2f}× plain decoding; on a question it kept {question_alpha:.0%} "
-    "({question_speed:.2f}×).",
+    "measured": " Measured when shipped (greedy, γ {m[gamma]}, {m[cpu]}): on a story request it kept "
+    "{story[acceptance_rate]:.0%} of its guesses and ran {story[speedup_vs_plain]:.2f}× plain decoding; on a question "
+    "it kept {question[acceptance_rate]:.0%} ({question[speedup_vs_plain]:.2f}×).",
     "others": " On {n} other requests ({asked}) it ran {low:.2f}× to {high:.2f}×, keeping {kept_low:.0%} to "
     "{kept_high:.0%}.",
 }
@@ -179,24 +178,6 @@ URL_CHOICES = {  # a link's values the page takes, and what it says of any other
     "spec_drafter": (drafting.DRAFTERS, T["drafter_url"]),
     "spec_shortlist": (drafting.SHORTLIST_CHOICES, T["shortlist_url"]),
 }
-
-
-def drafter_label(name: str | None, shortlist_size: int = 0) -> str:
-    """ "prompt lookup (no model)", "feature draft <name>" or "draft model <name> (1,024-token shortlist)"."""
-    if not name:
-        return "prompt lookup (no model)"
-    kind = "feature draft" if name == FEATURE_DRAFT_NAME else "draft model"
-    return f"{kind} {name}" + (f" ({shortlist_size:,}-token shortlist)" if shortlist_size else "")
-
-
-def shortlist_choices(draft) -> dict[int, str]:
-    """The shortlist sizes this draft offers, every token last, as the page lists them (empty: none offered)."""
-    sizes = drafting.shortlist_sizes(draft)
-    if not sizes:
-        return {}
-    counts, vocab = drafting.draft_counts(draft), draft.model.get_output_embeddings().weight.shape[0]
-    options = {s: T["shortlist_option"].format(size=s, share=coverage(counts, s)) for s in sizes}
-    return options | {drafting.SHORTLIST_ALL: f"all {vocab:,}"}
 
 
 def round_sentence(record, token: str) -> str:
@@ -324,14 +305,7 @@ def sweep_findings(table: pd.DataFrame) -> str:
     said = [
         T["mean_alpha"].format(per_t=", ".join(f"**{a:.0%}** at temperature {t:g}" for t, a in per_t.items())),
         T["won"].format(won=int((table.measured_speedup > 1).sum()), runs=len(table), where=where),
-        T["best_worst"].format(
-            best=best.measured_speedup,
-            best_g=int(best.gamma),
-            best_t=best.temperature,
-            worst=worst.measured_speedup,
-            worst_g=int(worst.gamma),
-            worst_t=worst.temperature,
-        ),
+        T["best_worst"].format(best=best, worst=worst),
     ]
     costs = table["cost_ratio"].dropna()
     if len(costs):
@@ -407,14 +381,7 @@ def about_draft(name: str | None) -> str | None:
     m = drafting.read_json(name, drafting.MEASURED_FILE)
     if m:
         story, question, others = m["story"], m["question"], m.get("others") or []
-        said += T["measured"].format(
-            gamma=m["gamma"],
-            cpu=m["cpu"],
-            story_alpha=story["acceptance_rate"],
-            story_speed=story["speedup_vs_plain"],
-            question_alpha=question["acceptance_rate"],
-            question_speed=question["speedup_vs_plain"],
-        )
+        said += T["measured"].format(m=m, story=story, question=question)
         if others:
             speeds, kept = sorted(o["speedup_vs_plain"] for o in others), sorted(o["acceptance_rate"] for o in others)
             asked = ", ".join(f"“{o['request']}”" for o in others)
