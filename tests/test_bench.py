@@ -7,7 +7,7 @@ from functools import partial
 import pytest
 
 from inference.bench import cli, engine
-from inference.lessons.speculative import bundled_drafts
+from inference.lessons.speculative import drafting
 
 # engine: since the inside-the-engine keys the bench starts llama-server when it is built (minutes).
 pytestmark = pytest.mark.engine
@@ -51,7 +51,7 @@ def test_bench_writes_every_figure_to_json_and_prints_a_table(tmp_path, capsys, 
         "trace_view_ms": dict(steps=20, repeats=1),
     }.items():
         monkeypatch.setattr(engine, name, partial(getattr(engine, name), **fewer))
-    speculative_timing = cli.speculative_timing  # where the bench looks it up
+    speculative_timing = cli.real_spec  # where the bench looks it up
     monkeypatch.setattr(
         speculative_timing, "bundled_benchmark", partial(speculative_timing.bundled_benchmark, new_tokens=24, repeats=1)
     )
@@ -61,7 +61,7 @@ def test_bench_writes_every_figure_to_json_and_prints_a_table(tmp_path, capsys, 
         cli.real_spec, "real_spec_figures", partial(cli.real_spec.real_spec_figures, new_tokens=12, repeats=1)
     )
     # one of the drafts' three other requests (tests/test_real_draft.py measures all three) and a shorter self-draft run
-    monkeypatch.setattr(bundled_drafts, "OTHER_REQUESTS", bundled_drafts.OTHER_REQUESTS[:1])
+    monkeypatch.setattr(drafting, "OTHER_REQUESTS", drafting.OTHER_REQUESTS[:1])
     monkeypatch.setattr(cli.real_spec, "SELF_DRAFT_TOKENS", 8)
     # the class store's followers over 3 publishes, not 10 (each waits 2 s for the followers to poll)
     monkeypatch.setattr(cli.classroom, "class_figures", partial(cli.classroom.class_figures, publishes=3))

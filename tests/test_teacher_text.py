@@ -8,7 +8,7 @@ import pytest
 from inference.bench.real import REAL_PROMPT
 from inference.bench.real_pages import PLAY_PROMPT
 from inference.core.loader import encode_prompt
-from inference.lessons.speculative import bundled_drafts
+from inference.lessons.speculative import drafting as bundled_drafts
 from inference.lessons.speculative.drafting import CHAT_PROMPT
 from inference.training import teacher_text
 from tests.conftest import transformers_greedy

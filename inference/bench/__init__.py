@@ -11,7 +11,7 @@ One module per area, each returning its keys as a dict:
 - `pages`: the Streamlit server's CPU per Step in real Chromium (`--pages`).
 - `students`: the class load driver (`python -m inference.bench.students`), not part of the whole run.
 
-The speculative keys come from `inference.lessons.speculative.timing.bundled_benchmark`, the quantization rows
+The speculative keys come from `inference.bench.real_spec.bundled_benchmark`, the quantization rows
 from `inference.lessons.quantization.experiments.benchmark_rows`, the closed-loop serving capacity from
 `inference.lessons.serving.capacity`. Figures are reported, never asserted in tests; the latest whole run per
 CPU kind is in docs/BENCHMARKS.md.

@@ -40,7 +40,6 @@ from inference.core.loader import encode_prompt, load_model
 from inference.core.machine import cpu_name, logical_cpus
 from inference.lessons.quantization.experiments import benchmark_rows
 from inference.lessons.serving import capacity as serving_capacity  # closed loop, 1 slot vs 8, and the roofline
-from inference.lessons.speculative import timing as speculative_timing  # greedy, gamma 4, draft and prompt lookup
 
 
 def run(model_source: str | None = None, include_quantization: bool = True, include_serving: bool = True) -> dict:
@@ -62,7 +61,7 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
     results["trace_view_ms_200"] = engine.trace_view_ms(model, tokenizer)
     results.update(inside.inside_figures(model, tokenizer))
     lookup_ids = encode_prompt(tokenizer, engine.LOOKUP_PROMPT)
-    results.update(speculative_timing.bundled_benchmark(model, tokenizer, prompt_ids, lookup_prompt_ids=lookup_ids))
+    results.update(real_spec.bundled_benchmark(model, tokenizer, prompt_ids, lookup_prompt_ids=lookup_ids))
     results.update(llamacpp.engine_figures(model, tokenizer, prompt_ids))
     results.update(constrained.constrained_figures(model, tokenizer, prompt_ids))
     results.update(classroom.class_figures())

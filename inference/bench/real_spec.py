@@ -1,10 +1,15 @@
-"""Speculation on SmolLM2-135M-Instruct (the real model, float32 dequantized from its Q4_1 GGUF), in transformers' own
-forward: `real_spec_figures()` for `python -m inference.bench` (issue #45, item 6).
+"""Speculation's benchmark figures (`python -m inference.bench`), every one the median of alternated runs (a slow spell
+on a shared machine hits the contenders alike), timed by `inference.core.measuring`:
 
-Greedy, on a chat request whose answer copies text from the prompt (what prompt lookup is for), the chosen drafter
-(`CHOSEN`) against plain decoding, medians of alternated runs; beside it the same on a chat question, a
-self-speculative draft (the target's first layers, its final norm and output layer, shared read-only), and the verify
-pass's cost in one-token passes on SmolLM2 and on the bundled 6M storyteller.
+- `bundled_benchmark` (`spec_*`, `hf_assisted_*`): on the bundled 6M target and its Mixture-of-Experts sibling, the
+  bundled draft (shortlisted, as the page's default, and scoring every token) and prompt lookup against plain
+  decoding, greedy and at temperature 0.8, beside transformers' `generate` plain and assisted;
+- `real_spec_figures` (`real_spec_*`): on SmolLM2-135M-Instruct (float32 from its Q4_1 GGUF), prompt lookup on a
+  request whose answer copies the prompt (`CHOSEN`), the same on a question, a self-draft, the distilled and feature
+  drafts, and the verify pass's cost in one-token passes on SmolLM2 and on the 6M storyteller.
+
+`python -m inference.bench.real_spec --write-draft` measures a bundled SmolLM2 draft and writes its speculation.json,
+which the page quotes.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 from pathlib import Path
 
 import torch
@@ -19,93 +25,247 @@ import torch
 from inference.core import real_model
 from inference.core.limits import Limits
 from inference.core.loader import encode_prompt, load_model
-from inference.core.run import GREEDY, warm_up
-from inference.lessons.speculative import bundled_drafts, feature_draft, self_draft, shortlist
+from inference.core.measuring import Stopwatch
+from inference.core.routing import BUNDLED_MOE_DIR
+from inference.core.run import GREEDY, run_greedy, warm_up
+from inference.lessons.speculative import drafters, drafting, feature_draft
 from inference.lessons.speculative import run as spec
-from inference.lessons.speculative.comparison import compare, plain_decode
+from inference.lessons.speculative.comparison import measure_verify_cost, plain_decode, run_against_plain, summarise
 from inference.lessons.speculative.drafters import ModelDrafter, PromptLookupDrafter
-from inference.lessons.speculative.drafting import CHAT_PROMPT, COPY_PROMPT
-from inference.lessons.speculative.summary import summarise
-from inference.lessons.speculative.timing import alternated_medians
-from inference.lessons.speculative.verify_cost import measure_verify_cost
+from inference.sampling.pipeline import SamplingSettings
 
-# Picked by measurement (2 threads, a shared 2-core Intel Xeon VM, greedy, γ 4): the self-draft accepted ~10% of its
-# tokens at k = 4, 8 or 12 of 30 layers and ~32% at k = 24 on the chat question, and lost at every k (0.3-0.7x);
-# prompt lookup drafts nothing on most of a chat answer but copies whole phrases when the answer repeats the prompt.
+SAMPLED = SamplingSettings(temperature=0.8)  # the sampled pair: temperature the only knob on
+# The sampled pair's seeds (its time is the sum): one seed's acceptance moves as much as a change of code moves it.
+SAMPLED_SEEDS = tuple(range(6))
+# Picked by measurement (2 threads, a shared 2-core Xeon VM, greedy, γ 4): the self-draft accepted ~10% at k = 4, 8, 12
+# of 30 layers and lost at every k (0.3-0.7x); prompt lookup copies whole phrases when the answer repeats the prompt.
 CHOSEN = "prompt lookup"
 GAMMA = 4
-SELF_DRAFT_TOKENS = 24  # the self-draft lost at every k (above): one short run, to show it still does
+SELF_DRAFT_TOKENS = 24  # the self-draft lost at every k: one short run, to show it still does
 
 
-def _speculate(model, tokenizer, make_drafter, prompt_ids, new_tokens, gamma: int = GAMMA):
-    run = spec.new_run(model, tokenizer, make_drafter(), prompt_ids, new_tokens, gamma=gamma, stop_at_eos=True)
-    list(run.run(GREEDY))
+def alternated_medians(contenders: dict, repeats: int) -> dict[str, float]:
+    """Each contender's median wall time in seconds: one untimed warm-up each, then `repeats` rounds in turn."""
+    for fn in contenders.values():
+        fn()
+    times = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, fn in contenders.items():
+            with Stopwatch() as watch:
+                fn()
+            times[name].append(watch.ms / 1000)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def speculate(target, tokenizer, make_drafter, prompt_ids, new_tokens, gamma=GAMMA, settings=GREEDY, seed=0, eos=False):
+    run = spec.new_run(target, tokenizer, make_drafter(), prompt_ids, new_tokens, gamma, seed, stop_at_eos=eos)
+    list(run.run(settings))
     return run
 
 
-def pair_figures(
-    model, tokenizer, make_drafter, prompt_ids: list[int], new_tokens: int, repeats: int, gamma: int = GAMMA
-) -> dict:
-    """Greedy speculation with `make_drafter()` (to the end of the answer, at most `new_tokens`) against plain decoding
-    of as many tokens: speed-up (medians of alternated runs), acceptance, and whether the tokens are the same."""
-    length = len(_speculate(model, tokenizer, make_drafter, prompt_ids, new_tokens, gamma).generated_ids)
+def pair_figures(target, tokenizer, make_drafter, prompt_ids, new_tokens, repeats, gamma=GAMMA, eos=True) -> dict:
+    """Greedy speculation with `make_drafter()` (to the end of the answer when `eos`, at most `new_tokens`) against
+    plain decoding of as many tokens: speed-up, acceptance, costs, and whether the tokens are the same."""
+    length = len(speculate(target, tokenizer, make_drafter, prompt_ids, new_tokens, gamma, eos=eos).generated_ids)
     out = {}
 
     def plain():
-        out["plain"] = plain_decode(model, prompt_ids, length, GREEDY)
+        out["plain"] = plain_decode(target, prompt_ids, length, GREEDY)
 
     def speculative():
-        out["spec"] = _speculate(model, tokenizer, make_drafter, prompt_ids, new_tokens, gamma)
+        out["spec"] = speculate(target, tokenizer, make_drafter, prompt_ids, new_tokens, gamma, eos=eos)
 
     seconds = alternated_medians({"plain": plain, "spec": speculative}, repeats)
-    summary = summarise(out["spec"].rounds)
-    cost_ratio = compare(out["spec"], GREEDY).cost_ratio  # None for prompt lookup: no draft pass
+    costs = run_against_plain(out["spec"], GREEDY)  # the verify and draft passes in one-token target passes
+    predicted = costs.predicted_speedup(measured_verify=True)
     return {
-        "draft_cost_ratio": None if cost_ratio is None else round(cost_ratio, 3),
+        "draft_cost_ratio": None if costs.cost_ratio is None else round(costs.cost_ratio, 3),
         "speedup_vs_plain": round(seconds["plain"] / seconds["spec"], 2),
-        "acceptance_rate": round(summary.acceptance_rate or 0.0, 3),
+        "acceptance_rate": round(costs.summary.acceptance_rate or 0.0, 3),
         "identical": out["spec"].generated_ids == out["plain"],
         "tokens": length,
+        "verify_cost": round(costs.verify_cost, 2),
+        "predicted_speedup": None if predicted is None else round(predicted, 2),
     }
 
 
-def distilled_figures(
-    model, tokenizer, new_tokens: int = 64, repeats: int = 3, size: int | None = None, gamma: int | None = None
+def benchmark(
+    target,
+    tokenizer,
+    draft,
+    draft_tokenizer,
+    prompt_ids,
+    new_tokens=128,
+    gamma=4,
+    repeats=5,
+    lookup_prompt_ids=None,
+    shortlist=None,
 ) -> dict:
-    """The bundled SmolLM2 draft (its `size`-token shortlist and γ, default the ones chosen by measurement and kept in
-    its speculation.json) against plain greedy decoding, on a story request (where it was trained), on a question
-    outside stories and on `bundled_drafts.OTHER_REQUESTS`."""
-    gamma = gamma or bundled_drafts.default_gamma(bundled_drafts.REAL_DRAFT_NAME, GAMMA)
-    draft = load_model(str(bundled_drafts.REAL_DRAFT_DIR))
-    warm_up(draft.model, draft.tokenizer)
-    size = size or bundled_drafts.default_shortlist(bundled_drafts.REAL_DRAFT_NAME)
-    rows = shortlist.most_frequent(shortlist.token_counts(bundled_drafts.REAL_DRAFT_DIR), size)
-    make = lambda: ModelDrafter(draft.model, draft.tokenizer, rows)  # noqa: E731
-    figures = {"draft": bundled_drafts.REAL_DRAFT_NAME, "shortlist": size, "gamma": gamma}
-    return _on_every_request(figures, model, tokenizer, make, new_tokens, repeats, gamma)
+    """Greedy, γ 4: speculation with the draft (scoring `shortlist`, and every token: `_full_vocab`) and with prompt
+    lookup (also on `lookup_prompt_ids`, text that repeats itself), plain decoding, and transformers' `generate` plain
+    and assisted; at temperature 0.8 the draft against plain sampled decoding, once for every seed of `SAMPLED_SEEDS`.
+    Each the median of `repeats` alternated runs."""
+    lookup_prompt_ids = list(lookup_prompt_ids or prompt_ids)
+    vocab = spec.vocabulary_rows(target)
+    input_ids = torch.tensor([prompt_ids])
+    hf_common = dict(
+        attention_mask=torch.ones_like(input_ids),
+        do_sample=False,
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        pad_token_id=tokenizer.eos_token_id,
+    )
+    out: dict = {}
+
+    def plain(name, prompt=prompt_ids, settings=GREEDY):
+        def go():
+            seeds = (0,) if settings.greedy else SAMPLED_SEEDS
+            out[name] = [plain_decode(target, prompt, new_tokens, settings, seed) for seed in seeds]
+
+        return go
+
+    def speculative(name, make, settings=GREEDY, prompt=prompt_ids):
+        def go():
+            seeds = (0,) if settings.greedy else SAMPLED_SEEDS  # greedy: one text whatever the seed
+            runs = [speculate(target, tokenizer, make, prompt, new_tokens, gamma, settings, s) for s in seeds]
+            out[name] = runs[0] if settings.greedy else runs
+
+        return go
+
+    def hf(name, **extra):
+        def go():
+            with torch.inference_mode():
+                out[name] = target.generate(input_ids, **hf_common, **extra)[0, len(prompt_ids) :].tolist()
+
+        return go
+
+    def model_drafter(rows=shortlist):
+        return lambda: ModelDrafter(draft, draft_tokenizer, rows)
+
+    lookup = lambda: PromptLookupDrafter(vocab)  # noqa: E731
+    seconds = alternated_medians(
+        {
+            "plain": plain("plain"),
+            "spec": speculative("spec", model_drafter()),
+            "spec_full": speculative("spec_full", model_drafter(None)),
+            "lookup_story": speculative("lookup_story", lookup),
+            "plain_lookup": plain("plain_lookup", lookup_prompt_ids),
+            "lookup": speculative("lookup", lookup, prompt=lookup_prompt_ids),
+            "plain_sampled": plain("plain_sampled", settings=SAMPLED),
+            "spec_sampled": speculative("spec_sampled", model_drafter(), SAMPLED),
+            "spec_sampled_full": speculative("spec_sampled_full", model_drafter(None), SAMPLED),
+            "hf_plain": hf("hf_plain"),
+            "hf_assisted": hf("hf_assisted", assistant_model=draft),
+        },
+        repeats,
+    )
+    traced = run_greedy(target, tokenizer, prompt_ids, new_tokens, stop_at_eos=False).generated_ids  # the app's trace
+    greedy = [out["spec"].generated_ids, out["spec_full"].generated_ids, out["lookup_story"].generated_ids, traced]
+    t = f"t{SAMPLED.temperature:g}"
+    costs, full = run_against_plain(out["spec"], GREEDY), run_against_plain(out["spec_full"], GREEDY)
+    lookup, lookup_story = summarise(out["lookup"].rounds), summarise(out["lookup_story"].rounds)
+    return {
+        "spec_greedy_identical": all(ids == out["plain"][0] for ids in greedy)
+        and out["lookup"].generated_ids == out["plain_lookup"][0],
+        "hf_assisted_identical": out["hf_assisted"] == out["hf_plain"],
+        "spec_gamma": gamma,
+        "spec_new_tokens": len(out["plain"][0]),
+        "spec_acceptance_rate": round(costs.summary.acceptance_rate, 3),
+        "spec_tokens_per_target_pass": round(costs.summary.tokens_per_target_pass, 2),
+        "spec_draft_shortlist": len(shortlist) if shortlist else None,
+        "spec_speedup_vs_plain": round(seconds["plain"] / seconds["spec"], 2),
+        f"spec_speedup_vs_plain_{t}": round(seconds["plain_sampled"] / seconds["spec_sampled"], 2),
+        f"spec_acceptance_rate_{t}": round(
+            summarise([r for run in out["spec_sampled"] for r in run.rounds]).acceptance_rate, 3
+        ),
+        "spec_sampled_seeds": len(SAMPLED_SEEDS),
+        "spec_acceptance_rate_full_vocab": round(full.summary.acceptance_rate, 3),
+        "spec_speedup_vs_plain_full_vocab": round(seconds["plain"] / seconds["spec_full"], 2),
+        f"spec_speedup_vs_plain_{t}_full_vocab": round(seconds["plain_sampled"] / seconds["spec_sampled_full"], 2),
+        "spec_draft_cost_ratio_full_vocab": round(full.cost_ratio, 3),
+        "spec_prompt_lookup_acceptance_rate": round(lookup.acceptance_rate or 0.0, 3),
+        "spec_prompt_lookup_speedup_vs_plain": round(seconds["plain_lookup"] / seconds["lookup"], 2),
+        "spec_prompt_lookup_acceptance_rate_story": round(lookup_story.acceptance_rate or 0.0, 3),
+        "spec_prompt_lookup_speedup_vs_plain_story": round(seconds["plain"] / seconds["lookup_story"], 2),
+        "hf_assisted_speedup_vs_plain": round(seconds["hf_plain"] / seconds["hf_assisted"], 2),
+        # why the speed-up is what it is: the verify and draft passes in one-token target passes, and the formula
+        "spec_verify_cost": round(costs.verify_cost, 2),
+        "spec_draft_cost_ratio": round(costs.cost_ratio, 3),
+        "spec_predicted_speedup": round(costs.predicted_speedup(measured_verify=True), 2),
+        "spec_tokens_per_s": round(len(out["plain"][0]) / seconds["spec"], 1),
+        "hf_assisted_tokens_per_s": round(len(out["plain"][0]) / seconds["hf_assisted"], 1),
+        "spec_vs_hf_assisted": round(seconds["hf_assisted"] / seconds["spec"], 2),
+    }
 
 
-def _on_every_request(figures: dict, model, tokenizer, make_drafter, new_tokens, repeats, gamma) -> dict:
-    """`figures` with the draft's `pair_figures` on the story request, the question and each of the other requests
-    (`others`: a list, each with its request)."""
+def on_threads(threads: int | None, measure):
+    """`measure()` on `threads` torch threads (default: the app's, as the page runs), the process's own restored."""
+    before, threads = torch.get_num_threads(), threads or Limits.from_env().torch_threads
+    torch.set_num_threads(threads)
+    try:
+        return threads, measure()
+    finally:
+        torch.set_num_threads(before)
+
+
+def bundled_benchmark(target, tokenizer, prompt_ids: list[int], threads: int | None = None, **options) -> dict:
+    """`benchmark` with the bundled draft at the page's default shortlist, and the same draft on the bundled MoE
+    target (`spec_moe_*`): the same per-token work, another cost for a pass of γ + 1 tokens."""
+    draft = load_model(str(drafting.BUNDLED_DRAFT_DIR))
+    try:
+        spec.check_pair(target, tokenizer, draft.model, draft.tokenizer)
+    except spec.SpeculationError as err:
+        return {"spec_skipped": str(err)}
+
+    def measure() -> dict:
+        warm_up(draft.model, draft.tokenizer)
+        rows = drafting.shortlist_ids(draft, drafters.DEFAULT_SHORTLIST)
+        figures = benchmark(target, tokenizer, draft.model, draft.tokenizer, prompt_ids, shortlist=rows, **options)
+        moe = load_model(str(BUNDLED_MOE_DIR))
+        try:
+            spec.check_pair(moe.model, moe.tokenizer, draft.model, draft.tokenizer)
+        except spec.SpeculationError as err:
+            return figures | {"spec_moe_skipped": str(err)}
+        warm_up(moe.model, moe.tokenizer)
+        make = lambda: ModelDrafter(draft.model, draft.tokenizer, rows)  # noqa: E731
+        pair = pair_figures(moe.model, moe.tokenizer, make, prompt_ids, 128, 3, eos=False)
+        return figures | {f"spec_moe_{key}": value for key, value in pair.items() if key != "tokens"}
+
+    threads, figures = on_threads(threads, measure)
+    return {"spec_torch_threads": threads, **figures}
+
+
+def on_every_request(figures: dict, model, tokenizer, make_drafter, new_tokens, repeats, gamma) -> dict:
+    """`figures` with a draft's `pair_figures` on the story request, the question and each other request."""
 
     def measured(request: str) -> dict:
         ids = encode_prompt(tokenizer, request, chat=True)
         return pair_figures(model, tokenizer, make_drafter, ids, new_tokens, repeats, gamma)
 
-    figures["story"], figures["question"] = measured(bundled_drafts.STORY_REQUEST), measured(bundled_drafts.QUESTION)
-    figures["others"] = [{"request": request, **measured(request)} for request in bundled_drafts.OTHER_REQUESTS]
+    figures["story"], figures["question"] = measured(drafting.STORY_REQUEST), measured(drafting.QUESTION)
+    figures["others"] = [{"request": request, **measured(request)} for request in drafting.OTHER_REQUESTS]
     return figures
 
 
+def distilled_figures(model, tokenizer, new_tokens=64, repeats=3, size=None, gamma=None) -> dict:
+    """The bundled SmolLM2 draft (its measured shortlist and γ by default) against plain greedy decoding."""
+    gamma = gamma or drafting.default_gamma(drafting.REAL_DRAFT_NAME, GAMMA)
+    draft = load_model(str(drafting.REAL_DRAFT_DIR))
+    warm_up(draft.model, draft.tokenizer)
+    size = size or drafting.default_shortlist(drafting.REAL_DRAFT_NAME)
+    rows = drafters.most_frequent(drafters.token_counts(drafting.REAL_DRAFT_DIR), size)
+    make = lambda: ModelDrafter(draft.model, draft.tokenizer, rows)  # noqa: E731
+    figures = {"draft": drafting.REAL_DRAFT_NAME, "shortlist": size, "gamma": gamma}
+    return on_every_request(figures, model, tokenizer, make, new_tokens, repeats, gamma)
+
+
 def feature_figures(model, tokenizer, new_tokens: int = 64, repeats: int = 3, gamma: int | None = None) -> dict:
-    """The bundled feature draft (`feature_draft`: one layer reading SmolLM2's last hidden state) against plain
-    greedy decoding, on the same requests as the distilled draft."""
-    gamma = gamma or bundled_drafts.default_gamma(feature_draft.FEATURE_DRAFT_NAME, 2)
+    """The bundled feature draft against plain greedy decoding, on the same requests as the distilled draft."""
+    gamma = gamma or drafting.default_gamma(feature_draft.FEATURE_DRAFT_NAME, 2)
     draft = feature_draft.load()
     make = lambda: feature_draft.FeatureDrafter(draft, model, tokenizer)  # noqa: E731
     figures = {"draft": feature_draft.FEATURE_DRAFT_NAME, "shortlist": len(draft.rows), "gamma": gamma}
-    return _on_every_request(figures, model, tokenizer, make, new_tokens, repeats, gamma)
+    return on_every_request(figures, model, tokenizer, make, new_tokens, repeats, gamma)
 
 
 def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | None = None) -> dict:
@@ -113,32 +273,32 @@ def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | Non
     if not real_model.is_available():
         print("real_spec: skipped, SmolLM2-135M-Instruct's wheel is not installed (requirements-models.txt)")
         return {}
-    before, threads = torch.get_num_threads(), threads or Limits.from_env().torch_threads
-    torch.set_num_threads(threads)
-    try:
+
+    def measure() -> dict:
         loaded = load_model(real_model.REAL_MODEL_NAME)
         model, tokenizer = loaded.model, loaded.tokenizer
         warm_up(model, tokenizer)
-        vocab = spec.vocabulary_rows(model)
-        copy_ids = encode_prompt(tokenizer, COPY_PROMPT, chat=True)
-        chat_ids = encode_prompt(tokenizer, CHAT_PROMPT, chat=True)
-        lookup = lambda: PromptLookupDrafter(vocab)  # noqa: E731
-        chosen = pair_figures(model, tokenizer, lookup, copy_ids, new_tokens, repeats)
-        chat = pair_figures(model, tokenizer, lookup, chat_ids, new_tokens, repeats)
-        k = self_draft.DEFAULT_LAYERS
-        draft = self_draft.layer_draft(model, k)
-        rows = self_draft.tokenizer_shortlist(model)
-        distilled = distilled_figures(model, tokenizer, new_tokens, repeats) if _has_draft() else None
-        featured = feature_figures(model, tokenizer, new_tokens, repeats) if feature_draft.bundled_exists() else None
-        layered = pair_figures(
-            model, tokenizer, lambda: ModelDrafter(draft, tokenizer, rows), chat_ids, SELF_DRAFT_TOKENS, 1
-        )
-        real = measure_verify_cost(model, real_model.REAL_MODEL_NAME, GAMMA + 1)
+        lookup = lambda: PromptLookupDrafter(spec.vocabulary_rows(model))  # noqa: E731
+        chat_ids = encode_prompt(tokenizer, drafting.CHAT_PROMPT, chat=True)
+        copy_ids = encode_prompt(tokenizer, drafting.COPY_PROMPT, chat=True)
+        k = drafters.SELF_DRAFT_LAYERS
+        self_draft = lambda: drafters.self_drafter(model, tokenizer, k, shortlisted=True)  # noqa: E731
         small = load_model()  # the bundled 6M storyteller
         warm_up(small.model, small.tokenizer)
-        bundled = measure_verify_cost(small.model, small.info.name, GAMMA + 1)
-    finally:
-        torch.set_num_threads(before)
+        return {
+            "chosen": pair_figures(model, tokenizer, lookup, copy_ids, new_tokens, repeats),
+            "chat": pair_figures(model, tokenizer, lookup, chat_ids, new_tokens, repeats),
+            "layered": pair_figures(model, tokenizer, self_draft, chat_ids, SELF_DRAFT_TOKENS, 1),
+            "distilled": distilled_figures(model, tokenizer, new_tokens, repeats)
+            if (drafting.REAL_DRAFT_DIR / "config.json").is_file()
+            else None,
+            "featured": feature_figures(model, tokenizer, new_tokens, repeats) if feature_draft.fits(model) else None,
+            "real": measure_verify_cost(model, real_model.REAL_MODEL_NAME, GAMMA + 1),
+            "bundled": measure_verify_cost(small.model, small.info.name, GAMMA + 1),
+        }
+
+    threads, m = on_threads(threads, measure)
+    chosen, chat, layered, k = m["chosen"], m["chat"], m["layered"], drafters.SELF_DRAFT_LAYERS
     return {
         "real_spec_speedup_vs_plain": chosen["speedup_vs_plain"],
         "real_spec_acceptance_rate": chosen["acceptance_rate"],
@@ -146,25 +306,21 @@ def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | Non
         "real_spec_tokens": chosen["tokens"],
         "real_spec_drafter": CHOSEN,
         "real_spec_gamma": GAMMA,
-        "real_spec_verify_cost": round(real.cost, 2),
-        "real_spec_bundled_verify_cost": round(bundled.cost, 2),
-        "real_spec_one_token_pass_ms": round(real.one_token_ms, 1),
+        "real_spec_verify_cost": round(m["real"].cost, 2),
+        "real_spec_bundled_verify_cost": round(m["bundled"].cost, 2),
+        "real_spec_one_token_pass_ms": round(m["real"].one.median_ms, 1),
         "real_spec_chat_speedup_vs_plain": chat["speedup_vs_plain"],
         "real_spec_chat_acceptance_rate": chat["acceptance_rate"],
         f"real_spec_self_draft_k{k}_speedup_vs_plain": layered["speedup_vs_plain"],
         f"real_spec_self_draft_k{k}_acceptance_rate": layered["acceptance_rate"],
         f"real_spec_self_draft_k{k}_cost_ratio": layered["draft_cost_ratio"],  # a draft pass ÷ a target pass
         "real_spec_torch_threads": threads,
-        **_distilled_keys(distilled),
-        **_distilled_keys(featured, "real_spec_feature_draft"),
+        **draft_keys(m["distilled"], "real_spec_distilled"),
+        **draft_keys(m["featured"], "real_spec_feature_draft"),
     }
 
 
-def _has_draft() -> bool:
-    return (bundled_drafts.REAL_DRAFT_DIR / "config.json").is_file()
-
-
-def _distilled_keys(figures: dict | None, prefix: str = "real_spec_distilled") -> dict:
+def draft_keys(figures: dict | None, prefix: str) -> dict:
     """A bundled draft's figures as flat bench keys under `prefix` (none without the draft)."""
     if figures is None:
         return {}
@@ -192,8 +348,8 @@ def cpu_name() -> str:
 
 
 def main(argv=None) -> None:
-    """Measure the bundled SmolLM2 draft (greedy, a story request and a question) and write its speculation.json,
-    which the Speculative page quotes."""
+    """Measure a bundled SmolLM2 draft (greedy, a story request, a question and three others) and write its
+    speculation.json, which the Speculative page quotes."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--new-tokens", type=int, default=64)
@@ -211,15 +367,13 @@ def main(argv=None) -> None:
         figures = feature_figures(loaded.model, loaded.tokenizer, args.new_tokens, args.repeats, args.gamma)
         folder = feature_draft.FEATURE_DRAFT_DIR
     else:
-        figures = distilled_figures(
-            loaded.model, loaded.tokenizer, args.new_tokens, args.repeats, args.shortlist, args.gamma
-        )
-        folder = bundled_drafts.REAL_DRAFT_DIR
-    figures["cpu"] = cpu_name() + (f", {args.load}" if args.load else "")
-    figures["torch_threads"] = torch.get_num_threads()
+        model, tokenizer = loaded.model, loaded.tokenizer
+        figures = distilled_figures(model, tokenizer, args.new_tokens, args.repeats, args.shortlist, args.gamma)
+        folder = drafting.REAL_DRAFT_DIR
+    figures |= {"cpu": cpu_name() + (f", {args.load}" if args.load else ""), "torch_threads": torch.get_num_threads()}
     print(json.dumps(figures, indent=1))
     if args.write_draft:
-        (folder / bundled_drafts.MEASURED_FILE).write_text(json.dumps(figures, indent=1) + "\n")
+        (folder / drafting.MEASURED_FILE).write_text(json.dumps(figures, indent=1) + "\n")
 
 
 if __name__ == "__main__":

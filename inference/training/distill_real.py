@@ -19,7 +19,7 @@ Two phases, one loss (`train.next_token_cross_entropy`, `train.optimizer_step`, 
 A shortlist keeps training cheap: the loss scores only the `shortlist` most frequent tokens of the training text
 (stories and replies), targets outside it are ignored; the output layer is most of the work at this vocabulary.
 The model stays whole: every row is saved, and `token_frequency.json` (the same counts) lets the Speculative page's
-draft score its most frequent tokens at inference as FR-Spec does (`inference.lessons.speculative.shortlist`).
+draft score its most frequent tokens at inference as FR-Spec does (`inference.lessons.speculative.drafters`).
 
 Every evaluation reports, on the held-out replies, the share of reply tokens that are the draft's top token
 (scoring the shortlist) given SmolLM2's text before them: greedy acceptance per position, measured on text.

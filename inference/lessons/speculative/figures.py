@@ -1,37 +1,31 @@
-"""Figures and HTML for the Speculative decoding page's rounds: the text by who wrote each token, one round's drafts
-and their tests, the residual distribution, and the run's tables. Pure functions from data to a Plotly figure (or an
-HTML string); no Streamlit here. The timeline, theory and sweep charts are in `speed_figures`. Every token text is
-escaped (`style.label` for charts, `html.escape` for chips)."""
+"""The Speculative decoding page's figures and HTML: the text by who wrote each token, one round's drafts and their
+tests, the residual, the measured timeline, the theory curve and the sweep. Pure functions from data to a Plotly
+figure (or an HTML string); every token text is escaped (`style.label` for charts, `html.escape` for chips)."""
 
 from __future__ import annotations
 
 import html
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from inference.core import tokens
+from inference.core.machine import describe_bytes
 from inference.core.tokens import VISIBLE_WHITESPACE
 from inference.lessons import glossary
-from inference.lessons.style import (
-    PALETTE,
-    label,
-    plain_figure,
-    repr_token,
-)
+from inference.lessons.speculative.comparison import predicted_speedup
+from inference.lessons.style import PALETTE, base_layout, label, legend_below, repr_token
 
-# Who wrote a token, on every chart and chip of this page.
-ACCEPTED_COLOUR = "#3a9a5b"  # a draft token the target accepted
-REJECTED_COLOUR = PALETTE["red"]  # the draft token that failed its test
-UNCHECKED_COLOUR = PALETTE["light_grey"]  # drafted after a rejection: never tested
-TARGET_COLOUR = PALETTE["orange"]  # the target's own token (residual draw, or bonus)
-DRAFT_COLOUR = PALETTE["lavender"]  # q, the draft's probability
-PROB_COLOUR = PALETTE["blue"]  # p, the target's probability
-RESIDUAL_COLOUR = PALETTE["orange"]
-PLAIN_COLOUR = PALETTE["blue_grey"]
-VERIFY_COLOUR = PALETTE["blue"]
-DRAFT_PASS_COLOUR = PALETTE["lavender"]
+ACCEPTED_COLOUR, REJECTED_COLOUR, UNCHECKED_COLOUR = "#3a9a5b", PALETTE["red"], PALETTE["light_grey"]
+TARGET_COLOUR, DRAFT_COLOUR, PROB_COLOUR = PALETTE["orange"], PALETTE["lavender"], PALETTE["blue"]
 STATUS_COLOURS = {"accepted": ACCEPTED_COLOUR, "rejected": REJECTED_COLOUR, "unchecked": UNCHECKED_COLOUR}
+TEMPERATURE_COLOURS = [PALETTE["blue"], PALETTE["orange"], PALETTE["red"], PALETTE["slate"]]
+SIDE_COLOURS = (PALETTE["blue"], PALETTE["orange"])  # the page's target, then the other bundled target
+BREAK_EVEN = {"color": PALETTE["red"], "width": 2}
+SWEEP_X_AXIS = {"title": {"text": "γ: tokens drafted per round"}, "dtick": 1}
+# The text shows the prompt's last tokens (the Prompt box holds it whole): the first round stays on the first screen.
+PROMPT_TAIL, PRESENTER_PROMPT_TAIL = 8, 4
 
 CHIP_CSS = """
 <style>
@@ -51,70 +45,59 @@ CHIP_CSS = """
 .spec-legend .spec-chip { line-height: 1.6; }
 </style>
 """
+HOW = {
+    "residual": "drawn from the residual max(0, p − q)",
+    "bonus": "bonus: every draft was accepted",
+    "target": "nothing was drafted: a plain step",
+}
 
 
 def _chip(text: str, kind: str, title: str = "", latest: bool = False, token: bool = True) -> str:
     shown = text.translate(VISIBLE_WHITESPACE) if token else text  # a token's spaces are shown as ␣
     visible = html.escape(shown, quote=True).replace("↵", "↵<br>")
-    extra = " latest" if latest else ""
-    return f'<span class="spec-chip {kind}{extra}" title="{html.escape(title, quote=True)}">{visible}</span>'
+    return f'<span class="spec-chip {kind}{" latest" if latest else ""}" title="{html.escape(title)}">{visible}</span>'
 
 
 LEGEND_HTML = (
     '<div class="spec-legend">'
-    + _chip("draft, accepted", "accepted", token=False)
-    + " "
-    + _chip("target's own token", "target", token=False)
-    + " "
-    + _chip("draft, rejected", "rejected", token=False)
-    + " "
-    + _chip("drafted after a rejection, never checked", "unchecked", token=False)
+    + " ".join(
+        _chip(text, kind, token=False)
+        for text, kind in (
+            ("draft, accepted", "accepted"),
+            ("target's own token", "target"),
+            ("draft, rejected", "rejected"),
+            ("drafted after a rejection, never checked", "unchecked"),
+        )
+    )
     + " &nbsp;a bar │ separates the rounds: each round is ONE pass of the target. "
     + html.escape(f"␣ {glossary.explain('␣')}.")
     + "</div>"
 )
 
 
-# The text shows the prompt's last tokens (the Prompt box above holds it whole): the first round stays on the first
-# screen at 800 px, and on a projector.
-PROMPT_TAIL, PRESENTER_PROMPT_TAIL = 8, 4
-
-
 def text_html(tokenizer, prompt_ids: list[int], rounds: list, prompt_tail: int | None = None) -> str:
-    """The prompt as dashed chips, then every round's new tokens: drafts the target accepted in
-    green, the target's own token in orange, rounds separated by a bar. With `prompt_tail`, a longer
-    prompt shows only its last `prompt_tail` tokens after one chip counting the earlier ones."""
-    parts = [CHIP_CSS, '<div class="spec-box">']
+    """The prompt (its last `prompt_tail` tokens after a chip counting the rest) as dashed chips, then every round's
+    new tokens: accepted drafts green, the target's own token orange, rounds separated by a bar."""
     special = set(tokenizer.all_special_ids)
+
+    def shown(token_id: int, text: str) -> str:
+        return tokenizer.convert_ids_to_tokens(token_id) if token_id in special else text
+
+    parts = [CHIP_CSS, '<div class="spec-box">']
     earlier, prompt_ids = tokens.prompt_tail(prompt_ids, prompt_tail) if prompt_tail is not None else ("", prompt_ids)
     if earlier:
         parts.append(_chip(earlier, "prompt", token=False))
-    for token_id in prompt_ids:
-        shown = tokenizer.convert_ids_to_tokens(token_id) if token_id in special else tokenizer.decode([token_id])
-        parts.append(_chip(shown, "prompt", f"prompt token {token_id}"))
+    parts += [_chip(shown(t, tokenizer.decode([t])), "prompt", f"prompt token {t}") for t in prompt_ids]
     for r in rounds:
         parts.append('<span class="spec-round-sep"></span>')
         for i, token_id in enumerate(r.new_tokens):
             own = i == len(r.new_tokens) - 1 and token_id == r.token_id and i == r.accepted
-            text = (
-                tokenizer.convert_ids_to_tokens(token_id)
-                if token_id in special
-                else (r.token_text if own else r.checks[i].text)
-            )
-            how = (
-                {
-                    "residual": "drawn from the residual max(0, p − q)",
-                    "bonus": "bonus: every draft was accepted",
-                    "target": "nothing was drafted: a plain step",
-                }[r.token_kind]
-                if own
-                else "draft accepted"
-            )
+            text = shown(token_id, r.token_text if own else r.checks[i].text)
+            how = HOW[r.token_kind] if own else "draft accepted"
             parts.append(_chip(text, "target" if own else "accepted", f"round {r.index}: {how}"))
-    parts.append("</div>")
-    parts.append(LEGEND_HTML)
-    shown = {tokenizer.convert_ids_to_tokens(t) for t in [*prompt_ids, *(t for r in rounds for t in r.new_tokens)]}
-    for term in (t for t in glossary.TERMS if t.startswith("<|") and t in shown):  # a special token, explained
+    parts += ["</div>", LEGEND_HTML]
+    seen = {tokenizer.convert_ids_to_tokens(t) for t in [*prompt_ids, *(t for r in rounds for t in r.new_tokens)]}
+    for term in (t for t in glossary.TERMS if t.startswith("<|") and t in seen):  # a special token, explained
         parts.append(f'<div class="spec-legend">{html.escape(f"{term}: {glossary.explain(term)}.")}</div>')
     return "".join(parts)
 
@@ -124,12 +107,9 @@ def round_html(record) -> str:
     parts = [CHIP_CSS, '<div class="spec-box">']
     if not record.checks:
         parts.append('<span style="color:#555">(nothing drafted)</span> ')
-    for c in record.checks:
-        parts.append(_chip(c.text, c.status, f"drafted #{c.position + 1}: {c.status}"))
-    parts.append(" → ")
-    parts.append(_chip(record.token_text, "target", f"the target's token ({record.token_kind})", latest=True))
-    parts.append("</div>")
-    return "".join(parts)
+    parts += [_chip(c.text, c.status, f"drafted #{c.position + 1}: {c.status}") for c in record.checks]
+    parts += [" → ", _chip(record.token_text, "target", f"the target's token ({record.token_kind})", latest=True)]
+    return "".join(parts + ["</div>"])
 
 
 def _token_names(record) -> list[str]:
@@ -141,157 +121,259 @@ def _percent(v: float) -> str:
     return f"{v:.0%}" if v >= 0.005 else f"{v:.1%}"
 
 
-def legend_below_at(y: float, one_per_line: bool = False) -> dict:
-    """`style.legend_below`'s placement, for `plain_figure.plain_figure`."""
-    return {"orientation": "v" if one_per_line else "h", "y": y, "yanchor": "top", "x": 0, "xanchor": "left"}
-
-
-# The charts below are redrawn on every round: built from plain dicts (`plain_figure.plain_figure`), not through Plotly's
-# validated builders (~70% of the page's script time per round). tests/test_speculative_figures.py holds each equal
-# to the validated figure of the same spec.
+def _finish(fig: go.Figure, title: str, presenter: bool, height: int, y: float, one_per_line=False) -> go.Figure:
+    return legend_below(base_layout(fig, title, presenter, height), y, one_per_line)
 
 
 def p_q_figure(record, greedy: bool, presenter: bool = False) -> go.Figure:
-    """Each drafted token: the draft's probability q beside the target's p. Greedy runs show the
-    models' probabilities at temperature 1: the rule itself only asks whether the token is the
-    target's top token."""
-    names = _token_names(record)
+    """Each drafted token: the draft's q beside the target's p (greedy runs: both at temperature 1, since the rule
+    only asks whether the token is the target's top token)."""
+    names, checks = _token_names(record), record.checks
     if greedy:
-        q = [c.q_raw if c.q_raw is not None else 1.0 for c in record.checks]
-        p = [c.p_raw for c in record.checks]
-        title = "q (draft) vs p (target), T=1"
+        q, p = [1.0 if c.q_raw is None else c.q_raw for c in checks], [c.p_raw for c in checks]
     else:
-        q, p = [c.q for c in record.checks], [c.p for c in record.checks]
-        title = "q (draft) vs p (target)"
-    data = [
-        {
-            "type": "bar",
-            "x": names,
-            "y": q,
-            "name": "q: the draft's probability",
-            "marker": {"color": DRAFT_COLOUR},
-            "text": [_percent(v) for v in q],
-            "textposition": "outside",
-        },
-        {
-            "type": "bar",
-            "x": names,
-            "y": p,
-            "name": "p: the target's probability",
-            "marker": {
-                "color": PROB_COLOUR,
-                "line": {"color": [STATUS_COLOURS[c.status] for c in record.checks], "width": 3},
-            },
-            "text": [_percent(v) for v in p],
-            "textposition": "outside",
-        },
-    ]
-    layout = {
-        "barmode": "group",
-        "bargap": 0.3,
-        "yaxis": {"tickformat": ".0%", "range": [0, 1.18], "title": {"text": "probability"}},
-        "xaxis": {"tickangle": 0, "automargin": True},
-    }
-    legend = legend_below_at(-0.3 if presenter else -0.22)
-    return plain_figure(data, layout, title, presenter, height=360, legend=legend)
+        q, p = [c.q for c in checks], [c.p for c in checks]
+    fig = go.Figure()
+    fig.add_bar(x=names, y=q, name="q: the draft's probability", marker_color=DRAFT_COLOUR)
+    fig.add_bar(
+        x=names,
+        y=p,
+        name="p: the target's probability",
+        marker={"color": PROB_COLOUR, "line": {"color": [STATUS_COLOURS[c.status] for c in checks], "width": 3}},
+    )
+    for trace, values in zip(fig.data, (q, p)):
+        trace.update(text=[_percent(v) for v in values], textposition="outside")
+    fig.update_layout(barmode="group", bargap=0.3)
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.18], title_text="probability")
+    fig.update_xaxes(tickangle=0, automargin=True)
+    title = "q (draft) vs p (target)" + (", T=1" if greedy else "")
+    return _finish(fig, title, presenter, 360, -0.3 if presenter else -0.22)
 
 
 def acceptance_figure(record, presenter: bool = False) -> go.Figure:
-    """The test itself: for each checked token the bar is min(1, p/q), the chance it passes; the
-    diamond is the uniform u drawn for it. u at or under the bar: accepted."""
+    """For each checked token the bar is min(1, p/q), its chance to pass, the diamond the uniform u drawn for it."""
     checked = [c for c in record.checks if c.status != "unchecked"]
     names = _token_names(record)[: len(checked)]
-    data = [
-        {
-            "type": "bar",
-            "x": names,
-            "y": [min(1.0, c.ratio) for c in checked],
-            "name": "min(1, p/q): chance to accept (label: p/q)",
-            "marker": {"color": [STATUS_COLOURS[c.status] for c in checked]},
-            "text": [f"{c.ratio:.2f}" if c.ratio < 100 else "> 100" for c in checked],  # short: neighbours overlapped
-            "textposition": "outside",
-        },
-        {
-            "type": "scatter",
-            "x": names,
-            "y": [c.u for c in checked],
-            "mode": "markers+text",
-            "name": "u: the uniform drawn",
-            "marker": {
-                "symbol": "diamond",
-                "size": 16,
-                "color": PALETTE["ink"],
-                "line": {"color": "white", "width": 1},
-            },
-            "text": [f"u = {c.u:.2f}" for c in checked],
-            "textposition": "middle right",
-        },
-    ]
-    layout = {"yaxis": {"range": [0, 1.18], "title": {"text": ""}}, "xaxis": {"tickangle": 0, "automargin": True}}
-    legend = legend_below_at(-0.3 if presenter else -0.22)
-    return plain_figure(data, layout, "Accept while u ≤ p/q", presenter, height=360, legend=legend)
+    fig = go.Figure()
+    fig.add_bar(
+        x=names,
+        y=[min(1.0, c.ratio) for c in checked],
+        name="min(1, p/q): chance to accept (label: p/q)",
+        marker_color=[STATUS_COLOURS[c.status] for c in checked],
+        text=[f"{c.ratio:.2f}" if c.ratio < 100 else "> 100" for c in checked],
+        textposition="outside",
+    )
+    fig.add_scatter(
+        x=names,
+        y=[c.u for c in checked],
+        mode="markers+text",
+        name="u: the uniform drawn",
+        marker={"symbol": "diamond", "size": 16, "color": PALETTE["ink"], "line": {"color": "white", "width": 1}},
+        text=[f"u = {c.u:.2f}" for c in checked],
+        textposition="middle right",
+    )
+    fig.update_yaxes(range=[0, 1.18])
+    fig.update_xaxes(tickangle=0, automargin=True)
+    return _finish(fig, "Accept while u ≤ p/q", presenter, 360, -0.3 if presenter else -0.22)
 
 
 def residual_figure(record, presenter: bool = False) -> go.Figure:
-    """At the rejection: p, q and normalise(max(0, p − q)) for the tokens that matter most; the
-    target's token (drawn from the residual) is marked."""
+    """At the rejection: p, q and normalise(max(0, p − q)) for the tokens that matter most; ▶ the token drawn."""
     rows = record.residual_top[::-1]  # most likely at the top
     names = [
         ("▶ " if token_id == record.token_id else "") + label(repr_token(text.translate(VISIBLE_WHITESPACE)))
         for token_id, text, *_ in rows
     ]
-    bars = {"type": "bar", "y": names, "orientation": "h"}
-    data = [
-        bars | {"x": [r[3] for r in rows], "name": "q (draft)", "marker": {"color": DRAFT_COLOUR}},
-        bars | {"x": [r[2] for r in rows], "name": "p (target)", "marker": {"color": PROB_COLOUR}},
-        bars
-        | {
-            "x": [r[4] for r in rows],
-            "name": "residual: normalise(max(0, p − q))",
-            "marker": {"color": RESIDUAL_COLOUR},
-            "text": [f"{r[4]:.0%}" if r[4] > 0 else "0" for r in rows],
-            "textposition": "outside",
-        },
-    ]
-    longest = max([max(r[2], r[3], r[4]) for r in rows] + [0.01])
-    layout = {
-        "barmode": "group",
-        "bargap": 0.2,
-        "xaxis": {"tickformat": ".0%", "range": [0, longest * 1.25], "title": {"text": "probability"}},
-        "yaxis": {"automargin": True},
-    }
-    return plain_figure(
-        data,
-        layout,
-        "After the rejection: the target draws from what p has beyond q",
-        presenter,
-        height=170 + 58 * len(rows),
-        legend=legend_below_at(-0.12),
+    fig = go.Figure()
+    fig.add_bar(y=names, x=[r[3] for r in rows], orientation="h", name="q (draft)", marker_color=DRAFT_COLOUR)
+    fig.add_bar(y=names, x=[r[2] for r in rows], orientation="h", name="p (target)", marker_color=PROB_COLOUR)
+    fig.add_bar(
+        y=names,
+        x=[r[4] for r in rows],
+        orientation="h",
+        name="residual: normalise(max(0, p − q))",
+        marker_color=TARGET_COLOUR,
+        text=[f"{r[4]:.0%}" if r[4] > 0 else "0" for r in rows],
+        textposition="outside",
     )
+    longest = max([max(r[2], r[3], r[4]) for r in rows] + [0.01])
+    fig.update_layout(barmode="group", bargap=0.2)
+    fig.update_xaxes(tickformat=".0%", range=[0, longest * 1.25], title_text="probability")
+    fig.update_yaxes(automargin=True)
+    title = "After the rejection: the target draws from what p has beyond q"
+    return _finish(fig, title, presenter, 170 + 58 * len(rows), -0.12)
+
+
+def timeline_figure(rounds: list, plain, presenter: bool = False) -> go.Figure:
+    """Measured wall time end to end: the run's draft and verify passes (and what a round spends between them), above
+    plain decoding of the same tokens."""
+    segments = {"draft pass": [], "verify pass (target)": [], "sampling, bookkeeping": []}
+    clock = 0.0
+    for r in rounds:
+        other = max(0.0, r.round_ms - sum(r.draft_ms) - r.verify_ms)
+        pieces = [("draft pass", ms, f"round {r.index}: draft pass {ms:.2f} ms") for ms in r.draft_ms]
+        verify = f"round {r.index}: verify {r.verify_positions} positions, {r.verify_ms:.2f} ms, "
+        pieces.append(("verify pass (target)", r.verify_ms, verify + f"{len(r.new_tokens)} token(s) out"))
+        pieces.append(("sampling, bookkeeping", other, f"round {r.index}: {other:.2f} ms"))
+        for name, ms, hover in pieces:
+            segments[name].append((clock, ms, hover))
+            clock += ms
+    colours = {
+        "draft pass": DRAFT_COLOUR,
+        "verify pass (target)": PROB_COLOUR,
+        "sampling, bookkeeping": UNCHECKED_COLOUR,
+    }
+    starts = np.concatenate([[0.0], np.cumsum(plain.step_ms)[:-1]]).tolist()
+    plain_items = [(s, ms, f"token {i}: {ms:.2f} ms") for i, (s, ms) in enumerate(zip(starts, plain.step_ms))]
+    bars = [(name, "speculative", items, colours[name]) for name, items in segments.items() if items]
+    bars.append(("plain: one target pass per token", "plain decoding", plain_items, PALETTE["blue_grey"]))
+    fig = go.Figure()
+    for name, row, items, colour in bars:
+        fig.add_bar(
+            y=[row] * len(items),
+            x=[i[1] for i in items],
+            base=[i[0] for i in items],
+            orientation="h",
+            name=name,
+            marker={"color": colour, "line": {"color": "white", "width": 0.5}},
+            hovertext=[i[2] for i in items],
+            hoverinfo="text",
+        )
+    fig.update_layout(barmode="overlay")
+    fig.update_xaxes(title_text="ms since the start (measured)", rangemode="tozero")
+    fig.update_yaxes(categoryorder="array", categoryarray=["plain decoding", "speculative"], automargin=True)
+    return _finish(fig, "Where the time went", presenter, 330, -0.5)  # legend clear of the axis title
+
+
+def coinciding_names(lines: list[tuple[str, list, list]], tolerance: float = 0.01) -> list[str]:
+    """Each line's (name, x, y) legend name; a line drawn over an earlier one (same x, every y within `tolerance` of
+    the lines' span) says which line it hides, rather than naming a curve nobody can see."""
+    ys = [pd.to_numeric(pd.Series(list(y), dtype="object"), errors="coerce").to_numpy(float) for _, _, y in lines]
+    span = max([float(np.nanmax(y) - np.nanmin(y)) for y in ys if np.isfinite(y).any()] + [0.0]) or 1.0
+    names = [name for name, _, _ in lines]
+    for j in range(len(lines)):
+        for i in range(j):
+            same_x = list(lines[i][1]) == list(lines[j][1])
+            same_gaps = np.array_equal(np.isfinite(ys[i]), np.isfinite(ys[j])) and np.isfinite(ys[i]).any()
+            if same_x and same_gaps and np.nanmax(np.abs(ys[i] - ys[j])) <= tolerance * span:
+                names[j] = f"{names[j]} (coincides with {lines[i][0]})"
+                break
+    return names
+
+
+def _mark_coinciding(fig: go.Figure) -> go.Figure:
+    lines = [t for t in fig.data if t.type == "scatter" and t.mode and "lines" in t.mode]
+    for line, name in zip(lines, coinciding_names([(t.name, t.x, t.y) for t in lines])):
+        line.name = name
+    return fig
+
+
+def theory_figure(gamma, cost_ratio, verify_cost, alpha, measured_speedup, presenter: bool = False) -> go.Figure:
+    """Predicted speed-up against α at this γ: the formula at the measured c, the same with the measured verify cost,
+    and a draft as slow as the target (c = 1); the run's own point. Under the line at 1, speculation loses."""
+    alphas = np.linspace(0, 1, 101)
+    curves = [  # short names: longer ones were cut at 800 px in presenter mode
+        (f"c = {cost_ratio:.2f}, verify 1 pass", cost_ratio, 1.0, "solid"),
+        (f"c = {cost_ratio:.2f}, verify {verify_cost:.2f} (measured)", cost_ratio, verify_cost, "dash"),
+        ("c = 1: draft as slow as target", 1.0, 1.0, "dot"),
+    ]
+    fig = go.Figure()
+    for name, c, v, dash in curves:
+        y = [predicted_speedup(a, gamma, c, v) for a in alphas]
+        fig.add_scatter(
+            x=alphas, y=y, mode="lines", name=name, line={"dash": dash, "width": 3 if dash == "solid" else 2}
+        )
+    if alpha is not None and measured_speedup is not None:
+        fig.add_scatter(
+            x=[alpha],
+            y=[measured_speedup],
+            mode="markers+text",
+            name="this run, measured",
+            marker={"size": 16, "color": TARGET_COLOUR, "symbol": "star"},
+            text=[f"measured {measured_speedup:.2f}×  "],
+            textposition="middle left" if alpha > 0.5 else "middle right",  # stays inside the plot
+        )
+    fig.add_hline(1, line=BREAK_EVEN, annotation_text="below: SLOWER than plain", annotation_position="top left")
+    fig.update_xaxes(title_text="α = accepted ÷ checked", range=[0, 1.02])
+    fig.update_yaxes(title_text="speed-up (×)", rangemode="tozero")
+    fig = _finish(_mark_coinciding(fig), f"Speed-up against α at γ = {gamma}", presenter, 430, -0.2, True)
+    return fig.update_layout(margin_b=10)
+
+
+def _sweep_lines(table: pd.DataFrame, measured: str, predicted: str, predicted_name: str) -> go.Figure:
+    """Against γ, one colour per temperature: the `measured` column thick with points, `predicted` dashed."""
+    fig = go.Figure()
+    for colour, (t, rows) in zip(TEMPERATURE_COLOURS, table.groupby("temperature", sort=True)):
+        gammas = rows["gamma"].to_numpy()
+        line = {"color": colour, "width": 3}
+        fig.add_scatter(
+            x=gammas,
+            y=rows[measured].to_numpy(),
+            mode="lines+markers",
+            name=f"T = {t:g}, measured",
+            line=line,
+            marker={"size": 9},
+        )
+        fig.add_scatter(
+            x=gammas,
+            y=rows[predicted].to_numpy(),
+            mode="lines",
+            name=f"T = {t:g}, {predicted_name}",
+            line={"color": colour, "dash": "dash"},
+        )
+    fig.update_xaxes(**SWEEP_X_AXIS)
+    return _mark_coinciding(fig)
+
+
+def sweep_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
+    """Speed-up against γ at each temperature: measured, and predicted from the same run's α and costs."""
+    fig = _sweep_lines(table, "measured_speedup", "predicted_speedup_measured_verify", "predicted")
+    fig.add_hline(1, line=BREAK_EVEN, annotation_text="break-even", annotation_position="bottom right")
+    fig.update_yaxes(title_text="speed-up over plain decoding (×)", rangemode="tozero")
+    return _finish(fig, "Speed-up, by γ", presenter, 440, -0.2)
+
+
+def sweep_alpha_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
+    """Tokens per target pass against γ: counted, and (1 − α^(γ+1)) / (1 − α) from the same run's α."""
+    fig = _sweep_lines(table, "tokens_per_pass", "predicted_tokens_per_pass", "formula")
+    fig.update_yaxes(title_text="tokens per target pass", rangemode="tozero")
+    return _finish(fig, "Tokens per target pass, by γ", presenter, 440, -0.2)
+
+
+def sweep_verify_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
+    """The verify pass's cost against γ, one line per target (median over the temperatures), beside the 1 pass the
+    formula assumes: why speculation wins on one target and loses on the other, or on both."""
+    fig = go.Figure()
+    for colour, (name, side) in zip(SIDE_COLOURS, table.groupby("target", sort=False)):
+        by_gamma = side.groupby("gamma")["verify_cost"].median()
+        weights = describe_bytes(int(side["weight_bytes"].iloc[0]))
+        fig.add_scatter(
+            x=by_gamma.index.to_numpy(),
+            y=by_gamma.to_numpy(),
+            mode="lines+markers",
+            name=f"{name}<br>({weights} of weights)",
+            line={"color": colour, "width": 3},
+            marker={"size": 9},
+        )  # two lines: one was cut at 800 px
+    fig.add_hline(
+        1,
+        line=BREAK_EVEN | {"dash": "dot"},
+        annotation_text="1 pass: the formula's assumption",
+        annotation_position="bottom right",
+    )
+    fig.update_xaxes(**SWEEP_X_AXIS)
+    fig.update_yaxes(title_text="verify pass ÷ one-token pass", rangemode="tozero")
+    return _finish(fig, "Verify pass cost, by γ", presenter, 400, -0.2, True)
 
 
 def metrics_table(metrics: list[tuple[str, str, str]]) -> pd.DataFrame:
-    """The run's metrics (label, value, explanation) as a table: presenter mode shows it as HTML, which wraps."""
+    """The run's metrics as a table: presenter mode shows it as HTML, which wraps."""
     return pd.DataFrame(metrics, columns=["measure", "value", "how"]).set_index("measure")
 
 
 def rounds_for_display(frame: pd.DataFrame) -> pd.DataFrame:
     """The round table with readable headers and rounded times."""
-    out = frame.copy()
-    for col in ("draft_ms", "verify_ms", "round_ms"):
-        out[col] = out[col].round(2)
+    out = frame.round({"draft_ms": 2, "verify_ms": 2, "round_ms": 2})
     out["target_token"] = [repr_token(t.translate(VISIBLE_WHITESPACE)) for t in out["target_token"]]
-    return out.rename(
-        columns={
-            "round": "round",
-            "drafted": "drafted",
-            "accepted": "accepted",
-            "target_token": "target's token",
-            "how": "how",
-            "new_tokens": "tokens out",
-            "draft_ms": "draft ms",
-            "draft_passes": "draft passes",
-            "verify_ms": "verify ms",
-            "round_ms": "round ms",
-        }
-    )
+    names = {"target_token": "target's token", "new_tokens": "tokens out", "draft_passes": "draft passes", "gamma": "γ"}
+    return out.rename(columns=names | {c: c.replace("_ms", " ms") for c in ("draft_ms", "verify_ms", "round_ms")})

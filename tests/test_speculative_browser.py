@@ -1,6 +1,5 @@
-"""Issue #46 item 11 on the Speculative page: opened without pressing anything, its first live result (a round the
-drafter drafted and the target checked, as chips) is on the first screen at 1280x900 and 800x1000, normal and
-presenter mode."""
+"""The Speculative page opened without pressing anything: its first live result (a round the drafter drafted and
+the target checked, as chips) is on the first screen at 1280x900 and 800x1000, normal and presenter mode."""
 
 import os
 
