@@ -13,7 +13,7 @@ from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.tokens import html_token_text, markdown_token_text
 from inference.lessons.classroom import resume, session
 from inference.lessons.classroom.figures import choices_chart, reveal_chart
-from inference.lessons.classroom.store import SOMETHING_ELSE, ClassError, ClassStore, normalise_code, open_store
+from inference.lessons.classroom.store import SOMETHING_ELSE, ClassError, ClassStore, normalise_code
 from inference.lessons.classroom.teacher import TeacherRun
 from inference.sampling.pipeline import SamplingSettings
 
@@ -24,7 +24,7 @@ POLL_SECONDS = 1.0
 
 @st.cache_resource(show_spinner=False)
 def class_store(path: str, idle_minutes: int, max_members: int) -> ClassStore:
-    return open_store(path, idle_seconds=idle_minutes * 60, max_members=max_members)  # a file, or a postgresql:// URL
+    return ClassStore(path, idle_seconds=idle_minutes * 60, max_members=max_members)  # a file, or a postgresql:// URL
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)

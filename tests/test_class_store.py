@@ -15,8 +15,7 @@ from itertools import count
 import pytest
 
 from inference.core.paths import PROJECT_ROOT
-from inference.lessons.classroom.store import SOMETHING_ELSE, ClassError, is_postgres_url, open_store
-from inference.lessons.classroom.store_sql import MIGRATIONS
+from inference.lessons.classroom.store import MIGRATIONS, SOMETHING_ELSE, ClassError, ClassStore, PostgresConnections
 from tests.browser import free_port
 from tests.postgres_server import postgres_server
 
@@ -47,12 +46,12 @@ def location(request, tmp_path):
 
 
 def make(location, **kwargs):
-    return open_store(location, **kwargs)
+    return ClassStore(location, **kwargs)
 
 
 def test_open_store_picks_the_back_end_from_the_location(location):
     store = make(location)
-    assert type(store).__name__ == ("PostgresClassStore" if is_postgres_url(location) else "SqliteClassStore")
+    assert isinstance(store.db, PostgresConnections) == location.startswith("postgresql://")
     assert store.schema_version() == len(MIGRATIONS)
 
 
@@ -88,9 +87,9 @@ def test_many_writers_at_once_lose_no_guess_and_no_step(location):
 
 JOIN_AND_ANSWER = """
 import sys
-from inference.lessons.classroom.store import SOMETHING_ELSE, open_store
+from inference.lessons.classroom.store import SOMETHING_ELSE, ClassStore
 location, code, step, n, pick = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-s = open_store(location)
+s = ClassStore(location)
 for i in range(n):
     s.answer(code, s.join(code), step, pick)
 """
@@ -234,7 +233,7 @@ def test_a_file_made_before_the_schema_had_versions_is_upgraded_with_its_classes
     )
     db.commit()
     db.close()
-    store = open_store(str(path))
+    store = ClassStore(str(path))
     store.clock = lambda: 1e12
     assert store.schema_version() == len(MIGRATIONS)
     assert store.info("ABCDEFGH").version == 0 and store.taught_by("k") is None
@@ -242,5 +241,5 @@ def test_a_file_made_before_the_schema_had_versions_is_upgraded_with_its_classes
 
 def test_a_database_that_does_not_answer_is_one_sentence_without_the_password():
     with pytest.raises(ClassError, match=r"The class database at 127\.0\.0\.1:\d+ does not answer") as err:
-        open_store(f"postgresql://lab:hunter2@127.0.0.1:{free_port()}/lab")
+        ClassStore(f"postgresql://lab:hunter2@127.0.0.1:{free_port()}/lab")
     assert "hunter2" not in str(err.value)

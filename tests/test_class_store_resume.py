@@ -8,7 +8,7 @@ import pytest
 
 from inference.core.loader import encode_prompt
 from inference.lessons.classroom import resume, run_checkpoint
-from inference.lessons.classroom.store import ClassError, open_store
+from inference.lessons.classroom.store import ClassError, ClassStore
 from inference.lessons.classroom.teacher import TeacherRun
 from inference.sampling.pipeline import SamplingSettings
 
@@ -18,7 +18,7 @@ KEY = "the-teachers-browser-cookie"
 
 @pytest.fixture
 def class_run(bundled, tmp_path):
-    store = open_store(str(tmp_path / "classes.sqlite3"))
+    store = ClassStore(str(tmp_path / "classes.sqlite3"))
     code, secret = store.create(teacher_key=KEY)
     ids = encode_prompt(bundled.tokenizer, "Once upon a time, there was a little")
     run = TeacherRun.start(

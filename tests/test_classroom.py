@@ -6,7 +6,7 @@ import torch
 
 from inference.core.run import new_trace
 from inference.lessons.classroom import session
-from inference.lessons.classroom.store import SOMETHING_ELSE, ClassError, SqliteClassStore, Tally, normalise_code
+from inference.lessons.classroom.store import SOMETHING_ELSE, ClassError, ClassStore, Tally, normalise_code
 from inference.sampling.pipeline import SamplingSettings
 
 pytestmark = pytest.mark.unit
@@ -14,11 +14,11 @@ pytestmark = pytest.mark.unit
 
 @pytest.fixture
 def store(tmp_path):
-    return SqliteClassStore(tmp_path / "classes.sqlite3", max_members=40)
+    return ClassStore(tmp_path / "classes.sqlite3", max_members=40)
 
 
 def test_cap_and_bad_codes(tmp_path):
-    store = SqliteClassStore(tmp_path / "c.sqlite3", max_members=2)
+    store = ClassStore(tmp_path / "c.sqlite3", max_members=2)
     code, _ = store.create()
     store.join(code)
     store.join(code.lower())  # codes are read case-insensitively

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from inference.lessons.classroom.store import open_store
+from inference.lessons.classroom.store import ClassStore
 from tests.browser import (
     SKIP_REASON,
     chromium_available,
@@ -182,7 +182,7 @@ def test_the_teachers_host_dies_and_the_class_goes_on_from_the_same_step_on_the_
             student.get_by_role("button", name="Send my guess").click()
             student.get_by_text("Your guess is in").wait_for(timeout=15_000)
         teacher.get_by_text(f"{STUDENTS} of {STUDENTS} students have answered").wait_for(timeout=15_000)
-        store = open_store(url)
+        store = ClassStore(url)
         before_kill = store.info(code)
         assert before_kill.state["step"] == 2 and before_kill.guess_step is not None
 

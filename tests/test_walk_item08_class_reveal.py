@@ -9,7 +9,7 @@ import pytest
 from inference.core.paths import PROJECT_ROOT
 from inference.lessons.classroom import session
 from inference.lessons.classroom.figures import reveal_chart
-from inference.lessons.classroom.store import SqliteClassStore, Tally
+from inference.lessons.classroom.store import ClassStore, Tally
 from inference.lessons.classroom.teacher import TeacherRun
 from inference.sampling.pipeline import SamplingSettings
 
@@ -39,7 +39,7 @@ def test_the_intro_names_the_draw_button_by_its_label():
 
 
 def test_a_draw_without_opened_guessing_still_has_its_reveal_sentence(bundled, tmp_path):
-    store = SqliteClassStore(tmp_path / "classes.sqlite3")
+    store = ClassStore(tmp_path / "classes.sqlite3")
     code, secret = store.create()
     ids = bundled.tokenizer.encode("Once upon a time, there was a little")
     run = TeacherRun.start(

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from inference.lessons.classroom.figures import choices_chart, reveal_chart
-from inference.lessons.classroom.store import SqliteClassStore
+from inference.lessons.classroom.store import ClassStore
 
 POLL_SECONDS = 1.0  # the student's fragment: run_every=1.0 in app_pages/class.py
 
@@ -97,7 +97,7 @@ class Followers:
 
 def class_figures(followers: int = 30, publishes: int = 10, publish_every: float = 2.0) -> dict:
     with tempfile.TemporaryDirectory() as folder:
-        store = SqliteClassStore(Path(folder) / "classes.sqlite3")
+        store = ClassStore(Path(folder) / "classes.sqlite3")
         code, secret = store.create()
         store.publish(code, secret, class_state(0))
         students = Followers(store, code, [i * POLL_SECONDS / followers for i in range(followers)])

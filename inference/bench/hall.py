@@ -38,7 +38,7 @@ import psutil
 from inference.bench.classroom import POLL_SECONDS, Followers, class_state
 from inference.core.app_process import free_port
 from inference.core.machine import cpu_name, logical_cpus
-from inference.lessons.classroom.store import open_store
+from inference.lessons.classroom.store import ClassStore
 from inference.lessons.serving.stats import percentile
 
 APP_PROCESSES = 2
@@ -109,7 +109,7 @@ def _cpu_s(pid: int) -> float:
 
 def _app_process(url: str, code: str, followers: int, offset: int, total: int, stop, ready, out) -> None:
     """One app process: `followers` threads polling the class, the charts built once per version here."""
-    students = Followers(open_store(url), code, [(offset + i) * POLL_SECONDS / total for i in range(followers)])
+    students = Followers(ClassStore(url), code, [(offset + i) * POLL_SECONDS / total for i in range(followers)])
     students.start()
     ready.put(os.getpid())
     stop.wait()
@@ -118,7 +118,7 @@ def _app_process(url: str, code: str, followers: int, offset: int, total: int, s
 
 def hall_figures(url: str, db_pid: int | None, followers: int, publishes: int = 10) -> dict:
     """One level: `followers` split over APP_PROCESSES worker processes on the store at `url`."""
-    store = open_store(url, max_members=10_000)
+    store = ClassStore(url, max_members=10_000)
     code, secret = store.create()
     store.publish(code, secret, class_state(0))
     ctx = multiprocessing.get_context("spawn")
