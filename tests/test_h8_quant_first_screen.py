@@ -19,7 +19,7 @@ PAGE = "app_pages/quantization.py"
 
 
 def torch_keys() -> list:
-    return [key for key in list(shared_results()._items) if isinstance(key, tuple) and key[0] == "quant-torch"]
+    return [key for key in list(shared_results()) if isinstance(key, tuple) and key[0] == "quant-torch"]
 
 
 def test_opening_on_smollm2_draws_without_running_the_torch_comparison(monkeypatch, smollm2, tmp_path):
