@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from inference.core.tokens import markdown_token_text
-from inference.lessons.constrained import text as constrained_text
+from inference.lessons.constrained.text import TEXT
 from tests.conftest import APP_FILE, open_app_page
 
 pytestmark = pytest.mark.page
@@ -45,7 +45,7 @@ def test_the_page_opens_on_its_first_step_and_step_takes_the_next():
     labels = {m.label: m.value for m in at.metric}
     assert labels["Allowed tokens"] == "1 of 4,096"
     assert "The model's favourites and the allowed ones" in chart_titles(at)
-    assert any(m.value == constrained_text.ZT_NOTE for m in at.markdown)
+    assert any(m.value == TEXT["zt_note"] for m in at.markdown)
     assert len(click(at, "con_step").session_state["con_run"].records) == 2
     assert len(click(at, "con_reset").session_state["con_run"].records) == 0
 
