@@ -38,6 +38,7 @@ import psutil
 from inference.bench.classroom import POLL_SECONDS, Followers, class_state
 from inference.core.app_process import free_port
 from inference.core.machine import cpu_name, logical_cpus
+from inference.core.measuring import Stopwatch
 from inference.lessons.classroom.store import ClassStore
 from inference.lessons.serving.stats import percentile
 
@@ -134,11 +135,11 @@ def hall_figures(url: str, db_pid: int | None, followers: int, publishes: int = 
     for _ in apps:  # imports done (seconds on a loaded machine) and every follower has drawn the first state
         ready.get(timeout=600)
     app_cpu0, db_cpu0 = sum(_cpu_s(p.pid) for p in apps), _cpu_s(db_pid) if db_pid else 0.0
-    wall0 = time.perf_counter()
-    for step in range(1, publishes + 1):
-        store.publish(code, secret, class_state(step))
-        time.sleep(PUBLISH_EVERY_S)
-    wall = time.perf_counter() - wall0
+    with Stopwatch() as watch:
+        for step in range(1, publishes + 1):
+            store.publish(code, secret, class_state(step))
+            time.sleep(PUBLISH_EVERY_S)
+    wall = watch.ms / 1000
     app_cpu, db_cpu = sum(_cpu_s(p.pid) for p in apps) - app_cpu0, (_cpu_s(db_pid) if db_pid else 0.0) - db_cpu0
     stop.set()
     delays = sorted(d for _ in apps for d in out.get(timeout=60))
