@@ -15,7 +15,14 @@ from itertools import count
 import pytest
 
 from inference.core.paths import PROJECT_ROOT
-from inference.lessons.classroom.store import MIGRATIONS, SOMETHING_ELSE, ClassError, ClassStore, PostgresConnections
+from inference.lessons.classroom.store import (
+    MIGRATIONS,
+    SOMETHING_ELSE,
+    ClassError,
+    ClassStore,
+    PostgresConnections,
+    normalise_code,
+)
 from tests.browser import free_port
 from tests.postgres_server import postgres_server
 
@@ -202,6 +209,13 @@ def test_an_idle_class_ends_with_a_sentence_and_its_rows_go(location):
         store.info(code)
     with pytest.raises(ClassError, match="no class with the code"):
         store.info(code)
+
+
+def test_codes_are_random_and_unambiguous(tmp_path):
+    store = ClassStore(tmp_path / "classes.sqlite3")
+    codes = {store.create()[0] for _ in range(50)}
+    assert len(codes) == 50 and all(len(c) == 8 and not set(c) & set("01OIL") for c in codes)
+    assert normalise_code(" ab-c d ") == "ABCD"
 
 
 def test_names_ends_and_bad_codes(location):
