@@ -7,13 +7,13 @@ clicked before any is waited on, so their steps overlap on the app processes (an
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass, field
 
 from inference.bench.students import PROMPTS as STUDENT_PROMPTS
+from inference.core.measuring import ms_since, now
 
 EXCEPTION_BOX = '[data-testid="stException"]'
-# One prompt per session: the simulated students' six, and four more for the ten browser sessions.
+# One prompt per session: the simulated students' six, and four more (the class proxy test opens up to ten).
 PROMPTS = [
     *STUDENT_PROMPTS,
     "Ben liked to build towers with his blocks.",
@@ -73,7 +73,7 @@ def step_interleaved(pages: list, steps: list[int], timeout_ms: float = 120_000)
         active = [i for i, wanted in enumerate(steps) if wanted >= step]
         for i in active:
             pages[i].get_by_role("button", name="Step", exact=True).click()
-            started[i] = time.perf_counter()
+            started[i] = now()
         for i in active:
             try:
                 pages[i].wait_for_function(
@@ -83,7 +83,7 @@ def step_interleaved(pages: list, steps: list[int], timeout_ms: float = 120_000)
                 )
             except Exception as error:  # say what the stuck page shows, not only that it timed out
                 raise AssertionError(f"session {i}, step {step}: no new token; {page_state(pages[i])}") from error
-            latencies.append(time.perf_counter() - started[i])
+            latencies.append(ms_since(started[i]) / 1000)
         for i in active:
             wait_idle(pages[i], timeout_ms)
     return latencies
