@@ -52,16 +52,16 @@ def allowed_by_library(matcher, vocab: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("name", list(FORMATS))
-def test_every_sampled_text_fits_its_format_for_20_seeds(bundled, prompt_ids, name):
+def test_every_sampled_text_fits_its_format_for_8_seeds(bundled, prompt_ids, name):
     fmt = FORMATS[name]
-    for seed in range(20):
+    for seed in range(8):
         run = ConstrainedRun(bundled.model, bundled.tokenizer, prompt_ids, fmt, 80, seed=seed)
         run.run(SAMPLED)
         assert run.complete and run.trace.stop_reason == "eos", (name, seed, run.text)
         assert fmt.matches(run.text), (name, seed, run.text)
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", range(3))
 def test_with_the_mask_off_the_same_seeds_give_the_plain_pipelines_tokens(bundled, prompt_ids, seed):
     settings = SamplingSettings(temperature=0.9, top_p=0.95)
     plain = new_trace(bundled.model, bundled.tokenizer, prompt_ids, 12, seed=seed)

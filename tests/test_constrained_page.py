@@ -86,17 +86,12 @@ def test_an_invalid_schema_is_one_sentence_and_the_run_so_far_stays():
     assert len(at.session_state["con_run"].records) == 2  # the last run is still shown
 
 
-def test_an_invalid_regex_is_one_sentence():
+def test_an_invalid_regex_is_one_sentence_and_a_format_no_token_can_produce_halts_play():
     at = open_page()
     at.selectbox(key="con_preset").set_value("Your own regex").run()
     at.text_area(key="con_spec").set_value("[a-").run()
     assert not at.exception
     assert [w.value for w in at.warning] == ["The regex cannot be used: unclosed character class."]
-
-
-def test_a_format_no_token_can_produce_halts_play_with_one_sentence():
-    at = open_page()
-    at.selectbox(key="con_preset").set_value("Your own regex").run()
     at.text_area(key="con_spec").set_value(r"[^\s\S]").run()
     at = click(at, "con_play")
     assert any("No token of this tokenizer can continue the format" in w.value for w in at.warning)
