@@ -72,7 +72,7 @@ class ClassError(ValueError):
 class ClassInfo:
     code: str
     names_on: bool
-    state: dict | None  # what the teacher last published (see classroom.session.published_state)
+    state: dict | None  # what the teacher last published (see TeacherRun.publish)
     version: int  # increases with every publish: followers redraw only when it changes
     guess_step: str | None  # the step open for guesses, or None
     members: int

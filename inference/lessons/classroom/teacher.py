@@ -16,7 +16,8 @@ guesses and membership are in the store and stay counted.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field, fields
+import zlib
+from dataclasses import asdict, dataclass, field, fields
 
 from inference.core.run import Trace, new_trace
 from inference.core.tokens import readable_token, readable_tokens
@@ -74,22 +75,25 @@ class TeacherRun:
         return self.trace.tokenizer.decode(self.trace.all_ids, skip_special_tokens=True)
 
     def publish(self) -> int:
-        tok = self.trace.tokenizer
-        state = session.published_state(
-            run_id=self.run_id,
-            step=self.trace.next_index,
-            seed=self.trace.seed,
-            settings=self.settings,
-            prompt_labels=readable_tokens(tok, self.trace.prompt_ids),
-            generated_labels=readable_tokens(tok, self.trace.generated_ids),
-            choices=self.choices(),
-            finished=self.trace.finished,
-            guess_open=self.guess_step is not None,
-            reveal=self.last_reveal,
-            model_name=self.model_name,
-        )
-        state["text"] = self.text()
-        state["distribution"] = session.distribution_of(self.trace.peek())
+        """Publish what every follower's screen shows, as JSON-safe values (no tensors, no HTML: followers escape)."""
+        tok, trace, choices = self.trace.tokenizer, self.trace, self.choices()
+        settings = {k: v for k, v in asdict(self.settings).items() if isinstance(v, (int, float, str, bool))}
+        state = {
+            "run_id": self.run_id,
+            "step": trace.next_index,
+            "seed": trace.seed,
+            "settings": settings,
+            "prompt": readable_tokens(tok, trace.prompt_ids),
+            "generated": readable_tokens(tok, trace.generated_ids),
+            "choices": choices,
+            "options": session.options_for_guessing(choices, zlib.crc32(f"{self.run_id}:{trace.next_index}".encode())),
+            "finished": trace.finished,
+            "guess_open": self.guess_step is not None,
+            "reveal": self.last_reveal,
+            "model": self.model_name,
+            "text": self.text(),
+            "distribution": session.distribution_of(trace.peek()),
+        }
         self.published_version = self.store.publish(self.code, self.secret, state, self.checkpoint())
         return self.published_version
 
