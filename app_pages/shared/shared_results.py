@@ -19,10 +19,8 @@ from inference.core.measuring import now
 from inference.engines.client import EngineError
 
 MAX_RESULTS = 64  # a classroom server runs for weeks: the oldest result goes first
-POLL_SECONDS = 1.0
 FINISH_NOTE_SECONDS = 600  # how long a failed or cancelled run is mentioned to visitors
 CANCELLED = "Cancelled: nothing from that run was kept."
-CANCELLING = "Cancelling: the run stops at its next step; nothing from it is kept."
 _STARTING = threading.Lock()
 
 
@@ -38,7 +36,7 @@ class Run:
     total: int = 1
     what: str = "Starting…"
     started: float = field(default_factory=now)
-    finished: float | None = None
+    finished: float = 0.0
 
     def progress(self, done: int, total: int, what: str) -> None:
         if self.cancel.is_set():  # a measurement is never killed mid-request: it stops here
@@ -68,7 +66,7 @@ def keep(results: dict, key: Hashable, value: object) -> None:
         results.pop(next(iter(results)), None)
 
 
-def _work(run: Run, measure: Callable, results: dict, key: Hashable, slots: threading.Semaphore) -> None:
+def _measure(run: Run, measure: Callable, results: dict, key: Hashable, slots: threading.Semaphore) -> None:
     try:
         while not slots.acquire(timeout=0.2):  # taken here, so the page never waits for a slot
             run.progress(0, 1, "Waiting for another measurement to finish")
@@ -77,11 +75,12 @@ def _work(run: Run, measure: Callable, results: dict, key: Hashable, slots: thre
             keep(results, key, measure(run.progress))
         finally:
             slots.release()
-        run.future.set_result(None)
-    except Exception as err:  # Cancelled, or a failure shown as one sentence: no page to draw a traceback on
-        run.future.set_exception(err)
-    finally:
+    except Exception as err:  # Cancelled, or a failure the page shows as one sentence
         run.finished = now()
+        run.future.set_exception(err)
+    else:
+        run.finished = now()
+        run.future.set_result(None)
 
 
 def start(result_key: Hashable, measure: Callable, slots: threading.Semaphore) -> Run:
@@ -92,11 +91,11 @@ def start(result_key: Hashable, measure: Callable, slots: threading.Semaphore) -
         if run is None or run.future.done():
             run = runs[result_key] = Run()
             args = (run, measure, shared_results(), result_key, slots)
-            threading.Thread(target=_work, args=args, name=f"measure {result_key}", daemon=True).start()
+            threading.Thread(target=_measure, args=args, name=f"measure {result_key}", daemon=True).start()
     return run
 
 
-@st.fragment(run_every=POLL_SECONDS)
+@st.fragment(run_every=1.0)
 def _progress(result_key: Hashable, key: str) -> None:
     """The running measurement's bar and Cancel, redrawn by itself; the page reruns once when it ends."""
     run = background_runs()[result_key]
@@ -106,7 +105,7 @@ def _progress(result_key: Hashable, key: str) -> None:
     st.progress(min(1.0, run.done / run.total) if run.total else 0.0, text=text)
     if run.cancel.is_set() or st.button("Cancel", key=f"{key}_cancel", help="Stop it for every visitor watching"):
         run.cancel.set()
-        st.caption(CANCELLING)
+        st.caption("Cancelling: the run stops at its next step; nothing from it is kept.")
     st.caption("It runs on the server in the background: the rest of the page stays usable, and the result is kept.")
 
 
@@ -118,16 +117,15 @@ def _background(label: str, key: str, result_key: Hashable, measure: Callable, w
     if run is not None and not run.future.done():
         _progress(result_key, key)
         return True
-    if run is not None and run.finished and now() - run.finished < FINISH_NOTE_SECONDS and run.future.exception():
-        error = run.future.exception()
-        if isinstance(error, Cancelled):
-            st.info(CANCELLED)
-        else:
-            st.error(f"The measurement failed: {str(error).strip() or type(error).__name__}")
+    error = run.future.exception() if run is not None and now() - run.finished < FINISH_NOTE_SECONDS else None
+    if isinstance(error, Cancelled):
+        st.info(CANCELLED)
+    elif error is not None:
+        st.error(f"The measurement failed: {str(error).strip() or type(error).__name__}")
     return False
 
 
-def _blocking(label: str, key: str, result_key: Hashable, measure: Callable, where) -> None:
+def _blocking(label: str, key: str, result_key: Hashable, measure: Callable, where) -> bool:
     """The button of a measurement run in this script; its bar and Cancel (a click reruns the page) until it ends."""
     if st.session_state.get(f"{key}_cancel"):
         st.info(CANCELLED)
@@ -144,6 +142,7 @@ def _blocking(label: str, key: str, result_key: Hashable, measure: Callable, whe
         finally:
             bar.empty()
             cancel.empty()
+    return False
 
 
 def measure_on_click(
