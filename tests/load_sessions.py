@@ -60,13 +60,17 @@ def open_sessions(browser, urls: list[str], errors: list[str], timeout_ms: float
     return pages
 
 
-def step_interleaved(pages: list, steps: list[int], timeout_ms: float = 120_000) -> list[float]:
-    """Press Step `steps[i]` times on page i, round-robin: in each round click every page still going, then
-    wait for each to show its new token. Returns the latencies in seconds, click to token seen (pages are
-    waited on in order, so a later page's figure can include the wait for an earlier one). Before the next
-    round every page finishes its rerun (untimed), so no click lands on a script still drawing the last step."""
+def step_interleaved(
+    pages: list, steps: list[int], timeout_ms: float = 120_000, shown: list[int] | None = None
+) -> list:
+    """Press Step `steps[i]` times on page i, round-robin: in each round click every page still going, then wait for
+    each to show exactly its new token count (`shown[i]`, default 0, plus the round: a reconnected page still shows its
+    old session's tokens until its first rerun). Returns the latencies in seconds, click to token seen (pages are
+    waited on in order, so a later page's figure can include the wait for an earlier one). Before the next round every
+    page finishes its rerun (untimed), so no click lands on a script still drawing the last step."""
     from tests.browser import wait_idle
 
+    shown = shown or [0] * len(pages)
     latencies = []
     for step in range(1, max(steps, default=0) + 1):
         started = {}
@@ -78,7 +82,7 @@ def step_interleaved(pages: list, steps: list[int], timeout_ms: float = 120_000)
             try:
                 pages[i].wait_for_function(
                     "(document.querySelector('.token-box')?.dataset.generatedIds || '')"
-                    f".split(',').filter(Boolean).length >= {step}",
+                    f".split(',').filter(Boolean).length === {shown[i] + step}",
                     timeout=timeout_ms,
                 )
             except Exception as error:  # say what the stuck page shows, not only that it timed out

@@ -287,7 +287,7 @@ def test_a_class_behind_the_deployed_nginx_is_sticky_exact_and_survives_losing_a
         # reconnect (Generate's reconnect guard, app_pages/shared/reconnect.py), and its new session replays the
         # link's steps (the URL mirrors them), so its first click is its next token and nothing was lost.
         step_pages = [page for page, _ in sessions[survivor]] + [page for page, _ in moved]
-        _step_more(step_pages, [STEPS_BEFORE] * len(step_pages), STEPS_AFTER)
+        step_interleaved(step_pages, [STEPS_AFTER] * len(step_pages), shown=[STEPS_BEFORE] * len(step_pages))
         for page, prompt in everyone:
             assert generated_ids(page) == expected[prompt][: STEPS_BEFORE + STEPS_AFTER], prompt
         for page, _ in everyone:
@@ -319,21 +319,3 @@ def _cookie(page) -> str:
     cookies = {c["name"]: c["value"] for c in page.context.cookies()}
     assert "inference_lab" in cookies, f"nginx set no inference_lab cookie: {sorted(cookies)}"
     return cookies["inference_lab"]
-
-
-def _step_more(pages: list, already: list[int], more: int) -> None:
-    """Press Step `more` times on each page, interleaved; page i shows exactly `already[i]` + k tokens after its
-    k-th click (exactly: a reconnected page still shows its old session's tokens until its first rerun)."""
-    from tests.browser import wait_idle
-
-    for step in range(1, more + 1):
-        for page in pages:
-            page.get_by_role("button", name="Step", exact=True).click()
-        for page, start in zip(pages, already):
-            page.wait_for_function(
-                "(document.querySelector('.token-box')?.dataset.generatedIds || '')"
-                f".split(',').filter(Boolean).length === {start + step}",
-                timeout=120_000,
-            )
-        for page in pages:
-            wait_idle(page)
