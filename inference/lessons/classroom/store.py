@@ -13,7 +13,7 @@ write's transaction with the class row locked (`BEGIN IMMEDIATE` on SQLite; `FOR
 
 Security: the teacher's secret never leaves the teacher's session (the link carries the code alone) and only its
 SHA-256 is stored; every teacher operation checks it here, server side. A second teacher credential, the browser's
-sticky cookie (`teacher_key`), lets the same browser take the class up on another host (`resume.take_up`). Codes
+sticky cookie (`teacher_key`), lets the same browser take the class up on another host (`TeacherRun.take_up`). Codes
 are drawn by `secrets` from 31**8 (about 8.5 x 10**11) values: not enumerable.
 """
 
