@@ -52,20 +52,10 @@ def location(request, tmp_path):
     return url.rsplit("/", 1)[0] + "/" + name
 
 
-def make(location, **kwargs):
-    return ClassStore(location, **kwargs)
-
-
-def test_open_store_picks_the_back_end_from_the_location(location):
-    store = make(location)
-    assert isinstance(store.db, PostgresConnections) == location.startswith("postgresql://")
-    assert store.schema_version() == len(MIGRATIONS)
-
-
 def test_many_writers_at_once_lose_no_guess_and_no_step(location):
     """40 students join and answer (each twice: the second replaces the first) while the teacher publishes 30
     steps, all at once from 48 threads: every answer is counted once and every publish raised the version."""
-    store = make(location)
+    store = ClassStore(location)
     code, secret = store.create()
     store.open_guess(code, secret, "r:1:0")  # version 1
     students, publishes = 40, 30
@@ -104,7 +94,7 @@ for i in range(n):
 
 def test_four_processes_answering_one_class_are_all_counted(location):
     """Four app processes (here: four Python processes) on one store, as several hosts share one database."""
-    store = make(location, max_members=100)
+    store = ClassStore(location, max_members=100)
     code, secret = store.create()
     store.open_guess(code, secret, "s")
     picks = [7, 8, 9, SOMETHING_ELSE]
@@ -118,7 +108,7 @@ def test_four_processes_answering_one_class_are_all_counted(location):
 
 
 def test_the_cap_holds_under_a_rush_of_joins(location):
-    store = make(location, max_members=10)
+    store = ClassStore(location, max_members=10)
     code, _ = store.create()
     outcomes = []
 
@@ -138,7 +128,7 @@ def test_the_cap_holds_under_a_rush_of_joins(location):
 
 def test_closing_a_step_while_answers_arrive_counts_exactly_the_accepted_ones(location):
     """Answers race the teacher's close: each is either accepted (and then counted) or refused as closed."""
-    store = make(location, max_members=200)
+    store = ClassStore(location, max_members=200)
     code, secret = store.create()
     store.open_guess(code, secret, "s")
     members = [store.join(code) for _ in range(60)]
@@ -167,7 +157,7 @@ def test_closing_a_step_while_answers_arrive_counts_exactly_the_accepted_ones(lo
 
 
 def test_only_the_teachers_secret_or_browser_key_drives_the_class(location):
-    store = make(location)
+    store = ClassStore(location)
     code, secret = store.create(teacher_key="browser-key-of-the-teacher")
     other, other_secret = store.create(teacher_key="another-browser")
     member = store.join(code)
@@ -185,7 +175,7 @@ def test_only_the_teachers_secret_or_browser_key_drives_the_class(location):
 
 
 def test_answers_only_for_the_open_step_and_from_members(location):
-    store = make(location)
+    store = ClassStore(location)
     code, secret = store.create()
     member = store.join(code)
     with pytest.raises(ClassError, match="closed"):
@@ -199,7 +189,7 @@ def test_answers_only_for_the_open_step_and_from_members(location):
 
 def test_an_idle_class_ends_with_a_sentence_and_its_rows_go(location):
     now = [1000.0]
-    store = make(location)
+    store = ClassStore(location)
     store.idle_seconds, store.clock = 60, lambda: now[0]
     code, secret = store.create(teacher_key="k")
     store.join(code)
@@ -219,7 +209,7 @@ def test_codes_are_random_and_unambiguous(tmp_path):
 
 
 def test_names_ends_and_bad_codes(location):
-    store = make(location)
+    store = ClassStore(location)
     code, secret = store.create(names_on=True)
     store.open_guess(code, secret, "s")
     store.answer(code, store.join(code.lower(), "Ada"), "s", 5)  # codes are read case-insensitively
@@ -231,8 +221,9 @@ def test_names_ends_and_bad_codes(location):
         store.info(code)
 
 
-def test_two_processes_creating_the_schema_at_once_both_work(location):
-    stores = list(ThreadPoolExecutor(4).map(lambda _: make(location), range(4)))
+def test_stores_opened_at_once_on_either_back_end_create_one_schema(location):
+    stores = list(ThreadPoolExecutor(4).map(lambda _: ClassStore(location), range(4)))
+    assert isinstance(stores[0].db, PostgresConnections) == location.startswith("postgresql://")
     assert {s.schema_version() for s in stores} == {len(MIGRATIONS)}
     code, secret = stores[0].create()
     assert stores[3].publish(code, secret, {"step": 0}) == 1
