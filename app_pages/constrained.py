@@ -31,6 +31,7 @@ from inference.lessons.constrained.on_engine import engine_greedy, llama_cpp_req
 from inference.lessons.constrained.run import ConstrainedRun, unconstrained_twin
 from inference.lessons.constrained.strategies import compare_strategies
 from inference.lessons.constrained.text import TEXT, sentence_token
+from inference.lessons.glossary import plural
 from inference.sampling.pipeline import MASK, SamplingSettings
 
 OWN = {"Your own JSON schema": JSON_SCHEMA, "Your own regex": REGEX, "Your own choices (one per line)": CHOICES}
@@ -284,7 +285,7 @@ if run.trace.finished and run.steps:
         st.markdown(
             TEXT["strategies"].format(
                 first_valid=sum(cost.first_valid),
-                steps=cost.steps,
+                steps=plural(cost.steps, "step"),
                 share=sum(cost.first_valid) / cost.steps,
                 sample_first_us=cost.sample_first_us_p50,
                 mask_all_us=cost.mask_all_us_p50,

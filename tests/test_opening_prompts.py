@@ -11,7 +11,6 @@ from inference.core.paths import BUNDLED_MODEL_NAME
 from inference.core.prompting import GENERAL, OPENING_PROMPTS, STORY, model_kind, opening_prompt
 from inference.core.tokens import markdown_token_text
 from inference.lessons.compare import text as compare_text
-from inference.lessons.constrained import text as constrained_text
 from inference.lessons.constrained.formats import GENERAL_PROMPTS, PRESETS, preset_prompt
 from inference.lessons.kv_cache import text as kv_text
 
@@ -80,24 +79,6 @@ def test_constrained_presets_have_a_prompt_per_kind():
         assert preset_prompt(name, GENERAL) == GENERAL_PROMPTS[name] and "Lily" not in GENERAL_PROMPTS[name]
 
 
-def test_constrained_forced_sentence_names_the_model_and_not_a_story_model():
-    pushed = constrained_text.forced_sentence(SMOL, -30.0, -10.0, 12, 0.004, 3)
-    assert pushed.startswith(f"The mask pushed {SMOL} away") and "story" not in pushed
-    assert "**-30.0**" in pushed and "**-10.0**" in pushed and "485,165,195 times less likely" in pushed
-    assert "step 3" in pushed and "0.004" in pushed
-    free = constrained_text.forced_sentence(BUNDLED_MODEL_NAME, -5.0, -6.0, 4, 0.9, 1)
-    assert free.startswith(f"The format cost {BUNDLED_MODEL_NAME} nothing") and "2.7 times as likely" in free
-
-
-def test_constrained_engine_needs_names_the_served_and_the_loaded_model():
-    line = constrained_text.engine_needs(SMOL, BUNDLED_MODEL_NAME, built=True)
-    assert line == (
-        f"Needs {BUNDLED_MODEL_NAME} loaded: llama-server serves that model for this comparison; {SMOL} is loaded now."
-    )
-    unbuilt = constrained_text.engine_needs(BUNDLED_MODEL_NAME, BUNDLED_MODEL_NAME, built=False)
-    assert "llamacpp build" in unbuilt and "is loaded now" not in unbuilt
-
-
 def test_many_seeds_intro_names_the_model_and_its_escaped_stop_tokens():
     intro = compare_text.many_seeds_intro(SMOL, ["<|endoftext|>", "<|im_end|>"])
     assert SMOL in intro and "story" not in intro and "<|" not in intro
@@ -116,11 +97,3 @@ def test_kv_trend_names_the_model_and_the_measured_saving():
     line = kv_text.trend(SMOL, 80.0, 95.5, 180.25, 210)
     assert f"on {SMOL}" in line and "tiny" not in line
     assert "15.5 ms a step near the start and 100.2 ms near the end" in line and "210 tokens" in line
-
-
-def test_constrained_strategy_sentence_names_the_model_and_its_vocabulary():
-    slower = constrained_text.strategy_sentence(SMOL, 49_152, 30, 40, 120.0, 150.0, 40)
-    assert f"on {SMOL} with its 49,152-token vocabulary" in slower and "6M" not in slower
-    assert "**30 of 40** steps (75%)" in slower and "same token at 40 of 40" in slower
-    faster = constrained_text.strategy_sentence(SMOL, 49_152, 30, 40, 150.0, 120.0, 40)
-    assert "faster here" in faster and "vocabulary llguidance" not in faster

@@ -52,7 +52,7 @@ def test_the_alpha_paragraph_has_no_pull_request_citation():
 
 
 def test_the_constrained_page_explains_z_t_with_the_glossary_line():
-    assert glossary.explain("Z_t") in constrained_text.ZT_NOTE
+    assert glossary.explain("Z_t") in constrained_text.TEXT["zt_note"]
 
 
 def test_the_speculative_text_legend_says_what_the_space_marker_means():
