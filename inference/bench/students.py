@@ -80,12 +80,7 @@ def click_schedule(students: int, steps: int, period_s: float = PERIOD_S, seed: 
     return [[phase + k * period_s for k in range(steps)] for phase in phases]
 
 
-def run_student(
-    step: Callable[[], object],
-    planned: list[float],
-    clock: Callable[[], float],
-    sleep: Callable[[float], None],
-) -> list[tuple[float, float]]:
+def run_student(step: Callable, planned: list[float], clock: Callable, sleep: Callable) -> list[tuple[float, float]]:
     """Click at each planned time (or at once, when the previous Step ran past it): returns (click, end) per Step
     on `clock`, whose zero is the start of the schedule."""
     spans = []
@@ -243,15 +238,7 @@ def _worker(
     results.put(([span for student in students for span in spans[student]], drawing))
 
 
-def measure_level(
-    mode: str,
-    students: int,
-    steps: int = STEPS,
-    url: str = "",
-    app_processes: int = 1,
-    period_s: float = PERIOD_S,
-    draw: bool = True,
-) -> Level:
+def measure_level(mode, students, steps=STEPS, url="", app_processes=1, period_s=PERIOD_S, draw=True) -> Level:
     """Run `students` simulated students for `steps` Steps each, split between `app_processes` worker processes."""
     context = multiprocessing.get_context("spawn")  # fresh interpreters: no threads or torch state inherited
     processes = max(1, min(app_processes, students))
@@ -268,13 +255,12 @@ def measure_level(
         while reported < len(workers):
             try:
                 worker_spans, worker_drawing = results.get(timeout=5)
-                spans += worker_spans
-                drawing += worker_drawing
-                reported += 1
             except queue.Empty:
                 failed = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
                 if failed:
                     raise RuntimeError(f"a student process exited with code {failed[0]}") from None
+                continue
+            spans, drawing, reported = spans + worker_spans, drawing + worker_drawing, reported + 1
     finally:
         for worker in workers:
             worker.join(60)
@@ -282,15 +268,9 @@ def measure_level(
                 worker.kill()
     latencies = [end - clicked for clicked, end in spans]
     wall = max(end for _, end in spans) - min(clicked for clicked, _ in spans)
+    p50, p95 = percentile(latencies, 50) * 1000, percentile(latencies, 95) * 1000
     return Level(
-        mode=mode,
-        students=students,
-        steps=steps,
-        p50_ms=percentile(latencies, 50) * 1000,
-        p95_ms=percentile(latencies, 95) * 1000,
-        steps_per_s=len(latencies) / wall,
-        draw_ms=sum(drawing) / len(drawing),
-        offered_per_s=students / period_s,
+        mode, students, steps, p50, p95, len(latencies) / wall, sum(drawing) / len(drawing), students / period_s
     )
 
 
