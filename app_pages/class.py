@@ -11,10 +11,10 @@ from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import engine_errors, generation_slot
 from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.tokens import html_token_text, markdown_token_text
-from inference.lessons.classroom import resume, session
+from inference.lessons.classroom import session
 from inference.lessons.classroom.figures import choices_chart, reveal_chart
-from inference.lessons.classroom.store import SOMETHING_ELSE, ClassError, ClassStore, normalise_code, open_store
-from inference.lessons.classroom.teacher import TeacherRun
+from inference.lessons.classroom.store import SOMETHING_ELSE, ClassError, ClassStore, normalise_code
+from inference.lessons.classroom.teacher import BROWSER_COOKIE, TeacherRun
 from inference.sampling.pipeline import SamplingSettings
 
 TEACHER_KEY = "class_teacher"  # the TeacherRun: the secret lives here, in the teacher's session only
@@ -24,7 +24,7 @@ POLL_SECONDS = 1.0
 
 @st.cache_resource(show_spinner=False)
 def class_store(path: str, idle_minutes: int, max_members: int) -> ClassStore:
-    return open_store(path, idle_seconds=idle_minutes * 60, max_members=max_members)  # a file, or a postgresql:// URL
+    return ClassStore(path, idle_seconds=idle_minutes * 60, max_members=max_members)  # a file, or a postgresql:// URL
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -163,7 +163,7 @@ def start_class(loaded) -> None:
 
 
 def browser_key() -> str | None:
-    key = st.context.cookies.get(resume.BROWSER_COOKIE)  # behind deploy/nginx.conf; None without nginx
+    key = st.context.cookies.get(BROWSER_COOKIE)  # behind deploy/nginx.conf; None without nginx
     return key if isinstance(key, str) and key else None
 
 
@@ -173,7 +173,7 @@ def taken_up(loaded) -> TeacherRun | None:
     if not key or store().taught_by(key) is None:
         return None
     with generation_slot(), engine_errors():
-        run = resume.take_up(store(), key, loaded.model, loaded.tokenizer, loaded.info.name)
+        run = TeacherRun.take_up(store(), key, loaded.model, loaded.tokenizer, loaded.info.name)
         if run is not None:
             st.session_state[TEACHER_KEY] = run
     return st.session_state.get(TEACHER_KEY)

@@ -1,5 +1,6 @@
 """Constrained decoding: a mask that forces a format, how hard it fights the model, and what it costs per token."""
 
+import math
 import statistics
 
 import streamlit as st
@@ -10,12 +11,13 @@ from app_pages.shared.charts import chart
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
 from app_pages.shared.stepper import Stepper
+from inference.core.measuring import compare
 from inference.core.paths import BUNDLED_MODEL_NAME
 from inference.core.prompting import model_kind, prepare_prompt
 from inference.core.run import SEED_MAX
+from inference.core.tokens import markdown_token_text
 from inference.engines import llamacpp
-from inference.lessons.constrained import figures, text
-from inference.lessons.constrained.experiment import unconstrained_twin
+from inference.lessons.constrained import figures
 from inference.lessons.constrained.formats import (
     CHOICES,
     JSON_SCHEMA,
@@ -26,8 +28,10 @@ from inference.lessons.constrained.formats import (
     preset_prompt,
 )
 from inference.lessons.constrained.on_engine import engine_greedy, llama_cpp_request
-from inference.lessons.constrained.run import ConstrainedRun
+from inference.lessons.constrained.run import ConstrainedRun, unconstrained_twin
 from inference.lessons.constrained.strategies import compare_strategies
+from inference.lessons.constrained.text import TEXT, sentence_token
+from inference.lessons.glossary import plural
 from inference.sampling.pipeline import MASK, SamplingSettings
 
 OWN = {"Your own JSON schema": JSON_SCHEMA, "Your own regex": REGEX, "Your own choices (one per line)": CHOICES}
@@ -66,7 +70,7 @@ for key, value in {
 }.items():
     st.session_state.setdefault(key, value)
 st.title("🧷 Constrained decoding: a mask that forces a format")
-st.markdown(text.INTRO, unsafe_allow_html=True)
+st.markdown(TEXT["intro"], unsafe_allow_html=True)
 
 
 def format_and_prompt(prompt_height: int = 80) -> None:
@@ -104,7 +108,7 @@ def sampling_controls() -> None:
 now_line = None  # presenter mode: the line naming what the folded settings hold
 if presenter:
     # Folded, as Generate's are: stacked on a projector they took two screens before Step and the text.
-    box, now_line = layout.folded_settings(text.SETTINGS_LABEL, "con_settings_open")
+    box, now_line = layout.folded_settings(TEXT["settings_label"], "con_settings_open")
     if box is not None:
         with box:
             format_and_prompt()
@@ -142,16 +146,18 @@ problem = problem or prepared.error
 if problem:
     st.warning(problem)  # the last run stays below
 if now_line is not None:
+    draw = ["greedy" if settings.temperature == 0 else f"temperature {settings.temperature:g}"]
+    draw += [f"top-k {settings.top_k}"] * bool(settings.top_k) + [f"top-p {settings.top_p:g}"] * (settings.top_p < 1)
     now_line.caption(
-        text.settings_now(
-            st.session_state.con_preset,
-            st.session_state.con_prompt,
-            settings.temperature,
-            settings.top_k,
-            settings.top_p,
-            not POSITIONS[st.session_state.con_position],
-            int(st.session_state.con_seed),
-            int(st.session_state.con_max),
+        TEXT["settings_now"].format(
+            format=st.session_state.con_preset,
+            draw=" · ".join(draw),
+            position="the mask after temperature, top-k and top-p"
+            if POSITIONS[st.session_state.con_position]
+            else "the mask first",
+            seed=int(st.session_state.con_seed),
+            max_new=int(st.session_state.con_max),
+            prompt=markdown_token_text(st.session_state.con_prompt),
         )
     )
 
@@ -204,11 +210,14 @@ metrics = [
 cells = layout.metric_cells(len(metrics))  # whole values at 800 px; one a row on a projector ("2 of 49,…")
 for cell, (name, value) in zip(cells, metrics):
     cell.metric(name, value)
-st.markdown(text.ZT_NOTE, unsafe_allow_html=True)
+st.markdown(TEXT["zt_note"], unsafe_allow_html=True)
 
-removed = [(text.sentence_token(tokenizer, t), p) for t, p in step.removed_wanted]
-chosen = text.sentence_token(tokenizer, record.token_id)
-st.markdown(text.step_sentence(step.index, step.allowed, vocab, step.allowed_mass, chosen, removed))
+wanted = ", ".join(f"{sentence_token(tokenizer, t)} ({p:.1%})" for t, p in step.removed_wanted[:3])
+chosen = sentence_token(tokenizer, record.token_id)
+st.markdown(
+    TEXT["step"].format(index=step.index, allowed=step.allowed, vocab=vocab, mass=step.allowed_mass, token=chosen)
+    + (TEXT["removed"].format(wanted=wanted) if wanted else "")
+)
 chart(
     figures.step_bars(tokenizer, record.logits, record.settings.allowed_mask(vocab), record.token_id, presenter),
     width="stretch",
@@ -236,8 +245,22 @@ if run.trace.finished and run.steps:
     a.code(run.text or " ", language=None, wrap_lines=True)
     b.markdown("**Where the model would have gone** (same prompt, settings, seed; mask off)")
     b.code(plain.text or " ", language=None, wrap_lines=True)
+    logprob, logprob_plain = run.logprob(), plain.logprob()
+    gap = logprob_plain - logprob  # exact log-probabilities: how many times less likely the format made the text
+    if gap <= 0:
+        likelier = f"{math.exp(-gap):,.1f} times as likely"
+    else:
+        likelier = (f"e^{gap:.0f}" if gap > 40 else f"{math.exp(gap):,.0f}") + " times less likely"
     st.markdown(
-        text.forced_sentence(loaded.info.name, run.logprob(), plain.logprob(), n, hardest.allowed_mass, hardest.index)
+        TEXT["cost_nothing" if gap <= 0 else "pushed"].format(model=loaded.info.name)
+        + TEXT["forced"].format(
+            logprob=logprob,
+            logprob_plain=logprob_plain,
+            tokens=n,
+            likelier=likelier,
+            hardest_step=hardest.index,
+            hardest=hardest.allowed_mass,
+        )
     )
     caption("exact", "Log-probabilities summed over the generated tokens under the model's raw distribution.")
 
@@ -246,42 +269,66 @@ if run.trace.finished and run.steps:
     chart(figures.cost_per_step(run.steps, run.records, presenter), width="stretch")
     mask_p50 = statistics.median(s.mask_us for s in run.steps)
     forward_p50 = statistics.median(r.forward_ms for r in run.records)
-    note = "the tokenizer was wrapped for llguidance once before, ~0.1 s"
-    st.markdown(text.cost_sentence(mask_p50, forward_p50, run.format.compile_ms(tokenizer, vocab), note))
-    with st.expander(f"Two ways to apply the mask: {text.SECTIONS['strategies']}"):
+    st.markdown(
+        TEXT["cost"].format(
+            compile_ms=run.format.compile_ms(tokenizer, vocab),
+            mask_us=mask_p50,
+            forward_ms=forward_p50,
+            share=mask_p50 / (forward_p50 * 1000 + mask_p50),
+        )
+    )
+    with st.expander(f"Two ways to apply the mask: {TEXT['strategies_section']}"):
         if st.session_state.get("con_cost_key") != key:
             st.session_state.con_cost, st.session_state.con_cost_key = compare_strategies(run), key
         cost = st.session_state.con_cost
         chart(figures.strategy_bars(cost, presenter), width="stretch")
         st.markdown(
-            text.strategy_sentence(
-                loaded.info.name,
-                vocab,
-                sum(cost.first_valid),
-                cost.steps,
-                cost.mask_all_us_p50,
-                cost.sample_first_us_p50,
-                sum(cost.same_token),
+            TEXT["strategies"].format(
+                first_valid=sum(cost.first_valid),
+                steps=plural(cost.steps, "step"),
+                share=sum(cost.first_valid) / cost.steps,
+                sample_first_us=cost.sample_first_us_p50,
+                mask_all_us=cost.mask_all_us_p50,
+                strategy_words=compare(cost.sample_first_us, cost.mask_all_us).words(more="slower", less="faster"),
+                model=loaded.info.name,
+                vocab=vocab,
+                mask_us=statistics.median(cost.mask_us),
+                draw_us=statistics.median(cost.draw_us),
+                mask_words=compare(cost.mask_us, cost.draw_us).words(
+                    more="more for the mask", less="less for the mask"
+                ),
+                same=sum(cost.same_token),
             )
         )
         caption(
             "measured",
-            "perf_counter around llguidance's mask and our pipeline's draw, replayed on this run's own "
-            "steps on this machine, shared with other visitors; a busy moment shows as spikes.",
+            "The wall clock around llguidance's mask, our pipeline's draw and the one-token check, each timed apart "
+            "at every step of this run, replayed on this machine (shared with other visitors: a busy moment shows "
+            "as spikes); the comparisons are of the medians, within the quartiles' spread.",
         )
 
     # -- the same format on llama.cpp ---------------------------------------------------------------
-    with st.expander(f"The same format on llama.cpp's server: {text.SECTIONS['engine']}"):
+    with st.expander(f"The same format on llama.cpp's server: {TEXT['engine_section']}"):
         if llama_cpp_request(run.format) is None:
             st.info("llama.cpp's server takes a JSON schema or a GBNF grammar; a bare regex is not sent.")
         elif not llamacpp.is_built() or loaded.info.name != BUNDLED_MODEL_NAME:
-            st.info(text.engine_needs(loaded.info.name, BUNDLED_MODEL_NAME, llamacpp.is_built()))
+            build = (
+                ""
+                if llamacpp.is_built()
+                else "llama-server built here (`python -m inference.engines llamacpp build`) and "
+            )
+            now = "" if loaded.info.name == BUNDLED_MODEL_NAME else f"; {loaded.info.name} is loaded now"
+            st.info(TEXT["engine_needs"].format(build=build, served=BUNDLED_MODEL_NAME, now=now))
         elif settings.temperature != 0:
             st.info("Set the temperature to 0: the comparison is greedy, where both engines must write the same text.")
         elif st.button("Run it on llama-server (starts it for one request)", key="con_engine"):
             with generation_slot(), st.spinner("Starting llama-server…"), llamacpp.serve(None) as server:
-                theirs = engine_greedy(server.url, run.trace.prompt_ids, run.format, run.max_new_tokens)
+                theirs = engine_greedy(server.url, run.trace.prompt_ids, run.format, run.trace.max_new_tokens)
             same = theirs.without_eos(run.trace.eos_ids) == run.text_ids
-            st.markdown(text.engine_sentence(same, run.text, theirs.text, theirs.predicted_ms, len(theirs.token_ids)))
+            timing = theirs.predicted_ms is not None
+            st.markdown(
+                TEXT["engine_same" if same else "engine_differs"]
+                + (TEXT["engine_timing"].format(ms=theirs.predicted_ms, tokens=len(theirs.token_ids)) if timing else "")
+            )
             st.code(theirs.text or " ", language=None, wrap_lines=True)
             caption("measured", "llama-server's own `timings` for this request.")

@@ -7,13 +7,13 @@ clicked before any is waited on, so their steps overlap on the app processes (an
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass, field
 
 from inference.bench.students import PROMPTS as STUDENT_PROMPTS
+from inference.core.measuring import ms_since, now
 
 EXCEPTION_BOX = '[data-testid="stException"]'
-# One prompt per session: the simulated students' six, and four more for the ten browser sessions.
+# One prompt per session: the simulated students' six, and four more (the class proxy test opens up to ten).
 PROMPTS = [
     *STUDENT_PROMPTS,
     "Ben liked to build towers with his blocks.",
@@ -60,30 +60,34 @@ def open_sessions(browser, urls: list[str], errors: list[str], timeout_ms: float
     return pages
 
 
-def step_interleaved(pages: list, steps: list[int], timeout_ms: float = 120_000) -> list[float]:
-    """Press Step `steps[i]` times on page i, round-robin: in each round click every page still going, then
-    wait for each to show its new token. Returns the latencies in seconds, click to token seen (pages are
-    waited on in order, so a later page's figure can include the wait for an earlier one). Before the next
-    round every page finishes its rerun (untimed), so no click lands on a script still drawing the last step."""
+def step_interleaved(
+    pages: list, steps: list[int], timeout_ms: float = 120_000, shown: list[int] | None = None
+) -> list:
+    """Press Step `steps[i]` times on page i, round-robin: in each round click every page still going, then wait for
+    each to show exactly its new token count (`shown[i]`, default 0, plus the round: a reconnected page still shows its
+    old session's tokens until its first rerun). Returns the latencies in seconds, click to token seen (pages are
+    waited on in order, so a later page's figure can include the wait for an earlier one). Before the next round every
+    page finishes its rerun (untimed), so no click lands on a script still drawing the last step."""
     from tests.browser import wait_idle
 
+    shown = shown or [0] * len(pages)
     latencies = []
     for step in range(1, max(steps, default=0) + 1):
         started = {}
         active = [i for i, wanted in enumerate(steps) if wanted >= step]
         for i in active:
             pages[i].get_by_role("button", name="Step", exact=True).click()
-            started[i] = time.perf_counter()
+            started[i] = now()
         for i in active:
             try:
                 pages[i].wait_for_function(
                     "(document.querySelector('.token-box')?.dataset.generatedIds || '')"
-                    f".split(',').filter(Boolean).length >= {step}",
+                    f".split(',').filter(Boolean).length === {shown[i] + step}",
                     timeout=timeout_ms,
                 )
             except Exception as error:  # say what the stuck page shows, not only that it timed out
                 raise AssertionError(f"session {i}, step {step}: no new token; {page_state(pages[i])}") from error
-            latencies.append(time.perf_counter() - started[i])
+            latencies.append(ms_since(started[i]) / 1000)
         for i in active:
             wait_idle(pages[i], timeout_ms)
     return latencies

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from inference.bench import classroom
-from inference.lessons.classroom.store import SqliteClassStore
+from inference.lessons.classroom.store import ClassStore
 
 pytestmark = pytest.mark.unit
 
@@ -16,7 +16,7 @@ def test_every_follower_draws_every_publish_and_each_versions_charts_are_built_o
     built = []
     real_chart = classroom.choices_chart
     monkeypatch.setattr(classroom, "choices_chart", lambda choices: built.append(1) or real_chart(choices))
-    store = SqliteClassStore(tmp_path / "classes.sqlite3")
+    store = ClassStore(tmp_path / "classes.sqlite3")
     code, secret = store.create()
     store.publish(code, secret, classroom.class_state(0))
     followers = classroom.Followers(store, code, [0.0, 0.3, 0.6])
@@ -33,7 +33,7 @@ def test_every_follower_draws_every_publish_and_each_versions_charts_are_built_o
 
 
 def test_start_fails_rather_than_hangs_when_a_follower_cannot_draw(tmp_path):
-    store = SqliteClassStore(tmp_path / "classes.sqlite3")
+    store = ClassStore(tmp_path / "classes.sqlite3")
     code, _ = store.create()  # nothing published: a follower has no state to draw
     followers = classroom.Followers(store, code, [0.0])
     with pytest.raises(TimeoutError):

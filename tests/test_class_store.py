@@ -15,8 +15,14 @@ from itertools import count
 import pytest
 
 from inference.core.paths import PROJECT_ROOT
-from inference.lessons.classroom.store import SOMETHING_ELSE, ClassError, is_postgres_url, open_store
-from inference.lessons.classroom.store_sql import MIGRATIONS
+from inference.lessons.classroom.store import (
+    MIGRATIONS,
+    SOMETHING_ELSE,
+    ClassError,
+    ClassStore,
+    PostgresConnections,
+    normalise_code,
+)
 from tests.browser import free_port
 from tests.postgres_server import postgres_server
 
@@ -46,20 +52,10 @@ def location(request, tmp_path):
     return url.rsplit("/", 1)[0] + "/" + name
 
 
-def make(location, **kwargs):
-    return open_store(location, **kwargs)
-
-
-def test_open_store_picks_the_back_end_from_the_location(location):
-    store = make(location)
-    assert type(store).__name__ == ("PostgresClassStore" if is_postgres_url(location) else "SqliteClassStore")
-    assert store.schema_version() == len(MIGRATIONS)
-
-
 def test_many_writers_at_once_lose_no_guess_and_no_step(location):
     """40 students join and answer (each twice: the second replaces the first) while the teacher publishes 30
     steps, all at once from 48 threads: every answer is counted once and every publish raised the version."""
-    store = make(location)
+    store = ClassStore(location)
     code, secret = store.create()
     store.open_guess(code, secret, "r:1:0")  # version 1
     students, publishes = 40, 30
@@ -88,9 +84,9 @@ def test_many_writers_at_once_lose_no_guess_and_no_step(location):
 
 JOIN_AND_ANSWER = """
 import sys
-from inference.lessons.classroom.store import SOMETHING_ELSE, open_store
+from inference.lessons.classroom.store import SOMETHING_ELSE, ClassStore
 location, code, step, n, pick = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-s = open_store(location)
+s = ClassStore(location)
 for i in range(n):
     s.answer(code, s.join(code), step, pick)
 """
@@ -98,7 +94,7 @@ for i in range(n):
 
 def test_four_processes_answering_one_class_are_all_counted(location):
     """Four app processes (here: four Python processes) on one store, as several hosts share one database."""
-    store = make(location, max_members=100)
+    store = ClassStore(location, max_members=100)
     code, secret = store.create()
     store.open_guess(code, secret, "s")
     picks = [7, 8, 9, SOMETHING_ELSE]
@@ -112,7 +108,7 @@ def test_four_processes_answering_one_class_are_all_counted(location):
 
 
 def test_the_cap_holds_under_a_rush_of_joins(location):
-    store = make(location, max_members=10)
+    store = ClassStore(location, max_members=10)
     code, _ = store.create()
     outcomes = []
 
@@ -132,7 +128,7 @@ def test_the_cap_holds_under_a_rush_of_joins(location):
 
 def test_closing_a_step_while_answers_arrive_counts_exactly_the_accepted_ones(location):
     """Answers race the teacher's close: each is either accepted (and then counted) or refused as closed."""
-    store = make(location, max_members=200)
+    store = ClassStore(location, max_members=200)
     code, secret = store.create()
     store.open_guess(code, secret, "s")
     members = [store.join(code) for _ in range(60)]
@@ -161,7 +157,7 @@ def test_closing_a_step_while_answers_arrive_counts_exactly_the_accepted_ones(lo
 
 
 def test_only_the_teachers_secret_or_browser_key_drives_the_class(location):
-    store = make(location)
+    store = ClassStore(location)
     code, secret = store.create(teacher_key="browser-key-of-the-teacher")
     other, other_secret = store.create(teacher_key="another-browser")
     member = store.join(code)
@@ -179,7 +175,7 @@ def test_only_the_teachers_secret_or_browser_key_drives_the_class(location):
 
 
 def test_answers_only_for_the_open_step_and_from_members(location):
-    store = make(location)
+    store = ClassStore(location)
     code, secret = store.create()
     member = store.join(code)
     with pytest.raises(ClassError, match="closed"):
@@ -193,7 +189,7 @@ def test_answers_only_for_the_open_step_and_from_members(location):
 
 def test_an_idle_class_ends_with_a_sentence_and_its_rows_go(location):
     now = [1000.0]
-    store = make(location)
+    store = ClassStore(location)
     store.idle_seconds, store.clock = 60, lambda: now[0]
     code, secret = store.create(teacher_key="k")
     store.join(code)
@@ -205,8 +201,15 @@ def test_an_idle_class_ends_with_a_sentence_and_its_rows_go(location):
         store.info(code)
 
 
+def test_codes_are_random_and_unambiguous(tmp_path):
+    store = ClassStore(tmp_path / "classes.sqlite3")
+    codes = {store.create()[0] for _ in range(50)}
+    assert len(codes) == 50 and all(len(c) == 8 and not set(c) & set("01OIL") for c in codes)
+    assert normalise_code(" ab-c d ") == "ABCD"
+
+
 def test_names_ends_and_bad_codes(location):
-    store = make(location)
+    store = ClassStore(location)
     code, secret = store.create(names_on=True)
     store.open_guess(code, secret, "s")
     store.answer(code, store.join(code.lower(), "Ada"), "s", 5)  # codes are read case-insensitively
@@ -218,8 +221,9 @@ def test_names_ends_and_bad_codes(location):
         store.info(code)
 
 
-def test_two_processes_creating_the_schema_at_once_both_work(location):
-    stores = list(ThreadPoolExecutor(4).map(lambda _: make(location), range(4)))
+def test_stores_opened_at_once_on_either_back_end_create_one_schema(location):
+    stores = list(ThreadPoolExecutor(4).map(lambda _: ClassStore(location), range(4)))
+    assert isinstance(stores[0].db, PostgresConnections) == location.startswith("postgresql://")
     assert {s.schema_version() for s in stores} == {len(MIGRATIONS)}
     code, secret = stores[0].create()
     assert stores[3].publish(code, secret, {"step": 0}) == 1
@@ -234,7 +238,7 @@ def test_a_file_made_before_the_schema_had_versions_is_upgraded_with_its_classes
     )
     db.commit()
     db.close()
-    store = open_store(str(path))
+    store = ClassStore(str(path))
     store.clock = lambda: 1e12
     assert store.schema_version() == len(MIGRATIONS)
     assert store.info("ABCDEFGH").version == 0 and store.taught_by("k") is None
@@ -242,5 +246,5 @@ def test_a_file_made_before_the_schema_had_versions_is_upgraded_with_its_classes
 
 def test_a_database_that_does_not_answer_is_one_sentence_without_the_password():
     with pytest.raises(ClassError, match=r"The class database at 127\.0\.0\.1:\d+ does not answer") as err:
-        open_store(f"postgresql://lab:hunter2@127.0.0.1:{free_port()}/lab")
+        ClassStore(f"postgresql://lab:hunter2@127.0.0.1:{free_port()}/lab")
     assert "hunter2" not in str(err.value)

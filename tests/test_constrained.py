@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from inference import constrained as cli
 from inference.core.loader import encode_prompt
 from inference.core.run import new_trace
-from inference.lessons.constrained import cli
-from inference.lessons.constrained.experiment import constrained_outcome
 from inference.lessons.constrained.formats import CHOICES, JSON_SCHEMA, PRESETS, REGEX, Format, FormatError
 from inference.lessons.constrained.run import ConstrainedRun
 from inference.lessons.constrained.strategies import compare_strategies
@@ -53,16 +52,16 @@ def allowed_by_library(matcher, vocab: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("name", list(FORMATS))
-def test_every_sampled_text_fits_its_format_for_20_seeds(bundled, prompt_ids, name):
+def test_every_sampled_text_fits_its_format_for_8_seeds(bundled, prompt_ids, name):
     fmt = FORMATS[name]
-    for seed in range(20):
+    for seed in range(8):
         run = ConstrainedRun(bundled.model, bundled.tokenizer, prompt_ids, fmt, 80, seed=seed)
         run.run(SAMPLED)
         assert run.complete and run.trace.stop_reason == "eos", (name, seed, run.text)
         assert fmt.matches(run.text), (name, seed, run.text)
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", range(3))
 def test_with_the_mask_off_the_same_seeds_give_the_plain_pipelines_tokens(bundled, prompt_ids, seed):
     settings = SamplingSettings(temperature=0.9, top_p=0.95)
     plain = new_trace(bundled.model, bundled.tokenizer, prompt_ids, 12, seed=seed)
@@ -125,10 +124,14 @@ def test_greedy_strategies_pick_the_same_tokens_and_the_replay_reproduces_the_ru
     run = ConstrainedRun(bundled.model, bundled.tokenizer, prompt_ids, fmt, 80)
     run.run(GREEDY)
     cost = compare_strategies(run)
-    assert cost.steps == len(run.records) and all(cost.reproduced) and all(cost.same_token)
+    assert cost.steps == len(run.records) and all(cost.same_token)
     greedy_valid = [r.token_id == int(r.logits.argmax()) for r in run.records]
     assert cost.first_valid == greedy_valid  # the unmasked argmax was allowed exactly where it was chosen
-    assert 0 < cost.first_valid_share < 1 and min(cost.mask_all_us + cost.sample_first_us) > 0
+    assert 0 < sum(cost.first_valid) < cost.steps
+    for i, valid in enumerate(cost.first_valid):  # the strategies' costs are their parts, summed per step
+        first = cost.draw_us[i] + cost.check_us[i] + (0 if valid else cost.mask_us[i] + cost.masked_draw_us[i])
+        assert cost.sample_first_us[i] == pytest.approx(first)
+        assert cost.mask_all_us[i] == pytest.approx(cost.mask_us[i] + cost.masked_draw_us[i])
 
 
 def test_an_invalid_schema_or_regex_is_one_sentence(bundled):
@@ -155,9 +158,9 @@ def test_a_format_no_token_can_produce_stops_with_one_sentence_and_keeps_the_run
 
 def test_a_format_needing_more_tokens_than_allowed_keeps_the_text_so_far(bundled, prompt_ids):
     fmt = FORMATS["JSON: a name and an age"]
-    outcome = constrained_outcome(bundled.model, bundled.tokenizer, prompt_ids, fmt, GREEDY, 4)
-    assert len(outcome.run.records) == 4 and outcome.run.text.startswith("{")
-    assert outcome.message.startswith("The format needs more tokens than the 4 allowed") and not outcome.valid
+    outcome = cli.outcome(bundled.model, bundled.tokenizer, prompt_ids, fmt, GREEDY, 4, 0)
+    assert len(outcome["steps"]) == 4 and outcome["text"].startswith("{")
+    assert outcome["error"].startswith("The format needs more tokens than the 4 allowed") and not outcome["valid"]
 
 
 def test_a_mask_after_a_filter_that_left_nothing_allowed_is_refused_and_the_run_goes_on(bundled, prompt_ids):

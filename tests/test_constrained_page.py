@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from inference.core.tokens import markdown_token_text
-from inference.lessons.constrained import text as constrained_text
+from inference.lessons.constrained.text import TEXT
 from tests.conftest import APP_FILE, open_app_page
 
 pytestmark = pytest.mark.page
@@ -45,7 +45,7 @@ def test_the_page_opens_on_its_first_step_and_step_takes_the_next():
     labels = {m.label: m.value for m in at.metric}
     assert labels["Allowed tokens"] == "1 of 4,096"
     assert "The model's favourites and the allowed ones" in chart_titles(at)
-    assert any(m.value == constrained_text.ZT_NOTE for m in at.markdown)
+    assert any(m.value == TEXT["zt_note"] for m in at.markdown)
     assert len(click(at, "con_step").session_state["con_run"].records) == 2
     assert len(click(at, "con_reset").session_state["con_run"].records) == 0
 
@@ -86,17 +86,12 @@ def test_an_invalid_schema_is_one_sentence_and_the_run_so_far_stays():
     assert len(at.session_state["con_run"].records) == 2  # the last run is still shown
 
 
-def test_an_invalid_regex_is_one_sentence():
+def test_an_invalid_regex_is_one_sentence_and_a_format_no_token_can_produce_halts_play():
     at = open_page()
     at.selectbox(key="con_preset").set_value("Your own regex").run()
     at.text_area(key="con_spec").set_value("[a-").run()
     assert not at.exception
     assert [w.value for w in at.warning] == ["The regex cannot be used: unclosed character class."]
-
-
-def test_a_format_no_token_can_produce_halts_play_with_one_sentence():
-    at = open_page()
-    at.selectbox(key="con_preset").set_value("Your own regex").run()
     at.text_area(key="con_spec").set_value(r"[^\s\S]").run()
     at = click(at, "con_play")
     assert any("No token of this tokenizer can continue the format" in w.value for w in at.warning)

@@ -221,10 +221,10 @@ def test_context_measurement_keeps_its_own_result_and_draws_its_chart():
     from app_pages.shared.shared_results import shared_results
 
     at = open_cost_page()
-    sweeps_before = {k for k in shared_results()._items if isinstance(k, tuple) and k[0] == "sweep"}
+    sweeps_before = {k for k in shared_results() if isinstance(k, tuple) and k[0] == "sweep"}
     at.button(key="cost_context").click().run()
     assert not at.exception
-    keys = set(shared_results()._items)
+    keys = set(shared_results())
     assert {k for k in keys if isinstance(k, tuple) and k[0] == "sweep"} == sweeps_before
     assert any(isinstance(k, tuple) and k[0] == "cost-context" for k in keys)
     titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text") for c in at.get("plotly_chart")]

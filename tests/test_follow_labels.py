@@ -36,7 +36,9 @@ def test_constrained_labels_of_one_allowed_token_and_one_step():
     assert "1 token allowed" in chips and "1 tokens" not in chips
     fig = constrained_figures.fight_over_run([step], presenter=False)
     assert list(fig.data[0].customdata) == ["1 token allowed"]
-    said = constrained_text.strategy_sentence("m", 100, 1, 1, 5.0, 2.0, 1)
+    fields = dict(first_valid=1, steps=glossary.plural(1, "step"), share=1.0, sample_first_us=5.0, mask_all_us=2.0)
+    fields |= dict(strategy_words="", model="m", vocab=100, mask_us=1.0, draw_us=1.0, mask_words="", same=1)
+    said = constrained_text.TEXT["strategies"].format(**fields)
     assert "1 of 1 step" in said and "1 steps" not in said
 
 

@@ -23,7 +23,7 @@ BANDWIDTH = 20e9
 
 
 def torch_keys() -> list:
-    return [key for key in list(shared_results()._items) if isinstance(key, tuple) and key[0] == "quant-torch"]
+    return [key for key in list(shared_results()) if isinstance(key, tuple) and key[0] == "quant-torch"]
 
 
 @pytest.fixture(scope="module")

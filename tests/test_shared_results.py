@@ -1,82 +1,112 @@
-"""Results kept for everyone are bounded (count and bytes, least recently used out) and say when one was
-dropped; a long measurement no longer holds a model slot a Step waits for."""
+"""The background runner of long measurements: one run per result key for the whole server, progress every visitor
+can read, a Cancel honoured at the next progress call, the result kept for everyone, a failure kept as an error;
+the kept results are bounded; a long measurement leaves the model slots to the Steps."""
 
 import threading
-import time
 
 import pytest
 
-from app_pages.shared.shared_results import SharedResults
+from app_pages.shared.shared_results import MAX_RESULTS, Cancelled, background_runs, keep, shared_results, start
 
 pytestmark = pytest.mark.unit
 
 
-def test_results_are_bounded_in_count_least_recently_used_out():
-    store = SharedResults(max_entries=3, max_bytes=10**9)
-    for key in "abc":
-        store[key] = key * 10
-    assert store.get("a") == "a" * 10  # a is now the most recently used
-    store["d"] = "d"
-    assert "b" not in store and store.was_dropped("b")
-    assert [k for k in "acd" if k in store] == ["a", "c", "d"]
-    store["b"] = "again"  # measured again: no longer "dropped"
-    assert not store.was_dropped("b") and store.get("b") == "again"
+def _gated(steps: int, gate: threading.Event, calls: list):
+    """A fake measurement of `steps` steps that waits for `gate` before each one and counts its starts."""
+
+    def measure(progress):
+        calls.append(1)
+        for i in range(steps):
+            gate.wait(5)
+            progress(i + 1, steps, f"step {i + 1}")
+        return {"steps": steps}
+
+    return measure
 
 
-def test_results_are_bounded_in_bytes():
-    store = SharedResults(max_entries=100, max_bytes=50_000)
-    store["big"] = bytes(40_000)
-    store["other"] = bytes(20_000)  # together over the bound: the older goes
-    assert "big" not in store and store.was_dropped("big")
-    assert store.bytes <= 50_000
-    store["huge"] = bytes(80_000)  # a single result over the bound is still kept, alone
-    assert "huge" in store and len(store) == 1
+def _ended(key):
+    run = background_runs()[key]
+    run.future.exception(timeout=5)  # waits for the end
+    return run
 
 
-def test_an_unpicklable_result_is_kept_alone_and_goes_first():
-    """Its size cannot be measured: it counts as larger than the bound (it used to count as 0 bytes, unbounded)."""
-    store = SharedResults(max_entries=100, max_bytes=50_000)
-    store["small"] = bytes(10)
-    store["lock"] = threading.Lock()  # locks do not pickle
-    assert "lock" in store and "small" not in store and store.was_dropped("small")
-    store["next"] = bytes(10)
-    assert "lock" not in store and "next" in store
+@pytest.fixture
+def slots():
+    return threading.BoundedSemaphore(2)
 
 
-def test_threads_writing_at_once_keep_the_bound():
-    store = SharedResults(max_entries=8, max_bytes=10**9)
-    threads = [threading.Thread(target=lambda i=i: [store.__setitem__((i, j), j) for j in range(50)]) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(store) == 8
+def test_a_run_keeps_its_result_for_everyone_and_one_press_joins_another(slots):
+    gate, calls = threading.Event(), []
+    first = start("run-k", _gated(3, gate, calls), slots)
+    assert start("run-k", _gated(3, gate, calls), slots) is first  # a second visitor's press joins the run
+    assert not first.future.done() and "run-k" not in shared_results()
+    gate.set()
+    ended = _ended("run-k")
+    assert (ended.done, ended.total, ended.what) == (3, 3, "step 3") and len(calls) == 1
+    assert shared_results()["run-k"] == {"steps": 3}
+
+
+def test_cancel_stops_at_the_next_progress_call_and_keeps_the_earlier_result(slots):
+    shared_results()["cancel-k"] = "earlier"
+    gate, calls = threading.Event(), []
+    start("cancel-k", _gated(50, gate, calls), slots).cancel.set()
+    gate.set()
+    ended = _ended("cancel-k")
+    assert isinstance(ended.future.exception(), Cancelled) and ended.done == 0
+    assert shared_results()["cancel-k"] == "earlier"
+    start("cancel-k", _gated(1, gate, calls), slots)  # a new press after a cancel measures again
+    assert _ended("cancel-k").future.exception() is None and shared_results()["cancel-k"] == {"steps": 1}
+
+
+def test_a_failure_is_kept_as_its_error_and_nothing_else(slots):
+    def broken(progress):
+        progress(0, 2, "first")
+        raise OSError("llama-server exited with code 1")
+
+    start("fail-k", broken, slots)
+    assert str(_ended("fail-k").future.exception()) == "llama-server exited with code 1"
+    assert "fail-k" not in shared_results()
+
+
+def test_a_run_waits_for_a_measurement_slot_and_can_be_cancelled_while_waiting():
+    slots = threading.BoundedSemaphore(1)
+    slots.acquire()  # another measurement holds the only slot
+    calls = []
+    run = start("slot-k", _gated(1, threading.Event(), calls), slots)
+    with pytest.raises(TimeoutError):
+        run.future.result(timeout=0.5)
+    assert run.what.startswith("Waiting")
+    run.cancel.set()
+    assert isinstance(_ended("slot-k").future.exception(), Cancelled) and calls == []
+    slots.release()
+    gate = threading.Event()
+    gate.set()
+    start("slot-k", _gated(1, gate, calls), slots)
+    assert _ended("slot-k").future.exception() is None and slots.acquire(blocking=False)  # the slot was given back
+
+
+def test_results_are_bounded_oldest_out():
+    results = {}
+    for i in range(MAX_RESULTS + 2):
+        keep(results, i, i)
+    keep(results, 2, "again")  # measured again: now the newest
+    assert len(results) == MAX_RESULTS and 0 not in results and 1 not in results
+    assert list(results)[-1] == 2
 
 
 def test_a_long_measurement_leaves_every_model_slot_to_the_steps(monkeypatch):
     """With one model slot, a measurement in progress used to make every Step wait for its end."""
-    from app_pages.shared import models, slots
+    from app_pages.shared import models
+    from app_pages.shared import slots as server_slots
 
     monkeypatch.setenv("INFERENCE_LAB_MAX_CONCURRENT_GENERATIONS", "1")
-    for cached in (models.limits, slots.generation_slots, slots.measurement_slots):
-        cached.clear()
+    cached = (models.limits, server_slots.generation_slots, server_slots.measurement_slots)
+    for function in cached:
+        function.clear()
     try:
-        measuring = threading.Event()
-        finished = threading.Event()
-
-        def measure():
-            with slots.measurement_slot():
-                measuring.set()
-                time.sleep(3)
-            finished.set()
-
-        thread = threading.Thread(target=measure)
-        thread.start()
-        measuring.wait(10)
-        got_slot = slots.generation_slots().acquire(timeout=1)  # what a Step's generation_slot takes
-        assert got_slot and not finished.is_set()
-        slots.generation_slots().release()
-        thread.join()
+        with server_slots.measurement_slot():
+            assert server_slots.generation_slots().acquire(timeout=1)  # what a Step's generation_slot takes
+            server_slots.generation_slots().release()
     finally:
-        for cached in (models.limits, slots.generation_slots, slots.measurement_slots):
-            cached.clear()
+        for function in cached:
+            function.clear()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The class store's PostgreSQL for a lecture hall (docs/CLASSROOM.md), on the database host, as root, with
 # Debian's package: a role and a database for the app hosts, reachable from their network only. The app creates
-# its tables on first use (inference/lessons/classroom/store_sql.py, versioned).
+# its tables on first use (inference/lessons/classroom/store.py, versioned).
 #   APP_NETWORK=10.0.0.0/24 DB_PASSWORD=... deploy/hall/database.sh
 set -euo pipefail
 apt-get update -qq && apt-get install -y --no-install-recommends postgresql

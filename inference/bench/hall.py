@@ -38,7 +38,8 @@ import psutil
 from inference.bench.classroom import POLL_SECONDS, Followers, class_state
 from inference.core.app_process import free_port
 from inference.core.machine import cpu_name, logical_cpus
-from inference.lessons.classroom.store import open_store
+from inference.core.measuring import Stopwatch
+from inference.lessons.classroom.store import ClassStore
 from inference.lessons.serving.stats import percentile
 
 APP_PROCESSES = 2
@@ -109,7 +110,7 @@ def _cpu_s(pid: int) -> float:
 
 def _app_process(url: str, code: str, followers: int, offset: int, total: int, stop, ready, out) -> None:
     """One app process: `followers` threads polling the class, the charts built once per version here."""
-    students = Followers(open_store(url), code, [(offset + i) * POLL_SECONDS / total for i in range(followers)])
+    students = Followers(ClassStore(url), code, [(offset + i) * POLL_SECONDS / total for i in range(followers)])
     students.start()
     ready.put(os.getpid())
     stop.wait()
@@ -118,7 +119,7 @@ def _app_process(url: str, code: str, followers: int, offset: int, total: int, s
 
 def hall_figures(url: str, db_pid: int | None, followers: int, publishes: int = 10) -> dict:
     """One level: `followers` split over APP_PROCESSES worker processes on the store at `url`."""
-    store = open_store(url, max_members=10_000)
+    store = ClassStore(url, max_members=10_000)
     code, secret = store.create()
     store.publish(code, secret, class_state(0))
     ctx = multiprocessing.get_context("spawn")
@@ -134,11 +135,11 @@ def hall_figures(url: str, db_pid: int | None, followers: int, publishes: int = 
     for _ in apps:  # imports done (seconds on a loaded machine) and every follower has drawn the first state
         ready.get(timeout=600)
     app_cpu0, db_cpu0 = sum(_cpu_s(p.pid) for p in apps), _cpu_s(db_pid) if db_pid else 0.0
-    wall0 = time.perf_counter()
-    for step in range(1, publishes + 1):
-        store.publish(code, secret, class_state(step))
-        time.sleep(PUBLISH_EVERY_S)
-    wall = time.perf_counter() - wall0
+    with Stopwatch() as watch:
+        for step in range(1, publishes + 1):
+            store.publish(code, secret, class_state(step))
+            time.sleep(PUBLISH_EVERY_S)
+    wall = watch.ms / 1000
     app_cpu, db_cpu = sum(_cpu_s(p.pid) for p in apps) - app_cpu0, (_cpu_s(db_pid) if db_pid else 0.0) - db_cpu0
     stop.set()
     delays = sorted(d for _ in apps for d in out.get(timeout=60))

@@ -3,27 +3,14 @@ largest number of them for which the p95 Step latency stays within a limit (1 s)
 
     python -m inference.bench.students [--json] [--steps 10] [--max-students 512]
 
-How the students are simulated (Simulated pacing, Measured latencies):
-- A Streamlit session is a thread of its app process. A student is a thread that calls exactly what the Generate
-  page's Step calls into `inference/`: in the page's generation slot (a semaphore of
-  `Limits.max_concurrent_generations` per app process) `trace.step(settings, seed)`, then in the slot again
-  `trace.peek()` (the forward pass for the next choice, which the page draws), then `step_view(...)` for the charts.
-  The trace is made and peeked before the clock starts, as opening the page does.
-- The page's drawing work, on by default (`--step-only` leaves it out): after the step the page makes the new
-  token's chip and table row (kept per student, as the page keeps them in its session), the chips' HTML, two Plotly
-  charts (serialised to JSON, as `st.plotly_chart` sends them) and the step table as Arrow (the CSV only on
-  download), all `inference/` functions the students call too. The table's "draw ms" column is its mean share of a Step.
-- In-process: one app process (a worker process here), the bundled model shared by every thread, torch with
-  `Limits.torch_threads` threads, as `app.py` sets.
-- Engine: `app_processes` worker processes (students split between them), each connected to one llama-server
-  (`--parallel` slots, batching every student's requests) as the app connects, each step a remote `Trace.step`.
-- Human pace: every `period_s` (2 s) from a random phase in [0, period_s) (seeded); a student whose Step is still
-  running clicks again when it ends. Latency is click to the step's result computed.
-- Left out: Streamlit's own share of a rerun (running the script, widgets, protobuf, the WebSocket) and the
-  browser, which runs on each student's computer; the browser load test (tests/test_load_engine.py) measures the
-  whole Step with Chromium on the same machine.
-
-Nothing here imports Streamlit.
+Simulated pacing, Measured latencies. A student is a thread of an app process (as a Streamlit session is) that calls
+what the Generate page's Step calls into `inference/`: `trace.step` and `trace.peek` in the page's generation slot,
+`step_view`, and (unless `--step-only`) the page's drawing work: the new chip and table row (kept per student, as the
+page's session keeps them), the chips' HTML, two Plotly charts as JSON and the step table as Arrow. In-process: one
+worker process with the bundled model; engine: `app_processes` workers on one llama-server (`--parallel` slots).
+Each student clicks every `period_s` from a seeded random phase, at once when its last Step ran late; latency is
+click to result. Left out: Streamlit's own share of a rerun and the browser (tests/test_load_engine.py measures
+the whole Step with Chromium). Nothing here imports Streamlit.
 """
 
 from __future__ import annotations
@@ -47,6 +34,7 @@ import torch
 from inference.core.limits import Limits
 from inference.core.loader import encode_prompt, load_model
 from inference.core.machine import cpu_name, logical_cpus
+from inference.core.measuring import Stopwatch, now
 from inference.core.paths import BUNDLED_MODEL_NAME
 from inference.core.remote import connect
 from inference.core.run import new_trace, record_row, warm_up
@@ -92,12 +80,7 @@ def click_schedule(students: int, steps: int, period_s: float = PERIOD_S, seed: 
     return [[phase + k * period_s for k in range(steps)] for phase in phases]
 
 
-def run_student(
-    step: Callable[[], object],
-    planned: list[float],
-    clock: Callable[[], float],
-    sleep: Callable[[float], None],
-) -> list[tuple[float, float]]:
+def run_student(step: Callable, planned: list[float], clock: Callable, sleep: Callable) -> list[tuple[float, float]]:
     """Click at each planned time (or at once, when the previous Step ran past it): returns (click, end) per Step
     on `clock`, whose zero is the start of the schedule."""
     spans = []
@@ -170,8 +153,7 @@ class Level:
 
 @dataclass
 class PageMemory:
-    """What the Generate page keeps in its session between Steps (app_pages/shared/session_memo): the prompt's chips,
-    one chip and one table row per record, each made once."""
+    """What the Generate page keeps in its session between Steps: the prompt's chips, a chip and a row per record."""
 
     prompt_chips: str | None = None
     chips: list[str] = field(default_factory=list)
@@ -181,11 +163,7 @@ class PageMemory:
 def _page_step(
     trace, tokenizer, settings, seed: int, slot: threading.Semaphore, draw: bool, memory: PageMemory
 ) -> float:
-    """What a Step on the Generate page computes in `inference/` (app_pages/generate.py): the step and the next
-    distribution, each in the page's generation slot, and the step's view. With `draw`, also what the page's rerun
-    builds from them: the new record's chip and table row (kept in `memory`, as the page keeps them), the chips'
-    HTML, the two charts serialised as `st.plotly_chart` sends them, and the step table as the Arrow table the page
-    sends (the CSV is made only on download). Returns the seconds the drawing took."""
+    """A Generate page Step in `inference/` (app_pages/generate.py); the ms its drawing work took."""
     with slot:
         trace.step(settings, seed)
     with slot:
@@ -193,18 +171,18 @@ def _page_step(
     if logits is None:
         return 0.0
     view = step_view(logits, settings, trace.seen_now(), u=trace.next_uniform())
-    started = time.perf_counter()
-    if draw:
-        if memory.prompt_chips is None:
-            memory.prompt_chips = prompt_chips(tokenizer, trace.prompt_ids)
-        for record in trace.records[len(memory.chips) :]:
-            memory.chips.append(record_chip(tokenizer, record))
-            memory.rows.append(step_table_row(record_row(record)))
-        token_html(tokenizer, trace.prompt_ids, trace.records, chips=memory.chips, prompt=memory.prompt_chips)
-        plotly.io.to_json(next_token_bars(view.table(tokenizer, top_n=20)), validate=False)
-        plotly.io.to_json(cumulative_curve(view, tokenizer, settings.top_p), validate=False)
-        pa.Table.from_pylist(memory.rows)
-    return time.perf_counter() - started
+    with Stopwatch() as drawing:
+        if draw:
+            if memory.prompt_chips is None:
+                memory.prompt_chips = prompt_chips(tokenizer, trace.prompt_ids)
+            for record in trace.records[len(memory.chips) :]:
+                memory.chips.append(record_chip(tokenizer, record))
+                memory.rows.append(step_table_row(record_row(record)))
+            token_html(tokenizer, trace.prompt_ids, trace.records, chips=memory.chips, prompt=memory.prompt_chips)
+            plotly.io.to_json(next_token_bars(view.table(tokenizer, top_n=20)), validate=False)
+            plotly.io.to_json(cumulative_curve(view, tokenizer, settings.top_p), validate=False)
+            pa.Table.from_pylist(memory.rows)
+    return drawing.ms
 
 
 def _worker(
@@ -236,10 +214,10 @@ def _worker(
     spans: dict[int, list[tuple[float, float]]] = {}
     drawing: list[float] = []  # list.append is atomic: the threads share it
     barrier.wait()
-    start = time.monotonic()
+    start = now()
 
     def clock() -> float:
-        return time.monotonic() - start
+        return now() - start
 
     def student_thread(student: int, trace) -> None:
         memory = PageMemory()
@@ -260,15 +238,7 @@ def _worker(
     results.put(([span for student in students for span in spans[student]], drawing))
 
 
-def measure_level(
-    mode: str,
-    students: int,
-    steps: int = STEPS,
-    url: str = "",
-    app_processes: int = 1,
-    period_s: float = PERIOD_S,
-    draw: bool = True,
-) -> Level:
+def measure_level(mode, students, steps=STEPS, url="", app_processes=1, period_s=PERIOD_S, draw=True) -> Level:
     """Run `students` simulated students for `steps` Steps each, split between `app_processes` worker processes."""
     context = multiprocessing.get_context("spawn")  # fresh interpreters: no threads or torch state inherited
     processes = max(1, min(app_processes, students))
@@ -285,13 +255,12 @@ def measure_level(
         while reported < len(workers):
             try:
                 worker_spans, worker_drawing = results.get(timeout=5)
-                spans += worker_spans
-                drawing += worker_drawing
-                reported += 1
             except queue.Empty:
                 failed = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
                 if failed:
                     raise RuntimeError(f"a student process exited with code {failed[0]}") from None
+                continue
+            spans, drawing, reported = spans + worker_spans, drawing + worker_drawing, reported + 1
     finally:
         for worker in workers:
             worker.join(60)
@@ -299,33 +268,13 @@ def measure_level(
                 worker.kill()
     latencies = [end - clicked for clicked, end in spans]
     wall = max(end for _, end in spans) - min(clicked for clicked, _ in spans)
+    p50, p95 = percentile(latencies, 50) * 1000, percentile(latencies, 95) * 1000
     return Level(
-        mode=mode,
-        students=students,
-        steps=steps,
-        p50_ms=percentile(latencies, 50) * 1000,
-        p95_ms=percentile(latencies, 95) * 1000,
-        steps_per_s=len(latencies) / wall,
-        draw_ms=sum(drawing) / len(drawing) * 1000,
-        offered_per_s=students / period_s,
+        mode, students, steps, p50, p95, len(latencies) / wall, sum(drawing) / len(drawing), students / period_s
     )
 
 
 # -- the sweep ----------------------------------------------------------------------------------------------------
-
-
-def conditions() -> dict:
-    """What the figures depend on: CPU, model, date, how busy the machine was."""
-    limits = Limits.from_env()
-    return {
-        "date_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "cpu": cpu_name(),
-        "logical_cpus": logical_cpus(),
-        "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
-        "model": BUNDLED_MODEL_NAME,
-        "torch_threads": limits.torch_threads,
-        "max_concurrent_generations_per_app_process": limits.max_concurrent_generations,
-    }
 
 
 def sweep(
@@ -338,27 +287,35 @@ def sweep(
     draw: bool = True,
     log=print,
 ) -> dict:
-    """Both threshold searches, every level measured, the conditions before and after."""
+    """Both threshold searches, every level measured, and what the figures depend on (machine, date, load)."""
+    limits = Limits.from_env()
     out = {
-        "conditions": conditions(),
+        "conditions": {
+            "date_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "cpu": cpu_name(),
+            "logical_cpus": logical_cpus(),
+            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
+            "model": BUNDLED_MODEL_NAME,
+            "torch_threads": limits.torch_threads,
+            "max_concurrent_generations_per_app_process": limits.max_concurrent_generations,
+        },
         "limit_ms": limit_s * 1000,
         "period_s": PERIOD_S,
         "steps": steps,
         "step": "model step and the page's drawing work" if draw else "model step only",
     }
     for mode in modes:
-        levels: list[Level] = []
-        server = None
-        if mode == ENGINE:
-            if not llamacpp.is_built():
-                out[mode] = {"skipped": "llama-server is not built: python -m inference.engines llamacpp build"}
-                continue
-            server = llamacpp.serve(None, parallel=slots)
-            out[mode] = {"engine": f"llama-server --parallel {slots} (bundled model, f32 GGUF)"}
-        else:
-            out[mode] = {"engine": "the bundled model in the app process"}
+        if mode == ENGINE and not llamacpp.is_built():
+            out[mode] = {"skipped": "llama-server is not built: python -m inference.engines llamacpp build"}
+            continue
+        server = llamacpp.serve(None, parallel=slots) if mode == ENGINE else None
         processes = app_processes if mode == ENGINE else 1
-        out[mode]["app_processes"] = processes
+        engine = (
+            f"llama-server --parallel {slots} (bundled model, f32 GGUF)"
+            if server
+            else "the bundled model in the app process"
+        )
+        levels: list[Level] = []
 
         def p95_at(n: int, mode=mode, server=server, processes=processes, levels=levels) -> float:
             level = measure_level(mode, n, steps, server.url if server else "", processes, PERIOD_S, draw)
@@ -374,32 +331,20 @@ def sweep(
         finally:
             if server is not None:
                 server.stop()
-        out[mode].update(
-            answer=search.answer, capped=search.capped, levels=[asdict(level) for level in sorted(levels, key=_n)]
-        )
+        out[mode] = {
+            "engine": engine,
+            "app_processes": processes,
+            "answer": search.answer,
+            "capped": search.capped,
+            "levels": [asdict(level) for level in sorted(levels, key=lambda level: level.students)],
+        }
     out["conditions_after"] = {"load_average_1_5_15": [round(x, 2) for x in os.getloadavg()]}
     return out
 
 
-def _n(level: Level) -> int:
-    return level.students
-
-
-def answer_sentence(mode: str, result: dict, limit_ms: float) -> str:
-    if "skipped" in result:
-        return f"{mode}: skipped ({result['skipped']})"
-    bound = "at least " if result["capped"] else ""
-    return (
-        f"{mode} ({result['engine']}, {result['app_processes']} app process(es)): {bound}{result['answer']} students "
-        f"with p95 Step latency <= {limit_ms:.0f} ms"
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m inference.bench.students",
-        description=__doc__,
-        formatter_class=argparse.RawTextHelpFormatter,
+        prog="python -m inference.bench.students", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON (progress goes to stderr)")
     parser.add_argument("--steps", type=int, default=STEPS, help="Steps per student per level")
@@ -408,15 +353,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=f"{IN_PROCESS},{ENGINE}")
     parser.add_argument("--app-processes", type=int, default=APP_PROCESSES, help="app processes in front of the engine")
     parser.add_argument("--slots", type=int, default=ENGINE_SLOTS, help="llama-server --parallel")
-    parser.add_argument(
-        "--step-only", action="store_true", help="time the model step alone, without the page's drawing work"
-    )
+    parser.add_argument("--step-only", action="store_true", help="time the model step alone, without the drawing")
     args = parser.parse_args(argv)
-    log = (
-        (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
-    )
+    modes = tuple(m.strip() for m in args.modes.split(","))
+    log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else print
     result = sweep(
-        tuple(m.strip() for m in args.modes.split(",")),
+        modes,
         args.steps,
         args.limit_ms / 1000,
         args.max_students,
@@ -431,21 +373,20 @@ def main(argv: list[str] | None = None) -> int:
     c = result["conditions"]
     print(
         f"\nSimulated students, one Step every {PERIOD_S:g} s each (random phase), {args.steps} Steps per level, "
-        f"each Step the {result['step']}; "
-        f"Measured on {c['cpu']} ({c['logical_cpus']} logical CPUs), {c['model']}, {c['date_utc']}, "
-        f"load average {c['load_average_1_5_15']} before, {result['conditions_after']['load_average_1_5_15']} after."
+        f"each Step the {result['step']}; Measured on {c['cpu']} ({c['logical_cpus']} logical CPUs), {c['model']}, "
+        f"{c['date_utc']}, load average {c['load_average_1_5_15']} before, "
+        f"{result['conditions_after']['load_average_1_5_15']} after."
     )
-    print(f"{'mode':>10} {'N':>5} {'p50 ms':>8} {'p95 ms':>8} {'draw ms':>8} {'Steps/s':>8} {'asked/s':>8}")
-    for mode in (IN_PROCESS, ENGINE):
-        for level in result.get(mode, {}).get("levels", []):
+    for mode in modes:
+        found = result[mode]
+        if "skipped" in found:
+            print(f"{mode}: skipped ({found['skipped']})")
+        else:
+            bound = "at least " if found["capped"] else ""
             print(
-                f"{mode:>10} {level['students']:>5} {level['p50_ms']:>8.0f} {level['p95_ms']:>8.0f} "
-                f"{level['draw_ms']:>8.0f} "
-                f"{level['steps_per_s']:>8.1f} {level['offered_per_s']:>8.1f}"
+                f"{mode} ({found['engine']}, {found['app_processes']} app process(es)): {bound}{found['answer']} "
+                f"students with p95 Step latency <= {result['limit_ms']:.0f} ms"
             )
-    for mode in (IN_PROCESS, ENGINE):
-        if mode in result:
-            print(answer_sentence(mode, result[mode], result["limit_ms"]))
     return 0
 
 

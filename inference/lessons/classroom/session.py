@@ -1,17 +1,15 @@
 """A class follows the teacher's run: what the teacher publishes after every change, and the reveal.
 
 The teacher's session holds the real run (a `Trace` on the loaded model); students never run the model.
-After every Step, Back, settings change or guess opened, the teacher's page publishes a small JSON state:
-the text so far (token labels), the settings, the coming step's top tokens with their raw and final
-probabilities, and the last reveal (the class's answers beside the model's probabilities and the draw).
-Followers poll it (one SQLite read a second) and redraw only when its version changed.
+After every Step, Back, settings change or guess opened, the teacher's page publishes a small JSON state
+(`TeacherRun.publish`): the text so far (token labels), the settings, the coming step's top tokens with their raw
+and final probabilities, and the last reveal (the class's answers beside the model's probabilities and the draw).
+Followers poll it (one store read a second) and redraw only when its version changed.
 """
 
 from __future__ import annotations
 
 import random
-import zlib
-from dataclasses import asdict
 
 import torch
 
@@ -84,37 +82,6 @@ def choices_caption(distribution: dict | None, teacher: bool) -> tuple[str, str]
     )
 
 
-def published_state(
-    *,
-    run_id: str,
-    step: int,
-    seed: int,
-    settings: SamplingSettings,
-    prompt_labels: list[str],
-    generated_labels: list[str],
-    choices: list[dict],
-    finished: bool,
-    guess_open: bool,
-    reveal: dict | None,
-    model_name: str,
-) -> dict:
-    """What every follower's screen shows, as JSON-safe values (no tensors, no HTML: followers escape)."""
-    return {
-        "run_id": run_id,
-        "step": step,
-        "seed": seed,
-        "settings": {k: v for k, v in asdict(settings).items() if isinstance(v, (int, float, str, bool))},
-        "prompt": prompt_labels,
-        "generated": generated_labels,
-        "choices": choices,
-        "options": options_for_guessing(choices, shuffle_seed=zlib.crc32(f"{run_id}:{step}".encode())),
-        "finished": finished,
-        "guess_open": guess_open,
-        "reveal": reveal,
-        "model": model_name,
-    }
-
-
 def reveal(tally: Tally | None, choices: list[dict], record, drawn_label: str | None = None) -> dict:
     """The class's answers beside the model's probabilities and the draw that was made, for one step.
 
@@ -170,6 +137,15 @@ def reveal(tally: Tally | None, choices: list[dict], record, drawn_label: str | 
     }
 
 
+REVEAL = {
+    "not_open": "Guessing was not open for this step",
+    "nobody": "Nobody guessed this step",
+    "outside": "{n} of {answers} picked something outside the top {offered}",
+    "top": "{n} of {answers} picked '{label}', the model gave it {prob}",
+    "draw": "{head}; the draw (u = {u:.3f}) picked '{label}' at rank {rank}, which the model gave {prob}.",
+}
+
+
 def percent(p: float) -> str:
     if p < 0.001:  # a rare draw must not read 0.0%
         return f"{100 * p:.2g}%"
@@ -177,22 +153,19 @@ def percent(p: float) -> str:
 
 
 def reveal_sentence(rv: dict) -> str:
-    """One sentence for every screen: what most of the class picked, what the model gave it, what the draw
-    picked. Plain text; the page escapes it."""
+    """One sentence for every screen: what most of the class picked, what the model gave it, what the draw picked.
+    Plain text; the page escapes it."""
+    top = max(rv["rows"][:OFFERED], key=lambda r: r["answers"])
     if not rv.get("guessed", True):
-        head = "Guessing was not open for this step"
+        head = REVEAL["not_open"]
     elif not rv["answers"]:
-        head = "Nobody guessed this step"
+        head = REVEAL["nobody"]
+    elif top["answers"] == 0 or rv["something_else"] > top["answers"]:
+        head = REVEAL["outside"].format(n=rv["something_else"], answers=rv["answers"], offered=OFFERED)
     else:
-        top = max(rv["rows"][:OFFERED], key=lambda r: r["answers"])
-        if top["answers"] == 0 or rv["something_else"] > top["answers"]:
-            head = f"{rv['something_else']} of {rv['answers']} picked something outside the top {OFFERED}"
-        else:
-            head = (
-                f"{top['answers']} of {rv['answers']} picked '{top['label']}', "
-                f"the model gave it {percent(top['model_prob'])}"
-            )
-    return (
-        f"{head}; the draw (u = {rv['u']:.3f}) picked '{rv['chosen_label']}' at rank {rv['chosen_rank']}, "
-        f"which the model gave {percent(rv['chosen_prob'])}."
+        head = REVEAL["top"].format(
+            n=top["answers"], answers=rv["answers"], label=top["label"], prob=percent(top["model_prob"])
+        )
+    return REVEAL["draw"].format(
+        head=head, u=rv["u"], label=rv["chosen_label"], rank=rv["chosen_rank"], prob=percent(rv["chosen_prob"])
     )

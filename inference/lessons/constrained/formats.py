@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -24,6 +23,7 @@ import jsonschema
 import llguidance
 import llguidance.hf
 
+from inference.core.measuring import Stopwatch
 from inference.core.prompting import STORY
 
 JSON_SCHEMA, REGEX, CHOICES = "json_schema", "regex", "choices"
@@ -131,12 +131,11 @@ class Compiled:
 def compiled(tokenizer, vocab_size: int, fmt: Format) -> Compiled:
     """The format compiled for this tokenizer, once per (tokenizer, format)."""
     wrapped = library_tokenizer(tokenizer, vocab_size)
-    start = time.perf_counter()
-    matcher = llguidance.LLMatcher(wrapped, fmt.grammar(), log_level=0)
-    compile_ms = (time.perf_counter() - start) * 1000
+    with Stopwatch() as watch:
+        matcher = llguidance.LLMatcher(wrapped, fmt.grammar(), log_level=0)
     if matcher.is_error():
         raise FormatError(library_error_sentence(fmt, matcher.get_error()))
-    return Compiled(matcher, compile_ms)
+    return Compiled(matcher, watch.ms)
 
 
 def library_error_sentence(fmt: Format, error: str) -> str:

@@ -1,30 +1,30 @@
 """A constrained run: the step engine's `Trace`, with a format mask as one more pipeline stage.
 
-Each step:
-    1. the matcher computes the tokens the format allows next (timed: `mask_us`);
-    2. the trace steps with settings that carry that set (`SamplingSettings.allowed_tokens`):
-       the pipeline's "mask" stage removes every other token, where `order` puts it;
-    3. the matcher advances by the chosen token (timed: `advance_us`).
-The run is built on the public run API (`new_trace`, `Trace.peek`, `Trace.step`, `Trace.back`):
-every step's record carries its mask in its settings, so any view re-reads it like any stage.
+Each step the matcher computes the tokens the format allows next (timed: `mask_us`), the trace steps with
+settings carrying that set (`SamplingSettings.allowed_tokens`: the pipeline's "mask" stage removes every other
+token, where `order` puts it), then the matcher advances by the chosen token (timed: `advance_us`).
 
-Z_t (`allowed_mass`) is the probability the model itself (its raw softmax, before any stage)
-put on the allowed tokens: near 1 the format asks what the model wanted anyway, near 0 it
-forces the model somewhere it would not have gone.
+Z_t (`allowed_mass`) is the probability the model itself (its raw softmax, before any stage) put on the allowed
+tokens: near 1 the format asks what the model wanted anyway, near 0 it forces the model somewhere it would not go.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 import torch
 
+from inference.core.measuring import Stopwatch
 from inference.core.run import STOP_MAX_NEW_TOKENS, StepRecord, new_trace
 from inference.lessons.constrained.formats import Format, FormatError
 from inference.sampling.pipeline import MASK, SamplingSettings, StepContext, stage_logits
 
 WANTED = 5  # removed tokens shown per step: the ones the model wanted most
+NO_TOKEN = "No token of this tokenizer can continue the format here, so nothing can be drawn (the text so far is kept)."
+TOO_FEW = (
+    "The format needs more tokens than the {n} allowed: the text so far is kept, but it does not fit the format yet."
+)
+CONTEXT_ENDED = "The model's context ended before the format was complete: the text so far is kept."
 
 
 @dataclass(frozen=True)
@@ -36,10 +36,8 @@ class MaskedStep:
     allowed: int  # tokens the format allowed
     allowed_mass: float  # Z_t: the model's raw probability on them, before any stage
     mask_us: float  # computing the allowed set (the library's per-token cost)
-    prepare_us: float  # handing it to the pipeline: the step's settings with the packed set
     advance_us: float  # the matcher consuming the chosen token
     removed_wanted: tuple[tuple[int, float], ...]  # (id, raw prob) of the most likely tokens the format removed
-    raw_logprob: float  # log p of the chosen token under the model's raw distribution
 
 
 class ConstrainedRun:
@@ -47,30 +45,18 @@ class ConstrainedRun:
 
     def __init__(self, model, tokenizer, prompt_ids: list[int], fmt: Format | None, max_new_tokens: int, seed: int = 0):
         self.trace = new_trace(model, tokenizer, prompt_ids, max_new_tokens, seed=seed)
-        self.format = fmt
-        self.tokenizer = tokenizer
+        self.format, self.tokenizer = fmt, tokenizer
         self.matcher = None if fmt is None else fmt.matcher(tokenizer, self.trace.vocab_size)
         self.steps: list[MaskedStep] = []
         self.halted: str | None = None  # a page's Play stops here: the sentence of the step that could not be taken
 
-    # -- state ------------------------------------------------------------------------------
-
-    @property
-    def finished(self) -> bool:
-        """Stopped (end-of-text, max new tokens, context) or halted by a step the format could not take."""
-        return self.trace.finished or self.halted is not None
-
-    @property
-    def stop_reason(self) -> str | None:
-        return self.trace.stop_reason
-
-    @property
-    def max_new_tokens(self) -> int:
-        return self.trace.max_new_tokens
-
     @property
     def records(self) -> list[StepRecord]:
         return self.trace.records
+
+    @property
+    def finished(self) -> bool:
+        return self.trace.finished or self.halted is not None
 
     @property
     def text_ids(self) -> list[int]:
@@ -92,77 +78,53 @@ class ConstrainedRun:
         if not self.finished or self.complete:
             return None
         if self.trace.stop_reason == STOP_MAX_NEW_TOKENS:
-            return (
-                f"The format needs more tokens than the {self.trace.max_new_tokens} allowed: "
-                "the text so far is kept, but it does not fit the format yet."
-            )
-        return "The model's context ended before the format was complete: the text so far is kept."
+            return TOO_FEW.format(n=self.trace.max_new_tokens)
+        return CONTEXT_ENDED
 
-    # -- stepping ---------------------------------------------------------------------------
+    def logprob(self) -> float:
+        """log p of the generated tokens (end-of-text included) under the model's raw distribution (T = 1)."""
+        return sum(float(r.logits.double().log_softmax(-1)[r.token_id]) for r in self.records)
 
     def step(self, settings: SamplingSettings) -> StepRecord | None:
-        """One token; None once the run has stopped. A step the format cannot take raises
-        FormatError and leaves the run as it was."""
+        """One token; None once the run has stopped. A step the format cannot take raises FormatError and leaves
+        the run as it was."""
         if self.trace.finished:
             return None
         if self.matcher is None:
             return self.trace.step(settings)
-        start = time.perf_counter()
-        packed = self.matcher.compute_bitmask()
-        mask_us = (time.perf_counter() - start) * 1e6
+        with Stopwatch() as mask_watch:
+            packed = self.matcher.compute_bitmask()
         if self.matcher.is_error():  # no token can continue: the library stops with an error
-            raise FormatError(
-                "No token of this tokenizer can continue the format here, so nothing can be drawn "
-                "(the text so far is kept)."
-            )
-        start = time.perf_counter()
+            raise FormatError(NO_TOKEN)
         masked = replace(settings, allowed_tokens=packed)
-        prepare_us = (time.perf_counter() - start) * 1e6
         logits = self.trace.peek()
         allowed = masked.allowed_mask(len(logits))
-        self._check_survivors(logits, masked)
+        if masked.pipeline[0] != MASK:  # after other stages, they may have removed every allowed token
+            n = self.trace.next_index
+            context = self.trace.step_context(n, masked) if masked.needs_context else StepContext()
+            try:
+                stage_logits(logits, masked, self.trace.seen_now(), context)
+            except ValueError as error:
+                raise FormatError(f"{error} (step {n}): move the mask earlier in the order.") from None
         raw = logits.double().log_softmax(-1)
         removed = raw.masked_fill(allowed, float("-inf")).topk(WANTED)
         record = self.trace.step(masked)
-        start = time.perf_counter()
-        accepted = self.matcher.consume_token(record.token_id)
-        advance_us = (time.perf_counter() - start) * 1e6
+        with Stopwatch() as advance_watch:
+            accepted = self.matcher.consume_token(record.token_id)
         if not accepted:  # cannot happen when the mask works: say so loudly rather than go on
             raise RuntimeError(f"The matcher refused token {record.token_id}: {self.matcher.get_error()}")
+        wanted = tuple((int(i), float(v.exp())) for v, i in zip(removed.values, removed.indices) if torch.isfinite(v))
+        mass = float(raw[allowed].exp().sum())
         self.steps.append(
-            MaskedStep(
-                index=record.index,
-                token_id=record.token_id,
-                allowed=int(allowed.sum()),
-                allowed_mass=float(raw[allowed].exp().sum()),
-                mask_us=mask_us,
-                prepare_us=prepare_us,
-                advance_us=advance_us,
-                removed_wanted=tuple(
-                    (int(i), float(v.exp())) for v, i in zip(removed.values, removed.indices) if torch.isfinite(v)
-                ),
-                raw_logprob=float(raw[record.token_id]),
-            )
-        )
+            MaskedStep(record.index, record.token_id, int(allowed.sum()), mass, mask_watch.ms * 1000, advance_watch.ms * 1000, wanted)
+        )  # fmt: skip
         return record
 
-    def _check_survivors(self, logits: torch.Tensor, masked: SamplingSettings) -> None:
-        """When the mask runs after other stages they may have removed every token it allows: the
-        step is refused before the trace draws, so the run stays as it was."""
-        if masked.pipeline[0] == MASK:
-            return  # first in line, the mask keeps every allowed token (and at least one exists)
-        n = self.trace.next_index
-        context = self.trace.step_context(n, masked) if masked.needs_context else StepContext()
-        try:
-            stage_logits(logits, masked, self.trace.seen_now(), context)
-        except ValueError as error:
-            raise FormatError(f"{error} (step {n}): move the mask earlier in the order.") from None
-
-    def run(self, settings: SamplingSettings, max_steps: int | None = None) -> list[StepRecord]:
-        out = []
-        while not self.trace.finished and (max_steps is None or len(out) < max_steps):
-            out.append(self.step(settings))
-        return out
+    def run(self, settings: SamplingSettings, max_steps: int | None = None) -> None:
+        taken = 0
+        while not self.trace.finished and (max_steps is None or taken < max_steps):
+            self.step(settings)
+            taken += 1
 
     def step_or_halt(self, settings: SamplingSettings) -> StepRecord | None:
         """`step`, keeping a FormatError's sentence in `halted` instead of raising (Play then stops)."""
@@ -176,20 +138,16 @@ class ConstrainedRun:
     def back(self) -> None:
         """Undo one step: the trace and the matcher both step back."""
         self.halted = None
-        if not self.records:
-            return
-        self.trace.back()
-        if self.matcher is not None:
-            self.matcher.rollback(1)
-            self.steps.pop()
-
-    # -- reading ----------------------------------------------------------------------------
-
-    def logprob(self) -> float:
-        """log p of the generated tokens (end-of-text included) under the model's raw distribution."""
-        return raw_logprob(self.records)
+        if self.records:
+            self.trace.back()
+            if self.matcher is not None:
+                self.matcher.rollback(1)
+                self.steps.pop()
 
 
-def raw_logprob(records: list[StepRecord]) -> float:
-    """log p of recorded tokens under the model's raw distribution (T = 1, no stage)."""
-    return sum(float(r.logits.double().log_softmax(-1)[r.token_id]) for r in records)
+def unconstrained_twin(run: ConstrainedRun, settings: SamplingSettings) -> ConstrainedRun:
+    """The model's own continuation: same prompt, settings and seed, mask off, as many tokens."""
+    trace = run.trace
+    plain = ConstrainedRun(trace.model, run.tokenizer, trace.prompt_ids, None, max(1, len(trace.records)), trace.seed)
+    plain.run(settings)
+    return plain

@@ -17,7 +17,7 @@ def _page():
     import streamlit as st
 
     from app_pages.shared.shared_results import measure_on_click
-    from tests.test_real6_background_page import GATE
+    from tests.test_shared_results_page import GATE
 
     steps = st.slider("Other widget", 1, 10, 3, key="other_widget")
 
@@ -31,40 +31,35 @@ def _page():
     st.write(f"shown: {result}")
 
 
-def _progress_bars(app):
-    return [e for e in app.get("progress")]
+def _shown(app, text):
+    return any(f"shown: {text}" in m.value for m in app.markdown)
 
 
 def test_the_page_stays_usable_while_it_measures_and_keeps_the_result():
     GATE.clear()
     app = AppTest.from_function(_page, default_timeout=30).run()
     app.button(key="bg_button").click().run()  # returns at once: the measurement waits on GATE
-    assert not app.exception
-    assert _progress_bars(app) and app.button(key="bg_button_cancel")
-    assert any("shown: None" in m.value for m in app.markdown)
+    assert not app.exception and app.get("progress") and app.button(key="bg_button_cancel") and _shown(app, "None")
     app.run()  # the page drawn again during the run: the press is not offered twice
-    assert app.button(key="bg_button").disabled and _progress_bars(app)
+    assert app.button(key="bg_button").disabled and app.get("progress")
     app.slider(key="other_widget").set_value(5).run()  # another widget works during the run
-    assert not app.exception and any("shown: None" in m.value for m in app.markdown)
+    assert not app.exception and _shown(app, "None")
     GATE.set()
-    assert background_runs().wait(("bg-page-test", 3), timeout=10).state == "done"
+    background_runs().wait_all(timeout=10)
     app.slider(key="other_widget").set_value(3).run()
-    assert not app.exception and any("shown: measured 3" in m.value for m in app.markdown)
-    assert not _progress_bars(app)
+    assert not app.exception and _shown(app, "measured 3") and not app.get("progress")
     fresh = AppTest.from_function(_page, default_timeout=30).run()  # another visitor sees the kept result
-    assert any("shown: measured 3" in m.value for m in fresh.markdown)
+    assert _shown(fresh, "measured 3")
 
 
 def test_cancel_keeps_nothing_and_says_so():
     GATE.clear()
-    key = ("bg-page-test", 7)
     app = AppTest.from_function(_page, default_timeout=30).run()
     app.slider(key="other_widget").set_value(7).run()
     app.button(key="bg_button").click().run()
     app.button(key="bg_button_cancel").click().run()
     GATE.set()
-    assert background_runs().wait(key, timeout=10).state == "cancelled"
+    background_runs().wait_all(timeout=10)
     app.run()
-    assert not app.exception
-    assert key not in shared_results()
+    assert not app.exception and ("bg-page-test", 7) not in shared_results()
     assert any("Cancelled" in i.value for i in app.info)
