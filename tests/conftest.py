@@ -187,7 +187,9 @@ def pytest_collection_modifyitems(config, items):
         tiers = sorted({mark.name for mark in item.iter_markers() if mark.name in TIERS})
         if len(tiers) != 1:
             wrong.append(f"  {item.nodeid}: {', '.join(tiers) or 'no tier marker'}")
-        if tiers and tiers[0] in WHOLE_MODULE_TIERS:  # read by pytest-xdist's loadgroup (see PARALLEL_SELECTIONS)
+        if (
+            tiers and tiers[0] in WHOLE_MODULE_TIERS and config.pluginmanager.hasplugin("xdist")
+        ):  # read by pytest-xdist's loadgroup (see PARALLEL_SELECTIONS)
             source = Path(item.path).read_text()
             uses_vllm = "vllm_url" in source or "vllm.serve(" in source
             item.add_marker(pytest.mark.xdist_group("vllm" if uses_vllm else item.module.__name__))

@@ -4,10 +4,7 @@ label saying what was timed; passes of one run as a Timing; one decode step at a
 import pytest
 import torch
 
-from inference.core.measuring import Timing, pass_timing, repeat_timing, time_decode_step
-from inference.lessons.speculative import verdicts
-from inference.lessons.speculative.comparison import PlainTiming
-from tests.test_speculative_text import _comparison
+from inference.core.measuring import Timing, compare, pass_timing, repeat_timing, time_decode_step
 
 pytestmark = pytest.mark.unit
 
@@ -40,8 +37,22 @@ def test_decode_step_timing_keeps_the_context_fixed_and_says_so(bundled):
     assert timing.what == "one decode step at 5 tokens of context"
 
 
-def test_speculatives_plain_step_is_a_timing_named_in_the_cost_sentence():
-    plain = PlainTiming(forward_ms=[50.0, 10.0, 12.0, 11.0, 30.0], step_ms=[51.0, 11.0, 13.0, 12.0, 31.0])
-    assert plain.decode_step.median_ms == plain.decode_pass_ms == 11.5  # the prefill (50 ms) left out
-    assert PlainTiming(forward_ms=[50.0, 10.0], step_ms=[51.0, 11.0]).decode_pass_ms == 10.0  # one step: no spread
-    assert _comparison().plain.decode_step.label() in verdicts.cost_sentence(_comparison())
+def test_compare_gives_the_ratio_of_medians_and_its_words_turn_with_the_data():
+    faster = compare([10.0, 11.0, 12.0], [30.0, 32.0, 34.0])
+    assert faster.ratio == pytest.approx(11 / 32) and not faster.too_close
+    assert faster.words("more time", "less time") == "2.9x less time"
+    assert compare([30.0, 32.0, 34.0], [10.0, 11.0, 12.0]).words("more time", "less time") == "2.9x more time"
+
+
+def test_compare_says_too_close_to_call_when_the_middle_halves_overlap():
+    tie = compare([10.0, 14.0, 11.0, 13.0], [12.0, 10.5, 13.5, 12.5])
+    assert tie.too_close and tie.low <= 1 <= tie.high
+    assert tie.words("faster", "slower") == "about the same (within this machine's noise)"
+
+
+def test_compare_takes_a_timing_or_one_exact_number_and_refuses_zero():
+    timing = pass_timing([2.0, 2.2, 2.1], "passes")
+    assert compare(timing, 1.0).ratio == pytest.approx(2.1)
+    assert compare(4.6, 1.0).words() == "4.6x more"  # one number each: exact, no noise to hide behind
+    with pytest.raises(ValueError):
+        compare([1.0], [0.0])
