@@ -20,10 +20,8 @@ from inference.lessons.style import FINAL_COLOUR, RAW_COLOUR, REMOVED_COLOUR, ad
 from inference.sampling.pipeline import (
     STAGE_NAMES,
     SamplingSettings,
-    apply_stage,
     display_order,
     entropy_bits,
-    final_stage,
     ranking_logits,
     stage_logits,
 )
@@ -63,13 +61,13 @@ def slider_frames(
     full vocabulary: every other knob of `fixed` applies (the repetition penalty to the tokens in `seen`; without
     `seen`, no token counts as seen; `context` feeds DRY, XTC and mirostat)."""
     seen = torch.zeros(len(logits), dtype=torch.bool) if seen is None else seen
-    order = display_order(apply_stage("penalty", logits, fixed, seen))[:top_n]
+    order = display_order(ranking_logits(logits, fixed, seen, context))[:top_n]
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, order.tolist())][::-1]  # most likely on top
     frames, steps = [], []
     for value in values:  # plain dicts, one figure built at the end (plain_figure.plain_figure): 61 frames a rerun
         settings = replace(fixed, **{knob: value})
         stages = stage_logits(logits, settings, seen, context)
-        probs = stages[final_stage(settings)].double().softmax(-1)
+        probs = stages[settings.pipeline[-1]].double().softmax(-1)
         shown = probs[order].numpy()[::-1]
         ent = float(entropy_bits(probs))
         key = f"{value:g}"
@@ -124,7 +122,7 @@ def lab_table(view: StepView, logits: torch.Tensor, seen: torch.Tensor, context,
     columns = view.columns(tokenizer, top_n - 1)
     stages = stage_logits(logits, view.settings, seen, context)
     share = {name: float(stages[name].double().softmax(-1)[favourite]) for name in view.stages}
-    ranked = ranking_logits(logits, view.settings, seen, context, stages)
+    ranked = ranking_logits(logits, view.settings, seen, context)
     rank = int((ranked > ranked[favourite]).sum()) + 1
     lowered = [name for name in ("penalty", "dry") if name in stages and stages[name][favourite] < logits[favourite]]
     cut = next((name for name in view.stages[1:] if share[name] == 0), None)
