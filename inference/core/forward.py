@@ -199,6 +199,13 @@ class TransformersForward(Forward):
     def cache_layer_bytes(self) -> list[int]:
         return kv_cache.measured_bytes_per_layer(self.cache)
 
+    @torch.inference_mode()
+    def batch_logits(self, rows: list[list[int]], keep: int = 1) -> torch.Tensor:
+        """Run equal-length rows of ids as one batch after the cache (which then holds one sequence per row): the
+        last `keep` positions' logits of each row, [rows, keep, vocab] float32 (keep 0: every position)."""
+        ids = torch.tensor(rows, dtype=torch.long)
+        return self.model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=keep).logits.float()
+
 
 class ShortlistForward(TransformersForward):
     """`TransformersForward` whose next-token logits score only the token ids of `rows` (a speculative draft proposing

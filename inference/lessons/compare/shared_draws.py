@@ -16,15 +16,14 @@ up to the first step where they part, both saw the same context and the same u.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 import torch
-from transformers import DynamicCache
 
-from inference.core.measuring import Progress
+from inference.core.forward import TransformersForward
+from inference.core.measuring import Progress, ms_since, now
 from inference.core.run import Trace, eos_token_ids, new_trace, run_uniforms
 from inference.core.tokens import readable_tokens
 from inference.sampling.pipeline import (
@@ -259,21 +258,19 @@ def batched_runs(
     A batch's logits match a single run's to float rounding, so a u that lands within that of a
     cumulative boundary could pick the neighbouring token. Each run stops at the stop token."""
     batch = len(seeds)
-    eos = eos_token_ids(model, tokenizer)
-    vocab = model.get_output_embeddings().weight.shape[0]
+    forward = TransformersForward(model, tokenizer)
+    eos, vocab = forward.eos_ids, forward.vocab_size
     us = torch.stack([run_uniforms(s, max_new_tokens) for s in seeds])
     xtc = torch.stack([xtc_uniforms(s, max_new_tokens) for s in seeds]) if settings.xtc_probability > 0 else None
     breakers = (
         dry_breaker_ids(tokenizer, settings.dry_sequence_breakers) if settings.dry_multiplier > 0 else frozenset()
     )
-    cache = DynamicCache(config=model.config)
-    out = model(input_ids=torch.tensor([prompt_ids] * batch), cache=cache, use_cache=True, logits_to_keep=1)
+    logits = forward.batch_logits([prompt_ids] * batch)[:, -1]
     seen = seen_mask(prompt_ids, vocab).repeat(batch, 1)
     generated: list[list[int]] = [[] for _ in seeds]
     done = [False] * batch
     mu = [2.0 * settings.mirostat_tau] * batch
     for step in range(max_new_tokens):
-        logits = out.logits[:, -1].float()
         next_ids = []
         for row in range(batch):
             if done[row]:
@@ -298,12 +295,12 @@ def batched_runs(
             progress(step + 1, max_new_tokens, label)
         if all(done) or step == max_new_tokens - 1:
             break
-        out = model(input_ids=torch.tensor(next_ids).unsqueeze(-1), cache=cache, use_cache=True, logits_to_keep=1)
+        logits = forward.batch_logits([[token] for token in next_ids])[:, -1]
     return generated
 
 
 @torch.inference_mode()
-def mean_logprobs(reference_model, prompt_ids: list[int], runs: list[list[int]], chunk: int = 64) -> list[float]:
+def mean_logprobs(reference_model, tokenizer, prompt_ids: list[int], runs: list[list[int]], chunk: int = 64):
     """Mean log-probability (nats per token) of each run's generated tokens under the reference
     model at T = 1 with no filters: one teacher-forced forward pass per chunk of runs (shorter
     runs padded at the end, which a causal model never reads back)."""
@@ -311,8 +308,9 @@ def mean_logprobs(reference_model, prompt_ids: list[int], runs: list[list[int]],
     for start in range(0, len(runs), chunk):
         part = runs[start : start + chunk]
         longest = max(len(r) for r in part)
-        ids = torch.tensor([prompt_ids + r + [0] * (longest - len(r)) for r in part])
-        logp = torch.log_softmax(reference_model(input_ids=ids).logits.double(), dim=-1)
+        ids = [prompt_ids + r + [0] * (longest - len(r)) for r in part]
+        logits = TransformersForward(reference_model, tokenizer).batch_logits(ids, keep=0)
+        logp = torch.log_softmax(logits.double(), dim=-1)
         for row, run in enumerate(part):
             if not run:
                 out.append(float("nan"))
@@ -322,9 +320,9 @@ def mean_logprobs(reference_model, prompt_ids: list[int], runs: list[list[int]],
     return out
 
 
-def run_statistics(prompt_ids: list[int], runs: list[list[int]], eos: set[int], reference_model) -> pd.DataFrame:
+def run_statistics(prompt_ids, runs: list[list[int]], eos: set[int], reference_model, tokenizer) -> pd.DataFrame:
     """One row per run: the four statistics the comparison reads."""
-    logprobs = mean_logprobs(reference_model, prompt_ids, runs)
+    logprobs = mean_logprobs(reference_model, tokenizer, prompt_ids, runs)
     return pd.DataFrame(
         {
             "repetition_rate": [repetition_rate(r) for r in runs],
@@ -436,7 +434,7 @@ def many_seeds(
     bootstrap_seed: int = 0,
 ) -> ManySeeds:
     """A and B over many seeds (seed i shared by both), with per-run statistics and intervals."""
-    start = time.perf_counter()
+    start = now()
     total = 2 * max_new_tokens + 3  # each side's decode steps, then scoring both sides and the intervals
 
     def stage(done: int, label: str) -> None:
@@ -454,9 +452,9 @@ def many_seeds(
     )
     eos = eos_token_ids(model_a, tokenizer)
     stage(0, "scoring A's texts with the float32 model")
-    stats_a = run_statistics(prompt_ids, runs_a, eos, reference_model)
+    stats_a = run_statistics(prompt_ids, runs_a, eos, reference_model, tokenizer)
     stage(1, "scoring B's texts with the float32 model")
-    stats_b = run_statistics(prompt_ids, runs_b, eos, reference_model)
+    stats_b = run_statistics(prompt_ids, runs_b, eos, reference_model, tokenizer)
     stage(2, "bootstrap intervals")
     summary = summarize(stats_a, stats_b, bootstrap_seed)
-    return ManySeeds(list(seeds), runs_a, runs_b, stats_a, stats_b, summary, time.perf_counter() - start)
+    return ManySeeds(list(seeds), runs_a, runs_b, stats_a, stats_b, summary, ms_since(start) / 1000)
