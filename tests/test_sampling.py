@@ -24,6 +24,7 @@ from inference.sampling.pipeline import (
     display_order,
     display_rank,
     draw,
+    entropy_bits,
     inverse_cdf_index,
     partial_display_order,
     ranking_logits,
@@ -501,3 +502,8 @@ def test_20000_seeded_draws_follow_each_new_samplers_distribution(settings):
         for u, token in zip(us[:500].tolist(), tokens[:500].tolist()):
             assert draw(logits, settings, seen, u, CONTEXT).token_id == token
     assert chi_square_p(counts, expected) > 0.001
+
+
+def test_a_certain_distribution_has_zero_bits_never_minus_zero():
+    assert f"{float(entropy_bits(torch.tensor([1.0, 0.0, 0.0]))):.2f}" == "0.00"
+    assert f"{float(entropy_bits(torch.tensor([[1.0, 0.0], [0.0, 1.0]]))[1]):.2f}" == "0.00"
