@@ -80,6 +80,8 @@ class SamplingSettings:
     _allowed_bits: torch.Tensor | None = field(init=False, repr=False, compare=False)  # [8 x bytes] bool
 
     def __post_init__(self):
+        if not isinstance(self.mirostat, bool):
+            raise ValueError(f"`mirostat` has to be True or False, but is {self.mirostat!r}")
         for stage in STAGES.values():
             stage.check(self)
         object.__setattr__(self, "dry_sequence_breakers", tuple(self.dry_sequence_breakers))

@@ -53,7 +53,7 @@ KNOBS: dict[str, tuple[Callable[[float], bool], str]] = {  # knob -> (what a val
 }
 
 
-def check(name: str, value) -> None:
+def check_knob(name: str, value) -> None:
     """A knob's value as `KNOBS` asks (a whole number where its rule says integer), or a ValueError naming the knob,
     the rule and the value."""
     ok, rule = KNOBS[name]
@@ -99,13 +99,13 @@ def apply_format_mask(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tens
 
 def apply_repetition_penalty(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
     """A seen token's positive logit is divided by the penalty, a negative one multiplied: less likely either way."""
-    check("repetition_penalty", penalty)
+    check_knob("repetition_penalty", penalty)
     return torch.where(seen & (penalty != 1.0), torch.where(logits < 0, logits * penalty, logits / penalty), logits)
 
 
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Divide by T; T = 0 is the limit, only the argmax survives (greedy), without dividing by zero."""
-    check("temperature", temperature)
+    check_knob("temperature", temperature)
     if temperature == 0:
         keep = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, logits.argmax(dim=-1, keepdim=True), True)
         return logits.masked_fill(~keep, NEG_INF)
@@ -114,7 +114,7 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 
 def apply_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     """Keep the k highest logits (ties with the k-th too); 0 keeps all."""
-    check("top_k", k)
+    check_knob("top_k", k)
     if k == 0 or k >= logits.shape[-1]:
         return logits.clone()
     return logits.masked_fill(logits < torch.topk(logits, k, dim=-1).values[..., -1:], NEG_INF)
@@ -124,7 +124,7 @@ def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     """Keep the smallest set of most likely tokens whose probability reaches p, as transformers' TopPLogitsWarper:
     ascending, drop every token whose cumulative probability from the bottom is <= 1 - p, keep the top one. Only the
     tokens still kept are sorted (`topk` of them): the removed ones add 0 to every sum."""
-    check("top_p", p)
+    check_knob("top_p", p)
     if p >= 1.0:
         return logits.clone()
     top, index = torch.topk(logits, finite_count(logits), dim=-1)
@@ -137,7 +137,7 @@ def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 def apply_min_p(logits: torch.Tensor, min_p: float) -> torch.Tensor:
     """Drop tokens less likely than min_p times the most likely token's probability."""
-    check("min_p", min_p)
+    check_knob("min_p", min_p)
     probs = logits.softmax(dim=-1)
     return logits.masked_fill(probs < min_p * probs.amax(dim=-1, keepdim=True), NEG_INF)
 
@@ -145,7 +145,7 @@ def apply_min_p(logits: torch.Tensor, min_p: float) -> torch.Tensor:
 def apply_typical_p(logits: torch.Tensor, mass: float) -> torch.Tensor:
     """Keep the tokens whose surprise -log p is closest to the entropy, closest first, until their probability
     reaches `mass` (transformers' TypicalLogitsWarper, min_tokens_to_keep = 1)."""
-    check("typical_p", mass)
+    check_knob("typical_p", mass)
     if mass >= 1.0:
         return logits.clone()
     normalized = torch.log_softmax(logits, dim=-1)
@@ -160,7 +160,7 @@ def apply_typical_p(logits: torch.Tensor, mass: float) -> torch.Tensor:
 
 def apply_top_n_sigma(logits: torch.Tensor, n: float) -> torch.Tensor:
     """Keep logits within n population standard deviations (over the kept logits) of the largest."""
-    check("top_n_sigma", n)
+    check_knob("top_n_sigma", n)
     if n == 0:
         return logits.clone()
     kept = torch.isfinite(logits)
@@ -171,15 +171,11 @@ def apply_top_n_sigma(logits: torch.Tensor, n: float) -> torch.Tensor:
     return logits.masked_fill(logits.double() < logits.double().amax(dim=-1, keepdim=True) - n * spread.sqrt(), NEG_INF)
 
 
-def check_xtc(probability, threshold) -> None:
-    check("xtc_probability", probability)
-    check("xtc_threshold", threshold)
-
-
 def apply_xtc(logits: torch.Tensor, probability: float, threshold: float, u: float | torch.Tensor) -> torch.Tensor:
     """When the step's own uniform `u` is <= `probability` and at least two tokens reach `threshold`, remove all
     of them but the least likely."""
-    check_xtc(probability, threshold)
+    check_knob("xtc_probability", probability)
+    check_knob("xtc_threshold", threshold)
     probs = logits.double().softmax(dim=-1)
     above = probs >= threshold
     acts = torch.as_tensor(u, dtype=torch.float64).reshape(*logits.shape[:-1], 1) <= probability
@@ -194,17 +190,12 @@ def xtc_uniforms(seed: int, steps: int) -> torch.Tensor:
     return torch.rand(steps, generator=torch.Generator().manual_seed(seed + XTC_STREAM_OFFSET), dtype=torch.float64)
 
 
-def check_dry(multiplier, base, allowed_length) -> None:
-    check("dry_multiplier", multiplier)
-    check("dry_base", base)
-    check("dry_allowed_length", allowed_length)
-
-
 def dry_penalties(history: list[int], multiplier: float, base: float, allowed_length: int, breaker_ids=frozenset()):
     """Token id -> what DRY subtracts from its logit after this history: for every earlier place where the last
     n >= allowed_length tokens occurred (looking back no further than the last breaker), the token that followed
     there loses multiplier · base^(n - allowed_length), longest n per token. Breakers are never penalised."""
-    check_dry(multiplier, base, allowed_length)
+    for knob, value in zip(("dry_multiplier", "dry_base", "dry_allowed_length"), (multiplier, base, allowed_length)):
+        check_knob(knob, value)
     limit = next((d for d, token in enumerate(reversed(history)) if token in breaker_ids), len(history))
     if multiplier == 0 or len(history) <= allowed_length or limit < allowed_length:
         return {}
@@ -244,11 +235,6 @@ def dry_breaker_ids(tokenizer, breakers: tuple[str, ...]) -> frozenset[int]:
     return frozenset(i for i, text in enumerate(texts) if any(b in text for b in breakers))
 
 
-def check_mirostat(tau, eta) -> None:
-    check("mirostat_tau", tau)
-    check("mirostat_eta", eta)
-
-
 def mirostat_start(tau: float) -> float:
     """mu before the first step: 2·tau (as llama.cpp and the paper)."""
     return 2.0 * tau
@@ -269,7 +255,8 @@ def apply_mirostat(logits: torch.Tensor, mu: float | torch.Tensor) -> torch.Tens
 
 def mirostat_next_mu(mu: float, tau: float, eta: float, chosen_prob: float) -> float:
     """mu after a draw: mu - eta · (the chosen token's surprise -log2 p - tau)."""
-    check_mirostat(tau, eta)
+    check_knob("mirostat_tau", tau)
+    check_knob("mirostat_eta", eta)
     return mu - eta * (-math.log2(chosen_prob) - tau)
 
 
@@ -291,82 +278,59 @@ def _mirostat(logits, s, seen, context):
     return apply_mirostat(logits, [mirostat_mu_for(s, c) for c in step_contexts("mirostat v2", context)])
 
 
-def _check_mirostat(s) -> None:
-    if not isinstance(s.mirostat, bool):
-        raise ValueError(f"`mirostat` has to be True or False, but is {s.mirostat!r}")
-    check_mirostat(s.mirostat_tau, s.mirostat_eta)
-
-
 @dataclass(frozen=True)
 class Stage:
     """One row of `STAGES`: `apply(logits, settings, seen, context)` -> new logits; `off(settings)` is True when the
-    settings switch it off (a classic stage then hands on its input, any other is left out); `check(settings)`
-    raises a ValueError naming the knob."""
+    settings switch it off (a classic stage then hands on its input, any other is left out); `knobs` the settings it
+    reads, each checked as `KNOBS` says."""
 
     name: str
     label: str  # as charts and sentences name it
     apply: Callable[..., torch.Tensor]
     off: Callable[..., bool]
-    check: Callable[..., None]
+    knobs: tuple[str, ...] = ()
     classic: bool = False  # one of the classic five: always in the pipeline and on the charts
     reweights: bool = False  # may change which token ranks above which (the others remove tokens or divide by T)
     stateful: bool = False  # reads the step's context (history, its own uniform, a running target)
 
+    def check(self, settings) -> None:
+        for knob in self.knobs:
+            check_knob(knob, getattr(settings, knob))
 
-def _knob(name: str, label: str, apply: Callable, knob: str, neutral, classic: bool = False) -> Stage:
-    """A stage with one knob, switched off at its neutral value."""
+
+def _knob(name: str, label: str, apply: Callable, neutral, classic: bool = False) -> Stage:
+    """A stage with one knob of its own name, switched off at its neutral value."""
     return Stage(
-        name,
-        label,
-        lambda x, s, seen, c: apply(x, getattr(s, knob)),
-        lambda s: getattr(s, knob) == neutral,
-        lambda s: check(knob, getattr(s, knob)),
+        name, label, lambda x, s, seen, c: apply(x, getattr(s, name)), lambda s: getattr(s, name) == neutral, (name,),
         classic=classic,
-    )
+    )  # fmt: skip
+
+
+def _penalty(x, s, seen, c):
+    return apply_repetition_penalty(x, seen, s.repetition_penalty)
+
+
+def _mask(x, s, seen, c):
+    return apply_format_mask(x, s.allowed_mask(x.shape[-1]))
 
 
 STAGES: dict[str, Stage] = {
     stage.name: stage
     for stage in (
-        Stage(
-            MASK,
-            "format mask",
-            lambda x, s, seen, c: apply_format_mask(x, s.allowed_mask(x.shape[-1])),
-            lambda s: s.allowed_tokens is None,
-            lambda s: None,  # the packed bits are checked when the settings are made
-        ),
-        Stage(
-            "penalty",
-            "repetition penalty",
-            lambda x, s, seen, c: apply_repetition_penalty(x, seen, s.repetition_penalty),
-            lambda s: s.repetition_penalty == 1.0,
-            lambda s: check("repetition_penalty", s.repetition_penalty),
-            classic=True,
-            reweights=True,
-        ),
-        Stage(
-            "dry",
-            "DRY",
-            _dry,
-            lambda s: s.dry_multiplier == 0,
-            lambda s: check_dry(s.dry_multiplier, s.dry_base, s.dry_allowed_length),
-            reweights=True,
-            stateful=True,
-        ),
-        _knob("temperature", "temperature", apply_temperature, "temperature", 1.0, classic=True),
-        _knob("top_k", "top-k", apply_top_k, "top_k", 0, classic=True),
-        _knob("top_p", "top-p", apply_top_p, "top_p", 1.0, classic=True),
-        _knob("min_p", "min-p", apply_min_p, "min_p", 0.0, classic=True),
-        _knob("typical_p", "typical-p", apply_typical_p, "typical_p", 1.0),
-        _knob("top_n_sigma", "top-nσ", apply_top_n_sigma, "top_n_sigma", 0.0),
-        Stage(
-            "xtc",
-            "XTC",
-            _xtc,
-            lambda s: s.xtc_probability == 0,
-            lambda s: check_xtc(s.xtc_probability, s.xtc_threshold),
-            stateful=True,
-        ),
-        Stage("mirostat", "mirostat v2", _mirostat, lambda s: not s.mirostat, _check_mirostat, stateful=True),
+        Stage(MASK, "format mask", _mask, lambda s: s.allowed_tokens is None),  # bits checked by the settings
+        Stage("penalty", "repetition penalty", _penalty, lambda s: s.repetition_penalty == 1.0,
+              ("repetition_penalty",), classic=True, reweights=True),
+        Stage("dry", "DRY", _dry, lambda s: s.dry_multiplier == 0,
+              ("dry_multiplier", "dry_base", "dry_allowed_length"), reweights=True, stateful=True),
+        _knob("temperature", "temperature", apply_temperature, 1.0, classic=True),
+        _knob("top_k", "top-k", apply_top_k, 0, classic=True),
+        _knob("top_p", "top-p", apply_top_p, 1.0, classic=True),
+        _knob("min_p", "min-p", apply_min_p, 0.0, classic=True),
+        _knob("typical_p", "typical-p", apply_typical_p, 1.0),
+        _knob("top_n_sigma", "top-nσ", apply_top_n_sigma, 0.0),
+        Stage("xtc", "XTC", _xtc, lambda s: s.xtc_probability == 0, ("xtc_probability", "xtc_threshold"),
+              stateful=True),
+        Stage("mirostat", "mirostat v2", _mirostat, lambda s: not s.mirostat, ("mirostat_tau", "mirostat_eta"),
+              stateful=True),
     )
-}
+}  # fmt: skip
