@@ -46,6 +46,13 @@ METRICS = {  # column -> (label, which way is "more")
     "length": "tokens to the stop token",
 }
 BOOTSTRAP_RESAMPLES = 2000
+# Why A and B parted at a step, with the numbers of that step.
+REASONS = {
+    "removed": "{side}'s {stage} removed {removed}, the token u = {u:.3f} landed on in {other}, so on {side}'s curve "
+    "u fell on {chosen}.",
+    "moved": "Both kept both tokens, but {cause} moved the curve: the tokens ranked before {tok_a} hold {before_b:.1%} "
+    "in B against {before_a:.1%} in A, so the shared u = {u:.3f} fell on {tok_b} in B and on {tok_a} in A.",
+}
 
 
 # -- one seed, two settings --------------------------------------------------------------
@@ -55,8 +62,7 @@ def run_to_end(
     model, tokenizer, prompt_ids: list[int], settings: SamplingSettings, seed: int, max_new_tokens: int
 ) -> Trace:
     trace = new_trace(model, tokenizer, prompt_ids, max_new_tokens, seed)
-    for _ in trace.run(settings):
-        pass
+    list(trace.run(settings))
     return trace
 
 
@@ -100,11 +106,6 @@ def _remover(trace: Trace, step: int, token_id: int) -> str | None:
     return None
 
 
-def _final_prob(view: StepView, token_id: int) -> float:
-    where = (view.order[: view.sorted_prefix] == token_id).nonzero()
-    return float(view.final[int(where[0, 0])]) if len(where) else 0.0
-
-
 def _mass_before(view: StepView, token_id: int) -> float:
     """Final probability of the tokens ranked before `token_id` (where the cumulative curve starts its step)."""
     where = (view.order[: view.sorted_prefix] == token_id).nonzero()
@@ -130,25 +131,17 @@ def explain_parting(trace_a: Trace, trace_b: Trace, step: int) -> Parting:
     tok_a, tok_b = (repr(t) for t in readable_tokens(trace_a.tokenizer, [id_a, id_b]))
     u = trace_a.records[step].u
     removed_in_b, removed_in_a = _remover(trace_b, step, id_a), _remover(trace_a, step, id_b)
-    if removed_in_b:
-        reason = (
-            f"B's {STAGE_NAMES[removed_in_b]} removed {tok_a}, the token u = {u:.3f} landed on in A, "
-            f"so on B's curve u fell on {tok_b}."
-        )
-    elif removed_in_a:
-        reason = (
-            f"A's {STAGE_NAMES[removed_in_a]} removed {tok_b}, the token u = {u:.3f} landed on in B, "
-            f"so on A's curve u fell on {tok_a}."
-        )
+    fields = {"u": u, "tok_a": tok_a, "tok_b": tok_b}
+    if removed_in_b or removed_in_a:
+        side, stage = ("B", removed_in_b) if removed_in_b else ("A", removed_in_a)
+        removed, other, chosen = (tok_a, "A", tok_b) if removed_in_b else (tok_b, "B", tok_a)
+        fields |= {"side": side, "stage": STAGE_NAMES[stage], "removed": removed, "other": other, "chosen": chosen}
+        reason = REASONS["removed"].format(**fields)
     else:
-        before_a, before_b = _mass_before(view_a, id_a), _mass_before(view_b, id_a)
         same_logits = torch.equal(trace_a.records[step].logits, trace_b.records[step].logits)
-        cause = "B's settings" if same_logits else "B's model"
-        reason = (
-            f"Both kept both tokens, but {cause} moved the curve: the tokens ranked before {tok_a} hold "
-            f"{before_b:.1%} in B against {before_a:.1%} in A, so the shared u = {u:.3f} fell on {tok_b} in B "
-            f"and on {tok_a} in A."
-        )
+        fields |= {"cause": "B's settings" if same_logits else "B's model"}
+        fields |= {"before_a": _mass_before(view_a, id_a), "before_b": _mass_before(view_b, id_a)}
+        reason = REASONS["moved"].format(**fields)
     return Parting(step, u, view_a, view_b, tok_a, tok_b, reason)
 
 
@@ -195,8 +188,8 @@ def order_lesson(trace: Trace, settings: SamplingSettings) -> OrderLesson | None
     """The first recorded step of `trace` where the same settings in the transformers order and
     in llama.cpp's default order keep different sets of tokens (None if they never do)."""
     orders = {
-        "transformers": replace_order(settings, TRANSFORMERS_ORDER),
-        "llama.cpp": replace_order(settings, LLAMA_CPP_ORDER),
+        "transformers": replace(settings, order=TRANSFORMERS_ORDER),
+        "llama.cpp": replace(settings, order=LLAMA_CPP_ORDER),
     }
     for record in trace.records:
         step = record.index
@@ -215,10 +208,6 @@ def order_lesson(trace: Trace, settings: SamplingSettings) -> OrderLesson | None
             only_l = int((finals["llama.cpp"] & ~finals["transformers"]).sum())
             return OrderLesson(step, views["transformers"], views["llama.cpp"], only_t, only_l)
     return None
-
-
-def replace_order(settings: SamplingSettings, order: tuple[str, ...]) -> SamplingSettings:
-    return replace(settings, order=order)
 
 
 # -- many seeds ------------------------------------------------------------------------------
