@@ -61,14 +61,6 @@ class StepView:
     def final(self) -> torch.Tensor:
         return self.probs[self.final_stage]
 
-    def before(self, stage: str) -> torch.Tensor:
-        """The distribution `stage` received (the one before it in the run order)."""
-        return self.probs[self.stages[self.stages.index(stage) - 1]]
-
-    @property
-    def chosen_prob(self) -> float:
-        return float(self.final[self.chosen_rank])
-
     @property
     def cumulative_final(self) -> torch.Tensor:
         return self.final.double().cumsum(0)
@@ -76,7 +68,7 @@ class StepView:
     @property
     def cumulative_before_top_p(self) -> torch.Tensor:
         """Cumulative probability of the distribution top-p cuts (whatever ran before it)."""
-        return self.before("top_p").double().cumsum(0)
+        return self.probs[self.stages[self.stages.index("top_p") - 1]].double().cumsum(0)
 
     def table(self, tokenizer, top_n: int = 20) -> pd.DataFrame:
         """Top N rows in display order, plus one "other" row holding the remaining mass.
