@@ -180,14 +180,14 @@ for side, column, trace in zip(SIDES, text_columns, (pair.trace_a, pair.trace_b)
             unsafe_allow_html=True,
         )
 if parting is None:
-    st.success(cmp_text.same_text(len(pair.trace_a.records)))
+    st.success(cmp_text.SAYS["same_text"].format(steps=glossary.plural(len(pair.trace_a.records), "step")))
 else:
     st.info(f"**They part at step {parting.step}** (boxed above): {parting.reason}")
     # One under the other: each chart needs the page's width for its token labels.
     chart(cf.final_distributions(parting, tokenizer, presenter), width="stretch", key="cmp_finals")
     caption("exact", cmp_text.CAPTIONS["finals"])
     chart(cf.shared_u_cdfs(parting, tokenizer, presenter), width="stretch", key="cmp_cdfs")
-    caption("exact", cmp_text.shared_u(parting.u))
+    caption("exact", cmp_text.SAYS["shared_u"].format(u=parting.u))
 
 for side, trace in zip(SIDES, (pair.trace_a, pair.trace_b)):
     if settings[side].mirostat and trace.records:
@@ -198,7 +198,7 @@ for side, trace in zip(SIDES, (pair.trace_a, pair.trace_b)):
 st.subheader("Same settings, two orders")
 lesson = compare.order_lesson(pair.trace_a, settings["A"])
 if lesson is None:
-    st.markdown(cmp_text.orders_agree(len(pair.trace_a.records)))
+    st.markdown(cmp_text.SAYS["orders_agree"].format(steps=glossary.plural(len(pair.trace_a.records), "step")))
 else:
     st.markdown(cmp_text.orders_differ(lesson, settings["A"].temperature))
     chart(cf.order_lesson_figure(lesson, tokenizer, presenter), width="stretch", key="cmp_order")
@@ -259,7 +259,7 @@ if result is not None:
         for line in verdicts:
             st.markdown(f"- **{line}**")
     else:
-        st.markdown(f"- {cmp_text.no_verdict(len(result.seeds))}")
+        st.markdown(f"- {cmp_text.SAYS['no_verdict'].format(seeds=len(result.seeds))}")
     chart(cf.interval_figure(result.summary, presenter), width="stretch", key="cmp_intervals")
     caption("simulated", cmp_text.intervals_caption(result, MULTI_NEW_TOKENS, loaded.info.name))
     hist = layout.side_by_side(2)

@@ -149,45 +149,6 @@ def test_token_html_is_shown_as_text_and_never_runs(server, page):
     no_exception_box(page)
 
 
-# What each page draws on its first run, before any button: headings of its sections and its Plotly charts.
-FIRST_RUN = {
-    "/start": (["1. Text becomes tokens", "3. One token is chosen", "5. The model keeps what it has read"], 0),
-    "/prefill-decode": (["One generation, timed", "Sweep: how time grows with the prompt"], 1),
-    "/kv-cache": (["1. The cache, step by step", "2. With and without the cache"], 2),
-    "/quantization": (
-        [
-            "SmolLM2-135M-Instruct's GGUF files on llama-server",
-            "The same weights in PyTorch: four copies, timed and compared",
-            "Will it fit? Weights of public models",
-        ],
-        1,
-    ),
-    "/cost": (["1. One answer: input tokens are cheap, output tokens are dear", "2. Batching"], 1),
-}
-
-
-@pytest.mark.parametrize("path", list(FIRST_RUN))
-def test_other_pages_open_at_their_url_and_render_without_errors(server, page, path):
-    """Each page opens at its URL with no exception box and shows its sections and its drawn charts."""
-    open_page(page, server + path)
-    assert_opened(page, path.strip("/") + ".py")
-    no_exception_box(page)
-    headings, charts = FIRST_RUN[path]
-    main_text = page.locator('[data-testid="stMain"]').inner_text()
-    for heading in headings:
-        assert heading in main_text, f"{path} should show {heading!r}"
-    containers = page.locator('[data-testid="stPlotlyChart"]')
-    for i in range(min(charts, containers.count())):  # Plotly draws a chart once it is on screen
-        containers.nth(i).scroll_into_view_if_needed()
-    page.wait_for_function(
-        "(n) => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .js-plotly-plot').length >= n", arg=charts
-    )
-    drawn = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot')
-    for i in range(charts):  # Plotly drew each one: a title, or at least one trace
-        assert drawn.nth(i).locator(".gtitle, .trace").count() > 0
-    screenshot_each_size(page, path.strip("/"))
-
-
 def test_cost_page_buttons_fill_its_charts(server, page):
     """The batching measurement runs from the browser and draws its chart, with no error box."""
     open_page(page, server + "/cost")

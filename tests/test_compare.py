@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from inference.core.loader import encode_prompt
+from inference.lessons.compare import text as cmp_text
 from inference.lessons.compare.figures import PROMPT_TAIL, parting_html
 from inference.lessons.compare.shared_draws import (
     ManySeeds,
@@ -268,3 +269,38 @@ def test_a_long_prompt_shows_its_end_and_counts_the_rest(bundled):
     shown = parting_html(tokenizer, ids, ids[:3], ids[:3], None, "A")
     assert f"… {len(ids) - PROMPT_TAIL} earlier prompt tokens …" in shown
     assert "earlier prompt tokens" not in parting_html(tokenizer, ids[:PROMPT_TAIL], ids[:3], ids[:3], None, "A")
+
+
+def test_the_bar_reaches_its_total_only_at_the_last_stage(bundled):
+    calls = []
+    settings = SamplingSettings(temperature=1.0)
+    many_seeds(
+        bundled.model,
+        bundled.model,
+        bundled.tokenizer,
+        bundled.model,
+        encode_prompt(bundled.tokenizer, "Once upon a time"),
+        settings,
+        settings,
+        seeds=[0, 1],
+        max_new_tokens=4,
+        progress=lambda done, total, what: calls.append((done, total, what)),
+    )
+    totals = {total for _, total, _ in calls}
+    assert totals == {2 * 4 + 3}
+    labels = [what for _, _, what in calls]
+    assert labels[-3:] == ["scoring A's texts with the float32 model", "scoring B's texts with the float32 model",
+                           "bootstrap intervals"]  # fmt: skip
+    assert max(done for done, _, what in calls if what in ("A", "B")) <= 2 * 4 < 2 * 4 + 3
+    assert [done for done, _, _ in calls] == sorted(done for done, _, _ in calls)
+
+
+def test_same_lucks_lines_say_what_both_share_then_each_side():
+    lines = cmp_text.settings_now(
+        True, 3, 40, {"A": ("M · float32", ["temperature 0.8"]), "B": ("M · int8", ["temperature 1.2"])}
+    ).split("  \n")
+    assert lines == [
+        "Now: in the chat template · seed 3 (shared) · at most 40 new tokens",
+        "**A**: M · float32 · temperature 0.8",
+        "**B**: M · int8 · temperature 1.2",
+    ]

@@ -1,17 +1,11 @@
-"""A count of one reads "1 client", "its one step", "1 bar": no "1 clients" on screen (#46 item 6)."""
+"""A count of one reads "1 client", "1 bar": no "1 clients" on screen (#46 item 6)."""
 
 import pytest
 
 from inference.lessons.chart_text import describe
-from inference.lessons.compare.text import same_text
 from inference.lessons.serving.capacity import Capacity, CapacityComparison, capacity_figure
 
 pytestmark = pytest.mark.unit
-
-
-def test_one_step_and_many_steps():
-    assert same_text(1).endswith("the same token at its one step.")
-    assert same_text(12).endswith("the same token at all 12 steps.")
 
 
 def test_one_client_and_many_clients_on_the_capacity_chart():

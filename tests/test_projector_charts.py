@@ -5,8 +5,7 @@ The browser test (tests/test_narrow_presenter_browser.py) checks the drawn resul
 import plotly.graph_objects as go
 import pytest
 
-from inference.lessons.plain_figure import PROJECTOR_TITLE_CHARS, plain_figure, wrapped
-from inference.lessons.style import base_layout, decade_ticks, tick_step
+from inference.lessons.style import PROJECTOR_TITLE_CHARS, base_layout, decade_ticks, plain_figure, tick_step, wrapped
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,6 @@ from inference.core.loader import encode_prompt
 from inference.core.run import new_trace
 from inference.sampling.pipeline import SamplingSettings
 from inference.sampling.step_view import sample_many, step_view, trace_summary
-from tests.conftest import plotly_array
 
 pytestmark = pytest.mark.unit
 
@@ -48,32 +47,3 @@ def test_sample_many_counts_every_draw_and_only_kept_tokens(bundled):
     assert counts["count"].sum() == 1000
     assert counts["count"].iloc[5:].sum() == 0  # top-k 5: nothing beyond rank 5 is ever drawn
     assert abs(counts["computed"].sum() - 1) < 1e-9
-
-
-def test_live_plotly_frames_agree_with_the_streamlit_view(bundled):
-    """The browser-side slider's frame for T (or p) shows exactly what the page computes
-    for the same setting after a Streamlit slider release."""
-
-    import numpy as np
-
-    from inference.lessons.sampling_lab.figures import TEMPERATURE_GRID, live_slider_figure
-    from inference.sampling.pipeline import seen_mask
-
-    trace = recorded(bundled, n=1)
-    logits = trace.records[0].logits
-    no_penalty = seen_mask([], len(logits))
-    for knob, value, fixed in [
-        ("temperature", 0.7, SamplingSettings()),
-        ("top_p", 0.6, SamplingSettings(temperature=0.8)),
-    ]:
-        values = TEMPERATURE_GRID if knob == "temperature" else [0.2, 0.6, 1.0]
-        fig = live_slider_figure(logits, bundled.tokenizer, knob, values, value, fixed, top_n=10)
-        frame = next(f for f in fig.frames if f.name == f"{value:g}")
-        shown = plotly_array(frame.data[0].x)
-        settings = (
-            SamplingSettings(temperature=value)
-            if knob == "temperature"
-            else SamplingSettings(temperature=0.8, top_p=value)
-        )
-        view = step_view(logits, settings, no_penalty)
-        np.testing.assert_allclose(shown[::-1], view.final[:10].numpy(), atol=1e-12)

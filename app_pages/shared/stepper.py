@@ -7,7 +7,7 @@ ends Play; the run so far stays."""
 
 from __future__ import annotations
 
-import time
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -16,6 +16,7 @@ import streamlit as st
 from app_pages.shared import keys
 from app_pages.shared.slots import engine_errors, generation_slot
 from app_pages.shared.url_state import read_url_once
+from inference.core import measuring
 from inference.lessons.generate.text import stop_sentence
 
 REPLAY_PARAM = "n"  # the URL parameter holding how many steps a shared link replays
@@ -33,7 +34,7 @@ def play(run, step: Callable[[], object], show: Callable[[], None], stop_key: st
     stays."""
     stop_box = st.empty()
     stop_box.button("Stop", key=stop_key, help=stop_help)
-    painted = 0.0
+    painted = -math.inf  # the first step paints
     while not run.finished:
         failed = True
         with generation_slot(), engine_errors():
@@ -41,9 +42,9 @@ def play(run, step: Callable[[], object], show: Callable[[], None], stop_key: st
             failed = False
         if failed:
             break
-        if time.perf_counter() - painted >= PAINT_EVERY_S:
+        if measuring.ms_since(painted) >= PAINT_EVERY_S * 1000:
             show()
-            painted = time.perf_counter()
+            painted = measuring.now()
     show()
     stop_box.empty()
 

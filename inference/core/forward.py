@@ -239,6 +239,13 @@ class TransformersForward(Forward):
         out, _ = self.look(ids, {})
         return torch.stack(out.hidden_states)[:, 0]
 
+    @torch.inference_mode()
+    def batch_logits(self, rows: list[list[int]], keep: int = 1) -> torch.Tensor:
+        """Run equal-length rows of ids as one batch after the cache (which then holds one sequence per row): the
+        last `keep` positions' logits of each row, [rows, keep, vocab] float32 (keep 0: every position)."""
+        ids = torch.tensor(rows, dtype=torch.long)
+        return self.model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=keep).logits.float()
+
 
 class ShortlistForward(TransformersForward):
     """`TransformersForward` whose next-token logits score only the token ids of `rows` (a speculative draft proposing

@@ -22,18 +22,10 @@ _TAG = re.compile(r"<[^>]+>")
 _TYPED = {"f8": "<f8", "f4": "<f4", "i4": "<i4", "i2": "<i2", "i1": "<i1", "u1": "<u1", "u2": "<u2", "u4": "<u4"}
 
 
-def figure_spec(fig) -> dict:
-    """The figure's plain {"data", "layout"} without building Plotly's objects when it is a PlainFigure."""
-    spec = fig.__dict__.get("_plain_spec")
-    if spec is not None and not fig.__dict__.get("_plain_built"):
-        return spec
-    return fig.to_plotly_json()
-
-
 def _values(raw) -> list:
     if raw is None:
         return []
-    if isinstance(raw, dict) and "bdata" in raw:  # a typed-array spec: decode it back to numbers
+    if isinstance(raw, dict) and "bdata" in raw:  # Plotly's typed-array spec of a numpy array: back to numbers
         return list(np.frombuffer(base64.b64decode(raw["bdata"]), dtype=_TYPED.get(raw["dtype"], "<f8")))
     return list(np.asarray(raw, dtype=object).ravel())
 
@@ -209,7 +201,7 @@ def _heatmap(trace: dict, layout: dict) -> str:
 def describe(fig) -> str:
     """One sentence: the chart's title, then each series' largest values (bars) or its course (lines); unnamed
     series of a grid of subplots take their panel's title."""
-    spec = figure_spec(fig)
+    spec = fig.to_plotly_json()
     layout = spec.get("layout", {}) or {}
     traces = [trace for trace in spec.get("data", []) if trace.get("visible", True) is not False]
     panels = [_plain(note.get("text")) for note in layout.get("annotations", []) or [] if isinstance(note, dict)]

@@ -42,12 +42,17 @@ PALETTE = {
 # and along the blue-yellow axis that deuteranopia and protanopia keep (the classic green-to-red one folds in two).
 FIT_SCALE = ["#0072B2", "#56B4E9", "#a9dcf4", "#F0E442", "#E69F00", "#D55E00"]
 
-# A next-token distribution, on every chart that shows one.
-RAW_COLOUR = PALETTE["pale_blue"]  # the model's probability, T=1, no filters
-FINAL_COLOUR = PALETTE["blue"]  # after every setting: what the draw uses
-CHOSEN_COLOUR = PALETTE["orange"]  # the token drawn
-REMOVED_COLOUR = PALETTE["light_grey"]  # cut by a filter
-CUTOFF_COLOUR = PALETTE["red"]  # the top-p line
+# A next-token distribution, on every chart that shows one: each meaning's palette colour, and the words a caption
+# names it by ("light blue bars = the model's raw probability"), made from the same key, so they never disagree.
+DISTRIBUTION = {
+    "raw": "pale_blue",  # the model's probability, T=1, no filters
+    "final": "blue",  # after every setting: what the draw uses
+    "chosen": "orange",  # the token drawn
+    "removed": "light_grey",  # cut by a filter
+    "cutoff": "red",  # the top-p line
+}
+COLOUR_WORDS = {meaning: key.replace("pale_", "light ").replace("_", " ") for meaning, key in DISTRIBUTION.items()}
+RAW_COLOUR, FINAL_COLOUR, CHOSEN_COLOUR, REMOVED_COLOUR, CUTOFF_COLOUR = (PALETTE[k] for k in DISTRIBUTION.values())
 # Kept, filtered and chosen bars differ by pattern too (Plotly's marker.pattern.shape), and by their labels.
 STATUS_PATTERN = {"kept": "", "chosen": "", "removed": "/"}
 STATUS_COLOUR = {"kept": FINAL_COLOUR, "chosen": CHOSEN_COLOUR, "removed": REMOVED_COLOUR}

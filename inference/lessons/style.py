@@ -1,7 +1,7 @@
 """What every chart shares: the palette (kept in `palette`, every name of it importable from here), the base
 layout, legend placement, token labels, the trace helpers (`add_line`, `add_hbar`, `hover`) for the labelled
-lines and bars most charts draw, and the token chips' CSS. Charts redrawn on every Step are built from plain
-dicts by `plain_figure` (its own module).
+lines and bars most charts draw, `plain_figure` (a figure from trace and layout dicts, with the base layout), and
+the token chips' CSS.
 
 Every figure module imports this one (and compute modules), never another page's figure
 module: a colour or a layout rule is defined here once.
@@ -41,15 +41,38 @@ from inference.lessons.palette import (  # noqa: F401
     status_marker,
 )
 
-# The Speculative page's figures import hline and plain_figure from here, as they did before `plain_figure` had its
-# own module.
-from inference.lessons.plain_figure import (  # noqa: F401
-    PROJECTOR_AXIS_TITLE_CHARS,
-    hline,
-    plain_figure,
-    projector_title,
-    wrapped,
-)
+# Plotly never wraps a title: at 800x1000 in presenter mode, with the sidebar open, a chart is ~457 px wide and a
+# 26 px title fits ~36 characters on a line, a 20 px axis title ~40 (less where long tick labels narrow the plot).
+PROJECTOR_TITLE_CHARS = 34
+PROJECTOR_AXIS_TITLE_CHARS = 36
+TITLE_LINE_PX = 32  # one more 26 px title line, in the top margin
+
+
+def wrapped(text: str, chars: int) -> str:
+    """`text` on lines of at most `chars` characters where it has spaces to break at, joined by Plotly's <br>;
+    unchanged when it fits or already has its own breaks."""
+    if not text or len(text) <= chars or "<br>" in text:
+        return text
+    lines, line = [], ""
+    for word in text.split(" "):
+        if line and len(line) + 1 + len(word) > chars:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return "<br>".join([*lines, line])
+
+
+def projector_title(title: str, title_size: int) -> tuple[dict, int]:
+    """A title for presenter mode, wrapped to the narrowest screen and, past one line, pinned to the top of the
+    figure (Plotly centres a title in the top margin, where extra lines ran off the top): (the layout's `title`,
+    the extra top margin its extra lines need)."""
+    text = wrapped(title, PROJECTOR_TITLE_CHARS)
+    extra_lines = text.count("<br>")
+    settings = {"text": text, "font": {"size": title_size}}
+    if extra_lines:
+        settings |= {"yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 30}}
+    return settings, TITLE_LINE_PX * extra_lines
 
 
 def label(text: str) -> str:
@@ -101,6 +124,67 @@ def base_layout(fig: go.Figure, title: str, presenter: bool, height: int) -> go.
         fig.update_annotations(font_size=size)  # subplot titles and notes on the chart
         fig.update_traces(textfont_size=size - 2)
     return fig
+
+
+def plain_figure(
+    data: list[dict],
+    layout: dict,
+    title: str,
+    presenter: bool,
+    height: int,
+    legend: dict | None = None,
+    frames: list[dict] | None = None,
+) -> go.Figure:
+    """The figure `base_layout` would make, as one `go.Figure(data, layout)`: for charts redrawn on every Step, where
+    base_layout's `update_*` calls cost ~25 ms a chart on this CPU, three times the figure itself. `layout` holds the
+    chart's own settings (axes as "xaxis"/"yaxis" dicts, "shapes", "annotations", "margin"); `legend` its placement
+    (default: at the top right, as base_layout); `frames` a Plotly slider's frames."""
+    size = 20 if presenter else 13
+    title_size = size + (6 if presenter else 3)
+    text = {"size": size}
+    full = dict(layout)
+    for axis in [key for key in layout if key.startswith(("xaxis", "yaxis"))] or ["xaxis", "yaxis"]:
+        settings = {**layout.get(axis, {}), "gridcolor": GRID_COLOUR, "zerolinecolor": ZERO_LINE_COLOUR}
+        if presenter:
+            axis_title = settings.get("title", {})
+            if "text" in axis_title:
+                axis_title = {**axis_title, "text": wrapped(axis_title["text"], PROJECTOR_AXIS_TITLE_CHARS)}
+            settings |= {"tickfont": text, "title": {**axis_title, "font": text}}
+        full[axis] = settings
+    title_settings, extra_top = (
+        projector_title(title, title_size) if presenter else ({"text": title, "font": {"size": title_size}}, 0)
+    )
+    margin = {"l": 10, "r": 20, "t": 60, "b": 40} | layout.get("margin", {})
+    placed = {"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1} | (legend or {})
+    full |= {
+        "title": title_settings,
+        "font": {"size": size, **FONT},
+        "height": int(height * (1.35 if presenter else 1)),
+        "margin": margin | {"t": margin["t"] + extra_top},
+        "plot_bgcolor": "white",
+        "legend": placed | ({"font": text} if presenter else {}),
+    }
+    if presenter:  # as base_layout: the Streamlit theme ignores layout.font (streamlit issue #7955)
+        full["hoverlabel"] = {"font": text}
+        if "annotations" in layout:
+            full["annotations"] = [{**a, "font": text} for a in layout["annotations"]]
+    traces = []
+    for trace in data:
+        if trace.get("type") == "bar" and trace.get("textposition") == "outside":  # as base_layout, for value labels
+            trace = {**trace, "constraintext": "none", "cliponaxis": False, "textfont": {"size": size - 2}}
+        traces.append({**trace, "textfont": {"size": size - 2}} if presenter else trace)
+    return go.Figure(data=traces, layout=full, frames=frames)
+
+
+def hline(y: float, line: dict, text: str | None = None, position: str = "bottom right") -> tuple[dict, dict | None]:
+    """A horizontal line across the plot and its label, as `fig.add_hline` makes them: (shape, annotation)."""
+    shape = {"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y", "y0": y, "y1": y, "line": line}
+    if text is None:
+        return shape, None
+    vertical, horizontal = position.split()
+    note = {"text": text, "showarrow": False, "xref": "x domain", "yref": "y", "y": y}
+    note |= {"x": 1, "xanchor": "right"} if horizontal == "right" else {"x": 0, "xanchor": "left"}
+    return shape, note | {"yanchor": "top" if vertical == "bottom" else "bottom"}
 
 
 def tick_step(count: int, presenter: bool) -> int:

@@ -25,9 +25,8 @@ from inference.sampling.pipeline import (
     ranked_stages,
     ranking_logits,
     stage_logits,
-    stages_switched_off,
 )
-from inference.sampling.stages import StepContext, finite_count
+from inference.sampling.stages import StepContext
 
 
 @dataclass(frozen=True)
@@ -62,14 +61,6 @@ class StepView:
     def final(self) -> torch.Tensor:
         return self.probs[self.final_stage]
 
-    def before(self, stage: str) -> torch.Tensor:
-        """The distribution `stage` received (the one before it in the run order)."""
-        return self.probs[self.stages[self.stages.index(stage) - 1]]
-
-    @property
-    def chosen_prob(self) -> float:
-        return float(self.final[self.chosen_rank])
-
     @property
     def cumulative_final(self) -> torch.Tensor:
         return self.final.double().cumsum(0)
@@ -77,7 +68,7 @@ class StepView:
     @property
     def cumulative_before_top_p(self) -> torch.Tensor:
         """Cumulative probability of the distribution top-p cuts (whatever ran before it)."""
-        return self.before("top_p").double().cumsum(0)
+        return self.probs[self.stages[self.stages.index("top_p") - 1]].double().cumsum(0)
 
     def table(self, tokenizer, top_n: int = 20) -> pd.DataFrame:
         """Top N rows in display order, plus one "other" row holding the remaining mass.
@@ -132,23 +123,16 @@ def step_view(
     stages, order = ranked.logits, ranked.order
     shown = order[: ranked.sorted_prefix]  # every token with a final probability > 0 is in here
     # float64 softmax: the displayed shares add up to 1 and the draw matches `pipeline.draw`.
-    # A stage that is switched off hands on its input unchanged: reuse the one before it.
-    unchanged = stages_switched_off(settings, len(order))
-    raw = logits.double().softmax(-1)  # raw keeps every token: its shares and entropy need them all
-    probs, kept = {"raw": raw[shown]}, {"raw": int((raw > 0).sum())}
-    names = list(stages)
-    for previous, name in zip(names, names[1:]):
-        if name in unchanged:
-            probs[name], kept[name] = probs[previous], kept[previous]
-            continue
-        finite = finite_count(stages[name])
-        if finite <= len(shown):
-            probs[name] = probs_in_order(stages[name], shown)
+    probs, kept = {}, {}
+    for name, stage in stages.items():
+        if int(torch.isfinite(stage[shown]).sum()) == int(torch.isfinite(stage).sum()):  # every kept token is shown
+            probs[name] = probs_in_order(stage, shown)
             kept[name] = int((probs[name] > 0).sum())
-            if kept[name] == finite:  # every token this stage keeps is shown
-                continue
-        full = stages[name].double().softmax(-1)  # the shares need the whole vocabulary's sum
-        probs[name], kept[name] = full[shown], int((full > 0).sum())
+        else:  # the shares need the whole vocabulary's sum
+            full = stage.double().softmax(-1)
+            probs[name], kept[name] = full[shown], int((full > 0).sum())
+    raw = logits.double().softmax(-1)
+    names = list(stages)
     final = probs[names[-1]]
     if chosen_id is not None:
         chosen_rank = ranked.token_rank
@@ -191,7 +175,7 @@ def trace_summary(
     stages = stage_logits(logits, settings, seen, contexts)
     final = stages[settings.pipeline[-1]].double().softmax(-1)
     raw = logits.double().softmax(-1)
-    penalised = ranking_logits(logits, settings, seen, contexts, stages)
+    penalised = ranking_logits(logits, settings, seen, contexts)
     recorded = recorded_ids.long().unsqueeze(-1)
     recorded_logit = penalised.gather(-1, recorded)
     order = display_order(penalised)

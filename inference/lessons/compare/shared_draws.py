@@ -1,30 +1,21 @@
-"""Two sampling settings (or two models) on the same random draws.
-
-Every run with one seed draws the same uniform u at step i (`engine.run_uniforms`; XTC's own
-numbers are a second stream of the same seed). So when runs A and B share a seed and a
-prompt, any difference in their text is caused by the settings or the model, never by luck:
-up to the first step where they part, both saw the same context and the same u.
-
-- `shared_draw_pair`: the two runs, the step where they part, both views of that step and a
-  sentence saying why.
-- `order_lesson`: a step of a trace where the transformers and llama.cpp orders of the same
-  settings keep different tokens.
-- `many_seeds`: the same comparison over many seeds, batched, with per-run text statistics
-  and seeded bootstrap intervals; a verdict only where the intervals do not overlap.
+"""Two sampling settings (or two models) on the same random draws: runs with one seed draw the same u at step i
+(`run_uniforms`; XTC's numbers are a second stream of the seed), so with one prompt any difference in their text
+comes from the settings or the model, never from luck. `shared_draw_pair` (where two runs part, and why),
+`order_lesson` (a step where the transformers and llama.cpp orders keep different tokens), `many_seeds` (the same
+comparison over many seeds, batched, with seeded bootstrap intervals: a verdict only where they do not overlap).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 import torch
-from transformers import DynamicCache
 
-from inference.core.measuring import Progress
+from inference.core.forward import TransformersForward
+from inference.core.measuring import Progress, ms_since, now
 from inference.core.run import Trace, eos_token_ids, new_trace, run_uniforms
 from inference.core.tokens import readable_tokens
 from inference.sampling.pipeline import (
@@ -47,6 +38,15 @@ METRICS = {  # column -> (label, which way is "more")
     "length": "tokens to the stop token",
 }
 BOOTSTRAP_RESAMPLES = 2000
+# Why A and B parted at a step, with the numbers of that step.
+REASONS = {
+    "removed": "{side}'s {stage} removed {removed}, the token u = {u:.3f} landed on in {other}, so on {side}'s curve "
+    "u fell on {chosen}.",
+    "verdict": "{higher} has the higher {label}: {high:.3g} against {low:.3g} for {lower} (95% intervals do not "
+    "overlap).",
+    "moved": "Both kept both tokens, but {cause} moved the curve: the tokens ranked before {tok_a} hold {before_b:.1%} "
+    "in B against {before_a:.1%} in A, so the shared u = {u:.3f} fell on {tok_b} in B and on {tok_a} in A.",
+}
 
 
 # -- one seed, two settings --------------------------------------------------------------
@@ -55,9 +55,7 @@ BOOTSTRAP_RESAMPLES = 2000
 def run_to_end(
     model, tokenizer, prompt_ids: list[int], settings: SamplingSettings, seed: int, max_new_tokens: int
 ) -> Trace:
-    trace = new_trace(model, tokenizer, prompt_ids, max_new_tokens, seed)
-    for _ in trace.run(settings):
-        pass
+    list((trace := new_trace(model, tokenizer, prompt_ids, max_new_tokens, seed)).run(settings))
     return trace
 
 
@@ -101,11 +99,6 @@ def _remover(trace: Trace, step: int, token_id: int) -> str | None:
     return None
 
 
-def _final_prob(view: StepView, token_id: int) -> float:
-    where = (view.order[: view.sorted_prefix] == token_id).nonzero()
-    return float(view.final[int(where[0, 0])]) if len(where) else 0.0
-
-
 def _mass_before(view: StepView, token_id: int) -> float:
     """Final probability of the tokens ranked before `token_id` (where the cumulative curve starts its step)."""
     where = (view.order[: view.sorted_prefix] == token_id).nonzero()
@@ -131,25 +124,17 @@ def explain_parting(trace_a: Trace, trace_b: Trace, step: int) -> Parting:
     tok_a, tok_b = (repr(t) for t in readable_tokens(trace_a.tokenizer, [id_a, id_b]))
     u = trace_a.records[step].u
     removed_in_b, removed_in_a = _remover(trace_b, step, id_a), _remover(trace_a, step, id_b)
-    if removed_in_b:
-        reason = (
-            f"B's {STAGE_NAMES[removed_in_b]} removed {tok_a}, the token u = {u:.3f} landed on in A, "
-            f"so on B's curve u fell on {tok_b}."
-        )
-    elif removed_in_a:
-        reason = (
-            f"A's {STAGE_NAMES[removed_in_a]} removed {tok_b}, the token u = {u:.3f} landed on in B, "
-            f"so on A's curve u fell on {tok_a}."
-        )
+    fields = {"u": u, "tok_a": tok_a, "tok_b": tok_b}
+    if removed_in_b or removed_in_a:
+        side, stage = ("B", removed_in_b) if removed_in_b else ("A", removed_in_a)
+        removed, other, chosen = (tok_a, "A", tok_b) if removed_in_b else (tok_b, "B", tok_a)
+        fields |= {"side": side, "stage": STAGE_NAMES[stage], "removed": removed, "other": other, "chosen": chosen}
+        reason = REASONS["removed"].format(**fields)
     else:
-        before_a, before_b = _mass_before(view_a, id_a), _mass_before(view_b, id_a)
         same_logits = torch.equal(trace_a.records[step].logits, trace_b.records[step].logits)
-        cause = "B's settings" if same_logits else "B's model"
-        reason = (
-            f"Both kept both tokens, but {cause} moved the curve: the tokens ranked before {tok_a} hold "
-            f"{before_b:.1%} in B against {before_a:.1%} in A, so the shared u = {u:.3f} fell on {tok_b} in B "
-            f"and on {tok_a} in A."
-        )
+        fields |= {"cause": "B's settings" if same_logits else "B's model"}
+        fields |= {"before_a": _mass_before(view_a, id_a), "before_b": _mass_before(view_b, id_a)}
+        reason = REASONS["moved"].format(**fields)
     return Parting(step, u, view_a, view_b, tok_a, tok_b, reason)
 
 
@@ -195,31 +180,22 @@ class OrderLesson:
 def order_lesson(trace: Trace, settings: SamplingSettings) -> OrderLesson | None:
     """The first recorded step of `trace` where the same settings in the transformers order and
     in llama.cpp's default order keep different sets of tokens (None if they never do)."""
-    orders = {
-        "transformers": replace_order(settings, TRANSFORMERS_ORDER),
-        "llama.cpp": replace_order(settings, LLAMA_CPP_ORDER),
-    }
+    transformers, llama_cpp = (replace(settings, order=order) for order in (TRANSFORMERS_ORDER, LLAMA_CPP_ORDER))
     for record in trace.records:
-        step = record.index
-        seen = _seen_before(trace, step)
-        finals = {}
-        for name, s in orders.items():
-            context = trace.step_context(step, s) if s.needs_context else None
-            stages = stage_logits(record.logits, s, seen, context)
-            finals[name] = torch.isfinite(stages[s.pipeline[-1]])
-        if not torch.equal(finals["transformers"], finals["llama.cpp"]):
-            views = {}
-            for name, s in orders.items():
-                context = trace.step_context(step, s) if s.needs_context else None
-                views[name] = step_view(record.logits, s, seen, u=record.u, context=context)
-            only_t = int((finals["transformers"] & ~finals["llama.cpp"]).sum())
-            only_l = int((finals["llama.cpp"] & ~finals["transformers"]).sum())
-            return OrderLesson(step, views["transformers"], views["llama.cpp"], only_t, only_l)
+        seen = _seen_before(trace, record.index)
+        contexts = [trace.step_context(record.index, s) if s.needs_context else None for s in (transformers, llama_cpp)]
+        kept_t, kept_l = (
+            torch.isfinite(stage_logits(record.logits, s, seen, c)[s.pipeline[-1]])
+            for s, c in zip((transformers, llama_cpp), contexts)
+        )
+        if not torch.equal(kept_t, kept_l):
+            view_t, view_l = (
+                step_view(record.logits, s, seen, u=record.u, context=c)
+                for s, c in zip((transformers, llama_cpp), contexts)
+            )
+            only_t, only_l = int((kept_t & ~kept_l).sum()), int((kept_l & ~kept_t).sum())
+            return OrderLesson(record.index, view_t, view_l, only_t, only_l)
     return None
-
-
-def replace_order(settings: SamplingSettings, order: tuple[str, ...]) -> SamplingSettings:
-    return replace(settings, order=order)
 
 
 # -- many seeds ------------------------------------------------------------------------------
@@ -254,26 +230,20 @@ def batched_runs(
     progress: Progress | None = None,
     label: str = "",
 ) -> list[list[int]]:
-    """One sampled run per seed, decoded together as one batch (every row the same prompt, so no
-    padding): row i draws run_uniforms(seeds[i]) exactly as a single run with that seed does.
-    A batch's logits match a single run's to float rounding, so a u that lands within that of a
-    cumulative boundary could pick the neighbouring token. Each run stops at the stop token."""
-    batch = len(seeds)
-    eos = eos_token_ids(model, tokenizer)
-    vocab = model.get_output_embeddings().weight.shape[0]
+    """One sampled run per seed, decoded together as one batch (the same prompt in every row, so no padding): row i
+    draws run_uniforms(seeds[i]) as a single run with that seed does (a batch's logits match a single run's to float
+    rounding, so a u within that of a cumulative boundary could pick the neighbour). Each run stops at its stop
+    token."""
+    batch, forward = len(seeds), TransformersForward(model, tokenizer)
+    eos, vocab = forward.eos_ids, forward.vocab_size
     us = torch.stack([run_uniforms(s, max_new_tokens) for s in seeds])
     xtc = torch.stack([xtc_uniforms(s, max_new_tokens) for s in seeds]) if settings.xtc_probability > 0 else None
-    breakers = (
-        dry_breaker_ids(tokenizer, settings.dry_sequence_breakers) if settings.dry_multiplier > 0 else frozenset()
-    )
-    cache = DynamicCache(config=model.config)
-    out = model(input_ids=torch.tensor([prompt_ids] * batch), cache=cache, use_cache=True, logits_to_keep=1)
+    breakers = dry_breaker_ids(tokenizer, settings.dry_sequence_breakers if settings.dry_multiplier > 0 else ())
+    logits = forward.batch_logits([prompt_ids] * batch)[:, -1]
     seen = seen_mask(prompt_ids, vocab).repeat(batch, 1)
     generated: list[list[int]] = [[] for _ in seeds]
-    done = [False] * batch
-    mu = [2.0 * settings.mirostat_tau] * batch
+    done, mu = [False] * batch, [2.0 * settings.mirostat_tau] * batch
     for step in range(max_new_tokens):
-        logits = out.logits[:, -1].float()
         next_ids = []
         for row in range(batch):
             if done[row]:
@@ -294,37 +264,33 @@ def batched_runs(
             seen[row, choice.token_id] = True
             done[row] = choice.token_id in eos
             next_ids.append(choice.token_id)
-        if progress is not None:
-            progress(step + 1, max_new_tokens, label)
+        (progress or (lambda *_: None))(step + 1, max_new_tokens, label)
         if all(done) or step == max_new_tokens - 1:
             break
-        out = model(input_ids=torch.tensor(next_ids).unsqueeze(-1), cache=cache, use_cache=True, logits_to_keep=1)
+        logits = forward.batch_logits([[token] for token in next_ids])[:, -1]
     return generated
 
 
 @torch.inference_mode()
-def mean_logprobs(reference_model, prompt_ids: list[int], runs: list[list[int]], chunk: int = 64) -> list[float]:
-    """Mean log-probability (nats per token) of each run's generated tokens under the reference
-    model at T = 1 with no filters: one teacher-forced forward pass per chunk of runs (shorter
-    runs padded at the end, which a causal model never reads back)."""
+def mean_logprobs(reference_model, tokenizer, prompt_ids: list[int], runs: list[list[int]], chunk: int = 64):
+    """Mean log-probability (nats per token) of each run's tokens under the reference model at T = 1: one
+    teacher-forced pass per chunk of runs (shorter runs padded at the end, which a causal model never reads back)."""
     out = []
     for start in range(0, len(runs), chunk):
         part = runs[start : start + chunk]
         longest = max(len(r) for r in part)
-        ids = torch.tensor([prompt_ids + r + [0] * (longest - len(r)) for r in part])
-        logp = torch.log_softmax(reference_model(input_ids=ids).logits.double(), dim=-1)
+        ids = [prompt_ids + r + [0] * (longest - len(r)) for r in part]
+        logits = TransformersForward(reference_model, tokenizer).batch_logits(ids, keep=0)
+        logp = torch.log_softmax(logits.double(), dim=-1)
         for row, run in enumerate(part):
-            if not run:
-                out.append(float("nan"))
-                continue
             positions = torch.arange(len(prompt_ids) - 1, len(prompt_ids) - 1 + len(run))
-            out.append(float(logp[row, positions, torch.tensor(run)].mean()))
+            out.append(float(logp[row, positions, torch.tensor(run, dtype=torch.long)].mean()) if run else math.nan)
     return out
 
 
-def run_statistics(prompt_ids: list[int], runs: list[list[int]], eos: set[int], reference_model) -> pd.DataFrame:
+def run_statistics(prompt_ids, runs: list[list[int]], eos: set[int], reference_model, tokenizer) -> pd.DataFrame:
     """One row per run: the four statistics the comparison reads."""
-    logprobs = mean_logprobs(reference_model, prompt_ids, runs)
+    logprobs = mean_logprobs(reference_model, tokenizer, prompt_ids, runs)
     return pd.DataFrame(
         {
             "repetition_rate": [repetition_rate(r) for r in runs],
@@ -361,64 +327,37 @@ class ManySeeds:
     seconds: float
 
     @property
-    def metrics(self) -> dict[str, str]:
-        """The statistics shown (column -> label): the length is left out when every run was capped."""
-        return metrics_for(self.stats_a, self.stats_b)
+    def every_run_capped(self) -> bool:
+        """No run of A or B chose the stop token: "tokens to the stop token" would compare the cap with the cap."""
+        return not (self.stats_a["stopped"].any() or self.stats_b["stopped"].any())
 
     @property
-    def every_run_capped(self) -> bool:
-        return every_run_capped(self.stats_a, self.stats_b)
+    def metrics(self) -> dict[str, str]:
+        """The statistics shown (column -> label): the length is left out when every run was capped."""
+        return {metric: label for metric, label in METRICS.items() if metric in set(self.summary["metric"])}
 
     def verdicts(self) -> list[str]:
         """One sentence per metric whose intervals do not overlap; nothing for the others."""
         lines = []
-        for row in self.summary.itertuples():
-            if row.differs:
-                higher, lower = ("B", "A") if row.mean_b > row.mean_a else ("A", "B")
-                lines.append(
-                    f"{higher} has the higher {row.label}: {max(row.mean_a, row.mean_b):.3g} against "
-                    f"{min(row.mean_a, row.mean_b):.3g} for {lower} (95% intervals do not overlap)."
-                )
+        for row in self.summary[self.summary["differs"]].itertuples():
+            (high, higher), (low, lower) = sorted([(row.mean_a, "A"), (row.mean_b, "B")], reverse=True)
+            lines.append(REASONS["verdict"].format(higher=higher, lower=lower, label=row.label, high=high, low=low))
         return lines
 
 
-def every_run_capped(stats_a: pd.DataFrame, stats_b: pd.DataFrame) -> bool:
-    """True when no run of A or B chose the stop token: every length is the cap, and "tokens to the stop token"
-    would compare two columns of the same number."""
-    return not (stats_a["stopped"].any() or stats_b["stopped"].any())
-
-
-def metrics_for(stats_a: pd.DataFrame, stats_b: pd.DataFrame) -> dict[str, str]:
-    """The statistics worth comparing for these runs: all of METRICS, without the length when every run was
-    capped."""
-    if every_run_capped(stats_a, stats_b):
-        return {metric: label for metric, label in METRICS.items() if metric != "length"}
-    return dict(METRICS)
-
-
 def summarize(stats_a: pd.DataFrame, stats_b: pd.DataFrame, bootstrap_seed: int = 0) -> pd.DataFrame:
-    """Mean and bootstrap interval of each statistic of `metrics_for` the runs, for A and B (the seeds depend on
-    the statistic's place in METRICS, so leaving the length out changes no other interval)."""
+    """Mean and bootstrap interval of each statistic, for A and B, without the length when no run chose the stop
+    token (the seeds depend on the statistic's place in METRICS, so leaving the length out changes no other)."""
+    capped = not (stats_a["stopped"].any() or stats_b["stopped"].any())
     rows = []
-    shown = metrics_for(stats_a, stats_b)
     for i, (metric, label) in enumerate(METRICS.items()):
-        if metric not in shown:
+        if capped and metric == "length":
             continue
-        low_a, high_a = bootstrap_interval(stats_a[metric], bootstrap_seed + 2 * i)
-        low_b, high_b = bootstrap_interval(stats_b[metric], bootstrap_seed + 2 * i + 1)
-        rows.append(
-            {
-                "metric": metric,
-                "label": label,
-                "mean_a": float(stats_a[metric].mean()),
-                "low_a": low_a,
-                "high_a": high_a,
-                "mean_b": float(stats_b[metric].mean()),
-                "low_b": low_b,
-                "high_b": high_b,
-                "differs": bool(high_a < low_b or high_b < low_a),
-            }
-        )
+        row = {"metric": metric, "label": label}
+        for side, stats, seed in (("a", stats_a, 2 * i), ("b", stats_b, 2 * i + 1)):
+            low, high = bootstrap_interval(stats[metric], bootstrap_seed + seed)
+            row |= {f"mean_{side}": float(stats[metric].mean()), f"low_{side}": low, f"high_{side}": high}
+        rows.append(row | {"differs": bool(row["high_a"] < row["low_b"] or row["high_b"] < row["low_a"])})
     return pd.DataFrame(rows)
 
 
@@ -436,16 +375,15 @@ def many_seeds(
     bootstrap_seed: int = 0,
 ) -> ManySeeds:
     """A and B over many seeds (seed i shared by both), with per-run statistics and intervals."""
-    start = time.perf_counter()
+    start = now()
     total = 2 * max_new_tokens + 3  # each side's decode steps, then scoring both sides and the intervals
 
-    def stage(done: int, label: str) -> None:
-        if progress is not None:
-            progress(2 * max_new_tokens + done, total, label)
+    progress = progress or (lambda done, total, label: None)
 
-    def part(offset: int, label: str) -> Progress | None:
-        if progress is None:
-            return None
+    def stage(done: int, label: str) -> None:
+        progress(2 * max_new_tokens + done, total, label)
+
+    def part(offset: int, label: str) -> Progress:
         return lambda done, _total, _label: progress(offset + done, total, label)
 
     runs_a = batched_runs(model_a, tokenizer, prompt_ids, settings_a, seeds, max_new_tokens, part(0, "A"), "A")
@@ -454,9 +392,9 @@ def many_seeds(
     )
     eos = eos_token_ids(model_a, tokenizer)
     stage(0, "scoring A's texts with the float32 model")
-    stats_a = run_statistics(prompt_ids, runs_a, eos, reference_model)
+    stats_a = run_statistics(prompt_ids, runs_a, eos, reference_model, tokenizer)
     stage(1, "scoring B's texts with the float32 model")
-    stats_b = run_statistics(prompt_ids, runs_b, eos, reference_model)
+    stats_b = run_statistics(prompt_ids, runs_b, eos, reference_model, tokenizer)
     stage(2, "bootstrap intervals")
     summary = summarize(stats_a, stats_b, bootstrap_seed)
-    return ManySeeds(list(seeds), runs_a, runs_b, stats_a, stats_b, summary, time.perf_counter() - start)
+    return ManySeeds(list(seeds), runs_a, runs_b, stats_a, stats_b, summary, ms_since(start) / 1000)

@@ -50,24 +50,17 @@ CAPTIONS = {
 }
 
 
-def same_text(steps: int) -> str:
-    at = "at its one step" if steps == 1 else f"at all {steps} steps"
-    return f"Same seed, same text: with these settings A and B chose the same token {at}."
-
-
-def shared_u(u: float) -> str:
-    return (
-        f"Each run's cumulative probability in its own most-likely-first order and the one u = {u:.3f} both drew: "
-        "each chose the token where its curve first passes u."
-    )
-
-
-def orders_agree(steps: int) -> str:
-    return (
-        f"With A's settings the transformers order and llama.cpp's order keep the same tokens at every one of the "
-        f"{steps} steps of A's run. They differ when temperature is not 1 and a filter that reads probabilities "
-        "(top-p, min-p, typical-p, XTC) is on: try T = 1.5 with min-p 0.1."
-    )
+# The page's sentences with their fields, filled where they show (`steps` as `glossary.plural` says it).
+SAYS = {
+    "same_text": "Same seed, same text: with these settings A and B chose the same token at every step ({steps}).",
+    "shared_u": "Each run's cumulative probability in its own most-likely-first order and the one u = {u:.3f} both "
+    "drew: each chose the token where its curve first passes u.",
+    "orders_agree": "With A's settings the transformers order and llama.cpp's order keep the same tokens at every "
+    "one of the {steps} of A's run. They differ when temperature is not 1 and a filter that reads probabilities "
+    "(top-p, min-p, typical-p, XTC) is on: try T = 1.5 with min-p 0.1.",
+    "no_verdict": "No verdict: for every statistic the 95% intervals of A and B overlap, so these {seeds} seeds "
+    "cannot tell the settings apart.",
+}
 
 
 def orders_differ(lesson: OrderLesson, temperature: float) -> str:
@@ -85,13 +78,6 @@ def not_yet(seeds: int, max_new_tokens: int) -> str:
     return (
         f"Press the button to write {seeds} texts with A and {seeds} with B ({max_new_tokens} tokens at most "
         "each, all seeds decoded as one batch)."
-    )
-
-
-def no_verdict(seeds: int) -> str:
-    return (
-        "No verdict: for every statistic the 95% intervals of A and B overlap, so these "
-        f"{seeds} seeds cannot tell the settings apart."
     )
 
 

@@ -24,7 +24,6 @@ from inference.core.tokens import (
     special_ids,
     token_text,
 )
-from inference.lessons.plain_figure import hline, plain_figure, vline
 from inference.lessons.style import (
     CHIP_CSS,
     CHOSEN_COLOUR,
@@ -32,8 +31,10 @@ from inference.lessons.style import (
     FINAL_COLOUR,
     RAW_COLOUR,
     chip_text,
+    hline,
     hover,
     label,
+    plain_figure,
     probability_colour,
     probability_legend,
     probability_text_colour,
@@ -48,8 +49,7 @@ def next_token_bars(
     """Top-N tokens (most likely at the top): the raw probability (T=1, no filters) beside
     the final one the draw uses. Removed tokens keep their raw bar and are greyed; the
     chosen token is orange; the last bar is the rest of the vocabulary ("other").
-    `table` is `StepView.table` or its `columns`. Redrawn on every Step: built from plain dicts
-    (`plain_figure.plain_figure`)."""
+    `table` is `StepView.table` or its `columns`."""
     columns = table if isinstance(table, Mapping) else {name: table[name].to_numpy() for name in table.columns}
     rows = {name: values[::-1] for name, values in columns.items()}  # Plotly draws the first category at the bottom
     names, statuses = [], []
@@ -98,7 +98,7 @@ def next_token_bars(
     }
     height = 140 + 22 * len(names)  # 20 bars and Step on one screen
     # the legend a fixed distance under the plot, below the axis title (a fraction of a short plot sat on the title)
-    plot_px = height * (1.35 if presenter else 1) - 100  # plain_figure's height less its top and bottom margins
+    plot_px = height * (1.35 if presenter else 1) - 100  # the height less base_layout's top and bottom margins
     legend = {
         "orientation": "h",
         "y": -(70 if presenter else 50) / plot_px,
@@ -111,8 +111,7 @@ def next_token_bars(
 
 def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max_rank: int | None = None) -> go.Figure:
     """Cumulative probability by rank: the curve top-p cuts (before top-p), the final
-    curve the draw walks, the top-p line and cutoff, and where u landed.
-    Redrawn on every Step: built from plain dicts (`plain_figure.plain_figure`)."""
+    curve the draw walks, the top-p line and cutoff, and where u landed."""
     before = view.cumulative_before_top_p.numpy()
     final = view.cumulative_final.numpy()
     if max_rank is None:
@@ -140,26 +139,9 @@ def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max
             "hovertemplate": curve_hover,
         },
     ]
-    lines = []
-    if top_p < 1:
-        cutoff = {"color": CUTOFF_COLOUR}
-        lines.append(hline(top_p, cutoff | {"dash": "dash"}, f"top-p = {top_p:g}"))
-        lines.append(
-            vline(
-                view.nucleus_size + 0.5,
-                cutoff | {"dash": "dot"},
-                f"nucleus: {view.nucleus_size} token{'s' * (view.nucleus_size != 1)}",
-                side="left" if view.nucleus_size + 0.5 > max_rank / 2 else "right",  # the label stays on the chart
-            )
-        )
     drawn = view.u is not None and not view.settings.greedy
-    u_line = {"color": CHOSEN_COLOUR, "width": 1.5}
-    if drawn and view.chosen_rank >= max_rank:
-        note = f"u = {view.u:.3f} lands at rank {view.chosen_rank + 1:,}, off this chart"
-        lines.append(hline(view.u, u_line, note, "top left"))
-    elif drawn:
+    if drawn and view.chosen_rank < max_rank:
         chosen = readable_tokens(tokenizer, [view.chosen_id])[0]
-        lines.append(hline(view.u, u_line))
         data.append(
             {
                 "type": "scatter",
@@ -174,8 +156,6 @@ def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max
             }
         )
     layout = {
-        "shapes": [shape for shape, _ in lines],
-        "annotations": [note for _, note in lines if note is not None],
         "xaxis": {
             "title": {"text": "rank (most likely first)"},
             "range": [0.5, max_rank + 0.5],
@@ -185,6 +165,26 @@ def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max
         "yaxis": {"title": {"text": "cumulative probability"}, "range": [0, 1.03]},
     }
     legend = {"orientation": "h", "y": -0.22, "yanchor": "top", "x": 0, "xanchor": "left"}
+    lines = []  # (shape, label) of each line, as `fig.add_hline`/`add_vline` make them
+    if top_p < 1:
+        cutoff, nucleus = {"color": CUTOFF_COLOUR}, view.nucleus_size
+        lines.append(hline(top_p, cutoff | {"dash": "dash"}, f"top-p = {top_p:g}"))
+        x = nucleus + 0.5
+        side = "right" if x > max_rank / 2 else "left"  # the label stays on the chart
+        shape = {"type": "line", "xref": "x", "x0": x, "x1": x, "yref": "y domain", "y0": 0, "y1": 1}
+        note = {"text": f"nucleus: {nucleus} token{'s' * (nucleus != 1)}", "showarrow": False, "xref": "x", "x": x}
+        lines.append(
+            (
+                {**shape, "line": cutoff | {"dash": "dot"}},
+                note | {"xanchor": side, "yref": "y domain", "y": 0, "yanchor": "bottom"},
+            )
+        )
+    if drawn:
+        off_chart = view.chosen_rank >= max_rank
+        note = f"u = {view.u:.3f} lands at rank {view.chosen_rank + 1:,}, off this chart" if off_chart else None
+        lines.append(hline(view.u, {"color": CHOSEN_COLOUR, "width": 1.5}, note, "top left"))
+    layout["shapes"] = [shape for shape, _ in lines]
+    layout["annotations"] = [note for _, note in lines if note is not None]
     return plain_figure(data, layout, "Cumulative probability and the draw", presenter, height=440, legend=legend)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from inference.core.run import STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS
+from inference.lessons.palette import COLOUR_WORDS
 from inference.lessons.sampling_lab.knobs import CLASSIC, MORE
 from inference.sampling.pipeline import ORDER_PRESETS, TRANSFORMERS_ORDER, SamplingSettings
 
@@ -76,21 +77,20 @@ def stop_sentence(reason: str, max_new_tokens: int, context: int, chooser: str =
     }[reason]
 
 
-# The captions under Generate's charts and its step table (each with its kind: "exact" or "measured").
-BARS_CAPTION = (
-    "Top tokens by probability from this step's real logits over the full vocabulary; "
-    "grey bars = the model's raw probability (T=1), blue = after your settings, orange = the draw, "
+# The captions under Generate's charts and its step table; the colours named as the palette draws them.
+_BARS_KEY = (
+    "{raw} bars = the model's raw probability (T=1), {final} = after your settings, {chosen} = the draw, "
     "✂ = removed by that filter; 'other' = the rest of the vocabulary."
-)
+).format(**COLOUR_WORDS)
+BARS_CAPTION = "Top tokens by probability from this step's real logits over the full vocabulary; " + _BARS_KEY
 BARS_CAPTION_REMOTE = (
     "Top tokens by probability from the engine's answer for this step (the note below says whether it holds the "
-    "whole vocabulary); grey bars = the model's raw probability (T=1), blue = after your settings, orange = the "
-    "draw, ✂ = removed by that filter; 'other' = the rest of the vocabulary."
+    "whole vocabulary); " + _BARS_KEY
 )
 CUMULATIVE_CAPTION = (
-    "Tokens in order, adding up their probability. Top-p keeps tokens until the "
-    "red line is reached; the draw picks a random u and takes the token where the blue curve passes u."
-)
+    "Tokens in order, adding up their probability. Top-p keeps tokens until the {cutoff} line is reached; the draw "
+    "picks a random u and takes the token where the {final} curve passes u."
+).format(**COLOUR_WORDS)
 TABLE_CAPTION_REMOTE = (
     "Forward ms is the engine's own time to evaluate that step's new tokens (its "
     "`timings.prompt_ms`; its prompt cache kept the rest). The CSV adds round_trip_ms (the whole "

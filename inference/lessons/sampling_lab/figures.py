@@ -15,15 +15,21 @@ import torch
 from plotly.subplots import make_subplots
 
 from inference.core.tokens import readable_tokens
-from inference.lessons.plain_figure import axis_key, plain_figure, subplot_grid
-from inference.lessons.style import FINAL_COLOUR, RAW_COLOUR, REMOVED_COLOUR, add_hbar, base_layout, label, repr_token
+from inference.lessons.style import (
+    FINAL_COLOUR,
+    RAW_COLOUR,
+    REMOVED_COLOUR,
+    add_hbar,
+    base_layout,
+    label,
+    plain_figure,
+    repr_token,
+)
 from inference.sampling.pipeline import (
     STAGE_NAMES,
     SamplingSettings,
-    apply_stage,
     display_order,
     entropy_bits,
-    final_stage,
     ranking_logits,
     stage_logits,
 )
@@ -63,13 +69,13 @@ def slider_frames(
     full vocabulary: every other knob of `fixed` applies (the repetition penalty to the tokens in `seen`; without
     `seen`, no token counts as seen; `context` feeds DRY, XTC and mirostat)."""
     seen = torch.zeros(len(logits), dtype=torch.bool) if seen is None else seen
-    order = display_order(apply_stage("penalty", logits, fixed, seen))[:top_n]
+    order = display_order(ranking_logits(logits, fixed, seen, context))[:top_n]
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, order.tolist())][::-1]  # most likely on top
     frames, steps = [], []
-    for value in values:  # plain dicts, one figure built at the end (plain_figure.plain_figure): 61 frames a rerun
+    for value in values:  # plain dicts, one figure built at the end: 61 frames a rerun
         settings = replace(fixed, **{knob: value})
         stages = stage_logits(logits, settings, seen, context)
-        probs = stages[final_stage(settings)].double().softmax(-1)
+        probs = stages[settings.pipeline[-1]].double().softmax(-1)
         shown = probs[order].numpy()[::-1]
         ent = float(entropy_bits(probs))
         key = f"{value:g}"
@@ -124,7 +130,7 @@ def lab_table(view: StepView, logits: torch.Tensor, seen: torch.Tensor, context,
     columns = view.columns(tokenizer, top_n - 1)
     stages = stage_logits(logits, view.settings, seen, context)
     share = {name: float(stages[name].double().softmax(-1)[favourite]) for name in view.stages}
-    ranked = ranking_logits(logits, view.settings, seen, context, stages)
+    ranked = ranking_logits(logits, view.settings, seen, context)
     rank = int((ranked > ranked[favourite]).sum()) + 1
     lowered = [name for name in ("penalty", "dry") if name in stages and stages[name][favourite] < logits[favourite]]
     cut = next((name for name in view.stages[1:] if share[name] == 0), None)
@@ -246,8 +252,7 @@ def draw_histogram(counts: pd.DataFrame, draws: int, presenter: bool = False) ->
 
 
 def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -> go.Figure:
-    """The distribution after each stage, left to right, with how many tokens survive. Redrawn on every slider
-    move of the Sampling lab: plain dicts on `make_subplots`' grid (`plain_figure.subplot_grid`)."""
+    """The distribution after each stage, left to right, with how many tokens survive."""
     # Rows: of the 4 x top_n tokens the view ranks first (final order), the top_n most likely before any stage
     # (raw), so a token the penalty pushes down stays in view and shrinks panel by panel (ranked by the final
     # distribution alone, the bundled model's " happy" dropped out of sight).
@@ -278,9 +283,11 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
         f"{i + 1}. {short[s]}{' (final)' if s == stages[-1] and not presenter else ''}<br><b>{view.kept[s]:,}</b> kept"
         for i, s in enumerate(stages)
     ]
-    layout, refs = subplot_grid(titles, columns, horizontal_spacing=0.04, vertical_spacing=0.32 / rows_needed)
-    data = []
-    for stage, (x_ref, y_ref) in zip(stages, refs):
+    data, layout = [], {"showlegend": False, "margin": {"t": 70}, "annotations": []}
+    width, height = (1 - 0.04 * (columns - 1)) / columns, (1 - 0.32 * (rows_needed - 1) / rows_needed) / rows_needed
+    for i, (stage, title) in enumerate(zip(stages, titles)):  # the grid `make_subplots(shared_yaxes=True)` lays out
+        row, col, k = *divmod(i, columns), "" if i == 0 else str(i + 1)
+        left, top = col * (width + 0.04), 1 - row * (height + 0.32 / rows_needed)
         shown = view.probs[stage][rows].numpy()[::-1]
         data.append(
             {
@@ -289,15 +296,17 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
                 "x": shown,
                 "orientation": "h",
                 "marker": {"color": [FINAL_COLOUR if v > 0 else REMOVED_COLOUR for v in shown]},
-                "showlegend": False,
                 "hovertemplate": "%{y}: %{x:.2%}<extra></extra>",
-                "xaxis": x_ref,
-                "yaxis": y_ref,
+                "xaxis": f"x{k}",
+                "yaxis": f"y{k}",
             }
         )
-        layout[axis_key(x_ref)] |= {"range": [0, 1], "tickformat": ".0%", "tickvals": [0, 0.5]}
-    for key in layout:
-        if key.startswith("yaxis"):
-            layout[key]["automargin"] = True
-    layout["margin"] = {"t": 70}
-    return plain_figure(data, layout, "", presenter, height=rows_needed * (130 + (30 if presenter else 24) * n))
+        x_axis = {"domain": [left, left + width], "anchor": f"y{k}", "range": [0, 1], "tickformat": ".0%"}
+        layout[f"xaxis{k}"] = x_axis | {"tickvals": [0, 0.5]}
+        first = "" if row == 0 else str(row * columns + 1)  # the row's first panel: its y axis is the row's
+        shared = {"matches": f"y{first}", "showticklabels": False} if col else {}
+        layout[f"yaxis{k}"] = {"domain": [top - height, top], "anchor": f"x{k}", "automargin": True} | shared
+        note = {"text": title, "x": left + width / 2, "y": top, "xref": "paper", "yref": "paper", "showarrow": False}
+        layout["annotations"].append(note | {"xanchor": "center", "yanchor": "bottom", "font": {"size": 16}})
+    height_px = rows_needed * (130 + (30 if presenter else 24) * n)
+    return plain_figure(data, layout, "", presenter, height=height_px)

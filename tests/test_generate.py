@@ -1,17 +1,22 @@
-"""Generate's step table is made row by row, each row once, as its step is made; it must equal the table made from
-the whole run's frame, and the session memo must reuse rows only for the very records they came from."""
+"""Generate: its step table made row by row, the session memo behind it, a link's step schedule, presenter mode's
+line of the knobs acting, and the cumulative chart's labels."""
 
 import os
+from dataclasses import dataclass
 
 import pandas as pd
 import pyarrow as pa
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
 from inference.core.loader import encode_prompt
 from inference.core.run import new_trace, record_row
-from inference.lessons.generate.figures import step_frame_for_table, step_table_row
-from inference.sampling.pipeline import SamplingSettings
+from inference.lessons.generate import text as gen_text
+from inference.lessons.generate.figures import cumulative_curve, step_frame_for_table, step_table_row
+from inference.lessons.generate.links import LinkError, schedule_param, step_plan
+from inference.sampling.pipeline import LLAMA_CPP_ORDER, TRANSFORMERS_ORDER, SamplingSettings
+from inference.sampling.step_view import step_view
 
 pytestmark = pytest.mark.unit
 
@@ -83,3 +88,57 @@ def test_kept_until_changed_rebuilds_only_when_its_key_changes():
     at.session_state["key"] = 2
     at.run()
     assert at.session_state["built"] == len(at.session_state["made"])
+
+
+@dataclass
+class Record:
+    index: int
+    settings: SamplingSettings
+    seed: int
+
+
+def test_a_run_drawn_with_the_urls_settings_needs_no_schedule():
+    now = SamplingSettings(temperature=0.8)
+    assert schedule_param([Record(i, now, 3) for i in range(5)], now, 3) is None
+    assert step_plan("", 2, now, 3) == [(now, 3), (now, 3)]
+
+
+def test_every_step_gets_back_the_settings_and_seed_it_was_drawn_with():
+    a = SamplingSettings(temperature=0.8, top_p=0.9)
+    b = SamplingSettings(temperature=1.4, top_p=0.9, order=("temperature", "top_k", "top_p", "min_p", "penalty"))
+    records = [Record(i, a, 1) for i in range(4)] + [Record(i, b, 1) for i in range(4, 7)] + [Record(7, b, 2)]
+    param = schedule_param(records, b, 2)
+    assert param is not None and len(param) < 200
+    assert step_plan(param, 8, b, 2) == [(r.settings, r.seed) for r in records]
+
+
+def test_a_damaged_schedule_is_one_sentence():
+    with pytest.raises(LinkError, match="could not be read"):
+        step_plan("not-a-schedule", 3, SamplingSettings(), 0)
+    with pytest.raises(LinkError, match="characters long"):
+        step_plan("x" * 5000, 3, SamplingSettings(), 0)
+
+
+def test_knobs_now_names_what_acts_and_only_that():
+    assert gen_text.knobs_now(SamplingSettings(temperature=0.7, top_p=0.9)) == ["temperature 0.7", "top-p 0.9"]
+    assert gen_text.knobs_now(SamplingSettings(temperature=0.0)) == ["temperature 0 (greedy)"]
+    off_tau = gen_text.knobs_now(SamplingSettings(mirostat_tau=4.0))  # mirostat off: its τ acts on nothing
+    assert off_tau == ["temperature 1"]
+    on = gen_text.knobs_now(SamplingSettings(mirostat=True, mirostat_tau=4.0))
+    assert on[-1] == "mirostat v2" and any("4" in part for part in on[1:-1])
+
+
+def test_a_stage_order_is_named_by_its_preset_else_listed():
+    assert not [p for p in gen_text.knobs_now(SamplingSettings(order=TRANSFORMERS_ORDER)) if "order" in p]
+    assert gen_text.knobs_now(SamplingSettings(order=LLAMA_CPP_ORDER))[-1] == "stage order: llama.cpp default"
+    custom = (TRANSFORMERS_ORDER[1], TRANSFORMERS_ORDER[0], *TRANSFORMERS_ORDER[2:])
+    assert gen_text.knobs_now(SamplingSettings(order=custom))[-1] == "stage order: " + ", ".join(custom)
+
+
+def test_a_nucleus_of_one_token_is_one_token_not_one_tokens(bundled):
+    logits = torch.full((len(bundled.tokenizer),), -200.0)
+    logits[5] = 10.0  # one token holds all but 1e-40 of the probability
+    view = step_view(logits, SamplingSettings(top_p=0.5), torch.zeros(len(logits), dtype=torch.bool), u=0.3)
+    assert view.nucleus_size == 1
+    notes = [a["text"] for a in cumulative_curve(view, bundled.tokenizer, 0.5).to_dict()["layout"]["annotations"]]
+    assert "nucleus: 1 token" in notes
