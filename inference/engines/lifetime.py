@@ -20,6 +20,9 @@ import sys
 import time
 from pathlib import Path
 
+from inference.core.measuring import ms_since, now
+from inference.engines.client import EngineClient
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -101,14 +104,14 @@ class ServerProcess:
 
     def ready(self, started: float, *checks):
         """Run each check on this just-started server (wait for /health, a warm-up); one that fails or is
-        interrupted stops the server first. Then `started_s` is the seconds since `started` (perf_counter)."""
+        interrupted stops the server first. Then `started_s` is the seconds since `started` (a `measuring.now()`)."""
         try:
             for check in checks:
                 check(self)
         except BaseException:
             self.stop()
             raise
-        self.started_s = time.perf_counter() - started
+        self.started_s = ms_since(started) / 1000
         return self
 
     def __enter__(self):
@@ -121,16 +124,12 @@ class ServerProcess:
 def wait_healthy(server, name: str, timeout: float, poll_s: float) -> None:
     """Wait until `server` (with `url`, `process`, `alive()` and `log_tail()`) answers /health with 200; a server
     that exits first, or stays unhealthy past `timeout`, raises a RuntimeError quoting its log."""
-    import httpx  # the engines' HTTP client; imported here so the stop helpers above stay light
-
-    deadline = time.perf_counter() + timeout
-    while time.perf_counter() < deadline:
-        if not server.alive():
-            raise RuntimeError(f"{name} exited with code {server.process.returncode}: {server.log_tail(3)}")
-        try:
-            if httpx.get(server.url + "/health", timeout=2.0, trust_env=False).status_code == 200:
+    started = now()
+    with EngineClient(server.url, timeout=2.0) as client:
+        while ms_since(started) < timeout * 1000:
+            if not server.alive():
+                raise RuntimeError(f"{name} exited with code {server.process.returncode}: {server.log_tail(3)}")
+            if client.health():
                 return
-        except httpx.HTTPError:
-            pass
-        time.sleep(poll_s)
+            time.sleep(poll_s)
     raise RuntimeError(f"{name} did not become healthy within {timeout:g} s: {server.log_tail(3)}")

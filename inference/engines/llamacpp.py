@@ -24,6 +24,7 @@ from pathlib import Path
 
 from inference.core import real_model
 from inference.core.loader import check_folder, classify_source
+from inference.core.measuring import ms_since, now
 from inference.core.model_config import context_length
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.engines.lifetime import ServerProcess, dying_with_parent, wait_healthy
@@ -147,7 +148,7 @@ def _build(jobs: int | None) -> Path:
     for tool in ("cmake", "ninja"):
         if shutil.which(tool) is None:
             raise RuntimeError(f"{tool} is missing: install it (Debian: apt-get install cmake ninja-build g++)")
-    started = time.perf_counter()
+    started = now()
     src = fetch_sources()
     _log(f"configuring {src}")
     subprocess.run(["cmake", "-S", str(src), "-B", str(src / "build"), *CMAKE_FLAGS], check=True)
@@ -156,7 +157,7 @@ def _build(jobs: int | None) -> Path:
     subprocess.run(["cmake", "--build", str(src / "build"), "--target", *BUILD_TARGETS, "-j", str(jobs)], check=True)
     if not is_built():
         raise RuntimeError(f"the build finished but {binary('llama-server')} is missing")
-    _log(f"built in {time.perf_counter() - started:.0f} s: {binary('llama-server').parent}")
+    _log(f"built in {ms_since(started) / 1000:.0f} s: {binary('llama-server').parent}")
     return binary("llama-server").parent
 
 
@@ -214,7 +215,7 @@ def _convert(source: str | None, gguf_type: str, target: Path) -> Path:
     folder, name = model_folder(source)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
-    started = time.perf_counter()
+    started = now()
     if gguf_type in ("f32", "f16"):
         src = fetch_sources()
         env = {**os.environ, "LLAMA_CPP": str(src)}
@@ -256,7 +257,7 @@ def _convert(source: str | None, gguf_type: str, target: Path) -> Path:
         "type": gguf_type,
         "bytes": target.stat().st_size,
         "context": context_length(PretrainedConfig(**config)),
-        "seconds": round(time.perf_counter() - started, 1),
+        "seconds": round(ms_since(started) / 1000, 1),
     }
     target.with_suffix(".json").write_text(json.dumps(sidecar, indent=1))
     _log(f"{target} ({target.stat().st_size / 1e6:.1f} MB) in {sidecar['seconds']} s")
@@ -340,7 +341,7 @@ def serve(
     args += extra_args or []
     log_path = Path(log_path) if log_path else cache_dir() / "logs" / f"llama-server-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
+    started = now()
     with open(log_path, "wb") as log:  # dying_with_parent: no orphaned server if this process is killed
         process = subprocess.Popen(
             dying_with_parent(args), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT

@@ -27,7 +27,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from inference.core.measuring import ms_since, now
 from inference.core.model_config import context_length
+from inference.engines.client import VLLM, EngineClient
 from inference.engines.lifetime import ServerProcess, dying_with_parent, wait_healthy
 from inference.engines.llamacpp import _file_lock, free_port, model_folder
 
@@ -75,7 +77,7 @@ def install() -> Path:
         if is_installed():
             _log(f"reusing {venv_dir()}")
             return venv_dir()
-        started = time.perf_counter()
+        started = now()
         if not _python().is_file():
             _log(f"creating the virtualenv {venv_dir()}")
             subprocess.run([sys.executable, "-m", "venv", str(venv_dir())], check=True)
@@ -89,7 +91,7 @@ def install() -> Path:
         if check.returncode != 0:
             raise RuntimeError(f"vLLM does not import in {venv_dir()}: {check.stderr.strip().splitlines()[-1:]}")
         (venv_dir() / READY_MARK).write_text(f"{PACKAGE}=={VERSION}\n")
-        _log(f"installed in {time.perf_counter() - started:.0f} s")
+        _log(f"installed in {ms_since(started) / 1000:.0f} s")
         return venv_dir()
 
 
@@ -167,7 +169,7 @@ def serve(
         env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{threads - 1}"
     log_path = Path(log_path) if log_path else venv_dir().parent / "logs" / f"vllm-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
+    started = now()
     with open(log_path, "wb") as log:
         # its own session, so stop() reaches the engine-core workers too; dying_with_parent: never orphaned
         process = subprocess.Popen(
@@ -185,12 +187,8 @@ def serve(
 def _warm_up(server: VllmServer) -> None:
     """One short request: a new server's first request sets up its sampler and logprobs path (measured 30+ s
     on a busy 2-core machine), which would otherwise land on the caller's first, timed request."""
-    import httpx
-
-    payload = {"model": str(server.model), "prompt": [0, 1, 2], "max_tokens": 2, "logprobs": 4096}
-    answer = httpx.post(server.url + "/v1/completions", json=payload, timeout=HEALTH_TIMEOUT_S, trust_env=False)
-    if answer.status_code != 200:
-        raise RuntimeError(f"vllm serve's first request failed with HTTP {answer.status_code}: {answer.text[:200]}")
+    with EngineClient(server.url, VLLM, timeout=HEALTH_TIMEOUT_S, model=str(server.model)) as client:
+        client.complete([0, 1, 2], 2, fields={"logprobs": 4096})
 
 
 def _wait_healthy(server: VllmServer, timeout: float = HEALTH_TIMEOUT_S) -> None:
