@@ -47,8 +47,9 @@ def test_bench_writes_every_figure_to_json_and_prints_a_table(tmp_path, capsys, 
     for name, fewer in {
         "engine_vs_generate": dict(new_tokens=16, repeats=1),
         "prefill_and_decode": dict(decode_tokens=8, repeats=1),
-        "view_ms": dict(repeats=2),
-        "trace_view_ms": dict(steps=20, repeats=1),
+        "view_ms": dict(repeats=3),
+        "trace_view_ms": dict(steps=20, repeats=3),
+        "inside_figures": dict(tokens=60, repeats=1),
     }.items():
         monkeypatch.setattr(engine, name, partial(getattr(engine, name), **fewer))
     speculative_timing = cli.speculative_timing  # where the bench looks it up
@@ -56,7 +57,7 @@ def test_bench_writes_every_figure_to_json_and_prints_a_table(tmp_path, capsys, 
         speculative_timing, "bundled_benchmark", partial(speculative_timing.bundled_benchmark, new_tokens=24, repeats=1)
     )
     # SmolLM2's figures too (they took 5 of this test's 7 minutes at 64 tokens, 3 repeats, six requests a drafter)
-    monkeypatch.setattr(cli.real, "real_figures", partial(cli.real.real_figures, decode_tokens=8, repeats=1))
+    monkeypatch.setattr(engine, "real_figures", partial(engine.real_figures, decode_tokens=8, repeats=1))
     monkeypatch.setattr(
         cli.real_spec, "real_spec_figures", partial(cli.real_spec.real_spec_figures, new_tokens=12, repeats=1)
     )
