@@ -9,7 +9,6 @@ import threading
 import httpx
 import pytest
 
-from inference.core.limits import Limits
 from inference.engines import client as client_module
 from inference.engines.client import LLAMACPP, VLLM, EngineClient, EngineError, check_base_url
 
@@ -203,9 +202,3 @@ def test_prometheus_metrics_are_parsed_to_numbers():
 def test_only_plain_http_engine_addresses_are_accepted(url):
     with pytest.raises(EngineError):
         check_base_url(url)
-
-
-def test_engines_a_server_offers_come_from_the_environment_only():
-    limits = Limits.from_env({"INFERENCE_LAB_ENGINES": "llama.cpp=http://127.0.0.1:8080, gpu=http://10.0.0.5:8000"})
-    assert limits.engine_urls() == {"llama.cpp": "http://127.0.0.1:8080", "gpu": "http://10.0.0.5:8000"}
-    assert Limits().engine_urls() == {}

@@ -87,12 +87,11 @@ def test_the_remote_step_draws_the_engines_tokens_with_the_same_seed(bundled, re
         assert far.server_steps[0].complete and far.to_frame()["server_ms"].notna().all()
 
 
-def test_tokenize_detokenize_and_a_stream_agree_with_the_local_engine(bundled, remote):
-    """Tokenizer round trip; a streamed completion carries every token, its arrival, and the same tokens."""
+def test_tokenize_and_a_stream_agree_with_the_local_engine(bundled, remote):
+    """The server's token ids are ours; a streamed completion carries every token, its arrival, and the same tokens."""
     client, tokenizer = remote.model.client, bundled.tokenizer
     assert client.tokenize(PROMPTS[2]) == tokenizer(PROMPTS[2], add_special_tokens=False)["input_ids"]
     ids = encode_prompt(tokenizer, PROMPTS[0])
-    assert client.detokenize(ids) == tokenizer.decode(ids)
     streamed = client.complete(ids, 24, stream=True)
     assert len(streamed.token_ids) == len(streamed.arrival_ms) == 24
     assert streamed.arrival_ms == sorted(streamed.arrival_ms)

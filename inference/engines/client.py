@@ -58,8 +58,8 @@ class ServerTimings:
 
     prompt_tokens: int = 0  # tokens the server evaluated for the prompt (after its prompt cache)
     cached_tokens: int = 0  # prompt tokens it reused from its cache
-    prompt_ms: float | None = None
     predicted_tokens: int = 0
+    prompt_ms: float | None = None
     predicted_ms: float | None = None
     round_trip_ms: float = 0.0  # measured here: request sent to answer read
 
@@ -71,15 +71,9 @@ class ServerTimings:
 
     @classmethod
     def of_llamacpp(cls, raw, round_trip_ms: float) -> ServerTimings:
-        raw = raw if isinstance(raw, dict) else {}
-        return cls(
-            _int(raw.get("prompt_n")) or 0,
-            _int(raw.get("cache_n")) or 0,
-            _float(raw.get("prompt_ms")),
-            _int(raw.get("predicted_n")) or 0,
-            _float(raw.get("predicted_ms")),
-            round_trip_ms,
-        )
+        get = (raw if isinstance(raw, dict) else {}).get
+        counts = (_int(get(key)) or 0 for key in ("prompt_n", "cache_n", "predicted_n"))
+        return cls(*counts, _float(get("prompt_ms")), _float(get("predicted_ms")), round_trip_ms)
 
 
 @dataclass(frozen=True)
@@ -451,18 +445,19 @@ class EngineClient:
             if llama:
                 event = event if isinstance(event, dict) else {}
                 new = event.get("tokens", [] if stream else None)
-                # a token held back mid-way through a UTF-8 character arrives, without its id, with this event
-                arrivals += [last_ms] * max(len(new or []), (_int(event.get("tokens_predicted")) or 0) - len(arrivals))
-                text = event.get("content", "")
-                final = event if event.get("stop") or not stream else final
+                text, final = event.get("content", ""), event if event.get("stop") or not stream else final
             else:
                 choice = _choice(event, path)
                 new = [_vllm_id(t) for t in _field(choice.get("logprobs"), "tokens") or []]
-                arrivals += [last_ms] * len(new)
-                text = choice.get("text", "")
-                final = {"stop_type": choice.get("finish_reason") or final.get("stop_type", "")}
+                text, final = (
+                    choice.get("text", ""),
+                    {"stop_type": choice.get("finish_reason") or final.get("stop_type")},
+                )
             if not isinstance(new, list) or not all(_is_int(t) for t in new):
                 raise EngineError(f"The engine's {path} answer has no token ids.")
+            # llama-server holds back a token that ends part-way through a UTF-8 character: it arrives, without its id,
+            # with the next event, whose `tokens_predicted` counts it
+            arrivals += [last_ms] * max(len(new), (_int(event.get("tokens_predicted")) or 0) - len(arrivals))
             tokens += new
             texts.append(str(text))
         if llama:
