@@ -145,7 +145,7 @@ def test_making_a_client_sends_nothing_and_the_dialect_is_read_from_v1_models_on
     neither = client_answering(lambda request: {"data": [{"id": "x", "owned_by": "openai"}]}, dialect=None)
     with pytest.raises(EngineError) as err:
         neither.served_model()
-    assert "neither llama.cpp's nor vLLM's" in one_sentence(err) and neither.http._http.is_closed
+    assert "neither llama.cpp's nor vLLM's" in one_sentence(err) and neither._http.is_closed
 
 
 def test_vllm_tokens_are_read_by_id_sorted_and_a_negative_one_is_refused():

@@ -165,6 +165,12 @@ class HttpTransport:
     def close(self) -> None:
         self._http.close()
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     @contextmanager
     def _errors(self, path: str, late: str):
         """httpx's failures during a request to `path` as one sentence each; `late` is what the engine did not do in
@@ -249,8 +255,8 @@ class HttpTransport:
                 yield ms_since(start), event
 
 
-class EngineClient:
-    """A client for one server. `dialect` is `LLAMACPP` or `VLLM`, or None to ask the server at the first request
+class EngineClient(HttpTransport):
+    """A client for one server, speaking its dialect. `dialect` is `LLAMACPP` or `VLLM`, or None to ask the server at the first request
     that needs it; `model` is the name vLLM requests send (default: the served model's)."""
 
     def __init__(
@@ -263,22 +269,12 @@ class EngineClient:
     ):
         if dialect not in (None, LLAMACPP, VLLM):
             raise EngineError(f"Unknown engine dialect '{dialect}'; expected {LLAMACPP} or {VLLM}.")
-        self.http = HttpTransport(base_url, timeout, transport)
-        self.base_url, self.timeout, self.model = self.http.base_url, timeout, model
-        self._dialect, self._served = dialect, None
-
-    def close(self) -> None:
-        self.http.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        super().__init__(base_url, timeout, transport)
+        self.model, self._dialect, self._served = model, dialect, None
 
     def _first_model(self) -> dict:
         if self._served is None:
-            answer = self.http.json("GET", "/v1/models")
+            answer = self.json("GET", "/v1/models")
             data = answer.get("data") if isinstance(answer, dict) else None
             if not isinstance(data, list) or not data or not isinstance(data[0], dict):
                 raise EngineError("The engine's /v1/models answer lists no model.")
@@ -320,7 +316,7 @@ class EngineClient:
     def health(self) -> bool:
         """True when the server answers `/health` with 200 (llama.cpp and vLLM both have it)."""
         try:
-            self.http.request("GET", "/health")
+            self.request("GET", "/health")
             return True
         except EngineError:
             return False
@@ -330,7 +326,7 @@ class EngineClient:
             payload = {"content": text, "add_special": add_special}
         else:
             payload = {"model": self.model_name(), "prompt": text, "add_special_tokens": add_special}
-        tokens = _field(self.http.json("POST", "/tokenize", payload), "tokens")
+        tokens = _field(self.json("POST", "/tokenize", payload), "tokens")
         if not isinstance(tokens, list) or not all(_is_int(t) for t in tokens):
             raise EngineError("The engine's /tokenize answer has no list of token ids.")
         return tokens
@@ -338,7 +334,7 @@ class EngineClient:
     def detokenize(self, token_ids: list[int]) -> str:
         llama = self.dialect == LLAMACPP
         payload = {"tokens": list(token_ids)} | ({} if llama else {"model": self.model_name()})
-        text = _field(self.http.json("POST", "/detokenize", payload), "content" if llama else "prompt")
+        text = _field(self.json("POST", "/detokenize", payload), "content" if llama else "prompt")
         if not isinstance(text, str):
             raise EngineError("The engine's /detokenize answer has no text.")
         return text
@@ -355,7 +351,7 @@ class EngineClient:
 
     def _post(self, path: str, payload: dict) -> tuple[object, float]:
         start = now()
-        answer = self.http.json("POST", path, payload)
+        answer = self.json("POST", path, payload)
         return answer, ms_since(start)
 
     def next_token(self, prompt_ids: list[int], n_probs: int, vocab_size: int) -> NextTokenDistribution:
@@ -439,7 +435,7 @@ class EngineClient:
                 "return_tokens_as_token_ids": True,
             }
         payload |= {"prompt": prompt, "temperature": 0, "ignore_eos": ignore_eos, "stream": stream} | (fields or {})
-        events = self.http.stream_events(path, payload, on_stream_open) if stream else [self._post(path, payload)[::-1]]
+        events = self.stream_events(path, payload, on_stream_open) if stream else [self._post(path, payload)[::-1]]
         tokens, texts, arrivals, final, last_ms = [], [], [], {}, 0.0
         for last_ms, event in events:
             if llama:
@@ -469,7 +465,7 @@ class EngineClient:
     def metrics(self) -> dict[str, float]:
         """`/metrics`' Prometheus text as {name{labels}: value} (llama-server needs `--metrics`)."""
         out = {}
-        for line in self.http.request("GET", "/metrics").decode("utf-8", errors="replace").splitlines():
+        for line in self.request("GET", "/metrics").decode("utf-8", errors="replace").splitlines():
             name, _, value = line.rpartition(" ")
             if line and not line.startswith("#"):
                 try:
@@ -480,7 +476,7 @@ class EngineClient:
 
     def slots(self) -> list[dict]:
         """llama.cpp's slots: context size and whether each is busy (vLLM has no /slots: an HTTP 404 sentence)."""
-        answer = self.http.json("GET", "/slots")
+        answer = self.json("GET", "/slots")
         if not isinstance(answer, list):
             raise EngineError("The engine's /slots answer is not a list.")
         return [slot for slot in answer if isinstance(slot, dict)]
