@@ -25,7 +25,7 @@ def engine_figures(model, tokenizer, prompt_ids: list[int], new_tokens: int = 12
         print("llama.cpp figures skipped: llama-server is not built (python -m inference.engines llamacpp build)")
         return {}
     with nullcontext() if url else llamacpp.serve(None) as server:
-        remote = connect(url or server.url)
+        remote = connect(url or server.url, timeout=600)  # 128 tokens take minutes on a busy 2-core machine
         client = remote.model.client
         client.complete(prompt_ids, 8)  # warm-up: a first request or pass pays for allocations and threads
         run_greedy(model, tokenizer, prompt_ids, 8, stop_at_eos=False)
