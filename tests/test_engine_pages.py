@@ -23,49 +23,21 @@ def fake(bundled, monkeypatch):
     st.cache_resource.clear()
 
 
-def test_generate_steps_five_times_on_a_named_engine(fake):
+def test_generate_steps_on_a_named_engine_and_keeps_its_run_when_the_engine_stops(fake):
     at = run_app({"engine": "fake", "t": "0.8"})
-    for _ in range(5):
+    for _ in range(3):
         at.button(key="gen_step").click().run()
         assert not at.exception
     trace = at.session_state["gen_trace"]
-    assert isinstance(trace.forward, RemoteForward) and len(trace.records) == 5
+    assert isinstance(trace.forward, RemoteForward) and len(trace.records) == 3
     assert any("returned all 4,096 token probabilities" in c.value for c in at.caption)
     assert any("Computed exactly.** Tokens in order" in c.value for c in at.caption)
-    assert sum(1 for path, _ in fake.requests if path == "/completion") >= 5
-
-
-def test_an_engines_top_n_makes_both_charts_measured_not_exact(fake, monkeypatch):
-    """SmolLM2's 49,152 tokens are above the whole-vocabulary limit, so the page asks for the top 1,000: the bars and
-    the cumulative curve then show a renormalised top N, and neither caption may say Computed exactly."""
-    monkeypatch.setattr(remote, "FULL_VOCABULARY_LIMIT", 1_024)  # the bundled model's 4,096 tokens are now "large"
-    at = run_app({"engine": "fake"})
+    assert sum(1 for path, _ in fake.requests if path == "/completion") >= 3
+    kept = list(trace.generated_ids)
+    fake.stop()  # a stopped engine: one sentence, the run kept
     at.button(key="gen_step").click().run()
-    assert not at.exception
-    captions = [c.value for c in at.caption]
-    assert any("Measured.** Truncated: the engine (llama.cpp) returned its top 1,000" in c for c in captions)
-    assert any("Measured.** Tokens in order" in c for c in captions)
-    assert any("Measured.** Top tokens by probability from the engine's answer" in c for c in captions)
-    assert not any("Computed exactly" in c for c in captions if "Top tokens" in c or "Tokens in order" in c)
-
-
-def test_a_stopped_engine_shows_one_sentence_and_keeps_the_run(fake):
-    at = run_app({"engine": "fake"})
-    at.button(key="gen_step").click().run()
-    at.button(key="gen_step").click().run()
-    kept = list(at.session_state["gen_trace"].generated_ids)
-    fake.stop()
-    at.button(key="gen_step").click().run()
-    assert not at.exception
-    assert any("Cannot connect to the engine" in e.value for e in at.error)
-    assert at.session_state["gen_trace"].generated_ids[: len(kept)] == kept and len(kept) == 2
-
-
-def test_sampling_lab_reads_the_engines_distribution(fake):
-    at = run_app({"engine": "fake"})
-    at.switch_page("app_pages/sampling.py").run()
-    assert not at.exception
-    assert any("returned all 4,096" in c.value for c in at.caption)
+    assert not at.exception and any("Cannot connect to the engine" in e.value for e in at.error)
+    assert at.session_state["gen_trace"].generated_ids[:3] == kept
 
 
 @pytest.mark.parametrize("page", ["app_pages/kv-cache.py", "app_pages/quantization.py"])
@@ -93,9 +65,18 @@ def test_a_local_server_also_accepts_a_typed_engine_url(fake, local_server, monk
     assert isinstance(at.session_state["gen_trace"].forward, RemoteForward)
 
 
-def test_sampling_lab_on_an_engines_top_n_captions_no_chart_computed_exactly(fake, monkeypatch):
-    monkeypatch.setattr(remote, "FULL_VOCABULARY_LIMIT", 1_024)
+def test_an_engines_top_n_is_captioned_measured_on_generate_and_the_sampling_lab(fake, monkeypatch):
+    """SmolLM2's 49,152 tokens are above the whole-vocabulary limit, so the pages ask for the top 1,000: the bars, the
+    cumulative curve and the Sampling lab then show a renormalised top N, and no caption may say Computed exactly."""
+    monkeypatch.setattr(remote, "FULL_VOCABULARY_LIMIT", 1_024)  # the bundled model's 4,096 tokens are now "large"
     at = run_app({"engine": "fake"})
+    at.button(key="gen_step").click().run()
+    assert not at.exception
+    captions = [c.value for c in at.caption]
+    assert any("Measured.** Truncated: the engine (llama.cpp) returned its top 1,000" in c for c in captions)
+    assert any("Measured.** Tokens in order" in c for c in captions)
+    assert any("Measured.** Top tokens by probability from the engine's answer" in c for c in captions)
+    assert not any("Computed exactly" in c for c in captions if "Top tokens" in c or "Tokens in order" in c)
     at.switch_page("app_pages/sampling.py").run()
     assert not at.exception
     captions = [c.value for c in at.caption]

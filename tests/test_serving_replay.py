@@ -9,7 +9,7 @@ from inference.engines.client import LLAMACPP
 from inference.lessons.serving.experiments import greedy_equals_solo
 from inference.lessons.serving.replay import EngineTarget, replay
 from inference.lessons.serving.request_trace import poisson_trace
-from tests.streaming_standin import StreamingStandIn
+from tests.fake_engine import StreamingStandIn
 
 pytestmark = pytest.mark.unit
 

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from inference.bench.real import REAL_PROMPT
-from inference.bench.real_pages import PLAY_PROMPT
+from inference.bench.engine import REAL_PROMPT
+from inference.bench.pages import PLAY_PROMPT
 from inference.core.loader import encode_prompt
 from inference.lessons.speculative import drafting as bundled_drafts
 from inference.lessons.speculative.drafting import CHAT_PROMPT

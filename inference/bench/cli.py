@@ -1,15 +1,11 @@
 """Benchmark: `python -m inference.bench [--json PATH] [--model SOURCE]`.
 
 Every key is measured on this machine and reported, never asserted in tests: timings here are noisy.
-- The step engine (`engine_*`, `ttft_ms`, `decode_ms_per_token`, views): the app's own run, transformers' forward
-  behind `Trace`, recording the full logits and a sampling view every step, against `model.generate`.
-- The speculative keys (`spec_*`, `hf_assisted_*`) are timed on the app's torch threads (`Limits.torch_threads`,
-  `spec_torch_threads` says how many), as the Speculative page runs; the rest on torch's default. On two threads a
-  busy machine stalls torch's workers on every small operation.
+- The step engine (`engine_*`, `ttft_ms`, `decode_ms_per_token`, views, `inside_*`, `real_*`): `engine.py`.
+- The speculative keys (`spec_*`, `hf_assisted_*`) are timed on the app's torch threads (`spec_torch_threads` says
+  how many), as the Speculative page runs; the rest on torch's default.
 - llama-server (`llamacpp_*`, `serving_*`, the engine internals): the real engine, when it is built or running.
-- `real_*`: SmolLM2-135M-Instruct (the wheel's model) through the same step engine, beside its bandwidth limit.
-- `--pages`: the Streamlit server's CPU per Step, driven by Chromium (minutes).
-The latest whole run per CPU kind: docs/BENCHMARKS.md.
+- `--pages`: the Streamlit server's CPU per Step and Generate on SmolLM2, driven by Chromium (minutes).
 """
 
 from __future__ import annotations
@@ -26,12 +22,9 @@ from inference.bench import (
     constrained,
     engine,
     engine_internals,
-    inside,
     llamacpp,
     pages,
-    real,
     real_gguf,
-    real_pages,
     real_spec,
     serving,
 )
@@ -59,7 +52,7 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
     results["view_ms_vocab_4k"] = engine.view_ms(4096)
     results["view_ms_vocab_50k"] = engine.view_ms(50257)
     results["trace_view_ms_200"] = engine.trace_view_ms(model, tokenizer)
-    results.update(inside.inside_figures(model, tokenizer))
+    results.update(engine.inside_figures(model, tokenizer))
     lookup_ids = encode_prompt(tokenizer, engine.LOOKUP_PROMPT)
     results.update(real_spec.bundled_benchmark(model, tokenizer, prompt_ids, lookup_prompt_ids=lookup_ids))
     results.update(llamacpp.engine_figures(model, tokenizer, prompt_ids))
@@ -72,7 +65,7 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
         results.update(engine_internals.run())
         results.update(serving_capacity.benchmark())
     # SmolLM2-135M-Instruct, the real pretrained model: after the roofline, whose bandwidth sets its decode limit
-    results.update(real.real_figures(bandwidth_gbs=results.get("roofline_bandwidth_gbs")))
+    results.update(engine.real_figures(bandwidth_gbs=results.get("roofline_bandwidth_gbs")))
     results.update(real_spec.real_spec_figures())  # prompt lookup on a copying request, and the self-draft
     if include_serving:
         # llama-server's decode rate per GGUF type of SmolLM2, beside transformers' and the roofline's bandwidth limit
@@ -128,7 +121,7 @@ def main(argv=None):
     if args.pages:  # the app in its own process, driven by Chromium: nothing of Streamlit is imported here
         results.update(pages.page_figures())
         if real_model.is_available():  # Generate on the real model: its first Step, each paint, Play's rate
-            results.update(real_pages.real_page_figures())
+            results.update(pages.real_page_figures())
     print_table(results)
     if args.json:
         with open(args.json, "w") as f:

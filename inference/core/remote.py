@@ -1,17 +1,10 @@
-"""A model served by an engine, that the pages treat like a local `LoadedModel`, and its Step.
+"""A model a serving engine runs, that the pages treat like a local `LoadedModel`, and its `Forward`.
 
-A remote step asks the server for ONE token's distribution (the whole vocabulary where the server allows
-it, as llama-server does; else the top N), runs the app's own sampling pipeline on it and draws with the
-recorded u, exactly as a local step does (a `Trace` whose `Forward` is a `RemoteForward`: each forward pass is
-a request). The next request sends the whole text again as token ids, chosen token included;
-the server's prompt cache sees the shared prefix and evaluates only the new token.
-
-Two differences from a local step, said on the pages:
-- llama.cpp returns log-probabilities, not raw logits. Softmax, temperature, top-k, top-p and min-p give
-  the same result on either (they differ by a constant per step), but the repetition penalty divides
-  positive logits and multiplies negative ones, and log-probabilities are all negative.
-- A server that returns only the top N (vLLM: 20 unless raised) leaves the rest of the mass unknown: the
-  pipeline and the draw see the N returned tokens, renormalised, and the page shows what was left out.
+Each forward pass is one request for ONE token's distribution (the whole vocabulary where the server allows it,
+as llama-server does; else its top N); the app's own pipeline and recorded u then draw exactly as a local step
+does. Every request sends the whole text as token ids: the server's prompt cache evaluates only the new token.
+Two differences the pages say: llama.cpp returns log-probabilities, not logits (the repetition penalty acts on
+those), and a top-N answer leaves the rest of the mass undrawable (the N returned tokens are renormalised).
 """
 
 from __future__ import annotations
@@ -29,22 +22,39 @@ from inference.core.kv_cache import KVShape
 from inference.core.limits import Limits
 from inference.core.loader import HUB_ID, ModelInfo
 from inference.core.paths import BUNDLED_MODEL_DIR
-from inference.engines.client import (
-    FULL_VOCABULARY_LIMIT,
-    LLAMACPP,
-    TOP_N_FALLBACK,
-    VLLM_DEFAULT_MAX_LOGPROBS,
-    EngineClient,
-    EngineError,
-    EngineHTTPError,
-    TokenizerMismatch,
-)
+from inference.engines.client import LLAMACPP, VLLM_DEFAULT_MAX_LOGPROBS, EngineClient, EngineError
+
+# Ask llama-server for the whole distribution only up to this vocabulary: beyond it each answer grows past a few MB,
+# and the top tokens hold all but a sliver of the mass anyway.
+FULL_VOCABULARY_LIMIT = 32_768
+TOP_N_FALLBACK = 1_000
+
+TEXT = {
+    "asked": "The engine ({dialect}) is asked for {n:,} token probabilities per step.",
+    "exact": (
+        "The engine ({dialect}) returned all {returned:,} token probabilities: the distribution is complete and every "
+        "stage is computed exactly from it. The repetition penalty acts on the server's log-probabilities, not on raw "
+        "logits."
+    ),
+    "truncated": (
+        "Truncated: the engine ({dialect}) returned its top {returned:,} tokens, holding {mass:.2%} of the "
+        "probability; the other {rest:.2%} (other, not returned by the server) cannot be drawn, and the shares shown "
+        "are renormalised over the returned tokens."
+    ),
+    # SmolLM2's top 1,000 are 83 KB of JSON; its whole 49,152-token vocabulary 4.7 MB, a round trip of 162 ms against
+    # a 33 ms pass (measured on its f32 GGUF)
+    "step_time": (
+        "This step: the server's forward pass took {server:,.0f} ms of a {trip:,.0f} ms round trip; the other "
+        "{rest:,.0f} ms went outside the pass: {returned:,} probabilities sent as JSON and parsed here, and any wait "
+        "for a free core."
+    ),
+}
 
 
 @dataclass(frozen=True)
 class RemoteEngine:
     """The `model` of a remote `LoadedModel`: where to ask and what it serves. Shared by every session (httpx's
-    client is thread-safe); per-run state lives in a run's `RemoteForward`."""
+    client is thread-safe); a run's own state lives in its `RemoteForward`."""
 
     client: EngineClient
     name: str
@@ -61,7 +71,6 @@ class RemoteEngine:
 
     @property
     def exact(self) -> bool:
-        """The server returns the whole vocabulary each step: nothing is truncated."""
         return self.n_probs >= self.vocab_size
 
 
@@ -80,70 +89,54 @@ def is_remote(loaded) -> bool:
     return bool(getattr(loaded, "is_remote", False))
 
 
-def _tokenizer_candidates(served_name: str) -> list[tuple[str, Path | str]]:
-    """Where the served model's tokenizer may be found here, most specific first: the model folder a GGUF of
-    ours was made from (its `.json` says), a local folder the server names, a hub id it names (vLLM), then the
-    bundled model."""
-    candidates = []
-    sidecar = Path(served_name).with_suffix(".json")
-    try:
+def _tokenizer_folders(served_name: str) -> list[Path | str]:
+    """Where the served model's tokenizer may be found here, most specific first: the folder a GGUF of ours was made
+    from (its `.json` says), a local folder the server names, a hub id it names (vLLM), then the bundled model."""
+    folders = []
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        sidecar = Path(served_name).with_suffix(".json")
         if served_name.endswith(".gguf") and sidecar.is_file():
-            candidates.append(("converted from", Path(json.loads(sidecar.read_text())["source"])))
+            folders.append(Path(json.loads(sidecar.read_text())["source"]))
         elif Path(served_name).is_dir():
-            candidates.append(("served folder", Path(served_name)))
-    except (OSError, ValueError, KeyError):
-        pass
-    if HUB_ID.match(served_name) and Limits.from_env().allow_hub:  # vLLM names a hub model by its id
-        candidates.append(("hub", served_name))
-    candidates.append(("bundled", BUNDLED_MODEL_DIR))
-    return candidates
+            folders.append(Path(served_name))
+    if HUB_ID.match(served_name) and Limits.from_env().allow_hub:
+        folders.append(served_name)
+    return [*folders, BUNDLED_MODEL_DIR]
 
 
 def connect(url: str, dialect: str | None = None, timeout: float = 30.0, n_probs: int | None = None) -> RemoteModel:
-    """Connect to an engine and pair it with a local tokenizer that tokenizes exactly as the server does
-    (checked on a test sentence). Raises `EngineError` with one sentence when it cannot."""
+    """Connect to an engine and pair it with a local tokenizer that tokenizes exactly as the server does (checked on
+    a test sentence). Raises `EngineError` with one sentence when it cannot."""
     client = EngineClient(url, dialect=dialect, timeout=timeout)
     try:
-        served = client.served_model()
-        mismatch = None
-        for _, folder in _tokenizer_candidates(served.name):
+        served, mismatch = client.served_model(), ""
+        for folder in _tokenizer_folders(served.name):
             try:
                 tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
             except (OSError, ValueError):
                 continue
-            try:
-                client.check_tokenizer(tokenizer)
+            if not (mismatch := client.tokenizer_mismatch(tokenizer)):
                 break
-            except TokenizerMismatch as err:
-                mismatch = err
         else:
-            raise mismatch or TokenizerMismatch(f"No local tokenizer matches the model the engine at {url} serves.")
+            raise EngineError(mismatch or f"No local tokenizer matches the model the engine at {url} serves.")
         config = None
         with contextlib.suppress(OSError, ValueError):  # a tokenizer-only folder: no layer counts then
             config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+        llama = client.dialect == LLAMACPP
         vocab = served.vocab_size or (config.vocab_size if config is not None else len(tokenizer))
         context = served.context or (context_limit(config) if config is not None else 2048)
         if n_probs is None:
-            if client.dialect == LLAMACPP:
-                n_probs = vocab if vocab <= FULL_VOCABULARY_LIMIT else TOP_N_FALLBACK
-            else:
-                n_probs = _vllm_logprobs_allowed(client, tokenizer, vocab)
-        kv_bytes = None
-        shape = None
-        if config is not None and client.dialect == LLAMACPP:
-            shape = KVShape.from_config(config, torch.float32)  # served with -ctk f32 -ctv f32
-            kv_bytes = shape.bytes_per_token()
+            n_probs = (
+                (vocab if vocab <= FULL_VOCABULARY_LIMIT else TOP_N_FALLBACK) if llama else _vllm_allows(client, vocab)
+            )
+        shape = KVShape.from_config(config, torch.float32) if config is not None and llama else None  # -ctk f32
+        name = Path(served.name).name if llama else served.name
         eos = {int(tokenizer.eos_token_id)} if tokenizer.eos_token_id is not None else set()
-        name = Path(served.name).name if client.dialect == LLAMACPP else served.name
         engine = RemoteEngine(
-            client=client,
-            name=name,
-            vocab_size=vocab,
-            context=context,
-            n_probs=n_probs,
-            eos_ids=frozenset(eos),
-            kv_bytes_per_token=kv_bytes,
+            client, name, vocab, context, n_probs, frozenset(eos), shape.bytes_per_token() if shape else None
         )
+        stem = Path(served.name).stem.lower()
+        kind = next((k for k in ("q4_k_m", "q8_0", "f16", "f32") if stem.endswith(k)), None)
         info = ModelInfo(
             name=f"{name} on {client.dialect} at {client.base_url}",
             source="engine",
@@ -156,7 +149,7 @@ def connect(url: str, dialect: str | None = None, timeout: float = 30.0, n_probs
             context=context,
             vocab_size=vocab,
             weight_bytes=served.size_bytes or 0,
-            dtype=_weights_type(served.name),
+            dtype=f"GGUF {kind.replace('_k_m', '_K_M')}" if kind else "served",
             has_chat_template=bool(getattr(tokenizer, "chat_template", None)),
         )
         return RemoteModel(model=engine, tokenizer=tokenizer, info=info, url=client.base_url)
@@ -165,44 +158,31 @@ def connect(url: str, dialect: str | None = None, timeout: float = 30.0, n_probs
         raise
 
 
-def _vllm_logprobs_allowed(client: EngineClient, tokenizer, vocab: int) -> int:
-    """The whole vocabulary when the vLLM server was started with --max-logprobs >= vocab (one trial request),
-    else vLLM's default top 20."""
-    probe = tokenizer("Once", add_special_tokens=True)["input_ids"] or [0]
+def _vllm_allows(client: EngineClient, vocab: int) -> int:
+    """The whole vocabulary when vLLM was started with --max-logprobs >= vocab (one trial request), else its top 20."""
     try:
-        client.next_token(probe, vocab, vocab)
+        client.next_token([0], vocab, vocab)
         return vocab
-    except EngineHTTPError:
+    except EngineError as err:
+        if err.status is None:  # not the server refusing the request: unreachable, or a broken answer
+            raise
         return VLLM_DEFAULT_MAX_LOGPROBS
 
 
-def _weights_type(served_name: str) -> str:
-    stem = Path(served_name).stem.lower()
-    for kind in ("q4_k_m", "q8_0", "f16", "f32"):
-        if stem.endswith(kind):
-            return f"GGUF {kind.replace('_k_m', '_K_M')}"
-    return "served"
-
-
 class RemoteForward(Forward):
-    """Each forward pass is one request to the engine: the whole text so far as ids (the server's prompt cache
-    evaluates only what is new). The KV cache lives in the server; `cached_tokens` is what its prompt cache holds
-    of this run's text, as far as this run knows."""
+    """Each forward pass is one request: the whole text so far as ids. The KV cache lives in the server;
+    `cached_tokens` is what its prompt cache holds of this run's text, as far as this run knows."""
+
+    cached_tokens = 0  # a plain attribute in place of `Forward`'s abstract property
 
     def __init__(self, engine: RemoteEngine):
         self.engine = engine
         self.context, self.eos_ids, self.vocab_size = engine.context, set(engine.eos_ids), engine.vocab_size
-        self._cached = 0
-
-    @property
-    def cached_tokens(self) -> int:
-        return self._cached
 
     def next_pass(self, text_ids: list[int], phase: str) -> ForwardPass:
         engine = self.engine
         dist = engine.client.next_token(text_ids, engine.n_probs, engine.vocab_size)  # EngineError: nothing changed
-        new_tokens = len(text_ids) - self._cached
-        self._cached = len(text_ids)
+        new_tokens, self.cached_tokens = len(text_ids) - self.cached_tokens, len(text_ids)
         t = dist.timings
         return ForwardPass(
             logits=dist.logits(),
@@ -224,7 +204,7 @@ class RemoteForward(Forward):
         )
 
     def crop_to(self, length: int) -> None:
-        self._cached = min(self._cached, length)  # the server keeps its cache; the next request re-sends the text
+        self.cached_tokens = min(self.cached_tokens, length)  # the server keeps its cache; the text is sent again
 
     def cache_layer_bytes(self) -> list[int]:
         raise EngineError(
@@ -233,38 +213,32 @@ class RemoteForward(Forward):
 
 
 def distribution_note(engine: RemoteEngine, server: ServerStep | None) -> tuple[str, str]:
-    """(caption kind, sentence) saying what on a chart is exact and what is truncated: "exact" only for a whole
-    vocabulary; the engine's top N, renormalised, is what was read from it ("measured")."""
+    """(caption kind, sentence) for a chart of a remote step: "exact" only for a whole vocabulary; a top N,
+    renormalised, is what was read from the engine ("measured")."""
     if server is None:
-        return "exact" if engine.exact else "measured", (
-            f"The engine ({engine.dialect}) is asked for {engine.n_probs:,} token probabilities per step."
-        )
+        kind = "exact" if engine.exact else "measured"
+        return kind, TEXT["asked"].format(dialect=engine.dialect, n=engine.n_probs)
     return _note(engine, server.returned, server.returned_mass)
 
 
 def step_timing_note(server: ServerStep | None) -> str:
-    """Where this step's time went, when the server timed its own pass: the rest of the round trip is the
-    probabilities travelling as JSON and parsed here, plus any wait for a core on a busy machine (SmolLM2's top
-    1,000 are 83 KB; its whole 49,152-token vocabulary would be 4.7 MB, a round trip of 162 ms against a 33 ms pass,
-    measured on its f32 GGUF). Measured, so the page shows it under its own label, not the distribution's."""
+    """Where a step's time went when the server timed its own pass (measured: the page shows it under its own label)."""
     if server is None or server.server_ms is None or server.round_trip_ms <= 0:
         return ""
     rest = max(server.round_trip_ms - server.server_ms, 0.0)
-    return (
-        f"This step: the server's forward pass took {server.server_ms:,.0f} ms of a {server.round_trip_ms:,.0f} ms "
-        f"round trip; the other {rest:,.0f} ms went outside the pass: {server.returned:,} probabilities sent as JSON and "
-        "parsed here, and any wait for a free core."
+    return TEXT["step_time"].format(
+        server=server.server_ms, trip=server.round_trip_ms, rest=rest, returned=server.returned
     )
 
 
 def logits_note(engine: RemoteEngine, logits) -> tuple[str, str]:
-    """`distribution_note` for a stored [vocab] row of a remote step (log-probabilities, -inf where not returned)."""
+    """`distribution_note` for a stored [vocab] row of a remote step."""
     return _note(engine, *returned_probability(logits))
 
 
 def returned_probability(logits: torch.Tensor) -> tuple[int, float]:
     """(tokens returned, their total probability) of a [vocab] row: an engine's top N are log-probabilities with -inf
-    for the rest; a whole row (the app's own logits, or an engine's whole vocabulary) holds all of it."""
+    for the rest; a whole row holds all of it."""
     returned = torch.isfinite(logits)
     count = int(returned.sum())
     return count, 1.0 if count == logits.numel() else float(logits[returned].double().exp().sum())
@@ -272,13 +246,5 @@ def returned_probability(logits: torch.Tensor) -> tuple[int, float]:
 
 def _note(engine: RemoteEngine, returned: int, mass: float) -> tuple[str, str]:
     if returned >= engine.vocab_size:
-        return "exact", (
-            f"The engine ({engine.dialect}) returned all {returned:,} token probabilities: the "
-            "distribution is complete and every stage is computed exactly from it. The repetition penalty "
-            "acts on the server's log-probabilities, not on raw logits."
-        )
-    return "measured", (
-        f"Truncated: the engine ({engine.dialect}) returned its top {returned:,} tokens, holding "
-        f"{mass:.2%} of the probability; the other {1 - mass:.2%} (other, not returned by the "
-        "server) cannot be drawn, and the shares shown are renormalised over the returned tokens."
-    )
+        return "exact", TEXT["exact"].format(dialect=engine.dialect, returned=returned)
+    return "measured", TEXT["truncated"].format(dialect=engine.dialect, returned=returned, mass=mass, rest=1 - mass)

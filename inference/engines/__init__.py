@@ -1,9 +1,4 @@
-"""Real serving engines as backends: llama.cpp's `llama-server` (built here) and vLLM, driven over
-their OpenAI-compatible HTTP APIs. Nothing here imports Streamlit or vLLM.
-
-- `llamacpp`: build `llama-server` from a pinned sdist, convert a model to GGUF, serve it on loopback.
-- `client`: one httpx client with the llama.cpp and vLLM dialects; every failure is an `EngineError`.
-- `remote`: a remote model the pages treat like a `LoadedModel`, and the remote Step.
-- `timing`: prefill/decode timeline and sweep from a server's own timings; `gguf_compare`: GGUF rows for the
-  Quantization page. Their benchmark keys live with every other one in `inference.bench`.
-"""
+"""Real serving engines as backends, driven over their HTTP APIs (nothing here imports Streamlit or vLLM):
+`llamacpp` builds llama.cpp's `llama-server`, converts a model to GGUF and serves it; `vllm` installs and serves
+vLLM; `lifetime` makes sure a server never outlives its starter; `client` is every HTTP request to an engine, with
+one error type. The remote model the pages step through is `inference.core.remote`."""

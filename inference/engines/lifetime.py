@@ -1,12 +1,10 @@
 """An engine server lives exactly as long as whoever started it.
 
-Two ways a server could outlive its starter, both closed here:
-- The starter is told to stop (SIGTERM from a supervisor, SIGINT from Ctrl-C, SIGHUP when its terminal
-  closes): `stop_signals` turns each into an exception, so the caller's `finally` stops the server.
-- The starter dies without running any code (SIGKILL, a crash, the OOM killer): Linux's parent-death signal
-  (`prctl(PR_SET_PDEATHSIG)`, set by util-linux's `setpriv --pdeathsig`, which then execs the server: see
-  `dying_with_parent`) sends the server SIGTERM. Linux sends it when the *thread* that started the server ends, so start a server on a thread that
-  outlives it (the main thread, or the thread holding the `with serve(...)` block).
+- Told to stop (SIGTERM from a supervisor, SIGINT from Ctrl-C, SIGHUP when its terminal closes): `stop_signals` turns
+  each into an exception, so the starter's `finally` stops the server.
+- Dead without running any code (SIGKILL, a crash, the OOM killer): Linux's parent-death signal, set by util-linux's
+  `setpriv --pdeathsig` before it execs the server (`dying_with_parent`), sends the server SIGTERM. Linux sends it when
+  the *thread* that started the server ends: start a server on a thread that outlives it.
 """
 
 from __future__ import annotations
@@ -20,29 +18,28 @@ import sys
 import time
 from pathlib import Path
 
+from inference.core.measuring import ms_since, now
+from inference.engines.client import EngineClient
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def dying_with_parent(args: list[str]) -> list[str]:
-    """`args` run so that the server gets SIGTERM when its parent (thread) dies: `setpriv` (util-linux, on every
-    Debian) sets the parent-death signal and execs the server, so the server keeps setpriv's process id. Elsewhere
-    (macOS, or no setpriv) the arguments as they are: a server there is stopped by `stop_signals` alone."""
+    """`args` run so that the server gets SIGTERM when its parent (thread) dies; elsewhere (macOS, or no setpriv) as
+    they are, stopped by `stop_signals` alone. setpriv execs the server, which keeps its process id."""
     setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
     return [setpriv, "--pdeathsig", "TERM", "--", *args] if setpriv else list(args)
 
 
 def stop_process(process: subprocess.Popen, timeout: float = 10.0, group: bool = False) -> None:
-    """SIGTERM, then SIGKILL after `timeout` s. `group`: the process leads its own session (started with
-    `start_new_session=True`), and the signals go to every process in it (an engine's own workers too)."""
+    """SIGTERM, then SIGKILL after `timeout` s. `group`: the process leads its own session and the signals go to every
+    process in it (an engine's own workers too)."""
     if process.poll() is not None and not group:
         return
 
     def send(sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            if group:
-                os.killpg(process.pid, sig)
-            else:
-                process.send_signal(sig)
+            os.killpg(process.pid, sig) if group else process.send_signal(sig)
 
     send(signal.SIGTERM)
     try:
@@ -60,8 +57,8 @@ class Stopped(Exception):
 
 @contextlib.contextmanager
 def stop_signals():
-    """While inside, SIGTERM, SIGINT and SIGHUP raise `Stopped` in the main thread, so `finally` blocks (the
-    server's `stop()`) run, also while a server is still starting; the previous handlers come back after."""
+    """While inside, SIGTERM, SIGINT and SIGHUP raise `Stopped` in the main thread, so `finally` blocks (the server's
+    `stop()`) run, also while a server is still starting; the previous handlers come back after."""
 
     def on_signal(signum, frame):
         raise Stopped(signal.Signals(signum).name)
@@ -74,18 +71,9 @@ def stop_signals():
             signal.signal(sig, handler)
 
 
-def log_tail(log_path: Path, lines: int = 5) -> str:
-    """The last `lines` of a server's log file (empty if it cannot be read): what an error sentence quotes."""
-    try:
-        return "\n".join(Path(log_path).read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
 class ServerProcess:
-    """What every started engine server does the same way: `alive()`, `stop()` (also as a context manager),
-    `log_tail()` and `ready()`. A subclass (a dataclass with `process`, `log_path` and `started_s`) sets how long
-    `stop` waits for SIGTERM and whether the signals go to the process's whole session."""
+    """What every started engine server does the same way. A subclass (a dataclass with `url`, `process`, `log_path`
+    and `started_s`) sets how long `stop` waits for SIGTERM and whether the signals go to the whole session."""
 
     STOP_TIMEOUT_S = 10.0
     STOP_GROUP = False
@@ -97,18 +85,22 @@ class ServerProcess:
         stop_process(self.process, self.STOP_TIMEOUT_S if timeout is None else timeout, group=self.STOP_GROUP)
 
     def log_tail(self, lines: int = 5) -> str:
-        return log_tail(self.log_path, lines)
+        """The last `lines` of the server's log (empty if it cannot be read): what an error sentence quotes."""
+        try:
+            return "\n".join(Path(self.log_path).read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
 
     def ready(self, started: float, *checks):
-        """Run each check on this just-started server (wait for /health, a warm-up); one that fails or is
-        interrupted stops the server first. Then `started_s` is the seconds since `started` (perf_counter)."""
+        """Run each check on this just-started server; one that fails or is interrupted stops the server first. Then
+        `started_s` is the seconds since `started` (a `measuring.now()`)."""
         try:
             for check in checks:
                 check(self)
         except BaseException:
             self.stop()
             raise
-        self.started_s = time.perf_counter() - started
+        self.started_s = ms_since(started) / 1000
         return self
 
     def __enter__(self):
@@ -118,19 +110,15 @@ class ServerProcess:
         self.stop()
 
 
-def wait_healthy(server, name: str, timeout: float, poll_s: float) -> None:
-    """Wait until `server` (with `url`, `process`, `alive()` and `log_tail()`) answers /health with 200; a server
-    that exits first, or stays unhealthy past `timeout`, raises a RuntimeError quoting its log."""
-    import httpx  # the engines' HTTP client; imported here so the stop helpers above stay light
-
-    deadline = time.perf_counter() + timeout
-    while time.perf_counter() < deadline:
-        if not server.alive():
-            raise RuntimeError(f"{name} exited with code {server.process.returncode}: {server.log_tail(3)}")
-        try:
-            if httpx.get(server.url + "/health", timeout=2.0, trust_env=False).status_code == 200:
+def wait_healthy(server: ServerProcess, name: str, timeout: float, poll_s: float) -> None:
+    """Wait until `server` answers /health with 200; one that exits first, or stays unhealthy past `timeout`, raises a
+    RuntimeError quoting its log."""
+    started = now()
+    with EngineClient(server.url, timeout=2.0) as client:
+        while ms_since(started) < timeout * 1000:
+            if not server.alive():
+                raise RuntimeError(f"{name} exited with code {server.process.returncode}: {server.log_tail(3)}")
+            if client.health():
                 return
-        except httpx.HTTPError:
-            pass
-        time.sleep(poll_s)
+            time.sleep(poll_s)
     raise RuntimeError(f"{name} did not become healthy within {timeout:g} s: {server.log_tail(3)}")

@@ -1,8 +1,7 @@
-"""llama.cpp's `llama-server`: build it, convert a model to GGUF, serve it on loopback.
-
-The recipe (versions, flags, measured speeds, pitfalls) is `ENGINES.md` in the project's shared notes; the
-commands are `python -m inference.engines llamacpp build|convert|serve`. The sources come from the llama.cpp
-vendored in a pinned `llama-cpp-python` sdist, so the only download is from the Python package index.
+"""llama.cpp's `llama-server`: build it, convert a model to GGUF, serve it on loopback
+(`python -m inference.engines llamacpp build|convert|serve`; the recipe, speeds and pitfalls are docs/ENGINES.md).
+The sources are the llama.cpp vendored in a pinned `llama-cpp-python` sdist: the only download is from the package
+index.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -22,36 +20,32 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformers import PretrainedConfig
+
 from inference.core import real_model
+from inference.core.app_process import free_port
 from inference.core.loader import check_folder, classify_source
+from inference.core.measuring import ms_since, now
 from inference.core.model_config import context_length
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.engines.lifetime import ServerProcess, dying_with_parent, wait_healthy
 
-SDIST_PACKAGE = "llama-cpp-python"
-SDIST_VERSION = "0.3.36"
-# The sdist has no .git, so cmake cannot find the commit by itself: this is the one its CHANGELOG names.
-LLAMA_CPP_COMMIT = "0c1e570"
+SDIST_PACKAGE, SDIST_VERSION = "llama-cpp-python", "0.3.36"
+LLAMA_CPP_COMMIT = "0c1e570"  # the sdist has no .git for cmake to read it from: the one its CHANGELOG names
 CACHE_ENV = "INFERENCE_LAB_LLAMACPP_DIR"
 DEFAULT_CACHE = Path.home() / ".cache" / "inference-lab" / "llama.cpp"
-
-CMAKE_FLAGS = [
-    "-G",
-    "Ninja",
-    "-DCMAKE_BUILD_TYPE=Release",
-    "-DBUILD_SHARED_LIBS=OFF",
-    # Portable: still AVX2/FMA (x86-64-v3), but runs on any such CPU, not only on the build machine.
-    "-DGGML_NATIVE=OFF",
-    "-DLLAMA_BUILD_TESTS=OFF",
-    "-DLLAMA_BUILD_EXAMPLES=OFF",
-    # The prebuilt web UI would be downloaded from Hugging Face at build time; the API does not need it.
-    "-DLLAMA_BUILD_UI=OFF",
-    "-DLLAMA_USE_PREBUILT_UI=OFF",
-    # OpenSSL is only for downloading models over HTTPS; we serve local files.
-    "-DLLAMA_OPENSSL=OFF",
-    f"-DLLAMA_BUILD_COMMIT={LLAMA_CPP_COMMIT}",
-]
+# Portable (GGML_NATIVE off: still AVX2/FMA, but not tied to the build machine); no tests, examples or web UI (it
+# would be downloaded from Hugging Face); no OpenSSL (only for downloading models: we serve local files).
+CMAKE_FLAGS = ["-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF"]
+CMAKE_FLAGS += ["-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_UI=OFF"]
+CMAKE_FLAGS += ["-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF", f"-DLLAMA_BUILD_COMMIT={LLAMA_CPP_COMMIT}"]
 BUILD_TARGETS = ("llama-server", "llama-quantize")
+GGUF_TYPES = ("f32", "f16", "q8_0", "q4_K_M")
+CONVERTER = Path(__file__).with_name("convert_custom_bpe.py")
+# f32 KV cache and flash attention off: 2e-5 from transformers' probabilities instead of 3e-4 (and faster here); a
+# unified KV cache (-kvu), without which parallel slots do not batch; /metrics for the serving pages.
+SERVER_FLAGS = ["-ctk", "f32", "-ctv", "f32", "-fa", "off", "-kvu", "--metrics"]
+HEALTH_TIMEOUT_S = 60.0
 
 
 def cache_dir() -> Path:
@@ -74,55 +68,10 @@ def _log(message: str) -> None:
     print(f"[llamacpp {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def fetch_sources() -> Path:
-    """Download the pinned sdist with pip (the package index is the only network used) and unpack its
-    `vendor/llama.cpp` into the cache. Reused when already there."""
-    target = source_dir()
-    if (target / "CMakeLists.txt").is_file() and (target / "convert_hf_to_gguf.py").is_file():
-        return target
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix="download-") as tmp:
-        _log(f"pip download {SDIST_PACKAGE}=={SDIST_VERSION} (sdist)")
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                f"{SDIST_PACKAGE}=={SDIST_VERSION}",
-                "--no-binary",
-                SDIST_PACKAGE,
-                "--no-deps",
-                "-q",
-                "-d",
-                tmp,
-            ],
-            check=True,
-        )
-        archives = list(Path(tmp).glob("*.tar.gz"))
-        if len(archives) != 1:
-            raise RuntimeError(f"expected one sdist archive in {tmp}, found {[a.name for a in archives]}")
-        _log(f"unpacking {archives[0].name}")
-        prefix = f"{archives[0].name.removesuffix('.tar.gz')}/vendor/llama.cpp/"
-        unpacked = Path(tmp) / "llama.cpp"
-        with tarfile.open(archives[0]) as tar:
-            members = []
-            for member in tar.getmembers():
-                if member.name.startswith(prefix) and member.name != prefix.rstrip("/"):
-                    member.name = member.name[len(prefix) :]
-                    members.append(member)
-            tar.extractall(unpacked, members=members, filter="data")
-        # The vendored .git is a file pointing at a submodule folder that is not in the sdist: git would fail on it.
-        (unpacked / ".git").unlink(missing_ok=True)
-        shutil.rmtree(target, ignore_errors=True)
-        unpacked.rename(target)
-    return target
-
-
 @contextmanager
 def _file_lock(path: Path):
-    """One process at a time past this point for `path`: a second `build` (say CI starting while an earlier
-    one still compiles) waits for the first, then finds its result, instead of running ninja in the same folder."""
+    """One process at a time past this point: a second `build` (CI starting while an earlier one compiles) waits for
+    the first, then finds its result, instead of running ninja in the same folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as lock:
         try:
@@ -133,37 +82,52 @@ def _file_lock(path: Path):
         yield
 
 
+def fetch_sources() -> Path:
+    """The sdist's `vendor/llama.cpp`, downloaded with pip and unpacked into the cache once."""
+    target = source_dir()
+    if (target / "CMakeLists.txt").is_file() and (target / "convert_hf_to_gguf.py").is_file():
+        return target
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix="download-") as tmp:
+        _log(f"pip download {SDIST_PACKAGE}=={SDIST_VERSION} (sdist)")
+        pip = [sys.executable, "-m", "pip", "download", f"{SDIST_PACKAGE}=={SDIST_VERSION}", "--no-deps", "-q"]
+        subprocess.run([*pip, "--no-binary", SDIST_PACKAGE, "-d", tmp], check=True)
+        [archive] = Path(tmp).glob("*.tar.gz")
+        prefix = f"{archive.name.removesuffix('.tar.gz')}/vendor/llama.cpp/"
+        unpacked = Path(tmp) / "llama.cpp"
+        with tarfile.open(archive) as tar:
+            members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.name != prefix.rstrip("/")]
+            for member in members:
+                member.name = member.name[len(prefix) :]
+            tar.extractall(unpacked, members=members, filter="data")
+        # The vendored .git is a file pointing at a submodule folder that is not in the sdist: git would fail on it.
+        (unpacked / ".git").unlink(missing_ok=True)
+        shutil.rmtree(target, ignore_errors=True)
+        unpacked.rename(target)
+    return target
+
+
 def build(jobs: int | None = None) -> Path:
-    """Build `llama-server` and `llama-quantize` into the cache (skipped when both are there).
-    Returns the folder holding the binaries."""
+    """Build `llama-server` and `llama-quantize` into the cache (reused when there); the folder of the binaries."""
     with _file_lock(cache_dir() / ".build.lock"):
-        return _build(jobs)
-
-
-def _build(jobs: int | None) -> Path:
-    if is_built():
-        _log(f"reusing the build in {binary('llama-server').parent}")
+        if is_built():
+            _log(f"reusing the build in {binary('llama-server').parent}")
+            return binary("llama-server").parent
+        for tool in ("cmake", "ninja"):
+            if shutil.which(tool) is None:
+                raise RuntimeError(f"{tool} is missing: install it (Debian: apt-get install cmake ninja-build g++)")
+        started, src = now(), fetch_sources()
+        _log(f"configuring {src}")
+        subprocess.run(["cmake", "-S", str(src), "-B", str(src / "build"), *CMAKE_FLAGS], check=True)
+        jobs = jobs or os.cpu_count() or 2
+        _log(f"building {', '.join(BUILD_TARGETS)} with {jobs} jobs (about 5 minutes on 2 cores)")
+        subprocess.run(
+            ["cmake", "--build", str(src / "build"), "--target", *BUILD_TARGETS, "-j", str(jobs)], check=True
+        )
+        if not is_built():
+            raise RuntimeError(f"the build finished but {binary('llama-server')} is missing")
+        _log(f"built in {ms_since(started) / 1000:.0f} s: {binary('llama-server').parent}")
         return binary("llama-server").parent
-    for tool in ("cmake", "ninja"):
-        if shutil.which(tool) is None:
-            raise RuntimeError(f"{tool} is missing: install it (Debian: apt-get install cmake ninja-build g++)")
-    started = time.perf_counter()
-    src = fetch_sources()
-    _log(f"configuring {src}")
-    subprocess.run(["cmake", "-S", str(src), "-B", str(src / "build"), *CMAKE_FLAGS], check=True)
-    jobs = jobs or os.cpu_count() or 2
-    _log(f"building {', '.join(BUILD_TARGETS)} with {jobs} jobs (about 5 minutes on 2 cores)")
-    subprocess.run(["cmake", "--build", str(src / "build"), "--target", *BUILD_TARGETS, "-j", str(jobs)], check=True)
-    if not is_built():
-        raise RuntimeError(f"the build finished but {binary('llama-server')} is missing")
-    _log(f"built in {time.perf_counter() - started:.0f} s: {binary('llama-server').parent}")
-    return binary("llama-server").parent
-
-
-# -- convert ---------------------------------------------------------------------------------------
-
-GGUF_TYPES = ("f32", "f16", "q8_0", "q4_K_M")
-CONVERTER = Path(__file__).with_name("convert_custom_bpe.py")
 
 
 def model_folder(source: str | None) -> tuple[Path, str]:
@@ -178,8 +142,9 @@ def model_folder(source: str | None) -> tuple[Path, str]:
     return folder, folder.name
 
 
-def _fingerprint(folder: Path) -> str:
-    """Content hash of what the GGUF is made from, so a retrained model gets a new file."""
+def gguf_path(source: str | None, gguf_type: str) -> Path:
+    """Where the GGUF of a model goes, named by a hash of its files so a retrained model gets a new one."""
+    folder, name = model_folder(source)
     digest = hashlib.sha256()
     for path in sorted(folder.glob("*.safetensors")) + [folder / "config.json", folder / "tokenizer.json"]:
         if path.is_file():
@@ -187,18 +152,12 @@ def _fingerprint(folder: Path) -> str:
             with path.open("rb") as f:
                 for block in iter(lambda: f.read(2**20), b""):
                     digest.update(block)
-    return digest.hexdigest()[:12]
-
-
-def gguf_path(source: str | None, gguf_type: str) -> Path:
-    folder, name = model_folder(source)
-    return cache_dir() / "gguf" / f"{name}-{_fingerprint(folder)}" / f"model-{gguf_type}.gguf"
+    return cache_dir() / "gguf" / f"{name}-{digest.hexdigest()[:12]}" / f"model-{gguf_type}.gguf"
 
 
 def convert(source: str | None = None, gguf_type: str = "f32") -> Path:
-    """A GGUF of the bundled model (or a local folder) in the cache, made once: f32/f16 by the vendored
-    converter, q8_0/q4_K_M by `llama-quantize` from the f32 file. A `.json` beside it keeps the model's
-    context length and name for `serve`."""
+    """A GGUF of the bundled model (or a local folder) in the cache, made once: f32/f16 by the vendored converter,
+    q8_0/q4_K_M by `llama-quantize` from the f32 file. A `.json` beside it keeps the model's context and name."""
     if gguf_type not in GGUF_TYPES:
         raise ValueError(f"`gguf_type` has to be one of {', '.join(GGUF_TYPES)}, but is {gguf_type!r}")
     target = gguf_path(source, gguf_type)
@@ -207,75 +166,28 @@ def convert(source: str | None = None, gguf_type: str = "f32") -> Path:
     with _file_lock(target.with_suffix(".lock")):  # two pages or tests asking at once convert once
         if target.is_file():
             return target
-        return _convert(source, gguf_type, target)
-
-
-def _convert(source: str | None, gguf_type: str, target: Path) -> Path:
-    folder, name = model_folder(source)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")
-    started = time.perf_counter()
-    if gguf_type in ("f32", "f16"):
-        src = fetch_sources()
-        env = {**os.environ, "LLAMA_CPP": str(src)}
-        result = subprocess.run(
-            [
-                sys.executable,
-                str(CONVERTER),
-                str(folder),
-                "--model-name",
-                name,
-                "--outtype",
-                gguf_type,
-                "--outfile",
-                str(partial),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        if result.returncode != 0:
-            tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
-            raise RuntimeError(f"convert_hf_to_gguf.py failed for {folder}: {' / '.join(tail)}")
-    else:
-        if not is_built():
+        folder, name = model_folder(source)
+        partial, started = target.with_suffix(".partial"), now()
+        if gguf_type in ("f32", "f16"):
+            what, env = "convert_hf_to_gguf.py", {**os.environ, "LLAMA_CPP": str(fetch_sources())}
+            command = [sys.executable, str(CONVERTER), str(folder), "--model-name", name, "--outtype", gguf_type]
+            command += ["--outfile", str(partial)]
+        elif is_built():
+            what, env = "llama-quantize", None
+            command = [str(binary(what)), str(convert(source, "f32")), str(partial), gguf_type.upper()]
+        else:
             raise RuntimeError("llama-quantize is not built: run python -m inference.engines llamacpp build")
-        f32 = convert(source, "f32")
-        result = subprocess.run(
-            [str(binary("llama-quantize")), str(f32), str(partial), gguf_type.upper()], capture_output=True, text=True
-        )
-        if result.returncode != 0:
-            raise RuntimeError(f"llama-quantize failed: {' / '.join(result.stderr.strip().splitlines()[-3:])}")
-    partial.rename(target)
-    config = json.loads((folder / "config.json").read_text())
-    from transformers import PretrainedConfig
-
-    sidecar = {
-        "name": name,
-        "source": str(folder),
-        "type": gguf_type,
-        "bytes": target.stat().st_size,
-        "context": context_length(PretrainedConfig(**config)),
-        "seconds": round(time.perf_counter() - started, 1),
-    }
-    target.with_suffix(".json").write_text(json.dumps(sidecar, indent=1))
-    _log(f"{target} ({target.stat().st_size / 1e6:.1f} MB) in {sidecar['seconds']} s")
-    return target
-
-
-def gguf_context(gguf: Path) -> int | None:
-    sidecar = Path(gguf).with_suffix(".json")
-    if sidecar.is_file():
-        return int(json.loads(sidecar.read_text())["context"])
-    return None
-
-
-# -- serve -----------------------------------------------------------------------------------------
-
-# f32 KV cache and flash attention off: 2e-5 from transformers' probabilities instead of 3e-4 (and faster here);
-# a unified KV cache (-kvu), without which parallel slots do not batch; /metrics for the serving pages.
-SERVER_FLAGS = ["-ctk", "f32", "-ctv", "f32", "-fa", "off", "-kvu", "--metrics"]
-HEALTH_TIMEOUT_S = 60.0
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = " / ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+            raise RuntimeError(f"{what} failed for {folder}: {tail}")
+        partial.rename(target)
+        config = PretrainedConfig(**json.loads((folder / "config.json").read_text()))
+        sidecar = {"name": name, "source": str(folder), "type": gguf_type, "bytes": target.stat().st_size}
+        sidecar |= {"context": context_length(config), "seconds": round(ms_since(started) / 1000, 1)}
+        target.with_suffix(".json").write_text(json.dumps(sidecar, indent=1))
+        _log(f"{target} ({target.stat().st_size / 1e6:.1f} MB) in {sidecar['seconds']} s")
+        return target
 
 
 @dataclass
@@ -290,12 +202,6 @@ class LlamaServer(ServerProcess):
     started_s: float = 0.0  # seconds from start to the first healthy answer
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def serve(
     model: str | Path | None = None,
     parallel: int = 1,
@@ -304,52 +210,26 @@ def serve(
     log_path: Path | None = None,
     extra_args: list[str] | None = None,
 ) -> LlamaServer:
-    """Start `llama-server` on 127.0.0.1 for a GGUF file (or the f32 GGUF of the bundled model / a model
-    folder, converted once), wait until `/health` answers, and return it. Each of `parallel` slots holds
-    the model's whole context. The caller stops it: `server.stop()` or `with serve(...) as server:`.
-
-        server = serve(parallel=4)       # -> server.url == "http://127.0.0.1:<port>"
-    """
+    """Start `llama-server` on 127.0.0.1 for a GGUF file (or the f32 GGUF of the bundled model / a model folder,
+    converted once), wait until `/health` answers, and return it; each of `parallel` slots holds the model's whole
+    context. The caller stops it: `server.stop()` or `with serve(...) as server:`."""
     if not is_built():
         raise RuntimeError("llama-server is not built: run python -m inference.engines llamacpp build")
-    gguf = (
-        Path(model) if model and str(model).endswith(".gguf") else convert(None if model is None else str(model), "f32")
-    )
+    gguf = Path(model) if str(model).endswith(".gguf") else convert(None if model is None else str(model), "f32")
     if not gguf.is_file():
         raise FileNotFoundError(f"No GGUF file at {gguf}")
     if parallel < 1:
         raise ValueError(f"`parallel` has to be at least 1, but is {parallel}")
     port = port or free_port()
-    context = gguf_context(gguf)
-    args = [
-        str(binary("llama-server")),
-        "-m",
-        str(gguf),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--parallel",
-        str(parallel),
-        "-c",
-        str(context * parallel if context else 0),
-        *SERVER_FLAGS,
-    ]
-    if threads:
-        args += ["-t", str(threads)]
-    args += extra_args or []
+    sidecar = gguf.with_suffix(".json")
+    context = json.loads(sidecar.read_text())["context"] * parallel if sidecar.is_file() else 0  # 0: the model's own
+    args = [str(binary("llama-server")), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port)]
+    args += ["--parallel", str(parallel), "-c", str(context), *SERVER_FLAGS, *(["-t", str(threads)] if threads else [])]
     log_path = Path(log_path) if log_path else cache_dir() / "logs" / f"llama-server-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
+    started = now()
     with open(log_path, "wb") as log:  # dying_with_parent: no orphaned server if this process is killed
-        process = subprocess.Popen(
-            dying_with_parent(args), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-        )
-    server = LlamaServer(
-        url=f"http://127.0.0.1:{port}", process=process, gguf=gguf, parallel=parallel, log_path=log_path
-    )
-    return server.ready(started, _wait_healthy)
-
-
-def _wait_healthy(server: LlamaServer, timeout: float = HEALTH_TIMEOUT_S) -> None:
-    wait_healthy(server, "llama-server", timeout, poll_s=0.05)
+        command = dying_with_parent(args + (extra_args or []))
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    server = LlamaServer(f"http://127.0.0.1:{port}", process, gguf, parallel, log_path)
+    return server.ready(started, lambda s: wait_healthy(s, "llama-server", HEALTH_TIMEOUT_S, poll_s=0.05))

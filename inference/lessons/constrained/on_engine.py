@@ -15,8 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-import httpx
-
+from inference.engines.client import LLAMACPP, EngineClient
 from inference.lessons.constrained.formats import CHOICES, JSON_SCHEMA, Format
 
 TIMEOUT_S = 120.0
@@ -50,23 +49,6 @@ def engine_greedy(server_url: str, prompt_ids: list[int], fmt: Format, max_token
     fields = llama_cpp_request(fmt)
     if fields is None:
         raise ValueError("llama.cpp's server takes a JSON schema or a grammar, not a bare regex")
-    payload = {
-        **fields,
-        "prompt": list(prompt_ids),
-        "n_predict": max_tokens,
-        "temperature": 0,
-        "samplers": ["temperature"],  # temperature 0 keeps the most likely token (after the grammar)
-        "return_tokens": True,
-        "cache_prompt": False,
-    }
-    answer = httpx.post(f"{server_url}/completion", json=payload, timeout=TIMEOUT_S)
-    answer.raise_for_status()
-    body = answer.json()
-    timings = body.get("timings") or {}
-    return EngineText(
-        token_ids=[int(t) for t in body.get("tokens", [])],
-        text=str(body.get("content", "")),
-        predicted_ms=timings.get("predicted_ms"),
-        prompt_ms=timings.get("prompt_ms"),
-        stop_type=str(body.get("stop_type", "")),
-    )
+    with EngineClient(server_url, LLAMACPP, timeout=TIMEOUT_S) as client:
+        done = client.complete(prompt_ids, max_tokens, ignore_eos=False, fields=fields)  # stops at end-of-text
+    return EngineText(done.token_ids, done.text, done.timings.predicted_ms, done.timings.prompt_ms, done.stop_reason)
