@@ -1,6 +1,6 @@
-"""Distilling the draft from its target (`inference/training/distill.py`): the loss is the KL divergence it says,
-the agreement figures are what they say, a short run on tiny models trains the student only, and the draft's card
-reports the run from its meta."""
+"""The one training loop and its distillation (`inference/training/train.py`, `distill.py`): the loss is the KL
+divergence it says, the agreement figures are what they say, a short run on tiny models trains the student only,
+and a card's tables of numbers are filled from the folder's files."""
 
 import json
 
@@ -10,7 +10,7 @@ from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from inference.core.model_config import decoder_config_fields
 from inference.core.paths import BUNDLED_MODEL_DIR
-from inference.training import distill, model_card
+from inference.training import distill, model_card, train
 
 pytestmark = pytest.mark.unit
 
@@ -78,28 +78,29 @@ def test_a_short_run_trains_the_student_and_never_the_teacher(tmp_path):
     )
 
 
-def test_the_drafts_card_reports_its_distillation_from_the_meta():
-    meta = json.loads((distill.DRAFT_DIR / "training_meta.json").read_text())
-    row = {"greedy_agreement": 0.6389, "acceptance_t1": 0.6491, "acceptance_t0.8": 0.6517, "val_nats_per_token": 2.6384}
-    after = {"greedy_agreement": 0.7012, "acceptance_t1": 0.7103, "acceptance_t0.8": 0.7156, "val_nats_per_token": 2.61}
-    meta["distillation"] = {
-        "settings": {
-            "steps": 2000,
-            "batch_size": 8,
-            "context": 512,
-            "peak_lr": 0.001,
-            "warmup_steps": 50,
-            "bf16_autocast": True,
-        },
-        "teacher": "storyteller-llama-6m",
-        "tokens_seen": 8_192_000,
-        "wall_time_s": 1800.0,
-        "before": {**row, "positions": 16384},
-        "after": {**after, "positions": 16384},
-        "command": "python -m inference.training.distill",
-        "torch": "2.13.0+cpu",
-    }
-    section = model_card.distillation_section(meta, model_card.CardContext(name="d", stories=[]))
-    assert "| 63.9% | **70.1%** |" in section and "| 65.2% | **71.6%** |" in section and "2,000 × 8 × 512" in section
-    del meta["distillation"]
-    assert model_card.distillation_section(meta, model_card.CardContext(name="d", stories=[])) == ""
+def test_the_schedule_warms_up_then_decays_to_a_tenth():
+    lr = [train.learning_rate(step, 100, 1.0, 10) for step in range(100)]
+    assert lr[0] == pytest.approx(0.1) and lr[9] == pytest.approx(1.0) and lr[10] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(lr[10:], lr[11:])) and lr[-1] == pytest.approx(0.1, abs=1e-3)
+
+
+def copy_card(folder, to):
+    for name in ("MODEL_CARD.md", "training_meta.json", "speculation.json"):
+        if (folder / name).is_file():
+            (to / name).write_text((folder / name).read_text())
+
+
+def test_filling_a_card_rewrites_only_its_tables_of_numbers(tmp_path):
+    """The bundled cards' tables are what their files say (filling changes nothing), and a table is refilled from
+    changed numbers while the prose around it stays."""
+    for folder in (distill.DRAFT_DIR, distill.DRAFT_DIR.parent / "smollm2-draft-14m"):
+        copy_card(folder, tmp_path)
+        assert model_card.fill(tmp_path).read_text() == (folder / "MODEL_CARD.md").read_text()
+    copy_card(distill.DRAFT_DIR, tmp_path)
+    meta = json.loads((tmp_path / "training_meta.json").read_text())
+    meta["distillation"]["after"]["greedy_agreement"] = 0.999
+    (tmp_path / "training_meta.json").write_text(json.dumps(meta))
+    before, after = (distill.DRAFT_DIR / "MODEL_CARD.md").read_text(), model_card.fill(tmp_path).read_text()
+    assert "| same top token as the target (greedy acceptance) | 63.9% | **99.9%** |" in after
+    changed = [a for a, b in zip(before.splitlines(), after.splitlines(), strict=True) if a != b]
+    assert len(changed) == 1

@@ -17,7 +17,6 @@ from inference.lessons.speculative import drafting, shortlist, summary
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.drafters import ModelDrafter
 from inference.sampling.pipeline import SamplingSettings
-from inference.training import model_card
 from inference.training.token_frequency import FILE_NAME
 
 pytestmark = pytest.mark.unit
@@ -128,10 +127,3 @@ def test_a_shortlist_outside_the_vocabulary_is_refused(draft):
         ShortlistForward(draft.model, None, [1, 4096])
     with pytest.raises(ValueError):
         ShortlistForward(draft.model, None, [])
-
-
-def test_the_drafts_model_card_says_what_its_counts_say(counts):
-    note = model_card.shortlist_note(spec.BUNDLED_DRAFT_DIR).strip()
-    assert note.startswith("**Its shortlist.**") and f"{shortlist.coverage(counts, 1024):.1%}" in note
-    assert note in (spec.BUNDLED_DRAFT_DIR / "MODEL_CARD.md").read_text()
-    assert model_card.shortlist_note(spec.BUNDLED_DRAFT_DIR.parent / "storyteller-llama-6m") == ""  # no counts there
