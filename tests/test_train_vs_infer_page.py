@@ -9,7 +9,8 @@ import torch
 
 from inference.core.loader import encode_prompt
 from inference.lessons.training_vs_inference import text
-from inference.lessons.training_vs_inference.weights import fingerprint, next_token_loss
+from inference.lessons.training_vs_inference.weights import fingerprint
+from inference.training.train import next_token_loss
 from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
@@ -41,8 +42,6 @@ def test_the_first_screen_shows_the_distribution_and_the_fingerprint_without_a_c
     shared = shared_storyteller()
     assert len(at.get("plotly_chart")) == 1  # the distribution before; nothing trained or measured yet
     assert f"`{text.short(fingerprint(shared.model))}" in markdown(at)
-    assert "all 58 tensors are equal bit for bit" in markdown(at)
-    assert any("🧮 Computed exactly." in c.value for c in at.caption)
     assert [e.label.split(":")[0] for e in at.expander] == ["3. What a step costs", "4. Once vs every request"]
     assert "tvi_copy" not in at.session_state
 
@@ -59,8 +58,6 @@ def test_two_sessions_train_their_own_copies_and_the_shared_model_never_changes(
     assert (copy_a.steps, copy_b.steps) == (3, 1)
     assert len({fingerprint(copy_a.model), fingerprint(copy_b.model), start}) == 3
     assert fingerprint(shared.model) == start
-    assert "(unchanged)" in markdown(first) and "(unchanged)" in markdown(second)
-    assert "After **3 training steps**" in markdown(first) and "After **1 training step**" in markdown(second)
     assert len(first.get("plotly_chart")) == 4  # before; before and after; every tensor; the loss
     click(first, "tvi_train")  # three more on the same copy
     assert first.session_state["tvi_copy"][1].steps == 6
@@ -80,7 +77,7 @@ def test_a_new_sentence_starts_the_copy_from_the_trained_model_again():
     assert copy_.steps == 2  # not 4: the copy went back to the trained model before the new sentence
     shared = shared_storyteller()
     with torch.no_grad():
-        loss = next_token_loss(shared.model, torch.tensor([encode_prompt(shared.tokenizer, NEW_SENTENCE)])).item()
+        loss = next_token_loss(shared.model, torch.tensor([encode_prompt(shared.tokenizer, NEW_SENTENCE)]))[0].item()
     assert copy_.losses[0] == pytest.approx(loss, rel=1e-5)
 
 
@@ -92,8 +89,6 @@ def test_the_measured_sections_draw_their_charts_in_the_projects_vocabulary():
     captions = " ".join(c.value for c in at.caption)
     for kind in ("🧮 Computed exactly.", "📏 Measured.", "📚 Published."):
         assert kind in captions
-    assert "184,320 A100-80GB GPU-hours" in captions and "SmolLM2-135M model card" in captions
-    assert "requests** of" in markdown(at) and "training step took" in markdown(at)
 
 
 def test_a_sentence_of_one_token_is_a_warning_not_an_error():
@@ -108,6 +103,4 @@ def test_smollm2_takes_one_measured_step_on_a_copy_it_does_not_keep(smollm2, loc
     assert "tvi_copy" not in at.session_state
     result = at.session_state["tvi_result"][1]
     assert len(result.step_ms) == 1 and result.losses[1] < result.losses[0]
-    assert "One training step of SmolLM2-135M-Instruct on 7 tokens took" in markdown(at)
-    assert "SmolLM2-135M-Instruct has 135 M parameters" in markdown(at)
-    assert "(unchanged)" in markdown(at)
+    assert "One training step of SmolLM2-135M-Instruct" in markdown(at)  # the big-model path, not k steps

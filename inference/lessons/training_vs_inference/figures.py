@@ -125,7 +125,7 @@ def step_time_figure(cost: StepCost, presenter: bool = False) -> go.Figure:
     """Median time of a forward pass and of a training step (bars), every timed repeat as a dot."""
     fig = go.Figure()
     names = ["inference:<br>a forward pass", "training:<br>one step"]
-    medians = [cost.forward_median_ms, cost.train_median_ms]
+    medians = [cost.forward.median_ms, cost.train_step.median_ms]
     fig.add_bar(
         x=[0, 1],
         y=medians,
