@@ -1,25 +1,17 @@
-"""Distil the draft from its target: teach the small model the big one's whole next-token distribution.
+"""Distil the draft from its target: the one training loop (`train.fit`) with the KL divergence as its loss.
 
     python -m inference.training.distill                      # the bundled draft, from its own weights
     python -m inference.training.distill --steps 400 --out /tmp/draft-distilled
 
-Why: speculative decoding keeps a drafted token with probability min(1, p/q), so its acceptance rate is
-sum_x min(p(x), q(x)), one minus the distance between the target's distribution p and the draft's q. A
-draft trained only on the text's next tokens learns the text's distribution; a draft trained to match p
-(knowledge distillation, Hinton et al. 2015; for drafts, DistillSpec, Zhou et al. 2023) moves q towards
-the one distribution acceptance is measured against.
+Why: speculative sampling keeps a drafted token with probability min(1, p/q), so its acceptance rate is
+sum_x min(p(x), q(x)). A draft trained on text learns the text's distribution; one trained to match p (knowledge
+distillation, Hinton et al. 2015; for drafts, DistillSpec, Zhou et al. 2023) moves q towards the distribution
+acceptance is measured against. The loss is KL(p || q) over the whole vocabulary at every position of windows of
+`train.py`'s training split, from the draft's own weights; the teacher is never changed. Each evaluation reports, on
+the validation stories (stored text, so close to, not equal to, what the Speculative page measures), the share of
+positions where both pick the same top token and the mean of sum_x min(p, q) at temperatures 1 and 0.8.
 
-The loss is the forward KL divergence KL(p || q) over the whole vocabulary at every position of windows of
-the training split (the same stories and split as `train.py`, the validation stories never seen), starting
-from the draft's own weights. The teacher runs in inference mode and is never changed. Every evaluation
-reports, on the validation stories, the draft's loss and how often it agrees with the target: the share of
-positions where both pick the same top token (greedy acceptance) and the mean of sum_x min(p, q) at
-temperatures 1 and 0.8 (sampled acceptance). These are computed on stored text, not on generated text, so
-they are close to, not equal to, what the Speculative page measures.
-
-The loop is `train.fit` with this loss. Writes the same folder `train.py` writes (weights, tokenizer,
-training_meta.json with a "distillation" entry, distillation_log.csv); `python -m inference.training.model_card
-FOLDER` then fills its card's numbers.
+Writes the folder `train.py` writes, with a "distillation" entry in training_meta.json and distillation_log.csv.
 """
 
 from __future__ import annotations

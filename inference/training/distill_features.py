@@ -14,10 +14,8 @@
 3. One request in `--heldout-every` (by a hash of its text) is held out; the held-out greedy agreement (the share of
    reply positions where the draft's first guess is the target's next token) is printed and kept in
    `training_meta.json`.
-
-The replies should be SmolLM2's own text: trained on TinyStories' human stories wrapped in the chat template, the
-draft agreed with the target on 50-76% of those stories' positions but on 14% of SmolLM2's own reply to a story
-request (measured 2026-12-04), as SmolLM2 writes in another style than TinyStories' authors.
+The loop is `train.fit` with this loss. The replies should be SmolLM2's own text: trained on TinyStories' stories the
+draft agreed with the target on 14% of SmolLM2's own reply to a story request (measured 2026-12-04).
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from inference.lessons.style import (
     DECODE_COLOUR,
@@ -167,12 +166,10 @@ def memory_figure(mem: Memory, presenter: bool = False) -> go.Figure:
     """Stacked bytes: inference (weights + KV cache) vs training (weights + gradients + moments + activations)."""
     fig = go.Figure()
     columns = ["inference", "training"]
-    used = {
-        "inference": {"weights", "kv_cache"},
-        "training": {"weights", "gradients", "optimizer_moments", "activations"},
-    }
     for field, name, colour, pattern in MEMORY_PARTS:
-        values = [getattr(mem, field) / 2**20 if field in used[c] else 0.0 for c in columns]
+        inference = getattr(mem, field) if field in ("weights", "kv_cache") else 0
+        training = 0 if field == "kv_cache" else getattr(mem, field)
+        values = [inference / 2**20, training / 2**20]
         fig.add_bar(
             x=columns,
             y=values,
@@ -203,7 +200,7 @@ def break_even_figure(
     """Machine time (core-hours) of n requests, against training's, on log axes; the crossing marked."""
     top = max(10.0, break_even * 10)
     counts = [10**e for e in range(0, 12) if 10**e <= top] + [top]
-    fig = make_subplots()
+    fig = go.Figure()
     add_line(
         fig,
         counts,
