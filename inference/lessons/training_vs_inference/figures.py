@@ -33,18 +33,14 @@ def distribution_figure(rows: list[tuple[str, float, float | None]], presenter: 
     """Next-token probabilities of a few tokens (label, before, after or None), before (pale) and after training
     (deep blue, hatched: colour is not the only signal); the first row at the top. A value under 0.1% is labelled
     only where its row's other bar is large (the token training taught)."""
-    trained = any(r[2] is not None for r in rows)
+    trained = rows[0][2] is not None
     rows = rows[::-1]  # Plotly draws the first name at the bottom
     names = [label(r[0]) for r in rows]
     fig = go.Figure()
-    for column, name, colour, pattern in (
-        (1, "before training", RAW_COLOUR, ""),
-        (2, "after training", FINAL_COLOUR, "/"),
-    ):
-        if column == 2 and not trained:
-            break
-        values = [r[column] or 0.0 for r in rows]
-        others = [r[3 - column] or 0.0 for r in rows] if trained else [1.0] * len(rows)  # untrained: label all
+    bars = [(1, "before training", RAW_COLOUR, "")] + ([(2, "after training", FINAL_COLOUR, "/")] if trained else [])
+    for column, name, colour, pattern in bars:
+        values = [r[column] for r in rows]
+        others = [r[3 - column] for r in rows] if trained else [1.0] * len(rows)  # untrained: label all
         add_hbar(
             fig,
             names,
@@ -57,8 +53,7 @@ def distribution_figure(rows: list[tuple[str, float, float | None]], presenter: 
             hovertemplate=hover(f"%{{y}}: %{{x:.3%}} {name}"),
         )
     fig.update_layout(barmode="group", bargap=0.25, showlegend=trained)
-    top = max([r[1] for r in rows] + [r[2] or 0.0 for r in rows])
-    upper = top * 1.25 + 0.02
+    upper = max(max(r[1], r[2] or 0.0) for r in rows) * 1.25 + 0.02
     ticks = dict(range=[0, 1.18], tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0]) if upper > 1 else dict(range=[0, upper])
     fig.update_xaxes(tickformat=".0%", title="probability of the next token", **ticks)
     per_row = (52 if presenter else 34) * (2 if trained else 1) * 0.75
