@@ -4,25 +4,17 @@ own greedy replies to story requests (`teacher_text`), so greedy speculation on 
     python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl           # the teacher's replies first
     python -m inference.training.distill_real --replies /tmp/draft/teacher.jsonl       # -> assets/models/smollm2-draft-14m
 
-The draft is a plain `LlamaForCausalLM` with SmolLM2's tokenizer and its whole vocabulary (49,152 rows, so p and q
-are over the same tokens and `spec.check_pair` accepts the pair), 2 layers of width 256, tied embeddings. Its
-embedding starts as SmolLM2's own, projected on their top principal directions (576 -> 256 by an SVD): the draft
-begins knowing which tokens are alike instead of from noise.
+The draft is a plain `LlamaForCausalLM` over SmolLM2's tokenizer and whole vocabulary (so `spec.check_pair` accepts
+the pair), 2 layers of width 256, tied embeddings; its embedding starts as SmolLM2's own projected on their top
+principal directions (576 -> 256 by an SVD), so it begins knowing which tokens are alike.
 
 Two phases of `train.fit` (the project's one loop), one loss (`train.next_token_cross_entropy` on the shortlist):
-    1. stories: random windows of the training split (`train.py`'s split; never the validation stories or the
-       held-out file), each story between `<|endoftext|>` separators as SmolLM2 saw text in pretraining;
-    2. replies: each request in SmolLM2's chat template followed by SmolLM2's greedy reply; the loss is on the reply
-       tokens only (sequence-level distillation, Kim & Rush 2016: the draft learns exactly the text greedy
-       acceptance is measured against). One request in 20 is held out to measure agreement.
-
-A shortlist keeps training cheap: the loss scores only the `shortlist` most frequent tokens of the training text
-(stories and replies), targets outside it are ignored; the output layer is most of the work at this vocabulary.
-The model stays whole: every row is saved, and `token_frequency.json` (the same counts) lets the Speculative page's
-draft score its most frequent tokens at inference as FR-Spec does (`inference.lessons.speculative.shortlist`).
-
-Every evaluation reports, on the held-out replies, the share of reply tokens that are the draft's top token
-(scoring the shortlist) given SmolLM2's text before them: greedy acceptance per position, measured on text.
+stories (random windows of `train.py`'s training split, each story between `<|endoftext|>` separators), then replies
+(each request in SmolLM2's chat template and its greedy reply, the loss on the reply only: sequence-level
+distillation, Kim & Rush 2016). One request in 20 is held out; every evaluation reports on them the share of reply
+tokens that are the draft's top token given SmolLM2's text before them. The loss scores only the `shortlist` most
+frequent tokens of the training text (the output layer is most of the work at this vocabulary); every row is saved,
+and `token_frequency.json` (the same counts) lets the Speculative page's draft score its most frequent tokens.
 """
 
 from __future__ import annotations
