@@ -37,15 +37,6 @@ def click(at, key: str):
     return at
 
 
-def test_the_first_screen_shows_the_distribution_and_the_fingerprint_without_a_click():
-    at = open_app_page(PAGE)
-    shared = shared_storyteller()
-    assert len(at.get("plotly_chart")) == 1  # the distribution before; nothing trained or measured yet
-    assert f"`{text.short(fingerprint(shared.model))}" in markdown(at)
-    assert [e.label.split(":")[0] for e in at.expander] == ["3. What a step costs", "4. Once vs every request"]
-    assert "tvi_copy" not in at.session_state
-
-
 def test_two_sessions_train_their_own_copies_and_the_shared_model_never_changes():
     """Each session trains its own copy; more steps go on the same copy, Reset restores it, and a new sentence starts
     the copy from the trained model again."""
@@ -76,8 +67,13 @@ def test_two_sessions_train_their_own_copies_and_the_shared_model_never_changes(
     assert fingerprint(shared.model) == start
 
 
-def test_the_measured_sections_draw_their_charts_in_the_projects_vocabulary():
+def test_the_first_screen_then_the_measured_sections():
+    """Nothing pressed: the distribution and the fingerprint; then both measurements draw their charts, captioned."""
     at = open_app_page(PAGE)
+    assert len(at.get("plotly_chart")) == 1  # the distribution before; nothing trained or measured yet
+    assert f"`{text.short(fingerprint(shared_storyteller().model))}" in markdown(at)
+    assert [e.label.split(":")[0] for e in at.expander] == ["3. What a step costs", "4. Once vs every request"]
+    assert "tvi_copy" not in at.session_state
     click(at, "tvi_measure")
     click(at, "tvi_request")
     assert len(at.get("plotly_chart")) == 4  # before; pass vs step; memory; once vs every request
