@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from inference.core.forward import TransformersForward
 from inference.core.measuring import now
 from inference.core.paths import BUNDLED_MODEL_DIR, DEFAULT_CORPUS_DIR, DEFAULT_HELDOUT_FILE, MODELS_DIR
 from inference.training import corpus as corpus_io
@@ -54,21 +55,21 @@ def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor
     return F.kl_div(log_q, log_p, log_target=True, reduction="batchmean")
 
 
-@torch.inference_mode()
 def agreement(teacher, student, token_ids: list[int], window: int = 512, max_tokens: int = 16384) -> dict:
     """On the first `max_tokens` of `token_ids`, in windows without overlap: the share of positions where the two
     models' top tokens agree, and the mean of sum_x min(p(x), q(x)) at each of AGREEMENT_TEMPERATURES."""
-    ids = torch.tensor(token_ids[:max_tokens], dtype=torch.long)
+    ids = token_ids[:max_tokens]
     same_top, overlap, positions = 0, dict.fromkeys(AGREEMENT_TEMPERATURES, 0.0), 0
     for start in range(0, len(ids) - 1, window):
-        chunk = ids[start : start + window].unsqueeze(0)
-        p_logits = teacher(chunk).logits[0].double()
-        q_logits = student(chunk).logits[0].double()
+        chunk = ids[start : start + window]
+        p_logits, q_logits = (
+            TransformersForward(m, None).logits(chunk, len(chunk)).double() for m in (teacher, student)
+        )
         same_top += int((p_logits.argmax(-1) == q_logits.argmax(-1)).sum())
         for t in AGREEMENT_TEMPERATURES:
             kept = torch.minimum(torch.softmax(p_logits / t, -1), torch.softmax(q_logits / t, -1)).sum(-1)
             overlap[t] += float(kept.sum())
-        positions += chunk.shape[1]
+        positions += len(chunk)
     report = {"greedy_agreement": round(same_top / positions, 4)}
     report.update({f"acceptance_t{t:g}": round(total / positions, 4) for t, total in overlap.items()})
     report["positions"] = positions

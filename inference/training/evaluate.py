@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from inference.core.forward import TransformersForward
+
 
 @dataclass(frozen=True)
 class LossReport:
@@ -22,7 +24,6 @@ class LossReport:
     bytes: int
 
 
-@torch.inference_mode()
 def score_stream(model, token_ids: list[int], n_bytes: int, window: int = 512, stride: int = 256) -> LossReport:
     """Loss of every token of `token_ids` after the first, with sliding windows.
 
@@ -30,17 +31,16 @@ def score_stream(model, token_ids: list[int], n_bytes: int, window: int = 512, s
     least `window - stride` tokens of context (all there is, near the start); every token is
     scored exactly once. The first token is the BOS and is not scored.
     """
-    ids = torch.tensor(token_ids, dtype=torch.long)
     total_nats = 0.0
     scored = 0
     next_to_score = 1  # position of the first token not yet scored
     overlap = max(1, window - stride)  # context carried into each window (at least the previous token)
-    while next_to_score < len(ids):
+    while next_to_score < len(token_ids):
         start = max(0, next_to_score - overlap)
-        end = min(start + window, len(ids))
-        chunk = ids[start:end].unsqueeze(0)
-        logits = model(chunk).logits[0, :-1].float()  # [T-1, vocab]: predicts chunk[1:]
-        targets = chunk[0, 1:]
+        end = min(start + window, len(token_ids))
+        chunk = token_ids[start:end]
+        logits = TransformersForward(model, None).logits(chunk, keep=len(chunk))[:-1]  # [T-1, vocab]: chunk[1:]
+        targets = torch.tensor(chunk[1:], dtype=torch.long)
         losses = F.cross_entropy(logits, targets, reduction="none")
         first = next_to_score - start - 1  # index into losses of the first unscored token
         total_nats += losses[first:].sum().item()

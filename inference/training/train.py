@@ -41,6 +41,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from inference.core.forward import PREFILL, TransformersForward
 from inference.core.measuring import now
 from inference.core.model_config import decoder_config_fields
 from inference.core.paths import BUNDLED_MODEL_DIR, DEFAULT_CORPUS_DIR, DEFAULT_HELDOUT_FILE, MODELS_DIR
@@ -165,17 +166,15 @@ def learning_rate(step: int, steps: int, peak_lr: float, warmup_steps: int) -> f
     return peak_lr * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
 
 
-@torch.inference_mode()
 def expert_load(model, token_ids: list[int], window: int, max_tokens: int = 8192) -> list[list[float]]:
     """[layer][expert]: the fraction of (token, slot) picks each expert got over the first
     `max_tokens` validation tokens, from the router's own top-k (what the forward pass used)."""
-    ids = torch.tensor(token_ids[:max_tokens], dtype=torch.long)
-    k = model.config.num_experts_per_tok
+    ids = token_ids[:max_tokens]
     counts = torch.zeros(model.config.num_hidden_layers, model.config.num_local_experts)
     for start in range(0, len(ids), window):
-        out = model(ids[start : start + window].unsqueeze(0), output_router_logits=True)
-        for layer, router_logits in enumerate(out.router_logits):
-            picks = router_logits.float().topk(k, dim=-1).indices.reshape(-1)
+        routed = TransformersForward(model, None).next_pass(ids[start : start + window], PREFILL).router_logits
+        for layer, router_logits in enumerate(routed):  # [tokens, experts]
+            picks = router_logits.topk(model.config.num_experts_per_tok, dim=-1).indices.reshape(-1)
             counts[layer] += torch.bincount(picks, minlength=counts.shape[1]).float()
     return (counts / counts.sum(dim=1, keepdim=True)).round(decimals=4).tolist()
 
