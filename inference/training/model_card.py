@@ -4,7 +4,7 @@
 
 A card (`MODEL_CARD.md`) is Markdown written by hand. Each table of numbers sits between `<!-- numbers:NAME -->` and
 `<!-- /numbers -->`, and this script rewrites it from the folder's own files: `results` from training_meta.json's
-scores, `distillation` from its "distillation" entry (`python -m inference.training.distill`), `speculation` from
+scores, `distillation` from its "distillation" entry (`python -m inference.training.train --teacher`), `speculation` from
 speculation.json (`python -m inference.bench.real_spec --write-draft`, with `--feature` for the feature draft).
 """
 

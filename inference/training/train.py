@@ -1,19 +1,24 @@
 """The one training loop (`fit`: one schedule, one optimizer, one log) and the bundled models' trainer: a byte-level
-BPE tokenizer, then a small Llama (or MoE), from scratch. The distillations are this loop with another loss
-(`distill`: KL to a teacher; `distill_real`: SmolLM2's replies; `distill_features`: SmolLM2's features).
+BPE tokenizer, then a small Llama (or MoE), from scratch. With `--teacher` the loss is KL(p || q) to a teacher
+(`distill_real` and `distill_features` are this loop with other losses).
 
     python -m inference.training.train                       # the dense model; corpus ../shared/corpus/tinystories
     python -m inference.training.train --preset draft        # the speculative-decoding draft model
     python -m inference.training.train --preset moe          # the Mixture-of-Experts model
     python -m inference.training.train --corpus DIR --steps 3000 --out assets/models/NAME
+    python -m inference.training.train --preset draft --teacher assets/models/storyteller-llama-6m   # distil the draft
 
-The draft and MoE presets reuse the dense model's tokenizer (`--tokenizer-from`): a draft
-must share its target's vocabulary, and the MoE is compared with the dense model token for
-token.
+The draft and MoE presets reuse the dense model's tokenizer (`--tokenizer-from`): a draft must share its target's
+vocabulary, and the MoE is compared with the dense model token for token.
 
-Writes a Hugging Face folder (config, generation config, safetensors weights, tokenizer,
-training log, training_meta.json) that `AutoModelForCausalLM.from_pretrained` loads with no
-project code. The held-out file is only ever scored, never trained on.
+`--teacher`: the model already in `--out` (its weights, tokenizer and split) learns the teacher's whole next-token
+distribution (knowledge distillation, Hinton et al. 2015; for drafts, DistillSpec, Zhou et al. 2023: speculative
+sampling accepts sum_x min(p(x), q(x)) of the draft's guesses, so q is moved towards p). Each evaluation adds
+`evaluate.agreement`; training_meta.json gains a "distillation" entry; distillation_log.csv starts at the baseline.
+
+Writes a Hugging Face folder (config, generation config, safetensors weights, tokenizer, training log,
+training_meta.json) that `AutoModelForCausalLM.from_pretrained` loads with no project code. The held-out file is only
+ever scored, never trained on.
 """
 
 from __future__ import annotations
@@ -24,21 +29,20 @@ import json
 import math
 import platform
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from tqdm import tqdm
 from transformers import (
+    AutoModelForCausalLM,
     AutoTokenizer,
     GenerationConfig,
     LlamaConfig,
     LlamaForCausalLM,
     MixtralConfig,
     MixtralForCausalLM,
-    PreTrainedTokenizerFast,
 )
 
 from inference.core.forward import PREFILL, TransformersForward
@@ -46,9 +50,7 @@ from inference.core.measuring import now
 from inference.core.model_config import decoder_config_fields
 from inference.core.paths import BUNDLED_MODEL_DIR, DEFAULT_CORPUS_DIR, DEFAULT_HELDOUT_FILE, MODELS_DIR
 from inference.training import corpus as corpus_io
-from inference.training.evaluate import score_stream
-
-SEPARATOR = corpus_io.STORY_SEPARATOR
+from inference.training.evaluate import agreement, score_stream
 
 
 @dataclass
@@ -96,38 +98,8 @@ PRESETS = {
     ),
 }
 PRESET_FOLDERS = {"dense": "storyteller-llama-6m", "draft": "storyteller-draft-1m", "moe": "storyteller-moe-16m"}
-
-
-def train_tokenizer(stories: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """Byte-level BPE (any UTF-8 text encodes, no unknown token) with `<|endoftext|>` as
-    id 0, used as BOS, EOS, story separator and padding. The post-processor puts it in
-    front of every encoded prompt, so a prompt starts the way every training story does."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[SEPARATOR],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(stories, trainer=trainer)
-    separator_id = tok.token_to_id(SEPARATOR)
-    tok.post_processor = processors.TemplateProcessing(
-        single=f"{SEPARATOR} $A", pair=f"{SEPARATOR} $A {SEPARATOR} $B", special_tokens=[(SEPARATOR, separator_id)]
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=SEPARATOR,
-        eos_token=SEPARATOR,
-        pad_token=SEPARATOR,
-        model_max_length=512,
-    )
-
-
-def encode_stories(tokenizer, stories: list[str]) -> list[int]:
-    token_lists = tokenizer(stories, add_special_tokens=False)["input_ids"]
-    return corpus_io.stories_to_stream(token_lists, tokenizer.eos_token_id)
+# With --teacher, unless a flag says otherwise: a gentler schedule from trained weights, and new windows (another seed)
+DISTILLATION = dict(peak_lr=1e-3, warmup_steps=50, eval_every=250, seed=4321)
 
 
 def build_model(s: TrainSettings):
@@ -193,6 +165,13 @@ def next_token_cross_entropy(logits: torch.Tensor, ids: torch.Tensor) -> torch.T
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
 
 
+def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
+    """KL(p || q) in nats per position, p the teacher's softmax and q the student's, over the whole vocabulary."""
+    log_q = F.log_softmax(student_logits.float(), dim=-1).reshape(-1, student_logits.shape[-1])
+    log_p = F.log_softmax(teacher_logits.float(), dim=-1).reshape(-1, teacher_logits.shape[-1])
+    return F.kl_div(log_q, log_p, log_target=True, reduction="batchmean")
+
+
 def next_token_loss(model, ids: torch.Tensor, **forward) -> tuple[torch.Tensor, object]:
     """The training loss and the model's output: `model` run on ids[:, :-1], scored against ids[:, 1:]."""
     out = model(ids[:, :-1], use_cache=False, **forward)
@@ -228,12 +207,13 @@ def write_log(path: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
-def fit(model, params: list, loss_fn, s, steps: int, peak_lr: float, evaluate=None, log_path: Path | None = None):
+def fit(model, params, loss_fn, s, steps: int, peak_lr: float, evaluate=None, log_path=None, rows=None) -> list:
     """The one training loop: `steps` AdamW steps on `loss_fn()` (it draws its own batch) over `params`, with
     `s`'s warm-up, weight decay, bf16 autocast and evaluation interval; every `s.eval_every` steps and at the end a
-    row {step, loss_smoothed, **evaluate(step), elapsed_s} is printed and (re)written to `log_path`. Returns the rows."""
+    row {step, loss_smoothed, **evaluate(step), elapsed_s} is added to `rows`, printed and (re)written to
+    `log_path`. Returns the rows."""
     optimizer = adamw(params, peak_lr, s.weight_decay)
-    rows, running, started = [], None, now()
+    rows, running, started = rows or [], None, now()
     for step in tqdm(range(steps), desc="training", mininterval=10, file=sys.stdout):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, steps, peak_lr, s.warmup_steps)
@@ -258,7 +238,7 @@ def final_scores(model, tokenizer, train_stories: list[str], val_stories: list[s
     the training stories as large as the validation split, the validation stories, and the held-out file if any."""
     scores = {}
     for split, stories in (("train", train_stories[: len(val_stories)]), ("val", val_stories)):
-        score = score_stream(model, encode_stories(tokenizer, stories), corpus_io.utf8_bytes(stories))
+        score = score_stream(model, corpus_io.encode_stories(tokenizer, stories), corpus_io.utf8_bytes(stories))
         scores.update({f"{split}_nats_per_token": round(score.nats_per_token, 4)})
         scores.update({f"{split}_bits_per_byte": round(score.bits_per_byte, 4)})
     if heldout_file is not None and heldout_file.exists():
@@ -302,29 +282,44 @@ def train(
     heldout_file: Path | None,
     tokenizer_from: Path | None = None,
     preset: str = "dense",
+    teacher_dir: Path | None = None,
 ) -> dict:
     started = now()
     stories = corpus_io.read_stories(corpus_dir)
-    train_stories, val_stories = corpus_io.split_train_validation(stories, s.validation_fraction, s.seed)
+    earlier = json.loads((out_dir / "training_meta.json").read_text()) if teacher_dir else None
+    split = earlier["settings"] if earlier else asdict(s)  # a distilled model keeps the split it was trained on
+    train_stories, val_stories = corpus_io.split_train_validation(stories, split["validation_fraction"], split["seed"])
+    if teacher_dir is not None:
+        tokenizer_from = out_dir
     if tokenizer_from is None:
-        tokenizer = train_tokenizer(train_stories, s.vocab_size)
+        tokenizer = corpus_io.train_tokenizer(train_stories, s.vocab_size)
     else:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_from)
-        if len(tokenizer) != s.vocab_size:
-            raise ValueError(f"The tokenizer in {tokenizer_from} has {len(tokenizer)} tokens, not {s.vocab_size}")
-    train_stream = torch.tensor(encode_stories(tokenizer, train_stories), dtype=torch.long)
-    val_ids = encode_stories(tokenizer, val_stories)
+        if len(tokenizer) != split["vocab_size"]:
+            raise ValueError(
+                f"The tokenizer in {tokenizer_from} has {len(tokenizer)} tokens, not {split['vocab_size']}"
+            )
+    train_stream = torch.tensor(corpus_io.encode_stories(tokenizer, train_stories), dtype=torch.long)
+    val_ids = corpus_io.encode_stories(tokenizer, val_stories)
     print(f"{len(train_stories)} train / {len(val_stories)} validation stories; {len(train_stream):,} train tokens")
-    model = build_model(s)
+    if teacher_dir is None:
+        model, teacher = build_model(s), None
+    else:
+        model = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32)
+        teacher = AutoModelForCausalLM.from_pretrained(teacher_dir, dtype=torch.float32).eval().requires_grad_(False)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params:,} parameters", flush=True)
     data_rng = torch.Generator().manual_seed(s.seed)
     out_dir.mkdir(parents=True, exist_ok=True)
-    moe = s.architecture == "mixtral"
+    moe = s.architecture == "mixtral" and teacher is None
     load_log = []  # MoE only: the fraction of tokens each expert received, per layer, at each evaluation
 
     def loss_fn():
         batch = random_windows(train_stream, s.batch_size, s.context, data_rng)
+        if teacher is not None:
+            with torch.inference_mode():
+                teacher_logits = teacher(batch[:, :-1]).logits
+            return distillation_loss(model(batch[:, :-1]).logits, teacher_logits.clone())
         loss, out = next_token_loss(model, batch, **({"output_router_logits": True} if moe else {}))
         # the MoE's balance loss pushes the router to spread tokens evenly over the experts
         return loss + s.router_aux_loss_coef * out.aux_loss.float() if moe else loss
@@ -338,31 +333,37 @@ def train(
             "tokens_seen": step * s.batch_size * s.context,
             "val_nats_per_token": round(val.nats_per_token, 4),
             "val_bits_per_byte": round(val.bits_per_byte, 4),
+            **(agreement(teacher, model, val_ids, s.context) if teacher is not None else {}),
         }
 
-    fit(model, list(model.parameters()), loss_fn, s, s.steps, s.peak_lr, evaluate, out_dir / "training_log.csv")
-    stats = {
-        "parameters": n_params,
-        "tokens_seen": s.steps * s.batch_size * s.context,
-        "train_tokens_in_corpus": len(train_stream),
-        "wall_time_s": round(now() - started, 1),
-        **final_scores(model, tokenizer, train_stories, val_stories, heldout_file),
-    }
+    # a distillation's log starts with the draft as trained on text alone: the baseline
+    first = [{"step": 0, "loss_smoothed": None, **evaluate(0)}] if teacher is not None else []
+    log = out_dir / ("distillation_log.csv" if teacher is not None else "training_log.csv")
+    rows = fit(model, list(model.parameters()), loss_fn, s, s.steps, s.peak_lr, evaluate, log, first)
+    tokens_seen = s.steps * s.batch_size * s.context
+    stats = earlier["stats"] if earlier else {"parameters": n_params, "tokens_seen": tokens_seen}
+    if not earlier:
+        stats.update(train_tokens_in_corpus=len(train_stream), wall_time_s=round(now() - started, 1))
+    stats.update(final_scores(model, tokenizer, train_stories, val_stories, heldout_file))
     print(json.dumps(stats), flush=True)
     if s.save_dtype != "float32":
         model = model.to(getattr(torch, s.save_dtype))  # our own copy, not a shared one
     model.save_pretrained(out_dir, safe_serialization=True)
     GenerationConfig(bos_token_id=0, eos_token_id=0, pad_token_id=0, max_new_tokens=200).save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    meta = {
-        "settings": asdict(s),
-        "stats": stats,
-        "corpus": str(corpus_dir.name),
-        "corpus_files": sorted(p.name for p in Path(corpus_dir).glob("*.txt")),
-        "preset": preset,
-        "tokenizer_from": None if tokenizer_from is None else str(tokenizer_from.name),
-        **run_record("train"),
-    }
+    run = {"settings": asdict(s), **run_record("train")}
+    if earlier:
+        wall = round(now() - started, 1)
+        distillation = {"teacher": teacher_dir.name, "tokens_seen": tokens_seen, "wall_time_s": wall}
+        meta = {
+            **earlier,
+            "stats": stats,
+            "distillation": {**run, **distillation, "before": first[0], "after": rows[-1]},
+        }
+    else:
+        corpus_files = sorted(p.name for p in Path(corpus_dir).glob("*.txt"))
+        meta = {**run, "stats": stats, "corpus": corpus_dir.name, "corpus_files": corpus_files, "preset": preset}
+        meta["tokenizer_from"] = None if tokenizer_from is None else tokenizer_from.name
     (out_dir / "training_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
 
@@ -377,11 +378,13 @@ def main(argv=None):
         heldout=DEFAULT_HELDOUT_FILE,
         out=None,
         tokenizer_from=None,
+        teacher=None,
     )
+    if args.teacher is not None:
+        s = replace(s, **{k: v for k, v in DISTILLATION.items() if getattr(args, k) is None})
     tokenizer_from = args.tokenizer_from or (None if args.preset == "dense" else BUNDLED_MODEL_DIR)
-    train(
-        s, args.corpus, args.out or MODELS_DIR / PRESET_FOLDERS[args.preset], args.heldout, tokenizer_from, args.preset
-    )
+    out = args.out or MODELS_DIR / PRESET_FOLDERS[args.preset]
+    train(s, args.corpus, out, args.heldout, tokenizer_from, args.preset, args.teacher)
 
 
 if __name__ == "__main__":
