@@ -16,10 +16,11 @@ import torch
 
 from inference.core import model_config
 from inference.core.flops import FlopCount
+from inference.core.forward import TransformersForward
 from inference.core.measuring import Stopwatch, Timing
 from inference.core.paths import BUNDLED_MODEL_DIR
 from inference.core.quantize import weight_bytes
-from inference.lessons.training_vs_inference.weights import forward_pass, train_step, trainable_copy
+from inference.lessons.training_vs_inference.weights import train_step, trainable_copy
 from inference.training.train import next_token_loss
 
 REPEATS = 7  # timed passes and steps each; the median and the spread are reported
@@ -109,7 +110,7 @@ def measure_step_cost(model, tokenizer, ids: list[int], repeats: int = REPEATS, 
     forward_ms, train_ms = [], []
     for i in range(repeats + 1):
         with Stopwatch() as forward:
-            forward_pass(model, tokenizer, ids, keep=len(ids))
+            TransformersForward(model, tokenizer).logits(ids, keep=len(ids))
         with Stopwatch() as step:
             train_step(twin, optimizer, batch)
         if i:  # the first of each is the warm-up
