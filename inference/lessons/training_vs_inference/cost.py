@@ -137,20 +137,19 @@ class TrainingBill:
 
     name: str
     tokens: int
-    steps: int | None
-    seconds: float | None  # wall time (None where only accelerator-hours are published)
-    cores: int | None
-    accelerator_hours: float | None
     source: str
+    steps: int | None = None
+    seconds: float | None = None  # wall time (None where only accelerator-hours are published)
+    cores: int | None = None
+    accelerator_hours: float | None = None
 
 
 def bundled_training_bill(folder: Path = BUNDLED_MODEL_DIR) -> TrainingBill:
     """The storyteller's own run, from its training_meta.json (trained on 2 CPU cores, as its card says)."""
     meta = json.loads((folder / "training_meta.json").read_text())
     settings, stats = meta["settings"], meta["stats"]
-    seconds = float(stats["wall_time_s"])
     source = f"{folder.name}/training_meta.json"
-    return TrainingBill(folder.name, int(stats["tokens_seen"]), int(settings["steps"]), seconds, 2, None, source)
+    return TrainingBill(folder.name, int(stats["tokens_seen"]), source, int(settings["steps"]), stats["wall_time_s"], 2)
 
 
 # Published figures only, each with its source (captions labelled Published quote `source`).
@@ -158,22 +157,11 @@ PUBLISHED = [
     TrainingBill(
         "Llama-2-7B",
         2_000_000_000_000,
-        None,
-        None,
-        None,
-        184_320,
         "Touvron et al. 2023, Llama 2: Open Foundation and Fine-Tuned Chat Models, §2.2 and Table 2 "
         "(2.0T tokens; 184,320 A100-80GB GPU-hours)",
+        accelerator_hours=184_320,
     ),
-    TrainingBill(
-        "SmolLM2-135M",
-        2_000_000_000_000,
-        None,
-        None,
-        None,
-        None,
-        "HuggingFaceTB/SmolLM2-135M model card (pretraining tokens: 2T)",
-    ),
+    TrainingBill("SmolLM2-135M", 2_000_000_000_000, "HuggingFaceTB/SmolLM2-135M model card (pretraining tokens: 2T)"),
 ]
 
 

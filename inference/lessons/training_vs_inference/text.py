@@ -91,28 +91,27 @@ def short(digest: str) -> str:
     return digest[:16]
 
 
-def token(text: str, markdown: bool = True) -> str:
-    """A token in a sentence: bold and shown literally in Markdown, quoted in plain text (a chart's sentence)."""
-    return f"**{markdown_token_text(text)}**" if markdown else f"'{text}'"
+def token(text: str) -> str:
+    """A token in a sentence: bold and shown literally in Markdown."""
+    return f"**{markdown_token_text(text)}**"
 
 
 def first_look(before, check, context: str, target: str, top: str, model: str) -> str:
     """The prediction before training and what `check`'s forward passes did to the fingerprint."""
-    rank = int((before.probs > before.probs[before.target_id]).sum()) + 1
-    prediction = TEXT["prediction"].format(
+    fields = dict(
         context=f"*{markdown_token_text(context)}*",
         top=token(top),
         top_p=f"{float(before.probs[before.top_ids[0]]):.1%}",
         target=token(target),
         target_p=pct(before.target_probability),
-        rank=rank,
+        rank=int((before.probs > before.probs[before.target_id]).sum()) + 1,
+        passes=check.passes,
+        before=short(check.fingerprint_before),
+        after=short(check.fingerprint_after),
+        model=model,
+        tensors=check.tensors,
     )
-    fields = dict(passes=check.passes, before=short(check.fingerprint_before), after=short(check.fingerprint_after))
-    return (
-        prediction
-        + " "
-        + TEXT["changed" if check.changed else "unchanged"].format(model=model, tensors=check.tensors, **fields)
-    )
+    return (TEXT["prediction"] + " " + TEXT["changed" if check.changed else "unchanged"]).format(**fields)
 
 
 def trained(before, result, target: str) -> str:
@@ -135,10 +134,9 @@ def trained(before, result, target: str) -> str:
     )
 
 
-def gained(rises: list[tuple[str, float]], markdown: bool = True) -> str:
-    if not rises:
-        return TEXT["no_gain"]
-    return TEXT["gained"].format(parts=", ".join(f"{token(t, markdown)} +{pct(g)}" for t, g in rises))
+def gained(rises: list[tuple[str, float]]) -> str:
+    parts = ", ".join(f"{token(t)} +{pct(g)}" for t, g in rises)
+    return TEXT["gained" if rises else "no_gain"].format(parts=parts)
 
 
 def bars(rows: list[tuple[str, float, float | None]]) -> str:
