@@ -6,21 +6,13 @@
     python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl --check 8   # agreement with transformers
 
 Why its own replies (sequence-level distillation, Kim & Rush 2016): greedy speculative decoding keeps a drafted
-token when it is the target's argmax given the text so far, so the text a draft should learn to predict is exactly
-the target's greedy text on the requests it will see. A draft trained on these replies learns what greedy
-acceptance is measured against, not what the stories' authors wrote.
+token when it is the target's argmax given the text so far, so a draft should learn the target's greedy text on the
+requests it will see, not what the stories' authors wrote. The requests (`loader.chat_prompt`'s template) come from
+the TRAINING split of the TinyStories files only (`training_stories`).
 
-The requests are story requests in SmolLM2's chat template (`loader.chat_prompt`, the one the pages use), built
-from the TRAINING split of the TinyStories files (`corpus.split_train_validation` with `train.py`'s fraction and
-seed; the validation stories and the held-out file are never read): "Write a short story about a little girl named
-Lily.", "Continue this story: <its first sentence>", and a few more forms of the same.
-
-With `--batch N` (the faster way here: `batched_greedy_replies`), transformers' float32 forward answers N requests a
-pass, left-padded. Otherwise the replies come from llama.cpp's llama-server serving SmolLM2's f32 GGUF
-(`engines.llamacpp`: the same weights as the float32 safetensors transformers runs), several parallel slots, greedy
-(temperature 0). Its greedy text is the
-same model's up to float rounding; `--check N` measures how far: for N replies, transformers' argmax at every reply
-position given the text before it (one teacher-forced pass) against the token llama-server chose.
+With `--batch N` (the faster way here) transformers' float32 forward answers N requests a pass, left-padded;
+otherwise llama-server serves SmolLM2's GGUF (`engines.llamacpp`) greedily over several slots, and `--check N`
+measures how often its tokens are transformers' argmax given the text before them.
 
 Output: one JSON line per reply, {"request", "prompt_ids", "reply_ids", "stopped"}; never inside the repository.
 """
