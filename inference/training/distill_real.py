@@ -8,13 +8,11 @@ The draft is a plain `LlamaForCausalLM` over SmolLM2's tokenizer and whole vocab
 the pair), 2 layers of width 256, tied embeddings; its embedding starts as SmolLM2's own projected on their top
 principal directions (576 -> 256 by an SVD), so it begins knowing which tokens are alike.
 
-Two phases of `train.fit` (the project's one loop), one loss (`train.next_token_cross_entropy` on the shortlist):
-stories (random windows of `train.py`'s training split, each story between `<|endoftext|>` separators), then replies
-(each request in SmolLM2's chat template and its greedy reply, the loss on the reply only: sequence-level
-distillation, Kim & Rush 2016). One request in 20 is held out; every evaluation reports on them the share of reply
-tokens that are the draft's top token given SmolLM2's text before them. The loss scores only the `shortlist` most
-frequent tokens of the training text (the output layer is most of the work at this vocabulary); every row is saved,
-and `token_frequency.json` (the same counts) lets the Speculative page's draft score its most frequent tokens.
+Two phases of `train.fit`, one loss (`train.next_token_cross_entropy` over the `shortlist` most frequent tokens of
+the training text, the output layer being most of the work): story windows, then each request with SmolLM2's greedy
+reply, the loss on the reply only (sequence-level distillation, Kim & Rush 2016). One request in 20 is held out; each
+evaluation reports the share of its reply tokens that are the draft's top token. `token_frequency.json` (the same
+counts) lets the Speculative page's draft score its most frequent tokens.
 """
 
 from __future__ import annotations
