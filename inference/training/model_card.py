@@ -10,9 +10,9 @@ speculation.json (`python -m inference.bench.real_spec --write-draft`, with `--f
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
-import sys
 from pathlib import Path
 
 from inference.core.paths import MODELS_DIR
@@ -78,5 +78,7 @@ def fill(folder: Path) -> Path:
 
 
 if __name__ == "__main__":
-    for folder in [Path(a) for a in sys.argv[1:]] or sorted(p.parent for p in MODELS_DIR.glob("*/MODEL_CARD.md")):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folders", nargs="*", type=Path)
+    for folder in parser.parse_args().folders or sorted(p.parent for p in MODELS_DIR.glob("*/MODEL_CARD.md")):
         print(fill(folder))
