@@ -20,36 +20,24 @@ from inference.core.limits import Limits
 from inference.core.loader import ModelLoadError, encode_prompt, load_model
 from inference.core.tokens import token_text
 from inference.lessons.cost.experiments import measure_answer
+from inference.lessons.training_vs_inference import cost as costs
 from inference.lessons.training_vs_inference import text
-from inference.lessons.training_vs_inference.cost import (
-    REPEATS,
-    bundled_training_bill,
-    measure_step_cost,
-    requests_to_match_by_flops,
-    requests_to_match_by_time,
-)
-from inference.lessons.training_vs_inference.weights import (
-    TrainingCopy,
-    fingerprint,
-    next_token_distribution,
-    run_inference_many,
-    train_and_compare,
-)
+from inference.lessons.training_vs_inference import weights as w
 
 REQUEST_PROMPT, REQUEST_REPLY = 100, 100  # the request "once vs every request" prices
 
 
-def compare(model_source: str = "", steps: int = 3, sentence: str = text.DEFAULT_SENTENCE, repeats: int = REPEATS):
+def compare(
+    model_source: str = "", steps: int = 3, sentence: str = text.DEFAULT_SENTENCE, repeats: int = costs.REPEATS
+):
     """Every figure the command prints, as one dict."""
     loaded = load_model(model_source)
     model, tokenizer = loaded.model, loaded.tokenizer
     ids = encode_prompt(tokenizer, sentence)
-    before = next_token_distribution(model, tokenizer, ids)
-    check = run_inference_many(model, ids)
-    copy_ = TrainingCopy.of(model)
-    result = train_and_compare(copy_, tokenizer, ids, steps)
-    del copy_
-    cost = measure_step_cost(model, ids, repeats)
+    before = w.next_token_distribution(model, tokenizer, ids)
+    check = w.run_inference_many(model, tokenizer, ids)
+    result = w.train_and_compare(w.TrainingCopy.of(model), tokenizer, ids, steps)
+    cost = costs.measure_step_cost(model, tokenizer, ids, repeats)
     out = {
         "model": loaded.info.name,
         "parameters": loaded.info.parameters,
@@ -59,7 +47,7 @@ def compare(model_source: str = "", steps: int = 3, sentence: str = text.DEFAULT
         "fingerprint_before": check.fingerprint_before,
         "fingerprint_after_inference": check.fingerprint_after,
         "fingerprint_after_training": result.fingerprint_after,
-        "fingerprint_of_the_loaded_model_at_the_end": fingerprint(model),
+        "fingerprint_of_the_loaded_model_at_the_end": w.fingerprint(model),
         "inference_passes": check.passes,
         "weights_changed_by_inference": check.changed,
         "training_steps": steps,
@@ -74,9 +62,9 @@ def compare(model_source: str = "", steps: int = 3, sentence: str = text.DEFAULT
         "top5_before": before.top(tokenizer),
         "top5_after": result.after.top(tokenizer),
         "timed_tokens": cost.tokens,
-        "forward_ms": cost.forward_median_ms,
+        "forward_ms": cost.forward.median_ms,
         "forward_ms_all": list(cost.forward.times_ms),
-        "train_step_ms": cost.train_median_ms,
+        "train_step_ms": cost.train_step.median_ms,
         "train_step_ms_all": list(cost.train_step.times_ms),
         "flops_forward_per_token": cost.flops_forward_per_token,
         "flops_train_per_token": cost.flops_train_per_token,
@@ -86,7 +74,7 @@ def compare(model_source: str = "", steps: int = 3, sentence: str = text.DEFAULT
         "torch_threads": torch.get_num_threads(),
     }
     if loaded.info.source == "bundled":  # its own training bill is known: once vs every request
-        bill = bundled_training_bill()
+        bill = costs.bundled_training_bill()
         request = measure_answer(model, tokenizer, REQUEST_PROMPT, REQUEST_REPLY)
         out["once_vs_every_request"] = {
             "training_tokens": bill.tokens,
@@ -96,10 +84,12 @@ def compare(model_source: str = "", steps: int = 3, sentence: str = text.DEFAULT
             "request_prompt_tokens": REQUEST_PROMPT,
             "request_reply_tokens": request.reply_tokens,
             "request_ms": request.total_ms,
-            "requests_to_match_training_time": requests_to_match_by_time(
+            "requests_to_match_training_time": costs.requests_to_match_by_time(
                 bill, request.total_ms, torch.get_num_threads()
             ),
-            "requests_to_match_training_flops": requests_to_match_by_flops(bill.tokens, REQUEST_PROMPT + REQUEST_REPLY),
+            "requests_to_match_training_flops": costs.requests_to_match_by_flops(
+                bill.tokens, REQUEST_PROMPT + REQUEST_REPLY
+            ),
         }
     return out
 
@@ -109,7 +99,7 @@ def main(argv=None) -> int:
     parser.add_argument("--model", default="", help="a model name, folder or hub id (default: the bundled storyteller)")
     parser.add_argument("--steps", type=int, default=3, help="training steps on the text (default 3)")
     parser.add_argument("--text", default=text.DEFAULT_SENTENCE, help="the sentence to run and train on")
-    parser.add_argument("--repeats", type=int, default=REPEATS, help="timed passes and steps each")
+    parser.add_argument("--repeats", type=int, default=costs.REPEATS, help="timed passes and steps each")
     parser.add_argument("--json", action="store_true", help="print every figure as JSON")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.repeats < 1:
@@ -123,25 +113,8 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    print(f"{out['model']}: {out['tokens']} tokens of {out['text']!r}")
-    print(f"inference x{out['inference_passes']}: weights changed = {out['weights_changed_by_inference']}")
-    print(
-        f"training x{out['training_steps']}: weights changed = {out['weights_changed_by_training']}, loss "
-        f"{out['loss_before']:.3f} -> {out['loss_after']:.3f}, {out['bytes_changed_by_training']:,} bytes changed"
-    )
-    print(f"forward pass {out['forward_ms']:.1f} ms, training step {out['train_step_ms']:.1f} ms (medians)")
-    print(
-        f"FLOPs per token: {out['flops_forward_per_token']:,.0f} forward, {out['flops_train_per_token']:,.0f} training"
-    )
-    print(f"memory: {out['inference_memory_bytes']:,} B inference, {out['training_memory_bytes']:,} B training")
-    if "once_vs_every_request" in out:
-        once = out["once_vs_every_request"]
-        print(
-            f"once vs every request: training {once['training_seconds'] / 3600:.2f} h on {once['training_cores']} "
-            f"cores = {once['requests_to_match_training_time']:,.0f} requests of {once['request_ms'] / 1000:.2f} s"
-        )
-    for name in ("top5_before", "top5_after"):
-        print(name, ", ".join(f"{t['token']} {t['probability']:.1%}" for t in out[name]))
+    for name, value in out.items():  # one line a figure
+        print(f"{name}: {value}")
     return 0
 
 

@@ -1,6 +1,6 @@
 """Training the feature draft end to end on a few of SmolLM2's own replies: the folder it writes loads as a drafter
-whose greedy output is plain decoding's; a features cache gives a second training the same features; the second-step
-loss trains the draft on reading its own prediction."""
+whose greedy output is plain decoding's, a features cache gives a second training the same start, and the
+second-step loss trains the draft on reading its own prediction."""
 
 import json
 
@@ -38,9 +38,9 @@ def _settings(**changes):
     return distill_features.FeatureSettings(**(base | changes))
 
 
-def test_the_trained_folder_loads_and_speculates_exactly(smollm2, replies, tmp_path):
-    cache = tmp_path / "features.pt"
-    meta = distill_features.train(_settings(second_step_weight=0.5), replies, tmp_path / "draft", cache)
+def test_the_trained_folder_loads_and_speculates_exactly_and_a_features_cache_repeats_it(smollm2, replies, tmp_path):
+    cache, settings = tmp_path / "features.pt", _settings(second_step_weight=0.5)
+    meta = distill_features.train(settings, replies, tmp_path / "draft", cache)
     assert cache.is_file() and meta["teacher_text"]["replies_trained"] == len(REQUESTS)
     draft = feature_model.load(tmp_path / "draft")
     assert draft.rows.numel() <= 512
@@ -49,15 +49,11 @@ def test_the_trained_folder_loads_and_speculates_exactly(smollm2, replies, tmp_p
     run = spec.new_run(smollm2.model, smollm2.tokenizer, drafter, ids, 10, gamma=2, stop_at_eos=False)
     list(run.run(GREEDY))
     assert run.generated_ids == plain_decode(smollm2.model, ids, 10, GREEDY)
-
-
-def test_a_features_cache_gives_a_second_training_the_same_start(smollm2, replies, tmp_path):
-    cache = tmp_path / "features.pt"
-    first = distill_features.train(_settings(), replies, tmp_path / "a", cache)
     stamp = cache.stat().st_mtime_ns
-    second = distill_features.train(_settings(), replies, tmp_path / "b", cache)
+    again = distill_features.train(settings, replies, tmp_path / "again", cache)
     assert cache.stat().st_mtime_ns == stamp  # read, not written again
-    assert first["log"] == second["log"]  # same features, same seed: the same training
+    losses = [[row["loss_smoothed"] for row in m["log"]] for m in (meta, again)]
+    assert losses[0] == losses[1]  # same features, same seed: the same training
 
 
 def test_the_second_step_loss_reads_the_drafts_own_prediction():

@@ -215,50 +215,6 @@ def test_stats_file_has_load_top_tokens_and_measured_experiments(tiny_moe_folder
     assert routing.read_stats(folder) == json.loads(path.read_text())
 
 
-def test_moe_card_reports_stored_stats_beside_the_dense_model(tiny_moe_folder, stats):
-    """The MoE card section shows counted parameters, both models' held-out scores, the load
-    table and every experiment, each number from the files it describes."""
-    from dataclasses import asdict
-
-    from inference.training import model_card
-    from inference.training.train import PRESETS, TrainSettings
-
-    folder, _ = tiny_moe_folder
-    moe_stats.write(folder, stats)
-    (folder / "expert_load_log.json").write_text(
-        json.dumps(
-            [
-                {"step": 200, "fractions": [[0.7, 0.1, 0.1, 0.1]] * 2},
-                {"step": 400, "fractions": stats["load"]["fractions"]},
-            ]
-        )
-    )
-    (folder / "training_log.csv").write_text("step,tokens_seen,val_bits_per_byte\n200,819200,1.5\n")
-    settings = {**asdict(TrainSettings()), **PRESETS["moe"]}
-    dense = json.loads((model_card.BUNDLED_MODEL_DIR / "training_meta.json").read_text())
-    meta = {
-        "settings": settings,
-        "preset": "moe",
-        "tokenizer_from": model_card.BUNDLED_MODEL_DIR.name,
-        "corpus": "c",
-        "corpus_files": ["a.txt"],
-        "command": "python -m inference.training.train --preset moe",
-        "torch": "t",
-        "stats": {**dense["stats"], "heldout_bits_per_byte": 0.99, "heldout_folded_bits_per_byte": 0.9},
-    }
-    (folder / "training_meta.json").write_text(json.dumps(meta))
-    meta["moe"] = model_card.moe_card_inputs(folder)
-    card = model_card.render(meta, ["Once upon a time."], folder.name)
-    b = stats["budget"]["moe"]
-    assert f"{b['total_parameters']:,} / {b['active_parameters']:,}" in card
-    assert "**0.990**" in card and f"**{dense['stats']['heldout_bits_per_byte']:.3f}**" in card
-    assert f"{dense['stats']['heldout_bits_per_byte'] - 0.99:.3f} bits/byte better" in card
-    assert "At step 200 the busiest expert of any layer took 70.0%" in card
-    for e in stats["experiments"]:
-        assert f"| {e['name']} | {e['k']} | {e['val_bits_per_byte']:.4f} |" in card
-    assert "| 200 | 819,200 | 1.500 |" in card
-
-
 def test_engine_on_the_moe_greedy_equals_model_generate(tiny_moe):
     """The step engine runs an MoE model through transformers' forward, and greedy decoding gives
     model.generate's tokens."""

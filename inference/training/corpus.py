@@ -1,4 +1,4 @@
-"""Reading the TinyStories text files and turning them into one token stream.
+"""Reading the TinyStories text files, the tokenizer trained on them, and turning them into one token stream.
 
 The corpus files put `<|endoftext|>` alone on a line after every story. The held-out file
 does not mark stories at all, so it is read as running text.
@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast
 
 STORY_SEPARATOR = "<|endoftext|>"
 
@@ -48,3 +51,37 @@ def stories_to_stream(token_lists: list[list[int]], separator_id: int) -> list[i
 
 def utf8_bytes(texts: list[str]) -> int:
     return sum(len(text.encode("utf-8")) for text in texts)
+
+
+def train_tokenizer(stories: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """Byte-level BPE (any UTF-8 text encodes, no unknown token) with `<|endoftext|>` as
+    id 0, used as BOS, EOS, story separator and padding. The post-processor puts it in
+    front of every encoded prompt, so a prompt starts the way every training story does."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[STORY_SEPARATOR],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(stories, trainer=trainer)
+    separator_id = tok.token_to_id(STORY_SEPARATOR)
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{STORY_SEPARATOR} $A",
+        pair=f"{STORY_SEPARATOR} $A {STORY_SEPARATOR} $B",
+        special_tokens=[(STORY_SEPARATOR, separator_id)],
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=STORY_SEPARATOR,
+        eos_token=STORY_SEPARATOR,
+        pad_token=STORY_SEPARATOR,
+        model_max_length=512,
+    )
+
+
+def encode_stories(tokenizer, stories: list[str]) -> list[int]:
+    token_lists = tokenizer(stories, add_special_tokens=False)["input_ids"]
+    return stories_to_stream(token_lists, tokenizer.eos_token_id)

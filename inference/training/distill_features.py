@@ -14,18 +14,13 @@
 3. One request in `--heldout-every` (by a hash of its text) is held out; the held-out greedy agreement (the share of
    reply positions where the draft's first guess is the target's next token) is printed and kept in
    `training_meta.json`.
-
-The replies should be SmolLM2's own text: trained on TinyStories' human stories wrapped in the chat template, the
-draft agreed with the target on 50-76% of those stories' positions but on 14% of SmolLM2's own reply to a story
-request (measured 2026-12-04), as SmolLM2 writes in another style than TinyStories' authors.
+The loop is `train.fit` with this loss. The replies should be SmolLM2's own text: trained on TinyStories' stories the
+draft agreed with the target on 14% of SmolLM2's own reply to a story request (measured 2026-12-04).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import math
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -34,11 +29,14 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 
 from inference.core import real_model
+from inference.core.forward import TransformersForward
 from inference.core.loader import load_model
+from inference.core.measuring import now
 from inference.training import feature_model as feature_draft
 from inference.training.distill_real import read_replies, split_replies
-from inference.training.real_draft_card import speculation_rows
+from inference.training.feature_model import FEATURE_DRAFT_DIR
 from inference.training.token_frequency import most_frequent
+from inference.training.train import fit, parse, run_record
 
 IGNORE = -100
 
@@ -56,39 +54,33 @@ class FeatureSettings:
     shortlist: int = 8192
     heldout_every: int = 20
     seed: int = 2026
+    weight_decay: float = 0.0
+    eval_every: int = 50
+    bf16_autocast: bool = False
 
 
-@torch.inference_mode()
-def reply_features(model, rows: list[dict], batch: int = 8) -> list[dict]:
-    """Each request and reply's ids, the target's last-layer outputs (bf16) and its argmax at every position.
-
-    Run in bfloat16 autocast, 8 replies a pass, right-padded (a causal model's real positions never see the padding
-    after them): on the Intel Xeon with AMX this ran ~4x faster than float32 (1,030 against 265 tokens/s on one thread,
-    measured 2026-12-04). The labels are bfloat16's argmax; the draft is then measured against float32 greedy text."""
-    tokens, start = 0, time.perf_counter()
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i]["prompt_ids"]) + len(rows[i]["reply_ids"]))
-    kept: dict[int, dict] = {}
-    for at in range(0, len(order), batch):
-        chunk = [rows[i] for i in order[at : at + batch]]
-        seqs = [r["prompt_ids"] + r["reply_ids"] for r in chunk]
-        width = max(len(s) for s in seqs)
-        ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs])
+def reply_features(model, rows: list[dict]) -> list[dict]:
+    """Each request and reply's ids, the target's last-layer outputs (bf16) and its argmax at every position: one
+    teacher-forced pass a reply through the forward boundary, in bfloat16 autocast (on the Intel Xeon with AMX ~4x
+    faster than float32, measured 2026-12-04). The labels are bfloat16's argmax; the draft is then measured against
+    float32 greedy text."""
+    kept, tokens, start = [], 0, now()
+    for i, row in enumerate(rows):
+        seq = row["prompt_ids"] + row["reply_ids"]
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            result = model(input_ids=ids, output_hidden_states=True)
-        for j, (row, seq) in enumerate(zip(chunk, seqs, strict=True)):
-            n = len(seq)
-            kept[order[at + j]] = {
+            logits, features = TransformersForward(model, None).logits_and_features(seq, keep=len(seq))
+        kept.append(
+            {
                 "ids": torch.tensor(seq),
-                "features": result.hidden_states[-1][j, :n].to(torch.bfloat16),
-                "argmax": result.logits[j, :n].argmax(-1),
+                "features": features.to(torch.bfloat16),
+                "argmax": logits.argmax(-1),
                 "reply_start": len(row["prompt_ids"]),
             }
-            tokens += n
-        if at // batch % 20 == 0:
-            print(
-                f"features: {at}/{len(rows)} replies, {tokens / (time.perf_counter() - start):.0f} tokens/s", flush=True
-            )
-    return [kept[i] for i in range(len(rows))]
+        )
+        tokens += len(seq)
+        if i % 100 == 0:
+            print(f"features: {i}/{len(rows)} replies, {tokens / (now() - start):.0f} tokens/s", flush=True)
+    return kept
 
 
 def token_counts_of(sequences: list[dict], vocab: int) -> torch.Tensor:
@@ -150,10 +142,9 @@ def heldout_agreement(draft_body, fc, target, rows: torch.Tensor, sequences: lis
 
 def train(settings: FeatureSettings, replies: Path, out: Path, features_cache: Path | None = None) -> dict:
     torch.manual_seed(settings.seed)
-    loaded = load_model(real_model.REAL_MODEL_NAME)
-    target = loaded.model
-    rows_all = read_replies(replies)
-    train_rows, held_rows = split_replies(rows_all, settings.heldout_every)
+    started = now()
+    target = load_model(real_model.REAL_MODEL_NAME).model
+    train_rows, held_rows = split_replies(read_replies(replies), settings.heldout_every)
     print(f"{len(train_rows)} replies to train on, {len(held_rows)} held out", flush=True)
     if features_cache is not None and features_cache.is_file():
         train_seqs, held_seqs = torch.load(features_cache)
@@ -167,7 +158,7 @@ def train(settings: FeatureSettings, replies: Path, out: Path, features_cache: P
     index[rows] = torch.arange(len(rows))
 
     config = feature_draft.body_config(target.config)
-    body = feature_draft.build_body(config).train()
+    body = feature_draft.build_body(config)
     body.layers[0].load_state_dict(target.model.layers[-1].state_dict())
     body.norm.load_state_dict(target.model.norm.state_dict())
     fc = torch.nn.Linear(2 * config.hidden_size, config.hidden_size, bias=False)
@@ -175,39 +166,28 @@ def train(settings: FeatureSettings, replies: Path, out: Path, features_cache: P
         fc.weight.zero_()
         fc.weight[:, config.hidden_size :] = torch.eye(config.hidden_size)
     embedding, norm, head = target.get_input_embeddings(), target.model.norm, target.get_output_embeddings().weight
-    for p in target.parameters():
-        p.requires_grad_(False)
+    target.requires_grad_(False)
     params = [p for name, p in body.named_parameters() if not name.startswith("embed_tokens")] + list(fc.parameters())
-    optimizer = torch.optim.AdamW(params, lr=settings.peak_lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(settings.seed)
     short_head = head[rows].detach()
-    log, start = [], time.perf_counter()
-    for step in range(settings.steps):
-        warm = min(1.0, (step + 1) / settings.warmup_steps)
-        for group in optimizer.param_groups:
-            group["lr"] = settings.peak_lr * warm * 0.5 * (1 + math.cos(math.pi * step / settings.steps))
+
+    def loss_fn() -> torch.Tensor:
+        """Cross-entropy on the shortlist, plus the smooth-L1 pull towards the next feature, plus (optionally) the
+        second drafted token's cross-entropy."""
         tokens, inputs, labels, targets = random_batch(train_seqs, index, settings, gen)
         inputs = inputs + (torch.rand_like(inputs) - 0.5) * settings.input_noise * inputs.std()
         out_h = draft_outputs(body, fc, embedding, norm, tokens, inputs)
         logits = out_h @ short_head.T
-        ce = F.cross_entropy(logits.reshape(-1, len(rows)), labels.reshape(-1), ignore_index=IGNORE)
+        loss = F.cross_entropy(logits.reshape(-1, len(rows)), labels.reshape(-1), ignore_index=IGNORE)
         with torch.no_grad():
             pulled = norm(targets)
-        regression = F.smooth_l1_loss(out_h, pulled)
-        loss = ce + settings.regression_weight * regression
+        loss = loss + settings.regression_weight * F.smooth_l1_loss(out_h, pulled)
         if settings.second_step_weight:
-            loss = loss + settings.second_step_weight * second_step_loss(
-                body, fc, embedding, short_head, tokens, out_h, labels
-            )
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        if step % 50 == 0 or step == settings.steps - 1:
-            entry = {"step": step, "ce": round(ce.item(), 4), "regression": round(regression.item(), 4)}
-            log.append(entry)
-            print(entry, f"{time.perf_counter() - start:.0f} s", flush=True)
-    body.eval()
+            second = second_step_loss(body, fc, embedding, short_head, tokens, out_h, labels)
+            loss = loss + settings.second_step_weight * second
+        return loss
+
+    log = fit(body, params, loss_fn, settings, settings.steps, settings.peak_lr)
     agreement = heldout_agreement(body, fc, target, rows, held_seqs)
     print(f"held-out greedy agreement of the first guess: {agreement:.3f}", flush=True)
 
@@ -230,99 +210,20 @@ def train(settings: FeatureSettings, replies: Path, out: Path, features_cache: P
             "reply_tokens_trained": sum(len(r["reply_ids"]) for r in train_rows),
         },
         "heldout_first_guess_agreement": round(agreement, 4),
-        "training_seconds": round(time.perf_counter() - start),
+        "training_seconds": round(now() - started),
         "torch_threads": torch.get_num_threads(),
         "log": log,
+        **run_record("distill_features"),
     }
     (out / "training_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
 
 
-def render_card(folder: Path) -> str:
-    """The feature draft's MODEL_CARD.md, from its training_meta.json and speculation.json."""
-    meta = json.loads((folder / "training_meta.json").read_text())
-    s, taught = meta["settings"], meta["teacher_text"]
-    measured_path = folder / "speculation.json"
-    if measured_path.is_file():
-        m = json.loads(measured_path.read_text())
-        rows = speculation_rows(m, "story request", "question")
-        measured = f"""Greedy speculative decoding on SmolLM2-135M-Instruct in transformers' own forward (the Speculative page's
-run), γ {m["gamma"]}, against plain greedy decoding of as many tokens (medians of alternated runs), {m["cpu"]}, torch
-threads {m.get("torch_threads", "?")} (`python -m inference.bench.real_spec --feature --write-draft`):
-
-| request | greedy acceptance | speed-up vs plain | c (a draft pass ÷ a target pass) | tokens | same tokens |
-|---|---|---|---|---|---|
-{rows}
-
-Timings depend on the machine and on what else runs on it; the acceptance does not.
-"""
-    else:
-        measured = "Not measured yet: run `python -m inference.bench.real_spec --feature --write-draft`.\n"
-    second_step = (
-        f", plus {s['second_step_weight']:g} x the cross-entropy of the second drafted token, read from its own "
-        "predicted feature (`second_step_loss`)"
-        if s.get("second_step_weight")
-        else ""
-    )
-    return f"""# {folder.name}
-
-A feature draft for speculative decoding on **SmolLM2-135M-Instruct** (EAGLE's idea: Li et al. 2024, arXiv:2401.15077):
-one Llama decoder layer of SmolLM2's shape (width 576, 9 heads, 3 key/value heads, MLP 1,536), started from SmolLM2's
-last layer, and a linear layer `fc` that mixes [SmolLM2's embedding of the next token, SmolLM2's final-normed hidden
-state at this position] into its input. It predicts SmolLM2's next hidden state; SmolLM2's own output layer, restricted
-to the {s["shortlist"]:,} most frequent tokens of the replies, turns it into next-token logits. It has no embedding and
-no output layer of its own: it only works beside SmolLM2, reading what SmolLM2's verify pass already computed.
-Code: `inference/lessons/speculative/feature_draft.py`; training: `python -m inference.training.distill_features`.
-
-## Training
-
-- Teacher text: SmolLM2's greedy replies (at most 160 tokens) to story requests built from the TinyStories training
-  split and to general requests (up to 210 topics x 16 forms, `teacher_text.general_requests`; the topics of the
-  measured requests left out): the first 867 from llama-server (q8_0 GGUF, `teacher_text --mixed --gguf-type q8_0`),
-  the rest from transformers' float32 forward, 64 requests a pass (`teacher_text --mixed --batch 64`).
-  {taught["replies_trained"]:,} replies trained on ({taught["reply_tokens_trained"]:,} reply tokens),
-  {taught["replies_held_out"]:,} held out by a hash of the request.
-- Features and labels: SmolLM2's float32 weights in bfloat16 autocast (teacher-forced, 8 replies a pass).
-- {s["steps"]:,} steps of {s["batch_size"]} windows of {s["window"]} positions, AdamW, peak learning rate
-  {s["peak_lr"]:g}, cosine; loss: cross-entropy on SmolLM2's argmax at the next position plus
-  {s["regression_weight"]:g} x smooth-L1 towards SmolLM2's next normed hidden state{second_step}; input-feature noise
-  {s["input_noise"]:g} x their standard deviation. {meta["training_seconds"]:,} s on {meta.get("torch_threads", 2)} torch
-  thread(s) of a 2-core CPU.
-- Held-out greedy agreement of its first guess (given SmolLM2's real features): **{meta["heldout_first_guess_agreement"]:.1%}**.
-
-## Measured on SmolLM2
-
-{measured}
-## Licences
-
-- The weights are this project's work from SmolLM2-135M-Instruct's weights, hidden states and outputs (Hugging Face,
-  **Apache-2.0**) on requests made from TinyStories (Eldan & Li 2023, arXiv:2305.07759, **CDLA-Sharing-1.0**;
-  trained weights are "Results", not bound by its sharing terms).
-- Neither the corpus nor the generated teacher text is part of this repository.
-
-Intended use: a draft for SmolLM2-135M-Instruct on the Speculative page. It cannot run without SmolLM2.
-"""
-
-
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--replies", type=Path, default=Path("/tmp/draft/mixed.jsonl"))
-    parser.add_argument("--out", type=Path, default=feature_draft.FEATURE_DRAFT_DIR)
-    for name, value in asdict(FeatureSettings()).items():
-        parser.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
-    parser.add_argument("--card", action="store_true", help="only (re)write MODEL_CARD.md in --out")
-    parser.add_argument(
-        "--features-cache", type=Path, default=None, help="keep the extracted features here (never the repo)"
-    )
-    parser.add_argument("--threads", type=int, default=None)
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.card:
-        (args.out / "MODEL_CARD.md").write_text(render_card(args.out))
-        return
-    settings = FeatureSettings(**{k: getattr(args, k) for k in asdict(FeatureSettings())})
-    train(settings, args.replies, args.out, args.features_cache)
+    replies = Path("/tmp/draft/mixed.jsonl")
+    # --features-cache: keep the extracted features there (never in the repository)
+    s, args = parse(FeatureSettings, argv, __doc__, replies=replies, out=FEATURE_DRAFT_DIR, features_cache=None)
+    train(s, args.replies, args.out, args.features_cache)
 
 
 if __name__ == "__main__":

@@ -4,34 +4,20 @@ own greedy replies to story requests (`teacher_text`), so greedy speculation on 
     python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl           # the teacher's replies first
     python -m inference.training.distill_real --replies /tmp/draft/teacher.jsonl       # -> assets/models/smollm2-draft-14m
 
-The draft is a plain `LlamaForCausalLM` with SmolLM2's tokenizer and its whole vocabulary (49,152 rows, so p and q
-are over the same tokens and `spec.check_pair` accepts the pair), 2 layers of width 256, tied embeddings. Its
-embedding starts as SmolLM2's own, projected on their top principal directions (576 -> 256 by an SVD): the draft
-begins knowing which tokens are alike instead of from noise.
+The draft is a plain `LlamaForCausalLM` over SmolLM2's tokenizer and whole vocabulary (so `spec.check_pair` accepts
+the pair), 2 layers of width 256, tied embeddings; its embedding starts as SmolLM2's own projected on their top
+principal directions (576 -> 256 by an SVD), so it begins knowing which tokens are alike.
 
-Two phases, one loss (`train.next_token_cross_entropy`, `train.optimizer_step`, `train.adamw`: the project's own):
-    1. stories: random windows of the training split (`train.py`'s split; never the validation stories or the
-       held-out file), each story between `<|endoftext|>` separators as SmolLM2 saw text in pretraining;
-    2. replies: each request in SmolLM2's chat template followed by SmolLM2's greedy reply; the loss is on the reply
-       tokens only (sequence-level distillation, Kim & Rush 2016: the draft learns exactly the text greedy
-       acceptance is measured against). One request in 20 is held out to measure agreement.
-
-A shortlist keeps training cheap: the loss scores only the `shortlist` most frequent tokens of the training text
-(stories and replies), targets outside it are ignored; the output layer is most of the work at this vocabulary.
-The model stays whole: every row is saved, and `token_frequency.json` (the same counts) lets the Speculative page's
-draft score its most frequent tokens at inference as FR-Spec does (`inference.lessons.speculative.drafters`).
-
-Every evaluation reports, on the held-out replies, the share of reply tokens that are the draft's top token
-(scoring the shortlist) given SmolLM2's text before them: greedy acceptance per position, measured on text.
+Two phases of `train.fit`, one loss (`train.next_token_cross_entropy` over the `shortlist` most frequent tokens of
+the training text, the output layer being most of the work): story windows, then each request with SmolLM2's greedy
+reply, the loss on the reply only (sequence-level distillation, Kim & Rush 2016). One request in 20 is held out; each
+evaluation reports the share of its reply tokens that are the draft's top token. `token_frequency.json` (the same
+counts) lets the Speculative page's draft score its most frequent tokens.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import platform
-import sys
-import time
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -42,20 +28,20 @@ import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
 
 from inference.core import real_model
+from inference.core.measuring import now
 from inference.core.model_config import decoder_config_fields
-from inference.core.paths import DEFAULT_CORPUS_DIR, DEFAULT_HELDOUT_FILE, MODELS_DIR
+from inference.core.paths import DEFAULT_CORPUS_DIR, MODELS_DIR
 from inference.training import corpus as corpus_io
 from inference.training.teacher_text import training_stories
 from inference.training.token_frequency import FILE_NAME as COUNTS_FILE
 from inference.training.token_frequency import coverage, most_frequent
 from inference.training.train import (
     TrainSettings,
-    adamw,
-    flag_type,
-    learning_rate,
+    fit,
     next_token_cross_entropy,
-    optimizer_step,
+    parse,
     random_windows,
+    run_record,
     write_log,
 )
 
@@ -205,7 +191,7 @@ def train_draft(
 ) -> dict:
     """Both phases, then the folder the page loads. `init`: a draft this wrote before, trained further (its stories
     phase already done: pass `story_steps` 0)."""
-    started = time.time()
+    started = now()
     teacher_dir = real_model.real_model_folder()
     tokenizer = AutoTokenizer.from_pretrained(teacher_dir)
     teacher = AutoModelForCausalLM.from_pretrained(teacher_dir, dtype=torch.float32)
@@ -213,81 +199,69 @@ def train_draft(
     stream = corpus_io.stories_to_stream(tokenizer(stories, add_special_tokens=False)["input_ids"], STORY_SEPARATOR_ID)
     train_rows, held_rows = split_replies(read_replies(replies_path), s.heldout_every)
     vocab = teacher.config.vocab_size
-    counts = token_counts(stream, train_rows, vocab)
-    short = torch.tensor(most_frequent(counts, s.shortlist))
+    short = torch.tensor(most_frequent(token_counts(stream, train_rows, vocab), s.shortlist))
     index = torch.full((vocab,), IGNORE, dtype=torch.long)
     index[short] = torch.arange(len(short))
-    reply_counts = token_counts([], train_rows, vocab)
-    print(
-        f"{len(stories)} training stories, {len(stream):,} tokens; {len(train_rows)} replies to train on, "
-        f"{len(held_rows)} held out; shortlist {s.shortlist:,} covers {coverage(counts, s.shortlist):.1%} of the text, "
-        f"{float(reply_counts[short].sum() / reply_counts.sum()):.1%} of the replies",
-        flush=True,
-    )
+    print(f"{len(stories)} stories, {len(stream):,} tokens; {len(train_rows)} replies, {len(held_rows)} held out")
     model = build_draft(s, teacher) if init is None else LlamaForCausalLM.from_pretrained(init, dtype=torch.float32)
     del teacher
     model.get_input_embeddings().weight.requires_grad_(False)  # trained through `delta`, on the shortlist's rows
-    delta = torch.zeros(len(short), s.hidden_size, requires_grad=True)
-    n_params = sum(p.numel() for p in model.parameters())
-    print(f"draft: {n_params:,} parameters", flush=True)
+    delta = torch.nn.Parameter(torch.zeros(len(short), s.hidden_size))
+    params = [p for p in model.parameters() if p.requires_grad] + [delta]
     stream_t = torch.tensor(stream, dtype=torch.long)
     gen = torch.Generator().manual_seed(s.seed)
-    log_rows: list[dict] = []
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    def phase(name: str, steps: int, peak_lr: float, batches) -> None:
-        optimizer = adamw(model, peak_lr, s.weight_decay)
-        optimizer.add_param_group({"params": [delta], "weight_decay": 0.0})
-        schedule = TrainSettings(steps=steps, peak_lr=peak_lr, warmup_steps=s.warmup_steps)
-        running = None
-        for step in range(steps):
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate(step, schedule)
-            ids, targets = batches()
-            model.train()
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16_autocast):
-                logits = shortlist_logits(model, ids[:, :-1], short, delta)
-            loss = next_token_cross_entropy(logits, shortlist_labels(targets, index))
-            optimizer_step(model, optimizer, loss)
-            running = loss.item() if running is None else 0.95 * running + 0.05 * loss.item()
-            if (step + 1) % s.eval_every == 0 or step + 1 == steps:
-                row = {"phase": name, "step": step + 1, "loss_smoothed": round(running, 4)}
-                row.update(reply_agreement(model, held_rows, short, delta))
-                row["elapsed_s"] = round(time.time() - started, 1)
-                log_rows.append(row)
-                print(json.dumps(row), flush=True)
-                write_log(out_dir / "training_log.csv", log_rows)
+    def loss_of(ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return next_token_cross_entropy(
+            shortlist_logits(model, ids[:, :-1], short, delta), shortlist_labels(targets, index)
+        )
 
-    def story_batch():
+    def story_loss() -> torch.Tensor:
         window = random_windows(stream_t, s.batch_size, s.context, gen)
-        return window, window
+        return loss_of(window, window)
 
-    baseline = {"phase": "start", "step": 0, "loss_smoothed": None, **reply_agreement(model, held_rows, short, delta)}
-    log_rows.append({**baseline, "elapsed_s": round(time.time() - started, 1)})
-    phase("stories", s.story_steps, s.peak_lr, story_batch)
+    log = [{"phase": "start", "step": 0, **reply_agreement(model, held_rows, short, delta)}]
+    log += [
+        {"phase": "stories", **row}
+        for row in fit(
+            model,
+            params,
+            story_loss,
+            s,
+            s.story_steps,
+            s.peak_lr,
+            lambda step: reply_agreement(model, held_rows, short, delta),
+        )
+    ]
     # the replies file is read again: the teacher may have written more while the stories phase ran
     train_rows, held_rows = split_replies(read_replies(replies_path), s.heldout_every)
-    reply_counts = token_counts([], train_rows, vocab)
-    print(f"{len(train_rows)} replies ({int(reply_counts.sum()):,} tokens) to train on, {len(held_rows)} held out")
-    phase("replies", s.reply_steps, s.reply_lr, lambda: reply_batch(train_rows, gen, s.batch_size))
-    counts = token_counts(stream, train_rows, vocab)  # the counts the page's shortlist ranks (every reply trained on)
-    model.eval()
+    log += [
+        {"phase": "replies", **row}
+        for row in fit(
+            model,
+            params,
+            lambda: loss_of(*reply_batch(train_rows, gen, s.batch_size)),
+            s,
+            s.reply_steps,
+            s.reply_lr,
+            lambda step: reply_agreement(model, held_rows, short, delta),
+        )
+    ]
     fold_delta(model, short, delta.detach())
-    saved = reply_agreement(model, held_rows, short)  # the folded, plain model: the same numbers to rounding
-    log_rows.append(
-        {"phase": "saved", "step": 0, "loss_smoothed": None, **saved, "elapsed_s": round(time.time() - started, 1)}
-    )
-    write_log(out_dir / "training_log.csv", log_rows)
-
+    log.append({"phase": "saved", "step": 0, **reply_agreement(model, held_rows, short)})  # the plain model
+    write_log(out_dir / "training_log.csv", log)
     model.to(torch.bfloat16).save_pretrained(out_dir, safe_serialization=True)  # our own copy; loaded as float32
     GenerationConfig(
         bos_token_id=model.config.bos_token_id, eos_token_id=model.config.eos_token_id, pad_token_id=0
     ).save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
+    counts = token_counts(stream, train_rows, vocab)  # the counts the page's shortlist ranks (every reply trained on)
+    corpus_files = sorted(p.name for p in Path(corpus_dir).glob("*.txt"))
     counted = {
         "what": "how often each token id occurs in the draft's training text (stories with separators, and replies)",
         "model": out_dir.name,
-        "corpus_files": sorted(p.name for p in Path(corpus_dir).glob("*.txt")),
+        "corpus_files": corpus_files,
         "train_tokens": int(counts.sum()),
         "counts": counts.tolist(),
     }
@@ -300,42 +274,38 @@ def train_draft(
             "file": replies_path.name,
             "replies_trained": len(train_rows),
             "replies_held_out": len(held_rows),
-            "reply_tokens_trained": int(reply_counts.sum()),
+            "reply_tokens_trained": sum(len(r["reply_ids"]) for r in train_rows),
         },
         "stats": {
-            "parameters": n_params,
+            "parameters": sum(p.numel() for p in model.parameters()),
             "train_tokens_in_corpus": len(stream),
             "story_tokens_seen": s.story_steps * s.batch_size * s.context,
             "shortlist_coverage_text": round(coverage(counts, s.shortlist), 4),
-            "wall_time_s": round(time.time() - started, 1),
-            "before": log_rows[0],
-            "after": log_rows[-1],
+            "wall_time_s": round(now() - started, 1),
+            "before": log[0],
+            "after": log[-1],
         },
         "corpus": Path(corpus_dir).name,
-        "corpus_files": counted["corpus_files"],
-        "command": " ".join(["python", "-m", "inference.training.distill_real", *sys.argv[1:]]),
+        "corpus_files": corpus_files,
         # a run that trained a saved draft further keeps that draft's record (its stories phase is there)
         "earlier": None if init is None else json.loads((init / "training_meta.json").read_text()),
-        "torch": torch.__version__,
-        "platform": platform.platform(),
+        **run_record("distill_real"),
     }
     (out_dir / "training_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--replies", type=Path, default=Path("/tmp/draft/teacher.jsonl"))
-    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS_DIR)
-    parser.add_argument("--out", type=Path, default=OUT_DIR)
-    parser.add_argument("--init", type=Path, default=None, help="train further a draft this wrote (its folder)")
-    for name, value in asdict(DraftSettings()).items():
-        parser.add_argument("--" + name.replace("_", "-"), type=flag_type(value), default=value)
-    args = parser.parse_args(argv)
-    if args.corpus.resolve() == DEFAULT_HELDOUT_FILE.resolve().parent:
-        parser.error("the held-out folder is for evaluation only: never train on it")
-    settings = DraftSettings(**{k: getattr(args, k) for k in asdict(DraftSettings())})
-    train_draft(settings, args.replies, args.corpus, args.out, args.init)
+    s, args = parse(
+        DraftSettings,
+        argv,
+        __doc__,
+        replies=Path("/tmp/draft/teacher.jsonl"),
+        corpus=DEFAULT_CORPUS_DIR,
+        out=OUT_DIR,
+        init=None,
+    )
+    train_draft(s, args.replies, args.corpus, args.out, args.init)
 
 
 if __name__ == "__main__":

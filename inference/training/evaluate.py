@@ -1,4 +1,5 @@
-"""Language-model quality in units that compare across tokenizers: bits per byte.
+"""Language-model quality in units that compare across tokenizers (bits per byte), and a draft's agreement with its
+target.
 
 bits per byte = (sum of next-token losses in nats) / ln 2 / (UTF-8 bytes of the text).
 A tokenizer with longer tokens has a higher loss per token but fewer tokens, so nats per
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from inference.core.forward import TransformersForward
+
 
 @dataclass(frozen=True)
 class LossReport:
@@ -22,7 +25,6 @@ class LossReport:
     bytes: int
 
 
-@torch.inference_mode()
 def score_stream(model, token_ids: list[int], n_bytes: int, window: int = 512, stride: int = 256) -> LossReport:
     """Loss of every token of `token_ids` after the first, with sliding windows.
 
@@ -30,17 +32,16 @@ def score_stream(model, token_ids: list[int], n_bytes: int, window: int = 512, s
     least `window - stride` tokens of context (all there is, near the start); every token is
     scored exactly once. The first token is the BOS and is not scored.
     """
-    ids = torch.tensor(token_ids, dtype=torch.long)
     total_nats = 0.0
     scored = 0
     next_to_score = 1  # position of the first token not yet scored
     overlap = max(1, window - stride)  # context carried into each window (at least the previous token)
-    while next_to_score < len(ids):
+    while next_to_score < len(token_ids):
         start = max(0, next_to_score - overlap)
-        end = min(start + window, len(ids))
-        chunk = ids[start:end].unsqueeze(0)
-        logits = model(chunk).logits[0, :-1].float()  # [T-1, vocab]: predicts chunk[1:]
-        targets = chunk[0, 1:]
+        end = min(start + window, len(token_ids))
+        chunk = token_ids[start:end]
+        logits = TransformersForward(model, None).logits(chunk, keep=len(chunk))[:-1]  # [T-1, vocab]: chunk[1:]
+        targets = torch.tensor(chunk[1:], dtype=torch.long)
         losses = F.cross_entropy(logits, targets, reduction="none")
         first = next_to_score - start - 1  # index into losses of the first unscored token
         total_nats += losses[first:].sum().item()
@@ -52,3 +53,27 @@ def score_stream(model, token_ids: list[int], n_bytes: int, window: int = 512, s
         tokens_scored=scored,
         bytes=n_bytes,
     )
+
+
+AGREEMENT_TEMPERATURES = (1.0, 0.8)
+
+
+def agreement(teacher, student, token_ids: list[int], window: int = 512, max_tokens: int = 16384) -> dict:
+    """On the first `max_tokens` of `token_ids`, in windows without overlap: the share of positions where the two
+    models' top tokens agree, and the mean of sum_x min(p(x), q(x)) at each of AGREEMENT_TEMPERATURES."""
+    ids = token_ids[:max_tokens]
+    same_top, overlap, positions = 0, dict.fromkeys(AGREEMENT_TEMPERATURES, 0.0), 0
+    for start in range(0, len(ids) - 1, window):
+        chunk = ids[start : start + window]
+        p_logits, q_logits = (
+            TransformersForward(m, None).logits(chunk, len(chunk)).double() for m in (teacher, student)
+        )
+        same_top += int((p_logits.argmax(-1) == q_logits.argmax(-1)).sum())
+        for t in AGREEMENT_TEMPERATURES:
+            kept = torch.minimum(torch.softmax(p_logits / t, -1), torch.softmax(q_logits / t, -1)).sum(-1)
+            overlap[t] += float(kept.sum())
+        positions += len(chunk)
+    report = {"greedy_agreement": round(same_top / positions, 4)}
+    report.update({f"acceptance_t{t:g}": round(total / positions, 4) for t, total in overlap.items()})
+    report["positions"] = positions
+    return report

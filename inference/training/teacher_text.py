@@ -6,21 +6,13 @@
     python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl --check 8   # agreement with transformers
 
 Why its own replies (sequence-level distillation, Kim & Rush 2016): greedy speculative decoding keeps a drafted
-token when it is the target's argmax given the text so far, so the text a draft should learn to predict is exactly
-the target's greedy text on the requests it will see. A draft trained on these replies learns what greedy
-acceptance is measured against, not what the stories' authors wrote.
+token when it is the target's argmax given the text so far, so a draft should learn the target's greedy text on the
+requests it will see, not what the stories' authors wrote. The requests (`loader.chat_prompt`'s template) come from
+the TRAINING split of the TinyStories files only (`training_stories`).
 
-The requests are story requests in SmolLM2's chat template (`loader.chat_prompt`, the one the pages use), built
-from the TRAINING split of the TinyStories files (`corpus.split_train_validation` with `train.py`'s fraction and
-seed; the validation stories and the held-out file are never read): "Write a short story about a little girl named
-Lily.", "Continue this story: <its first sentence>", and a few more forms of the same.
-
-With `--batch N` (the faster way here: `batched_greedy_replies`), transformers' float32 forward answers N requests a
-pass, left-padded. Otherwise the replies come from llama.cpp's llama-server serving SmolLM2's f32 GGUF
-(`engines.llamacpp`: the same weights as the float32 safetensors transformers runs), several parallel slots, greedy
-(temperature 0). Its greedy text is the
-same model's up to float rounding; `--check N` measures how far: for N replies, transformers' argmax at every reply
-position given the text before it (one teacher-forced pass) against the token llama-server chose.
+With `--batch N` (the faster way here) transformers' float32 forward answers N requests a pass, left-padded;
+otherwise llama-server serves SmolLM2's GGUF (`engines.llamacpp`) greedily over several slots, and `--check N`
+measures how often its tokens are transformers' argmax given the text before them.
 
 Output: one JSON line per reply, {"request", "prompt_ids", "reply_ids", "stopped"}; never inside the repository.
 """
@@ -33,7 +25,6 @@ import random
 import re
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
@@ -41,6 +32,8 @@ import torch
 from transformers import AutoTokenizer
 
 from inference.core import loader, real_model
+from inference.core.forward import TransformersForward
+from inference.core.measuring import now
 from inference.core.paths import DEFAULT_CORPUS_DIR
 from inference.engines import llamacpp
 from inference.engines.client import LLAMACPP, EngineClient
@@ -199,7 +192,7 @@ class ReplyLog:
 
     def __init__(self, file, every: int):
         self.file, self.every = file, every
-        self.started, self.replies, self.tokens = time.perf_counter(), 0, 0
+        self.started, self.replies, self.tokens = now(), 0, 0
 
     def write(self, request: str, prompt_ids: list[int], reply_ids: list[int], stopped: bool) -> None:
         row = {"request": request, "prompt_ids": prompt_ids, "reply_ids": reply_ids, "stopped": stopped}
@@ -207,11 +200,11 @@ class ReplyLog:
         self.file.flush()
         self.replies, self.tokens = self.replies + 1, self.tokens + len(reply_ids)
         if self.replies % self.every == 0:
-            rate = self.tokens / (time.perf_counter() - self.started)
+            rate = self.tokens / (now() - self.started)
             print(f"{self.replies} replies, {self.tokens} tokens, {rate:.1f} tokens/s", flush=True)
 
     def summary(self) -> str:
-        return f"done: {self.replies} replies, {self.tokens} tokens in {time.perf_counter() - self.started:.0f} s"
+        return f"done: {self.replies} replies, {self.tokens} tokens in {now() - self.started:.0f} s"
 
 
 def generate(out: Path, minutes: float, max_tokens: int, count: int, mixed: bool, answer) -> None:
@@ -226,7 +219,7 @@ def generate(out: Path, minutes: float, max_tokens: int, count: int, mixed: bool
     todo = [r for r in requests if r not in done]
     print(f"{len(requests)} requests, {len(done)} already answered, {len(todo)} to ask", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.perf_counter() + minutes * 60
+    deadline = now() + minutes * 60
     with out.open("a") as f:
         log = answer(todo, tokenizer, max_tokens, deadline, f)
     print(log.summary(), flush=True)
@@ -245,7 +238,7 @@ def answer_with_server(gguf_type: str, parallel: int, threads: int | None):
             print(f"llama-server at {server.url}, {parallel} slots, log {server.log_path}", flush=True)
 
             def ask(request: str) -> None:
-                if time.perf_counter() > deadline:
+                if now() > deadline:
                     return
                 prompt_ids = loader.encode_prompt(tokenizer, request, chat=True)
                 reply_ids, stopped = greedy_reply(client, prompt_ids, max_tokens)
@@ -267,7 +260,7 @@ def answer_in_batches(batch: int):
         loaded = loader.load_model(real_model.REAL_MODEL_NAME)
         log = ReplyLog(f, every=batch)
         for at in range(0, len(todo), batch):
-            if time.perf_counter() > deadline:
+            if now() > deadline:
                 break
             chunk = todo[at : at + batch]
             prompts = [loader.encode_prompt(tokenizer, r, chat=True) for r in chunk]
@@ -286,9 +279,8 @@ def check_agreement(path: Path, n: int) -> dict:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()][:n]
     same = total = whole = 0
     for row in rows:
-        ids = torch.tensor([row["prompt_ids"] + row["reply_ids"]])
-        with torch.inference_mode():
-            logits = loaded.model(ids).logits[0]
+        ids = row["prompt_ids"] + row["reply_ids"]
+        logits = TransformersForward(loaded.model, loaded.tokenizer).logits(ids, keep=len(ids))
         start = len(row["prompt_ids"])
         predicted = logits[start - 1 : -1].argmax(-1).tolist()
         matches = sum(int(a == b) for a, b in zip(predicted, row["reply_ids"], strict=True))

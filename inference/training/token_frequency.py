@@ -22,7 +22,6 @@ from transformers import AutoTokenizer
 
 from inference.core.paths import DEFAULT_CORPUS_DIR, MODELS_DIR
 from inference.training import corpus as corpus_io
-from inference.training.train import encode_stories
 
 FILE_NAME = "token_frequency.json"
 DRAFT_DIR = MODELS_DIR / "storyteller-draft-1m"
@@ -34,7 +33,7 @@ def count_tokens(model_dir: Path, corpus_dir: Path) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     stories = corpus_io.read_stories(corpus_dir)
     train, _ = corpus_io.split_train_validation(stories, settings["validation_fraction"], settings["seed"])
-    stream = np.asarray(encode_stories(tokenizer, train), dtype=np.int64)
+    stream = np.asarray(corpus_io.encode_stories(tokenizer, train), dtype=np.int64)
     expected = meta["stats"]["train_tokens_in_corpus"]
     if len(stream) != expected:  # another corpus or split than the model was trained on
         raise ValueError(f"{len(stream):,} training tokens here, but the model was trained on {expected:,}")

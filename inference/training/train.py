@@ -1,17 +1,24 @@
-"""Train the bundled models: a byte-level BPE tokenizer, then a small Llama (or MoE), from scratch.
+"""The one training loop (`fit`: one schedule, one optimizer, one log) and the bundled models' trainer: a byte-level
+BPE tokenizer, then a small Llama (or MoE), from scratch. With `--teacher` the loss is KL(p || q) to a teacher
+(`distill_real` and `distill_features` are this loop with other losses).
 
     python -m inference.training.train                       # the dense model; corpus ../shared/corpus/tinystories
     python -m inference.training.train --preset draft        # the speculative-decoding draft model
     python -m inference.training.train --preset moe          # the Mixture-of-Experts model
     python -m inference.training.train --corpus DIR --steps 3000 --out assets/models/NAME
+    python -m inference.training.train --preset draft --teacher assets/models/storyteller-llama-6m   # distil the draft
 
-The draft and MoE presets reuse the dense model's tokenizer (`--tokenizer-from`): a draft
-must share its target's vocabulary, and the MoE is compared with the dense model token for
-token.
+The draft and MoE presets reuse the dense model's tokenizer (`--tokenizer-from`): a draft must share its target's
+vocabulary, and the MoE is compared with the dense model token for token.
 
-Writes a Hugging Face folder (config, generation config, safetensors weights, tokenizer,
-training log, MODEL_CARD.md) that `AutoModelForCausalLM.from_pretrained` loads with no
-project code. The held-out file is only ever scored, never trained on.
+`--teacher`: the model already in `--out` (its weights, tokenizer and split) learns the teacher's whole next-token
+distribution (knowledge distillation, Hinton et al. 2015; for drafts, DistillSpec, Zhou et al. 2023: speculative
+sampling accepts sum_x min(p(x), q(x)) of the draft's guesses, so q is moved towards p). Each evaluation adds
+`evaluate.agreement`; training_meta.json gains a "distillation" entry; distillation_log.csv starts at the baseline.
+
+Writes a Hugging Face folder (config, generation config, safetensors weights, tokenizer, training log,
+training_meta.json) that `AutoModelForCausalLM.from_pretrained` loads with no project code. The held-out file is only
+ever scored, never trained on.
 """
 
 from __future__ import annotations
@@ -22,30 +29,28 @@ import json
 import math
 import platform
 import sys
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from tqdm import tqdm
 from transformers import (
+    AutoModelForCausalLM,
     AutoTokenizer,
     GenerationConfig,
     LlamaConfig,
     LlamaForCausalLM,
     MixtralConfig,
     MixtralForCausalLM,
-    PreTrainedTokenizerFast,
 )
 
+from inference.core.forward import PREFILL, TransformersForward
+from inference.core.measuring import now
 from inference.core.model_config import decoder_config_fields
 from inference.core.paths import BUNDLED_MODEL_DIR, DEFAULT_CORPUS_DIR, DEFAULT_HELDOUT_FILE, MODELS_DIR
 from inference.training import corpus as corpus_io
-from inference.training.evaluate import score_stream
-
-SEPARATOR = corpus_io.STORY_SEPARATOR
+from inference.training.evaluate import agreement, score_stream
 
 
 @dataclass
@@ -93,38 +98,8 @@ PRESETS = {
     ),
 }
 PRESET_FOLDERS = {"dense": "storyteller-llama-6m", "draft": "storyteller-draft-1m", "moe": "storyteller-moe-16m"}
-
-
-def train_tokenizer(stories: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """Byte-level BPE (any UTF-8 text encodes, no unknown token) with `<|endoftext|>` as
-    id 0, used as BOS, EOS, story separator and padding. The post-processor puts it in
-    front of every encoded prompt, so a prompt starts the way every training story does."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[SEPARATOR],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(stories, trainer=trainer)
-    separator_id = tok.token_to_id(SEPARATOR)
-    tok.post_processor = processors.TemplateProcessing(
-        single=f"{SEPARATOR} $A", pair=f"{SEPARATOR} $A {SEPARATOR} $B", special_tokens=[(SEPARATOR, separator_id)]
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=SEPARATOR,
-        eos_token=SEPARATOR,
-        pad_token=SEPARATOR,
-        model_max_length=512,
-    )
-
-
-def encode_stories(tokenizer, stories: list[str]) -> list[int]:
-    token_lists = tokenizer(stories, add_special_tokens=False)["input_ids"]
-    return corpus_io.stories_to_stream(token_lists, tokenizer.eos_token_id)
+# With --teacher, unless a flag says otherwise: a gentler schedule from trained weights, and new windows (another seed)
+DISTILLATION = dict(peak_lr=1e-3, warmup_steps=50, eval_every=250, seed=4321)
 
 
 def build_model(s: TrainSettings):
@@ -155,25 +130,23 @@ def build_model(s: TrainSettings):
     raise ValueError(f"`architecture` has to be 'llama' or 'mixtral', but is {s.architecture!r}")
 
 
-def learning_rate(step: int, s: TrainSettings) -> float:
-    """Linear warm-up, then cosine decay to a tenth of the peak."""
-    if step < s.warmup_steps:
-        return s.peak_lr * (step + 1) / s.warmup_steps
-    progress = (step - s.warmup_steps) / max(1, s.steps - s.warmup_steps)
-    return s.peak_lr * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
+def learning_rate(step: int, steps: int, peak_lr: float, warmup_steps: int) -> float:
+    """The one schedule: linear warm-up, then cosine decay to a tenth of the peak."""
+    if step < warmup_steps:
+        return peak_lr * (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, steps - warmup_steps)
+    return peak_lr * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
 
 
-@torch.inference_mode()
 def expert_load(model, token_ids: list[int], window: int, max_tokens: int = 8192) -> list[list[float]]:
     """[layer][expert]: the fraction of (token, slot) picks each expert got over the first
     `max_tokens` validation tokens, from the router's own top-k (what the forward pass used)."""
-    ids = torch.tensor(token_ids[:max_tokens], dtype=torch.long)
-    k = model.config.num_experts_per_tok
+    ids = token_ids[:max_tokens]
     counts = torch.zeros(model.config.num_hidden_layers, model.config.num_local_experts)
     for start in range(0, len(ids), window):
-        out = model(ids[start : start + window].unsqueeze(0), output_router_logits=True)
-        for layer, router_logits in enumerate(out.router_logits):
-            picks = router_logits.float().topk(k, dim=-1).indices.reshape(-1)
+        routed = TransformersForward(model, None).next_pass(ids[start : start + window], PREFILL).router_logits
+        for layer, router_logits in enumerate(routed):  # [tokens, experts]
+            picks = router_logits.topk(model.config.num_experts_per_tok, dim=-1).indices.reshape(-1)
             counts[layer] += torch.bincount(picks, minlength=counts.shape[1]).float()
     return (counts / counts.sum(dim=1, keepdim=True)).round(decimals=4).tolist()
 
@@ -187,25 +160,40 @@ GRAD_CLIP = 1.0  # the gradient norm every step is clipped to
 
 
 def next_token_cross_entropy(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """The training loss: cross entropy of every position's float32 logits [batch, T-1, vocab] against the next
-    token of `ids` [batch, T] (the logits of ids[:, :-1])."""
+    """Cross entropy of every position's float32 logits [batch, T-1, vocab] against the next token of `ids` [batch, T]
+    (the logits of ids[:, :-1]); -100 in `ids` is ignored."""
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
 
 
-def optimizer_step(model, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
+    """KL(p || q) in nats per position, p the teacher's softmax and q the student's, over the whole vocabulary."""
+    log_q = F.log_softmax(student_logits.float(), dim=-1).reshape(-1, student_logits.shape[-1])
+    log_p = F.log_softmax(teacher_logits.float(), dim=-1).reshape(-1, teacher_logits.shape[-1])
+    return F.kl_div(log_q, log_p, log_target=True, reduction="batchmean")
+
+
+def next_token_loss(model, ids: torch.Tensor, **forward) -> tuple[torch.Tensor, object]:
+    """The training loss and the model's output: `model` run on ids[:, :-1], scored against ids[:, 1:]."""
+    out = model(ids[:, :-1], use_cache=False, **forward)
+    return next_token_cross_entropy(out.logits, ids), out
+
+
+def optimizer_step(params: list, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
     """One update: gradients of `loss`, clipped to norm GRAD_CLIP, then the optimizer's step."""
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
+    torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP)
     optimizer.step()
 
 
-def adamw(model, peak_lr: float, weight_decay: float) -> torch.optim.AdamW:
+def adamw(params, peak_lr: float, weight_decay: float) -> torch.optim.AdamW:
     """AdamW (β 0.9/0.95) with weight decay on the matrices only, not on norms and biases."""
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    params = list(params)
     return torch.optim.AdamW(
-        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ],
         lr=peak_lr,
         betas=(0.9, 0.95),
     )
@@ -214,23 +202,45 @@ def adamw(model, peak_lr: float, weight_decay: float) -> torch.optim.AdamW:
 def write_log(path: Path, rows: list[dict]) -> None:
     """The evaluations so far as a CSV (rewritten whole at each evaluation, so a stopped run keeps its log)."""
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[-1]))
+        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(key for row in rows for key in row)))
         writer.writeheader()
         writer.writerows(rows)
+
+
+def fit(model, params, loss_fn, s, steps: int, peak_lr: float, evaluate=None, log_path=None, rows=None) -> list:
+    """The one training loop: `steps` AdamW steps on `loss_fn()` (it draws its own batch) over `params`, with
+    `s`'s warm-up, weight decay, bf16 autocast and evaluation interval; every `s.eval_every` steps and at the end a
+    row {step, loss_smoothed, **evaluate(step), elapsed_s} is added to `rows`, printed and (re)written to
+    `log_path`. Returns the rows."""
+    optimizer = adamw(params, peak_lr, s.weight_decay)
+    rows, running, started = rows or [], None, now()
+    for step in tqdm(range(steps), desc="training", mininterval=10, file=sys.stdout):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, steps, peak_lr, s.warmup_steps)
+        model.train()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16_autocast):
+            loss = loss_fn()
+        optimizer_step(params, optimizer, loss)
+        running = loss.item() if running is None else 0.98 * running + 0.02 * loss.item()
+        if (step + 1) % s.eval_every == 0 or step + 1 == steps:
+            model.eval()
+            row = {"step": step + 1, "loss_smoothed": round(running, 4), **(evaluate(step + 1) if evaluate else {})}
+            rows.append({**row, "elapsed_s": round(now() - started, 1)})
+            print(json.dumps(rows[-1]), flush=True)
+            if log_path is not None:
+                write_log(log_path, rows)
+    model.eval()
+    return rows
 
 
 def final_scores(model, tokenizer, train_stories: list[str], val_stories: list[str], heldout_file: Path | None) -> dict:
     """The model's losses with overlapping windows (each token sees at least half a window of context): a sample of
     the training stories as large as the validation split, the validation stories, and the held-out file if any."""
-    train_sample = train_stories[: len(val_stories)]
-    final_train = score_stream(model, encode_stories(tokenizer, train_sample), corpus_io.utf8_bytes(train_sample))
-    final_val = score_stream(model, encode_stories(tokenizer, val_stories), corpus_io.utf8_bytes(val_stories))
-    scores = {
-        "train_nats_per_token": round(final_train.nats_per_token, 4),
-        "train_bits_per_byte": round(final_train.bits_per_byte, 4),
-        "val_nats_per_token": round(final_val.nats_per_token, 4),
-        "val_bits_per_byte": round(final_val.bits_per_byte, 4),
-    }
+    scores = {}
+    for split, stories in (("train", train_stories[: len(val_stories)]), ("val", val_stories)):
+        score = score_stream(model, corpus_io.encode_stories(tokenizer, stories), corpus_io.utf8_bytes(stories))
+        scores.update({f"{split}_nats_per_token": round(score.nats_per_token, 4)})
+        scores.update({f"{split}_bits_per_byte": round(score.bits_per_byte, 4)})
     if heldout_file is not None and heldout_file.exists():
         text = heldout_file.read_text(encoding="utf-8")
         held = score_stream(model, tokenizer(text)["input_ids"], len(text.encode("utf-8")))
@@ -239,9 +249,30 @@ def final_scores(model, tokenizer, train_stories: list[str], val_stories: list[s
     return scores
 
 
-def flag_type(default):
-    """The argparse type of a settings field's flag: "1"/"true"/"yes" for a boolean, else the default's type."""
-    return (lambda v: v.lower() in ("1", "true", "yes")) if isinstance(default, bool) else type(default)
+def run_record(module: str) -> dict:
+    """How a run was made, for its training_meta.json: the command, torch and the platform."""
+    command = " ".join(["python", "-m", f"inference.training.{module}", *sys.argv[1:]])
+    return {"command": command, "torch": torch.__version__, "platform": platform.platform()}
+
+
+def parse(settings_type, argv, doc: str, presets: dict | None = None, **paths):
+    """The one command line: a flag per `paths` entry (its default) and per settings field (`--peak-lr`), with
+    `--preset` when there are presets (the preset's values, then the flags). Returns (settings, args)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name, default in paths.items():
+        parser.add_argument("--" + name.replace("_", "-"), type=Path, default=default)
+    if presets:
+        parser.add_argument("--preset", choices=sorted(presets), default=next(iter(presets)))
+    defaults = asdict(settings_type())
+    for name, value in defaults.items():
+        kind = (lambda v: v.lower() in ("1", "true", "yes")) if isinstance(value, bool) else type(value)
+        parser.add_argument("--" + name.replace("_", "-"), type=kind, default=None)
+    args = parser.parse_args(argv)
+    if "corpus" in paths and args.corpus.resolve() == DEFAULT_HELDOUT_FILE.resolve().parent:
+        parser.error("the held-out folder is for evaluation only: never train on it")
+    values = {**defaults, **(presets[args.preset] if presets else {})}
+    values.update({k: getattr(args, k) for k in defaults if getattr(args, k) is not None})
+    return settings_type(**values), args
 
 
 def train(
@@ -251,128 +282,109 @@ def train(
     heldout_file: Path | None,
     tokenizer_from: Path | None = None,
     preset: str = "dense",
+    teacher_dir: Path | None = None,
 ) -> dict:
-    started = time.time()
+    started = now()
     stories = corpus_io.read_stories(corpus_dir)
-    train_stories, val_stories = corpus_io.split_train_validation(stories, s.validation_fraction, s.seed)
+    earlier = json.loads((out_dir / "training_meta.json").read_text()) if teacher_dir else None
+    split = earlier["settings"] if earlier else asdict(s)  # a distilled model keeps the split it was trained on
+    train_stories, val_stories = corpus_io.split_train_validation(stories, split["validation_fraction"], split["seed"])
+    if teacher_dir is not None:
+        tokenizer_from = out_dir
     if tokenizer_from is None:
-        tokenizer = train_tokenizer(train_stories, s.vocab_size)
+        tokenizer = corpus_io.train_tokenizer(train_stories, s.vocab_size)
     else:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_from)
-        if len(tokenizer) != s.vocab_size:
-            raise ValueError(f"The tokenizer in {tokenizer_from} has {len(tokenizer)} tokens, not {s.vocab_size}")
-    train_stream = torch.tensor(encode_stories(tokenizer, train_stories), dtype=torch.long)
-    val_ids = encode_stories(tokenizer, val_stories)
-    print(
-        f"{len(train_stories)} train / {len(val_stories)} validation stories; "
-        f"{len(train_stream):,} train tokens, {len(val_ids):,} validation tokens; "
-        f"{corpus_io.utf8_bytes(train_stories) / len(train_stream):.2f} bytes/token",
-        flush=True,
-    )
-
-    model = build_model(s)
+        if len(tokenizer) != split["vocab_size"]:
+            raise ValueError(
+                f"The tokenizer in {tokenizer_from} has {len(tokenizer)} tokens, not {split['vocab_size']}"
+            )
+    train_stream = torch.tensor(corpus_io.encode_stories(tokenizer, train_stories), dtype=torch.long)
+    val_ids = corpus_io.encode_stories(tokenizer, val_stories)
+    print(f"{len(train_stories)} train / {len(val_stories)} validation stories; {len(train_stream):,} train tokens")
+    if teacher_dir is None:
+        model, teacher = build_model(s), None
+    else:
+        model = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32)
+        teacher = AutoModelForCausalLM.from_pretrained(teacher_dir, dtype=torch.float32).eval().requires_grad_(False)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params:,} parameters", flush=True)
-    optimizer = adamw(model, s.peak_lr, s.weight_decay)
     data_rng = torch.Generator().manual_seed(s.seed)
     out_dir.mkdir(parents=True, exist_ok=True)
-    log_rows = []
+    moe = s.architecture == "mixtral" and teacher is None
     load_log = []  # MoE only: the fraction of tokens each expert received, per layer, at each evaluation
-    running = None
-    progress = tqdm(range(s.steps), desc="training", mininterval=5, file=sys.stdout)
-    for step in progress:
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, s)
+
+    def loss_fn():
         batch = random_windows(train_stream, s.batch_size, s.context, data_rng)
-        model.train()
-        moe = s.architecture == "mixtral"
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16_autocast):
-            out = model(batch[:, :-1], output_router_logits=True) if moe else model(batch[:, :-1])
-        loss = next_token_cross_entropy(out.logits, batch)
-        if moe:  # the balance loss pushes the router to spread tokens evenly over the experts
-            loss_for_grad = loss + s.router_aux_loss_coef * out.aux_loss.float()
-        else:
-            loss_for_grad = loss
-        optimizer_step(model, optimizer, loss_for_grad)
-        running = loss.item() if running is None else 0.98 * running + 0.02 * loss.item()
-        progress.set_postfix(loss=f"{running:.3f}")
-        if (step + 1) % s.eval_every == 0 or step + 1 == s.steps:
-            model.eval()
-            val = score_stream(model, val_ids, corpus_io.utf8_bytes(val_stories), window=s.context, stride=s.context)
-            row = {
-                "step": step + 1,
-                "tokens_seen": (step + 1) * s.batch_size * s.context,
-                "train_loss_smoothed": round(running, 4),
-                "val_nats_per_token": round(val.nats_per_token, 4),
-                "val_bits_per_byte": round(val.bits_per_byte, 4),
-                "elapsed_s": round(time.time() - started, 1),
-            }
-            if s.architecture == "mixtral":
-                load_log.append({"step": step + 1, "fractions": expert_load(model, val_ids, s.context)})
-                (out_dir / "expert_load_log.json").write_text(json.dumps(load_log) + "\n")
-            log_rows.append(row)
-            print(json.dumps(row), flush=True)
-            write_log(out_dir / "training_log.csv", log_rows)
+        if teacher is not None:
+            with torch.inference_mode():
+                teacher_logits = teacher(batch[:, :-1]).logits
+            return distillation_loss(model(batch[:, :-1]).logits, teacher_logits.clone())
+        loss, out = next_token_loss(model, batch, **({"output_router_logits": True} if moe else {}))
+        # the MoE's balance loss pushes the router to spread tokens evenly over the experts
+        return loss + s.router_aux_loss_coef * out.aux_loss.float() if moe else loss
 
-    model.eval()
-    train_seconds = time.time() - started
-    stats = {
-        "parameters": n_params,
-        "tokens_seen": s.steps * s.batch_size * s.context,
-        "train_tokens_in_corpus": len(train_stream),
-        "wall_time_s": round(train_seconds, 1),
-        **final_scores(model, tokenizer, train_stories, val_stories, heldout_file),
-    }
+    def evaluate(step: int) -> dict:
+        val = score_stream(model, val_ids, corpus_io.utf8_bytes(val_stories), window=s.context, stride=s.context)
+        if moe:
+            load_log.append({"step": step, "fractions": expert_load(model, val_ids, s.context)})
+            (out_dir / "expert_load_log.json").write_text(json.dumps(load_log) + "\n")
+        return {
+            "tokens_seen": step * s.batch_size * s.context,
+            "val_nats_per_token": round(val.nats_per_token, 4),
+            "val_bits_per_byte": round(val.bits_per_byte, 4),
+            **(agreement(teacher, model, val_ids, s.context) if teacher is not None else {}),
+        }
+
+    # a distillation's log starts with the draft as trained on text alone: the baseline
+    first = [{"step": 0, "loss_smoothed": None, **evaluate(0)}] if teacher is not None else []
+    log = out_dir / ("distillation_log.csv" if teacher is not None else "training_log.csv")
+    rows = fit(model, list(model.parameters()), loss_fn, s, s.steps, s.peak_lr, evaluate, log, first)
+    tokens_seen = s.steps * s.batch_size * s.context
+    stats = earlier["stats"] if earlier else {"parameters": n_params, "tokens_seen": tokens_seen}
+    if not earlier:
+        stats.update(train_tokens_in_corpus=len(train_stream), wall_time_s=round(now() - started, 1))
+    stats.update(final_scores(model, tokenizer, train_stories, val_stories, heldout_file))
     print(json.dumps(stats), flush=True)
-
     if s.save_dtype != "float32":
         model = model.to(getattr(torch, s.save_dtype))  # our own copy, not a shared one
     model.save_pretrained(out_dir, safe_serialization=True)
     GenerationConfig(bos_token_id=0, eos_token_id=0, pad_token_id=0, max_new_tokens=200).save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    meta = {
-        "settings": asdict(s),
-        "stats": stats,
-        "corpus": str(corpus_dir.name),
-        "corpus_files": sorted(p.name for p in Path(corpus_dir).glob("*.txt")),
-        "preset": preset,
-        "tokenizer_from": None if tokenizer_from is None else str(tokenizer_from.name),
-        "command": " ".join(["python", "-m", "inference.training.train", *sys.argv[1:]]),
-        "torch": torch.__version__,
-        "platform": platform.platform(),
-    }
+    run = {"settings": asdict(s), **run_record("train")}
+    if earlier:
+        wall = round(now() - started, 1)
+        distillation = {"teacher": teacher_dir.name, "tokens_seen": tokens_seen, "wall_time_s": wall}
+        meta = {
+            **earlier,
+            "stats": stats,
+            "distillation": {**run, **distillation, "before": first[0], "after": rows[-1]},
+        }
+    else:
+        corpus_files = sorted(p.name for p in Path(corpus_dir).glob("*.txt"))
+        meta = {**run, "stats": stats, "corpus": corpus_dir.name, "corpus_files": corpus_files, "preset": preset}
+        meta["tokenizer_from"] = None if tokenizer_from is None else tokenizer_from.name
     (out_dir / "training_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return meta
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS_DIR)
-    parser.add_argument("--heldout", type=Path, default=DEFAULT_HELDOUT_FILE)
-    parser.add_argument(
-        "--preset", choices=sorted(PRESETS), default="dense", help="named settings; flags below override single values"
+    s, args = parse(
+        TrainSettings,
+        argv,
+        __doc__,
+        PRESETS,
+        corpus=DEFAULT_CORPUS_DIR,
+        heldout=DEFAULT_HELDOUT_FILE,
+        out=None,
+        tokenizer_from=None,
+        teacher=None,
     )
-    parser.add_argument("--out", type=Path, default=None, help="default: assets/models/<the preset's model name>")
-    parser.add_argument(
-        "--tokenizer-from",
-        type=Path,
-        default=None,
-        help="reuse this model folder's tokenizer (default for draft and moe: the dense model's)",
-    )
-    defaults = TrainSettings()
-    for name, value in asdict(defaults).items():
-        parser.add_argument("--" + name.replace("_", "-"), type=flag_type(value), default=None)
-    args = parser.parse_args(argv)
-    values = {**asdict(defaults), **PRESETS[args.preset]}
-    values.update({k: getattr(args, k) for k in asdict(defaults) if getattr(args, k) is not None})
-    settings = TrainSettings(**values)
-    if args.corpus.resolve() == args.heldout.resolve().parent:
-        parser.error("the held-out folder is for evaluation only: never train on it")
+    if args.teacher is not None:
+        s = replace(s, **{k: v for k, v in DISTILLATION.items() if getattr(args, k) is None})
+    tokenizer_from = args.tokenizer_from or (None if args.preset == "dense" else BUNDLED_MODEL_DIR)
     out = args.out or MODELS_DIR / PRESET_FOLDERS[args.preset]
-    tokenizer_from = args.tokenizer_from
-    if tokenizer_from is None and args.preset != "dense":
-        tokenizer_from = BUNDLED_MODEL_DIR
-    train(settings, args.corpus, out, args.heldout, tokenizer_from, args.preset)
+    train(s, args.corpus, out, args.heldout, tokenizer_from, args.preset, args.teacher)
 
 
 if __name__ == "__main__":

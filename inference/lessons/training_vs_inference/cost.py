@@ -1,17 +1,14 @@
 """What a step costs: a forward pass vs a training step (forward + backward + optimizer) on the same tokens, timed,
 counted in FLOPs and in memory; and once vs every request: training's bill against inference per request.
 
-FLOPs (a multiply and an add are two; `inference/core/flops.py` counts the model's matrix products). A forward pass
-over T tokens that scores every position, as training needs, costs 2 × (layer weights + output layer) per token plus
-attention (`FlopCount.attention`): about 2N per token, N the parameters that multiply. The backward pass costs twice
-the forward (a gradient for the activations and one for the weights, each a product the size of the forward's), so a
-training step is 3 × the forward: about 6N per token. AdamW's update, a few FLOPs per parameter per step, is left out.
+FLOPs (`inference/core/flops.py`): a forward pass over T tokens scoring every position costs 2 × (layer weights +
+output layer) per token plus attention, about 2N per token; the backward pass costs twice the forward (a gradient for
+the activations and one for the weights), so a step is 3 × the forward, about 6N per token. AdamW's update is left out.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,17 +16,12 @@ import torch
 
 from inference.core import model_config
 from inference.core.flops import FlopCount
-from inference.core.measuring import Timing
+from inference.core.forward import TransformersForward
+from inference.core.measuring import Stopwatch, Timing
 from inference.core.paths import BUNDLED_MODEL_DIR
 from inference.core.quantize import weight_bytes
-from inference.lessons.training_vs_inference.weights import (
-    LEARNING_RATE,
-    WEIGHT_DECAY,
-    next_token_loss,
-    train_step,
-    trainable_copy,
-)
-from inference.training.train import adamw
+from inference.lessons.training_vs_inference.weights import train_step, trainable_copy
+from inference.training.train import next_token_loss
 
 REPEATS = 7  # timed passes and steps each; the median and the spread are reported
 ADAM_MOMENTS = 2  # AdamW keeps two float32 numbers per parameter (exp_avg, exp_avg_sq)
@@ -38,11 +30,6 @@ ADAM_MOMENTS = 2  # AdamW keeps two float32 numbers per parameter (exp_avg, exp_
 def forward_flops(count: FlopCount, tokens: int) -> int:
     """One forward pass over `tokens` tokens with logits at every position (training's forward)."""
     return 2 * (count.matmul_weights + count.output_weights) * tokens + count.attention(tokens)
-
-
-def train_flops(count: FlopCount, tokens: int) -> int:
-    """Forward + backward (2 × forward) over `tokens` tokens."""
-    return 3 * forward_flops(count, tokens)
 
 
 @dataclass(frozen=True)
@@ -63,7 +50,7 @@ class Memory:
 
 
 def saved_activation_bytes(model, ids: torch.Tensor) -> int:
-    """Bytes of every tensor autograd saves for the backward pass of `next_token_loss`, each storage once, weights
+    """Bytes of every tensor autograd saves for the backward pass of the training loss, each storage once, weights
     left out (they are counted as weights): the activations a training step holds at its peak."""
     weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
     storages: dict[int, int] = {}
@@ -82,14 +69,14 @@ def saved_activation_bytes(model, ids: torch.Tensor) -> int:
 def memory(model, trainable, ids: list[int]) -> Memory:
     """Inference needs the weights and a KV cache; training the weights, a gradient per parameter, AdamW's two
     moments per parameter and the activations kept for the backward pass."""
-    shape = model_config.from_config(model.config)
     params = [p for p in trainable.parameters() if p.requires_grad]
-    param_bytes = sum(p.numel() * p.element_size() for p in params)
     element = next(model.parameters()).element_size()
     return Memory(
         weights=weight_bytes(model),
-        kv_cache=model_config.kv_cache_bytes(shape, len(ids), bytes_per_element=element),
-        gradients=param_bytes,
+        kv_cache=model_config.kv_cache_bytes(
+            model_config.from_config(model.config), len(ids), bytes_per_element=element
+        ),
+        gradients=sum(p.numel() * p.element_size() for p in params),
         optimizer_moments=ADAM_MOMENTS * sum(p.numel() for p in params) * 4,  # float32 moments
         activations=saved_activation_bytes(trainable, torch.tensor([ids])),
     )
@@ -98,20 +85,12 @@ def memory(model, trainable, ids: list[int]) -> Memory:
 @dataclass(frozen=True)
 class StepCost:
     tokens: int
-    forward: Timing  # the project's one way to quote a timed pass (median, middle half, what was timed)
+    forward: Timing
     train_step: Timing
     flops_forward: int  # whole pass over `tokens`
     flops_train: int
     parameters: int
     memory: Memory
-
-    @property
-    def forward_median_ms(self) -> float:
-        return self.forward.median_ms
-
-    @property
-    def train_median_ms(self) -> float:
-        return self.train_step.median_ms
 
     @property
     def flops_forward_per_token(self) -> float:
@@ -121,36 +100,24 @@ class StepCost:
     def flops_train_per_token(self) -> float:
         return self.flops_train / self.tokens
 
-    @property
-    def time_ratio(self) -> float:
-        return self.train_median_ms / self.forward_median_ms
 
-
-@torch.inference_mode()
-def _timed_forward(model, batch: torch.Tensor) -> float:
-    start = time.perf_counter()
-    model(batch, use_cache=False)
-    return (time.perf_counter() - start) * 1000
-
-
-def measure_step_cost(model, ids: list[int], repeats: int = REPEATS, progress=None) -> StepCost:
+def measure_step_cost(model, tokenizer, ids: list[int], repeats: int = REPEATS, progress=None) -> StepCost:
     """`repeats` forward passes of the shared model and `repeats` training steps of a throwaway copy, on the same
-    tokens, each timed (after one untimed of each). The copy is dropped at the end: nothing persists."""
+    tokens, interleaved (a busy moment on the machine falls on both), after one untimed of each."""
     batch = torch.tensor([ids])
-    twin = trainable_copy(model)
-    optimizer = adamw(twin, LEARNING_RATE, WEIGHT_DECAY)
+    twin, optimizer = trainable_copy(model)
     mem = memory(model, twin, ids)
-    _timed_forward(model, batch)
-    train_step(twin, optimizer, batch)
     forward_ms, train_ms = [], []
-    for i in range(repeats):  # interleaved, so a busy moment on the machine falls on both
-        forward_ms.append(_timed_forward(model, batch))
-        start = time.perf_counter()
-        train_step(twin, optimizer, batch)
-        train_ms.append((time.perf_counter() - start) * 1000)
-        if progress is not None:
-            progress(i + 1, repeats, "a forward pass and a training step")
-    del twin, optimizer
+    for i in range(repeats + 1):
+        with Stopwatch() as forward:
+            TransformersForward(model, tokenizer).logits(ids, keep=len(ids))
+        with Stopwatch() as step:
+            train_step(twin, optimizer, batch)
+        if i:  # the first of each is the warm-up
+            forward_ms.append(forward.ms)
+            train_ms.append(step.ms)
+            if progress is not None:
+                progress(i, repeats, "a forward pass and a training step")
     count = FlopCount.of(model)
     tokens = len(ids) - 1  # the positions a training step scores (the last token is only a target)
     return StepCost(
@@ -158,13 +125,10 @@ def measure_step_cost(model, ids: list[int], repeats: int = REPEATS, progress=No
         forward=Timing(tuple(forward_ms), 1, f"a forward pass over {len(ids)} tokens, interleaved with the steps"),
         train_step=Timing(tuple(train_ms), 1, f"a training step on {len(ids)} tokens, interleaved with the passes"),
         flops_forward=forward_flops(count, tokens),
-        flops_train=train_flops(count, tokens),
+        flops_train=3 * forward_flops(count, tokens),
         parameters=sum(p.numel() for p in model.parameters()),
         memory=mem,
     )
-
-
-# -- once vs every request -----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -173,26 +137,19 @@ class TrainingBill:
 
     name: str
     tokens: int
-    steps: int | None
-    seconds: float | None  # wall time (None where only accelerator-hours are published)
-    cores: int | None
-    accelerator_hours: float | None
     source: str
+    steps: int | None = None
+    seconds: float | None = None  # wall time (None where only accelerator-hours are published)
+    cores: int | None = None
+    accelerator_hours: float | None = None
 
 
 def bundled_training_bill(folder: Path = BUNDLED_MODEL_DIR) -> TrainingBill:
-    """The storyteller's own run, from its training_meta.json (and the training log's last row says the same)."""
+    """The storyteller's own run, from its training_meta.json (trained on 2 CPU cores, as its card says)."""
     meta = json.loads((folder / "training_meta.json").read_text())
     settings, stats = meta["settings"], meta["stats"]
-    return TrainingBill(
-        name=folder.name,
-        tokens=int(stats["tokens_seen"]),
-        steps=int(settings["steps"]),
-        seconds=float(stats["wall_time_s"]),
-        cores=2,  # MODEL_CARD.md: trained on 2 CPU cores
-        accelerator_hours=None,
-        source=f"{folder.name}/training_meta.json",
-    )
+    source = f"{folder.name}/training_meta.json"
+    return TrainingBill(folder.name, int(stats["tokens_seen"]), source, int(settings["steps"]), stats["wall_time_s"], 2)
 
 
 # Published figures only, each with its source (captions labelled Published quote `source`).
@@ -200,22 +157,11 @@ PUBLISHED = [
     TrainingBill(
         "Llama-2-7B",
         2_000_000_000_000,
-        None,
-        None,
-        None,
-        184_320,
         "Touvron et al. 2023, Llama 2: Open Foundation and Fine-Tuned Chat Models, §2.2 and Table 2 "
         "(2.0T tokens; 184,320 A100-80GB GPU-hours)",
+        accelerator_hours=184_320,
     ),
-    TrainingBill(
-        "SmolLM2-135M",
-        2_000_000_000_000,
-        None,
-        None,
-        None,
-        None,
-        "HuggingFaceTB/SmolLM2-135M model card (pretraining tokens: 2T)",
-    ),
+    TrainingBill("SmolLM2-135M", 2_000_000_000_000, "HuggingFaceTB/SmolLM2-135M model card (pretraining tokens: 2T)"),
 ]
 
 

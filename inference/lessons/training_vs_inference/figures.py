@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from inference.lessons.style import (
     DECODE_COLOUR,
@@ -34,18 +33,14 @@ def distribution_figure(rows: list[tuple[str, float, float | None]], presenter: 
     """Next-token probabilities of a few tokens (label, before, after or None), before (pale) and after training
     (deep blue, hatched: colour is not the only signal); the first row at the top. A value under 0.1% is labelled
     only where its row's other bar is large (the token training taught)."""
-    trained = any(r[2] is not None for r in rows)
+    trained = rows[0][2] is not None
     rows = rows[::-1]  # Plotly draws the first name at the bottom
     names = [label(r[0]) for r in rows]
     fig = go.Figure()
-    for column, name, colour, pattern in (
-        (1, "before training", RAW_COLOUR, ""),
-        (2, "after training", FINAL_COLOUR, "/"),
-    ):
-        if column == 2 and not trained:
-            break
-        values = [r[column] or 0.0 for r in rows]
-        others = [r[3 - column] or 0.0 for r in rows] if trained else [1.0] * len(rows)  # untrained: label all
+    bars = [(1, "before training", RAW_COLOUR, "")] + ([(2, "after training", FINAL_COLOUR, "/")] if trained else [])
+    for column, name, colour, pattern in bars:
+        values = [r[column] for r in rows]
+        others = [r[3 - column] for r in rows] if trained else [1.0] * len(rows)  # untrained: label all
         add_hbar(
             fig,
             names,
@@ -58,8 +53,7 @@ def distribution_figure(rows: list[tuple[str, float, float | None]], presenter: 
             hovertemplate=hover(f"%{{y}}: %{{x:.3%}} {name}"),
         )
     fig.update_layout(barmode="group", bargap=0.25, showlegend=trained)
-    top = max([r[1] for r in rows] + [r[2] or 0.0 for r in rows])
-    upper = top * 1.25 + 0.02
+    upper = max(max(r[1], r[2] or 0.0) for r in rows) * 1.25 + 0.02
     ticks = dict(range=[0, 1.18], tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0]) if upper > 1 else dict(range=[0, upper])
     fig.update_xaxes(tickformat=".0%", title="probability of the next token", **ticks)
     per_row = (52 if presenter else 34) * (2 if trained else 1) * 0.75
@@ -125,7 +119,7 @@ def step_time_figure(cost: StepCost, presenter: bool = False) -> go.Figure:
     """Median time of a forward pass and of a training step (bars), every timed repeat as a dot."""
     fig = go.Figure()
     names = ["inference:<br>a forward pass", "training:<br>one step"]
-    medians = [cost.forward_median_ms, cost.train_median_ms]
+    medians = [cost.forward.median_ms, cost.train_step.median_ms]
     fig.add_bar(
         x=[0, 1],
         y=medians,
@@ -167,12 +161,10 @@ def memory_figure(mem: Memory, presenter: bool = False) -> go.Figure:
     """Stacked bytes: inference (weights + KV cache) vs training (weights + gradients + moments + activations)."""
     fig = go.Figure()
     columns = ["inference", "training"]
-    used = {
-        "inference": {"weights", "kv_cache"},
-        "training": {"weights", "gradients", "optimizer_moments", "activations"},
-    }
     for field, name, colour, pattern in MEMORY_PARTS:
-        values = [getattr(mem, field) / 2**20 if field in used[c] else 0.0 for c in columns]
+        inference = getattr(mem, field) if field in ("weights", "kv_cache") else 0
+        training = 0 if field == "kv_cache" else getattr(mem, field)
+        values = [inference / 2**20, training / 2**20]
         fig.add_bar(
             x=columns,
             y=values,
@@ -203,7 +195,7 @@ def break_even_figure(
     """Machine time (core-hours) of n requests, against training's, on log axes; the crossing marked."""
     top = max(10.0, break_even * 10)
     counts = [10**e for e in range(0, 12) if 10**e <= top] + [top]
-    fig = make_subplots()
+    fig = go.Figure()
     add_line(
         fig,
         counts,
