@@ -18,7 +18,7 @@ from inference.lessons.engine_internals.figures import (
     stall_timeline_figure,
     stall_trade_figure,
 )
-from inference.lessons.serving.experiments import real_model_first
+from inference.lessons.serving.models import real_model_first
 
 BATCH_SETTINGS = {
     "-b 64 -ub 64": (64, 64),

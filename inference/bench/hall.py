@@ -39,7 +39,7 @@ from inference.bench.classroom import POLL_SECONDS, Followers, class_state
 from inference.core.app_process import free_port
 from inference.core.machine import cpu_name, logical_cpus
 from inference.lessons.classroom.store import open_store
-from inference.lessons.serving.stats import percentile
+from inference.lessons.serving.replay import percentile
 
 APP_PROCESSES = 2
 PUBLISH_EVERY_S = 2.0

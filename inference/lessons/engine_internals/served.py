@@ -13,12 +13,12 @@ from inference.core import model_config, real_model
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.core.tokens import readable_tokens
 from inference.lessons.engine_internals import prefix_cache
-from inference.lessons.serving import experiments, random_model, real_text
+from inference.lessons.serving import models, request_trace
 from inference.lessons.serving.roofline import ServedModel
 
-BUNDLED = experiments.BUNDLED
-REAL = experiments.REAL
-MEMORY_BOUND = REAL if real_model.is_available() else random_model.DEFAULT_PUBLIC_MODEL
+BUNDLED = models.BUNDLED
+REAL = models.REAL
+MEMORY_BOUND = REAL if real_model.is_available() else models.DEFAULT_PUBLIC_MODEL
 FALLBACK_NOTE = (
     f"{REAL} is not installed here (`{real_model.INSTALL_HINT}`), so the memory-bound model is a random-weights "
     f"copy of its shape: its timing is real, its text is nonsense."
@@ -69,8 +69,8 @@ def engine_model(key: str = BUNDLED) -> EngineModel:
         shape = model_config.from_config(json.loads((folder / "config.json").read_text()))
         arithmetic = ServedModel.from_safetensors(folder / "model.safetensors")
         context = min(shape.context, REAL_CONTEXT)
-        return EngineModel.of(shape, key, experiments.REAL_LABEL, REAL, context, shape.vocab_size, arithmetic, False)
-    shape = random_model.public_shape(key, VOCAB)
+        return EngineModel.of(shape, key, models.REAL_LABEL, REAL, context, shape.vocab_size, arithmetic, False)
+    shape = models.public_shape(key, VOCAB)
     matmul = shape.layers * (shape.layer_parameters() - 2 * shape.hidden) + VOCAB * shape.hidden  # tied output
     arithmetic = ServedModel(
         matmul_parameters=matmul,
@@ -79,30 +79,34 @@ def engine_model(key: str = BUNDLED) -> EngineModel:
         query_width=shape.heads * shape.head_dim,
         kv_width=shape.kv_heads * shape.head_dim,
     )
-    label = f"{key} shape, {random_model.LABEL}"
+    label = f"{key} shape, {models.LABEL}"
     name = f"{key} with random weights"
-    return EngineModel.of(shape, key, label, name, random_model.CONTEXT, VOCAB, arithmetic, timing_only=True)
+    return EngineModel.of(shape, key, label, name, models.CONTEXT, VOCAB, arithmetic, timing_only=True)
 
 
 def gguf(key: str = BUNDLED) -> Path:
     """The float32 GGUF the engine serves (converted, or built and converted, once and cached)."""
-    return experiments.model_on_engine(key).gguf
+    return models.model_on_engine(key).gguf
 
 
 def text_ids_for(key: str):
     """The prefix-cache lesson's prompts on this engine model: real English in SmolLM2's tokens for the real model
-    (`real_text.text_ids`), else None (filler ids: the storyteller's and a random-weights model's text is not read)."""
-    return real_text.text_ids if key == REAL else None
+    (`request_trace.text_ids`), else None (filler ids: the storyteller's and a random-weights model's text is not read)."""
+    return request_trace.text_ids if key == REAL else None
 
 
 def prompt_opening(key: str, prefix_tokens: int) -> str | None:
     """The first words of the shared prefix the lesson sends on the real model, for the sentence under its table."""
-    return real_text.opening(real_text.text_ids(prefix_tokens, prefix_cache.PREFIX_SEED + 1)) if key == REAL else None
+    return (
+        request_trace.opening(request_trace.text_ids(prefix_tokens, prefix_cache.PREFIX_SEED + 1))
+        if key == REAL
+        else None
+    )
 
 
 def prompt_start(key: str, prefix_tokens: int, tokens: int = 8) -> list[str] | None:
     """The shared prefix's first tokens on the real model, as its tokenizer cut them (spaces as ␣); None elsewhere."""
     if key != REAL:
         return None
-    ids = real_text.text_ids(min(tokens, prefix_tokens), prefix_cache.PREFIX_SEED + 1)
-    return readable_tokens(real_text.real_tokenizer(), ids)
+    ids = request_trace.text_ids(min(tokens, prefix_tokens), prefix_cache.PREFIX_SEED + 1)
+    return readable_tokens(request_trace.real_tokenizer(), ids)

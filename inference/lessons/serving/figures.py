@@ -10,9 +10,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from inference.lessons.serving.replay import RunSummary
 from inference.lessons.serving.request_trace import Trace
 from inference.lessons.serving.roofline import PassCost, Roof
-from inference.lessons.serving.stats import RunSummary
 from inference.lessons.style import (
     DECODE_COLOUR,
     PALETTE,
