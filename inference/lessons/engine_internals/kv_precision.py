@@ -1,28 +1,21 @@
 """KV-cache precision on llama-server: bytes per token from each ggml type's block layout, and what a quantized
 cache does to the next-token distribution and to decode speed.
 
-Bytes, computed exactly. llama.cpp stores each layer's keys as one row of `kv_width` (= KV heads x head dim) values
-per token, in blocks: f32 is 4 bytes a value, f16 and bf16 2; q8_0 keeps 32 values as one f16 scale and 32 int8
-(2 + 32 = 34 bytes per 32 values), q4_0 as one f16 scale and 32 four-bit values (2 + 16 = 18 bytes per 32). A token
-holds a key row and a value row in every layer:
+Bytes, computed exactly: each layer stores a key row and a value row of `kv_width` (KV heads x head dim) values per
+token, in blocks: f32 4 bytes a value, f16 and bf16 2, q8_0 an f16 scale and 32 int8 (34 bytes per 32 values), q4_0
+an f16 scale and 32 four-bit values (18 per 32): bytes per token = layers x kv_width x (size_K / block_K + size_V /
+block_V). The server prints the cache it allocated (`llama_kv_cache: ... K (q8_0): x MiB, V (q8_0): y MiB`), which
+`reported_cache` reads to set against the formula.
 
-    bytes per token = layers x kv_width x (type_size_K / block_K + type_size_V / block_V)
-
-The server prints the cache it allocated (`llama_kv_cache: ... K (q8_0): x MiB, V (q8_0): y MiB` for its cells);
-`reported_bytes_per_token` reads that line, which the tests and the page set against the formula.
-
-Quality, measured. Teacher forcing over a fixed text: for every position the server returns the whole next-token
-distribution (`n_probs` = the vocabulary), each request one token longer than the last, so with `cache_prompt` the
-server evaluates just the new token against the cache it holds, as decoding does. KL(reference || config) and
-whether the most likely token is the same, per position, against f32 keys and values with flash attention off
-(the exact configuration: 2e-5 from transformers). A quantized V cache needs flash attention in llama.cpp (it
-refuses to start otherwise), so f16 with flash attention on is the second baseline: it separates what flash
-attention changes from what the quantization does.
+Quality, measured by teacher forcing over a fixed text: each request one token longer than the last, so with
+`cache_prompt` the server evaluates just the new token against its cache, as decoding does, and returns the whole
+next-token distribution. KL(reference || config) and top-1 agreement against f32 keys and values without flash
+attention (2e-5 from transformers). A quantized V cache needs flash attention in llama.cpp, so f16 with flash
+attention on is the second baseline: it separates what flash attention changes from what quantization does.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -280,7 +273,3 @@ def bytes_for_context(bytes_per_token: float, context_tokens: int, sequences: in
 
 def mib(value: float) -> float:
     return value / 2**20
-
-
-def ceil_mib(value: float) -> int:
-    return math.ceil(value / 2**20)
