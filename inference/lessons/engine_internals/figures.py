@@ -63,7 +63,7 @@ def alternation_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figur
     ]
     fig = go.Figure(
         go.Heatmap(
-            z=share.values,
+            z=share.values.tolist(),  # a list: chart_text reads z as numbers, not Plotly's typed-array dict
             x=order,
             y=[s.split(" (")[0].replace(", ", "<br>") for s in share.index],
             text=text,

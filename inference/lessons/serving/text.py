@@ -54,11 +54,11 @@ TEXT = {
     "in_cache": "Why batching can gain only so much here: the {mb:,.0f} MB of weights fit in this CPU's {llc:,.0f} MiB "
     "last-level cache, so the read a batch shares is cheap; what it does not share grows with every request: each "
     "token's arithmetic, sampling over the vocabulary, and streaming every token over HTTP to a client running on "
-    "the same {cores} cores. A token took {tpot_words} with {slots} slots than one at a time (median {many_tpot:.3g} "
-    "vs {one_tpot:.3g} ms).",
+    "the same {cores} cores. Time per token with {slots} slots against one at a time: {tpot_words} (median "
+    "{many_tpot:.3g} vs {one_tpot:.3g} ms).",
     "from_memory": "Each decode pass reads all {mb:,.0f} MB of weights from memory once for every request in the "
-    "batch, so a batch shares that read: a token took {tpot_words} with {slots} slots than one at a time (median "
-    "{many_tpot:.3g} vs {one_tpot:.3g} ms per token).",
+    "batch, so a batch shares that read. Time per token with {slots} slots against one at a time: {tpot_words} "
+    "(median {many_tpot:.3g} vs {one_tpot:.3g} ms).",
     "gantt": "Each bar is one request: sent at its arrival time, grey while it waits for a free slot, blue for its "
     "prefill (the engine's own prompt time, so grey + blue is the measured time to first token), orange while its "
     "tokens stream, each token timestamped as it arrived. The engine's running and waiting requests and the "
@@ -122,8 +122,8 @@ TEXT = {
     "arrived. vLLM reports no per-request prefill time over its streaming API, so its bars do not split waiting "
     "from prefill.",
     "pair_speed": "On this trace llama.cpp streamed {a.throughput_tokens_per_s:,.0f} tokens/s and vLLM "
-    "{b.throughput_tokens_per_s:,.0f}; a token took {tpot_words} on llama.cpp than on vLLM (median time per output "
-    "token {a_tpot:,.2f} vs {b_tpot:,.2f} ms); p95 time to first token {a_ttft:,.0f} vs {b_ttft:,.0f} ms.",
+    "{b.throughput_tokens_per_s:,.0f}; time per output token on llama.cpp against vLLM: {tpot_words} (median "
+    "{a_tpot:,.2f} vs {b_tpot:,.2f} ms); p95 time to first token {a_ttft:,.0f} vs {b_ttft:,.0f} ms.",
     "pair_batched": "Both batched: on average {a:.1f} (llama.cpp) and {b:.1f} (vLLM) requests shared each forward "
     "pass that generated tokens, counted by each engine itself.",
     "pair_memory": "Memory is where the schedulers differ most: llama.cpp reserved {cells:,} token cells at start "
