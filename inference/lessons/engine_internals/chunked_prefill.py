@@ -1,17 +1,10 @@
 """Chunked prefill on llama-server: a long prompt that arrives while others decode stalls them, one chunk at a time.
 
-What this build does (llama.cpp 0c1e570, `update_slots` in `tools/server/server-context.cpp`): every iteration
-builds one batch, each decoding request's next token first, then prompt tokens up to `-b` (n_batch); the batch is
-one `llama_decode`, run in pieces of `-ub` (n_ubatch) tokens, and only when it returns does any request get its next
-token. So a prompt of P tokens arriving while N requests decode takes ceil(P / (n_batch - N)) iterations, and every
-decoding request waits through each: `-ub` changes how long a stall lasts, never how many there are.
-
-Measured: N co-tenants stream long replies from a server with N + 1 slots; once each has streamed a few tokens, the
-newcomer's prompt is sent asking for one token. A co-tenant's stalls are its tokens that arrive during the
-newcomer's prefill (its first token minus the server's prompt time, to that first token; each end moved by half the
-co-tenant's usual gap). Asked with `return_progress`, the newcomer's stream also carries one `prompt_progress`
-event per iteration that evaluated a chunk: counts exact whatever the machine's load, where the co-tenants' gaps,
-timed on this process's clock, can move a token across the window's edge on a busy machine.
+llama.cpp 0c1e570 (`update_slots`, `tools/server/server-context.cpp`) builds one batch per iteration: each decoding
+request's next token, then prompt tokens up to `-b`; one `llama_decode` (run in `-ub` pieces) before anyone gets a
+token. So a P-token prompt arriving while N requests decode takes ceil(P / (b - N)) iterations, and each decoding
+request waits through every one. Measured: co-tenants' tokens that arrive during the newcomer's prefill (the
+server's own prompt time), and the server's `prompt_progress` events, one per iteration that carried a chunk.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
-"""KV-cache precision on llama-server: bytes per token from each ggml type's block layout, and what a quantized
-cache does to the next-token distribution and to decode speed.
+"""KV-cache precision on llama-server: bytes per token from each ggml type's block layout (computed exactly, set
+against the `llama_kv_cache` line the server prints), and what a quantized cache does to the next-token
+distribution and to decode speed (measured).
 
-Bytes, computed exactly: each layer stores a key row and a value row of `kv_width` (KV heads x head dim) values per
-token, in blocks: f32 4 bytes a value, f16 and bf16 2, q8_0 an f16 scale and 32 int8 (34 bytes per 32 values), q4_0
-an f16 scale and 32 four-bit values (18 per 32): bytes per token = layers x kv_width x (size_K / block_K + size_V /
-block_V). The server prints the cache it allocated (`llama_kv_cache: ... K (q8_0): x MiB, V (q8_0): y MiB`), which
-`reported_cache` reads to set against the formula.
-
-Quality, measured by teacher forcing over a fixed text: each request one token longer than the last, so with
-`cache_prompt` the server evaluates just the new token against its cache, as decoding does, and returns the whole
-next-token distribution. KL(reference || config) and top-1 agreement against f32 keys and values without flash
-attention (2e-5 from transformers). A quantized V cache needs flash attention in llama.cpp, so f16 with flash
-attention on is the second baseline: it separates what flash attention changes from what quantization does.
+Bytes per token = layers x kv_width x (size_K / block_K + size_V / block_V). Quality by teacher forcing over a fixed
+text, the whole distribution at every position, each request one token longer so the server evaluates just the new
+token against its cache: KL and top-1 agreement against f32 without flash attention (2e-5 from transformers), and
+against f16 with flash attention, which a quantized V cache needs: it separates flash attention from quantization.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """The prefix cache of llama-server: a request that starts with tokens the server still holds skips their prefill.
 
-What this build does (llama.cpp 0c1e570, `tools/server/server-context.cpp`, checked by the engine tests): with
-`"cache_prompt": true` a slot keeps the keys and values of its last prompt (and reply), and the next request it
-serves reuses the longest common prefix (`timings.cache_n` reused, `timings.prompt_n` evaluated). A request goes to
-the idle slot sharing the largest fraction of its prompt (above 10%), else the least recently used. Beside the slots,
-a prompt cache in RAM (`--cache-ram` MiB, default 8,192; 0 turns it off): a slot's state is saved there before the
-slot takes another prompt, the best match copied back, the oldest dropped when full. So a conversation that loses
-its slot is evaluated again only when the RAM cache is off or too small to hold it.
-
-Timing: one token asked per request (the time to first token is the round trip and the prefill), on a fresh server
-warmed up by one short request; beside it, the prefill FLOPs the cached tokens did not cost.
+llama.cpp 0c1e570 (`tools/server/server-context.cpp`): with `cache_prompt` a slot keeps its last prompt's keys and
+values and reuses the longest common prefix (`timings.cache_n` reused, `prompt_n` evaluated); a request goes to the
+idle slot holding the largest share of its prompt (above 10%), else the least recently used; a prompt cache in RAM
+(`--cache-ram`, 8,192 MiB by default, 0 off) saves a slot's state before it takes another prompt and copies the best
+match back. Each request asks for one token, so its time to first token is the prefill and the round trip.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """What a llama-server started here can do: one slot vs N on a trace, the rate sweep, decode at batch B against the
-roofline, and capacity in a closed loop.
+roofline, and capacity in a closed loop. Every run starts its own warmed-up server and stops it.
 
-Every run starts its own `llama-server` on loopback (`llamacpp.serve`, unified KV cache so parallel slots batch),
-warms it up with one short request (a new server's first pass sets up its buffers), runs, and stops it.
-
-Closed loop (`closed_loop`): each of `clients` threads sends a request, reads its stream to the end and sends the
-next at once, so the engine is never short of work. Measured: the reply tokens that arrived while every client was
-in the loop (from the last client's first token to the first client's last) over that time, each new request's
-prefill inside it as on a real server. With one request per client it is decode at batch B (`decode_batches`).
-Predicted: the roofline's tokens/s for one decode pass of that batch at the window's mean context.
+Closed loop: each client sends its next request as soon as its reply ends, so the engine is never short of work;
+measured are the tokens that arrived while every client was in the loop (from the last first token to the first last
+token) over that time. With one request per client it is decode at batch B; the roofline predicts one decode pass of
+that batch at the window's mean context.
 """
 
 from __future__ import annotations

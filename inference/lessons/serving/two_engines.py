@@ -1,15 +1,8 @@
-"""One seeded trace on llama.cpp's `llama-server` and on vLLM, side by side, and what each scheduler did.
-
-Both engines are started here for the same model folder (llama-server on its float32 GGUF, vLLM on the safetensors
-in float32), both allowed the same number of requests in a batch (`--parallel N`, `--max-num-seqs N`), warmed up,
-then sent the same requests at the same times (`replay.replay`). Each engine's own `/metrics`, read before and
-after, says how its scheduler differs:
-- llama.cpp: N fixed slots over one KV cache of N x context cells reserved at start (`-kvu`: any slot may use any
-  cell); a request waits for a free slot (`requests_deferred`); each `llama_decode` is one pass (`n_decode_total`).
-- vLLM: continuous batching, each step admitting waiting requests while the batch has room and KV blocks are free;
-  the cache is paged in blocks of `block_size` tokens handed out as a request grows (`cache_config_info`,
-  `kv_cache_usage_perc`), a request preempted when blocks run out (`num_preemptions_total`);
-  `iteration_tokens_total` is a histogram of tokens per engine step.
+"""One seeded trace on llama.cpp's `llama-server` and on vLLM, both started here for the same float32 model and the
+same batch limit (`--parallel N`, `--max-num-seqs N`), side by side, and what each scheduler did, from its own
+`/metrics` before and after: llama.cpp's N fixed slots over a KV cache reserved at start (`n_decode_total` passes,
+`requests_deferred`); vLLM's continuous batching over a KV cache paged in blocks handed out as requests grow
+(`iteration_tokens_total`, `cache_config_info`, `kv_cache_usage_perc`, `num_preemptions_total`).
 """
 
 from __future__ import annotations
