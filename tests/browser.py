@@ -1,6 +1,6 @@
 """Helpers to drive the real app in Debian's Chromium with Playwright (see ../shared/TESTING.md).
 
-Used by the browser tests and by `python -m tests.browser_bench`. Nothing here downloads a
+Used by the browser tests. Nothing here downloads a
 browser: without /usr/bin/chromium the browser tests skip and say how to install it.
 """
 

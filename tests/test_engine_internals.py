@@ -1,6 +1,7 @@
-"""Inside the engine, the arithmetic: KV bytes per token from each ggml type's block layout, the prefill FLOPs a
-cache hit saves, the cached-input price, the predicted chunked-prefill stalls and how measured stalls are counted,
-and the KL divergence / top-1 agreement used for KV precision."""
+"""Inside the engine, the arithmetic: KV bytes per token from each ggml type's block layout, the first requests'
+plan and the prefill FLOPs a cache hit saves, the cached-input price, the predicted chunked-prefill stalls and how
+measured stalls are counted, the KL divergence / top-1 agreement used for KV precision, the prompts (filler, or real
+English on SmolLM2), and comparison words taken from the measurements."""
 
 import math
 
@@ -8,8 +9,11 @@ import pandas as pd
 import pytest
 import torch
 
-from inference.lessons.engine_internals import chunked_prefill, kv_precision, prefix_cache
+from inference.core import real_model
+from inference.core.measuring import filler_prompt
+from inference.lessons.engine_internals import chunked_prefill, kv_precision, prefix_cache, served, text
 from inference.lessons.engine_internals.figures import alternation_figure
+from inference.lessons.serving import request_trace
 from inference.lessons.serving.roofline import ServedModel, prefill_pass
 
 pytestmark = pytest.mark.unit
@@ -96,10 +100,10 @@ def test_a_batch_no_larger_than_the_decoding_requests_is_refused():
         chunked_prefill.predicted_stalls(100, 2, 2)
 
 
-def _run(times, first_s=1.0, prompt_ms=300.0):
+def _run(times, first_s=1.0, prompt_ms=300.0, n_batch=64):
     return chunked_prefill.StallRun(
-        n_batch=64,
-        n_ubatch=64,
+        n_batch=n_batch,
+        n_ubatch=n_batch,
         cotenants=len(times),
         prompt_tokens=300,
         newcomer_sent_s=0.6,
@@ -163,3 +167,58 @@ def test_the_alternation_heatmap_cells_fit_a_narrow_screen_and_the_hover_keeps_t
     assert [list(row) for row in heatmap.text] == [["1.42", "0.10"], ["1.42", "0.10"]]
     assert heatmap.customdata[1][1] == ["1 slot, RAM cache off (--cache-ram 0)", "95 ms", "300"]
     assert heatmap.z[0][1] == 300 / 320
+
+
+def test_a_prompts_plan_is_its_kv_bytes_and_the_cold_and_warm_prefill_flops():
+    plan = prefix_cache.request_plan(SMALL, context=2048, prefix_tokens=512, own_tokens=16, requests=4)
+    assert plan.prompt_tokens == 528 and plan.kv_bytes_per_token == 4 * 2 * 64 * 4
+    assert plan.kv_bytes == 528 * 2048
+    assert plan.cold_flops == pytest.approx(prefix_cache.prefill_flops(SMALL, 528))
+    saved = prefix_cache.prefill_flops_saved(SMALL, prompt_tokens=528, cached_tokens=512)
+    assert plan.warm_flops == pytest.approx(plan.cold_flops - saved)
+
+
+def test_the_plan_sentence_shows_token_text_literally():
+    plan = prefix_cache.request_plan(SMALL, context=2048, prefix_tokens=512, own_tokens=16, requests=3)
+    said = text.plan_sentence(plan, "tiny", ["␣**b**", "<script>", "`x`"])
+    assert f"{plan.kv_bytes / 2**20:,.1f} MiB" in said and f"{1 - plan.warm_flops / plan.cold_flops:.0%} less" in said
+    assert "<script>" not in said and "**b**" not in said and "`" not in said  # token text is no syntax
+
+
+def test_comparison_words_come_from_the_measurements():
+    """Warm requests against the cold one, and the largest batch setting against the smallest: "about the same"
+    when the spreads overlap."""
+    table = pd.DataFrame(
+        {
+            "cache": [False, False, False, True, True, True],
+            "ttft_ms": [400.0, 410.0, 390.0, 400.0, 100.0, 95.0],
+            "evaluated_tokens": [136, 136, 136, 136, 8, 8],
+            "cached_tokens": [0, 0, 0, 0, 128, 128],
+        }
+    )
+    assert "4.1x faster" in text.prefix_verdict(table)
+    before = [0.5 + 0.01 * i for i in range(21)]
+    small = _run([before + [0.8, 0.9, 1.0001]], n_batch=64)
+    large = _run([before + [0.9001]], first_s=0.9, prompt_ms=200.0, n_batch=512)
+    assert text.trade_title([small, small]).endswith(
+        "newcomer about the same (within this machine's noise), stalls about the same (within this machine's noise)"
+    )
+    assert text.trade_title([small, large]).endswith("the newcomer 1.3x sooner, stalls 2.0x longer")
+
+
+def test_the_bundled_model_is_served_with_filler_prompts():
+    model = served.engine_model(served.BUNDLED)
+    assert model.name == "storyteller-llama-6m" and not model.timing_only
+    assert served.text_ids_for(served.BUNDLED) is None and served.prompt_start(served.BUNDLED, 512) is None
+    assert prefix_cache.prompt_source(4096)(12, 7) == filler_prompt(4096, 12, 7)
+    if real_model.is_available():
+        assert served.MEMORY_BOUND == served.REAL
+    else:
+        assert served.MEMORY_BOUND == served.models.DEFAULT_PUBLIC_MODEL
+
+
+def test_on_the_real_model_the_prompts_are_real_english(smollm2):
+    model = served.engine_model(served.REAL)
+    assert (model.layers, model.kv_width, model.vocab) == (30, 3 * 64, 49_152)
+    assert served.text_ids_for(served.REAL) is request_trace.text_ids
+    assert served.prompt_opening(served.REAL, 256) and len(served.prompt_start(served.REAL, 256)) == 8

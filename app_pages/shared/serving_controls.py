@@ -6,9 +6,9 @@ import streamlit as st
 
 from inference.core import real_model
 from inference.engines import llamacpp
-from inference.lessons.serving import experiments, random_model, real_text
-from inference.lessons.serving import text as serving_text
-from inference.lessons.serving.request_trace import SHAPES
+from inference.lessons.serving import models
+from inference.lessons.serving.request_trace import QUESTIONS, SHAPES
+from inference.lessons.serving.text import TEXT
 
 LOCAL = "llama-server started here"
 VOCAB = 4096  # the bundled tokenizer's: trace prompts are ids below it
@@ -25,13 +25,13 @@ def engine_and_model(configured: dict, presenter: bool, draw: bool = True) -> tu
     folded) nothing is drawn: the choices kept in the session, else the first of each."""
     engine_options = ([LOCAL] if llamacpp.is_built() else []) + list(configured)
     if not engine_options:
-        st.warning(serving_text.NO_ENGINE)
+        st.warning(TEXT["no_engine"])
         st.stop()
     if not draw:
         engine = kept_choice("serving_engine", engine_options)
         if engine != LOCAL:
             return engine, False, engine
-        return engine, True, kept_choice("serving_model", experiments.model_options(VOCAB))
+        return engine, True, kept_choice("serving_model", models.model_options(VOCAB))
     both = len(engine_options) > 1 and LOCAL in engine_options
     c1, c2 = st.columns(2) if both and not presenter else (st.container(), st.container())
     engine = engine_options[0]
@@ -39,26 +39,25 @@ def engine_and_model(configured: dict, presenter: bool, draw: bool = True) -> tu
         engine = c1.radio("Engine", engine_options, horizontal=True, key="serving_engine", persist_state="session")
     local = engine == LOCAL
     if not local:  # an engine started elsewhere serves the model it was started with
-        st.caption(serving_text.external_engine_note(engine, configured[engine]))
+        st.caption(TEXT["external_engine"].format(name=engine, url=configured[engine]))
         return engine, local, engine
     model_key = c2.radio(
         "Model on the engine",
-        experiments.model_options(VOCAB),
+        models.model_options(VOCAB),
         horizontal=True,
         key="serving_model",
         persist_state="session",
-        format_func=lambda k: experiments.model_choice_label(k, local, random_model.LABEL),
+        format_func=lambda k: models.model_choice_label(k, local),
     )
-    if model_key == experiments.REAL:
-        # A caption, not a box: the radio above names the model; on a projector a box of it took the first screen
-        st.caption(
-            serving_text.real_model_note(len(real_text.QUESTIONS), experiments.weight_file(model_key).stat().st_size)
-        )
-    elif model_key != experiments.BUNDLED:
+    if model_key == models.REAL:  # a caption, not a box: the radio above names the model
+        mb = models.weight_file(model_key).stat().st_size / 1e6
+        st.caption(TEXT["real_model"].format(questions=len(QUESTIONS), mb=mb))
+    elif model_key != models.BUNDLED:
         if not real_model.is_available():
-            st.caption(serving_text.REAL_FALLBACK)
-        shape = random_model.public_shape(model_key, VOCAB)
-        st.caption(serving_text.random_shape_note(model_key, random_model.LABEL, shape, VOCAB))
+            st.caption(TEXT["real_fallback"])
+        shape = models.public_shape(model_key, VOCAB)
+        fields = dict(parameters_m=shape.parameters() / 1e6, mb=shape.float32_bytes() / 1e6, vocab=VOCAB)
+        st.caption(TEXT["random_shape"].format(key=model_key, label=models.LABEL, shape=shape, **fields))
     return engine, local, model_key
 
 

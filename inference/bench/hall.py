@@ -40,7 +40,7 @@ from inference.core.app_process import free_port
 from inference.core.machine import cpu_name, logical_cpus
 from inference.core.measuring import Stopwatch
 from inference.lessons.classroom.store import ClassStore
-from inference.lessons.serving.stats import percentile
+from inference.lessons.serving.replay import percentile
 
 APP_PROCESSES = 2
 PUBLISH_EVERY_S = 2.0

@@ -8,7 +8,7 @@ the machine is shared, so these move by tens of percent between runs.
 from __future__ import annotations
 
 from inference.engines import llamacpp
-from inference.lessons.serving import experiments, random_model
+from inference.lessons.serving import capacity, models
 from inference.lessons.serving.request_trace import poisson_trace
 from inference.lessons.serving.roofline import measure_machine_roof
 
@@ -17,7 +17,7 @@ SHAPE = "short chat"
 SEED = 0
 # (bench key suffix, model, arrival rate per s, requests): rates well past one slot's capacity on a 2-core CPU
 # (the bundled model answers ~30 short-chat requests/s alone, the memory-bound one well under 1).
-RUNS = (("_bundled", experiments.BUNDLED, 64.0, 32), ("", random_model.DEFAULT_PUBLIC_MODEL, 4.0, 16))
+RUNS = (("_bundled", models.BUNDLED, 64.0, 32), ("", models.DEFAULT_PUBLIC_MODEL, 4.0, 16))
 
 
 def run(log=print) -> dict:
@@ -32,9 +32,9 @@ def run(log=print) -> dict:
         return out
     for suffix, model_key, rate, requests in RUNS:
         log(f"serving: {model_key}, {requests} requests at {rate:g}/s, 1 slot then {SLOTS}")
-        model = experiments.model_on_engine(model_key)
-        trace = poisson_trace(SHAPE, rate, requests, SEED, random_model.public_shape().vocab_size)
-        results = experiments.single_vs_batched(model, trace, SLOTS)
+        model = models.model_on_engine(model_key)
+        trace = poisson_trace(SHAPE, rate, requests, SEED, models.public_shape().vocab_size)
+        results = capacity.single_vs_batched(model, trace, SLOTS)
         one, many = results[1].summary(), results[SLOTS].summary()
         out[f"serving_batched_vs_single_throughput{suffix}"] = round(
             many.throughput_tokens_per_s / one.throughput_tokens_per_s, 2

@@ -47,7 +47,7 @@ from inference.lessons.generate.figures import (
     step_table_row,
     token_html,
 )
-from inference.lessons.serving.stats import percentile
+from inference.lessons.serving.replay import percentile
 from inference.sampling.pipeline import SamplingSettings
 from inference.sampling.step_view import step_view
 

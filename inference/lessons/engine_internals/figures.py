@@ -63,7 +63,7 @@ def alternation_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figur
     ]
     fig = go.Figure(
         go.Heatmap(
-            z=share.values,
+            z=share.values.tolist(),  # a list: chart_text reads z as numbers, not Plotly's typed-array dict
             x=order,
             y=[s.split(" (")[0].replace(", ", "<br>") for s in share.index],
             text=text,
@@ -125,8 +125,9 @@ def stall_timeline_figure(run: StallRun, presenter: bool = False) -> go.Figure:
     return legend_below(base_layout(fig, title, presenter, height=400), y=-0.22)
 
 
-def stall_trade_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
-    """Per -b/-ub setting: the newcomer's time to first token (bars) and the co-tenants' longest gap (line)."""
+def stall_trade_figure(table: pd.DataFrame, title: str, presenter: bool = False) -> go.Figure:
+    """Per -b/-ub setting: the newcomer's time to first token (bars) and the co-tenants' longest gap (line); `title`
+    says the trade in words compared from the runs (`text.trade_title`)."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_bar(
         x=table["setting"],
@@ -152,8 +153,7 @@ def stall_trade_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figur
     fig.update_xaxes(title="server batch: logical -b, physical -ub")
     fig.update_yaxes(title="newcomer TTFT (ms)", rangemode="tozero", secondary_y=False)
     fig.update_yaxes(title="longest co-tenant gap (ms)", rangemode="tozero", secondary_y=True, showgrid=False)
-    title = "The trade: a bigger chunk, a faster newcomer and longer stalls<br><sup>one run per setting</sup>"
-    return legend_below(base_layout(fig, title, presenter, height=420), y=-0.25)
+    return legend_below(base_layout(fig, f"{title}<br><sup>one run per setting</sup>", presenter, height=420), y=-0.25)
 
 
 def kv_precision_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:

@@ -1,31 +1,18 @@
-"""KV-cache precision on llama-server: bytes per token from each ggml type's block layout, and what a quantized
-cache does to the next-token distribution and to decode speed.
+"""KV-cache precision on llama-server: bytes per token from each ggml type's block layout (computed exactly, set
+against the `llama_kv_cache` line the server prints), and what a quantized cache does to the next-token
+distribution and to decode speed (measured).
 
-Bytes, computed exactly. llama.cpp stores each layer's keys as one row of `kv_width` (= KV heads x head dim) values
-per token, in blocks: f32 is 4 bytes a value, f16 and bf16 2; q8_0 keeps 32 values as one f16 scale and 32 int8
-(2 + 32 = 34 bytes per 32 values), q4_0 as one f16 scale and 32 four-bit values (2 + 16 = 18 bytes per 32). A token
-holds a key row and a value row in every layer:
-
-    bytes per token = layers x kv_width x (type_size_K / block_K + type_size_V / block_V)
-
-The server prints the cache it allocated (`llama_kv_cache: ... K (q8_0): x MiB, V (q8_0): y MiB` for its cells);
-`reported_bytes_per_token` reads that line, which the tests and the page set against the formula.
-
-Quality, measured. Teacher forcing over a fixed text: for every position the server returns the whole next-token
-distribution (`n_probs` = the vocabulary), each request one token longer than the last, so with `cache_prompt` the
-server evaluates just the new token against the cache it holds, as decoding does. KL(reference || config) and
-whether the most likely token is the same, per position, against f32 keys and values with flash attention off
-(the exact configuration: 2e-5 from transformers). A quantized V cache needs flash attention in llama.cpp (it
-refuses to start otherwise), so f16 with flash attention on is the second baseline: it separates what flash
-attention changes from what the quantization does.
+Bytes per token = layers x kv_width x (size_K / block_K + size_V / block_V). Quality by teacher forcing over a fixed
+text, the whole distribution at every position, each request one token longer so the server evaluates just the new
+token against its cache: KL and top-1 agreement against f32 without flash attention (2e-5 from transformers), and
+against f16 with flash attention, which a quantized V cache needs: it separates flash attention from quantization.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -155,20 +142,6 @@ def reported_cache(log_text: str) -> ReportedCache | None:
     return ReportedCache(int(m["cells"]), int(m["layers"]), m["k"], m["v"], float(m["kmib"]), float(m["vmib"]))
 
 
-def evaluation_ids(client: EngineClient, limit: int) -> list[int]:
-    """The evaluation text as the server tokenizes it, BOS first, at most `limit` tokens."""
-    return client.tokenize(EVALUATION_TEXT_FILE.read_text(), add_special=True)[:limit]
-
-
-@dataclass
-class ConfigResult:
-    config: CacheConfig
-    reported: ReportedCache | None
-    logprobs: torch.Tensor  # [positions, vocab] float32, log-softmax of the raw logits
-    decode_tokens_per_s: float | None
-    decode_runs: list[float] = field(default_factory=list)
-
-
 def cache_server(gguf: Path, config: CacheConfig) -> llamacpp.LlamaServer:
     """A one-slot llama-server with this KV cache and BYTES_CHECK_CELLS cells (the caller stops it); log level 4,
     the first that prints the cache it allocated."""
@@ -177,20 +150,10 @@ def cache_server(gguf: Path, config: CacheConfig) -> llamacpp.LlamaServer:
 
 
 def measure_on(
-    server: llamacpp.LlamaServer,
-    client: EngineClient,
-    config: CacheConfig,
-    ids: list[int],
-    vocab: int,
-    progress: Progress | None = None,
-    decode_runs: int = DECODE_RUNS,
-) -> ConfigResult:
-    """On a server started with `config` (one slot of the model's context): the teacher-forced distributions over
-    `ids`, and the median decode speed of DECODE_RUNS greedy runs of DECODE_TOKENS tokens. The reported cache is
-    read from a separate `cache_server` start: BYTES_CHECK_CELLS cells make every pass slower (about 3x measured
-    here with flash attention), so the distributions and speeds come from a server of the usual size."""
-    with cache_server(server.gguf, config) as sized:
-        reported = reported_cache(sized.log_path.read_text(errors="replace"))
+    client: EngineClient, config: CacheConfig, ids: list[int], vocab: int, progress: Progress | None, decode_runs: int
+) -> tuple[torch.Tensor, float | None]:
+    """On a server started with `config`: the teacher-forced log-distributions over `ids` [positions, vocab], and
+    the median decode speed of `decode_runs` greedy runs of DECODE_TOKENS tokens (None without a run)."""
     rows = []
     for position in range(1, len(ids)):
         dist = client.next_token(ids[:position], n_probs=vocab, vocab_size=vocab)
@@ -199,12 +162,9 @@ def measure_on(
         rows.append(row)
         if progress is not None and position % 16 == 0:
             progress(position, len(ids), f"{config.label}: position {position} of {len(ids) - 1}")
-    runs = []
-    for _ in range(decode_runs):
-        rate = client.complete(ids[:8], DECODE_TOKENS).timings.decode_tokens_per_s
-        if rate:
-            runs.append(rate)
-    return ConfigResult(config, reported, torch.stack(rows), statistics.median(runs) if runs else None, runs)
+    rates = [client.complete(ids[:8], DECODE_TOKENS).timings.decode_tokens_per_s for _ in range(decode_runs)]
+    rates = [r for r in rates if r]
+    return torch.stack(rows), statistics.median(rates) if rates else None
 
 
 def kl_and_top1(reference: torch.Tensor, other: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -235,40 +195,42 @@ def compare(
     """Each config (REFERENCE first, then FLASH_BASELINE among them) on a fresh server (see module docstring)."""
     if configs[0] != REFERENCE or FLASH_BASELINE not in configs:
         raise ValueError("`configs` start with the f32 reference and include the f16 flash-attention baseline")
-    results, ids, vocab = [], None, None
+    measured, ids, vocab = {}, None, None
     for i, config in enumerate(configs):
+        # the cache it allocated, from its own start: BYTES_CHECK_CELLS cells make every pass slower (about 3x
+        # measured with flash attention), so the distributions and speeds come from a server of the usual size
+        with cache_server(gguf, config) as sized:
+            reported = reported_cache(sized.log_path.read_text(errors="replace"))
         with (
             llamacpp.serve(gguf, parallel=1, extra_args=config.server_args()) as server,
             EngineClient(server.url, dialect=LLAMACPP, timeout=600) as client,
         ):
             if ids is None:  # the server's own tokens for the text, BOS first
-                ids = evaluation_ids(client, tokens + 1)
+                ids = client.tokenize(EVALUATION_TEXT_FILE.read_text(), add_special=True)[: tokens + 1]
                 vocab = client.served_model().vocab_size
             inner = None
             if progress is not None:
                 inner = lambda done, total, what, i=i: progress(i * total + done, len(configs) * total, what)  # noqa: E731
-            results.append(measure_on(server, client, config, ids, vocab, inner, decode_runs))
-    reference = results[0].logprobs
-    flash = next(r for r in results if r.config == FLASH_BASELINE).logprobs
+            measured[config] = (reported, *measure_on(client, config, ids, vocab, inner, decode_runs))
+    reference, flash = measured[REFERENCE][1], measured[FLASH_BASELINE][1]
     rows = []
-    for r in results:
-        kl, top1 = kl_and_top1(reference, r.logprobs)
-        kl_flash, top1_flash = kl_and_top1(flash, r.logprobs)
-        computed = kv_bytes_per_token(layers, kv_width, r.config.type_k, r.config.type_v)
+    for config, (reported, logprobs, decode) in measured.items():
+        kl, top1 = kl_and_top1(reference, logprobs)
+        kl_flash, top1_flash = kl_and_top1(flash, logprobs)
         rows.append(
             {
-                "cache": r.config.label,
-                "type_k": r.config.type_k,
-                "type_v": r.config.type_v,
-                "flash_attention": r.config.flash_attention,
-                "bytes_per_token": computed,
-                "reported_bytes_per_token": None if r.reported is None else r.reported.bytes_per_token,
+                "cache": config.label,
+                "type_k": config.type_k,
+                "type_v": config.type_v,
+                "flash_attention": config.flash_attention,
+                "bytes_per_token": kv_bytes_per_token(layers, kv_width, config.type_k, config.type_v),
+                "reported_bytes_per_token": None if reported is None else reported.bytes_per_token,
                 "mean_kl_vs_f32": float(kl.mean()),
                 "max_kl_vs_f32": float(kl.max()),
                 "top1_agreement_vs_f32": float(top1.double().mean()),
                 "mean_kl_vs_f16_flash": float(kl_flash.mean()),
                 "top1_agreement_vs_f16_flash": float(top1_flash.double().mean()),
-                "decode_tokens_per_s": r.decode_tokens_per_s,
+                "decode_tokens_per_s": decode,
             }
         )
     return PrecisionComparison(pd.DataFrame(rows), len(ids) - 1, EVALUATION_TEXT_WHAT, layers, kv_width)
@@ -280,7 +242,3 @@ def bytes_for_context(bytes_per_token: float, context_tokens: int, sequences: in
 
 def mib(value: float) -> float:
     return value / 2**20
-
-
-def ceil_mib(value: float) -> int:
-    return math.ceil(value / 2**20)

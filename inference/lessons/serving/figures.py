@@ -10,9 +10,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from inference.lessons.serving.replay import RunSummary
 from inference.lessons.serving.request_trace import Trace
 from inference.lessons.serving.roofline import PassCost, Roof
-from inference.lessons.serving.stats import RunSummary
 from inference.lessons.style import (
     DECODE_COLOUR,
     PALETTE,
@@ -122,38 +122,18 @@ def engine_state_figure(
     """Running and waiting requests (left axis) and KV-cache tokens held by running requests (right axis), as the
     engine reported them while the trace ran."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    for column, name, colour in (
-        ("running", "running (in a slot)", RUNNING_COLOUR),
-        ("waiting", "waiting for a slot", PALETTE["red"]),
-    ):
-        if states[column].notna().any():
-            fig.add_scatter(
-                x=states["t_s"] * 1000,
-                y=states[column],
-                name=name,
-                mode="lines",
-                line=dict(color=colour, width=2, shape="hv"),
-                secondary_y=False,
-            )
-    if states["kv_tokens"].notna().any():
-        fig.add_scatter(
-            x=states["t_s"] * 1000,
-            y=states["kv_tokens"],
-            name="KV cache (tokens)",
-            mode="lines",
-            line=dict(color=KV_COLOUR, width=2, shape="hv"),
-            fill="tozeroy",
-            secondary_y=True,
-        )
-    elif states["kv_used"].notna().any():
-        fig.add_scatter(
-            x=states["t_s"] * 1000,
-            y=states["kv_used"] * 100,
-            name="KV cache used (%)",
-            mode="lines",
-            line=dict(color=KV_COLOUR, width=2, shape="hv"),
-            secondary_y=True,
-        )
+    kv_column = "kv_tokens" if states["kv_tokens"].notna().any() else "kv_used"
+    lines = (
+        ("running", "running (in a slot)", RUNNING_COLOUR, 1, {}),
+        ("waiting", "waiting for a slot", PALETTE["red"], 1, {}),
+        ("kv_tokens", "KV cache (tokens)", KV_COLOUR, 1, {"fill": "tozeroy"}),
+        ("kv_used", "KV cache used (%)", KV_COLOUR, 100, {}),
+    )
+    for column, name, colour, scale, more in lines:
+        if states[column].notna().any() and (not column.startswith("kv") or column == kv_column):
+            y = states[column] * scale
+            right = column.startswith("kv")
+            add_line(fig, states["t_s"] * 1000, y, name, colour, width=2, shape="hv", secondary_y=right, **more)
     fig.update_xaxes(title="time since the start (ms)", range=[0, time_range * 1000] if time_range else None)
     fig.update_yaxes(title="requests", rangemode="tozero", secondary_y=False)
     fig.update_yaxes(title="KV cache", rangemode="tozero", secondary_y=True, showgrid=False)

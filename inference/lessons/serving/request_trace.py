@@ -1,22 +1,27 @@
-"""A trace of request traffic: when each request arrives and how long its prompt and reply are.
+"""A trace of request traffic: when each request arrives, its prompt and how long a reply it asks for.
 
-Arrivals are a Poisson process of rate λ (requests per second): the gaps between requests are
-independent exponential draws of mean 1/λ, the usual model of many users acting independently.
-Prompt and reply lengths come from log-normal distributions (most requests short, a few long), clipped
-to a range that fits one server slot. Everything is drawn from one seeded generator, so a trace is
-reproducible: the same settings give the same trace on any machine.
+Arrivals are a Poisson process of rate λ: the gaps are independent exponential draws of mean 1/λ (many users acting
+independently). Prompt and reply lengths are log-normal (most requests short, a few long), clipped to fit one slot.
+One seeded generator draws everything, and the gaps are drawn at rate 1 then divided by λ, so traces that differ
+only in λ hold the same requests on a stretched or squeezed clock: a sweep over λ changes the load and nothing else.
 
-The gaps are drawn at rate 1 and divided by λ, so traces that differ only in λ have the same requests
-(prompts and lengths) arriving on a stretched or squeezed clock: a sweep over λ changes the load and
-nothing else.
+On the real SmolLM2 the prompts are real (`with_real_prompts`): everyday questions (short chat) or a text to
+summarise (long document) in its chat template; the arrivals and reply lengths stay the seeded draws.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+from transformers import AutoTokenizer
+
+from inference.core import real_model
+
+REAL_SOURCE = "real text"
 
 
 @dataclass(frozen=True)
@@ -35,31 +40,25 @@ class LengthDistribution:
 
 @dataclass(frozen=True)
 class TrafficShape:
-    """What kind of requests arrive: prompt and reply lengths (tokens; the prompt counts the start token)."""
-
     name: str
     description: str
-    prompt: LengthDistribution
+    prompt: LengthDistribution  # tokens, the start token included
     reply: LengthDistribution
 
-    @property
-    def longest_request(self) -> int:
-        return self.prompt.high + self.reply.high
 
-
-# Both shapes fit a 512-token slot (the bundled model's context) with room to spare.
+# Both fit a 512-token slot (the bundled model's context) with room to spare.
 SHAPES = {
     "short chat": TrafficShape(
         "short chat",
         "short questions, replies a little longer than the question",
-        prompt=LengthDistribution(median=24, sigma=0.5, low=4, high=128),
-        reply=LengthDistribution(median=48, sigma=0.4, low=8, high=160),
+        LengthDistribution(median=24, sigma=0.5, low=4, high=128),
+        LengthDistribution(median=48, sigma=0.4, low=8, high=160),
     ),
     "long document": TrafficShape(
         "long document",
         "a long text to read and a short answer (summaries, questions about a document)",
-        prompt=LengthDistribution(median=300, sigma=0.2, low=160, high=400),
-        reply=LengthDistribution(median=24, sigma=0.3, low=8, high=64),
+        LengthDistribution(median=300, sigma=0.2, low=160, high=400),
+        LengthDistribution(median=24, sigma=0.3, low=8, high=64),
     ),
 }
 
@@ -82,7 +81,7 @@ class Trace:
     rate_per_s: float
     seed: int
     requests: tuple[Request, ...]
-    prompt_source: str = "random ids"  # or real_text.SOURCE: real prompts in a real model's tokenizer
+    prompt_source: str = "random ids"  # or REAL_SOURCE
 
     @property
     def key(self) -> str:
@@ -104,12 +103,9 @@ class Trace:
         return sum(r.prompt_tokens for r in self.requests)
 
     def asked_tokens_per_s(self) -> float:
-        """The reply tokens per second these draws ask for, over their arrivals: the reply tokens of the requests
-        that arrive before the last one, divided by the time from the first arrival to the last (n requests
-        make n - 1 gaps; the last request's tokens cannot be served inside the window). The one definition
-        the traffic chart, the 1-vs-N verdict and the rate sweep use; `stats.streamed_tokens_per_s` measures
-        what a server streamed over the same window. NaN for a single request (no window). Over a short trace it
-        strays from the long-run λ x mean reply: the gaps and lengths are random draws."""
+        """Reply tokens per second these draws ask for over their arrivals: the tokens of the requests before the
+        last one over the time from the first arrival to the last (n requests make n - 1 gaps). The one definition
+        the traffic chart, the 1-vs-N verdict and the sweep use; NaN for a single request."""
         if self.duration_s <= 0:
             return float("nan")
         return sum(r.reply_tokens for r in self.requests[:-1]) / self.duration_s
@@ -128,9 +124,8 @@ class Trace:
 def poisson_trace(
     shape: TrafficShape | str, rate_per_s: float, requests: int, seed: int, vocab_size: int, start_token: int = 0
 ) -> Trace:
-    """`requests` requests arriving as a Poisson process of `rate_per_s`, the first at time 0, with prompt and reply
-    lengths from `shape` and prompt token ids drawn uniformly from the vocabulary (what they say does not change the
-    arithmetic); each prompt starts with `start_token`. One `numpy` generator seeded with `seed` draws everything."""
+    """`requests` Poisson arrivals at `rate_per_s` (the first at 0), lengths from `shape`, prompt ids drawn uniformly
+    from the vocabulary after `start_token`; one numpy generator seeded with `seed` draws everything."""
     if isinstance(shape, str):
         if shape not in SHAPES:
             raise ValueError(f"unknown traffic shape {shape!r}: choose one of {', '.join(SHAPES)}")
@@ -140,19 +135,122 @@ def poisson_trace(
     if requests < 1:
         raise ValueError(f"a trace needs at least 1 request, not {requests}")
     rng = np.random.default_rng(seed)
-    unit_gaps = rng.exponential(1.0, size=requests)  # rate-1 gaps, scaled below: see the module docstring
-    prompt_lengths = shape.prompt.draw(rng, requests)
-    reply_lengths = shape.reply.draw(rng, requests)
+    unit_gaps = rng.exponential(1.0, size=requests)
+    prompt_lengths, reply_lengths = shape.prompt.draw(rng, requests), shape.reply.draw(rng, requests)
     arrivals = np.concatenate([[0.0], np.cumsum(unit_gaps[:-1])]) / rate_per_s
-    items = []
-    for i in range(requests):
-        body = rng.integers(1, vocab_size, size=int(prompt_lengths[i]) - 1)  # 0 is the start/end token
-        items.append(
-            Request(
-                index=i,
-                arrival_s=float(arrivals[i]),
-                prompt_ids=(start_token, *map(int, body)),
-                reply_tokens=int(reply_lengths[i]),
-            )
+    items = tuple(
+        Request(
+            i,
+            float(arrivals[i]),
+            (start_token, *map(int, rng.integers(1, vocab_size, size=int(prompt_lengths[i]) - 1))),
+            int(reply_lengths[i]),
         )
-    return Trace(shape=shape, rate_per_s=float(rate_per_s), seed=seed, requests=tuple(items))
+        for i in range(requests)
+    )
+    return Trace(shape, float(rate_per_s), seed, items)
+
+
+# -- real prompts for the real model -----------------------------------------------------------------
+
+QUESTIONS = (
+    "What is the capital of France?",
+    "Why is the sky blue?",
+    "Write a short poem about the sea.",
+    "How many legs does a spider have?",
+    "What is photosynthesis?",
+    "Give me three tips for a good night's sleep.",
+    "What is the largest planet in the solar system?",
+    "Explain what a computer does in one sentence.",
+    "Who wrote Romeo and Juliet?",
+    "Why do leaves change colour in autumn?",
+    "What is 12 times 12?",
+    "Tell me a fun fact about octopuses.",
+    "How does a rainbow form?",
+    "What should I pack for a day at the beach?",
+    "What is the boiling point of water?",
+    "Suggest a name for a friendly robot.",
+)
+DOCUMENT = (
+    "The water cycle moves water between the sea, the air and the land. The sun warms the surface of the sea, "
+    "and some of the water evaporates: it becomes a gas, water vapour, and rises with the warm air. High above "
+    "the ground the air is colder, so the vapour condenses into tiny droplets that gather as clouds. When the "
+    "droplets join into drops too heavy to float, they fall as rain, or as snow where the air is cold enough. "
+    "Some of that water runs over the ground into streams and rivers, which carry it back to the sea. Some soaks "
+    "into the soil, where plants take it up through their roots and release it again through their leaves. Some "
+    "sinks deeper and is stored for years as groundwater, which feeds springs and wells. Snow on high mountains "
+    "can stay frozen for a whole winter and melt in spring, filling rivers just when farmers need water for their "
+    "fields. Because the sun lifts only fresh water out of the sea, the salt stays behind, which is why the sea is "
+    "salty and rain is not. The same water has travelled this loop again and again for billions of years: the "
+    "water in a glass today may once have been part of a cloud over another continent, a glacier, or the sea "
+    "where the first living things appeared. Scientists measure how fast the cycle turns to understand droughts "
+    "and floods, and to predict how a warmer climate, which lets the air hold more vapour, will change the rain."
+)
+SUMMARY_ASK = "Summarise this text in one sentence."
+
+
+@lru_cache(maxsize=1)
+def real_tokenizer():
+    """SmolLM2's own tokenizer, from the converted folder (converted once); only ever read."""
+    return AutoTokenizer.from_pretrained(real_model.real_model_folder())
+
+
+def prompt_ids(tokenizer, index: int, length: int, shape_name: str) -> tuple[int, ...]:
+    """Request `index`'s prompt in the chat template: a question (short chat), or the document's first ~`length`
+    tokens and a request to summarise them (long document)."""
+    if shape_name == "long document":
+        words = tokenizer.encode(DOCUMENT, add_special_tokens=False)[: max(16, length - 24)]
+        content = f"{tokenizer.decode(words)}\n\n{SUMMARY_ASK}"
+    else:
+        content = QUESTIONS[index % len(QUESTIONS)]
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
+    )
+    return tuple(tokenizer.encode(text, add_special_tokens=False))
+
+
+def with_real_prompts(trace: Trace, tokenizer) -> Trace:
+    """The same arrivals and reply lengths with real prompts."""
+    requests = tuple(
+        dataclasses.replace(r, prompt_ids=prompt_ids(tokenizer, r.index, r.prompt_tokens, trace.shape.name))
+        for r in trace.requests
+    )
+    return dataclasses.replace(trace, requests=requests, prompt_source=REAL_SOURCE)
+
+
+def question_of(tokenizer, request: Request) -> str:
+    """What the user asked: the prompt's last user turn without the template's markers."""
+    text = tokenizer.decode(request.prompt_ids, skip_special_tokens=True)
+    return text.rsplit("user\n", 1)[-1].removesuffix("\n").removesuffix("assistant").strip()
+
+
+def texts_table(tokenizer, trace: Trace, records) -> list[dict]:
+    """One row per request: what it asked and what the engine answered (as streamed)."""
+    replies = {r.index: r.text for r in records}
+    return [
+        {"request": r.index, "asked": question_of(tokenizer, r), "reply": replies.get(r.index, "")}
+        for r in trace.requests
+    ]
+
+
+@lru_cache(maxsize=1)
+def _english_stream() -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The document's sentences then the questions as SmolLM2's ids, and where each sentence starts."""
+    sentences = [f"{part.strip().rstrip('.')}." for part in DOCUMENT.split(". ") if part.strip()] + list(QUESTIONS)
+    stream, starts = [], []
+    for sentence in sentences:
+        starts.append(len(stream))
+        stream += real_tokenizer().encode((" " if stream else "") + sentence, add_special_tokens=False)
+    return tuple(stream), tuple(starts)
+
+
+def text_ids(length: int, seed: int) -> list[int]:
+    """`length` ids of real English (the prefix-cache lesson's prompts) from the sentence `seed` picks, wrapping
+    round: different seeds start at different sentences, so two prompts share a prefix only where meant to."""
+    stream, starts = _english_stream()
+    start = starts[(seed * 7) % len(starts)]
+    return [stream[(start + i) % len(stream)] for i in range(length)]
+
+
+def opening(ids: list[int], words: int = 12) -> str:
+    """The first words of a `text_ids` prompt, decoded."""
+    return " ".join(real_tokenizer().decode(ids[: words * 2]).split()[:words])

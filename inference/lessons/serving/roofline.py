@@ -1,22 +1,10 @@
 """The roofline of this machine, and where prefill and batched decode sit on it.
 
-A pass of the model does `flops` arithmetic and moves `bytes` between memory and the cores. With memory
-bandwidth W (bytes/s) and peak arithmetic rate F (FLOP/s), it cannot take less than
-    time >= max(bytes / W, flops / F).
-Its arithmetic intensity I = flops / bytes says which bound binds: below the ridge I* = F / W the pass waits
-for memory (attainable FLOP/s = W x I, the sloped roof); above it, for arithmetic (the flat roof F).
-
-- Decode at batch B: one pass makes one token for each of B sequences. It reads every weight once
-  (4 bytes each in float32) and each sequence's KV cache, and does 2 FLOPs per weight per sequence (a
-  multiply and an add) plus attention. So I is about B / 2 in float32: a batch of 1 is far below the ridge,
-  and the predicted tokens/s grows with B until the pass reaches the ridge.
-- Prefill of P prompt tokens: one pass, every weight read once for P tokens: I is about P / 2, far right.
-
-The numbers of weights and KV widths come from the weight file (tensor shapes), so they are exact; the
-bandwidth and peak FLOP/s are measured by `inference.core.machine`. What the roofline leaves out (and why the
-measured decode misses it): the fixed cost of each pass (thread synchronisation, launching hundreds of small
-operations, sampling, the HTTP server), which dominates for a model as small as the bundled one; weights that
-fit in the last-level cache (read faster than DRAM bandwidth); and kernels that reach neither roof.
+A pass takes at least max(bytes / bandwidth, FLOPs / peak); its intensity FLOPs / bytes says which binds (below the
+ridge peak / bandwidth: memory). Decode at batch B reads every weight once and does 2 FLOPs per weight per sequence,
+so intensity ~ B / 2 in float32: predicted tokens/s grow with B until the ridge; a P-token prefill sits near P / 2.
+Counts come from the weight file's shapes (exact), bandwidth and peak from `inference.core.machine` (measured). Left
+out: each pass's fixed cost, weights that fit the last-level cache, kernels that reach neither roof.
 """
 
 from __future__ import annotations
@@ -143,10 +131,6 @@ class Roof:
     def tokens_per_s(self, cost: PassCost) -> float:
         """The most tokens per second this pass can make or read, by the roofline."""
         return cost.tokens / self.pass_seconds(cost)
-
-
-def predicted_decode_tokens_per_s(model: ServedModel, roof: Roof, batch: int, context: int) -> float:
-    return roof.tokens_per_s(decode_pass(model, batch, context))
 
 
 @dataclass(frozen=True)
