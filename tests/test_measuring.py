@@ -1,11 +1,22 @@
-"""The shared measuring helpers: fixed filler prompts, timed passes that compute what the model
-computes, and a greedy run that equals `model.generate`."""
+"""The one measuring module: fixed filler prompts, timed passes that compute what the model computes, a greedy run
+that equals `model.generate`; one way to time what a page quotes (`Timing`: warm-ups not kept, the median and the
+middle half, a label saying what was timed); one way to compare two measurements (`compare`)."""
 
 import pytest
 import torch
-from transformers import DynamicCache
 
-from inference.core.measuring import filler_batch, filler_prompt, timed_decode, timed_pass
+from inference.core.kv_cache import new_cache
+from inference.core.measuring import (
+    Timing,
+    compare,
+    filler_batch,
+    filler_prompt,
+    pass_timing,
+    repeat_timing,
+    time_decode_step,
+    timed_decode,
+    timed_pass,
+)
 from inference.core.run import GREEDY, run_greedy
 from tests.conftest import transformers_greedy
 
@@ -29,9 +40,9 @@ def test_timed_passes_compute_the_models_own_logits(bundled):
     """A timed prefill plus timed decode steps ends on the logits of one untimed pass over the whole sequence."""
     model = bundled.model
     prompt = torch.tensor([filler_prompt(model.config.vocab_size, 12)])
-    cache = DynamicCache(config=model.config)
+    cache = new_cache(model.config)
     logits, prefill_ms = timed_pass(model, prompt, cache)
-    step_cache = DynamicCache(config=model.config)
+    step_cache = new_cache(model.config)
     start, _ = timed_pass(model, prompt, step_cache)
     last, times = timed_decode(model, start, step_cache, 3)
     assert len(times) == 3 and all(ms > 0 for ms in times) and prefill_ms > 0
@@ -50,3 +61,50 @@ def test_run_greedy_equals_model_generate(bundled):
     trace = run_greedy(model, tokenizer, ids, 12, stop_at_eos=False)
     assert trace.generated_ids == transformers_greedy(model, ids, 12)
     assert GREEDY.greedy and len(trace.records) == 12
+
+
+def test_timing_keeps_the_repeats_not_the_warmups_and_reports_median_and_spread():
+    values = iter([100.0, 90.0, 5.0, 1.0, 3.0, 2.0, 4.0])  # two slow warm-ups, then five repeats
+    timing = repeat_timing(lambda: next(values), repeats=5, warmups=2, what="a test pass")
+    assert timing.times_ms == (5.0, 1.0, 3.0, 2.0, 4.0)
+    assert (timing.median_ms, timing.q1_ms, timing.q3_ms, timing.min_ms, timing.max_ms) == (3.0, 2.0, 4.0, 1.0, 5.0)
+    assert timing.label() == "a test pass: 3.00 ms (middle half 2.00–4.00 ms), median of 5 after 2 warm-ups"
+    assert Timing((1.0, 2.0, 3.0), warmups=1, what="x").how == "median of 3 after 1 warm-up"
+    with pytest.raises(ValueError, match="repeats"):
+        repeat_timing(lambda: 1.0, repeats=2)
+    with pytest.raises(ValueError, match="warmups"):
+        repeat_timing(lambda: 1.0, repeats=5, warmups=-1)
+
+
+def test_pass_timing_keeps_every_pass_of_one_run_and_needs_two():
+    timing = pass_timing([3.0, 1.0, 2.0, 9.0], "four passes")
+    assert timing.median_ms == 2.5 and timing.times_ms == (3.0, 1.0, 2.0, 9.0) and timing.how == "median of 4"
+    with pytest.raises(ValueError, match="2 timed passes"):
+        pass_timing([1.0], "one")
+
+
+def test_decode_step_timing_keeps_the_context_fixed_and_says_so(bundled):
+    timing = time_decode_step(bundled.model, context_tokens=5, repeats=4, warmups=1)
+    assert timing.repeats == 4 and all(ms > 0 for ms in timing.times_ms)
+    assert timing.what == "one decode step at 5 tokens of context"
+
+
+def test_compare_gives_the_ratio_of_medians_and_its_words_turn_with_the_data():
+    faster = compare([10.0, 11.0, 12.0], [30.0, 32.0, 34.0])
+    assert faster.ratio == pytest.approx(11 / 32) and not faster.too_close
+    assert faster.words("more time", "less time") == "2.9x less time"
+    assert compare([30.0, 32.0, 34.0], [10.0, 11.0, 12.0]).words("more time", "less time") == "2.9x more time"
+
+
+def test_compare_says_too_close_to_call_when_the_middle_halves_overlap():
+    tie = compare([10.0, 14.0, 11.0, 13.0], [12.0, 10.5, 13.5, 12.5])
+    assert tie.too_close and tie.low <= 1 <= tie.high
+    assert tie.words("faster", "slower") == "about the same (within this machine's noise)"
+
+
+def test_compare_takes_a_timing_or_one_exact_number_and_refuses_zero():
+    timing = pass_timing([2.0, 2.2, 2.1], "passes")
+    assert compare(timing, 1.0).ratio == pytest.approx(2.1)
+    assert compare(4.6, 1.0).words() == "4.6x more"  # one number each: exact, no noise to hide behind
+    with pytest.raises(ValueError):
+        compare([1.0], [0.0])
