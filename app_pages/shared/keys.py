@@ -26,8 +26,6 @@ def hint(back: bool = True, play: bool = True, step_label: str = "Step") -> str:
     return f"Keys: {' · '.join(keys)} (not while typing or on a slider)"
 
 
-HINT = hint()
-
 # Roles whose widgets use arrow keys or letters themselves: a key pressed there belongs to them.
 OWN_KEY_ROLES = (
     "textbox",
