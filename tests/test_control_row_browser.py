@@ -1,7 +1,5 @@
-"""Generate's and Sampling lab's five sampler sliders in real Chromium at 1280x900 and 800x1000, normal and presenter
-mode (Generate's folded into its settings section there, opened for the test): no word of a slider label is broken
-across lines (five equal columns broke "Temperatu / re" at 800 px), and at 1280 px in normal mode the five still
-share one row (the row wraps only where it must)."""
+"""The five sampler sliders of Generate and Sampling lab at 1280x900 and 800x1000, normal and presenter mode: no label
+word broken across lines ("Temperatu / re"), and one row at 1280 px in normal mode."""
 
 import os
 
@@ -11,8 +9,7 @@ from tests.browser import BROWSER_TESTS, each_screen, launch, shared_server, wai
 
 pytestmark = BROWSER_TESTS
 
-# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
-# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+# The 6M storyteller is these pages' default model here (tests/test_default_model_page.py covers SmolLM2's).
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 CLASSIC_LABELS = ["Temperature", "Top-p", "Top-k", "Min-p", "Repetition penalty"]

@@ -136,10 +136,8 @@ def in_view(page, selector: str, last: bool = False) -> bool:
 
 
 def test_a_clicker_pressed_at_the_top_of_a_presenter_screen_brings_step_and_the_new_token_into_view(server, page):
-    """Presenter mode at 1280x900 put Generate's Step below the first screen: a teacher's → from the top of the page
-    made a token nobody saw (and with the focus still on presenter mode's toggle, none at all). The key now steps
-    from the toggle and scrolls Step (and the newest token just above it) into view first; once they are in view, a
-    key does not move Step. Presenter mode's first screen reaches Step now, so a long prompt puts it below."""
+    """A teacher's → from the top of a presenter screen (a long prompt puts Step below it), the focus still on the
+    presenter toggle, steps and scrolls Step and the new token into view once; a second key does not scroll."""
     open_generate(
         page, f"{server}/?max=200&prompt=" + "+".join(["Once upon a time, a little dog ran to the park."] * 12)
     )

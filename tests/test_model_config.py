@@ -8,7 +8,6 @@ import json
 import pytest
 import torch
 from transformers import (
-    DynamicCache,
     Gemma2Config,
     Gemma2ForCausalLM,
     GPT2Config,
@@ -24,8 +23,6 @@ from inference.core.paths import BUNDLED_MODEL_DIR
 
 pytestmark = pytest.mark.unit
 
-torch.set_num_threads(1)
-
 
 @pytest.fixture(scope="module")
 def public():
@@ -33,16 +30,8 @@ def public():
 
 
 def tiny(config_class, **extra):
-    return config_class(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        **extra,
-    )
+    return config_class(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, **extra)  # fmt: skip
 
 
 def test_gpt2_keys_are_read_like_llama_keys():
@@ -71,35 +60,18 @@ def test_gemma2_alternates_local_and_global_layers_even_when_config_json_does_no
 def test_mistral_window_covers_every_layer_and_qwen2_window_is_off_unless_used():
     """Mistral's sliding_window applies to all layers; Qwen2's sliding_window with use_sliding_window false to none."""
     assert from_config(tiny(MistralConfig, sliding_window=4096)).layer_types == (SLIDING,) * 4
-    qwen = {
-        "model_type": "qwen2",
-        "num_hidden_layers": 2,
-        "hidden_size": 64,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "vocab_size": 10,
-        "max_position_embeddings": 100,
-        "sliding_window": 131072,
-        "use_sliding_window": False,
-    }
-    assert from_config(qwen).layer_types == (FULL, FULL)
-    assert from_config(qwen).sliding_window is None
+    qwen = {"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "vocab_size": 10, "max_position_embeddings": 100, "sliding_window": 131072,
+            "use_sliding_window": False}  # fmt: skip
+    assert from_config(qwen).layer_types == (FULL, FULL) and from_config(qwen).sliding_window is None
     assert from_config(tiny(Qwen2Config)).sliding_layers == 0
 
 
 def test_public_gemma2_entry_equals_transformers_reading_of_the_same_numbers(public):
     """The JSON's layer_types_pattern gives the layers transformers' Gemma2Config gives for the published config."""
     entry = public["Gemma-2-9B"]
-    config = Gemma2Config(
-        num_hidden_layers=42,
-        num_attention_heads=16,
-        num_key_value_heads=8,
-        head_dim=256,
-        hidden_size=3584,
-        max_position_embeddings=8192,
-        vocab_size=256000,
-        sliding_window=4096,
-    )
+    config = Gemma2Config(num_hidden_layers=42, num_attention_heads=16, num_key_value_heads=8, head_dim=256,
+                          hidden_size=3584, max_position_embeddings=8192, vocab_size=256000, sliding_window=4096)  # fmt: skip
     assert from_public_entry(entry) == from_config(config)
 
 
@@ -136,7 +108,7 @@ def test_sliding_layers_read_from_the_config_are_the_ones_transformers_cache_tri
     config = tiny(config_class, sliding_window=6, **({"head_dim": 8} if config_class is Gemma2Config else {}))
     torch.manual_seed(0)
     model = model_class(config).eval()
-    cache = DynamicCache(config=config)
+    cache = kv_cache.new_cache(config)
     with torch.no_grad():
         model(input_ids=torch.randint(0, 64, (1, 11)), past_key_values=cache, use_cache=True)
     stored = [keys.shape[-2] for keys, _ in kv_cache.layer_tensors(cache)]
@@ -150,32 +122,17 @@ def test_sliding_layers_read_from_the_config_are_the_ones_transformers_cache_tri
 def test_kv_shape_formula_equals_the_measured_cache_of_the_bundled_model(bundled):
     """KVShape delegates to the one formula, which equals the bytes of the real cache tensors."""
     shape = kv_cache.KVShape.from_config(bundled.model.config, torch.float32)
-    cache = DynamicCache(config=bundled.model.config)
+    cache = kv_cache.new_cache(bundled.model.config)
     with torch.no_grad():
         bundled.model(input_ids=torch.arange(1, 21).unsqueeze(0), past_key_values=cache, use_cache=True)
     info = bundled.info
-    assert (
-        kv_cache.measured_bytes(cache)
-        == shape.formula_bytes(20)
-        == 2 * info.layers * info.kv_heads * info.head_dim * 20 * 4
-    )
+    expected = 2 * info.layers * info.kv_heads * info.head_dim * 20 * 4
+    assert kv_cache.measured_bytes(cache) == shape.formula_bytes(20) == expected
 
 
-@pytest.mark.parametrize(
-    "tokens, message",
-    [
-        (0, "tokens must be a positive whole number, got 0"),
-        (-5, "tokens must be a positive whole number, got -5"),
-        (2.5, "tokens must be a positive whole number, got 2.5"),
-    ],
-)
-def test_bad_token_counts_are_refused_with_the_value(public, tokens, message):
-    """A count that is not a positive whole number is refused, naming it."""
-    with pytest.raises(ValueError, match=message):
-        kv_cache_bytes(from_public_entry(public["GPT-2 (124M)"]), tokens)
-
-
-def test_a_shape_whose_kv_heads_do_not_divide_heads_is_refused():
-    """Query heads must share K/V heads evenly."""
-    with pytest.raises(ValueError, match="attention_heads 9 is not a multiple of kv_heads 2"):
+def test_bad_token_counts_and_uneven_heads_are_refused(public):
+    for tokens in (0, -5, 2.5):
+        with pytest.raises(ValueError, match=f"got {tokens}"):
+            kv_cache_bytes(from_public_entry(public["GPT-2 (124M)"]), tokens)
+    with pytest.raises(ValueError, match="not a multiple of kv_heads"):
         model_config.ModelShape(1, 9, 2, 8, 72, 10, 10, (FULL,))

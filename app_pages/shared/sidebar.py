@@ -42,13 +42,10 @@ def source_label(source: str, shipped) -> str:
 
 
 def current_model(remote_ok: bool = False, needs_weights: str = "it works on the weights") -> LoadedModel | RemoteModel:
-    """The visitor's model, after drawing the shared sidebar. If loading fails, the message
-    is kept for the sidebar and the bundled model is used, so every page keeps working.
-    With a serving engine picked, pages that can run on it (`remote_ok`) get a `RemoteModel`; the
-    others say why they need the weights here (`needs_weights`) and get the local model.
-
-    The sidebar is drawn from here, by each page, rather than once in app.py: elements
-    app.py draws around `st.navigation(...).run()` vanish on reruns under AppTest."""
+    """The visitor's model, after drawing the sidebar (here, by each page: what app.py draws around
+    `st.navigation(...).run()` vanishes on reruns under AppTest). A failed load falls back to the bundled model, its
+    message kept for the sidebar. With an engine picked, a page that can run on it (`remote_ok`) gets a
+    `RemoteModel`; the others say why not (`needs_weights`)."""
     model_sidebar()
     url = st.session_state.get(ENGINE_URL_KEY, "")
     if url:
@@ -116,9 +113,8 @@ def _pick_engine() -> None:
 
 
 def engine_sidebar() -> None:
-    """Where the model runs: in this process, or on a serving engine. A public server offers only the
-    engines INFERENCE_LAB_ENGINES names (a typed URL would let visitors make it fetch any address);
-    on localhost a URL may be typed. `?engine=<name>` in the link picks a named one."""
+    """Where the model runs: here or on a serving engine. A public server offers only INFERENCE_LAB_ENGINES (a typed
+    URL would let visitors make it fetch any address); `?engine=<name>` in the link picks one."""
     engines = limits().engine_urls()
     typed_allowed = not server_is_public()
     if not engines and not typed_allowed:

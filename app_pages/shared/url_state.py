@@ -15,10 +15,10 @@ def read_url_once(
     names: dict[str, str] | None = None,
     choices: dict[str, tuple[Collection, str]] | None = None,
 ) -> list[str]:
-    """On every run, give each widget key still unset its default; on a session's first run (session key `flag`
-    unset), then copy each URL parameter (`param -> (widget key, type)`) into its widget: a number outside `ranges` is clamped (`names`
-    says what it sets), a value that cannot be read or that `choices` (key -> allowed values, the rest of the
-    sentence) does not allow keeps the default. Returns one sentence per problem; nothing on later runs."""
+    """Every run: each widget key still unset gets its default. A session's first run (`flag` unset): each URL
+    parameter (`param -> (widget key, type)`) goes into its widget, clamped to `ranges` (`names` says what it sets);
+    one that cannot be read or that `choices` (key -> (allowed, rest of the sentence)) refuses keeps the default.
+    Returns one sentence per problem."""
     problems = []
     for key, value in defaults.items():  # every run: a widget whose key was dropped gets its default, not its minimum
         st.session_state.setdefault(key, value)

@@ -31,25 +31,11 @@ def free_port() -> int:
 def app_command(port: int, script: str = "app.py") -> list[str]:
     """`streamlit run app.py` (or another `script`, relative to the project) headless on 127.0.0.1:port, without
     usage statistics or a file watcher."""
-    return [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        script,
-        "--server.headless",
-        "true",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--browser.gatherUsageStats",
-        "false",
-        "--browser.serverAddress",
-        "localhost",
-        "--server.fileWatcherType",
-        "none",
-    ]
+    options = (
+        f"--server.headless true --server.port {port} --server.address 127.0.0.1 --browser.gatherUsageStats false "
+        "--browser.serverAddress localhost --server.fileWatcherType none"
+    )
+    return [sys.executable, "-m", "streamlit", "run", script, *options.split()]
 
 
 @dataclass(frozen=True)

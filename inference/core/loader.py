@@ -108,13 +108,11 @@ def check_folder(folder: Path) -> None:
         raise ModelLoadError(f"{folder} has no model weights (no .safetensors file).")
 
 
-def safetensors_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.glob("*.safetensors"))
-
-
-def check_memory(file_bytes: int, dtype: str, max_model_bytes: int, stored_bits: int = 16) -> None:
-    """Refuse before loading when the weights cannot fit. Files are usually bf16/fp16;
-    loading them as float32 doubles them."""
+def check_memory(folder: Path, dtype: str, max_model_bytes: int) -> None:
+    """Refuse before loading when the weights cannot fit (bf16/fp16 files loaded as float32 double)."""
+    config = json.loads((folder / "config.json").read_text())
+    stored_bits = 32 if "32" in str(config.get("torch_dtype") or config.get("dtype") or "float32") else 16
+    file_bytes = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
     needed = file_bytes * (32 // stored_bits if dtype == "float32" else 1)
     available = psutil.virtual_memory().available
     if needed > max_model_bytes:
@@ -127,12 +125,6 @@ def check_memory(file_bytes: int, dtype: str, max_model_bytes: int, stored_bits:
             f"This model needs about {needed / 1e9:.1f} GB of memory as {dtype}, but only "
             f"{available / 1e9:.1f} GB is free. Pick a smaller model or bfloat16."
         )
-
-
-def stored_bits_of(folder: Path) -> int:
-    config = json.loads((folder / "config.json").read_text())
-    dtype = str(config.get("torch_dtype") or config.get("dtype") or "float32")
-    return 32 if "32" in dtype else 16
 
 
 def download_from_hub(repo_id: str, max_model_bytes: int) -> Path:
@@ -162,9 +154,7 @@ def download_from_hub(repo_id: str, max_model_bytes: int) -> Path:
                     f"{repo_id} has {total / 1e9:.1f} GB of weights; this server allows {max_model_bytes / 1e9:.1f} GB."
                 )
             return Path(snapshot_download(repo_id, allow_patterns=HUB_PATTERNS))
-        except (RepositoryNotFoundError, GatedRepoError, HFValidationError):
-            raise
-        except ModelLoadError:
+        except (RepositoryNotFoundError, GatedRepoError, HFValidationError, ModelLoadError):
             raise
         except Exception:  # offline or unreachable: fall back to what is cached
             return Path(snapshot_download(repo_id, allow_patterns=HUB_PATTERNS, local_files_only=True))
@@ -215,9 +205,8 @@ def describe(model, tokenizer, name: str, source: str, dtype: str) -> ModelInfo:
 def load_model(
     source: str | None = None, dtype: str = "float32", limits=None, server_is_public: bool = False
 ) -> LoadedModel:
-    """Load a model and its tokenizer in eval mode. `source`: empty for the bundled model,
-    a folder path, or a hub id. Raises ModelLoadError with a readable message. Whoever keeps the
-    model to time its passes warms it up first (`inference.core.run.warm_up`; the app's model cache does)."""
+    """A model and its tokenizer in eval mode from `source` (empty for the bundled model, a folder path or a hub
+    id), or a ModelLoadError saying why not. Whoever times its passes warms it up first (`run.warm_up`)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     limits = limits or Limits.from_env()
@@ -226,10 +215,6 @@ def load_model(
     kind = classify_source(source)
     if kind == "bundled":
         folder, name = BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
-        if not folder.exists():
-            raise ModelLoadError(
-                f"The bundled model is missing from {folder}. Re-clone the project or run python -m inference.training.train."
-            )
     elif kind == "real":  # the project's own cache folder: no folder rule applies
         try:
             folder = real_model.real_model_folder()
@@ -249,7 +234,7 @@ def load_model(
         name = source.strip()
         folder = download_from_hub(name, limits.max_model_bytes)
     check_folder(folder)
-    check_memory(safetensors_bytes(folder), dtype, limits.max_model_bytes, stored_bits_of(folder))
+    check_memory(folder, dtype, limits.max_model_bytes)
     try:
         model = AutoModelForCausalLM.from_pretrained(
             folder, dtype=DTYPES[dtype], use_safetensors=True, trust_remote_code=False

@@ -44,9 +44,7 @@ def positive_int(name: str, value: Any) -> int:
 
 def positive_number(name: str, value: Any) -> Fraction:
     """`value` as an exact Fraction, or ValueError naming the argument and the value."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a positive number, got {value!r}")
     return Fraction(value)
 
@@ -125,11 +123,8 @@ def kv_cache_bytes(
     bytes_per_element: float = 2,
     one_kv_head_per_query_head: bool = False,
 ) -> int:
-    """THE KV-cache formula: bytes for `batch` sequences of `tokens` tokens, rounded up to whole bytes.
-
-    sum over layers of cached tokens (min(tokens, window) on sliding layers) x values per token
-    (2 x kv_heads x head_dim; MLA: kv_lora_rank + qk_rope_head_dim) x batch x bytes per element.
-    """
+    """THE KV-cache formula: bytes for `batch` sequences of `tokens` tokens, rounded up to whole bytes (the module
+    docstring says what each layer caches)."""
     batch = positive_int("batch", batch)
     per_element = positive_number("bytes_per_element", bytes_per_element)
     cached = sum(shape.cached_tokens_per_layer(tokens))
@@ -250,9 +245,7 @@ def from_public_entry(entry: Mapping[str, Any]) -> ModelShape:
         vocab_size=entry["vocab_size"],
         layer_types=types,
         sliding_window=window if SLIDING in types else None,
-        mla=MLARanks(mla["kv_lora_rank"], mla["qk_rope_head_dim"], mla["qk_nope_head_dim"], mla["v_head_dim"])
-        if mla
-        else None,
+        mla=MLARanks(**mla) if mla else None,
     )
 
 

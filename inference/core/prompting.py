@@ -29,7 +29,7 @@ def _both(story: str, general: str, general_chat: bool = False) -> dict[str, Ope
 # (" Paris" after "The capital of France is" holds 77% on SmolLM2-135M-Instruct). Generate's question asks for one
 # sentence: asked bare, SmolLM2's first token is a near tie ("The" 15%, "L" 14%, "La" 10%) and 4 of seeds 0-5
 # began off course at 0.8/0.95 ("Sombre.", "La France, n'est-il pas?"); asked for a sentence, "The" holds 55% and seeds
-# 0-9 all name Paris at Generate's default settings (tests/test_real_model.py).
+# 0-9 all name Paris at Generate's default settings (tests/test_real_model.py checks 0-4).
 GENERATE_QUESTION = "What is the capital of France? Answer in one sentence."
 # Generate opens on typical chat settings, picked on SmolLM2 with the question: at temperature 0.8 and top-p 0.95 it
 # named Paris on 8 of seeds 0-9 (seed 0: "La Défense (The City of Justice) is the capital of France."), at 0.7 and

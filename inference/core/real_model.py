@@ -28,9 +28,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import shutil
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -297,15 +295,3 @@ def real_model_folder(progress: Progress | None = None) -> Path:
                 folder.rename(Path(tmp) / "stale")
             partial.rename(folder)
     return folder
-
-
-def timed_conversion(progress: Progress | None = None) -> tuple[Path, float]:
-    """`real_model_folder()` and the seconds it took (a fraction of one when the folder was already there)."""
-    started = time.perf_counter()
-    folder = real_model_folder(progress)
-    return folder, time.perf_counter() - started
-
-
-def remove_cached_folder() -> None:
-    """Delete the converted folder (the next `real_model_folder()` converts again)."""
-    shutil.rmtree(folder_path(), ignore_errors=True)
