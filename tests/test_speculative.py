@@ -33,7 +33,6 @@ from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.comparison import Comparison, PlainTiming, summarise
 from inference.lessons.speculative.run import DraftCheck, RoundRecord
 from inference.sampling.pipeline import SamplingSettings, sample_token, seen_mask
-from inference.training import model_card
 from inference.training.token_frequency import FILE_NAME
 
 pytestmark = pytest.mark.unit
@@ -533,11 +532,6 @@ def test_the_bundled_drafts_counts_are_its_training_split_and_rank_the_shortlist
     assert drafting.shortlist_ids(draft, 300) is None and drafting.shortlist_ids(draft, drafting.SHORTLIST_ALL) is None
     assert drafting.shortlist_sizes(bundled) == []  # another model: no counts read
     assert drafters.usable_sizes(np.ones(100, dtype=np.int64), 4096) == []  # counts of another vocabulary
-    note = model_card.shortlist_note(drafting.BUNDLED_DRAFT_DIR).strip()
-    assert (
-        f"{drafters.coverage(counts, 1024):.1%}" in note
-        and note in (drafting.BUNDLED_DRAFT_DIR / "MODEL_CARD.md").read_text()
-    )
     assert drafters.token_counts(drafting.BUNDLED_DRAFT_DIR.parent / "storyteller-llama-6m") is None
     assert (drafting.BUNDLED_DRAFT_DIR / FILE_NAME).is_file()
 
