@@ -43,7 +43,7 @@ def test_bench_writes_every_figure_to_json_and_prints_a_table(tmp_path, capsys, 
     monkeypatch.setattr(
         cli.real_spec, "real_spec_figures", partial(cli.real_spec.real_spec_figures, new_tokens=12, repeats=1)
     )
-    # one of the drafts' three other requests (tests/test_real_draft.py measures all three) and a shorter self-draft run
+    # one of the drafts' three other requests (tests/test_speculative_smollm2.py checks the drafts themselves) and a shorter self-draft run
     monkeypatch.setattr(drafting, "OTHER_REQUESTS", drafting.OTHER_REQUESTS[:1])
     monkeypatch.setattr(cli.real_spec, "SELF_DRAFT_TOKENS", 8)
     # the class store's followers over 3 publishes, not 10 (each waits 2 s for the followers to poll)

@@ -27,7 +27,7 @@ more:
 
 Left out, and where they are covered:
 - Serve many's "Replay the trace on llama.cpp and vLLM": vLLM's own start takes about two minutes;
-  tests/test_serving_two_engines.py runs that section under AppTest against a real vLLM. Its llama.cpp half is the
+  tests/test_serving_engine.py runs that section under AppTest against a real vLLM. Its llama.cpp half is the
   same replay as section 2's, which is pressed here.
 - Generate's and the MoE page's Step/Play and the sidebar's model buttons are not measurements (tests/test_browser.py,
   tests/test_moe_browser.py, tests/test_generate_page.py drive them); the MoE page's "Load the bundled MoE" is
