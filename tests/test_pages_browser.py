@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 from inference.core import real_model
 from tests.browser import (
@@ -215,8 +215,9 @@ def test_a_first_visit_opens_generate_on_smollm2_and_each_step_draws_a_token(url
     open_page(page, url + "/")
     sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
     assert f"In use: {real_model.REAL_MODEL_NAME}" in sidebar
-    assert page.get_by_label("Prompt").input_value() == "What is the capital of France? Answer in one sentence."
-    assert page.get_by_label("Wrap in the model's chat template").is_checked()
+    # expect() waits for the value: on a busy machine the widget can be drawn a moment before its value arrives
+    expect(page.get_by_label("Prompt")).to_have_value("What is the capital of France? Answer in one sentence.")
+    expect(page.get_by_label("Wrap in the model's chat template")).to_be_checked()
     step = page.get_by_role("button", name="Step", exact=True)
     step.click()  # the first Step pays for the prompt's prefill
     page.wait_for_function("document.querySelectorAll('.token-chip[tabindex]').length >= 1")
