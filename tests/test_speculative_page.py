@@ -9,10 +9,10 @@ import pytest
 from inference.core import real_model
 from inference.core.loader import encode_prompt
 from inference.core.paths import BUNDLED_MODEL_NAME
+from inference.core.run import GREEDY
 from inference.lessons.speculative import comparison, drafters, drafting, feature_draft
 from inference.lessons.speculative import run as spec
 from inference.lessons.speculative.comparison import plain_decode
-from inference.sampling.pipeline import SamplingSettings
 from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
@@ -34,22 +34,23 @@ def press(at, key: str):
     return at
 
 
+def plain_text(run) -> list[int]:
+    return plain_decode(run.target, run.prompt_ids, len(run.generated_ids), GREEDY)
+
+
 def chart_titles(at) -> str:
     return " | ".join(json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")).lower()
 
 
 def test_a_sampled_run_opens_on_a_round_and_steps_to_a_rejection_with_every_chart_and_its_own_numbers():
     at = open_page({"t": "1.0", "seed": "3", "g": "6"})
-    assert len(at.session_state["spec_run"].rounds) == 1
-    while (
-        at.session_state["spec_run"].rounds[-1].token_kind != "residual"
-        and len(at.session_state["spec_run"].rounds) < 7
-    ):
-        press(at, "spec_step")
     run = at.session_state["spec_run"]
+    assert len(run.rounds) == 1
+    while run.rounds[-1].token_kind != "residual" and len(run.rounds) < 7:
+        run = press(at, "spec_step").session_state["spec_run"]
     assert run.rounds[-1].token_kind == "residual" and at.query_params["n"] in (
-        str(len(run.rounds)),
-        [str(len(run.rounds))],
+        f"{len(run.rounds)}",
+        [f"{len(run.rounds)}"],
     )
     for title in ("q (draft) vs p (target)", "u ≤ p/q", "after the rejection", "where the time went", "against α"):
         assert title in chart_titles(at)
@@ -64,7 +65,7 @@ def test_greedy_play_writes_plain_greedy_text_and_a_new_gamma_keeps_the_run():
     at.slider(key="spec_gamma").set_value(4).run()
     run = press(at, "spec_play").session_state["spec_run"]
     assert run is before and run.finished and [r.gamma for r in run.rounds[:3]] == [2, 2, 4]
-    assert run.generated_ids == plain_decode(run.target, run.prompt_ids, 21, SamplingSettings(temperature=0))
+    assert len(run.generated_ids) == 21 and run.generated_ids == plain_text(run)
     assert run.rounds[at.slider(key=f"spec_round_{len(run.rounds)}").value].drafted > 0  # the last that drafted
 
 
@@ -125,9 +126,7 @@ def test_greedy_play_on_smollm2_writes_plain_tokens(on_smollm2, drafter):
         assert run.drafter.model.name_or_path.endswith(drafting.REAL_DRAFT_NAME)
         assert len(run.drafter.shortlist) == drafting.default_shortlist(drafting.REAL_DRAFT_NAME)
     assert run.prompt_ids == encode_prompt(on_smollm2.tokenizer, drafting.STORY_REQUEST, chat=True)
-    assert run.generated_ids == plain_decode(
-        on_smollm2.model, run.prompt_ids, len(run.generated_ids), SamplingSettings(temperature=0)
-    )
+    assert run.generated_ids == plain_text(run)
 
 
 def test_smollm2_opens_on_a_story_request_with_the_feature_draft_on_a_round_that_drafted(on_smollm2):
@@ -142,9 +141,7 @@ def test_smollm2_opens_on_a_story_request_with_the_feature_draft_on_a_round_that
     assert feature_draft.FEATURE_DRAFT_NAME in " ".join(c.value for c in at.caption)  # what the draft is, measured
     at.number_input(key="spec_max_new").set_value(8).run()
     run = press(at, "spec_play").session_state["spec_run"]
-    assert run.generated_ids == plain_decode(
-        on_smollm2.model, run.prompt_ids, len(run.generated_ids), SamplingSettings(temperature=0)
-    )
+    assert run.generated_ids == plain_text(run)
 
 
 def test_the_verify_cost_on_both_models(on_smollm2):

@@ -1,12 +1,12 @@
 """Speculation on SmolLM2-135M-Instruct: its bundled draft, its feature draft, its self-draft and prompt lookup write
-SmolLM2's own greedy tokens; the drafts' files, what the page says of them, and the bench's figures."""
+SmolLM2's own greedy tokens; the drafts' files and what the page says of them (the bench's figures:
+tests/test_bench.py)."""
 
 import json
 
 import pytest
 import torch
 
-from inference.bench import real_spec
 from inference.core.bundled import bundled_models
 from inference.core.loader import encode_prompt, load_model
 from inference.core.run import GREEDY
@@ -127,16 +127,3 @@ def test_on_a_story_request_the_shortlisted_draft_writes_smollm2s_tokens_above_i
     run = speculate(smollm2, drafters.ModelDrafter(draft.model, draft.tokenizer, rows), ids, 40)
     assert run.generated_ids == plain_decode(smollm2.model, ids, 40, GREEDY)
     assert summarise(run.rounds).acceptance_rate > ACCEPTANCE_FLOOR
-
-
-def test_the_bench_measures_a_draft_on_every_request_and_flattens_its_keys(smollm2, monkeypatch):
-    monkeypatch.setattr(drafting, "OTHER_REQUESTS", drafting.OTHER_REQUESTS[:1])
-    figures = real_spec.draft_figures(smollm2.model, smollm2.tokenizer, "distilled", new_tokens=8, repeats=1)
-    assert figures["story"]["identical"] and figures["question"]["identical"] and figures["others"][0]["identical"]
-    keys = real_spec.draft_keys(figures, "x")
-    assert keys["x_acceptance_rate"] == figures["story"]["acceptance_rate"]
-    assert keys["x_gamma"] == figures["gamma"] == drafting.default_gamma(FOLDER.name, 4)
-    assert keys["x_others_speedup_min"] == keys["x_others_speedup_max"] == figures["others"][0]["speedup_vs_plain"]
-    assert real_spec.draft_keys(None, "x") == {}
-    monkeypatch.setattr(real_spec.real_model, "is_available", lambda: False)
-    assert real_spec.real_spec_figures() == {}
