@@ -193,7 +193,7 @@ if record.checks:  # one chart under the other: each draft token needs the width
 # -- the run against plain decoding ------------------------------------------------------------
 st.subheader("Faster? Measured against plain decoding of the same text")
 # the kept plain timing grows on its cache: one rerun at a time
-result = comparison.kept_comparison(run, settings, st.session_state, guards=(generation_slot, session_lock))
+result = comparison.run_against_plain(run, settings, st.session_state, (generation_slot, session_lock))
 metrics = text.run_metrics(result)
 if presenter:  # an HTML table wraps its text: projector-sized metrics were cut at 800 px ("89% (8 …")
     st.table(pd.DataFrame(metrics, columns=["measure", "value", "how"]).set_index("measure"))

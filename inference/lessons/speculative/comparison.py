@@ -226,26 +226,22 @@ class Comparison:
         return expected_tokens_per_pass(alpha, self.gamma) * (1 + self.draw_passes_per_token()) / round_cost
 
 
-def run_against_plain(run, settings: SamplingSettings, kept: MutableMapping | None = None) -> Comparison:
-    """The run against plain decoding of its text; `kept` (a page's session) keeps the plain timer of this run and
-    settings, so a rerun after a round times only its new tokens."""
-    held = (kept or {}).get(PLAIN_TIMER_KEY)
-    if held is None or held[0] is not run or held[1].settings != settings:
-        held = (run, PlainTimer(run.target, run.prompt_ids, settings))
-        if kept is not None:
-            kept[PLAIN_TIMER_KEY] = held
-    return Comparison(summarise(run.rounds), held[1].extend(run.generated_ids), run.gamma, tuple(run.rounds))
-
-
-def kept_comparison(run, settings: SamplingSettings, kept: MutableMapping, guards=()) -> Comparison:
-    """`run_against_plain`, made once per run and length of its text, holding each of `guards` while it times."""
-    made = kept.get(COMPARISON_KEY)
-    if made is None or made[0] is not run or made[1] != len(run.generated_ids):
-        with contextlib.ExitStack() as stack:
-            for guard in guards:
-                stack.enter_context(guard())
-            made = kept[COMPARISON_KEY] = (run, len(run.generated_ids), run_against_plain(run, settings, kept))
-    return made[2]
+def run_against_plain(run, settings: SamplingSettings, kept: MutableMapping | None = None, guards=()) -> Comparison:
+    """The run against plain decoding of its text. `kept` (a page's session) keeps it per run and text length, and the
+    plain timer per run and settings, so a rerun after a round times only its new tokens; `guards` held while timing."""
+    kept = {} if kept is None else kept
+    made, timer = kept.get(COMPARISON_KEY), kept.get(PLAIN_TIMER_KEY)
+    if made is not None and made[0] is run and made[1] == len(run.generated_ids):
+        return made[2]
+    if timer is None or timer[0] is not run or timer[1].settings != settings:
+        timer = kept[PLAIN_TIMER_KEY] = (run, PlainTimer(run.target, run.prompt_ids, settings))
+    with contextlib.ExitStack() as stack:
+        for guard in guards:
+            stack.enter_context(guard())
+        plain = timer[1].extend(run.generated_ids)
+    result = Comparison(summarise(run.rounds), plain, run.gamma, tuple(run.rounds))
+    kept[COMPARISON_KEY] = (run, len(run.generated_ids), result)
+    return result
 
 
 # -- a verify pass's cost on two models ------------------------------------------------------------------------------

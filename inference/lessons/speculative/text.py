@@ -145,8 +145,8 @@ T = {
     "c_range": "c, measured in each run, ran from **{low:.2f}** to **{high:.2f}** (median {median:.2f}).",
     "sides": "Both sides, measured just now with the same drafter: {parts}. {a} against {b}: the verify pass cost "
     "**{verify_words}** one-token passes of its own target, and the runs' speed-up was **{speed_words}**. Speculation "
-    "pays where a pass of γ + 1 tokens costs little more than a pass of one: where reading the weights sets a pass's "
-    "time (a model larger than the CPU's cache, or a GPU serving a large model).",
+    "pays where reading the weights, once for all the tokens of a pass, sets a pass's time (a model larger than the "
+    "CPU's cache, or a GPU serving a large model).",
     "side_part": "on **{target}** ({weights} of weights) a verify pass cost **{verify:.2f}** one-token passes and the "
     "median run was **{speedup:.2f}×** (best {best:.2f}×)",
     # -- two models' verify passes ----------------------------------------------------------------------------------------
