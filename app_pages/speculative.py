@@ -2,6 +2,7 @@
 
 import functools
 
+import pandas as pd
 import streamlit as st
 
 from app_pages.shared import layout, models
@@ -19,6 +20,8 @@ from inference.core.run import SEED_MAX
 from inference.core.tokens import markdown_token_text
 from inference.lessons.speculative import comparison, drafters, drafting, feature_draft, text
 from inference.lessons.speculative import figures as fig
+from inference.lessons.speculative.rule import SpeculationError
+from inference.lessons.speculative.run import new_run
 from inference.lessons.speculative.text import T
 from inference.sampling.pipeline import SamplingSettings
 
@@ -59,13 +62,13 @@ choice = st.radio("Drafter", drafter_options, **radio)
 draft, feature, self_layers, shortlist_size = None, None, None, drafting.SHORTLIST_ALL
 draft_name = None  # None: prompt lookup drafts
 if choice == "draft":  # the bundled draft serves every target with its tokenizer, whatever its name
-    attempt = drafting.try_draft(model, tokenizer, lambda: models.bundled_draft(str(draft_dir)))
-    draft, problem = attempt.draft, T["bundled_unusable"].format(target=info.name, problem=attempt.problem)
+    draft, problem = drafting.try_draft(model, tokenizer, lambda: models.bundled_draft(str(draft_dir)))
+    problem = problem and T["bundled_unusable"].format(target=info.name, problem=problem)
     typed = "" if draft else st.text_input(T["draft_source"], **kept("spec_draft_source", "draft_source_help"))
     if typed.strip():
         with st.spinner(f"Loading {typed.strip()}…"):
-            attempt = drafting.try_draft(model, tokenizer, lambda: load_float32(typed.strip()))
-        draft, problem = attempt.draft, T["typed_unusable"].format(problem=attempt.problem)
+            draft, problem = drafting.try_draft(model, tokenizer, lambda: load_float32(typed.strip()))
+        problem = problem and T["typed_unusable"].format(problem=problem)
     if draft is None:
         st.warning(problem)
     draft_name = draft.info.name if draft is not None else None
@@ -88,9 +91,7 @@ if choice == "self":  # how many of the target's layers it keeps, and whether it
     shortlisted = c2.checkbox(label, **kept("spec_self_shortlist", "self_shortlist_help"))
     draft_name = T["self_name"].format(target=info.name, layers=self_layers, of=total_layers)
     shortlist_size = short_rows if shortlisted else drafting.SHORTLIST_ALL
-if choices := (
-    drafting.shortlist_choices(draft) if draft is not None else {}
-):  # the bundled draft: its commonest tokens
+if choices := drafting.shortlist_choices(draft) if draft is not None else {}:  # a bundled draft: its commonest tokens
     # under the drafter: beside it, its choices were cut at 800 px
     label, shown = "Tokens the draft scores", choices.get
     shortlist_size = st.selectbox(label, list(choices), format_func=shown, **kept("spec_shortlist", "shortlist_help"))
@@ -120,18 +121,19 @@ seed, gamma, max_new = (int(st.session_state[key]) for key in ("spec_seed", "spe
 prepared = prepare_prompt(tokenizer, st.session_state.spec_prompt, chat, info.context, limits, max_new)
 for note in prepared.notes:
     st.info(note)
-drafter_kind = drafting.run_kind(self_layers, draft, feature)
+drafter_kind = "feature" if feature is not None else "self" if self_layers else "draft" if draft else "lookup"
 # γ is not in the key: a new γ drafts from the next round on and the run stays (each round keeps its own γ)
 run_key = (info.name, drafter_kind, draft_name, shortlist_size, tuple(prepared.ids), max_new, seed)
 new_drafter = functools.partial(drafting.make_drafter, model, tokenizer, self_layers, draft, shortlist_size, feature)
 
 
 def start_run():
-    new_tokens = min(max_new, prepared.max_new_tokens)
-    started, error = drafting.start_run(model, tokenizer, new_drafter, prepared.ids, new_tokens, gamma, seed)
-    if error:
-        st.warning(error)  # the last run stays below
-    return started
+    try:
+        return new_run(
+            model, tokenizer, new_drafter(), prepared.ids, min(max_new, prepared.max_new_tokens), gamma, seed
+        )
+    except SpeculationError as err:
+        st.warning(str(err))  # the last run stays below
 
 
 if prepared.error:
@@ -154,7 +156,8 @@ if run is not None and not prepared.error:
 if run is not None:
     show_text()
 knob_values = {knob.param: f"{getattr(settings, knob.field):g}" for knob in SAMPLING_KNOBS}
-stepper.mirror_url(run, {**drafting.link_values(st.session_state, shortlist_size), **knob_values})
+link = {param: str(st.session_state[key]) for param, (key, _) in drafting.PAGE_URL_PARAMS.items()}
+stepper.mirror_url(run, link | {"prompt": link["prompt"][:1000], "sl": str(shortlist_size)} | knob_values)
 if run is None:
     st.stop()
 counts = {"prompt": len(run.prompt_ids), "generated": len(run.generated_ids), "rounds": len(run.rounds)}
@@ -170,7 +173,7 @@ with st.expander(T["how_heading"]):
     st.markdown(T["how"])
 last, opened = len(run.rounds) - 1, comparison.round_to_show(run.rounds)  # not a final round that drafted nothing
 shown = st.slider("Round", 0, last, opened, key=f"spec_round_{last + 1}", persist_state="session") if last else opened
-record = run.with_t1_probabilities(run.rounds[shown])  # a greedy round's chart shows T=1 probabilities
+record = run.rounds[shown]
 st.markdown(fig.round_html(record), unsafe_allow_html=True)
 if record.note:
     st.info(record.note)
@@ -190,10 +193,10 @@ if record.checks:  # one chart under the other: each draft token needs the width
 # -- the run against plain decoding ------------------------------------------------------------
 st.subheader("Faster? Measured against plain decoding of the same text")
 # the kept plain timing grows on its cache: one rerun at a time
-result = comparison.kept_comparison(run, settings, st.session_state, guards=(generation_slot, session_lock))
+result = comparison.run_against_plain(run, settings, st.session_state, (generation_slot, session_lock))
 metrics = text.run_metrics(result)
 if presenter:  # an HTML table wraps its text: projector-sized metrics were cut at 800 px ("89% (8 …")
-    st.table(fig.metrics_table(metrics))
+    st.table(pd.DataFrame(metrics, columns=["measure", "value", "how"]).set_index("measure"))
 else:
     for cell, (label, value, help_text) in zip(st.columns(2) * 3, metrics):
         cell.metric(label, value, help=help_text)
@@ -229,6 +232,14 @@ if verify_other := comparison.other_model(info.name):
             caption("measured", full)
             st.markdown(text.why_they_differ(*costs))
 
+
+def sides() -> list[tuple]:  # the sweep's targets: this one, and the other bundled target the draft serves
+    if other is None:
+        return [(info.name, model, tokenizer)]
+    beside = load_float32(other[1])
+    return [(info.name, model, tokenizer), (other[0], beside.model, beside.tokenizer)]
+
+
 with st.expander(T["sweep_heading"]):
     runs = len(comparison.SWEEP_GAMMAS) * len(comparison.SWEEP_TEMPERATURES)
     also = T["sweep_also"].format(runs=runs, other=markdown_token_text(other[0])) if other else ""
@@ -237,7 +248,7 @@ with st.expander(T["sweep_heading"]):
         "Measure the sweep",
         "spec_sweep_button",
         ("spec_sweep", info.name, drafter_kind, draft_name, shortlist_size, tuple(prepared.ids), other),
-        lambda p: drafting.page_sweep((info.name, model, tokenizer), other, load_float32, new_drafter, prepared.ids, p),
+        lambda p: comparison.sweep_sides(sides(), new_drafter, prepared.ids, p),
         T["sweep_not_yet"].format(runs=runs, tokens=tokens, drafter=drafter_text, also=also),
     )
     for index, (target_name, side) in enumerate(table.groupby("target", sort=False) if table is not None else ()):

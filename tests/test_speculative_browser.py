@@ -1,5 +1,4 @@
-"""The Speculative page opened without pressing anything: its first live result (a round the drafter drafted and
-the target checked, as chips) is on the first screen at 1280x900 and 800x1000, normal and presenter mode."""
+"""Opened without a click, the Speculative page's first round (chips) is on the first screen, every size and mode."""
 
 import os
 
@@ -11,8 +10,7 @@ pytestmark = BROWSER_TESTS
 
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
-# Where the first round's chips are in the viewport, stMain scrolled to its top: the first chip the round added (a
-# draft the target accepted, or the target's own token) and the bottom of the separator that starts the round.
+# Where the first chip the first round added sits in the viewport, stMain scrolled to its top.
 PLACES = """() => {
   document.querySelector('[data-testid=stMain]').scrollTop = 0;
   const box = document.querySelector('.spec-box');

@@ -1,12 +1,12 @@
-"""Speculation's benchmark figures (`python -m inference.bench`), every one the median of alternated runs (a slow spell
-on a shared machine hits the contenders alike), timed by `inference.core.measuring`:
+"""Speculation's benchmark figures (`python -m inference.bench`), each the median of alternated runs (a slow spell on
+a shared machine hits the contenders alike):
 
 - `bundled_benchmark` (`spec_*`, `hf_assisted_*`): on the bundled 6M target and its Mixture-of-Experts sibling, the
   bundled draft (shortlisted, as the page's default, and scoring every token) and prompt lookup against plain
   decoding, greedy and at temperature 0.8, beside transformers' `generate` plain and assisted;
-- `real_spec_figures` (`real_spec_*`): on SmolLM2-135M-Instruct (float32 from its Q4_1 GGUF), prompt lookup on a
-  request whose answer copies the prompt (`CHOSEN`), the same on a question, a self-draft, the distilled and feature
-  drafts, and the verify pass's cost in one-token passes on SmolLM2 and on the 6M storyteller.
+- `real_spec_figures` (`real_spec_*`): on SmolLM2-135M-Instruct, prompt lookup on a request whose answer copies the
+  prompt (`CHOSEN`), the same on a question, a self-draft, the distilled and feature drafts, and the verify pass's
+  cost on SmolLM2 and on the 6M storyteller.
 
 `python -m inference.bench.real_spec --write-draft` measures a bundled SmolLM2 draft and writes its speculation.json,
 which the page quotes.
@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
-from pathlib import Path
 
 import torch
 
-from inference.core import real_model
+from inference.core import machine, real_model
 from inference.core.limits import Limits
 from inference.core.loader import encode_prompt, load_model
 from inference.core.measuring import Stopwatch
@@ -44,17 +42,17 @@ GAMMA = 4
 SELF_DRAFT_TOKENS = 24  # the self-draft lost at every k: one short run, to show it still does
 
 
-def alternated_medians(contenders: dict, repeats: int) -> dict[str, float]:
-    """Each contender's median wall time in seconds: one untimed warm-up each, then `repeats` rounds in turn."""
-    for fn in contenders.values():
-        fn()
+def alternated_medians(contenders: dict, repeats: int) -> tuple[dict[str, float], dict]:
+    """Each contender's median wall time in seconds and its last result: one untimed warm-up each, then `repeats`
+    rounds in turn."""
+    last = {name: fn() for name, fn in contenders.items()}
     times = {name: [] for name in contenders}
     for _ in range(repeats):
         for name, fn in contenders.items():
             with Stopwatch() as watch:
-                fn()
+                last[name] = fn()
             times[name].append(watch.ms / 1000)
-    return {name: statistics.median(values) for name, values in times.items()}
+    return {name: statistics.median(values) for name, values in times.items()}, last
 
 
 def speculate(target, tokenizer, make_drafter, prompt_ids, new_tokens, gamma=GAMMA, settings=GREEDY, seed=0, eos=False):
@@ -67,15 +65,13 @@ def pair_figures(target, tokenizer, make_drafter, prompt_ids, new_tokens, repeat
     """Greedy speculation with `make_drafter()` (to the end of the answer when `eos`, at most `new_tokens`) against
     plain decoding of as many tokens: speed-up, acceptance, costs, and whether the tokens are the same."""
     length = len(speculate(target, tokenizer, make_drafter, prompt_ids, new_tokens, gamma, eos=eos).generated_ids)
-    out = {}
-
-    def plain():
-        out["plain"] = plain_decode(target, prompt_ids, length, GREEDY)
-
-    def speculative():
-        out["spec"] = speculate(target, tokenizer, make_drafter, prompt_ids, new_tokens, gamma, eos=eos)
-
-    seconds = alternated_medians({"plain": plain, "spec": speculative}, repeats)
+    seconds, out = alternated_medians(
+        {
+            "plain": lambda: plain_decode(target, prompt_ids, length, GREEDY),
+            "spec": lambda: speculate(target, tokenizer, make_drafter, prompt_ids, new_tokens, gamma, eos=eos),
+        },
+        repeats,
+    )
     costs = run_against_plain(out["spec"], GREEDY)  # the verify and draft passes in one-token target passes
     predicted = costs.predicted_speedup(measured_verify=True)
     return {
@@ -89,112 +85,87 @@ def pair_figures(target, tokenizer, make_drafter, prompt_ids, new_tokens, repeat
     }
 
 
-def benchmark(
-    target,
-    tokenizer,
-    draft,
-    draft_tokenizer,
-    prompt_ids,
-    new_tokens=128,
-    gamma=4,
-    repeats=5,
-    lookup_prompt_ids=None,
-    shortlist=None,
-) -> dict:
+def benchmark(target, tokenizer, draft, draft_tokenizer, prompt_ids, new_tokens=128, gamma=4, repeats=5,
+              lookup_prompt_ids=None, shortlist=None) -> dict:  # fmt: skip
     """Greedy, γ 4: speculation with the draft (scoring `shortlist`, and every token: `_full_vocab`) and with prompt
     lookup (also on `lookup_prompt_ids`, text that repeats itself), plain decoding, and transformers' `generate` plain
     and assisted; at temperature 0.8 the draft against plain sampled decoding, once for every seed of `SAMPLED_SEEDS`.
     Each the median of `repeats` alternated runs."""
-    lookup_prompt_ids = list(lookup_prompt_ids or prompt_ids)
-    vocab = spec.vocabulary_rows(target)
+    lookup_ids, vocab = list(lookup_prompt_ids or prompt_ids), spec.vocabulary_rows(target)
     input_ids = torch.tensor([prompt_ids])
-    hf_common = dict(
-        attention_mask=torch.ones_like(input_ids),
-        do_sample=False,
-        max_new_tokens=new_tokens,
-        min_new_tokens=new_tokens,
-        pad_token_id=tokenizer.eos_token_id,
-    )
-    out: dict = {}
+    hf_common = dict(attention_mask=torch.ones_like(input_ids), do_sample=False, max_new_tokens=new_tokens,
+                     min_new_tokens=new_tokens, pad_token_id=tokenizer.eos_token_id)  # fmt: skip
+    seeds = lambda settings: (0,) if settings.greedy else SAMPLED_SEEDS  # noqa: E731 (greedy: one text whatever the seed)
 
-    def plain(name, prompt=prompt_ids, settings=GREEDY):
+    def plain(prompt=prompt_ids, settings=GREEDY):
+        return lambda: [plain_decode(target, prompt, new_tokens, settings, s) for s in seeds(settings)][0]
+
+    def speculative(rows, settings=GREEDY, prompt=prompt_ids, lookup=False):
         def go():
-            seeds = (0,) if settings.greedy else SAMPLED_SEEDS
-            out[name] = [plain_decode(target, prompt, new_tokens, settings, seed) for seed in seeds]
+            make = (
+                (lambda: PromptLookupDrafter(vocab)) if lookup else (lambda: ModelDrafter(draft, draft_tokenizer, rows))
+            )
+            runs = [speculate(target, tokenizer, make, prompt, new_tokens, gamma, settings, s) for s in seeds(settings)]
+            return runs[0] if settings.greedy else runs
 
         return go
 
-    def speculative(name, make, settings=GREEDY, prompt=prompt_ids):
-        def go():
-            seeds = (0,) if settings.greedy else SAMPLED_SEEDS  # greedy: one text whatever the seed
-            runs = [speculate(target, tokenizer, make, prompt, new_tokens, gamma, settings, s) for s in seeds]
-            out[name] = runs[0] if settings.greedy else runs
+    def hf(**extra):
+        return lambda: target.generate(input_ids, **hf_common, **extra)[0, len(prompt_ids) :].tolist()
 
-        return go
-
-    def hf(name, **extra):
-        def go():
-            with torch.inference_mode():
-                out[name] = target.generate(input_ids, **hf_common, **extra)[0, len(prompt_ids) :].tolist()
-
-        return go
-
-    def model_drafter(rows=shortlist):
-        return lambda: ModelDrafter(draft, draft_tokenizer, rows)
-
-    lookup = lambda: PromptLookupDrafter(vocab)  # noqa: E731
-    seconds = alternated_medians(
-        {
-            "plain": plain("plain"),
-            "spec": speculative("spec", model_drafter()),
-            "spec_full": speculative("spec_full", model_drafter(None)),
-            "lookup_story": speculative("lookup_story", lookup),
-            "plain_lookup": plain("plain_lookup", lookup_prompt_ids),
-            "lookup": speculative("lookup", lookup, prompt=lookup_prompt_ids),
-            "plain_sampled": plain("plain_sampled", settings=SAMPLED),
-            "spec_sampled": speculative("spec_sampled", model_drafter(), SAMPLED),
-            "spec_sampled_full": speculative("spec_sampled_full", model_drafter(None), SAMPLED),
-            "hf_plain": hf("hf_plain"),
-            "hf_assisted": hf("hf_assisted", assistant_model=draft),
-        },
-        repeats,
-    )
+    with torch.inference_mode():
+        seconds, out = alternated_medians(
+            {
+                "plain": plain(),
+                "spec": speculative(shortlist),
+                "spec_full": speculative(None),
+                "lookup_story": speculative(None, lookup=True),
+                "plain_lookup": plain(lookup_ids),
+                "lookup": speculative(None, prompt=lookup_ids, lookup=True),
+                "plain_sampled": plain(settings=SAMPLED),
+                "spec_sampled": speculative(shortlist, SAMPLED),
+                "spec_sampled_full": speculative(None, SAMPLED),
+                "hf_plain": hf(),
+                "hf_assisted": hf(assistant_model=draft),
+            },
+            repeats,
+        )
     traced = run_greedy(target, tokenizer, prompt_ids, new_tokens, stop_at_eos=False).generated_ids  # the app's trace
     greedy = [out["spec"].generated_ids, out["spec_full"].generated_ids, out["lookup_story"].generated_ids, traced]
-    t = f"t{SAMPLED.temperature:g}"
+    t, tokens = f"t{SAMPLED.temperature:g}", len(out["plain"])
     costs, full = run_against_plain(out["spec"], GREEDY), run_against_plain(out["spec_full"], GREEDY)
     lookup, lookup_story = summarise(out["lookup"].rounds), summarise(out["lookup_story"].rounds)
+    sampled = summarise([r for run in out["spec_sampled"] for r in run.rounds])
+    speedup = lambda plain, fast: round(seconds[plain] / seconds[fast], 2)  # noqa: E731
     return {
-        "spec_greedy_identical": all(ids == out["plain"][0] for ids in greedy)
-        and out["lookup"].generated_ids == out["plain_lookup"][0],
+        "spec_greedy_identical": all(ids == out["plain"] for ids in greedy)
+        and out["lookup"].generated_ids == out["plain_lookup"],
         "hf_assisted_identical": out["hf_assisted"] == out["hf_plain"],
         "spec_gamma": gamma,
-        "spec_new_tokens": len(out["plain"][0]),
+        "spec_new_tokens": tokens,
         "spec_acceptance_rate": round(costs.summary.acceptance_rate, 3),
         "spec_tokens_per_target_pass": round(costs.summary.tokens_per_target_pass, 2),
         "spec_draft_shortlist": len(shortlist) if shortlist else None,
-        "spec_speedup_vs_plain": round(seconds["plain"] / seconds["spec"], 2),
-        f"spec_speedup_vs_plain_{t}": round(seconds["plain_sampled"] / seconds["spec_sampled"], 2),
-        f"spec_acceptance_rate_{t}": round(
-            summarise([r for run in out["spec_sampled"] for r in run.rounds]).acceptance_rate, 3
-        ),
+        "spec_speedup_vs_plain": speedup("plain", "spec"),
+        f"spec_speedup_vs_plain_{t}": speedup("plain_sampled", "spec_sampled"),
+        f"spec_acceptance_rate_{t}": round(sampled.acceptance_rate, 3),
         "spec_sampled_seeds": len(SAMPLED_SEEDS),
         "spec_acceptance_rate_full_vocab": round(full.summary.acceptance_rate, 3),
-        "spec_speedup_vs_plain_full_vocab": round(seconds["plain"] / seconds["spec_full"], 2),
-        f"spec_speedup_vs_plain_{t}_full_vocab": round(seconds["plain_sampled"] / seconds["spec_sampled_full"], 2),
+        "spec_speedup_vs_plain_full_vocab": speedup("plain", "spec_full"),
+        f"spec_speedup_vs_plain_{t}_full_vocab": speedup("plain_sampled", "spec_sampled_full"),
         "spec_draft_cost_ratio_full_vocab": round(full.cost_ratio, 3),
         "spec_prompt_lookup_acceptance_rate": round(lookup.acceptance_rate or 0.0, 3),
-        "spec_prompt_lookup_speedup_vs_plain": round(seconds["plain_lookup"] / seconds["lookup"], 2),
+        "spec_prompt_lookup_speedup_vs_plain": speedup("plain_lookup", "lookup"),
         "spec_prompt_lookup_acceptance_rate_story": round(lookup_story.acceptance_rate or 0.0, 3),
-        "spec_prompt_lookup_speedup_vs_plain_story": round(seconds["plain"] / seconds["lookup_story"], 2),
-        "hf_assisted_speedup_vs_plain": round(seconds["hf_plain"] / seconds["hf_assisted"], 2),
+        "spec_prompt_lookup_speedup_vs_plain_story": speedup("plain", "lookup_story"),
+        "hf_assisted_speedup_vs_plain": speedup("hf_plain", "hf_assisted"),
         # why the speed-up is what it is: the verify and draft passes in one-token target passes, and the formula
         "spec_verify_cost": round(costs.verify_cost, 2),
         "spec_draft_cost_ratio": round(costs.cost_ratio, 3),
         "spec_predicted_speedup": round(costs.predicted_speedup(measured_verify=True), 2),
-        "spec_tokens_per_s": round(len(out["plain"][0]) / seconds["spec"], 1),
-        "hf_assisted_tokens_per_s": round(len(out["plain"][0]) / seconds["hf_assisted"], 1),
-        "spec_vs_hf_assisted": round(seconds["hf_assisted"] / seconds["spec"], 2),
+        "spec_tokens_per_s": round(tokens / seconds["spec"], 1),
+        "hf_assisted_tokens_per_s": round(tokens / seconds["hf_assisted"], 1),
+        "spec_vs_hf_assisted": speedup("hf_assisted", "spec"),
     }
 
 
@@ -235,37 +206,30 @@ def bundled_benchmark(target, tokenizer, prompt_ids: list[int], threads: int | N
     return {"spec_torch_threads": threads, **figures}
 
 
-def on_every_request(figures: dict, model, tokenizer, make_drafter, new_tokens, repeats, gamma) -> dict:
-    """`figures` with a draft's `pair_figures` on the story request, the question and each other request."""
+def draft_figures(model, tokenizer, which: str, new_tokens=64, repeats=3, size=None, gamma=None) -> dict:
+    """A bundled SmolLM2 draft (`which`: "distilled" at its measured shortlist, or "feature") against plain greedy
+    decoding on the story request, the question and each other request."""
+    if which == "feature":
+        gamma = gamma or drafting.default_gamma(feature_draft.FEATURE_DRAFT_NAME, 2)
+        draft = feature_draft.load()
+        make = lambda: feature_draft.FeatureDrafter(draft, model, tokenizer)  # noqa: E731
+        figures = {"draft": feature_draft.FEATURE_DRAFT_NAME, "shortlist": len(draft.rows), "gamma": gamma}
+    else:
+        gamma = gamma or drafting.default_gamma(drafting.REAL_DRAFT_NAME, GAMMA)
+        draft = load_model(str(drafting.REAL_DRAFT_DIR))
+        warm_up(draft.model, draft.tokenizer)
+        size = size or drafting.default_shortlist(drafting.REAL_DRAFT_NAME)
+        rows = drafters.most_frequent(drafters.token_counts(drafting.REAL_DRAFT_DIR), size)
+        make = lambda: ModelDrafter(draft.model, draft.tokenizer, rows)  # noqa: E731
+        figures = {"draft": drafting.REAL_DRAFT_NAME, "shortlist": size, "gamma": gamma}
 
     def measured(request: str) -> dict:
         ids = encode_prompt(tokenizer, request, chat=True)
-        return pair_figures(model, tokenizer, make_drafter, ids, new_tokens, repeats, gamma)
+        return pair_figures(model, tokenizer, make, ids, new_tokens, repeats, gamma)
 
     figures["story"], figures["question"] = measured(drafting.STORY_REQUEST), measured(drafting.QUESTION)
     figures["others"] = [{"request": request, **measured(request)} for request in drafting.OTHER_REQUESTS]
     return figures
-
-
-def distilled_figures(model, tokenizer, new_tokens=64, repeats=3, size=None, gamma=None) -> dict:
-    """The bundled SmolLM2 draft (its measured shortlist and γ by default) against plain greedy decoding."""
-    gamma = gamma or drafting.default_gamma(drafting.REAL_DRAFT_NAME, GAMMA)
-    draft = load_model(str(drafting.REAL_DRAFT_DIR))
-    warm_up(draft.model, draft.tokenizer)
-    size = size or drafting.default_shortlist(drafting.REAL_DRAFT_NAME)
-    rows = drafters.most_frequent(drafters.token_counts(drafting.REAL_DRAFT_DIR), size)
-    make = lambda: ModelDrafter(draft.model, draft.tokenizer, rows)  # noqa: E731
-    figures = {"draft": drafting.REAL_DRAFT_NAME, "shortlist": size, "gamma": gamma}
-    return on_every_request(figures, model, tokenizer, make, new_tokens, repeats, gamma)
-
-
-def feature_figures(model, tokenizer, new_tokens: int = 64, repeats: int = 3, gamma: int | None = None) -> dict:
-    """The bundled feature draft against plain greedy decoding, on the same requests as the distilled draft."""
-    gamma = gamma or drafting.default_gamma(feature_draft.FEATURE_DRAFT_NAME, 2)
-    draft = feature_draft.load()
-    make = lambda: feature_draft.FeatureDrafter(draft, model, tokenizer)  # noqa: E731
-    figures = {"draft": feature_draft.FEATURE_DRAFT_NAME, "shortlist": len(draft.rows), "gamma": gamma}
-    return on_every_request(figures, model, tokenizer, make, new_tokens, repeats, gamma)
 
 
 def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | None = None) -> dict:
@@ -281,18 +245,18 @@ def real_spec_figures(new_tokens: int = 64, repeats: int = 3, threads: int | Non
         lookup = lambda: PromptLookupDrafter(spec.vocabulary_rows(model))  # noqa: E731
         chat_ids = encode_prompt(tokenizer, drafting.CHAT_PROMPT, chat=True)
         copy_ids = encode_prompt(tokenizer, drafting.COPY_PROMPT, chat=True)
-        k = drafters.SELF_DRAFT_LAYERS
-        self_draft = lambda: drafters.self_drafter(model, tokenizer, k, shortlisted=True)  # noqa: E731
+        self_draft = lambda: drafters.self_drafter(model, tokenizer, drafters.SELF_DRAFT_LAYERS, shortlisted=True)  # noqa: E731
         small = load_model()  # the bundled 6M storyteller
         warm_up(small.model, small.tokenizer)
+        has_draft = (drafting.REAL_DRAFT_DIR / "config.json").is_file()
         return {
             "chosen": pair_figures(model, tokenizer, lookup, copy_ids, new_tokens, repeats),
             "chat": pair_figures(model, tokenizer, lookup, chat_ids, new_tokens, repeats),
             "layered": pair_figures(model, tokenizer, self_draft, chat_ids, SELF_DRAFT_TOKENS, 1),
-            "distilled": distilled_figures(model, tokenizer, new_tokens, repeats)
-            if (drafting.REAL_DRAFT_DIR / "config.json").is_file()
-            else None,
-            "featured": feature_figures(model, tokenizer, new_tokens, repeats) if feature_draft.fits(model) else None,
+            "distilled": draft_figures(model, tokenizer, "distilled", new_tokens, repeats) if has_draft else None,
+            "featured": draft_figures(model, tokenizer, "feature", new_tokens, repeats)
+            if feature_draft.fits(model)
+            else None,  # noqa: E501
             "real": measure_verify_cost(model, real_model.REAL_MODEL_NAME, GAMMA + 1),
             "bundled": measure_verify_cost(small.model, small.info.name, GAMMA + 1),
         }
@@ -339,14 +303,6 @@ def draft_keys(figures: dict | None, prefix: str) -> dict:
     }
 
 
-def cpu_name() -> str:
-    path = Path("/proc/cpuinfo")
-    for line in path.read_text().splitlines() if path.exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
 def main(argv=None) -> None:
     """Measure a bundled SmolLM2 draft (greedy, a story request, a question and three others) and write its
     speculation.json, which the Speculative page quotes."""
@@ -363,16 +319,17 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads or Limits.from_env().torch_threads)
     loaded = load_model(real_model.REAL_MODEL_NAME)
     warm_up(loaded.model, loaded.tokenizer)
-    if args.feature:
-        figures = feature_figures(loaded.model, loaded.tokenizer, args.new_tokens, args.repeats, args.gamma)
-        folder = feature_draft.FEATURE_DRAFT_DIR
-    else:
-        model, tokenizer = loaded.model, loaded.tokenizer
-        figures = distilled_figures(model, tokenizer, args.new_tokens, args.repeats, args.shortlist, args.gamma)
-        folder = drafting.REAL_DRAFT_DIR
-    figures |= {"cpu": cpu_name() + (f", {args.load}" if args.load else ""), "torch_threads": torch.get_num_threads()}
+    which = "feature" if args.feature else "distilled"
+    figures = draft_figures(
+        loaded.model, loaded.tokenizer, which, args.new_tokens, args.repeats, args.shortlist, args.gamma
+    )
+    figures |= {
+        "cpu": machine.cpu_name() + (f", {args.load}" if args.load else ""),
+        "torch_threads": torch.get_num_threads(),
+    }
     print(json.dumps(figures, indent=1))
     if args.write_draft:
+        folder = feature_draft.FEATURE_DRAFT_DIR if args.feature else drafting.REAL_DRAFT_DIR
         (folder / drafting.MEASURED_FILE).write_text(json.dumps(figures, indent=1) + "\n")
 
 

@@ -1,10 +1,7 @@
-"""A speculative run against plain decoding of the same text, on this machine: its counts, every clock reading the
-lesson takes, and what Leviathan et al.'s formula predicts from α, γ and the measured costs.
-
-Every time is `inference.core.measuring`'s clock around a forward pass or a round. Plain decoding is timed on the
-same text: a prefill, then one decode pass per token plus the choice of its token under the app's pipeline
-(`rule.choose_token`), feeding the tokens the speculative run produced; for a greedy run that is exactly what plain
-greedy decoding does (the tokens are equal, tested). A cost "in target passes" divides by the median one-token pass.
+"""A speculative run against plain decoding of the same text on this machine, and what Leviathan et al.'s formula
+predicts from α, γ and the measured costs. Plain decoding is timed by one loop (`PlainTimer`): a prefill, then one
+decode pass per token and the choice of its token under the app's pipeline; fed the run's tokens, it is what plain
+decoding does (the tokens are equal, tested). A cost "in target passes" divides by the median one-token pass.
 """
 
 from __future__ import annotations
@@ -13,6 +10,7 @@ import contextlib
 import statistics
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
+from itertools import accumulate
 
 import pandas as pd
 import torch
@@ -33,9 +31,6 @@ SWEEP_GAMMAS, SWEEP_TEMPERATURES, SWEEP_NEW_TOKENS = tuple(range(1, 9)), (0.0, 0
 VERIFY_CONTEXT = 64  # tokens in the cache before the verify-cost passes
 
 
-# -- theory ------------------------------------------------------------------------------------------------------
-
-
 def expected_tokens_per_pass(alpha: float, gamma: int) -> float:
     """Tokens one round yields when each draft passes with chance α: 1 + α + ... + α^γ."""
     if not 0 <= alpha <= 1:
@@ -44,13 +39,12 @@ def expected_tokens_per_pass(alpha: float, gamma: int) -> float:
 
 
 def predicted_speedup(alpha: float, gamma: int, cost_ratio: float, verify_cost: float = 1.0) -> float:
-    """Leviathan et al.'s speed-up: tokens per round over the round's cost in one-token target passes, γ draft passes
-    at c each plus the verify pass (1 in the paper; pass the measured ratio instead)."""
+    """Tokens a round over its cost in one-token target passes: γ draft passes at c, and the verify pass."""
     return expected_tokens_per_pass(alpha, gamma) / (gamma * cost_ratio + verify_cost)
 
 
 def break_even_alpha(gamma: int, cost_ratio: float, verify_cost: float = 1.0) -> float | None:
-    """The smallest α at which speculation stops losing, or None if even α = 1 loses."""
+    """The smallest α at which speculation stops losing (bisection), or None if even α = 1 loses."""
     if predicted_speedup(1.0, gamma, cost_ratio, verify_cost) < 1:
         return None
     low, high = 0.0, 1.0
@@ -58,9 +52,6 @@ def break_even_alpha(gamma: int, cost_ratio: float, verify_cost: float = 1.0) ->
         mid = (low + high) / 2
         low, high = (mid, high) if predicted_speedup(mid, gamma, cost_ratio, verify_cost) < 1 else (low, mid)
     return high
-
-
-# -- a run's counts ------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -91,18 +82,13 @@ def draft_passes(rounds: list) -> list[float]:
 
 
 def summarise(rounds: list) -> RunSummary:
-    passes = draft_passes(rounds)
+    passes, after_0 = draft_passes(rounds), rounds[1:] or rounds
     return RunSummary(
-        rounds=len(rounds),
-        new_tokens=sum(len(r.new_tokens) for r in rounds),
-        drafted=sum(r.drafted for r in rounds),
-        checked=sum(r.checked for r in rounds),
-        accepted=sum(r.accepted for r in rounds),
-        total_ms=sum(r.round_ms for r in rounds),
-        draft_pass_ms=statistics.median(passes) if passes else None,
-        verify_pass_ms=statistics.median([r.verify_ms for r in rounds[1:] or rounds] or [float("nan")]),
-        verify_read_prompt=len(rounds) == 1,
-    )
+        len(rounds), sum(len(r.new_tokens) for r in rounds), sum(r.drafted for r in rounds),
+        sum(r.checked for r in rounds), sum(r.accepted for r in rounds), sum(r.round_ms for r in rounds),
+        statistics.median(passes) if passes else None,
+        statistics.median([r.verify_ms for r in after_0] or [float("nan")]), len(rounds) == 1,
+    )  # fmt: skip
 
 
 def round_to_show(rounds: list) -> int | None:
@@ -125,56 +111,55 @@ class PlainTiming:
 
     @property
     def decode_step(self) -> Timing | None:
-        """The one-token decode passes as a `Timing`; None with fewer than two."""
         what = "one decode step of plain decoding on this text (its forward on its cache, the context growing)"
         return pass_timing(self.forward_ms[1:], what) if len(self.forward_ms) > 2 else None
 
     @property
     def decode_pass_ms(self) -> float:
-        """The median one-token pass: the unit c and the verify cost are in (with under two, what there is)."""
+        """The median one-token pass: the unit c and the verify cost are in."""
         return statistics.median(self.forward_ms[1:] or self.forward_ms)
 
 
 class PlainTimer:
-    """Plain decoding of a growing text on one cache, each token timed once (a page's Step times only the round's
-    new tokens); starts over when the tokens are not a continuation of those timed."""
+    """Plain decoding on one cache, each step timed once: `step(u)` chooses and feeds its own token; `extend(tokens)`
+    feeds a run's tokens (a page's Step times only the new ones; a text that is not a continuation starts over)."""
 
     def __init__(self, target, prompt_ids: list[int], settings: SamplingSettings):
         self.target, self.prompt_ids, self.settings = target, list(prompt_ids), settings
         self.timed: list[int] = []
 
+    def _start(self) -> None:
+        self.forward = TransformersForward(self.target, None)
+        self.seen = seen_mask(self.prompt_ids, self.forward.vocab_size)
+        self.timed, self.forward_ms, self.step_ms = [], [], []
+
     @torch.inference_mode()
+    def step(self, u: float, token: int | None = None) -> int:
+        """One plain step: the forward pass, the choice with this u (timed as a round pays it), then `token` (or the
+        choice) fed on. Returns the choice."""
+        if not self.timed:
+            self._start()
+        start = now()
+        logits = self.forward.logits(self.timed[-1:] or self.prompt_ids)[0]
+        self.forward_ms.append(ms_since(start))
+        chosen = choose_token(logits, self.settings, self.seen, u)
+        self.step_ms.append(ms_since(start))
+        self.timed.append(chosen if token is None else token)
+        self.seen[self.timed[-1]] = True
+        return chosen
+
     def extend(self, token_ids: list[int]) -> PlainTiming:
-        if not self.timed or token_ids[: len(self.timed)] != self.timed:
-            self.forward = TransformersForward(self.target, None)
-            self.seen = seen_mask(self.prompt_ids, self.forward.vocab_size)
-            self.timed, self.forward_ms, self.step_ms = [], [], []
+        if token_ids[: len(self.timed)] != self.timed:
+            self.timed = []
         for token in token_ids[len(self.timed) :]:
-            start = now()
-            logits = self.forward.logits([self.timed[-1]] if self.timed else self.prompt_ids)[0]
-            self.forward_ms.append(ms_since(start))
-            choose_token(logits, self.settings, self.seen, 0.5)  # the choice's cost, as a round pays it
-            self.step_ms.append(ms_since(start))
-            self.seen[token] = True
-            self.timed.append(token)
-        return PlainTiming(list(self.forward_ms), list(self.step_ms))
+            self.step(0.5, token)
+        return PlainTiming(list(self.forward_ms), list(self.step_ms)) if self.timed else PlainTiming([], [])
 
 
-@torch.inference_mode()
 def plain_decode(target, prompt_ids: list[int], new_tokens: int, settings: SamplingSettings, seed: int = 0):
-    """Plain decoding at its leanest, the benchmark's baseline: the target's forward and the token chosen as a round
-    chooses its own, step i drawing with the seed's u_i as a trace does (its tokens are the trace's, tested)."""
-    forward = TransformersForward(target, None)
-    seen = seen_mask(prompt_ids, forward.vocab_size)
-    tokens, feed = [], list(prompt_ids)
-    for u in run_uniforms(seed, new_tokens).tolist():
-        tokens.append(choose_token(forward.logits(feed)[0], settings, seen, u))
-        seen[tokens[-1]] = True
-        feed = tokens[-1:]
-    return tokens
-
-
-# -- the comparison --------------------------------------------------------------------------------------------------
+    """Plain decoding at its leanest, the benchmark's baseline: step i draws with the seed's u_i as a trace does."""
+    timer = PlainTimer(target, prompt_ids, settings)
+    return [timer.step(u) for u in run_uniforms(seed, new_tokens).tolist()]
 
 
 @dataclass(frozen=True)
@@ -206,19 +191,15 @@ class Comparison:
         return pass_timing(passes, "one draft pass of this run (one token on its cache)") if len(passes) > 1 else None
 
     def per_round(self):
-        """measuring.compare of each round's speed-up (plain decoding's time for the round's tokens over the round's)
-        against 1: its words say faster, slower, or within the spread of the rounds."""
-        plain, start, speedups = self.plain.step_ms, 0, []
-        for r in self.rounds:
-            speedups.append(sum(plain[start : start + len(r.new_tokens)]) / r.round_ms)
-            start += len(r.new_tokens)
-        return compare(speedups, 1.0)
+        """`compare` of each round's speed-up (plain decoding's time for its tokens over the round's) against 1."""
+        ends = [0, *accumulate(len(r.new_tokens) for r in self.rounds)]
+        plain = [sum(self.plain.step_ms[a:b]) for a, b in zip(ends, ends[1:])]
+        return compare([ms / r.round_ms for ms, r in zip(plain, self.rounds)], 1.0)
 
     def verify_against_one(self):
-        """measuring.compare of the verify passes after round 0 against plain decoding's one-token passes."""
-        return compare(
-            [r.verify_ms for r in self.rounds[1:] or self.rounds], self.plain.forward_ms[1:] or self.plain.forward_ms
-        )
+        """`compare` of the verify passes after round 0 against plain decoding's one-token passes."""
+        verify = [r.verify_ms for r in self.rounds[1:] or self.rounds]
+        return compare(verify, self.plain.forward_ms[1:] or self.plain.forward_ms)
 
     def overhead_passes_per_round(self) -> float | None:
         """What a round spends outside the model passes (search, sampling, bookkeeping), in target passes."""
@@ -235,37 +216,32 @@ class Comparison:
 
     def predicted_speedup(self, measured_verify: bool = False, overheads: bool = False) -> float | None:
         """The formula from this run's α and c; with the measured verify cost; with the costs outside the passes."""
-        alpha = self.summary.acceptance_rate
+        alpha, c = self.summary.acceptance_rate, self.cost_ratio or 0.0
         if alpha is None:
             return None
         verify = self.verify_cost if measured_verify or overheads else 1.0
         if not overheads:
-            return predicted_speedup(alpha, self.gamma, self.cost_ratio or 0.0, verify)
-        rounds_cost = self.gamma * (self.cost_ratio or 0.0) + verify + (self.overhead_passes_per_round() or 0.0)
-        return expected_tokens_per_pass(alpha, self.gamma) * (1 + self.draw_passes_per_token()) / rounds_cost
+            return predicted_speedup(alpha, self.gamma, c, verify)
+        round_cost = self.gamma * c + verify + (self.overhead_passes_per_round() or 0.0)
+        return expected_tokens_per_pass(alpha, self.gamma) * (1 + self.draw_passes_per_token()) / round_cost
 
 
-def run_against_plain(run, settings: SamplingSettings, kept: MutableMapping | None = None) -> Comparison:
-    """The run against plain decoding of its text; `kept` (a page's session) keeps the plain timer of this run and
-    settings, so a rerun after a round times only its new tokens."""
-    held = None if kept is None else kept.get(PLAIN_TIMER_KEY)
-    if held is None or held[0] is not run or held[1].settings != settings:
-        held = (run, PlainTimer(run.target, run.prompt_ids, settings))
-        if kept is not None:
-            kept[PLAIN_TIMER_KEY] = held
-    plain = held[1].extend(run.generated_ids)
-    return Comparison(summarise(run.rounds), plain, run.gamma, tuple(run.rounds))
-
-
-def kept_comparison(run, settings: SamplingSettings, kept: MutableMapping, guards=()) -> Comparison:
-    """`run_against_plain`, made once per run and length of its text, holding each of `guards` while it times."""
-    made = kept.get(COMPARISON_KEY)
-    if made is None or made[0] is not run or made[1] != len(run.generated_ids):
-        with contextlib.ExitStack() as stack:
-            for guard in guards:
-                stack.enter_context(guard())
-            made = kept[COMPARISON_KEY] = (run, len(run.generated_ids), run_against_plain(run, settings, kept))
-    return made[2]
+def run_against_plain(run, settings: SamplingSettings, kept: MutableMapping | None = None, guards=()) -> Comparison:
+    """The run against plain decoding of its text. `kept` (a page's session) keeps it per run and text length, and the
+    plain timer per run and settings, so a rerun after a round times only its new tokens; `guards` held while timing."""
+    kept = {} if kept is None else kept
+    made, timer = kept.get(COMPARISON_KEY), kept.get(PLAIN_TIMER_KEY)
+    if made is not None and made[0] is run and made[1] == len(run.generated_ids):
+        return made[2]
+    if timer is None or timer[0] is not run or timer[1].settings != settings:
+        timer = kept[PLAIN_TIMER_KEY] = (run, PlainTimer(run.target, run.prompt_ids, settings))
+    with contextlib.ExitStack() as stack:
+        for guard in guards:
+            stack.enter_context(guard())
+        plain = timer[1].extend(run.generated_ids)
+    result = Comparison(summarise(run.rounds), plain, run.gamma, tuple(run.rounds))
+    kept[COMPARISON_KEY] = (run, len(run.generated_ids), result)
+    return result
 
 
 # -- a verify pass's cost on two models ------------------------------------------------------------------------------
@@ -296,8 +272,8 @@ def other_model(target_name: str) -> tuple[str, str] | None:
 
 @torch.inference_mode()
 def measure_verify_cost(model, name: str, positions: int = 5, repeats: int = 9) -> VerifyCost:
-    """A one-token pass and a `positions`-token pass after `VERIFY_CONTEXT` filler tokens, alternated (so a busy spell
-    slows both alike) on one cache cropped back after each; the first pair is a warm-up."""
+    """A one-token and a `positions`-token pass after `VERIFY_CONTEXT` filler tokens, alternated (a busy spell slows
+    both alike) on one cache cropped back after each; the first pair is a warm-up."""
     forward = TransformersForward(model, None)
     forward.logits(filler_prompt(forward.vocab_size, VERIFY_CONTEXT, seed=1))
     extra = filler_prompt(forward.vocab_size, positions, seed=2)
@@ -327,46 +303,38 @@ def measure_both(model, name: str, other: tuple[str, str], load, positions: int,
 # -- the sweep -------------------------------------------------------------------------------------------------------
 
 
-def sweep(target, tokenizer, make_drafter: Callable, prompt_ids, new_tokens=SWEEP_NEW_TOKENS, progress=None, seed=0):
+def sweep(target, tokenizer, make_drafter: Callable, prompt_ids, progress: Progress, new_tokens=SWEEP_NEW_TOKENS):
     """Measured and predicted speed-up at each γ and temperature (the only sampling knob on): one run each with a
     fresh drafter, against plain decoding of its text."""
     rows, total = [], len(SWEEP_GAMMAS) * len(SWEEP_TEMPERATURES)
     for t in SWEEP_TEMPERATURES:
         settings = SamplingSettings(temperature=t)
         for g in SWEEP_GAMMAS:
-            if progress:
-                progress(len(rows), total, f"γ = {g}, temperature {t:g}")
-            run = new_run(target, tokenizer, make_drafter(), prompt_ids, new_tokens, g, seed, stop_at_eos=False)
+            progress(len(rows), total, f"γ = {g}, temperature {t:g}")
+            run = new_run(target, tokenizer, make_drafter(), prompt_ids, new_tokens, g, 0, stop_at_eos=False)
             list(run.run(settings))
             result = run_against_plain(run, settings)
             alpha = result.summary.acceptance_rate
             rows.append(
-                {
-                    "temperature": t,
-                    "gamma": g,
-                    "alpha": alpha,
-                    "tokens_per_pass": result.summary.tokens_per_target_pass,
-                    "predicted_tokens_per_pass": expected_tokens_per_pass(alpha or 0.0, g),
-                    "measured_speedup": result.measured_speedup,
-                    "cost_ratio": result.cost_ratio,
-                    "verify_cost": result.verify_cost,
-                    "predicted_speedup_measured_verify": result.predicted_speedup(measured_verify=True),
-                }
-            )
+                dict(temperature=t, gamma=g, alpha=alpha, tokens_per_pass=result.summary.tokens_per_target_pass,
+                     predicted_tokens_per_pass=expected_tokens_per_pass(alpha or 0.0, g),
+                     measured_speedup=result.measured_speedup, cost_ratio=result.cost_ratio,
+                     verify_cost=result.verify_cost,
+                     predicted_speedup_measured_verify=result.predicted_speedup(measured_verify=True))
+            )  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def sweep_sides(sides: list[tuple], make_drafter: Callable, prompt_ids, progress: Progress | None = None):
-    """`sweep` on each (name, target, tokenizer), one table with each target's name, `weight_bytes` and `fits_cache`
+def sweep_sides(sides: list[tuple], make_drafter: Callable, prompt_ids, progress: Progress):
+    """`sweep` on each (name, target, tokenizer): one table with each target's name, `weight_bytes` and `fits_cache`
     (None where this machine's cache size is unknown), under one progress bar."""
     tables = []
     for index, (name, target, tokenizer) in enumerate(sides):
 
         def step(done, total, text, index=index, name=name):
-            if progress:
-                progress(index * total + done, len(sides) * total, f"{name}: {text}")
+            progress(index * total + done, len(sides) * total, f"{name}: {text}")
 
         size = weight_bytes(target)
-        table = sweep(target, tokenizer, make_drafter, prompt_ids, progress=step)
+        table = sweep(target, tokenizer, make_drafter, prompt_ids, step)
         tables.append(table.assign(target=name, weight_bytes=size, fits_cache=machine.weights_fit_in_cache(size)))
     return pd.concat(tables, ignore_index=True)

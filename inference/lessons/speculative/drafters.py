@@ -1,12 +1,9 @@
 """Drafters: whatever proposes a round's tokens, with the distributions q they were drawn from.
 
-- `ModelDrafter`: a small model with its own KV cache (`TransformersForward`, or `ShortlistForward` when it scores only
-  its most frequent tokens, as FR-Spec does: Zhao et al. 2025); a self-draft is the target's own first k layers.
-- `PromptLookupDrafter`: copies what followed an earlier occurrence of the last few tokens (q is a point mass).
-- `feature_draft.FeatureDrafter`: one layer reading the target's last hidden state (EAGLE).
-
-A shortlist leaves every other token at q = 0, which the rule allows: the target's residual max(0, p - q) then holds
-every token the draft could not propose, so the text is still exactly the target's.
+`ModelDrafter` is a small model on its own KV cache (scoring only its most frequent tokens with `ShortlistForward`,
+as FR-Spec does; a self-draft is the target's own first k layers); `PromptLookupDrafter` copies what followed an
+earlier occurrence of the last tokens (q a point mass); `feature_draft.FeatureDrafter` reads the target's last hidden
+state (EAGLE). A shortlist leaves other tokens at q = 0, which the rule allows: the residual max(0, p - q) holds them.
 """
 
 from __future__ import annotations
@@ -37,12 +34,10 @@ SELF_SHORTLIST_ROWS = 8192  # a BPE tokenizer numbers its merges most frequent f
 
 @dataclass(frozen=True)
 class DraftRequest:
-    """The text so far, how many tokens a drafter may draft, and how the run samples."""
-
-    committed: list[int]
-    gamma: int
+    committed: list[int]  # the text so far
+    gamma: int  # tokens it may draft
     settings: SamplingSettings
-    seen: torch.Tensor  # [vocab] bool: the tokens of the committed text (what the penalty sees)
+    seen: torch.Tensor  # [vocab] bool: the committed text's tokens (what the penalty sees)
     uniform: Callable[[], float]
     stop_at_eos: bool = True
 
@@ -51,14 +46,14 @@ class DraftRequest:
 class Proposal:
     tokens: list[int]
     q_rows: torch.Tensor | None  # [n, vocab] float64 distributions the tokens were drawn from (None: greedy)
-    logit_rows: list[torch.Tensor]  # the model's [vocab] logits each token was chosen from (none for lookup)
+    logit_rows: list[torch.Tensor]  # the [vocab] logits each token was chosen from (none for lookup)
     pass_ms: list[float]  # each draft forward pass (prompt lookup: its search)
     note: str | None = None
 
 
 def draw_proposal(request: DraftRequest, first_logits: Callable, next_logits: Callable, eos_ids: set[int]) -> Proposal:
-    """Up to `request.gamma` tokens from a model's [vocab] logits (`first_logits()`, then `next_logits(token)`), each
-    pass timed; greedy takes the top token, else the run's settings draw with its next uniform. Stops after EOS."""
+    """Up to γ tokens from a model's [vocab] logits (`first_logits()`, then `next_logits(token)`), each pass timed,
+    each token chosen under the run's settings with its next uniform. Stops after an end-of-text token."""
     settings, seen = request.settings, request.seen.clone()
     tokens, q_rows, logit_rows, pass_ms = [], [], [], []
     with Stopwatch() as watch:
@@ -82,8 +77,8 @@ def draw_proposal(request: DraftRequest, first_logits: Callable, next_logits: Ca
 
 
 class ModelDrafter:
-    """A small language model with its own KV cache, always a prefix of the committed text: each round feeds what it
-    has not seen, then one token a pass. With `shortlist` (token ids) it scores only those."""
+    """A small language model on its own KV cache (a prefix of the committed text); with `shortlist` (token ids) it
+    scores only those."""
 
     kind = DRAFT_MODEL
 
@@ -121,9 +116,9 @@ class LookupMatch:
 
 
 def find_lookup(ids: list[int], max_ngram: int = LOOKUP_MAX_NGRAM, min_ngram: int = LOOKUP_MIN_NGRAM):
-    """The most recent earlier occurrence of the last `max_ngram` (down to `min_ngram`) tokens with a token after it,
-    as transformers' prompt lookup and llama.cpp's lookup decoding search. Searched as bytes (4 per id) by
-    `bytes.rfind`, in C: a Python loop cost most of a round that drafts nothing. A hit must start on a token."""
+    """The latest earlier occurrence of the last `max_ngram` (down to `min_ngram`) tokens with a token after it, as
+    transformers' and llama.cpp's lookup search; by `bytes.rfind` on 4 bytes an id (a Python loop cost most of a
+    round that drafts nothing). A hit must start on a token."""
     data = array("I", ids).tobytes()
     for n in range(min(max_ngram, len(ids) - 1), min_ngram - 1, -1):
         tail, end = data[-4 * n :], (len(ids) - 1) * 4
@@ -169,16 +164,6 @@ class PromptLookupDrafter:
         pass
 
 
-# -- shortlists: a draft's most frequent tokens (its training text's counts, `token_frequency.json`) ---------------
-
-
-def usable_sizes(counts, vocab: int) -> list[int]:
-    """The shortlist sizes a page offers for a draft: below its vocabulary, and only with counts of its size."""
-    if counts is None or len(counts) != vocab:
-        return []
-    return [size for size in SHORTLIST_SIZES if size < vocab]
-
-
 # -- self-speculation: the target's own first k layers, final norm and output layer ---------------------------------
 
 
@@ -189,16 +174,14 @@ class SelfDraftError(ValueError):
 def can_self_draft(model) -> bool:
     """A decoder laid out as `model.model.layers` with its norm, embeddings and rotary beside them (Llama and kin)."""
     body = getattr(model, "model", None)
-    parts = ("layers", "norm", "embed_tokens", "rotary_emb")
-    return all(hasattr(body, name) for name in parts) and hasattr(model, "lm_head")
+    return all(hasattr(body, n) for n in ("layers", "norm", "embed_tokens", "rotary_emb")) and hasattr(model, "lm_head")
 
 
 def layer_choices(layers: int) -> list[int]:
-    """The page's k for a target of `layers` layers: every k for a shallow model, else a few and every fourth."""
+    """The page's k: every k for a shallow model, else a few and every fourth."""
     if layers <= 8:
         return list(range(1, layers))
-    picks = {k for k in SELF_LAYER_CHOICES if k < layers} | set(range(4, layers, 4)) | {layers // 2, layers - 2}
-    return sorted(picks)
+    return sorted({k for k in SELF_LAYER_CHOICES if k < layers} | set(range(4, layers, 4)) | {layers // 2, layers - 2})
 
 
 def layer_draft(target, k: int):

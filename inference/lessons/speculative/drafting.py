@@ -1,17 +1,16 @@
 """Which drafter a page's run uses, and the drafts this project ships.
 
 The bundled drafts: the storytellers' `storyteller-draft-1m`, and `smollm2-draft-14m` for SmolLM2-135M-Instruct
-(`inference.training.distill_real`); a target gets the one with as many output rows as its own (read from the
-configs, before anything loads), and `run.check_pair` checks the tokenizers. A draft folder may hold
-`speculation.json`, its greedy figures on SmolLM2 measured when shipped (`python -m inference.bench.real_spec
---write-draft`), which the page quotes. Whatever cannot serve the target leaves prompt lookup running.
+(`inference.training.distill_real`); a target gets the one with as many output rows as its own (read from the configs
+before anything loads), and `run.check_pair` checks the tokenizers. A draft folder may hold `speculation.json`, its
+greedy figures on SmolLM2 measured when shipped (`python -m inference.bench.real_spec --write-draft`), which the page
+quotes. Whatever cannot serve the target leaves prompt lookup running.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -19,9 +18,9 @@ from inference.core.loader import LoadedModel, ModelLoadError
 from inference.core.paths import BUNDLED_MODEL_NAME, MODELS_DIR
 from inference.core.routing import BUNDLED_MOE_DIR, BUNDLED_MOE_NAME
 from inference.core.run import SEED_MAX
-from inference.lessons.speculative import comparison, drafters, feature_draft
+from inference.lessons.speculative import drafters, feature_draft
 from inference.lessons.speculative import run as spec  # the module, so a test can refuse every pair in one place
-from inference.lessons.speculative.drafters import DEFAULT_SHORTLIST, ModelDrafter, PromptLookupDrafter
+from inference.lessons.speculative.drafters import DEFAULT_SHORTLIST, SHORTLIST_SIZES, ModelDrafter
 
 BUNDLED_DRAFT_DIR = MODELS_DIR / "storyteller-draft-1m"
 REAL_DRAFT_NAME = "smollm2-draft-14m"
@@ -72,7 +71,7 @@ PAGE_URL_PARAMS = {  # URL parameter -> (widget key, type), besides the sampling
     "max": ("spec_max_new", int),
 }
 PAGE_NAMES = {"spec_gamma": "γ (tokens drafted per round)", "spec_max_new": "max new tokens"}  # in URL warnings
-SHORTLIST_CHOICES = (*drafters.SHORTLIST_SIZES, SHORTLIST_ALL)  # what a link's `sl` may say
+SHORTLIST_CHOICES = (*SHORTLIST_SIZES, SHORTLIST_ALL)  # what a link's `sl` may say
 
 
 @lru_cache(maxsize=8)
@@ -89,14 +88,9 @@ def draft_dir_for(target) -> Path:
     return next((folder for folder in DRAFT_DIRS if _rows(str(folder)) == rows), BUNDLED_DRAFT_DIR)
 
 
-def bundled_dir(name: str | None) -> Path | None:
-    """The folder of the bundled draft (or feature draft) called `name`, None for any other model."""
-    return next((f for f in (*DRAFT_DIRS, feature_draft.FEATURE_DRAFT_DIR) if f.name == name), None)
-
-
 def read_json(name: str | None, file: str) -> dict:
     """A bundled draft's json file (`speculation.json`, `training_meta.json`), {} for any other model or none."""
-    folder = bundled_dir(name)
+    folder = next((f for f in (*DRAFT_DIRS, feature_draft.FEATURE_DRAFT_DIR) if f.name == name), None)
     try:
         return json.loads((folder / file).read_text()) if folder else {}
     except (OSError, ValueError):
@@ -111,43 +105,40 @@ def default_gamma(name: str | None, fallback: int) -> int:
     return int(read_json(name, MEASURED_FILE).get("gamma", fallback))
 
 
-@dataclass(frozen=True)
-class DraftAttempt:
-    """A draft model that can serve the target, or why not (`load_failed`: it did not even load)."""
-
-    draft: LoadedModel | None
-    problem: str | None = None
-    load_failed: bool = False
-
-
-def try_draft(target, target_tokenizer, load: Callable[[], LoadedModel]) -> DraftAttempt:
-    """Load a draft with `load()` (which may raise ModelLoadError) and check it can draft for the target."""
+def try_draft(target, target_tokenizer, load: Callable[[], LoadedModel]) -> tuple[LoadedModel | None, str | None]:
+    """(a draft loaded by `load()` that can serve the target, None) or (None, why not)."""
     try:
         draft = load()
-    except ModelLoadError as err:
-        return DraftAttempt(None, str(err), load_failed=True)
-    try:
         spec.check_pair(target, target_tokenizer, draft.model, draft.tokenizer)
-    except spec.SpeculationError as err:
-        return DraftAttempt(None, str(err))
-    return DraftAttempt(draft)
+    except (ModelLoadError, spec.SpeculationError) as err:
+        return None, str(err)
+    return draft, None
 
 
 def draft_counts(draft: LoadedModel | None):
     """A bundled draft's training-text token counts; None for any other (the page reads no file of a visitor's model)."""
-    folder = None if draft is None else bundled_dir(draft.info.name)
+    folder = next((f for f in DRAFT_DIRS if draft is not None and f.name == draft.info.name), None)
     return None if folder is None else drafters.token_counts(folder)
 
 
 def shortlist_sizes(draft: LoadedModel | None) -> list[int]:
-    return [] if draft is None else drafters.usable_sizes(draft_counts(draft), spec.vocabulary_rows(draft.model))
+    """The sizes a page offers for a draft: below its vocabulary, and only with counts of its size."""
+    counts = draft_counts(draft)
+    if counts is None or len(counts) != spec.vocabulary_rows(draft.model):
+        return []
+    return [size for size in SHORTLIST_SIZES if size < len(counts)]
 
 
 def shortlist_ids(draft: LoadedModel | None, size: int) -> list[int] | None:
     """The token ids the draft scores at this shortlist size, or None for every token."""
-    if size == SHORTLIST_ALL or size not in shortlist_sizes(draft):
-        return None
-    return drafters.most_frequent(draft_counts(draft), size)
+    return drafters.most_frequent(draft_counts(draft), size) if size in shortlist_sizes(draft) else None
+
+
+def shortlist_choices(draft) -> dict[int, str]:
+    """The shortlist sizes this draft offers, every token last, as the page lists them (empty: none offered)."""
+    sizes, counts = shortlist_sizes(draft), draft_counts(draft)
+    options = {s: f"{s:,} most frequent ({drafters.coverage(counts, s):.1%} of its training text)" for s in sizes}
+    return options | {SHORTLIST_ALL: f"all {len(counts):,}"} if sizes else {}
 
 
 def drafter_choices(target) -> list[str]:
@@ -157,27 +148,14 @@ def drafter_choices(target) -> list[str]:
 
 
 def make_drafter(target, tokenizer, self_layers: int | None, draft, shortlist_size: int, feature=None):
-    """The page's drafter: the feature draft, else a self-draft of `self_layers` layers, else the draft model (its
-    shortlist where it has counts), else prompt lookup."""
+    """The feature draft, else a self-draft of `self_layers` layers, else the draft model, else prompt lookup."""
     if feature is not None:
         return feature_draft.FeatureDrafter(feature, target, tokenizer)
     if self_layers:
         return drafters.self_drafter(target, tokenizer, self_layers, shortlist_size != SHORTLIST_ALL)
     if draft is not None:
         return ModelDrafter(draft.model, draft.tokenizer, shortlist_ids(draft, shortlist_size))
-    return PromptLookupDrafter(spec.vocabulary_rows(target))
-
-
-def run_kind(self_layers: int | None, draft, feature=None) -> str:
-    return "feature" if feature is not None else "self" if self_layers else "draft" if draft is not None else "lookup"
-
-
-def start_run(target, tokenizer, make: Callable, ids: list[int], new_tokens: int, gamma: int, seed: int):
-    """(a new speculative run, None), or (None, why it could not start)."""
-    try:
-        return spec.new_run(target, tokenizer, make(), ids, new_tokens, gamma=gamma, seed=seed), None
-    except spec.SpeculationError as err:
-        return None, str(err)
+    return drafters.PromptLookupDrafter(spec.vocabulary_rows(target))
 
 
 def other_side(target_name: str) -> tuple[str, str] | None:
@@ -188,38 +166,22 @@ def other_side(target_name: str) -> tuple[str, str] | None:
     return (BUNDLED_MODEL_NAME, "") if target_name == BUNDLED_MOE_NAME else None
 
 
-def page_sweep(target: tuple, other, load: Callable, make: Callable, ids: list[int], progress):
-    """The page's sweep on its (name, model, tokenizer) and the `other_side` target (loaded by `load(source)`)."""
-    sides = [target]
-    if other is not None:
-        loaded = load(other[1])
-        sides.append((other[0], loaded.model, loaded.tokenizer))
-    return comparison.sweep_sides(sides, make, ids, progress=progress)
-
-
 def page_defaults(story_model: bool, has_chat_template: bool, draft_dir=None, feature_fits: bool = False) -> dict:
     """A story model continues a story; a model with a bundled draft of its own (SmolLM2) gets a story request in its
-    chat template, greedy, with its fastest drafter as measured when shipped (the feature draft where it reads the
-    model, else the distilled draft at its measured shortlist and γ); any other gets `COPY_PROMPT` with prompt lookup."""
+    chat template, greedy (what the drafts were trained for), with its fastest drafter as measured when shipped;
+    any other gets `COPY_PROMPT` with prompt lookup."""
     if story_model:
         return dict(PAGE_DEFAULTS)
     if draft_dir is not None and draft_dir != BUNDLED_DRAFT_DIR and has_chat_template:
-        return {
-            **PAGE_DEFAULTS,
+        return PAGE_DEFAULTS | {
             "spec_drafter": "feature" if feature_fits else "draft",
             "spec_prompt": STORY_REQUEST,
             "spec_chat": True,
-            "spec_temperature": 0.0,  # what the draft was trained for: the target's greedy text
+            "spec_temperature": 0.0,
             "spec_shortlist": default_shortlist(draft_dir.name),
             "spec_gamma": default_gamma(draft_dir.name, PAGE_DEFAULTS["spec_gamma"]),
         }
-    return {**PAGE_DEFAULTS, "spec_prompt": COPY_PROMPT, "spec_drafter": "lookup", "spec_chat": has_chat_template}
-
-
-def link_values(state, shortlist_size: int) -> dict[str, str]:
-    """What a shared link says besides the sampling knobs (the prompt cut to 1,000 characters)."""
-    values = {param: str(state[key]) for param, (key, _) in PAGE_URL_PARAMS.items() if param != "sl"}
-    return values | {"prompt": str(state["spec_prompt"])[:1000], "sl": str(shortlist_size)}
+    return PAGE_DEFAULTS | {"spec_prompt": COPY_PROMPT, "spec_drafter": "lookup", "spec_chat": has_chat_template}
 
 
 def drafter_label(name: str | None, shortlist_size: int = 0) -> str:
@@ -228,13 +190,3 @@ def drafter_label(name: str | None, shortlist_size: int = 0) -> str:
         return "prompt lookup (no model)"
     kind = "feature draft" if name == feature_draft.FEATURE_DRAFT_NAME else "draft model"
     return f"{kind} {name}" + (f" ({shortlist_size:,}-token shortlist)" if shortlist_size else "")
-
-
-def shortlist_choices(draft) -> dict[int, str]:
-    """The shortlist sizes this draft offers, every token last, as the page lists them (empty: none offered)."""
-    sizes = shortlist_sizes(draft)
-    if not sizes:
-        return {}
-    counts, vocab = draft_counts(draft), draft.model.get_output_embeddings().weight.shape[0]
-    options = {s: f"{s:,} most frequent ({drafters.coverage(counts, s):.1%} of its training text)" for s in sizes}
-    return options | {SHORTLIST_ALL: f"all {vocab:,}"}

@@ -1,13 +1,9 @@
-"""A feature draft (EAGLE's idea: Li et al. 2024): a draft that reads the target's own last hidden state.
+"""A feature draft (EAGLE: Li et al. 2024): one Llama decoder layer reading the target's own last hidden state.
 
-At position j it takes the target's final hidden state h_j (after its final norm: what its output layer reads) and the
-embedding of the next token, mixes them with one linear layer (`fc`), runs ONE Llama decoder layer over them (with its
-own KV cache) and predicts h_{j+1}; the target's output layer, restricted to a shortlist, gives its logits. A second
-draft token feeds its own predicted h back in place of the target's. It needs the target's hidden state of every
-position, which the verify pass computes anyway (`TransformersForward.logits_and_features`): before the target's
-first pass it has nothing to read, and the first round drafts nothing.
-
-Its model and files: `inference.training.feature_model` (trained by `python -m inference.training.distill_features`).
+At position j it mixes the target's final-normed hidden state h_j with the next token's embedding (`fc`), runs its
+layer on its own KV cache and predicts h_{j+1}, scored by the target's output layer over a shortlist; a second draft
+token feeds its own prediction back. The verify pass computes h anyway (`logits_and_features`); before the target's
+first pass there is nothing to read, so the first round drafts nothing. Its model: `inference.training.feature_model`.
 """
 
 from __future__ import annotations
@@ -37,14 +33,12 @@ NOTHING_TO_READ = (
 
 @lru_cache(maxsize=1)
 def _bundled_config() -> dict | None:
-    if not (FEATURE_DRAFT_DIR / WEIGHTS_FILE).is_file():
-        return None
-    return json.loads((FEATURE_DRAFT_DIR / "config.json").read_text())
+    path = FEATURE_DRAFT_DIR / "config.json"
+    return json.loads(path.read_text()) if (FEATURE_DRAFT_DIR / WEIGHTS_FILE).is_file() else None
 
 
 def fits(target) -> bool:
-    """The bundled feature draft reads this target: same width, a Llama-style layout, as many output rows (read from
-    its config before anything loads: the page asks on every rerun)."""
+    """The bundled feature draft reads this target (its width, layout and output rows, read before anything loads)."""
     config = _bundled_config()
     if config is None or not hasattr(getattr(target, "model", None), "norm"):
         return False
@@ -54,9 +48,8 @@ def fits(target) -> bool:
 
 
 class FeatureDrafter:
-    """One run's feature drafter: its own KV cache for the one-layer body, and the target's normed final hidden states
-    of the text so far (`take_features`, after each verify pass). Its cache keeps only positions fed with the
-    target's real features; those fed with its own predictions are cropped after each round."""
+    """One run's feature drafter: its layer's KV cache (only positions fed the target's real features survive a
+    round) and the target's normed final hidden states of the text so far (`take_features`, after each verify)."""
 
     kind = FEATURE_DRAFT
     reads_target_features = True
@@ -84,12 +77,10 @@ class FeatureDrafter:
         return self.context - committed + 1
 
     @torch.inference_mode()
-    def take_features(self, first: int, hidden: torch.Tensor) -> None:
-        """The target's last-layer hidden states (before its final norm) of positions `first`..: kept normed."""
+    def take_features(self, first: int, hidden: torch.Tensor) -> None:  # positions first..., before the final norm
         self._features = torch.cat([self._features[:first], self._norm(hidden.float())])
 
-    def _pass(self, token_ids: list[int], features: torch.Tensor) -> torch.Tensor:
-        """Positions (embedding of the next token, feature) through the body after its cache: the last output."""
+    def _pass(self, token_ids: list[int], features: torch.Tensor) -> torch.Tensor:  # the body's last output
         embedded = self._embedding(torch.tensor(token_ids, dtype=torch.long))
         mixed = self.draft.fc(torch.cat([embedded, features], dim=-1)).unsqueeze(0)
         return self.draft.body(inputs_embeds=mixed, cache=self.cache, use_cache=True).last_hidden_state[0, -1]

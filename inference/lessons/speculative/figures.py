@@ -1,10 +1,10 @@
-"""The Speculative decoding page's figures and HTML: the text by who wrote each token, one round's drafts and their
-tests, the residual, the measured timeline, the theory curve and the sweep. Pure functions from data to a Plotly
-figure (or an HTML string); every token text is escaped (`style.label` for charts, `html.escape` for chips)."""
+"""The Speculative page's figures and HTML, pure functions of data: the text by who wrote each token, one round's
+tests and residual, the measured timeline, the theory curve and the sweep. Token text is escaped (`label`, `html`)."""
 
 from __future__ import annotations
 
 import html
+from itertools import combinations
 
 import numpy as np
 import pandas as pd
@@ -79,21 +79,16 @@ def text_html(tokenizer, prompt_ids: list[int], rounds: list, prompt_tail: int |
     """The prompt (its last `prompt_tail` tokens after a chip counting the rest) as dashed chips, then every round's
     new tokens: accepted drafts green, the target's own token orange, rounds separated by a bar."""
     special = set(tokenizer.all_special_ids)
-
-    def shown(token_id: int, text: str) -> str:
-        return tokenizer.convert_ids_to_tokens(token_id) if token_id in special else text
-
-    parts = [CHIP_CSS, '<div class="spec-box">']
+    shown = lambda t, text: tokenizer.convert_ids_to_tokens(t) if t in special else text  # noqa: E731
     earlier, prompt_ids = tokens.prompt_tail(prompt_ids, prompt_tail) if prompt_tail is not None else ("", prompt_ids)
-    if earlier:
-        parts.append(_chip(earlier, "prompt", token=False))
+    parts = [CHIP_CSS, '<div class="spec-box">'] + ([_chip(earlier, "prompt", token=False)] if earlier else [])
     parts += [_chip(shown(t, tokenizer.decode([t])), "prompt", f"prompt token {t}") for t in prompt_ids]
     for r in rounds:
         parts.append('<span class="spec-round-sep"></span>')
         for i, token_id in enumerate(r.new_tokens):
             own = i == len(r.new_tokens) - 1 and token_id == r.token_id and i == r.accepted
-            text = shown(token_id, r.token_text if own else r.checks[i].text)
             how = HOW[r.token_kind] if own else "draft accepted"
+            text = shown(token_id, r.token_text if own else r.checks[i].text)
             parts.append(_chip(text, "target" if own else "accepted", f"round {r.index}: {how}"))
     parts += ["</div>", LEGEND_HTML]
     seen = {tokenizer.convert_ids_to_tokens(t) for t in [*prompt_ids, *(t for r in rounds for t in r.new_tokens)]}
@@ -133,17 +128,13 @@ def p_q_figure(record, greedy: bool, presenter: bool = False) -> go.Figure:
         q, p = [1.0 if c.q_raw is None else c.q_raw for c in checks], [c.p_raw for c in checks]
     else:
         q, p = [c.q for c in checks], [c.p for c in checks]
-    fig = go.Figure()
-    fig.add_bar(x=names, y=q, name="q: the draft's probability", marker_color=DRAFT_COLOUR)
-    fig.add_bar(
-        x=names,
-        y=p,
-        name="p: the target's probability",
-        marker={"color": PROB_COLOUR, "line": {"color": [STATUS_COLOURS[c.status] for c in checks], "width": 3}},
-    )
-    for trace, values in zip(fig.data, (q, p)):
-        trace.update(text=[_percent(v) for v in values], textposition="outside")
-    fig.update_layout(barmode="group", bargap=0.3)
+    outline = {"color": [STATUS_COLOURS[c.status] for c in checks], "width": 3}
+    fig = go.Figure(layout={"barmode": "group", "bargap": 0.3})
+    for values, name, marker in (
+        (q, "q: the draft's probability", {"color": DRAFT_COLOUR}),
+        (p, "p: the target's probability", {"color": PROB_COLOUR, "line": outline}),
+    ):
+        fig.add_bar(x=names, y=values, name=name, marker=marker, text=[_percent(v) for v in values], textposition="outside")  # fmt: skip
     fig.update_yaxes(tickformat=".0%", range=[0, 1.18], title_text="probability")
     fig.update_xaxes(tickangle=0, automargin=True)
     title = "q (draft) vs p (target)" + (", T=1" if greedy else "")
@@ -184,20 +175,16 @@ def residual_figure(record, presenter: bool = False) -> go.Figure:
         ("▶ " if token_id == record.token_id else "") + label(repr_token(text.translate(VISIBLE_WHITESPACE)))
         for token_id, text, *_ in rows
     ]
-    fig = go.Figure()
-    fig.add_bar(y=names, x=[r[3] for r in rows], orientation="h", name="q (draft)", marker_color=DRAFT_COLOUR)
-    fig.add_bar(y=names, x=[r[2] for r in rows], orientation="h", name="p (target)", marker_color=PROB_COLOUR)
-    fig.add_bar(
-        y=names,
-        x=[r[4] for r in rows],
-        orientation="h",
-        name="residual: normalise(max(0, p − q))",
-        marker_color=TARGET_COLOUR,
-        text=[f"{r[4]:.0%}" if r[4] > 0 else "0" for r in rows],
-        textposition="outside",
-    )
+    fig = go.Figure(layout={"barmode": "group", "bargap": 0.2})
+    for column, name, colour in (
+        (3, "q (draft)", DRAFT_COLOUR),
+        (2, "p (target)", PROB_COLOUR),
+        (4, "residual: normalise(max(0, p − q))", TARGET_COLOUR),
+    ):
+        text = [f"{r[4]:.0%}" if r[4] > 0 else "0" for r in rows] if column == 4 else None
+        fig.add_bar(y=names, x=[r[column] for r in rows], orientation="h", name=name, marker_color=colour, text=text,
+                    textposition="outside")  # fmt: skip
     longest = max([max(r[2], r[3], r[4]) for r in rows] + [0.01])
-    fig.update_layout(barmode="group", bargap=0.2)
     fig.update_xaxes(tickformat=".0%", range=[0, longest * 1.25], title_text="probability")
     fig.update_yaxes(automargin=True)
     title = "After the rejection: the target draws from what p has beyond q"
@@ -207,39 +194,31 @@ def residual_figure(record, presenter: bool = False) -> go.Figure:
 def timeline_figure(rounds: list, plain, presenter: bool = False) -> go.Figure:
     """Measured wall time end to end: the run's draft and verify passes (and what a round spends between them), above
     plain decoding of the same tokens."""
-    segments = {"draft pass": [], "verify pass (target)": [], "sampling, bookkeeping": []}
-    clock = 0.0
+    pieces = []  # (row, legend name, ms, hover)
     for r in rounds:
-        other = max(0.0, r.round_ms - sum(r.draft_ms) - r.verify_ms)
-        pieces = [("draft pass", ms, f"round {r.index}: draft pass {ms:.2f} ms") for ms in r.draft_ms]
+        pieces += [("speculative", "draft pass", ms, f"round {r.index}: draft pass {ms:.2f} ms") for ms in r.draft_ms]
         verify = f"round {r.index}: verify {r.verify_positions} positions, {r.verify_ms:.2f} ms, "
-        pieces.append(("verify pass (target)", r.verify_ms, verify + f"{len(r.new_tokens)} token(s) out"))
-        pieces.append(("sampling, bookkeeping", other, f"round {r.index}: {other:.2f} ms"))
-        for name, ms, hover in pieces:
-            segments[name].append((clock, ms, hover))
-            clock += ms
+        pieces.append(("speculative", "verify pass (target)", r.verify_ms, f"{verify}{len(r.new_tokens)} token(s) out"))
+        other = max(0.0, r.round_ms - sum(r.draft_ms) - r.verify_ms)
+        pieces.append(("speculative", "sampling, bookkeeping", other, f"round {r.index}: {other:.2f} ms"))
+    bars = pd.DataFrame(pieces, columns=["row", "name", "ms", "hover"])
+    bars["start"] = bars["ms"].cumsum() - bars["ms"]
+    plain_bars = pd.DataFrame(
+        {"row": "plain decoding", "name": "plain: one target pass per token", "ms": plain.step_ms}
+    )
+    plain_bars["hover"] = [f"token {i}: {ms:.2f} ms" for i, ms in enumerate(plain.step_ms)]
+    plain_bars["start"] = plain_bars["ms"].cumsum() - plain_bars["ms"]
     colours = {
         "draft pass": DRAFT_COLOUR,
         "verify pass (target)": PROB_COLOUR,
         "sampling, bookkeeping": UNCHECKED_COLOUR,
     }
-    starts = np.concatenate([[0.0], np.cumsum(plain.step_ms)[:-1]]).tolist()
-    plain_items = [(s, ms, f"token {i}: {ms:.2f} ms") for i, (s, ms) in enumerate(zip(starts, plain.step_ms))]
-    bars = [(name, "speculative", items, colours[name]) for name, items in segments.items() if items]
-    bars.append(("plain: one target pass per token", "plain decoding", plain_items, PALETTE["blue_grey"]))
-    fig = go.Figure()
-    for name, row, items, colour in bars:
+    fig = go.Figure(layout={"barmode": "overlay"})
+    for name, rows in pd.concat([bars, plain_bars]).groupby("name", sort=False):
         fig.add_bar(
-            y=[row] * len(items),
-            x=[i[1] for i in items],
-            base=[i[0] for i in items],
-            orientation="h",
-            name=name,
-            marker={"color": colour, "line": {"color": "white", "width": 0.5}},
-            hovertext=[i[2] for i in items],
-            hoverinfo="text",
-        )
-    fig.update_layout(barmode="overlay")
+            y=rows["row"], x=rows["ms"], base=rows["start"], orientation="h", name=name, hovertext=rows["hover"],
+            hoverinfo="text", marker={"color": colours.get(name, PALETTE["blue_grey"]), "line": {"color": "white", "width": 0.5}},
+        )  # fmt: skip
     fig.update_xaxes(title_text="ms since the start (measured)", rangemode="tozero")
     fig.update_yaxes(categoryorder="array", categoryarray=["plain decoding", "speculative"], automargin=True)
     return _finish(fig, "Where the time went", presenter, 330, -0.5)  # legend clear of the axis title
@@ -251,13 +230,11 @@ def coinciding_names(lines: list[tuple[str, list, list]], tolerance: float = 0.0
     ys = [pd.to_numeric(pd.Series(list(y), dtype="object"), errors="coerce").to_numpy(float) for _, _, y in lines]
     span = max([float(np.nanmax(y) - np.nanmin(y)) for y in ys if np.isfinite(y).any()] + [0.0]) or 1.0
     names = [name for name, _, _ in lines]
-    for j in range(len(lines)):
-        for i in range(j):
-            same_x = list(lines[i][1]) == list(lines[j][1])
-            same_gaps = np.array_equal(np.isfinite(ys[i]), np.isfinite(ys[j])) and np.isfinite(ys[i]).any()
-            if same_x and same_gaps and np.nanmax(np.abs(ys[i] - ys[j])) <= tolerance * span:
-                names[j] = f"{names[j]} (coincides with {lines[i][0]})"
-                break
+    for i, j in combinations(range(len(lines)), 2):
+        same = list(lines[i][1]) == list(lines[j][1]) and np.isfinite(ys[i]).any()
+        same = same and np.array_equal(np.isfinite(ys[i]), np.isfinite(ys[j]))
+        if same and "(coincides" not in names[j] and np.nanmax(np.abs(ys[i] - ys[j])) <= tolerance * span:
+            names[j] = f"{names[j]} (coincides with {lines[i][0]})"
     return names
 
 
@@ -279,10 +256,11 @@ def theory_figure(gamma, cost_ratio, verify_cost, alpha, measured_speedup, prese
     ]
     fig = go.Figure()
     for name, c, v, dash in curves:
-        y = [predicted_speedup(a, gamma, c, v) for a in alphas]
-        fig.add_scatter(
-            x=alphas, y=y, mode="lines", name=name, line={"dash": dash, "width": 3 if dash == "solid" else 2}
+        y, line = (
+            [predicted_speedup(a, gamma, c, v) for a in alphas],
+            {"dash": dash, "width": 3 if dash == "solid" else 2},
         )
+        fig.add_scatter(x=alphas, y=y, mode="lines", name=name, line=line)
     if alpha is not None and measured_speedup is not None:
         fig.add_scatter(
             x=[alpha],
@@ -306,21 +284,10 @@ def _sweep_lines(table: pd.DataFrame, measured: str, predicted: str, predicted_n
     for colour, (t, rows) in zip(TEMPERATURE_COLOURS, table.groupby("temperature", sort=True)):
         gammas = rows["gamma"].to_numpy()
         line = {"color": colour, "width": 3}
-        fig.add_scatter(
-            x=gammas,
-            y=rows[measured].to_numpy(),
-            mode="lines+markers",
-            name=f"T = {t:g}, measured",
-            line=line,
-            marker={"size": 9},
-        )
-        fig.add_scatter(
-            x=gammas,
-            y=rows[predicted].to_numpy(),
-            mode="lines",
-            name=f"T = {t:g}, {predicted_name}",
-            line={"color": colour, "dash": "dash"},
-        )
+        fig.add_scatter(x=gammas, y=rows[measured].to_numpy(), mode="lines+markers", name=f"T = {t:g}, measured",
+                        line=line, marker={"size": 9})  # fmt: skip
+        fig.add_scatter(x=gammas, y=rows[predicted].to_numpy(), mode="lines", name=f"T = {t:g}, {predicted_name}",
+                        line={"color": colour, "dash": "dash"})  # fmt: skip
     fig.update_xaxes(**SWEEP_X_AXIS)
     return _mark_coinciding(fig)
 
@@ -347,28 +314,13 @@ def sweep_verify_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figu
     for colour, (name, side) in zip(SIDE_COLOURS, table.groupby("target", sort=False)):
         by_gamma = side.groupby("gamma")["verify_cost"].median()
         weights = describe_bytes(int(side["weight_bytes"].iloc[0]))
-        fig.add_scatter(
-            x=by_gamma.index.to_numpy(),
-            y=by_gamma.to_numpy(),
-            mode="lines+markers",
-            name=f"{name}<br>({weights} of weights)",
-            line={"color": colour, "width": 3},
-            marker={"size": 9},
-        )  # two lines: one was cut at 800 px
-    fig.add_hline(
-        1,
-        line=BREAK_EVEN | {"dash": "dot"},
-        annotation_text="1 pass: the formula's assumption",
-        annotation_position="bottom right",
-    )
+        fig.add_scatter(x=by_gamma.index.to_numpy(), y=by_gamma.to_numpy(), mode="lines+markers",
+                        name=f"{name}<br>({weights} of weights)", line={"color": colour, "width": 3}, marker={"size": 9})  # fmt: skip
+    note = {"annotation_text": "1 pass: the formula's assumption", "annotation_position": "bottom right"}
+    fig.add_hline(1, line=BREAK_EVEN | {"dash": "dot"}, **note)
     fig.update_xaxes(**SWEEP_X_AXIS)
     fig.update_yaxes(title_text="verify pass ÷ one-token pass", rangemode="tozero")
     return _finish(fig, "Verify pass cost, by γ", presenter, 400, -0.2, True)
-
-
-def metrics_table(metrics: list[tuple[str, str, str]]) -> pd.DataFrame:
-    """The run's metrics as a table: presenter mode shows it as HTML, which wraps."""
-    return pd.DataFrame(metrics, columns=["measure", "value", "how"]).set_index("measure")
 
 
 def rounds_for_display(frame: pd.DataFrame) -> pd.DataFrame:

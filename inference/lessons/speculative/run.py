@@ -1,26 +1,20 @@
 """Speculative decoding: a cheap drafter guesses several tokens, the target checks them all in one pass.
 
-One round:
-    1. draft: the drafter proposes up to γ tokens (`drafters`);
-    2. verify: ONE target pass (`TransformersForward`) over [last token, x_1..x_γ] on its KV cache gives p_1..p_{γ+1}
-       under the app's sampling pipeline;
-    3. accept: `rule.verify_sampled` (u ≤ p/q, else the residual; a bonus token when all pass), or at temperature 0
-       `rule.verify_greedy` (keep while the target's argmax agrees);
-    4. crop: both KV caches drop every position after the accepted prefix.
-
-Every uniform comes from the run's private `torch.Generator`, so a seed replays a run exactly.
+One round: 1. the drafter proposes up to γ tokens (`drafters`); 2. ONE target pass over [last token, x_1..x_γ] on its
+KV cache gives p_1..p_{γ+1}; 3. `rule.verify_sampled` (or `verify_greedy` at temperature 0) keeps a prefix and adds
+the target's own token; 4. both caches drop every position after it. Every uniform comes from the run's own
+`torch.Generator`, so a seed replays a run exactly.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import weakref
 from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
 
-from inference.core.forward import ShortlistForward, TransformersForward, vocabulary_rows
+from inference.core.forward import TransformersForward, vocabulary_rows  # noqa: F401 (the pages' reading of rows)
 from inference.core.measuring import Stopwatch
 from inference.core.run import Generation, check_run, check_seed
 from inference.core.tokens import token_text
@@ -38,6 +32,8 @@ from inference.sampling.pipeline import SamplingSettings, seen_mask
 
 TOKENIZER_MISMATCH = "the draft must use the target's tokenizer"
 RESIDUAL_TOP = 8  # tokens a record keeps of the residual distribution, for the page's chart
+# Each tokenizer's token -> id map, read once (`get_vocab` builds a new dict a call; the page checks on every rerun).
+_VOCABULARIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def check_gamma(gamma) -> None:
@@ -45,16 +41,6 @@ def check_gamma(gamma) -> None:
         raise SpeculationError(
             f"`gamma` (tokens drafted per round) has to be an integer from {GAMMA_MIN} to {GAMMA_MAX}, but is {gamma!r}"
         )
-
-
-def parameter_count(model) -> int:
-    """Parameters, tied weights counted once."""
-    return sum({p.data_ptr(): p.numel() for p in model.parameters()}.values())
-
-
-# Each tokenizer's token -> id map, read once (`get_vocab` builds a new dict every call; the page checks its pair on
-# every rerun), dropped with the tokenizer, read again if its size changed.
-_VOCABULARIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _vocabulary(tokenizer) -> dict:
@@ -65,15 +51,14 @@ def _vocabulary(tokenizer) -> dict:
 
 
 def check_pair(target, target_tokenizer, draft, draft_tokenizer) -> None:
-    """Refuse a draft that cannot serve this target, before any forward pass: p and q must be over the same tokens,
-    and the draft must be smaller."""
+    """Before any forward pass: p and q must be over the same tokens, and the draft must be smaller."""
     target_rows, draft_rows = vocabulary_rows(target), vocabulary_rows(draft)
     refused = f"Refused before any forward pass: {TOKENIZER_MISMATCH}"
     if target_rows != draft_rows:
         raise SpeculationError(f"{refused} (the target scores {target_rows:,} tokens, the draft {draft_rows:,}).")
     if target_tokenizer is not draft_tokenizer and _vocabulary(target_tokenizer) != _vocabulary(draft_tokenizer):
         raise SpeculationError(f"{refused} (both have {target_rows:,} tokens, but the tokens differ).")
-    target_params, draft_params = parameter_count(target), parameter_count(draft)
+    target_params, draft_params = target.num_parameters(), draft.num_parameters()  # tied weights counted once
     if draft_params > target_params:
         raise SpeculationError(
             f"Refused: the draft ({draft_params:,} parameters) is larger than the target ({target_params:,}); "
@@ -83,16 +68,12 @@ def check_pair(target, target_tokenizer, draft, draft_tokenizer) -> None:
 
 @dataclass(frozen=True)
 class DraftCheck:
-    """One drafted token and its test."""
-
     position: int  # 0-based within the round
     token_id: int
     text: str
-    q: float  # draft probability in the final distribution (1 for a copied token; 1 when greedy)
+    q: float  # draft probability in the final distribution (1 for a copied token, and when greedy)
     p: float  # target probability in the final distribution (greedy: 1 where it is the target's argmax, else 0)
-    # Both models' probabilities at temperature 1, which a greedy round's chart shows: filled in when the page draws
-    # the round (`with_t1_probabilities`); a feature draft's q_raw is made in the round; prompt lookup has none.
-    q_raw: float | None
+    q_raw: float | None  # greedy rounds: each model's probability at T=1, which the chart shows (lookup: none)
     p_raw: float | None
     ratio: float | None  # p / q (None if never checked)
     u: float | None  # the uniform it was tested with (None when greedy or never checked)
@@ -110,15 +91,11 @@ class RoundRecord:
     token_id: int  # the target's token after the accepted drafts
     token_text: str
     token_kind: str  # "residual", "bonus" or "target"
-    token_u: float | None
     residual_top: list[tuple[int, str, float, float, float]]  # (id, text, p, q, residual) on a rejection
     new_tokens: list[int]  # accepted drafts + the target's token (cut after an end-of-text token)
     draft_ms: list[float]
     verify_ms: float
-    verify_positions: int  # next-token distributions the verify pass scored
     round_ms: float  # the whole round: drafting, verifying, sampling, bookkeeping
-    target_cache_tokens: int
-    draft_cache_tokens: int
     note: str | None = None
     greedy: bool = False
 
@@ -130,31 +107,34 @@ class RoundRecord:
     def checked(self) -> int:
         return sum(c.status != "unchecked" for c in self.checks)
 
+    @property
+    def verify_positions(self) -> int:  # next-token distributions the verify pass scored
+        return self.drafted + 1
+
 
 def residual_top(residual: torch.Tensor, p: torch.Tensor, q: torch.Tensor, tokenizer) -> list:
-    """The residual's most likely tokens with p and q beside them: the RESIDUAL_TOP most likely under each of the
-    three, of positive probability, most likely in the residual first."""
-    picks = []
-    for values in (residual, p, q):
-        for token in torch.topk(values, min(RESIDUAL_TOP, len(values))).indices.tolist():
-            if token not in picks and values[token] > 0:
-                picks.append(token)
-    ranked = sorted(picks, key=lambda t: (-float(residual[t]), -float(p[t])))[:RESIDUAL_TOP]
-    return [(t, token_text(tokenizer, t), float(p[t]), float(q[t]), float(residual[t])) for t in ranked]
+    """The residual's likeliest tokens with p and q beside them: the RESIDUAL_TOP likeliest of each of the three."""
+    picks = {
+        t for values in (residual, p, q) for t in torch.topk(values, min(RESIDUAL_TOP, len(values))).indices.tolist()
+    }
+    ranked = sorted(
+        (t for t in picks if max(residual[t], p[t], q[t]) > 0), key=lambda t: (-float(residual[t]), -float(p[t]), t)
+    )
+    return [(t, token_text(tokenizer, t), float(p[t]), float(q[t]), float(residual[t])) for t in ranked[:RESIDUAL_TOP]]
 
 
 def raw_probabilities(logits: torch.Tensor, tokens: list[int]) -> list[float]:
     """Each row's probability of its token at temperature 1 ([n, vocab] logits, n tokens), in float64."""
     if not tokens:
         return []
-    log_probs = logits[: len(tokens)].double().log_softmax(dim=-1)
+    log_probs = logits[: len(tokens)].double().log_softmax(-1)
     return log_probs[torch.arange(len(tokens)), torch.tensor(tokens)].exp().tolist()
 
 
 @dataclass
 class SpeculativeRun(Generation):
-    """One speculative generation: a prompt, a target, a drafter, and the records of its rounds. Between rounds the
-    target's cache holds every committed token but the last, the drafter's a prefix of that."""
+    """A prompt, a target, a drafter, and the records of its rounds. Between rounds the target's cache holds every
+    committed token but the last, the drafter's a prefix of that."""
 
     target: object
     tokenizer: object
@@ -179,7 +159,6 @@ class SpeculativeRun(Generation):
         check_run(self.prompt_ids, self.context, self.max_new_tokens, SpeculationError)
         self._generator = torch.Generator().manual_seed(self.seed)
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
-        self._t1_made: dict[int, tuple[list, list]] = {}
 
     def use_gamma(self, gamma: int) -> None:
         """Draft `gamma` tokens from the next round on; the rounds made keep their own."""
@@ -198,13 +177,11 @@ class SpeculativeRun(Generation):
         with Stopwatch() as round_watch:
             committed, left = self.all_ids, self.max_new_tokens - len(self.generated_ids)
             gamma = min(self.gamma, left - 1, self.context - len(committed), self.drafter.room(len(committed)))
-            note = None
+            note, proposal = None, Proposal([], None, [], [])
             if gamma < self.gamma:
                 why = f"the run may add only {left} more" if gamma == left - 1 else "the context is nearly full"
                 note = f"Drafted at most {max(gamma, 0)} token(s): {why}."
-            proposal = Proposal([], None, [], [])
-            # 1. draft
-            if gamma > 0:
+            if gamma > 0:  # 1. draft
                 request = DraftRequest(committed, gamma, settings, self._seen, self._uniform, self.stop_at_eos)
                 proposal = self.drafter.propose(request)
             note, drafted, n = proposal.note or note, proposal.tokens, len(proposal.tokens)
@@ -230,9 +207,8 @@ class SpeculativeRun(Generation):
                 verdict = verify_sampled(p_rows, q_rows, drafted, self._uniform)
                 p_drafted, q_drafted = p_rows[range(n), drafted].tolist(), q_rows[range(n), drafted].tolist()
             new_tokens = drafted[: verdict.accepted] + [verdict.token_id]
-            if self.stop_at_eos:
-                ends = [i for i, token in enumerate(new_tokens) if token in self.eos_ids]
-                new_tokens = new_tokens[: ends[0] + 1] if ends else new_tokens
+            ends = [i for i, token in enumerate(new_tokens) if self.stop_at_eos and token in self.eos_ids]
+            new_tokens = new_tokens[: ends[0] + 1] if ends else new_tokens
 
             # 4. commit, then crop both caches to the accepted prefix (all committed tokens but the last)
             self.generated_ids.extend(new_tokens)
@@ -242,69 +218,30 @@ class SpeculativeRun(Generation):
             self.drafter.crop_to(prefix)
             if hidden is not None:
                 self.drafter.take_features(fed_from, hidden[: prefix - fed_from])
-            chart = []
+            i, chart = verdict.accepted, []
             if verdict.residual is not None:
-                i = verdict.accepted
                 chart = residual_top(verdict.residual, p_rows[i], q_rows[i], self.tokenizer)
-            q_raw = [None] * n  # a feature draft's T=1 q comes from its own logits here
-            if settings.greedy and proposal.logit_rows and not isinstance(self.drafter, ModelDrafter):
-                q_raw = raw_probabilities(torch.stack(proposal.logit_rows), drafted)
-            checks = []
-            for i, token in enumerate(drafted):
-                checked = i <= verdict.accepted and i < len(verdict.ratios)
-                status = "accepted" if i < verdict.accepted else ("rejected" if checked else "unchecked")
-                ratio = verdict.ratios[i] if checked else None
-                u = verdict.uniforms[i] if checked and verdict.uniforms else None
-                text = token_text(self.tokenizer, token)
-                checks.append(DraftCheck(i, token, text, q_drafted[i], p_drafted[i], q_raw[i], None, ratio, u, status))
+        # a greedy round's chart shows both models' T=1 probabilities (after the clock: the page's, not the rule's)
+        p_raw = q_raw = [None] * n
+        if settings.greedy and n:
+            p_raw = raw_probabilities(logits, drafted)
+            q_raw = raw_probabilities(torch.stack(proposal.logit_rows), drafted) if proposal.logit_rows else q_raw
+        checks = []
+        for i, token in enumerate(drafted):
+            checked = i <= verdict.accepted and i < len(verdict.ratios)
+            status = "accepted" if i < verdict.accepted else ("rejected" if checked else "unchecked")
+            u = verdict.uniforms[i] if checked and verdict.uniforms else None
+            ratio = verdict.ratios[i] if checked else None
+            text = token_text(self.tokenizer, token)
+            checks.append(DraftCheck(i, token, text, q_drafted[i], p_drafted[i], q_raw[i], p_raw[i], ratio, u, status))
         record = RoundRecord(
-            index=len(self.rounds),
-            drafter=self.drafter.kind,
-            gamma=self.gamma,
-            context_tokens=len(committed),
-            checks=checks,
-            accepted=verdict.accepted,
-            token_id=verdict.token_id,
-            token_text=token_text(self.tokenizer, verdict.token_id),
-            token_kind=verdict.kind,
-            token_u=verdict.final_u,
-            residual_top=chart,
-            new_tokens=new_tokens,
-            draft_ms=proposal.pass_ms,
-            verify_ms=verify_watch.ms,
-            verify_positions=n + 1,
-            round_ms=round_watch.ms,
-            target_cache_tokens=self.forward.cached_tokens,
-            draft_cache_tokens=self.drafter.cache_tokens,
-            note=note,
-            greedy=settings.greedy,
-        )
+            len(self.rounds), self.drafter.kind, self.gamma, len(committed), checks, verdict.accepted,
+            verdict.token_id, token_text(self.tokenizer, verdict.token_id), verdict.kind, chart, new_tokens,
+            proposal.pass_ms, verify_watch.ms, round_watch.ms, note, settings.greedy,
+        )  # fmt: skip
         self.rounds.append(record)
         self.stop_reason = self._reason_to_stop()
         return record
-
-    def with_t1_probabilities(self, record: RoundRecord) -> RoundRecord:
-        """A greedy record with each drafted token's T=1 probability under both models, which its chart shows: made
-        when the page draws the round (by a fresh forward of each model over the text up to it) and kept."""
-        if not record.greedy or not record.checks:
-            return record
-        made = self._t1_made.get(record.index)
-        if made is None:
-            drafted = [c.token_id for c in record.checks]
-            text = self.all_ids[: record.context_tokens] + drafted
-
-            def probabilities(forward) -> list[float]:  # the positions that predict each drafted token
-                return raw_probabilities(forward.logits(text, keep=len(drafted) + 1)[:-1], drafted)
-
-            drafter = self.drafter
-            q_raw = [c.q_raw for c in record.checks]  # prompt lookup: None; a feature draft: made in the round
-            if isinstance(drafter, ModelDrafter):
-                forward_class = TransformersForward if drafter.shortlist is None else ShortlistForward
-                extra = () if drafter.shortlist is None else (drafter.shortlist,)
-                q_raw = probabilities(forward_class(drafter.model, None, *extra))
-            made = self._t1_made[record.index] = (probabilities(TransformersForward(self.target, None)), q_raw)
-        checks = [dataclasses.replace(c, p_raw=p, q_raw=q) for c, p, q in zip(record.checks, *made)]
-        return dataclasses.replace(record, checks=checks)
 
     def run(self, settings: SamplingSettings, max_rounds: int | None = None):
         """Round after round until a stop (EOS, max new tokens, context) or `max_rounds`, yielding each record."""
@@ -313,26 +250,21 @@ class SpeculativeRun(Generation):
     def to_frame(self) -> pd.DataFrame:
         """One row per round, for a table or a CSV."""
         return pd.DataFrame(
-            [
-                {
-                    "round": r.index,
-                    "gamma": r.gamma,
-                    "drafted": r.drafted,
-                    "accepted": r.accepted,
-                    "target_token": r.token_text,
-                    "how": r.token_kind,
-                    "new_tokens": len(r.new_tokens),
-                    "draft_ms": sum(r.draft_ms),
-                    "draft_passes": len(r.draft_ms),
-                    "verify_ms": r.verify_ms,
-                    "round_ms": r.round_ms,
-                }
-                for r in self.rounds
-            ]
+            {
+                "round": r.index,
+                "gamma": r.gamma,
+                "drafted": r.drafted,
+                "accepted": r.accepted,
+                "target_token": r.token_text,
+                "how": r.token_kind,
+                "new_tokens": len(r.new_tokens),
+                "draft_ms": sum(r.draft_ms),
+                "draft_passes": len(r.draft_ms),
+                "verify_ms": r.verify_ms,
+                "round_ms": r.round_ms,
+            }
+            for r in self.rounds
         )
 
 
-def new_run(
-    target, tokenizer, drafter, prompt_ids, max_new_tokens, gamma=4, seed=0, stop_at_eos=True
-) -> SpeculativeRun:
-    return SpeculativeRun(target, tokenizer, drafter, list(prompt_ids), max_new_tokens, gamma, seed, stop_at_eos)
+new_run = SpeculativeRun  # (target, tokenizer, drafter, prompt_ids, max_new_tokens, gamma=4, seed=0, stop_at_eos=True)

@@ -99,7 +99,7 @@ T = {
     "charges.",
     "rounds": "One row per round (one target pass each). Times are wall time on this machine.",
     # -- one round -----------------------------------------------------------------------------------------------------
-    "round": "**Round {index}:** {drafted} drafted, {checked} checked, {accepted} accepted{never}; {verdict}. "
+    "round": "**Round {r.index}:** {r.drafted} drafted, {r.checked} checked, {r.accepted} accepted{never}; {verdict}. "
     "**{tokens} token(s) from one target pass.**",
     "never": " ({n} after the rejection were never checked)",
     "greedy_residual": "draft token {n} was not the target's top token, so the target's top token '{token}' took its "
@@ -107,8 +107,9 @@ T = {
     "residual_kind": "draft token {n} failed its test, so the target drew its own token '{token}' from the residual",
     "bonus_kind": "all {drafted} draft tokens passed, and the same target pass gave a bonus token '{token}'",
     "target_kind": "nothing was drafted, so this pass made one token '{token}', as plain decoding would",
+    "with_prompt": " Round 0's pass also read the prompt: the next round's measures a verify pass alone.",
     # -- the run against plain decoding --------------------------------------------------------------------------------
-    "speed": "**Measured: {speedup:.2f}×** plain decoding's speed over these {tokens} tokens; round by round (the "
+    "speed": "**Measured: {r.measured_speedup:.2f}×** plain decoding's speed over these {tokens} tokens; round by round (the "
     "median of the rounds' speed-ups against plain decoding of their tokens), speculation was **{words}**.",
     "only_round_0": "Only round 0 has run, and its verify pass also read the prompt ({verify:.2f} target passes with "
     "it). Step once more: the next round measures a verify pass alone.",
@@ -131,7 +132,7 @@ T = {
     "round's other costs.",
     "c": "**c = {c:.2f}** is measured, not a constant: the median one-token draft pass over the median one-token "
     "target pass of plain decoding, both wall times on this shared CPU. In full: {draft}; {plain}.",
-    "overheads": "The formula predicts **{predicted:.2f}×**, the run measured **{measured:.2f}×**. The formula charges "
+    "overheads": "The formula predicts **{predicted:.2f}×**, the run measured **{r.measured_speedup:.2f}×**. The formula charges "
     "a round only its target passes (γ·c + verify). Measured here, the median round also spends {overhead:.2f} target "
     "passes on {what}, outside the model passes, while plain decoding spends {draw:.2f} per token on its draw. With "
     "both in the formula it predicts **{charged:.2f}×**.",
@@ -144,13 +145,13 @@ T = {
     "c_range": "c, measured in each run, ran from **{low:.2f}** to **{high:.2f}** (median {median:.2f}).",
     "sides": "Both sides, measured just now with the same drafter: {parts}. {a} against {b}: the verify pass cost "
     "**{verify_words}** one-token passes of its own target, and the runs' speed-up was **{speed_words}**. Speculation "
-    "pays where a pass of γ + 1 tokens costs little more than a pass of one: where reading the weights sets a pass's "
-    "time (a model larger than the CPU's cache, or a GPU serving a large model).",
+    "pays where reading the weights, once for all the tokens of a pass, sets a pass's time (a model larger than the "
+    "CPU's cache, or a GPU serving a large model).",
     "side_part": "on **{target}** ({weights} of weights) a verify pass cost **{verify:.2f}** one-token passes and the "
     "median run was **{speedup:.2f}×** (best {best:.2f}×)",
     # -- two models' verify passes ----------------------------------------------------------------------------------------
-    "two_costs": "Measured here, a pass over {positions} tokens costs {a_cost:.2f} one-token passes on {a} and "
-    "{b_cost:.2f} on {b}: on {a}, {words}.",
+    "two_costs": "Measured here, a pass over {a.positions} tokens costs {a.cost:.2f} one-token passes on {a.name} and "
+    "{b.cost:.2f} on {b.name}: on {a.name}, {words}.",
     "cache_sides": " This machine's last-level cache holds {cache}: {a}'s {a_weights} of weights {a_fit} it, {b}'s "
     "{b_weights} {b_fit} it. A pass over weights in the cache is mostly per-token work and fixed costs; a pass that "
     "streams its weights from memory reads them once for all its tokens.",
@@ -159,8 +160,8 @@ T = {
     "about_feature": "The draft is {name}: one decoder layer of SmolLM2's shape that reads SmolLM2's own last hidden "
     "state (EAGLE's idea) and scores its {shortlist:,} most frequent tokens with SmolLM2's output layer, trained here "
     "on {replies:,} of SmolLM2's greedy replies to story requests and general questions.",
-    "about_draft": "The draft is {name}: a {params:.1f}M-parameter Llama ({layers} layers of width {width}, SmolLM2's "
-    "tokenizer), trained here on {tokens:,} tokens of TinyStories and then on {replies:,} of SmolLM2's own greedy "
+    "about_draft": "The draft is {name}: a {params:.1f}M-parameter Llama ({settings[num_layers]} layers of width "
+    "{settings[hidden_size]}, SmolLM2's tokenizer), trained here on {stats[train_tokens_in_corpus]:,} tokens of TinyStories and then on {replies:,} of SmolLM2's own greedy "
     "replies to story requests.",
     "measured": " Measured when shipped (greedy, γ {m[gamma]}, {m[cpu]}): on a story request it kept "
     "{story[acceptance_rate]:.0%} of its guesses and ran {story[speedup_vs_plain]:.2f}× plain decoding; on a question "
@@ -168,6 +169,20 @@ T = {
     "others": " On {n} other requests ({asked}) it ran {low:.2f}× to {high:.2f}×, keeping {kept_low:.0%} to "
     "{kept_high:.0%}.",
 }
+METRICS = (  # the run's six metrics against plain decoding: (label, value, hover help), filled from the comparison
+    ("α = accepted ÷ checked", "{alpha_value}", "{s.accepted} accepted of {s.checked} draft tokens checked; {s.drafted} "
+     "were drafted, {unchecked} of them after a rejection, never checked.{per_drafted}"),
+    ("Tokens per target pass", "{s.tokens_per_target_pass:.2f}",
+     "{s.new_tokens} tokens from {s.rounds} passes of the target; plain decoding makes 1."),
+    ("Measured speed-up", "{r.measured_speedup:.2f}×",
+     "Plain decoding {r.plain.total_ms:.0f} ms vs speculative {s.total_ms:.0f} ms for these tokens."),
+    ("c: draft ÷ target pass", "{c_value}",
+     "Median one-token draft pass over the median one-token target pass, both measured."),
+    ("Verify ÷ target pass", "{r.verify_cost:.2f}{with_prompt_value}",
+     "Scoring γ + 1 = {positions} positions in one pass, against one position.{with_prompt}"),
+    ("Predicted speed-up", "{predicted_value}",
+     "(1 − α^(γ+1)) / (1 − α) tokens per round ÷ (γ·c + verify cost), from this run's α and costs."),
+)  # fmt: skip
 SAMPLING_HELPS = {
     "temperature": "0 = greedy: a draft token is kept while it is the target's top token.",
     "top_p": "Applied to p and q alike. 1 = off.",
@@ -182,130 +197,94 @@ URL_CHOICES = {  # a link's values the page takes, and what it says of any other
 
 def round_sentence(record, token: str) -> str:
     """What one round did; `token` is the round's own token, already escaped for the page."""
-    kind = record.token_kind
-    if kind == "residual":
-        kind = "greedy_residual" if record.greedy else "residual_kind"
-    else:
-        kind += "_kind"
-    verdict = T[kind].format(n=record.accepted + 1, token=token, drafted=record.drafted)
+    kind = ("greedy_residual" if record.greedy else "residual_kind") if record.token_kind == "residual" else None
+    verdict = T[kind or f"{record.token_kind}_kind"].format(n=record.accepted + 1, token=token, drafted=record.drafted)
     unchecked = record.drafted - record.checked
     never = T["never"].format(n=unchecked) if unchecked else ""
-    return T["round"].format(
-        index=record.index,
-        drafted=record.drafted,
-        checked=record.checked,
-        accepted=record.accepted,
-        never=never,
-        verdict=verdict,
-        tokens=len(record.new_tokens),
-    )
+    return T["round"].format(r=record, never=never, verdict=verdict, tokens=len(record.new_tokens))
 
 
 def run_metrics(result) -> list[tuple[str, str, str]]:
-    """The run's six metrics against plain decoding, as (label, value, hover help)."""
+    """`METRICS` filled from one comparison."""
     s, alpha, c = result.summary, result.summary.acceptance_rate, result.cost_ratio
     predicted = result.predicted_speedup(measured_verify=True)
-    per_drafted = f" Accepted ÷ drafted would be {s.accepted / s.drafted:.0%}." if s.drafted else ""
-    with_prompt = " Round 0's pass also read the prompt: the next round's measures a verify pass alone."
-    return [
-        (
-            "α = accepted ÷ checked",
-            "–" if alpha is None else f"{alpha:.0%} ({s.accepted} of {s.checked})",
-            f"{s.accepted} accepted of {s.checked} draft tokens checked; {s.drafted} were drafted, "
-            f"{s.drafted - s.checked} of them after a rejection, never checked.{per_drafted}",
-        ),
-        (
-            "Tokens per target pass",
-            f"{s.tokens_per_target_pass:.2f}",
-            f"{s.new_tokens} tokens from {s.rounds} passes of the target; plain decoding makes 1.",
-        ),
-        (
-            "Measured speed-up",
-            f"{result.measured_speedup:.2f}×",
-            f"Plain decoding {result.plain.total_ms:.0f} ms vs speculative {s.total_ms:.0f} ms for these tokens.",
-        ),
-        (
-            "c: draft ÷ target pass",
-            "≈ 0 (a search)" if c is None else f"{c:.2f}",
-            "Median one-token draft pass over the median one-token target pass, both measured.",
-        ),
-        (
-            "Verify ÷ target pass",
-            f"{result.verify_cost:.2f}" + (" (with the prompt)" if s.verify_read_prompt else ""),
-            f"Scoring γ + 1 = {result.gamma + 1} positions in one pass, against one position."
-            + (with_prompt if s.verify_read_prompt else ""),
-        ),
-        (
-            "Predicted speed-up",
-            "–" if predicted is None else f"{predicted:.2f}×",
-            "(1 − α^(γ+1)) / (1 − α) tokens per round ÷ (γ·c + verify cost), from this run's α and costs.",
-        ),
-    ]
+    fields = {
+        "alpha_value": "–" if alpha is None else f"{alpha:.0%} ({s.accepted} of {s.checked})",
+        "unchecked": s.drafted - s.checked,
+        "per_drafted": f" Accepted ÷ drafted would be {s.accepted / s.drafted:.0%}." if s.drafted else "",
+        "c_value": "≈ 0 (a search)" if c is None else f"{c:.2f}",
+        "with_prompt_value": " (with the prompt)" if s.verify_read_prompt else "",
+        "with_prompt": T["with_prompt"] if s.verify_read_prompt else "",
+        "positions": result.gamma + 1,
+        "predicted_value": "–" if predicted is None else f"{predicted:.2f}×",
+    }
+    return [tuple(part.format(s=s, r=result, **fields) for part in metric) for metric in METRICS]
 
 
 def run_verdict(result, weight_bytes: int, other_target: str | None = None) -> str:
-    """The paragraphs under the theory chart: how this run compares with plain decoding, when speculation wins at
-    these costs, why a verify pass costs what it does here, how c was measured, and what the formula leaves out."""
-    s, gamma, verify = result.summary, result.gamma, result.verify_cost
-    c, per_round = result.cost_ratio or 0.0, result.per_round()
-    said = [
-        T["speed"].format(
-            speedup=result.measured_speedup, tokens=s.new_tokens, words=per_round.words(more="faster", less="slower")
-        )
-    ]
+    """The paragraphs under the theory chart: this run against plain decoding, when speculation wins at these costs,
+    why a verify pass costs what it does here, how c was measured, and what the formula leaves out."""
+    s, gamma, verify, c, per_round = (
+        result.summary,
+        result.gamma,
+        result.verify_cost,
+        result.cost_ratio,
+        result.per_round(),
+    )
+    said = [T["speed"].format(r=result, tokens=s.new_tokens, words=per_round.words(more="faster", less="slower"))]
     if s.verify_read_prompt:
         said.append(T["only_round_0"].format(verify=verify))
     else:
-        even, alpha = break_even_alpha(gamma, c, verify), s.acceptance_rate
-        fields = {"gamma": gamma, "c": c, "verify": verify, "cost": gamma * c + verify, "most": gamma + 1}
+        even, alpha = break_even_alpha(gamma, c or 0.0, verify), s.acceptance_rate
+        fields = {
+            "gamma": gamma,
+            "c": c or 0.0,
+            "verify": verify,
+            "cost": gamma * (c or 0.0) + verify,
+            "most": gamma + 1,
+        }
         alpha_text = "none checked" if alpha is None else f"{alpha:.0%}"
-        said.append(T["never_wins" if even is None else "break_even"].format(**fields, even=even, alpha=alpha_text))
-        said.append(T["temperature"])
-        fits = machine.weights_fit_in_cache(weight_bytes)
-        where = {True: "fits", False: "does_not_fit", None: None}[fits]
-        cache = machine.describe_bytes(machine.last_level_cache_bytes())
+        said += [T["never_wins" if even is None else "break_even"].format(**fields, even=even, alpha=alpha_text)]
         why = T["why"].format(positions=gamma + 1, verify=verify, words=result.verify_against_one().words())
+        where = {True: "fits", False: "does_not_fit"}.get(machine.weights_fit_in_cache(weight_bytes))
+        cache = machine.describe_bytes(machine.last_level_cache_bytes())
         why += T[where].format(weights=machine.describe_bytes(weight_bytes), cache=cache) if where else ""
         if not per_round.too_close and per_round.ratio < 1:  # measured slower than plain decoding
             why += T["larger"].format(
                 beside=f"compare {md(other_target)} in the sweep below, or " if other_target else ""
             )
-        said.append(why)
+        said += [T["temperature"], why]
     draft, plain = result.draft_timing(), result.plain.decode_step
-    if result.cost_ratio is None:
+    if c is None:
         said.append(T["c_lookup"])
     elif draft is not None and plain is not None:
-        said.append(T["c"].format(c=result.cost_ratio, draft=draft.label(), plain=plain.label()))
-    predicted, charged = result.predicted_speedup(measured_verify=True), result.predicted_speedup(overheads=True)
+        said.append(T["c"].format(c=c, draft=draft.label(), plain=plain.label()))
+    predicted = result.predicted_speedup(measured_verify=True)
     if predicted is not None and not s.verify_read_prompt and predicted > result.measured_speedup * 1.1:
-        what = "sampling and bookkeeping" if result.cost_ratio is not None else "the lookup's search, sampling, books"
-        overhead = result.overhead_passes_per_round() or 0.0
+        what = "sampling and bookkeeping" if c is not None else "the lookup's search, sampling, books"
         said.append(
             T["overheads"].format(
-                predicted=predicted,
-                measured=result.measured_speedup,
-                overhead=overhead,
-                what=what,
-                draw=result.draw_passes_per_token(),
-                charged=charged,
+                r=result, predicted=predicted, overhead=result.overhead_passes_per_round() or 0.0, what=what,
+                draw=result.draw_passes_per_token(), charged=result.predicted_speedup(overheads=True),
             )
-        )
+        )  # fmt: skip
     return "\n\n".join(said)
 
 
 def sweep_findings(table: pd.DataFrame) -> str:
     """One side of the sweep: mean α per temperature, how many runs measured above 1 and where, its extremes, c."""
     per_t = table.groupby("temperature")["alpha"].mean().dropna()
+    won = table[table.measured_speedup > 1].groupby("temperature")["gamma"]
     where = "; ".join(
-        f"temperature {t:g}: "
-        + (", ".join(f"γ = {int(g)}" for g in runs.loc[runs.measured_speedup > 1, "gamma"]) or "none")
-        for t, runs in table.groupby("temperature")
+        f"temperature {t:g}: " + (", ".join(f"γ = {int(g)}" for g in won.get_group(t)) if t in won.groups else "none")
+        for t in sorted(table.temperature.unique())
     )
-    best, worst = table.loc[table.measured_speedup.idxmax()], table.loc[table.measured_speedup.idxmin()]
     said = [
         T["mean_alpha"].format(per_t=", ".join(f"**{a:.0%}** at temperature {t:g}" for t, a in per_t.items())),
         T["won"].format(won=int((table.measured_speedup > 1).sum()), runs=len(table), where=where),
-        T["best_worst"].format(best=best, worst=worst),
+        T["best_worst"].format(
+            best=table.loc[table.measured_speedup.idxmax()], worst=table.loc[table.measured_speedup.idxmin()]
+        ),
     ]
     costs = table["cost_ratio"].dropna()
     if len(costs):
@@ -318,26 +297,16 @@ def both_sides(table: pd.DataFrame) -> str:
     sides = list(table.groupby("target", sort=False))
     if len(sides) < 2:
         return ""
-    parts = [
-        T["side_part"].format(
-            target=md(name),
-            weights=machine.describe_bytes(int(runs.weight_bytes.iloc[0])),
-            verify=runs.verify_cost.median(),
-            speedup=runs.measured_speedup.median(),
-            best=runs.measured_speedup.max(),
-        )
+    parts = "; ".join(
+        T["side_part"].format(target=md(name), weights=machine.describe_bytes(int(runs.weight_bytes.iloc[0])),
+                              verify=runs.verify_cost.median(), speedup=runs.measured_speedup.median(),
+                              best=runs.measured_speedup.max())
         for name, runs in sides
-    ]
+    )  # fmt: skip
     (a, a_runs), (b, b_runs) = sides[:2]
-    return T["sides"].format(
-        parts="; ".join(parts),
-        a=md(a),
-        b=md(b),
-        verify_words=compare(a_runs.verify_cost.tolist(), b_runs.verify_cost.tolist()).words(),
-        speed_words=compare(a_runs.measured_speedup.tolist(), b_runs.measured_speedup.tolist()).words(
-            "higher", "lower"
-        ),
-    )
+    verify_words = compare(a_runs.verify_cost.tolist(), b_runs.verify_cost.tolist()).words()
+    speed_words = compare(a_runs.measured_speedup.tolist(), b_runs.measured_speedup.tolist()).words("higher", "lower")
+    return T["sides"].format(parts=parts, a=md(a), b=md(b), verify_words=verify_words, speed_words=speed_words)
 
 
 def why_they_differ(a, b, cache: int | None = None) -> str:
@@ -345,19 +314,14 @@ def why_they_differ(a, b, cache: int | None = None) -> str:
     cache = machine.last_level_cache_bytes() if cache is None else cache
     ratios = [[m / o for m, o in zip(side.many.times_ms, side.one.times_ms)] for side in (a, b)]
     words = compare(*ratios).words(more="more of its own one-token passes", less="fewer of its own one-token passes")
-    said = T["two_costs"].format(positions=a.positions, a=a.name, b=b.name, a_cost=a.cost, b_cost=b.cost, words=words)
+    said = T["two_costs"].format(a=a, b=b, words=words)
     if cache is None:
         return said + T["no_cache"]
     fit = {side.name: "fit in" if side.weight_bytes <= cache else "do not fit in" for side in (a, b)}
     return said + T["cache_sides"].format(
-        cache=machine.describe_bytes(cache),
-        a=a.name,
-        b=b.name,
-        a_weights=machine.describe_bytes(a.weight_bytes),
-        b_weights=machine.describe_bytes(b.weight_bytes),
-        a_fit=fit[a.name],
-        b_fit=fit[b.name],
-    )
+        cache=machine.describe_bytes(cache), a=a.name, b=b.name, a_weights=machine.describe_bytes(a.weight_bytes),
+        b_weights=machine.describe_bytes(b.weight_bytes), a_fit=fit[a.name], b_fit=fit[b.name],
+    )  # fmt: skip
 
 
 def about_draft(name: str | None) -> str | None:
@@ -365,24 +329,17 @@ def about_draft(name: str | None) -> str | None:
     meta = drafting.read_json(name, "training_meta.json")
     if "teacher_text" not in meta:
         return None
-    replies = meta["teacher_text"]["replies_trained"]
+    replies, settings = meta["teacher_text"]["replies_trained"], meta["settings"]
     if "heldout_first_guess_agreement" in meta:  # the feature draft
-        said = T["about_feature"].format(name=name, shortlist=meta["settings"]["shortlist"], replies=replies)
+        said = T["about_feature"].format(name=name, shortlist=settings["shortlist"], replies=replies)
     else:
-        settings, stats = meta["settings"], meta["stats"]
         said = T["about_draft"].format(
-            name=name,
-            params=stats["parameters"] / 1e6,
-            layers=settings["num_layers"],
-            width=settings["hidden_size"],
-            tokens=stats["train_tokens_in_corpus"],
-            replies=replies,
+            name=name, settings=settings, stats=meta["stats"], params=meta["stats"]["parameters"] / 1e6, replies=replies
         )
     m = drafting.read_json(name, drafting.MEASURED_FILE)
     if m:
-        story, question, others = m["story"], m["question"], m.get("others") or []
-        said += T["measured"].format(m=m, story=story, question=question)
-        if others:
+        said += T["measured"].format(m=m, story=m["story"], question=m["question"])
+        if others := m.get("others"):
             speeds, kept = sorted(o["speedup_vs_plain"] for o in others), sorted(o["acceptance_rate"] for o in others)
             asked = ", ".join(f"“{o['request']}”" for o in others)
             said += T["others"].format(
