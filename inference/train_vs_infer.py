@@ -55,8 +55,8 @@ def compare(
         "loss_before": result.losses[0],
         "loss_after": result.losses[-1],
         "training_step_ms_each": result.step_ms,
-        "bytes_changed_by_training": sum(c.bytes_changed for c in result.changes),
-        "weight_bytes": sum(c.bytes_total for c in result.changes),
+        "bytes_changed_by_training": result.bytes_changed,
+        "weight_bytes": result.bytes_total,
         "target_probability_before": before.target_probability,
         "target_probability_after": result.after.target_probability,
         "top5_before": before.top(tokenizer),
@@ -113,8 +113,7 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    for name, value in out.items():  # one line a figure
-        print(f"{name}: {value}")
+    print("\n".join(f"{name}: {value}" for name, value in out.items()))
     return 0
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from transformers import LlamaConfig
+from transformers import LlamaConfig, LlamaModel
 
 from inference.core.loader import encode_prompt
 from inference.core.run import GREEDY
@@ -67,7 +67,7 @@ def test_the_second_step_loss_reads_the_drafts_own_prediction():
         num_key_value_heads=1,
         vocab_size=1,
     )
-    body = feature_model.build_body(config)
+    body = LlamaModel(config)
     fc = torch.nn.Linear(2 * width, width, bias=False)
     embedding = torch.nn.Embedding(rows, width)
     head = torch.randn(rows, width)

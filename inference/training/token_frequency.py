@@ -18,12 +18,14 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import torch
 from transformers import AutoTokenizer
 
 from inference.core.paths import DEFAULT_CORPUS_DIR, MODELS_DIR
 from inference.training import corpus as corpus_io
 
 FILE_NAME = "token_frequency.json"
+IGNORE = -100  # F.cross_entropy's ignore_index: a target outside the shortlist
 DRAFT_DIR = MODELS_DIR / "storyteller-draft-1m"
 
 
@@ -78,6 +80,13 @@ def coverage(counts: np.ndarray, size: int) -> float:
     """The share of the training text's tokens that are among the `size` most frequent: computed exactly."""
     total = counts.sum()
     return float(np.sort(counts)[::-1][:size].sum() / total) if total else 0.0
+
+
+def shortlist_index(rows: torch.Tensor, vocab: int) -> torch.Tensor:
+    """[vocab]: each token id's position in the shortlist `rows`, IGNORE outside it."""
+    index = torch.full((vocab,), IGNORE, dtype=torch.long)
+    index[rows] = torch.arange(len(rows))
+    return index
 
 
 def main(argv=None) -> None:
