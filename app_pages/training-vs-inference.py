@@ -129,6 +129,7 @@ else:
     ranked = sorted(result.changes, key=lambda c: c.relative_change)
     moved = dict(least=ranked[0], most=ranked[-1], median=statistics.median(c.relative_change for c in ranked))
     p_moved = dict(p_before=pct(before.target_probability), p_after=pct(result.after.target_probability))
+    p_moved.update(loss_before=result.losses[0], loss_after=result.losses[-1])
     st.markdown(
         TEXT["trained"].format(
             steps=taken, plural="s" * (taken != 1), target=token(target), r=result, **p_moved, **moved

@@ -1,11 +1,8 @@
-"""Training vs inference on one model, from a terminal: inference leaves every weight bit for bit equal, training
-steps (the project's own optimizer and loss, on a copy) move them; what a forward pass and a training step cost.
+"""Training vs inference from a terminal: inference leaves every weight bit for bit equal, training steps on a copy
+move them; what a forward pass and a training step cost (wall clock, medians; FLOPs and bytes exact).
 
     python -m inference.train_vs_infer --json                       # the bundled storyteller, 3 steps
     python -m inference.train_vs_infer --model SmolLM2-135M-Instruct --steps 1 --text "The capital of France is Paris"
-
-The loaded model itself is never trained: the steps run on a deep copy. Times are wall clock on this machine
-(median of several repeats; they move with whatever else the machine is doing); FLOPs and bytes are exact.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ REQUEST_PROMPT, REQUEST_REPLY = 100, 100  # the request "once vs every request" 
 def compare(
     model_source: str = "", steps: int = 3, sentence: str = text.DEFAULT_SENTENCE, repeats: int = costs.REPEATS
 ):
-    """Every figure the command prints, as one dict."""
     loaded = load_model(model_source)
     model, tokenizer = loaded.model, loaded.tokenizer
     ids = encode_prompt(tokenizer, sentence)

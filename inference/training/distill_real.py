@@ -24,8 +24,7 @@ from inference.core.model_config import decoder_config_fields
 from inference.core.paths import DEFAULT_CORPUS_DIR, MODELS_DIR
 from inference.training import corpus as corpus_io
 from inference.training.teacher_text import described, read_replies, split_replies, training_stories
-from inference.training.token_frequency import FILE_NAME as COUNTS_FILE
-from inference.training.token_frequency import IGNORE, coverage, most_frequent, shortlist_index
+from inference.training.token_frequency import IGNORE, coverage, most_frequent, shortlist_index, write_counts
 from inference.training.train import (
     TrainSettings,
     fit,
@@ -99,8 +98,7 @@ def build_draft(s: DraftSettings, teacher) -> LlamaForCausalLM:
 
 
 def token_counts(stream: list[int], replies: list[dict], vocab: int) -> np.ndarray:
-    reply_ids = [i for row in replies for i in row["reply_ids"]]
-    return np.bincount(np.asarray(stream + reply_ids, dtype=np.int64), minlength=vocab)
+    return np.bincount(np.asarray(stream + [i for row in replies for i in row["reply_ids"]]), minlength=vocab)
 
 
 def shortlist_logits(model, ids: torch.Tensor, rows: torch.Tensor, delta: torch.Tensor | None = None) -> torch.Tensor:
@@ -180,52 +178,28 @@ def train_draft(
         window = random_windows(stream_t, s.batch_size, s.context, gen)
         return loss_of(window, window)
 
-    log = [{"phase": "start", "step": 0, **reply_agreement(model, held_rows, short, delta)}]
-    log += [
-        {"phase": "stories", **row}
-        for row in fit(
-            model,
-            params,
-            story_loss,
-            s,
-            s.story_steps,
-            s.peak_lr,
-            lambda step: reply_agreement(model, held_rows, short, delta),
-        )
-    ]
+    def reply_loss() -> torch.Tensor:
+        return loss_of(*reply_batch(train_rows, gen, s.batch_size))
+
+    def agreement(step: int) -> dict:
+        return reply_agreement(model, held_rows, short, delta)
+
+    log = [{"phase": "start", "step": 0, **agreement(0)}]
+    log += [{"phase": "stories", **r} for r in fit(model, params, story_loss, s, s.story_steps, s.peak_lr, agreement)]
     # the replies file is read again: the teacher may have written more while the stories phase ran
     train_rows, held_rows = split_replies(read_replies(replies_path), s.heldout_every)
-    log += [
-        {"phase": "replies", **row}
-        for row in fit(
-            model,
-            params,
-            lambda: loss_of(*reply_batch(train_rows, gen, s.batch_size)),
-            s,
-            s.reply_steps,
-            s.reply_lr,
-            lambda step: reply_agreement(model, held_rows, short, delta),
-        )
-    ]
+    log += [{"phase": "replies", **r} for r in fit(model, params, reply_loss, s, s.reply_steps, s.reply_lr, agreement)]
     with torch.no_grad():  # a plain LlamaForCausalLM again
         model.get_input_embeddings().weight[short] += delta
     log.append({"phase": "saved", "step": 0, **reply_agreement(model, held_rows, short)})  # the plain model
     write_log(out_dir / "training_log.csv", log)
     model.to(torch.bfloat16).save_pretrained(out_dir, safe_serialization=True)  # our own copy; loaded as float32
-    GenerationConfig(
-        bos_token_id=model.config.bos_token_id, eos_token_id=model.config.eos_token_id, pad_token_id=0
-    ).save_pretrained(out_dir)
+    c = model.config
+    GenerationConfig(bos_token_id=c.bos_token_id, eos_token_id=c.eos_token_id, pad_token_id=0).save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     counts = token_counts(stream, train_rows, vocab)  # the counts the page's shortlist ranks (every reply trained on)
     corpus_files = sorted(p.name for p in Path(corpus_dir).glob("*.txt"))
-    counted = {
-        "what": "how often each token id occurs in the draft's training text (stories with separators, and replies)",
-        "model": out_dir.name,
-        "corpus_files": corpus_files,
-        "train_tokens": int(counts.sum()),
-        "counts": counts.tolist(),
-    }
-    (out_dir / COUNTS_FILE).write_text(json.dumps(counted, separators=(",", ":")) + "\n")
+    write_counts(out_dir, counts, "the draft's training text (stories with separators, and replies)", corpus_files)
     meta = {
         "settings": {**asdict(s), "vocab_size": vocab, "validation_fraction": TrainSettings().validation_fraction},
         "preset": "draft",  # the model picker's role: a draft for speculative decoding
@@ -251,15 +225,8 @@ def train_draft(
 
 
 def main(argv=None) -> None:
-    s, args = parse(
-        DraftSettings,
-        argv,
-        __doc__,
-        replies=Path("/tmp/draft/teacher.jsonl"),
-        corpus=DEFAULT_CORPUS_DIR,
-        out=OUT_DIR,
-        init=None,
-    )
+    paths = dict(replies=Path("/tmp/draft/teacher.jsonl"), corpus=DEFAULT_CORPUS_DIR, out=OUT_DIR, init=None)
+    s, args = parse(DraftSettings, argv, __doc__, **paths)
     train_draft(s, args.replies, args.corpus, args.out, args.init)
 
 

@@ -1,18 +1,9 @@
-"""Routing statistics and experiments of a trained MoE model, stored next to its weights.
+"""Routing statistics and experiments of a trained MoE, written once beside its weights (the app never reads the
+corpus): FOLDER/routing_stats.json holds, over the trainer's own validation split, each expert's load and top tokens
+per layer, bits per byte as trained, with one expert per token and with one expert off, beside the dense model, and
+the decode time per token of each on this machine.
 
     python -m inference.training.moe_stats [FOLDER]      # default: assets/models/storyteller-moe-16m
-
-The app cannot read the corpus at run time, so everything that needs the validation stories
-is computed here, once, and written to FOLDER/routing_stats.json:
-
-- load: over the trainer's own validation split (`corpus.split_train_validation(stories,
-  validation_fraction, seed)` with the settings in training_meta.json, never trained on), the
-  (token, slot) picks each expert received in every layer, and each layer's first choices;
-- top tokens: per layer and expert, the tokens most often routed to it, with counts;
-- experiments: bits per byte on the same stories with the model as trained (top-2), with one
-  expert per token (top-1), and with one expert switched off in every layer (by default the
-  index with the largest mean share), next to the dense model; decode time per token of each,
-  measured on this machine.
 """
 
 from __future__ import annotations
@@ -38,14 +29,11 @@ from inference.training.evaluate import score_stream
 TIMING_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to"
 TIMING_STEPS = 48
 TIMING_REPEATS = 5
-# Experiments are scored in windows of 512 tokens without overlap, as the trainer's evaluations
-# during training: half the work of the model card's overlapping windows, the same for every row.
-SCORE_WINDOW = 512
+SCORE_WINDOW = 512  # windows without overlap, as the trainer's evaluations: half the work of the card's
 
 
 def route(model, token_ids: list[int], window: int = SCORE_WINDOW) -> routing.Routing:
-    """Routing of every token of `token_ids`, from the routers' logits of one forward pass per window of `window`
-    tokens (each window a fresh context, as the trainer's load log)."""
+    """Routing of every token, from the routers' logits of one forward pass per window (each a fresh context)."""
     chunks = [
         TransformersForward(model, None).next_pass(token_ids[start : start + window], PREFILL).router_logits
         for start in range(0, len(token_ids), window)
@@ -54,7 +42,6 @@ def route(model, token_ids: list[int], window: int = SCORE_WINDOW) -> routing.Ro
 
 
 def validation_stories(folder: Path, corpus_dir: Path) -> list[str]:
-    """The stories the trainer held back for this model (its own split settings)."""
     settings = json.loads((folder / "training_meta.json").read_text())["settings"]
     stories = corpus_io.read_stories(corpus_dir)
     _, validation = corpus_io.split_train_validation(stories, settings["validation_fraction"], settings["seed"])

@@ -30,9 +30,7 @@ def share(p: float) -> str:
 
 
 def distribution_figure(rows: list[tuple[str, float, float | None]], presenter: bool = False) -> go.Figure:
-    """Next-token probabilities of a few tokens (label, before, after or None), before (pale) and after training
-    (deep blue, hatched: colour is not the only signal); the first row at the top. A value under 0.1% is labelled
-    only where its row's other bar is large (the token training taught)."""
+    """Next-token probabilities before (pale) and after training (hatched: colour is not the only signal)."""
     trained = rows[0][2] is not None
     rows = rows[::-1]  # Plotly draws the first name at the bottom
     names = [label(r[0]) for r in rows]
@@ -70,7 +68,6 @@ def _kind(name: str) -> str:
 
 
 def change_heatmap(changes: list[TensorChange], presenter: bool = False) -> go.Figure:
-    """Relative change ‖Δ‖/‖W‖ of every tensor: one row per layer (embedding first), one column per kind of tensor."""
     rows = list(dict.fromkeys(layer_of(c.name) for c in changes))
     kinds = list(dict.fromkeys(_kind(c.name) for c in changes))
     grid = [[None] * len(kinds) for _ in rows]
@@ -97,7 +94,6 @@ def change_heatmap(changes: list[TensorChange], presenter: bool = False) -> go.F
 
 
 def loss_figure(losses: list[float], presenter: bool = False) -> go.Figure:
-    """The loss on the typed sentence before each training step and after the last."""
     fig = go.Figure()
     add_line(
         fig,
@@ -116,7 +112,6 @@ def loss_figure(losses: list[float], presenter: bool = False) -> go.Figure:
 
 
 def step_time_figure(cost: StepCost, presenter: bool = False) -> go.Figure:
-    """Median time of a forward pass and of a training step (bars), every timed repeat as a dot."""
     fig = go.Figure()
     names = ["inference:<br>a forward pass", "training:<br>one step"]
     medians = [cost.forward.median_ms, cost.train_step.median_ms]
@@ -158,7 +153,6 @@ MEMORY_PARTS = [
 
 
 def memory_figure(mem: Memory, presenter: bool = False) -> go.Figure:
-    """Stacked bytes: inference (weights + KV cache) vs training (weights + gradients + moments + activations)."""
     fig = go.Figure()
     columns = ["inference", "training"]
     for field, name, colour, pattern in MEMORY_PARTS:
@@ -192,7 +186,6 @@ def memory_figure(mem: Memory, presenter: bool = False) -> go.Figure:
 def break_even_figure(
     training_hours: float, request_seconds: float, break_even: float, presenter: bool = False
 ) -> go.Figure:
-    """Machine time (core-hours) of n requests, against training's, on log axes; the crossing marked."""
     top = max(10.0, break_even * 10)
     counts = [10**e for e in range(0, 12) if 10**e <= top] + [top]
     fig = go.Figure()

@@ -29,7 +29,7 @@ TEXT = {
     "step on a copy that is dropped right after.",
     "press_train": "Press **{button}**: the chart will show the same probabilities before and after.",
     "trained": "After **{steps} training step{plural}** on this one sentence, {target} went from {p_before} to "
-    "**{p_after}**, and the loss on the sentence from {r.losses[0]:.3f} to {r.losses[-1]:.3f}. **{r.bytes_changed:,} "
+    "**{p_after}**, and the loss on the sentence from {loss_before:.3f} to {loss_after:.3f}. **{r.bytes_changed:,} "
     "of {r.bytes_total:,} bytes** of weights changed; the tensors moved by {least.relative_change:.2%} to "
     "{most.relative_change:.2%} of their size (median {median:.2%}), the most `{most.name}`.",
     "gained": "Gained most: {parts}.",
