@@ -43,8 +43,9 @@ def test_greedy_under_a_format_equals_llama_servers_json_schema_output(bundled, 
     ours.run(SamplingSettings(temperature=0))
     assert ours.complete and fmt.matches(ours.text)
     theirs = engine_greedy(llama_server.url, prompt_ids, fmt, 80)
-    their_ids = theirs.without_eos(ours.trace.eos_ids)
-    assert theirs.stop_type == "eos" and theirs.predicted_ms is not None and theirs.predicted_ms > 0
+    assert theirs.stop_reason == "eos" and theirs.token_ids[-1] in ours.trace.eos_ids
+    assert theirs.timings.predicted_ms is not None and theirs.timings.predicted_ms > 0
+    their_ids = theirs.token_ids[:-1]
     if their_ids == ours.text_ids:
         assert theirs.text == ours.text
         return

@@ -93,30 +93,18 @@ def compute(
     log(f"routing done ({ms_since(started) / 1000:.0f} s)")
 
     if switch_off is None:  # the busiest expert index over all layers: the one whose loss should cost most
-        load = torch.tensor(stats["load"]["fractions"]).mean(dim=0)
-        switch_off = [int(load.argmax())]
+        switch_off = [int(torch.tensor(stats["load"]["fractions"]).mean(dim=0).argmax())]
     as_trained = f"top-{shape.k} (as trained)"
-    variants = {as_trained: (shape.k, ())}
-    if shape.k > 1:
-        variants["top-1"] = (1, ())
-    for e in switch_off:
-        variants[f"expert {e} off"] = (shape.k, (e,))
-    experiments = []
+    variants = {as_trained: (shape.k, ()), **({"top-1": (1, ())} if shape.k > 1 else {})}
+    variants.update({f"expert {e} off": (shape.k, (e,)) for e in switch_off})
+    twins = {name: routing.variant(model, k=k, off=off) for name, (k, off) in variants.items()}
+    stats["experiments"] = []
     for name, (k, off) in variants.items():
-        twin = routing.variant(model, k=k, off=off)
-        report = score_stream(twin, ids, n_bytes, window=SCORE_WINDOW, stride=SCORE_WINDOW)
-        experiments.append(
-            {
-                "name": name,
-                "k": k,
-                "off": list(off),
-                "val_bits_per_byte": report.bits_per_byte,
-                "val_nats_per_token": report.nats_per_token,
-            }
-        )
+        report = score_stream(twins[name], ids, n_bytes, window=SCORE_WINDOW, stride=SCORE_WINDOW)
+        scores = dict(val_bits_per_byte=report.bits_per_byte, val_nats_per_token=report.nats_per_token)
+        stats["experiments"].append({"name": name, "k": k, "off": list(off), **scores})
         log(f"{name}: {report.bits_per_byte:.4f} bits/byte ({ms_since(started) / 1000:.0f} s)")
     dense_report = score_stream(dense.model, ids, n_bytes, window=SCORE_WINDOW, stride=SCORE_WINDOW)
-    stats["experiments"] = experiments
     stats["dense"] = {
         "model": dense_folder.name,
         "val_bits_per_byte": dense_report.bits_per_byte,
@@ -124,11 +112,7 @@ def compute(
     }
 
     prompt = encode_prompt(tokenizer, TIMING_PROMPT)
-    timed = {"dense": dense.model, as_trained: model}
-    if shape.k > 1:
-        timed["top-1"] = routing.variant(model, k=1)
-    if switch_off:
-        timed[f"expert {switch_off[0]} off"] = routing.variant(model, off=(switch_off[0],))
+    timed = {"dense": dense.model, **{name: twins[name] for name in list(twins)[: 2 + (shape.k > 1)]}}
     runs = routing.decode_timings(timed, prompt, timing_repeats, timing_steps)
     ms = {name: statistics.median(times) for name, times in runs.items()}
     stats["decode_ms_per_token"] = ms
