@@ -1,6 +1,6 @@
 """Train SmolLM2's feature draft (EAGLE-style, `inference.lessons.speculative.feature_draft`) on SmolLM2's own replies.
 
-    python -m inference.training.teacher_text --mixed --gguf-type q8_0 --out /tmp/draft/mixed.jsonl --minutes 24
+    python -m inference.training.teacher_text --mixed --batch 64 --out /tmp/draft/mixed.jsonl --minutes 45
     python -m inference.training.distill_features --replies /tmp/draft/mixed.jsonl --steps 800
 
 One teacher-forced pass of SmolLM2 per reply gives each position's last-layer output h_j and the target's argmax after

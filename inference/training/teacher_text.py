@@ -1,14 +1,13 @@
 """Teacher text for SmolLM2's drafts: SmolLM2-135M-Instruct's own greedy replies to story requests (with `--mixed`,
 general requests too), one JSON line each: {"request", "prompt_ids", "reply_ids", "stopped"}; never in the repository.
 
-    python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl --minutes 20       # llama-server
-    python -m inference.training.teacher_text --mixed --batch 64 --out /tmp/draft/mixed.jsonl   # transformers
-    python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl --check 8   # agreement with transformers
+    python -m inference.training.teacher_text --batch 64 --out /tmp/draft/teacher.jsonl --minutes 20
+    python -m inference.training.teacher_text --mixed --batch 64 --out /tmp/draft/mixed.jsonl --minutes 45
 
 Why its own replies (sequence-level distillation, Kim & Rush 2016): greedy speculation keeps a drafted token when it is
 the target's argmax, so a draft should learn the target's greedy text, not the stories' authors'. Requests come from
-the TRAINING split only. `--batch N`: transformers' float32 forward, N requests a pass, left-padded (262 tokens/s here
-against llama-server's ~85, 2026-12-04); otherwise llama-server serves SmolLM2's GGUF over several slots.
+the TRAINING split only. transformers' float32 forward answers `--batch` requests a pass, left-padded (262 tokens/s
+here, against ~85 from llama-server's slots, which made the first replies of the bundled drafts; 2026-12-04).
 """
 
 from __future__ import annotations
@@ -18,20 +17,14 @@ import json
 import random
 import re
 import sys
-import threading
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer
 
 from inference.core import loader, real_model
-from inference.core.forward import TransformersForward
 from inference.core.measuring import now
 from inference.core.paths import DEFAULT_CORPUS_DIR
-from inference.engines import llamacpp
-from inference.engines.client import LLAMACPP, EngineClient
 from inference.training import corpus as corpus_io
 from inference.training.train import TrainSettings
 
@@ -183,70 +176,30 @@ def described(path: Path, train_rows: list[dict], held_rows: list[dict]) -> dict
             "reply_tokens_trained": tokens}  # fmt: skip
 
 
-def generate(out: Path, minutes: float, max_tokens: int, count: int, mixed: bool, batch: int, server: dict) -> None:
-    """Answer the requests not yet in `out` (a stopped run resumes), appending each reply as it comes, until
-    `minutes` are up: `batch` at a time with transformers, or over llama-server's slots (`server`) when batch is 0."""
-    tokenizer = AutoTokenizer.from_pretrained(real_model.real_model_folder())
+def generate(out: Path, minutes: float, max_tokens: int, count: int, mixed: bool, batch: int) -> None:
+    """Answer the requests not yet in `out` (a stopped run resumes), `batch` a pass, appending each reply as it
+    comes, until `minutes` are up."""
+    loaded = loader.load_model(real_model.REAL_MODEL_NAME)
     stories = training_stories()
     requests = mixed_requests(stories, count) if mixed else story_requests(stories, count)
     done = {row["request"] for row in read_replies(out)} if out.is_file() else set()
     todo = [r for r in requests if r not in done]
     print(f"{len(requests)} requests, {len(done)} already answered, {len(todo)} to ask", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
-    deadline, started, lock, written = now() + minutes * 60, now(), threading.Lock(), [0, 0]
-
-    def write(f, request: str, prompt_ids: list[int], reply_ids: list[int], stopped: bool) -> None:
-        with lock:
-            row = {"request": request, "prompt_ids": prompt_ids, "reply_ids": reply_ids, "stopped": stopped}
-            f.write(json.dumps(row) + "\n")
-            f.flush()
-            written[0], written[1] = written[0] + 1, written[1] + len(reply_ids)
-            if written[0] % (batch or 10) == 0:
-                print(f"{written[0]} replies, {written[1]} tokens, {written[1] / (now() - started):.1f} tokens/s")
-
+    started, replies, tokens = now(), 0, 0
     with out.open("a") as f:
-        if batch:
-            model = loader.load_model(real_model.REAL_MODEL_NAME).model
-            for at in range(0, len(todo), batch):
-                if now() > deadline:
-                    break
-                chunk = todo[at : at + batch]
-                prompts = [loader.encode_prompt(tokenizer, r, chat=True) for r in chunk]
-                for r, p, (reply, stopped) in zip(
-                    chunk, prompts, batched_greedy_replies(model, tokenizer, prompts, max_tokens)
-                ):
-                    write(f, r, p, reply, stopped)
-        else:
-            gguf = llamacpp.convert(real_model.REAL_MODEL_NAME, server["gguf_type"])
-            with (
-                llamacpp.serve(gguf, parallel=server["parallel"], threads=server["threads"]) as running,
-                EngineClient(running.url, LLAMACPP, timeout=600) as client,
-            ):
-
-                def ask(request: str) -> None:
-                    if now() < deadline:
-                        prompt_ids = loader.encode_prompt(tokenizer, request, chat=True)
-                        reply = client.complete(prompt_ids, max_tokens, ignore_eos=False)
-                        write(f, request, prompt_ids, reply.token_ids, reply.stop_reason == "eos")
-
-                with ThreadPoolExecutor(server["parallel"]) as pool:
-                    list(pool.map(ask, todo))
-    print(f"done: {written[0]} replies, {written[1]} tokens in {now() - started:.0f} s", flush=True)
-
-
-def check_agreement(path: Path, n: int) -> dict:
-    """For the first `n` replies in `path`: the share of reply tokens that are transformers' argmax given the text
-    before them (one teacher-forced pass of the float32 SmolLM2 per reply)."""
-    loaded = loader.load_model(real_model.REAL_MODEL_NAME)
-    same = total = whole = 0
-    for row in read_replies(path)[:n]:
-        ids = row["prompt_ids"] + row["reply_ids"]
-        logits = TransformersForward(loaded.model, loaded.tokenizer).logits(ids, keep=len(ids))
-        predicted = logits[len(row["prompt_ids"]) - 1 : -1].argmax(-1)
-        matches = int((predicted == torch.tensor(row["reply_ids"])).sum())
-        same, total, whole = same + matches, total + len(predicted), whole + int(matches == len(predicted))
-    return {"replies": min(n, len(read_replies(path))), "tokens": total, "same_argmax_share": same / max(total, 1),
-            "replies_identical": whole}  # fmt: skip
+        for at in range(0, len(todo), batch):
+            if now() > started + minutes * 60:
+                break
+            chunk = todo[at : at + batch]
+            prompts = [loader.encode_prompt(loaded.tokenizer, r, chat=True) for r in chunk]
+            answers = batched_greedy_replies(loaded.model, loaded.tokenizer, prompts, max_tokens)
+            for request, prompt_ids, (reply_ids, stopped) in zip(chunk, prompts, answers, strict=True):
+                row = {"request": request, "prompt_ids": prompt_ids, "reply_ids": reply_ids, "stopped": stopped}
+                f.write(json.dumps(row) + "\n")
+                replies, tokens = replies + 1, tokens + len(reply_ids)
+            f.flush()
+            print(f"{replies} replies, {tokens} tokens, {tokens / (now() - started):.1f} tokens/s", flush=True)
 
 
 def main(argv=None) -> int:
@@ -254,19 +207,11 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/draft/teacher.jsonl"))
     parser.add_argument("--minutes", type=float, default=20.0)
     parser.add_argument("--max-tokens", type=int, default=192)
-    parser.add_argument("--parallel", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--count", type=int, default=4000, help="requests made (generation stops at --minutes)")
     parser.add_argument("--mixed", action="store_true", help="general requests beside the story requests")
-    parser.add_argument("--gguf-type", default="f32", choices=llamacpp.GGUF_TYPES, help="q8_0 is ~2x faster here")
-    parser.add_argument("--batch", type=int, default=0, help="answer with transformers, this many requests a pass")
-    parser.add_argument("--check", type=int, default=0, help="only measure agreement with transformers on N replies")
+    parser.add_argument("--batch", type=int, default=64, help="requests a pass")
     args = parser.parse_args(argv)
-    if args.check:
-        print(json.dumps(check_agreement(args.out, args.check)))
-        return 0
-    server = dict(gguf_type=args.gguf_type, parallel=args.parallel, threads=args.threads)
-    generate(args.out, args.minutes, args.max_tokens, args.count, args.mixed, args.batch, server)
+    generate(args.out, args.minutes, args.max_tokens, args.count, args.mixed, args.batch)
     return 0
 
 
