@@ -18,16 +18,11 @@ from inference.lessons.constrained.formats import CHOICES, JSON_SCHEMA, PRESETS,
 from inference.lessons.constrained.on_engine import engine_greedy
 from inference.lessons.constrained.run import ConstrainedRun
 from inference.sampling.pipeline import SamplingSettings
+from tests.test_constrained import PET
 from tests.test_engines import llama_server  # noqa: F401  (the session's llama-server fixture)
 
 pytestmark = pytest.mark.engine
 
-PET = {
-    "type": "object",
-    "properties": {"animal": {"enum": ["cat", "dog", "bird"]}, "happy": {"type": "boolean"}},
-    "required": ["animal", "happy"],
-    "additionalProperties": False,
-}
 CASES = [
     (PRESETS["JSON: a name and an age"][0], PRESETS["JSON: a name and an age"][1]),
     (PRESETS["JSON: a name and an age"][0], "Once upon a time, there was a little girl named Lily."),

@@ -89,7 +89,7 @@ def run_inference_many(model, tokenizer, ids: list[int], passes: int = INFERENCE
     return InferenceCheck(passes, before, fingerprint(model), len(named_tensors(model)))
 
 
-def train_step(model, optimizer, ids: torch.Tensor) -> float:
+def train_step(model, optimizer, ids: torch.Tensor) -> None:
     """One step as every trainer takes it: loss, backward, clip, AdamW step."""
     model.train()
     loss, _ = next_token_loss(model, ids)
