@@ -169,14 +169,6 @@ def weight_changes(start: dict[str, torch.Tensor], model: torch.nn.Module) -> li
     return changes
 
 
-def layer_of(name: str) -> str:
-    """A tensor's layer for the chart: "layer 3" for model.layers.3.*, else the part's name (embedding, norm)."""
-    parts = name.split(".")
-    if "layers" in parts:
-        return f"layer {parts[parts.index('layers') + 1]}"
-    return "embedding" if "embed" in name else "output layer" if "lm_head" in name else "final norm"
-
-
 def chart_rows(tokenizer, before: Distribution, after: Distribution | None, k: int = 4) -> list:
     """(label, p before, p after or None) for the top `k` tokens before, the top `k` after, and the sentence's last
     token, most likely first (after training when there is an after)."""
