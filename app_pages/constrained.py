@@ -282,24 +282,18 @@ if run.trace.finished and run.steps:
             st.session_state.con_cost, st.session_state.con_cost_key = compare_strategies(run), key
         cost = st.session_state.con_cost
         chart(figures.strategy_bars(cost, presenter), width="stretch")
-        st.markdown(
-            TEXT["strategies"].format(
-                first_valid=sum(cost.first_valid),
-                steps=plural(cost.steps, "step"),
-                share=sum(cost.first_valid) / cost.steps,
-                sample_first_us=cost.sample_first_us_p50,
-                mask_all_us=cost.mask_all_us_p50,
-                strategy_words=compare(cost.sample_first_us, cost.mask_all_us).words(more="slower", less="faster"),
-                model=loaded.info.name,
-                vocab=vocab,
-                mask_us=statistics.median(cost.mask_us),
-                draw_us=statistics.median(cost.draw_us),
-                mask_words=compare(cost.mask_us, cost.draw_us).words(
-                    more="more for the mask", less="less for the mask"
-                ),
-                same=sum(cost.same_token),
-            )
+        valid, medians = (
+            sum(cost.first_valid),
+            dict(mask_us=statistics.median(cost.mask_us), draw_us=statistics.median(cost.draw_us)),
         )
+        words = dict(
+            strategy_words=compare(cost.sample_first_us, cost.mask_all_us).words(more="slower", less="faster"),
+            mask_words=compare(cost.mask_us, cost.draw_us).words(more="more for the mask", less="less for the mask"),
+        )
+        said = TEXT["strategies"].format(c=cost, first_valid=valid, steps=plural(cost.steps, "step"),
+                                         share=valid / cost.steps, model=loaded.info.name, vocab=vocab,
+                                         same=sum(cost.same_token), **medians, **words)  # fmt: skip
+        st.markdown(said)
         caption(
             "measured",
             "The wall clock around llguidance's mask, our pipeline's draw and the one-token check, each timed apart "
@@ -324,11 +318,9 @@ if run.trace.finished and run.steps:
         elif st.button("Run it on llama-server (starts it for one request)", key="con_engine"):
             with generation_slot(), st.spinner("Starting llama-server…"), llamacpp.serve(None) as server:
                 theirs = engine_greedy(server.url, run.trace.prompt_ids, run.format, run.trace.max_new_tokens)
-            same = theirs.without_eos(run.trace.eos_ids) == run.text_ids
-            timing = theirs.predicted_ms is not None
-            st.markdown(
-                TEXT["engine_same" if same else "engine_differs"]
-                + (TEXT["engine_timing"].format(ms=theirs.predicted_ms, tokens=len(theirs.token_ids)) if timing else "")
-            )
+            ids, ms = theirs.token_ids, theirs.timings.predicted_ms
+            same = (ids[:-1] if ids and ids[-1] in run.trace.eos_ids else ids) == run.text_ids  # ours leaves EOS out
+            timing = TEXT["engine_timing"].format(ms=ms, tokens=len(ids)) if ms is not None else ""
+            st.markdown(TEXT["engine_same" if same else "engine_differs"] + timing)
             st.code(theirs.text or " ", language=None, wrap_lines=True)
             caption("measured", "llama-server's own `timings` for this request.")

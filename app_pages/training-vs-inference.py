@@ -1,6 +1,8 @@
 """Training vs inference: inference leaves the weights fixed, training moves them (on a per-session copy), what each
 costs, and training once vs inference on every request."""
 
+import statistics
+
 import pandas as pd
 import streamlit as st
 import torch
@@ -13,12 +15,13 @@ from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
 from inference.core.loader import encode_prompt
-from inference.core.tokens import readable_token
+from inference.core.measuring import compare
+from inference.core.tokens import markdown_token_text, readable_token
 from inference.lessons.cost.experiments import measure_answer
 from inference.lessons.training_vs_inference import cost as costs
 from inference.lessons.training_vs_inference import figures, text
 from inference.lessons.training_vs_inference import weights as w
-from inference.lessons.training_vs_inference.text import TEXT
+from inference.lessons.training_vs_inference.text import TEXT, pct, token
 
 COPY_KEY = "tvi_copy"  # (model name, the session's TrainingCopy): a small model's copy, kept until Reset or a new model
 RESULT_KEY = "tvi_result"  # ((model name, sentence ids), TrainingResult)
@@ -57,13 +60,29 @@ def first_look():
 
 before, check = kept_until_changed("tvi_first", key, first_look)
 
+
+def bars(rows) -> str:
+    """The distribution chart's bars as plain text."""
+    if rows[0][2] is None:
+        return TEXT["bars_before"].format(bars=", ".join(f"'{t}' {pct(b)}" for t, b, _ in rows))
+    return TEXT["bars_after"].format(bars=", ".join(f"'{t}' {pct(b)} → {pct(a)}" for t, b, a in rows))
+
+
 # -- 1. inference ----------------------------------------------------------------------------------------------------
 st.subheader("1. Inference reads the weights and leaves them as they were")
 context = tokenizer.decode(ids[:-1], skip_special_tokens=True)
-top = readable_token(tokenizer, before.top_ids[0])
-st.markdown(text.first_look(before, check, context, target, top, info.name))
+prediction = dict(
+    context=f"*{markdown_token_text(context)}*",
+    top=token(readable_token(tokenizer, before.top_ids[0])),
+    top_p=f"{float(before.probs[before.top_ids[0]]):.1%}",
+    target=token(target),
+    target_p=pct(before.target_probability),
+    rank=int((before.probs > before.probs[before.target_id]).sum()) + 1,
+)
+said = TEXT["changed" if check.changed else "unchanged"].format(check=check, model=info.name)
+st.markdown(TEXT["prediction"].format(**prediction) + said)
 rows = w.chart_rows(tokenizer, before, None)
-chart(figures.distribution_figure(rows, presenter), key="tvi_before", text=text.bars(rows))
+chart(figures.distribution_figure(rows, presenter), key="tvi_before", text=bars(rows))
 caption("exact", TEXT["first_look_caption"].format(vocab=len(before.probs), tensors=check.tensors, passes=check.passes))
 
 # -- 2. training -----------------------------------------------------------------------------------------------------
@@ -86,7 +105,7 @@ if reset:
     kept = st.session_state.get(COPY_KEY)
     if kept is not None and kept[0] == info.name:
         kept[1].reset()
-        st.success(TEXT["reset"].format(fingerprint=text.short(w.fingerprint(kept[1].model))))
+        st.success(TEXT["reset"].format(fingerprint=w.fingerprint(kept[1].model)))
     st.session_state.pop(RESULT_KEY, None)
     result = None
 if train:
@@ -106,21 +125,33 @@ if train:
 if result is None:
     st.info(TEXT["press_train"].format(button=button))
 else:
-    st.markdown(text.trained(before, result, target))
+    taken = len(result.losses) - 1
+    ranked = sorted(result.changes, key=lambda c: c.relative_change)
+    moved = dict(least=ranked[0], most=ranked[-1], median=statistics.median(c.relative_change for c in ranked))
+    p_moved = dict(p_before=pct(before.target_probability), p_after=pct(result.after.target_probability))
+    p_moved.update(loss_before=result.losses[0], loss_after=result.losses[-1])
+    st.markdown(
+        TEXT["trained"].format(
+            steps=taken, plural="s" * (taken != 1), target=token(target), r=result, **p_moved, **moved
+        )
+    )
     rows = w.chart_rows(tokenizer, before, result.after)
-    chart(figures.distribution_figure(rows, presenter), key="tvi_after", text=text.bars(rows))
-    st.markdown(text.gained(w.gains(tokenizer, before, result.after)))
+    chart(figures.distribution_figure(rows, presenter), key="tvi_after", text=bars(rows))
+    rises = w.gains(tokenizer, before, result.after)
+    st.markdown(
+        TEXT["gained" if rises else "no_gain"].format(parts=", ".join(f"{token(t)} +{pct(g)}" for t, g in rises))
+    )
     if not small:
         seconds = result.step_ms[-1] / 1000
         st.markdown(TEXT["single_step"].format(model=info.name, tokens=len(ids) - 1, seconds=seconds))
     shared_now = w.fingerprint(model)
     state = "unchanged" if shared_now == check.fingerprint_before else "CHANGED"
-    fingerprints = dict(copy=text.short(result.fingerprint_after), shared=text.short(shared_now), state=state)
-    st.markdown(TEXT["fingerprints"].format(**fingerprints))
+    st.markdown(TEXT["fingerprints"].format(copy=result.fingerprint_after, shared=shared_now, state=state))
     caption("exact", TEXT["trained_caption"])
-    taken = len(result.losses) - 1
     with st.expander(f"Where the weights moved, tensor by tensor, and the loss over {taken} step{'s' * (taken != 1)}"):
-        chart(figures.change_heatmap(result.changes, presenter), key="tvi_heatmap", text=text.moves(result.changes))
+        n_moved = sum(c.relative_change > 0 for c in ranked)
+        said = TEXT["moves"].format(moved=n_moved, tensors=len(ranked), **moved)
+        chart(figures.change_heatmap(result.changes, presenter), key="tvi_heatmap", text=said)
         caption("exact", "‖after − before‖ ÷ ‖before‖ of every parameter tensor of your copy, in percent.")
         chart(figures.loss_figure(result.losses, presenter), key="tvi_loss")
         step_ms = ", ".join(f"{ms:,.0f}" for ms in result.step_ms)
@@ -138,19 +169,33 @@ with st.expander("3. What a step costs: a training step is several forward passe
         "sentence, on a copy that is dropped afterwards).",
     )
     if cost is not None:
-        chart(figures.step_time_figure(cost, presenter), key="tvi_time", text=text.cost(cost))
+        said = TEXT["cost"].format(
+            c=cost,
+            step_vs_pass=compare(cost.train_step, cost.forward).words(more="longer", less="shorter"),
+            flops_ratio=cost.flops_train / cost.flops_forward,
+            train_mflops=cost.flops_train_per_token / 1e6,
+            forward_mflops=cost.flops_forward_per_token / 1e6,
+            millions=cost.parameters / 1e6,
+        )
+        chart(figures.step_time_figure(cost, presenter), key="tvi_time", text=said)
         caption("measured", TEXT["time_caption"].format(threads=torch.get_num_threads(), repeats=cost.forward.repeats))
         cells = layout.metric_cells(2)
         cells[0].metric("FLOPs per token, inference", f"{cost.flops_forward_per_token / 1e6:,.2f} M")
         cells[1].metric("FLOPs per token, training", f"{cost.flops_train_per_token / 1e6:,.2f} M")
         caption("exact", TEXT["flops_caption"])
-        chart(figures.memory_figure(cost.memory, presenter), key="tvi_memory", text=text.memory(cost.memory))
+        mem = cost.memory
+        parts = {**vars(mem), "inference": mem.inference, "training": mem.training}
+        said = TEXT["memory"].format(
+            times=mem.training / mem.inference, **{k: f"{v / 2**20:,.1f} MiB" for k, v in parts.items()}
+        )
+        chart(figures.memory_figure(mem, presenter), key="tvi_memory", text=said)
         caption("exact", TEXT["memory_caption"])
 
 # -- 4. once vs every request ----------------------------------------------------------------------------------------
 bill = costs.bundled_training_bill()
 with st.expander(f"4. Once vs every request: {bill.name} trained once, in {bill.seconds / 3600:.1f} hours"):
-    st.markdown(text.bill(bill))
+    hours = bill.seconds / 3600
+    st.markdown(TEXT["bill"].format(b=bill, hours=hours, core_hours=hours * bill.cores))
     caption("measured", f"From {bill.source} (and its training_log.csv), written by the training run itself.")
     c1, c2 = layout.side_by_side(2)
     prompt = c1.slider("Prompt tokens per request", 8, 256, 100, step=8, key="tvi_prompt", persist_state="session")
@@ -175,7 +220,12 @@ with st.expander(f"4. Once vs every request: {bill.name} trained once, in {bill.
         chart(figure, key="tvi_break_even", text=said)
         caption("measured", TEXT["break_even_caption"].format(cores=bill.cores, threads=threads))
     tokens = prompt + reply
-    st.markdown(text.flops(bill, costs.requests_to_match_by_flops(bill.tokens, tokens), tokens, requests))
+    by_flops = costs.requests_to_match_by_flops(bill.tokens, tokens)
+    said = TEXT["flops"].format(model=bill.name, requests=by_flops, tokens=tokens)
+    if requests is not None:
+        crossing = compare(by_flops, requests).words(more="earlier", less="later")
+        said += TEXT["flops_measured"].format(crossing=crossing)
+    st.markdown(said)
     column = f"requests of {tokens} tokens = its training FLOPs"
     table = [
         {

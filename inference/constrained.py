@@ -35,7 +35,6 @@ def parse_format(args) -> Format:
 
 
 def outcome(model, tokenizer, prompt_ids, fmt: Format, settings: SamplingSettings, max_new: int, seed: int) -> dict:
-    """The run to its end (a step it could not take kept as one sentence), and the model's own continuation."""
     run = ConstrainedRun(model, tokenizer, prompt_ids, fmt, max_new, seed=seed)
     try:
         run.run(settings)
@@ -46,14 +45,9 @@ def outcome(model, tokenizer, prompt_ids, fmt: Format, settings: SamplingSetting
     return {
         "text": run.text,
         "steps": [
-            {
-                "token_id": s.token_id,
-                "allowed": s.allowed,
-                "allowed_mass": s.allowed_mass,
-                "mask_us": round(s.mask_us, 1),
-            }
+            dict(token_id=s.token_id, allowed=s.allowed, allowed_mass=s.allowed_mass, mask_us=round(s.mask_us, 1))
             for s in run.steps
-        ],
+        ],  # fmt: skip
         "logprob": run.logprob(),
         "logprob_unconstrained": plain.logprob(),
         "unconstrained_text": plain.text,

@@ -1,11 +1,8 @@
-"""Training vs inference on one model, from a terminal: inference leaves every weight bit for bit equal, training
-steps (the project's own optimizer and loss, on a copy) move them; what a forward pass and a training step cost.
+"""Training vs inference from a terminal: inference leaves every weight bit for bit equal, training steps on a copy
+move them; what a forward pass and a training step cost (wall clock, medians; FLOPs and bytes exact).
 
     python -m inference.train_vs_infer --json                       # the bundled storyteller, 3 steps
     python -m inference.train_vs_infer --model SmolLM2-135M-Instruct --steps 1 --text "The capital of France is Paris"
-
-The loaded model itself is never trained: the steps run on a deep copy. Times are wall clock on this machine
-(median of several repeats; they move with whatever else the machine is doing); FLOPs and bytes are exact.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ REQUEST_PROMPT, REQUEST_REPLY = 100, 100  # the request "once vs every request" 
 def compare(
     model_source: str = "", steps: int = 3, sentence: str = text.DEFAULT_SENTENCE, repeats: int = costs.REPEATS
 ):
-    """Every figure the command prints, as one dict."""
     loaded = load_model(model_source)
     model, tokenizer = loaded.model, loaded.tokenizer
     ids = encode_prompt(tokenizer, sentence)
@@ -55,8 +51,8 @@ def compare(
         "loss_before": result.losses[0],
         "loss_after": result.losses[-1],
         "training_step_ms_each": result.step_ms,
-        "bytes_changed_by_training": sum(c.bytes_changed for c in result.changes),
-        "weight_bytes": sum(c.bytes_total for c in result.changes),
+        "bytes_changed_by_training": result.bytes_changed,
+        "weight_bytes": result.bytes_total,
         "target_probability_before": before.target_probability,
         "target_probability_after": result.after.target_probability,
         "top5_before": before.top(tokenizer),
@@ -113,8 +109,7 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    for name, value in out.items():  # one line a figure
-        print(f"{name}: {value}")
+    print("\n".join(f"{name}: {value}" for name, value in out.items()))
     return 0
 
 

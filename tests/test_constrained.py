@@ -16,25 +16,22 @@ from inference.core.run import new_trace
 from inference.lessons.constrained.formats import CHOICES, JSON_SCHEMA, PRESETS, REGEX, Format, FormatError
 from inference.lessons.constrained.run import ConstrainedRun
 from inference.lessons.constrained.strategies import compare_strategies
+from inference.lessons.constrained.text import sentence_token
 from inference.sampling.pipeline import MASK, SamplingSettings, pack_allowed, stage_logits, unpack_allowed
 
 pytestmark = pytest.mark.unit
 
 SAMPLED = SamplingSettings(temperature=1.0)
+PET = {
+    "type": "object",
+    "properties": {"animal": {"enum": ["cat", "dog", "bird"]}, "happy": {"type": "boolean"}},
+    "required": ["animal", "happy"],
+    "additionalProperties": False,
+}
 GREEDY = SamplingSettings(temperature=0)
 FORMATS = {
     **{name: fmt for name, (fmt, _) in PRESETS.items()},
-    "JSON: a pet": Format(
-        JSON_SCHEMA,
-        json.dumps(
-            {
-                "type": "object",
-                "properties": {"animal": {"enum": ["cat", "dog", "bird"]}, "happy": {"type": "boolean"}},
-                "required": ["animal", "happy"],
-                "additionalProperties": False,
-            }
-        ),
-    ),
+    "JSON: a pet": Format(JSON_SCHEMA, json.dumps(PET)),
     "Regex: a name": Format(REGEX, r"[A-Z][a-z]{2,8}"),
 }
 PROMPT = "Once upon a time, there was a little girl named Lily."
@@ -52,16 +49,16 @@ def allowed_by_library(matcher, vocab: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("name", list(FORMATS))
-def test_every_sampled_text_fits_its_format_for_8_seeds(bundled, prompt_ids, name):
+def test_every_sampled_text_fits_its_format_for_4_seeds(bundled, prompt_ids, name):
     fmt = FORMATS[name]
-    for seed in range(8):
+    for seed in range(4):
         run = ConstrainedRun(bundled.model, bundled.tokenizer, prompt_ids, fmt, 80, seed=seed)
         run.run(SAMPLED)
         assert run.complete and run.trace.stop_reason == "eos", (name, seed, run.text)
         assert fmt.matches(run.text), (name, seed, run.text)
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(2))
 def test_with_the_mask_off_the_same_seeds_give_the_plain_pipelines_tokens(bundled, prompt_ids, seed):
     settings = SamplingSettings(temperature=0.9, top_p=0.95)
     plain = new_trace(bundled.model, bundled.tokenizer, prompt_ids, 12, seed=seed)
@@ -156,13 +153,6 @@ def test_a_format_no_token_can_produce_stops_with_one_sentence_and_keeps_the_run
     assert run.records == [] and not run.finished
 
 
-def test_a_format_needing_more_tokens_than_allowed_keeps_the_text_so_far(bundled, prompt_ids):
-    fmt = FORMATS["JSON: a name and an age"]
-    outcome = cli.outcome(bundled.model, bundled.tokenizer, prompt_ids, fmt, GREEDY, 4, 0)
-    assert len(outcome["steps"]) == 4 and outcome["text"].startswith("{")
-    assert outcome["error"].startswith("The format needs more tokens than the 4 allowed") and not outcome["valid"]
-
-
 def test_a_mask_after_a_filter_that_left_nothing_allowed_is_refused_and_the_run_goes_on(bundled, prompt_ids):
     fmt = FORMATS["JSON: a name and an age"]
     run = ConstrainedRun(bundled.model, bundled.tokenizer, prompt_ids, fmt, 80)
@@ -200,11 +190,13 @@ def test_the_command_line_prints_the_issues_json_fields(tmp_path, capsys):
     assert step.keys() == {"token_id", "allowed", "allowed_mass", "mask_us"} and step["allowed"] == 1
     assert cli.main(["--prompt", PROMPT, "--regex", "[a-", "--json"]) == 2
     assert json.loads(capsys.readouterr().out) == {"error": "The regex cannot be used: unclosed character class."}
+    assert cli.main(["--prompt", PROMPT, "--json-schema", str(schema), "--max-new-tokens", "4", "--json"]) == 2
+    short = json.loads(capsys.readouterr().out)  # too few tokens: the text so far, and why it does not fit
+    assert len(short["steps"]) == 4 and short["text"].startswith("{") and not short["valid"]
+    assert short["error"].startswith("The format needs more tokens than the 4 allowed")
 
 
 def test_the_step_sentence_names_an_indent_token_as_its_chart_does(smollm2):
-    from inference.lessons.constrained.text import sentence_token
-
     tokenizer = smollm2.tokenizer
     indent = tokenizer.encode("\n" + " " * 8, add_special_tokens=False)
     assert len(indent) == 1, "SmolLM2 has one token for a newline and an 8-space indent"

@@ -18,16 +18,11 @@ from inference.lessons.constrained.formats import CHOICES, JSON_SCHEMA, PRESETS,
 from inference.lessons.constrained.on_engine import engine_greedy
 from inference.lessons.constrained.run import ConstrainedRun
 from inference.sampling.pipeline import SamplingSettings
+from tests.test_constrained import PET
 from tests.test_engines import llama_server  # noqa: F401  (the session's llama-server fixture)
 
 pytestmark = pytest.mark.engine
 
-PET = {
-    "type": "object",
-    "properties": {"animal": {"enum": ["cat", "dog", "bird"]}, "happy": {"type": "boolean"}},
-    "required": ["animal", "happy"],
-    "additionalProperties": False,
-}
 CASES = [
     (PRESETS["JSON: a name and an age"][0], PRESETS["JSON: a name and an age"][1]),
     (PRESETS["JSON: a name and an age"][0], "Once upon a time, there was a little girl named Lily."),
@@ -43,8 +38,9 @@ def test_greedy_under_a_format_equals_llama_servers_json_schema_output(bundled, 
     ours.run(SamplingSettings(temperature=0))
     assert ours.complete and fmt.matches(ours.text)
     theirs = engine_greedy(llama_server.url, prompt_ids, fmt, 80)
-    their_ids = theirs.without_eos(ours.trace.eos_ids)
-    assert theirs.stop_type == "eos" and theirs.predicted_ms is not None and theirs.predicted_ms > 0
+    assert theirs.stop_reason == "eos" and theirs.token_ids[-1] in ours.trace.eos_ids
+    assert theirs.timings.predicted_ms is not None and theirs.timings.predicted_ms > 0
+    their_ids = theirs.token_ids[:-1]
     if their_ids == ours.text_ids:
         assert theirs.text == ours.text
         return

@@ -1,13 +1,6 @@
-"""Bench keys for constrained decoding (`python -m inference.bench`), on the JSON-schema preset, greedy:
-
-- `constrained_mask_us_p50`: the median time llguidance takes to compute one step's allowed set;
-- `constrained_step_overhead`: a masked step (forward pass, mask, the pipeline with the mask stage,
-  the matcher advancing) over a plain step (forward pass, pipeline) of the same run length, from medians of each
-  part (the forward pass pooled over both runs: it is the same work);
-- `constrained_first_sample_valid`, `constrained_mask_all_us_p50`, `constrained_sample_first_us_p50`: the two
-  strategies replayed on the run's states (see strategies.py);
-- `constrained_compile_ms`: compiling the format against the tokenizer, once.
-The first run of a format pays its compile; the run measured here is the second, as a page's would be.
+"""Bench keys for constrained decoding (`python -m inference.bench`), the JSON-schema preset, greedy: llguidance's
+median mask time, a masked step over a plain one (medians of each part, the forward pass pooled over both runs: it is
+the same work), the two strategies replayed (strategies.py), and the format's compile. A warm-up run pays the compile.
 """
 
 from __future__ import annotations
@@ -37,8 +30,6 @@ def constrained_figures(model, tokenizer, prompt_ids: list[int], max_new_tokens:
         masked_sample_ms += [r.sample_ms for r in run.records]
         plain_sample_ms += [r.sample_ms for r in twin.records]
         forward_ms += [r.forward_ms for r in run.records + twin.records]
-    # The forward pass is the same work with or without the mask: one pooled median for both, so a busy spell
-    # during one of the runs does not pass for the mask's cost; the rest is measured apart.
     forward = statistics.median(forward_ms)
     masked = forward + statistics.median(masked_sample_ms) + statistics.median(masked_extra_ms)
     plain = forward + statistics.median(plain_sample_ms)

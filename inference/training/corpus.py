@@ -1,8 +1,5 @@
-"""Reading the TinyStories text files, the tokenizer trained on them, and turning them into one token stream.
-
-The corpus files put `<|endoftext|>` alone on a line after every story. The held-out file
-does not mark stories at all, so it is read as running text.
-"""
+"""The TinyStories text files (`<|endoftext|>` alone on a line after every story; the held-out file is running
+text), the tokenizer trained on them, and one token stream."""
 
 from __future__ import annotations
 
@@ -16,7 +13,6 @@ STORY_SEPARATOR = "<|endoftext|>"
 
 
 def read_stories(corpus_dir: Path) -> list[str]:
-    """All stories from every `*.txt` file under `corpus_dir`, in a fixed (sorted) order."""
     files = sorted(Path(corpus_dir).glob("*.txt"))
     if not files:
         raise FileNotFoundError(f"No .txt files in corpus folder {corpus_dir}")
@@ -30,7 +26,6 @@ def read_stories(corpus_dir: Path) -> list[str]:
 
 
 def split_train_validation(stories: list[str], validation_fraction: float, seed: int):
-    """A seeded shuffle, then the last `validation_fraction` of stories for validation."""
     order = list(range(len(stories)))
     random.Random(seed).shuffle(order)
     n_validation = max(1, int(len(stories) * validation_fraction))
@@ -40,8 +35,7 @@ def split_train_validation(stories: list[str], validation_fraction: float, seed:
 
 
 def stories_to_stream(token_lists: list[list[int]], separator_id: int) -> list[int]:
-    """`<eot> story <eot> story ... <eot>`: each story starts after a separator (its BOS)
-    and is followed by one (its EOS), exactly as a prompt looks at inference time."""
+    """`<eot> story <eot> story ... <eot>`: each story starts after a separator, as a prompt does."""
     stream = [separator_id]
     for ids in token_lists:
         stream.extend(ids)
@@ -54,9 +48,8 @@ def utf8_bytes(texts: list[str]) -> int:
 
 
 def train_tokenizer(stories: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """Byte-level BPE (any UTF-8 text encodes, no unknown token) with `<|endoftext|>` as
-    id 0, used as BOS, EOS, story separator and padding. The post-processor puts it in
-    front of every encoded prompt, so a prompt starts the way every training story does."""
+    """Byte-level BPE (no unknown token) with `<|endoftext|>` as id 0: BOS, EOS, separator and padding, put in front
+    of every encoded prompt, so a prompt starts the way every training story does."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()

@@ -1,21 +1,14 @@
-"""Train SmolLM2's feature draft (`inference.lessons.speculative.feature_draft`) on SmolLM2's own greedy replies.
+"""Train SmolLM2's feature draft (EAGLE-style, `inference.lessons.speculative.feature_draft`) on SmolLM2's own replies.
 
-    python -m inference.training.teacher_text --mixed --gguf-type q8_0 --out /tmp/draft/mixed.jsonl --minutes 24
+    python -m inference.training.teacher_text --mixed --batch 64 --out /tmp/draft/mixed.jsonl --minutes 45
     python -m inference.training.distill_features --replies /tmp/draft/mixed.jsonl --steps 800
 
-1. Features: one teacher-forced pass of the float32 SmolLM2 (transformers' forward) over each request and its reply
-   gives, at every position j, the last decoder layer's output h_j and the target's argmax after it. They are kept
-   in memory (bfloat16), never written.
-2. The draft (one Llama decoder layer of SmolLM2's shape, initialised from SmolLM2's last layer, and `fc`, which mixes
-   [embedding of x_{j+1}, norm(h_j)] into the layer's input, starting as "pass the feature through") learns, for every
-   position, the target's argmax after the next one: cross-entropy over a shortlist of the most frequent tokens of the
-   replies, plus a smooth-L1 pull of its output towards norm(h_{j+1}) (EAGLE's feature regression), with a little
-   noise on its input features so that it still works when the second draft token is fed its own prediction.
-3. One request in `--heldout-every` (by a hash of its text) is held out; the held-out greedy agreement (the share of
-   reply positions where the draft's first guess is the target's next token) is printed and kept in
-   `training_meta.json`.
-The loop is `train.fit` with this loss. The replies should be SmolLM2's own text: trained on TinyStories' stories the
-draft agreed with the target on 14% of SmolLM2's own reply to a story request (measured 2026-12-04).
+One teacher-forced pass of SmolLM2 per reply gives each position's last-layer output h_j and the target's argmax after
+it (kept in memory, bfloat16). The draft (one decoder layer initialised from SmolLM2's last, and `fc`, which mixes
+[embedding of x_{j+1}, norm(h_j)] into its input, starting as "pass the feature through") learns the argmax after the
+next position: cross-entropy over a shortlist of the replies' most frequent tokens, plus a smooth-L1 pull towards
+norm(h_{j+1}) (EAGLE's feature regression), with noise on its input features. `train.fit` with this loss; one request
+in `--heldout-every` held out, its greedy agreement kept in training_meta.json.
 """
 
 from __future__ import annotations
@@ -27,18 +20,17 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
+from transformers import LlamaModel
 
 from inference.core import real_model
 from inference.core.forward import TransformersForward
 from inference.core.loader import load_model
 from inference.core.measuring import now
 from inference.training import feature_model as feature_draft
-from inference.training.distill_real import read_replies, split_replies
 from inference.training.feature_model import FEATURE_DRAFT_DIR
-from inference.training.token_frequency import most_frequent
+from inference.training.teacher_text import described, read_replies, split_replies
+from inference.training.token_frequency import IGNORE, most_frequent, shortlist_index
 from inference.training.train import fit, parse, run_record
-
-IGNORE = -100
 
 
 @dataclass
@@ -60,10 +52,8 @@ class FeatureSettings:
 
 
 def reply_features(model, rows: list[dict]) -> list[dict]:
-    """Each request and reply's ids, the target's last-layer outputs (bf16) and its argmax at every position: one
-    teacher-forced pass a reply through the forward boundary, in bfloat16 autocast (on the Intel Xeon with AMX ~4x
-    faster than float32, measured 2026-12-04). The labels are bfloat16's argmax; the draft is then measured against
-    float32 greedy text."""
+    """Each reply's ids, the target's last-layer outputs and argmax at every position: one teacher-forced pass in
+    bfloat16 autocast (~4x faster than float32 on this Xeon's AMX, 2026-12-04)."""
     kept, tokens, start = [], 0, now()
     for i, row in enumerate(rows):
         seq = row["prompt_ids"] + row["reply_ids"]
@@ -91,8 +81,7 @@ def token_counts_of(sequences: list[dict], vocab: int) -> torch.Tensor:
 
 
 def random_batch(sequences, index, s: FeatureSettings, gen: torch.Generator):
-    """Windows of `s.window` positions: next tokens x_{j+1}, features h_j, labels (shortlist index of the target's
-    argmax at j+1) and the features h_{j+1} the output is pulled towards."""
+    """Windows of `s.window` positions: tokens x_{j+1}, features h_j, labels (argmax at j+1) and targets h_{j+1}."""
     tokens, inputs, labels, targets = [], [], [], []
     for _ in range(s.batch_size):
         seq = sequences[int(torch.randint(len(sequences), (1,), generator=gen))]
@@ -114,9 +103,8 @@ def draft_outputs(draft_body, fc, embedding, norm, tokens, features):
 
 
 def second_step_loss(draft_body, fc, embedding, short_head, tokens, first_outputs, labels) -> torch.Tensor:
-    """Cross-entropy of the second drafted token. When drafting it, the draft reads its own prediction of the next
-    feature (first_outputs[j], for position j + 1) in place of the target's; here every position of the window does
-    so at once (in a run only the newest one does), a cheap stand-in for EAGLE-3's training-time test."""
+    """Cross-entropy of the second drafted token, read from the draft's own predicted feature at every position at once
+    (a cheap stand-in for EAGLE-3's training-time test)."""
     mixed = fc(torch.cat([embedding(tokens[:, 1:]), first_outputs[:, :-1]], dim=-1))
     logits = draft_body(inputs_embeds=mixed).last_hidden_state @ short_head.T
     return F.cross_entropy(logits.reshape(-1, short_head.shape[0]), labels[:, 1:].reshape(-1), ignore_index=IGNORE)
@@ -124,8 +112,7 @@ def second_step_loss(draft_body, fc, embedding, short_head, tokens, first_output
 
 @torch.no_grad()
 def heldout_agreement(draft_body, fc, target, rows: torch.Tensor, sequences: list[dict]) -> float:
-    """The share of reply positions where the draft's first guess, given the target's real features, is the target's
-    next token (greedy acceptance of a first drafted token)."""
+    """The share of reply positions where the draft's first guess is the target's next token."""
     head = target.get_output_embeddings().weight[rows]
     same = total = 0
     for seq in sequences:
@@ -154,11 +141,10 @@ def train(settings: FeatureSettings, replies: Path, out: Path, features_cache: P
             torch.save((train_seqs, held_seqs), features_cache)
     vocab = target.get_output_embeddings().weight.shape[0]
     rows = torch.tensor(sorted(most_frequent(token_counts_of(train_seqs, vocab).numpy(), settings.shortlist)))
-    index = torch.full((vocab,), IGNORE, dtype=torch.long)
-    index[rows] = torch.arange(len(rows))
+    index = shortlist_index(rows, vocab)
 
     config = feature_draft.body_config(target.config)
-    body = feature_draft.build_body(config)
+    body = LlamaModel(config)
     body.layers[0].load_state_dict(target.model.layers[-1].state_dict())
     body.norm.load_state_dict(target.model.norm.state_dict())
     fc = torch.nn.Linear(2 * config.hidden_size, config.hidden_size, bias=False)
@@ -172,8 +158,6 @@ def train(settings: FeatureSettings, replies: Path, out: Path, features_cache: P
     short_head = head[rows].detach()
 
     def loss_fn() -> torch.Tensor:
-        """Cross-entropy on the shortlist, plus the smooth-L1 pull towards the next feature, plus (optionally) the
-        second drafted token's cross-entropy."""
         tokens, inputs, labels, targets = random_batch(train_seqs, index, settings, gen)
         inputs = inputs + (torch.rand_like(inputs) - 0.5) * settings.input_noise * inputs.std()
         out_h = draft_outputs(body, fc, embedding, norm, tokens, inputs)
@@ -203,12 +187,7 @@ def train(settings: FeatureSettings, replies: Path, out: Path, features_cache: P
     meta = {
         "settings": asdict(settings),
         "target": real_model.REAL_MODEL_LINE,
-        "teacher_text": {
-            "file": replies.name,
-            "replies_trained": len(train_rows),
-            "replies_held_out": len(held_rows),
-            "reply_tokens_trained": sum(len(r["reply_ids"]) for r in train_rows),
-        },
+        "teacher_text": described(replies, train_rows, held_rows),
         "heldout_first_guess_agreement": round(agreement, 4),
         "training_seconds": round(now() - started),
         "torch_threads": torch.get_num_threads(),

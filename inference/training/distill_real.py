@@ -1,24 +1,15 @@
-"""A small draft for SmolLM2-135M-Instruct, trained here: first on the TinyStories training text, then on SmolLM2's
-own greedy replies to story requests (`teacher_text`), so greedy speculation on SmolLM2 keeps most of its guesses.
+"""A small draft for SmolLM2-135M-Instruct: a plain Llama over SmolLM2's tokenizer and vocabulary (2 layers of 256,
+tied embeddings, the embedding starting as SmolLM2's projected on its top principal directions), trained by
+`train.fit` first on TinyStories' training text, then on SmolLM2's own greedy replies (`teacher_text`, the loss on the
+reply only), scored over the `shortlist` most frequent tokens of that text (the output layer is most of the work).
 
     python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl           # the teacher's replies first
     python -m inference.training.distill_real --replies /tmp/draft/teacher.jsonl       # -> assets/models/smollm2-draft-14m
-
-The draft is a plain `LlamaForCausalLM` over SmolLM2's tokenizer and whole vocabulary (so `spec.check_pair` accepts
-the pair), 2 layers of width 256, tied embeddings; its embedding starts as SmolLM2's own projected on their top
-principal directions (576 -> 256 by an SVD), so it begins knowing which tokens are alike.
-
-Two phases of `train.fit`, one loss (`train.next_token_cross_entropy` over the `shortlist` most frequent tokens of
-the training text, the output layer being most of the work): story windows, then each request with SmolLM2's greedy
-reply, the loss on the reply only (sequence-level distillation, Kim & Rush 2016). One request in 20 is held out; each
-evaluation reports the share of its reply tokens that are the draft's top token. `token_frequency.json` (the same
-counts) lets the Speculative page's draft score its most frequent tokens.
 """
 
 from __future__ import annotations
 
 import json
-import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,9 +23,8 @@ from inference.core.measuring import now
 from inference.core.model_config import decoder_config_fields
 from inference.core.paths import DEFAULT_CORPUS_DIR, MODELS_DIR
 from inference.training import corpus as corpus_io
-from inference.training.teacher_text import training_stories
-from inference.training.token_frequency import FILE_NAME as COUNTS_FILE
-from inference.training.token_frequency import coverage, most_frequent
+from inference.training.teacher_text import described, read_replies, split_replies, training_stories
+from inference.training.token_frequency import IGNORE, coverage, most_frequent, shortlist_index, write_counts
 from inference.training.train import (
     TrainSettings,
     fit,
@@ -48,7 +38,6 @@ from inference.training.train import (
 DRAFT_NAME = "smollm2-draft-14m"
 OUT_DIR = MODELS_DIR / DRAFT_NAME
 STORY_SEPARATOR_ID = 0  # <|endoftext|>: SmolLM2's end of a pretraining document
-IGNORE = -100  # F.cross_entropy's ignore_index: a position with no target in the shortlist
 
 
 @dataclass
@@ -74,19 +63,8 @@ class DraftSettings:
     bf16_autocast: bool = True
 
 
-def read_replies(path: Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
-def split_replies(rows: list[dict], every: int) -> tuple[list[dict], list[dict]]:
-    """Whole requests held out by a hash of their text (one in `every`), so a file that grew since keeps its split."""
-    held = [zlib.crc32(row["request"].encode()) % every == 0 for row in rows]
-    return [r for r, h in zip(rows, held, strict=True) if not h], [r for r, h in zip(rows, held, strict=True) if h]
-
-
 def principal_embedding(weight: torch.Tensor, width: int) -> torch.Tensor:
-    """[vocab, width]: the rows of `weight` [vocab, d] projected on its `width` top principal directions, scaled to
-    unit RMS per coordinate times 0.02 (the initialiser's scale)."""
+    """`weight`'s rows on its `width` top principal directions, at the initialiser's scale (RMS 0.02)."""
     centred = weight.float() - weight.float().mean(0)
     _, _, v = torch.linalg.svd(centred, full_matrices=False)  # v [d, d], rows the directions
     projected = centred @ v[:width].T
@@ -94,8 +72,6 @@ def principal_embedding(weight: torch.Tensor, width: int) -> torch.Tensor:
 
 
 def build_draft(s: DraftSettings, teacher) -> LlamaForCausalLM:
-    """A Llama of `s`'s shape over the teacher's vocabulary and special tokens, tied embeddings, the embedding
-    initialised from the teacher's (`principal_embedding`). Weight init uses a seeded generator of its own."""
     t = teacher.config
     config = LlamaConfig(
         **decoder_config_fields(
@@ -122,20 +98,12 @@ def build_draft(s: DraftSettings, teacher) -> LlamaForCausalLM:
 
 
 def token_counts(stream: list[int], replies: list[dict], vocab: int) -> np.ndarray:
-    """How often each token id occurs in the draft's training text: the story stream and the replies' tokens."""
-    reply_ids = [i for row in replies for i in row["reply_ids"]]
-    return np.bincount(np.asarray(stream + reply_ids, dtype=np.int64), minlength=vocab)
-
-
-def shortlist_labels(ids: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """Each token id's position in the shortlist (`index` [vocab]: position or IGNORE), IGNORE kept for IGNORE."""
-    return torch.where(ids >= 0, index[ids.clamp(min=0)], IGNORE)
+    return np.bincount(np.asarray(stream + [i for row in replies for i in row["reply_ids"]]), minlength=vocab)
 
 
 def shortlist_logits(model, ids: torch.Tensor, rows: torch.Tensor, delta: torch.Tensor | None = None) -> torch.Tensor:
-    """[batch, T, len(rows)]: the model's logits for the shortlisted rows only (its body, then those output rows).
-    `delta` [len(rows), hidden] (training only): what training adds to the shortlisted rows of the tied embedding,
-    used as input and output, so the optimiser never touches the 49,152-row matrix (`fold_delta` adds it in)."""
+    """The logits of the shortlisted rows only. `delta` (training): what training adds to those rows of the tied
+    embedding, as input and output, so the optimiser never touches the 49,152-row matrix."""
     table = model.get_input_embeddings().weight
     if delta is None:
         hidden = model.get_decoder()(input_ids=ids).last_hidden_state
@@ -148,15 +116,8 @@ def shortlist_logits(model, ids: torch.Tensor, rows: torch.Tensor, delta: torch.
     return F.linear(hidden, table[rows] + delta)
 
 
-def fold_delta(model, rows: torch.Tensor, delta: torch.Tensor) -> None:
-    """Add the trained `delta` into the embedding's shortlisted rows: a plain LlamaForCausalLM again."""
-    with torch.no_grad():
-        model.get_input_embeddings().weight[rows] += delta
-
-
 def reply_batch(rows: list[dict], gen: torch.Generator, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`batch` requests drawn at random: ids [batch, T] (prompt then reply, padded with the separator) and the same
-    with IGNORE on the prompt and the padding (the loss is on the reply only)."""
+    """`batch` random requests: ids (prompt then reply, padded) and targets (IGNORE but on the reply)."""
     picks = torch.randint(0, len(rows), (batch,), generator=gen).tolist()
     seqs = [rows[i]["prompt_ids"] + rows[i]["reply_ids"] for i in picks]
     width = max(len(seq) for seq in seqs)
@@ -171,8 +132,7 @@ def reply_batch(rows: list[dict], gen: torch.Generator, batch: int) -> tuple[tor
 
 @torch.inference_mode()
 def reply_agreement(model, rows: list[dict], short: torch.Tensor, delta: torch.Tensor | None = None) -> dict:
-    """On `rows`: the share of reply tokens that are the draft's top shortlisted token given the text before them
-    (greedy acceptance per position), over all reply tokens and over the first 60 of each reply."""
+    """The share of reply tokens that are the draft's top shortlisted token (greedy acceptance), all and first 60."""
     model.eval()
     same = total = same_60 = total_60 = 0
     for row in rows:
@@ -189,8 +149,7 @@ def reply_agreement(model, rows: list[dict], short: torch.Tensor, delta: torch.T
 def train_draft(
     s: DraftSettings, replies_path: Path, corpus_dir: Path, out_dir: Path, init: Path | None = None
 ) -> dict:
-    """Both phases, then the folder the page loads. `init`: a draft this wrote before, trained further (its stories
-    phase already done: pass `story_steps` 0)."""
+    """Both phases, then the folder the page loads. `init`: a draft this wrote before, trained further."""
     started = now()
     teacher_dir = real_model.real_model_folder()
     tokenizer = AutoTokenizer.from_pretrained(teacher_dir)
@@ -200,8 +159,7 @@ def train_draft(
     train_rows, held_rows = split_replies(read_replies(replies_path), s.heldout_every)
     vocab = teacher.config.vocab_size
     short = torch.tensor(most_frequent(token_counts(stream, train_rows, vocab), s.shortlist))
-    index = torch.full((vocab,), IGNORE, dtype=torch.long)
-    index[short] = torch.arange(len(short))
+    index = shortlist_index(short, vocab)
     print(f"{len(stories)} stories, {len(stream):,} tokens; {len(train_rows)} replies, {len(held_rows)} held out")
     model = build_draft(s, teacher) if init is None else LlamaForCausalLM.from_pretrained(init, dtype=torch.float32)
     del teacher
@@ -213,69 +171,40 @@ def train_draft(
     out_dir.mkdir(parents=True, exist_ok=True)
 
     def loss_of(ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return next_token_cross_entropy(
-            shortlist_logits(model, ids[:, :-1], short, delta), shortlist_labels(targets, index)
-        )
+        labels = torch.where(targets >= 0, index[targets.clamp(min=0)], IGNORE)
+        return next_token_cross_entropy(shortlist_logits(model, ids[:, :-1], short, delta), labels)
 
     def story_loss() -> torch.Tensor:
         window = random_windows(stream_t, s.batch_size, s.context, gen)
         return loss_of(window, window)
 
-    log = [{"phase": "start", "step": 0, **reply_agreement(model, held_rows, short, delta)}]
-    log += [
-        {"phase": "stories", **row}
-        for row in fit(
-            model,
-            params,
-            story_loss,
-            s,
-            s.story_steps,
-            s.peak_lr,
-            lambda step: reply_agreement(model, held_rows, short, delta),
-        )
-    ]
+    def reply_loss() -> torch.Tensor:
+        return loss_of(*reply_batch(train_rows, gen, s.batch_size))
+
+    def agreement(step: int) -> dict:
+        return reply_agreement(model, held_rows, short, delta)
+
+    log = [{"phase": "start", "step": 0, **agreement(0)}]
+    log += [{"phase": "stories", **r} for r in fit(model, params, story_loss, s, s.story_steps, s.peak_lr, agreement)]
     # the replies file is read again: the teacher may have written more while the stories phase ran
     train_rows, held_rows = split_replies(read_replies(replies_path), s.heldout_every)
-    log += [
-        {"phase": "replies", **row}
-        for row in fit(
-            model,
-            params,
-            lambda: loss_of(*reply_batch(train_rows, gen, s.batch_size)),
-            s,
-            s.reply_steps,
-            s.reply_lr,
-            lambda step: reply_agreement(model, held_rows, short, delta),
-        )
-    ]
-    fold_delta(model, short, delta.detach())
+    log += [{"phase": "replies", **r} for r in fit(model, params, reply_loss, s, s.reply_steps, s.reply_lr, agreement)]
+    with torch.no_grad():  # a plain LlamaForCausalLM again
+        model.get_input_embeddings().weight[short] += delta
     log.append({"phase": "saved", "step": 0, **reply_agreement(model, held_rows, short)})  # the plain model
     write_log(out_dir / "training_log.csv", log)
     model.to(torch.bfloat16).save_pretrained(out_dir, safe_serialization=True)  # our own copy; loaded as float32
-    GenerationConfig(
-        bos_token_id=model.config.bos_token_id, eos_token_id=model.config.eos_token_id, pad_token_id=0
-    ).save_pretrained(out_dir)
+    c = model.config
+    GenerationConfig(bos_token_id=c.bos_token_id, eos_token_id=c.eos_token_id, pad_token_id=0).save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     counts = token_counts(stream, train_rows, vocab)  # the counts the page's shortlist ranks (every reply trained on)
     corpus_files = sorted(p.name for p in Path(corpus_dir).glob("*.txt"))
-    counted = {
-        "what": "how often each token id occurs in the draft's training text (stories with separators, and replies)",
-        "model": out_dir.name,
-        "corpus_files": corpus_files,
-        "train_tokens": int(counts.sum()),
-        "counts": counts.tolist(),
-    }
-    (out_dir / COUNTS_FILE).write_text(json.dumps(counted, separators=(",", ":")) + "\n")
+    write_counts(out_dir, counts, "the draft's training text (stories with separators, and replies)", corpus_files)
     meta = {
         "settings": {**asdict(s), "vocab_size": vocab, "validation_fraction": TrainSettings().validation_fraction},
         "preset": "draft",  # the model picker's role: a draft for speculative decoding
         "teacher": real_model.REAL_MODEL_LINE,
-        "teacher_text": {
-            "file": replies_path.name,
-            "replies_trained": len(train_rows),
-            "replies_held_out": len(held_rows),
-            "reply_tokens_trained": sum(len(r["reply_ids"]) for r in train_rows),
-        },
+        "teacher_text": described(replies_path, train_rows, held_rows),
         "stats": {
             "parameters": sum(p.numel() for p in model.parameters()),
             "train_tokens_in_corpus": len(stream),
@@ -296,15 +225,8 @@ def train_draft(
 
 
 def main(argv=None) -> None:
-    s, args = parse(
-        DraftSettings,
-        argv,
-        __doc__,
-        replies=Path("/tmp/draft/teacher.jsonl"),
-        corpus=DEFAULT_CORPUS_DIR,
-        out=OUT_DIR,
-        init=None,
-    )
+    paths = dict(replies=Path("/tmp/draft/teacher.jsonl"), corpus=DEFAULT_CORPUS_DIR, out=OUT_DIR, init=None)
+    s, args = parse(DraftSettings, argv, __doc__, **paths)
     train_draft(s, args.replies, args.corpus, args.out, args.init)
 
 

@@ -1,10 +1,5 @@
-"""Language-model quality in units that compare across tokenizers (bits per byte), and a draft's agreement with its
-target.
-
-bits per byte = (sum of next-token losses in nats) / ln 2 / (UTF-8 bytes of the text).
-A tokenizer with longer tokens has a higher loss per token but fewer tokens, so nats per
-token alone cannot compare models; bits per byte can.
-"""
+"""Language-model quality in units that compare across tokenizers, bits per byte (nats summed / ln 2 / UTF-8 bytes:
+longer tokens cost more per token but are fewer), and a draft's agreement with its target."""
 
 from __future__ import annotations
 
@@ -26,12 +21,8 @@ class LossReport:
 
 
 def score_stream(model, token_ids: list[int], n_bytes: int, window: int = 512, stride: int = 256) -> LossReport:
-    """Loss of every token of `token_ids` after the first, with sliding windows.
-
-    Each window is `window` tokens long and scores about `stride` new tokens, each with at
-    least `window - stride` tokens of context (all there is, near the start); every token is
-    scored exactly once. The first token is the BOS and is not scored.
-    """
+    """Loss of every token after the first (the BOS), each scored once, with at least `window - stride` tokens of
+    context (all there is near the start)."""
     total_nats = 0.0
     scored = 0
     next_to_score = 1  # position of the first token not yet scored

@@ -1,10 +1,6 @@
-"""The feature draft's model and files (what `inference.lessons.speculative.feature_draft` runs and
-`inference.training.distill_features` trains): a one-layer `LlamaModel` body over `inputs_embeds`, the `fc` layer
-that mixes [embedding, feature] into its input, and the shortlist its output is scored on.
-
-Files (`assets/models/smollm2-feature-draft`): `config.json` (the body's LlamaConfig; vocab_size 1, as the body never
-embeds a token itself; `target_vocab_rows`, the target it was trained on), `model.safetensors` (the body's tensors,
-`fc.weight` and `shortlist_rows`, in bfloat16 but the rows), `training_meta.json`, `MODEL_CARD.md`, `speculation.json`.
+"""The feature draft's model and files (run by `inference.lessons.speculative.feature_draft`, trained by
+`inference.training.distill_features`): a one-layer `LlamaModel` body over `inputs_embeds` (vocab_size 1: it never
+embeds a token), `fc` mixing [embedding, feature] into its input, and the shortlist its output is scored on.
 """
 
 from __future__ import annotations
@@ -30,8 +26,7 @@ class FeatureDraftError(ValueError):
 
 @dataclass(frozen=True)
 class FeatureDraft:
-    """A loaded feature draft: its one-layer body, the mixing layer and the token ids its output scores. Shared
-    (cached) between sessions: only called, never changed."""
+    """A loaded feature draft, shared (cached) between sessions: only called, never changed."""
 
     body: LlamaModel
     fc: torch.nn.Linear
@@ -44,11 +39,6 @@ class FeatureDraft:
 
     def parameters(self) -> int:
         return sum(p.numel() for p in self.body.parameters()) + self.fc.weight.numel()
-
-
-def build_body(config: LlamaConfig) -> LlamaModel:
-    """The one-layer body for `config` (vocab_size 1: the body never embeds; it is given `inputs_embeds`)."""
-    return LlamaModel(config).eval()
 
 
 def body_config(target_config, layers: int = 1) -> LlamaConfig:
@@ -80,7 +70,7 @@ def load(folder: Path = FEATURE_DRAFT_DIR) -> FeatureDraft:
         tensors = load_file(str(Path(folder) / WEIGHTS_FILE))
     except (OSError, ValueError) as err:
         raise FeatureDraftError(f"No feature draft in {folder}: {err}") from err
-    body = build_body(config)
+    body = LlamaModel(config)
     fc = torch.nn.Linear(2 * config.hidden_size, config.hidden_size, bias=False)
     rows = tensors.pop(ROWS_KEY).long()
     tensors = {name: tensor.float() for name, tensor in tensors.items()}  # shipped in bfloat16, run in float32

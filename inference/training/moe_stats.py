@@ -1,18 +1,9 @@
-"""Routing statistics and experiments of a trained MoE model, stored next to its weights.
+"""Routing statistics and experiments of a trained MoE, written once beside its weights (the app never reads the
+corpus): FOLDER/routing_stats.json holds, over the trainer's own validation split, each expert's load and top tokens
+per layer, bits per byte as trained, with one expert per token and with one expert off, beside the dense model, and
+the decode time per token of each on this machine.
 
     python -m inference.training.moe_stats [FOLDER]      # default: assets/models/storyteller-moe-16m
-
-The app cannot read the corpus at run time, so everything that needs the validation stories
-is computed here, once, and written to FOLDER/routing_stats.json:
-
-- load: over the trainer's own validation split (`corpus.split_train_validation(stories,
-  validation_fraction, seed)` with the settings in training_meta.json, never trained on), the
-  (token, slot) picks each expert received in every layer, and each layer's first choices;
-- top tokens: per layer and expert, the tokens most often routed to it, with counts;
-- experiments: bits per byte on the same stories with the model as trained (top-2), with one
-  expert per token (top-1), and with one expert switched off in every layer (by default the
-  index with the largest mean share), next to the dense model; decode time per token of each,
-  measured on this machine.
 """
 
 from __future__ import annotations
@@ -38,14 +29,11 @@ from inference.training.evaluate import score_stream
 TIMING_PROMPT = "Once upon a time, there was a little girl named Lily. She loved to"
 TIMING_STEPS = 48
 TIMING_REPEATS = 5
-# Experiments are scored in windows of 512 tokens without overlap, as the trainer's evaluations
-# during training: half the work of the model card's overlapping windows, the same for every row.
-SCORE_WINDOW = 512
+SCORE_WINDOW = 512  # windows without overlap, as the trainer's evaluations: half the work of the card's
 
 
 def route(model, token_ids: list[int], window: int = SCORE_WINDOW) -> routing.Routing:
-    """Routing of every token of `token_ids`, from the routers' logits of one forward pass per window of `window`
-    tokens (each window a fresh context, as the trainer's load log)."""
+    """Routing of every token, from the routers' logits of one forward pass per window (each a fresh context)."""
     chunks = [
         TransformersForward(model, None).next_pass(token_ids[start : start + window], PREFILL).router_logits
         for start in range(0, len(token_ids), window)
@@ -54,7 +42,6 @@ def route(model, token_ids: list[int], window: int = SCORE_WINDOW) -> routing.Ro
 
 
 def validation_stories(folder: Path, corpus_dir: Path) -> list[str]:
-    """The stories the trainer held back for this model (its own split settings)."""
     settings = json.loads((folder / "training_meta.json").read_text())["settings"]
     stories = corpus_io.read_stories(corpus_dir)
     _, validation = corpus_io.split_train_validation(stories, settings["validation_fraction"], settings["seed"])
@@ -106,30 +93,18 @@ def compute(
     log(f"routing done ({ms_since(started) / 1000:.0f} s)")
 
     if switch_off is None:  # the busiest expert index over all layers: the one whose loss should cost most
-        load = torch.tensor(stats["load"]["fractions"]).mean(dim=0)
-        switch_off = [int(load.argmax())]
+        switch_off = [int(torch.tensor(stats["load"]["fractions"]).mean(dim=0).argmax())]
     as_trained = f"top-{shape.k} (as trained)"
-    variants = {as_trained: (shape.k, ())}
-    if shape.k > 1:
-        variants["top-1"] = (1, ())
-    for e in switch_off:
-        variants[f"expert {e} off"] = (shape.k, (e,))
-    experiments = []
+    variants = {as_trained: (shape.k, ()), **({"top-1": (1, ())} if shape.k > 1 else {})}
+    variants.update({f"expert {e} off": (shape.k, (e,)) for e in switch_off})
+    twins = {name: routing.variant(model, k=k, off=off) for name, (k, off) in variants.items()}
+    stats["experiments"] = []
     for name, (k, off) in variants.items():
-        twin = routing.variant(model, k=k, off=off)
-        report = score_stream(twin, ids, n_bytes, window=SCORE_WINDOW, stride=SCORE_WINDOW)
-        experiments.append(
-            {
-                "name": name,
-                "k": k,
-                "off": list(off),
-                "val_bits_per_byte": report.bits_per_byte,
-                "val_nats_per_token": report.nats_per_token,
-            }
-        )
+        report = score_stream(twins[name], ids, n_bytes, window=SCORE_WINDOW, stride=SCORE_WINDOW)
+        scores = dict(val_bits_per_byte=report.bits_per_byte, val_nats_per_token=report.nats_per_token)
+        stats["experiments"].append({"name": name, "k": k, "off": list(off), **scores})
         log(f"{name}: {report.bits_per_byte:.4f} bits/byte ({ms_since(started) / 1000:.0f} s)")
     dense_report = score_stream(dense.model, ids, n_bytes, window=SCORE_WINDOW, stride=SCORE_WINDOW)
-    stats["experiments"] = experiments
     stats["dense"] = {
         "model": dense_folder.name,
         "val_bits_per_byte": dense_report.bits_per_byte,
@@ -137,11 +112,7 @@ def compute(
     }
 
     prompt = encode_prompt(tokenizer, TIMING_PROMPT)
-    timed = {"dense": dense.model, as_trained: model}
-    if shape.k > 1:
-        timed["top-1"] = routing.variant(model, k=1)
-    if switch_off:
-        timed[f"expert {switch_off[0]} off"] = routing.variant(model, off=(switch_off[0],))
+    timed = {"dense": dense.model, **{name: twins[name] for name in list(twins)[: 2 + (shape.k > 1)]}}
     runs = routing.decode_timings(timed, prompt, timing_repeats, timing_steps)
     ms = {name: statistics.median(times) for name, times in runs.items()}
     stats["decode_ms_per_token"] = ms

@@ -1,20 +1,13 @@
-"""Teacher text for SmolLM2's drafts: SmolLM2-135M-Instruct's own greedy replies to story requests (and, with
-`--mixed`, to general requests: `general_requests`).
+"""Teacher text for SmolLM2's drafts: SmolLM2-135M-Instruct's own greedy replies to story requests (with `--mixed`,
+general requests too), one JSON line each: {"request", "prompt_ids", "reply_ids", "stopped"}; never in the repository.
 
-    python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl --minutes 20
+    python -m inference.training.teacher_text --batch 64 --out /tmp/draft/teacher.jsonl --minutes 20
     python -m inference.training.teacher_text --mixed --batch 64 --out /tmp/draft/mixed.jsonl --minutes 45
-    python -m inference.training.teacher_text --out /tmp/draft/teacher.jsonl --check 8   # agreement with transformers
 
-Why its own replies (sequence-level distillation, Kim & Rush 2016): greedy speculative decoding keeps a drafted
-token when it is the target's argmax given the text so far, so a draft should learn the target's greedy text on the
-requests it will see, not what the stories' authors wrote. The requests (`loader.chat_prompt`'s template) come from
-the TRAINING split of the TinyStories files only (`training_stories`).
-
-With `--batch N` (the faster way here) transformers' float32 forward answers N requests a pass, left-padded;
-otherwise llama-server serves SmolLM2's GGUF (`engines.llamacpp`) greedily over several slots, and `--check N`
-measures how often its tokens are transformers' argmax given the text before them.
-
-Output: one JSON line per reply, {"request", "prompt_ids", "reply_ids", "stopped"}; never inside the repository.
+Why its own replies (sequence-level distillation, Kim & Rush 2016): greedy speculation keeps a drafted token when it is
+the target's argmax, so a draft should learn the target's greedy text, not the stories' authors'. Requests come from
+the TRAINING split only. transformers' float32 forward answers `--batch` requests a pass, left-padded (262 tokens/s
+here, against ~85 from llama-server's slots, which made the first replies of the bundled drafts; 2026-12-04).
 """
 
 from __future__ import annotations
@@ -24,19 +17,14 @@ import json
 import random
 import re
 import sys
-import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
+import zlib
 from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer
 
 from inference.core import loader, real_model
-from inference.core.forward import TransformersForward
 from inference.core.measuring import now
 from inference.core.paths import DEFAULT_CORPUS_DIR
-from inference.engines import llamacpp
-from inference.engines.client import LLAMACPP, EngineClient
 from inference.training import corpus as corpus_io
 from inference.training.train import TrainSettings
 
@@ -155,142 +143,63 @@ def mixed_requests(stories: list[str], count: int, seed: int = 23) -> list[str]:
     return mixed[:count]
 
 
-def greedy_reply(client: EngineClient, prompt_ids: list[int], max_tokens: int) -> tuple[list[int], bool]:
-    """llama-server's greedy reply to a prompt given as token ids: (reply ids, whether it stopped at an end token)."""
-    reply = client.complete(prompt_ids, max_tokens, ignore_eos=False)
-    return reply.token_ids, reply.stop_reason == "eos"
-
-
 def batched_greedy_replies(model, tokenizer, prompts: list[list[int]], max_tokens: int) -> list[tuple[list[int], bool]]:
-    """transformers' greedy replies to a batch of prompts (token ids), left-padded with an attention mask:
-    (reply ids up to and with the end token, whether it stopped there) for each. In float32 this is SmolLM2's own
-    greedy text up to float rounding, as in the pages; 64 at a time it made 262 tokens/s on this 2-core Xeon against
-    llama-server's ~85 with 4 or 16 slots (q8_0), measured 2026-12-04."""
+    """transformers' greedy replies to a batch of prompts, left-padded with an attention mask: (reply ids up to and
+    with the end token, whether it stopped there) for each."""
     pad, stop = tokenizer.pad_token_id, tokenizer.eos_token_id
     width = max(len(p) for p in prompts)
     ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
     with torch.inference_mode():
         out = model.generate(
-            input_ids=ids,
-            attention_mask=mask,
-            max_new_tokens=max_tokens,
-            do_sample=False,
-            pad_token_id=pad,
+            input_ids=ids, attention_mask=mask, max_new_tokens=max_tokens, do_sample=False, pad_token_id=pad,
             eos_token_id=stop,
-        )
-    replies = []
-    for row in out[:, width:].tolist():
-        cut = row.index(stop) + 1 if stop in row else len(row)
-        replies.append((row[:cut], stop in row))
-    return replies
+        )  # fmt: skip
+    rows = out[:, width:].tolist()
+    return [(row[: row.index(stop) + 1], True) if stop in row else (row, False) for row in rows]
 
 
-class ReplyLog:
-    """Appends each reply as a JSON line to the teacher text as it comes (a stopped run keeps what it made) and prints
-    progress (replies, tokens, tokens/s) every `every` replies."""
-
-    def __init__(self, file, every: int):
-        self.file, self.every = file, every
-        self.started, self.replies, self.tokens = now(), 0, 0
-
-    def write(self, request: str, prompt_ids: list[int], reply_ids: list[int], stopped: bool) -> None:
-        row = {"request": request, "prompt_ids": prompt_ids, "reply_ids": reply_ids, "stopped": stopped}
-        self.file.write(json.dumps(row) + "\n")
-        self.file.flush()
-        self.replies, self.tokens = self.replies + 1, self.tokens + len(reply_ids)
-        if self.replies % self.every == 0:
-            rate = self.tokens / (now() - self.started)
-            print(f"{self.replies} replies, {self.tokens} tokens, {rate:.1f} tokens/s", flush=True)
-
-    def summary(self) -> str:
-        return f"done: {self.replies} replies, {self.tokens} tokens in {now() - self.started:.0f} s"
+def read_replies(path: Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-def generate(out: Path, minutes: float, max_tokens: int, count: int, mixed: bool, answer) -> None:
-    """Send the requests (story requests, or `mixed_requests` when `mixed`) not yet answered in `out` to `answer`
-    (`answer_with_server` or `answer_in_batches`), which appends replies to `out` until `minutes` are up."""
-    tokenizer = AutoTokenizer.from_pretrained(real_model.real_model_folder())
+def split_replies(rows: list[dict], every: int) -> tuple[list[dict], list[dict]]:
+    """Whole requests held out by a hash of their text (one in `every`), so a file that grew since keeps its split."""
+    held = [zlib.crc32(row["request"].encode()) % every == 0 for row in rows]
+    return [r for r, h in zip(rows, held, strict=True) if not h], [r for r, h in zip(rows, held, strict=True) if h]
+
+
+def described(path: Path, train_rows: list[dict], held_rows: list[dict]) -> dict:
+    """The teacher text a draft was trained on, for its training_meta.json."""
+    tokens = sum(len(r["reply_ids"]) for r in train_rows)
+    return {"file": path.name, "replies_trained": len(train_rows), "replies_held_out": len(held_rows),
+            "reply_tokens_trained": tokens}  # fmt: skip
+
+
+def generate(out: Path, minutes: float, max_tokens: int, count: int, mixed: bool, batch: int) -> None:
+    """Answer the requests not yet in `out` (a stopped run resumes), `batch` a pass, appending each reply as it
+    comes, until `minutes` are up."""
+    loaded = loader.load_model(real_model.REAL_MODEL_NAME)
     stories = training_stories()
     requests = mixed_requests(stories, count) if mixed else story_requests(stories, count)
-    done = set()
-    if out.is_file():  # resume: a request already answered is not asked again
-        done = {json.loads(line)["request"] for line in out.read_text().splitlines() if line.strip()}
+    done = {row["request"] for row in read_replies(out)} if out.is_file() else set()
     todo = [r for r in requests if r not in done]
     print(f"{len(requests)} requests, {len(done)} already answered, {len(todo)} to ask", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
-    deadline = now() + minutes * 60
+    started, replies, tokens = now(), 0, 0
     with out.open("a") as f:
-        log = answer(todo, tokenizer, max_tokens, deadline, f)
-    print(log.summary(), flush=True)
-
-
-def answer_with_server(gguf_type: str, parallel: int, threads: int | None):
-    """An `answer` for `generate`: llama-server serves SmolLM2's GGUF (`gguf_type`), `parallel` requests at a time."""
-
-    def answer(todo: list[str], tokenizer, max_tokens: int, deadline: float, f) -> ReplyLog:
-        gguf = llamacpp.convert(real_model.REAL_MODEL_NAME, gguf_type)
-        log, lock = ReplyLog(f, every=10), threading.Lock()
-        with (
-            llamacpp.serve(gguf, parallel=parallel, threads=threads) as server,
-            EngineClient(server.url, LLAMACPP, timeout=600) as client,
-        ):
-            print(f"llama-server at {server.url}, {parallel} slots, log {server.log_path}", flush=True)
-
-            def ask(request: str) -> None:
-                if now() > deadline:
-                    return
-                prompt_ids = loader.encode_prompt(tokenizer, request, chat=True)
-                reply_ids, stopped = greedy_reply(client, prompt_ids, max_tokens)
-                with lock:
-                    log.write(request, prompt_ids, reply_ids, stopped)
-
-            with ThreadPoolExecutor(parallel) as pool:
-                for future in as_completed([pool.submit(ask, r) for r in todo]):
-                    future.result()
-        return log
-
-    return answer
-
-
-def answer_in_batches(batch: int):
-    """An `answer` for `generate`: transformers' batched greedy decoding, `batch` requests a pass."""
-
-    def answer(todo: list[str], tokenizer, max_tokens: int, deadline: float, f) -> ReplyLog:
-        loaded = loader.load_model(real_model.REAL_MODEL_NAME)
-        log = ReplyLog(f, every=batch)
         for at in range(0, len(todo), batch):
-            if now() > deadline:
+            if now() > started + minutes * 60:
                 break
             chunk = todo[at : at + batch]
-            prompts = [loader.encode_prompt(tokenizer, r, chat=True) for r in chunk]
-            answers = batched_greedy_replies(loaded.model, tokenizer, prompts, max_tokens)
+            prompts = [loader.encode_prompt(loaded.tokenizer, r, chat=True) for r in chunk]
+            answers = batched_greedy_replies(loaded.model, loaded.tokenizer, prompts, max_tokens)
             for request, prompt_ids, (reply_ids, stopped) in zip(chunk, prompts, answers, strict=True):
-                log.write(request, prompt_ids, reply_ids, stopped)
-        return log
-
-    return answer
-
-
-def check_agreement(path: Path, n: int) -> dict:
-    """For the first `n` replies in `path`: the share of reply tokens that are transformers' argmax given the text
-    before them (one teacher-forced pass of the float32 SmolLM2 per reply)."""
-    loaded = loader.load_model(real_model.REAL_MODEL_NAME)
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()][:n]
-    same = total = whole = 0
-    for row in rows:
-        ids = row["prompt_ids"] + row["reply_ids"]
-        logits = TransformersForward(loaded.model, loaded.tokenizer).logits(ids, keep=len(ids))
-        start = len(row["prompt_ids"])
-        predicted = logits[start - 1 : -1].argmax(-1).tolist()
-        matches = sum(int(a == b) for a, b in zip(predicted, row["reply_ids"], strict=True))
-        same, total, whole = same + matches, total + len(predicted), whole + int(matches == len(predicted))
-    return {
-        "replies": len(rows),
-        "tokens": total,
-        "same_argmax_share": same / max(total, 1),
-        "replies_identical": whole,
-    }
+                row = {"request": request, "prompt_ids": prompt_ids, "reply_ids": reply_ids, "stopped": stopped}
+                f.write(json.dumps(row) + "\n")
+                replies, tokens = replies + 1, tokens + len(reply_ids)
+            f.flush()
+            print(f"{replies} replies, {tokens} tokens, {tokens / (now() - started):.1f} tokens/s", flush=True)
 
 
 def main(argv=None) -> int:
@@ -298,21 +207,11 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/draft/teacher.jsonl"))
     parser.add_argument("--minutes", type=float, default=20.0)
     parser.add_argument("--max-tokens", type=int, default=192)
-    parser.add_argument("--parallel", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--count", type=int, default=4000, help="requests made (generation stops at --minutes)")
     parser.add_argument("--mixed", action="store_true", help="general requests beside the story requests")
-    parser.add_argument("--gguf-type", default="f32", choices=llamacpp.GGUF_TYPES, help="q8_0 is ~2x faster here")
-    parser.add_argument("--batch", type=int, default=0, help="answer with transformers, this many requests a pass")
-    parser.add_argument("--check", type=int, default=0, help="only measure agreement with transformers on N replies")
+    parser.add_argument("--batch", type=int, default=64, help="requests a pass")
     args = parser.parse_args(argv)
-    if args.check:
-        print(json.dumps(check_agreement(args.out, args.check)))
-        return 0
-    answer = (
-        answer_in_batches(args.batch) if args.batch else answer_with_server(args.gguf_type, args.parallel, args.threads)
-    )
-    generate(args.out, args.minutes, args.max_tokens, args.count, args.mixed, answer)
+    generate(args.out, args.minutes, args.max_tokens, args.count, args.mixed, args.batch)
     return 0
 
 

@@ -1,13 +1,9 @@
-"""Count how often each token occurs in a bundled model's training text: `token_frequency.json` beside its weights.
+"""How often each token occurs in a bundled draft's training split (separators included, never the held-out file):
+`token_frequency.json` beside its weights, so the Speculative page's draft can score only its most frequent tokens
+(FR-Spec: the output layer is most of a draft's work). The app reads the JSON, never the corpus.
 
     python -m inference.training.token_frequency                 # the draft model (storyteller-draft-1m)
     python -m inference.training.token_frequency --model assets/models/NAME
-
-Why: a speculative draft can score only the most frequent tokens (`inference.lessons.speculative.drafters`, as
-FR-Spec does): its output layer is most of its work, and the text it drafts is mostly common tokens. The counts are
-of the model's own training split (the same stories, split by its `training_meta.json`'s seed and validation
-fraction, with a separator between stories as in training), never of the held-out file. The app reads the JSON; it
-never reads the corpus.
 """
 
 from __future__ import annotations
@@ -18,33 +14,36 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import torch
 from transformers import AutoTokenizer
 
 from inference.core.paths import DEFAULT_CORPUS_DIR, MODELS_DIR
 from inference.training import corpus as corpus_io
 
 FILE_NAME = "token_frequency.json"
+IGNORE = -100  # F.cross_entropy's ignore_index: a target outside the shortlist
 DRAFT_DIR = MODELS_DIR / "storyteller-draft-1m"
 
 
-def count_tokens(model_dir: Path, corpus_dir: Path) -> dict:
+def count_tokens(model_dir: Path, corpus_dir: Path) -> np.ndarray:
+    """The model's training split counted again (its own split settings), checked against its recorded size."""
     meta = json.loads((model_dir / "training_meta.json").read_text())
     settings = meta["settings"]
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
     stories = corpus_io.read_stories(corpus_dir)
     train, _ = corpus_io.split_train_validation(stories, settings["validation_fraction"], settings["seed"])
-    stream = np.asarray(corpus_io.encode_stories(tokenizer, train), dtype=np.int64)
-    expected = meta["stats"]["train_tokens_in_corpus"]
-    if len(stream) != expected:  # another corpus or split than the model was trained on
-        raise ValueError(f"{len(stream):,} training tokens here, but the model was trained on {expected:,}")
-    counts = np.bincount(stream, minlength=settings["vocab_size"])
-    return {
-        "what": "how often each token id occurs in the model's training split (separators included)",
-        "model": model_dir.name,
-        "corpus_files": meta["corpus_files"],
-        "train_tokens": int(len(stream)),
-        "counts": counts.tolist(),
-    }
+    stream = np.asarray(corpus_io.encode_stories(AutoTokenizer.from_pretrained(model_dir), train), dtype=np.int64)
+    if len(stream) != meta["stats"]["train_tokens_in_corpus"]:  # another corpus or split than it was trained on
+        raise ValueError(
+            f"{len(stream):,} training tokens here, not the {meta['stats']['train_tokens_in_corpus']:,} trained on"
+        )
+    return np.bincount(stream, minlength=settings["vocab_size"])
+
+
+def write_counts(model_dir: Path, counts: np.ndarray, what: str, corpus_files: list[str]) -> Path:
+    counted = {"what": f"how often each token id occurs in {what}", "model": Path(model_dir).name,
+               "corpus_files": corpus_files, "train_tokens": int(counts.sum()), "counts": counts.tolist()}  # fmt: skip
+    (Path(model_dir) / FILE_NAME).write_text(json.dumps(counted, separators=(",", ":")) + "\n")
+    return Path(model_dir) / FILE_NAME
 
 
 @lru_cache(maxsize=8)
@@ -80,14 +79,22 @@ def coverage(counts: np.ndarray, size: int) -> float:
     return float(np.sort(counts)[::-1][:size].sum() / total) if total else 0.0
 
 
+def shortlist_index(rows: torch.Tensor, vocab: int) -> torch.Tensor:
+    """[vocab]: each token id's position in the shortlist `rows`, IGNORE outside it."""
+    index = torch.full((vocab,), IGNORE, dtype=torch.long)
+    index[rows] = torch.arange(len(rows))
+    return index
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, default=DRAFT_DIR)
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS_DIR)
     args = parser.parse_args(argv)
-    counted = count_tokens(args.model, args.corpus)
-    (args.model / FILE_NAME).write_text(json.dumps(counted, separators=(",", ":")) + "\n")
-    print(f"{counted['train_tokens']:,} tokens counted into {args.model / FILE_NAME}")
+    files = json.loads((args.model / "training_meta.json").read_text())["corpus_files"]
+    counts = count_tokens(args.model, args.corpus)
+    path = write_counts(args.model, counts, "the model's training split (separators included)", files)
+    print(f"{int(counts.sum()):,} tokens counted into {path}")
 
 
 if __name__ == "__main__":

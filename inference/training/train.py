@@ -1,6 +1,7 @@
-"""The one training loop (`fit`: one schedule, one optimizer, one log) and the bundled models' trainer: a byte-level
-BPE tokenizer, then a small Llama (or MoE), from scratch. With `--teacher` the loss is KL(p || q) to a teacher
-(`distill_real` and `distill_features` are this loop with other losses).
+"""The one training loop (`fit`) and the bundled storytellers' trainer: a byte-level BPE tokenizer, then a small
+Llama (or MoE) from scratch; with `--teacher`, the model in `--out` learns the teacher's whole next-token
+distribution, KL(p || q) (Hinton et al. 2015; for drafts DistillSpec, Zhou et al. 2023). `distill_real` and
+`distill_features` are this loop with other losses.
 
     python -m inference.training.train                       # the dense model; corpus ../shared/corpus/tinystories
     python -m inference.training.train --preset draft        # the speculative-decoding draft model
@@ -8,17 +9,8 @@ BPE tokenizer, then a small Llama (or MoE), from scratch. With `--teacher` the l
     python -m inference.training.train --corpus DIR --steps 3000 --out assets/models/NAME
     python -m inference.training.train --preset draft --teacher assets/models/storyteller-llama-6m   # distil the draft
 
-The draft and MoE presets reuse the dense model's tokenizer (`--tokenizer-from`): a draft must share its target's
-vocabulary, and the MoE is compared with the dense model token for token.
-
-`--teacher`: the model already in `--out` (its weights, tokenizer and split) learns the teacher's whole next-token
-distribution (knowledge distillation, Hinton et al. 2015; for drafts, DistillSpec, Zhou et al. 2023: speculative
-sampling accepts sum_x min(p(x), q(x)) of the draft's guesses, so q is moved towards p). Each evaluation adds
-`evaluate.agreement`; training_meta.json gains a "distillation" entry; distillation_log.csv starts at the baseline.
-
-Writes a Hugging Face folder (config, generation config, safetensors weights, tokenizer, training log,
-training_meta.json) that `AutoModelForCausalLM.from_pretrained` loads with no project code. The held-out file is only
-ever scored, never trained on.
+Draft and MoE reuse the dense model's tokenizer (a draft must share its target's vocabulary). Writes a Hugging Face
+folder (config, weights, tokenizer, training log, training_meta.json); the held-out file is only ever scored.
 """
 
 from __future__ import annotations
@@ -45,12 +37,13 @@ from transformers import (
     MixtralForCausalLM,
 )
 
-from inference.core.forward import PREFILL, TransformersForward
+from inference.core import routing
 from inference.core.measuring import now
 from inference.core.model_config import decoder_config_fields
 from inference.core.paths import BUNDLED_MODEL_DIR, DEFAULT_CORPUS_DIR, DEFAULT_HELDOUT_FILE, MODELS_DIR
 from inference.training import corpus as corpus_io
 from inference.training.evaluate import agreement, score_stream
+from inference.training.moe_stats import route
 
 
 @dataclass
@@ -71,9 +64,7 @@ class TrainSettings:
     eval_every: int = 200
     seed: int = 1234
     bf16_autocast: bool = True
-    # Mixture-of-Experts (architecture "mixtral"): experts per layer, experts per token, and the
-    # weight of the router's load-balancing loss (Switch Transformer / Mixtral auxiliary loss).
-    architecture: str = "llama"
+    architecture: str = "llama"  # or "mixtral": experts per layer and per token, the router's balance-loss weight
     num_experts: int = 0
     experts_per_token: int = 0
     router_aux_loss_coef: float = 0.0
@@ -81,13 +72,10 @@ class TrainSettings:
 
 
 PRESETS = {
-    # The bundled dense model (the defaults above).
-    "dense": {},
-    # About 1M parameters, same tokenizer: cheap enough to guess for the dense model.
-    "draft": dict(hidden_size=128, intermediate_size=384, num_layers=2, num_heads=4, num_kv_heads=2),
-    # Same depth, width and attention as the dense model; 8 experts of half its MLP width,
-    # 2 per token, so the MLP work per token equals the dense model's while the total is ~3x.
-    # Stored in bfloat16 (float32 would pass the 40 MB a repository file may have).
+    "dense": {},  # the bundled dense model
+    "draft": dict(hidden_size=128, intermediate_size=384, num_layers=2, num_heads=4, num_kv_heads=2),  # ~1M
+    # 8 experts of half the dense MLP, 2 per token: the dense model's MLP work per token, ~3x its weights;
+    # bfloat16 on disk (float32 would pass a repository file's 40 MB)
     "moe": dict(
         architecture="mixtral",
         intermediate_size=384,
@@ -98,8 +86,9 @@ PRESETS = {
     ),
 }
 PRESET_FOLDERS = {"dense": "storyteller-llama-6m", "draft": "storyteller-draft-1m", "moe": "storyteller-moe-16m"}
-# With --teacher, unless a flag says otherwise: a gentler schedule from trained weights, and new windows (another seed)
+# With --teacher, unless a flag says otherwise: a gentler schedule from trained weights, new windows (another seed)
 DISTILLATION = dict(peak_lr=1e-3, warmup_steps=50, eval_every=250, seed=4321)
+GRAD_CLIP = 1.0
 
 
 def build_model(s: TrainSettings):
@@ -114,20 +103,18 @@ def build_model(s: TrainSettings):
     torch.manual_seed(s.seed)  # weight init is the only use of the global RNG, and it is seeded
     if s.architecture == "llama":
         return LlamaForCausalLM(LlamaConfig(**common))
-    if s.architecture == "mixtral":
-        config = MixtralConfig(
-            **common,
-            head_dim=s.hidden_size // s.num_heads,
-            num_local_experts=s.num_experts,
-            num_experts_per_tok=s.experts_per_token,
-            router_aux_loss_coef=s.router_aux_loss_coef,
-            output_router_logits=False,
-            sliding_window=None,
-            rms_norm_eps=1e-6,
-            rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},  # the dense model's attention
-        )
-        return MixtralForCausalLM(config)
-    raise ValueError(f"`architecture` has to be 'llama' or 'mixtral', but is {s.architecture!r}")
+    config = MixtralConfig(
+        **common,
+        head_dim=s.hidden_size // s.num_heads,
+        num_local_experts=s.num_experts,
+        num_experts_per_tok=s.experts_per_token,
+        router_aux_loss_coef=s.router_aux_loss_coef,
+        output_router_logits=False,
+        sliding_window=None,
+        rms_norm_eps=1e-6,
+        rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},  # the dense model's attention
+    )
+    return MixtralForCausalLM(config)
 
 
 def learning_rate(step: int, steps: int, peak_lr: float, warmup_steps: int) -> float:
@@ -138,30 +125,13 @@ def learning_rate(step: int, steps: int, peak_lr: float, warmup_steps: int) -> f
     return peak_lr * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
 
 
-def expert_load(model, token_ids: list[int], window: int, max_tokens: int = 8192) -> list[list[float]]:
-    """[layer][expert]: the fraction of (token, slot) picks each expert got over the first
-    `max_tokens` validation tokens, from the router's own top-k (what the forward pass used)."""
-    ids = token_ids[:max_tokens]
-    counts = torch.zeros(model.config.num_hidden_layers, model.config.num_local_experts)
-    for start in range(0, len(ids), window):
-        routed = TransformersForward(model, None).next_pass(ids[start : start + window], PREFILL).router_logits
-        for layer, router_logits in enumerate(routed):  # [tokens, experts]
-            picks = router_logits.topk(model.config.num_experts_per_tok, dim=-1).indices.reshape(-1)
-            counts[layer] += torch.bincount(picks, minlength=counts.shape[1]).float()
-    return (counts / counts.sum(dim=1, keepdim=True)).round(decimals=4).tolist()
-
-
 def random_windows(stream: torch.Tensor, batch: int, length: int, gen: torch.Generator) -> torch.Tensor:
     starts = torch.randint(0, len(stream) - length - 1, (batch,), generator=gen)
     return torch.stack([stream[i : i + length + 1] for i in starts.tolist()])
 
 
-GRAD_CLIP = 1.0  # the gradient norm every step is clipped to
-
-
 def next_token_cross_entropy(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """Cross entropy of every position's float32 logits [batch, T-1, vocab] against the next token of `ids` [batch, T]
-    (the logits of ids[:, :-1]); -100 in `ids` is ignored."""
+    """Logits of ids[:, :-1] against ids[:, 1:], in float32; -100 in `ids` is ignored."""
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
 
 
@@ -179,7 +149,6 @@ def next_token_loss(model, ids: torch.Tensor, **forward) -> tuple[torch.Tensor, 
 
 
 def optimizer_step(params: list, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
-    """One update: gradients of `loss`, clipped to norm GRAD_CLIP, then the optimizer's step."""
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP)
@@ -189,18 +158,14 @@ def optimizer_step(params: list, optimizer: torch.optim.Optimizer, loss: torch.T
 def adamw(params, peak_lr: float, weight_decay: float) -> torch.optim.AdamW:
     """AdamW (β 0.9/0.95) with weight decay on the matrices only, not on norms and biases."""
     params = list(params)
-    return torch.optim.AdamW(
-        [
-            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-        ],
-        lr=peak_lr,
-        betas=(0.9, 0.95),
-    )
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=peak_lr, betas=(0.9, 0.95))
 
 
 def write_log(path: Path, rows: list[dict]) -> None:
-    """The evaluations so far as a CSV (rewritten whole at each evaluation, so a stopped run keeps its log)."""
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(key for row in rows for key in row)))
         writer.writeheader()
@@ -208,10 +173,8 @@ def write_log(path: Path, rows: list[dict]) -> None:
 
 
 def fit(model, params, loss_fn, s, steps: int, peak_lr: float, evaluate=None, log_path=None, rows=None) -> list:
-    """The one training loop: `steps` AdamW steps on `loss_fn()` (it draws its own batch) over `params`, with
-    `s`'s warm-up, weight decay, bf16 autocast and evaluation interval; every `s.eval_every` steps and at the end a
-    row {step, loss_smoothed, **evaluate(step), elapsed_s} is added to `rows`, printed and (re)written to
-    `log_path`. Returns the rows."""
+    """`steps` AdamW steps on `loss_fn()` (it draws its own batch); every `s.eval_every` steps and at the end a row
+    {step, loss_smoothed, **evaluate(step), elapsed_s} is printed and the log (re)written, so a stopped run keeps it."""
     optimizer = adamw(params, peak_lr, s.weight_decay)
     rows, running, started = rows or [], None, now()
     for step in tqdm(range(steps), desc="training", mininterval=10, file=sys.stdout):
@@ -234,30 +197,30 @@ def fit(model, params, loss_fn, s, steps: int, peak_lr: float, evaluate=None, lo
 
 
 def final_scores(model, tokenizer, train_stories: list[str], val_stories: list[str], heldout_file: Path | None) -> dict:
-    """The model's losses with overlapping windows (each token sees at least half a window of context): a sample of
-    the training stories as large as the validation split, the validation stories, and the held-out file if any."""
-    scores = {}
-    for split, stories in (("train", train_stories[: len(val_stories)]), ("val", val_stories)):
-        score = score_stream(model, corpus_io.encode_stories(tokenizer, stories), corpus_io.utf8_bytes(stories))
-        scores.update({f"{split}_nats_per_token": round(score.nats_per_token, 4)})
-        scores.update({f"{split}_bits_per_byte": round(score.bits_per_byte, 4)})
+    """Losses with overlapping windows: a training sample as large as the validation split, the validation split and
+    the held-out file if any."""
+    texts = {"train": train_stories[: len(val_stories)], "val": val_stories}
+    streams = {k: (corpus_io.encode_stories(tokenizer, v), corpus_io.utf8_bytes(v)) for k, v in texts.items()}
     if heldout_file is not None and heldout_file.exists():
         text = heldout_file.read_text(encoding="utf-8")
-        held = score_stream(model, tokenizer(text)["input_ids"], len(text.encode("utf-8")))
-        scores["heldout_nats_per_token"] = round(held.nats_per_token, 4)
-        scores["heldout_bits_per_byte"] = round(held.bits_per_byte, 4)
+        streams["heldout"] = (tokenizer(text)["input_ids"], len(text.encode("utf-8")))
+    scores = {}
+    for split, (ids, n_bytes) in streams.items():
+        score = score_stream(model, ids, n_bytes)
+        scores[f"{split}_nats_per_token"] = round(score.nats_per_token, 4)
+        scores[f"{split}_bits_per_byte"] = round(score.bits_per_byte, 4)
     return scores
 
 
 def run_record(module: str) -> dict:
-    """How a run was made, for its training_meta.json: the command, torch and the platform."""
+    """How a run was made, for its training_meta.json."""
     command = " ".join(["python", "-m", f"inference.training.{module}", *sys.argv[1:]])
     return {"command": command, "torch": torch.__version__, "platform": platform.platform()}
 
 
 def parse(settings_type, argv, doc: str, presets: dict | None = None, **paths):
-    """The one command line: a flag per `paths` entry (its default) and per settings field (`--peak-lr`), with
-    `--preset` when there are presets (the preset's values, then the flags). Returns (settings, args)."""
+    """The one command line: a flag per `paths` entry and per settings field (`--peak-lr`), `--preset` when there are
+    presets (the preset's values, then the flags). Returns (settings, args)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     for name, default in paths.items():
         parser.add_argument("--" + name.replace("_", "-"), type=Path, default=default)
@@ -289,8 +252,7 @@ def train(
     earlier = json.loads((out_dir / "training_meta.json").read_text()) if teacher_dir else None
     split = earlier["settings"] if earlier else asdict(s)  # a distilled model keeps the split it was trained on
     train_stories, val_stories = corpus_io.split_train_validation(stories, split["validation_fraction"], split["seed"])
-    if teacher_dir is not None:
-        tokenizer_from = out_dir
+    tokenizer_from = out_dir if teacher_dir is not None else tokenizer_from
     if tokenizer_from is None:
         tokenizer = corpus_io.train_tokenizer(train_stories, s.vocab_size)
     else:
@@ -312,7 +274,7 @@ def train(
     data_rng = torch.Generator().manual_seed(s.seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     moe = s.architecture == "mixtral" and teacher is None
-    load_log = []  # MoE only: the fraction of tokens each expert received, per layer, at each evaluation
+    load_log = []  # MoE only: the share of (token, slot) picks each expert got, per layer, at each evaluation
 
     def loss_fn():
         batch = random_windows(train_stream, s.batch_size, s.context, data_rng)
@@ -321,13 +283,13 @@ def train(
                 teacher_logits = teacher(batch[:, :-1]).logits
             return distillation_loss(model(batch[:, :-1]).logits, teacher_logits.clone())
         loss, out = next_token_loss(model, batch, **({"output_router_logits": True} if moe else {}))
-        # the MoE's balance loss pushes the router to spread tokens evenly over the experts
-        return loss + s.router_aux_loss_coef * out.aux_loss.float() if moe else loss
+        return loss + s.router_aux_loss_coef * out.aux_loss.float() if moe else loss  # the router's balance loss
 
     def evaluate(step: int) -> dict:
         val = score_stream(model, val_ids, corpus_io.utf8_bytes(val_stories), window=s.context, stride=s.context)
         if moe:
-            load_log.append({"step": step, "fractions": expert_load(model, val_ids, s.context)})
+            fractions = torch.tensor(routing.load_stats(route(model, val_ids[:8192], s.context))["fractions"])
+            load_log.append({"step": step, "fractions": fractions.float().round(decimals=4).tolist()})
             (out_dir / "expert_load_log.json").write_text(json.dumps(load_log) + "\n")
         return {
             "tokens_seen": step * s.batch_size * s.context,
@@ -336,8 +298,7 @@ def train(
             **(agreement(teacher, model, val_ids, s.context) if teacher is not None else {}),
         }
 
-    # a distillation's log starts with the draft as trained on text alone: the baseline
-    first = [{"step": 0, "loss_smoothed": None, **evaluate(0)}] if teacher is not None else []
+    first = [{"step": 0, "loss_smoothed": None, **evaluate(0)}] if teacher is not None else []  # the baseline
     log = out_dir / ("distillation_log.csv" if teacher is not None else "training_log.csv")
     rows = fit(model, list(model.parameters()), loss_fn, s, s.steps, s.peak_lr, evaluate, log, first)
     tokens_seen = s.steps * s.batch_size * s.context
@@ -369,17 +330,8 @@ def train(
 
 
 def main(argv=None):
-    s, args = parse(
-        TrainSettings,
-        argv,
-        __doc__,
-        PRESETS,
-        corpus=DEFAULT_CORPUS_DIR,
-        heldout=DEFAULT_HELDOUT_FILE,
-        out=None,
-        tokenizer_from=None,
-        teacher=None,
-    )
+    paths = dict(corpus=DEFAULT_CORPUS_DIR, heldout=DEFAULT_HELDOUT_FILE, out=None, tokenizer_from=None, teacher=None)
+    s, args = parse(TrainSettings, argv, __doc__, PRESETS, **paths)
     if args.teacher is not None:
         s = replace(s, **{k: v for k, v in DISTILLATION.items() if getattr(args, k) is None})
     tokenizer_from = args.tokenizer_from or (None if args.preset == "dense" else BUNDLED_MODEL_DIR)

@@ -1,16 +1,8 @@
-"""Formats (JSON schema, regex, a list of choices) compiled against a tokenizer by llguidance.
-
-llguidance (pinned in requirements.txt) turns a format into a grammar and a grammar plus a
-tokenizer into a matcher: at each step the matcher gives the set of token ids that can continue
-a text the format allows (a packed bitmask, one bit per token), and it advances by the token
-chosen. Wrapping a tokenizer costs ~0.1 s and compiling a format ~1 ms on the bundled one, so
-both are done once per (tokenizer, format) and cached; a run gets its own copy of the pristine
-matcher (`Format.matcher`), so runs never share a matcher's state.
-
-JSON whitespace follows llama.cpp's json-schema-to-grammar (`space ::= | " " | "\\n"{1,2}
-[ \\t]{0,20}`) instead of llguidance's default (any run of whitespace), so the two engines allow
-the same texts and a model cannot fill its budget with newlines inside an object.
-"""
+"""Formats (JSON schema, regex, a list of choices) compiled against a tokenizer by llguidance: each step its matcher
+gives the token ids that can continue the format (a packed bitmask) and advances by the one chosen. Wrapping a
+tokenizer (~0.1 s) and compiling a format (~1 ms) are cached; each run copies the pristine matcher. JSON whitespace
+follows llama.cpp's `space` rule, so both engines allow the same texts and a model cannot fill its budget with
+newlines."""
 
 from __future__ import annotations
 
@@ -33,13 +25,12 @@ NO_FORCING = '%llguidance {"no_forcing": true}'  # allow every spelling of force
 
 
 class FormatError(ValueError):
-    """A format that cannot be used (or a run it cannot finish): the message is one sentence."""
+    """A format that cannot be used (or a run it cannot finish), in one sentence."""
 
 
 @dataclass(frozen=True)
 class Format:
-    """One output format. `spec` is the text a visitor typed: a JSON schema, a regex, or the
-    choices one per line."""
+    """One output format; `spec` is what a visitor typed: a JSON schema, a regex, or choices one per line."""
 
     kind: str
     spec: str
@@ -54,13 +45,10 @@ class Format:
 
     @property
     def schema(self) -> dict:
-        """The parsed JSON schema (JSON formats only)."""
         return _parse_schema(self.spec)
 
     def grammar(self) -> str:
-        """llguidance's grammar for this format (not yet checked against a tokenizer), a Lark grammar with
-        forcing off: where the format forces text (a key, a closing quote) every token that spells it is
-        allowed, as in llama.cpp's grammars, not only the tokenizer's own tokenization of it."""
+        """llguidance's Lark grammar, forcing off: every token spelling forced text is allowed, as in llama.cpp."""
         if self.kind == JSON_SCHEMA:
             schema = {**self.schema, "x-guidance": {"whitespace_pattern": LLAMA_CPP_SPACE}}
             body = "%json " + json.dumps(schema)
@@ -79,8 +67,7 @@ class Format:
         return llguidance.LLMatcher.grammar_from_lark(f"{NO_FORCING}\nstart: {body}")
 
     def matches(self, text: str) -> bool:
-        """The oracle, independent of llguidance: the schema validates (jsonschema), the regex
-        matches the whole text (Python's `re.fullmatch`), or the text is one of the choices."""
+        """The oracle, independent of llguidance: jsonschema, `re.fullmatch`, or one of the choices."""
         if self.kind == CHOICES:
             return text in self.choice_list
         if self.kind == REGEX:
@@ -92,11 +79,9 @@ class Format:
         return True
 
     def matcher(self, tokenizer, vocab_size: int) -> llguidance.LLMatcher:
-        """A fresh matcher for one run, copied from the one compiled (once) for this tokenizer."""
         return compiled(tokenizer, vocab_size, self).matcher.deep_copy()
 
     def compile_ms(self, tokenizer, vocab_size: int) -> float:
-        """How long compiling this format against the tokenizer took, the one time it was done."""
         return compiled(tokenizer, vocab_size, self).compile_ms
 
 
@@ -114,7 +99,6 @@ def _parse_schema(spec: str) -> dict:
 
 @lru_cache(maxsize=8)
 def library_tokenizer(tokenizer, vocab_size: int) -> llguidance.LLTokenizer:
-    """llguidance's view of this tokenizer over the model's `vocab_size` output rows (once per tokenizer)."""
     try:
         return llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size)
     except ValueError as error:  # a slow (non-Rust) tokenizer: llguidance reads fast ones only
@@ -129,7 +113,6 @@ class Compiled:
 
 @lru_cache(maxsize=64)
 def compiled(tokenizer, vocab_size: int, fmt: Format) -> Compiled:
-    """The format compiled for this tokenizer, once per (tokenizer, format)."""
     wrapped = library_tokenizer(tokenizer, vocab_size)
     with Stopwatch() as watch:
         matcher = llguidance.LLMatcher(wrapped, fmt.grammar(), log_level=0)
@@ -139,7 +122,7 @@ def compiled(tokenizer, vocab_size: int, fmt: Format) -> Compiled:
 
 
 def library_error_sentence(fmt: Format, error: str) -> str:
-    """llguidance's error (a parser report of many lines) as one sentence naming what is wrong."""
+    """llguidance's error (a report of many lines) as one sentence."""
     lines = [line.strip() for line in error.splitlines() if line.strip()]
     reason = next((line[len("error:") :].strip() for line in lines if line.startswith("error:")), None)
     if reason is None:
@@ -171,8 +154,7 @@ PRESETS = {
         "The letter from grandma was dated",
     ),
 }
-# The presets' prompts above are for a model trained here on stories; a model not trained here (a pretrained
-# assistant) gets facts a class can check.
+# A model not trained here on stories (a pretrained assistant) gets facts a class can check.
 GENERAL_PROMPTS = {
     "JSON: a name and an age": (
         "Marie Curie was born in 1867 and died in 1934, aged 66. Her name and her age at her death, as JSON:"
@@ -183,5 +165,4 @@ GENERAL_PROMPTS = {
 
 
 def preset_prompt(preset: str, kind: str) -> str:
-    """A preset's prompt for a model of this kind (`inference.core.prompting.model_kind`)."""
     return PRESETS[preset][1] if kind == STORY else GENERAL_PROMPTS[preset]

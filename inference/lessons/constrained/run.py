@@ -1,12 +1,6 @@
-"""A constrained run: the step engine's `Trace`, with a format mask as one more pipeline stage.
-
-Each step the matcher computes the tokens the format allows next (timed: `mask_us`), the trace steps with
-settings carrying that set (`SamplingSettings.allowed_tokens`: the pipeline's "mask" stage removes every other
-token, where `order` puts it), then the matcher advances by the chosen token (timed: `advance_us`).
-
-Z_t (`allowed_mass`) is the probability the model itself (its raw softmax, before any stage) put on the allowed
-tokens: near 1 the format asks what the model wanted anyway, near 0 it forces the model somewhere it would not go.
-"""
+"""A constrained run: the step engine's `Trace` with the format's allowed set as the pipeline's "mask" stage (timed:
+`mask_us`), the matcher advancing by each chosen token (`advance_us`). Z_t (`allowed_mass`) is the model's own raw
+probability on the allowed tokens: near 1 the format asks what it wanted anyway, near 0 it forces it elsewhere."""
 
 from __future__ import annotations
 
@@ -29,8 +23,6 @@ CONTEXT_ENDED = "The model's context ended before the format was complete: the t
 
 @dataclass(frozen=True)
 class MaskedStep:
-    """What the format did at one step (the rest is in the trace's StepRecord)."""
-
     index: int
     token_id: int
     allowed: int  # tokens the format allowed
@@ -60,7 +52,6 @@ class ConstrainedRun:
 
     @property
     def text_ids(self) -> list[int]:
-        """The generated ids without a closing end-of-text token."""
         ids = self.trace.generated_ids
         return ids[:-1] if ids and ids[-1] in self.trace.eos_ids else ids
 
@@ -70,7 +61,6 @@ class ConstrainedRun:
 
     @property
     def complete(self) -> bool:
-        """The format is satisfied by the text so far (a plain run: always)."""
         return self.matcher is None or self.matcher.is_accepting()
 
     def unfinished_sentence(self) -> str | None:
@@ -86,8 +76,7 @@ class ConstrainedRun:
         return sum(float(r.logits.double().log_softmax(-1)[r.token_id]) for r in self.records)
 
     def step(self, settings: SamplingSettings) -> StepRecord | None:
-        """One token; None once the run has stopped. A step the format cannot take raises FormatError and leaves
-        the run as it was."""
+        """One token; None once stopped. A step the format cannot take raises FormatError, the run unchanged."""
         if self.trace.finished:
             return None
         if self.matcher is None:
@@ -136,7 +125,6 @@ class ConstrainedRun:
             return None
 
     def back(self) -> None:
-        """Undo one step: the trace and the matcher both step back."""
         self.halted = None
         if self.records:
             self.trace.back()

@@ -1,15 +1,6 @@
-"""Two ways to apply a format, measured on the states of a recorded run.
-
-    mask the whole vocabulary: every step the matcher computes the allowed set over all tokens, the mask removes
-        the rest, then the draw (vLLM, SGLang, our run);
-    sample first, check, resample only if invalid: draw without the mask, ask the matcher about that one token;
-        only when it is not allowed compute the whole mask and draw again (llama.cpp's sampler since PR #4306).
-
-Both replay the run's own steps (its raw logits, repetition masks and u), the matcher advancing by the recorded
-token, so they are timed at exactly the states the run went through. Each part is timed on its own (the mask, the
-masked draw, an unmasked draw, the one-token check), so the page can say which part costs what. With greedy
-settings both pick the same token; with sampling the resample reuses the step's u here (llama.cpp draws anew).
-"""
+"""Two ways to apply a format, timed part by part at the recorded run's own states (logits, masks, u): mask the whole
+vocabulary then draw (vLLM, SGLang, our run), or draw first, check that one token and mask and redraw only when it is
+not allowed (llama.cpp since PR #4306; here the redraw reuses the step's u)."""
 
 from __future__ import annotations
 
@@ -23,12 +14,15 @@ from inference.sampling.pipeline import draw
 
 @dataclass(frozen=True)
 class StrategyCost:
-    mask_us: list[float]  # per step: computing the allowed set and handing it to the pipeline
-    masked_draw_us: list[float]  # per step: the draw with the mask stage
-    draw_us: list[float]  # per step: the draw without it
-    check_us: list[float]  # per step: the one-token check of the unmasked draw
-    first_valid: list[bool]  # per step: the unmasked draw was already allowed
-    same_token: list[bool]  # per step: both strategies picked the same token
+    """Per step, in µs: the mask, the masked draw, the plain draw, the one-token check; and whether the plain draw was
+    already allowed and both picked the same token."""
+
+    mask_us: list[float]
+    masked_draw_us: list[float]
+    draw_us: list[float]
+    check_us: list[float]
+    first_valid: list[bool]
+    same_token: list[bool]
 
     @property
     def steps(self) -> int:
@@ -40,12 +34,8 @@ class StrategyCost:
 
     @property
     def sample_first_us(self) -> list[float]:
-        return [
-            d + c + (0.0 if valid else m + md)
-            for d, c, valid, m, md in zip(
-                self.draw_us, self.check_us, self.first_valid, self.mask_us, self.masked_draw_us
-            )
-        ]
+        redo = [0.0 if ok else m for ok, m in zip(self.first_valid, self.mask_all_us)]
+        return [d + c + r for d, c, r in zip(self.draw_us, self.check_us, redo)]
 
     @property
     def mask_all_us_p50(self) -> float:
@@ -57,7 +47,6 @@ class StrategyCost:
 
 
 def compare_strategies(run: ConstrainedRun) -> StrategyCost:
-    """Time both strategies' parts at every recorded step of a constrained run (see the module doc)."""
     trace = run.trace
     matcher = run.format.matcher(run.tokenizer, trace.vocab_size)
     seen = trace.seen_masks()

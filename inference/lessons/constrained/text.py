@@ -39,8 +39,8 @@ TEXT = {
     "strategies": (
         "Sample first, then check: the unmasked draw was already allowed at **{first_valid} of {steps}** "
         "({share:.0%}); there one token is checked instead of the whole vocabulary. Median per step "
-        "{sample_first_us:,.0f} µs against {mask_all_us:,.0f} µs for masking every token: sampling first is "
-        "{strategy_words} here. Computing the mask against one unmasked draw on {model} with its {vocab:,}-token "
+        "{c.sample_first_us_p50:,.0f} µs against {c.mask_all_us_p50:,.0f} µs for masking every token: sampling first "
+        "is {strategy_words} here. Computing the mask against one unmasked draw on {model} with its {vocab:,}-token "
         "vocabulary: {mask_us:,.0f} µs against {draw_us:,.0f} µs per step (medians), {mask_words} (llama.cpp added "
         "the check for grammars whose mask over a large vocabulary cost more than the whole rest of sampling). Both "
         "picked the same token at {same} of {steps} (greedy: always the same)."

@@ -28,7 +28,7 @@ REAL_DRAFT_DIR = MODELS_DIR / REAL_DRAFT_NAME
 DRAFT_DIRS = (BUNDLED_DRAFT_DIR, REAL_DRAFT_DIR)
 MEASURED_FILE = "speculation.json"
 # SmolLM2's story request (not one of the teacher's training requests), its question outside stories, and three more
-# ordinary requests measured beside them (their topics are left out of the teacher text: tests/test_teacher_text.py)
+# ordinary requests measured beside them (their topics are left out of the teacher text: tests/test_training.py)
 STORY_REQUEST = "Write a short story about a boy who finds a lost kitten on a rainy day."
 QUESTION = CHAT_PROMPT = "What is the capital of France, and why is it famous?"
 OTHER_REQUESTS = ("Why is the sky blue?", "Give me a simple recipe for pancakes.", "Write a short poem about the sea.")

@@ -1,10 +1,6 @@
-"""What a step costs: a forward pass vs a training step (forward + backward + optimizer) on the same tokens, timed,
-counted in FLOPs and in memory; and once vs every request: training's bill against inference per request.
-
-FLOPs (`inference/core/flops.py`): a forward pass over T tokens scoring every position costs 2 × (layer weights +
-output layer) per token plus attention, about 2N per token; the backward pass costs twice the forward (a gradient for
-the activations and one for the weights), so a step is 3 × the forward, about 6N per token. AdamW's update is left out.
-"""
+"""What a step costs: a forward pass vs a training step on the same tokens, timed, in FLOPs (a forward ≈ 2N per
+token, the backward twice that, so a step is 3 × the forward ≈ 6N) and in memory; and training's bill, once, against
+inference on every request."""
 
 from __future__ import annotations
 
@@ -28,7 +24,6 @@ ADAM_MOMENTS = 2  # AdamW keeps two float32 numbers per parameter (exp_avg, exp_
 
 
 def forward_flops(count: FlopCount, tokens: int) -> int:
-    """One forward pass over `tokens` tokens with logits at every position (training's forward)."""
     return 2 * (count.matmul_weights + count.output_weights) * tokens + count.attention(tokens)
 
 
@@ -50,8 +45,7 @@ class Memory:
 
 
 def saved_activation_bytes(model, ids: torch.Tensor) -> int:
-    """Bytes of every tensor autograd saves for the backward pass of the training loss, each storage once, weights
-    left out (they are counted as weights): the activations a training step holds at its peak."""
+    """Bytes autograd saves for the backward pass (each storage once, weights left out): a step's activations."""
     weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
     storages: dict[int, int] = {}
 
@@ -67,8 +61,6 @@ def saved_activation_bytes(model, ids: torch.Tensor) -> int:
 
 
 def memory(model, trainable, ids: list[int]) -> Memory:
-    """Inference needs the weights and a KV cache; training the weights, a gradient per parameter, AdamW's two
-    moments per parameter and the activations kept for the backward pass."""
     params = [p for p in trainable.parameters() if p.requires_grad]
     element = next(model.parameters()).element_size()
     return Memory(
@@ -102,8 +94,8 @@ class StepCost:
 
 
 def measure_step_cost(model, tokenizer, ids: list[int], repeats: int = REPEATS, progress=None) -> StepCost:
-    """`repeats` forward passes of the shared model and `repeats` training steps of a throwaway copy, on the same
-    tokens, interleaved (a busy moment on the machine falls on both), after one untimed of each."""
+    """Forward passes of the shared model and training steps of a throwaway copy, interleaved (a busy moment falls on
+    both), after one untimed of each."""
     batch = torch.tensor([ids])
     twin, optimizer = trainable_copy(model)
     mem = memory(model, twin, ids)
@@ -133,8 +125,6 @@ def measure_step_cost(model, tokenizer, ids: list[int], repeats: int = REPEATS, 
 
 @dataclass(frozen=True)
 class TrainingBill:
-    """What training a model took, once."""
-
     name: str
     tokens: int
     source: str
@@ -145,7 +135,7 @@ class TrainingBill:
 
 
 def bundled_training_bill(folder: Path = BUNDLED_MODEL_DIR) -> TrainingBill:
-    """The storyteller's own run, from its training_meta.json (trained on 2 CPU cores, as its card says)."""
+    """The storyteller's own run (on 2 CPU cores, as its card says)."""
     meta = json.loads((folder / "training_meta.json").read_text())
     settings, stats = meta["settings"], meta["stats"]
     source = f"{folder.name}/training_meta.json"
@@ -166,11 +156,9 @@ PUBLISHED = [
 
 
 def requests_to_match_by_flops(training_tokens: int, request_tokens: int) -> float:
-    """Requests whose inference FLOPs (≈ 2N per token) add up to training's (≈ 6N per training token): 3 D / tokens
-    per request, whatever N is (attention left out on both sides)."""
+    """Requests whose inference FLOPs (2N a token) add up to training's (6N a token), whatever N is."""
     return 3 * training_tokens / request_tokens
 
 
 def requests_to_match_by_time(bill: TrainingBill, request_ms: float, request_cores: int) -> float:
-    """Requests whose measured machine time (milliseconds × cores busy) adds up to training's (seconds × cores)."""
     return bill.seconds * bill.cores * 1000 / (request_ms * request_cores)

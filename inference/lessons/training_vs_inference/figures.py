@@ -18,21 +18,15 @@ from inference.lessons.style import (
     legend_below,
 )
 from inference.lessons.training_vs_inference.cost import Memory, StepCost
-from inference.lessons.training_vs_inference.weights import TensorChange, layer_of
+from inference.lessons.training_vs_inference.text import pct
+from inference.lessons.training_vs_inference.weights import TensorChange
 
 INFERENCE_COLOUR = PREFILL_COLOUR
 TRAINING_COLOUR = DECODE_COLOUR
 
 
-def share(p: float) -> str:
-    """A bar's label: one decimal of a percent, and "<0.1%" rather than a misleading "0.0%"."""
-    return f"{p:.1%}" if p >= 0.001 else "<0.1%"
-
-
 def distribution_figure(rows: list[tuple[str, float, float | None]], presenter: bool = False) -> go.Figure:
-    """Next-token probabilities of a few tokens (label, before, after or None), before (pale) and after training
-    (deep blue, hatched: colour is not the only signal); the first row at the top. A value under 0.1% is labelled
-    only where its row's other bar is large (the token training taught)."""
+    """Next-token probabilities before (pale) and after training (hatched: colour is not the only signal)."""
     trained = rows[0][2] is not None
     rows = rows[::-1]  # Plotly draws the first name at the bottom
     names = [label(r[0]) for r in rows]
@@ -48,7 +42,7 @@ def distribution_figure(rows: list[tuple[str, float, float | None]], presenter: 
             name=name,
             marker_color=colour,
             marker_pattern=dict(shape=pattern, fillmode="overlay", fgcolor="white"),
-            text=[share(p) if p >= 0.001 or other >= 0.1 else "" for p, other in zip(values, others)],
+            text=[pct(p) if p >= 0.001 or other >= 0.1 else "" for p, other in zip(values, others)],
             textposition="outside",
             hovertemplate=hover(f"%{{y}}: %{{x:.3%}} {name}"),
         )
@@ -61,21 +55,21 @@ def distribution_figure(rows: list[tuple[str, float, float | None]], presenter: 
     return legend_below(fig, y=-0.18 if len(rows) > 6 else -0.3, t=60, b=20)
 
 
-def _kind(name: str) -> str:
-    """A tensor's kind within its layer: "self_attn.q_proj" for model.layers.3.self_attn.q_proj.weight."""
+def cell(name: str) -> tuple[str, str]:
+    """A tensor's heat-map cell: ("layer 3", "self_attn.q_proj") for model.layers.3.self_attn.q_proj.weight."""
     parts = name.removesuffix(".weight").split(".")
     if "layers" in parts:
-        return ".".join(parts[parts.index("layers") + 2 :])
-    return parts[-1]
+        at = parts.index("layers")
+        return f"layer {parts[at + 1]}", ".".join(parts[at + 2 :])
+    return ("embedding" if "embed" in name else "output layer" if "lm_head" in name else "final norm"), parts[-1]
 
 
 def change_heatmap(changes: list[TensorChange], presenter: bool = False) -> go.Figure:
-    """Relative change ‖Δ‖/‖W‖ of every tensor: one row per layer (embedding first), one column per kind of tensor."""
-    rows = list(dict.fromkeys(layer_of(c.name) for c in changes))
-    kinds = list(dict.fromkeys(_kind(c.name) for c in changes))
+    cells = [cell(c.name) for c in changes]
+    rows, kinds = list(dict.fromkeys(r for r, _ in cells)), list(dict.fromkeys(k for _, k in cells))
     grid = [[None] * len(kinds) for _ in rows]
-    for c in changes:
-        grid[rows.index(layer_of(c.name))][kinds.index(_kind(c.name))] = 100 * c.relative_change
+    for (row, kind), c in zip(cells, changes):
+        grid[rows.index(row)][kinds.index(kind)] = 100 * c.relative_change
     text = [["" if v is None else f"{v:.2g}" for v in row] for row in grid]
     fig = go.Figure(
         go.Heatmap(
@@ -97,7 +91,6 @@ def change_heatmap(changes: list[TensorChange], presenter: bool = False) -> go.F
 
 
 def loss_figure(losses: list[float], presenter: bool = False) -> go.Figure:
-    """The loss on the typed sentence before each training step and after the last."""
     fig = go.Figure()
     add_line(
         fig,
@@ -116,7 +109,6 @@ def loss_figure(losses: list[float], presenter: bool = False) -> go.Figure:
 
 
 def step_time_figure(cost: StepCost, presenter: bool = False) -> go.Figure:
-    """Median time of a forward pass and of a training step (bars), every timed repeat as a dot."""
     fig = go.Figure()
     names = ["inference:<br>a forward pass", "training:<br>one step"]
     medians = [cost.forward.median_ms, cost.train_step.median_ms]
@@ -158,7 +150,6 @@ MEMORY_PARTS = [
 
 
 def memory_figure(mem: Memory, presenter: bool = False) -> go.Figure:
-    """Stacked bytes: inference (weights + KV cache) vs training (weights + gradients + moments + activations)."""
     fig = go.Figure()
     columns = ["inference", "training"]
     for field, name, colour, pattern in MEMORY_PARTS:
@@ -192,7 +183,6 @@ def memory_figure(mem: Memory, presenter: bool = False) -> go.Figure:
 def break_even_figure(
     training_hours: float, request_seconds: float, break_even: float, presenter: bool = False
 ) -> go.Figure:
-    """Machine time (core-hours) of n requests, against training's, on log axes; the crossing marked."""
     top = max(10.0, break_even * 10)
     counts = [10**e for e in range(0, 12) if 10**e <= top] + [top]
     fig = go.Figure()

@@ -1,6 +1,5 @@
-"""Weights move only when training: inference run many times leaves their fingerprint as it was; training steps
-(`train.next_token_loss`, `train.optimizer_step`, `train.adamw`: the project's own loop parts) on a per-session copy
-move them. The shared model is only ever read, through the forward boundary (`TransformersForward`)."""
+"""Weights move only when training: inference leaves their fingerprint as it was; training steps (the project's own
+loop parts, `inference.training.train`) on a per-session copy move them. The shared model is only ever read."""
 
 from __future__ import annotations
 
@@ -48,8 +47,6 @@ def check_sentence(ids: list[int]) -> None:
 
 @dataclass(frozen=True)
 class Distribution:
-    """The next-token distribution after the sentence without its last token (`target_id`)."""
-
     probs: torch.Tensor  # [vocab], float32
     target_id: int
     top_ids: list[int]
@@ -85,25 +82,23 @@ class InferenceCheck:
 
 
 def run_inference_many(model, tokenizer, ids: list[int], passes: int = INFERENCE_PASSES) -> InferenceCheck:
-    """`passes` forward passes over the sentence, the weights' fingerprint before and after (a fingerprint, not a
-    copy: a copy of a 135M model would be 540 MB)."""
+    """`passes` forward passes, the weights' fingerprint before and after (not a copy: 540 MB for a 135M model)."""
     before = fingerprint(model)
     for _ in range(passes):
         TransformersForward(model, tokenizer).logits(ids, keep=len(ids))
     return InferenceCheck(passes, before, fingerprint(model), len(named_tensors(model)))
 
 
-def train_step(model, optimizer, ids: torch.Tensor) -> float:
-    """One step as every trainer takes it: loss, backward, clip, AdamW step. Returns the loss before the step."""
+def train_step(model, optimizer, ids: torch.Tensor) -> None:
+    """One step as every trainer takes it: loss, backward, clip, AdamW step."""
     model.train()
     loss, _ = next_token_loss(model, ids)
     optimizer_step(list(model.parameters()), optimizer, loss)
     model.eval()
-    return loss.item()
 
 
 def trainable_copy(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
-    """A deep copy of a (shared, read-only) model with gradients on, and its optimizer: all training ever touches."""
+    """A deep copy of the (shared, read-only) model with gradients on, and its optimizer."""
     twin = copy.deepcopy(model).requires_grad_(True).eval()
     return twin, adamw(twin.parameters(), LEARNING_RATE, WEIGHT_DECAY)
 
@@ -158,7 +153,6 @@ class TrainingCopy:
 @dataclass(frozen=True)
 class TensorChange:
     name: str
-    parameters: int
     relative_change: float  # ‖after − before‖ / ‖before‖
     bytes_changed: int  # bytes of the elements whose bits differ
     bytes_total: int
@@ -166,25 +160,13 @@ class TensorChange:
 
 def weight_changes(start: dict[str, torch.Tensor], model: torch.nn.Module) -> list[TensorChange]:
     """How far each tensor moved from `start`, and how many of its bytes differ bit for bit."""
-    now = dict(model.named_parameters())
-    changes = []
+    changes, now = [], dict(model.named_parameters())
     for name, before in start.items():
-        after = now[name].detach()
+        after, size = now[name].detach(), before.element_size()
         differ = int((before.view(-1) != after.reshape(-1)).sum())
         norm, moved = float(before.float().norm()), float((after.float() - before.float()).norm())
-        size = before.element_size()
-        changes.append(
-            TensorChange(name, before.numel(), moved / norm if norm else moved, differ * size, before.numel() * size)
-        )
+        changes.append(TensorChange(name, moved / norm if norm else moved, differ * size, before.numel() * size))
     return changes
-
-
-def layer_of(name: str) -> str:
-    """A tensor's layer for the chart: "layer 3" for model.layers.3.*, else the part's name (embedding, norm)."""
-    parts = name.split(".")
-    if "layers" in parts:
-        return f"layer {parts[parts.index('layers') + 1]}"
-    return "embedding" if "embed" in name else "output layer" if "lm_head" in name else "final norm"
 
 
 def chart_rows(tokenizer, before: Distribution, after: Distribution | None, k: int = 4) -> list:
@@ -206,13 +188,21 @@ def gains(tokenizer, before: Distribution, after: Distribution, k: int = 3) -> l
 
 @dataclass(frozen=True)
 class TrainingResult:
-    """What training did, kept without the copy (so a large model's copy can be dropped)."""
+    """What training did, kept without the copy (a large model's copy is dropped)."""
 
     after: Distribution
     losses: list[float]
     changes: list[TensorChange]
     fingerprint_after: str
     step_ms: list[float]
+
+    @property
+    def bytes_changed(self) -> int:
+        return sum(c.bytes_changed for c in self.changes)
+
+    @property
+    def bytes_total(self) -> int:
+        return sum(c.bytes_total for c in self.changes)
 
 
 def train_and_compare(copy_: TrainingCopy, tokenizer, ids: list[int], steps: int) -> TrainingResult:
