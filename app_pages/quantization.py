@@ -9,7 +9,7 @@ from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from inference.core.calculator import DEFAULT_BITS, GB, load_accelerators, load_public_models, weight_bytes
 from inference.core.prompting import model_kind, opening_prompt, prepare_prompt
-from inference.core.quantize import PRECISIONS
+from inference.core.quantize import PRECISIONS, int4_group_size
 from inference.engines import llamacpp
 from inference.lessons.engine_internals import kv_precision, served
 from inference.lessons.quantization import experiments as qc
@@ -17,7 +17,7 @@ from inference.lessons.quantization import figures as qf
 from inference.lessons.quantization import gguf, rates
 from inference.lessons.quantization import tables as qt
 from inference.lessons.quantization import text as say
-from inference.lessons.quantization.text import PRECISION_NOTES, TEXT
+from inference.lessons.quantization.text import TEXT
 
 DEFAULT_NEW_TOKENS = 48
 loaded = current_model(needs_weights="it makes int8, int4 and bfloat16 copies of the weights and times them here")
@@ -41,7 +41,7 @@ def show_table(frame, key: str, spec: dict) -> None:
 
 @st.cache_data(show_spinner=False)
 def public_fit_table():
-    return qt.reserved_fit_table(load_public_models(), load_accelerators(), DEFAULT_BITS)
+    return qt.reserved_fit_table(load_public_models(), load_accelerators())
 
 
 st.title("🗜️ Quantization: fewer bits per weight")
@@ -147,7 +147,7 @@ if comparison is not None:
     st.markdown("\n".join(f"- {finding}" for finding in say.speed_findings(comparison)))
     with st.expander("How each copy was made, and which layers stayed as they were"):
         st.markdown("\n".join(f"- {note}" for note in say.layer_notes(comparison)))
-        st.markdown("\n\n".join(f"**{p}.** {PRECISION_NOTES[p]}" for p in PRECISIONS))
+        st.markdown("\n\n".join(f"**{p}.** {TEXT[f'note {p}']}" for p in PRECISIONS))
 
     # -- 2. text ---------------------------------------------------------------------------------------------
     st.header("Same prompt, greedy decoding")
@@ -240,7 +240,7 @@ st.header("Will it fit? Weights of public models")
 fit, cards = public_fit_table(), load_accelerators()
 labels = [card.label for card in cards]
 overhead = comparison.results["int4"].overhead.fraction if comparison is not None else None
-fit_said = say.fit_sentences(fit, labels, overhead, qc.int4_group_size(loaded.model), qt.RUNTIME_RESERVE_BYTES / GB)
+fit_said = say.fit_sentences(fit, labels, overhead, int4_group_size(loaded.model), qt.RUNTIME_RESERVE_BYTES / GB)
 st.markdown(fit_said["rule"])
 chart(qf.fit_heatmap(fit, labels, presenter), width="stretch", key="quant_fit", text=fit_said["sentence"])
 caption("published", fit_said["caption"])

@@ -1,9 +1,5 @@
-"""Figures and HTML for the Quantization page: pure functions from data to a Plotly figure
-(or an HTML string). No Streamlit here.
-
-Every piece of token text is escaped: Plotly reads a small HTML subset in labels, and the
-greedy texts are shown as HTML.
-"""
+"""Figures and HTML for the Quantization page: pure functions from data to a Plotly figure or an HTML string. Token
+text is escaped: Plotly reads a small HTML subset in labels."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ import plotly.graph_objects as go
 
 from inference.core.tokens import html_token_text
 from inference.lessons.quantization.rates import LLAMA_SERVER, TRANSFORMERS
-from inference.lessons.style import FIT_SCALE, PALETTE, base_layout, label, legend_below
+from inference.lessons.style import FIT_SCALE, PALETTE, base_layout, hover, label, legend_below
 
 PRECISION_COLOURS = {
     "float32": PALETTE["navy"],
@@ -38,6 +34,11 @@ KIND_COLOURS = {
 DEPARTURE_COLOUR = PALETTE["orange"]
 
 
+def _end_labels(fig: go.Figure, y, x, text) -> None:
+    """Each row's label right of `x` (its bar, whisker or limit), so no bar crosses its number."""
+    fig.add_scatter(y=y, x=x, text=text, mode="text", showlegend=False, hoverinfo="skip", textposition="middle right")
+
+
 def memory_bars(comparison, presenter: bool = False) -> go.Figure:
     """Measured weight bytes per precision, stacked by kind of tensor, largest at the top."""
     results = list(comparison.results.values())[::-1]  # Plotly draws the first category at the bottom
@@ -57,14 +58,11 @@ def memory_bars(comparison, presenter: bool = False) -> go.Figure:
             hovertemplate="%{y}: %{x:,.2f} MB<extra>" + kind_label + "</extra>",
         )
     totals = [r.weight_bytes / 1e6 for r in results]
-    fig.add_scatter(
-        y=names,
-        x=totals,
-        mode="text",
-        showlegend=False,
-        hoverinfo="skip",
-        textposition="middle right",
-        text=[f"  {mb:,.1f} MB ({r.weight_bytes / reference_bytes:.2f}×)" for mb, r in zip(totals, results)],
+    _end_labels(
+        fig,
+        names,
+        totals,
+        [f"  {mb:,.1f} MB ({r.weight_bytes / reference_bytes:.2f}×)" for mb, r in zip(totals, results)],
     )
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="MB", range=[0, max(totals) * 2.2])  # room for the labels in a half-width column
@@ -92,18 +90,8 @@ def speed_bars(summary: pd.DataFrame, presenter: bool = False) -> go.Figure:
         ),
         hovertemplate="%{y}: %{x:,.1f} tokens/s (median round)<extra></extra>",
     )
-    fig.add_scatter(  # the labels right of the whiskers, so a whisker never crosses its number
-        y=rows["precision"],
-        x=rows["rate_high"],
-        mode="text",
-        showlegend=False,
-        hoverinfo="skip",
-        textposition="middle right",
-        text=[
-            f"  {rate:,.0f} ({ratio:.2f}×)"
-            for rate, ratio in zip(rows["decode_tokens_per_s"], rows["speed_vs_float32"])
-        ],
-    )
+    ratios = zip(rows["decode_tokens_per_s"], rows["speed_vs_float32"])
+    _end_labels(fig, rows["precision"], rows["rate_high"], [f"  {rate:,.0f} ({ratio:.2f}×)" for rate, ratio in ratios])
     fig.update_xaxes(title="decode tokens/s", range=[0, rows["rate_high"].max() * 1.9])
     return base_layout(fig, "Decode speed on this CPU", presenter, height=380)
 
@@ -204,25 +192,11 @@ def step_distributions(comparison, step: int, presenter: bool = False) -> go.Fig
     return legend_below(base_layout(fig, f"Step {step}: next-token probabilities", presenter, height), y=-90 / height)
 
 
-def _short(card_label: str) -> str:
-    """'A100 40 GB' -> 'A100': the memory is in the caption's list, and short cells stay legible at 800 px."""
-    return card_label.split()[0]
-
-
-def _fit_label(row, with_left: bool = True, times: str = " × ") -> str:
-    """The card that holds the weights (or how many of the largest, `times` between), and what it has left unless
-    `with_left` is off (the heatmap's cells: no room for it; it stays in the hover and the table)."""
-    if row["fits_on"] is None or pd.isna(row["fits_on"]):
-        return f"{row['largest_needed']}{times}{_short(row['largest'])}"
-    return f"{_short(row['fits_on'])}, {row['left_gb']:,.1f} left" if with_left else _short(row["fits_on"])
-
-
-def _cell_text(row) -> str:
-    """A heatmap cell: the weights' GB (whole GB from 100 up) over the card, '18×H200' without spaces: at 800 px in
-    presenter mode a cell is ~60 px wide, and "2,684.1" over "18 × H200" ran into the next cell."""
-    gb = row["weight_gb"]
-    card = _fit_label(row, False, times="×")
-    return f"{gb:,.0f}<br>{card}" if gb >= 100 else f"{gb:,.1f}<br>{card}"
+def _card(row, left: bool = False) -> str:
+    """'A100' or '18×H200' (short, legible in a cell at 800 px), and what it has left when `left`."""
+    if not isinstance(row["fits_on"], str):
+        return f"{row['largest_needed']}×{row['largest'].split()[0]}"
+    return f"{row['fits_on'].split()[0]}, {row['left_gb']:,.1f} GB left" if left else row["fits_on"].split()[0]
 
 
 def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -> go.Figure:
@@ -231,25 +205,14 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
     green to red (none holds it)."""
     order = fit.drop_duplicates("model").sort_values("parameters")["model"].tolist()
     bits = sorted(fit["bits"].unique(), reverse=True)
-    z, text, hover = [], [], []
-    for model in order:
-        rows = fit[fit["model"] == model].set_index("bits")
-        z.append(
-            [labels.index(rows.at[b, "fits_on"]) if rows.at[b, "fits_on"] in labels else len(labels) for b in bits]
-        )
-        # GB and the card only: with "x GB left" too, Plotly shrank the text to ~8 px at 800 px (left: in the hover)
-        text.append([_cell_text(rows.loc[b]) for b in bits])
-        hover.append(
-            [
-                f"{model} at {b} bits: {rows.at[b, 'weight_gb']:,.2f} GB of weights"
-                + (
-                    f"; on one {rows.at[b, 'fits_on']}, {rows.at[b, 'left_gb']:,.2f} GB left for the KV cache"
-                    if isinstance(rows.at[b, "fits_on"], str)
-                    else f"; needs {rows.at[b, 'largest_needed']} × {rows.at[b, 'largest']}"
-                )
-                for b in bits
-            ]
-        )
+    cells = [[fit[(fit["model"] == m) & (fit["bits"] == b)].iloc[0] for b in bits] for m in order]
+    z = [[labels.index(c["fits_on"]) if c["fits_on"] in labels else len(labels) for c in row] for row in cells]
+    # GB and the card only: with "x GB left" too, Plotly shrank the text to ~8 px at 800 px (left: in the hover)
+    text = [[f"{c['weight_gb']:,.{0 if c['weight_gb'] >= 100 else 1}f}<br>{_card(c)}" for c in row] for row in cells]
+    tips = [
+        [f"{c['model']} at {c['bits']:g} bits: {c['weight_gb']:,.2f} GB of weights; {_card(c, True)}" for c in row]
+        for row in cells
+    ]
     steps = len(labels) + 1
     palette = FIT_SCALE[-steps:]
     colourscale = []
@@ -262,8 +225,8 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
             y=order,
             text=text,
             texttemplate="%{text}",
-            customdata=hover,
-            hovertemplate="%{customdata}<extra></extra>",
+            customdata=tips,
+            hovertemplate=hover("%{customdata}"),
             colorscale=colourscale,
             zmin=-0.5,
             zmax=len(labels) + 0.5,
@@ -368,19 +331,12 @@ def rates_bars(frame: pd.DataFrame, presenter: bool = False) -> go.Figure:
         hovertemplate="%{y}: limit %{x:,.1f} tokens/s<extra></extra>",
     )
     right = rows[["measured tokens/s", "bandwidth limit tokens/s"]].max(axis=1)
-    fig.add_scatter(  # the share right of the bar or its limit, whichever is further right
-        y=labels,
-        x=right,
-        mode="text",
-        showlegend=False,
-        hoverinfo="skip",
-        textposition="middle right",
-        text=[  # presenter: the share alone (the table beside it has the rates)
-            f"  {share:.0%}" if presenter else f"  {rate:,.0f} of {limit:,.0f} ({share:.0%})"
-            for rate, limit, share in zip(
-                rows["measured tokens/s"], rows["bandwidth limit tokens/s"], rows["share of the limit"]
-            )
-        ],
+    shares = zip(rows["measured tokens/s"], rows["bandwidth limit tokens/s"], rows["share of the limit"])
+    _end_labels(  # presenter: the share alone (the table beside it has the rates)
+        fig,
+        labels,
+        right,
+        [f"  {s:.0%}" if presenter else f"  {r:,.0f} of {lim:,.0f} ({s:.0%})" for r, lim, s in shares],
     )
     fig.update_xaxes(title="decode tokens/s", range=[0, float(right.max()) * (1.3 if presenter else 1.6)])
     fig.update_yaxes(categoryorder="array", categoryarray=labels)  # not by trace: the same bytes stay side by side
