@@ -36,7 +36,7 @@ def show_table(frame, key: str, spec: dict) -> None:
         c: st.column_config.TextColumn(help=h) if f == "text" else st.column_config.NumberColumn(format=f, help=h)
         for c, (f, h) in spec.items()
     }
-    st.dataframe(frame, hide_index=True, width="stretch", key=key, column_config=config)
+    st.dataframe(frame, hide_index=True, key=key, column_config=config)
 
 
 @st.cache_data(show_spinner=False)
@@ -137,10 +137,10 @@ if comparison is not None:
     caption("measured", said["cost"])
     memory_col, speed_col = layout.side_by_side(2)
     with memory_col:
-        chart(qf.memory_bars(comparison, presenter), width="stretch", key="quant_memory")
+        chart(qf.memory_bars(comparison, presenter), key="quant_memory")
         caption("measured", said["memory"])
     with speed_col:
-        chart(qf.speed_bars(summary, presenter), width="stretch", key="quant_speed")
+        chart(qf.speed_bars(summary, presenter), key="quant_speed")
         caption("measured", TEXT["speed_caption"])
     st.markdown(said["spread"])
     st.subheader("What these speeds mean")
@@ -168,7 +168,7 @@ if comparison is not None:
     st.markdown(TEXT["quality_intro"])
     show_table(qt.quality_table(summary), "quant_quality", qt.QUALITY_COLUMNS)
     caption("exact", said["quality"])
-    chart(qf.kl_over_steps(comparison, presenter), width="stretch", key="quant_kl")
+    chart(qf.kl_over_steps(comparison, presenter), key="quant_kl")
     caption("exact", TEXT["kl_caption"])
     disagreeing = comparison.steps.loc[~comparison.steps["top1_agrees"], "step"]
     last_step = len(comparison.reference_ids) - 1
@@ -177,7 +177,7 @@ if comparison is not None:
     step_key = f"quant_step_{last_step}"
     step = st.slider("Step to inspect", 0, last_step, first, key=step_key, persist_state="session", help=help_step)
     st.html(qf.step_context_html(comparison, step, presenter))
-    chart(qf.step_distributions(comparison, step, presenter), width="stretch", key="quant_step_bars")
+    chart(qf.step_distributions(comparison, step, presenter), key="quant_step_bars")
     caption("exact", TEXT["step_caption"].format(n=int(comparison.step_tops["rank"].max()) - 1))
 
     # -- the loaded model's GGUF files: the same path as SmolLM2's above, on the page's prompt ---------------------
@@ -242,7 +242,7 @@ labels = [card.label for card in cards]
 overhead = comparison.results["int4"].overhead.fraction if comparison is not None else None
 fit_said = say.fit_sentences(fit, labels, overhead, int4_group_size(loaded.model), qt.RUNTIME_RESERVE_BYTES / GB)
 st.markdown(fit_said["rule"])
-chart(qf.fit_heatmap(fit, labels, presenter), width="stretch", key="quant_fit", text=fit_said["sentence"])
+chart(qf.fit_heatmap(fit, labels, presenter), key="quant_fit", text=fit_said["sentence"])
 caption("published", fit_said["caption"])
 # presenter: the verdict under the inputs (three columns broke "Paramet / ers" at 800 px)
 calc_params, calc_bits, calc_result = [*st.columns(2), st.container()] if presenter else st.columns([2, 2, 3])

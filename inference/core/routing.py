@@ -1,33 +1,17 @@
-"""Which experts each token goes to in a Mixture-of-Experts model, read from the router itself.
+"""Which experts each token goes to in a Mixture-of-Experts model, read from the router itself (Mixtral layout: a
+router `mlp.gate` [experts, hidden] scores every expert, a softmax, the top k kept and renormalised to sum to 1).
 
-A Mixtral-layout layer has a router (`mlp.gate`, one weight matrix [experts, hidden]) and E
-expert MLPs. For every token the router computes E logits, turns them into probabilities with
-a softmax, keeps the k largest, renormalises those k to sum to 1, and the layer's output is
-the k experts' outputs weighted by them. This module repeats exactly those operations on the
-router logits the model returns, so what it records is what the forward pass used.
-
-How routing is recorded without touching the shared model: transformers returns every
-router's logits when a forward pass is called with `output_router_logits=True`. The values
-are gathered in a per-call collector (a `ContextVar`, so concurrent sessions in other
-threads each get their own); the hooks that feed it are installed once by transformers
-itself, under a lock, and are inert for calls that do not ask. We add no hooks, set no
-attribute and copy no weights: the step engine asks for router logits on its own forward
-passes (`StepRecord.router_logits`), and the stats script does the same for a whole text. The
-experiments (top-1 instead of top-2, one expert switched off) run on a `variant`: a second
-model object that shares the weight tensors (read-only) and has its own routers.
-
-Nothing here reads the corpus: statistics over the validation stories are computed at card
-time (`inference.training.moe_stats`) and stored next to the weights as `routing_stats.json`.
-"""
+The step engine asks for router logits on its own passes (`output_router_logits=True`, gathered per call by
+transformers: no hook, no attribute, no copied weight here). Experiments (top-1, an expert off) run on a `variant`,
+a second model object sharing the weight tensors read-only. Corpus statistics are computed at card time
+(`inference.training.moe_stats`) and stored beside the weights as `routing_stats.json`."""
 
 from __future__ import annotations
 
 import copy
-import json
 import math
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -81,14 +65,6 @@ class Routing:
     probabilities: torch.Tensor  # [layers, tokens, experts] float32
     k: int
 
-    @property
-    def layers(self) -> int:
-        return self.probabilities.shape[0]
-
-    @property
-    def experts_count(self) -> int:
-        return self.probabilities.shape[2]
-
     def chosen(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(experts, weights): [layers, tokens, k] each; see `top_k`."""
         return top_k(self.probabilities, self.k)
@@ -96,7 +72,9 @@ class Routing:
     def counts(self) -> torch.Tensor:
         """[layers, experts] int64: (token, slot) picks each expert received; each row sums to tokens x k."""
         experts, _ = self.chosen()
-        return torch.stack([torch.bincount(layer.reshape(-1), minlength=self.experts_count) for layer in experts])
+        return torch.stack(
+            [torch.bincount(layer.reshape(-1), minlength=self.probabilities.shape[2]) for layer in experts]
+        )
 
 
 def trace_routing(trace) -> Routing | None:
@@ -165,15 +143,6 @@ def variant(model, k: int | None = None, off: tuple[int, ...] = ()):
 # -- what sparsity costs: parameters and bytes, counted from the tensors --------------------------
 
 
-def _unique_parameters(model) -> list[tuple[str, torch.Tensor]]:
-    seen, out = set(), []
-    for name, p in model.named_parameters(remove_duplicate=False):
-        if p.data_ptr() not in seen:
-            seen.add(p.data_ptr())
-            out.append((name, p))
-    return out
-
-
 @dataclass(frozen=True)
 class Budget:
     """Parameters and weight bytes a model holds, and what one decoded token uses of them."""
@@ -191,19 +160,18 @@ def budget(model) -> Budget:
     """Counted from the tensors. A decoded token reads one row of the input embedding table, all
     of attention, norms and routers, the k chosen experts of each layer, and the whole output
     layer (which, with tied embeddings, is the embedding table read as a matrix)."""
-    params = _unique_parameters(model)
-    total = sum(p.numel() for _, p in params)
-    held = sum(p.numel() * p.element_size() for _, p in params)
-    experts = sum(p.numel() for name, p in params if ".experts." in name)
-    expert_bytes = sum(p.numel() * p.element_size() for name, p in params if ".experts." in name)
+    params = dict(model.named_parameters())  # a tied table once
+    size = {name: p.numel() * p.element_size() for name, p in params.items()}
+    held, total = sum(size.values()), sum(p.numel() for p in params.values())
+    experts = sum(p.numel() for name, p in params.items() if ".experts." in name)
+    expert_bytes = sum(b for name, b in size.items() if ".experts." in name)
     share = model.config.num_experts_per_tok / model.config.num_local_experts if has_experts(model) else 1.0
-    embedding = model.get_input_embeddings().weight
-    output = model.get_output_embeddings().weight
+    embedding, output = model.get_input_embeddings().weight, model.get_output_embeddings().weight
     tied = embedding.data_ptr() == output.data_ptr()
     embedding_bytes = embedding.numel() * embedding.element_size()
-    row_bytes = embedding.shape[1] * embedding.element_size()
-    # Held bytes minus: the experts not used, and (untied) the embedding rows not looked up.
-    read = held - round(expert_bytes * (1 - share)) - (0 if tied else embedding_bytes) + (0 if tied else row_bytes)
+    # Held bytes minus the experts not used and, untied, the embedding rows not looked up.
+    unread_table = 0 if tied else embedding_bytes - embedding.shape[1] * embedding.element_size()
+    read = held - round(expert_bytes * (1 - share)) - unread_table
     return Budget(
         total_parameters=total,
         active_parameters=total - round(experts * (1 - share)),
@@ -222,22 +190,17 @@ def expert_top_tokens(routing: Routing, tokenizer, top: int = 12) -> list[list[l
     """[layer][expert] -> the `top` tokens most often routed to that expert, each with its count,
     how often the token occurs in the text, and the token's text (exact counts)."""
     experts, _ = routing.chosen()  # [layers, tokens, k]
-    ids = torch.tensor(routing.token_ids)
-    occurrences = Counter(routing.token_ids)
-    table = []
-    for layer in range(routing.layers):
-        rows = []
-        for expert in range(routing.experts_count):
-            hit = (experts[layer] == expert).any(dim=-1)  # a token goes to an expert at most once
-            counts = Counter(ids[hit].tolist()).most_common(top)
-            rows.append(
-                [
-                    {"token_id": t, "token": tokenizer.decode([t]), "count": c, "occurrences": occurrences[t]}
-                    for t, c in counts
-                ]
-            )
-        table.append(rows)
-    return table
+    ids, occurrences = torch.tensor(routing.token_ids), Counter(routing.token_ids)
+    return [
+        [  # a token goes to an expert at most once
+            [
+                {"token_id": t, "token": tokenizer.decode([t]), "count": c, "occurrences": occurrences[t]}
+                for t, c in Counter(ids[(layer == expert).any(dim=-1)].tolist()).most_common(top)
+            ]
+            for expert in range(routing.probabilities.shape[2])
+        ]
+        for layer in experts
+    ]
 
 
 def load_stats(routing: Routing) -> dict:
@@ -248,7 +211,8 @@ def load_stats(routing: Routing) -> dict:
         "counts": counts.tolist(),
         "fractions": (counts.double() / counts.sum(dim=1, keepdim=True)).tolist(),
         "first_choice_counts": [
-            torch.bincount(layer[:, 0], minlength=routing.experts_count).tolist() for layer in routing.chosen()[0]
+            torch.bincount(layer[:, 0], minlength=routing.probabilities.shape[2]).tolist()
+            for layer in routing.chosen()[0]
         ],
     }
 
@@ -257,16 +221,16 @@ def token_expert_information(routing: Routing) -> list[dict]:
     """Per layer: the entropy of the expert choice (first choice) and how much of it the token's
     identity explains (mutual information, bits, plug-in estimate over this text: it reads high
     for rare tokens, so it is an upper bound)."""
-    first = routing.chosen()[0][..., 0]  # [layers, tokens]
-    ids = routing.token_ids
+    ids, n = routing.token_ids, len(routing.token_ids)
+
+    def entropy(counts: Counter) -> float:
+        return -sum(c / n * math.log2(c / n) for c in counts.values())
+
     out = []
-    for layer in range(routing.layers):
-        pairs = Counter(zip(ids, first[layer].tolist()))
-        tokens, experts, n = Counter(ids), Counter(first[layer].tolist()), len(ids)
-        h_expert = -sum(c / n * math.log2(c / n) for c in experts.values())
-        h_token = -sum(c / n * math.log2(c / n) for c in tokens.values())
-        h_joint = -sum(c / n * math.log2(c / n) for c in pairs.values())
-        out.append({"expert_entropy_bits": h_expert, "mutual_information_bits": h_token + h_expert - h_joint})
+    for first in routing.chosen()[0][..., 0].tolist():  # each layer's first choices
+        h_expert = entropy(Counter(first))
+        mutual = entropy(Counter(ids)) + h_expert - entropy(Counter(zip(ids, first)))
+        out.append({"expert_entropy_bits": h_expert, "mutual_information_bits": mutual})
     return out
 
 
@@ -287,13 +251,3 @@ def decode_timings(
     if progress:
         progress(repeats, repeats, "done")
     return runs
-
-
-def read_stats(folder: Path) -> dict | None:
-    path = Path(folder) / STATS_FILE
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def read_load_log(folder: Path) -> list[dict] | None:
-    path = Path(folder) / LOAD_LOG_FILE
-    return json.loads(path.read_text()) if path.exists() else None
