@@ -39,6 +39,15 @@ def show_table(frame, key: str, spec: dict) -> None:
     st.dataframe(frame, hide_index=True, key=key, column_config=config)
 
 
+def show_gguf(result, key: str, last: str | None = None) -> None:
+    """A GGUF measurement's table, caption and sentences, ending with `last` (by default f32's answer)."""
+    frame = gguf.table(result)
+    show_table(frame, key, gguf.COLUMNS)
+    said = say.gguf_sentences(result, frame)
+    caption("measured", said["caption"])
+    st.markdown("\n\n".join((said["speed"], said["quality"], said["answer"] if last is None else last)))
+
+
 @st.cache_data(show_spinner=False)
 def public_fit_table():
     return qt.reserved_fit_table(load_public_models(), load_accelerators())
@@ -63,11 +72,7 @@ else:
         background=True,
     )
     if real_result is not None:
-        real_table = gguf.table(real_result)
-        show_table(real_table, "quant_real_gguf_table", gguf.COLUMNS)
-        said = say.gguf_sentences(real_result, real_table)
-        caption("measured", said["caption"])
-        st.markdown("\n\n".join((said["speed"], said["quality"], said["answer"])))
+        show_gguf(real_result, "quant_real_gguf_table")
 with st.expander("Where these GGUF files come from"):
     st.markdown(TEXT["gguf_where"].format(model=gguf.REAL))
 
@@ -203,13 +208,7 @@ if comparison is not None:
             except (gguf.EngineError, RuntimeError, OSError) as err:
                 st.error(f"The GGUF rows could not be measured: {err}", icon="⚠️")
             if loaded_gguf:
-                loaded_table = gguf.table(loaded_gguf)
-                show_table(loaded_table, "quant_gguf_table", gguf.COLUMNS)
-                loaded_said = say.gguf_sentences(loaded_gguf, loaded_table)
-                caption("measured", loaded_said["caption"])
-                st.markdown(
-                    "\n\n".join((loaded_said["speed"], loaded_said["quality"], say.gguf_gap(comparison, loaded_gguf)))
-                )
+                show_gguf(loaded_gguf, "quant_gguf_table", say.gguf_gap(comparison, loaded_gguf))
 
 # -- the KV cache's number types, beside the weights' (the Inside-the-engine lesson's) --------------------------
 with st.expander(TEXT["kv_summary"]):

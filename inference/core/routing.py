@@ -45,11 +45,6 @@ class ExpertShape:
         return cls(c.num_hidden_layers, c.num_local_experts, c.num_experts_per_tok)
 
 
-def router_probabilities(router_logits) -> torch.Tensor:
-    """[layers, tokens, experts]: each router's softmax in float32, as the router computes it."""
-    return torch.stack([F.softmax(logits.float(), dim=-1) for logits in router_logits])
-
-
 def top_k(probabilities: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(experts, weights), each [..., k]: the k most probable experts, most probable first, and
     their probabilities renormalised to sum to 1 (transformers' MixtralTopKRouter, step by step)."""
@@ -78,9 +73,8 @@ class Routing:
 
 
 def trace_routing(trace) -> Routing | None:
-    """The routing the engine recorded during a generation: every token fed to the model so far
-    (the prompt, then each chosen token once the next step has fed it). None for a dense model
-    or before the first step."""
+    """The routing the engine recorded for every token fed so far (a chosen token is fed by the next step); None
+    for a dense model or before the first step."""
     parts = [r.router_logits for r in trace.records if r.router_logits is not None]
     if not parts:
         return None
@@ -93,10 +87,8 @@ def trace_routing(trace) -> Routing | None:
 
 
 class RestrictedRouter(MixtralTopKRouter):
-    """A Mixtral router with the original's weight (shared, read only), its own k, and experts
-    that can be switched off: their logits become -inf, so they get probability 0 and are
-    never among the top k. Returns what MixtralTopKRouter returns, and is one (so that
-    `output_router_logits` records it)."""
+    """A Mixtral router on the original's weight (shared, read only) with its own k, and experts switched off (logit
+    -inf: never among the top k). It is a MixtralTopKRouter, so `output_router_logits` records it."""
 
     def __init__(self, weight: torch.Tensor, k: int, off: tuple[int, ...] = ()):
         nn.Module.__init__(self)  # not the parent's: it would allocate a new weight from a config
@@ -116,10 +108,8 @@ class RestrictedRouter(MixtralTopKRouter):
 
 
 def variant(model, k: int | None = None, off: tuple[int, ...] = ()):
-    """A second model object for an experiment: the same weight tensors (shared, never written:
-    built on the meta device and filled with `assign=True`), routers that keep `k` experts per
-    token and never pick the experts in `off` (the same index in every layer). The shared model
-    is only read."""
+    """A second model object on the same weight tensors (built on the meta device, filled with `assign=True`, never
+    written) whose routers keep `k` experts per token and never pick those in `off` (in every layer)."""
     shape = ExpertShape.of(model)
     k = shape.k if k is None else k
     if not 1 <= k <= shape.experts - len(off):
@@ -152,14 +142,12 @@ class Budget:
     expert_parameters: int  # all experts of all layers
     bytes_held: int
     bytes_read_per_token: int  # one embedding row, every other weight a token multiplies by
-    embedding_bytes: int
     tied_embeddings: bool
 
 
 def budget(model) -> Budget:
-    """Counted from the tensors. A decoded token reads one row of the input embedding table, all
-    of attention, norms and routers, the k chosen experts of each layer, and the whole output
-    layer (which, with tied embeddings, is the embedding table read as a matrix)."""
+    """Counted from the tensors: a decoded token reads one row of the input table, all attention, norms and
+    routers, k experts a layer, and the whole output layer (tied: the embedding table read as a matrix)."""
     params = dict(model.named_parameters())  # a tied table once
     size = {name: p.numel() * p.element_size() for name, p in params.items()}
     held, total = sum(size.values()), sum(p.numel() for p in params.values())
@@ -178,7 +166,6 @@ def budget(model) -> Budget:
         expert_parameters=experts,
         bytes_held=held,
         bytes_read_per_token=read,
-        embedding_bytes=embedding_bytes,
         tied_embeddings=tied,
     )
 

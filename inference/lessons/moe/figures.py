@@ -4,6 +4,7 @@ or HTML. No Streamlit, no model runs."""
 from __future__ import annotations
 
 import html
+import itertools
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -32,37 +33,27 @@ def _weights_text(experts: list[int], weights: list[float]) -> str:
     return ", ".join(f"expert {e}: {w:.0%}" for e, w in zip(experts, weights))
 
 
-def routing_chips(
-    texts: list[str],
-    experts: list[list[int]],
-    weights: list[list[float]],
-    pending: str | None = None,
-    presenter: bool = False,
-) -> str:
-    """One chip per token, split in bands coloured by the experts it went to in one layer, each
-    band as wide as that expert's weight; hover (title) names the experts and weights. Token text
-    is escaped. `pending`: the last chosen token, not fed to the model yet (no routing)."""
+def _chip(text: str, title: str, style: str, size: str) -> str:
+    shown = html_token_text(text).replace("<br>", "") or "&nbsp;"
+    return (
+        f'<span class="token-chip" title="{title}" style="{style};padding:2px 3px;margin:1px;border-radius:4px;'
+        f'display:inline-block;white-space:pre;font-size:{size}">{shown}</span>'
+    )
+
+
+def routing_chips(texts: list[str], experts, weights, pending: str | None = None, presenter: bool = False) -> str:
+    """One chip per token in one layer, split in bands by the experts it went to, each as wide as that expert's
+    weight (hover names them). `pending`: the last chosen token, not fed to the model yet (no routing)."""
     size = "1.6rem" if presenter else "1.05rem"
     chips = []
     for text, chosen, w in zip(texts, experts, weights):
-        stops, at = [], 0.0
-        for e, share in zip(chosen, w):
-            stops.append(f"{expert_colour(e)} {at:.1%} {at + share:.1%}")
-            at += share
-        shown = html_token_text(text).replace("<br>", "") or "&nbsp;"
+        at = [0.0, *itertools.accumulate(w)]
+        bands = ",".join(f"{expert_colour(e)} {at[i]:.1%} {at[i + 1]:.1%}" for i, e in enumerate(chosen))
         tip = html.escape(f"{repr_token(text)} → {_weights_text(chosen, w)}", quote=True).replace("\n", "&#10;")
-        chips.append(
-            f'<span class="token-chip" title="{tip}" style="background:linear-gradient(90deg,{",".join(stops)});'
-            f"padding:2px 3px;margin:1px;border-radius:4px;display:inline-block;white-space:pre;"
-            f'font-size:{size};color:#111">{shown}</span>'
-        )
+        chips.append(_chip(text, tip, f"background:linear-gradient(90deg,{bands});color:#111", size))
     if pending is not None:
-        shown = html_token_text(pending).replace("<br>", "")
-        chips.append(
-            f'<span class="token-chip" title="chosen, fed to the model at the next step" style="border:1px '
-            f"dashed #999;padding:2px 3px;margin:1px;border-radius:4px;display:inline-block;white-space:pre;"
-            f'font-size:{size};color:#555">{shown}</span>'
-        )
+        title = "chosen, fed to the model at the next step"
+        chips.append(_chip(pending, title, "border:1px dashed #999;color:#555", size))
     return f'<div style="line-height:2.1">{"".join(chips)}</div>'
 
 
@@ -261,52 +252,32 @@ def balance_over_training(load_log: list[dict], presenter: bool = False) -> go.F
     return legend_below(fig, y=-0.3)
 
 
-def _bars_per_model(
-    table: pd.DataFrame,
-    panels: list,
-    colours: list[str],
-    label_of,
-    value_format: str,
-    headroom: float,
-    vertical_spacing: float,
-    columns: int = 2,
-) -> go.Figure:
-    """A grid of `columns` panels a row, one per (column, title, scale) of `panels`, one bar per model
-    (`table["model"]`) in each; `label_of(column, value)` is a bar's label, `headroom` the room above the tallest
-    bar for it."""
+def _bars_per_model(table: pd.DataFrame, panels: list, colours: list[str], columns: int, spacing: float) -> go.Figure:
+    """One panel per (column, title, scale) of `panels`, `columns` a row, one bar per model (`table["model"]`),
+    labelled over the bar (bits per byte to three decimals, whole numbers from 100 up)."""
     fig = make_subplots(
         rows=-(-len(panels) // columns),
         cols=columns,
         horizontal_spacing=0.1,
-        vertical_spacing=vertical_spacing,
+        vertical_spacing=spacing,
         subplot_titles=[title for _, title, _ in panels],
     )
     for i, (column, _, scale) in enumerate(panels):
-        row, col = divmod(i, columns)
-        values = table[column] * scale
+        values, (row, col) = table[column] * scale, divmod(i, columns)
+        digits = [3 if column == "bits_per_byte" else 0 if v >= 100 else 1 if scale == 1 else 2 for v in values]
         fig.add_bar(
             x=table["model"],
             y=values,
             marker_color=colours,
-            text=[label_of(column, v) for v in values],
+            text=[f"{v:,.{d}f}" for v, d in zip(values, digits)],
             textposition="outside",
             showlegend=False,
             row=row + 1,
             col=col + 1,
-            hovertemplate=hover(f"%{{x}}: %{{y:{value_format}}}"),
+            hovertemplate=hover("%{x}: %{y:,.3f}"),
         )
-        fig.update_yaxes(range=[0, float(values.max()) * headroom], row=row + 1, col=col + 1)
+        fig.update_yaxes(range=[0, float(values.max()) * 1.3], row=row + 1, col=col + 1)
     return fig
-
-
-def _sparsity_label(column: str, value: float) -> str:
-    """Bits per byte to three decimals (models differ in the second); other values to two, whole from 100 up."""
-    return f"{value:.3f}" if column == "bits_per_byte" else f"{value:.2f}" if value < 100 else f"{value:,.0f}"
-
-
-def _timing_label(column: str, value: float) -> str:
-    """Whole numbers from 100 up, one decimal below (every panel of the timing chart)."""
-    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
 
 
 def sparsity_figure(rows: pd.DataFrame, quality_title: str, presenter: bool = False) -> go.Figure:
@@ -321,9 +292,7 @@ def sparsity_figure(rows: pd.DataFrame, quality_title: str, presenter: bool = Fa
     # The model names under each bar are long: one panel a row in presenter mode, three a row otherwise.
     columns = 1 if presenter else 3
     spacing = 0.2 if presenter else 0.12  # room for the slanted model names above the next panel's title
-    fig = _bars_per_model(
-        rows, panels, colours, _sparsity_label, ",.3f", headroom=1.3, vertical_spacing=spacing, columns=columns
-    )
+    fig = _bars_per_model(rows, panels, colours, columns, spacing)
     return base_layout(fig, "", presenter, height=(430 if presenter else 370) * (len(panels) // columns))
 
 
@@ -359,14 +328,5 @@ def moe_figure(moe: pd.DataFrame, presenter: bool = False) -> go.Figure:
     ]
     colours = [MODEL_COLOURS[m] for m in moe["model"]]
     # presenter mode: one panel a row (two a row, projector-sized panel titles ran into each other at 800 px)
-    fig = _bars_per_model(
-        moe,
-        panels,
-        colours,
-        _timing_label,
-        ",.1f",
-        headroom=1.25,
-        vertical_spacing=0.09 if presenter else 0.2,
-        columns=1 if presenter else 2,
-    )
+    fig = _bars_per_model(moe, panels, colours, 1 if presenter else 2, 0.09 if presenter else 0.2)
     return base_layout(fig, "", presenter, height=1000 if presenter else 620)

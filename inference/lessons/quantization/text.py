@@ -206,74 +206,53 @@ def gguf_gap(comparison: PrecisionComparison, gguf: GGUFResult) -> str:
     )
 
 
+ROW = {"bytes per token": "bytes", "measured tokens/s": "rate", "bandwidth limit tokens/s": "limit"}
+
+
 def rates_sentences(frame: pd.DataFrame, measured: TransformersRate, gguf: GGUFResult | None, copies: bool) -> dict:
     """The decode-rate section's caption, chart text and findings, from `rates.table`."""
-    bandwidth_gbs, cache = measured.bandwidth.bytes_per_s / 1e9, measured.cache_bytes
-    fields = dict(cpu=measured.cpu, gbs=bandwidth_gbs, cache=describe_bytes(cache))
+    cache, bandwidth = measured.cache_bytes, measured.bandwidth
+    place = dict(cpu=measured.cpu, gbs=bandwidth.bytes_per_s / 1e9, cache=describe_bytes(cache))
     server = " " + TEXT["rates_caption_server"].format(rounds=gguf.rounds, tokens=gguf.decode_tokens) if gguf else ""
+    copied = " " + TEXT["rates_caption_copies"].format(copy=COPY) if copies else ""
+    timed = dict(timing=measured.timing.label(), model=measured.model_name, threads=measured.threads, how=bandwidth.how)
     out = {
         "caption": TEXT["rates_caption"].format(
-            **fields,
-            timing=measured.timing.label(),
-            model=measured.model_name,
-            weights=measured.weights,
-            threads=measured.threads,
-            server=server,
-            how=measured.bandwidth.how,
-            copies=" " + TEXT["rates_caption_copies"].format(copy=COPY) if copies else "",
+            **place, **timed, weights=measured.weights, server=server, copies=copied
         )
     }
-    shown = frame[frame["measured tokens/s"].notna()].rename(
-        columns={"measured tokens/s": "rate", "bandwidth limit tokens/s": "limit", "share of the limit": "share"}
-    )
-    shown["mb"] = shown["bytes per token"] / 1e6
+    shown = frame[frame["measured tokens/s"].notna()].rename(columns={**ROW, "share of the limit": "share"})
+    rows = shown.assign(mb=shown["bytes"] / 1e6).to_dict("records")
     bars = [
-        f"{r.engine} {r.weights} {rate(r.rate)} of a {rate(r.limit)} limit ({r.share:.0%})" for r in shown.itertuples()
+        f"{r['engine']} {r['weights']} {rate(r['rate'])} of a {rate(r['limit'])} limit ({r['share']:.0%})" for r in rows
     ]
     out["chart"] = TEXT["rates_chart"].format(bars="; ".join(bars))
 
-    def in_cache(r) -> str:
-        fits = cache is not None and r["bytes per token"] <= cache and r.share <= 1
-        return TEXT["rates_in_cache"].format(weights=r.weights, mb=r.mb, **fields) if fits else ""
+    def in_cache(r: dict) -> str:
+        fits = cache is not None and r["bytes"] <= cache and r["share"] <= 1
+        return TEXT["rates_in_cache"].format(**place | r) if fits else ""
 
-    own = shown[(shown["engine"] == TRANSFORMERS) & (shown["weights"] == measured.weights)].iloc[0]
+    own = next(r for r in rows if r["engine"] == TRANSFORMERS and r["weights"] == measured.weights)
     spreads = {"transformers' middle half of steps": measured.timing.q3_ms / measured.timing.q1_ms - 1}
-    spreads |= {
-        f"llama-server's {t} rounds": round_spread(r.decode_rates) for t, r in (gguf.results if gguf else {}).items()
-    }
+    for gguf_type, result in (gguf.results if gguf else {}).items():
+        spreads[f"llama-server's {gguf_type} rounds"] = round_spread(result.decode_rates)
     what, spread = max(((w, s) for w, s in spreads.items() if math.isfinite(s)), key=lambda ws: ws[1])
-    limit = dict(threads=measured.bandwidth.threads, mb=own.mb, weights=measured.weights, limit=own.limit)
     parts = [TEXT["rates_busy"].format(what=what, spread=spread) if spread > BUSY_SPREAD else ""]
-    parts.append(TEXT["rates_limit"].format(**fields | limit))
-    own_fields = dict(own_share=own.share, own_rate=own.rate, threads=measured.threads)
-    servers = shown[shown["engine"] == LLAMA_SERVER]
-    same = servers[servers["weights"] == ("f32" if measured.weights == "float32" else "")]
-    if len(same):
-        r = same.iloc[0]
-        parts.append(
-            TEXT["rates_both"].format(server_share=r.share, server_weights=r.weights, server_rate=r.rate, **own_fields)
-        )
-    else:
-        parts.append(TEXT["rates_own"].format(**own_fields))
-    parts.append(in_cache(own))
+    parts.append(TEXT["rates_limit"].format(**place | own | {"threads": bandwidth.threads}))
+    mine = {f"own_{key}": value for key, value in own.items()} | {"threads": measured.threads}
+    servers = [r for r in rows if r["engine"] == LLAMA_SERVER]
+    same = [r for r in servers if r["weights"] == ("f32" if measured.weights == "float32" else "")]
+    theirs = {f"server_{key}": value for key, value in same[0].items()} if same else {}
+    parts += [TEXT["rates_both" if same else "rates_own"].format(**mine, **theirs), in_cache(own)]
     if len(servers) > 1:
-        fewest = servers.loc[servers["bytes per token"].idxmin()]
-        parts += [TEXT["rates_fewest"].format(**fewest[["weights", "mb", "limit", "rate", "share"]]), in_cache(fewest)]
-    torch_copies = shown[shown["weights"].str.endswith(f" {COPY}")]
-    if len(torch_copies):
-        parts.append(
-            TEXT["rates_copies"].format(
-                shares=", ".join(f"{r.weights} {r.share:.0%}" for r in torch_copies.itertuples())
-            )
-        )
-    for r in shown[shown["share"] > 1].itertuples():
-        key = "above_unknown" if cache is None else "above_cache" if r[3] <= cache else "above_memory"
-        why = TEXT[key].format(mb=r.mb, **fields)
-        parts.append(
-            TEXT["rates_above"].format(
-                engine=r.engine, weights=r.weights, share=r.share, rate=r.rate, limit=r.limit, why=why
-            )
-        )
+        fewest = min(servers, key=lambda r: r["bytes"])
+        parts += [TEXT["rates_fewest"].format(**fewest), in_cache(fewest)]
+    torch_copies = [f"{r['weights']} {r['share']:.0%}" for r in rows if r["weights"].endswith(f" {COPY}")]
+    if torch_copies:
+        parts.append(TEXT["rates_copies"].format(shares=", ".join(torch_copies)))
+    for r in (r for r in rows if r["share"] > 1):
+        why = "above_unknown" if cache is None else "above_cache" if r["bytes"] <= cache else "above_memory"
+        parts.append(TEXT["rates_above"].format(**r, why=TEXT[why].format(**place | r)))
     out["gap"] = " ".join(part for part in parts if part)
     return out
 
