@@ -140,10 +140,7 @@ if moe_loaded:
         caption("exact", TEXT["chips_caption"].format(layer=layer, k=shape.k, routed=fed))
         experts, weights = recorded.chosen()
         texts = [token_text(tokenizer, t) for t in recorded.token_ids]
-        chart(
-            routing_heatmap(texts, experts, weights, recorded.probabilities, presenter),
-            key="moe_heatmap",
-        )
+        chart(routing_heatmap(texts, experts, weights, recorded.probabilities, presenter), key="moe_heatmap")
         caption("exact", TEXT["heatmap_caption"])
 
         # -- 2. one token's router -----------------------------------------------------------
@@ -171,10 +168,7 @@ if moe_loaded:
             with generation_slot():
                 st.session_state[INPUTS_KEY] = ((info.name, ids_now), expert_work.mlp_inputs(model, list(ids_now)))
         mix = expert_work.mixture(model, st.session_state[INPUTS_KEY][1][layer, token], layer)
-        chart(
-            mixture_figure(mix.experts, mix.weights, mix.outputs, mix.mixture, presenter=presenter),
-            key="moe_mixture",
-        )
+        chart(mixture_figure(mix, presenter), key="moe_mixture")
         caption(
             "exact", TEXT["mixture_caption"].format(routed=fed, shown=min(24, len(mix.mixture)), width=len(mix.mixture))
         )
@@ -184,10 +178,9 @@ if moe_loaded:
     if stats is not None:
         final, early, source = stats["load"]["fractions"][layer], load_log[0] if load_log else None, stats["source"]
         label = f"validation stories ({source['tokens']:,} tokens)"
-        early_shares, early_step = (early["fractions"][layer], early["step"]) if early else (None, None)
-        chart(load_figure(final, early_shares, shape.k, layer, early_step, label, presenter), key="moe_load")
+        chart(load_figure(final, early, shape.k, layer, label, presenter), key="moe_load")
         said = TEXT["stored_load_caption"].format(layer=layer, **source)
-        caption("exact", said + (" " + TEXT["early_load"].format(step=early_step) if early else ""))
+        caption("exact", said + (" " + TEXT["early_load"].format(step=early["step"]) if early else ""))
         even = 1 / len(final)
         st.markdown(TEXT["layer_load"].format(layer=layer, busiest=max(final), idlest=min(final), even=even))
     else:
@@ -195,7 +188,7 @@ if moe_loaded:
         st.info(TEXT["no_stats"])
         if counts is not None:
             share = (counts.double() / counts.sum()).tolist()
-            chart(load_figure(share, None, shape.k, layer, None, "this text", presenter), key="moe_load")
+            chart(load_figure(share, None, shape.k, layer, "this text", presenter), key="moe_load")
             caption("exact", TEXT["text_load_caption"].format(layer=layer, tokens=len(recorded.token_ids)))
     if load_log:
         chart(balance_over_training(load_log, presenter), key="moe_balance")

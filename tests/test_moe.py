@@ -9,7 +9,6 @@ import math
 import pandas as pd
 import pytest
 import torch
-from transformers import MixtralConfig
 
 from inference.core import routing
 from inference.core.loader import encode_prompt
@@ -39,23 +38,9 @@ def tiny_moe(bundled):
     """A seeded random Mixtral (2 layers, 4 experts, 2 per token) with the bundled tokenizer; router weights drawn
     10x larger than the rest, so its choices are not near-ties."""
     tokenizer = bundled.tokenizer
-    config = MixtralConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=48,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        num_local_experts=4,
-        num_experts_per_tok=2,
-        max_position_embeddings=256,
-        tie_word_embeddings=True,
-        sliding_window=None,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
-    )
+    shape = dict(hidden=64, layers=2, heads=4, kv_heads=2, expert_width=48, experts=4, experts_per_token=2)
+    config = moe.MoEDesign(**shape, vocab=len(tokenizer), context=256).configs()[moe.MOE]
+    config.bos_token_id = config.eos_token_id = config.pad_token_id = 0
     model = moe.random_model(config, seed=7)
     gen = torch.Generator().manual_seed(8)
     with torch.no_grad():

@@ -246,11 +246,6 @@ def test_the_torch_copies_join_as_transformers_rows_and_spread_timings_say_busy(
     assert "int8 copy 5%" in gap and "transformers' middle half of steps differed by" in gap
 
 
-def test_bytes_read_per_token_counts_a_tied_table_once_and_an_untied_one_not_at_all(bundled):
-    model = bundled.model
-    assert rates.bytes_read_per_token(model) == 4 * sum(p.numel() for p in model.parameters())  # tied
-
-
 # -- will it fit, and the KV cache's number types ---------------------------------------------------------------
 
 

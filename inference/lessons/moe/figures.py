@@ -1,5 +1,4 @@
-"""Figures for the Mixture-of-Experts page: pure functions from routing data to Plotly figures
-or HTML. No Streamlit, no model runs."""
+"""Figures for the Mixture-of-Experts page: pure functions from routing data to Plotly figures or HTML."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ from inference.lessons.glossary import signed
 from inference.lessons.moe.scale import DENSE_ACTIVE, DENSE_TOTAL, MOE
 from inference.lessons.style import PALETTE, add_line, base_layout, hover, label, legend_below, repr_token
 
-# One colour per expert id, the same on every chart of the page (Plotly's "Set2" + "Dark2"
-# qualitative sets: distinct, readable under dark text).
+# One colour per expert id on every chart of the page: distinct, readable under dark text.
 EXPERT_COLOURS = qualitative.Set2 + qualitative.Pastel1
 NOT_KEPT_COLOUR = PALETTE["light_grey"]
 UNIFORM_COLOUR = PALETTE["red"]
@@ -27,6 +25,11 @@ EARLY_COLOUR, FINAL_COLOUR = PALETTE["pale_blue"], PALETTE["blue"]
 
 def expert_colour(expert: int) -> str:
     return EXPERT_COLOURS[expert % len(EXPERT_COLOURS)]
+
+
+def _uniform(fig: go.Figure, count: int, text: str, **where) -> None:
+    """The even share 1 / count, a dotted line: what a perfectly balanced router would give every expert."""
+    fig.add_hline(y=1 / count, line_dash="dot", line_color=UNIFORM_COLOUR, annotation_text=text, **where)
 
 
 def _weights_text(experts: list[int], weights: list[float]) -> str:
@@ -117,11 +120,8 @@ def routing_heatmap(texts: list[str], experts, weights, probabilities, presenter
     return base_layout(fig, "First-choice expert by layer", presenter, height=150 + 45 * layers)
 
 
-def router_figure(
-    probabilities: list[float], kept: list[int], weights: list[float], presenter: bool = False
-) -> go.Figure:
-    """Left: every expert's router probability, the kept ones coloured. Right: the kept experts'
-    renormalised weights, one stacked bar: the mixture the layer adds."""
+def router_figure(probabilities: list[float], kept: list[int], weights: list[float], presenter=False) -> go.Figure:
+    """Left: every expert's router probability, the kept ones coloured; right: the kept ones' renormalised weights."""
     fig = make_subplots(
         rows=1,
         cols=2,
@@ -142,15 +142,7 @@ def router_figure(
         col=1,
         hovertemplate="%{x}: probability %{y:.3f}<extra></extra>",
     )
-    fig.add_hline(
-        y=1 / count,
-        line_dash="dot",
-        line_color=UNIFORM_COLOUR,
-        row=1,
-        col=1,
-        annotation_text=f"uniform {1 / count:.0%}",
-        annotation_position="top left",
-    )
+    _uniform(fig, count, f"uniform {1 / count:.0%}", row=1, col=1, annotation_position="top left")
     for e, w in zip(kept, weights):
         fig.add_bar(
             x=["mixture"],
@@ -170,11 +162,9 @@ def router_figure(
     return base_layout(fig, "", presenter, height=380)
 
 
-def mixture_figure(
-    experts: list[int], weights: list[float], outputs, mixture, dims: int = 24, presenter: bool = False
-) -> go.Figure:
-    """The first `dims` numbers of each kept expert's weighted output (bars) and their sum (the
-    layer's MLP output, black markers). outputs [k, hidden], mixture [hidden]."""
+def mixture_figure(mix, presenter: bool = False, dims: int = 24) -> go.Figure:
+    """The first `dims` numbers of each kept expert's weighted output (bars) and their sum (`experts.Mixture`)."""
+    experts, weights, outputs, mixture = mix.experts, mix.weights, mix.outputs, mix.mixture
     fig = go.Figure()
     x = list(range(dims))
     for e, w, out in zip(experts, weights, outputs):
@@ -192,28 +182,14 @@ def mixture_figure(
     return legend_below(fig, y=-0.25)
 
 
-def load_figure(
-    final: list[float],
-    early: list[float] | None,
-    k: int,
-    layer: int,
-    early_step: int | None,
-    final_label: str,
-    presenter: bool = False,
-) -> go.Figure:
-    """One layer: each expert's share of the picks (final, and early in training if known),
-    against the uniform share."""
+def load_figure(final: list[float], early, k: int, layer: int, final_label: str, presenter=False) -> go.Figure:
+    """One layer: each expert's share of the picks, and early in training (`early`: the log's first row or None)."""
     count = len(final)
     x = [f"expert {e}" for e in range(count)]
     fig = go.Figure()
     if early is not None:
-        fig.add_bar(
-            x=x,
-            y=early,
-            name=f"step {early_step:,} (training log)",
-            marker_color=EARLY_COLOUR,
-            hovertemplate="%{x}: %{y:.1%}<extra></extra>",
-        )
+        name, shares = f"step {early['step']:,} (training log)", early["fractions"][layer]
+        fig.add_bar(x=x, y=shares, name=name, marker_color=EARLY_COLOUR, hovertemplate=hover("%{x}: %{y:.1%}"))
     fig.add_bar(
         x=x,
         y=final,
@@ -223,14 +199,8 @@ def load_figure(
         textposition="outside",
         hovertemplate="%{x}: %{y:.1%}<extra></extra>",
     )
-    fig.add_hline(
-        y=1 / count,
-        line_dash="dot",
-        line_color=UNIFORM_COLOUR,
-        annotation_text=f"uniform share {1 / count:.1%}",
-        annotation_position="top right",
-    )
-    top = max(max(final), max(early) if early else 0)
+    _uniform(fig, count, f"uniform share {1 / count:.1%}", annotation_position="top right")
+    top = max(max(final), max(early["fractions"][layer]) if early else 0)
     fig.update_yaxes(tickformat=".0%", range=[0, top * 1.25], title="share of the picks")
     fig = base_layout(fig, f"Layer {layer}: share of the (token, slot) picks, {k} per token", presenter, height=380)
     return legend_below(fig, y=-0.15)
@@ -245,7 +215,7 @@ def balance_over_training(load_log: list[dict], presenter: bool = False) -> go.F
     fig = go.Figure()
     for shares, name, colour in ((busiest, "busiest", PALETTE["orange"]), (idlest, "idlest", PALETTE["blue"])):
         add_line(fig, steps, shares, f"{name} expert (any layer)", colour, "lines+markers", width=3)
-    fig.add_hline(y=1 / count, line_dash="dot", line_color=UNIFORM_COLOUR, annotation_text="uniform")
+    _uniform(fig, count, "uniform")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", title="share of the picks")
     fig.update_xaxes(title="training step")
     fig = base_layout(fig, "How even the load was during training", presenter, height=340)

@@ -9,27 +9,17 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from inference.core.quantize import PRECISIONS
 from inference.core.tokens import html_token_text
 from inference.lessons.quantization.rates import LLAMA_SERVER, TRANSFORMERS
 from inference.lessons.style import FIT_SCALE, PALETTE, base_layout, hover, label, legend_below
 
-PRECISION_COLOURS = {
-    "float32": PALETTE["navy"],
-    "bfloat16": PALETTE["sky"],
-    "int8": PALETTE["orange"],
-    "int4": PALETTE["red"],
-}
-KIND_LABELS = {  # weight_bytes_by_kind keys, in stacking order
-    "embeddings": "embeddings (tied lm_head)",  # short: a legend at 800 px has ~200 px a column
-    "lm_head": "lm_head (untied)",
-    "linear": "linear (attention, MLP)",
-    "other": "norms, biases",
-}
-KIND_COLOURS = {
-    "embeddings": PALETTE["blue_grey"],
-    "lm_head": PALETTE["lavender"],
-    "linear": PALETTE["blue"],
-    "other": PALETTE["sand"],
+PRECISION_COLOURS = {p: PALETTE[c] for p, c in zip(PRECISIONS, ("navy", "sky", "orange", "red"))}
+KINDS = {  # weight_bytes_by_kind keys in stacking order: label (short: a legend column at 800 px is ~200 px), colour
+    "embeddings": ("embeddings (tied lm_head)", PALETTE["blue_grey"]),
+    "lm_head": ("lm_head (untied)", PALETTE["lavender"]),
+    "linear": ("linear (attention, MLP)", PALETTE["blue"]),
+    "other": ("norms, biases", PALETTE["sand"]),
 }
 DEPARTURE_COLOUR = PALETTE["orange"]
 
@@ -45,18 +35,11 @@ def memory_bars(comparison, presenter: bool = False) -> go.Figure:
     names = [r.precision for r in results]
     reference_bytes = comparison.results["float32"].weight_bytes
     fig = go.Figure()
-    for kind, kind_label in KIND_LABELS.items():
+    for kind, (name, colour) in KINDS.items():
         megabytes = [r.bytes_by_kind[kind] / 1e6 for r in results]
-        if not any(megabytes):
-            continue
-        fig.add_bar(
-            y=names,
-            x=megabytes,
-            orientation="h",
-            name=kind_label,
-            marker_color=KIND_COLOURS[kind],
-            hovertemplate="%{y}: %{x:,.2f} MB<extra>" + kind_label + "</extra>",
-        )
+        if any(megabytes):
+            tip = "%{y}: %{x:,.2f} MB<extra>" + name + "</extra>"
+            fig.add_bar(y=names, x=megabytes, orientation="h", name=name, marker_color=colour, hovertemplate=tip)
     totals = [r.weight_bytes / 1e6 for r in results]
     _end_labels(
         fig,
@@ -97,8 +80,7 @@ def speed_bars(summary: pd.DataFrame, presenter: bool = False) -> go.Figure:
 
 
 def kl_over_steps(comparison, presenter: bool = False) -> go.Figure:
-    """KL from float32 at every step, log scale, with an ✕ where the top token differs.
-    float32 itself is 0 everywhere, which a log axis cannot show, so it is not drawn."""
+    """KL from float32 at every step, log scale (float32's own 0 is not drawn), an ✕ where the top token differs."""
     steps = comparison.steps
     tokens = [label(t) for t in comparison.reference_tokens]
     fig = go.Figure()
@@ -150,8 +132,7 @@ def kl_over_steps(comparison, presenter: bool = False) -> go.Figure:
 
 
 def step_distributions(comparison, step: int, presenter: bool = False) -> go.Figure:
-    """float32's top tokens at one step and the probability every precision gives them,
-    with the rest of the vocabulary as "other"; ▶ marks the token float32 chose."""
+    """float32's top tokens at one step and every precision's probability of them, the rest as "other"."""
     tops = comparison.step_tops[comparison.step_tops["step"] == step]
     chosen = comparison.reference_ids[step]
     reference_rows = tops[tops["precision"] == "float32"].sort_values("rank", ascending=False)
@@ -200,9 +181,8 @@ def _card(row, left: bool = False) -> str:
 
 
 def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -> go.Figure:
-    """Models (rows) × bits per weight (columns), from `calculator.fit_table`: weight GB and the smallest listed
-    card whose nvidia-smi memory holds it, with what is left. Colour = that card (`labels`, smallest first),
-    green to red (none holds it)."""
+    """Models × bits per weight: weight GB and the smallest card that holds it (`labels`, smallest first: green to
+    red, none holds it)."""
     order = fit.drop_duplicates("model").sort_values("parameters")["model"].tolist()
     bits = sorted(fit["bits"].unique(), reverse=True)
     cells = [[fit[(fit["model"] == m) & (fit["bits"] == b)].iloc[0] for b in bits] for m in order]
@@ -213,11 +193,8 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
         [f"{c['model']} at {c['bits']:g} bits: {c['weight_gb']:,.2f} GB of weights; {_card(c, True)}" for c in row]
         for row in cells
     ]
-    steps = len(labels) + 1
-    palette = FIT_SCALE[-steps:]
-    colourscale = []
-    for i, colour in enumerate(palette):  # one flat band per card
-        colourscale += [(i / steps, colour), ((i + 1) / steps, colour)]
+    steps = len(labels) + 1  # one flat band of colour per card
+    colourscale = [((i + edge) / steps, colour) for i, colour in enumerate(FIT_SCALE[-steps:]) for edge in (0, 1)]
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -237,12 +214,7 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
     )
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_xaxes(side="top", title="bits per weight", tickangle=0, type="category")  # "32" is a label
-    fig = base_layout(
-        fig,
-        "GB of weights → smallest card",
-        presenter,
-        height=130 + 42 * len(order),
-    )
+    fig = base_layout(fig, "GB of weights → smallest card", presenter, height=130 + 42 * len(order))
     # the title at the very top, the axis title and ticks under it: both sit in the top margin
     fig.update_layout(margin=dict(t=150 if presenter else 115), title=dict(y=0.995, yanchor="top", yref="container"))
     if presenter:  # smaller than the other charts' 18-20 px: "18×H200" must fit a cell of ~65 px at 800 px
@@ -254,9 +226,8 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
 def greedy_text_html(
     heading: str, prompt_text: str, tokens: list[str], departure: int | None, presenter: bool = False
 ) -> str:
-    """A box with a heading line, the prompt, then the greedy tokens: the first one that
-    differs from float32's is highlighted, and everything after it (a different path) is
-    set in italics. The heading is inside the box so boxes side by side line up."""
+    """A box with a heading (inside, so boxes side by side line up), the prompt, then the greedy tokens: the first
+    that differs from float32's highlighted, everything after it (a different path) in italics."""
     size = "1.35rem" if presenter else "1.02rem"
     parts = [
         f'<div style="font-size:{size};line-height:1.6;border:1px solid #ddd;border-radius:0.5rem;'
@@ -292,23 +263,16 @@ def step_context_html(comparison, step: int, presenter: bool = False, tail_chars
     )
 
 
-ENGINE_STYLE = {  # colour and pattern: the two engines differ by more than colour
-    TRANSFORMERS: (PALETTE["orange"], "/"),
-    LLAMA_SERVER: (PALETTE["blue"], ""),
-}
-LIMIT_COLOUR = PALETTE["ink"]
-
-
-def row_label(engine: str, weights: str, presenter: bool = False) -> str:
-    """ "llama-server · q8_0"; on two lines in presenter mode, whose large text leaves a narrow plot at 800 px."""
-    return f"{engine}<br>{weights}" if presenter else f"{engine} · {weights}"
+# colour and pattern: the two engines differ by more than colour
+ENGINE_STYLE = {TRANSFORMERS: (PALETTE["orange"], "/"), LLAMA_SERVER: (PALETTE["blue"], "")}
 
 
 def rates_bars(frame: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """One horizontal bar per engine and format (most bytes on top), its limit a tall tick on the same row, and
     the share of the limit written beside each bar."""
     rows = frame[frame["measured tokens/s"].notna()].iloc[::-1]  # Plotly draws the first row at the bottom
-    labels = [row_label(e, w, presenter) for e, w in zip(rows["engine"], rows["weights"])]
+    between = "<br>" if presenter else " · "  # presenter: two lines, its large text leaves a narrow plot at 800 px
+    labels = [f"{e}{between}{w}" for e, w in zip(rows["engine"], rows["weights"])]
     fig = go.Figure()
     for engine, (colour, pattern) in ENGINE_STYLE.items():
         mine = rows["engine"] == engine
@@ -327,7 +291,7 @@ def rates_bars(frame: pd.DataFrame, presenter: bool = False) -> go.Figure:
         x=rows["bandwidth limit tokens/s"],
         mode="markers",
         name="bandwidth limit of its bytes",
-        marker=dict(symbol="line-ns-open", size=26 if presenter else 20, color=LIMIT_COLOUR, line=dict(width=3)),
+        marker=dict(symbol="line-ns-open", size=26 if presenter else 20, color=PALETTE["ink"], line=dict(width=3)),
         hovertemplate="%{y}: limit %{x:,.1f} tokens/s<extra></extra>",
     )
     right = rows[["measured tokens/s", "bandwidth limit tokens/s"]].max(axis=1)
