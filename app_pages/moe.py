@@ -18,23 +18,10 @@ from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.core.run import SEED_MAX, new_trace
 from inference.core.tokens import markdown_token_text, token_text
 from inference.lessons.moe import experts as expert_work
+from inference.lessons.moe import figures as mf
+from inference.lessons.moe import scale as moe_scale
 from inference.lessons.moe import stored
 from inference.lessons.moe import text as moe_text
-from inference.lessons.moe.figures import (
-    balance_over_training,
-    experiments_figure,
-    expert_legend,
-    load_figure,
-    mixture_figure,
-    moe_figure,
-    router_figure,
-    routing_chips,
-    routing_heatmap,
-    sparsity_figure,
-)
-from inference.lessons.moe.scale import BATCH_PROMPT_TOKENS, PUBLIC_COLUMNS, REPEATS, MoEDesign, public_moe_table
-from inference.lessons.moe.scale import PROMPT_TOKENS as RANDOM_PROMPT_TOKENS
-from inference.lessons.moe.scale import measure as measure_random_moe
 from inference.lessons.moe.text import TEXT
 from inference.sampling.pipeline import SamplingSettings
 
@@ -125,7 +112,7 @@ if moe_loaded:
         texts = [token_text(tokenizer, t) for t in recorded.token_ids]
         pending = trace.records[-1].token_text if trace.records else None
         chips_box.markdown(
-            routing_chips(texts, experts[layer].tolist(), weights[layer].tolist(), pending, presenter),
+            mf.routing_chips(texts, experts[layer].tolist(), weights[layer].tolist(), pending, presenter),
             unsafe_allow_html=True,
         )
 
@@ -135,12 +122,12 @@ if moe_loaded:
     recorded = routing.trace_routing(trace) if trace is not None else None
     if recorded is not None:
         show_chips()
-        st.markdown(expert_legend(shape.experts, presenter), unsafe_allow_html=True)
+        st.markdown(mf.expert_legend(shape.experts, presenter), unsafe_allow_html=True)
         fed = len(recorded.token_ids)
         caption("exact", TEXT["chips_caption"].format(layer=layer, k=shape.k, routed=fed))
         experts, weights = recorded.chosen()
         texts = [token_text(tokenizer, t) for t in recorded.token_ids]
-        chart(routing_heatmap(texts, experts, weights, recorded.probabilities, presenter), key="moe_heatmap")
+        chart(mf.routing_heatmap(texts, experts, weights, recorded.probabilities, presenter), key="moe_heatmap")
         caption("exact", TEXT["heatmap_caption"])
 
         # -- 2. one token's router -----------------------------------------------------------
@@ -160,7 +147,7 @@ if moe_loaded:
         st.markdown(
             moe_text.token_router(token, markdown_token_text(repr(texts[token])), layer, probs, kept, kept_weights)
         )
-        chart(router_figure(probs, kept, kept_weights, presenter), key="moe_router")
+        chart(mf.router_figure(probs, kept, kept_weights, presenter), key="moe_router")
         caption("exact", TEXT["router_caption"])
         ids_now = tuple(recorded.token_ids)
         cached = st.session_state.get(INPUTS_KEY)
@@ -168,7 +155,7 @@ if moe_loaded:
             with generation_slot():
                 st.session_state[INPUTS_KEY] = ((info.name, ids_now), expert_work.mlp_inputs(model, list(ids_now)))
         mix = expert_work.mixture(model, st.session_state[INPUTS_KEY][1][layer, token], layer)
-        chart(mixture_figure(mix, presenter), key="moe_mixture")
+        chart(mf.mixture_figure(mix, presenter), key="moe_mixture")
         caption(
             "exact", TEXT["mixture_caption"].format(routed=fed, shown=min(24, len(mix.mixture)), width=len(mix.mixture))
         )
@@ -178,7 +165,7 @@ if moe_loaded:
     if stats is not None:
         final, early, source = stats["load"]["fractions"][layer], load_log[0] if load_log else None, stats["source"]
         label = f"validation stories ({source['tokens']:,} tokens)"
-        chart(load_figure(final, early, shape.k, layer, label, presenter), key="moe_load")
+        chart(mf.load_figure(final, early, shape.k, layer, label, presenter), key="moe_load")
         said = TEXT["stored_load_caption"].format(layer=layer, **source)
         caption("exact", said + (" " + TEXT["early_load"].format(step=early["step"]) if early else ""))
         even = 1 / len(final)
@@ -188,10 +175,10 @@ if moe_loaded:
         st.info(TEXT["no_stats"])
         if counts is not None:
             share = (counts.double() / counts.sum()).tolist()
-            chart(load_figure(share, None, shape.k, layer, "this text", presenter), key="moe_load")
+            chart(mf.load_figure(share, None, shape.k, layer, "this text", presenter), key="moe_load")
             caption("exact", TEXT["text_load_caption"].format(layer=layer, tokens=len(recorded.token_ids)))
     if load_log:
-        chart(balance_over_training(load_log, presenter), key="moe_balance")
+        chart(mf.balance_over_training(load_log, presenter), key="moe_balance")
         caption("exact", TEXT["balance_caption"])
         balance = stored.balance(load_log, shape.layers, shape.experts)
         outcome = TEXT["balance_idle" if balance["idle_last"] else "balance_even"]
@@ -201,12 +188,9 @@ if moe_loaded:
 
     # -- 4. what the experts learned ------------------------------------------------------------
     st.subheader("4. What the experts learned")
+    experts_list = list(range(shape.experts))  # the session's choice is kept in range above
     expert = st.selectbox(
-        "Expert",
-        list(range(shape.experts)),
-        key="moe_expert",
-        persist_state="session",  # kept in range above
-        format_func=lambda e: f"expert {e}",
+        "Expert", experts_list, key="moe_expert", persist_state="session", format_func="expert {}".format
     )
     if stats is not None:
         table(stored.top_tokens_table(stats, layer, expert), "moe_top_tokens", progress="share sent here")
@@ -233,12 +217,12 @@ if moe_loaded:
     pair = stored.trained_pair(stored.training_stats(folder), dense_meta)
     if stats is not None and pair is not None and info.name != dense.info.name:
         rows = stored.sparsity_rows(pair, info.name, dense.info.name, mine, theirs)
-        chart(sparsity_figure(rows, TEXT["quality_title"], presenter), key="moe_sparsity")
+        chart(mf.sparsity_figure(rows, TEXT["quality_title"], presenter), key="moe_sparsity")
         caption("measured", TEXT["sparsity_caption"].format(tokens=pair.tokens_seen))
         st.markdown(moe_text.trained_finding(pair))
         experiments = stored.experiments_table(stats)
         st.markdown(TEXT["experiments_heading"])
-        chart(experiments_figure(experiments, presenter), key="moe_experiments")
+        chart(mf.experiments_figure(experiments, presenter), key="moe_experiments")
         shown = experiments.rename(columns={"name": "routing", "k": "experts per token", "bits_per_byte": "bits/byte"})
         table(shown, "moe_experiments_table", **{"bits/byte": "%.4f"})
         caption("measured", TEXT["experiments_caption"].format(stories=stats["source"]["stories"]))
@@ -263,29 +247,33 @@ if moe_loaded:
 
 # -- 6. at scale ------------------------------------------------------------------------------------
 with st.expander(TEXT["scale_heading"].format(number="6. " if moe_loaded else "")):  # numbered when 1-5 are shown
-    design = MoEDesign()
+    design = moe_scale.MoEDesign()
     st.markdown(moe_text.scale_intro(design))
     scale = measure_on_click(
         "Build and measure the three models",
         "moe_scale",
         ("moe", design),
-        lambda progress: measure_random_moe(design, progress=progress),
+        lambda progress: moe_scale.measure(design, progress=progress),
         TEXT["scale_not_yet"],
     )
     if scale is not None:
-        chart(moe_figure(scale, presenter), key="moe_scale_chart")
+        chart(mf.moe_figure(scale, presenter), key="moe_scale_chart")
         caption(
             "measured",
             TEXT["scale_caption"].format(
-                repeats=REPEATS, prompt_tokens=RANDOM_PROMPT_TOKENS, batch_tokens=BATCH_PROMPT_TOKENS
+                repeats=moe_scale.REPEATS,
+                prompt_tokens=moe_scale.PROMPT_TOKENS,
+                batch_tokens=moe_scale.BATCH_PROMPT_TOKENS,
             ),
         )
         st.markdown(moe_text.scale_findings(scale, design.experts))
 with st.expander(TEXT["public_heading"]):
     st.dataframe(
-        public_moe_table(load_public_models()),
+        moe_scale.public_moe_table(load_public_models()),
         hide_index=True,
         key="moe_public",
-        column_config={c: st.column_config.NumberColumn(name, format=f) for c, (name, f) in PUBLIC_COLUMNS.items()},
+        column_config={
+            c: st.column_config.NumberColumn(name, format=f) for c, (name, f) in moe_scale.PUBLIC_COLUMNS.items()
+        },
     )
     caption("published", TEXT["public_caption"])

@@ -39,18 +39,13 @@ class QuantizedModel:
 
 
 def _torchao():
-    """torchao, imported lazily with its harmless CPU import-time warnings hidden."""
-    loggers = [logging.getLogger(name) for name in ("torchao", "torch.utils._pytree")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.ERROR)
-    try:
-        from torchao.prototype.quantization.int4 import PrototypeInt4WeightOnlyConfig
-        from torchao.quantization import Int8WeightOnlyConfig, quantize_
-        from torchao.utils import TorchAOBaseTensor
-    finally:
-        for logger, level in zip(loggers, levels):
-            logger.setLevel(level)
+    """torchao, imported lazily; its CPU import-time warnings (CUDA-only libraries, a pytree deprecation) hidden."""
+    for name in ("torchao", "torch.utils._pytree"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    from torchao.prototype.quantization.int4 import PrototypeInt4WeightOnlyConfig
+    from torchao.quantization import Int8WeightOnlyConfig, quantize_
+    from torchao.utils import TorchAOBaseTensor
+
     return quantize_, Int8WeightOnlyConfig, PrototypeInt4WeightOnlyConfig, TorchAOBaseTensor
 
 

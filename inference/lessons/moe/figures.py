@@ -32,10 +32,6 @@ def _uniform(fig: go.Figure, count: int, text: str, **where) -> None:
     fig.add_hline(y=1 / count, line_dash="dot", line_color=UNIFORM_COLOUR, annotation_text=text, **where)
 
 
-def _weights_text(experts: list[int], weights: list[float]) -> str:
-    return ", ".join(f"expert {e}: {w:.0%}" for e, w in zip(experts, weights))
-
-
 def _chip(text: str, title: str, style: str, size: str) -> str:
     shown = html_token_text(text).replace("<br>", "") or "&nbsp;"
     return (
@@ -52,7 +48,8 @@ def routing_chips(texts: list[str], experts, weights, pending: str | None = None
     for text, chosen, w in zip(texts, experts, weights):
         at = [0.0, *itertools.accumulate(w)]
         bands = ",".join(f"{expert_colour(e)} {at[i]:.1%} {at[i + 1]:.1%}" for i, e in enumerate(chosen))
-        tip = html.escape(f"{repr_token(text)} → {_weights_text(chosen, w)}", quote=True).replace("\n", "&#10;")
+        shares = ", ".join(f"expert {e}: {share:.0%}" for e, share in zip(chosen, w))
+        tip = html.escape(f"{repr_token(text)} → {shares}", quote=True).replace("\n", "&#10;")
         chips.append(_chip(text, tip, f"background:linear-gradient(90deg,{bands});color:#111", size))
     if pending is not None:
         title = "chosen, fed to the model at the next step"

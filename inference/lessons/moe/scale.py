@@ -40,31 +40,21 @@ class MoEDesign:
 
     def __post_init__(self):
         if not 1 <= self.experts_per_token <= self.experts:
-            raise ValueError(
-                f"`experts_per_token` has to be from 1 to experts ({self.experts}), but is {self.experts_per_token}"
-            )
-
-    def _shared(self) -> dict:
-        return decoder_config_fields(self.vocab, self.hidden, self.layers, self.heads, self.kv_heads, self.context)
+            raise ValueError(f"`experts_per_token` has to be from 1 to {self.experts}, but is {self.experts_per_token}")
 
     def configs(self) -> dict[str, object]:
-        moe = MixtralConfig(
-            **self._shared(),
-            intermediate_size=self.expert_width,
-            num_local_experts=self.experts,
-            num_experts_per_tok=self.experts_per_token,
-        )
+        shared = decoder_config_fields(self.vocab, self.hidden, self.layers, self.heads, self.kv_heads, self.context)
+        width, experts, k = self.expert_width, self.experts, self.experts_per_token
         return {
-            DENSE_ACTIVE: LlamaConfig(**self._shared(), intermediate_size=self.expert_width * self.experts_per_token),
-            MOE: moe,
-            DENSE_TOTAL: LlamaConfig(**self._shared(), intermediate_size=self.expert_width * self.experts),
+            DENSE_ACTIVE: LlamaConfig(**shared, intermediate_size=width * k),
+            MOE: MixtralConfig(**shared, intermediate_size=width, num_local_experts=experts, num_experts_per_tok=k),
+            DENSE_TOTAL: LlamaConfig(**shared, intermediate_size=width * experts),
         }
 
 
 def random_model(config, seed: int):
-    """A model from `config` with random weights drawn from a private generator: built on the
-    meta device (no global RNG use), then filled: matrices N(0, 0.02), norm weights 1. Tied
-    embeddings (`tie_word_embeddings`) stay one tensor, counted and held once."""
+    """A model from `config` on the meta device, filled from a private generator (no global RNG): matrices
+    N(0, 0.02), norm weights 1; tied embeddings stay one tensor."""
     model_class = MixtralForCausalLM if isinstance(config, MixtralConfig) else LlamaForCausalLM
     with torch.device("meta"):
         model = model_class(config)
@@ -98,9 +88,8 @@ def _time_model(model, prompt_tokens: int, decode_steps: int, seed: int, batch: 
 
 @torch.inference_mode()
 def experts_read_per_pass(model, batch: int, seed: int = 0) -> float:
-    """Distinct experts the router picked in one decode pass of `batch` sequences, averaged
-    over layers: every picked expert's weights have to be read in that pass. (Hooks go on
-    this function's own model only, and come off again.)"""
+    """Distinct experts picked in one decode pass of `batch` sequences, averaged over layers: each picked expert's
+    weights are read in that pass. (Hooks go on this lesson's own model only, and come off again.)"""
     picked = []
     hooks = [
         layer.mlp.gate.register_forward_hook(lambda module, args, out: picked.append(out[2].unique().numel()))
@@ -126,11 +115,9 @@ def measure(
     seed: int = 0,
     progress: Progress | None = None,
 ) -> pd.DataFrame:
-    """One row per model: parameters (total and per token), weight bytes (from the tensors),
-    prefill ms for `prompt_tokens`, decode ms per token for one sequence, and decode ms per
-    pass for `batch` sequences at once (BATCH_PROMPT_TOKENS-token prompts);
-    medians of `repeats` runs after a warm-up, each also relative to the small dense model.
-    The models' runs are interleaved, so a busy spell on the machine hits all alike."""
+    """One row per model: parameters, weight bytes, prefill ms, decode ms per token alone and per pass of `batch`
+    sequences, medians of `repeats` interleaved runs (a busy spell hits all alike), each also against the small
+    dense model."""
     configs = design.configs()
     models = {}
     steps_total = len(configs) + repeats
@@ -165,10 +152,8 @@ def measure(
             for name, model in models.items()
         ]
     )
-    frame["experts_read_alone"] = [experts_read_per_pass(m, 1) if name == MOE else None for name, m in models.items()]
-    frame["experts_read_in_batch"] = [
-        experts_read_per_pass(m, batch) if name == MOE else None for name, m in models.items()
-    ]
+    for column, sequences in (("experts_read_alone", 1), ("experts_read_in_batch", batch)):
+        frame[column] = [experts_read_per_pass(m, sequences) if name == MOE else None for name, m in models.items()]
     base = frame.set_index("model").loc[DENSE_ACTIVE]
     frame["decode_vs_dense_active"] = frame["decode_ms_per_token"] / base["decode_ms_per_token"]
     frame["batch_vs_dense_active"] = frame["batch_ms_per_pass"] / base["batch_ms_per_pass"]
@@ -177,9 +162,8 @@ def measure(
 
 
 def weights_read_per_token(model: dict) -> int:
-    """Parameters one decoded token reads, from a public entry: its active parameters, except that the input
-    embedding is a lookup of one row. Untied, the table is apart from the output layer, so all but one row of it
-    go unread; tied, the output layer reads the shared table whole anyway."""
+    """Parameters one token reads, from a public entry: the active ones, less the input table but one row when it is
+    not tied to the output layer (tied, the output layer reads it whole anyway)."""
     if model["tied_embeddings"]:
         return model["active_parameters"]
     return model["active_parameters"] - model["vocab_size"] * model["hidden_size"] + model["hidden_size"]

@@ -50,7 +50,6 @@ class TransformersRate:
     bandwidth: Bandwidth
     cache_bytes: int | None  # the last-level cache, as the system reports it
     cpu: str
-    context_tokens: int = CONTEXT_TOKENS
 
     @property
     def tokens_per_s(self) -> float:
