@@ -151,7 +151,7 @@ def test_a_quantized_copy_of_an_moe_lists_its_experts_as_left_in_bf16_and_still_
         assert torch.isfinite(copy8.model(torch.tensor([[0, 5, 9]])).logits).all()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def stats(tiny_moe_folder, bundled):
     folder, corpus = tiny_moe_folder
     return moe_stats.compute(folder, corpus, switch_off=[1], log=lambda *_: None, timing_repeats=1, timing_steps=4)
@@ -213,26 +213,22 @@ def test_timings_inside_the_runs_noise_get_no_comparison_word():
 
 
 def test_the_scale_findings_compare_the_models_measured_runs():
-    rows = [
+    runs = [[10.0, 10.2, 9.8], [13.0, 13.1, 12.9], [30.0]]
+    scale = pd.DataFrame(
         {
-            "model": name,
-            "total_parameters": total,
+            "model": [moe.DENSE_ACTIVE, moe.MOE, moe.DENSE_TOTAL],
+            "total_parameters": [5e6, 20e6, 20e6],
             "active_parameters": 5e6,
-            "weight_bytes": total * 4,
-            "decode_ms_per_token": runs[0],
+            "weight_bytes": [20e6, 80e6, 80e6],
+            "decode_ms_per_token": [r[0] for r in runs],
             "decode_ms_runs": runs,
             "batch": 16,
             "batch_ms_per_pass": 20.0,
             "experts_read_alone": 2.0,
             "experts_read_in_batch": 7.5,
-            "decode_vs_dense_active": runs[0] / 10.0,
+            "decode_vs_dense_active": [1.0, 1.3, 3.0],
             "batch_vs_dense_active": 1.5,
         }
-        for name, runs, total in (
-            (moe.DENSE_ACTIVE, [10.0, 10.2, 9.8], 5e6),
-            (moe.MOE, [13.0, 13.1, 12.9], 20e6),
-            (moe.DENSE_TOTAL, [30.0], 20e6),
-        )
-    ]
-    said = moe_text.scale_findings(pd.DataFrame(rows), 8)
+    )
+    said = moe_text.scale_findings(scale, 8)
     assert "4.0x more" in said and "1.3x slower than the small model: the router" in said and "7.5 of 8" in said

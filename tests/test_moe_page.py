@@ -1,5 +1,5 @@
-"""The /moe page under AppTest: every section on a (tiny) MoE folder, a dense model's offer of the
-bundled MoE, and layer/expert indices from a URL clamped and said."""
+"""The /moe page under AppTest: every section on a (tiny) MoE folder, a dense model's offer of the bundled MoE,
+and layer/expert indices from a URL clamped and said."""
 
 import json
 from dataclasses import asdict
@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from inference.core import routing
 from inference.training import moe_stats
 from tests.conftest import APP_FILE
-from tests.test_moe import tiny_moe, tiny_moe_folder  # noqa: F401  (fixtures)
+from tests.test_moe import stats, tiny_moe, tiny_moe_folder  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.page
 
@@ -18,13 +18,12 @@ PAGE = "app_pages/moe.py"
 
 
 @pytest.fixture(scope="module")
-def moe_folder(tiny_moe_folder):  # noqa: F811
+def moe_folder(tiny_moe_folder, stats):  # noqa: F811
     """The tiny MoE folder with what a bundled MoE carries: stats, training meta, load log."""
     from inference.core.paths import BUNDLED_MODEL_DIR
     from inference.training.train import PRESETS, TrainSettings
 
-    folder, corpus = tiny_moe_folder
-    stats = moe_stats.compute(folder, corpus, switch_off=[0], log=lambda *_: None, timing_repeats=1, timing_steps=4)
+    folder, _ = tiny_moe_folder
     moe_stats.write(folder, stats)
     dense = json.loads((BUNDLED_MODEL_DIR / "training_meta.json").read_text())
     meta = {
@@ -34,21 +33,16 @@ def moe_folder(tiny_moe_folder):  # noqa: F811
         "stats": {**dense["stats"], "heldout_bits_per_byte": 1.5},
     }
     (folder / "training_meta.json").write_text(json.dumps(meta))
-    (folder / "expert_load_log.json").write_text(
-        json.dumps(
-            [
-                {"step": 200, "fractions": [[0.7, 0.1, 0.1, 0.1]] * 2},
-                {"step": 400, "fractions": stats["load"]["fractions"]},
-            ]
-        )
-    )
+    log = [
+        {"step": 200, "fractions": [[0.7, 0.1, 0.1, 0.1]] * 2},
+        {"step": 400, "fractions": stats["load"]["fractions"]},
+    ]
+    (folder / "expert_load_log.json").write_text(json.dumps(log))
     return folder
 
 
-def open_moe_page(query: dict | None = None) -> AppTest:
+def open_moe_page() -> AppTest:
     at = AppTest.from_file(APP_FILE, default_timeout=240)
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
     at.run()
     at.switch_page(PAGE).run()
     assert not at.exception

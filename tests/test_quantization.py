@@ -56,15 +56,6 @@ def test_bytes_fall_with_every_width_and_float32_has_zero_drift(bundled, measure
     assert "linear layers quantized" in say.layer_notes(comparison)[0]
 
 
-def test_a_cancel_raised_by_progress_stops_the_measurement(bundled):
-    def cancel(done, total, what):
-        if what.startswith("Timing"):
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        qc.measure(bundled.model, bundled.tokenizer, [0, 5, 9], 4, cancel)
-
-
 def result(precision: str, rates: tuple, weight: int = 2) -> qc.PrecisionResult:
     return qc.PrecisionResult(
         precision, {"embeddings": 0, "lm_head": 0, "linear": weight, "other": 0}, None, rates, ["a"], None

@@ -7,6 +7,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 from inference.core import quantize as q
+from inference.core.model_config import decoder_config_fields
 
 pytestmark = pytest.mark.unit
 
@@ -14,16 +15,7 @@ pytestmark = pytest.mark.unit
 @pytest.fixture(scope="module")
 def llama():
     torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=512,
-        hidden_size=256,
-        intermediate_size=768,
-        num_hidden_layers=2,
-        num_attention_heads=8,
-        num_key_value_heads=4,
-        max_position_embeddings=128,
-        tie_word_embeddings=True,
-    )
+    config = LlamaConfig(**decoder_config_fields(512, 256, 2, 8, 4, 128), intermediate_size=768)  # tied embeddings
     return LlamaForCausalLM(config).eval()
 
 

@@ -157,10 +157,7 @@ def kv_types_table(layers: int, kv_width: int, context: int, measured: pd.DataFr
 
 # -- will it fit -------------------------------------------------------------------------------------------
 
-FIT_HEADERS = {  # calculator.fit_table's columns -> the page's headers
-    "model": "model",
-    "bits": "bits",
-    "parameters": "parameters",
+FIT_HEADERS = {  # calculator.fit_table's columns -> the page's headers (model, bits and parameters as they are)
     "weight_gb": "weight GB",
     "fits_on": "smallest card that holds it",
     "left_gb": "GB left for the KV cache",
@@ -193,4 +190,5 @@ def smallest_card_after_reserve(n_bytes: int, cards: Sequence[Accelerator]) -> t
 
 def fit_display(fit: pd.DataFrame) -> pd.DataFrame:
     """The fit table with readable headers, GB rounded to 0.1 (what the heatmap's cells say)."""
-    return fit[list(FIT_HEADERS)].rename(columns=FIT_HEADERS).round({"weight GB": 1, "GB left for the KV cache": 1})
+    shown = fit[["model", "bits", "parameters", *FIT_HEADERS]].rename(columns=FIT_HEADERS)
+    return shown.round({"weight GB": 1, "GB left for the KV cache": 1})
