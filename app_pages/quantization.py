@@ -161,11 +161,7 @@ if comparison is not None:
     for start in range(0, len(results), per_row):
         for column, result in zip(st.columns(per_row), results[start : start + per_row]):
             heading = f"{result.precision} — {say.departure(result)}"
-            column.html(
-                qf.greedy_text_html(
-                    heading, comparison.prompt_text, result.greedy_tokens, result.first_departure, presenter
-                )
-            )
+            column.html(qf.greedy_text_html(heading, comparison.prompt_text, result, presenter))
     caption("exact", TEXT["greedy_caption"])
 
     # -- 3. quality ------------------------------------------------------------------------------------------

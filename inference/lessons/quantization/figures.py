@@ -223,11 +223,10 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
     return fig
 
 
-def greedy_text_html(
-    heading: str, prompt_text: str, tokens: list[str], departure: int | None, presenter: bool = False
-) -> str:
-    """A box with a heading (inside, so boxes side by side line up), the prompt, then the greedy tokens: the first
-    that differs from float32's highlighted, everything after it (a different path) in italics."""
+def greedy_text_html(heading: str, prompt_text: str, result, presenter: bool = False) -> str:
+    """A box with a heading (inside, so boxes side by side line up), the prompt, then `result`'s greedy tokens: the
+    first that differs from float32's highlighted, everything after it (a different path) in italics."""
+    departure = len(result.greedy_tokens) if result.first_departure is None else result.first_departure
     size = "1.35rem" if presenter else "1.02rem"
     parts = [
         f'<div style="font-size:{size};line-height:1.6;border:1px solid #ddd;border-radius:0.5rem;'
@@ -236,14 +235,14 @@ def greedy_text_html(
         f"{html.escape(heading)}</div>",
         f'<span style="color:#666">{html_token_text(prompt_text)}</span>',
     ]
-    for step, token in enumerate(tokens):
+    for step, token in enumerate(result.greedy_tokens):
         text = html_token_text(token)
-        if departure is not None and step == departure:
+        if step == departure:
             parts.append(
                 f'<mark style="background:{DEPARTURE_COLOUR};color:#000;border-radius:0.2rem;'
                 f'padding:0 0.1rem" title="step {step}: first token that differs from float32">{text}</mark>'
             )
-        elif departure is not None and step > departure:
+        elif step > departure:
             parts.append(f'<i style="color:#8a4b08">{text}</i>')
         else:
             parts.append(text)
