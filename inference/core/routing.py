@@ -46,8 +46,7 @@ class ExpertShape:
 
 
 def top_k(probabilities: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(experts, weights), each [..., k]: the k most probable experts, most probable first, and
-    their probabilities renormalised to sum to 1 (transformers' MixtralTopKRouter, step by step)."""
+    """(experts, weights) [..., k]: the k most probable, renormalised to sum to 1 (as MixtralTopKRouter does)."""
     kept, experts = torch.topk(probabilities, k, dim=-1)
     return experts, kept / kept.sum(dim=-1, keepdim=True)
 
@@ -174,8 +173,7 @@ def budget(model) -> Budget:
 
 
 def expert_top_tokens(routing: Routing, tokenizer, top: int = 12) -> list[list[list[dict]]]:
-    """[layer][expert] -> the `top` tokens most often routed to that expert, each with its count,
-    how often the token occurs in the text, and the token's text (exact counts)."""
+    """[layer][expert] -> the `top` tokens most often routed there: count, occurrences in the text, text."""
     experts, _ = routing.chosen()  # [layers, tokens, k]
     ids, occurrences = torch.tensor(routing.token_ids), Counter(routing.token_ids)
     return [
@@ -205,9 +203,8 @@ def load_stats(routing: Routing) -> dict:
 
 
 def token_expert_information(routing: Routing) -> list[dict]:
-    """Per layer: the entropy of the expert choice (first choice) and how much of it the token's
-    identity explains (mutual information, bits, plug-in estimate over this text: it reads high
-    for rare tokens, so it is an upper bound)."""
+    """Per layer: the first choice's entropy and the part of it the token explains (mutual information in bits, a
+    plug-in estimate: high for rare tokens, so an upper bound)."""
     ids, n = routing.token_ids, len(routing.token_ids)
 
     def entropy(counts: Counter) -> float:
@@ -227,8 +224,7 @@ def token_expert_information(routing: Routing) -> list[dict]:
 def decode_timings(
     models: dict[str, object], prompt_ids: list[int], repeats: int = 5, steps: int = 48, progress=None
 ) -> dict[str, list[float]]:
-    """Each model's decode step at the prompt's length of context (`measuring.time_decode_step`, `steps` timed steps
-    a run): the median ms of each of `repeats` runs, interleaved so a busy spell on the machine hits all alike."""
+    """Each model's median decode step (ms) at the prompt's context in each of `repeats` interleaved runs."""
     runs = {name: [] for name in models}
     for r in range(repeats):
         if progress:
