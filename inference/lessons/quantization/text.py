@@ -103,6 +103,8 @@ def speed_findings(comparison: PrecisionComparison, cache_bytes: int | None = No
     where = "cache_unknown" if cache is None else f"cache_{'fits' if home == 'cache' else 'memory'}"
     findings = [TEXT[where].format(size=size, cache=describe_bytes(cache or 0)), TEXT["kernels"]]
     for precision, result in list(comparison.results.items())[1:]:
+        if not all(map(math.isfinite, result.round_rates + reference.round_rates)):
+            continue  # a run too short for one decode step has no speed
         speed = compare(result.round_rates, reference.round_rates)
         direction = "slower" if speed.too_close or speed.ratio < 1 else "faster"
         keyed = f"why {precision} {direction} {home}" in TEXT
