@@ -68,28 +68,22 @@ def expert_legend(count: int, presenter: bool = False) -> str:
 
 
 def routing_heatmap(texts: list[str], experts, weights, probabilities, presenter: bool = False) -> go.Figure:
-    """Tokens (x) by layers (y), each cell coloured by the token's first-choice expert in that
-    layer; hover: every kept expert with its renormalised weight, and the router's top probability.
-    experts/weights [layers, tokens, k], probabilities [layers, tokens, experts]."""
-    layers, tokens, k = experts.shape
+    """Tokens × layers, each cell coloured by the token's first-choice expert; hover: the kept experts, their weights
+    and router probabilities. experts, weights [layers, tokens, k]; probabilities [layers, tokens, experts]."""
+    layers, tokens, _ = experts.shape
     count = probabilities.shape[2]
     z = experts[..., 0].tolist()
+    chosen_p = probabilities.gather(-1, experts).tolist()  # [layers, tokens, k]
     hover = [
         [
             f"layer {layer}, token {t} {label(repr_token(texts[t]))}<br>"
-            + "<br>".join(
-                f"expert {int(experts[layer, t, i])}: weight {float(weights[layer, t, i]):.2f} "
-                f"(router probability {float(probabilities[layer, t, int(experts[layer, t, i])]):.2f})"
-                for i in range(k)
-            )
-            for t in range(tokens)
+            + "<br>".join(f"expert {e}: weight {w:.2f} (router probability {p:.2f})" for e, w, p in zip(*cell))
+            for t, cell in enumerate(zip(es, ws, ps))
         ]
-        for layer in range(layers)
+        for layer, (es, ws, ps) in enumerate(zip(experts.tolist(), weights.tolist(), chosen_p))
     ]
     # A discrete colour scale: expert e fills [e, e + 1) / count (an expert's number is a label, not a quantity).
-    scale = []
-    for e in range(count):
-        scale += [[e / count, expert_colour(e)], [(e + 1) / count, expert_colour(e)]]
+    scale = [[(e + edge) / count, expert_colour(e)] for e in range(count) for edge in (0, 1)]
     fig = go.Figure(
         go.Heatmap(
             z=z,
