@@ -29,7 +29,11 @@ def real_gguf_figures(new_tokens=128, rounds=3, threads=None, bandwidth_gbs: flo
     if reason:
         print(f"{KEY} skipped: {reason}")
         return {}
-    servers = gguf.measure(positions=0, decode_tokens=new_tokens, rounds=rounds, threads=threads)
+    try:
+        servers = gguf.measure(positions=0, decode_tokens=new_tokens, rounds=rounds, threads=threads)
+    except (gguf.EngineError, RuntimeError, OSError) as err:  # a timeout on a busy machine ends this key, not the run
+        print(f"{KEY} not measured: {err}")
+        return {}
     by_type = {t: round(r.decode_tokens_per_s, 1) for t, r in servers.results.items()}
     return {KEY: by_type, RATES_KEY: decode_rates(servers, bandwidth_gbs)[1]}
 
