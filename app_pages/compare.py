@@ -16,13 +16,13 @@ from app_pages.shared.slots import generation_slot
 from inference.core.bundled import bundled_models
 from inference.core.forward import eos_token_ids
 from inference.core.prompting import opening_prompt, prepare_prompt
+from inference.core.quantize import quantized_copy
 from inference.core.run import SEED_MAX
 from inference.core.tokens import readable_tokens
 from inference.lessons import glossary
 from inference.lessons.compare import figures as cf
 from inference.lessons.compare import shared_draws as compare
 from inference.lessons.compare import text as cmp_text
-from inference.lessons.quantization import experiments as qc
 
 URL_PREFIX = {"A": "a_", "B": "b_"}
 DEFAULTS = {
@@ -45,7 +45,7 @@ limits = models.limits()
 @st.cache_resource(max_entries=6, show_spinner=False)
 def precision_model(model_key: str, precision: str, _model):
     """A bfloat16/int8/int4 copy of the loaded model, shared by every visitor (the original is never changed)."""
-    return qc.precision_copy(_model, precision).model
+    return quantized_copy(_model, precision).model
 
 
 @st.cache_data(ttl=300, show_spinner=False)

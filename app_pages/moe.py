@@ -18,23 +18,10 @@ from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.core.run import SEED_MAX, new_trace
 from inference.core.tokens import markdown_token_text, token_text
 from inference.lessons.moe import experts as expert_work
+from inference.lessons.moe import figures as mf
+from inference.lessons.moe import scale as moe_scale
 from inference.lessons.moe import stored
 from inference.lessons.moe import text as moe_text
-from inference.lessons.moe.figures import (
-    balance_over_training,
-    experiments_figure,
-    expert_legend,
-    load_figure,
-    mixture_figure,
-    moe_figure,
-    router_figure,
-    routing_chips,
-    routing_heatmap,
-    sparsity_figure,
-)
-from inference.lessons.moe.scale import BATCH_PROMPT_TOKENS, PUBLIC_COLUMNS, REPEATS, MoEDesign, public_moe_table
-from inference.lessons.moe.scale import PROMPT_TOKENS as RANDOM_PROMPT_TOKENS
-from inference.lessons.moe.scale import measure as measure_random_moe
 from inference.lessons.moe.text import TEXT
 from inference.sampling.pipeline import SamplingSettings
 
@@ -48,14 +35,15 @@ def table(frame, key: str, **formats) -> None:
     config = {c: st.column_config.NumberColumn(format=f) for c, f in formats.items() if c != "progress"}
     if "progress" in formats:
         config[formats["progress"]] = st.column_config.ProgressColumn(format="percent", min_value=0, max_value=1)
-    st.dataframe(frame, hide_index=True, width="stretch", key=key, column_config=config)
+    st.dataframe(frame, hide_index=True, key=key, column_config=config)
 
 
 model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
 stepper = Stepper("moe", "moe_trace", steps_done=lambda trace: len(trace.records))
 
 st.title("🧩 Mixture of Experts")
-intro_pair = stored.bundled_pair(routing.BUNDLED_MOE_DIR)  # the intro says what the page measures
+dense_meta = stored.training_stats(BUNDLED_MODEL_DIR)
+intro_pair = stored.trained_pair(stored.training_stats(routing.BUNDLED_MOE_DIR), dense_meta)  # what the page measures
 st.markdown(TEXT["intro"] + "\n\n" + moe_text.intro_verdict(intro_pair, routing.BUNDLED_MOE_NAME, BUNDLED_MODEL_NAME))
 
 # -- a dense model: nothing to route ------------------------------------------------------------
@@ -80,8 +68,7 @@ if moe_loaded:
     for problem in problems:
         st.warning(problem)
     folder = stored.model_folder(st.session_state.get(models.MODEL_SOURCE_KEY, ""))
-    stats = routing.read_stats(folder) if folder else None
-    load_log = routing.read_load_log(folder) if folder else None
+    stats, load_log = stored.read(folder, routing.STATS_FILE), stored.read(folder, routing.LOAD_LOG_FILE)
     st.markdown(TEXT["shape"].format(model=info.name, layers=shape.layers, experts=shape.experts, k=shape.k))
 
     # -- 1. routing, live ---------------------------------------------------------------------
@@ -125,7 +112,7 @@ if moe_loaded:
         texts = [token_text(tokenizer, t) for t in recorded.token_ids]
         pending = trace.records[-1].token_text if trace.records else None
         chips_box.markdown(
-            routing_chips(texts, experts[layer].tolist(), weights[layer].tolist(), pending, presenter),
+            mf.routing_chips(texts, experts[layer].tolist(), weights[layer].tolist(), pending, presenter),
             unsafe_allow_html=True,
         )
 
@@ -135,16 +122,12 @@ if moe_loaded:
     recorded = routing.trace_routing(trace) if trace is not None else None
     if recorded is not None:
         show_chips()
-        st.markdown(expert_legend(shape.experts, presenter), unsafe_allow_html=True)
+        st.markdown(mf.expert_legend(shape.experts, presenter), unsafe_allow_html=True)
         fed = len(recorded.token_ids)
         caption("exact", TEXT["chips_caption"].format(layer=layer, k=shape.k, routed=fed))
         experts, weights = recorded.chosen()
         texts = [token_text(tokenizer, t) for t in recorded.token_ids]
-        chart(
-            routing_heatmap(texts, experts, weights, recorded.probabilities, presenter),
-            width="stretch",
-            key="moe_heatmap",
-        )
+        chart(mf.routing_heatmap(texts, experts, weights, recorded.probabilities, presenter), key="moe_heatmap")
         caption("exact", TEXT["heatmap_caption"])
 
         # -- 2. one token's router -----------------------------------------------------------
@@ -162,11 +145,9 @@ if moe_loaded:
         probs = recorded.probabilities[layer, token].tolist()
         kept, kept_weights = experts[layer, token].tolist(), weights[layer, token].tolist()
         st.markdown(
-            moe_text.token_router(
-                token, markdown_token_text(repr(texts[token])), layer, shape.experts, probs, kept, kept_weights
-            )
+            moe_text.token_router(token, markdown_token_text(repr(texts[token])), layer, probs, kept, kept_weights)
         )
-        chart(router_figure(probs, kept, kept_weights, presenter), width="stretch", key="moe_router")
+        chart(mf.router_figure(probs, kept, kept_weights, presenter), key="moe_router")
         caption("exact", TEXT["router_caption"])
         ids_now = tuple(recorded.token_ids)
         cached = st.session_state.get(INPUTS_KEY)
@@ -174,11 +155,7 @@ if moe_loaded:
             with generation_slot():
                 st.session_state[INPUTS_KEY] = ((info.name, ids_now), expert_work.mlp_inputs(model, list(ids_now)))
         mix = expert_work.mixture(model, st.session_state[INPUTS_KEY][1][layer, token], layer)
-        chart(
-            mixture_figure(mix.experts, mix.weights, mix.outputs, mix.mixture, presenter=presenter),
-            width="stretch",
-            key="moe_mixture",
-        )
+        chart(mf.mixture_figure(mix, presenter), key="moe_mixture")
         caption(
             "exact", TEXT["mixture_caption"].format(routed=fed, shown=min(24, len(mix.mixture)), width=len(mix.mixture))
         )
@@ -186,47 +163,43 @@ if moe_loaded:
     # -- 3. load ------------------------------------------------------------------------------
     st.subheader("3. Load: does every expert get work?")
     if stats is not None:
-        load = stored.stored_load(stats, load_log, layer)
-        chart(
-            load_figure(load.final, load.early, shape.k, layer, load.early_step, load.source_label, presenter),
-            width="stretch",
-            key="moe_load",
-        )
-        caption("exact", moe_text.stored_load_caption(layer, load.tokens, load.stories, load.early_step))
-        st.markdown(moe_text.layer_load(layer, load.final))
+        final, early, source = stats["load"]["fractions"][layer], load_log[0] if load_log else None, stats["source"]
+        label = f"validation stories ({source['tokens']:,} tokens)"
+        chart(mf.load_figure(final, early, shape.k, layer, label, presenter), key="moe_load")
+        said = TEXT["stored_load_caption"].format(layer=layer, **source)
+        caption("exact", said + (" " + TEXT["early_load"].format(step=early["step"]) if early else ""))
+        even = 1 / len(final)
+        st.markdown(TEXT["layer_load"].format(layer=layer, busiest=max(final), idlest=min(final), even=even))
     else:
         counts = recorded.counts()[layer] if recorded is not None else None
         st.info(TEXT["no_stats"])
         if counts is not None:
             share = (counts.double() / counts.sum()).tolist()
-            chart(
-                load_figure(share, None, shape.k, layer, None, "this text", presenter), width="stretch", key="moe_load"
-            )
+            chart(mf.load_figure(share, None, shape.k, layer, "this text", presenter), key="moe_load")
             caption("exact", TEXT["text_load_caption"].format(layer=layer, tokens=len(recorded.token_ids)))
     if load_log:
-        chart(balance_over_training(load_log, presenter), width="stretch", key="moe_balance")
+        chart(mf.balance_over_training(load_log, presenter), key="moe_balance")
         caption("exact", TEXT["balance_caption"])
-        st.markdown(moe_text.balance_finding(stored.balance(load_log, shape.layers, shape.experts)))
+        balance = stored.balance(load_log, shape.layers, shape.experts)
+        outcome = TEXT["balance_idle" if balance["idle_last"] else "balance_even"]
+        st.markdown(TEXT["balance"].format(**balance, outcome=outcome))
     elif stats is not None:
         st.caption(TEXT["no_load_log"])
 
     # -- 4. what the experts learned ------------------------------------------------------------
     st.subheader("4. What the experts learned")
+    experts_list = list(range(shape.experts))  # the session's choice is kept in range above
     expert = st.selectbox(
-        "Expert",
-        list(range(shape.experts)),
-        key="moe_expert",
-        persist_state="session",  # kept in range above
-        format_func=lambda e: f"expert {e}",
+        "Expert", experts_list, key="moe_expert", persist_state="session", format_func="expert {}".format
     )
     if stats is not None:
         table(stored.top_tokens_table(stats, layer, expert), "moe_top_tokens", progress="share sent here")
         picks = stats["load"]["counts"][layer][expert]
-        caption(
-            "exact",
-            moe_text.top_tokens_caption(expert, layer, picks, stats["source"]["tokens"], shape.k, shape.experts),
-        )
-        st.markdown(moe_text.word_verdict(layer, stored.word_information(stats, layer)))
+        shares = dict(k=shape.k, experts=shape.experts, even=shape.k / shape.experts, tokens=stats["source"]["tokens"])
+        caption("exact", TEXT["top_tokens_caption"].format(expert=expert, layer=layer, picks=picks, **shares))
+        word = stored.word_information(stats, layer)
+        verdict = TEXT["word_decides" if word["share"] >= 0.5 else "word_does_not"]
+        st.markdown(TEXT["word_verdict"].format(verdict=verdict, layer=layer, **word))
     else:
         st.info(TEXT["needs_stats"])
 
@@ -237,17 +210,19 @@ if moe_loaded:
     cells = st.columns(2) + st.columns(2) if presenter else st.columns(4)  # projector-sized numbers: two a row
     for cell, (label, value, delta) in zip(cells, moe_text.budget_metrics(mine, theirs)):
         cell.metric(label, value, delta, delta_color="off")
-    caption("exact", moe_text.budget_caption(info.dtype, shape.k, mine, dense.info.name, theirs))
-    moe_meta, dense_meta = stored.training_stats(folder), stored.training_stats(BUNDLED_MODEL_DIR)
-    if stats is not None and moe_meta is not None and dense_meta is not None and info.name != dense.info.name:
-        pair = stored.trained_pair(stats, moe_meta, dense_meta)
+    tied = " " + TEXT["tied"] if mine.tied_embeddings else ""
+    dense_mb, dense_millions = theirs.bytes_read_per_token / 1e6, theirs.total_parameters / 1e6
+    said = dict(dtype=info.dtype, k=shape.k, tied=tied, dense=dense.info.name, dense_mb=dense_mb)
+    caption("exact", TEXT["budget_caption"].format(**said, dense_millions=dense_millions))
+    pair = stored.trained_pair(stored.training_stats(folder), dense_meta)
+    if stats is not None and pair is not None and info.name != dense.info.name:
         rows = stored.sparsity_rows(pair, info.name, dense.info.name, mine, theirs)
-        chart(sparsity_figure(rows, TEXT["quality_title"], presenter), width="stretch", key="moe_sparsity")
+        chart(mf.sparsity_figure(rows, TEXT["quality_title"], presenter), key="moe_sparsity")
         caption("measured", TEXT["sparsity_caption"].format(tokens=pair.tokens_seen))
         st.markdown(moe_text.trained_finding(pair))
         experiments = stored.experiments_table(stats)
         st.markdown(TEXT["experiments_heading"])
-        chart(experiments_figure(experiments, presenter), width="stretch", key="moe_experiments")
+        chart(mf.experiments_figure(experiments, presenter), key="moe_experiments")
         shown = experiments.rename(columns={"name": "routing", "k": "experts per token", "bits_per_byte": "bits/byte"})
         table(shown, "moe_experiments_table", **{"bits/byte": "%.4f"})
         caption("measured", TEXT["experiments_caption"].format(stories=stats["source"]["stories"]))
@@ -267,35 +242,38 @@ if moe_loaded:
     if timed is not None:
         rows = pd.DataFrame([{"model": k, "decode ms per token": v} for k, v in timed.ms_per_token.items()])
         table(rows, "moe_timed", **{"decode ms per token": "%.2f"})
-        caption("measured", moe_text.timed_caption(timed, info.dtype))
+        caption("measured", TEXT["timed_caption"].format(**vars(timed), dtype=info.dtype))
         st.markdown(moe_text.timed_finding(timed, expert_work.DENSE, expert_work.MOE))
 
 # -- 6. at scale ------------------------------------------------------------------------------------
-with st.expander(moe_text.scale_heading(moe_loaded)):
-    design = MoEDesign()
+with st.expander(TEXT["scale_heading"].format(number="6. " if moe_loaded else "")):  # numbered when 1-5 are shown
+    design = moe_scale.MoEDesign()
     st.markdown(moe_text.scale_intro(design))
     scale = measure_on_click(
         "Build and measure the three models",
         "moe_scale",
         ("moe", design),
-        lambda progress: measure_random_moe(design, progress=progress),
+        lambda progress: moe_scale.measure(design, progress=progress),
         TEXT["scale_not_yet"],
     )
     if scale is not None:
-        chart(moe_figure(scale, presenter), width="stretch", key="moe_scale_chart")
+        chart(mf.moe_figure(scale, presenter), key="moe_scale_chart")
         caption(
             "measured",
             TEXT["scale_caption"].format(
-                repeats=REPEATS, prompt_tokens=RANDOM_PROMPT_TOKENS, batch_tokens=BATCH_PROMPT_TOKENS
+                repeats=moe_scale.REPEATS,
+                prompt_tokens=moe_scale.PROMPT_TOKENS,
+                batch_tokens=moe_scale.BATCH_PROMPT_TOKENS,
             ),
         )
         st.markdown(moe_text.scale_findings(scale, design.experts))
 with st.expander(TEXT["public_heading"]):
     st.dataframe(
-        public_moe_table(load_public_models()),
+        moe_scale.public_moe_table(load_public_models()),
         hide_index=True,
-        width="stretch",
         key="moe_public",
-        column_config={c: st.column_config.NumberColumn(name, format=f) for c, (name, f) in PUBLIC_COLUMNS.items()},
+        column_config={
+            c: st.column_config.NumberColumn(name, format=f) for c, (name, f) in moe_scale.PUBLIC_COLUMNS.items()
+        },
     )
     caption("published", TEXT["public_caption"])

@@ -9,7 +9,7 @@ from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from inference.core.calculator import DEFAULT_BITS, GB, load_accelerators, load_public_models, weight_bytes
 from inference.core.prompting import model_kind, opening_prompt, prepare_prompt
-from inference.core.quantize import PRECISIONS
+from inference.core.quantize import PRECISIONS, int4_group_size
 from inference.engines import llamacpp
 from inference.lessons.engine_internals import kv_precision, served
 from inference.lessons.quantization import experiments as qc
@@ -17,7 +17,7 @@ from inference.lessons.quantization import figures as qf
 from inference.lessons.quantization import gguf, rates
 from inference.lessons.quantization import tables as qt
 from inference.lessons.quantization import text as say
-from inference.lessons.quantization.text import PRECISION_NOTES, TEXT
+from inference.lessons.quantization.text import TEXT
 
 DEFAULT_NEW_TOKENS = 48
 loaded = current_model(needs_weights="it makes int8, int4 and bfloat16 copies of the weights and times them here")
@@ -36,12 +36,21 @@ def show_table(frame, key: str, spec: dict) -> None:
         c: st.column_config.TextColumn(help=h) if f == "text" else st.column_config.NumberColumn(format=f, help=h)
         for c, (f, h) in spec.items()
     }
-    st.dataframe(frame, hide_index=True, width="stretch", key=key, column_config=config)
+    st.dataframe(frame, hide_index=True, key=key, column_config=config)
+
+
+def show_gguf(result, key: str, last: str | None = None) -> None:
+    """A GGUF measurement's table, caption and sentences, ending with `last` (by default f32's answer)."""
+    frame = gguf.table(result)
+    show_table(frame, key, gguf.COLUMNS)
+    said = say.gguf_sentences(result, frame)
+    caption("measured", said["caption"])
+    st.markdown("\n\n".join((said["speed"], said["quality"], said["answer"] if last is None else last)))
 
 
 @st.cache_data(show_spinner=False)
 def public_fit_table():
-    return qt.reserved_fit_table(load_public_models(), load_accelerators(), DEFAULT_BITS)
+    return qt.reserved_fit_table(load_public_models(), load_accelerators())
 
 
 st.title("🗜️ Quantization: fewer bits per weight")
@@ -63,11 +72,7 @@ else:
         background=True,
     )
     if real_result is not None:
-        real_table = gguf.table(real_result)
-        show_table(real_table, "quant_real_gguf_table", gguf.COLUMNS)
-        said = say.gguf_sentences(real_result, real_table)
-        caption("measured", said["caption"])
-        st.markdown("\n\n".join((said["speed"], said["quality"], said["answer"])))
+        show_gguf(real_result, "quant_real_gguf_table")
 with st.expander("Where these GGUF files come from"):
     st.markdown(TEXT["gguf_where"].format(model=gguf.REAL))
 
@@ -137,17 +142,17 @@ if comparison is not None:
     caption("measured", said["cost"])
     memory_col, speed_col = layout.side_by_side(2)
     with memory_col:
-        chart(qf.memory_bars(comparison, presenter), width="stretch", key="quant_memory")
+        chart(qf.memory_bars(comparison, presenter), key="quant_memory")
         caption("measured", said["memory"])
     with speed_col:
-        chart(qf.speed_bars(summary, presenter), width="stretch", key="quant_speed")
+        chart(qf.speed_bars(summary, presenter), key="quant_speed")
         caption("measured", TEXT["speed_caption"])
     st.markdown(said["spread"])
     st.subheader("What these speeds mean")
     st.markdown("\n".join(f"- {finding}" for finding in say.speed_findings(comparison)))
     with st.expander("How each copy was made, and which layers stayed as they were"):
         st.markdown("\n".join(f"- {note}" for note in say.layer_notes(comparison)))
-        st.markdown("\n\n".join(f"**{p}.** {PRECISION_NOTES[p]}" for p in PRECISIONS))
+        st.markdown("\n\n".join(f"**{p}.** {TEXT[f'note {p}']}" for p in PRECISIONS))
 
     # -- 2. text ---------------------------------------------------------------------------------------------
     st.header("Same prompt, greedy decoding")
@@ -156,11 +161,7 @@ if comparison is not None:
     for start in range(0, len(results), per_row):
         for column, result in zip(st.columns(per_row), results[start : start + per_row]):
             heading = f"{result.precision} — {say.departure(result)}"
-            column.html(
-                qf.greedy_text_html(
-                    heading, comparison.prompt_text, result.greedy_tokens, result.first_departure, presenter
-                )
-            )
+            column.html(qf.greedy_text_html(heading, comparison.prompt_text, result, presenter))
     caption("exact", TEXT["greedy_caption"])
 
     # -- 3. quality ------------------------------------------------------------------------------------------
@@ -168,7 +169,7 @@ if comparison is not None:
     st.markdown(TEXT["quality_intro"])
     show_table(qt.quality_table(summary), "quant_quality", qt.QUALITY_COLUMNS)
     caption("exact", said["quality"])
-    chart(qf.kl_over_steps(comparison, presenter), width="stretch", key="quant_kl")
+    chart(qf.kl_over_steps(comparison, presenter), key="quant_kl")
     caption("exact", TEXT["kl_caption"])
     disagreeing = comparison.steps.loc[~comparison.steps["top1_agrees"], "step"]
     last_step = len(comparison.reference_ids) - 1
@@ -177,7 +178,7 @@ if comparison is not None:
     step_key = f"quant_step_{last_step}"
     step = st.slider("Step to inspect", 0, last_step, first, key=step_key, persist_state="session", help=help_step)
     st.html(qf.step_context_html(comparison, step, presenter))
-    chart(qf.step_distributions(comparison, step, presenter), width="stretch", key="quant_step_bars")
+    chart(qf.step_distributions(comparison, step, presenter), key="quant_step_bars")
     caption("exact", TEXT["step_caption"].format(n=int(comparison.step_tops["rank"].max()) - 1))
 
     # -- the loaded model's GGUF files: the same path as SmolLM2's above, on the page's prompt ---------------------
@@ -203,13 +204,7 @@ if comparison is not None:
             except (gguf.EngineError, RuntimeError, OSError) as err:
                 st.error(f"The GGUF rows could not be measured: {err}", icon="⚠️")
             if loaded_gguf:
-                loaded_table = gguf.table(loaded_gguf)
-                show_table(loaded_table, "quant_gguf_table", gguf.COLUMNS)
-                loaded_said = say.gguf_sentences(loaded_gguf, loaded_table)
-                caption("measured", loaded_said["caption"])
-                st.markdown(
-                    "\n\n".join((loaded_said["speed"], loaded_said["quality"], say.gguf_gap(comparison, loaded_gguf)))
-                )
+                show_gguf(loaded_gguf, "quant_gguf_table", say.gguf_gap(comparison, loaded_gguf))
 
 # -- the KV cache's number types, beside the weights' (the Inside-the-engine lesson's) --------------------------
 with st.expander(TEXT["kv_summary"]):
@@ -240,9 +235,9 @@ st.header("Will it fit? Weights of public models")
 fit, cards = public_fit_table(), load_accelerators()
 labels = [card.label for card in cards]
 overhead = comparison.results["int4"].overhead.fraction if comparison is not None else None
-fit_said = say.fit_sentences(fit, labels, overhead, qc.int4_group_size(loaded.model), qt.RUNTIME_RESERVE_BYTES / GB)
+fit_said = say.fit_sentences(fit, labels, overhead, int4_group_size(loaded.model), qt.RUNTIME_RESERVE_BYTES / GB)
 st.markdown(fit_said["rule"])
-chart(qf.fit_heatmap(fit, labels, presenter), width="stretch", key="quant_fit", text=fit_said["sentence"])
+chart(qf.fit_heatmap(fit, labels, presenter), key="quant_fit", text=fit_said["sentence"])
 caption("published", fit_said["caption"])
 # presenter: the verdict under the inputs (three columns broke "Paramet / ers" at 800 px)
 calc_params, calc_bits, calc_result = [*st.columns(2), st.container()] if presenter else st.columns([2, 2, 3])

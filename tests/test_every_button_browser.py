@@ -30,7 +30,7 @@ Left out, and where they are covered:
   tests/test_serving_engine.py runs that section under AppTest against a real vLLM. Its llama.cpp half is the
   same replay as section 2's, which is pressed here.
 - Generate's and the MoE page's Step/Play and the sidebar's model buttons are not measurements (tests/test_browser.py,
-  tests/test_moe_browser.py, tests/test_generate_page.py drive them); the MoE page's "Load the bundled MoE" is
+  tests/test_moe_page.py, tests/test_generate_page.py drive them); the MoE page's "Load the bundled MoE" is
   pressed here, since its measuring buttons appear only after it.
 """
 

@@ -1,33 +1,17 @@
-"""Which experts each token goes to in a Mixture-of-Experts model, read from the router itself.
+"""Which experts each token goes to in a Mixture-of-Experts model, read from the router itself (Mixtral layout: a
+router `mlp.gate` [experts, hidden] scores every expert, a softmax, the top k kept and renormalised to sum to 1).
 
-A Mixtral-layout layer has a router (`mlp.gate`, one weight matrix [experts, hidden]) and E
-expert MLPs. For every token the router computes E logits, turns them into probabilities with
-a softmax, keeps the k largest, renormalises those k to sum to 1, and the layer's output is
-the k experts' outputs weighted by them. This module repeats exactly those operations on the
-router logits the model returns, so what it records is what the forward pass used.
-
-How routing is recorded without touching the shared model: transformers returns every
-router's logits when a forward pass is called with `output_router_logits=True`. The values
-are gathered in a per-call collector (a `ContextVar`, so concurrent sessions in other
-threads each get their own); the hooks that feed it are installed once by transformers
-itself, under a lock, and are inert for calls that do not ask. We add no hooks, set no
-attribute and copy no weights: the step engine asks for router logits on its own forward
-passes (`StepRecord.router_logits`), and the stats script does the same for a whole text. The
-experiments (top-1 instead of top-2, one expert switched off) run on a `variant`: a second
-model object that shares the weight tensors (read-only) and has its own routers.
-
-Nothing here reads the corpus: statistics over the validation stories are computed at card
-time (`inference.training.moe_stats`) and stored next to the weights as `routing_stats.json`.
-"""
+The step engine asks for router logits on its own passes (`output_router_logits=True`, gathered per call by
+transformers: no hook, no attribute, no copied weight here). Experiments (top-1, an expert off) run on a `variant`,
+a second model object sharing the weight tensors read-only. Corpus statistics are computed at card time
+(`inference.training.moe_stats`) and stored beside the weights as `routing_stats.json`."""
 
 from __future__ import annotations
 
 import copy
-import json
 import math
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -61,14 +45,8 @@ class ExpertShape:
         return cls(c.num_hidden_layers, c.num_local_experts, c.num_experts_per_tok)
 
 
-def router_probabilities(router_logits) -> torch.Tensor:
-    """[layers, tokens, experts]: each router's softmax in float32, as the router computes it."""
-    return torch.stack([F.softmax(logits.float(), dim=-1) for logits in router_logits])
-
-
 def top_k(probabilities: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(experts, weights), each [..., k]: the k most probable experts, most probable first, and
-    their probabilities renormalised to sum to 1 (transformers' MixtralTopKRouter, step by step)."""
+    """(experts, weights) [..., k]: the k most probable, renormalised to sum to 1 (as MixtralTopKRouter does)."""
     kept, experts = torch.topk(probabilities, k, dim=-1)
     return experts, kept / kept.sum(dim=-1, keepdim=True)
 
@@ -81,14 +59,6 @@ class Routing:
     probabilities: torch.Tensor  # [layers, tokens, experts] float32
     k: int
 
-    @property
-    def layers(self) -> int:
-        return self.probabilities.shape[0]
-
-    @property
-    def experts_count(self) -> int:
-        return self.probabilities.shape[2]
-
     def chosen(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(experts, weights): [layers, tokens, k] each; see `top_k`."""
         return top_k(self.probabilities, self.k)
@@ -96,13 +66,14 @@ class Routing:
     def counts(self) -> torch.Tensor:
         """[layers, experts] int64: (token, slot) picks each expert received; each row sums to tokens x k."""
         experts, _ = self.chosen()
-        return torch.stack([torch.bincount(layer.reshape(-1), minlength=self.experts_count) for layer in experts])
+        return torch.stack(
+            [torch.bincount(layer.reshape(-1), minlength=self.probabilities.shape[2]) for layer in experts]
+        )
 
 
 def trace_routing(trace) -> Routing | None:
-    """The routing the engine recorded during a generation: every token fed to the model so far
-    (the prompt, then each chosen token once the next step has fed it). None for a dense model
-    or before the first step."""
+    """The routing the engine recorded for every token fed so far (a chosen token is fed by the next step); None
+    for a dense model or before the first step."""
     parts = [r.router_logits for r in trace.records if r.router_logits is not None]
     if not parts:
         return None
@@ -115,10 +86,8 @@ def trace_routing(trace) -> Routing | None:
 
 
 class RestrictedRouter(MixtralTopKRouter):
-    """A Mixtral router with the original's weight (shared, read only), its own k, and experts
-    that can be switched off: their logits become -inf, so they get probability 0 and are
-    never among the top k. Returns what MixtralTopKRouter returns, and is one (so that
-    `output_router_logits` records it)."""
+    """A Mixtral router on the original's weight (shared, read only) with its own k, and experts switched off (logit
+    -inf: never among the top k). It is a MixtralTopKRouter, so `output_router_logits` records it."""
 
     def __init__(self, weight: torch.Tensor, k: int, off: tuple[int, ...] = ()):
         nn.Module.__init__(self)  # not the parent's: it would allocate a new weight from a config
@@ -138,10 +107,8 @@ class RestrictedRouter(MixtralTopKRouter):
 
 
 def variant(model, k: int | None = None, off: tuple[int, ...] = ()):
-    """A second model object for an experiment: the same weight tensors (shared, never written:
-    built on the meta device and filled with `assign=True`), routers that keep `k` experts per
-    token and never pick the experts in `off` (the same index in every layer). The shared model
-    is only read."""
+    """A second model object on the same weight tensors (built on the meta device, filled with `assign=True`, never
+    written) whose routers keep `k` experts per token and never pick those in `off` (in every layer)."""
     shape = ExpertShape.of(model)
     k = shape.k if k is None else k
     if not 1 <= k <= shape.experts - len(off):
@@ -165,15 +132,6 @@ def variant(model, k: int | None = None, off: tuple[int, ...] = ()):
 # -- what sparsity costs: parameters and bytes, counted from the tensors --------------------------
 
 
-def _unique_parameters(model) -> list[tuple[str, torch.Tensor]]:
-    seen, out = set(), []
-    for name, p in model.named_parameters(remove_duplicate=False):
-        if p.data_ptr() not in seen:
-            seen.add(p.data_ptr())
-            out.append((name, p))
-    return out
-
-
 @dataclass(frozen=True)
 class Budget:
     """Parameters and weight bytes a model holds, and what one decoded token uses of them."""
@@ -183,34 +141,30 @@ class Budget:
     expert_parameters: int  # all experts of all layers
     bytes_held: int
     bytes_read_per_token: int  # one embedding row, every other weight a token multiplies by
-    embedding_bytes: int
     tied_embeddings: bool
 
 
 def budget(model) -> Budget:
-    """Counted from the tensors. A decoded token reads one row of the input embedding table, all
-    of attention, norms and routers, the k chosen experts of each layer, and the whole output
-    layer (which, with tied embeddings, is the embedding table read as a matrix)."""
-    params = _unique_parameters(model)
-    total = sum(p.numel() for _, p in params)
-    held = sum(p.numel() * p.element_size() for _, p in params)
-    experts = sum(p.numel() for name, p in params if ".experts." in name)
-    expert_bytes = sum(p.numel() * p.element_size() for name, p in params if ".experts." in name)
+    """Counted from the tensors: a decoded token reads one row of the input table, all attention, norms and
+    routers, k experts a layer, and the whole output layer (tied: the embedding table read as a matrix)."""
+    params = dict(model.named_parameters())  # a tied table once
+    size = {name: p.numel() * p.element_size() for name, p in params.items()}
+    held, total = sum(size.values()), sum(p.numel() for p in params.values())
+    experts = sum(p.numel() for name, p in params.items() if ".experts." in name)
+    expert_bytes = sum(b for name, b in size.items() if ".experts." in name)
     share = model.config.num_experts_per_tok / model.config.num_local_experts if has_experts(model) else 1.0
-    embedding = model.get_input_embeddings().weight
-    output = model.get_output_embeddings().weight
+    embedding, output = model.get_input_embeddings().weight, model.get_output_embeddings().weight
     tied = embedding.data_ptr() == output.data_ptr()
     embedding_bytes = embedding.numel() * embedding.element_size()
-    row_bytes = embedding.shape[1] * embedding.element_size()
-    # Held bytes minus: the experts not used, and (untied) the embedding rows not looked up.
-    read = held - round(expert_bytes * (1 - share)) - (0 if tied else embedding_bytes) + (0 if tied else row_bytes)
+    # Held bytes minus the experts not used and, untied, the embedding rows not looked up.
+    unread_table = 0 if tied else embedding_bytes - embedding.shape[1] * embedding.element_size()
+    read = held - round(expert_bytes * (1 - share)) - unread_table
     return Budget(
         total_parameters=total,
         active_parameters=total - round(experts * (1 - share)),
         expert_parameters=experts,
         bytes_held=held,
         bytes_read_per_token=read,
-        embedding_bytes=embedding_bytes,
         tied_embeddings=tied,
     )
 
@@ -219,25 +173,19 @@ def budget(model) -> Budget:
 
 
 def expert_top_tokens(routing: Routing, tokenizer, top: int = 12) -> list[list[list[dict]]]:
-    """[layer][expert] -> the `top` tokens most often routed to that expert, each with its count,
-    how often the token occurs in the text, and the token's text (exact counts)."""
+    """[layer][expert] -> the `top` tokens most often routed there: count, occurrences in the text, text."""
     experts, _ = routing.chosen()  # [layers, tokens, k]
-    ids = torch.tensor(routing.token_ids)
-    occurrences = Counter(routing.token_ids)
-    table = []
-    for layer in range(routing.layers):
-        rows = []
-        for expert in range(routing.experts_count):
-            hit = (experts[layer] == expert).any(dim=-1)  # a token goes to an expert at most once
-            counts = Counter(ids[hit].tolist()).most_common(top)
-            rows.append(
-                [
-                    {"token_id": t, "token": tokenizer.decode([t]), "count": c, "occurrences": occurrences[t]}
-                    for t, c in counts
-                ]
-            )
-        table.append(rows)
-    return table
+    ids, occurrences = torch.tensor(routing.token_ids), Counter(routing.token_ids)
+    return [
+        [  # a token goes to an expert at most once
+            [
+                {"token_id": t, "token": tokenizer.decode([t]), "count": c, "occurrences": occurrences[t]}
+                for t, c in Counter(ids[(layer == expert).any(dim=-1)].tolist()).most_common(top)
+            ]
+            for expert in range(routing.probabilities.shape[2])
+        ]
+        for layer in experts
+    ]
 
 
 def load_stats(routing: Routing) -> dict:
@@ -248,25 +196,25 @@ def load_stats(routing: Routing) -> dict:
         "counts": counts.tolist(),
         "fractions": (counts.double() / counts.sum(dim=1, keepdim=True)).tolist(),
         "first_choice_counts": [
-            torch.bincount(layer[:, 0], minlength=routing.experts_count).tolist() for layer in routing.chosen()[0]
+            torch.bincount(layer[:, 0], minlength=routing.probabilities.shape[2]).tolist()
+            for layer in routing.chosen()[0]
         ],
     }
 
 
 def token_expert_information(routing: Routing) -> list[dict]:
-    """Per layer: the entropy of the expert choice (first choice) and how much of it the token's
-    identity explains (mutual information, bits, plug-in estimate over this text: it reads high
-    for rare tokens, so it is an upper bound)."""
-    first = routing.chosen()[0][..., 0]  # [layers, tokens]
-    ids = routing.token_ids
+    """Per layer: the first choice's entropy and the part of it the token explains (mutual information in bits, a
+    plug-in estimate: high for rare tokens, so an upper bound)."""
+    ids, n = routing.token_ids, len(routing.token_ids)
+
+    def entropy(counts: Counter) -> float:
+        return -sum(c / n * math.log2(c / n) for c in counts.values())
+
     out = []
-    for layer in range(routing.layers):
-        pairs = Counter(zip(ids, first[layer].tolist()))
-        tokens, experts, n = Counter(ids), Counter(first[layer].tolist()), len(ids)
-        h_expert = -sum(c / n * math.log2(c / n) for c in experts.values())
-        h_token = -sum(c / n * math.log2(c / n) for c in tokens.values())
-        h_joint = -sum(c / n * math.log2(c / n) for c in pairs.values())
-        out.append({"expert_entropy_bits": h_expert, "mutual_information_bits": h_token + h_expert - h_joint})
+    for first in routing.chosen()[0][..., 0].tolist():  # each layer's first choices
+        h_expert = entropy(Counter(first))
+        mutual = entropy(Counter(ids)) + h_expert - entropy(Counter(zip(ids, first)))
+        out.append({"expert_entropy_bits": h_expert, "mutual_information_bits": mutual})
     return out
 
 
@@ -276,8 +224,7 @@ def token_expert_information(routing: Routing) -> list[dict]:
 def decode_timings(
     models: dict[str, object], prompt_ids: list[int], repeats: int = 5, steps: int = 48, progress=None
 ) -> dict[str, list[float]]:
-    """Each model's decode step at the prompt's length of context (`measuring.time_decode_step`, `steps` timed steps
-    a run): the median ms of each of `repeats` runs, interleaved so a busy spell on the machine hits all alike."""
+    """Each model's median decode step (ms) at the prompt's context in each of `repeats` interleaved runs."""
     runs = {name: [] for name in models}
     for r in range(repeats):
         if progress:
@@ -287,13 +234,3 @@ def decode_timings(
     if progress:
         progress(repeats, repeats, "done")
     return runs
-
-
-def read_stats(folder: Path) -> dict | None:
-    path = Path(folder) / STATS_FILE
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def read_load_log(folder: Path) -> list[dict] | None:
-    path = Path(folder) / LOAD_LOG_FILE
-    return json.loads(path.read_text()) if path.exists() else None

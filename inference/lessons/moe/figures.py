@@ -1,9 +1,9 @@
-"""Figures for the Mixture-of-Experts page: pure functions from routing data to Plotly figures
-or HTML. No Streamlit, no model runs."""
+"""Figures for the Mixture-of-Experts page: pure functions from routing data to Plotly figures or HTML."""
 
 from __future__ import annotations
 
 import html
+import itertools
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -15,8 +15,7 @@ from inference.lessons.glossary import signed
 from inference.lessons.moe.scale import DENSE_ACTIVE, DENSE_TOTAL, MOE
 from inference.lessons.style import PALETTE, add_line, base_layout, hover, label, legend_below, repr_token
 
-# One colour per expert id, the same on every chart of the page (Plotly's "Set2" + "Dark2"
-# qualitative sets: distinct, readable under dark text).
+# One colour per expert id on every chart of the page: distinct, readable under dark text.
 EXPERT_COLOURS = qualitative.Set2 + qualitative.Pastel1
 NOT_KEPT_COLOUR = PALETTE["light_grey"]
 UNIFORM_COLOUR = PALETTE["red"]
@@ -28,41 +27,33 @@ def expert_colour(expert: int) -> str:
     return EXPERT_COLOURS[expert % len(EXPERT_COLOURS)]
 
 
-def _weights_text(experts: list[int], weights: list[float]) -> str:
-    return ", ".join(f"expert {e}: {w:.0%}" for e, w in zip(experts, weights))
+def _uniform(fig: go.Figure, count: int, text: str, **where) -> None:
+    """The even share 1 / count, a dotted line: what a perfectly balanced router would give every expert."""
+    fig.add_hline(y=1 / count, line_dash="dot", line_color=UNIFORM_COLOUR, annotation_text=text, **where)
 
 
-def routing_chips(
-    texts: list[str],
-    experts: list[list[int]],
-    weights: list[list[float]],
-    pending: str | None = None,
-    presenter: bool = False,
-) -> str:
-    """One chip per token, split in bands coloured by the experts it went to in one layer, each
-    band as wide as that expert's weight; hover (title) names the experts and weights. Token text
-    is escaped. `pending`: the last chosen token, not fed to the model yet (no routing)."""
+def _chip(text: str, title: str, style: str, size: str) -> str:
+    shown = html_token_text(text).replace("<br>", "") or "&nbsp;"
+    return (
+        f'<span class="token-chip" title="{title}" style="{style};padding:2px 3px;margin:1px;border-radius:4px;'
+        f'display:inline-block;white-space:pre;font-size:{size}">{shown}</span>'
+    )
+
+
+def routing_chips(texts: list[str], experts, weights, pending: str | None = None, presenter: bool = False) -> str:
+    """One chip per token in one layer, split in bands by the experts it went to, each as wide as that expert's
+    weight (hover names them). `pending`: the last chosen token, not fed to the model yet (no routing)."""
     size = "1.6rem" if presenter else "1.05rem"
     chips = []
     for text, chosen, w in zip(texts, experts, weights):
-        stops, at = [], 0.0
-        for e, share in zip(chosen, w):
-            stops.append(f"{expert_colour(e)} {at:.1%} {at + share:.1%}")
-            at += share
-        shown = html_token_text(text).replace("<br>", "") or "&nbsp;"
-        tip = html.escape(f"{repr_token(text)} → {_weights_text(chosen, w)}", quote=True).replace("\n", "&#10;")
-        chips.append(
-            f'<span class="token-chip" title="{tip}" style="background:linear-gradient(90deg,{",".join(stops)});'
-            f"padding:2px 3px;margin:1px;border-radius:4px;display:inline-block;white-space:pre;"
-            f'font-size:{size};color:#111">{shown}</span>'
-        )
+        at = [0.0, *itertools.accumulate(w)]
+        bands = ",".join(f"{expert_colour(e)} {at[i]:.1%} {at[i + 1]:.1%}" for i, e in enumerate(chosen))
+        shares = ", ".join(f"expert {e}: {share:.0%}" for e, share in zip(chosen, w))
+        tip = html.escape(f"{repr_token(text)} → {shares}", quote=True).replace("\n", "&#10;")
+        chips.append(_chip(text, tip, f"background:linear-gradient(90deg,{bands});color:#111", size))
     if pending is not None:
-        shown = html_token_text(pending).replace("<br>", "")
-        chips.append(
-            f'<span class="token-chip" title="chosen, fed to the model at the next step" style="border:1px '
-            f"dashed #999;padding:2px 3px;margin:1px;border-radius:4px;display:inline-block;white-space:pre;"
-            f'font-size:{size};color:#555">{shown}</span>'
-        )
+        title = "chosen, fed to the model at the next step"
+        chips.append(_chip(pending, title, "border:1px dashed #999;color:#555", size))
     return f'<div style="line-height:2.1">{"".join(chips)}</div>'
 
 
@@ -77,28 +68,22 @@ def expert_legend(count: int, presenter: bool = False) -> str:
 
 
 def routing_heatmap(texts: list[str], experts, weights, probabilities, presenter: bool = False) -> go.Figure:
-    """Tokens (x) by layers (y), each cell coloured by the token's first-choice expert in that
-    layer; hover: every kept expert with its renormalised weight, and the router's top probability.
-    experts/weights [layers, tokens, k], probabilities [layers, tokens, experts]."""
-    layers, tokens, k = experts.shape
+    """Tokens × layers, each cell coloured by the token's first-choice expert; hover: the kept experts, their weights
+    and router probabilities. experts, weights [layers, tokens, k]; probabilities [layers, tokens, experts]."""
+    layers, tokens, _ = experts.shape
     count = probabilities.shape[2]
     z = experts[..., 0].tolist()
+    chosen_p = probabilities.gather(-1, experts).tolist()  # [layers, tokens, k]
     hover = [
         [
             f"layer {layer}, token {t} {label(repr_token(texts[t]))}<br>"
-            + "<br>".join(
-                f"expert {int(experts[layer, t, i])}: weight {float(weights[layer, t, i]):.2f} "
-                f"(router probability {float(probabilities[layer, t, int(experts[layer, t, i])]):.2f})"
-                for i in range(k)
-            )
-            for t in range(tokens)
+            + "<br>".join(f"expert {e}: weight {w:.2f} (router probability {p:.2f})" for e, w, p in zip(*cell))
+            for t, cell in enumerate(zip(es, ws, ps))
         ]
-        for layer in range(layers)
+        for layer, (es, ws, ps) in enumerate(zip(experts.tolist(), weights.tolist(), chosen_p))
     ]
     # A discrete colour scale: expert e fills [e, e + 1) / count (an expert's number is a label, not a quantity).
-    scale = []
-    for e in range(count):
-        scale += [[e / count, expert_colour(e)], [(e + 1) / count, expert_colour(e)]]
+    scale = [[(e + edge) / count, expert_colour(e)] for e in range(count) for edge in (0, 1)]
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -126,11 +111,8 @@ def routing_heatmap(texts: list[str], experts, weights, probabilities, presenter
     return base_layout(fig, "First-choice expert by layer", presenter, height=150 + 45 * layers)
 
 
-def router_figure(
-    probabilities: list[float], kept: list[int], weights: list[float], presenter: bool = False
-) -> go.Figure:
-    """Left: every expert's router probability, the kept ones coloured. Right: the kept experts'
-    renormalised weights, one stacked bar: the mixture the layer adds."""
+def router_figure(probabilities: list[float], kept: list[int], weights: list[float], presenter=False) -> go.Figure:
+    """Left: every expert's router probability, the kept ones coloured; right: the kept ones' renormalised weights."""
     fig = make_subplots(
         rows=1,
         cols=2,
@@ -151,15 +133,7 @@ def router_figure(
         col=1,
         hovertemplate="%{x}: probability %{y:.3f}<extra></extra>",
     )
-    fig.add_hline(
-        y=1 / count,
-        line_dash="dot",
-        line_color=UNIFORM_COLOUR,
-        row=1,
-        col=1,
-        annotation_text=f"uniform {1 / count:.0%}",
-        annotation_position="top left",
-    )
+    _uniform(fig, count, f"uniform {1 / count:.0%}", row=1, col=1, annotation_position="top left")
     for e, w in zip(kept, weights):
         fig.add_bar(
             x=["mixture"],
@@ -179,11 +153,9 @@ def router_figure(
     return base_layout(fig, "", presenter, height=380)
 
 
-def mixture_figure(
-    experts: list[int], weights: list[float], outputs, mixture, dims: int = 24, presenter: bool = False
-) -> go.Figure:
-    """The first `dims` numbers of each kept expert's weighted output (bars) and their sum (the
-    layer's MLP output, black markers). outputs [k, hidden], mixture [hidden]."""
+def mixture_figure(mix, presenter: bool = False, dims: int = 24) -> go.Figure:
+    """The first `dims` numbers of each kept expert's weighted output (bars) and their sum (`experts.Mixture`)."""
+    experts, weights, outputs, mixture = mix.experts, mix.weights, mix.outputs, mix.mixture
     fig = go.Figure()
     x = list(range(dims))
     for e, w, out in zip(experts, weights, outputs):
@@ -201,28 +173,14 @@ def mixture_figure(
     return legend_below(fig, y=-0.25)
 
 
-def load_figure(
-    final: list[float],
-    early: list[float] | None,
-    k: int,
-    layer: int,
-    early_step: int | None,
-    final_label: str,
-    presenter: bool = False,
-) -> go.Figure:
-    """One layer: each expert's share of the picks (final, and early in training if known),
-    against the uniform share."""
+def load_figure(final: list[float], early, k: int, layer: int, final_label: str, presenter=False) -> go.Figure:
+    """One layer: each expert's share of the picks, and early in training (`early`: the log's first row or None)."""
     count = len(final)
     x = [f"expert {e}" for e in range(count)]
     fig = go.Figure()
     if early is not None:
-        fig.add_bar(
-            x=x,
-            y=early,
-            name=f"step {early_step:,} (training log)",
-            marker_color=EARLY_COLOUR,
-            hovertemplate="%{x}: %{y:.1%}<extra></extra>",
-        )
+        name, shares = f"step {early['step']:,} (training log)", early["fractions"][layer]
+        fig.add_bar(x=x, y=shares, name=name, marker_color=EARLY_COLOUR, hovertemplate=hover("%{x}: %{y:.1%}"))
     fig.add_bar(
         x=x,
         y=final,
@@ -232,14 +190,8 @@ def load_figure(
         textposition="outside",
         hovertemplate="%{x}: %{y:.1%}<extra></extra>",
     )
-    fig.add_hline(
-        y=1 / count,
-        line_dash="dot",
-        line_color=UNIFORM_COLOUR,
-        annotation_text=f"uniform share {1 / count:.1%}",
-        annotation_position="top right",
-    )
-    top = max(max(final), max(early) if early else 0)
+    _uniform(fig, count, f"uniform share {1 / count:.1%}", annotation_position="top right")
+    top = max(max(final), max(early["fractions"][layer]) if early else 0)
     fig.update_yaxes(tickformat=".0%", range=[0, top * 1.25], title="share of the picks")
     fig = base_layout(fig, f"Layer {layer}: share of the (token, slot) picks, {k} per token", presenter, height=380)
     return legend_below(fig, y=-0.15)
@@ -254,59 +206,39 @@ def balance_over_training(load_log: list[dict], presenter: bool = False) -> go.F
     fig = go.Figure()
     for shares, name, colour in ((busiest, "busiest", PALETTE["orange"]), (idlest, "idlest", PALETTE["blue"])):
         add_line(fig, steps, shares, f"{name} expert (any layer)", colour, "lines+markers", width=3)
-    fig.add_hline(y=1 / count, line_dash="dot", line_color=UNIFORM_COLOUR, annotation_text="uniform")
+    _uniform(fig, count, "uniform")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", title="share of the picks")
     fig.update_xaxes(title="training step")
     fig = base_layout(fig, "How even the load was during training", presenter, height=340)
     return legend_below(fig, y=-0.3)
 
 
-def _bars_per_model(
-    table: pd.DataFrame,
-    panels: list,
-    colours: list[str],
-    label_of,
-    value_format: str,
-    headroom: float,
-    vertical_spacing: float,
-    columns: int = 2,
-) -> go.Figure:
-    """A grid of `columns` panels a row, one per (column, title, scale) of `panels`, one bar per model
-    (`table["model"]`) in each; `label_of(column, value)` is a bar's label, `headroom` the room above the tallest
-    bar for it."""
+def _bars_per_model(table: pd.DataFrame, panels: list, colours: list[str], columns: int, spacing: float) -> go.Figure:
+    """One panel per (column, title, scale) of `panels`, `columns` a row, one bar per model (`table["model"]`),
+    labelled over the bar (bits per byte to three decimals, whole numbers from 100 up)."""
     fig = make_subplots(
         rows=-(-len(panels) // columns),
         cols=columns,
         horizontal_spacing=0.1,
-        vertical_spacing=vertical_spacing,
+        vertical_spacing=spacing,
         subplot_titles=[title for _, title, _ in panels],
     )
     for i, (column, _, scale) in enumerate(panels):
-        row, col = divmod(i, columns)
-        values = table[column] * scale
+        values, (row, col) = table[column] * scale, divmod(i, columns)
+        digits = [3 if column == "bits_per_byte" else 0 if v >= 100 else 1 if scale == 1 else 2 for v in values]
         fig.add_bar(
             x=table["model"],
             y=values,
             marker_color=colours,
-            text=[label_of(column, v) for v in values],
+            text=[f"{v:,.{d}f}" for v, d in zip(values, digits)],
             textposition="outside",
             showlegend=False,
             row=row + 1,
             col=col + 1,
-            hovertemplate=hover(f"%{{x}}: %{{y:{value_format}}}"),
+            hovertemplate=hover("%{x}: %{y:,.3f}"),
         )
-        fig.update_yaxes(range=[0, float(values.max()) * headroom], row=row + 1, col=col + 1)
+        fig.update_yaxes(range=[0, float(values.max()) * 1.3], row=row + 1, col=col + 1)
     return fig
-
-
-def _sparsity_label(column: str, value: float) -> str:
-    """Bits per byte to three decimals (models differ in the second); other values to two, whole from 100 up."""
-    return f"{value:.3f}" if column == "bits_per_byte" else f"{value:.2f}" if value < 100 else f"{value:,.0f}"
-
-
-def _timing_label(column: str, value: float) -> str:
-    """Whole numbers from 100 up, one decimal below (every panel of the timing chart)."""
-    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
 
 
 def sparsity_figure(rows: pd.DataFrame, quality_title: str, presenter: bool = False) -> go.Figure:
@@ -321,9 +253,7 @@ def sparsity_figure(rows: pd.DataFrame, quality_title: str, presenter: bool = Fa
     # The model names under each bar are long: one panel a row in presenter mode, three a row otherwise.
     columns = 1 if presenter else 3
     spacing = 0.2 if presenter else 0.12  # room for the slanted model names above the next panel's title
-    fig = _bars_per_model(
-        rows, panels, colours, _sparsity_label, ",.3f", headroom=1.3, vertical_spacing=spacing, columns=columns
-    )
+    fig = _bars_per_model(rows, panels, colours, columns, spacing)
     return base_layout(fig, "", presenter, height=(430 if presenter else 370) * (len(panels) // columns))
 
 
@@ -359,14 +289,5 @@ def moe_figure(moe: pd.DataFrame, presenter: bool = False) -> go.Figure:
     ]
     colours = [MODEL_COLOURS[m] for m in moe["model"]]
     # presenter mode: one panel a row (two a row, projector-sized panel titles ran into each other at 800 px)
-    fig = _bars_per_model(
-        moe,
-        panels,
-        colours,
-        _timing_label,
-        ",.1f",
-        headroom=1.25,
-        vertical_spacing=0.09 if presenter else 0.2,
-        columns=1 if presenter else 2,
-    )
+    fig = _bars_per_model(moe, panels, colours, 1 if presenter else 2, 0.09 if presenter else 0.2)
     return base_layout(fig, "", presenter, height=1000 if presenter else 620)

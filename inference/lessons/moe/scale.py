@@ -1,17 +1,8 @@
-"""Mixture of Experts as a cost lever, measured on three models built here from configs.
-
-The three differ only in their feed-forward blocks (attention, embeddings, depth are equal):
-
-    small dense  one MLP as wide as the experts a token uses (k x expert width)
-    MoE          E expert MLPs, a router sends each token to k of them (Mixtral layout)
-    big dense    one MLP as wide as all experts together (E x expert width)
-
-A token in the MoE model is computed by k experts only, so per token it does the arithmetic
-and reads the weights of the small dense model, while it has to hold as many weights as the
-big one. Weights are random (from a private generator, never the global RNG): the models say
-nothing sensible, which does not matter, since speed and memory do not depend on what the
-weights have learned. No download is needed, so this runs offline.
-"""
+"""Mixture of Experts as a cost lever, measured on three models built here from configs, equal but for their
+feed-forward blocks: a small dense MLP as wide as the experts a token uses (k x expert width), the MoE (E experts,
+k per token, Mixtral layout), and a big dense MLP as wide as all experts. Per token the MoE does the small model's
+arithmetic and reads its weights, but holds the big one's. Weights are random from a private generator: speed and
+memory do not depend on what weights have learned, and nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -22,6 +13,7 @@ import pandas as pd
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
 
+from inference.core import routing
 from inference.core.kv_cache import new_cache
 from inference.core.measuring import Progress, filler_batch, timed_decode, timed_pass
 from inference.core.model_config import decoder_config_fields
@@ -48,31 +40,21 @@ class MoEDesign:
 
     def __post_init__(self):
         if not 1 <= self.experts_per_token <= self.experts:
-            raise ValueError(
-                f"`experts_per_token` has to be from 1 to experts ({self.experts}), but is {self.experts_per_token}"
-            )
-
-    def _shared(self) -> dict:
-        return decoder_config_fields(self.vocab, self.hidden, self.layers, self.heads, self.kv_heads, self.context)
+            raise ValueError(f"`experts_per_token` has to be from 1 to {self.experts}, but is {self.experts_per_token}")
 
     def configs(self) -> dict[str, object]:
-        moe = MixtralConfig(
-            **self._shared(),
-            intermediate_size=self.expert_width,
-            num_local_experts=self.experts,
-            num_experts_per_tok=self.experts_per_token,
-        )
+        shared = decoder_config_fields(self.vocab, self.hidden, self.layers, self.heads, self.kv_heads, self.context)
+        width, experts, k = self.expert_width, self.experts, self.experts_per_token
         return {
-            DENSE_ACTIVE: LlamaConfig(**self._shared(), intermediate_size=self.expert_width * self.experts_per_token),
-            MOE: moe,
-            DENSE_TOTAL: LlamaConfig(**self._shared(), intermediate_size=self.expert_width * self.experts),
+            DENSE_ACTIVE: LlamaConfig(**shared, intermediate_size=width * k),
+            MOE: MixtralConfig(**shared, intermediate_size=width, num_local_experts=experts, num_experts_per_tok=k),
+            DENSE_TOTAL: LlamaConfig(**shared, intermediate_size=width * experts),
         }
 
 
 def random_model(config, seed: int):
-    """A model from `config` with random weights drawn from a private generator: built on the
-    meta device (no global RNG use), then filled: matrices N(0, 0.02), norm weights 1. Tied
-    embeddings (`tie_word_embeddings`) stay one tensor, counted and held once."""
+    """A model from `config` on the meta device, filled from a private generator (no global RNG): matrices
+    N(0, 0.02), norm weights 1; tied embeddings stay one tensor."""
     model_class = MixtralForCausalLM if isinstance(config, MixtralConfig) else LlamaForCausalLM
     with torch.device("meta"):
         model = model_class(config)
@@ -90,18 +72,9 @@ def random_model(config, seed: int):
 
 
 def parameter_counts(model) -> tuple[int, int]:
-    """(total, used per token). For an MoE model, a token uses the router and k experts per
-    layer; the other experts' weights sit idle for it."""
-    total = sum(p.numel() for p in model.parameters())
-    config = model.config
-    experts = getattr(config, "num_local_experts", None)
-    if not experts:
-        return total, total
-    per_expert = (
-        sum(p[0].numel() for name, p in model.named_parameters() if ".experts." in name) // config.num_hidden_layers
-    )
-    idle = (experts - config.num_experts_per_tok) * per_expert * config.num_hidden_layers
-    return total, total - idle
+    """(total, used per token): a token uses the router and k experts per layer."""
+    budget = routing.budget(model)
+    return budget.total_parameters, budget.active_parameters
 
 
 @torch.inference_mode()
@@ -115,9 +88,8 @@ def _time_model(model, prompt_tokens: int, decode_steps: int, seed: int, batch: 
 
 @torch.inference_mode()
 def experts_read_per_pass(model, batch: int, seed: int = 0) -> float:
-    """Distinct experts the router picked in one decode pass of `batch` sequences, averaged
-    over layers: every picked expert's weights have to be read in that pass. (Hooks go on
-    this function's own model only, and come off again.)"""
+    """Distinct experts picked in one decode pass of `batch` sequences, averaged over layers: each picked expert's
+    weights are read in that pass. (Hooks go on this lesson's own model only, and come off again.)"""
     picked = []
     hooks = [
         layer.mlp.gate.register_forward_hook(lambda module, args, out: picked.append(out[2].unique().numel()))
@@ -143,11 +115,9 @@ def measure(
     seed: int = 0,
     progress: Progress | None = None,
 ) -> pd.DataFrame:
-    """One row per model: parameters (total and per token), weight bytes (from the tensors),
-    prefill ms for `prompt_tokens`, decode ms per token for one sequence, and decode ms per
-    pass for `batch` sequences at once (BATCH_PROMPT_TOKENS-token prompts);
-    medians of `repeats` runs after a warm-up, each also relative to the small dense model.
-    The models' runs are interleaved, so a busy spell on the machine hits all alike."""
+    """One row per model: parameters, weight bytes, prefill ms, decode ms per token alone and per pass of `batch`
+    sequences, medians of `repeats` interleaved runs (a busy spell hits all alike), each also against the small
+    dense model."""
     configs = design.configs()
     models = {}
     steps_total = len(configs) + repeats
@@ -168,27 +138,22 @@ def measure(
             runs[name].append((prefill_ms, decode_ms, batch_pass_ms))
     if progress:
         progress(steps_total, steps_total, "done")
-    rows = []
-    for name, model in models.items():
-        total, active = parameter_counts(model)
-        rows.append(
+    frame = pd.DataFrame(
+        [
             {
                 "model": name,
-                "total_parameters": total,
-                "active_parameters": active,
+                "total_parameters": parameter_counts(model)[0],
+                "active_parameters": parameter_counts(model)[1],
                 "weight_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
-                "prefill_ms": median(r[0] for r in runs[name]),
-                "decode_ms_per_token": median(r[1] for r in runs[name]),
                 "decode_ms_runs": [r[1] for r in runs[name]],
                 "batch": batch,
-                "batch_ms_per_pass": median(r[2] for r in runs[name]),
+                **dict(zip(["prefill_ms", "decode_ms_per_token", "batch_ms_per_pass"], map(median, zip(*runs[name])))),
             }
-        )
-    frame = pd.DataFrame(rows)
-    frame["experts_read_alone"] = [experts_read_per_pass(m, 1) if name == MOE else None for name, m in models.items()]
-    frame["experts_read_in_batch"] = [
-        experts_read_per_pass(m, batch) if name == MOE else None for name, m in models.items()
-    ]
+            for name, model in models.items()
+        ]
+    )
+    for column, sequences in (("experts_read_alone", 1), ("experts_read_in_batch", batch)):
+        frame[column] = [experts_read_per_pass(m, sequences) if name == MOE else None for name, m in models.items()]
     base = frame.set_index("model").loc[DENSE_ACTIVE]
     frame["decode_vs_dense_active"] = frame["decode_ms_per_token"] / base["decode_ms_per_token"]
     frame["batch_vs_dense_active"] = frame["batch_ms_per_pass"] / base["batch_ms_per_pass"]
@@ -197,9 +162,8 @@ def measure(
 
 
 def weights_read_per_token(model: dict) -> int:
-    """Parameters one decoded token reads, from a public entry: its active parameters, except that the input
-    embedding is a lookup of one row. Untied, the table is apart from the output layer, so all but one row of it
-    go unread; tied, the output layer reads the shared table whole anyway."""
+    """Parameters one token reads, from a public entry: the active ones, less the input table but one row when it is
+    not tied to the output layer (tied, the output layer reads it whole anyway)."""
     if model["tied_embeddings"]:
         return model["active_parameters"]
     return model["active_parameters"] - model["vocab_size"] * model["hidden_size"] + model["hidden_size"]
@@ -216,22 +180,18 @@ PUBLIC_COLUMNS = {  # public_moe_table's columns as the page shows them: (label,
 
 
 def public_moe_table(models: list[dict]) -> pd.DataFrame:
-    """The MoE models among the public ones: total vs active parameters, and what each means
-    in bfloat16 (2 bytes a weight): memory to hold the model, bytes of weights one token reads."""
-    rows = []
-    for m in models:
-        if not m.get("experts"):
-            continue
-        rows.append(
-            {
-                "model": m["name"],
-                "experts": m["experts"],
-                "experts_per_token": m["experts_per_token"],
-                "total_parameters_b": m["parameters"] / 1e9,
-                "active_parameters_b": m["active_parameters"] / 1e9,
-                "active_share": m["active_parameters"] / m["parameters"],
-                "memory_gb_bf16": m["parameters"] * 2 / 1e9,
-                "weights_read_per_token_gb_bf16": weights_read_per_token(m) * 2 / 1e9,
-            }
-        )
-    return pd.DataFrame(rows)
+    """The MoE models among the public ones: total vs active parameters, and in bfloat16 (2 bytes a weight) the
+    memory to hold each and the bytes of weights one token reads."""
+    moe = [m for m in models if m.get("experts")]
+    return pd.DataFrame(
+        {
+            "model": [m["name"] for m in moe],
+            "experts": [m["experts"] for m in moe],
+            "experts_per_token": [m["experts_per_token"] for m in moe],
+            "total_parameters_b": [m["parameters"] / 1e9 for m in moe],
+            "active_parameters_b": [m["active_parameters"] / 1e9 for m in moe],
+            "active_share": [m["active_parameters"] / m["parameters"] for m in moe],
+            "memory_gb_bf16": [m["parameters"] * 2 / 1e9 for m in moe],
+            "weights_read_per_token_gb_bf16": [weights_read_per_token(m) * 2 / 1e9 for m in moe],
+        }
+    )

@@ -11,10 +11,10 @@ from inference.core.measuring import compare
 from inference.lessons.glossary import signed
 from inference.lessons.moe.experts import DecodeTimes
 from inference.lessons.moe.scale import DENSE_ACTIVE, DENSE_TOTAL, MOE, MoEDesign
-from inference.lessons.moe.stored import IDLE_SHARE, Balance, TrainedPair, WordInformation
-from inference.lessons.quantization.text import read_sentences
+from inference.lessons.moe.stored import TrainedPair
+from inference.lessons.text_md import read_text_md
 
-TEXT = read_sentences(Path(__file__).with_name("text.md"))
+TEXT = read_text_md(Path(__file__).with_name("text.md"))
 PROMPT = "Once upon a time, there was a little girl"
 HELP = {
     "layer": "The layer whose experts colour the text.",
@@ -42,57 +42,17 @@ def intro_verdict(pair: TrainedPair | None, moe_name: str, dense_name: str) -> s
     return f"{TEXT['promise']} {measured} {outcome}"
 
 
-def token_router(token: int, text: str, layer: int, experts: int, probs, kept: list[int], weights) -> str:
+def token_router(token: int, text: str, layer: int, probs, kept: list[int], weights) -> str:
     """One token's routing in one layer. `text`: the token as Markdown (`core.tokens.markdown_token_text`)."""
     return TEXT["token_router"].format(
         token=token,
         text=text,
         layer=layer,
-        experts=experts,
+        experts=len(probs),
         k=len(kept),
         kept=", ".join(f"expert {e}: {probs[e]:.1%}" for e in kept),
         together=sum(probs[e] for e in kept),
         mix=" + ".join(f"{w:.2f} × expert {e}" for e, w in zip(kept, weights)),
-    )
-
-
-def stored_load_caption(layer: int, tokens: int, stories: int, early_step: int | None) -> str:
-    said = TEXT["stored_load_caption"].format(layer=layer, tokens=tokens, stories=stories)
-    return said + (" " + TEXT["early_load"].format(step=early_step) if early_step is not None else "")
-
-
-def layer_load(layer: int, shares: list[float]) -> str:
-    return TEXT["layer_load"].format(layer=layer, busiest=max(shares), idlest=min(shares), even=1 / len(shares))
-
-
-def balance_finding(b: Balance) -> str:
-    return TEXT["balance"].format(
-        first_step=b.first_step,
-        last_step=b.last_step,
-        busiest_first=b.busiest[0],
-        busiest_last=b.busiest[1],
-        idle_first=b.idle[0],
-        idle_last=b.idle[1],
-        experts=b.experts_in_all,
-        idle_share=IDLE_SHARE,
-        even=b.even_share,
-        outcome=TEXT["balance_idle"] if b.idle[1] else TEXT["balance_even"],
-    )
-
-
-def top_tokens_caption(expert: int, layer: int, picks: int, tokens: int, k: int, experts: int) -> str:
-    return TEXT["top_tokens_caption"].format(
-        expert=expert, layer=layer, picks=picks, tokens=tokens, k=k, experts=experts, even=k / experts
-    )
-
-
-def word_verdict(layer: int, info: WordInformation) -> str:
-    return TEXT["word_verdict"].format(
-        verdict=TEXT["word_decides" if info.word_decides else "word_does_not"],
-        layer=layer,
-        entropy=info.expert_entropy_bits,
-        information=info.mutual_information_bits,
-        share=info.share,
     )
 
 
@@ -108,17 +68,6 @@ def budget_metrics(mine, theirs) -> list[tuple[str, str, str | None]]:
     ]
 
 
-def budget_caption(dtype: str, k: int, mine, dense_name: str, theirs) -> str:
-    return TEXT["budget_caption"].format(
-        dtype=dtype,
-        k=k,
-        tied=" " + TEXT["tied"] if mine.tied_embeddings else "",
-        dense=dense_name,
-        dense_millions=theirs.total_parameters / 1e6,
-        dense_mb=theirs.bytes_read_per_token / 1e6,
-    )
-
-
 def trained_finding(pair: TrainedPair) -> str:
     return TEXT["trained"].format(
         moe_bpb=pair.moe_heldout,
@@ -127,19 +76,8 @@ def trained_finding(pair: TrainedPair) -> str:
         moe_gap=signed(pair.moe_gap, 3),
         dense_gap=signed(pair.dense_gap, 3),
         memorises=" " + TEXT["memorises_more"].format(corpus_mb=pair.corpus_bytes / 1e6)
-        if pair.moe_memorises_more
+        if pair.moe_gap > pair.dense_gap
         else ".",
-    )
-
-
-def timed_caption(timed: DecodeTimes, dtype: str) -> str:
-    return TEXT["timed_caption"].format(
-        cpu=timed.cpu,
-        threads=timed.threads,
-        repeats=timed.repeats,
-        steps=timed.steps,
-        prompt_tokens=timed.prompt_tokens,
-        dtype=dtype,
     )
 
 
@@ -147,11 +85,6 @@ def timed_finding(timed: DecodeTimes, dense: str, moe: str) -> str:
     ms = timed.ms_per_token
     words = compare(timed.runs[moe], timed.runs[dense]).words(**TIME)
     return TEXT["timed"].format(moe=moe, moe_ms=ms[moe], dense_ms=ms[dense], words=f"{words} than the dense model")
-
-
-def scale_heading(numbered: bool) -> str:
-    """Section 6's closed heading, numbered only when sections 1-5 are on the page (a dense model shows only it)."""
-    return TEXT["scale_heading"].format(number="6. " if numbered else "")
 
 
 def scale_intro(design: MoEDesign) -> str:

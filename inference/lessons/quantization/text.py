@@ -1,10 +1,9 @@
-"""Every sentence of the Quantization page: format strings in `text.md`, read into one dict (`TEXT`); the functions
-below only fill them from a measurement, taking every comparison word from `measuring.compare`."""
+"""The Quantization page's sentences: format strings in `text.md` (`TEXT`), filled here from a measurement, every
+comparison word from `measuring.compare`."""
 
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -17,50 +16,34 @@ from inference.lessons.quantization.experiments import REFERENCE, PrecisionCompa
 from inference.lessons.quantization.gguf import BUSY_SPREAD, BYTES_SLACK, SHIPPED, TOP_K, GGUFResult, round_spread
 from inference.lessons.quantization.rates import COPY, LLAMA_SERVER, TRANSFORMERS, TransformersRate
 from inference.lessons.quantization.tables import RUNTIME_RESERVE_WHAT, WIDTHS
+from inference.lessons.text_md import read_text_md
 
-
-def read_sentences(path: Path) -> dict[str, str]:
-    """`## key` headings, each followed by one format string whose lines are joined by spaces."""
-    parts = re.split(r"^## (.+)$", path.read_text(), flags=re.M)[1:]
-    return {key.strip(): " ".join(body.split()) for key, body in zip(parts[::2], parts[1::2])}
-
-
-TEXT = read_sentences(Path(__file__).with_name("text.md"))
-PRECISION_NOTES = {p: TEXT[f"note {p}"] for p in ("float32", "bfloat16", "int8", "int4")}
+TEXT = read_text_md(Path(__file__).with_name("text.md"))
 SAY_FASTER = dict(more="faster", less="slower", same="about the same speed")
 SAY_BYTES = dict(more="more bytes", less="fewer bytes", same="about the same bytes")
 
 
 def rate(tokens_per_s: float) -> str:
-    """ "1 token/s", "51 tokens/s": the rate as the page rounds it, singular when that reads 1."""
+    """ "51 tokens/s", and "1 token/s" when it rounds to one."""
     shown = f"{tokens_per_s:,.0f}"
     return f"{shown} token/s" if shown == "1" else f"{shown} tokens/s"
 
 
 def bytes_words(a: float, b: float) -> str:
-    """'3.8x fewer bytes': `a` bytes against `b`, exact counts."""
     return compare(a, b).words(**SAY_BYTES)
 
 
 def gguf_sentences(result: GGUFResult, frame: pd.DataFrame) -> dict[str, str]:
     """The caption, speed, quality and answer sentences of a GGUF measurement and its `gguf.table`."""
     base, types = result.results["f32"], list(result.results)
+    fields = dict(rounds=result.rounds, decode_tokens=result.decode_tokens, positions=result.positions, top_k=TOP_K)
     out = {
-        "caption": TEXT["gguf_caption"].format(
-            rounds=result.rounds,
-            decode_tokens=result.decode_tokens,
-            positions=result.positions,
-            question=result.question,
-            prompt_tokens=result.prompt_tokens,
-            top_k=TOP_K,
-        )
+        "caption": TEXT["gguf_caption"].format(**fields, question=result.question, prompt_tokens=result.prompt_tokens)
     }
-    others = frame.iloc[1:]
-    if others.empty or not math.isfinite(base.decode_tokens_per_s):
-        out["speed"] = "Only the f32 file was measured."
-    else:
-        best = others.loc[others["speed vs f32"].idxmax()]
-        best_type = types[int(best.name)]
+    out["speed"] = out["quality"] = "Only the f32 file was measured."
+    if len(types) > 1 and math.isfinite(base.decode_tokens_per_s):
+        at = int(frame["speed vs f32"].iloc[1:].idxmax())
+        best, best_type = frame.loc[at], types[at]
         measured = TEXT["gguf_speed"].format(
             base_rate=rate(base.decode_tokens_per_s),
             best=best["GGUF type"],
@@ -68,25 +51,23 @@ def gguf_sentences(result: GGUFResult, frame: pd.DataFrame) -> dict[str, str]:
             speed_words=compare(result.results[best_type].decode_rates, base.decode_rates).words(**SAY_FASTER),
             size_words=bytes_words(best["file bytes"], base.file_bytes),
         )
-        widest = frame["spread over rounds"].fillna(0).idxmax()
-        busy = []
-        if frame.loc[widest, "spread over rounds"] > BUSY_SPREAD:
-            busy.append(TEXT["busy_spread"].format(what=types[widest], spread=frame.loc[widest, "spread over rounds"]))
+        widest = int(frame["spread over rounds"].fillna(0).idxmax())
+        spread, busy = frame.loc[widest, "spread over rounds"], []
+        if spread > BUSY_SPREAD:
+            busy.append(TEXT["busy_spread"].format(what=types[widest], spread=spread))
         if best["speed vs f32"] > BYTES_SLACK / best["size vs f32"]:
-            bound = 1 / best["size vs f32"]
-            busy.append(TEXT["busy_bytes"].format(what=best_type, speed=best["speed vs f32"], bound=bound))
-        if busy:
-            out["speed"] = TEXT["gguf_busy"].format(why=" and ".join(busy), measured=measured)
-        else:
-            out["speed"] = measured + " " + TEXT["gguf_idle"].format(mb=base.file_bytes / 1e6)
+            busy.append(
+                TEXT["busy_bytes"].format(what=best_type, speed=best["speed vs f32"], bound=1 / best["size vs f32"])
+            )
+        idle = measured + " " + TEXT["gguf_idle"].format(mb=base.file_bytes / 1e6)
+        out["speed"] = TEXT["gguf_busy"].format(why=" and ".join(busy), measured=measured) if busy else idle
     parts = [
         TEXT["gguf_quality_part"].format(type=t, kl=row["mean KL from f32 (nats)"], same=row["same top-1 as f32"])
-        for t, (_, row) in zip(types, frame.iterrows())
-        if t != "f32"
+        for t, (_, row) in list(zip(types, frame.iterrows()))[1:]
     ]
-    out["quality"] = TEXT["gguf_quality"].format(parts="; ".join(parts)) if parts else "Only f32 was measured."
-    if SHIPPED in types:
-        out["quality"] += " " + TEXT["gguf_shipped"].format(shipped=SHIPPED)
+    if parts:
+        shipped = " " + TEXT["gguf_shipped"].format(shipped=SHIPPED) if SHIPPED in types else ""
+        out["quality"] = TEXT["gguf_quality"].format(parts="; ".join(parts)) + shipped
     same = [t for t in types[1:] if result.results[t].answer_ids == base.answer_ids]
     differ = [t for t in types[1:] if t not in same]
     out["answer"] = TEXT["gguf_answer"].format(
@@ -102,16 +83,14 @@ def bytes_sentences(frame: pd.DataFrame, count: int) -> tuple[str, str]:
     """The first screen's sentence and caption, from `tables.bytes_table`."""
     rows = frame.set_index("stored as")["weight bytes"]
     shipped = [name for name in rows.index if "GGUF" in name]
-    file = f" (the wheel's Q4_1 file: {rows[shipped[0]] / 1e6:,.0f} MB)" if shipped else ""
     sentence = TEXT["bytes"].format(
         millions=count / 1e6,
         full_mb=rows["float32"] / 1e6,
         int4_mb=rows["int4"] / 1e6,
-        file=file,
+        file=f" (the wheel's Q4_1 file: {rows[shipped[0]] / 1e6:,.0f} MB)" if shipped else "",
         fewer=bytes_words(rows["int4"], rows["float32"]),
     )
-    file_note = " The GGUF row is the wheel's file size, read from the file." if shipped else ""
-    return sentence, TEXT["bytes_caption"].format(count=count, file=file_note)
+    return sentence, TEXT["bytes_caption"].format(count=count, file=TEXT["bytes_file"] if shipped else "")
 
 
 def speed_findings(comparison: PrecisionComparison, cache_bytes: int | None = None) -> list[str]:
@@ -120,68 +99,57 @@ def speed_findings(comparison: PrecisionComparison, cache_bytes: int | None = No
     cache = machine.last_level_cache_bytes() if cache_bytes is None else cache_bytes
     reference = comparison.results[REFERENCE]
     size = describe_bytes(reference.weight_bytes)
-    if cache is None:
-        findings, home = [TEXT["cache_unknown"].format(size=size)], "memory"
-    else:
-        home = "cache" if reference.weight_bytes <= cache else "memory"
-        findings = [
-            TEXT[f"cache_{'fits' if home == 'cache' else 'memory'}"].format(size=size, cache=describe_bytes(cache))
-        ]
-    findings.append(TEXT["kernels"])
-    for precision, result in comparison.results.items():
-        rates = [r for r in result.round_rates if math.isfinite(r)]
-        base = [r for r in reference.round_rates if math.isfinite(r)]
-        if precision == REFERENCE or not rates or not base:
-            continue
-        speed = compare(rates, base)
+    home = "memory" if cache is None or reference.weight_bytes > cache else "cache"
+    where = "cache_unknown" if cache is None else f"cache_{'fits' if home == 'cache' else 'memory'}"
+    findings = [TEXT[where].format(size=size, cache=describe_bytes(cache or 0)), TEXT["kernels"]]
+    for precision, result in list(comparison.results.items())[1:]:
+        if not all(map(math.isfinite, result.round_rates + reference.round_rates)):
+            continue  # a run too short for one decode step has no speed
+        speed = compare(result.round_rates, reference.round_rates)
         direction = "slower" if speed.too_close or speed.ratio < 1 else "faster"
         keyed = f"why {precision} {direction} {home}" in TEXT
         why = TEXT[f"why {precision} {direction} {home if keyed else 'any'}"]
         why = why.format(fewer=bytes_words(result.weight_bytes, reference.weight_bytes))
         if cache is None and keyed:
             why = why.rstrip(".") + " " + TEXT["why unknown cache"] + "."
-        fits = ""
-        if home == "memory" and cache is not None and result.weight_bytes <= cache:
-            fits = " " + TEXT["finding_fits"].format(
-                size=describe_bytes(result.weight_bytes), cache=describe_bytes(cache), base_size=size
-            )
+        fits = home == "memory" and cache is not None and result.weight_bytes <= cache
         findings.append(
             TEXT["finding"].format(
                 precision=precision,
                 rate=result.decode_tokens_per_s,
                 base=reference.decode_tokens_per_s,
                 words=speed.words(**SAY_FASTER),
-                rounds=len(rates),
+                rounds=len(result.round_rates),
                 why=("Why no clear gain: " if speed.too_close else "") + why,
-                fits=fits,
+                fits=" "
+                + TEXT["finding_fits"].format(
+                    size=describe_bytes(result.weight_bytes), cache=describe_bytes(cache or 0), base_size=size
+                )
+                if fits
+                else "",
             )
         )
-    findings.append(TEXT["gpu"])
-    return findings
+    return findings + [TEXT["gpu"]]
 
 
 def layer_notes(comparison: PrecisionComparison) -> list[str]:
     """What was and was not converted: GPT-2's Conv1D layers, the scales, the layers left in bf16."""
     notes = [TEXT["conv1d"].format(n=comparison.conv1d_layers)] if comparison.conv1d_layers else []
     for precision in ("int8", "int4"):
-        result = comparison.results.get(precision)
-        if result is None:
-            continue
+        result = comparison.results[precision]
         overhead, skipped = result.overhead, result.skipped_layers
         kept = "; ".join(f"`{s.name}` ({s.reason})" for s in skipped[:4])
         more = f" and {len(skipped) - 4} more" if len(skipped) > 4 else ""
+        groups = TEXT["layers_groups"].format(size=comparison.int4_group_size) if precision == "int4" else ""
+        scales = TEXT["layers_overhead"].format(
+            values=overhead.value_bytes, scales=overhead.scale_bytes, fraction=overhead.fraction
+        )
         notes.append(
             TEXT["layers"].format(
                 precision=precision,
                 n=result.quantized_layers,
-                groups=" " + TEXT["layers_groups"].format(size=comparison.int4_group_size)
-                if precision == "int4"
-                else "",
-                overhead=TEXT["layers_overhead"].format(
-                    values=overhead.value_bytes, scales=overhead.scale_bytes, fraction=overhead.fraction
-                )
-                if overhead.value_bytes
-                else "",
+                groups=f" {groups}" if groups else "",
+                overhead=scales if overhead.value_bytes else "",
                 kept=f"; left in bf16: {kept}{more}" if skipped else "",
             )
         )
@@ -189,7 +157,7 @@ def layer_notes(comparison: PrecisionComparison) -> list[str]:
 
 
 def departure(result) -> str:
-    """A few words on how this precision's greedy text relates to float32's."""
+    """How this precision's greedy text relates to float32's, in a few words."""
     if result.precision == REFERENCE:
         return "the reference"
     if result.first_departure is None:
@@ -201,18 +169,15 @@ def departure(result) -> str:
 
 def comparison_sentences(comparison: PrecisionComparison, summary: pd.DataFrame) -> dict[str, str]:
     """The torch comparison's captions and its spread sentence."""
-    results = comparison.results
-    rows = summary[summary["precision"] != REFERENCE]
-    widest = rows.loc[(rows["speed_high"] - rows["speed_low"]).idxmax()] if len(rows) else None
+    results, rows = comparison.results, summary.iloc[1:]
+    widest = rows.loc[(rows["speed_high"] - rows["speed_low"]).idxmax()]
     return {
         "cost": TEXT["cost_caption"].format(new_tokens=len(comparison.reference_ids), rounds=comparison.rounds),
         "memory": TEXT["memory_caption"].format(
             int4=bytes_words(results["int4"].weight_bytes, results[REFERENCE].weight_bytes),
             ideal=bytes_words(WIDTHS["int4"], WIDTHS["float32"]),
         ),
-        "spread": ""
-        if widest is None
-        else TEXT["speed_spread"].format(
+        "spread": TEXT["speed_spread"].format(
             precision=widest["precision"],
             low=widest["speed_low"],
             high=widest["speed_high"],
@@ -223,8 +188,8 @@ def comparison_sentences(comparison: PrecisionComparison, summary: pd.DataFrame)
 
 
 def gguf_gap(comparison: PrecisionComparison, gguf: GGUFResult) -> str:
-    """Why llama-server's f32 GGUF decodes faster than torch's float32 of the same weights: the same arithmetic, so
-    the time torch spends beyond it is per-token overhead. "" when there is nothing to say."""
+    """Why llama-server's f32 decodes faster than torch's float32 of the same weights: the same arithmetic, so what
+    torch spends beyond it is per-token overhead. "" when torch is not slower."""
     torch_rate = comparison.results[REFERENCE].decode_tokens_per_s
     server_rate = gguf.results["f32"].decode_tokens_per_s
     if not (torch_rate > 0 and server_rate > torch_rate):
@@ -243,119 +208,60 @@ def gguf_gap(comparison: PrecisionComparison, gguf: GGUFResult) -> str:
     )
 
 
-def rates_sentences(
-    frame: pd.DataFrame, measured: TransformersRate, gguf: GGUFResult | None, copies: bool
-) -> dict[str, str]:
+ROW = {"bytes per token": "bytes", "measured tokens/s": "rate", "bandwidth limit tokens/s": "limit"}
+
+
+def rates_sentences(frame: pd.DataFrame, measured: TransformersRate, gguf: GGUFResult | None, copies: bool) -> dict:
     """The decode-rate section's caption, chart text and findings, from `rates.table`."""
-    fields = dict(
-        cpu=measured.cpu, gbs=measured.bandwidth.bytes_per_s / 1e9, cache=describe_bytes(measured.cache_bytes)
-    )
+    cache, bandwidth = measured.cache_bytes, measured.bandwidth
+    place = dict(cpu=measured.cpu, gbs=bandwidth.bytes_per_s / 1e9, cache=describe_bytes(cache))
     server = " " + TEXT["rates_caption_server"].format(rounds=gguf.rounds, tokens=gguf.decode_tokens) if gguf else ""
+    copied = " " + TEXT["rates_caption_copies"].format(copy=COPY) if copies else ""
+    timed = dict(timing=measured.timing.label(), model=measured.model_name, threads=measured.threads, how=bandwidth.how)
     out = {
         "caption": TEXT["rates_caption"].format(
-            **fields,
-            timing=measured.timing.label(),
-            model=measured.model_name,
-            weights=measured.weights,
-            threads=measured.threads,
-            server=server,
-            how=measured.bandwidth.how,
-            copies=" " + TEXT["rates_caption_copies"].format(copy=COPY) if copies else "",
+            **place, **timed, weights=measured.weights, server=server, copies=copied
         )
     }
-    shown = frame[frame["measured tokens/s"].notna()]
+    shown = frame[frame["measured tokens/s"].notna()].rename(columns={**ROW, "share of the limit": "share"})
+    rows = shown.assign(mb=shown["bytes"] / 1e6).to_dict("records")
     bars = [
-        f"{r['engine']} {r['weights']} {rate(r['measured tokens/s'])} of a {rate(r['bandwidth limit tokens/s'])} limit "
-        f"({r['share of the limit']:.0%})"
-        for _, r in shown.iterrows()
+        f"{r['engine']} {r['weights']} {rate(r['rate'])} of a {rate(r['limit'])} limit ({r['share']:.0%})" for r in rows
     ]
     out["chart"] = TEXT["rates_chart"].format(bars="; ".join(bars))
 
-    def row(engine, weights):
-        found = shown[(shown["engine"] == engine) & (shown["weights"] == weights)]
-        return None if found.empty else found.iloc[0]
+    def in_cache(r: dict) -> str:
+        fits = cache is not None and r["bytes"] <= cache and r["share"] <= 1
+        return TEXT["rates_in_cache"].format(**place | r) if fits else ""
 
-    def in_cache(r):
-        if measured.cache_bytes is None or r["bytes per token"] > measured.cache_bytes:
-            return ""
-        return TEXT["rates_in_cache"].format(weights=r["weights"], mb=r["bytes per token"] / 1e6, **fields)
-
-    own = row(TRANSFORMERS, measured.weights)
-    if own is None:
-        out["gap"] = "The transformers decode step was not measured."
-        return out
+    own = next(r for r in rows if r["engine"] == TRANSFORMERS and r["weights"] == measured.weights)
     spreads = {"transformers' middle half of steps": measured.timing.q3_ms / measured.timing.q1_ms - 1}
     for gguf_type, result in (gguf.results if gguf else {}).items():
         spreads[f"llama-server's {gguf_type} rounds"] = round_spread(result.decode_rates)
     what, spread = max(((w, s) for w, s in spreads.items() if math.isfinite(s)), key=lambda ws: ws[1])
     parts = [TEXT["rates_busy"].format(what=what, spread=spread) if spread > BUSY_SPREAD else ""]
-    own_fields = dict(own_share=own["share of the limit"], own_rate=own["measured tokens/s"], threads=measured.threads)
-    parts.append(
-        TEXT["rates_limit"].format(
-            **fields,
-            threads=measured.bandwidth.threads,
-            mb=own["bytes per token"] / 1e6,
-            weights=measured.weights,
-            limit=own["bandwidth limit tokens/s"],
-        )
-    )
-    server_row = row(LLAMA_SERVER, "f32" if measured.weights == "float32" else "")
-    if server_row is not None:
-        parts.append(
-            TEXT["rates_both"].format(
-                server_share=server_row["share of the limit"],
-                server_weights=server_row["weights"],
-                server_rate=server_row["measured tokens/s"],
-                **own_fields,
-            )
-        )
-    else:
-        parts.append(TEXT["rates_own"].format(**own_fields))
-    if own["share of the limit"] <= 1:
-        parts.append(in_cache(own))
-    servers = shown[shown["engine"] == LLAMA_SERVER]
+    parts.append(TEXT["rates_limit"].format(**place | own | {"threads": bandwidth.threads}))
+    mine = {f"own_{key}": value for key, value in own.items()} | {"threads": measured.threads}
+    servers = [r for r in rows if r["engine"] == LLAMA_SERVER]
+    same = [r for r in servers if r["weights"] == ("f32" if measured.weights == "float32" else "")]
+    theirs = {f"server_{key}": value for key, value in same[0].items()} if same else {}
+    parts += [TEXT["rates_both" if same else "rates_own"].format(**mine, **theirs), in_cache(own)]
     if len(servers) > 1:
-        fewest = servers.loc[servers["bytes per token"].idxmin()]
-        parts.append(
-            TEXT["rates_fewest"].format(
-                weights=fewest["weights"],
-                mb=fewest["bytes per token"] / 1e6,
-                limit=fewest["bandwidth limit tokens/s"],
-                rate=fewest["measured tokens/s"],
-                share=fewest["share of the limit"],
-            )
-        )
-        if fewest["share of the limit"] <= 1:
-            parts.append(in_cache(fewest))
-    torch_copies = shown[shown["weights"].str.endswith(f" {COPY}")]
-    if len(torch_copies):
-        shares = ", ".join(f"{r['weights']} {r['share of the limit']:.0%}" for _, r in torch_copies.iterrows())
-        parts.append(TEXT["rates_copies"].format(shares=shares))
-    for _, r in shown[shown["share of the limit"] > 1].iterrows():
-        if measured.cache_bytes is None:
-            why = TEXT["above_unknown"]
-        else:
-            key = "above_cache" if r["bytes per token"] <= measured.cache_bytes else "above_memory"
-            why = TEXT[key].format(mb=r["bytes per token"] / 1e6, **fields)
-        parts.append(
-            TEXT["rates_above"].format(
-                engine=r["engine"],
-                weights=r["weights"],
-                share=r["share of the limit"],
-                rate=r["measured tokens/s"],
-                limit=r["bandwidth limit tokens/s"],
-                why=why,
-            )
-        )
+        fewest = min(servers, key=lambda r: r["bytes"])
+        parts += [TEXT["rates_fewest"].format(**fewest), in_cache(fewest)]
+    torch_copies = [f"{r['weights']} {r['share']:.0%}" for r in rows if r["weights"].endswith(f" {COPY}")]
+    if torch_copies:
+        parts.append(TEXT["rates_copies"].format(shares=", ".join(torch_copies)))
+    for r in (r for r in rows if r["share"] > 1):
+        why = "above_unknown" if cache is None else "above_cache" if r["bytes"] <= cache else "above_memory"
+        parts.append(TEXT["rates_above"].format(**r, why=TEXT[why].format(**place | r)))
     out["gap"] = " ".join(part for part in parts if part)
     return out
 
 
-def fit_sentences(
-    fit: pd.DataFrame, labels: list[str], overhead: float | None, group: int, reserve_gb: float
-) -> dict[str, str]:
-    """The fit chart's rule, its sentence (per width, how many models fit one card; the largest model's need at the
-    widest and narrowest width) and its caption."""
+def fit_sentences(fit: pd.DataFrame, labels: list[str], overhead: float | None, group: int, reserve_gb: float) -> dict:
+    """The fit chart's rule, its sentence (how many models fit one card at each width, the largest model's need at
+    the widest and narrowest) and its caption."""
     widths = sorted(fit["bits"].unique(), reverse=True)
     largest = fit.loc[fit["parameters"].idxmax(), "model"]
 
@@ -364,11 +270,7 @@ def fit_sentences(
         where = row["fits_on"] if isinstance(row["fits_on"], str) else f"{row['largest_needed']} × {row['largest']}"
         return f"{row['weight_gb']:,.0f} GB at {bits:g} bits ({where})"
 
-    scales = (
-        TEXT["fit_scales_not_yet"].format(group=group)
-        if overhead is None
-        else TEXT["fit_scales_measured"].format(fraction=overhead, group=group)
-    )
+    scales = "fit_scales_not_yet" if overhead is None else "fit_scales_measured"
     return {
         "rule": TEXT["fit_rule"].format(reserve=reserve_gb, what=RUNTIME_RESERVE_WHAT),
         "sentence": TEXT["fit_sentence"].format(
@@ -379,7 +281,10 @@ def fit_sentences(
             narrowest=needs(widths[-1]),
         ),
         "caption": TEXT["fit_caption"].format(
-            labels=", ".join(labels), reserve=reserve_gb, largest=labels[-1], scales=scales
+            labels=", ".join(labels),
+            reserve=reserve_gb,
+            largest=labels[-1],
+            scales=TEXT[scales].format(fraction=overhead, group=group),
         ),
     }
 
