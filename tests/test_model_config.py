@@ -17,7 +17,7 @@ from transformers import (
     Qwen2Config,
 )
 
-from inference.core import calculator, kv_cache, model_config
+from inference.core import calculator, kv_cache
 from inference.core.model_config import FULL, SLIDING, from_config, from_public_entry, kv_cache_bytes
 from inference.core.paths import BUNDLED_MODEL_DIR
 
@@ -128,11 +128,3 @@ def test_kv_shape_formula_equals_the_measured_cache_of_the_bundled_model(bundled
     info = bundled.info
     expected = 2 * info.layers * info.kv_heads * info.head_dim * 20 * 4
     assert kv_cache.measured_bytes(cache) == shape.formula_bytes(20) == expected
-
-
-def test_bad_token_counts_and_uneven_heads_are_refused(public):
-    for tokens in (0, -5, 2.5):
-        with pytest.raises(ValueError, match=f"got {tokens}"):
-            kv_cache_bytes(from_public_entry(public["GPT-2 (124M)"]), tokens)
-    with pytest.raises(ValueError, match="not a multiple of kv_heads"):
-        model_config.ModelShape(1, 9, 2, 8, 72, 10, 10, (FULL,))
