@@ -9,11 +9,11 @@ from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
 from app_pages.shared.url_state import read_url_index
 from inference.core import machine
-from inference.core.calculator import find_model, load_public_models
+from inference.core.calculator import find_model
 from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.tokens import readable_token, readable_tokens
-from inference.lessons.inside import tables, text
-from inference.lessons.inside.adapters import adapter_for
+from inference.lessons.inside import text
+from inference.lessons.inside.adapters import Adapter
 from inference.lessons.inside.figures import attention_grid, followed_token_figure, parts_figure, rank_heatmap
 from inference.lessons.inside.forward_pass import DECODE_REPEATS, UnsupportedModel, look_inside, public_shares
 
@@ -38,7 +38,7 @@ st.markdown(
     "and the bytes go to."
 )
 try:
-    adapter_for(model)
+    Adapter(model)
 except UnsupportedModel as err:
     st.warning(str(err), icon="⚠️")
     st.stop()
@@ -94,7 +94,7 @@ st.subheader("1. What each layer would say")
 left, right = st.container(), st.container()  # stacked: side by side, 800 px cut the table and the axis
 with left:
     st.dataframe(
-        tables.lens_table(inside, name),
+        inside.lens_table(name),
         hide_index=True,
         width="stretch",
         column_config={"followed": st.column_config.NumberColumn(f"p({name(inside.followed_id)})", format="percent")},
@@ -158,7 +158,7 @@ caption(
 )
 st.markdown(layer_said["heads"])
 st.dataframe(
-    tables.kv_table(inside, layer),
+    inside.kv_table(layer),
     hide_index=True,
     width="stretch",
     column_config={"K and V bytes": st.column_config.NumberColumn(format="localized")},
@@ -179,7 +179,7 @@ st.markdown(said["work"])
 if "timed_vs_plain" in said:  # the timed pass is not the step other pages time: both, and what differs
     st.markdown(said["timed_vs_plain"])
 with st.expander(f"On a big model: {text.TEXT['public']}"):
-    st.markdown(text.public_sentence(public_shares(find_model(PUBLIC_MODEL, load_public_models()), PUBLIC_CONTEXTS)))
+    st.markdown(text.TEXT["public_shares"].format(**public_shares(find_model(PUBLIC_MODEL), PUBLIC_CONTEXTS)))
     caption(
         "published",
         f"{PUBLIC_MODEL}'s shape from its published config (assets/public_models.json), FLOPs computed exactly from it.",
@@ -187,14 +187,11 @@ with st.expander(f"On a big model: {text.TEXT['public']}"):
 with st.expander(f"Every part as a table: {text.TEXT['parts']}"):
     numbers = st.column_config.NumberColumn(format="localized")
     st.dataframe(
-        tables.parts_table(inside.parts),
+        inside.parts[list(text.PART_COLUMNS)].rename(columns=text.PART_COLUMNS),
         hide_index=True,
         width="stretch",
         column_config={
             name: numbers for name in ("decode FLOPs", "prefill FLOPs", "weight bytes", "bytes a decode reads")
         },
     )
-    caption(
-        "measured",
-        "ms measured; FLOPs and bytes computed exactly (a tied embedding table counts under the output layer, which reads all of it).",
-    )
+    caption("measured", text.TEXT["parts_caption"])
