@@ -141,12 +141,12 @@ def measured_findings(sweep: Sweep, found: SweepFindings, reply: Crossover, cont
         saturation=SATURATION,
         saturated=found.saturation_tokens,
         decode_ms=found.decode_ms_per_token,
-        decode_rate=found.decode_tokens_per_s,
+        decode_rate=1000 / found.decode_ms_per_token,
         short_decode_ms=shortest.decode_ms_per_token,
         long_decode_ms=longest.decode_ms_per_token,
         longest=found.longest_prompt,
         longest_ms=found.longest_prefill_ms,
-        in_steps=found.longest_prefill_in_decode_steps,
+        in_steps=found.longest_prefill_ms / found.decode_ms_per_token,
         one_by_one_s=one_by_one_ms / 1e3,
         one_by_one_words=compare(one_by_one_ms, found.longest_prefill_ms).words("longer", "shorter"),
         reply=reply.reply_tokens,
@@ -162,7 +162,7 @@ def flops_findings(found: SweepFindings, flop_count, info, peak, threads: int, w
     """The model's FLOPs divided by the measured times, against this CPU's measured peak (`peak.value`, `peak.how`)
     on `threads` torch threads (the count the peak and the sweep ran on); `cpus` the CPU's threads, which Serve
     many's roofline measures on; `info` the loaded model's heads, head_dim and weight_bytes."""
-    share = found.prefill_flops_per_s / peak.value
+    share = found.prefill_gflops * 1e9 / peak.value
     return TEXT["flops_body"].format(
         matmul=flop_count.matmul_weights / 1e6,
         heads=info.heads,
