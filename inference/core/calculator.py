@@ -181,26 +181,13 @@ def kv_table(
 ) -> pd.DataFrame:
     """KV cache and weights per model at `context` tokens x `batch`, both at `precision`; `kv_gb_without_gqa` is one
     K/V head per query head (MLA: the uncompressed cache), `gqa_saving` their ratio."""
-    rows = []
-    for model in models:
-        r = estimate(model, context, batch, precision, accelerators=())
-        rows.append(
-            {
-                "model": r.model,
-                "attention": r.attention,
-                "attention_heads": model["attention_heads"],
-                "kv_heads": model["kv_heads"],
-                "sliding_layers": r.sliding_layers,
-                "kv_gb": r.kv_bytes / GB,
-                "kv_gb_without_gqa": r.kv_bytes_if_kv_heads_equal_heads / GB,
-                "gqa_saving": r.kv_bytes_if_kv_heads_equal_heads / r.kv_bytes,
-                "weight_gb": r.weight_bytes / GB,
-                "kv_per_token_mb": r.kv_bytes_per_token / 10**6,
-                "exceeds_context": r.exceeds_context,
-                "notes": r.notes,
-            }
-        )
-    return pd.DataFrame(rows)
+    t = pd.DataFrame([asdict(estimate(m, context, batch, precision, accelerators=())) for m in models])
+    t["attention_heads"], t["kv_heads"] = [m["attention_heads"] for m in models], [m["kv_heads"] for m in models]
+    t["kv_gb"], t["kv_gb_without_gqa"] = t.kv_bytes / GB, t.kv_bytes_if_kv_heads_equal_heads / GB
+    t["gqa_saving"], t["weight_gb"] = t.kv_gb_without_gqa / t.kv_gb, t.weight_bytes / GB
+    t["kv_per_token_mb"] = t.kv_bytes_per_token / 10**6
+    columns = ["model", "attention", "attention_heads", "kv_heads", "sliding_layers", "kv_gb", "kv_gb_without_gqa"]
+    return t[[*columns, "gqa_saving", "weight_gb", "kv_per_token_mb", "exceeds_context", "notes"]]
 
 
 def fit_table(
