@@ -4,19 +4,7 @@ import copy
 
 import pytest
 import torch
-from transformers import (
-    GPT2Config,
-    GPT2LMHeadModel,
-    LlamaConfig,
-    LlamaForCausalLM,
-    MistralConfig,
-    MistralForCausalLM,
-    MixtralConfig,
-    MixtralForCausalLM,
-    Qwen2Config,
-    Qwen2ForCausalLM,
-    T5Config,
-)
+import transformers as tf
 
 from inference.core.flops import FlopCount
 from inference.core.forward import TransformersForward
@@ -44,15 +32,17 @@ def seeded(model, seed: int = 0):
 
 
 TINY = {
-    "llama": lambda: LlamaForCausalLM(LlamaConfig(**SHAPE, num_key_value_heads=2)),
-    "mistral (sliding window 8)": lambda: MistralForCausalLM(
-        MistralConfig(**SHAPE, num_key_value_heads=2, sliding_window=8)
+    "llama": lambda: tf.LlamaForCausalLM(tf.LlamaConfig(**SHAPE, num_key_value_heads=2)),
+    "mistral (sliding window 8)": lambda: tf.MistralForCausalLM(
+        tf.MistralConfig(**SHAPE, num_key_value_heads=2, sliding_window=8)
     ),
-    "qwen2": lambda: Qwen2ForCausalLM(Qwen2Config(**SHAPE, num_key_value_heads=1)),
-    "mixtral": lambda: MixtralForCausalLM(
-        MixtralConfig(**SHAPE, num_key_value_heads=2, intermediate_size=48, num_local_experts=4, num_experts_per_tok=2)
+    "qwen2": lambda: tf.Qwen2ForCausalLM(tf.Qwen2Config(**SHAPE, num_key_value_heads=1)),
+    "mixtral": lambda: tf.MixtralForCausalLM(
+        tf.MixtralConfig(
+            **SHAPE, num_key_value_heads=2, intermediate_size=48, num_local_experts=4, num_experts_per_tok=2
+        )
     ),
-    "gpt2": lambda: GPT2LMHeadModel(GPT2Config(vocab_size=96, n_embd=64, n_layer=3, n_head=4, n_positions=64)),
+    "gpt2": lambda: tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=96, n_embd=64, n_layer=3, n_head=4, n_positions=64)),
 }
 IDS = [(7 * i + 3) % 96 for i in range(21)]
 
@@ -145,9 +135,9 @@ def test_one_token_context_is_a_pass_over_an_empty_cache(bundled):
 def test_unknown_architecture_and_remote_model_say_why_in_one_sentence():
     """A T5 (not a decoder this page knows) and a serving engine each get one sentence naming the reason."""
     with torch.device("meta"):
-        from transformers import T5ForConditionalGeneration
-
-        t5 = T5ForConditionalGeneration(T5Config(d_model=8, num_layers=1, num_heads=1, d_kv=8, d_ff=8, vocab_size=8))
+        t5 = tf.T5ForConditionalGeneration(
+            tf.T5Config(d_model=8, num_layers=1, num_heads=1, d_kv=8, d_ff=8, vocab_size=8)
+        )
     with pytest.raises(UnsupportedModel, match="not T5ForConditionalGeneration"):
         Adapter(t5)
 
