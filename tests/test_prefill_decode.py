@@ -31,41 +31,28 @@ os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 torch.set_num_threads(1)  # a training job may share the machine
 
 
-@pytest.fixture(scope="module")
-def tiny_sweep(gpt2):
-    model, _ = gpt2
-    calls = []
-    sweep = measure_sweep(model, [4, 8], repeats=3, decode_tokens=2, progress=lambda *a: calls.append(a))
-    return sweep, calls
-
-
-def test_sweep_returns_medians_of_three_runs_rates_and_progress(tiny_sweep):
+def test_sweep_returns_medians_of_three_runs_rates_and_progress_and_refuses_what_it_cannot_measure(gpt2):
     """One summary row per requested length, each the median (with quartiles, min and max) of 3 runs, the warm-up
-    not among them; each run's prefill tokens/s = P / prefill seconds; progress counts every run to done."""
-    sweep, calls = tiny_sweep
+    not among them; each run's prefill tokens/s = P / prefill seconds; progress counts every run to done; fewer
+    than three runs or a prompt beyond the context (128) refused."""
+    calls = []
+    sweep = measure_sweep(gpt2[0], [4, 8], repeats=3, decode_tokens=2, progress=lambda *a: calls.append(a))
     assert sweep.summary["prompt_tokens"].tolist() == [4, 8]
     for row in sweep.summary.itertuples():
         runs = sweep.runs[sweep.runs.prompt_tokens == row.prompt_tokens]
         assert sorted(runs["run"]) == [1, 2, 3]
         for measure in ("prefill_ms", "prefill_tokens_per_s", "decode_ms_per_token"):
             assert getattr(row, measure) == pytest.approx(median(runs[measure]))
-            ends = [getattr(row, f"{measure}_{end}") for end in ("min", "q1", "q3", "max")]
-            assert ends[:2] + [getattr(row, measure)] + ends[2:] == sorted(
-                ends[:2] + [getattr(row, measure)] + ends[2:]
-            )
+            spread = [getattr(row, measure + (f"_{end}" if end else "")) for end in ("min", "q1", "", "q3", "max")]
+            assert spread == sorted(spread)
     runs = sweep.runs
-    assert runs["prefill_tokens_per_s"].tolist() == pytest.approx(
-        (runs.prompt_tokens / runs.prefill_ms * 1000).tolist()
-    )
+    assert runs.prefill_tokens_per_s.tolist() == pytest.approx((runs.prompt_tokens / runs.prefill_ms * 1000).tolist())
     assert {total for _, total, _ in calls} == {2 * (3 + 1)} and calls[0][2].startswith("warm-up")
     assert calls[-1][:2] == (8, 8)
-
-
-def test_sweep_refuses_fewer_than_three_runs_and_prompts_beyond_the_context(gpt2):
     with pytest.raises(ValueError, match="repeats"):
         measure_sweep(gpt2[0], [4], repeats=2)
     with pytest.raises(ValueError, match="prompt_lengths"):
-        measure_sweep(gpt2[0], [127], repeats=3, decode_tokens=2)  # context is 128
+        measure_sweep(gpt2[0], [127], repeats=3, decode_tokens=2)
 
 
 def test_default_prompt_lengths_run_from_8_and_leave_room_to_decode():
