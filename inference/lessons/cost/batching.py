@@ -39,23 +39,20 @@ def measure_batches(
     sequences together), `ms_per_token` (pass time / batch) and the cache measured at the end (`kv_cache_bytes`,
     `tokens_per_sequence`). Each batch is prefilled once and decoded one untimed pass; then `rounds` rounds time
     `steps` passes of every size in turn, so a busy spell on the shared machine lands on several sizes a little."""
-    total = len(batch_sizes) * (rounds + 1)
+    total, progress = len(batch_sizes) * (rounds + 1), progress or (lambda *_: None)
     runs, times = {}, {batch: [] for batch in batch_sizes}  # batch -> [logits, cache], its timed passes
     for i, batch in enumerate(batch_sizes):
-        if progress:
-            progress(i, total, f"reading the prompts of a batch of {batch}")
+        progress(i, total, f"reading the prompts of a batch of {batch}")
         cache = kv_cache.new_cache(model.config)
         ids = filler_batch(model.config.vocab_size, batch, prompt_tokens, seed=1000 + prompt_tokens)
         logits, _ = timed_pass(model, ids, cache)
         runs[batch] = [timed_decode(model, logits, cache, 1)[0], cache]  # the warm-up pass
     for r in range(rounds):
         for i, batch in enumerate(batch_sizes):
-            if progress:
-                progress(len(batch_sizes) * (r + 1) + i, total, f"round {r + 1} of {rounds}, batch of {batch}")
+            progress(len(batch_sizes) * (r + 1) + i, total, f"round {r + 1} of {rounds}, batch of {batch}")
             runs[batch][0], passes = timed_decode(model, runs[batch][0], runs[batch][1], steps)
             times[batch] += passes
-    if progress:
-        progress(total, total, "done")
+    progress(total, total, "done")
     frame = pd.DataFrame({"batch": list(batch_sizes), "ms_per_pass": [median(times[b]) for b in batch_sizes]})
     frame["pass_ms"] = [tuple(times[b]) for b in batch_sizes]  # for a comparison with its spread
     frame["tokens_per_s"] = frame.batch / frame.ms_per_pass * 1000

@@ -160,19 +160,17 @@ def run_sweep(
         raise ValueError(f"`repeats` has to be at least 3 for a median with a spread, but is {repeats}")
     if not lengths or lengths[0] < 1 or lengths[-1] > longest:
         raise ValueError(f"`prompt_lengths` have to be from 1 to {longest}, but are {prompt_lengths}")
-    total, rows = len(lengths) * (repeats + 1), []
+    total, rows, progress = len(lengths) * (repeats + 1), [], progress or (lambda *_: None)
     for round_index in range(repeats + 1):  # round 0 is the warm-up
         for i, n in enumerate(lengths):
-            if progress:
-                label = "warm-up" if round_index == 0 else f"run {round_index} of {repeats}"
-                progress(round_index * len(lengths) + i, total, f"{label}: {n}-token {what}")
+            label = "warm-up" if round_index == 0 else f"run {round_index} of {repeats}"
+            progress(round_index * len(lengths) + i, total, f"{label}: {n}-token {what}")
             prefill_ms, decode_ms = one_run(n)
             if round_index > 0:
                 rows.append(
                     dict(prompt_tokens=n, run=round_index, prefill_ms=prefill_ms, decode_ms_per_token=decode_ms)
                 )
-    if progress:
-        progress(total, total, "done")
+    progress(total, total, "done")
     runs = pd.DataFrame(rows)
     runs.insert(3, "prefill_tokens_per_s", runs.prompt_tokens / runs.prefill_ms * 1000)
     return Sweep(runs=runs, summary=summarise_runs(runs), repeats=repeats, decode_tokens=decode_tokens)
