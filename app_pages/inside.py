@@ -57,9 +57,7 @@ if source == GENERATE_RUN and follows:
     steps = len(trace.records)
     for problem in read_url_index("step", "inside_step", steps - 1, "step"):
         st.warning(problem)
-    if st.session_state.get("inside_step", steps - 1) > steps - 1:  # the run was reset or rewound
-        st.session_state["inside_step"] = steps - 1
-    st.session_state.setdefault("inside_step", steps - 1)
+    st.session_state["inside_step"] = min(st.session_state.get("inside_step", steps - 1), steps - 1)  # rewound runs
     step = st.slider("Step of the run", 0, steps - 1, key="inside_step", persist_state="session") if steps > 1 else 0
     ids = trace.all_ids[: len(trace.prompt_ids) + step]
     followed, role = trace.records[step].token_id, "token the run chose"
@@ -91,22 +89,20 @@ name = lambda token_id: readable_token(tokenizer, token_id)  # noqa: E731
 
 # -- 1. logit lens -----------------------------------------------------------------------------------
 st.subheader("1. What each layer would say")
-left, right = st.container(), st.container()  # stacked: side by side, 800 px cut the table and the axis
-with left:
-    st.dataframe(
-        inside.lens_table(name),
-        hide_index=True,
-        width="stretch",
-        column_config={"followed": st.column_config.NumberColumn(f"p({name(inside.followed_id)})", format="percent")},
-    )
-    caption(
-        "exact",
-        f"Each layer's top 3 tokens (layer 0 = the embeddings) and the {role}'s probability, through the lens below.",
-    )
-with right:
-    probs = inside.followed_probs()
-    chart(followed_token_figure(probs, name(inside.followed_id), presenter), width="stretch", key="inside_lens")
-    caption("exact", "The same probability as a line: the softmax over all tokens of each layer's lens.")
+# the table and the chart stacked: side by side, 800 px cut the table and the axis
+st.dataframe(
+    inside.lens_table(name),
+    hide_index=True,
+    width="stretch",
+    column_config={"followed": st.column_config.NumberColumn(f"p({name(inside.followed_id)})", format="percent")},
+)
+caption(
+    "exact",
+    f"Each layer's top 3 tokens (layer 0 = the embeddings) and the {role}'s probability, through the lens below.",
+)
+probs = inside.followed_probs()
+chart(followed_token_figure(probs, name(inside.followed_id), presenter), width="stretch", key="inside_lens")
+caption("exact", "The same probability as a line: the softmax over all tokens of each layer's lens.")
 tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
 said = text.sentences(inside, name, role, tied, machine.cpu_name(), info.vocab_size)
 st.markdown(said["lens"])

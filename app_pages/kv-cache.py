@@ -13,6 +13,7 @@ from inference.core.calculator import kv_table, load_public_models, model_entry_
 from inference.core.kv_cache import KVShape
 from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.run import run_greedy
+from inference.core.tokens import markdown_token_text
 from inference.lessons.kv_cache import experiments, figures
 from inference.lessons.kv_cache import text as kv_text
 from inference.lessons.kv_cache.text import TEXT
@@ -64,7 +65,7 @@ def step_by_step() -> None:
     trace = st.session_state[GROWTH_KEY][1]
     growth, layers = experiments.cache_growth(trace), experiments.layer_breakdown(trace)
 
-    st.markdown(kv_text.bytes_per_token(shape, info.dtype))
+    st.markdown(TEXT["bytes_per_token"].format(s=shape, dtype=info.dtype, per_token=shape.bytes_per_token()))
     last = growth.iloc[-1]
     m = layout.metric_cells(4)  # two rows of two, one a row in presenter mode: the byte counts stay whole
     after = "After the last step's forward pass. The last chosen token is not in it yet: it is fed at the next step."
@@ -136,7 +137,8 @@ def loop_link(generated_ids: list[int]) -> None:
     loop = experiments.repeated_phrase(generated_ids)
     if loop is None:
         return
-    st.markdown(kv_text.loop_note(tokenizer.decode(list(loop[0])), loop[1], len(generated_ids)))
+    phrase = markdown_token_text(repr(tokenizer.decode(list(loop[0])).strip()))
+    st.markdown(TEXT["loop"].format(phrase=phrase, times=loop[1], tokens=len(generated_ids)))
     st.page_link(
         "app_pages/generate.py",
         label="Generate: this prompt with a repetition penalty",
