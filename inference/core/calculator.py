@@ -198,24 +198,15 @@ def fit_table(
     """Weights only, at each width: `fits_on` the smallest card that holds them (or None), `left_gb` what it has
     left for the KV cache, `largest_needed` how many of the largest card they take."""
     cards = load_accelerators() if accelerators is None else sorted(accelerators, key=lambda c: c.usable_bytes)
-    rows = []
-    for model in models:
-        for bits in bits_list:
-            n_bytes = weight_bytes(model["parameters"], bits)
-            fits = smallest_card(n_bytes, cards)
-            rows.append(
-                {
-                    "model": model["name"],
-                    "bits": bits,
-                    "parameters": model["parameters"],
-                    "weight_gb": n_bytes / GB,
-                    "fits_on": fits.label if fits else None,
-                    "left_gb": (fits.usable_bytes - n_bytes) / GB if fits else None,
-                    "largest": cards[-1].label,
-                    "largest_needed": cards_needed(n_bytes, cards[-1]),
-                }
-            )
-    return pd.DataFrame(rows)
+    rows = [
+        (m["name"], bits, m["parameters"], weight_bytes(m["parameters"], bits)) for m in models for bits in bits_list
+    ]
+    t = pd.DataFrame(rows, columns=["model", "bits", "parameters", "n_bytes"])
+    fits = [smallest_card(n, cards) for n in t.n_bytes]
+    t["weight_gb"], t["fits_on"] = t.n_bytes / GB, [f.label if f else None for f in fits]
+    t["left_gb"] = [(f.usable_bytes - n) / GB if f else None for f, n in zip(fits, t.n_bytes)]
+    t["largest"], t["largest_needed"] = cards[-1].label, [cards_needed(n, cards[-1]) for n in t.n_bytes]
+    return t.drop(columns="n_bytes")
 
 
 def _human(n_bytes: int) -> str:
