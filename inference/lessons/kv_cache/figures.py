@@ -19,15 +19,11 @@ from inference.lessons.style import (
     wrapped,
 )
 
-MEASURED_COLOUR = PALETTE["blue"]
-FORMULA_COLOUR = PALETTE["red"]
-WITH_CACHE_COLOUR = PALETTE["blue"]
-WITHOUT_CACHE_COLOUR = PALETTE["red"]
-WEIGHT_COLOUR = PALETTE["slate"]
-KV_COLOUR = PALETTE["blue"]
-KV_WITHOUT_GQA_COLOUR = PALETTE["pale_blue"]
+MEASURED_COLOUR = KV_COLOUR = PALETTE["blue"]  # with the cache, too
+FORMULA_COLOUR = PALETTE["red"]  # without the cache, too
+WEIGHT_COLOUR, KV_WITHOUT_GQA_COLOUR = PALETTE["slate"], PALETTE["pale_blue"]
 # The two decoders of the with/without comparison: (column prefix in its table, legend name, colour).
-CACHE_RUNS = (("without_cache", "without cache", WITHOUT_CACHE_COLOUR), ("with_cache", "with cache", WITH_CACHE_COLOUR))
+CACHE_RUNS = (("without_cache", "without cache", FORMULA_COLOUR), ("with_cache", "with cache", MEASURED_COLOUR))
 SMOOTHING_STEPS = 9  # the per-step chart's trend line is a running median over this many steps
 
 
