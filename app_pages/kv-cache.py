@@ -205,7 +205,7 @@ def calculator() -> None:
         biggest = grouped.loc[grouped.kv_gb_without_gqa.idxmax()]
         st.markdown(TEXT["gqa_saving"].format(
             model=escape(biggest.model), heads=biggest.attention_heads, kv_heads=biggest.kv_heads,
-            kv=kv_text.size_text(biggest.kv_gb), without=kv_text.size_text(biggest.kv_gb_without_gqa),
+            kv=figures.gb_text(biggest.kv_gb), without=figures.gb_text(biggest.kv_gb_without_gqa),
             saving=biggest.gqa_saving,
         ))  # fmt: skip
     with st.expander(f"Every model as a table: {TEXT['models']}"):

@@ -138,7 +138,7 @@ def test_crossover_prompt_is_read_off_the_sweep_and_past_the_context_said_to_be_
     assert forty.how == "extrapolated" and forty.prompt_tokens == pytest.approx(128 + 50 / 14 * 64)
     assert crossover_prompt_tokens(sweep, 1).how == "below"
     assert forty.beyond(256) and not forty.beyond(512)
-    assert "no prompt this model can read" in pd_text.crossover_line(forty, 8, 128, 30.0, 256)
+    assert "no prompt this model can read" in pd_text.measured_findings(sweep, findings(sweep), forty, 256)
 
 
 def test_the_flops_sentence_names_the_thread_count_of_its_peak():

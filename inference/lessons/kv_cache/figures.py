@@ -145,7 +145,7 @@ def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
         # An MLA model's light bar is the uncompressed per-head cache its latent replaces: say so on the bar (in
         # presenter mode the legend's "(MLA: uncompressed)" says it: "uncompressed: 41 GB" ran off the chart).
         prefix = "" if presenter else "uncompressed: "
-        text = [(prefix if uncompressed and is_mla else "") + _gb(v) for v, is_mla in zip(rows[column], mla)]
+        text = [(prefix if uncompressed and is_mla else "") + gb_text(v) for v, is_mla in zip(rows[column], mla)]
         hover = [
             name + (" (MLA: the uncompressed per-head cache)" if uncompressed and is_mla else "") for is_mla in mla
         ]
@@ -181,9 +181,8 @@ def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     )
 
 
-def _gb(value: float) -> str:
+def gb_text(value: float) -> str:
+    """A size as the memory chart labels its bars (and the sentence beside it quotes them)."""
     if value >= 10:
         return f"{value:,.0f} GB"
-    if value >= 0.1:
-        return f"{value:.1f} GB"
-    return f"{value * 1e3:.2g} MB"
+    return f"{value:.1f} GB" if value >= 0.1 else f"{value * 1e3:.2g} MB"

@@ -101,8 +101,3 @@ def comparison_sentences(
             context=int(late.context_tokens.median()),
         )
     return said
-
-
-def size_text(gb: float) -> str:
-    """A size in GB, or in MB below 0.1 GB."""
-    return f"{gb:,.1f} GB" if gb >= 0.1 else f"{gb * 1e3:,.2f} MB"
