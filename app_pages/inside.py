@@ -9,11 +9,11 @@ from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
 from app_pages.shared.url_state import read_url_index
 from inference.core import machine
-from inference.core.calculator import find_model, load_public_models
+from inference.core.calculator import find_model
 from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.tokens import readable_token, readable_tokens
-from inference.lessons.inside import tables, text
-from inference.lessons.inside.adapters import adapter_for
+from inference.lessons.inside import text
+from inference.lessons.inside.adapters import Adapter
 from inference.lessons.inside.figures import attention_grid, followed_token_figure, parts_figure, rank_heatmap
 from inference.lessons.inside.forward_pass import DECODE_REPEATS, UnsupportedModel, look_inside, public_shares
 
@@ -38,7 +38,7 @@ st.markdown(
     "and the bytes go to."
 )
 try:
-    adapter_for(model)
+    Adapter(model)
 except UnsupportedModel as err:
     st.warning(str(err), icon="⚠️")
     st.stop()
@@ -57,9 +57,7 @@ if source == GENERATE_RUN and follows:
     steps = len(trace.records)
     for problem in read_url_index("step", "inside_step", steps - 1, "step"):
         st.warning(problem)
-    if st.session_state.get("inside_step", steps - 1) > steps - 1:  # the run was reset or rewound
-        st.session_state["inside_step"] = steps - 1
-    st.session_state.setdefault("inside_step", steps - 1)
+    st.session_state["inside_step"] = min(st.session_state.get("inside_step", steps - 1), steps - 1)  # rewound runs
     step = st.slider("Step of the run", 0, steps - 1, key="inside_step", persist_state="session") if steps > 1 else 0
     ids = trace.all_ids[: len(trace.prompt_ids) + step]
     followed, role = trace.records[step].token_id, "token the run chose"
@@ -91,22 +89,20 @@ name = lambda token_id: readable_token(tokenizer, token_id)  # noqa: E731
 
 # -- 1. logit lens -----------------------------------------------------------------------------------
 st.subheader("1. What each layer would say")
-left, right = st.container(), st.container()  # stacked: side by side, 800 px cut the table and the axis
-with left:
-    st.dataframe(
-        tables.lens_table(inside, name),
-        hide_index=True,
-        width="stretch",
-        column_config={"followed": st.column_config.NumberColumn(f"p({name(inside.followed_id)})", format="percent")},
-    )
-    caption(
-        "exact",
-        f"Each layer's top 3 tokens (layer 0 = the embeddings) and the {role}'s probability, through the lens below.",
-    )
-with right:
-    probs = inside.followed_probs()
-    chart(followed_token_figure(probs, name(inside.followed_id), presenter), width="stretch", key="inside_lens")
-    caption("exact", "The same probability as a line: the softmax over all tokens of each layer's lens.")
+# the table and the chart stacked: side by side, 800 px cut the table and the axis
+st.dataframe(
+    inside.lens_table(name),
+    hide_index=True,
+    width="stretch",
+    column_config={"followed": st.column_config.NumberColumn(f"p({name(inside.followed_id)})", format="percent")},
+)
+caption(
+    "exact",
+    f"Each layer's top 3 tokens (layer 0 = the embeddings) and the {role}'s probability, through the lens below.",
+)
+probs = inside.followed_probs()
+chart(followed_token_figure(probs, name(inside.followed_id), presenter), width="stretch", key="inside_lens")
+caption("exact", "The same probability as a line: the softmax over all tokens of each layer's lens.")
 tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
 said = text.sentences(inside, name, role, tied, machine.cpu_name(), info.vocab_size)
 st.markdown(said["lens"])
@@ -158,7 +154,7 @@ caption(
 )
 st.markdown(layer_said["heads"])
 st.dataframe(
-    tables.kv_table(inside, layer),
+    inside.kv_table(layer),
     hide_index=True,
     width="stretch",
     column_config={"K and V bytes": st.column_config.NumberColumn(format="localized")},
@@ -179,7 +175,7 @@ st.markdown(said["work"])
 if "timed_vs_plain" in said:  # the timed pass is not the step other pages time: both, and what differs
     st.markdown(said["timed_vs_plain"])
 with st.expander(f"On a big model: {text.TEXT['public']}"):
-    st.markdown(text.public_sentence(public_shares(find_model(PUBLIC_MODEL, load_public_models()), PUBLIC_CONTEXTS)))
+    st.markdown(text.TEXT["public_shares"].format(**public_shares(find_model(PUBLIC_MODEL), PUBLIC_CONTEXTS)))
     caption(
         "published",
         f"{PUBLIC_MODEL}'s shape from its published config (assets/public_models.json), FLOPs computed exactly from it.",
@@ -187,14 +183,11 @@ with st.expander(f"On a big model: {text.TEXT['public']}"):
 with st.expander(f"Every part as a table: {text.TEXT['parts']}"):
     numbers = st.column_config.NumberColumn(format="localized")
     st.dataframe(
-        tables.parts_table(inside.parts),
+        inside.parts[list(text.PART_COLUMNS)].rename(columns=text.PART_COLUMNS),
         hide_index=True,
         width="stretch",
         column_config={
             name: numbers for name in ("decode FLOPs", "prefill FLOPs", "weight bytes", "bytes a decode reads")
         },
     )
-    caption(
-        "measured",
-        "ms measured; FLOPs and bytes computed exactly (a tied embedding table counts under the output layer, which reads all of it).",
-    )
+    caption("measured", text.TEXT["parts_caption"])

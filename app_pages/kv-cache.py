@@ -13,10 +13,9 @@ from inference.core.calculator import kv_table, load_public_models, model_entry_
 from inference.core.kv_cache import KVShape
 from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.run import run_greedy
+from inference.core.tokens import markdown_token_text
 from inference.lessons.kv_cache import experiments, figures
 from inference.lessons.kv_cache import text as kv_text
-from inference.lessons.kv_cache.repetition import repeated_phrase
-from inference.lessons.kv_cache.tables import TABLES, model_column_width
 from inference.lessons.kv_cache.text import TEXT
 
 GROWTH_KEY = "kv_growth_run"
@@ -26,6 +25,11 @@ TREND_STEPS = 21  # enough steps to compare the first ten with the last ten
 CALCULATOR_DEFAULT_MODELS = ["GPT-2 (124M)", "Llama-3.2-1B", "Llama-3.1-8B", "Mistral-7B-v0.3", "Qwen2.5-7B",
                              "Gemma-2-9B", "Llama-3.1-70B", "Mixtral-8x7B", "DeepSeek-V3"]  # fmt: skip
 CONTEXTS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+TABLES = {  # three numbers a table at most: with the model column they fit the narrowest page (800 px)
+    "kv_calc_shapes": ["attention", "attention_heads", "kv_heads"],
+    "kv_calc_table": ["kv_gb", "kv_gb_without_gqa", "gqa_saving"],
+    "kv_calc_sizes": ["sliding_layers", "kv_per_token_mb", "weight_gb"],
+}
 
 limits = models.limits()
 loaded = current_model(needs_weights="it reads the KV cache tensors the model fills as it runs")
@@ -61,7 +65,7 @@ def step_by_step() -> None:
     trace = st.session_state[GROWTH_KEY][1]
     growth, layers = experiments.cache_growth(trace), experiments.layer_breakdown(trace)
 
-    st.markdown(kv_text.bytes_per_token(shape, info.dtype))
+    st.markdown(TEXT["bytes_per_token"].format(s=shape, dtype=info.dtype, per_token=shape.bytes_per_token()))
     last = growth.iloc[-1]
     m = layout.metric_cells(4)  # two rows of two, one a row in presenter mode: the byte counts stay whole
     after = "After the last step's forward pass. The last chosen token is not in it yet: it is fed at the next step."
@@ -121,7 +125,7 @@ def with_and_without() -> None:
         if comparison.identical:
             st.success(TEXT["same_tokens"])
         else:
-            pairs = zip(comparison.tokens_with_cache, comparison.tokens_without_cache)
+            pairs = zip(comparison.tokens_with_cache, steps.token_without_cache)
             st.error(TEXT["tokens_differ"].format(step=next(i for i, (a, b) in enumerate(pairs) if a != b)))
         st.caption("The continuation (with the cache):")
         st.code(text, language=None, wrap_lines=True)
@@ -130,10 +134,11 @@ def with_and_without() -> None:
 
 def loop_link(generated_ids: list[int]) -> None:
     """If the greedy text loops, say so in one line and link to the repetition penalty."""
-    phrase = repeated_phrase(generated_ids)
-    if phrase is None:
+    loop = experiments.repeated_phrase(generated_ids)
+    if loop is None:
         return
-    st.markdown(kv_text.loop_note(tokenizer.decode(list(phrase.ids)), phrase.times, len(generated_ids)))
+    phrase = markdown_token_text(repr(tokenizer.decode(list(loop[0])).strip()))
+    st.markdown(TEXT["loop"].format(phrase=phrase, times=loop[1], tokens=len(generated_ids)))
     st.page_link(
         "app_pages/generate.py",
         label="Generate: this prompt with a repetition penalty",
@@ -158,7 +163,10 @@ COLUMNS = {  # column: (header, number format or None for text, help)
 
 def model_tables(memory) -> None:
     """The calculator's models as three narrow tables: attention, heads, KV and weight sizes."""
-    config = {"model": st.column_config.TextColumn("model", width=model_column_width(memory.model), pinned=True)}
+    # The model column fits its longest name (about 6 px a character and 20 px of padding), but never pushes three
+    # 75-px number columns past the narrowest table (456 px: 800 px wide, presenter mode; measured in Chromium).
+    width = min(max(110, 20 + 6 * max(map(len, memory.model))), 456 - 3 * 75)
+    config = {"model": st.column_config.TextColumn("model", width=width, pinned=True)}
     for column, (header, number, tip) in COLUMNS.items():
         kind = st.column_config.TextColumn if column == "attention" else st.column_config.NumberColumn
         config[column] = kind(header, width="small", help=tip, **({"format": number} if number else {}))
@@ -197,7 +205,7 @@ def calculator() -> None:
         biggest = grouped.loc[grouped.kv_gb_without_gqa.idxmax()]
         st.markdown(TEXT["gqa_saving"].format(
             model=escape(biggest.model), heads=biggest.attention_heads, kv_heads=biggest.kv_heads,
-            kv=kv_text.size_text(biggest.kv_gb), without=kv_text.size_text(biggest.kv_gb_without_gqa),
+            kv=figures.gb_text(biggest.kv_gb), without=figures.gb_text(biggest.kv_gb_without_gqa),
             saving=biggest.gqa_saving,
         ))  # fmt: skip
     with st.expander(f"Every model as a table: {TEXT['models']}"):

@@ -37,7 +37,7 @@ chips = " ".join(chip(token) for token in look.prompt_tokens)
 top = ", ".join(f"{chip(token)} {percent(probability)}" for token, probability in look.top)
 
 st.subheader("1. Text becomes tokens")
-st.markdown(TEXT["tokens"].format(prompt=PROMPT, count=look.prompt_length, chips=chips))
+st.markdown(TEXT["tokens"].format(prompt=PROMPT, count=len(look.prompt_tokens), chips=chips))
 link("app_pages/generate.py", label="Generate: watch every token being chosen", icon="✍️")
 
 st.subheader("2. One forward pass scores every token")
@@ -49,7 +49,7 @@ st.markdown(choosing(look, DRAW_SETTINGS.temperature))
 link("app_pages/sampling.py", label="Sampling lab: 1,000 draws against the computed probabilities", icon="🎲")
 
 st.subheader("4. Reading the prompt is one pass; every new token is another")
-st.markdown(TEXT["timing"].format(count=look.prompt_length, prefill=look.prefill_ms, decode=look.decode_ms))
+st.markdown(TEXT["timing"].format(count=len(look.prompt_tokens), prefill=look.prefill_ms, decode=look.decode_ms))
 link("app_pages/prefill-decode.py", label="Prefill vs decode: the timeline and a sweep over prompt lengths", icon="⏱️")
 
 st.subheader("5. The model keeps what it has read: the KV cache")

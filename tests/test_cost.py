@@ -2,14 +2,15 @@
 
 import json
 import os
+import re
 import statistics
 
 import pandas as pd
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
 from transformers import MixtralConfig, MixtralForCausalLM
 
+from app_pages.shared.shared_results import shared_results
 from inference.core.calculator import load_public_models
 from inference.core.kv_cache import KVShape
 from inference.core.measuring import compare
@@ -41,20 +42,10 @@ def test_answer_cost_arithmetic():
     assert answer.decode_share == pytest.approx(400 / 450)
 
 
-def test_measure_answer_times_exactly_the_asked_reply(bundled):
-    answer = measure_answer(bundled.model, bundled.tokenizer, 32, 12)
-    assert (answer.prompt_tokens, answer.reply_tokens) == (32, 12)
-    assert answer.prefill_ms > 0 and answer.decode_ms > 0
-    with pytest.raises(ValueError, match="2 reply tokens"):
-        measure_answer(bundled.model, bundled.tokenizer, 32, 1)
-
-
 def test_cost_per_million_tokens():
     """$1 an hour, 3.6 ms per token: a million tokens take 3,600 s = one hour = $1."""
     assert cost_per_million_tokens(3.6, 1.0) == pytest.approx(1.0)
     assert cost_per_million_tokens(0.36, 2.5) == pytest.approx(0.25)
-    with pytest.raises(ValueError, match="price per hour"):
-        cost_per_million_tokens(1.0, -1)
 
 
 def test_batched_decode_cache_holds_every_sequence(bundled):
@@ -94,63 +85,39 @@ def test_moe_parameter_counts_match_mixtral_8x7b_published_numbers():
     assert moe.parameter_counts(model) == (entry["parameters"], entry["active_parameters"])
 
 
-def test_the_three_models_differ_only_in_their_feed_forward_blocks():
+def test_the_three_models_differ_only_in_their_feed_forward_blocks_and_are_seeded_privately():
+    """Parameter counts by hand; same seed, same weights, the global RNG untouched; a tied table counted once;
+    one token reads exactly k experts and a batch at most all (hooks taken off again); k > E refused."""
+    before = torch.random.get_rng_state()
     models = {name: moe.random_model(config, seed=1) for name, config in SMALL.configs().items()}
+    assert torch.equal(before, torch.random.get_rng_state())
+    again = moe.random_model(SMALL.configs()[moe.MOE], seed=1)
+    assert all(torch.equal(p, q) for p, q in zip(models[moe.MOE].parameters(), again.parameters()))
     counts = {name: moe.parameter_counts(m) for name, m in models.items()}
     mlp = 3 * SMALL.hidden * SMALL.expert_width * SMALL.layers  # one expert (gate, up, down) in every layer
     router = SMALL.experts * SMALL.hidden * SMALL.layers
     assert counts[moe.DENSE_TOTAL][0] - counts[moe.DENSE_ACTIVE][0] == (SMALL.experts - SMALL.experts_per_token) * mlp
-    assert counts[moe.MOE][0] == counts[moe.DENSE_TOTAL][0] + router  # holds every expert, plus the router
-    assert counts[moe.MOE][1] == counts[moe.DENSE_ACTIVE][0] + router  # uses as many as the small dense model
-    assert counts[moe.DENSE_ACTIVE][0] == counts[moe.DENSE_ACTIVE][1]
+    assert counts[moe.MOE] == (counts[moe.DENSE_TOTAL][0] + router, counts[moe.DENSE_ACTIVE][0] + router)
+    dense = models[moe.DENSE_ACTIVE]
+    assert dense.lm_head.weight.data_ptr() == dense.model.embed_tokens.weight.data_ptr()
+    separate = sum(p.numel() for _, p in dense.named_parameters(remove_duplicate=False))
+    assert counts[moe.DENSE_ACTIVE] == (separate - SMALL.vocab * SMALL.hidden,) * 2
+    assert moe.experts_read_per_pass(models[moe.MOE], 1) == SMALL.experts_per_token
+    assert SMALL.experts_per_token <= moe.experts_read_per_pass(models[moe.MOE], 32) <= SMALL.experts
+    assert all(not layer.mlp.gate._forward_hooks for layer in models[moe.MOE].model.layers)
+    with pytest.raises(ValueError, match="experts_per_token"):
+        moe.MoEDesign(experts=4, experts_per_token=5)
 
 
-def test_random_models_are_seeded_privately():
-    """Same seed, same weights; the global torch RNG is never drawn from."""
-    config = SMALL.configs()[moe.MOE]
-    before = torch.random.get_rng_state()
-    a, b = moe.random_model(config, seed=3), moe.random_model(config, seed=3)
-    assert torch.equal(before, torch.random.get_rng_state())
-    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
-    with torch.inference_mode():
-        logits = a(input_ids=torch.tensor([[1, 2, 3]])).logits
-    assert torch.isfinite(logits).all()
-
-
-def test_random_models_keep_tied_embeddings_one_tensor():
-    """A config with tied embeddings builds one table shared by the input and output layers, held and counted once."""
-    model = moe.random_model(SMALL.configs()[moe.DENSE_ACTIVE], seed=2)
-    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
-    table = SMALL.vocab * SMALL.hidden
-    separate = sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False))
-    assert moe.parameter_counts(model)[0] == separate - table
-
-
-def test_moe_measurement_rows():
+def test_moe_measurement_rows_and_the_public_moe_table():
     frame = moe.measure(SMALL, prompt_tokens=8, decode_steps=2, repeats=1, batch=4)
     assert frame["model"].tolist() == [moe.DENSE_ACTIVE, moe.MOE, moe.DENSE_TOTAL]
     assert (frame["weight_bytes"] == frame["total_parameters"] * 4).all()  # float32
     assert frame["decode_vs_dense_active"].iloc[0] == frame["batch_vs_dense_active"].iloc[0] == 1.0
-    assert (frame[["prefill_ms", "decode_ms_per_token", "batch_ms_per_pass"]] > 0).all().all()
     assert frame.set_index("model").loc[moe.MOE, "experts_read_alone"] == SMALL.experts_per_token
-
-
-def test_one_token_reads_exactly_k_experts_and_a_batch_at_most_all():
-    model = moe.random_model(SMALL.configs()[moe.MOE], seed=5)
-    assert moe.experts_read_per_pass(model, 1) == SMALL.experts_per_token  # per layer, one token picks k distinct
-    assert SMALL.experts_per_token <= moe.experts_read_per_pass(model, 32) <= SMALL.experts
-    assert all(not layer.mlp.gate._forward_hooks for layer in model.model.layers)  # hooks taken off again
-
-
-def test_public_moe_table_lists_the_mixture_of_experts_models():
     table = moe.public_moe_table(load_public_models())
     assert set(table["model"]) == {"Mixtral-8x7B", "Qwen3-30B-A3B", "DeepSeek-V3"}
     assert ((table["active_share"] > 0) & (table["active_share"] < 1)).all()
-
-
-def test_experts_per_token_beyond_the_experts_is_refused():
-    with pytest.raises(ValueError, match="experts_per_token"):
-        moe.MoEDesign(experts=4, experts_per_token=5)
 
 
 def test_a_wait_past_the_context_is_said_to_be_no_prompt_the_model_can_read():
@@ -165,7 +132,9 @@ def test_a_wait_past_the_context_is_said_to_be_no_prompt_the_model_can_read():
 
 
 def test_the_output_token_is_the_median_of_its_decode_passes(bundled):
+    """Exactly the asked reply; its output token is the median of its decode passes, quoted with its label."""
     answer = measure_answer(bundled.model, bundled.tokenizer, prompt_tokens=16, reply_tokens=9)
+    assert (answer.prompt_tokens, answer.reply_tokens) == (16, 9) and answer.prefill_ms > 0
     step = answer.decode_step
     assert step.repeats == 8 and answer.ms_per_output_token == step.median_ms == statistics.median(answer.step_ms)
     assert sum(answer.step_ms) == pytest.approx(answer.decode_ms) and "at 17–24 tokens of context" in step.what
@@ -193,17 +162,20 @@ def test_the_batching_and_context_sentences_take_their_words_from_the_measuremen
     assert "about the same (within this machine's noise)" in cost_text.context_sentence(sweep)
 
 
-def open_cost_page() -> AppTest:
-    return open_app_page("app_pages/cost.py", timeout=180, home_first=True)
-
-
-def test_cost_page_measures_and_a_price_change_does_not_measure_again(monkeypatch):
-    """Both buttons fill their charts and tables; typing a price only re-renders."""
-    at = open_cost_page()
+def test_cost_page_measures_keeps_its_context_run_apart_and_a_price_change_does_not_measure_again(monkeypatch):
+    """Both buttons fill their charts and tables; Cost's decode-against-context run is kept apart from the Prefill vs
+    decode sweep; no sentence is said twice; typing a price only re-renders."""
+    at = open_app_page("app_pages/cost.py", timeout=180, home_first=True)
     assert [m.label for m in at.metric] == ["Per input token", "Per output token", "Output ÷ input"]
+    sweeps_before = {k for k in shared_results() if isinstance(k, tuple) and k[0] == "sweep"}
     at.button(key="cost_batches").click().run()
+    at.button(key="cost_context").click().run()
     assert not at.exception
-    assert len(at.get("plotly_chart")) == 2  # answer split, batching (MoE moved to /moe)
+    assert {k for k in shared_results() if isinstance(k, tuple) and k[0] == "sweep"} == sweeps_before
+    titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text") for c in at.get("plotly_chart")]
+    assert len(titles) == 3 and "Decode step time against context" in titles
+    sentences = [s.strip() for m in at.markdown for s in re.split(r"(?<=[.:;])\s+", m.value) if len(s.strip()) > 40]
+    assert len(sentences) == len(set(sentences))
     calls = []
     original = batching.measure_batches
     monkeypatch.setattr(batching, "measure_batches", lambda *a, **k: calls.append(1) or original(*a, **k))
@@ -211,51 +183,3 @@ def test_cost_page_measures_and_a_price_change_does_not_measure_again(monkeypatc
     at.number_input(key="cost_price").set_value(2.0).run()
     after = at.dataframe[0].value["cost per 1M output tokens ($)"].tolist()
     assert calls == [] and after == pytest.approx([2 * c for c in before])
-
-
-def test_context_measurement_keeps_its_own_result_and_draws_its_chart():
-    """Cost's decode-against-context run is kept apart from the Prefill vs decode sweep (it used to overwrite that
-    sweep with fewer runs), draws its chart, and no sentence on the page says the same thing twice."""
-    import re
-
-    from app_pages.shared.shared_results import shared_results
-
-    at = open_cost_page()
-    sweeps_before = {k for k in shared_results() if isinstance(k, tuple) and k[0] == "sweep"}
-    at.button(key="cost_context").click().run()
-    assert not at.exception
-    keys = set(shared_results())
-    assert {k for k in keys if isinstance(k, tuple) and k[0] == "sweep"} == sweeps_before
-    assert any(isinstance(k, tuple) and k[0] == "cost-context" for k in keys)
-    titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text") for c in at.get("plotly_chart")]
-    assert "Decode step time against context" in titles
-    sentences = [s.strip() for m in at.markdown for s in re.split(r"(?<=[.:;])\s+", m.value) if len(s.strip()) > 40]
-    assert len(sentences) == len(set(sentences))
-    text = " ".join(m.value for m in at.markdown)
-    assert text.count("small operations") <= 1  # said once, by machine.weights_vs_cache (it was said twice)
-
-
-def test_cost_page_works_on_a_gpt2_folder(local_server, gpt2, tmp_path):
-    """Another architecture (no lean decode step: transformers' own forward) from a local
-    folder: the answer is measured and batching runs, with no exception."""
-    model, tokenizer = gpt2
-    model.save_pretrained(tmp_path)
-    tokenizer.save_pretrained(tmp_path)
-    at = open_cost_page()
-    at.text_input(key="model_input").input(str(tmp_path)).run()
-    at.button(key="model_load").click().run()
-    assert not at.exception and not at.sidebar.error
-    assert f"**{tmp_path.name}**" in " ".join(c.value for c in at.sidebar.caption)  # its name, not the path
-    at.button(key="cost_batches").click().run()
-    assert not at.exception
-    assert at.dataframe[0].value["batch"].tolist() == batch_sizes_for(sum(p.numel() for p in model.parameters()))
-
-
-def test_batching_figure_stacks_its_two_panels():
-    """Side by side, the two panels' titles and axis titles ran into each other at 800 px: one above the other."""
-    from inference.lessons.cost.figures import batching_figure
-
-    frame = pd.DataFrame({"batch": [1, 2, 4], "tokens_per_s": [100.0, 190.0, 350.0], "ms_per_token": [10.0, 5.3, 2.9]})
-    frame["pass_ms"] = [(9.0, 10.0, 11.0), (10.0, 10.6, 11.0), (11.0, 11.6, 12.0)]
-    layout = batching_figure(frame).layout
-    assert layout.yaxis.domain[0] > layout.yaxis2.domain[1] and layout.xaxis.domain == layout.xaxis2.domain

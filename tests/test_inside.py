@@ -1,33 +1,19 @@
 """Inside one forward pass: the logit lens, the attention weights and the parts' arithmetic against transformers."""
 
 import copy
-import json
-import runpy
-import sys
 
 import pytest
 import torch
-from transformers import (
-    GPT2Config,
-    GPT2LMHeadModel,
-    LlamaConfig,
-    LlamaForCausalLM,
-    MistralConfig,
-    MistralForCausalLM,
-    MixtralConfig,
-    MixtralForCausalLM,
-    Qwen2Config,
-    Qwen2ForCausalLM,
-    T5Config,
-)
+import transformers as tf
 
 from inference.core.flops import FlopCount
+from inference.core.forward import TransformersForward
 from inference.core.kv_cache import KVShape
 from inference.core.loader import encode_prompt, load_model
 from inference.core.measuring import compare
 from inference.core.paths import MODELS_DIR
 from inference.lessons.inside import text
-from inference.lessons.inside.adapters import UnsupportedModel, adapter_for
+from inference.lessons.inside.adapters import Adapter, UnsupportedModel
 from inference.lessons.inside.forward_pass import RANK_POSITIONS, look_inside
 
 pytestmark = pytest.mark.unit
@@ -46,15 +32,17 @@ def seeded(model, seed: int = 0):
 
 
 TINY = {
-    "llama": lambda: LlamaForCausalLM(LlamaConfig(**SHAPE, num_key_value_heads=2)),
-    "mistral (sliding window 8)": lambda: MistralForCausalLM(
-        MistralConfig(**SHAPE, num_key_value_heads=2, sliding_window=8)
+    "llama": lambda: tf.LlamaForCausalLM(tf.LlamaConfig(**SHAPE, num_key_value_heads=2)),
+    "mistral (sliding window 8)": lambda: tf.MistralForCausalLM(
+        tf.MistralConfig(**SHAPE, num_key_value_heads=2, sliding_window=8)
     ),
-    "qwen2": lambda: Qwen2ForCausalLM(Qwen2Config(**SHAPE, num_key_value_heads=1)),
-    "mixtral": lambda: MixtralForCausalLM(
-        MixtralConfig(**SHAPE, num_key_value_heads=2, intermediate_size=48, num_local_experts=4, num_experts_per_tok=2)
+    "qwen2": lambda: tf.Qwen2ForCausalLM(tf.Qwen2Config(**SHAPE, num_key_value_heads=1)),
+    "mixtral": lambda: tf.MixtralForCausalLM(
+        tf.MixtralConfig(
+            **SHAPE, num_key_value_heads=2, intermediate_size=48, num_local_experts=4, num_experts_per_tok=2
+        )
     ),
-    "gpt2": lambda: GPT2LMHeadModel(GPT2Config(vocab_size=96, n_embd=64, n_layer=3, n_head=4, n_positions=64)),
+    "gpt2": lambda: tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=96, n_embd=64, n_layer=3, n_head=4, n_positions=64)),
 }
 IDS = [(7 * i + 3) % 96 for i in range(21)]
 
@@ -80,8 +68,8 @@ def lens_from_hidden_states(model, ids) -> torch.Tensor:
     """[layers + 1, vocab]: transformers' hidden states of the last position through the final norm and output
     layer; its last hidden state is already normed (tie_last_hidden_states)."""
     out = model(input_ids=torch.tensor([ids]), output_hidden_states=True)
-    adapter = adapter_for(model)
-    rows = [adapter.final_norm()(h[0, -1]) for h in out.hidden_states[:-1]] + [out.hidden_states[-1][0, -1]]
+    adapter = Adapter(model)
+    rows = [adapter.final_norm(h[0, -1]) for h in out.hidden_states[:-1]] + [out.hidden_states[-1][0, -1]]
     return torch.softmax(adapter.output_layer(torch.stack(rows)).float(), dim=-1), out.logits[0, -1]
 
 
@@ -147,50 +135,30 @@ def test_one_token_context_is_a_pass_over_an_empty_cache(bundled):
 def test_unknown_architecture_and_remote_model_say_why_in_one_sentence():
     """A T5 (not a decoder this page knows) and a serving engine each get one sentence naming the reason."""
     with torch.device("meta"):
-        from transformers import T5ForConditionalGeneration
-
-        t5 = T5ForConditionalGeneration(T5Config(d_model=8, num_layers=1, num_heads=1, d_kv=8, d_ff=8, vocab_size=8))
+        t5 = tf.T5ForConditionalGeneration(
+            tf.T5Config(d_model=8, num_layers=1, num_heads=1, d_kv=8, d_ff=8, vocab_size=8)
+        )
     with pytest.raises(UnsupportedModel, match="not T5ForConditionalGeneration"):
-        adapter_for(t5)
+        Adapter(t5)
 
     class Remote:
         is_remote = True
 
     with pytest.raises(UnsupportedModel, match="hidden states"):
-        adapter_for(Remote())
+        Adapter(Remote())
     with pytest.raises(ValueError, match="no tokens"):
         look_inside(seeded(TINY["llama"]()), [])
 
 
-def test_shared_model_is_not_changed(bundled):
-    """The boundary's hooks are removed after each pass; no attribute or attention implementation is switched."""
-    model = bundled.model
+def test_shared_model_is_not_changed(bundled, monkeypatch):
+    """The parts are timed on a twin that shares the model's weights: no hook, attribute or attention
+    implementation of the shared model changes, even during the pass."""
+    model, looked = bundled.model, []
+    original = TransformersForward.look
+    monkeypatch.setattr(TransformersForward, "look", lambda self, *a: looked.append(self.model) or original(self, *a))
     before = (model.config._attn_implementation, sorted(vars(model)))
     hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
     look_inside(model, encode_prompt(bundled.tokenizer, PROMPT), decode_repeats=1)
+    assert looked and all(twin is not model and twin.lm_head.weight is model.lm_head.weight for twin in looked)
     assert (model.config._attn_implementation, sorted(vars(model))) == before
     assert sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules()) == hooks
-
-
-def test_command_line_json_has_lens_attention_and_parts(monkeypatch, capsys):
-    """`python -m inference.inside --json`: one lens entry per layer (0 = embeddings), float weights, parts.
-    Run as `-m` runs it (runpy, as __main__, with its argv) in this process: a fresh interpreter spent 10 s
-    importing torch and transformers."""
-    folder = str(MODELS_DIR / "storyteller-llama-6m")
-    monkeypatch.setattr(sys, "argv", ["inference.inside", "--model", folder, "--prompt", PROMPT, "--json"])
-    threads = torch.get_num_threads()  # the command sets the app's thread count for its timings
-    try:
-        with pytest.raises(SystemExit) as done:
-            runpy.run_module("inference.inside", run_name="__main__", alter_sys=True)
-    finally:
-        torch.set_num_threads(threads)
-    printed = capsys.readouterr()
-    assert done.value.code == 0, printed.err[-2000:]
-    out = json.loads(printed.out)
-    assert [entry["layer"] for entry in out["lens"]] == list(range(7))
-    last = out["lens"][-1]
-    assert len(last["top_ids"]) == len(last["top_probs"]) == 10 and last["chosen_prob"] == last["top_probs"][0]
-    assert len(out["attention"]) == 6 and len(out["attention"][0]) == 8
-    assert abs(sum(out["attention"][5][3]) - 1) <= 1e-5
-    assert {"name", "flops", "bytes", "decode_ms"} <= set(out["parts"][0])
-    assert sum(p["bytes"] for p in out["parts"]) == load_model().info.weight_bytes

@@ -5,8 +5,7 @@ import statistics
 import pytest
 import torch
 
-from inference.core.bundled import bundled_models
-from inference.core.calculator import kv_table, load_public_models, model_entry_from_hf_config
+from inference.core.calculator import model_entry_from_hf_config
 from inference.core.measuring import compare
 from inference.core.model_config import from_public_entry, kv_cache_bytes
 from inference.core.run import run_greedy
@@ -16,16 +15,8 @@ from inference.lessons.kv_cache.experiments import (
     compare_cache,
     engine_decode_step,
     layer_breakdown,
+    repeated_phrase,
     with_cache_step,
-)
-from inference.lessons.kv_cache.repetition import repeated_phrase
-from inference.lessons.kv_cache.tables import (
-    CELL_PADDING_PX,
-    CHARACTER_PX,
-    NARROWEST_TABLE_PX,
-    NUMBER_COLUMN_PX,
-    TABLES,
-    model_column_width,
 )
 
 pytestmark = pytest.mark.unit
@@ -45,33 +36,32 @@ def prompt_ids(tokenizer):
     return tokenizer(PROMPT)["input_ids"]
 
 
-def test_measured_kv_bytes_equal_the_formula_at_every_step(model_and_tokenizer):
+def test_measured_kv_bytes_equal_the_formula_at_every_step_and_in_every_layer(model_and_tokenizer):
+    """The oracle: bytes read from the cache tensors = the formula, after every step and per layer."""
     model, tokenizer = model_and_tokenizer
     ids = prompt_ids(tokenizer)
-    growth = cache_growth(run_greedy(model, tokenizer, ids, 12))
-    assert len(growth) >= 1 and growth["agree"].all()
-    assert (growth["measured_bytes"] > 0).all()
+    trace = run_greedy(model, tokenizer, ids, 12)
+    growth = cache_growth(trace)
+    assert growth["agree"].all() and (growth["measured_bytes"] > 0).all()
     # The cache holds the prompt after step 0 and one more token per step after that.
     assert growth["cache_tokens"].tolist() == [len(ids) + step for step in growth["step"]]
-
-
-def test_per_layer_bytes_are_equal_and_add_up_to_the_measured_total(model_and_tokenizer):
-    model, tokenizer = model_and_tokenizer
-    trace = run_greedy(model, tokenizer, prompt_ids(tokenizer), 5)
     layers = layer_breakdown(trace)
-    assert len(layers) == trace.kv_shape.layers
-    assert (layers["measured_bytes"] == layers["formula_bytes"]).all()
+    assert len(layers) == trace.kv_shape.layers and (layers["measured_bytes"] == layers["formula_bytes"]).all()
     assert layers["measured_bytes"].sum() == trace.records[-1].cache_bytes
 
 
 def test_with_and_without_the_cache_give_the_same_greedy_tokens(model_and_tokenizer):
+    """Same tokens both ways and as the step engine's greedy run; one token fed per cached pass, the whole sequence
+    without; the global RNG untouched."""
     model, tokenizer = model_and_tokenizer
-    ids = prompt_ids(tokenizer)
-    comparison = compare_cache(model, ids, 16)
-    assert comparison.identical
-    # ... and the same tokens as the step engine's greedy run (up to where it stopped).
-    engine_tokens = run_greedy(model, tokenizer, ids, 16).generated_ids
+    ids, state = prompt_ids(tokenizer), torch.get_rng_state()
+    comparison = compare_cache(model, ids, 8)
+    assert comparison.identical and torch.equal(torch.get_rng_state(), state)
+    engine_tokens = run_greedy(model, tokenizer, ids, 8).generated_ids
     assert comparison.tokens_with_cache[: len(engine_tokens)] == engine_tokens
+    steps = comparison.steps
+    assert steps["tokens_fed_with_cache"].tolist() == [len(ids)] + [1] * 7
+    assert steps["tokens_fed_without_cache"].tolist() == [len(ids) + k for k in range(8)]
 
 
 def test_the_step_figures_are_timings_and_the_sentences_take_their_words_from_them(bundled):
@@ -92,26 +82,9 @@ def test_the_step_figures_are_timings_and_the_sentences_take_their_words_from_th
     assert late.words(*kv_text.WORDS) in said["trend"]
 
 
-def test_cache_feeds_one_token_per_step_and_recompute_feeds_the_whole_sequence(gpt2):
-    model, tokenizer = gpt2
-    ids = prompt_ids(tokenizer)
-    steps = compare_cache(model, ids, 6).steps
-    assert steps["tokens_fed_with_cache"].tolist() == [len(ids)] + [1] * 5
-    assert steps["tokens_fed_without_cache"].tolist() == [len(ids) + k for k in range(6)]
-    assert steps["with_cache_cumulative_ms"].tolist() == pytest.approx(steps["with_cache_ms"].cumsum().tolist())
-
-
 def test_compare_cache_refuses_a_run_longer_than_the_context(gpt2):
-    model, _ = gpt2
     with pytest.raises(ValueError, match="context of 128"):
-        compare_cache(model, list(range(100)), 40)
-
-
-def test_compare_cache_leaves_the_global_rng_alone(gpt2):
-    model, tokenizer = gpt2
-    state = torch.get_rng_state()
-    compare_cache(model, prompt_ids(tokenizer), 3)
-    assert torch.equal(torch.get_rng_state(), state)
+        compare_cache(gpt2[0], list(range(100)), 40)
 
 
 def test_calculator_entry_from_the_bundled_config_matches_the_real_cache(bundled):
@@ -128,25 +101,7 @@ def test_a_looping_greedy_text_is_named_with_how_often_it_repeats():
     a phrase said twice are no loop."""
     loop = [7, 8, 9, 10, 11, 12]
     ids = [1, 2, 3] + loop + [4] + loop + [5, 6] + loop + loop
-    phrase = repeated_phrase(ids)
-    assert phrase is not None and phrase.ids == tuple(loop) and phrase.times == 4
+    assert repeated_phrase(ids) == (tuple(loop), 4)
     assert repeated_phrase(list(range(50))) is None
     assert repeated_phrase([1, 2] + loop + [3] + loop) is None  # twice: a refrain, not a loop
-    assert repeated_phrase([5] * 18).times == 3  # 18 equal tokens: three non-overlapping copies of six
-
-
-def names_on_the_page() -> list[str]:
-    return [e["name"] for e in load_public_models()] + [f"{m.name} (this app)" for m in bundled_models()]
-
-
-def test_the_calculator_tables_fit_the_narrowest_page_and_show_every_number_once():
-    """At most three numbers beside a model column wide enough for every name (a longer one is cut), each of the
-    calculator's numbers in one table."""
-    names = names_on_the_page()
-    width = model_column_width(names)
-    assert all(CELL_PADDING_PX + CHARACTER_PX * len(name) <= width for name in names)
-    for shown in (names, ["x" * 80]):
-        assert model_column_width(shown) + NUMBER_COLUMN_PX * max(len(c) for c in TABLES.values()) <= NARROWEST_TABLE_PX
-    columns = [column for table in TABLES.values() for column in table]
-    computed = kv_table(load_public_models()[:2], 1024, 1, "bfloat16").columns
-    assert len(columns) == len(set(columns)) == len(set(computed) - {"model", "exceeds_context", "notes"})
+    assert repeated_phrase([5] * 18)[1] == 3  # 18 equal tokens: three non-overlapping copies of six

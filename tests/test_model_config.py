@@ -7,17 +7,9 @@ import json
 
 import pytest
 import torch
-from transformers import (
-    Gemma2Config,
-    Gemma2ForCausalLM,
-    GPT2Config,
-    LlamaConfig,
-    MistralConfig,
-    MistralForCausalLM,
-    Qwen2Config,
-)
+import transformers as tf
 
-from inference.core import calculator, kv_cache, model_config
+from inference.core import calculator, kv_cache
 from inference.core.model_config import FULL, SLIDING, from_config, from_public_entry, kv_cache_bytes
 from inference.core.paths import BUNDLED_MODEL_DIR
 
@@ -36,7 +28,7 @@ def tiny(config_class, **extra):
 
 def test_gpt2_keys_are_read_like_llama_keys():
     """GPT-2's n_layer / n_head / n_embd / n_positions give the same fields as Llama-style keys."""
-    shape = from_config(GPT2Config(n_layer=3, n_head=4, n_embd=64, n_positions=128, vocab_size=100))
+    shape = from_config(tf.GPT2Config(n_layer=3, n_head=4, n_embd=64, n_positions=128, vocab_size=100))
     assert (shape.layers, shape.attention_heads, shape.kv_heads, shape.head_dim) == (3, 4, 4, 16)
     assert (shape.context, shape.vocab_size, shape.attention) == (128, 100, "MHA")
     as_dict = from_config({"n_layer": 3, "n_head": 4, "n_embd": 64, "n_positions": 128, "vocab_size": 100})
@@ -46,7 +38,7 @@ def test_gpt2_keys_are_read_like_llama_keys():
 def test_config_json_dict_and_config_object_read_the_same():
     """The bundled model's config.json as a dict and as transformers' config object give one shape."""
     raw = json.loads((BUNDLED_MODEL_DIR / "config.json").read_text())
-    assert from_config(raw) == from_config(LlamaConfig(**{k: v for k, v in raw.items() if k != "model_type"}))
+    assert from_config(raw) == from_config(tf.LlamaConfig(**{k: v for k, v in raw.items() if k != "model_type"}))
     assert from_config(raw).layer_types == (FULL,) * raw["num_hidden_layers"]
 
 
@@ -59,18 +51,18 @@ def test_gemma2_alternates_local_and_global_layers_even_when_config_json_does_no
 
 def test_mistral_window_covers_every_layer_and_qwen2_window_is_off_unless_used():
     """Mistral's sliding_window applies to all layers; Qwen2's sliding_window with use_sliding_window false to none."""
-    assert from_config(tiny(MistralConfig, sliding_window=4096)).layer_types == (SLIDING,) * 4
+    assert from_config(tiny(tf.MistralConfig, sliding_window=4096)).layer_types == (SLIDING,) * 4
     qwen = {"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
             "num_key_value_heads": 2, "vocab_size": 10, "max_position_embeddings": 100, "sliding_window": 131072,
             "use_sliding_window": False}  # fmt: skip
     assert from_config(qwen).layer_types == (FULL, FULL) and from_config(qwen).sliding_window is None
-    assert from_config(tiny(Qwen2Config)).sliding_layers == 0
+    assert from_config(tiny(tf.Qwen2Config)).sliding_layers == 0
 
 
 def test_public_gemma2_entry_equals_transformers_reading_of_the_same_numbers(public):
-    """The JSON's layer_types_pattern gives the layers transformers' Gemma2Config gives for the published config."""
+    """The JSON's layer_types_pattern gives the layers transformers' tf.Gemma2Config gives for the published config."""
     entry = public["Gemma-2-9B"]
-    config = Gemma2Config(num_hidden_layers=42, num_attention_heads=16, num_key_value_heads=8, head_dim=256,
+    config = tf.Gemma2Config(num_hidden_layers=42, num_attention_heads=16, num_key_value_heads=8, head_dim=256,
                           hidden_size=3584, max_position_embeddings=8192, vocab_size=256000, sliding_window=4096)  # fmt: skip
     assert from_public_entry(entry) == from_config(config)
 
@@ -101,11 +93,11 @@ def test_mla_cache_is_the_latent_and_uncompressed_is_per_head(public):
 
 
 @pytest.mark.parametrize(
-    "model_class, config_class", [(Gemma2ForCausalLM, Gemma2Config), (MistralForCausalLM, MistralConfig)]
+    "model_class, config_class", [(tf.Gemma2ForCausalLM, tf.Gemma2Config), (tf.MistralForCausalLM, tf.MistralConfig)]
 )
 def test_sliding_layers_read_from_the_config_are_the_ones_transformers_cache_trims(model_class, config_class):
     """A real forward pass: layers we count as sliding are those whose cache stops at the window."""
-    config = tiny(config_class, sliding_window=6, **({"head_dim": 8} if config_class is Gemma2Config else {}))
+    config = tiny(config_class, sliding_window=6, **({"head_dim": 8} if config_class is tf.Gemma2Config else {}))
     torch.manual_seed(0)
     model = model_class(config).eval()
     cache = kv_cache.new_cache(config)
@@ -116,23 +108,4 @@ def test_sliding_layers_read_from_the_config_are_the_ones_transformers_cache_tri
     # transformers keeps window - 1 between steps and attends over window with the new token; we count the window
     assert counted == [tokens + 1 if tokens < 11 else tokens for tokens in stored]
     assert [c < 11 for c in counted] == [kind == SLIDING for kind in from_config(config).layer_types]
-    assert any(c == 11 for c in counted) == (config_class is Gemma2Config)
-
-
-def test_kv_shape_formula_equals_the_measured_cache_of_the_bundled_model(bundled):
-    """KVShape delegates to the one formula, which equals the bytes of the real cache tensors."""
-    shape = kv_cache.KVShape.from_config(bundled.model.config, torch.float32)
-    cache = kv_cache.new_cache(bundled.model.config)
-    with torch.no_grad():
-        bundled.model(input_ids=torch.arange(1, 21).unsqueeze(0), past_key_values=cache, use_cache=True)
-    info = bundled.info
-    expected = 2 * info.layers * info.kv_heads * info.head_dim * 20 * 4
-    assert kv_cache.measured_bytes(cache) == shape.formula_bytes(20) == expected
-
-
-def test_bad_token_counts_and_uneven_heads_are_refused(public):
-    for tokens in (0, -5, 2.5):
-        with pytest.raises(ValueError, match=f"got {tokens}"):
-            kv_cache_bytes(from_public_entry(public["GPT-2 (124M)"]), tokens)
-    with pytest.raises(ValueError, match="not a multiple of kv_heads"):
-        model_config.ModelShape(1, 9, 2, 8, 72, 10, 10, (FULL,))
+    assert any(c == 11 for c in counted) == (config_class is tf.Gemma2Config)

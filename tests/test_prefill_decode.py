@@ -17,7 +17,6 @@ from inference.lessons.prefill_decode.timing import (
     default_prompt_lengths,
     findings,
     measure_sweep,
-    middle_run,
     summarise_runs,
     time_generation,
 )
@@ -32,42 +31,28 @@ os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 torch.set_num_threads(1)  # a training job may share the machine
 
 
-@pytest.fixture(scope="module")
-def tiny_sweep(gpt2):
-    model, _ = gpt2
-    calls = []
-    sweep = measure_sweep(model, [4, 8], repeats=3, decode_tokens=2, progress=lambda *a: calls.append(a))
-    return sweep, calls
-
-
-def test_sweep_returns_medians_of_three_runs_rates_and_progress(tiny_sweep):
+def test_sweep_returns_medians_of_three_runs_rates_and_progress_and_refuses_what_it_cannot_measure(gpt2):
     """One summary row per requested length, each the median (with quartiles, min and max) of 3 runs, the warm-up
-    not among them; each run's prefill tokens/s = P / prefill seconds; progress counts every run to done."""
-    sweep, calls = tiny_sweep
+    not among them; each run's prefill tokens/s = P / prefill seconds; progress counts every run to done; fewer
+    than three runs or a prompt beyond the context (128) refused."""
+    calls = []
+    sweep = measure_sweep(gpt2[0], [4, 8], repeats=3, decode_tokens=2, progress=lambda *a: calls.append(a))
     assert sweep.summary["prompt_tokens"].tolist() == [4, 8]
     for row in sweep.summary.itertuples():
         runs = sweep.runs[sweep.runs.prompt_tokens == row.prompt_tokens]
         assert sorted(runs["run"]) == [1, 2, 3]
         for measure in ("prefill_ms", "prefill_tokens_per_s", "decode_ms_per_token"):
             assert getattr(row, measure) == pytest.approx(median(runs[measure]))
-            ends = [getattr(row, f"{measure}_{end}") for end in ("min", "q1", "q3", "max")]
-            assert ends[:2] + [getattr(row, measure)] + ends[2:] == sorted(
-                ends[:2] + [getattr(row, measure)] + ends[2:]
-            )
+            spread = [getattr(row, measure + (f"_{end}" if end else "")) for end in ("min", "q1", "", "q3", "max")]
+            assert spread == sorted(spread)
     runs = sweep.runs
-    assert runs["prefill_tokens_per_s"].tolist() == pytest.approx(
-        (runs.prompt_tokens / runs.prefill_ms * 1000).tolist()
-    )
+    assert runs.prefill_tokens_per_s.tolist() == pytest.approx((runs.prompt_tokens / runs.prefill_ms * 1000).tolist())
     assert {total for _, total, _ in calls} == {2 * (3 + 1)} and calls[0][2].startswith("warm-up")
     assert calls[-1][:2] == (8, 8)
-
-
-def test_sweep_refuses_fewer_than_three_runs_and_prompts_beyond_the_context(gpt2):
-    model, _ = gpt2
     with pytest.raises(ValueError, match="repeats"):
-        measure_sweep(model, [4], repeats=2)
+        measure_sweep(gpt2[0], [4], repeats=2)
     with pytest.raises(ValueError, match="prompt_lengths"):
-        measure_sweep(model, [127], repeats=3, decode_tokens=2)  # context is 128
+        measure_sweep(gpt2[0], [127], repeats=3, decode_tokens=2)
 
 
 def test_default_prompt_lengths_run_from_8_and_leave_room_to_decode():
@@ -88,7 +73,6 @@ def test_generation_timing_lays_the_middle_runs_steps_end_to_end(bundled, monkey
     ends = (steps["start_ms"] + steps["step_ms"]).iloc[:-1].tolist()
     assert steps["start_ms"].iloc[1:].tolist() == pytest.approx(ends)
     assert timing.runs == 3 and steps["step_ms"].sum() == pytest.approx(sorted(timing.run_totals_ms)[1])
-    assert middle_run([40.0, 90.0, 30.0]) == 0 and middle_run([7.0, 5.0]) == 1  # of two, the faster
     monkeypatch.setattr(timing_module, "TIMING_BUDGET_S", 0.0)
     assert time_generation(bundled.model, bundled.tokenizer, ids, 6).runs == 1
 
@@ -126,7 +110,7 @@ def test_findings_quote_the_sweep():
     assert found.best_prefill_tokens_per_s == pytest.approx(128 / 30 * 1000)
     assert found.saturation_tokens == 32  # 4,000 tokens/s >= 80% of 4,267
     assert found.decode_ms_per_token == pytest.approx(2.0)
-    assert found.longest_prefill_in_decode_steps == pytest.approx(15.0)
+    assert found.longest_prefill_ms / found.decode_ms_per_token == pytest.approx(15.0)
     assert found.free_ride_tokens == 8  # 4 ms <= 2 decode steps; 16 tokens took 5 ms
     assert found.decode_gflops == pytest.approx(2e6 * 500 / 1e9)
     assert found.prefill_flops_prompt == 128 and found.prefill_gflops == pytest.approx(2e6 * 128 / 0.030 / 1e9)
@@ -154,7 +138,7 @@ def test_crossover_prompt_is_read_off_the_sweep_and_past_the_context_said_to_be_
     assert forty.how == "extrapolated" and forty.prompt_tokens == pytest.approx(128 + 50 / 14 * 64)
     assert crossover_prompt_tokens(sweep, 1).how == "below"
     assert forty.beyond(256) and not forty.beyond(512)
-    assert "no prompt this model can read" in pd_text.crossover_line(forty, 8, 128, 30.0, 256)
+    assert "no prompt this model can read" in pd_text.measured_findings(sweep, findings(sweep), forty, 256)
 
 
 def test_the_flops_sentence_names_the_thread_count_of_its_peak():

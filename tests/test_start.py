@@ -29,7 +29,7 @@ def check_against_the_model(model, tokenizer, ids):
     with torch.inference_mode():
         logits = model(input_ids=torch.tensor([ids]), cache=cache, use_cache=True).logits[0, -1]
     probs = logits.double().softmax(-1)
-    assert look.vocab_size == len(probs) and look.prompt_length == len(ids)
+    assert look.vocab_size == len(probs) and len(look.prompt_tokens) == len(ids)
     # Two computation paths (the lesson's pass and this one) give float32 logits that may differ in the last
     # bits (0.430059 vs 0.430060 on one CPU): equal within 1e-5, never by rounding both.
     top = probs.topk(3)

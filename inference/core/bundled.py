@@ -1,8 +1,5 @@
-"""The models shipped in `assets/models/`: a name and one line each, for the model picker.
-
-The line is read from each folder's own files (config.json, training_meta.json), never typed:
-what kind of model it is, its parameter count and its held-out score where the trainer measured it.
-"""
+"""The models shipped in `assets/models/`, each with one line for the model picker, read from its own files
+(config.json, training_meta.json), never typed: its kind, parameter count and held-out score where measured."""
 
 from __future__ import annotations
 
@@ -32,16 +29,12 @@ class BundledModel:
 
 def describe_folder(folder: Path) -> str:
     config = json.loads((folder / "config.json").read_text())
-    meta_file = folder / "training_meta.json"
-    meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
-    stats = meta.get("stats", {})
-    if config.get("num_local_experts"):
-        kind = (
-            f"Mixture of Experts: {config['num_local_experts']} experts, {config.get('num_experts_per_tok')} per token"
-        )
-    else:
-        kind = ROLES.get(meta.get("preset", "dense"), (config.get("architectures") or ["model"])[0])
-    parts = [kind]
+    meta = json.loads((folder / "training_meta.json").read_text()) if (folder / "training_meta.json").exists() else {}
+    stats, experts = meta.get("stats", {}), config.get("num_local_experts")
+    kind = ROLES.get(meta.get("preset", "dense"), (config.get("architectures") or ["model"])[0])
+    parts = [
+        f"Mixture of Experts: {experts} experts, {config.get('num_experts_per_tok')} per token" if experts else kind
+    ]
     if "parameters" in stats:
         parts.append(f"{stats['parameters'] / 1e6:.1f}M parameters")
     if "heldout_bits_per_byte" in stats:
@@ -60,8 +53,6 @@ def runs_alone(folder: Path) -> bool:
 
 def bundled_models(models_dir: Path = MODELS_DIR) -> list[BundledModel]:
     """Every model folder that runs alone (`runs_alone`), the default one first."""
-    found = []
-    for folder in sorted(Path(models_dir).iterdir()) if Path(models_dir).exists() else []:
-        if runs_alone(folder):
-            found.append(BundledModel(folder.name, folder, describe_folder(folder)))
+    folders = sorted(Path(models_dir).iterdir()) if Path(models_dir).exists() else []
+    found = [BundledModel(f.name, f, describe_folder(f)) for f in folders if runs_alone(f)]
     return sorted(found, key=lambda m: m.name != BUNDLED_MODEL_NAME)

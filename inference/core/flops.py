@@ -4,14 +4,10 @@
     count.prefill(prompt_tokens=256)      # one pass over the prompt, logits for the last position only
     count.decode(context_tokens=300)      # one pass for one new token with 300 tokens before it
 
-Per token, every matrix product of the layers costs 2 x its weights (`matmul_weights`: the
-non-embedding parameters without norms and biases; in a Mixture-of-Experts layer the router and
-the k of E experts a token uses, whose weights transformers keeps as 3-D tensors, not nn.Linear). Attention adds, per layer and head, a
-query-key product and a weighted sum of values over every position attended (2 x 2 x head_dim
-FLOPs each; a sliding-window layer attends to at most its window). The output layer
-(hidden x vocabulary) runs once per pass: the engine asks for the last position's logits only.
-Embedding lookups, norms, activations and softmax are left out: they are a few FLOPs per number,
-not per weight.
+Per token, every matrix product of the layers costs 2 x its weights (an MoE layer: the router and the k of E experts
+a token uses); attention adds 2 x 2 x head_dim per head, layer and position attended (a sliding layer: at most its
+window); the output layer runs once per pass. Embeddings, norms, activations and softmax (a few FLOPs per number,
+not per weight) are left out.
 """
 
 from __future__ import annotations

@@ -4,52 +4,24 @@
     shape = from_public_entry(entry)           # an entry of assets/public_models.json
     kv_cache_bytes(shape, tokens=4096, batch=1, bytes_per_element=2)
 
-`ModelShape` holds what inference arithmetic needs: layers, heads, KV heads, head dim, hidden
-size, context, vocabulary, which layers use a sliding window (and its width) and, for
-Multi-head Latent Attention (DeepSeek-V2/V3), the latent ranks. Every module that needs one of
-these numbers (engine, loader, KV accounting, calculator) asks this module, so a config that
-names them differently (GPT-2's `n_layer`, a multimodal model's `text_config`) is handled once.
-
-KV cache, per layer and sequence: a standard layer stores a key and a value of `head_dim`
-numbers per KV head for every token; a sliding-window layer only for the last `window` tokens
-(Mistral-7B-v0.1: every layer, 4096; Gemma-2: every other layer, 4096); an MLA layer one
-compressed latent of `kv_lora_rank + qk_rope_head_dim` numbers per token, with no separate K
-and V. transformers' sliding layers keep `window - 1` tokens between steps and attend over
-`window` with the new one; we count `min(tokens, window)`, the positions attended.
+Per layer and sequence, a standard layer caches a key and a value of `head_dim` numbers per KV head for every token;
+a sliding-window layer only for the last `window` tokens (Mistral-7B-v0.1: every layer; Gemma-2: every other one);
+an MLA layer (DeepSeek-V2/V3) one latent of `kv_lora_rank + qk_rope_head_dim` numbers. transformers keeps
+`window - 1` tokens between steps and attends over `window` with the new one; we count `min(tokens, window)`.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from transformers import AutoConfig
+
 FULL = "full_attention"
 SLIDING = "sliding_attention"  # transformers' names in `config.layer_types`
-LAYER_TYPES = (FULL, SLIDING)
-
-
-# ------------------------------------------------------------------------------ checks
-
-
-def positive_int(name: str, value: Any) -> int:
-    """`value` as an int, or ValueError naming the argument and the value."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-        raise ValueError(f"{name} must be a positive whole number, got {value!r}")
-    return int(value)
-
-
-def positive_number(name: str, value: Any) -> Fraction:
-    """`value` as an exact Fraction, or ValueError naming the argument and the value."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return Fraction(value)
-
-
-# ------------------------------------------------------------------------------- shape
 
 
 @dataclass(frozen=True)
@@ -75,19 +47,6 @@ class ModelShape:
     sliding_window: int | None = None  # tokens a SLIDING layer attends to
     mla: MLARanks | None = None
 
-    def __post_init__(self):
-        for name in ("layers", "attention_heads", "kv_heads", "head_dim", "hidden_size", "context", "vocab_size"):
-            positive_int(name, getattr(self, name))
-        if len(self.layer_types) != self.layers:
-            raise ValueError(f"layer_types has {len(self.layer_types)} entries for {self.layers} layers")
-        unknown = sorted(set(self.layer_types) - set(LAYER_TYPES))
-        if unknown:
-            raise ValueError(f"layer types must be {LAYER_TYPES}, got {unknown}")
-        if SLIDING in self.layer_types:
-            positive_int("sliding_window", self.sliding_window)
-        if self.attention_heads % self.kv_heads:
-            raise ValueError(f"attention_heads {self.attention_heads} is not a multiple of kv_heads {self.kv_heads}")
-
     @property
     def attention(self) -> str:
         """ "MLA", "MHA" (one K/V head per query head) or "GQA" (query heads share K/V heads)."""
@@ -100,20 +59,17 @@ class ModelShape:
         return self.layer_types.count(SLIDING)
 
     def cached_tokens_per_layer(self, tokens: int) -> list[int]:
-        """Tokens each layer's cache holds for a sequence of `tokens`: min(tokens, window) on sliding layers."""
-        tokens = positive_int("tokens", tokens)
         return [min(tokens, self.sliding_window) if kind == SLIDING else tokens for kind in self.layer_types]
 
     def cached_values_per_token(self, one_kv_head_per_query_head: bool = False) -> int:
-        """Numbers one layer caches per token. `one_kv_head_per_query_head`: as if every query head
-        had its own K and V (plain multi-head attention; for MLA, the uncompressed per-head keys and values)."""
-        if self.mla is not None:
+        """Numbers one layer caches per token; `one_kv_head_per_query_head`: as plain multi-head attention would
+        (for MLA, the uncompressed per-head keys and values)."""
+        mla = self.mla
+        if mla is not None:
             if one_kv_head_per_query_head:
-                mla = self.mla
                 return self.attention_heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
-            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
-        heads = self.attention_heads if one_kv_head_per_query_head else self.kv_heads
-        return 2 * heads * self.head_dim  # 2: a key and a value
+            return mla.kv_lora_rank + mla.qk_rope_head_dim
+        return 2 * (self.attention_heads if one_kv_head_per_query_head else self.kv_heads) * self.head_dim  # K and V
 
 
 def kv_cache_bytes(
@@ -123,20 +79,14 @@ def kv_cache_bytes(
     bytes_per_element: float = 2,
     one_kv_head_per_query_head: bool = False,
 ) -> int:
-    """THE KV-cache formula: bytes for `batch` sequences of `tokens` tokens, rounded up to whole bytes (the module
-    docstring says what each layer caches)."""
-    batch = positive_int("batch", batch)
-    per_element = positive_number("bytes_per_element", bytes_per_element)
-    cached = sum(shape.cached_tokens_per_layer(tokens))
-    return math.ceil(cached * shape.cached_values_per_token(one_kv_head_per_query_head) * batch * per_element)
+    """THE KV-cache formula: bytes for `batch` sequences of `tokens` tokens, rounded up to whole bytes."""
+    values = sum(shape.cached_tokens_per_layer(tokens)) * shape.cached_values_per_token(one_kv_head_per_query_head)
+    return math.ceil(values * batch * Fraction(bytes_per_element))
 
 
 def kv_bytes_per_token(shape: ModelShape, bytes_per_element: float = 2) -> int:
     """Bytes one more token adds to one sequence's cache while it is shorter than every window."""
     return kv_cache_bytes(shape, 1, 1, bytes_per_element)
-
-
-# ----------------------------------------------------------------------------- readers
 
 
 def _lookup(source: Any, *names: str) -> Any:
@@ -156,16 +106,10 @@ def _require(source: Any, *names: str) -> Any:
 
 
 def _as_transformers_config(config: Mapping[str, Any]):
-    """A config.json dict as transformers' config class for its model_type (which fills in what the file
-    leaves implicit, e.g. Gemma-2's alternating layers), or the dict itself when transformers does not know it.
-    Never runs code shipped with a model."""
-    model_type = config.get("model_type")
-    if not model_type:
-        return config
-    from transformers import AutoConfig
-
+    """A config.json dict as transformers' class for its model_type (which fills in what the file leaves implicit,
+    e.g. Gemma-2's alternating layers), or the dict itself when transformers does not know it (no remote code)."""
     try:
-        return AutoConfig.for_model(model_type, **{k: v for k, v in config.items() if k != "model_type"})
+        return AutoConfig.for_model(config["model_type"], **{k: v for k, v in config.items() if k != "model_type"})
     except (ValueError, KeyError, TypeError):
         return config
 
@@ -174,36 +118,31 @@ def _layer_types(source: Any, layers: int) -> tuple[str, ...]:
     declared = _lookup(source, "layer_types")
     if declared is not None:
         return tuple(SLIDING if kind == SLIDING else FULL for kind in declared)  # chunked, linear...: counted as full
-    uses_window = _lookup(source, "use_sliding_window")
-    if _lookup(source, "sliding_window") is not None and uses_window is not False:
+    if _lookup(source, "sliding_window") is not None and _lookup(source, "use_sliding_window") is not False:
         return (SLIDING,) * layers  # Mistral: a window on every layer (as transformers' cache infers)
     return (FULL,) * layers
 
 
 def from_config(config: Any) -> ModelShape:
-    """The shape of a model from its transformers config object or its config.json as a dict
-    (Llama-style keys, GPT-2's n_layer/n_head/n_embd/n_positions, a multimodal model's text part)."""
+    """The shape of a model from its transformers config or config.json dict (Llama-style keys, GPT-2's
+    n_layer/n_head/n_embd/n_positions, a multimodal model's text part)."""
     if isinstance(config, Mapping):
         config = _as_transformers_config(config.get("text_config") or config)
     if hasattr(config, "get_text_config"):
         config = config.get_text_config(decoder=True)
-    layers = positive_int("layers", _require(config, "num_hidden_layers", "n_layer", "num_layers"))
-    heads = positive_int("attention_heads", _require(config, "num_attention_heads", "n_head"))
-    hidden = positive_int("hidden_size", _require(config, "hidden_size", "n_embd", "d_model"))
-    kv_heads = 1 if _lookup(config, "multi_query") is True else _lookup(config, "num_key_value_heads") or heads
+    layers = _require(config, "num_hidden_layers", "n_layer", "num_layers")
+    heads = _require(config, "num_attention_heads", "n_head")
+    hidden = _require(config, "hidden_size", "n_embd", "d_model")
     mla = None
     if _lookup(config, "kv_lora_rank") is not None:
         mla = MLARanks(
-            *(
-                positive_int(name, _require(config, name))
-                for name in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
-            )
+            *(_require(config, n) for n in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"))
         )
     types = _layer_types(config, layers)
     return ModelShape(
         layers=layers,
         attention_heads=heads,
-        kv_heads=kv_heads,
+        kv_heads=1 if _lookup(config, "multi_query") is True else _lookup(config, "num_key_value_heads") or heads,
         head_dim=_lookup(config, "head_dim") or hidden // heads,
         hidden_size=hidden,
         context=context_length(config),
@@ -225,16 +164,12 @@ def context_length(config: Any) -> int:
 
 
 def from_public_entry(entry: Mapping[str, Any]) -> ModelShape:
-    """The shape of an `assets/public_models.json` entry. Its optional `layer_types_pattern` repeats over the
-    layers (Gemma-2: ["sliding_attention", "full_attention"]); without one, a `sliding_window` covers every layer."""
-    layers = positive_int("layers", entry["layers"])
-    window = entry.get("sliding_window")
-    pattern: Sequence[str] | None = entry.get("layer_types_pattern")
-    if pattern:
-        types = tuple(pattern[i % len(pattern)] for i in range(layers))
-    else:
-        types = (SLIDING if window is not None else FULL,) * layers
-    mla = entry.get("mla")
+    """The shape of an `assets/public_models.json` entry: its `layer_types_pattern` repeats over the layers
+    (Gemma-2: sliding, full); without one, a `sliding_window` covers every layer."""
+    layers, window, pattern = entry["layers"], entry.get("sliding_window"), entry.get("layer_types_pattern")
+    types = (
+        tuple(pattern[i % len(pattern)] for i in range(layers)) if pattern else (SLIDING if window else FULL,) * layers
+    )
     return ModelShape(
         layers=layers,
         attention_heads=entry["attention_heads"],
@@ -245,18 +180,15 @@ def from_public_entry(entry: Mapping[str, Any]) -> ModelShape:
         vocab_size=entry["vocab_size"],
         layer_types=types,
         sliding_window=window if SLIDING in types else None,
-        mla=MLARanks(**mla) if mla else None,
+        mla=MLARanks(**entry["mla"]) if entry.get("mla") else None,
     )
-
-
-# ------------------------------------------------------------------------------ the other way: a shape to a config
 
 
 def decoder_config_fields(
     vocab: int, hidden: int, layers: int, heads: int, kv_heads: int, context: int, tied_embeddings: bool = True
 ) -> dict[str, Any]:
-    """transformers' config fields for a decoder of this shape (Llama and Mixtral name them alike), for the
-    models this project builds: the trainer's, the MoE lesson's and the serving page's random-weight one."""
+    """transformers' config fields for a decoder of this shape (Llama and Mixtral name them alike), for the models
+    this project builds: the trainer's, the MoE lesson's and the serving page's random-weight one."""
     return dict(
         vocab_size=vocab,
         hidden_size=hidden,

@@ -1,9 +1,5 @@
-"""The app's jargon, each term with one line a student who has not met it can read (#46 item 12).
-
-One way to explain a term where it first appears on a page: its line as the widget's hover `help=`
-(`help_for`), or as a one-line note under the chart or paragraph that uses it (`note`). Pages never
-write their own explanation of a term listed here, so every page explains it the same way.
-"""
+"""The app's jargon, each term with one line a student who has not met it can read: a widget's hover `help=`
+(`help_for`) or a one-line note under what uses it (`note`), so every page explains a term the same way."""
 
 from __future__ import annotations
 
@@ -36,28 +32,20 @@ TERMS: dict[str, str] = {
 
 
 def explain(term: str) -> str:
-    """The term's one line; a KeyError naming it when the glossary has none."""
-    if term not in TERMS:
-        raise KeyError(f"the glossary has no line for {term!r}; add one to inference/lessons/glossary.py")
+    """The term's one line (a KeyError names a term the glossary lacks)."""
     return TERMS[term]
 
 
 def note(*terms: str) -> str:
-    """A one-line Markdown note: each term in bold with its line, "·" between them."""
-    return " · ".join(f"**{_markdown(term)}**: {explain(term)}" for term in terms)
+    """A one-line Markdown note; `<|...|>` would be read as HTML and `Z_t`'s underscore as emphasis: code."""
+    code = lambda term: f"`{term}`" if term.startswith(("<", "-")) or "_" in term else term
+    return " · ".join(f"**{code(term)}**: {TERMS[term]}" for term in terms)
 
 
 def help_for(*terms: str) -> str:
-    """A hover help: each term with its line, a paragraph each."""
-    return "\n\n".join(f"{term}: {explain(term)}." for term in terms)
+    return "\n\n".join(f"{term}: {TERMS[term]}." for term in terms)
 
 
 def terms_in(text: str) -> list[str]:
     """The glossary's terms that a text uses, in the order they first appear."""
-    found = [(text.find(term), term) for term in TERMS if term in text]
-    return [term for _, term in sorted(found)]
-
-
-def _markdown(term: str) -> str:
-    """A term as Markdown shows it: `<|...|>` would be read as HTML, `Z_t`'s underscore as emphasis."""
-    return f"`{term}`" if term.startswith(("<", "-")) or "_" in term else term
+    return sorted((term for term in TERMS if term in text), key=text.find)

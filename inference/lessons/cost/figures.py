@@ -8,6 +8,7 @@ from plotly.subplots import make_subplots
 
 from inference.core.measuring import compare
 from inference.lessons.cost.experiments import AnswerCost
+from inference.lessons.prefill_decode.figures import quartile_bars
 from inference.lessons.style import DECODE_COLOUR, PREFILL_COLOUR, add_hbar, add_line, base_layout, hover, legend_below
 
 
@@ -99,24 +100,16 @@ def context_figure(summary: pd.DataFrame, presenter: bool = False) -> go.Figure:
     """Decode step time against the tokens already in the cache: the median of the runs, bars from the first
     quartile to the third (a sweep's `summary`: prompt_tokens, decode_ms_per_token and its _q1 / _q3)."""
     fig = go.Figure()
-    median_ms = summary["decode_ms_per_token"]
     add_line(
         fig,
         summary["prompt_tokens"],
-        median_ms,
+        summary["decode_ms_per_token"],
         "decode step",
         DECODE_COLOUR,
         "lines+markers",
         width=3,
         showlegend=False,
-        error_y=dict(
-            type="data",
-            symmetric=False,
-            array=summary["decode_ms_per_token_q3"] - median_ms,
-            arrayminus=median_ms - summary["decode_ms_per_token_q1"],
-            thickness=1.5,
-            width=5,
-        ),
+        error_y=quartile_bars(summary, "decode_ms_per_token"),
         hovertemplate=hover("%{x} tokens in the cache: %{y:.2f} ms per step"),
     )
     fig.update_xaxes(type="log", title="tokens in the cache (log)", tickvals=summary["prompt_tokens"].tolist())

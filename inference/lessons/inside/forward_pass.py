@@ -6,13 +6,15 @@
     inside.parts                                  # FLOPs, weight bytes and measured ms of every part
 
 Every pass runs through the forward boundary (`TransformersForward.look`: transformers' own forward, its hidden
-states, each part timed by hooks). Logit lens (nostalgebraist 2020): the residual stream after layer i through
-the model's own final norm and output layer; only the last layer was trained to be read that way.
+states, each part timed by hooks). The hooks go on a twin of the model that shares its weights (a copy of the module
+tree, not of the tensors), so the shared cached model is never changed and another session's pass on it never
+reaches these clocks. Logit lens (nostalgebraist 2020): the residual stream after layer i through the model's own
+final norm and output layer; only the last layer was trained to be read that way.
 """
 
 from __future__ import annotations
 
-import json
+import copy
 from dataclasses import dataclass
 from statistics import median
 
@@ -23,12 +25,11 @@ from inference.core import model_config
 from inference.core.forward import TransformersForward
 from inference.core.measuring import Stopwatch, Timing, time_decode_step
 from inference.lessons.inside import adapters
-from inference.lessons.inside.adapters import UnsupportedModel, adapter_for
+from inference.lessons.inside.adapters import Adapter, UnsupportedModel
 
 DECODE_REPEATS = 5  # decode passes timed (median per part): one takes ~5 ms on the bundled model
 RANK_POSITIONS = 16  # positions of the lens heat map, ending at the new token (their ranks stay legible)
 PLAIN_REPEATS = 10  # plain decode steps timed beside the walk (measuring.time_decode_step), after its warm-ups
-TOP = 10  # tokens kept per lens row for the tables and the JSON
 
 __all__ = ["Inside", "UnsupportedModel", "look_inside"]
 
@@ -62,104 +63,94 @@ class Inside:
     def context(self) -> int:
         return len(self.token_ids)
 
-    def lens_top(self, layer: int, count: int = TOP) -> tuple[list[int], list[float]]:
+    def lens_top(self, layer: int, count: int) -> tuple[list[int], list[float]]:
         probs, ids = torch.topk(self.lens_probs[layer], count)
         return ids.tolist(), probs.tolist()
 
     def followed_probs(self) -> list[float]:
         return self.lens_probs[:, self.followed_id].tolist()
 
-    def to_json(self) -> dict:
-        """The command line's JSON: `lens`, `attention` ([layer][head][position]) and `parts`."""
-        argmax = int(self.logits.argmax())
-        lens = [
-            dict(zip(("top_ids", "top_probs"), self.lens_top(layer)), layer=layer, chosen_prob=float(self.lens_probs[layer, argmax]))
-            for layer in range(self.layers + 1)
-        ]  # fmt: skip
-        columns = ["name", "flops", "bytes", "decode_ms", "prefill_flops", "prefill_ms", "read_bytes"]
-        table = self.parts[columns].rename(columns={"read_bytes": "decode_bytes_read"})
-        parts = json.loads(table.to_json(orient="records"))
-        return {"context_tokens": self.context, "lens": lens, "attention": self.attention.tolist(), "parts": parts}
+    def lens_table(self, name, top: int = 3) -> pd.DataFrame:
+        """One row per layer (0 = embeddings): its top tokens with their probabilities, and the followed token's."""
+        rows = []
+        for layer, followed in enumerate(self.followed_probs()):
+            ids, probs = self.lens_top(layer, top)
+            rows.append(
+                {"layer": layer} | {f"#{i + 1}": f"{name(t)}  {p:.0%}" for i, (t, p) in enumerate(zip(ids, probs))}
+            )
+            rows[-1]["followed"] = followed
+        return pd.DataFrame(rows)
+
+    def kv_table(self, layer: int) -> pd.DataFrame:
+        """Per K/V head of `layer`: the query heads that read it and the bytes of its cached keys and values."""
+        return pd.DataFrame(
+            {
+                "K/V head": range(len(self.kv_groups)),
+                "read by query heads": [", ".join(map(str, g)) for g in self.kv_groups],
+                "cached tokens": self.context,
+                "K and V bytes": self.cache_bytes_per_layer[layer] // len(self.kv_groups),
+            }
+        )
 
 
-def _unique_bytes(modules, seen: set[int]) -> int:
-    total = 0
-    for module in modules:
-        for p in module.parameters():
-            if p.data_ptr() not in seen:
-                seen.add(p.data_ptr())
-                total += p.numel() * p.element_size()
-    return total
+def _held_bytes(modules, seen: set[int]) -> int:
+    """Bytes of the tensors of `modules` not yet in `seen` (each tensor counts once: tied tables)."""
+    tensors = {p.data_ptr(): p for m in modules for p in m.parameters() if p.data_ptr() not in seen}
+    seen.update(tensors)
+    return sum(p.numel() * p.element_size() for p in tensors.values())
 
 
 def _matmul_weights(modules) -> int:
-    """Weights of the matrix products in `modules`: nn.Linear / GPT-2 Conv1D weights, MoE experts' 3-D tensors."""
-    total = 0
-    for module in modules:
-        for m in module.modules():
-            if (
-                isinstance(m, torch.nn.Linear)
-                or type(m).__name__ == "Conv1D"
-                or type(m).__name__.endswith("TopKRouter")
-            ):
-                total += m.weight.numel()
-    return total
-
-
-def _expert_weights(modules) -> tuple[int, int]:
-    """(weights of one expert, bytes of one expert) of a Mixtral-layout experts module."""
-    experts = modules[0]
-    tensors = list(experts.parameters(recurse=False))
-    count = tensors[0].shape[0]
-    return sum(p.numel() for p in tensors) // count, sum(p.numel() * p.element_size() for p in tensors) // count
-
-
-def _attended(shape: model_config.ModelShape, layer: int, position: int) -> int:
-    window = shape.sliding_window if shape.layer_types[layer] == model_config.SLIDING else None
-    return position + 1 if window is None else min(position + 1, window)
+    """Weights of the matrix products in `modules`: nn.Linear / GPT-2 Conv1D / an MoE router's weight."""
+    kinds = lambda m: (
+        isinstance(m, torch.nn.Linear) or type(m).__name__ in ("Conv1D",) or type(m).__name__.endswith("TopKRouter")
+    )
+    return sum(m.weight.numel() for module in modules for m in module.modules() if kinds(m))
 
 
 def part_table(model, adapter, tokens: int, experts: list[list[int]] | None, cache_bytes: list[int]) -> pd.DataFrame:
     """FLOPs (flops.py's rules, part by part) of a prefill over `tokens` and of the decode pass of the last one,
     weight bytes held (each tensor once: a tied embedding table under the output layer, which reads all of it)
     and bytes a decode pass reads (one embedding row, the chosen experts, the layer's KV cache)."""
-    shape, config = adapter.shape, model.config
+    shape, k = adapter.shape, getattr(model.config, "num_experts_per_tok", None)
     per_position = 2 * 2 * shape.attention_heads * shape.head_dim  # q.k and the weighted sum of v
     modules = adapter.part_modules()
     seen: set[int] = set()
-    held = {adapters.OUTPUT: _unique_bytes(modules[adapters.OUTPUT], seen)}
-    for name, mods in modules.items():
-        held.setdefault(name, _unique_bytes(mods, seen))
+    held = {adapters.OUTPUT: _held_bytes(modules[adapters.OUTPUT], seen)}
+    held |= {name: _held_bytes(mods, seen) for name, mods in modules.items() if name != adapters.OUTPUT}
     rows = []
     for name, mods in modules.items():
-        kind, layer = name, None
-        if name.startswith("layer "):
-            layer, kind = int(name.split()[1]), name.split(" ", 2)[2]
-        weights = _matmul_weights(mods)
-        row = {"name": name, "kind": kind, "layer": layer, "bytes": held[name], "read_bytes": held[name]}
+        layer, kind = (int(name.split()[1]), name.split(" ", 2)[2]) if name.startswith("layer ") else (None, name)
+        weights, read = _matmul_weights(mods), held[name]
+        prefill, decode = 2 * weights * tokens, 2 * weights  # MLP, router: every weight per token; norms: none
         if kind == adapters.OUTPUT:
-            row["prefill_flops"] = row["flops"] = 2 * model.get_output_embeddings().weight.numel()
+            prefill = decode = 2 * model.get_output_embeddings().weight.numel()  # the last position only
         elif kind == adapters.EMBEDDING:
-            row["prefill_flops"] = row["flops"] = 0
-            row["read_bytes"] = sum(m.weight[0].numel() * m.weight.element_size() for m in mods)  # one row each
+            prefill = decode = 0
+            read = sum(m.weight[0].numel() * m.weight.element_size() for m in mods)  # one row of each table
         elif kind == adapters.ATTENTION:
-            attended = sum(_attended(shape, layer, p) for p in range(tokens))
-            row["prefill_flops"] = 2 * weights * tokens + per_position * attended
-            row["flops"] = 2 * weights + per_position * _attended(shape, layer, tokens - 1)
-            row["read_bytes"] = held[name] + cache_bytes[layer]
-        elif kind == adapters.EXPERTS:
-            one, one_bytes = _expert_weights(mods)
-            k = config.num_experts_per_tok
-            row["prefill_flops"], row["flops"] = 2 * k * one * tokens, 2 * k * one
-            row["read_bytes"] = one_bytes * len(set(experts[layer]))
-        else:  # MLP, router: all their weights per token; norms, positions: no matrix product
-            row["prefill_flops"], row["flops"] = 2 * weights * tokens, 2 * weights
-        rows.append(row)
+            window = shape.sliding_window if shape.layer_types[layer] == model_config.SLIDING else tokens
+            attended = [min(p + 1, window) for p in range(tokens)]
+            prefill, decode = prefill + per_position * sum(attended), decode + per_position * attended[-1]
+            read += cache_bytes[layer]
+        elif kind == adapters.EXPERTS:  # Mixtral layout: every expert's tensors stacked, [experts, ...]
+            tensors = list(mods[0].parameters(recurse=False))
+            count = tensors[0].shape[0]
+            one = sum(p.numel() for p in tensors) // count
+            prefill, decode = 2 * k * one * tokens, 2 * k * one
+            read = sum(p.numel() * p.element_size() for p in tensors) // count * len(set(experts[layer]))
+        rows.append(
+            dict(
+                name=name,
+                kind=kind,
+                layer=layer,
+                flops=decode,
+                prefill_flops=prefill,
+                bytes=held[name],
+                read_bytes=read,
+            )
+        )
     return pd.DataFrame(rows)
-
-
-def _median_ms(timings: list[dict[str, float]], names) -> list[float]:
-    return [median(ms.get(name, 0.0) for ms in timings) for name in names]
 
 
 @torch.inference_mode()
@@ -174,18 +165,20 @@ def look_inside(
     `followed_id`: the token to follow through the layers (default: the model's top token)."""
     if not token_ids:
         raise ValueError("The context has no tokens")
-    adapter, ids = adapter_for(model), list(token_ids)
+    Adapter(model)  # UnsupportedModel before anything is copied
+    twin = copy.deepcopy(model, {id(t): t for t in (*model.parameters(), *model.buffers())})  # same tensors
+    adapter, ids = Adapter(twin), list(token_ids)
     modules = adapter.part_modules()
 
     # 1. prefill: the whole context in one pass, timed part by part; its hidden states feed every view
-    prefill = TransformersForward(model, None)
+    prefill = TransformersForward(twin, None)
     out, prefill_ms = prefill.look(ids, modules)
     hidden = [h[0] for h in out.hidden_states]  # layers + 1 of [tokens, hidden]; the last one already normed
     logits = out.logits[0, -1].float()
     cache_bytes = prefill.cache_layer_bytes()
 
     # 2. decode: the last token again on a cache of the others (the step engine's decode step), timed part by part
-    decode = TransformersForward(model, None)
+    decode = TransformersForward(twin, None)
     if len(ids) > 1:
         decode.look(ids[:-1], {})
     decode_ms, pass_ms = [], []
@@ -211,11 +204,10 @@ def look_inside(
         k = model.config.num_experts_per_tok
         experts = [r.view(len(ids), -1)[-1].topk(k).indices.tolist() for r in out.router_logits]
 
-    parts = part_table(model, adapter, len(ids), experts, cache_bytes)
-    parts["prefill_ms"] = _median_ms([prefill_ms], parts["name"])
-    parts["decode_ms"] = _median_ms(decode_ms, parts["name"])
-    shape = adapter.shape
-    groups = shape.attention_heads // shape.kv_heads
+    parts = part_table(twin, adapter, len(ids), experts, cache_bytes)
+    parts["prefill_ms"] = [prefill_ms.get(name, 0.0) for name in parts.name]
+    parts["decode_ms"] = [median(ms.get(name, 0.0) for ms in decode_ms) for name in parts.name]
+    groups = adapter.shape.attention_heads // adapter.shape.kv_heads
     return Inside(
         token_ids=ids,
         followed_id=followed,
@@ -224,7 +216,7 @@ def look_inside(
         rank_targets=targets,
         ranks=(stream > target_logits).sum(-1),
         attention=attention,
-        kv_groups=[list(range(g * groups, (g + 1) * groups)) for g in range(shape.kv_heads)],
+        kv_groups=[list(range(g * groups, (g + 1) * groups)) for g in range(adapter.shape.kv_heads)],
         cache_bytes_per_layer=cache_bytes,
         parts=parts,
         logits=logits,
@@ -236,36 +228,21 @@ def look_inside(
 
 def part_groups(parts: pd.DataFrame) -> pd.DataFrame:
     """The parts summed by kind (all layers' attention together, ...), in the order a pass runs them."""
-    order = {kind: i for i, kind in enumerate(parts.kind.drop_duplicates())}
     columns = ["flops", "prefill_flops", "bytes", "read_bytes", "prefill_ms", "decode_ms"]
-    groups = parts.groupby("kind", sort=False)[columns].sum().reset_index().rename(columns={"kind": "group"})
-    return groups.sort_values("group", key=lambda s: s.map(order)).reset_index(drop=True)
+    return parts.groupby("kind", sort=False)[columns].sum().reset_index().rename(columns={"kind": "group"})
 
 
-@dataclass(frozen=True)
-class PublicShares:
-    """A public model's decode step by FLOPs: output layer, the layers' matrix products, attention over the cache."""
-
-    name: str
-    vocab_size: int
-    hidden_size: int
-    contexts: tuple[int, ...]
-    output_share: tuple[float, ...]  # per context
-    attention_share: tuple[float, ...]
-
-
-def public_shares(entry: dict, contexts: tuple[int, ...]) -> PublicShares:
-    """From a published config (`assets/public_models.json`): 2 x the active weights outside the embedding
-    tables (norms and biases included: a few parts in ten thousand), attention 4 x heads x head_dim per position
-    attended in each layer (windows respected), the output layer 2 x vocabulary x hidden, at each context."""
+def public_shares(entry: dict, contexts: tuple[int, int]) -> dict:
+    """A published model's decode step by FLOPs (`assets/public_models.json`): 2 x the active weights outside the
+    embedding tables (norms and biases included: a few parts in ten thousand), attention 4 x heads x head_dim per
+    position attended in each layer (windows respected), the output layer 2 x vocabulary x hidden."""
     shape = model_config.from_public_entry(entry)
-    tables = shape.vocab_size * shape.hidden_size * (1 if entry["tied_embeddings"] else 2)
-    layers = 2 * (entry["active_parameters"] - tables)
     output = 2 * shape.vocab_size * shape.hidden_size
-    outputs, attentions = [], []
-    for context in contexts:
-        attention = 4 * shape.attention_heads * shape.head_dim * sum(shape.cached_tokens_per_layer(context))
-        total = layers + attention + output
-        outputs.append(output / total)
-        attentions.append(attention / total)
-    return PublicShares(entry["name"], shape.vocab_size, shape.hidden_size, contexts, tuple(outputs), tuple(attentions))
+    layers = 2 * entry["active_parameters"] - output * (1 if entry["tied_embeddings"] else 2)
+    attention = [4 * shape.attention_heads * shape.head_dim * sum(shape.cached_tokens_per_layer(c)) for c in contexts]
+    return dict(
+        name=entry["name"], vocab=shape.vocab_size, hidden=shape.hidden_size, first=contexts[0], last=contexts[-1],
+        output=output / (layers + attention[0] + output),
+        attention_first=attention[0] / (layers + attention[0] + output),
+        attention_last=attention[-1] / (layers + attention[-1] + output),
+    )  # fmt: skip

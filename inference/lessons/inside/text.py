@@ -6,7 +6,7 @@ import statistics
 
 from inference.core import measuring
 from inference.lessons.glossary import plural
-from inference.lessons.inside.forward_pass import Inside, PublicShares, part_groups
+from inference.lessons.inside.forward_pass import Inside, part_groups
 
 TEXT = {
     "lens_source": "The logit lens (nostalgebraist, 2020) reads the residual stream after each layer through the "
@@ -15,6 +15,8 @@ TEXT = {
     "tuned lens (Belrose et al., 2023) trains one small map per layer instead; it is not used here.",
     "public": "where the work goes in a published model, whose shares differ from this small one's",
     "parts": "every part's FLOPs, bytes and measured ms, prefill and decode",
+    "parts_caption": "ms measured; FLOPs and bytes computed exactly (a tied embedding table counts under the output "
+    "layer, which reads all of it).",
     "lens": "The {role} **{token}** has probability {first:.1%} at the embeddings and {last:.1%} after the last layer.",
     "lens_never": " It is not the top guess of any layer: the last layer's top token was not drawn.",
     "lens_embeddings": " It is the top guess from the embeddings on: the token before it alone predicts it.",
@@ -49,6 +51,15 @@ TEXT = {
     "clocks_cost": ": reading the clock before and after each of its parts adds to every part, so read the chart "
     "for the parts' shares, not for the step's speed.",
     "clocks_free": ", so the clocks around the parts do not change what the step costs here.",
+}
+PART_COLUMNS = {  # the parts table's columns as the page shows them
+    "name": "part",
+    "flops": "decode FLOPs",
+    "prefill_flops": "prefill FLOPs",
+    "bytes": "weight bytes",
+    "read_bytes": "bytes a decode reads",
+    "decode_ms": "decode ms",
+    "prefill_ms": "prefill ms",
 }
 
 
@@ -125,11 +136,3 @@ def layer_sentences(inside: Inside, layer: int, drawn: list[int], hidden_weight:
         else ""
     )
     return said
-
-
-def public_sentence(shares: PublicShares) -> str:
-    return TEXT["public_shares"].format(
-        name=shares.name, vocab=shares.vocab_size, hidden=shares.hidden_size, output=shares.output_share[0],
-        first=shares.contexts[0], attention_first=shares.attention_share[0], attention_last=shares.attention_share[-1],
-        last=shares.contexts[-1],
-    )  # fmt: skip

@@ -19,15 +19,11 @@ from inference.lessons.style import (
     wrapped,
 )
 
-MEASURED_COLOUR = PALETTE["blue"]
-FORMULA_COLOUR = PALETTE["red"]
-WITH_CACHE_COLOUR = PALETTE["blue"]
-WITHOUT_CACHE_COLOUR = PALETTE["red"]
-WEIGHT_COLOUR = PALETTE["slate"]
-KV_COLOUR = PALETTE["blue"]
-KV_WITHOUT_GQA_COLOUR = PALETTE["pale_blue"]
+MEASURED_COLOUR = KV_COLOUR = PALETTE["blue"]  # with the cache, too
+FORMULA_COLOUR = PALETTE["red"]  # without the cache, too
+WEIGHT_COLOUR, KV_WITHOUT_GQA_COLOUR = PALETTE["slate"], PALETTE["pale_blue"]
 # The two decoders of the with/without comparison: (column prefix in its table, legend name, colour).
-CACHE_RUNS = (("without_cache", "without cache", WITHOUT_CACHE_COLOUR), ("with_cache", "with cache", WITH_CACHE_COLOUR))
+CACHE_RUNS = (("without_cache", "without cache", FORMULA_COLOUR), ("with_cache", "with cache", MEASURED_COLOUR))
 SMOOTHING_STEPS = 9  # the per-step chart's trend line is a running median over this many steps
 
 
@@ -149,7 +145,7 @@ def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
         # An MLA model's light bar is the uncompressed per-head cache its latent replaces: say so on the bar (in
         # presenter mode the legend's "(MLA: uncompressed)" says it: "uncompressed: 41 GB" ran off the chart).
         prefix = "" if presenter else "uncompressed: "
-        text = [(prefix if uncompressed and is_mla else "") + _gb(v) for v, is_mla in zip(rows[column], mla)]
+        text = [(prefix if uncompressed and is_mla else "") + gb_text(v) for v, is_mla in zip(rows[column], mla)]
         hover = [
             name + (" (MLA: the uncompressed per-head cache)" if uncompressed and is_mla else "") for is_mla in mla
         ]
@@ -185,9 +181,8 @@ def memory_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figure:
     )
 
 
-def _gb(value: float) -> str:
+def gb_text(value: float) -> str:
+    """A size as the memory chart labels its bars (and the sentence beside it quotes them)."""
     if value >= 10:
         return f"{value:,.0f} GB"
-    if value >= 0.1:
-        return f"{value:.1f} GB"
-    return f"{value * 1e3:.2g} MB"
+    return f"{value:.1f} GB" if value >= 0.1 else f"{value * 1e3:.2g} MB"

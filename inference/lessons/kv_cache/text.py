@@ -3,9 +3,7 @@ runs on the page or the public configs; comparisons of two measurements worded b
 
 from __future__ import annotations
 
-from inference.core.kv_cache import KVShape
 from inference.core.measuring import Timing, compare
-from inference.core.tokens import markdown_token_text
 from inference.lessons.kv_cache.experiments import CacheComparison
 from inference.lessons.kv_cache.figures import SMOOTHING_STEPS
 
@@ -71,10 +69,6 @@ STEP_COLUMNS = {  # the step table's column names as the page shows them
 }
 
 
-def bytes_per_token(shape: KVShape, dtype: str) -> str:
-    return TEXT["bytes_per_token"].format(s=shape, dtype=dtype, per_token=shape.bytes_per_token())
-
-
 def comparison_sentences(
     comparison: CacheComparison, model: str, cached: Timing, engine: Timing | None, trend_steps: int
 ) -> dict[str, str]:
@@ -107,12 +101,3 @@ def comparison_sentences(
             context=int(late.context_tokens.median()),
         )
     return said
-
-
-def loop_note(phrase_text: str, times: int, tokens: int) -> str:
-    return TEXT["loop"].format(phrase=markdown_token_text(repr(phrase_text.strip())), times=times, tokens=tokens)
-
-
-def size_text(gb: float) -> str:
-    """A size in GB, or in MB below 0.1 GB."""
-    return f"{gb:,.1f} GB" if gb >= 0.1 else f"{gb * 1e3:,.2f} MB"

@@ -12,9 +12,8 @@ import pandas as pd
 
 from inference.core.measuring import Progress, filler_prompt
 from inference.core.run import STOP_EOS, STOP_MAX_NEW_TOKENS
-from inference.core.tokens import readable_token
 from inference.engines.client import EngineError, ServerTimings
-from inference.lessons.prefill_decode.timing import GenerationTiming, Sweep, require_repeats, run_sweep
+from inference.lessons.prefill_decode.timing import GenerationTiming, Sweep, laid_end_to_end, run_sweep
 
 
 def remote_generation_timing(
@@ -25,16 +24,11 @@ def remote_generation_timing(
     run's own server timings."""
     client = engine.client
     client.complete(list(prompt_ids), 2, stream=False)  # warm-up, untimed
-    best, totals = None, []
-    for _ in range(runs):
-        completion = client.complete(list(prompt_ids), new_tokens, stream=True)
-        if not completion.token_ids or completion.timings.prompt_ms is None:
-            raise EngineError("The engine streamed no tokens or no timings for the timed generation.")
-        total = completion.arrival_ms[-1]
-        totals.append(total)
-        if best is None or total < best[0]:
-            best = (total, completion)
-    completion = best[1]
+    completions = [client.complete(list(prompt_ids), new_tokens, stream=True) for _ in range(runs)]
+    if any(not c.token_ids or c.timings.prompt_ms is None for c in completions):
+        raise EngineError("The engine streamed no tokens or no timings for the timed generation.")
+    totals = [c.arrival_ms[-1] for c in completions]
+    completion = completions[totals.index(min(totals))]
     prefill_ms = float(completion.timings.prompt_ms)
     gaps = [b - a for a, b in zip(completion.arrival_ms, completion.arrival_ms[1:])]
     n = len(completion.token_ids)
@@ -44,14 +38,12 @@ def remote_generation_timing(
             "phase": ["prefill"] + ["decode"] * (n - 1),
             "tokens_in_forward": [completion.timings.prompt_tokens or len(prompt_ids)] + [1] * (n - 1),
             "forward_ms": [prefill_ms] + gaps,
-            "sample_ms": [0.0] * n,
-            "token": [readable_token(tokenizer, t) for t in completion.token_ids],
+            "sample_ms": 0.0,
         }
     )
-    steps["step_ms"] = steps["forward_ms"] + steps["sample_ms"]
-    steps["start_ms"] = steps["step_ms"].cumsum() - steps["step_ms"]
     stop = STOP_MAX_NEW_TOKENS if n >= new_tokens else STOP_EOS
-    timing = GenerationTiming(steps=steps, prompt_tokens=len(prompt_ids), stop_reason=stop, run_totals_ms=tuple(totals))
+    steps = laid_end_to_end(steps, tokenizer, completion.token_ids)
+    timing = GenerationTiming(steps, len(prompt_ids), stop, tuple(totals))
     return timing, completion.timings
 
 
@@ -60,13 +52,7 @@ def remote_sweep(
 ) -> Sweep:
     """The local sweep's measures from the server's timings: prefill ms (`prompt_ms`, prompt cache off) and
     decode ms per token (`predicted_ms / predicted_n`), a warm-up round then `repeats` rounds."""
-    require_repeats(repeats)
-    lengths = sorted(set(prompt_lengths))
-    if not lengths or lengths[0] < 1 or lengths[-1] + decode_tokens + 1 > engine.context:
-        raise ValueError(
-            f"`prompt_lengths` have to be from 1 to {engine.context - decode_tokens - 1}, but are {prompt_lengths}"
-        )
-    prompts = {n: filler_prompt(engine.vocab_size, n) for n in lengths}
+    prompts = {n: filler_prompt(engine.vocab_size, n) for n in prompt_lengths}
 
     def one_run(n: int) -> tuple[float, float]:
         timings = engine.client.complete(prompts[n], decode_tokens + 1).timings
@@ -74,4 +60,5 @@ def remote_sweep(
             raise EngineError("The engine's answer has no prefill or decode timings, so it cannot be swept.")
         return timings.prompt_ms, timings.predicted_ms / timings.predicted_tokens
 
-    return run_sweep(lengths, repeats, decode_tokens, one_run, progress, "prompt on the engine")
+    longest = engine.context - decode_tokens - 1
+    return run_sweep(prompt_lengths, longest, repeats, decode_tokens, one_run, progress, "prompt on the engine")

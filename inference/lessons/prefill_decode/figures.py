@@ -18,7 +18,7 @@ from inference.lessons.style import (
 )
 
 
-def _error_bars(summary, measure: str) -> dict:
+def quartile_bars(summary, measure: str) -> dict:
     """Asymmetric error bars from the median down to the first quartile and up to the third."""
     return dict(
         type="data",
@@ -106,7 +106,7 @@ def sweep_time_figure(sweep: Sweep, presenter: bool = False) -> go.Figure:
         ("prefill", "prefill_ms", "prefill (P tokens per pass)", "prefill %{y:.1f} ms"),
         ("decode", "decode_ms_per_token", "decode (1 token per pass)", "decode %{y:.1f} ms per token"),
     ):
-        _phase_curve(fig, s, s[measure], phase, name, value_text, _error_bars(s, measure))
+        _phase_curve(fig, s, s[measure], phase, name, value_text, quartile_bars(s, measure))
     fig.update_xaxes(tickvals=s["prompt_tokens"].tolist())
     fig.update_yaxes(title="ms per forward pass", rangemode="tozero")
     return _sweep_layout(fig, "Time of one forward pass", presenter)
@@ -118,7 +118,7 @@ def sweep_rate_figure(sweep: Sweep, saturation_tokens: int, presenter: bool = Fa
     s = sweep.summary
     fig = go.Figure()
     rate, prefill_rate = "%{y:,.0f} tokens/s", s["prefill_tokens_per_s"]
-    _phase_curve(fig, s, prefill_rate, "prefill", "prefill (prompt)", rate, _error_bars(s, "prefill_tokens_per_s"))
+    _phase_curve(fig, s, prefill_rate, "prefill", "prefill (prompt)", rate, quartile_bars(s, "prefill_tokens_per_s"))
     _phase_curve(fig, s, 1000 / s["decode_ms_per_token"], "decode", "decode (new tokens)", rate)
     # The saturation line is a trace named in the legend: a note beside it sat on the prefill curve at 800 px.
     top = float(s["prefill_tokens_per_s_q3"].max())

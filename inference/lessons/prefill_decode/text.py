@@ -118,22 +118,13 @@ def run_vs_sweep(timing: GenerationTiming, best_prefill_tokens_per_s: float, rep
     )
 
 
-def crossover_line(reply: Crossover, shortest: int, longest: int, longest_ms: float, context: int) -> str:
-    """Which prompt prefills in as long as the reply decodes: measured, extended past the sweep, or (past the
-    model's `context`) none this model can read."""
-    key = {"below": "cross_below", "interpolated": "cross_within"}.get(reply.how, "cross_extended")
-    if reply.how == "extrapolated" and reply.beyond(context):
-        key = "cross_beyond"
-    return TEXT[key].format(
-        shortest=shortest, tokens=reply.prompt_tokens, longest=longest, context=context, longest_ms=longest_ms,
-        reply_ms=reply.reply_ms,
-    )  # fmt: skip
-
-
 def measured_findings(sweep: Sweep, found: SweepFindings, reply: Crossover, context: int) -> str:
     """What the sweep measured: prefill's parallel pass, decode's one token per pass, where they cross."""
     shortest, longest = sweep.summary.iloc[0], sweep.summary.iloc[-1]
     one_by_one_ms = found.longest_prompt * found.decode_ms_per_token
+    cross = {"below": "cross_below", "interpolated": "cross_within"}.get(reply.how, "cross_extended")
+    if reply.how == "extrapolated" and reply.beyond(context):  # no prompt this model can read takes as long
+        cross = "cross_beyond"
     said = TEXT["measured"].format(
         short_tokens=int(shortest.prompt_tokens),
         short_rate=shortest.prefill_tokens_per_s,
@@ -141,19 +132,24 @@ def measured_findings(sweep: Sweep, found: SweepFindings, reply: Crossover, cont
         saturation=SATURATION,
         saturated=found.saturation_tokens,
         decode_ms=found.decode_ms_per_token,
-        decode_rate=found.decode_tokens_per_s,
+        decode_rate=1000 / found.decode_ms_per_token,
         short_decode_ms=shortest.decode_ms_per_token,
         long_decode_ms=longest.decode_ms_per_token,
         longest=found.longest_prompt,
         longest_ms=found.longest_prefill_ms,
-        in_steps=found.longest_prefill_in_decode_steps,
+        in_steps=found.longest_prefill_ms / found.decode_ms_per_token,
         one_by_one_s=one_by_one_ms / 1e3,
         one_by_one_words=compare(one_by_one_ms, found.longest_prefill_ms).words("longer", "shorter"),
         reply=reply.reply_tokens,
         reply_ms=reply.reply_ms,
-        cross=crossover_line(
-            reply, int(shortest.prompt_tokens), found.longest_prompt, found.longest_prefill_ms, context
-        ),
+        cross=TEXT[cross].format(
+            shortest=int(shortest.prompt_tokens),
+            tokens=reply.prompt_tokens,
+            longest=found.longest_prompt,
+            context=context,
+            longest_ms=found.longest_prefill_ms,
+            reply_ms=reply.reply_ms,
+        ),  # fmt: skip
     )
     return said + (TEXT["free_ride"].format(tokens=found.free_ride_tokens) if found.free_ride_tokens else "")
 
@@ -162,7 +158,7 @@ def flops_findings(found: SweepFindings, flop_count, info, peak, threads: int, w
     """The model's FLOPs divided by the measured times, against this CPU's measured peak (`peak.value`, `peak.how`)
     on `threads` torch threads (the count the peak and the sweep ran on); `cpus` the CPU's threads, which Serve
     many's roofline measures on; `info` the loaded model's heads, head_dim and weight_bytes."""
-    share = found.prefill_flops_per_s / peak.value
+    share = found.prefill_gflops * 1e9 / peak.value
     return TEXT["flops_body"].format(
         matmul=flop_count.matmul_weights / 1e6,
         heads=info.heads,

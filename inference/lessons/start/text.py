@@ -32,8 +32,8 @@ TEXT = {
     "where the time goes.",
     "cache": "After the prompt, the cache holds **{bytes:,} bytes**, read from its tensors; {formula}. It grows with "
     "every token, so a decode step computes one token's keys and values instead of the whole text's.",
-    "formula": "2 (keys and values) × {l.layers} layers × {l.kv_heads} KV heads × {l.head_dim} dims × "
-    "{l.cache_tokens} tokens × {l.bytes_per_element} bytes = {l.formula_bytes:,}",
+    "formula": "2 (keys and values) × {l.kv.layers} layers × {l.kv.kv_heads} KV heads × {l.kv.head_dim} dims × "
+    "{l.cache_tokens} tokens × {l.kv.bytes_per_element} bytes = {l.formula_bytes:,}",
     "formula_other": "the formula for this model's layers (sliding windows or a latent cache) gives {l.formula_bytes:,}",
     "caption": "One run of {name} on this machine, computed once per model and kept. Steps 1–3 and 5 are exact (the "
     "model's own outputs and cache tensors); the times in step 4 are the median of {runs} runs, timed by the step "
