@@ -178,7 +178,7 @@ def run_section() -> None:
         table = view.columns(tokenizer, top_n=top_n)
         exact, engine_note, server_step = True, "", None  # an engine's top N makes both charts measured, not exact
         if remote:
-            server_step = trace.pending_server_step() if logits is not None else trace.server_steps[-1]
+            server_step = trace.pending_server_step() if logits is not None else trace.records[-1].server_step
             note_kind, engine_note = distribution_note(loaded.model, server_step)
             exact = note_kind == "exact"
         chart_left, chart_right = layout.side_by_side(2)
