@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from inference.lessons.sampling_lab.figures import draw_band
-from inference.lessons.sampling_lab.text import draws_caption
+from inference.lessons.sampling_lab.text import TEXT, top_draw
 from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
@@ -62,7 +62,7 @@ def test_draws_caption_never_takes_the_other_bucket_for_the_top_token():
             "token": [" excited", " sad", "other"],
         }
     )
-    text = draws_caption(counts, 1000, draw_band)
+    text = TEXT["draws"].format(**top_draw(counts, 1000, draw_band))
     assert "excited" in text and "26.8%" in text
     assert f"±{100 * float(draw_band(0.268, 1000)):.1f} points" in text
     assert "38" not in text and "other" not in text
