@@ -17,11 +17,12 @@ from inference.core.bundled import bundled_models
 from inference.core.forward import eos_token_ids
 from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.run import SEED_MAX
-from inference.core.tokens import readable_tokens
+from inference.core.tokens import markdown_token_text, readable_tokens
 from inference.lessons import glossary
 from inference.lessons.compare import figures as cf
 from inference.lessons.compare import shared_draws as compare
-from inference.lessons.compare import text as cmp_text
+from inference.lessons.compare.shared_draws import BOOTSTRAP_RESAMPLES
+from inference.lessons.compare.text import TEXT
 from inference.lessons.quantization import experiments as qc
 
 URL_PREFIX = {"A": "a_", "B": "b_"}
@@ -107,7 +108,7 @@ def read_url_once() -> list[str]:
 
 problems = read_url_once()
 st.title("⚖️ Same luck, two settings")
-st.markdown(cmp_text.INTRO)
+st.markdown(TEXT["intro"])
 for problem in problems:
     st.warning(problem)
 
@@ -180,34 +181,46 @@ for side, column, trace in zip(SIDES, text_columns, (pair.trace_a, pair.trace_b)
             unsafe_allow_html=True,
         )
 if parting is None:
-    st.success(cmp_text.SAYS["same_text"].format(steps=glossary.plural(len(pair.trace_a.records), "step")))
+    st.success(TEXT["same_text"].format(steps=glossary.plural(len(pair.trace_a.records), "step")))
 else:
     st.info(f"**They part at step {parting.step}** (boxed above): {parting.reason}")
     # One under the other: each chart needs the page's width for its token labels.
     chart(cf.final_distributions(parting, tokenizer, presenter), width="stretch", key="cmp_finals")
-    caption("exact", cmp_text.CAPTIONS["finals"])
+    caption("exact", TEXT["finals"])
     chart(cf.shared_u_cdfs(parting, tokenizer, presenter), width="stretch", key="cmp_cdfs")
-    caption("exact", cmp_text.SAYS["shared_u"].format(u=parting.u))
+    caption("exact", TEXT["shared_u"].format(u=parting.u))
 
 for side, trace in zip(SIDES, (pair.trace_a, pair.trace_b)):
     if settings[side].mirostat and trace.records:
         chart(cf.mirostat_figure(trace.records, side, presenter), width="stretch", key=f"cmp_miro_{side}")
-        caption("exact", cmp_text.CAPTIONS["mirostat"].format(side=side))
+        caption("exact", TEXT["mirostat"].format(side=side))
 
 # -- the order lesson --------------------------------------------------------------------------
 st.subheader("Same settings, two orders")
 lesson = compare.order_lesson(pair.trace_a, settings["A"])
 if lesson is None:
-    st.markdown(cmp_text.SAYS["orders_agree"].format(steps=glossary.plural(len(pair.trace_a.records), "step")))
+    st.markdown(TEXT["orders_agree"].format(steps=glossary.plural(len(pair.trace_a.records), "step")))
 else:
-    st.markdown(cmp_text.orders_differ(lesson, settings["A"].temperature))
+    kept_t, kept_l = (view.kept[view.final_stage] for view in (lesson.transformers, lesson.llama_cpp))
+    st.markdown(
+        TEXT["orders_differ"].format(
+            step=lesson.step,
+            kept_t=kept_t,
+            kept_l=kept_l,
+            t=settings["A"].temperature,
+            only_t=lesson.only_transformers,
+            only_l=lesson.only_llama_cpp,
+        )
+    )
     chart(cf.order_lesson_figure(lesson, tokenizer, presenter), width="stretch", key="cmp_order")
-    caption("exact", cmp_text.CAPTIONS["order"])
+    caption("exact", TEXT["order"])
 
 # -- many seeds --------------------------------------------------------------------------------
 st.subheader("Over many seeds")
 stop_ids = sorted(eos_token_ids(loaded.model, tokenizer))
-many_intro = cmp_text.many_seeds_intro(loaded.info.name, readable_tokens(tokenizer, stop_ids))
+stops = " or ".join(f"**{markdown_token_text(t)}**" for t in readable_tokens(tokenizer, stop_ids))
+until = TEXT["until_stop" if stops else "until_none"].format(model=loaded.info.name, stops=stops)
+many_intro = TEXT["many_intro"].format(model=loaded.info.name, until=until)
 st.markdown(many_intro)
 st.caption(glossary.note(*glossary.terms_in(many_intro), "bootstrap"))  # the jargon where it first appears
 count = st.select_slider("Seeds", SEED_CHOICES, key="cmp_seeds", persist_state="session")
@@ -250,7 +263,7 @@ result = measure_on_click(
     "cmp_many",
     multi_key,
     measure,
-    cmp_text.not_yet(len(seeds), MULTI_NEW_TOKENS),
+    TEXT["not_yet"].format(seeds=len(seeds), max_new=MULTI_NEW_TOKENS),
     background=True,
 )
 if result is not None:
@@ -259,9 +272,15 @@ if result is not None:
         for line in verdicts:
             st.markdown(f"- **{line}**")
     else:
-        st.markdown(f"- {cmp_text.SAYS['no_verdict'].format(seeds=len(result.seeds))}")
+        st.markdown(f"- {TEXT['no_verdict'].format(seeds=len(result.seeds))}")
     chart(cf.interval_figure(result.summary, presenter), width="stretch", key="cmp_intervals")
-    caption("simulated", cmp_text.intervals_caption(result, MULTI_NEW_TOKENS, loaded.info.name))
+    capped = {
+        f"capped_{s}": int((~stats["stopped"]).sum()) for s, stats in (("a", result.stats_a), ("b", result.stats_b))
+    }
+    numbers = {"seeds": len(result.seeds), "max_new": MULTI_NEW_TOKENS, "model": loaded.info.name}
+    length = TEXT["length_left_out" if result.every_run_capped else "length_capped"].format(**numbers, **capped)
+    numbers |= {"seconds": result.seconds, "resamples": BOOTSTRAP_RESAMPLES, "length": length}
+    caption("simulated", TEXT["intervals"].format(**numbers))
     hist = layout.side_by_side(2)
     for i, (metric, title) in enumerate(result.metrics.items()):
         with hist[i % 2]:
@@ -270,4 +289,4 @@ if result is not None:
                 width="stretch",
                 key=f"cmp_hist_{metric}",
             )
-    caption("simulated", cmp_text.CAPTIONS["spread"])
+    caption("simulated", TEXT["spread"])

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from inference.core.loader import encode_prompt
-from inference.lessons.compare import text as cmp_text
 from inference.lessons.compare.figures import PROMPT_TAIL, parting_html
 from inference.lessons.compare.shared_draws import (
     ManySeeds,
@@ -293,14 +292,3 @@ def test_the_bar_reaches_its_total_only_at_the_last_stage(bundled):
                            "bootstrap intervals"]  # fmt: skip
     assert max(done for done, _, what in calls if what in ("A", "B")) <= 2 * 4 < 2 * 4 + 3
     assert [done for done, _, _ in calls] == sorted(done for done, _, _ in calls)
-
-
-def test_same_lucks_lines_say_what_both_share_then_each_side():
-    lines = cmp_text.settings_now(
-        True, 3, 40, {"A": ("M · float32", ["temperature 0.8"]), "B": ("M · int8", ["temperature 1.2"])}
-    ).split("  \n")
-    assert lines == [
-        "Now: in the chat template · seed 3 (shared) · at most 40 new tokens",
-        "**A**: M · float32 · temperature 0.8",
-        "**B**: M · int8 · temperature 1.2",
-    ]
