@@ -15,7 +15,6 @@ from app_pages.shared.stepper import Stepper
 from inference.core.prompting import GENERATE_SAMPLING, opening_prompt, prepare_prompt
 from inference.core.remote import distribution_note, is_remote, step_timing_note
 from inference.core.run import SEED_MAX, new_trace, record_row
-from inference.lessons.generate import text as gen_text
 from inference.lessons.generate.current_step import current_step_view
 from inference.lessons.generate.figures import (
     cumulative_curve,
@@ -26,6 +25,7 @@ from inference.lessons.generate.figures import (
     token_html,
 )
 from inference.lessons.generate.links import replay, schedule_param
+from inference.lessons.generate.text import TEXT, knobs_now
 
 # URL parameter -> (widget key, type): a shared link reopens the same prompt, settings and seed (the sampling
 # knobs' parameters come from their one table, sampler_controls).
@@ -56,7 +56,7 @@ st.session_state.setdefault("gen_chat", opening.chat)
 controls.set_defaults("gen", SAMPLING_DEFAULTS, knobs=controls.CLASSIC)
 url_problems = stepper.read_url(URL_PARAMS, DEFAULTS, RANGES)
 st.title("✍️ Generate, one token at a time")
-st.markdown(gen_text.INTRO)
+st.markdown(TEXT["intro"])
 for problem in url_problems:
     st.warning(problem)
 
@@ -72,7 +72,8 @@ chat, settings_line = generate_controls.draw(loaded.info.has_chat_template, limi
 settings = controls.settings_from_state("gen")
 seed = int(st.session_state.gen_seed)
 if settings_line is not None:
-    settings_line.caption(gen_text.settings_now(settings, chat, seed, int(st.session_state.gen_max_new)))
+    parts = " · ".join((["in the chat template"] if chat else []) + knobs_now(settings))
+    settings_line.caption(TEXT["now"].format(parts=parts, seed=seed, max_new=int(st.session_state.gen_max_new)))
 
 # -- the run -------------------------------------------------------------------------------
 prepared = prepare_prompt(
@@ -119,7 +120,8 @@ def show_text(trace, text_box) -> None:
     if trace is not None:
         with session_lock():  # another run of this session may be stepping the same trace
             prompt, chips = chips_of(trace)
-            status = stepper.status_text(trace, gen_text.status_lead(trace), f"next: step {trace.next_index}")
+            lead = f"{len(trace.prompt_ids)} prompt tokens · {len(trace.records)} generated"
+            status = stepper.status_text(trace, lead, TEXT["next"].format(step=trace.next_index))
             html = token_html(tokenizer, trace.prompt_ids, trace.records, chips=chips, prompt=prompt, status=status)
         text_box.markdown(html, unsafe_allow_html=True)
 
@@ -184,7 +186,7 @@ def run_section() -> None:
         chart_left, chart_right = layout.side_by_side(2)
         with chart_left:
             chart(next_token_bars(table, layout.presenter()), width="stretch", key="gen_bars")
-            caption("exact" if exact else "measured", gen_text.BARS_CAPTION_REMOTE if remote else gen_text.BARS_CAPTION)
+            caption("exact" if exact else "measured", TEXT["bars_remote" if remote else "bars"])
             if remote:
                 caption("exact" if exact else "measured", engine_note)
                 if timing := step_timing_note(server_step):
@@ -195,7 +197,7 @@ def run_section() -> None:
                 width="stretch",
                 key="gen_cumulative",
             )
-            caption("exact" if exact else "measured", gen_text.CUMULATIVE_CAPTION)
+            caption("exact" if exact else "measured", TEXT["cumulative"])
         st.slider("Tokens shown", 10, 50, TOKENS_SHOWN, step=5, key="gen_top_n", persist_state="session")
 
         # -- fork ------------------------------------------------------------------------------
@@ -221,7 +223,7 @@ def run_section() -> None:
                         with generation_slot():
                             trace.rewind(int(fork_at))
                         st.rerun()
-                    st.caption(gen_text.FORK_NOTE)
+                    st.caption(TEXT["fork"])
 
             every = st.expander(  # closed, a Step sends one line here, not the table, its CSV button and caption
                 "Every step: a table of all the steps so far, with a CSV download",  # fixed: the label is its id
@@ -238,7 +240,7 @@ def run_section() -> None:
                         "text/csv",
                         key="gen_csv",
                     )
-                    caption("measured", gen_text.TABLE_CAPTION_REMOTE if remote else gen_text.TABLE_CAPTION_LOCAL)
+                    caption("measured", TEXT["table_remote" if remote else "table_local"])
 
 
 reconnect_guard()  # before the fragment: a reconnect must rerun the page even if the run section fails

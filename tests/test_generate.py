@@ -1,20 +1,16 @@
-"""Generate: its step table made row by row, the session memo behind it, a link's step schedule, presenter mode's
-line of the knobs acting, and the cumulative chart's labels."""
+"""Generate: the session memo behind its table and chips, a link's step schedule, presenter mode's line of the
+knobs acting, and the cumulative chart's labels."""
 
 import os
 from dataclasses import dataclass
 
-import pandas as pd
-import pyarrow as pa
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from inference.core.loader import encode_prompt
-from inference.core.run import new_trace, record_row
-from inference.lessons.generate import text as gen_text
-from inference.lessons.generate.figures import cumulative_curve, step_frame_for_table, step_table_row
+from inference.lessons.generate.figures import cumulative_curve
 from inference.lessons.generate.links import LinkError, schedule_param, step_plan
+from inference.lessons.generate.text import knobs_now
 from inference.sampling.pipeline import LLAMA_CPP_ORDER, TRANSFORMERS_ORDER, SamplingSettings
 from inference.sampling.step_view import step_view
 
@@ -23,20 +19,6 @@ pytestmark = pytest.mark.unit
 # Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
 # opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
-
-
-@pytest.mark.parametrize("settings", [SamplingSettings(temperature=0.8, top_p=0.95), SamplingSettings(temperature=0)])
-def test_rows_made_one_by_one_equal_the_whole_frames_table(bundled, settings):
-    model, tokenizer = bundled.model, bundled.tokenizer
-    trace = new_trace(model, tokenizer, encode_prompt(tokenizer, "Once upon a time"), 25, seed=3)
-    for _ in range(25):
-        trace.step(settings)
-    rows = [step_table_row(record_row(r)) for r in trace.records]
-    whole = step_frame_for_table(trace.to_frame())
-    pd.testing.assert_frame_equal(pd.DataFrame(rows), whole, check_exact=True)
-    pd.testing.assert_frame_equal(
-        pa.Table.from_pylist(rows).to_pandas(), whole, check_exact=True
-    )  # as the page sends it
 
 
 MEMO_SCRIPT = """
@@ -120,19 +102,19 @@ def test_a_damaged_schedule_is_one_sentence():
 
 
 def test_knobs_now_names_what_acts_and_only_that():
-    assert gen_text.knobs_now(SamplingSettings(temperature=0.7, top_p=0.9)) == ["temperature 0.7", "top-p 0.9"]
-    assert gen_text.knobs_now(SamplingSettings(temperature=0.0)) == ["temperature 0 (greedy)"]
-    off_tau = gen_text.knobs_now(SamplingSettings(mirostat_tau=4.0))  # mirostat off: its τ acts on nothing
+    assert knobs_now(SamplingSettings(temperature=0.7, top_p=0.9)) == ["temperature 0.7", "top-p 0.9"]
+    assert knobs_now(SamplingSettings(temperature=0.0)) == ["temperature 0 (greedy)"]
+    off_tau = knobs_now(SamplingSettings(mirostat_tau=4.0))  # mirostat off: its τ acts on nothing
     assert off_tau == ["temperature 1"]
-    on = gen_text.knobs_now(SamplingSettings(mirostat=True, mirostat_tau=4.0))
+    on = knobs_now(SamplingSettings(mirostat=True, mirostat_tau=4.0))
     assert on[-1] == "mirostat v2" and any("4" in part for part in on[1:-1])
 
 
 def test_a_stage_order_is_named_by_its_preset_else_listed():
-    assert not [p for p in gen_text.knobs_now(SamplingSettings(order=TRANSFORMERS_ORDER)) if "order" in p]
-    assert gen_text.knobs_now(SamplingSettings(order=LLAMA_CPP_ORDER))[-1] == "stage order: llama.cpp default"
+    assert not [p for p in knobs_now(SamplingSettings(order=TRANSFORMERS_ORDER)) if "order" in p]
+    assert knobs_now(SamplingSettings(order=LLAMA_CPP_ORDER))[-1] == "stage order: llama.cpp default"
     custom = (TRANSFORMERS_ORDER[1], TRANSFORMERS_ORDER[0], *TRANSFORMERS_ORDER[2:])
-    assert gen_text.knobs_now(SamplingSettings(order=custom))[-1] == "stage order: " + ", ".join(custom)
+    assert knobs_now(SamplingSettings(order=custom))[-1] == "stage order: " + ", ".join(custom)
 
 
 def test_a_nucleus_of_one_token_is_one_token_not_one_tokens(bundled):

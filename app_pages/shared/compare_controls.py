@@ -9,7 +9,7 @@ from app_pages.shared import layout
 from app_pages.shared import sampler_controls as controls
 from inference.core.run import SEED_MAX
 from inference.lessons.compare.text import TEXT
-from inference.lessons.generate import text as gen_text
+from inference.lessons.generate.text import knobs_now
 
 SIDES = ("A", "B")
 PREFIX = {"A": "cmp_a", "B": "cmp_b"}
@@ -75,6 +75,6 @@ def name_settings(now_line, chat: bool, settings: dict) -> None:
     state = st.session_state
     lines = [TEXT["now"].format(chat="in the chat template · " * chat, seed=state.cmp_seed, max_new=state.cmp_max_new)]
     for side in SIDES:
-        knobs = " · ".join(gen_text.knobs_now(settings[side]))
+        knobs = " · ".join(knobs_now(settings[side]))
         lines.append(TEXT["now_side"].format(side=side, model=state[f"cmp_model_{side}"], knobs=knobs))
     now_line.caption("  \n".join(lines))
