@@ -27,8 +27,7 @@ from inference.lessons.generate.figures import (
 from inference.lessons.generate.links import replay, schedule_param
 from inference.lessons.generate.text import TEXT, knobs_now
 
-# URL parameter -> (widget key, type): a shared link reopens the same prompt, settings and seed (the sampling
-# knobs' parameters come from their one table, sampler_controls).
+# URL parameter -> (widget key, type): a shared link reopens the same prompt, settings and seed.
 URL_PARAMS = {
     "prompt": ("gen_prompt", str),
     **controls.url_params("gen", controls.CLASSIC),
@@ -49,9 +48,7 @@ remote = is_remote(loaded)
 model, tokenizer = loaded.model, loaded.tokenizer
 opening = opening_prompt("generate", loaded.info.name)
 DEFAULTS["gen_prompt"] = opening.text
-# A chat model opens in its chat template (a bare question often ends at once without it); a later session value,
-# the visitor's own, wins.
-st.session_state.setdefault("gen_chat", opening.chat)
+st.session_state.setdefault("gen_chat", opening.chat)  # a chat model opens in its template; the visitor's value wins
 
 controls.set_defaults("gen", SAMPLING_DEFAULTS, knobs=controls.CLASSIC)
 url_problems = stepper.read_url(URL_PARAMS, DEFAULTS, RANGES)
@@ -60,7 +57,6 @@ st.markdown(TEXT["intro"])
 for problem in url_problems:
     st.warning(problem)
 
-# -- controls ----------------------------------------------------------------------------
 controls.set_defaults("gen", knobs=controls.MORE)
 if not st.session_state.get("gen_more_url_read"):  # the newer samplers and the order from a shared link
     st.session_state["gen_more_url_read"] = True
@@ -75,7 +71,6 @@ if settings_line is not None:
     parts = " · ".join((["in the chat template"] if chat else []) + knobs_now(settings))
     settings_line.caption(TEXT["now"].format(parts=parts, seed=seed, max_new=int(st.session_state.gen_max_new)))
 
-# -- the run -------------------------------------------------------------------------------
 prepared = prepare_prompt(
     tokenizer, st.session_state.gen_prompt, chat, loaded.info.context, limits, int(st.session_state.gen_max_new)
 )
@@ -91,22 +86,18 @@ def start_new_trace():
 
 
 def table_of(trace) -> pa.Table:
-    """The step table: each row made once, when its step is made (a softmax per record), and kept in the session.
-    An Arrow table, which Streamlit sends as it is: through pandas, 0.58 ms for the DataFrame and 1.22 ms for its
-    conversion on every Step; 0.19 ms so."""
+    """The step table, each row made once and kept; Arrow, which Streamlit sends as it is (a DataFrame cost 9x)."""
     with session_lock():  # another run of this session may be stepping the same trace
         return pa.Table.from_pylist(kept_per_record("gen_table_rows", trace, lambda r: step_table_row(record_row(r))))
 
 
 def csv_of(trace) -> bytes:
-    """Every step with all its columns (`Trace.to_frame`), made when the CSV is downloaded, not on every rerun."""
     with session_lock():
         return trace.to_frame().to_csv(index=False).encode()
 
 
 def chips_of(trace) -> tuple[str, list[str]]:
-    """The prompt's chips and one chip per record, each made once and kept in the session: a Step makes one chip,
-    not one per token so far."""
+    """The prompt's chips and one chip per record, each made once and kept: a Step makes one chip."""
     prompt = kept_until_changed(
         "gen_prompt_chips",
         (loaded.info.name, tuple(trace.prompt_ids)),
@@ -116,7 +107,6 @@ def chips_of(trace) -> tuple[str, list[str]]:
 
 
 def show_text(trace, text_box) -> None:
-    """The run's text as chips and its status line under them, in `text_box` (one element: a Step sends it once)."""
     if trace is not None:
         with session_lock():  # another run of this session may be stepping the same trace
             prompt, chips = chips_of(trace)
@@ -128,12 +118,9 @@ def show_text(trace, text_box) -> None:
 
 @st.fragment
 def run_section() -> None:
-    """The buttons, the run and everything drawn from it. A fragment: a Step, Back, Play or 'Tokens shown' reruns
-    only this, not the title, the sidebar and the sliders above (a slider's change reruns the whole page, as the
-    run's settings come from them). Its server CPU per Step is `page_step_server_cpu_ms` in
-    `python -m inference.bench --pages`."""
-    # The text first, then the buttons right above the step they change: a teacher sees Step, the newest token just
-    # above it and the chart just below it on one screen (1280x900 and 800x1000, presenter mode too).
+    """The buttons, the run and everything drawn from it: a fragment, so a Step reruns only this (its server CPU is
+    `page_step_server_cpu_ms` in `python -m inference.bench --pages`). The text, then the buttons, then the chart:
+    Step, the newest token and the chart on one screen."""
     text_box = st.empty()
     stepper.buttons()
     if prepared.error:
@@ -163,7 +150,6 @@ def run_section() -> None:
         | ({"sched": sched} if trace is not None and (sched := schedule_param(trace.records, settings, seed)) else {}),
     )
 
-    # -- the current step ------------------------------------------------------------------
     if trace is not None:
         logits = None
         if not trace.finished:
@@ -200,7 +186,6 @@ def run_section() -> None:
             caption("exact" if exact else "measured", TEXT["cumulative"])
         st.slider("Tokens shown", 10, 50, TOKENS_SHOWN, step=5, key="gen_top_n", persist_state="session")
 
-        # -- fork ------------------------------------------------------------------------------
         if trace.records:
             fork = st.expander(  # its widgets run only while it is open (a Step need not redraw them)
                 "Fork: go back to an earlier step and continue with other settings",

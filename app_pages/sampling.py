@@ -51,7 +51,7 @@ if len(sources) > 1:
     )
 if source == "The current step on Generate":
     if trace.finished:
-        logits, seen = trace.records[-1].logits, trace.seen_masks()[-1]
+        logits, seen = trace.records[-1].logits, seen_mask(trace.all_ids[:-1], trace.vocab_size)
         context_ids = trace.all_ids[:-1]
     else:
         logits = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from inference.lessons.generate.text import TEXT, settings_changed
-from inference.sampling.pipeline import SamplingSettings
+from inference.sampling.pipeline import SamplingSettings, seen_mask
 from inference.sampling.step_view import StepView, step_view
 
 
@@ -22,7 +22,12 @@ def current_step_view(trace, logits: torch.Tensor | None, settings: SamplingSett
     drawn_with = last.settings
     context = trace.step_context(last.index, drawn_with) if drawn_with.needs_context else None
     view = step_view(
-        last.logits, drawn_with, trace.seen_masks()[-1], u=last.u, chosen_id=last.token_id, context=context
+        last.logits,
+        drawn_with,
+        seen_mask(trace.all_ids[:-1], trace.vocab_size),
+        u=last.u,
+        chosen_id=last.token_id,
+        context=context,
     )
     then, now = settings_changed(drawn_with, settings)
     if not then:
