@@ -1,6 +1,6 @@
 """The Sampling lab through Streamlit's AppTest: it opens with every classic filter acting (each pipeline panel
-differs from the one before it), and the sentence under the 1,000 draws names the most likely token's share,
-never the "other" bucket's."""
+differs from the one before it), it keeps what depends only on the step while a slider moves (a kept chart never
+shows another step), and the sentence under the 1,000 draws names the most likely token's share, never "other"."""
 
 import base64
 import json
@@ -66,3 +66,24 @@ def test_draws_caption_never_takes_the_other_bucket_for_the_top_token():
     assert "excited" in text and "26.8%" in text
     assert f"±{100 * float(draw_band(0.268, 1000)):.1f} points" in text
     assert "38" not in text and "other" not in text
+
+
+def test_a_slider_rerun_reuses_the_temperature_frames_and_another_prompt_makes_new_ones():
+    at = open_lab()
+    frames = at.session_state["lab_temperature_frames"][1]
+    side = at.session_state["lab_side_by_side"][1]
+
+    at.slider(key="lab_top_p").set_value(0.5).run()  # another setting, the same step
+    assert at.session_state["lab_temperature_frames"][1] is frames
+    assert at.session_state["lab_side_by_side"][1] is side
+
+    at.slider(key="lab_temperature").set_value(1.5).run()  # the chart opens on the new value from the same frames
+    assert at.session_state["lab_temperature_frames"][1] is frames
+    spec = chart(at, "lab_live_temperature")
+    assert spec["layout"]["sliders"][0]["steps"][spec["layout"]["sliders"][0]["active"]]["label"] == "1.5"
+
+    before = chart(at, "lab_live_temperature")["frames"][20]["data"][0]["y"]
+    at.text_input(key="lab_prompt").set_value("The dog ran to the").run()
+    assert not at.exception
+    assert at.session_state["lab_temperature_frames"][1] is not frames
+    assert chart(at, "lab_live_temperature")["frames"][20]["data"][0]["y"] != before  # the new step's own tokens
