@@ -13,6 +13,7 @@ from app_pages.shared.compare_controls import PREFIX, SIDES
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
+from app_pages.shared.url_state import read_url_once
 from inference.core.bundled import bundled_models
 from inference.core.forward import eos_token_ids
 from inference.core.prompting import opening_prompt, prepare_prompt
@@ -76,44 +77,30 @@ def model_for(choice: str):
     return models.cached_model(source, "float32", False).model
 
 
-def read_url_once() -> list[str]:
-    # Defaults every run: Streamlit forgets a widget's value on a run of another page.
-    for key, value in PAGE_DEFAULTS.items():
-        st.session_state.setdefault(key, value)
+def read_url(choices: list[str]) -> list[str]:
+    """Defaults every run (Streamlit forgets a widget's value on a run of another page); a link's values once."""
+    first = not st.session_state.get("cmp_url_read")
     for side in SIDES:
         controls.set_defaults(PREFIX[side], DEFAULTS[side])
-        st.session_state.setdefault(f"cmp_model_{side}", model_choices()[0])
-    if st.session_state.get("cmp_url_read"):
-        return []
-    st.session_state["cmp_url_read"] = True
-    problems = []
-    for side in SIDES:
+    url = {"prompt": ("cmp_prompt", str), "seed": ("cmp_seed", int), "max": ("cmp_max_new", int)}
+    url |= {f"{URL_PREFIX[side]}model": (f"cmp_model_{side}", str) for side in SIDES}
+    models_here = {f"cmp_model_{side}": (choices, "is not a model of this page; using the default.") for side in SIDES}
+    problems = read_url_once(
+        "cmp_url_read", url, PAGE_DEFAULTS | dict.fromkeys(models_here, choices[0]),
+        {"cmp_seed": (0, SEED_MAX), "cmp_max_new": (1, limits.max_new_tokens)}, choices=models_here,
+    )  # fmt: skip
+    for side in SIDES if first else ():
         problems += controls.read_url(PREFIX[side], URL_PREFIX[side], st.query_params)
-        wanted = st.query_params.get(f"{URL_PREFIX[side]}model")
-        if wanted in model_choices():
-            st.session_state[f"cmp_model_{side}"] = wanted
-    for param, key, kind, low, high in (
-        ("prompt", "cmp_prompt", str, None, None),
-        ("seed", "cmp_seed", int, 0, SEED_MAX),
-        ("max", "cmp_max_new", int, 1, limits.max_new_tokens),
-    ):
-        if param in st.query_params:
-            try:
-                value = kind(st.query_params[param])
-                st.session_state[key] = value if low is None else min(max(value, low), high)
-            except ValueError:
-                problems.append(f"`{param}` in the link is not a {kind.__name__}; using the default.")
     return problems
 
 
-problems = read_url_once()
+choices = model_choices()  # once a rerun: it reads the bundled models' configs
+problems = read_url(choices)
 st.title("⚖️ Same luck, two settings")
 st.markdown(TEXT["intro"])
 for problem in problems:
     st.warning(problem)
 
-
-choices = model_choices()  # once a rerun: it reads the bundled models' configs
 chat, now_line = compare_controls.draw(choices, loaded.info.has_chat_template, limits.max_new_tokens)
 settings = {}
 for side in SIDES:
