@@ -130,30 +130,25 @@ for side in SIDES:
 st.query_params.from_dict(query)
 
 # -- one seed --------------------------------------------------------------------------------
-run_key = (
-    tuple(prepared.ids),
-    seed,
-    max_new,
-    settings["A"],
-    settings["B"],
-    st.session_state.cmp_model_A,
-    st.session_state.cmp_model_B,
-)
+sides = (settings["A"], settings["B"], st.session_state.cmp_model_A, st.session_state.cmp_model_B)
+run_key = (tuple(prepared.ids), seed, max_new, *sides)
 pairs = st.session_state.setdefault("cmp_pairs", {})
+lessons = st.session_state.setdefault("cmp_lessons", {})  # re-reading every step: once a pair, not every rerun
 if run_key not in pairs:
     with generation_slot():
         model_a, model_b = model_for(st.session_state.cmp_model_A), model_for(st.session_state.cmp_model_B)
         pairs.clear()  # one pair per session is all the page shows
+        lessons.clear()
         pairs[run_key] = compare.shared_draw_pair(
             model_a, model_b, tokenizer, prepared.ids, settings["A"], settings["B"], seed, max_new
         )
+        lessons[run_key] = compare.order_lesson(pairs[run_key].trace_a, settings["A"])
 pair = pairs[run_key]
 parting = pair.parting
 text_columns = st.columns(2)
 for side, column, trace in zip(SIDES, text_columns, (pair.trace_a, pair.trace_b)):
     with column:
-        # presenter mode: the model is in the line under the folded settings; a second line here pushed the text off
-        # the first screen
+        # presenter mode: the model is in the line under the folded settings (a second line pushed the text down)
         model_named = "" if presenter else f" · {st.session_state[f'cmp_model_{side}']}"
         st.markdown(f"**{side}**{model_named} · {len(trace.records)} tokens")
         st.markdown(
@@ -170,7 +165,7 @@ for side, column, trace in zip(SIDES, text_columns, (pair.trace_a, pair.trace_b)
 if parting is None:
     st.success(TEXT["same_text"].format(steps=glossary.plural(len(pair.trace_a.records), "step")))
 else:
-    st.info(f"**They part at step {parting.step}** (boxed above): {parting.reason}")
+    st.info(TEXT["parted"].format(step=parting.step, reason=parting.reason))
     # One under the other: each chart needs the page's width for its token labels.
     chart(cf.final_distributions(parting, tokenizer, presenter), width="stretch", key="cmp_finals")
     caption("exact", TEXT["finals"])
@@ -184,7 +179,7 @@ for side, trace in zip(SIDES, (pair.trace_a, pair.trace_b)):
 
 # -- the order lesson --------------------------------------------------------------------------
 st.subheader("Same settings, two orders")
-lesson = compare.order_lesson(pair.trace_a, settings["A"])
+lesson = lessons[run_key]
 if lesson is None:
     st.markdown(TEXT["orders_agree"].format(steps=glossary.plural(len(pair.trace_a.records), "step")))
 else:

@@ -50,27 +50,18 @@ if len(sources) > 1:
         "Logits from", sources, index=len(sources) - 1, horizontal=True, key="lab_source", persist_state="session"
     )
 if source == "The current step on Generate":
-    if trace.finished:
-        logits, seen = trace.records[-1].logits, seen_mask(trace.all_ids[:-1], trace.vocab_size)
-        context_ids = trace.all_ids[:-1]
-    else:
-        logits = None
+    context_ids, logits = (trace.all_ids[:-1], trace.records[-1].logits) if trace.finished else (trace.all_ids, None)
+    if logits is None:
         with generation_slot(), engine_errors():
             logits = trace.peek()
         if logits is None:
             st.stop()  # a serving engine failed: its message is shown
-        seen, context_ids = trace.seen_now(), trace.all_ids
+    seen = seen_mask(context_ids, trace.vocab_size)
 else:
     opening = opening_prompt("sampling", loaded.info.name).text
-    # presenter mode: its label for screen readers only (the intro names it), as Generate's prompt: the first chart
-    # then reaches the first screen at 800x1000
-    text = st.text_input(
-        "Prompt",
-        opening,
-        key="lab_prompt",
-        persist_state="session",
-        label_visibility="collapsed" if presenter else "visible",
-    )
+    # presenter mode: its label for screen readers only (the intro names it), so the first chart reaches the screen
+    shown = "collapsed" if presenter else "visible"
+    text = st.text_input("Prompt", opening, key="lab_prompt", persist_state="session", label_visibility=shown)
     prepared = prepare_prompt(tokenizer, text, False, loaded.info.context, models.limits())
     for note in prepared.notes:
         st.info(note)

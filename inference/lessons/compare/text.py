@@ -12,6 +12,7 @@ TEXT = {
     "u fell on {chosen}.",
     "moved": "Both kept both tokens, but {cause} moved the curve: the tokens ranked before {tok_a} hold {before_b:.1%} "
     "in B against {before_a:.1%} in A, so the shared u = {u:.3f} fell on {tok_b} in B and on {tok_a} in A.",
+    "parted": "**They part at step {step}** (boxed above): {reason}",
     "same_text": "Same seed, same text: with these settings A and B chose the same token at every step ({steps}).",
     "finals": "Both final distributions at that step, from each run's recorded logits and settings; the outlined bar "
     "is the token each run chose.",
