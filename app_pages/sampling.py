@@ -131,13 +131,13 @@ with live_left:
     chart(live_temperature, width="stretch", key="lab_live_temperature")
     caption("exact" if exact else "measured", TEXT["live_temperature"])
 with live_right:
-    chart(
-        live_slider_figure(
-            logits, tokenizer, "top_p", TOP_P_GRID, top_p, settings, presenter=presenter, seen=seen, context=lab_context
-        ),
-        width="stretch",
-        key="lab_live_top_p",
-    )
+    live_top_p = kept_for_this_step(  # 20 whole pipelines: remade when a setting moves, not on every rerun
+        "lab_top_p_chart",
+        (settings, presenter),
+        lambda: live_slider_figure(logits, tokenizer, "top_p", TOP_P_GRID, top_p, settings, presenter=presenter,
+                                   seen=seen, context=lab_context),
+    )  # fmt: skip
+    chart(live_top_p, width="stretch", key="lab_live_top_p")
     caption(
         "exact" if exact else "measured",
         TEXT["live_top_p"].format(**vars(settings) | {"top_k": settings.top_k or "off"}),
