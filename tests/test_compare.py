@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from inference.core.loader import encode_prompt
-from inference.lessons.compare.figures import PROMPT_TAIL, parting_html
 from inference.lessons.compare.shared_draws import (
     ManySeeds,
     batched_runs,
@@ -224,12 +223,3 @@ def test_the_shared_u_charts_text_puts_each_runs_draw_on_its_own_curve(bundled):
         assert f"{side}'s cumulative curve: " in said
         marker = said.split(f"u = {parting.u:.3f} on {side}'s curve: ")[1].split(";")[0]
         assert marker.startswith(f"{parting.u:.1%} at {view.chosen_rank + 1}. "), said
-
-
-def test_a_long_prompt_shows_its_end_and_counts_the_rest(bundled):
-    tokenizer = bundled.tokenizer
-    ids = tokenizer.encode("Once upon a time there was a little girl who lived in a small house by the sea. " * 2)
-    assert len(ids) > PROMPT_TAIL
-    shown = parting_html(tokenizer, ids, ids[:3], ids[:3], None, "A")
-    assert f"… {len(ids) - PROMPT_TAIL} earlier prompt tokens …" in shown
-    assert "earlier prompt tokens" not in parting_html(tokenizer, ids[:PROMPT_TAIL], ids[:3], ids[:3], None, "A")

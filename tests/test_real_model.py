@@ -6,8 +6,8 @@ import importlib.util
 import json
 import os
 import sys
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -120,12 +120,8 @@ def test_a_converted_folder_is_reused_and_a_stale_one_reconverted(fake_conversio
 
 
 def test_two_callers_at_once_convert_once(fake_conversion):
-    results = []
-    threads = [threading.Thread(target=lambda: results.append(real_model.real_model_folder())) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: real_model.real_model_folder(), range(2)))
     assert len(fake_conversion) == 1 and results == [real_model.folder_path()] * 2
 
 

@@ -17,8 +17,7 @@ from tests.conftest import open_app_page
 
 pytestmark = pytest.mark.page
 
-# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
-# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+# the 6M storyteller's speed and token ids (SmolLM2's default: tests/test_default_model_page.py)
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 PAGE = "app_pages/sampling.py"
