@@ -2,7 +2,6 @@
 differs from the one before it), it keeps what depends only on the step while a slider moves (a kept chart never
 shows another step), and the sentence under the 1,000 draws names the most likely token's share, never "other"."""
 
-import base64
 import json
 import os
 
@@ -13,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from inference.lessons.sampling_lab.figures import draw_band
 from inference.lessons.sampling_lab.text import TEXT, top_draw
-from tests.conftest import open_app_page
+from tests.conftest import open_app_page, plotly_array
 
 pytestmark = pytest.mark.page
 
@@ -34,16 +33,10 @@ def chart(at, key: str) -> dict:
     raise AssertionError(f"no chart {key}")
 
 
-def values(array) -> np.ndarray:
-    if isinstance(array, dict):
-        return np.frombuffer(base64.b64decode(array["bdata"]), array["dtype"])
-    return np.asarray(array, dtype=float)
-
-
 def test_the_lab_opens_with_each_pipeline_stage_changing_the_distribution():
     """Every panel of the stage-by-stage chart differs from the one before it: no filter opens switched off."""
     at = open_lab()
-    panels = [values(trace["x"]) for trace in chart(at, "lab_pipeline")["data"]]
+    panels = [plotly_array(trace["x"]).astype(float) for trace in chart(at, "lab_pipeline")["data"]]
     assert len(panels) == 6  # raw, then penalty, temperature, top-k, top-p, min-p
     for stage, (before, after) in enumerate(zip(panels, panels[1:]), start=1):
         assert not np.allclose(before, after), f"panel {stage + 1} shows the same bars as panel {stage}"
