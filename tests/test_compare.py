@@ -154,8 +154,7 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_mean():
 
 
 def test_verdict_only_where_the_intervals_do_not_overlap():
-    """A tiny fixed example: B repeats far more (intervals apart: one verdict); the lengths
-    overlap (no verdict)."""
+    """A tiny fixed example: B repeats far more (intervals apart: one verdict); the lengths overlap (no verdict)."""
     stats_a = pd.DataFrame({"repetition_rate": [0.0, 0.05, 0.02, 0.01, 0.03, 0.0], "distinct_2": [0.9] * 6,
                             "mean_logprob": [-2.0, -2.1, -1.9, -2.2, -2.0, -2.05], "length": [20, 30, 25, 40, 35, 28],
                             "stopped": [True] * 6})  # fmt: skip

@@ -12,7 +12,7 @@ from app_pages.shared import models
 from inference.core import real_model
 from inference.core.bundled import bundled_models
 from inference.core.limits import Limits
-from inference.core.loader import ModelLoadError, classify_source, encode_prompt, load_model
+from inference.core.loader import ModelLoadError, encode_prompt, load_model
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.core.prompting import GENERAL, OPENING_PROMPTS, STORY, model_kind, opening_prompt
 from inference.lessons.constrained.formats import GENERAL_PROMPTS, PRESETS, preset_prompt
@@ -95,11 +95,6 @@ def test_unknown_hub_id_is_explained(monkeypatch):
     monkeypatch.setattr(HfApi, "model_info", not_found)
     with pytest.raises(ModelLoadError, match="No model 'someone/nothing-here'"):
         load_model("someone/nothing-here")
-
-
-def test_sources_are_classified():
-    assert classify_source("") == classify_source(None) == "bundled"
-    assert classify_source("/tmp") == "folder" and classify_source("HuggingFaceTB/SmolLM2-135M-Instruct") == "hub"
 
 
 def test_chat_template_wraps_the_prompt(bundled):

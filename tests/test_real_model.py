@@ -81,13 +81,6 @@ def test_unpermute_rows_undoes_llama_cpps_rotary_permutation():
         assert np.array_equal(real_model.unpermute_rows(permuted, heads), part)
 
 
-def test_llama_cpp_names_map_to_transformers_names():
-    assert real_model.transformers_name("token_embd.weight") == "model.embed_tokens.weight"
-    assert real_model.transformers_name("blk.29.ffn_down.weight") == "model.layers.29.mlp.down_proj.weight"
-    with pytest.raises(KeyError):
-        real_model.transformers_name("blk.0.attn_qkv.weight")
-
-
 @pytest.fixture
 def fake_conversion(monkeypatch, tmp_path):
     """The cache in tmp_path and a conversion that writes a stamped folder slowly, counting its calls."""
