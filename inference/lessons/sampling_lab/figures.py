@@ -129,26 +129,15 @@ def lab_table(view: StepView, logits: torch.Tensor, seen: torch.Tensor, context,
     why = " and ".join(STAGE_NAMES[name] for name in lowered) or "a reweighting stage"
     mark = f"{STAGE_NAMES[cut]}, after the {why}" if cut else f"the {why} pushed it down"
 
-    def insert(name: str, value) -> None:
-        values = list(columns[name])
-        columns[name] = [*values[:-1], value, values[-1]]
-
-    insert("rank", rank)
-    insert("token_id", favourite)
-    insert("token", readable_tokens(tokenizer, [favourite])[0])
-    columns["token"][-1] = f"other ({len(view.order) - top_n:,} tokens)"
-    for name in view.stages:
-        insert(name, share[name])
-        columns[name][-1] = max(0.0, columns[name][-1] - share[name])
-    columns["final"] = list(columns[view.final_stage])
-    for name in ("cumulative_final", "cumulative_before_top_p"):
-        insert(name, float("nan"))
-    insert("removed_by", mark)
-    insert("chosen", view.chosen_id == favourite)
+    row = {"rank": rank, "token_id": favourite, "token": readable_tokens(tokenizer, [favourite])[0], **share}
+    row |= {"final": share[view.final_stage], "removed_by": mark, "chosen": view.chosen_id == favourite}
+    other = {name: max(0.0, columns[name][-1] - share[name]) for name in view.stages}
+    other |= {"final": other[view.final_stage], "token": f"other ({len(view.order) - top_n:,} tokens)"}
     return {
-        name: np.asarray(values, dtype=object if name in ("rank", "token_id") else None)
+        name: np.asarray([*values[:-1], row.get(name, np.nan), other.get(name, values[-1])],
+                         dtype=object if name in ("rank", "token_id") else None)
         for name, values in columns.items()
-    }
+    }  # fmt: skip
 
 
 def live_slider_figure(
