@@ -13,16 +13,18 @@ from app_pages.shared.compare_controls import PREFIX, SIDES
 from app_pages.shared.shared_results import measure_on_click
 from app_pages.shared.sidebar import current_model
 from app_pages.shared.slots import generation_slot
+from app_pages.shared.url_state import read_url_once
 from inference.core.bundled import bundled_models
 from inference.core.forward import eos_token_ids
 from inference.core.prompting import opening_prompt, prepare_prompt
 from inference.core.quantize import quantized_copy
 from inference.core.run import SEED_MAX
-from inference.core.tokens import readable_tokens
+from inference.core.tokens import markdown_token_text, readable_tokens
 from inference.lessons import glossary
 from inference.lessons.compare import figures as cf
 from inference.lessons.compare import shared_draws as compare
-from inference.lessons.compare import text as cmp_text
+from inference.lessons.compare.shared_draws import BOOTSTRAP_RESAMPLES
+from inference.lessons.compare.text import TEXT
 
 URL_PREFIX = {"A": "a_", "B": "b_"}
 DEFAULTS = {
@@ -75,44 +77,30 @@ def model_for(choice: str):
     return models.cached_model(source, "float32", False).model
 
 
-def read_url_once() -> list[str]:
-    # Defaults every run: Streamlit forgets a widget's value on a run of another page.
-    for key, value in PAGE_DEFAULTS.items():
-        st.session_state.setdefault(key, value)
+def read_url(choices: list[str]) -> list[str]:
+    """Defaults every run (Streamlit forgets a widget's value on a run of another page); a link's values once."""
+    first = not st.session_state.get("cmp_url_read")
     for side in SIDES:
         controls.set_defaults(PREFIX[side], DEFAULTS[side])
-        st.session_state.setdefault(f"cmp_model_{side}", model_choices()[0])
-    if st.session_state.get("cmp_url_read"):
-        return []
-    st.session_state["cmp_url_read"] = True
-    problems = []
-    for side in SIDES:
+    url = {"prompt": ("cmp_prompt", str), "seed": ("cmp_seed", int), "max": ("cmp_max_new", int)}
+    url |= {f"{URL_PREFIX[side]}model": (f"cmp_model_{side}", str) for side in SIDES}
+    models_here = {f"cmp_model_{side}": (choices, "is not a model of this page; using the default.") for side in SIDES}
+    problems = read_url_once(
+        "cmp_url_read", url, PAGE_DEFAULTS | dict.fromkeys(models_here, choices[0]),
+        {"cmp_seed": (0, SEED_MAX), "cmp_max_new": (1, limits.max_new_tokens)}, choices=models_here,
+    )  # fmt: skip
+    for side in SIDES if first else ():
         problems += controls.read_url(PREFIX[side], URL_PREFIX[side], st.query_params)
-        wanted = st.query_params.get(f"{URL_PREFIX[side]}model")
-        if wanted in model_choices():
-            st.session_state[f"cmp_model_{side}"] = wanted
-    for param, key, kind, low, high in (
-        ("prompt", "cmp_prompt", str, None, None),
-        ("seed", "cmp_seed", int, 0, SEED_MAX),
-        ("max", "cmp_max_new", int, 1, limits.max_new_tokens),
-    ):
-        if param in st.query_params:
-            try:
-                value = kind(st.query_params[param])
-                st.session_state[key] = value if low is None else min(max(value, low), high)
-            except ValueError:
-                problems.append(f"`{param}` in the link is not a {kind.__name__}; using the default.")
     return problems
 
 
-problems = read_url_once()
+choices = model_choices()  # once a rerun: it reads the bundled models' configs
+problems = read_url(choices)
 st.title("⚖️ Same luck, two settings")
-st.markdown(cmp_text.INTRO)
+st.markdown(TEXT["intro"])
 for problem in problems:
     st.warning(problem)
 
-
-choices = model_choices()  # once a rerun: it reads the bundled models' configs
 chat, now_line = compare_controls.draw(choices, loaded.info.has_chat_template, limits.max_new_tokens)
 settings = {}
 for side in SIDES:
@@ -142,30 +130,25 @@ for side in SIDES:
 st.query_params.from_dict(query)
 
 # -- one seed --------------------------------------------------------------------------------
-run_key = (
-    tuple(prepared.ids),
-    seed,
-    max_new,
-    settings["A"],
-    settings["B"],
-    st.session_state.cmp_model_A,
-    st.session_state.cmp_model_B,
-)
+sides = (settings["A"], settings["B"], st.session_state.cmp_model_A, st.session_state.cmp_model_B)
+run_key = (tuple(prepared.ids), seed, max_new, *sides)
 pairs = st.session_state.setdefault("cmp_pairs", {})
+lessons = st.session_state.setdefault("cmp_lessons", {})  # re-reading every step: once a pair, not every rerun
 if run_key not in pairs:
     with generation_slot():
         model_a, model_b = model_for(st.session_state.cmp_model_A), model_for(st.session_state.cmp_model_B)
         pairs.clear()  # one pair per session is all the page shows
+        lessons.clear()
         pairs[run_key] = compare.shared_draw_pair(
             model_a, model_b, tokenizer, prepared.ids, settings["A"], settings["B"], seed, max_new
         )
+        lessons[run_key] = compare.order_lesson(pairs[run_key].trace_a, settings["A"])
 pair = pairs[run_key]
 parting = pair.parting
 text_columns = st.columns(2)
 for side, column, trace in zip(SIDES, text_columns, (pair.trace_a, pair.trace_b)):
     with column:
-        # presenter mode: the model is in the line under the folded settings; a second line here pushed the text off
-        # the first screen
+        # presenter mode: the model is in the line under the folded settings (a second line pushed the text down)
         model_named = "" if presenter else f" · {st.session_state[f'cmp_model_{side}']}"
         st.markdown(f"**{side}**{model_named} · {len(trace.records)} tokens")
         st.markdown(
@@ -180,34 +163,46 @@ for side, column, trace in zip(SIDES, text_columns, (pair.trace_a, pair.trace_b)
             unsafe_allow_html=True,
         )
 if parting is None:
-    st.success(cmp_text.SAYS["same_text"].format(steps=glossary.plural(len(pair.trace_a.records), "step")))
+    st.success(TEXT["same_text"].format(steps=glossary.plural(len(pair.trace_a.records), "step")))
 else:
-    st.info(f"**They part at step {parting.step}** (boxed above): {parting.reason}")
+    st.info(TEXT["parted"].format(step=parting.step, reason=parting.reason))
     # One under the other: each chart needs the page's width for its token labels.
     chart(cf.final_distributions(parting, tokenizer, presenter), width="stretch", key="cmp_finals")
-    caption("exact", cmp_text.CAPTIONS["finals"])
+    caption("exact", TEXT["finals"])
     chart(cf.shared_u_cdfs(parting, tokenizer, presenter), width="stretch", key="cmp_cdfs")
-    caption("exact", cmp_text.SAYS["shared_u"].format(u=parting.u))
+    caption("exact", TEXT["shared_u"].format(u=parting.u))
 
 for side, trace in zip(SIDES, (pair.trace_a, pair.trace_b)):
     if settings[side].mirostat and trace.records:
         chart(cf.mirostat_figure(trace.records, side, presenter), width="stretch", key=f"cmp_miro_{side}")
-        caption("exact", cmp_text.CAPTIONS["mirostat"].format(side=side))
+        caption("exact", TEXT["mirostat"].format(side=side))
 
 # -- the order lesson --------------------------------------------------------------------------
 st.subheader("Same settings, two orders")
-lesson = compare.order_lesson(pair.trace_a, settings["A"])
+lesson = lessons[run_key]
 if lesson is None:
-    st.markdown(cmp_text.SAYS["orders_agree"].format(steps=glossary.plural(len(pair.trace_a.records), "step")))
+    st.markdown(TEXT["orders_agree"].format(steps=glossary.plural(len(pair.trace_a.records), "step")))
 else:
-    st.markdown(cmp_text.orders_differ(lesson, settings["A"].temperature))
+    kept_t, kept_l = (view.kept[view.final_stage] for view in (lesson.transformers, lesson.llama_cpp))
+    st.markdown(
+        TEXT["orders_differ"].format(
+            step=lesson.step,
+            kept_t=kept_t,
+            kept_l=kept_l,
+            t=settings["A"].temperature,
+            only_t=lesson.only_transformers,
+            only_l=lesson.only_llama_cpp,
+        )
+    )
     chart(cf.order_lesson_figure(lesson, tokenizer, presenter), width="stretch", key="cmp_order")
-    caption("exact", cmp_text.CAPTIONS["order"])
+    caption("exact", TEXT["order"])
 
 # -- many seeds --------------------------------------------------------------------------------
 st.subheader("Over many seeds")
 stop_ids = sorted(eos_token_ids(loaded.model, tokenizer))
-many_intro = cmp_text.many_seeds_intro(loaded.info.name, readable_tokens(tokenizer, stop_ids))
+stops = " or ".join(f"**{markdown_token_text(t)}**" for t in readable_tokens(tokenizer, stop_ids))
+until = TEXT["until_stop" if stops else "until_none"].format(model=loaded.info.name, stops=stops)
+many_intro = TEXT["many_intro"].format(model=loaded.info.name, until=until)
 st.markdown(many_intro)
 st.caption(glossary.note(*glossary.terms_in(many_intro), "bootstrap"))  # the jargon where it first appears
 count = st.select_slider("Seeds", SEED_CHOICES, key="cmp_seeds", persist_state="session")
@@ -250,7 +245,7 @@ result = measure_on_click(
     "cmp_many",
     multi_key,
     measure,
-    cmp_text.not_yet(len(seeds), MULTI_NEW_TOKENS),
+    TEXT["not_yet"].format(seeds=len(seeds), max_new=MULTI_NEW_TOKENS),
     background=True,
 )
 if result is not None:
@@ -259,9 +254,15 @@ if result is not None:
         for line in verdicts:
             st.markdown(f"- **{line}**")
     else:
-        st.markdown(f"- {cmp_text.SAYS['no_verdict'].format(seeds=len(result.seeds))}")
+        st.markdown(f"- {TEXT['no_verdict'].format(seeds=len(result.seeds))}")
     chart(cf.interval_figure(result.summary, presenter), width="stretch", key="cmp_intervals")
-    caption("simulated", cmp_text.intervals_caption(result, MULTI_NEW_TOKENS, loaded.info.name))
+    capped = {
+        f"capped_{s}": int((~stats["stopped"]).sum()) for s, stats in (("a", result.stats_a), ("b", result.stats_b))
+    }
+    numbers = {"seeds": len(result.seeds), "max_new": MULTI_NEW_TOKENS, "model": loaded.info.name}
+    length = TEXT["length_left_out" if result.every_run_capped else "length_capped"].format(**numbers, **capped)
+    numbers |= {"seconds": result.seconds, "resamples": BOOTSTRAP_RESAMPLES, "length": length}
+    caption("simulated", TEXT["intervals"].format(**numbers))
     hist = layout.side_by_side(2)
     for i, (metric, title) in enumerate(result.metrics.items()):
         with hist[i % 2]:
@@ -270,4 +271,4 @@ if result is not None:
                 width="stretch",
                 key=f"cmp_hist_{metric}",
             )
-    caption("simulated", cmp_text.CAPTIONS["spread"])
+    caption("simulated", TEXT["spread"])

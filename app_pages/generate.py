@@ -15,7 +15,6 @@ from app_pages.shared.stepper import Stepper
 from inference.core.prompting import GENERATE_SAMPLING, opening_prompt, prepare_prompt
 from inference.core.remote import distribution_note, is_remote, step_timing_note
 from inference.core.run import SEED_MAX, new_trace, record_row
-from inference.lessons.generate import text as gen_text
 from inference.lessons.generate.current_step import current_step_view
 from inference.lessons.generate.figures import (
     cumulative_curve,
@@ -26,9 +25,9 @@ from inference.lessons.generate.figures import (
     token_html,
 )
 from inference.lessons.generate.links import replay, schedule_param
+from inference.lessons.generate.text import TEXT, knobs_now
 
-# URL parameter -> (widget key, type): a shared link reopens the same prompt, settings and seed (the sampling
-# knobs' parameters come from their one table, sampler_controls).
+# URL parameter -> (widget key, type): a shared link reopens the same prompt, settings and seed.
 URL_PARAMS = {
     "prompt": ("gen_prompt", str),
     **controls.url_params("gen", controls.CLASSIC),
@@ -49,18 +48,15 @@ remote = is_remote(loaded)
 model, tokenizer = loaded.model, loaded.tokenizer
 opening = opening_prompt("generate", loaded.info.name)
 DEFAULTS["gen_prompt"] = opening.text
-# A chat model opens in its chat template (a bare question often ends at once without it); a later session value,
-# the visitor's own, wins.
-st.session_state.setdefault("gen_chat", opening.chat)
+st.session_state.setdefault("gen_chat", opening.chat)  # a chat model opens in its template; the visitor's value wins
 
 controls.set_defaults("gen", SAMPLING_DEFAULTS, knobs=controls.CLASSIC)
 url_problems = stepper.read_url(URL_PARAMS, DEFAULTS, RANGES)
 st.title("✍️ Generate, one token at a time")
-st.markdown(gen_text.INTRO)
+st.markdown(TEXT["intro"])
 for problem in url_problems:
     st.warning(problem)
 
-# -- controls ----------------------------------------------------------------------------
 controls.set_defaults("gen", knobs=controls.MORE)
 if not st.session_state.get("gen_more_url_read"):  # the newer samplers and the order from a shared link
     st.session_state["gen_more_url_read"] = True
@@ -72,9 +68,9 @@ chat, settings_line = generate_controls.draw(loaded.info.has_chat_template, limi
 settings = controls.settings_from_state("gen")
 seed = int(st.session_state.gen_seed)
 if settings_line is not None:
-    settings_line.caption(gen_text.settings_now(settings, chat, seed, int(st.session_state.gen_max_new)))
+    parts = " · ".join((["in the chat template"] if chat else []) + knobs_now(settings))
+    settings_line.caption(TEXT["now"].format(parts=parts, seed=seed, max_new=int(st.session_state.gen_max_new)))
 
-# -- the run -------------------------------------------------------------------------------
 prepared = prepare_prompt(
     tokenizer, st.session_state.gen_prompt, chat, loaded.info.context, limits, int(st.session_state.gen_max_new)
 )
@@ -90,22 +86,18 @@ def start_new_trace():
 
 
 def table_of(trace) -> pa.Table:
-    """The step table: each row made once, when its step is made (a softmax per record), and kept in the session.
-    An Arrow table, which Streamlit sends as it is: through pandas, 0.58 ms for the DataFrame and 1.22 ms for its
-    conversion on every Step; 0.19 ms so."""
+    """The step table, each row made once and kept; Arrow, which Streamlit sends as it is (a DataFrame cost 9x)."""
     with session_lock():  # another run of this session may be stepping the same trace
         return pa.Table.from_pylist(kept_per_record("gen_table_rows", trace, lambda r: step_table_row(record_row(r))))
 
 
 def csv_of(trace) -> bytes:
-    """Every step with all its columns (`Trace.to_frame`), made when the CSV is downloaded, not on every rerun."""
     with session_lock():
         return trace.to_frame().to_csv(index=False).encode()
 
 
 def chips_of(trace) -> tuple[str, list[str]]:
-    """The prompt's chips and one chip per record, each made once and kept in the session: a Step makes one chip,
-    not one per token so far."""
+    """The prompt's chips and one chip per record, each made once and kept: a Step makes one chip."""
     prompt = kept_until_changed(
         "gen_prompt_chips",
         (loaded.info.name, tuple(trace.prompt_ids)),
@@ -115,23 +107,20 @@ def chips_of(trace) -> tuple[str, list[str]]:
 
 
 def show_text(trace, text_box) -> None:
-    """The run's text as chips and its status line under them, in `text_box` (one element: a Step sends it once)."""
     if trace is not None:
         with session_lock():  # another run of this session may be stepping the same trace
             prompt, chips = chips_of(trace)
-            status = stepper.status_text(trace, gen_text.status_lead(trace), f"next: step {trace.next_index}")
+            lead = f"{len(trace.prompt_ids)} prompt tokens · {len(trace.records)} generated"
+            status = stepper.status_text(trace, lead, TEXT["next"].format(step=trace.next_index))
             html = token_html(tokenizer, trace.prompt_ids, trace.records, chips=chips, prompt=prompt, status=status)
         text_box.markdown(html, unsafe_allow_html=True)
 
 
 @st.fragment
 def run_section() -> None:
-    """The buttons, the run and everything drawn from it. A fragment: a Step, Back, Play or 'Tokens shown' reruns
-    only this, not the title, the sidebar and the sliders above (a slider's change reruns the whole page, as the
-    run's settings come from them). Its server CPU per Step is `page_step_server_cpu_ms` in
-    `python -m inference.bench --pages`."""
-    # The text first, then the buttons right above the step they change: a teacher sees Step, the newest token just
-    # above it and the chart just below it on one screen (1280x900 and 800x1000, presenter mode too).
+    """The buttons, the run and everything drawn from it: a fragment, so a Step reruns only this (its server CPU is
+    `page_step_server_cpu_ms` in `python -m inference.bench --pages`). The text, then the buttons, then the chart:
+    Step, the newest token and the chart on one screen."""
     text_box = st.empty()
     stepper.buttons()
     if prepared.error:
@@ -161,7 +150,6 @@ def run_section() -> None:
         | ({"sched": sched} if trace is not None and (sched := schedule_param(trace.records, settings, seed)) else {}),
     )
 
-    # -- the current step ------------------------------------------------------------------
     if trace is not None:
         logits = None
         if not trace.finished:
@@ -178,13 +166,13 @@ def run_section() -> None:
         table = view.columns(tokenizer, top_n=top_n)
         exact, engine_note, server_step = True, "", None  # an engine's top N makes both charts measured, not exact
         if remote:
-            server_step = trace.pending_server_step() if logits is not None else trace.server_steps[-1]
+            server_step = trace.pending_server_step() if logits is not None else trace.records[-1].server_step
             note_kind, engine_note = distribution_note(loaded.model, server_step)
             exact = note_kind == "exact"
         chart_left, chart_right = layout.side_by_side(2)
         with chart_left:
             chart(next_token_bars(table, layout.presenter()), width="stretch", key="gen_bars")
-            caption("exact" if exact else "measured", gen_text.BARS_CAPTION_REMOTE if remote else gen_text.BARS_CAPTION)
+            caption("exact" if exact else "measured", TEXT["bars_remote" if remote else "bars"])
             if remote:
                 caption("exact" if exact else "measured", engine_note)
                 if timing := step_timing_note(server_step):
@@ -195,10 +183,9 @@ def run_section() -> None:
                 width="stretch",
                 key="gen_cumulative",
             )
-            caption("exact" if exact else "measured", gen_text.CUMULATIVE_CAPTION)
+            caption("exact" if exact else "measured", TEXT["cumulative"])
         st.slider("Tokens shown", 10, 50, TOKENS_SHOWN, step=5, key="gen_top_n", persist_state="session")
 
-        # -- fork ------------------------------------------------------------------------------
         if trace.records:
             fork = st.expander(  # its widgets run only while it is open (a Step need not redraw them)
                 "Fork: go back to an earlier step and continue with other settings",
@@ -221,7 +208,7 @@ def run_section() -> None:
                         with generation_slot():
                             trace.rewind(int(fork_at))
                         st.rerun()
-                    st.caption(gen_text.FORK_NOTE)
+                    st.caption(TEXT["fork"])
 
             every = st.expander(  # closed, a Step sends one line here, not the table, its CSV button and caption
                 "Every step: a table of all the steps so far, with a CSV download",  # fixed: the label is its id
@@ -238,7 +225,7 @@ def run_section() -> None:
                         "text/csv",
                         key="gen_csv",
                     )
-                    caption("measured", gen_text.TABLE_CAPTION_REMOTE if remote else gen_text.TABLE_CAPTION_LOCAL)
+                    caption("measured", TEXT["table_remote" if remote else "table_local"])
 
 
 reconnect_guard()  # before the fragment: a reconnect must rerun the page even if the run section fails

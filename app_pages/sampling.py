@@ -14,7 +14,6 @@ from inference.core.remote import is_remote, logits_note
 from inference.core.run import new_trace
 from inference.core.tokens import readable_tokens
 from inference.lessons.generate.figures import cumulative_curve, next_token_bars
-from inference.lessons.sampling_lab import text as lab_text
 from inference.lessons.sampling_lab.figures import (
     TEMPERATURE_GRID,
     TOP_P_GRID,
@@ -26,6 +25,7 @@ from inference.lessons.sampling_lab.figures import (
     slider_frames,
     temperatures_side_by_side,
 )
+from inference.lessons.sampling_lab.text import OPENING_SETTINGS, TEXT, top_draw
 from inference.sampling.pipeline import STAGE_NAMES, SamplingSettings, StepContext, seen_mask
 from inference.sampling.step_view import sample_many, step_view
 
@@ -37,7 +37,7 @@ tokenizer = loaded.tokenizer
 presenter = layout.presenter()
 
 st.title("🎲 Sampling lab")
-st.markdown(lab_text.INTRO)
+st.markdown(TEXT["intro"])
 
 trace = st.session_state.get("gen_trace")
 sources = ["A prompt typed here"] + (
@@ -50,27 +50,18 @@ if len(sources) > 1:
         "Logits from", sources, index=len(sources) - 1, horizontal=True, key="lab_source", persist_state="session"
     )
 if source == "The current step on Generate":
-    if trace.finished:
-        logits, seen = trace.records[-1].logits, trace.seen_masks()[-1]
-        context_ids = trace.all_ids[:-1]
-    else:
-        logits = None
+    context_ids, logits = (trace.all_ids[:-1], trace.records[-1].logits) if trace.finished else (trace.all_ids, None)
+    if logits is None:
         with generation_slot(), engine_errors():
             logits = trace.peek()
         if logits is None:
             st.stop()  # a serving engine failed: its message is shown
-        seen, context_ids = trace.seen_now(), trace.all_ids
+    seen = seen_mask(context_ids, trace.vocab_size)
 else:
     opening = opening_prompt("sampling", loaded.info.name).text
-    # presenter mode: its label for screen readers only (the intro names it), as Generate's prompt: the first chart
-    # then reaches the first screen at 800x1000
-    text = st.text_input(
-        "Prompt",
-        opening,
-        key="lab_prompt",
-        persist_state="session",
-        label_visibility="collapsed" if presenter else "visible",
-    )
+    # presenter mode: its label for screen readers only (the intro names it), so the first chart reaches the screen
+    shown = "collapsed" if presenter else "visible"
+    text = st.text_input("Prompt", opening, key="lab_prompt", persist_state="session", label_visibility=shown)
     prepared = prepare_prompt(tokenizer, text, False, loaded.info.context, models.limits())
     for note in prepared.notes:
         st.info(note)
@@ -98,29 +89,11 @@ if source == "The current step on Generate":  # a typed prompt is in view alread
     tail = tokenizer.decode(context_ids[-40:])
     st.markdown(f"**Context (last part):** `…{tail[-200:]}` → **?**")
 
-opening = lab_text.OPENING_SETTINGS
-s = layout.control_row(5)  # as many a row as fit whole (Generate's row)
-temperature = s[0].slider(
-    "Temperature",
-    0.0,
-    2.0,
-    opening.temperature,
-    step=0.05,
-    key="lab_temperature",
-    persist_state="session",
-    help=lab_text.PAGE_TEMPERATURE_HELP,
-)
-top_p = s[1].slider("Top-p", 0.05, 1.0, opening.top_p, step=0.05, key="lab_top_p", persist_state="session")
-top_k = s[2].slider("Top-k", 0, 200, opening.top_k, key="lab_top_k", persist_state="session")
-min_p = s[3].slider("Min-p", 0.0, 1.0, opening.min_p, step=0.01, key="lab_min_p", persist_state="session")
-penalty = s[4].slider(
-    "Repetition penalty", 0.5, 2.0, opening.repetition_penalty, step=0.05, key="lab_rep", persist_state="session"
-)
-controls.set_defaults("lab", knobs=controls.MORE)
+controls.set_defaults("lab", {knob.field: getattr(OPENING_SETTINGS, knob.field) for knob in controls.CLASSIC})
+controls.knob_sliders("lab", controls.CLASSIC, layout.control_row(5), {"temperature": TEXT["temperature_help"]})
 controls.more_controls("lab")
-settings = controls.settings_from_state(
-    "lab", temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repetition_penalty=penalty
-)
+settings = controls.settings_from_state("lab")
+temperature, top_p = settings.temperature, settings.top_p
 # DRY reads the context, XTC is shown acting (as if its own coin came up), mirostat at its start (mu = 2·tau).
 lab_context = StepContext(
     history=tuple(context_ids),
@@ -131,15 +104,11 @@ lab_context = StepContext(
 )
 view = step_view(logits, settings, seen, u=None, context=lab_context)
 if settings.xtc_probability > 0 or settings.mirostat:
-    st.caption(
-        "On this page XTC is shown at a step where it acts (a run draws whether it does, with its probability), "
-        f"and mirostat cuts at its starting μ = 2·τ = {2 * settings.mirostat_tau:g} bits."
-    )
+    st.caption(TEXT["acting"].format(mu=2 * settings.mirostat_tau))
 
 
 def kept_for_this_step(name: str, settings_key, build):
-    """What depends only on this step's logits (and `settings_key`), made once and kept until the step or the key
-    changes: a slider's rerun redrew the 41 temperature frames it never changes."""
+    """Made once per step's logits and `settings_key` (a slider's rerun never rebuilds the temperature frames)."""
     return kept_until_changed(name, (loaded.info.name, tuple(context_ids), settings_key), build)
 
 
@@ -160,16 +129,19 @@ with live_left:
         ),
     )  # fmt: skip
     chart(live_temperature, width="stretch", key="lab_live_temperature")
-    caption("exact" if exact else "measured", lab_text.LIVE_TEMPERATURE_CAPTION)
+    caption("exact" if exact else "measured", TEXT["live_temperature"])
 with live_right:
-    chart(
-        live_slider_figure(
-            logits, tokenizer, "top_p", TOP_P_GRID, top_p, settings, presenter=presenter, seen=seen, context=lab_context
-        ),
-        width="stretch",
-        key="lab_live_top_p",
+    live_top_p = kept_for_this_step(  # 20 whole pipelines: remade when a setting moves, not on every rerun
+        "lab_top_p_chart",
+        (settings, presenter),
+        lambda: live_slider_figure(logits, tokenizer, "top_p", TOP_P_GRID, top_p, settings, presenter=presenter,
+                                   seen=seen, context=lab_context),
+    )  # fmt: skip
+    chart(live_top_p, width="stretch", key="lab_live_top_p")
+    caption(
+        "exact" if exact else "measured",
+        TEXT["live_top_p"].format(**vars(settings) | {"top_k": settings.top_k or "off"}),
     )
-    caption("exact" if exact else "measured", lab_text.settings_caption(settings))
 
 st.subheader("All your settings together")
 chart_left, chart_right = layout.side_by_side(2)
@@ -179,16 +151,10 @@ with chart_left:
         width="stretch",
         key="lab_bars",
     )
-    caption(
-        "exact" if exact else "measured",
-        "Raw probability (T=1) beside the final one after every stage; ✂ marks the stage that removed a token.",
-    )
+    caption("exact" if exact else "measured", TEXT["bars"])
 with chart_right:
     chart(cumulative_curve(view, tokenizer, top_p, presenter), width="stretch", key="lab_cumulative")
-    caption(
-        "exact" if exact else "measured",
-        "Cumulative probability by rank: where top-p cuts, and how many tokens remain.",
-    )
+    caption("exact" if exact else "measured", TEXT["cumulative"])
 view_summary(view)
 
 st.subheader("Side by side")
@@ -201,7 +167,7 @@ temps = st.multiselect(
     persist_state="session",
 )
 if len(temps) < 2:
-    st.info("Pick at least two temperatures.")
+    st.info(TEXT["pick_two"])
 else:
     chart(
         kept_for_this_step(
@@ -212,7 +178,7 @@ else:
         width="stretch",
         key="lab_side_by_side",
     )
-    caption("exact" if exact else "measured", "The same step's probabilities at each temperature (no other filter).")
+    caption("exact" if exact else "measured", TEXT["side_by_side"])
 
 st.subheader(f"Sample {DRAWS:,} times")
 # Seed and button one under the other, the chart full width below: in narrow columns the button's label was cut.
@@ -225,15 +191,11 @@ if sampled and sampled[0] == settings and sampled[1] == int(draw_seed) and sampl
     names = readable_tokens(tokenizer, [int(t) for t in counts["token_id"][:-1]]) + ["other"]
     counts["token"] = names
     chart(draw_histogram(counts, DRAWS, presenter), width="stretch", key="lab_histogram")
-    caption("simulated", lab_text.draws_caption(counts, DRAWS, draw_band))
+    caption("simulated", TEXT["draws"].format(**top_draw(counts, DRAWS, draw_band)))
 else:
-    st.caption(f"Press the button to draw {DRAWS:,} tokens with the current settings.")
+    st.caption(TEXT["press"].format(draws=DRAWS))
 
 st.subheader("The pipeline, stage by stage")
 chart(pipeline_figure(view, tokenizer, presenter=presenter), width="stretch", key="lab_pipeline")
-caption(
-    "exact" if exact else "measured",
-    " → ".join(STAGE_NAMES[s] for s in view.stages[1:]) + ", in the order set under More "
-    "samplers (transformers' order unless changed); each panel is renormalised over the tokens still kept. "
-    + lab_text.STAGES_START_ON,
-)
+stages = " → ".join(STAGE_NAMES[s] for s in view.stages[1:])
+caption("exact" if exact else "measured", TEXT["pipeline"].format(stages=stages))

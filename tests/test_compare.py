@@ -6,8 +6,6 @@ import pytest
 import torch
 
 from inference.core.loader import encode_prompt
-from inference.lessons.compare import text as cmp_text
-from inference.lessons.compare.figures import PROMPT_TAIL, parting_html
 from inference.lessons.compare.shared_draws import (
     ManySeeds,
     batched_runs,
@@ -35,16 +33,8 @@ def prompt_ids(bundled):
 
 def bundled_pair(bundled, a_settings, b_settings, seed: int, max_new_tokens: int):
     """A and B both on the bundled model, from PROMPT, on one seed's shared draws."""
-    return shared_draw_pair(
-        bundled.model,
-        bundled.model,
-        bundled.tokenizer,
-        prompt_ids(bundled),
-        a_settings,
-        b_settings,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-    )
+    model, tokenizer = bundled.model, bundled.tokenizer
+    return shared_draw_pair(model, model, tokenizer, prompt_ids(bundled), a_settings, b_settings, seed, max_new_tokens)
 
 
 def test_same_seed_and_settings_in_a_and_b_give_bit_identical_runs(bundled):
@@ -65,11 +55,8 @@ def final_distribution(view) -> dict[int, float]:
 
 
 def test_a_setting_that_cannot_change_a_step_does_not_part_the_texts_there(bundled):
-    """B adds top-k 50 to A's min-p 0.05: at every step where min-p kept 50 tokens or fewer, they are
-    the top 50 anyway and min-p's cut (a share of the top token's probability) does not move when
-    top-k renormalises first, so B's distribution is A's and with the shared u the texts cannot
-    part there. (Top-p would not do: its cut moves when top-k renormalises.) Checked at every step up to and
-    including a parting, which can only be at a step where min-p kept more than 50."""
+    """B adds top-k 50 to A's min-p 0.05: where min-p kept 50 tokens or fewer they are the top 50 anyway and min-p's
+    cut (a share of the top token's) does not move when top-k renormalises, so the texts cannot part there."""
     a_settings = SamplingSettings(temperature=1.0, min_p=0.05)
     b_settings = SamplingSettings(temperature=1.0, min_p=0.05, top_k=50)
     checked = 0
@@ -96,10 +83,8 @@ def test_a_setting_that_cannot_change_a_step_does_not_part_the_texts_there(bundl
 
 
 def test_parting_is_explained_by_the_stage_that_removed_a_token_or_by_the_moved_curve(bundled):
-    """A (T = 1.2) and B (T = 1.2, top-k 3) read the same text and draw the same u until they part. Where A's
-    token is outside B's top 3, the sentence names B's top-k; where it is inside, top-k's renormalising moved
-    B's curve under the same u, and the sentence says both kept both tokens. Seeds are tried until each kind
-    of parting has been seen and checked."""
+    """A (T = 1.2) and B (T = 1.2, top-k 3) part: where A's token is outside B's top 3 the sentence names B's
+    top-k, else top-k's renormalising moved B's curve under the same u. Seeds are tried until both are seen."""
     a_settings, b_settings = SamplingSettings(temperature=1.2), SamplingSettings(temperature=1.2, top_k=3)
     seen = set()
     for seed in range(5, 45):
@@ -169,26 +154,13 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_mean():
 
 
 def test_verdict_only_where_the_intervals_do_not_overlap():
-    """A tiny fixed example: B repeats far more (intervals apart: one verdict); the lengths
-    overlap (no verdict)."""
-    stats_a = pd.DataFrame(
-        {
-            "repetition_rate": [0.0, 0.05, 0.02, 0.01, 0.03, 0.0],
-            "distinct_2": [0.9] * 6,
-            "mean_logprob": [-2.0, -2.1, -1.9, -2.2, -2.0, -2.05],
-            "length": [20, 30, 25, 40, 35, 28],
-            "stopped": [True] * 6,
-        }
-    )
-    stats_b = pd.DataFrame(
-        {
-            "repetition_rate": [0.5, 0.6, 0.55, 0.45, 0.62, 0.58],
-            "distinct_2": [0.9] * 6,
-            "mean_logprob": [-2.0, -2.1, -1.95, -2.15, -2.0, -2.1],
-            "length": [22, 31, 27, 38, 33, 29],
-            "stopped": [True] * 6,
-        }
-    )
+    """A tiny fixed example: B repeats far more (intervals apart: one verdict); the lengths overlap (no verdict)."""
+    stats_a = pd.DataFrame({"repetition_rate": [0.0, 0.05, 0.02, 0.01, 0.03, 0.0], "distinct_2": [0.9] * 6,
+                            "mean_logprob": [-2.0, -2.1, -1.9, -2.2, -2.0, -2.05], "length": [20, 30, 25, 40, 35, 28],
+                            "stopped": [True] * 6})  # fmt: skip
+    stats_b = pd.DataFrame({"repetition_rate": [0.5, 0.6, 0.55, 0.45, 0.62, 0.58], "distinct_2": [0.9] * 6,
+                            "mean_logprob": [-2.0, -2.1, -1.95, -2.15, -2.0, -2.1], "length": [22, 31, 27, 38, 33, 29],
+                            "stopped": [True] * 6})  # fmt: skip
     summary = summarize(stats_a, stats_b, bootstrap_seed=0)
     result = ManySeeds(list(range(6)), [], [], stats_a, stats_b, summary, 0.0)
     verdicts = result.verdicts()
@@ -206,15 +178,9 @@ def test_the_length_is_left_out_only_when_every_run_hit_the_cap():
     48, so it is not a statistic; one run that stopped brings it back, and the other intervals never move."""
 
     def stats(stopped):
-        return pd.DataFrame(
-            {
-                "repetition_rate": [0.0, 0.1, 0.2, 0.05],
-                "distinct_2": [0.9, 0.8, 0.85, 0.95],
-                "mean_logprob": [-2.0, -2.1, -1.9, -2.2],
-                "length": [48 if not s else 30 for s in stopped],
-                "stopped": stopped,
-            }
-        )
+        return pd.DataFrame({"repetition_rate": [0.0, 0.1, 0.2, 0.05], "distinct_2": [0.9, 0.8, 0.85, 0.95],
+                             "mean_logprob": [-2.0, -2.1, -1.9, -2.2], "length": [48 if not s else 30 for s in stopped],
+                             "stopped": stopped})  # fmt: skip
 
     capped = summarize(stats([False] * 4), stats([False] * 4))
     assert "length" not in set(capped["metric"]) and len(capped) == 3
@@ -226,19 +192,15 @@ def test_the_length_is_left_out_only_when_every_run_hit_the_cap():
 
 
 def test_many_seeds_statistics_come_from_the_recorded_runs(bundled):
-    """Each run's statistics are recomputed from its recorded tokens, and A = B gives equal rows."""
-    settings = SamplingSettings(temperature=1.0, top_p=0.9)
-    result = many_seeds(
-        bundled.model,
-        bundled.model,
-        bundled.tokenizer,
-        bundled.model,
-        prompt_ids(bundled),
-        settings,
-        settings,
-        seeds=[0, 1, 2, 3, 4, 5],
-        max_new_tokens=24,
-    )
+    """Each run's statistics are recomputed from its recorded tokens, and A = B gives equal rows; the progress bar
+    moves forward and reaches its total only at the last stage."""
+    settings, calls, model = SamplingSettings(temperature=1.0, top_p=0.9), [], bundled.model
+    result = many_seeds(model, model, bundled.tokenizer, model, prompt_ids(bundled), settings, settings, [0, 1, 2, 3, 4, 5],
+                        24, progress=lambda done, total, what: calls.append((done, total, what)))  # fmt: skip
+    assert {total for _, total, _ in calls} == {2 * 24 + 3}
+    assert [what for _, _, what in calls][-3:] == ["scoring A's texts with the float32 model",
+                                                   "scoring B's texts with the float32 model", "bootstrap intervals"]  # fmt: skip
+    assert [done for done, _, _ in calls] == sorted(done for done, _, _ in calls) and calls[-1][0] < 2 * 24 + 3
     assert result.runs_a == result.runs_b
     pd.testing.assert_frame_equal(result.stats_a, result.stats_b)
     for run, (_, row) in zip(result.runs_a, result.stats_a.iterrows()):
@@ -260,47 +222,3 @@ def test_the_shared_u_charts_text_puts_each_runs_draw_on_its_own_curve(bundled):
         assert f"{side}'s cumulative curve: " in said
         marker = said.split(f"u = {parting.u:.3f} on {side}'s curve: ")[1].split(";")[0]
         assert marker.startswith(f"{parting.u:.1%} at {view.chosen_rank + 1}. "), said
-
-
-def test_a_long_prompt_shows_its_end_and_counts_the_rest(bundled):
-    tokenizer = bundled.tokenizer
-    ids = tokenizer.encode("Once upon a time there was a little girl who lived in a small house by the sea. " * 2)
-    assert len(ids) > PROMPT_TAIL
-    shown = parting_html(tokenizer, ids, ids[:3], ids[:3], None, "A")
-    assert f"… {len(ids) - PROMPT_TAIL} earlier prompt tokens …" in shown
-    assert "earlier prompt tokens" not in parting_html(tokenizer, ids[:PROMPT_TAIL], ids[:3], ids[:3], None, "A")
-
-
-def test_the_bar_reaches_its_total_only_at_the_last_stage(bundled):
-    calls = []
-    settings = SamplingSettings(temperature=1.0)
-    many_seeds(
-        bundled.model,
-        bundled.model,
-        bundled.tokenizer,
-        bundled.model,
-        encode_prompt(bundled.tokenizer, "Once upon a time"),
-        settings,
-        settings,
-        seeds=[0, 1],
-        max_new_tokens=4,
-        progress=lambda done, total, what: calls.append((done, total, what)),
-    )
-    totals = {total for _, total, _ in calls}
-    assert totals == {2 * 4 + 3}
-    labels = [what for _, _, what in calls]
-    assert labels[-3:] == ["scoring A's texts with the float32 model", "scoring B's texts with the float32 model",
-                           "bootstrap intervals"]  # fmt: skip
-    assert max(done for done, _, what in calls if what in ("A", "B")) <= 2 * 4 < 2 * 4 + 3
-    assert [done for done, _, _ in calls] == sorted(done for done, _, _ in calls)
-
-
-def test_same_lucks_lines_say_what_both_share_then_each_side():
-    lines = cmp_text.settings_now(
-        True, 3, 40, {"A": ("M · float32", ["temperature 0.8"]), "B": ("M · int8", ["temperature 1.2"])}
-    ).split("  \n")
-    assert lines == [
-        "Now: in the chat template · seed 3 (shared) · at most 40 new tokens",
-        "**A**: M · float32 · temperature 0.8",
-        "**B**: M · int8 · temperature 1.2",
-    ]

@@ -19,8 +19,7 @@ def measured(at) -> None:
     at.run()
 
 
-# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
-# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+# the 6M storyteller's speed and token ids (SmolLM2's default: tests/test_default_model_page.py)
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 PAGE = "app_pages/compare.py"
@@ -48,24 +47,19 @@ def test_compare_page_shows_both_runs_and_where_they_part():
     assert at.query_params["b_minp"] == ["0.1"] or at.query_params["b_minp"] == "0.1"
 
 
-def test_equal_settings_never_part_and_the_page_says_so():
-    """A link giving A exactly B's settings: one seed, one text, and the page says they never part."""
-    at = open_compare({"a_p": "1", "a_minp": "0.1", "a_order": "llama.cpp"})
+def test_a_link_sets_both_sides_and_equal_settings_never_part():
+    """A link giving A exactly B's settings (its order, top-k and seed from the URL, a bad value reported, not fatal):
+    one seed, one text, and the page says they never part."""
+    at = open_compare({"a_p": "1", "a_minp": "0.1", "a_order": "llama.cpp", "a_k": "3", "b_k": "3", "seed": "7",
+                       "a_t": "oops"})  # fmt: skip
+    assert at.session_state["cmp_b_top_k"] == 3 and at.session_state["cmp_a_order_preset"] == "llama.cpp default"
+    assert at.session_state["cmp_seed"] == 7 and any("a_t=oops" in w.value for w in at.warning)
     key, pair = next(iter(at.session_state["cmp_pairs"].items()))
     assert key[3] == key[4]  # the run key holds A's settings, then B's
     assert pair.parting is None and pair.trace_a.generated_ids == pair.trace_b.generated_ids
     steps = len(pair.trace_a.records)
     assert steps > 0 and any(f"at every step ({steps} steps)" in s.value for s in at.success)
     assert "They part at step" not in page_text(at)
-
-
-def test_settings_and_model_come_back_from_the_url():
-    """A shared link reopens B's top-k, order and seed; a bad value is reported, not fatal."""
-    at = open_compare({"b_k": "3", "b_order": "transformers", "seed": "7", "a_t": "oops"})
-    assert at.session_state["cmp_b_top_k"] == 3
-    assert at.session_state["cmp_b_order_preset"] == "transformers"
-    assert at.session_state["cmp_seed"] == 7
-    assert any("a_t=oops" in w.value for w in at.warning)
 
 
 def chart_intervals(at, key: str) -> list[tuple[tuple[float, float], tuple[float, float]]]:

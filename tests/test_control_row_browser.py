@@ -1,5 +1,6 @@
 """The five sampler sliders of Generate and Sampling lab at 1280x900 and 800x1000, normal and presenter mode: no label
-word broken across lines ("Temperatu / re"), and one row at 1280 px in normal mode."""
+word broken across lines ("Temperatu / re"), every value clear above its track, and one row at 1280 px in normal
+mode."""
 
 import os
 
@@ -30,7 +31,11 @@ LABELS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-te
         if (lines.size > 1) broken.push(m[0]);
       }
     }
-    return {label: label.textContent.trim(), broken, top: Math.round(s.getBoundingClientRect().top)};
+    const value = s.querySelector('[data-testid="stSliderThumbValue"]');
+    const thumb = value.parentElement.getBoundingClientRect(), text = document.createRange();
+    text.selectNodeContents(value);
+    return {label: label.textContent.trim(), broken, top: Math.round(s.getBoundingClientRect().top),
+            clear: text.getBoundingClientRect().bottom < (thumb.top + thumb.bottom) / 2 - 3};
   })"""
 
 
@@ -65,6 +70,7 @@ def test_slider_labels_stay_whole_at_both_sizes_in_both_modes(path):
             assert set(CLASSIC_LABELS) <= set(sliders), f"{where}: {sorted(sliders)}"
             for s in sliders.values():
                 assert not s["broken"], f"{where}: {s['label']!r} breaks {s['broken']} across lines"
+                assert s["clear"], f"{where}: {s['label']!r}: its value sits on the track"
             rows = {sliders[label]["top"] for label in CLASSIC_LABELS}
             if screen.width == 1280 and not screen.presenter:
                 assert len(rows) == 1, f"{where}: the five sliders take {len(rows)} rows"

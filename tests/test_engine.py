@@ -1,7 +1,9 @@
-"""The step engine against transformers' own `generate`, the KV formula, and itself."""
+"""The step engine against transformers' own `generate`, the KV formula, a golden greedy text, and itself (a page's
+kept ranking of the coming step changes no record by a bit, and ranks the vocabulary once a step)."""
 
 import copy
-import threading
+import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -9,7 +11,9 @@ import torch
 from inference.core.kv_cache import KVShape
 from inference.core.loader import encode_prompt
 from inference.core.run import GREEDY, STOP_CONTEXT, STOP_EOS, STOP_MAX_NEW_TOKENS, new_trace, run_uniforms, warm_up
+from inference.sampling import pipeline
 from inference.sampling.pipeline import SamplingSettings
+from inference.sampling.step_view import step_view
 from tests.conftest import transformers_greedy
 
 pytestmark = pytest.mark.unit
@@ -41,9 +45,8 @@ def test_greedy_equals_model_generate_token_for_token(any_model):
     assert ours == theirs[0, len(ids) :].tolist()
 
 
-@pytest.mark.parametrize("prompt", ["Tom and his dog went to the", "The sun was hot. Mia said,"])
-def test_long_greedy_runs_on_the_kv_cache_equal_model_generate(bundled, prompt):
-    ids = encode_prompt(bundled.tokenizer, prompt)
+def test_long_greedy_runs_on_the_kv_cache_equal_model_generate(bundled):
+    ids = encode_prompt(bundled.tokenizer, "Tom and his dog went to the")
     trace = new_trace(bundled.model, bundled.tokenizer, ids, 150, stop_at_eos=False)
     assert [r.token_id for r in trace.run(GREEDY)] == transformers_greedy(bundled.model, ids, 150)
 
@@ -71,6 +74,9 @@ def test_seeded_runs_reproduce_and_peeking_or_running_change_nothing(bundled):
         peeked.step(WARM)
     assert peeked.generated_ids == a and [r.u for r in peeked.records] == [r.u for r in ta.records] and a != c
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    frame = ta.to_frame()  # the CSV: one row a step
+    assert list(frame["step"]) == list(range(15)) and frame.loc[0, "phase"] == "prefill"
+    assert set(frame.loc[1:, "phase"]) == {"decode"}
 
 
 def test_rewind_then_continue_equals_a_fresh_run_and_back_then_step_redoes_it(bundled):
@@ -121,18 +127,12 @@ def test_stops_at_max_new_tokens_at_eos_and_at_the_context_and_says_why(bundled,
 def test_two_threads_on_one_model_each_equal_their_solo_run(bundled):
     """The shared model holds no per-run state: concurrent runs don't disturb each other."""
     model, tokenizer = bundled.model, bundled.tokenizer
-    solo = {seed: run_tokens(model, tokenizer, WARM, n=20, seed=seed)[0] for seed in (1, 2)}
-    results = {}
 
-    def worker(seed):
-        results[seed] = run_tokens(model, tokenizer, WARM, n=20, seed=seed)[0]
+    def tokens(seed):
+        return run_tokens(model, tokenizer, WARM, n=20, seed=seed)[0]
 
-    threads = [threading.Thread(target=worker, args=(seed,)) for seed in (1, 2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert results == solo
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(tokens, (1, 2))) == [tokens(1), tokens(2)]
 
 
 def test_run_uniforms_depend_only_on_the_seed():
@@ -145,13 +145,6 @@ def test_run_uniforms_depend_only_on_the_seed():
             run_uniforms(bad, 3)
 
 
-def test_trace_frame_has_one_row_per_step(bundled):
-    _, trace = run_tokens(bundled.model, bundled.tokenizer, WARM, n=5)
-    frame = trace.to_frame()
-    assert list(frame["step"]) == [0, 1, 2, 3, 4]
-    assert frame.loc[0, "phase"] == "prefill" and set(frame.loc[1:, "phase"]) == {"decode"}
-
-
 def test_warm_up_only_reads_the_model_and_leaves_the_global_rng_alone(gpt2):
     model, tokenizer = gpt2
     before = {name: p.clone() for name, p in model.state_dict().items()}
@@ -159,3 +152,71 @@ def test_warm_up_only_reads_the_model_and_leaves_the_global_rng_alone(gpt2):
     warm_up(model, tokenizer)
     assert torch.equal(torch.get_rng_state(), rng)
     assert all(torch.equal(before[name], p) for name, p in model.state_dict().items())
+
+
+GOLDEN_PROMPT = "Once upon a time, there was a little dog named Max."
+GOLDEN = (
+    " Max loved to play with his ball. He would run and jump all day long. One day, Max saw a big box in the yard."
+    " He wanted to know what was inside.\nMax tried"
+)
+
+
+def test_greedy_continuation_of_the_bundled_model_is_unchanged(bundled):
+    """Any change to the weights, tokenizer, engine or sampling math that alters one token fails here (a model
+    retrained on purpose: put its new 40 tokens here with its weights)."""
+    trace = new_trace(bundled.model, bundled.tokenizer, prompt_ids(bundled.tokenizer, GOLDEN_PROMPT), 40)
+    list(trace.run(GREEDY))
+    assert bundled.tokenizer.decode(trace.generated_ids) == GOLDEN
+
+
+RANKED = {
+    "top-p (sorts everything)": SamplingSettings(temperature=0.7, top_p=0.9),
+    "top-p with a penalty": SamplingSettings(temperature=1.1, top_p=0.95, repetition_penalty=1.3),
+    "top-k (a partial sort)": SamplingSettings(temperature=0.8, top_k=20),
+    "greedy": SamplingSettings(temperature=0.0),
+    "min-p": SamplingSettings(temperature=1.0, min_p=0.05),
+}
+
+
+def record_fields(trace) -> list[tuple]:
+    return [(r.token_id, r.rank, r.prob, r.u, tuple(r.alternatives), r.entropy_bits, r.kept) for r in trace.records]
+
+
+@pytest.mark.parametrize("name,change_at", [(name, None) for name in RANKED] + [("top-p (sorts everything)", 10)])
+def test_a_kept_ranking_gives_the_same_records_to_the_last_bit(bundled, name, change_at):
+    """What Generate does (view the coming step with the kept ranking, then Step, the settings maybe changed in
+    between) gives the records of a trace that never kept one."""
+    model, tokenizer, settings = bundled.model, bundled.tokenizer, RANKED[name]
+    plain, paged = (new_trace(model, tokenizer, prompt_ids(tokenizer, "Once upon a time"), 25, 3) for _ in "ab")
+    for step in range(25):
+        now = dataclasses.replace(settings, temperature=1.3) if step == change_at else settings
+        plain.step(now)
+        if not paged.finished:
+            kept = step_view(paged.peek(), settings, paged.seen_now(), u=paged.next_uniform(),
+                             ranked=paged.ranked_next(settings))  # fmt: skip
+            assert (
+                kept.chosen_id == step_view(paged.peek(), settings, paged.seen_now(), u=paged.next_uniform()).chosen_id
+            )
+            paged.step(now)
+    assert record_fields(paged) == record_fields(plain)
+
+
+def test_the_vocabulary_is_ranked_once_a_step_where_top_p_sorts_it(bundled, monkeypatch):
+    calls, real = [], pipeline.ranked_stages
+    import inference.core.run as run
+
+    counted = lambda *a, **k: calls.append(1) or real(*a, **k)
+    monkeypatch.setattr(pipeline, "ranked_stages", counted)  # the draw's own ranking
+    monkeypatch.setattr(run, "ranked_stages", counted)  # ranked_next's
+    trace = new_trace(bundled.model, bundled.tokenizer, prompt_ids(bundled.tokenizer, "Once upon a time"), 10, 3)
+    settings = RANKED["top-p (sorts everything)"]
+    for _ in range(10):
+        trace.ranked_next(settings)
+        trace.step(settings)
+    assert len(calls) == 10  # ranked_next's; each draw reused it
+    calls.clear()
+    trace.back()
+    trace.ranked_next(settings)
+    trace.back()  # the pass it ranked is gone: the draw must rank its own
+    trace.step(settings)
+    assert len(calls) == 2

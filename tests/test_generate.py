@@ -1,42 +1,23 @@
-"""Generate: its step table made row by row, the session memo behind it, a link's step schedule, presenter mode's
-line of the knobs acting, and the cumulative chart's labels."""
+"""Generate: the session memo behind its table and chips, a link's step schedule, presenter mode's line of the
+knobs acting, and the cumulative chart's labels."""
 
 import os
 from dataclasses import dataclass
 
-import pandas as pd
-import pyarrow as pa
 import pytest
-import torch
 from streamlit.testing.v1 import AppTest
 
 from inference.core.loader import encode_prompt
-from inference.core.run import new_trace, record_row
-from inference.lessons.generate import text as gen_text
-from inference.lessons.generate.figures import cumulative_curve, step_frame_for_table, step_table_row
+from inference.core.run import new_trace
+from inference.lessons.generate.current_step import current_step_view
 from inference.lessons.generate.links import LinkError, schedule_param, step_plan
+from inference.lessons.generate.text import knobs_now
 from inference.sampling.pipeline import LLAMA_CPP_ORDER, TRANSFORMERS_ORDER, SamplingSettings
-from inference.sampling.step_view import step_view
 
 pytestmark = pytest.mark.unit
 
-# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
-# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+# the 6M storyteller's speed and token ids (SmolLM2's default: tests/test_default_model_page.py)
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
-
-
-@pytest.mark.parametrize("settings", [SamplingSettings(temperature=0.8, top_p=0.95), SamplingSettings(temperature=0)])
-def test_rows_made_one_by_one_equal_the_whole_frames_table(bundled, settings):
-    model, tokenizer = bundled.model, bundled.tokenizer
-    trace = new_trace(model, tokenizer, encode_prompt(tokenizer, "Once upon a time"), 25, seed=3)
-    for _ in range(25):
-        trace.step(settings)
-    rows = [step_table_row(record_row(r)) for r in trace.records]
-    whole = step_frame_for_table(trace.to_frame())
-    pd.testing.assert_frame_equal(pd.DataFrame(rows), whole, check_exact=True)
-    pd.testing.assert_frame_equal(
-        pa.Table.from_pylist(rows).to_pandas(), whole, check_exact=True
-    )  # as the page sends it
 
 
 MEMO_SCRIPT = """
@@ -62,7 +43,7 @@ st.session_state["built"] = kept_until_changed("until", st.session_state.get("ke
 """
 
 
-def test_kept_per_record_makes_each_record_once_and_remakes_replaced_ones():
+def test_kept_per_record_makes_each_record_once_and_kept_until_changed_waits_for_its_key():
     at = AppTest.from_string(MEMO_SCRIPT).run()
     assert len(at.session_state["made"]) == 2
     at.run()  # a rerun with the same records makes nothing
@@ -76,15 +57,7 @@ def test_kept_per_record_makes_each_record_once_and_remakes_replaced_ones():
     assert len(at.session_state["made"]) == 3 and len(at.session_state["items"]) == 1
     at.session_state["action"] = "new_run"  # another run with the same record objects starts over
     at.run()
-    assert len(at.session_state["made"]) == 4
-
-
-def test_kept_until_changed_rebuilds_only_when_its_key_changes():
-    at = AppTest.from_string(MEMO_SCRIPT).run()
-    first = at.session_state["built"]
-    at.session_state["action"] = "replace"
-    at.run()
-    assert at.session_state["built"] == first  # same key: kept, though `made` grew
+    assert len(at.session_state["made"]) == 4 and at.session_state["built"] == 2  # same key: kept, though made grew
     at.session_state["key"] = 2
     at.run()
     assert at.session_state["built"] == len(at.session_state["made"])
@@ -119,26 +92,26 @@ def test_a_damaged_schedule_is_one_sentence():
         step_plan("x" * 5000, 3, SamplingSettings(), 0)
 
 
-def test_knobs_now_names_what_acts_and_only_that():
-    assert gen_text.knobs_now(SamplingSettings(temperature=0.7, top_p=0.9)) == ["temperature 0.7", "top-p 0.9"]
-    assert gen_text.knobs_now(SamplingSettings(temperature=0.0)) == ["temperature 0 (greedy)"]
-    off_tau = gen_text.knobs_now(SamplingSettings(mirostat_tau=4.0))  # mirostat off: its τ acts on nothing
+def test_knobs_now_names_what_acts_and_only_that_and_an_order_by_its_preset():
+    assert knobs_now(SamplingSettings(temperature=0.7, top_p=0.9)) == ["temperature 0.7", "top-p 0.9"]
+    assert knobs_now(SamplingSettings(temperature=0.0)) == ["temperature 0 (greedy)"]
+    off_tau = knobs_now(SamplingSettings(mirostat_tau=4.0))  # mirostat off: its τ acts on nothing
     assert off_tau == ["temperature 1"]
-    on = gen_text.knobs_now(SamplingSettings(mirostat=True, mirostat_tau=4.0))
+    on = knobs_now(SamplingSettings(mirostat=True, mirostat_tau=4.0))
     assert on[-1] == "mirostat v2" and any("4" in part for part in on[1:-1])
-
-
-def test_a_stage_order_is_named_by_its_preset_else_listed():
-    assert not [p for p in gen_text.knobs_now(SamplingSettings(order=TRANSFORMERS_ORDER)) if "order" in p]
-    assert gen_text.knobs_now(SamplingSettings(order=LLAMA_CPP_ORDER))[-1] == "stage order: llama.cpp default"
+    assert not [p for p in knobs_now(SamplingSettings(order=TRANSFORMERS_ORDER)) if "order" in p]
+    assert knobs_now(SamplingSettings(order=LLAMA_CPP_ORDER))[-1] == "stage order: llama.cpp default"
     custom = (TRANSFORMERS_ORDER[1], TRANSFORMERS_ORDER[0], *TRANSFORMERS_ORDER[2:])
-    assert gen_text.knobs_now(SamplingSettings(order=custom))[-1] == "stage order: " + ", ".join(custom)
+    assert knobs_now(SamplingSettings(order=custom))[-1] == "stage order: " + ", ".join(custom)
 
 
-def test_a_nucleus_of_one_token_is_one_token_not_one_tokens(bundled):
-    logits = torch.full((len(bundled.tokenizer),), -200.0)
-    logits[5] = 10.0  # one token holds all but 1e-40 of the probability
-    view = step_view(logits, SamplingSettings(top_p=0.5), torch.zeros(len(logits), dtype=torch.bool), u=0.3)
-    assert view.nucleus_size == 1
-    notes = [a["text"] for a in cumulative_curve(view, bundled.tokenizer, 0.5).to_dict()["layout"]["annotations"]]
-    assert "nucleus: 1 token" in notes
+def test_a_finished_run_shows_its_last_draw_on_the_curve_it_was_drawn_from(bundled):
+    """Sliders moved after the run ended: the chart keeps the settings the draw was made with (its u lands on that
+    curve), and the heading and note say what changed."""
+    trace = new_trace(bundled.model, bundled.tokenizer, encode_prompt(bundled.tokenizer, "Once upon a time"), 2)
+    list(trace.run(SamplingSettings(temperature=0.8)))
+    view, heading, note = current_step_view(trace, None, SamplingSettings(temperature=2.0))
+    assert view.settings.temperature == 0.8 and view.chosen_id == trace.records[-1].token_id
+    curve, rank = view.cumulative_final.numpy(), view.chosen_rank
+    assert (curve[rank - 1] if rank else 0.0) <= view.u <= curve[rank] + 1e-9
+    assert "drawn" in heading and "T = 0.8" in heading and "T = 2" in note

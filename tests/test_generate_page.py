@@ -1,4 +1,5 @@
-"""Generate page through Streamlit's AppTest: controls, stepping, chart data, shared URLs."""
+"""Generate page through Streamlit's AppTest: controls, stepping, chart data, shared URLs, and the "More samplers"
+expander (its widgets run only while open; its settings act on the draw while closed; a link with one opens it)."""
 
 import json
 import os
@@ -15,8 +16,7 @@ from tests.conftest import run_app as app
 
 pytestmark = pytest.mark.page
 
-# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
-# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
+# the 6M storyteller's speed and token ids (SmolLM2's default: tests/test_default_model_page.py)
 os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
 
 CONTROLS = {
@@ -51,9 +51,7 @@ def test_every_control_is_there_with_its_label():
     labels = {at.slider(key=k).label for k in CONTROLS["slider"]}
     assert {"Temperature", "Top-p", "Top-k", "Min-p", "Repetition penalty"} <= labels
     assert {at.button(key=k).label for k in CONTROLS["button"]} == {"Step", "Play", "Back", "Reset"}
-    assert (
-        at.number_input(key="gen_seed").label == "Seed" and at.number_input(key="gen_max_new").label == "Max new tokens"
-    )
+    assert [at.number_input(key=k).label for k in CONTROLS["number_input"]] == ["Seed", "Max new tokens"]
 
 
 def test_step_back_reset_and_fork_change_the_trace():
@@ -97,38 +95,13 @@ def test_chart_data_equal_the_engine_numbers():
 
 
 def test_a_shared_url_reproduces_the_same_tokens(bundled):
-    query = {
-        "prompt": "The cat sat",
-        "t": "0.9",
-        "p": "0.9",
-        "k": "40",
-        "minp": "0.02",
-        "rep": "1.1",
-        "seed": "77",
-        "max": "50",
-        "n": "12",
-    }
-    at = app(query)
+    at = app({"prompt": "The cat sat", "t": "0.9", "p": "0.9", "k": "40", "minp": "0.02", "rep": "1.1", "seed": "77",
+              "max": "50", "n": "12"})  # fmt: skip
     tokens = trace_of(at).generated_ids
     settings = SamplingSettings(temperature=0.9, top_p=0.9, top_k=40, min_p=0.02, repetition_penalty=1.1)
     solo = new_trace(bundled.model, bundled.tokenizer, encode_prompt(bundled.tokenizer, "The cat sat"), 50, seed=77)
     assert tokens == [r.token_id for r in solo.run(settings, max_steps=12)]
     assert at.query_params["n"] == ["12"] or at.query_params["n"] == "12"
-
-
-def test_the_url_follows_the_settings():
-    at = app()
-    at.slider(key="gen_temperature").set_value(1.3).run()
-    at.button(key="gen_step").click().run()
-    params = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
-    assert params["t"] == "1.3" and params["n"] == "1" and params["prompt"] == "Once upon a time"
-
-
-def test_presenter_mode_enlarges_text():
-    at = app()
-    at.toggle(key="presenter").set_value(True).run()
-    assert not at.exception
-    assert any("font-size: 1.35rem" in md.value for md in at.markdown)
 
 
 def test_a_link_copied_after_a_mid_run_change_replays_the_same_tokens():
@@ -153,3 +126,33 @@ def test_a_link_copied_after_a_mid_run_change_replays_the_same_tokens():
     assert "sched" in params
     fresh = app(params)
     assert trace_of(fresh).generated_ids == tokens
+
+
+def keys_of(at, kind: str) -> set[str]:
+    return {widget.key for widget in at.get(kind)}
+
+
+def test_a_closed_expander_draws_no_widget_and_its_values_still_act_on_the_draw():
+    at = app()
+    assert "gen_xtc_probability" not in keys_of(at, "slider")  # closed: nothing of it is built
+    assert "gen_temperature" in keys_of(at, "slider")
+
+    at.session_state["gen_more_open"] = True  # what the visitor's click on the expander stores
+    at.run()
+    assert {"gen_xtc_probability", "gen_xtc_threshold", "gen_typical_p"} <= keys_of(at, "slider")
+    at.slider(key="gen_xtc_probability").set_value(1.0).run()
+    at.slider(key="gen_xtc_threshold").set_value(0.05).run()
+
+    at.session_state["gen_more_open"] = False
+    at.run()
+    assert "gen_xtc_probability" not in keys_of(at, "slider")
+    at.button(key="gen_step").click().run()
+    assert not at.exception
+    record = at.session_state["gen_trace"].records[0]
+    assert record.settings.xtc_probability == 1.0 and record.settings.xtc_threshold == 0.05
+    assert at.query_params["xtcp"] == "1"  # the link still says so
+
+
+def test_a_link_with_a_newer_sampler_opens_the_expander():
+    at = app({"xtcp": "0.5"})
+    assert at.slider(key="gen_xtc_probability").value == 0.5

@@ -12,7 +12,7 @@ from app_pages.shared import models
 from inference.core import real_model
 from inference.core.bundled import bundled_models
 from inference.core.limits import Limits
-from inference.core.loader import ModelLoadError, classify_source, encode_prompt, load_model
+from inference.core.loader import ModelLoadError, encode_prompt, load_model
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
 from inference.core.prompting import GENERAL, OPENING_PROMPTS, STORY, model_kind, opening_prompt
 from inference.lessons.constrained.formats import GENERAL_PROMPTS, PRESETS, preset_prompt
@@ -66,32 +66,18 @@ def bad_folder(folder, kind):
         ).save_pretrained(folder)
 
 
-@pytest.mark.parametrize(
-    "kind,raised",
-    [
-        ("empty", "no config.json"),
-        ("no_weights", "no model weights"),
-        ("pickle", "only pickle weights"),
-        ("custom_code", "never runs code"),
-        ("encoder", "not a causal"),
-    ],
-)
+@pytest.mark.parametrize("kind,raised", [("empty", "no config.json"), ("no_weights", "no model weights"),
+    ("pickle", "only pickle weights"), ("custom_code", "never runs code"), ("encoder", "not a causal")])  # fmt: skip
 def test_bad_folders_are_refused(tmp_path, kind, raised):
     bad_folder(tmp_path, kind)
     with pytest.raises(ModelLoadError, match=raised):
         load_model(str(tmp_path))
 
 
-@pytest.mark.parametrize(
-    "source,limits,raised",
-    [
-        ("/no/such/folder", Limits(), "Folder not found"),
-        (str(BUNDLED_MODEL_DIR), Limits(max_model_bytes=1000), "GB per model"),
-        ("inference-lab-tests/certainly-not-cached", Limits(), "Cannot reach the Hugging Face hub"),
-        ("not a model id!!", Limits(), "not a hub id"),
-        ("gpt2", Limits(allow_hub=False), "does not allow hub models"),
-    ],
-)
+@pytest.mark.parametrize("source,limits,raised", [
+    ("/no/such/folder", Limits(), "Folder not found"), (str(BUNDLED_MODEL_DIR), Limits(max_model_bytes=1000), "GB per"),
+    ("inference-lab-tests/certainly-not-cached", Limits(), "Cannot reach the Hugging Face hub"),
+    ("not a model id!!", Limits(), "not a hub id"), ("gpt2", Limits(allow_hub=False), "does not allow hub models")])  # fmt: skip
 def test_sources_the_server_cannot_load_are_refused(source, limits, raised):
     with pytest.raises(ModelLoadError, match=raised):
         load_model(source, limits=limits)
@@ -111,11 +97,6 @@ def test_unknown_hub_id_is_explained(monkeypatch):
         load_model("someone/nothing-here")
 
 
-def test_sources_are_classified():
-    assert classify_source("") == classify_source(None) == "bundled"
-    assert classify_source("/tmp") == "folder" and classify_source("HuggingFaceTB/SmolLM2-135M-Instruct") == "hub"
-
-
 def test_chat_template_wraps_the_prompt(bundled):
     tokenizer = AutoTokenizer.from_pretrained(BUNDLED_MODEL_DIR)
     tokenizer.chat_template = "{% for m in messages %}<|endoftext|>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
@@ -124,17 +105,9 @@ def test_chat_template_wraps_the_prompt(bundled):
         encode_prompt(bundled.tokenizer, "hi", chat=True)
 
 
-# -- limits and public mode ------------------------------------------------------------------
-
-
 def test_limits_read_ints_bools_and_paths_from_the_environment():
-    env = {
-        "INFERENCE_LAB_MAX_NEW_TOKENS": "400",
-        "INFERENCE_LAB_ALLOW_HUB": "no",
-        "INFERENCE_LAB_MODELS_FOLDER": "/srv/models",
-        "INFERENCE_LAB_DEFAULT_MODEL": "gpt2",
-        "OTHER_VARIABLE": "ignored",
-    }
+    env = {"INFERENCE_LAB_MAX_NEW_TOKENS": "400", "INFERENCE_LAB_ALLOW_HUB": "no", "OTHER_VARIABLE": "ignored",
+           "INFERENCE_LAB_MODELS_FOLDER": "/srv/models", "INFERENCE_LAB_DEFAULT_MODEL": "gpt2"}  # fmt: skip
     limits = Limits.from_env(env)
     assert (limits.max_new_tokens, limits.allow_hub, limits.models_folder) == (400, False, "/srv/models")
     assert limits.default_model == "gpt2"
@@ -155,9 +128,6 @@ def test_the_public_setting_overrides_the_bind_address():
     assert Limits.from_env({"INFERENCE_LAB_PUBLIC": "0"}).is_public("0.0.0.0") is False
     with pytest.raises(ValueError, match="INFERENCE_LAB_PUBLIC"):
         Limits(public="maybe").is_public("127.0.0.1")
-
-
-# -- the bundled list, the default model and the opening prompts ----------------------------
 
 
 def test_bundled_list_starts_with_the_default_model_and_reads_its_meta():

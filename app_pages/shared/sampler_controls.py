@@ -1,8 +1,5 @@
-"""Sampling widgets shared by the pages that set sampling (not a page itself), read from one table of knobs
-(`inference.lessons.sampling_lab.knobs`), so a slider's range, its URL parameter and its default are written once.
-
-The newer samplers sit in an expander ("More samplers"), and the stage order is a preset or
-a list the visitor edits (a multiselect keeps the order stages are picked in)."""
+"""The sampling widgets of every page that sets sampling, drawn from the knob table (`lessons/sampling_lab/knobs.py`):
+the classic five, the newer samplers and the stage order (a preset, or a multiselect kept in picking order)."""
 
 from __future__ import annotations
 
@@ -19,23 +16,17 @@ CUSTOM = "custom"
 PRESET_PARAMS = {"transformers": "transformers", "llama.cpp default": "llama.cpp"}
 
 
-def _key(prefix: str, field: str) -> str:
-    return f"{prefix}_{field}"
-
-
 def set_defaults(prefix: str, overrides: dict | None = None, knobs: list[Knob] | None = None) -> None:
-    """Session defaults for the widgets under `prefix` (`knobs`: all, or only a page's new ones)."""
     overrides = overrides or {}
     for knob in CLASSIC + MORE if knobs is None else knobs:
-        st.session_state.setdefault(_key(prefix, knob.field), overrides.get(knob.field, knob.default))
-    st.session_state.setdefault(_key(prefix, "mirostat"), overrides.get("mirostat", False))
-    st.session_state.setdefault(_key(prefix, "order_preset"), overrides.get("order_preset", "transformers"))
-    st.session_state.setdefault(_key(prefix, "order_custom"), list(TRANSFORMERS_ORDER))
+        st.session_state.setdefault(f"{prefix}_{knob.field}", overrides.get(knob.field, knob.default))
+    st.session_state.setdefault(f"{prefix}_mirostat", overrides.get("mirostat", False))
+    st.session_state.setdefault(f"{prefix}_order_preset", overrides.get("order_preset", "transformers"))
+    st.session_state.setdefault(f"{prefix}_order_custom", list(TRANSFORMERS_ORDER))
 
 
 def read_url(prefix: str, url_prefix: str, params, knobs: list[Knob] | None = None) -> list[str]:
-    """Copy `{url_prefix}{param}` URL values into the widgets, clamped to their ranges; returns
-    one sentence per value that could not be read (the default is kept)."""
+    """`{url_prefix}{param}` URL values into the widgets, clamped; one sentence per value that cannot be read."""
     problems = []
     for knob in CLASSIC + MORE if knobs is None else knobs:
         name = url_prefix + knob.param
@@ -49,19 +40,19 @@ def read_url(prefix: str, url_prefix: str, params, knobs: list[Knob] | None = No
         except ValueError:
             problems.append(f"`{name}={raw[:30]}` in the link is not a number; using the default.")
             continue
-        st.session_state[_key(prefix, knob.field)] = min(max(value, knob.low), knob.high)
+        st.session_state[f"{prefix}_{knob.field}"] = min(max(value, knob.low), knob.high)
     if url_prefix + MIROSTAT_PARAM in params:
-        st.session_state[_key(prefix, "mirostat")] = params[url_prefix + MIROSTAT_PARAM] == "1"
+        st.session_state[f"{prefix}_mirostat"] = params[url_prefix + MIROSTAT_PARAM] == "1"
     raw_order = params.get(url_prefix + ORDER_PARAM)
     if raw_order:
         presets = {v: k for k, v in PRESET_PARAMS.items()}
         if raw_order in presets:
-            st.session_state[_key(prefix, "order_preset")] = presets[raw_order]
+            st.session_state[f"{prefix}_order_preset"] = presets[raw_order]
         else:
             names = [n for n in raw_order.split(",") if n]
             if all(n in TRANSFORMERS_ORDER for n in names) and len(set(names)) == len(names):
-                st.session_state[_key(prefix, "order_preset")] = CUSTOM
-                st.session_state[_key(prefix, "order_custom")] = names
+                st.session_state[f"{prefix}_order_preset"] = CUSTOM
+                st.session_state[f"{prefix}_order_custom"] = names
             else:
                 problems.append(f"`{url_prefix}{ORDER_PARAM}={raw_order[:60]}` is not a stage order; using the preset.")
     return problems
@@ -70,7 +61,6 @@ def read_url(prefix: str, url_prefix: str, params, knobs: list[Knob] | None = No
 def url_values(
     prefix: str, url_prefix: str, settings: SamplingSettings, knobs: list[Knob] | None = None
 ) -> dict[str, str]:
-    """The URL parameters of these settings (only the ones away from their defaults)."""
     out = {}
     for knob in CLASSIC + MORE if knobs is None else knobs:
         value = getattr(settings, knob.field)
@@ -78,7 +68,7 @@ def url_values(
             out[url_prefix + knob.param] = f"{value:g}"
     if settings.mirostat:
         out[url_prefix + MIROSTAT_PARAM] = "1"
-    preset = st.session_state.get(_key(prefix, "order_preset"), "transformers")
+    preset = st.session_state.get(f"{prefix}_order_preset", "transformers")
     if preset == CUSTOM:
         out[url_prefix + ORDER_PARAM] = ",".join(settings.order)
     elif preset != "transformers":
@@ -92,14 +82,13 @@ def _slider(where, prefix: str, knob: Knob, help_text: str | None = None) -> Non
         knob.kind(knob.low),
         knob.kind(knob.high),
         step=knob.kind(knob.step),
-        key=_key(prefix, knob.field),
+        key=f"{prefix}_{knob.field}",
         persist_state="session",
         help=help_text or knob.help,
     )
 
 
 def classic_controls(prefix: str, columns: int = 5, cells: list | None = None) -> None:
-    """The five classic sliders, `columns` to a row, or one in each of `cells` (e.g. layout.control_row(5))."""
     if cells is not None:
         for cell, knob in zip(cells, CLASSIC, strict=True):
             _slider(cell, prefix, knob)
@@ -111,38 +100,29 @@ def classic_controls(prefix: str, columns: int = 5, cells: list | None = None) -
 
 
 def knob_sliders(prefix: str, knobs: list[Knob], cells: list, helps: dict[str, str] | None = None) -> None:
-    """One slider per knob, one in each of `cells`; `helps` (field -> text) replaces a knob's help where a page
-    means something more precise (Speculative: the knob acts on p and q alike)."""
+    """One slider per knob in each of `cells`; `helps` (field -> text) replaces a knob's help where a page says more."""
     for cell, knob in zip(cells, knobs, strict=True):
         _slider(cell, prefix, knob, (helps or {}).get(knob.field))
 
 
 def url_params(prefix: str, knobs: list[Knob]) -> dict[str, tuple[str, type]]:
-    """URL parameter -> (widget key, type) of these knobs, for url_state.read_url_once."""
-    return {knob.param: (_key(prefix, knob.field), knob.kind) for knob in knobs}
+    return {knob.param: (f"{prefix}_{knob.field}", knob.kind) for knob in knobs}
 
 
 def ranges(prefix: str, knobs: list[Knob]) -> dict[str, tuple]:
-    """Widget key -> (low, high) of these knobs, for url_state.read_url_once."""
-    return {_key(prefix, knob.field): (knob.kind(knob.low), knob.kind(knob.high)) for knob in knobs}
+    return {f"{prefix}_{knob.field}": (knob.kind(knob.low), knob.kind(knob.high)) for knob in knobs}
 
 
 def more_controls(prefix: str, columns: int = 3, inline: bool = False) -> None:
-    """The newer samplers and the order, in an expander (two a row in presenter mode, where three projector-sized
-    labels a row broke mid-word); `inline`: under a heading instead, for a page whose controls already sit in an
-    expander (Streamlit nests none).
-
-    The expander runs its contents only while it is open. Profiled with yappi under AppTest, its ten widgets were a
-    fifth of a Generate Step's script time while nobody looked at them, though the server CPU per Step in Chromium
-    (`python -m inference.bench.pages`) moved only a little once they stopped running closed. Their values live on in the session (persist_state) and
-    `settings_from_state` reads them from there, open or closed. It opens by itself on settings that differ
-    from the defaults (a shared link's XTC, say), so nothing acting on the draw is hidden."""
+    """The newer samplers and the order in an expander (two a row in presenter mode; `inline`: under a heading, in
+    a page's own expander). Closed, its widgets do not run (a fifth of a Step's script time); their values live on
+    in the session. It opens by itself on values away from the defaults, so nothing acting on the draw is hidden."""
     columns = min(columns, 2) if presenter() else columns
     if inline:
         st.markdown(f"**{MORE_LABEL}**")
         more = st.container()
     else:
-        more = st.expander(MORE_LABEL, expanded=_more_in_use(prefix), key=_key(prefix, "more_open"), on_change="rerun")
+        more = st.expander(MORE_LABEL, expanded=_more_in_use(prefix), key=f"{prefix}_more_open", on_change="rerun")
         if not more.open:
             return
     with more:
@@ -152,7 +132,7 @@ def more_controls(prefix: str, columns: int = 3, inline: bool = False) -> None:
                 _slider(cell, prefix, knob)
         st.checkbox(
             "Mirostat v2 (a running cut on surprise; set τ and η above)",
-            key=_key(prefix, "mirostat"),
+            key=f"{prefix}_mirostat",
             persist_state="session",
         )
         order_control(prefix)
@@ -162,12 +142,11 @@ MORE_LABEL = "More samplers (typical-p, top-nσ, XTC, DRY, mirostat) and the sta
 
 
 def _more_in_use(prefix: str) -> bool:
-    """Whether any knob of the expander holds another value than its default."""
     state = st.session_state
     return (
-        any(state.get(_key(prefix, knob.field), knob.default) != knob.default for knob in MORE)
-        or bool(state.get(_key(prefix, "mirostat"), False))
-        or state.get(_key(prefix, "order_preset"), "transformers") != "transformers"
+        any(state.get(f"{prefix}_{knob.field}", knob.default) != knob.default for knob in MORE)
+        or bool(state.get(f"{prefix}_mirostat", False))
+        or state.get(f"{prefix}_order_preset", "transformers") != "transformers"
     )
 
 
@@ -176,7 +155,7 @@ def order_control(prefix: str) -> None:
     preset = st.radio(
         "Stage order",
         choices,
-        key=_key(prefix, "order_preset"),
+        key=f"{prefix}_order_preset",
         persist_state="session",
         horizontal=True,
         help="transformers: penalty → temperature → top-k → top-p → min-p → typical-p. llama.cpp's "
@@ -188,7 +167,7 @@ def order_control(prefix: str) -> None:
             "Your order (stages run left to right; remove a stage and add it back to move it to the end; "
             "stages left out run after these)",
             list(TRANSFORMERS_ORDER),
-            key=_key(prefix, "order_custom"),
+            key=f"{prefix}_order_custom",
             persist_state="session",
             format_func=lambda n: STAGE_NAMES[n],
         )
@@ -197,18 +176,17 @@ def order_control(prefix: str) -> None:
 
 
 def current_order(prefix: str) -> tuple[str, ...]:
-    preset = st.session_state.get(_key(prefix, "order_preset"), "transformers")
+    preset = st.session_state.get(f"{prefix}_order_preset", "transformers")
     if preset == CUSTOM:
-        return SamplingSettings(order=tuple(st.session_state.get(_key(prefix, "order_custom"), ()))).order
+        return SamplingSettings(order=tuple(st.session_state.get(f"{prefix}_order_custom", ()))).order
     return ORDER_PRESETS[preset]
 
 
 def settings_from_state(prefix: str, **fixed) -> SamplingSettings:
-    """The settings the widgets under `prefix` hold (`fixed` overrides, e.g. a page's own sliders)."""
     values = {
-        knob.field: knob.kind(st.session_state.get(_key(prefix, knob.field), knob.default)) for knob in CLASSIC + MORE
+        knob.field: knob.kind(st.session_state.get(f"{prefix}_{knob.field}", knob.default)) for knob in CLASSIC + MORE
     }
-    values["mirostat"] = bool(st.session_state.get(_key(prefix, "mirostat"), False))
+    values["mirostat"] = bool(st.session_state.get(f"{prefix}_mirostat", False))
     values["order"] = current_order(prefix)
     values.update(fixed)
     return SamplingSettings(**values)
@@ -216,5 +194,5 @@ def settings_from_state(prefix: str, **fixed) -> SamplingSettings:
 
 @st.cache_resource(max_entries=8, show_spinner=False)
 def breaker_ids(model_name: str, breakers: tuple[str, ...], _tokenizer) -> frozenset[int]:
-    """DRY's sequence breakers as token ids for this model's tokenizer, worked out once per server."""
+    """DRY's breakers as token ids for this model's tokenizer, once per server."""
     return dry_breaker_ids(_tokenizer, breakers)

@@ -1,9 +1,6 @@
-"""The Stepper of a page that steps a run (Generate, Speculative, MoE): its settings from a shared link, one run per
-run key, the Step / Play / Back / Reset row (Play with Stop), the status line and the URL mirror.
-
-A page draws the row where it wants it, then hands the Stepper its run key, how to start a run and how to take one
-step; the run lives in `st.session_state` under the page's key. A serving engine's failure shows its sentence and
-ends Play; the run so far stays."""
+"""The Stepper of a page that steps a run (Generate, Speculative, MoE, Constrained): settings from a shared link, one
+run per run key in the session, the Step / Play / Back / Reset row, the status line and the URL mirror. A serving
+engine's failure shows its sentence and ends Play; the run so far stays."""
 
 from __future__ import annotations
 
@@ -17,21 +14,16 @@ from app_pages.shared import keys
 from app_pages.shared.slots import engine_errors, generation_slot
 from app_pages.shared.url_state import read_url_once
 from inference.core import measuring
-from inference.lessons.generate.text import stop_sentence
+from inference.lessons.generate.text import TEXT
 
 REPLAY_PARAM = "n"  # the URL parameter holding how many steps a shared link replays
 
-
-# Play repaints the text at most this often: a paint rebuilds every chip and sends it to the browser, which cost
-# more than a step itself once the model ran on llama-server (a 40 ms step painted at 13 tokens/s, measured).
-PAINT_EVERY_S = 0.1
+PAINT_EVERY_S = 0.1  # Play repaints at most this often: on llama-server a paint cost more than a step
 
 
 def play(run, step: Callable[[], object], show: Callable[[], None], stop_key: str, stop_help: str) -> None:
-    """Step `run` to its end, one step per generation slot so other visitors get turns, `show`ing the text at most
-    every `PAINT_EVERY_S` and once at the end. A Stop button ends it (its click reruns the page at the next
-    Streamlit call, a paint), and so does a serving engine's failure (its sentence is shown); what was generated
-    stays."""
+    """Step `run` to its end, one generation slot a step so others get turns, painting at most every
+    `PAINT_EVERY_S`; Stop (its click reruns the page at the next paint) or an engine's failure ends it."""
     stop_box = st.empty()
     stop_box.button("Stop", key=stop_key, help=stop_help)
     painted = -math.inf  # the first step paints
@@ -66,9 +58,7 @@ class Stepper:
         return f"{self.prefix}_steps_in_url"
 
     def opens_with_a_step(self, run, state=None) -> bool:
-        """True once a session: its first run takes its first step on page load, so a teacher sees one without
-        pressing anything (#46 item 11). Not on a shared link that replays its own steps, nor on a run that has
-        steps; later runs (Reset, a new prompt) start empty. Marks the session (`state`: st.session_state)."""
+        """True once a session, for its first empty run (not a shared link's): it opens with a step taken."""
         state = st.session_state if state is None else state
         opened = f"{self.prefix}_opened"
         if run is None or self.steps_done(run) or state.get(opened) or state.get(self.replay_key):
@@ -79,7 +69,6 @@ class Stepper:
     def read_url(
         self, url_params: dict, defaults: dict, ranges: dict, names=None, choices=None, replay_max: int = 10_000
     ) -> list[str]:
-        """The page's settings from a shared link, once per session, plus how many steps it replays (`n`)."""
         return read_url_once(
             f"{self.prefix}_url_read",
             {**url_params, REPLAY_PARAM: (self.replay_key, int)},
@@ -90,10 +79,8 @@ class Stepper:
         )
 
     def buttons(self, reveal: bool = True) -> None:
-        """The Step / Play / (Back) / Reset row, full width so the labels stay whole on narrow screens, and under it
-        the keys line (→ / PageDown Step, ← / PageUp Back, P Play or Stop: app_pages/shared/keys.py). One horizontal
-        container, not a column each: a Step redraws this row, and each column is one more message. `reveal`: a key
-        pressed while the row is off the screen scrolls it into view first (`keys.bind`)."""
+        """The Step / Play / (Back) / Reset row in one horizontal container (a column each is more messages a Step),
+        and its keys (`keys.bind`; `reveal`: a key scrolls the row into view first)."""
         names = ["step", "play"] + (["back"] if self.with_back else []) + ["reset"]
         labels = {"step": self.step_label, "play": "Play", "back": "Back", "reset": "Reset"}
         row = st.container(horizontal=True)
@@ -113,9 +100,8 @@ class Stepper:
         )
 
     def current_run(self, run_key, start: Callable[[], object | None], can_start: bool = True):
-        """The session's run, or a new one from `start()` when there is none, Reset was pressed or the run key
-        changed. With `can_start` False (bad input, its message shown) or `start()` returning None the last run
-        stays, so nothing on the page is lost."""
+        """The session's run, or a new one from `start()` on Reset or a new run key; with `can_start` False or
+        `start()` None the last run stays."""
         run = st.session_state.get(self.run_state)
         fresh = run is None or self.clicked.get("reset") or st.session_state.get(f"{self.prefix}_run_key") != run_key
         if can_start and fresh:
@@ -126,8 +112,7 @@ class Stepper:
         return run
 
     def advance(self, run, step: Callable[[], object], replay: Callable[[int], object] | None = None, step_now=0):
-        """Back, then Step (or `step_now` steps: a run that opens with a step), then a shared link's replay of its
-        `n` steps on a run that has none, in this session's generation slot."""
+        """Back, then Step (or `step_now` steps), then a shared link's replay of its `n` steps on an empty run."""
         with generation_slot(), engine_errors():
             if self.clicked.get("back"):
                 run.back()
@@ -148,18 +133,14 @@ class Stepper:
                 f"Stops after the current {self.unit}; what was generated stays.",
             )
 
-    def status_line(self, run, lead: str, next_hint: str, chooser: str = "the model") -> None:
-        """`lead` (what the run holds), then why it stopped or what comes next."""
-        st.caption(self.status_text(run, lead, next_hint, chooser))
-
     @staticmethod
     def status_text(run, lead: str, next_hint: str, chooser: str = "the model") -> str:
-        """`status_line`'s sentence, for a page that shows it inside an element of its own."""
-        done = stop_sentence(run.stop_reason, run.max_new_tokens, run.context, chooser) if run.finished else next_hint
+        """`lead` (what the run holds), then why it stopped or what comes next."""
+        numbers = {"chooser": chooser, "max_new": run.max_new_tokens, "context": run.context}
+        done = TEXT[run.stop_reason].format(**numbers) if run.finished else next_hint
         return f"{lead} · {done}"
 
     def mirror_url(self, run, settings: dict[str, str], extra: dict[str, str] | None = None) -> None:
-        """The URL mirrors the current settings and the steps made: copy it to share this run."""
         st.query_params.from_dict(
             {**settings, REPLAY_PARAM: str(self.steps_done(run) if run is not None else 0), **(extra or {})}
         )

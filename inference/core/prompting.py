@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from inference.core.bundled import bundled_models
 from inference.core.loader import ModelLoadError, encode_prompt
 
-# What kind of text a model was made for decides the prompt a page opens with: a model trained here on children's
-# stories continues a story; any other model (a pretrained assistant, a hub model) gets a question with a factual
-# answer or a creative request that a class understands, in its chat template where the page offers one.
+# A storyteller trained here continues a story; any other model gets a question or request a class understands, in
+# its chat template where the page offers one.
 STORY = "story"
 GENERAL = "general"
 
@@ -25,15 +24,10 @@ def _both(story: str, general: str, general_chat: bool = False) -> dict[str, Ope
     return {STORY: OpeningPrompt(story), GENERAL: OpeningPrompt(general, general_chat)}
 
 
-# One opening prompt per page and kind. The raw general prompts end where the next token has a clear favourite
-# (" Paris" after "The capital of France is" holds 77% on SmolLM2-135M-Instruct). Generate's question asks for one
-# sentence: asked bare, SmolLM2's first token is a near tie ("The" 15%, "L" 14%, "La" 10%) and 4 of seeds 0-5
-# began off course at 0.8/0.95 ("Sombre.", "La France, n'est-il pas?"); asked for a sentence, "The" holds 55% and seeds
-# 0-9 all name Paris at Generate's default settings (tests/test_real_model.py checks 0-4).
+# The raw general prompts end where the next token has a clear favourite (" Paris" holds 77% on SmolLM2). Asked bare,
+# Generate's question opened on a near tie ("The" 15%, "L" 14%) and 4 of seeds 0-5 went off course; asked for a
+# sentence, "The" holds 55% and at 0.7 / 0.9 seeds 0-9 all name Paris (at 0.8 / 0.95, 8 of 10).
 GENERATE_QUESTION = "What is the capital of France? Answer in one sentence."
-# Generate opens on typical chat settings, picked on SmolLM2 with the question: at temperature 0.8 and top-p 0.95 it
-# named Paris on 8 of seeds 0-9 (seed 0: "La Défense (The City of Justice) is the capital of France."), at 0.7 and
-# 0.9 on all ten.
 GENERATE_SAMPLING = {"temperature": 0.7, "top_p": 0.9}
 OPENING_PROMPTS = {
     "start": _both("Once upon a time, there was a little", "The capital of France is"),
@@ -77,15 +71,14 @@ class PreparedPrompt:
 
 
 def clean_text(text: str) -> tuple[str, int]:
-    """Drop control characters (NUL and friends) but keep newlines and tabs; emoji and
-    right-to-left text are ordinary characters and stay."""
+    """Drop control characters (NUL and friends) but keep newlines and tabs."""
     kept = [ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc"]
     return "".join(kept), len(text) - len(kept)
 
 
 def prepare_prompt(tokenizer, text: str, chat: bool, context: int, limits, new_tokens: int = 1) -> PreparedPrompt:
-    """Clean, encode and fit a prompt. A prompt too long for the context keeps its end and
-    leaves room for `new_tokens` of reply (at most half the context)."""
+    """Clean, encode and fit a prompt: one too long keeps its end, with room for `new_tokens` (at most half the
+    context)."""
     out = PreparedPrompt()
     text, removed = clean_text(text or "")
     if removed:

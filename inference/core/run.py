@@ -1,16 +1,7 @@
-"""The step engine: drives a causal LM one token at a time and records every step.
-
-It works on token ids (the tokenizer is only used to label the chosen token) and keeps all
-per-run state in a `Trace`: the shared model is only ever called, never changed.
-
-    1. prefill: one forward pass over the whole prompt fills the KV cache and gives the
-       first next-token distribution;
-    2. decode: each later step feeds the one token chosen before, reusing the cache;
-    3. sample: the sampling pipeline picks a token with one recorded uniform number u.
-
-The chosen token is fed lazily, at the start of the next step, so the last step of a run
-never pays for a forward pass nobody reads, and a rewound step can reuse its stored logits.
-"""
+"""The step engine: one token a step on token ids, every step recorded in a `Trace` (the shared model is only
+called). 1. prefill fills the KV cache from the prompt; 2. decode feeds the token chosen before; 3. the pipeline
+draws with one recorded uniform u. The chosen token is fed at the start of the next step, so a run's last step pays
+for no pass nobody reads, and a rewound step reuses its stored logits."""
 
 from __future__ import annotations
 
@@ -59,9 +50,7 @@ def check_seed(seed) -> None:
 
 
 def run_uniforms(seed: int, steps: int) -> torch.Tensor:
-    """The uniform numbers u_0, u_1, ... of a run with this seed, from a private generator
-    (the global torch RNG is never touched). Step i always gets the i-th number, so a
-    rewound or forked run gets exactly the numbers a fresh run would."""
+    """u_0, u_1, ... of a seed from a private generator: step i always gets the i-th, rewound or forked."""
     check_seed(seed)
     return torch.rand(steps, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
@@ -110,9 +99,7 @@ class StepRecord:
 
 
 class Generation:
-    """What every step-by-step run shares, a `Trace` (one token a step) or a `speculative.SpeculativeRun` (one
-    round a step): its text so far, when it stops, and stepping until then. A run holds `prompt_ids`,
-    `generated_ids`, `eos_ids`, `stop_at_eos`, `max_new_tokens`, `context`, `stop_reason` and a `step(settings)`."""
+    """What a `Trace` and a `speculative.SpeculativeRun` share: the text so far, when it stops, stepping to there."""
 
     @property
     def all_ids(self) -> list[int]:
@@ -123,7 +110,6 @@ class Generation:
         return self.stop_reason is not None
 
     def _reason_to_stop(self) -> str | None:
-        """Why the run stops after the tokens it has generated, or None to go on."""
         generated = self.generated_ids
         if self.stop_at_eos and generated[-1] in self.eos_ids:
             return STOP_EOS
@@ -134,7 +120,6 @@ class Generation:
         return None
 
     def _steps(self, settings: SamplingSettings, most: int | None) -> Iterator:
-        """`step(settings)` until the run stops or `most` steps were taken, yielding each step's record."""
         taken = 0
         while not self.finished and (most is None or taken < most):
             record = self.step(settings)
@@ -144,27 +129,10 @@ class Generation:
             yield record
 
 
-@dataclass(frozen=True)
-class _KeptRanking:
-    """A ranking `Trace.ranked_next` made, and what it was made for."""
-
-    forward_pass: ForwardPass
-    settings: SamplingSettings
-    context: StepContext | None
-    ranked: RankedStages
-
-    def applies_to(self, forward_pass: ForwardPass, settings: SamplingSettings, context: StepContext | None) -> bool:
-        return self.forward_pass is forward_pass and self.settings == settings and self.context == context
-
-
 @dataclass
 class Trace(Generation):
-    """One run: a prompt, the records of its steps, and the `Forward` (with its KV cache) that goes with them.
-
-    Invariant: with n records and no forward pass waiting, the cache holds the prompt and
-    the first n - 1 chosen tokens (the last chosen token is fed at the next step); a waiting
-    pass (`peek`, or logits kept by `rewind`) has fed it already. A remote run's cache is the
-    engine's prompt cache: each request sends the whole text, and a failed one changes nothing."""
+    """One run: a prompt, its step records and its `Forward` (with the KV cache). With n records and no pass waiting
+    the cache holds the prompt and n - 1 chosen tokens; a waiting pass (`peek`, `rewind`) has fed the last."""
 
     model: object
     tokenizer: object
@@ -184,12 +152,10 @@ class Trace(Generation):
         self.context, self.eos_ids, self.vocab_size = forward.context, forward.eos_ids, forward.vocab_size
         self._uniforms = {self.seed: run_uniforms(self.seed, self.context)}  # never more steps than context
         self._pending: ForwardPass | None = None  # computed, not yet sampled from
-        self._ranked_next: _KeptRanking | None = None  # from `ranked_next`, for the step that draws from that pass
+        self._ranked_next: tuple | None = None  # (pass, settings, context, RankedStages) from `ranked_next`
         self._seen = seen_mask(self.prompt_ids, self.vocab_size)
         self._xtc_uniforms: dict[int, torch.Tensor] = {}  # seed -> XTC's uniform per step
         self._breaker_ids: dict[tuple[str, ...], frozenset[int]] = {}  # DRY breakers -> token ids
-
-    # -- state ---------------------------------------------------------------------------
 
     @property
     def generated_ids(self) -> list[int]:
@@ -197,23 +163,18 @@ class Trace(Generation):
 
     @property
     def kv_shape(self):
-        """The model's KV shape (`kv_cache.KVShape`); None when the cache lives in a serving engine."""
-        return self.forward.kv_shape
+        return self.forward.kv_shape  # None when the cache lives in a serving engine
 
     @property
     def server_steps(self) -> list[ServerStep | None]:
-        """What the serving engine said about each record's request (None for a step a local model computed)."""
         return [r.server_step for r in self.records]
 
     def pending_server_step(self) -> ServerStep | None:
         """What the engine said about the distribution the next step will draw from (after `peek`)."""
         return self._pending.server_step if self._pending is not None else None
 
-    # -- stepping ------------------------------------------------------------------------
-
     def peek(self) -> torch.Tensor | None:
-        """The raw logits the next step will sample from (running its forward pass now if
-        needed), so a page can show the coming choice before it is made. None once stopped."""
+        """The raw logits the next step samples from (its pass run now if needed); None once stopped."""
         if self.finished:
             return None
         if self._pending is None:
@@ -221,14 +182,12 @@ class Trace(Generation):
         return self._pending.logits
 
     def ranked_next(self, settings: SamplingSettings, context: StepContext | None = None) -> RankedStages:
-        """`ranked_stages` of the pass the next step draws from, as `step_view` asks for it, kept for that step: a
-        page shows the coming choice, then its Step draws it, and the vocabulary is ranked once, not twice (where
-        `draw` can take it: see there)."""
+        """`ranked_stages` of the next step's pass, kept for that step's draw: the vocabulary is ranked once."""
         logits = self.peek()
         if logits is None:
             raise ValueError("The run has stopped: there is no next step to rank")
         ranked = ranked_stages(logits, settings, self._seen, min_sorted=MIN_SORTED, context=context)
-        self._ranked_next = _KeptRanking(self._pending, settings, context, ranked)
+        self._ranked_next = (self._pending, settings, context, ranked)
         return ranked
 
     @property
@@ -245,9 +204,7 @@ class Trace(Generation):
         return self.uniform(len(self.records))
 
     def step_context(self, step: int, settings: SamplingSettings) -> StepContext:
-        """What step `step`'s DRY, XTC and mirostat read: the ids before it, the DRY breakers
-        as token ids, XTC's uniform (a second stream of the run's seed, so two runs with one
-        seed share it too), and mirostat's mu as the step before left it (2·tau at the start)."""
+        """What step `step`'s DRY, XTC and mirostat read: the ids before it, the breakers, XTC's own uniform and mu."""
         if self.seed not in self._xtc_uniforms:
             self._xtc_uniforms[self.seed] = xtc_uniforms(self.seed, self.context)
         before = self.records[step - 1] if 0 < step <= len(self.records) else None
@@ -265,8 +222,7 @@ class Trace(Generation):
         )
 
     def step(self, settings: SamplingSettings, seed: int | None = None) -> StepRecord | None:
-        """Choose one more token; None if the run has stopped. A failed forward pass (a serving engine that
-        does not answer) raises before anything changes: the run so far stays."""
+        """Choose one more token; None once stopped. A failed pass raises before anything changes."""
         if self.finished:
             return None
         if seed is not None:
@@ -281,7 +237,7 @@ class Trace(Generation):
         u = self.uniform(n)
         context = self.step_context(n, settings) if settings.needs_context else None
         kept, self._ranked_next = self._ranked_next, None
-        ranked = kept.ranked if kept is not None and kept.applies_to(fwd, settings, context) else None
+        ranked = kept[3] if kept is not None and kept[0] is fwd and kept[1:3] == (settings, context) else None
         choice = draw(fwd.logits, settings, self._seen, u, context, ranked=ranked)
         sample_ms = measuring.ms_since(start)
 
@@ -310,12 +266,10 @@ class Trace(Generation):
         return record
 
     def run(self, settings: SamplingSettings, max_steps: int | None = None) -> Iterator[StepRecord]:
-        """Step until a stop (EOS, max new tokens, context) or `max_steps`, yielding each record."""
         return self._steps(settings, max_steps)
 
     def rewind(self, k: int) -> None:
-        """Keep the first k steps; the next step re-chooses token k (maybe with other
-        settings) from the logits already computed for it: nothing is recomputed."""
+        """Keep the first k steps; the next re-chooses token k from its stored logits (nothing recomputed)."""
         n = len(self.records)
         if not 0 <= k < n:
             raise ValueError(f"Can rewind to a step from 0 to {n - 1}, not {k}")
@@ -328,18 +282,14 @@ class Trace(Generation):
         self.stop_reason = None
 
     def back(self) -> None:
-        """Undo one step."""
         if self.records:
             self.rewind(len(self.records) - 1)
 
-    # -- reading -------------------------------------------------------------------------
-
     def seen_now(self) -> torch.Tensor:
-        """[vocab] tokens the next step's repetition penalty sees (prompt and all chosen)."""
+        """[vocab] tokens the next step's repetition penalty sees."""
         return self._seen.clone()
 
     def cache_layer_bytes(self) -> list[int]:
-        """Bytes of each layer's key and value tensors; `EngineError` when the cache lives in a serving engine."""
         return self.forward.cache_layer_bytes()
 
     def logits_matrix(self) -> torch.Tensor:
@@ -355,44 +305,25 @@ class Trace(Generation):
         return masks
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per step (`record_row`): what the CSV download holds."""
         return pd.DataFrame([record_row(r) for r in self.records])
 
 
+ROW_SETTINGS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty")
+ROW_PASS = ("forward_ms", "sample_ms", "tokens_in_forward", "cache_tokens", "cache_bytes", "reused_forward")
+
+
 def record_row(r: StepRecord) -> dict:
-    """One step's row of `Trace.to_frame`; its raw probability takes a softmax over the vocabulary, so a page that
-    redraws the table every Step makes each row once (app_pages/shared/session_memo.kept_per_record)."""
-    probs = r.logits.softmax(-1)
-    return {
-        "step": r.index,
-        "phase": r.phase,
-        "token_id": r.token_id,
-        "token": r.token_text,
-        "rank": r.rank + 1,
-        "prob": r.prob,
-        "entropy_bits": r.entropy_bits,
-        "tokens_kept": r.kept,
-        "u": r.u,
-        "temperature": r.settings.temperature,
-        "top_k": r.settings.top_k,
-        "top_p": r.settings.top_p,
-        "min_p": r.settings.min_p,
-        "repetition_penalty": r.settings.repetition_penalty,
-        "seed": r.seed,
-        "raw_prob": float(probs[r.token_id]),
-        "forward_ms": r.forward_ms,
-        "sample_ms": r.sample_ms,
-        "tokens_in_forward": r.tokens_in_forward,
-        "cache_tokens": r.cache_tokens,
-        "cache_bytes": r.cache_bytes,
-        "reused_forward": r.reused_forward,
-        **(r.server_step.frame_columns() if r.server_step is not None else {}),
-    }
+    """One step's row of `Trace.to_frame` (the CSV); its raw probability takes a softmax, so pages keep rows."""
+    row = {"step": r.index, "phase": r.phase, "token_id": r.token_id, "token": r.token_text, "rank": r.rank + 1}
+    row |= {"prob": r.prob, "entropy_bits": r.entropy_bits, "tokens_kept": r.kept, "u": r.u}
+    row |= {name: getattr(r.settings, name) for name in ROW_SETTINGS}
+    row |= {"seed": r.seed, "raw_prob": float(r.logits.softmax(-1)[r.token_id])}
+    row |= {name: getattr(r, name) for name in ROW_PASS}
+    return row | (r.server_step.frame_columns() if r.server_step is not None else {})
 
 
 def forward_for(model, tokenizer) -> Forward:
-    """The forward pass a run on `model` uses, chosen once here: one request per step to a serving engine, else
-    transformers' own forward (a Mixture-of-Experts model's routers' logits are recorded each step)."""
+    """The forward a run uses, chosen once here: a serving engine's requests, else transformers' own forward."""
     if is_remote(model):
         return RemoteForward(model)
     return TransformersForward(model, tokenizer)
@@ -402,28 +333,18 @@ def new_trace(
     model, tokenizer, prompt_ids: list[int], max_new_tokens: int, seed: int = 0, stop_at_eos: bool = True
 ) -> Trace:
     """A run on a local model, or on a model a serving engine runs (`inference.core.remote`)."""
-    return Trace(
-        model=model,
-        tokenizer=tokenizer,
-        prompt_ids=list(prompt_ids),
-        max_new_tokens=max_new_tokens,
-        seed=seed,
-        stop_at_eos=stop_at_eos,
-        forward=forward_for(model, tokenizer),
-    )
+    return Trace(model, tokenizer, list(prompt_ids), max_new_tokens, seed, stop_at_eos)
 
 
 def warm_up(model, tokenizer) -> None:
-    """A short untimed run (4-token prefill, 2 decode steps, sampled), so the first pass a page measures does not
-    pay this process's one-time setup: thread pool start, kernel choice, first allocations."""
+    """A short untimed sampled run, so the first pass a page measures pays no one-time setup (threads, kernels)."""
     trace = new_trace(model, tokenizer, [0, 1, 2, 3], 3, stop_at_eos=False)
     for _ in trace.run(SamplingSettings(temperature=0.8, top_p=0.95)):
         pass
 
 
 def run_greedy(model, tokenizer, prompt_ids: list[int], new_tokens: int, stop_at_eos: bool = True) -> Trace:
-    """A greedy generation with the step engine, run to its end (the end-of-text token, unless
-    `stop_at_eos` is off, or `new_tokens`); its trace holds every step's record."""
+    """A greedy run of the step engine to its end (EOS unless `stop_at_eos` is off, or `new_tokens`)."""
     trace = new_trace(model, tokenizer, prompt_ids, new_tokens, stop_at_eos=stop_at_eos)
     for _ in trace.run(GREEDY):
         pass

@@ -1,7 +1,5 @@
-"""Token text made readable: visible whitespace, special tokens marked, broken bytes shown.
-
-The text returned here is plain (not HTML); whoever renders it as HTML escapes it.
-"""
+"""Token text made readable (visible whitespace, special tokens marked, broken bytes shown), and escaped for HTML
+and Markdown in one place."""
 
 from __future__ import annotations
 
@@ -14,8 +12,7 @@ VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": 
 
 
 def token_text(tokenizer, token_id: int) -> str:
-    """What the token adds to the text, exactly (may be a partial UTF-8 character). Remembered per tokenizer and id:
-    a decode costs ~10 us and a speculative round names every drafted token (tokenizers are never changed here)."""
+    """What the token adds to the text, exactly (maybe part of a UTF-8 character); remembered per tokenizer and id."""
     try:
         return _decoded(tokenizer, int(token_id))
     except TypeError:  # a tokenizer that cannot be a cache key: decode every time
@@ -36,8 +33,7 @@ def special_ids(tokenizer) -> frozenset[int]:
 
 
 def readable_token(tokenizer, token_id: int) -> str:
-    """A label for charts and chips: spaces as ␣, newlines as ↵, special tokens as they are
-    named, and a byte-fallback piece (an incomplete UTF-8 character) by its raw token name."""
+    """A label: spaces as ␣, newlines as ↵, special tokens by name, a byte-fallback piece by its raw token name."""
     if token_id in special_ids(tokenizer):
         return tokenizer.convert_ids_to_tokens(token_id)
     text = token_text(tokenizer, token_id)
@@ -57,14 +53,12 @@ REFERENCES = {ch: f"&#{ord(ch)};" for ch in "&<>\"'\\`*_{}[]()#+-.!|$~:"}
 
 
 def counted_runs(label: str, longest: int = 3) -> str:
-    """A readable label with each run of more than `longest` of one whitespace mark counted ("↵␣␣␣␣␣␣␣␣" ->
-    "↵␣×8"): a code indent's token, drawn mark by mark, took half a chart's width for its axis label."""
+    """Each run of more than `longest` of one whitespace mark counted ("↵␣␣␣␣␣␣␣␣" -> "↵␣×8")."""
     return re.sub(rf"([␣⇥])\1{{{longest},}}", lambda m: f"{m.group(1)}×{len(m.group(0))}", label)
 
 
 def prompt_tail(prompt_ids: list[int], keep: int) -> tuple[str, list[int]]:
-    """A long prompt cut to its last `keep` tokens for a figure whose page shows the prompt whole elsewhere: the
-    label counting what was cut ("… 32 earlier prompt tokens", "" when nothing was) and the ids kept."""
+    """The last `keep` ids and a label counting what was cut ("… 32 earlier prompt tokens", or "")."""
     hidden = max(0, len(prompt_ids) - keep)
     return (f"… {plural(hidden, 'earlier prompt token')}" if hidden else ""), list(prompt_ids[hidden:])
 
@@ -74,14 +68,12 @@ def _references(text: str) -> str:
 
 
 def html_token_text(text: str) -> str:
-    """Token text for HTML shown with `st.markdown(..., unsafe_allow_html=True)` (chips, boxes): escaped, every
-    Markdown/LaTeX character a reference, a newline as ↵ then a real line break, a tab as ⇥, and never a raw
-    newline (a blank line would end the HTML block, and Markdown would read what follows)."""
+    """Token text inside HTML given to `st.markdown`: every Markdown/LaTeX character a reference, a newline as ↵ and
+    <br>, never a raw newline (a blank line would end the HTML block)."""
     visible = _references(text.replace("\r", "␍").replace("\t", "⇥"))
     return visible.replace("\n", "↵<br>")
 
 
 def markdown_token_text(text: str) -> str:
-    """Token text inside a Markdown sentence (`st.markdown`, `st.caption`, `st.info`...): shown literally, on one
-    line (a newline as ↵), so `**b**`, `$x$`, backticks, `|` or `<script>` are characters, not syntax."""
+    """Token text inside a Markdown sentence: literally, on one line, so `**b**`, `$x$` or `<script>` are text."""
     return _references(text.replace("\r", "␍").replace("\t", "⇥").replace("\n", "↵"))

@@ -1,18 +1,7 @@
-"""The sampling pipeline: the settings, the stages they switch on in the order they name, the display order (the
-ranking a chart shows and the draw walks) and the one draw.
-
-The order is itself a setting (`SamplingSettings.order`), with two presets:
-    transformers (`generate`): penalty -> temperature -> top-k -> top-p -> min-p -> typical-p
-    llama.cpp default (common/common.h): penalties -> DRY -> top-nσ -> top-k -> typical-p -> top-p -> min-p -> XTC
-        -> temperature
-Stages one tool lacks sit where the other puts them; mirostat v2 runs last in both. The format mask of constrained
-decoding runs first unless `order` names it elsewhere (vLLM masks before its sampler; llama.cpp applies the grammar
-before its chain when it resamples).
-
-The draw is inverse-CDF sampling, as llama2.c's `sample_mult(probabilities, n, coin)`: one uniform u in [0, 1) from
-a caller-owned generator picks where u falls on the cumulative final distribution in display order (most likely
-first). Temperature 0 keeps only the argmax, so every u lands on it.
-"""
+"""The sampling pipeline: the settings, their stages in the order they name (a setting, with transformers' and
+llama.cpp's default orders as presets; the format mask first unless placed elsewhere, mirostat last), the display
+order a chart shows and the draw walks, and the one draw: llama2.c's `sample_mult`, where one uniform u falls on the
+cumulative final distribution, most likely first (temperature 0 keeps only the argmax)."""
 
 from __future__ import annotations
 
@@ -41,7 +30,6 @@ STAGE_NAMES = {MASK: STAGES[MASK].label, "raw": "raw (T=1)"} | {name: stage.labe
 
 
 def check_order(order) -> tuple[str, ...]:
-    """The stages given, then any left out in the transformers order; unknown or repeated names refused."""
     order = tuple(order)
     unknown = [name for name in order if name not in STAGES]
     if unknown:
@@ -54,9 +42,8 @@ def check_order(order) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class SamplingSettings:
-    """One set of sampling knobs; a neutral value switches its stage off, temperature 0 means greedy.
-    `allowed_tokens` (None: no format) is one step's format mask: bit i (byte i // 8, bit i % 8, as llguidance
-    packs it) set when token i is allowed."""
+    """One set of knobs; a neutral value switches its stage off. `allowed_tokens`: a step's format mask, bit i of
+    byte i // 8 set when token i is allowed (as llguidance packs it); None: no format."""
 
     temperature: float = 1.0
     top_k: int = 0
@@ -95,11 +82,9 @@ class SamplingSettings:
         object.__setattr__(self, "pipeline", pipeline)
 
     def switched_on(self) -> set[str]:
-        """The stages beyond the classic five that these settings switch on."""
         return {name for name, stage in STAGES.items() if not stage.classic and not stage.off(self)}
 
     def allowed_mask(self, vocab: int) -> torch.Tensor:
-        """[vocab] bool: the tokens this step's format allows (bits past the vocabulary are ignored)."""
         bits = self._allowed_bits
         if bits is None:
             raise ValueError("These settings carry no format mask (`allowed_tokens` is None)")
@@ -111,12 +96,10 @@ class SamplingSettings:
 
     @property
     def needs_context(self) -> bool:
-        """DRY reads the history, XTC its own uniform, mirostat its running target."""
         return any(STAGES[name].stateful for name in self.switched_on())
 
 
 def unpack_allowed(packed: bytes | None) -> torch.Tensor | None:
-    """Packed little-endian bits -> bool [8 x len(packed)]; None stays None."""
     if packed is None:
         return None
     if not isinstance(packed, bytes):
@@ -126,7 +109,6 @@ def unpack_allowed(packed: bytes | None) -> torch.Tensor | None:
 
 
 def pack_allowed(allowed: torch.Tensor) -> bytes:
-    """bool [vocab] -> packed little-endian bits (the inverse of `unpack_allowed`)."""
     padded = torch.zeros((len(allowed) + 7) // 8 * 8, dtype=torch.uint8)
     padded[: len(allowed)] = allowed.to(torch.uint8)
     weights = 2 ** torch.arange(8, dtype=torch.int32)
@@ -134,7 +116,6 @@ def pack_allowed(allowed: torch.Tensor) -> bytes:
 
 
 def seen_mask(histories: list[list[int]] | list[int], vocab_size: int) -> torch.Tensor:
-    """Boolean [batch, vocab] (or [vocab]) marking tokens already in each history."""
     single = len(histories) == 0 or isinstance(histories[0], int)
     rows = [histories] if single else histories
     mask = torch.zeros(len(rows), vocab_size, dtype=torch.bool)
@@ -144,12 +125,8 @@ def seen_mask(histories: list[list[int]] | list[int], vocab_size: int) -> torch.
     return mask[0] if single else mask
 
 
-# -- running the stages, ranking, drawing ------------------------------------------------------
-
-
 def stage_logits(logits, settings: SamplingSettings, seen, context: StepContext | list[StepContext] | None = None):
-    """Logits after each stage: "raw", then `settings.pipeline` in order (the last is the final distribution's).
-    `context` is one StepContext, or one per row of a batch; only DRY, XTC and mirostat read it."""
+    """Logits after each stage: "raw", then `settings.pipeline` (`context`: one StepContext, or one per row)."""
     out = {"raw": logits}
     for name in settings.pipeline:
         out[name] = logits = STAGES[name].apply(logits, settings, seen, context)
@@ -157,9 +134,8 @@ def stage_logits(logits, settings: SamplingSettings, seen, context: StepContext 
 
 
 def ranking_logits(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor, context=None) -> torch.Tensor:
-    """The logits display order ranks by: the raw ones after the reweighting stages that are on (penalty, DRY), and
-    temperature where a DRY runs after it (l/T - d does not rank like l - d; the penalty's l/T/r ranks like l/r).
-    Filters only set -inf, so every stage's kept tokens rank in this order as in its own."""
+    """What display order ranks by: the raw logits after the reweighting stages that are on, and temperature where a
+    DRY runs after it (l/T - d ranks unlike l - d); filters only set -inf, so every stage ranks alike."""
     names = settings.pipeline
     last_dry = names.index("dry") if "dry" in names else -1
     for i, name in enumerate(names):
@@ -170,14 +146,13 @@ def ranking_logits(logits: torch.Tensor, settings: SamplingSettings, seen: torch
 
 
 def display_order(ranking: torch.Tensor) -> torch.Tensor:
-    """Token ids most likely first by `ranking_logits`; stable, so ties keep id order and greedy picks argmax."""
+    # stable: ties keep id order, so greedy picks the argmax
     return torch.sort(ranking, dim=-1, descending=True, stable=True).indices
 
 
 def partial_display_order(ranking: torch.Tensor, at_least: int) -> tuple[torch.Tensor, int]:
-    """`display_order` of one step where only the top `at_least` ids have to be in order (sorting a 49k vocabulary
-    costs more than the rest of a step): (order, sorted), order[:sorted] exact (ties at the cut included), the rest
-    in id order."""
+    """`display_order` exact only for its first `sorted` ids (ties at the cut included), the rest in id order:
+    sorting a 49k vocabulary costs more than the rest of a step."""
     if at_least * 4 >= ranking.shape[-1]:
         return display_order(ranking), ranking.shape[-1]
     in_head = ranking >= torch.topk(ranking, max(at_least, 1)).values[-1]
@@ -187,14 +162,12 @@ def partial_display_order(ranking: torch.Tensor, at_least: int) -> tuple[torch.T
 
 
 def display_rank(ranking: torch.Tensor, token_id: int) -> int:
-    """0-based place of one token in display order, counted without sorting."""
     value = ranking[token_id]
     return int((ranking > value).sum() + (ranking[:token_id] == value).sum())
 
 
 def probs_in_order(stage_logits: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
-    """float64 probabilities of the tokens in `order` (which holds every token the stage kept), softmaxed over the
-    kept ones alone, so a draw and a view get the same numbers to the last bit."""
+    """float64 softmax over the kept tokens in `order` alone: a draw and a view get the same bits."""
     values = stage_logits[order]
     kept = torch.isfinite(values)
     probs = torch.zeros(len(values), dtype=torch.float64)
@@ -208,8 +181,6 @@ MIN_SORTED = 256
 
 @dataclass(frozen=True)
 class RankedStages:
-    """One step's logits after every stage and its display order: ranked once, read by the chart and the draw."""
-
     logits: dict[str, torch.Tensor]  # stage -> [V] logits after it: "raw", then settings.pipeline
     order: torch.Tensor  # [V] token ids; the first `sorted_prefix` in display order
     sorted_prefix: int  # every token the final distribution keeps is inside it
@@ -221,8 +192,7 @@ class RankedStages:
 
 
 def ranked_stages(logits, settings, seen, min_sorted: int = 0, include_token: int | None = None, context=None):
-    """`stage_logits` for one step and its display order, sorted far enough to hold `min_sorted` tokens, every
-    token the final stage keeps, and `include_token`."""
+    """`stage_logits` and display order, sorted to hold `min_sorted`, every kept token and `include_token`."""
     stages = stage_logits(logits, settings, seen, context)
     ranking = ranking_logits(logits, settings, seen, context)
     token_rank = None if include_token is None else display_rank(ranking, include_token)
@@ -233,13 +203,11 @@ def ranked_stages(logits, settings, seen, min_sorted: int = 0, include_token: in
 
 
 def entropy_bits(probs: torch.Tensor) -> torch.Tensor:
-    """Shannon entropy in bits over the last axis (0 log 0 = 0), never -0.0."""
     return (-torch.special.xlogy(probs, probs).sum(dim=-1) / math.log(2)).clamp_min(0.0) + 0.0
 
 
 def inverse_cdf_index(sorted_probs: torch.Tensor, u) -> torch.Tensor:
-    """The one draw: the first rank whose cumulative probability exceeds u, clamped to the last token with
-    probability > 0 (rounding can leave the total a hair under 1). Batches too: [..., n] and one u per row."""
+    """The one draw: the first rank whose cumulative probability exceeds u, clamped to the last kept token."""
     cumulative = sorted_probs.cumsum(dim=-1)
     u = torch.as_tensor(u, dtype=cumulative.dtype).reshape(*cumulative.shape[:-1], 1)
     rank = torch.searchsorted(cumulative, u, right=True).squeeze(-1)
@@ -248,8 +216,7 @@ def inverse_cdf_index(sorted_probs: torch.Tensor, u) -> torch.Tensor:
 
 
 def sample_token(probs: torch.Tensor, u: float) -> int:
-    """llama2.c's `sample_mult`: the token where u falls on the cumulative distribution of `probs` [vocab] in
-    display order (most likely first, ties by id)."""
+    """llama2.c's `sample_mult`: the token where u falls on `probs` [vocab] in display order."""
     order = torch.sort(probs, descending=True, stable=True).indices
     return int(order[inverse_cdf_index(probs[order], u)])
 
@@ -267,9 +234,8 @@ class Draw:
 
 
 def draw(logits, settings: SamplingSettings, seen, u: float, context=None, ranked: RankedStages | None = None) -> Draw:
-    """The engine's step: the final distribution in display order, then the inverse CDF at u. `ranked` is
-    `ranked_stages` of these same arguments when a view of the step already ranked them (the draw is the same to the
-    last bit). Greedy needs no case: temperature 0 leaves one token with probability 1."""
+    """The final distribution in display order, then the inverse CDF at u (`ranked`: a view's ranking of these
+    arguments, the same to the last bit). Greedy needs no case: temperature 0 leaves one token."""
     ranked = ranked or ranked_stages(logits, settings, seen, min_sorted=ALTERNATIVES, context=context)
     order = ranked.order[: ranked.sorted_prefix]
     final = probs_in_order(ranked.final, order)

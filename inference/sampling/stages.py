@@ -1,18 +1,7 @@
-"""Every sampling stage, written once, and the table of them (`STAGES`).
-
-A stage takes next-token logits [..., vocab] (one step or a batch) and returns a NEW tensor; a removed token
-gets -inf, so the softmax of a stage's output is the distribution after it. Sources:
-- repetition penalty (CTRL, Keskar et al. 2019), temperature, top-k, top-p, min-p, typical-p (Meister et al.
-  2023): as transformers' LogitsProcessors of those names (tests hold them equal).
-- top-nσ (Tang et al. 2024): llama.cpp `llama_sampler_top_n_sigma_apply`: keep l >= max - n·σ over the kept logits.
-- XTC (text-generation-webui PR 6335): with probability `probability`, of the tokens at or above `threshold`,
-  remove all but the least likely.
-- DRY (koboldcpp PR 982): a token that would extend a repeat of n >= allowed tokens loses
-  multiplier · base^(n - allowed); sequence breakers stop the look-back.
-- mirostat v2 (Basu et al. 2021): drop tokens whose surprise -log2 p exceeds mu; after the draw
-  mu -= eta · (surprise - tau).
-- the format mask (constrained decoding): remove every token the format does not allow at this step.
-"""
+"""Every sampling stage, written once, and their table (`STAGES`). A stage maps logits [..., vocab] to a NEW tensor,
+a removed token at -inf. Penalty, temperature, top-k, top-p, min-p, typical-p are transformers' LogitsProcessors
+(tests hold them equal); top-nσ is llama.cpp's; XTC text-generation-webui PR 6335; DRY koboldcpp PR 982; mirostat v2
+Basu et al. 2021; the format mask is constrained decoding's."""
 
 from __future__ import annotations
 
@@ -29,7 +18,6 @@ XTC_STREAM_OFFSET = 2**32  # seeds are < 2**32: seed + this is a generator no ru
 
 
 def finite_number(name: str, value) -> float:
-    """`value` as a float, or a ValueError naming `name` (booleans, non-numbers, nan and inf refused)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"`{name}` has to be a finite number, but is {value!r}")
     return float(value)
@@ -54,8 +42,6 @@ KNOBS: dict[str, tuple[Callable[[float], bool], str]] = {  # knob -> (what a val
 
 
 def check_knob(name: str, value) -> None:
-    """A knob's value as `KNOBS` asks (a whole number where its rule says integer), or a ValueError naming the knob,
-    the rule and the value."""
     ok, rule = KNOBS[name]
     if "integer" in rule and (isinstance(value, bool) or not isinstance(value, int)):
         raise ValueError(f"`{name}` has to be {rule}, but is {value!r}")
@@ -64,14 +50,12 @@ def check_knob(name: str, value) -> None:
 
 
 def finite_count(logits: torch.Tensor) -> int:
-    """Most tokens any row still keeps (removed tokens are -inf)."""
     return int(torch.isfinite(logits).sum(dim=-1).max())
 
 
 @dataclass(frozen=True)
 class StepContext:
-    """What the stateful stages read beyond the logits: the ids so far (DRY), the DRY breakers as token ids, the
-    step's XTC uniform, and mirostat's running target mu (None: the start, 2·tau)."""
+    """What DRY (history, breakers), XTC (its uniform) and mirostat (mu; None: 2·tau) read beyond the logits."""
 
     history: tuple[int, ...] = ()
     breaker_ids: frozenset[int] = frozenset()
@@ -80,7 +64,6 @@ class StepContext:
 
 
 def step_contexts(label: str, context) -> list[StepContext]:
-    """One StepContext per row (a single step is one row), or a sentence saying the stage needs them."""
     rows = context if isinstance(context, list) else [context]
     if any(c is None for c in rows):
         raise ValueError(f"The {label} stage needs the step's context (history, uniform, mu)")
@@ -88,7 +71,6 @@ def step_contexts(label: str, context) -> list[StepContext]:
 
 
 def apply_format_mask(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """Remove every token the format does not allow (allowed: [vocab] bool); refused when nothing is left."""
     masked = logits.masked_fill(~allowed, NEG_INF)
     if not bool(torch.isfinite(masked).any(dim=-1).all()):
         if not bool(allowed.any()):
@@ -121,9 +103,8 @@ def apply_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
-    """Keep the smallest set of most likely tokens whose probability reaches p, as transformers' TopPLogitsWarper:
-    ascending, drop every token whose cumulative probability from the bottom is <= 1 - p, keep the top one. Only the
-    tokens still kept are sorted (`topk` of them): the removed ones add 0 to every sum."""
+    """transformers' TopPLogitsWarper: drop tokens whose cumulative probability from the bottom is <= 1 - p; only
+    the kept tokens are sorted (the removed add 0 to every sum)."""
     check_knob("top_p", p)
     if p >= 1.0:
         return logits.clone()
@@ -143,8 +124,7 @@ def apply_min_p(logits: torch.Tensor, min_p: float) -> torch.Tensor:
 
 
 def apply_typical_p(logits: torch.Tensor, mass: float) -> torch.Tensor:
-    """Keep the tokens whose surprise -log p is closest to the entropy, closest first, until their probability
-    reaches `mass` (transformers' TypicalLogitsWarper, min_tokens_to_keep = 1)."""
+    """transformers' TypicalLogitsWarper: tokens whose surprise is closest to the entropy, until they hold `mass`."""
     check_knob("typical_p", mass)
     if mass >= 1.0:
         return logits.clone()
@@ -172,8 +152,7 @@ def apply_top_n_sigma(logits: torch.Tensor, n: float) -> torch.Tensor:
 
 
 def apply_xtc(logits: torch.Tensor, probability: float, threshold: float, u: float | torch.Tensor) -> torch.Tensor:
-    """When the step's own uniform `u` is <= `probability` and at least two tokens reach `threshold`, remove all
-    of them but the least likely."""
+    """When u <= `probability` and two or more tokens reach `threshold`, remove all of them but the least likely."""
     check_knob("xtc_probability", probability)
     check_knob("xtc_threshold", threshold)
     probs = logits.double().softmax(dim=-1)
@@ -185,15 +164,13 @@ def apply_xtc(logits: torch.Tensor, probability: float, threshold: float, u: flo
 
 
 def xtc_uniforms(seed: int, steps: int) -> torch.Tensor:
-    """XTC's own uniform per step: a second stream of the run's seed, from a private generator, so the draws' u
-    stream is left as it was and a rerun gets the same numbers."""
+    """XTC's own uniform per step: a second stream of the seed, so the draws' u stream stays as it was."""
     return torch.rand(steps, generator=torch.Generator().manual_seed(seed + XTC_STREAM_OFFSET), dtype=torch.float64)
 
 
 def dry_penalties(history: list[int], multiplier: float, base: float, allowed_length: int, breaker_ids=frozenset()):
-    """Token id -> what DRY subtracts from its logit after this history: for every earlier place where the last
-    n >= allowed_length tokens occurred (looking back no further than the last breaker), the token that followed
-    there loses multiplier · base^(n - allowed_length), longest n per token. Breakers are never penalised."""
+    """Token id -> what DRY subtracts: the token that followed an earlier occurrence of the last n >= allowed tokens
+    (not past the last breaker) loses multiplier · base^(n - allowed), longest n per token."""
     for knob, value in zip(("dry_multiplier", "dry_base", "dry_allowed_length"), (multiplier, base, allowed_length)):
         check_knob(knob, value)
     limit = next((d for d, token in enumerate(reversed(history)) if token in breaker_ids), len(history))
@@ -219,7 +196,6 @@ def dry_penalties(history: list[int], multiplier: float, base: float, allowed_le
 
 
 def apply_dry(logits, history, multiplier, base, allowed_length, breaker_ids=frozenset()) -> torch.Tensor:
-    """One step's logits [vocab] minus each token's DRY penalty."""
     out = logits.clone()
     if penalties := dry_penalties(history, multiplier, base, allowed_length, breaker_ids):
         ids = torch.tensor(list(penalties), dtype=torch.long)
@@ -228,7 +204,6 @@ def apply_dry(logits, history, multiplier, base, allowed_length, breaker_ids=fro
 
 
 def dry_breaker_ids(tokenizer, breakers: tuple[str, ...]) -> frozenset[int]:
-    """Token ids whose text contains any breaker string (so "\\n\\n" breaks like "\\n")."""
     if not breakers:
         return frozenset()
     texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
@@ -236,8 +211,7 @@ def dry_breaker_ids(tokenizer, breakers: tuple[str, ...]) -> frozenset[int]:
 
 
 def mirostat_start(tau: float) -> float:
-    """mu before the first step: 2·tau (as llama.cpp and the paper)."""
-    return 2.0 * tau
+    return 2.0 * tau  # mu before the first step, as llama.cpp and the paper
 
 
 def mirostat_mu_for(settings, context: StepContext | None) -> float:
@@ -246,7 +220,6 @@ def mirostat_mu_for(settings, context: StepContext | None) -> float:
 
 
 def apply_mirostat(logits: torch.Tensor, mu: float | torch.Tensor) -> torch.Tensor:
-    """Drop every token whose surprise -log2 p is above mu; the most likely token always stays."""
     remove = -torch.log_softmax(logits.double(), dim=-1) / math.log(2) > torch.as_tensor(
         mu, dtype=torch.float64
     ).reshape(*logits.shape[:-1], 1)
@@ -254,7 +227,6 @@ def apply_mirostat(logits: torch.Tensor, mu: float | torch.Tensor) -> torch.Tens
 
 
 def mirostat_next_mu(mu: float, tau: float, eta: float, chosen_prob: float) -> float:
-    """mu after a draw: mu - eta · (the chosen token's surprise -log2 p - tau)."""
     check_knob("mirostat_tau", tau)
     check_knob("mirostat_eta", eta)
     return mu - eta * (-math.log2(chosen_prob) - tau)
@@ -280,9 +252,8 @@ def _mirostat(logits, s, seen, context):
 
 @dataclass(frozen=True)
 class Stage:
-    """One row of `STAGES`: `apply(logits, settings, seen, context)` -> new logits; `off(settings)` is True when the
-    settings switch it off (a classic stage then hands on its input, any other is left out); `knobs` the settings it
-    reads, each checked as `KNOBS` says."""
+    """One row of `STAGES`: `apply(logits, settings, seen, context)`; `off(settings)`: a classic stage then hands
+    on its input, any other is left out; `knobs`: the settings it reads, checked as `KNOBS` says."""
 
     name: str
     label: str  # as charts and sentences name it
@@ -299,7 +270,6 @@ class Stage:
 
 
 def _knob(name: str, label: str, apply: Callable, neutral, classic: bool = False) -> Stage:
-    """A stage with one knob of its own name, switched off at its neutral value."""
     return Stage(
         name, label, lambda x, s, seen, c: apply(x, getattr(s, name)), lambda s: getattr(s, name) == neutral, (name,),
         classic=classic,

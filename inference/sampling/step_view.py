@@ -1,9 +1,5 @@
-"""What a chart needs about one step (or a whole trace) under one set of sampling settings.
-
-Computed from stored raw logits, so moving a slider never runs the model again. All
-probabilities are over the full vocabulary; `StepView.table` trims to the top N for display
-and reports the rest of the mass as an "other" row.
-"""
+"""What a chart needs about one step (or a trace) under one set of settings, from stored raw logits (a slider never
+runs the model). Probabilities are over the full vocabulary; a table shows the top N and the rest as "other"."""
 
 from __future__ import annotations
 
@@ -33,8 +29,7 @@ from inference.sampling.stages import StepContext
 class StepView:
     settings: SamplingSettings
     order: torch.Tensor  # [V] token ids, most likely first (see sorted_prefix)
-    probs: dict[str, torch.Tensor]  # stage -> [sorted_prefix] float64 probabilities in display order
-    # ("raw", then settings.pipeline: the stages in the order they ran; the last is final)
+    probs: dict[str, torch.Tensor]  # "raw", then each stage as it ran -> [sorted_prefix] float64, display order
     kept: dict[str, int]  # stage -> tokens with probability > 0 after it
     entropy_raw_bits: float
     entropy_final_bits: float
@@ -43,14 +38,10 @@ class StepView:
     chosen_rank: int  # 0-based, in display order
     chosen_id: int
     u: float | None
-    # order[:sorted_prefix] is exact display order and holds every token the final
-    # distribution keeps; past it come tokens top-k/top-p/min-p removed, in id order
-    # (sorting all of a 50k vocabulary costs more than everything else in a view).
-    sorted_prefix: int
+    sorted_prefix: int  # order[:sorted_prefix] is exact and holds every kept token; the rest in id order
 
     @property
     def stages(self) -> tuple[str, ...]:
-        """ "raw", then the stages in the order they ran."""
         return tuple(self.probs)
 
     @property
@@ -67,25 +58,20 @@ class StepView:
 
     @property
     def cumulative_before_top_p(self) -> torch.Tensor:
-        """Cumulative probability of the distribution top-p cuts (whatever ran before it)."""
         return self.probs[self.stages[self.stages.index("top_p") - 1]].double().cumsum(0)
 
     def table(self, tokenizer, top_n: int = 20) -> pd.DataFrame:
-        """Top N rows in display order, plus one "other" row holding the remaining mass.
-        One column per stage (in run order) and "final", the distribution the draw uses."""
+        """Top N rows in display order and an "other" row: one column per stage, and "final"."""
         return pd.DataFrame(self.columns(tokenizer, top_n))
 
     def columns(self, tokenizer, top_n: int = 20) -> dict[str, np.ndarray | list]:
-        """`table`'s columns, name -> values, without the DataFrame: Generate's chart reads them on every Step, and
-        building the frame costs more than the columns (the forward pass has just evicted the caches)."""
+        """`table`'s columns without the DataFrame: Generate reads them every Step, and a frame costs more."""
         n = min(top_n, len(self.order))
         if n > self.sorted_prefix:
             raise ValueError(
                 f"`top_n` can be at most {self.sorted_prefix} (the sorted part of this view), but is {top_n}"
             )
         ids = self.order[:n].tolist()
-        # built as numpy columns and one frame (a Step redraws this table: pandas' per-column inserts and concat
-        # cost more than the step itself)
         top = {stage: self.probs[stage][:n].double().numpy() for stage in self.stages}
         zero = np.array([top[stage] == 0 for stage in self.stages[1:]]).reshape(len(self.stages) - 1, n)
         first = zero.argmax(axis=0)  # the first stage (after the logits) that removed each token, if any
@@ -114,10 +100,8 @@ def step_view(
     context: StepContext | None = None,
     ranked: RankedStages | None = None,
 ) -> StepView:
-    """One step's view. The chosen token is `chosen_id` if given (a recorded step);
-    otherwise where `u` falls (or the one greedy keeps, or the top token when u is None).
-    `context` feeds DRY, XTC and mirostat (see `stages.StepContext`). `ranked`, if given, is
-    `ranked_stages` of these arguments with `min_sorted=MIN_SORTED` (`Trace.ranked_next` keeps it for the draw)."""
+    """One step's view; chosen: `chosen_id` (a recorded step), else where `u` falls (the top token when u is None).
+    `ranked`: `ranked_stages` of these arguments with `min_sorted=MIN_SORTED` (`Trace.ranked_next`)."""
     if ranked is None:
         ranked = ranked_stages(logits, settings, seen, min_sorted=MIN_SORTED, include_token=chosen_id, context=context)
     stages, order = ranked.logits, ranked.order
@@ -166,12 +150,8 @@ def trace_summary(
     recorded_ids: torch.Tensor,
     contexts: list[StepContext] | None = None,
 ) -> pd.DataFrame:
-    """Every step of a trace re-read under `settings`, in one batched pass.
-
-    logits [S, V] raw; seen [S, V] repetition masks; us [S] the recorded uniforms;
-    recorded_ids [S] the tokens actually chosen; contexts (one per step) when DRY, XTC or
-    mirostat are on. Per step: the probability and rank the recorded token would have
-    now, the token the same u would draw now, entropy and how many tokens survive."""
+    """Every step of a trace (logits [S, V], seen [S, V], us [S], recorded_ids [S]) re-read under `settings` in one
+    batch: the recorded token's probability and rank now, what the same u draws now, entropy, tokens kept."""
     stages = stage_logits(logits, settings, seen, contexts)
     final = stages[settings.pipeline[-1]].double().softmax(-1)
     raw = logits.double().softmax(-1)
@@ -196,8 +176,7 @@ def trace_summary(
 
 
 def sample_many(view: StepView, n: int, seed: int, top_n: int = 10) -> pd.DataFrame:
-    """N seeded draws from the view's final distribution (inverse CDF, as the engine does),
-    counted per token for the top N and "other", next to the computed probabilities."""
+    """N seeded inverse-CDF draws from the view's final distribution, counted for the top N and "other"."""
     gen = torch.Generator().manual_seed(seed)
     us = torch.rand(n, generator=gen, dtype=torch.float64)
     ranks = inverse_cdf_index(view.final.double().expand(n, -1), us)

@@ -1,5 +1,4 @@
-"""Figures for the Compare page: two settings (or models) on the same random draws. Pure
-functions from `inference.lessons.compare.shared_draws` results to Plotly figures or escaped HTML."""
+"""Same luck's figures and escaped HTML, from `shared_draws`' results."""
 
 from __future__ import annotations
 
@@ -24,33 +23,26 @@ from inference.lessons.style import (
 
 A_COLOUR, B_COLOUR = FINAL_COLOUR, PALETTE["orange"]
 TOP_N = 10
-# A chat template's prompt took five lines of each half-width box on a projector before the reply: the boxes show
-# the prompt's last tokens (the prompt box above holds the request) and count the rest.
-PROMPT_TAIL = 6
-
-
-def _esc(text: str) -> str:
-    return html_token_text(text)
+PROMPT_TAIL = 6  # prompt tokens a text box shows (a chat template took five lines of it), the rest counted
 
 
 def parting_html(
     tokenizer, prompt_ids: list[int], ids_a: list[int], ids_b: list[int], step: int | None, side: str
 ) -> str:
-    """One run's text: the prompt in grey (its last PROMPT_TAIL tokens, the rest counted), the tokens both runs
-    share, then (from the step where they part) this run's own tokens highlighted, the first of them boxed."""
+    """One run's text: the prompt's tail in grey, the shared tokens, then this run's own, the first boxed."""
     own = ids_a if side == "A" else ids_b
     colour = "#dbe7fb" if side == "A" else "#fde3c8"
     earlier, kept = prompt_tail(prompt_ids, PROMPT_TAIL)
-    prompt = (f"{earlier} … " if earlier else "") + _esc(tokenizer.decode(kept))
+    prompt = (f"{earlier} … " if earlier else "") + html_token_text(tokenizer.decode(kept))
     if step is None:
         shared, rest = own, []
     else:
         shared, rest = own[:step], own[step:]
-    parts = [f'<span style="color:#666">{prompt}</span>', _esc(tokenizer.decode(shared))]
+    parts = [f'<span style="color:#666">{prompt}</span>', html_token_text(tokenizer.decode(shared))]
     if rest:
-        first = _esc(tokenizer.decode(rest[:1]))
+        first = html_token_text(tokenizer.decode(rest[:1]))
         parts.append(f'<span style="background:{colour};outline:2px solid #c0392b;border-radius:3px">{first}</span>')
-        parts.append(f'<span style="background:{colour}">{_esc(tokenizer.decode(rest[1:]))}</span>')
+        parts.append(f'<span style="background:{colour}">{html_token_text(tokenizer.decode(rest[1:]))}</span>')
     return (
         '<div style="font-size:1.05rem;line-height:1.6;white-space:normal;border:1px solid #ddd;'
         f'border-radius:6px;padding:0.6rem 0.8rem">{"".join(parts)}</div>'
@@ -58,7 +50,6 @@ def parting_html(
 
 
 def _top_union(view_a, view_b, n: int = TOP_N) -> list[int]:
-    """Token ids: the top of each final distribution, A's first, plus both chosen tokens."""
     ids = []
     for view in (view_a, view_b):
         for i in range(min(view.sorted_prefix, n)):
@@ -74,8 +65,7 @@ def _prob_of(view, token_id: int) -> float:
 
 
 def _add_final_bars(fig: go.Figure, view, ids: list[int], names: list[str], colour: str, text, **trace) -> None:
-    """`view`'s final probability of each token in `ids` (labelled `names`) as horizontal bars, the first token at
-    the top; `text(p)` is the label beside a bar, `trace` the rest of the bar trace (name, hover...)."""
+    """`view`'s final probability of each of `ids` as bars, the first on top; `text(p)` labels a bar."""
     values = [_prob_of(view, t) for t in ids][::-1]  # Plotly draws the first category at the bottom
     add_hbar(
         fig, names[::-1], values, marker_color=colour, text=[text(p) for p in values], textposition="outside", **trace
@@ -83,20 +73,16 @@ def _add_final_bars(fig: go.Figure, view, ids: list[int], names: list[str], colo
 
 
 def _percent_or_zero(p: float) -> str:
-    """A bar's label where the runs part: under 0.1% it reads 0."""
     return f"{p:.1%}" if p >= 0.001 else "0"
 
 
 def _percent_or_cut(p: float) -> str:
-    """A bar's label in the order lesson: ✂ where that order removed the token."""
-    return f"{p:.1%}" if p > 0 else "✂"
+    return f"{p:.1%}" if p > 0 else "✂"  # the order lesson: that order removed the token
 
 
 def _by_token_layout(fig: go.Figure, title: str, x_title: str, tokens: int, presenter: bool) -> go.Figure:
-    """The layout of the charts with one group of bars per token: a row per token, the legend below."""
+    """One group of bars a token, room right of a 100% bar for its label, the legend a fixed ~80 px under the plot."""
     fig.update_layout(barmode="group", bargap=0.25)
-    # Room right of a 100% bar for its label, and the legend a fixed ~80 px under the plot, below the axis title
-    # (a fraction of a short plot's height put it on the title).
     fig.update_xaxes(tickformat=".0%", title=x_title, range=[0, 1.16], tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1])
     fig.update_yaxes(automargin=True)
     height = 170 + 34 * tokens + (40 if presenter else 0)
@@ -105,8 +91,7 @@ def _by_token_layout(fig: go.Figure, title: str, x_title: str, tokens: int, pres
 
 
 def final_distributions(parting, tokenizer, presenter: bool = False) -> go.Figure:
-    """Both final distributions at the step where the runs part, token by token (A's top first);
-    each run's chosen token is outlined."""
+    """Both final distributions where the runs part, A's top first; each run's chosen token outlined."""
     ids = _top_union(parting.view_a, parting.view_b)
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, ids)]
     fig = go.Figure()
@@ -120,10 +105,8 @@ def final_distributions(parting, tokenizer, presenter: bool = False) -> go.Figur
 
 
 def shared_u_cdfs(parting, tokenizer, presenter: bool = False) -> go.Figure:
-    """Each run's cumulative curve (its own display order) with the one u both runs drew: the
-    token under the line where it crosses u is the one chosen."""
-    # One above the other, each the chart's full width: side by side, up to 20 rank labels a panel overlapped at
-    # 800 px and in presenter mode. Labels stand upright (one text line wide each).
+    """Each run's cumulative curve in its own order with the one u both drew, one above the other (side by side,
+    20 rank labels a panel overlapped at 800 px)."""
     fig = make_subplots(
         rows=2,
         cols=1,
@@ -179,11 +162,9 @@ def shared_u_cdfs(parting, tokenizer, presenter: bool = False) -> go.Figure:
 
 
 def order_lesson_figure(lesson, tokenizer, presenter: bool = False) -> go.Figure:
-    """The same step and settings, final distribution under the transformers order and under
-    llama.cpp's default order, token by token."""
+    """One step's final distribution under the transformers order and under llama.cpp's, token by token."""
     views = {"transformers order": lesson.transformers, "llama.cpp order": lesson.llama_cpp}
-    # The top tokens, then the ones around where the stricter order stops keeping them (both
-    # orders rank tokens alike: the same settings reweight the same way).
+    # the top tokens, then those around where the stricter order stops keeping them (both orders rank alike)
     wider = max(views.values(), key=lambda v: v.sorted_prefix)
     edge = min(v.kept[v.final_stage] for v in views.values())
     ids = list(dict.fromkeys(wider.order[:8].tolist() + wider.order[max(edge - 2, 8) : edge + 3].tolist()))
@@ -198,8 +179,7 @@ def order_lesson_figure(lesson, tokenizer, presenter: bool = False) -> go.Figure
 
 
 def mirostat_figure(records, side: str, presenter: bool = False) -> go.Figure:
-    """Mirostat v2 step by step: the observed surprise of each chosen token, the running target
-    mu it cut at, and tau, the surprise it steers toward."""
+    """Mirostat v2 step by step: each chosen token's surprise, the mu it cut at, and tau."""
     steps = [r.index for r in records]
     surprise = [-np.log2(r.prob) for r in records]
     fig = go.Figure()
@@ -222,9 +202,8 @@ def mirostat_figure(records, side: str, presenter: bool = False) -> go.Figure:
 
 def interval_figure(summary, presenter: bool = False) -> go.Figure:
     """Each statistic's mean for A and B with its bootstrap 95% interval, one panel per statistic."""
-    # Titles on two lines: four panels side by side leave each a quarter of the width.
     titles = [label(t).replace(" (", "<br>(").replace(" under float32", "<br>under float32") for t in summary["label"]]
-    # In presenter mode one panel a row: side by side, projector-sized panels ran into each other at 800 px.
+    # presenter mode: one panel a row (side by side they ran into each other at 800 px)
     rows, cols = (len(summary), 1) if presenter else (1, len(summary))
     fig = make_subplots(
         rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.5 / max(1, rows)

@@ -1,9 +1,7 @@
-"""Two sampling settings (or two models) on the same random draws: runs with one seed draw the same u at step i
-(`run_uniforms`; XTC's numbers are a second stream of the seed), so with one prompt any difference in their text
-comes from the settings or the model, never from luck. `shared_draw_pair` (where two runs part, and why),
-`order_lesson` (a step where the transformers and llama.cpp orders keep different tokens), `many_seeds` (the same
-comparison over many seeds, batched, with seeded bootstrap intervals: a verdict only where they do not overlap).
-"""
+"""Two settings (or models) on the same draws: runs with one seed draw the same u at step i, so any difference in
+their text comes from the settings, never luck. `shared_draw_pair` (where two runs part, and why), `order_lesson`
+(a step where the two orders keep different tokens), `many_seeds` (over many seeds, batched, with seeded bootstrap
+intervals of each statistic's mean: a verdict only where they do not overlap)."""
 
 from __future__ import annotations
 
@@ -18,6 +16,7 @@ from inference.core.forward import TransformersForward
 from inference.core.measuring import Progress, ms_since, now
 from inference.core.run import Trace, eos_token_ids, new_trace, run_uniforms
 from inference.core.tokens import readable_tokens
+from inference.lessons.compare.text import TEXT
 from inference.sampling.pipeline import (
     LLAMA_CPP_ORDER,
     STAGE_NAMES,
@@ -31,25 +30,13 @@ from inference.sampling.pipeline import (
 from inference.sampling.stages import dry_breaker_ids, xtc_uniforms
 from inference.sampling.step_view import StepView, step_view
 
-METRICS = {  # column -> (label, which way is "more")
+METRICS = {  # column -> label
     "repetition_rate": "repeated 4-grams (share)",
     "distinct_2": "distinct 2-grams (share)",
     "mean_logprob": "mean log-probability under float32 (nats/token)",
     "length": "tokens to the stop token",
 }
 BOOTSTRAP_RESAMPLES = 2000
-# Why A and B parted at a step, with the numbers of that step.
-REASONS = {
-    "removed": "{side}'s {stage} removed {removed}, the token u = {u:.3f} landed on in {other}, so on {side}'s curve "
-    "u fell on {chosen}.",
-    "verdict": "{higher} has the higher {label}: {high:.3g} against {low:.3g} for {lower} (95% intervals do not "
-    "overlap).",
-    "moved": "Both kept both tokens, but {cause} moved the curve: the tokens ranked before {tok_a} hold {before_b:.1%} "
-    "in B against {before_a:.1%} in A, so the shared u = {u:.3f} fell on {tok_b} in B and on {tok_a} in A.",
-}
-
-
-# -- one seed, two settings --------------------------------------------------------------
 
 
 def run_to_end(
@@ -68,13 +55,11 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
 
 
 def _seen_before(trace: Trace, step: int) -> torch.Tensor:
-    """Which tokens the text held before `step` (prompt included): what the repetition penalty reads."""
     return seen_mask(trace.all_ids[: len(trace.prompt_ids) + step], trace.vocab_size)
 
 
 def _recorded_context(trace: Trace, step: int) -> StepContext | None:
-    """The context the recorded step's stages read (None when its settings need none), with the mirostat mu the
-    run held at that step."""
+    """The context the recorded step's stages read, with the mirostat mu the run held then."""
     record = trace.records[step]
     context = trace.step_context(step, record.settings) if record.settings.needs_context else None
     if context is not None and record.settings.mirostat:
@@ -83,14 +68,12 @@ def _recorded_context(trace: Trace, step: int) -> StepContext | None:
 
 
 def recorded_view(trace: Trace, step: int) -> StepView:
-    """The view of a recorded step, with the u it drew and the context its stages read."""
     record = trace.records[step]
     context, seen = _recorded_context(trace, step), _seen_before(trace, step)
     return step_view(record.logits, record.settings, seen, u=record.u, chosen_id=record.token_id, context=context)
 
 
 def _remover(trace: Trace, step: int, token_id: int) -> str | None:
-    """The first stage of that step's pipeline that removed `token_id` (None: it survived)."""
     record = trace.records[step]
     context, seen = _recorded_context(trace, step), _seen_before(trace, step)
     for name, logits in list(stage_logits(record.logits, record.settings, seen, context).items())[1:]:
@@ -100,7 +83,6 @@ def _remover(trace: Trace, step: int, token_id: int) -> str | None:
 
 
 def _mass_before(view: StepView, token_id: int) -> float:
-    """Final probability of the tokens ranked before `token_id` (where the cumulative curve starts its step)."""
     where = (view.order[: view.sorted_prefix] == token_id).nonzero()
     rank = int(where[0, 0]) if len(where) else view.sorted_prefix
     return float(view.final[:rank].sum())
@@ -118,7 +100,6 @@ class Parting:
 
 
 def explain_parting(trace_a: Trace, trace_b: Trace, step: int) -> Parting:
-    """Why A and B, with the same context and the same u, chose different tokens at `step`."""
     view_a, view_b = recorded_view(trace_a, step), recorded_view(trace_b, step)
     id_a, id_b = trace_a.records[step].token_id, trace_b.records[step].token_id
     tok_a, tok_b = (repr(t) for t in readable_tokens(trace_a.tokenizer, [id_a, id_b]))
@@ -129,12 +110,12 @@ def explain_parting(trace_a: Trace, trace_b: Trace, step: int) -> Parting:
         side, stage = ("B", removed_in_b) if removed_in_b else ("A", removed_in_a)
         removed, other, chosen = (tok_a, "A", tok_b) if removed_in_b else (tok_b, "B", tok_a)
         fields |= {"side": side, "stage": STAGE_NAMES[stage], "removed": removed, "other": other, "chosen": chosen}
-        reason = REASONS["removed"].format(**fields)
+        reason = TEXT["removed"].format(**fields)
     else:
         same_logits = torch.equal(trace_a.records[step].logits, trace_b.records[step].logits)
         fields |= {"cause": "B's settings" if same_logits else "B's model"}
         fields |= {"before_a": _mass_before(view_a, id_a), "before_b": _mass_before(view_b, id_a)}
-        reason = REASONS["moved"].format(**fields)
+        reason = TEXT["moved"].format(**fields)
     return Parting(step, u, view_a, view_b, tok_a, tok_b, reason)
 
 
@@ -155,7 +136,6 @@ def shared_draw_pair(
     seed: int,
     max_new_tokens: int,
 ) -> SharedDrawPair:
-    """Runs A and B with one seed (so the same u at every step) and where they part, if they do."""
     trace_a = run_to_end(model_a, tokenizer, prompt_ids, settings_a, seed, max_new_tokens)
     trace_b = run_to_end(model_b, tokenizer, prompt_ids, settings_b, seed, max_new_tokens)
     step = first_difference(trace_a.generated_ids, trace_b.generated_ids)
@@ -163,9 +143,6 @@ def shared_draw_pair(
     if step is not None and step < min(len(trace_a.records), len(trace_b.records)):
         parting = explain_parting(trace_a, trace_b, step)
     return SharedDrawPair(trace_a, trace_b, parting)
-
-
-# -- the order lesson -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -178,8 +155,7 @@ class OrderLesson:
 
 
 def order_lesson(trace: Trace, settings: SamplingSettings) -> OrderLesson | None:
-    """The first recorded step of `trace` where the same settings in the transformers order and
-    in llama.cpp's default order keep different sets of tokens (None if they never do)."""
+    """The first step of `trace` where the settings in transformers' and llama.cpp's orders keep different tokens."""
     transformers, llama_cpp = (replace(settings, order=order) for order in (TRANSFORMERS_ORDER, LLAMA_CPP_ORDER))
     for record in trace.records:
         seen = _seen_before(trace, record.index)
@@ -198,11 +174,8 @@ def order_lesson(trace: Trace, settings: SamplingSettings) -> OrderLesson | None
     return None
 
 
-# -- many seeds ------------------------------------------------------------------------------
-
-
 def repetition_rate(ids: list[int], n: int = 4) -> float:
-    """Share of the n-grams of `ids` that already occurred earlier in it (nan if none)."""
+    """Share of the n-grams of `ids` that occurred earlier in it (nan if none)."""
     grams = [tuple(ids[i : i + n]) for i in range(len(ids) - n + 1)]
     if not grams:
         return float("nan")
@@ -227,13 +200,10 @@ def batched_runs(
     settings: SamplingSettings,
     seeds: list[int],
     max_new_tokens: int,
-    progress: Progress | None = None,
-    label: str = "",
+    progress=None,
 ) -> list[list[int]]:
-    """One sampled run per seed, decoded together as one batch (the same prompt in every row, so no padding): row i
-    draws run_uniforms(seeds[i]) as a single run with that seed does (a batch's logits match a single run's to float
-    rounding, so a u within that of a cumulative boundary could pick the neighbour). Each run stops at its stop
-    token."""
+    """One sampled run per seed as one batch (the same prompt, no padding): row i draws what a single run with that
+    seed draws (to float rounding of the logits); each run stops at its stop token."""
     batch, forward = len(seeds), TransformersForward(model, tokenizer)
     eos, vocab = forward.eos_ids, forward.vocab_size
     us = torch.stack([run_uniforms(s, max_new_tokens) for s in seeds])
@@ -264,7 +234,8 @@ def batched_runs(
             seen[row, choice.token_id] = True
             done[row] = choice.token_id in eos
             next_ids.append(choice.token_id)
-        (progress or (lambda *_: None))(step + 1, max_new_tokens, label)
+        if progress:
+            progress(step + 1)
         if all(done) or step == max_new_tokens - 1:
             break
         logits = forward.batch_logits([[token] for token in next_ids])[:, -1]
@@ -273,8 +244,8 @@ def batched_runs(
 
 @torch.inference_mode()
 def mean_logprobs(reference_model, tokenizer, prompt_ids: list[int], runs: list[list[int]], chunk: int = 64):
-    """Mean log-probability (nats per token) of each run's tokens under the reference model at T = 1: one
-    teacher-forced pass per chunk of runs (shorter runs padded at the end, which a causal model never reads back)."""
+    """Each run's mean log-probability (nats/token) under the reference model, teacher-forced in chunks (padding
+    at the end, which a causal model never reads back)."""
     out = []
     for start in range(0, len(runs), chunk):
         part = runs[start : start + chunk]
@@ -289,7 +260,6 @@ def mean_logprobs(reference_model, tokenizer, prompt_ids: list[int], runs: list[
 
 
 def run_statistics(prompt_ids, runs: list[list[int]], eos: set[int], reference_model, tokenizer) -> pd.DataFrame:
-    """One row per run: the four statistics the comparison reads."""
     logprobs = mean_logprobs(reference_model, tokenizer, prompt_ids, runs)
     return pd.DataFrame(
         {
@@ -305,7 +275,9 @@ def run_statistics(prompt_ids, runs: list[list[int]], eos: set[int], reference_m
 def bootstrap_interval(
     values, seed: int, resamples: int = BOOTSTRAP_RESAMPLES, level: float = 0.95
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean, from a seeded generator (nan values left out)."""
+    """Percentile bootstrap interval of the mean, seeded (nan left out). Not `measuring.compare`: that compares
+    medians of positive timings by their quartiles, and these are shares often 0 and negative log-probabilities,
+    whose means differ long before the runs' middle halves stop overlapping."""
     values = np.asarray(values, dtype=float)
     values = values[~np.isnan(values)]
     if len(values) == 0:
@@ -328,26 +300,23 @@ class ManySeeds:
 
     @property
     def every_run_capped(self) -> bool:
-        """No run of A or B chose the stop token: "tokens to the stop token" would compare the cap with the cap."""
         return not (self.stats_a["stopped"].any() or self.stats_b["stopped"].any())
 
     @property
     def metrics(self) -> dict[str, str]:
-        """The statistics shown (column -> label): the length is left out when every run was capped."""
         return {metric: label for metric, label in METRICS.items() if metric in set(self.summary["metric"])}
 
     def verdicts(self) -> list[str]:
-        """One sentence per metric whose intervals do not overlap; nothing for the others."""
         lines = []
         for row in self.summary[self.summary["differs"]].itertuples():
             (high, higher), (low, lower) = sorted([(row.mean_a, "A"), (row.mean_b, "B")], reverse=True)
-            lines.append(REASONS["verdict"].format(higher=higher, lower=lower, label=row.label, high=high, low=low))
+            lines.append(TEXT["verdict"].format(higher=higher, lower=lower, label=row.label, high=high, low=low))
         return lines
 
 
 def summarize(stats_a: pd.DataFrame, stats_b: pd.DataFrame, bootstrap_seed: int = 0) -> pd.DataFrame:
-    """Mean and bootstrap interval of each statistic, for A and B, without the length when no run chose the stop
-    token (the seeds depend on the statistic's place in METRICS, so leaving the length out changes no other)."""
+    """Mean and bootstrap interval of each statistic for A and B; no length when no run stopped (each statistic's
+    bootstrap seed is its place in METRICS, so leaving it out changes no other)."""
     capped = not (stats_a["stopped"].any() or stats_b["stopped"].any())
     rows = []
     for i, (metric, label) in enumerate(METRICS.items()):
@@ -374,27 +343,15 @@ def many_seeds(
     progress: Progress | None = None,
     bootstrap_seed: int = 0,
 ) -> ManySeeds:
-    """A and B over many seeds (seed i shared by both), with per-run statistics and intervals."""
-    start = now()
-    total = 2 * max_new_tokens + 3  # each side's decode steps, then scoring both sides and the intervals
-
-    progress = progress or (lambda done, total, label: None)
-
-    def stage(done: int, label: str) -> None:
-        progress(2 * max_new_tokens + done, total, label)
-
-    def part(offset: int, label: str) -> Progress:
-        return lambda done, _total, _label: progress(offset + done, total, label)
-
-    runs_a = batched_runs(model_a, tokenizer, prompt_ids, settings_a, seeds, max_new_tokens, part(0, "A"), "A")
-    runs_b = batched_runs(
-        model_b, tokenizer, prompt_ids, settings_b, seeds, max_new_tokens, part(max_new_tokens, "B"), "B"
-    )
-    eos = eos_token_ids(model_a, tokenizer)
-    stage(0, "scoring A's texts with the float32 model")
-    stats_a = run_statistics(prompt_ids, runs_a, eos, reference_model, tokenizer)
-    stage(1, "scoring B's texts with the float32 model")
-    stats_b = run_statistics(prompt_ids, runs_b, eos, reference_model, tokenizer)
-    stage(2, "bootstrap intervals")
-    summary = summarize(stats_a, stats_b, bootstrap_seed)
-    return ManySeeds(list(seeds), runs_a, runs_b, stats_a, stats_b, summary, ms_since(start) / 1000)
+    start, total = now(), 2 * max_new_tokens + 3  # each side's decode steps, scoring each side, the intervals
+    report = progress or (lambda *_: None)
+    runs, stats, eos = {}, {}, eos_token_ids(model_a, tokenizer)
+    for i, (side, model, settings) in enumerate((("A", model_a, settings_a), ("B", model_b, settings_b))):
+        done = lambda step, i=i, side=side: report(i * max_new_tokens + step, total, side)
+        runs[side] = batched_runs(model, tokenizer, prompt_ids, settings, seeds, max_new_tokens, done)
+    for i, side in enumerate(runs):
+        report(2 * max_new_tokens + i, total, f"scoring {side}'s texts with the float32 model")
+        stats[side] = run_statistics(prompt_ids, runs[side], eos, reference_model, tokenizer)
+    report(total - 1, total, "bootstrap intervals")
+    summary = summarize(stats["A"], stats["B"], bootstrap_seed)
+    return ManySeeds(list(seeds), runs["A"], runs["B"], stats["A"], stats["B"], summary, ms_since(start) / 1000)

@@ -1,12 +1,6 @@
-"""Figures and HTML for the Generate page: the next-token chart, the cumulative curve and the
-draw, the step table, and the running text as token chips. Pure functions from data to a
-`plotly.graph_objects.Figure` (or an HTML string); no Streamlit here. The Sampling lab shows
-the same two charts for one step.
-
-Every piece of token text is escaped: chart labels go through `style.label`, and chip HTML is
-escaped here, in one place, so a token that spells `<script>` shows those characters and
-never runs.
-"""
+"""Generate's figures and HTML (the Sampling lab shows the same two charts): the next-token bars, the cumulative
+curve and the draw, a step table row, the text as token chips. Token text is escaped (`style.label` for charts,
+here for chips), so a token that spells `<script>` never runs."""
 
 from __future__ import annotations
 
@@ -46,10 +40,8 @@ from inference.lessons.style import (
 def next_token_bars(
     table: pd.DataFrame | Mapping, presenter: bool = False, title: str = "Next-token probabilities"
 ) -> go.Figure:
-    """Top-N tokens (most likely at the top): the raw probability (T=1, no filters) beside
-    the final one the draw uses. Removed tokens keep their raw bar and are greyed; the
-    chosen token is orange; the last bar is the rest of the vocabulary ("other").
-    `table` is `StepView.table` or its `columns`."""
+    """Top-N tokens, most likely on top: raw (T=1) beside final; removed greyed and hatched, the chosen marked,
+    "other" last. `table`: `StepView.table` or its `columns`."""
     columns = table if isinstance(table, Mapping) else {name: table[name].to_numpy() for name in table.columns}
     rows = {name: values[::-1] for name, values in columns.items()}  # Plotly draws the first category at the bottom
     names, statuses = [], []
@@ -110,8 +102,7 @@ def next_token_bars(
 
 
 def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max_rank: int | None = None) -> go.Figure:
-    """Cumulative probability by rank: the curve top-p cuts (before top-p), the final
-    curve the draw walks, the top-p line and cutoff, and where u landed."""
+    """Cumulative probability by rank: before top-p, final (the draw walks it), the top-p cut, and where u landed."""
     before = view.cumulative_before_top_p.numpy()
     final = view.cumulative_final.numpy()
     if max_rank is None:
@@ -188,29 +179,8 @@ def cumulative_curve(view, tokenizer, top_p: float, presenter: bool = False, max
     return plain_figure(data, layout, "Cumulative probability and the draw", presenter, height=440, legend=legend)
 
 
-def step_frame_for_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """The step table shown under Generate: one row per generated token."""
-    if frame.empty:
-        return frame
-    return pd.DataFrame(
-        {
-            "step": frame["step"],
-            "token": frame["token"].map(lambda t: t.replace("\n", "↵")),
-            "probability": frame["prob"].round(4),
-            "model probability (T=1)": frame["raw_prob"].round(4),
-            "rank": frame["rank"],
-            "entropy (bits)": frame["entropy_bits"].round(3),
-            "tokens kept": frame["tokens_kept"],
-            "u": frame["u"].round(4),
-            "forward ms": frame["forward_ms"].round(2),
-            "phase": frame["phase"],
-        }
-    )
-
-
 def step_table_row(row: dict) -> dict:
-    """One row of `step_frame_for_table` from one `record_row`, rounded as pandas rounds (numpy's round), so a
-    table made row by row equals the one made from the whole frame (a unit test holds it)."""
+    """The step table's row of one `record_row` (each row made once, when its step is made)."""
     return {
         "step": row["step"],
         "token": row["token"].replace("\n", "↵"),
@@ -225,12 +195,8 @@ def step_table_row(row: dict) -> dict:
     }
 
 
-# -- the running text as chips ---------------------------------------------------------
-
-
 def _tip_escape(text: str) -> str:
-    """Escaped, with newlines as character references: the HTML stays on one line, so
-    Markdown never sees a blank line (which would end the HTML block) inside it."""
+    """Escaped, newlines as references: a blank line would end Markdown's HTML block."""
     return html.escape(text, quote=True).replace("\n", "&#10;")
 
 
@@ -243,8 +209,7 @@ def _alternatives_tip(tokenizer, alternatives) -> str:
 
 
 def prompt_chips(tokenizer, prompt_ids: list[int]) -> str:
-    """The prompt as grey dashed chips (special tokens named), each of class `in-prompt` (presenter mode draws them
-    smaller than the generated chips: a chat template's 40 chips took 540 px of a projector's 900)."""
+    """The prompt as grey dashed chips of class `in-prompt` (smaller in presenter mode), special tokens named."""
     special = special_ids(tokenizer)
     parts = []
     for token_id in prompt_ids:
@@ -258,7 +223,6 @@ def prompt_chips(tokenizer, prompt_ids: list[int]) -> str:
 
 
 def record_chip(tokenizer, r) -> str:
-    """One generated token's chip, coloured by the probability the model gave it, its top 5 in the tip."""
     raw_prob = next((raw for tid, raw, _ in r.alternatives if tid == r.token_id), None)
     if raw_prob is None:
         raw_prob = float(r.logits.double().softmax(-1)[r.token_id])
@@ -286,11 +250,8 @@ def token_html(
     prompt: str | None = None,
     status: str | None = None,
 ) -> str:
-    """The prompt as grey dashed chips (token boundaries visible), then generated tokens
-    coloured by the probability the model gave them; hovering (or focusing, for keyboard
-    users) shows the top-5 alternatives. `chips` and `prompt`, when given, are the chips already made for these
-    records and this prompt (a page keeps them, so a Step makes one chip, not one per token so far). `status`, plain
-    text, is a line under the legend (the run's status: one element for the text and its status, not two)."""
+    """The prompt's chips, then the generated ones coloured by the model's probability (hover or focus: the top 5),
+    and `status` under the legend. `chips`, `prompt`: made already (a page keeps them: a Step makes one chip)."""
     generated = ",".join(str(r.token_id) for r in records)
     parts = [CHIP_CSS, f'<div class="token-box" data-generated-ids="{generated}">']
     parts.append(prompt if prompt is not None else prompt_chips(tokenizer, prompt_ids))

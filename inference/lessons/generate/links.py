@@ -37,6 +37,8 @@ def _values(settings: SamplingSettings) -> dict:
 def schedule_param(records, current: SamplingSettings, current_seed: int) -> str | None:
     """The URL value that replays `records` under a link whose sliders say `current` and `current_seed`, or None
     when every record was drawn with exactly those."""
+    if all(r.settings == current and r.seed == current_seed for r in records):  # every rerun asks: the usual answer
+        return None
     segments = []
     for record in records:
         entry = [_diff(record.settings, current), int(record.seed)]

@@ -1,8 +1,5 @@
-"""Figures for the Sampling lab: one step's distribution under each knob. Pure functions from
-logits to a `plotly.graph_objects.Figure`; every probability is computed over the full
-vocabulary with the pipeline in `inference.sampling.pipeline` (the Generate page's next-token chart
-and cumulative curve, also shown here, are in `inference.lessons.generate.figures`).
-"""
+"""The Sampling lab's figures: one step's distribution under each knob, every probability over the full vocabulary
+(its next-token bars and cumulative curve are Generate's, `lessons/generate/figures.py`)."""
 
 from __future__ import annotations
 
@@ -38,15 +35,13 @@ from inference.sampling.step_view import StepView
 
 TEMPERATURE_GRID = [round(0.05 * i, 2) for i in range(41)]  # 0 .. 2
 TOP_P_GRID = [round(0.05 * i, 2) for i in range(1, 21)]  # 0.05 .. 1
-# The live charts' own sliders, named apart from the page's sliders of the same knob (which feed every other chart)
-# (short: at 800 px in presenter mode a longer prefix cut its value off; the captions say the rest)
+# The live charts' own sliders, named apart from the page's (short: at 800 px a longer prefix cut the value off)
 SLIDER_PREFIX = {"temperature": "this chart's T: ", "top_p": "this chart's top-p: "}
 
 
 @dataclass(frozen=True)
 class SliderFrames:
-    """A live slider chart's precomputed frames: the tokens shown (most likely on top) and one frame and slider step
-    per value. They depend on the logits and settings alone, so a page can keep them while other sliders move."""
+    """A live slider chart's frames and steps, one per value: the logits and settings alone decide them."""
 
     knob: str
     values: tuple[float, ...]
@@ -65,9 +60,8 @@ def slider_frames(
     seen: torch.Tensor | None = None,
     context=None,
 ) -> SliderFrames:
-    """Each frame is the whole pipeline of `fixed` with `knob` set to the frame's value, computed exactly over the
-    full vocabulary: every other knob of `fixed` applies (the repetition penalty to the tokens in `seen`; without
-    `seen`, no token counts as seen; `context` feeds DRY, XTC and mirostat)."""
+    """Each frame: the whole pipeline of `fixed` with `knob` at the frame's value, over the full vocabulary (the
+    penalty on `seen`, none without it; `context` for DRY, XTC and mirostat)."""
     seen = torch.zeros(len(logits), dtype=torch.bool) if seen is None else seen
     order = display_order(ranking_logits(logits, fixed, seen, context))[:top_n]
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, order.tolist())][::-1]  # most likely on top
@@ -104,8 +98,7 @@ def slider_frames(
 
 
 def _kept_words(stages: dict[str, torch.Tensor], knob: str) -> str:
-    """How many tokens the knob's stage keeps and, when a later stage cuts more, how many each leaves: "top-p = 0.9:
-    4 kept" read as top-p's doing when min-p had cut the other 4."""
+    """What the knob's stage keeps and what each later stage that cuts more leaves (not "4 kept" for min-p's cut)."""
     names = list(stages)[1:]  # the pipeline's stages in run order, after "raw"
     counts = [finite_count(stages[name]) for name in names]
     at = names.index(knob)
@@ -120,9 +113,8 @@ def _kept_words(stages: dict[str, torch.Tensor], knob: str) -> str:
 
 
 def lab_table(view: StepView, logits: torch.Tensor, seen: torch.Tensor, context, tokenizer, top_n: int = 15) -> dict:
-    """`view.columns` for the lab's bar chart, with the raw favourite (the most likely token at T = 1) always among
-    the rows: when a penalty pushes it down the list, it keeps its bar, its rank and a ✂ naming what cut or lowered it,
-    instead of vanishing into "other"."""
+    """`view.columns` with the raw favourite always a row: pushed down by a penalty, it keeps its bar, its rank and
+    a ✂ naming what cut or lowered it, instead of vanishing into "other"."""
     favourite = int(logits.argmax())
     columns = view.columns(tokenizer, top_n)
     if favourite in columns["token_id"][:-1]:
@@ -137,26 +129,15 @@ def lab_table(view: StepView, logits: torch.Tensor, seen: torch.Tensor, context,
     why = " and ".join(STAGE_NAMES[name] for name in lowered) or "a reweighting stage"
     mark = f"{STAGE_NAMES[cut]}, after the {why}" if cut else f"the {why} pushed it down"
 
-    def insert(name: str, value) -> None:
-        values = list(columns[name])
-        columns[name] = [*values[:-1], value, values[-1]]
-
-    insert("rank", rank)
-    insert("token_id", favourite)
-    insert("token", readable_tokens(tokenizer, [favourite])[0])
-    columns["token"][-1] = f"other ({len(view.order) - top_n:,} tokens)"
-    for name in view.stages:
-        insert(name, share[name])
-        columns[name][-1] = max(0.0, columns[name][-1] - share[name])
-    columns["final"] = list(columns[view.final_stage])
-    for name in ("cumulative_final", "cumulative_before_top_p"):
-        insert(name, float("nan"))
-    insert("removed_by", mark)
-    insert("chosen", view.chosen_id == favourite)
+    row = {"rank": rank, "token_id": favourite, "token": readable_tokens(tokenizer, [favourite])[0], **share}
+    row |= {"final": share[view.final_stage], "removed_by": mark, "chosen": view.chosen_id == favourite}
+    other = {name: max(0.0, columns[name][-1] - share[name]) for name in view.stages}
+    other |= {"final": other[view.final_stage], "token": f"other ({len(view.order) - top_n:,} tokens)"}
     return {
-        name: np.asarray(values, dtype=object if name in ("rank", "token_id") else None)
+        name: np.asarray([*values[:-1], row.get(name, np.nan), other.get(name, values[-1])],
+                         dtype=object if name in ("rank", "token_id") else None)
         for name, values in columns.items()
-    }
+    }  # fmt: skip
 
 
 def live_slider_figure(
@@ -172,9 +153,8 @@ def live_slider_figure(
     context=None,
     frames: SliderFrames | None = None,
 ) -> go.Figure:
-    """A bar chart with its own Plotly slider over precomputed frames (temperature or
-    top-p), so it moves while the thumb is dragged with no server round trip (`slider_frames` says what each
-    frame holds; pass `frames` kept from an earlier call with the same logits and settings to skip computing them)."""
+    """Bars with their own Plotly slider over precomputed frames: they move in the browser as the thumb is dragged
+    (`frames`: kept from an earlier call with the same logits and settings)."""
     made = frames or slider_frames(logits, tokenizer, knob, values, fixed, top_n, seen, context)
     start_index = int(np.argmin([abs(v - start) for v in made.values]))
     first = made.frames[start_index]
@@ -187,9 +167,7 @@ def live_slider_figure(
                 "steps": made.steps,
             }
         ],
-        # No axis title: the chart's own slider label ("temperature: 0.8") sits just below the ticks, and the two
-        # overlapped at 800 px and in presenter mode. The % ticks say what the axis is.
-        # room for "100.0%" outside the longest bar (at 800 px in presenter mode 1.08 cut it to "100.")
+        # no axis title (it overlapped the slider's label); room for "100.0%" outside the longest bar
         "xaxis": {"range": [0, 1.25 if presenter else 1.08], "tickformat": ".0%", "tickvals": [0, 0.5, 1]},
         "yaxis": {"automargin": True},
     }
@@ -198,7 +176,6 @@ def live_slider_figure(
 
 
 def _probability_panel(fig: go.Figure, names: list[str], shown, colours, row: int, col: int, **x_axis) -> None:
-    """One subplot: each named token's probability as a horizontal bar (`names` bottom first), the axis 0 to 100%."""
     hovertemplate = "%{y}: %{x:.2%}<extra></extra>"
     add_hbar(fig, names, shown, marker_color=colours, showlegend=False, row=row, col=col, hovertemplate=hovertemplate)
     fig.update_xaxes(range=[0, 1], tickformat=".0%", row=row, col=col, **x_axis)
@@ -224,14 +201,12 @@ def temperatures_side_by_side(
 
 
 def draw_band(probability, draws: int):
-    """Half-width of the 95% band of the share of `draws` independent draws that land on a token of this
-    probability: 1.96 standard deviations of a binomial share, 1.96 x sqrt(p (1 - p) / draws)."""
+    """Half-width of the 95% band of a share of `draws` draws at this probability: 1.96 sqrt(p (1 - p) / draws)."""
     return 1.96 * np.sqrt(np.asarray(probability) * (1 - np.asarray(probability)) / draws)
 
 
 def draw_histogram(counts: pd.DataFrame, draws: int, presenter: bool = False) -> go.Figure:
-    """Observed share of `draws` seeded draws next to the computed final probabilities, with the 95% band
-    the share falls in for 19 seeds out of 20."""
+    """Observed shares of `draws` seeded draws beside the computed probabilities, with their 95% band."""
     fig = go.Figure()
     names = [label(repr_token(t)) if t != "other" else t for t in counts["token"]]
     fig.add_bar(
@@ -244,18 +219,15 @@ def draw_histogram(counts: pd.DataFrame, draws: int, presenter: bool = False) ->
     fig.add_bar(x=names, y=counts["observed"], name="share of draws", marker_color=FINAL_COLOUR)
     fig.update_layout(barmode="group")
     fig.update_yaxes(tickformat=".0%", title="probability / share")
-    # No title (the section's heading says it): the legend takes the top line, where a title beside it was cut
-    # and overlapped at 800 px.
+    # no title (the heading says it): the legend takes the top line
     fig = base_layout(fig, "", presenter, height=480 if presenter else 420)
     fig.update_layout(legend=dict(orientation="v", y=1.02, yanchor="bottom", x=0, xanchor="left"), margin=dict(t=90))
     return fig
 
 
 def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -> go.Figure:
-    """The distribution after each stage, left to right, with how many tokens survive."""
-    # Rows: of the 4 x top_n tokens the view ranks first (final order), the top_n most likely before any stage
-    # (raw), so a token the penalty pushes down stays in view and shrinks panel by panel (ranked by the final
-    # distribution alone, the bundled model's " happy" dropped out of sight).
+    """The distribution after each stage, left to right, with how many tokens survive. Rows: the top_n most likely
+    raw of the view's first 4 x top_n, so a token the penalty pushes down shrinks in view panel by panel."""
     rows = torch.argsort(view.probs["raw"][: max(top_n, 4 * top_n)], descending=True, stable=True)[:top_n]
     n = len(rows)
     names = [label(repr_token(t)) for t in readable_tokens(tokenizer, view.order[rows].tolist())][::-1]
@@ -273,8 +245,7 @@ def pipeline_figure(view, tokenizer, top_n: int = 12, presenter: bool = False) -
         "mirostat": "Mirostat v2",
     }
     stages = view.stages  # "raw", then the stages in the order they ran; the last is final
-    # Rows of three (two in presenter mode): each panel stays wide enough to read; titles on two lines, so that
-    # neighbouring titles never run into each other at 800 px.
+    # three panels a row (two in presenter mode), titles on two lines: neighbours never run into each other
     columns = 2 if presenter else 3
     rows_needed = -(-len(stages) // columns)
     if presenter:  # projector-sized titles in half-width panels: the shortest names ("Raw", no "(final)")
