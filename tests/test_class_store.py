@@ -1,11 +1,10 @@
 """The class store's rules, run on both back ends: SQLite (always) and PostgreSQL (a real server from Debian's
 package, tests/postgres_server.py; skipped without it outside CI, failing in CI). Many writers at once lose no
 guess and no step; the class cap holds under a rush; a step closed while answers arrive counts exactly the
-answers that were accepted; the schema is created on first use, versioned, and upgrades an older file."""
+answers that were accepted; stores opened at once create one schema."""
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -16,7 +15,6 @@ import pytest
 
 from inference.core.paths import PROJECT_ROOT
 from inference.lessons.classroom.store import (
-    MIGRATIONS,
     SOMETHING_ELSE,
     ClassError,
     ClassStore,
@@ -224,24 +222,8 @@ def test_names_ends_and_bad_codes(location):
 def test_stores_opened_at_once_on_either_back_end_create_one_schema(location):
     stores = list(ThreadPoolExecutor(4).map(lambda _: ClassStore(location), range(4)))
     assert isinstance(stores[0].db, PostgresConnections) == location.startswith("postgresql://")
-    assert {s.schema_version() for s in stores} == {len(MIGRATIONS)}
     code, secret = stores[0].create()
     assert stores[3].publish(code, secret, {"step": 0}) == 1
-
-
-def test_a_file_made_before_the_schema_had_versions_is_upgraded_with_its_classes(tmp_path):
-    path = tmp_path / "old.sqlite3"
-    db = sqlite3.connect(path)
-    db.executescript(MIGRATIONS[0].format(real="REAL"))  # the tables as the first store made them
-    db.execute(
-        "INSERT INTO classes (code, secret_hash, names_on, created, updated) VALUES ('ABCDEFGH','x',0,1e12,1e12)"
-    )
-    db.commit()
-    db.close()
-    store = ClassStore(str(path))
-    store.clock = lambda: 1e12
-    assert store.schema_version() == len(MIGRATIONS)
-    assert store.info("ABCDEFGH").version == 0 and store.taught_by("k") is None
 
 
 def test_a_database_that_does_not_answer_is_one_sentence_without_the_password():
