@@ -13,7 +13,7 @@ from inference.core.run import new_trace
 from inference.lessons.classroom import teacher as session
 from inference.lessons.classroom.figures import reveal_chart
 from inference.lessons.classroom.store import SOMETHING_ELSE, ClassError, ClassStore, Tally
-from inference.lessons.classroom.teacher import TeacherRun, settings_dict, settings_from
+from inference.lessons.classroom.teacher import TeacherRun
 from inference.sampling.pipeline import SamplingSettings
 
 pytestmark = pytest.mark.unit
@@ -74,11 +74,6 @@ def test_a_draw_without_opened_guessing_still_has_its_reveal(class_run):
     record = run.step()
     rv = store.info(run.code).state["reveal"]
     assert rv["chosen_id"] == record.token_id and rv["answers"] == 0
-
-
-def test_settings_survive_the_checkpoints_round_trip():
-    settings = SamplingSettings(temperature=0.7, top_p=0.9, top_k=5, dry_multiplier=0.8)
-    assert settings_from(settings_dict(settings)) == settings and settings_dict(SamplingSettings()) == {}
 
 
 def test_a_run_taken_up_elsewhere_goes_on_from_the_same_step_with_every_guess(bundled, class_run):

@@ -56,7 +56,6 @@ class ClassInfo:
     version: int  # goes up with every publish: followers redraw only when it changes
     guess_step: str | None
     members: int
-    updated: float
 
 
 @dataclass(frozen=True)
@@ -83,8 +82,7 @@ class SqliteConnections:
 
     def __init__(self, path: str):
         self.path = path
-        if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         with self.transaction(write=False) as run:
             run("PRAGMA journal_mode=WAL")
 
@@ -93,17 +91,10 @@ class SqliteConnections:
         # One connection per operation: a sqlite3 connection must not cross threads (one per Streamlit session).
         db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
         try:
-            db.execute("PRAGMA busy_timeout=5000")
-            if write:  # the write lock at once: no other writer between check and write
-                db.execute("BEGIN IMMEDIATE")
-            try:
+            with db:  # commits, or rolls back on an exception
+                if write:  # the write lock at once: no other writer between check and write
+                    db.execute("BEGIN IMMEDIATE")
                 yield lambda sql, params=(): db.execute(sql, params).fetchall()
-            except BaseException:
-                if write:
-                    db.execute("ROLLBACK")
-                raise
-            if write:
-                db.execute("COMMIT")
         finally:
             db.close()
 
@@ -194,7 +185,7 @@ class ClassStore:
         with self.db.transaction(write=False) as run:
             row = self._row(run, code)
             members = run("SELECT COUNT(*) FROM members WHERE code=?", (row[0],))[0][0]
-        return ClassInfo(row[0], bool(row[2]), json.loads(row[3]) if row[3] else None, row[4], row[5], members, row[6])
+        return ClassInfo(row[0], bool(row[2]), json.loads(row[3]) if row[3] else None, row[4], row[5], members)
 
     def tally(self, code: str, step: str) -> Tally:
         with self.db.transaction(write=False) as run:

@@ -1,21 +1,16 @@
-"""A class follows the teacher's run: the run itself, what it publishes after every change, and the reveal.
+"""A class follows the teacher's run: students never run the model; every action of the teacher's run (a `Trace`)
+publishes a small JSON state followers poll: the text so far, the settings, the coming step's top tokens, the reveal.
 
-The teacher's session holds the real run (a `Trace`); students never run the model. Every action (a setting moved,
-guessing opened, a draw, the same step with another seed, Back) publishes a small JSON state that followers poll
-(one store read a second): the text so far, the settings, the coming step's top tokens and the last reveal.
-
-Failover: every publish also stores a checkpoint (never sent to followers): the prompt's ids and each step's token,
-seed and settings. When the teacher's app host dies, the teacher's browser, reconnected to another host, takes the
-class up (`take_up`) by replaying those steps there (same model, settings and seeds: same tokens). Who may: the
-browser that started it, by its sticky cookie (`BROWSER_COOKIE`, set HttpOnly by deploy/nginx.conf).
-"""
+Failover: each publish also stores a checkpoint (each step's token, seed and settings). When the teacher's host dies,
+the teacher's browser (its sticky cookie, `BROWSER_COOKIE`, set HttpOnly by deploy/nginx.conf), reconnected to
+another host, takes the class up there (`take_up`) by replaying those steps: same model and seeds, same tokens."""
 
 from __future__ import annotations
 
 import random
 import secrets
 import zlib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 
 import torch
 
@@ -44,21 +39,11 @@ TEXT = {
     "top": "{n} of {answers} picked '{label}', the model gave it {prob}",
     "draw": "{head}; the draw (u = {u:.3f}) picked '{label}' at rank {rank}, which the model gave {prob}.",
 }
-_DEFAULT = SamplingSettings()
-_SAVED = [f.name for f in fields(SamplingSettings) if f.init and f.name != "allowed_tokens"]
 
 
-def settings_dict(settings: SamplingSettings) -> dict:
-    """The knobs that differ from the defaults, JSON-safe."""
-    return {
-        name: list(value) if isinstance(value, tuple) else value
-        for name in _SAVED
-        if (value := getattr(settings, name)) != getattr(_DEFAULT, name)
-    }
-
-
-def settings_from(saved: dict) -> SamplingSettings:
-    return SamplingSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
+def knobs(settings: SamplingSettings) -> dict:
+    """The two knobs a class's run has (the page offers temperature and top-p), JSON-safe."""
+    return {"temperature": settings.temperature, "top_p": settings.top_p}
 
 
 def next_choices(logits: torch.Tensor, settings: SamplingSettings, seen: torch.Tensor, tokenizer) -> list[dict]:
@@ -110,19 +95,9 @@ def reveal(tally: Tally | None, choices: list[dict], record, drawn_label: str | 
         rows.append(
             row(record.token_id, chosen_label, record.prob, int(record.rank) + 1) | {"answers": 0, "share": 0.0}
         )
-    return {
-        "guessed": guessed,
-        "answers": tally.answers,
-        "something_else": tally.counts.get(SOMETHING_ELSE, 0),
-        "rows": rows,
-        "chosen_id": int(record.token_id),
-        "chosen_label": chosen_label,
-        "chosen_rank": int(record.rank) + 1,
-        "chosen_prob": float(record.prob),
-        "u": float(record.u),
-        "step": int(record.index),
-        "seed": int(record.seed),
-    }
+    return dict(guessed=guessed, answers=tally.answers, something_else=tally.counts.get(SOMETHING_ELSE, 0), rows=rows,
+                chosen_id=int(record.token_id), chosen_label=chosen_label, chosen_rank=int(record.rank) + 1,
+                chosen_prob=float(record.prob), u=float(record.u), step=int(record.index), seed=int(record.seed))  # fmt: skip
 
 
 def percent(p: float) -> str:
@@ -170,10 +145,9 @@ class TeacherRun:
         return run
 
     def choices(self) -> list[dict]:
-        logits = self.trace.peek()
-        return (
-            [] if logits is None else next_choices(logits, self.settings, self.trace.seen_now(), self.trace.tokenizer)
-        )
+        if (logits := self.trace.peek()) is None:
+            return []
+        return next_choices(logits, self.settings, self.trace.seen_now(), self.trace.tokenizer)
 
     def publish(self) -> int:
         """What every follower's screen shows, JSON-safe (no tensors, no HTML: followers escape)."""
@@ -182,7 +156,7 @@ class TeacherRun:
             "run_id": self.run_id,
             "step": trace.next_index,
             "seed": trace.seed,
-            "settings": {k: v for k, v in asdict(self.settings).items() if isinstance(v, (int, float, str, bool))},
+            "settings": knobs(self.settings),
             "prompt": readable_tokens(tok, trace.prompt_ids),
             "generated": readable_tokens(tok, trace.generated_ids),
             "choices": choices,
@@ -194,18 +168,11 @@ class TeacherRun:
             "text": tok.decode(trace.all_ids, skip_special_tokens=True),
             "distribution": distribution_of(trace.peek()),
         }
-        checkpoint = {
-            "model": self.model_name,
-            "prompt_ids": list(trace.prompt_ids),
-            "max_new_tokens": trace.max_new_tokens,
-            "seed": trace.seed,
-            "steps": [[r.token_id, r.seed, settings_dict(r.settings)] for r in trace.records],
-            "settings": settings_dict(self.settings),
-            "run_id": self.run_id,
-            "guess_step": self.guess_step,
-            "guessed_choices": self.guessed_choices,
-            "last_reveal": self.last_reveal,
-        }
+        steps = [[r.token_id, r.seed, knobs(r.settings)] for r in trace.records]
+        checkpoint = dict(model=self.model_name, prompt_ids=list(trace.prompt_ids), max_new_tokens=trace.max_new_tokens,
+                          seed=trace.seed, steps=steps, settings=knobs(self.settings), run_id=self.run_id,
+                          guess_step=self.guess_step, guessed_choices=self.guessed_choices,
+                          last_reveal=self.last_reveal)  # fmt: skip
         return self.store.publish(self.code, self.secret, state, checkpoint)
 
     @classmethod
@@ -222,14 +189,16 @@ class TeacherRun:
             )
         trace = new_trace(model, tokenizer, saved["prompt_ids"], saved["max_new_tokens"])
         for index, (token_id, seed, settings) in enumerate(saved["steps"]):
-            record = trace.step(settings_from(settings), seed=seed)
+            record = trace.step(SamplingSettings(**settings), seed=seed)
             if record is None or record.token_id != token_id:
                 raise ClassError(
                     f"Class {code} cannot be taken up on this server: its model drew another token at step "
                     f"{index + 1} from the same seed. Start a new class."
                 )
         trace.seed = saved["seed"]
-        run = cls(store, code, teacher_key, trace, saved["model"], settings_from(saved["settings"]), saved["run_id"])
+        run = cls(
+            store, code, teacher_key, trace, saved["model"], SamplingSettings(**saved["settings"]), saved["run_id"]
+        )
         run.guess_step, run.guessed_choices = saved["guess_step"], saved["guessed_choices"]
         run.last_reveal = saved["last_reveal"]
         return run
