@@ -1,15 +1,13 @@
-"""The class set-up of docs/CLASSROOM.md, run as written: `llamacpp serve --parallel 8`, two app processes started
-with deploy/class.sh's flags and variables, and nginx (Debian's) with deploy/nginx.conf, only its ports
-changed. Browser sessions go through nginx only; everything stays on 127.0.0.1.
+"""The class set-up of docs/CLASSROOM.md, run as written: `llamacpp serve --parallel 8`, two app processes with
+deploy/class.sh's flags and variables, and nginx (Debian's) with deploy/nginx.conf, only its ports changed; browser
+sessions go through nginx only, everything on 127.0.0.1.
 
-Checked: every session stays on one app process for every request (nginx's access log: one upstream per
-cookie) and its WebSocket upgrade succeeds (status 101 on /_stcore/stream); every Step's tokens equal the
-prompt's solo greedy run on our in-process engine; the app is in public mode (no typed engine URL) although it
-listens on loopback. Then one app process is killed: its sessions reconnect by themselves through nginx to the
-other process (a new session there, which reruns the page by itself and replays the link's steps from the URL: their
-next Step is their next token, equal to the solo run's), and the other process's sessions go on untouched.
-
-Marker `load` (minutes: two app processes, nginx, llama-server and Chromium on the same cores); `.ci/run` runs it.
+Checked: every session stays on one app process (nginx's access log: one upstream per cookie) and its WebSocket
+upgrades (101); every Step's tokens equal the prompt's solo greedy run; the app is public (no typed engine URL) on
+loopback. Then one app process is killed: its sessions reconnect by themselves through nginx to the other (a new
+session that reruns the page and replays the link's steps: their next Step is their next token), and the other
+process's sessions go on untouched. Marker `load` (two app processes, nginx, llama-server and Chromium); `.ci/run`
+runs it. tests/test_two_hosts.py uses the nginx helpers here.
 """
 
 from __future__ import annotations
@@ -37,31 +35,16 @@ from tests.test_engines import IN_CI, require_llama_server
 
 pytestmark = [pytest.mark.load, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
 
-# Written for the 6M storyteller's speed and token ids: it is these pages' default model here (a new session
-# opens on SmolLM2-135M-Instruct otherwise; tests/test_default_model_page.py covers that).
-os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
+os.environ.setdefault("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")  # these pages' model here
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-NGINX_CONF = PROJECT_ROOT / "deploy" / "nginx.conf"
-CLASS_SCRIPT = PROJECT_ROOT / "deploy" / "class.sh"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 STEPS_BEFORE, STEPS_AFTER, MAX_NEW_TOKENS = 2, 2, 20
-SESSIONS_PER_PROCESS = 1  # sessions are opened until each app process has at least this many
-# What deploy/class.sh's app command says; the test runs exactly these flags.
-CLASS_APP_FLAGS = [
-    "--server.headless",
-    "true",
-    "--server.address",
-    "127.0.0.1",
-    "--server.fileWatcherType",
-    "none",
-    "--browser.gatherUsageStats",
-    "false",
-]
-CLASS_ENV = {
-    "INFERENCE_LAB_ALLOW_LOCAL_FOLDERS": "0",
-    "INFERENCE_LAB_ALLOW_HUB": "0",
-    "INFERENCE_LAB_PUBLIC": "1",
-}
+# deploy/class.sh's app command and variables, checked below; the test runs exactly these.
+CLASS_APP_FLAGS = ["--server.headless", "true", "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
+                   "--browser.gatherUsageStats", "false"]  # fmt: skip
+CLASS_ENV = {"INFERENCE_LAB_ALLOW_LOCAL_FOLDERS": "0", "INFERENCE_LAB_ALLOW_HUB": "0", "INFERENCE_LAB_PUBLIC": "1"}
+# Debian's nginx.conf holds the http block a deploy conf is included into; ours logs each request's cookie key and
+# the app process (upstream) that served it.
 MAIN_CONF = """\
 {user}
 worker_processes 1;
@@ -69,8 +52,6 @@ pid {dir}/nginx.pid;
 error_log {dir}/error.log info;
 events {{ worker_connections 512; }}
 http {{
-    # Debian's nginx.conf holds the http block deploy/nginx.conf is included into; ours adds a log that names
-    # each request's cookie key and the app process (upstream) that served it.
     log_format sticky '$msec|$inference_lab_key|$upstream_addr|$status|$request_uri';
     access_log {dir}/access.log sticky;
     client_body_temp_path {dir}/body;
@@ -83,30 +64,28 @@ http {{
 """
 
 
-def deployed_nginx_conf(app_ports: list[int], nginx_port: int) -> str:
-    """deploy/nginx.conf with its ports changed (8501/8502 -> the app ports, 80 -> a free loopback port)."""
-    conf = NGINX_CONF.read_text()
-    for old in ("server 127.0.0.1:8501;", "server 127.0.0.1:8502;", "listen 80;"):
-        assert old in conf, f"deploy/nginx.conf changed: no {old!r}"
-    conf = conf.replace("127.0.0.1:8501", f"127.0.0.1:{app_ports[0]}").replace(
-        "127.0.0.1:8502", f"127.0.0.1:{app_ports[1]}"
-    )
-    return conf.replace("listen 80;", f"listen 127.0.0.1:{nginx_port};")
+def deployed_conf(path: Path, replacements: dict[str, str]) -> str:
+    """A deploy conf with its addresses and ports changed (each must still be there)."""
+    conf = path.read_text()
+    for old, new in replacements.items():
+        assert old in conf, f"{path.name} changed: no {old!r}"
+        conf = conf.replace(old, new)
+    return conf
 
 
-def _dialog_text(page) -> str:
-    """Streamlit's connection dialog, if a page shows one ("Connection error", "Is Streamlit still running?")."""
-    dialogs = page.locator('[role="dialog"]').all_inner_texts()
-    return " | ".join(d[:160] for d in dialogs) or "none"
+def require_nginx() -> None:
+    if not os.access(NGINX, os.X_OK):
+        if IN_CI:
+            pytest.fail("CI must install nginx (Debian: apt-get install nginx) before the tests")
+        pytest.skip("nginx is not installed: apt-get install nginx (Debian) to run the class set-up tests")
 
 
 def test_the_class_script_still_gives_the_flags_and_settings_this_test_runs():
-    text = CLASS_SCRIPT.read_text()
+    text = (PROJECT_ROOT / "deploy" / "class.sh").read_text()
     assert "streamlit run app.py --server.headless true --server.address 127.0.0.1 --server.port $port" in text
     assert "--server.fileWatcherType none --browser.gatherUsageStats false &" in text
     assert "python -m inference.engines llamacpp serve --parallel 8 --port 8080 &" in text
-    for name, value in CLASS_ENV.items():
-        assert f"{name}={value}" in text, name
+    assert all(f"{name}={value}" in text for name, value in CLASS_ENV.items())
     for doc in (PROJECT_ROOT / "README.md", PROJECT_ROOT / "docs" / "CLASSROOM.md"):
         assert "deploy/nginx.conf" in doc.read_text() and "deploy/class.sh" in doc.read_text(), doc.name
 
@@ -125,11 +104,9 @@ def wait_http(url: str, timeout_s: float, process: subprocess.Popen, what: str) 
 
 def started(stack: ExitStack, args: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
     """A process stopped (SIGTERM, then SIGKILL) when the test ends, whatever happens."""
-    handle = open(log, "w")  # noqa: SIM115 - closed by the stack
-    stack.callback(handle.close)
-    process = subprocess.Popen(
-        args, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT, env=env
-    )
+    handle = stack.enter_context(open(log, "w"))  # noqa: SIM115
+    process = subprocess.Popen(args, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=handle,
+                               stderr=subprocess.STDOUT, env=env)  # fmt: skip
 
     def stop():
         if process.poll() is None:
@@ -143,9 +120,23 @@ def started(stack: ExitStack, args: list[str], log: Path, env: dict | None = Non
     return process
 
 
+def nginx_in_front(stack: ExitStack, tmp_path: Path, conf: str) -> str:
+    """nginx with `conf` included in MAIN_CONF, logging to tmp_path/access.log; its base URL."""
+    nginx_port = free_port()
+    assert "listen 80;" in conf, "the deploy conf changed: no 'listen 80;'"
+    (tmp_path / "inference-lab.conf").write_text(conf.replace("listen 80;", f"listen 127.0.0.1:{nginx_port};"))
+    user = "user root;" if os.geteuid() == 0 else ""  # workers must write the temp folders in tmp_path
+    (tmp_path / "nginx.conf").write_text(MAIN_CONF.format(user=user, dir=tmp_path))
+    args = [NGINX, "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf"), "-e", str(tmp_path / "error.log")]
+    nginx = started(stack, [*args, "-g", "daemon off;"], tmp_path / "nginx.out")
+    base = f"http://127.0.0.1:{nginx_port}"
+    wait_http(base + "/_stcore/health", 30, nginx, "nginx")
+    return base
+
+
 def websockets_on(port: int) -> int:
-    """Established connections into an app port: nginx holds one per open WebSocket (it keeps no idle upstream
-    connections without `keepalive`), so the count is that process's open sessions."""
+    """Established connections into an app port: nginx holds one per open WebSocket (no idle upstream connections
+    without `keepalive`), so the count is that process's open sessions."""
     return sum(
         1
         for c in psutil.net_connections("tcp")
@@ -153,31 +144,18 @@ def websockets_on(port: int) -> int:
     )
 
 
-def settled_websockets(port: int, want: int, timeout_s: float, reads: int = 4, every_s: float = 0.5) -> int:
-    """`websockets_on(port)` once it has read `want` `reads` times in a row, `every_s` apart; else, after `timeout_s`,
-    what it reads then. A page's ordinary HTTP request holds an upstream connection for a moment, so a single read can
-    count one socket too many, and a single right read can be a socket short plus such a request."""
+def settled_websockets(port: int, want: int, timeout_s: float, reads: int = 4) -> int:
+    """`websockets_on(port)` once it read `want` `reads` times in a row (a page's HTTP request holds an upstream
+    connection for a moment); else, after `timeout_s`, what it reads then."""
     deadline, streak = time.monotonic() + timeout_s, 0
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and streak < reads:
         streak = streak + 1 if websockets_on(port) == want else 0
-        if streak >= reads:
-            return want
-        time.sleep(every_s)
-    return websockets_on(port)
-
-
-def session_url(base: str, prompt: str) -> str:
-    return f"{base}/?{urlencode({'prompt': prompt, 't': 0, 'max': MAX_NEW_TOKENS, 'engine': 'llama.cpp'})}"
-
-
-def solo(bundled, prompt: str, steps: int) -> list[int]:
-    trace = new_trace(bundled.model, bundled.tokenizer, encode_prompt(bundled.tokenizer, prompt), MAX_NEW_TOKENS)
-    return [r.token_id for r in trace.run(GREEDY, max_steps=steps)]
+        time.sleep(0.5)
+    return want if streak >= reads else websockets_on(port)
 
 
 def access_log(path: Path) -> dict[str, list[tuple[float, str, str, str]]]:
-    """{cookie key: [(logged at, app process that answered, status, uri), ...]} from nginx's access log; when nginx
-    tried several processes, the one that answered is the last of its `$upstream_addr` list."""
+    """{cookie key: [(logged at, app process that answered (the last of nginx's tries), status, uri), ...]}."""
     out = defaultdict(list)
     for line in path.read_text().splitlines():
         msec, key, upstream, status, uri = line.split("|", 4)
@@ -189,16 +167,18 @@ def websocket_upstreams(lines) -> list[str]:
     return [upstream for _, upstream, status, uri in lines if status == "101" and uri.startswith("/_stcore/stream")]
 
 
+def solo(bundled, prompt: str, steps: int) -> list[int]:
+    trace = new_trace(bundled.model, bundled.tokenizer, encode_prompt(bundled.tokenizer, prompt), MAX_NEW_TOKENS)
+    return [r.token_id for r in trace.run(GREEDY, max_steps=steps)]
+
+
 def test_a_class_behind_the_deployed_nginx_is_sticky_exact_and_survives_losing_an_app_process(bundled, tmp_path):
     require_llama_server()
-    if not os.access(NGINX, os.X_OK):
-        if IN_CI:
-            pytest.fail("CI must install nginx (Debian: apt-get install nginx) before the tests")
-        pytest.skip("nginx is not installed: apt-get install nginx (Debian) to run the class proxy test")
+    require_nginx()
     from playwright.sync_api import sync_playwright
 
     expected = {p: solo(bundled, p, STEPS_BEFORE + STEPS_AFTER) for p in PROMPTS}
-    engine_port, app_ports, nginx_port = free_port(), [free_port(), free_port()], free_port()
+    engine_port, app_ports = free_port(), [free_port(), free_port()]
     with ExitStack() as stack:
         # 1. deploy/class.sh's commands, their ports changed.
         serve = [sys.executable, "-m", "inference.engines", "llamacpp", "serve", "--parallel", "8", "--port"]
@@ -211,32 +191,27 @@ def test_a_class_behind_the_deployed_nginx_is_sticky_exact_and_survives_losing_a
             apps[port] = started(stack, command, tmp_path / f"app-{port}.log", env)
         for port, app in apps.items():
             wait_http(f"http://127.0.0.1:{port}/_stcore/health", 120, app, f"the app on port {port}")
-        (tmp_path / "inference-lab.conf").write_text(deployed_nginx_conf(app_ports, nginx_port))
-        user = "user root;" if os.geteuid() == 0 else ""  # workers must write the temp folders in tmp_path
-        (tmp_path / "nginx.conf").write_text(MAIN_CONF.format(user=user, dir=tmp_path))
-        nginx_args = [NGINX, "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf"), "-e", str(tmp_path / "error.log")]
-        nginx = started(stack, [*nginx_args, "-g", "daemon off;"], tmp_path / "nginx.out")
-        base = f"http://127.0.0.1:{nginx_port}"
-        wait_http(base + "/_stcore/health", 30, nginx, "nginx")
+        ports = {"127.0.0.1:8501": f"127.0.0.1:{app_ports[0]}", "127.0.0.1:8502": f"127.0.0.1:{app_ports[1]}"}
+        base = nginx_in_front(stack, tmp_path, deployed_conf(PROJECT_ROOT / "deploy" / "nginx.conf", ports))
 
         playwright = stack.enter_context(sync_playwright())
         browser = launch(playwright)
         stack.callback(browser.close)
         errors: list[str] = []
 
-        # 2. Sessions through nginx until each app process has SESSIONS_PER_PROCESS (the cookie is random).
+        # 2. Sessions through nginx until each app process has one (the cookie is random).
         sessions: dict[int, list[tuple[object, str]]] = {port: [] for port in app_ports}
         for prompt in PROMPTS:
-            if all(len(s) >= SESSIONS_PER_PROCESS for s in sessions.values()):
+            if all(sessions.values()):
                 break
             before = {port: websockets_on(port) for port in app_ports}
             page = browser.new_context(viewport={"width": 1000, "height": 800}).new_page()
             page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(session_url(base, prompt), timeout=240_000)
+            query = urlencode({"prompt": prompt, "t": 0, "max": MAX_NEW_TOKENS, "engine": "llama.cpp"})
+            page.goto(f"{base}/?{query}", timeout=240_000)
             page.wait_for_selector('[data-testid="stMain"] h1', timeout=240_000)
             wait_idle(page, 240_000)
-            # Poll: the count is read from the kernel's table, where the new socket can show a moment after the page
-            # is idle (a CI run once read no socket at all right after the first page's first run).
+            # Poll: the new socket can show in the kernel's table a moment after the page is idle.
             deadline = time.monotonic() + 30
             while True:
                 grown = [port for port in app_ports if websockets_on(port) == before[port] + 1]
@@ -245,9 +220,7 @@ def test_a_class_behind_the_deployed_nginx_is_sticky_exact_and_survives_losing_a
                 time.sleep(0.25)
             assert len(grown) == 1, f"a new session should open one WebSocket on one app process: {before}, {grown}"
             sessions[grown[0]].append((page, prompt))
-        assert all(len(s) >= SESSIONS_PER_PROCESS for s in sessions.values()), (
-            f"{len(PROMPTS)} sessions all landed on one process: {[len(s) for s in sessions.values()]}"
-        )
+        assert all(sessions.values()), f"{len(PROMPTS)} sessions all landed on one process"
         everyone = [item for port in app_ports for item in sessions[port]]
         sidebar = everyone[0][0].locator('[data-testid="stSidebar"]').inner_text()
         assert "Or an engine URL" not in sidebar, "INFERENCE_LAB_PUBLIC=1: a visitor must not type engine URLs"
@@ -258,7 +231,9 @@ def test_a_class_behind_the_deployed_nginx_is_sticky_exact_and_survives_losing_a
             assert generated_ids(page) == expected[prompt][:STEPS_BEFORE], prompt
         assert "returned all 4,096 token probabilities" in everyone[0][0].locator('[data-testid="stMain"]').inner_text()
 
-        keys = {id(page): _cookie(page) for page, _ in everyone}
+        keys = {
+            id(page): {c["name"]: c["value"] for c in page.context.cookies()}["inference_lab"] for page, _ in everyone
+        }
 
         # 4. One app process dies without a word.
         killed, survivor = app_ports
@@ -267,11 +242,12 @@ def test_a_class_behind_the_deployed_nginx_is_sticky_exact_and_survives_losing_a
         apps[killed].wait(10)
         moved = sessions[killed]
         # Streamlit's frontend reconnects by itself; nginx sends it to the survivor: a fresh session there.
-        # Wait for the count to settle, not merely to reach it: a page's ordinary HTTP request holds an upstream
-        # connection for a moment, and can be counted once as one socket too many.
         count = settled_websockets(survivor, len(everyone), 120)
         if count != len(everyone):  # say what each moved page shows
-            states = [f"{prompt!r}: {page_state(page)}; dialog: {_dialog_text(page)}" for page, prompt in moved]
+            states = [
+                f"{prompt!r}: {page_state(page)}; {page.locator('[role=dialog]').all_inner_texts()}"
+                for page, prompt in moved
+            ]
             pytest.fail(
                 f"the killed process's sessions did not reconnect: {count} WebSockets on the survivor for "
                 f"{len(everyone)} sessions; the moved pages: {states}"
@@ -312,10 +288,3 @@ def test_a_class_behind_the_deployed_nginx_is_sticky_exact_and_survives_losing_a
                 assert sockets == [by_port[survivor]], (prompt, sockets)
             else:
                 assert sockets[:1] == [by_port[killed]] and by_port[survivor] in sockets[1:], (prompt, sockets)
-
-
-def _cookie(page) -> str:
-    """The session's sticky key: the cookie nginx set on its first response."""
-    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
-    assert "inference_lab" in cookies, f"nginx set no inference_lab cookie: {sorted(cookies)}"
-    return cookies["inference_lab"]

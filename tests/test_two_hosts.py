@@ -1,17 +1,12 @@
-"""A lecture hall on two app hosts, run from deploy/hall/ as written (only addresses and ports changed): two
-`streamlit run app.py` processes bound to two loopback addresses (127.0.0.2 = host A, 127.0.0.3 = host B) with
-app-host.sh's flags and variables, one PostgreSQL class store (a throwaway Debian server, tests/postgres_server.py),
-nginx with deploy/hall/nginx.conf in front. The teacher's browser lands on host A, two students' on host B
-(each browser's sticky cookie picked by asking nginx where it sends it).
+"""A lecture hall on two app hosts, run from deploy/hall/ as written (only addresses and ports changed): two app
+processes on two loopback addresses (127.0.0.2 = host A, 127.0.0.3 = host B) with app-host.sh's flags and variables,
+one PostgreSQL class store (tests/postgres_server.py), nginx with deploy/hall/nginx.conf in front. The teacher's
+browser lands on A, two students' on B (each cookie picked by asking nginx where it sends it).
 
-Checked: a step of the teacher on A reaches the students on B; their guesses reach the teacher; then host A is
-killed (SIGKILL) with guessing open, the teacher's browser reconnects through nginx to B by itself, takes the
-class up there (the run rebuilt from the store's checkpoint) at the same step with the same text, all the
-guesses still counted, and the next Draw and reveal on B reveals them on every student's screen.
-
-The hosts run the 6M storyteller in-process: the shared serving engine of the recipe is what
-tests/test_class_proxy.py runs behind nginx. Marker `load` (a minute or two: PostgreSQL, two app processes,
-nginx and four Chromium pages on the same cores); `.ci/run` runs it.
+Checked: the teacher's steps on A reach the students on B, their guesses reach the teacher; then A is killed with
+guessing open, the teacher's browser reconnects to B by itself and takes the class up there (rebuilt from the store's
+checkpoint) at the same step with the same text and every guess counted, and the next Draw and reveal on B reveals
+them on every student's screen. Marker `load` (PostgreSQL, two app processes, nginx and Chromium); `.ci/run` runs it.
 """
 
 from __future__ import annotations
@@ -40,15 +35,15 @@ from tests.browser import (
 from tests.load_sessions import EXCEPTION_BOX
 from tests.postgres_server import postgres_server, require_postgres
 from tests.test_class_proxy import (
-    MAIN_CONF,
-    NGINX,
     access_log,
+    deployed_conf,
+    nginx_in_front,
+    require_nginx,
     started,
     wait_http,
     websocket_upstreams,
     websockets_on,
 )
-from tests.test_engines import IN_CI
 
 pytestmark = [pytest.mark.load, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
 
@@ -71,15 +66,6 @@ def test_the_hall_files_give_the_flags_and_settings_this_test_runs():
     conf = (HALL / "nginx.conf").read_text()
     assert "map $cookie_inference_lab" in conf and "hash $inference_lab_key consistent;" in conf
     assert "HttpOnly" in conf  # the cookie is the teacher's key to take a class up: page scripts must not read it
-
-
-def hall_nginx_conf(apps: list[tuple[str, int]], nginx_port: int) -> str:
-    conf = (HALL / "nginx.conf").read_text()
-    for old in ("server 10.0.0.11:8501 ", "server 10.0.0.12:8501 ", "listen 80;"):
-        assert old in conf, f"deploy/hall/nginx.conf changed: no {old!r}"
-    for old, (host, port) in zip(("10.0.0.11:8501", "10.0.0.12:8501"), apps):
-        conf = conf.replace(old, f"{host}:{port}")
-    return conf.replace("listen 80;", f"listen 127.0.0.1:{nginx_port};")
 
 
 def upstream_of(base: str, key: str, log: Path) -> str:
@@ -109,10 +95,7 @@ def generated_text(page) -> str:
 
 def test_the_teachers_host_dies_and_the_class_goes_on_from_the_same_step_on_the_other(tmp_path):
     require_postgres()
-    if not os.access(NGINX, os.X_OK):
-        if IN_CI:
-            pytest.fail("CI must install nginx (Debian: apt-get install nginx) before the tests")
-        pytest.skip("nginx is not installed: apt-get install nginx (Debian) to run the two-host test")
+    require_nginx()
     from playwright.sync_api import sync_playwright
 
     with ExitStack() as stack:
@@ -126,14 +109,8 @@ def test_the_teachers_host_dies_and_the_class_goes_on_from_the_same_step_on_the_
             processes[host] = started(stack, command, tmp_path / f"app-{host}.log", env)
         for host, port in apps:
             wait_http(f"http://{host}:{port}/_stcore/health", 120, processes[host], f"the app on {host}")
-        nginx_port = free_port()
-        (tmp_path / "inference-lab.conf").write_text(hall_nginx_conf(apps, nginx_port))
-        user = "user root;" if os.geteuid() == 0 else ""
-        (tmp_path / "nginx.conf").write_text(MAIN_CONF.format(user=user, dir=tmp_path))
-        nginx_args = [NGINX, "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf"), "-e", str(tmp_path / "error.log")]
-        nginx = started(stack, [*nginx_args, "-g", "daemon off;"], tmp_path / "nginx.out")
-        base = f"http://127.0.0.1:{nginx_port}"
-        wait_http(base + "/_stcore/health", 30, nginx, "nginx")
+        hosts = {"10.0.0.11:8501 ": f"{apps[0][0]}:{apps[0][1]} ", "10.0.0.12:8501 ": f"{apps[1][0]}:{apps[1][1]} "}
+        base = nginx_in_front(stack, tmp_path, deployed_conf(HALL / "nginx.conf", hosts))
 
         # 1. Cookies nginx sends to A (the teacher's) and to B (the students').
         log = tmp_path / "access.log"
