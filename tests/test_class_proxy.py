@@ -180,7 +180,7 @@ def test_a_class_behind_the_deployed_nginx_is_sticky_exact_and_survives_losing_a
     expected = {p: solo(bundled, p, STEPS_BEFORE + STEPS_AFTER) for p in PROMPTS}
     engine_port, app_ports = free_port(), [free_port(), free_port()]
     with ExitStack() as stack:
-        # 1. deploy/class.sh's commands, their ports changed.
+        # 1. deploy/class.sh's commands, their ports changed, behind deploy/nginx.conf.
         serve = [sys.executable, "-m", "inference.engines", "llamacpp", "serve", "--parallel", "8", "--port"]
         engine = started(stack, [*serve, str(engine_port)], tmp_path / "engine.log")
         wait_http(f"http://127.0.0.1:{engine_port}/health", 120, engine, "llamacpp serve")
@@ -255,26 +255,20 @@ def test_a_class_behind_the_deployed_nginx_is_sticky_exact_and_survives_losing_a
         for page, _ in moved:
             wait_idle(page, 120_000)
             assert page.locator(EXCEPTION_BOX).count() == 0
-        # The reconnected pages still show what they drew (the frontend keeps its elements), over a new session.
+        # The reconnected pages still show what they drew (the frontend keeps its elements).
         for page, prompt in everyone:
             assert generated_ids(page) == expected[prompt][:STEPS_BEFORE], prompt
 
-        # 5. Everyone steps again, and every session goes on from its steps: a moved page reruns by itself on
-        # reconnect (Generate's reconnect guard, app_pages/shared/reconnect.py), and its new session replays the
-        # link's steps (the URL mirrors them), so its first click is its next token and nothing was lost.
+        # 5. Everyone steps again and goes on from its steps: a moved page reruns by itself on reconnect
+        # (app_pages/shared/reconnect.py) and its new session replays the link's steps (the URL mirrors them).
         step_pages = [page for page, _ in sessions[survivor]] + [page for page, _ in moved]
         step_interleaved(step_pages, [STEPS_AFTER] * len(step_pages), shown=[STEPS_BEFORE] * len(step_pages))
         for page, prompt in everyone:
             assert generated_ids(page) == expected[prompt][: STEPS_BEFORE + STEPS_AFTER], prompt
-        for page, _ in everyone:
-            assert page.locator(EXCEPTION_BOX).count() == 0
-        assert not errors, errors[:3]
-        for page, _ in everyone:
-            page.context.close()
+        assert not [page for page, _ in everyone if page.locator(EXCEPTION_BOX).count()] and not errors, errors[:3]
 
-    # 6. nginx's own record: before the kill every request of a session went to one app process (sticky), and
-    # every session's WebSocket upgraded (101; logged when the socket closed): the survivor's sessions only ever
-    # on the survivor, the moved ones first on the killed process, then on the survivor.
+    # 6. nginx's record: before the kill each session on one app process (sticky), every WebSocket upgraded (101):
+    # the survivor's sessions only ever on the survivor, the moved ones on the killed process, then the survivor.
     log = access_log(tmp_path / "access.log")
     by_port = {port: f"127.0.0.1:{port}" for port in app_ports}
     for port in app_ports:

@@ -22,16 +22,7 @@ from pathlib import Path
 import pytest
 
 from inference.lessons.classroom.store import ClassStore
-from tests.browser import (
-    SKIP_REASON,
-    chromium_available,
-    free_port,
-    keep_screenshot,
-    launch,
-    open_page,
-    toggle_presenter,
-    wait_idle,
-)
+from tests.browser import SKIP_REASON, chromium_available, free_port, keep_screenshot, launch, open_page, wait_idle
 from tests.load_sessions import EXCEPTION_BOX
 from tests.postgres_server import postgres_server, require_postgres
 from tests.test_class_proxy import (
@@ -88,9 +79,11 @@ def browser_page(browser, base: str, key: str, width: int, errors: list):
     return page
 
 
+GENERATED = "() => document.querySelector('.class-text b')?.textContent || ''"
+
+
 def generated_text(page) -> str:
-    bold = page.locator(".class-text b")
-    return bold.last.text_content() if bold.count() else ""
+    return page.evaluate(GENERATED)
 
 
 def test_the_teachers_host_dies_and_the_class_goes_on_from_the_same_step_on_the_other(tmp_path):
@@ -138,18 +131,14 @@ def test_the_teachers_host_dies_and_the_class_goes_on_from_the_same_step_on_the_
         for _ in range(2):
             before = generated_text(teacher)
             teacher.get_by_role("button", name="Draw and reveal").click()
-            teacher.wait_for_function(
-                f"() => (document.querySelector('.class-text b')?.textContent || '') !== {before!r}", timeout=60_000
-            )
+            teacher.wait_for_function(f"() => ({GENERATED})() !== {before!r}", timeout=60_000)
             wait_idle(teacher)
         students = [browser_page(browser, base, key, 800, errors) for key in student_keys]
         for student in students:
             open_page(student, f"{base}/class?class={code}")
         written = generated_text(teacher)
         for student in students:
-            student.wait_for_function(
-                f"() => (document.querySelector('.class-text b')?.textContent || '') === {written!r}", timeout=30_000
-            )
+            student.wait_for_function(f"() => ({GENERATED})() === {written!r}", timeout=30_000)
 
         # 3. Guessing opens; every student answers on B; the teacher on A sees them counted.
         teacher.get_by_role("button", name="Open guessing").click()
@@ -171,8 +160,7 @@ def test_the_teachers_host_dies_and_the_class_goes_on_from_the_same_step_on_the_
         while websockets_on(apps[1][1]) != STUDENTS + 1 and time.monotonic() < deadline:
             time.sleep(0.5)
         assert websockets_on(apps[1][1]) == STUDENTS + 1, "the teacher's browser did not reconnect to host B"
-        # The new session on B reran the page and took the class up: the same step, text and open round (the
-        # page drawn before the kill stays on screen until that rerun, so wait for it to finish first).
+        # The new session on B reran the page (the old one stays drawn until then) and took the class up.
         wait_idle(teacher, 120_000)
         teacher.get_by_text(f"{STUDENTS} of {STUDENTS} students have answered").wait_for(timeout=60_000)
         assert generated_text(teacher) == written
@@ -189,12 +177,7 @@ def test_the_teachers_host_dies_and_the_class_goes_on_from_the_same_step_on_the_
         for student in students:
             student.get_by_text(f"{STUDENTS} of {STUDENTS} picked").first.wait_for(timeout=30_000)
         keep_screenshot(students[0], "hall_student_reveal_800")
-        for page, name in ((teacher, "teacher_1280"), (students[0], "student_800")):
-            toggle_presenter(page)
-            keep_screenshot(page, f"hall_{name}_presenter")
-        for page in [teacher, *students]:
-            assert page.locator(EXCEPTION_BOX).count() == 0
-        assert not errors, errors[:3]
+        assert not [page for page in [teacher, *students] if page.locator(EXCEPTION_BOX).count()] and not errors
 
     # 6. nginx's record: the students only ever on B; the teacher on A until the kill, then on B.
     lines = access_log(log)
