@@ -25,7 +25,6 @@ from tests.postgres_server import postgres_server
 
 pytestmark = pytest.mark.unit
 
-BACKENDS = ["sqlite", "postgres"]
 _databases = count()
 
 
@@ -35,7 +34,7 @@ def postgres_url():
         yield url
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=["sqlite", "postgres"])
 def location(request, tmp_path):
     """A new, empty place for classes: a file, or a new database on the module's PostgreSQL server."""
     if request.param == "sqlite":
