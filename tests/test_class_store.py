@@ -177,21 +177,7 @@ def test_only_the_teachers_secret_or_browser_key_drives_the_class_and_only_membe
     assert store.taught_by("nobody") is None and store.taught_by("") is None
 
 
-def test_an_idle_class_ends_with_a_sentence_and_its_rows_go(location):
-    now = [1000.0]
-    store = ClassStore(location)
-    store.idle_seconds, store.clock = 60, lambda: now[0]
-    code, secret = store.create(teacher_key="k")
-    store.join(code)
-    now[0] += 61
-    assert store.taught_by("k") is None
-    with pytest.raises(ClassError, match="has ended: nobody used it for 1 minute\\."):
-        store.info(code)
-    with pytest.raises(ClassError, match="no class with the code"):
-        store.info(code)
-
-
-def test_codes_are_random_and_unambiguous_names_ends_and_bad_codes(location):
+def test_codes_names_bad_codes_and_how_a_class_ends(location):
     store = ClassStore(location)
     codes = {store.create()[0] for _ in range(20)}
     assert len(codes) == 20 and all(len(c) == 8 and not set(c) & set("01OIL") for c in codes)
@@ -203,6 +189,16 @@ def test_codes_are_random_and_unambiguous_names_ends_and_bad_codes(location):
     with pytest.raises(ClassError, match="no class with the code ZZZ"):
         store.join("zzz")
     store.end(code, secret)
+    with pytest.raises(ClassError, match="no class with the code"):
+        store.info(code)
+    now = [1000.0]  # an idle class ends with a sentence, and its rows go
+    store.idle_seconds, store.clock = 60, lambda: now[0]
+    code, secret = store.create(teacher_key="k")
+    store.join(code)
+    now[0] += 61
+    assert store.taught_by("k") is None
+    with pytest.raises(ClassError, match="has ended: nobody used it for 1 minute\\."):
+        store.info(code)
     with pytest.raises(ClassError, match="no class with the code"):
         store.info(code)
 

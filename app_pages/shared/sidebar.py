@@ -97,22 +97,13 @@ def engine_sidebar() -> None:
     url = st.session_state.get(ENGINE_URL_KEY, "")
     # Widget state does not survive a page switch: set it from the engine in use on every run.
     st.session_state["engine_pick"] = next((name for name, u in engines.items() if u == url), LOCAL_ENGINE)
-    st.selectbox(
-        "Runs the model",
-        [LOCAL_ENGINE, *engines],
-        key="engine_pick",
-        persist_state="session",
-        on_change=lambda: _use(ENGINE_URL_KEY, engines.get(st.session_state.get("engine_pick"), ""), ENGINE_ERROR_KEY),
-        help="A serving engine runs the model; this app asks it for each step's distribution.",
-    )
+    picked = lambda: _use(ENGINE_URL_KEY, engines.get(st.session_state.get("engine_pick"), ""), ENGINE_ERROR_KEY)
+    st.selectbox("Runs the model", [LOCAL_ENGINE, *engines], key="engine_pick", persist_state="session",
+                 on_change=picked, help="A serving engine runs the model; this app asks it for each step's distribution.")  # fmt: skip
     if typed_allowed:
-        typed = st.text_input(
-            "Or an engine URL (this computer only)",
-            key="engine_url_input",
-            persist_state="session",
-            placeholder="http://127.0.0.1:8080",
-            help="llama.cpp's llama-server or vLLM. Only offered when the app listens on localhost.",
-        )
+        typed = st.text_input("Or an engine URL (this computer only)", key="engine_url_input", persist_state="session",
+                              placeholder="http://127.0.0.1:8080",
+                              help="llama.cpp's llama-server or vLLM. Only offered when the app listens on localhost.")  # fmt: skip
         if st.button("Connect", key="engine_connect", width="stretch") and typed.strip():
             try:
                 m.cached_engine(typed.strip())
@@ -140,13 +131,9 @@ def model_sidebar() -> None:
         if default_note:
             st.caption(default_note)
         bundled_picker(source)
-        typed = st.text_input(
-            "Hub id or local folder",
-            key="model_input",
-            persist_state="session",
-            placeholder="e.g. gpt2 or HuggingFaceTB/SmolLM2-135M",
-            help="Leave empty for the bundled model. Hub models need internet the first time.",
-        )
+        typed = st.text_input("Hub id or local folder", key="model_input", persist_state="session",
+                              placeholder="e.g. gpt2 or HuggingFaceTB/SmolLM2-135M",
+                              help="Leave empty for the bundled model. Hub models need internet the first time.")  # fmt: skip
         # One button a row: side by side, a projector's larger text cut their labels short.
         if st.button("Load model", key="model_load", width="stretch"):
             attempt = typed.strip()
