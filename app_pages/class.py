@@ -58,6 +58,12 @@ def show_state(info, teacher: bool) -> None:
             "The model's probabilities are computed exactly by the teacher's run after the settings; the class's "
             "bars count the answers given (each student's last answer for this step, counted, not attributed).",
         )
+        if teacher:  # who picked what (names, when the teacher turned them on) and how sure they said they were
+            said = [f"'{r['label']}': {', '.join(r['names'])}" for r in state["reveal"]["rows"] if r["names"]]
+            said += [f"'{r['label']}' {r['stated_mean']:.0%} likely on average" for r in state["reveal"]["rows"]
+                     if r["stated_mean"] is not None]  # fmt: skip
+            if said:
+                st.caption(markdown_token_text("The class's answers: " + " · ".join(said)))
     if state["guess_open"]:  # no screen shows the candidates while the class guesses, the projected one included
         if teacher:
             st.info(f"The model's candidates are hidden while guessing is open: **{STEP_BUTTON}** shows them.")

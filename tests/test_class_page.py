@@ -55,6 +55,7 @@ def test_teacher_starts_student_guesses_and_everyone_sees_the_reveal(class_db):
     assert not chart_titles(student)
     radio = student.radio(key="class_guess")
     assert len(radio.options) == 11 and radio.options[-1] == "something else"  # the top 10, shuffled, and "else"
+    student.slider(key="class_stated").set_value(40)
     next(b for b in student.button if b.label == "Send my guess").click().run()
     assert not student.exception
 
@@ -65,6 +66,7 @@ def test_teacher_starts_student_guesses_and_everyone_sees_the_reveal(class_db):
     sentence = html.unescape(teacher.success[0].value)
     assert sentence.startswith("1 of 1 picked") or "something outside" in sentence
     assert "the draw (u = " in sentence and any("The class's guesses" in spec for spec in chart_titles(teacher))
+    assert any("40% likely on average" in c.value for c in teacher.caption)  # how sure the student said they were
     student.run()
     assert not student.exception and any("the draw (u = " in html.unescape(s.value) for s in student.success)
     teacher.button(key="class_again").click().run()  # the same step with the next seed
