@@ -1,12 +1,7 @@
-"""Inference Lab: how a language model writes, one token at a time.
+"""Inference Lab: how a language model writes, one token at a time (`streamlit run app.py`).
 
-    streamlit run app.py
-
-Every page is listed here, in sections a class can walk top to bottom. Each page file is
-named after its URL path (app_pages/kv-cache.py is /kv-cache). The folder is not called
-`pages/`, so Streamlit's older automatic multipage mode never runs: `st.navigation` alone
-decides which page a URL opens. Each page starts with `current_model()` (app_pages/shared/sidebar.py),
-which also draws the shared sidebar (model picker, presenter toggle).
+Every page is listed here, in sections a class can walk top to bottom, each file named after its URL path
+(app_pages/kv-cache.py is /kv-cache; not `pages/`, so `st.navigation` alone decides which page a URL opens).
 """
 
 import streamlit as st
@@ -14,10 +9,7 @@ import torch
 
 from inference.core.limits import Limits
 
-# Presenter mode folds the sidebar away (a projector needs the page's width; the sidebar's chevron brings it back).
-# Streamlit applies a sidebar state when it differs from the last one sent, so a teacher who opens the sidebar again
-# keeps it open; and once the sidebar was opened or closed by hand in a browser, Streamlit keeps that choice there
-# (localStorage) over the app's.
+# Presenter mode folds the sidebar away (a projector needs the width); one opened or closed by hand stays so.
 SIDEBAR_STATE = "collapsed" if st.session_state.get("presenter") else "auto"
 st.set_page_config(page_title="Inference Lab", page_icon="🔬", layout="wide", initial_sidebar_state=SIDEBAR_STATE)
 torch.set_num_threads(Limits.from_env().torch_threads)  # why one: see Limits.torch_threads
@@ -57,6 +49,5 @@ SECTIONS = {
     ],
 }
 
-# expanded=True: every page stays in view (Streamlit folds a long list behind "View N more", and Start here says
-# to walk them top to bottom).
+# expanded=True: no page folded behind "View N more" (Start here says to walk them top to bottom).
 st.navigation({section: pages for section, pages in SECTIONS.items() if pages}, expanded=True).run()

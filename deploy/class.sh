@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A class on one machine (docs/CLASSROOM.md): one llama-server for every student, two app processes in front of it,
-# nginx (deploy/nginx.conf) in front of them. tests/test_class_proxy.py runs these flags and variables.
+# nginx (deploy/nginx.conf) in front of them. tests/test_two_hosts.py checks these flags and variables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

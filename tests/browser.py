@@ -1,8 +1,5 @@
-"""Helpers to drive the real app in Debian's Chromium with Playwright (see ../shared/TESTING.md).
-
-Used by the browser tests. Nothing here downloads a
-browser: without /usr/bin/chromium the browser tests skip and say how to install it.
-"""
+"""Helpers to drive the real app in Debian's Chromium with Playwright (see ../shared/TESTING.md). Nothing here
+downloads a browser: without /usr/bin/chromium the browser tests skip and say how to install it."""
 
 from __future__ import annotations
 
@@ -21,26 +18,15 @@ from inference.core.app_process import free_port as free_port  # the browser and
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]  # fmt: skip
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 SKIP_REASON = "Chromium not installed: apt-get install chromium (Debian) to run the browser tests"
-# Waits sized for a loaded 2-core machine (the suite runs beside other jobs, Chromium and the app share the cores):
-# Playwright's own 30 s default timed out a llama-server Step that passes alone in seconds. Every page a test opens
-# through `launch` waits this long for an action, a selector or a function before failing.
-ACTION_TIMEOUT_MS = 180_000
-NAVIGATION_TIMEOUT_MS = 240_000
-SERVER_START_S = START_TIMEOUT_S  # the app's first import of torch and transformers, on a busy machine
-# The two screens every page is checked on: a laptop or a projector, and a narrow window (half a laptop's screen).
-SCREENS = ((1280, 900), (800, 1000))
+# Waits sized for a loaded 2-core machine (Playwright's 30 s default timed out a llama-server Step that passes alone
+# in seconds): every page opened through `launch` waits this long for an action or a navigation.
+ACTION_TIMEOUT_MS, NAVIGATION_TIMEOUT_MS = 180_000, 240_000
+SCREENS = ((1280, 900), (800, 1000))  # a laptop or a projector, and half a laptop's screen
+SIDEBAR_WIDTH_JS = "document.querySelector('[data-testid=\"stSidebar\"]').getBoundingClientRect().width"
 
 
 def page_paths() -> list[str]:
@@ -61,32 +47,24 @@ def chromium_available() -> bool:
 BROWSER_TESTS = [pytest.mark.browser, pytest.mark.skipif(not chromium_available(), reason=SKIP_REASON)]
 
 
-def shots_folder() -> Path | None:
-    """Where browser tests keep screenshots for a person to look at: $INFERENCE_LAB_SHOTS (never the repo). Unset (as
-    in CI) they take none: each full-page one took seconds, about two minutes of the browser tier, into a temporary
-    folder nobody opened."""
+def keep_screenshot(page, name: str, full: bool = True) -> None:
+    """`$INFERENCE_LAB_SHOTS/<name>.png` (never the repo) of the whole page or of the screen; none when it is unset
+    (in CI a full-page screenshot took seconds, into a folder nobody opened)."""
     folder = os.environ.get("INFERENCE_LAB_SHOTS")
     if not folder:
-        return None
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    return Path(folder)
-
-
-def keep_screenshot(page, name: str, full: bool = True) -> None:
-    """`<shots_folder()>/<name>.png` of the whole page (`full`) or of the screen as it is; nothing without a folder."""
-    folder = shots_folder()
-    if folder is None:
         return
-    if full:
-        full_screenshot(page, folder / f"{name}.png")
-    else:
-        page.screenshot(path=str(folder / f"{name}.png"))
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    if full:  # Streamlit scrolls inside stMain: grow the viewport to its height first
+        height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+        page.set_viewport_size({"width": page.viewport_size["width"], "height": max(int(height) + 40, 600)})
+        page.wait_for_timeout(400)
+    page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=full)
 
 
 @contextmanager
 def streamlit_server(env_extra: dict | None = None):
-    """Start `streamlit run app.py` on a free loopback port; yield its base URL; stop it."""
-    with running_app(env_extra, SERVER_START_S) as app:
+    """`streamlit run app.py` on a free loopback port; yields its base URL; stops it."""
+    with running_app(env_extra, START_TIMEOUT_S) as app:
         yield app.url
 
 
@@ -97,10 +75,9 @@ atexit.register(_SHARED_STACK.close)
 
 @contextmanager
 def shared_server(env_extra: dict | None = None):
-    """The app for every test module that needs it with the same environment: started on first use, stopped when the
-    test process exits. A server and its first model load cost 15-30 s; most browser modules need the same app.
-    What a page keeps for everyone (a finished measurement) carries over between modules, as between visitors: a test
-    that needs a page without it starts its own `streamlit_server`."""
+    """The app for every test module with the same environment, started on first use and stopped when the test
+    process exits (a server and its first model load cost 15-30 s). What a page keeps for everyone carries over
+    between modules, as between visitors: a test that needs a page without it starts its own `streamlit_server`."""
     key = tuple(sorted((env_extra or {}).items()))
     if key not in _SHARED_SERVERS:
         _SHARED_SERVERS[key] = _SHARED_STACK.enter_context(streamlit_server(env_extra))
@@ -129,23 +106,19 @@ def wait_idle(page, timeout: float = ACTION_TIMEOUT_MS) -> None:
 
 
 def toggle_presenter(page, sidebar_open: bool = False) -> None:
-    """Switch presenter mode on from the sidebar and wait until its larger text has taken effect. Presenter mode folds
-    the sidebar away (app.py), unless it was opened or closed by hand in this browser before; `sidebar_open` opens it
-    again, as a teacher who picks another page does: the narrowest main area presenter mode has."""
+    """Presenter mode on from the sidebar, once its larger text has taken effect. It folds the sidebar away unless it
+    was opened or closed by hand in this browser (Streamlit keeps that in localStorage); `sidebar_open` opens it again,
+    as a teacher who picks another page does: the narrowest main area presenter mode has."""
     toggle = page.locator('[data-testid="stSidebar"]').get_by_text("Presenter mode").first
     toggle.scroll_into_view_if_needed()
     toggle.click()
     page.wait_for_function("() => getComputedStyle(document.body).fontSize !== '16px'")
-    # Streamlit keeps a sidebar opened or closed by hand in this browser so (localStorage) over the app's request
     page.wait_for_function(
         f"() => {SIDEBAR_WIDTH_JS} === 0 || Object.keys(localStorage).some(k => k.startsWith('stSidebarCollapsed-'))"
     )
     wait_idle(page)
     if sidebar_open:
         open_sidebar(page)
-
-
-SIDEBAR_WIDTH_JS = "document.querySelector('[data-testid=\"stSidebar\"]').getBoundingClientRect().width"
 
 
 def open_sidebar(page) -> None:
@@ -158,20 +131,10 @@ def open_sidebar(page) -> None:
 
 
 def open_page(page, url: str, timeout: float = NAVIGATION_TIMEOUT_MS) -> None:
-    """Go to a page and wait until its title is drawn and its script has finished (idle
-    alone can come before the first run has started)."""
+    """Go to a page and wait until its title is drawn and its script has finished (idle alone can come first)."""
     page.goto(url)
     page.wait_for_selector('[data-testid="stMain"] h1', timeout=timeout)
     wait_idle(page, timeout)
-
-
-def full_screenshot(page, path: Path) -> None:
-    """Streamlit scrolls inside stMain: grow the viewport to its height first."""
-    width = page.viewport_size["width"]
-    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
-    page.set_viewport_size({"width": width, "height": max(int(height) + 40, 600)})
-    page.wait_for_timeout(400)
-    page.screenshot(path=str(path), full_page=True)
 
 
 class Screen(NamedTuple):
@@ -183,19 +146,13 @@ class Screen(NamedTuple):
     presenter: bool
 
     @property
-    def mode(self) -> str:
-        return "presenter" if self.presenter else "normal"
-
-    @property
     def where(self) -> str:
-        """For a failure message or a screenshot's name: '800x1000 presenter'."""
-        return f"{self.width}x{self.height} {self.mode}"
+        return f"{self.width}x{self.height} {'presenter' if self.presenter else 'normal'}"
 
 
 def each_screen(browser, url: str, modes=(False, True), sizes=SCREENS, errors: list | None = None):
-    """Open `url` on a new page (a new session) at every size, in every mode (False: normal; True: presenter mode,
-    switched on from the sidebar), and yield a Screen for each; the page is closed when the caller moves on.
-    JavaScript errors of every page are appended to `errors` when it is given."""
+    """`url` on a new page (a new session) at every size in every mode (True: presenter mode switched on), a Screen
+    each; the page is closed when the caller moves on. JavaScript errors go into `errors` when it is given."""
     for presenter in modes:
         for width, height in sizes:
             context = browser.new_context(viewport={"width": width, "height": height})
@@ -212,9 +169,8 @@ def each_screen(browser, url: str, modes=(False, True), sizes=SCREENS, errors: l
 
 
 def screenshot_each_size(page, name: str, sizes=SCREENS) -> None:
-    """A full-page screenshot of the page as it is at every size, `<shots_folder()>/<name>_<width>x<height>.png`
-    (none without a folder); the page is left at the first size."""
-    if shots_folder() is None:
+    """A full-page screenshot at every size, `<name>_<width>x<height>.png` (none without a folder)."""
+    if not os.environ.get("INFERENCE_LAB_SHOTS"):
         return
     for width, height in sizes:
         page.set_viewport_size({"width": width, "height": height})

@@ -1,5 +1,4 @@
-"""The imports of every module under inference/, read once from its source with ast (module level and inside
-functions), for the layout tests (tests/test_layout_rule.py, tests/test_layout.py)."""
+"""The imports of every module under inference/, read once with ast, for tests/test_layout_rule.py and test_layout.py."""
 
 from __future__ import annotations
 
@@ -19,23 +18,18 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in sorted(INFERENCE.rglob("*.py"))}
 
 
-def is_package(name: str) -> bool:
-    return MODULES[name].name == "__init__.py"
-
-
 def absolute(node: ast.ImportFrom, importer: str) -> str:
     """The module a `from ... import` names, relative imports resolved against the importer."""
     if not node.level:
         return node.module or ""
-    package = importer if is_package(importer) else importer.rpartition(".")[0]
+    package = importer if MODULES[importer].name == "__init__.py" else importer.rpartition(".")[0]
     for _ in range(node.level - 1):
         package = package.rpartition(".")[0]
     return f"{package}.{node.module}" if node.module else package
 
 
 def named(node: ast.Import | ast.ImportFrom, importer: str) -> set[str]:
-    """The modules an import statement names: `import a.b`'s a.b, `from a import b`'s a, and a.b too when b is a
-    module of ours."""
+    """`import a.b`'s a.b; `from a import b`'s a, and a.b too when b is a module of ours."""
     if isinstance(node, ast.Import):
         return {alias.name for alias in node.names}
     base = absolute(node, importer)
@@ -48,8 +42,7 @@ def with_packages(names: set[str]) -> set[str]:
 
 
 def imports_of(path: Path, importer: str) -> tuple[set[str], list[tuple[int, str]]]:
-    """(modules imported at module level, packages above them included; [(line, module)] named by an import
-    inside a function)."""
+    """(modules imported at module level, with their packages; [(line, module)] imported inside a function)."""
     module_level, in_functions = set(), []
 
     def visit(node, in_function: bool):

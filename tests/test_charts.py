@@ -1,7 +1,7 @@
 """Rules every chart keeps: a caption from the one vocabulary (Measured, Computed exactly, Simulated, Published,
 Illustrative); kept, cut and chosen tokens told apart by more than colour; at projector size, titles wrapped, text
 set larger, value labels whole and only as many ticks labelled as fit. (The browser test
-tests/test_narrow_presenter_browser.py checks the drawn result.)"""
+tests/test_pages_browser.py checks the drawn result.)"""
 
 import ast
 

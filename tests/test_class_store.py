@@ -1,11 +1,9 @@
-"""The class store's rules, run on both back ends: SQLite (always) and PostgreSQL (a real server from Debian's
-package, tests/postgres_server.py; skipped without it outside CI, failing in CI). Many writers at once lose no
-guess and no step; the class cap holds under a rush; a step closed while answers arrive counts exactly the
-answers that were accepted; the schema is created on first use, versioned, and upgrades an older file."""
+"""The class store's rules on both back ends, SQLite and PostgreSQL (tests/postgres_server.py; skipped without it
+outside CI): many writers at once lose no guess and no step; the cap holds under a rush; a step closed while
+answers arrive counts exactly the accepted ones; only the teacher drives a class; stores opened at once agree."""
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -16,7 +14,6 @@ import pytest
 
 from inference.core.paths import PROJECT_ROOT
 from inference.lessons.classroom.store import (
-    MIGRATIONS,
     SOMETHING_ELSE,
     ClassError,
     ClassStore,
@@ -28,7 +25,6 @@ from tests.postgres_server import postgres_server
 
 pytestmark = pytest.mark.unit
 
-BACKENDS = ["sqlite", "postgres"]
 _databases = count()
 
 
@@ -38,7 +34,7 @@ def postgres_url():
         yield url
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=["sqlite", "postgres"])
 def location(request, tmp_path):
     """A new, empty place for classes: a file, or a new database on the module's PostgreSQL server."""
     if request.param == "sqlite":
@@ -156,40 +152,46 @@ def test_closing_a_step_while_answers_arrive_counts_exactly_the_accepted_ones(lo
     assert store.tally(code, "s").answers == len(accepted) == tally_at_close
 
 
-def test_only_the_teachers_secret_or_browser_key_drives_the_class(location):
+def test_only_the_teachers_secret_or_browser_key_drives_the_class_and_only_members_answer_the_open_step(location):
     store = ClassStore(location)
     code, secret = store.create(teacher_key="browser-key-of-the-teacher")
     other, other_secret = store.create(teacher_key="another-browser")
     member = store.join(code)
-    for wrong in ("", member, other_secret, "another-browser", secret[:-1] + ("x" if secret[-1] != "x" else "y")):
-        with pytest.raises(ClassError, match="Only the teacher"):
-            store.publish(code, wrong, {"step": 1})
-        with pytest.raises(ClassError, match="Only the teacher"):
-            store.open_guess(code, wrong, "s")
-    assert store.publish(code, secret, {"step": 1}, checkpoint={"ids": [1, 2]}) == 1
-    assert store.publish(code, "browser-key-of-the-teacher", {"step": 2}) == 2  # the checkpoint stays
-    assert store.info(code).state == {"step": 2}  # followers never read the checkpoint
-    assert store.taught_by("browser-key-of-the-teacher") == (code, {"ids": [1, 2]})
-    assert store.taught_by("another-browser") == (other, None)
-    assert store.taught_by("nobody") is None and store.taught_by("") is None
-
-
-def test_answers_only_for_the_open_step_and_from_members(location):
-    store = ClassStore(location)
-    code, secret = store.create()
-    member = store.join(code)
-    with pytest.raises(ClassError, match="closed"):
+    with pytest.raises(ClassError, match="closed"):  # answers only for the open step, from members
         store.answer(code, member, "s", 1)
     store.open_guess(code, secret, "s")
     with pytest.raises(ClassError, match="not in this class"):
         store.answer(code, "made-up", "s", 1)
     with pytest.raises(ClassError, match="0 to 1"):
         store.answer(code, member, "s", 1, stated_prob=1.5)
+    for wrong in ("", member, other_secret, "another-browser", secret[:-1] + ("x" if secret[-1] != "x" else "y")):
+        with pytest.raises(ClassError, match="Only the teacher"):
+            store.publish(code, wrong, {"step": 1})
+        with pytest.raises(ClassError, match="Only the teacher"):
+            store.open_guess(code, wrong, "s")
+    assert store.publish(code, secret, {"step": 1}, checkpoint={"ids": [1, 2]}) == 2  # (opening the step was 1)
+    assert store.publish(code, "browser-key-of-the-teacher", {"step": 2}) == 3  # the checkpoint stays
+    assert store.info(code).state == {"step": 2}  # followers never read the checkpoint
+    assert store.taught_by("browser-key-of-the-teacher") == (code, {"ids": [1, 2]})
+    assert store.taught_by("another-browser") == (other, None)
+    assert store.taught_by("nobody") is None and store.taught_by("") is None
 
 
-def test_an_idle_class_ends_with_a_sentence_and_its_rows_go(location):
-    now = [1000.0]
+def test_codes_names_bad_codes_and_how_a_class_ends(location):
     store = ClassStore(location)
+    codes = {store.create()[0] for _ in range(20)}
+    assert len(codes) == 20 and all(len(c) == 8 and not set(c) & set("01OIL") for c in codes)
+    assert normalise_code(" ab-c d ") == "ABCD"
+    code, secret = store.create(names_on=True)
+    store.open_guess(code, secret, "s")
+    store.answer(code, store.join(code.lower(), "Ada"), "s", 5)  # codes are read case-insensitively
+    assert store.tally(code, "s").names == {5: ["Ada"]}
+    with pytest.raises(ClassError, match="no class with the code ZZZ"):
+        store.join("zzz")
+    store.end(code, secret)
+    with pytest.raises(ClassError, match="no class with the code"):
+        store.info(code)
+    now = [1000.0]  # an idle class ends with a sentence, and its rows go
     store.idle_seconds, store.clock = 60, lambda: now[0]
     code, secret = store.create(teacher_key="k")
     store.join(code)
@@ -201,47 +203,11 @@ def test_an_idle_class_ends_with_a_sentence_and_its_rows_go(location):
         store.info(code)
 
 
-def test_codes_are_random_and_unambiguous(tmp_path):
-    store = ClassStore(tmp_path / "classes.sqlite3")
-    codes = {store.create()[0] for _ in range(50)}
-    assert len(codes) == 50 and all(len(c) == 8 and not set(c) & set("01OIL") for c in codes)
-    assert normalise_code(" ab-c d ") == "ABCD"
-
-
-def test_names_ends_and_bad_codes(location):
-    store = ClassStore(location)
-    code, secret = store.create(names_on=True)
-    store.open_guess(code, secret, "s")
-    store.answer(code, store.join(code.lower(), "Ada"), "s", 5)  # codes are read case-insensitively
-    assert store.tally(code, "s").names == {5: ["Ada"]}
-    with pytest.raises(ClassError, match="no class with the code ZZZ"):
-        store.join("zzz")
-    store.end(code, secret)
-    with pytest.raises(ClassError, match="no class with the code"):
-        store.info(code)
-
-
 def test_stores_opened_at_once_on_either_back_end_create_one_schema(location):
     stores = list(ThreadPoolExecutor(4).map(lambda _: ClassStore(location), range(4)))
     assert isinstance(stores[0].db, PostgresConnections) == location.startswith("postgresql://")
-    assert {s.schema_version() for s in stores} == {len(MIGRATIONS)}
     code, secret = stores[0].create()
-    assert stores[3].publish(code, secret, {"step": 0}) == 1
-
-
-def test_a_file_made_before_the_schema_had_versions_is_upgraded_with_its_classes(tmp_path):
-    path = tmp_path / "old.sqlite3"
-    db = sqlite3.connect(path)
-    db.executescript(MIGRATIONS[0].format(real="REAL"))  # the tables as the first store made them
-    db.execute(
-        "INSERT INTO classes (code, secret_hash, names_on, created, updated) VALUES ('ABCDEFGH','x',0,1e12,1e12)"
-    )
-    db.commit()
-    db.close()
-    store = ClassStore(str(path))
-    store.clock = lambda: 1e12
-    assert store.schema_version() == len(MIGRATIONS)
-    assert store.info("ABCDEFGH").version == 0 and store.taught_by("k") is None
+    assert stores[3].publish(code, secret, {"step": 0}) == 1 and stores[2].info(code).state == {"step": 0}
 
 
 def test_a_database_that_does_not_answer_is_one_sentence_without_the_password():

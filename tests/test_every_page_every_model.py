@@ -1,7 +1,5 @@
-"""Every page opens with no exception on each bundled model (the dense storyteller, its draft, the MoE), each
-picked by its folder as the sidebar's offline models do: the one forward boundary serves them all. What a page keeps
-below its lesson (sweeps, sources, theory, tables) opens closed. The draft opens every page in presenter mode (a
-projector's larger text). SmolLM2, the default, is opened on every page in Chromium (tests/test_pages_browser.py)."""
+"""Every page opens with no exception on each bundled model (picked by its folder, as the sidebar does), the draft's
+in presenter mode; what a page keeps below its lesson opens closed. (SmolLM2: tests/test_pages_browser.py.)"""
 
 import pytest
 

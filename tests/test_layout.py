@@ -22,8 +22,7 @@ def requirement_name(requirement: str) -> str:
 
 @functools.cache  # each root's walk passes through the same few (torch, numpy, ...)
 def installed_requirements(distribution: str) -> list[str]:
-    """What this installed distribution requires and is installed here, extras included (an optional import runs
-    when its package is present)."""
+    """What this distribution requires and is installed here, extras included (an optional import runs then)."""
     found = []
     for requirement in importlib.metadata.requires(distribution) or []:
         try:
@@ -49,9 +48,8 @@ def streamlit_path(start: str) -> list[str] | None:
 
 
 def test_no_library_inference_imports_brings_streamlit_in():
-    """Every third-party package a module under inference/ imports (at module level or inside a function) comes
-    from a distribution that does not require Streamlit, directly or through what it requires. Read from the
-    packages' metadata, where importing them all in a fresh interpreter took 10 s."""
+    """No third-party package a module under inference/ imports requires Streamlit, directly or through what it
+    requires (read from the packages' metadata: importing them all took 10 s)."""
     roots = {name.split(".")[0] for module in MODULES for name in all_imports(module)}
     third_party = sorted(roots - set(sys.stdlib_module_names) - {"inference", "__future__"})
     assert {"torch", "transformers", "plotly", "pandas", "httpx"} <= set(third_party)

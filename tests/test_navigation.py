@@ -1,12 +1,11 @@
-"""Navigation: app.py's `st.navigation` alone decides which page a URL opens, every page file is listed there under
-a URL path equal to its file name, and a page's settings survive a visit to another page."""
+"""Navigation: app.py's `st.navigation` lists every page file under a URL path equal to its file name (each opened
+by tests/test_every_page_every_model.py), and a page's settings survive a visit to another page."""
 
 import ast
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
-from tests.conftest import APP_FILE, PROJECT_ROOT, page_title, run_app
+from tests.conftest import PROJECT_ROOT, run_app
 
 pytestmark = pytest.mark.page
 
@@ -28,14 +27,6 @@ def test_every_page_file_is_in_the_navigation_once_under_its_file_name():
         stem = page["file"].removeprefix("app_pages/").removesuffix(".py")
         assert page.get("url_path", stem) == stem, page
     assert [p["file"] for p in pages if p.get("default")] == ["app_pages/generate.py"]
-
-
-@pytest.mark.parametrize("page_file", [p for p in PAGE_FILES if p.stem in ("generate", "kv-cache")], ids=str)
-def test_a_direct_visit_to_a_url_path_opens_that_page(page_file):
-    """AppTest sends the hash of the file's name, as a first visit to /kv-cache does. (Every page: the smoke test.)"""
-    at = AppTest.from_file(APP_FILE, default_timeout=300)
-    at.switch_page(f"app_pages/{page_file.name}").run()
-    assert not at.exception and at.title[0].value == page_title(page_file)
 
 
 def test_a_visit_to_another_page_keeps_every_setting_of_the_page_left():

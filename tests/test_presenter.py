@@ -1,5 +1,5 @@
-"""Presenter mode folds a page's settings into one closed section (its sliders do not run) and a line under it
-names the values acting on the draw, which still reach it. (Chart sizes: tests/test_charts.py.)"""
+"""Presenter mode folds a page's settings into one closed section and a line under it names the values acting on
+the draw, which still reach it."""
 
 import pytest
 from streamlit.testing.v1 import AppTest

@@ -1,6 +1,5 @@
-"""The background runner of long measurements: one run per result key for the whole server, progress every visitor
-can read, a Cancel honoured at the next progress call, the result kept for everyone, a failure kept as an error;
-the kept results are bounded; a long measurement leaves the model slots to the Steps."""
+"""The background runner of long measurements: one run per key for the whole server, a Cancel honoured at the next
+progress call, the result kept (bounded) for everyone, a failure kept as its error, the model slots left free."""
 
 import threading
 
@@ -12,7 +11,7 @@ pytestmark = pytest.mark.unit
 
 
 def _gated(steps: int, gate: threading.Event, calls: list):
-    """A fake measurement of `steps` steps that waits for `gate` before each one and counts its starts."""
+    """A measurement of `steps` steps that waits for `gate` before each one and counts its starts."""
 
     def measure(progress):
         calls.append(1)
@@ -25,9 +24,8 @@ def _gated(steps: int, gate: threading.Event, calls: list):
 
 
 def _ended(key):
-    run = background_runs()[key]
-    run.future.exception(timeout=5)  # waits for the end
-    return run
+    background_runs()[key].future.exception(timeout=5)  # waits for the end
+    return background_runs()[key]
 
 
 @pytest.fixture
@@ -46,8 +44,17 @@ def test_a_run_keeps_its_result_for_everyone_and_one_press_joins_another(slots):
     assert shared_results()["run-k"] == {"steps": 3}
 
 
-def test_cancel_stops_at_the_next_progress_call_and_keeps_the_earlier_result(slots):
+def test_cancel_stops_at_the_next_progress_call_and_a_failure_keeps_the_earlier_result(slots):
     shared_results()["cancel-k"] = "earlier"
+
+    def broken(progress):
+        raise OSError("llama-server exited with code 1")
+
+    start("fail-k", broken, slots)  # a failure is kept as its error, and nothing else
+    assert (
+        str(_ended("fail-k").future.exception()) == "llama-server exited with code 1"
+        and "fail-k" not in shared_results()
+    )
     gate, calls = threading.Event(), []
     start("cancel-k", _gated(50, gate, calls), slots).cancel.set()
     gate.set()
@@ -56,16 +63,6 @@ def test_cancel_stops_at_the_next_progress_call_and_keeps_the_earlier_result(slo
     assert shared_results()["cancel-k"] == "earlier"
     start("cancel-k", _gated(1, gate, calls), slots)  # a new press after a cancel measures again
     assert _ended("cancel-k").future.exception() is None and shared_results()["cancel-k"] == {"steps": 1}
-
-
-def test_a_failure_is_kept_as_its_error_and_nothing_else(slots):
-    def broken(progress):
-        progress(0, 2, "first")
-        raise OSError("llama-server exited with code 1")
-
-    start("fail-k", broken, slots)
-    assert str(_ended("fail-k").future.exception()) == "llama-server exited with code 1"
-    assert "fail-k" not in shared_results()
 
 
 def test_a_run_waits_for_a_measurement_slot_and_can_be_cancelled_while_waiting():

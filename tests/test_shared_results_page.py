@@ -1,5 +1,6 @@
 """A background measurement leaves the page usable: the press returns at once with a bar and a Cancel, another
-widget reruns the page while it goes on, and the result is kept and drawn once it ends; a Cancel keeps nothing."""
+widget reruns the page while it goes on, and the result is kept and drawn once it ends; a Cancel keeps nothing; a
+failing measurement is one sentence that keeps the earlier result."""
 
 import threading
 
@@ -63,3 +64,26 @@ def test_cancel_keeps_nothing_and_says_so():
     app.run()
     assert not app.exception and ("bg-page-test", 7) not in shared_results()
     assert any("Cancelled" in i.value for i in app.info)
+
+
+def _failing_page():
+    import streamlit as st
+
+    from app_pages.shared.shared_results import measure_on_click, shared_results
+    from inference.engines.client import EngineError
+
+    shared_results()["failing-measurement-test"] = "earlier result"
+
+    def measure(progress):
+        progress(0, 1, "measuring")
+        raise EngineError("request 3 failed (it broke off).")
+
+    st.write(f"shown: {measure_on_click('Measure', 'measure_button', 'failing-measurement-test', measure, 'Not yet.')}")
+
+
+def test_a_failing_measurement_is_one_sentence_and_keeps_the_earlier_result():
+    app = AppTest.from_function(_failing_page, default_timeout=60).run()
+    app.button(key="measure_button").click().run()
+    assert not app.exception
+    assert len(app.error) == 1 and "request 3 failed (it broke off)." in app.error[0].value
+    assert any("shown: earlier result" in m.value for m in app.markdown)

@@ -1,11 +1,9 @@
-"""The one line under every chart and table, in the project's one vocabulary for how a number was
-obtained; and the step summary line of the pages that show a sampling step."""
-
-from __future__ import annotations
+"""The one line under every chart and table, in the project's one vocabulary for how a number was obtained; and
+the step summary line of the pages that show a sampling step."""
 
 import streamlit as st
 
-CAPTION_KINDS = {  # the project's one vocabulary for how a number was obtained
+CAPTION_KINDS = {
     "measured": "📏 Measured",  # timed or read on this machine
     "exact": "🧮 Computed exactly",  # deterministic arithmetic on the model's outputs
     "simulated": "🎲 Simulated",  # random draws
@@ -15,25 +13,21 @@ CAPTION_KINDS = {  # the project's one vocabulary for how a number was obtained
 
 
 def caption(kind: str, text: str) -> None:
-    """What a chart or table shows, and how its numbers were obtained (`kind` is one of CAPTION_KINDS)."""
     if kind not in CAPTION_KINDS:
         raise ValueError(f"caption kind must be one of {sorted(CAPTION_KINDS)}, got {kind!r}")
     st.caption(f"**{CAPTION_KINDS[kind]}.** {text}")
 
 
 def view_summary(view) -> None:
-    """The step's key numbers in one readable line (metrics would truncate them)."""
-    st.markdown(summary_line(view))
+    st.markdown(summary_line(view))  # one readable line: metrics would truncate the numbers
 
 
 def summary_line(view) -> str:
-    """`view_summary`'s line, for a page that puts it into a Markdown element of its own."""
-    parts = [
-        # (a one-token distribution's entropy rounds to a tiny negative: shown as 0.00, not -0.00)
+    nucleus = view.nucleus_size
+    parts = [  # (a one-token distribution's entropy rounds to a tiny negative: shown as 0.00)
         f"**Entropy** {max(view.entropy_raw_bits, 0.0):.2f} → {max(view.entropy_final_bits, 0.0):.2f} bits",
         f"**Kept** {view.kept[view.final_stage]:,} of {len(view.order):,} tokens",
-        f"**Nucleus** {view.nucleus_size:,} {'token' if view.nucleus_size == 1 else 'tokens'} holding "
-        f"{view.nucleus_mass:.1%}",
+        f"**Nucleus** {nucleus:,} {'token' if nucleus == 1 else 'tokens'} holding {view.nucleus_mass:.1%}",
     ]
     if view.settings.greedy:
         parts.append("**Draw** greedy: always the top token")

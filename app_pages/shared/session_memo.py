@@ -1,7 +1,5 @@
-"""Values a page keeps in its session between reruns, so a rerun makes only what changed.
-
-Every Streamlit rerun is a hot path: a Step adds one record to a run, and remaking a chip, a table row or a
-chart's frames for every earlier record made a Step's cost grow with the run."""
+"""Values a page keeps in its session between reruns, so a Step remakes only what changed (not every earlier
+record's chip, row or frame)."""
 
 from __future__ import annotations
 
@@ -11,7 +9,7 @@ import streamlit as st
 
 
 def kept_until_changed(name: str, key: Hashable, build: Callable[[], object]):
-    """`build()`, made once and kept in the session under `name` until `key` changes (compared with ==)."""
+    """`build()`, kept in the session under `name` until `key` changes."""
     kept = st.session_state.get(name)
     if kept is None or kept[0] != key:
         kept = st.session_state[name] = (key, build())
@@ -19,9 +17,7 @@ def kept_until_changed(name: str, key: Hashable, build: Callable[[], object]):
 
 
 def kept_per_record(name: str, run, make: Callable[[object], object]) -> list:
-    """`make(record)` for each of `run.records`, each made once and kept in the session under `name`. A kept item
-    is reused only for the very record object it was made from (it holds the record, so its identity cannot be
-    reused): Back and Fork replace records, and a new run starts over."""
+    """`make(record)` for each of `run.records`, kept per record object (Back and Fork replace records)."""
     kept = st.session_state.get(name)
     if kept is None or kept["run"] is not run:
         kept = st.session_state[name] = {"run": run, "made": []}

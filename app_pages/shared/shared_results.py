@@ -1,9 +1,8 @@
 """Measurements kept for every visitor (a sweep, batching, MoE timings), and the button that makes them.
 
-A result is kept under its key for everyone (`shared_results()`, the `MAX_RESULTS` latest). With `background`, the
-measurement runs in a server thread, one per key for the whole server (`background_runs()`: key -> `Run`, its
-future): a second visitor who presses the same button watches the same run; one fragment polls its bar while the
-page stays usable, and Cancel stops it at its next progress call (nothing kept, an earlier result stays)."""
+A result is kept under its key for everyone (the `MAX_RESULTS` latest). With `background`, it is measured in a server
+thread, one per key for the whole server: a second visitor's press joins the same run, one fragment polls its bar
+while the page stays usable, and Cancel stops it at its next progress call (nothing kept, an earlier result stays)."""
 
 from __future__ import annotations
 
@@ -67,6 +66,7 @@ def keep(results: dict, key: Hashable, value: object) -> None:
 
 
 def _measure(run: Run, measure: Callable, results: dict, key: Hashable, slots: threading.Semaphore) -> None:
+    error = None
     try:
         while not slots.acquire(timeout=0.2):  # taken here, so the page never waits for a slot
             run.progress(0, 1, "Waiting for another measurement to finish")
@@ -76,11 +76,9 @@ def _measure(run: Run, measure: Callable, results: dict, key: Hashable, slots: t
         finally:
             slots.release()
     except Exception as err:  # Cancelled, or a failure the page shows as one sentence
-        run.finished = now()
-        run.future.set_exception(err)
-    else:
-        run.finished = now()
-        run.future.set_result(None)
+        error = err
+    run.finished = now()
+    run.future.set_exception(error) if error else run.future.set_result(None)
 
 
 def start(result_key: Hashable, measure: Callable, slots: threading.Semaphore) -> Run:
@@ -109,49 +107,44 @@ def _progress(result_key: Hashable, key: str) -> None:
     st.caption("It runs on the server in the background: the rest of the page stays usable, and the result is kept.")
 
 
-def _background(label: str, key: str, result_key: Hashable, measure: Callable, where) -> bool:
-    """The button, then the run's bar or how it ended; whether it is running."""
-    run = background_runs().get(result_key)
-    if where.button(label, key=key, type="primary", disabled=run is not None and not run.future.done()):
-        run = start(result_key, measure, measurement_slots())
-    if run is not None and not run.future.done():
-        _progress(result_key, key)
-        return True
-    error = run.future.exception() if run is not None and now() - run.finished < FINISH_NOTE_SECONDS else None
+def _failed(error: BaseException | None) -> None:
     if isinstance(error, Cancelled):
         st.info(CANCELLED)
     elif error is not None:
         st.error(f"The measurement failed: {str(error).strip() or type(error).__name__}")
-    return False
-
-
-def _blocking(label: str, key: str, result_key: Hashable, measure: Callable, where) -> bool:
-    """The button of a measurement run in this script; its bar and Cancel (a click reruns the page) until it ends."""
-    if st.session_state.get(f"{key}_cancel"):
-        st.info(CANCELLED)
-    if where.button(label, key=key, type="primary"):
-        bar, cancel = st.progress(0.0, text="Starting…"), st.empty()
-        cancel.button("Cancel", key=f"{key}_cancel", help="Stop this measurement; nothing from it is kept")
-        try:
-            with measurement_slot():
-                keep(
-                    shared_results(), result_key, measure(lambda d, t, w: bar.progress(d / t, text=f"{w} ({d} of {t})"))
-                )
-        except (EngineError, RuntimeError, ValueError, OSError) as err:  # one sentence; an earlier result stays
-            st.error(f"The measurement failed: {str(err).strip() or type(err).__name__}")
-        finally:
-            bar.empty()
-            cancel.empty()
-    return False
 
 
 def measure_on_click(
     label: str, key: str, result_key: Hashable, measure: Callable, not_yet: str, where=st, background: bool = False
 ) -> object | None:
-    """A primary button that runs `measure(progress)` (progress(done, total, what)) in one of the server's measurement
-    slots, apart from the model slots a Step takes; then the result kept under `result_key` for every visitor, or
-    the `not_yet` hint and None. With `background`, `measure` runs outside the script: it must not call Streamlit."""
-    running = (_background if background else _blocking)(label, key, result_key, measure, where)
+    """A primary button that runs `measure(progress)` (progress(done, total, what)) in a measurement slot; then the
+    result kept under `result_key` for every visitor, or the `not_yet` hint and None. With `background`, `measure`
+    runs outside the script (it must not call Streamlit); without, in the script, Cancel a click that reruns it."""
+    running = False
+    if background:
+        run = background_runs().get(result_key)
+        if where.button(label, key=key, type="primary", disabled=run is not None and not run.future.done()):
+            run = start(result_key, measure, measurement_slots())
+        running = run is not None and not run.future.done()
+        if running:
+            _progress(result_key, key)
+        elif run is not None and now() - run.finished < FINISH_NOTE_SECONDS:
+            _failed(run.future.exception())
+    else:
+        if st.session_state.get(f"{key}_cancel"):
+            st.info(CANCELLED)
+        if where.button(label, key=key, type="primary"):
+            bar, cancel = st.progress(0.0, text="Starting…"), st.empty()
+            cancel.button("Cancel", key=f"{key}_cancel", help="Stop this measurement; nothing from it is kept")
+            progress = lambda d, t, w: bar.progress(d / t, text=f"{w} ({d} of {t})")  # noqa: E731
+            try:
+                with measurement_slot():
+                    keep(shared_results(), result_key, measure(progress))
+            except (EngineError, RuntimeError, ValueError, OSError) as err:  # one sentence; an earlier result stays
+                _failed(err)
+            finally:
+                bar.empty()
+                cancel.empty()
     if result_key not in shared_results() and not running:  # a running bar says what is happening already
         st.info(f"{not_yet} The result is kept for everyone.")
     return shared_results().get(result_key)

@@ -15,23 +15,22 @@ def read_url_once(
     names: dict[str, str] | None = None,
     choices: dict[str, tuple[Collection, str]] | None = None,
 ) -> list[str]:
-    """Every run: each widget key still unset gets its default. A session's first run (`flag` unset): each URL
-    parameter (`param -> (widget key, type)`) goes into its widget, clamped to `ranges` (`names` says what it sets);
-    one that cannot be read or that `choices` (key -> (allowed, rest of the sentence)) refuses keeps the default.
-    Returns one sentence per problem."""
-    problems = []
-    for key, value in defaults.items():  # every run: a widget whose key was dropped gets its default, not its minimum
+    """Every run, unset widget keys get their `defaults`; a session's first run (`flag` unset) puts each URL
+    parameter (`param -> (widget key, type)`) into its widget, clamped to `ranges` (`names`: what it sets), unless it
+    cannot be read or `choices` (key -> (allowed, rest of the sentence)) refuses it. One sentence per problem."""
+    for key, value in defaults.items():  # a widget whose key was dropped gets its default, not its minimum
         st.session_state.setdefault(key, value)
     if st.session_state.get(flag):
-        return problems
+        return []
     st.session_state[flag] = True
+    problems = []
     for param, (key, kind) in url_params.items():
         if param not in st.query_params:
             continue
         raw = st.query_params[param]
         try:
             value = kind(raw)
-            if kind is float and value != value:
+            if value != value:  # nan
                 raise ValueError
         except ValueError:
             problems.append(f"`{param}={raw[:30]}` in the link is not a {kind.__name__}; using the default.")
@@ -39,20 +38,18 @@ def read_url_once(
         if choices and key in choices and value not in choices[key][0]:
             problems.append(f"`{param}={raw[:30]}` {choices[key][1]}")
             continue
-        if key in ranges:
+        if key in ranges and not ranges[key][0] <= value <= ranges[key][1]:
             low, high = ranges[key]
-            if not low <= value <= high:
-                clamped = min(max(value, low), high)
-                named = f" for {names[key]}" if names and key in names else ""
-                problems.append(f"`{param}={raw}` is outside {low}–{high}{named}; clamped to {clamped}.")
-                value = clamped
+            clamped = min(max(value, low), high)
+            named = f" for {names[key]}" if names and key in names else ""
+            problems.append(f"`{param}={raw}` is outside {low}–{high}{named}; clamped to {clamped}.")
+            value = clamped
         st.session_state[key] = value
     return problems
 
 
 def read_url_index(param: str, key: str, upper: int, what: str) -> list[str]:
-    """Once per session: an index (a layer, an expert) from the URL into its widget, clamped to 0..upper.
-    Unlike `read_url_once` the range is known only once the model is, so each index is read on its own."""
+    """Once per session: an index (a layer, an expert) from the URL, clamped to 0..upper (known once the model is)."""
     flag = f"{key}_url_read"
     if st.session_state.get(flag) or param not in st.query_params:
         return []
@@ -62,8 +59,7 @@ def read_url_index(param: str, key: str, upper: int, what: str) -> list[str]:
         value = int(raw)
     except ValueError:
         return [f"`{param}={raw[:20]}` in the link is not a whole number; showing {what} 0."]
-    clamped = min(max(value, 0), upper)
-    st.session_state[key] = clamped
+    st.session_state[key] = clamped = min(max(value, 0), upper)
     return (
         []
         if clamped == value

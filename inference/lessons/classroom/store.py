@@ -1,20 +1,10 @@
 """Where a class lives: one SQL store every app process opens, SQLite on one machine, PostgreSQL for several.
 
-A class is a row (its code, the hash of the teacher's secret, the state the teacher last published, which step
-is open for guesses), its members (a random id each, a name only if the teacher turned names on) and their
-guesses (one per member and step: answering again replaces the answer, so nothing is counted twice).
-`ClassStore(location)` opens a `postgresql://` URL (`INFERENCE_LAB_CLASS_DB`; hosts on several machines share it)
-or else a SQLite file (WAL: every process on this machine shares it). Both run the same SQL; the two connection
-factories below differ only in placeholders, float type, row locks and how a transaction begins.
-
-No read-modify-write: a count goes up inside the UPDATE (`version = version + 1 ... RETURNING`), an answer is one
-upsert, and the checks that must hold with a write (the class is not full; the step is still open) run inside the
-write's transaction with the class row locked (`BEGIN IMMEDIATE` on SQLite; `FOR UPDATE`/`FOR SHARE` on PostgreSQL).
-
-Security: the teacher's secret never leaves the teacher's session (the link carries the code alone) and only its
-SHA-256 is stored; every teacher operation checks it here, server side. A second teacher credential, the browser's
-sticky cookie (`teacher_key`), lets the same browser take the class up on another host (`TeacherRun.take_up`). Codes
-are drawn by `secrets` from 31**8 (about 8.5 x 10**11) values: not enumerable.
+A class is a row (code, hash of the teacher's secret, last published state, the step open for guesses), its members
+and their guesses (one per member and step: answering again replaces it). No read-modify-write: a version goes up
+inside the UPDATE, an answer is one upsert, and the checks that must hold with a write (the class is not full, the
+step is still open) run in the write's transaction with the class row locked. Only SHA-256 hashes of the teacher's
+secret and browser key are stored; codes are drawn by `secrets` from 31**8 values.
 """
 
 from __future__ import annotations
@@ -34,33 +24,23 @@ from psycopg import errors
 
 from inference.core.wording import plural
 
-# No 0/O or 1/I/L: a code read off a projector is typed without guessing.
-CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
+CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I/L: a code read off a projector is typed as read
 CODE_LENGTH = 8
 SOMETHING_ELSE = -1  # a guess outside the top 10 the students were offered
-
-# Each entry brings the schema from version i to i + 1 (`schema_version` holds how many ran); `{real}` is a 64-bit
-# float (PostgreSQL's REAL has 24 bits: not enough for a Unix time). Never edit an entry: add one.
-MIGRATIONS = (
-    """
+# `{real}` is a 64-bit float (PostgreSQL's REAL has 24 bits: not enough for a Unix time).
+SCHEMA = """
     CREATE TABLE IF NOT EXISTS classes (
         code TEXT PRIMARY KEY, secret_hash TEXT NOT NULL, names_on INTEGER NOT NULL,
         state TEXT, version INTEGER NOT NULL DEFAULT 0, guess_step TEXT,
-        created {real} NOT NULL, updated {real} NOT NULL);
+        created {real} NOT NULL, updated {real} NOT NULL, teacher_hash TEXT, checkpoint TEXT);
+    CREATE INDEX IF NOT EXISTS classes_teacher ON classes (teacher_hash);
     CREATE TABLE IF NOT EXISTS members (
         code TEXT NOT NULL, member TEXT NOT NULL, name TEXT NOT NULL, joined {real} NOT NULL,
         PRIMARY KEY (code, member));
     CREATE TABLE IF NOT EXISTS guesses (
         code TEXT NOT NULL, step TEXT NOT NULL, member TEXT NOT NULL, token_id INTEGER NOT NULL,
         stated_prob {real}, at {real} NOT NULL, PRIMARY KEY (code, step, member))
-    """,
-    # Failover (resume.py): the teacher's browser key and the run's checkpoint.
-    """
-    ALTER TABLE classes ADD COLUMN teacher_hash TEXT;
-    ALTER TABLE classes ADD COLUMN checkpoint TEXT;
-    CREATE INDEX IF NOT EXISTS classes_teacher ON classes (teacher_hash)
-    """,
-)
+"""
 CLASS_COLUMNS = "code, secret_hash, names_on, state, version, guess_step, updated, teacher_hash"
 
 
@@ -72,26 +52,19 @@ class ClassError(ValueError):
 class ClassInfo:
     code: str
     names_on: bool
-    state: dict | None  # what the teacher last published (see TeacherRun.publish)
-    version: int  # increases with every publish: followers redraw only when it changes
-    guess_step: str | None  # the step open for guesses, or None
+    state: dict | None  # what the teacher last published (TeacherRun.publish)
+    version: int  # goes up with every publish: followers redraw only when it changes
+    guess_step: str | None
     members: int
-    updated: float
 
 
 @dataclass(frozen=True)
 class Tally:
-    """The class's answers for one step: how many picked each option, and their stated probabilities."""
-
     step: str
     counts: dict[int, int]  # token id (or SOMETHING_ELSE) -> answers
-    stated_probs: dict[int, list[float]]  # token id -> the probabilities students gave, where they gave one
+    stated_probs: dict[int, list[float]]  # token id -> the probabilities students gave
     names: dict[int, list[str]]  # token id -> names, only when the teacher turned names on
     answers: int
-
-
-def new_code() -> str:
-    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
 
 
 def normalise_code(text: str) -> str:
@@ -102,47 +75,36 @@ def secret_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-# -- the two connection factories: `transaction(write)` yields `run(sql, params) -> rows` ---------------------
-
-
+# -- two connection factories: `transaction(write)` yields `run(sql, params) -> rows` ------------------------------
 class SqliteConnections:
     real, for_update, for_share, schema_lock = "REAL", "", "", None  # BEGIN IMMEDIATE locks the whole file
     duplicate = sqlite3.IntegrityError
 
     def __init__(self, path: str):
         self.path = path
-        if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         with self.transaction(write=False) as run:
             run("PRAGMA journal_mode=WAL")
 
     @contextmanager
     def transaction(self, write: bool):
-        # One connection per operation: each Streamlit session runs in its own thread, and a sqlite3 connection
-        # must not cross threads. BEGIN IMMEDIATE takes the write lock at once: no other writer between check and write.
+        # One connection per operation: a sqlite3 connection must not cross threads (one per Streamlit session).
         db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
         try:
-            db.execute("PRAGMA busy_timeout=5000")
-            if write:
-                db.execute("BEGIN IMMEDIATE")
-            try:
+            with db:  # commits, or rolls back on an exception
+                if write:  # the write lock at once: no other writer between check and write
+                    db.execute("BEGIN IMMEDIATE")
                 yield lambda sql, params=(): db.execute(sql, params).fetchall()
-            except BaseException:
-                if write:
-                    db.execute("ROLLBACK")
-                raise
-            if write:
-                db.execute("COMMIT")
         finally:
             db.close()
 
 
 class PostgresConnections:
-    """psycopg 3. Opening a connection costs more than a follower's whole poll, so up to `POOL` idle ones are kept;
-    one that failed is closed, never reused (after a database restart the next operation opens a fresh one)."""
+    """psycopg 3, up to `POOL` idle connections kept (opening one costs more than a follower's poll); one that
+    failed is closed, never reused."""
 
     real, for_update, for_share = "DOUBLE PRECISION", " FOR UPDATE", " FOR SHARE"
-    schema_lock = "SELECT pg_advisory_xact_lock(4901049)"  # two hosts starting together do not both migrate
+    schema_lock = "SELECT pg_advisory_xact_lock(4901049)"  # two hosts starting together do not both create it
     duplicate = errors.UniqueViolation
     POOL = 8
 
@@ -151,7 +113,7 @@ class PostgresConnections:
         self.idle: queue.LifoQueue = queue.LifoQueue(self.POOL)
 
     def _unreachable(self, err: Exception) -> ClassError:
-        where = psycopg.conninfo.conninfo_to_dict(self.url)
+        where = psycopg.conninfo.conninfo_to_dict(self.url)  # never the password
         return ClassError(
             f"The class database at {where.get('host', 'localhost')}:{where.get('port', 5432)} does not answer "
             f"({str(err).strip().splitlines()[0][:120]}); the class goes on when it is back: try again in a moment."
@@ -190,12 +152,9 @@ class PostgresConnections:
                     conn.close()
 
 
-# -- the store ---------------------------------------------------------------------------------------------
-
-
 class ClassStore:
-    """A class untouched for `idle_seconds` is gone (its rows deleted on the next operation that meets it); at most
-    `max_members` students join one class. The schema is created (or upgraded) on first use."""
+    """`location`: a `postgresql://` URL or a SQLite file. A class untouched for `idle_seconds` is gone (deleted by
+    the next operation that meets it); at most `max_members` students join one."""
 
     def __init__(self, location: str | Path, idle_seconds: float = 2 * 3600, max_members: int = 60, clock=time.time):
         location = str(location)
@@ -205,41 +164,28 @@ class ClassStore:
         with self.db.transaction(write=True) as run:
             if self.db.schema_lock:
                 run(self.db.schema_lock)
-            run("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-            found = run("SELECT version FROM schema_version")
-            if not found:
-                run("INSERT INTO schema_version (version) VALUES (0)")
-            for migration in MIGRATIONS[found[0][0] if found else 0 :]:
-                for statement in migration.format(real=self.db.real).split(";"):
-                    if statement.strip():
-                        run(statement)
-            run("UPDATE schema_version SET version = ?", (len(MIGRATIONS),))
+            for statement in SCHEMA.format(real=self.db.real).split(";"):
+                if statement.strip():
+                    run(statement)
 
-    def schema_version(self) -> int:
-        with self.db.transaction(write=False) as run:
-            return run("SELECT version FROM schema_version")[0][0]
-
-    # -- reading ----------------------------------------------------------------------------
     def _row(self, run, code: str, lock: str = ""):
         code = normalise_code(code)
         rows = run(f"SELECT {CLASS_COLUMNS} FROM classes WHERE code=?{lock}", (code,))
         if not rows:
             raise ClassError(f"There is no class with the code {code or '(empty)'}: check the code or the link.")
-        row = rows[0]
-        if self.clock() - row[6] > self.idle_seconds:
+        if self.clock() - rows[0][6] > self.idle_seconds:
             self._delete(run, code)
             raise ClassError(
                 f"Class {code} has ended: nobody used it for {plural(round(self.idle_seconds / 60), 'minute')}. "
                 "Ask the teacher for a new code."
             )
-        return row
+        return rows[0]
 
     def info(self, code: str) -> ClassInfo:
         with self.db.transaction(write=False) as run:
             row = self._row(run, code)
             members = run("SELECT COUNT(*) FROM members WHERE code=?", (row[0],))[0][0]
-        state = json.loads(row[3]) if row[3] else None
-        return ClassInfo(row[0], bool(row[2]), state, row[4], row[5], members, row[6])
+        return ClassInfo(row[0], bool(row[2]), json.loads(row[3]) if row[3] else None, row[4], row[5], members)
 
     def tally(self, code: str, step: str) -> Tally:
         with self.db.transaction(write=False) as run:
@@ -259,7 +205,7 @@ class ClassStore:
         return Tally(step, counts, probs, names, len(rows))
 
     def taught_by(self, teacher_key: str) -> tuple[str, dict | None] | None:
-        """The live class this browser key teaches (the latest), with its checkpoint; None if none."""
+        """The latest live class this browser key teaches, with its checkpoint; None if none."""
         if not teacher_key:
             return None
         with self.db.transaction(write=False) as run:
@@ -269,16 +215,15 @@ class ClassStore:
             )
         return (rows[0][0], json.loads(rows[0][1]) if rows[0][1] else None) if rows else None
 
-    # -- the teacher --------------------------------------------------------------------------
+    # -- the teacher ----------------------------------------------------------------------------------------------
     def create(self, names_on: bool = False, teacher_key: str | None = None) -> tuple[str, str]:
         """A new class: (code, teacher secret). Sweeps out the classes idle past the timeout first."""
-        secret = secrets.token_urlsafe(24)
-        now = self.clock()
+        secret, now = secrets.token_urlsafe(24), self.clock()
         with self.db.transaction(write=True) as run:
             for (code,) in run("SELECT code FROM classes WHERE updated < ?", (now - self.idle_seconds,)):
                 self._delete(run, code)
-        for _ in range(10):  # a clash among 8.5e11 codes is unlikely; never reuse a live one
-            code = new_code()
+        for _ in range(10):  # never reuse a live code
+            code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
             try:
                 with self.db.transaction(write=True) as run:
                     run(
@@ -296,14 +241,12 @@ class ClassStore:
         """The class row, if `secret` is the teacher's secret or the teacher's browser key."""
         row = self._row(run, code, lock)
         given = secret_hash(secret) if secret else ""
-        if not secret or not (
-            secrets.compare_digest(row[1], given) or (row[7] is not None and secrets.compare_digest(row[7], given))
-        ):
+        if not secret or not any(h is not None and secrets.compare_digest(h, given) for h in (row[1], row[7])):
             raise ClassError("Only the teacher who started this class can change it.")
         return row
 
     def publish(self, code: str, secret: str, state: dict, checkpoint: dict | None = None) -> int:
-        """Publish the state followers draw (and, never sent to them, the run's checkpoint); the new version."""
+        """The state followers draw (and, never sent to them, the run's checkpoint); returns the new version."""
         payload = json.dumps(state, separators=(",", ":"))
         saved = json.dumps(checkpoint, separators=(",", ":")) if checkpoint is not None else None
         with self.db.transaction(write=True) as run:
@@ -326,17 +269,14 @@ class ClassStore:
         with self.db.transaction(write=True) as run:
             self._delete(run, self._teacher(run, code, secret, self.db.for_update)[0])
 
-    # -- students -------------------------------------------------------------------------------
+    # -- students -------------------------------------------------------------------------------------------------
     def join(self, code: str, name: str = "") -> str:
         with self.db.transaction(write=True) as run:
             row = self._row(run, code, self.db.for_update)  # count and insert as one step: the cap holds
             if run("SELECT COUNT(*) FROM members WHERE code=?", (row[0],))[0][0] >= self.max_members:
                 raise ClassError(f"Class {row[0]} is full ({self.max_members} students); ask the teacher.")
             member = secrets.token_urlsafe(12)
-            run(
-                "INSERT INTO members (code, member, name, joined) VALUES (?,?,?,?)",
-                (row[0], member, str(name)[:40], self.clock()),
-            )
+            run("INSERT INTO members VALUES (?,?,?,?)", (row[0], member, str(name)[:40], self.clock()))
         return member
 
     def answer(self, code: str, member: str, step: str, token_id: int, stated_prob: float | None = None) -> None:
@@ -349,9 +289,8 @@ class ClassStore:
             if not run("SELECT 1 FROM members WHERE code=? AND member=?", (row[0], member)):
                 raise ClassError("You are not in this class any more: open the class link again to rejoin.")
             run(
-                "INSERT INTO guesses (code, step, member, token_id, stated_prob, at) VALUES (?,?,?,?,?,?) "
-                "ON CONFLICT (code, step, member) DO UPDATE SET token_id=excluded.token_id, "
-                "stated_prob=excluded.stated_prob, at=excluded.at",
+                "INSERT INTO guesses VALUES (?,?,?,?,?,?) ON CONFLICT (code, step, member) DO UPDATE SET "
+                "token_id=excluded.token_id, stated_prob=excluded.stated_prob, at=excluded.at",
                 (row[0], step, member, int(token_id), stated_prob, self.clock()),
             )
 
