@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import plotly.express as px
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -34,27 +35,18 @@ SLOT_COLOURS = [PALETTE["slate"], PALETTE["blue"]]  # one slot, N slots
 
 def traffic_figure(trace: Trace, presenter: bool = False) -> go.Figure:
     """One bar per request at its arrival time: prompt tokens up, reply tokens stacked on top."""
-    table = trace.table()
-    fig = go.Figure()
-    width = max(trace.duration_s, 1e-3) / max(len(table), 1) * 0.6
-    for column, name, colour in (
-        ("prompt_tokens", "prompt tokens", PREFILL_COLOUR),
-        ("reply_tokens", "reply tokens", DECODE_COLOUR),
-    ):
-        fig.add_bar(
-            x=table["arrival_s"],
-            y=table[column],
-            name=name,
-            marker_color=colour,
-            width=width,
-            customdata=table["request"],
-            hovertemplate=f"request %{{customdata}} at %{{x:.2f}} s: %{{y}} {name}<extra></extra>",
-        )
-    fig.update_layout(barmode="stack")
+    table = trace.table().melt(["request", "arrival_s"], ["prompt_tokens", "reply_tokens"], "kind", "tokens")
+    table["kind"] = table["kind"].str.replace("_", " ")
+    colours = {"prompt tokens": PREFILL_COLOUR, "reply tokens": DECODE_COLOUR}
+    fig = px.bar(table, x="arrival_s", y="tokens", color="kind", color_discrete_map=colours, custom_data=["request"])
+    fig.update_traces(
+        width=max(trace.duration_s, 1e-3) / len(trace.requests) * 0.6,
+        hovertemplate="request %{customdata[0]} at %{x:.2f} s: %{y} tokens<extra></extra>",
+    )
+    fig.update_layout(barmode="stack", legend_title_text="")
     fig.update_xaxes(title="arrival time (s)")
-    fig.update_yaxes(title="tokens")
     title = (
-        f"{len(table)} requests, {trace.shape.name}, λ = {trace.rate_per_s:g}/s<br>"
+        f"{len(trace.requests)} requests, {trace.shape}, λ = {trace.rate_per_s:g}/s<br>"
         f"<sup>asking for {trace.asked_tokens_per_s():.0f} reply tokens/s over {trace.duration_s:.1f} s</sup>"
     )
     return legend_below(base_layout(fig, title, presenter, height=320), y=-0.25)
@@ -141,8 +133,8 @@ def engine_state_figure(
 
 
 def comparison_figure(summaries: dict[str, RunSummary], presenter: bool = False) -> go.Figure:
-    """Runs of the same trace side by side (e.g. one slot and N): throughput, TTFT and time per token (p50 and p95),
-    goodput. `summaries` maps each run's name to its summary, in the order to draw them."""
+    """Runs of the same trace side by side (e.g. one slot and N), in the order given: throughput, goodput, and TTFT
+    and time per token (p50 and p95)."""
     # two short lines each: a half-width panel at 800 px cut "Time per output token (ms)" at its right edge
     panels = [
         "Throughput<br>tokens/s",
@@ -151,31 +143,14 @@ def comparison_figure(summaries: dict[str, RunSummary], presenter: bool = False)
         "Time per token<br>ms",
     ]
     fig = make_subplots(rows=2, cols=2, subplot_titles=panels, horizontal_spacing=0.12, vertical_spacing=0.24)
-    for i, (name, summary) in enumerate(summaries.items()):
-        common = dict(
-            name=name,
-            marker_color=SLOT_COLOURS[min(i, len(SLOT_COLOURS) - 1)],
-            legendgroup=name,
-            textposition="outside",
-        )
+    for i, (name, s) in enumerate(summaries.items()):
+        common = dict(name=name, marker_color=SLOT_COLOURS[min(i, 1)], legendgroup=name, textposition="outside")
+        throughput, goodput = s.throughput_tokens_per_s, s.goodput_requests_per_s
+        fig.add_bar(x=["all requests"], y=[throughput], text=[f"{throughput:.0f}"], row=1, col=1, **common)
         fig.add_bar(
-            x=["all requests"],
-            y=[summary.throughput_tokens_per_s],
-            text=[f"{summary.throughput_tokens_per_s:.0f}"],
-            row=1,
-            col=1,
-            **common,
+            x=[s.slo.describe()], y=[goodput], text=[f"{goodput:.2f}"], row=1, col=2, showlegend=False, **common
         )
-        fig.add_bar(
-            x=[summary.slo.describe()],
-            y=[summary.goodput_requests_per_s],
-            text=[f"{summary.goodput_requests_per_s:.2f}"],
-            row=1,
-            col=2,
-            showlegend=False,
-            **common,
-        )
-        for col, values in ((1, summary.ttft_s), (2, summary.tpot_s)):
+        for col, values in ((1, s.ttft_s), (2, s.tpot_s)):
             ys = [values[50] * 1000, values[95] * 1000]
             fig.add_bar(
                 x=["p50", "p95"], y=ys, text=[ms_label(v) for v in ys], row=2, col=col, showlegend=False, **common
@@ -202,38 +177,21 @@ def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False)
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2, subplot_titles=["Streamed vs asked", "p95 latency"])
     x = table["rate_per_s"]
 
-    def rate_line(column: str, name: str, colour: str, says: str, **style) -> None:
-        hovertemplate = hover(f"λ %{{x:g}}/s: {says}")
+    for column, name, colour, says, style in (
+        ("asked_tokens_per_s", "asked during the arrivals", "blue_grey", "the trace asked", dict(dash="dash")),
+        ("streamed_tokens_per_s", "streamed in the same window", "ink", "streamed during the arrivals", dict(width=3)),
+        (
+            "throughput_tokens_per_s",
+            "whole run (to the last token)",
+            "slate",
+            "first request to last token",
+            dict(dash="dot"),
+        ),
+    ):
+        says = hover(f"λ %{{x:g}}/s: %{{y:.0f}} tokens/s, {says}")
         add_line(
-            fig,
-            x,
-            table[column],
-            name,
-            PALETTE[colour],
-            "lines+markers",
-            row=1,
-            col=1,
-            hovertemplate=hovertemplate,
-            **style,
+            fig, x, table[column], name, PALETTE[colour], "lines+markers", row=1, col=1, hovertemplate=says, **style
         )
-
-    rate_line(
-        "asked_tokens_per_s", "asked during the arrivals", "blue_grey", "the trace asked %{y:.0f} tokens/s", dash="dash"
-    )
-    rate_line(
-        "streamed_tokens_per_s",
-        "streamed in the same window",
-        "ink",
-        "streamed %{y:.0f} tokens/s during the arrivals",
-        width=3,
-    )
-    rate_line(
-        "throughput_tokens_per_s",
-        "whole run (to the last token)",
-        "slate",
-        "%{y:.0f} tokens/s from the first request to the last token",
-        dash="dot",
-    )
     for column, name, colour in (
         ("ttft_p95_ms", "p95 TTFT", PREFILL_COLOUR),
         ("e2e_p95_ms", "p95 end to end", DECODE_COLOUR),
@@ -261,11 +219,9 @@ def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False)
     return legend_below(base_layout(fig, "", presenter, height=640), y=-0.12, t=40, b=20)
 
 
-def roofline_figure(
-    roof: Roof, points: list[PassCost], presenter: bool = False, measured_flops: dict[str, float] | None = None
-) -> go.Figure:
+def roofline_figure(roof: Roof, points: list[PassCost], presenter: bool = False) -> go.Figure:
     """Log-log roofline: attainable FLOP/s against arithmetic intensity (FLOPs per byte), the ridge marked, and
-    each pass where the roofline puts it (on the roof); measured FLOP/s, where known, as a second marker."""
+    each pass where the roofline puts it (on the roof)."""
     intensities = [p.intensity for p in points] + [roof.ridge_intensity]
     low, high = min(intensities) / 4, max(intensities) * 4
     xs = np.geomspace(low, high, 200)
@@ -310,16 +266,6 @@ def roofline_figure(
             f"({roof.bound(point)}-bound)<extra></extra>",
         )
         named.add(kind)
-        if measured_flops and point.name in measured_flops:
-            fig.add_scatter(
-                x=[point.intensity],
-                y=[measured_flops[point.name] / 1e9],
-                mode="markers",
-                name="measured",
-                showlegend=False,
-                marker=dict(color=MEASURED_COLOUR, size=10, symbol="diamond-open", line=dict(width=2)),
-                hovertemplate=f"{point.name} measured: %{{y:.1f}} GFLOP/s<extra></extra>",
-            )
     # legend under the plot, where the ridge label above it cannot cover it
     fig.update_xaxes(type="log", **log_ticks([low, high]), title="FLOPs per byte moved (log)")
     fig.update_yaxes(type="log", **log_ticks([roof.attainable_flops(x) / 1e9 for x in (low, high)]), title="GFLOP/s")

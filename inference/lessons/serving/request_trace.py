@@ -25,7 +25,7 @@ REAL_SOURCE = "real text"
 
 
 @dataclass(frozen=True)
-class LengthDistribution:
+class Lengths:
     """A log-normal length: `median` tokens, spread `sigma` (of the log), clipped to [low, high]."""
 
     median: int
@@ -40,25 +40,20 @@ class LengthDistribution:
 
 @dataclass(frozen=True)
 class TrafficShape:
-    name: str
     description: str
-    prompt: LengthDistribution  # tokens, the start token included
-    reply: LengthDistribution
+    prompt: Lengths  # tokens, the start token included
+    reply: Lengths
 
 
 # Both fit a 512-token slot (the bundled model's context) with room to spare.
 SHAPES = {
     "short chat": TrafficShape(
-        "short chat",
-        "short questions, replies a little longer than the question",
-        LengthDistribution(median=24, sigma=0.5, low=4, high=128),
-        LengthDistribution(median=48, sigma=0.4, low=8, high=160),
+        "short questions, replies a little longer than the question", Lengths(24, 0.5, 4, 128), Lengths(48, 0.4, 8, 160)
     ),
     "long document": TrafficShape(
-        "long document",
         "a long text to read and a short answer (summaries, questions about a document)",
-        LengthDistribution(median=300, sigma=0.2, low=160, high=400),
-        LengthDistribution(median=24, sigma=0.3, low=8, high=64),
+        Lengths(300, 0.2, 160, 400),
+        Lengths(24, 0.3, 8, 64),
     ),
 }
 
@@ -77,7 +72,7 @@ class Request:
 
 @dataclass(frozen=True)
 class Trace:
-    shape: TrafficShape
+    shape: str  # a SHAPES name, or "burst"
     rate_per_s: float
     seed: int
     requests: tuple[Request, ...]
@@ -86,13 +81,12 @@ class Trace:
     @property
     def key(self) -> str:
         """Names the trace for caches: equal keys, equal traces (given the vocabulary)."""
-        key = f"{self.shape.name}|rate={self.rate_per_s:g}|n={len(self.requests)}|seed={self.seed}"
-        return key if self.prompt_source == "random ids" else f"{key}|{self.prompt_source}"
+        return f"{self.shape}|rate={self.rate_per_s:g}|n={len(self.requests)}|seed={self.seed}|{self.prompt_source}"
 
     @property
     def duration_s(self) -> float:
         """From the first arrival to the last."""
-        return self.requests[-1].arrival_s if self.requests else 0.0
+        return self.requests[-1].arrival_s
 
     @property
     def reply_tokens(self) -> int:
@@ -104,50 +98,48 @@ class Trace:
 
     def asked_tokens_per_s(self) -> float:
         """Reply tokens per second these draws ask for over their arrivals: the tokens of the requests before the
-        last one over the time from the first arrival to the last (n requests make n - 1 gaps). The one definition
-        the traffic chart, the 1-vs-N verdict and the sweep use; NaN for a single request."""
+        last one over the time from the first arrival to the last (n requests make n - 1 gaps); NaN for one request.
+        The one definition the traffic chart, the 1-vs-N verdict and the sweep use."""
         if self.duration_s <= 0:
             return float("nan")
         return sum(r.reply_tokens for r in self.requests[:-1]) / self.duration_s
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(
-            {
-                "request": [r.index for r in self.requests],
-                "arrival_s": [r.arrival_s for r in self.requests],
-                "prompt_tokens": [r.prompt_tokens for r in self.requests],
-                "reply_tokens": [r.reply_tokens for r in self.requests],
-            }
+            [(r.index, r.arrival_s, r.prompt_tokens, r.reply_tokens) for r in self.requests],
+            columns=["request", "arrival_s", "prompt_tokens", "reply_tokens"],
         )
 
 
-def poisson_trace(
-    shape: TrafficShape | str, rate_per_s: float, requests: int, seed: int, vocab_size: int, start_token: int = 0
-) -> Trace:
-    """`requests` Poisson arrivals at `rate_per_s` (the first at 0), lengths from `shape`, prompt ids drawn uniformly
-    from the vocabulary after `start_token`; one numpy generator seeded with `seed` draws everything."""
-    if isinstance(shape, str):
-        if shape not in SHAPES:
-            raise ValueError(f"unknown traffic shape {shape!r}: choose one of {', '.join(SHAPES)}")
-        shape = SHAPES[shape]
+def filler_ids(rng: np.random.Generator, length: int, vocab_size: int, start_token: int = 0) -> tuple[int, ...]:
+    return (start_token, *map(int, rng.integers(1, vocab_size, size=length - 1)))
+
+
+def poisson_trace(shape: str, rate_per_s: float, requests: int, seed: int, vocab_size: int) -> Trace:
+    """`requests` Poisson arrivals at `rate_per_s` (the first at 0), lengths from `SHAPES[shape]`, prompt ids drawn
+    uniformly from the vocabulary after the start token 0; one numpy generator seeded with `seed` draws everything."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown traffic shape {shape!r}: choose one of {', '.join(SHAPES)}")
     if not rate_per_s > 0:
         raise ValueError(f"the arrival rate has to be > 0 requests per second, not {rate_per_s}")
     if requests < 1:
         raise ValueError(f"a trace needs at least 1 request, not {requests}")
     rng = np.random.default_rng(seed)
     unit_gaps = rng.exponential(1.0, size=requests)
-    prompt_lengths, reply_lengths = shape.prompt.draw(rng, requests), shape.reply.draw(rng, requests)
+    prompts, replies = SHAPES[shape].prompt.draw(rng, requests), SHAPES[shape].reply.draw(rng, requests)
     arrivals = np.concatenate([[0.0], np.cumsum(unit_gaps[:-1])]) / rate_per_s
     items = tuple(
-        Request(
-            i,
-            float(arrivals[i]),
-            (start_token, *map(int, rng.integers(1, vocab_size, size=int(prompt_lengths[i]) - 1))),
-            int(reply_lengths[i]),
-        )
+        Request(i, float(arrivals[i]), filler_ids(rng, int(prompts[i]), vocab_size), int(replies[i]))
         for i in range(requests)
     )
     return Trace(shape, float(rate_per_s), seed, items)
+
+
+def burst_trace(requests: int, prompt_tokens: int, reply_tokens: int, seed: int = 0, vocab_size: int = 4096) -> Trace:
+    """`requests` seeded filler prompts all arriving at once: the engine is never short of work until the last."""
+    rng = np.random.default_rng(seed)
+    items = tuple(Request(i, 0.0, filler_ids(rng, prompt_tokens, vocab_size), reply_tokens) for i in range(requests))
+    return Trace("burst", 0.0, seed, items)
 
 
 # -- real prompts for the real model -----------------------------------------------------------------
@@ -211,7 +203,7 @@ def prompt_ids(tokenizer, index: int, length: int, shape_name: str) -> tuple[int
 def with_real_prompts(trace: Trace, tokenizer) -> Trace:
     """The same arrivals and reply lengths with real prompts."""
     requests = tuple(
-        dataclasses.replace(r, prompt_ids=prompt_ids(tokenizer, r.index, r.prompt_tokens, trace.shape.name))
+        dataclasses.replace(r, prompt_ids=prompt_ids(tokenizer, r.index, r.prompt_tokens, trace.shape))
         for r in trace.requests
     )
     return dataclasses.replace(trace, requests=requests, prompt_source=REAL_SOURCE)
