@@ -53,7 +53,7 @@ key = st.radio(
 )
 model = served.engine_model(key)
 about = TEXT["model"].format(layers=model.layers, kv_width=model.kv_width, context=model.context)
-st.caption(about + (TEXT["timing_only"] if model.timing_only else ""))
+st.caption(about + (" " + TEXT["timing_only"] if model.timing_only else ""))
 if key not in (served.BUNDLED, served.REAL):
     st.caption(served.FALLBACK_NOTE)
 

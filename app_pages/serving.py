@@ -30,7 +30,7 @@ from inference.lessons.serving.roofline import ServedModel, decode_pass, measure
 from inference.lessons.serving.text import TEXT
 
 LOCAL = "llama-server started here"
-VOCAB = 4096  # the bundled tokenizer's: trace prompts are ids below it
+VOCAB = served_models.VOCAB  # trace prompts are ids below it
 # Opens where one slot falls behind on the bundled model: alone it streams roughly 500 short-chat tokens/s on a
 # 2-core CPU (docs/BENCHMARKS.md's serving figures), and the default 16 draws at 16/s ask for about 680 over 1.3 s.
 SETTINGS = {"serving_shape": "short chat", "serving_rate": 16.0, "serving_requests": 16, "serving_seed": 0}
@@ -64,7 +64,7 @@ engines = ([LOCAL] if llamacpp.is_built() else []) + list(configured)
 if not engines:
     st.warning(TEXT["no_engine"])
     st.stop()
-model_options = served_models.model_options(VOCAB)
+model_options = served_models.model_options()
 for key, options in (("serving_engine", engines), ("serving_model", model_options)):
     if state.get(key) not in options:  # a kept choice no longer offered
         state[key] = options[0]
@@ -89,7 +89,7 @@ with box if box is not None else contextlib.nullcontext():
         if not local:  # an engine started elsewhere serves the model it was started with
             st.caption(TEXT["external_engine"].format(name=state.serving_engine, url=configured[state.serving_engine]))
         else:
-            label = lambda k: served_models.model_choice_label(k, True)  # noqa: E731
+            label = served_models.LABELS.get
             c2.radio(
                 "Model on the engine", model_options, horizontal=True, key="serving_model", format_func=label, **KEEP
             )
@@ -99,10 +99,11 @@ with box if box is not None else contextlib.nullcontext():
             elif state.serving_model != served_models.BUNDLED:
                 if not real_model.is_available():
                     st.caption(TEXT["real_fallback"])
-                shape = served_models.public_shape(state.serving_model, VOCAB)
-                fields = dict(parameters_m=shape.parameters() / 1e6, mb=shape.float32_bytes() / 1e6, vocab=VOCAB)
+                config = served_models.random_config()
+                parameters = sum(p.numel() for p in served_models.skeleton(config).parameters())
+                fields = dict(parameters_m=parameters / 1e6, mb=4 * parameters / 1e6, vocab=VOCAB)
                 st.caption(
-                    TEXT["random_shape"].format(key=shape.name, label=served_models.LABEL, shape=shape, **fields)
+                    TEXT["random_shape"].format(key=served_models.RANDOM, label=served_models.LABEL, c=config, **fields)
                 )
         if not presenter:
             st.subheader("1. The traffic")
@@ -127,7 +128,7 @@ real_prompts = local and model_key == served_models.REAL  # real questions in Sm
 if real_prompts:
     trace = request_trace.with_real_prompts(trace, request_trace.real_tokenizer())
 if now_line is not None:
-    named = served_models.model_choice_label(model_key, local)
+    named = served_models.LABELS[model_key] if local else engine
     now_line.caption(TEXT["settings_now"].format(model=named, requests=count, shape=shape_name, rate=rate, seed=seed))
 chart(traffic_figure(trace, presenter))
 drawn, prompts = ("reply lengths", "prompts_real") if real_prompts else ("lengths", "prompts_random")
@@ -169,7 +170,7 @@ if results:
     summaries = {name: r.summary(slo) for name, r in named.items()}
     chart(comparison_figure(summaries, presenter), text=text.runs_sentence(summaries))
     if local:
-        weights = served_models.weight_file(model_key, vocab_size=VOCAB).stat().st_size
+        weights = served_models.weight_file(model_key).stat().st_size
         st.markdown(text.one_vs_many_verdict(results, slo, weights, machine_facts.last_level_cache_bytes()))
     run_charts(named, {name: r.engine_states for name, r in named.items()}, slo)
     if real_prompts:
@@ -253,7 +254,7 @@ machine = measure_on_click(
     not_yet="This machine's memory bandwidth and peak arithmetic are not measured yet.",
     background=True,
 )
-weights_file = served_models.weight_file(model_key, vocab_size=VOCAB)
+weights_file = served_models.weight_file(model_key)
 if machine is not None and not weights_file.is_file():
     st.info("The model is built by the first replay above; then its roofline appears here.")
 elif machine is not None:

@@ -46,8 +46,7 @@ DECODE_RUNS = 3
 def bytes_per_value(ggml_type: str) -> float:
     if ggml_type not in BLOCK_LAYOUT:
         raise ValueError(f"`ggml_type` has to be one of {', '.join(BLOCK_LAYOUT)}, but is {ggml_type!r}")
-    values, size = BLOCK_LAYOUT[ggml_type]
-    return size / values
+    return BLOCK_LAYOUT[ggml_type][1] / BLOCK_LAYOUT[ggml_type][0]
 
 
 def row_bytes(ggml_type: str, width: int) -> int:
@@ -99,22 +98,14 @@ _KV_LINE = re.compile(
 
 @dataclass(frozen=True)
 class ReportedCache:
-    """The KV cache llama-server says it allocated (its log line)."""
+    """The KV cache llama-server says it allocated (its log line), per token."""
 
     cells: int
     layers: int
     type_k: str
     type_v: str
-    k_mib: float
-    v_mib: float
-
-    @property
-    def k_bytes_per_token(self) -> float:
-        return self.k_mib * 2**20 / self.cells
-
-    @property
-    def v_bytes_per_token(self) -> float:
-        return self.v_mib * 2**20 / self.cells
+    k_bytes_per_token: float
+    v_bytes_per_token: float
 
     @property
     def bytes_per_token(self) -> float:
@@ -127,10 +118,9 @@ class ReportedCache:
 
     def agrees_with(self, layers: int, kv_width: int) -> bool:
         """K's and V's bytes per token each within the print's resolution of the block-layout formula."""
-        k = layers * row_bytes(self.type_k, kv_width)
-        v = layers * row_bytes(self.type_v, kv_width)
-        tolerance = self.resolution_bytes_per_token + 1e-9
-        return abs(self.k_bytes_per_token - k) <= tolerance and abs(self.v_bytes_per_token - v) <= tolerance
+        formula = (layers * row_bytes(self.type_k, kv_width), layers * row_bytes(self.type_v, kv_width))
+        reported = (self.k_bytes_per_token, self.v_bytes_per_token)
+        return all(abs(r - f) <= self.resolution_bytes_per_token + 1e-9 for r, f in zip(reported, formula))
 
 
 def reported_cache(log_text: str) -> ReportedCache | None:
@@ -138,8 +128,9 @@ def reported_cache(log_text: str) -> ReportedCache | None:
     matches = list(_KV_LINE.finditer(log_text))
     if not matches:
         return None
-    m = matches[-1]
-    return ReportedCache(int(m["cells"]), int(m["layers"]), m["k"], m["v"], float(m["kmib"]), float(m["vmib"]))
+    m, cells = matches[-1], int(matches[-1]["cells"])
+    per_token = [float(m[mib]) * 2**20 / cells for mib in ("kmib", "vmib")]
+    return ReportedCache(cells, int(m["layers"]), m["k"], m["v"], *per_token)
 
 
 def cache_server(gguf: Path, config: CacheConfig) -> llamacpp.LlamaServer:

@@ -169,7 +169,7 @@ def benchmark(model_key: str | None = None, log=print) -> dict:
     ratio ({} with a reason when llama-server is not built)."""
     if not llamacpp.is_built():
         return {"serving_capacity_skipped": "llama-server is not built: python -m inference.engines llamacpp build"}
-    model = models.model_on_engine(model_key or models.DEFAULT_PUBLIC_MODEL)
+    model = models.model_on_engine(model_key or models.RANDOM)
     log(f"serving capacity: {model.label}, a burst of {REQUESTS_PER_SLOT * SLOTS} requests, 1 slot then {SLOTS}")
     runs = one_vs_many(model)
     table = predicted_vs_measured(

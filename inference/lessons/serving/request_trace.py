@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -144,40 +145,9 @@ def burst_trace(requests: int, prompt_tokens: int, reply_tokens: int, seed: int 
 
 # -- real prompts for the real model -----------------------------------------------------------------
 
-QUESTIONS = (
-    "What is the capital of France?",
-    "Why is the sky blue?",
-    "Write a short poem about the sea.",
-    "How many legs does a spider have?",
-    "What is photosynthesis?",
-    "Give me three tips for a good night's sleep.",
-    "What is the largest planet in the solar system?",
-    "Explain what a computer does in one sentence.",
-    "Who wrote Romeo and Juliet?",
-    "Why do leaves change colour in autumn?",
-    "What is 12 times 12?",
-    "Tell me a fun fact about octopuses.",
-    "How does a rainbow form?",
-    "What should I pack for a day at the beach?",
-    "What is the boiling point of water?",
-    "Suggest a name for a friendly robot.",
-)
-DOCUMENT = (
-    "The water cycle moves water between the sea, the air and the land. The sun warms the surface of the sea, "
-    "and some of the water evaporates: it becomes a gas, water vapour, and rises with the warm air. High above "
-    "the ground the air is colder, so the vapour condenses into tiny droplets that gather as clouds. When the "
-    "droplets join into drops too heavy to float, they fall as rain, or as snow where the air is cold enough. "
-    "Some of that water runs over the ground into streams and rivers, which carry it back to the sea. Some soaks "
-    "into the soil, where plants take it up through their roots and release it again through their leaves. Some "
-    "sinks deeper and is stored for years as groundwater, which feeds springs and wells. Snow on high mountains "
-    "can stay frozen for a whole winter and melt in spring, filling rivers just when farmers need water for their "
-    "fields. Because the sun lifts only fresh water out of the sea, the salt stays behind, which is why the sea is "
-    "salty and rain is not. The same water has travelled this loop again and again for billions of years: the "
-    "water in a glass today may once have been part of a cloud over another continent, a glacier, or the sea "
-    "where the first living things appeared. Scientists measure how fast the cycle turns to understand droughts "
-    "and floods, and to predict how a warmer climate, which lets the air hold more vapour, will change the rain."
-)
-SUMMARY_ASK = "Summarise this text in one sentence."
+# a text to summarise, the request to summarise it, then the questions, one a line
+DOCUMENT, SUMMARY_ASK, QUESTIONS = Path(__file__).with_name("real_prompts.txt").read_text().split("\n\n")
+DOCUMENT, QUESTIONS = " ".join(DOCUMENT.split()), tuple(QUESTIONS.strip().splitlines())
 
 
 @lru_cache(maxsize=1)

@@ -38,21 +38,23 @@ class ServedModel:
     bytes_per_cache_value: float = 4.0  # llama-server with -ctk f32 -ctv f32
 
     @classmethod
-    def from_safetensors(cls, path: str | Path) -> ServedModel:
-        """Counts from a transformers Llama checkpoint's tensor shapes (no tensor is loaded). Tied, the embedding
-        table is also the output layer, multiplied for every token; untied, only `lm_head` is, and the embedding
-        table is a lookup of one row per token."""
-        with safe_open(str(path), framework="pt") as f:
-            shapes = {name: f.get_slice(name).get_shape() for name in f.keys()}  # noqa: SIM118 - not iterable
+    def from_shapes(cls, shapes: dict[str, tuple[int, ...]]) -> ServedModel:
+        """Counts from a transformers Llama checkpoint's tensor shapes. Tied (no `lm_head`), the embedding table is
+        also the output layer, multiplied for every token; untied, it is a lookup of one row per token."""
         numel = {name: math.prod(shape) for name, shape in shapes.items()}
         tied = not any(name.endswith("lm_head.weight") for name in shapes)
         matmul = sum(n for name, n in numel.items() if len(shapes[name]) == 2 and (tied or "embed_tokens" not in name))
-        width = {
-            kind: next(s[0] for n, s in shapes.items() if n.endswith(f"layers.0.self_attn.{kind}_proj.weight"))
-            for kind in "qk"
-        }
+        q, k = (
+            next(s[0] for n, s in shapes.items() if n.endswith(f"layers.0.self_attn.{x}_proj.weight")) for x in "qk"
+        )
         layers = 1 + max(int(m.group(1)) for name in shapes if (m := LAYER_INDEX.search(name)))
-        return cls(matmul, sum(numel.values()) - matmul, layers, width["q"], width["k"])
+        return cls(matmul, sum(numel.values()) - matmul, layers, q, k)
+
+    @classmethod
+    def from_safetensors(cls, path: str | Path) -> ServedModel:
+        """From the weight file's shapes; no tensor is loaded."""
+        with safe_open(str(path), framework="pt") as f:
+            return cls.from_shapes({name: tuple(f.get_slice(name).get_shape()) for name in f.keys()})  # noqa: SIM118
 
     @property
     def weight_bytes_per_pass(self) -> float:
