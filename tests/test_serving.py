@@ -111,9 +111,9 @@ def test_percentiles_throughput_and_goodput_match_a_hand_computed_example():
         _record(4, 3.0, [4.0]),
     ]
     s = summarize(records, SLO(ttft_s=0.35))
-    assert (s.ttft_s[50], s.ttft_s[95]) == pytest.approx((0.3, 0.88))
-    assert (s.tpot_s[50], s.tpot_s[95]) == pytest.approx((0.1, 0.185))
-    assert (s.e2e_s[50], s.e2e_s[95]) == pytest.approx((0.5, 0.98))
+    assert (s.ttft_ms[50], s.ttft_ms[95]) == pytest.approx((300, 880))
+    assert (s.tpot_ms[50], s.tpot_ms[95]) == pytest.approx((100, 185))
+    assert (s.e2e_ms[50], s.e2e_ms[95]) == pytest.approx((500, 980))
     assert s.duration_s == pytest.approx(4.0) and s.throughput_tokens_per_s == 3.0
     assert s.good_requests == 3 and s.goodput_requests_per_s == pytest.approx(0.75)
     short, failed = _record(0, 0.0, [0.01, 0.02], asked=5), _record(1, 0.0, [0.01], error="refused")

@@ -38,7 +38,7 @@ def run(log=print) -> dict:
         out[f"serving_tokens_per_s_single{suffix}"] = round(one.throughput_tokens_per_s, 1)
         out[f"serving_tokens_per_s_batched{suffix}"] = round(many.throughput_tokens_per_s, 1)
         if suffix == "":
-            out["serving_ttft_p95_ms_batched"] = round(many.ttft_s[95] * 1000, 1)
-            out["serving_ttft_p95_ms_single"] = round(one.ttft_s[95] * 1000, 1)
+            out["serving_ttft_p95_ms_batched"] = round(many.ttft_ms[95], 1)
+            out["serving_ttft_p95_ms_single"] = round(one.ttft_ms[95], 1)
         out[f"serving_trace{suffix}"] = f"{trace.key}, {SLOTS} slots, {model.label}"
     return out

@@ -29,19 +29,17 @@ AFTER_TOKENS = 12  # tokens each co-tenant streams after the newcomer's first to
 START_TIMEOUT_S = 120.0
 
 
-def predicted_stalls(prompt_tokens: int, n_batch: int, decoding: int = 0) -> int:
-    """Iterations that carry a chunk of the prompt: ceil(P / (n_batch - N))."""
-    if n_batch <= decoding:
-        raise ValueError(f"n_batch ({n_batch}) has to be larger than the decoding requests ({decoding})")
-    if prompt_tokens < 1:
-        raise ValueError(f"`prompt_tokens` has to be at least 1, but is {prompt_tokens}")
-    return math.ceil(prompt_tokens / (n_batch - decoding))
-
-
 def chunk_sizes(prompt_tokens: int, n_batch: int, decoding: int = 0) -> list[int]:
     """The prompt tokens each iteration carries: full chunks of n_batch - N, the rest last."""
+    if n_batch <= decoding:
+        raise ValueError(f"n_batch ({n_batch}) has to be larger than the decoding requests ({decoding})")
     full, rest = divmod(prompt_tokens, n_batch - decoding)
     return [n_batch - decoding] * full + ([rest] if rest else [])
+
+
+def predicted_stalls(prompt_tokens: int, n_batch: int, decoding: int = 0) -> int:
+    """Iterations that carry a chunk of the prompt: ceil(P / (n_batch - N))."""
+    return len(chunk_sizes(prompt_tokens, n_batch, decoding))
 
 
 def _events(url: str, prompt_ids: list[int], n_predict: int, started: float, **extra):
@@ -216,18 +214,9 @@ def measure_stalls(
         if errors:
             raise EngineError(f"A co-tenant's stream failed: {errors[0]}")
     times = [list(s.times) for s in streams]
+    n_ubatch = min(n_ubatch, n_batch)
     return StallRun(
-        n_batch,
-        min(n_ubatch, n_batch),
-        cotenants,
-        prompt_tokens,
-        sent,
-        first,
-        prompt_ms,
-        evaluated,
-        times,
-        usual,
-        chunks,
+        n_batch, n_ubatch, cotenants, prompt_tokens, sent, first, prompt_ms, evaluated, times, usual, chunks
     )
 
 

@@ -75,7 +75,7 @@ def rate_sweep(
                     "asked_tokens_per_s": trace.asked_tokens_per_s(),
                     "streamed_tokens_per_s": result.streamed_tokens_per_s(),
                     "throughput_tokens_per_s": s.throughput_tokens_per_s,
-                    **{f"{m}_p{p}_ms": getattr(s, f"{m}_s")[p] * 1000 for m in ("ttft", "e2e") for p in (50, 95)},
+                    **{f"{m}_p{p}_ms": getattr(s, f"{m}_ms")[p] for m in ("ttft", "e2e") for p in (50, 95)},
                     "goodput_requests_per_s": s.goodput_requests_per_s,
                     "completed": s.completed,
                     "requests": s.requests,

@@ -150,8 +150,8 @@ def comparison_figure(summaries: dict[str, RunSummary], presenter: bool = False)
         fig.add_bar(
             x=[s.slo.describe()], y=[goodput], text=[f"{goodput:.2f}"], row=1, col=2, showlegend=False, **common
         )
-        for col, values in ((1, s.ttft_s), (2, s.tpot_s)):
-            ys = [values[50] * 1000, values[95] * 1000]
+        for col, values in ((1, s.ttft_ms), (2, s.tpot_ms)):
+            ys = [values[50], values[95]]
             fig.add_bar(
                 x=["p50", "p95"], y=ys, text=[ms_label(v) for v in ys], row=2, col=col, showlegend=False, **common
             )
@@ -226,46 +226,29 @@ def roofline_figure(roof: Roof, points: list[PassCost], presenter: bool = False)
     low, high = min(intensities) / 4, max(intensities) * 4
     xs = np.geomspace(low, high, 200)
     fig = go.Figure()
-    fig.add_scatter(
-        x=xs,
-        y=[roof.attainable_flops(x) / 1e9 for x in xs],
-        mode="lines",
-        name="roof of this machine",
-        line=dict(color=PALETTE["ink"], width=3),
-        hoverinfo="skip",
-    )
+    roof_line = dict(color=PALETTE["ink"], width=3)
+    ys = [roof.attainable_flops(x) / 1e9 for x in xs]
+    fig.add_scatter(x=xs, y=ys, mode="lines", name="roof of this machine", line=roof_line, hoverinfo="skip")
     fig.add_vline(x=roof.ridge_intensity, line=dict(color=PALETTE["grey"], dash="dot"))
+    ridge = f"ridge: {roof.ridge_intensity:.1f} FLOP/byte"
     fig.add_annotation(
-        x=math.log10(roof.ridge_intensity),
-        y=1.0,
-        yref="paper",
-        showarrow=False,
-        yanchor="bottom",
-        text=f"ridge: {roof.ridge_intensity:.1f} FLOP/byte",
+        x=math.log10(roof.ridge_intensity), y=1.0, yref="paper", showarrow=False, yanchor="bottom", text=ridge
     )
-    # Each pass is a marker with its batch size (decode) or "P" (prefill) written inside, named once in the
-    # legend: text beside the markers overlapped wherever two passes sat close (decode at batch 8 and prefill, on a
-    # machine with a low ridge, or on any narrow screen).
-    named = set()
-    for point in points:
-        prefill = point.name.startswith("prefill")
-        colour = PREFILL_COLOUR if prefill else DECODE_COLOUR
-        kind = point.name if prefill else "decode, batch B (B in the marker)"
+    # Each pass is a marker with its batch size (decode) or "P" (prefill) written inside: text beside the markers
+    # overlapped wherever two passes sat close (decode at batch 8 and prefill on a machine with a low ridge).
+    for prefill, colour in ((True, PREFILL_COLOUR), (False, DECODE_COLOUR)):
+        chosen = [p for p in points if p.name.startswith("prefill") == prefill]
         fig.add_scatter(
-            x=[point.intensity],
-            y=[roof.attainable_flops(point.intensity) / 1e9],
+            x=[p.intensity for p in chosen],
+            y=[roof.attainable_flops(p.intensity) / 1e9 for p in chosen],
             mode="markers+text",
-            name=kind,
-            legendgroup=kind,
-            showlegend=kind not in named,
-            text=["P" if prefill else str(point.tokens)],
-            textposition="middle center",
+            name=chosen[0].name if prefill else "decode, batch B (B in the marker)",
+            text=["P" if prefill else str(p.tokens) for p in chosen],
             textfont=dict(color="white"),
             marker=dict(color=colour, size=30 if presenter else 22, line=dict(color="white", width=1)),
-            hovertemplate=f"{point.name}: %{{x:.2f}} FLOP/byte, roof %{{y:.1f}} GFLOP/s "
-            f"({roof.bound(point)}-bound)<extra></extra>",
+            customdata=[[p.name, roof.bound(p)] for p in chosen],
+            hovertemplate=hover("%{customdata[0]}: %{x:.2f} FLOP/byte, roof %{y:.1f} GFLOP/s (%{customdata[1]}-bound)"),
         )
-        named.add(kind)
     # legend under the plot, where the ridge label above it cannot cover it
     fig.update_xaxes(type="log", **log_ticks([low, high]), title="FLOPs per byte moved (log)")
     fig.update_yaxes(type="log", **log_ticks([roof.attainable_flops(x) / 1e9 for x in (low, high)]), title="GFLOP/s")

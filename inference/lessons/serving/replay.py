@@ -103,9 +103,9 @@ class RunSummary:
     completed: int
     duration_s: float
     throughput_tokens_per_s: float
-    ttft_s: dict[int, float]  # percentile (50, 95) -> seconds
-    tpot_s: dict[int, float]
-    e2e_s: dict[int, float]
+    ttft_ms: dict[int, float]  # percentile (50, 95) -> milliseconds
+    tpot_ms: dict[int, float]
+    e2e_ms: dict[int, float]
     slo: SLO
     good_requests: int
 
@@ -123,7 +123,10 @@ def summarize(records: list[RequestRecord], slo: SLO = SLO()) -> RunSummary:
         completed=sum(r.complete for r in records),
         duration_s=duration,
         throughput_tokens_per_s=tokens / duration if duration > 0 else 0.0,
-        **{f"{m}_s": {q: percentile([getattr(r, f"{m}_s") for r in records], q) for q in (50, 95)} for m in TIMES},
+        **{
+            f"{m}_ms": {q: 1000 * percentile([getattr(r, f"{m}_s") for r in records], q) for q in (50, 95)}
+            for m in TIMES
+        },
         slo=slo,
         good_requests=sum(slo.met_by(r) for r in records),
     )
