@@ -10,9 +10,7 @@ from pathlib import Path
 
 from inference.core import model_config, real_model
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
-from inference.core.tokens import readable_tokens
-from inference.lessons.engine_internals import prefix_cache
-from inference.lessons.serving import models, request_trace
+from inference.lessons.serving import models
 from inference.lessons.serving.roofline import ServedModel
 
 BUNDLED, REAL = models.BUNDLED, models.REAL
@@ -57,23 +55,3 @@ def engine_model(key: str = BUNDLED) -> EngineModel:
 def gguf(key: str = BUNDLED) -> Path:
     """The float32 GGUF the engine serves (converted, or built and converted, once and cached)."""
     return models.model_on_engine(key).gguf
-
-
-def text_ids_for(key: str):
-    """The prefix-cache lesson's prompts: real English in SmolLM2's tokens on the real model, else None (filler)."""
-    return request_trace.text_ids if key == REAL else None
-
-
-def prompt_start(key: str, prefix_tokens: int, tokens: int = 8) -> list[str] | None:
-    """The shared prefix's first tokens on the real model as its tokenizer cut them (spaces as ␣); None elsewhere."""
-    if key != REAL:
-        return None
-    ids = request_trace.text_ids(min(tokens, prefix_tokens), prefix_cache.PREFIX_SEED + 1)
-    return readable_tokens(request_trace.real_tokenizer(), ids)
-
-
-def prompt_opening(key: str, prefix_tokens: int) -> str | None:
-    """The first words of the shared prefix sent on the real model, for the caption under its table."""
-    if key != REAL:
-        return None
-    return request_trace.opening(request_trace.text_ids(prefix_tokens, prefix_cache.PREFIX_SEED + 1))
