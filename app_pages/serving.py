@@ -36,7 +36,7 @@ VOCAB = served_models.VOCAB  # trace prompts are ids below it
 SETTINGS = {"serving_shape": "short chat", "serving_rate": 16.0, "serving_requests": 16, "serving_seed": 0}
 DEFAULT_PRICE_PER_HOUR = 1.00  # illustrative; the visitor types theirs
 SWEEP_POINTS = 5
-KEEP = dict(persist_state="session")  # every setting lives on across pages
+KEEP, ROW = dict(persist_state="session"), dict(horizontal=True)  # every setting lives on across pages
 
 current_model()  # draws the shared sidebar
 presenter = layout.presenter()
@@ -78,21 +78,16 @@ with box if box is not None else contextlib.nullcontext():
     if box is not None:
         # each choice only once there is one: a radio of one option takes a projector's screen for nothing; two stack
         # in presenter mode (a half column made the real model's long name eight lines at 800 px)
-        c1, c2 = (
-            st.columns(2)
-            if len(engines) > 1 and LOCAL in engines and not presenter
-            else (st.container(), st.container())
-        )
+        wide = len(engines) > 1 and LOCAL in engines and not presenter
+        c1, c2 = st.columns(2) if wide else (st.container(), st.container())
         if len(engines) > 1:
-            c1.radio("Engine", engines, horizontal=True, key="serving_engine", **KEEP)
+            c1.radio("Engine", engines, key="serving_engine", **ROW, **KEEP)
         local = state.serving_engine == LOCAL
         if not local:  # an engine started elsewhere serves the model it was started with
             st.caption(TEXT["external_engine"].format(name=state.serving_engine, url=configured[state.serving_engine]))
         else:
             label = served_models.LABELS.get
-            c2.radio(
-                "Model on the engine", model_options, horizontal=True, key="serving_model", format_func=label, **KEEP
-            )
+            c2.radio("Model on the engine", model_options, key="serving_model", format_func=label, **ROW, **KEEP)
             if state.serving_model == served_models.REAL:  # a caption, not a box: the radio above names the model
                 mb = served_models.weight_file(state.serving_model).stat().st_size / 1e6
                 st.caption(TEXT["real_model"].format(questions=len(request_trace.QUESTIONS), mb=mb))
@@ -102,9 +97,8 @@ with box if box is not None else contextlib.nullcontext():
                 config = served_models.random_config()
                 parameters = sum(p.numel() for p in served_models.skeleton(config).parameters())
                 fields = dict(parameters_m=parameters / 1e6, mb=4 * parameters / 1e6, vocab=VOCAB)
-                st.caption(
-                    TEXT["random_shape"].format(key=served_models.RANDOM, label=served_models.LABEL, c=config, **fields)
-                )
+                fields |= dict(key=served_models.RANDOM, label=served_models.LABEL, c=config)
+                st.caption(TEXT["random_shape"].format(**fields))
         if not presenter:
             st.subheader("1. The traffic")
         c1, c2 = st.columns(2)
@@ -115,12 +109,8 @@ with box if box is not None else contextlib.nullcontext():
         c3.slider("Requests", 4, 48, step=4, key="serving_requests", **KEEP)
         c4.number_input("Seed", 0, 10_000, key="serving_seed", **KEEP)
 engine, model_key = state.serving_engine, state.serving_model if local else state.serving_engine
-shape_name, rate, count, seed = (
-    state.serving_shape,
-    state.serving_rate,
-    int(state.serving_requests),
-    int(state.serving_seed),
-)
+shape_name, rate, count = state.serving_shape, state.serving_rate, int(state.serving_requests)
+seed = int(state.serving_seed)
 if presenter:
     st.subheader("1. The traffic")
 trace = request_trace.poisson_trace(shape_name, rate, count, seed, VOCAB)

@@ -58,12 +58,9 @@ def test_the_servers_kv_cache_line_gives_bytes_per_token_pinned_to_one_whole_num
 SMALL = ServedModel(matmul_parameters=1_000_000, other_parameters=0, layers=4, query_width=256, kv_width=64)
 
 
-def test_a_cold_prefill_costs_what_the_roofline_counts():
-    assert prefix_cache.prefill_flops(SMALL, 300) == pytest.approx(prefill_pass(SMALL, 300).flops)
-
-
-def test_the_flops_saved_by_a_hit_are_the_cached_tokens_own_prefill():
+def test_a_cold_prefill_costs_what_the_roofline_counts_and_a_hit_saves_the_cached_tokens_own_prefill():
     """Cold minus warm = the prefill of the cached prefix alone (attention over positions 1..C)."""
+    assert prefix_cache.prefill_flops(SMALL, 300) == pytest.approx(prefill_pass(SMALL, 300).flops)
     saved = prefix_cache.prefill_flops_saved(SMALL, prompt_tokens=600, cached_tokens=512)
     assert saved == pytest.approx(prefix_cache.prefill_flops(SMALL, 512))
     assert saved == pytest.approx(2 * 1_000_000 * 512 + 4 * 4 * 256 * 512 * 513 / 2)
@@ -89,18 +86,9 @@ def test_predicted_stalls_are_the_iterations_that_carry_a_chunk(prompt, n_batch,
 
 
 def _run(times, first_s=1.0, prompt_ms=300.0, n_batch=64):
-    return chunked_prefill.StallRun(
-        n_batch=n_batch,
-        n_ubatch=n_batch,
-        cotenants=len(times),
-        prompt_tokens=300,
-        newcomer_sent_s=0.6,
-        newcomer_first_s=first_s,
-        newcomer_prompt_ms=prompt_ms,
-        newcomer_evaluated=300,
-        times=times,
-        usual_gap_s=[0.01] * len(times),
-    )
+    """A newcomer of 300 tokens sent at 0.6 s; co-tenants usually 10 ms apart."""
+    usual = [0.01] * len(times)
+    return chunked_prefill.StallRun(n_batch, n_batch, len(times), 300, 0.6, first_s, prompt_ms, 300, times, usual)
 
 
 def test_stalls_are_the_cotenant_tokens_that_arrive_during_the_newcomers_prefill():

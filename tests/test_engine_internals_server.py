@@ -2,15 +2,12 @@
 tokens; a prefix pushed out of the only slot is evaluated again unless the RAM prompt cache still holds it; the
 stalls a long prompt causes for a fixed -b/-ub are the predicted iterations (and -ub does not change them); the KV
 bytes per token the server allocates equal the block-layout formula for every cache type; a quantized cache moves
-the distribution further from f32 than f16 does; SmolLM2's real shared prefix is reused; the page's prefix-cache run
-draws its requests."""
+the distribution further from f32 than f16 does; SmolLM2's real shared prefix is reused."""
 
 import pytest
 
-from app_pages.shared.shared_results import background_runs
 from inference.core import real_model
 from inference.lessons.engine_internals import chunked_prefill, kv_precision, prefix_cache, served
-from tests.conftest import open_app_page
 from tests.test_engines import require_llama_server
 
 pytestmark = pytest.mark.engine
@@ -101,15 +98,3 @@ def test_the_server_reuses_a_real_shared_prefix():
     on, off = table[table["cache"]], table[~table["cache"]]
     assert list(on["cached_tokens"])[0] == 0 and min(list(on["cached_tokens"])[1:]) >= 128
     assert list(off["cached_tokens"]) == [0, 0, 0] and list(off["evaluated_tokens"]) == [136, 136, 136]
-
-
-def test_the_pages_prefix_cache_run_draws_the_requests(bundled_gguf):
-    at = open_app_page(
-        "app_pages/engine-internals.py", home_first=True, internals_prefix=128, internals_suffix=8, internals_requests=2
-    )
-    at.button(key="internals_prefix_run").click().run()
-    background_runs().wait_all(timeout=600)
-    at.run()
-    assert not at.exception
-    figure = at.get("plotly_chart")[0].proto.spec
-    assert '"cache_prompt off"' in figure and '"cache_prompt on"' in figure

@@ -15,7 +15,7 @@ from inference.core.model_config import decoder_config_fields
 from inference.core.paths import BUNDLED_MODEL_DIR, PUBLIC_MODELS_FILE
 from inference.engines.client import LLAMACPP
 from inference.lessons.serving import capacity, models, request_trace, text
-from inference.lessons.serving.figures import gantt_figure, sweep_figure, traffic_figure
+from inference.lessons.serving.figures import gantt_figure, traffic_figure
 from inference.lessons.serving.replay import SLO, EngineTarget, ReplayResult, RequestRecord, replay, summarize
 from inference.lessons.serving.request_trace import SHAPES, poisson_trace
 from inference.lessons.serving.roofline import Roof, ServedModel, decode_pass, prefill_pass
@@ -85,6 +85,11 @@ def test_real_prompts_are_the_questions_on_the_same_clock(smollm2):
     assert "<|im_start|>user" in said and said.rstrip().endswith("<|im_start|>assistant")
     short, long = (request_trace.prompt_ids(tokenizer, 0, n, "long document") for n in (80, 300))
     assert len(long) - len(short) == 220
+    replies = [RequestRecord(0, 0.0, (1.0,), text="Paris.")]  # the page's table of what was asked and answered
+    table = request_trace.texts_table(tokenizer, real, replies)
+    assert (
+        table[0] == {"request": 0, "asked": request_trace.QUESTIONS[0], "reply": "Paris."} and table[1]["reply"] == ""
+    )
     ids = request_trace.text_ids  # the prefix-cache lesson's real English
     assert [len(ids(n, 3)) for n in (1, 64, 2000)] == [1, 64, 2000] and ids(64, 1) != ids(64, 2)
     words = tokenizer.decode(ids(64, 1)).split()
@@ -183,14 +188,9 @@ def test_cancelling_closes_streams_in_flight_and_keeps_none_half_recorded(bundle
         server.stop()
 
 
-def test_knee_is_the_first_rate_whose_p95_doubles_and_the_sweep_draws_asked_and_streamed():
+def test_knee_is_the_first_rate_whose_p95_doubles():
     assert capacity.knee_index([1, 2, 4, 8], [0.5, 0.6, 1.1, 3.0]) == 2
     assert capacity.knee_index([4, 1, 2], [0.9, 0.5, 0.6]) is None
-    columns = ["asked_tokens_per_s", "streamed_tokens_per_s", "throughput_tokens_per_s", "ttft_p95_ms", "e2e_p95_ms"]
-    values = [[25.0, 100.0, 400.0], [25.0, 99.0, 210.0], [24.0, 95.0, 205.0], [20.0, 25.0, 900.0], [80.0, 90.0, 2e3]]
-    table = pd.DataFrame({"rate_per_s": [0.5, 2.0, 8.0], **dict(zip(columns, values))})
-    lines = {trace.name: list(trace.y) for trace in sweep_figure(table, 2).data}
-    assert lines["asked during the arrivals"] == values[0] and lines["streamed in the same window"] == values[1]
 
 
 def test_counts_from_the_weight_file_match_the_loaded_model(bundled):
@@ -247,7 +247,6 @@ def test_the_real_model_comes_first_only_when_installed_and_the_apps_default(mon
     monkeypatch.setenv("INFERENCE_LAB_DEFAULT_MODEL", "storyteller-llama-6m")
     assert models.model_options() == [models.BUNDLED, models.REAL]
     monkeypatch.setattr(real_model, "is_available", lambda: False)
-    monkeypatch.setenv("INFERENCE_LAB_DEFAULT_MODEL", models.REAL)
     assert models.model_options() == [models.BUNDLED, models.RANDOM]
 
 

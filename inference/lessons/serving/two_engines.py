@@ -47,14 +47,12 @@ def available() -> dict[str, str]:
 
 @dataclass
 class EngineRun:
-    """One engine's replay, its `/metrics` before and after, its start-up time (0 for a server started elsewhere)
-    and the cores its log reported."""
+    """One engine's replay, its `/metrics` before and after, and the cores its log reported (a server started here)."""
 
     engine: str
     result: ReplayResult
     before: dict[str, float]
     after: dict[str, float]
-    started_s: float
     batch_limit: int
     context: int | None  # tokens per sequence the engine was started for
     cores: str | None = None
@@ -72,15 +70,11 @@ class EngineRun:
 
 def _cores(log_path, engine: str) -> str | None:
     """From the engine's start-up log: llama-server's `n_threads = N`, vLLM worker's `core ids=[...]`."""
-    try:
-        log = log_path.read_text(errors="replace")
-    except OSError:
-        return None
-    if engine == LLAMACPP:
-        found = re.search(r"n_threads = (\d+)", log)
-        return f"{found.group(1)} threads" if found else None
-    found = re.search(r"core ids=\[([^\]]*)\]", log)
-    return f"core(s) {found.group(1)}" if found else None
+    pattern, said = (
+        (r"n_threads = (\d+)", "{} threads") if engine == LLAMACPP else (r"core ids=\[([^\]]*)\]", "core(s) {}")
+    )
+    found = log_path.is_file() and re.search(pattern, log_path.read_text(errors="replace"))
+    return said.format(found.group(1)) if found else None
 
 
 def replay_on(
@@ -107,9 +101,8 @@ def replay_on(
         before = client.metrics()
         target = EngineTarget(url, engine, served.name if engine == VLLM else model.label, slots)
         result = replay(trace, target, progress=progress)
-        run = EngineRun(engine, result, before, client.metrics(), 0.0, slots, served.context)
-    if server is not None:
-        run.started_s, run.cores = server.started_s, _cores(server.log_path, engine)
+        run = EngineRun(engine, result, before, client.metrics(), slots, served.context)
+    run.cores = None if server is None else _cores(server.log_path, engine)
     return run
 
 
