@@ -66,19 +66,13 @@ def gantt_figure(
     fig = go.Figure()
     rows = table.dropna(subset=["first_token_s"])
     y = [f"#{int(r)}" for r in rows["request"]]
-    has_split = rows["prefill_start_s"].notna()
-    wait_end = rows["prefill_start_s"].where(has_split, rows["sent_s"])
-    # the reply as streamed, one escaped line (Plotly's hover reads a little HTML)
-    replies = [shorten_reply(t) for t in rows["reply"]] if "reply" in rows else [""] * len(rows)
+    sent, first, last = rows["sent_s"], rows["first_token_s"], rows["last_token_s"]
+    wait_end = rows["prefill_start_s"].where(rows["prefill_start_s"].notna(), sent)
+    replies = [shorten_reply(t) for t in rows["reply"]]  # as streamed, one escaped line (the hover reads HTML)
     segments = [
-        ("waiting for a slot", WAITING_COLOUR, rows["sent_s"], wait_end - rows["sent_s"]),
-        ("prefill (until the first token)", PREFILL_COLOUR, wait_end, rows["first_token_s"] - wait_end),
-        (
-            "decode (until the last token)",
-            DECODE_COLOUR,
-            rows["first_token_s"],
-            rows["last_token_s"] - rows["first_token_s"],
-        ),
+        ("waiting for a slot", WAITING_COLOUR, sent, wait_end - sent),
+        ("prefill (until the first token)", PREFILL_COLOUR, wait_end, first - wait_end),
+        ("decode (until the last token)", DECODE_COLOUR, first, last - first),
     ]
     for name, colour, base, length in segments:
         fig.add_bar(
@@ -92,14 +86,11 @@ def gantt_figure(
             hovertemplate=f"%{{y}} {name}: %{{x:.0f}} ms<br>TTFT %{{customdata[0]:.0f}} ms, end to end "
             f"%{{customdata[1]:.0f}} ms, %{{customdata[2]}} tokens<br>%{{customdata[3]}}<extra></extra>",
         )
-    failed = table[table["first_token_s"].isna()]
+    failed, cross = table[table["first_token_s"].isna()], dict(symbol="x", size=10, color=PALETTE["red"])
     if len(failed):
+        y_failed = [f"#{int(r)}" for r in failed["request"]]
         fig.add_scatter(
-            y=[f"#{int(r)}" for r in failed["request"]],
-            x=failed["sent_s"] * 1000,
-            mode="markers",
-            marker=dict(symbol="x", size=10, color=PALETTE["red"]),
-            name="no token (error/cancelled)",
+            y=y_failed, x=failed["sent_s"] * 1000, mode="markers", marker=cross, name="no token (error/cancelled)"
         )
     fig.update_layout(barmode="overlay", bargap=0.25)
     fig.update_xaxes(title="time since the start (ms)", range=[0, time_range * 1000] if time_range else None)

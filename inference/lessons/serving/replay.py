@@ -26,6 +26,8 @@ READ_TIMEOUT_S = 600.0  # a request queued behind many others may wait minutes f
 POLLER_READY_S = 5.0  # longest wait for the state poller's first read before the trace starts
 STATE_COLUMNS = ["t_s", "running", "waiting", "kv_tokens", "kv_used"]
 TIMES = ("ttft", "tpot", "e2e")  # each request's times a summary takes the p50 and p95 of
+TABLE_COLUMNS = ["request", "sent_s", "prefill_start_s", "first_token_s", "last_token_s", "tokens", "ttft_ms"]
+TABLE_COLUMNS += ["e2e_ms", "error", "reply"]  # a request's row in what the Gantt draws
 
 
 @dataclass(frozen=True)
@@ -219,23 +221,25 @@ class ReplayResult:
     def table(self) -> pd.DataFrame:
         """One row per request, what the Gantt draws: its lengths, sent, prefill start, first and last token (s),
         TTFT and end to end (ms), the reply."""
-        rows = [
-            {
-                "request": r.index,
-                "sent_s": r.sent_s,
-                "prefill_start_s": None if r.waiting_s is None else r.sent_s + r.waiting_s,
-                "first_token_s": r.token_times_s[0] if r.token_times_s else None,
-                "last_token_s": r.token_times_s[-1] if r.token_times_s else None,
-                "tokens": r.tokens,
-                "ttft_ms": None if r.ttft_s is None else r.ttft_s * 1000,
-                "e2e_ms": None if r.e2e_s is None else r.e2e_s * 1000,
-                "error": r.error,
-                "reply": r.text,
-            }
-            for r in self.records
-        ]
-        columns = list(rows[0]) if rows else ["request", "sent_s", "first_token_s"]
-        return self.trace.table().merge(pd.DataFrame(rows, columns=columns), on="request", how="left")
+
+        def row(r: RequestRecord) -> tuple:
+            times, ms = r.token_times_s or (None,), lambda t: None if t is None else t * 1000
+            prefill = None if r.waiting_s is None else r.sent_s + r.waiting_s
+            return (
+                r.index,
+                r.sent_s,
+                prefill,
+                times[0],
+                times[-1],
+                r.tokens,
+                ms(r.ttft_s),
+                ms(r.e2e_s),
+                r.error,
+                r.text,
+            )
+
+        frame = pd.DataFrame([row(r) for r in self.records], columns=TABLE_COLUMNS)
+        return self.trace.table().merge(frame, on="request", how="left")
 
 
 class _InFlight(threading.Thread):
