@@ -9,10 +9,8 @@ import pandas as pd
 import pytest
 import torch
 
-from inference.core import real_model
 from inference.core.measuring import filler_prompt
 from inference.lessons.engine_internals import chunked_prefill, kv_precision, prefix_cache, served, text
-from inference.lessons.engine_internals.figures import alternation_figure
 from inference.lessons.serving import request_trace
 from inference.lessons.serving.roofline import ServedModel, prefill_pass
 
@@ -33,32 +31,25 @@ def test_bytes_per_value_follow_the_block_layout(ggml_type, bytes_per_32_values)
     assert kv_precision.bytes_per_value(ggml_type) * 32 == bytes_per_32_values
 
 
-def test_kv_bytes_per_token_is_layers_times_a_key_row_and_a_value_row():
+def test_kv_bytes_per_token_is_layers_times_a_key_row_and_a_value_row_of_whole_blocks():
     # bundled model: 6 layers, 4 KV heads x head dim 32 = 128 values per row
     assert kv_precision.kv_bytes_per_token(6, 128, "f32") == 6 * 2 * 128 * 4 == 6144
     assert kv_precision.kv_bytes_per_token(6, 128, "f16") == 3072
     assert kv_precision.kv_bytes_per_token(6, 128, "q8_0") == 6 * 2 * 4 * 34 == 1632
     assert kv_precision.kv_bytes_per_token(6, 128, "q4_0") == 6 * 2 * 4 * 18 == 864
     assert kv_precision.kv_bytes_per_token(6, 128, "q8_0", "f16") == 6 * (4 * 34 + 256)
-
-
-def test_a_row_that_is_not_whole_blocks_and_an_unknown_type_are_refused():
     with pytest.raises(ValueError, match="multiple"):
         kv_precision.row_bytes("q4_0", 48)
     with pytest.raises(ValueError, match="q3_k"):
         kv_precision.bytes_per_value("q3_k")
 
 
-def test_the_servers_kv_cache_line_is_read_and_gives_bytes_per_token():
+def test_the_servers_kv_cache_line_gives_bytes_per_token_pinned_to_one_whole_number():
+    """Printed with two decimals over 16,384 cells, K's bytes per token are known to 0.32 bytes: under half a byte."""
     reported = kv_precision.reported_cache("noise\n" + KV_LOG_LINE + "\nmore noise")
     assert (reported.cells, reported.layers, reported.type_k, reported.type_v) == (16384, 6, "q8_0", "q8_0")
     assert reported.bytes_per_token == kv_precision.kv_bytes_per_token(6, 128, "q8_0")
     assert kv_precision.reported_cache("no cache here") is None
-
-
-def test_the_check_cells_pin_each_rows_bytes_per_token_to_one_whole_number():
-    """Printed with two decimals over 16,384 cells, K's bytes per token are known to 0.32 bytes: under half a byte."""
-    reported = kv_precision.reported_cache(KV_LOG_LINE)
     assert reported.cells == kv_precision.BYTES_CHECK_CELLS and reported.resolution_bytes_per_token < 0.5
     assert reported.agrees_with(6, 128)
     assert not reported.agrees_with(6, 96) and not reported.agrees_with(5, 128)
@@ -67,12 +58,9 @@ def test_the_check_cells_pin_each_rows_bytes_per_token_to_one_whole_number():
 SMALL = ServedModel(matmul_parameters=1_000_000, other_parameters=0, layers=4, query_width=256, kv_width=64)
 
 
-def test_a_cold_prefill_costs_what_the_roofline_counts():
-    assert prefix_cache.prefill_flops(SMALL, 300) == pytest.approx(prefill_pass(SMALL, 300).flops)
-
-
-def test_the_flops_saved_by_a_hit_are_the_cached_tokens_own_prefill():
+def test_a_cold_prefill_costs_what_the_roofline_counts_and_a_hit_saves_the_cached_tokens_own_prefill():
     """Cold minus warm = the prefill of the cached prefix alone (attention over positions 1..C)."""
+    assert prefix_cache.prefill_flops(SMALL, 300) == pytest.approx(prefill_pass(SMALL, 300).flops)
     saved = prefix_cache.prefill_flops_saved(SMALL, prompt_tokens=600, cached_tokens=512)
     assert saved == pytest.approx(prefix_cache.prefill_flops(SMALL, 512))
     assert saved == pytest.approx(2 * 1_000_000 * 512 + 4 * 4 * 256 * 512 * 513 / 2)
@@ -93,26 +81,14 @@ def test_predicted_stalls_are_the_iterations_that_carry_a_chunk(prompt, n_batch,
     assert chunked_prefill.predicted_stalls(prompt, n_batch, decoding) == stalls
     chunks = chunked_prefill.chunk_sizes(prompt, n_batch, decoding)
     assert len(chunks) == stalls and sum(chunks) == prompt and max(chunks) == n_batch - decoding
-
-
-def test_a_batch_no_larger_than_the_decoding_requests_is_refused():
     with pytest.raises(ValueError, match="n_batch"):
         chunked_prefill.predicted_stalls(100, 2, 2)
 
 
 def _run(times, first_s=1.0, prompt_ms=300.0, n_batch=64):
-    return chunked_prefill.StallRun(
-        n_batch=n_batch,
-        n_ubatch=n_batch,
-        cotenants=len(times),
-        prompt_tokens=300,
-        newcomer_sent_s=0.6,
-        newcomer_first_s=first_s,
-        newcomer_prompt_ms=prompt_ms,
-        newcomer_evaluated=300,
-        times=times,
-        usual_gap_s=[0.01] * len(times),
-    )
+    """A newcomer of 300 tokens sent at 0.6 s; co-tenants usually 10 ms apart."""
+    usual = [0.01] * len(times)
+    return chunked_prefill.StallRun(n_batch, n_batch, len(times), 300, 0.6, first_s, prompt_ms, 300, times, usual)
 
 
 def test_stalls_are_the_cotenant_tokens_that_arrive_during_the_newcomers_prefill():
@@ -136,37 +112,10 @@ def test_kl_is_zero_for_the_same_distribution_and_matches_torch_otherwise():
     kl, _ = kv_precision.kl_and_top1(ref, other)
     expected = torch.nn.functional.kl_div(other.double(), ref.double(), log_target=True, reduction="none").sum(-1)
     assert torch.allclose(kl, expected)
-
-
-def test_kl_ignores_tokens_the_reference_gives_no_probability():
-    ref = torch.tensor([[0.0, -math.inf]])
+    ref = torch.tensor([[0.0, -math.inf]])  # tokens the reference gives no probability add nothing
     other = torch.tensor([[math.log(0.5), math.log(0.5)]])
     kl, _ = kv_precision.kl_and_top1(ref, other)
     assert kl.item() == pytest.approx(math.log(2))
-
-
-def test_the_alternation_heatmap_cells_fit_a_narrow_screen_and_the_hover_keeps_the_whole_setting():
-    """At 800 px (and in presenter mode) the cells say only the seconds to first token and rows a short name; the
-    setting's parenthesis and the tokens reused stay in the hover."""
-    rows = []
-    for order, setting in enumerate(["1 slot, RAM cache off (--cache-ram 0)", "2 slots, RAM cache off"]):
-        for turn, (conversation, ttft, cached) in enumerate([("A", 1421.4, 0), ("B", 95.2, 300)]):
-            rows.append(
-                dict(
-                    setting=setting,
-                    order=order,
-                    conversation=conversation,
-                    turn=turn + 1,
-                    ttft_ms=ttft,
-                    cached_tokens=cached,
-                    prompt_tokens=320,
-                )
-            )
-    heatmap = alternation_figure(pd.DataFrame(rows)).data[0]
-    assert list(heatmap.y) == ["2 slots<br>RAM cache off", "1 slot<br>RAM cache off"]
-    assert [list(row) for row in heatmap.text] == [["1.42", "0.10"], ["1.42", "0.10"]]
-    assert heatmap.customdata[1][1] == ["1 slot, RAM cache off (--cache-ram 0)", "95 ms", "300"]
-    assert heatmap.z[0][1] == 300 / 320
 
 
 def test_a_prompts_plan_is_its_kv_bytes_and_the_cold_and_warm_prefill_flops():
@@ -206,19 +155,13 @@ def test_comparison_words_come_from_the_measurements():
     assert text.trade_title([small, large]).endswith("the newcomer 1.3x sooner, stalls 2.0x longer")
 
 
-def test_the_bundled_model_is_served_with_filler_prompts():
-    model = served.engine_model(served.BUNDLED)
-    assert model.name == "storyteller-llama-6m" and not model.timing_only
-    assert served.text_ids_for(served.BUNDLED) is None and served.prompt_start(served.BUNDLED, 512) is None
-    assert prefix_cache.prompt_source(4096)(12, 7) == filler_prompt(4096, 12, 7)
-    if real_model.is_available():
-        assert served.MEMORY_BOUND == served.REAL
-    else:
-        assert served.MEMORY_BOUND == served.models.DEFAULT_PUBLIC_MODEL
-
-
-def test_on_the_real_model_the_prompts_are_real_english(smollm2):
-    model = served.engine_model(served.REAL)
-    assert (model.layers, model.kv_width, model.vocab) == (30, 3 * 64, 49_152)
-    assert served.text_ids_for(served.REAL) is request_trace.text_ids
-    assert served.prompt_opening(served.REAL, 256) and len(served.prompt_start(served.REAL, 256)) == 8
+def test_the_bundled_model_is_served_with_filler_prompts_and_the_real_one_with_real_english(smollm2):
+    bundled, real = served.engine_model(served.BUNDLED), served.engine_model(served.REAL)
+    assert bundled.name == "storyteller-llama-6m" and not bundled.timing_only
+    assert prefix_cache.prompt_start(bundled, 512) is None and prefix_cache.prompt_opening(bundled, 512) is None
+    assert prefix_cache.prompt_ids(bundled)(12, 7) == filler_prompt(4096, 12, 7)
+    assert (real.layers, real.kv_width, real.vocab) == (30, 3 * 64, 49_152)
+    assert prefix_cache.prompt_ids(real) is request_trace.text_ids
+    assert prefix_cache.prompt_opening(real, 256) and len(prefix_cache.prompt_start(real, 256)) == 8
+    random = served.engine_model(served.models.RANDOM)  # the fallback: SmolLM2's shape, our vocabulary
+    assert (random.layers, random.kv_width, random.vocab, random.timing_only) == (30, 192, 4096, True)

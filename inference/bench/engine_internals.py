@@ -28,7 +28,7 @@ def run(log=print) -> dict:
     out = {}
     big = served.engine_model(served.MEMORY_BOUND)
     log(f"engine internals: prefix cache, {big.label}")
-    table = prefix_cache.shared_prefix(served.gguf(big.key), big.vocab, PREFIX_TOKENS, SUFFIX_TOKENS, REQUESTS)
+    table = prefix_cache.shared_prefix(big, PREFIX_TOKENS, SUFFIX_TOKENS, REQUESTS)
     on = table[table["cache"]]
     warm = on.iloc[1:]
     out["prefix_cache_ttft_miss_vs_hit"] = round(on["ttft_ms"].iloc[0] / warm["ttft_ms"].median(), 2)
@@ -36,9 +36,7 @@ def run(log=print) -> dict:
     out["prefix_cache_ttft_ms_hit"] = round(warm["ttft_ms"].median(), 1)
     out["prefix_cache_reused_tokens"] = int(warm["cached_tokens"].median())
     log(f"engine internals: stalls, -b {STALL_BATCH}")
-    stalls = chunked_prefill.measure_stalls(
-        served.gguf(big.key), big.vocab, big.context, STALL_PROMPT, STALL_BATCH, STALL_BATCH, COTENANTS
-    )
+    stalls = chunked_prefill.measure_stalls(big, STALL_PROMPT, STALL_BATCH, STALL_BATCH, COTENANTS)
     out["chunked_prefill_stalls_measured"] = stalls.measured
     out["chunked_prefill_stalls_predicted"] = stalls.predicted
     out["chunked_prefill_iterations_by_server"] = len(stalls.server_chunks)  # its progress events: exact

@@ -15,13 +15,14 @@ import threading
 import time
 from contextlib import closing
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
-from inference.core.measuring import Progress, filler_prompt, ms_since, now
+from inference.core.measuring import filler_prompt, ms_since, now
 from inference.engines import llamacpp
 from inference.engines.client import GREEDY_CHAIN, LLAMACPP, EngineClient, EngineError, HttpTransport
+from inference.lessons.engine_internals import served
+from inference.lessons.engine_internals.served import EngineModel
 
 COTENANT_PROMPT_TOKENS = 8
 WARM_TOKENS = 12  # tokens each co-tenant streams before the newcomer is sent: its usual gap comes from these
@@ -29,19 +30,17 @@ AFTER_TOKENS = 12  # tokens each co-tenant streams after the newcomer's first to
 START_TIMEOUT_S = 120.0
 
 
-def predicted_stalls(prompt_tokens: int, n_batch: int, decoding: int = 0) -> int:
-    """Iterations that carry a chunk of the prompt: ceil(P / (n_batch - N))."""
-    if n_batch <= decoding:
-        raise ValueError(f"n_batch ({n_batch}) has to be larger than the decoding requests ({decoding})")
-    if prompt_tokens < 1:
-        raise ValueError(f"`prompt_tokens` has to be at least 1, but is {prompt_tokens}")
-    return math.ceil(prompt_tokens / (n_batch - decoding))
-
-
 def chunk_sizes(prompt_tokens: int, n_batch: int, decoding: int = 0) -> list[int]:
     """The prompt tokens each iteration carries: full chunks of n_batch - N, the rest last."""
+    if n_batch <= decoding:
+        raise ValueError(f"n_batch ({n_batch}) has to be larger than the decoding requests ({decoding})")
     full, rest = divmod(prompt_tokens, n_batch - decoding)
     return [n_batch - decoding] * full + ([rest] if rest else [])
+
+
+def predicted_stalls(prompt_tokens: int, n_batch: int, decoding: int = 0) -> int:
+    """Iterations that carry a chunk of the prompt: ceil(P / (n_batch - N))."""
+    return len(chunk_sizes(prompt_tokens, n_batch, decoding))
 
 
 def _events(url: str, prompt_ids: list[int], n_predict: int, started: float, **extra):
@@ -170,19 +169,17 @@ def _wait_for(condition, what: str) -> None:
         time.sleep(0.002)
 
 
-def measure_stalls(
-    gguf: Path, vocab: int, context: int, prompt_tokens: int, n_batch: int, n_ubatch: int, cotenants: int = 2
-) -> StallRun:
+def measure_stalls(model: EngineModel, prompt_tokens: int, n_batch: int, n_ubatch: int, cotenants: int = 2) -> StallRun:
     """One run on a fresh server with `-b n_batch -ub n_ubatch` and cotenants + 1 slots (module docstring)."""
-    args = ["-b", str(n_batch), "-ub", str(min(n_ubatch, n_batch))]
+    args, vocab = ["-b", str(n_batch), "-ub", str(min(n_ubatch, n_batch))], model.vocab
     with (
-        llamacpp.serve(gguf, parallel=cotenants + 1, extra_args=args) as server,
+        llamacpp.serve(served.gguf(model.key), parallel=cotenants + 1, extra_args=args) as server,
         EngineClient(server.url, dialect=LLAMACPP, timeout=600) as client,
     ):
         client.complete([0, 1, 2, 3], 1)  # warm-up: a new server's first pass sets up its buffers
         client.complete(filler_prompt(vocab, min(prompt_tokens, n_batch), 7), 1)  # and its largest batch
         stop, started = threading.Event(), now()
-        reply = context - COTENANT_PROMPT_TOKENS - 1  # never ends by itself before it is cut off
+        reply = model.context - COTENANT_PROMPT_TOKENS - 1  # never ends by itself before it is cut off
         streams = [
             _Streamer(server.url, filler_prompt(vocab, COTENANT_PROMPT_TOKENS, 50 + c), reply, started, stop)
             for c in range(cotenants)
@@ -216,36 +213,21 @@ def measure_stalls(
         if errors:
             raise EngineError(f"A co-tenant's stream failed: {errors[0]}")
     times = [list(s.times) for s in streams]
+    n_ubatch = min(n_ubatch, n_batch)
     return StallRun(
-        n_batch,
-        min(n_ubatch, n_batch),
-        cotenants,
-        prompt_tokens,
-        sent,
-        first,
-        prompt_ms,
-        evaluated,
-        times,
-        usual,
-        chunks,
+        n_batch, n_ubatch, cotenants, prompt_tokens, sent, first, prompt_ms, evaluated, times, usual, chunks
     )
 
 
 def sweep(
-    gguf: Path,
-    vocab: int,
-    context: int,
-    prompt_tokens: int,
-    settings: list[tuple[int, int]],
-    cotenants: int = 2,
-    progress: Progress | None = None,
+    model: EngineModel, prompt_tokens: int, settings: list[tuple[int, int]], cotenants: int = 2, progress=None
 ) -> list[StallRun]:
     """`measure_stalls` for each (n_batch, n_ubatch), a fresh server each."""
     runs = []
     for i, (n_batch, n_ubatch) in enumerate(settings):
         if progress is not None:
             progress(i, len(settings), f"-b {n_batch} -ub {n_ubatch}")
-        runs.append(measure_stalls(gguf, vocab, context, prompt_tokens, n_batch, n_ubatch, cotenants))
+        runs.append(measure_stalls(model, prompt_tokens, n_batch, n_ubatch, cotenants))
     return runs
 
 

@@ -50,12 +50,9 @@ def alternation_figure(table: pd.DataFrame, presenter: bool = False) -> go.Figur
     table = table.assign(request=table["conversation"] + table["turn"].astype(str))
     order = list(dict.fromkeys(table.sort_values(["turn", "conversation"])["request"]))
     settings = list(dict.fromkeys(table.sort_values("order")["setting"]))
-    share = table.pivot(index="setting", columns="request", values="cached_tokens") / table.pivot(
-        index="setting", columns="request", values="prompt_tokens"
-    )
-    ttft = table.pivot(index="setting", columns="request", values="ttft_ms")
-    cached = table.pivot(index="setting", columns="request", values="cached_tokens")
-    share, ttft, cached = (frame.loc[settings[::-1], order] for frame in (share, ttft, cached))
+    wide = table.pivot(index="setting", columns="request", values=["cached_tokens", "prompt_tokens", "ttft_ms"])
+    cached, prompt, ttft = (wide[v].loc[settings[::-1], order] for v in ("cached_tokens", "prompt_tokens", "ttft_ms"))
+    share = cached / prompt
     text = [[f"{t / 1000:.2f}" for t in row] for row in ttft.values]  # seconds: four characters a cell
     details = [
         [[setting, f"{t:,.0f} ms", f"{c:,.0f}"] for t, c in zip(tr, cr)]

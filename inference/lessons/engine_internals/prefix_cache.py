@@ -10,27 +10,46 @@ match back. Each request asks for one token, so its time to first token is the p
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
 from inference.core.measuring import Progress, filler_prompt
+from inference.core.tokens import readable_tokens
 from inference.engines import llamacpp
 from inference.engines.client import LLAMACPP, EngineClient
+from inference.lessons.engine_internals import served
 from inference.lessons.engine_internals.kv_precision import kv_bytes_per_token
+from inference.lessons.engine_internals.served import EngineModel
+from inference.lessons.serving import request_trace
 from inference.lessons.serving.roofline import ServedModel
 
 DEFAULT_CACHE_RAM_MIB = 8192  # common.h's cache_ram_mib
 SLOT_SIMILARITY = 0.1  # common.h's slot_prompt_similarity: the share of a prompt a slot must hold to be picked
 PREFIX_SEED = 1000
-PromptIds = Callable[[int, int], list[int]]  # (length, seed) -> token ids: real text on the real model, else filler
 
 
-def prompt_source(vocab: int, real_text_ids: PromptIds | None = None) -> PromptIds:
-    """Real text when given, else fixed pseudo-random ids of `vocab` (what they say changes no arithmetic)."""
-    return real_text_ids or (lambda length, seed: filler_prompt(vocab, length, seed))
+def prompt_ids(model: EngineModel):
+    """(length, seed) -> token ids: real English in SmolLM2's tokens on the real model, else fixed pseudo-random ids
+    of its vocabulary (what they say changes neither the arithmetic nor the cache)."""
+    if model.key == served.REAL:
+        return request_trace.text_ids
+    return lambda length, seed: filler_prompt(model.vocab, length, seed)
+
+
+def prompt_start(model: EngineModel, prefix_tokens: int, tokens: int = 8) -> list[str] | None:
+    """The shared prefix's first tokens on the real model as its tokenizer cut them (spaces as ␣); None elsewhere."""
+    if model.key != served.REAL:
+        return None
+    ids = request_trace.text_ids(min(tokens, prefix_tokens), PREFIX_SEED + 1)
+    return readable_tokens(request_trace.real_tokenizer(), ids)
+
+
+def prompt_opening(model: EngineModel, prefix_tokens: int) -> str | None:
+    """The first words of the shared prefix sent on the real model, for the caption under its table."""
+    if model.key != served.REAL:
+        return None
+    return request_trace.opening(request_trace.text_ids(prefix_tokens, PREFIX_SEED + 1))
 
 
 def prefill_flops(model: ServedModel, new_tokens: int, cached_tokens: int = 0) -> float:
@@ -110,18 +129,12 @@ def _warm_client(server: llamacpp.LlamaServer) -> EngineClient:
 
 
 def shared_prefix(
-    gguf: Path,
-    vocab: int,
-    prefix_tokens: int,
-    suffix_tokens: int,
-    requests: int,
-    progress: Progress | None = None,
-    text_ids: PromptIds | None = None,
+    model: EngineModel, prefix_tokens: int, suffix_tokens: int, requests: int, progress: Progress | None = None
 ) -> pd.DataFrame:
     """`requests` prompts sharing their first `prefix_tokens` (a system prompt), each then `suffix_tokens` of its
     own, sent one after another to one slot: cache off, then on (each mode its own prefix, its first request cold)."""
-    ids, rows = prompt_source(vocab, text_ids), []
-    with llamacpp.serve(gguf, parallel=1) as server, _warm_client(server) as client:
+    ids, rows = prompt_ids(model), []
+    with llamacpp.serve(served.gguf(model.key), parallel=1) as server, _warm_client(server) as client:
         for m, cache_on in enumerate((False, True)):
             prefix = ids(prefix_tokens, PREFIX_SEED + m)
             for i in range(requests):
@@ -144,39 +157,28 @@ def alternation_settings(longest_state_bytes: float) -> list[tuple[str, int, int
     ]
 
 
-def saved_state_bytes(tokens: int, layers: int, kv_width: int) -> float:
-    """A slot's state in the RAM cache: its tokens' f32 keys and values and a margin for the positions and headers
-    `llama_state_seq_get_data` writes beside them."""
-    return 1.05 * tokens * kv_bytes_per_token(layers, kv_width, "f32") + 65_536
-
-
 def alternating_conversations(
-    gguf: Path,
-    vocab: int,
-    layers: int,
-    kv_width: int,
-    prefix_tokens: int,
-    turn_tokens: int,
-    turns: int,
-    progress: Progress | None = None,
-    text_ids: PromptIds | None = None,
+    model: EngineModel, prefix_tokens: int, turn_tokens: int, turns: int, progress: Progress | None = None
 ) -> pd.DataFrame:
     """Conversations A and B, each its own prefix growing `turn_tokens` a turn, take turns (A1, B1, A2, ...) on each
     of `alternation_settings`, a fresh server each, cache on."""
-    ids = prompt_source(vocab, text_ids)
-    chats = {}
+    ids, chats = prompt_ids(model), {}
     for k, name in enumerate("AB"):
-        seed, chats[name] = PREFIX_SEED + 10 + k, []
-        prompt = ids(prefix_tokens, seed)
+        seed, prompt, chats[name] = PREFIX_SEED + 10 + k, ids(prefix_tokens, PREFIX_SEED + 10 + k), []
         for turn in range(turns):
             prompt = prompt + ids(turn_tokens, seed * 100 + turn)
             chats[name].append(prompt)
-    longest = prefix_tokens + turns * turn_tokens + 1  # the last turn's prompt and its one reply token
-    settings = alternation_settings(saved_state_bytes(longest, layers, kv_width))
+    # a slot's state in the RAM cache: the last turn's f32 keys and values and its one reply token, and a margin for
+    # the positions and headers `llama_state_seq_get_data` writes beside them
+    longest = prefix_tokens + turns * turn_tokens + 1
+    settings = alternation_settings(1.05 * longest * kv_bytes_per_token(model.layers, model.kv_width, "f32") + 65_536)
     rows = []
     for order, (setting, slots, cache_ram) in enumerate(settings):
         args = ["--cache-ram", str(cache_ram)]
-        with llamacpp.serve(gguf, parallel=slots, extra_args=args) as server, _warm_client(server) as client:
+        with (
+            llamacpp.serve(served.gguf(model.key), parallel=slots, extra_args=args) as server,
+            _warm_client(server) as client,
+        ):
             for turn in range(turns):
                 for name, prompts in chats.items():
                     if progress is not None:

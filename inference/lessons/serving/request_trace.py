@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,7 +26,7 @@ REAL_SOURCE = "real text"
 
 
 @dataclass(frozen=True)
-class LengthDistribution:
+class Lengths:
     """A log-normal length: `median` tokens, spread `sigma` (of the log), clipped to [low, high]."""
 
     median: int
@@ -40,25 +41,20 @@ class LengthDistribution:
 
 @dataclass(frozen=True)
 class TrafficShape:
-    name: str
     description: str
-    prompt: LengthDistribution  # tokens, the start token included
-    reply: LengthDistribution
+    prompt: Lengths  # tokens, the start token included
+    reply: Lengths
 
 
 # Both fit a 512-token slot (the bundled model's context) with room to spare.
 SHAPES = {
     "short chat": TrafficShape(
-        "short chat",
-        "short questions, replies a little longer than the question",
-        LengthDistribution(median=24, sigma=0.5, low=4, high=128),
-        LengthDistribution(median=48, sigma=0.4, low=8, high=160),
+        "short questions, replies a little longer than the question", Lengths(24, 0.5, 4, 128), Lengths(48, 0.4, 8, 160)
     ),
     "long document": TrafficShape(
-        "long document",
         "a long text to read and a short answer (summaries, questions about a document)",
-        LengthDistribution(median=300, sigma=0.2, low=160, high=400),
-        LengthDistribution(median=24, sigma=0.3, low=8, high=64),
+        Lengths(300, 0.2, 160, 400),
+        Lengths(24, 0.3, 8, 64),
     ),
 }
 
@@ -77,7 +73,7 @@ class Request:
 
 @dataclass(frozen=True)
 class Trace:
-    shape: TrafficShape
+    shape: str  # a SHAPES name, or "burst"
     rate_per_s: float
     seed: int
     requests: tuple[Request, ...]
@@ -86,13 +82,12 @@ class Trace:
     @property
     def key(self) -> str:
         """Names the trace for caches: equal keys, equal traces (given the vocabulary)."""
-        key = f"{self.shape.name}|rate={self.rate_per_s:g}|n={len(self.requests)}|seed={self.seed}"
-        return key if self.prompt_source == "random ids" else f"{key}|{self.prompt_source}"
+        return f"{self.shape}|rate={self.rate_per_s:g}|n={len(self.requests)}|seed={self.seed}|{self.prompt_source}"
 
     @property
     def duration_s(self) -> float:
         """From the first arrival to the last."""
-        return self.requests[-1].arrival_s if self.requests else 0.0
+        return self.requests[-1].arrival_s
 
     @property
     def reply_tokens(self) -> int:
@@ -104,88 +99,55 @@ class Trace:
 
     def asked_tokens_per_s(self) -> float:
         """Reply tokens per second these draws ask for over their arrivals: the tokens of the requests before the
-        last one over the time from the first arrival to the last (n requests make n - 1 gaps). The one definition
-        the traffic chart, the 1-vs-N verdict and the sweep use; NaN for a single request."""
+        last one over the time from the first arrival to the last (n requests make n - 1 gaps); NaN for one request.
+        The one definition the traffic chart, the 1-vs-N verdict and the sweep use."""
         if self.duration_s <= 0:
             return float("nan")
         return sum(r.reply_tokens for r in self.requests[:-1]) / self.duration_s
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(
-            {
-                "request": [r.index for r in self.requests],
-                "arrival_s": [r.arrival_s for r in self.requests],
-                "prompt_tokens": [r.prompt_tokens for r in self.requests],
-                "reply_tokens": [r.reply_tokens for r in self.requests],
-            }
+            [(r.index, r.arrival_s, r.prompt_tokens, r.reply_tokens) for r in self.requests],
+            columns=["request", "arrival_s", "prompt_tokens", "reply_tokens"],
         )
 
 
-def poisson_trace(
-    shape: TrafficShape | str, rate_per_s: float, requests: int, seed: int, vocab_size: int, start_token: int = 0
-) -> Trace:
-    """`requests` Poisson arrivals at `rate_per_s` (the first at 0), lengths from `shape`, prompt ids drawn uniformly
-    from the vocabulary after `start_token`; one numpy generator seeded with `seed` draws everything."""
-    if isinstance(shape, str):
-        if shape not in SHAPES:
-            raise ValueError(f"unknown traffic shape {shape!r}: choose one of {', '.join(SHAPES)}")
-        shape = SHAPES[shape]
+def filler_ids(rng: np.random.Generator, length: int, vocab_size: int, start_token: int = 0) -> tuple[int, ...]:
+    return (start_token, *map(int, rng.integers(1, vocab_size, size=length - 1)))
+
+
+def poisson_trace(shape: str, rate_per_s: float, requests: int, seed: int, vocab_size: int) -> Trace:
+    """`requests` Poisson arrivals at `rate_per_s` (the first at 0), lengths from `SHAPES[shape]`, prompt ids drawn
+    uniformly from the vocabulary after the start token 0; one numpy generator seeded with `seed` draws everything."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown traffic shape {shape!r}: choose one of {', '.join(SHAPES)}")
     if not rate_per_s > 0:
         raise ValueError(f"the arrival rate has to be > 0 requests per second, not {rate_per_s}")
     if requests < 1:
         raise ValueError(f"a trace needs at least 1 request, not {requests}")
     rng = np.random.default_rng(seed)
     unit_gaps = rng.exponential(1.0, size=requests)
-    prompt_lengths, reply_lengths = shape.prompt.draw(rng, requests), shape.reply.draw(rng, requests)
+    prompts, replies = SHAPES[shape].prompt.draw(rng, requests), SHAPES[shape].reply.draw(rng, requests)
     arrivals = np.concatenate([[0.0], np.cumsum(unit_gaps[:-1])]) / rate_per_s
     items = tuple(
-        Request(
-            i,
-            float(arrivals[i]),
-            (start_token, *map(int, rng.integers(1, vocab_size, size=int(prompt_lengths[i]) - 1))),
-            int(reply_lengths[i]),
-        )
+        Request(i, float(arrivals[i]), filler_ids(rng, int(prompts[i]), vocab_size), int(replies[i]))
         for i in range(requests)
     )
     return Trace(shape, float(rate_per_s), seed, items)
 
 
+def burst_trace(requests: int, prompt_tokens: int, reply_tokens: int, seed: int = 0, vocab_size: int = 4096) -> Trace:
+    """`requests` seeded filler prompts all arriving at once: the engine is never short of work until the last."""
+    rng = np.random.default_rng(seed)
+    items = tuple(Request(i, 0.0, filler_ids(rng, prompt_tokens, vocab_size), reply_tokens) for i in range(requests))
+    return Trace("burst", 0.0, seed, items)
+
+
 # -- real prompts for the real model -----------------------------------------------------------------
 
-QUESTIONS = (
-    "What is the capital of France?",
-    "Why is the sky blue?",
-    "Write a short poem about the sea.",
-    "How many legs does a spider have?",
-    "What is photosynthesis?",
-    "Give me three tips for a good night's sleep.",
-    "What is the largest planet in the solar system?",
-    "Explain what a computer does in one sentence.",
-    "Who wrote Romeo and Juliet?",
-    "Why do leaves change colour in autumn?",
-    "What is 12 times 12?",
-    "Tell me a fun fact about octopuses.",
-    "How does a rainbow form?",
-    "What should I pack for a day at the beach?",
-    "What is the boiling point of water?",
-    "Suggest a name for a friendly robot.",
-)
-DOCUMENT = (
-    "The water cycle moves water between the sea, the air and the land. The sun warms the surface of the sea, "
-    "and some of the water evaporates: it becomes a gas, water vapour, and rises with the warm air. High above "
-    "the ground the air is colder, so the vapour condenses into tiny droplets that gather as clouds. When the "
-    "droplets join into drops too heavy to float, they fall as rain, or as snow where the air is cold enough. "
-    "Some of that water runs over the ground into streams and rivers, which carry it back to the sea. Some soaks "
-    "into the soil, where plants take it up through their roots and release it again through their leaves. Some "
-    "sinks deeper and is stored for years as groundwater, which feeds springs and wells. Snow on high mountains "
-    "can stay frozen for a whole winter and melt in spring, filling rivers just when farmers need water for their "
-    "fields. Because the sun lifts only fresh water out of the sea, the salt stays behind, which is why the sea is "
-    "salty and rain is not. The same water has travelled this loop again and again for billions of years: the "
-    "water in a glass today may once have been part of a cloud over another continent, a glacier, or the sea "
-    "where the first living things appeared. Scientists measure how fast the cycle turns to understand droughts "
-    "and floods, and to predict how a warmer climate, which lets the air hold more vapour, will change the rain."
-)
-SUMMARY_ASK = "Summarise this text in one sentence."
+# a text to summarise, the request to summarise it, then the questions, one a line
+DOCUMENT, SUMMARY_ASK, QUESTIONS = Path(__file__).with_name("real_prompts.txt").read_text().split("\n\n")
+DOCUMENT, QUESTIONS = " ".join(DOCUMENT.split()), tuple(QUESTIONS.strip().splitlines())
 
 
 @lru_cache(maxsize=1)
@@ -211,7 +173,7 @@ def prompt_ids(tokenizer, index: int, length: int, shape_name: str) -> tuple[int
 def with_real_prompts(trace: Trace, tokenizer) -> Trace:
     """The same arrivals and reply lengths with real prompts."""
     requests = tuple(
-        dataclasses.replace(r, prompt_ids=prompt_ids(tokenizer, r.index, r.prompt_tokens, trace.shape.name))
+        dataclasses.replace(r, prompt_ids=prompt_ids(tokenizer, r.index, r.prompt_tokens, trace.shape))
         for r in trace.requests
     )
     return dataclasses.replace(trace, requests=requests, prompt_source=REAL_SOURCE)

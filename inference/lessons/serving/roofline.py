@@ -10,6 +10,7 @@ out: each pass's fixed cost, weights that fit the last-level cache, kernels that
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -37,30 +38,23 @@ class ServedModel:
     bytes_per_cache_value: float = 4.0  # llama-server with -ctk f32 -ctv f32
 
     @classmethod
-    def from_safetensors(cls, path: str | Path, bytes_per_weight: float = 4.0) -> ServedModel:
-        """Counts from a transformers Llama checkpoint's tensor shapes (no tensor is loaded). With tied embeddings
-        the embedding table is also the output layer, so it is multiplied for every token; untied, only
-        `lm_head` is, and the embedding table is a lookup of one row per token."""
-        shapes = {}
-        with safe_open(str(path), framework="pt") as f:
-            for name in f.keys():  # noqa: SIM118 - safe_open is not iterable
-                shapes[name] = tuple(f.get_slice(name).get_shape())
-        numel = {name: _product(shape) for name, shape in shapes.items()}
-        matrices = {name for name, shape in shapes.items() if len(shape) == 2}
-        embedding = next(name for name in matrices if name.endswith("embed_tokens.weight"))
-        tied = not any(name.endswith("lm_head.weight") for name in matrices)
-        matmul = sum(numel[name] for name in matrices if tied or name != embedding)
-        q = next(shape for name, shape in shapes.items() if name.endswith("layers.0.self_attn.q_proj.weight"))
-        k = next(shape for name, shape in shapes.items() if name.endswith("layers.0.self_attn.k_proj.weight"))
-        layers = 1 + max(int(m.group(1)) for name in shapes if (m := LAYER_INDEX.search(name)))
-        return cls(
-            matmul_parameters=matmul,
-            other_parameters=sum(numel.values()) - matmul,
-            layers=layers,
-            query_width=q[0],
-            kv_width=k[0],
-            bytes_per_weight=bytes_per_weight,
+    def from_shapes(cls, shapes: dict[str, tuple[int, ...]]) -> ServedModel:
+        """Counts from a transformers Llama checkpoint's tensor shapes. Tied (no `lm_head`), the embedding table is
+        also the output layer, multiplied for every token; untied, it is a lookup of one row per token."""
+        numel = {name: math.prod(shape) for name, shape in shapes.items()}
+        tied = not any(name.endswith("lm_head.weight") for name in shapes)
+        matmul = sum(n for name, n in numel.items() if len(shapes[name]) == 2 and (tied or "embed_tokens" not in name))
+        q, k = (
+            next(s[0] for n, s in shapes.items() if n.endswith(f"layers.0.self_attn.{x}_proj.weight")) for x in "qk"
         )
+        layers = 1 + max(int(m.group(1)) for name in shapes if (m := LAYER_INDEX.search(name)))
+        return cls(matmul, sum(numel.values()) - matmul, layers, q, k)
+
+    @classmethod
+    def from_safetensors(cls, path: str | Path) -> ServedModel:
+        """From the weight file's shapes; no tensor is loaded."""
+        with safe_open(str(path), framework="pt") as f:
+            return cls.from_shapes({name: tuple(f.get_slice(name).get_shape()) for name in f.keys()})  # noqa: SIM118
 
     @property
     def weight_bytes_per_pass(self) -> float:
@@ -69,13 +63,6 @@ class ServedModel:
 
     def kv_bytes_per_token(self) -> float:
         return 2 * self.layers * self.kv_width * self.bytes_per_cache_value  # a key and a value per layer
-
-
-def _product(shape) -> int:
-    out = 1
-    for n in shape:
-        out *= n
-    return out
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ same batch limit (`--parallel N`, `--max-num-seqs N`), side by side, and what ea
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ from inference.core.measuring import Progress
 from inference.engines import llamacpp, vllm
 from inference.engines.client import LLAMACPP, VLLM, EngineClient
 from inference.lessons.serving.models import ModelOnEngine
-from inference.lessons.serving.replay import WARM_UP, EngineTarget, ReplayResult, metric_total, replay, scaled, solo_run
+from inference.lessons.serving.replay import EngineTarget, ReplayResult, metric_total, replay, scaled
 from inference.lessons.serving.request_trace import Trace
 
 ENGINES = (LLAMACPP, VLLM)
@@ -46,14 +47,12 @@ def available() -> dict[str, str]:
 
 @dataclass
 class EngineRun:
-    """One engine's replay, its `/metrics` before and after, its start-up time (0 for a server started elsewhere)
-    and the cores its log reported."""
+    """One engine's replay, its `/metrics` before and after, and the cores its log reported (a server started here)."""
 
     engine: str
     result: ReplayResult
     before: dict[str, float]
     after: dict[str, float]
-    started_s: float
     batch_limit: int
     context: int | None  # tokens per sequence the engine was started for
     cores: str | None = None
@@ -71,25 +70,11 @@ class EngineRun:
 
 def _cores(log_path, engine: str) -> str | None:
     """From the engine's start-up log: llama-server's `n_threads = N`, vLLM worker's `core ids=[...]`."""
-    try:
-        log = log_path.read_text(errors="replace")
-    except OSError:
-        return None
-    if engine == LLAMACPP:
-        found = re.search(r"n_threads = (\d+)", log)
-        return f"{found.group(1)} threads" if found else None
-    found = re.search(r"core ids=\[([^\]]*)\]", log)
-    return f"core(s) {found.group(1)}" if found else None
-
-
-def _replay(url: str, engine: str, label: str, trace: Trace, slots: int, progress) -> EngineRun:
-    with EngineClient(url, dialect=engine) as client:
-        served = client.served_model()  # vLLM answers only to the name it serves under
-        target = EngineTarget(url, engine, served.name if engine == VLLM else label, slots)
-        solo_run(target, WARM_UP)
-        before = client.metrics()
-        result = replay(trace, target, progress=progress)
-        return EngineRun(engine, result, before, client.metrics(), 0.0, slots, served.context)
+    pattern, said = (
+        (r"n_threads = (\d+)", "{} threads") if engine == LLAMACPP else (r"core ids=\[([^\]]*)\]", "core(s) {}")
+    )
+    found = log_path.is_file() and re.search(pattern, log_path.read_text(errors="replace"))
+    return said.format(found.group(1)) if found else None
 
 
 def replay_on(
@@ -98,33 +83,33 @@ def replay_on(
     trace: Trace,
     slots: int,
     progress: Progress | None = None,
-    running_url: str | None = None,
+    url: str | None = None,
 ) -> EngineRun:
-    """Start `engine` for `model` allowing `slots` requests per batch, replay `trace`, stop it; with `running_url`,
-    replay on that server instead (started elsewhere for the same model: the tests share one vLLM)."""
-    if running_url:
-        return _replay(running_url, engine, model.label, trace, slots, progress)
-    if engine == LLAMACPP:
-        server = llamacpp.serve(model.gguf, parallel=slots)
-    else:
-        if progress is not None:
-            progress(0, len(trace.requests), "starting vLLM: it loads its engine before it serves")
-        server = vllm.serve(model.safetensors.parent, max_num_seqs=slots)
-    with server:
-        run = _replay(server.url, engine, model.label, trace, slots, progress)
-    run.started_s, run.cores = server.started_s, _cores(server.log_path, engine)
+    """Start `engine` for `model` allowing `slots` requests per batch, warm it up, replay `trace`, stop it; with
+    `url`, replay on that server instead (started elsewhere for the same model: the tests share one vLLM)."""
+    with contextlib.ExitStack() as stack:
+        server = None
+        if url is None:
+            if engine == VLLM and progress is not None:
+                progress(0, len(trace.requests), "starting vLLM: it loads its engine before it serves")
+            start = llamacpp.serve(model.gguf, parallel=slots) if engine == LLAMACPP else None
+            server = stack.enter_context(start or vllm.serve(model.safetensors.parent, max_num_seqs=slots))
+            url = server.url
+        client = stack.enter_context(EngineClient(url, dialect=engine))
+        served = client.served_model()  # vLLM answers only to the name it serves under
+        client.complete([0, 1, 2, 3], 4)  # warm-up: a new server's first pass sets up its buffers
+        before = client.metrics()
+        target = EngineTarget(url, engine, served.name if engine == VLLM else model.label, slots)
+        result = replay(trace, target, progress=progress)
+        run = EngineRun(engine, result, before, client.metrics(), slots, served.context)
+    run.cores = None if server is None else _cores(server.log_path, engine)
     return run
 
 
 def replay_on_engines(
-    model: ModelOnEngine,
-    trace: Trace,
-    slots: int,
-    engines=ENGINES,
-    progress: Progress | None = None,
-    running: dict[str, str] | None = None,
+    model: ModelOnEngine, trace: Trace, slots: int, engines=ENGINES, progress=None, running: dict | None = None
 ) -> dict[str, EngineRun]:
-    """The same trace on each engine in turn (never at once: they would share the CPU)."""
+    """The same trace on each engine in turn (never at once: they would share the CPU); `running`: {engine: url}."""
     n = len(trace.requests)
     return {
         e: replay_on(e, model, trace, slots, scaled(progress, i * n, n, len(engines) * n), (running or {}).get(e))
@@ -133,7 +118,7 @@ def replay_on_engines(
 
 
 def _peak(states: pd.DataFrame, column: str) -> float | None:
-    return states[column].max() if len(states) and states[column].notna().any() else None
+    return states[column].max() if states[column].notna().any() else None
 
 
 def _per_pass(tokens: float | None, passes: float | None) -> float | None:
