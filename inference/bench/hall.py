@@ -39,9 +39,7 @@ SERVER_USER = "postgres"  # Debian's package creates it; PostgreSQL refuses to r
 
 def postgres_bin() -> Path | None:
     """The newest installed major version's bin folder (Debian: /usr/lib/postgresql/<major>/bin)."""
-    found = [
-        p for p in Path("/usr/lib/postgresql").glob("*/bin") if (p / "initdb").exists() and (p / "pg_ctl").exists()
-    ]
+    found = [p.parent for p in Path("/usr/lib/postgresql").glob("*/bin/initdb") if (p.parent / "pg_ctl").exists()]
     return max(found, key=lambda p: int(p.parent.name)) if found else None
 
 
@@ -93,8 +91,8 @@ def _cpu_s(pid: int | None) -> float:
     return total
 
 
-def _app_process(url: str, code: str, followers: int, offset: int, total: int, stop, ready, out) -> None:
-    students = Followers(ClassStore(url), code, [(offset + i) * POLL_SECONDS / total for i in range(followers)])
+def _app_process(url: str, code: str, phases: list[float], stop, ready, out) -> None:
+    students = Followers(ClassStore(url), code, phases)
     students.start()
     ready.put(os.getpid())
     stop.wait()
@@ -107,11 +105,10 @@ def hall_figures(url: str, db_pid: int | None, followers: int, publishes: int = 
     store.publish(code, secret, class_state(0))
     ctx = multiprocessing.get_context("spawn")
     stop, ready, out = ctx.Event(), ctx.Queue(), ctx.Queue()
-    shares = [followers // APP_PROCESSES + (i < followers % APP_PROCESSES) for i in range(APP_PROCESSES)]
-    offsets = [sum(shares[:i]) for i in range(APP_PROCESSES)]
+    phases = [i * POLL_SECONDS / followers for i in range(followers)]  # the processes' followers interleaved
     apps = [
-        ctx.Process(target=_app_process, args=(url, code, n, off, followers, stop, ready, out))
-        for n, off in zip(shares, offsets)
+        ctx.Process(target=_app_process, args=(url, code, phases[k::APP_PROCESSES], stop, ready, out))
+        for k in range(APP_PROCESSES)
     ]
     for p in apps:
         p.start()
