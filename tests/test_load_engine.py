@@ -106,21 +106,18 @@ def test_sessions_in_process_then_on_two_apps_sharing_one_llama_server_each_get_
     assert rss_end < rss_start + MEMORY_GROWTH_LIMIT, "the app grew by more than 500 MB for these sessions"
     evaluated = after["llamacpp:prompt_tokens_total"] - before["llamacpp:prompt_tokens_total"]
     assert evaluated >= sum(len(t) for t in greedy), "the engine evaluated fewer tokens than the sessions stepped"
-    busy_per_decode = after["llamacpp:n_busy_slots_per_decode"]  # the server is ours: its average since start
+    busy = after["llamacpp:n_busy_slots_per_decode"]  # the server is ours: its average since start
     with capsys.disabled():  # reported in every run's output, never asserted
-        for name, run, where in (
-            ("in-process", in_process, "1 app process, the model in it, seeded sampling"),
-            ("engine", on_engine, f"{APP_PROCESSES} app processes + llama-server --parallel {ENGINE_SLOTS}, greedy"),
+        for name, run in (
+            ("in-process, seeded", in_process),
+            (f"{APP_PROCESSES} apps + llama-server, greedy", on_engine),
         ):
-            p50, p95 = run.percentiles_ms()
-            steps = len(run.latencies)
+            (p50, p95), steps = run.percentiles_ms(), len(run.latencies)
             print(
-                f"\n[load {name}] {len(PROMPTS)} sessions x {STEPS} steps ({where}): "
-                f"Step latency p50 {p50:.0f} ms, p95 {p95:.0f} ms; app server CPU {run.step_cpu_s * 1000 / steps:.0f} ms "
-                f"per Step ({steps} Steps, the app processes' user + system time, browsers and engine left out)"
+                f"\n[load {name}] {len(PROMPTS)} sessions x {STEPS} steps: Step latency p50 {p50:.0f} ms, p95 {p95:.0f}"
+                f" ms; app server CPU {run.step_cpu_s * 1000 / steps:.0f} ms per Step (browsers and engine left out)"
             )
         print(
-            f"[load engine] llama-server evaluated {evaluated:.0f} tokens; on average {busy_per_decode:.2f} slots "
-            "(sessions) shared each of its forward passes"
+            f"[load engine] {evaluated:.0f} tokens evaluated; {busy:.2f} sessions shared each forward pass on average"
         )
         print(f"[load in-process] app memory {rss_start / 2**20:.0f} MB -> {rss_end / 2**20:.0f} MB")
