@@ -59,15 +59,11 @@ def engine_vs_generate(model, tokenizer, new_tokens: int = 128, repeats: int = 5
         counts["engine"] = len(run_greedy(model, tokenizer, ids, new_tokens, stop_at_eos=False).records)
 
     def generate():
+        fixed = dict(
+            do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=tokenizer.eos_token_id
+        )
         with torch.inference_mode():
-            out = model.generate(
-                input_ids,
-                attention_mask=torch.ones_like(input_ids),
-                do_sample=False,
-                max_new_tokens=new_tokens,
-                min_new_tokens=new_tokens,
-                pad_token_id=tokenizer.eos_token_id,
-            )
+            out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **fixed)
         counts["generate"] = out.shape[1] - len(ids)
 
     engine(), generate()  # warm-up
@@ -77,12 +73,8 @@ def engine_vs_generate(model, tokenizer, new_tokens: int = 128, repeats: int = 5
             kept.append(_timed_ms(fn))
     engine_tps = counts["engine"] / statistics.median(times[engine]) * 1000
     generate_tps = counts["generate"] / statistics.median(times[generate]) * 1000
-    return {
-        "engine_tokens_per_s": round(engine_tps, 1),
-        "generate_tokens_per_s": round(generate_tps, 1),
-        "engine_vs_generate": round(engine_tps / generate_tps, 2),
-        "new_tokens": counts["engine"],
-    }
+    out = {"engine_tokens_per_s": round(engine_tps, 1), "generate_tokens_per_s": round(generate_tps, 1)}
+    return out | {"engine_vs_generate": round(engine_tps / generate_tps, 2), "new_tokens": counts["engine"]}
 
 
 def ttft_and_decode_ms(model, tokenizer, ids: list[int], decode_tokens: int, repeats: int) -> tuple[float, float]:
@@ -125,10 +117,8 @@ def inside_figures(model, tokenizer, tokens: int = 300, repeats: int = 5) -> dic
     for _ in range(repeats):  # alternated, so a busy spell hits both alike; the floor on a fresh cache
         inside.append(_timed_ms(lambda: look_inside(model, ids)))
         floor.append(_timed_ms(lambda: TransformersForward(model, tokenizer).next_pass(ids, PREFILL)))
-    return {
-        "inside_ms_300": round(statistics.median(inside), 1),
-        "inside_plain_prefill_ms_300": round(statistics.median(floor), 1),
-    }
+    inside_ms, floor_ms = round(statistics.median(inside), 1), round(statistics.median(floor), 1)
+    return {"inside_ms_300": inside_ms, "inside_plain_prefill_ms_300": floor_ms}
 
 
 def real_figures(decode_tokens: int = 32, repeats: int = 3, bandwidth_gbs: float | None = None) -> dict:
