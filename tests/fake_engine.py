@@ -1,13 +1,12 @@
-"""A stand-in llama.cpp server for tests that must not wait for llama-server: a loopback HTTP server (stdlib, a thread
-per request) answering /v1/models, /health, /metrics, /slots, /tokenize, /detokenize and /completion in llama.cpp's
-shapes, computed by the bundled model in this process: the next-token distribution (`n_probs`) and greedy tokens,
-one forward pass each on a KV cache of the request's own, streamed as llama.cpp streams them (`data: {...}` events
-with `content` and `tokens`, a last one with `stop` and `timings`). The real server is tested against our engine in
-tests/test_engines.py; this one tests what the app does with the answers."""
+"""A stand-in llama.cpp server for tests that must not wait for llama-server: a loopback HTTP server (a thread per
+request) answering /v1/models, /health, /metrics, /slots, /tokenize, /detokenize and /completion in llama.cpp's
+shapes, computed by the bundled model here (the next-token distribution, greedy tokens, streamed as llama.cpp
+streams them). The real server is tested against our engine in tests/test_engines.py."""
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import threading
 from collections.abc import Callable
@@ -18,6 +17,8 @@ import torch
 from inference.core.kv_cache import new_cache
 from inference.core.measuring import Stopwatch
 
+NOT_FOUND = {"error": {"code": 404, "message": "File Not Found"}}
+
 
 class FakeLlamaServer:
     def __init__(self, loaded, n_probs_cap: int | None = None, tamper: dict[str, Callable] | None = None, hold=None):
@@ -27,8 +28,7 @@ class FakeLlamaServer:
         self.hold = hold  # a threading.Event: every stream pauses after its first token until it is set
         self.requests: list[tuple[str, dict]] = []
         self.active: dict[int, int] = {}  # request number -> tokens in its cache, while it decodes
-        self.counter = 0
-        self.lock = threading.Lock()
+        self.lock, self.numbers = threading.Lock(), itertools.count()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -38,23 +38,23 @@ class FakeLlamaServer:
                 pass
 
             def _send(self, body, status: int = 200, content_type: str = "application/json"):
-                if status == 200 and self.path in fake.tamper:
-                    body = fake.tamper[self.path](body)
+                body = fake.tamper[self.path](body) if status == 200 and self.path in fake.tamper else body
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
+                for header in (("Content-Type", content_type), ("Content-Length", str(len(data)))):
+                    self.send_header(*header)
                 self.send_header("Connection", "close")  # a stopped server then refuses the next request
                 self.end_headers()
                 self.wfile.write(data)
 
             def do_GET(self):
+                answers = {"/v1/models": fake.models, "/health": dict, "/slots": fake.slots}
                 if self.path == "/metrics":
                     self._send(fake.metrics().encode(), content_type="text/plain")
-                elif self.path in ("/v1/models", "/health", "/slots"):
-                    self._send({"/v1/models": fake.models, "/health": dict, "/slots": fake.slots}[self.path]())
+                elif self.path in answers:
+                    self._send(answers[self.path]())
                 else:
-                    self._send({"error": {"code": 404, "message": "File Not Found"}}, 404)
+                    self._send(NOT_FOUND, 404)
 
             def do_POST(self):
                 payload = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
@@ -82,7 +82,7 @@ class FakeLlamaServer:
                 elif self.path == "/detokenize":
                     self._send({"content": tokenizer.decode(payload["tokens"])})
                 else:
-                    self._send({"error": {"code": 404, "message": "File Not Found"}}, 404)
+                    self._send(NOT_FOUND, 404)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -92,19 +92,13 @@ class FakeLlamaServer:
     def models(self) -> dict:
         info = self.loaded.info
         meta = {"n_vocab": info.vocab_size, "n_ctx_train": info.context, "n_params": info.parameters}
-        model = {
-            "id": "/fake/storyteller-model-f32.gguf",
-            "owned_by": "llamacpp",
-            "meta": meta | {"size": info.weight_bytes},
-        }
-        return {"data": [model]}
+        meta["size"] = info.weight_bytes
+        return {"data": [{"id": "/fake/storyteller-model-f32.gguf", "owned_by": "llamacpp", "meta": meta}]}
 
     def metrics(self) -> str:
         with self.lock:
-            return (
-                f"llamacpp:requests_total {len(self.requests)}\nllamacpp:requests_processing {len(self.active)}\n"
-                "llamacpp:requests_deferred 0\n"
-            )
+            counts = {"requests_total": len(self.requests), "requests_processing": len(self.active)}
+        return "".join(f"llamacpp:{name} {n}\n" for name, n in (counts | {"requests_deferred": 0}).items())
 
     def slots(self) -> list[dict]:
         with self.lock:
@@ -113,30 +107,27 @@ class FakeLlamaServer:
 
     @torch.inference_mode()
     def completion(self, payload: dict, send: Callable[[dict], None] | None = None) -> dict:
-        """The answer to one /completion: the first position's distribution (its top `n_probs`) and `n_predict` greedy
-        tokens; with `send`, each token is sent as an event first and the answer is the last event."""
-        model, ids = self.loaded.model, list(payload["prompt"])
-        cache = new_cache(model.config)
+        """One /completion: the first position's top `n_probs` and `n_predict` greedy tokens, one forward pass each on
+        a cache of the request's own; with `send`, each token is sent as an event first, the answer is the last."""
+        model, ids, decode = self.loaded.model, list(payload["prompt"]), self.loaded.tokenizer.decode
+        cache, tokens, n_predict = new_cache(model.config), [], payload.get("n_predict", 1)
         with Stopwatch() as prefill:
             logits = model(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True).logits[0, -1]
         logprobs = logits.double().log_softmax(-1)
         top = torch.topk(logprobs, min(payload.get("n_probs", 0), self.n_probs_cap or len(logprobs)))
         items = [{"id": int(i), "token": "", "logprob": float(v)} for v, i in zip(top.values, top.indices)]
         chosen = int(logprobs.argmax())
-        with self.lock:
-            self.counter += 1
-            number = self.counter
-        tokens = []
+        number = next(self.numbers)
         try:
-            for n in range(payload.get("n_predict", 1)):
+            for n in range(n_predict):
                 tokens.append(int(logits.argmax()))
                 with self.lock:
                     self.active[number] = len(ids) + len(tokens)
                 if send is not None:
-                    send({"content": self.loaded.tokenizer.decode(tokens[-1:]), "tokens": tokens[-1:], "stop": False})
+                    send({"content": decode(tokens[-1:]), "tokens": tokens[-1:], "stop": False})
                     if self.hold is not None:
                         self.hold.wait(30)
-                if n + 1 < payload.get("n_predict", 1):
+                if n + 1 < n_predict:
                     logits = model(input_ids=torch.tensor([tokens[-1:]]), past_key_values=cache, use_cache=True).logits[
                         0, -1
                     ]
@@ -144,7 +135,7 @@ class FakeLlamaServer:
             with self.lock:
                 self.active.pop(number, None)
         return {
-            "content": "" if send else self.loaded.tokenizer.decode(tokens),
+            "content": "" if send else decode(tokens),
             "tokens": [] if send else tokens,
             "stop": True,
             "stop_type": "limit",

@@ -1,8 +1,6 @@
-"""Many browser sessions pressing Step on the Generate page at once (the load tests' shared driver).
-
-Playwright's sync API is single-threaded: the sessions are interleaved round-robin, every session's Step
-clicked before any is waited on, so their steps overlap on the app processes (and on an engine behind them).
-"""
+"""Many browser sessions pressing Step on the Generate page at once (the load tests' shared driver). Playwright's sync
+API is single-threaded: the sessions are interleaved round-robin, every session's Step clicked before any is waited
+on, so their steps overlap on the app processes (and on an engine behind them)."""
 
 from __future__ import annotations
 
@@ -11,8 +9,10 @@ from dataclasses import dataclass, field
 
 from inference.bench.students import PROMPTS as STUDENT_PROMPTS
 from inference.core.measuring import ms_since, now
+from tests.browser import IDLE, wait_idle
 
 EXCEPTION_BOX = '[data-testid="stException"]'
+CHIPS = "(document.querySelector('.token-box')?.dataset.generatedIds || '').split(',').filter(Boolean).length"
 # One prompt per session: the simulated students' six, and four more (the class proxy test opens up to ten).
 PROMPTS = [
     *STUDENT_PROMPTS,
@@ -34,7 +34,6 @@ class LoadRun:
     step_cpu_s: float | None = None  # the app servers' CPU seconds while the sessions stepped (`cpu_clock`)
 
     def percentiles_ms(self) -> tuple[float, float]:
-        """(p50, p95) of the Step latencies in milliseconds."""
         return statistics.median(self.latencies) * 1000, statistics.quantiles(self.latencies, n=20)[18] * 1000
 
 
@@ -43,48 +42,26 @@ def generated_ids(page) -> list[int]:
     return [int(i) for i in ids.split(",")] if ids else []
 
 
-def open_sessions(browser, urls: list[str], errors: list[str], timeout_ms: float = 240_000) -> list:
-    """One browser context (its own Streamlit session) per URL, all loading at once; returns when every page has
-    drawn its title and finished its first run."""
-    from tests.browser import IDLE
-
-    pages = []
-    for url in urls:
-        page = browser.new_context(viewport={"width": 1000, "height": 800}).new_page()
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(url, wait_until="commit", timeout=timeout_ms)
-        pages.append(page)
-    for page in pages:
-        page.wait_for_selector('[data-testid="stMain"] h1', timeout=timeout_ms)  # idle alone can come before the run
-        page.wait_for_selector(IDLE, timeout=timeout_ms)
-    return pages
+def page_state(page) -> str:
+    """The tokens a page shows and its alert and exception texts, for a failure message."""
+    alerts = page.locator('[data-testid="stAlert"], ' + EXCEPTION_BOX).all_inner_texts()
+    return f"{len(generated_ids(page))} tokens shown; alerts: {[a[:200] for a in alerts]}"
 
 
-def step_interleaved(
-    pages: list, steps: list[int], timeout_ms: float = 120_000, shown: list[int] | None = None
-) -> list:
-    """Press Step `steps[i]` times on page i, round-robin: in each round click every page still going, then wait for
-    each to show exactly its new token count (`shown[i]`, default 0, plus the round: a reconnected page still shows its
-    old session's tokens until its first rerun). Returns the latencies in seconds, click to token seen (pages are
-    waited on in order, so a later page's figure can include the wait for an earlier one). Before the next round every
-    page finishes its rerun (untimed), so no click lands on a script still drawing the last step."""
-    from tests.browser import wait_idle
-
-    shown = shown or [0] * len(pages)
-    latencies = []
+def step_interleaved(pages: list, steps: list[int], timeout_ms: float = 120_000, shown: list[int] | None = None):
+    """Press Step `steps[i]` times on page i, round-robin: each round clicks every page still going, then waits for
+    each to show its new token count (`shown[i]`, default 0, plus the round: a reconnected page shows its old
+    session's tokens until its first rerun), then lets every page finish its rerun (untimed). Returns the latencies in
+    seconds, click to token seen (pages are waited on in order: a later one's can include the wait for an earlier)."""
+    shown, latencies = shown or [0] * len(pages), []
     for step in range(1, max(steps, default=0) + 1):
-        started = {}
-        active = [i for i, wanted in enumerate(steps) if wanted >= step]
+        active, started = [i for i, wanted in enumerate(steps) if wanted >= step], {}
         for i in active:
             pages[i].get_by_role("button", name="Step", exact=True).click()
             started[i] = now()
         for i in active:
             try:
-                pages[i].wait_for_function(
-                    "(document.querySelector('.token-box')?.dataset.generatedIds || '')"
-                    f".split(',').filter(Boolean).length === {shown[i] + step}",
-                    timeout=timeout_ms,
-                )
+                pages[i].wait_for_function(f"{CHIPS} === {shown[i] + step}", timeout=timeout_ms)
             except Exception as error:  # say what the stuck page shows, not only that it timed out
                 raise AssertionError(f"session {i}, step {step}: no new token; {page_state(pages[i])}") from error
             latencies.append(ms_since(started[i]) / 1000)
@@ -93,23 +70,21 @@ def step_interleaved(
     return latencies
 
 
-def page_state(page) -> str:
-    """The tokens a page shows and its alert and exception texts, for a failure message."""
-    alerts = page.locator('[data-testid="stAlert"], ' + EXCEPTION_BOX).all_inner_texts()
-    return f"{len(generated_ids(page))} tokens shown; alerts: {[a[:200] for a in alerts]}"
-
-
-def run_sessions(browser, urls: list[str], steps: list[int], cpu_clock=None) -> LoadRun:
-    """Open a session per URL, step them all interleaved, then read each one's tokens and exception boxes.
-    `cpu_clock()`: the app servers' CPU seconds so far, read just before the first Step and after the last."""
-    from tests.browser import wait_idle
-
-    run = LoadRun()
-    pages = open_sessions(browser, urls, run.page_errors)
+def run_sessions(browser, urls: list[str], steps: list[int], cpu_clock=None, timeout_ms: float = 240_000) -> LoadRun:
+    """A session (its own browser context) per URL, all loading at once; step them interleaved, then read each one's
+    tokens and exception boxes. `cpu_clock()`: the app servers' CPU seconds, read around the Steps."""
+    run, pages = LoadRun(), []
+    for url in urls:
+        page = browser.new_context(viewport={"width": 1000, "height": 800}).new_page()
+        page.on("pageerror", lambda e: run.page_errors.append(str(e)))
+        page.goto(url, wait_until="commit", timeout=timeout_ms)
+        pages.append(page)
+    for page in pages:
+        page.wait_for_selector('[data-testid="stMain"] h1', timeout=timeout_ms)  # idle alone can come before the run
+        page.wait_for_selector(IDLE, timeout=timeout_ms)
     cpu_start = cpu_clock() if cpu_clock else None
     run.latencies = step_interleaved(pages, steps)
-    if cpu_clock:
-        run.step_cpu_s = cpu_clock() - cpu_start
+    run.step_cpu_s = cpu_clock() - cpu_start if cpu_clock else None
     for page in pages:
         wait_idle(page)
         run.tokens.append(generated_ids(page))

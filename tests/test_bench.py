@@ -9,9 +9,10 @@ from functools import partial
 import pytest
 
 from inference.bench import cli, engine
+from inference.core import real_model
 from inference.lessons.speculative import drafting
 
-# engine: since the inside-the-engine keys the bench starts llama-server when it is built (minutes).
+# engine: the bench starts llama-server when it is built
 pytestmark = pytest.mark.engine
 
 ISSUE_KEYS = {"engine_tokens_per_s", "generate_tokens_per_s", "engine_vs_generate", "ttft_ms", "decode_ms_per_token"}
@@ -22,45 +23,43 @@ SPECULATIVE_KEYS = {"spec_greedy_identical", "spec_acceptance_rate", "spec_token
 SPECULATIVE_KEYS |= {"spec_speedup_vs_plain", "hf_assisted_speedup_vs_plain", "spec_prompt_lookup_speedup_vs_plain"}
 SPECULATIVE_KEYS |= {"spec_verify_cost", "spec_draft_cost_ratio", "spec_predicted_speedup", "spec_moe_speedup_vs_plain"}
 SPECULATIVE_KEYS |= {"spec_moe_verify_cost", "spec_draft_shortlist", "spec_speedup_vs_plain_full_vocab"}
-
-
-def test_bench_writes_every_figure_to_json_and_prints_a_table(tmp_path, capsys, monkeypatch):
-    # Every measurement runs, on fewer tokens and repeats than the real benchmark (seconds, not minutes).
-    for name, fewer in {
+# every measurement runs, on fewer tokens and repeats than the real benchmark (seconds, not minutes)
+FEWER = {
+    engine: {
         "engine_vs_generate": dict(new_tokens=16, repeats=1),
         "prefill_and_decode": dict(decode_tokens=8, repeats=1),
         "view_ms": dict(repeats=3),
         "trace_view_ms": dict(steps=20, repeats=3),
         "inside_figures": dict(tokens=60, repeats=1),
-    }.items():
-        monkeypatch.setattr(engine, name, partial(getattr(engine, name), **fewer))
-    speculative_timing = cli.real_spec  # where the bench looks it up
-    monkeypatch.setattr(
-        speculative_timing, "bundled_benchmark", partial(speculative_timing.bundled_benchmark, new_tokens=24, repeats=1)
-    )
-    # SmolLM2's figures too (they took 5 of this test's 7 minutes at 64 tokens, 3 repeats, six requests a drafter)
-    monkeypatch.setattr(engine, "real_figures", partial(engine.real_figures, decode_tokens=8, repeats=1))
-    monkeypatch.setattr(
-        cli.real_spec, "real_spec_figures", partial(cli.real_spec.real_spec_figures, new_tokens=12, repeats=1)
-    )
-    # one of the drafts' three other requests (tests/test_speculative_smollm2.py checks the drafts themselves) and a shorter self-draft run
+        "real_figures": dict(decode_tokens=8, repeats=1),
+    },
+    cli.real_spec: {
+        "bundled_benchmark": dict(new_tokens=24, repeats=1),
+        "real_spec_figures": dict(new_tokens=12, repeats=1),
+    },
+    cli.classroom: {"class_figures": dict(publishes=3)},  # each publish waits 2 s for the followers to poll
+}
+
+
+def test_bench_writes_every_figure_to_json_and_prints_a_table(tmp_path, capsys, monkeypatch):
+    for module, functions in FEWER.items():
+        for name, fewer in functions.items():
+            monkeypatch.setattr(module, name, partial(getattr(module, name), **fewer))
+    # one of the drafts' three other requests (tests/test_speculative_smollm2.py checks the drafts) and a short self-draft
     monkeypatch.setattr(drafting, "OTHER_REQUESTS", drafting.OTHER_REQUESTS[:1])
     monkeypatch.setattr(cli.real_spec, "SELF_DRAFT_TOKENS", 8)
-    # the class store's followers over 3 publishes, not 10 (each waits 2 s for the followers to poll)
-    monkeypatch.setattr(cli.classroom, "class_figures", partial(cli.classroom.class_figures, publishes=3))
     path = tmp_path / "bench.json"
     cli.main(["--no-quantization", "--no-serving", "--json", str(path)])
     figures = json.loads(path.read_text())
-    assert figures.keys() >= ISSUE_KEYS
-    assert figures.keys() >= SPECULATIVE_KEYS and figures["spec_greedy_identical"] is True
-    # a cost ratio, timed: > 0 only (where a pass waits on memory a 5-token verify pass can read under one one-token
-    # pass, and a run moves by a third; the bench reports it, a test does not time it)
+    assert figures.keys() >= ISSUE_KEYS | SPECULATIVE_KEYS and figures["spec_greedy_identical"] is True
+    # a cost ratio, timed: > 0 only (a run moves by a third; the bench reports it, a test does not time it)
     assert figures["spec_moe_identical"] is True and figures["spec_verify_cost"] > 0
     assert 0 <= figures["spec_acceptance_rate"] <= 1 and 1 <= figures["spec_tokens_per_target_pass"] <= 5
     assert figures["new_tokens"] == 16 and figures["model"] == "storyteller-llama-6m"
     assert all(figures[k] > 0 for k in ISSUE_KEYS - {"model", "transformers_version"})
-    ratio = figures["engine_tokens_per_s"] / figures["generate_tokens_per_s"]
-    assert abs(figures["engine_vs_generate"] - ratio) < 0.01
+    assert abs(figures["engine_vs_generate"] - figures["engine_tokens_per_s"] / figures["generate_tokens_per_s"]) < 0.01
+    if real_model.is_available():  # SmolLM2's keys, from a short greedy run
+        assert figures["real_model"] == real_model.REAL_MODEL_NAME and figures["real_decode_tokens_per_s"] > 0
     printed = capsys.readouterr().out
     assert "engine_vs_generate" in printed and "goal >= 1.5" in printed
 

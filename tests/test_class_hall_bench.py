@@ -1,8 +1,5 @@
-"""The lecture hall's figure (inference/bench/hall.py) on a throwaway PostgreSQL: followers over two app
-processes, update latency and CPU per follower. Reports, never asserts timings; checks the keys make sense
-and that the followers saw the teacher's publishes. Marker `load` (about 6 s of polling plus the start)."""
-
-from __future__ import annotations
+"""The lecture hall's figure (inference/bench/hall.py) on a throwaway PostgreSQL: followers over two app processes
+see the teacher's publishes, and the keys make sense (timings reported, never asserted). About 6 s of polling."""
 
 import pytest
 
@@ -18,9 +15,8 @@ def test_followers_over_two_app_processes_on_postgresql_see_the_publishes_and_re
         level = hall.hall_figures(url, pid, followers=10, publishes=3)
     with capsys.disabled():
         print("\nhall figure (10 followers, 3 publishes; timings under this machine's load):", level)
-    assert level["followers"] == 10 and level["app_processes"] == 2
+    assert (level["followers"], level["app_processes"]) == (10, 2) and level["followers_per_core"] >= 1
     assert 10 <= level["updates_seen"] <= level["updates_expected"] == 30  # every follower drew a publish
     assert 0 < level["update_ms_p50"] <= level["update_ms_p95"]
     assert level["app_cpu_ms_per_s_per_follower"] > 0 and level["db_cpu_ms_per_s_per_follower"] > 0
-    assert level["followers_per_core"] >= 1
-    assert str(level["followers"]) in hall.sentence(level) and "followers per core" in hall.sentence(level)
+    assert "followers per core" in hall.sentence(level)

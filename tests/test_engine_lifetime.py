@@ -2,11 +2,11 @@
 SIGINT, SIGHUP) or its death without a word (SIGKILL: Linux's parent-death signal) ends the engine, every process
 of it, within 5 s. Issue #23's fault 2 was llama-server orphaned by SIGTERM."""
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -15,58 +15,49 @@ import pytest
 from tests.engine_servers import require_llama_server, require_vllm
 
 pytestmark = pytest.mark.engine
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 GONE_WITHIN_S = 5.0
 
 
-def start_command(*args: str, ready_within_s: float) -> tuple[subprocess.Popen, list[psutil.Process]]:
+def start_command(*args: str) -> tuple[subprocess.Popen, list[psutil.Process]]:
     """The command started as a user would, read until it prints its URL; returns it and its server processes."""
     command = subprocess.Popen(
         [sys.executable, "-m", "inference.engines", *args],
-        cwd=PROJECT_ROOT,
+        cwd=Path(__file__).resolve().parent.parent,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    deadline, seen = time.monotonic() + ready_within_s, []
-    for line in command.stdout:
+    seen = []
+    for line in command.stdout:  # the serve command's own health timeout bounds the wait
         seen.append(line)
         if line.startswith("http://127.0.0.1:"):
-            break
-        assert time.monotonic() < deadline, f"no URL within {ready_within_s} s: {''.join(seen[-5:])}"
-    else:
-        pytest.fail(f"the command exited before printing its URL: {''.join(seen[-5:])}")
-    servers = psutil.Process(command.pid).children(recursive=True)
-    assert servers, "the command started no server process"
-    return command, servers
+            servers = psutil.Process(command.pid).children(recursive=True)
+            assert servers, "the command started no server process"
+            return command, servers
+    pytest.fail(f"the command exited before printing its URL: {''.join(seen[-5:])}")
 
 
 def still_running(process: psutil.Process) -> bool:
-    """Alive and not a zombie (a zombie has exited: only its reaping by init is pending, slow on a busy VM)."""
-    try:
+    with contextlib.suppress(psutil.NoSuchProcess):
         return process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+    return False
 
 
-def assert_all_gone(command: subprocess.Popen, servers: list[psutil.Process]) -> float:
-    """Every server process has exited within GONE_WITHIN_S (then the command too); returns how long it took."""
-    started = time.monotonic()
+def assert_all_gone(command: subprocess.Popen, servers: list[psutil.Process]) -> None:
+    """Every server process has exited (a zombie has: only its reaping is pending) within GONE_WITHIN_S."""
     _, alive = psutil.wait_procs(servers, timeout=GONE_WITHIN_S)
     alive = [p for p in alive if still_running(p)]
-    took = time.monotonic() - started
     for process in alive:  # cleaned up so a failure does not leave the server running either
         process.kill()
     assert not alive, f"still running {GONE_WITHIN_S} s later: {[p.pid for p in alive]}"
     command.wait(60)  # the command itself may take longer to exit (torch's teardown on a busy machine)
-    return took
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL], ids=lambda s: s.name)
 def test_llama_server_is_gone_within_5_s_of_the_serve_command_being_signalled(sig):
     require_llama_server()
-    command, servers = start_command("llamacpp", "serve", ready_within_s=120)
+    command, servers = start_command("llamacpp", "serve")
     assert any("llama-server" in p.name() for p in servers)
     command.send_signal(sig)
     assert_all_gone(command, servers)
@@ -78,7 +69,7 @@ def test_every_vllm_process_is_gone_within_5_s_of_the_serve_command_being_killed
     """SIGKILL: the command runs no code; the parent-death signal stops vLLM's API server, which stops its
     engine-core and worker processes. (SIGTERM runs the same stop() as llama-server's, tested above.)"""
     require_vllm()
-    command, servers = start_command("vllm", "serve", ready_within_s=900)
+    command, servers = start_command("vllm", "serve")
     assert len(servers) >= 3, [p.name() for p in servers]  # API server, engine core, worker
     command.kill()
     assert_all_gone(command, servers)

@@ -9,7 +9,7 @@ import torch
 
 from inference.core.loader import encode_prompt
 from inference.core.remote import RemoteForward, connect
-from inference.core.run import new_trace
+from inference.core.run import GREEDY, new_trace
 from inference.engines import llamacpp
 from inference.engines.client import LLAMACPP, VLLM, EngineError
 from inference.sampling.pipeline import SamplingSettings
@@ -41,7 +41,7 @@ def llama_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module", params=[LLAMACPP, VLLM])
-def remote(request, tmp_path_factory):
+def remote(request):
     url = request.getfixturevalue("llama_server").url if request.param == LLAMACPP else vllm_url()
     loaded = connect(url, timeout=120)
     assert loaded.model.dialect == request.param
@@ -64,12 +64,16 @@ def test_the_servers_distribution_equals_our_softmax_on_the_whole_vocabulary(bun
         assert (theirs - ours).abs().max().item() < 1e-4, prompt
 
 
-def test_the_servers_greedy_tokens_equal_the_engine_for_four_prompts_of_100_tokens(bundled, remote):
+def test_the_servers_greedy_tokens_equal_the_engine_for_four_prompts_and_a_stream_carries_each_token(bundled, remote):
+    client = remote.model.client
     for prompt in PROMPTS:
         ids = encode_prompt(bundled.tokenizer, prompt)
-        trace = new_trace(bundled.model, bundled.tokenizer, ids, 100, stop_at_eos=False)
-        ours = [r.token_id for r in trace.run(SamplingSettings(temperature=0))]
-        assert remote.model.client.complete(ids, 100).token_ids == ours, prompt
+        trace = new_trace(bundled.model, bundled.tokenizer, ids, 60, stop_at_eos=False)
+        assert client.complete(ids, 60).token_ids == [r.token_id for r in trace.run(GREEDY)], prompt
+    streamed = client.complete(ids, 24, stream=True)
+    assert streamed.token_ids == trace.generated_ids[:24] and len(streamed.arrival_ms) == 24
+    assert streamed.arrival_ms == sorted(streamed.arrival_ms)
+    assert client.tokenize(PROMPTS[2]) == bundled.tokenizer(PROMPTS[2], add_special_tokens=False)["input_ids"]
 
 
 def test_the_remote_step_draws_the_engines_tokens_with_the_same_seed(bundled, remote):
@@ -79,26 +83,15 @@ def test_the_remote_step_draws_the_engines_tokens_with_the_same_seed(bundled, re
     local = new_trace(bundled.model, bundled.tokenizer, ids, 30, seed=7, stop_at_eos=False)
     far = new_trace(remote.model, remote.tokenizer, ids, 30, seed=7, stop_at_eos=False)
     assert isinstance(far.forward, RemoteForward)
-    ours, theirs = list(local.run(SETTINGS)), list(far.run(SETTINGS))
-    assert [(r.token_id, r.u) for r in theirs] == [(r.token_id, r.u) for r in ours]
+    assert [(r.token_id, r.u) for r in far.run(SETTINGS)] == [(r.token_id, r.u) for r in local.run(SETTINGS)]
     if remote.model.dialect == LLAMACPP:
         assert [s.evaluated_tokens for s in far.server_steps[1:]] == [1] * 29
         assert far.server_steps[0].complete and far.to_frame()["server_ms"].notna().all()
 
 
-def test_tokenize_and_a_stream_agree_with_the_local_engine(bundled, remote):
-    """The server's token ids are ours; a streamed completion carries every token, its arrival, and the same tokens."""
-    client, tokenizer = remote.model.client, bundled.tokenizer
-    assert client.tokenize(PROMPTS[2]) == tokenizer(PROMPTS[2], add_special_tokens=False)["input_ids"]
-    ids = encode_prompt(tokenizer, PROMPTS[0])
-    streamed = client.complete(ids, 24, stream=True)
-    assert len(streamed.token_ids) == len(streamed.arrival_ms) == 24
-    assert streamed.arrival_ms == sorted(streamed.arrival_ms)
-    assert streamed.token_ids == client.complete(ids, 24).token_ids
-
-
-def test_the_servers_metrics_count_what_was_served(bundled, remote):
-    """/metrics' token counter moves by what a request asked for; llama-server's /slots hold the model's context."""
+def test_the_servers_metrics_count_what_was_served_and_a_bad_request_is_its_http_error(bundled, remote):
+    """/metrics' token counter moves by what a request asked for; llama-server's /slots hold the model's context;
+    an invalid token id is the server's HTTP error in one sentence."""
     client, llama = remote.model.client, remote.model.dialect == LLAMACPP
     counter = "llamacpp:tokens_predicted_total" if llama else "vllm:generation_tokens_total"
 
@@ -112,39 +105,28 @@ def test_the_servers_metrics_count_what_was_served(bundled, remote):
     assert total() - before == 12
     if llama:
         assert client.slots()[0]["n_ctx"] == remote.info.context
-
-
-def test_an_invalid_token_id_is_the_servers_http_error_in_one_sentence(remote):
     with pytest.raises(EngineError) as err:
-        remote.model.client.next_token([0, 10**6], 8, remote.model.vocab_size)
+        client.next_token([0, 10**6], 8, remote.model.vocab_size)
     assert err.value.status and f"HTTP {err.value.status}" in str(err.value)
 
 
-def test_a_killed_server_mid_run_gives_one_sentence_and_keeps_the_run(bundled, tmp_path_factory):
+def test_a_remote_fork_redraws_without_a_request_and_a_killed_server_keeps_the_run(bundled, tmp_path_factory):
     with start_server_or_skip(tmp_path_factory) as server:
         loaded = connect(server.url, timeout=10)
-        trace = new_trace(loaded.model, loaded.tokenizer, encode_prompt(bundled.tokenizer, PROMPTS[2]), 20)
-        list(trace.run(SETTINGS, max_steps=3))
-        kept = [r.token_id for r in trace.records]
+        trace = new_trace(loaded.model, loaded.tokenizer, encode_prompt(bundled.tokenizer, PROMPTS[1]), 10, seed=3)
+        list(trace.run(SamplingSettings(temperature=1.0)))
+        logits = trace.records[4].logits
+        trace.rewind(4)
+        record = trace.step(GREEDY)
+        assert record.reused_forward and torch.equal(record.logits, logits) and record.token_id == int(logits.argmax())
+        assert len(trace.server_steps) == len(trace.records) == 5
         server.process.kill()
         server.process.wait(10)
         with pytest.raises(EngineError) as err:
             trace.step(SETTINGS)
         message = str(err.value)
         assert server.url in message and "\n" not in message and message.endswith(("?", "."))
-        assert [r.token_id for r in trace.records] == kept and len(trace.server_steps) == 3 and not trace.finished
-
-
-def test_a_remote_fork_redraws_from_the_stored_distribution_without_a_request(bundled, llama_server):
-    loaded = connect(llama_server.url)
-    trace = new_trace(loaded.model, loaded.tokenizer, encode_prompt(bundled.tokenizer, PROMPTS[1]), 10, seed=3)
-    list(trace.run(SamplingSettings(temperature=1.0)))
-    logits = trace.records[4].logits
-    trace.rewind(4)
-    record = trace.step(SamplingSettings(temperature=0))
-    assert record.reused_forward and torch.equal(record.logits, logits) and record.token_id == int(logits.argmax())
-    assert len(trace.server_steps) == len(trace.records) == 5
-    loaded.model.client.close()
+        assert len(trace.records) == len(trace.server_steps) == 5 and not trace.finished
 
 
 def test_prefill_decode_page_times_the_engine_with_its_own_timings(llama_server, monkeypatch):

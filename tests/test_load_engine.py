@@ -1,19 +1,12 @@
 """A class on one server, then a class that outgrows it: 6 browser sessions press Step 8 times at once on the
-Generate page, first on one app process running the model in-process, then on two app processes (3 sessions each)
-pointed at one llama-server with 8 parallel slots.
+Generate page, on one app process running the model, then on two app processes sharing one llama-server (8 slots).
 
-In-process, every session samples (temperature 0.9, top-p 0.95) with its own prompt and its own seed: each one's
-tokens must equal its solo run with that seed (sessions never share random numbers) and the app's memory stays
-bounded. On the engine every session is greedy with the same prompts: the engine's logits move by up to ~1e-5
-between a request alone and the same request batched with others (measured), so a seeded draw could in rare cases
-land on the other side of a boundary, while a greedy token only changes at a near-tie (the smallest gap between
-the top two logits over 300 such steps is 0.003, measured: 150 times the engine's difference from transformers).
-Each engine session's tokens must equal its prompt's solo greedy run on our in-process engine, and the engine
-must have served every Step. Both runs do the same work per Step (the page computes the whole distribution and its
-charts either way). Checks for both: no page errors, no exception boxes. Prints p50/p95 Step latency of both runs
-(reported, never asserted).
-
-Takes minutes, so it carries the `load` marker: `python -m pytest -m load` (run by .ci/run).
+In-process every session samples with its own prompt and seed: its tokens equal its solo run (sessions never share
+random numbers) and the app's memory stays bounded. On the engine every session is greedy: batched requests move the
+engine's logits by ~1e-5 (measured), which could flip a seeded draw at a boundary, while a greedy token only changes
+at a near-tie (the smallest top-two gap over 300 such steps is 0.003); each session's tokens equal its prompt's solo
+greedy run, and the engine served every Step. No page errors, no exception boxes; p50/p95 Step latency and the app
+server's CPU per Step are printed, never asserted. Takes minutes: `python -m pytest -m load` (run by .ci/run).
 """
 
 from __future__ import annotations
@@ -48,24 +41,17 @@ def app_processes(port_url: str) -> list[psutil.Process]:
     return [app, *app.children(recursive=True)]
 
 
-def app_rss(port_url: str) -> int:
-    """Resident memory of the streamlit process serving `port_url` and its children."""
-    return sum(p.memory_info().rss for p in app_processes(port_url))
-
-
 def app_cpu_s(port_urls: list[str]) -> float:
-    """CPU seconds (user + system) the app processes serving these URLs have used so far: the server's share of a
-    Step, without the browsers that share this machine's cores."""
+    """CPU seconds (user + system) the app processes serving these URLs have used: without the browsers' share."""
     return sum(sum(p.cpu_times()[:2]) for url in port_urls for p in app_processes(url))
 
 
-def greedy_url(base: str, prompt: str, engine: str) -> str:
-    return f"{base}/?{urlencode({'prompt': prompt, 't': 0, 'max': MAX_NEW_TOKENS, 'engine': engine})}"
+def session_url(base: str, prompt: str, **query) -> str:
+    return f"{base}/?{urlencode({'prompt': prompt, 'max': MAX_NEW_TOKENS, **query})}"
 
 
-def sampled_url(base: str, prompt: str, seed: int) -> str:
-    query = {"prompt": prompt, "seed": seed, "t": SAMPLED.temperature, "p": SAMPLED.top_p, "max": MAX_NEW_TOKENS}
-    return f"{base}/?{urlencode(query)}"
+def app_rss(url: str) -> int:
+    return sum(process.memory_info().rss for process in app_processes(url))
 
 
 def solo_tokens(bundled, prompt: str, settings: SamplingSettings, seed: int = 0) -> list[int]:
@@ -93,7 +79,8 @@ def test_sessions_in_process_then_on_two_apps_sharing_one_llama_server_each_get_
                 open_page(warm_up, url)
                 warm_up.close()
                 rss_start = app_rss(url)
-                urls = [sampled_url(url, prompt, seed) for seed, prompt in enumerate(PROMPTS)]
+                sampling = {"t": SAMPLED.temperature, "p": SAMPLED.top_p}
+                urls = [session_url(url, prompt, seed=seed, **sampling) for seed, prompt in enumerate(PROMPTS)]
                 in_process = run_sessions(browser, urls, [len(t) for t in sampled], cpu_clock=lambda: app_cpu_s([url]))
                 rss_end = app_rss(url)
             client = EngineClient(server.url)
@@ -101,7 +88,10 @@ def test_sessions_in_process_then_on_two_apps_sharing_one_llama_server_each_get_
             with ExitStack() as apps:
                 env = {"INFERENCE_LAB_ENGINES": f"llama.cpp={server.url}"}
                 bases = [apps.enter_context(streamlit_server(env)) for _ in range(APP_PROCESSES)]
-                urls = [greedy_url(bases[i % APP_PROCESSES], prompt, "llama.cpp") for i, prompt in enumerate(PROMPTS)]
+                urls = [
+                    session_url(bases[i % APP_PROCESSES], prompt, t=0, engine="llama.cpp")
+                    for i, prompt in enumerate(PROMPTS)
+                ]
                 on_engine = run_sessions(browser, urls, [len(t) for t in greedy], cpu_clock=lambda: app_cpu_s(bases))
             after = client.metrics()
             client.close()
@@ -116,21 +106,18 @@ def test_sessions_in_process_then_on_two_apps_sharing_one_llama_server_each_get_
     assert rss_end < rss_start + MEMORY_GROWTH_LIMIT, "the app grew by more than 500 MB for these sessions"
     evaluated = after["llamacpp:prompt_tokens_total"] - before["llamacpp:prompt_tokens_total"]
     assert evaluated >= sum(len(t) for t in greedy), "the engine evaluated fewer tokens than the sessions stepped"
-    busy_per_decode = after["llamacpp:n_busy_slots_per_decode"]  # the server is ours: its average since start
+    busy = after["llamacpp:n_busy_slots_per_decode"]  # the server is ours: its average since start
     with capsys.disabled():  # reported in every run's output, never asserted
-        for name, run, where in (
-            ("in-process", in_process, "1 app process, the model in it, seeded sampling"),
-            ("engine", on_engine, f"{APP_PROCESSES} app processes + llama-server --parallel {ENGINE_SLOTS}, greedy"),
+        for name, run in (
+            ("in-process, seeded", in_process),
+            (f"{APP_PROCESSES} apps + llama-server, greedy", on_engine),
         ):
-            p50, p95 = run.percentiles_ms()
-            steps = len(run.latencies)
+            (p50, p95), steps = run.percentiles_ms(), len(run.latencies)
             print(
-                f"\n[load {name}] {len(PROMPTS)} sessions x {STEPS} steps ({where}): "
-                f"Step latency p50 {p50:.0f} ms, p95 {p95:.0f} ms; app server CPU {run.step_cpu_s * 1000 / steps:.0f} ms "
-                f"per Step ({steps} Steps, the app processes' user + system time, browsers and engine left out)"
+                f"\n[load {name}] {len(PROMPTS)} sessions x {STEPS} steps: Step latency p50 {p50:.0f} ms, p95 {p95:.0f}"
+                f" ms; app server CPU {run.step_cpu_s * 1000 / steps:.0f} ms per Step (browsers and engine left out)"
             )
         print(
-            f"[load engine] llama-server evaluated {evaluated:.0f} tokens; on average {busy_per_decode:.2f} slots "
-            "(sessions) shared each of its forward passes"
+            f"[load engine] {evaluated:.0f} tokens evaluated; {busy:.2f} sessions shared each forward pass on average"
         )
         print(f"[load in-process] app memory {rss_start / 2**20:.0f} MB -> {rss_end / 2**20:.0f} MB")

@@ -1,14 +1,11 @@
 """Class mode's bench keys: how soon 30 followers see a teacher's Step, and what their polling costs.
 
-Followers (`Followers`, which the lecture hall's bench runs in each of its app processes too) are threads doing
-what a student's fragment does every second: read the class from the SQLite file, and when its version changed,
-take the two charts of that version (built once for all followers, as the page caches them) and serialise them
-to JSON (what Streamlit sends each follower). The teacher publishes a new state every `publish_every` seconds,
-like Steps in class.
-Left out: Streamlit's own fragment rerun and the websocket (the browser test measures a real follower end to
-end, across two app processes). `class_followers_update_ms_p95`: from a publish until a follower has drawn it,
-95th percentile over followers and publishes; `class_followers_cpu_ms_per_s`: this process's CPU time per
-second of wall time while they poll (1000 = one core busy).
+A follower (`Followers`, run by the lecture hall's bench in each of its app processes too) is a thread doing what a
+student's fragment does every second: read the class from the store and, when its version changed, take the two
+charts of that version (built once for all followers, as the page caches them) and serialise them to JSON, what
+Streamlit sends. The teacher publishes a new state every `publish_every` seconds, like Steps in class. Left out:
+Streamlit's own fragment rerun and the websocket. `class_followers_update_ms_p95`: publish to drawn, 95th percentile;
+`class_followers_cpu_ms_per_s`: this process's CPU time per second of wall time while they poll (1000 = one core).
 """
 
 from __future__ import annotations
@@ -29,36 +26,26 @@ POLL_SECONDS = 1.0  # the student's fragment: run_every=1.0 in app_pages/class.p
 def class_state(step: int) -> dict:
     """A published state of the real page's shape (15 choices, a reveal of 10 rows)."""
     choices = [{"id": i, "label": f"␣tok{i}", "raw": 0.5 / (i + 1), "final": 0.6 / (i + 1)} for i in range(15)]
-    rows = [
-        {"id": i, "label": f"␣tok{i}", "answers": 3, "share": 0.1, "model_prob": 0.6 / (i + 1), "names": []}
-        for i in range(10)
-    ]
+    row = {"answers": 3, "share": 0.1, "names": []}
+    rows = [{"id": i, "label": f"␣tok{i}", "model_prob": 0.6 / (i + 1)} | row for i in range(10)]
     reveal = {"answers": 30, "something_else": 0, "rows": rows, "chosen_id": 0, "u": 0.5, "chosen_rank": 1}
     # measuring.now() is the system's monotonic clock: the hall's followers in other processes read it too
     return {"step": step, "choices": choices, "reveal": reveal, "published_at": now()}
 
 
 class Followers:
-    """`len(phases)` students following one class, each a thread starting at its own phase (seconds) and then
-    doing every POLL_SECONDS what a student's fragment does: read the class from `store`, and when its version
-    changed, take that version's two charts (built once for all these followers, as one app process's
-    `st.cache_resource` builds them) and serialise them to JSON, what Streamlit sends a follower. `delays` gets,
-    for every publish after the first (step 0) a follower draws, the seconds from its publish until then."""
+    """Students following one class, each a thread starting at its own phase (seconds); `delays` gets, for every
+    publish after step 0 a follower draws, the seconds from its publish until then."""
 
     def __init__(self, store, code: str, phases: list[float]):
-        self.store, self.code = store, code
-        self.delays: list[float] = []
-        self._lock = threading.Lock()
-        self._built: dict[int, tuple] = {}
-        self._stop = threading.Event()
-        # Each follower releases it once, when it has drawn its first state; no follower waits for the others (a
-        # barrier there would line every poll up at the same instant, losing their phases).
+        self.store, self.code, self.delays = store, code, []
+        self._lock, self._built, self._stop = threading.Lock(), {}, threading.Event()
+        # released once by each follower that drew its first state (a barrier would line their polls up)
         self._drawn_first = threading.Semaphore(0)
         self._threads = [threading.Thread(target=self._follow, args=(phase,), daemon=True) for phase in phases]
 
     def start(self, timeout: float = 600) -> None:
-        """Start every follower; return once each has drawn the state published so far (TimeoutError, not a hang,
-        if one of them fails)."""
+        """Start every follower; return once each drew the state published so far (else TimeoutError, not a hang)."""
         for t in self._threads:
             t.start()
         deadline = now() + timeout
@@ -74,26 +61,23 @@ class Followers:
         with self._lock:
             return sorted(self.delays)
 
-    def _charts(self, version: int, state: dict) -> tuple:
-        with self._lock:
-            if version not in self._built:
-                self._built[version] = (choices_chart(state["choices"]), reveal_chart(state["reveal"]))
-            return self._built[version]
-
     def _follow(self, phase: float) -> None:
         seen = 0
-        time.sleep(phase)  # students poll from their own phase
+        time.sleep(phase)
         while not self._stop.is_set():
             info = self.store.info(self.code)
             if info.version != seen:
-                first, seen = seen == 0, info.version
-                for figure in self._charts(info.version, info.state):
+                first, seen, state = seen == 0, info.version, info.state
+                with self._lock:  # built once per version for all followers, as one process's st.cache_resource
+                    if seen not in self._built:
+                        self._built[seen] = (choices_chart(state["choices"]), reveal_chart(state["reveal"]))
+                for figure in self._built[seen]:
                     figure.to_json(validate=False)
                 if first:
                     self._drawn_first.release()
-                if info.state["step"] > 0:
+                if state["step"] > 0:
                     with self._lock:
-                        self.delays.append(now() - info.state["published_at"])
+                        self.delays.append(now() - state["published_at"])
             time.sleep(POLL_SECONDS)
 
 

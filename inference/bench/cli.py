@@ -1,11 +1,8 @@
-"""Benchmark: `python -m inference.bench [--json PATH] [--model SOURCE]`.
-
-Every key is measured on this machine and reported, never asserted in tests: timings here are noisy.
-- The step engine (`engine_*`, `ttft_ms`, `decode_ms_per_token`, views, `inside_*`, `real_*`): `engine.py`.
-- The speculative keys (`spec_*`, `hf_assisted_*`) are timed on the app's torch threads (`spec_torch_threads` says
-  how many), as the Speculative page runs; the rest on torch's default.
-- llama-server (`llamacpp_*`, `serving_*`, the engine internals): the real engine, when it is built or running.
-- `--pages`: the Streamlit server's CPU per Step and Generate on SmolLM2, driven by Chromium (minutes).
+"""Benchmark: `python -m inference.bench [--json PATH] [--model SOURCE]`. Every key is measured on this machine and
+reported, never asserted in tests. The step engine's keys (`engine_*`, `ttft_ms`, views, `inside_*`, `real_*`) are
+engine.py's; the speculative keys are timed on the app's torch threads (`spec_torch_threads`), the rest on torch's
+default; llama-server's (`llamacpp_*`, `serving_*`, the engine internals) when it is built or running; `--pages`:
+the Streamlit server's CPU per Step and Generate on SmolLM2, driven by Chromium (minutes).
 """
 
 from __future__ import annotations
@@ -17,17 +14,7 @@ import pandas as pd
 import torch
 import transformers
 
-from inference.bench import (
-    classroom,
-    constrained,
-    engine,
-    engine_internals,
-    llamacpp,
-    pages,
-    real_gguf,
-    real_spec,
-    serving,
-)
+from inference.bench import classroom, engine, engine_internals, pages, real_gguf, real_spec, serving
 from inference.core import real_model
 from inference.core.loader import encode_prompt, load_model
 from inference.core.machine import cpu_name, logical_cpus
@@ -39,14 +26,9 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
     loaded = load_model(model_source)
     model, tokenizer = loaded.model, loaded.tokenizer
     prompt_ids = encode_prompt(tokenizer, engine.BENCH_PROMPT)
-    results = {
-        "model": loaded.info.name,
-        "torch_threads": torch.get_num_threads(),
-        "transformers_version": transformers.__version__,
-        "torch_version": torch.__version__,
-        "cpu": cpu_name(),
-        "logical_cpus": logical_cpus(),
-    }
+    results = {"model": loaded.info.name, "torch_threads": torch.get_num_threads()}
+    results |= {"transformers_version": transformers.__version__, "torch_version": torch.__version__}
+    results |= {"cpu": cpu_name(), "logical_cpus": logical_cpus()}
     results.update(engine.engine_vs_generate(model, tokenizer))
     results.update(engine.prefill_and_decode(model, tokenizer))
     results["view_ms_vocab_4k"] = engine.view_ms(4096)
@@ -55,8 +37,8 @@ def run(model_source: str | None = None, include_quantization: bool = True, incl
     results.update(engine.inside_figures(model, tokenizer))
     lookup_ids = encode_prompt(tokenizer, engine.LOOKUP_PROMPT)
     results.update(real_spec.bundled_benchmark(model, tokenizer, prompt_ids, lookup_prompt_ids=lookup_ids))
-    results.update(llamacpp.engine_figures(model, tokenizer, prompt_ids))
-    results.update(constrained.constrained_figures(model, tokenizer, prompt_ids))
+    results.update(engine.engine_figures(model, tokenizer, prompt_ids))
+    results.update(engine.constrained_figures(model, tokenizer, prompt_ids))
     results.update(classroom.class_figures())
     if include_quantization:
         results["quantization"] = benchmark_rows(model, tokenizer, prompt_ids)
@@ -113,9 +95,7 @@ def main(argv=None):
     parser.add_argument("--model", default=None, help="model source (default: the bundled model)")
     parser.add_argument("--no-quantization", action="store_true")
     parser.add_argument("--no-serving", action="store_true", help="skip the llama-server replays (minutes)")
-    parser.add_argument(
-        "--pages", action="store_true", help="also the Streamlit server's CPU per Step in real Chromium (minutes)"
-    )
+    parser.add_argument("--pages", action="store_true", help="also the server's CPU per Step in Chromium (minutes)")
     args = parser.parse_args(argv)
     results = run(args.model, include_quantization=not args.no_quantization, include_serving=not args.no_serving)
     if args.pages:  # the app in its own process, driven by Chromium: nothing of Streamlit is imported here

@@ -1,22 +1,12 @@
-"""A lecture hall's figure: followers of one class spread over two app processes sharing a PostgreSQL store.
+"""A lecture hall's figure: followers of one class (`classroom.Followers`) spread over two app processes sharing a
+PostgreSQL store, the teacher here publishing every 2 s.
 
     python -m inference.bench.hall [--json] [--followers 30 100] [--publishes 10] [--db postgresql://...]
 
-What is simulated, as `classroom.class_figures` does for one process on SQLite: each app process is a worker
-process; a follower is a thread doing what a student's fragment does every second (read the class from the
-store; when its version changed, take the two charts of that version, built once per process as the page's
-`st.cache_resource` does, and serialise them to JSON as Streamlit sends them). The teacher, in this process,
-publishes a new state every 2 s, like Steps in class. Measured:
-- update latency: from a publish until a follower has drawn it, p50 and p95 over followers and publishes (a
-  poll a second puts about 500 ms of it in waiting; the rest is the read and the drawing);
-- server CPU per follower: the two app processes' CPU time (user + system) and PostgreSQL's (every backend
-  process of the server), per second of wall time while they poll, divided by the followers; 1000 ms/s is one
-  core, so 1000 / (app + database) is how many followers one core holds at this pace.
-Left out: Streamlit's own fragment rerun and the WebSocket (the page bench's `page_step_floor_server_cpu_ms`
-measures Streamlit's floor) and the browsers.
-
-Without `--db`, a throwaway PostgreSQL is started from Debian's package (`throwaway_postgres`; the tests use the
-same one) on loopback, its data under /tmp.
+Measured: update latency, publish to drawn, p50 and p95 (a poll a second puts ~500 ms of it in waiting); server CPU
+per follower, the app processes' and PostgreSQL's (every backend) per second of wall time, divided by the followers
+(1000 ms/s is one core). Left out: Streamlit's fragment rerun, the WebSocket and the browsers. Without `--db`, a
+throwaway PostgreSQL from Debian's package (`throwaway_postgres`, as the tests use) on loopback, its data under /tmp.
 """
 
 from __future__ import annotations
@@ -30,7 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
 import psutil
@@ -49,9 +39,7 @@ SERVER_USER = "postgres"  # Debian's package creates it; PostgreSQL refuses to r
 
 def postgres_bin() -> Path | None:
     """The newest installed major version's bin folder (Debian: /usr/lib/postgresql/<major>/bin)."""
-    found = [
-        p for p in Path("/usr/lib/postgresql").glob("*/bin") if (p / "initdb").exists() and (p / "pg_ctl").exists()
-    ]
+    found = [p.parent for p in Path("/usr/lib/postgresql").glob("*/bin/initdb") if (p.parent / "pg_ctl").exists()]
     return max(found, key=lambda p: int(p.parent.name)) if found else None
 
 
@@ -92,25 +80,19 @@ def throwaway_postgres():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _cpu_s(pid: int) -> float:
+def _cpu_s(pid: int | None) -> float:
     """User + system CPU seconds of a process and its children (PostgreSQL: the server and its backends)."""
-    try:
-        main = psutil.Process(pid)
-        total = 0.0
-        for p in [main, *main.children(recursive=True)]:
-            try:
-                t = p.cpu_times()
-                total += t.user + t.system
-            except psutil.NoSuchProcess:
-                continue
-        return total
-    except psutil.NoSuchProcess:
-        return 0.0
+    total = 0.0
+    with suppress(psutil.NoSuchProcess):
+        main = psutil.Process(pid) if pid else None  # None: a server elsewhere, its CPU not read
+        for p in [main, *main.children(recursive=True)] if main else []:
+            with suppress(psutil.NoSuchProcess):
+                total += sum(p.cpu_times()[:2])
+    return total
 
 
-def _app_process(url: str, code: str, followers: int, offset: int, total: int, stop, ready, out) -> None:
-    """One app process: `followers` threads polling the class, the charts built once per version here."""
-    students = Followers(ClassStore(url), code, [(offset + i) * POLL_SECONDS / total for i in range(followers)])
+def _app_process(url: str, code: str, phases: list[float], stop, ready, out) -> None:
+    students = Followers(ClassStore(url), code, phases)
     students.start()
     ready.put(os.getpid())
     stop.wait()
@@ -118,29 +100,27 @@ def _app_process(url: str, code: str, followers: int, offset: int, total: int, s
 
 
 def hall_figures(url: str, db_pid: int | None, followers: int, publishes: int = 10) -> dict:
-    """One level: `followers` split over APP_PROCESSES worker processes on the store at `url`."""
     store = ClassStore(url, max_members=10_000)
     code, secret = store.create()
     store.publish(code, secret, class_state(0))
     ctx = multiprocessing.get_context("spawn")
     stop, ready, out = ctx.Event(), ctx.Queue(), ctx.Queue()
-    shares = [followers // APP_PROCESSES + (i < followers % APP_PROCESSES) for i in range(APP_PROCESSES)]
-    offsets = [sum(shares[:i]) for i in range(APP_PROCESSES)]
+    phases = [i * POLL_SECONDS / followers for i in range(followers)]  # the processes' followers interleaved
     apps = [
-        ctx.Process(target=_app_process, args=(url, code, n, off, followers, stop, ready, out))
-        for n, off in zip(shares, offsets)
+        ctx.Process(target=_app_process, args=(url, code, phases[k::APP_PROCESSES], stop, ready, out))
+        for k in range(APP_PROCESSES)
     ]
     for p in apps:
         p.start()
     for _ in apps:  # imports done (seconds on a loaded machine) and every follower has drawn the first state
         ready.get(timeout=600)
-    app_cpu0, db_cpu0 = sum(_cpu_s(p.pid) for p in apps), _cpu_s(db_pid) if db_pid else 0.0
+    app_cpu0, db_cpu0 = sum(_cpu_s(p.pid) for p in apps), _cpu_s(db_pid)
     with Stopwatch() as watch:
         for step in range(1, publishes + 1):
             store.publish(code, secret, class_state(step))
             time.sleep(PUBLISH_EVERY_S)
     wall = watch.ms / 1000
-    app_cpu, db_cpu = sum(_cpu_s(p.pid) for p in apps) - app_cpu0, (_cpu_s(db_pid) if db_pid else 0.0) - db_cpu0
+    app_cpu, db_cpu = sum(_cpu_s(p.pid) for p in apps) - app_cpu0, _cpu_s(db_pid) - db_cpu0
     stop.set()
     delays = sorted(d for _ in apps for d in out.get(timeout=60))
     for p in apps:
@@ -178,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     conditions = {"cpu": cpu_name(), "logical_cpus": logical_cpus(), "load_average_1m": os.getloadavg()[0]}
-    with throwaway_postgres() if args.db is None else _given(args.db) as (url, pid):
+    with throwaway_postgres() if args.db is None else nullcontext((args.db, None)) as (url, pid):  # its CPU unread
         levels = [hall_figures(url, pid, n, args.publishes) for n in args.followers]
     conditions["load_average_1m_after"] = os.getloadavg()[0]
     if args.json:
@@ -188,11 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         for level in levels:
             print(sentence(level))
     return 0
-
-
-@contextmanager
-def _given(url: str):
-    yield url, None  # a server elsewhere: its CPU is not read
 
 
 if __name__ == "__main__":

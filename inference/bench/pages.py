@@ -1,14 +1,12 @@
-"""The app as a class sees it, in real Chromium against the real app in its own process (`python -m inference.bench
---pages`; nothing of Streamlit is imported here). Needs Debian's chromium and playwright (tests/requirements.txt).
+"""The app as a class sees it, in Chromium against the real app in its own process (`python -m inference.bench
+--pages`; Debian's chromium and playwright).
 
-- `page_*`: the Streamlit server's CPU time (user + system, read by psutil) per Step, per Speculative round and per
-  slider release, on the 6M storyteller; `page_step_floor_server_cpu_ms` is Streamlit's own cost of such a Step (an
-  app with the Stepper's buttons and a chip line only). This, more than the model's step, bounds how many students
-  press Step together on one server.
-- `real_*` (issue #45's goals), Generate on SmolLM2-135M-Instruct: `real_start_to_first_step_s` from starting the app
-  to the first chip painted (goal <= 15 s), `real_first_step_s` that Step alone, `real_step_paint_ms` each later Step
-  click to paint (goal <= 0.3 s), `real_play_tokens_per_s` Play's chips per second once they flow (goal 10); the same
-  with the page on llama-server's f32 GGUF of the weights (`_llamacpp`), and with `--prio 2` (`_prio2`, as root).
+- `page_*`: the Streamlit server's CPU time (user + system) per Step, per Speculative round and per slider release, on
+  the 6M storyteller; `page_step_floor_server_cpu_ms` is Streamlit's own cost of such a Step (the Stepper's buttons
+  and a chip line only). This, more than the model's step, bounds how many students press Step on one server.
+- `real_*` (issue #45's goals), Generate on SmolLM2-135M-Instruct: app start to the first chip painted (goal <= 15
+  s), that Step alone, each later Step click to paint (goal <= 0.3 s), Play's chips per second once they flow (goal
+  10); the same on llama-server's f32 GGUF of the weights (`_llamacpp`), and with `--prio 2` (`_prio2`, as root).
 """
 
 from __future__ import annotations
@@ -40,8 +38,7 @@ FIRST_CHIP_WITHIN_S = 120.0  # the prefill of the typed request, on a busy machi
 
 
 def _server_cpu_ms(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return (times.user + times.system) * 1000
+    return sum(process.cpu_times()[:2]) * 1000
 
 
 def _idle(page) -> None:
@@ -59,8 +56,7 @@ def _open(p, url: str, ready: str = '[data-testid="stMain"] h1'):
 
 
 def _press(page, button: str, counter: str = CHIPS, timeout_ms: int = 60_000) -> float | None:
-    """Press `button`: the ms from the click until `counter` grew (then the page is idle), or None when it did not
-    (the run stopped)."""
+    """Press `button`: the ms from the click until `counter` grew (then idle), or None when it did not (it stopped)."""
     before, start = page.evaluate(counter), now()
     page.get_by_role("button", name=button, exact=True).click()
     try:
@@ -81,8 +77,7 @@ def step_cpu(page, server: psutil.Process, steps: int, button: str = "Step", cou
 
 
 def back_and_step_cpu(page, server: psutil.Process, pairs: int) -> tuple[float, int]:
-    """Server CPU ms per rerun at the end of a long run: Back then Step, `pairs` times (a run that ended at its stop
-    token cannot take more Steps; Back and Step redraw the page at its full length)."""
+    """Server CPU ms per rerun at the end of a long run: Back then Step, `pairs` times (redrawn at its full length)."""
     position, cpu0 = page.evaluate(CHIPS), _server_cpu_ms(server)
     for _ in range(pairs):
         for name, expect in (("Back", position - 1), ("Step", position)):
@@ -140,8 +135,7 @@ def page_figures(steps: int = 30) -> dict:
 
 
 def play_tokens_per_s(page, tokens: int = PLAY_TOKENS) -> tuple[float, int]:
-    """Type the creative request, press Play and count chips as they paint: (chips per second from the first new chip
-    to the last one counted, chips counted)."""
+    """Type the creative request, press Play, count chips as they paint: (chips/s from the first new one, counted)."""
     page.get_by_label("Prompt").fill(PLAY_PROMPT)
     page.keyboard.press("Control+Enter")  # Streamlit's text area applies its value on Ctrl+Enter
     _idle(page)
@@ -164,7 +158,7 @@ def play_tokens_per_s(page, tokens: int = PLAY_TOKENS) -> tuple[float, int]:
 
 
 def real_generate_figures(steps: int = 8, engine_url: str | None = None, play_tokens: int = PLAY_TOKENS) -> dict:
-    """The `real_*` keys for the page running SmolLM2 in the app (or on `engine_url`: keys suffixed `_llamacpp`)."""
+    """The `real_*` keys for Generate on SmolLM2 in the app (or on `engine_url`: suffixed `_llamacpp`)."""
     from playwright.sync_api import sync_playwright
 
     env = {"INFERENCE_LAB_DEFAULT_MODEL": real_model.REAL_MODEL_NAME}

@@ -1,15 +1,6 @@
-"""Facts about the machine this runs on, read from the system or measured here.
-
-    last_level_cache_bytes()   # int, or None when the system does not say ("unknown")
-    cpu_name(), logical_cpus()
-    peak_flops(torch.float32)  # Measurement: FLOP/s of a large matmul, best of a few, on torch's threads
-    memory_bandwidth()         # Measurement: bytes/s reading a tensor far larger than the caches
-
-Measurements are taken once per process (and per torch thread count) and kept: pages and the
-serving roofline ask for them freely. They are disturbed by whatever else runs on the machine,
-so a Measurement says how it was taken and the best run is reported (others can only slow a run
-down). Nothing here touches the global RNG.
-"""
+"""Facts about the machine this runs on, read from the system (cache size, CPU) or measured here once per process and
+torch thread count (peak FLOP/s, memory bandwidth: the best of a few runs, since others on the machine only slow a
+run down). Nothing here touches the global RNG."""
 
 from __future__ import annotations
 
@@ -17,7 +8,7 @@ import functools
 import os
 import platform
 import re
-import subprocess
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,74 +30,41 @@ class Measurement:
     how: str  # one sentence: what was timed, how often, on how many threads
 
 
-# ------------------------------------------------------------------------ read, not timed
-
-
 def _parse_size(text: str) -> int | None:
-    """'32768K', '300 MiB', '2048K', '314572800' -> bytes."""
+    """'32768K', '300 MiB', '314572800' -> bytes (binary units)."""
     match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(i?B)?\s*", text, flags=re.IGNORECASE)
-    if not match:
-        return None
-    factor = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2).upper()]
-    return int(match.group(1)) * factor
+    return int(match[1]) * 2 ** (10 * " KMG".index(match[2].upper())) if match else None
 
 
 def _llc_from_sysfs(root: Path) -> int | None:
-    best: tuple[int, int] | None = None  # (level, bytes)
-    for index in sorted(root.glob("index*")):
-        try:
-            kind = (index / "type").read_text().strip()
-            level = int((index / "level").read_text())
-            size = _parse_size((index / "size").read_text())
-        except (OSError, ValueError):
-            continue
-        if kind in ("Unified", "Data") and size and (best is None or level > best[0]):
-            best = (level, size)
-    return best[1] if best else None
-
-
-def _llc_from_lscpu() -> int | None:
-    try:
-        out = subprocess.run(
-            ["lscpu", "-B", "-C=LEVEL,ONE-SIZE,TYPE"], capture_output=True, text=True, timeout=5, check=True
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    best: tuple[int, int] | None = None
-    for line in out.splitlines()[1:]:
-        parts = line.split()
-        if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit() and parts[2] in ("Unified", "Data"):
-            level, size = int(parts[0]), int(parts[1])
-            if best is None or level > best[0]:
-                best = (level, size)
-    return best[1] if best else None
+    sizes = {}  # level -> bytes, of the data and unified caches
+    for index in root.glob("index*"):
+        with suppress(OSError, ValueError):
+            if (index / "type").read_text().strip() in ("Unified", "Data"):
+                sizes[int((index / "level").read_text())] = _parse_size((index / "size").read_text())
+    return sizes[max(sizes)] if sizes else None
 
 
 @functools.cache
 def last_level_cache_bytes() -> int | None:
-    """Bytes of the largest (last-level) CPU cache that CPU 0 uses, from sysfs or `lscpu`; None if unknown.
-    On a virtual machine this is what the hypervisor reports, and the cache is shared with other tenants."""
-    return _llc_from_sysfs(SYSFS_CACHE) or _llc_from_lscpu()
+    """Bytes of the largest (last-level) cache CPU 0 uses, as the system (on a VM, the hypervisor) reports it."""
+    return _llc_from_sysfs(SYSFS_CACHE)
 
 
 def describe_bytes(n_bytes: int | None) -> str:
     """'300 MiB', '23.1 MB' style text for cache and weight sizes; 'unknown' for None."""
     if n_bytes is None:
         return "unknown"
-    if n_bytes >= 2**20 and n_bytes % 2**20 == 0:
-        return f"{n_bytes // 2**20:,} MiB"
-    return f"{n_bytes / 1e6:,.1f} MB"
+    return f"{n_bytes // 2**20:,} MiB" if n_bytes >= 2**20 and n_bytes % 2**20 == 0 else f"{n_bytes / 1e6:,.1f} MB"
 
 
 @functools.cache
 def cpu_name() -> str:
     """The CPU's model name (/proc/cpuinfo), or the platform's processor string."""
-    try:
+    with suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.lower().startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or "unknown CPU"
 
 
@@ -115,38 +73,32 @@ def logical_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-# ------------------------------------------------------------------------------- measured
-
-
-def _best_seconds(run, runs: int = RUNS, budget_s: float = BUDGET_S) -> tuple[float, int]:
-    """Fastest of up to `runs` calls after one warm-up, stopping once `budget_s` is spent."""
+def _best_seconds(run) -> tuple[float, int]:
+    """Fastest of up to RUNS calls after one warm-up, stopping once BUDGET_S is spent; (seconds, runs)."""
     run()  # warm-up: first-call allocation, kernel selection
-    best, done, start = float("inf"), 0, measuring.now()
-    while done < runs:
+    times, start = [], measuring.now()
+    while len(times) < RUNS and (not times or measuring.ms_since(start) <= BUDGET_S * 1000):
         with measuring.Stopwatch() as watch:
             run()
-        best = min(best, watch.ms / 1000)
-        done += 1
-        if measuring.ms_since(start) > budget_s * 1000:
-            break
-    return best, done
+        times.append(watch.ms / 1000)
+    return min(times), len(times)
+
+
+def _on_threads(threads: int) -> str:
+    return f"after a warm-up, on {threads} torch thread{'s' if threads > 1 else ''}"
 
 
 @functools.cache
 def _peak_flops(dtype: torch.dtype, threads: int) -> Measurement:
     gen = torch.Generator().manual_seed(0)
-    a = torch.randn(MATMUL_SIZE, MATMUL_SIZE, generator=gen).to(dtype)
-    b = torch.randn(MATMUL_SIZE, MATMUL_SIZE, generator=gen).to(dtype)
+    a, b = (torch.randn(MATMUL_SIZE, MATMUL_SIZE, generator=gen).to(dtype) for _ in range(2))
     with torch.inference_mode():
         seconds, runs = _best_seconds(lambda: torch.mm(a, b))
-    flops = 2 * MATMUL_SIZE**3  # a multiply and an add per term
-    return Measurement(
-        flops / seconds,
-        "FLOP/s",
-        f"fastest of {runs} {MATMUL_SIZE}×{MATMUL_SIZE} {str(dtype).removeprefix('torch.')} matrix "
-        f"products (2·n³ FLOPs each) after a warm-up, on {threads} torch thread"
-        f"{'s' if threads > 1 else ''}",
+    name = str(dtype).removeprefix("torch.")
+    how = (
+        f"fastest of {runs} {MATMUL_SIZE}×{MATMUL_SIZE} {name} matrix products (2·n³ FLOPs each) {_on_threads(threads)}"
     )
+    return Measurement(2 * MATMUL_SIZE**3 / seconds, "FLOP/s", how)  # a multiply and an add per term
 
 
 def peak_flops(dtype: torch.dtype = torch.float32) -> Measurement:
@@ -155,8 +107,7 @@ def peak_flops(dtype: torch.dtype = torch.float32) -> Measurement:
 
 
 def _bandwidth_bytes() -> int:
-    cache = last_level_cache_bytes() or 0
-    return max(BANDWIDTH_BYTES, 2 * cache)
+    return max(BANDWIDTH_BYTES, 2 * (last_level_cache_bytes() or 0))
 
 
 @functools.cache
@@ -165,12 +116,8 @@ def _memory_bandwidth(threads: int) -> Measurement:
     data = torch.ones(n_bytes // 4, dtype=torch.float32)
     with torch.inference_mode():
         seconds, runs = _best_seconds(lambda: data.sum())
-    return Measurement(
-        n_bytes / seconds,
-        "bytes/s",
-        f"fastest of {runs} sums over a {n_bytes / 2**20:,.0f} MiB float32 tensor (read once each) "
-        f"after a warm-up, on {threads} torch thread{'s' if threads > 1 else ''}",
-    )
+    how = f"fastest of {runs} sums over a {n_bytes / 2**20:,.0f} MiB float32 tensor (read once each) {_on_threads(threads)}"
+    return Measurement(n_bytes / seconds, "bytes/s", how)
 
 
 def memory_bandwidth() -> Measurement:
@@ -184,24 +131,20 @@ def weights_fit_in_cache(weight_bytes: int) -> bool | None:
     return None if cache is None else weight_bytes <= cache
 
 
+TEXT = {
+    "unknown": "{size}; this machine does not report its cache size, so whether they stay in the CPU's cache between "
+    "decode steps is unknown here.",
+    "fits": "{size} and {where}: they fit, so between decode steps they can stay in the cache, and a step is limited "
+    "more by the fixed cost of running its many small operations than by reading weights from memory.",
+    "exceeds": "{size}, more than {where}: every decode step reads most of them from memory, so decode speed follows "
+    "memory bandwidth and fewer bytes per weight can make it faster.",
+}
+
+
 def weights_vs_cache(weight_bytes: int, what: str = "This model's weights") -> str:
-    """One sentence, true for these weights on this machine: do they fit in the last-level cache, and what
-    that means for a decode step (which reads every weight once)."""
-    cache = last_level_cache_bytes()
-    size = f"{what} take {describe_bytes(weight_bytes)}"
-    if cache is None:
-        return (
-            f"{size}; this machine does not report its cache size, so whether they stay in the CPU's cache "
-            "between decode steps is unknown here."
-        )
+    """One sentence, true for these weights on this machine: do they fit in the last-level cache, and what that means
+    for a decode step (which reads every weight once)."""
+    fits, cache = weights_fit_in_cache(weight_bytes), last_level_cache_bytes()
     where = f"this machine's last-level cache holds {describe_bytes(cache)} (as the system reports it)"
-    if weight_bytes <= cache:
-        return (
-            f"{size} and {where}: they fit, so between decode steps they can stay in the cache, and a step "
-            "is limited more by the fixed cost of running its many small operations than by reading "
-            "weights from memory."
-        )
-    return (
-        f"{size}, more than {where}: every decode step reads most of them from memory, so decode speed "
-        "follows memory bandwidth and fewer bytes per weight can make it faster."
-    )
+    key = "unknown" if fits is None else "fits" if fits else "exceeds"
+    return TEXT[key].format(size=f"{what} take {describe_bytes(weight_bytes)}", where=where)

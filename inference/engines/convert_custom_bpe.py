@@ -1,14 +1,11 @@
-"""Run llama.cpp's unmodified `convert_hf_to_gguf.py`, naming the BPE pre-tokenizer of a vocabulary trained
-here. Usage (a subprocess, so the converter's imports never enter the app):
+"""Run llama.cpp's unmodified `convert_hf_to_gguf.py` on a vocabulary trained here, naming its BPE pre-tokenizer:
 
     LLAMA_CPP=<vendored llama.cpp> python convert_custom_bpe.py <hf folder> [converter arguments]
 
-Why: the converter names a BPE tokenizer's pre-tokenizer (the regex that splits text before merging) by
-hashing the ids it gives for a fixed text and looking the hash up in a table of published tokenizers. A
-vocabulary trained here matches no published hash, so conversion stops with "BPE pre-tokenizer was not
-recognized". The hash cannot be added once and for all: it changes with every retrained vocabulary. Our
-tokenizer.json pre-tokenizes with `ByteLevel(use_regex=true)`, which is GPT-2's split regex, so "gpt-2" is
-the right name; anything else is refused rather than guessed.
+The converter names a pre-tokenizer by hashing the ids it gives for a fixed text, looked up among published
+tokenizers; a vocabulary trained here matches none ("BPE pre-tokenizer was not recognized"), and its hash changes with
+every retraining. Ours pre-tokenizes with `ByteLevel(use_regex=true)`, GPT-2's regex: "gpt-2"; anything else is refused.
+A subprocess, so the converter's imports never enter the app.
 """
 
 import json

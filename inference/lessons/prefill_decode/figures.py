@@ -15,19 +15,8 @@ from inference.lessons.style import (
     label,
     legend_below,
     legend_below_in_column,
+    quartile_bars,
 )
-
-
-def quartile_bars(summary, measure: str) -> dict:
-    """Asymmetric error bars from the median down to the first quartile and up to the third."""
-    return dict(
-        type="data",
-        symmetric=False,
-        array=summary[f"{measure}_q3"] - summary[measure],
-        arrayminus=summary[measure] - summary[f"{measure}_q1"],
-        thickness=1.5,
-        width=5,
-    )
 
 
 def _phase_curve(fig: go.Figure, s, y, phase: str, name: str, value_text: str, error_bars: dict | None = None) -> None:
