@@ -106,5 +106,7 @@ def test_compare_takes_a_timing_or_one_exact_number_and_refuses_zero():
     timing = pass_timing([2.0, 2.2, 2.1], "passes")
     assert compare(timing, 1.0).ratio == pytest.approx(2.1)
     assert compare(4.6, 1.0).words() == "4.6x more"  # one number each: exact, no noise to hide behind
+    assert compare(1.021, 1.013).words("worse", "better") == "0.8% worse"  # never "1.0x worse"
+    assert compare(0.97, 1.0).words() == "3.0% less"
     with pytest.raises(ValueError):
         compare([1.0], [0.0])

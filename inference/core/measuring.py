@@ -207,9 +207,12 @@ class Comparison:
         return self.low <= 1.0 <= self.high
 
     def words(self, more: str = "more", less: str = "less", same: str = "about the same") -> str:
-        """The words for the ratio: "4.6x less", "1.3x more", or "about the same (within this machine's noise)"."""
+        """The words for the ratio: "4.6x less", "1.3x more", "0.8% more" (a ratio that would read "1.0x"), or "about
+        the same (within this machine's noise)"."""
         if self.too_close:
             return f"{same} (within this machine's noise)"
+        if 1 / 1.05 < self.ratio < 1.05:
+            return f"{abs(self.ratio - 1):.1%} {more if self.ratio > 1 else less}"
         if self.ratio >= 1:
             return f"{self.ratio:.1f}x {more}"
         return f"{1 / self.ratio:.1f}x {less}"
