@@ -23,7 +23,6 @@ from inference.lessons.serving import models
 
 BATCH_SETTINGS = {f"-b {b} -ub {u}": (b, u) for b, u in ((64, 64), (128, 128), (256, 256), (512, 512), (512, 64))}
 DEFAULT_PRICE, DEFAULT_DISCOUNT = 3.00, 90  # illustrative: the visitor types theirs
-KEEP = dict(persist_state="session")  # every setting lives on across pages
 KV_COLUMNS = {  # beside the "cache" column
     "bytes_per_token": st.column_config.NumberColumn("bytes/token (formula)", format="%d"),
     "reported_bytes_per_token": st.column_config.NumberColumn("bytes/token (server)", format="%.1f"),
@@ -44,7 +43,9 @@ if not llamacpp.is_built():
     st.stop()
 
 options, label = models.model_options(), models.LABELS.get  # the app's default model first
-key = st.radio("Model on the engine", options, horizontal=True, key="internals_model", format_func=label, **KEEP)
+key = st.radio(
+    "Model on the engine", options, horizontal=True, key="internals_model", format_func=label, persist_state="session"
+)
 model = served.engine_model(key)
 about = TEXT["model"].format(layers=model.layers, kv_width=model.kv_width, context=model.context)
 st.caption(about + (" " + TEXT["timing_only"] if model.timing_only else ""))
@@ -58,10 +59,16 @@ st.caption(glossary.note("cache_n", "--cache-ram"))
 c1, c2, c3 = layout.control_row(3)
 prefix_default = min(512, model.context - 128)
 prefix_tokens = c1.slider(
-    "Shared prefix (tokens)", 64, model.context - 64, prefix_default, 32, key="internals_prefix", **KEEP
+    "Shared prefix (tokens)",
+    64,
+    model.context - 64,
+    prefix_default,
+    32,
+    key="internals_prefix",
+    persist_state="session",
 )
-suffix_tokens = c2.slider("Own tokens after it", 1, 64, 16, key="internals_suffix", **KEEP)
-requests = c3.slider("Requests", 2, 8, 4, key="internals_requests", **KEEP)
+suffix_tokens = c2.slider("Own tokens after it", 1, 64, 16, key="internals_suffix", persist_state="session")
+requests = c3.slider("Requests", 2, 8, 4, key="internals_requests", persist_state="session")
 with plan_box:
     plan = prefix_cache.request_plan(model.arithmetic, model.context, prefix_tokens, suffix_tokens, requests)
     st.markdown(text.plan_sentence(plan, model.name, prefix_cache.prompt_start(model, prefix_tokens)))
@@ -90,9 +97,17 @@ if table is not None:
         st.markdown(TEXT["flops"].format(cached=cached, saved=saved / 1e9, cold=cold / 1e9, share=saved / cold))
         c1, c2 = st.columns(2)
         price = c1.number_input(
-            "Input price, $ per million tokens", 0.0, 100.0, DEFAULT_PRICE, 0.25, key="internals_price", **KEEP
+            "Input price, $ per million tokens",
+            0.0,
+            100.0,
+            DEFAULT_PRICE,
+            0.25,
+            key="internals_price",
+            persist_state="session",
         )
-        discount = c2.slider("Discount on cached input (%)", 0, 100, DEFAULT_DISCOUNT, key="internals_discount", **KEEP)
+        discount = c2.slider(
+            "Discount on cached input (%)", 0, 100, DEFAULT_DISCOUNT, key="internals_discount", persist_state="session"
+        )
         on = table[table["cache"]]
         evaluated, reused = int(on["evaluated_tokens"].sum()), int(on["cached_tokens"].sum())
         full = prefix_cache.input_cost(evaluated + reused, 0, price, 0) * 1e6 / len(on)
@@ -105,8 +120,8 @@ st.markdown("#### What the server keeps")
 keeps = dict(similarity=prefix_cache.SLOT_SIMILARITY, default=prefix_cache.DEFAULT_CACHE_RAM_MIB)
 st.markdown(TEXT["keeps"].format(**keeps))
 c1, c2 = st.columns(2)
-turn_tokens = c1.slider("New tokens per turn", 8, 64, 32, step=8, key="internals_turn", **KEEP)
-turns = c2.slider("Turns per conversation", 2, 4, 3, key="internals_turns", **KEEP)
+turn_tokens = c1.slider("New tokens per turn", 8, 64, 32, step=8, key="internals_turn", persist_state="session")
+turns = c2.slider("Turns per conversation", 2, 4, 3, key="internals_turns", persist_state="session")
 alt_prefix = min(prefix_tokens, model.context - turns * turn_tokens - 2)
 alternation = None
 with engine_errors():
@@ -132,12 +147,23 @@ st.markdown(TEXT["chunked_intro"])
 c1, c2, c3 = layout.control_row(3)
 long_default = min(768, model.context - 112)
 long_prompt = c1.slider(
-    "Newcomer's prompt (tokens)", 64, model.context - 16, long_default, 16, key="internals_long", **KEEP
+    "Newcomer's prompt (tokens)",
+    64,
+    model.context - 16,
+    long_default,
+    16,
+    key="internals_long",
+    persist_state="session",
 )
-cotenants = c2.slider("Requests decoding (co-tenants)", 1, 4, 2, key="internals_cotenants", **KEEP)
+cotenants = c2.slider("Requests decoding (co-tenants)", 1, 4, 2, key="internals_cotenants", persist_state="session")
 batches, explain = list(BATCH_SETTINGS), glossary.help_for("-b/-ub")
 chosen = c3.multiselect(
-    "Batch settings", batches, batches[:2] + batches[-1:], key="internals_batches", help=explain, **KEEP
+    "Batch settings",
+    batches,
+    batches[:2] + batches[-1:],
+    key="internals_batches",
+    help=explain,
+    persist_state="session",
 )
 settings = sorted({BATCH_SETTINGS[s] for s in chosen})
 runs = None
@@ -154,7 +180,11 @@ with engine_errors():
     )
 if runs:
     names = [r.setting for r in runs]
-    shown = st.selectbox("Timeline of", names, key="internals_timeline", **KEEP) if len(runs) > 1 else names[0]
+    shown = (
+        st.selectbox("Timeline of", names, key="internals_timeline", persist_state="session")
+        if len(runs) > 1
+        else names[0]
+    )
     run = runs[names.index(shown)]
     chart(stall_timeline_figure(run, presenter))
     st.markdown(text.stall_verdict(run))
@@ -173,7 +203,9 @@ st.subheader("3. KV-cache precision")
 st.markdown(TEXT["kv_intro"])
 st.page_link("app_pages/quantization.py", label="Weight quantization: bytes, speed and KL", icon="🗜️")
 bundled = served.engine_model(served.BUNDLED)  # trained: its distributions mean something
-positions = st.slider("Positions of text scored", 32, 300, 192, step=16, key="internals_positions", **KEEP)
+positions = st.slider(
+    "Positions of text scored", 32, 300, 192, step=16, key="internals_positions", persist_state="session"
+)
 comparison = None
 with engine_errors():
     comparison = measure_on_click(

@@ -36,7 +36,7 @@ VOCAB = served_models.VOCAB  # trace prompts are ids below it
 SETTINGS = {"serving_shape": "short chat", "serving_rate": 16.0, "serving_requests": 16, "serving_seed": 0}
 DEFAULT_PRICE_PER_HOUR = 1.00  # illustrative; the visitor types theirs
 SWEEP_POINTS = 5
-KEEP, ROW = dict(persist_state="session"), dict(horizontal=True)  # every setting lives on across pages
+ROW = dict(horizontal=True)
 
 current_model()  # draws the shared sidebar
 presenter = layout.presenter()
@@ -81,13 +81,20 @@ with box if box is not None else contextlib.nullcontext():
         wide = len(engines) > 1 and LOCAL in engines and not presenter
         c1, c2 = st.columns(2) if wide else (st.container(), st.container())
         if len(engines) > 1:
-            c1.radio("Engine", engines, key="serving_engine", **ROW, **KEEP)
+            c1.radio("Engine", engines, key="serving_engine", **ROW, persist_state="session")
         local = state.serving_engine == LOCAL
         if not local:  # an engine started elsewhere serves the model it was started with
             st.caption(TEXT["external_engine"].format(name=state.serving_engine, url=configured[state.serving_engine]))
         else:
             label = served_models.LABELS.get
-            c2.radio("Model on the engine", model_options, key="serving_model", format_func=label, **ROW, **KEEP)
+            c2.radio(
+                "Model on the engine",
+                model_options,
+                key="serving_model",
+                format_func=label,
+                **ROW,
+                persist_state="session",
+            )
             if state.serving_model == served_models.REAL:  # a caption, not a box: the radio above names the model
                 mb = served_models.weight_file(state.serving_model).stat().st_size / 1e6
                 st.caption(TEXT["real_model"].format(questions=len(request_trace.QUESTIONS), mb=mb))
@@ -103,11 +110,11 @@ with box if box is not None else contextlib.nullcontext():
             st.subheader("1. The traffic")
         c1, c2 = st.columns(2)
         c3, c4 = st.columns(2)
-        c1.selectbox("Requests like", list(request_trace.SHAPES), key="serving_shape", **KEEP)
+        c1.selectbox("Requests like", list(request_trace.SHAPES), key="serving_shape", persist_state="session")
         rates = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
-        c2.select_slider("Arrival rate λ (requests/s)", rates, key="serving_rate", **KEEP)
-        c3.slider("Requests", 4, 48, step=4, key="serving_requests", **KEEP)
-        c4.number_input("Seed", 0, 10_000, key="serving_seed", **KEEP)
+        c2.select_slider("Arrival rate λ (requests/s)", rates, key="serving_rate", persist_state="session")
+        c3.slider("Requests", 4, 48, step=4, key="serving_requests", persist_state="session")
+        c4.number_input("Seed", 0, 10_000, key="serving_seed", persist_state="session")
 engine, model_key = state.serving_engine, state.serving_model if local else state.serving_engine
 shape_name, rate, count = state.serving_shape, state.serving_rate, int(state.serving_requests)
 seed = int(state.serving_seed)
@@ -135,9 +142,11 @@ slots = None  # an engine started elsewhere has the slots it was started with
 if local:
     help_slots = "llama-server's --parallel: requests it decodes together in one batch."
     slots = c1.select_slider(
-        "Slots in the batched server", [2, 4, 8, 16], 8, key="serving_slots", help=help_slots, **KEEP
+        "Slots in the batched server", [2, 4, 8, 16], 8, key="serving_slots", help=help_slots, persist_state="session"
     )
-slo_ms = c2.number_input("SLO: time to first token at most (ms)", 50, 60_000, 1000, step=50, key="serving_slo", **KEEP)
+slo_ms = c2.number_input(
+    "SLO: time to first token at most (ms)", 50, 60_000, 1000, step=50, key="serving_slo", persist_state="session"
+)
 slo = replay.SLO(ttft_s=slo_ms / 1000)
 if local:  # beside the button that starts it
     st.caption(TEXT["local_engine"].format(cache_dir=llamacpp.cache_dir()))
@@ -180,7 +189,7 @@ picked = st.multiselect(
     list(two_engines.ENGINES),
     [e for e in two_engines.ENGINES if e not in missing],
     key="serving_pair_engines",
-    **KEEP,
+    persist_state="session",
 )
 for missed in set(picked) & set(missing):
     st.info(missing[missed])
@@ -213,9 +222,9 @@ low, high = c1.select_slider(
     [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0],
     value=(1.0, 32.0),  # past one server's capacity on the bundled model: the knee lies inside
     key="serving_sweep_rates",
-    **KEEP,
+    persist_state="session",
 )
-per_rate = c2.slider("Requests per rate", 4, 32, 12, step=4, key="serving_sweep_requests", **KEEP)
+per_rate = c2.slider("Requests per rate", 4, 32, 12, step=4, key="serving_sweep_requests", persist_state="session")
 rates = sorted({round(low * (high / low) ** (i / (SWEEP_POINTS - 1)), 3) for i in range(SWEEP_POINTS)})
 sweep = measure_on_click(
     "Sweep the arrival rate",
@@ -287,7 +296,13 @@ at_capacity = measure_on_click(
 )
 if at_capacity is not None:
     price = st.number_input(
-        "Price of this machine per hour ($)", 0.0, 1000.0, DEFAULT_PRICE_PER_HOUR, step=0.1, key="serving_price", **KEEP
+        "Price of this machine per hour ($)",
+        0.0,
+        1000.0,
+        DEFAULT_PRICE_PER_HOUR,
+        step=0.1,
+        key="serving_price",
+        persist_state="session",
     )
     for column, (n, run) in zip(layout.metric_cells(len(at_capacity)), sorted(at_capacity.items())):
         column.metric(
