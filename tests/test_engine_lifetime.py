@@ -16,6 +16,9 @@ from tests.engine_servers import require_llama_server, require_vllm
 
 pytestmark = pytest.mark.engine
 GONE_WITHIN_S = 5.0
+# vLLM's engine-core and worker processes stop on their own once its API server is gone: on a busy 2-core machine
+# (a CI run with a browser test on the other core, 2026-12-08) two of them were still there 5 s after the kill.
+VLLM_GONE_WITHIN_S = 15.0
 
 
 def start_command(*args: str) -> tuple[subprocess.Popen, list[psutil.Process]]:
@@ -44,13 +47,13 @@ def still_running(process: psutil.Process) -> bool:
     return False
 
 
-def assert_all_gone(command: subprocess.Popen, servers: list[psutil.Process]) -> None:
-    """Every server process has exited (a zombie has: only its reaping is pending) within GONE_WITHIN_S."""
-    _, alive = psutil.wait_procs(servers, timeout=GONE_WITHIN_S)
+def assert_all_gone(command: subprocess.Popen, servers: list[psutil.Process], within_s: float = GONE_WITHIN_S) -> None:
+    """Every server process has exited (a zombie has: only its reaping is pending) within `within_s`."""
+    _, alive = psutil.wait_procs(servers, timeout=within_s)
     alive = [p for p in alive if still_running(p)]
     for process in alive:  # cleaned up so a failure does not leave the server running either
         process.kill()
-    assert not alive, f"still running {GONE_WITHIN_S} s later: {[p.pid for p in alive]}"
+    assert not alive, f"still running {within_s} s later: {[p.pid for p in alive]}"
     command.wait(60)  # the command itself may take longer to exit (torch's teardown on a busy machine)
 
 
@@ -65,11 +68,11 @@ def test_llama_server_is_gone_within_5_s_of_the_serve_command_being_signalled(si
         assert f"stopped by {sig.name}" in command.stdout.read()
 
 
-def test_every_vllm_process_is_gone_within_5_s_of_the_serve_command_being_killed():
+def test_every_vllm_process_is_gone_within_15_s_of_the_serve_command_being_killed():
     """SIGKILL: the command runs no code; the parent-death signal stops vLLM's API server, which stops its
     engine-core and worker processes. (SIGTERM runs the same stop() as llama-server's, tested above.)"""
     require_vllm()
     command, servers = start_command("vllm", "serve")
     assert len(servers) >= 3, [p.name() for p in servers]  # API server, engine core, worker
     command.kill()
-    assert_all_gone(command, servers)
+    assert_all_gone(command, servers, VLLM_GONE_WITHIN_S)
