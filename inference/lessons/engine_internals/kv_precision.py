@@ -221,9 +221,5 @@ def compare(
     return PrecisionComparison(pd.DataFrame(rows), len(ids) - 1, EVALUATION_TEXT_WHAT)
 
 
-def bytes_for_context(bytes_per_token: float, context_tokens: int, sequences: int = 1) -> float:
-    return bytes_per_token * context_tokens * sequences
-
-
 def mib(value: float) -> float:
     return value / 2**20
